@@ -1,0 +1,35 @@
+# The two commands of the README, and a few more.
+#   make up    install what is missing, build, start the local cluster, run the demo
+#   make test  install what is missing, build, run every test
+BUILD_DIR := build/release
+ASAN_DIR := build/asan
+
+.PHONY: all setup build test up bench asan asan-test clean
+
+all: build
+
+setup:
+	@scripts/setup
+
+build: setup
+	@cmake --preset release >/dev/null
+	@cmake --build --preset release
+
+test: build
+	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+
+up: build
+	@$(BUILD_DIR)/trainyard up --demo
+
+bench: build
+	@set -e; for b in $(BUILD_DIR)/bench/*_bench; do echo "== $$b"; $$b --benchmark_min_time=0.2; done
+
+asan: setup
+	@cmake --preset asan >/dev/null
+	@cmake --build --preset asan
+
+asan-test: asan
+	@ctest --test-dir $(ASAN_DIR) --output-on-failure -j2
+
+clean:
+	rm -rf build

@@ -1,0 +1,72 @@
+# Helpers that give every Trainyard target the same warnings and layout.
+
+# ty_options(TARGET): our warning set, applied to our code only.
+function(ty_options target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-missing-field-initializers)
+  target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+endfunction()
+
+# ty_library(NAME SOURCES... [DEPS ...]): a static library of one module.
+function(ty_library name)
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${A_SOURCES})
+  ty_options(${name})
+  if(A_DEPS)
+    target_link_libraries(${name} PUBLIC ${A_DEPS})
+  endif()
+endfunction()
+
+# ty_test(NAME SOURCES... [DEPS ...] [LABELS ...]): a GoogleTest program
+# registered with ctest, one ctest entry per test case.
+function(ty_test name)
+  if(NOT TRAINYARD_BUILD_TESTS)
+    return()
+  endif()
+  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  ty_options(${name})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(NOT A_TIMEOUT)
+    set(A_TIMEOUT 120)
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${A_LABELS}"
+      ENVIRONMENT "TRAINYARD_BIN=$<TARGET_FILE_DIR:trainyard>/trainyard;TRAINYARD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()
+
+# ty_bench(NAME SOURCES... [DEPS ...]): a Google Benchmark program; `make bench`
+# runs all of them.
+function(ty_bench name)
+  if(NOT TRAINYARD_BUILD_BENCH)
+    return()
+  endif()
+  cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${A_SOURCES})
+  ty_options(${name})
+  target_link_libraries(${name} PRIVATE ${A_DEPS} benchmark::benchmark)
+  set_property(GLOBAL APPEND PROPERTY TRAINYARD_BENCHES ${name})
+endfunction()
+
+# ty_module(NAME DIR [DEPS ...] [TEST_DEPS ...]): the library of one module
+# from every .cc under DIR (recursively) that is not a *_test.cc or main.cc,
+# and one test program NAME_test from every *_test.cc there. A module with no
+# sources yet is an INTERFACE library so dependents still link.
+function(ty_module name)
+  cmake_parse_arguments(A "" "DIR;TIMEOUT" "DEPS;TEST_DEPS;LABELS" ${ARGN})
+  file(GLOB_RECURSE all_cc CONFIGURE_DEPENDS ${A_DIR}/*.cc)
+  set(lib_cc ${all_cc})
+  list(FILTER lib_cc EXCLUDE REGEX "(_test|/main)\\.cc$")
+  set(test_cc ${all_cc})
+  list(FILTER test_cc INCLUDE REGEX "_test\\.cc$")
+  if(lib_cc)
+    ty_library(${name} SOURCES ${lib_cc} DEPS ${A_DEPS})
+  else()
+    add_library(${name} INTERFACE)
+    target_include_directories(${name} INTERFACE ${PROJECT_SOURCE_DIR}/src)
+    target_link_libraries(${name} INTERFACE ${A_DEPS})
+  endif()
+  if(test_cc)
+    ty_test(${name}_test SOURCES ${test_cc} DEPS ${name} ${A_TEST_DEPS}
+      LABELS ${A_LABELS} TIMEOUT ${A_TIMEOUT})
+  endif()
+endfunction()

@@ -1,0 +1,26 @@
+// Entry point of the `trainyard` binary: parses the command line and hands it
+// to the verb.
+#include <iostream>
+
+#include "CLI/CLI.hpp"
+#include "cli/verbs.h"
+#include "common/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Trainyard: a GPU cluster manager for distributed deep-learning training"};
+  app.set_version_flag("--version", std::string("trainyard ") + trainyard::kVersion);
+  app.require_subcommand(0, 1);
+  int exit_code = trainyard::cli::kExitOk;
+  trainyard::cli::RegisterUp(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? 0 : trainyard::cli::kExitUsage;
+  }
+  if (app.get_subcommands().empty()) {
+    std::cout << app.help();
+    return trainyard::cli::kExitOk;
+  }
+  return exit_code;
+}

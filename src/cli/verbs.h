@@ -1,0 +1,19 @@
+// The verbs of the `trainyard` command. Each Register* adds its subcommand(s)
+// to the app; the callback it installs runs the verb and sets *exit_code.
+#pragma once
+
+namespace CLI {
+class App;
+}
+
+namespace trainyard::cli {
+
+// Exit codes a script can rely on.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitFailure = 1;      // the operation failed
+inline constexpr int kExitUsage = 2;        // bad command line or input
+inline constexpr int kExitUnavailable = 3;  // server not reachable
+
+void RegisterUp(CLI::App& app, int* exit_code);
+
+}  // namespace trainyard::cli
