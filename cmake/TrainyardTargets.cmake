@@ -29,9 +29,12 @@ function(ty_test name)
   if(NOT A_TIMEOUT)
     set(A_TIMEOUT 120)
   endif()
+  if(NOT A_LABELS)
+    set(A_LABELS unit)
+  endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${A_LABELS}"
-      ENVIRONMENT "TRAINYARD_BIN=$<TARGET_FILE_DIR:trainyard>/trainyard;TRAINYARD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+      ENVIRONMENT "TRAINYARD_BIN=${PROJECT_BINARY_DIR}/trainyard;TRAINYARD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
 endfunction()
 
 # ty_bench(NAME SOURCES... [DEPS ...]): a Google Benchmark program; `make bench`
