@@ -12,6 +12,12 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
   int exit_code = trainyard::cli::kExitOk;
   trainyard::cli::RegisterUp(app, &exit_code);
+  trainyard::cli::RegisterServer(app, &exit_code);
+  trainyard::cli::RegisterAgent(app, &exit_code);
+  trainyard::cli::RegisterJobmaster(app, &exit_code);
+  trainyard::cli::RegisterWorker(app, &exit_code);
+  trainyard::cli::RegisterClientVerbs(app, &exit_code);
+  trainyard::cli::RegisterSim(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -15,5 +15,12 @@ inline constexpr int kExitUsage = 2;        // bad command line or input
 inline constexpr int kExitUnavailable = 3;  // server not reachable
 
 void RegisterUp(CLI::App& app, int* exit_code);
+void RegisterSim(CLI::App& app, int* exit_code);
+void RegisterJobmaster(CLI::App& app, int* exit_code);
+void RegisterWorker(CLI::App& app, int* exit_code);
+void RegisterAgent(CLI::App& app, int* exit_code);
+void RegisterServer(CLI::App& app, int* exit_code);
+// submit, jobs, describe, kill, logs, nodes, queues
+void RegisterClientVerbs(CLI::App& app, int* exit_code);
 
 }  // namespace trainyard::cli
