@@ -6,8 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
 
 namespace trainyard::core {
@@ -25,7 +25,9 @@ struct PortRange {
 
 class PortRanges {
  public:
-  using Ranges = absl::InlinedVector<PortRange, 2>;
+  // A std::vector, not an absl::InlinedVector: GCC 12 reports a false
+  // -Wmaybe-uninitialized when an InlinedVector moves through a StatusOr.
+  using Ranges = std::vector<PortRange>;
 
   PortRanges() = default;
   // Returns the set [begin, end]; an error when reversed or outside 1..65535.
