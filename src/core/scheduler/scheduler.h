@@ -1,0 +1,115 @@
+// Scheduler: the entry point of the scheduler core. It owns a ClusterState
+// that callers (the server, the simulator) keep current with incremental
+// updates, and on each Schedule(now) returns Decisions: gang placements
+// (already committed to the state), preemptions with a grace deadline, and a
+// pending reason for every job left waiting. Pure: time comes in as `now`,
+// tie-breaks are seeded, same calls in the same order give the same result.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/policy/placement_policy.h"
+#include "core/policy/queue_config.h"
+#include "core/policy/queue_policy.h"
+#include "core/resources/limits.h"
+#include "core/state/cluster_state.h"
+
+namespace trainyard::core {
+
+struct SchedulerOptions {
+  std::string queue_policy = "fifo";   // "fifo", "capacity", "fair"
+  std::string placement = "topology";  // "topology", "spread"
+  QueuesConfig queues = DefaultQueues();
+  // A head-of-line job waiting longer than this gets a reservation: nodes
+  // held for it as they drain; others backfill only elsewhere.
+  absl::Duration reservation_wait = absl::Minutes(5);
+  // Time a preemption victim gets to checkpoint before it is killed.
+  absl::Duration preemption_grace = absl::Seconds(30);
+  bool enable_preemption = true;
+  // Seeds tie-breaks among equal candidates.
+  uint64_t seed = 1;
+  AllocationLimits limits;
+};
+
+// A job placed this round: every placed task with its node, GPUs and ports.
+struct JobPlacement {
+  std::string job_id;
+  std::vector<TaskAssignment> tasks;
+};
+
+// A running job chosen as a victim. It keeps its resources until the
+// caller calls RequeueJob (after it exits, or at grace_deadline).
+struct Preemption {
+  std::string victim_job_id;
+  std::string for_job_id;
+  std::string reason;  // "preempted by production job prod-1 (priority)"
+  absl::Time grace_deadline;
+  std::vector<TaskAssignment> tasks;  // what the victim holds now
+};
+
+struct PendingReason {
+  std::string job_id;
+  std::string reason;
+};
+
+struct Decisions {
+  std::vector<JobPlacement> placements;
+  std::vector<Preemption> preemptions;
+  std::vector<PendingReason> pending;  // one per job still waiting
+};
+
+class Scheduler {
+ public:
+  // Builds a scheduler. Errors: unknown policy names, invalid queues.
+  static absl::StatusOr<std::unique_ptr<Scheduler>> Create(const SchedulerOptions& options);
+
+  // Incremental updates, O(what changed); errors as ClusterState's.
+  absl::Status AddNode(const NodeSpec& spec) { return state_.AddNode(spec); }
+  absl::Status RemoveNode(std::string_view name, std::vector<std::string>* requeued = nullptr) {
+    return state_.RemoveNode(name, requeued);
+  }
+  absl::Status SetSchedulable(std::string_view name, bool on) {
+    return state_.SetSchedulable(name, on);
+  }
+  // Adds a pending job. Errors: ValidateJob's, requests outside
+  // options.limits, a queue the policy does not know, a duplicate id.
+  absl::Status AddJob(const JobRequest& job);
+  // A job ended or was killed: forget it and free what it holds.
+  absl::Status RemoveJob(std::string_view id);
+  // A preempted (or failed) job goes back to pending, freeing what it holds.
+  absl::Status RequeueJob(std::string_view id);
+  absl::Status TaskFinished(std::string_view id, std::string_view role, int32_t index) {
+    return state_.TaskFinished(id, role, index);
+  }
+
+  // One scheduling round at time `now`.
+  Decisions Schedule(absl::Time now);
+
+  const ClusterState& state() const { return state_; }
+  ClusterState& mutable_state() { return state_; }
+  const SchedulerOptions& options() const { return options_; }
+
+ private:
+  Scheduler(SchedulerOptions options, QueuePolicyPtr queues, PlacementPolicyPtr placement);
+  struct Round;
+  void TryJob(Round& round, JobSlot j);
+  bool TryPreempt(Round& round, JobSlot j);
+  void Reserve(Round& round, JobSlot j);
+  void ClearReservation();
+
+  SchedulerOptions options_;
+  QueuePolicyPtr queue_policy_;
+  PlacementPolicyPtr placement_;
+  ClusterState state_;
+  JobSlot reserved_job_ = -1;
+  std::vector<NodeId> reserved_nodes_;
+};
+
+}  // namespace trainyard::core

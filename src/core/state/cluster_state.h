@@ -1,0 +1,196 @@
+// ClusterState: the scheduler's whole world as values — nodes (resources,
+// free-GPU bitmap, topology, labels, rack, schedulable flag), running jobs
+// with their task allocations, and pending jobs. Every update costs
+// O(what changed): nodes sit in a NodeIndex keyed by their free GPU groups
+// so a placement never scans the cluster, and usage per queue and per user
+// is kept as allocations come and go.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "core/resources/gpu_topology.h"
+#include "core/resources/resource.h"
+#include "core/state/job.h"
+#include "core/state/labels.h"
+#include "core/state/node_index.h"
+
+namespace trainyard::core {
+
+// A node as an agent reports it.
+struct NodeSpec {
+  std::string name;
+  std::string rack;  // "" = no rack
+  Labels labels;
+  // memory_mb, vcores_milli, gpus, gpu_mask (the GPUs offered; 0 = all
+  // GPUs of the topology) and ports (the range the node serves).
+  Resource capacity;
+  GpuTopology topology;  // gpu_count() == capacity.gpus
+  bool schedulable = true;
+};
+
+// One task placed on a node (public form, node by name).
+struct TaskAssignment {
+  std::string role;
+  int32_t index = 0;    // 0..count-1 within the role
+  std::string node;
+  Resource allocation;  // memory, vcores, gpus, exact gpu_mask, exact ports
+};
+
+enum class JobPhase : int8_t {
+  kPending,     // waiting to be placed
+  kRunning,     // placed; holds its allocations
+  kPreempting,  // chosen as a victim; holds its allocations until requeued
+};
+
+using NodeId = int32_t;
+using JobSlot = int32_t;
+
+// Internal per-node record. Policies read it; only ClusterState writes it.
+struct NodeState {
+  std::string name;
+  int32_t rack = -1;         // index into racks(); -1 = none
+  int32_t labels = 0;        // index into label_sets()
+  int32_t topology = 0;      // index into topologies()
+  Resource capacity;
+  Resource free;             // free.gpu_mask is the free-GPU bitmap
+  bool schedulable = true;
+  bool present = false;      // false once removed (slot reused later)
+  JobSlot reserved_for = -1; // a reservation holds this node for a job
+  std::vector<std::pair<JobSlot, int32_t>> tasks;  // (job, task position)
+};
+
+// Internal per-task record of a running job.
+struct PlacedTask {
+  int32_t role = 0;
+  int32_t index = 0;
+  NodeId node = -1;  // -1 once the task finished and released
+  Resource allocation;
+};
+
+// Internal per-job record.
+struct JobState {
+  JobRequest request;
+  JobPhase phase = JobPhase::kPending;
+  int32_t queue = 0;          // index into queue_names()
+  int32_t user = 0;           // index into user_names()
+  uint64_t seq = 0;           // arrival order, for stable ties
+  absl::Time start_time;      // when placed
+  absl::Time grace_deadline;  // when preempting
+  std::vector<PlacedTask> tasks;
+  Resource used;              // sum of live task allocations (scalars)
+  bool live = false;
+};
+
+class ClusterState {
+ public:
+  ClusterState() = default;
+
+  // ---- Nodes ----
+  // Adds a node with everything free. Errors: empty or duplicate name,
+  // topology GPU count != capacity.gpus, a gpu_mask outside the topology,
+  // negative sizes.
+  absl::Status AddNode(const NodeSpec& spec);
+  // Removes a node. Jobs with tasks on it go back to pending (their other
+  // tasks released); their ids are appended to *requeued when given.
+  absl::Status RemoveNode(std::string_view name, std::vector<std::string>* requeued = nullptr);
+  // Marks a node (un)schedulable: running tasks stay, nothing new lands.
+  absl::Status SetSchedulable(std::string_view name, bool schedulable);
+  // Takes GPUs out of service (busy with processes Trainyard did not start)
+  // or back: `excluded` is the set now unusable. Fails when an excluded GPU
+  // is held by a task.
+  absl::Status SetExcludedGpus(std::string_view name, GpuSet excluded);
+
+  // ---- Jobs ----
+  // Adds a pending job. Errors: ValidateJob's, a duplicate id.
+  absl::Status AddJob(const JobRequest& job);
+  // Forgets a job (pending, running or preempting), releasing what it holds.
+  absl::Status RemoveJob(std::string_view id);
+  // Releases what a running job holds and puts it back to pending with its
+  // original submit time (after preemption, or a node failure).
+  absl::Status RequeueJob(std::string_view id);
+  // Releases one task's allocation; the job stays running (the caller
+  // removes it when it ends). Errors: unknown job, role or index.
+  absl::Status TaskFinished(std::string_view id, std::string_view role, int32_t index);
+
+  // ---- Reading ----
+  int NodeCount() const { return node_count_; }
+  int JobCount() const { return job_count_; }
+  std::optional<NodeId> FindNode(std::string_view name) const;
+  std::optional<JobSlot> FindJob(std::string_view id) const;
+  const NodeState& node(NodeId n) const { return nodes_[n]; }
+  const JobState& job(JobSlot j) const { return jobs_[j]; }
+  NodeId NodeSlots() const { return static_cast<NodeId>(nodes_.size()); }
+  JobSlot JobSlots() const { return static_cast<JobSlot>(jobs_.size()); }
+  const GpuTopology& topology(NodeId n) const { return topologies_[nodes_[n].topology]; }
+  const Labels& labels(NodeId n) const { return label_sets_[nodes_[n].labels]; }
+  const std::vector<std::string>& racks() const { return racks_; }
+  const std::vector<NodeId>& rack_nodes(int32_t rack) const { return rack_nodes_[rack]; }
+  const std::vector<std::string>& queue_names() const { return queue_names_; }
+  const std::vector<std::string>& user_names() const { return user_names_; }
+  // Pending jobs of each queue, in arrival order (may hold removed slots'
+  // stale entries; check job(j).phase).
+  const std::vector<JobSlot>& pending(int32_t queue) const { return pending_[queue]; }
+  // Current placements of a job, public form.
+  std::vector<TaskAssignment> Assignments(JobSlot j) const;
+  // Resources held per queue, and per (queue, user); scalars only.
+  const Resource& QueueUsed(int32_t queue) const { return queue_used_[queue]; }
+  Resource UserUsed(int32_t queue, int32_t user) const;
+  // Sum of schedulable capacity (scalars) over present nodes.
+  const Resource& ClusterCapacity() const { return cluster_capacity_; }
+  const NodeIndex& index() const { return index_; }
+  // Returns the index of a queue name, adding it when new.
+  int32_t InternQueue(std::string_view name);
+
+  // ---- Mechanism (used by the scheduler) ----
+  // Gives `allocation` on node n to task (role, index) of job j.
+  // REQUIRES: the allocation fits node n's free resources.
+  void AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n, const Resource& allocation);
+  // Undoes every task allocation of job j (rollback of a tentative gang or
+  // release on requeue); the job keeps its phase.
+  void ReleaseAllTasks(JobSlot j);
+  void SetPhase(JobSlot j, JobPhase phase, absl::Time at);
+  void SetReservation(NodeId n, JobSlot j);
+  // Re-sorts pending_ lists lazily, dropping stale entries.
+  void CompactPending();
+  // Approximate bytes held per node and per job (for the benchmark).
+  size_t ApproxBytes() const;
+
+ private:
+  int32_t InternLabels(const Labels& labels);
+  int32_t InternTopology(const GpuTopology& t);
+  int32_t InternRack(std::string_view rack);
+  int32_t InternUser(std::string_view user);
+  void ReleaseTask(JobSlot j, int32_t pos);
+  void Reindex(NodeId n);
+
+  std::vector<NodeState> nodes_;
+  std::vector<NodeId> free_node_slots_;
+  absl::flat_hash_map<std::string, NodeId> node_by_name_;
+  int node_count_ = 0;
+  std::vector<JobState> jobs_;
+  std::vector<JobSlot> free_job_slots_;
+  absl::flat_hash_map<std::string, JobSlot> job_by_id_;
+  int job_count_ = 0;
+  uint64_t next_seq_ = 0;
+  std::vector<Labels> label_sets_;
+  std::vector<GpuTopology> topologies_;
+  std::vector<std::string> racks_;
+  std::vector<std::vector<NodeId>> rack_nodes_;
+  std::vector<std::string> queue_names_;
+  std::vector<std::string> user_names_;
+  std::vector<std::vector<JobSlot>> pending_;
+  std::vector<Resource> queue_used_;
+  absl::flat_hash_map<uint64_t, Resource> user_used_;  // (queue << 32 | user)
+  Resource cluster_capacity_;
+  NodeIndex index_;
+};
+
+}  // namespace trainyard::core
