@@ -1,0 +1,84 @@
+// How a job master ends its job. The master decides the outcome (all workers
+// COMPLETED → SUCCEEDED; a worker in ERROR beyond its restart budget →
+// FAILED) and hands it to a JobTerminator. The terminator that tells the
+// server arrives with the server's job-master API; until then the CLI uses
+// StreamJobTerminator, and tests use FakeJobTerminator.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+
+namespace trainyard::jobmaster {
+
+enum class JobOutcome { kSucceeded, kFailed };
+
+// "SUCCEEDED" / "FAILED".
+const char* JobOutcomeName(JobOutcome outcome);
+
+struct JobEnd {
+  std::string job;
+  JobOutcome outcome = JobOutcome::kSucceeded;
+  std::string reason;  // e.g. "all 3 workers COMPLETED", "worker 2 ERROR: ..."
+};
+
+// Told once per job, on the master's event loop: it must return quickly
+// (hand slow work to another thread).
+class JobTerminator {
+ public:
+  virtual ~JobTerminator() = default;
+  virtual void Terminate(const JobEnd& end) = 0;
+};
+using JobTerminatorPtr = std::unique_ptr<JobTerminator>;
+
+// Writes "job NAME OUTCOME: reason" to a stream (stdout for the CLI) and,
+// when a path is given, the same line to that file.
+class StreamJobTerminator : public JobTerminator {
+ public:
+  // REQUIRES: `out` outlives the terminator.
+  StreamJobTerminator(std::ostream* out, std::string outcome_file);
+  void Terminate(const JobEnd& end) override;
+
+ private:
+  std::ostream* out_;
+  std::string outcome_file_;
+};
+
+// Records the outcome for tests; thread-safe.
+class FakeJobTerminator : public JobTerminator {
+ public:
+  void Terminate(const JobEnd& end) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++calls_;
+    end_ = end;
+    cv_.notify_all();
+  }
+  // Waits up to `timeout` for the job to end; returns the end if it did.
+  template <typename Duration>
+  std::optional<JobEnd> WaitForEnd(Duration timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, timeout, [this] { return end_.has_value(); });
+    return end_;
+  }
+  std::optional<JobEnd> end() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return end_;
+  }
+  int calls() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return calls_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::optional<JobEnd> end_;
+  int calls_ = 0;
+};
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,362 @@
+// The job master's epoll event loop: accepting, reading and decoding frames,
+// batching replies, closing connections that send garbage.
+#include "jobmaster/jobmaster_server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <future>
+
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "jobmaster/frame.h"
+
+namespace trainyard::jobmaster {
+namespace {
+
+constexpr int kMaxEvents = 1024;
+constexpr size_t kReadChunk = 256 * 1024;
+// Buffers above this are released once drained, so idle workers cost little.
+constexpr size_t kKeepBufferBytes = 16 * 1024;
+constexpr int kListenBacklog = 65535;  // the kernel caps it at somaxconn
+
+// Tags for the non-connection descriptors in epoll data.
+char kListenTag;
+char kWakeTag;
+
+absl::Status Errno(std::string_view what) {
+  return absl::UnavailableError(absl::StrFormat("%s: %s", what, std::strerror(errno)));
+}
+
+}  // namespace
+
+struct JobMasterServer::Connection {
+  int fd = -1;
+  ConnId id = 0;
+  std::string peer_ip;
+  std::string in;       // a partial frame carried to the next read
+  std::string out;      // encoded replies not yet written
+  size_t out_offset = 0;
+  bool dirty = false;   // listed in dirty_
+  bool want_write = false;  // EPOLLOUT registered
+  bool closing = false;     // close once `out` is written
+  bool closed = false;
+};
+
+uint64_t RaiseOpenFileLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return 0;
+  if (limit.rlim_cur < limit.rlim_max) {
+    limit.rlim_cur = limit.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &limit) != 0) getrlimit(RLIMIT_NOFILE, &limit);
+  }
+  return limit.rlim_cur;
+}
+
+JobMasterServer::JobMasterServer(const JobMasterConfig& config, JobTerminator* terminator,
+                                 const Clock* clock)
+    : config_(config), clock_(clock), state_(config, terminator, this) {
+  read_buffer_.resize(kReadChunk);
+}
+
+absl::StatusOr<std::unique_ptr<JobMasterServer>> JobMasterServer::Create(
+    const JobMasterConfig& config, JobTerminator* terminator, const Clock* clock) {
+  if (absl::Status s = ValidateConfig(config); !s.ok()) return s;
+  RaiseOpenFileLimit();
+  std::unique_ptr<JobMasterServer> server(new JobMasterServer(config, terminator, clock));
+  if (absl::Status s = server->Listen(); !s.ok()) return s;
+  return server;
+}
+
+absl::Status JobMasterServer::Listen() {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(config_.port));
+  if (inet_pton(AF_INET, config_.bind_address.c_str(), &addr.sin_addr) != 1) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bind address '%s' is not an IPv4 address (--bind)", config_.bind_address));
+  }
+  listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0) return Errno("socket");
+  int one = 1;
+  setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return Errno(absl::StrFormat("bind %s:%d", config_.bind_address, config_.port));
+  }
+  if (listen(listen_fd_, kListenBacklog) != 0) return Errno("listen");
+  socklen_t len = sizeof(addr);
+  getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+  port_ = ntohs(addr.sin_port);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (epoll_fd_ < 0 || wake_fd_ < 0) return Errno("epoll/eventfd");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = &kListenTag;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
+  ev.data.ptr = &kWakeTag;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  return absl::OkStatus();
+}
+
+JobMasterServer::~JobMasterServer() {
+  for (auto& [id, c] : conns_) close(c->fd);
+  for (int fd : {listen_fd_, epoll_fd_, wake_fd_, reserve_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+absl::Status JobMasterServer::Run(absl::Duration linger_after_end) {
+  running_ = true;
+  absl::Duration tick = EffectiveTick(config_);
+  absl::Time next_tick = clock_->Now();
+  absl::Time ended_at = absl::InfiniteFuture();
+  std::vector<epoll_event> events(kMaxEvents);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    int timeout_ms = static_cast<int>(
+        std::max<int64_t>(0, absl::ToInt64Milliseconds(next_tick - clock_->Now()) + 1));
+    int n = epoll_wait(epoll_fd_, events.data(), kMaxEvents, timeout_ms);
+    if (n < 0 && errno != EINTR) return Errno("epoll_wait");
+    absl::Time now = clock_->Now();
+    for (int i = 0; i < n; ++i) {
+      void* tag = events[i].data.ptr;
+      if (tag == &kListenTag) {
+        AcceptAll();
+      } else if (tag == &kWakeTag) {
+        RunPosted();
+      } else {
+        auto* c = static_cast<Connection*>(tag);
+        if (c->closed) continue;
+        if (events[i].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ReadFrom(c, now);
+        if (!c->closed && (events[i].events & EPOLLOUT) && !c->dirty) {
+          c->dirty = true;
+          dirty_.push_back(c);
+        }
+      }
+    }
+    if (now >= next_tick) {
+      state_.OnTick(now);
+      next_tick = now + tick;
+    }
+    FlushDirty();
+    closed_.clear();
+    if (state_.job_end() && ended_at == absl::InfiniteFuture()) ended_at = now;
+    if (now - ended_at >= linger_after_end) break;
+  }
+  running_ = false;
+  RunPosted();
+  return absl::OkStatus();
+}
+
+void JobMasterServer::Stop() {
+  stop_ = true;
+  Wake();
+}
+
+void JobMasterServer::Wake() {
+  uint64_t one = 1;
+  ssize_t ignored = write(wake_fd_, &one, sizeof(one));
+  (void)ignored;
+}
+
+bool JobMasterServer::Inspect(const std::function<void(const MasterState&)>& fn) {
+  if (!running_) return false;
+  std::promise<bool> done;
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    posted_.push_back([&] {
+      fn(state_);
+      done.set_value(true);
+    });
+  }
+  Wake();
+  return done.get_future().get();
+}
+
+void JobMasterServer::RunPosted() {
+  uint64_t count;
+  ssize_t ignored = read(wake_fd_, &count, sizeof(count));
+  (void)ignored;
+  std::vector<std::function<void()>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    tasks.swap(posted_);
+  }
+  for (auto& task : tasks) task();
+}
+
+void JobMasterServer::AcceptAll() {
+  while (true) {
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if ((errno == EMFILE || errno == ENFILE) && reserve_fd_ >= 0) {
+        // Out of descriptors: accept and close one so the backlog drains
+        // instead of waking the loop forever.
+        Log(LogLevel::kError, "jobmaster", "out of file descriptors; refusing a connection");
+        close(reserve_fd_);
+        int dropped = accept(listen_fd_, nullptr, nullptr);
+        if (dropped >= 0) close(dropped);
+        reserve_fd_ = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        continue;
+      }
+      return;  // EAGAIN: drained
+    }
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->id = next_conn_id_++;
+    char ip[INET_ADDRSTRLEN] = {0};
+    inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
+    c->peer_ip = ip;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.ptr = c.get();
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+    conns_.emplace(c->id, std::move(c));
+    connection_count_.store(static_cast<int>(conns_.size()), std::memory_order_relaxed);
+  }
+}
+
+void JobMasterServer::ReadFrom(Connection* c, absl::Time now) {
+  while (!c->closed && !c->closing) {
+    ssize_t got = recv(c->fd, read_buffer_.data(), read_buffer_.size(), 0);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) Close(c, std::strerror(errno));
+      return;
+    }
+    if (got == 0) return Close(c, "peer closed the connection");
+    std::string_view data(read_buffer_.data(), static_cast<size_t>(got));
+    if (c->in.empty()) {
+      size_t used = HandleFrames(c, data, now);
+      if (!c->closing && !c->closed) c->in.assign(data.substr(used));
+    } else {
+      c->in.append(data);
+      size_t used = HandleFrames(c, c->in, now);
+      if (!c->closed) c->in.erase(0, used);
+      if (c->in.empty() && c->in.capacity() > kKeepBufferBytes) std::string().swap(c->in);
+    }
+    if (static_cast<size_t>(got) < read_buffer_.size()) return;
+  }
+}
+
+size_t JobMasterServer::HandleFrames(Connection* c, std::string_view data, absl::Time now) {
+  size_t used = 0;
+  while (!c->closing && !c->closed) {
+    FrameView frame;
+    absl::Status s = PeekFrame(data.substr(used), config_.max_request_bytes, &frame);
+    if (!s.ok()) {
+      RejectGarbage(c, s);
+      break;
+    }
+    if (!frame.complete) break;
+    used += frame.consumed;
+    if (!request_.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
+      RejectGarbage(c, absl::InvalidArgumentError(absl::StrFormat(
+                           "a frame of %d bytes is not a JobMasterRequest protobuf",
+                           frame.payload.size())));
+      break;
+    }
+    state_.OnRequest(c->id, c->peer_ip, request_, now);
+  }
+  return used;
+}
+
+void JobMasterServer::RejectGarbage(Connection* c, const absl::Status& why) {
+  Log(LogLevel::kWarning, "jobmaster", "closing the connection from %s: %s", c->peer_ip,
+      why.message());
+  state_.SendError(c->id, 0, why);
+  c->closing = true;
+  c->in.clear();
+  c->want_write = true;  // stop reading: only the error is still written
+  epoll_event ev{};
+  ev.events = EPOLLOUT;
+  ev.data.ptr = c;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  state_.OnConnectionClosed(c->id);
+}
+
+JobMasterServer::Connection* JobMasterServer::Writable(ConnId conn) {
+  auto it = conns_.find(conn);
+  if (it == conns_.end() || it->second->closed) return nullptr;
+  Connection* c = it->second.get();
+  if (!c->dirty) {
+    c->dirty = true;
+    dirty_.push_back(c);
+  }
+  return c;
+}
+
+void JobMasterServer::Send(ConnId conn, const pb::JobMasterResponse& response) {
+  if (Connection* c = Writable(conn)) AppendFrame(response, &c->out);
+}
+
+void JobMasterServer::SendWorkerList(ConnId conn, uint64_t request_id,
+                                     std::string_view serialized) {
+  if (Connection* c = Writable(conn)) AppendWorkerListFrame(request_id, serialized, &c->out);
+}
+
+void JobMasterServer::FlushDirty() {
+  // Flush may not add to dirty_, so iterating by index is safe.
+  for (size_t i = 0; i < dirty_.size(); ++i) {
+    Connection* c = dirty_[i];
+    c->dirty = false;
+    if (!c->closed) Flush(c);
+  }
+  dirty_.clear();
+}
+
+void JobMasterServer::Flush(Connection* c) {
+  while (c->out_offset < c->out.size()) {
+    ssize_t n = send(c->fd, c->out.data() + c->out_offset, c->out.size() - c->out_offset,
+                     MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0) return Close(c, std::strerror(errno));
+    c->out_offset += static_cast<size_t>(n);
+  }
+  bool drained = c->out_offset == c->out.size();
+  if (drained) {
+    c->out.clear();
+    c->out_offset = 0;
+    if (c->out.capacity() > kKeepBufferBytes) std::string().swap(c->out);
+    if (c->closing) return Close(c, "rejected garbage");
+  }
+  if (drained == c->want_write) {  // register or drop interest in EPOLLOUT
+    c->want_write = !drained;
+    epoll_event ev{};
+    ev.events = c->want_write ? (EPOLLIN | EPOLLOUT) : EPOLLIN;
+    ev.data.ptr = c;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  }
+}
+
+void JobMasterServer::Close(Connection* c, std::string_view why) {
+  if (c->closed) return;
+  Log(LogLevel::kDebug, "jobmaster", "connection %d from %s closed: %s", c->id, c->peer_ip, why);
+  c->closed = true;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
+  close(c->fd);
+  if (!c->closing) state_.OnConnectionClosed(c->id);
+  auto it = conns_.find(c->id);
+  closed_.push_back(std::move(it->second));  // freed after this loop turn
+  conns_.erase(it);
+  connection_count_.store(static_cast<int>(conns_.size()), std::memory_order_relaxed);
+}
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,91 @@
+// The job master's network side: one epoll event loop on one thread serving
+// every worker connection (non-blocking sockets, level-triggered, replies
+// batched into one write per connection per loop turn). Frames are decoded
+// here and handed to MasterState; bad frames close the connection with a
+// logged reason while the others keep being served.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "jobmaster/config.h"
+#include "jobmaster/job_terminator.h"
+#include "jobmaster/master_state.h"
+
+namespace trainyard::jobmaster {
+
+// Raises the soft limit on open files to the hard limit (a master holds one
+// socket per worker). Returns the new soft limit.
+uint64_t RaiseOpenFileLimit();
+
+class JobMasterServer : private Outbox {
+ public:
+  // Validates `config`, raises the open-file limit and listens. REQUIRES:
+  // terminator and clock outlive the server.
+  static absl::StatusOr<std::unique_ptr<JobMasterServer>> Create(const JobMasterConfig& config,
+                                                                 JobTerminator* terminator,
+                                                                 const Clock* clock);
+  ~JobMasterServer() override;
+
+  // The port the master listens on (the chosen one when config.port was 0).
+  int port() const { return port_; }
+
+  // Serves until Stop(), or until `linger` after the job ended. Call once,
+  // from the thread that owns the loop.
+  absl::Status Run(absl::Duration linger_after_end = absl::InfiniteDuration());
+  // Asks Run to return soon. Thread-safe.
+  void Stop();
+  // Runs `fn` on the loop thread against the master's state and waits for it;
+  // returns false when the loop is not running. Thread-safe (tests, status).
+  bool Inspect(const std::function<void(const MasterState&)>& fn);
+  // Number of open worker connections (approximate; any thread).
+  int connection_count() const { return connection_count_.load(); }
+
+ private:
+  struct Connection;
+  JobMasterServer(const JobMasterConfig& config, JobTerminator* terminator, const Clock* clock);
+  absl::Status Listen();
+
+  void Send(ConnId conn, const pb::JobMasterResponse& response) override;
+  void SendWorkerList(ConnId conn, uint64_t request_id, std::string_view serialized) override;
+  Connection* Writable(ConnId conn);
+
+  void AcceptAll();
+  void ReadFrom(Connection* c, absl::Time now);
+  size_t HandleFrames(Connection* c, std::string_view data, absl::Time now);
+  void RejectGarbage(Connection* c, const absl::Status& why);
+  void FlushDirty();
+  void Flush(Connection* c);
+  void Close(Connection* c, std::string_view why);
+  void RunPosted();
+  void Wake();
+
+  JobMasterConfig config_;
+  const Clock* clock_;
+  MasterState state_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1;
+  int reserve_fd_ = -1;  // released to accept-and-close when out of descriptors
+  int port_ = 0;
+  ConnId next_conn_id_ = 1;
+  std::unordered_map<ConnId, std::unique_ptr<Connection>> conns_;
+  std::vector<Connection*> dirty_;
+  std::vector<std::unique_ptr<Connection>> closed_;
+  std::string read_buffer_;
+  pb::JobMasterRequest request_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> running_{false};
+  std::atomic<int> connection_count_{0};
+  std::mutex posted_mu_;
+  std::vector<std::function<void()>> posted_;
+};
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,139 @@
+// The job master's logic without sockets: worker life-cycle, ids, discovery,
+// barriers, ping deadlines and the job's end. The event loop feeds it decoded
+// requests, closed connections and ticks, each with the current time, and it
+// answers through an Outbox. Single-threaded by design: the master applies
+// every state change in order on its one event loop; tests drive it directly
+// with simulated time.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "jobmaster/config.h"
+#include "jobmaster/job_terminator.h"
+#include "proto/jobmaster.pb.h"
+
+namespace trainyard::jobmaster {
+
+namespace pb = ::trainyard::v1;
+
+// Identifies one connection to the master; never reused; 0 means none.
+using ConnId = uint64_t;
+
+// Where the master's answers go.
+class Outbox {
+ public:
+  virtual ~Outbox() = default;
+  virtual void Send(ConnId conn, const pb::JobMasterResponse& response) = 0;
+  // Sends a `workers` response whose ListWorkersReply is already serialized.
+  virtual void SendWorkerList(ConnId conn, uint64_t request_id,
+                              std::string_view serialized_list) = 0;
+};
+
+// The state name as the protocol spells it ("RUNNING", ...).
+const char* WorkerStateName(pb::WorkerState state);
+
+class MasterState {
+ public:
+  // REQUIRES: ValidateConfig(config) is OK; terminator and outbox outlive this.
+  MasterState(const JobMasterConfig& config, JobTerminator* terminator, Outbox* outbox);
+
+  // Handles one request that arrived on `conn` from `peer_ip`.
+  void OnRequest(ConnId conn, std::string_view peer_ip, const pb::JobMasterRequest& request,
+                 absl::Time now);
+  // Forgets `conn`: its waits are dropped; its worker keeps its state (missed
+  // pings, not the closed connection, make a worker ERROR).
+  void OnConnectionClosed(ConnId conn);
+  // Applies ping deadlines and wait timeouts that passed by `now`.
+  void OnTick(absl::Time now);
+  // Answers `request_id` on `conn` with an error.
+  void SendError(ConnId conn, uint64_t request_id, const absl::Status& status);
+
+  // Inspection (tests, the CLI's status line).
+  pb::WorkerState StateOf(int worker_id) const { return workers_[worker_id].state; }
+  const std::string& ReasonOf(int worker_id) const { return workers_[worker_id].reason; }
+  int RestartsOf(int worker_id) const { return workers_[worker_id].restart_count; }
+  int joined_count() const { return joined_count_; }
+  int barrier_waiting() const { return barrier_count_; }
+  int64_t barrier_generation() const { return barrier_generation_; }
+  const std::optional<JobEnd>& job_end() const { return job_end_; }
+  int num_workers() const { return config_.num_workers; }
+
+ private:
+  struct Worker {
+    pb::WorkerInfo info;
+    pb::WorkerState state = pb::UNASSIGNED;
+    std::string reason;
+    std::string address;  // info.ip, else the peer's IP
+    int restart_count = 0;
+    bool joined = false;
+    bool pings = false;
+    ConnId conn = 0;      // the registering connection while it is open
+    absl::Time last_seen;
+  };
+  struct Waiter {
+    ConnId conn = 0;      // 0: not waiting
+    uint64_t request_id = 0;
+    absl::Time deadline;
+  };
+
+  // Registration (master_state.cc).
+  void HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t request_id,
+                      const pb::Starting& starting, absl::Time now);
+  absl::StatusOr<int> ChooseWorkerId(ConnId conn, const pb::Starting& starting,
+                                     std::string_view address) const;
+  void HandleAttach(ConnId conn, uint64_t request_id, const pb::Attach& attach, absl::Time now);
+  void HandleStateChange(int id, ConnId conn, uint64_t request_id, const pb::StateChange& change);
+  absl::Status CheckTransition(int id, pb::WorkerState target) const;
+  void SetState(int id, pb::WorkerState state, std::string reason);
+  void AfterTerminalState(int id);
+  void EndJob(JobOutcome outcome, std::string reason);
+  void ReplyRegistered(ConnId conn, uint64_t request_id, int id);
+
+  // Discovery, barriers and timeouts (master_waits.cc).
+  void HandleList(ConnId conn, uint64_t request_id, const pb::ListWorkersRequest& request,
+                  absl::Time now);
+  void HandleBarrier(int id, ConnId conn, uint64_t request_id,
+                     const pb::BarrierRequest& request, absl::Time now);
+  const std::string& SerializedList();
+  void AnswerListWaiters();
+  void CompleteBarrier();
+  void FailBarrier(const absl::Status& status);
+  void DropWaits(ConnId conn);
+  void CheckPings(absl::Time now);
+  void ExpireBarrierWaiters(absl::Time now);
+  void ExpireListWaiters(absl::Time now);
+  std::string MissingWorkers(bool barrier) const;
+  std::string BlockingWorker() const;
+
+  JobMasterConfig config_;
+  JobTerminator* terminator_;
+  Outbox* outbox_;
+  std::vector<Worker> workers_;
+  // Which worker each bound connection speaks for.
+  std::unordered_map<ConnId, int> bindings_;
+  int joined_count_ = 0;
+  int state_counts_[5] = {0, 0, 0, 0, 0};
+  // Barrier: one slot per worker id.
+  std::vector<Waiter> barrier_;
+  int barrier_count_ = 0;
+  int64_t barrier_generation_ = 0;
+  absl::Time barrier_next_deadline_ = absl::InfiniteFuture();
+  // RESPONSE_AFTER_ALL_JOINED requests not answered yet.
+  std::vector<Waiter> list_waiters_;
+  // The ListWorkersReply, serialized; rebuilt after any change.
+  std::string list_cache_;
+  bool list_cache_valid_ = false;
+  absl::Time next_ping_check_ = absl::InfinitePast();
+  std::optional<JobEnd> job_end_;
+  pb::JobMasterResponse scratch_;  // reused for replies
+};
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,209 @@
+// MasterState: the requests that may wait — ListWorkers with
+// RESPONSE_AFTER_ALL_JOINED and barriers — and the tick that applies their
+// timeouts and the ping deadlines.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "jobmaster/master_state.h"
+
+namespace trainyard::jobmaster {
+namespace {
+
+// Missing workers named in an error before it says "and N more".
+constexpr int kMaxNamed = 10;
+
+absl::Duration MillisOr(int64_t ms, absl::Duration fallback) {
+  return ms > 0 ? absl::Milliseconds(ms) : fallback;
+}
+
+}  // namespace
+
+const std::string& MasterState::SerializedList() {
+  if (list_cache_valid_) return list_cache_;
+  pb::ListWorkersReply reply;
+  reply.set_num_workers(config_.num_workers);
+  for (const Worker& w : workers_) {
+    if (!w.joined) continue;
+    pb::WorkerStatus* s = reply.add_workers();
+    *s->mutable_info() = w.info;
+    s->set_state(w.state);
+    s->set_reason(w.reason);
+    s->set_restart_count(w.restart_count);
+    s->set_connected(w.conn != 0);
+  }
+  list_cache_.clear();
+  reply.SerializeToString(&list_cache_);
+  list_cache_valid_ = true;
+  return list_cache_;
+}
+
+void MasterState::HandleList(ConnId conn, uint64_t request_id,
+                             const pb::ListWorkersRequest& request, absl::Time now) {
+  if (request.mode() == pb::IMMEDIATE || joined_count_ == config_.num_workers) {
+    return outbox_->SendWorkerList(conn, request_id, SerializedList());
+  }
+  if (request.mode() != pb::RESPONSE_AFTER_ALL_JOINED) {
+    return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
+        "list_workers mode %d is unknown: use IMMEDIATE or RESPONSE_AFTER_ALL_JOINED",
+        static_cast<int>(request.mode()))));
+  }
+  list_waiters_.push_back(
+      Waiter{conn, request_id, now + MillisOr(request.timeout_ms(), config_.response_wait)});
+}
+
+void MasterState::AnswerListWaiters() {
+  if (list_waiters_.empty()) return;
+  const std::string& list = SerializedList();
+  for (const Waiter& w : list_waiters_) outbox_->SendWorkerList(w.conn, w.request_id, list);
+  list_waiters_.clear();
+}
+
+void MasterState::HandleBarrier(int id, ConnId conn, uint64_t request_id,
+                                const pb::BarrierRequest& request, absl::Time now) {
+  if (job_end_) {
+    return SendError(conn, request_id, absl::FailedPreconditionError(absl::StrFormat(
+        "job %s already ended %s", config_.job_name, JobOutcomeName(job_end_->outcome))));
+  }
+  pb::WorkerState own = workers_[id].state;
+  if (own != pb::STARTING && own != pb::RUNNING) {
+    return SendError(conn, request_id, absl::FailedPreconditionError(absl::StrFormat(
+        "worker %d is %s and cannot enter a barrier", id, WorkerStateName(own))));
+  }
+  if (state_counts_[pb::COMPLETED] + state_counts_[pb::ERROR] > 0) {
+    return SendError(conn, request_id, absl::AbortedError(absl::StrFormat(
+        "barrier cannot complete: %s", BlockingWorker())));
+  }
+  Waiter& slot = barrier_[id];
+  if (slot.conn == 0) ++barrier_count_;  // else: a retry replaces the earlier request
+  slot = Waiter{conn, request_id, now + MillisOr(request.timeout_ms(), config_.barrier_timeout)};
+  barrier_next_deadline_ = std::min(barrier_next_deadline_, slot.deadline);
+  if (barrier_count_ == config_.num_workers) CompleteBarrier();
+}
+
+void MasterState::CompleteBarrier() {
+  scratch_.Clear();
+  scratch_.mutable_barrier()->set_generation(barrier_generation_);
+  for (Waiter& w : barrier_) {
+    scratch_.set_request_id(w.request_id);
+    outbox_->Send(w.conn, scratch_);
+    w = Waiter{};
+  }
+  barrier_count_ = 0;
+  ++barrier_generation_;
+  barrier_next_deadline_ = absl::InfiniteFuture();
+}
+
+void MasterState::FailBarrier(const absl::Status& status) {
+  for (Waiter& w : barrier_) {
+    if (w.conn == 0) continue;
+    SendError(w.conn, w.request_id, status);
+    w = Waiter{};
+  }
+  barrier_count_ = 0;
+  barrier_next_deadline_ = absl::InfiniteFuture();
+}
+
+void MasterState::DropWaits(ConnId conn) {
+  for (Waiter& w : barrier_) {
+    if (w.conn != conn) continue;
+    w = Waiter{};
+    --barrier_count_;
+  }
+  std::erase_if(list_waiters_, [conn](const Waiter& w) { return w.conn == conn; });
+}
+
+void MasterState::OnConnectionClosed(ConnId conn) {
+  auto it = bindings_.find(conn);
+  if (it == bindings_.end()) return;
+  int id = it->second;
+  bindings_.erase(it);
+  DropWaits(conn);
+  if (workers_[id].conn == conn) {
+    workers_[id].conn = 0;
+    list_cache_valid_ = false;
+  }
+}
+
+void MasterState::OnTick(absl::Time now) {
+  CheckPings(now);
+  ExpireBarrierWaiters(now);
+  ExpireListWaiters(now);
+}
+
+void MasterState::CheckPings(absl::Time now) {
+  if (now < next_ping_check_) return;
+  next_ping_check_ = now + config_.ping_interval / 2;
+  absl::Duration limit = config_.ping_interval * config_.ping_misses;
+  for (int id = 0; id < config_.num_workers; ++id) {
+    Worker& w = workers_[id];
+    if (!w.pings || (w.state != pb::STARTING && w.state != pb::RUNNING)) continue;
+    absl::Duration silent = now - w.last_seen;
+    if (silent <= limit) continue;
+    SetState(id, pb::ERROR,
+             absl::StrFormat("no ping for %s (%d missed pings at an interval of %s)",
+                             absl::FormatDuration(silent), config_.ping_misses,
+                             absl::FormatDuration(config_.ping_interval)));
+    AfterTerminalState(id);
+  }
+}
+
+void MasterState::ExpireBarrierWaiters(absl::Time now) {
+  if (now < barrier_next_deadline_) return;
+  barrier_next_deadline_ = absl::InfiniteFuture();
+  std::string missing = MissingWorkers(true);
+  int arrived = barrier_count_;
+  for (Waiter& w : barrier_) {
+    if (w.conn == 0) continue;
+    if (w.deadline > now) {
+      barrier_next_deadline_ = std::min(barrier_next_deadline_, w.deadline);
+      continue;
+    }
+    SendError(w.conn, w.request_id, absl::DeadlineExceededError(absl::StrFormat(
+        "barrier timed out with %d of %d workers arrived; missing: %s", arrived,
+        config_.num_workers, missing)));
+    w = Waiter{};
+    --barrier_count_;
+  }
+}
+
+void MasterState::ExpireListWaiters(absl::Time now) {
+  if (list_waiters_.empty()) return;
+  std::string missing;
+  std::erase_if(list_waiters_, [&](const Waiter& w) {
+    if (w.deadline > now) return false;
+    if (missing.empty()) missing = MissingWorkers(false);
+    SendError(w.conn, w.request_id, absl::DeadlineExceededError(absl::StrFormat(
+        "not all workers joined in time: %d of %d joined; missing: %s", joined_count_,
+        config_.num_workers, missing)));
+    return true;
+  });
+}
+
+std::string MasterState::MissingWorkers(bool barrier) const {
+  std::string out;
+  int named = 0, more = 0;
+  for (int id = 0; id < config_.num_workers; ++id) {
+    bool missing = barrier ? barrier_[id].conn == 0 : !workers_[id].joined;
+    if (!missing) continue;
+    if (named == kMaxNamed) {
+      ++more;
+      continue;
+    }
+    absl::StrAppendFormat(&out, "%s%d", named == 0 ? "" : ", ", id);
+    ++named;
+  }
+  if (more > 0) absl::StrAppendFormat(&out, " and %d more", more);
+  return out;
+}
+
+std::string MasterState::BlockingWorker() const {
+  for (int id = 0; id < config_.num_workers; ++id) {
+    const Worker& w = workers_[id];
+    if (w.state != pb::COMPLETED && w.state != pb::ERROR) continue;
+    return absl::StrFormat("worker %d is %s%s", id, WorkerStateName(w.state),
+                           w.reason.empty() ? "" : " (" + w.reason + ")");
+  }
+  return "no worker blocks it";
+}
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,78 @@
+// SimFleet: many simulated workers, each on its own TCP connection to a job
+// master, driven from the calling thread with one epoll set. Tests use it to
+// run 1,000 workers against a real master cheaply, and the benchmark uses it
+// so that what is measured is the master, not thousands of client threads.
+// Not thread-safe; one thread drives a fleet.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "proto/jobmaster.pb.h"
+
+namespace trainyard::jobmaster {
+
+namespace pb = ::trainyard::v1;
+
+class SimFleet {
+ public:
+  // REQUIRES: `host` is an IPv4 address.
+  SimFleet(std::string host, int port);
+  ~SimFleet();
+  SimFleet(const SimFleet&) = delete;
+  SimFleet& operator=(const SimFleet&) = delete;
+
+  // Opens `count` more connections (non-blocking connects, in batches).
+  absl::Status Connect(int count, absl::Time deadline);
+  int size() const { return static_cast<int>(workers_.size()); }
+
+  // Queues one request (or raw bytes) on worker connection `i`.
+  void Queue(int i, const pb::JobMasterRequest& request);
+  void QueueRaw(int i, std::string_view bytes);
+  // Writes everything queued and waits until `count` more responses arrived
+  // across the fleet. Returns DEADLINE_EXCEEDED naming how many came.
+  absl::Status Exchange(int count, absl::Time deadline);
+
+  // The raw payloads received on connection `i` since the last ClearResponses.
+  const std::vector<std::string>& payloads(int i) const { return workers_[i].payloads; }
+  // Parses response `k` of connection `i`.
+  pb::JobMasterResponse Response(int i, int k) const;
+  // The last response of connection `i`. REQUIRES: one arrived.
+  pb::JobMasterResponse Last(int i) const;
+  void ClearResponses();
+  // True once the master closed connection `i`.
+  bool closed_by_peer(int i) const { return workers_[i].eof; }
+  // Closes connection `i` from the worker's side.
+  void Close(int i);
+
+  // Convenience: STARTING on every connection, worker i asking for id
+  // `ids[i]` (-1: the next free one), then waits for all replies.
+  absl::Status RegisterAll(const std::vector<int>& ids, absl::Time deadline);
+  // BARRIER on connections [0, n) and waits for their n replies.
+  absl::Status BarrierAll(int n, absl::Time deadline);
+
+ private:
+  struct Worker {
+    int fd = -1;
+    std::string out;
+    size_t out_offset = 0;
+    std::string in;
+    std::vector<std::string> payloads;
+    bool eof = false;
+  };
+  bool WriteSome(Worker& w);
+  void ReadSome(Worker& w);
+
+  std::string host_;
+  int port_;
+  int epoll_fd_ = -1;
+  std::vector<Worker> workers_;
+  std::vector<int> pending_writes_;
+  int received_ = 0;
+  uint64_t next_request_id_ = 1;
+};
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,67 @@
+// Test fixture helper: a real JobMasterServer on a loopback port, run on its
+// own thread, with a FakeJobTerminator. Used by the job master's tests only
+// (header-only so the library does not carry it).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "common/clock.h"
+#include "jobmaster/jobmaster_server.h"
+
+namespace trainyard::jobmaster {
+
+class TestMaster {
+ public:
+  explicit TestMaster(JobMasterConfig config) {
+    config.bind_address = "127.0.0.1";
+    auto server = JobMasterServer::Create(config, &terminator_, &clock_);
+    if (!server.ok()) {
+      status_ = server.status();
+      return;
+    }
+    server_ = std::move(*server);
+    thread_ = std::thread([this] { status_ = server_->Run(); });
+  }
+  ~TestMaster() { Shutdown(); }
+
+  // Stops the loop and waits for its thread.
+  void Shutdown() {
+    if (!thread_.joinable()) return;
+    server_->Stop();
+    thread_.join();
+  }
+  int port() const { return server_->port(); }
+  const absl::Status& status() const { return status_; }
+  FakeJobTerminator& terminator() { return terminator_; }
+
+  // Reads the master's state on its loop.
+  template <typename T>
+  T Read(const std::function<T(const MasterState&)>& fn) {
+    T value{};
+    server_->Inspect([&](const MasterState& s) { value = fn(s); });
+    return value;
+  }
+  // Polls `condition` on the loop until it holds or `timeout` passes.
+  bool WaitUntil(const std::function<bool(const MasterState&)>& condition,
+                 absl::Duration timeout = absl::Seconds(10)) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (absl::Now() < deadline) {
+      if (Read<bool>(condition)) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+
+ private:
+  RealClock clock_;
+  FakeJobTerminator terminator_;
+  std::unique_ptr<JobMasterServer> server_;
+  std::thread thread_;
+  absl::Status status_;
+};
+
+}  // namespace trainyard::jobmaster
