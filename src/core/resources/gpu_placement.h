@@ -41,4 +41,14 @@ absl::StatusOr<GpuChoice> ChooseGpus(const GpuTopology& topo, GpuSet free, int c
 // than `count` GPUs are free. Cheaper than ChooseGpus; used to rank nodes.
 bool BestTightness(const GpuTopology& topo, GpuSet free, int count, Tightness* out);
 
+// Returns how tight `gpus` sit on `topo`: kNone when empty, kSwitch when all
+// under one switch, kSocket when under one socket, else kNode (also for GPUs
+// outside the node).
+Tightness TightnessOf(const GpuTopology& topo, GpuSet gpus);
+
+// Returns the free GPUs of the group at `level` that has the most of them
+// (one switch for kSwitch, one socket for kSocket, all free GPUs for kNode);
+// ties go to the lower group. Used to explain why a request waits.
+GpuSet LargestFreeGroup(const GpuTopology& topo, GpuSet free, Tightness level);
+
 }  // namespace trainyard::core
