@@ -30,7 +30,7 @@ namespace trainyard {
 class WriteBatch {
  public:
   // Creates a job: its row, every task in job.tasks and its first event (whose
-  // job_id is set to job.id). The batch fails with AlreadyExists if a job with
+  // job_id is set to job.id; none when first_event.kind is empty). The batch fails with AlreadyExists if a job with
   // this id or name exists, with InvalidArgument if job.id is 0, the name is
   // empty or two tasks share (role, index).
   struct CreateJobOp {

@@ -1,0 +1,350 @@
+// The StateStore contract, run over both stores: the SQLite one and the
+// in-memory fake must agree on every outcome a server relies on.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "store/memory_state_store.h"
+#include "store/sqlite_state_store.h"
+#include "store/state_store.h"
+#include "store/store_test_util.h"
+
+namespace trainyard {
+namespace {
+
+using store_test::MakeEvent;
+using store_test::MakeJob;
+using store_test::MakeNode;
+using store_test::SameMessage;
+using ::testing::HasSubstr;
+
+enum class Kind { kSqlite, kMemory };
+
+class StateStoreTest : public ::testing::TestWithParam<Kind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Kind::kMemory) {
+      store_ = std::make_unique<MemoryStateStore>();
+      return;
+    }
+    SqliteStoreOptions options;
+    options.sync = StoreSync::kOff;  // durability has its own tests
+    absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(dir_.path(), options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  absl::Status Create(const v1::JobRecord& job) {
+    WriteBatch batch;
+    batch.CreateJob(job, MakeEvent(job.id(), "submitted"));
+    return store_->Commit(std::move(batch));
+  }
+
+  store_test::TempDir dir_;
+  StateStorePtr store_;
+};
+
+TEST_P(StateStoreTest, CreatedJobReadsBackWithTasksAndFirstEvent) {
+  v1::JobRecord job = MakeJob(7, 3);
+  ASSERT_TRUE(Create(job).ok());
+  absl::StatusOr<v1::JobRecord> got = store_->GetJob(7);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(SameMessage(*got, job)) << got->DebugString();
+  absl::StatusOr<v1::JobRecord> by_name = store_->GetJobByName("job-7");
+  ASSERT_TRUE(by_name.ok()) << by_name.status();
+  EXPECT_TRUE(SameMessage(*by_name, job));
+  absl::StatusOr<std::vector<v1::JobEventRecord>> events = store_->ListEvents(7);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ((*events)[0].kind(), "submitted");
+  EXPECT_EQ((*events)[0].job_id(), 7u);
+}
+
+TEST_P(StateStoreTest, MissingRecordsAreNotFound) {
+  EXPECT_TRUE(absl::IsNotFound(store_->GetJob(1).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetJobByName("nope").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->ListEvents(1).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetNode("n1").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetMeta("next_job_id").status()));
+}
+
+TEST_P(StateStoreTest, UpdateReplacesJobFieldsAndUpsertsListedTasksOnly) {
+  ASSERT_TRUE(Create(MakeJob(1, 3)).ok());
+  v1::JobRecord update = MakeJob(1, 0);
+  update.set_state(v1::JOB_RUNNING);
+  update.set_pending_reason("");
+  v1::TaskRecord& task = *update.add_tasks();
+  task.set_role("worker");
+  task.set_index(1);
+  task.set_node("n1");
+  task.set_state(v1::TASK_RUNNING);
+  task.mutable_allocation()->set_gpu_mask(0b11);
+  WriteBatch batch;
+  batch.UpdateJob(update);
+  ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+
+  absl::StatusOr<v1::JobRecord> got = store_->GetJob(1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->state(), v1::JOB_RUNNING);
+  EXPECT_EQ(got->pending_reason(), "");
+  ASSERT_EQ(got->tasks_size(), 3);
+  EXPECT_EQ(got->tasks(0).state(), v1::TASK_PENDING);
+  EXPECT_TRUE(SameMessage(got->tasks(1), task));
+  EXPECT_EQ(got->tasks(2).index(), 2);
+}
+
+TEST_P(StateStoreTest, PutTaskAddsAndReplacesTasksKeepingFirstWriteOrder) {
+  ASSERT_TRUE(Create(MakeJob(1, 1)).ok());
+  WriteBatch batch;
+  v1::TaskRecord ps;
+  ps.set_role("ps");
+  ps.set_index(0);
+  batch.PutTask(1, ps);
+  v1::TaskRecord worker = MakeJob(1, 1).tasks(0);
+  worker.set_restart_count(2);
+  worker.set_attempt(3);
+  worker.mutable_exit()->set_exit_code(137);
+  batch.PutTask(1, worker);
+  ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+  absl::StatusOr<v1::JobRecord> got = store_->GetJob(1);
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->tasks_size(), 2);
+  EXPECT_TRUE(SameMessage(got->tasks(0), worker));
+  EXPECT_EQ(got->tasks(1).role(), "ps");
+}
+
+TEST_P(StateStoreTest, FailedBatchLeavesNothingBehind) {
+  ASSERT_TRUE(Create(MakeJob(1)).ok());
+  WriteBatch batch;
+  batch.CreateJob(MakeJob(2), MakeEvent(2, "submitted"));
+  batch.PutMeta("next_job_id", "3");
+  batch.PutNode(MakeNode("n1"));
+  batch.AppendEvent(MakeEvent(1, "preempted"));
+  batch.PutTask(99, MakeJob(99).tasks(0));  // no job 99: the whole batch fails
+  absl::Status status = store_->Commit(std::move(batch));
+  EXPECT_TRUE(absl::IsNotFound(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("job 99 does not exist"));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetJob(2).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetMeta("next_job_id").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetNode("n1").status()));
+  absl::StatusOr<std::vector<v1::JobEventRecord>> events = store_->ListEvents(1);
+  ASSERT_TRUE(events.ok());
+  EXPECT_EQ(events->size(), 1u);
+  // The store still takes writes after a failed batch.
+  EXPECT_TRUE(Create(MakeJob(2)).ok());
+}
+
+TEST_P(StateStoreTest, DuplicateIdOrNameIsRejectedWithoutEffect) {
+  ASSERT_TRUE(Create(MakeJob(1)).ok());
+  absl::Status same_id = Create(MakeJob(1, 5));
+  EXPECT_TRUE(absl::IsAlreadyExists(same_id)) << same_id;
+  EXPECT_THAT(same_id.message(), HasSubstr("job id 1 already exists"));
+  v1::JobRecord same_name = MakeJob(2);
+  same_name.set_name("job-1");
+  absl::Status name_taken = Create(same_name);
+  EXPECT_TRUE(absl::IsAlreadyExists(name_taken)) << name_taken;
+  EXPECT_THAT(name_taken.message(), HasSubstr("job name 'job-1' already exists"));
+  absl::StatusOr<v1::JobRecord> got = store_->GetJob(1);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->tasks_size(), 1);
+  EXPECT_TRUE(absl::IsNotFound(store_->GetJob(2).status()));
+}
+
+TEST_P(StateStoreTest, InvalidRecordsAreRejectedNamingTheField) {
+  v1::JobRecord no_id = MakeJob(0);
+  EXPECT_THAT(Create(no_id).message(), HasSubstr("job.id is 0"));
+  v1::JobRecord no_name = MakeJob(3);
+  no_name.clear_name();
+  EXPECT_THAT(Create(no_name).message(), HasSubstr("empty name"));
+  v1::JobRecord twice = MakeJob(4, 2);
+  twice.mutable_tasks(1)->set_index(0);
+  absl::Status dup = Create(twice);
+  EXPECT_TRUE(absl::IsInvalidArgument(dup));
+  EXPECT_THAT(dup.message(), HasSubstr("task worker/0 twice"));
+  WriteBatch nameless_node;
+  nameless_node.PutNode(v1::NodeRecord());
+  EXPECT_THAT(store_->Commit(std::move(nameless_node)).message(),
+              HasSubstr("node.info.name is empty"));
+  WriteBatch update_missing;
+  update_missing.UpdateJob(MakeJob(42));
+  EXPECT_TRUE(absl::IsNotFound(store_->Commit(std::move(update_missing))));
+}
+
+TEST_P(StateStoreTest, ListJobsFiltersByStateQueueAndUser) {
+  ASSERT_TRUE(Create(MakeJob(1, 1, "prod", "alice")).ok());
+  ASSERT_TRUE(Create(MakeJob(2, 2, "prod", "bob")).ok());
+  v1::JobRecord done = MakeJob(3, 1, "dev", "alice");
+  done.set_state(v1::JOB_SUCCEEDED);
+  ASSERT_TRUE(Create(done).ok());
+
+  auto ids = [&](const JobFilter& filter) {
+    std::vector<uint64_t> out;
+    absl::StatusOr<std::vector<v1::JobRecord>> jobs = store_->ListJobs(filter);
+    EXPECT_TRUE(jobs.ok()) << jobs.status();
+    for (const v1::JobRecord& j : *jobs) out.push_back(j.id());
+    return out;
+  };
+  EXPECT_EQ(ids({}), (std::vector<uint64_t>{1, 2, 3}));
+  EXPECT_EQ(ids({.states = {v1::JOB_QUEUED}}), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(ids({.states = {v1::JOB_SUCCEEDED, v1::JOB_FAILED}}), (std::vector<uint64_t>{3}));
+  EXPECT_EQ(ids({.queue = "prod"}), (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(ids({.user = "alice"}), (std::vector<uint64_t>{1, 3}));
+  EXPECT_EQ(ids({.queue = "prod", .user = "bob"}), (std::vector<uint64_t>{2}));
+  EXPECT_EQ(ids({.limit = 2}), (std::vector<uint64_t>{1, 2}));
+
+  absl::StatusOr<std::vector<v1::JobRecord>> with_tasks = store_->ListJobs({.queue = "prod"});
+  ASSERT_TRUE(with_tasks.ok());
+  EXPECT_EQ((*with_tasks)[1].tasks_size(), 2);
+  absl::StatusOr<std::vector<v1::JobRecord>> bare = store_->ListJobs({.include_tasks = false});
+  ASSERT_TRUE(bare.ok());
+  EXPECT_EQ((*bare)[1].tasks_size(), 0);
+}
+
+TEST_P(StateStoreTest, EventsComeBackInAppendOrderPerJob) {
+  ASSERT_TRUE(Create(MakeJob(1)).ok());
+  ASSERT_TRUE(Create(MakeJob(2)).ok());
+  const std::vector<std::string> kinds = {"scheduled", "started", "task_restarted", "preempted",
+                                          "finished"};
+  for (const std::string& kind : kinds) {
+    WriteBatch batch;
+    batch.AppendEvent(MakeEvent(1, kind));
+    batch.AppendEvent(MakeEvent(2, kind + "-2"));
+    ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+  }
+  absl::StatusOr<std::vector<v1::JobEventRecord>> events = store_->ListEvents(1);
+  ASSERT_TRUE(events.ok()) << events.status();
+  ASSERT_EQ(events->size(), kinds.size() + 1);
+  EXPECT_EQ((*events)[0].kind(), "submitted");
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    EXPECT_EQ((*events)[i + 1].kind(), kinds[i]);
+    EXPECT_GT((*events)[i + 1].seq(), (*events)[i].seq());
+  }
+  WriteBatch orphan;
+  orphan.AppendEvent(MakeEvent(9, "started"));
+  EXPECT_TRUE(absl::IsNotFound(store_->Commit(std::move(orphan))));
+}
+
+TEST_P(StateStoreTest, NodesAndMetadataRoundTrip) {
+  WriteBatch batch;
+  batch.PutNode(MakeNode("n2"));
+  batch.PutNode(MakeNode("n1"));
+  batch.PutMeta("next_job_id", "17");
+  ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+  WriteBatch later;
+  later.PutNode(MakeNode("n1", v1::NODE_LOST));
+  later.DeleteNode("n2");
+  later.DeleteNode("never-registered");
+  later.PutMeta("next_job_id", "18");
+  ASSERT_TRUE(store_->Commit(std::move(later)).ok());
+
+  absl::StatusOr<std::vector<v1::NodeRecord>> nodes = store_->ListNodes();
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  ASSERT_EQ(nodes->size(), 1u);
+  EXPECT_TRUE(SameMessage((*nodes)[0], MakeNode("n1", v1::NODE_LOST)));
+  absl::StatusOr<v1::NodeRecord> n1 = store_->GetNode("n1");
+  ASSERT_TRUE(n1.ok());
+  EXPECT_EQ(n1->info().state(), v1::NODE_LOST);
+  EXPECT_EQ(*store_->GetMeta("next_job_id"), "18");
+}
+
+TEST_P(StateStoreTest, LoadAllReturnsLiveJobsEveryNodeAndMetadata) {
+  ASSERT_TRUE(Create(MakeJob(1, 2)).ok());
+  v1::JobRecord finished = MakeJob(5);
+  finished.set_state(v1::JOB_KILLED);
+  ASSERT_TRUE(Create(finished).ok());
+  v1::JobRecord running = MakeJob(3, 3);
+  running.set_state(v1::JOB_RUNNING);
+  ASSERT_TRUE(Create(running).ok());
+  WriteBatch batch;
+  batch.PutNode(MakeNode("n1"));
+  batch.PutMeta("next_job_id", "6");
+  ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+
+  absl::StatusOr<StoreSnapshot> snapshot = store_->LoadAll();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  ASSERT_EQ(snapshot->jobs.size(), 2u);
+  EXPECT_TRUE(SameMessage(snapshot->jobs[0], MakeJob(1, 2)));
+  EXPECT_TRUE(SameMessage(snapshot->jobs[1], running));
+  ASSERT_EQ(snapshot->nodes.size(), 1u);
+  EXPECT_EQ(snapshot->meta.at("next_job_id"), "6");
+  EXPECT_EQ(snapshot->max_job_id, 5u);
+}
+
+v1::TaskRecord PlacedTask(const std::string& role, int index, uint64_t gpus, uint32_t port) {
+  v1::TaskRecord task;
+  task.set_role(role);
+  task.set_index(index);
+  task.set_node("n1");
+  task.set_state(v1::TASK_RUNNING);
+  task.mutable_allocation()->set_gpu_mask(gpus);
+  v1::PortRange& range = *task.mutable_allocation()->add_ports();
+  range.set_begin(port);
+  range.set_end(port + 1);
+  return task;
+}
+
+TEST_P(StateStoreTest, CheckIntegrityReportsGpusAndPortsHeldTwice) {
+  v1::JobRecord a = MakeJob(1, 0);
+  *a.add_tasks() = PlacedTask("worker", 0, 0b0011, 30000);
+  v1::JobRecord b = MakeJob(2, 0);
+  *b.add_tasks() = PlacedTask("worker", 0, 0b1100, 30010);
+  ASSERT_TRUE(Create(a).ok());
+  ASSERT_TRUE(Create(b).ok());
+  EXPECT_TRUE(store_->CheckIntegrity().ok()) << store_->CheckIntegrity();
+
+  v1::JobRecord clash = MakeJob(3, 0);
+  *clash.add_tasks() = PlacedTask("ps", 0, 0b0100, 30001);
+  v1::TaskRecord ended = PlacedTask("worker", 1, 0b0001, 30000);
+  ended.set_state(v1::TASK_FAILED);  // an ended task holds nothing
+  *clash.add_tasks() = ended;
+  ASSERT_TRUE(Create(clash).ok());
+  absl::Status status = store_->CheckIntegrity();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("GPU 2 held by job 2 worker/0 and job 3 ps/0"));
+  EXPECT_THAT(status.message(), HasSubstr("ports 30001-30001 held by job 1 worker/0 and job 3 ps/0"));
+  EXPECT_THAT(status.message(), Not(HasSubstr("worker/1")));
+}
+
+TEST_P(StateStoreTest, ConcurrentWritersAllLandAndCallbacksRun) {
+  constexpr int kThreads = 8;
+  constexpr int kJobsPerThread = 40;
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kJobsPerThread; ++i) {
+        if (!Create(MakeJob(1 + t * kJobsPerThread + i)).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+
+  absl::Notification done;
+  absl::Status async_status = absl::UnknownError("not called");
+  WriteBatch batch;
+  batch.CreateJob(MakeJob(1000), MakeEvent(1000, "submitted"));
+  store_->CommitAsync(std::move(batch), [&](absl::Status s) {
+    async_status = s;
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(async_status.ok()) << async_status;
+
+  absl::StatusOr<std::vector<v1::JobRecord>> jobs = store_->ListJobs({.include_tasks = false});
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(jobs->size(), static_cast<size_t>(kThreads * kJobsPerThread + 1));
+  StoreStats stats = store_->Stats();
+  EXPECT_EQ(stats.batches_committed, kThreads * kJobsPerThread + 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothStores, StateStoreTest, ::testing::Values(Kind::kSqlite, Kind::kMemory),
+                         [](const ::testing::TestParamInfo<Kind>& info) {
+                           return info.param == Kind::kSqlite ? "Sqlite" : "Memory";
+                         });
+
+}  // namespace
+}  // namespace trainyard
