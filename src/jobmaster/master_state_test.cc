@@ -1,0 +1,137 @@
+// MasterState driven directly with simulated time: exact ping deadlines,
+// barrier timeouts and rebuilding the state after a master restart.
+#include "jobmaster/master_state.h"
+
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::jobmaster {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Keeps the last response per connection.
+class RecordingOutbox : public Outbox {
+ public:
+  void Send(ConnId conn, const pb::JobMasterResponse& response) override {
+    last[conn] = response;
+  }
+  void SendWorkerList(ConnId conn, uint64_t request_id, std::string_view list) override {
+    pb::JobMasterResponse& r = last[conn];
+    r.Clear();
+    r.set_request_id(request_id);
+    r.mutable_workers()->ParseFromArray(list.data(), static_cast<int>(list.size()));
+  }
+  std::map<ConnId, pb::JobMasterResponse> last;
+};
+
+class MasterStateTest : public ::testing::Test {
+ protected:
+  MasterStateTest() {
+    config_.job_name = "bert";
+    config_.num_workers = 3;
+    config_.ping_interval = absl::Seconds(1);
+    config_.ping_misses = 3;
+    config_.max_restarts = 5;
+  }
+  void Start(ConnId conn, int id, bool pings, pb::WorkerState resume = pb::UNASSIGNED) {
+    pb::JobMasterRequest r;
+    r.mutable_starting()->mutable_info()->set_worker_id(id);
+    r.mutable_starting()->set_pings(pings);
+    r.mutable_starting()->set_resume_state(resume);
+    state_->OnRequest(conn, "10.0.0.1", r, now_);
+  }
+  void Request(ConnId conn, pb::JobMasterRequest r) { state_->OnRequest(conn, "10.0.0.1", r, now_); }
+
+  JobMasterConfig config_;
+  FakeJobTerminator terminator_;
+  RecordingOutbox outbox_;
+  std::unique_ptr<MasterState> state_;
+  absl::Time now_ = absl::FromUnixSeconds(1'000'000);
+};
+
+TEST_F(MasterStateTest, WorkerBecomesErrorJustAfterItsLastAllowedPing) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, /*pings=*/true);
+  now_ += absl::Seconds(3);
+  state_->OnTick(now_);
+  EXPECT_EQ(state_->StateOf(0), pb::STARTING);
+  now_ += absl::Milliseconds(600);
+  state_->OnTick(now_);
+  EXPECT_EQ(state_->StateOf(0), pb::ERROR);
+  EXPECT_EQ(state_->ReasonOf(0), "no ping for 3.6s (3 missed pings at an interval of 1s)");
+}
+
+TEST_F(MasterStateTest, PingsKeepAWorkerAliveAndWorkersWithoutPingsAreNeverFailed) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, true);
+  Start(2, 1, false);
+  pb::JobMasterRequest ping;
+  ping.mutable_ping();
+  for (int i = 0; i < 20; ++i) {
+    now_ += absl::Seconds(1);
+    Request(1, ping);
+    state_->OnTick(now_);
+  }
+  EXPECT_EQ(state_->StateOf(0), pb::STARTING);
+  EXPECT_EQ(state_->StateOf(1), pb::STARTING);
+}
+
+TEST_F(MasterStateTest, RetriedBarrierReplacesTheEarlierRequest) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  for (int id = 0; id < 3; ++id) Start(id + 1, id, false);
+  pb::JobMasterRequest barrier;
+  barrier.mutable_barrier()->set_timeout_ms(500);
+  barrier.set_request_id(1);
+  Request(1, barrier);
+  barrier.set_request_id(2);
+  Request(1, barrier);  // the worker gave up waiting and retried
+  EXPECT_EQ(state_->barrier_waiting(), 1);
+  now_ += absl::Milliseconds(501);
+  state_->OnTick(now_);
+  EXPECT_EQ(outbox_.last[1].request_id(), 2u);
+  EXPECT_EQ(outbox_.last[1].error().message(),
+            "barrier timed out with 1 of 3 workers arrived; missing: 1, 2");
+  EXPECT_EQ(state_->barrier_waiting(), 0);
+}
+
+TEST_F(MasterStateTest, RestartedMasterRebuildsStateFromReRegistrations) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, true, pb::RUNNING);
+  Start(2, 1, true, pb::COMPLETED);
+  Start(3, 2, true, pb::RUNNING);
+  EXPECT_EQ(state_->joined_count(), 3);
+  EXPECT_EQ(state_->StateOf(0), pb::RUNNING);
+  EXPECT_EQ(state_->StateOf(1), pb::COMPLETED);
+  EXPECT_EQ(state_->RestartsOf(0), 0);  // resuming is not a restart
+  pb::JobMasterRequest done;
+  done.mutable_state_change()->set_state(pb::COMPLETED);
+  Request(1, done);
+  Request(3, done);
+  ASSERT_TRUE(terminator_.end().has_value());
+  EXPECT_EQ(terminator_.end()->outcome, JobOutcome::kSucceeded);
+}
+
+TEST_F(MasterStateTest, ResumingInErrorOrUnknownStateIsRefused) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, true, pb::ERROR);
+  EXPECT_THAT(outbox_.last[1].error().message(),
+              HasSubstr("resume_state ERROR is not allowed: a re-registering worker resumes "
+                        "RUNNING or COMPLETED"));
+  EXPECT_EQ(state_->joined_count(), 0);
+}
+
+TEST_F(MasterStateTest, AskingForAnIdWhenAllAreTakenIsRefused) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  for (int conn = 1; conn <= 3; ++conn) Start(conn, -1, false);
+  EXPECT_EQ(outbox_.last[3].registered().worker_id(), 2);
+  Start(4, -1, false);
+  EXPECT_EQ(outbox_.last[4].error().message(),
+            "all 3 worker ids of job bert are taken; a restarted worker must present its own id "
+            "(TRAINYARD_WORKER_ID)");
+}
+
+}  // namespace
+}  // namespace trainyard::jobmaster
