@@ -45,7 +45,7 @@
 namespace trainyard::core {
 namespace {
 
-int Pop(uint64_t x) { return __builtin_popcountll(x); }
+int Pop(uint64_t x) { return BitCount(x); }
 
 uint64_t LowestBits(uint64_t set, int n) { return GpuSet(set).LowestN(n).bits(); }
 

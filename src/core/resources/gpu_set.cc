@@ -30,12 +30,6 @@ absl::StatusOr<int> ParseIndex(absl::string_view text, absl::string_view part) {
 
 }  // namespace
 
-GpuSet GpuSet::FirstN(int n) {
-  if (n <= 0) return GpuSet();
-  if (n >= kMaxGpus) return GpuSet(~uint64_t{0});
-  return GpuSet((uint64_t{1} << n) - 1);
-}
-
 absl::StatusOr<GpuSet> GpuSet::FromIndices(const std::vector<int>& indices) {
   uint64_t bits = 0;
   for (int i : indices) {

@@ -212,7 +212,7 @@ std::vector<GpuSet> Cliques(const Adjacency& nv, int n) {
       if ((group & ~nv[g]) == 0) group |= uint64_t{1} << g;
     }
     left &= ~group;
-    if (__builtin_popcountll(group) > 1) out.push_back(GpuSet(group));
+    if (BitCount(group) > 1) out.push_back(GpuSet(group));
   }
   return out;
 }
