@@ -24,17 +24,20 @@ class TestMaster {
       return;
     }
     server_ = std::move(*server);
+    port_ = server_->port();
     thread_ = std::thread([this] { status_ = server_->Run(); });
   }
   ~TestMaster() { Shutdown(); }
 
-  // Stops the loop and waits for its thread.
+  // Stops the loop, waits for its thread and closes every connection (as
+  // when the master's process dies).
   void Shutdown() {
     if (!thread_.joinable()) return;
     server_->Stop();
     thread_.join();
+    server_.reset();
   }
-  int port() const { return server_->port(); }
+  int port() const { return port_; }
   const absl::Status& status() const { return status_; }
   FakeJobTerminator& terminator() { return terminator_; }
 
@@ -62,6 +65,7 @@ class TestMaster {
   std::unique_ptr<JobMasterServer> server_;
   std::thread thread_;
   absl::Status status_;
+  int port_ = 0;
 };
 
 }  // namespace trainyard::jobmaster

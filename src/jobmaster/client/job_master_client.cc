@@ -1,0 +1,271 @@
+// JobMasterClient: registration, the I/O thread (responses, pings,
+// reconnection) and the blocking and non-blocking calls.
+#include "jobmaster/client/job_master_client.h"
+
+#include <chrono>
+
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+
+namespace trainyard::jobmaster {
+namespace {
+
+// Extra time a client waits past a timeout it gave the master, so that the
+// master's own, more precise error (naming who is missing) arrives first.
+constexpr absl::Duration kGrace = absl::Seconds(2);
+
+// Waits on `cv` until `done()` or `deadline`; returns done().
+template <typename Pred>
+bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
+               absl::Time deadline, Pred done) {
+  while (!done()) {
+    if (deadline == absl::InfiniteFuture()) {
+      cv.wait(lock);
+      continue;
+    }
+    absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) return done();
+    cv.wait_for(lock, absl::ToChronoNanoseconds(left));
+  }
+  return true;
+}
+
+int64_t TimeoutMillis(absl::Duration timeout) {
+  return timeout == absl::InfiniteDuration() ? 0 : absl::ToInt64Milliseconds(timeout);
+}
+
+}  // namespace
+
+JobMasterClient::JobMasterClient(JobMasterClientOptions options) : options_(std::move(options)) {}
+
+absl::StatusOr<std::unique_ptr<JobMasterClient>> JobMasterClient::Start(
+    JobMasterClientOptions options) {
+  std::unique_ptr<JobMasterClient> client(new JobMasterClient(std::move(options)));
+  absl::Status s = client->Register(absl::Now() + client->options_.connect_timeout);
+  if (!s.ok()) return s;
+  client->io_thread_ = std::thread([c = client.get()] { c->IoLoop(); });
+  return client;
+}
+
+JobMasterClient::~JobMasterClient() {
+  std::shared_ptr<FrameConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    conn = conn_;
+  }
+  cv_.notify_all();
+  if (conn) conn->Shutdown();
+  if (io_thread_.joinable()) io_thread_.join();
+}
+
+pb::WorkerInfo JobMasterClient::info() const {
+  pb::WorkerInfo info = options_.info;
+  info.set_worker_id(worker_id_);
+  return info;
+}
+
+absl::Status JobMasterClient::Register(absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<FrameConnection>> connected =
+      FrameConnection::Connect(options_.master_address, deadline);
+  if (!connected.ok()) return connected.status();
+  std::shared_ptr<FrameConnection> conn = std::move(*connected);
+  pb::JobMasterRequest request;
+  pb::WorkerState state;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    request.set_request_id(next_request_id_++);
+    state = last_state_;
+    pb::Starting* s = request.mutable_starting();
+    *s->mutable_info() = options_.info;
+    if (worker_id_ >= 0) s->mutable_info()->set_worker_id(worker_id_);
+    s->set_restart_count(options_.restart_count);
+    s->set_pings(true);
+    if (state == pb::RUNNING || state == pb::COMPLETED) {
+      s->set_resume_state(state);
+      s->set_resume_reason(last_reason_);
+    }
+  }
+  absl::StatusOr<pb::JobMasterResponse> reply = conn->Call(request, deadline);
+  if (!reply.ok()) return reply.status();
+  if (!reply->has_registered()) {
+    return absl::InternalError("the job master answered STARTING with something else");
+  }
+  if (worker_id_ < 0) {
+    worker_id_ = reply->registered().worker_id();
+    num_workers_ = reply->registered().num_workers();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  conn_ = conn;
+  if (state == pb::ERROR) {  // an ERROR is re-reported after registering
+    pb::JobMasterRequest error;
+    error.set_request_id(next_request_id_++);
+    error.mutable_state_change()->set_state(pb::ERROR);
+    error.mutable_state_change()->set_reason(last_reason_);
+    (void)conn->Send(error);
+  }
+  cv_.notify_all();
+  return absl::OkStatus();
+}
+
+void JobMasterClient::IoLoop() {
+  absl::Duration backoff = absl::Milliseconds(50);
+  absl::Time next_ping = absl::Now() + options_.ping_interval;
+  while (true) {
+    std::shared_ptr<FrameConnection> conn;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (stop_) return;
+      conn = conn_;
+    }
+    if (!conn) {
+      absl::Status s = Register(absl::Now() + options_.max_backoff);
+      if (s.ok()) {
+        Log(LogLevel::kInfo, "worker", "re-registered with the job master at %s as worker %d",
+            options_.master_address, worker_id_);
+        backoff = absl::Milliseconds(50);
+        continue;
+      }
+      std::unique_lock<std::mutex> lock(mu_);
+      WaitUntil(cv_, lock, absl::Now() + backoff, [this] { return stop_; });
+      backoff = std::min(backoff * 2, options_.max_backoff);
+      continue;
+    }
+    absl::StatusOr<pb::JobMasterResponse> response = conn->Receive(next_ping);
+    if (response.ok()) {
+      Dispatch(*std::move(response));
+    } else if (absl::IsDeadlineExceeded(response.status())) {
+      pb::JobMasterRequest ping;
+      ping.mutable_ping();
+      next_ping = absl::Now() + options_.ping_interval;
+      if (absl::Status s = conn->Send(ping); !s.ok()) ConnectionLost(s);
+    } else {
+      ConnectionLost(response.status());
+    }
+  }
+}
+
+void JobMasterClient::Dispatch(pb::JobMasterResponse response) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = pending_.find(response.request_id());
+  if (it == pending_.end()) {
+    if (response.has_error()) {
+      last_error_ = StatusFromErrorReply(response.error());
+      Log(LogLevel::kWarning, "worker", "the job master refused a request: %s",
+          response.error().message());
+    }
+    return;
+  }
+  Pending* p = it->second;
+  pending_.erase(it);
+  if (response.has_error()) {
+    p->result = StatusFromErrorReply(response.error());
+  } else {
+    p->result = std::move(response);
+  }
+  p->done = true;
+  cv_.notify_all();
+}
+
+void JobMasterClient::ConnectionLost(const absl::Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!stop_) {
+    Log(LogLevel::kWarning, "worker", "%s; reconnecting", why.message());
+  }
+  conn_.reset();
+  for (auto& [id, p] : pending_) {
+    p->result = absl::UnavailableError(absl::StrFormat(
+        "%s while waiting for %s; the master may have restarted: retry", why.message(), p->what));
+    p->done = true;
+  }
+  pending_.clear();
+  cv_.notify_all();
+}
+
+absl::StatusOr<pb::JobMasterResponse> JobMasterClient::Call(pb::JobMasterRequest request,
+                                                            absl::Duration timeout,
+                                                            std::string_view what) {
+  absl::Time deadline = absl::Now() + timeout;
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!WaitUntil(cv_, lock, deadline, [this] { return conn_ != nullptr || stop_; }) || stop_) {
+    return absl::UnavailableError(absl::StrFormat(
+        "not connected to the job master at %s (reconnecting); %s was not sent",
+        options_.master_address, what));
+  }
+  uint64_t id = next_request_id_++;
+  request.set_request_id(id);
+  Pending p;
+  p.what = std::string(what);
+  pending_[id] = &p;
+  std::shared_ptr<FrameConnection> conn = conn_;
+  lock.unlock();
+  absl::Status sent = conn->Send(request);
+  lock.lock();
+  if (!sent.ok() && !p.done) {
+    pending_.erase(id);
+    return sent;
+  }
+  if (!WaitUntil(cv_, lock, deadline, [&p] { return p.done; })) {
+    pending_.erase(id);
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "no answer from the job master to %s within %s", what, absl::FormatDuration(timeout)));
+  }
+  return std::move(p.result);
+}
+
+void JobMasterClient::SendState(pb::WorkerState state, std::string reason) {
+  pb::JobMasterRequest request;
+  std::shared_ptr<FrameConnection> conn;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_state_ = state;
+    last_reason_ = reason;
+    request.set_request_id(next_request_id_++);
+    conn = conn_;
+  }
+  request.mutable_state_change()->set_state(state);
+  request.mutable_state_change()->set_reason(std::move(reason));
+  if (conn) (void)conn->Send(request);  // a failed send is resent on re-registration
+}
+
+absl::Status JobMasterClient::SetState(pb::WorkerState state, std::string reason,
+                                       absl::Duration timeout) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_state_ = state;
+    last_reason_ = reason;
+  }
+  pb::JobMasterRequest request;
+  request.mutable_state_change()->set_state(state);
+  request.mutable_state_change()->set_reason(std::move(reason));
+  return Call(std::move(request), timeout, "a state change").status();
+}
+
+absl::StatusOr<pb::ListWorkersReply> JobMasterClient::ListWorkers(pb::ListWorkersMode mode,
+                                                                  absl::Duration timeout) {
+  pb::JobMasterRequest request;
+  request.mutable_list_workers()->set_mode(mode);
+  request.mutable_list_workers()->set_timeout_ms(TimeoutMillis(timeout));
+  absl::StatusOr<pb::JobMasterResponse> r = Call(std::move(request), timeout + kGrace,
+                                                 "the list of workers");
+  if (!r.ok()) return r.status();
+  return std::move(*r->mutable_workers());
+}
+
+absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {
+  pb::JobMasterRequest request;
+  request.mutable_barrier()->set_timeout_ms(TimeoutMillis(timeout));
+  return Call(std::move(request), timeout + kGrace, "a barrier").status();
+}
+
+absl::Status JobMasterClient::last_error() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_error_;
+}
+
+bool JobMasterClient::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return conn_ != nullptr;
+}
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,103 @@
+// JobMasterClient: the worker library's link to its job master. It connects
+// to TRAINYARD_JOB_MASTER, registers with STARTING, pings from its own
+// thread, offers blocking calls (list workers, barrier) and non-blocking state
+// sends, and when the master goes away it reconnects and re-registers with
+// the same id and the state it had reached, so a restarted master rebuilds
+// its view. Calls in flight when the connection drops fail with UNAVAILABLE
+// and may be retried.
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "jobmaster/client/frame_connection.h"
+
+namespace trainyard::jobmaster {
+
+struct JobMasterClientOptions {
+  // "host:port" of the master.
+  std::string master_address;
+  // Who this worker is; worker_id -1 asks the master for the next free id.
+  pb::WorkerInfo info;
+  int restart_count = 0;
+  // How often the client pings (keep it at the master's --ping-interval-ms).
+  absl::Duration ping_interval = absl::Seconds(1);
+  // How long Start keeps trying to reach the master and register.
+  absl::Duration connect_timeout = absl::Seconds(30);
+  // Longest pause between reconnection attempts.
+  absl::Duration max_backoff = absl::Seconds(2);
+};
+
+// Options from the task's environment: TRAINYARD_JOB_MASTER (required),
+// TRAINYARD_WORKER_ID (-1 when unset), TRAINYARD_ROLE, TRAINYARD_INDEX,
+// TRAINYARD_RESTART_COUNT, and the host's name as the worker's address.
+absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment();
+
+class JobMasterClient {
+ public:
+  // Connects, registers (STARTING) and starts the ping thread. Fails when the
+  // master cannot be reached within connect_timeout or refuses the worker.
+  static absl::StatusOr<std::unique_ptr<JobMasterClient>> Start(JobMasterClientOptions options);
+  // Stops pinging and closes the connection (the worker's state stays).
+  ~JobMasterClient();
+
+  int worker_id() const { return worker_id_; }
+  int num_workers() const { return num_workers_; }
+  // This worker's WorkerInfo with the id the master gave.
+  pb::WorkerInfo info() const;
+
+  // Sends a state change without waiting; the master's answer is checked by
+  // the client's thread (a refusal is logged and kept in last_error()).
+  // While disconnected the state is sent with the next re-registration.
+  void SendState(pb::WorkerState state, std::string reason = "");
+  // Sends a state change and waits for the master to accept it.
+  absl::Status SetState(pb::WorkerState state, std::string reason, absl::Duration timeout);
+  // Lists the workers; RESPONSE_AFTER_ALL_JOINED waits until all joined or
+  // `timeout` (the master's own wait applies too).
+  absl::StatusOr<pb::ListWorkersReply> ListWorkers(pb::ListWorkersMode mode,
+                                                   absl::Duration timeout);
+  // Waits until every worker of the job reached the barrier, or `timeout`.
+  // ABORTED when a worker ended while others waited; UNAVAILABLE when the
+  // master went away meanwhile (retry once it is back).
+  absl::Status WaitOnBarrier(absl::Duration timeout);
+  // The last refusal of a non-blocking send, OK if none.
+  absl::Status last_error() const;
+  bool connected() const;
+
+ private:
+  struct Pending {
+    std::string what;  // "a barrier", for the error when the connection drops
+    bool done = false;
+    absl::StatusOr<pb::JobMasterResponse> result = absl::UnknownError("no answer");
+  };
+  explicit JobMasterClient(JobMasterClientOptions options);
+  absl::Status Register(absl::Time deadline);
+  absl::StatusOr<pb::JobMasterResponse> Call(pb::JobMasterRequest request, absl::Duration timeout,
+                                             std::string_view what);
+  void IoLoop();
+  void Dispatch(pb::JobMasterResponse response);
+  void ConnectionLost(const absl::Status& why);
+
+  JobMasterClientOptions options_;
+  int worker_id_ = -1;
+  int num_workers_ = 0;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::shared_ptr<FrameConnection> conn_;  // null while disconnected
+  std::map<uint64_t, Pending*> pending_;
+  uint64_t next_request_id_ = 1;
+  pb::WorkerState last_state_ = pb::STARTING;
+  std::string last_reason_;
+  absl::Status last_error_;
+  bool stop_ = false;
+  std::thread io_thread_;
+};
+
+}  // namespace trainyard::jobmaster
