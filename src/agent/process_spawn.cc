@@ -1,0 +1,137 @@
+// fork/exec for task processes. Between fork and exec the child only calls
+// async-signal-safe functions on data prepared before the fork.
+#include "agent/process_spawn.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+
+namespace trainyard::agent {
+namespace {
+
+// Steps the child may fail at; sent to the parent with errno.
+enum ChildStep : int { kStepSession, kStepCgroup, kStepRlimit, kStepChdir, kStepStdout, kStepStderr, kStepExec };
+
+const char* StepName(int step) {
+  switch (step) {
+    case kStepSession: return "cannot start a new session";
+    case kStepCgroup: return "cannot join the task's cgroup";
+    case kStepRlimit: return "cannot set the memory rlimit";
+    case kStepChdir: return "cannot enter the working directory";
+    case kStepStdout: return "cannot open the stdout log";
+    case kStepStderr: return "cannot open the stderr log";
+    case kStepExec: return "cannot run the command";
+  }
+  return "cannot start";
+}
+
+[[noreturn]] void ChildFail(int pipe_fd, int step) {
+  int report[2] = {step, errno};
+  (void)!write(pipe_fd, report, sizeof(report));
+  _exit(127);
+}
+
+bool OpenOnto(const char* path, int target) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  bool ok = dup2(fd, target) >= 0;  // dup2 clears O_CLOEXEC on the target
+  close(fd);
+  return ok;
+}
+
+[[noreturn]] void RunChild(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd) {
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
+  if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
+  for (const std::string& procs : r.limits.procs_files) {
+    int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) ChildFail(pipe_fd, kStepCgroup);
+    close(fd);
+  }
+  if (r.limits.address_space_bytes > 0) {
+    rlimit limit{r.limits.address_space_bytes, r.limits.address_space_bytes};
+    if (setrlimit(RLIMIT_AS, &limit) != 0) ChildFail(pipe_fd, kStepRlimit);
+  }
+  if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
+  if (!OpenOnto(r.stdout_path.c_str(), 1)) ChildFail(pipe_fd, kStepStdout);
+  if (!OpenOnto(r.stderr_path.c_str(), 2)) ChildFail(pipe_fd, kStepStderr);
+  int devnull = open("/dev/null", O_RDONLY);
+  if (devnull >= 0) dup2(devnull, 0);
+  execvpe(argv[0], argv, envp);
+  ChildFail(pipe_fd, kStepExec);
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
+  if (request.argv.empty()) return absl::InvalidArgumentError("command: must not be empty");
+  std::vector<char*> argv, envp;
+  for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    RunChild(request, argv.data(), envp.data(), pipe_fds[1]);
+  }
+  close(pipe_fds[1]);
+  int report[2] = {0, 0};
+  ssize_t n;
+  while ((n = read(pipe_fds[0], report, sizeof(report))) < 0 && errno == EINTR) {
+  }
+  close(pipe_fds[0]);
+  if (n <= 0) return pid;  // EOF: exec succeeded
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  std::string what = report[0] == kStepChdir ? request.working_dir
+                     : report[0] == kStepExec ? request.argv[0]
+                     : report[0] == kStepStdout ? request.stdout_path
+                     : report[0] == kStepStderr ? request.stderr_path
+                                                : std::string();
+  return absl::FailedPreconditionError(
+      absl::StrCat(StepName(report[0]), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
+}
+
+absl::StatusOr<uint64_t> ProcessStartTime(pid_t pid, const std::string& proc_root) {
+  std::string path = absl::StrCat(proc_root, "/", pid, "/stat");
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("process ", pid, " does not exist"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string stat = text.str();
+  // The command name (field 2) may hold spaces and parentheses; fields after
+  // the last ')' start at field 3.
+  size_t close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return absl::InvalidArgumentError(absl::StrCat(path, ": no ')'"));
+  std::vector<absl::string_view> fields =
+      absl::StrSplit(absl::string_view(stat).substr(close_paren + 1), ' ', absl::SkipEmpty());
+  uint64_t start = 0;
+  if (fields.size() < 20 || !absl::SimpleAtoi(fields[19], &start)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": field 22 (starttime) is missing"));
+  }
+  return start;
+}
+
+}  // namespace trainyard::agent

@@ -1,0 +1,355 @@
+// Supervisor API and its event thread. The thread sleeps in poll() on an
+// eventfd (woken by Launch / Kill / shutdown) and one pidfd per running
+// process, with a timeout at the next due restart or kill escalation. Only
+// waitpid(pid) of our own pids is used, never waitpid(-1), so other children
+// of the agent (nvidia-smi) are left alone.
+#include "agent/supervisor.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "agent/process_spawn.h"
+#include "agent/supervisor_task.h"
+#include "agent/task_record.h"
+#include "common/logging.h"
+
+namespace trainyard::agent {
+namespace {
+
+constexpr char kComponent[] = "supervisor";
+
+// Without pidfds (kernels before 5.3) the loop checks children this often.
+constexpr absl::Duration kFallbackPoll = absl::Milliseconds(100);
+
+bool Exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+absl::Status ValidateLaunch(const TaskLaunch& l) {
+  std::string task = l.key.ToString();
+  if (l.key.job.empty() || l.key.role.empty() || l.key.index < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", task, ": job and role must be set, index >= 0"));
+  }
+  for (const std::string* part : {&l.key.job, &l.key.role}) {
+    if (part->find('/') != std::string::npos || *part == "." || *part == "..") {
+      return absl::InvalidArgumentError(absl::StrCat("task ", task, ": \"", *part, "\" may not contain '/'"));
+    }
+  }
+  if (l.command.empty() || l.command[0].empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", task, ": command must not be empty"));
+  }
+  if (!l.working_dir.empty() && !Exists(l.working_dir)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("task ", task, ": working_dir ", l.working_dir, " does not exist"));
+  }
+  if (l.max_restarts < 0 || l.memory_limit_mb < 0 || l.vcores_milli < 0 || l.attempt < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "task ", task, ": max_restarts, memory_limit_mb, vcores_milli and attempt must be >= 0"));
+  }
+  return absl::OkStatus();
+}
+
+// Exit of a reaped child from its wait status.
+TaskExit ExitOfStatus(int status) {
+  TaskExit exit;
+  if (WIFEXITED(status)) exit.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) exit.signal = WTERMSIG(status);
+  return exit;
+}
+
+bool PidfdReadable(int pidfd) {
+  pollfd p{pidfd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const SupervisorOptions& options) {
+  if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: must be set");
+  std::error_code ec;
+  for (const char* sub : {"logs", "tasks", "work", "checkpoints"}) {
+    std::filesystem::create_directories(absl::StrCat(options.data_dir, "/", sub), ec);
+    if (ec) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("data_dir ", options.data_dir, ": cannot create ", sub, "/: ", ec.message()));
+    }
+  }
+  ResourceLimiterPtr owned = options.limiter == nullptr ? DetectResourceLimiter() : nullptr;
+  return std::unique_ptr<Supervisor>(new Supervisor(options, std::move(owned)));
+}
+
+Supervisor::Supervisor(const SupervisorOptions& options, ResourceLimiterPtr owned_limiter)
+    : data_dir_(options.data_dir),
+      inherit_agent_env_(options.inherit_agent_env),
+      owned_limiter_(std::move(owned_limiter)),
+      limiter_(owned_limiter_ ? owned_limiter_.get() : options.limiter),
+      listener_(options.listener),
+      logs_(options.data_dir),
+      wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  thread_ = std::thread([this] { EventLoop(); });
+}
+
+Supervisor::~Supervisor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  Wake();
+  thread_.join();
+  for (auto& [key, task] : tasks_) {
+    if (task->pidfd >= 0) close(task->pidfd);
+  }
+  close(wake_fd_);
+}
+
+void Supervisor::Wake() {
+  uint64_t one = 1;
+  (void)!write(wake_fd_, &one, sizeof(one));
+}
+
+absl::Status Supervisor::Launch(TaskLaunch launch) {
+  if (absl::Status s = ValidateLaunch(launch); !s.ok()) return s;
+  std::string dir = absl::StrCat(launch.key.job, "/", launch.key.role, "-", launch.key.index);
+  if (launch.working_dir.empty()) launch.working_dir = absl::StrCat(data_dir_, "/work/", dir);
+  if (launch.checkpoint_dir.empty()) launch.checkpoint_dir = absl::StrCat(data_dir_, "/checkpoints/", dir);
+  std::error_code ec;
+  std::filesystem::create_directories(launch.working_dir, ec);
+  std::filesystem::create_directories(launch.checkpoint_dir, ec);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(launch.key);
+    if (it != tasks_.end() && !IsFinal(it->second->state)) {
+      return absl::AlreadyExistsError(absl::StrCat("task ", launch.key.ToString(), " is already ",
+                                                   TaskStateName(it->second->state)));
+    }
+    auto task = std::make_unique<Task>();
+    task->attempt = launch.attempt;
+    task->launch = std::move(launch);
+    task->start_at = absl::Now();
+    reported_.erase(task->launch.key);
+    tasks_[task->launch.key] = std::move(task);
+  }
+  Wake();
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::Kill(const TaskKey& key) {
+  std::vector<TaskStatus> out;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tasks_.find(key);
+    if (it == tasks_.end()) return absl::NotFoundError(absl::StrCat("no task ", key.ToString(), " on this node"));
+    Task& task = *it->second;
+    if (IsFinal(task.state) || task.kill_requested) return absl::OkStatus();
+    task.kill_requested = true;
+    if (task.pid > 0) {
+      kill(-task.pid, SIGTERM);
+      task.sigkill_at = absl::Now() + task.launch.kill_grace;
+    } else {  // waiting to start or restart: nothing runs
+      task.state = TaskState::kKilled;
+      task.start_at = absl::InfiniteFuture();
+      task.message = "killed before its next attempt started";
+      RemoveTaskRecord(data_dir_, key);
+      out.push_back(StatusOf(task, task.message));
+    }
+  }
+  Wake();
+  Report(out);
+  return absl::OkStatus();
+}
+
+void Supervisor::KillAll() {
+  std::vector<TaskKey> keys;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [key, task] : tasks_) keys.push_back(key);
+  }
+  for (const TaskKey& key : keys) (void)Kill(key);
+}
+
+absl::Status Supervisor::Forget(const TaskKey& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(key);
+  if (it == tasks_.end()) return absl::NotFoundError(absl::StrCat("no task ", key.ToString(), " on this node"));
+  if (!IsFinal(it->second->state)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", key.ToString(), " is ", TaskStateName(it->second->state), "; kill it first"));
+  }
+  tasks_.erase(it);
+  reported_.erase(key);
+  return absl::OkStatus();
+}
+
+std::vector<TaskStatus> Supervisor::Adopt() {
+  std::vector<TaskStatus> out, adopted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (TaskRecord& r : ReadTaskRecords(data_dir_)) {
+      if (tasks_.count(r.launch.key) > 0) continue;
+      auto task = std::make_unique<Task>();
+      task->attempt = r.attempt;
+      task->restarts = r.restarts;
+      task->cgroup = r.cgroup;
+      task->launch = std::move(r.launch);
+      Task& t = *task;
+      tasks_[t.launch.key] = std::move(task);
+      absl::StatusOr<uint64_t> start = ProcessStartTime(r.pid);
+      if (r.pid > 0 && start.ok() && *start == r.start_time) {
+        t.pid = r.pid;
+        t.start_time = r.start_time;
+        t.adopted = true;
+        t.pidfd = static_cast<int>(syscall(SYS_pidfd_open, t.pid, 0));
+        t.state = TaskState::kRunning;
+        Log(LogLevel::kInfo, kComponent, "re-adopted %s (pid %d)", t.launch.key.ToString(), t.pid);
+        adopted.push_back(StatusOf(t, "re-adopted after an agent restart"));
+        out.push_back(adopted.back());
+      } else {
+        t.adopted = true;  // its pid is not ours to signal
+        t.pid = r.pid;
+        EndAttempt(t, {.message = "ended while the agent was down; exit code unknown"}, &out);
+      }
+    }
+  }
+  Wake();
+  Report(out);
+  return adopted;
+}
+
+std::optional<TaskStatus> Supervisor::Status(const TaskKey& key) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = tasks_.find(key);
+  if (it == tasks_.end()) return std::nullopt;
+  return StatusOf(*it->second, it->second->message);
+}
+
+std::vector<TaskStatus> Supervisor::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<TaskStatus> all;
+  for (const auto& [key, task] : tasks_) all.push_back(StatusOf(*task, task->message));
+  return all;
+}
+
+core::GpuSet Supervisor::GpusInUse() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  core::GpuSet used;
+  for (const auto& [key, task] : tasks_) {
+    if (!IsFinal(task->state)) used = used | task->launch.gpus;
+  }
+  return used;
+}
+
+std::optional<TaskStatus> Supervisor::WaitFor(const TaskKey& key,
+                                              const std::function<bool(const TaskStatus&)>& done,
+                                              absl::Duration timeout) const {
+  std::unique_lock<std::mutex> lock(mu_);
+  absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    auto it = reported_.find(key);
+    std::optional<TaskStatus> status;
+    if (it != reported_.end()) status = it->second;
+    if ((status && done(*status)) || absl::Now() >= deadline) return status;
+    changed_.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now()));
+  }
+}
+
+void Supervisor::Report(const std::vector<TaskStatus>& statuses) {
+  if (statuses.empty()) return;
+  if (listener_ != nullptr) {
+    for (const TaskStatus& s : statuses) listener_->OnTaskStatus(s);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const TaskStatus& s : statuses) reported_[s.key] = s;
+  }
+  changed_.notify_all();
+}
+
+void Supervisor::StartDue(absl::Time now, std::vector<TaskStatus>* out) {
+  for (auto& [key, task] : tasks_) {
+    if (task->start_at > now || task->kill_requested) continue;
+    if (task->state == TaskState::kRestarting) {
+      ++task->attempt;
+      ++task->restarts;
+    }
+    StartAttempt(*task, out);
+  }
+}
+
+void Supervisor::ReapExited(std::vector<TaskStatus>* out) {
+  for (auto& [key, task] : tasks_) {
+    if (task->pid <= 0) continue;
+    int status = 0;
+    pid_t r = waitpid(task->pid, &status, WNOHANG);
+    if (r == task->pid) {
+      EndAttempt(*task, ExitOfStatus(status), out);
+    } else if (r < 0 && errno == ECHILD) {
+      // Not our child (adopted): it has ended when its pidfd is readable, or
+      // without pidfds when the pid is gone or now names another process.
+      bool ended = task->pidfd >= 0 ? PidfdReadable(task->pidfd)
+                                    : ProcessStartTime(task->pid).value_or(0) != task->start_time;
+      if (ended) EndAttempt(*task, {.message = "exit code unknown (adopted after an agent restart)"}, out);
+    }
+  }
+}
+
+void Supervisor::EscalateKills(absl::Time now) {
+  for (auto& [key, task] : tasks_) {
+    if (task->pid > 0 && task->sigkill_at <= now) {
+      Log(LogLevel::kInfo, kComponent, "%s did not stop within %s of SIGTERM; sending SIGKILL",
+          key.ToString(), absl::FormatDuration(task->launch.kill_grace));
+      kill(-task->pid, SIGKILL);
+      task->sigkill_at = absl::InfiniteFuture();
+    }
+  }
+}
+
+absl::Time Supervisor::NextTimer() const {
+  absl::Time next = absl::InfiniteFuture();
+  for (const auto& [key, task] : tasks_) {
+    if (!task->kill_requested) next = std::min(next, task->start_at);
+    if (task->pid > 0) next = std::min(next, task->sigkill_at);
+    if (task->pid > 0 && task->pidfd < 0) next = std::min(next, absl::Now() + kFallbackPoll);
+  }
+  return next;
+}
+
+void Supervisor::EventLoop() {
+  while (true) {
+    std::vector<TaskStatus> out;
+    std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}};
+    int timeout_ms = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      absl::Time now = absl::Now();
+      ReapExited(&out);
+      EscalateKills(now);
+      StartDue(now, &out);
+      for (const auto& [key, task] : tasks_) {
+        if (task->pid > 0 && task->pidfd >= 0) fds.push_back({task->pidfd, POLLIN, 0});
+      }
+      absl::Time next = NextTimer();
+      if (next != absl::InfiniteFuture()) {
+        timeout_ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(), absl::Milliseconds(1)))));
+      }
+    }
+    Report(out);
+    if (poll(fds.data(), fds.size(), timeout_ms) > 0 && (fds[0].revents & POLLIN)) {
+      uint64_t count;
+      (void)!read(wake_fd_, &count, sizeof(count));
+    }
+  }
+}
+
+}  // namespace trainyard::agent

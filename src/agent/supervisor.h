@@ -1,0 +1,137 @@
+// The task supervisor: starts each task as a child process in its own process
+// group, with the Trainyard environment, its per-attempt logs and its limits;
+// restarts it per its policy with exponential backoff and a budget; kills it
+// with SIGTERM then SIGKILL after a grace period; reports every status change
+// (with exit code, signal and OOM kill) to a listener. One event thread waits
+// on a pidfd per process, so no child is ever lost, and a state file per task
+// lets a restarted agent re-adopt the tasks it had started (Adopt).
+#pragma once
+
+#include <sys/types.h>
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/resource_limiter.h"
+#include "agent/task.h"
+#include "agent/task_logs.h"
+#include "core/resources/gpu_set.h"
+
+namespace trainyard::agent {
+
+// Receives task status changes. Called from the supervisor's event thread,
+// never with the supervisor's lock held (so it may call back into it).
+class TaskListener {
+ public:
+  virtual ~TaskListener() = default;
+  virtual void OnTaskStatus(const TaskStatus& status) = 0;
+};
+
+struct SupervisorOptions {
+  std::string data_dir;                  // logs/, tasks/, work/, checkpoints/ go here
+  ResourceLimiter* limiter = nullptr;    // nullptr: DetectResourceLimiter()
+  TaskListener* listener = nullptr;      // may be nullptr
+  bool inherit_agent_env = true;         // tasks start from the agent's environment
+};
+
+// Returns the environment a task attempt gets, as "KEY=VALUE" entries:
+// `base` (the agent's own, when inherited), then the task's env, then
+// TRAINYARD_JOB / ROLE / INDEX / WORKER_ID / PORTS / CHECKPOINT_DIR /
+// RESTART_COUNT and CUDA_VISIBLE_DEVICES (GPU indices in order, comma
+// separated; empty when no GPUs), which win over both.
+std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
+                                         const TaskLaunch& launch, int restarts);
+
+// "31000,31001,31005": every port of the ranges, ascending.
+std::string PortList(const core::PortRanges& ports);
+
+class Supervisor {
+ public:
+  // Creates DATA's directories and starts the event thread. An error names
+  // the data dir when it cannot be created.
+  static absl::StatusOr<std::unique_ptr<Supervisor>> Create(const SupervisorOptions& options);
+  // Stops the event thread. Running tasks keep running (an agent restart
+  // must not kill training); call KillAll first to stop them.
+  ~Supervisor();
+
+  // Starts a task. Errors: an empty command, a working_dir that does not
+  // exist, a negative max_restarts or limit, or a task with the same key
+  // that has not ended. The launch itself is asynchronous: failures to start
+  // (command not found) arrive as a FAILED status with the reason.
+  absl::Status Launch(TaskLaunch launch);
+  // Kills a task: SIGTERM to its process group, SIGKILL after its
+  // kill_grace; it ends KILLED, never restarted. NotFound for an unknown key;
+  // OK (nothing done) for a task that has already ended.
+  absl::Status Kill(const TaskKey& key);
+  // Kills every task that has not ended.
+  void KillAll();
+  // Drops an ended task from the table (its logs stay). FailedPrecondition
+  // when it has not ended.
+  absl::Status Forget(const TaskKey& key);
+
+  // Re-adopts the tasks recorded in DATA/tasks by an earlier agent: a task
+  // whose pid still runs with the recorded start time is watched again
+  // (RUNNING); one that is gone is reported as ended (exit code unknown) and
+  // handled by its restart policy. Returns the adopted tasks' status.
+  std::vector<TaskStatus> Adopt();
+
+  std::optional<TaskStatus> Status(const TaskKey& key) const;
+  std::vector<TaskStatus> Snapshot() const;
+  // GPUs held by tasks that have not ended.
+  core::GpuSet GpusInUse() const;
+  // Waits until the last status reported to the listener for the task
+  // satisfies `done` or the timeout passes; returns that status (nullopt
+  // when none was reported yet).
+  std::optional<TaskStatus> WaitFor(const TaskKey& key,
+                                    const std::function<bool(const TaskStatus&)>& done,
+                                    absl::Duration timeout) const;
+
+  const TaskLogs& logs() const { return logs_; }
+  LimiterKind limiter_kind() const { return limiter_->kind(); }
+
+ private:
+  struct Task;
+  Supervisor(const SupervisorOptions& options, ResourceLimiterPtr owned_limiter);
+
+  void EventLoop();
+  void Wake();
+  // Each returns the status changes to report once the lock is released.
+  void StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartAttempt(Task& task, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReapExited(std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndAttempt(Task& task, TaskExit exit, std::vector<TaskStatus>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EscalateKills(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Time NextTimer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Persist(const Task& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TaskStatus StatusOf(const Task& task, std::string message) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Report(const std::vector<TaskStatus>& statuses);
+
+  const std::string data_dir_;
+  const bool inherit_agent_env_;
+  ResourceLimiterPtr owned_limiter_;
+  ResourceLimiter* limiter_;
+  TaskListener* listener_;
+  TaskLogs logs_;
+  int wake_fd_ = -1;  // eventfd
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable changed_;
+  std::map<TaskKey, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
+  // The last status the listener was given per task; WaitFor looks here so
+  // that a waiter also knows the listener has seen it.
+  std::map<TaskKey, TaskStatus> reported_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace trainyard::agent

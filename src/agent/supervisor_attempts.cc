@@ -1,0 +1,189 @@
+// Starting and ending task attempts: environment, limits, spawn, exit
+// classification and the restart decision with exponential backoff.
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/process_spawn.h"
+#include "agent/supervisor_task.h"
+#include "agent/task_record.h"
+#include "common/logging.h"
+
+extern char** environ;
+
+namespace trainyard::agent {
+namespace {
+
+constexpr char kComponent[] = "supervisor";
+
+absl::Duration Backoff(const TaskLaunch& launch, int restarts) {
+  absl::Duration delay = launch.backoff_initial;
+  for (int i = 0; i < restarts && delay < launch.backoff_max; ++i) delay *= 2;
+  return std::min(delay, launch.backoff_max);
+}
+
+std::vector<std::string> AgentEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) env.emplace_back(*e);
+  return env;
+}
+
+}  // namespace
+
+std::string PortList(const core::PortRanges& ports) {
+  std::vector<uint32_t> all;
+  for (const core::PortRange& r : ports.ranges()) {
+    for (uint32_t p = r.begin; p <= r.end; ++p) all.push_back(p);
+  }
+  return absl::StrJoin(all, ",");
+}
+
+std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
+                                         const TaskLaunch& launch, int restarts) {
+  std::map<std::string, std::string> env;
+  for (const std::string& entry : base) {
+    size_t eq = entry.find('=');
+    if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
+  }
+  for (const auto& [k, v] : launch.env) env[k] = v;
+  env["TRAINYARD_JOB"] = launch.key.job;
+  env["TRAINYARD_ROLE"] = launch.key.role;
+  env["TRAINYARD_INDEX"] = absl::StrCat(launch.key.index);
+  env["TRAINYARD_WORKER_ID"] = absl::StrCat(launch.worker_id);
+  env["TRAINYARD_PORTS"] = PortList(launch.ports);
+  env["TRAINYARD_CHECKPOINT_DIR"] = launch.checkpoint_dir;
+  env["TRAINYARD_RESTART_COUNT"] = absl::StrCat(restarts);
+  env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(launch.gpus.Indices(), ",");
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));
+  return out;
+}
+
+std::string DescribeExit(const TaskExit& exit) {
+  std::string text = exit.signal != 0
+                         ? absl::StrCat("killed by signal ", exit.signal, " (", strsignal(exit.signal), ")")
+                         : exit.exit_code >= 0 ? absl::StrCat("exited with code ", exit.exit_code)
+                                               : std::string("ended, exit code unknown");
+  if (exit.oom_killed) text = absl::StrCat("OOM-killed by the kernel (", text, ")");
+  if (!exit.message.empty()) absl::StrAppend(&text, ": ", exit.message);
+  return text;
+}
+
+void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
+  const TaskLaunch& l = task.launch;
+  task.start_at = absl::InfiniteFuture();
+  task.has_exit = false;
+  absl::Status prepared = logs_.Prepare(l.key);
+  task.cgroup = CgroupSafeName(absl::StrCat(l.key.job, "_", l.key.role, "-", l.key.index, "_a", task.attempt));
+  limiter_->Release(task.cgroup);  // a leftover of an earlier agent would carry old OOM counts
+  absl::StatusOr<PreparedLimits> limits =
+      limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb, .vcores_milli = l.vcores_milli});
+  absl::StatusOr<pid_t> pid = absl::UnknownError("not started");
+  if (!prepared.ok()) {
+    pid = prepared;
+  } else if (!limits.ok()) {
+    pid = limits.status();
+  } else {
+    pid = SpawnTaskProcess({.argv = l.command,
+                            .env = TaskEnvironment(inherit_agent_env_ ? AgentEnvironment()
+                                                                      : std::vector<std::string>{},
+                                                   l, task.restarts),
+                            .working_dir = l.working_dir,
+                            .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
+                            .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
+                            .limits = *limits});
+  }
+  if (!pid.ok()) {
+    // Leave the reason where `trainyard logs` looks, then end the attempt.
+    std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStderr), std::ios::app)
+        << "trainyard: " << pid.status().message() << "\n";
+    std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStdout), std::ios::app);
+    EndAttempt(task, {.exit_code = 127, .message = std::string(pid.status().message())}, out);
+    return;
+  }
+  task.pid = *pid;
+  task.adopted = false;
+  task.start_time = ProcessStartTime(task.pid).value_or(0);
+  task.pidfd = static_cast<int>(syscall(SYS_pidfd_open, task.pid, 0));
+  task.state = TaskState::kRunning;
+  Persist(task);
+  Log(LogLevel::kInfo, kComponent, "%s attempt %d started as pid %d", l.key.ToString(), task.attempt, task.pid);
+  out->push_back(StatusOf(task, ""));
+}
+
+void Supervisor::EndAttempt(Task& task, TaskExit exit, std::vector<TaskStatus>* out) {
+  const TaskLaunch& l = task.launch;
+  // What is left of its process group. Not for an adopted task that ended
+  // while the agent was down: its pid may belong to someone else by now.
+  if (task.pid > 0 && !task.adopted) kill(-task.pid, SIGKILL);
+  if (task.pidfd >= 0) close(task.pidfd);
+  task.pid = 0;
+  task.pidfd = -1;
+  task.sigkill_at = absl::InfiniteFuture();
+  if (!task.cgroup.empty()) {
+    exit.oom_killed = exit.oom_killed || limiter_->OomKilled(task.cgroup);
+    limiter_->Release(task.cgroup);
+    task.cgroup.clear();
+  }
+  (void)logs_.MarkEnded(l.key, task.attempt, exit);
+  task.has_exit = true;
+  task.last_exit = exit;
+  bool success = exit.exit_code == 0 && exit.signal == 0 && !exit.oom_killed;
+  bool wants_restart = l.restart_policy == RestartPolicy::kAlways ||
+                       (l.restart_policy == RestartPolicy::kOnFailure && !success);
+  std::string what = absl::StrCat("attempt ", task.attempt, " ", DescribeExit(exit));
+  if (task.kill_requested) {
+    task.state = TaskState::kKilled;
+    task.message = absl::StrCat("killed; ", what);
+  } else if (wants_restart && task.restarts < l.max_restarts) {
+    absl::Duration delay = Backoff(l, task.restarts);
+    task.state = TaskState::kRestarting;
+    task.start_at = absl::Now() + delay;
+    task.message = absl::StrCat(what, "; restart ", task.restarts + 1, " of ", l.max_restarts, " in ",
+                                absl::FormatDuration(delay));
+  } else if (success) {
+    task.state = TaskState::kSucceeded;
+    task.message = what;
+  } else {
+    task.state = TaskState::kFailed;
+    task.message = wants_restart ? absl::StrCat(what, "; max restarts ", l.max_restarts, " exhausted after ",
+                                                task.restarts + 1, " attempts")
+                                 : what;
+  }
+  Log(LogLevel::kInfo, kComponent, "%s %s: %s", l.key.ToString(), TaskStateName(task.state), task.message);
+  if (IsFinal(task.state)) {
+    RemoveTaskRecord(data_dir_, l.key);
+  } else {
+    Persist(task);
+  }
+  out->push_back(StatusOf(task, task.message));
+}
+
+void Supervisor::Persist(const Task& task) const {
+  absl::Status s = WriteTaskRecord(data_dir_, {.launch = task.launch,
+                                               .attempt = task.attempt,
+                                               .restarts = task.restarts,
+                                               .pid = task.pid,
+                                               .start_time = task.start_time,
+                                               .cgroup = task.cgroup});
+  if (!s.ok()) Log(LogLevel::kWarning, kComponent, "%s", s.message());
+}
+
+TaskStatus Supervisor::StatusOf(const Task& task, std::string message) const {
+  return {.key = task.launch.key,
+          .state = task.state,
+          .attempt = task.attempt,
+          .restarts = task.restarts,
+          .pid = task.pid,
+          .has_exit = task.has_exit,
+          .exit = task.last_exit,
+          .message = std::move(message)};
+}
+
+}  // namespace trainyard::agent

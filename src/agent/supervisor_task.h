@@ -1,0 +1,37 @@
+// Internal to the supervisor: the state it keeps per task. Shared by
+// supervisor.cc (API and event loop) and supervisor_attempts.cc (starting
+// and ending attempts).
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "absl/time/time.h"
+#include "agent/supervisor.h"
+
+namespace trainyard::agent {
+
+struct Supervisor::Task {
+  TaskLaunch launch;
+  TaskState state = TaskState::kLaunching;
+  int attempt = 0;
+  int restarts = 0;
+  pid_t pid = 0;           // 0 when no process runs; also the process group id
+  int pidfd = -1;          // -1 when none or pidfd_open is unsupported
+  uint64_t start_time = 0;  // /proc/PID/stat starttime
+  bool adopted = false;    // started by an earlier agent: not our child
+  std::string cgroup;      // limiter name of the running attempt
+  absl::Time start_at = absl::InfiniteFuture();    // next attempt due
+  absl::Time sigkill_at = absl::InfiniteFuture();  // kill escalation due
+  bool kill_requested = false;
+  bool has_exit = false;
+  TaskExit last_exit;
+  std::string message;
+};
+
+// "exited with code 3", "killed by signal 9 (Killed)", "OOM-killed ...".
+std::string DescribeExit(const TaskExit& exit);
+
+}  // namespace trainyard::agent

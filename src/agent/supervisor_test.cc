@@ -1,0 +1,281 @@
+// Supervisor tests with real processes (sh scripts) in temporary directories:
+// environment, process groups, logs per attempt, restart policies, kills,
+// exit reporting, limits and re-adoption after an agent restart.
+#include "agent/supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::ReadFileOrEmpty;
+using testing::RecordingListener;
+using testing::TempDir;
+using testing::WaitUntil;
+
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+bool Final(const TaskStatus& s) { return IsFinal(s.state); }
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto supervisor = Supervisor::Create({.data_dir = dir_.path() + "/data", .listener = &listener_});
+    ASSERT_TRUE(supervisor.ok()) << supervisor.status();
+    supervisor_ = *std::move(supervisor);
+  }
+  void TearDown() override {
+    supervisor_->KillAll();
+    for (const TaskStatus& s : supervisor_->Snapshot()) {
+      EXPECT_TRUE(supervisor_->WaitFor(s.key, Final, kTimeout).has_value());
+    }
+    supervisor_.reset();
+  }
+
+  // A task running `script` with sh, in its own directory under the temp dir.
+  TaskLaunch ShellTask(const std::string& role, const std::string& script) {
+    TaskLaunch l;
+    l.key = {.job = absl::StrCat("t", getpid(), "-", ::testing::UnitTest::GetInstance()->current_test_info()->name()),
+             .role = role,
+             .index = 0};
+    l.command = {"sh", "-c", script};
+    l.working_dir = absl::StrCat(dir_.path(), "/", role);
+    std::filesystem::create_directories(l.working_dir);
+    l.backoff_initial = absl::Milliseconds(10);
+    l.kill_grace = absl::Seconds(5);
+    return l;
+  }
+
+  TaskStatus RunToEnd(const TaskLaunch& l) {
+    EXPECT_TRUE(supervisor_->Launch(l).ok());
+    std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+    EXPECT_TRUE(s.has_value());
+    EXPECT_TRUE(IsFinal(s->state)) << TaskStateName(s->state);
+    return *s;
+  }
+
+  std::map<std::string, std::string> EnvFile(const std::string& path) {
+    std::map<std::string, std::string> env;
+    for (absl::string_view line : absl::StrSplit(ReadFileOrEmpty(path), '\n')) {
+      std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+      if (!kv.first.empty()) env[kv.first] = kv.second;
+    }
+    return env;
+  }
+
+  TempDir dir_;
+  RecordingListener listener_;
+  std::unique_ptr<Supervisor> supervisor_;
+};
+
+TEST_F(SupervisorTest, InjectsTrainyardEnvironmentAndGpus) {
+  TaskLaunch l = ShellTask("worker", "env > env.txt");
+  l.key.index = 3;
+  l.worker_id = 7;
+  l.gpus = *core::GpuSet::FromIndices({6, 1, 3});
+  l.ports = *core::PortRanges::Parse("31000-31001,31005");
+  l.env = {{"TRAINYARD_JOB_MASTER", "10.0.0.1:7000"}, {"MY_VAR", "x y"}};
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kSucceeded);
+  std::map<std::string, std::string> env = EnvFile(l.working_dir + "/env.txt");
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "1,3,6");
+  EXPECT_EQ(env["TRAINYARD_JOB"], l.key.job);
+  EXPECT_EQ(env["TRAINYARD_ROLE"], "worker");
+  EXPECT_EQ(env["TRAINYARD_INDEX"], "3");
+  EXPECT_EQ(env["TRAINYARD_WORKER_ID"], "7");
+  EXPECT_EQ(env["TRAINYARD_PORTS"], "31000,31001,31005");
+  EXPECT_EQ(env["TRAINYARD_RESTART_COUNT"], "0");
+  EXPECT_EQ(env["TRAINYARD_JOB_MASTER"], "10.0.0.1:7000");
+  EXPECT_EQ(env["MY_VAR"], "x y");
+  EXPECT_THAT(env["TRAINYARD_CHECKPOINT_DIR"], HasSubstr("/checkpoints/" + l.key.job + "/worker-3"));
+  EXPECT_TRUE(std::filesystem::is_directory(env["TRAINYARD_CHECKPOINT_DIR"]));
+  EXPECT_FALSE(env["PATH"].empty());  // inherited from the agent
+}
+
+TEST_F(SupervisorTest, NoGpusGiveEmptyCudaVisibleDevices) {
+  TaskLaunch l = ShellTask("ps", "env > env.txt");
+  ASSERT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  std::map<std::string, std::string> env = EnvFile(l.working_dir + "/env.txt");
+  ASSERT_EQ(env.count("CUDA_VISIBLE_DEVICES"), 1u);
+  EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "");
+  EXPECT_EQ(env["TRAINYARD_PORTS"], "");
+}
+
+TEST_F(SupervisorTest, RunsInOwnProcessGroupAndWorkingDir) {
+  // /proc/PID/stat fields 5 and 6 are the process group and session.
+  TaskLaunch l = ShellTask("worker", "echo $$ > pid; cut -d' ' -f5,6 /proc/$$/stat > pgrp; pwd > cwd");
+  ASSERT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  std::string pid(absl::StripAsciiWhitespace(ReadFileOrEmpty(l.working_dir + "/pid")));
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/pgrp"), absl::StrCat(pid, " ", pid, "\n"));
+  EXPECT_NE(pid, absl::StrCat(getpgrp()));
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/cwd"), l.working_dir + "\n");
+}
+
+TEST_F(SupervisorTest, OnFailureRestartsUntilSuccessWithLogsPerAttempt) {
+  // Fails on its first two attempts, counted in a file.
+  TaskLaunch l = ShellTask("worker",
+                           "echo \"out $TRAINYARD_RESTART_COUNT\"; echo \"err $TRAINYARD_RESTART_COUNT\" >&2;"
+                           "echo x >> count; [ $(wc -l < count) -ge 3 ]");
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 5;
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kSucceeded);
+  EXPECT_EQ(s.attempt, 2);
+  EXPECT_EQ(s.restarts, 2);
+  EXPECT_EQ(s.exit.exit_code, 0);
+  EXPECT_THAT(listener_.StatesOf(l.key),
+              ElementsAre(TaskState::kRunning, TaskState::kRestarting, TaskState::kRunning,
+                          TaskState::kRestarting, TaskState::kRunning, TaskState::kSucceeded));
+  // Logs of every attempt stay readable after the task ended.
+  EXPECT_THAT(supervisor_->logs().Attempts(l.key).value(), ElementsAre(0, 1, 2));
+  absl::StatusOr<LogChunk> out = supervisor_->logs().Read(l.key, {.attempt = 1});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->data, "out 1\n");
+  EXPECT_TRUE(out->complete);
+  absl::StatusOr<LogChunk> err = supervisor_->logs().Read(l.key, {.attempt = 0, .stream = LogStream::kStderr});
+  ASSERT_TRUE(err.ok());
+  EXPECT_EQ(err->data, "err 0\n");
+  absl::StatusOr<LogChunk> latest = supervisor_->logs().Read(l.key, {.offset = 2, .limit = 2});
+  ASSERT_TRUE(latest.ok());
+  EXPECT_EQ(latest->data, "t ");
+  EXPECT_FALSE(latest->complete);
+  EXPECT_EQ(supervisor_->logs().Read(l.key, {.attempt = 9}).status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SupervisorTest, MaxRestartsExhaustedReportsFinalFailure) {
+  TaskLaunch l = ShellTask("worker", "exit 3");
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 2;
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kFailed);
+  EXPECT_EQ(s.exit.exit_code, 3);
+  EXPECT_EQ(s.attempt, 2);
+  EXPECT_EQ(s.restarts, 2);
+  EXPECT_THAT(s.message, HasSubstr("exited with code 3; max restarts 2 exhausted after 3 attempts"));
+  std::vector<TaskStatus> all = listener_.statuses();
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.back().state, TaskState::kFailed);
+  EXPECT_TRUE(all.back().has_exit);
+  EXPECT_EQ(all.back().exit.exit_code, 3);
+}
+
+TEST_F(SupervisorTest, NeverPolicyDoesNotRestart) {
+  TaskLaunch l = ShellTask("worker", "echo x >> count; exit 1");
+  l.restart_policy = RestartPolicy::kNever;
+  l.max_restarts = 3;
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kFailed);
+  EXPECT_EQ(s.restarts, 0);
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/count"), "x\n");
+  EXPECT_THAT(listener_.StatesOf(l.key), ElementsAre(TaskState::kRunning, TaskState::kFailed));
+}
+
+TEST_F(SupervisorTest, AlwaysPolicyRestartsAfterSuccessUntilBudget) {
+  TaskLaunch l = ShellTask("ps", "echo x >> count");
+  l.restart_policy = RestartPolicy::kAlways;
+  l.max_restarts = 2;
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kSucceeded);
+  EXPECT_EQ(s.restarts, 2);
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/count"), "x\nx\nx\n");
+}
+
+TEST_F(SupervisorTest, KillSendsTermThenKillToTaskThatTrapsTerm) {
+  TaskLaunch l = ShellTask("worker",
+                           "trap 'echo got-term >> trapped' TERM; echo ready > ready;"
+                           "while true; do sleep 0.05; done");
+  l.kill_grace = absl::Milliseconds(300);
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFileOrEmpty(l.working_dir + "/ready").empty(); }));
+  ASSERT_TRUE(supervisor_->Kill(l.key).ok());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  EXPECT_EQ(s->state, TaskState::kKilled);
+  EXPECT_EQ(s->exit.signal, SIGKILL);
+  EXPECT_THAT(ReadFileOrEmpty(l.working_dir + "/trapped"), HasSubstr("got-term"));
+}
+
+TEST_F(SupervisorTest, KillStopsPlainTaskWithTerm) {
+  TaskLaunch l = ShellTask("worker", "exec sleep 30");
+  l.restart_policy = RestartPolicy::kAlways;
+  l.max_restarts = 5;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  ASSERT_TRUE(supervisor_->WaitFor(l.key, [](const TaskStatus& s) { return s.pid > 0; }, kTimeout));
+  ASSERT_TRUE(supervisor_->Kill(l.key).ok());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  EXPECT_EQ(s->state, TaskState::kKilled);
+  EXPECT_EQ(s->exit.signal, SIGTERM);
+  EXPECT_EQ(s->restarts, 0);  // a kill is never restarted
+}
+
+TEST_F(SupervisorTest, ReportsSignalAndExitCode) {
+  TaskLaunch l = ShellTask("worker", "kill -USR1 $$");
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kFailed);
+  EXPECT_EQ(s.exit.signal, SIGUSR1);
+  EXPECT_EQ(s.exit.exit_code, -1);
+  EXPECT_FALSE(s.exit.oom_killed);
+  EXPECT_THAT(s.message, HasSubstr("killed by signal 10"));
+}
+
+TEST_F(SupervisorTest, CommandNotFoundFailsWithReasonInStatusAndLog) {
+  TaskLaunch l = ShellTask("worker", "");
+  l.command = {"trainyard-no-such-command"};
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kFailed);
+  EXPECT_EQ(s.exit.exit_code, 127);
+  EXPECT_THAT(s.message, HasSubstr("cannot run the command trainyard-no-such-command"));
+  absl::StatusOr<LogChunk> err = supervisor_->logs().Read(l.key, {.stream = LogStream::kStderr});
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_THAT(err->data, HasSubstr("trainyard-no-such-command"));
+}
+
+TEST_F(SupervisorTest, RejectsBadLaunches) {
+  TaskLaunch l = ShellTask("worker", "sleep 30");
+  TaskLaunch empty = l;
+  empty.command.clear();
+  EXPECT_THAT(supervisor_->Launch(empty).message(), HasSubstr("command must not be empty"));
+  TaskLaunch no_dir = l;
+  no_dir.working_dir = "/nonexistent/trainyard";
+  EXPECT_THAT(supervisor_->Launch(no_dir).message(), HasSubstr("working_dir /nonexistent/trainyard does not exist"));
+  TaskLaunch negative = l;
+  negative.max_restarts = -1;
+  EXPECT_THAT(supervisor_->Launch(negative).message(), HasSubstr("max_restarts"));
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  EXPECT_EQ(supervisor_->Launch(l).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(supervisor_->Kill({.job = "nope", .role = "x"}).code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(SupervisorTest, FollowReadsLogUntilAttemptEnds) {
+  TaskLaunch l = ShellTask("worker", "for i in 1 2 3; do echo line $i; sleep 0.05; done");
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  ASSERT_TRUE(WaitUntil([&] { return supervisor_->logs().Attempts(l.key).ok(); }));
+  std::string all;
+  absl::Status s = supervisor_->logs().Follow(l.key, {.attempt = 0}, [&](const std::string& piece) {
+    all += piece;
+    return true;
+  }, absl::Milliseconds(10));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(all, "line 1\nline 2\nline 3\n");
+}
+
+TEST_F(SupervisorTest, GpusInUseCoversRunningTasks) {
+  TaskLaunch l = ShellTask("worker", "exec sleep 30");
+  l.gpus = *core::GpuSet::FromIndices({2, 3});
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  EXPECT_EQ(supervisor_->GpusInUse(), l.gpus);
+  ASSERT_TRUE(supervisor_->Kill(l.key).ok());
+  ASSERT_TRUE(supervisor_->WaitFor(l.key, Final, kTimeout));
+  EXPECT_TRUE(supervisor_->GpusInUse().Empty());
+}
+
+}  // namespace
+}  // namespace trainyard::agent

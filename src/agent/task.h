@@ -1,0 +1,82 @@
+// The agent's view of one task: what to run (TaskLaunch), how its attempts
+// end (TaskExit) and the status the supervisor reports (TaskStatus). Plain
+// values; the server connection converts them to and from the wire types.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "core/resources/gpu_set.h"
+#include "core/resources/port_ranges.h"
+
+namespace trainyard::agent {
+
+enum class RestartPolicy { kNever, kOnFailure, kAlways };
+
+// Mirrors trainyard.v1.TaskState.
+enum class TaskState { kPending, kLaunching, kRunning, kSucceeded, kFailed, kKilled, kRestarting };
+
+// "RUNNING", "FAILED", ...
+const char* TaskStateName(TaskState state);
+// True for SUCCEEDED, FAILED and KILLED: nothing more will happen to the task.
+bool IsFinal(TaskState state);
+
+// Names one task on a node: JOB / ROLE / INDEX.
+struct TaskKey {
+  std::string job;
+  std::string role;
+  int index = 0;
+
+  // "JOB/ROLE-INDEX", also the task's directory under logs/ and tasks/.
+  std::string ToString() const;
+  bool operator==(const TaskKey&) const = default;
+  auto operator<=>(const TaskKey&) const = default;
+};
+
+// Everything the supervisor needs to start and restart one task.
+struct TaskLaunch {
+  TaskKey key;
+  int worker_id = 0;
+  // The attempt to start first (0 for a new task; the server may resume a
+  // task at a later attempt after it was rescheduled).
+  int attempt = 0;
+  std::vector<std::string> command;  // argv; command[0] is looked up in PATH
+  std::map<std::string, std::string> env;  // extra env, e.g. TRAINYARD_JOB_MASTER
+  std::string working_dir;           // empty: DATA/work/JOB/ROLE-INDEX
+  core::GpuSet gpus;
+  core::PortRanges ports;
+  std::string checkpoint_dir;        // empty: DATA/checkpoints/JOB/ROLE-INDEX
+  int64_t memory_limit_mb = 0;       // 0: no limit
+  int64_t vcores_milli = 0;          // 0: no CPU limit
+  RestartPolicy restart_policy = RestartPolicy::kNever;
+  int max_restarts = 0;              // restarts allowed after the first attempt
+  absl::Duration backoff_initial = absl::Milliseconds(100);
+  absl::Duration backoff_max = absl::Seconds(30);
+  absl::Duration kill_grace = absl::Seconds(10);  // SIGTERM → SIGKILL
+};
+
+// How one attempt ended. exit_code is -1 when the process was killed by a
+// signal or when the code is unknown (an exit while the agent was down).
+struct TaskExit {
+  int exit_code = -1;
+  int signal = 0;
+  bool oom_killed = false;
+  std::string message;
+};
+
+// A status change of one task, as the listener receives it.
+struct TaskStatus {
+  TaskKey key;
+  TaskState state = TaskState::kPending;
+  int attempt = 0;
+  int restarts = 0;  // restarts done so far
+  int pid = 0;       // 0 when no process runs
+  bool has_exit = false;
+  TaskExit exit;     // valid when has_exit
+  std::string message;
+};
+
+}  // namespace trainyard::agent

@@ -1,0 +1,118 @@
+// JSON encoding of TaskRecord with nlohmann::json.
+#include "agent/task_record.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "nlohmann/json.hpp"
+
+namespace trainyard::agent {
+namespace {
+
+using nlohmann::json;
+
+json LaunchToJson(const TaskLaunch& l) {
+  return json{{"job", l.key.job},
+              {"role", l.key.role},
+              {"index", l.key.index},
+              {"worker_id", l.worker_id},
+              {"attempt", l.attempt},
+              {"command", l.command},
+              {"env", l.env},
+              {"working_dir", l.working_dir},
+              {"gpus", l.gpus.bits()},
+              {"ports", l.ports.ToString()},
+              {"checkpoint_dir", l.checkpoint_dir},
+              {"memory_limit_mb", l.memory_limit_mb},
+              {"vcores_milli", l.vcores_milli},
+              {"restart_policy", static_cast<int>(l.restart_policy)},
+              {"max_restarts", l.max_restarts},
+              {"backoff_initial_ms", absl::ToInt64Milliseconds(l.backoff_initial)},
+              {"backoff_max_ms", absl::ToInt64Milliseconds(l.backoff_max)},
+              {"kill_grace_ms", absl::ToInt64Milliseconds(l.kill_grace)}};
+}
+
+TaskLaunch LaunchFromJson(const json& j) {
+  TaskLaunch l;
+  l.key = {j.at("job").get<std::string>(), j.at("role").get<std::string>(), j.at("index").get<int>()};
+  l.worker_id = j.at("worker_id").get<int>();
+  l.attempt = j.at("attempt").get<int>();
+  l.command = j.at("command").get<std::vector<std::string>>();
+  l.env = j.at("env").get<std::map<std::string, std::string>>();
+  l.working_dir = j.at("working_dir").get<std::string>();
+  l.gpus = core::GpuSet(j.at("gpus").get<uint64_t>());
+  absl::StatusOr<core::PortRanges> ports = core::PortRanges::Parse(j.at("ports").get<std::string>());
+  if (ports.ok()) l.ports = *ports;
+  l.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();
+  l.memory_limit_mb = j.at("memory_limit_mb").get<int64_t>();
+  l.vcores_milli = j.at("vcores_milli").get<int64_t>();
+  l.restart_policy = static_cast<RestartPolicy>(j.at("restart_policy").get<int>());
+  l.max_restarts = j.at("max_restarts").get<int>();
+  l.backoff_initial = absl::Milliseconds(j.at("backoff_initial_ms").get<int64_t>());
+  l.backoff_max = absl::Milliseconds(j.at("backoff_max_ms").get<int64_t>());
+  l.kill_grace = absl::Milliseconds(j.at("kill_grace_ms").get<int64_t>());
+  return l;
+}
+
+}  // namespace
+
+std::string TaskRecordPath(const std::string& data_dir, const TaskKey& key) {
+  return absl::StrCat(data_dir, "/tasks/", key.job, "/", key.role, "-", key.index, ".json");
+}
+
+absl::Status WriteTaskRecord(const std::string& data_dir, const TaskRecord& record) {
+  std::string path = TaskRecordPath(data_dir, record.launch.key);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  json j{{"launch", LaunchToJson(record.launch)}, {"attempt", record.attempt},
+         {"restarts", record.restarts},           {"pid", record.pid},
+         {"start_time", record.start_time},       {"cgroup", record.cgroup}};
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << j.dump();
+    if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::PermissionDeniedError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+void RemoveTaskRecord(const std::string& data_dir, const TaskKey& key) {
+  std::error_code ec;
+  std::filesystem::remove(TaskRecordPath(data_dir, key), ec);
+}
+
+std::vector<TaskRecord> ReadTaskRecords(const std::string& data_dir) {
+  std::vector<TaskRecord> records;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(data_dir + "/tasks", ec)) {
+    if (entry.path().extension() != ".json") continue;
+    std::ifstream in(entry.path());
+    json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("launch")) {
+      Log(LogLevel::kWarning, "supervisor", "skipping task state file %s: not valid JSON",
+          entry.path().string());
+      continue;
+    }
+    try {  // nlohmann reports missing or mistyped fields by exception; kept local
+      TaskRecord r{.launch = LaunchFromJson(j.at("launch")),
+                   .attempt = j.at("attempt").get<int>(),
+                   .restarts = j.at("restarts").get<int>(),
+                   .pid = j.at("pid").get<int>(),
+                   .start_time = j.at("start_time").get<uint64_t>(),
+                   .cgroup = j.at("cgroup").get<std::string>()};
+      records.push_back(std::move(r));
+    } catch (const json::exception& e) {
+      Log(LogLevel::kWarning, "supervisor", "skipping task state file %s: %s",
+          entry.path().string(), e.what());
+    }
+  }
+  return records;
+}
+
+}  // namespace trainyard::agent

@@ -1,0 +1,83 @@
+// Helpers for the agent's tests: temporary directories, file reading,
+// waiting on a condition with a deadline, and a listener that records every
+// status change.
+#pragma once
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "agent/supervisor.h"
+
+namespace trainyard::agent::testing {
+
+// A fresh directory under $TMPDIR, removed with its contents at destruction.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "trainyard-agent-XXXXXX").string();
+    path_ = mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+inline std::string ReadFileOrEmpty(const std::string& path) {
+  std::ifstream in(path);
+  std::ostringstream out;
+  out << in.rdbuf();
+  return out.str();
+}
+
+// Polls `condition` until it holds or `timeout` passes; returns its last value.
+inline bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(10)) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (!condition()) {
+    if (absl::Now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return true;
+}
+
+// Records every status change it receives.
+class RecordingListener : public TaskListener {
+ public:
+  void OnTaskStatus(const TaskStatus& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    statuses_.push_back(status);
+  }
+  std::vector<TaskStatus> statuses() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return statuses_;
+  }
+  // The states reported for `key`, in order.
+  std::vector<TaskState> StatesOf(const TaskKey& key) const {
+    std::vector<TaskState> states;
+    for (const TaskStatus& s : statuses()) {
+      if (s.key == key) states.push_back(s.state);
+    }
+    return states;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<TaskStatus> statuses_;
+};
+
+}  // namespace trainyard::agent::testing
