@@ -176,6 +176,50 @@ std::vector<std::string> SqliteStore::FindOrphans() {
   return problems;
 }
 
+std::vector<std::string> SqliteStore::FindBadRecords() {
+  std::vector<std::string> problems;
+  auto note = [&](std::string problem) {
+    problems.push_back(std::move(problem));
+    return problems.size() < 100 ? absl::OkStatus() : absl::CancelledError("enough");
+  };
+  absl::Status status = EachRow(
+      *reader_, "SELECT id, name, state, record FROM jobs", "checking jobs", [&](Statement& s) {
+        v1::JobRecord job;
+        if (!ParseBlob(s, 3, job)) return note(absl::StrCat("job ", s.Int(0), ": record does not parse"));
+        if (static_cast<int64_t>(job.id()) != s.Int(0) || job.name() != s.Text(1) ||
+            job.state() != s.Int(2)) {
+          return note(absl::StrCat("job ", s.Int(0), ": record disagrees with its columns"));
+        }
+        return absl::OkStatus();
+      });
+  if (status.ok()) {
+    status = EachRow(*reader_, "SELECT job_id, role, idx, node, state, record FROM tasks",
+                     "checking tasks", [&](Statement& s) {
+                       v1::TaskRecord task;
+                       std::string name = absl::StrCat("task of job ", s.Int(0), " ", s.Text(1),
+                                                       "/", s.Int(2));
+                       if (!ParseBlob(s, 5, task)) return note(name + ": record does not parse");
+                       if (task.role() != s.Text(1) || task.index() != s.Int(2) ||
+                           task.node() != s.Text(3) || task.state() != s.Int(4)) {
+                         return note(name + ": record disagrees with its columns");
+                       }
+                       return absl::OkStatus();
+                     });
+  }
+  if (status.ok()) {
+    status = EachRow(*reader_, "SELECT name, record FROM nodes", "checking nodes",
+                     [&](Statement& s) {
+                       v1::NodeRecord node;
+                       if (!ParseBlob(s, 1, node) || node.info().name() != s.Text(0)) {
+                         return note(absl::StrCat("node ", s.Text(0), ": record is bad"));
+                       }
+                       return absl::OkStatus();
+                     });
+  }
+  if (!status.ok() && !absl::IsCancelled(status)) problems.push_back(std::string(status.message()));
+  return problems;
+}
+
 absl::Status SqliteStore::CheckIntegrity() {
   absl::MutexLock lock(&reader_mu_);
   std::vector<std::string> problems;
@@ -189,6 +233,8 @@ absl::Status SqliteStore::CheckIntegrity() {
   if (!problems.empty()) return store_checks::ProblemsToStatus(absl::StrCat("store ", path_), problems);
   std::vector<std::string> orphans = FindOrphans();
   problems.insert(problems.end(), orphans.begin(), orphans.end());
+  std::vector<std::string> bad = FindBadRecords();
+  problems.insert(problems.end(), bad.begin(), bad.end());
   absl::StatusOr<StoreSnapshot> snapshot = ReadSnapshot();
   if (!snapshot.ok()) {
     problems.push_back(std::string(snapshot.status().message()));

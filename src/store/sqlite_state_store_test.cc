@@ -246,6 +246,24 @@ TEST_F(SqliteStateStoreTest, TornFileIsDetected) {
   EXPECT_TRUE(absl::IsDataLoss(report)) << report;
 }
 
+TEST_F(SqliteStateStoreTest, CheckIntegrityFindsOrphansAndUnreadableRecords) {
+  FillStore(2);
+  RawExec(
+      "INSERT INTO tasks(job_id, role, idx, node, state, record) VALUES(99, 'ps', 0, '', 1, x'');"
+      "UPDATE jobs SET record = x'ffffffff' WHERE id = 1;"
+      "UPDATE jobs SET state = 4 WHERE id = 2;");
+  StateStorePtr store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  absl::Status status = store->CheckIntegrity();
+  EXPECT_TRUE(absl::IsDataLoss(status)) << status;
+  EXPECT_THAT(status.message(), HasSubstr("task ps/0 belongs to job 99, which does not exist"));
+  EXPECT_THAT(status.message(), HasSubstr("job 1: record does not parse"));
+  EXPECT_THAT(status.message(), HasSubstr("job 2: record disagrees with its columns"));
+  absl::Status load = store->LoadAll().status();
+  EXPECT_TRUE(absl::IsDataLoss(load)) << load;
+  EXPECT_THAT(load.message(), HasSubstr("the record of job 1 does not parse"));
+}
+
 TEST_F(SqliteStateStoreTest, ReadOnlyStoreReadsButRefusesWrites) {
   FillStore(3);
   SqliteStoreOptions options;

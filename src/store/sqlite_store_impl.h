@@ -61,6 +61,7 @@ class SqliteStore : public StateStore {
   absl::Status ReadLiveTasks(StoreSnapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reader_mu_);
   absl::Status ReadNodesAndMeta(StoreSnapshot& snapshot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(reader_mu_);
   std::vector<std::string> FindOrphans() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reader_mu_);
+  std::vector<std::string> FindBadRecords() ABSL_EXCLUSIVE_LOCKS_REQUIRED(reader_mu_);
   absl::Status ParseError(const char* what, const std::string& key) const;
 
   const std::string path_;
