@@ -71,14 +71,19 @@ std::string OwnCgroupPath(const std::string& proc_self_cgroup, absl::string_view
 }
 
 // Kills every process listed in a cgroup's cgroup.procs, then removes it.
+// A killed process takes a moment to leave the cgroup, so removal is retried
+// for up to ~200 ms.
 void KillAndRemove(const std::string& dir) {
-  for (absl::string_view pid_text : absl::StrSplit(ReadFile(dir + "/cgroup.procs"), '\n')) {
-    int pid = 0;
-    if (absl::SimpleAtoi(pid_text, &pid) && pid > 0) kill(pid, SIGKILL);
+  for (int round = 0; round < 40; ++round) {
+    for (absl::string_view pid_text : absl::StrSplit(ReadFile(dir + "/cgroup.procs"), '\n')) {
+      int pid = 0;
+      if (absl::SimpleAtoi(pid_text, &pid) && pid > 0) kill(pid, SIGKILL);
+    }
+    if (rmdir(dir.c_str()) == 0 || errno == ENOENT) return;
+    if (errno != EBUSY) break;
+    usleep(5000);
   }
-  if (rmdir(dir.c_str()) != 0 && errno != ENOENT) {
-    Log(LogLevel::kDebug, kComponent, "cgroup %s not removed yet: %s", dir, strerror(errno));
-  }
+  Log(LogLevel::kWarning, kComponent, "cgroup %s not removed: %s", dir, strerror(errno));
 }
 
 class CgroupV2Limiter : public ResourceLimiter {

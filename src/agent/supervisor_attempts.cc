@@ -69,7 +69,7 @@ std::string DescribeExit(const TaskExit& exit) {
   std::string text = exit.signal != 0
                          ? absl::StrCat("killed by signal ", exit.signal, " (", strsignal(exit.signal), ")")
                          : exit.exit_code >= 0 ? absl::StrCat("exited with code ", exit.exit_code)
-                                               : std::string("ended, exit code unknown");
+                                               : std::string("ended");
   if (exit.oom_killed) text = absl::StrCat("OOM-killed by the kernel (", text, ")");
   if (!exit.message.empty()) absl::StrAppend(&text, ": ", exit.message);
   return text;

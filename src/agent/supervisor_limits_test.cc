@@ -1,0 +1,152 @@
+// Supervisor tests of memory / CPU limits (a real OOM kill under a cgroup
+// memory limit where this machine lets us create cgroups, the rlimit
+// fallback otherwise) and of re-adopting tasks after an agent restart.
+#include <signal.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/supervisor.h"
+#include "agent/task_record.h"
+#include "agent/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::agent {
+namespace {
+
+using ::testing::HasSubstr;
+using testing::ReadFileOrEmpty;
+using testing::RecordingListener;
+using testing::TempDir;
+using testing::WaitUntil;
+
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+bool Final(const TaskStatus& s) { return IsFinal(s.state); }
+bool Running(const TaskStatus& s) { return s.state == TaskState::kRunning; }
+
+TaskLaunch ShellTask(const TempDir& dir, const std::string& role, const std::string& script) {
+  TaskLaunch l;
+  l.key = {.job = absl::StrCat("t", getpid(), "-", ::testing::UnitTest::GetInstance()->current_test_info()->name()),
+           .role = role};
+  l.command = {"sh", "-c", script};
+  l.working_dir = absl::StrCat(dir.path(), "/", role);
+  std::filesystem::create_directories(l.working_dir);
+  return l;
+}
+
+class LimitsTest : public ::testing::Test {
+ protected:
+  void Start(ResourceLimiter* limiter) {
+    auto s = Supervisor::Create({.data_dir = dir_.path() + "/data", .limiter = limiter, .listener = &listener_});
+    ASSERT_TRUE(s.ok()) << s.status();
+    supervisor_ = *std::move(s);
+  }
+  void TearDown() override {
+    if (!supervisor_) return;
+    supervisor_->KillAll();
+    for (const TaskStatus& s : supervisor_->Snapshot()) supervisor_->WaitFor(s.key, Final, kTimeout);
+  }
+  bool HaveCgroups() { return detected_->kind() != LimiterKind::kRlimit; }
+
+  TempDir dir_;
+  RecordingListener listener_;
+  ResourceLimiterPtr detected_ = DetectResourceLimiter();
+  std::unique_ptr<Supervisor> supervisor_;
+};
+
+TEST_F(LimitsTest, MemoryLimitOomKillIsReported) {
+  if (!HaveCgroups()) GTEST_SKIP() << "cgroups are not writable here (not root?)";
+  Start(detected_.get());
+  // `tail` keeps a newline-free stream in memory: it grows past 64 MiB.
+  TaskLaunch l = ShellTask(dir_, "worker", "head -c 400000000 /dev/zero | tail > /dev/null");
+  l.memory_limit_mb = 64;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, TaskState::kFailed);
+  EXPECT_TRUE(s->exit.oom_killed);
+  EXPECT_THAT(s->message, HasSubstr("OOM-killed by the kernel"));
+}
+
+TEST_F(LimitsTest, TaskWithoutOomIsNotReportedOom) {
+  if (!HaveCgroups()) GTEST_SKIP() << "cgroups are not writable here (not root?)";
+  Start(detected_.get());
+  TaskLaunch l = ShellTask(dir_, "worker", "exit 2");
+  l.memory_limit_mb = 64;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  EXPECT_EQ(s->exit.exit_code, 2);
+  EXPECT_FALSE(s->exit.oom_killed);
+}
+
+TEST_F(LimitsTest, TaskRunsInsideItsOwnCgroups) {
+  if (!HaveCgroups()) GTEST_SKIP() << "cgroups are not writable here (not root?)";
+  Start(detected_.get());
+  TaskLaunch l = ShellTask(dir_, "worker", "cat /proc/self/cgroup > cgroup");
+  l.memory_limit_mb = 128;
+  l.vcores_milli = 500;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  ASSERT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
+  std::string name = CgroupSafeName(absl::StrCat(l.key.job, "_worker-0_a0"));
+  std::string cgroups = ReadFileOrEmpty(l.working_dir + "/cgroup");
+  for (absl::string_view line : absl::StrSplit(cgroups, '\n')) {
+    bool limited = absl::StrContains(line, ":memory:") || absl::StrContains(line, ":cpu,") ||
+                   absl::StrContains(line, ":cpu:") || absl::StartsWith(line, "0::");
+    if (!limited || (detected_->kind() == LimiterKind::kCgroupV1 && absl::StartsWith(line, "0::"))) continue;
+    EXPECT_THAT(std::string(line), HasSubstr("/trainyard/" + name)) << cgroups;
+  }
+}
+
+TEST_F(LimitsTest, RlimitFallbackCapsAddressSpace) {
+  ResourceLimiterPtr rlimit = NewRlimitLimiter();
+  Start(rlimit.get());
+  TaskLaunch l = ShellTask(dir_, "worker", "ulimit -v > limit");
+  l.memory_limit_mb = 256;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  ASSERT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/limit"), absl::StrCat(256 * 1024, "\n"));
+}
+
+TEST_F(LimitsTest, RestartedAgentReadoptsRunningTask) {
+  ResourceLimiterPtr rlimit = NewRlimitLimiter();
+  Start(rlimit.get());
+  TaskLaunch l = ShellTask(dir_, "worker", "exec sleep 30");
+  l.gpus = core::GpuSet(0b110);
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> first = supervisor_->WaitFor(l.key, Running, kTimeout);
+  ASSERT_TRUE(first.has_value());
+  supervisor_.reset();  // the agent goes away; its task keeps running
+  ASSERT_EQ(kill(first->pid, 0), 0);
+
+  Start(rlimit.get());
+  std::vector<TaskStatus> adopted = supervisor_->Adopt();
+  ASSERT_EQ(adopted.size(), 1u);
+  EXPECT_EQ(adopted[0].pid, first->pid);
+  EXPECT_EQ(adopted[0].state, TaskState::kRunning);
+  EXPECT_EQ(supervisor_->GpusInUse(), l.gpus);
+  ASSERT_TRUE(supervisor_->Kill(l.key).ok());
+  std::optional<TaskStatus> end = supervisor_->WaitFor(l.key, Final, kTimeout);
+  EXPECT_EQ(end->state, TaskState::kKilled);
+  EXPECT_TRUE(WaitUntil([&] { return kill(first->pid, 0) != 0; }));
+}
+
+TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
+  ResourceLimiterPtr rlimit = NewRlimitLimiter();
+  std::string data = dir_.path() + "/data";
+  TaskLaunch l = ShellTask(dir_, "worker", "true");
+  // A record whose pid is no longer that task (start time differs).
+  ASSERT_TRUE(WriteTaskRecord(data, {.launch = l, .pid = getpid(), .start_time = 1}).ok());
+  Start(rlimit.get());
+  EXPECT_TRUE(supervisor_->Adopt().empty());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, TaskState::kFailed);
+  EXPECT_EQ(s->exit.exit_code, -1);
+  EXPECT_THAT(s->message, HasSubstr("ended while the agent was down"));
+  EXPECT_TRUE(ReadTaskRecords(data).empty());
+}
+
+}  // namespace
+}  // namespace trainyard::agent
