@@ -8,9 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace trainyard::core {
-namespace {
 
-// "1.5" for 1500 milli-vcores, "2" for 2000, "0.25" for 250.
 std::string FormatVcores(int64_t milli) {
   std::string out = absl::StrCat(milli / 1000);
   int64_t frac = milli % 1000;
@@ -21,6 +19,8 @@ std::string FormatVcores(int64_t milli) {
   while (!digits.empty() && digits.back() == '0') digits.pop_back();
   return absl::StrCat(out, ".", digits);
 }
+
+namespace {
 
 absl::Status Shortfall(absl::string_view name, int64_t have, int64_t take) {
   return absl::FailedPreconditionError(

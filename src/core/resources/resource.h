@@ -44,6 +44,9 @@ bool FitsIn(const Resource& request, const Resource& available);
 // true when every one of a is <= b's.
 bool AllLessOrEqual(const Resource& a, const Resource& b);
 
+// "1.5" for 1500 milli-vcores, "2" for 2000, "0.25" for 250.
+std::string FormatVcores(int64_t milli);
+
 // True when no scalar quantity is negative.
 bool NonNegative(const Resource& r);
 
