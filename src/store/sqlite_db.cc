@@ -69,9 +69,11 @@ absl::string_view Statement::Blob(int col) {
   return {static_cast<const char*>(p), static_cast<size_t>(sqlite3_column_bytes(stmt_, col))};
 }
 
-absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, int flags) {
+absl::StatusOr<std::unique_ptr<Database>> Database::Open(const std::string& path, int flags,
+                                                         const std::string& vfs) {
   sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX, nullptr);
+  int rc = sqlite3_open_v2(path.c_str(), &db, flags | SQLITE_OPEN_NOMUTEX,
+                           vfs.empty() ? nullptr : vfs.c_str());
   if (rc != SQLITE_OK) {
     absl::Status status = ToStatus(rc, db ? sqlite3_errmsg(db) : "out of memory", "opening", path);
     sqlite3_close(db);

@@ -57,8 +57,10 @@ class Statement {
 // One connection. Not thread-safe: each user holds it alone.
 class Database {
  public:
-  // Opens `path` with SQLITE_OPEN_* `flags`.
-  static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path, int flags);
+  // Opens `path` with SQLITE_OPEN_* `flags` through the VFS named `vfs`
+  // (empty = the default).
+  static absl::StatusOr<std::unique_ptr<Database>> Open(const std::string& path, int flags,
+                                                        const std::string& vfs = "");
   ~Database();
   Database(const Database&) = delete;
   Database& operator=(const Database&) = delete;

@@ -139,7 +139,8 @@ absl::Status QuickCheck(sqlite::Database& db) {
 absl::StatusOr<StateStorePtr> OpenLocked(const std::string& path, const SqliteStoreOptions& options,
                                          int lock_fd) {
   int flags = options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
-  absl::StatusOr<std::unique_ptr<sqlite::Database>> first = sqlite::Database::Open(path, flags);
+  absl::StatusOr<std::unique_ptr<sqlite::Database>> first =
+      sqlite::Database::Open(path, flags, options.vfs_for_test);
   if (!first.ok()) return first.status();
   if (options.read_only) {
     absl::Status s = sqlite_schema::PrepareSchema(**first, sqlite_schema::Migrations(), true);
@@ -151,7 +152,7 @@ absl::StatusOr<StateStorePtr> OpenLocked(const std::string& path, const SqliteSt
   if (s.ok() && options.verify_on_open) s = QuickCheck(**first);
   if (!s.ok()) return s;
   absl::StatusOr<std::unique_ptr<sqlite::Database>> reader =
-      sqlite::Database::Open(path, SQLITE_OPEN_READONLY);
+      sqlite::Database::Open(path, SQLITE_OPEN_READONLY, options.vfs_for_test);
   if (!reader.ok()) return reader.status();
   if (absl::Status b = (*reader)->Exec("PRAGMA busy_timeout = 5000", "configuring"); !b.ok()) {
     return b;

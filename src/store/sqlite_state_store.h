@@ -39,6 +39,9 @@ struct SqliteStoreOptions {
   // Limits the file to about this many bytes (0 = no limit) so tests can see
   // how a full disk is reported.
   int64_t max_size_bytes_for_test = 0;
+  // The name of a registered SQLite VFS to open the file through (tests
+  // inject I/O failures this way); empty = SQLite's default.
+  std::string vfs_for_test;
 };
 
 class SqliteStateStore {

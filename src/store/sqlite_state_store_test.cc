@@ -15,6 +15,7 @@
 #include <set>
 #include <thread>
 
+#include "store/fault_vfs.h"
 #include "store/sqlite_schema.h"
 #include "store/sqlite_state_store.h"
 #include "store/store_test_util.h"
@@ -318,6 +319,67 @@ TEST_F(SqliteStateStoreTest, FullDiskFailsWritesAndAcknowledgesOnlyWhatWasKept) 
   for (const v1::JobRecord& job : snapshot->jobs) found.insert(job.id());
   EXPECT_EQ(found, acked);
   EXPECT_TRUE(store->CheckIntegrity().ok()) << store->CheckIntegrity();
+}
+
+// Opens a store whose file goes through the fault-injecting VFS.
+StateStorePtr OpenFaulty(const std::string& dir) {
+  SqliteStoreOptions options;
+  options.vfs_for_test = store_test::FaultVfsName();
+  absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(dir, options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? std::move(*store) : nullptr;
+}
+
+TEST_F(SqliteStateStoreTest, IoErrorFailsTheWriteAndEveryLaterOneUntilRestart) {
+  {
+    StateStorePtr store = OpenFaulty(dir_.path());
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(Create(*store, 1).ok());
+    store_test::SetFault(store_test::Fault::kWriteFails);
+    absl::Status failed = Create(*store, 2);
+    store_test::SetFault(store_test::Fault::kNone);
+    EXPECT_TRUE(absl::IsUnavailable(failed)) << failed;
+    EXPECT_THAT(failed.message(), HasSubstr("I/O error"));
+    absl::Status later = Create(*store, 3);
+    EXPECT_TRUE(absl::IsUnavailable(later)) << later;
+    EXPECT_THAT(later.message(), HasSubstr("refuses further writes: restart the server"));
+    EXPECT_TRUE(store->GetJob(1).ok());  // reads still work
+  }
+  StateStorePtr store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->GetJob(1).ok());
+  EXPECT_TRUE(absl::IsNotFound(store->GetJob(2).status()));
+  EXPECT_TRUE(absl::IsNotFound(store->GetJob(3).status()));
+  EXPECT_TRUE(store->CheckIntegrity().ok()) << store->CheckIntegrity();
+}
+
+TEST_F(SqliteStateStoreTest, FailedFsyncIsNeverAcknowledged) {
+  {
+    StateStorePtr store = OpenFaulty(dir_.path());
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(Create(*store, 1).ok());
+    store_test::SetFault(store_test::Fault::kSyncFails);
+    absl::Status failed = Create(*store, 2);
+    store_test::SetFault(store_test::Fault::kNone);
+    EXPECT_TRUE(absl::IsUnavailable(failed)) << failed;
+  }
+  StateStorePtr store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->GetJob(1).ok());
+}
+
+TEST_F(SqliteStateStoreTest, DiskFullAtRunTimeFailsOnlyWhileFull) {
+  StateStorePtr store = OpenFaulty(dir_.path());
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(Create(*store, 1).ok());
+  store_test::SetFault(store_test::Fault::kDiskFull);
+  absl::Status failed = Create(*store, 2);
+  store_test::SetFault(store_test::Fault::kNone);
+  EXPECT_TRUE(absl::IsResourceExhausted(failed)) << failed;
+  EXPECT_THAT(failed.message(), HasSubstr("disk full"));
+  EXPECT_TRUE(absl::IsNotFound(store->GetJob(2).status()));
+  EXPECT_TRUE(Create(*store, 3).ok());
+  EXPECT_TRUE(store->GetJob(3).ok());
 }
 
 }  // namespace
