@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -33,6 +34,8 @@ struct SchedulerOptions {
   // Time a preemption victim gets to checkpoint before it is killed.
   absl::Duration preemption_grace = absl::Seconds(30);
   bool enable_preemption = true;
+  // Victim searches per round (each looks at every node once).
+  int max_preemption_searches = 4;
   // Seeds tie-breaks among equal candidates.
   uint64_t seed = 1;
   AllocationLimits limits;
@@ -99,17 +102,26 @@ class Scheduler {
  private:
   Scheduler(SchedulerOptions options, QueuePolicyPtr queues, PlacementPolicyPtr placement);
   struct Round;
+  void RunQueues(Round& round);
   void TryJob(Round& round, JobSlot j);
+  void Commit(Round& round, JobSlot j);
+  bool WaitingForVictims(JobSlot j);
   bool TryPreempt(Round& round, JobSlot j);
   void Reserve(Round& round, JobSlot j);
-  void ClearReservation();
+  void SetReservation(const std::string& job_id, JobSlot j, const std::vector<NodeId>& nodes);
+  void ClearReservation(const std::string& job_id);
+  void DropStaleReservations();
+  void ReportPending(Round& round);
 
   SchedulerOptions options_;
   QueuePolicyPtr queue_policy_;
   PlacementPolicyPtr placement_;
   ClusterState state_;
-  JobSlot reserved_job_ = -1;
-  std::vector<NodeId> reserved_nodes_;
+  // Reserved nodes per job id (preemptors and the one starving job).
+  absl::flat_hash_map<std::string, std::pair<JobSlot, std::vector<NodeId>>> reservations_;
+  std::string starving_job_;  // holder of the anti-starvation reservation
+  // Victims each preemptor waits for.
+  absl::flat_hash_map<std::string, std::vector<std::string>> awaiting_;
 };
 
 }  // namespace trainyard::core

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,22 @@
 #include "core/state/node_index.h"
 
 namespace trainyard::core {
+
+// memory, vcores and gpus of r; mask and ports dropped.
+inline Resource ScalarsOf(const Resource& r) {
+  return Resource{.memory_mb = r.memory_mb, .vcores_milli = r.vcores_milli, .gpus = r.gpus};
+}
+// Scalar sum and difference (mask and ports of the result are empty).
+inline Resource AddScalars(const Resource& a, const Resource& b) {
+  return Resource{.memory_mb = a.memory_mb + b.memory_mb,
+                  .vcores_milli = a.vcores_milli + b.vcores_milli,
+                  .gpus = a.gpus + b.gpus};
+}
+inline Resource SubtractScalars(const Resource& a, const Resource& b) {
+  return Resource{.memory_mb = a.memory_mb - b.memory_mb,
+                  .vcores_milli = a.vcores_milli - b.vcores_milli,
+                  .gpus = a.gpus - b.gpus};
+}
 
 // A node as an agent reports it.
 struct NodeSpec {
@@ -64,6 +81,7 @@ struct NodeState {
   bool schedulable = true;
   bool present = false;      // false once removed (slot reused later)
   JobSlot reserved_for = -1; // a reservation holds this node for a job
+  uint64_t excluded = 0;     // GPUs out of service (busy with unknown work)
   std::vector<std::pair<JobSlot, int32_t>> tasks;  // (job, task position)
 };
 
@@ -86,7 +104,18 @@ struct JobState {
   absl::Time grace_deadline;  // when preempting
   std::vector<PlacedTask> tasks;
   Resource used;              // sum of live task allocations (scalars)
+  std::string reason;         // last pending reason given
   bool live = false;
+};
+
+// Order of pending jobs inside a queue: higher priority, then earlier
+// submit time, then arrival.
+struct PendingKey {
+  int32_t neg_priority = 0;
+  int64_t submit_ns = 0;
+  uint64_t seq = 0;
+  JobSlot job = -1;
+  auto operator<=>(const PendingKey&) const = default;
 };
 
 class ClusterState {
@@ -135,9 +164,10 @@ class ClusterState {
   const std::vector<NodeId>& rack_nodes(int32_t rack) const { return rack_nodes_[rack]; }
   const std::vector<std::string>& queue_names() const { return queue_names_; }
   const std::vector<std::string>& user_names() const { return user_names_; }
-  // Pending jobs of each queue, in arrival order (may hold removed slots'
-  // stale entries; check job(j).phase).
-  const std::vector<JobSlot>& pending(int32_t queue) const { return pending_[queue]; }
+  // Pending jobs of each queue in PendingKey order.
+  const std::set<PendingKey>& pending(int32_t queue) const { return pending_[queue]; }
+  // Number of pending jobs over all queues.
+  size_t PendingCount() const { return pending_count_; }
   // Current placements of a job, public form.
   std::vector<TaskAssignment> Assignments(JobSlot j) const;
   // Resources held per queue, and per (queue, user); scalars only.
@@ -158,8 +188,7 @@ class ClusterState {
   void ReleaseAllTasks(JobSlot j);
   void SetPhase(JobSlot j, JobPhase phase, absl::Time at);
   void SetReservation(NodeId n, JobSlot j);
-  // Re-sorts pending_ lists lazily, dropping stale entries.
-  void CompactPending();
+  void SetReason(JobSlot j, std::string reason) { jobs_[j].reason = std::move(reason); }
   // Approximate bytes held per node and per job (for the benchmark).
   size_t ApproxBytes() const;
 
@@ -169,6 +198,11 @@ class ClusterState {
   int32_t InternRack(std::string_view rack);
   int32_t InternUser(std::string_view user);
   void ReleaseTask(JobSlot j, int32_t pos);
+  PendingKey KeyOf(JobSlot j) const;
+  void EnterPending(JobSlot j);
+  void LeavePending(JobSlot j);
+  absl::StatusOr<NodeId> NodeNamed(std::string_view name) const;
+  absl::StatusOr<JobSlot> JobNamed(std::string_view id) const;
   void Reindex(NodeId n);
 
   std::vector<NodeState> nodes_;
@@ -186,7 +220,8 @@ class ClusterState {
   std::vector<std::vector<NodeId>> rack_nodes_;
   std::vector<std::string> queue_names_;
   std::vector<std::string> user_names_;
-  std::vector<std::vector<JobSlot>> pending_;
+  std::vector<std::set<PendingKey>> pending_;
+  size_t pending_count_ = 0;
   std::vector<Resource> queue_used_;
   absl::flat_hash_map<uint64_t, Resource> user_used_;  // (queue << 32 | user)
   Resource cluster_capacity_;

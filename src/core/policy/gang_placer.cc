@@ -1,0 +1,225 @@
+// Gang placement over the NodeIndex; see gang_placer.h.
+#include "core/policy/gang_placer.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "core/policy/gpu_fit.h"
+
+namespace trainyard::core {
+
+struct GangPlacer::RoleContext {
+  JobSlot job = -1;
+  int32_t role_index = 0;
+  const RoleRequest* role = nullptr;
+  int32_t rack = -1;       // required rack index; -1 = any
+  bool rack_unknown = false;
+  int32_t rack_hint = -1;  // rack of the job's first node
+  bool blocked_by_reservation = false;
+};
+
+namespace {
+
+int32_t RackIndex(const ClusterState& state, const std::string& rack) {
+  const std::vector<std::string>& racks = state.racks();
+  for (size_t i = 0; i < racks.size(); ++i) {
+    if (racks[i] == rack) return static_cast<int32_t>(i);
+  }
+  return -1;
+}
+
+// Ports for one task from `free`, or false.
+bool ChoosePorts(const Resource& want, const PortRanges& free, PortRanges* out) {
+  PortRanges ports;
+  PortRanges pool = free;
+  if (!want.ports.Empty()) {
+    if (!free.ContainsAll(want.ports)) return false;
+    ports = want.ports;
+    pool = pool.Subtract(want.ports);
+  }
+  if (want.port_count > 0) {
+    std::optional<PortRanges> extra = pool.TakeLowest(want.port_count);
+    if (!extra.has_value()) return false;
+    ports = ports.Union(*extra);
+  }
+  *out = std::move(ports);
+  return true;
+}
+
+}  // namespace
+
+int GangPlacer::TasksFitting(const RoleContext& ctx, NodeId n) const {
+  const Resource& want = ctx.role->resource;
+  const Resource& free = state_->node(n).free;
+  int fit = 64;
+  if (want.memory_mb > 0) fit = std::min<int64_t>(fit, free.memory_mb / want.memory_mb);
+  if (want.vcores_milli > 0) fit = std::min<int64_t>(fit, free.vcores_milli / want.vcores_milli);
+  if (want.gpus > 0) fit = std::min(fit, free.gpus / want.gpus);
+  if (want.gpu_mask != 0 || !want.ports.Empty()) fit = std::min(fit, 1);
+  if (want.port_count > 0) {
+    fit = std::min<int64_t>(fit, free.ports.Count() / want.port_count);
+  }
+  return fit;
+}
+
+bool GangPlacer::FitsOneTask(JobSlot j, const RoleRequest& role, NodeId n,
+                             bool ignore_reservations) const {
+  const NodeState& node = state_->node(n);
+  if (!node.present || !node.schedulable) return false;
+  if (!ignore_reservations && node.reserved_for >= 0 && node.reserved_for != j) return false;
+  if (!role.node_name.empty() && !role.relax && node.name != role.node_name) return false;
+  if (!role.rack.empty() && (node.rack < 0 || state_->racks()[node.rack] != role.rack)) {
+    return false;
+  }
+  if (!role.node_selector.Empty() && !role.node_selector.Matches(state_->labels(n))) return false;
+  const Resource& want = role.resource;
+  if (node.free.memory_mb < want.memory_mb || node.free.vcores_milli < want.vcores_milli) {
+    return false;
+  }
+  GpuFit fit;
+  if (!FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus, want.gpu_mask,
+               Tightness::kNode, &fit)) {
+    return false;
+  }
+  PortRanges ports;
+  return (want.ports.Empty() && want.port_count == 0) || ChoosePorts(want, node.free.ports, &ports);
+}
+
+bool GangPlacer::NodeOk(RoleContext& ctx, NodeId n, int tasks) {
+  const NodeState& node = state_->node(n);
+  if (!node.present || !node.schedulable) return false;
+  const RoleRequest& role = *ctx.role;
+  if (ctx.rack >= 0 && node.rack != ctx.rack) return false;
+  if (!role.node_selector.Empty() && !role.node_selector.Matches(state_->labels(n))) return false;
+  if (TasksFitting(ctx, n) < tasks) return false;
+  if (node.reserved_for >= 0 && node.reserved_for != ctx.job) {
+    ctx.blocked_by_reservation = true;
+    return false;
+  }
+  const Resource& want = role.resource;
+  GpuFit fit;
+  if (tasks == 1 && !FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus,
+                             want.gpu_mask, Tightness::kNode, &fit)) {
+    return false;
+  }
+  return true;
+}
+
+bool GangPlacer::PlaceTask(RoleContext& ctx, NodeId n, int32_t index) {
+  const NodeState& node = state_->node(n);
+  const Resource& want = ctx.role->resource;
+  if (node.free.memory_mb < want.memory_mb || node.free.vcores_milli < want.vcores_milli) {
+    return false;
+  }
+  GpuFit fit;
+  if (!FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus, want.gpu_mask,
+               Tightness::kNode, &fit)) {
+    return false;
+  }
+  Resource alloc{.memory_mb = want.memory_mb,
+                 .vcores_milli = want.vcores_milli,
+                 .gpus = fit.gpus.Count(),
+                 .gpu_mask = fit.gpus.bits()};
+  if ((!want.ports.Empty() || want.port_count > 0) &&
+      !ChoosePorts(want, node.free.ports, &alloc.ports)) {
+    return false;
+  }
+  state_->AllocateTask(ctx.job, ctx.role_index, index, n, alloc);
+  if (std::find(job_nodes_.begin(), job_nodes_.end(), n) == job_nodes_.end()) {
+    job_nodes_.push_back(n);
+    if (ctx.rack_hint < 0) ctx.rack_hint = node.rack;
+  }
+  return true;
+}
+
+std::optional<NodeId> GangPlacer::FindInRack(RoleContext& ctx, int remaining) {
+  if (ctx.rack_hint < 0 || (ctx.rack >= 0 && ctx.rack != ctx.rack_hint)) return std::nullopt;
+  std::optional<NodeId> best;
+  int best_tasks = 0;
+  int best_free = 0;
+  for (NodeId n : state_->rack_nodes(ctx.rack_hint)) {
+    if (!state_->index().Contains(n) || !NodeOk(ctx, n, 1)) continue;
+    int tasks = std::min(remaining, TasksFitting(ctx, n));
+    int free = state_->node(n).free.gpus;
+    if (tasks > best_tasks || (tasks == best_tasks && free < best_free)) {
+      best = n;
+      best_tasks = tasks;
+      best_free = free;
+    }
+  }
+  return best;
+}
+
+std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
+  const Resource& want = ctx.role->resource;
+  int gpus = want.gpu_mask != 0 ? GpuSet(want.gpu_mask).Count() : want.gpus;
+  policy_->CandidateBuckets(state_->index(), gpus * tasks, &keys_);
+  const NodeIndex::Buckets& buckets = state_->index().buckets();
+  for (NodeIndex::Key key : keys_) {
+    auto it = buckets.find(key);
+    if (it == buckets.end()) continue;
+    for (NodeId n : it->second) {
+      if (NodeOk(ctx, n, tasks)) return n;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<NodeId> GangPlacer::FindNode(RoleContext& ctx, int remaining) {
+  const RoleRequest& role = *ctx.role;
+  if (!role.node_name.empty()) {
+    std::optional<NodeId> named = state_->FindNode(role.node_name);
+    if (named.has_value() && state_->index().Contains(*named) && NodeOk(ctx, *named, 1)) {
+      return named;
+    }
+    if (!role.relax) return std::nullopt;
+  }
+  for (NodeId n : job_nodes_) {
+    if (NodeOk(ctx, n, 1)) return n;
+  }
+  if (std::optional<NodeId> n = FindInRack(ctx, remaining)) return n;
+  int per_task = std::max(1, role.resource.gpus);
+  int most = role.resource.gpu_mask != 0 ? 1 : std::min(remaining, kMaxGpus / per_task);
+  for (int k = most; k >= 1; --k) {
+    if (std::optional<NodeId> n = FindInBuckets(ctx, k)) return n;
+  }
+  return std::nullopt;
+}
+
+PlaceResult GangPlacer::Place(JobSlot j) {
+  PlaceResult result;
+  const JobRequest& job = state_->job(j).request;
+  std::vector<int32_t> order(job.roles.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return job.roles[a].resource.gpus > job.roles[b].resource.gpus;
+  });
+  job_nodes_.clear();
+  int32_t rack_hint = -1;
+  for (int32_t r : order) {
+    RoleContext ctx{.job = j, .role_index = r, .role = &job.roles[r], .rack_hint = rack_hint};
+    if (!ctx.role->rack.empty()) ctx.rack = RackIndex(*state_, ctx.role->rack);
+    int32_t placed = 0;
+    bool rack_ok = ctx.role->rack.empty() || ctx.rack >= 0;
+    while (rack_ok && placed < ctx.role->count) {
+      std::optional<NodeId> n = FindNode(ctx, ctx.role->count - placed);
+      if (!n.has_value()) break;
+      int before = placed;
+      while (placed < ctx.role->count && PlaceTask(ctx, *n, placed)) ++placed;
+      if (placed == before) break;
+    }
+    rack_hint = ctx.rack_hint;
+    result.blocked_by_reservation |= ctx.blocked_by_reservation;
+    if (placed < ctx.role->MinAvailable()) {
+      state_->ReleaseAllTasks(j);
+      result.short_role = r;
+      result.short_placed = placed;
+      return result;
+    }
+  }
+  result.placed = true;
+  result.nodes = job_nodes_;
+  return result;
+}
+
+}  // namespace trainyard::core

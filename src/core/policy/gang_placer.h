@@ -1,0 +1,59 @@
+// GangPlacer: places every task of a job at once or none of them — each
+// role gets at least its min_available tasks, up to its count — on nodes
+// chosen through the NodeIndex in the placement policy's order, keeping a
+// job's tasks on as few nodes as it can and in the rack of its first node.
+// On success the allocations are committed to the ClusterState; on failure
+// the state is as before and the result says which role fell short.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/policy/placement_policy.h"
+#include "core/state/cluster_state.h"
+
+namespace trainyard::core {
+
+struct PlaceResult {
+  bool placed = false;
+  // When not placed: the role that fell short and how many of its tasks
+  // could be placed before it did.
+  int32_t short_role = -1;
+  int32_t short_placed = 0;
+  // A node was passed over because it is reserved for another job.
+  bool blocked_by_reservation = false;
+  // Nodes that hold the job's tasks (when placed).
+  std::vector<NodeId> nodes;
+};
+
+class GangPlacer {
+ public:
+  // REQUIRES: state and policy outlive the placer.
+  GangPlacer(ClusterState* state, const PlacementPolicy* policy)
+      : state_(state), policy_(policy) {}
+
+  // Places job j (pending) all-or-nothing. Does not change the job's phase.
+  PlaceResult Place(JobSlot j);
+
+  // True when one task of `role` of job j could go on node n now (all
+  // constraints and free resources), ignoring reservations when
+  // `ignore_reservations`.
+  bool FitsOneTask(JobSlot j, const RoleRequest& role, NodeId n, bool ignore_reservations) const;
+
+ private:
+  struct RoleContext;
+  std::optional<NodeId> FindNode(RoleContext& ctx, int remaining);
+  std::optional<NodeId> FindInRack(RoleContext& ctx, int remaining);
+  std::optional<NodeId> FindInBuckets(RoleContext& ctx, int tasks);
+  bool NodeOk(RoleContext& ctx, NodeId n, int tasks);
+  bool PlaceTask(RoleContext& ctx, NodeId n, int32_t index);
+  int TasksFitting(const RoleContext& ctx, NodeId n) const;
+
+  ClusterState* state_;
+  const PlacementPolicy* policy_;
+  std::vector<NodeIndex::Key> keys_;
+  std::vector<NodeId> job_nodes_;
+};
+
+}  // namespace trainyard::core

@@ -1,0 +1,73 @@
+// Placement policies: the order in which NodeIndex buckets are visited.
+#include "core/policy/placement_policy.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace trainyard::core {
+namespace {
+
+// Best fit by topology: first buckets whose tightest switch group holds the
+// request (smallest such group first), then socket, then node level.
+class TopologyPlacement : public PlacementPolicy {
+ public:
+  std::string_view Name() const override { return "topology"; }
+  void CandidateBuckets(const NodeIndex& index, int gpus,
+                        std::vector<NodeIndex::Key>* keys) const override {
+    keys->clear();
+    const NodeIndex::Buckets& buckets = index.buckets();
+    // Keys sort by (switch_free, socket_free, free): the switch-level
+    // buckets are one contiguous ascending run.
+    auto first = buckets.lower_bound(NodeIndex::KeyOf(GpuShape{gpus, 0, 0}));
+    for (auto it = first; it != buckets.end(); ++it) keys->push_back(it->first);
+    for (auto it = buckets.begin(); it != first; ++it) {
+      GpuShape s = NodeIndex::ShapeOfKey(it->first);
+      if (s.socket_free >= gpus) keys->push_back(it->first);
+    }
+    size_t socket_end = keys->size();
+    for (auto it = buckets.begin(); it != first; ++it) {
+      GpuShape s = NodeIndex::ShapeOfKey(it->first);
+      if (s.socket_free < gpus && s.free >= gpus) keys->push_back(it->first);
+    }
+    // Within the socket and node levels, best fit means the smallest group.
+    auto by = [](auto field) {
+      return [field](NodeIndex::Key a, NodeIndex::Key b) {
+        GpuShape x = NodeIndex::ShapeOfKey(a), y = NodeIndex::ShapeOfKey(b);
+        return std::make_pair(field(x), a) < std::make_pair(field(y), b);
+      };
+    };
+    size_t switch_end = std::distance(first, buckets.end());
+    std::sort(keys->begin() + switch_end, keys->begin() + socket_end,
+              by([](const GpuShape& s) { return s.socket_free; }));
+    std::sort(keys->begin() + socket_end, keys->end(),
+              by([](const GpuShape& s) { return s.free; }));
+  }
+};
+
+// Spread: the emptiest nodes first.
+class SpreadPlacement : public PlacementPolicy {
+ public:
+  std::string_view Name() const override { return "spread"; }
+  void CandidateBuckets(const NodeIndex& index, int gpus,
+                        std::vector<NodeIndex::Key>* keys) const override {
+    keys->clear();
+    for (const auto& [key, nodes] : index.buckets()) {
+      if (NodeIndex::ShapeOfKey(key).free >= gpus) keys->push_back(key);
+    }
+    std::stable_sort(keys->begin(), keys->end(), [](NodeIndex::Key a, NodeIndex::Key b) {
+      return NodeIndex::ShapeOfKey(a).free > NodeIndex::ShapeOfKey(b).free;
+    });
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<PlacementPolicyPtr> MakePlacementPolicy(std::string_view name) {
+  if (name == "topology" || name.empty()) return std::make_unique<TopologyPlacement>();
+  if (name == "spread") return std::make_unique<SpreadPlacement>();
+  return absl::InvalidArgumentError(
+      absl::StrCat("placement policy \"", std::string(name), "\" is unknown; use topology or spread"));
+}
+
+}  // namespace trainyard::core

@@ -1,0 +1,241 @@
+// Victim search: a greedy over nodes, best "new victim jobs per task slot
+// gained" first, with lazy re-evaluation; then a tentative gang placement
+// checks the choice, and a pruning pass drops victims that turn out not to
+// be needed.
+#include "core/policy/preemption.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+
+namespace trainyard::core {
+namespace {
+
+struct Candidate {
+  NodeId node;
+  std::vector<std::pair<JobSlot, Resource>> victims;  // freed per victim job, cheapest first
+};
+
+struct Offer {
+  double jobs_per_slot;
+  double time_per_slot;
+  int32_t cand;
+  uint32_t version;
+  bool operator<(const Offer& o) const {  // max-heap: "less" = worse
+    if (jobs_per_slot != o.jobs_per_slot) return jobs_per_slot > o.jobs_per_slot;
+    if (time_per_slot != o.time_per_slot) return time_per_slot > o.time_per_slot;
+    return cand > o.cand;
+  }
+};
+
+class Search {
+ public:
+  Search(ClusterState* state, JobSlot j, const std::function<bool(const JobState&)>& eligible,
+         absl::Time now)
+      : state_(state), now_(now) {
+    const JobRequest& job = state->job(j).request;
+    for (const RoleRequest& r : job.roles) {
+      if (main_ == nullptr || r.resource.gpus > main_->resource.gpus) main_ = &r;
+    }
+    for (const RoleRequest& r : job.roles) need_ += r.MinAvailable();
+    Collect(j, eligible);
+  }
+
+  // Greedy selection; returns victims (maybe more than needed) or nullopt.
+  std::optional<std::vector<JobSlot>> Select(int extra_slots) {
+    int need = need_ + extra_slots;
+    int have = 0;
+    chosen_.clear();
+    std::priority_queue<Offer> heap;
+    version_.assign(cands_.size(), 0);
+    for (size_t c = 0; c < cands_.size(); ++c) {
+      have += Slots(cands_[c], {});
+      PushOffer(&heap, static_cast<int32_t>(c), need - have);
+    }
+    std::vector<JobSlot> chosen;
+    while (have < need && !heap.empty()) {
+      Offer top = heap.top();
+      heap.pop();
+      if (top.version != version_[top.cand]) continue;
+      std::vector<JobSlot> add;
+      int gain = Evaluate(cands_[top.cand], need - have, &add);
+      if (gain <= 0) continue;
+      for (JobSlot v : add) {
+        chosen_.insert(v);
+        chosen.push_back(v);
+      }
+      have = RecountAffected(add, have, &heap, need);
+    }
+    if (have < need) return std::nullopt;
+    return chosen;
+  }
+
+ private:
+  void Collect(JobSlot j, const std::function<bool(const JobState&)>& eligible) {
+    for (NodeId n = 0; n < state_->NodeSlots(); ++n) {
+      const NodeState& node = state_->node(n);
+      if (!node.present || !node.schedulable) continue;
+      if (node.reserved_for >= 0 && node.reserved_for != j) continue;
+      if (!main_->rack.empty() && (node.rack < 0 || state_->racks()[node.rack] != main_->rack)) {
+        continue;
+      }
+      if (!main_->node_name.empty() && !main_->relax && node.name != main_->node_name) continue;
+      if (!main_->node_selector.Empty() && !main_->node_selector.Matches(state_->labels(n))) {
+        continue;
+      }
+      Candidate c{.node = n};
+      absl::flat_hash_map<JobSlot, Resource> freed;
+      for (const auto& [v, pos] : node.tasks) {
+        const JobState& victim = state_->job(v);
+        if (victim.phase != JobPhase::kRunning || !eligible(victim)) continue;
+        Resource& f = freed[v];
+        f = AddScalars(f, victim.tasks[pos].allocation);
+      }
+      for (auto& [v, r] : freed) c.victims.emplace_back(v, r);
+      std::sort(c.victims.begin(), c.victims.end(), [&](const auto& a, const auto& b) {
+        return std::make_pair(Cost(a.first), a.first) < std::make_pair(Cost(b.first), b.first);
+      });
+      cand_of_node_[n] = static_cast<int32_t>(cands_.size());
+      cands_.push_back(std::move(c));
+    }
+  }
+
+  double Cost(JobSlot v) const {
+    const JobState& job = state_->job(v);
+    return double(job.used.gpus) * absl::ToDoubleSeconds(now_ - job.start_time);
+  }
+
+  int SlotsIn(const Resource& r) const {
+    const Resource& want = main_->resource;
+    int64_t s = kMaxGpus;
+    if (want.gpus > 0) s = std::min<int64_t>(s, r.gpus / want.gpus);
+    if (want.memory_mb > 0) s = std::min<int64_t>(s, r.memory_mb / want.memory_mb);
+    if (want.vcores_milli > 0) s = std::min<int64_t>(s, r.vcores_milli / want.vcores_milli);
+    return static_cast<int>(s);
+  }
+
+  // Task slots on a candidate with chosen_ (plus `extra`) gone.
+  int Slots(const Candidate& c, const std::vector<JobSlot>& extra) const {
+    Resource r = ScalarsOf(state_->node(c.node).free);
+    for (const auto& [v, f] : c.victims) {
+      if (chosen_.contains(v) || std::find(extra.begin(), extra.end(), v) != extra.end()) {
+        r = AddScalars(r, f);
+      }
+    }
+    return SlotsIn(r);
+  }
+
+  // Cheapest unchosen victims on c that gain up to `want` slots.
+  int Evaluate(const Candidate& c, int want, std::vector<JobSlot>* add) const {
+    int base = Slots(c, {});
+    int best = base;
+    for (const auto& [v, f] : c.victims) {
+      if (best - base >= want) break;
+      if (chosen_.contains(v)) continue;
+      add->push_back(v);
+      best = Slots(c, *add);
+    }
+    if (best == base) add->clear();
+    return best - base;
+  }
+
+  void PushOffer(std::priority_queue<Offer>* heap, int32_t c, int want) {
+    if (want <= 0) return;
+    std::vector<JobSlot> add;
+    int gain = Evaluate(cands_[c], want, &add);
+    if (gain <= 0) return;
+    double t = 0;
+    for (JobSlot v : add) t += Cost(v);
+    heap->push(Offer{double(add.size()) / gain, t / gain, c, ++version_[c]});
+  }
+
+  // Adds the slots freed by `add` on every node they run on.
+  int RecountAffected(const std::vector<JobSlot>& add, int have, std::priority_queue<Offer>* heap,
+                      int need) {
+    absl::flat_hash_set<int32_t> touched;
+    for (JobSlot v : add) {
+      for (const PlacedTask& t : state_->job(v).tasks) {
+        auto it = cand_of_node_.find(t.node);
+        if (t.node >= 0 && it != cand_of_node_.end()) touched.insert(it->second);
+      }
+    }
+    std::vector<int32_t> sorted(touched.begin(), touched.end());
+    std::sort(sorted.begin(), sorted.end());
+    for (int32_t c : sorted) {
+      for (JobSlot v : add) chosen_.erase(v);
+      int old_slots = Slots(cands_[c], {});
+      for (JobSlot v : add) chosen_.insert(v);
+      have += Slots(cands_[c], {}) - old_slots;
+    }
+    for (int32_t c : sorted) PushOffer(heap, c, need - have);
+    return have;
+  }
+
+  ClusterState* state_;
+  absl::Time now_;
+  const RoleRequest* main_ = nullptr;
+  int need_ = 0;
+  std::vector<Candidate> cands_;
+  absl::flat_hash_map<NodeId, int32_t> cand_of_node_;
+  std::vector<uint32_t> version_;
+  absl::flat_hash_set<JobSlot> chosen_;
+};
+
+// Tentatively frees `victims` and tries to place j; restores everything.
+bool WouldFit(ClusterState* state, GangPlacer* placer, JobSlot j,
+              const std::vector<JobSlot>& victims, std::vector<NodeId>* nodes) {
+  std::vector<std::vector<PlacedTask>> saved;
+  for (JobSlot v : victims) {
+    saved.push_back(state->job(v).tasks);
+    state->ReleaseAllTasks(v);
+  }
+  PlaceResult r = placer->Place(j);
+  if (r.placed) {
+    state->ReleaseAllTasks(j);
+    if (nodes != nullptr) *nodes = r.nodes;
+  }
+  for (size_t i = 0; i < victims.size(); ++i) {
+    for (const PlacedTask& t : saved[i]) {
+      if (t.node >= 0) state->AllocateTask(victims[i], t.role, t.index, t.node, t.allocation);
+    }
+  }
+  return r.placed;
+}
+
+}  // namespace
+
+std::optional<VictimChoice> ChooseVictims(ClusterState* state, GangPlacer* placer, JobSlot j,
+                                          const std::function<bool(const JobState&)>& eligible,
+                                          absl::Time now) {
+  Search search(state, j, eligible, now);
+  for (int extra : {0, 1, 4}) {
+    std::optional<std::vector<JobSlot>> victims = search.Select(extra);
+    if (!victims.has_value()) return std::nullopt;
+    VictimChoice choice{.victims = *victims};
+    if (!WouldFit(state, placer, j, choice.victims, &choice.nodes)) continue;
+    // Prune: drop victims (most expensive first) the job can do without.
+    auto cost = [&](JobSlot v) {
+      const JobState& job = state->job(v);
+      return std::make_pair(double(job.used.gpus) * absl::ToDoubleSeconds(now - job.start_time),
+                            -v);
+    };
+    std::sort(choice.victims.begin(), choice.victims.end(),
+              [&](JobSlot a, JobSlot b) { return cost(a) < cost(b); });
+    for (size_t i = choice.victims.size(); i-- > 0;) {
+      std::vector<JobSlot> fewer = choice.victims;
+      fewer.erase(fewer.begin() + static_cast<long>(i));
+      std::vector<NodeId> nodes;
+      if (WouldFit(state, placer, j, fewer, &nodes)) {
+        choice.victims = std::move(fewer);
+        choice.nodes = std::move(nodes);
+      }
+    }
+    return choice;
+  }
+  return std::nullopt;
+}
+
+}  // namespace trainyard::core
+

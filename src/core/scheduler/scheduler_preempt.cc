@@ -1,0 +1,114 @@
+// Scheduler: priority preemption, queue reclaim, the anti-starvation
+// reservation, and pending-reason reporting.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "core/policy/preemption.h"
+#include "core/scheduler/round.h"
+
+namespace trainyard::core {
+
+bool Scheduler::TryPreempt(Round& round, JobSlot j) {
+  if (round.preemption_searches >= options_.max_preemption_searches) return false;
+  ++round.preemption_searches;
+  const JobState& job = state_.job(j);
+  PriorityClass p = job.request.priority;
+  std::optional<VictimChoice> choice;
+  std::string why;
+  if (p > PriorityClass::kPtr) {
+    choice = ChooseVictims(
+        &state_, &round.placer, j,
+        [p](const JobState& v) { return v.request.priority < p; }, round.now);
+    why = absl::StrCat("preempted by ", PriorityClassName(p), " job ", job.request.id,
+                       " (priority)");
+  }
+  int32_t queue = job.queue;
+  if (!choice.has_value() && queue_policy_->MayReclaim(state_, queue, round.now)) {
+    choice = ChooseVictims(
+        &state_, &round.placer, j,
+        [&](const JobState& v) {
+          return v.request.priority <= p && queue_policy_->IsReclaimVictim(state_, queue, v.queue);
+        },
+        round.now);
+    why = absl::StrCat("preempted to return resources to queue ", job.request.queue,
+                       " (below its share) for job ", job.request.id);
+  }
+  if (!choice.has_value()) return false;
+  absl::Time deadline = round.now + options_.preemption_grace;
+  std::vector<std::string>& waiting = awaiting_[job.request.id];
+  waiting.clear();
+  for (JobSlot v : choice->victims) {
+    state_.SetPhase(v, JobPhase::kPreempting, deadline);
+    const std::string& victim_id = state_.job(v).request.id;
+    waiting.push_back(victim_id);
+    round.out->preemptions.push_back(Preemption{.victim_job_id = victim_id,
+                                                .for_job_id = job.request.id,
+                                                .reason = why,
+                                                .grace_deadline = deadline,
+                                                .tasks = state_.Assignments(v)});
+  }
+  SetReservation(job.request.id, j, choice->nodes);
+  size_t n = choice->victims.size();
+  state_.SetReason(j, absl::StrCat("waiting for ", n, n == 1 ? " preempted job" : " preempted jobs",
+                                   " to stop (grace until ",
+                                   absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", deadline,
+                                                    absl::UTCTimeZone()),
+                                   ")"));
+  return true;
+}
+
+void Scheduler::Reserve(Round& round, JobSlot j) {
+  std::optional<VictimChoice> drain = ChooseVictims(
+      &state_, &round.placer, j, [](const JobState&) { return true; }, round.now);
+  if (!drain.has_value()) return;
+  const std::string& id = state_.job(j).request.id;
+  starving_job_ = id;
+  SetReservation(id, j, drain->nodes);
+  size_t n = drain->victims.size();
+  state_.SetReason(j, absl::StrCat("holding a reservation on ", drain->nodes.size(),
+                                   drain->nodes.size() == 1 ? " node" : " nodes",
+                                   "; waiting for ", n, n == 1 ? " running job" : " running jobs",
+                                   " there to end"));
+}
+
+void Scheduler::SetReservation(const std::string& job_id, JobSlot j,
+                               const std::vector<NodeId>& nodes) {
+  ClearReservation(job_id);
+  for (NodeId n : nodes) state_.SetReservation(n, j);
+  reservations_[job_id] = {j, nodes};
+}
+
+void Scheduler::ClearReservation(const std::string& job_id) {
+  auto it = reservations_.find(job_id);
+  if (it == reservations_.end()) return;
+  const auto& [j, nodes] = it->second;
+  for (NodeId n : nodes) {
+    if (n < state_.NodeSlots() && state_.node(n).reserved_for == j) {
+      state_.SetReservation(n, -1);
+    }
+  }
+  reservations_.erase(it);
+  if (starving_job_ == job_id) starving_job_.clear();
+}
+
+void Scheduler::DropStaleReservations() {
+  std::vector<std::string> stale;
+  for (const auto& [id, nodes] : reservations_) {
+    std::optional<JobSlot> j = state_.FindJob(id);
+    if (!j.has_value() || state_.job(*j).phase != JobPhase::kPending) stale.push_back(id);
+  }
+  std::sort(stale.begin(), stale.end());
+  for (const std::string& id : stale) ClearReservation(id);
+  if (!starving_job_.empty() && !reservations_.contains(starving_job_)) starving_job_.clear();
+}
+
+void Scheduler::ReportPending(Round& round) {
+  for (size_t q = 0; q < state_.queue_names().size(); ++q) {
+    for (const PendingKey& key : state_.pending(static_cast<int32_t>(q))) {
+      const JobState& job = state_.job(key.job);
+      round.out->pending.push_back(PendingReason{.job_id = job.request.id, .reason = job.reason});
+    }
+  }
+}
+
+}  // namespace trainyard::core

@@ -1,0 +1,175 @@
+// ClusterState: allocation arithmetic on nodes, usage per queue and user,
+// the pending sets, interning of shared node attributes, and the index.
+#include <algorithm>
+
+#include "core/state/cluster_state.h"
+
+namespace trainyard::core {
+
+int32_t ClusterState::InternLabels(const Labels& labels) {
+  for (size_t i = 0; i < label_sets_.size(); ++i) {
+    if (label_sets_[i] == labels) return static_cast<int32_t>(i);
+  }
+  label_sets_.push_back(labels);
+  return static_cast<int32_t>(label_sets_.size() - 1);
+}
+
+int32_t ClusterState::InternTopology(const GpuTopology& t) {
+  for (size_t i = 0; i < topologies_.size(); ++i) {
+    if (topologies_[i] == t) return static_cast<int32_t>(i);
+  }
+  topologies_.push_back(t);
+  return static_cast<int32_t>(topologies_.size() - 1);
+}
+
+int32_t ClusterState::InternRack(std::string_view rack) {
+  for (size_t i = 0; i < racks_.size(); ++i) {
+    if (racks_[i] == rack) return static_cast<int32_t>(i);
+  }
+  racks_.emplace_back(rack);
+  rack_nodes_.emplace_back();
+  return static_cast<int32_t>(racks_.size() - 1);
+}
+
+int32_t ClusterState::InternQueue(std::string_view name) {
+  for (size_t i = 0; i < queue_names_.size(); ++i) {
+    if (queue_names_[i] == name) return static_cast<int32_t>(i);
+  }
+  queue_names_.emplace_back(name);
+  pending_.emplace_back();
+  queue_used_.emplace_back();
+  return static_cast<int32_t>(queue_names_.size() - 1);
+}
+
+int32_t ClusterState::InternUser(std::string_view user) {
+  for (size_t i = 0; i < user_names_.size(); ++i) {
+    if (user_names_[i] == user) return static_cast<int32_t>(i);
+  }
+  user_names_.emplace_back(user);
+  return static_cast<int32_t>(user_names_.size() - 1);
+}
+
+Resource ClusterState::UserUsed(int32_t queue, int32_t user) const {
+  auto it = user_used_.find((static_cast<uint64_t>(queue) << 32) | static_cast<uint32_t>(user));
+  return it == user_used_.end() ? Resource{} : it->second;
+}
+
+PendingKey ClusterState::KeyOf(JobSlot j) const {
+  const JobState& job = jobs_[j];
+  return PendingKey{.neg_priority = -static_cast<int32_t>(job.request.priority),
+                    .submit_ns = absl::ToUnixNanos(job.request.submit_time),
+                    .seq = job.seq,
+                    .job = j};
+}
+
+void ClusterState::EnterPending(JobSlot j) {
+  if (pending_[jobs_[j].queue].insert(KeyOf(j)).second) ++pending_count_;
+}
+
+void ClusterState::LeavePending(JobSlot j) {
+  if (pending_[jobs_[j].queue].erase(KeyOf(j)) > 0) --pending_count_;
+}
+
+void ClusterState::SetPhase(JobSlot j, JobPhase phase, absl::Time at) {
+  JobState& job = jobs_[j];
+  if (job.phase == phase) return;
+  if (job.phase == JobPhase::kPending) LeavePending(j);
+  job.phase = phase;
+  if (phase == JobPhase::kPending) EnterPending(j);
+  if (phase == JobPhase::kRunning) job.start_time = at;
+  if (phase == JobPhase::kPreempting) job.grace_deadline = at;
+}
+
+void ClusterState::SetReservation(NodeId n, JobSlot j) { nodes_[n].reserved_for = j; }
+
+void ClusterState::Reindex(NodeId n) {
+  const NodeState& node = nodes_[n];
+  if (!node.present || !node.schedulable) {
+    index_.Remove(n);
+    return;
+  }
+  index_.Update(n, ShapeOf(topologies_[node.topology], GpuSet(node.free.gpu_mask)));
+}
+
+void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n,
+                                const Resource& allocation) {
+  NodeState& node = nodes_[n];
+  JobState& job = jobs_[j];
+  node.free.memory_mb -= allocation.memory_mb;
+  node.free.vcores_milli -= allocation.vcores_milli;
+  node.free.gpus -= allocation.gpus;
+  node.free.gpu_mask &= ~allocation.gpu_mask;
+  if (!allocation.ports.Empty()) node.free.ports = node.free.ports.Subtract(allocation.ports);
+  int32_t pos = static_cast<int32_t>(job.tasks.size());
+  job.tasks.push_back(PlacedTask{.role = role, .index = index, .node = n, .allocation = allocation});
+  node.tasks.emplace_back(j, pos);
+  Resource scalars = ScalarsOf(allocation);
+  job.used = AddScalars(job.used, scalars);
+  queue_used_[job.queue] = AddScalars(queue_used_[job.queue], scalars);
+  Resource& user = user_used_[(static_cast<uint64_t>(job.queue) << 32) |
+                              static_cast<uint32_t>(job.user)];
+  user = AddScalars(user, scalars);
+  if (allocation.gpus > 0) Reindex(n);
+}
+
+void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
+  JobState& job = jobs_[j];
+  PlacedTask& task = job.tasks[pos];
+  if (task.node < 0) return;
+  NodeState& node = nodes_[task.node];
+  const Resource& a = task.allocation;
+  node.free.memory_mb += a.memory_mb;
+  node.free.vcores_milli += a.vcores_milli;
+  node.free.gpus += a.gpus;
+  node.free.gpu_mask |= a.gpu_mask;
+  if (!a.ports.Empty()) node.free.ports = node.free.ports.Union(a.ports);
+  auto it = std::find(node.tasks.begin(), node.tasks.end(), std::make_pair(j, pos));
+  if (it != node.tasks.end()) {
+    *it = node.tasks.back();
+    node.tasks.pop_back();
+  }
+  Resource scalars = ScalarsOf(a);
+  job.used = SubtractScalars(job.used, scalars);
+  queue_used_[job.queue] = SubtractScalars(queue_used_[job.queue], scalars);
+  uint64_t key = (static_cast<uint64_t>(job.queue) << 32) | static_cast<uint32_t>(job.user);
+  Resource& user = user_used_[key];
+  user = SubtractScalars(user, scalars);
+  if (user.memory_mb == 0 && user.vcores_milli == 0 && user.gpus == 0) user_used_.erase(key);
+  NodeId n = task.node;
+  task.node = -1;
+  if (a.gpus > 0) Reindex(n);
+}
+
+void ClusterState::ReleaseAllTasks(JobSlot j) {
+  for (size_t pos = 0; pos < jobs_[j].tasks.size(); ++pos) {
+    ReleaseTask(j, static_cast<int32_t>(pos));
+  }
+  jobs_[j].tasks.clear();
+}
+
+size_t ClusterState::ApproxBytes() const {
+  size_t bytes = sizeof(*this) + nodes_.capacity() * sizeof(NodeState) +
+                 jobs_.capacity() * sizeof(JobState);
+  for (const NodeState& node : nodes_) {
+    bytes += node.tasks.capacity() * sizeof(node.tasks[0]);
+    if (node.name.size() > 15) bytes += node.name.capacity();
+    bytes += node.free.ports.ranges().size() > 2 ? node.free.ports.ranges().size() * 8 : 0;
+  }
+  bytes += node_by_name_.capacity() * (sizeof(std::string) + sizeof(NodeId) + 1);
+  bytes += job_by_id_.capacity() * (sizeof(std::string) + sizeof(JobSlot) + 1);
+  for (const JobState& job : jobs_) {
+    bytes += job.tasks.capacity() * sizeof(PlacedTask);
+    bytes += job.request.roles.capacity() * sizeof(RoleRequest);
+    for (const std::string* s : {&job.request.id, &job.request.name, &job.request.user,
+                                 &job.request.queue}) {
+      if (s->size() > 15) bytes += s->capacity();
+    }
+  }
+  // Pending set nodes: key plus red-black tree overhead.
+  bytes += pending_count_ * (sizeof(PendingKey) + 32);
+  // Index: one slot per node in a bucket plus key and position.
+  bytes += index_.size() * (sizeof(int32_t) * 3);
+  return bytes;
+}
+
+}  // namespace trainyard::core
