@@ -45,6 +45,11 @@ inline std::string ReadFileOrEmpty(const std::string& path) {
   return out.str();
 }
 
+// Path of a file under src/agent/testdata (found beside this header).
+inline std::string TestDataPath(const std::string& name) {
+  return (std::filesystem::path(__FILE__).parent_path() / "testdata" / name).string();
+}
+
 // Polls `condition` until it holds or `timeout` passes; returns its last value.
 inline bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(10)) {
   absl::Time deadline = absl::Now() + timeout;
