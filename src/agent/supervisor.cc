@@ -133,6 +133,14 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
       return absl::AlreadyExistsError(absl::StrCat("task ", launch.key.ToString(), " is already ",
                                                    TaskStateName(it->second->state)));
     }
+    core::GpuSet taken;
+    for (const auto& [key, other] : tasks_) {
+      if (key != launch.key && !IsFinal(other->state)) taken = taken | (other->launch.gpus & launch.gpus);
+    }
+    if (!taken.Empty()) {
+      return absl::FailedPreconditionError(absl::StrCat("task ", launch.key.ToString(), ": GPUs ",
+                                                        taken.ToString(), " are held by another task"));
+    }
     auto task = std::make_unique<Task>();
     task->attempt = launch.attempt;
     task->launch = std::move(launch);

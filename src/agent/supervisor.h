@@ -64,8 +64,8 @@ class Supervisor {
   ~Supervisor();
 
   // Starts a task. Errors: an empty command, a working_dir that does not
-  // exist, a negative max_restarts or limit, or a task with the same key
-  // that has not ended. The launch itself is asynchronous: failures to start
+  // exist, a negative max_restarts or limit, a task with the same key that
+  // has not ended, or GPUs held by another task that has not ended. The launch itself is asynchronous: failures to start
   // (command not found) arrive as a FAILED status with the reason.
   absl::Status Launch(TaskLaunch launch);
   // Kills a task: SIGTERM to its process group, SIGKILL after its

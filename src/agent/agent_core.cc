@@ -1,0 +1,147 @@
+// AgentCore: node discovery at start, heartbeat snapshots, and task launch
+// checks in front of the supervisor.
+#include "agent/agent_core.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "agent/ports_in_use.h"
+#include "common/logging.h"
+
+namespace trainyard::agent {
+namespace {
+
+constexpr char kComponent[] = "agent";
+
+std::string HostName() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+absl::Status FillNodeIdentity(const AgentConfig& config, NodeInfo* node) {
+  node->name = config.node_name.empty() ? HostName() : config.node_name;
+  node->address = config.address.empty() ? node->name : config.address;
+  node->rack = config.rack;
+  node->data_center = config.data_center;
+  node->labels = config.labels;
+  if (config.port_range.empty()) {
+    node->port_range = DefaultServingRange(config.proc_root);
+  } else {
+    absl::StatusOr<core::PortRanges> range = core::PortRanges::Parse(config.port_range);
+    if (!range.ok()) return absl::InvalidArgumentError(absl::StrCat("port_range: ", range.status().message()));
+    node->port_range = *range;
+  }
+  if (config.memory_mb < 0 || config.vcores_milli < 0) {
+    return absl::InvalidArgumentError("memory_mb and vcores_milli: must be >= 0 (0 = detect)");
+  }
+  node->memory_mb = config.memory_mb;
+  if (node->memory_mb == 0) {
+    absl::StatusOr<int64_t> total = ReadMemTotalMb(config.proc_root);
+    if (!total.ok()) return total.status();
+    node->memory_mb = *total;
+  }
+  node->vcores_milli = config.vcores_milli > 0 ? config.vcores_milli : AvailableVcoresMilli();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ReadMemTotalMb(const std::string& proc_root) {
+  std::string path = proc_root + "/meminfo";
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot read ", path, "; set memory_mb in the config"));
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<absl::string_view> parts = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    int64_t kb = 0;
+    if (parts.size() >= 2 && parts[0] == "MemTotal:" && absl::SimpleAtoi(parts[1], &kb)) return kb / 1024;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(path, " has no \"MemTotal: N kB\" line"));
+}
+
+int64_t AvailableVcoresMilli() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return int64_t{1000} * CPU_COUNT(&set);
+  return int64_t{1000} * sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& config,
+                                                            TaskListener* listener,
+                                                            GpuDiscoveryPtr discovery) {
+  if (config.data_dir.empty()) return absl::InvalidArgumentError("data_dir: must be set");
+  std::unique_ptr<AgentCore> agent(new AgentCore());
+  if (absl::Status s = FillNodeIdentity(config, &agent->node_); !s.ok()) return s;
+  agent->proc_root_ = config.proc_root;
+  agent->ownerless_ = config.ownerless;
+  if (discovery == nullptr) {
+    absl::StatusOr<GpuDiscoveryPtr> chosen = ChooseGpuDiscovery(config.gpu);
+    if (!chosen.ok()) return chosen.status();
+    discovery = *std::move(chosen);
+  }
+  agent->discovery_ = std::move(discovery);
+  absl::StatusOr<GpuInventory> inventory = agent->discovery_->Discover();
+  if (!inventory.ok()) {
+    return absl::UnavailableError(absl::StrCat("GPU discovery (", agent->discovery_->Name(),
+                                               "): ", inventory.status().message()));
+  }
+  ResourceLimiter* limiter = config.limiter;
+  if (limiter == nullptr) {
+    agent->owned_limiter_ = DetectResourceLimiter();
+    limiter = agent->owned_limiter_.get();
+  }
+  absl::StatusOr<std::unique_ptr<Supervisor>> supervisor =
+      Supervisor::Create({.data_dir = config.data_dir, .limiter = limiter, .listener = listener});
+  if (!supervisor.ok()) return supervisor.status();
+  agent->supervisor_ = *std::move(supervisor);
+  if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();
+  NodeInfo& node = agent->node_;
+  node.gpus = inventory->gpus;
+  node.topology = inventory->topology;
+  node.gpu_source = inventory->source;
+  node.limiter = limiter->kind();
+  node.excluded_gpus = OwnerlessBusyGpus(node.gpus, agent->supervisor_->GpusInUse(), config.ownerless);
+  Log(LogLevel::kInfo, kComponent, "node %s: %d GPUs (%s), %d MiB, %d millicores, ports %s%s",
+      node.name, static_cast<int>(node.gpus.size()), node.gpu_source, node.memory_mb,
+      node.vcores_milli, node.port_range.ToString(),
+      node.excluded_gpus.Empty() ? "" : absl::StrCat(", excluded GPUs ", node.excluded_gpus.ToString()));
+  return agent;
+}
+
+absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
+  HeartbeatSnapshot snapshot;
+  absl::StatusOr<GpuInventory> inventory = discovery_->Discover();
+  if (!inventory.ok()) {
+    return absl::UnavailableError(absl::StrCat("GPU discovery (", discovery_->Name(), "): ",
+                                               inventory.status().message()));
+  }
+  snapshot.gpus = std::move(inventory->gpus);
+  absl::StatusOr<core::PortRanges> ports = ReadPortsInUse(proc_root_);
+  if (!ports.ok()) return ports.status();
+  snapshot.ports_in_use = *std::move(ports);
+  snapshot.tasks = supervisor_->Snapshot();
+  snapshot.gpus_in_use = supervisor_->GpusInUse();
+  snapshot.excluded_gpus = OwnerlessBusyGpus(snapshot.gpus, snapshot.gpus_in_use, ownerless_);
+  return snapshot;
+}
+
+absl::Status AgentCore::Launch(TaskLaunch launch) {
+  int gpu_count = static_cast<int>(node_.gpus.size());
+  core::GpuSet outside = launch.gpus - core::GpuSet::FirstN(gpu_count);
+  if (!outside.Empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("task ", launch.key.ToString(), ": GPUs ",
+                                                   outside.ToString(), " do not exist on node ",
+                                                   node_.name, " (", gpu_count, " GPUs)"));
+  }
+  return supervisor_->Launch(std::move(launch));
+}
+
+absl::Status AgentCore::Kill(const TaskKey& key) { return supervisor_->Kill(key); }
+
+}  // namespace trainyard::agent

@@ -1,0 +1,113 @@
+// AgentCore: everything the node agent does on its node, behind one facade
+// that the server connection drives. It discovers the node (GPUs, topology,
+// memory, cores, serving ports) for registration, builds heartbeat snapshots
+// (GPU memory use, ownerless GPUs, ports in use, task states), launches and
+// kills tasks through the supervisor, and gives access to task logs. Status
+// changes leave through the TaskListener given at Start. No networking here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "agent/gpu_discovery.h"
+#include "agent/resource_limiter.h"
+#include "agent/supervisor.h"
+#include "agent/task.h"
+#include "core/resources/gpu_set.h"
+#include "core/resources/gpu_topology.h"
+#include "core/resources/port_ranges.h"
+
+namespace trainyard::agent {
+
+struct AgentConfig {
+  std::string node_name;  // "" = the host name
+  std::string address;    // "" = the node name
+  std::string rack;
+  std::string data_center;
+  std::map<std::string, std::string> labels;
+  std::string data_dir;   // required
+  GpuDiscoveryOptions gpu;
+  OwnerlessGpuOptions ownerless;      // gpu_exclude_ownerless_gpu.*
+  std::string port_range;             // "" = [1-65535] minus <1024 and the ephemeral range
+  int64_t memory_mb = 0;              // 0 = MemTotal from /proc/meminfo
+  int64_t vcores_milli = 0;           // 0 = 1000 per CPU this process may run on
+  std::string proc_root = "/proc";    // tests point this at recorded files
+  ResourceLimiter* limiter = nullptr; // nullptr = DetectResourceLimiter()
+  bool adopt_tasks = true;            // re-adopt tasks of an earlier agent at Start
+};
+
+// What the agent registers with (mirrors trainyard.v1.NodeInfo).
+struct NodeInfo {
+  std::string name;
+  std::string address;
+  std::string rack;
+  std::string data_center;
+  std::map<std::string, std::string> labels;
+  int64_t memory_mb = 0;
+  int64_t vcores_milli = 0;
+  std::vector<GpuInfo> gpus;
+  core::GpuTopology topology;
+  core::PortRanges port_range;   // the ports the node serves
+  core::GpuSet excluded_gpus;    // busy with processes Trainyard did not start
+  std::string gpu_source;        // "nvml", "nvidia-smi", "simulated"
+  LimiterKind limiter = LimiterKind::kRlimit;
+};
+
+// One heartbeat's worth of node state.
+struct HeartbeatSnapshot {
+  std::vector<GpuInfo> gpus;         // memory use now
+  core::GpuSet gpus_in_use;          // held by our tasks that have not ended
+  core::GpuSet excluded_gpus;        // ownerless busy GPUs now
+  core::PortRanges ports_in_use;     // every local port in use on the node
+  std::vector<TaskStatus> tasks;
+};
+
+class AgentCore {
+ public:
+  // Discovers the node, starts the supervisor and (unless disabled) re-adopts
+  // the tasks an earlier agent left running. `discovery` overrides the
+  // choice from config.gpu (tests pass simulated GPUs they can mark busy).
+  // Errors name the config field (data_dir, port_range, gpu options).
+  static absl::StatusOr<std::unique_ptr<AgentCore>> Start(const AgentConfig& config,
+                                                          TaskListener* listener,
+                                                          GpuDiscoveryPtr discovery = nullptr);
+
+  const NodeInfo& node_info() const { return node_; }
+  // Statuses of the tasks re-adopted at Start.
+  const std::vector<TaskStatus>& adopted() const { return adopted_; }
+
+  // Reads GPU memory use, ports in use and task states now. An error when
+  // GPU discovery or /proc/net reading fails, with the reason.
+  absl::StatusOr<HeartbeatSnapshot> Heartbeat();
+
+  // Launches a task after checking its GPUs exist on this node
+  // (InvalidArgument naming them); the supervisor rejects GPUs held by
+  // another task (FailedPrecondition naming them).
+  absl::Status Launch(TaskLaunch launch);
+  absl::Status Kill(const TaskKey& key);
+  const TaskLogs& logs() const { return supervisor_->logs(); }
+  Supervisor& supervisor() { return *supervisor_; }
+
+ private:
+  AgentCore() = default;
+
+  GpuDiscoveryPtr discovery_;
+  ResourceLimiterPtr owned_limiter_;
+  std::unique_ptr<Supervisor> supervisor_;
+  OwnerlessGpuOptions ownerless_;
+  std::string proc_root_;
+  NodeInfo node_;
+  std::vector<TaskStatus> adopted_;
+};
+
+// MemTotal of PROC_ROOT/meminfo in MiB; an error naming the file.
+absl::StatusOr<int64_t> ReadMemTotalMb(const std::string& proc_root = "/proc");
+// 1000 per CPU this process may run on (its affinity mask).
+int64_t AvailableVcoresMilli();
+
+}  // namespace trainyard::agent
