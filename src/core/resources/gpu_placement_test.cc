@@ -38,6 +38,15 @@ TEST(GpuPlacementTest, OneGpuTakesTheHalfUsedSwitch) {
   EXPECT_EQ(Choose(Topo(kDgx), "0-2,4-7", 1), "2 switch");
 }
 
+TEST(GpuPlacementTest, TheTableInDocsResources) {
+  GpuTopology t = Topo(kDgx);
+  EXPECT_EQ(Choose(t, "0-2,4-7", 1), "2 switch");
+  EXPECT_EQ(Choose(t, "0-2,4-7", 2), "0-1 switch");
+  EXPECT_EQ(Choose(t, "0-2,4-7", 3), "0-2 socket");
+  EXPECT_EQ(Choose(t, "0-2,4-7", 4), "4-7 socket");
+  EXPECT_EQ(Choose(t, "0-2,4-7", 5), "0-2,4-5 node");
+}
+
 TEST(GpuPlacementTest, SwitchTieGoesToTheBusierSocket) {
   // Switches 0-1 and 6-7 both have 2 free; socket 4-7 has fewer free GPUs.
   EXPECT_EQ(Choose(Topo(kDgx), "0-3,6-7", 2), "6-7 switch");
