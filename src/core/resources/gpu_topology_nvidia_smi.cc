@@ -62,13 +62,14 @@ bool IsLinkType(absl::string_view cell) {
 }
 
 absl::Status ParseHeader(const std::vector<std::string>& tokens, TopoTable* t) {
+  bool in_devices = true;
   for (size_t i = 0; i < tokens.size(); ++i) {
     const bool next_is_affinity = i + 1 < tokens.size() && tokens[i + 1] == "Affinity";
     if (tokens[i] == "CPU" && next_is_affinity) t->has_cpu_affinity = true;
     if (tokens[i] == "NUMA" && next_is_affinity) t->has_numa_affinity = true;
-    if (tokens[i] == "CPU" || tokens[i] == "NUMA" || (tokens[i] == "GPU" && i + 1 < tokens.size()))
-      break;
-    if (!t->has_cpu_affinity && !t->has_numa_affinity) t->columns.push_back(tokens[i]);
+    // Device columns end where the multi-word affinity headers begin.
+    if (tokens[i] == "CPU" || tokens[i] == "NUMA" || tokens[i] == "GPU") in_devices = false;
+    if (in_devices) t->columns.push_back(tokens[i]);
   }
   while (t->gpu_count < static_cast<int>(t->columns.size()) &&
          t->columns[t->gpu_count] == absl::StrCat("GPU", t->gpu_count)) {

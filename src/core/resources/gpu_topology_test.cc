@@ -163,6 +163,17 @@ TEST(GpuTopologyTest, ParsesTabsAndEscapesOfNewerDrivers) {
   EXPECT_EQ(t->ToSpec(), "gpus=2;switches=0,1;sockets=0-1");
 }
 
+TEST(GpuTopologyTest, NumaAffinityWinsOverCpuAffinity) {
+  std::string text =
+      "        GPU0    GPU1    GPU2    CPU Affinity    NUMA Affinity\n"
+      "GPU0     X      PHB     PHB     0-63            0\n"
+      "GPU1    PHB      X      PHB     0-63            1\n"
+      "GPU2    PHB     PHB      X      0-63            1\n";
+  absl::StatusOr<GpuTopology> t = GpuTopology::FromNvidiaSmiTopo(text);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->ToSpec(), "gpus=3;switches=0,1,2;sockets=0,1-2");
+}
+
 std::string TopoError(const std::string& text) {
   absl::StatusOr<GpuTopology> t = GpuTopology::FromNvidiaSmiTopo(text);
   return t.ok() ? "OK: " + t->ToSpec() : std::string(t.status().message());
