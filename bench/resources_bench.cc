@@ -10,6 +10,7 @@
 #include "benchmark/benchmark.h"
 #include "core/resources/gpu_placement.h"
 #include "core/resources/gpu_topology.h"
+#include "core/resources/node_resources.h"
 #include "core/resources/port_ranges.h"
 
 namespace trainyard::core {
@@ -94,6 +95,36 @@ void BM_BestTightness8(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_BestTightness8);
+
+// A whole task request (memory, vcores, GPUs, 2 ports) on a partly used node.
+void BM_PlaceOnNode8(benchmark::State& state) {
+  Resource capacity;
+  capacity.memory_mb = 512 * 1024;
+  capacity.vcores_milli = 64 * 1000;
+  capacity.gpus = 8;
+  capacity.ports = *PortRanges::Of(30000, 40000);
+  GpuTopology topo = Topo("switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7");
+  std::vector<NodeResources> nodes;
+  std::vector<Case> cases = MakeCases(8, 0.4, {1, 1, 2, 2, 4}, false);
+  for (const Case& c : cases) {
+    NodeResources node = *NodeResources::Create(capacity, topo);
+    node.free.gpu_mask = c.free.bits();
+    node.free.gpus = c.free.Count();
+    nodes.push_back(node);
+  }
+  Resource request;
+  request.memory_mb = 16 * 1024;
+  request.vcores_milli = 4000;
+  request.port_count = 2;
+  size_t i = 0;
+  for (auto _ : state) {
+    size_t k = i++ & (kCases - 1);
+    request.gpus = cases[k].count;
+    absl::StatusOr<TaskPlacement> p = PlaceOnNode(nodes[k], request);
+    benchmark::DoNotOptimize(p);
+  }
+}
+BENCHMARK(BM_PlaceOnNode8);
 
 // 1000 ranges of 10 ports with gaps of 5: 10000..24994.
 PortRanges Fragmented() {
