@@ -8,14 +8,29 @@
 #include <queue>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/container/flat_hash_set.h"
 
 namespace trainyard::core {
 namespace {
 
+using Victims = absl::InlinedVector<JobSlot, 8>;
+
+// Scalars a victim frees on one node.
+struct Freed {
+  int64_t memory_mb = 0;
+  int64_t vcores_milli = 0;
+  int32_t gpus = 0;
+  void Add(const Freed& o) {
+    memory_mb += o.memory_mb;
+    vcores_milli += o.vcores_milli;
+    gpus += o.gpus;
+  }
+};
+
 struct Candidate {
   NodeId node;
-  std::vector<std::pair<JobSlot, Resource>> victims;  // freed per victim job, cheapest first
+  absl::InlinedVector<std::pair<JobSlot, Freed>, 8> victims;  // freed per job, cheapest first
 };
 
 struct Offer {
@@ -32,9 +47,9 @@ struct Offer {
 
 class Search {
  public:
-  Search(ClusterState* state, JobSlot j, const std::function<bool(const JobState&)>& eligible,
+  Search(ClusterState* state, JobSlot j, const std::function<bool(const JobBrief&)>& eligible,
          absl::Time now)
-      : state_(state), now_(now) {
+      : state_(state), now_(now), cost_(state->JobSlots(), -1.0) {
     const JobRequest& job = state->job(j).request;
     for (const RoleRequest& r : job.roles) {
       if (main_ == nullptr || r.resource.gpus > main_->resource.gpus) main_ = &r;
@@ -47,7 +62,7 @@ class Search {
   std::optional<std::vector<JobSlot>> Select(int extra_slots) {
     int need = need_ + extra_slots;
     int have = 0;
-    chosen_.clear();
+    chosen_.assign(state_->JobSlots(), 0);
     std::priority_queue<Offer> heap;
     version_.assign(cands_.size(), 0);
     for (size_t c = 0; c < cands_.size(); ++c) {
@@ -59,11 +74,11 @@ class Search {
       Offer top = heap.top();
       heap.pop();
       if (top.version != version_[top.cand]) continue;
-      std::vector<JobSlot> add;
+      Victims add;
       int gain = Evaluate(cands_[top.cand], need - have, &add);
       if (gain <= 0) continue;
       for (JobSlot v : add) {
-        chosen_.insert(v);
+        chosen_[v] = 1;
         chosen.push_back(v);
       }
       have = RecountAffected(add, have, &heap, need);
@@ -73,7 +88,7 @@ class Search {
   }
 
  private:
-  void Collect(JobSlot j, const std::function<bool(const JobState&)>& eligible) {
+  void Collect(JobSlot j, const std::function<bool(const JobBrief&)>& eligible) {
     for (NodeId n = 0; n < state_->NodeSlots(); ++n) {
       const NodeState& node = state_->node(n);
       if (!node.present || !node.schedulable) continue;
@@ -86,14 +101,21 @@ class Search {
         continue;
       }
       Candidate c{.node = n};
-      absl::flat_hash_map<JobSlot, Resource> freed;
-      for (const auto& [v, pos] : node.tasks) {
-        const JobState& victim = state_->job(v);
+      for (const NodeTask& t : node.tasks) {
+        JobSlot v = t.job;
+        const JobBrief& victim = state_->brief(v);
         if (victim.phase != JobPhase::kRunning || !eligible(victim)) continue;
-        Resource& f = freed[v];
-        f = AddScalars(f, victim.tasks[pos].allocation);
+        auto it = std::find_if(c.victims.begin(), c.victims.end(),
+                               [v](const auto& e) { return e.first == v; });
+        if (it == c.victims.end()) {
+          c.victims.emplace_back(v, Freed{});
+          it = c.victims.end() - 1;
+        }
+        it->second.gpus += t.gpus;
+        it->second.memory_mb += t.memory_mb;
+        it->second.vcores_milli += t.vcores_milli;
       }
-      for (auto& [v, r] : freed) c.victims.emplace_back(v, r);
+      if (c.victims.empty() && SlotsIn(FreeOf(n)) == 0) continue;
       std::sort(c.victims.begin(), c.victims.end(), [&](const auto& a, const auto& b) {
         return std::make_pair(Cost(a.first), a.first) < std::make_pair(Cost(b.first), b.first);
       });
@@ -102,12 +124,21 @@ class Search {
     }
   }
 
+  // GPU-seconds job v would lose; cached per job slot.
   double Cost(JobSlot v) const {
-    const JobState& job = state_->job(v);
-    return double(job.used.gpus) * absl::ToDoubleSeconds(now_ - job.start_time);
+    if (cost_[v] < 0) {
+      const JobBrief& job = state_->brief(v);
+      cost_[v] = double(job.gpus) * absl::ToDoubleSeconds(now_ - job.start_time);
+    }
+    return cost_[v];
   }
 
-  int SlotsIn(const Resource& r) const {
+  Freed FreeOf(NodeId n) const {
+    const Resource& f = state_->node(n).free;
+    return Freed{.memory_mb = f.memory_mb, .vcores_milli = f.vcores_milli, .gpus = f.gpus};
+  }
+
+  int SlotsIn(const Freed& r) const {
     const Resource& want = main_->resource;
     int64_t s = kMaxGpus;
     if (want.gpus > 0) s = std::min<int64_t>(s, r.gpus / want.gpus);
@@ -117,33 +148,77 @@ class Search {
   }
 
   // Task slots on a candidate with chosen_ (plus `extra`) gone.
-  int Slots(const Candidate& c, const std::vector<JobSlot>& extra) const {
-    Resource r = ScalarsOf(state_->node(c.node).free);
+  int Slots(const Candidate& c, const Victims& extra) const {
+    Freed r = FreeOf(c.node);
     for (const auto& [v, f] : c.victims) {
-      if (chosen_.contains(v) || std::find(extra.begin(), extra.end(), v) != extra.end()) {
-        r = AddScalars(r, f);
+      if (chosen_[v] || std::find(extra.begin(), extra.end(), v) != extra.end()) {
+        r.Add(f);
       }
     }
     return SlotsIn(r);
   }
 
-  // Cheapest unchosen victims on c that gain up to `want` slots.
-  int Evaluate(const Candidate& c, int want, std::vector<JobSlot>* add) const {
+  // Unchosen victims on c, taken in `order` until `want` slots are gained;
+  // keeps the prefix with the fewest victims per slot gained (then the
+  // least GPU-time per slot).
+  int Take(const Candidate& c, int want, const absl::InlinedVector<int, 8>& order,
+           Victims* add) const {
     int base = Slots(c, {});
-    int best = base;
-    for (const auto& [v, f] : c.victims) {
-      if (best - base >= want) break;
-      if (chosen_.contains(v)) continue;
-      add->push_back(v);
-      best = Slots(c, *add);
+    Victims prefix;
+    double time = 0;
+    std::pair<double, double> best_score(1e18, 1e18);
+    int best_gain = 0;
+    size_t best_len = 0;
+    for (int i : order) {
+      JobSlot v = c.victims[i].first;
+      if (chosen_[v]) continue;
+      prefix.push_back(v);
+      time += Cost(v);
+      int gain = std::min(want, Slots(c, prefix) - base);
+      if (gain > 0) {
+        std::pair<double, double> score(double(prefix.size()) / gain, time / gain);
+        if (score < best_score) {
+          best_score = score;
+          best_gain = gain;
+          best_len = prefix.size();
+        }
+      }
+      if (gain >= want) break;
     }
-    if (best == base) add->clear();
-    return best - base;
+    prefix.resize(best_len);
+    *add = std::move(prefix);
+    return best_gain;
+  }
+
+  // The better of "cheapest first" and "largest first" on c: fewer new
+  // victim jobs per slot gained, then less GPU-time per slot.
+  int Evaluate(const Candidate& c, int want, Victims* add) const {
+    absl::InlinedVector<int, 8> cheap(c.victims.size());
+    for (size_t i = 0; i < cheap.size(); ++i) cheap[i] = static_cast<int>(i);
+    absl::InlinedVector<int, 8> large = cheap;
+    std::stable_sort(large.begin(), large.end(), [&](int a, int b) {
+      return c.victims[a].second.gpus > c.victims[b].second.gpus;
+    });
+    Victims a, b;
+    int ga = Take(c, want, cheap, &a);
+    int gb = Take(c, want, large, &b);
+    auto score = [&](const Victims& set, int gain) {
+      double t = 0;
+      for (JobSlot v : set) t += Cost(v);
+      return gain <= 0 ? std::make_pair(1e18, 1e18)
+                       : std::make_pair(double(set.size()) / gain, t / gain);
+    };
+    if (score(b, gb) < score(a, ga)) {
+      *add = std::move(b);
+      return gb;
+    }
+    *add = std::move(a);
+    return ga;
   }
 
   void PushOffer(std::priority_queue<Offer>* heap, int32_t c, int want) {
     if (want <= 0) return;
-    std::vector<JobSlot> add;
+    Victims add;
     int gain = Evaluate(cands_[c], want, &add);
     if (gain <= 0) return;
     double t = 0;
@@ -152,7 +227,7 @@ class Search {
   }
 
   // Adds the slots freed by `add` on every node they run on.
-  int RecountAffected(const std::vector<JobSlot>& add, int have, std::priority_queue<Offer>* heap,
+  int RecountAffected(const Victims& add, int have, std::priority_queue<Offer>* heap,
                       int need) {
     absl::flat_hash_set<int32_t> touched;
     for (JobSlot v : add) {
@@ -164,9 +239,9 @@ class Search {
     std::vector<int32_t> sorted(touched.begin(), touched.end());
     std::sort(sorted.begin(), sorted.end());
     for (int32_t c : sorted) {
-      for (JobSlot v : add) chosen_.erase(v);
+      for (JobSlot v : add) chosen_[v] = 0;
       int old_slots = Slots(cands_[c], {});
-      for (JobSlot v : add) chosen_.insert(v);
+      for (JobSlot v : add) chosen_[v] = 1;
       have += Slots(cands_[c], {}) - old_slots;
     }
     for (int32_t c : sorted) PushOffer(heap, c, need - have);
@@ -180,7 +255,8 @@ class Search {
   std::vector<Candidate> cands_;
   absl::flat_hash_map<NodeId, int32_t> cand_of_node_;
   std::vector<uint32_t> version_;
-  absl::flat_hash_set<JobSlot> chosen_;
+  std::vector<char> chosen_;  // by job slot
+  mutable std::vector<double> cost_;
 };
 
 // Tentatively frees `victims` and tries to place j; restores everything.
@@ -207,7 +283,7 @@ bool WouldFit(ClusterState* state, GangPlacer* placer, JobSlot j,
 }  // namespace
 
 std::optional<VictimChoice> ChooseVictims(ClusterState* state, GangPlacer* placer, JobSlot j,
-                                          const std::function<bool(const JobState&)>& eligible,
+                                          const std::function<bool(const JobBrief&)>& eligible,
                                           absl::Time now) {
   Search search(state, j, eligible, now);
   for (int extra : {0, 1, 4}) {

@@ -26,7 +26,7 @@ struct VictimChoice {
 // search places and releases tentatively). GPU-time lost is GPUs held times
 // the time since the victim started, at `now`.
 std::optional<VictimChoice> ChooseVictims(ClusterState* state, GangPlacer* placer, JobSlot j,
-                                          const std::function<bool(const JobState&)>& eligible,
+                                          const std::function<bool(const JobBrief&)>& eligible,
                                           absl::Time now);
 
 }  // namespace trainyard::core

@@ -18,7 +18,7 @@ bool Scheduler::TryPreempt(Round& round, JobSlot j) {
   if (p > PriorityClass::kPtr) {
     choice = ChooseVictims(
         &state_, &round.placer, j,
-        [p](const JobState& v) { return v.request.priority < p; }, round.now);
+        [p](const JobBrief& v) { return v.priority < p; }, round.now);
     why = absl::StrCat("preempted by ", PriorityClassName(p), " job ", job.request.id,
                        " (priority)");
   }
@@ -26,8 +26,8 @@ bool Scheduler::TryPreempt(Round& round, JobSlot j) {
   if (!choice.has_value() && queue_policy_->MayReclaim(state_, queue, round.now)) {
     choice = ChooseVictims(
         &state_, &round.placer, j,
-        [&](const JobState& v) {
-          return v.request.priority <= p && queue_policy_->IsReclaimVictim(state_, queue, v.queue);
+        [&](const JobBrief& v) {
+          return v.priority <= p && queue_policy_->IsReclaimVictim(state_, queue, v.queue);
         },
         round.now);
     why = absl::StrCat("preempted to return resources to queue ", job.request.queue,
@@ -59,7 +59,7 @@ bool Scheduler::TryPreempt(Round& round, JobSlot j) {
 
 void Scheduler::Reserve(Round& round, JobSlot j) {
   std::optional<VictimChoice> drain = ChooseVictims(
-      &state_, &round.placer, j, [](const JobState&) { return true; }, round.now);
+      &state_, &round.placer, j, [](const JobBrief&) { return true; }, round.now);
   if (!drain.has_value()) return;
   const std::string& id = state_.job(j).request.id;
   starving_job_ = id;

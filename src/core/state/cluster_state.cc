@@ -103,7 +103,7 @@ absl::Status ClusterState::RemoveNode(std::string_view name, std::vector<std::st
   if (!n.ok()) return n.status();
   NodeState& node = nodes_[*n];
   std::vector<JobSlot> jobs;
-  for (const auto& [j, pos] : node.tasks) jobs.push_back(j);
+  for (const NodeTask& t : node.tasks) jobs.push_back(t.job);
   std::sort(jobs.begin(), jobs.end());
   jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
   for (JobSlot j : jobs) {
@@ -169,6 +169,7 @@ absl::Status ClusterState::AddJob(const JobRequest& job) {
   } else {
     j = static_cast<JobSlot>(jobs_.size());
     jobs_.emplace_back();
+    briefs_.emplace_back();
   }
   JobState& state = jobs_[j];
   state = JobState{};
@@ -178,6 +179,7 @@ absl::Status ClusterState::AddJob(const JobRequest& job) {
   state.seq = next_seq_++;
   state.live = true;
   state.phase = JobPhase::kPending;
+  briefs_[j] = JobBrief{.priority = job.priority, .queue = state.queue};
   job_by_id_.emplace(job.id, j);
   ++job_count_;
   EnterPending(j);
@@ -191,6 +193,7 @@ absl::Status ClusterState::RemoveJob(std::string_view id) {
   if (jobs_[*j].phase == JobPhase::kPending) LeavePending(*j);
   job_by_id_.erase(jobs_[*j].request.id);
   jobs_[*j] = JobState{};
+  briefs_[*j] = JobBrief{};
   free_job_slots_.push_back(*j);
   --job_count_;
   return absl::OkStatus();

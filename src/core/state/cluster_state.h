@@ -61,14 +61,36 @@ struct TaskAssignment {
   Resource allocation;  // memory, vcores, gpus, exact gpu_mask, exact ports
 };
 
+
+
+using NodeId = int32_t;
+using JobSlot = int32_t;
+
 enum class JobPhase : int8_t {
   kPending,     // waiting to be placed
   kRunning,     // placed; holds its allocations
   kPreempting,  // chosen as a victim; holds its allocations until requeued
 };
 
-using NodeId = int32_t;
-using JobSlot = int32_t;
+// A task on a node, with the scalars it holds there, so a scan over nodes
+// (preemption) needs no trip to the job.
+struct NodeTask {
+  JobSlot job = -1;
+  int32_t pos = 0;  // index into the job's tasks
+  int32_t gpus = 0;
+  int64_t memory_mb = 0;
+  int64_t vcores_milli = 0;
+};
+
+// The few job fields a scan over many jobs reads, kept apart from JobState
+// so the scan stays in cache.
+struct JobBrief {
+  PriorityClass priority = PriorityClass::kIteration;
+  JobPhase phase = JobPhase::kPending;
+  int32_t queue = 0;
+  int32_t gpus = 0;  // GPUs held now
+  absl::Time start_time;
+};
 
 // Internal per-node record. Policies read it; only ClusterState writes it.
 struct NodeState {
@@ -82,7 +104,7 @@ struct NodeState {
   bool present = false;      // false once removed (slot reused later)
   JobSlot reserved_for = -1; // a reservation holds this node for a job
   uint64_t excluded = 0;     // GPUs out of service (busy with unknown work)
-  std::vector<std::pair<JobSlot, int32_t>> tasks;  // (job, task position)
+  std::vector<NodeTask> tasks;
 };
 
 // Internal per-task record of a running job.
@@ -156,6 +178,7 @@ class ClusterState {
   std::optional<JobSlot> FindJob(std::string_view id) const;
   const NodeState& node(NodeId n) const { return nodes_[n]; }
   const JobState& job(JobSlot j) const { return jobs_[j]; }
+  const JobBrief& brief(JobSlot j) const { return briefs_[j]; }
   NodeId NodeSlots() const { return static_cast<NodeId>(nodes_.size()); }
   JobSlot JobSlots() const { return static_cast<JobSlot>(jobs_.size()); }
   const GpuTopology& topology(NodeId n) const { return topologies_[nodes_[n].topology]; }
@@ -210,6 +233,7 @@ class ClusterState {
   absl::flat_hash_map<std::string, NodeId> node_by_name_;
   int node_count_ = 0;
   std::vector<JobState> jobs_;
+  std::vector<JobBrief> briefs_;
   std::vector<JobSlot> free_job_slots_;
   absl::flat_hash_map<std::string, JobSlot> job_by_id_;
   int job_count_ = 0;

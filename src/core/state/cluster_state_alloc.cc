@@ -75,8 +75,9 @@ void ClusterState::SetPhase(JobSlot j, JobPhase phase, absl::Time at) {
   if (job.phase == phase) return;
   if (job.phase == JobPhase::kPending) LeavePending(j);
   job.phase = phase;
+  briefs_[j].phase = phase;
   if (phase == JobPhase::kPending) EnterPending(j);
-  if (phase == JobPhase::kRunning) job.start_time = at;
+  if (phase == JobPhase::kRunning) job.start_time = briefs_[j].start_time = at;
   if (phase == JobPhase::kPreempting) job.grace_deadline = at;
 }
 
@@ -102,7 +103,12 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   if (!allocation.ports.Empty()) node.free.ports = node.free.ports.Subtract(allocation.ports);
   int32_t pos = static_cast<int32_t>(job.tasks.size());
   job.tasks.push_back(PlacedTask{.role = role, .index = index, .node = n, .allocation = allocation});
-  node.tasks.emplace_back(j, pos);
+  node.tasks.push_back(NodeTask{.job = j,
+                                .pos = pos,
+                                .gpus = allocation.gpus,
+                                .memory_mb = allocation.memory_mb,
+                                .vcores_milli = allocation.vcores_milli});
+  briefs_[j].gpus += allocation.gpus;
   Resource scalars = ScalarsOf(allocation);
   job.used = AddScalars(job.used, scalars);
   queue_used_[job.queue] = AddScalars(queue_used_[job.queue], scalars);
@@ -123,7 +129,9 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
   node.free.gpus += a.gpus;
   node.free.gpu_mask |= a.gpu_mask;
   if (!a.ports.Empty()) node.free.ports = node.free.ports.Union(a.ports);
-  auto it = std::find(node.tasks.begin(), node.tasks.end(), std::make_pair(j, pos));
+  briefs_[j].gpus -= a.gpus;
+  auto it = std::find_if(node.tasks.begin(), node.tasks.end(),
+                         [&](const NodeTask& t) { return t.job == j && t.pos == pos; });
   if (it != node.tasks.end()) {
     *it = node.tasks.back();
     node.tasks.pop_back();
@@ -149,7 +157,7 @@ void ClusterState::ReleaseAllTasks(JobSlot j) {
 
 size_t ClusterState::ApproxBytes() const {
   size_t bytes = sizeof(*this) + nodes_.capacity() * sizeof(NodeState) +
-                 jobs_.capacity() * sizeof(JobState);
+                 jobs_.capacity() * sizeof(JobState) + briefs_.capacity() * sizeof(JobBrief);
   for (const NodeState& node : nodes_) {
     bytes += node.tasks.capacity() * sizeof(node.tasks[0]);
     if (node.name.size() > 15) bytes += node.name.capacity();
