@@ -5,6 +5,7 @@
 #include "core/resources/gpu_placement.h"
 
 #include <algorithm>
+#include <random>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -206,6 +207,37 @@ TEST(GpuPlacementTest, IslandsNeverLoosenTheLevel) {
                            "gpus=8;sockets=0-3,4-7;nvlink=0+4,1+5,2+6,3+7",
                            "switches=0-1,2-3,4-5,6-7;sockets=0-1,2-3,4-5,6-7;nvlink=0-7"}) {
     CheckAgainstBruteForce(spec, /*check_fragmentation=*/false);
+  }
+}
+
+TEST(GpuPlacementTest, SixtyFourGpuNodesKeepTheRules) {
+  GpuTopology t = Topo(
+      "switches=0-3,4-7,8-11,12-15,16-19,20-23,24-27,28-31,32-35,36-39,40-43,44-47,48-51,"
+      "52-55,56-59,60-63;sockets=0-15,16-31,32-47,48-63");
+  std::mt19937_64 rng(64);
+  for (int round = 0; round < 20000; ++round) {
+    uint64_t free = rng() & rng();  // about a quarter free
+    if (round % 2) free |= rng();   // or about five eighths
+    int n = 1 + static_cast<int>(rng() % 24);
+    absl::StatusOr<GpuChoice> c = ChooseGpus(t, GpuSet(free), n, 0);
+    Tightness level = Tightness::kNone;
+    if (!BestTightness(t, GpuSet(free), n, &level)) {
+      ASSERT_FALSE(c.ok());
+      ASSERT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+      continue;
+    }
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_EQ(c->gpus.Count(), n);
+    ASSERT_TRUE(GpuSet(free).ContainsAll(c->gpus));
+    ASSERT_EQ(c->tightness, level);
+    ASSERT_EQ(TightnessOf(t, c->gpus), level);
+    if (level == Tightness::kSwitch) {  // best fit: no fitting switch has fewer free
+      int chosen = (t.switches()[t.switch_of(c->gpus.Lowest())] & GpuSet(free)).Count();
+      for (GpuSet s : t.switches()) {
+        int f = (s & GpuSet(free)).Count();
+        ASSERT_FALSE(f >= n && f < chosen);
+      }
+    }
   }
 }
 
