@@ -171,14 +171,15 @@ class RlimitLimiter : public ResourceLimiter {
   void Release(const std::string&) override {}
 
  private:
-  void WarnOnce() {
-    std::call_once(warned_, [] {
+  // Once per process, however many limiters there are.
+  static void WarnOnce() {
+    static std::once_flag warned;
+    std::call_once(warned, [] {
       Log(LogLevel::kWarning, kComponent,
           "cgroups are not writable: memory limits fall back to RLIMIT_AS, CPU limits are not "
           "enforced, and OOM kills cannot be told apart from other SIGKILLs");
     });
   }
-  std::once_flag warned_;
 };
 
 ResourceLimiterPtr TryV2(const LimiterOptions& o) {

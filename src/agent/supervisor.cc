@@ -153,7 +153,6 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
 }
 
 absl::Status Supervisor::Kill(const TaskKey& key) {
-  std::vector<TaskStatus> out;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = tasks_.find(key);
@@ -169,11 +168,10 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
       task.start_at = absl::InfiniteFuture();
       task.message = "killed before its next attempt started";
       RemoveTaskRecord(data_dir_, key);
-      out.push_back(StatusOf(task, task.message));
+      pending_.push_back(StatusOf(task, task.message));
     }
   }
   Wake();
-  Report(out);
   return absl::OkStatus();
 }
 
@@ -200,7 +198,7 @@ absl::Status Supervisor::Forget(const TaskKey& key) {
 }
 
 std::vector<TaskStatus> Supervisor::Adopt() {
-  std::vector<TaskStatus> out, adopted;
+  std::vector<TaskStatus> adopted;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (TaskRecord& r : ReadTaskRecords(data_dir_)) {
@@ -221,16 +219,15 @@ std::vector<TaskStatus> Supervisor::Adopt() {
         t.state = TaskState::kRunning;
         Log(LogLevel::kInfo, kComponent, "re-adopted %s (pid %d)", t.launch.key.ToString(), t.pid);
         adopted.push_back(StatusOf(t, "re-adopted after an agent restart"));
-        out.push_back(adopted.back());
+        pending_.push_back(adopted.back());
       } else {
         t.adopted = true;  // its pid is not ours to signal
         t.pid = r.pid;
-        EndAttempt(t, {.message = "ended while the agent was down; exit code unknown"}, &out);
+        EndAttempt(t, {.message = "ended while the agent was down; exit code unknown"}, &pending_);
       }
     }
   }
   Wake();
-  Report(out);
   return adopted;
 }
 
@@ -340,6 +337,7 @@ void Supervisor::EventLoop() {
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
+      out.swap(pending_);
       absl::Time now = absl::Now();
       ReapExited(&out);
       EscalateKills(now);

@@ -28,8 +28,8 @@
 
 namespace trainyard::agent {
 
-// Receives task status changes. Called from the supervisor's event thread,
-// never with the supervisor's lock held (so it may call back into it).
+// Receives task status changes, in order, always from the supervisor's one
+// event thread and never with its lock held (so it may call back into it).
 class TaskListener {
  public:
   virtual ~TaskListener() = default;
@@ -130,6 +130,9 @@ class Supervisor {
   // The last status the listener was given per task; WaitFor looks here so
   // that a waiter also knows the listener has seen it.
   std::map<TaskKey, TaskStatus> reported_ ABSL_GUARDED_BY(mu_);
+  // Status changes made outside the event thread (Kill, Adopt), reported by
+  // it so the listener sees one task's changes in order from one thread.
+  std::vector<TaskStatus> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
