@@ -90,7 +90,9 @@ std::string QueueTree::Admit(const ClusterState& state, const JobState& job) con
   const Resource& cluster = state.ClusterCapacity();
   Resource demand = JobDemand(job.request);
   constexpr double kEps = 1e-9;
-  for (int t = leaf; t > 0; t = nodes_[t].parent) {
+  std::vector<int> path;  // top-down, so the queue that binds is named
+  for (int t = leaf; t > 0; t = nodes_[t].parent) path.insert(path.begin(), t);
+  for (int t : path) {
     const Node& n = nodes_[t];
     if (DominantShare(AddScalars(Used(state, t), demand), cluster) > n.abs_max + kEps) {
       return absl::StrCat("queue ", n.name, " is at its max-capacity ", n.max_capacity_percent,

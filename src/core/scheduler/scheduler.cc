@@ -167,10 +167,12 @@ void Scheduler::TryJob(Round& round, JobSlot j) {
     Reserve(round, j);
     if (reservations_.contains(job.request.id)) return;
   }
-  if (!owner) {
-    if (key.empty()) key = Signature(job);
-    round.memo.emplace(key, diag);
+  if (owner) {
+    state_.SetReason(j, ReservationReason(job.request.id));
+    return;
   }
+  if (key.empty()) key = Signature(job);
+  round.memo.emplace(key, diag);
   state_.SetReason(j, std::move(diag.reason));
 }
 

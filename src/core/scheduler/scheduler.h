@@ -112,6 +112,7 @@ class Scheduler {
   void ClearReservation(const std::string& job_id);
   void DropStaleReservations();
   void ReportPending(Round& round);
+  std::string ReservationReason(const std::string& job_id) const;
 
   SchedulerOptions options_;
   QueuePolicyPtr queue_policy_;

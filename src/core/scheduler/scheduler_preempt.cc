@@ -64,11 +64,22 @@ void Scheduler::Reserve(Round& round, JobSlot j) {
   const std::string& id = state_.job(j).request.id;
   starving_job_ = id;
   SetReservation(id, j, drain->nodes);
-  size_t n = drain->victims.size();
-  state_.SetReason(j, absl::StrCat("holding a reservation on ", drain->nodes.size(),
-                                   drain->nodes.size() == 1 ? " node" : " nodes",
-                                   "; waiting for ", n, n == 1 ? " running job" : " running jobs",
-                                   " there to end"));
+  state_.SetReason(j, ReservationReason(id));
+}
+
+std::string Scheduler::ReservationReason(const std::string& job_id) const {
+  auto it = reservations_.find(job_id);
+  if (it == reservations_.end()) return "";
+  const std::vector<NodeId>& nodes = it->second.second;
+  std::vector<JobSlot> jobs;
+  for (NodeId n : nodes) {
+    for (const NodeTask& t : state_.node(n).tasks) jobs.push_back(t.job);
+  }
+  std::sort(jobs.begin(), jobs.end());
+  size_t running = std::unique(jobs.begin(), jobs.end()) - jobs.begin();
+  return absl::StrCat("holding a reservation on ", nodes.size(),
+                      nodes.size() == 1 ? " node" : " nodes", "; waiting for ", running,
+                      running == 1 ? " running job" : " running jobs", " there to end");
 }
 
 void Scheduler::SetReservation(const std::string& job_id, JobSlot j,

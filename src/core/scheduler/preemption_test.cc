@@ -1,0 +1,172 @@
+// Priority preemption, grace deadlines, and no starvation of large gangs.
+#include <random>
+#include <set>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "core/scheduler/scheduler.h"
+#include "core/scheduler/scheduler_testing.h"
+
+namespace trainyard::core {
+namespace {
+
+using testing::EightGpuNode;
+using testing::MakeJob;
+using testing::PlacementOf;
+using testing::ReasonOf;
+using testing::T;
+
+std::unique_ptr<Scheduler> MakeScheduler(int nodes, SchedulerOptions opt = {}) {
+  auto s = Scheduler::Create(opt).value();
+  for (int i = 0; i < nodes; ++i) EXPECT_TRUE(s->AddNode(EightGpuNode(i)).ok());
+  return s;
+}
+
+std::set<std::string> Victims(const Decisions& d) {
+  std::set<std::string> out;
+  for (const Preemption& p : d.preemptions) out.insert(p.victim_job_id);
+  return out;
+}
+
+TEST(PreemptionTest, OnlyStrictlyLowerPriorityVictimsAndTheFewest) {
+  auto s = MakeScheduler(2);
+  // node-0: one 8-GPU ptr job. node-1: eight 1-GPU ptr jobs... placed in
+  // this order, plus iteration work that must never be touched.
+  ASSERT_TRUE(s->AddJob(MakeJob("ptr-big", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(s->AddJob(MakeJob(absl::StrCat("ptr-small-", i),
+                                  {.gpus = 1, .priority = PriorityClass::kPtr, .submit = 1}))
+                    .ok());
+  }
+  s->Schedule(T(10));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 20}))
+                  .ok());
+  Decisions d = s->Schedule(T(30));
+  EXPECT_THAT(Victims(d), ::testing::ElementsAre("ptr-big"));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].for_job_id, "prod");
+  EXPECT_EQ(d.preemptions[0].reason, "preempted by production job prod (priority)");
+  EXPECT_EQ(d.preemptions[0].grace_deadline, T(60));
+  EXPECT_EQ(ReasonOf(d, "prod"),
+            "waiting for 1 preempted job to stop (grace until 1970-01-01T00:01:00Z)");
+  // Nothing else is preempted while the victim checkpoints.
+  d = s->Schedule(T(40));
+  EXPECT_TRUE(d.preemptions.empty());
+  // The victim stops; the production job takes its node, the victim waits.
+  ASSERT_TRUE(s->RequeueJob("ptr-big").ok());
+  d = s->Schedule(T(50));
+  ASSERT_NE(PlacementOf(d, "prod"), nullptr);
+  EXPECT_EQ(PlacementOf(d, "prod")->tasks[0].node, "node-0");
+  EXPECT_NE(ReasonOf(d, "ptr-big"), "");
+}
+
+TEST(PreemptionTest, NeverPreemptsEqualOrHigherPriority) {
+  auto s = MakeScheduler(1);
+  ASSERT_TRUE(s->AddJob(MakeJob("iter", {.gpus = 8})).ok());
+  s->Schedule(T(1));
+  ASSERT_TRUE(s->AddJob(MakeJob("iter-2", {.gpus = 8, .submit = 2})).ok());
+  ASSERT_TRUE(
+      s->AddJob(MakeJob("ptr", {.gpus = 8, .priority = PriorityClass::kPtr, .submit = 3})).ok());
+  Decisions d = s->Schedule(T(4));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_EQ(ReasonOf(d, "iter-2"), "needs 8 GPUs on one node; the most free on one node is 0 (node-0)");
+}
+
+TEST(PreemptionTest, AGangVictimGoesWhole) {
+  auto s = MakeScheduler(2);
+  ASSERT_TRUE(s->AddJob(MakeJob("ptr-gang", {.tasks = 4, .gpus = 4,
+                                             .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(1));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 4, .priority = PriorityClass::kProduction,
+                                         .submit = 2})).ok());
+  Decisions d = s->Schedule(T(3));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_EQ(d.preemptions[0].victim_job_id, "ptr-gang");
+  EXPECT_EQ(d.preemptions[0].tasks.size(), 4u) << "every task of the gang is named";
+}
+
+TEST(PreemptionTest, PrefersLessGpuTimeLostAmongEquals) {
+  auto s = MakeScheduler(2);
+  ASSERT_TRUE(s->AddJob(MakeJob("old", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(0));
+  ASSERT_TRUE(
+      s->AddJob(MakeJob("young", {.gpus = 8, .priority = PriorityClass::kPtr, .submit = 50}))
+          .ok());
+  s->Schedule(T(100));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 110})).ok());
+  Decisions d = s->Schedule(T(120));
+  EXPECT_THAT(Victims(d), ::testing::ElementsAre("young"));
+}
+
+TEST(PreemptionTest, DisabledPreemptionOnlyWaits) {
+  auto s = MakeScheduler(1, SchedulerOptions{.enable_preemption = false});
+  ASSERT_TRUE(s->AddJob(MakeJob("ptr", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(1));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 2})).ok());
+  EXPECT_TRUE(s->Schedule(T(3)).preemptions.empty());
+}
+
+struct StreamOutcome {
+  bool big_ran = false;
+  bool big_reserved = false;
+  bool small_waited_behind_big = false;
+};
+
+// 4 nodes kept busy by a steady stream of 1- and 2-GPU jobs (each runs
+// 20-60 s); a 4 x 8-GPU gang "big-1" arrives at t=1. Simulated for 2000 s.
+StreamOutcome RunStream(const SchedulerOptions& opt) {
+  StreamOutcome out;
+  std::mt19937 rng(7);  // job durations
+  auto s = MakeScheduler(4, opt);
+  int next = 0;
+  std::vector<std::pair<std::string, int>> running;  // id, end time
+  auto submit_small = [&](int now) {
+    std::string id = absl::StrCat("small-", next++);
+    EXPECT_TRUE(s->AddJob(MakeJob(id, {.gpus = 1 + next % 2, .submit = now})).ok());
+  };
+  for (int i = 0; i < 40; ++i) submit_small(0);
+  EXPECT_TRUE(s->AddJob(MakeJob("big-1", {.tasks = 4, .gpus = 8, .submit = 1})).ok());
+  for (int now = 2; now < 2000 && !out.big_ran; now += 5) {
+    for (auto it = running.begin(); it != running.end();) {
+      if (it->second <= now) {
+        EXPECT_TRUE(s->RemoveJob(it->first).ok());
+        it = running.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (int k = 0; k < 4; ++k) submit_small(now);
+    Decisions d = s->Schedule(T(now));
+    for (const JobPlacement& p : d.placements) {
+      if (p.job_id == "big-1") out.big_ran = true;
+      running.emplace_back(p.job_id, now + 20 + static_cast<int>(rng() % 41));
+    }
+    if (ReasonOf(d, "big-1").rfind("holding a reservation on 4 nodes", 0) == 0) {
+      out.big_reserved = true;
+    }
+    for (const PendingReason& p : d.pending) {
+      if (p.reason == "waiting behind reservation for job big-1") {
+        out.small_waited_behind_big = true;
+      }
+    }
+  }
+  return out;
+}
+
+TEST(StarvationTest, LargeGangRunsDespiteAStreamOfSmallJobs) {
+  StreamOutcome out = RunStream(SchedulerOptions{.reservation_wait = absl::Seconds(30)});
+  EXPECT_TRUE(out.big_ran);
+  EXPECT_TRUE(out.big_reserved);
+  EXPECT_TRUE(out.small_waited_behind_big);
+}
+
+TEST(StarvationTest, WithoutReservationsTheSameStreamStarvesTheGang) {
+  StreamOutcome out = RunStream(SchedulerOptions{.reservation_wait = absl::Hours(1000)});
+  EXPECT_FALSE(out.big_ran);
+}
+
+}  // namespace
+}  // namespace trainyard::core
