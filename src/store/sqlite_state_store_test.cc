@@ -5,7 +5,10 @@
 // store without acknowledging anything that was not kept.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sqlite3.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
@@ -318,6 +321,60 @@ TEST_F(SqliteStateStoreTest, FullDiskFailsWritesAndAcknowledgesOnlyWhatWasKept) 
   std::set<uint64_t> found;
   for (const v1::JobRecord& job : snapshot->jobs) found.insert(job.id());
   EXPECT_EQ(found, acked);
+  EXPECT_TRUE(store->CheckIntegrity().ok()) << store->CheckIntegrity();
+}
+
+// The child side of the crash test: submits jobs from 4 threads and writes
+// each id to `fd` once its Commit has returned OK. Never returns.
+[[noreturn]] void SubmitUntilKilled(const std::string& dir, int fd) {
+  absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(dir);
+  if (!store.ok()) _exit(2);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (uint64_t id = 1 + t; id < 1000000; id += 4) {
+        WriteBatch batch;
+        batch.CreateJob(MakeJob(id), MakeEvent(id, "submitted"));
+        if (!(*store)->Commit(std::move(batch)).ok()) _exit(3);
+        if (write(fd, &id, sizeof(id)) != sizeof(id)) _exit(4);
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  _exit(0);
+}
+
+TEST_F(SqliteStateStoreTest, EveryAcknowledgedSubmissionSurvivesSigkill) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(fds[0]);
+    SubmitUntilKilled(dir_.path(), fds[1]);
+  }
+  close(fds[1]);
+  std::set<uint64_t> acked;
+  uint64_t id = 0;
+  while (acked.size() < 300 && read(fds[0], &id, sizeof(id)) == sizeof(id)) acked.insert(id);
+  ASSERT_EQ(kill(child, SIGKILL), 0);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(child, &wstatus, 0), child);
+  EXPECT_TRUE(WIFSIGNALED(wstatus)) << "child exited early with " << WEXITSTATUS(wstatus);
+  while (read(fds[0], &id, sizeof(id)) == sizeof(id)) acked.insert(id);
+  close(fds[0]);
+  ASSERT_GE(acked.size(), 300u);
+
+  StateStorePtr store = OpenOrDie();
+  ASSERT_NE(store, nullptr);
+  absl::StatusOr<StoreSnapshot> snapshot = store->LoadAll();
+  ASSERT_TRUE(snapshot.ok()) << snapshot.status();
+  std::set<uint64_t> found;
+  for (const v1::JobRecord& job : snapshot->jobs) {
+    found.insert(job.id());
+    EXPECT_EQ(job.tasks_size(), 1) << "job " << job.id() << " is half-written";
+  }
+  for (uint64_t acked_id : acked) EXPECT_TRUE(found.contains(acked_id)) << "lost job " << acked_id;
   EXPECT_TRUE(store->CheckIntegrity().ok()) << store->CheckIntegrity();
 }
 
