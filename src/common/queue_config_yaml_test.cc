@@ -1,0 +1,64 @@
+// Queue configuration YAML: a full file, and errors that name line, queue
+// and key.
+#include "common/queue_config_yaml.h"
+
+#include "gtest/gtest.h"
+
+namespace trainyard {
+namespace {
+
+TEST(QueueConfigYamlTest, ParsesATree) {
+  auto file = ParseQueueConfigYaml(R"(
+policy: capacity
+reclaim_timeout: 90s
+queues:
+  - name: research
+    capacity: 40
+    max_capacity: 60
+    user_limit: 50
+    queues:
+      - {name: vision, capacity: 50}
+      - {name: nlp, capacity: 50, weight: 2}
+  - name: prod
+    capacity: 60
+    min_share: {memory_mb: 1024, vcores: 1.5, gpus: 8}
+)");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->policy, "capacity");
+  EXPECT_EQ(file->queues.reclaim_timeout, absl::Seconds(90));
+  const core::QueueConfig& research = file->queues.root.children[0];
+  EXPECT_EQ(research.name, "research");
+  EXPECT_EQ(research.max_capacity_percent, 60);
+  EXPECT_EQ(research.user_limit_percent, 50);
+  EXPECT_EQ(research.children[1].weight, 2);
+  const core::QueueConfig& prod = file->queues.root.children[1];
+  EXPECT_EQ(prod.min_share.vcores_milli, 1500);
+  EXPECT_EQ(prod.min_share.gpus, 8);
+}
+
+TEST(QueueConfigYamlTest, ErrorsNameLineQueueAndKey) {
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    max_capacity: lots\n", "q.yaml")
+                .status()
+                .message(),
+            "q.yaml:3: queue root.a: max_capacity: expected a number, got \"lots\"");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    capacty: 5\n", "q.yaml")
+                .status()
+                .message(),
+            "q.yaml:3: queue root.a: unknown key \"capacty\"; known keys: name, capacity, "
+            "max_capacity, user_limit, weight, min_share, queues");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    capacity: 70\n  - name: b\n"
+                                 "    capacity: 40\n",
+                                 "q.yaml")
+                .status()
+                .message(),
+            "q.yaml: queue root: children's capacity_percent add up to 110, more than 100");
+  EXPECT_EQ(ParseQueueConfigYaml("reclaim_timeout: soon\nqueues: []\n", "q.yaml").status().message(),
+            "q.yaml:1: reclaim_timeout: expected a duration like 5m or 300s, got \"soon\"");
+  EXPECT_EQ(ParseQueueConfigYaml("queues: [\n", "q.yaml").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadQueueConfigFile("/nonexistent/q.yaml").status().message(),
+            "/nonexistent/q.yaml: cannot open the queue config file");
+}
+
+}  // namespace
+}  // namespace trainyard
