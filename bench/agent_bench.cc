@@ -1,0 +1,104 @@
+// Benchmarks of the node agent's local work: the latency from
+// Supervisor::Launch to the RUNNING status of a real process (fork, cgroup or
+// rlimit setup, exec), the full launch-to-exit round trip of `true`, and
+// reading the ports in use from /proc/net (done on every heartbeat).
+// The launch latency is the agent's share of the "submit to RUNNING p50 under
+// 50 ms" target of issue 4.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "agent/ports_in_use.h"
+#include "agent/resource_limiter.h"
+#include "agent/supervisor.h"
+#include "benchmark/benchmark.h"
+
+namespace trainyard::agent {
+namespace {
+
+// Wakes the benchmark loop when a task reaches a given state.
+class StateWaiter : public TaskListener {
+ public:
+  void OnTaskStatus(const TaskStatus& status) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_[status.key.index] = status.state;
+    cv_.notify_all();
+  }
+  void Wait(int index, bool (*done)(TaskState)) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return last_.count(index) > 0 && done(last_[index]); });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<int, TaskState> last_;
+};
+
+std::string BenchDir() {
+  std::string dir = (std::filesystem::temp_directory_path() / absl::StrCat("trainyard-agent-bench-", getpid())).string();
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+bool IsRunning(TaskState s) { return s == TaskState::kRunning; }
+
+// state.range(0): 1 = cgroups when writable, 0 = rlimits.
+void BM_LaunchToRunning(benchmark::State& state) {
+  std::string dir = BenchDir();
+  ResourceLimiterPtr limiter = state.range(0) ? DetectResourceLimiter() : NewRlimitLimiter();
+  StateWaiter waiter;
+  auto supervisor = *Supervisor::Create({.data_dir = dir, .limiter = limiter.get(), .listener = &waiter});
+  int index = 0;
+  for (auto _ : state) {
+    TaskLaunch l{.key = {.job = "bench", .role = "w", .index = index},
+                 .command = {"sleep", "30"},
+                 .memory_limit_mb = 256,
+                 .kill_grace = absl::Seconds(1)};
+    (void)supervisor->Launch(l);
+    waiter.Wait(index, IsRunning);
+    state.PauseTiming();
+    (void)supervisor->Kill(l.key);
+    waiter.Wait(index, IsFinal);
+    (void)supervisor->Forget(l.key);
+    ++index;
+    state.ResumeTiming();
+  }
+  state.SetLabel(LimiterKindName(limiter->kind()));
+  supervisor.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_LaunchToRunning)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+
+void BM_LaunchToExit(benchmark::State& state) {
+  std::string dir = BenchDir();
+  ResourceLimiterPtr limiter = NewRlimitLimiter();
+  StateWaiter waiter;
+  auto supervisor = *Supervisor::Create({.data_dir = dir, .limiter = limiter.get(), .listener = &waiter});
+  int index = 0;
+  for (auto _ : state) {
+    TaskLaunch l{.key = {.job = "bench", .role = "t", .index = index}, .command = {"true"}};
+    (void)supervisor->Launch(l);
+    waiter.Wait(index, IsFinal);
+    state.PauseTiming();
+    (void)supervisor->Forget(l.key);
+    ++index;
+    state.ResumeTiming();
+  }
+  supervisor.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_LaunchToExit)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_ReadPortsInUse(benchmark::State& state) {
+  for (auto _ : state) benchmark::DoNotOptimize(ReadPortsInUse());
+}
+BENCHMARK(BM_ReadPortsInUse)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace trainyard::agent
+
+BENCHMARK_MAIN();
