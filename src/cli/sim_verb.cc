@@ -1,18 +1,89 @@
-// `trainyard sim`.
+// `trainyard sim`: replays a node list and task trace (or a synthetic
+// workload) through the scheduler core on a simulated clock and prints a
+// table (one column per policy combination) or JSON. Flag parsing only;
+// the work is sim::RunSimCommand.
 #include <iostream>
 
 #include "CLI/CLI.hpp"
 #include "cli/verbs.h"
+#include "sim/sim_command.h"
 
 namespace trainyard::cli {
+namespace {
+
+struct SimFlags {
+  sim::SimCommandOptions command;
+  sim::SyntheticOptions synthetic;
+  bool json = false;
+  bool no_preemption = false;
+};
+
+void AddSyntheticFlags(CLI::App* cmd, SimFlags* f) {
+  cmd->add_option("--synthetic-nodes", f->synthetic.nodes,
+                  "Synthetic mode: this many identical nodes (instead of --nodes/--trace)");
+  cmd->add_option("--gpus-per-node", f->synthetic.gpus_per_node, "Synthetic mode: GPUs per node")
+      ->capture_default_str();
+  cmd->add_option("--synthetic-tasks", f->synthetic.tasks,
+                  "Synthetic mode: tasks submitted at time 0 that never end")
+      ->capture_default_str();
+  cmd->add_option("--gang", f->synthetic.gang, "Synthetic mode: tasks per job (gang size)")
+      ->capture_default_str();
+  cmd->add_option("--gpus-per-task", f->synthetic.gpus_per_task, "Synthetic mode: GPUs per task")
+      ->capture_default_str();
+}
+
+void AddFlags(CLI::App* cmd, SimFlags* f) {
+  cmd->add_option("--nodes", f->command.nodes_path,
+                  "Node list CSV (Alibaba openb sn,cpu_milli,memory_mib,gpu,model or Trainyard's)");
+  cmd->add_option("--trace", f->command.trace_path,
+                  "Task trace CSV (Alibaba openb pod list or Trainyard job trace; see docs/sim.md)");
+  cmd->add_option("--queue-policy", f->command.queue_policies,
+                  "Queue policies, comma separated, one run each: fifo, capacity, fair")
+      ->capture_default_str();
+  cmd->add_option("--placement", f->command.placements,
+                  "Placement strategies, comma separated, one run each: topology, spread")
+      ->capture_default_str();
+  cmd->add_flag("--json", f->json, "Print JSON instead of a table");
+  cmd->add_option("--preemption-grace", f->command.base.preemption_grace_s,
+                  "Seconds a preemption victim runs on before it is stopped")
+      ->capture_default_str();
+  cmd->add_option("--reservation-wait", f->command.base.reservation_wait_s,
+                  "Seconds a head-of-line job waits before capacity is reserved for it")
+      ->capture_default_str();
+  cmd->add_flag("--no-preemption", f->no_preemption, "Never preempt");
+  cmd->add_option("--seed", f->command.base.seed, "Seed of the scheduler's tie-breaks")
+      ->capture_default_str();
+  cmd->add_option("--list-jobs", f->command.base.listed_jobs,
+                  "How many unschedulable / still-pending jobs to list by name")
+      ->capture_default_str();
+  AddSyntheticFlags(cmd, f);
+}
+
+int RunSim(CLI::App* cmd, SimFlags* f) {
+  if (cmd->count("--synthetic-nodes") > 0) f->command.synthetic = f->synthetic;
+  f->command.base.enable_preemption = !f->no_preemption;
+  auto reports = sim::RunSimCommand(f->command);
+  if (!reports.ok()) {
+    std::cerr << "trainyard sim: " << reports.status().message() << "\n";
+    return absl::IsInvalidArgument(reports.status()) || absl::IsNotFound(reports.status())
+               ? kExitUsage
+               : kExitFailure;
+  }
+  if (f->json) {
+    std::cout << sim::ReportsToJson(*reports).dump(2) << "\n";
+  } else {
+    std::cout << sim::FormatReportTable(*reports);
+  }
+  return kExitOk;
+}
+
+}  // namespace
 
 void RegisterSim(CLI::App& app, int* exit_code) {
   auto* cmd = app.add_subcommand("sim", "Replay a cluster trace through the scheduler core and report");
-  cmd->allow_extras();
-  cmd->callback([exit_code] {
-    std::cerr << "trainyard sim: the simulator arrives with the scheduler core.\n";
-    *exit_code = kExitFailure;
-  });
+  static SimFlags flags;
+  AddFlags(cmd, &flags);
+  cmd->callback([cmd, exit_code] { *exit_code = RunSim(cmd, &flags); });
 }
 
 }  // namespace trainyard::cli

@@ -12,17 +12,17 @@ namespace {
 
 double PerSecond(double count, double seconds) { return seconds > 0 ? count / seconds : 0; }
 
-nlohmann::json DistributionJson(const Distribution& d) {
+nlohmann::ordered_json DistributionJson(const Distribution& d) {
   return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50}, {"p99", d.p99}, {"max", d.max}};
 }
 
-nlohmann::json IssuesJson(const std::vector<JobIssue>& issues) {
-  nlohmann::json out = nlohmann::json::array();
+nlohmann::ordered_json IssuesJson(const std::vector<JobIssue>& issues) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const JobIssue& i : issues) out.push_back({{"job", i.job}, {"reason", i.reason}});
   return out;
 }
 
-nlohmann::json ReportJson(const SimReport& r) {
+nlohmann::ordered_json ReportJson(const SimReport& r) {
   return {
       {"queue_policy", r.queue_policy},
       {"placement", r.placement},
@@ -113,8 +113,8 @@ double SimReport::PlacementsPerSecond() const {
   return PerSecond(static_cast<double>(tasks_placed), scheduler_wall_s);
 }
 
-nlohmann::json ReportsToJson(const std::vector<SimReport>& reports) {
-  nlohmann::json out = nlohmann::json::array();
+nlohmann::ordered_json ReportsToJson(const std::vector<SimReport>& reports) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const SimReport& r : reports) out.push_back(ReportJson(r));
   return out;
 }

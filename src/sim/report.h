@@ -67,7 +67,7 @@ struct SimReport {
 };
 
 // One JSON object per report, in an array.
-nlohmann::json ReportsToJson(const std::vector<SimReport>& reports);
+nlohmann::ordered_json ReportsToJson(const std::vector<SimReport>& reports);
 
 // A table with one row per measure and one column per report, followed by
 // the unschedulable and pending jobs (first few) of each report.

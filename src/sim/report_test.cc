@@ -42,7 +42,7 @@ TEST(ReportTest, TableHasOneColumnPerRun) {
 }
 
 TEST(ReportTest, JsonCarriesTheMeasures) {
-  nlohmann::json j = ReportsToJson({Sample("fifo")});
+  nlohmann::ordered_json j = ReportsToJson({Sample("fifo")});
   ASSERT_EQ(j.size(), 1u);
   EXPECT_EQ(j[0]["queue_policy"], "fifo");
   EXPECT_EQ(j[0]["input"]["rounded_up_tasks"], 2);

@@ -1,0 +1,165 @@
+// Simulator tests on small hand-made traces (src/sim/testdata) whose
+// outcomes are worked out by hand in each file's header comment, plus a run
+// of the public Alibaba openb trace when it is present.
+#include "sim/simulator.h"
+
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/sim_command.h"
+#include "sim/test_paths.h"
+#include "sim/trace_readers.h"
+
+namespace trainyard::sim {
+namespace {
+
+using ::testing::HasSubstr;
+
+SimReport Replay(const std::string& nodes_file, const std::string& trace_file,
+              SimOptions options = {}) {
+  auto nodes = ReadNodeList(SimTestdataForTest(nodes_file));
+  EXPECT_TRUE(nodes.ok()) << nodes.status();
+  auto trace = ReadTrace(SimTestdataForTest(trace_file));
+  EXPECT_TRUE(trace.ok()) << trace.status();
+  if (!nodes.ok() || !trace.ok()) return {};
+  auto report = Simulate(*nodes, *trace, options);
+  EXPECT_TRUE(report.ok()) << report.status();
+  return report.ok() ? *report : SimReport{};
+}
+
+TEST(SimulatorTest, FifoWaitsCompletionsAndAllocation) {
+  SimReport r = Replay("one_node.csv", "fifo_three_jobs.csv");
+  EXPECT_EQ(r.jobs_started, 3);
+  EXPECT_EQ(r.jobs_finished, 3);
+  EXPECT_EQ(r.tasks_placed, 3);
+  EXPECT_EQ(r.makespan_s, 150);
+  EXPECT_DOUBLE_EQ(r.wait_s.mean, (0 + 90 + 80) / 3.0);
+  EXPECT_DOUBLE_EQ(r.wait_s.p50, 80);
+  EXPECT_DOUBLE_EQ(r.wait_s.p99, 90);
+  EXPECT_DOUBLE_EQ(r.completion_s.mean, (100 + 140 + 110) / 3.0);
+  EXPECT_DOUBLE_EQ(r.completion_s.p50, 110);
+  EXPECT_DOUBLE_EQ(r.completion_s.p99, 140);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_mean, (130 * 1.0 + 20 * 0.5) / 150);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_peak, 1.0);
+  EXPECT_EQ(r.gpu_alloc_peak_time_s, 0);
+  EXPECT_EQ(r.preemptions, 0);
+  EXPECT_GT(r.scheduler_calls, 0);
+}
+
+TEST(SimulatorTest, GangIsPlacedWholeOrNotAtAll) {
+  SimReport r = Replay("two_nodes.csv", "gang_waits.csv");
+  EXPECT_EQ(r.jobs_finished, 2);
+  EXPECT_EQ(r.tasks_placed, 3);
+  EXPECT_EQ(r.makespan_s, 110);
+  EXPECT_DOUBLE_EQ(r.wait_s.max, 10);
+  // Never a partial gang: 1/16 of the GPUs for 10 s, then all 16 for 100 s.
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_mean, (10 * (1.0 / 16) + 100 * 1.0) / 110);
+  EXPECT_DOUBLE_EQ(r.completion_s.max, 110);
+}
+
+TEST(SimulatorTest, PreemptedJobResumesWithTheTimeItHasLeft) {
+  SimReport r = Replay("one_node.csv", "preempt.csv");
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(r.preempted_jobs, 1);
+  EXPECT_EQ(r.jobs_finished, 2);
+  EXPECT_EQ(r.tasks_placed, 3);  // low twice, prod once
+  EXPECT_EQ(r.makespan_s, 120);
+  // prod waits 10..40 and ends at 60; low ends at 120.
+  EXPECT_DOUBLE_EQ(r.wait_s.max, 30);
+  EXPECT_DOUBLE_EQ(r.completion_s.p50, 50);
+  EXPECT_DOUBLE_EQ(r.completion_s.max, 120);
+}
+
+TEST(SimulatorTest, NeverFittingJobsAreReportedWithTheirReason) {
+  SimOptions options;
+  options.listed_jobs = 10;
+  SimReport r = Replay("two_nodes.csv", "never_fits.csv", options);
+  EXPECT_EQ(r.jobs_unschedulable, 4);
+  EXPECT_EQ(r.jobs_finished, 1);
+  ASSERT_EQ(r.unschedulable.size(), 4u);
+  EXPECT_EQ(r.unschedulable[0].job, "too-wide");
+  EXPECT_THAT(r.unschedulable[0].reason,
+              HasSubstr("role worker needs 16 GPUs per task; the largest node has 8 GPUs"));
+  EXPECT_THAT(r.unschedulable[1].reason, HasSubstr("needs GPU model H100; no node has it"));
+  EXPECT_THAT(r.unschedulable[2].reason, HasSubstr("needs 24 GPUs in all; the cluster has 16"));
+  EXPECT_THAT(r.unschedulable[3].reason, HasSubstr("99999999 MiB per task; no node has that much"));
+}
+
+TEST(SimulatorTest, SameInputSameReport) {
+  SimReport a = Replay("two_nodes.csv", "jobs_small.csv");
+  SimReport b = Replay("two_nodes.csv", "jobs_small.csv");
+  a.scheduler_wall_s = b.scheduler_wall_s = 0;
+  a.sim_wall_s = b.sim_wall_s = 0;
+  EXPECT_EQ(ReportsToJson({a}).dump(), ReportsToJson({b}).dump());
+}
+
+TEST(SimCommandTest, OneReportPerPolicyCombination) {
+  SimCommandOptions o;
+  o.nodes_path = SimTestdataForTest("two_nodes.csv");
+  o.trace_path = SimTestdataForTest("jobs_small.csv");
+  o.queue_policies = "fifo,fair";
+  o.placements = "topology,spread";
+  auto reports = RunSimCommand(o);
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  ASSERT_EQ(reports->size(), 4u);
+  EXPECT_EQ((*reports)[1].queue_policy, "fifo");
+  EXPECT_EQ((*reports)[1].placement, "spread");
+  EXPECT_EQ((*reports)[2].queue_policy, "fair");
+  EXPECT_THAT(FormatReportTable(*reports), HasSubstr("fragmentation 4-GPU"));
+}
+
+TEST(SimCommandTest, BadCommandsGiveClearErrors) {
+  SimCommandOptions o;
+  o.nodes_path = SimTestdataForTest("two_nodes.csv");
+  o.trace_path = SimTestdataForTest("jobs_small.csv");
+  o.queue_policies = "fifo,lottery";
+  EXPECT_THAT(std::string(RunSimCommand(o).status().message()),
+              HasSubstr("--queue-policy lottery"));
+  o.queue_policies = "fifo,,fair";
+  EXPECT_THAT(std::string(RunSimCommand(o).status().message()), HasSubstr("an empty name"));
+  o.queue_policies = "fifo";
+  o.trace_path = "";
+  EXPECT_THAT(std::string(RunSimCommand(o).status().message()),
+              HasSubstr("--nodes NODES.csv and --trace TASKS.csv are both required"));
+}
+
+TEST(SimCommandTest, SyntheticFillsTheCluster) {
+  SimCommandOptions o;
+  o.synthetic = SyntheticOptions{.nodes = 4, .gpus_per_node = 8, .tasks = 40};
+  auto reports = RunSimCommand(o);
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  const SimReport& r = reports->front();
+  EXPECT_EQ(r.tasks_placed, 32);
+  EXPECT_EQ(r.jobs_running_at_end, 32);
+  EXPECT_EQ(r.jobs_pending_at_end, 8);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_peak, 1.0);
+  o.synthetic = SyntheticOptions{.nodes = 4, .gpus_per_node = 8, .tasks = 8, .gang = 8,
+                                 .gpus_per_task = 4};
+  reports = RunSimCommand(o);
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  EXPECT_EQ(reports->front().tasks_placed, 8);
+  EXPECT_DOUBLE_EQ(reports->front().gpu_alloc_peak, 1.0);
+}
+
+// The public Alibaba openb trace, when CI has placed it beside the repository.
+TEST(OpenbReplayTest, EverySchedulableTaskIsPlaced) {
+  std::string dir = OpenbDirForTest();
+  if (dir.empty()) GTEST_SKIP() << "../shared/traces/alibaba-openb is absent; nothing to replay";
+  auto nodes = ReadNodeList(dir + "/openb_node_list_gpu_node.csv");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  auto trace = ReadTrace(dir + "/openb_pod_list_default.csv");
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  auto r = Simulate(*nodes, *trace, SimOptions{});
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->tasks, 8152);
+  EXPECT_EQ(r->rounded_up_tasks, 3078);
+  EXPECT_EQ(r->jobs_started + r->jobs_unschedulable, r->jobs);
+  EXPECT_EQ(r->jobs_finished, r->jobs_started);
+  EXPECT_EQ(r->jobs_pending_at_end, 0);
+  // The public trace is light: pods are short and the cluster mostly idle.
+  EXPECT_GT(r->gpu_alloc_peak, 0);
+  EXPECT_EQ(r->preemptions, 0);
+}
+
+}  // namespace
+}  // namespace trainyard::sim
