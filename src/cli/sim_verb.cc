@@ -51,6 +51,8 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
                   "Seconds a head-of-line job waits before capacity is reserved for it")
       ->capture_default_str();
   cmd->add_flag("--no-preemption", f->no_preemption, "Never preempt");
+  cmd->add_flag("--fill", f->command.base.fill,
+                "Ignore the trace's end times: jobs run until the end and fill the cluster");
   cmd->add_option("--seed", f->command.base.seed, "Seed of the scheduler's tie-breaks")
       ->capture_default_str();
   cmd->add_option("--list-jobs", f->command.base.listed_jobs,

@@ -28,6 +28,7 @@ nlohmann::ordered_json ReportJson(const SimReport& r) {
       {"placement", r.placement},
       {"input", {{"nodes_file", r.nodes_source}, {"trace_file", r.trace_source},
                  {"trace_format", r.trace_format}, {"topology_assumed", r.topology_assumed},
+                 {"fill", r.fill},
                  {"nodes", r.nodes}, {"gpus", r.gpus}, {"jobs", r.jobs}, {"tasks", r.tasks},
                  {"rounded_up_tasks", r.rounded_up_tasks}}},
       {"jobs", {{"started", r.jobs_started}, {"finished", r.jobs_finished},
@@ -138,7 +139,8 @@ std::string FormatReportTable(const std::vector<SimReport>& reports) {
     const SimReport& r = reports.front();
     absl::StrAppend(&out, "nodes ", r.nodes_source, ": ", r.nodes, " nodes, ", r.gpus, " GPUs",
                     r.topology_assumed ? " (topology assumed by GPU count: switches of 2, 2 sockets)" : "",
-                    "\ntrace ", r.trace_source, " (", r.trace_format, ")\n\n");
+                    "\ntrace ", r.trace_source, " (", r.trace_format, ")",
+                    r.fill ? ", end times ignored (--fill): jobs run until the end" : "", "\n\n");
   }
   for (size_t k = 0; k < rows.size(); ++k) {
     absl::StrAppend(&out, absl::StrFormat("%-*s", static_cast<int>(label_width), rows[k].first));

@@ -26,6 +26,7 @@ struct SimReport {
   std::string trace_source;
   std::string trace_format;
   bool topology_assumed = false;
+  bool fill = false;  // the trace's end times were ignored
   int64_t nodes = 0;
   int64_t gpus = 0;
   int64_t jobs = 0;

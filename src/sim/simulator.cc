@@ -121,7 +121,7 @@ absl::Status Simulation::Init() {
   job_by_id_.reserve(trace_.jobs.size());
   for (size_t j = 0; j < trace_.jobs.size(); ++j) {
     job_by_id_[trace_.jobs[j].name] = static_cast<int32_t>(j);
-    runs_[j].remaining_s = trace_.jobs[j].duration_s;
+    runs_[j].remaining_s = options_.fill ? kRunsForever : trace_.jobs[j].duration_s;
   }
   if (options_.max_rounds == 0) {
     options_.max_rounds = 20 * static_cast<int64_t>(trace_.jobs.size()) + 1000;
@@ -297,6 +297,7 @@ SimReport Simulation::Report() const {
   SimReport r;
   r.queue_policy = options_.queue_policy;
   r.placement = options_.placement;
+  r.fill = options_.fill;
   r.nodes_source = nodes_.source;
   r.trace_source = trace_.source;
   r.trace_format = trace_.format;

@@ -25,6 +25,10 @@ struct SimOptions {
   int64_t reservation_wait_s = 300;
   int64_t preemption_grace_s = 30;
   bool enable_preemption = true;
+  // Ignore the trace's end times: every job runs until the end, so the
+  // arrivals fill the cluster (the setup of the Alibaba openb paper, which
+  // compares placements by how much they pack before jobs must wait).
+  bool fill = false;
   uint64_t seed = 1;
   // How many unschedulable and still-pending jobs the report lists by name.
   size_t listed_jobs = 10;

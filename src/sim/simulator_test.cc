@@ -46,6 +46,20 @@ TEST(SimulatorTest, FifoWaitsCompletionsAndAllocation) {
   EXPECT_GT(r.scheduler_calls, 0);
 }
 
+TEST(SimulatorTest, FillIgnoresEndTimes) {
+  SimOptions options;
+  options.fill = true;
+  SimReport r = Replay("one_node.csv", "fifo_three_jobs.csv", options);
+  EXPECT_TRUE(r.fill);
+  EXPECT_EQ(r.jobs_running_at_end, 1);  // a holds the node for ever
+  EXPECT_EQ(r.jobs_pending_at_end, 2);
+  EXPECT_EQ(r.jobs_finished, 0);
+  EXPECT_EQ(r.makespan_s, 20);  // the last arrival
+  ASSERT_EQ(r.pending_at_end.size(), 2u);
+  EXPECT_EQ(r.pending_at_end[0].job, "b");
+  EXPECT_FALSE(r.pending_at_end[0].reason.empty());
+}
+
 TEST(SimulatorTest, GangIsPlacedWholeOrNotAtAll) {
   SimReport r = Replay("two_nodes.csv", "gang_waits.csv");
   EXPECT_EQ(r.jobs_finished, 2);
