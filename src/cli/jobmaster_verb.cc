@@ -1,18 +1,143 @@
-// `trainyard jobmaster`.
+// `trainyard jobmaster`: runs the master of one job in the foreground. Prints
+// HOST:PORT on its first stdout line (the launcher passes it to the tasks as
+// TRAINYARD_JOB_MASTER), serves the workers until the job ends (then lingers
+// briefly so the last answers reach them) or until SIGINT / SIGTERM. Exit
+// code: 0 when the job SUCCEEDED or the master was stopped, 1 when it FAILED,
+// 2 on bad flags.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <iostream>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "cli/verbs.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "jobmaster/jobmaster_server.h"
 
 namespace trainyard::cli {
+namespace {
+
+struct JobmasterFlags {
+  jobmaster::JobMasterConfig config;
+  int64_t ping_interval_ms = 1000;
+  int64_t response_wait_ms = 10000;
+  int64_t barrier_timeout_ms = 600000;
+  int64_t linger_ms = 1000;
+  std::string advertise_host;
+  std::string server_address;
+  std::string outcome_file;
+  std::string log_level = "info";
+};
+
+// Prints the outcome and remembers whether the job failed (the exit code).
+class OutcomeTerminator : public jobmaster::StreamJobTerminator {
+ public:
+  using StreamJobTerminator::StreamJobTerminator;
+  void Terminate(const jobmaster::JobEnd& end) override {
+    failed_ = end.outcome == jobmaster::JobOutcome::kFailed;
+    StreamJobTerminator::Terminate(end);
+  }
+  // Read after the loop stopped.
+  bool failed() const { return failed_; }
+
+ private:
+  bool failed_ = false;
+};
+
+std::string AdvertisedHost(const JobmasterFlags& f) {
+  if (!f.advertise_host.empty()) return f.advertise_host;
+  if (f.config.bind_address != "0.0.0.0") return f.config.bind_address;
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "127.0.0.1";
+  return host;
+}
+
+// Serves until the job ended (plus the linger) or a signal arrived.
+void Serve(jobmaster::JobMasterServer* server, absl::Duration linger) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&set, &sig);
+    server->Stop();
+  });
+  absl::Status s = server->Run(linger);
+  if (!s.ok()) Log(LogLevel::kError, "jobmaster", "event loop stopped: %s", s.message());
+  pthread_kill(waiter.native_handle(), SIGTERM);  // wakes the waiter if no signal came
+  waiter.join();
+}
+
+int RunJobmaster(JobmasterFlags& f) {
+  LogLevel level;
+  if (!ParseLogLevel(f.log_level, &level)) {
+    std::cerr << "trainyard jobmaster: --log-level '" << f.log_level
+              << "' is not one of debug, info, warning, error\n";
+    return kExitUsage;
+  }
+  SetLogLevel(level);
+  f.config.ping_interval = absl::Milliseconds(f.ping_interval_ms);
+  f.config.response_wait = absl::Milliseconds(f.response_wait_ms);
+  f.config.barrier_timeout = absl::Milliseconds(f.barrier_timeout_ms);
+  if (!f.server_address.empty()) {
+    Log(LogLevel::kInfo, "jobmaster",
+        "reporting the outcome to the server at %s is not available yet; it is printed instead",
+        f.server_address);
+  }
+  OutcomeTerminator terminator(&std::cout, f.outcome_file);
+  RealClock clock;
+  auto server = jobmaster::JobMasterServer::Create(f.config, &terminator, &clock);
+  if (!server.ok()) {
+    std::cerr << "trainyard jobmaster: " << server.status().message() << "\n";
+    return absl::IsInvalidArgument(server.status()) ? kExitUsage : kExitFailure;
+  }
+  std::cout << AdvertisedHost(f) << ":" << (*server)->port() << std::endl;
+  Log(LogLevel::kInfo, "jobmaster", "job %s: waiting for %d workers on port %d",
+      f.config.job_name, f.config.num_workers, (*server)->port());
+  Serve(server->get(), absl::Milliseconds(f.linger_ms));
+  return terminator.failed() ? kExitFailure : kExitOk;
+}
+
+}  // namespace
 
 void RegisterJobmaster(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<JobmasterFlags>();
   auto* cmd = app.add_subcommand("jobmaster", "Run the master of one job");
-  cmd->allow_extras();
-  cmd->callback([exit_code] {
-    std::cerr << "trainyard jobmaster: the job master is not built yet.\n";
-    *exit_code = kExitFailure;
-  });
+  cmd->add_option("--job", f->config.job_name, "Job name")->required();
+  cmd->add_option("--workers", f->config.num_workers, "Number of workers (ids 0..N-1)")
+      ->required();
+  cmd->add_option("--port", f->config.port, "Port to listen on; 0 = any free port")
+      ->capture_default_str();
+  cmd->add_option("--bind", f->config.bind_address, "IPv4 address to listen on")
+      ->capture_default_str();
+  cmd->add_option("--advertise-host", f->advertise_host,
+                  "Host printed for TRAINYARD_JOB_MASTER (default: the bind address, or this "
+                  "host's name when bound to 0.0.0.0)");
+  cmd->add_option("--ping-interval-ms", f->ping_interval_ms, "Interval of worker pings")
+      ->capture_default_str();
+  cmd->add_option("--ping-misses", f->config.ping_misses,
+                  "Missed pings after which a worker is ERROR")
+      ->capture_default_str();
+  cmd->add_option("--response-wait-ms", f->response_wait_ms,
+                  "Default wait of an all-joined worker list")
+      ->capture_default_str();
+  cmd->add_option("--barrier-timeout-ms", f->barrier_timeout_ms, "Default barrier timeout")
+      ->capture_default_str();
+  cmd->add_option("--max-restarts", f->config.max_restarts,
+                  "Restarts a worker may use before its ERROR fails the job")
+      ->capture_default_str();
+  cmd->add_option("--server", f->server_address, "Trainyard server to report the outcome to");
+  cmd->add_option("--outcome-file", f->outcome_file, "Also write the job's outcome line here");
+  cmd->add_option("--linger-ms", f->linger_ms, "Time served after the job ended")
+      ->capture_default_str();
+  cmd->add_option("--log-level", f->log_level, "debug, info, warning or error")
+      ->capture_default_str();
+  cmd->callback([f, exit_code] { *exit_code = RunJobmaster(*f); });
 }
 
 }  // namespace trainyard::cli

@@ -1,18 +1,191 @@
-// `trainyard worker`.
+// `trainyard worker state|list|barrier`: the job master from a shell script
+// inside a task. Each command is its own short-lived process: it reads
+// TRAINYARD_JOB_MASTER and TRAINYARD_WORKER_ID, ATTACHes to its worker (or
+// registers it with STARTING, without pings, when the worker has not
+// registered yet), makes one request and exits. Exit codes: 0 done; 1 the
+// master refused or the barrier failed; 2 bad command line or environment;
+// 3 the master is unreachable or went away (retry); 4 timed out.
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
 #include "cli/verbs.h"
+#include "jobmaster/client/frame_connection.h"
+#include "jobmaster/client/job_master_client.h"
+#include "jobmaster/master_state.h"
+#include "nlohmann/json.hpp"
 
 namespace trainyard::cli {
+namespace {
+
+namespace pb = ::trainyard::v1;
+using jobmaster::FrameConnection;
+
+constexpr int kExitTimeout = 4;
+constexpr absl::Duration kConnectWait = absl::Seconds(10);
+constexpr absl::Duration kReplyGrace = absl::Seconds(5);
+
+struct WorkerFlags {
+  std::string state;
+  std::string reason;
+  bool all_joined = false;
+  double timeout_s = 0;
+  std::string output = "table";
+};
+
+int Fail(std::string_view verb, const absl::Status& s) {
+  std::cerr << "trainyard worker " << verb << ": " << s.message() << "\n";
+  switch (s.code()) {
+    case absl::StatusCode::kUnavailable: return kExitUnavailable;
+    case absl::StatusCode::kDeadlineExceeded: return kExitTimeout;
+    default: return kExitFailure;
+  }
+}
+
+// Connects and speaks for this task's worker: ATTACH, or STARTING when the
+// worker has not registered yet.
+absl::StatusOr<std::unique_ptr<FrameConnection>> ConnectAsWorker(
+    const jobmaster::JobMasterClientOptions& options) {
+  absl::Time deadline = absl::Now() + kConnectWait;
+  auto conn = FrameConnection::Connect(options.master_address, deadline);
+  if (!conn.ok()) return conn.status();
+  pb::JobMasterRequest attach;
+  attach.set_request_id(1);
+  attach.mutable_attach()->set_worker_id(options.info.worker_id());
+  absl::StatusOr<pb::JobMasterResponse> r = (*conn)->Call(attach, deadline);
+  if (absl::IsNotFound(r.status())) {
+    pb::JobMasterRequest start;
+    start.set_request_id(2);
+    *start.mutable_starting()->mutable_info() = options.info;
+    start.mutable_starting()->set_restart_count(options.restart_count);
+    r = (*conn)->Call(start, deadline);
+  }
+  if (!r.ok()) return r.status();
+  return conn;
+}
+
+absl::Time ReplyDeadline(double timeout_s) {
+  if (timeout_s <= 0) return absl::InfiniteFuture();
+  return absl::Now() + absl::Seconds(timeout_s) + kReplyGrace;
+}
+
+// Runs `verb` against the master: environment, connection, one request.
+int RunVerb(std::string_view verb, pb::JobMasterRequest request, absl::Time deadline,
+            pb::JobMasterResponse* response) {
+  auto options = jobmaster::ClientOptionsFromEnvironment();
+  if (!options.ok()) {
+    std::cerr << "trainyard worker " << verb << ": " << options.status().message() << "\n";
+    return kExitUsage;
+  }
+  if (options->info.worker_id() < 0) {
+    std::cerr << "trainyard worker " << verb
+              << ": TRAINYARD_WORKER_ID is not set: it names the worker this task speaks for\n";
+    return kExitUsage;
+  }
+  auto conn = ConnectAsWorker(*options);
+  if (!conn.ok()) return Fail(verb, conn.status());
+  request.set_request_id(3);
+  absl::StatusOr<pb::JobMasterResponse> r = (*conn)->Call(request, deadline);
+  if (!r.ok()) return Fail(verb, r.status());
+  *response = *std::move(r);
+  return kExitOk;
+}
+
+int RunState(const WorkerFlags& f) {
+  std::string name = absl::AsciiStrToUpper(f.state);
+  pb::WorkerState state;
+  if (!pb::WorkerState_Parse(name, &state) ||
+      (state != pb::RUNNING && state != pb::COMPLETED && state != pb::ERROR)) {
+    std::cerr << "trainyard worker state: '" << f.state
+              << "' is not one of RUNNING, COMPLETED, ERROR\n";
+    return kExitUsage;
+  }
+  pb::JobMasterRequest request;
+  request.mutable_state_change()->set_state(state);
+  request.mutable_state_change()->set_reason(f.reason);
+  pb::JobMasterResponse response;
+  int rc = RunVerb("state", request, absl::Now() + kConnectWait, &response);
+  if (rc == kExitOk) {
+    std::cout << "worker " << response.state().worker_id() << " "
+              << jobmaster::WorkerStateName(response.state().state()) << "\n";
+  }
+  return rc;
+}
+
+void PrintWorkers(const pb::ListWorkersReply& list, const std::string& output) {
+  if (output == "json") {
+    nlohmann::json workers = nlohmann::json::array();
+    for (const pb::WorkerStatus& w : list.workers()) {
+      workers.push_back({{"worker_id", w.info().worker_id()},
+                         {"state", jobmaster::WorkerStateName(w.state())},
+                         {"ip", w.info().ip()},
+                         {"port", w.info().port()},
+                         {"role", w.info().role()},
+                         {"index", w.info().index()},
+                         {"restart_count", w.restart_count()},
+                         {"connected", w.connected()},
+                         {"reason", w.reason()}});
+    }
+    std::cout << nlohmann::json{{"num_workers", list.num_workers()}, {"workers", workers}}.dump(2)
+              << "\n";
+    return;
+  }
+  std::cout << absl::StrFormat("%-6s %-10s %-20s %-8s %-6s %-8s %s\n", "ID", "STATE", "ADDRESS",
+                               "ROLE", "INDEX", "RESTARTS", "REASON");
+  for (const pb::WorkerStatus& w : list.workers()) {
+    std::cout << absl::StrFormat("%-6d %-10s %-20s %-8s %-6d %-8d %s\n", w.info().worker_id(),
+                                 jobmaster::WorkerStateName(w.state()),
+                                 absl::StrFormat("%s:%d", w.info().ip(), w.info().port()),
+                                 w.info().role(), w.info().index(), w.restart_count(), w.reason());
+  }
+}
+
+int RunList(const WorkerFlags& f) {
+  if (f.output != "table" && f.output != "json") {
+    std::cerr << "trainyard worker list: --output '" << f.output << "' is not table or json\n";
+    return kExitUsage;
+  }
+  pb::JobMasterRequest request;
+  request.mutable_list_workers()->set_mode(f.all_joined ? pb::RESPONSE_AFTER_ALL_JOINED
+                                                        : pb::IMMEDIATE);
+  request.mutable_list_workers()->set_timeout_ms(static_cast<int64_t>(f.timeout_s * 1000));
+  absl::Time deadline = f.all_joined ? ReplyDeadline(f.timeout_s) : absl::Now() + kConnectWait;
+  pb::JobMasterResponse response;
+  int rc = RunVerb("list", request, deadline, &response);
+  if (rc == kExitOk) PrintWorkers(response.workers(), f.output);
+  return rc;
+}
+
+int RunBarrier(const WorkerFlags& f) {
+  pb::JobMasterRequest request;
+  request.mutable_barrier()->set_timeout_ms(static_cast<int64_t>(f.timeout_s * 1000));
+  pb::JobMasterResponse response;
+  int rc = RunVerb("barrier", request, ReplyDeadline(f.timeout_s), &response);
+  if (rc == kExitOk) std::cout << "barrier " << response.barrier().generation() << " passed\n";
+  return rc;
+}
+
+}  // namespace
 
 void RegisterWorker(CLI::App& app, int* exit_code) {
-  auto* cmd = app.add_subcommand("worker", "Discovery and barriers from a shell script inside a task");
-  cmd->allow_extras();
-  cmd->callback([exit_code] {
-    std::cerr << "trainyard worker: the worker commands arrive with the job master.\n";
-    *exit_code = kExitFailure;
-  });
+  auto f = std::make_shared<WorkerFlags>();
+  auto* cmd = app.add_subcommand(
+      "worker", "Discovery and barriers from a shell script inside a task (reads "
+                "TRAINYARD_JOB_MASTER and TRAINYARD_WORKER_ID)");
+  cmd->require_subcommand(1);
+  auto* state = cmd->add_subcommand("state", "Report this worker's state");
+  state->add_option("STATE", f->state, "RUNNING, COMPLETED or ERROR")->required();
+  state->add_option("--reason", f->reason, "Why (for ERROR)");
+  state->callback([f, exit_code] { *exit_code = RunState(*f); });
+  auto* list = cmd->add_subcommand("list", "List the job's workers");
+  list->add_flag("--all-joined", f->all_joined, "Wait until every worker joined");
+  list->add_option("--timeout", f->timeout_s, "Seconds to wait with --all-joined (0: the master's)");
+  list->add_option("--output", f->output, "table or json")->capture_default_str();
+  list->callback([f, exit_code] { *exit_code = RunList(*f); });
+  auto* barrier = cmd->add_subcommand("barrier", "Wait until every worker reaches the barrier");
+  barrier->add_option("--timeout", f->timeout_s, "Seconds to wait (0: the master's default)");
+  barrier->callback([f, exit_code] { *exit_code = RunBarrier(*f); });
 }
 
 }  // namespace trainyard::cli
