@@ -213,7 +213,14 @@ MemoryStateStore::~MemoryStateStore() {
   impl_->cb_thread.join();
 }
 
-absl::Status MemoryStateStore::Commit(WriteBatch batch) { return impl_->Apply(batch); }
+absl::Status MemoryStateStore::Commit(WriteBatch batch) {
+  // The SQLite store would deadlock here; refuse the same way so tests catch it.
+  if (std::this_thread::get_id() == impl_->cb_thread.get_id()) {
+    return absl::FailedPreconditionError(
+        "Commit called from a CommitAsync callback would wait for itself; use CommitAsync there");
+  }
+  return impl_->Apply(batch);
+}
 
 void MemoryStateStore::CommitAsync(WriteBatch batch, Done done) {
   absl::Status status = impl_->Apply(batch);

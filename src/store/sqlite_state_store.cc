@@ -53,6 +53,10 @@ SqliteStore::~SqliteStore() {
 }
 
 absl::Status SqliteStore::Commit(WriteBatch batch) {
+  if (std::this_thread::get_id() == committer_.get_id()) {
+    return absl::FailedPreconditionError(
+        "Commit called from a CommitAsync callback would wait for itself; use CommitAsync there");
+  }
   std::promise<absl::Status> promise;
   std::future<absl::Status> result = promise.get_future();
   CommitAsync(std::move(batch), [&promise](absl::Status s) { promise.set_value(std::move(s)); });

@@ -142,7 +142,8 @@ class StateStore {
 
   // Like Commit, but returns at once; `done` runs with the outcome once the
   // batch is durable (or failed), on the store's committer thread. `done` must
-  // be quick and must not wait for another Commit of this store.
+  // be quick and must not wait for another Commit of this store (Commit called
+  // from `done` fails with FailedPrecondition rather than deadlock).
   virtual void CommitAsync(WriteBatch batch, Done done) = 0;
 
   // Returns a job with its tasks (in the order they were first written), or

@@ -341,6 +341,22 @@ TEST_P(StateStoreTest, ConcurrentWritersAllLandAndCallbacksRun) {
   EXPECT_EQ(stats.batches_committed, kThreads * kJobsPerThread + 1);
 }
 
+TEST_P(StateStoreTest, CommitInsideACallbackIsRefusedNotDeadlocked) {
+  absl::Notification done;
+  absl::Status inner;
+  WriteBatch batch;
+  batch.PutMeta("a", "1");
+  store_->CommitAsync(std::move(batch), [&](absl::Status) {
+    WriteBatch nested;
+    nested.PutMeta("b", "2");
+    inner = store_->Commit(std::move(nested));
+    done.Notify();
+  });
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_TRUE(absl::IsFailedPrecondition(inner)) << inner;
+  EXPECT_THAT(inner.message(), HasSubstr("use CommitAsync there"));
+}
+
 INSTANTIATE_TEST_SUITE_P(BothStores, StateStoreTest, ::testing::Values(Kind::kSqlite, Kind::kMemory),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return info.param == Kind::kSqlite ? "Sqlite" : "Memory";
