@@ -38,8 +38,10 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
   cmd->add_option("--trace", f->command.trace_path,
                   "Task trace CSV (Alibaba openb pod list or Trainyard job trace; see docs/sim.md)");
   cmd->add_option("--queue-policy", f->command.queue_policies,
-                  "Queue policies, comma separated, one run each: fifo, capacity, fair")
-      ->capture_default_str();
+                  "Queue policies, comma separated, one run each: fifo, capacity, fair "
+                  "(default: the queues file's policy, else fifo)");
+  cmd->add_option("--queues", f->command.queues_path,
+                  "Queue tree YAML (default: one equal leaf per queue the trace names)");
   cmd->add_option("--placement", f->command.placements,
                   "Placement strategies, comma separated, one run each: topology, spread")
       ->capture_default_str();

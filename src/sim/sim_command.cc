@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/queue_config_yaml.h"
 #include "core/scheduler/scheduler.h"
 #include "sim/cluster_build.h"
 #include "sim/trace_readers.h"
@@ -77,7 +78,15 @@ absl::StatusOr<std::vector<std::string>> SplitPolicyList(const std::string& list
   return out;
 }
 
-absl::StatusOr<std::vector<SimReport>> RunSimCommand(const SimCommandOptions& options) {
+absl::StatusOr<std::vector<SimReport>> RunSimCommand(const SimCommandOptions& options_in) {
+  SimCommandOptions options = options_in;
+  if (!options.queues_path.empty()) {
+    auto file = LoadQueueConfigFile(options.queues_path);
+    if (!file.ok()) return file.status();
+    options.base.queues = file->queues;
+    if (options.queue_policies.empty()) options.queue_policies = file->policy;
+  }
+  if (options.queue_policies.empty()) options.queue_policies = "fifo";
   auto queue_policies = SplitPolicyList(options.queue_policies, "--queue-policy");
   if (!queue_policies.ok()) return queue_policies.status();
   auto placements = SplitPolicyList(options.placements, "--placement");

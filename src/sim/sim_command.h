@@ -21,8 +21,12 @@ struct SimCommandOptions {
   std::string trace_path;  // task trace CSV (file mode)
   std::optional<SyntheticOptions> synthetic;  // set: synthetic mode
   // Comma-separated names; one run per combination, queue policy major.
-  std::string queue_policies = "fifo";
+  // "" = the queues file's `policy`, else fifo.
+  std::string queue_policies;
   std::string placements = "topology";
+  // A queue tree in YAML (common/queue_config_yaml.h); "" = one equal leaf
+  // per queue the trace names.
+  std::string queues_path;
   // Everything else a run takes; queue_policy and placement are set per run.
   SimOptions base;
 };
@@ -34,7 +38,9 @@ absl::StatusOr<std::vector<std::string>> SplitPolicyList(const std::string& list
 
 // Runs every combination. Errors (before any run starts): neither or both
 // of file and synthetic mode, unreadable or bad input files (file, line
-// and field), unknown policy names (listing the known ones).
+// and field), a bad queues file, unknown policy names (listing the known
+// ones). Jobs naming a queue the queues file lacks are reported
+// unschedulable with the scheduler's reason.
 absl::StatusOr<std::vector<SimReport>> RunSimCommand(const SimCommandOptions& options);
 
 }  // namespace trainyard::sim

@@ -122,6 +122,43 @@ TEST(SimCommandTest, OneReportPerPolicyCombination) {
   EXPECT_THAT(FormatReportTable(*reports), HasSubstr("fragmentation 4-GPU"));
 }
 
+// The same trace under each queue policy; waits worked out in
+// testdata/two_queues.csv: FIFO 0,0,10,20,29; fair and capacity 0,0,9,20,30.
+TEST(SimCommandTest, QueuePoliciesComparedOnOneTrace) {
+  SimCommandOptions o;
+  o.nodes_path = SimTestdataForTest("one_node.csv");
+  o.trace_path = SimTestdataForTest("two_queues.csv");
+  o.queue_policies = "fifo,capacity,fair";
+  auto reports = RunSimCommand(o);
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  ASSERT_EQ(reports->size(), 3u);
+  EXPECT_DOUBLE_EQ((*reports)[0].wait_s.p50, 10);  // fifo: b1 last
+  EXPECT_DOUBLE_EQ((*reports)[0].wait_s.max, 29);
+  for (int i : {1, 2}) {  // capacity, fair: b1 as soon as a2's turn comes
+    EXPECT_DOUBLE_EQ((*reports)[i].wait_s.p50, 9) << (*reports)[i].queue_policy;
+    EXPECT_DOUBLE_EQ((*reports)[i].wait_s.max, 30) << (*reports)[i].queue_policy;
+  }
+  for (const SimReport& r : *reports) EXPECT_EQ(r.makespan_s, 100);
+}
+
+TEST(SimCommandTest, QueuesFileGivesTreeAndPolicy) {
+  SimCommandOptions o;
+  o.nodes_path = SimTestdataForTest("one_node.csv");
+  o.trace_path = SimTestdataForTest("two_queues.csv");
+  o.queues_path = SimTestdataForTest("queues_ab.yaml");
+  auto reports = RunSimCommand(o);
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  EXPECT_EQ(reports->front().queue_policy, "fair");
+  EXPECT_DOUBLE_EQ(reports->front().wait_s.p50, 9);
+  // A job naming a queue the file lacks cannot run; the reason says why.
+  o.trace_path = SimTestdataForTest("jobs_small.csv");
+  reports = RunSimCommand(o);
+  ASSERT_TRUE(reports.ok()) << reports.status();
+  EXPECT_EQ(reports->front().jobs_unschedulable, 3);
+  ASSERT_FALSE(reports->front().unschedulable.empty());
+  EXPECT_THAT(reports->front().unschedulable[0].reason, HasSubstr("research"));
+}
+
 TEST(SimCommandTest, BadCommandsGiveClearErrors) {
   SimCommandOptions o;
   o.nodes_path = SimTestdataForTest("two_nodes.csv");
