@@ -109,6 +109,14 @@ absl::StatusOr<Statement*> Database::Prepare(const std::string& sql) {
   return raw;
 }
 
+absl::Status Database::Run(const std::string& sql, absl::string_view what) {
+  absl::StatusOr<Statement*> stmt = Prepare(sql);
+  if (!stmt.ok()) return stmt.status();
+  absl::Status status = (*stmt)->Run(what);
+  (*stmt)->Reset();
+  return status;
+}
+
 absl::StatusOr<int64_t> Database::QueryInt(const std::string& sql, absl::string_view what) {
   absl::StatusOr<Statement*> stmt = Prepare(sql);
   if (!stmt.ok()) return stmt.status();

@@ -69,6 +69,8 @@ class Database {
   absl::Status Exec(absl::string_view sql, absl::string_view what);
   // Returns the cached statement for `sql`, reset and ready to bind.
   absl::StatusOr<Statement*> Prepare(const std::string& sql);
+  // Runs one cached statement that returns no rows.
+  absl::Status Run(const std::string& sql, absl::string_view what);
   // Runs a query that returns one integer (e.g. a PRAGMA).
   absl::StatusOr<int64_t> QueryInt(const std::string& sql, absl::string_view what);
   // Returns the Status for `rc` with this connection's message.

@@ -109,11 +109,12 @@ void SqliteStore::RunCommitter() {
 }
 
 absl::Status SqliteStore::ApplyInSavepoint(const WriteBatch& batch) {
-  if (absl::Status s = writer_->Exec("SAVEPOINT batch", "starting a batch"); !s.ok()) return s;
+  if (absl::Status s = writer_->Run("SAVEPOINT batch", "starting a batch"); !s.ok()) return s;
   absl::Status status = ApplyBatch(*writer_, batch);
-  if (status.ok()) return writer_->Exec("RELEASE batch", "ending a batch");
+  if (status.ok()) return writer_->Run("RELEASE batch", "ending a batch");
   if (!IsBatchOutcome(status)) return status;
-  absl::Status undo = writer_->Exec("ROLLBACK TO batch; RELEASE batch", "undoing a failed batch");
+  absl::Status undo = writer_->Run("ROLLBACK TO batch", "undoing a failed batch");
+  if (undo.ok()) undo = writer_->Run("RELEASE batch", "undoing a failed batch");
   return undo.ok() ? status : undo;
 }
 
@@ -123,7 +124,7 @@ void SqliteStore::CommitGroup(std::vector<Pending>& group) {
     absl::MutexLock lock(&mu_);
     fatal = broken_;
   }
-  if (fatal.ok()) fatal = writer_->Exec("BEGIN IMMEDIATE", "starting a transaction");
+  if (fatal.ok()) fatal = writer_->Run("BEGIN IMMEDIATE", "starting a transaction");
   bool any_applied = false;
   for (Pending& p : group) {
     if (!fatal.ok()) break;
@@ -132,8 +133,8 @@ void SqliteStore::CommitGroup(std::vector<Pending>& group) {
     any_applied = any_applied || p.status.ok();
   }
   if (fatal.ok()) {
-    fatal = any_applied ? writer_->Exec("COMMIT", "committing")
-                        : writer_->Exec("ROLLBACK", "ending an empty transaction");
+    fatal = any_applied ? writer_->Run("COMMIT", "committing")
+                        : writer_->Run("ROLLBACK", "ending an empty transaction");
   }
   if (!fatal.ok()) {
     FailGroup(group, fatal);
