@@ -1,15 +1,18 @@
 // fork/exec for task processes. Between fork and exec the child only calls
-// async-signal-safe functions on data prepared before the fork.
+// async-signal-safe functions on data prepared before the fork. The child is
+// a keeper that forks the task proper: see RunKeeper.
 #include "agent/process_spawn.h"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <fstream>
 #include <sstream>
 
@@ -50,12 +53,24 @@ bool OpenOnto(const char* path, int target) {
   return ok;
 }
 
-[[noreturn]] void RunChild(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd) {
+// Closes every descriptor from 3 up except `keep` (the agent's sockets and
+// files must not leak into tasks, nor stay open in a keeper after the agent
+// is gone).
+void CloseOtherFds(int keep) {
+  if (syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u) != 0 ||
+      syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u) != 0) {
+    for (int fd = 3; fd < 65536; ++fd) {
+      if (fd != keep) close(fd);
+    }
+  }
+}
+
+// The task process itself: limits, working dir, logs, exec.
+[[noreturn]] void RunTask(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig : {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGCHLD}) signal(sig, SIG_DFL);
-  if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
+  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // the keeper ignores some
   for (const std::string& procs : r.limits.procs_files) {
     int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) ChildFail(pipe_fd, kStepCgroup);
@@ -72,6 +87,56 @@ bool OpenOnto(const char* path, int target) {
   if (devnull >= 0) dup2(devnull, 0);
   execvpe(argv[0], argv, envp);
   ChildFail(pipe_fd, kStepExec);
+}
+
+// Writes a wait status as decimal text (async-signal-safe).
+void WriteWaitStatus(const char* path, int status) {
+  char text[16];
+  int n = 0;
+  unsigned value = static_cast<unsigned>(status);
+  do {
+    text[n++] = static_cast<char>('0' + value % 10);
+    value /= 10;
+  } while (value != 0);
+  for (int i = 0; i < n / 2; ++i) std::swap(text[i], text[n - 1 - i]);
+  text[n++] = '\n';
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  (void)!write(fd, text, n);
+  close(fd);
+}
+
+// The keeper: leads the task's session and process group, waits for the
+// task, records its wait status where a restarted agent finds it, and ends
+// the same way the task did so the agent's waitpid sees the task's status.
+[[noreturn]] void RunKeeper(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd) {
+  if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
+  CloseOtherFds(pipe_fd);
+  if (chdir("/") != 0) ChildFail(pipe_fd, kStepSession);
+  // The group's SIGTERM is for the task; SIGKILL still ends both.
+  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_IGN);
+  pid_t task = fork();
+  if (task < 0) ChildFail(pipe_fd, kStepSession);
+  if (task == 0) RunTask(r, argv, envp, pipe_fd);
+  close(pipe_fd);
+  int status = 0;
+  while (waitpid(task, &status, 0) < 0) {
+    if (errno != EINTR) _exit(127);
+  }
+  if (!r.exit_status_path.empty()) WriteWaitStatus(r.exit_status_path.c_str(), status);
+  if (WIFSIGNALED(status)) {
+    int sig = WTERMSIG(status);
+    rlimit no_core{0, 0};
+    setrlimit(RLIMIT_CORE, &no_core);
+    signal(sig, SIG_DFL);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, sig);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    kill(getpid(), sig);
+    _exit(128 + sig);
+  }
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
 }
 
 }  // namespace
@@ -93,7 +158,7 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   }
   if (pid == 0) {
     close(pipe_fds[0]);
-    RunChild(request, argv.data(), envp.data(), pipe_fds[1]);
+    RunKeeper(request, argv.data(), envp.data(), pipe_fds[1]);
   }
   close(pipe_fds[1]);
   int report[2] = {0, 0};
@@ -112,6 +177,13 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
                                                 : std::string();
   return absl::FailedPreconditionError(
       absl::StrCat(StepName(report[0]), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
+}
+
+std::optional<int> ReadWaitStatus(const std::string& path) {
+  std::ifstream in(path);
+  int status = 0;
+  if (in >> status) return status;
+  return std::nullopt;
 }
 
 absl::StatusOr<uint64_t> ProcessStartTime(pid_t pid, const std::string& proc_root) {

@@ -1,12 +1,14 @@
 // Starts one task process: its own session and process group, its working
 // directory, stdout/stderr appended to log files, the environment given, and
-// its limits entered between fork and exec. Exec failures come back to the
+// its limits entered between fork and exec, under a small keeper process that
+// records how it ended even when the agent is gone. Exec failures come back to the
 // parent through a close-on-exec pipe, so "command not found" is an error
 // with the reason rather than a silent exit.
 #pragma once
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,12 +24,24 @@ struct SpawnRequest {
   std::string stdout_path;
   std::string stderr_path;
   PreparedLimits limits;
+  // Where the keeper records the task's wait status (decimal) when the task
+  // ends, for an agent that was not there to reap it. "" = not recorded.
+  std::string exit_status_path;
 };
 
-// Forks and execs. Returns the pid, which is also the process group id. An
+// Starts the task under a keeper process: the keeper leads a new session
+// and process group, ignores SIGTERM (meant for the task), forks and execs
+// the task, waits for it, records its wait status at exit_status_path and
+// then ends the way the task ended (same exit code, or the same signal), so
+// waitpid on the keeper reads as the task's own status. The keeper stays
+// out of the task's cgroup and holds no descriptor of the agent.
+// Returns the keeper's pid, which is the process group id to signal. An
 // error names the command and the reason (not found, working dir, log file,
-// cgroup), after the child has been reaped.
+// cgroup), after the keeper has been reaped.
 absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request);
+
+// Reads a wait status recorded by a keeper; nullopt when there is none.
+std::optional<int> ReadWaitStatus(const std::string& path);
 
 // The process start time (field 22 of /proc/PID/stat, clock ticks since
 // boot), which with the pid identifies a process across pid reuse; an error

@@ -68,6 +68,16 @@ TaskExit ExitOfStatus(int status) {
   return exit;
 }
 
+// The exit of a task that ended while nobody was its parent: from the
+// status its keeper recorded, else unknown with `unknown_message`.
+TaskExit RecordedExit(const std::string& wait_status_path, const std::string& unknown_message) {
+  std::optional<int> status = ReadWaitStatus(wait_status_path);
+  if (!status) return {.message = unknown_message};
+  TaskExit exit = ExitOfStatus(*status);
+  exit.message = "ended while the agent was not its parent; status recorded by its keeper";
+  return exit;
+}
+
 bool PidfdReadable(int pidfd) {
   pollfd p{pidfd, POLLIN, 0};
   return poll(&p, 1, 0) > 0;
@@ -223,7 +233,9 @@ std::vector<TaskStatus> Supervisor::Adopt() {
       } else {
         t.adopted = true;  // its pid is not ours to signal
         t.pid = r.pid;
-        EndAttempt(t, {.message = "ended while the agent was down; exit code unknown"}, &pending_);
+        EndAttempt(t, RecordedExit(logs_.WaitStatusPath(t.launch.key, t.attempt),
+                                   "ended while the agent was down; exit code unknown"),
+                   &pending_);
       }
     }
   }
@@ -303,7 +315,12 @@ void Supervisor::ReapExited(std::vector<TaskStatus>* out) {
       // without pidfds when the pid is gone or now names another process.
       bool ended = task->pidfd >= 0 ? PidfdReadable(task->pidfd)
                                     : ProcessStartTime(task->pid).value_or(0) != task->start_time;
-      if (ended) EndAttempt(*task, {.message = "exit code unknown (adopted after an agent restart)"}, out);
+      if (ended) {
+        EndAttempt(*task,
+                   RecordedExit(logs_.WaitStatusPath(key, task->attempt),
+                                "exit code unknown (adopted after an agent restart)"),
+                   out);
+      }
     }
   }
 }

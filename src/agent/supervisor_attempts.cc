@@ -97,7 +97,8 @@ void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
                             .working_dir = l.working_dir,
                             .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
                             .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
-                            .limits = *limits});
+                            .limits = *limits,
+                            .exit_status_path = logs_.WaitStatusPath(l.key, task.attempt)});
   }
   if (!pid.ok()) {
     // Leave the reason where `trainyard logs` looks, then end the attempt.

@@ -4,6 +4,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/supervisor.h"
@@ -136,16 +138,53 @@ TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
   ResourceLimiterPtr rlimit = NewRlimitLimiter();
   std::string data = dir_.path() + "/data";
   TaskLaunch l = ShellTask(dir_, "worker", "true");
-  // A record whose pid is no longer that task (start time differs).
+  // A record whose pid is no longer that task (start time differs), and
+  // the wait status its keeper recorded: exit code 5.
   ASSERT_TRUE(WriteTaskRecord(data, {.launch = l, .pid = getpid(), .start_time = 1}).ok());
+  std::string task_logs = data + "/logs/" + l.key.job + "/worker-0";
+  std::filesystem::create_directories(task_logs);
+  std::ofstream(task_logs + "/attempt-0.wait") << (5 << 8) << "\n";
   Start(rlimit.get());
   EXPECT_TRUE(supervisor_->Adopt().empty());
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
   ASSERT_TRUE(s.has_value());
   EXPECT_EQ(s->state, TaskState::kFailed);
-  EXPECT_EQ(s->exit.exit_code, -1);
-  EXPECT_THAT(s->message, HasSubstr("ended while the agent was down"));
+  EXPECT_EQ(s->exit.exit_code, 5);
+  EXPECT_THAT(s->message, HasSubstr("exited with code 5"));
   EXPECT_TRUE(ReadTaskRecords(data).empty());
+}
+
+TEST_F(LimitsTest, TaskWhoseRecordAndStatusAreGoneEndsUnknown) {
+  ResourceLimiterPtr rlimit = NewRlimitLimiter();
+  std::string data = dir_.path() + "/data";
+  TaskLaunch l = ShellTask(dir_, "worker", "true");
+  ASSERT_TRUE(WriteTaskRecord(data, {.launch = l, .pid = getpid(), .start_time = 1}).ok());
+  Start(rlimit.get());
+  supervisor_->Adopt();
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->exit.exit_code, -1);
+  EXPECT_THAT(s->message, HasSubstr("ended while the agent was down; exit code unknown"));
+}
+
+TEST_F(LimitsTest, ExitWhileAgentIsDownIsReportedWithItsCode) {
+  ResourceLimiterPtr rlimit = NewRlimitLimiter();
+  Start(rlimit.get());
+  TaskLaunch l = ShellTask(dir_, "worker", "while [ ! -e go ]; do sleep 0.01; done; exit 7");
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  ASSERT_TRUE(supervisor_->WaitFor(l.key, Running, kTimeout).has_value());
+  supervisor_.reset();  // the agent is down while the task ends
+  std::ofstream(l.working_dir + "/go");
+  std::string wait_file = dir_.path() + "/data/logs/" + l.key.job + "/worker-0/attempt-0.wait";
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFileOrEmpty(wait_file).empty(); }));
+  EXPECT_EQ(ReadFileOrEmpty(wait_file), absl::StrCat(7 << 8, "\n"));
+
+  Start(rlimit.get());
+  supervisor_->Adopt();
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, TaskState::kFailed);
+  EXPECT_EQ(s->exit.exit_code, 7);
 }
 
 }  // namespace

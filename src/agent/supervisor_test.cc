@@ -3,6 +3,7 @@
 // exit reporting, limits and re-adoption after an agent restart.
 #include "agent/supervisor.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -111,13 +112,26 @@ TEST_F(SupervisorTest, NoGpusGiveEmptyCudaVisibleDevices) {
 }
 
 TEST_F(SupervisorTest, RunsInOwnProcessGroupAndWorkingDir) {
-  // /proc/PID/stat fields 5 and 6 are the process group and session.
-  TaskLaunch l = ShellTask("worker", "echo $$ > pid; cut -d' ' -f5,6 /proc/$$/stat > pgrp; pwd > cwd");
-  ASSERT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
-  std::string pid(absl::StripAsciiWhitespace(ReadFileOrEmpty(l.working_dir + "/pid")));
-  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/pgrp"), absl::StrCat(pid, " ", pid, "\n"));
-  EXPECT_NE(pid, absl::StrCat(getpgrp()));
+  // /proc/PID/stat fields 5 and 6 are the process group and session: both
+  // the task's keeper (the pid the supervisor reports), not the agent's.
+  TaskLaunch l = ShellTask("worker", "cut -d' ' -f5,6 /proc/$$/stat > pgrp; pwd > cwd");
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> running = supervisor_->WaitFor(l.key, [](const TaskStatus& s) { return s.pid > 0; }, kTimeout);
+  ASSERT_TRUE(running.has_value());
+  ASSERT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/pgrp"), absl::StrCat(running->pid, " ", running->pid, "\n"));
+  EXPECT_NE(running->pid, getpgrp());
   EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/cwd"), l.working_dir + "\n");
+}
+
+TEST_F(SupervisorTest, AgentDescriptorsDoNotLeakIntoTasks) {
+  int fd = open("/dev/null", O_RDONLY);  // not close-on-exec, as a careless library might
+  ASSERT_GE(fd, 3);
+  TaskLaunch l = ShellTask("worker", absl::StrCat("[ -e /proc/$$/fd/", fd, " ] && echo leaked > leak; echo $$ > done"));
+  ASSERT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  close(fd);
+  EXPECT_FALSE(ReadFileOrEmpty(l.working_dir + "/done").empty());
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/leak"), "");
 }
 
 TEST_F(SupervisorTest, OnFailureRestartsUntilSuccessWithLogsPerAttempt) {

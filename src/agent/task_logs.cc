@@ -26,6 +26,10 @@ std::string TaskLogs::Path(const TaskKey& key, int attempt, LogStream stream) co
                       stream == LogStream::kStdout ? ".stdout" : ".stderr");
 }
 
+std::string TaskLogs::WaitStatusPath(const TaskKey& key, int attempt) const {
+  return absl::StrCat(TaskDir(key), "/attempt-", attempt, ".wait");
+}
+
 absl::Status TaskLogs::Prepare(const TaskKey& key) const {
   std::error_code ec;
   std::filesystem::create_directories(TaskDir(key), ec);

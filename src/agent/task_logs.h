@@ -39,6 +39,8 @@ class TaskLogs {
   // DATA/logs/JOB/ROLE-INDEX.
   std::string TaskDir(const TaskKey& key) const;
   std::string Path(const TaskKey& key, int attempt, LogStream stream) const;
+  // attempt-N.wait: the wait status the task's keeper records at its end.
+  std::string WaitStatusPath(const TaskKey& key, int attempt) const;
   // Creates the task's log directory.
   absl::Status Prepare(const TaskKey& key) const;
   // Marks an attempt as ended, recording how.

@@ -1,0 +1,345 @@
+// The agent's stream to the server.
+#include "agent/server_link.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/logging.h"
+#include "grpcpp/grpcpp.h"
+
+namespace trainyard::agent {
+namespace {
+
+v1::Resource ResourceOf(const NodeInfo& info) {
+  v1::Resource r;
+  r.set_memory_mb(info.memory_mb);
+  r.set_vcores_milli(info.vcores_milli);
+  r.set_gpus(info.topology.gpu_count());
+  r.set_gpu_mask(info.topology.all().bits());
+  for (const auto& p : info.port_range.ranges()) {
+    auto* pr = r.add_ports();
+    pr->set_begin(p.begin);
+    pr->set_end(p.end);
+  }
+  return r;
+}
+
+v1::TaskState ToProto(TaskState s) {
+  switch (s) {
+    case TaskState::kPending: return v1::TASK_PENDING;
+    case TaskState::kLaunching: return v1::TASK_LAUNCHING;
+    case TaskState::kRunning: return v1::TASK_RUNNING;
+    case TaskState::kSucceeded: return v1::TASK_SUCCEEDED;
+    case TaskState::kFailed: return v1::TASK_FAILED;
+    case TaskState::kKilled: return v1::TASK_KILLED;
+    case TaskState::kRestarting: return v1::TASK_RESTARTING;
+  }
+  return v1::TASK_STATE_UNSPECIFIED;
+}
+
+RestartPolicy ToAgent(v1::RestartPolicy p) {
+  switch (p) {
+    case v1::RESTART_ON_FAILURE: return RestartPolicy::kOnFailure;
+    case v1::RESTART_ALWAYS: return RestartPolicy::kAlways;
+    default: return RestartPolicy::kNever;
+  }
+}
+
+}  // namespace
+
+v1::TaskStatus ToProto(const TaskStatus& s) {
+  v1::TaskStatus p;
+  p.set_job(s.key.job);
+  p.set_role(s.key.role);
+  p.set_index(s.key.index);
+  p.set_attempt(s.attempt);
+  p.set_state(ToProto(s.state));
+  p.set_pid(s.pid);
+  p.set_restart_count(s.restarts);
+  p.set_time_unix_ms(absl::ToUnixMillis(absl::Now()));
+  if (s.has_exit) {
+    p.mutable_exit()->set_exit_code(s.exit.exit_code);
+    p.mutable_exit()->set_signal(s.exit.signal);
+    p.mutable_exit()->set_oom_killed(s.exit.oom_killed);
+    p.mutable_exit()->set_message(s.exit.message.empty() ? s.message : s.exit.message);
+  } else if (!s.message.empty()) {
+    p.mutable_exit()->set_message(s.message);
+  }
+  return p;
+}
+
+v1::NodeInfo ToProto(const NodeInfo& info) {
+  v1::NodeInfo n;
+  n.set_name(info.name);
+  n.set_address(info.address);
+  n.set_rack(info.rack);
+  n.set_data_center(info.data_center);
+  for (const auto& [k, v] : info.labels) (*n.mutable_labels())[k] = v;
+  *n.mutable_capacity() = ResourceOf(info);
+  v1::GpuTopology* t = n.mutable_topology();
+  t->set_gpu_count(info.topology.gpu_count());
+  for (auto g : info.topology.switches()) t->add_switches(g.bits());
+  for (auto g : info.topology.sockets()) t->add_sockets(g.bits());
+  for (auto g : info.topology.nvlink_islands()) t->add_nvlink_islands(g.bits());
+  n.set_excluded_gpus(info.excluded_gpus.bits());
+  n.set_state(v1::NODE_READY);
+  return n;
+}
+
+absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
+  TaskLaunch l;
+  l.key = TaskKey{spec.job(), spec.role(), spec.index()};
+  l.worker_id = spec.worker_id();
+  l.attempt = spec.attempt();
+  l.command.assign(spec.command().begin(), spec.command().end());
+  std::string task_dir = absl::StrCat(data_dir, "/work/", spec.job(), "/", spec.role(), "-", spec.index());
+  std::error_code ec;
+  std::filesystem::create_directories(task_dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("task dir ", task_dir, ": ", ec.message()));
+  for (const auto& [name, content] : spec.files()) {
+    if (name.find('/') != std::string::npos || name.empty() || name[0] == '.') {
+      return absl::InvalidArgumentError(absl::StrCat("files: '", name, "' is not a plain file name"));
+    }
+    std::string path = task_dir + "/" + name, tmp = path + ".tmp";
+    std::ofstream out(tmp, std::ios::trunc);
+    out << content;
+    out.close();
+    if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
+      return absl::InternalError(absl::StrCat("cannot write ", path));
+    }
+  }
+  for (const auto& [k, v] : spec.env()) {
+    l.env[k] = absl::StrReplaceAll(v, {{"${TRAINYARD_TASK_DIR}", task_dir}});
+  }
+  l.env["TRAINYARD_TASK_DIR"] = task_dir;
+  l.working_dir = spec.working_dir().empty() ? task_dir : spec.working_dir();
+  l.gpus = core::GpuSet(spec.allocation().gpu_mask());
+  for (const auto& r : spec.allocation().ports()) {
+    if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) l.ports.Add({r.begin(), r.end()});
+  }
+  auto ckpt = spec.env().find("TRAINYARD_CHECKPOINT_DIR");
+  if (ckpt != spec.env().end()) {
+    l.checkpoint_dir = ckpt->second;
+    std::filesystem::create_directories(l.checkpoint_dir, ec);
+  }
+  l.memory_limit_mb = spec.allocation().memory_mb();
+  l.vcores_milli = spec.allocation().vcores_milli();
+  l.restart_policy = ToAgent(spec.restart_policy());
+  l.max_restarts = spec.max_restarts();
+  if (spec.kill_grace_ms() > 0) l.kill_grace = absl::Milliseconds(spec.kill_grace_ms());
+  if (spec.backoff_initial_ms() > 0) l.backoff_initial = absl::Milliseconds(spec.backoff_initial_ms());
+  return l;
+}
+
+ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options)) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  stub_ = v1::AgentChannel::NewStub(
+      grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args));
+}
+
+ServerLink::~ServerLink() { Stop(); }
+
+void ServerLink::Start(AgentCore* core) {
+  core_ = core;
+  thread_ = std::thread([this] { Run(); });
+}
+
+void ServerLink::Stop() {
+  stopping_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (context_) context_->TryCancel();
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ServerLink::Run() {
+  absl::Duration backoff = options_.backoff_initial;
+  while (!stopping_) {
+    if (Session()) backoff = options_.backoff_initial;
+    if (stopping_) break;
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, absl::ToChronoMilliseconds(backoff), [this] { return stopping_.load(); });
+    backoff = std::min(backoff * 2, options_.backoff_max);
+  }
+}
+
+bool ServerLink::Write(const v1::AgentMessage& msg) {
+  std::lock_guard<std::mutex> wl(write_mu_);
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream = stream_;
+  }
+  return stream && stream->Write(msg);
+}
+
+void ServerLink::OnTaskStatus(const TaskStatus& status) {
+  v1::AgentMessage msg;
+  *msg.mutable_status() = ToProto(status);
+  if (connected_ && Write(msg)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
+  buffered_.push_back(std::move(msg));
+}
+
+bool ServerLink::Session() {
+  grpc::ClientContext ctx;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return false;
+    context_ = &ctx;
+  }
+  std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream = stub_->Connect(&ctx);
+  int64_t session;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_ = stream.get();
+    session = ++session_;
+  }
+  v1::AgentMessage reg;
+  *reg.mutable_register_() = ToProto(core_->node_info());
+  v1::ServerMessage msg;
+  bool accepted = false;
+  std::thread heartbeats;
+  if (Write(reg) && stream->Read(&msg) && msg.has_registered()) {
+    accepted = true;
+    Log(LogLevel::kInfo, "agent", "registered with %s as %s", options_.server, msg.registered().node());
+    // Replay what happened while away, then the live state.
+    std::deque<v1::AgentMessage> replay;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      replay.swap(buffered_);
+    }
+    connected_ = true;
+    for (const auto& m : replay) Write(m);
+    int interval = std::max(50, msg.registered().heartbeat_interval_ms());
+    heartbeats = std::thread([this, interval, session] { Heartbeats(interval, session); });
+    while (!stopping_ && stream->Read(&msg)) Handle(msg);
+  } else if (msg.has_error()) {
+    Log(LogLevel::kError, "agent", "the server refused this node: %s", msg.error());
+  }
+  connected_ = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stream_ = nullptr;
+    ++session_;
+    cv_.notify_all();
+  }
+  if (heartbeats.joinable()) heartbeats.join();
+  {
+    std::lock_guard<std::mutex> wl(write_mu_);
+    ctx.TryCancel();
+  }
+  grpc::Status st = stream->Finish();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    context_ = nullptr;
+  }
+  if (!stopping_) {
+    Log(LogLevel::kWarning, "agent", "stream to %s ended: %s; reconnecting", options_.server,
+        st.ok() ? "closed by the server" : st.error_message());
+  }
+  return accepted;
+}
+
+void ServerLink::Heartbeats(int interval_ms, int64_t session) {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(interval_ms),
+                   [&] { return stopping_.load() || session_ != session; });
+      if (stopping_ || session_ != session) return;
+    }
+    absl::StatusOr<HeartbeatSnapshot> snap = core_->Heartbeat();
+    if (!snap.ok()) {
+      Log(LogLevel::kWarning, "agent", "heartbeat: %s", std::string(snap.status().message()));
+      continue;
+    }
+    v1::AgentMessage msg;
+    v1::Heartbeat* hb = msg.mutable_heartbeat();
+    hb->set_busy_gpu_mask(snap->excluded_gpus.bits());
+    for (const auto& r : snap->ports_in_use.ranges()) {
+      auto* p = hb->add_ports_in_use();
+      p->set_begin(r.begin);
+      p->set_end(r.end);
+    }
+    for (const auto& t : snap->tasks) {
+      if (!IsFinal(t.state)) *hb->add_tasks() = ToProto(t);
+    }
+    if (!Write(msg)) return;
+  }
+}
+
+void ServerLink::Handle(const v1::ServerMessage& msg) {
+  switch (msg.msg_case()) {
+    case v1::ServerMessage::kLaunch:
+      HandleLaunch(msg.launch());
+      break;
+    case v1::ServerMessage::kKill: {
+      TaskKey key{msg.kill().job(), msg.kill().role(), msg.kill().index()};
+      absl::Status st = core_->Kill(key);
+      if (!st.ok() && st.code() != absl::StatusCode::kNotFound) {
+        Log(LogLevel::kWarning, "agent", "kill %s: %s", key.ToString(), std::string(st.message()));
+      }
+      break;
+    }
+    case v1::ServerMessage::kReadLog:
+      HandleLogRead(msg.read_log());
+      break;
+    case v1::ServerMessage::kError:
+      Log(LogLevel::kError, "agent", "server: %s", msg.error());
+      break;
+    default:
+      break;
+  }
+}
+
+void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
+  absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, options_.data_dir);
+  absl::Status st = launch.ok() ? core_->Launch(*launch) : launch.status();
+  if (st.ok()) return;
+  Log(LogLevel::kWarning, "agent", "launch %s/%s-%d refused: %s", spec.job(), spec.role(), spec.index(),
+      std::string(st.message()));
+  TaskStatus failed;
+  failed.key = TaskKey{spec.job(), spec.role(), spec.index()};
+  failed.state = TaskState::kFailed;
+  failed.attempt = spec.attempt();
+  failed.has_exit = true;
+  failed.exit.exit_code = -1;
+  failed.exit.message = absl::StrCat("the agent could not start it: ", st.message());
+  OnTaskStatus(failed);
+}
+
+void ServerLink::HandleLogRead(const v1::LogRead& read) {
+  LogReadOptions opt;
+  opt.attempt = read.attempt();
+  opt.offset = read.offset();
+  opt.limit = read.max_bytes() > 0 ? read.max_bytes() : 65536;
+  opt.stream = read.stderr() ? LogStream::kStderr : LogStream::kStdout;
+  v1::AgentMessage msg;
+  v1::LogData* d = msg.mutable_log();
+  d->set_request_id(read.request_id());
+  d->set_attempt(read.attempt());
+  TaskKey key{read.job(), read.role(), read.index()};
+  absl::StatusOr<LogChunk> chunk = core_->logs().Read(key, opt);
+  if (chunk.ok()) {
+    d->set_data(chunk->data);
+    d->set_eof(chunk->data.empty() || chunk->complete);
+    d->set_finished(chunk->complete);
+  } else if (chunk.status().code() == absl::StatusCode::kOutOfRange) {
+    d->set_eof(true);
+    d->set_finished(core_->logs().Ended(key, read.attempt()));
+  } else {
+    d->set_error(std::string(chunk.status().message()));
+  }
+  Write(msg);
+}
+
+}  // namespace trainyard::agent

@@ -1,0 +1,78 @@
+// ServerLink: the agent's one bidirectional gRPC stream to the server. It
+// registers the node, sends heartbeats on the interval the server asks for,
+// forwards task status changes (buffered while disconnected and replayed on
+// reconnect), and carries out launch, kill and log-read orders. Reconnects
+// with exponential backoff; never loses track of a task it started.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/time/time.h"
+#include "agent/agent_core.h"
+#include "proto/service.grpc.pb.h"
+
+namespace trainyard::agent {
+
+struct ServerLinkOptions {
+  std::string server;  // host:port
+  std::string data_dir;  // the agent's data dir (task directories go under work/)
+  absl::Duration backoff_initial = absl::Milliseconds(100);
+  absl::Duration backoff_max = absl::Seconds(5);
+  size_t max_buffered_statuses = 100000;
+};
+
+class ServerLink : public TaskListener {
+ public:
+  explicit ServerLink(ServerLinkOptions options);
+  ~ServerLink() override;
+
+  // Runs against `core` until Stop. REQUIRES: core outlives the link.
+  void Start(AgentCore* core);
+  void Stop();
+  // True while a stream is registered.
+  bool connected() const { return connected_; }
+
+  void OnTaskStatus(const TaskStatus& status) override;
+
+ private:
+  void Run();
+  // One connection: register, then serve until the stream breaks. Returns
+  // true when the server accepted the registration.
+  bool Session();
+  void Heartbeats(int interval_ms, int64_t session);
+  void Handle(const v1::ServerMessage& msg);
+  void HandleLaunch(const v1::TaskSpec& spec);
+  void HandleLogRead(const v1::LogRead& read);
+  bool Write(const v1::AgentMessage& msg);
+
+  const ServerLinkOptions options_;
+  AgentCore* core_ = nullptr;
+  std::unique_ptr<v1::AgentChannel::Stub> stub_;
+  std::thread thread_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<bool> connected_{false};
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
+  grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
+  std::deque<v1::AgentMessage> buffered_ ABSL_GUARDED_BY(mu_);  // statuses while disconnected
+  int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  std::mutex write_mu_;  // one Write at a time on the stream
+};
+
+// Converts a launch order into what the supervisor runs: files written into
+// the task directory DATA/work/JOB/ROLE-INDEX, ${TRAINYARD_TASK_DIR} in env
+// values replaced by it. Errors name the file that cannot be written.
+absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir);
+v1::TaskStatus ToProto(const TaskStatus& status);
+v1::NodeInfo ToProto(const NodeInfo& info);
+
+}  // namespace trainyard::agent
