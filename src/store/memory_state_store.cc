@@ -132,7 +132,8 @@ struct MemoryStateStore::Impl {
     }
     if (const auto* append = std::get_if<WriteBatch::AppendEventOp>(&op)) {
       JobEntry* entry = Find(stage, append->event.job_id());
-      if (entry == nullptr) return store_checks::JobNotFound(append->event.job_id(), "append event");
+      if (entry == nullptr)
+        return store_checks::JobNotFound(append->event.job_id(), "append event");
       AddEvent(stage, *entry, append->event);
       return absl::OkStatus();
     }

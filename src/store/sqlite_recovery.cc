@@ -70,12 +70,11 @@ absl::StatusOr<v1::NodeRecord> SqliteStore::GetNode(const std::string& name) {
 absl::StatusOr<std::vector<v1::NodeRecord>> SqliteStore::ListNodes() {
   absl::MutexLock lock(&reader_mu_);
   std::vector<v1::NodeRecord> nodes;
-  absl::Status status = EachRow(*reader_, "SELECT name, record FROM nodes ORDER BY name",
-                                "listing nodes", [&](Statement& s) {
-                                  return ParseBlob(s, 1, nodes.emplace_back())
-                                             ? absl::OkStatus()
-                                             : ParseError("node", std::string(s.Text(0)));
-                                });
+  absl::Status status = EachRow(
+      *reader_, "SELECT name, record FROM nodes ORDER BY name", "listing nodes", [&](Statement& s) {
+        return ParseBlob(s, 1, nodes.emplace_back()) ? absl::OkStatus()
+                                                     : ParseError("node", std::string(s.Text(0)));
+      });
   if (!status.ok()) return status;
   return nodes;
 }
@@ -100,7 +99,8 @@ absl::Status SqliteStore::ReadLiveTasks(StoreSnapshot& snapshot) {
   // Tasks in rowid order keep each job's tasks in the order they were written.
   std::string sql = absl::StrCat(
       "SELECT t.job_id, t.record FROM tasks t WHERE t.job_id IN "
-      "(SELECT id FROM jobs WHERE state IN (", LiveStatesSql(), ")) ORDER BY t.rowid");
+      "(SELECT id FROM jobs WHERE state IN (",
+      LiveStatesSql(), ")) ORDER BY t.rowid");
   return EachRow(*reader_, sql, "loading tasks", [&](Statement& s) {
     auto it = by_id.find(static_cast<uint64_t>(s.Int(0)));
     if (it == by_id.end()) return absl::OkStatus();
@@ -185,7 +185,8 @@ std::vector<std::string> SqliteStore::FindBadRecords() {
   absl::Status status = EachRow(
       *reader_, "SELECT id, name, state, record FROM jobs", "checking jobs", [&](Statement& s) {
         v1::JobRecord job;
-        if (!ParseBlob(s, 3, job)) return note(absl::StrCat("job ", s.Int(0), ": record does not parse"));
+        if (!ParseBlob(s, 3, job))
+          return note(absl::StrCat("job ", s.Int(0), ": record does not parse"));
         if (static_cast<int64_t>(job.id()) != s.Int(0) || job.name() != s.Text(1) ||
             job.state() != s.Int(2)) {
           return note(absl::StrCat("job ", s.Int(0), ": record disagrees with its columns"));
@@ -196,8 +197,8 @@ std::vector<std::string> SqliteStore::FindBadRecords() {
     status = EachRow(*reader_, "SELECT job_id, role, idx, node, state, record FROM tasks",
                      "checking tasks", [&](Statement& s) {
                        v1::TaskRecord task;
-                       std::string name = absl::StrCat("task of job ", s.Int(0), " ", s.Text(1),
-                                                       "/", s.Int(2));
+                       std::string name =
+                           absl::StrCat("task of job ", s.Int(0), " ", s.Text(1), "/", s.Int(2));
                        if (!ParseBlob(s, 5, task)) return note(name + ": record does not parse");
                        if (task.role() != s.Text(1) || task.index() != s.Int(2) ||
                            task.node() != s.Text(3) || task.state() != s.Int(4)) {
@@ -207,14 +208,14 @@ std::vector<std::string> SqliteStore::FindBadRecords() {
                      });
   }
   if (status.ok()) {
-    status = EachRow(*reader_, "SELECT name, record FROM nodes", "checking nodes",
-                     [&](Statement& s) {
-                       v1::NodeRecord node;
-                       if (!ParseBlob(s, 1, node) || node.info().name() != s.Text(0)) {
-                         return note(absl::StrCat("node ", s.Text(0), ": record is bad"));
-                       }
-                       return absl::OkStatus();
-                     });
+    status =
+        EachRow(*reader_, "SELECT name, record FROM nodes", "checking nodes", [&](Statement& s) {
+          v1::NodeRecord node;
+          if (!ParseBlob(s, 1, node) || node.info().name() != s.Text(0)) {
+            return note(absl::StrCat("node ", s.Text(0), ": record is bad"));
+          }
+          return absl::OkStatus();
+        });
   }
   if (!status.ok() && !absl::IsCancelled(status)) problems.push_back(std::string(status.message()));
   return problems;
@@ -223,14 +224,15 @@ std::vector<std::string> SqliteStore::FindBadRecords() {
 absl::Status SqliteStore::CheckIntegrity() {
   absl::MutexLock lock(&reader_mu_);
   std::vector<std::string> problems;
-  absl::Status status = EachRow(*reader_, "PRAGMA integrity_check", "checking the file",
-                                [&](Statement& s) {
-                                  std::string line(s.Text(0));
-                                  if (line != "ok") problems.push_back("sqlite: " + line);
-                                  return absl::OkStatus();
-                                });
+  absl::Status status =
+      EachRow(*reader_, "PRAGMA integrity_check", "checking the file", [&](Statement& s) {
+        std::string line(s.Text(0));
+        if (line != "ok") problems.push_back("sqlite: " + line);
+        return absl::OkStatus();
+      });
   if (!status.ok()) problems.push_back(std::string(status.message()));
-  if (!problems.empty()) return store_checks::ProblemsToStatus(absl::StrCat("store ", path_), problems);
+  if (!problems.empty())
+    return store_checks::ProblemsToStatus(absl::StrCat("store ", path_), problems);
   std::vector<std::string> orphans = FindOrphans();
   problems.insert(problems.end(), orphans.begin(), orphans.end());
   std::vector<std::string> bad = FindBadRecords();

@@ -90,9 +90,8 @@ void SqliteStore::RunCommitter() {
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
-          +[](SqliteStore* s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) {
-            return s->stopping_ || !s->queue_.empty();
-          },
+          +[](SqliteStore* s)
+               ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
           this));
       if (queue_.empty()) return;
       size_t n = std::min(queue_.size(), max_group);
@@ -142,7 +141,8 @@ void SqliteStore::CommitGroup(std::vector<Pending>& group) {
   }
   absl::MutexLock lock(&mu_);
   if (any_applied) ++stats_.transactions;
-  for (const Pending& p : group) ++(p.status.ok() ? stats_.batches_committed : stats_.batches_failed);
+  for (const Pending& p : group)
+    ++(p.status.ok() ? stats_.batches_committed : stats_.batches_failed);
 }
 
 void SqliteStore::FailGroup(std::vector<Pending>& group, const absl::Status& fatal) {
@@ -151,9 +151,9 @@ void SqliteStore::FailGroup(std::vector<Pending>& group, const absl::Status& fat
   }
   absl::MutexLock lock(&mu_);
   if (IsSticky(fatal) && broken_.ok()) {
-    broken_ = absl::Status(fatal.code(),
-                           absl::StrCat(fatal.message(),
-                                        "; the store refuses further writes: restart the server"));
+    broken_ = absl::Status(
+        fatal.code(),
+        absl::StrCat(fatal.message(), "; the store refuses further writes: restart the server"));
   }
   for (Pending& p : group) {
     if (p.status.ok() || !IsBatchOutcome(p.status)) p.status = fatal;

@@ -30,9 +30,9 @@ namespace trainyard {
 class WriteBatch {
  public:
   // Creates a job: its row, every task in job.tasks and its first event (whose
-  // job_id is set to job.id; none when first_event.kind is empty). The batch fails with AlreadyExists if a job with
-  // this id or name exists, with InvalidArgument if job.id is 0, the name is
-  // empty or two tasks share (role, index).
+  // job_id is set to job.id; none when first_event.kind is empty). The batch fails with
+  // AlreadyExists if a job with this id or name exists, with InvalidArgument if job.id is 0, the
+  // name is empty or two tasks share (role, index).
   struct CreateJobOp {
     v1::JobRecord job;
     v1::JobEventRecord first_event;
@@ -100,10 +100,10 @@ struct JobFilter {
 // Everything the server needs to resume after a restart, read as one
 // consistent snapshot.
 struct StoreSnapshot {
-  std::vector<v1::JobRecord> jobs;         // live jobs (not SUCCEEDED/FAILED/KILLED), with tasks, by id
-  std::vector<v1::NodeRecord> nodes;       // every node, by name
-  std::map<std::string, std::string> meta; // every metadata key
-  uint64_t max_job_id = 0;                 // highest job id ever stored, live or not
+  std::vector<v1::JobRecord> jobs;    // live jobs (not SUCCEEDED/FAILED/KILLED), with tasks, by id
+  std::vector<v1::NodeRecord> nodes;  // every node, by name
+  std::map<std::string, std::string> meta;  // every metadata key
+  uint64_t max_job_id = 0;                  // highest job id ever stored, live or not
 };
 
 // Counters for /metrics and benchmarks.

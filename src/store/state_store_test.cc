@@ -1,5 +1,7 @@
 // The StateStore contract, run over both stores: the SQLite one and the
 // in-memory fake must agree on every outcome a server relies on.
+#include "store/state_store.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -9,7 +11,6 @@
 #include "absl/synchronization/notification.h"
 #include "store/memory_state_store.h"
 #include "store/sqlite_state_store.h"
-#include "store/state_store.h"
 #include "store/store_test_util.h"
 
 namespace trainyard {
@@ -304,7 +305,8 @@ TEST_P(StateStoreTest, CheckIntegrityReportsGpusAndPortsHeldTwice) {
   absl::Status status = store_->CheckIntegrity();
   EXPECT_TRUE(absl::IsDataLoss(status)) << status;
   EXPECT_THAT(status.message(), HasSubstr("GPU 2 held by job 2 worker/0 and job 3 ps/0"));
-  EXPECT_THAT(status.message(), HasSubstr("ports 30001-30001 held by job 1 worker/0 and job 3 ps/0"));
+  EXPECT_THAT(status.message(),
+              HasSubstr("ports 30001-30001 held by job 1 worker/0 and job 3 ps/0"));
   EXPECT_THAT(status.message(), Not(HasSubstr("worker/1")));
 }
 
@@ -357,7 +359,8 @@ TEST_P(StateStoreTest, CommitInsideACallbackIsRefusedNotDeadlocked) {
   EXPECT_THAT(inner.message(), HasSubstr("use CommitAsync there"));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothStores, StateStoreTest, ::testing::Values(Kind::kSqlite, Kind::kMemory),
+INSTANTIATE_TEST_SUITE_P(BothStores, StateStoreTest,
+                         ::testing::Values(Kind::kSqlite, Kind::kMemory),
                          [](const ::testing::TestParamInfo<Kind>& info) {
                            return info.param == Kind::kSqlite ? "Sqlite" : "Memory";
                          });

@@ -72,7 +72,9 @@ void CheckPorts(const std::string& node, std::vector<PortUse>& uses,
 
 }  // namespace
 
-absl::Status ValidateNewJob(const v1::JobRecord& job) { return ValidateJobCommon(job, "create job"); }
+absl::Status ValidateNewJob(const v1::JobRecord& job) {
+  return ValidateJobCommon(job, "create job");
+}
 
 absl::Status ValidateUpdatedJob(const v1::JobRecord& job) {
   return ValidateJobCommon(job, "update job");
@@ -132,8 +134,8 @@ absl::Status ProblemsToStatus(const std::string& what, const std::vector<std::st
   std::string more = problems.size() > kMaxShown
                          ? absl::StrCat("; and ", problems.size() - kMaxShown, " more")
                          : "";
-  return absl::DataLossError(absl::StrCat(what, ": ", problems.size(), " problem(s): ",
-                                          absl::StrJoin(shown, "; "), more));
+  return absl::DataLossError(
+      absl::StrCat(what, ": ", problems.size(), " problem(s): ", absl::StrJoin(shown, "; "), more));
 }
 
 }  // namespace trainyard::store_checks
