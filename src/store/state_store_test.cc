@@ -343,6 +343,37 @@ TEST_P(StateStoreTest, ConcurrentWritersAllLandAndCallbacksRun) {
   EXPECT_EQ(stats.batches_committed, kThreads * kJobsPerThread + 1);
 }
 
+TEST_P(StateStoreTest, QueuedBatchesSucceedOrFailEachOnItsOwn) {
+  // Queued back to back, these usually share one group transaction; each
+  // must still get its own outcome.
+  constexpr int kBatches = 50;
+  absl::Mutex mu;
+  std::vector<absl::Status> outcomes(kBatches, absl::UnknownError("not called"));
+  int called = 0;
+  for (int i = 0; i < kBatches; ++i) {
+    WriteBatch batch;
+    batch.CreateJob(MakeJob(i % 10 == 9 ? 1 : i + 1), MakeEvent(i + 1, "submitted"));
+    store_->CommitAsync(std::move(batch), [&, i](absl::Status s) {
+      absl::MutexLock lock(&mu);
+      outcomes[i] = s;
+      ++called;
+    });
+  }
+  absl::MutexLock lock(&mu);
+  ASSERT_TRUE(mu.AwaitWithTimeout(absl::Condition(
+                                      +[](int* n) { return *n == kBatches; }, &called),
+                                  absl::Seconds(30)));
+  for (int i = 0; i < kBatches; ++i) {
+    if (i % 10 == 9) {
+      EXPECT_TRUE(absl::IsAlreadyExists(outcomes[i])) << i << ": " << outcomes[i];
+      EXPECT_TRUE(absl::IsNotFound(store_->GetJob(i + 1).status()));
+    } else {
+      EXPECT_TRUE(outcomes[i].ok()) << i << ": " << outcomes[i];
+      EXPECT_TRUE(store_->GetJob(i + 1).ok());
+    }
+  }
+}
+
 TEST_P(StateStoreTest, CommitInsideACallbackIsRefusedNotDeadlocked) {
   absl::Notification done;
   absl::Status inner;
