@@ -112,6 +112,13 @@ void WriteWaitStatus(const char* path, int status) {
 [[noreturn]] void RunKeeper(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd) {
   if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
   CloseOtherFds(pipe_fd);
+  // Nor the agent's stdin/stdout/stderr: a keeper outliving the agent must
+  // not hold the pipes of whoever started the agent.
+  int devnull = open("/dev/null", O_RDWR);
+  if (devnull >= 0) {
+    for (int fd = 0; fd <= 2; ++fd) dup2(devnull, fd);
+    if (devnull > 2) close(devnull);
+  }
   if (chdir("/") != 0) ChildFail(pipe_fd, kStepSession);
   // The group's SIGTERM is for the task; SIGKILL still ends both.
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_IGN);
