@@ -115,10 +115,11 @@ TEST_F(SupervisorTest, RunsInOwnProcessGroupAndWorkingDir) {
   // /proc/PID/stat fields 5 and 6 are the process group and session: both
   // the task's keeper (the pid the supervisor reports), not the agent's.
   TaskLaunch l = ShellTask("worker", "cut -d' ' -f5,6 /proc/$$/stat > pgrp; pwd > cwd");
-  ASSERT_TRUE(supervisor_->Launch(l).ok());
-  std::optional<TaskStatus> running = supervisor_->WaitFor(l.key, [](const TaskStatus& s) { return s.pid > 0; }, kTimeout);
-  ASSERT_TRUE(running.has_value());
-  ASSERT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
+  ASSERT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  std::vector<TaskStatus> all = listener_.statuses();
+  ASSERT_FALSE(all.empty());
+  const TaskStatus* running = &all.front();
+  ASSERT_EQ(running->state, TaskState::kRunning);
   EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/pgrp"), absl::StrCat(running->pid, " ", running->pid, "\n"));
   EXPECT_NE(running->pid, getpgrp());
   EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/cwd"), l.working_dir + "\n");
