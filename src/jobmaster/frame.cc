@@ -33,22 +33,23 @@ void AppendFrame(const google::protobuf::MessageLite& message, std::string* out)
       reinterpret_cast<uint8_t*>(out->data() + start + kFrameHeaderBytes));
 }
 
-void AppendWorkerListFrame(uint64_t request_id, std::string_view serialized_list,
-                           std::string* out) {
-  std::string body;
+std::string WorkerListFramePrefix(uint64_t request_id, size_t list_bytes) {
+  std::string prefix(kFrameHeaderBytes, '\0');
   {
-    google::protobuf::io::StringOutputStream stream(&body);
+    google::protobuf::io::StringOutputStream stream(&prefix);
     google::protobuf::io::CodedOutputStream coded(&stream);
     if (request_id != 0) WireFormatLite::WriteUInt64(kResponseRequestIdField, request_id, &coded);
     coded.WriteTag(WireFormatLite::MakeTag(kResponseWorkersField,
                                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
-    coded.WriteVarint32(static_cast<uint32_t>(serialized_list.size()));
+    coded.WriteVarint32(static_cast<uint32_t>(list_bytes));
   }
-  size_t start = out->size();
-  uint32_t length = static_cast<uint32_t>(body.size() + serialized_list.size());
-  out->resize(start + kFrameHeaderBytes);
-  PutHeader(length, out->data() + start);
-  out->append(body);
+  PutHeader(static_cast<uint32_t>(prefix.size() - kFrameHeaderBytes + list_bytes), prefix.data());
+  return prefix;
+}
+
+void AppendWorkerListFrame(uint64_t request_id, std::string_view serialized_list,
+                           std::string* out) {
+  out->append(WorkerListFramePrefix(request_id, serialized_list.size()));
   out->append(serialized_list);
 }
 

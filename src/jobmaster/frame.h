@@ -39,6 +39,10 @@ struct FrameView {
   bool complete = false;
 };
 
+// The bytes of such a frame that come before the serialized list itself
+// (length header and envelope fields), for writing the list without copying.
+std::string WorkerListFramePrefix(uint64_t request_id, size_t list_bytes);
+
 // Looks for one frame at the start of `buffer`. Returns an incomplete view
 // when more bytes are needed, or an error naming the length when the header
 // announces more than `max_payload` bytes.

@@ -10,6 +10,7 @@
 #include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -308,7 +309,27 @@ void JobMasterServer::Send(ConnId conn, const pb::JobMasterResponse& response) {
 
 void JobMasterServer::SendWorkerList(ConnId conn, uint64_t request_id,
                                      std::string_view serialized) {
-  if (Connection* c = Writable(conn)) AppendWorkerListFrame(request_id, serialized, &c->out);
+  Connection* c = Writable(conn);
+  if (c == nullptr) return;
+  std::string prefix = WorkerListFramePrefix(request_id, serialized.size());
+  size_t written = 0;
+  if (c->out_offset == c->out.size() && !c->closing) {
+    // Nothing queued before it: write straight from the shared list (a big
+    // job's list is large and goes to every worker) and queue only the rest.
+    iovec iov[2] = {{prefix.data(), prefix.size()},
+                    {const_cast<char*>(serialized.data()), serialized.size()}};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+    written = n > 0 ? static_cast<size_t>(n) : 0;  // errors surface at the next flush
+  }
+  if (written < prefix.size()) {
+    c->out.append(prefix, written, std::string::npos);
+    c->out.append(serialized);
+  } else {
+    c->out.append(serialized.substr(std::min(serialized.size(), written - prefix.size())));
+  }
 }
 
 void JobMasterServer::FlushDirty() {

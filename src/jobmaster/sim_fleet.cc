@@ -30,6 +30,7 @@ int MillisUntil(absl::Time deadline) {
 
 SimFleet::SimFleet(std::string host, int port) : host_(std::move(host)), port_(port) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  read_buffer_.resize(256 * 1024);
 }
 
 SimFleet::~SimFleet() {
@@ -118,20 +119,28 @@ bool SimFleet::WriteSome(Worker& w) {
 }
 
 void SimFleet::ReadSome(Worker& w) {
-  char buf[64 * 1024];
   while (true) {
-    ssize_t n = recv(w.fd, buf, sizeof(buf), 0);
+    ssize_t n = recv(w.fd, read_buffer_.data(), read_buffer_.size(), 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
         w.eof = true;
         epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, w.fd, nullptr);
       }
-      break;
+      return;
     }
-    w.in.append(buf, static_cast<size_t>(n));
-    if (static_cast<size_t>(n) < sizeof(buf)) break;
+    std::string_view data(read_buffer_.data(), static_cast<size_t>(n));
+    if (keep_responses_) {
+      KeepFrames(w, data);
+    } else {
+      CountFrames(w, data);
+    }
+    if (static_cast<size_t>(n) < read_buffer_.size()) return;
   }
+}
+
+void SimFleet::KeepFrames(Worker& w, std::string_view data) {
+  w.in.append(data);
   size_t used = 0;
   while (true) {
     FrameView frame;
@@ -140,10 +149,30 @@ void SimFleet::ReadSome(Worker& w) {
       break;
     }
     w.payloads.emplace_back(frame.payload);
+    w.last_bytes = frame.payload.size();
     used += frame.consumed;
     ++received_;
   }
   w.in.erase(0, used);
+}
+
+void SimFleet::CountFrames(Worker& w, std::string_view data) {
+  for (size_t pos = 0; pos < data.size();) {
+    if (w.skip > 0) {
+      uint32_t take = static_cast<uint32_t>(std::min<size_t>(w.skip, data.size() - pos));
+      w.skip -= take;
+      pos += take;
+      if (w.skip == 0) ++received_;
+      continue;
+    }
+    w.header_value = (w.header_value << 8) | static_cast<uint8_t>(data[pos++]);  // big-endian
+    if (++w.header_seen < kFrameHeaderBytes) continue;
+    w.skip = w.header_value;
+    w.header_seen = 0;
+    w.header_value = 0;
+    w.last_bytes = w.skip;
+    if (w.skip == 0) ++received_;
+  }
 }
 
 absl::Status SimFleet::Exchange(int count, absl::Time deadline) {

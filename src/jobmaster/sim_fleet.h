@@ -36,12 +36,18 @@ class SimFleet {
   // across the fleet. Returns DEADLINE_EXCEEDED naming how many came.
   absl::Status Exchange(int count, absl::Time deadline);
 
+  // Whether responses are kept (default) or only counted and sized, without
+  // storing them: benchmarks then measure the master, not the fleet's memory.
+  void set_keep_responses(bool keep) { keep_responses_ = keep; }
+  // Payload size of the last response on connection `i` (kept or not).
+  size_t last_payload_bytes(int i) const { return workers_[i].last_bytes; }
   // The raw payloads received on connection `i` since the last ClearResponses.
   const std::vector<std::string>& payloads(int i) const { return workers_[i].payloads; }
   // Parses response `k` of connection `i`.
   pb::JobMasterResponse Response(int i, int k) const;
   // The last response of connection `i`. REQUIRES: one arrived.
   pb::JobMasterResponse Last(int i) const;
+  // Forgets received responses.
   void ClearResponses();
   // True once the master closed connection `i`.
   bool closed_by_peer(int i) const { return workers_[i].eof; }
@@ -62,16 +68,26 @@ class SimFleet {
     std::string in;
     std::vector<std::string> payloads;
     bool eof = false;
+    // Counting without keeping: header bytes seen of the current frame, and
+    // payload bytes of it still to skip.
+    uint32_t header_seen = 0;
+    uint32_t header_value = 0;
+    uint32_t skip = 0;
+    size_t last_bytes = 0;
   };
   bool WriteSome(Worker& w);
   void ReadSome(Worker& w);
+  void KeepFrames(Worker& w, std::string_view data);
+  void CountFrames(Worker& w, std::string_view data);
 
   std::string host_;
   int port_;
   int epoll_fd_ = -1;
   std::vector<Worker> workers_;
   std::vector<int> pending_writes_;
+  std::string read_buffer_;
   int received_ = 0;
+  bool keep_responses_ = true;
   uint64_t next_request_id_ = 1;
 };
 

@@ -1,0 +1,275 @@
+// Job master benchmarks. The master runs in a forked child process (as in
+// production, its own process); the workers are simulated by SimFleet from
+// this process, many sockets on one thread and one epoll set, so what is
+// measured is the master. Prints medians and p99 as counters and, at the
+// end, a summary against the targets of issue 5, including the same register
+// + barrier workload on PyTorch's TCPStore (bench/tcpstore_compare.py, run
+// with /usr/bin/python3).
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "benchmark/benchmark.h"
+#include "common/clock.h"
+#include "common/logging.h"
+#include "jobmaster/jobmaster_server.h"
+#include "jobmaster/sim_fleet.h"
+#include "nlohmann/json.hpp"
+
+namespace trainyard::jobmaster {
+namespace {
+
+// Figures for the summary, by name.
+std::map<std::string, double>& Figures() {
+  static std::map<std::string, double> figures;
+  return figures;
+}
+
+double Percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * static_cast<double>(v.size())))];
+}
+
+// A master of `workers` workers in a child process.
+struct MasterProcess {
+  pid_t pid = -1;
+  int port = 0;
+
+  explicit MasterProcess(int workers) {
+    int fds[2];
+    if (pipe(fds) != 0) return;
+    pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      SetLogLevel(LogLevel::kError);
+      JobMasterConfig config;
+      config.job_name = "bench";
+      config.num_workers = workers;
+      config.bind_address = "127.0.0.1";
+      FakeJobTerminator terminator;
+      RealClock clock;
+      auto server = JobMasterServer::Create(config, &terminator, &clock);
+      int p = server.ok() ? (*server)->port() : -1;
+      if (write(fds[1], &p, sizeof(p)) != sizeof(p)) _exit(1);
+      if (server.ok()) (void)(*server)->Run();
+      _exit(0);
+    }
+    close(fds[1]);
+    if (read(fds[0], &port, sizeof(port)) != sizeof(port)) port = -1;
+    close(fds[0]);
+  }
+  ~MasterProcess() {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+  // CPU time the master used so far, in ms, from /proc.
+  double CpuMs() const {
+    std::ifstream stat(absl::StrFormat("/proc/%d/stat", pid));
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    size_t paren = text.rfind(')');
+    if (paren == std::string::npos) return 0;
+    unsigned long utime = 0, stime = 0;
+    // Fields after the command: state, then 10 numbers, then utime and stime.
+    if (std::sscanf(text.c_str() + paren + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+                    &utime, &stime) != 2) {
+      return 0;
+    }
+    return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  // Resident memory of the master in MB, from /proc.
+  double RssMb() const {
+    std::ifstream status(absl::StrFormat("/proc/%d/status", pid));
+    std::string line;
+    while (std::getline(status, line)) {
+      long kb = 0;
+      if (std::sscanf(line.c_str(), "VmRSS: %ld kB", &kb) == 1) return static_cast<double>(kb) / 1024;
+    }
+    return 0;
+  }
+};
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
+
+std::vector<int> Range(int n) {
+  std::vector<int> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = i;
+  return ids;
+}
+
+void BM_Barrier(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  MasterProcess master(n);
+  SimFleet fleet("127.0.0.1", master.port);
+  fleet.set_keep_responses(false);
+  if (!fleet.Connect(n, Deadline()).ok() || !fleet.RegisterAll(Range(n), Deadline()).ok()) {
+    return state.SkipWithError("could not register the workers");
+  }
+  std::vector<double> ms;
+  double cpu_before = master.CpuMs();
+  for (auto _ : state) {
+    fleet.ClearResponses();
+    absl::Time start = absl::Now();
+    if (!fleet.BarrierAll(n, Deadline()).ok()) return state.SkipWithError("barrier failed");
+    absl::Duration took = absl::Now() - start;
+    state.SetIterationTime(absl::ToDoubleSeconds(took));
+    ms.push_back(absl::ToDoubleMilliseconds(took));
+  }
+  state.counters["p50_ms"] = Percentile(ms, 0.5);
+  state.counters["p99_ms"] = Percentile(ms, 0.99);
+  state.counters["master_cpu_ms"] =
+      (master.CpuMs() - cpu_before) / static_cast<double>(std::max<size_t>(1, ms.size()));
+  Figures()[absl::StrFormat("barrier_p50_%d", n)] = Percentile(ms, 0.5);
+  Figures()[absl::StrFormat("barrier_p99_%d", n)] = Percentile(ms, 0.99);
+}
+BENCHMARK(BM_Barrier)->Arg(64)->Iterations(500)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Barrier)->Arg(1000)->Iterations(200)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// STARTING from every worker, each followed by a RESPONSE_AFTER_ALL_JOINED
+// list; done when every worker has the full list. Connections are opened
+// before the clock starts; `with_connect_ms` includes them.
+void BM_RegisterAllJoined(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  std::vector<double> ms, with_connect, cpu;
+  for (auto _ : state) {
+    MasterProcess master(n);
+    SimFleet fleet("127.0.0.1", master.port);
+    fleet.set_keep_responses(false);
+    absl::Time connect_start = absl::Now();
+    if (!fleet.Connect(n, Deadline()).ok()) return state.SkipWithError("connect failed");
+    absl::Time start = absl::Now();
+    fleet.ClearResponses();
+    pb::JobMasterRequest starting, list;
+    starting.set_request_id(1);
+    list.set_request_id(2);
+    list.mutable_list_workers()->set_mode(pb::RESPONSE_AFTER_ALL_JOINED);
+    for (int i = 0; i < n; ++i) {
+      starting.mutable_starting()->mutable_info()->set_worker_id(i);
+      starting.mutable_starting()->mutable_info()->set_ip("127.0.0.1");
+      starting.mutable_starting()->mutable_info()->set_port(20000 + i);
+      fleet.Queue(i, starting);
+      fleet.Queue(i, list);
+    }
+    if (!fleet.Exchange(2 * n, Deadline()).ok()) return state.SkipWithError("register failed");
+    absl::Time end = absl::Now();
+    cpu.push_back(master.CpuMs());
+    // Each list entry takes at least 10 bytes: a shorter frame is not the full list.
+    if (fleet.last_payload_bytes(n - 1) < static_cast<size_t>(10 * n)) {
+      return state.SkipWithError("a worker got a short list");
+    }
+    state.SetIterationTime(absl::ToDoubleSeconds(end - start));
+    ms.push_back(absl::ToDoubleMilliseconds(end - start));
+    with_connect.push_back(absl::ToDoubleMilliseconds(end - connect_start));
+  }
+  state.counters["p50_ms"] = Percentile(ms, 0.5);
+  state.counters["with_connect_ms"] = Percentile(with_connect, 0.5);
+  state.counters["master_cpu_ms"] = Percentile(cpu, 0.5);
+  Figures()[absl::StrFormat("register_list_%d", n)] = Percentile(ms, 0.5);
+  Figures()[absl::StrFormat("register_list_connect_%d", n)] = Percentile(with_connect, 0.5);
+}
+BENCHMARK(BM_RegisterAllJoined)->Arg(64)->Iterations(20)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_RegisterAllJoined)->Arg(1000)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// 10,000 workers connect and register; the master's RSS is read before the
+// first connection and after the last registration.
+void BM_Register10k(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  std::vector<double> seconds, rss, rss_total;
+  for (auto _ : state) {
+    MasterProcess master(n);
+    double rss_before = master.RssMb();
+    SimFleet fleet("127.0.0.1", master.port);
+    fleet.set_keep_responses(false);
+    absl::Time start = absl::Now();
+    if (!fleet.Connect(n, Deadline()).ok()) return state.SkipWithError("connect failed");
+    if (!fleet.RegisterAll(Range(n), Deadline()).ok()) return state.SkipWithError("register failed");
+    absl::Duration took = absl::Now() - start;
+    state.SetIterationTime(absl::ToDoubleSeconds(took));
+    seconds.push_back(absl::ToDoubleSeconds(took));
+    rss.push_back(master.RssMb() - rss_before);
+    rss_total.push_back(master.RssMb());
+  }
+  state.counters["register_s"] = Percentile(seconds, 0.5);
+  state.counters["rss_delta_mb"] = Percentile(rss, 0.5);
+  state.counters["rss_total_mb"] = Percentile(rss_total, 0.5);
+  Figures()["register_10k_s"] = Percentile(seconds, 0.5);
+  Figures()["rss_10k_mb"] = Percentile(rss, 0.5);
+}
+BENCHMARK(BM_Register10k)->Arg(10000)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The same register + barrier workload on TCPStore, 64 ranks.
+void BM_TcpStore(benchmark::State& state) {
+  std::string script = std::string(TRAINYARD_SOURCE_DIR) + "/bench/tcpstore_compare.py";
+  std::string cmd = absl::StrFormat("/usr/bin/python3 %s --workers %d --barriers 200 2>&1",
+                                    script, state.range(0));
+  for (auto _ : state) {
+    FILE* out = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[4096];
+    while (out != nullptr && fgets(buf, sizeof(buf), out) != nullptr) text += buf;
+    if (out == nullptr || pclose(out) != 0) {
+      return state.SkipWithError(("tcpstore_compare.py failed (is python3-torch installed?): " +
+                                  text).c_str());
+    }
+    auto json = nlohmann::json::parse(text, nullptr, false);
+    if (json.is_discarded()) return state.SkipWithError("tcpstore_compare.py printed no JSON");
+    state.SetIterationTime(json["barrier_p50_ms"].get<double>() / 1e3);
+    state.counters["p50_ms"] = json["barrier_p50_ms"].get<double>();
+    state.counters["p99_ms"] = json["barrier_p99_ms"].get<double>();
+    state.counters["register_ms"] = json["register_ms"].get<double>();
+    Figures()["tcpstore_barrier_p50"] = json["barrier_p50_ms"].get<double>();
+    Figures()["tcpstore_register"] = json["register_ms"].get<double>();
+  }
+}
+BENCHMARK(BM_TcpStore)->Arg(64)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+void Line(const char* what, const char* key, const char* unit, double target, bool below) {
+  auto it = Figures().find(key);
+  if (it == Figures().end()) return (void)std::printf("  %-46s (not run)\n", what);
+  bool met = below ? it->second < target : it->second >= target;
+  std::printf("  %-46s %10.3f %-3s target %s %g  %s\n", what, it->second, unit, below ? "<" : ">=",
+              target, met ? "met" : "MISSED");
+}
+
+void PrintSummary() {
+  auto& f = Figures();
+  if (f.count("barrier_p50_64") && f.count("tcpstore_barrier_p50")) {
+    f["speedup_64"] = f["tcpstore_barrier_p50"] / f["barrier_p50_64"];
+  }
+  std::printf("\nJob master against the targets (medians unless p99):\n");
+  Line("64 workers: barrier p50", "barrier_p50_64", "ms", 1.5, true);
+  Line("64 workers: TCPStore barrier p50", "tcpstore_barrier_p50", "ms", 1e9, true);
+  Line("64 workers: TCPStore p50 / job master p50", "speedup_64", "x", 4, false);
+  Line("64 workers: register + all-joined list", "register_list_64", "ms", 1e9, true);
+  Line("64 workers: TCPStore register (connect+add+wait)", "tcpstore_register", "ms", 1e9, true);
+  Line("64 workers: register + list incl. connect", "register_list_connect_64", "ms", 1e9, true);
+  Line("1,000 workers: register + all-joined list", "register_list_1000", "ms", 200, true);
+  Line("1,000 workers: the same incl. connect", "register_list_connect_1000", "ms", 1e9, true);
+  Line("1,000 workers: barrier p50", "barrier_p50_1000", "ms", 30, true);
+  Line("1,000 workers: barrier p99", "barrier_p99_1000", "ms", 60, true);
+  Line("10,000 workers: connect + register", "register_10k_s", "s", 3, true);
+  Line("10,000 workers: master RSS growth", "rss_10k_mb", "MB", 50, true);
+}
+
+}  // namespace
+}  // namespace trainyard::jobmaster
+
+int main(int argc, char** argv) {
+  trainyard::jobmaster::RaiseOpenFileLimit();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  trainyard::jobmaster::PrintSummary();
+  return 0;
+}
