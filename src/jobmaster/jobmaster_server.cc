@@ -118,7 +118,6 @@ JobMasterServer::~JobMasterServer() {
 }
 
 absl::Status JobMasterServer::Run(absl::Duration linger_after_end) {
-  running_ = true;
   absl::Duration tick = EffectiveTick(config_);
   absl::Time next_tick = clock_->Now();
   absl::Time ended_at = absl::InfiniteFuture();
@@ -154,7 +153,10 @@ absl::Status JobMasterServer::Run(absl::Duration linger_after_end) {
     if (state_.job_end() && ended_at == absl::InfiniteFuture()) ended_at = now;
     if (now - ended_at >= linger_after_end) break;
   }
-  running_ = false;
+  {
+    std::lock_guard<std::mutex> lock(posted_mu_);
+    loop_done_ = true;  // Inspect posts nothing more
+  }
   RunPosted();
   return absl::OkStatus();
 }
@@ -171,10 +173,10 @@ void JobMasterServer::Wake() {
 }
 
 bool JobMasterServer::Inspect(const std::function<void(const MasterState&)>& fn) {
-  if (!running_) return false;
   std::promise<bool> done;
   {
     std::lock_guard<std::mutex> lock(posted_mu_);
+    if (loop_done_) return false;
     posted_.push_back([&] {
       fn(state_);
       done.set_value(true);

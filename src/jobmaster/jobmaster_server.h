@@ -42,8 +42,9 @@ class JobMasterServer : private Outbox {
   absl::Status Run(absl::Duration linger_after_end = absl::InfiniteDuration());
   // Asks Run to return soon. Thread-safe.
   void Stop();
-  // Runs `fn` on the loop thread against the master's state and waits for it;
-  // returns false when the loop is not running. Thread-safe (tests, status).
+  // Runs `fn` on the loop thread against the master's state and waits for it
+  // (until Run starts, if it has not yet); returns false once Run returned.
+  // Thread-safe (tests, status).
   bool Inspect(const std::function<void(const MasterState&)>& fn);
   // Number of open worker connections (approximate; any thread).
   int connection_count() const { return connection_count_.load(); }
@@ -82,7 +83,7 @@ class JobMasterServer : private Outbox {
   std::string read_buffer_;
   pb::JobMasterRequest request_;
   std::atomic<bool> stop_{false};
-  std::atomic<bool> running_{false};
+  bool loop_done_ = false;  // guarded by posted_mu_
   std::atomic<int> connection_count_{0};
   std::mutex posted_mu_;
   std::vector<std::function<void()>> posted_;
