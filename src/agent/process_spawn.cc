@@ -57,8 +57,9 @@ bool OpenOnto(const char* path, int target) {
 // files must not leak into tasks, nor stay open in a keeper after the agent
 // is gone).
 void CloseOtherFds(int keep) {
-  if (syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u) != 0 ||
-      syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u) != 0) {
+  bool below_ok = keep <= 3 || syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u) == 0;
+  bool above_ok = syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u) == 0;
+  if (!below_ok || !above_ok) {  // kernels before 5.9
     for (int fd = 3; fd < 65536; ++fd) {
       if (fd != keep) close(fd);
     }

@@ -38,14 +38,7 @@ bool Exists(const std::string& path) {
 
 absl::Status ValidateLaunch(const TaskLaunch& l) {
   std::string task = l.key.ToString();
-  if (l.key.job.empty() || l.key.role.empty() || l.key.index < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("task ", task, ": job and role must be set, index >= 0"));
-  }
-  for (const std::string* part : {&l.key.job, &l.key.role}) {
-    if (part->find('/') != std::string::npos || *part == "." || *part == "..") {
-      return absl::InvalidArgumentError(absl::StrCat("task ", task, ": \"", *part, "\" may not contain '/'"));
-    }
-  }
+  if (absl::Status s = l.key.Validate(); !s.ok()) return s;
   if (l.command.empty() || l.command[0].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("task ", task, ": command must not be empty"));
   }

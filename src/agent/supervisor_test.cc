@@ -164,6 +164,11 @@ TEST_F(SupervisorTest, OnFailureRestartsUntilSuccessWithLogsPerAttempt) {
   EXPECT_EQ(latest->data, "t ");
   EXPECT_FALSE(latest->complete);
   EXPECT_EQ(supervisor_->logs().Read(l.key, {.attempt = 9}).status().code(), absl::StatusCode::kNotFound);
+  // A key from the wire cannot reach outside the data dir.
+  EXPECT_THAT(supervisor_->logs().Read({.job = "..", .role = "x"}, {}).status().message(),
+              HasSubstr("job \"..\" must be non-empty, not . or .., without '/'"));
+  EXPECT_EQ(supervisor_->logs().Read({.job = "a/b", .role = "x"}, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(SupervisorTest, MaxRestartsExhaustedReportsFinalFailure) {
@@ -258,6 +263,9 @@ TEST_F(SupervisorTest, RejectsBadLaunches) {
   TaskLaunch empty = l;
   empty.command.clear();
   EXPECT_THAT(supervisor_->Launch(empty).message(), HasSubstr("command must not be empty"));
+  TaskLaunch escaping = l;
+  escaping.key.role = "../../etc";
+  EXPECT_THAT(supervisor_->Launch(escaping).message(), HasSubstr("without '/'"));
   TaskLaunch no_dir = l;
   no_dir.working_dir = "/nonexistent/trainyard";
   EXPECT_THAT(supervisor_->Launch(no_dir).message(), HasSubstr("working_dir /nonexistent/trainyard does not exist"));

@@ -1,6 +1,8 @@
 // Names of task states and task keys.
 #include "agent/task.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 
 namespace trainyard::agent {
@@ -24,5 +26,17 @@ bool IsFinal(TaskState state) {
 }
 
 std::string TaskKey::ToString() const { return absl::StrCat(job, "/", role, "-", index); }
+
+absl::Status TaskKey::Validate() const {
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"job", &job}, {"role", &role}}) {
+    if (value->empty() || *value == "." || *value == ".." ||
+        value->find_first_of(std::string("/\0", 2)) != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "task ", ToString(), ": ", field, " \"", *value, "\" must be non-empty, not . or .., without '/'"));
+    }
+  }
+  if (index < 0) return absl::InvalidArgumentError(absl::StrCat("task ", ToString(), ": index must be >= 0"));
+  return absl::OkStatus();
+}
 
 }  // namespace trainyard::agent

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
@@ -24,7 +25,8 @@ const char* TaskStateName(TaskState state);
 // True for SUCCEEDED, FAILED and KILLED: nothing more will happen to the task.
 bool IsFinal(TaskState state);
 
-// Names one task on a node: JOB / ROLE / INDEX.
+// Names one task on a node: JOB / ROLE / INDEX. Job and role name
+// directories under the data dir, so Validate rejects what could escape it.
 struct TaskKey {
   std::string job;
   std::string role;
@@ -32,6 +34,9 @@ struct TaskKey {
 
   // "JOB/ROLE-INDEX", also the task's directory under logs/ and tasks/.
   std::string ToString() const;
+  // InvalidArgument naming the part when job or role is empty, ".", "..",
+  // holds '/' or a NUL, or index is negative.
+  absl::Status Validate() const;
   bool operator==(const TaskKey&) const = default;
   auto operator<=>(const TaskKey&) const = default;
 };

@@ -52,6 +52,7 @@ bool TaskLogs::Ended(const TaskKey& key, int attempt) const {
 }
 
 absl::StatusOr<std::vector<int>> TaskLogs::Attempts(const TaskKey& key) const {
+  if (absl::Status s = key.Validate(); !s.ok()) return s;
   std::vector<int> attempts;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(TaskDir(key), ec)) {
@@ -69,6 +70,7 @@ absl::StatusOr<std::vector<int>> TaskLogs::Attempts(const TaskKey& key) const {
 }
 
 absl::StatusOr<LogChunk> TaskLogs::Read(const TaskKey& key, const LogReadOptions& options) const {
+  if (absl::Status s = key.Validate(); !s.ok()) return s;
   int attempt = options.attempt;
   if (attempt < 0) {
     absl::StatusOr<std::vector<int>> attempts = Attempts(key);
