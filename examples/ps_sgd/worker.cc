@@ -94,7 +94,12 @@ absl::Status TrainEpoch(const Dataset& data, Range shard, const TrainOptions& o,
 }
 
 // The epoch to start at: the one after the job's checkpoint, else 1.
+// Without a job master the workers are not lined up, so a worker's first
+// start must not pick up the checkpoint the chief just wrote in this run
+// (it would skip epochs): it restores only when restarted. With a job
+// master no checkpoint of this run exists before every worker started.
 absl::StatusOr<int> StartEpoch(const TaskConfig& task) {
+  if (task.job_master.empty() && task.restart_count == 0) return 1;
   auto ckpt = ReadCheckpoint(task.checkpoint_dir);
   if (!ckpt.ok()) return ckpt.status();
   if (!ckpt->has_value()) return 1;
