@@ -1,18 +1,108 @@
-// `trainyard agent`.
+// `trainyard agent`: runs the node agent in the foreground until SIGINT /
+// SIGTERM. Tasks keep running when the agent stops (a restarted agent adopts
+// them), unless --kill-tasks-on-exit.
+#include <signal.h>
+#include <unistd.h>
+
 #include <iostream>
+#include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "agent/agent_core.h"
+#include "agent/server_link.h"
 #include "cli/verbs.h"
+#include "common/logging.h"
 
 namespace trainyard::cli {
+namespace {
+
+struct AgentFlags {
+  agent::AgentConfig config;
+  std::string server = "127.0.0.1:7450";
+  std::string labels;
+  double vcores = 0;
+  bool kill_tasks_on_exit = false;
+  std::string log_level = "info";
+};
+
+int RunAgent(AgentFlags& f) {
+  LogLevel level;
+  if (!ParseLogLevel(f.log_level, &level)) {
+    std::cerr << "--log-level: '" << f.log_level << "' is not one of debug, info, warning, error\n";
+    return kExitUsage;
+  }
+  SetLogLevel(level);
+  if (!f.labels.empty()) {
+    for (absl::string_view part : absl::StrSplit(f.labels, ',')) {
+      std::vector<std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
+      if (kv.size() != 2 || kv[0].empty()) {
+        std::cerr << "--labels: '" << part << "' is not KEY=VALUE\n";
+        return kExitUsage;
+      }
+      f.config.labels[kv[0]] = kv[1];
+    }
+  }
+  if (f.vcores > 0) f.config.vcores_milli = static_cast<int64_t>(f.vcores * 1000);
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before threads start: they inherit it
+
+  agent::ServerLink link({.server = f.server, .data_dir = f.config.data_dir});
+  auto core = agent::AgentCore::Start(f.config, &link);
+  if (!core.ok()) {
+    std::cerr << "trainyard agent: " << core.status().message() << "\n";
+    return kExitFailure;
+  }
+  const agent::NodeInfo& info = (*core)->node_info();
+  std::cout << "trainyard agent " << info.name << ": " << info.topology.gpu_count() << " GPUs ("
+            << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
+            << " vcores, ports " << info.port_range.ToString() << "; server " << f.server << std::endl;
+  link.Start(core->get());
+  int sig = 0;
+  sigwait(&set, &sig);
+  Log(LogLevel::kInfo, "agent", "signal %d: stopping%s", sig, f.kill_tasks_on_exit ? " and killing tasks" : "");
+  if (f.kill_tasks_on_exit) {
+    (*core)->supervisor().KillAll();
+    absl::Time deadline = absl::Now() + absl::Seconds(15);
+    while (absl::Now() < deadline) {
+      bool running = false;
+      for (const auto& t : (*core)->supervisor().Snapshot()) running |= !agent::IsFinal(t.state);
+      if (!running) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  link.Stop();
+  return kExitOk;
+}
+
+}  // namespace
 
 void RegisterAgent(CLI::App& app, int* exit_code) {
+  static AgentFlags f;
   auto* cmd = app.add_subcommand("agent", "Run the node agent");
-  cmd->allow_extras();
-  cmd->callback([exit_code] {
-    std::cerr << "trainyard agent: the node agent is not built yet.\n";
-    *exit_code = kExitFailure;
-  });
+  cmd->add_option("--server", f.server, "server address host:port");
+  cmd->add_option("--name", f.config.node_name, "node name (default: the host name)");
+  cmd->add_option("--address", f.config.address, "address other tasks reach this node on");
+  cmd->add_option("--rack", f.config.rack, "rack of the node");
+  cmd->add_option("--data-center", f.config.data_center, "data center of the node");
+  cmd->add_option("--labels", f.labels, "node labels KEY=VALUE,...");
+  cmd->add_option("--data-dir", f.config.data_dir, "where task logs, work dirs and state go")->required();
+  cmd->add_option("--simulate-gpus", f.config.gpu.simulate_gpus, "simulate this many GPUs");
+  cmd->add_option("--gpu-topology", f.config.gpu.gpu_topology, "topology spec of simulated GPUs");
+  cmd->add_option("--memory-mb", f.config.memory_mb, "memory to offer (default: MemTotal)");
+  cmd->add_option("--vcores", f.vcores, "CPU cores to offer (default: the CPUs this process may use)");
+  cmd->add_option("--port-range", f.config.port_range, "ports to serve, e.g. [20000-40000]");
+  cmd->add_flag("--exclude-ownerless-gpus", f.config.ownerless.enable,
+                "exclude GPUs busy with processes Trainyard did not start");
+  cmd->add_option("--gpu-not-ready-memory-threshold-mb", f.config.ownerless.not_ready_memory_threshold_mb,
+                  "used memory above which a GPU with no task of ours counts as busy");
+  cmd->add_flag("--kill-tasks-on-exit", f.kill_tasks_on_exit, "kill every task when the agent stops");
+  cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
+  cmd->callback([exit_code] { *exit_code = RunAgent(f); });
 }
 
 }  // namespace trainyard::cli

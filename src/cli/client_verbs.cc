@@ -1,12 +1,357 @@
 // The client verbs: submit, jobs, describe, kill, logs, nodes, queues.
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "cli/client.h"
+#include "cli/table.h"
 #include "cli/verbs.h"
+#include "core/resources/gpu_set.h"
+#include "server/job_spec.h"
 
 namespace trainyard::cli {
+namespace {
+
+struct Common {
+  std::string server;
+  std::string output = "table";
+};
+
+void AddCommon(CLI::App* cmd, Common* c, bool listing) {
+  cmd->add_option("--server", c->server, "server address host:port (default $TRAINYARD_SERVER or 127.0.0.1:7450)");
+  if (listing) cmd->add_option("-o,--output", c->output, "table or json")->check(CLI::IsMember({"table", "json"}));
+}
+
+std::string StateName(v1::JobState s) {
+  std::string n = v1::JobState_Name(s);
+  return n.substr(n.find('_') + 1);
+}
+std::string TaskStateName(v1::TaskState s) {
+  std::string n = v1::TaskState_Name(s);
+  return n.substr(n.find('_') + 1);
+}
+bool Terminal(v1::JobState s) { return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED; }
+
+std::string PortsText(const google::protobuf::RepeatedPtrField<v1::PortRange>& ports) {
+  std::vector<std::string> parts;
+  for (const auto& p : ports) parts.push_back(p.begin() == p.end() ? absl::StrCat(p.begin()) : absl::StrCat(p.begin(), "-", p.end()));
+  return parts.empty() ? "-" : absl::StrJoin(parts, ",");
+}
+
+int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// ---- submit ----
+struct SubmitFlags : Common {
+  std::string file;
+  bool wait = false;
+};
+
+int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
+  std::string last;
+  for (;;) {
+    v1::DescribeJobRequest req;
+    req.set_job(job);
+    v1::JobView v;
+    auto ctx = Context();
+    grpc::Status st = stub.DescribeJob(ctx.get(), req, &v);
+    if (!st.ok()) return ReportError("submit", address, st);
+    std::string line = StateName(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
+    if (line != last) {
+      std::cout << job << ": " << line << std::endl;
+      last = line;
+    }
+    if (Terminal(v.state())) return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
+  }
+}
+
+int Submit(SubmitFlags& f) {
+  std::ifstream in(f.file);
+  if (!in) {
+    std::cerr << "trainyard submit: cannot read " << f.file << "\n";
+    return kExitUsage;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  // Check the spec here first so mistakes are reported without a server.
+  auto parsed = server::ParseJobSpecYaml(text.str());
+  if (!parsed.ok()) {
+    std::cerr << "trainyard submit: " << f.file << ":\n" << parsed.status().message() << "\n";
+    return kExitUsage;
+  }
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::SubmitRequest req;
+  req.set_yaml(text.str());
+  v1::SubmitResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub->Submit(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError("submit", address, st);
+  std::cout << "job " << resp.job() << " submitted" << std::endl;
+  return f.wait ? WaitForJob(*stub, address, resp.job()) : kExitOk;
+}
+
+// ---- jobs ----
+struct JobsFlags : Common {
+  bool all = false;
+};
+
+int Jobs(JobsFlags& f) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::ListJobsRequest req;
+  req.set_include_finished(f.all);
+  v1::ListJobsResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub->ListJobs(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError("jobs", address, st);
+  if (f.output == "json") {
+    std::cout << ToJson(resp) << "\n";
+    return kExitOk;
+  }
+  Table t({"NAME", "STATE", "QUEUE", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
+  int64_t now = NowMs();
+  for (const auto& j : resp.jobs()) {
+    int running = 0;
+    for (const auto& task : j.tasks()) running += task.state() == v1::TASK_RUNNING;
+    std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
+    for (auto& c : prio) c = static_cast<char>(std::tolower(c));
+    t.Add({j.name(), StateName(j.state()), j.queue(), prio, absl::StrCat(running, "/", j.tasks_size()),
+           absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), j.reason()});
+  }
+  std::cout << t.Render();
+  return kExitOk;
+}
+
+// ---- describe ----
+struct DescribeFlags : Common {
+  std::string job;
+};
+
+void PrintJob(const v1::JobView& j) {
+  int64_t now = NowMs();
+  std::cout << "Name:       " << j.name() << "\n"
+            << "State:      " << StateName(j.state()) << "\n";
+  if (!j.reason().empty()) std::cout << "Reason:     " << j.reason() << "\n";
+  std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
+  for (auto& c : prio) c = static_cast<char>(std::tolower(c));
+  std::cout << "User:       " << j.user() << "\n"
+            << "Queue:      " << j.queue() << "\n"
+            << "Priority:   " << prio << "\n"
+            << "Submitted:  " << Age(now - j.submit_time_unix_ms()) << " ago\n";
+  if (!j.job_master().empty()) std::cout << "Job master: " << j.job_master() << "\n";
+  Table t({"TASK", "STATE", "NODE", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
+  for (const auto& task : j.tasks()) {
+    std::string gpus = task.gpu_mask() ? core::GpuSet(task.gpu_mask()).ToString() : "-";
+    std::string exit = "-";
+    if (task.has_last_exit() && (task.last_exit().exit_code() != 0 || task.last_exit().signal() != 0 ||
+                                 task.last_exit().oom_killed() || !task.last_exit().message().empty())) {
+      const auto& e = task.last_exit();
+      exit = e.oom_killed() ? "OOM-killed" : e.signal() ? absl::StrCat("signal ", e.signal()) : absl::StrCat("code ", e.exit_code());
+      if (!e.message().empty()) exit += " (" + e.message() + ")";
+    }
+    t.Add({task.name(), TaskStateName(task.state()), task.node().empty() ? "-" : task.node(), gpus,
+           task.node_gpu_count() ? GpuBitmap(task.gpu_mask(), task.node_gpu_count()) : "-",
+           PortsText(task.ports()), absl::StrCat(task.restarts()), exit});
+  }
+  std::cout << "\nTasks:\n" << t.Render();
+  std::cout << "\nEvents:\n";
+  for (const auto& e : j.events()) {
+    std::cout << absl::StrFormat("  %-6s %-15s %s\n", Age(now - e.time_unix_ms()), e.kind(), e.text());
+  }
+}
+
+int Describe(DescribeFlags& f) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::DescribeJobRequest req;
+  req.set_job(f.job);
+  v1::JobView v;
+  auto ctx = Context();
+  grpc::Status st = stub->DescribeJob(ctx.get(), req, &v);
+  if (!st.ok()) return ReportError("describe", address, st);
+  if (f.output == "json") {
+    std::cout << ToJson(v) << "\n";
+  } else {
+    PrintJob(v);
+  }
+  return kExitOk;
+}
+
+// ---- kill ----
+struct KillFlags : Common {
+  std::string job;
+};
+
+int Kill(KillFlags& f) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::KillJobRequest req;
+  req.set_job(f.job);
+  v1::KillJobResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub->KillJob(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError("kill", address, st);
+  std::cout << "job " << f.job << ": " << StateName(resp.state()) << "\n";
+  return kExitOk;
+}
+
+// ---- logs ----
+struct LogsFlags : Common {
+  std::string job;
+  std::string task;
+  bool follow = false;
+  int attempt = -1;
+};
+
+int Logs(LogsFlags& f) {
+  v1::LogsRequest req;
+  req.set_job(f.job);
+  req.set_index(-1);
+  if (!f.task.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(f.task, absl::MaxSplits('/', 1));
+    req.set_role(parts[0]);
+    if (parts.size() == 2) {
+      int index;
+      if (!absl::SimpleAtoi(parts[1], &index) || index < 0) {
+        std::cerr << "trainyard logs: '" << f.task << "': the index after '/' must be a number\n";
+        return kExitUsage;
+      }
+      req.set_index(index);
+    }
+  }
+  req.set_attempt(f.attempt);
+  req.set_follow(f.follow);
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  grpc::ClientContext ctx;
+  auto reader = stub->Logs(&ctx, req);
+  v1::LogChunk chunk;
+  bool many = f.task.empty() || req.index() < 0;
+  std::string last_task;
+  while (reader->Read(&chunk)) {
+    if (many && chunk.task() != last_task) {
+      std::cout << "==> " << chunk.task() << " (attempt " << chunk.attempt() << ") <==\n";
+      last_task = chunk.task();
+    }
+    if (chunk.stderr()) {
+      std::cerr << chunk.data() << std::flush;
+    } else {
+      std::cout << chunk.data() << std::flush;
+    }
+  }
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return ReportError("logs", address, st);
+  return kExitOk;
+}
+
+// ---- nodes ----
+int Nodes(Common& f) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::ListNodesResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub->ListNodes(ctx.get(), v1::ListNodesRequest(), &resp);
+  if (!st.ok()) return ReportError("nodes", address, st);
+  if (f.output == "json") {
+    std::cout << ToJson(resp) << "\n";
+    return kExitOk;
+  }
+  Table t({"NODE", "STATE", "GPUS (■ used)", "USED", "MEMORY FREE/ALL", "VCORES FREE/ALL", "PORTS USED", "TASKS", "LABELS"});
+  for (const auto& n : resp.nodes()) {
+    const auto& info = n.info();
+    int count = info.topology().gpu_count();
+    uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
+    uint64_t used = all & ~n.free_gpu_mask();
+    std::vector<std::string> labels;
+    for (const auto& [k, v] : info.labels()) labels.push_back(k + "=" + v);
+    std::sort(labels.begin(), labels.end());
+    std::string state = v1::NodeState_Name(info.state()).substr(5);
+    t.Add({info.name(), state, GpuBitmap(used, count), used ? core::GpuSet(used).ToString() : "-",
+           absl::StrCat(n.free_memory_mb(), "/", info.capacity().memory_mb(), " MB"),
+           absl::StrFormat("%.1f/%.1f", n.free_vcores_milli() / 1000.0, info.capacity().vcores_milli() / 1000.0),
+           absl::StrCat(n.ports_in_use()), absl::StrCat(n.tasks_size()), labels.empty() ? "-" : absl::StrJoin(labels, ",")});
+  }
+  std::cout << t.Render();
+  return kExitOk;
+}
+
+// ---- queues ----
+int Queues(Common& f) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::ListQueuesResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub->ListQueues(ctx.get(), v1::ListQueuesRequest(), &resp);
+  if (!st.ok()) return ReportError("queues", address, st);
+  if (f.output == "json") {
+    std::cout << ToJson(resp) << "\n";
+    return kExitOk;
+  }
+  Table t({"QUEUE", "CAPACITY", "MAX", "GPUS USED", "MEMORY USED", "VCORES USED", "RUNNING", "PENDING"});
+  for (const auto& q : resp.queues()) {
+    t.Add({q.name(), absl::StrFormat("%.0f%%", q.capacity_percent()), absl::StrFormat("%.0f%%", q.max_capacity_percent()),
+           absl::StrCat(q.used().gpus(), "/", resp.cluster().gpus()), absl::StrCat(q.used().memory_mb(), " MB"),
+           absl::StrFormat("%.1f", q.used().vcores_milli() / 1000.0), absl::StrCat(q.running_jobs()),
+           absl::StrCat(q.pending_jobs())});
+  }
+  std::cout << t.Render();
+  return kExitOk;
+}
+
+}  // namespace
 
 void RegisterClientVerbs(CLI::App& app, int* exit_code) {
-  (void)app;
-  (void)exit_code;
+  static SubmitFlags submit;
+  auto* c = app.add_subcommand("submit", "Submit a job spec (YAML)");
+  c->add_option("file", submit.file, "job spec file")->required();
+  c->add_flag("--wait", submit.wait, "follow the job to its end; exit 0 only if it SUCCEEDED");
+  AddCommon(c, &submit, false);
+  c->callback([exit_code] { *exit_code = Submit(submit); });
+
+  static JobsFlags jobs;
+  c = app.add_subcommand("jobs", "List jobs");
+  c->add_flag("-a,--all", jobs.all, "include finished jobs");
+  AddCommon(c, &jobs, true);
+  c->callback([exit_code] { *exit_code = Jobs(jobs); });
+
+  static DescribeFlags describe;
+  c = app.add_subcommand("describe", "Show a job: tasks, nodes, GPUs, ports, events, pending reason");
+  c->add_option("job", describe.job, "job name")->required();
+  AddCommon(c, &describe, true);
+  c->callback([exit_code] { *exit_code = Describe(describe); });
+
+  static KillFlags kill;
+  c = app.add_subcommand("kill", "Kill a job");
+  c->add_option("job", kill.job, "job name")->required();
+  AddCommon(c, &kill, false);
+  c->callback([exit_code] { *exit_code = Kill(kill); });
+
+  static LogsFlags logs;
+  c = app.add_subcommand("logs", "Print a job's task logs (kept after the job ends)");
+  c->add_option("job", logs.job, "job name")->required();
+  c->add_option("task", logs.task, "ROLE or ROLE/INDEX (default: every task)");
+  c->add_flag("-f,--follow", logs.follow, "keep printing as the task writes");
+  c->add_option("--attempt", logs.attempt, "attempt number (default: the latest)");
+  AddCommon(c, &logs, false);
+  c->callback([exit_code] { *exit_code = Logs(logs); });
+
+  static Common nodes;
+  c = app.add_subcommand("nodes", "List nodes with their GPU bitmaps");
+  AddCommon(c, &nodes, true);
+  c->callback([exit_code] { *exit_code = Nodes(nodes); });
+
+  static Common queues;
+  c = app.add_subcommand("queues", "List queues: capacity, use, pending jobs");
+  AddCommon(c, &queues, true);
+  c->callback([exit_code] { *exit_code = Queues(queues); });
 }
 
 }  // namespace trainyard::cli

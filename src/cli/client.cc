@@ -1,0 +1,75 @@
+// Shared client plumbing.
+#include "cli/client.h"
+
+#include <cstdlib>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "cli/verbs.h"
+#include "google/protobuf/util/json_util.h"
+
+namespace trainyard::cli {
+
+std::string ServerAddress(const std::string& flag) {
+  if (!flag.empty()) return flag;
+  const char* env = std::getenv("TRAINYARD_SERVER");
+  if (env && *env) return env;
+  return "127.0.0.1:7450";
+}
+
+std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(64 << 20);
+  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+std::unique_ptr<grpc::ClientContext> Context(int seconds) {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  return ctx;
+}
+
+int ReportError(const std::string& verb, const std::string& address, const grpc::Status& st) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+    case grpc::StatusCode::UNIMPLEMENTED:
+    case grpc::StatusCode::INTERNAL:
+      std::cerr << "trainyard " << verb << ": cannot reach a Trainyard server at " << address << ": "
+                << st.error_message()
+                << " (is the server running? set --server or TRAINYARD_SERVER)\n";
+      return kExitUnavailable;
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      std::cerr << "trainyard " << verb << ": " << st.error_message() << "\n";
+      return kExitUsage;
+    default:
+      std::cerr << "trainyard " << verb << ": " << st.error_message() << "\n";
+      return kExitFailure;
+  }
+}
+
+std::string ToJson(const google::protobuf::Message& message) {
+  std::string out;
+  google::protobuf::util::JsonPrintOptions opt;
+  opt.add_whitespace = true;
+  opt.preserve_proto_field_names = true;
+  opt.always_print_primitive_fields = true;
+  (void)google::protobuf::util::MessageToJsonString(message, &out, opt);
+  return out;
+}
+
+std::string Age(int64_t ms) {
+  int64_t s = ms / 1000;
+  if (s < 120) return absl::StrCat(s, "s");
+  if (s < 7200) return absl::StrCat(s / 60, "m");
+  if (s < 172800) return absl::StrCat(s / 3600, "h");
+  return absl::StrCat(s / 86400, "d");
+}
+
+std::string GpuBitmap(uint64_t mask, int count) {
+  std::string out;
+  for (int i = 0; i < count; ++i) out += ((mask >> i) & 1) ? "■" : "□";
+  return out;
+}
+
+}  // namespace trainyard::cli

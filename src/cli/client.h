@@ -1,0 +1,38 @@
+// What the client verbs share: the server address (--server, else
+// $TRAINYARD_SERVER, else 127.0.0.1:7450), a stub, and turning gRPC errors
+// into messages and exit codes a script can rely on.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "grpcpp/grpcpp.h"
+#include "proto/service.grpc.pb.h"
+
+namespace google::protobuf {
+class Message;
+}
+
+namespace trainyard::cli {
+
+// The address to use: `flag` when set, else $TRAINYARD_SERVER, else the default.
+std::string ServerAddress(const std::string& flag);
+
+std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address);
+
+// A context with a deadline of `seconds`.
+std::unique_ptr<grpc::ClientContext> Context(int seconds = 30);
+
+// Prints "trainyard VERB: MESSAGE" to stderr and returns the exit code for
+// the status: 3 when the server cannot be reached, 2 for bad input, 1 else.
+int ReportError(const std::string& verb, const std::string& address, const grpc::Status& status);
+
+// The message as JSON (proto field names, enums as names), indented.
+std::string ToJson(const google::protobuf::Message& message);
+
+// "3s", "5m", "2h", "4d" for a duration in milliseconds.
+std::string Age(int64_t ms);
+// "0-1,4" style GPU list and a bitmap "■■□□" of `count` GPUs.
+std::string GpuBitmap(uint64_t mask, int count);
+
+}  // namespace trainyard::cli

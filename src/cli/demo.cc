@@ -1,0 +1,118 @@
+// `trainyard up --demo`.
+#include "cli/demo.h"
+
+#include <atomic>
+#include <filesystem>
+#include <mutex>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "absl/time/clock.h"
+#include "cli/client.h"
+#include "cli/verbs.h"
+
+namespace trainyard::cli {
+namespace {
+
+std::string FindSpec(const std::string& given) {
+  if (!given.empty()) return given;
+  for (std::string p : {std::string("examples/demo.yaml"), std::string(TRAINYARD_SOURCE_DIR "/examples/demo.yaml")}) {
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "examples/demo.yaml";
+}
+
+std::string StateName(v1::JobState s) {
+  std::string n = v1::JobState_Name(s);
+  return n.substr(n.find('_') + 1);
+}
+
+}  // namespace
+
+int RunDemo(const std::string& address, const std::string& spec_path) {
+  std::string path = FindSpec(spec_path);
+  std::ifstream in(path);
+  if (!in) {
+    std::cerr << "trainyard up --demo: cannot read " << path << "\n";
+    return kExitFailure;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  auto stub = MakeStub(address);
+  v1::SubmitRequest req;
+  req.set_yaml(text.str());
+  v1::SubmitResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub->Submit(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError("up --demo", address, st);
+  const std::string job = resp.job();
+  std::cout << "demo: submitted " << path << " as job " << job << std::endl;
+
+  // Follow the first worker's log on a second stream while polling the state.
+  std::mutex log_mu;
+  grpc::ClientContext* log_ctx = nullptr;  // the stream in flight, to cancel it
+  std::atomic<bool> stop{false};
+  std::thread follower([&] {
+    v1::LogsRequest lr;
+    lr.set_job(job);
+    lr.set_role("worker");
+    lr.set_index(0);
+    lr.set_attempt(-1);
+    lr.set_follow(true);
+    for (int tries = 0; tries < 100 && !stop; ++tries) {  // the task may not have started yet
+      grpc::ClientContext ctx;
+      {
+        std::lock_guard<std::mutex> lock(log_mu);
+        if (stop) return;
+        log_ctx = &ctx;
+      }
+      auto reader = stub->Logs(&ctx, lr);
+      v1::LogChunk chunk;
+      bool any = false;
+      while (reader->Read(&chunk)) {
+        any = true;
+        std::istringstream lines(chunk.data());
+        std::string line;
+        while (std::getline(lines, line)) std::cout << "  [" << chunk.task() << "] " << line << "\n";
+        std::cout << std::flush;
+      }
+      grpc::Status rs = reader->Finish();
+      {
+        std::lock_guard<std::mutex> lock(log_mu);
+        log_ctx = nullptr;
+      }
+      if (any || rs.error_code() == grpc::StatusCode::CANCELLED) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  });
+  std::string last;
+  v1::JobView v;
+  absl::Time deadline = absl::Now() + absl::Minutes(5);
+  while (absl::Now() < deadline) {
+    v1::DescribeJobRequest dr;
+    dr.set_job(job);
+    auto dctx = Context();
+    if (stub->DescribeJob(dctx.get(), dr, &v).ok()) {
+      std::string line = StateName(v.state()) + (v.reason().empty() ? "" : " (" + v.reason() + ")");
+      if (line != last) std::cout << "demo: job " << job << " " << line << std::endl;
+      last = line;
+      if (v.state() == v1::JOB_SUCCEEDED || v.state() == v1::JOB_FAILED || v.state() == v1::JOB_KILLED) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  // Let the log stream drain what the finished worker wrote, then stop it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  {
+    std::lock_guard<std::mutex> lock(log_mu);
+    stop = true;
+    if (log_ctx) log_ctx->TryCancel();
+  }
+  follower.join();
+  std::cout << "demo: job " << job << " ended " << StateName(v.state())
+            << "; its logs: trainyard logs " << job << " --server " << address << std::endl;
+  return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
+}
+
+}  // namespace trainyard::cli

@@ -1,0 +1,137 @@
+// One reactor per agent stream. Reads are handled in order on gRPC's
+// threads; writes are queued and sent one at a time.
+#include "server/agent_service.h"
+
+#include <deque>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace trainyard::server {
+namespace {
+
+class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>,
+                           public AgentLink {
+ public:
+  explicit AgentReactor(JobManager* manager) : manager_(manager) { StartRead(&in_); }
+
+  void Send(v1::ServerMessage msg) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    out_.push_back(std::move(msg));
+    if (!writing_) {
+      writing_ = true;
+      StartWrite(&out_.front());
+    }
+  }
+
+  void OnReadDone(bool ok) override {
+    if (!ok) {
+      Close(grpc::Status::OK);
+      return;
+    }
+    if (!Handle()) return;
+    StartRead(&in_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    out_.pop_front();
+    if (!ok) {
+      writing_ = false;
+      return;
+    }
+    if (!out_.empty() && !finished_) {
+      StartWrite(&out_.front());
+    } else {
+      writing_ = false;
+      if (finish_pending_) FinishLocked();
+    }
+  }
+
+  void OnDone() override {
+    if (!node_.empty()) manager_->AgentDisconnected(node_, this);
+    delete this;
+  }
+
+ private:
+  // Returns false when the stream is being closed.
+  bool Handle() {
+    switch (in_.msg_case()) {
+      case v1::AgentMessage::kRegister: {
+        absl::Status st = manager_->RegisterAgent(in_.register_(), this);
+        if (!st.ok()) {
+          Log(LogLevel::kWarning, "server", "refused agent %s: %s", in_.register_().name(),
+              std::string(st.message()));
+          v1::ServerMessage err;
+          err.set_error(std::string(st.message()));
+          Send(std::move(err));
+          Close(grpc::Status(st.code() == absl::StatusCode::kAlreadyExists ? grpc::ALREADY_EXISTS
+                                                                            : grpc::INVALID_ARGUMENT,
+                             std::string(st.message())));
+          return false;
+        }
+        node_ = in_.register_().name();
+        return true;
+      }
+      case v1::AgentMessage::kHeartbeat:
+        if (node_.empty()) return Refuse();
+        manager_->OnHeartbeat(node_, in_.heartbeat());
+        return true;
+      case v1::AgentMessage::kStatus:
+        if (node_.empty()) return Refuse();
+        manager_->OnTaskStatus(node_, in_.status());
+        return true;
+      case v1::AgentMessage::kLog:
+        manager_->OnLogData(in_.log());
+        return true;
+      default:
+        return true;
+    }
+  }
+
+  bool Refuse() {
+    Close(grpc::Status(grpc::FAILED_PRECONDITION, "the first message on the agent stream must be register"));
+    return false;
+  }
+
+  void Close(grpc::Status status) {
+    if (!node_.empty()) {
+      manager_->AgentDisconnected(node_, this);
+      node_.clear();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
+    if (writing_) {
+      finish_pending_ = true;  // let the error message out first
+    } else {
+      FinishLocked();
+    }
+  }
+
+  void FinishLocked() {
+    if (finished_) return;
+    finished_ = true;
+    Finish(status_);
+  }
+
+  JobManager* const manager_;
+  v1::AgentMessage in_;
+  std::string node_;
+  std::mutex mu_;
+  std::deque<v1::ServerMessage> out_;
+  bool writing_ = false;
+  bool finished_ = false;
+  bool finish_pending_ = false;
+  grpc::Status status_;
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* AgentService::Connect(
+    grpc::CallbackServerContext*) {
+  return new AgentReactor(manager_);
+}
+
+}  // namespace trainyard::server

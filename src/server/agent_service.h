@@ -1,0 +1,22 @@
+// The agent side of the server's gRPC API: one bidirectional stream per
+// agent (registration, heartbeats and task status up; launch, kill and log
+// reads down), served with the callback API so a thousand agents cost no
+// thread each.
+#pragma once
+
+#include "proto/service.grpc.pb.h"
+#include "server/job_manager.h"
+
+namespace trainyard::server {
+
+class AgentService final : public v1::AgentChannel::CallbackService {
+ public:
+  explicit AgentService(JobManager* manager) : manager_(manager) {}
+  grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Connect(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  JobManager* const manager_;
+};
+
+}  // namespace trainyard::server

@@ -1,0 +1,116 @@
+// Server configuration loading.
+#include "server/config.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/resources/port_ranges.h"
+#include "yaml-cpp/yaml.h"
+
+namespace trainyard::server {
+namespace {
+
+template <typename T>
+bool Read(const YAML::Node& node, const std::string& path, T* out, std::vector<std::string>* errors) {
+  try {
+    *out = node.as<T>();
+    return true;
+  } catch (const YAML::Exception&) {
+    errors->push_back(absl::StrCat(path, ": has the wrong type"));
+    return false;
+  }
+}
+
+void ReadLimits(const YAML::Node& node, core::AllocationLimits* l, std::vector<std::string>* errors) {
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    std::string path = "limits." + key;
+    if (key == "minMemoryMb") Read(kv.second, path, &l->min_memory_mb, errors);
+    else if (key == "maxMemoryMb") Read(kv.second, path, &l->max_memory_mb, errors);
+    else if (key == "minVcoresMilli") Read(kv.second, path, &l->min_vcores_milli, errors);
+    else if (key == "maxVcoresMilli") Read(kv.second, path, &l->max_vcores_milli, errors);
+    else if (key == "minGpus") Read(kv.second, path, &l->min_gpus, errors);
+    else if (key == "maxGpus") Read(kv.second, path, &l->max_gpus, errors);
+    else if (key == "maxPorts") Read(kv.second, path, &l->max_ports, errors);
+    else errors->push_back(absl::StrCat(path, ": unknown key"));
+  }
+}
+
+void ReadJobmaster(const YAML::Node& node, ServerConfig* c, std::vector<std::string>* errors) {
+  for (const auto& kv : node) {
+    std::string key = kv.first.as<std::string>();
+    std::string path = "jobmaster." + key;
+    if (key == "enabled") Read(kv.second, path, &c->jobmaster_enabled, errors);
+    else if (key == "cpuMilli") Read(kv.second, path, &c->jobmaster_vcores_milli, errors);
+    else if (key == "memoryMb") Read(kv.second, path, &c->jobmaster_memory_mb, errors);
+    else errors->push_back(absl::StrCat(path, ": unknown key"));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerConfig c) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("config file ", path, ": cannot be read"));
+  std::stringstream text;
+  text << in.rdbuf();
+  YAML::Node root;
+  try {
+    root = YAML::Load(text.str());
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("config file ", path, ": not valid YAML at line ", e.mark.line + 1, ": ", e.msg));
+  }
+  if (root.IsNull()) return c;
+  if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat("config file ", path, ": must be a mapping"));
+  std::vector<std::string> errors;
+  for (const auto& kv : root) {
+    std::string key = kv.first.as<std::string>();
+    const YAML::Node& v = kv.second;
+    if (key == "listen") Read(v, key, &c.listen, &errors);
+    else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
+    else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
+    else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
+    else if (key == "heartbeatIntervalMs") Read(v, key, &c.heartbeat_interval_ms, &errors);
+    else if (key == "nodeTimeoutMs") Read(v, key, &c.node_timeout_ms, &errors);
+    else if (key == "killGraceMs") Read(v, key, &c.kill_grace_ms, &errors);
+    else if (key == "preemptionGraceMs") Read(v, key, &c.preemption_grace_ms, &errors);
+    else if (key == "reservationWaitMs") Read(v, key, &c.reservation_wait_ms, &errors);
+    else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
+    else if (key == "storeSync") Read(v, key, &c.store_sync, &errors);
+    else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
+    else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
+    else errors.push_back(absl::StrCat(key, ": unknown key"));
+  }
+  if (!errors.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("config file ", path, ":\n", absl::StrJoin(errors, "\n")));
+  }
+  return c;
+}
+
+absl::Status ValidateServerConfig(const ServerConfig& c) {
+  std::vector<std::string> errors;
+  if (c.heartbeat_interval_ms <= 0) errors.push_back("heartbeatIntervalMs: must be positive");
+  if (c.node_timeout_ms <= c.heartbeat_interval_ms) {
+    errors.push_back(absl::StrCat("nodeTimeoutMs: ", c.node_timeout_ms,
+                                  " must be above heartbeatIntervalMs ", c.heartbeat_interval_ms));
+  }
+  if (c.kill_grace_ms < 0) errors.push_back("killGraceMs: must not be negative");
+  if (c.preemption_grace_ms < 0) errors.push_back("preemptionGraceMs: must not be negative");
+  if (c.queue_policy != "fifo" && c.queue_policy != "capacity" && c.queue_policy != "fair") {
+    errors.push_back(absl::StrCat("queuePolicy: '", c.queue_policy, "' is not one of fifo, capacity, fair"));
+  }
+  const auto& l = c.limits;
+  if (l.min_memory_mb > l.max_memory_mb) errors.push_back("limits.minMemoryMb: above maxMemoryMb");
+  if (l.min_vcores_milli > l.max_vcores_milli) errors.push_back("limits.minVcoresMilli: above maxVcoresMilli");
+  if (l.min_gpus > l.max_gpus) errors.push_back("limits.minGpus: above maxGpus");
+  if (l.max_gpus > 64) errors.push_back("limits.maxGpus: above 64, the most GPUs a node can have");
+  auto ports = core::PortRanges::Parse(c.default_port_range);
+  if (!ports.ok()) errors.push_back(absl::StrCat("defaultPortRange: ", ports.status().message()));
+  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+  return absl::OkStatus();
+}
+
+}  // namespace trainyard::server

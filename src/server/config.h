@@ -1,0 +1,43 @@
+// The server's configuration: defaults, a YAML file (`--config`) and flags on
+// top. Unknown keys in the file are errors naming the key.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/resources/limits.h"
+
+namespace trainyard::server {
+
+struct ServerConfig {
+  std::string listen = "127.0.0.1:7450";  // gRPC for clients and agents
+  std::string data_dir = ".trainyard/server";
+  std::string queue_config;               // YAML path; "" = one queue "default"
+  std::string queue_policy = "fifo";      // fifo | capacity | fair
+  core::AllocationLimits limits;
+  int heartbeat_interval_ms = 1000;       // what agents are told
+  int node_timeout_ms = 10000;            // missed heartbeats before LOST
+  int kill_grace_ms = 5000;               // SIGTERM .. SIGKILL
+  int preemption_grace_ms = 30000;        // time victims get to checkpoint
+  int reservation_wait_ms = 60000;        // head-of-line wait before reserving
+  std::string default_port_range = "[20000-40000]";
+  bool store_sync = true;                 // fsync each group commit
+  // The job master each job gets as its first task.
+  bool jobmaster_enabled = false;
+  int64_t jobmaster_vcores_milli = 200;   // job.master.cpu 0.2
+  int64_t jobmaster_memory_mb = 1024;     // job.master.ram
+  std::string checkpoint_root;            // "" = DATA_DIR/checkpoints; shared by the nodes
+  std::string trainyard_binary;           // path agents run for the master; "" = this binary
+};
+
+// Reads `path` (YAML) over the defaults. Keys: listen, dataDir, queueConfig,
+// queuePolicy, heartbeatIntervalMs, nodeTimeoutMs, killGraceMs,
+// preemptionGraceMs, reservationWaitMs, defaultPortRange, storeSync,
+// limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,
+// maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb}.
+absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerConfig base = {});
+
+// Checks values: positive intervals, limits min <= max, known policy.
+absl::Status ValidateServerConfig(const ServerConfig& config);
+
+}  // namespace trainyard::server

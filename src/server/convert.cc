@@ -1,0 +1,134 @@
+// Wire <-> core conversions.
+#include "server/convert.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace trainyard::server {
+
+core::Resource ToCore(const v1::Resource& r) {
+  core::Resource c;
+  c.memory_mb = r.memory_mb();
+  c.vcores_milli = r.vcores_milli();
+  c.gpus = r.gpus();
+  c.gpu_mask = r.gpu_mask();
+  c.port_count = r.port_count();
+  for (const auto& p : r.ports()) {
+    if (p.begin() >= core::kMinPort && p.begin() <= p.end() && p.end() <= core::kMaxPort) {
+      c.ports.Add({p.begin(), p.end()});
+    }
+  }
+  return c;
+}
+
+v1::Resource ToProto(const core::Resource& r) {
+  v1::Resource p;
+  p.set_memory_mb(r.memory_mb);
+  p.set_vcores_milli(r.vcores_milli);
+  p.set_gpus(r.gpus);
+  p.set_gpu_mask(r.gpu_mask);
+  p.set_port_count(r.port_count);
+  for (const auto& range : r.ports.ranges()) {
+    auto* pr = p.add_ports();
+    pr->set_begin(range.begin);
+    pr->set_end(range.end);
+  }
+  return p;
+}
+
+core::GpuTopology ToCore(const v1::GpuTopology& t) {
+  auto spec_of = [](const auto& groups) {
+    std::string s;
+    for (uint64_t g : groups) {
+      if (!s.empty()) s += ",";
+      std::string part = core::GpuSet(g).ToString();
+      // A group like "0-1,4" cannot be written inside a comma list; such
+      // topologies are rare and fall back to the flat form.
+      if (absl::StrContains(part, ",")) return std::string("!");
+      s += part;
+    }
+    return s;
+  };
+  std::string spec = absl::StrCat("gpus=", t.gpu_count());
+  std::string sw = spec_of(t.switches()), so = spec_of(t.sockets()), nv = spec_of(t.nvlink_islands());
+  if (sw == "!" || so == "!" || nv == "!") return core::GpuTopology::Flat(t.gpu_count());
+  if (!sw.empty()) absl::StrAppend(&spec, ";switches=", sw);
+  if (!so.empty()) absl::StrAppend(&spec, ";sockets=", so);
+  if (!nv.empty()) absl::StrAppend(&spec, ";nvlink=", nv);
+  auto topo = core::GpuTopology::FromSpec(spec);
+  return topo.ok() ? *topo : core::GpuTopology::Flat(t.gpu_count());
+}
+
+v1::GpuTopology ToProto(const core::GpuTopology& t) {
+  v1::GpuTopology p;
+  p.set_gpu_count(t.gpu_count());
+  for (auto g : t.switches()) p.add_switches(g.bits());
+  for (auto g : t.sockets()) p.add_sockets(g.bits());
+  for (auto g : t.nvlink_islands()) p.add_nvlink_islands(g.bits());
+  return p;
+}
+
+core::PriorityClass ToCore(v1::PriorityClass p) {
+  switch (p) {
+    case v1::PRIORITY_PRODUCTION: return core::PriorityClass::kProduction;
+    case v1::PRIORITY_PTR: return core::PriorityClass::kPtr;
+    default: return core::PriorityClass::kIteration;
+  }
+}
+
+absl::StatusOr<core::JobRequest> ToJobRequest(const v1::JobRecord& job) {
+  const v1::JobSpec& spec = job.spec();
+  core::LabelSelector selector;
+  for (const auto& [key, value] : spec.node_selector()) {
+    std::string text = absl::StartsWith(value, "in (") || absl::StartsWith(value, "notin (")
+                           ? absl::StrCat(key, " ", value)
+                           : absl::StrCat(key, "=", value);
+    auto one = core::LabelSelector::Parse(text);
+    if (!one.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("nodeSelector.", key, ": ", one.status().message()));
+    }
+    for (const auto& r : one->requirements()) selector.Add(r);
+  }
+  core::JobRequest req;
+  req.id = job.name();
+  req.name = job.name();
+  req.user = spec.user();
+  req.queue = spec.queue().empty() ? "default" : spec.queue();
+  req.priority = ToCore(spec.priority());
+  req.submit_time = absl::FromUnixMillis(job.submit_time_ms());
+  for (const auto& rs : spec.replicas()) {
+    core::RoleRequest role;
+    role.name = rs.role();
+    role.count = rs.count();
+    role.min_available = rs.min_available() > 0 ? rs.min_available() : -1;
+    role.resource = ToCore(rs.resources());
+    role.node_selector = selector;
+    role.node_name = spec.node_name();
+    role.rack = spec.rack();
+    role.relax = spec.relax_locality();
+    req.roles.push_back(std::move(role));
+  }
+  return req;
+}
+
+absl::StatusOr<core::NodeSpec> ToNodeSpec(const v1::NodeInfo& info) {
+  core::NodeSpec n;
+  n.name = info.name();
+  n.rack = info.rack();
+  for (const auto& [k, v] : info.labels()) n.labels.emplace_back(k, v);
+  std::sort(n.labels.begin(), n.labels.end());
+  n.capacity = ToCore(info.capacity());
+  n.topology = ToCore(info.topology());
+  if (n.topology.gpu_count() != n.capacity.gpus) {
+    return absl::InvalidArgumentError(absl::StrCat("node ", info.name(), ": topology has ",
+                                                   n.topology.gpu_count(), " GPUs but capacity says ",
+                                                   n.capacity.gpus));
+  }
+  return n;
+}
+
+std::string TaskName(const std::string& job, const std::string& role, int index) {
+  return absl::StrCat(job, "-", role, "-", index);
+}
+
+}  // namespace trainyard::server

@@ -1,0 +1,32 @@
+// Conversions between wire types (proto/) and the scheduler core's values.
+#pragma once
+
+#include <string>
+
+#include "core/resources/gpu_topology.h"
+#include "core/resources/resource.h"
+#include "core/state/cluster_state.h"
+#include "core/state/job.h"
+#include "proto/trainyard.pb.h"
+
+namespace trainyard::server {
+
+core::Resource ToCore(const v1::Resource& r);
+v1::Resource ToProto(const core::Resource& r);
+core::GpuTopology ToCore(const v1::GpuTopology& t);
+v1::GpuTopology ToProto(const core::GpuTopology& t);
+core::PriorityClass ToCore(v1::PriorityClass p);
+
+// The scheduler's request for a stored job: one role per replica spec, the
+// job's node selector (each "key: value" as `key in (value)`, or a value
+// holding a whole expression such as "in (a, b)"), node name, rack, relax.
+// Errors: a node selector value that does not parse.
+absl::StatusOr<core::JobRequest> ToJobRequest(const v1::JobRecord& job);
+
+// The scheduler's node for a registered agent.
+absl::StatusOr<core::NodeSpec> ToNodeSpec(const v1::NodeInfo& info);
+
+// "JOB-ROLE-INDEX", the stable name other tasks resolve.
+std::string TaskName(const std::string& job, const std::string& role, int index);
+
+}  // namespace trainyard::server

@@ -1,0 +1,533 @@
+// JobManager: client operations, recovery and the bookkeeping shared by the
+// other parts (events, persistence, views).
+#include "server/job_manager.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "server/convert.h"
+#include "server/job_manager_internal.h"
+#include "server/job_spec.h"
+#include "server/task_env.h"
+
+namespace trainyard::server {
+
+bool IsTerminal(v1::TaskState s) {
+  return s == v1::TASK_SUCCEEDED || s == v1::TASK_FAILED || s == v1::TASK_KILLED;
+}
+bool IsTerminal(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED;
+}
+const char* JobStateName(v1::JobState s) {
+  switch (s) {
+    case v1::JOB_QUEUED: return "QUEUED";
+    case v1::JOB_SCHEDULED: return "SCHEDULED";
+    case v1::JOB_STARTING: return "STARTING";
+    case v1::JOB_RUNNING: return "RUNNING";
+    case v1::JOB_SUCCEEDED: return "SUCCEEDED";
+    case v1::JOB_FAILED: return "FAILED";
+    case v1::JOB_KILLED: return "KILLED";
+    default: return "UNKNOWN";
+  }
+}
+const char* TaskStateName(v1::TaskState s) {
+  switch (s) {
+    case v1::TASK_PENDING: return "PENDING";
+    case v1::TASK_LAUNCHING: return "LAUNCHING";
+    case v1::TASK_RUNNING: return "RUNNING";
+    case v1::TASK_SUCCEEDED: return "SUCCEEDED";
+    case v1::TASK_FAILED: return "FAILED";
+    case v1::TASK_KILLED: return "KILLED";
+    case v1::TASK_RESTARTING: return "RESTARTING";
+    default: return "UNKNOWN";
+  }
+}
+int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
+
+v1::JobEvent ToView(const v1::JobEventRecord& e) {
+  v1::JobEvent v;
+  v.set_time_unix_ms(e.time_ms());
+  v.set_kind(e.kind());
+  v.set_text(e.text());
+  return v;
+}
+
+JobManager::JobManager(ServerConfig config, StateStore* store,
+                       std::unique_ptr<core::Scheduler> scheduler, const Clock* clock)
+    : config_(std::move(config)), store_(store), clock_(clock), scheduler_(std::move(scheduler)) {
+  started_ = clock_->Now();
+}
+
+JobManager::~JobManager() { Stop(); }
+
+void JobManager::Start() {
+  std::lock_guard<std::mutex> lock(mu_);
+  started_ = clock_->Now();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void JobManager::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  Flush();
+}
+
+void JobManager::Wake() {
+  dirty_ = true;
+  cv_.notify_all();
+}
+
+absl::Status JobManager::Recover() {
+  absl::StatusOr<StoreSnapshot> snap = store_->LoadAll();
+  if (!snap.ok()) return snap.status();
+  std::lock_guard<std::mutex> lock(mu_);
+  next_job_id_ = snap->max_job_id + 1;
+  for (const v1::NodeRecord& n : snap->nodes) {
+    auto node = std::make_unique<NodeRt>();
+    node->info = n.info();
+    node->state = v1::NODE_LOST;  // until its agent reconnects
+    node->last_heartbeat = clock_->Now();
+    nodes_[n.info().name()] = std::move(node);
+  }
+  for (const v1::JobRecord& rec : snap->jobs) {
+    auto job = std::make_unique<JobRt>();
+    job->rec = rec;
+    job->events_loaded = false;
+    job->launch_base.assign(rec.tasks_size(), 0);
+    for (int i = 0; i < rec.tasks_size(); ++i) job->launch_base[i] = rec.tasks(i).attempt();
+    absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
+    if (!req.ok()) {
+      Log(LogLevel::kWarning, "server", "job %s cannot be recovered: %s", rec.name(),
+          std::string(req.status().message()));
+      continue;
+    }
+    bool placed = std::any_of(rec.tasks().begin(), rec.tasks().end(),
+                              [](const v1::TaskRecord& t) { return !t.node().empty(); });
+    if (scheduler_->AddJob(*req).ok()) {
+      job->in_scheduler = true;
+      if (placed && rec.state() != v1::JOB_QUEUED) {
+        // Its tasks are adopted as their nodes come back (AdoptRecoveredTasks).
+        auto slot = scheduler_->state().FindJob(rec.name());
+        scheduler_->mutable_state().SetPhase(*slot, core::JobPhase::kRunning,
+                                             absl::FromUnixMillis(rec.start_time_ms()));
+        job->recovered_placed = true;
+      }
+    }
+    jobs_[rec.name()] = std::move(job);
+  }
+  Log(LogLevel::kInfo, "server", "recovered %d live jobs and %d nodes from the store",
+      static_cast<int>(snap->jobs.size()), static_cast<int>(snap->nodes.size()));
+  Wake();
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::CheckQueue(const std::string& queue) {
+  std::vector<const core::QueueConfig*> stack = {&scheduler_->options().queues.root};
+  std::vector<std::string> leaves;
+  while (!stack.empty()) {
+    const core::QueueConfig* q = stack.back();
+    stack.pop_back();
+    if (q->children.empty()) {
+      if (q->name == queue) return absl::OkStatus();
+      leaves.push_back(q->name);
+    }
+    for (const auto& c : q->children) stack.push_back(&c);
+  }
+  std::sort(leaves.begin(), leaves.end());
+  return absl::InvalidArgumentError(absl::StrCat("queue: '", queue, "' is not a leaf queue (known: ",
+                                                 absl::StrJoin(leaves, ", "), ")"));
+}
+
+void JobManager::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
+  v1::ReplicaSpec* jm = spec->add_replicas();
+  jm->set_role("jobmaster");
+  jm->set_count(1);
+  jm->mutable_resources()->set_vcores_milli(config_.jobmaster_vcores_milli);
+  jm->mutable_resources()->set_memory_mb(config_.jobmaster_memory_mb);
+  jm->mutable_resources()->set_port_count(1);
+  jm->set_restart_policy(v1::RESTART_ALWAYS);
+  jm->set_max_restarts(10);
+  jm->add_command("sh");
+  jm->add_command("-c");
+  jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
+                               " --workers ", WorkerCount(*spec),
+                               " --port \"${TRAINYARD_PORTS%%,*}\" --server ", config_.listen));
+  // The master comes first, as the job's first task.
+  std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,
+              spec->mutable_replicas()->rend());
+}
+
+absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
+  if (spec.user().empty()) spec.set_user("default");
+  if (spec.queue().empty()) spec.set_queue("default");
+  std::vector<std::string> problems = ValidateJobSpec(spec, config_.limits);
+  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  // Frameworks address tasks by port: make sure each task that needs one has one.
+  for (auto& rs : *spec.mutable_replicas()) {
+    bool needs = spec.framework() == v1::FRAMEWORK_TENSORFLOW ||
+                 (spec.framework() == v1::FRAMEWORK_PYTORCH && (rs.role() == "master" || rs.role() == "worker"));
+    if (needs && rs.resources().port_count() == 0 && rs.resources().ports().empty()) {
+      rs.mutable_resources()->set_port_count(1);
+    }
+  }
+  v1::JobRecord rec;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (absl::Status st = CheckQueue(spec.queue()); !st.ok()) return st;
+    std::string name = spec.name();
+    for (int n = 2; jobs_.count(name); ++n) name = absl::StrCat(spec.name(), "-", n);
+    spec.set_name(name);
+    if (config_.jobmaster_enabled && WorkerCount(spec) > 0) AddJobMasterRole(&spec, name);
+    rec.set_id(next_job_id_++);
+    rec.set_name(name);
+    *rec.mutable_spec() = spec;
+    absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
+    if (!req.ok()) return req.status();
+    if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
+    jobs_[name] = nullptr;  // reserves the name until the record is durable
+  }
+  rec.set_state(v1::JOB_QUEUED);
+  rec.set_submit_time_ms(ToMs(clock_->Now()));
+  rec.set_pending_reason("waiting for the scheduler");
+  int worker_id = 0;
+  for (const auto& rs : spec.replicas()) {
+    for (int i = 0; i < rs.count(); ++i) {
+      v1::TaskRecord* t = rec.add_tasks();
+      t->set_role(rs.role());
+      t->set_index(i);
+      t->set_worker_id(IsWorkerRole(rs.role()) ? worker_id++ : -1);
+      t->set_state(v1::TASK_PENDING);
+    }
+  }
+  int ps_id = worker_id;  // parameter servers get ids after the workers
+  for (auto& t : *rec.mutable_tasks()) {
+    if (t.worker_id() < 0 && t.role() != "jobmaster") t.set_worker_id(ps_id++);
+  }
+  v1::JobEventRecord ev;
+  ev.set_job_id(rec.id());
+  ev.set_time_ms(rec.submit_time_ms());
+  ev.set_kind("submitted");
+  ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (",
+                           rec.tasks_size(), " tasks, priority ", PriorityName(spec.priority()), ")"));
+  WriteBatch batch;
+  batch.CreateJob(rec, ev);
+  absl::Status st = store_->Commit(std::move(batch));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!st.ok()) {
+    jobs_.erase(rec.name());
+    return absl::UnavailableError(absl::StrCat("the job was not accepted: the store cannot keep it: ",
+                                               st.message()));
+  }
+  auto job = std::make_unique<JobRt>();
+  job->rec = rec;
+  job->launch_base.assign(rec.tasks_size(), 0);
+  job->events.push_back(ToView(ev));
+  absl::Status added = scheduler_->AddJob(*ToJobRequest(rec));
+  if (added.ok()) {
+    job->in_scheduler = true;
+  } else {
+    job->rec.set_state(v1::JOB_FAILED);
+    job->rec.set_message(absl::StrCat("the scheduler refused the job: ", added.message()));
+    Persist(*job);
+  }
+  ++stats_.submitted;
+  jobs_[rec.name()] = std::move(job);
+  Wake();
+  v1::SubmitResponse resp;
+  resp.set_job(rec.name());
+  resp.set_job_id(rec.id());
+  return resp;
+}
+
+JobManager::JobRt* JobManager::FindJob(const std::string& name) {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+int JobManager::FindTask(const JobRt& job, const std::string& role, int index) const {
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    if (job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
+  }
+  return -1;
+}
+
+void JobManager::AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now) {
+  v1::JobEventRecord ev;
+  ev.set_job_id(job.rec.id());
+  ev.set_time_ms(ToMs(now));
+  ev.set_kind(kind);
+  ev.set_text(text);
+  job.events.push_back(ToView(ev));
+  batch_.AppendEvent(std::move(ev));
+  Log(LogLevel::kInfo, "server", "job %s: %s", job.rec.name(), text);
+}
+
+void JobManager::Persist(JobRt& job) { dirty_jobs_.insert(job.rec.name()); }
+
+void JobManager::Flush() {
+  for (const std::string& name : dirty_jobs_) {
+    JobRt* job = FindJob(name);
+    if (job) batch_.UpdateJob(job->rec);
+  }
+  dirty_jobs_.clear();
+  if (batch_.empty()) return;
+  WriteBatch batch;
+  std::swap(batch, batch_);
+  store_->CommitAsync(std::move(batch), [](absl::Status st) {
+    if (!st.ok()) Log(LogLevel::kError, "server", "store write failed: %s", std::string(st.message()));
+  });
+}
+
+void JobManager::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
+  if (job.rec.state() == state) return;
+  job.rec.set_state(state);
+  if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) job.rec.set_start_time_ms(ToMs(now));
+  if (IsTerminal(state)) job.rec.set_end_time_ms(ToMs(now));
+  Persist(job);
+}
+
+absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  return View(*job, /*with_events=*/true);
+}
+
+std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::JobView> out;
+  for (auto& [name, job] : jobs_) {
+    if (!job || (!include_finished && IsTerminal(job->rec.state()))) continue;
+    out.push_back(View(*job, false));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id() < b.id(); });
+  return out;
+}
+
+v1::JobView JobManager::View(const JobRt& job, bool with_events) {
+  v1::JobView v;
+  const v1::JobRecord& r = job.rec;
+  v.set_name(r.name());
+  v.set_id(r.id());
+  v.set_user(r.spec().user());
+  v.set_queue(r.spec().queue());
+  v.set_priority(r.spec().priority());
+  v.set_framework(r.spec().framework());
+  v.set_state(r.state());
+  v.set_reason(r.state() == v1::JOB_QUEUED ? r.pending_reason() : r.message());
+  v.set_submit_time_unix_ms(r.submit_time_ms());
+  v.set_start_time_unix_ms(r.start_time_ms());
+  v.set_end_time_unix_ms(r.end_time_ms());
+  v.set_job_master(job.job_master);
+  int gpus = 0;
+  for (const auto& t : r.tasks()) {
+    v1::TaskView* tv = v.add_tasks();
+    tv->set_name(TaskName(r.name(), t.role(), t.index()));
+    tv->set_role(t.role());
+    tv->set_index(t.index());
+    tv->set_worker_id(t.worker_id());
+    tv->set_node(t.node());
+    auto nit = nodes_.find(t.node());
+    if (nit != nodes_.end()) {
+      tv->set_node_address(nit->second->info.address());
+      tv->set_node_gpu_count(nit->second->info.topology().gpu_count());
+    }
+    tv->set_gpu_mask(t.allocation().gpu_mask());
+    *tv->mutable_ports() = t.allocation().ports();
+    tv->set_state(t.state());
+    tv->set_restarts(t.restart_count());
+    tv->set_attempt(t.attempt());
+    *tv->mutable_last_exit() = t.exit();
+    tv->set_memory_mb(t.allocation().memory_mb());
+    tv->set_vcores_milli(t.allocation().vcores_milli());
+    if (!t.node().empty() && !IsTerminal(t.state())) gpus += t.allocation().gpus();
+  }
+  v.set_gpus(gpus);
+  if (with_events) {
+    JobRt& mutable_job = const_cast<JobRt&>(job);
+    if (!job.events_loaded) {
+      // Events written before a restart, then those since.
+      auto stored = store_->ListEvents(r.id());
+      if (stored.ok()) {
+        std::vector<v1::JobEvent> all;
+        for (const auto& e : *stored) all.push_back(ToView(e));
+        // Events appended after recovery may already be in the store too.
+        for (const auto& e : job.events) {
+          bool dup = std::any_of(all.begin(), all.end(), [&](const v1::JobEvent& o) {
+            return o.time_unix_ms() == e.time_unix_ms() && o.kind() == e.kind() && o.text() == e.text();
+          });
+          if (!dup) all.push_back(e);
+        }
+        mutable_job.events = std::move(all);
+        mutable_job.events_loaded = true;
+      }
+    }
+    for (const auto& e : job.events) *v.add_events() = e;
+  }
+  return v;
+}
+
+absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (IsTerminal(job->rec.state())) return job->rec.state();
+  EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, clock_->Now());
+  Flush();
+  return job->rec.state();
+}
+
+void JobManager::EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now) {
+  if (job.ending) return;
+  job.ending = true;
+  job.preempting = false;
+  job.rec.set_message(message);
+  job.rec.set_pending_reason("");
+  SetJobState(job, state, now);
+  AddEvent(job, "finished", absl::StrCat(JobStateName(state), ": ", message), now);
+  // Tasks never placed are done at once; the others are stopped.
+  for (auto& t : *job.rec.mutable_tasks()) {
+    if (t.node().empty() && !IsTerminal(t.state())) t.set_state(v1::TASK_KILLED);
+  }
+  KillTasks(job, config_.kill_grace_ms, message);
+  MaybeFinish(job, now);
+  Wake();
+}
+
+void JobManager::MaybeFinish(JobRt& job, absl::Time now) {
+  for (const auto& t : job.rec.tasks()) {
+    if (!IsTerminal(t.state())) return;
+  }
+  if (job.preempting) {
+    Requeue(job, absl::StrCat("preempted by ", job.preempted_by), now);
+    return;
+  }
+  if (job.ending && job.in_scheduler) {
+    (void)scheduler_->RemoveJob(job.rec.name());
+    job.in_scheduler = false;
+    Wake();
+  }
+}
+
+void JobManager::Requeue(JobRt& job, const std::string& reason, absl::Time now) {
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    v1::TaskRecord* t = job.rec.mutable_tasks(i);
+    if (!IsTerminal(t->state()) && !t->node().empty()) {
+      v1::KillTask kill;
+      auto nit = nodes_.find(t->node());
+      if (nit != nodes_.end() && nit->second->link) {
+        v1::ServerMessage msg;
+        msg.mutable_kill()->set_job(job.rec.name());
+        msg.mutable_kill()->set_role(t->role());
+        msg.mutable_kill()->set_index(t->index());
+        msg.mutable_kill()->set_grace_ms(0);
+        msg.mutable_kill()->set_reason(reason);
+        nit->second->link->Send(std::move(msg));
+      }
+    }
+    t->set_node("");
+    t->clear_allocation();
+    t->set_state(v1::TASK_PENDING);
+    t->set_attempt(t->attempt() + 1);
+    job.launch_base[i] = t->attempt();
+  }
+  if (job.in_scheduler) (void)scheduler_->RequeueJob(job.rec.name());
+  job.preempting = false;
+  job.job_master.clear();
+  job.rec.set_pending_reason(reason);
+  SetJobState(job, v1::JOB_QUEUED, now);
+  AddEvent(job, "requeued", absl::StrCat("back in the queue: ", reason), now);
+  Persist(job);
+  Wake();
+}
+
+absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRt* job = FindJob(req.job());
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
+  if (req.state() != v1::JOB_SUCCEEDED && req.state() != v1::JOB_FAILED) {
+    return absl::InvalidArgumentError("state: must be JOB_SUCCEEDED or JOB_FAILED");
+  }
+  if (IsTerminal(job->rec.state()) || job->ending) return absl::OkStatus();
+  std::string msg = req.reason().empty()
+                        ? (req.state() == v1::JOB_SUCCEEDED ? "all workers completed" : "the job master reported failure")
+                        : req.reason();
+  EndJob(*job, req.state(), msg, clock_->Now());
+  Flush();
+  return absl::OkStatus();
+}
+
+std::vector<v1::NodeView> JobManager::ListNodes() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<v1::NodeView> out;
+  const core::ClusterState& cs = scheduler_->state();
+  for (auto& [name, node] : nodes_) {
+    v1::NodeView v;
+    *v.mutable_info() = node->info;
+    v.mutable_info()->set_state(node->state);
+    v.set_ports_in_use(static_cast<int>(node->ports_in_use.Count()));
+    v.set_last_heartbeat_unix_ms(ToMs(node->last_heartbeat));
+    if (auto id = cs.FindNode(name); id && node->in_scheduler) {
+      const core::NodeState& ns = cs.node(*id);
+      v.set_free_gpu_mask(ns.free.gpu_mask);
+      v.set_free_memory_mb(ns.free.memory_mb);
+      v.set_free_vcores_milli(ns.free.vcores_milli);
+      for (const core::NodeTask& nt : ns.tasks) {
+        const core::JobState& js = cs.job(nt.job);
+        const core::PlacedTask& pt = js.tasks[nt.pos];
+        v.add_tasks(TaskName(js.request.id, js.request.roles[pt.role].name, pt.index));
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+v1::ListQueuesResponse JobManager::ListQueues() {
+  std::lock_guard<std::mutex> lock(mu_);
+  v1::ListQueuesResponse resp;
+  const core::ClusterState& cs = scheduler_->state();
+  *resp.mutable_cluster() = ToProto(cs.ClusterCapacity());
+  std::map<std::string, std::pair<int, int>> counts;  // running, pending
+  for (auto& [name, job] : jobs_) {
+    if (!job || IsTerminal(job->rec.state())) continue;
+    auto& c = counts[job->rec.spec().queue()];
+    (job->rec.state() == v1::JOB_QUEUED ? c.second : c.first)++;
+  }
+  std::vector<std::pair<const core::QueueConfig*, double>> stack = {{&scheduler_->options().queues.root, 100.0}};
+  while (!stack.empty()) {
+    auto [q, parent_abs] = stack.back();
+    stack.pop_back();
+    double abs_cap = parent_abs * q->capacity_percent / 100.0;
+    double abs_max = parent_abs * q->max_capacity_percent / 100.0;
+    for (const auto& c : q->children) stack.push_back({&c, abs_cap});
+    if (!q->children.empty()) continue;
+    v1::QueueView* v = resp.add_queues();
+    v->set_name(q->name);
+    v->set_capacity_percent(abs_cap);
+    v->set_max_capacity_percent(abs_max);
+    v->set_weight(q->weight);
+    const auto& names = cs.queue_names();
+    auto it = std::find(names.begin(), names.end(), q->name);
+    if (it != names.end()) *v->mutable_used() = ToProto(cs.QueueUsed(static_cast<int32_t>(it - names.begin())));
+    v->set_running_jobs(counts[q->name].first);
+    v->set_pending_jobs(counts[q->name].second);
+  }
+  std::sort(resp.mutable_queues()->begin(), resp.mutable_queues()->end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  return resp;
+}
+
+ManagerStats JobManager::Stats() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace trainyard::server

@@ -1,0 +1,153 @@
+// JobManager: the server's single source of truth while it runs — jobs and
+// their tasks, connected agents, and the scheduler core. Clients and agents
+// call into it (through the gRPC services); it persists every change to the
+// StateStore, runs scheduling rounds on events (submit, task end, node
+// change) and on a short timer, and sends launch / kill orders to agents.
+// One mutex guards everything; scheduling happens on its own thread.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "core/scheduler/scheduler.h"
+#include "proto/service.pb.h"
+#include "server/config.h"
+#include "store/state_store.h"
+
+namespace trainyard::server {
+
+// One connected agent as the manager sees it. Send never blocks.
+class AgentLink {
+ public:
+  virtual ~AgentLink() = default;
+  virtual void Send(v1::ServerMessage msg) = 0;
+};
+
+// Counters for /metrics and tests.
+struct ManagerStats {
+  int64_t submitted = 0;
+  int64_t rounds = 0;
+  int64_t placements = 0;
+  int64_t heartbeats = 0;
+};
+
+class JobManager {
+ public:
+  JobManager(ServerConfig config, StateStore* store, std::unique_ptr<core::Scheduler> scheduler,
+             const Clock* clock);
+  ~JobManager();
+
+  // Loads jobs and nodes from the store. Call once, before Start.
+  absl::Status Recover();
+  // Starts the scheduling / liveness thread.
+  void Start();
+  // Stops it; agents' links must be gone before the manager is destroyed.
+  void Stop();
+
+  // ---- clients ----
+  // Validates `spec` (already parsed), makes it durable and queues it.
+  // Errors: InvalidArgument naming the field; Unavailable when the store
+  // cannot keep it (nothing is acknowledged then).
+  absl::StatusOr<v1::SubmitResponse> Submit(v1::JobSpec spec);
+  absl::StatusOr<v1::JobView> Describe(const std::string& job);
+  std::vector<v1::JobView> ListJobs(bool include_finished);
+  // Kills a job: tasks get SIGTERM then SIGKILL; state KILLED.
+  absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason);
+  std::vector<v1::NodeView> ListNodes();
+  v1::ListQueuesResponse ListQueues();
+  // A job master's verdict: SUCCEEDED ends the job and stops its other
+  // tasks (parameter servers); FAILED ends it with the reason.
+  absl::Status ReportOutcome(const v1::JobOutcomeRequest& request);
+
+  // Reads up to max_bytes of one task attempt's log from its node, starting
+  // at `offset`. attempt -1 = the latest. Errors: unknown job/task, node not
+  // connected, no answer in time.
+  absl::StatusOr<v1::LogData> ReadLog(const std::string& job, const std::string& role, int index,
+                                      int attempt, int64_t offset, int max_bytes, bool stderr);
+  // Tasks of a job as (role, index), for `logs JOB` without a task.
+  absl::StatusOr<std::vector<std::pair<std::string, int>>> TasksOf(const std::string& job);
+
+  // ---- agents ----
+  // Registers (or re-registers) a node. Errors: AlreadyExists when another
+  // live agent holds the name; InvalidArgument for a bad NodeInfo.
+  absl::Status RegisterAgent(const v1::NodeInfo& info, AgentLink* link);
+  void AgentDisconnected(const std::string& node, AgentLink* link);
+  void OnHeartbeat(const std::string& node, const v1::Heartbeat& hb);
+  void OnTaskStatus(const std::string& node, const v1::TaskStatus& status);
+  void OnLogData(const v1::LogData& data);
+
+  // Runs one scheduling round now (tests, benchmarks).
+  void ScheduleNowForTest();
+  ManagerStats Stats();
+  const ServerConfig& config() const { return config_; }
+
+ private:
+  struct TaskRt;
+  struct JobRt;
+  struct NodeRt;
+  struct LogWaiter;
+
+  void Loop();
+  void RunRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyPlacement(const core::JobPlacement& p, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyPreemption(const core::Preemption& p, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LaunchTask(JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void KillTasks(JobRt& job, int grace_ms, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFinish(JobRt& job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void TaskEnded(JobRt& job, int task, const v1::TaskStatus& status, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckSuccess(JobRt& job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void CheckNodes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NodeLost(NodeRt& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool ReplaceTask(JobRt& job, int task, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Requeue(JobRt& job, const std::string& reason, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AdoptRecoveredTasks(NodeRt& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Reconcile(NodeRt& node, const v1::Heartbeat& hb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Persist(JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Wake() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::JobView View(const JobRt& job, bool with_events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  JobRt* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int FindTask(const JobRt& job, const std::string& role, int index) const;
+  absl::Status CheckQueue(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AddJobMasterRole(v1::JobSpec* spec, const std::string& name);
+  void SetJobState(JobRt& job, v1::JobState state, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const ServerConfig config_;
+  StateStore* const store_;
+  const Clock* const clock_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::unique_ptr<core::Scheduler> scheduler_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<JobRt>> jobs_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<NodeRt>> nodes_ ABSL_GUARDED_BY(mu_);
+  std::map<uint64_t, std::shared_ptr<LogWaiter>> log_waiters_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
+  WriteBatch batch_ ABSL_GUARDED_BY(mu_);  // changes not yet handed to the store
+  std::set<std::string> dirty_jobs_ ABSL_GUARDED_BY(mu_);  // records to write at Flush
+  bool dirty_ ABSL_GUARDED_BY(mu_) = false;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  ManagerStats stats_ ABSL_GUARDED_BY(mu_);
+  absl::Time started_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+};
+
+}  // namespace trainyard::server

@@ -1,0 +1,426 @@
+// JobManager: agents — registration, heartbeats, task status, logs — and
+// what follows from them: job success and failure, node loss, tasks moved to
+// another node, and tasks adopted after a server restart.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "core/resources/node_resources.h"
+#include "server/convert.h"
+#include "server/job_manager.h"
+#include "server/job_manager_internal.h"
+#include "server/task_env.h"
+
+namespace trainyard::server {
+namespace {
+
+std::string DescribeExit(const v1::TaskExit& e) {
+  if (e.oom_killed()) return "killed by the kernel for running out of memory (OOM)";
+  if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
+  if (!e.message().empty() && e.exit_code() == 0) return e.message();
+  return absl::StrCat("exit code ", e.exit_code());
+}
+
+absl::Status CheckNodeInfo(const v1::NodeInfo& info) {
+  if (info.name().empty()) return absl::InvalidArgumentError("register.name: must not be empty");
+  int gpus = info.topology().gpu_count();
+  if (gpus < 0 || gpus > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("register.topology.gpu_count: ", gpus, " is outside 0..64"));
+  }
+  if (info.capacity().gpus() != gpus) {
+    return absl::InvalidArgumentError(absl::StrCat("register.capacity.gpus: ", info.capacity().gpus(),
+                                                   " differs from the topology's ", gpus, " GPUs"));
+  }
+  if (info.capacity().memory_mb() < 0 || info.capacity().vcores_milli() < 0) {
+    return absl::InvalidArgumentError("register.capacity: memory and vcores must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) {
+  if (absl::Status st = CheckNodeInfo(in); !st.ok()) return st;
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  auto& slot = nodes_[in.name()];
+  if (slot && slot->link && slot->link != link) {
+    return absl::AlreadyExistsError(absl::StrCat("node name '", in.name(), "' is already in use by a connected agent at ",
+                                                 slot->info.address(), "; give this agent another --name"));
+  }
+  if (!slot) slot = std::make_unique<NodeRt>();
+  NodeRt& node = *slot;
+  node.info = in;
+  if (node.info.capacity().ports().empty()) {
+    auto ports = core::PortRanges::Parse(config_.default_port_range);
+    if (ports.ok()) *node.info.mutable_capacity() = ToProto([&] {
+        core::Resource r = ToCore(in.capacity());
+        r.ports = *ports;
+        return r;
+      }());
+  }
+  node.link = link;
+  node.last_heartbeat = now;
+  node.registered = now;
+  node.state = v1::NODE_READY;
+  if (!node.in_scheduler) {
+    absl::StatusOr<core::NodeSpec> spec = ToNodeSpec(node.info);
+    if (!spec.ok()) return spec.status();
+    if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
+    node.in_scheduler = true;
+    if (in.excluded_gpus() != 0) {
+      (void)scheduler_->mutable_state().SetExcludedGpus(in.name(), core::GpuSet(in.excluded_gpus()));
+      node.busy_gpus = in.excluded_gpus();
+    }
+    AdoptRecoveredTasks(node);
+  } else {
+    (void)scheduler_->SetSchedulable(in.name(), true);
+  }
+  v1::NodeRecord rec;
+  *rec.mutable_info() = node.info;
+  rec.mutable_info()->set_state(v1::NODE_READY);
+  rec.set_registered_time_ms(ToMs(now));
+  rec.set_last_seen_ms(ToMs(now));
+  batch_.PutNode(std::move(rec));
+  Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
+      in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
+      in.capacity().vcores_milli() / 1000.0);
+  v1::ServerMessage msg;
+  msg.mutable_registered()->set_node(in.name());
+  msg.mutable_registered()->set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
+  link->Send(std::move(msg));
+  // Tasks placed here that never reached the agent (it was away) go again.
+  for (auto& [name, job] : jobs_) {
+    if (!job || job->ending) continue;
+    for (int i = 0; i < job->rec.tasks_size(); ++i) {
+      const auto& t = job->rec.tasks(i);
+      if (t.node() == in.name() && t.state() == v1::TASK_LAUNCHING && !job->recovered_placed) LaunchTask(*job, i);
+    }
+  }
+  Flush();
+  Wake();
+  return absl::OkStatus();
+}
+
+void JobManager::AgentDisconnected(const std::string& name, AgentLink* link) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || it->second->link != link) return;
+  it->second->link = nullptr;
+  if (it->second->in_scheduler) (void)scheduler_->SetSchedulable(name, false);
+  Log(LogLevel::kWarning, "server", "node %s disconnected; lost after %d ms without it", name,
+      config_.node_timeout_ms);
+  for (auto& [id, w] : log_waiters_) {
+    if (!w->data) {
+      w->data.emplace();
+      w->data->set_error(absl::StrCat("node ", name, " disconnected"));
+    }
+  }
+  cv_.notify_all();
+}
+
+void JobManager::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeRt& node = *it->second;
+  node.last_heartbeat = clock_->Now();
+  ++stats_.heartbeats;
+  core::PortRanges in_use;
+  for (const auto& r : hb.ports_in_use()) {
+    if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) in_use.Add({r.begin(), r.end()});
+  }
+  node.ports_in_use = std::move(in_use);
+  if (hb.busy_gpu_mask() != node.busy_gpus && node.in_scheduler) {
+    absl::Status st = scheduler_->mutable_state().SetExcludedGpus(name, core::GpuSet(hb.busy_gpu_mask()));
+    if (st.ok()) {
+      node.busy_gpus = hb.busy_gpu_mask();
+      Wake();
+    }
+  }
+  Reconcile(node, hb);
+  Flush();
+}
+
+void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
+  for (const v1::TaskStatus& st : hb.tasks()) {
+    JobRt* job = FindJob(st.job());
+    int i = job ? FindTask(*job, st.role(), st.index()) : -1;
+    bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
+                !IsTerminal(job->rec.tasks(i).state()) && st.attempt() >= job->launch_base[i];
+    if (ours || IsTerminal(st.state())) continue;
+    // Not ours (any more): rescheduled elsewhere, or unknown to the store.
+    v1::ServerMessage msg;
+    v1::KillTask* k = msg.mutable_kill();
+    k->set_job(st.job());
+    k->set_role(st.role());
+    k->set_index(st.index());
+    k->set_grace_ms(config_.kill_grace_ms);
+    k->set_reason("the server has no record of this task on this node");
+    Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
+        TaskName(st.job(), st.role(), st.index()));
+    if (node.link) node.link->Send(std::move(msg));
+  }
+}
+
+void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& st) {
+  std::lock_guard<std::mutex> lock(mu_);
+  absl::Time now = clock_->Now();
+  JobRt* job = FindJob(st.job());
+  int i = job ? FindTask(*job, st.role(), st.index()) : -1;
+  if (i < 0 || job->rec.tasks(i).node() != node || st.attempt() < job->launch_base[i]) return;
+  v1::TaskRecord* t = job->rec.mutable_tasks(i);
+  if (IsTerminal(t->state())) return;
+  t->set_attempt(std::max(t->attempt(), st.attempt()));
+  std::string name = TaskName(job->rec.name(), t->role(), t->index());
+  switch (st.state()) {
+    case v1::TASK_RUNNING: {
+      if (t->state() == v1::TASK_RUNNING) break;
+      t->set_state(v1::TASK_RUNNING);
+      t->set_start_time_ms(ToMs(now));
+      if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
+      bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& o) {
+        return o.state() == v1::TASK_RUNNING || IsTerminal(o.state());
+      });
+      if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
+        SetJobState(*job, v1::JOB_RUNNING, now);
+        AddEvent(*job, "started", absl::StrCat("all ", job->rec.tasks_size(), " tasks running"), now);
+      }
+      break;
+    }
+    case v1::TASK_RESTARTING:
+      t->set_state(v1::TASK_RESTARTING);
+      t->set_restart_count(t->restart_count() + 1);
+      *t->mutable_exit() = st.exit();
+      AddEvent(*job, "task_restarted",
+               absl::StrCat(name, " ended (", DescribeExit(st.exit()), ") and restarts (attempt ",
+                            st.attempt() + 1, ")"),
+               now);
+      break;
+    case v1::TASK_SUCCEEDED:
+    case v1::TASK_FAILED:
+    case v1::TASK_KILLED:
+      TaskEnded(*job, i, st, now);
+      break;
+    default:
+      break;
+  }
+  Persist(*job);
+  Flush();
+}
+
+void JobManager::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  t->set_state(st.state());
+  *t->mutable_exit() = st.exit();
+  t->set_end_time_ms(ToMs(now));
+  if (job.in_scheduler) (void)scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
+  Wake();
+  if (job.ending || job.preempting) {
+    MaybeFinish(job, now);
+    return;
+  }
+  std::string name = TaskName(job.rec.name(), t->role(), t->index());
+  if (st.state() == v1::TASK_SUCCEEDED) {
+    CheckSuccess(job, now);
+  } else {
+    EndJob(job, v1::JOB_FAILED,
+           absl::StrCat("task ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
+                        t->attempt() == 0 ? " attempt" : " attempts"),
+           now);
+  }
+  MaybeFinish(job, now);
+}
+
+void JobManager::CheckSuccess(JobRt& job, absl::Time now) {
+  const auto& tasks = job.rec.tasks();
+  auto done = [](const v1::TaskRecord& t) { return t.state() == v1::TASK_SUCCEEDED; };
+  if (job.rec.spec().success_policy() == v1::SUCCESS_CHIEF) {
+    for (const auto& t : tasks) {
+      if ((t.role() == "chief" || t.role() == "master") && t.index() == 0 && done(t)) {
+        EndJob(job, v1::JOB_SUCCEEDED, absl::StrCat("the ", t.role(), " completed"), now);
+        return;
+      }
+    }
+    return;
+  }
+  bool any_worker = std::any_of(tasks.begin(), tasks.end(), [](const auto& t) { return IsWorkerRole(t.role()); });
+  for (const auto& t : tasks) {
+    if ((!any_worker || IsWorkerRole(t.role())) && !done(t)) return;
+  }
+  EndJob(job, v1::JOB_SUCCEEDED, any_worker ? "all workers completed" : "all tasks completed", now);
+}
+
+void JobManager::CheckNodes(absl::Time now) {
+  absl::Duration timeout = absl::Milliseconds(config_.node_timeout_ms);
+  for (auto& [name, node] : nodes_) {
+    if (node->state == v1::NODE_READY && now - node->last_heartbeat > timeout) NodeLost(*node, now);
+  }
+  // Tasks recovered from the store whose node never came back.
+  if (now - started_ > timeout) {
+    for (auto& [name, node] : nodes_) {
+      if (node->state == v1::NODE_LOST && !node->in_scheduler && node->registered == absl::Time()) {
+        node->registered = now;  // handle once
+        NodeLost(*node, now);
+      }
+    }
+  }
+}
+
+void JobManager::NodeLost(NodeRt& node, absl::Time now) {
+  const std::string name = node.info.name();
+  node.state = v1::NODE_LOST;
+  Log(LogLevel::kWarning, "server", "node %s lost: no heartbeat for %d ms", name, config_.node_timeout_ms);
+  std::vector<std::pair<JobRt*, int>> moved;
+  for (auto& [jname, job] : jobs_) {
+    if (!job) continue;
+    for (int i = 0; i < job->rec.tasks_size(); ++i) {
+      v1::TaskRecord* t = job->rec.mutable_tasks(i);
+      if (t->node() != name || IsTerminal(t->state())) continue;
+      if (job->in_scheduler) {
+        (void)scheduler_->TaskFinished(job->rec.name(), t->role(), t->index());
+      }
+      moved.emplace_back(job.get(), i);
+    }
+  }
+  if (node.in_scheduler) {
+    std::vector<std::string> requeued;
+    (void)scheduler_->RemoveNode(name, &requeued);
+    node.in_scheduler = false;
+  }
+  for (auto [job, i] : moved) {
+    v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    std::string tname = TaskName(job->rec.name(), t->role(), t->index());
+    const v1::ReplicaSpec* rs = nullptr;
+    for (const auto& r : job->rec.spec().replicas()) {
+      if (r.role() == t->role()) rs = &r;
+    }
+    if (job->ending || job->preempting) {
+      t->set_state(v1::TASK_KILLED);
+      MaybeFinish(*job, now);
+    } else if (!rs || rs->restart_policy() == v1::RESTART_NEVER) {
+      t->set_state(v1::TASK_FAILED);
+      t->mutable_exit()->set_message(absl::StrCat("lost with node ", name));
+      EndJob(*job, v1::JOB_FAILED, absl::StrCat("task ", tname, " was lost with node ", name,
+                                                " (restart policy Never)"), now);
+    } else if (!ReplaceTask(*job, i, now)) {
+      Requeue(*job, absl::StrCat("task ", tname, " was lost with node ", name, " and no other node can take it now"),
+              now);
+    }
+    Persist(*job);
+  }
+  v1::NodeRecord rec;
+  *rec.mutable_info() = node.info;
+  rec.mutable_info()->set_state(v1::NODE_LOST);
+  rec.set_last_seen_ms(ToMs(node.last_heartbeat));
+  batch_.PutNode(std::move(rec));
+  Wake();
+}
+
+bool JobManager::ReplaceTask(JobRt& job, int i, absl::Time now) {
+  core::ClusterState& cs = scheduler_->mutable_state();
+  auto slot = cs.FindJob(job.rec.name());
+  if (!slot) return false;
+  const core::JobState& js = cs.job(*slot);
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  int role = -1;
+  for (size_t r = 0; r < js.request.roles.size(); ++r) {
+    if (js.request.roles[r].name == t->role()) role = static_cast<int>(r);
+  }
+  if (role < 0) return false;
+  const core::RoleRequest& rr = js.request.roles[role];
+  for (core::NodeId n = 0; n < cs.NodeSlots(); ++n) {
+    const core::NodeState& ns = cs.node(n);
+    if (!ns.present || !ns.schedulable || !rr.node_selector.Matches(cs.labels(n))) continue;
+    if (!rr.rack.empty() && (ns.rack < 0 || cs.racks()[ns.rack] != rr.rack)) continue;
+    core::NodeResources nr{ns.capacity, cs.topology(n), ns.free};
+    absl::StatusOr<core::TaskPlacement> p = core::PlaceOnNode(nr, rr.resource);
+    if (!p.ok()) continue;
+    cs.AllocateTask(*slot, role, t->index(), n, p->allocation);
+    std::string old = t->node();
+    t->set_node(ns.name);
+    *t->mutable_allocation() = ToProto(p->allocation);
+    t->set_state(v1::TASK_LAUNCHING);
+    t->set_attempt(t->attempt() + 1);
+    t->set_restart_count(t->restart_count() + 1);
+    AddEvent(job, "task_moved", absl::StrCat(TaskName(job.rec.name(), t->role(), t->index()), " was lost with node ",
+                                             old, "; restarted on ", ns.name, " (attempt ", t->attempt() + 1, ")"),
+             now);
+    LaunchTask(job, i);
+    return true;
+  }
+  return false;
+}
+
+void JobManager::AdoptRecoveredTasks(NodeRt& node) {
+  core::ClusterState& cs = scheduler_->mutable_state();
+  auto n = cs.FindNode(node.info.name());
+  if (!n) return;
+  for (auto& [name, job] : jobs_) {
+    if (!job || !job->recovered_placed) continue;
+    auto slot = cs.FindJob(name);
+    if (!slot) continue;
+    const core::JobState& js = cs.job(*slot);
+    for (const v1::TaskRecord& t : job->rec.tasks()) {
+      if (t.node() != node.info.name() || IsTerminal(t.state())) continue;
+      for (size_t r = 0; r < js.request.roles.size(); ++r) {
+        if (js.request.roles[r].name != t.role()) continue;
+        core::Resource a = ToCore(t.allocation());
+        if (core::FitsIn(a, cs.node(*n).free)) cs.AllocateTask(*slot, static_cast<int>(r), t.index(), *n, a);
+      }
+    }
+  }
+}
+
+void JobManager::OnLogData(const v1::LogData& data) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = log_waiters_.find(data.request_id());
+  if (it == log_waiters_.end()) return;
+  it->second->data = data;
+  cv_.notify_all();
+}
+
+absl::StatusOr<v1::LogData> JobManager::ReadLog(const std::string& jname, const std::string& role, int index,
+                                                int attempt, int64_t offset, int max_bytes, bool stderr) {
+  std::unique_lock<std::mutex> lock(mu_);
+  JobRt* job = FindJob(jname);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", jname, "' does not exist"));
+  int i = FindTask(*job, role, index);
+  if (i < 0) return absl::NotFoundError(absl::StrCat("job ", jname, " has no task ", role, "/", index));
+  const v1::TaskRecord& t = job->rec.tasks(i);
+  if (t.node().empty()) return absl::FailedPreconditionError(absl::StrCat(TaskName(jname, role, index), " never ran"));
+  auto nit = nodes_.find(t.node());
+  if (nit == nodes_.end() || !nit->second->link) {
+    return absl::UnavailableError(absl::StrCat("node ", t.node(), " that keeps the logs is not connected"));
+  }
+  uint64_t id = next_log_request_++;
+  auto waiter = std::make_shared<LogWaiter>();
+  log_waiters_[id] = waiter;
+  v1::ServerMessage msg;
+  v1::LogRead* r = msg.mutable_read_log();
+  r->set_request_id(id);
+  r->set_job(jname);
+  r->set_role(role);
+  r->set_index(index);
+  r->set_attempt(attempt < 0 ? t.attempt() : attempt);
+  r->set_offset(offset);
+  r->set_max_bytes(max_bytes);
+  r->set_stderr(stderr);
+  nit->second->link->Send(std::move(msg));
+  bool ok = cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiter->data.has_value(); });
+  log_waiters_.erase(id);
+  if (!ok) return absl::DeadlineExceededError(absl::StrCat("node ", t.node(), " did not answer for the log in 10 s"));
+  if (!waiter->data->error().empty()) return absl::NotFoundError(waiter->data->error());
+  return *waiter->data;
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int>>> JobManager::TasksOf(const std::string& jname) {
+  std::lock_guard<std::mutex> lock(mu_);
+  JobRt* job = FindJob(jname);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", jname, "' does not exist"));
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& t : job->rec.tasks()) out.emplace_back(t.role(), t.index());
+  return out;
+}
+
+}  // namespace trainyard::server

@@ -1,0 +1,183 @@
+// JobManager: the scheduling thread — rounds of the scheduler core, applying
+// placements (launch orders to agents) and preemptions (kill orders with a
+// grace period), pending reasons, and node liveness checks.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/logging.h"
+#include "core/resources/gpu_set.h"
+#include "server/convert.h"
+#include "server/job_manager.h"
+#include "server/job_manager_internal.h"
+#include "server/task_env.h"
+
+namespace trainyard::server {
+namespace {
+// How often the thread wakes without an event: preemption deadlines and
+// node liveness are checked at this pace.
+constexpr absl::Duration kTick = absl::Milliseconds(100);
+}  // namespace
+
+void JobManager::Loop() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stopping_) {
+    cv_.wait_for(lock, absl::ToChronoMilliseconds(kTick), [this] { return dirty_ || stopping_; });
+    if (stopping_) break;
+    dirty_ = false;
+    RunRound();
+    Flush();
+  }
+}
+
+void JobManager::ScheduleNowForTest() {
+  std::lock_guard<std::mutex> lock(mu_);
+  RunRound();
+  Flush();
+}
+
+void JobManager::RunRound() {
+  absl::Time now = clock_->Now();
+  CheckNodes(now);
+  // Victims whose grace ran out without their agent confirming the stop.
+  for (auto& [name, job] : jobs_) {
+    if (job && job->preempting &&
+        now > job->preempt_deadline + absl::Milliseconds(config_.kill_grace_ms) + absl::Seconds(5)) {
+      Requeue(*job, absl::StrCat("preempted by ", job->preempted_by), now);
+    }
+  }
+  core::Decisions d = scheduler_->Schedule(now);
+  ++stats_.rounds;
+  for (const core::Preemption& p : d.preemptions) ApplyPreemption(p, now);
+  for (const core::JobPlacement& p : d.placements) ApplyPlacement(p, now);
+  for (const core::PendingReason& r : d.pending) {
+    JobRt* job = FindJob(r.job_id);
+    if (job && job->rec.state() == v1::JOB_QUEUED && job->rec.pending_reason() != r.reason) {
+      job->rec.set_pending_reason(r.reason);
+      Persist(*job);
+    }
+  }
+}
+
+void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
+  JobRt* job = FindJob(p.job_id);
+  if (!job) return;
+  std::map<std::string, int> per_node;
+  for (const core::TaskAssignment& a : p.tasks) {
+    int i = FindTask(*job, a.role, a.index);
+    if (i < 0) continue;
+    v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    t->set_node(a.node);
+    *t->mutable_allocation() = ToProto(a.allocation);
+    t->set_state(v1::TASK_LAUNCHING);
+    t->clear_exit();
+    per_node[a.node]++;
+    ++stats_.placements;
+  }
+  std::vector<std::string> where;
+  for (const auto& [node, n] : per_node) where.push_back(absl::StrCat(node, " (", n, n == 1 ? " task)" : " tasks)"));
+  job->rec.set_pending_reason("");
+  job->rec.set_message("");
+  SetJobState(*job, v1::JOB_SCHEDULED, now);
+  AddEvent(*job, "scheduled", absl::StrCat("scheduled on ", absl::StrJoin(where, ", ")), now);
+  job->job_master.clear();
+  int jm = FindTask(*job, "jobmaster", 0);
+  if (jm >= 0) {
+    const v1::TaskRecord& t = job->rec.tasks(jm);
+    auto nit = nodes_.find(t.node());
+    if (nit != nodes_.end() && t.allocation().ports_size() > 0) {
+      job->job_master = absl::StrCat(nit->second->info.address(), ":", t.allocation().ports(0).begin());
+    }
+  }
+  for (int i = 0; i < job->rec.tasks_size(); ++i) {
+    if (job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
+  }
+  Persist(*job);
+}
+
+void JobManager::ApplyPreemption(const core::Preemption& p, absl::Time now) {
+  JobRt* job = FindJob(p.victim_job_id);
+  if (!job || job->preempting || job->ending) return;
+  job->preempting = true;
+  job->preempted_by = p.for_job_id;
+  job->preempt_deadline = p.grace_deadline;
+  AddEvent(*job, "preempted", absl::StrCat(p.reason, "; ", absl::ToInt64Seconds(p.grace_deadline - now),
+                                           " s to checkpoint before it is stopped"), now);
+  int grace = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(p.grace_deadline - now)));
+  KillTasks(*job, grace, absl::StrCat("preempted by ", p.for_job_id));
+  MaybeFinish(*job, now);
+}
+
+void JobManager::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
+  for (const v1::TaskRecord& t : job.rec.tasks()) {
+    if (IsTerminal(t.state()) || t.node().empty()) continue;
+    auto nit = nodes_.find(t.node());
+    if (nit == nodes_.end() || !nit->second->link) continue;
+    v1::ServerMessage msg;
+    v1::KillTask* k = msg.mutable_kill();
+    k->set_job(job.rec.name());
+    k->set_role(t.role());
+    k->set_index(t.index());
+    k->set_grace_ms(grace_ms);
+    k->set_reason(reason);
+    nit->second->link->Send(std::move(msg));
+  }
+}
+
+void JobManager::LaunchTask(JobRt& job, int i) {
+  const v1::TaskRecord& t = job.rec.tasks(i);
+  auto nit = nodes_.find(t.node());
+  if (nit == nodes_.end()) return;
+  TaskEnvInput in;
+  in.spec = &job.rec.spec();
+  in.job = job.rec.name();
+  in.job_master = job.job_master;
+  in.checkpoint_dir = absl::StrCat(config_.checkpoint_root, "/", job.rec.name());
+  in.restart_count = t.attempt();
+  in.attempt = t.attempt();
+  PlacedTaskView self;
+  for (const v1::TaskRecord& o : job.rec.tasks()) {
+    if (o.node().empty()) continue;
+    PlacedTaskView v;
+    v.role = o.role();
+    v.index = o.index();
+    v.worker_id = o.worker_id();
+    v.node = o.node();
+    auto on = nodes_.find(o.node());
+    v.address = on == nodes_.end() ? o.node() : on->second->info.address();
+    v.gpu_mask = o.allocation().gpu_mask();
+    for (const auto& r : o.allocation().ports()) {
+      for (uint32_t port = r.begin(); port <= r.end(); ++port) v.ports.push_back(port);
+    }
+    if (o.role() == t.role() && o.index() == t.index()) self = v;
+    in.tasks.push_back(std::move(v));
+  }
+  TaskEnv env = BuildTaskEnv(in, self);
+  const v1::ReplicaSpec* rs = nullptr;
+  for (const auto& r : job.rec.spec().replicas()) {
+    if (r.role() == t.role()) rs = &r;
+  }
+  if (!rs) return;
+  v1::ServerMessage msg;
+  v1::TaskSpec* spec = msg.mutable_launch();
+  spec->set_job(job.rec.name());
+  spec->set_role(t.role());
+  spec->set_index(t.index());
+  spec->set_worker_id(t.worker_id());
+  spec->set_node(t.node());
+  *spec->mutable_allocation() = t.allocation();
+  for (const auto& c : rs->command()) spec->add_command(c);
+  for (const auto& a : rs->args()) spec->add_command(a);
+  for (const auto& [k, v] : rs->env()) (*spec->mutable_env())[k] = v;
+  for (const auto& [k, v] : env.env) (*spec->mutable_env())[k] = v;
+  for (const auto& [k, v] : env.files) (*spec->mutable_files())[k] = v;
+  spec->set_working_dir(rs->working_dir());
+  spec->set_restart_policy(rs->restart_policy());
+  spec->set_max_restarts(std::max(0, rs->max_restarts() - t.restart_count()));
+  spec->set_attempt(t.attempt());
+  spec->set_kill_grace_ms(config_.kill_grace_ms);
+  job.launch_base[i] = t.attempt();
+  if (nit->second->link) nit->second->link->Send(std::move(msg));
+}
+
+}  // namespace trainyard::server

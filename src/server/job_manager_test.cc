@@ -1,0 +1,255 @@
+// JobManager against the in-memory store, a fake clock and fake agent links:
+// what a user would see through describe / jobs as agents report.
+#include "server/job_manager.h"
+
+#include <deque>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/job_spec.h"
+#include "store/memory_state_store.h"
+
+namespace trainyard::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeLink : public AgentLink {
+ public:
+  void Send(v1::ServerMessage msg) override { sent.push_back(std::move(msg)); }
+  std::vector<v1::TaskSpec> Launches() const {
+    std::vector<v1::TaskSpec> out;
+    for (const auto& m : sent) {
+      if (m.has_launch()) out.push_back(m.launch());
+    }
+    return out;
+  }
+  std::vector<v1::KillTask> Kills() const {
+    std::vector<v1::KillTask> out;
+    for (const auto& m : sent) {
+      if (m.has_kill()) out.push_back(m.kill());
+    }
+    return out;
+  }
+  std::vector<v1::ServerMessage> sent;
+};
+
+v1::NodeInfo Node(const std::string& name, int gpus = 8) {
+  v1::NodeInfo n;
+  n.set_name(name);
+  n.set_address("127.0.0.1");
+  n.mutable_capacity()->set_memory_mb(65536);
+  n.mutable_capacity()->set_vcores_milli(32000);
+  n.mutable_capacity()->set_gpus(gpus);
+  auto* p = n.mutable_capacity()->add_ports();
+  p->set_begin(30000);
+  p->set_end(30999);
+  n.mutable_topology()->set_gpu_count(gpus);
+  for (int s = 0; s < gpus / 2; ++s) n.mutable_topology()->add_switches(3ull << (2 * s));
+  if (gpus) n.mutable_topology()->add_sockets((1ull << gpus) - 1);
+  return n;
+}
+
+class JobManagerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.kill_grace_ms = 100;
+    config_.node_timeout_ms = 5000;
+    auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+    ASSERT_TRUE(manager_->Recover().ok());
+  }
+
+  std::string Submit(const std::string& yaml) {
+    auto spec = LoadJobSpec(yaml, config_.limits);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    auto r = manager_->Submit(*spec);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->job() : "";
+  }
+
+  void Report(const std::string& node, const v1::TaskSpec& t, v1::TaskState state, int exit_code = 0) {
+    v1::TaskStatus st;
+    st.set_job(t.job());
+    st.set_role(t.role());
+    st.set_index(t.index());
+    st.set_attempt(t.attempt());
+    st.set_state(state);
+    st.mutable_exit()->set_exit_code(exit_code);
+    manager_->OnTaskStatus(node, st);
+  }
+
+  v1::JobView Describe(const std::string& job) {
+    auto v = manager_->Describe(job);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : v1::JobView();
+  }
+
+  ServerConfig config_;
+  MemoryStateStore store_;
+  FakeClock clock_{absl::FromUnixSeconds(1700000000)};
+  std::unique_ptr<JobManager> manager_;
+};
+
+constexpr char kPsJob[] = R"(
+name: train
+framework: tensorflow
+replicas:
+  ps:
+    count: 1
+    command: [sleep, "1000"]
+  worker:
+    count: 2
+    resources: {gpus: 2}
+    command: [./train]
+)";
+
+TEST_F(JobManagerTest, PlacesLaunchesWithFrameworkEnvAndSucceedsWhenWorkersComplete) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string job = Submit(kPsJob);
+  manager_->ScheduleNowForTest();
+  auto launches = link.Launches();
+  ASSERT_EQ(launches.size(), 3u);
+  for (const auto& t : launches) {
+    EXPECT_EQ(t.env().at("TRAINYARD_JOB"), "train");
+    EXPECT_THAT(t.env().at("TF_CONFIG"), HasSubstr("\"ps\":[\"127.0.0.1:"));
+    EXPECT_EQ(t.allocation().ports_size(), 1);
+    if (t.role() == "worker") {
+      EXPECT_EQ(__builtin_popcountll(t.allocation().gpu_mask()), 2);
+      EXPECT_EQ(t.env().at("CUDA_VISIBLE_DEVICES").size(), 3u);  // "a,b"
+    }
+  }
+  EXPECT_EQ(Describe(job).state(), v1::JOB_SCHEDULED);
+  for (const auto& t : launches) Report("n1", t, v1::TASK_RUNNING);
+  EXPECT_EQ(Describe(job).state(), v1::JOB_RUNNING);
+  for (const auto& t : launches) {
+    if (t.role() == "worker") Report("n1", t, v1::TASK_SUCCEEDED);
+  }
+  v1::JobView v = Describe(job);
+  EXPECT_EQ(v.state(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(v.reason(), "all workers completed");
+  auto kills = link.Kills();
+  ASSERT_EQ(kills.size(), 1u);
+  EXPECT_EQ(kills[0].role(), "ps");
+}
+
+TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string job = Submit("name: one\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 2\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  auto t = link.Launches().at(0);
+  Report("n1", t, v1::TASK_RUNNING);
+  v1::TaskStatus restarting;
+  restarting.set_job(t.job());
+  restarting.set_role(t.role());
+  restarting.set_index(0);
+  restarting.set_attempt(0);
+  restarting.set_state(v1::TASK_RESTARTING);
+  restarting.mutable_exit()->set_exit_code(3);
+  manager_->OnTaskStatus("n1", restarting);
+  restarting.set_attempt(1);
+  manager_->OnTaskStatus("n1", restarting);
+  v1::TaskStatus failed = restarting;
+  failed.set_attempt(2);
+  failed.set_state(v1::TASK_FAILED);
+  manager_->OnTaskStatus("n1", failed);
+  v1::JobView v = Describe(job);
+  EXPECT_EQ(v.state(), v1::JOB_FAILED);
+  EXPECT_EQ(v.reason(), "task one-worker-0 failed: exit code 3 after 3 attempts");
+  EXPECT_EQ(v.tasks(0).restarts(), 2);
+}
+
+TEST_F(JobManagerTest, KillStopsRunningTasks) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string job = Submit("name: k\nreplicas:\n  worker:\n    count: 2\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
+  auto state = manager_->Kill(job, "");
+  ASSERT_TRUE(state.ok());
+  EXPECT_EQ(*state, v1::JOB_KILLED);
+  EXPECT_EQ(link.Kills().size(), 2u);
+  EXPECT_FALSE(manager_->Kill("nope", "").ok());
+}
+
+TEST_F(JobManagerTest, PendingJobCarriesReasonAndStartsWhenRoomAppears) {
+  FakeLink link1;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 2), &link1).ok());
+  std::string job = Submit("name: big\nreplicas:\n  worker:\n    resources: {gpus: 4}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  v1::JobView v = Describe(job);
+  EXPECT_EQ(v.state(), v1::JOB_QUEUED);
+  EXPECT_FALSE(v.reason().empty());
+  EXPECT_NE(v.reason(), "waiting for the scheduler");
+  FakeLink link2;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n2", 8), &link2).ok());
+  manager_->ScheduleNowForTest();
+  EXPECT_EQ(Describe(job).state(), v1::JOB_SCHEDULED);
+  EXPECT_EQ(link2.Launches().size(), 1u);
+}
+
+TEST_F(JobManagerTest, DuplicateNodeNameIsRefusedWhileTheFirstIsConnected) {
+  FakeLink a, b;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &a).ok());
+  absl::Status st = manager_->RegisterAgent(Node("n1"), &b);
+  EXPECT_EQ(st.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(st.message(), HasSubstr("node name 'n1' is already in use"));
+  manager_->AgentDisconnected("n1", &a);
+  EXPECT_TRUE(manager_->RegisterAgent(Node("n1"), &b).ok());
+}
+
+TEST_F(JobManagerTest, LostNodeMovesItsTaskToAnotherNodeWithTheSameWorkerId) {
+  FakeLink link1, link2;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link1).ok());
+  std::string job = Submit("name: mv\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    resources: {gpus: 1}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link1.Launches().size(), 1u);
+  auto first = link1.Launches()[0];
+  Report("n1", first, v1::TASK_RUNNING);
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n2"), &link2).ok());
+  clock_.Advance(absl::Seconds(3));
+  manager_->OnHeartbeat("n2", v1::Heartbeat());
+  clock_.Advance(absl::Seconds(3));  // n1 silent for 6 s > 5 s
+  manager_->OnHeartbeat("n2", v1::Heartbeat());
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link2.Launches().size(), 1u);
+  auto moved = link2.Launches()[0];
+  EXPECT_EQ(moved.worker_id(), first.worker_id());
+  EXPECT_EQ(moved.attempt(), 1);
+  v1::JobView v = Describe(job);
+  EXPECT_EQ(v.tasks(0).node(), "n2");
+  bool event = false;
+  for (const auto& e : v.events()) event |= e.kind() == "task_moved";
+  EXPECT_TRUE(event);
+}
+
+TEST_F(JobManagerTest, BadSpecIsRefusedAndNothingIsStored) {
+  v1::JobSpec spec;
+  spec.set_name("Bad Name");
+  auto r = manager_->Submit(spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("name: 'Bad Name'"));
+  EXPECT_TRUE(manager_->ListJobs(true).empty());
+  auto q = LoadJobSpec("name: q\nqueue: nosuch\nreplicas:\n  worker: {command: [x]}\n", config_.limits);
+  ASSERT_TRUE(q.ok());
+  auto r2 = manager_->Submit(*q);
+  ASSERT_FALSE(r2.ok());
+  EXPECT_THAT(r2.status().message(), HasSubstr("queue: 'nosuch' is not a leaf queue"));
+}
+
+TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {
+  std::string job = Submit("name: durable\nreplicas:\n  worker: {command: [x]}\n");
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  JobManager second(config_, &store_, std::move(*sched), &clock_);
+  ASSERT_TRUE(second.Recover().ok());
+  auto v = second.Describe(job);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->state(), v1::JOB_QUEUED);
+}
+
+}  // namespace
+}  // namespace trainyard::server

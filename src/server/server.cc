@@ -1,0 +1,78 @@
+// Server start-up and shutdown.
+#include "server/server.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "common/queue_config_yaml.h"
+#include "server/agent_service.h"
+#include "server/client_service.h"
+#include "store/sqlite_state_store.h"
+
+namespace trainyard::server {
+
+absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& config) {
+  core::SchedulerOptions opt;
+  opt.queue_policy = config.queue_policy;
+  opt.limits = config.limits;
+  opt.preemption_grace = absl::Milliseconds(config.preemption_grace_ms);
+  opt.reservation_wait = absl::Milliseconds(config.reservation_wait_ms);
+  if (!config.queue_config.empty()) {
+    absl::StatusOr<QueueConfigFile> file = LoadQueueConfigFile(config.queue_config);
+    if (!file.ok()) return file.status();
+    opt.queues = file->queues;
+    if (!file->policy.empty()) opt.queue_policy = file->policy;
+  }
+  return opt;
+}
+
+absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
+  if (absl::Status st = ValidateServerConfig(config); !st.ok()) return st;
+  if (config.checkpoint_root.empty()) config.checkpoint_root = config.data_dir + "/checkpoints";
+  std::unique_ptr<Server> s(new Server());
+  SqliteStoreOptions store_opt;
+  store_opt.sync = config.store_sync ? StoreSync::kFull : StoreSync::kOff;
+  absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(config.data_dir, store_opt);
+  if (!store.ok()) return store.status();
+  s->store_ = std::move(*store);
+  absl::StatusOr<core::SchedulerOptions> opt = SchedulerOptionsFor(config);
+  if (!opt.ok()) return opt.status();
+  absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(*opt);
+  if (!sched.ok()) return sched.status();
+  s->manager_ = std::make_unique<JobManager>(config, s->store_.get(), std::move(*sched), &s->clock_);
+  if (absl::Status st = s->manager_->Recover(); !st.ok()) return st;
+  s->client_service_ = std::make_unique<ClientService>(s->manager_.get());
+  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get());
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(s->client_service_.get());
+  builder.RegisterService(s->agent_service_.get());
+  builder.SetMaxReceiveMessageSize(64 << 20);
+  s->grpc_ = builder.BuildAndStart();
+  if (!s->grpc_ || port == 0) {
+    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", config.listen,
+                                               " (in use, or not an address of this machine)"));
+  }
+  std::vector<std::string> parts = absl::StrSplit(config.listen, absl::MaxSplits(':', 1));
+  std::string host = config.listen.substr(0, config.listen.rfind(':'));
+  s->address_ = absl::StrCat(host, ":", port);
+  s->manager_->Start();
+  Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
+  return s;
+}
+
+Server::~Server() { Shutdown(); }
+
+void Server::Wait() {
+  if (grpc_) grpc_->Wait();
+}
+
+void Server::Shutdown() {
+  if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (manager_) manager_->Stop();
+}
+
+}  // namespace trainyard::server

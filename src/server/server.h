@@ -1,0 +1,53 @@
+// Server: the resource manager daemon — opens the store, recovers, builds the
+// scheduler from the configuration, and serves the client and agent gRPC
+// APIs on one address.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/clock.h"
+#include "server/config.h"
+#include "server/job_manager.h"
+
+namespace grpc {
+class Server;
+}
+
+namespace trainyard::server {
+
+class AgentService;
+class ClientService;
+
+class Server {
+ public:
+  // Starts a server. Errors: a store that cannot be opened (corrupt, newer
+  // schema, not ours), a queue config that does not load, an address that
+  // cannot be bound.
+  static absl::StatusOr<std::unique_ptr<Server>> Start(ServerConfig config);
+  ~Server();
+
+  // host:port actually bound (the port is chosen when config.listen ends in :0).
+  const std::string& address() const { return address_; }
+  JobManager* manager() { return manager_.get(); }
+  // Blocks until Shutdown is called from another thread.
+  void Wait();
+  void Shutdown();
+
+ private:
+  Server() = default;
+  RealClock clock_;
+  StateStorePtr store_;
+  std::unique_ptr<JobManager> manager_;
+  std::unique_ptr<ClientService> client_service_;
+  std::unique_ptr<AgentService> agent_service_;
+  std::unique_ptr<grpc::Server> grpc_;
+  std::string address_;
+};
+
+// Builds the scheduler options from the server config (queue file, policy,
+// limits, waits). Errors name the queue file and the problem.
+absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& config);
+
+}  // namespace trainyard::server

@@ -1,0 +1,145 @@
+// Task environment construction, per framework.
+#include "server/task_env.h"
+
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/resources/gpu_set.h"
+#include "nlohmann/json.hpp"
+#include "server/convert.h"
+
+namespace trainyard::server {
+namespace {
+
+std::string HostPort(const PlacedTaskView& t) {
+  return absl::StrCat(t.address, ":", t.ports.empty() ? 0 : t.ports.front());
+}
+
+// Tasks of the job in a stable order: role order of the spec, then index.
+std::vector<const PlacedTaskView*> Ordered(const TaskEnvInput& in) {
+  std::vector<const PlacedTaskView*> out;
+  for (const auto& rs : in.spec->replicas()) {
+    std::vector<const PlacedTaskView*> role;
+    for (const auto& t : in.tasks) {
+      if (t.role == rs.role()) role.push_back(&t);
+    }
+    std::sort(role.begin(), role.end(), [](auto* a, auto* b) { return a->index < b->index; });
+    out.insert(out.end(), role.begin(), role.end());
+  }
+  return out;
+}
+
+std::string TfConfig(const TaskEnvInput& in, const PlacedTaskView& self) {
+  nlohmann::json cluster = nlohmann::json::object();
+  for (const PlacedTaskView* t : Ordered(in)) {
+    if (t->role == "jobmaster") continue;
+    cluster[t->role].push_back(HostPort(*t));
+  }
+  nlohmann::json config;
+  config["cluster"] = cluster;
+  config["task"] = {{"type", self.role}, {"index", self.index}};
+  return config.dump();
+}
+
+void PytorchEnv(const TaskEnvInput& in, const PlacedTaskView& self, TaskEnv* out) {
+  // Rank 0 is the "master" role when there is one, else worker 0.
+  std::vector<const PlacedTaskView*> ranks;
+  for (const PlacedTaskView* t : Ordered(in)) {
+    if (t->role == "master") ranks.insert(ranks.begin(), t);
+    else if (t->role != "jobmaster" && t->role != "ps") ranks.push_back(t);
+  }
+  std::vector<std::string> nodes;  // node rank = first appearance in rank order
+  for (const PlacedTaskView* t : ranks) {
+    if (std::find(nodes.begin(), nodes.end(), t->node) == nodes.end()) nodes.push_back(t->node);
+  }
+  int rank = -1, local_rank = 0, local_world = 0;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (ranks[i]->node == self.node) {
+      if (ranks[i] == &self || (ranks[i]->role == self.role && ranks[i]->index == self.index)) {
+        rank = static_cast<int>(i);
+        local_rank = local_world;
+      }
+      ++local_world;
+    }
+  }
+  if (rank < 0 || ranks.empty()) return;
+  out->env["MASTER_ADDR"] = ranks[0]->address;
+  out->env["MASTER_PORT"] = absl::StrCat(ranks[0]->ports.empty() ? 0 : ranks[0]->ports.front());
+  out->env["RANK"] = absl::StrCat(rank);
+  out->env["WORLD_SIZE"] = absl::StrCat(ranks.size());
+  out->env["LOCAL_RANK"] = absl::StrCat(local_rank);
+  out->env["LOCAL_WORLD_SIZE"] = absl::StrCat(local_world);
+  int node_rank = static_cast<int>(std::find(nodes.begin(), nodes.end(), self.node) - nodes.begin());
+  out->env["NODE_RANK"] = absl::StrCat(node_rank);
+}
+
+std::string MpiHostfile(const TaskEnvInput& in) {
+  std::vector<std::pair<std::string, int>> slots;  // address, tasks, in order
+  for (const PlacedTaskView* t : Ordered(in)) {
+    if (!IsWorkerRole(t->role)) continue;
+    auto it = std::find_if(slots.begin(), slots.end(), [&](auto& s) { return s.first == t->address; });
+    if (it == slots.end()) slots.emplace_back(t->address, 1);
+    else ++it->second;
+  }
+  std::string text;
+  for (const auto& [addr, n] : slots) absl::StrAppend(&text, addr, " slots=", n, "\n");
+  return text;
+}
+
+}  // namespace
+
+std::string PortsList(const std::vector<uint32_t>& ports) { return absl::StrJoin(ports, ","); }
+
+bool IsWorkerRole(const std::string& role) { return role != "ps" && role != "jobmaster"; }
+
+int WorkerCount(const v1::JobSpec& spec) {
+  int n = 0;
+  for (const auto& rs : spec.replicas()) {
+    if (IsWorkerRole(rs.role())) n += rs.count();
+  }
+  return n;
+}
+
+TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
+  TaskEnv out;
+  auto& env = out.env;
+  env["TRAINYARD_JOB"] = in.job;
+  env["TRAINYARD_ROLE"] = self.role;
+  env["TRAINYARD_INDEX"] = absl::StrCat(self.index);
+  env["TRAINYARD_WORKER_ID"] = absl::StrCat(self.worker_id);
+  env["TRAINYARD_TASK_NAME"] = TaskName(in.job, self.role, self.index);
+  env["TRAINYARD_NODE"] = self.node;
+  env["TRAINYARD_NODE_ADDRESS"] = self.address;
+  env["TRAINYARD_PORTS"] = PortsList(self.ports);
+  env["TRAINYARD_CHECKPOINT_DIR"] = in.checkpoint_dir;
+  env["TRAINYARD_RESTART_COUNT"] = absl::StrCat(in.restart_count);
+  env["TRAINYARD_ATTEMPT"] = absl::StrCat(in.attempt);
+  env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
+  env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(core::GpuSet(self.gpu_mask).Indices(), ",");
+  if (!in.job_master.empty()) env["TRAINYARD_JOB_MASTER"] = in.job_master;
+  std::string hosts;
+  for (const PlacedTaskView* t : Ordered(in)) {
+    absl::StrAppend(&hosts, t->address, " ", TaskName(in.job, t->role, t->index), "\n");
+  }
+  out.files["hosts"] = hosts;
+  env["TRAINYARD_HOSTS_FILE"] = "${TRAINYARD_TASK_DIR}/hosts";
+  switch (in.spec->framework()) {
+    case v1::FRAMEWORK_TENSORFLOW:
+      env["TF_CONFIG"] = TfConfig(in, self);
+      break;
+    case v1::FRAMEWORK_PYTORCH:
+      PytorchEnv(in, self, &out);
+      break;
+    case v1::FRAMEWORK_MPI:
+      out.files["mpi_hostfile"] = MpiHostfile(in);
+      env["TRAINYARD_MPI_HOSTFILE"] = "${TRAINYARD_TASK_DIR}/mpi_hostfile";
+      break;
+    default:
+      break;
+  }
+  return out;
+}
+
+}  // namespace trainyard::server

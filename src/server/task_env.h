@@ -1,0 +1,56 @@
+// The environment each task starts with: TRAINYARD_* for every task, and what
+// its framework expects — TF_CONFIG (tensorflow), MASTER_ADDR / MASTER_PORT /
+// RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / NODE_RANK (pytorch), an
+// MPI hostfile (mpi) — plus a hosts file mapping each task's stable name
+// JOB-ROLE-INDEX to the address of its node.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "proto/trainyard.pb.h"
+
+namespace trainyard::server {
+
+// Where one task of the job runs now.
+struct PlacedTaskView {
+  std::string role;
+  int index = 0;
+  int worker_id = 0;
+  std::string node;
+  std::string address;  // the node's address
+  uint64_t gpu_mask = 0;
+  std::vector<uint32_t> ports;
+};
+
+struct TaskEnvInput {
+  const v1::JobSpec* spec = nullptr;
+  std::string job;                     // the job's name
+  std::vector<PlacedTaskView> tasks;   // every task of the job, placed
+  std::string job_master;              // host:port, "" when none
+  std::string checkpoint_dir;          // the job's checkpoint directory
+  int restart_count = 0;
+  int attempt = 0;
+};
+
+struct TaskEnv {
+  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> files;  // name in the task dir -> content
+};
+
+// Builds the environment of `self` (one of input.tasks).
+TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);
+
+// The ordered list of ports as "p1,p2".
+std::string PortsList(const std::vector<uint32_t>& ports);
+
+// True for roles whose completion decides the job's success under the
+// AllWorkers policy: every role but "ps" and "jobmaster".
+bool IsWorkerRole(const std::string& role);
+
+// Number of tasks that register with the job master (worker roles).
+int WorkerCount(const v1::JobSpec& spec);
+
+}  // namespace trainyard::server

@@ -1,0 +1,241 @@
+// Integration test harness: processes, CLI runs, a local cluster.
+#include "tests/integration/harness.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+
+namespace trainyard::testing {
+
+std::string TrainyardBin() {
+  const char* bin = std::getenv("TRAINYARD_BIN");
+  return bin ? bin : "trainyard";
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-it-XXXXXX").string();
+  char* p = mkdtemp(tmpl.data());
+  path_ = p ? p : "/tmp";
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  if (std::getenv("TRAINYARD_KEEP_TMP") == nullptr) std::filesystem::remove_all(path_, ec);
+}
+
+Process::Process(const std::vector<std::string>& argv, const std::string& log) : log_(log) {
+  pid_ = fork();
+  if (pid_ == 0) {
+    setpgid(0, 0);
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+}
+
+Process::~Process() { Stop(absl::Seconds(10)); }
+
+bool Process::Running() {
+  if (reaped_ || pid_ <= 0) return false;
+  int status;
+  if (waitpid(pid_, &status, WNOHANG) == pid_) {
+    reaped_ = true;
+    return false;
+  }
+  return true;
+}
+
+void Process::Kill() {
+  if (!Running()) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  reaped_ = true;
+}
+
+void Process::Stop(absl::Duration grace) {
+  if (!Running()) return;
+  kill(pid_, SIGTERM);
+  if (!WaitFor([&] { return !Running(); }, grace)) Kill();
+}
+
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout, absl::Duration every) {
+  absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(every));
+  }
+  return cond();
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void WriteFile(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::trunc);
+  out << content;
+}
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  socklen_t len = sizeof(addr);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout) {
+  TempDir tmp;
+  std::string out = tmp.path() + "/out", err = tmp.path() + "/err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::string bin = TrainyardBin();
+    std::vector<char*> argv{bin.data()};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  CommandResult r;
+  int status = 0;
+  bool done = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
+  if (!done) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    r.exit_code = -2;
+  } else {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
+  // Each cluster serves its own block of ports, so two test runs never hand
+  // out the same port.
+  std::mt19937 rng(static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(absl::ToUnixNanos(absl::Now())));
+  port_base_ = 20000 + static_cast<int>(rng() % 120) * 100;
+  std::vector<std::string> argv = {TrainyardBin(), "server", "--listen", "127.0.0.1:0", "--data-dir",
+                                   dir() + "/server", "--node-timeout-ms", absl::StrCat(options_.node_timeout_ms),
+                                   "--heartbeat-interval-ms", absl::StrCat(options_.heartbeat_interval_ms),
+                                   "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints"};
+  argv.insert(argv.end(), options_.server_flags.begin(), options_.server_flags.end());
+  server_ = std::make_unique<Process>(argv, dir() + "/server.log");
+  WaitFor([&] {
+    std::string log = ReadFile(dir() + "/server.log");
+    size_t at = log.find("listening on ");
+    if (at == std::string::npos) return false;
+    size_t end = log.find('\n', at);
+    if (end == std::string::npos) return false;
+    address_ = log.substr(at + 13, end - at - 13);
+    return true;
+  }, absl::Seconds(20));
+  for (int i = 0; i < options_.nodes; ++i) {
+    agents_.push_back(nullptr);
+    StartAgent(i);
+  }
+  WaitFor([&] {
+    nlohmann::json nodes = Nodes();
+    int ready = 0;
+    for (const auto& n : nodes.value("nodes", nlohmann::json::array())) {
+      ready += n["info"].value("state", "") == "NODE_READY";
+    }
+    return ready == options_.nodes;
+  }, absl::Seconds(20));
+}
+
+Cluster::~Cluster() {
+  for (auto& a : agents_) {
+    if (a) a->Stop();
+  }
+  if (server_) server_->Stop();
+}
+
+void Cluster::StartAgent(int i) {
+  std::string name = absl::StrCat("node-", i);
+  int begin = port_base_ + i * 30;
+  agents_[i] = std::make_unique<Process>(
+      std::vector<std::string>{TrainyardBin(), "agent", "--server", address_, "--name", name, "--data-dir",
+                               dir() + "/" + name, "--simulate-gpus", absl::StrCat(options_.gpus), "--gpu-topology",
+                               options_.topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
+                               absl::StrCat("[", begin, "-", begin + 29, "]"), "--kill-tasks-on-exit"},
+      absl::StrCat(dir(), "/", name, ".log"));
+}
+
+void Cluster::RestartAgent(int i) {
+  agents_[i]->Stop();
+  StartAgent(i);
+}
+
+CommandResult Cluster::Cli(std::vector<std::string> args) {
+  args.push_back("--server");
+  args.push_back(address_);
+  return RunCli(args);
+}
+
+std::string Cluster::Submit(const std::string& yaml) {
+  static int n = 0;
+  std::string path = absl::StrCat(dir(), "/spec-", n++, ".yaml");
+  WriteFile(path, yaml);
+  CommandResult r = Cli({"submit", path});
+  if (r.exit_code != 0) return "";
+  // "job NAME submitted"
+  std::string out = r.out;
+  size_t a = out.find("job ");
+  size_t b = out.find(" submitted");
+  return a == std::string::npos || b == std::string::npos ? "" : out.substr(a + 4, b - a - 4);
+}
+
+nlohmann::json Cluster::Describe(const std::string& job) {
+  CommandResult r = Cli({"describe", job, "-o", "json"});
+  if (r.exit_code != 0) return nlohmann::json::object();
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
+std::string Cluster::JobState(const std::string& job) { return Describe(job).value("state", ""); }
+
+bool Cluster::WaitForState(const std::string& job, const std::string& state, absl::Duration timeout) {
+  return WaitFor([&] { return JobState(job) == state; }, timeout, absl::Milliseconds(100));
+}
+
+nlohmann::json Cluster::Nodes() {
+  CommandResult r = Cli({"nodes", "-o", "json"});
+  if (r.exit_code != 0) return nlohmann::json::object();
+  return nlohmann::json::parse(r.out, nullptr, false);
+}
+
+}  // namespace trainyard::testing

@@ -1,0 +1,115 @@
+// Test harness for integration tests: a real server and real agents as
+// separate processes of the `trainyard` binary on loopback, each in a
+// temporary directory, with free ports; the `trainyard` CLI run as a user
+// would run it. Everything a test starts is stopped by PID.
+#pragma once
+
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "nlohmann/json.hpp"
+
+namespace trainyard::testing {
+
+// The trainyard binary under test ($TRAINYARD_BIN).
+std::string TrainyardBin();
+
+// A fresh temporary directory, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A child process in its own process group; stdout and stderr to `log`.
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const std::string& log);
+  ~Process();
+  pid_t pid() const { return pid_; }
+  // SIGKILL to the process (not its group), then reap it.
+  void Kill();
+  // SIGTERM, wait up to `grace`, then SIGKILL.
+  void Stop(absl::Duration grace = absl::Seconds(10));
+  bool Running();
+  const std::string& log() const { return log_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_;
+  bool reaped_ = false;
+};
+
+// The result of running a CLI command to completion.
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `trainyard ARGS...` and waits for it (up to `timeout`).
+CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60));
+
+// Reads a whole file ("" when missing).
+std::string ReadFile(const std::string& path);
+void WriteFile(const std::string& path, const std::string& content);
+
+// Polls `cond` every `every` until it is true or `timeout` passes.
+bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
+             absl::Duration every = absl::Milliseconds(20));
+
+// A port that was free a moment ago.
+int FreePort();
+
+struct ClusterOptions {
+  int nodes = 2;
+  int gpus = 8;
+  std::string topology = "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7";
+  int node_timeout_ms = 2000;
+  int heartbeat_interval_ms = 200;
+  std::vector<std::string> server_flags;
+};
+
+// A server and `nodes` agents (node-0, node-1, ...).
+class Cluster {
+ public:
+  explicit Cluster(ClusterOptions options = {});
+  ~Cluster();
+
+  const std::string& address() const { return address_; }
+  const std::string& dir() const { return dir_.path(); }
+  // `trainyard ARGS... --server ADDRESS`.
+  CommandResult Cli(std::vector<std::string> args);
+  // Submits a spec (written to a file) and returns the job name.
+  std::string Submit(const std::string& yaml);
+  // `describe JOB -o json`.
+  nlohmann::json Describe(const std::string& job);
+  std::string JobState(const std::string& job);
+  // Waits until the job's state is `state` (e.g. "JOB_SUCCEEDED").
+  bool WaitForState(const std::string& job, const std::string& state, absl::Duration timeout = absl::Seconds(30));
+  nlohmann::json Nodes();
+  Process& agent(int i) { return *agents_[i]; }
+  Process& server() { return *server_; }
+  // Starts agent i again (after Kill / Stop), same name and data dir.
+  void RestartAgent(int i);
+
+ private:
+  void StartAgent(int i);
+  ClusterOptions options_;
+  TempDir dir_;
+  std::string address_;
+  int port_base_ = 0;
+  std::unique_ptr<Process> server_;
+  std::vector<std::unique_ptr<Process>> agents_;
+};
+
+}  // namespace trainyard::testing
