@@ -273,6 +273,43 @@ std::optional<TaskStatus> Supervisor::WaitFor(const TaskKey& key,
   }
 }
 
+absl::Status Supervisor::FollowLogs(const TaskKey& key, const LogReadOptions& options,
+                                    const std::function<bool(int, const std::string&)>& sink,
+                                    const std::function<bool()>& stop, absl::Duration poll) const {
+  if (absl::Status s = key.Validate(); !s.ok()) return s;
+  LogReadOptions next = options;
+  if (next.attempt < 0) {
+    absl::StatusOr<std::vector<int>> attempts = logs_.Attempts(key);
+    std::optional<TaskStatus> status = Status(key);
+    if (!attempts.ok() && !status) return attempts.status();
+    next.attempt = attempts.ok() ? attempts->back() : status->attempt;
+  }
+  while (stop == nullptr || !stop()) {
+    std::optional<TaskStatus> status = Status(key);
+    bool task_over = !status || IsFinal(status->state);
+    absl::StatusOr<LogChunk> chunk = logs_.Read(key, next);
+    // An attempt's log appears when it starts; until then, wait.
+    bool not_started = !chunk.ok() && chunk.status().code() == absl::StatusCode::kNotFound &&
+                       next.offset == 0 && !task_over;
+    if (!chunk.ok() && !not_started) return chunk.status();
+    if (chunk.ok() && !chunk->data.empty() && !sink(next.attempt, chunk->data)) return absl::OkStatus();
+    if (chunk.ok()) next.offset = chunk->next_offset;
+    if (chunk.ok() && chunk->complete) {
+      if (status && status->attempt > next.attempt) {
+        ++next.attempt;  // attempts are numbered without gaps
+        next.offset = 0;
+        continue;
+      }
+      if (task_over) return absl::OkStatus();
+    } else if (chunk.ok() && chunk->data.empty() && task_over &&
+               (!status || status->attempt == next.attempt)) {
+      return absl::OkStatus();  // nothing more will be written (no end mark)
+    }
+    if (!chunk.ok() || chunk->data.empty()) std::this_thread::sleep_for(absl::ToChronoNanoseconds(poll));
+  }
+  return absl::OkStatus();
+}
+
 void Supervisor::Report(const std::vector<TaskStatus>& statuses) {
   if (statuses.empty()) return;
   if (listener_ != nullptr) {

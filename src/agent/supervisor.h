@@ -95,6 +95,17 @@ class Supervisor {
                                     const std::function<bool(const TaskStatus&)>& done,
                                     absl::Duration timeout) const;
 
+  // Follows a task's log across its attempts, from options.attempt (-1 =
+  // the latest) at options.offset: hands each new piece to `sink` with its
+  // attempt and, when an attempt ends and the task runs again, continues
+  // with the next attempt from offset 0. Returns OK when the task has ended
+  // and everything was read, when `sink` returns false, or when `stop`
+  // (checked every `poll`) returns true; an error for a bad key or no logs.
+  absl::Status FollowLogs(const TaskKey& key, const LogReadOptions& options,
+                          const std::function<bool(int attempt, const std::string& piece)>& sink,
+                          const std::function<bool()>& stop = nullptr,
+                          absl::Duration poll = absl::Milliseconds(50)) const;
+
   const TaskLogs& logs() const { return logs_; }
   LimiterKind limiter_kind() const { return limiter_->kind(); }
 

@@ -290,6 +290,35 @@ TEST_F(SupervisorTest, FollowReadsLogUntilAttemptEnds) {
   EXPECT_EQ(all, "line 1\nline 2\nline 3\n");
 }
 
+TEST_F(SupervisorTest, FollowLogsContinuesAcrossRestarts) {
+  TaskLaunch l = ShellTask("worker", "echo a$TRAINYARD_RESTART_COUNT; echo x >> count; [ $(wc -l < count) -ge 3 ]");
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 5;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::string all;
+  absl::Status s = supervisor_->FollowLogs(l.key, {.attempt = 0}, [&](int attempt, const std::string& piece) {
+    absl::StrAppend(&all, attempt, ":", piece);
+    return true;
+  }, nullptr, absl::Milliseconds(5));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(all, "0:a0\n1:a1\n2:a2\n");
+  EXPECT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
+}
+
+TEST_F(SupervisorTest, FollowLogsStopsWhenAsked) {
+  TaskLaunch l = ShellTask("worker", "echo started; exec sleep 30");
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::string all;
+  absl::Status s = supervisor_->FollowLogs(
+      l.key, {}, [&](int, const std::string& piece) { all += piece; return true; },
+      [&] { return all == "started\n"; }, absl::Milliseconds(5));
+  EXPECT_TRUE(s.ok()) << s;
+  EXPECT_EQ(all, "started\n");
+  EXPECT_EQ(supervisor_->FollowLogs({.job = "nope", .role = "x"}, {}, [](int, const std::string&) { return true; })
+                .code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST_F(SupervisorTest, GpusInUseCoversRunningTasks) {
   TaskLaunch l = ShellTask("worker", "exec sleep 30");
   l.gpus = *core::GpuSet::FromIndices({2, 3});
