@@ -156,17 +156,22 @@ absl::StatusOr<GpuInventory> NvidiaSmiGpuDiscovery::Discover() {
   if (!gpus.ok()) return gpus.status();
   GpuInventory inventory{.gpus = *std::move(gpus), .source = "nvidia-smi"};
   int count = static_cast<int>(inventory.gpus.size());
+  if (topology_ && topology_->gpu_count() == count) {
+    inventory.topology = *topology_;
+    return inventory;
+  }
   absl::StatusOr<std::string> topo = runner_->Run(NvidiaSmiTopoCommand());
   absl::StatusOr<core::GpuTopology> topology =
       topo.ok() ? core::GpuTopology::FromNvidiaSmiTopo(*topo) : topo.status();
   if (topology.ok() && topology->gpu_count() == count) {
     inventory.topology = *std::move(topology);
+    topology_ = inventory.topology;
   } else {
     // Placement still works without topology; say why it is missing.
     Log(LogLevel::kWarning, kComponent, "no GPU topology from nvidia-smi topo -m (%s); using flat",
         topology.ok() ? absl::StrCat("it lists ", topology->gpu_count(), " GPUs, the query ", count)
                       : std::string(topology.status().message()));
-    inventory.topology = core::GpuTopology::Flat(count);
+    inventory.topology = core::GpuTopology::Flat(count);  // tried again next time
   }
   return inventory;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -97,7 +98,8 @@ std::vector<std::string> NvidiaSmiTopoCommand();
 // memory.total are required). Errors name the line.
 absl::StatusOr<std::vector<GpuInfo>> ParseNvidiaSmiQuery(absl::string_view csv);
 
-// Discovery through the nvidia-smi command.
+// Discovery through the nvidia-smi command. The topology is read until it
+// parses once, then kept; memory use is read on every call.
 class NvidiaSmiGpuDiscovery : public GpuDiscovery {
  public:
   // REQUIRES: runner outlives this object.
@@ -111,6 +113,8 @@ class NvidiaSmiGpuDiscovery : public GpuDiscovery {
  private:
   CommandRunnerPtr owned_runner_;
   CommandRunner* runner_;
+  // `nvidia-smi topo -m` is slow and the wiring does not change: read once.
+  std::optional<core::GpuTopology> topology_;
 };
 
 // N simulated GPUs with a given topology, each with `memory_total_mb`.

@@ -65,6 +65,20 @@ TEST(NvidiaSmiDiscoveryTest, ReadsDgxA100WithOneNvlinkIslandAndMemoryUse) {
   EXPECT_THAT(inv->topology.nvlink_islands(), ElementsAre(core::GpuSet(0xff)));
 }
 
+TEST(NvidiaSmiDiscoveryTest, ReadsTopologyOnceAndMemoryEveryTime) {
+  RecordedCommandRunner runner = Recorded("nvidia_smi_query_dgx_a100.csv", "nvidia_smi_topo_dgx_a100.txt");
+  NvidiaSmiGpuDiscovery discovery(&runner);
+  ASSERT_TRUE(discovery.Discover().ok());
+  runner.Add(absl::StrJoin(NvidiaSmiTopoCommand(), " "), "garbage");
+  std::string query = ReadFileOrEmpty(TestDataPath("nvidia_smi_query_dgx_a100.csv"));
+  query.replace(query.find("30512 MiB"), 9, "100 MiB");
+  runner.Add(absl::StrJoin(NvidiaSmiQueryCommand(), " "), query);
+  absl::StatusOr<GpuInventory> again = discovery.Discover();
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->gpus[5].memory_used_mb, 100);
+  EXPECT_THAT(again->topology.nvlink_islands(), ElementsAre(core::GpuSet(0xff)));
+}
+
 TEST(NvidiaSmiDiscoveryTest, MissingTopologyFallsBackToFlat) {
   RecordedCommandRunner runner = Recorded("nvidia_smi_query_pcie_8gpu.csv", "");
   NvidiaSmiGpuDiscovery discovery(&runner);
