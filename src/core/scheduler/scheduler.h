@@ -81,6 +81,10 @@ class Scheduler {
   absl::Status SetSchedulable(std::string_view name, bool on) {
     return state_.SetSchedulable(name, on);
   }
+  // GPUs of a node taken out of service (busy with unknown processes).
+  absl::Status SetExcludedGpus(std::string_view name, GpuSet excluded) {
+    return state_.SetExcludedGpus(name, excluded);
+  }
   // Adds a pending job. Errors: ValidateJob's, requests outside
   // options.limits, a queue the policy does not know, a duplicate id.
   absl::Status AddJob(const JobRequest& job);
