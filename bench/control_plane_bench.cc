@@ -1,0 +1,392 @@
+// Control-plane benchmarks (issue 4 targets), each against a real
+// `trainyard server` child process (fsync on, no job masters) and simulated
+// agents in this process, each with its own gRPC channel and AgentChannel
+// stream (bench/control_plane_fleet.h):
+//   latency    submit-to-RUNNING of one-task jobs on 2 nodes x 8 GPUs, one job
+//              at a time: from the Submit call until DescribeJob shows
+//              JOB_RUNNING (the agent answers each launch with RUNNING at
+//              once). Target p50 < 50 ms.
+//   sustained  1,000 agents; Submit calls kept in flight for a while; jobs
+//              acknowledged (Submit OK = durable) and placed (launch received
+//              by an agent) per second, and the server process's CPU
+//              (utime+stime from /proc/PID/stat). Targets >= 2,000 jobs/s, <= 1 core.
+//   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
+//              share of one core. Target < 10%.
+// A plain main() that prints a table; Google Benchmark flags are ignored.
+//   build/<dir>/bench/control_plane_bench [--only=latency|sustained|heartbeat]
+//       [--samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
+//       [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "control_plane_fleet.h"
+
+namespace trainyard::bench {
+namespace {
+
+struct Flags {
+  std::string only;  // "" = all three
+  int samples = 200;
+  int agents = 1000;
+  double sustained_s = 10;
+  double heartbeat_s = 20;
+  double idle_s = 5;
+  int inflight = 64;
+  int task_ms = 1000;
+  std::string server_log_level = "info";
+  std::string trainyard = TRAINYARD_BINARY;
+};
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t i = static_cast<size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(i, v.size() - 1)];
+}
+
+double SelfCpuSeconds() {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
+}
+
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return absl::StrCat(a, " ", b, " ", c);
+}
+
+// A one-task job: 1 GPU, 1 vcore, 1 GiB, `true`.
+v1::SubmitRequest OneTaskJob(const std::string& name) {
+  v1::SubmitRequest req;
+  v1::JobSpec* spec = req.mutable_spec();
+  spec->set_name(name);
+  spec->set_user("bench");
+  v1::ReplicaSpec* rs = spec->add_replicas();
+  rs->set_role("worker");
+  rs->set_count(1);
+  rs->mutable_resources()->set_gpus(1);
+  rs->mutable_resources()->set_vcores_milli(1000);
+  rs->mutable_resources()->set_memory_mb(1024);
+  rs->add_command("true");
+  return req;
+}
+
+std::unique_ptr<v1::Trainyard::Stub> ClientStub(const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return v1::Trainyard::NewStub(
+      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+}
+
+void Row(const char* what, const std::string& value, const char* target) {
+  printf("  %-46s %-28s %s\n", what, value.c_str(), target);
+}
+
+std::string Ms(double seconds) { return absl::StrFormat("%.1f ms", seconds * 1000); }
+
+// ---- latency ----
+
+bool RunLatency(const Flags& f) {
+  ServerProcess server(f.trainyard, f.server_log_level);
+  if (!server.Start()) return false;
+  FleetOptions fo;
+  fo.agents = 2;
+  fo.heartbeat_ms = 1000;
+  fo.task_ms = 200;  // long enough for RUNNING to be seen, short enough to free the GPUs
+  Fleet fleet(server.address(), fo);
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, SteadyTime> launched;
+  fleet.set_launch_hook([&](const v1::TaskSpec& spec, SteadyTime at) {
+    std::lock_guard<std::mutex> lock(mu);
+    launched[spec.job()] = at;
+    cv.notify_all();
+  });
+  if (!fleet.Start(std::chrono::seconds(30))) {
+    fprintf(stderr, "control_plane_bench: the 2 agents did not register\n");
+    return false;
+  }
+  fleet.StartHeartbeats();
+  auto stub = ClientStub(server.address());
+  std::vector<double> ack, launch, running;
+  int describes = 0;
+  for (int i = 0; i < f.samples; ++i) {
+    std::string name = absl::StrCat("lat-", i);
+    SteadyTime t0 = SteadyClock::now();
+    grpc::ClientContext ctx;
+    v1::SubmitResponse resp;
+    grpc::Status st = stub->Submit(&ctx, OneTaskJob(name), &resp);
+    if (!st.ok()) {
+      fprintf(stderr, "control_plane_bench: submit %s: %s\n", name.c_str(), st.error_message().c_str());
+      return false;
+    }
+    SteadyTime t_ack = SteadyClock::now();
+    SteadyTime t_launch;
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::seconds(10), [&] { return launched.count(resp.job()) > 0; })) {
+        fprintf(stderr, "control_plane_bench: job %s was not launched within 10 s\n", resp.job().c_str());
+        return false;
+      }
+      t_launch = launched[resp.job()];
+    }
+    // The RUNNING report is queued; ask until the server shows it.
+    SteadyTime deadline = SteadyClock::now() + std::chrono::seconds(10);
+    v1::JobState state = v1::JOB_STATE_UNSPECIFIED;
+    while (state != v1::JOB_RUNNING && state != v1::JOB_SUCCEEDED && SteadyClock::now() < deadline) {
+      grpc::ClientContext dctx;
+      v1::DescribeJobRequest dreq;
+      dreq.set_job(resp.job());
+      v1::JobView view;
+      ++describes;
+      if (stub->DescribeJob(&dctx, dreq, &view).ok()) state = view.state();
+    }
+    if (state != v1::JOB_RUNNING && state != v1::JOB_SUCCEEDED) {
+      fprintf(stderr, "control_plane_bench: job %s not RUNNING within 10 s\n", resp.job().c_str());
+      return false;
+    }
+    SteadyTime t_run = SteadyClock::now();
+    ack.push_back(SecondsBetween(t0, t_ack));
+    launch.push_back(SecondsBetween(t0, t_launch));
+    running.push_back(SecondsBetween(t0, t_run));
+  }
+  printf("\nsubmit-to-RUNNING, one-task jobs one at a time, 2 nodes x 8 GPUs, %d samples\n", f.samples);
+  printf("  (p50 / p90 / p99 from the Submit call; %.1f DescribeJob calls per job)\n",
+         static_cast<double>(describes) / f.samples);
+  auto line = [](const char* what, const std::vector<double>& v, const char* target) {
+    Row(what, absl::StrCat(Ms(Percentile(v, 0.5)), " / ", Ms(Percentile(v, 0.9)), " / ", Ms(Percentile(v, 0.99))),
+        target);
+  };
+  line("Submit acknowledged (durable)", ack, "");
+  line("launch order received by the agent", launch, "");
+  line("DescribeJob shows JOB_RUNNING", running, "target p50 < 50 ms");
+  return true;
+}
+
+// ---- sustained submission ----
+
+// Keeps `inflight` Submit calls going until `until`; counts the OK ones
+// that completed before it.
+class Submitter {
+ public:
+  Submitter(v1::Trainyard::Stub* stub, SteadyTime until) : stub_(stub), until_(until) {}
+
+  void Run(int inflight) {
+    for (int i = 0; i < inflight; ++i) Next();
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [this] { return outstanding_ == 0; });
+  }
+  int64_t acked() const { return acked_; }
+  int64_t acked_total() const { return acked_total_; }
+  int64_t failed() const { return failed_; }
+  const std::string& first_error() const { return first_error_; }
+
+ private:
+  struct Call {
+    grpc::ClientContext ctx;
+    v1::SubmitRequest req;
+    v1::SubmitResponse resp;
+  };
+
+  void Next() {
+    auto* call = new Call;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (SteadyClock::now() >= until_) {
+        delete call;
+        return;
+      }
+      ++outstanding_;
+      call->req = OneTaskJob(absl::StrCat("sus-", next_++));
+    }
+    stub_->async()->Submit(&call->ctx, &call->req, &call->resp, [this, call](grpc::Status st) {
+      bool in_time = SteadyClock::now() <= until_;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (st.ok() && in_time) ++acked_;
+        if (st.ok()) ++acked_total_;
+        if (!st.ok()) {
+          ++failed_;
+          if (first_error_.empty()) first_error_ = st.error_message();
+        }
+      }
+      delete call;
+      Next();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (--outstanding_ == 0) cv_.notify_all();
+    });
+  }
+
+  v1::Trainyard::Stub* const stub_;
+  const SteadyTime until_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int64_t next_ = 0;
+  int64_t outstanding_ = 0;
+  int64_t acked_ = 0;
+  int64_t acked_total_ = 0;  // including calls that completed after `until`
+  int64_t failed_ = 0;
+  std::string first_error_;
+};
+
+bool StartFleet(Fleet& fleet, int agents, double* seconds) {
+  SteadyTime t0 = SteadyClock::now();
+  if (!fleet.Start(std::chrono::seconds(120))) {
+    fprintf(stderr, "control_plane_bench: only %lld of %d agents registered in 120 s\n",
+            static_cast<long long>(fleet.counters().registered.load()), agents);
+    return false;
+  }
+  *seconds = SecondsBetween(t0, SteadyClock::now());
+  return true;
+}
+
+bool RunSustained(const Flags& f) {
+  ServerProcess server(f.trainyard, f.server_log_level);
+  if (!server.Start()) return false;
+  FleetOptions fo;
+  fo.agents = f.agents;
+  fo.task_ms = f.task_ms;
+  Fleet fleet(server.address(), fo);
+  std::atomic<int64_t> placed_in_window{0};
+  SteadyTime window_start, window_end;
+  std::atomic<bool> window_open{false};
+  fleet.set_launch_hook([&](const v1::TaskSpec&, SteadyTime at) {
+    if (window_open.load() && at <= window_end) placed_in_window++;
+  });
+  double reg_s = 0;
+  if (!StartFleet(fleet, f.agents, &reg_s)) return false;
+  fleet.StartHeartbeats();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // let registration writes settle
+  auto stub = ClientStub(server.address());
+  window_start = SteadyClock::now();
+  window_end = window_start + std::chrono::milliseconds(static_cast<int64_t>(f.sustained_s * 1000));
+  window_open = true;
+  int64_t launches0 = fleet.counters().launches.load();
+  double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds();
+  Submitter submitter(stub.get(), window_end);
+  submitter.Run(f.inflight);
+  double window = SecondsBetween(window_start, SteadyClock::now());
+  double cpu = server.CpuSeconds() - cpu0, self = SelfCpuSeconds() - self0;
+  // Jobs acknowledged but not yet placed when the window closed.
+  SteadyTime drain_deadline = SteadyClock::now() + std::chrono::seconds(30);
+  int64_t target = launches0 + submitter.acked_total();
+  while (fleet.counters().launches.load() < target && SteadyClock::now() < drain_deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  double drain = SecondsBetween(window_start, SteadyClock::now()) - window;
+  double d = f.sustained_s;
+  printf("\nsustained submission, %d agents (1 stream each), %d Submit calls in flight, %.0f s\n",
+         f.agents, f.inflight, d);
+  printf("  (single-task jobs, 1 GPU; tasks succeed %d ms after RUNNING; %.1f s to register the agents;"
+         " load average %s)\n", f.task_ms, reg_s, LoadAverage().c_str());
+  Row("jobs acknowledged (Submit OK, durable) /s", absl::StrCat(static_cast<int64_t>(submitter.acked() / d)),
+      "target >= 2000/s");
+  Row("jobs placed (launch received by an agent) /s", absl::StrCat(static_cast<int64_t>(placed_in_window / d)),
+      "target >= 2000/s");
+  Row("acknowledged but unplaced at the end", absl::StrCat(target - fleet.counters().launches.load(),
+                                                           absl::StrFormat(" (after %.1f s more)", drain)), "");
+  Row("Submit errors", absl::StrCat(submitter.failed(), submitter.first_error().empty() ? "" : " first: ",
+                                    submitter.first_error()), "");
+  Row("server CPU (utime+stime / wall)", absl::StrFormat("%.2f cores", cpu / window),
+      "target <= 1 core");
+  Row("this process (clients + agents) CPU", absl::StrFormat("%.2f cores", self / window), "");
+  fleet.Stop();
+  return true;
+}
+
+// ---- heartbeats ----
+
+bool RunHeartbeat(const Flags& f) {
+  ServerProcess server(f.trainyard, f.server_log_level);
+  if (!server.Start()) return false;
+  FleetOptions fo;
+  fo.agents = f.agents;
+  fo.heartbeat_ms = 1000;
+  Fleet fleet(server.address(), fo);
+  double reg_s = 0;
+  if (!StartFleet(fleet, f.agents, &reg_s)) return false;
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // registration writes settle
+  // Connected but quiet: what the server costs with these nodes and no traffic.
+  double cpu0 = server.CpuSeconds();
+  SteadyTime t0 = SteadyClock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(f.idle_s * 1000)));
+  double idle = (server.CpuSeconds() - cpu0) / SecondsBetween(t0, SteadyClock::now());
+  fleet.StartHeartbeats();
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // first round of beats
+  int64_t beats0 = fleet.counters().heartbeats.load();
+  cpu0 = server.CpuSeconds();
+  double self0 = SelfCpuSeconds();
+  t0 = SteadyClock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(static_cast<int64_t>(f.heartbeat_s * 1000)));
+  double wall = SecondsBetween(t0, SteadyClock::now());
+  double busy = (server.CpuSeconds() - cpu0) / wall;
+  double self = (SelfCpuSeconds() - self0) / wall;
+  int64_t beats = fleet.counters().heartbeats.load() - beats0;
+  printf("\nheartbeats, %d agents every 1 s, %.0f s (%.1f s to register; load average %s)\n", f.agents,
+         f.heartbeat_s, reg_s, LoadAverage().c_str());
+  Row("heartbeats sent /s", absl::StrCat(static_cast<int64_t>(beats / wall)), "");
+  Row("server CPU, agents connected, no heartbeats", absl::StrFormat("%.1f %% of a core", idle * 100), "");
+  Row("server CPU with heartbeats", absl::StrFormat("%.1f %% of a core", busy * 100),
+      "target < 10%");
+  Row("this process (agents) CPU", absl::StrFormat("%.1f %% of a core", self * 100), "");
+  fleet.Stop();
+  return true;
+}
+
+bool ParseFlag(const char* arg, Flags* f) {
+  std::string a(arg);
+  size_t eq = a.find('=');
+  std::string key = a.substr(0, eq), value = eq == std::string::npos ? "" : a.substr(eq + 1);
+  auto num = [&](double* out) { return absl::SimpleAtod(value, out); };
+  auto integer = [&](int* out) { return absl::SimpleAtoi(value, out) && *out > 0; };
+  if (key.rfind("--benchmark_", 0) == 0) return true;  // `make bench` passes these
+  if (key == "--only") return (f->only = value), value == "latency" || value == "sustained" || value == "heartbeat";
+  if (key == "--samples") return integer(&f->samples);
+  if (key == "--agents") return integer(&f->agents);
+  if (key == "--inflight") return integer(&f->inflight);
+  if (key == "--task-ms") return integer(&f->task_ms);
+  if (key == "--sustained-s") return num(&f->sustained_s) && f->sustained_s > 0;
+  if (key == "--heartbeat-s") return num(&f->heartbeat_s) && f->heartbeat_s > 0;
+  if (key == "--idle-s") return num(&f->idle_s) && f->idle_s > 0;
+  if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
+  if (key == "--trainyard") return (f->trainyard = value), !value.empty();
+  return false;
+}
+
+}  // namespace
+}  // namespace trainyard::bench
+
+int main(int argc, char** argv) {
+  using namespace trainyard::bench;
+  Flags f;
+  for (int i = 1; i < argc; ++i) {
+    if (!ParseFlag(argv[i], &f)) {
+      fprintf(stderr,
+              "control_plane_bench: bad flag '%s'. Flags: --only=latency|sustained|heartbeat --samples=N "
+              "--agents=N --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
+              "--server-log-level=LEVEL --trainyard=PATH\n",
+              argv[i]);
+      return 2;
+    }
+  }
+  signal(SIGPIPE, SIG_IGN);
+  printf("control-plane benchmarks: server = %s (separate process, fsync on), %u CPUs here\n",
+         f.trainyard.c_str(), std::thread::hardware_concurrency());
+  bool ok = true;
+  if (ok && (f.only.empty() || f.only == "latency")) ok = RunLatency(f);
+  if (ok && (f.only.empty() || f.only == "sustained")) ok = RunSustained(f);
+  if (ok && (f.only.empty() || f.only == "heartbeat")) ok = RunHeartbeat(f);
+  fflush(stdout);
+  return ok ? 0 : 1;
+}
