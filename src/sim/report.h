@@ -49,6 +49,10 @@ struct SimReport {
   double gpu_alloc_mean = 0;  // allocated / total GPUs, time-weighted
   double gpu_alloc_peak = 0;
   int64_t gpu_alloc_peak_time_s = 0;
+  // The allocation ratio over time: the mean of each of (up to) 100 equal
+  // spans of the makespan, each gpu_alloc_timeline_step_s long. JSON only.
+  std::vector<double> gpu_alloc_timeline;
+  int64_t gpu_alloc_timeline_step_s = 0;
   Distribution wait_s;        // first placement - submit, started jobs
   Distribution completion_s;  // finish - submit, finished jobs
   int64_t makespan_s = 0;     // first submit to last event

@@ -17,6 +17,9 @@
 namespace trainyard::sim {
 namespace {
 
+// Spans of the allocation timeline in the JSON report.
+constexpr int kTimelineSpans = 100;
+
 absl::Time AtSecond(int64_t t) { return absl::UnixEpoch() + absl::Seconds(t); }
 
 int64_t SecondOf(absl::Time t) {
@@ -84,7 +87,7 @@ class Simulation {
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
   size_t next_arrival_ = 0;
   std::vector<core::PendingReason> last_pending_;
-  TimeWeighted alloc_;
+  TimeWeighted alloc_{/*keep_history=*/true};
   TimeWeighted frag_[2];
   int64_t first_t_ = 0;
   int64_t last_t_ = 0;
@@ -314,6 +317,8 @@ SimReport Simulation::Report() const {
   r.gpu_alloc_mean = alloc_.Mean();
   r.gpu_alloc_peak = alloc_.Peak();
   r.gpu_alloc_peak_time_s = alloc_.PeakTime();
+  r.gpu_alloc_timeline = alloc_.Buckets(kTimelineSpans);
+  r.gpu_alloc_timeline_step_s = alloc_.BucketSeconds(kTimelineSpans);
   r.makespan_s = last_t_ - first_t_;
   r.frag4_mean = frag_[0].Mean();
   r.frag8_mean = frag_[1].Mean();

@@ -42,6 +42,11 @@ TEST(SimulatorTest, FifoWaitsCompletionsAndAllocation) {
   EXPECT_DOUBLE_EQ(r.gpu_alloc_mean, (130 * 1.0 + 20 * 0.5) / 150);
   EXPECT_DOUBLE_EQ(r.gpu_alloc_peak, 1.0);
   EXPECT_EQ(r.gpu_alloc_peak_time_s, 0);
+  // 150 s in spans of 2 s (150 / 100, rounded up): 100 % until 130, then 50 %.
+  EXPECT_EQ(r.gpu_alloc_timeline_step_s, 2);
+  ASSERT_EQ(r.gpu_alloc_timeline.size(), 75u);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_timeline[64], 1.0);
+  EXPECT_DOUBLE_EQ(r.gpu_alloc_timeline[65], 0.5);
   EXPECT_EQ(r.preemptions, 0);
   EXPECT_GT(r.scheduler_calls, 0);
 }

@@ -38,6 +38,10 @@ void TimeWeighted::Set(int64_t t, double value) {
   } else {
     integral_ += value_ * static_cast<double>(t - last_t_);
   }
+  if (keep_history_ && (history_.empty() || history_.back().second != value)) {
+    if (!history_.empty() && history_.back().first == t) history_.pop_back();
+    if (history_.empty() || history_.back().second != value) history_.push_back({t, value});
+  }
   last_t_ = t;
   end_ = t;
   value_ = value;
@@ -52,6 +56,31 @@ void TimeWeighted::Finish(int64_t end) {
   integral_ += value_ * static_cast<double>(end - last_t_);
   last_t_ = end;
   end_ = end;
+}
+
+int64_t TimeWeighted::BucketSeconds(int n) const {
+  int64_t span = end_ - start_;
+  if (n <= 0 || span <= 0) return 0;
+  return std::max<int64_t>(1, (span + n - 1) / n);
+}
+
+std::vector<double> TimeWeighted::Buckets(int n) const {
+  std::vector<double> out;
+  int64_t width = BucketSeconds(n);
+  if (history_.empty() || width == 0) return out;
+  size_t k = 0;  // history_[k] is the value in force at bucket start
+  for (int64_t from = start_; from < end_; from += width) {
+    int64_t to = std::min(end_, from + width);
+    double area = 0;
+    while (k + 1 < history_.size() && history_[k + 1].first <= from) ++k;
+    for (size_t i = k; i < history_.size() && history_[i].first < to; ++i) {
+      int64_t a = std::max(from, history_[i].first);
+      int64_t b = i + 1 < history_.size() ? std::min(to, history_[i + 1].first) : to;
+      area += history_[i].second * static_cast<double>(b - a);
+    }
+    out.push_back(area / static_cast<double>(to - from));
+  }
+  return out;
 }
 
 double TimeWeighted::Mean() const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace trainyard::sim {
@@ -26,6 +27,8 @@ Distribution Summarize(std::vector<double>* values);
 // decrease between calls.
 class TimeWeighted {
  public:
+  // Also keeps each change (t, value) when `keep_history`, for Buckets.
+  explicit TimeWeighted(bool keep_history = false) : keep_history_(keep_history) {}
   void Set(int64_t t, double value);
   // Closes the function at `end` (>= the last Set time).
   void Finish(int64_t end);
@@ -33,8 +36,16 @@ class TimeWeighted {
   double Mean() const;
   double Peak() const { return peak_; }
   int64_t PeakTime() const { return peak_time_; }
+  // The time-weighted mean of each of `n` equal spans of [first Set, end]
+  // (fewer when the whole span is shorter than n seconds; empty without
+  // history or when nothing was Set). REQUIRES: Finish was called.
+  std::vector<double> Buckets(int n) const;
+  // The length of one span of Buckets(n), in seconds.
+  int64_t BucketSeconds(int n) const;
 
  private:
+  bool keep_history_ = false;
+  std::vector<std::pair<int64_t, double>> history_;
   bool started_ = false;
   int64_t start_ = 0;
   int64_t last_t_ = 0;

@@ -36,5 +36,19 @@ TEST(TimeWeightedTest, MeanAndPeak) {
   EXPECT_EQ(w.PeakTime(), 10);
 }
 
+TEST(TimeWeightedTest, BucketsAreSpanMeans) {
+  TimeWeighted w(/*keep_history=*/true);
+  w.Set(0, 0.5);   // 0..10
+  w.Set(10, 1.0);  // 10..20
+  w.Set(20, 0.0);  // 20..40
+  w.Finish(40);
+  EXPECT_EQ(w.BucketSeconds(4), 10);
+  EXPECT_EQ(w.Buckets(4), (std::vector<double>{0.5, 1.0, 0.0, 0.0}));
+  EXPECT_EQ(w.BucketSeconds(2), 20);
+  EXPECT_EQ(w.Buckets(2), (std::vector<double>{0.75, 0.0}));
+  EXPECT_EQ(w.Buckets(3).size(), 3u);  // spans of 14 s: 0..14, 14..28, 28..40
+  EXPECT_DOUBLE_EQ(w.Buckets(3)[0], (10 * 0.5 + 4 * 1.0) / 14);
+}
+
 }  // namespace
 }  // namespace trainyard::sim
