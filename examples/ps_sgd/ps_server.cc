@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <thread>
@@ -29,6 +30,10 @@ void ServeConnection(int fd, ShardStore* store) {
       absl::StatusOr<Slice> deltas = DecodePushBody(absl::string_view(*frame).substr(1));
       absl::StatusOr<Slice> updated = deltas.ok() ? store->Push(*deltas) : deltas.status();
       reply = updated.ok() ? EncodeSliceReply(*updated) : EncodeErrorReply(std::string(updated.status().message()));
+    } else if (static_cast<PsOp>((*frame)[0]) == PsOp::kEpoch) {
+      absl::StatusOr<uint32_t> epoch = DecodeEpochBody(absl::string_view(*frame).substr(1));
+      reply = epoch.ok() ? EncodeEpochReply(store->RaiseEpoch(*epoch))
+                         : EncodeErrorReply(std::string(epoch.status().message()));
     } else {
       reply = EncodeErrorReply(absl::StrCat("unknown op ", static_cast<int>((*frame)[0])));
     }
@@ -57,9 +62,16 @@ absl::StatusOr<Slice> ShardStore::Push(const Slice& deltas) {
   return Slice{offset_, values_};
 }
 
+uint32_t ShardStore::RaiseEpoch(uint32_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  epoch_ = std::max(epoch_, epoch);
+  return epoch_;
+}
+
 absl::Status RunParameterServer(const TaskConfig& task, int num_params) {
   Range shard = ParameterShard(num_params, task.index, static_cast<int>(task.ps.size()));
   std::vector<double> values(shard.size(), 0.0);
+  uint32_t epoch = 0;
   auto ckpt = ReadCheckpoint(task.checkpoint_dir);
   if (!ckpt.ok()) return ckpt.status();
   if (ckpt->has_value()) {
@@ -70,6 +82,7 @@ absl::Status RunParameterServer(const TaskConfig& task, int num_params) {
           num_params, ": was it written with other --features?"));
     }
     values.assign(c.params.begin() + shard.begin, c.params.begin() + shard.end);
+    epoch = static_cast<uint32_t>(c.epoch);
     std::printf("resumed from epoch %d\n", c.epoch);
   }
   absl::StatusOr<int> listen_fd = ListenTcp(task.listen_port);
@@ -77,7 +90,7 @@ absl::Status RunParameterServer(const TaskConfig& task, int num_params) {
   std::printf("ps %d serving parameters [%d, %d) on port %d\n", task.index, shard.begin, shard.end,
               LocalPort(*listen_fd));
   std::fflush(stdout);
-  ShardStore store(static_cast<uint32_t>(shard.begin), std::move(values));
+  ShardStore store(static_cast<uint32_t>(shard.begin), std::move(values), epoch);
   for (;;) {
     int fd = accept4(*listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
     if (fd < 0) {

@@ -21,17 +21,20 @@ Range ParameterShard(int params, int index, int num_ps);
 // One shard's values, safe to use from many connection threads.
 class ShardStore {
  public:
-  ShardStore(uint32_t offset, std::vector<double> values)
-      : offset_(offset), values_(std::move(values)) {}
+  ShardStore(uint32_t offset, std::vector<double> values, uint32_t epoch)
+      : offset_(offset), values_(std::move(values)), epoch_(epoch) {}
   Slice Pull() const;
   // Adds `deltas` and returns the updated values; an error when the slice
   // does not match this shard.
   absl::StatusOr<Slice> Push(const Slice& deltas);
+  // Raises the last finished epoch to at least `epoch`; returns it.
+  uint32_t RaiseEpoch(uint32_t epoch);
 
  private:
   const uint32_t offset_;
   mutable std::mutex mu_;
   std::vector<double> values_;
+  uint32_t epoch_;
 };
 
 // Restores or zero-initializes the shard, listens and serves forever.

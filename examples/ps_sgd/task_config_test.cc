@@ -81,6 +81,10 @@ TEST(WireTest, SliceRepliesAndErrorsDecode) {
   EXPECT_THAT(back->values, testing::ElementsAre(1.5, -2.0));
   EXPECT_THAT(DecodeSliceReply(EncodeErrorReply("no such shard")).status().message(), HasSubstr("no such shard"));
   EXPECT_FALSE(DecodeSliceReply(std::string("\0\1\2", 3)).ok());
+  auto epoch = DecodeEpochBody(absl::string_view(EncodeEpoch(9)).substr(1));
+  ASSERT_TRUE(epoch.ok());
+  EXPECT_EQ(*epoch, 9u);
+  EXPECT_EQ(*DecodeEpochReply(EncodeEpochReply(12)), 12u);
 }
 
 TEST(ModelTest, SameSeedSameDataAndGradientLowersTheLoss) {

@@ -98,6 +98,33 @@ std::string EncodeErrorReply(absl::string_view message) {
   return out;
 }
 
+std::string EncodeEpoch(uint32_t epoch) {
+  std::string out(1, static_cast<char>(PsOp::kEpoch));
+  PutU32(&out, epoch);
+  return out;
+}
+
+std::string EncodeEpochReply(uint32_t epoch) {
+  std::string out(1, '\0');
+  PutU32(&out, epoch);
+  return out;
+}
+
+absl::StatusOr<uint32_t> DecodeEpochBody(absl::string_view body) {
+  Reader r(body);
+  uint32_t epoch = 0;
+  if (!r.U32(&epoch) || r.left() != 0) return absl::DataLossError("malformed EPOCH frame");
+  return epoch;
+}
+
+absl::StatusOr<uint32_t> DecodeEpochReply(absl::string_view body) {
+  if (body.empty()) return absl::DataLossError("empty reply from the parameter server");
+  if (body[0] != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("parameter server refused: ", body.substr(1)));
+  }
+  return DecodeEpochBody(body.substr(1));
+}
+
 absl::StatusOr<Slice> DecodeSliceReply(absl::string_view body) {
   if (body.empty()) return absl::DataLossError("empty reply from the parameter server");
   if (body[0] != 0) {

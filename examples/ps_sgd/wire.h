@@ -4,8 +4,11 @@
 //   PULL (1)                                  -> the shard's values
 //   PUSH (2) u32 offset, u32 count, f64[count] -> adds the deltas, answers
 //                                                 the updated values
+//   EPOCH (3) u32 epoch                        -> raises the job's last
+//                                                 finished epoch to at least
+//                                                 `epoch`, answers it
 // An answer starts with a status byte: 0 then u32 offset, u32 count,
-// f64[count]; or 1 then the error text. Doubles travel as their IEEE-754
+// f64[count] (EPOCH: u32 epoch); or 1 then the error text. Doubles travel as their IEEE-754
 // bits in little-endian order.
 #pragma once
 
@@ -19,7 +22,7 @@
 
 namespace trainyard::examples {
 
-enum class PsOp : uint8_t { kPull = 1, kPush = 2 };
+enum class PsOp : uint8_t { kPull = 1, kPush = 2, kEpoch = 3 };
 
 // A contiguous slice of the parameter vector.
 struct Slice {
@@ -35,6 +38,11 @@ std::string EncodePull();
 std::string EncodePush(const Slice& deltas);
 std::string EncodeSliceReply(const Slice& slice);
 std::string EncodeErrorReply(absl::string_view message);
+std::string EncodeEpoch(uint32_t epoch);
+std::string EncodeEpochReply(uint32_t epoch);
+// The epoch of an EPOCH request body (after the op byte) or reply.
+absl::StatusOr<uint32_t> DecodeEpochBody(absl::string_view body);
+absl::StatusOr<uint32_t> DecodeEpochReply(absl::string_view body);
 // Decodes a reply; an error reply becomes an error status with its text.
 absl::StatusOr<Slice> DecodeSliceReply(absl::string_view body);
 // Decodes the slice of a PUSH body (after the op byte).

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 
@@ -24,7 +25,7 @@ PsClient::~PsClient() {
   }
 }
 
-absl::StatusOr<Slice> PsClient::Call(int ps, const std::string& request) {
+absl::StatusOr<std::string> PsClient::RoundTrip(int ps, const std::string& request) {
   // One reconnection per call: a restarted ps comes back on the same port.
   absl::Status last;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -35,22 +36,34 @@ absl::StatusOr<Slice> PsClient::Call(int ps, const std::string& request) {
     }
     absl::StatusOr<std::string> reply = SendFrame(fds_[ps], request).ok() ? RecvFrame(fds_[ps])
                                                                         : absl::UnavailableError("send failed");
-    if (reply.ok()) {
-      auto slice = DecodeSliceReply(*reply);
-      if (!slice.ok()) return absl::Status(slice.status().code(), absl::StrCat("ps ", ps, ": ", slice.status().message()));
-      Range want = ParameterShard(num_params_, ps, static_cast<int>(addresses_.size()));
-      if (static_cast<int>(slice->offset) != want.begin || static_cast<int>(slice->values.size()) != want.size()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "ps ", ps, " serves [", slice->offset, ", ", slice->offset + slice->values.size(), "), expected [",
-            want.begin, ", ", want.end, "): do all tasks use the same --features and ps list?"));
-      }
-      return slice;
-    }
+    if (reply.ok()) return reply;
     last = reply.status();
     close(fds_[ps]);
     fds_[ps] = -1;
   }
   return absl::UnavailableError(absl::StrCat("ps ", ps, " at ", addresses_[ps], ": ", last.message()));
+}
+
+absl::StatusOr<Slice> PsClient::Call(int ps, const std::string& request) {
+  absl::StatusOr<std::string> reply = RoundTrip(ps, request);
+  if (!reply.ok()) return reply.status();
+  auto slice = DecodeSliceReply(*reply);
+  if (!slice.ok()) return absl::Status(slice.status().code(), absl::StrCat("ps ", ps, ": ", slice.status().message()));
+  Range want = ParameterShard(num_params_, ps, static_cast<int>(addresses_.size()));
+  if (static_cast<int>(slice->offset) != want.begin || static_cast<int>(slice->values.size()) != want.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "ps ", ps, " serves [", slice->offset, ", ", slice->offset + slice->values.size(), "), expected [",
+        want.begin, ", ", want.end, "): do all tasks use the same --features and ps list?"));
+  }
+  return slice;
+}
+
+absl::StatusOr<int> PsClient::RaiseEpoch(int epoch) {
+  absl::StatusOr<std::string> reply = RoundTrip(0, EncodeEpoch(static_cast<uint32_t>(epoch)));
+  if (!reply.ok()) return reply.status();
+  absl::StatusOr<uint32_t> now = DecodeEpochReply(*reply);
+  if (!now.ok()) return absl::Status(now.status().code(), absl::StrCat("ps 0: ", now.status().message()));
+  return static_cast<int>(*now);
 }
 
 absl::StatusOr<std::vector<double>> PsClient::Pull() {
@@ -93,18 +106,28 @@ absl::Status TrainEpoch(const Dataset& data, Range shard, const TrainOptions& o,
   return absl::OkStatus();
 }
 
-// The epoch to start at: the one after the job's checkpoint, else 1.
-// Without a job master the workers are not lined up, so a worker's first
-// start must not pick up the checkpoint the chief just wrote in this run
-// (it would skip epochs): it restores only when restarted. With a job
-// master no checkpoint of this run exists before every worker started.
-absl::StatusOr<int> StartEpoch(const TaskConfig& task) {
-  if (task.job_master.empty() && task.restart_count == 0) return 1;
+// The epoch to start at: the one after the last finished epoch, else 1.
+// With a job master that is the later of the checkpoint's epoch and the
+// epoch ps 0 holds (raised by every worker as it leaves an epoch's barrier):
+// a worker killed just after a barrier, before the chief wrote the
+// checkpoint, must not train that epoch again while the others wait at the
+// next barrier. Without a job master the workers are not lined up, so a
+// worker's first start must not pick up the checkpoint the chief just wrote
+// in this run (it would skip epochs): it restores only when restarted.
+absl::StatusOr<int> StartEpoch(const TaskConfig& task, PsClient* ps) {
+  bool barriers = !task.job_master.empty();
+  if (!barriers && task.restart_count == 0) return 1;
   auto ckpt = ReadCheckpoint(task.checkpoint_dir);
   if (!ckpt.ok()) return ckpt.status();
-  if (!ckpt->has_value()) return 1;
-  std::printf("resumed from epoch %d\n", (*ckpt)->epoch);
-  return (*ckpt)->epoch + 1;
+  int done = ckpt->has_value() ? (*ckpt)->epoch : 0;
+  if (barriers) {
+    absl::StatusOr<int> live = ps->RaiseEpoch(0);
+    if (!live.ok()) return live.status();
+    done = std::max(done, *live);
+  }
+  if (done == 0) return 1;
+  std::printf("resumed from epoch %d\n", done);
+  return done + 1;
 }
 
 }  // namespace
@@ -118,20 +141,20 @@ absl::Status RunWorker(const TaskConfig& task, const TrainOptions& options, Epoc
               task.task_name.c_str(), shard.begin, shard.end, task.ps.size(),
               task.is_chief() ? ", chief" : "");
   if (absl::Status s = sync->Start(); !s.ok()) return s;
-  absl::StatusOr<int> start = StartEpoch(task);
+  absl::StatusOr<int> start = StartEpoch(task, &ps);
   if (!start.ok()) return start.status();
   for (int epoch = *start; epoch <= options.epochs; ++epoch) {
     if (absl::Status s = TrainEpoch(data, shard, options, &ps); !s.ok()) return s;
     std::this_thread::sleep_for(absl::ToChronoMilliseconds(options.epoch_sleep));
     if (absl::Status s = sync->Barrier(absl::StrCat("the end of epoch ", epoch)); !s.ok()) return s;
-    // Between the two barriers nobody pushes: every worker sees the same
-    // parameters, and the chief's checkpoint is exactly epoch `epoch`.
+    // One barrier per epoch, so a restarted worker can tell where the others
+    // are: the checkpoint, or ps 0's epoch raised right here.
+    if (absl::StatusOr<int> e = ps.RaiseEpoch(epoch); !e.ok()) return e.status();
     auto params = ps.Pull();
     if (!params.ok()) return params.status();
     if (task.is_chief()) {
       if (absl::Status s = WriteCheckpoint(task.checkpoint_dir, Checkpoint{epoch, *params}); !s.ok()) return s;
     }
-    if (absl::Status s = sync->Barrier(absl::StrCat("the checkpoint of epoch ", epoch)); !s.ok()) return s;
     std::printf("epoch %d loss %.4f\n", epoch, LogLoss(data, *params, all));
   }
   if (absl::Status s = sync->Complete(); !s.ok()) return s;

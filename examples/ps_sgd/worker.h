@@ -38,8 +38,13 @@ class PsClient {
   // Adds `deltas` (a full-length vector) on the servers; returns the values
   // after the update.
   absl::StatusOr<std::vector<double>> Push(const std::vector<double>& deltas);
+  // Raises the job's last finished epoch, kept by ps 0, to at least `epoch`
+  // (0 reads it); returns it.
+  absl::StatusOr<int> RaiseEpoch(int epoch);
 
  private:
+  // Sends `request` to ps `ps` and returns the answer, reconnecting once.
+  absl::StatusOr<std::string> RoundTrip(int ps, const std::string& request);
   absl::StatusOr<Slice> Call(int ps, const std::string& request);
   std::vector<std::string> addresses_;
   std::vector<int> fds_;
