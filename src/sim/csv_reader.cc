@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
@@ -87,6 +88,7 @@ absl::StatusOr<int64_t> CsvRow::IntOr(absl::string_view name, int64_t fallback) 
 absl::StatusOr<CsvTable> CsvTable::Parse(absl::string_view text, std::string source) {
   CsvTable table;
   table.source_ = std::move(source);
+  if (absl::StartsWith(text, "\xEF\xBB\xBF")) text.remove_prefix(3);  // a UTF-8 byte-order mark
   int line_no = 0;
   size_t pos = 0;
   while (pos <= text.size()) {

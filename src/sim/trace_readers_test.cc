@@ -52,6 +52,12 @@ TEST(NodeListTest, ReadsTrainyardColumnsWithTopology) {
   EXPECT_FALSE(nodes->topology_assumed);
 }
 
+TEST(NodeListTest, AcceptsByteOrderMarkAndCrLf) {
+  auto nodes = NodesFromText("\xEF\xBB\xBFsn,cpu_milli,memory_mib,gpu\r\nn1,1,1,2\r\n");
+  ASSERT_TRUE(nodes.ok()) << nodes.status();
+  EXPECT_EQ(nodes->nodes[0].gpus, 2);
+}
+
 TEST(NodeListTest, BadInputNamesLineAndField) {
   EXPECT_THAT(Error(NodesFromText("sn,cpu_milli,gpu\nn1,1,1\n")),
               HasSubstr("n.csv:1: missing column 'memory_mib'"));
