@@ -1,6 +1,8 @@
 // Pending-reason diagnosis; see pending_reason.h.
 #include "core/policy/pending_reason.h"
 
+#include <algorithm>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -133,10 +135,37 @@ std::string DescribeRequest(const Resource& r) {
   return absl::StrJoin(parts, ", ");
 }
 
+// The common case without a scan: a count-only request with no node
+// constraints that no schedulable node has enough free GPUs for. The index
+// knows the most free GPUs on any node.
+std::optional<Diagnosis> GpuShortFromIndex(const ClusterState& state, const RoleRequest& role) {
+  const Resource& r = role.resource;
+  if (r.gpu_mask != 0 || r.gpus == 0 || !role.node_selector.Empty() || !role.rack.empty() ||
+      (!role.node_name.empty() && !role.relax) || r.gpus > state.MaxNodeGpus()) {
+    return std::nullopt;
+  }
+  int most = -1;
+  NodeId node = -1;
+  for (const auto& [key, nodes] : state.index().buckets()) {
+    int free = NodeIndex::ShapeOfKey(key).free;
+    if (free < most) continue;
+    NodeId first = *std::min_element(nodes.begin(), nodes.end());
+    if (free > most || first < node) {
+      most = free;
+      node = first;
+    }
+  }
+  if (node < 0 || most >= r.gpus) return std::nullopt;
+  return Diagnosis{absl::StrCat("needs ", Gpus(r.gpus), " on one node; the most free on one node is ",
+                                most, " (", state.node(node).name, ")"),
+                   true};
+}
+
 Diagnosis DiagnosePlacement(const ClusterState& state, const GangPlacer& placer, JobSlot j,
                             const PlaceResult& result) {
   const JobRequest& job = state.job(j).request;
   const RoleRequest& role = job.roles[result.short_role];
+  if (std::optional<Diagnosis> fast = GpuShortFromIndex(state, role)) return *fast;
   Best b = Survey(state, placer, j, role);
   if (b.matching == 0) return Diagnosis{ConstraintText(state, role), false};
   if (role.resource.gpus > b.capacity_gpus) {

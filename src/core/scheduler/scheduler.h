@@ -34,7 +34,7 @@ struct SchedulerOptions {
   // Time a preemption victim gets to checkpoint before it is killed.
   absl::Duration preemption_grace = absl::Seconds(30);
   bool enable_preemption = true;
-  // Victim searches per round (each looks at every node once).
+  // Victim and reservation searches per round (each looks at every node).
   int max_preemption_searches = 4;
   // Seeds tie-breaks among equal candidates.
   uint64_t seed = 1;

@@ -58,6 +58,8 @@ bool Scheduler::TryPreempt(Round& round, JobSlot j) {
 }
 
 void Scheduler::Reserve(Round& round, JobSlot j) {
+  if (round.preemption_searches >= options_.max_preemption_searches) return;
+  ++round.preemption_searches;
   std::optional<VictimChoice> drain = ChooseVictims(
       &state_, &round.placer, j, [](const JobBrief&) { return true; }, round.now);
   if (!drain.has_value()) return;

@@ -93,6 +93,7 @@ absl::Status ClusterState::AddNode(const NodeSpec& spec) {
   node_by_name_.emplace(spec.name, n);
   if (node.rack >= 0) rack_nodes_[node.rack].push_back(n);
   ++node_count_;
+  max_node_gpus_ = std::max(max_node_gpus_, node.capacity.gpus);
   if (node.schedulable) cluster_capacity_ = AddScalars(cluster_capacity_, ScalarsOf(node.capacity));
   Reindex(n);
   return absl::OkStatus();

@@ -173,6 +173,8 @@ class ClusterState {
 
   // ---- Reading ----
   int NodeCount() const { return node_count_; }
+  // The most GPUs any node added so far has (not lowered by removals).
+  int MaxNodeGpus() const { return max_node_gpus_; }
   int JobCount() const { return job_count_; }
   std::optional<NodeId> FindNode(std::string_view name) const;
   std::optional<JobSlot> FindJob(std::string_view id) const;
@@ -232,6 +234,7 @@ class ClusterState {
   std::vector<NodeId> free_node_slots_;
   absl::flat_hash_map<std::string, NodeId> node_by_name_;
   int node_count_ = 0;
+  int max_node_gpus_ = 0;
   std::vector<JobState> jobs_;
   std::vector<JobBrief> briefs_;
   std::vector<JobSlot> free_job_slots_;
