@@ -28,6 +28,14 @@ int32_t RackIndex(const ClusterState& state, const std::string& rack) {
   return -1;
 }
 
+// A deterministic hash of the seed and where the scan is (splitmix64).
+uint64_t Mix(uint64_t seed, uint64_t key, uint64_t size) {
+  uint64_t z = seed + 0x9e3779b97f4a7c15ULL * (key * 131 + size + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
 // Ports for one task from `free`, or false.
 bool ChoosePorts(const Resource& want, const PortRanges& free, PortRanges* out) {
   PortRanges ports;
@@ -158,7 +166,10 @@ std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
   for (NodeIndex::Key key : keys_) {
     auto it = buckets.find(key);
     if (it == buckets.end()) continue;
-    for (NodeId n : it->second) {
+    const std::vector<int32_t>& nodes = it->second;
+    size_t start = seed_ == 0 ? 0 : Mix(seed_, key, nodes.size()) % nodes.size();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      NodeId n = nodes[(start + i) % nodes.size()];
       if (NodeOk(ctx, n, tasks)) return n;
     }
   }

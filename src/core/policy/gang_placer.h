@@ -6,6 +6,7 @@
 // the state is as before and the result says which role fell short.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,9 +30,11 @@ struct PlaceResult {
 
 class GangPlacer {
  public:
-  // REQUIRES: state and policy outlive the placer.
-  GangPlacer(ClusterState* state, const PlacementPolicy* policy)
-      : state_(state), policy_(policy) {}
+  // REQUIRES: state and policy outlive the placer. `seed` breaks ties
+  // among equal nodes (the scan of a bucket starts at a seeded offset);
+  // 0 means "in index order".
+  GangPlacer(ClusterState* state, const PlacementPolicy* policy, uint64_t seed = 0)
+      : state_(state), policy_(policy), seed_(seed) {}
 
   // Places job j (pending) all-or-nothing. Does not change the job's phase.
   PlaceResult Place(JobSlot j);
@@ -52,6 +55,7 @@ class GangPlacer {
 
   ClusterState* state_;
   const PlacementPolicy* policy_;
+  uint64_t seed_;
   std::vector<NodeIndex::Key> keys_;
   std::vector<NodeId> job_nodes_;
 };

@@ -106,7 +106,7 @@ absl::Status Scheduler::RequeueJob(std::string_view id) {
 
 Decisions Scheduler::Schedule(absl::Time now) {
   Decisions decisions;
-  Round round{.now = now, .out = &decisions, .placer = GangPlacer(&state_, placement_.get())};
+  Round round{.now = now, .out = &decisions, .placer = GangPlacer(&state_, placement_.get(), options_.seed)};
   DropStaleReservations();
   queue_policy_->BeginRound(state_, now);
   RunQueues(round);

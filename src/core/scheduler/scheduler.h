@@ -36,7 +36,7 @@ struct SchedulerOptions {
   bool enable_preemption = true;
   // Victim and reservation searches per round (each looks at every node).
   int max_preemption_searches = 4;
-  // Seeds tie-breaks among equal candidates.
+  // Seeds tie-breaks among equal nodes; 0 = plain index order.
   uint64_t seed = 1;
   AllocationLimits limits;
 };

@@ -85,7 +85,7 @@ TEST(SchedulerTest, GangGoesOnFewestNodes) {
 }
 
 TEST(SchedulerTest, ReasonNamesTheLargestFreeGroup) {
-  auto s = MakeScheduler(2);
+  auto s = MakeScheduler(2, SchedulerOptions{.seed = 0});  // nodes in index order
   ASSERT_TRUE(s->AddJob(MakeJob("a", {.gpus = 6})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("b", {.gpus = 7, .submit = 1})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("c", {.gpus = 4, .submit = 2})).ok());
@@ -165,6 +165,19 @@ TEST(SchedulerTest, RemovingANodeRequeuesItsJobs) {
   Decisions d = s->Schedule(T(2));
   EXPECT_EQ(ReasonOf(d, "a"), "gang needs 2 worker tasks of 8 GPUs, 1024 MB memory, 1.0 vcores "
                               "at once; only 1 fit now");
+}
+
+TEST(SchedulerTest, SeedBreaksTiesAmongEqualNodesDeterministically) {
+  auto first_node = [](uint64_t seed) {
+    auto s = MakeScheduler(16, SchedulerOptions{.seed = seed});
+    EXPECT_TRUE(s->AddJob(MakeJob("a", {.gpus = 8})).ok());
+    return s->Schedule(T(1)).placements.at(0).tasks.at(0).node;
+  };
+  EXPECT_EQ(first_node(0), "node-0");
+  EXPECT_EQ(first_node(7), first_node(7));
+  std::set<std::string> seen;
+  for (uint64_t seed = 1; seed <= 8; ++seed) seen.insert(first_node(seed));
+  EXPECT_GT(seen.size(), 1u) << "different seeds spread ties";
 }
 
 std::string Render(const Decisions& d) {
