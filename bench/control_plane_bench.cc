@@ -180,7 +180,8 @@ bool RunLatency(const Flags& f) {
 // that completed before it.
 class Submitter {
  public:
-  Submitter(v1::Trainyard::Stub* stub, SteadyTime until) : stub_(stub), until_(until) {}
+  Submitter(v1::Trainyard::Stub* stub, SteadyTime start, SteadyTime until)
+      : stub_(stub), start_(start), until_(until) {}
 
   void Run(int inflight) {
     for (int i = 0; i < inflight; ++i) Next();
@@ -189,6 +190,8 @@ class Submitter {
   }
   int64_t acked() const { return acked_; }
   int64_t acked_total() const { return acked_total_; }
+  // Acknowledgements in each second of the window.
+  const std::vector<int64_t>& per_second() const { return per_second_; }
   int64_t failed() const { return failed_; }
   const std::string& first_error() const { return first_error_; }
 
@@ -214,7 +217,12 @@ class Submitter {
       bool in_time = SteadyClock::now() <= until_;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (st.ok() && in_time) ++acked_;
+        if (st.ok() && in_time) {
+          ++acked_;
+          auto second = static_cast<size_t>(SecondsBetween(start_, SteadyClock::now()));
+          if (per_second_.size() <= second) per_second_.resize(second + 1);
+          ++per_second_[second];
+        }
         if (st.ok()) ++acked_total_;
         if (!st.ok()) {
           ++failed_;
@@ -229,7 +237,9 @@ class Submitter {
   }
 
   v1::Trainyard::Stub* const stub_;
+  const SteadyTime start_;
   const SteadyTime until_;
+  std::vector<int64_t> per_second_;
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t next_ = 0;
@@ -274,7 +284,7 @@ bool RunSustained(const Flags& f) {
   window_open = true;
   int64_t launches0 = fleet.counters().launches.load();
   double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds();
-  Submitter submitter(stub.get(), window_end);
+  Submitter submitter(stub.get(), window_start, window_end);
   submitter.Run(f.inflight);
   double window = SecondsBetween(window_start, SteadyClock::now());
   double cpu = server.CpuSeconds() - cpu0, self = SelfCpuSeconds() - self0;
@@ -300,6 +310,13 @@ bool RunSustained(const Flags& f) {
                                     submitter.first_error()), "");
   Row("server CPU (utime+stime / wall)", absl::StrFormat("%.2f cores", cpu / window),
       "target <= 1 core");
+  Row("server CPU per acknowledged job", absl::StrFormat("%.3f ms", cpu * 1000 / std::max<int64_t>(1, submitter.acked())),
+      "");
+  Row("jobs/s the server could take with 1 core", absl::StrCat(static_cast<int64_t>(submitter.acked() / std::max(cpu, 1e-9))),
+      "(if CPU-bound)");
+  std::string seconds;
+  for (int64_t n : submitter.per_second()) absl::StrAppend(&seconds, seconds.empty() ? "" : " ", n);
+  printf("  acknowledged in each second: %s\n", seconds.c_str());
   Row("this process (clients + agents) CPU", absl::StrFormat("%.2f cores", self / window), "");
   fleet.Stop();
   return true;

@@ -113,6 +113,8 @@ class ServerProcess {
         size_t at = line.find("listening on ");
         if (at != std::string::npos) {
           address_ = line.substr(at + 13);
+          fprintf(stderr, "control_plane_bench: server pid %d on %s, log %s\n", static_cast<int>(pid_),
+                  address_.c_str(), log_.c_str());
           return true;
         }
       }
