@@ -1,0 +1,71 @@
+// ClusterState updates: tasks finishing, requeue, excluded GPUs, errors.
+#include "core/state/cluster_state.h"
+
+#include "gtest/gtest.h"
+#include "core/scheduler/scheduler_testing.h"
+
+namespace trainyard::core {
+namespace {
+
+using testing::EightGpuNode;
+using testing::MakeJob;
+using testing::T;
+
+class ClusterStateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    s_ = Scheduler::Create({}).value();
+    ASSERT_TRUE(s_->AddNode(EightGpuNode(0)).ok());
+  }
+  const NodeState& Node0() { return s_->state().node(*s_->state().FindNode("node-0")); }
+  std::unique_ptr<Scheduler> s_;
+};
+
+TEST_F(ClusterStateTest, TaskFinishedFreesOnlyThatTask) {
+  ASSERT_TRUE(s_->AddJob(MakeJob("j", {.tasks = 2, .gpus = 4})).ok());
+  s_->Schedule(T(1));
+  EXPECT_EQ(Node0().free.gpus, 0);
+  ASSERT_TRUE(s_->TaskFinished("j", "worker", 1).ok());
+  EXPECT_EQ(Node0().free.gpus, 4);
+  EXPECT_EQ(s_->TaskFinished("j", "worker", 1).message(), "job j has no running task worker-1");
+  EXPECT_EQ(s_->state().Assignments(*s_->state().FindJob("j")).size(), 1u);
+}
+
+TEST_F(ClusterStateTest, RequeueKeepsSubmitTimeAndFreesEverything) {
+  ASSERT_TRUE(s_->AddJob(MakeJob("j", {.gpus = 8, .submit = 5})).ok());
+  EXPECT_EQ(s_->RequeueJob("j").message(), "job j is already pending");
+  s_->Schedule(T(10));
+  ASSERT_TRUE(s_->RequeueJob("j").ok());
+  EXPECT_EQ(Node0().free.gpus, 8);
+  const JobState& job = s_->state().job(*s_->state().FindJob("j"));
+  EXPECT_EQ(job.phase, JobPhase::kPending);
+  EXPECT_EQ(job.request.submit_time, T(5));
+  EXPECT_EQ(s_->RemoveJob("nope").message(), "job nope is unknown");
+}
+
+TEST_F(ClusterStateTest, ExcludedGpusAreNeverPlaced) {
+  ASSERT_TRUE(s_->SetExcludedGpus("node-0", GpuSet::Parse("0-5").value()).ok());
+  ASSERT_TRUE(s_->AddJob(MakeJob("j", {.gpus = 2})).ok());
+  Decisions d = s_->Schedule(T(1));
+  ASSERT_EQ(d.placements.size(), 1u);
+  EXPECT_EQ(GpuSet(d.placements[0].tasks[0].allocation.gpu_mask).ToString(), "6-7");
+  EXPECT_EQ(s_->SetExcludedGpus("node-0", GpuSet::Parse("7").value()).message(),
+            "node node-0: GPUs 7 are held by tasks and cannot be excluded");
+  ASSERT_TRUE(s_->SetExcludedGpus("node-0", GpuSet()).ok());
+  EXPECT_EQ(Node0().free.gpus, 6);
+}
+
+TEST_F(ClusterStateTest, BadNodesAreRejectedByName) {
+  NodeSpec n = EightGpuNode(1);
+  n.capacity.gpus = 4;
+  EXPECT_EQ(s_->AddNode(n).message(), "node node-1: topology has 8 GPUs but capacity.gpus is 4");
+  EXPECT_EQ(s_->AddNode(EightGpuNode(0)).message(), "node node-0 is already known");
+  n = EightGpuNode(2);
+  n.capacity.memory_mb = -1;
+  EXPECT_EQ(n.name, "node-2");
+  EXPECT_FALSE(s_->AddNode(n).ok());
+  EXPECT_EQ(s_->SetSchedulable("node-9", false).message(), "node node-9 is unknown");
+}
+
+}  // namespace
+}  // namespace trainyard::core
