@@ -64,7 +64,8 @@ class CapacityPolicy : public QueuePolicy {
                        int32_t victim) const override {
     int t = tree_.NodeOf(victim);
     if (t < 0 || victim == claimant) return false;
-    return UsedShare(state, t) > tree_.node(t).abs_capacity + kEps;
+    double after = DominantShare(tree_.UsedAfterPreemptions(state, t), state.ClusterCapacity());
+    return after > tree_.node(t).abs_capacity + kEps;
   }
 
  private:

@@ -80,7 +80,8 @@ class FairPolicy : public QueuePolicy {
                        int32_t victim) const override {
     int t = tree_.NodeOf(victim);
     if (t < 0 || victim == claimant) return false;
-    return Share(state, t) > fair_[t] + kEps && !BelowMinShare(state, t);
+    double after = DominantShare(tree_.UsedAfterPreemptions(state, t), state.ClusterCapacity());
+    return after > fair_[t] + kEps && !BelowMinShare(state, t);
   }
 
  private:

@@ -76,6 +76,17 @@ Resource QueueTree::Used(const ClusterState& state, int t) const {
   return used;
 }
 
+Resource QueueTree::UsedAfterPreemptions(const ClusterState& state, int t) const {
+  Resource used;
+  for (int leaf : nodes_[t].leaves) {
+    int32_t q = leaf < static_cast<int>(queue_of_node_.size()) ? queue_of_node_[leaf] : -1;
+    if (q >= 0) {
+      used = AddScalars(used, SubtractScalars(state.QueueUsed(q), state.QueuePreempting(q)));
+    }
+  }
+  return used;
+}
+
 bool QueueTree::HasPending(const ClusterState& state, int t) const {
   for (int leaf : nodes_[t].leaves) {
     int32_t q = leaf < static_cast<int>(queue_of_node_.size()) ? queue_of_node_[leaf] : -1;

@@ -46,6 +46,8 @@ class QueueTree {
   }
   // Resources used under tree node t, now.
   Resource Used(const ClusterState& state, int t) const;
+  // Used minus what victims already chosen will give back.
+  Resource UsedAfterPreemptions(const ClusterState& state, int t) const;
   // True when some leaf under t has pending jobs.
   bool HasPending(const ClusterState& state, int t) const;
   // "" or why job may not start under max-capacity / user limits.

@@ -211,3 +211,20 @@ TEST(QueuePolicyTest, BadConfigIsRejectedByName) {
 
 }  // namespace
 }  // namespace trainyard::core
+
+namespace trainyard::core {
+namespace {
+
+TEST(CapacityTest, ReclaimTakesBackOnlyWhatIsOwedEvenInOneRound) {
+  auto s = Make("capacity", {Leaf("research", 50, 100), Leaf("prod", 50, 100)}, 4,
+                absl::Seconds(10));
+  Submit(s.get(), "research", 4, 0);
+  EXPECT_EQ(PlacedPerQueue(s->Schedule(T(1)))["research"], 4);
+  Submit(s.get(), "prod", 4, 2);
+  s->Schedule(T(3));
+  Decisions d = s->Schedule(T(20));
+  EXPECT_EQ(d.preemptions.size(), 2u) << "prod is owed 50%: two of research's four nodes";
+}
+
+}  // namespace
+}  // namespace trainyard::core

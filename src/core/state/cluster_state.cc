@@ -190,6 +190,9 @@ absl::Status ClusterState::AddJob(const JobRequest& job) {
 absl::Status ClusterState::RemoveJob(std::string_view id) {
   absl::StatusOr<JobSlot> j = JobNamed(id);
   if (!j.ok()) return j.status();
+  if (jobs_[*j].phase == JobPhase::kPreempting) {
+    SetPhase(*j, JobPhase::kRunning, jobs_[*j].start_time);  // settles preempting usage
+  }
   ReleaseAllTasks(*j);
   if (jobs_[*j].phase == JobPhase::kPending) LeavePending(*j);
   job_by_id_.erase(jobs_[*j].request.id);

@@ -126,6 +126,7 @@ struct JobState {
   absl::Time grace_deadline;  // when preempting
   std::vector<PlacedTask> tasks;
   Resource used;              // sum of live task allocations (scalars)
+  Resource preempting_used;   // `used` when it became a victim
   std::string reason;         // last pending reason given
   bool live = false;
 };
@@ -197,6 +198,9 @@ class ClusterState {
   std::vector<TaskAssignment> Assignments(JobSlot j) const;
   // Resources held per queue, and per (queue, user); scalars only.
   const Resource& QueueUsed(int32_t queue) const { return queue_used_[queue]; }
+  // The part of QueueUsed held by jobs already chosen as victims (it will
+  // come back once they are requeued).
+  const Resource& QueuePreempting(int32_t queue) const { return queue_preempting_[queue]; }
   Resource UserUsed(int32_t queue, int32_t user) const;
   // Sum of schedulable capacity (scalars) over present nodes.
   const Resource& ClusterCapacity() const { return cluster_capacity_; }
@@ -250,6 +254,7 @@ class ClusterState {
   std::vector<std::set<PendingKey>> pending_;
   size_t pending_count_ = 0;
   std::vector<Resource> queue_used_;
+  std::vector<Resource> queue_preempting_;
   absl::flat_hash_map<uint64_t, Resource> user_used_;  // (queue << 32 | user)
   Resource cluster_capacity_;
   NodeIndex index_;

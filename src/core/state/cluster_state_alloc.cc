@@ -38,6 +38,7 @@ int32_t ClusterState::InternQueue(std::string_view name) {
   queue_names_.emplace_back(name);
   pending_.emplace_back();
   queue_used_.emplace_back();
+  queue_preempting_.emplace_back();
   return static_cast<int32_t>(queue_names_.size() - 1);
 }
 
@@ -74,6 +75,14 @@ void ClusterState::SetPhase(JobSlot j, JobPhase phase, absl::Time at) {
   JobState& job = jobs_[j];
   if (job.phase == phase) return;
   if (job.phase == JobPhase::kPending) LeavePending(j);
+  if (job.phase == JobPhase::kPreempting) {
+    queue_preempting_[job.queue] = SubtractScalars(queue_preempting_[job.queue], job.preempting_used);
+    job.preempting_used = Resource{};
+  }
+  if (phase == JobPhase::kPreempting) {
+    job.preempting_used = job.used;
+    queue_preempting_[job.queue] = AddScalars(queue_preempting_[job.queue], job.used);
+  }
   job.phase = phase;
   briefs_[j].phase = phase;
   if (phase == JobPhase::kPending) EnterPending(j);
