@@ -134,6 +134,22 @@ TEST(SchedulerTest, UnknownNodeAndUnschedulableNodeReasons) {
   EXPECT_NE(PlacementOf(d, "a"), nullptr);
 }
 
+TEST(SchedulerTest, RequestsNoNodeCanEverServeSaySo) {
+  SchedulerOptions opt;
+  opt.limits.max_gpus = 64;
+  auto s = MakeScheduler(2, opt);
+  ASSERT_TRUE(s->AddJob(MakeJob("wide", {.gpus = 16})).ok());
+  ASSERT_TRUE(s->AddJob(MakeJob("fill", {.gpus = 2})).ok());
+  Decisions d = s->Schedule(T(1));
+  EXPECT_EQ(ReasonOf(d, "wide"), "needs 16 GPUs on one node; the largest matching node has 8");
+  JobRequest masked = MakeJob("masked", {.gpus = 2, .node = PlacementOf(d, "fill")->tasks[0].node});
+  masked.roles[0].resource.gpu_mask = PlacementOf(d, "fill")->tasks[0].allocation.gpu_mask;
+  ASSERT_TRUE(s->AddJob(masked).ok());
+  d = s->Schedule(T(2));
+  EXPECT_EQ(ReasonOf(d, "masked"),
+            "needs GPUs 0-1 free on one node; no matching node has them all free");
+}
+
 TEST(SchedulerTest, RequestsOutsideLimitsAreRejectedAtSubmit) {
   auto s = MakeScheduler(1);
   absl::Status st = s->AddJob(MakeJob("huge", {.gpus = 9}));
