@@ -204,6 +204,7 @@ void BM_Register10k(benchmark::State& state) {
   state.counters["rss_total_mb"] = Percentile(rss_total, 0.5);
   Figures()["register_10k_s"] = Percentile(seconds, 0.5);
   Figures()["rss_10k_mb"] = Percentile(rss, 0.5);
+  Figures()["rss_10k_total_mb"] = Percentile(rss_total, 0.5);
 }
 BENCHMARK(BM_Register10k)->Arg(10000)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
@@ -236,6 +237,7 @@ BENCHMARK(BM_TcpStore)->Arg(64)->Iterations(1)->UseManualTime()->Unit(benchmark:
 void Line(const char* what, const char* key, const char* unit, double target, bool below) {
   auto it = Figures().find(key);
   if (it == Figures().end()) return (void)std::printf("  %-46s (not run)\n", what);
+  if (target == 0) return (void)std::printf("  %-46s %10.3f %s\n", what, it->second, unit);
   bool met = below ? it->second < target : it->second >= target;
   std::printf("  %-46s %10.3f %-3s target %s %g  %s\n", what, it->second, unit, below ? "<" : ">=",
               target, met ? "met" : "MISSED");
@@ -248,17 +250,18 @@ void PrintSummary() {
   }
   std::printf("\nJob master against the targets (medians unless p99):\n");
   Line("64 workers: barrier p50", "barrier_p50_64", "ms", 1.5, true);
-  Line("64 workers: TCPStore barrier p50", "tcpstore_barrier_p50", "ms", 1e9, true);
+  Line("64 workers: TCPStore barrier p50", "tcpstore_barrier_p50", "ms", 0, true);
   Line("64 workers: TCPStore p50 / job master p50", "speedup_64", "x", 4, false);
-  Line("64 workers: register + all-joined list", "register_list_64", "ms", 1e9, true);
-  Line("64 workers: TCPStore register (connect+add+wait)", "tcpstore_register", "ms", 1e9, true);
-  Line("64 workers: register + list incl. connect", "register_list_connect_64", "ms", 1e9, true);
+  Line("64 workers: register + all-joined list", "register_list_64", "ms", 0, true);
+  Line("64 workers: register + list incl. connect", "register_list_connect_64", "ms", 0, true);
+  Line("64 workers: TCPStore register (connect+add+wait)", "tcpstore_register", "ms", 0, true);
   Line("1,000 workers: register + all-joined list", "register_list_1000", "ms", 200, true);
-  Line("1,000 workers: the same incl. connect", "register_list_connect_1000", "ms", 1e9, true);
+  Line("1,000 workers: the same incl. connect", "register_list_connect_1000", "ms", 0, true);
   Line("1,000 workers: barrier p50", "barrier_p50_1000", "ms", 30, true);
   Line("1,000 workers: barrier p99", "barrier_p99_1000", "ms", 60, true);
   Line("10,000 workers: connect + register", "register_10k_s", "s", 3, true);
   Line("10,000 workers: master RSS growth", "rss_10k_mb", "MB", 50, true);
+  Line("10,000 workers: master RSS in all", "rss_10k_total_mb", "MB", 50, true);
 }
 
 }  // namespace
