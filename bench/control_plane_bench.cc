@@ -6,6 +6,8 @@
 //              at a time: from the Submit call until DescribeJob shows
 //              JOB_RUNNING (the agent answers each launch with RUNNING at
 //              once). Target p50 < 50 ms.
+//   up         the same on a real `trainyard up` cluster (server + 2 agents
+//              as processes; tasks are real `sleep` processes).
 //   sustained  1,000 agents; Submit calls kept in flight for a while; jobs
 //              acknowledged (Submit OK = durable) and placed (launch received
 //              by an agent) per second, and the server process's CPU
@@ -13,10 +15,13 @@
 //   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
 //              share of one core. Target < 10%.
 // A plain main() that prints a table; Google Benchmark flags are ignored.
-//   build/<dir>/bench/control_plane_bench [--only=latency|sustained|heartbeat]
-//       [--samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
+//   build/<dir>/bench/control_plane_bench [--only=latency|up|sustained|heartbeat]
+//       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
 //       [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -35,6 +40,7 @@ namespace {
 struct Flags {
   std::string only;  // "" = all three
   int samples = 200;
+  int up_samples = 100;
   int agents = 1000;
   double sustained_s = 10;
   double heartbeat_s = 20;
@@ -98,7 +104,8 @@ std::string Ms(double seconds) { return absl::StrFormat("%.1f ms", seconds * 100
 // ---- latency ----
 
 bool RunLatency(const Flags& f) {
-  ServerProcess server(f.trainyard, f.server_log_level);
+  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level);
+  ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
   fo.agents = 2;
@@ -171,6 +178,88 @@ bool RunLatency(const Flags& f) {
   line("Submit acknowledged (durable)", ack, "");
   line("launch order received by the agent", launch, "");
   line("DescribeJob shows JOB_RUNNING", running, "target p50 < 50 ms");
+  return true;
+}
+
+// ---- latency on a `trainyard up` cluster (real agents, real processes) ----
+
+int FreePort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+// Asks DescribeJob every millisecond until the job is RUNNING (or over);
+// returns that state and the view.
+v1::JobView WaitRunning(v1::Trainyard::Stub* stub, const std::string& job) {
+  SteadyTime deadline = SteadyClock::now() + std::chrono::seconds(10);
+  v1::JobView view;
+  while (SteadyClock::now() < deadline) {
+    grpc::ClientContext ctx;
+    v1::DescribeJobRequest req;
+    req.set_job(job);
+    if (stub->DescribeJob(&ctx, req, &view).ok() &&
+        (view.state() == v1::JOB_RUNNING || view.state() >= v1::JOB_SUCCEEDED)) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return view;
+}
+
+bool RunUp(const Flags& f) {
+  ChildProcess up(f.trainyard,
+                  {"up", "--data-dir", "{DIR}/up", "--port", absl::StrCat(FreePort())},
+                  "Trainyard is up: server ");
+  if (!up.Start()) return false;
+  auto stub = ClientStub(up.address());
+  std::vector<double> running, server_side, scheduled, agent_side;
+  for (int i = 0; i < f.up_samples; ++i) {
+    v1::SubmitRequest req = OneTaskJob(absl::StrCat("up-", i));
+    req.mutable_spec()->mutable_replicas(0)->clear_command();
+    for (const char* c : {"sleep", "0.3"}) req.mutable_spec()->mutable_replicas(0)->add_command(c);
+    SteadyTime t0 = SteadyClock::now();
+    grpc::ClientContext ctx;
+    v1::SubmitResponse resp;
+    grpc::Status st = stub->Submit(&ctx, req, &resp);
+    if (!st.ok()) {
+      fprintf(stderr, "control_plane_bench: submit to the up cluster: %s\n", st.error_message().c_str());
+      return false;
+    }
+    v1::JobView view = WaitRunning(stub.get(), resp.job());
+    if (view.state() != v1::JOB_RUNNING) {
+      fprintf(stderr, "control_plane_bench: job %s is %d, not RUNNING, after 10 s\n", resp.job().c_str(),
+              static_cast<int>(view.state()));
+      return false;
+    }
+    running.push_back(SecondsBetween(t0, SteadyClock::now()));
+    server_side.push_back((view.start_time_unix_ms() - view.submit_time_unix_ms()) / 1000.0);
+    for (const v1::JobEvent& e : view.events()) {
+      if (e.kind() != "scheduled") continue;
+      scheduled.push_back((e.time_unix_ms() - view.submit_time_unix_ms()) / 1000.0);
+      agent_side.push_back((view.start_time_unix_ms() - e.time_unix_ms()) / 1000.0);
+    }
+  }
+  printf("\nsubmit-to-RUNNING on `trainyard up` (server + 2 real agents, 8 simulated GPUs each), "
+         "%d samples\n", f.up_samples);
+  printf("  (tasks are `sleep 0.3` processes the agents start; DescribeJob asked every 1 ms)\n");
+  auto line = [](const char* what, const std::vector<double>& v, const char* target) {
+    Row(what, absl::StrCat(Ms(Percentile(v, 0.5)), " / ", Ms(Percentile(v, 0.9)), " / ", Ms(Percentile(v, 0.99))),
+        target);
+  };
+  line("DescribeJob shows JOB_RUNNING", running, "target p50 < 50 ms");
+  line("server: submit time .. RUNNING time", server_side, "");
+  line("  of which submit .. scheduled", scheduled, "");
+  line("  of which scheduled .. RUNNING (agent)", agent_side, "");
   return true;
 }
 
@@ -262,7 +351,8 @@ bool StartFleet(Fleet& fleet, int agents, double* seconds) {
 }
 
 bool RunSustained(const Flags& f) {
-  ServerProcess server(f.trainyard, f.server_log_level);
+  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level);
+  ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
   fo.agents = f.agents;
@@ -325,7 +415,8 @@ bool RunSustained(const Flags& f) {
 // ---- heartbeats ----
 
 bool RunHeartbeat(const Flags& f) {
-  ServerProcess server(f.trainyard, f.server_log_level);
+  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level);
+  ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
   fo.agents = f.agents;
@@ -368,8 +459,9 @@ bool ParseFlag(const char* arg, Flags* f) {
   auto num = [&](double* out) { return absl::SimpleAtod(value, out); };
   auto integer = [&](int* out) { return absl::SimpleAtoi(value, out) && *out > 0; };
   if (key.rfind("--benchmark_", 0) == 0) return true;  // `make bench` passes these
-  if (key == "--only") return (f->only = value), value == "latency" || value == "sustained" || value == "heartbeat";
+  if (key == "--only") return (f->only = value), value == "latency" || value == "up" || value == "sustained" || value == "heartbeat";
   if (key == "--samples") return integer(&f->samples);
+  if (key == "--up-samples") return integer(&f->up_samples);
   if (key == "--agents") return integer(&f->agents);
   if (key == "--inflight") return integer(&f->inflight);
   if (key == "--task-ms") return integer(&f->task_ms);
@@ -390,7 +482,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     if (!ParseFlag(argv[i], &f)) {
       fprintf(stderr,
-              "control_plane_bench: bad flag '%s'. Flags: --only=latency|sustained|heartbeat --samples=N "
+              "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
               "--agents=N --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH\n",
               argv[i]);
@@ -402,6 +494,7 @@ int main(int argc, char** argv) {
          f.trainyard.c_str(), std::thread::hardware_concurrency());
   bool ok = true;
   if (ok && (f.only.empty() || f.only == "latency")) ok = RunLatency(f);
+  if (ok && (f.only.empty() || f.only == "up")) ok = RunUp(f);
   if (ok && (f.only.empty() || f.only == "sustained")) ok = RunSustained(f);
   if (ok && (f.only.empty() || f.only == "heartbeat")) ok = RunHeartbeat(f);
   fflush(stdout);

@@ -81,28 +81,37 @@ inline double ProcessCpuSeconds(pid_t pid) {
   return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// `trainyard server` as a child process with its own data dir (fsync on, no
-// job masters). Output goes to DATA/server.log; the address is parsed from
-// its "listening on ADDR" line. Stopped with SIGTERM (SIGKILL after 10 s).
-class ServerProcess {
+// A `trainyard` child process with its own scratch directory. Output goes
+// to DIR/out.log; Start waits for a line holding `marker` and takes what
+// follows it as the address. Stopped with SIGTERM (SIGKILL after 10 s).
+class ChildProcess {
  public:
-  ServerProcess(std::string binary, std::string log_level)
-      : binary_(std::move(binary)), log_level_(std::move(log_level)), dir_("trainyard_cp_bench") {}
-  ~ServerProcess() { Stop(); }
+  // `args` after the binary; "{DIR}" in them becomes the scratch directory.
+  ChildProcess(std::string binary, std::vector<std::string> args, std::string marker)
+      : binary_(std::move(binary)), args_(std::move(args)), marker_(std::move(marker)),
+        dir_("trainyard_cp_bench") {}
+  ~ChildProcess() { Stop(); }
 
-  // Starts it and waits up to 60 s for its address. Returns false (with a
-  // message on stderr) when it does not come up.
+  // Starts it and waits up to 60 s for its address. Returns false (with its
+  // output on stderr) when it does not come up.
   bool Start() {
     if (dir_.path().empty()) return false;
-    log_ = dir_.path() + "/server.log";
-    std::string data = dir_.path() + "/data";
+    log_ = dir_.path() + "/out.log";
+    std::vector<std::string> args = {binary_};
+    for (std::string a : args_) {
+      size_t at = a.find("{DIR}");
+      if (at != std::string::npos) a.replace(at, 5, dir_.path());
+      args.push_back(a);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
       int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
       dup2(fd, 1);
       dup2(fd, 2);
-      execl(binary_.c_str(), binary_.c_str(), "server", "--listen", "127.0.0.1:0", "--data-dir",
-            data.c_str(), "--no-jobmaster", "--log-level", log_level_.c_str(), nullptr);
+      execv(binary_.c_str(), argv.data());
       _exit(127);
     }
     SteadyTime deadline = SteadyClock::now() + std::chrono::seconds(60);
@@ -110,11 +119,12 @@ class ServerProcess {
       std::ifstream in(log_);
       std::string line;
       while (std::getline(in, line)) {
-        size_t at = line.find("listening on ");
+        size_t at = line.find(marker_);
         if (at != std::string::npos) {
-          address_ = line.substr(at + 13);
-          fprintf(stderr, "control_plane_bench: server pid %d on %s, log %s\n", static_cast<int>(pid_),
-                  address_.c_str(), log_.c_str());
+          address_ = line.substr(at + marker_.size());
+          address_ = address_.substr(0, address_.find_first_of(", "));
+          fprintf(stderr, "control_plane_bench: %s pid %d on %s, output in %s\n", args_[0].c_str(),
+                  static_cast<int>(pid_), address_.c_str(), log_.c_str());
           return true;
         }
       }
@@ -125,8 +135,8 @@ class ServerProcess {
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    fprintf(stderr, "control_plane_bench: %s server did not start; its log (%s):\n", binary_.c_str(),
-            log_.c_str());
+    fprintf(stderr, "control_plane_bench: `%s %s` did not come up; its output (%s):\n", binary_.c_str(),
+            args_[0].c_str(), log_.c_str());
     std::ifstream in(log_);
     fprintf(stderr, "%s\n", std::string(std::istreambuf_iterator<char>(in), {}).c_str());
     return false;
@@ -154,12 +164,23 @@ class ServerProcess {
 
  private:
   std::string binary_;
-  std::string log_level_;
+  std::vector<std::string> args_;
+  std::string marker_;
   ScratchDir dir_;
   std::string log_;
   std::string address_;
   pid_t pid_ = -1;
 };
+
+// `trainyard server` on a free port with its data in the scratch directory:
+// fsync on (the default), no job masters.
+inline std::unique_ptr<ChildProcess> ServerProcess(const std::string& binary, const std::string& log_level) {
+  return std::make_unique<ChildProcess>(
+      binary,
+      std::vector<std::string>{"server", "--listen", "127.0.0.1:0", "--data-dir", "{DIR}/data", "--no-jobmaster",
+                               "--log-level", log_level},
+      "listening on ");
+}
 
 struct FleetOptions {
   int agents = 2;
