@@ -183,10 +183,14 @@ bool ServerLink::Write(const v1::AgentMessage& msg) {
 void ServerLink::OnTaskStatus(const TaskStatus& status) {
   v1::AgentMessage msg;
   *msg.mutable_status() = ToProto(status);
-  if (connected_ && Write(msg)) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
-  buffered_.push_back(std::move(msg));
+  if (!connected_ || !Write(msg)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
+    buffered_.push_back(std::move(msg));
+  }
+  // An ended task's report is on its way (or buffered): the supervisor need
+  // not keep it; its logs stay on disk.
+  if (IsFinal(status.state) && core_) (void)core_->supervisor().Forget(status.key);
 }
 
 bool ServerLink::Session() {

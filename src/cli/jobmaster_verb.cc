@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/logging.h"
 #include "jobmaster/jobmaster_server.h"
+#include "jobmaster/server_job_terminator.h"
 
 namespace trainyard::cli {
 namespace {
@@ -84,14 +85,16 @@ int RunJobmaster(JobmasterFlags& f) {
   f.config.ping_interval = absl::Milliseconds(f.ping_interval_ms);
   f.config.response_wait = absl::Milliseconds(f.response_wait_ms);
   f.config.barrier_timeout = absl::Milliseconds(f.barrier_timeout_ms);
-  if (!f.server_address.empty()) {
-    Log(LogLevel::kInfo, "jobmaster",
-        "reporting the outcome to the server at %s is not available yet; it is printed instead",
-        f.server_address);
-  }
   OutcomeTerminator terminator(&std::cout, f.outcome_file);
+  // With --server the outcome goes to the Trainyard server, which then stops
+  // the job's other tasks; it is printed too.
+  std::unique_ptr<jobmaster::ServerJobTerminator> to_server;
+  if (!f.server_address.empty()) {
+    to_server = std::make_unique<jobmaster::ServerJobTerminator>(f.server_address, &terminator);
+  }
   RealClock clock;
-  auto server = jobmaster::JobMasterServer::Create(f.config, &terminator, &clock);
+  jobmaster::JobTerminator* end = to_server ? static_cast<jobmaster::JobTerminator*>(to_server.get()) : &terminator;
+  auto server = jobmaster::JobMasterServer::Create(f.config, end, &clock);
   if (!server.ok()) {
     std::cerr << "trainyard jobmaster: " << server.status().message() << "\n";
     return absl::IsInvalidArgument(server.status()) ? kExitUsage : kExitFailure;
@@ -100,6 +103,9 @@ int RunJobmaster(JobmasterFlags& f) {
   Log(LogLevel::kInfo, "jobmaster", "job %s: waiting for %d workers on port %d",
       f.config.job_name, f.config.num_workers, (*server)->port());
   Serve(server->get(), absl::Milliseconds(f.linger_ms));
+  if (to_server && !to_server->WaitDelivered(10)) {
+    Log(LogLevel::kWarning, "jobmaster", "the server at %s did not take the outcome", f.server_address);
+  }
   return terminator.failed() ? kExitFailure : kExitOk;
 }
 

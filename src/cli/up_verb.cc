@@ -99,6 +99,10 @@ int RunUp(UpFlags& f) {
     return kExitFailure;
   }
   std::string root = std::filesystem::absolute(f.data_dir).string();
+  // Example programs sit beside the binary; the demo's tasks find them here.
+  std::string examples = std::filesystem::path(self).parent_path().string() + "/examples";
+  if (!getenv("TRAINYARD_EXAMPLES_BIN")) setenv("TRAINYARD_EXAMPLES_BIN", examples.c_str(), 1);
+  if (f.demo_spec.empty() && std::filesystem::exists(examples + "/demo.yaml")) f.demo_spec = examples + "/demo.yaml";
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
   pid_t server = Spawn({self, "server", "--listen", address, "--data-dir", root + "/server",
@@ -111,7 +115,7 @@ int RunUp(UpFlags& f) {
     agents.push_back(Spawn({self, "agent", "--server", address, "--name", name, "--data-dir", root + "/" + name,
                             "--simulate-gpus", absl::StrCat(f.gpus), "--gpu-topology", f.topology,
                             "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores", absl::StrCat(f.node_vcores),
-                            "--rack", absl::StrCat("rack-", i / 4), "--kill-tasks-on-exit"},
+                            "--rack", absl::StrCat("rack-", i / 4), "--address", "127.0.0.1", "--kill-tasks-on-exit"},
                            absl::StrCat(root, "/logs/", name, ".log")));
   }
   std::vector<pid_t> all = agents;

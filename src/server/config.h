@@ -23,7 +23,7 @@ struct ServerConfig {
   std::string default_port_range = "[20000-40000]";
   bool store_sync = true;                 // fsync each group commit
   // The job master each job gets as its first task.
-  bool jobmaster_enabled = false;
+  bool jobmaster_enabled = true;
   int64_t jobmaster_vcores_milli = 200;   // job.master.cpu 0.2
   int64_t jobmaster_memory_mb = 1024;     // job.master.ram
   std::string checkpoint_root;            // "" = DATA_DIR/checkpoints; shared by the nodes

@@ -152,7 +152,7 @@ void JobManager::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
   jm->mutable_resources()->set_vcores_milli(config_.jobmaster_vcores_milli);
   jm->mutable_resources()->set_memory_mb(config_.jobmaster_memory_mb);
   jm->mutable_resources()->set_port_count(1);
-  jm->set_restart_policy(v1::RESTART_ALWAYS);
+  jm->set_restart_policy(v1::RESTART_ON_FAILURE);
   jm->set_max_restarts(10);
   jm->add_command("sh");
   jm->add_command("-c");

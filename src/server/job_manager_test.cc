@@ -55,6 +55,7 @@ class JobManagerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     config_.kill_grace_ms = 100;
+    config_.jobmaster_enabled = false;  // the master task has its own test
     config_.node_timeout_ms = 5000;
     auto sched = core::Scheduler::Create(core::SchedulerOptions{});
     ASSERT_TRUE(sched.ok()) << sched.status();

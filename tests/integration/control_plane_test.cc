@@ -22,6 +22,14 @@ namespace {
 
 using ::testing::HasSubstr;
 
+// The task of `role` / `index` in a describe JSON (the job master comes first).
+nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index = 0) {
+  for (const auto& t : d["tasks"]) {
+    if (t["role"] == role && t["index"] == index) return t;
+  }
+  return nlohmann::json::object();
+}
+
 std::map<std::string, std::string> ParseEnv(const std::string& text) {
   std::map<std::string, std::string> env;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {
@@ -56,6 +64,7 @@ replicas:
   std::map<std::string, std::set<int>> gpus_by_node;
   std::set<std::string> ports_seen;
   for (const auto& t : d["tasks"]) {
+    if (t["role"] != "worker") continue;
     auto env = ParseEnv(ReadFile(out + "/" + t["name"].get<std::string>() + ".env"));
     ASSERT_FALSE(env.empty()) << t["name"];
     uint64_t mask = std::stoull(t["gpu_mask"].get<std::string>());
@@ -92,7 +101,7 @@ replicas:
 )"));
   ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
   nlohmann::json d = c.Describe(job);
-  EXPECT_EQ(d["tasks"][0]["restarts"], 2);
+  EXPECT_EQ(Task(d, "worker")["restarts"], 2);
   CommandResult logs = c.Cli({"logs", job, "worker/0"});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   EXPECT_THAT(logs.out, HasSubstr("attempt 3"));
@@ -158,9 +167,9 @@ replicas:
     command: [sh, -c, 'echo $$ > )", pids, R"(/$TRAINYARD_NODE; exec sleep 600']
 )"));
   ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
-  ASSERT_EQ(c.Describe(job)["tasks"][0]["node"], "node-0");
+  ASSERT_EQ(Task(c.Describe(job), "worker")["node"], "node-0");
   c.agent(0).Kill();  // the task itself keeps running as an orphan; the node is gone
-  ASSERT_TRUE(WaitFor([&] { return c.Describe(job)["tasks"][0]["node"] == "node-1"; }, absl::Seconds(20),
+  ASSERT_TRUE(WaitFor([&] { return Task(c.Describe(job), "worker")["node"] == "node-1"; }, absl::Seconds(20),
                       absl::Milliseconds(200)))
       << c.Describe(job).dump(2);
   EXPECT_TRUE(c.WaitForState(job, "JOB_RUNNING"));

@@ -192,7 +192,8 @@ void Cluster::StartAgent(int i) {
       std::vector<std::string>{TrainyardBin(), "agent", "--server", address_, "--name", name, "--data-dir",
                                dir() + "/" + name, "--simulate-gpus", absl::StrCat(options_.gpus), "--gpu-topology",
                                options_.topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
-                               absl::StrCat("[", begin, "-", begin + 29, "]"), "--kill-tasks-on-exit"},
+                               absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1",
+                               "--kill-tasks-on-exit"},
       absl::StrCat(dir(), "/", name, ".log"));
 }
 

@@ -1,0 +1,69 @@
+// Reports a job's outcome to the server over gRPC.
+#include "jobmaster/server_job_terminator.h"
+
+#include <condition_variable>
+#include <mutex>
+
+#include "common/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/service.grpc.pb.h"
+
+namespace trainyard::jobmaster {
+
+struct ServerJobTerminator::State {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool delivered = false;
+  bool stop = false;
+};
+
+ServerJobTerminator::ServerJobTerminator(std::string server_address, JobTerminator* also)
+    : address_(std::move(server_address)), also_(also), state_(std::make_shared<State>()) {}
+
+ServerJobTerminator::~ServerJobTerminator() {
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stop = true;
+    state_->cv.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ServerJobTerminator::Terminate(const JobEnd& end) {
+  if (also_) also_->Terminate(end);
+  if (thread_.joinable()) return;  // told once per job
+  v1::JobOutcomeRequest req;
+  req.set_job(end.job);
+  req.set_state(end.outcome == JobOutcome::kSucceeded ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
+  req.set_reason(end.reason);
+  std::string address = address_;
+  std::shared_ptr<State> state = state_;
+  thread_ = std::thread([address, req, state] {
+    auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    int delay_ms = 100;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::JobOutcomeResponse resp;
+      grpc::Status st = stub->ReportJobOutcome(&ctx, req, &resp);
+      std::unique_lock<std::mutex> lock(state->mu);
+      if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND ||
+          st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+        if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the outcome: %s", st.error_message());
+        state->delivered = st.ok();
+        state->cv.notify_all();
+        return;
+      }
+      Log(LogLevel::kWarning, "jobmaster", "reporting the outcome to %s: %s; retrying", address, st.error_message());
+      if (state->cv.wait_for(lock, std::chrono::milliseconds(delay_ms), [&] { return state->stop; })) return;
+      delay_ms = std::min(delay_ms * 2, 2000);
+    }
+  });
+}
+
+bool ServerJobTerminator::WaitDelivered(int seconds) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  return state_->cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return state_->delivered; });
+}
+
+}  // namespace trainyard::jobmaster
