@@ -48,6 +48,7 @@ struct Flags {
   int inflight = 64;
   int task_ms = 1000;
   std::string server_log_level = "info";
+  bool same_name = false;  // sustained: every job submitted under one name
   std::string trainyard = TRAINYARD_BINARY;
 };
 
@@ -269,8 +270,9 @@ bool RunUp(const Flags& f) {
 // that completed before it.
 class Submitter {
  public:
-  Submitter(v1::Trainyard::Stub* stub, SteadyTime start, SteadyTime until)
-      : stub_(stub), start_(start), until_(until) {}
+  // same_name: every job asks for the name "sus" (the server suffixes it).
+  Submitter(v1::Trainyard::Stub* stub, SteadyTime start, SteadyTime until, bool same_name)
+      : stub_(stub), start_(start), until_(until), same_name_(same_name) {}
 
   void Run(int inflight) {
     for (int i = 0; i < inflight; ++i) Next();
@@ -300,7 +302,8 @@ class Submitter {
         return;
       }
       ++outstanding_;
-      call->req = OneTaskJob(absl::StrCat("sus-", next_++));
+      call->req = OneTaskJob(same_name_ ? std::string("sus") : absl::StrCat("sus-", next_));
+      ++next_;
     }
     stub_->async()->Submit(&call->ctx, &call->req, &call->resp, [this, call](grpc::Status st) {
       bool in_time = SteadyClock::now() <= until_;
@@ -328,6 +331,7 @@ class Submitter {
   v1::Trainyard::Stub* const stub_;
   const SteadyTime start_;
   const SteadyTime until_;
+  const bool same_name_;
   std::vector<int64_t> per_second_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -374,7 +378,7 @@ bool RunSustained(const Flags& f) {
   window_open = true;
   int64_t launches0 = fleet.counters().launches.load();
   double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds();
-  Submitter submitter(stub.get(), window_start, window_end);
+  Submitter submitter(stub.get(), window_start, window_end, f.same_name);
   submitter.Run(f.inflight);
   double window = SecondsBetween(window_start, SteadyClock::now());
   double cpu = server.CpuSeconds() - cpu0, self = SelfCpuSeconds() - self0;
@@ -386,8 +390,8 @@ bool RunSustained(const Flags& f) {
   }
   double drain = SecondsBetween(window_start, SteadyClock::now()) - window;
   double d = f.sustained_s;
-  printf("\nsustained submission, %d agents (1 stream each), %d Submit calls in flight, %.0f s\n",
-         f.agents, f.inflight, d);
+  printf("\nsustained submission, %d agents (1 stream each), %d Submit calls in flight, %.0f s%s\n",
+         f.agents, f.inflight, d, f.same_name ? ", every job named \"sus\"" : "");
   printf("  (single-task jobs, 1 GPU; tasks succeed %d ms after RUNNING; %.1f s to register the agents;"
          " load average %s)\n", f.task_ms, reg_s, LoadAverage().c_str());
   Row("jobs acknowledged (Submit OK, durable) /s", absl::StrCat(static_cast<int64_t>(submitter.acked() / d)),
@@ -468,6 +472,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--sustained-s") return num(&f->sustained_s) && f->sustained_s > 0;
   if (key == "--heartbeat-s") return num(&f->heartbeat_s) && f->heartbeat_s > 0;
   if (key == "--idle-s") return num(&f->idle_s) && f->idle_s > 0;
+  if (key == "--same-name") return f->same_name = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
   return false;
@@ -483,7 +488,7 @@ int main(int argc, char** argv) {
     if (!ParseFlag(argv[i], &f)) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
-              "--agents=N --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
+              "--agents=N --same-name --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH\n",
               argv[i]);
       return 2;
