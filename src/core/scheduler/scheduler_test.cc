@@ -84,6 +84,21 @@ TEST(SchedulerTest, GangGoesOnFewestNodes) {
   }
 }
 
+TEST(SchedulerTest, GangStaysInOneRack) {
+  for (uint64_t seed = 0; seed < 6; ++seed) {
+    auto s = MakeScheduler(16, SchedulerOptions{.seed = seed});  // 4 racks of 4 nodes
+    ASSERT_TRUE(s->AddJob(MakeJob("gang", {.tasks = 3, .gpus = 8})).ok());
+    const JobPlacement* p = PlacementOf(s->Schedule(T(1)), "gang");
+    ASSERT_NE(p, nullptr);
+    std::set<std::string> racks;
+    for (const TaskAssignment& t : p->tasks) {
+      NodeId n = *s->state().FindNode(t.node);
+      racks.insert(s->state().racks()[s->state().node(n).rack]);
+    }
+    EXPECT_EQ(racks.size(), 1u) << "seed " << seed;
+  }
+}
+
 TEST(SchedulerTest, ReasonNamesTheLargestFreeGroup) {
   auto s = MakeScheduler(2, SchedulerOptions{.seed = 0});  // nodes in index order
   ASSERT_TRUE(s->AddJob(MakeJob("a", {.gpus = 6})).ok());
