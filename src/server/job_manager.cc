@@ -122,8 +122,23 @@ absl::Status JobManager::Recover() {
     }
     jobs_[rec.name()] = std::move(job);
   }
-  Log(LogLevel::kInfo, "server", "recovered %d live jobs and %d nodes from the store",
-      static_cast<int>(snap->jobs.size()), static_cast<int>(snap->nodes.size()));
+  // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
+  // a new job must not get the name of one the store already holds.
+  JobFilter finished;
+  finished.states = {v1::JOB_SUCCEEDED, v1::JOB_FAILED, v1::JOB_KILLED};
+  absl::StatusOr<std::vector<v1::JobRecord>> ended = store_->ListJobs(finished);
+  if (!ended.ok()) return ended.status();
+  for (v1::JobRecord& rec : *ended) {
+    auto job = std::make_unique<JobRt>();
+    job->events_loaded = false;
+    job->launch_base.assign(rec.tasks_size(), 0);
+    for (int i = 0; i < rec.tasks_size(); ++i) job->launch_base[i] = rec.tasks(i).attempt();
+    job->rec = std::move(rec);
+    next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
+    jobs_[job->rec.name()] = std::move(job);
+  }
+  Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
+      static_cast<int>(snap->jobs.size()), static_cast<int>(ended->size()), static_cast<int>(snap->nodes.size()));
   Wake();
   return absl::OkStatus();
 }

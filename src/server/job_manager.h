@@ -113,6 +113,9 @@ class JobManager {
   void CheckSuccess(JobRt& job, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void CheckNodes(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NodeLost(NodeRt& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Marks the node READY: back in the scheduler (adopting its recovered
+  // tasks) and in the store.
+  absl::Status NodeUp(NodeRt& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReplaceTask(JobRt& job, int task, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdoptRecoveredTasks(NodeRt& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

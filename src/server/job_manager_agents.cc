@@ -62,26 +62,7 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
   node.link = link;
   node.last_heartbeat = now;
   node.registered = now;
-  node.state = v1::NODE_READY;
-  if (!node.in_scheduler) {
-    absl::StatusOr<core::NodeSpec> spec = ToNodeSpec(node.info);
-    if (!spec.ok()) return spec.status();
-    if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
-    node.in_scheduler = true;
-    if (in.excluded_gpus() != 0) {
-      (void)scheduler_->mutable_state().SetExcludedGpus(in.name(), core::GpuSet(in.excluded_gpus()));
-      node.busy_gpus = in.excluded_gpus();
-    }
-    AdoptRecoveredTasks(node);
-  } else {
-    (void)scheduler_->SetSchedulable(in.name(), true);
-  }
-  v1::NodeRecord rec;
-  *rec.mutable_info() = node.info;
-  rec.mutable_info()->set_state(v1::NODE_READY);
-  rec.set_registered_time_ms(ToMs(now));
-  rec.set_last_seen_ms(ToMs(now));
-  batch_.PutNode(std::move(rec));
+  if (absl::Status st = NodeUp(node, now); !st.ok()) return st;
   Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
       in.capacity().vcores_milli() / 1000.0);
@@ -98,6 +79,32 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
     }
   }
   Flush();
+  Wake();
+  return absl::OkStatus();
+}
+
+absl::Status JobManager::NodeUp(NodeRt& node, absl::Time now) {
+  node.state = v1::NODE_READY;
+  if (!node.in_scheduler) {
+    absl::StatusOr<core::NodeSpec> spec = ToNodeSpec(node.info);
+    if (!spec.ok()) return spec.status();
+    if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
+    node.in_scheduler = true;
+    uint64_t excluded = node.info.excluded_gpus();
+    if (excluded != 0) {
+      (void)scheduler_->mutable_state().SetExcludedGpus(node.info.name(), core::GpuSet(excluded));
+      node.busy_gpus = excluded;
+    }
+    AdoptRecoveredTasks(node);
+  } else {
+    (void)scheduler_->SetSchedulable(node.info.name(), true);
+  }
+  v1::NodeRecord rec;
+  *rec.mutable_info() = node.info;
+  rec.mutable_info()->set_state(v1::NODE_READY);
+  rec.set_registered_time_ms(ToMs(node.registered));
+  rec.set_last_seen_ms(ToMs(now));
+  batch_.PutNode(std::move(rec));
   Wake();
   return absl::OkStatus();
 }
@@ -126,6 +133,15 @@ void JobManager::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb) {
   NodeRt& node = *it->second;
   node.last_heartbeat = clock_->Now();
   ++stats_.heartbeats;
+  if (node.state != v1::NODE_READY && node.link) {
+    // Declared lost (silent past the timeout) but its stream is alive: it is
+    // back. Its tasks were moved or ended meanwhile; Reconcile below kills the
+    // copies it still runs.
+    Log(LogLevel::kInfo, "server", "node %s is heard from again", name);
+    if (absl::Status st = NodeUp(node, node.last_heartbeat); !st.ok()) {
+      Log(LogLevel::kWarning, "server", "node %s cannot come back: %s", name, std::string(st.message()));
+    }
+  }
   core::PortRanges in_use;
   for (const auto& r : hb.ports_in_use()) {
     if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) in_use.Add({r.begin(), r.end()});

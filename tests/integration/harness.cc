@@ -149,33 +149,54 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
   // out the same port.
   std::mt19937 rng(static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(absl::ToUnixNanos(absl::Now())));
   port_base_ = 20000 + static_cast<int>(rng() % 120) * 100;
-  std::vector<std::string> argv = {TrainyardBin(), "server", "--listen", "127.0.0.1:0", "--data-dir",
-                                   dir() + "/server", "--node-timeout-ms", absl::StrCat(options_.node_timeout_ms),
-                                   "--heartbeat-interval-ms", absl::StrCat(options_.heartbeat_interval_ms),
-                                   "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints"};
-  argv.insert(argv.end(), options_.server_flags.begin(), options_.server_flags.end());
-  server_ = std::make_unique<Process>(argv, dir() + "/server.log");
-  WaitFor([&] {
-    std::string log = ReadFile(dir() + "/server.log");
-    size_t at = log.find("listening on ");
-    if (at == std::string::npos) return false;
-    size_t end = log.find('\n', at);
-    if (end == std::string::npos) return false;
-    address_ = log.substr(at + 13, end - at - 13);
-    return true;
-  }, absl::Seconds(20));
+  StartServer("127.0.0.1:0");
   for (int i = 0; i < options_.nodes; ++i) {
     agents_.push_back(nullptr);
     StartAgent(i);
   }
+  WaitNodesReady(options_.nodes);
+}
+
+bool Cluster::StartServer(const std::string& listen) {
+  std::vector<std::string> argv = {TrainyardBin(), "server", "--listen", listen, "--data-dir",
+                                   server_data_dir(), "--node-timeout-ms", absl::StrCat(options_.node_timeout_ms),
+                                   "--heartbeat-interval-ms", absl::StrCat(options_.heartbeat_interval_ms),
+                                   "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints"};
+  argv.insert(argv.end(), options_.server_flags.begin(), options_.server_flags.end());
+  // The log is appended to across restarts: look past what is there.
+  size_t skip = ReadFile(dir() + "/server.log").size();
+  server_ = std::make_unique<Process>(argv, dir() + "/server.log");
+  bool up = false;
   WaitFor([&] {
+    if (!server_->Running()) return true;  // it gave up: see its log
+    std::string log = ReadFile(dir() + "/server.log");
+    size_t at = log.find("listening on ", skip);
+    if (at == std::string::npos) return false;
+    size_t end = log.find('\n', at);
+    if (end == std::string::npos) return false;
+    address_ = log.substr(at + 13, end - at - 13);
+    up = true;
+    return true;
+  }, absl::Seconds(20), absl::Milliseconds(10));
+  return up;
+}
+
+void Cluster::KillServer() { server_->Kill(); }
+
+bool Cluster::RestartServer() {
+  server_->Stop();
+  return StartServer(address_);
+}
+
+bool Cluster::WaitNodesReady(int n, absl::Duration timeout) {
+  return WaitFor([&] {
     nlohmann::json nodes = Nodes();
     int ready = 0;
-    for (const auto& n : nodes.value("nodes", nlohmann::json::array())) {
-      ready += n["info"].value("state", "") == "NODE_READY";
+    for (const auto& node : nodes.value("nodes", nlohmann::json::array())) {
+      ready += node["info"].value("state", "") == "NODE_READY";
     }
-    return ready == options_.nodes;
-  }, absl::Seconds(20));
+    return ready >= n;
+  }, timeout, absl::Milliseconds(50));
 }
 
 Cluster::~Cluster() {
@@ -188,13 +209,12 @@ Cluster::~Cluster() {
 void Cluster::StartAgent(int i) {
   std::string name = absl::StrCat("node-", i);
   int begin = port_base_ + i * 30;
-  agents_[i] = std::make_unique<Process>(
-      std::vector<std::string>{TrainyardBin(), "agent", "--server", address_, "--name", name, "--data-dir",
-                               dir() + "/" + name, "--simulate-gpus", absl::StrCat(options_.gpus), "--gpu-topology",
-                               options_.topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
-                               absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1",
-                               "--kill-tasks-on-exit"},
-      absl::StrCat(dir(), "/", name, ".log"));
+  std::vector<std::string> argv{TrainyardBin(), "agent", "--server", address_, "--name", name, "--data-dir",
+                                dir() + "/" + name, "--simulate-gpus", absl::StrCat(options_.gpus), "--gpu-topology",
+                                options_.topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
+                                absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1"};
+  if (options_.agents_kill_tasks_on_exit) argv.push_back("--kill-tasks-on-exit");
+  agents_[i] = std::make_unique<Process>(argv, absl::StrCat(dir(), "/", name, ".log"));
 }
 
 void Cluster::RestartAgent(int i) {
@@ -224,7 +244,8 @@ std::string Cluster::Submit(const std::string& yaml) {
 nlohmann::json Cluster::Describe(const std::string& job) {
   CommandResult r = Cli({"describe", job, "-o", "json"});
   if (r.exit_code != 0) return nlohmann::json::object();
-  return nlohmann::json::parse(r.out, nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
 std::string Cluster::JobState(const std::string& job) { return Describe(job).value("state", ""); }
@@ -236,7 +257,8 @@ bool Cluster::WaitForState(const std::string& job, const std::string& state, abs
 nlohmann::json Cluster::Nodes() {
   CommandResult r = Cli({"nodes", "-o", "json"});
   if (r.exit_code != 0) return nlohmann::json::object();
-  return nlohmann::json::parse(r.out, nullptr, false);
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
 }  // namespace trainyard::testing

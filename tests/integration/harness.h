@@ -77,6 +77,9 @@ struct ClusterOptions {
   int node_timeout_ms = 2000;
   int heartbeat_interval_ms = 200;
   std::vector<std::string> server_flags;
+  // Agents run with --kill-tasks-on-exit (tasks die with a stopped agent);
+  // false leaves tasks running under their keepers for re-adoption.
+  bool agents_kill_tasks_on_exit = true;
 };
 
 // A server and `nodes` agents (node-0, node-1, ...).
@@ -101,9 +104,19 @@ class Cluster {
   Process& server() { return *server_; }
   // Starts agent i again (after Kill / Stop), same name and data dir.
   void RestartAgent(int i);
+  // SIGKILL to the server (its store is left as the crash left it).
+  void KillServer();
+  // Starts the server again on the same data dir and the same address (after
+  // KillServer or a Stop); false when it did not come up (see its log).
+  bool RestartServer();
+  // Waits until `n` nodes are NODE_READY.
+  bool WaitNodesReady(int n, absl::Duration timeout = absl::Seconds(20));
+  // The server's data dir.
+  std::string server_data_dir() const { return dir() + "/server"; }
 
  private:
   void StartAgent(int i);
+  bool StartServer(const std::string& listen);
   ClusterOptions options_;
   TempDir dir_;
   std::string address_;
