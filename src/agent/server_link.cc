@@ -1,6 +1,8 @@
 // The agent's stream to the server.
 #include "agent/server_link.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -88,20 +90,19 @@ v1::NodeInfo ToProto(const NodeInfo& info) {
   return n;
 }
 
-absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
-  TaskLaunch l;
-  l.key = TaskKey{spec.job(), spec.role(), spec.index()};
-  l.worker_id = spec.worker_id();
-  l.attempt = spec.attempt();
-  l.command.assign(spec.command().begin(), spec.command().end());
-  std::string task_dir = absl::StrCat(data_dir, "/work/", spec.job(), "/", spec.role(), "-", spec.index());
+std::string TaskDir(const std::string& data_dir, const std::string& job, const std::string& role, int index) {
+  return absl::StrCat(data_dir, "/work/", job, "/", role, "-", index);
+}
+
+absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf::Map<std::string, std::string>& files) {
   std::error_code ec;
   std::filesystem::create_directories(task_dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("task dir ", task_dir, ": ", ec.message()));
-  for (const auto& [name, content] : spec.files()) {
+  for (const auto& [name, content] : files) {
     if (name.find('/') != std::string::npos || name.empty() || name[0] == '.') {
       return absl::InvalidArgumentError(absl::StrCat("files: '", name, "' is not a plain file name"));
     }
+    // Write then rename, so a task reading the file never sees half of it.
     std::string path = task_dir + "/" + name, tmp = path + ".tmp";
     std::ofstream out(tmp, std::ios::trunc);
     out << content;
@@ -110,6 +111,17 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
       return absl::InternalError(absl::StrCat("cannot write ", path));
     }
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
+  TaskLaunch l;
+  l.key = TaskKey{spec.job(), spec.role(), spec.index()};
+  l.worker_id = spec.worker_id();
+  l.attempt = spec.attempt();
+  l.command.assign(spec.command().begin(), spec.command().end());
+  std::string task_dir = TaskDir(data_dir, spec.job(), spec.role(), spec.index());
+  if (absl::Status st = WriteTaskFiles(task_dir, spec.files()); !st.ok()) return st;
   for (const auto& [k, v] : spec.env()) {
     l.env[k] = absl::StrReplaceAll(v, {{"${TRAINYARD_TASK_DIR}", task_dir}});
   }
@@ -122,7 +134,12 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   auto ckpt = spec.env().find("TRAINYARD_CHECKPOINT_DIR");
   if (ckpt != spec.env().end()) {
     l.checkpoint_dir = ckpt->second;
+    std::error_code ec;
     std::filesystem::create_directories(l.checkpoint_dir, ec);
+    if (ec || access(l.checkpoint_dir.c_str(), W_OK) != 0) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint dir ", l.checkpoint_dir, " cannot be written",
+                                                        ec ? ": " + ec.message() : ""));
+    }
   }
   l.memory_limit_mb = spec.allocation().memory_mb();
   l.vcores_milli = spec.allocation().vcores_milli();
@@ -297,6 +314,13 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
     case v1::ServerMessage::kReadLog:
       HandleLogRead(msg.read_log());
       break;
+    case v1::ServerMessage::kUpdateFiles: {
+      const v1::TaskFiles& f = msg.update_files();
+      absl::Status st = WriteTaskFiles(TaskDir(options_.data_dir, f.job(), f.role(), f.index()), f.files());
+      if (!st.ok()) Log(LogLevel::kWarning, "agent", "updating files of %s/%s-%d: %s", f.job(), f.role(), f.index(),
+                        std::string(st.message()));
+      break;
+    }
     case v1::ServerMessage::kError:
       Log(LogLevel::kError, "agent", "server: %s", msg.error());
       break;

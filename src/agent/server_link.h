@@ -71,6 +71,12 @@ class ServerLink : public TaskListener {
 // Converts a launch order into what the supervisor runs: files written into
 // the task directory DATA/work/JOB/ROLE-INDEX, ${TRAINYARD_TASK_DIR} in env
 // values replaced by it. Errors name the file that cannot be written.
+// DATA/work/JOB/ROLE-INDEX: where a task's files (hosts file, MPI hostfile)
+// live, and its working directory unless its spec names one.
+std::string TaskDir(const std::string& data_dir, const std::string& job, const std::string& role, int index);
+// Writes each file atomically (write, then rename) into `task_dir`. Errors
+// name a file name that is not plain, or the file that cannot be written.
+absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf::Map<std::string, std::string>& files);
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir);
 v1::TaskStatus ToProto(const TaskStatus& status);
 v1::NodeInfo ToProto(const NodeInfo& info);

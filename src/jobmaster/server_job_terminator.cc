@@ -62,6 +62,7 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
 }
 
 bool ServerJobTerminator::WaitDelivered(int seconds) {
+  if (!thread_.joinable()) return true;  // nothing to deliver: the job did not end here
   std::unique_lock<std::mutex> lock(state_->mu);
   return state_->cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return state_->delivered; });
 }

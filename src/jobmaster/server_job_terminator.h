@@ -19,7 +19,8 @@ class ServerJobTerminator : public JobTerminator {
   ServerJobTerminator(std::string server_address, JobTerminator* also);
   ~ServerJobTerminator() override;
   void Terminate(const JobEnd& end) override;
-  // Waits (up to `seconds`) for the report to be delivered; true when it was.
+  // Waits (up to `seconds`) for the report to be delivered; true when it was
+  // or when there was nothing to report (the master was stopped first).
   bool WaitDelivered(int seconds);
 
  private:

@@ -24,6 +24,7 @@
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
 #include "server/config.h"
+#include "server/task_env.h"
 #include "store/state_store.h"
 
 namespace trainyard::server {
@@ -104,6 +105,11 @@ class JobManager {
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyPreemption(const core::Preemption& p, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaunchTask(JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The environment and files of task `task` as placed now.
+  TaskEnv EnvFor(const JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends every running task of the job but `except` its files again (the
+  // hosts file after a task moved).
+  void PushFiles(JobRt& job, int except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillTasks(JobRt& job, int grace_ms, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

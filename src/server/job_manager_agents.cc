@@ -17,7 +17,7 @@ namespace {
 std::string DescribeExit(const v1::TaskExit& e) {
   if (e.oom_killed()) return "killed by the kernel for running out of memory (OOM)";
   if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
-  if (!e.message().empty() && e.exit_code() == 0) return e.message();
+  if (!e.message().empty() && e.exit_code() <= 0) return e.message();
   return absl::StrCat("exit code ", e.exit_code());
 }
 
@@ -363,6 +363,7 @@ bool JobManager::ReplaceTask(JobRt& job, int i, absl::Time now) {
                                              old, "; restarted on ", ns.name, " (attempt ", t->attempt() + 1, ")"),
              now);
     LaunchTask(job, i);
+    PushFiles(job, i);  // the others' hosts files now name the new node
     return true;
   }
   return false;

@@ -124,10 +124,8 @@ void JobManager::KillTasks(JobRt& job, int grace_ms, const std::string& reason) 
   }
 }
 
-void JobManager::LaunchTask(JobRt& job, int i) {
+TaskEnv JobManager::EnvFor(const JobRt& job, int i) {
   const v1::TaskRecord& t = job.rec.tasks(i);
-  auto nit = nodes_.find(t.node());
-  if (nit == nodes_.end()) return;
   TaskEnvInput in;
   in.spec = &job.rec.spec();
   in.job = job.rec.name();
@@ -152,7 +150,30 @@ void JobManager::LaunchTask(JobRt& job, int i) {
     if (o.role() == t.role() && o.index() == t.index()) self = v;
     in.tasks.push_back(std::move(v));
   }
-  TaskEnv env = BuildTaskEnv(in, self);
+  return BuildTaskEnv(in, self);
+}
+
+void JobManager::PushFiles(JobRt& job, int except) {
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    const v1::TaskRecord& t = job.rec.tasks(i);
+    if (i == except || t.node().empty() || IsTerminal(t.state())) continue;
+    auto nit = nodes_.find(t.node());
+    if (nit == nodes_.end() || !nit->second->link) continue;
+    v1::ServerMessage msg;
+    v1::TaskFiles* f = msg.mutable_update_files();
+    f->set_job(job.rec.name());
+    f->set_role(t.role());
+    f->set_index(t.index());
+    for (const auto& [k, v] : EnvFor(job, i).files) (*f->mutable_files())[k] = v;
+    nit->second->link->Send(std::move(msg));
+  }
+}
+
+void JobManager::LaunchTask(JobRt& job, int i) {
+  const v1::TaskRecord& t = job.rec.tasks(i);
+  auto nit = nodes_.find(t.node());
+  if (nit == nodes_.end()) return;
+  TaskEnv env = EnvFor(job, i);
   const v1::ReplicaSpec* rs = nullptr;
   for (const auto& r : job.rec.spec().replicas()) {
     if (r.role() == t.role()) rs = &r;

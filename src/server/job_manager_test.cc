@@ -254,3 +254,67 @@ TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {
 
 }  // namespace
 }  // namespace trainyard::server
+
+namespace trainyard::server {
+namespace {
+
+TEST_F(JobManagerTest, ProductionJobPreemptsPtrJobWhichReturnsToTheQueue) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
+  ASSERT_EQ(Describe(low).state(), v1::JOB_RUNNING);
+  std::string high = Submit("name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  auto kills = link.Kills();
+  ASSERT_EQ(kills.size(), 2u) << Describe(high).reason();
+  EXPECT_GT(kills[0].grace_ms(), 0);
+  for (const auto& t : link.Launches()) {
+    if (t.job() == low) Report("n1", t, v1::TASK_KILLED);
+  }
+  v1::JobView v = Describe(low);
+  EXPECT_EQ(v.state(), v1::JOB_QUEUED);
+  EXPECT_EQ(v.reason(), "preempted by high");
+  manager_->ScheduleNowForTest();
+  EXPECT_EQ(Describe(high).state(), v1::JOB_SCHEDULED);
+}
+
+}  // namespace
+}  // namespace trainyard::server
+
+namespace trainyard::server {
+namespace {
+
+TEST_F(JobManagerTest, PreemptionWorksForJobsWithParameterServersPortsAndAMaster) {
+  config_.jobmaster_enabled = true;
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+  ASSERT_TRUE(manager_->Recover().ok());
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string low = Submit(R"(
+name: low
+framework: tensorflow
+priority: ptr
+replicas:
+  ps:
+    count: 2
+    resources: {cpu: 500m, memory: 256Mi}
+    command: [x]
+  worker:
+    count: 2
+    resources: {cpu: 500m, memory: 256Mi, gpus: 4}
+    command: [x]
+)");
+  manager_->ScheduleNowForTest();
+  for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
+  ASSERT_EQ(Describe(low).state(), v1::JOB_RUNNING);
+  clock_.Advance(absl::Seconds(1));
+  std::string high = Submit("name: high\npriority: production\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  EXPECT_EQ(link.Kills().size(), 5u) << Describe(high).reason();
+}
+
+}  // namespace
+}  // namespace trainyard::server

@@ -54,7 +54,13 @@ class Search {
     for (const RoleRequest& r : job.roles) {
       if (main_ == nullptr || r.resource.gpus > main_->resource.gpus) main_ = &r;
     }
-    for (const RoleRequest& r : job.roles) need_ += r.MinAvailable();
+    // Slots are counted in tasks of the main (most-GPU) role. When that role
+    // uses GPUs, roles without GPUs (parameter servers, the job master) are
+    // not counted: they need no GPU slot and fit beside the others.
+    for (const RoleRequest& r : job.roles) {
+      if (main_->resource.gpus > 0 && r.resource.gpus == 0) continue;
+      need_ += r.MinAvailable();
+    }
     Collect(j, eligible);
   }
 
