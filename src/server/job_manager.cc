@@ -197,7 +197,12 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
     std::lock_guard<std::mutex> lock(mu_);
     if (absl::Status st = CheckQueue(spec.queue()); !st.ok()) return st;
     std::string name = spec.name();
-    for (int n = 2; jobs_.count(name); ++n) name = absl::StrCat(spec.name(), "-", n);
+    if (jobs_.count(name)) {
+      int& n = next_suffix_[spec.name()];
+      if (n < 2) n = 2;
+      while (jobs_.count(absl::StrCat(spec.name(), "-", n))) ++n;
+      name = absl::StrCat(spec.name(), "-", n++);
+    }
     spec.set_name(name);
     if (config_.jobmaster_enabled && WorkerCount(spec) > 0) AddJobMasterRole(&spec, name);
     rec.set_id(next_job_id_++);
@@ -403,6 +408,7 @@ void JobManager::EndJob(JobRt& job, v1::JobState state, const std::string& messa
   if (job.ending) return;
   job.ending = true;
   job.preempting = false;
+  preempting_.erase(job.rec.name());
   job.rec.set_message(message);
   job.rec.set_pending_reason("");
   SetJobState(job, state, now);
@@ -455,6 +461,7 @@ void JobManager::Requeue(JobRt& job, const std::string& reason, absl::Time now) 
   }
   if (job.in_scheduler) (void)scheduler_->RequeueJob(job.rec.name());
   job.preempting = false;
+  preempting_.erase(job.rec.name());
   job.job_master.clear();
   job.rec.set_pending_reason(reason);
   SetJobState(job, v1::JOB_QUEUED, now);

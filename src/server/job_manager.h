@@ -152,6 +152,11 @@ class JobManager {
   uint64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   WriteBatch batch_ ABSL_GUARDED_BY(mu_);  // changes not yet handed to the store
   std::set<std::string> dirty_jobs_ ABSL_GUARDED_BY(mu_);  // records to write at Flush
+  // Victims waiting for their tasks to stop, so a round need not walk every
+  // job ever submitted to find those past their grace.
+  std::set<std::string> preempting_ ABSL_GUARDED_BY(mu_);
+  // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
+  std::map<std::string, int> next_suffix_ ABSL_GUARDED_BY(mu_);
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   ManagerStats stats_ ABSL_GUARDED_BY(mu_);

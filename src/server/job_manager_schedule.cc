@@ -40,12 +40,15 @@ void JobManager::RunRound() {
   absl::Time now = clock_->Now();
   CheckNodes(now);
   // Victims whose grace ran out without their agent confirming the stop.
-  for (auto& [name, job] : jobs_) {
+  std::vector<JobRt*> overdue;
+  for (const std::string& name : preempting_) {
+    JobRt* job = FindJob(name);
     if (job && job->preempting &&
         now > job->preempt_deadline + absl::Milliseconds(config_.kill_grace_ms) + absl::Seconds(5)) {
-      Requeue(*job, absl::StrCat("preempted by ", job->preempted_by), now);
+      overdue.push_back(job);
     }
   }
+  for (JobRt* job : overdue) Requeue(*job, absl::StrCat("preempted by ", job->preempted_by), now);
   core::Decisions d = scheduler_->Schedule(now);
   ++stats_.rounds;
   for (const core::Preemption& p : d.preemptions) ApplyPreemption(p, now);
@@ -99,6 +102,7 @@ void JobManager::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   JobRt* job = FindJob(p.victim_job_id);
   if (!job || job->preempting || job->ending) return;
   job->preempting = true;
+  preempting_.insert(job->rec.name());
   job->preempted_by = p.for_job_id;
   job->preempt_deadline = p.grace_deadline;
   AddEvent(*job, "preempted", absl::StrCat(p.reason, "; ", absl::ToInt64Seconds(p.grace_deadline - now),
