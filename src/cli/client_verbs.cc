@@ -11,6 +11,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/client.h"
+#include "cli/submit_with_master.h"
 #include "cli/table.h"
 #include "cli/verbs.h"
 #include "core/resources/gpu_set.h"
@@ -51,6 +52,8 @@ int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 struct SubmitFlags : Common {
   std::string file;
   bool wait = false;
+  bool master_in_client = false;
+  std::string advertise_host;
 };
 
 int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
@@ -88,6 +91,7 @@ int Submit(SubmitFlags& f) {
   }
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
+  if (f.master_in_client) return SubmitWithMaster(*stub, address, *parsed, f.advertise_host);
   v1::SubmitRequest req;
   req.set_yaml(text.str());
   v1::SubmitResponse resp;
@@ -313,6 +317,10 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   auto* c = app.add_subcommand("submit", "Submit a job spec (YAML)");
   c->add_option("file", submit.file, "job spec file")->required();
   c->add_flag("--wait", submit.wait, "follow the job to its end; exit 0 only if it SUCCEEDED");
+  c->add_flag("--jobmaster-in-client", submit.master_in_client,
+              "run the job's master in this client (which stays attached until the job ends)");
+  c->add_option("--advertise-host", submit.advertise_host,
+                "address tasks reach this client's job master on (default: 127.0.0.1 for a local server)");
   AddCommon(c, &submit, false);
   c->callback([exit_code] { *exit_code = Submit(submit); });
 

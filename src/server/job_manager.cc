@@ -204,7 +204,9 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
       name = absl::StrCat(spec.name(), "-", n++);
     }
     spec.set_name(name);
-    if (config_.jobmaster_enabled && WorkerCount(spec) > 0) AddJobMasterRole(&spec, name);
+    if (config_.jobmaster_enabled && WorkerCount(spec) > 0 && spec.job_master_address().empty()) {
+      AddJobMasterRole(&spec, name);
+    }
     rec.set_id(next_job_id_++);
     rec.set_name(name);
     *rec.mutable_spec() = spec;

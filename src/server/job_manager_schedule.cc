@@ -83,7 +83,7 @@ void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   job->rec.set_message("");
   SetJobState(*job, v1::JOB_SCHEDULED, now);
   AddEvent(*job, "scheduled", absl::StrCat("scheduled on ", absl::StrJoin(where, ", ")), now);
-  job->job_master.clear();
+  job->job_master = job->rec.spec().job_master_address();  // a master in the client
   int jm = FindTask(*job, "jobmaster", 0);
   if (jm >= 0) {
     const v1::TaskRecord& t = job->rec.tasks(jm);

@@ -225,3 +225,29 @@ TEST(TrainingTest, WorkerOfALostNodeIsStartedElsewhereAndTrainingContinues) {
 
 }  // namespace
 }  // namespace trainyard::testing
+
+namespace trainyard::testing {
+namespace {
+
+TEST(TrainingTest, JobMasterCanRunInsideTheSubmittingClient) {
+  Cluster c({.nodes = 1});
+  std::string bin = TrainyardBin();
+  WriteFile(c.dir() + "/inclient.yaml", absl::StrCat(R"(
+name: inclient
+replicas:
+  worker:
+    count: 3
+    command: [sh, -c, ')", bin, " worker barrier && ", bin, " worker barrier && ", bin, R"( worker state COMPLETED']
+)"));
+  CommandResult r = c.Cli({"submit", c.dir() + "/inclient.yaml", "--jobmaster-in-client"});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("its master runs here at 127.0.0.1:"));
+  EXPECT_THAT(r.out, HasSubstr("SUCCEEDED"));
+  nlohmann::json d = c.Describe("inclient");
+  EXPECT_EQ(d["state"], "JOB_SUCCEEDED");
+  EXPECT_EQ(d["tasks"].size(), 3u) << "no master task on the cluster";
+  EXPECT_THAT(d["job_master"].get<std::string>(), HasSubstr("127.0.0.1:"));
+}
+
+}  // namespace
+}  // namespace trainyard::testing

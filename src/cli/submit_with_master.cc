@@ -1,0 +1,106 @@
+// A job master inside the submitting client.
+#include "cli/submit_with_master.h"
+
+#include <unistd.h>
+
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "cli/client.h"
+#include "cli/verbs.h"
+#include "common/clock.h"
+#include "jobmaster/jobmaster_server.h"
+#include "jobmaster/server_job_terminator.h"
+#include "server/task_env.h"
+
+namespace trainyard::cli {
+namespace {
+
+// Reports the job under the name the server gave it (known only after the
+// submission, which needs the master's address first).
+class NamedTerminator : public jobmaster::JobTerminator {
+ public:
+  explicit NamedTerminator(jobmaster::JobTerminator* inner) : inner_(inner) {}
+  void SetName(const std::string& name) {
+    std::lock_guard<std::mutex> lock(mu_);
+    name_ = name;
+  }
+  void Terminate(const jobmaster::JobEnd& end) override {
+    jobmaster::JobEnd named = end;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!name_.empty()) named.job = name_;
+    }
+    inner_->Terminate(named);
+  }
+
+ private:
+  jobmaster::JobTerminator* inner_;
+  std::mutex mu_;
+  std::string name_;
+};
+
+std::string HostFor(const std::string& server, const std::string& advertise) {
+  if (!advertise.empty()) return advertise;
+  if (absl::StartsWith(server, "127.") || absl::StartsWith(server, "localhost")) return "127.0.0.1";
+  char host[256] = {0};
+  return gethostname(host, sizeof(host) - 1) == 0 && host[0] ? host : "127.0.0.1";
+}
+
+bool Terminal(v1::JobState s) { return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED; }
+
+}  // namespace
+
+int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_address, v1::JobSpec spec,
+                     const std::string& advertise_host) {
+  jobmaster::StreamJobTerminator printer(&std::cout, "");
+  jobmaster::ServerJobTerminator to_server(server_address, &printer);
+  NamedTerminator named(&to_server);
+  jobmaster::JobMasterConfig config;
+  config.job_name = spec.name();
+  config.num_workers = std::max(1, server::WorkerCount(spec));
+  RealClock clock;
+  auto master = jobmaster::JobMasterServer::Create(config, &named, &clock);
+  if (!master.ok()) {
+    std::cerr << "trainyard submit: cannot start the job master: " << master.status().message() << "\n";
+    return kExitFailure;
+  }
+  std::thread loop([&] { (void)(*master)->Run(absl::Seconds(1)); });
+  std::string address = absl::StrCat(HostFor(server_address, advertise_host), ":", (*master)->port());
+  spec.set_job_master_address(address);
+  v1::SubmitRequest req;
+  *req.mutable_spec() = spec;
+  v1::SubmitResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub.Submit(ctx.get(), req, &resp);
+  if (!st.ok()) {
+    (*master)->Stop();
+    loop.join();
+    return ReportError("submit", server_address, st);
+  }
+  named.SetName(resp.job());
+  std::cout << "job " << resp.job() << " submitted; its master runs here at " << address << std::endl;
+  v1::JobView v;
+  std::string last;
+  for (;;) {
+    v1::DescribeJobRequest dr;
+    dr.set_job(resp.job());
+    auto dctx = Context();
+    if (stub.DescribeJob(dctx.get(), dr, &v).ok()) {
+      std::string line = v1::JobState_Name(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
+      if (line != last) std::cout << resp.job() << ": " << line.substr(line.find('_') + 1) << std::endl;
+      last = line;
+      if (Terminal(v.state())) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
+  }
+  (*master)->Stop();
+  loop.join();
+  to_server.WaitDelivered(5);
+  return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
+}
+
+}  // namespace trainyard::cli
