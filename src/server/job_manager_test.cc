@@ -318,3 +318,22 @@ replicas:
 
 }  // namespace
 }  // namespace trainyard::server
+
+namespace trainyard::server {
+namespace {
+
+TEST_F(JobManagerTest, PortsThatNoNodeHasFreeLeaveTheJobPendingWithAReason) {
+  FakeLink link;
+  v1::NodeInfo n = Node("n1");
+  n.mutable_capacity()->mutable_ports(0)->set_end(30009);  // 10 ports
+  ASSERT_TRUE(manager_->RegisterAgent(n, &link).ok());
+  std::string job = Submit("name: porty\nreplicas:\n  worker:\n    resources: {ports: 20}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  v1::JobView v = Describe(job);
+  EXPECT_EQ(v.state(), v1::JOB_QUEUED);
+  EXPECT_THAT(v.reason(), HasSubstr("port")) << v.reason();
+  EXPECT_TRUE(link.Launches().empty());
+}
+
+}  // namespace
+}  // namespace trainyard::server
