@@ -80,7 +80,10 @@ void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
   task.start_at = absl::InfiniteFuture();
   task.has_exit = false;
   absl::Status prepared = logs_.Prepare(l.key);
-  task.cgroup = CgroupSafeName(absl::StrCat(l.key.job, "_", l.key.role, "-", l.key.index, "_a", task.attempt));
+  // Named per agent (its data dir), so two agents on one machine — a local
+  // cluster, or two test clusters — never share a task's cgroup.
+  task.cgroup = CgroupSafeName(absl::StrCat(absl::Hex(std::hash<std::string>{}(data_dir_) & 0xffffffffu), "_", l.key.job,
+                                            "_", l.key.role, "-", l.key.index, "_a", task.attempt));
   limiter_->Release(task.cgroup);  // a leftover of an earlier agent would carry old OOM counts
   absl::StatusOr<PreparedLimits> limits =
       limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb, .vcores_milli = l.vcores_milli});
