@@ -2,8 +2,6 @@
 #   make up    install what is missing, build, start the local cluster, run the demo
 #   make test  install what is missing, build, run every test
 BUILD_DIR := build/release
-# Paths relative to the checkout, so ccache hits across clones.
-export CCACHE_BASEDIR := $(CURDIR)
 ASAN_DIR := build/asan
 
 .PHONY: all setup build test up bench asan asan-test clean
