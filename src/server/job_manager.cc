@@ -79,6 +79,11 @@ void JobManager::Stop() {
   Flush();
 }
 
+void JobManager::SetServerAddress(const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  server_address_ = address;
+}
+
 void JobManager::Wake() {
   dirty_ = true;
   cv_.notify_all();
@@ -173,7 +178,8 @@ void JobManager::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
   jm->add_command("-c");
   jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
                                " --workers ", WorkerCount(*spec),
-                               " --port \"${TRAINYARD_PORTS%%,*}\" --server ", config_.listen));
+                               " --port \"${TRAINYARD_PORTS%%,*}\" --server ",
+                               server_address_.empty() ? config_.listen : server_address_));
   // The master comes first, as the job's first task.
   std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,
               spec->mutable_replicas()->rend());

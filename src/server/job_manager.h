@@ -89,6 +89,10 @@ class JobManager {
   void OnTaskStatus(const std::string& node, const v1::TaskStatus& status);
   void OnLogData(const v1::LogData& data);
 
+  // The address the server is reachable on (bound, so never port 0); job
+  // masters report to it. Call before Start.
+  void SetServerAddress(const std::string& address);
+
   // Runs one scheduling round now (tests, benchmarks).
   void ScheduleNowForTest();
   ManagerStats Stats();
@@ -149,6 +153,7 @@ class JobManager {
   std::map<std::string, std::unique_ptr<NodeRt>> nodes_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::shared_ptr<LogWaiter>> log_waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string server_address_ ABSL_GUARDED_BY(mu_);
   uint64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   WriteBatch batch_ ABSL_GUARDED_BY(mu_);  // changes not yet handed to the store
   std::set<std::string> dirty_jobs_ ABSL_GUARDED_BY(mu_);  // records to write at Flush

@@ -59,6 +59,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   std::vector<std::string> parts = absl::StrSplit(config.listen, absl::MaxSplits(':', 1));
   std::string host = config.listen.substr(0, config.listen.rfind(':'));
   s->address_ = absl::StrCat(host, ":", port);
+  s->manager_->SetServerAddress(s->address_);
   s->manager_->Start();
   Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
   return s;
