@@ -13,6 +13,7 @@
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
 #include "core/resources/resource.h"
+#include "server/convert.h"
 #include "yaml-cpp/yaml.h"
 
 namespace trainyard::server {
@@ -391,21 +392,6 @@ bool ValidName(const std::string& name) {
     if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) return false;
   }
   return true;
-}
-
-core::Resource ToCore(const v1::Resource& r) {
-  core::Resource c;
-  c.memory_mb = r.memory_mb();
-  c.vcores_milli = r.vcores_milli();
-  c.gpus = r.gpus();
-  c.gpu_mask = r.gpu_mask();
-  c.port_count = r.port_count();
-  for (const auto& p : r.ports()) {
-    if (p.begin() >= core::kMinPort && p.begin() <= p.end() && p.end() <= core::kMaxPort) {
-      c.ports.Add({p.begin(), p.end()});
-    }
-  }
-  return c;
 }
 
 const v1::ReplicaSpec* FindRole(const v1::JobSpec& spec, std::string_view role) {
