@@ -14,20 +14,25 @@ grpc::Status ToGrpc(const absl::Status& st) {
   return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
 }
 
-grpc::Status ClientService::Submit(grpc::ServerContext*, const v1::SubmitRequest* req,
-                                   v1::SubmitResponse* resp) {
+grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
+                                                v1::SubmitResponse* resp) {
+  grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
   v1::JobSpec spec;
   if (req->has_spec()) {
     spec = req->spec();
   } else {
     absl::StatusOr<v1::JobSpec> parsed = ParseJobSpecYaml(req->yaml());
-    if (!parsed.ok()) return ToGrpc(parsed.status());
+    if (!parsed.ok()) {
+      reactor->Finish(ToGrpc(parsed.status()));
+      return reactor;
+    }
     spec = std::move(*parsed);
   }
-  absl::StatusOr<v1::SubmitResponse> r = manager_->Submit(std::move(spec));
-  if (!r.ok()) return ToGrpc(r.status());
-  *resp = std::move(*r);
-  return grpc::Status::OK;
+  manager_->SubmitAsync(std::move(spec), [reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
+    if (r.ok()) *resp = std::move(*r);
+    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+  });
+  return reactor;
 }
 
 grpc::Status ClientService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,

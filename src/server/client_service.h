@@ -8,11 +8,15 @@
 
 namespace trainyard::server {
 
-class ClientService final : public v1::Trainyard::Service {
+// Submit is served in gRPC's callback style: the call is answered from the
+// store's commit callback, so no thread waits on the disk per submission.
+// The other methods are synchronous.
+class ClientService final : public v1::Trainyard::WithCallbackMethod_Submit<v1::Trainyard::Service> {
  public:
   explicit ClientService(JobManager* manager) : manager_(manager) {}
 
-  grpc::Status Submit(grpc::ServerContext*, const v1::SubmitRequest*, v1::SubmitResponse*) override;
+  grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
+                                   v1::SubmitResponse* resp) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest*, v1::JobView*) override;
   grpc::Status KillJob(grpc::ServerContext*, const v1::KillJobRequest*, v1::KillJobResponse*) override;

@@ -3,6 +3,7 @@
 #include "server/job_manager.h"
 
 #include <algorithm>
+#include <future>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -75,8 +76,14 @@ void JobManager::Stop() {
     cv_.notify_all();
   }
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
-  Flush();
+  // Hand the store everything not yet written, and wait for it: the write's
+  // completion calls back into this object.
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return !flush_in_flight_; });
+    Flush();
+    if (!flush_in_flight_) break;
+  }
 }
 
 void JobManager::SetServerAddress(const std::string& address) {
@@ -185,7 +192,49 @@ void JobManager::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
               spec->mutable_replicas()->rend());
 }
 
+namespace {
+// One PENDING task record per replica; workers get ids 0.., then the
+// parameter servers and other roles (the job master none).
+void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
+  int worker_id = 0;
+  for (const auto& rs : spec.replicas()) {
+    for (int i = 0; i < rs.count(); ++i) {
+      v1::TaskRecord* t = rec->add_tasks();
+      t->set_role(rs.role());
+      t->set_index(i);
+      t->set_worker_id(IsWorkerRole(rs.role()) ? worker_id++ : -1);
+      t->set_state(v1::TASK_PENDING);
+    }
+  }
+  int ps_id = worker_id;
+  for (auto& t : *rec->mutable_tasks()) {
+    if (t.worker_id() < 0 && t.role() != "jobmaster") t.set_worker_id(ps_id++);
+  }
+}
+}  // namespace
+
 absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
+  std::promise<absl::StatusOr<v1::SubmitResponse>> promise;
+  std::future<absl::StatusOr<v1::SubmitResponse>> result = promise.get_future();
+  SubmitAsync(std::move(spec), [&promise](absl::StatusOr<v1::SubmitResponse> r) { promise.set_value(std::move(r)); });
+  return result.get();
+}
+
+void JobManager::SubmitAsync(v1::JobSpec spec, SubmitDone done) {
+  absl::StatusOr<PreparedJob> prepared = PrepareSubmit(std::move(spec));
+  if (!prepared.ok()) {
+    done(prepared.status());
+    return;
+  }
+  WriteBatch batch;
+  batch.CreateJob(prepared->rec, prepared->first_event);
+  auto shared = std::make_shared<PreparedJob>(std::move(*prepared));
+  store_->CommitAsync(std::move(batch), [this, shared, done = std::move(done)](absl::Status st) {
+    done(AcceptCommitted(*shared, st));
+  });
+}
+
+absl::StatusOr<JobManager::PreparedJob> JobManager::PrepareSubmit(v1::JobSpec spec) {
   if (spec.user().empty()) spec.set_user("default");
   if (spec.queue().empty()) spec.set_queue("default");
   std::vector<std::string> problems = ValidateJobSpec(spec, config_.limits);
@@ -224,39 +273,30 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
   rec.set_state(v1::JOB_QUEUED);
   rec.set_submit_time_ms(ToMs(clock_->Now()));
   rec.set_pending_reason("waiting for the scheduler");
-  int worker_id = 0;
-  for (const auto& rs : spec.replicas()) {
-    for (int i = 0; i < rs.count(); ++i) {
-      v1::TaskRecord* t = rec.add_tasks();
-      t->set_role(rs.role());
-      t->set_index(i);
-      t->set_worker_id(IsWorkerRole(rs.role()) ? worker_id++ : -1);
-      t->set_state(v1::TASK_PENDING);
-    }
-  }
-  int ps_id = worker_id;  // parameter servers get ids after the workers
-  for (auto& t : *rec.mutable_tasks()) {
-    if (t.worker_id() < 0 && t.role() != "jobmaster") t.set_worker_id(ps_id++);
-  }
-  v1::JobEventRecord ev;
+  AddTaskRecords(spec, &rec);
+  PreparedJob out;
+  v1::JobEventRecord& ev = out.first_event;
   ev.set_job_id(rec.id());
   ev.set_time_ms(rec.submit_time_ms());
   ev.set_kind("submitted");
   ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (",
                            rec.tasks_size(), " tasks, priority ", PriorityName(spec.priority()), ")"));
-  WriteBatch batch;
-  batch.CreateJob(rec, ev);
-  absl::Status st = store_->Commit(std::move(batch));
+  out.rec = std::move(rec);
+  return out;
+}
+
+absl::StatusOr<v1::SubmitResponse> JobManager::AcceptCommitted(PreparedJob& prepared, const absl::Status& st) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!st.ok()) {
-    jobs_.erase(rec.name());
+    jobs_.erase(prepared.rec.name());
     return absl::UnavailableError(absl::StrCat("the job was not accepted: the store cannot keep it: ",
                                                st.message()));
   }
   auto job = std::make_unique<JobRt>();
-  job->rec = rec;
+  job->rec = std::move(prepared.rec);
+  const v1::JobRecord& rec = job->rec;
   job->launch_base.assign(rec.tasks_size(), 0);
-  job->events.push_back(ToView(ev));
+  job->events.push_back(ToView(prepared.first_event));
   absl::Status added = scheduler_->AddJob(*ToJobRequest(rec));
   if (added.ok()) {
     job->in_scheduler = true;
@@ -266,11 +306,11 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
     Persist(*job);
   }
   ++stats_.submitted;
-  jobs_[rec.name()] = std::move(job);
-  Wake();
   v1::SubmitResponse resp;
   resp.set_job(rec.name());
   resp.set_job_id(rec.id());
+  jobs_[rec.name()] = std::move(job);
+  Wake();
   return resp;
 }
 
@@ -294,12 +334,18 @@ void JobManager::AddEvent(JobRt& job, const std::string& kind, const std::string
   ev.set_text(text);
   job.events.push_back(ToView(ev));
   batch_.AppendEvent(std::move(ev));
-  Log(LogLevel::kInfo, "server", "job %s: %s", job.rec.name(), text);
+  // Every job is scheduled and started; at thousands of jobs a second those
+  // lines would cost more than the work. They stay in the job's events.
+  bool routine = kind == "scheduled" || kind == "started";
+  Log(routine ? LogLevel::kDebug : LogLevel::kInfo, "server", "job %s: %s", job.rec.name(), text);
 }
 
 void JobManager::Persist(JobRt& job) { dirty_jobs_.insert(job.rec.name()); }
 
 void JobManager::Flush() {
+  // One write in flight at a time: changes made meanwhile gather (a job
+  // changed three times is written once) and go when it completes.
+  if (flush_in_flight_) return;
   for (const std::string& name : dirty_jobs_) {
     JobRt* job = FindJob(name);
     if (job) batch_.UpdateJob(job->rec);
@@ -308,8 +354,18 @@ void JobManager::Flush() {
   if (batch_.empty()) return;
   WriteBatch batch;
   std::swap(batch, batch_);
-  store_->CommitAsync(std::move(batch), [](absl::Status st) {
+  flush_in_flight_ = true;
+  const std::thread::id caller = std::this_thread::get_id();
+  store_->CommitAsync(std::move(batch), [this, caller](absl::Status st) {
     if (!st.ok()) Log(LogLevel::kError, "server", "store write failed: %s", std::string(st.message()));
+    if (std::this_thread::get_id() == caller) {
+      flush_in_flight_ = false;  // answered inline: the caller holds mu_
+      return;
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    flush_in_flight_ = false;
+    Flush();
+    cv_.notify_all();
   });
 }
 

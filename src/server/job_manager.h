@@ -8,6 +8,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,10 @@ class JobManager {
   // Errors: InvalidArgument naming the field; Unavailable when the store
   // cannot keep it (nothing is acknowledged then).
   absl::StatusOr<v1::SubmitResponse> Submit(v1::JobSpec spec);
+  // The same without blocking: `done` runs once the job is durable (on the
+  // store's thread) or at once on a validation error. Submit waits on it.
+  using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
+  void SubmitAsync(v1::JobSpec spec, SubmitDone done);
   absl::StatusOr<v1::JobView> Describe(const std::string& job);
   std::vector<v1::JobView> ListJobs(bool include_finished);
   // Kills a job: tasks get SIGTERM then SIGKILL; state KILLED.
@@ -104,6 +109,14 @@ class JobManager {
   struct NodeRt;
   struct LogWaiter;
 
+  // A submission validated and named, waiting for its record to be durable.
+  struct PreparedJob {
+    v1::JobRecord rec;
+    v1::JobEventRecord first_event;
+  };
+  absl::StatusOr<PreparedJob> PrepareSubmit(v1::JobSpec spec);
+  // Takes the job in (or drops its reserved name when `st` says it was not kept).
+  absl::StatusOr<v1::SubmitResponse> AcceptCommitted(PreparedJob& prepared, const absl::Status& st);
   void Loop();
   void RunRound() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -133,6 +146,8 @@ class JobManager {
   void AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Persist(JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Hands batch_ and the dirty jobs to the store (asynchronously, one write
+  // in flight at a time).
   void Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobView View(const JobRt& job, bool with_events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -162,10 +177,12 @@ class JobManager {
   std::set<std::string> preempting_ ABSL_GUARDED_BY(mu_);
   // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
   std::map<std::string, int> next_suffix_ ABSL_GUARDED_BY(mu_);
+  bool flush_in_flight_ ABSL_GUARDED_BY(mu_) = false;  // a Flush's write not yet answered
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   ManagerStats stats_ ABSL_GUARDED_BY(mu_);
   absl::Time started_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_liveness_check_ ABSL_GUARDED_BY(mu_);  // CheckNodes runs at most every 100 ms
   std::thread thread_;
 };
 

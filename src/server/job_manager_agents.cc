@@ -268,6 +268,10 @@ void JobManager::CheckSuccess(JobRt& job, absl::Time now) {
 }
 
 void JobManager::CheckNodes(absl::Time now) {
+  // Rounds run on every event (thousands a second under load); liveness
+  // needs checking only at the tick's pace, not on each of them.
+  if (now - last_liveness_check_ < absl::Milliseconds(100)) return;
+  last_liveness_check_ = now;
   absl::Duration timeout = absl::Milliseconds(config_.node_timeout_ms);
   for (auto& [name, node] : nodes_) {
     if (node->state == v1::NODE_READY && now - node->last_heartbeat > timeout) NodeLost(*node, now);

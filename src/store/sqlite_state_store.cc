@@ -85,6 +85,9 @@ void SqliteStore::CommitAsync(WriteBatch batch, Done done) {
 void SqliteStore::RunCommitter() {
   const size_t max_group =
       options_.group_commit ? static_cast<size_t>(std::max(1, options_.max_group_batches)) : 1;
+  // Start of the previous transaction and how many batches it held.
+  absl::Time last_start = absl::InfinitePast();
+  size_t last_size = 0;
   while (true) {
     std::vector<Pending> group;
     {
@@ -94,12 +97,26 @@ void SqliteStore::RunCommitter() {
                ABSL_EXCLUSIVE_LOCKS_REQUIRED(s->mu_) { return s->stopping_ || !s->queue_.empty(); },
           this));
       if (queue_.empty()) return;
+      // Writers are busy (the last transaction held several batches and began
+      // moments ago): let more gather rather than start a transaction per
+      // batch. A lone writer's commits are never held back.
+      absl::Time not_before = last_start + options_.commit_interval;
+      if (last_size > 1 && queue_.size() < max_group && absl::Now() < not_before) {
+        std::pair<SqliteStore*, size_t> arg(this, max_group);
+        mu_.AwaitWithDeadline(
+            absl::Condition(+[](std::pair<SqliteStore*, size_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+              return a->first->stopping_ || a->first->queue_.size() >= a->second;
+            }, &arg),
+            not_before);
+      }
       size_t n = std::min(queue_.size(), max_group);
       for (size_t i = 0; i < n; ++i) {
         group.push_back(std::move(queue_.front()));
         queue_.pop_front();
       }
     }
+    last_start = absl::Now();
+    last_size = group.size();
     CommitGroup(group);
     for (Pending& p : group) {
       if (p.done) p.done(p.status);

@@ -27,6 +27,12 @@ struct SqliteStoreOptions {
   bool group_commit = true;
   // At most this many batches in one group transaction.
   int max_group_batches = 4096;
+  // After a transaction, the next one starts no sooner than this (unless
+  // max_group_batches are waiting): under a steady stream of small batches
+  // the store commits a few hundred larger transactions a second instead of
+  // one per batch, each costing a WAL write of every page it touched and an
+  // fsync. An idle store commits at once, so a lone write waits for nothing.
+  absl::Duration commit_interval = absl::Milliseconds(2);
   // Open without write access (e.g. `trainyard server --check-store`); every
   // write fails with FailedPrecondition.
   bool read_only = false;
