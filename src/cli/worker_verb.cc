@@ -2,10 +2,14 @@
 // inside a task. Each command is its own short-lived process: it reads
 // TRAINYARD_JOB_MASTER and TRAINYARD_WORKER_ID, ATTACHes to its worker (or
 // registers it with STARTING, without pings, when the worker has not
-// registered yet), makes one request and exits. Exit codes: 0 done; 1 the
+// registered yet), makes one request and exits; a barrier whose master went
+// away is entered again once the master is back. Exit codes: 0 done; 1 the
 // master refused or the barrier failed; 2 bad command line or environment;
-// 3 the master is unreachable or went away (retry); 4 timed out.
+// 3 the master is unreachable or went away (and for a barrier, did not come
+// back in time); 4 timed out.
+#include <algorithm>
 #include <iostream>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/ascii.h"
@@ -25,12 +29,18 @@ using jobmaster::FrameConnection;
 constexpr int kExitTimeout = 4;
 constexpr absl::Duration kConnectWait = absl::Seconds(10);
 constexpr absl::Duration kReplyGrace = absl::Seconds(5);
+// How long a barrier whose master went away keeps trying to enter it again
+// when --timeout does not bound it (the agent restarts a master in well under
+// that).
+constexpr absl::Duration kReconnectWindow = absl::Seconds(60);
+constexpr absl::Duration kMaxBackoff = absl::Seconds(1);
 
 struct WorkerFlags {
   std::string state;
   std::string reason;
   bool all_joined = false;
   double timeout_s = 0;
+  int64_t generation = -1;  // barrier: -1 = whichever is open
   std::string output = "table";
 };
 
@@ -44,10 +54,10 @@ int Fail(std::string_view verb, const absl::Status& s) {
 }
 
 // Connects and speaks for this task's worker: ATTACH, or STARTING when the
-// worker has not registered yet.
+// worker has not registered yet (as after the master restarted). Connection
+// refusals are retried until `deadline`.
 absl::StatusOr<std::unique_ptr<FrameConnection>> ConnectAsWorker(
-    const jobmaster::JobMasterClientOptions& options) {
-  absl::Time deadline = absl::Now() + kConnectWait;
+    const jobmaster::JobMasterClientOptions& options, absl::Time deadline) {
   auto conn = FrameConnection::Connect(options.master_address, deadline);
   if (!conn.ok()) return conn.status();
   pb::JobMasterRequest attach;
@@ -70,9 +80,8 @@ absl::Time ReplyDeadline(double timeout_s) {
   return absl::Now() + absl::Seconds(timeout_s) + kReplyGrace;
 }
 
-// Runs `verb` against the master: environment, connection, one request.
-int RunVerb(std::string_view verb, pb::JobMasterRequest request, absl::Time deadline,
-            pb::JobMasterResponse* response) {
+// The worker's options from the environment; kExitOk or the exit code.
+int LoadOptions(std::string_view verb, jobmaster::JobMasterClientOptions* out) {
   auto options = jobmaster::ClientOptionsFromEnvironment();
   if (!options.ok()) {
     std::cerr << "trainyard worker " << verb << ": " << options.status().message() << "\n";
@@ -83,10 +92,27 @@ int RunVerb(std::string_view verb, pb::JobMasterRequest request, absl::Time dead
               << ": TRAINYARD_WORKER_ID is not set: it names the worker this task speaks for\n";
     return kExitUsage;
   }
-  auto conn = ConnectAsWorker(*options);
-  if (!conn.ok()) return Fail(verb, conn.status());
+  *out = *std::move(options);
+  return kExitOk;
+}
+
+// Connects as the worker and makes one request.
+absl::StatusOr<pb::JobMasterResponse> CallAsWorker(
+    const jobmaster::JobMasterClientOptions& options, pb::JobMasterRequest request,
+    absl::Time connect_deadline, absl::Time deadline) {
+  auto conn = ConnectAsWorker(options, connect_deadline);
+  if (!conn.ok()) return conn.status();
   request.set_request_id(3);
-  absl::StatusOr<pb::JobMasterResponse> r = (*conn)->Call(request, deadline);
+  return (*conn)->Call(request, deadline);
+}
+
+// Runs `verb` against the master: environment, connection, one request.
+int RunVerb(std::string_view verb, pb::JobMasterRequest request, absl::Time deadline,
+            pb::JobMasterResponse* response) {
+  jobmaster::JobMasterClientOptions options;
+  if (int rc = LoadOptions(verb, &options); rc != kExitOk) return rc;
+  absl::StatusOr<pb::JobMasterResponse> r =
+      CallAsWorker(options, std::move(request), absl::Now() + kConnectWait, deadline);
   if (!r.ok()) return Fail(verb, r.status());
   *response = *std::move(r);
   return kExitOk;
@@ -157,13 +183,52 @@ int RunList(const WorkerFlags& f) {
   return rc;
 }
 
-int RunBarrier(const WorkerFlags& f) {
+// The barrier request: the master's wait left before `master_deadline`, and
+// the generation when the script gave one.
+pb::JobMasterRequest BarrierRequest(const WorkerFlags& f, absl::Time master_deadline) {
   pb::JobMasterRequest request;
-  request.mutable_barrier()->set_timeout_ms(static_cast<int64_t>(f.timeout_s * 1000));
-  pb::JobMasterResponse response;
-  int rc = RunVerb("barrier", request, ReplyDeadline(f.timeout_s), &response);
-  if (rc == kExitOk) std::cout << "barrier " << response.barrier().generation() << " passed\n";
-  return rc;
+  if (master_deadline != absl::InfiniteFuture()) {
+    request.mutable_barrier()->set_timeout_ms(
+        std::max<int64_t>(1, absl::ToInt64Milliseconds(master_deadline - absl::Now())));
+  }
+  if (f.generation >= 0) request.mutable_barrier()->set_generation(f.generation);
+  return request;
+}
+
+// Enters the barrier; when the master goes away meanwhile (it crashed and is
+// being restarted), reconnects, registers again if the new master does not
+// know the worker, and enters the same barrier again, within --timeout (or
+// kReconnectWindow when there is none).
+int RunBarrier(const WorkerFlags& f) {
+  if (f.generation < -1) {
+    std::cerr << "trainyard worker barrier: --generation " << f.generation
+              << " is negative: barriers count from 0\n";
+    return kExitUsage;
+  }
+  jobmaster::JobMasterClientOptions options;
+  if (int rc = LoadOptions("barrier", &options); rc != kExitOk) return rc;
+  absl::Time master_deadline =
+      f.timeout_s > 0 ? absl::Now() + absl::Seconds(f.timeout_s) : absl::InfiniteFuture();
+  absl::Time give_up = absl::InfiniteFuture();  // set once the master went away
+  absl::Duration backoff = absl::Milliseconds(50);
+  while (true) {
+    absl::Time connect_deadline = std::min(give_up, absl::Now() + kConnectWait);
+    absl::StatusOr<pb::JobMasterResponse> r =
+        CallAsWorker(options, BarrierRequest(f, master_deadline), connect_deadline,
+                     master_deadline + kReplyGrace);
+    if (r.ok()) {
+      std::cout << "barrier " << r->barrier().generation() << " passed\n";
+      return kExitOk;
+    }
+    if (!absl::IsUnavailable(r.status()) || absl::Now() >= give_up) return Fail("barrier", r.status());
+    if (give_up == absl::InfiniteFuture()) {
+      give_up = std::min(master_deadline, absl::Now() + kReconnectWindow);
+    }
+    std::cerr << "trainyard worker barrier: " << r.status().message()
+              << "; entering the barrier again\n";
+    std::this_thread::sleep_for(absl::ToChronoMilliseconds(backoff));  // reconnection pacing
+    backoff = std::min(backoff * 2, kMaxBackoff);
+  }
 }
 
 }  // namespace
@@ -185,6 +250,9 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
   list->callback([f, exit_code] { *exit_code = RunList(*f); });
   auto* barrier = cmd->add_subcommand("barrier", "Wait until every worker reaches the barrier");
   barrier->add_option("--timeout", f->timeout_s, "Seconds to wait (0: the master's default)");
+  barrier->add_option("--generation", f->generation,
+                      "Which barrier this is, counting from 0; with it a barrier retried after "
+                      "the job master restarted cannot be taken for the next one");
   barrier->callback([f, exit_code] { *exit_code = RunBarrier(*f); });
 }
 

@@ -101,6 +101,7 @@ void MasterState::ReplyRegistered(ConnId conn, uint64_t request_id, int id) {
   reply->set_worker_id(id);
   reply->set_num_workers(config_.num_workers);
   reply->set_state(workers_[id].state);
+  reply->set_barrier_generation(barrier_generation_);
   outbox_->Send(conn, scratch_);
 }
 

@@ -105,6 +105,8 @@ class MasterState {
   const std::string& SerializedList();
   void AnswerListWaiters();
   void CompleteBarrier();
+  void AnswerPassedBarrier(ConnId conn, uint64_t request_id, int64_t generation);
+  void AdvanceBarrierTo(int64_t generation);
   void FailBarrier(const absl::Status& status);
   void DropWaits(ConnId conn);
   void CheckPings(absl::Time now);

@@ -114,6 +114,68 @@ TEST_F(MasterStateTest, RestartedMasterRebuildsStateFromReRegistrations) {
   EXPECT_EQ(terminator_.end()->outcome, JobOutcome::kSucceeded);
 }
 
+// A barrier request for generation `g` (-1: none) on `conn`.
+pb::JobMasterRequest Barrier(uint64_t request_id, int64_t g) {
+  pb::JobMasterRequest r;
+  r.set_request_id(request_id);
+  r.mutable_barrier()->set_timeout_ms(5000);
+  if (g >= 0) r.mutable_barrier()->set_generation(g);
+  return r;
+}
+
+// Barrier 4 completed on the old master; worker 0 got its answer and waits on
+// 5, worker 1's answer was lost and it retries 4, worker 2 had not asked yet.
+TEST_F(MasterStateTest, RestartedMasterAnswersARetryOfAPassedBarrierAndMovesOn) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  for (int id = 0; id < 3; ++id) Start(id + 1, id, true, pb::RUNNING);
+  EXPECT_EQ(outbox_.last[1].registered().barrier_generation(), 0);
+  Request(1, Barrier(10, 5));
+  EXPECT_EQ(state_->barrier_generation(), 5);
+  EXPECT_EQ(state_->barrier_waiting(), 1);
+  Request(2, Barrier(11, 4));
+  ASSERT_TRUE(outbox_.last[2].has_barrier()) << outbox_.last[2].DebugString();
+  EXPECT_EQ(outbox_.last[2].barrier().generation(), 4);
+  EXPECT_EQ(state_->barrier_waiting(), 1) << "barrier 4 passed already; it does not wait";
+  Request(2, Barrier(12, 5));
+  Request(3, Barrier(13, 5));
+  for (ConnId c = 1; c <= 3; ++c) {
+    ASSERT_TRUE(outbox_.last[c].has_barrier()) << c << ": " << outbox_.last[c].DebugString();
+    EXPECT_EQ(outbox_.last[c].barrier().generation(), 5);
+  }
+  EXPECT_EQ(state_->barrier_generation(), 6);
+}
+
+// The same, with the retry of barrier 4 arriving first: it waits until a
+// worker on barrier 5 shows that 4 passed.
+TEST_F(MasterStateTest, RestartedMasterLetsARetryThroughOnceAWorkerIsPastIt) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  for (int id = 0; id < 3; ++id) Start(id + 1, id, true, pb::RUNNING);
+  Request(2, Barrier(11, 4));
+  EXPECT_EQ(state_->barrier_waiting(), 1);
+  EXPECT_FALSE(outbox_.last[2].has_barrier());
+  Request(1, Barrier(10, 5));
+  ASSERT_TRUE(outbox_.last[2].has_barrier());
+  EXPECT_EQ(outbox_.last[2].barrier().generation(), 4);
+  EXPECT_EQ(state_->barrier_generation(), 5);
+  EXPECT_EQ(state_->barrier_waiting(), 1);
+  Request(2, Barrier(12, 5));
+  Request(3, Barrier(13, -1));  // no generation: the barrier that is open
+  EXPECT_EQ(outbox_.last[3].barrier().generation(), 5);
+  EXPECT_EQ(outbox_.last[1].barrier().generation(), 5);
+}
+
+TEST_F(MasterStateTest, NegativeBarrierGenerationIsRefused) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, false);
+  Request(1, Barrier(7, -1));
+  pb::JobMasterRequest bad = Barrier(8, 0);
+  bad.mutable_barrier()->set_generation(-3);
+  Request(1, bad);
+  EXPECT_EQ(outbox_.last[1].error().message(),
+            "barrier generation -3 is negative: it counts the job's barriers from 0");
+  EXPECT_EQ(state_->barrier_waiting(), 1);
+}
+
 TEST_F(MasterStateTest, ResumingInErrorOrUnknownStateIsRefused) {
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   Start(1, 0, true, pb::ERROR);

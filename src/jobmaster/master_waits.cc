@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "common/logging.h"
 #include "jobmaster/master_state.h"
 
 namespace trainyard::jobmaster {
@@ -69,6 +70,15 @@ void MasterState::HandleBarrier(int id, ConnId conn, uint64_t request_id,
     return SendError(conn, request_id, absl::FailedPreconditionError(absl::StrFormat(
         "worker %d is %s and cannot enter a barrier", id, WorkerStateName(own))));
   }
+  if (request.has_generation()) {
+    int64_t g = request.generation();
+    if (g < 0) {
+      return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
+          "barrier generation %d is negative: it counts the job's barriers from 0", g)));
+    }
+    if (g < barrier_generation_) return AnswerPassedBarrier(conn, request_id, g);
+    if (g > barrier_generation_) AdvanceBarrierTo(g);
+  }
   if (state_counts_[pb::COMPLETED] + state_counts_[pb::ERROR] > 0) {
     return SendError(conn, request_id, absl::AbortedError(absl::StrFormat(
         "barrier cannot complete: %s", BlockingWorker())));
@@ -91,6 +101,26 @@ void MasterState::CompleteBarrier() {
   barrier_count_ = 0;
   ++barrier_generation_;
   barrier_next_deadline_ = absl::InfiniteFuture();
+}
+
+void MasterState::AnswerPassedBarrier(ConnId conn, uint64_t request_id, int64_t generation) {
+  // Barrier `generation` completed: every worker reached it. This request is
+  // a retry whose answer was lost with the connection.
+  scratch_.Clear();
+  scratch_.set_request_id(request_id);
+  scratch_.mutable_barrier()->set_generation(generation);
+  outbox_->Send(conn, scratch_);
+}
+
+void MasterState::AdvanceBarrierTo(int64_t generation) {
+  // A worker that waits on barrier `generation` passed every barrier before
+  // it, so they all completed (before this master started): the workers
+  // waiting here now wait on one of those and are let through.
+  Log(LogLevel::kInfo, "jobmaster",
+      "barrier generation goes from %d to %d: a worker reports passing barrier %d (the master "
+      "restarted)", barrier_generation_, generation, generation - 1);
+  if (barrier_count_ > 0) CompleteBarrier();
+  barrier_generation_ = generation;
 }
 
 void MasterState::FailBarrier(const absl::Status& status) {

@@ -2,6 +2,7 @@
 // reconnection) and the blocking and non-blocking calls.
 #include "jobmaster/client/job_master_client.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_format.h"
@@ -91,11 +92,15 @@ absl::Status JobMasterClient::Register(absl::Time deadline) {
   if (!reply->has_registered()) {
     return absl::InternalError("the job master answered STARTING with something else");
   }
-  if (worker_id_ < 0) {
+  bool first = worker_id_ < 0;
+  if (first) {
     worker_id_ = reply->registered().worker_id();
     num_workers_ = reply->registered().num_workers();
   }
   std::lock_guard<std::mutex> lock(mu_);
+  // Only the first master's count is trusted: a restarted master starts from
+  // 0 and learns the job's count from the workers' barrier requests.
+  if (first) next_barrier_generation_ = reply->registered().barrier_generation();
   conn_ = conn;
   if (state == pb::ERROR) {  // an ERROR is re-reported after registering
     pb::JobMasterRequest error;
@@ -253,9 +258,40 @@ absl::StatusOr<pb::ListWorkersReply> JobMasterClient::ListWorkers(pb::ListWorker
 }
 
 absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {
-  pb::JobMasterRequest request;
-  request.mutable_barrier()->set_timeout_ms(TimeoutMillis(timeout));
-  return Call(std::move(request), timeout + kGrace, "a barrier").status();
+  absl::Time deadline = absl::Now() + timeout;
+  int64_t generation;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation = next_barrier_generation_;
+  }
+  absl::Duration backoff = absl::Milliseconds(20);
+  while (true) {
+    absl::Duration left = deadline - absl::Now();
+    pb::JobMasterRequest request;
+    request.mutable_barrier()->set_timeout_ms(
+        std::max<int64_t>(TimeoutMillis(left), left == absl::InfiniteDuration() ? 0 : 1));
+    request.mutable_barrier()->set_generation(generation);
+    absl::StatusOr<pb::JobMasterResponse> r = Call(std::move(request), left + kGrace, "a barrier");
+    if (r.ok()) {
+      std::lock_guard<std::mutex> lock(mu_);
+      next_barrier_generation_ = r->barrier().generation() + 1;
+      return absl::OkStatus();
+    }
+    if (!absl::IsUnavailable(r.status())) return r.status();
+    // The master went away (it may have restarted): the I/O thread reconnects
+    // and re-registers; enter the same barrier again once it has.
+    Log(LogLevel::kInfo, "worker", "barrier %d: %s; entering it again", generation,
+        r.status().message());
+    std::unique_lock<std::mutex> lock(mu_);
+    if (WaitUntil(cv_, lock, std::min(deadline, absl::Now() + backoff), [this] { return stop_; }) ||
+        !WaitUntil(cv_, lock, deadline, [this] { return conn_ != nullptr || stop_; }) || stop_) {
+      return absl::UnavailableError(absl::StrFormat(
+          "barrier %d not passed within %s: the job master at %s went away and did not come "
+          "back (%s)", generation, absl::FormatDuration(timeout), options_.master_address,
+          r.status().message()));
+    }
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
 }
 
 absl::Status JobMasterClient::last_error() const {

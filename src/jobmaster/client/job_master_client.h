@@ -3,8 +3,9 @@
 // thread, offers blocking calls (list workers, barrier) and non-blocking state
 // sends, and when the master goes away it reconnects and re-registers with
 // the same id and the state it had reached, so a restarted master rebuilds
-// its view. Calls in flight when the connection drops fail with UNAVAILABLE
-// and may be retried.
+// its view. Barriers in flight when the connection drops are entered again
+// on the new connection; other calls fail with UNAVAILABLE and may be
+// retried.
 #pragma once
 
 #include <condition_variable>
@@ -63,8 +64,12 @@ class JobMasterClient {
   absl::StatusOr<pb::ListWorkersReply> ListWorkers(pb::ListWorkersMode mode,
                                                    absl::Duration timeout);
   // Waits until every worker of the job reached the barrier, or `timeout`.
-  // ABORTED when a worker ended while others waited; UNAVAILABLE when the
-  // master went away meanwhile (retry once it is back).
+  // When the master goes away meanwhile (it crashed and is restarted), the
+  // client reconnects, re-registers and enters the same barrier again (by its
+  // generation, so a restarted master cannot take it for the next one), all
+  // within `timeout`. Errors: ABORTED when a worker ended while others
+  // waited; DEADLINE_EXCEEDED naming the missing workers; UNAVAILABLE when
+  // the master did not come back within `timeout`.
   absl::Status WaitOnBarrier(absl::Duration timeout);
   // The last refusal of a non-blocking send, OK if none.
   absl::Status last_error() const;
@@ -93,6 +98,8 @@ class JobMasterClient {
   std::shared_ptr<FrameConnection> conn_;  // null while disconnected
   std::map<uint64_t, Pending*> pending_;
   uint64_t next_request_id_ = 1;
+  // The generation of this worker's next barrier (BarrierRequest.generation).
+  int64_t next_barrier_generation_ = 0;
   pb::WorkerState last_state_ = pb::STARTING;
   std::string last_reason_;
   absl::Status last_error_;

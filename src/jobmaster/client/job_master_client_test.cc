@@ -4,6 +4,7 @@
 #include "jobmaster/client/job_master_client.h"
 
 #include <cstdlib>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -17,6 +18,16 @@ namespace trainyard::jobmaster {
 namespace {
 
 using ::testing::HasSubstr;
+
+// Polls `cond` until it holds or 10 s pass.
+bool WaitFor(const std::function<bool()>& cond) {
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (!cond()) {
+    if (absl::Now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 JobMasterConfig Config(int workers) {
   JobMasterConfig c;
@@ -73,30 +84,69 @@ TEST(JobMasterClient, WorkersRegisterDiscoverEachOtherPassBarriersAndComplete) {
   EXPECT_EQ(end->outcome, JobOutcome::kSucceeded);
 }
 
-TEST(JobMasterClient, BarrierFailsWhenTheMasterDiesAndTheWorkerReRegistersWithTheNewOne) {
+// Worker 1 waits on barrier 1 when the master dies; a new master comes up on
+// the same port (as the agent restarts the master task). The worker
+// re-registers with its id and state, enters barrier 1 again, and passes it
+// with worker 0; the new master's count follows the workers' generations.
+TEST(JobMasterClient, BarrierInFlightWhenTheMasterRestartsPassesOnTheNewMaster) {
   auto first = std::make_unique<TestMaster>(Config(2));
   int port = first->port();
-  auto client = JobMasterClient::Start(Options(port, 1));
-  ASSERT_TRUE(client.ok()) << client.status();
-  ASSERT_TRUE((*client)->SetState(pb::RUNNING, "", absl::Seconds(10)).ok());
-  absl::Status barrier;
-  std::thread waiter([&] { barrier = (*client)->WaitOnBarrier(absl::Seconds(30)); });
+  std::vector<std::unique_ptr<JobMasterClient>> clients;
+  for (int id = 0; id < 2; ++id) {
+    auto c = JobMasterClient::Start(Options(port, id));
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->SetState(pb::RUNNING, "", absl::Seconds(10)).ok());
+    clients.push_back(*std::move(c));
+  }
+  std::thread zero([&] { EXPECT_TRUE(clients[0]->WaitOnBarrier(absl::Seconds(10)).ok()); });
+  ASSERT_TRUE(clients[1]->WaitOnBarrier(absl::Seconds(10)).ok());
+  zero.join();
+  absl::Status barrier = absl::UnknownError("not done");
+  std::thread waiter([&] { barrier = clients[1]->WaitOnBarrier(absl::Seconds(30)); });
   ASSERT_TRUE(first->WaitUntil([](const MasterState& s) { return s.barrier_waiting() == 1; }));
   first->Shutdown();
-  waiter.join();
-  EXPECT_EQ(barrier.code(), absl::StatusCode::kUnavailable);
-  EXPECT_THAT(barrier.message(), HasSubstr("lost the connection to the job master"));
-  EXPECT_THAT(barrier.message(), HasSubstr("while waiting for a barrier; the master may have "
-                                           "restarted: retry"));
+  ASSERT_TRUE(WaitFor([&] { return !clients[1]->connected(); }));
   JobMasterConfig config = Config(2);
   config.port = port;
   TestMaster second(config);
   ASSERT_TRUE(second.status().ok()) << second.status();
-  EXPECT_TRUE(second.WaitUntil([](const MasterState& s) {
-    return s.joined_count() == 1 && s.StateOf(1) == pb::RUNNING;
-  }));
-  EXPECT_EQ((*client)->worker_id(), 1);
+  ASSERT_TRUE(second.WaitUntil([](const MasterState& s) {
+    return s.joined_count() == 2 && s.StateOf(1) == pb::RUNNING && s.barrier_waiting() == 1;
+  })) << "worker 1 re-registers and enters the barrier again";
+  EXPECT_EQ(second.Read<int64_t>([](const MasterState& s) { return s.barrier_generation(); }), 1);
+  EXPECT_TRUE(clients[0]->WaitOnBarrier(absl::Seconds(10)).ok());
+  waiter.join();
+  EXPECT_TRUE(barrier.ok()) << barrier;
+  EXPECT_EQ(second.Read<int64_t>([](const MasterState& s) { return s.barrier_generation(); }), 2);
   EXPECT_EQ(second.Read<int>([](const MasterState& s) { return s.RestartsOf(1); }), 0);
+  for (auto& c : clients) EXPECT_TRUE(c->SetState(pb::COMPLETED, "", absl::Seconds(10)).ok());
+  auto end = second.terminator().WaitForEnd(std::chrono::seconds(10));
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->outcome, JobOutcome::kSucceeded);
+}
+
+TEST(JobMasterClient, BarrierFailsWithUnavailableWhenTheMasterDoesNotComeBackInTime) {
+  auto master = std::make_unique<TestMaster>(Config(2));
+  auto client = JobMasterClient::Start(Options(master->port(), 1));
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::Status barrier;
+  std::thread waiter([&] { barrier = (*client)->WaitOnBarrier(absl::Milliseconds(400)); });
+  ASSERT_TRUE(master->WaitUntil([](const MasterState& s) { return s.barrier_waiting() == 1; }));
+  master->Shutdown();
+  waiter.join();
+  EXPECT_EQ(barrier.code(), absl::StatusCode::kUnavailable) << barrier;
+  EXPECT_THAT(barrier.message(), HasSubstr("barrier 0 not passed within 400ms: "));
+  EXPECT_THAT(barrier.message(), HasSubstr("the job master at 127.0.0.1:"));
+}
+
+TEST(JobMasterClient, BarrierTimeoutIsNotRetried) {
+  TestMaster master(Config(2));
+  auto client = JobMasterClient::Start(Options(master.port(), 0));
+  ASSERT_TRUE(client.ok()) << client.status();
+  absl::Status barrier = (*client)->WaitOnBarrier(absl::Milliseconds(50));
+  EXPECT_EQ(barrier.code(), absl::StatusCode::kDeadlineExceeded) << barrier;
+  EXPECT_EQ(barrier.message(), "barrier timed out with 1 of 2 workers arrived; missing: 1");
+  EXPECT_EQ(master.Read<int>([](const MasterState& s) { return s.barrier_waiting(); }), 0);
 }
 
 TEST(JobMasterClient, PingsFromTheClientThreadKeepTheWorkerAlive) {
