@@ -77,6 +77,8 @@ struct ClusterOptions {
   int node_timeout_ms = 2000;
   int heartbeat_interval_ms = 200;
   std::vector<std::string> server_flags;
+  // The server's --data-dir; empty = <dir>/server.
+  std::string server_data_dir;
   // Agents run with --kill-tasks-on-exit (tasks die with a stopped agent);
   // false leaves tasks running under their keepers for re-adoption.
   bool agents_kill_tasks_on_exit = true;
@@ -112,7 +114,9 @@ class Cluster {
   // Waits until `n` nodes are NODE_READY.
   bool WaitNodesReady(int n, absl::Duration timeout = absl::Seconds(20));
   // The server's data dir.
-  std::string server_data_dir() const { return dir() + "/server"; }
+  std::string server_data_dir() const {
+    return options_.server_data_dir.empty() ? dir() + "/server" : options_.server_data_dir;
+  }
 
  private:
   void StartAgent(int i);
