@@ -1,6 +1,11 @@
 // SQLite connection wrapper and error mapping for the store.
 #include "store/sqlite_db.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,7 +13,7 @@
 namespace trainyard::sqlite {
 
 absl::Status ToStatus(int rc, absl::string_view detail, absl::string_view what,
-                      const std::string& path) {
+                      const std::string& path, int cause) {
   std::string where = absl::StrCat(" (", detail, ") while ", what);
   switch (rc & 0xff) {
     case SQLITE_FULL:
@@ -28,6 +33,17 @@ absl::Status ToStatus(int rc, absl::string_view detail, absl::string_view what,
           path, " is not an SQLite database (a corrupt or torn header, or a file that is not ours)",
           where));
     case SQLITE_IOERR:
+      // A file system remounted read-only under open files, or one with no
+      // room for a write SQLite cannot report as SQLITE_FULL.
+      if (cause == EROFS) {
+        return absl::UnavailableError(absl::StrCat(
+            "store ", path, ": the data dir's file system is read-only", where,
+            "; nothing of this write was kept: make the data dir writable (remount it read-write)"));
+      }
+      if (cause == ENOSPC) {
+        return absl::UnavailableError(absl::StrCat("store ", path, ": disk full", where,
+                                                   "; nothing of this write was kept: free space in the data dir"));
+      }
       return absl::UnavailableError(absl::StrCat("store ", path, ": I/O error", where,
                                                  "; check the disk of the data dir"));
     case SQLITE_BUSY:
@@ -127,8 +143,32 @@ absl::StatusOr<int64_t> Database::QueryInt(const std::string& sql, absl::string_
   return value;
 }
 
+namespace {
+
+// The cause of an I/O error on the file system holding `path`, as an errno:
+// EROFS when it is read-only (also ext4's emergency read-only after a disk
+// error, which statvfs does not show), ENOSPC when it has no room, else 0.
+// Found by writing a byte to an unnamed file beside `path` (O_TMPFILE: it
+// leaves nothing behind), because SQLite's errno is gone by the time the
+// error reaches us.
+int FileSystemCause(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  int fd = ::open(dir.empty() ? "." : dir.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0600);
+  int err = fd < 0 ? errno : 0;
+  if (fd >= 0) {
+    if (::pwrite(fd, "x", 1, 0) != 1 || ::fsync(fd) != 0) err = errno;
+    ::close(fd);
+  }
+  if (err == EROFS) return EROFS;
+  if (err == ENOSPC || err == EDQUOT) return ENOSPC;
+  return 0;
+}
+
+}  // namespace
+
 absl::Status Database::Error(int rc, absl::string_view what) {
-  return ToStatus(rc, sqlite3_errmsg(db_), what, path_);
+  int cause = (rc & 0xff) == SQLITE_IOERR ? FileSystemCause(path_) : 0;
+  return ToStatus(rc, sqlite3_errmsg(db_), what, path_, cause);
 }
 
 }  // namespace trainyard::sqlite

@@ -17,9 +17,11 @@
 namespace trainyard::sqlite {
 
 // Returns the Status for SQLite result code `rc` met while doing `what` on the
-// store file `path`; `detail` is SQLite's own message.
+// store file `path`; `detail` is SQLite's own message and `cause` the errno
+// behind an I/O error (EROFS: read-only file system, ENOSPC: full; 0 =
+// unknown), which tells those from a failing disk.
 absl::Status ToStatus(int rc, absl::string_view detail, absl::string_view what,
-                      const std::string& path);
+                      const std::string& path, int cause = 0);
 
 // One prepared statement. Bind indexes start at 1, column indexes at 0.
 class Statement {

@@ -172,8 +172,10 @@ void SqliteStore::FailGroup(std::vector<Pending>& group, const absl::Status& fat
         fatal.code(),
         absl::StrCat(fatal.message(), "; the store refuses further writes: restart the server"));
   }
+  // The first writes refused say "restart the server" too, not only the later ones.
+  const absl::Status& reported = IsSticky(fatal) ? broken_ : fatal;
   for (Pending& p : group) {
-    if (p.status.ok() || !IsBatchOutcome(p.status)) p.status = fatal;
+    if (p.status.ok() || !IsBatchOutcome(p.status)) p.status = reported;
     ++stats_.batches_failed;
   }
 }

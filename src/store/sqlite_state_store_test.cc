@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include <thread>
 
 #include "store/fault_vfs.h"
+#include "store/sqlite_db.h"
 #include "store/sqlite_schema.h"
 #include "store/sqlite_state_store.h"
 #include "store/store_test_util.h"
@@ -408,6 +410,28 @@ TEST_F(SqliteStateStoreTest, IoErrorFailsTheWriteAndEveryLaterOneUntilRestart) {
   EXPECT_TRUE(absl::IsNotFound(store->GetJob(2).status()));
   EXPECT_TRUE(absl::IsNotFound(store->GetJob(3).status()));
   EXPECT_TRUE(store->CheckIntegrity().ok()) << store->CheckIntegrity();
+}
+
+TEST_F(SqliteStateStoreTest, IoErrorSaysRestartTheServerFromTheFirstRefusal) {
+  StateStorePtr store = OpenFaulty(dir_.path());
+  ASSERT_NE(store, nullptr);
+  store_test::SetFault(store_test::Fault::kWriteFails);
+  absl::Status failed = Create(*store, 1);
+  store_test::SetFault(store_test::Fault::kNone);
+  EXPECT_THAT(failed.message(), HasSubstr("refuses further writes: restart the server"));
+  EXPECT_EQ(Create(*store, 2), failed);
+}
+
+TEST(SqliteErrorTest, IoErrorOnAReadOnlyOrFullFileSystemSaysSo) {
+  absl::Status ro = sqlite::ToStatus(SQLITE_IOERR_WRITE, "disk I/O error", "committing", "/d/state.db", EROFS);
+  EXPECT_TRUE(absl::IsUnavailable(ro)) << ro;
+  EXPECT_THAT(ro.message(), HasSubstr("store /d/state.db: the data dir's file system is read-only"));
+  EXPECT_THAT(ro.message(), HasSubstr("make the data dir writable"));
+  absl::Status full = sqlite::ToStatus(SQLITE_IOERR_WRITE, "disk I/O error", "committing", "/d/state.db", ENOSPC);
+  EXPECT_THAT(full.message(), HasSubstr("disk full"));
+  EXPECT_THAT(full.message(), HasSubstr("free space in the data dir"));
+  absl::Status other = sqlite::ToStatus(SQLITE_IOERR_WRITE, "disk I/O error", "committing", "/d/state.db");
+  EXPECT_THAT(other.message(), HasSubstr("I/O error"));
 }
 
 TEST_F(SqliteStateStoreTest, FailedFsyncIsNeverAcknowledged) {
