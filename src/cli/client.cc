@@ -29,9 +29,28 @@ std::unique_ptr<grpc::ClientContext> Context(int seconds) {
   return ctx;
 }
 
+namespace {
+
+// True when a server answers at `address` right now. An UNAVAILABLE that the
+// server sent itself (its store cannot keep a job: disk full, read-only data
+// dir) is then reported as what it says, not as a server that is not there.
+bool ServerAnswers(const std::string& address) {
+  v1::ListQueuesRequest req;
+  v1::ListQueuesResponse resp;
+  return MakeStub(address)->ListQueues(Context(2).get(), req, &resp).ok();
+}
+
+}  // namespace
+
 int ReportError(const std::string& verb, const std::string& address, const grpc::Status& st) {
   switch (st.error_code()) {
     case grpc::StatusCode::UNAVAILABLE:
+      if (ServerAnswers(address)) {
+        std::cerr << "trainyard " << verb << ": the server at " << address << " answered: " << st.error_message()
+                  << "\n";
+        return kExitFailure;
+      }
+      [[fallthrough]];
     case grpc::StatusCode::DEADLINE_EXCEEDED:
     case grpc::StatusCode::UNIMPLEMENTED:
     case grpc::StatusCode::INTERNAL:

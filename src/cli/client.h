@@ -24,7 +24,9 @@ std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address);
 std::unique_ptr<grpc::ClientContext> Context(int seconds = 30);
 
 // Prints "trainyard VERB: MESSAGE" to stderr and returns the exit code for
-// the status: 3 when the server cannot be reached, 2 for bad input, 1 else.
+// the status: 3 when the server cannot be reached, 2 for bad input, 1 else
+// (also for an UNAVAILABLE that a reachable server sent itself, e.g. when its
+// store cannot keep a job).
 int ReportError(const std::string& verb, const std::string& address, const grpc::Status& status);
 
 // The message as JSON (proto field names, enums as names), indented.
