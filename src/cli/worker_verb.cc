@@ -151,9 +151,12 @@ void PrintWorkers(const pb::ListWorkersReply& list, const std::string& output) {
                          {"index", w.info().index()},
                          {"restart_count", w.restart_count()},
                          {"connected", w.connected()},
+                         {"in_barrier", w.in_barrier()},
                          {"reason", w.reason()}});
     }
-    std::cout << nlohmann::json{{"num_workers", list.num_workers()}, {"workers", workers}}.dump(2)
+    std::cout << nlohmann::json{{"num_workers", list.num_workers()},
+                                {"barrier_generation", list.barrier_generation()},
+                                {"workers", workers}}.dump(2)
               << "\n";
     return;
   }
@@ -187,6 +190,7 @@ int RunList(const WorkerFlags& f) {
 // the generation when the script gave one.
 pb::JobMasterRequest BarrierRequest(const WorkerFlags& f, absl::Time master_deadline) {
   pb::JobMasterRequest request;
+  request.mutable_barrier();  // the body, even when it carries no field
   if (master_deadline != absl::InfiniteFuture()) {
     request.mutable_barrier()->set_timeout_ms(
         std::max<int64_t>(1, absl::ToInt64Milliseconds(master_deadline - absl::Now())));

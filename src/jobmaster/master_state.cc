@@ -164,6 +164,7 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
   if (barrier_[id].conn != 0) {  // a restarted worker is no longer in the barrier
     barrier_[id] = Waiter{};
     --barrier_count_;
+    list_cache_valid_ = false;
   }
   bool restart = w.joined && resume == pb::UNASSIGNED && w.conn != conn;
   w.restart_count = restart ? std::max(starting.restart_count(), w.restart_count + 1)

@@ -132,6 +132,14 @@ TEST_F(MasterStateTest, RestartedMasterAnswersARetryOfAPassedBarrierAndMovesOn) 
   Request(1, Barrier(10, 5));
   EXPECT_EQ(state_->barrier_generation(), 5);
   EXPECT_EQ(state_->barrier_waiting(), 1);
+  pb::JobMasterRequest list;
+  list.mutable_list_workers()->set_mode(pb::IMMEDIATE);
+  Request(3, list);
+  const pb::ListWorkersReply& listed = outbox_.last[3].workers();
+  EXPECT_EQ(listed.barrier_generation(), 5);
+  ASSERT_EQ(listed.workers_size(), 3);
+  EXPECT_TRUE(listed.workers(0).in_barrier());
+  EXPECT_FALSE(listed.workers(1).in_barrier());
   Request(2, Barrier(11, 4));
   ASSERT_TRUE(outbox_.last[2].has_barrier()) << outbox_.last[2].DebugString();
   EXPECT_EQ(outbox_.last[2].barrier().generation(), 4);

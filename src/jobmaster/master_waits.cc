@@ -23,7 +23,9 @@ const std::string& MasterState::SerializedList() {
   if (list_cache_valid_) return list_cache_;
   pb::ListWorkersReply reply;
   reply.set_num_workers(config_.num_workers);
-  for (const Worker& w : workers_) {
+  reply.set_barrier_generation(barrier_generation_);
+  for (int id = 0; id < config_.num_workers; ++id) {
+    const Worker& w = workers_[id];
     if (!w.joined) continue;
     pb::WorkerStatus* s = reply.add_workers();
     *s->mutable_info() = w.info;
@@ -31,6 +33,7 @@ const std::string& MasterState::SerializedList() {
     s->set_reason(w.reason);
     s->set_restart_count(w.restart_count);
     s->set_connected(w.conn != 0);
+    s->set_in_barrier(barrier_[id].conn != 0);
   }
   list_cache_.clear();
   reply.SerializeToString(&list_cache_);
@@ -85,6 +88,7 @@ void MasterState::HandleBarrier(int id, ConnId conn, uint64_t request_id,
   }
   Waiter& slot = barrier_[id];
   if (slot.conn == 0) ++barrier_count_;  // else: a retry replaces the earlier request
+  list_cache_valid_ = false;
   slot = Waiter{conn, request_id, now + MillisOr(request.timeout_ms(), config_.barrier_timeout)};
   barrier_next_deadline_ = std::min(barrier_next_deadline_, slot.deadline);
   if (barrier_count_ == config_.num_workers) CompleteBarrier();
@@ -101,6 +105,7 @@ void MasterState::CompleteBarrier() {
   barrier_count_ = 0;
   ++barrier_generation_;
   barrier_next_deadline_ = absl::InfiniteFuture();
+  list_cache_valid_ = false;
 }
 
 void MasterState::AnswerPassedBarrier(ConnId conn, uint64_t request_id, int64_t generation) {
@@ -121,6 +126,7 @@ void MasterState::AdvanceBarrierTo(int64_t generation) {
       "restarted)", barrier_generation_, generation, generation - 1);
   if (barrier_count_ > 0) CompleteBarrier();
   barrier_generation_ = generation;
+  list_cache_valid_ = false;
 }
 
 void MasterState::FailBarrier(const absl::Status& status) {
@@ -131,6 +137,7 @@ void MasterState::FailBarrier(const absl::Status& status) {
   }
   barrier_count_ = 0;
   barrier_next_deadline_ = absl::InfiniteFuture();
+  list_cache_valid_ = false;
 }
 
 void MasterState::DropWaits(ConnId conn) {
@@ -138,6 +145,7 @@ void MasterState::DropWaits(ConnId conn) {
     if (w.conn != conn) continue;
     w = Waiter{};
     --barrier_count_;
+    list_cache_valid_ = false;
   }
   std::erase_if(list_waiters_, [conn](const Waiter& w) { return w.conn == conn; });
 }
@@ -193,6 +201,7 @@ void MasterState::ExpireBarrierWaiters(absl::Time now) {
         config_.num_workers, missing)));
     w = Waiter{};
     --barrier_count_;
+    list_cache_valid_ = false;
   }
 }
 
