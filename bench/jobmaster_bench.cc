@@ -10,17 +10,21 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <map>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
 #include "benchmark/benchmark.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "jobmaster/client/job_master_client.h"
 #include "jobmaster/jobmaster_server.h"
 #include "jobmaster/sim_fleet.h"
 #include "nlohmann/json.hpp"
@@ -44,34 +48,60 @@ double Percentile(std::vector<double> v, double q) {
 struct MasterProcess {
   pid_t pid = -1;
   int port = 0;
+  int ready_fd = -1;  // the child writes its port here once it listens
+  int gate_fd = -1;   // a gated child starts once a byte arrives here
 
-  explicit MasterProcess(int workers) {
-    int fds[2];
-    if (pipe(fds) != 0) return;
+  // Listens on `bind_port` (0: any free port). A `gated` master waits for
+  // Release() before it binds: a stand-in forked early (before any thread
+  // of this process) for a master that is restarted later.
+  explicit MasterProcess(int workers, int bind_port = 0, bool gated = false) {
+    int ready[2], gate[2];
+    if (pipe(ready) != 0) return;
+    if (pipe(gate) != 0) return;
     pid = fork();
     if (pid == 0) {
-      close(fds[0]);
+      close(ready[0]);
+      close(gate[1]);
+      char go = 0;
+      if (gated && read(gate[0], &go, 1) != 1) _exit(0);
       SetLogLevel(LogLevel::kError);
       JobMasterConfig config;
       config.job_name = "bench";
       config.num_workers = workers;
       config.bind_address = "127.0.0.1";
+      config.port = bind_port;
       FakeJobTerminator terminator;
       RealClock clock;
       auto server = JobMasterServer::Create(config, &terminator, &clock);
       int p = server.ok() ? (*server)->port() : -1;
-      if (write(fds[1], &p, sizeof(p)) != sizeof(p)) _exit(1);
+      if (write(ready[1], &p, sizeof(p)) != sizeof(p)) _exit(1);
       if (server.ok()) (void)(*server)->Run();
       _exit(0);
     }
-    close(fds[1]);
-    if (read(fds[0], &port, sizeof(port)) != sizeof(port)) port = -1;
-    close(fds[0]);
+    close(ready[1]);
+    close(gate[0]);
+    ready_fd = ready[0];
+    gate_fd = gate[1];
+    if (!gated) Release();
   }
-  ~MasterProcess() {
+  // Lets a gated master start and waits until it listens.
+  void Release() {
+    char go = 1;
+    if (write(gate_fd, &go, 1) != 1 || read(ready_fd, &port, sizeof(port)) != sizeof(port)) {
+      port = -1;
+    }
+  }
+  // SIGKILL, as when the master's process dies.
+  void Kill() {
     if (pid <= 0) return;
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
+    pid = -1;
+  }
+  ~MasterProcess() {
+    Kill();
+    close(ready_fd);
+    close(gate_fd);
   }
   // CPU time the master used so far, in ms, from /proc.
   double CpuMs() const {
@@ -208,6 +238,72 @@ void BM_Register10k(benchmark::State& state) {
 }
 BENCHMARK(BM_Register10k)->Arg(10000)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// Workers in a barrier through `clients` (all but client 0, which stays
+// out), each on its own thread; returns once the master lists them waiting.
+bool EnterBarrier(std::vector<std::unique_ptr<JobMasterClient>>& clients,
+                  std::vector<std::thread>* threads, std::atomic<int>* failed) {
+  for (size_t id = 1; id < clients.size(); ++id) {
+    threads->emplace_back([&clients, failed, id] {
+      if (!clients[id]->WaitOnBarrier(absl::Seconds(60)).ok()) ++*failed;
+    });
+  }
+  absl::Time deadline = Deadline();
+  while (absl::Now() < deadline) {
+    auto list = clients[0]->ListWorkers(pb::IMMEDIATE, absl::Seconds(10));
+    if (!list.ok()) return false;
+    size_t in = 0;
+    for (const pb::WorkerStatus& w : list->workers()) in += w.in_barrier() ? 1 : 0;
+    if (in + 1 == clients.size()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // poll pacing
+  }
+  return false;
+}
+
+// The worker library across a master crash: n-1 workers wait in a barrier,
+// the master's process is SIGKILLed and a new one starts at once on the same
+// port (the agent adds its restart backoff, 100 ms at first, and an exec);
+// measured from the SIGKILL until every worker, the last one arriving after
+// the kill, passed the barrier on the new master.
+void BM_MasterRestart(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  std::vector<std::unique_ptr<MasterProcess>> masters;
+  masters.push_back(std::make_unique<MasterProcess>(n));
+  for (int64_t i = 0; i < state.max_iterations; ++i) {
+    masters.push_back(std::make_unique<MasterProcess>(n, masters[0]->port, true));
+  }
+  SetLogLevel(LogLevel::kError);  // every worker warns of the lost connection
+  std::vector<std::unique_ptr<JobMasterClient>> clients;
+  for (int id = 0; id < n; ++id) {
+    JobMasterClientOptions o;
+    o.master_address = absl::StrFormat("127.0.0.1:%d", masters[0]->port);
+    o.info.set_worker_id(id);
+    o.info.set_ip("127.0.0.1");
+    auto c = JobMasterClient::Start(o);
+    if (!c.ok()) return state.SkipWithError("a worker could not register");
+    clients.push_back(*std::move(c));
+  }
+  std::vector<double> ms;
+  size_t current = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    std::atomic<int> failed{0};
+    bool in = EnterBarrier(clients, &threads, &failed);
+    absl::Time start = absl::Now();
+    masters[current]->Kill();
+    masters[++current]->Release();
+    bool passed = in && clients[0]->WaitOnBarrier(absl::Seconds(60)).ok();
+    for (auto& t : threads) t.join();
+    absl::Duration took = absl::Now() - start;
+    if (!passed || failed > 0) return state.SkipWithError("the barrier failed across the restart");
+    state.SetIterationTime(absl::ToDoubleSeconds(took));
+    ms.push_back(absl::ToDoubleMilliseconds(took));
+  }
+  state.counters["p50_ms"] = Percentile(ms, 0.5);
+  state.counters["max_ms"] = Percentile(ms, 1.0);
+  Figures()[absl::StrFormat("restart_barrier_%d", n)] = Percentile(ms, 0.5);
+}
+BENCHMARK(BM_MasterRestart)->Arg(64)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // The same register + barrier workload on TCPStore, 64 ranks.
 void BM_TcpStore(benchmark::State& state) {
   std::string script = std::string(TRAINYARD_SOURCE_DIR) + "/bench/tcpstore_compare.py";
@@ -262,6 +358,7 @@ void PrintSummary() {
   Line("10,000 workers: connect + register", "register_10k_s", "s", 3, true);
   Line("10,000 workers: master RSS growth", "rss_10k_mb", "MB", 50, true);
   Line("10,000 workers: master RSS in all", "rss_10k_total_mb", "MB", 50, true);
+  Line("64 workers: master SIGKILL to barrier passed", "restart_barrier_64", "ms", 0, true);
 }
 
 }  // namespace
