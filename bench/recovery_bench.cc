@@ -34,13 +34,14 @@ v1::NodeInfo NodeOf(int n) {
   info.set_address(absl::StrCat("10.", n / 256, ".", n % 256, ".1"));
   info.mutable_capacity()->set_memory_mb(65536);
   info.mutable_capacity()->set_vcores_milli(32000);
-  info.mutable_capacity()->set_gpus(8);
+  info.mutable_capacity()->set_gpus(16);
   v1::PortRange* p = info.mutable_capacity()->add_ports();
   p->set_begin(30000);
   p->set_end(30999);
-  info.mutable_topology()->set_gpu_count(8);
-  for (int s = 0; s < 4; ++s) info.mutable_topology()->add_switches(3ull << (2 * s));
+  info.mutable_topology()->set_gpu_count(16);
+  for (int s = 0; s < 8; ++s) info.mutable_topology()->add_switches(3ull << (2 * s));
   info.mutable_topology()->add_sockets(0xff);
+  info.mutable_topology()->add_sockets(0xff00);
   return info;
 }
 
@@ -58,8 +59,8 @@ v1::JobSpec WorkerSpec(const std::string& name, int count) {
   return spec;
 }
 
-// 10,000 nodes and 12,500 running jobs of 8 tasks, each task with its own GPU
-// and port on its node.
+// 10,000 nodes of 16 GPUs and 12,500 running jobs of 8 tasks, each task with
+// its own GPU and port on its node (10 tasks a node; 6 GPUs a node stay free).
 absl::Status Fill(const std::string& dir) {
   SqliteStoreOptions options;
   options.sync = StoreSync::kOff;

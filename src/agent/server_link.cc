@@ -154,7 +154,7 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   stub_ = v1::AgentChannel::NewStub(
       grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args));
 }
@@ -212,6 +212,10 @@ void ServerLink::OnTaskStatus(const TaskStatus& status) {
 
 bool ServerLink::Session() {
   grpc::ClientContext ctx;
+  // Wait for the channel to connect (it retries with its own backoff, at
+  // most 1 s apart) instead of failing at once while the server restarts:
+  // a returning server then hears from its nodes within about a second.
+  ctx.set_wait_for_ready(true);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) return false;

@@ -24,7 +24,7 @@ struct ServerLinkOptions {
   std::string server;  // host:port
   std::string data_dir;  // the agent's data dir (task directories go under work/)
   absl::Duration backoff_initial = absl::Milliseconds(100);
-  absl::Duration backoff_max = absl::Seconds(5);
+  absl::Duration backoff_max = absl::Seconds(1);
   size_t max_buffered_statuses = 100000;
 };
 

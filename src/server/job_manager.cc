@@ -112,26 +112,7 @@ absl::Status JobManager::Recover() {
     auto job = std::make_unique<JobRt>();
     job->rec = rec;
     job->events_loaded = false;
-    job->launch_base.assign(rec.tasks_size(), 0);
-    for (int i = 0; i < rec.tasks_size(); ++i) job->launch_base[i] = rec.tasks(i).attempt();
-    absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
-    if (!req.ok()) {
-      Log(LogLevel::kWarning, "server", "job %s cannot be recovered: %s", rec.name(),
-          std::string(req.status().message()));
-      continue;
-    }
-    bool placed = std::any_of(rec.tasks().begin(), rec.tasks().end(),
-                              [](const v1::TaskRecord& t) { return !t.node().empty(); });
-    if (scheduler_->AddJob(*req).ok()) {
-      job->in_scheduler = true;
-      if (placed && rec.state() != v1::JOB_QUEUED) {
-        // Its tasks are adopted as their nodes come back (AdoptRecoveredTasks).
-        auto slot = scheduler_->state().FindJob(rec.name());
-        scheduler_->mutable_state().SetPhase(*slot, core::JobPhase::kRunning,
-                                             absl::FromUnixMillis(rec.start_time_ms()));
-        job->recovered_placed = true;
-      }
-    }
+    RecoverIntoScheduler(*job);
     jobs_[rec.name()] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
@@ -143,16 +124,68 @@ absl::Status JobManager::Recover() {
   for (v1::JobRecord& rec : *ended) {
     auto job = std::make_unique<JobRt>();
     job->events_loaded = false;
-    job->launch_base.assign(rec.tasks_size(), 0);
-    for (int i = 0; i < rec.tasks_size(); ++i) job->launch_base[i] = rec.tasks(i).attempt();
     job->rec = std::move(rec);
     next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
+    job->launch_base.assign(job->rec.tasks_size(), 0);
+    job->missing_beats.assign(job->rec.tasks_size(), 0);
+    for (int i = 0; i < job->rec.tasks_size(); ++i) job->launch_base[i] = job->rec.tasks(i).attempt();
+    // Ended while its tasks were being stopped: they hold their resources
+    // until their agents confirm the stop (or no longer have them).
+    bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {
+      return !t.node().empty() && !IsTerminal(t.state());
+    });
+    if (stopping) {
+      job->ending = true;
+      RecoverIntoScheduler(*job);
+    }
     jobs_[job->rec.name()] = std::move(job);
   }
   Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
       static_cast<int>(snap->jobs.size()), static_cast<int>(ended->size()), static_cast<int>(snap->nodes.size()));
   Wake();
   return absl::OkStatus();
+}
+
+void JobManager::RecoverIntoScheduler(JobRt& job) {
+  const v1::JobRecord& rec = job.rec;
+  job.launch_base.assign(rec.tasks_size(), 0);
+  job.missing_beats.assign(rec.tasks_size(), 0);
+  for (int i = 0; i < rec.tasks_size(); ++i) {
+    job.launch_base[i] = rec.tasks(i).attempt();
+    if (!rec.tasks(i).node().empty()) IndexTask(job, rec.tasks(i).node());
+  }
+  absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
+  if (!req.ok()) {
+    Log(LogLevel::kWarning, "server", "job %s cannot be recovered: %s", rec.name(), std::string(req.status().message()));
+    return;
+  }
+  bool placed = std::any_of(rec.tasks().begin(), rec.tasks().end(),
+                            [](const v1::TaskRecord& t) { return !t.node().empty(); });
+  if (!scheduler_->AddJob(*req).ok()) return;
+  job.in_scheduler = true;
+  if (placed && rec.state() != v1::JOB_QUEUED) {
+    // Its tasks are adopted as their nodes come back (AdoptRecoveredTasks).
+    auto slot = scheduler_->state().FindJob(rec.name());
+    scheduler_->mutable_state().SetPhase(*slot, core::JobPhase::kRunning, absl::FromUnixMillis(rec.start_time_ms()));
+    job.recovered_placed = true;
+  }
+}
+
+void JobManager::IndexTask(const JobRt& job, const std::string& node) { node_jobs_[node].insert(job.rec.name()); }
+
+std::vector<std::pair<JobManager::JobRt*, int>> JobManager::TasksOn(const std::string& node) {
+  std::vector<std::pair<JobRt*, int>> out;
+  auto it = node_jobs_.find(node);
+  if (it == node_jobs_.end()) return out;
+  for (auto name = it->second.begin(); name != it->second.end();) {
+    JobRt* job = FindJob(*name);
+    size_t before = out.size();
+    for (int i = 0; job && i < job->rec.tasks_size(); ++i) {
+      if (job->rec.tasks(i).node() == node) out.emplace_back(job, i);
+    }
+    name = out.size() == before ? it->second.erase(name) : std::next(name);
+  }
+  return out;
 }
 
 absl::Status JobManager::CheckQueue(const std::string& queue) {
@@ -296,6 +329,7 @@ absl::StatusOr<v1::SubmitResponse> JobManager::AcceptCommitted(PreparedJob& prep
   job->rec = std::move(prepared.rec);
   const v1::JobRecord& rec = job->rec;
   job->launch_base.assign(rec.tasks_size(), 0);
+  job->missing_beats.assign(rec.tasks_size(), 0);
   job->events.push_back(ToView(prepared.first_event));
   absl::Status added = scheduler_->AddJob(*ToJobRequest(rec));
   if (added.ok()) {
@@ -346,7 +380,8 @@ void JobManager::Flush() {
   // One write in flight at a time: changes made meanwhile gather (a job
   // changed three times is written once) and go when it completes.
   if (flush_in_flight_) return;
-  for (const std::string& name : dirty_jobs_) {
+  std::vector<std::string> names(dirty_jobs_.begin(), dirty_jobs_.end());
+  for (const std::string& name : names) {
     JobRt* job = FindJob(name);
     if (job) batch_.UpdateJob(job->rec);
   }
@@ -355,18 +390,53 @@ void JobManager::Flush() {
   WriteBatch batch;
   std::swap(batch, batch_);
   flush_in_flight_ = true;
-  const std::thread::id caller = std::this_thread::get_id();
-  store_->CommitAsync(std::move(batch), [this, caller](absl::Status st) {
-    if (!st.ok()) Log(LogLevel::kError, "server", "store write failed: %s", std::string(st.message()));
-    if (std::this_thread::get_id() == caller) {
-      flush_in_flight_ = false;  // answered inline: the caller holds mu_
-      return;
-    }
-    std::lock_guard<std::mutex> lock(mu_);
-    flush_in_flight_ = false;
-    Flush();
+  uint64_t seq = ++flush_seq_sent_;
+  // True while this thread is inside the CommitAsync below: a store that
+  // answers at once (it refuses the write) runs the callback here, where
+  // mu_ is already held.
+  static thread_local bool committing = false;
+  committing = true;
+  store_->CommitAsync(std::move(batch), [this, seq, names = std::move(names)](absl::Status st) {
+    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
+    if (!committing) lock.lock();
+    FlushDone(seq, names, st);
+    // After a failure the next try waits for the next round (a tick at most).
+    if (!committing && st.ok()) Flush();
     cv_.notify_all();
   });
+  committing = false;
+}
+
+void JobManager::FlushDone(uint64_t seq, const std::vector<std::string>& names, const absl::Status& st) {
+  flush_in_flight_ = false;
+  flush_seq_done_ = seq;
+  if (st.ok()) {
+    if (!flush_error_.ok()) Log(LogLevel::kInfo, "server", "store writes succeed again");
+    flush_error_ = absl::OkStatus();
+    return;
+  }
+  if (flush_error_.ok()) {
+    Log(LogLevel::kError, "server", "store write failed: %s; the jobs it held are written again on the next try",
+        std::string(st.message()));
+  }
+  flush_error_ = st;
+  failed_flushes_.insert(seq);
+  while (failed_flushes_.size() > 1024) failed_flushes_.erase(failed_flushes_.begin());
+  // Their records go again with a later write (the whole record, so the
+  // state is kept; the events of this write are lost).
+  if (!stopping_) dirty_jobs_.insert(names.begin(), names.end());
+}
+
+absl::Status JobManager::WaitDurable(std::unique_lock<std::mutex>& lock) {
+  uint64_t sent = flush_seq_sent_;
+  bool pending = !dirty_jobs_.empty() || !batch_.empty();
+  Flush();
+  uint64_t target = flush_seq_sent_ > sent ? flush_seq_sent_ : (pending ? flush_seq_sent_ + 1 : flush_seq_done_);
+  if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return flush_seq_done_ >= target; })) {
+    return absl::DeadlineExceededError("the store did not confirm the write in 10 s");
+  }
+  if (failed_flushes_.count(target)) return flush_error_.ok() ? absl::UnavailableError("the write failed") : flush_error_;
+  return absl::OkStatus();
 }
 
 void JobManager::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
@@ -459,13 +529,18 @@ v1::JobView JobManager::View(const JobRt& job, bool with_events) {
 }
 
 absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std::string& reason) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   JobRt* job = FindJob(name);
   if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
   if (IsTerminal(job->rec.state())) return job->rec.state();
   EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, clock_->Now());
-  Flush();
-  return job->rec.state();
+  v1::JobState state = job->rec.state();
+  // Answered once the end is durable, as a submission is.
+  if (absl::Status st = WaitDurable(lock); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("job ", name, " is being stopped, but the server cannot record it: ",
+                                               st.message(), " (after a server restart it is back as it was last recorded)"));
+  }
+  return state;
 }
 
 void JobManager::EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now) {

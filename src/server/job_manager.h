@@ -142,6 +142,19 @@ class JobManager {
   bool ReplaceTask(JobRt& job, int task, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdoptRecoveredTasks(NodeRt& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes a job recovered from the store into the scheduler; its placed tasks
+  // are adopted as their nodes register.
+  void RecoverIntoScheduler(JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Records that a task of `job` is placed on `node` (node_jobs_).
+  void IndexTask(const JobRt& job, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The (job, task) pairs placed on `node` now, from node_jobs_ (dropping
+  // jobs that have no task there any more).
+  std::vector<std::pair<JobRt*, int>> TasksOn(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A task the server has as live on `node` that its agent no longer runs
+  // (its end was lost in a crash): ends it, or starts it again per policy.
+  void TaskGone(JobRt& job, int task, const std::string& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ApplyTaskStatus(const std::string& node, const v1::TaskStatus& status, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reconcile(NodeRt& node, const v1::Heartbeat& hb) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -149,6 +162,11 @@ class JobManager {
   // Hands batch_ and the dirty jobs to the store (asynchronously, one write
   // in flight at a time).
   void Flush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A Flush's write `seq` was answered with `st`; `names` were its jobs.
+  void FlushDone(uint64_t seq, const std::vector<std::string>& names, const absl::Status& st)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes what changed and waits until the store has it (10 s at most).
+  absl::Status WaitDurable(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Wake() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::JobView View(const JobRt& job, bool with_events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobRt* FindJob(const std::string& name) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -166,6 +184,9 @@ class JobManager {
   std::unique_ptr<core::Scheduler> scheduler_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<JobRt>> jobs_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<NodeRt>> nodes_ ABSL_GUARDED_BY(mu_);
+  // Node -> names of jobs with a task placed there (or once placed there:
+  // TasksOn prunes), so node events need not walk every job.
+  std::map<std::string, std::set<std::string>> node_jobs_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::shared_ptr<LogWaiter>> log_waiters_ ABSL_GUARDED_BY(mu_);
   uint64_t next_job_id_ ABSL_GUARDED_BY(mu_) = 1;
   std::string server_address_ ABSL_GUARDED_BY(mu_);
@@ -178,6 +199,10 @@ class JobManager {
   // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
   std::map<std::string, int> next_suffix_ ABSL_GUARDED_BY(mu_);
   bool flush_in_flight_ ABSL_GUARDED_BY(mu_) = false;  // a Flush's write not yet answered
+  uint64_t flush_seq_sent_ ABSL_GUARDED_BY(mu_) = 0;  // Flush writes handed to the store
+  uint64_t flush_seq_done_ ABSL_GUARDED_BY(mu_) = 0;  // ... and answered (in order)
+  std::set<uint64_t> failed_flushes_ ABSL_GUARDED_BY(mu_);  // the last failed ones
+  absl::Status flush_error_ ABSL_GUARDED_BY(mu_);  // the last write's error, OK once one succeeds
   bool dirty_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   ManagerStats stats_ ABSL_GUARDED_BY(mu_);

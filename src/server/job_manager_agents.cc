@@ -2,6 +2,7 @@
 // what follows from them: job success and failure, node loss, tasks moved to
 // another node, and tasks adopted after a server restart.
 #include <algorithm>
+#include <set>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -71,12 +72,8 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
   msg.mutable_registered()->set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
   link->Send(std::move(msg));
   // Tasks placed here that never reached the agent (it was away) go again.
-  for (auto& [name, job] : jobs_) {
-    if (!job || job->ending) continue;
-    for (int i = 0; i < job->rec.tasks_size(); ++i) {
-      const auto& t = job->rec.tasks(i);
-      if (t.node() == in.name() && t.state() == v1::TASK_LAUNCHING && !job->recovered_placed) LaunchTask(*job, i);
-    }
+  for (auto [job, i] : TasksOn(in.name())) {
+    if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
   }
   Flush();
   Wake();
@@ -158,30 +155,92 @@ void JobManager::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb) {
   Flush();
 }
 
+namespace {
+// Heartbeats in a row that must leave a task out before the server takes it
+// as gone from its node. Statuses and heartbeats share the agent's one
+// ordered stream, so an ended task's report always arrives before a
+// heartbeat without it; the margin covers a launch still on its way.
+constexpr int kMissingBeats = 3;
+}  // namespace
+
 void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
+  std::set<std::string> reported;
   for (const v1::TaskStatus& st : hb.tasks()) {
+    reported.insert(TaskName(st.job(), st.role(), st.index()));
     JobRt* job = FindJob(st.job());
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
     bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
                 !IsTerminal(job->rec.tasks(i).state()) && st.attempt() >= job->launch_base[i];
-    if (ours || IsTerminal(st.state())) continue;
+    if (IsTerminal(st.state())) continue;
     // Not ours (any more): rescheduled elsewhere, or unknown to the store.
+    // Ours but its job is ending: the kill order may have been lost with a
+    // server that died; it goes again (the agent ignores a repeated one).
+    if (ours && !job->ending) continue;
     v1::ServerMessage msg;
     v1::KillTask* k = msg.mutable_kill();
     k->set_job(st.job());
     k->set_role(st.role());
     k->set_index(st.index());
     k->set_grace_ms(config_.kill_grace_ms);
-    k->set_reason("the server has no record of this task on this node");
-    Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
-        TaskName(st.job(), st.role(), st.index()));
+    k->set_reason(ours ? job->rec.message() : "the server has no record of this task on this node");
+    if (!ours) {
+      Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
+          TaskName(st.job(), st.role(), st.index()));
+    }
     if (node.link) node.link->Send(std::move(msg));
   }
+  // Tasks the server has as live here that the agent no longer runs.
+  absl::Time now = clock_->Now();
+  for (auto [job, i] : TasksOn(node.info.name())) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (IsTerminal(t.state()) || reported.count(TaskName(job->rec.name(), t.role(), t.index()))) {
+      job->missing_beats[i] = 0;
+      continue;
+    }
+    if (++job->missing_beats[i] >= kMissingBeats) TaskGone(*job, i, node.info.name(), now);
+  }
+}
+
+void JobManager::TaskGone(JobRt& job, int i, const std::string& node, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  job.missing_beats[i] = 0;
+  std::string name = TaskName(job.rec.name(), t->role(), t->index());
+  const v1::ReplicaSpec* rs = nullptr;
+  for (const auto& r : job.rec.spec().replicas()) {
+    if (r.role() == t->role()) rs = &r;
+  }
+  std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
+  Log(LogLevel::kWarning, "server", "%s: %s", name, why);
+  bool restart = rs && rs->restart_policy() != v1::RESTART_NEVER && t->restart_count() < rs->max_restarts();
+  if (!job.ending && !job.preempting && restart) {
+    t->set_attempt(t->attempt() + 1);
+    t->set_restart_count(t->restart_count() + 1);
+    t->set_state(v1::TASK_LAUNCHING);
+    AddEvent(job, "task_restarted", absl::StrCat(name, ": ", why, "; started again (attempt ", t->attempt() + 1, ")"),
+             now);
+    LaunchTask(job, i);
+    Persist(job);
+    return;
+  }
+  v1::TaskStatus st;
+  st.set_job(job.rec.name());
+  st.set_role(t->role());
+  st.set_index(t->index());
+  st.set_attempt(t->attempt());
+  st.set_state(job.ending || job.preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
+  st.mutable_exit()->set_exit_code(-1);
+  st.mutable_exit()->set_message(why);
+  TaskEnded(job, i, st, now);
+  Persist(job);
 }
 
 void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& st) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::Time now = clock_->Now();
+  ApplyTaskStatus(node, st, clock_->Now());
+  Flush();
+}
+
+void JobManager::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
   JobRt* job = FindJob(st.job());
   int i = job ? FindTask(*job, st.role(), st.index()) : -1;
   if (i < 0 || job->rec.tasks(i).node() != node || st.attempt() < job->launch_base[i]) return;
@@ -222,7 +281,6 @@ void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& st)
       break;
   }
   Persist(*job);
-  Flush();
 }
 
 void JobManager::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
@@ -292,16 +350,11 @@ void JobManager::NodeLost(NodeRt& node, absl::Time now) {
   node.state = v1::NODE_LOST;
   Log(LogLevel::kWarning, "server", "node %s lost: no heartbeat for %d ms", name, config_.node_timeout_ms);
   std::vector<std::pair<JobRt*, int>> moved;
-  for (auto& [jname, job] : jobs_) {
-    if (!job) continue;
-    for (int i = 0; i < job->rec.tasks_size(); ++i) {
-      v1::TaskRecord* t = job->rec.mutable_tasks(i);
-      if (t->node() != name || IsTerminal(t->state())) continue;
-      if (job->in_scheduler) {
-        (void)scheduler_->TaskFinished(job->rec.name(), t->role(), t->index());
-      }
-      moved.emplace_back(job.get(), i);
-    }
+  for (auto [job, i] : TasksOn(name)) {
+    v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    if (IsTerminal(t->state())) continue;
+    if (job->in_scheduler) (void)scheduler_->TaskFinished(job->rec.name(), t->role(), t->index());
+    moved.emplace_back(job, i);
   }
   if (node.in_scheduler) {
     std::vector<std::string> requeued;
@@ -359,6 +412,7 @@ bool JobManager::ReplaceTask(JobRt& job, int i, absl::Time now) {
     cs.AllocateTask(*slot, role, t->index(), n, p->allocation);
     std::string old = t->node();
     t->set_node(ns.name);
+    IndexTask(job, ns.name);
     *t->mutable_allocation() = ToProto(p->allocation);
     t->set_state(v1::TASK_LAUNCHING);
     t->set_attempt(t->attempt() + 1);
@@ -377,17 +431,20 @@ void JobManager::AdoptRecoveredTasks(NodeRt& node) {
   core::ClusterState& cs = scheduler_->mutable_state();
   auto n = cs.FindNode(node.info.name());
   if (!n) return;
-  for (auto& [name, job] : jobs_) {
-    if (!job || !job->recovered_placed) continue;
-    auto slot = cs.FindJob(name);
+  for (auto [job, i] : TasksOn(node.info.name())) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (!job->recovered_placed || IsTerminal(t.state())) continue;
+    auto slot = cs.FindJob(job->rec.name());
     if (!slot) continue;
     const core::JobState& js = cs.job(*slot);
-    for (const v1::TaskRecord& t : job->rec.tasks()) {
-      if (t.node() != node.info.name() || IsTerminal(t.state())) continue;
-      for (size_t r = 0; r < js.request.roles.size(); ++r) {
-        if (js.request.roles[r].name != t.role()) continue;
-        core::Resource a = ToCore(t.allocation());
-        if (core::FitsIn(a, cs.node(*n).free)) cs.AllocateTask(*slot, static_cast<int>(r), t.index(), *n, a);
+    for (size_t r = 0; r < js.request.roles.size(); ++r) {
+      if (js.request.roles[r].name != t.role()) continue;
+      core::Resource a = ToCore(t.allocation());
+      if (core::FitsIn(a, cs.node(*n).free)) {
+        cs.AllocateTask(*slot, static_cast<int>(r), t.index(), *n, a);
+      } else {
+        Log(LogLevel::kError, "server", "%s cannot be adopted on %s: its allocation is not free there",
+            TaskName(job->rec.name(), t.role(), t.index()), node.info.name());
       }
     }
   }

@@ -71,6 +71,7 @@ void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
     if (i < 0) continue;
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
     t->set_node(a.node);
+    IndexTask(*job, a.node);
     *t->mutable_allocation() = ToProto(a.allocation);
     t->set_state(v1::TASK_LAUNCHING);
     t->clear_exit();
@@ -202,6 +203,7 @@ void JobManager::LaunchTask(JobRt& job, int i) {
   spec->set_attempt(t.attempt());
   spec->set_kill_grace_ms(config_.kill_grace_ms);
   job.launch_base[i] = t.attempt();
+  job.missing_beats[i] = 0;
   if (nit->second->link) nit->second->link->Send(std::move(msg));
 }
 

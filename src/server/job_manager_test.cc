@@ -5,6 +5,7 @@
 #include <deque>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/job_spec.h"
@@ -86,6 +87,18 @@ class JobManagerTest : public ::testing::Test {
     auto v = manager_->Describe(job);
     EXPECT_TRUE(v.ok()) << v.status();
     return v.ok() ? *v : v1::JobView();
+  }
+
+  // The store answers writes on a thread of its own: waits (with a deadline)
+  // until the stored record of `job` is in `state`.
+  bool WaitForStored(const std::string& job, v1::JobState state) {
+    absl::Time deadline = absl::Now() + absl::Seconds(10);
+    while (absl::Now() < deadline) {
+      auto rec = store_.GetJobByName(job);
+      if (rec.ok() && rec->state() == state) return true;
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    return false;
   }
 
   ServerConfig config_;
@@ -240,6 +253,111 @@ TEST_F(JobManagerTest, BadSpecIsRefusedAndNothingIsStored) {
   auto r2 = manager_->Submit(*q);
   ASSERT_FALSE(r2.ok());
   EXPECT_THAT(r2.status().message(), HasSubstr("queue: 'nosuch' is not a leaf queue"));
+}
+
+v1::Heartbeat Beat(const std::vector<v1::TaskSpec>& running) {
+  v1::Heartbeat hb;
+  for (const auto& t : running) {
+    v1::TaskStatus* st = hb.add_tasks();
+    st->set_job(t.job());
+    st->set_role(t.role());
+    st->set_index(t.index());
+    st->set_attempt(t.attempt());
+    st->set_state(v1::TASK_RUNNING);
+  }
+  return hb;
+}
+
+TEST_F(JobManagerTest, ATaskItsAgentNoLongerRunsIsStartedAgainOrFailsPerPolicy) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string again = Submit("name: again\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 2\n"
+                             "    resources: {gpus: 1}\n    command: [x]\n");
+  std::string never = Submit("name: never\nreplicas:\n  worker:\n    resources: {gpus: 1}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 2u);
+  for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
+  // Listed, then left out of heartbeats (its end lost with a crashed server).
+  manager_->OnHeartbeat("n1", Beat(link.Launches()));
+  for (int i = 0; i < 3; ++i) manager_->OnHeartbeat("n1", Beat({}));
+  ASSERT_EQ(link.Launches().size(), 3u);
+  v1::TaskSpec relaunched = link.Launches()[2];
+  EXPECT_EQ(relaunched.job(), again);
+  EXPECT_EQ(relaunched.attempt(), 1);
+  v1::JobView v = Describe(again);
+  EXPECT_EQ(v.tasks(0).state(), v1::TASK_LAUNCHING);
+  EXPECT_EQ(v.tasks(0).restarts(), 1);
+  EXPECT_THAT(v.events(v.events_size() - 1).text(), HasSubstr("node n1 no longer runs it"));
+  v1::JobView n = Describe(never);
+  EXPECT_EQ(n.state(), v1::JOB_FAILED);
+  EXPECT_THAT(n.reason(), HasSubstr("no longer runs it"));
+  // Two heartbeats without the relaunched task are not yet three.
+  for (int i = 0; i < 2; ++i) manager_->OnHeartbeat("n1", Beat({}));
+  manager_->OnHeartbeat("n1", Beat({relaunched}));
+  EXPECT_EQ(link.Launches().size(), 3u);
+}
+
+TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntilItsTasksStop) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string old = Submit("name: old\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 1u);
+  v1::TaskSpec task = link.Launches()[0];
+  Report("n1", task, v1::TASK_RUNNING);
+  ASSERT_TRUE(manager_->Kill(old, "").ok());  // its agent has not confirmed the stop...
+  manager_->Stop();                           // ...when the server dies
+  manager_.reset();
+
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  JobManager second(config_, &store_, std::move(*sched), &clock_);
+  ASSERT_TRUE(second.Recover().ok());
+  FakeLink link2;
+  ASSERT_TRUE(second.RegisterAgent(Node("n1"), &link2).ok());
+  auto spec = LoadJobSpec("name: next\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n", config_.limits);
+  ASSERT_TRUE(spec.ok());
+  auto next = second.Submit(*spec);
+  ASSERT_TRUE(next.ok());
+  second.ScheduleNowForTest();
+  EXPECT_TRUE(link2.Launches().empty()) << "the GPUs of the stopping task were given again";
+  // The agent still runs it: the kill goes again; once it stops, the GPUs are free.
+  second.OnHeartbeat("n1", Beat({task}));
+  ASSERT_EQ(link2.Kills().size(), 1u);
+  EXPECT_EQ(link2.Kills()[0].job(), old);
+  v1::TaskStatus st;
+  st.set_job(task.job());
+  st.set_role(task.role());
+  st.set_index(task.index());
+  st.set_attempt(task.attempt());
+  st.set_state(v1::TASK_KILLED);
+  second.OnTaskStatus("n1", st);
+  second.ScheduleNowForTest();
+  ASSERT_EQ(link2.Launches().size(), 1u);
+  EXPECT_EQ(link2.Launches()[0].job(), next->job());
+  auto v = second.Describe(old);
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->state(), v1::JOB_KILLED);
+  EXPECT_EQ(v->tasks(0).state(), v1::TASK_KILLED);
+}
+
+TEST_F(JobManagerTest, KillAnswersOnceDurableAndARefusedWriteIsRetriedWhenTheStoreTakesWritesAgain) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string job = Submit("name: k\nreplicas:\n  worker: {command: [x]}\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 1u);
+  store_.SetWriteErrorForTest(absl::UnavailableError("disk full"));
+  auto killed = manager_->Kill(job, "");
+  ASSERT_FALSE(killed.ok());
+  EXPECT_EQ(killed.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(killed.status().message(), HasSubstr("cannot record it: disk full"));
+  EXPECT_EQ(Describe(job).state(), v1::JOB_KILLED);  // the tasks are being stopped all the same
+  auto stored = store_.GetJobByName(job);
+  ASSERT_TRUE(stored.ok());
+  EXPECT_NE(stored->state(), v1::JOB_KILLED);
+  store_.SetWriteErrorForTest(absl::OkStatus());
+  manager_->ScheduleNowForTest();  // the next write carries the job again
+  EXPECT_TRUE(WaitForStored(job, v1::JOB_KILLED));
 }
 
 TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {

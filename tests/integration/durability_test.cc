@@ -4,8 +4,7 @@
 // tasks, a node lost and coming back, and a corrupt store. Tasks are shell
 // loops that append their pid to a file, so "not restarted" is checked as
 // "one pid, still alive". TRAINYARD_DURABILITY_ITERATIONS raises the crash
-// loop's 20 iterations for a longer run; TRAINYARD_DURABILITY_STRICT=1 adds
-// the checks that still fail (docs/durability.md, "Open").
+// loop's 20 iterations for a longer run.
 #include <signal.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -299,10 +298,6 @@ void CheckInvariants(Cluster& c, const std::vector<std::string>& acked) {
     ASSERT_NE(it, before.end()) << "acknowledged job " << name << " is gone";
     ASSERT_GE(it->second["tasks"].size(), 2u) << "job " << name << " is half-written: " << it->second.dump(2);
   }
-  // Known to fail now and then after a crash (docs/durability.md, "Open": the
-  // jobs view can show a task live whose GPUs the scheduler gave again):
-  // checked only in the strict run until that is fixed.
-  if (!std::getenv("TRAINYARD_DURABILITY_STRICT")) return;
   std::map<std::string, uint64_t> used;  // node -> GPUs of live tasks
   for (const auto& [key, mask] : LiveGpuTasks(before)) {
     std::string node = key.substr(key.find('@') + 1, key.find('#') - key.find('@') - 1);
@@ -351,11 +346,9 @@ TEST(DurabilityTest, ServerCrashLoopLosesNothingAcknowledged) {
   }
   EXPECT_GT(acked.size(), static_cast<size_t>(iterations));
   // What the server holds converges with what the agents run: every job ends
-  // once killed, and every GPU is free again. Known to fail (see
-  // docs/durability.md, "Open"): a job whose end was reported by its agent but
-  // not yet written when the server died comes back as running, and its GPUs
-  // stay held. Run with TRAINYARD_DURABILITY_STRICT=1 to see it.
-  if (!std::getenv("TRAINYARD_DURABILITY_STRICT")) return;
+  // once killed, and every GPU is free again — also for a task whose end its
+  // agent reported but the server had not yet written when it died (the agent
+  // no longer lists it), and for a job killed while its tasks were stopping.
   for (const auto& [name, j] : AllJobs(c)) {
     if (j["state"] != "JOB_SUCCEEDED" && j["state"] != "JOB_FAILED" && j["state"] != "JOB_KILLED") c.Cli({"kill", name});
   }

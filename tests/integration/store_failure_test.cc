@@ -255,13 +255,15 @@ TEST(StoreFailureTest, DataDirTurnedReadOnlyRefusesSubmissionsClearlyAndLosesNot
   // What ext4 does on a disk error with errors=remount-ro: read-only at once,
   // under the server's open files.
   WriteFile(trigger, "1");
-  // A change the server writes in the background (a kill) fails first; from
-  // then on the store refuses every write, submissions included. (The kill
-  // itself was answered before its write failed and is not kept: see
-  // docs/durability.md, "Open".)
+  // A kill is answered once its write is durable: here the write fails, and
+  // the user is told so (the tasks are stopped all the same; after a restart
+  // the job is back as it was last recorded). From then on the store refuses
+  // every write, submissions included.
   size_t log_start = ReadFile(c.dir() + "/server.log").size();
   CommandResult kill = c.Cli({"kill", acknowledged.begin()->first});
-  EXPECT_EQ(kill.exit_code, 0) << kill.err;
+  EXPECT_EQ(kill.exit_code, 1) << kill.err;
+  EXPECT_THAT(kill.err, AllOf(HasSubstr("is being stopped, but the server cannot record it"), HasSubstr("read-only"),
+                              HasSubstr(data_dir)));
   EXPECT_TRUE(WaitFor([&] {
     return ReadFile(c.dir() + "/server.log").find("store write failed", log_start) != std::string::npos;
   }, absl::Seconds(10))) << ReadFile(c.dir() + "/server.log");
