@@ -9,7 +9,8 @@
 //   up         the same on a real `trainyard up` cluster (server + 2 agents
 //              as processes; tasks are real `sleep` processes).
 //   sustained  1,000 agents; Submit calls offered at 2,000/s (the target), then
-//              back to back (the most the server takes); jobs
+//              back to back (the most the server takes), then back to back
+//              with the server's group commit off (--no-group-commit); jobs
 //              acknowledged (Submit OK = durable) and placed (launch received
 //              by an agent) per second, and the server process's CPU
 //              (utime+stime from /proc/PID/stat). Targets >= 2,000 jobs/s, <= 1 core.
@@ -18,7 +19,7 @@
 // A plain main() that prints a table; Google Benchmark flags are ignored.
 //   build/<dir>/bench/control_plane_bench [--only=latency|up|sustained|heartbeat]
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
-//       [--rate=JOBS_PER_S (0 = back to back)] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
+//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -48,7 +49,8 @@ struct Flags {
   double idle_s = 5;
   int inflight = 64;
   int task_ms = 1000;
-  double rate = -1;  // sustained: jobs/s offered; 0 = open loop; -1 = both 2000 and open loop
+  double rate = -1;  // sustained: jobs/s offered; 0 = open loop; -1 = 2000, open loop, open loop w/o group commit
+  bool group_commit = true;  // sustained with --rate: false starts the server with --no-group-commit
   std::string server_log_level = "info";
   bool same_name = false;  // sustained: every job submitted under one name
   std::string trainyard = TRAINYARD_BINARY;
@@ -362,8 +364,8 @@ bool StartFleet(Fleet& fleet, int agents, double* seconds) {
   return true;
 }
 
-bool RunSustained(const Flags& f, double rate) {
-  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level);
+bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
+  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level, group_commit);
   ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
@@ -398,9 +400,10 @@ bool RunSustained(const Flags& f, double rate) {
   }
   double drain = SecondsBetween(window_start, SteadyClock::now()) - window;
   double d = f.sustained_s;
-  printf("\nsustained submission, %d agents (1 stream each), %s, at most %d Submit calls in flight, %.0f s%s\n",
+  printf("\nsustained submission, %d agents (1 stream each), %s, at most %d Submit calls in flight, %.0f s%s%s\n",
          f.agents, rate > 0 ? absl::StrFormat("offered %.0f jobs/s", rate).c_str() : "as fast as acknowledged",
-         f.inflight, d, f.same_name ? ", every job named \"sus\"" : "");
+         f.inflight, d, f.same_name ? ", every job named \"sus\"" : "",
+         group_commit ? "" : ", server with --no-group-commit (one transaction per write)");
   printf("  (single-task jobs, 1 GPU; tasks succeed %d ms after RUNNING; %.1f s to register the agents;"
          " load average %s)\n", f.task_ms, reg_s, LoadAverage().c_str());
   Row("jobs acknowledged (Submit OK, durable) /s", absl::StrCat(static_cast<int64_t>(submitter.acked() / d)),
@@ -482,6 +485,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--heartbeat-s") return num(&f->heartbeat_s) && f->heartbeat_s > 0;
   if (key == "--idle-s") return num(&f->idle_s) && f->idle_s > 0;
   if (key == "--rate") return num(&f->rate) && f->rate >= 0;
+  if (key == "--no-group-commit") return f->group_commit = false, true;
   if (key == "--same-name") return f->same_name = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
@@ -498,7 +502,7 @@ int main(int argc, char** argv) {
     if (!ParseFlag(argv[i], &f)) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
-              "--agents=N --same-name --rate=JOBS_PER_S --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
+              "--agents=N --same-name --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH\n",
               argv[i]);
       return 2;
@@ -512,9 +516,10 @@ int main(int argc, char** argv) {
   if (ok && (f.only.empty() || f.only == "up")) ok = RunUp(f);
   if (ok && (f.only.empty() || f.only == "sustained")) {
     if (f.rate >= 0) {
-      ok = RunSustained(f, f.rate);
+      ok = RunSustained(f, f.rate, f.group_commit);
     } else {
-      ok = RunSustained(f, 2000) && RunSustained(f, 0);  // the target, then the most it takes
+      // The target; the most it takes; the same without group commit.
+      ok = RunSustained(f, 2000) && RunSustained(f, 0) && RunSustained(f, 0, /*group_commit=*/false);
     }
   }
   if (ok && (f.only.empty() || f.only == "heartbeat")) ok = RunHeartbeat(f);

@@ -174,12 +174,12 @@ class ChildProcess {
 
 // `trainyard server` on a free port with its data in the scratch directory:
 // fsync on (the default), no job masters.
-inline std::unique_ptr<ChildProcess> ServerProcess(const std::string& binary, const std::string& log_level) {
-  return std::make_unique<ChildProcess>(
-      binary,
-      std::vector<std::string>{"server", "--listen", "127.0.0.1:0", "--data-dir", "{DIR}/data", "--no-jobmaster",
-                               "--log-level", log_level},
-      "listening on ");
+inline std::unique_ptr<ChildProcess> ServerProcess(const std::string& binary, const std::string& log_level,
+                                                   bool group_commit = true) {
+  std::vector<std::string> args = {"server", "--listen", "127.0.0.1:0", "--data-dir", "{DIR}/data", "--no-jobmaster",
+                                   "--log-level", log_level};
+  if (!group_commit) args.push_back("--no-group-commit");
+  return std::make_unique<ChildProcess>(binary, args, "listening on ");
 }
 
 struct FleetOptions {

@@ -102,6 +102,8 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   cmd->add_option("--checkpoint-root", f.config.checkpoint_root, "checkpoint directory shared by the nodes");
   cmd->add_option("--max-gpus", f.config.limits.max_gpus, "maximum GPUs per task");
   cmd->add_flag("--no-jobmaster{false}", f.config.jobmaster_enabled, "do not start a job master per job");
+  cmd->add_flag("--no-group-commit{false}", f.config.store_group_commit,
+                "one store transaction per write (slower; for comparison)");
   cmd->add_flag("--check-store", f.check_store, "verify the store's integrity and exit");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] {

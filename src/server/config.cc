@@ -80,6 +80,7 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerCon
     else if (key == "reservationWaitMs") Read(v, key, &c.reservation_wait_ms, &errors);
     else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
     else if (key == "storeSync") Read(v, key, &c.store_sync, &errors);
+    else if (key == "storeGroupCommit") Read(v, key, &c.store_group_commit, &errors);
     else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
     else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
     else errors.push_back(absl::StrCat(key, ": unknown key"));

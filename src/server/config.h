@@ -22,6 +22,7 @@ struct ServerConfig {
   int reservation_wait_ms = 60000;        // head-of-line wait before reserving
   std::string default_port_range = "[20000-40000]";
   bool store_sync = true;                 // fsync each group commit
+  bool store_group_commit = true;         // false: one transaction per write (a benchmark's baseline)
   // The job master each job gets as its first task.
   bool jobmaster_enabled = true;
   int64_t jobmaster_vcores_milli = 200;   // job.master.cpu 0.2

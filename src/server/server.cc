@@ -34,6 +34,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   std::unique_ptr<Server> s(new Server());
   SqliteStoreOptions store_opt;
   store_opt.sync = config.store_sync ? StoreSync::kFull : StoreSync::kOff;
+  store_opt.group_commit = config.store_group_commit;
   absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(config.data_dir, store_opt);
   if (!store.ok()) return store.status();
   s->store_ = std::move(*store);

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -144,11 +145,54 @@ CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeou
   return r;
 }
 
-Cluster::Cluster(ClusterOptions options) : options_(std::move(options)) {
+namespace {
+
+// Seconds since boot, as /proc/uptime says.
+double Uptime() {
+  double up = 0;
+  std::istringstream(ReadFile("/proc/uptime")) >> up;
+  return up;
+}
+
+// When `pid` started, in seconds since boot (field 22 of /proc/PID/stat); -1
+// if it is gone.
+double StartedAt(pid_t pid) {
+  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  size_t close_paren = stat.rfind(')');
+  if (close_paren == std::string::npos) return -1;
+  std::istringstream fields(stat.substr(close_paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && fields >> field; ++i) {
+    if (i == 22) return std::stod(field) / static_cast<double>(sysconf(_SC_CLK_TCK));
+  }
+  return -1;
+}
+
+}  // namespace
+
+Cluster::Cluster(ClusterOptions options) : options_(std::move(options)), started_uptime_(Uptime() - 1) {
   // Each cluster serves its own block of ports, so two test runs never hand
   // out the same port.
+  // A block is claimed with an flock on its lock file, held while the cluster
+  // lives: clusters of test programs running at the same time (ctest -j)
+  // never share one. The start is random so back-to-back runs spread out.
   std::mt19937 rng(static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(absl::ToUnixNanos(absl::Now())));
-  port_base_ = 20000 + static_cast<int>(rng() % 120) * 100;
+  int first = static_cast<int>(rng() % 120);
+  std::string lock_dir = std::filesystem::temp_directory_path().string() + "/trainyard-it-ports";
+  std::error_code ec;
+  std::filesystem::create_directories(lock_dir, ec);
+  port_base_ = 20000 + first * 100;
+  for (int k = 0; k < 120; ++k) {
+    int block = (first + k) % 120;
+    int fd = open(absl::StrCat(lock_dir, "/block-", block).c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0666);
+    if (fd < 0) break;
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+      port_lock_fd_ = fd;
+      port_base_ = 20000 + block * 100;
+      break;
+    }
+    close(fd);
+  }
   StartServer("127.0.0.1:0");
   for (int i = 0; i < options_.nodes; ++i) {
     agents_.push_back(nullptr);
@@ -199,11 +243,31 @@ bool Cluster::WaitNodesReady(int n, absl::Duration timeout) {
   }, timeout, absl::Milliseconds(50));
 }
 
+void Cluster::KillLeftoverTasks() {
+  // Tasks of an agent that was SIGKILLed (a lost node) outlive it under their
+  // keepers; the agent's task records name each keeper, which leads its own
+  // session. Only sessions started while this cluster lived are touched.
+  for (int i = 0; i < static_cast<int>(agents_.size()); ++i) {
+    std::error_code ec;
+    std::string tasks = absl::StrCat(dir(), "/node-", i, "/tasks");
+    for (auto it = std::filesystem::recursive_directory_iterator(tasks, ec);
+         !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+      if (it->path().extension() != ".json") continue;
+      nlohmann::json j = nlohmann::json::parse(ReadFile(it->path().string()), nullptr, false);
+      if (j.is_discarded() || !j.contains("pid") || !j["pid"].is_number_integer()) continue;
+      pid_t pid = j["pid"].get<int>();
+      if (pid > 1 && getsid(pid) == pid && StartedAt(pid) >= started_uptime_) kill(-pid, SIGKILL);
+    }
+  }
+}
+
 Cluster::~Cluster() {
   for (auto& a : agents_) {
     if (a) a->Stop();
   }
   if (server_) server_->Stop();
+  KillLeftoverTasks();
+  if (port_lock_fd_ >= 0) close(port_lock_fd_);  // the port block is free again
 }
 
 void Cluster::StartAgent(int i) {

@@ -125,6 +125,10 @@ class Cluster {
   TempDir dir_;
   std::string address_;
   int port_base_ = 0;
+  int port_lock_fd_ = -1;
+  double started_uptime_ = 0;  // seconds since boot when the cluster was made
+  // Kills the sessions of tasks that outlived their (SIGKILLed) agent.
+  void KillLeftoverTasks();  // flock on the port block's lock file while this cluster lives
   std::unique_ptr<Process> server_;
   std::vector<std::unique_ptr<Process>> agents_;
 };
