@@ -610,7 +610,7 @@ void JobManager::Requeue(JobRt& job, const std::string& reason, absl::Time now) 
 }
 
 absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   JobRt* job = FindJob(req.job());
   if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
   if (req.state() != v1::JOB_SUCCEEDED && req.state() != v1::JOB_FAILED) {
@@ -621,7 +621,10 @@ absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
                         ? (req.state() == v1::JOB_SUCCEEDED ? "all workers completed" : "the job master reported failure")
                         : req.reason();
   EndJob(*job, req.state(), msg, clock_->Now());
-  Flush();
+  // Answered once durable: the job master retries a report that failed.
+  if (absl::Status st = WaitDurable(lock); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("the outcome of job ", req.job(), " cannot be recorded: ", st.message()));
+  }
   return absl::OkStatus();
 }
 
