@@ -21,11 +21,16 @@ namespace {
 
 constexpr char kComponent[] = "supervisor";
 
-absl::Duration Backoff(const TaskLaunch& launch, int restarts) {
+absl::Duration Backoff(const TaskLaunch& launch, int step) {
   absl::Duration delay = launch.backoff_initial;
-  for (int i = 0; i < restarts && delay < launch.backoff_max; ++i) delay *= 2;
+  for (int i = 0; i < step && delay < launch.backoff_max; ++i) delay *= 2;
   return std::min(delay, launch.backoff_max);
 }
+
+// An attempt that ran this long is taken as healthy: the next failure's
+// backoff starts again from backoff_initial (a worker that crashes once a
+// day should not wait the longest delay because it crashed before).
+absl::Duration BackoffResetAfter(const TaskLaunch& launch) { return 2 * launch.backoff_max; }
 
 std::vector<std::string> AgentEnvironment() {
   std::vector<std::string> env;
@@ -78,6 +83,7 @@ std::string DescribeExit(const TaskExit& exit) {
 void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
   const TaskLaunch& l = task.launch;
   task.start_at = absl::InfiniteFuture();
+  task.started = absl::Now();
   task.has_exit = false;
   absl::Status prepared = logs_.Prepare(l.key);
   // Named per agent (its data dir), so two agents on one machine — a local
@@ -146,7 +152,8 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, std::vector<TaskStatus>* 
     task.state = TaskState::kKilled;
     task.message = absl::StrCat("killed; ", what);
   } else if (wants_restart && task.restarts < l.max_restarts) {
-    absl::Duration delay = Backoff(l, task.restarts);
+    if (absl::Now() - task.started >= BackoffResetAfter(l)) task.backoff_step = 0;
+    absl::Duration delay = Backoff(l, task.backoff_step++);
     task.state = TaskState::kRestarting;
     task.start_at = absl::Now() + delay;
     task.message = absl::StrCat(what, "; restart ", task.restarts + 1, " of ", l.max_restarts, " in ",

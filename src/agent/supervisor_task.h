@@ -24,6 +24,8 @@ struct Supervisor::Task {
   bool adopted = false;    // started by an earlier agent: not our child
   std::string cgroup;      // limiter name of the running attempt
   absl::Time start_at = absl::InfiniteFuture();    // next attempt due
+  absl::Time started = absl::InfinitePast();       // when the current attempt started
+  int backoff_step = 0;  // k in backoff_initial * 2^k; back to 0 after a long run
   absl::Time sigkill_at = absl::InfiniteFuture();  // kill escalation due
   bool kill_requested = false;
   bool has_exit = false;

@@ -171,6 +171,23 @@ TEST_F(SupervisorTest, OnFailureRestartsUntilSuccessWithLogsPerAttempt) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SupervisorTest, BackoffDoublesAndStartsAgainAfterAnAttemptThatRanLong) {
+  // Attempts 0-2 fail at once, attempt 3 runs 0.3 s (longer than twice the
+  // longest backoff) and fails, attempt 4 succeeds.
+  TaskLaunch l = ShellTask("worker",
+                           "echo x >> count; n=$(wc -l < count); [ $n -eq 4 ] && sleep 0.3; [ $n -ge 5 ]");
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 5;
+  l.backoff_initial = absl::Milliseconds(10);
+  l.backoff_max = absl::Milliseconds(40);
+  EXPECT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  std::vector<std::string> delays;
+  for (const TaskStatus& st : listener_.statuses()) {
+    if (st.key == l.key && st.state == TaskState::kRestarting) delays.push_back(st.message.substr(st.message.rfind(' ') + 1));
+  }
+  EXPECT_THAT(delays, ElementsAre("10ms", "20ms", "40ms", "10ms"));
+}
+
 TEST_F(SupervisorTest, MaxRestartsExhaustedReportsFinalFailure) {
   TaskLaunch l = ShellTask("worker", "exit 3");
   l.restart_policy = RestartPolicy::kOnFailure;
