@@ -155,8 +155,8 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  stub_ = v1::AgentChannel::NewStub(
-      grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args));
+  channel_ = grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args);
+  stub_ = v1::AgentChannel::NewStub(channel_);
 }
 
 ServerLink::~ServerLink() { Stop(); }
@@ -200,6 +200,13 @@ bool ServerLink::Write(const v1::AgentMessage& msg) {
 void ServerLink::OnTaskStatus(const TaskStatus& status) {
   v1::AgentMessage msg;
   *msg.mutable_status() = ToProto(status);
+  if (IsFinal(status.state)) {
+    // Repeated in heartbeats for a while: a report lost on a broken stream,
+    // or with a server that died before writing it, still arrives.
+    std::lock_guard<std::mutex> lock(mu_);
+    recent_ends_.emplace_back(absl::Now(), msg.status());
+    while (recent_ends_.size() > options_.max_buffered_statuses) recent_ends_.pop_front();
+  }
   if (!connected_ || !Write(msg)) {
     std::lock_guard<std::mutex> lock(mu_);
     if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
@@ -211,6 +218,16 @@ void ServerLink::OnTaskStatus(const TaskStatus& status) {
 }
 
 bool ServerLink::Session() {
+  // Say so when the server cannot be reached (the stream below would wait
+  // for it silently).
+  bool reached = false;
+  for (int i = 0; i < 20 && !stopping_ && !reached; ++i) {
+    reached = channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
+  }
+  if (!reached) {
+    if (!stopping_) Log(LogLevel::kWarning, "agent", "cannot reach the server at %s yet; retrying", options_.server);
+    return false;
+  }
   grpc::ClientContext ctx;
   // Wait for the channel to connect (it retries with its own backoff, at
   // most 1 s apart) instead of failing at once while the server restarts:
@@ -236,14 +253,19 @@ bool ServerLink::Session() {
   if (Write(reg) && stream->Read(&msg) && msg.has_registered()) {
     accepted = true;
     Log(LogLevel::kInfo, "agent", "registered with %s as %s", options_.server, msg.registered().node());
-    // Replay what happened while away, then the live state.
-    std::deque<v1::AgentMessage> replay;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      replay.swap(buffered_);
-    }
+    // Replay what happened while away, then the live state. Connected first:
+    // a status from now on is written at once, one from before is in the
+    // buffer, which is drained until empty.
     connected_ = true;
-    for (const auto& m : replay) Write(m);
+    for (;;) {
+      std::deque<v1::AgentMessage> replay;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        replay.swap(buffered_);
+      }
+      if (replay.empty()) break;
+      for (const auto& m : replay) Write(m);
+    }
     int interval = std::max(50, msg.registered().heartbeat_interval_ms());
     heartbeats = std::thread([this, interval, session] { Heartbeats(interval, session); });
     while (!stopping_ && stream->Read(&msg)) Handle(msg);
@@ -298,6 +320,12 @@ void ServerLink::Heartbeats(int interval_ms, int64_t session) {
     for (const auto& t : snap->tasks) {
       if (!IsFinal(t.state)) *hb->add_tasks() = ToProto(t);
     }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      absl::Time keep_after = absl::Now() - kRepeatEndsFor;
+      while (!recent_ends_.empty() && recent_ends_.front().first < keep_after) recent_ends_.pop_front();
+      for (const auto& [at, st] : recent_ends_) *hb->add_tasks() = st;
+    }
     if (!Write(msg)) return;
   }
 }
@@ -337,6 +365,13 @@ void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
   absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, options_.data_dir);
   absl::Status st = launch.ok() ? core_->Launch(*launch) : launch.status();
   if (st.ok()) return;
+  if (absl::IsAlreadyExists(st)) {
+    // The server sent a launch again that did reach us (it had not heard of
+    // the task yet): the task runs; nothing to report.
+    Log(LogLevel::kInfo, "agent", "launch %s/%s-%d: %s", spec.job(), spec.role(), spec.index(),
+        std::string(st.message()));
+    return;
+  }
   Log(LogLevel::kWarning, "agent", "launch %s/%s-%d refused: %s", spec.job(), spec.role(), spec.index(),
       std::string(st.message()));
   TaskStatus failed;

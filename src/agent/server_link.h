@@ -54,6 +54,7 @@ class ServerLink : public TaskListener {
 
   const ServerLinkOptions options_;
   AgentCore* core_ = nullptr;
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentChannel::Stub> stub_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
@@ -64,6 +65,9 @@ class ServerLink : public TaskListener {
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::deque<v1::AgentMessage> buffered_ ABSL_GUARDED_BY(mu_);  // statuses while disconnected
+  // Final statuses of the last kRepeatEndsFor, repeated in every heartbeat.
+  std::deque<std::pair<absl::Time, v1::TaskStatus>> recent_ends_ ABSL_GUARDED_BY(mu_);
+  static constexpr absl::Duration kRepeatEndsFor = absl::Seconds(15);
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   std::mutex write_mu_;  // one Write at a time on the stream
 };

@@ -58,7 +58,7 @@ int Fail(std::string_view verb, const absl::Status& s) {
 // refusals are retried until `deadline`.
 absl::StatusOr<std::unique_ptr<FrameConnection>> ConnectAsWorker(
     const jobmaster::JobMasterClientOptions& options, absl::Time deadline) {
-  auto conn = FrameConnection::Connect(options.master_address, deadline);
+  auto conn = FrameConnection::Connect(jobmaster::CurrentMasterAddress(options), deadline);
   if (!conn.ok()) return conn.status();
   pb::JobMasterRequest attach;
   attach.set_request_id(1);

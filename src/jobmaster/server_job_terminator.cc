@@ -2,8 +2,10 @@
 #include "jobmaster/server_job_terminator.h"
 
 #include <condition_variable>
+#include <cstdlib>
 #include <mutex>
 
+#include "absl/strings/numbers.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/service.grpc.pb.h"
@@ -36,6 +38,10 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   req.set_job(end.job);
   req.set_state(end.outcome == JobOutcome::kSucceeded ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
   req.set_reason(end.reason);
+  int master_attempt = 0;
+  if (const char* a = std::getenv("TRAINYARD_ATTEMPT"); a != nullptr && absl::SimpleAtoi(a, &master_attempt)) {
+    req.set_master_attempt(master_attempt);
+  }
   std::string address = address_;
   std::shared_ptr<State> state = state_;
   thread_ = std::thread([address, req, state] {
@@ -48,7 +54,8 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
       grpc::Status st = stub->ReportJobOutcome(&ctx, req, &resp);
       std::unique_lock<std::mutex> lock(state->mu);
       if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND ||
-          st.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+          st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
+          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
         if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the outcome: %s", st.error_message());
         state->delivered = st.ok();
         state->cv.notify_all();

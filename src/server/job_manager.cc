@@ -79,8 +79,11 @@ void JobManager::Stop() {
   // Hand the store everything not yet written, and wait for it: the write's
   // completion calls back into this object.
   std::unique_lock<std::mutex> lock(mu_);
+  // Waits as long as the store takes: the write's callback uses this object.
   while (true) {
-    cv_.wait(lock, [this] { return !flush_in_flight_; });
+    while (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !flush_in_flight_; })) {
+      Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer the last write");
+    }
     Flush();
     if (!flush_in_flight_) break;
   }
@@ -112,7 +115,7 @@ absl::Status JobManager::Recover() {
     auto job = std::make_unique<JobRt>();
     job->rec = rec;
     job->events_loaded = false;
-    RecoverIntoScheduler(*job);
+    if (!RecoverIntoScheduler(*job)) continue;  // left in the store, as before
     jobs_[rec.name()] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
@@ -128,6 +131,7 @@ absl::Status JobManager::Recover() {
     next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
     job->launch_base.assign(job->rec.tasks_size(), 0);
     job->missing_beats.assign(job->rec.tasks_size(), 0);
+    job->acked.assign(job->rec.tasks_size(), true);
     for (int i = 0; i < job->rec.tasks_size(); ++i) job->launch_base[i] = job->rec.tasks(i).attempt();
     // Ended while its tasks were being stopped: they hold their resources
     // until their agents confirm the stop (or no longer have them).
@@ -146,22 +150,27 @@ absl::Status JobManager::Recover() {
   return absl::OkStatus();
 }
 
-void JobManager::RecoverIntoScheduler(JobRt& job) {
+bool JobManager::RecoverIntoScheduler(JobRt& job) {
   const v1::JobRecord& rec = job.rec;
   job.launch_base.assign(rec.tasks_size(), 0);
   job.missing_beats.assign(rec.tasks_size(), 0);
+  job.acked.assign(rec.tasks_size(), false);
   for (int i = 0; i < rec.tasks_size(); ++i) {
     job.launch_base[i] = rec.tasks(i).attempt();
+    // Running before the restart: its agent had it. A LAUNCHING one may never
+    // have reached its agent.
+    job.acked[i] = rec.tasks(i).state() == v1::TASK_RUNNING || rec.tasks(i).state() == v1::TASK_RESTARTING;
     if (!rec.tasks(i).node().empty()) IndexTask(job, rec.tasks(i).node());
   }
   absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
   if (!req.ok()) {
     Log(LogLevel::kWarning, "server", "job %s cannot be recovered: %s", rec.name(), std::string(req.status().message()));
-    return;
+    return false;
   }
   bool placed = std::any_of(rec.tasks().begin(), rec.tasks().end(),
                             [](const v1::TaskRecord& t) { return !t.node().empty(); });
-  if (!scheduler_->AddJob(*req).ok()) return;
+  job.job_master = JobMasterAddress(job);  // for tasks launched again after the restart
+  if (!scheduler_->AddJob(*req).ok()) return true;
   job.in_scheduler = true;
   if (placed && rec.state() != v1::JOB_QUEUED) {
     // Its tasks are adopted as their nodes come back (AdoptRecoveredTasks).
@@ -169,6 +178,7 @@ void JobManager::RecoverIntoScheduler(JobRt& job) {
     scheduler_->mutable_state().SetPhase(*slot, core::JobPhase::kRunning, absl::FromUnixMillis(rec.start_time_ms()));
     job.recovered_placed = true;
   }
+  return true;
 }
 
 void JobManager::IndexTask(const JobRt& job, const std::string& node) { node_jobs_[node].insert(job.rec.name()); }
@@ -181,7 +191,8 @@ std::vector<std::pair<JobManager::JobRt*, int>> JobManager::TasksOn(const std::s
     JobRt* job = FindJob(*name);
     size_t before = out.size();
     for (int i = 0; job && i < job->rec.tasks_size(); ++i) {
-      if (job->rec.tasks(i).node() == node) out.emplace_back(job, i);
+      const v1::TaskRecord& t = job->rec.tasks(i);
+      if (t.node() == node && !IsTerminal(t.state())) out.emplace_back(job, i);
     }
     name = out.size() == before ? it->second.erase(name) : std::next(name);
   }
@@ -330,6 +341,7 @@ absl::StatusOr<v1::SubmitResponse> JobManager::AcceptCommitted(PreparedJob& prep
   const v1::JobRecord& rec = job->rec;
   job->launch_base.assign(rec.tasks_size(), 0);
   job->missing_beats.assign(rec.tasks_size(), 0);
+  job->acked.assign(rec.tasks_size(), false);
   job->events.push_back(ToView(prepared.first_event));
   absl::Status added = scheduler_->AddJob(*ToJobRequest(rec));
   if (added.ok()) {
@@ -431,7 +443,16 @@ absl::Status JobManager::WaitDurable(std::unique_lock<std::mutex>& lock) {
   uint64_t sent = flush_seq_sent_;
   bool pending = !dirty_jobs_.empty() || !batch_.empty();
   Flush();
-  uint64_t target = flush_seq_sent_ > sent ? flush_seq_sent_ : (pending ? flush_seq_sent_ + 1 : flush_seq_done_);
+  uint64_t target;
+  if (flush_seq_sent_ > sent) {
+    target = flush_seq_sent_;  // this Flush sent it
+  } else if (pending) {
+    target = flush_seq_sent_ + 1;  // a write is in flight; it goes with the next
+  } else if (flush_in_flight_) {
+    target = flush_seq_sent_;  // the write in flight may hold it
+  } else {
+    return absl::OkStatus();  // nothing waits to be written
+  }
   if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return flush_seq_done_ >= target; })) {
     return absl::DeadlineExceededError("the store did not confirm the write in 10 s");
   }
@@ -532,8 +553,10 @@ absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std
   std::unique_lock<std::mutex> lock(mu_);
   JobRt* job = FindJob(name);
   if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
-  if (IsTerminal(job->rec.state())) return job->rec.state();
-  EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, clock_->Now());
+  // A job that has already ended is answered too once its end is durable.
+  if (!IsTerminal(job->rec.state())) {
+    EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, clock_->Now());
+  }
   v1::JobState state = job->rec.state();
   // Answered once the end is durable, as a submission is.
   if (absl::Status st = WaitDurable(lock); !st.ok()) {
@@ -616,7 +639,14 @@ absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
   if (req.state() != v1::JOB_SUCCEEDED && req.state() != v1::JOB_FAILED) {
     return absl::InvalidArgumentError("state: must be JOB_SUCCEEDED or JOB_FAILED");
   }
-  if (IsTerminal(job->rec.state()) || job->ending) return absl::OkStatus();
+  int jm = FindTask(*job, "jobmaster", 0);
+  if (req.has_master_attempt() && jm >= 0 && req.master_attempt() < job->launch_base[jm]) {
+    // A master cut off on a lost node, still running: its verdict is stale.
+    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": this job master (attempt ",
+                                                      req.master_attempt(), ") was replaced by attempt ",
+                                                      job->launch_base[jm], "; its verdict is ignored"));
+  }
+  if (IsTerminal(job->rec.state()) || job->ending) return WaitDurable(lock);
   std::string msg = req.reason().empty()
                         ? (req.state() == v1::JOB_SUCCEEDED ? "all workers completed" : "the job master reported failure")
                         : req.reason();

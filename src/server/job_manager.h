@@ -122,6 +122,8 @@ class JobManager {
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ApplyPreemption(const core::Preemption& p, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LaunchTask(JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // host:port of the job's master as placed now ("" when it has none).
+  std::string JobMasterAddress(const JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The environment and files of task `task` as placed now.
   TaskEnv EnvFor(const JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends every running task of the job but `except` its files again (the
@@ -144,11 +146,12 @@ class JobManager {
   void AdoptRecoveredTasks(NodeRt& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a job recovered from the store into the scheduler; its placed tasks
   // are adopted as their nodes register.
-  void RecoverIntoScheduler(JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // False when the job cannot be recovered (logged; it stays in the store).
+  bool RecoverIntoScheduler(JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that a task of `job` is placed on `node` (node_jobs_).
   void IndexTask(const JobRt& job, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The (job, task) pairs placed on `node` now, from node_jobs_ (dropping
-  // jobs that have no task there any more).
+  // The live (job, task) pairs placed on `node` now, from node_jobs_
+  // (dropping jobs that have no live task there any more).
   std::vector<std::pair<JobRt*, int>> TasksOn(const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A task the server has as live on `node` that its agent no longer runs
   // (its end was lost in a crash): ends it, or starts it again per policy.

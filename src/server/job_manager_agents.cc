@@ -156,11 +156,16 @@ void JobManager::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb) {
 }
 
 namespace {
-// Heartbeats in a row that must leave a task out before the server takes it
-// as gone from its node. Statuses and heartbeats share the agent's one
-// ordered stream, so an ended task's report always arrives before a
-// heartbeat without it; the margin covers a launch still on its way.
+// Heartbeats in a row that must leave out a task its agent had shown it has
+// before the server takes it as gone from its node. Statuses and heartbeats
+// share the agent's one ordered stream, and an agent lists a task's final
+// status in its heartbeats for a while after the end, so a task that ended
+// normally is never taken as gone.
 constexpr int kMissingBeats = 3;
+// A launch the agent has not shown it has after this many heartbeats is sent
+// again (a launch order lost with a server that died; the agent ignores one
+// for a task it already has).
+constexpr int kUnackedBeats = 10;
 }  // namespace
 
 void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
@@ -171,7 +176,13 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
     bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
                 !IsTerminal(job->rec.tasks(i).state()) && st.attempt() >= job->launch_base[i];
-    if (IsTerminal(st.state())) continue;
+    if (ours) job->acked[i] = true;
+    if (IsTerminal(st.state())) {
+      // An end whose own report was lost (a broken stream, a server that
+      // died before writing it): agents repeat recent ends in heartbeats.
+      if (ours) ApplyTaskStatus(node.info.name(), st, clock_->Now());
+      continue;
+    }
     // Not ours (any more): rescheduled elsewhere, or unknown to the store.
     // Ours but its job is ending: the kill order may have been lost with a
     // server that died; it goes again (the agent ignores a repeated one).
@@ -197,7 +208,15 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
       job->missing_beats[i] = 0;
       continue;
     }
-    if (++job->missing_beats[i] >= kMissingBeats) TaskGone(*job, i, node.info.name(), now);
+    ++job->missing_beats[i];
+    if (job->acked[i] && job->missing_beats[i] >= kMissingBeats) {
+      TaskGone(*job, i, node.info.name(), now);
+    } else if (!job->acked[i] && job->missing_beats[i] >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING &&
+               !job->ending) {
+      Log(LogLevel::kWarning, "server", "node %s has not shown %s after %d heartbeats; sending its launch again",
+          node.info.name(), TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
+      LaunchTask(*job, i);
+    }
   }
 }
 
@@ -246,6 +265,7 @@ void JobManager::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& 
   if (i < 0 || job->rec.tasks(i).node() != node || st.attempt() < job->launch_base[i]) return;
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
   if (IsTerminal(t->state())) return;
+  job->acked[i] = true;
   t->set_attempt(std::max(t->attempt(), st.attempt()));
   std::string name = TaskName(job->rec.name(), t->role(), t->index());
   switch (st.state()) {
@@ -417,6 +437,9 @@ bool JobManager::ReplaceTask(JobRt& job, int i, absl::Time now) {
     t->set_state(v1::TASK_LAUNCHING);
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
+    // A moved job master has a new address: the others learn it from the
+    // "jobmaster" file PushFiles rewrites below.
+    if (t->role() == "jobmaster") job.job_master = JobMasterAddress(job);
     AddEvent(job, "task_moved", absl::StrCat(TaskName(job.rec.name(), t->role(), t->index()), " was lost with node ",
                                              old, "; restarted on ", ns.name, " (attempt ", t->attempt() + 1, ")"),
              now);

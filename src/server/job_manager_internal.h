@@ -24,8 +24,11 @@ struct JobManager::JobRt {
   // status with a lower attempt is from an older launch and ignored.
   std::vector<int> launch_base;
   bool recovered_placed = false;  // placed before a restart; waiting for nodes
-  // Per task: heartbeats in a row from its node that did not list it.
+  // Per task: heartbeats in a row from its node that did not list it, and
+  // whether the agent has shown it has the current launch (a status or a
+  // heartbeat entry of that attempt).
   std::vector<int> missing_beats;
+  std::vector<bool> acked;
   // The event log as describe shows it. Jobs recovered from the store load
   // their earlier events on first use (events_loaded false until then).
   std::vector<v1::JobEvent> events;

@@ -84,19 +84,24 @@ void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   job->rec.set_message("");
   SetJobState(*job, v1::JOB_SCHEDULED, now);
   AddEvent(*job, "scheduled", absl::StrCat("scheduled on ", absl::StrJoin(where, ", ")), now);
-  job->job_master = job->rec.spec().job_master_address();  // a master in the client
-  int jm = FindTask(*job, "jobmaster", 0);
-  if (jm >= 0) {
-    const v1::TaskRecord& t = job->rec.tasks(jm);
-    auto nit = nodes_.find(t.node());
-    if (nit != nodes_.end() && t.allocation().ports_size() > 0) {
-      job->job_master = absl::StrCat(nit->second->info.address(), ":", t.allocation().ports(0).begin());
-    }
-  }
+  job->job_master = JobMasterAddress(*job);
   for (int i = 0; i < job->rec.tasks_size(); ++i) {
     if (job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
   }
   Persist(*job);
+}
+
+std::string JobManager::JobMasterAddress(const JobRt& job) {
+  std::string address = job.rec.spec().job_master_address();  // a master in the client
+  int jm = FindTask(job, "jobmaster", 0);
+  if (jm >= 0) {
+    const v1::TaskRecord& t = job.rec.tasks(jm);
+    auto nit = nodes_.find(t.node());
+    if (nit != nodes_.end() && t.allocation().ports_size() > 0) {
+      address = absl::StrCat(nit->second->info.address(), ":", t.allocation().ports(0).begin());
+    }
+  }
+  return address;
 }
 
 void JobManager::ApplyPreemption(const core::Preemption& p, absl::Time now) {
@@ -204,6 +209,7 @@ void JobManager::LaunchTask(JobRt& job, int i) {
   spec->set_kill_grace_ms(config_.kill_grace_ms);
   job.launch_base[i] = t.attempt();
   job.missing_beats[i] = 0;
+  job.acked[i] = false;
   if (nit->second->link) nit->second->link->Send(std::move(msg));
 }
 

@@ -297,6 +297,34 @@ TEST_F(JobManagerTest, ATaskItsAgentNoLongerRunsIsStartedAgainOrFailsPerPolicy) 
   EXPECT_EQ(link.Launches().size(), 3u);
 }
 
+TEST_F(JobManagerTest, AnEndRepeatedInAHeartbeatIsAppliedAndALaunchNeverShownIsSentAgain) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string done = Submit("name: done\nreplicas:\n  worker: {command: [x]}\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 1u);
+  v1::TaskSpec t = link.Launches()[0];
+  Report("n1", t, v1::TASK_RUNNING);
+  // Its SUCCEEDED report was lost; the agent repeats the end in heartbeats.
+  v1::Heartbeat hb = Beat({t});
+  hb.mutable_tasks(0)->set_state(v1::TASK_SUCCEEDED);
+  manager_->OnHeartbeat("n1", hb);
+  EXPECT_EQ(Describe(done).state(), v1::JOB_SUCCEEDED);
+
+  // A launch the agent never shows (lost with a server that died) is not
+  // taken as a task that ended: it is sent again, same attempt.
+  std::string slow = Submit("name: slow\nreplicas:\n  worker: {command: [x]}\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 2u);
+  for (int i = 0; i < 9; ++i) manager_->OnHeartbeat("n1", Beat({}));
+  EXPECT_EQ(link.Launches().size(), 2u);
+  manager_->OnHeartbeat("n1", Beat({}));
+  ASSERT_EQ(link.Launches().size(), 3u);
+  EXPECT_EQ(link.Launches()[2].job(), slow);
+  EXPECT_EQ(link.Launches()[2].attempt(), link.Launches()[1].attempt());
+  EXPECT_EQ(Describe(slow).tasks(0).state(), v1::TASK_LAUNCHING);
+}
+
 TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntilItsTasksStop) {
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
@@ -358,6 +386,22 @@ TEST_F(JobManagerTest, KillAnswersOnceDurableAndARefusedWriteIsRetriedWhenTheSto
   store_.SetWriteErrorForTest(absl::OkStatus());
   manager_->ScheduleNowForTest();  // the next write carries the job again
   EXPECT_TRUE(WaitForStored(job, v1::JOB_KILLED));
+}
+
+TEST_F(JobManagerTest, TasksGetTheJobMastersAddressInTheirEnvironmentAndInAFile) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  auto spec = LoadJobSpec("name: jm\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
+  ASSERT_TRUE(spec.ok());
+  spec->set_job_master_address("10.0.0.9:4000");  // a master in the submitting client
+  ASSERT_TRUE(manager_->Submit(*spec).ok());
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 2u);
+  for (const auto& t : link.Launches()) {
+    EXPECT_EQ(t.env().at("TRAINYARD_JOB_MASTER"), "10.0.0.9:4000");
+    EXPECT_EQ(t.env().at("TRAINYARD_JOB_MASTER_FILE"), "${TRAINYARD_TASK_DIR}/jobmaster");
+    EXPECT_EQ(t.files().at("jobmaster"), "10.0.0.9:4000\n");
+  }
 }
 
 TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {

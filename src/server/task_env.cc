@@ -118,7 +118,13 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
   env["TRAINYARD_ATTEMPT"] = absl::StrCat(in.attempt);
   env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
   env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(core::GpuSet(self.gpu_mask).Indices(), ",");
-  if (!in.job_master.empty()) env["TRAINYARD_JOB_MASTER"] = in.job_master;
+  if (!in.job_master.empty()) {
+    env["TRAINYARD_JOB_MASTER"] = in.job_master;
+    // Rewritten when the master moves to another node (its node lost): the
+    // worker library reads it when it reconnects.
+    out.files["jobmaster"] = in.job_master + "\n";
+    env["TRAINYARD_JOB_MASTER_FILE"] = "${TRAINYARD_TASK_DIR}/jobmaster";
+  }
   std::string hosts;
   for (const PlacedTaskView* t : Ordered(in)) {
     absl::StrAppend(&hosts, t->address, " ", TaskName(in.job, t->role, t->index), "\n");

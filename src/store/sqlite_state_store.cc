@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 #include <utility>
 
@@ -85,8 +86,9 @@ void SqliteStore::CommitAsync(WriteBatch batch, Done done) {
 void SqliteStore::RunCommitter() {
   const size_t max_group =
       options_.group_commit ? static_cast<size_t>(std::max(1, options_.max_group_batches)) : 1;
-  // Start of the previous transaction and how many batches it held.
-  absl::Time last_start = absl::InfinitePast();
+  // Start of the previous transaction (steady clock: a step of the wall
+  // clock must not stall writes) and how many batches it held.
+  std::chrono::steady_clock::time_point last_start{};
   size_t last_size = 0;
   while (true) {
     std::vector<Pending> group;
@@ -100,14 +102,14 @@ void SqliteStore::RunCommitter() {
       // Writers are busy (the last transaction held several batches and began
       // moments ago): let more gather rather than start a transaction per
       // batch. A lone writer's commits are never held back.
-      absl::Time not_before = last_start + options_.commit_interval;
-      if (last_size > 1 && queue_.size() < max_group && absl::Now() < not_before) {
+      absl::Duration wait = options_.commit_interval - absl::FromChrono(std::chrono::steady_clock::now() - last_start);
+      if (last_size > 1 && queue_.size() < max_group && wait > absl::ZeroDuration()) {
         std::pair<SqliteStore*, size_t> arg(this, max_group);
-        mu_.AwaitWithDeadline(
+        mu_.AwaitWithTimeout(
             absl::Condition(+[](std::pair<SqliteStore*, size_t>* a) ABSL_NO_THREAD_SAFETY_ANALYSIS {
               return a->first->stopping_ || a->first->queue_.size() >= a->second;
             }, &arg),
-            not_before);
+            std::min(wait, options_.commit_interval));
       }
       size_t n = std::min(queue_.size(), max_group);
       for (size_t i = 0; i < n; ++i) {
@@ -115,7 +117,7 @@ void SqliteStore::RunCommitter() {
         queue_.pop_front();
       }
     }
-    last_start = absl::Now();
+    last_start = std::chrono::steady_clock::now();
     last_size = group.size();
     CommitGroup(group);
     for (Pending& p : group) {

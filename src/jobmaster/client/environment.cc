@@ -3,11 +3,13 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "jobmaster/client/job_master_client.h"
 
 namespace trainyard::jobmaster {
@@ -32,6 +34,17 @@ absl::StatusOr<int> IntEnv(const char* name, int fallback) {
 
 }  // namespace
 
+std::string CurrentMasterAddress(const JobMasterClientOptions& options) {
+  if (options.master_address_file.empty()) return options.master_address;
+  std::ifstream in(options.master_address_file);
+  std::string line;
+  if (in && std::getline(in, line)) {
+    line = std::string(absl::StripAsciiWhitespace(line));
+    if (!line.empty()) return line;
+  }
+  return options.master_address;
+}
+
 absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment() {
   JobMasterClientOptions options;
   options.master_address = Env("TRAINYARD_JOB_MASTER");
@@ -40,6 +53,7 @@ absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment() {
         "TRAINYARD_JOB_MASTER is not set: it holds the job master's host:port and is set in "
         "every Trainyard task");
   }
+  options.master_address_file = Env("TRAINYARD_JOB_MASTER_FILE");
   absl::StatusOr<int> id = IntEnv("TRAINYARD_WORKER_ID", -1);
   absl::StatusOr<int> index = IntEnv("TRAINYARD_INDEX", 0);
   absl::StatusOr<int> restarts = IntEnv("TRAINYARD_RESTART_COUNT", 0);

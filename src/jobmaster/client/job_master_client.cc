@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 
@@ -67,8 +68,8 @@ pb::WorkerInfo JobMasterClient::info() const {
 }
 
 absl::Status JobMasterClient::Register(absl::Time deadline) {
-  absl::StatusOr<std::unique_ptr<FrameConnection>> connected =
-      FrameConnection::Connect(options_.master_address, deadline);
+  std::string address = CurrentMasterAddress(options_);
+  absl::StatusOr<std::unique_ptr<FrameConnection>> connected = FrameConnection::Connect(address, deadline);
   if (!connected.ok()) return connected.status();
   std::shared_ptr<FrameConnection> conn = std::move(*connected);
   pb::JobMasterRequest request;
@@ -102,6 +103,7 @@ absl::Status JobMasterClient::Register(absl::Time deadline) {
   // 0 and learns the job's count from the workers' barrier requests.
   if (first) next_barrier_generation_ = reply->registered().barrier_generation();
   conn_ = conn;
+  connected_to_ = address;
   if (state == pb::ERROR) {  // an ERROR is re-reported after registering
     pb::JobMasterRequest error;
     error.set_request_id(next_request_id_++);
@@ -127,7 +129,7 @@ void JobMasterClient::IoLoop() {
       absl::Status s = Register(absl::Now() + options_.max_backoff);
       if (s.ok()) {
         Log(LogLevel::kInfo, "worker", "re-registered with the job master at %s as worker %d",
-            options_.master_address, worker_id_);
+            CurrentMasterAddress(options_), worker_id_);
         backoff = absl::Milliseconds(50);
         continue;
       }
@@ -140,14 +142,27 @@ void JobMasterClient::IoLoop() {
     if (response.ok()) {
       Dispatch(*std::move(response));
     } else if (absl::IsDeadlineExceeded(response.status())) {
+      next_ping = absl::Now() + options_.ping_interval;
+      // The master was started elsewhere (its node lost): leave the old one,
+      // which may still run cut off from the server, for the new address.
+      std::string current = CurrentMasterAddress(options_);
+      if (!options_.master_address_file.empty() && current != ConnectedTo()) {
+        conn->Shutdown();
+        ConnectionLost(absl::UnavailableError(absl::StrCat("the job master moved to ", current)));
+        continue;
+      }
       pb::JobMasterRequest ping;
       ping.mutable_ping();
-      next_ping = absl::Now() + options_.ping_interval;
       if (absl::Status s = conn->Send(ping); !s.ok()) ConnectionLost(s);
     } else {
       ConnectionLost(response.status());
     }
   }
+}
+
+std::string JobMasterClient::ConnectedTo() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return connected_to_;
 }
 
 void JobMasterClient::Dispatch(pb::JobMasterResponse response) {
@@ -195,7 +210,7 @@ absl::StatusOr<pb::JobMasterResponse> JobMasterClient::Call(pb::JobMasterRequest
   if (!WaitUntil(cv_, lock, deadline, [this] { return conn_ != nullptr || stop_; }) || stop_) {
     return absl::UnavailableError(absl::StrFormat(
         "not connected to the job master at %s (reconnecting); %s was not sent",
-        options_.master_address, what));
+        CurrentMasterAddress(options_), what));
   }
   uint64_t id = next_request_id_++;
   request.set_request_id(id);
@@ -287,7 +302,7 @@ absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {
         !WaitUntil(cv_, lock, deadline, [this] { return conn_ != nullptr || stop_; }) || stop_) {
       return absl::UnavailableError(absl::StrFormat(
           "barrier %d not passed within %s: the job master at %s went away and did not come "
-          "back (%s)", generation, absl::FormatDuration(timeout), options_.master_address,
+          "back (%s)", generation, absl::FormatDuration(timeout), CurrentMasterAddress(options_),
           r.status().message()));
     }
     backoff = std::min(backoff * 2, options_.max_backoff);

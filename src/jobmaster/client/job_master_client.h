@@ -24,6 +24,10 @@ namespace trainyard::jobmaster {
 struct JobMasterClientOptions {
   // "host:port" of the master.
   std::string master_address;
+  // A file holding the master's current "host:port" (the server rewrites it
+  // when the master moves to another node); read at each (re)connection,
+  // master_address when it is missing or empty. "" = none.
+  std::string master_address_file;
   // Who this worker is; worker_id -1 asks the master for the next free id.
   pb::WorkerInfo info;
   int restart_count = 0;
@@ -35,7 +39,12 @@ struct JobMasterClientOptions {
   absl::Duration max_backoff = absl::Seconds(2);
 };
 
+// The master's address to connect to now: the first line of
+// options.master_address_file when it has one, else options.master_address.
+std::string CurrentMasterAddress(const JobMasterClientOptions& options);
+
 // Options from the task's environment: TRAINYARD_JOB_MASTER (required),
+// TRAINYARD_JOB_MASTER_FILE (optional),
 // TRAINYARD_WORKER_ID (-1 when unset), TRAINYARD_ROLE, TRAINYARD_INDEX,
 // TRAINYARD_RESTART_COUNT, and the host's name as the worker's address.
 absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment();
@@ -86,6 +95,7 @@ class JobMasterClient {
   absl::StatusOr<pb::JobMasterResponse> Call(pb::JobMasterRequest request, absl::Duration timeout,
                                              std::string_view what);
   void IoLoop();
+  std::string ConnectedTo();
   void Dispatch(pb::JobMasterResponse response);
   void ConnectionLost(const absl::Status& why);
 
@@ -96,6 +106,7 @@ class JobMasterClient {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::shared_ptr<FrameConnection> conn_;  // null while disconnected
+  std::string connected_to_;               // the address conn_ reached
   std::map<uint64_t, Pending*> pending_;
   uint64_t next_request_id_ = 1;
   // The generation of this worker's next barrier (BarrierRequest.generation).

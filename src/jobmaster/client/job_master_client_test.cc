@@ -3,7 +3,11 @@
 // restart.
 #include "jobmaster/client/job_master_client.h"
 
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <set>
 #include <thread>
@@ -123,6 +127,37 @@ TEST(JobMasterClient, BarrierInFlightWhenTheMasterRestartsPassesOnTheNewMaster) 
   auto end = second.terminator().WaitForEnd(std::chrono::seconds(10));
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->outcome, JobOutcome::kSucceeded);
+}
+
+TEST(JobMasterClient, AMasterThatMovedIsFoundThroughTheAddressFile) {
+  // The server rewrites the tasks' "jobmaster" file when it starts the
+  // master on another node (another host:port).
+  std::string file = ::testing::TempDir() + "/jobmaster-address-" + std::to_string(getpid());
+  auto write = [&](int port) {
+    std::ofstream(file, std::ios::trunc) << "127.0.0.1:" << port << "\n";
+  };
+  auto first = std::make_unique<TestMaster>(Config(2));
+  write(first->port());
+  std::vector<std::unique_ptr<JobMasterClient>> clients;
+  for (int id = 0; id < 2; ++id) {
+    JobMasterClientOptions o = Options(first->port(), id);
+    o.master_address_file = file;
+    auto c = JobMasterClient::Start(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->SetState(pb::RUNNING, "", absl::Seconds(10)).ok());
+    clients.push_back(*std::move(c));
+  }
+  first->Shutdown();
+  ASSERT_TRUE(WaitFor([&] { return !clients[0]->connected() && !clients[1]->connected(); }));
+  TestMaster second(Config(2));  // a new port, as on another node
+  ASSERT_TRUE(second.status().ok()) << second.status();
+  write(second.port());
+  ASSERT_TRUE(second.WaitUntil([](const MasterState& s) { return s.joined_count() == 2; }))
+      << "both workers find the master at its new address";
+  std::thread zero([&] { EXPECT_TRUE(clients[0]->WaitOnBarrier(absl::Seconds(10)).ok()); });
+  EXPECT_TRUE(clients[1]->WaitOnBarrier(absl::Seconds(10)).ok());
+  zero.join();
+  std::remove(file.c_str());
 }
 
 TEST(JobMasterClient, BarrierFailsWithUnavailableWhenTheMasterDoesNotComeBackInTime) {
