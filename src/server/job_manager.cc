@@ -398,6 +398,19 @@ void JobManager::Flush() {
     if (job) batch_.UpdateJob(job->rec);
   }
   dirty_jobs_.clear();
+  std::vector<std::string> node_names(dirty_nodes_.begin(), dirty_nodes_.end());
+  for (const std::string& name : node_names) {
+    auto it = nodes_.find(name);
+    if (it == nodes_.end()) continue;
+    const NodeRt& node = *it->second;
+    v1::NodeRecord rec;
+    *rec.mutable_info() = node.info;
+    rec.mutable_info()->set_state(node.state);
+    rec.set_registered_time_ms(ToMs(node.registered));
+    rec.set_last_seen_ms(ToMs(node.last_heartbeat));
+    batch_.PutNode(std::move(rec));
+  }
+  dirty_nodes_.clear();
   if (batch_.empty()) return;
   WriteBatch batch;
   std::swap(batch, batch_);
@@ -408,10 +421,12 @@ void JobManager::Flush() {
   // mu_ is already held.
   static thread_local bool committing = false;
   committing = true;
-  store_->CommitAsync(std::move(batch), [this, seq, names = std::move(names)](absl::Status st) {
+  store_->CommitAsync(std::move(batch), [this, seq, names = std::move(names),
+                                        node_names = std::move(node_names)](absl::Status st) {
     std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
     if (!committing) lock.lock();
     FlushDone(seq, names, st);
+    if (!st.ok() && !stopping_) dirty_nodes_.insert(node_names.begin(), node_names.end());
     // After a failure the next try waits for the next round (a tick at most).
     if (!committing && st.ok()) Flush();
     cv_.notify_all();
@@ -441,7 +456,7 @@ void JobManager::FlushDone(uint64_t seq, const std::vector<std::string>& names, 
 
 absl::Status JobManager::WaitDurable(std::unique_lock<std::mutex>& lock) {
   uint64_t sent = flush_seq_sent_;
-  bool pending = !dirty_jobs_.empty() || !batch_.empty();
+  bool pending = !dirty_jobs_.empty() || !dirty_nodes_.empty() || !batch_.empty();
   Flush();
   uint64_t target;
   if (flush_seq_sent_ > sent) {

@@ -140,7 +140,7 @@ class JobManager {
   void NodeLost(NodeRt& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Marks the node READY: back in the scheduler (adopting its recovered
   // tasks) and in the store.
-  absl::Status NodeUp(NodeRt& node, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status NodeUp(NodeRt& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool ReplaceTask(JobRt& job, int task, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void AdoptRecoveredTasks(NodeRt& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -196,6 +196,7 @@ class JobManager {
   uint64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   WriteBatch batch_ ABSL_GUARDED_BY(mu_);  // changes not yet handed to the store
   std::set<std::string> dirty_jobs_ ABSL_GUARDED_BY(mu_);  // records to write at Flush
+  std::set<std::string> dirty_nodes_ ABSL_GUARDED_BY(mu_);  // node records to write at Flush
   // Victims waiting for their tasks to stop, so a round need not walk every
   // job ever submitted to find those past their grace.
   std::set<std::string> preempting_ ABSL_GUARDED_BY(mu_);

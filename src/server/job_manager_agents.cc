@@ -63,7 +63,7 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
   node.link = link;
   node.last_heartbeat = now;
   node.registered = now;
-  if (absl::Status st = NodeUp(node, now); !st.ok()) return st;
+  if (absl::Status st = NodeUp(node); !st.ok()) return st;
   Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
       in.capacity().vcores_milli() / 1000.0);
@@ -80,7 +80,7 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
   return absl::OkStatus();
 }
 
-absl::Status JobManager::NodeUp(NodeRt& node, absl::Time now) {
+absl::Status JobManager::NodeUp(NodeRt& node) {
   node.state = v1::NODE_READY;
   if (!node.in_scheduler) {
     absl::StatusOr<core::NodeSpec> spec = ToNodeSpec(node.info);
@@ -96,12 +96,7 @@ absl::Status JobManager::NodeUp(NodeRt& node, absl::Time now) {
   } else {
     (void)scheduler_->SetSchedulable(node.info.name(), true);
   }
-  v1::NodeRecord rec;
-  *rec.mutable_info() = node.info;
-  rec.mutable_info()->set_state(v1::NODE_READY);
-  rec.set_registered_time_ms(ToMs(node.registered));
-  rec.set_last_seen_ms(ToMs(now));
-  batch_.PutNode(std::move(rec));
+  dirty_nodes_.insert(node.info.name());
   Wake();
   return absl::OkStatus();
 }
@@ -135,7 +130,7 @@ void JobManager::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb) {
     // back. Its tasks were moved or ended meanwhile; Reconcile below kills the
     // copies it still runs.
     Log(LogLevel::kInfo, "server", "node %s is heard from again", name);
-    if (absl::Status st = NodeUp(node, node.last_heartbeat); !st.ok()) {
+    if (absl::Status st = NodeUp(node); !st.ok()) {
       Log(LogLevel::kWarning, "server", "node %s cannot come back: %s", name, std::string(st.message()));
     }
   }
@@ -402,11 +397,7 @@ void JobManager::NodeLost(NodeRt& node, absl::Time now) {
     }
     Persist(*job);
   }
-  v1::NodeRecord rec;
-  *rec.mutable_info() = node.info;
-  rec.mutable_info()->set_state(v1::NODE_LOST);
-  rec.set_last_seen_ms(ToMs(node.last_heartbeat));
-  batch_.PutNode(std::move(rec));
+  dirty_nodes_.insert(name);
   Wake();
 }
 
