@@ -200,14 +200,24 @@ bool ServerLink::Write(const v1::AgentMessage& msg) {
 void ServerLink::OnTaskStatus(const TaskStatus& status) {
   v1::AgentMessage msg;
   *msg.mutable_status() = ToProto(status);
-  if (IsFinal(status.state)) {
-    // Repeated in heartbeats for a while: a report lost on a broken stream,
-    // or with a server that died before writing it, still arrives.
+  bool direct;
+  {
     std::lock_guard<std::mutex> lock(mu_);
-    recent_ends_.emplace_back(absl::Now(), msg.status());
-    while (recent_ends_.size() > options_.max_buffered_statuses) recent_ends_.pop_front();
+    if (IsFinal(status.state)) {
+      // Repeated in heartbeats (RecentEnd): a report lost on a broken stream,
+      // or with a server that died before writing it, still arrives.
+      recent_ends_.push_back(RecentEnd{msg.status(), -1, absl::InfinitePast()});
+      while (recent_ends_.size() > options_.max_buffered_statuses) recent_ends_.pop_front();
+    }
+    // While the buffer is replayed after a reconnect, new statuses queue
+    // behind it, so none overtakes an older one.
+    direct = connected_ && !draining_;
+    if (!direct) {
+      if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
+      buffered_.push_back(msg);
+    }
   }
-  if (!connected_ || !Write(msg)) {
+  if (direct && !Write(msg)) {
     std::lock_guard<std::mutex> lock(mu_);
     if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
     buffered_.push_back(std::move(msg));
@@ -256,15 +266,29 @@ bool ServerLink::Session() {
     // Replay what happened while away, then the live state. Connected first:
     // a status from now on is written at once, one from before is in the
     // buffer, which is drained until empty.
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      draining_ = true;
+    }
     connected_ = true;
     for (;;) {
       std::deque<v1::AgentMessage> replay;
       {
         std::lock_guard<std::mutex> lock(mu_);
         replay.swap(buffered_);
+        if (replay.empty()) {
+          draining_ = false;
+          break;
+        }
       }
-      if (replay.empty()) break;
-      for (const auto& m : replay) Write(m);
+      size_t sent = 0;
+      while (sent < replay.size() && Write(replay[sent])) ++sent;
+      if (sent < replay.size()) {  // the stream broke: keep the rest, in order
+        std::lock_guard<std::mutex> lock(mu_);
+        buffered_.insert(buffered_.begin(), replay.begin() + static_cast<std::ptrdiff_t>(sent), replay.end());
+        draining_ = false;
+        break;
+      }
     }
     int interval = std::max(50, msg.registered().heartbeat_interval_ms());
     heartbeats = std::thread([this, interval, session] { Heartbeats(interval, session); });
@@ -321,10 +345,19 @@ void ServerLink::Heartbeats(int interval_ms, int64_t session) {
       if (!IsFinal(t.state)) *hb->add_tasks() = ToProto(t);
     }
     {
+      // Each end goes in the heartbeats of every session for kRepeatEndsFor
+      // from its first heartbeat there: a server that restarts, however long
+      // it was down, hears of the ends it may not have kept.
       std::lock_guard<std::mutex> lock(mu_);
-      absl::Time keep_after = absl::Now() - kRepeatEndsFor;
-      while (!recent_ends_.empty() && recent_ends_.front().first < keep_after) recent_ends_.pop_front();
-      for (const auto& [at, st] : recent_ends_) *hb->add_tasks() = st;
+      absl::Time now = absl::Now();
+      for (RecentEnd& e : recent_ends_) {
+        if (e.session != session) {
+          e.session = session;
+          e.since = now;
+        }
+      }
+      while (!recent_ends_.empty() && now - recent_ends_.front().since > kRepeatEndsFor) recent_ends_.pop_front();
+      for (const RecentEnd& e : recent_ends_) *hb->add_tasks() = e.status;
     }
     if (!Write(msg)) return;
   }

@@ -65,9 +65,16 @@ class ServerLink : public TaskListener {
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::deque<v1::AgentMessage> buffered_ ABSL_GUARDED_BY(mu_);  // statuses while disconnected
-  // Final statuses of the last kRepeatEndsFor, repeated in every heartbeat.
-  std::deque<std::pair<absl::Time, v1::TaskStatus>> recent_ends_ ABSL_GUARDED_BY(mu_);
+  // Final statuses repeated in heartbeats: in each session, for
+  // kRepeatEndsFor from the first heartbeat of that session that carried it.
+  struct RecentEnd {
+    v1::TaskStatus status;
+    int64_t session;   // the session whose heartbeats carry it now (-1: none yet)
+    absl::Time since;  // its first heartbeat in that session
+  };
+  std::deque<RecentEnd> recent_ends_ ABSL_GUARDED_BY(mu_);
   static constexpr absl::Duration kRepeatEndsFor = absl::Seconds(15);
+  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // replaying buffered_ after a reconnect
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   std::mutex write_mu_;  // one Write at a time on the stream
 };

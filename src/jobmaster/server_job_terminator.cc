@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/service.grpc.pb.h"
@@ -38,9 +38,14 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   req.set_job(end.job);
   req.set_state(end.outcome == JobOutcome::kSucceeded ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
   req.set_reason(end.reason);
-  int master_attempt = 0;
-  if (const char* a = std::getenv("TRAINYARD_ATTEMPT"); a != nullptr && absl::SimpleAtoi(a, &master_attempt)) {
-    req.set_master_attempt(master_attempt);
+  // Where this master serves, as the server computes it: the node's address
+  // and the task's first port (the master's --port).
+  const char* node = std::getenv("TRAINYARD_NODE_ADDRESS");
+  const char* ports = std::getenv("TRAINYARD_PORTS");
+  if (node != nullptr && ports != nullptr && *node != '\0' && *ports != '\0') {
+    std::string first(ports);
+    first = first.substr(0, first.find(','));
+    req.set_master_address(absl::StrCat(node, ":", first));
   }
   std::string address = address_;
   std::shared_ptr<State> state = state_;

@@ -115,7 +115,10 @@ absl::Status JobManager::Recover() {
     auto job = std::make_unique<JobRt>();
     job->rec = rec;
     job->events_loaded = false;
-    if (!RecoverIntoScheduler(*job)) continue;  // left in the store, as before
+    if (!RecoverIntoScheduler(*job)) {
+      jobs_[rec.name()] = nullptr;  // left in the store; its name stays taken
+      continue;
+    }
     jobs_[rec.name()] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
@@ -654,12 +657,12 @@ absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
   if (req.state() != v1::JOB_SUCCEEDED && req.state() != v1::JOB_FAILED) {
     return absl::InvalidArgumentError("state: must be JOB_SUCCEEDED or JOB_FAILED");
   }
-  int jm = FindTask(*job, "jobmaster", 0);
-  if (req.has_master_attempt() && jm >= 0 && req.master_attempt() < job->launch_base[jm]) {
+  bool master_task = FindTask(*job, "jobmaster", 0) >= 0;
+  if (master_task && !req.master_address().empty() && req.master_address() != job->job_master) {
     // A master cut off on a lost node, still running: its verdict is stale.
-    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": this job master (attempt ",
-                                                      req.master_attempt(), ") was replaced by attempt ",
-                                                      job->launch_base[jm], "; its verdict is ignored"));
+    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": the job master at ", req.master_address(),
+                                                      " was replaced by the one at ", job->job_master,
+                                                      "; its verdict is ignored"));
   }
   if (IsTerminal(job->rec.state()) || job->ending) return WaitDurable(lock);
   std::string msg = req.reason().empty()

@@ -129,6 +129,8 @@ class JobManager {
   // Sends every running task of the job but `except` its files again (the
   // hosts file after a task moved).
   void PushFiles(JobRt& job, int except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The same for the job's running tasks on `node` only.
+  void PushFilesTo(JobRt& job, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillTasks(JobRt& job, int grace_ms, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -197,6 +199,8 @@ class JobManager {
   WriteBatch batch_ ABSL_GUARDED_BY(mu_);  // changes not yet handed to the store
   std::set<std::string> dirty_jobs_ ABSL_GUARDED_BY(mu_);  // records to write at Flush
   std::set<std::string> dirty_nodes_ ABSL_GUARDED_BY(mu_);  // node records to write at Flush
+  // Node -> jobs whose files changed while the node was disconnected.
+  std::map<std::string, std::set<std::string>> stale_files_ ABSL_GUARDED_BY(mu_);
   // Victims waiting for their tasks to stop, so a round need not walk every
   // job ever submitted to find those past their grace.
   std::set<std::string> preempting_ ABSL_GUARDED_BY(mu_);

@@ -75,6 +75,13 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
   for (auto [job, i] : TasksOn(in.name())) {
     if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
   }
+  // Files (hosts, job master address) that changed while it was away.
+  if (auto stale = stale_files_.find(in.name()); stale != stale_files_.end()) {
+    for (const std::string& name : stale->second) {
+      if (JobRt* job = FindJob(name)) PushFilesTo(*job, in.name());
+    }
+    stale_files_.erase(stale);
+  }
   Flush();
   Wake();
   return absl::OkStatus();
@@ -204,10 +211,12 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
       continue;
     }
     ++job->missing_beats[i];
-    if (job->acked[i] && job->missing_beats[i] >= kMissingBeats) {
+    // A task of a job being stopped that its agent does not have is done,
+    // whether or not its launch ever arrived.
+    bool stopping = job->ending || job->preempting;
+    if ((job->acked[i] || stopping) && job->missing_beats[i] >= kMissingBeats) {
       TaskGone(*job, i, node.info.name(), now);
-    } else if (!job->acked[i] && job->missing_beats[i] >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING &&
-               !job->ending) {
+    } else if (!job->acked[i] && job->missing_beats[i] >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
       Log(LogLevel::kWarning, "server", "node %s has not shown %s after %d heartbeats; sending its launch again",
           node.info.name(), TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
       LaunchTask(*job, i);

@@ -34,15 +34,17 @@ absl::StatusOr<int> IntEnv(const char* name, int fallback) {
 
 }  // namespace
 
-std::string CurrentMasterAddress(const JobMasterClientOptions& options) {
-  if (options.master_address_file.empty()) return options.master_address;
-  std::ifstream in(options.master_address_file);
+std::string ReadMasterAddressFile(const std::string& path) {
+  if (path.empty()) return "";
+  std::ifstream in(path);
   std::string line;
-  if (in && std::getline(in, line)) {
-    line = std::string(absl::StripAsciiWhitespace(line));
-    if (!line.empty()) return line;
-  }
-  return options.master_address;
+  if (!in || !std::getline(in, line)) return "";
+  return std::string(absl::StripAsciiWhitespace(line));
+}
+
+std::string CurrentMasterAddress(const JobMasterClientOptions& options) {
+  std::string from_file = ReadMasterAddressFile(options.master_address_file);
+  return from_file.empty() ? options.master_address : from_file;
 }
 
 absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment() {

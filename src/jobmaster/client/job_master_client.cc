@@ -145,8 +145,9 @@ void JobMasterClient::IoLoop() {
       next_ping = absl::Now() + options_.ping_interval;
       // The master was started elsewhere (its node lost): leave the old one,
       // which may still run cut off from the server, for the new address.
-      std::string current = CurrentMasterAddress(options_);
-      if (!options_.master_address_file.empty() && current != ConnectedTo()) {
+      // Only a readable, non-empty file that names another address moves it.
+      std::string current = ReadMasterAddressFile(options_.master_address_file);
+      if (!current.empty() && current != ConnectedTo()) {
         conn->Shutdown();
         ConnectionLost(absl::UnavailableError(absl::StrCat("the job master moved to ", current)));
         continue;

@@ -39,6 +39,10 @@ struct JobMasterClientOptions {
   absl::Duration max_backoff = absl::Seconds(2);
 };
 
+// The first line of the master address file, trimmed; "" when it cannot be
+// read or is empty.
+std::string ReadMasterAddressFile(const std::string& path);
+
 // The master's address to connect to now: the first line of
 // options.master_address_file when it has one, else options.master_address.
 std::string CurrentMasterAddress(const JobMasterClientOptions& options);
