@@ -325,6 +325,21 @@ TEST_F(JobManagerTest, AnEndRepeatedInAHeartbeatIsAppliedAndALaunchNeverShownIsS
   EXPECT_EQ(Describe(slow).tasks(0).state(), v1::TASK_LAUNCHING);
 }
 
+TEST_F(JobManagerTest, AKilledJobWhoseLaunchNeverArrivedFreesItsGpus) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string lost = Submit("name: lost\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 1u);  // ...which the agent never got
+  ASSERT_TRUE(manager_->Kill(lost, "").ok());
+  std::string next = Submit("name: next\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
+  for (int i = 0; i < 3; ++i) manager_->OnHeartbeat("n1", Beat({}));
+  manager_->ScheduleNowForTest();
+  EXPECT_EQ(Describe(lost).tasks(0).state(), v1::TASK_KILLED);
+  ASSERT_EQ(link.Launches().size(), 2u) << "the GPUs of the killed job stayed held";
+  EXPECT_EQ(link.Launches()[1].job(), next);
+}
+
 TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntilItsTasksStop) {
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
