@@ -60,6 +60,7 @@ v1::TaskStatus ToProto(const TaskStatus& s) {
   p.set_state(ToProto(s.state));
   p.set_pid(s.pid);
   p.set_restart_count(s.restarts);
+  if (s.launch_attempt >= 0) p.set_launch_attempt(s.launch_attempt);
   p.set_time_unix_ms(absl::ToUnixMillis(absl::Now()));
   if (s.has_exit) {
     p.mutable_exit()->set_exit_code(s.exit.exit_code);
@@ -411,6 +412,7 @@ void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
   failed.key = TaskKey{spec.job(), spec.role(), spec.index()};
   failed.state = TaskState::kFailed;
   failed.attempt = spec.attempt();
+  failed.launch_attempt = spec.attempt();
   failed.has_exit = true;
   failed.exit.exit_code = -1;
   failed.exit.message = absl::StrCat("the agent could not start it: ", st.message());

@@ -194,7 +194,8 @@ TaskStatus Supervisor::StatusOf(const Task& task, std::string message) const {
           .pid = task.pid,
           .has_exit = task.has_exit,
           .exit = task.last_exit,
-          .message = std::move(message)};
+          .message = std::move(message),
+          .launch_attempt = task.launch.attempt};
 }
 
 }  // namespace trainyard::agent

@@ -82,6 +82,7 @@ struct TaskStatus {
   bool has_exit = false;
   TaskExit exit;     // valid when has_exit
   std::string message;
+  int launch_attempt = -1;  // the server's attempt number of the launch (-1: unknown)
 };
 
 }  // namespace trainyard::agent

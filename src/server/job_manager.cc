@@ -135,7 +135,10 @@ absl::Status JobManager::Recover() {
     job->launch_base.assign(job->rec.tasks_size(), 0);
     job->missing_beats.assign(job->rec.tasks_size(), 0);
     job->acked.assign(job->rec.tasks_size(), true);
-    for (int i = 0; i < job->rec.tasks_size(); ++i) job->launch_base[i] = job->rec.tasks(i).attempt();
+    for (int i = 0; i < job->rec.tasks_size(); ++i) {
+      const v1::TaskRecord& t = job->rec.tasks(i);
+      job->launch_base[i] = t.node().empty() ? t.attempt() : t.launch_attempt();
+    }
     // Ended while its tasks were being stopped: they hold their resources
     // until their agents confirm the stop (or no longer have them).
     bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {
@@ -159,7 +162,10 @@ bool JobManager::RecoverIntoScheduler(JobRt& job) {
   job.missing_beats.assign(rec.tasks_size(), 0);
   job.acked.assign(rec.tasks_size(), false);
   for (int i = 0; i < rec.tasks_size(); ++i) {
-    job.launch_base[i] = rec.tasks(i).attempt();
+    // The launch its agent runs (the agent's restarts raised `attempt`); a
+    // task not placed waits for a launch at `attempt`.
+    const v1::TaskRecord& t = rec.tasks(i);
+    job.launch_base[i] = t.node().empty() ? t.attempt() : t.launch_attempt();
     // Running before the restart: its agent had it. A LAUNCHING one may never
     // have reached its agent.
     job.acked[i] = rec.tasks(i).state() == v1::TASK_RUNNING || rec.tasks(i).state() == v1::TASK_RESTARTING;

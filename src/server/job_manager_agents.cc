@@ -15,6 +15,9 @@
 namespace trainyard::server {
 namespace {
 
+// The server's attempt number of the launch a status belongs to.
+int LaunchOf(const v1::TaskStatus& st) { return st.has_launch_attempt() ? st.launch_attempt() : st.attempt(); }
+
 std::string DescribeExit(const v1::TaskExit& e) {
   if (e.oom_killed()) return "killed by the kernel for running out of memory (OOM)";
   if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
@@ -177,7 +180,7 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
     JobRt* job = FindJob(st.job());
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
     bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
-                !IsTerminal(job->rec.tasks(i).state()) && st.attempt() >= job->launch_base[i];
+                !IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
     if (ours) job->acked[i] = true;
     if (IsTerminal(st.state())) {
       // An end whose own report was lost (a broken stream, a server that
@@ -266,7 +269,7 @@ void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& st)
 void JobManager::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
   JobRt* job = FindJob(st.job());
   int i = job ? FindTask(*job, st.role(), st.index()) : -1;
-  if (i < 0 || job->rec.tasks(i).node() != node || st.attempt() < job->launch_base[i]) return;
+  if (i < 0 || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) return;
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
   if (IsTerminal(t->state())) return;
   job->acked[i] = true;

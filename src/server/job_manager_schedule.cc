@@ -228,6 +228,8 @@ void JobManager::LaunchTask(JobRt& job, int i) {
   spec->set_attempt(t.attempt());
   spec->set_kill_grace_ms(config_.kill_grace_ms);
   job.launch_base[i] = t.attempt();
+  job.rec.mutable_tasks(i)->set_launch_attempt(t.attempt());
+  Persist(job);
   job.missing_beats[i] = 0;
   job.acked[i] = false;
   if (nit->second->link) nit->second->link->Send(std::move(msg));

@@ -340,6 +340,44 @@ TEST_F(JobManagerTest, AKilledJobWhoseLaunchNeverArrivedFreesItsGpus) {
   EXPECT_EQ(link.Launches()[1].job(), next);
 }
 
+TEST_F(JobManagerTest, StatusesOfAnOlderLaunchOnTheSameNodeDoNotEndTheNewOne) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::string job = Submit("name: again\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 5\n"
+                           "    resources: {gpus: 1}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 1u);
+  v1::TaskSpec first = link.Launches()[0];
+  auto status = [&](int attempt, int launch, v1::TaskState state) {
+    v1::TaskStatus st;
+    st.set_job(job);
+    st.set_role("worker");
+    st.set_index(0);
+    st.set_attempt(attempt);
+    st.set_launch_attempt(launch);
+    st.set_state(state);
+    manager_->OnTaskStatus("n1", st);
+  };
+  status(0, 0, v1::TASK_RUNNING);
+  status(1, 0, v1::TASK_RUNNING);  // the agent restarted it: attempt 1 of launch 0
+  // The node falls silent; nowhere else to go: back in the queue, then placed
+  // on the same node again when it is heard from.
+  clock_.Advance(absl::Seconds(6));
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(Describe(job).state(), v1::JOB_QUEUED);
+  manager_->OnHeartbeat("n1", Beat({}));
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 2u);
+  int launch = link.Launches()[1].attempt();
+  ASSERT_GE(launch, 2);
+  // The old copy, restarted once more by its agent, ends at that same attempt number.
+  status(launch, 0, v1::TASK_KILLED);
+  EXPECT_EQ(Describe(job).state(), v1::JOB_SCHEDULED);
+  EXPECT_EQ(Describe(job).tasks(0).state(), v1::TASK_LAUNCHING);
+  status(launch, launch, v1::TASK_RUNNING);
+  EXPECT_EQ(Describe(job).tasks(0).state(), v1::TASK_RUNNING);
+}
+
 TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntilItsTasksStop) {
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
