@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "recovery_store.h"
 #include "store/sqlite_state_store.h"
 
 namespace trainyard {
@@ -153,50 +154,9 @@ BENCHMARK(BM_DurableSubmissions)
     ->Repetitions(3)
     ->Unit(benchmark::kMillisecond);
 
-// Writes 10,000 nodes and 12,500 running jobs of 8 tasks (100,000 tasks),
-// each task on a node with its own GPU and port.
-absl::Status FillCluster(const std::string& dir) {
-  SqliteStoreOptions options;
-  options.sync = StoreSync::kOff;
-  absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(dir, options);
-  if (!store.ok()) return store.status();
-  constexpr int kNodes = 10000;
-  WriteBatch batch;
-  for (int n = 0; n < kNodes; ++n) {
-    v1::NodeRecord node;
-    node.mutable_info()->set_name(absl::StrCat("node-", n));
-    node.mutable_info()->set_address(absl::StrCat("10.", n / 256, ".", n % 256, ".1"));
-    node.mutable_info()->set_state(v1::NODE_READY);
-    node.mutable_info()->mutable_capacity()->set_gpus(8);
-    node.mutable_info()->mutable_topology()->set_gpu_count(8);
-    batch.PutNode(std::move(node));
-  }
-  int slot = 0;
-  for (uint64_t id = 1; id <= 12500; ++id) {
-    v1::JobRecord job = SingleTaskJob(id);
-    job.set_state(v1::JOB_RUNNING);
-    job.clear_tasks();
-    for (int i = 0; i < 8; ++i, ++slot) {
-      v1::TaskRecord& task = *job.add_tasks();
-      task.set_role("worker");
-      task.set_index(i);
-      task.set_worker_id(i);
-      task.set_state(v1::TASK_RUNNING);
-      task.set_node(absl::StrCat("node-", slot % kNodes));
-      task.mutable_allocation()->set_gpus(1);
-      task.mutable_allocation()->set_gpu_mask(uint64_t{1} << (slot / kNodes));
-      v1::PortRange& port = *task.mutable_allocation()->add_ports();
-      port.set_begin(30000 + slot / kNodes);
-      port.set_end(30000 + slot / kNodes);
-    }
-    batch.CreateJob(std::move(job), v1::JobEventRecord());
-  }
-  return (*store)->Commit(std::move(batch));
-}
-
 void BM_Recovery(benchmark::State& state) {
   ScratchDir dir;
-  if (absl::Status s = FillCluster(dir.path()); !s.ok()) {
+  if (absl::Status s = bench::Fill(dir.path()); !s.ok()) {  // bench/recovery_store.h
     state.SkipWithError(std::string(s.message()).c_str());
     return;
   }

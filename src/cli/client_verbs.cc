@@ -48,6 +48,26 @@ std::string PortsText(const google::protobuf::RepeatedPtrField<v1::PortRange>& p
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
 
+// A listing verb (jobs, nodes, queues): one call to the server, printed as
+// JSON with -o json, else as the table `render` makes of it.
+template <typename Request, typename Response, typename Render>
+int RunListing(const char* verb, const Common& f,
+               grpc::Status (v1::Trainyard::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+               const Request& req, Render render) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  Response resp;
+  auto ctx = Context();
+  grpc::Status st = ((*stub).*rpc)(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError(verb, address, st);
+  if (f.output == "json") {
+    std::cout << ToJson(resp) << "\n";
+  } else {
+    std::cout << render(resp).Render();
+  }
+  return kExitOk;
+}
+
 // ---- submit ----
 struct SubmitFlags : Common {
   std::string file;
@@ -108,30 +128,21 @@ struct JobsFlags : Common {
 };
 
 int Jobs(JobsFlags& f) {
-  std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
   v1::ListJobsRequest req;
   req.set_include_finished(f.all);
-  v1::ListJobsResponse resp;
-  auto ctx = Context();
-  grpc::Status st = stub->ListJobs(ctx.get(), req, &resp);
-  if (!st.ok()) return ReportError("jobs", address, st);
-  if (f.output == "json") {
-    std::cout << ToJson(resp) << "\n";
-    return kExitOk;
-  }
-  Table t({"NAME", "STATE", "QUEUE", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
-  int64_t now = NowMs();
-  for (const auto& j : resp.jobs()) {
-    int running = 0;
-    for (const auto& task : j.tasks()) running += task.state() == v1::TASK_RUNNING;
-    std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
-    for (auto& c : prio) c = static_cast<char>(std::tolower(c));
-    t.Add({j.name(), StateName(j.state()), j.queue(), prio, absl::StrCat(running, "/", j.tasks_size()),
-           absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), j.reason()});
-  }
-  std::cout << t.Render();
-  return kExitOk;
+  return RunListing("jobs", f, &v1::Trainyard::Stub::ListJobs, req, [](const v1::ListJobsResponse& resp) {
+    Table t({"NAME", "STATE", "QUEUE", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
+    int64_t now = NowMs();
+    for (const auto& j : resp.jobs()) {
+      int running = 0;
+      for (const auto& task : j.tasks()) running += task.state() == v1::TASK_RUNNING;
+      std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
+      for (auto& c : prio) c = static_cast<char>(std::tolower(c));
+      t.Add({j.name(), StateName(j.state()), j.queue(), prio, absl::StrCat(running, "/", j.tasks_size()),
+             absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), j.reason()});
+    }
+    return t;
+  });
 }
 
 // ---- describe ----
@@ -258,56 +269,42 @@ int Logs(LogsFlags& f) {
 
 // ---- nodes ----
 int Nodes(Common& f) {
-  std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
-  v1::ListNodesResponse resp;
-  auto ctx = Context();
-  grpc::Status st = stub->ListNodes(ctx.get(), v1::ListNodesRequest(), &resp);
-  if (!st.ok()) return ReportError("nodes", address, st);
-  if (f.output == "json") {
-    std::cout << ToJson(resp) << "\n";
-    return kExitOk;
-  }
-  Table t({"NODE", "STATE", "GPUS (■ used)", "USED", "MEMORY FREE/ALL", "VCORES FREE/ALL", "PORTS USED", "TASKS", "LABELS"});
-  for (const auto& n : resp.nodes()) {
-    const auto& info = n.info();
-    int count = info.topology().gpu_count();
-    uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
-    uint64_t used = all & ~n.free_gpu_mask();
-    std::vector<std::string> labels;
-    for (const auto& [k, v] : info.labels()) labels.push_back(k + "=" + v);
-    std::sort(labels.begin(), labels.end());
-    std::string state = v1::NodeState_Name(info.state()).substr(5);
-    t.Add({info.name(), state, GpuBitmap(used, count), used ? core::GpuSet(used).ToString() : "-",
-           absl::StrCat(n.free_memory_mb(), "/", info.capacity().memory_mb(), " MB"),
-           absl::StrFormat("%.1f/%.1f", n.free_vcores_milli() / 1000.0, info.capacity().vcores_milli() / 1000.0),
-           absl::StrCat(n.ports_in_use()), absl::StrCat(n.tasks_size()), labels.empty() ? "-" : absl::StrJoin(labels, ",")});
-  }
-  std::cout << t.Render();
-  return kExitOk;
+  return RunListing("nodes", f, &v1::Trainyard::Stub::ListNodes, v1::ListNodesRequest(),
+                    [](const v1::ListNodesResponse& resp) {
+    Table t({"NODE", "STATE", "GPUS (■ used)", "USED", "MEMORY FREE/ALL", "VCORES FREE/ALL", "PORTS USED", "TASKS",
+             "LABELS"});
+    for (const auto& n : resp.nodes()) {
+      const auto& info = n.info();
+      int count = info.topology().gpu_count();
+      uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
+      uint64_t used = all & ~n.free_gpu_mask();
+      std::vector<std::string> labels;
+      for (const auto& [k, v] : info.labels()) labels.push_back(k + "=" + v);
+      std::sort(labels.begin(), labels.end());
+      std::string state = v1::NodeState_Name(info.state()).substr(5);
+      t.Add({info.name(), state, GpuBitmap(used, count), used ? core::GpuSet(used).ToString() : "-",
+             absl::StrCat(n.free_memory_mb(), "/", info.capacity().memory_mb(), " MB"),
+             absl::StrFormat("%.1f/%.1f", n.free_vcores_milli() / 1000.0, info.capacity().vcores_milli() / 1000.0),
+             absl::StrCat(n.ports_in_use()), absl::StrCat(n.tasks_size()),
+             labels.empty() ? "-" : absl::StrJoin(labels, ",")});
+    }
+    return t;
+  });
 }
 
 // ---- queues ----
 int Queues(Common& f) {
-  std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
-  v1::ListQueuesResponse resp;
-  auto ctx = Context();
-  grpc::Status st = stub->ListQueues(ctx.get(), v1::ListQueuesRequest(), &resp);
-  if (!st.ok()) return ReportError("queues", address, st);
-  if (f.output == "json") {
-    std::cout << ToJson(resp) << "\n";
-    return kExitOk;
-  }
-  Table t({"QUEUE", "CAPACITY", "MAX", "GPUS USED", "MEMORY USED", "VCORES USED", "RUNNING", "PENDING"});
-  for (const auto& q : resp.queues()) {
-    t.Add({q.name(), absl::StrFormat("%.0f%%", q.capacity_percent()), absl::StrFormat("%.0f%%", q.max_capacity_percent()),
-           absl::StrCat(q.used().gpus(), "/", resp.cluster().gpus()), absl::StrCat(q.used().memory_mb(), " MB"),
-           absl::StrFormat("%.1f", q.used().vcores_milli() / 1000.0), absl::StrCat(q.running_jobs()),
-           absl::StrCat(q.pending_jobs())});
-  }
-  std::cout << t.Render();
-  return kExitOk;
+  return RunListing("queues", f, &v1::Trainyard::Stub::ListQueues, v1::ListQueuesRequest(),
+                    [](const v1::ListQueuesResponse& resp) {
+    Table t({"QUEUE", "CAPACITY", "MAX", "GPUS USED", "MEMORY USED", "VCORES USED", "RUNNING", "PENDING"});
+    for (const auto& q : resp.queues()) {
+      t.Add({q.name(), absl::StrFormat("%.0f%%", q.capacity_percent()),
+             absl::StrFormat("%.0f%%", q.max_capacity_percent()), absl::StrCat(q.used().gpus(), "/", resp.cluster().gpus()),
+             absl::StrCat(q.used().memory_mb(), " MB"), absl::StrFormat("%.1f", q.used().vcores_milli() / 1000.0),
+             absl::StrCat(q.running_jobs()), absl::StrCat(q.pending_jobs())});
+    }
+    return t;
+  });
 }
 
 }  // namespace

@@ -132,13 +132,6 @@ absl::Status JobManager::Recover() {
     job->events_loaded = false;
     job->rec = std::move(rec);
     next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
-    job->launch_base.assign(job->rec.tasks_size(), 0);
-    job->missing_beats.assign(job->rec.tasks_size(), 0);
-    job->acked.assign(job->rec.tasks_size(), true);
-    for (int i = 0; i < job->rec.tasks_size(); ++i) {
-      const v1::TaskRecord& t = job->rec.tasks(i);
-      job->launch_base[i] = t.node().empty() ? t.attempt() : t.launch_attempt();
-    }
     // Ended while its tasks were being stopped: they hold their resources
     // until their agents confirm the stop (or no longer have them).
     bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {
@@ -147,6 +140,8 @@ absl::Status JobManager::Recover() {
     if (stopping) {
       job->ending = true;
       RecoverIntoScheduler(*job);
+    } else {
+      LoadTaskState(*job);
     }
     jobs_[job->rec.name()] = std::move(job);
   }
@@ -156,7 +151,7 @@ absl::Status JobManager::Recover() {
   return absl::OkStatus();
 }
 
-bool JobManager::RecoverIntoScheduler(JobRt& job) {
+void JobManager::LoadTaskState(JobRt& job) {
   const v1::JobRecord& rec = job.rec;
   job.launch_base.assign(rec.tasks_size(), 0);
   job.missing_beats.assign(rec.tasks_size(), 0);
@@ -166,10 +161,17 @@ bool JobManager::RecoverIntoScheduler(JobRt& job) {
     // task not placed waits for a launch at `attempt`.
     const v1::TaskRecord& t = rec.tasks(i);
     job.launch_base[i] = t.node().empty() ? t.attempt() : t.launch_attempt();
-    // Running before the restart: its agent had it. A LAUNCHING one may never
+    // Running before a restart: its agent had it. A LAUNCHING one may never
     // have reached its agent.
-    job.acked[i] = rec.tasks(i).state() == v1::TASK_RUNNING || rec.tasks(i).state() == v1::TASK_RESTARTING;
-    if (!rec.tasks(i).node().empty()) IndexTask(job, rec.tasks(i).node());
+    job.acked[i] = t.state() == v1::TASK_RUNNING || t.state() == v1::TASK_RESTARTING;
+  }
+}
+
+bool JobManager::RecoverIntoScheduler(JobRt& job) {
+  const v1::JobRecord& rec = job.rec;
+  LoadTaskState(job);
+  for (const v1::TaskRecord& t : rec.tasks()) {
+    if (!t.node().empty()) IndexTask(job, t.node());
   }
   absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
   if (!req.ok()) {
@@ -348,9 +350,7 @@ absl::StatusOr<v1::SubmitResponse> JobManager::AcceptCommitted(PreparedJob& prep
   auto job = std::make_unique<JobRt>();
   job->rec = std::move(prepared.rec);
   const v1::JobRecord& rec = job->rec;
-  job->launch_base.assign(rec.tasks_size(), 0);
-  job->missing_beats.assign(rec.tasks_size(), 0);
-  job->acked.assign(rec.tasks_size(), false);
+  LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
   job->events.push_back(ToView(prepared.first_event));
   absl::Status added = scheduler_->AddJob(*ToJobRequest(rec));
   if (added.ok()) {

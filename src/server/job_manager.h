@@ -131,6 +131,8 @@ class JobManager {
   void PushFiles(JobRt& job, int except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The same for the job's running tasks on `node` only.
   void PushFilesTo(JobRt& job, const std::string& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends task `task` its files; false when its node is not connected.
+  bool SendFiles(JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void KillTasks(JobRt& job, int grace_ms, const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -148,6 +150,9 @@ class JobManager {
   void AdoptRecoveredTasks(NodeRt& node) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes a job recovered from the store into the scheduler; its placed tasks
   // are adopted as their nodes register.
+  // Sizes the per-task bookkeeping of a job from its record: the launch each
+  // task's statuses must belong to, and whether its agent had it (RUNNING).
+  void LoadTaskState(JobRt& job);
   // False when the job cannot be recovered (logged; it stays in the store).
   bool RecoverIntoScheduler(JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Records that a task of `job` is placed on `node` (node_jobs_).

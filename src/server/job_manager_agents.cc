@@ -174,6 +174,7 @@ constexpr int kUnackedBeats = 10;
 }  // namespace
 
 void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
+  absl::Time now = clock_->Now();
   std::set<std::string> reported;
   for (const v1::TaskStatus& st : hb.tasks()) {
     reported.insert(TaskName(st.job(), st.role(), st.index()));
@@ -185,7 +186,7 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
     if (IsTerminal(st.state())) {
       // An end whose own report was lost (a broken stream, a server that
       // died before writing it): agents repeat recent ends in heartbeats.
-      if (ours) ApplyTaskStatus(node.info.name(), st, clock_->Now());
+      if (ours) ApplyTaskStatus(node.info.name(), st, now);
       continue;
     }
     // Not ours (any more): rescheduled elsewhere, or unknown to the store.
@@ -206,7 +207,6 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
     if (node.link) node.link->Send(std::move(msg));
   }
   // Tasks the server has as live here that the agent no longer runs.
-  absl::Time now = clock_->Now();
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (IsTerminal(t.state()) || reported.count(TaskName(job->rec.name(), t.role(), t.index()))) {

@@ -167,36 +167,29 @@ void JobManager::PushFiles(JobRt& job, int except) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
     if (i == except || t.node().empty() || IsTerminal(t.state())) continue;
-    auto nit = nodes_.find(t.node());
-    if (nit == nodes_.end()) continue;
-    if (!nit->second->link) {
-      stale_files_[t.node()].insert(job.rec.name());  // sent when the node is back
-      continue;
-    }
-    v1::ServerMessage msg;
-    v1::TaskFiles* f = msg.mutable_update_files();
-    f->set_job(job.rec.name());
-    f->set_role(t.role());
-    f->set_index(t.index());
-    for (const auto& [k, v] : EnvFor(job, i).files) (*f->mutable_files())[k] = v;
-    nit->second->link->Send(std::move(msg));
+    if (!SendFiles(job, i)) stale_files_[t.node()].insert(job.rec.name());  // sent when the node is back
   }
 }
 
 void JobManager::PushFilesTo(JobRt& job, const std::string& node) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
-    if (t.node() != node || IsTerminal(t.state()) || t.state() == v1::TASK_LAUNCHING) continue;
-    auto nit = nodes_.find(node);
-    if (nit == nodes_.end() || !nit->second->link) return;
-    v1::ServerMessage msg;
-    v1::TaskFiles* f = msg.mutable_update_files();
-    f->set_job(job.rec.name());
-    f->set_role(t.role());
-    f->set_index(t.index());
-    for (const auto& [k, v] : EnvFor(job, i).files) (*f->mutable_files())[k] = v;
-    nit->second->link->Send(std::move(msg));
+    if (t.node() == node && !IsTerminal(t.state()) && t.state() != v1::TASK_LAUNCHING) SendFiles(job, i);
   }
+}
+
+bool JobManager::SendFiles(JobRt& job, int i) {
+  const v1::TaskRecord& t = job.rec.tasks(i);
+  auto nit = nodes_.find(t.node());
+  if (nit == nodes_.end() || !nit->second->link) return false;
+  v1::ServerMessage msg;
+  v1::TaskFiles* f = msg.mutable_update_files();
+  f->set_job(job.rec.name());
+  f->set_role(t.role());
+  f->set_index(t.index());
+  for (const auto& [k, v] : EnvFor(job, i).files) (*f->mutable_files())[k] = v;
+  nit->second->link->Send(std::move(msg));
+  return true;
 }
 
 void JobManager::LaunchTask(JobRt& job, int i) {
