@@ -34,7 +34,10 @@ function(ty_test name)
   endif()
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${A_TIMEOUT} LABELS "${A_LABELS}"
-      ENVIRONMENT "TRAINYARD_BIN=${PROJECT_BINARY_DIR}/trainyard;TRAINYARD_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+      ENVIRONMENT "TRAINYARD_BIN=${PROJECT_BINARY_DIR}/trainyard"
+      # A second variable as its own property: a list in PROPERTIES keeps only
+      # its first element.
+      ENVIRONMENT_MODIFICATION "TRAINYARD_SOURCE_DIR=set:${PROJECT_SOURCE_DIR}")
 endfunction()
 
 # ty_bench(NAME SOURCES... [DEPS ...]): a Google Benchmark program; `make bench`

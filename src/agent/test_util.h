@@ -45,8 +45,13 @@ inline std::string ReadFileOrEmpty(const std::string& path) {
   return out.str();
 }
 
-// Path of a file under src/agent/testdata (found beside this header).
+// Path of a file under src/agent/testdata: from $TRAINYARD_SOURCE_DIR (set
+// by ctest), else found beside this header (__FILE__ is relative when ccache
+// rewrites paths, so it is only the fallback).
 inline std::string TestDataPath(const std::string& name) {
+  if (const char* root = std::getenv("TRAINYARD_SOURCE_DIR"); root != nullptr && *root) {
+    return (std::filesystem::path(root) / "src/agent/testdata" / name).string();
+  }
   return (std::filesystem::path(__FILE__).parent_path() / "testdata" / name).string();
 }
 

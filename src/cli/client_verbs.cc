@@ -4,6 +4,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/states.h"
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -15,7 +16,7 @@
 #include "cli/table.h"
 #include "cli/verbs.h"
 #include "core/resources/gpu_set.h"
-#include "server/job_spec.h"
+#include "api/job_spec.h"
 
 namespace trainyard::cli {
 namespace {
@@ -30,15 +31,8 @@ void AddCommon(CLI::App* cmd, Common* c, bool listing) {
   if (listing) cmd->add_option("-o,--output", c->output, "table or json")->check(CLI::IsMember({"table", "json"}));
 }
 
-std::string StateName(v1::JobState s) {
-  std::string n = v1::JobState_Name(s);
-  return n.substr(n.find('_') + 1);
-}
-std::string TaskStateName(v1::TaskState s) {
-  std::string n = v1::TaskState_Name(s);
-  return n.substr(n.find('_') + 1);
-}
-bool Terminal(v1::JobState s) { return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED; }
+std::string StateName(v1::JobState s) { return api::JobStateName(s); }
+
 
 std::string PortsText(const google::protobuf::RepeatedPtrField<v1::PortRange>& ports) {
   std::vector<std::string> parts;
@@ -90,7 +84,7 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
       std::cout << job << ": " << line << std::endl;
       last = line;
     }
-    if (Terminal(v.state())) return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
+    if (api::IsTerminal(v.state())) return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
   }
 }
@@ -104,7 +98,7 @@ int Submit(SubmitFlags& f) {
   std::stringstream text;
   text << in.rdbuf();
   // Check the spec here first so mistakes are reported without a server.
-  auto parsed = server::ParseJobSpecYaml(text.str());
+  auto parsed = api::ParseJobSpecYaml(text.str());
   if (!parsed.ok()) {
     std::cerr << "trainyard submit: " << f.file << ":\n" << parsed.status().message() << "\n";
     return kExitUsage;
@@ -172,7 +166,7 @@ void PrintJob(const v1::JobView& j) {
       exit = e.oom_killed() ? "OOM-killed" : e.signal() ? absl::StrCat("signal ", e.signal()) : absl::StrCat("code ", e.exit_code());
       if (!e.message().empty()) exit += " (" + e.message() + ")";
     }
-    t.Add({task.name(), TaskStateName(task.state()), task.node().empty() ? "-" : task.node(), gpus,
+    t.Add({task.name(), api::TaskStateName(task.state()), task.node().empty() ? "-" : task.node(), gpus,
            task.node_gpu_count() ? GpuBitmap(task.gpu_mask(), task.node_gpu_count()) : "-",
            PortsText(task.ports()), absl::StrCat(task.restarts()), exit});
   }

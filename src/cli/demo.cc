@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "absl/time/clock.h"
+#include "api/states.h"
 #include "cli/client.h"
 #include "cli/verbs.h"
 
@@ -24,10 +25,7 @@ std::string FindSpec(const std::string& given) {
   return "examples/demo.yaml";
 }
 
-std::string StateName(v1::JobState s) {
-  std::string n = v1::JobState_Name(s);
-  return n.substr(n.find('_') + 1);
-}
+std::string StateName(v1::JobState s) { return api::JobStateName(s); }
 
 }  // namespace
 
@@ -98,7 +96,7 @@ int RunDemo(const std::string& address, const std::string& spec_path) {
       std::string line = StateName(v.state()) + (v.reason().empty() ? "" : " (" + v.reason() + ")");
       if (line != last) std::cout << "demo: job " << job << " " << line << std::endl;
       last = line;
-      if (v.state() == v1::JOB_SUCCEEDED || v.state() == v1::JOB_FAILED || v.state() == v1::JOB_KILLED) break;
+      if (api::IsTerminal(v.state())) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }

@@ -9,12 +9,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "api/states.h"
 #include "cli/client.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "jobmaster/jobmaster_server.h"
 #include "jobmaster/server_job_terminator.h"
-#include "server/task_env.h"
+#include "api/task_env.h"
 
 namespace trainyard::cli {
 namespace {
@@ -50,7 +51,7 @@ std::string HostFor(const std::string& server, const std::string& advertise) {
   return gethostname(host, sizeof(host) - 1) == 0 && host[0] ? host : "127.0.0.1";
 }
 
-bool Terminal(v1::JobState s) { return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED; }
+
 
 }  // namespace
 
@@ -61,7 +62,7 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
   NamedTerminator named(&to_server);
   jobmaster::JobMasterConfig config;
   config.job_name = spec.name();
-  config.num_workers = std::max(1, server::WorkerCount(spec));
+  config.num_workers = std::max(1, api::WorkerCount(spec));
   RealClock clock;
   auto master = jobmaster::JobMasterServer::Create(config, &named, &clock);
   if (!master.ok()) {
@@ -93,7 +94,7 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
       std::string line = v1::JobState_Name(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
       if (line != last) std::cout << resp.job() << ": " << line.substr(line.find('_') + 1) << std::endl;
       last = line;
-      if (Terminal(v.state())) break;
+      if (api::IsTerminal(v.state())) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
   }

@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "server/job_spec.h"
+#include "api/job_spec.h"
 
 namespace trainyard::server {
 
@@ -21,7 +21,7 @@ grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx
   if (req->has_spec()) {
     spec = req->spec();
   } else {
-    absl::StatusOr<v1::JobSpec> parsed = ParseJobSpecYaml(req->yaml());
+    absl::StatusOr<v1::JobSpec> parsed = api::ParseJobSpecYaml(req->yaml());
     if (!parsed.ok()) {
       reactor->Finish(ToGrpc(parsed.status()));
       return reactor;

@@ -8,43 +8,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
-#include "server/convert.h"
+#include "api/convert.h"
 #include "server/job_manager_internal.h"
-#include "server/job_spec.h"
-#include "server/task_env.h"
+#include "api/job_spec.h"
+#include "api/task_env.h"
 
 namespace trainyard::server {
 
-bool IsTerminal(v1::TaskState s) {
-  return s == v1::TASK_SUCCEEDED || s == v1::TASK_FAILED || s == v1::TASK_KILLED;
-}
-bool IsTerminal(v1::JobState s) {
-  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED;
-}
-const char* JobStateName(v1::JobState s) {
-  switch (s) {
-    case v1::JOB_QUEUED: return "QUEUED";
-    case v1::JOB_SCHEDULED: return "SCHEDULED";
-    case v1::JOB_STARTING: return "STARTING";
-    case v1::JOB_RUNNING: return "RUNNING";
-    case v1::JOB_SUCCEEDED: return "SUCCEEDED";
-    case v1::JOB_FAILED: return "FAILED";
-    case v1::JOB_KILLED: return "KILLED";
-    default: return "UNKNOWN";
-  }
-}
-const char* TaskStateName(v1::TaskState s) {
-  switch (s) {
-    case v1::TASK_PENDING: return "PENDING";
-    case v1::TASK_LAUNCHING: return "LAUNCHING";
-    case v1::TASK_RUNNING: return "RUNNING";
-    case v1::TASK_SUCCEEDED: return "SUCCEEDED";
-    case v1::TASK_FAILED: return "FAILED";
-    case v1::TASK_KILLED: return "KILLED";
-    case v1::TASK_RESTARTING: return "RESTARTING";
-    default: return "UNKNOWN";
-  }
-}
 int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
 
 v1::JobEvent ToView(const v1::JobEventRecord& e) {
@@ -135,7 +105,7 @@ absl::Status JobManager::Recover() {
     // Ended while its tasks were being stopped: they hold their resources
     // until their agents confirm the stop (or no longer have them).
     bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {
-      return !t.node().empty() && !IsTerminal(t.state());
+      return !t.node().empty() && !api::IsTerminal(t.state());
     });
     if (stopping) {
       job->ending = true;
@@ -173,7 +143,7 @@ bool JobManager::RecoverIntoScheduler(JobRt& job) {
   for (const v1::TaskRecord& t : rec.tasks()) {
     if (!t.node().empty()) IndexTask(job, t.node());
   }
-  absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
+  absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
   if (!req.ok()) {
     Log(LogLevel::kWarning, "server", "job %s cannot be recovered: %s", rec.name(), std::string(req.status().message()));
     return false;
@@ -203,7 +173,7 @@ std::vector<std::pair<JobManager::JobRt*, int>> JobManager::TasksOn(const std::s
     size_t before = out.size();
     for (int i = 0; job && i < job->rec.tasks_size(); ++i) {
       const v1::TaskRecord& t = job->rec.tasks(i);
-      if (t.node() == node && !IsTerminal(t.state())) out.emplace_back(job, i);
+      if (t.node() == node && !api::IsTerminal(t.state())) out.emplace_back(job, i);
     }
     name = out.size() == before ? it->second.erase(name) : std::next(name);
   }
@@ -239,7 +209,7 @@ void JobManager::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
   jm->add_command("sh");
   jm->add_command("-c");
   jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
-                               " --workers ", WorkerCount(*spec),
+                               " --workers ", api::WorkerCount(*spec),
                                " --port \"${TRAINYARD_PORTS%%,*}\" --server ",
                                server_address_.empty() ? config_.listen : server_address_));
   // The master comes first, as the job's first task.
@@ -257,7 +227,7 @@ void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
       v1::TaskRecord* t = rec->add_tasks();
       t->set_role(rs.role());
       t->set_index(i);
-      t->set_worker_id(IsWorkerRole(rs.role()) ? worker_id++ : -1);
+      t->set_worker_id(api::IsWorkerRole(rs.role()) ? worker_id++ : -1);
       t->set_state(v1::TASK_PENDING);
     }
   }
@@ -292,7 +262,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, SubmitDone done) {
 absl::StatusOr<JobManager::PreparedJob> JobManager::PrepareSubmit(v1::JobSpec spec) {
   if (spec.user().empty()) spec.set_user("default");
   if (spec.queue().empty()) spec.set_queue("default");
-  std::vector<std::string> problems = ValidateJobSpec(spec, config_.limits);
+  std::vector<std::string> problems = api::ValidateJobSpec(spec, config_.limits);
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   // Frameworks address tasks by port: make sure each task that needs one has one.
   for (auto& rs : *spec.mutable_replicas()) {
@@ -314,13 +284,13 @@ absl::StatusOr<JobManager::PreparedJob> JobManager::PrepareSubmit(v1::JobSpec sp
       name = absl::StrCat(spec.name(), "-", n++);
     }
     spec.set_name(name);
-    if (config_.jobmaster_enabled && WorkerCount(spec) > 0 && spec.job_master_address().empty()) {
+    if (config_.jobmaster_enabled && api::WorkerCount(spec) > 0 && spec.job_master_address().empty()) {
       AddJobMasterRole(&spec, name);
     }
     rec.set_id(next_job_id_++);
     rec.set_name(name);
     *rec.mutable_spec() = spec;
-    absl::StatusOr<core::JobRequest> req = ToJobRequest(rec);
+    absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
     if (!req.ok()) return req.status();
     if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
     jobs_[name] = nullptr;  // reserves the name until the record is durable
@@ -335,7 +305,7 @@ absl::StatusOr<JobManager::PreparedJob> JobManager::PrepareSubmit(v1::JobSpec sp
   ev.set_time_ms(rec.submit_time_ms());
   ev.set_kind("submitted");
   ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (",
-                           rec.tasks_size(), " tasks, priority ", PriorityName(spec.priority()), ")"));
+                           rec.tasks_size(), " tasks, priority ", api::PriorityName(spec.priority()), ")"));
   out.rec = std::move(rec);
   return out;
 }
@@ -352,7 +322,7 @@ absl::StatusOr<v1::SubmitResponse> JobManager::AcceptCommitted(PreparedJob& prep
   const v1::JobRecord& rec = job->rec;
   LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
   job->events.push_back(ToView(prepared.first_event));
-  absl::Status added = scheduler_->AddJob(*ToJobRequest(rec));
+  absl::Status added = scheduler_->AddJob(*api::ToJobRequest(rec));
   if (added.ok()) {
     job->in_scheduler = true;
   } else {
@@ -488,7 +458,7 @@ void JobManager::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   if (job.rec.state() == state) return;
   job.rec.set_state(state);
   if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) job.rec.set_start_time_ms(ToMs(now));
-  if (IsTerminal(state)) job.rec.set_end_time_ms(ToMs(now));
+  if (api::IsTerminal(state)) job.rec.set_end_time_ms(ToMs(now));
   Persist(job);
 }
 
@@ -503,7 +473,7 @@ std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<v1::JobView> out;
   for (auto& [name, job] : jobs_) {
-    if (!job || (!include_finished && IsTerminal(job->rec.state()))) continue;
+    if (!job || (!include_finished && api::IsTerminal(job->rec.state()))) continue;
     out.push_back(View(*job, false));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id() < b.id(); });
@@ -528,7 +498,7 @@ v1::JobView JobManager::View(const JobRt& job, bool with_events) {
   int gpus = 0;
   for (const auto& t : r.tasks()) {
     v1::TaskView* tv = v.add_tasks();
-    tv->set_name(TaskName(r.name(), t.role(), t.index()));
+    tv->set_name(api::TaskName(r.name(), t.role(), t.index()));
     tv->set_role(t.role());
     tv->set_index(t.index());
     tv->set_worker_id(t.worker_id());
@@ -546,7 +516,7 @@ v1::JobView JobManager::View(const JobRt& job, bool with_events) {
     *tv->mutable_last_exit() = t.exit();
     tv->set_memory_mb(t.allocation().memory_mb());
     tv->set_vcores_milli(t.allocation().vcores_milli());
-    if (!t.node().empty() && !IsTerminal(t.state())) gpus += t.allocation().gpus();
+    if (!t.node().empty() && !api::IsTerminal(t.state())) gpus += t.allocation().gpus();
   }
   v.set_gpus(gpus);
   if (with_events) {
@@ -578,7 +548,7 @@ absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std
   JobRt* job = FindJob(name);
   if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
   // A job that has already ended is answered too once its end is durable.
-  if (!IsTerminal(job->rec.state())) {
+  if (!api::IsTerminal(job->rec.state())) {
     EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, clock_->Now());
   }
   v1::JobState state = job->rec.state();
@@ -598,10 +568,10 @@ void JobManager::EndJob(JobRt& job, v1::JobState state, const std::string& messa
   job.rec.set_message(message);
   job.rec.set_pending_reason("");
   SetJobState(job, state, now);
-  AddEvent(job, "finished", absl::StrCat(JobStateName(state), ": ", message), now);
+  AddEvent(job, "finished", absl::StrCat(api::JobStateName(state), ": ", message), now);
   // Tasks never placed are done at once; the others are stopped.
   for (auto& t : *job.rec.mutable_tasks()) {
-    if (t.node().empty() && !IsTerminal(t.state())) t.set_state(v1::TASK_KILLED);
+    if (t.node().empty() && !api::IsTerminal(t.state())) t.set_state(v1::TASK_KILLED);
   }
   KillTasks(job, config_.kill_grace_ms, message);
   MaybeFinish(job, now);
@@ -610,7 +580,7 @@ void JobManager::EndJob(JobRt& job, v1::JobState state, const std::string& messa
 
 void JobManager::MaybeFinish(JobRt& job, absl::Time now) {
   for (const auto& t : job.rec.tasks()) {
-    if (!IsTerminal(t.state())) return;
+    if (!api::IsTerminal(t.state())) return;
   }
   if (job.preempting) {
     Requeue(job, absl::StrCat("preempted by ", job.preempted_by), now);
@@ -626,7 +596,7 @@ void JobManager::MaybeFinish(JobRt& job, absl::Time now) {
 void JobManager::Requeue(JobRt& job, const std::string& reason, absl::Time now) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     v1::TaskRecord* t = job.rec.mutable_tasks(i);
-    if (!IsTerminal(t->state()) && !t->node().empty()) {
+    if (!api::IsTerminal(t->state()) && !t->node().empty()) {
       v1::KillTask kill;
       auto nit = nodes_.find(t->node());
       if (nit != nodes_.end() && nit->second->link) {
@@ -670,7 +640,7 @@ absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
                                                       " was replaced by the one at ", job->job_master,
                                                       "; its verdict is ignored"));
   }
-  if (IsTerminal(job->rec.state()) || job->ending) return WaitDurable(lock);
+  if (api::IsTerminal(job->rec.state()) || job->ending) return WaitDurable(lock);
   std::string msg = req.reason().empty()
                         ? (req.state() == v1::JOB_SUCCEEDED ? "all workers completed" : "the job master reported failure")
                         : req.reason();
@@ -700,7 +670,7 @@ std::vector<v1::NodeView> JobManager::ListNodes() {
       for (const core::NodeTask& nt : ns.tasks) {
         const core::JobState& js = cs.job(nt.job);
         const core::PlacedTask& pt = js.tasks[nt.pos];
-        v.add_tasks(TaskName(js.request.id, js.request.roles[pt.role].name, pt.index));
+        v.add_tasks(api::TaskName(js.request.id, js.request.roles[pt.role].name, pt.index));
       }
     }
     out.push_back(std::move(v));
@@ -712,10 +682,10 @@ v1::ListQueuesResponse JobManager::ListQueues() {
   std::lock_guard<std::mutex> lock(mu_);
   v1::ListQueuesResponse resp;
   const core::ClusterState& cs = scheduler_->state();
-  *resp.mutable_cluster() = ToProto(cs.ClusterCapacity());
+  *resp.mutable_cluster() = api::ToProto(cs.ClusterCapacity());
   std::map<std::string, std::pair<int, int>> counts;  // running, pending
   for (auto& [name, job] : jobs_) {
-    if (!job || IsTerminal(job->rec.state())) continue;
+    if (!job || api::IsTerminal(job->rec.state())) continue;
     auto& c = counts[job->rec.spec().queue()];
     (job->rec.state() == v1::JOB_QUEUED ? c.second : c.first)++;
   }
@@ -734,7 +704,7 @@ v1::ListQueuesResponse JobManager::ListQueues() {
     v->set_weight(q->weight);
     const auto& names = cs.queue_names();
     auto it = std::find(names.begin(), names.end(), q->name);
-    if (it != names.end()) *v->mutable_used() = ToProto(cs.QueueUsed(static_cast<int32_t>(it - names.begin())));
+    if (it != names.end()) *v->mutable_used() = api::ToProto(cs.QueueUsed(static_cast<int32_t>(it - names.begin())));
     v->set_running_jobs(counts[q->name].first);
     v->set_pending_jobs(counts[q->name].second);
   }

@@ -25,7 +25,7 @@
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
 #include "server/config.h"
-#include "server/task_env.h"
+#include "api/task_env.h"
 #include "store/state_store.h"
 
 namespace trainyard::server {
@@ -125,7 +125,7 @@ class JobManager {
   // host:port of the job's master as placed now ("" when it has none).
   std::string JobMasterAddress(const JobRt& job) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The environment and files of task `task` as placed now.
-  TaskEnv EnvFor(const JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  api::TaskEnv EnvFor(const JobRt& job, int task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends every running task of the job but `except` its files again (the
   // hosts file after a task moved).
   void PushFiles(JobRt& job, int except) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

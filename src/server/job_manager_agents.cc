@@ -7,10 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "core/resources/node_resources.h"
-#include "server/convert.h"
+#include "api/convert.h"
 #include "server/job_manager.h"
 #include "server/job_manager_internal.h"
-#include "server/task_env.h"
+#include "api/task_env.h"
 
 namespace trainyard::server {
 namespace {
@@ -57,8 +57,8 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
   node.info = in;
   if (node.info.capacity().ports().empty()) {
     auto ports = core::PortRanges::Parse(config_.default_port_range);
-    if (ports.ok()) *node.info.mutable_capacity() = ToProto([&] {
-        core::Resource r = ToCore(in.capacity());
+    if (ports.ok()) *node.info.mutable_capacity() = api::ToProto([&] {
+        core::Resource r = api::ToCore(in.capacity());
         r.ports = *ports;
         return r;
       }());
@@ -93,7 +93,7 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& in, AgentLink* link) 
 absl::Status JobManager::NodeUp(NodeRt& node) {
   node.state = v1::NODE_READY;
   if (!node.in_scheduler) {
-    absl::StatusOr<core::NodeSpec> spec = ToNodeSpec(node.info);
+    absl::StatusOr<core::NodeSpec> spec = api::ToNodeSpec(node.info);
     if (!spec.ok()) return spec.status();
     if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
     node.in_scheduler = true;
@@ -177,13 +177,13 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
   absl::Time now = clock_->Now();
   std::set<std::string> reported;
   for (const v1::TaskStatus& st : hb.tasks()) {
-    reported.insert(TaskName(st.job(), st.role(), st.index()));
+    reported.insert(api::TaskName(st.job(), st.role(), st.index()));
     JobRt* job = FindJob(st.job());
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
     bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
-                !IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
+                !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
     if (ours) job->acked[i] = true;
-    if (IsTerminal(st.state())) {
+    if (api::IsTerminal(st.state())) {
       // An end whose own report was lost (a broken stream, a server that
       // died before writing it): agents repeat recent ends in heartbeats.
       if (ours) ApplyTaskStatus(node.info.name(), st, now);
@@ -202,14 +202,14 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
     k->set_reason(ours ? job->rec.message() : "the server has no record of this task on this node");
     if (!ours) {
       Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
-          TaskName(st.job(), st.role(), st.index()));
+          api::TaskName(st.job(), st.role(), st.index()));
     }
     if (node.link) node.link->Send(std::move(msg));
   }
   // Tasks the server has as live here that the agent no longer runs.
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
-    if (IsTerminal(t.state()) || reported.count(TaskName(job->rec.name(), t.role(), t.index()))) {
+    if (api::IsTerminal(t.state()) || reported.count(api::TaskName(job->rec.name(), t.role(), t.index()))) {
       job->missing_beats[i] = 0;
       continue;
     }
@@ -221,7 +221,7 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
       TaskGone(*job, i, node.info.name(), now);
     } else if (!job->acked[i] && job->missing_beats[i] >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
       Log(LogLevel::kWarning, "server", "node %s has not shown %s after %d heartbeats; sending its launch again",
-          node.info.name(), TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
+          node.info.name(), api::TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
       LaunchTask(*job, i);
     }
   }
@@ -230,7 +230,7 @@ void JobManager::Reconcile(NodeRt& node, const v1::Heartbeat& hb) {
 void JobManager::TaskGone(JobRt& job, int i, const std::string& node, absl::Time now) {
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
   job.missing_beats[i] = 0;
-  std::string name = TaskName(job.rec.name(), t->role(), t->index());
+  std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
   const v1::ReplicaSpec* rs = nullptr;
   for (const auto& r : job.rec.spec().replicas()) {
     if (r.role() == t->role()) rs = &r;
@@ -271,10 +271,10 @@ void JobManager::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& 
   int i = job ? FindTask(*job, st.role(), st.index()) : -1;
   if (i < 0 || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) return;
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
-  if (IsTerminal(t->state())) return;
+  if (api::IsTerminal(t->state())) return;
   job->acked[i] = true;
   t->set_attempt(std::max(t->attempt(), st.attempt()));
-  std::string name = TaskName(job->rec.name(), t->role(), t->index());
+  std::string name = api::TaskName(job->rec.name(), t->role(), t->index());
   switch (st.state()) {
     case v1::TASK_RUNNING: {
       if (t->state() == v1::TASK_RUNNING) break;
@@ -282,7 +282,7 @@ void JobManager::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& 
       t->set_start_time_ms(ToMs(now));
       if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
       bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& o) {
-        return o.state() == v1::TASK_RUNNING || IsTerminal(o.state());
+        return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state());
       });
       if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
         SetJobState(*job, v1::JOB_RUNNING, now);
@@ -321,7 +321,7 @@ void JobManager::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::Ti
     MaybeFinish(job, now);
     return;
   }
-  std::string name = TaskName(job.rec.name(), t->role(), t->index());
+  std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
   if (st.state() == v1::TASK_SUCCEEDED) {
     CheckSuccess(job, now);
   } else {
@@ -345,9 +345,9 @@ void JobManager::CheckSuccess(JobRt& job, absl::Time now) {
     }
     return;
   }
-  bool any_worker = std::any_of(tasks.begin(), tasks.end(), [](const auto& t) { return IsWorkerRole(t.role()); });
+  bool any_worker = std::any_of(tasks.begin(), tasks.end(), [](const auto& t) { return api::IsWorkerRole(t.role()); });
   for (const auto& t : tasks) {
-    if ((!any_worker || IsWorkerRole(t.role())) && !done(t)) return;
+    if ((!any_worker || api::IsWorkerRole(t.role())) && !done(t)) return;
   }
   EndJob(job, v1::JOB_SUCCEEDED, any_worker ? "all workers completed" : "all tasks completed", now);
 }
@@ -379,7 +379,7 @@ void JobManager::NodeLost(NodeRt& node, absl::Time now) {
   std::vector<std::pair<JobRt*, int>> moved;
   for (auto [job, i] : TasksOn(name)) {
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
-    if (IsTerminal(t->state())) continue;
+    if (api::IsTerminal(t->state())) continue;
     if (job->in_scheduler) (void)scheduler_->TaskFinished(job->rec.name(), t->role(), t->index());
     moved.emplace_back(job, i);
   }
@@ -390,7 +390,7 @@ void JobManager::NodeLost(NodeRt& node, absl::Time now) {
   }
   for (auto [job, i] : moved) {
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
-    std::string tname = TaskName(job->rec.name(), t->role(), t->index());
+    std::string tname = api::TaskName(job->rec.name(), t->role(), t->index());
     const v1::ReplicaSpec* rs = nullptr;
     for (const auto& r : job->rec.spec().replicas()) {
       if (r.role() == t->role()) rs = &r;
@@ -436,14 +436,14 @@ bool JobManager::ReplaceTask(JobRt& job, int i, absl::Time now) {
     std::string old = t->node();
     t->set_node(ns.name);
     IndexTask(job, ns.name);
-    *t->mutable_allocation() = ToProto(p->allocation);
+    *t->mutable_allocation() = api::ToProto(p->allocation);
     t->set_state(v1::TASK_LAUNCHING);
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
     // A moved job master has a new address: the others learn it from the
     // "jobmaster" file PushFiles rewrites below.
     if (t->role() == "jobmaster") job.job_master = JobMasterAddress(job);
-    AddEvent(job, "task_moved", absl::StrCat(TaskName(job.rec.name(), t->role(), t->index()), " was lost with node ",
+    AddEvent(job, "task_moved", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " was lost with node ",
                                              old, "; restarted on ", ns.name, " (attempt ", t->attempt() + 1, ")"),
              now);
     LaunchTask(job, i);
@@ -459,18 +459,18 @@ void JobManager::AdoptRecoveredTasks(NodeRt& node) {
   if (!n) return;
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
-    if (!job->recovered_placed || IsTerminal(t.state())) continue;
+    if (!job->recovered_placed || api::IsTerminal(t.state())) continue;
     auto slot = cs.FindJob(job->rec.name());
     if (!slot) continue;
     const core::JobState& js = cs.job(*slot);
     for (size_t r = 0; r < js.request.roles.size(); ++r) {
       if (js.request.roles[r].name != t.role()) continue;
-      core::Resource a = ToCore(t.allocation());
+      core::Resource a = api::ToCore(t.allocation());
       if (core::FitsIn(a, cs.node(*n).free)) {
         cs.AllocateTask(*slot, static_cast<int>(r), t.index(), *n, a);
       } else {
         Log(LogLevel::kError, "server", "%s cannot be adopted on %s: its allocation is not free there",
-            TaskName(job->rec.name(), t.role(), t.index()), node.info.name());
+            api::TaskName(job->rec.name(), t.role(), t.index()), node.info.name());
       }
     }
   }
@@ -492,7 +492,7 @@ absl::StatusOr<v1::LogData> JobManager::ReadLog(const std::string& jname, const 
   int i = FindTask(*job, role, index);
   if (i < 0) return absl::NotFoundError(absl::StrCat("job ", jname, " has no task ", role, "/", index));
   const v1::TaskRecord& t = job->rec.tasks(i);
-  if (t.node().empty()) return absl::FailedPreconditionError(absl::StrCat(TaskName(jname, role, index), " never ran"));
+  if (t.node().empty()) return absl::FailedPreconditionError(absl::StrCat(api::TaskName(jname, role, index), " never ran"));
   auto nit = nodes_.find(t.node());
   if (nit == nodes_.end() || !nit->second->link) {
     return absl::UnavailableError(absl::StrCat("node ", t.node(), " that keeps the logs is not connected"));

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "api/states.h"
 #include "core/resources/port_ranges.h"
 #include "server/job_manager.h"
 
@@ -50,10 +51,6 @@ struct JobManager::LogWaiter {
   std::optional<v1::LogData> data;
 };
 
-bool IsTerminal(v1::TaskState s);
-bool IsTerminal(v1::JobState s);
-const char* JobStateName(v1::JobState s);
-const char* TaskStateName(v1::TaskState s);
 int64_t ToMs(absl::Time t);
 v1::JobEvent ToView(const v1::JobEventRecord& e);
 

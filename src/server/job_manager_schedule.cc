@@ -7,10 +7,10 @@
 #include "absl/strings/str_join.h"
 #include "common/logging.h"
 #include "core/resources/gpu_set.h"
-#include "server/convert.h"
+#include "api/convert.h"
 #include "server/job_manager.h"
 #include "server/job_manager_internal.h"
-#include "server/task_env.h"
+#include "api/task_env.h"
 
 namespace trainyard::server {
 namespace {
@@ -72,7 +72,7 @@ void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
     t->set_node(a.node);
     IndexTask(*job, a.node);
-    *t->mutable_allocation() = ToProto(a.allocation);
+    *t->mutable_allocation() = api::ToProto(a.allocation);
     t->set_state(v1::TASK_LAUNCHING);
     t->clear_exit();
     per_node[a.node]++;
@@ -120,7 +120,7 @@ void JobManager::ApplyPreemption(const core::Preemption& p, absl::Time now) {
 
 void JobManager::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
   for (const v1::TaskRecord& t : job.rec.tasks()) {
-    if (IsTerminal(t.state()) || t.node().empty()) continue;
+    if (api::IsTerminal(t.state()) || t.node().empty()) continue;
     auto nit = nodes_.find(t.node());
     if (nit == nodes_.end() || !nit->second->link) continue;
     v1::ServerMessage msg;
@@ -134,19 +134,18 @@ void JobManager::KillTasks(JobRt& job, int grace_ms, const std::string& reason) 
   }
 }
 
-TaskEnv JobManager::EnvFor(const JobRt& job, int i) {
+api::TaskEnv JobManager::EnvFor(const JobRt& job, int i) {
   const v1::TaskRecord& t = job.rec.tasks(i);
-  TaskEnvInput in;
+  api::TaskEnvInput in;
   in.spec = &job.rec.spec();
   in.job = job.rec.name();
   in.job_master = job.job_master;
   in.checkpoint_dir = absl::StrCat(config_.checkpoint_root, "/", job.rec.name());
-  in.restart_count = t.attempt();
   in.attempt = t.attempt();
-  PlacedTaskView self;
+  api::PlacedTaskView self;
   for (const v1::TaskRecord& o : job.rec.tasks()) {
     if (o.node().empty()) continue;
-    PlacedTaskView v;
+    api::PlacedTaskView v;
     v.role = o.role();
     v.index = o.index();
     v.worker_id = o.worker_id();
@@ -160,13 +159,13 @@ TaskEnv JobManager::EnvFor(const JobRt& job, int i) {
     if (o.role() == t.role() && o.index() == t.index()) self = v;
     in.tasks.push_back(std::move(v));
   }
-  return BuildTaskEnv(in, self);
+  return api::BuildTaskEnv(in, self);
 }
 
 void JobManager::PushFiles(JobRt& job, int except) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
-    if (i == except || t.node().empty() || IsTerminal(t.state())) continue;
+    if (i == except || t.node().empty() || api::IsTerminal(t.state())) continue;
     if (!SendFiles(job, i)) stale_files_[t.node()].insert(job.rec.name());  // sent when the node is back
   }
 }
@@ -174,7 +173,7 @@ void JobManager::PushFiles(JobRt& job, int except) {
 void JobManager::PushFilesTo(JobRt& job, const std::string& node) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
-    if (t.node() == node && !IsTerminal(t.state()) && t.state() != v1::TASK_LAUNCHING) SendFiles(job, i);
+    if (t.node() == node && !api::IsTerminal(t.state()) && t.state() != v1::TASK_LAUNCHING) SendFiles(job, i);
   }
 }
 
@@ -196,7 +195,7 @@ void JobManager::LaunchTask(JobRt& job, int i) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   auto nit = nodes_.find(t.node());
   if (nit == nodes_.end()) return;
-  TaskEnv env = EnvFor(job, i);
+  api::TaskEnv env = EnvFor(job, i);
   const v1::ReplicaSpec* rs = nullptr;
   for (const auto& r : job.rec.spec().replicas()) {
     if (r.role() == t.role()) rs = &r;

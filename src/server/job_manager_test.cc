@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/job_spec.h"
+#include "api/job_spec.h"
 #include "store/memory_state_store.h"
 
 namespace trainyard::server {
@@ -65,7 +65,7 @@ class JobManagerTest : public ::testing::Test {
   }
 
   std::string Submit(const std::string& yaml) {
-    auto spec = LoadJobSpec(yaml, config_.limits);
+    auto spec = api::LoadJobSpec(yaml, config_.limits);
     EXPECT_TRUE(spec.ok()) << spec.status();
     auto r = manager_->Submit(*spec);
     EXPECT_TRUE(r.ok()) << r.status();
@@ -248,7 +248,7 @@ TEST_F(JobManagerTest, BadSpecIsRefusedAndNothingIsStored) {
   ASSERT_FALSE(r.ok());
   EXPECT_THAT(r.status().message(), HasSubstr("name: 'Bad Name'"));
   EXPECT_TRUE(manager_->ListJobs(true).empty());
-  auto q = LoadJobSpec("name: q\nqueue: nosuch\nreplicas:\n  worker: {command: [x]}\n", config_.limits);
+  auto q = api::LoadJobSpec("name: q\nqueue: nosuch\nreplicas:\n  worker: {command: [x]}\n", config_.limits);
   ASSERT_TRUE(q.ok());
   auto r2 = manager_->Submit(*q);
   ASSERT_FALSE(r2.ok());
@@ -395,7 +395,7 @@ TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntil
   ASSERT_TRUE(second.Recover().ok());
   FakeLink link2;
   ASSERT_TRUE(second.RegisterAgent(Node("n1"), &link2).ok());
-  auto spec = LoadJobSpec("name: next\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n", config_.limits);
+  auto spec = api::LoadJobSpec("name: next\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n", config_.limits);
   ASSERT_TRUE(spec.ok());
   auto next = second.Submit(*spec);
   ASSERT_TRUE(next.ok());
@@ -444,7 +444,7 @@ TEST_F(JobManagerTest, KillAnswersOnceDurableAndARefusedWriteIsRetriedWhenTheSto
 TEST_F(JobManagerTest, TasksGetTheJobMastersAddressInTheirEnvironmentAndInAFile) {
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
-  auto spec = LoadJobSpec("name: jm\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
+  auto spec = api::LoadJobSpec("name: jm\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
   ASSERT_TRUE(spec.ok());
   spec->set_job_master_address("10.0.0.9:4000");  // a master in the submitting client
   ASSERT_TRUE(manager_->Submit(*spec).ok());

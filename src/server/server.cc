@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
-#include "common/queue_config_yaml.h"
+#include "api/queue_config_yaml.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
 #include "store/sqlite_state_store.h"
@@ -20,7 +20,7 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& c
   opt.preemption_grace = absl::Milliseconds(config.preemption_grace_ms);
   opt.reservation_wait = absl::Milliseconds(config.reservation_wait_ms);
   if (!config.queue_config.empty()) {
-    absl::StatusOr<QueueConfigFile> file = LoadQueueConfigFile(config.queue_config);
+    absl::StatusOr<api::QueueConfigFile> file = api::LoadQueueConfigFile(config.queue_config);
     if (!file.ok()) return file.status();
     opt.queues = file->queues;
     if (!file->policy.empty()) opt.queue_policy = file->policy;

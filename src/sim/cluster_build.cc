@@ -41,7 +41,7 @@ core::JobRequest ToCoreJob(const JobSpec& job, absl::Time submit) {
   out.name = job.name;
   out.user = job.user;
   out.queue = job.queue;
-  out.priority = static_cast<core::PriorityClass>(static_cast<int>(job.priority));
+  out.priority = job.priority;
   out.submit_time = submit;
   core::LabelSelector selector;
   if (!job.gpu_models.empty()) {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "common/queue_config_yaml.h"
+#include "api/queue_config_yaml.h"
 #include "core/scheduler/scheduler.h"
 #include "sim/cluster_build.h"
 #include "sim/trace_readers.h"
@@ -81,7 +81,7 @@ absl::StatusOr<std::vector<std::string>> SplitPolicyList(const std::string& list
 absl::StatusOr<std::vector<SimReport>> RunSimCommand(const SimCommandOptions& options_in) {
   SimCommandOptions options = options_in;
   if (!options.queues_path.empty()) {
-    auto file = LoadQueueConfigFile(options.queues_path);
+    auto file = api::LoadQueueConfigFile(options.queues_path);
     if (!file.ok()) return file.status();
     options.base.queues = file->queues;
     if (options.queue_policies.empty()) options.queue_policies = file->policy;

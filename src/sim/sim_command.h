@@ -24,7 +24,7 @@ struct SimCommandOptions {
   // "" = the queues file's `policy`, else fifo.
   std::string queue_policies;
   std::string placements = "topology";
-  // A queue tree in YAML (common/queue_config_yaml.h); "" = one equal leaf
+  // A queue tree in YAML (api/queue_config_yaml.h); "" = one equal leaf
   // per queue the trace names.
   std::string queues_path;
   // Everything else a run takes; queue_policy and placement are set per run.

@@ -5,26 +5,6 @@
 
 namespace trainyard::sim {
 
-const char* PriorityClassName(PriorityClass p) {
-  switch (p) {
-    case PriorityClass::kPtr:
-      return "ptr";
-    case PriorityClass::kIteration:
-      return "iteration";
-    case PriorityClass::kProduction:
-      return "production";
-  }
-  return "?";
-}
-
-absl::StatusOr<PriorityClass> ParsePriorityClass(absl::string_view text) {
-  if (text.empty() || text == "iteration") return PriorityClass::kIteration;
-  if (text == "production") return PriorityClass::kProduction;
-  if (text == "ptr") return PriorityClass::kPtr;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown priority class '", text, "' (known: production, iteration, ptr)"));
-}
-
 int JobSpec::TaskCount() const {
   int n = 0;
   for (const RoleSpec& r : roles) n += r.count;

@@ -10,18 +10,18 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/state/job.h"
 
 namespace trainyard::sim {
 
 // A job that never ends by itself (its trace gives no end time).
 inline constexpr int64_t kRunsForever = -1;
 
-// Priority classes, lowest first.
-enum class PriorityClass : int { kPtr = 0, kIteration = 1, kProduction = 2 };
-const char* PriorityClassName(PriorityClass p);
-// Parses "production", "iteration" or "ptr" ("" = iteration). The error
-// lists the known names.
-absl::StatusOr<PriorityClass> ParsePriorityClass(absl::string_view text);
+// Priority classes are the scheduler core's (one definition for the server
+// and the simulator).
+using core::PriorityClass;
+using core::PriorityClassName;
+using core::ParsePriorityClass;
 
 // One node of the simulated cluster.
 struct NodeSpec {

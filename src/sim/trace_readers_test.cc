@@ -146,7 +146,7 @@ TEST(TrainyardTraceTest, GroupsRolesIntoGangs) {
 TEST(TrainyardTraceTest, BadInputNamesLineAndField) {
   const std::string header = "job,submit_time,duration,role,count,gpus,cpu_milli,memory_mib,priority\n";
   EXPECT_THAT(Error(TraceFromText(header + "j,0,10,w,1,1,1,1,urgent\n")),
-              HasSubstr("t.csv:2: field 'priority': unknown priority class 'urgent'"));
+              HasSubstr("t.csv:2: field 'priority': priority class \"urgent\" is unknown"));
   EXPECT_THAT(Error(TraceFromText(header + "j,0,10,w,0,1,1,1,\n")),
               HasSubstr("t.csv:2: field 'count': 0 is outside 1..100000"));
   EXPECT_THAT(Error(TraceFromText(header + "j,0,10,w,1,-1,1,1,\n")),

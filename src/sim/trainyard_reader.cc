@@ -56,7 +56,7 @@ absl::Status ParseJobFields(const CsvRow& row, JobSpec* job) {
   job->duration_s = *duration;
   if (row.Has("queue")) job->queue = std::string(row.Text("queue"));
   job->user = std::string(row.Text("user"));
-  auto priority = ParsePriorityClass(row.Text("priority"));
+  auto priority = ParsePriorityClass(std::string(row.Text("priority")));
   if (!priority.ok()) return row.Error("priority", priority.status().message());
   job->priority = *priority;
   for (absl::string_view m : absl::StrSplit(row.Text("gpu_model"), '|', absl::SkipEmpty())) {

@@ -3,6 +3,7 @@
 // a failing batch leaves nothing behind, exactly like a rolled-back SQLite
 // savepoint. CommitAsync callbacks run on a thread of the store's own, as the
 // SQLite store's do, so callers meet the same threading in tests.
+#include "api/states.h"
 #include "store/memory_state_store.h"
 
 #include <deque>
@@ -317,7 +318,7 @@ absl::StatusOr<StoreSnapshot> MemoryStateStore::LoadAll() {
   absl::MutexLock lock(&impl_->mu);
   StoreSnapshot snapshot;
   for (const auto& [id, entry] : impl_->jobs) {
-    if (!IsTerminalJobState(entry.job.state())) snapshot.jobs.push_back(entry.job);
+    if (!api::IsTerminal(entry.job.state())) snapshot.jobs.push_back(entry.job);
   }
   for (const auto& [name, node] : impl_->nodes) snapshot.nodes.push_back(node);
   snapshot.meta = impl_->meta;

@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "api/states.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "store/sqlite_store_impl.h"
@@ -19,7 +20,7 @@ std::string LiveStatesSql() {
   const google::protobuf::EnumDescriptor* d = v1::JobState_descriptor();
   for (int i = 0; i < d->value_count(); ++i) {
     int n = d->value(i)->number();
-    if (!IsTerminalJobState(static_cast<v1::JobState>(n))) live.push_back(n);
+    if (!api::IsTerminal(static_cast<v1::JobState>(n))) live.push_back(n);
   }
   return absl::StrJoin(live, ",");
 }

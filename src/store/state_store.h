@@ -113,14 +113,6 @@ struct StoreStats {
   int64_t transactions = 0;       // durable transactions (fsyncs with sync on)
 };
 
-// Returns true for the job states that no longer change (SUCCEEDED, FAILED,
-// KILLED).
-bool IsTerminalJobState(v1::JobState state);
-
-// Returns true for task states that hold no resources any more (SUCCEEDED,
-// FAILED, KILLED).
-bool IsTerminalTaskState(v1::TaskState state);
-
 // The interface. Every method is thread-safe. Reads see every batch whose
 // Commit has returned OK (or whose callback has been called with OK).
 //

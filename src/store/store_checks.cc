@@ -1,5 +1,6 @@
 // Batch validation and record-level consistency checks shared by the SQLite
 // store and the in-memory fake.
+#include "api/states.h"
 #include "store/store_checks.h"
 
 #include <algorithm>
@@ -104,8 +105,8 @@ absl::Status JobNotFound(uint64_t job_id, const char* op) {
 }
 
 bool TaskIsLive(v1::JobState job_state, const v1::TaskRecord& task) {
-  return !task.node().empty() && !IsTerminalTaskState(task.state()) &&
-         !IsTerminalJobState(job_state);
+  return !task.node().empty() && !api::IsTerminal(task.state()) &&
+         !api::IsTerminal(job_state);
 }
 
 std::vector<std::string> FindAllocationConflicts(const std::vector<v1::JobRecord>& jobs) {

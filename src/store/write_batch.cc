@@ -27,12 +27,4 @@ void WriteBatch::PutMeta(std::string key, std::string value) {
   ops_.emplace_back(PutMetaOp{std::move(key), std::move(value)});
 }
 
-bool IsTerminalJobState(v1::JobState state) {
-  return state == v1::JOB_SUCCEEDED || state == v1::JOB_FAILED || state == v1::JOB_KILLED;
-}
-
-bool IsTerminalTaskState(v1::TaskState state) {
-  return state == v1::TASK_SUCCEEDED || state == v1::TASK_FAILED || state == v1::TASK_KILLED;
-}
-
 }  // namespace trainyard

@@ -1,7 +1,7 @@
 // Queue configuration as values: a tree of queues with capacity and
 // max-capacity percentages (Capacity policy), weights and min-shares (Fair
 // policy), and per-user limits. src/core never reads files: the YAML loader
-// lives in src/common/queue_config_yaml.h and hands a QueuesConfig here for
+// lives in src/api/queue_config_yaml.h and hands a QueuesConfig here for
 // validation.
 #pragma once
 

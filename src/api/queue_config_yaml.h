@@ -20,7 +20,7 @@
 #include "absl/status/statusor.h"
 #include "core/policy/queue_config.h"
 
-namespace trainyard {
+namespace trainyard::api {
 
 struct QueueConfigFile {
   std::string policy;  // "" when the file does not say
@@ -36,4 +36,4 @@ absl::StatusOr<QueueConfigFile> ParseQueueConfigYaml(std::string_view text,
 // Reads and parses the file at `path`.
 absl::StatusOr<QueueConfigFile> LoadQueueConfigFile(const std::string& path);
 
-}  // namespace trainyard
+}  // namespace trainyard::api

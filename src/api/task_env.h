@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
+#include "api/roles.h"
 #include "proto/trainyard.pb.h"
 
-namespace trainyard::server {
+namespace trainyard::api {
 
 // Where one task of the job runs now.
 struct PlacedTaskView {
@@ -31,8 +32,7 @@ struct TaskEnvInput {
   std::vector<PlacedTaskView> tasks;   // every task of the job, placed
   std::string job_master;              // host:port, "" when none
   std::string checkpoint_dir;          // the job's checkpoint directory
-  int restart_count = 0;
-  int attempt = 0;
+  int attempt = 0;                     // see SetAttemptEnv
 };
 
 struct TaskEnv {
@@ -46,11 +46,14 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);
 // The ordered list of ports as "p1,p2".
 std::string PortsList(const std::vector<uint32_t>& ports);
 
-// True for roles whose completion decides the job's success under the
-// AllWorkers policy: every role but "ps" and "jobmaster".
-bool IsWorkerRole(const std::string& role);
+// The variables that change with each start of a task: TRAINYARD_ATTEMPT
+// and TRAINYARD_RESTART_COUNT, both the number of times this task was
+// started before this start (restarts by its agent after a failure, moves
+// off a lost node, preemption and relaunches all count), so a program that
+// resumes from its checkpoint when TRAINYARD_RESTART_COUNT > 0 does so after
+// each of them. The server's launch carries the values of its first start;
+// the agent sets them again for every start it makes (`attempt` is then the
+// launch's attempt plus the agent's restarts of it).
+void SetAttemptEnv(int attempt, std::map<std::string, std::string>* env);
 
-// Number of tasks that register with the job master (worker roles).
-int WorkerCount(const v1::JobSpec& spec);
-
-}  // namespace trainyard::server
+}  // namespace trainyard::api

@@ -9,7 +9,7 @@
 #include "core/state/job.h"
 #include "proto/trainyard.pb.h"
 
-namespace trainyard::server {
+namespace trainyard::api {
 
 core::Resource ToCore(const v1::Resource& r);
 v1::Resource ToProto(const core::Resource& r);
@@ -29,4 +29,4 @@ absl::StatusOr<core::NodeSpec> ToNodeSpec(const v1::NodeInfo& info);
 // "JOB-ROLE-INDEX", the stable name other tasks resolve.
 std::string TaskName(const std::string& job, const std::string& role, int index);
 
-}  // namespace trainyard::server
+}  // namespace trainyard::api

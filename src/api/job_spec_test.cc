@@ -1,9 +1,9 @@
-#include "server/job_spec.h"
+#include "api/job_spec.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace trainyard::server {
+namespace trainyard::api {
 namespace {
 
 using ::testing::HasSubstr;
@@ -144,4 +144,4 @@ TEST(JobSpecTest, MalformedYamlNamesTheLine) {
 }
 
 }  // namespace
-}  // namespace trainyard::server
+}  // namespace trainyard::api

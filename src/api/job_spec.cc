@@ -1,6 +1,6 @@
 // Job spec YAML parsing and validation. The parser walks the YAML tree with a
 // path string and collects every problem instead of stopping at the first.
-#include "server/job_spec.h"
+#include "api/job_spec.h"
 
 #include <cmath>
 #include <set>
@@ -13,10 +13,10 @@
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
 #include "core/resources/resource.h"
-#include "server/convert.h"
+#include "api/convert.h"
 #include "yaml-cpp/yaml.h"
 
-namespace trainyard::server {
+namespace trainyard::api {
 namespace {
 
 using Errors = std::vector<std::string>;
@@ -381,9 +381,9 @@ absl::StatusOr<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml) {
   return spec;
 }
 
-}  // namespace trainyard::server
+}  // namespace trainyard::api
 
-namespace trainyard::server {
+namespace trainyard::api {
 namespace {
 
 bool ValidName(const std::string& name) {
@@ -508,4 +508,4 @@ std::string RestartPolicyName(v1::RestartPolicy p) {
   }
 }
 
-}  // namespace trainyard::server
+}  // namespace trainyard::api

@@ -1,10 +1,10 @@
 // Queue configuration YAML: a full file, and errors that name line, queue
 // and key.
-#include "common/queue_config_yaml.h"
+#include "api/queue_config_yaml.h"
 
 #include "gtest/gtest.h"
 
-namespace trainyard {
+namespace trainyard::api {
 namespace {
 
 TEST(QueueConfigYamlTest, ParsesATree) {
@@ -61,4 +61,4 @@ TEST(QueueConfigYamlTest, ErrorsNameLineQueueAndKey) {
 }
 
 }  // namespace
-}  // namespace trainyard
+}  // namespace trainyard::api

@@ -1,10 +1,10 @@
 // Wire <-> core conversions.
-#include "server/convert.h"
+#include "api/convert.h"
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace trainyard::server {
+namespace trainyard::api {
 
 core::Resource ToCore(const v1::Resource& r) {
   core::Resource c;
@@ -131,4 +131,4 @@ std::string TaskName(const std::string& job, const std::string& role, int index)
   return absl::StrCat(job, "-", role, "-", index);
 }
 
-}  // namespace trainyard::server
+}  // namespace trainyard::api

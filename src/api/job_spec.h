@@ -13,7 +13,7 @@
 #include "core/resources/limits.h"
 #include "proto/trainyard.pb.h"
 
-namespace trainyard::server {
+namespace trainyard::api {
 
 // Parses a CPU quantity: "2", "1.5", "500m". Returns milli-cores.
 absl::StatusOr<int64_t> ParseCpuQuantity(std::string_view text);
@@ -46,4 +46,4 @@ std::string FrameworkName(v1::Framework f);
 std::string PriorityName(v1::PriorityClass p);
 std::string RestartPolicyName(v1::RestartPolicy p);
 
-}  // namespace trainyard::server
+}  // namespace trainyard::api

@@ -1,5 +1,5 @@
 // YAML loader for queue configuration; see queue_config_yaml.h.
-#include "common/queue_config_yaml.h"
+#include "api/queue_config_yaml.h"
 
 #include <fstream>
 #include <sstream>
@@ -9,7 +9,7 @@
 #include "absl/time/time.h"
 #include "yaml-cpp/yaml.h"
 
-namespace trainyard {
+namespace trainyard::api {
 namespace {
 
 class Loader {
@@ -166,4 +166,4 @@ absl::StatusOr<QueueConfigFile> LoadQueueConfigFile(const std::string& path) {
   return ParseQueueConfigYaml(buffer.str(), path);
 }
 
-}  // namespace trainyard
+}  // namespace trainyard::api

@@ -1,5 +1,5 @@
 // Task environment construction, per framework.
-#include "server/task_env.h"
+#include "api/task_env.h"
 
 #include <algorithm>
 #include <set>
@@ -8,9 +8,9 @@
 #include "absl/strings/str_join.h"
 #include "core/resources/gpu_set.h"
 #include "nlohmann/json.hpp"
-#include "server/convert.h"
+#include "api/convert.h"
 
-namespace trainyard::server {
+namespace trainyard::api {
 namespace {
 
 std::string HostPort(const PlacedTaskView& t) {
@@ -34,7 +34,7 @@ std::vector<const PlacedTaskView*> Ordered(const TaskEnvInput& in) {
 std::string TfConfig(const TaskEnvInput& in, const PlacedTaskView& self) {
   nlohmann::json cluster = nlohmann::json::object();
   for (const PlacedTaskView* t : Ordered(in)) {
-    if (t->role == "jobmaster") continue;
+    if (!TraitsOf(in.spec->framework(), t->role).in_tf_cluster) continue;
     cluster[t->role].push_back(HostPort(*t));
   }
   nlohmann::json config;
@@ -47,8 +47,9 @@ void PytorchEnv(const TaskEnvInput& in, const PlacedTaskView& self, TaskEnv* out
   // Rank 0 is the "master" role when there is one, else worker 0.
   std::vector<const PlacedTaskView*> ranks;
   for (const PlacedTaskView* t : Ordered(in)) {
-    if (t->role == "master") ranks.insert(ranks.begin(), t);
-    else if (t->role != "jobmaster" && t->role != "ps") ranks.push_back(t);
+    RoleTraits traits = TraitsOf(in.spec->framework(), t->role);
+    if (traits.torch_rank0) ranks.insert(ranks.begin(), t);
+    else if (traits.torch_rank) ranks.push_back(t);
   }
   std::vector<std::string> nodes;  // node rank = first appearance in rank order
   for (const PlacedTaskView* t : ranks) {
@@ -92,14 +93,9 @@ std::string MpiHostfile(const TaskEnvInput& in) {
 
 std::string PortsList(const std::vector<uint32_t>& ports) { return absl::StrJoin(ports, ","); }
 
-bool IsWorkerRole(const std::string& role) { return role != "ps" && role != "jobmaster"; }
-
-int WorkerCount(const v1::JobSpec& spec) {
-  int n = 0;
-  for (const auto& rs : spec.replicas()) {
-    if (IsWorkerRole(rs.role())) n += rs.count();
-  }
-  return n;
+void SetAttemptEnv(int attempt, std::map<std::string, std::string>* env) {
+  (*env)["TRAINYARD_ATTEMPT"] = absl::StrCat(attempt);
+  (*env)["TRAINYARD_RESTART_COUNT"] = absl::StrCat(attempt);
 }
 
 TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
@@ -114,8 +110,7 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
   env["TRAINYARD_NODE_ADDRESS"] = self.address;
   env["TRAINYARD_PORTS"] = PortsList(self.ports);
   env["TRAINYARD_CHECKPOINT_DIR"] = in.checkpoint_dir;
-  env["TRAINYARD_RESTART_COUNT"] = absl::StrCat(in.restart_count);
-  env["TRAINYARD_ATTEMPT"] = absl::StrCat(in.attempt);
+  SetAttemptEnv(in.attempt, &env);
   env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
   env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(core::GpuSet(self.gpu_mask).Indices(), ",");
   if (!in.job_master.empty()) {
@@ -148,4 +143,4 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
   return out;
 }
 
-}  // namespace trainyard::server
+}  // namespace trainyard::api
