@@ -84,7 +84,8 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
         manager_->OnTaskStatus(node_, in_.status());
         return true;
       case v1::AgentMessage::kLog:
-        manager_->OnLogData(in_.log());
+        if (node_.empty()) return Refuse();
+        manager_->OnLogData(node_, in_.log());
         return true;
       default:
         return true;

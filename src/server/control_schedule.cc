@@ -1,43 +1,19 @@
-// JobManager: the scheduling thread — rounds of the scheduler core, applying
-// placements (launch orders to agents) and preemptions (kill orders with a
-// grace period), pending reasons, and node liveness checks.
+// ControlState: scheduling rounds — the scheduler core's decisions applied
+// (launch orders for placements, kill orders with a grace period for
+// preemptions), pending reasons, and each launch's environment and files.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "common/logging.h"
-#include "core/resources/gpu_set.h"
 #include "api/convert.h"
-#include "server/job_manager.h"
-#include "server/job_manager_internal.h"
-#include "api/task_env.h"
+#include "api/roles.h"
+#include "common/logging.h"
+#include "server/control_state.h"
+#include "server/control_state_internal.h"
 
 namespace trainyard::server {
-namespace {
-// How often the thread wakes without an event: preemption deadlines and
-// node liveness are checked at this pace.
-constexpr absl::Duration kTick = absl::Milliseconds(100);
-}  // namespace
 
-void JobManager::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(kTick), [this] { return dirty_ || stopping_; });
-    if (stopping_) break;
-    dirty_ = false;
-    RunRound();
-    Flush();
-  }
-}
-
-void JobManager::ScheduleNowForTest() {
-  std::lock_guard<std::mutex> lock(mu_);
-  RunRound();
-  Flush();
-}
-
-void JobManager::RunRound() {
-  absl::Time now = clock_->Now();
+void ControlState::RunRound(absl::Time now) {
   CheckNodes(now);
   // Victims whose grace ran out without their agent confirming the stop.
   std::vector<JobRt*> overdue;
@@ -62,7 +38,7 @@ void JobManager::RunRound() {
   }
 }
 
-void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
+void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   JobRt* job = FindJob(p.job_id);
   if (!job) return;
   std::map<std::string, int> per_node;
@@ -73,7 +49,7 @@ void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
     t->set_node(a.node);
     IndexTask(*job, a.node);
     *t->mutable_allocation() = api::ToProto(a.allocation);
-    t->set_state(v1::TASK_LAUNCHING);
+    SetTaskState(*job, i, v1::TASK_LAUNCHING);
     t->clear_exit();
     per_node[a.node]++;
     ++stats_.placements;
@@ -91,9 +67,9 @@ void JobManager::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   Persist(*job);
 }
 
-std::string JobManager::JobMasterAddress(const JobRt& job) {
+std::string ControlState::JobMasterAddress(const JobRt& job) const {
   std::string address = job.rec.spec().job_master_address();  // a master in the client
-  int jm = FindTask(job, "jobmaster", 0);
+  int jm = FindTask(job, std::string(api::kRoleJobMaster), 0);
   if (jm >= 0) {
     const v1::TaskRecord& t = job.rec.tasks(jm);
     auto nit = nodes_.find(t.node());
@@ -104,7 +80,7 @@ std::string JobManager::JobMasterAddress(const JobRt& job) {
   return address;
 }
 
-void JobManager::ApplyPreemption(const core::Preemption& p, absl::Time now) {
+void ControlState::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   JobRt* job = FindJob(p.victim_job_id);
   if (!job || job->preempting || job->ending) return;
   job->preempting = true;
@@ -118,23 +94,27 @@ void JobManager::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   MaybeFinish(*job, now);
 }
 
-void JobManager::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
+void ControlState::SendKill(const std::string& node, const std::string& job, const std::string& role, int index,
+                            int grace_ms, const std::string& reason) {
+  auto nit = nodes_.find(node);
+  if (nit == nodes_.end() || !nit->second->connected()) return;
+  v1::KillTask k;
+  k.set_job(job);
+  k.set_role(role);
+  k.set_index(index);
+  k.set_grace_ms(grace_ms);
+  k.set_reason(reason);
+  backend_->Kill(node, k);
+}
+
+void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
   for (const v1::TaskRecord& t : job.rec.tasks()) {
     if (api::IsTerminal(t.state()) || t.node().empty()) continue;
-    auto nit = nodes_.find(t.node());
-    if (nit == nodes_.end() || !nit->second->link) continue;
-    v1::ServerMessage msg;
-    v1::KillTask* k = msg.mutable_kill();
-    k->set_job(job.rec.name());
-    k->set_role(t.role());
-    k->set_index(t.index());
-    k->set_grace_ms(grace_ms);
-    k->set_reason(reason);
-    nit->second->link->Send(std::move(msg));
+    SendKill(t.node(), job.rec.name(), t.role(), t.index(), grace_ms, reason);
   }
 }
 
-api::TaskEnv JobManager::EnvFor(const JobRt& job, int i) {
+api::TaskEnv ControlState::EnvFor(const JobRt& job, int i) const {
   const v1::TaskRecord& t = job.rec.tasks(i);
   api::TaskEnvInput in;
   in.spec = &job.rec.spec();
@@ -162,7 +142,7 @@ api::TaskEnv JobManager::EnvFor(const JobRt& job, int i) {
   return api::BuildTaskEnv(in, self);
 }
 
-void JobManager::PushFiles(JobRt& job, int except) {
+void ControlState::PushFiles(JobRt& job, int except) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
     if (i == except || t.node().empty() || api::IsTerminal(t.state())) continue;
@@ -170,61 +150,56 @@ void JobManager::PushFiles(JobRt& job, int except) {
   }
 }
 
-void JobManager::PushFilesTo(JobRt& job, const std::string& node) {
+void ControlState::PushFilesTo(JobRt& job, const std::string& node) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
     if (t.node() == node && !api::IsTerminal(t.state()) && t.state() != v1::TASK_LAUNCHING) SendFiles(job, i);
   }
 }
 
-bool JobManager::SendFiles(JobRt& job, int i) {
+bool ControlState::SendFiles(JobRt& job, int i) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   auto nit = nodes_.find(t.node());
-  if (nit == nodes_.end() || !nit->second->link) return false;
-  v1::ServerMessage msg;
-  v1::TaskFiles* f = msg.mutable_update_files();
-  f->set_job(job.rec.name());
-  f->set_role(t.role());
-  f->set_index(t.index());
-  for (const auto& [k, v] : EnvFor(job, i).files) (*f->mutable_files())[k] = v;
-  nit->second->link->Send(std::move(msg));
+  if (nit == nodes_.end() || !nit->second->connected()) return false;
+  v1::TaskFiles f;
+  f.set_job(job.rec.name());
+  f.set_role(t.role());
+  f.set_index(t.index());
+  for (const auto& [k, v] : EnvFor(job, i).files) (*f.mutable_files())[k] = v;
+  backend_->UpdateFiles(t.node(), f);
   return true;
 }
 
-void JobManager::LaunchTask(JobRt& job, int i) {
+void ControlState::LaunchTask(JobRt& job, int i) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   auto nit = nodes_.find(t.node());
   if (nit == nodes_.end()) return;
-  api::TaskEnv env = EnvFor(job, i);
-  const v1::ReplicaSpec* rs = nullptr;
-  for (const auto& r : job.rec.spec().replicas()) {
-    if (r.role() == t.role()) rs = &r;
-  }
+  const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   if (!rs) return;
-  v1::ServerMessage msg;
-  v1::TaskSpec* spec = msg.mutable_launch();
-  spec->set_job(job.rec.name());
-  spec->set_role(t.role());
-  spec->set_index(t.index());
-  spec->set_worker_id(t.worker_id());
-  spec->set_node(t.node());
-  *spec->mutable_allocation() = t.allocation();
-  for (const auto& c : rs->command()) spec->add_command(c);
-  for (const auto& a : rs->args()) spec->add_command(a);
-  for (const auto& [k, v] : rs->env()) (*spec->mutable_env())[k] = v;
-  for (const auto& [k, v] : env.env) (*spec->mutable_env())[k] = v;
-  for (const auto& [k, v] : env.files) (*spec->mutable_files())[k] = v;
-  spec->set_working_dir(rs->working_dir());
-  spec->set_restart_policy(rs->restart_policy());
-  spec->set_max_restarts(std::max(0, rs->max_restarts() - t.restart_count()));
-  spec->set_attempt(t.attempt());
-  spec->set_kill_grace_ms(config_.kill_grace_ms);
+  api::TaskEnv env = EnvFor(job, i);
+  v1::TaskSpec spec;
+  spec.set_job(job.rec.name());
+  spec.set_role(t.role());
+  spec.set_index(t.index());
+  spec.set_worker_id(t.worker_id());
+  spec.set_node(t.node());
+  *spec.mutable_allocation() = t.allocation();
+  for (const auto& c : rs->command()) spec.add_command(c);
+  for (const auto& a : rs->args()) spec.add_command(a);
+  for (const auto& [k, v] : rs->env()) (*spec.mutable_env())[k] = v;
+  for (const auto& [k, v] : env.env) (*spec.mutable_env())[k] = v;
+  for (const auto& [k, v] : env.files) (*spec.mutable_files())[k] = v;
+  spec.set_working_dir(rs->working_dir());
+  spec.set_restart_policy(rs->restart_policy());
+  spec.set_max_restarts(std::max(0, rs->max_restarts() - t.restart_count()));
+  spec.set_attempt(t.attempt());
+  spec.set_kill_grace_ms(config_.kill_grace_ms);
   job.launch_base[i] = t.attempt();
   job.rec.mutable_tasks(i)->set_launch_attempt(t.attempt());
   Persist(job);
   job.missing_beats[i] = 0;
   job.acked[i] = false;
-  if (nit->second->link) nit->second->link->Send(std::move(msg));
+  if (nit->second->connected()) backend_->Launch(t.node(), spec);
 }
 
 }  // namespace trainyard::server

@@ -1,19 +1,16 @@
-// Private records of JobManager, shared by its .cc files (job_manager.cc for
-// clients, job_manager_schedule.cc for rounds and launches,
-// job_manager_agents.cc for agents and node liveness).
+// Private records of ControlState, shared by its handler files.
 #pragma once
 
-#include <condition_variable>
-#include <optional>
 #include <string>
+#include <vector>
 
 #include "api/states.h"
 #include "core/resources/port_ranges.h"
-#include "server/job_manager.h"
+#include "server/control_state.h"
 
 namespace trainyard::server {
 
-struct JobManager::JobRt {
+struct ControlState::JobRt {
   v1::JobRecord rec;            // spec, state, tasks (TaskRecord)
   bool in_scheduler = false;    // known to the scheduler core
   bool ending = false;          // final state decided; tasks being stopped
@@ -31,24 +28,21 @@ struct JobManager::JobRt {
   std::vector<int> missing_beats;
   std::vector<bool> acked;
   // The event log as describe shows it. Jobs recovered from the store load
-  // their earlier events on first use (events_loaded false until then).
+  // their earlier events on first describe (events_loaded false until then).
   std::vector<v1::JobEvent> events;
   bool events_loaded = true;
 };
 
-struct JobManager::NodeRt {
+struct ControlState::NodeRt {
   v1::NodeInfo info;
-  AgentLink* link = nullptr;     // nullptr while disconnected
+  uint64_t session = 0;          // the agent's connection; 0 while disconnected
   absl::Time last_heartbeat;
   v1::NodeState state = v1::NODE_READY;
   bool in_scheduler = false;
   core::PortRanges ports_in_use;
   uint64_t busy_gpus = 0;
   absl::Time registered;
-};
-
-struct JobManager::LogWaiter {
-  std::optional<v1::LogData> data;
+  bool connected() const { return session != 0; }
 };
 
 int64_t ToMs(absl::Time t);

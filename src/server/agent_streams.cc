@@ -1,0 +1,64 @@
+// The gRPC-stream execution backend (see agent_streams.h).
+#include "server/agent_streams.h"
+
+namespace trainyard::server {
+
+uint64_t AgentStreams::SessionOf(AgentLink* link) {
+  auto [it, added] = sessions_.emplace(link, next_session_);
+  if (added) ++next_session_;
+  return it->second;
+}
+
+AgentLink* AgentStreams::Bind(const std::string& node, AgentLink* link) {
+  auto it = links_.find(node);
+  AgentLink* before = it == links_.end() ? nullptr : it->second;
+  if (link) {
+    links_[node] = link;
+  } else if (it != links_.end()) {
+    links_.erase(it);
+  }
+  return before;
+}
+
+void AgentStreams::Forget(const std::string& node, AgentLink* link) {
+  auto it = links_.find(node);
+  if (it != links_.end() && it->second == link) links_.erase(it);
+  sessions_.erase(link);
+}
+
+void AgentStreams::Send(const std::string& node, v1::ServerMessage msg) {
+  auto it = links_.find(node);
+  if (it != links_.end()) it->second->Send(std::move(msg));
+}
+
+void AgentStreams::Registered(const std::string& node, const v1::Registered& ack) {
+  v1::ServerMessage msg;
+  *msg.mutable_registered() = ack;
+  Send(node, std::move(msg));
+}
+
+void AgentStreams::Launch(const std::string& node, const v1::TaskSpec& task) {
+  v1::ServerMessage msg;
+  *msg.mutable_launch() = task;
+  Send(node, std::move(msg));
+}
+
+void AgentStreams::Kill(const std::string& node, const v1::KillTask& kill) {
+  v1::ServerMessage msg;
+  *msg.mutable_kill() = kill;
+  Send(node, std::move(msg));
+}
+
+void AgentStreams::UpdateFiles(const std::string& node, const v1::TaskFiles& files) {
+  v1::ServerMessage msg;
+  *msg.mutable_update_files() = files;
+  Send(node, std::move(msg));
+}
+
+void AgentStreams::ReadLog(const std::string& node, const v1::LogRead& read) {
+  v1::ServerMessage msg;
+  *msg.mutable_read_log() = read;
+  Send(node, std::move(msg));
+}
+
+}  // namespace trainyard::server

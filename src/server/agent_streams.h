@@ -1,0 +1,49 @@
+// AgentStreams: today's execution backend — each node's agent over one
+// bidirectional gRPC stream (AgentService's reactor is the AgentLink). It
+// turns the control state's orders into ServerMessages on the node's
+// stream, and numbers connections so the control state can tell an agent
+// that reconnected from one that is gone. Not thread-safe: the shell calls
+// it under its lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "proto/service.pb.h"
+#include "server/execution_backend.h"
+
+namespace trainyard::server {
+
+// One connected agent's stream. Send never blocks.
+class AgentLink {
+ public:
+  virtual ~AgentLink() = default;
+  virtual void Send(v1::ServerMessage msg) = 0;
+};
+
+class AgentStreams : public ExecutionBackend {
+ public:
+  // The session number of `link` (a new one, never 0, the first time).
+  uint64_t SessionOf(AgentLink* link);
+  // `link` now speaks for `node` (nullptr: nothing does). Returns the link
+  // that did before.
+  AgentLink* Bind(const std::string& node, AgentLink* link);
+  // `link`'s stream closed: it no longer speaks for anything.
+  void Forget(const std::string& node, AgentLink* link);
+
+  void Registered(const std::string& node, const v1::Registered& ack) override;
+  void Launch(const std::string& node, const v1::TaskSpec& task) override;
+  void Kill(const std::string& node, const v1::KillTask& kill) override;
+  void UpdateFiles(const std::string& node, const v1::TaskFiles& files) override;
+  void ReadLog(const std::string& node, const v1::LogRead& read) override;
+
+ private:
+  void Send(const std::string& node, v1::ServerMessage msg);
+
+  std::map<std::string, AgentLink*> links_;   // node -> its stream
+  std::map<AgentLink*, uint64_t> sessions_;   // stream -> session number
+  uint64_t next_session_ = 1;
+};
+
+}  // namespace trainyard::server

@@ -1,0 +1,319 @@
+// ControlState: agents — registration, heartbeats, task statuses and
+// reconciliation — and what follows from them: job success and failure,
+// tasks restarted, and tasks their agent no longer has.
+#include <algorithm>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "api/convert.h"
+#include "api/roles.h"
+#include "common/logging.h"
+#include "server/control_state.h"
+#include "server/control_state_internal.h"
+
+namespace trainyard::server {
+namespace {
+
+// The server's attempt number of the launch a status belongs to.
+int LaunchOf(const v1::TaskStatus& st) { return st.has_launch_attempt() ? st.launch_attempt() : st.attempt(); }
+
+std::string DescribeExit(const v1::TaskExit& e) {
+  if (e.oom_killed()) return "killed by the kernel for running out of memory (OOM)";
+  if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
+  if (!e.message().empty() && e.exit_code() <= 0) return e.message();
+  return absl::StrCat("exit code ", e.exit_code());
+}
+
+absl::Status CheckNodeInfo(const v1::NodeInfo& info) {
+  if (info.name().empty()) return absl::InvalidArgumentError("register.name: must not be empty");
+  int gpus = info.topology().gpu_count();
+  if (gpus < 0 || gpus > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("register.topology.gpu_count: ", gpus, " is outside 0..64"));
+  }
+  if (info.capacity().gpus() != gpus) {
+    return absl::InvalidArgumentError(absl::StrCat("register.capacity.gpus: ", info.capacity().gpus(),
+                                                   " differs from the topology's ", gpus, " GPUs"));
+  }
+  if (info.capacity().memory_mb() < 0 || info.capacity().vcores_milli() < 0) {
+    return absl::InvalidArgumentError("register.capacity: memory and vcores must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+// Heartbeats in a row that must leave out a task its agent had shown it has
+// before the server takes it as gone from its node. Statuses and heartbeats
+// share the agent's one ordered stream, and an agent lists a task's final
+// status in its heartbeats for a while after the end, so a task that ended
+// normally is never taken as gone.
+constexpr int kMissingBeats = 3;
+// A launch the agent has not shown it has after this many heartbeats is sent
+// again (a launch order lost with a server that died; the agent ignores one
+// for a task it already has).
+constexpr int kUnackedBeats = 10;
+
+}  // namespace
+
+absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t session, absl::Time now) {
+  if (absl::Status st = CheckNodeInfo(in); !st.ok()) return st;
+  auto& slot = nodes_[in.name()];
+  if (slot && slot->connected() && slot->session != session) {
+    return absl::AlreadyExistsError(absl::StrCat("node name '", in.name(), "' is already in use by a connected agent at ",
+                                                 slot->info.address(), "; give this agent another --name"));
+  }
+  if (!slot) slot = std::make_unique<NodeRt>();
+  NodeRt& node = *slot;
+  v1::NodeInfo old_info = node.info;
+  node.info = in;
+  if (node.info.capacity().ports().empty()) {
+    auto ports = core::PortRanges::Parse(config_.default_port_range);
+    if (ports.ok()) {
+      core::Resource r = api::ToCore(in.capacity());
+      r.ports = *ports;
+      *node.info.mutable_capacity() = api::ToProto(r);
+    }
+  }
+  node.session = session;
+  node.last_heartbeat = now;
+  node.registered = now;
+  if (node.in_scheduler) {
+    if (absl::Status st = RefreshNodeSpec(node, old_info); !st.ok()) return st;
+  }
+  if (absl::Status st = NodeUp(node); !st.ok()) return st;
+  Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
+      in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
+      in.capacity().vcores_milli() / 1000.0);
+  v1::Registered ack;
+  ack.set_node(in.name());
+  ack.set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
+  backend_->Registered(in.name(), ack);
+  // Tasks placed here that never reached the agent (it was away) go again.
+  for (auto [job, i] : TasksOn(in.name())) {
+    if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
+  }
+  // Files (hosts, job master address) that changed while it was away.
+  if (auto stale = stale_files_.find(in.name()); stale != stale_files_.end()) {
+    for (const std::string& name : stale->second) {
+      if (JobRt* job = FindJob(name)) PushFilesTo(*job, in.name());
+    }
+    stale_files_.erase(stale);
+  }
+  wants_round_ = true;
+  return absl::OkStatus();
+}
+
+void ControlState::AgentDisconnected(const std::string& name, uint64_t session) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end() || it->second->session != session) return;
+  it->second->session = 0;
+  if (it->second->in_scheduler) {
+    // The node stays known until it is declared lost; only new placements stop.
+    absl::Status st = scheduler_->SetSchedulable(name, false);
+    if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
+  }
+  Log(LogLevel::kWarning, "server", "node %s disconnected; lost after %d ms without it", name,
+      config_.node_timeout_ms);
+}
+
+void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb, absl::Time now) {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  NodeRt& node = *it->second;
+  node.last_heartbeat = now;
+  ++stats_.heartbeats;
+  if (node.state != v1::NODE_READY && node.connected()) {
+    // Declared lost (silent past the timeout) but its stream is alive: it is
+    // back. Its tasks were moved or ended meanwhile; Reconcile below kills the
+    // copies it still runs.
+    Log(LogLevel::kInfo, "server", "node %s is heard from again", name);
+    if (absl::Status st = NodeUp(node); !st.ok()) {
+      Log(LogLevel::kWarning, "server", "node %s cannot come back: %s", name, std::string(st.message()));
+    }
+  }
+  core::PortRanges in_use;
+  for (const auto& r : hb.ports_in_use()) {
+    if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) in_use.Add({r.begin(), r.end()});
+  }
+  node.ports_in_use = std::move(in_use);
+  if (hb.busy_gpu_mask() != node.busy_gpus && node.in_scheduler) {
+    absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(hb.busy_gpu_mask()));
+    if (st.ok()) {
+      node.busy_gpus = hb.busy_gpu_mask();
+      wants_round_ = true;
+    }
+  }
+  Reconcile(node, hb, now);
+}
+
+void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now) {
+  std::set<std::string> reported;
+  for (const v1::TaskStatus& st : hb.tasks()) {
+    reported.insert(api::TaskName(st.job(), st.role(), st.index()));
+    JobRt* job = FindJob(st.job());
+    int i = job ? FindTask(*job, st.role(), st.index()) : -1;
+    bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
+                !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
+    if (ours) job->acked[i] = true;
+    if (api::IsTerminal(st.state())) {
+      // An end whose own report was lost (a broken stream, a server that
+      // died before writing it): agents repeat recent ends in heartbeats.
+      if (ours) ApplyTaskStatus(node.info.name(), st, now);
+      continue;
+    }
+    // Not ours (any more): rescheduled elsewhere, or unknown to the store.
+    // Ours but its job is ending: the kill order may have been lost with a
+    // server that died; it goes again (the agent ignores a repeated one).
+    if (ours && !job->ending) continue;
+    if (!ours) {
+      Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
+          api::TaskName(st.job(), st.role(), st.index()));
+    }
+    SendKill(node.info.name(), st.job(), st.role(), st.index(), config_.kill_grace_ms,
+             ours ? job->rec.message() : "the server has no record of this task on this node");
+  }
+  // Tasks the server has as live here that the agent no longer runs.
+  for (auto [job, i] : TasksOn(node.info.name())) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (api::IsTerminal(t.state()) || reported.count(api::TaskName(job->rec.name(), t.role(), t.index()))) {
+      job->missing_beats[i] = 0;
+      continue;
+    }
+    ++job->missing_beats[i];
+    // A task of a job being stopped that its agent does not have is done,
+    // whether or not its launch ever arrived.
+    bool stopping = job->ending || job->preempting;
+    if ((job->acked[i] || stopping) && job->missing_beats[i] >= kMissingBeats) {
+      TaskGone(*job, i, node.info.name(), now);
+    } else if (!job->acked[i] && job->missing_beats[i] >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
+      Log(LogLevel::kWarning, "server", "node %s has not shown %s after %d heartbeats; sending its launch again",
+          node.info.name(), api::TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
+      LaunchTask(*job, i);
+    }
+  }
+}
+
+void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  job.missing_beats[i] = 0;
+  std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
+  const v1::ReplicaSpec* rs = ReplicaOf(job, i);
+  std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
+  Log(LogLevel::kWarning, "server", "%s: %s", name, why);
+  bool restart = rs && rs->restart_policy() != v1::RESTART_NEVER && t->restart_count() < rs->max_restarts();
+  if (!job.ending && !job.preempting && restart) {
+    t->set_attempt(t->attempt() + 1);
+    t->set_restart_count(t->restart_count() + 1);
+    SetTaskState(job, i, v1::TASK_LAUNCHING);
+    AddEvent(job, "task_restarted", absl::StrCat(name, ": ", why, "; started again (attempt ", t->attempt() + 1, ")"),
+             now);
+    LaunchTask(job, i);
+    Persist(job);
+    return;
+  }
+  v1::TaskStatus st;
+  st.set_job(job.rec.name());
+  st.set_role(t->role());
+  st.set_index(t->index());
+  st.set_attempt(t->attempt());
+  st.set_state(job.ending || job.preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
+  st.mutable_exit()->set_exit_code(-1);
+  st.mutable_exit()->set_message(why);
+  TaskEnded(job, i, st, now);
+  Persist(job);
+}
+
+void ControlState::OnTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
+  ApplyTaskStatus(node, st, now);
+}
+
+void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
+  JobRt* job = FindJob(st.job());
+  int i = job ? FindTask(*job, st.role(), st.index()) : -1;
+  if (i < 0 || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) return;
+  v1::TaskRecord* t = job->rec.mutable_tasks(i);
+  if (api::IsTerminal(t->state())) return;
+  job->acked[i] = true;
+  t->set_attempt(std::max(t->attempt(), st.attempt()));
+  std::string name = api::TaskName(job->rec.name(), t->role(), t->index());
+  switch (st.state()) {
+    case v1::TASK_RUNNING: {
+      if (t->state() == v1::TASK_RUNNING) break;
+      SetTaskState(*job, i, v1::TASK_RUNNING);
+      t->set_start_time_ms(ToMs(now));
+      if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
+      bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& o) {
+        return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state());
+      });
+      if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
+        SetJobState(*job, v1::JOB_RUNNING, now);
+        AddEvent(*job, "started", absl::StrCat("all ", job->rec.tasks_size(), " tasks running"), now);
+      }
+      break;
+    }
+    case v1::TASK_RESTARTING:
+      SetTaskState(*job, i, v1::TASK_RESTARTING);
+      t->set_restart_count(t->restart_count() + 1);
+      *t->mutable_exit() = st.exit();
+      AddEvent(*job, "task_restarted",
+               absl::StrCat(name, " ended (", DescribeExit(st.exit()), ") and restarts (attempt ",
+                            st.attempt() + 1, ")"),
+               now);
+      break;
+    case v1::TASK_SUCCEEDED:
+    case v1::TASK_FAILED:
+    case v1::TASK_KILLED:
+      TaskEnded(*job, i, st, now);
+      break;
+    default:
+      break;
+  }
+  Persist(*job);
+}
+
+void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  SetTaskState(job, i, st.state());
+  *t->mutable_exit() = st.exit();
+  t->set_end_time_ms(ToMs(now));
+  if (job.in_scheduler) {
+    absl::Status freed = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
+    if (!freed.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(freed.message()));
+  }
+  wants_round_ = true;
+  if (job.ending || job.preempting) {
+    MaybeFinish(job, now);
+    return;
+  }
+  std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
+  if (st.state() == v1::TASK_SUCCEEDED) {
+    CheckSuccess(job, now);
+  } else {
+    EndJob(job, v1::JOB_FAILED,
+           absl::StrCat("task ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
+                        t->attempt() == 0 ? " attempt" : " attempts"),
+           now);
+  }
+  MaybeFinish(job, now);
+}
+
+void ControlState::CheckSuccess(JobRt& job, absl::Time now) {
+  const auto& tasks = job.rec.tasks();
+  v1::Framework fw = job.rec.spec().framework();
+  auto done = [](const v1::TaskRecord& t) { return t.state() == v1::TASK_SUCCEEDED; };
+  if (job.rec.spec().success_policy() == v1::SUCCESS_CHIEF) {
+    for (const auto& t : tasks) {
+      if (api::TraitsOf(fw, t.role()).decides_success && t.index() == 0 && done(t)) {
+        EndJob(job, v1::JOB_SUCCEEDED, absl::StrCat("the ", t.role(), " completed"), now);
+        return;
+      }
+    }
+    return;
+  }
+  bool any_worker =
+      std::any_of(tasks.begin(), tasks.end(), [](const auto& t) { return api::IsWorkerRole(t.role()); });
+  for (const auto& t : tasks) {
+    if ((!any_worker || api::IsWorkerRole(t.role())) && !done(t)) return;
+  }
+  EndJob(job, v1::JOB_SUCCEEDED, any_worker ? "all workers completed" : "all tasks completed", now);
+}
+
+}  // namespace trainyard::server

@@ -1,0 +1,343 @@
+// ControlState: jobs — submission and naming, kill, a job master's verdict,
+// the end of a job, requeue after preemption, events, state changes and the
+// records the persister writes.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/convert.h"
+#include "api/job_spec.h"
+#include "api/roles.h"
+#include "common/check.h"
+#include "common/logging.h"
+#include "server/control_state.h"
+#include "server/control_state_internal.h"
+
+namespace trainyard::server {
+
+int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
+
+v1::JobEvent ToView(const v1::JobEventRecord& e) {
+  v1::JobEvent v;
+  v.set_time_unix_ms(e.time_ms());
+  v.set_kind(e.kind());
+  v.set_text(e.text());
+  return v;
+}
+
+ControlState::ControlState(ServerConfig config, std::unique_ptr<core::Scheduler> scheduler,
+                           ExecutionBackend* backend, absl::Time now)
+    : config_(std::move(config)), scheduler_(std::move(scheduler)), backend_(backend), started_(now) {}
+
+ControlState::~ControlState() = default;
+
+ControlState::JobRt* ControlState::FindJob(const std::string& name) {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+const ControlState::JobRt* ControlState::FindJob(const std::string& name) const {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+int ControlState::FindTask(const JobRt& job, const std::string& role, int index) {
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    if (job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
+  }
+  return -1;
+}
+
+const v1::ReplicaSpec* ControlState::ReplicaOf(const JobRt& job, int task) {
+  const std::string& role = job.rec.tasks(task).role();
+  for (const auto& r : job.rec.spec().replicas()) {
+    if (r.role() == role) return &r;
+  }
+  return nullptr;
+}
+
+absl::Status ControlState::CheckQueue(const std::string& queue) const {
+  std::vector<const core::QueueConfig*> stack = {&scheduler_->options().queues.root};
+  std::vector<std::string> leaves;
+  while (!stack.empty()) {
+    const core::QueueConfig* q = stack.back();
+    stack.pop_back();
+    if (q->children.empty()) {
+      if (q->name == queue) return absl::OkStatus();
+      leaves.push_back(q->name);
+    }
+    for (const auto& c : q->children) stack.push_back(&c);
+  }
+  std::sort(leaves.begin(), leaves.end());
+  return absl::InvalidArgumentError(absl::StrCat("queue: '", queue, "' is not a leaf queue (known: ",
+                                                 absl::StrJoin(leaves, ", "), ")"));
+}
+
+void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
+  v1::ReplicaSpec* jm = spec->add_replicas();
+  jm->set_role(std::string(api::kRoleJobMaster));
+  jm->set_count(1);
+  jm->mutable_resources()->set_vcores_milli(config_.jobmaster_vcores_milli);
+  jm->mutable_resources()->set_memory_mb(config_.jobmaster_memory_mb);
+  jm->mutable_resources()->set_port_count(1);
+  jm->set_restart_policy(v1::RESTART_ON_FAILURE);
+  jm->set_max_restarts(10);
+  jm->add_command("sh");
+  jm->add_command("-c");
+  jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
+                               " --workers ", api::WorkerCount(*spec),
+                               " --port \"${TRAINYARD_PORTS%%,*}\" --server ",
+                               server_address_.empty() ? config_.listen : server_address_));
+  // The master comes first, as the job's first task.
+  std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,
+              spec->mutable_replicas()->rend());
+}
+
+namespace {
+// One PENDING task record per replica; workers get ids 0.., then the
+// parameter servers and other roles (the job master none).
+void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
+  int worker_id = 0;
+  for (const auto& rs : spec.replicas()) {
+    for (int i = 0; i < rs.count(); ++i) {
+      v1::TaskRecord* t = rec->add_tasks();
+      t->set_role(rs.role());
+      t->set_index(i);
+      t->set_worker_id(api::IsWorkerRole(rs.role()) ? worker_id++ : -1);
+      t->set_state(v1::TASK_PENDING);
+    }
+  }
+  int ps_id = worker_id;
+  for (auto& t : *rec->mutable_tasks()) {
+    if (t.worker_id() < 0 && !api::IsJobMasterRole(t.role())) t.set_worker_id(ps_id++);
+  }
+}
+}  // namespace
+
+absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now) {
+  if (spec.user().empty()) spec.set_user("default");
+  if (spec.queue().empty()) spec.set_queue("default");
+  std::vector<std::string> problems = api::ValidateJobSpec(spec, config_.limits);
+  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  // Frameworks address tasks by port: make sure each task that needs one has one.
+  for (auto& rs : *spec.mutable_replicas()) {
+    bool needs = api::TraitsOf(spec.framework(), rs.role()).default_port;
+    if (needs && rs.resources().port_count() == 0 && rs.resources().ports().empty()) {
+      rs.mutable_resources()->set_port_count(1);
+    }
+  }
+  if (absl::Status st = CheckQueue(spec.queue()); !st.ok()) return st;
+  std::string name = spec.name();
+  if (jobs_.count(name)) {
+    int& n = next_suffix_[spec.name()];
+    if (n < 2) n = 2;
+    while (jobs_.count(absl::StrCat(spec.name(), "-", n))) ++n;
+    name = absl::StrCat(spec.name(), "-", n++);
+  }
+  spec.set_name(name);
+  if (config_.jobmaster_enabled && api::WorkerCount(spec) > 0 && spec.job_master_address().empty()) {
+    AddJobMasterRole(&spec, name);
+  }
+  v1::JobRecord rec;
+  rec.set_id(next_job_id_++);
+  rec.set_name(name);
+  *rec.mutable_spec() = spec;
+  absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
+  if (!req.ok()) return req.status();
+  if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
+  jobs_[name] = nullptr;  // reserves the name until the record is durable
+  rec.set_state(v1::JOB_QUEUED);
+  rec.set_submit_time_ms(ToMs(now));
+  rec.set_pending_reason("waiting for the scheduler");
+  AddTaskRecords(spec, &rec);
+  PreparedJob out;
+  v1::JobEventRecord& ev = out.first_event;
+  ev.set_job_id(rec.id());
+  ev.set_time_ms(rec.submit_time_ms());
+  ev.set_kind("submitted");
+  ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", rec.tasks_size(),
+                           " tasks, priority ", api::PriorityName(spec.priority()), ")"));
+  out.rec = std::move(rec);
+  return out;
+}
+
+absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& prepared, const absl::Status& st) {
+  if (!st.ok()) {
+    jobs_.erase(prepared.rec.name());
+    return absl::UnavailableError(absl::StrCat("the job was not accepted: the store cannot keep it: ",
+                                               st.message()));
+  }
+  auto job = std::make_unique<JobRt>();
+  job->rec = std::move(prepared.rec);
+  const v1::JobRecord& rec = job->rec;
+  LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
+  job->events.push_back(ToView(prepared.first_event));
+  absl::Status added = scheduler_->AddJob(*api::ToJobRequest(rec));
+  if (added.ok()) {
+    job->in_scheduler = true;
+  } else {
+    job->rec.set_state(v1::JOB_FAILED);
+    job->rec.set_message(absl::StrCat("the scheduler refused the job: ", added.message()));
+    Persist(*job);
+  }
+  ++stats_.submitted;
+  v1::SubmitResponse resp;
+  resp.set_job(rec.name());
+  resp.set_job_id(rec.id());
+  jobs_[rec.name()] = std::move(job);
+  wants_round_ = true;
+  return resp;
+}
+
+void ControlState::AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now) {
+  v1::JobEventRecord ev;
+  ev.set_job_id(job.rec.id());
+  ev.set_time_ms(ToMs(now));
+  ev.set_kind(kind);
+  ev.set_text(text);
+  job.events.push_back(ToView(ev));
+  persister_.batch().AppendEvent(std::move(ev));
+  // Every job is scheduled and started; at thousands of jobs a second those
+  // lines would cost more than the work. They stay in the job's events.
+  bool routine = kind == "scheduled" || kind == "started";
+  Log(routine ? LogLevel::kDebug : LogLevel::kInfo, "server", "job %s: %s", job.rec.name(), text);
+}
+
+void ControlState::Persist(const JobRt& job) { persister_.MarkJob(job.rec.name()); }
+
+void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
+  v1::JobState from = job.rec.state();
+  if (from == state) return;
+  TY_CHECK(api::IsLegalTransition(from, state), "job %s: %s -> %s is not a transition the server makes",
+           job.rec.name().c_str(), api::JobStateName(from), api::JobStateName(state));
+  job.rec.set_state(state);
+  if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) job.rec.set_start_time_ms(ToMs(now));
+  if (api::IsTerminal(state)) job.rec.set_end_time_ms(ToMs(now));
+  Persist(job);
+}
+
+void ControlState::SetTaskState(JobRt& job, int task, v1::TaskState state) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(task);
+  TY_CHECK(api::IsLegalTransition(t->state(), state), "task %s of job %s: %s -> %s is not a transition the server makes",
+           api::TaskName(job.rec.name(), t->role(), t->index()).c_str(), job.rec.name().c_str(),
+           api::TaskStateName(t->state()), api::TaskStateName(state));
+  t->set_state(state);
+}
+
+absl::StatusOr<v1::JobState> ControlState::Kill(const std::string& name, const std::string& reason, absl::Time now) {
+  JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (!api::IsTerminal(job->rec.state())) {
+    EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, now);
+  }
+  return job->rec.state();
+}
+
+void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now) {
+  if (job.ending) return;
+  job.ending = true;
+  job.preempting = false;
+  preempting_.erase(job.rec.name());
+  job.rec.set_message(message);
+  job.rec.set_pending_reason("");
+  SetJobState(job, state, now);
+  AddEvent(job, "finished", absl::StrCat(api::JobStateName(state), ": ", message), now);
+  // Tasks never placed are done at once; the others are stopped.
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    const v1::TaskRecord& t = job.rec.tasks(i);
+    if (t.node().empty() && !api::IsTerminal(t.state())) SetTaskState(job, i, v1::TASK_KILLED);
+  }
+  KillTasks(job, config_.kill_grace_ms, message);
+  MaybeFinish(job, now);
+  wants_round_ = true;
+}
+
+void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
+  for (const auto& t : job.rec.tasks()) {
+    if (!api::IsTerminal(t.state())) return;
+  }
+  if (job.preempting) {
+    Requeue(job, absl::StrCat("preempted by ", job.preempted_by), now);
+    return;
+  }
+  if (job.ending && job.in_scheduler) {
+    // Every task has ended, so the scheduler holds nothing of it: an error
+    // here (it never knew the job) leaves nothing behind.
+    absl::Status st = scheduler_->RemoveJob(job.rec.name());
+    if (!st.ok()) Log(LogLevel::kDebug, "server", "job %s: %s", job.rec.name(), std::string(st.message()));
+    job.in_scheduler = false;
+    wants_round_ = true;
+  }
+}
+
+void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now) {
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    v1::TaskRecord* t = job.rec.mutable_tasks(i);
+    if (!api::IsTerminal(t->state()) && !t->node().empty()) {
+      SendKill(t->node(), job.rec.name(), t->role(), t->index(), 0, reason);
+    }
+    t->set_node("");
+    t->clear_allocation();
+    SetTaskState(job, i, v1::TASK_PENDING);
+    t->set_attempt(t->attempt() + 1);
+    job.launch_base[i] = t->attempt();
+  }
+  if (job.in_scheduler) {
+    absl::Status st = scheduler_->RequeueJob(job.rec.name());
+    TY_CHECK(st.ok(), "requeue of job %s the scheduler holds: %s", job.rec.name().c_str(),
+             std::string(st.message()).c_str());
+  }
+  job.preempting = false;
+  preempting_.erase(job.rec.name());
+  job.job_master.clear();
+  job.rec.set_pending_reason(reason);
+  SetJobState(job, v1::JOB_QUEUED, now);
+  AddEvent(job, "requeued", absl::StrCat("back in the queue: ", reason), now);
+  Persist(job);
+  wants_round_ = true;
+}
+
+absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl::Time now) {
+  JobRt* job = FindJob(req.job());
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
+  if (req.state() != v1::JOB_SUCCEEDED && req.state() != v1::JOB_FAILED) {
+    return absl::InvalidArgumentError("state: must be JOB_SUCCEEDED or JOB_FAILED");
+  }
+  bool master_task = FindTask(*job, std::string(api::kRoleJobMaster), 0) >= 0;
+  if (master_task && !req.master_address().empty() && req.master_address() != job->job_master) {
+    // A master cut off on a lost node, still running: its verdict is stale.
+    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": the job master at ", req.master_address(),
+                                                      " was replaced by the one at ", job->job_master,
+                                                      "; its verdict is ignored"));
+  }
+  if (api::IsTerminal(job->rec.state()) || job->ending) return absl::OkStatus();
+  std::string msg = req.reason().empty()
+                        ? (req.state() == v1::JOB_SUCCEEDED ? "all workers completed" : "the job master reported failure")
+                        : req.reason();
+  EndJob(*job, req.state(), msg, now);
+  return absl::OkStatus();
+}
+
+std::optional<Persister::Write> ControlState::TakeWrite() {
+  return persister_.Take(
+      [this](const std::string& name, WriteBatch* batch) {
+        if (const JobRt* job = FindJob(name)) batch->UpdateJob(job->rec);
+      },
+      [this](const std::string& name, WriteBatch* batch) {
+        auto it = nodes_.find(name);
+        if (it == nodes_.end()) return;
+        const NodeRt& node = *it->second;
+        v1::NodeRecord rec;
+        *rec.mutable_info() = node.info;
+        rec.mutable_info()->set_state(node.state);
+        rec.set_registered_time_ms(ToMs(node.registered));
+        rec.set_last_seen_ms(ToMs(node.last_heartbeat));
+        batch->PutNode(std::move(rec));
+      });
+}
+
+void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
+  persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
+}
+
+}  // namespace trainyard::server

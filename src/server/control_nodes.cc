@@ -1,0 +1,306 @@
+// ControlState: nodes — liveness, a node lost (its tasks moved to another
+// node through the scheduler core, or their jobs requeued or ended), a node
+// back or registering with a new spec, and recovery from the store (jobs
+// taken back into the scheduler, their running tasks adopted as their nodes
+// return).
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "api/convert.h"
+#include "api/roles.h"
+#include "common/logging.h"
+#include "server/control_state.h"
+#include "server/control_state_internal.h"
+
+namespace trainyard::server {
+
+void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord> finished, absl::Time now) {
+  started_ = now;
+  next_job_id_ = snap.max_job_id + 1;
+  for (const v1::NodeRecord& n : snap.nodes) {
+    auto node = std::make_unique<NodeRt>();
+    node->info = n.info();
+    node->state = v1::NODE_LOST;  // until its agent reconnects
+    node->last_heartbeat = now;
+    nodes_[n.info().name()] = std::move(node);
+  }
+  for (const v1::JobRecord& rec : snap.jobs) {
+    auto job = std::make_unique<JobRt>();
+    job->rec = rec;
+    job->events_loaded = false;
+    if (!RecoverIntoScheduler(*job)) {
+      jobs_[rec.name()] = nullptr;  // left in the store; its name stays taken
+      continue;
+    }
+    jobs_[rec.name()] = std::move(job);
+  }
+  // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
+  // a new job must not get the name of one the store already holds.
+  for (v1::JobRecord& rec : finished) {
+    auto job = std::make_unique<JobRt>();
+    job->events_loaded = false;
+    job->rec = std::move(rec);
+    next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
+    // Ended while its tasks were being stopped: they hold their resources
+    // until their agents confirm the stop (or no longer have them).
+    bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {
+      return !t.node().empty() && !api::IsTerminal(t.state());
+    });
+    if (stopping) {
+      job->ending = true;
+      RecoverIntoScheduler(*job);
+    } else {
+      LoadTaskState(*job);
+    }
+    jobs_[job->rec.name()] = std::move(job);
+  }
+  wants_round_ = true;
+}
+
+void ControlState::LoadTaskState(JobRt& job) {
+  const v1::JobRecord& rec = job.rec;
+  job.launch_base.assign(rec.tasks_size(), 0);
+  job.missing_beats.assign(rec.tasks_size(), 0);
+  job.acked.assign(rec.tasks_size(), false);
+  for (int i = 0; i < rec.tasks_size(); ++i) {
+    // The launch its agent runs (the agent's restarts raised `attempt`); a
+    // task not placed waits for a launch at `attempt`.
+    const v1::TaskRecord& t = rec.tasks(i);
+    job.launch_base[i] = t.node().empty() ? t.attempt() : t.launch_attempt();
+    // Running before a restart: its agent had it. A LAUNCHING one may never
+    // have reached its agent.
+    job.acked[i] = t.state() == v1::TASK_RUNNING || t.state() == v1::TASK_RESTARTING;
+  }
+}
+
+bool ControlState::RecoverIntoScheduler(JobRt& job) {
+  const v1::JobRecord& rec = job.rec;
+  LoadTaskState(job);
+  for (const v1::TaskRecord& t : rec.tasks()) {
+    if (!t.node().empty()) IndexTask(job, t.node());
+  }
+  absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
+  if (!req.ok()) {
+    Log(LogLevel::kWarning, "server", "job %s cannot be recovered: %s", rec.name(), std::string(req.status().message()));
+    return false;
+  }
+  bool placed = std::any_of(rec.tasks().begin(), rec.tasks().end(),
+                            [](const v1::TaskRecord& t) { return !t.node().empty(); });
+  job.job_master = JobMasterAddress(job);  // for tasks launched again after the restart
+  if (!scheduler_->AddJob(*req).ok()) return true;
+  job.in_scheduler = true;
+  if (placed && rec.state() != v1::JOB_QUEUED) {
+    // Its tasks are adopted as their nodes come back (AdoptRecoveredTasks).
+    absl::Status st = scheduler_->MarkRunning(rec.name(), absl::FromUnixMillis(rec.start_time_ms()));
+    if (!st.ok()) Log(LogLevel::kError, "server", "job %s: %s", rec.name(), std::string(st.message()));
+    job.recovered_placed = true;
+  }
+  return true;
+}
+
+void ControlState::IndexTask(const JobRt& job, const std::string& node) { node_jobs_[node].insert(job.rec.name()); }
+
+std::vector<std::pair<ControlState::JobRt*, int>> ControlState::TasksOn(const std::string& node) {
+  std::vector<std::pair<JobRt*, int>> out;
+  auto it = node_jobs_.find(node);
+  if (it == node_jobs_.end()) return out;
+  for (auto name = it->second.begin(); name != it->second.end();) {
+    JobRt* job = FindJob(*name);
+    size_t before = out.size();
+    for (int i = 0; job && i < job->rec.tasks_size(); ++i) {
+      const v1::TaskRecord& t = job->rec.tasks(i);
+      if (t.node() == node && !api::IsTerminal(t.state())) out.emplace_back(job, i);
+    }
+    name = out.size() == before ? it->second.erase(name) : std::next(name);
+  }
+  return out;
+}
+
+absl::Status ControlState::NodeUp(NodeRt& node) {
+  node.state = v1::NODE_READY;
+  if (!node.in_scheduler) {
+    absl::StatusOr<core::NodeSpec> spec = api::ToNodeSpec(node.info);
+    if (!spec.ok()) return spec.status();
+    if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
+    node.in_scheduler = true;
+    uint64_t excluded = node.info.excluded_gpus();
+    if (excluded != 0 && scheduler_->SetExcludedGpus(node.info.name(), core::GpuSet(excluded)).ok()) {
+      node.busy_gpus = excluded;
+    }
+    AdoptRecoveredTasks(node);
+  } else if (absl::Status st = scheduler_->SetSchedulable(node.info.name(), true); !st.ok()) {
+    return st;
+  }
+  persister_.MarkNode(node.info.name());
+  wants_round_ = true;
+  return absl::OkStatus();
+}
+
+namespace {
+// What the scheduler knows of a node: a change in any of it needs the new
+// spec in the scheduler.
+bool SameSchedulingSpec(const v1::NodeInfo& a, const v1::NodeInfo& b) {
+  return a.capacity().SerializeAsString() == b.capacity().SerializeAsString() &&
+         a.topology().SerializeAsString() == b.topology().SerializeAsString() && a.rack() == b.rack() &&
+         std::map<std::string, std::string>(a.labels().begin(), a.labels().end()) ==
+             std::map<std::string, std::string>(b.labels().begin(), b.labels().end());
+}
+}  // namespace
+
+absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old_info) {
+  if (SameSchedulingSpec(node.info, old_info)) return absl::OkStatus();
+  const std::string& name = node.info.name();
+  Log(LogLevel::kInfo, "server", "node %s registered with a new spec (capacity, ports, topology or labels); "
+      "the scheduler takes it", name);
+  // Its tasks leave the old node and are adopted on the new one with their
+  // allocations; one that no longer fits there is ended as its node lost.
+  std::vector<std::pair<JobRt*, int>> live = TasksOn(name);
+  for (auto [job, i] : live) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (job->in_scheduler) {
+      absl::Status st = scheduler_->TaskFinished(job->rec.name(), t.role(), t.index());
+      if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job->rec.name(), std::string(st.message()));
+    }
+  }
+  std::vector<std::string> requeued;
+  if (absl::Status st = scheduler_->RemoveNode(name, &requeued); !st.ok()) return st;
+  node.in_scheduler = false;
+  absl::StatusOr<core::NodeSpec> spec = api::ToNodeSpec(node.info);
+  if (!spec.ok()) return spec.status();
+  if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
+  node.in_scheduler = true;
+  node.busy_gpus = 0;
+  for (auto [job, i] : live) {
+    v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    if (!job->in_scheduler) continue;
+    absl::Status st = scheduler_->AdoptTask(job->rec.name(), t->role(), t->index(), name, api::ToCore(t->allocation()));
+    if (st.ok()) continue;
+    std::string why = absl::StrCat("its allocation no longer fits node ", name, "'s new spec: ", st.message());
+    Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t->role(), t->index()), why);
+    SendKill(name, job->rec.name(), t->role(), t->index(), config_.kill_grace_ms, why);
+    v1::TaskStatus gone;
+    gone.set_job(job->rec.name());
+    gone.set_role(t->role());
+    gone.set_index(t->index());
+    gone.set_attempt(t->attempt());
+    gone.set_state(job->ending || job->preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
+    gone.mutable_exit()->set_exit_code(-1);
+    gone.mutable_exit()->set_message(why);
+    // TaskEnded's own release finds nothing left to free (logged at debug).
+    TaskEnded(*job, i, gone, node.registered);
+    Persist(*job);
+  }
+  return absl::OkStatus();
+}
+
+void ControlState::ExcuseStall(absl::Duration gap) {
+  for (auto& [name, node] : nodes_) {
+    if (node->state == v1::NODE_READY) node->last_heartbeat += gap;
+  }
+  started_ += gap;
+}
+
+void ControlState::CheckNodes(absl::Time now) {
+  // Rounds run on every event (thousands a second under load); liveness
+  // needs checking only at the tick's pace, not on each of them.
+  if (now - last_liveness_check_ < absl::Milliseconds(100)) return;
+  last_liveness_check_ = now;
+  absl::Duration timeout = absl::Milliseconds(config_.node_timeout_ms);
+  for (auto& [name, node] : nodes_) {
+    if (node->state == v1::NODE_READY && now - node->last_heartbeat > timeout) NodeLost(*node, now);
+  }
+  // Tasks recovered from the store whose node never came back.
+  if (now - started_ > timeout) {
+    for (auto& [name, node] : nodes_) {
+      if (node->state == v1::NODE_LOST && !node->in_scheduler && node->registered == absl::Time()) {
+        node->registered = now;  // handle once
+        NodeLost(*node, now);
+      }
+    }
+  }
+}
+
+void ControlState::NodeLost(NodeRt& node, absl::Time now) {
+  const std::string name = node.info.name();
+  node.state = v1::NODE_LOST;
+  Log(LogLevel::kWarning, "server", "node %s lost: no heartbeat for %d ms", name, config_.node_timeout_ms);
+  std::vector<std::pair<JobRt*, int>> moved;
+  for (auto [job, i] : TasksOn(name)) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (job->in_scheduler) {
+      absl::Status st = scheduler_->TaskFinished(job->rec.name(), t.role(), t.index());
+      if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job->rec.name(), std::string(st.message()));
+    }
+    moved.emplace_back(job, i);
+  }
+  if (node.in_scheduler) {
+    std::vector<std::string> requeued;
+    absl::Status st = scheduler_->RemoveNode(name, &requeued);
+    if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
+    node.in_scheduler = false;
+  }
+  for (auto [job, i] : moved) {
+    v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    std::string tname = api::TaskName(job->rec.name(), t->role(), t->index());
+    const v1::ReplicaSpec* rs = ReplicaOf(*job, i);
+    if (job->ending || job->preempting) {
+      SetTaskState(*job, i, v1::TASK_KILLED);
+      MaybeFinish(*job, now);
+    } else if (!rs || rs->restart_policy() == v1::RESTART_NEVER) {
+      SetTaskState(*job, i, v1::TASK_FAILED);
+      t->mutable_exit()->set_message(absl::StrCat("lost with node ", name));
+      EndJob(*job, v1::JOB_FAILED, absl::StrCat("task ", tname, " was lost with node ", name,
+                                                " (restart policy Never)"), now);
+    } else if (!ReplaceTask(*job, i, now)) {
+      Requeue(*job, absl::StrCat("task ", tname, " was lost with node ", name, " and no other node can take it now"),
+              now);
+    }
+    Persist(*job);
+  }
+  persister_.MarkNode(name);
+  wants_round_ = true;
+}
+
+bool ControlState::ReplaceTask(JobRt& job, int i, absl::Time now) {
+  if (!job.in_scheduler) return false;
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  // The core places it: queue limits, placement order, reservations,
+  // nodeName and selectors all apply as they do to a whole gang.
+  absl::StatusOr<core::TaskAssignment> placed = scheduler_->PlaceTask(job.rec.name(), t->role(), t->index());
+  if (!placed.ok()) {
+    Log(LogLevel::kInfo, "server", "%s cannot move now: %s", api::TaskName(job.rec.name(), t->role(), t->index()),
+        std::string(placed.status().message()));
+    return false;
+  }
+  std::string old = t->node();
+  t->set_node(placed->node);
+  IndexTask(job, placed->node);
+  *t->mutable_allocation() = api::ToProto(placed->allocation);
+  SetTaskState(job, i, v1::TASK_LAUNCHING);
+  t->set_attempt(t->attempt() + 1);
+  t->set_restart_count(t->restart_count() + 1);
+  // A moved job master has a new address: the others learn it from the
+  // "jobmaster" file PushFiles rewrites below.
+  if (api::IsJobMasterRole(t->role())) job.job_master = JobMasterAddress(job);
+  AddEvent(job, "task_moved", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " was lost with node ",
+                                           old, "; restarted on ", placed->node, " (attempt ", t->attempt() + 1, ")"),
+           now);
+  LaunchTask(job, i);
+  PushFiles(job, i);  // the others' hosts files now name the new node
+  return true;
+}
+
+void ControlState::AdoptRecoveredTasks(NodeRt& node) {
+  for (auto [job, i] : TasksOn(node.info.name())) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (!job->recovered_placed || !job->in_scheduler || api::IsTerminal(t.state())) continue;
+    absl::Status st =
+        scheduler_->AdoptTask(job->rec.name(), t.role(), t.index(), node.info.name(), api::ToCore(t.allocation()));
+    if (!st.ok()) {
+      Log(LogLevel::kError, "server", "%s cannot be adopted on %s: %s", api::TaskName(job->rec.name(), t.role(), t.index()),
+          node.info.name(), std::string(st.message()));
+    }
+  }
+}
+
+}  // namespace trainyard::server

@@ -1,0 +1,244 @@
+// ControlState: the server's logic as one single-threaded state machine over
+// jobs, tasks and nodes. Events come in with `now` (a submission, a kill, an
+// agent's registration, heartbeat, task status or disconnect, a scheduling
+// tick, a job master's verdict, the store's answer); effects go out through
+// the ExecutionBackend (launch, kill, files, log reads) and the Persister
+// (what to write). No sockets, threads, locks or clock reads: the shell
+// (JobManager) owns those and calls one event at a time. Tests drive it
+// with explicit times and a fake backend.
+//
+// Handler files by concern: control_jobs.cc (submission, kill, verdicts,
+// ends, requeue, events), control_schedule.cc (rounds, placements,
+// preemptions, launches and their environment), control_agents.cc
+// (registration, heartbeats, task statuses, reconciliation),
+// control_nodes.cc (liveness, node loss, moving and adopting tasks,
+// recovery), control_views.cc (what clients see).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "api/task_env.h"
+#include "core/resources/port_ranges.h"
+#include "core/scheduler/scheduler.h"
+#include "proto/service.pb.h"
+#include "server/config.h"
+#include "server/execution_backend.h"
+#include "server/persister.h"
+#include "store/state_store.h"
+
+namespace trainyard::server {
+
+// Counters for /metrics and tests.
+struct ManagerStats {
+  int64_t submitted = 0;
+  int64_t rounds = 0;
+  int64_t placements = 0;
+  int64_t heartbeats = 0;
+};
+
+// A submission validated and named, waiting for its record to be durable.
+struct PreparedJob {
+  v1::JobRecord rec;
+  v1::JobEventRecord first_event;
+};
+
+// Where a task attempt's log is kept.
+struct LogTarget {
+  std::string node;
+  int attempt = 0;
+};
+
+class ControlState {
+ public:
+  // REQUIRES: backend outlives this object.
+  ControlState(ServerConfig config, std::unique_ptr<core::Scheduler> scheduler, ExecutionBackend* backend,
+               absl::Time now);
+  ControlState(const ControlState&) = delete;
+  ControlState& operator=(const ControlState&) = delete;
+  ~ControlState();
+
+  // ---- recovery ----
+  // Takes in what the store holds: live jobs and nodes (snapshot) and the
+  // finished jobs. Call once, before any other event.
+  void Recover(const StoreSnapshot& snapshot, std::vector<v1::JobRecord> finished, absl::Time now);
+  // The address the server is reachable on; job masters report to it.
+  void SetServerAddress(const std::string& address) { server_address_ = address; }
+
+  // ---- clients ----
+  // Validates and names a submission and reserves its name. Errors:
+  // InvalidArgument naming the field.
+  absl::StatusOr<PreparedJob> PrepareSubmit(v1::JobSpec spec, absl::Time now);
+  // The store answered a prepared job's creation with `st`: the job is taken
+  // in, or its reserved name dropped (Unavailable naming the store's error).
+  absl::StatusOr<v1::SubmitResponse> AcceptCommitted(PreparedJob& prepared, const absl::Status& st);
+  // Ends a job as KILLED (a job that has ended already stays as it is).
+  // Returns its state; NotFound for an unknown job.
+  absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason, absl::Time now);
+  // A job master's verdict. Errors: NotFound, InvalidArgument (state),
+  // FailedPrecondition (a master that was replaced).
+  absl::Status ReportOutcome(const v1::JobOutcomeRequest& request, absl::Time now);
+
+  // ---- agents ----
+  // Registers (or re-registers) a node whose agent speaks on `session`
+  // (unique per connection, never 0). Errors: AlreadyExists when another
+  // live session holds the name; InvalidArgument for a bad NodeInfo.
+  absl::Status RegisterAgent(const v1::NodeInfo& info, uint64_t session, absl::Time now);
+  // The agent's stream on `session` closed (ignored when the node has
+  // another session by now).
+  void AgentDisconnected(const std::string& node, uint64_t session);
+  void OnHeartbeat(const std::string& node, const v1::Heartbeat& hb, absl::Time now);
+  void OnTaskStatus(const std::string& node, const v1::TaskStatus& status, absl::Time now);
+
+  // ---- the loop ----
+  // One scheduling round: node liveness, overdue preemption victims, the
+  // scheduler core's decisions applied, pending reasons.
+  void RunRound(absl::Time now);
+  // True when an event asked for a round; cleared by TakeRoundRequest.
+  bool TakeRoundRequest() {
+    bool r = wants_round_;
+    wants_round_ = false;
+    return r;
+  }
+  // The gap since the shell last ran events: a server that itself stalled
+  // (stopped, starved) must not judge nodes by the silence it caused.
+  // Moves every READY node's last heartbeat forward by `gap`.
+  void ExcuseStall(absl::Duration gap);
+
+  // ---- persistence ----
+  // The next write for the store (nullopt: one in flight, or nothing new).
+  std::optional<Persister::Write> TakeWrite();
+  void WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping);
+  Persister& persister() { return persister_; }
+
+  // ---- views ----
+  absl::StatusOr<v1::JobView> Describe(const std::string& job) const;
+  // A job's id and whether its events before a restart are still in the
+  // store only (describe then reads them there).
+  struct EventsState {
+    uint64_t id = 0;
+    bool loaded = true;
+  };
+  std::optional<EventsState> JobEventsState(const std::string& job) const;
+  // Hands in the events read from the store for a recovered job.
+  void SetStoredEvents(const std::string& job, const std::vector<v1::JobEventRecord>& stored);
+  std::vector<v1::JobView> ListJobs(bool include_finished) const;
+  std::vector<v1::NodeView> ListNodes() const;
+  v1::ListQueuesResponse ListQueues() const;
+  // Where to read a task attempt's log (attempt -1 = the latest). Errors:
+  // unknown job/task, a task that never ran, its node not connected.
+  absl::StatusOr<LogTarget> LogTargetOf(const std::string& job, const std::string& role, int index,
+                                        int attempt) const;
+  absl::StatusOr<std::vector<std::pair<std::string, int>>> TasksOf(const std::string& job) const;
+  ManagerStats Stats() const { return stats_; }
+  const ServerConfig& config() const { return config_; }
+
+ private:
+  struct JobRt;
+  struct NodeRt;
+
+  // control_jobs.cc
+  void AddJobMasterRole(v1::JobSpec* spec, const std::string& name);
+  absl::Status CheckQueue(const std::string& queue) const;
+  void EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now);
+  void MaybeFinish(JobRt& job, absl::Time now);
+  void Requeue(JobRt& job, const std::string& reason, absl::Time now);
+  void AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now);
+  void Persist(const JobRt& job);
+  // Every job and task state change goes through these: they check the
+  // transition against api/states.h's table (an illegal one is a bug).
+  void SetJobState(JobRt& job, v1::JobState state, absl::Time now);
+  void SetTaskState(JobRt& job, int task, v1::TaskState state);
+  JobRt* FindJob(const std::string& name);
+  const JobRt* FindJob(const std::string& name) const;
+  static int FindTask(const JobRt& job, const std::string& role, int index);
+  static const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task);
+
+  // control_schedule.cc
+  void ApplyPlacement(const core::JobPlacement& p, absl::Time now);
+  void ApplyPreemption(const core::Preemption& p, absl::Time now);
+  void LaunchTask(JobRt& job, int task);
+  // host:port of the job's master as placed now ("" when it has none).
+  std::string JobMasterAddress(const JobRt& job) const;
+  // The environment and files of task `task` as placed now.
+  api::TaskEnv EnvFor(const JobRt& job, int task) const;
+  // Sends every running task of the job but `except` its files again (the
+  // hosts file after a task moved).
+  void PushFiles(JobRt& job, int except);
+  // The same for the job's running tasks on `node` only.
+  void PushFilesTo(JobRt& job, const std::string& node);
+  // Sends task `task` its files; false when its node is not connected.
+  bool SendFiles(JobRt& job, int task);
+  void KillTasks(JobRt& job, int grace_ms, const std::string& reason);
+  void SendKill(const std::string& node, const std::string& job, const std::string& role, int index,
+                int grace_ms, const std::string& reason);
+
+  // control_agents.cc
+  void ApplyTaskStatus(const std::string& node, const v1::TaskStatus& status, absl::Time now);
+  void TaskEnded(JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
+  void CheckSuccess(JobRt& job, absl::Time now);
+  void Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now);
+  // A task the server has as live on `node` that its agent no longer runs
+  // (its end was lost in a crash): ends it, or starts it again per policy.
+  void TaskGone(JobRt& job, int task, const std::string& node, absl::Time now);
+
+  // control_nodes.cc
+  void CheckNodes(absl::Time now);
+  void NodeLost(NodeRt& node, absl::Time now);
+  // Marks the node READY: back in the scheduler (adopting its recovered
+  // tasks) and in the store.
+  absl::Status NodeUp(NodeRt& node);
+  // A node that registers again with another spec (capacity, ports,
+  // topology): the scheduler takes the new one.
+  absl::Status RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old_info);
+  bool ReplaceTask(JobRt& job, int task, absl::Time now);
+  void AdoptRecoveredTasks(NodeRt& node);
+  // Sizes the per-task bookkeeping of a job from its record: the launch each
+  // task's statuses must belong to, and whether its agent had it (RUNNING).
+  static void LoadTaskState(JobRt& job);
+  // Takes a job recovered from the store into the scheduler; its placed tasks
+  // are adopted as their nodes register. False when the job cannot be
+  // recovered (logged; it stays in the store).
+  bool RecoverIntoScheduler(JobRt& job);
+  // Records that a task of `job` is placed on `node` (node_jobs_).
+  void IndexTask(const JobRt& job, const std::string& node);
+  // The live (job, task) pairs placed on `node` now, from node_jobs_
+  // (dropping jobs that have no live task there any more).
+  std::vector<std::pair<JobRt*, int>> TasksOn(const std::string& node);
+
+  // control_views.cc
+  v1::JobView View(const JobRt& job, bool with_events) const;
+
+  const ServerConfig config_;
+  std::unique_ptr<core::Scheduler> scheduler_;
+  ExecutionBackend* const backend_;
+  Persister persister_;
+  std::map<std::string, std::unique_ptr<JobRt>> jobs_;
+  std::map<std::string, std::unique_ptr<NodeRt>> nodes_;
+  // Node -> names of jobs with a task placed there (or once placed there:
+  // TasksOn prunes), so node events need not walk every job.
+  std::map<std::string, std::set<std::string>> node_jobs_;
+  // Node -> jobs whose files changed while the node was disconnected.
+  std::map<std::string, std::set<std::string>> stale_files_;
+  // Victims waiting for their tasks to stop, so a round need not walk every
+  // job ever submitted to find those past their grace.
+  std::set<std::string> preempting_;
+  // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
+  std::map<std::string, int> next_suffix_;
+  uint64_t next_job_id_ = 1;
+  std::string server_address_;
+  bool wants_round_ = false;
+  ManagerStats stats_;
+  absl::Time started_;
+  absl::Time last_liveness_check_;  // CheckNodes runs at most every 100 ms
+};
+
+}  // namespace trainyard::server

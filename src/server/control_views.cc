@@ -1,0 +1,179 @@
+// ControlState: what clients see — jobs with their tasks and events, nodes
+// with their free resources, queues with their use — and where a task's
+// log is kept.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "api/convert.h"
+#include "server/control_state.h"
+#include "server/control_state_internal.h"
+
+namespace trainyard::server {
+
+absl::StatusOr<v1::JobView> ControlState::Describe(const std::string& name) const {
+  const JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  return View(*job, /*with_events=*/true);
+}
+
+std::optional<ControlState::EventsState> ControlState::JobEventsState(const std::string& name) const {
+  const JobRt* job = FindJob(name);
+  if (!job) return std::nullopt;
+  return EventsState{job->rec.id(), job->events_loaded};
+}
+
+void ControlState::SetStoredEvents(const std::string& name, const std::vector<v1::JobEventRecord>& stored) {
+  JobRt* job = FindJob(name);
+  if (!job || job->events_loaded) return;
+  // Events written before a restart, then those since (which may already be
+  // in the store too).
+  std::vector<v1::JobEvent> all;
+  for (const auto& e : stored) all.push_back(ToView(e));
+  for (const auto& e : job->events) {
+    bool dup = std::any_of(all.begin(), all.end(), [&](const v1::JobEvent& o) {
+      return o.time_unix_ms() == e.time_unix_ms() && o.kind() == e.kind() && o.text() == e.text();
+    });
+    if (!dup) all.push_back(e);
+  }
+  job->events = std::move(all);
+  job->events_loaded = true;
+}
+
+std::vector<v1::JobView> ControlState::ListJobs(bool include_finished) const {
+  std::vector<v1::JobView> out;
+  for (auto& [name, job] : jobs_) {
+    if (!job || (!include_finished && api::IsTerminal(job->rec.state()))) continue;
+    out.push_back(View(*job, false));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id() < b.id(); });
+  return out;
+}
+
+v1::JobView ControlState::View(const JobRt& job, bool with_events) const {
+  v1::JobView v;
+  const v1::JobRecord& r = job.rec;
+  v.set_name(r.name());
+  v.set_id(r.id());
+  v.set_user(r.spec().user());
+  v.set_queue(r.spec().queue());
+  v.set_priority(r.spec().priority());
+  v.set_framework(r.spec().framework());
+  v.set_state(r.state());
+  v.set_reason(r.state() == v1::JOB_QUEUED ? r.pending_reason() : r.message());
+  v.set_submit_time_unix_ms(r.submit_time_ms());
+  v.set_start_time_unix_ms(r.start_time_ms());
+  v.set_end_time_unix_ms(r.end_time_ms());
+  v.set_job_master(job.job_master);
+  int gpus = 0;
+  for (const auto& t : r.tasks()) {
+    v1::TaskView* tv = v.add_tasks();
+    tv->set_name(api::TaskName(r.name(), t.role(), t.index()));
+    tv->set_role(t.role());
+    tv->set_index(t.index());
+    tv->set_worker_id(t.worker_id());
+    tv->set_node(t.node());
+    auto nit = nodes_.find(t.node());
+    if (nit != nodes_.end()) {
+      tv->set_node_address(nit->second->info.address());
+      tv->set_node_gpu_count(nit->second->info.topology().gpu_count());
+    }
+    tv->set_gpu_mask(t.allocation().gpu_mask());
+    *tv->mutable_ports() = t.allocation().ports();
+    tv->set_state(t.state());
+    tv->set_restarts(t.restart_count());
+    tv->set_attempt(t.attempt());
+    *tv->mutable_last_exit() = t.exit();
+    tv->set_memory_mb(t.allocation().memory_mb());
+    tv->set_vcores_milli(t.allocation().vcores_milli());
+    if (!t.node().empty() && !api::IsTerminal(t.state())) gpus += t.allocation().gpus();
+  }
+  v.set_gpus(gpus);
+  if (with_events) {
+    for (const auto& e : job.events) *v.add_events() = e;
+  }
+  return v;
+}
+
+std::vector<v1::NodeView> ControlState::ListNodes() const {
+  std::vector<v1::NodeView> out;
+  const core::ClusterState& cs = scheduler_->state();
+  for (auto& [name, node] : nodes_) {
+    v1::NodeView v;
+    *v.mutable_info() = node->info;
+    v.mutable_info()->set_state(node->state);
+    v.set_ports_in_use(static_cast<int>(node->ports_in_use.Count()));
+    v.set_last_heartbeat_unix_ms(ToMs(node->last_heartbeat));
+    if (auto id = cs.FindNode(name); id && node->in_scheduler) {
+      const core::NodeState& ns = cs.node(*id);
+      v.set_free_gpu_mask(ns.free.gpu_mask);
+      v.set_free_memory_mb(ns.free.memory_mb);
+      v.set_free_vcores_milli(ns.free.vcores_milli);
+      for (const core::NodeTask& nt : ns.tasks) {
+        const core::JobState& js = cs.job(nt.job);
+        const core::PlacedTask& pt = js.tasks[nt.pos];
+        v.add_tasks(api::TaskName(js.request.id, js.request.roles[pt.role].name, pt.index));
+      }
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+v1::ListQueuesResponse ControlState::ListQueues() const {
+  v1::ListQueuesResponse resp;
+  const core::ClusterState& cs = scheduler_->state();
+  *resp.mutable_cluster() = api::ToProto(cs.ClusterCapacity());
+  std::map<std::string, std::pair<int, int>> counts;  // running, pending
+  for (auto& [name, job] : jobs_) {
+    if (!job || api::IsTerminal(job->rec.state())) continue;
+    auto& c = counts[job->rec.spec().queue()];
+    (job->rec.state() == v1::JOB_QUEUED ? c.second : c.first)++;
+  }
+  std::vector<std::pair<const core::QueueConfig*, double>> stack = {{&scheduler_->options().queues.root, 100.0}};
+  while (!stack.empty()) {
+    auto [q, parent_abs] = stack.back();
+    stack.pop_back();
+    double abs_cap = parent_abs * q->capacity_percent / 100.0;
+    double abs_max = parent_abs * q->max_capacity_percent / 100.0;
+    for (const auto& c : q->children) stack.push_back({&c, abs_cap});
+    if (!q->children.empty()) continue;
+    v1::QueueView* v = resp.add_queues();
+    v->set_name(q->name);
+    v->set_capacity_percent(abs_cap);
+    v->set_max_capacity_percent(abs_max);
+    v->set_weight(q->weight);
+    const auto& names = cs.queue_names();
+    auto it = std::find(names.begin(), names.end(), q->name);
+    if (it != names.end()) *v->mutable_used() = api::ToProto(cs.QueueUsed(static_cast<int32_t>(it - names.begin())));
+    v->set_running_jobs(counts[q->name].first);
+    v->set_pending_jobs(counts[q->name].second);
+  }
+  std::sort(resp.mutable_queues()->begin(), resp.mutable_queues()->end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  return resp;
+}
+
+absl::StatusOr<LogTarget> ControlState::LogTargetOf(const std::string& jname, const std::string& role, int index,
+                                                    int attempt) const {
+  const JobRt* job = FindJob(jname);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", jname, "' does not exist"));
+  int i = FindTask(*job, role, index);
+  if (i < 0) return absl::NotFoundError(absl::StrCat("job ", jname, " has no task ", role, "/", index));
+  const v1::TaskRecord& t = job->rec.tasks(i);
+  if (t.node().empty()) return absl::FailedPreconditionError(absl::StrCat(api::TaskName(jname, role, index), " never ran"));
+  auto nit = nodes_.find(t.node());
+  if (nit == nodes_.end() || !nit->second->connected()) {
+    return absl::UnavailableError(absl::StrCat("node ", t.node(), " that keeps the logs is not connected"));
+  }
+  return LogTarget{t.node(), attempt < 0 ? t.attempt() : attempt};
+}
+
+absl::StatusOr<std::vector<std::pair<std::string, int>>> ControlState::TasksOf(const std::string& jname) const {
+  const JobRt* job = FindJob(jname);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", jname, "' does not exist"));
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& t : job->rec.tasks()) out.emplace_back(t.role(), t.index());
+  return out;
+}
+
+}  // namespace trainyard::server

@@ -1,0 +1,34 @@
+// ExecutionBackend: the seam between the control state and where tasks
+// run. The control state decides (launch this task on that node, kill that
+// one, rewrite its files, read its log) and says so through this interface;
+// it never touches a socket. Today's backend is AgentStreams
+// (agent_streams.h): each node's agent over one gRPC stream. Another
+// backend (Kubernetes pods, say) implements the same calls and reports
+// back through the same ControlState events (task status, heartbeats).
+// Every call is fire-and-forget: it never blocks and never calls back into
+// the control state; answers arrive later as events.
+#pragma once
+
+#include <string>
+
+#include "proto/service.pb.h"
+
+namespace trainyard::server {
+
+class ExecutionBackend {
+ public:
+  virtual ~ExecutionBackend() = default;
+  // The node's registration was accepted (heartbeat interval and the name
+  // it is known by).
+  virtual void Registered(const std::string& node, const v1::Registered& ack) = 0;
+  // Start a task (the whole launch: command, env, files, allocation).
+  virtual void Launch(const std::string& node, const v1::TaskSpec& task) = 0;
+  // Stop a task: SIGTERM, then SIGKILL after kill.grace_ms.
+  virtual void Kill(const std::string& node, const v1::KillTask& kill) = 0;
+  // Rewrite a running task's files (hosts, job master address).
+  virtual void UpdateFiles(const std::string& node, const v1::TaskFiles& files) = 0;
+  // Read part of a task attempt's log; the answer comes as OnLogData.
+  virtual void ReadLog(const std::string& node, const v1::LogRead& read) = 0;
+};
+
+}  // namespace trainyard::server
