@@ -152,7 +152,9 @@ void BM_VictimSearchOnly64Gpu(benchmark::State& state) {
   }
   s->Schedule(T(id));
   if (!s->AddJob(Job(id, 16, 4, PriorityClass::kProduction, id + 100)).ok()) std::abort();
-  ClusterState& cs = s->mutable_state();
+  // A copy: the search writes the state tentatively, and only the scheduler
+  // may write its own.
+  ClusterState cs = s->state();
   JobSlot j = *cs.FindJob(absl::StrCat("job-", id));
   auto placement = MakePlacementPolicy("topology").value();
   GangPlacer placer(&cs, placement.get());

@@ -50,7 +50,13 @@ class CapacityPolicy : public QueuePolicy {
   }
 
   std::string Admit(const ClusterState& state, const JobState& job) const override {
-    return tree_.Admit(state, job);
+    return tree_.Admit(state, job, JobDemand(job.request));
+  }
+
+  std::string AdmitTask(const ClusterState& state, const JobState& job,
+                        const Resource& demand) override {
+    tree_.Sync(state);
+    return tree_.Admit(state, job, demand);
   }
 
   bool MayReclaim(const ClusterState&, int32_t queue, absl::Time now) const override {

@@ -16,6 +16,9 @@ class FifoPolicy : public QueuePolicy {
                      .seq = head.seq};
   }
   std::string Admit(const ClusterState&, const JobState&) const override { return ""; }
+  std::string AdmitTask(const ClusterState&, const JobState&, const Resource&) override {
+    return "";
+  }
   bool MayReclaim(const ClusterState&, int32_t, absl::Time) const override { return false; }
   bool IsReclaimVictim(const ClusterState&, int32_t, int32_t) const override { return false; }
 };

@@ -100,6 +100,11 @@ bool GangPlacer::NodeOk(RoleContext& ctx, NodeId n, int tasks) {
   if (ctx.rack >= 0 && node.rack != ctx.rack) return false;
   if (!role.node_selector.Empty() && !role.node_selector.Matches(state_->labels(n))) return false;
   if (TasksFitting(ctx, n) < tasks) return false;
+  // Exact ports held by another task rule the node out here, so the search
+  // moves on instead of PlaceTask failing on it.
+  if (!role.resource.ports.Empty() && !node.free.ports.ContainsAll(role.resource.ports)) {
+    return false;
+  }
   if (node.reserved_for >= 0 && node.reserved_for != ctx.job) {
     ctx.blocked_by_reservation = true;
     return false;
@@ -230,6 +235,32 @@ PlaceResult GangPlacer::Place(JobSlot j) {
   }
   result.placed = true;
   result.nodes = job_nodes_;
+  return result;
+}
+
+PlaceResult GangPlacer::PlaceOne(JobSlot j, int32_t role, int32_t index) {
+  PlaceResult result;
+  const JobState& job = state_->job(j);
+  RoleContext ctx{.job = j, .role_index = role, .role = &job.request.roles[role]};
+  if (!ctx.role->rack.empty()) ctx.rack = RackIndex(*state_, ctx.role->rack);
+  // The job's live tasks' nodes come first, as for the rest of a gang.
+  job_nodes_.clear();
+  for (const PlacedTask& t : job.tasks) {
+    if (t.node < 0 || std::find(job_nodes_.begin(), job_nodes_.end(), t.node) != job_nodes_.end()) {
+      continue;
+    }
+    job_nodes_.push_back(t.node);
+    if (ctx.rack_hint < 0) ctx.rack_hint = state_->node(t.node).rack;
+  }
+  std::optional<NodeId> n;
+  if (ctx.role->rack.empty() || ctx.rack >= 0) n = FindNode(ctx, 1);
+  result.blocked_by_reservation = ctx.blocked_by_reservation;
+  if (!n.has_value() || !PlaceTask(ctx, *n, index)) {
+    result.short_role = role;
+    return result;
+  }
+  result.placed = true;
+  result.nodes = {*n};
   return result;
 }
 

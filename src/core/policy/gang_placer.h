@@ -39,6 +39,16 @@ class GangPlacer {
   // Places job j (pending) all-or-nothing. Does not change the job's phase.
   PlaceResult Place(JobSlot j);
 
+  // Places task `index` of role `role` of job j again (after its node was
+  // lost, say) by the same rules as a gang's task: the named node (or,
+  // with relax, any), the rack and node selector, nodes reserved for other
+  // jobs passed over, then the job's own nodes, the rack of its first
+  // node, and the placement policy's bucket order. On success the
+  // allocation is committed and result.nodes holds the one node; on
+  // failure nothing changes and short_role is `role`.
+  // REQUIRES: role and index valid for the job; the task holds nothing.
+  PlaceResult PlaceOne(JobSlot j, int32_t role, int32_t index);
+
   // True when one task of `role` of job j could go on node n now (all
   // constraints and free resources), ignoring reservations when
   // `ignore_reservations`.

@@ -161,10 +161,12 @@ std::optional<Diagnosis> GpuShortFromIndex(const ClusterState& state, const Role
                    true};
 }
 
-Diagnosis DiagnosePlacement(const ClusterState& state, const GangPlacer& placer, JobSlot j,
-                            const PlaceResult& result) {
-  const JobRequest& job = state.job(j).request;
-  const RoleRequest& role = job.roles[result.short_role];
+namespace {
+
+// Why role `role` of job j does not fit; `gang` (null for one task) adds
+// how many of a gang's tasks did.
+Diagnosis DiagnoseRole(const ClusterState& state, const GangPlacer& placer, JobSlot j,
+                       const RoleRequest& role, const PlaceResult* gang) {
   if (std::optional<Diagnosis> fast = GpuShortFromIndex(state, role)) return *fast;
   Best b = Survey(state, placer, j, role);
   if (b.matching == 0) return Diagnosis{ConstraintText(state, role), false};
@@ -179,14 +181,27 @@ Diagnosis DiagnosePlacement(const ClusterState& state, const GangPlacer& placer,
                                   state.job(b.reserved_by).request.id),
                      true};
   }
-  if (b.fit > 0 || b.fit_ignoring_reservations > 0) {
+  if (gang != nullptr && (b.fit > 0 || b.fit_ignoring_reservations > 0)) {
     std::string text = absl::StrCat(
         "gang needs ", role.MinAvailable(), " ", role.name, " tasks of ",
-        DescribeRequest(role.resource), " at once; only ", result.short_placed, " fit now");
-    if (result.blocked_by_reservation) absl::StrAppend(&text, " outside reserved nodes");
+        DescribeRequest(role.resource), " at once; only ", gang->short_placed, " fit now");
+    if (gang->blocked_by_reservation) absl::StrAppend(&text, " outside reserved nodes");
     return Diagnosis{text, true};
   }
   return Diagnosis{ShortText(state, role, b), true};
+}
+
+}  // namespace
+
+Diagnosis DiagnosePlacement(const ClusterState& state, const GangPlacer& placer, JobSlot j,
+                            const PlaceResult& result) {
+  const RoleRequest& role = state.job(j).request.roles[result.short_role];
+  return DiagnoseRole(state, placer, j, role, &result);
+}
+
+Diagnosis DiagnoseTask(const ClusterState& state, const GangPlacer& placer, JobSlot j,
+                       int32_t role) {
+  return DiagnoseRole(state, placer, j, state.job(j).request.roles[role], nullptr);
 }
 
 }  // namespace trainyard::core

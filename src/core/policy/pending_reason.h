@@ -24,6 +24,12 @@ struct Diagnosis {
 Diagnosis DiagnosePlacement(const ClusterState& state, const GangPlacer& placer, JobSlot j,
                             const PlaceResult& result);
 
+// Diagnoses why one task of role `role` of job j found no node
+// (GangPlacer::PlaceOne failed): the same reasons as a gang's, without the
+// gang's count.
+Diagnosis DiagnoseTask(const ClusterState& state, const GangPlacer& placer, JobSlot j,
+                       int32_t role);
+
 // "4 GPUs, 8192 MB memory, 2.5 vcores, 2 ports" (zero quantities left out).
 std::string DescribeRequest(const Resource& r);
 

@@ -45,6 +45,12 @@ class QueuePolicy {
   // reason a person can act on ("queue research is at its max-capacity
   // 40%").
   virtual std::string Admit(const ClusterState& state, const JobState& job) const = 0;
+  // The same check for one more task of placed `job` that needs `demand`
+  // (scalars), e.g. a task placed again after its node was lost. It maps
+  // the state's queues afresh, so it may be called between rounds (after a
+  // restart, before any round).
+  virtual std::string AdmitTask(const ClusterState& state, const JobState& job,
+                                const Resource& demand) = 0;
   // True when leaf `queue` has been owed resources (below its guarantee or
   // fair share, with demand waiting) for longer than the reclaim timeout.
   virtual bool MayReclaim(const ClusterState& state, int32_t queue, absl::Time now) const = 0;

@@ -95,11 +95,11 @@ bool QueueTree::HasPending(const ClusterState& state, int t) const {
   return false;
 }
 
-std::string QueueTree::Admit(const ClusterState& state, const JobState& job) const {
+std::string QueueTree::Admit(const ClusterState& state, const JobState& job,
+                             const Resource& demand) const {
   int leaf = NodeOf(job.queue);
   if (leaf < 0) return absl::StrCat("queue ", job.request.queue, " is not configured");
   const Resource& cluster = state.ClusterCapacity();
-  Resource demand = JobDemand(job.request);
   constexpr double kEps = 1e-9;
   std::vector<int> path;  // top-down, so the queue that binds is named
   for (int t = leaf; t > 0; t = nodes_[t].parent) path.insert(path.begin(), t);

@@ -50,8 +50,9 @@ class QueueTree {
   Resource UsedAfterPreemptions(const ClusterState& state, int t) const;
   // True when some leaf under t has pending jobs.
   bool HasPending(const ClusterState& state, int t) const;
-  // "" or why job may not start under max-capacity / user limits.
-  std::string Admit(const ClusterState& state, const JobState& job) const;
+  // "" or why `demand` (scalars) more for `job` may not start under the
+  // max-capacity of each queue on its path or its queue's user limit.
+  std::string Admit(const ClusterState& state, const JobState& job, const Resource& demand) const;
   const Node& node(int t) const { return nodes_[t]; }
   int size() const { return static_cast<int>(nodes_.size()); }
 

@@ -1,5 +1,6 @@
 // Queue policies through the scheduler: FIFO order, Capacity limits,
 // lending and reclaim, per-user limits, Fair-DRF shares and min-shares.
+#include <algorithm>
 #include <map>
 
 #include "gmock/gmock.h"
@@ -34,6 +35,14 @@ std::unique_ptr<Scheduler> Make(const std::string& policy, std::vector<QueueConf
   EXPECT_TRUE(s.ok()) << s.status();
   for (int i = 0; i < nodes; ++i) EXPECT_TRUE((*s)->AddNode(EightGpuNode(i)).ok());
   return *std::move(s);
+}
+
+// The state's index of queue `name` (it must be known).
+int32_t QueueIndex(const ClusterState& state, const std::string& name) {
+  const std::vector<std::string>& names = state.queue_names();
+  auto it = std::find(names.begin(), names.end(), name);
+  EXPECT_NE(it, names.end()) << name;
+  return static_cast<int32_t>(it - names.begin());
 }
 
 // Jobs per queue that were placed in `d`.
@@ -99,7 +108,7 @@ TEST(CapacityTest, IdleCapacityIsLentAndTakenBack) {
     d = s->Schedule(T(310 + round));
   }
   EXPECT_EQ(reclaimed, 6) << "exactly prod's guarantee is taken back";
-  EXPECT_EQ(s->mutable_state().QueueUsed(s->mutable_state().InternQueue("prod")).gpus, 48);
+  EXPECT_EQ(s->state().QueueUsed(QueueIndex(s->state(), "prod")).gpus, 48);
 }
 
 TEST(CapacityTest, QueueFurthestBelowItsGuaranteeGoesFirst) {

@@ -2,7 +2,9 @@
 // that callers (the server, the simulator) keep current with incremental
 // updates, and on each Schedule(now) returns Decisions: gang placements
 // (already committed to the state), preemptions with a grace deadline, and a
-// pending reason for every job left waiting. Pure: time comes in as `now`,
+// pending reason for every job left waiting. It is the only writer of the
+// state: one task placed again, or adopted after a restart, goes through it
+// too. Pure: time comes in as `now`,
 // tie-breaks are seeded, same calls in the same order give the same result.
 #pragma once
 
@@ -92,15 +94,47 @@ class Scheduler {
   absl::Status RemoveJob(std::string_view id);
   // A preempted (or failed) job goes back to pending, freeing what it holds.
   absl::Status RequeueJob(std::string_view id);
+  // One task released its allocation (it ended, or its node was lost); the
+  // job stays placed. Errors: unknown job, or no such task holding anything.
   absl::Status TaskFinished(std::string_view id, std::string_view role, int32_t index) {
     return state_.TaskFinished(id, role, index);
   }
 
+  // ---- One task of a placed job (scheduler_tasks.cc) ----
+  // Places task (role, index) of placed job `job_id` again, e.g. after its
+  // node was lost and the caller called TaskFinished for it, through the
+  // machinery of a gang placement: the queue policy's admission for this
+  // task's demand (max-capacity of every queue on its path, the user
+  // limit), then GangPlacer::PlaceOne (nodeName / relax, rack, node
+  // selector, nodes reserved for other jobs passed over, the job's own
+  // nodes first, the placement policy's order). Returns the committed
+  // assignment. Errors: NotFound for an unknown job, role or index;
+  // FailedPrecondition when the job is pending or being preempted, or the
+  // task still holds an allocation; ResourceExhausted with the reason
+  // ("job j task worker-1: queue research is at its max-capacity 40%").
+  absl::StatusOr<TaskAssignment> PlaceTask(std::string_view job_id, std::string_view role,
+                                           int32_t index);
+  // Takes task (role, index) of placed job `job_id`, which runs (it was
+  // recovered after a restart), back into the state on node `node_name`
+  // with exactly `allocation` (memory, vcores, gpus == popcount(gpu_mask),
+  // exact ports). No admission or constraint check: the task runs there.
+  // Errors: those of PlaceTask's lookup; NotFound for an unknown node;
+  // InvalidArgument for a malformed allocation; FailedPrecondition when
+  // any part of it is not free on the node (it never double-allocates).
+  absl::Status AdoptTask(std::string_view job_id, std::string_view role, int32_t index,
+                         std::string_view node_name, const Resource& allocation);
+  // A recovered job that was placed before a restart is placed (running)
+  // since `start`: it leaves the pending queue holding nothing; its tasks
+  // come back with AdoptTask as their nodes return, or PlaceTask.
+  // Errors: NotFound for an unknown job; FailedPrecondition unless pending.
+  absl::Status MarkRunning(std::string_view job_id, absl::Time start);
+
   // One scheduling round at time `now`.
   Decisions Schedule(absl::Time now);
 
+  // The state, read-only: only the scheduler writes it (through the calls
+  // above), so every allocation goes through its policies.
   const ClusterState& state() const { return state_; }
-  ClusterState& mutable_state() { return state_; }
   const SchedulerOptions& options() const { return options_; }
 
  private:
@@ -117,6 +151,9 @@ class Scheduler {
   void DropStaleReservations();
   void ReportPending(Round& round);
   std::string ReservationReason(const std::string& job_id) const;
+  struct TaskRef;
+  absl::StatusOr<TaskRef> FreeTask(std::string_view job_id, std::string_view role,
+                                   int32_t index) const;
 
   SchedulerOptions options_;
   QueuePolicyPtr queue_policy_;
