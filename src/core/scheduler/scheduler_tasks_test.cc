@@ -230,6 +230,28 @@ TEST(PlaceTaskTest, PrefersTheJobsOtherNodes) {
   EXPECT_EQ(t->node, other) << "the job's own node comes before the tighter " << third;
 }
 
+TEST(PlaceTaskTest, PassesOverANodeWhoseExactPortsAreTaken) {
+  auto s = Make(2);
+  auto with_port = [](const std::string& id, int gpus, int submit) {
+    JobRequest job = MakeJob(id, {.gpus = gpus, .submit = submit});
+    job.roles[0].resource.ports = PortRanges::Of(30005, 30005).value();
+    return job;
+  };
+  ASSERT_TRUE(s->AddJob(with_port("q", 6, 0)).ok());
+  s->Schedule(T(1));
+  std::string tight = NodesOf(*s, "q").at(0);  // 2 GPUs left, port 30005 taken
+  ASSERT_TRUE(s->AddJob(with_port("p", 2, 1)).ok());
+  s->Schedule(T(2));
+  ASSERT_EQ(NodesOf(*s, "p").size(), 1u) << "the gang passes over " << tight;
+  EXPECT_NE(NodesOf(*s, "p").at(0), tight);
+  ASSERT_TRUE(s->AddNode(EightGpuNode(2)).ok());
+  LoseNodeOf(s.get(), "p", 0);
+  absl::StatusOr<TaskAssignment> t = s->PlaceTask("p", "worker", 0);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->node, "node-2");
+  EXPECT_EQ(t->allocation.ports.ToString(), "30005");
+}
+
 TEST(PlaceTaskTest, ErrorsNameWhatIsWrong) {
   auto s = Make(2);
   Submit(s.get(), "j", {.tasks = 2, .gpus = 1}, 1);
