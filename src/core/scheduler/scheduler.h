@@ -114,13 +114,15 @@ class Scheduler {
   // ("job j task worker-1: queue research is at its max-capacity 40%").
   absl::StatusOr<TaskAssignment> PlaceTask(std::string_view job_id, std::string_view role,
                                            int32_t index);
-  // Takes task (role, index) of placed job `job_id`, which runs (it was
-  // recovered after a restart), back into the state on node `node_name`
-  // with exactly `allocation` (memory, vcores, gpus == popcount(gpu_mask),
-  // exact ports). No admission or constraint check: the task runs there.
-  // Errors: those of PlaceTask's lookup; NotFound for an unknown node;
-  // InvalidArgument for a malformed allocation; FailedPrecondition when
-  // any part of it is not free on the node (it never double-allocates).
+  // Takes task (role, index) of placed job `job_id`, which runs (recovered
+  // after a restart, or its node re-registered), back into the state on
+  // node `node_name` with exactly `allocation` (memory, vcores, gpus ==
+  // popcount(gpu_mask), exact ports). No admission or constraint check: the
+  // task runs there. The job may also be being preempted (a victim holds
+  // what it holds until RequeueJob). Errors: PlaceTask's NotFound and
+  // FailedPrecondition (but for a preempting job); NotFound for an unknown
+  // node; InvalidArgument for a malformed allocation; FailedPrecondition
+  // when any part of it is not free on the node (never double-allocates).
   absl::Status AdoptTask(std::string_view job_id, std::string_view role, int32_t index,
                          std::string_view node_name, const Resource& allocation);
   // A recovered job that was placed before a restart is placed (running)
@@ -152,8 +154,11 @@ class Scheduler {
   void ReportPending(Round& round);
   std::string ReservationReason(const std::string& job_id) const;
   struct TaskRef;
-  absl::StatusOr<TaskRef> FreeTask(std::string_view job_id, std::string_view role,
-                                   int32_t index) const;
+  enum class Purpose { kPlace, kAdopt };
+  // The task (role, index) of a job that may take an allocation for
+  // `purpose`, or PlaceTask's / AdoptTask's lookup errors.
+  absl::StatusOr<TaskRef> FreeTask(std::string_view job_id, std::string_view role, int32_t index,
+                                   Purpose purpose) const;
 
   SchedulerOptions options_;
   QueuePolicyPtr queue_policy_;

@@ -57,8 +57,8 @@ absl::Status CheckAllocation(const Resource& a) {
 }  // namespace
 
 absl::StatusOr<Scheduler::TaskRef> Scheduler::FreeTask(std::string_view job_id,
-                                                       std::string_view role,
-                                                       int32_t index) const {
+                                                       std::string_view role, int32_t index,
+                                                       Purpose purpose) const {
   std::optional<JobSlot> j = state_.FindJob(job_id);
   if (!j.has_value()) return absl::NotFoundError(absl::StrCat("job ", std::string(job_id), " is not known"));
   const JobState& job = state_.job(*j);
@@ -73,7 +73,11 @@ absl::StatusOr<Scheduler::TaskRef> Scheduler::FreeTask(std::string_view job_id,
                                             it->count == 1 ? " task" : " tasks",
                                             "; there is no index ", index));
   }
-  if (job.phase != JobPhase::kRunning) {
+  // A victim's task that runs may be adopted (it holds what it holds until
+  // the job is requeued), never placed anew.
+  bool placeable = job.phase == JobPhase::kRunning ||
+                   (job.phase == JobPhase::kPreempting && purpose == Purpose::kAdopt);
+  if (!placeable) {
     return absl::FailedPreconditionError(
         absl::StrCat("job ", std::string(job_id), job.phase == JobPhase::kPending
                                          ? " is pending: a round places it whole"
@@ -92,7 +96,7 @@ absl::StatusOr<Scheduler::TaskRef> Scheduler::FreeTask(std::string_view job_id,
 
 absl::StatusOr<TaskAssignment> Scheduler::PlaceTask(std::string_view job_id,
                                                     std::string_view role, int32_t index) {
-  absl::StatusOr<TaskRef> ref = FreeTask(job_id, role, index);
+  absl::StatusOr<TaskRef> ref = FreeTask(job_id, role, index, Purpose::kPlace);
   if (!ref.ok()) return ref.status();
   const JobState& job = state_.job(ref->job);
   Resource demand = ScalarsOf(job.request.roles[ref->role].resource);
@@ -116,7 +120,7 @@ absl::StatusOr<TaskAssignment> Scheduler::PlaceTask(std::string_view job_id,
 
 absl::Status Scheduler::AdoptTask(std::string_view job_id, std::string_view role, int32_t index,
                                   std::string_view node_name, const Resource& allocation) {
-  absl::StatusOr<TaskRef> ref = FreeTask(job_id, role, index);
+  absl::StatusOr<TaskRef> ref = FreeTask(job_id, role, index, Purpose::kAdopt);
   if (!ref.ok()) return ref.status();
   std::optional<NodeId> n = state_.FindNode(node_name);
   if (!n.has_value()) {

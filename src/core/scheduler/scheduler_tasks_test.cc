@@ -314,6 +314,23 @@ TEST(RecoveryTest, AdoptTaskTakesTheExactAllocationAndNeverDoubleAllocates) {
   ASSERT_TRUE(s->AdoptTask("rec", "worker", 1, "node-1", a).ok());
 }
 
+TEST(RecoveryTest, AVictimsTaskIsAdoptedButNotPlacedAnew) {
+  auto s = Make(1);
+  Submit(s.get(), "low", {.gpus = 8, .priority = PriorityClass::kPtr}, 1);
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 2}))
+                  .ok());
+  Decisions d = s->Schedule(T(3));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  Resource held = d.preemptions[0].tasks[0].allocation;
+  // Its node re-registers with a new spec: the task leaves and comes back.
+  ASSERT_TRUE(s->TaskFinished("low", "worker", 0).ok());
+  EXPECT_EQ(s->PlaceTask("low", "worker", 0).status().message(), "job low is being preempted");
+  ASSERT_TRUE(s->AdoptTask("low", "worker", 0, "node-0", held).ok());
+  EXPECT_EQ(s->state().node(*s->state().FindNode("node-0")).free.gpus, 0);
+  EXPECT_TRUE(s->Schedule(T(4)).placements.empty()) << "prod still waits for low to stop";
+}
+
 TEST(RecoveryTest, AnUnadoptedTaskIsPlacedBeforeAnyRound) {
   // After a restart the queue policy has not seen a round yet; a task whose
   // node never came back is still placed under the queue's limits.
