@@ -105,6 +105,7 @@ void ControlState::AgentDisconnected(const std::string& name, uint64_t session) 
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second->session != session) return;
   it->second->session = 0;
+  view_nodes_ = true;
   if (it->second->in_scheduler) {
     // The node stays known until it is declared lost; only new placements stop.
     absl::Status st = scheduler_->SetSchedulable(name, false);
@@ -120,6 +121,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   NodeRt& node = *it->second;
   node.last_heartbeat = now;
   ++stats_.heartbeats;
+  view_nodes_ = true;
   if (node.state != v1::NODE_READY && node.connected()) {
     // Declared lost (silent past the timeout) but its stream is alive: it is
     // back. Its tasks were moved or ended meanwhile; Reconcile below kills the

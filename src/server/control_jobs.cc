@@ -184,6 +184,8 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   v1::SubmitResponse resp;
   resp.set_job(rec.name());
   resp.set_job_id(rec.id());
+  view_jobs_.insert(rec.name());
+  view_queues_ = true;
   jobs_[rec.name()] = std::move(job);
   wants_round_ = true;
   return resp;
@@ -197,13 +199,18 @@ void ControlState::AddEvent(JobRt& job, const std::string& kind, const std::stri
   ev.set_text(text);
   job.events.push_back(ToView(ev));
   persister_.batch().AppendEvent(std::move(ev));
+  view_jobs_.insert(job.rec.name());
   // Every job is scheduled and started; at thousands of jobs a second those
   // lines would cost more than the work. They stay in the job's events.
   bool routine = kind == "scheduled" || kind == "started";
   Log(routine ? LogLevel::kDebug : LogLevel::kInfo, "server", "job %s: %s", job.rec.name(), text);
 }
 
-void ControlState::Persist(const JobRt& job) { persister_.MarkJob(job.rec.name()); }
+void ControlState::Persist(const JobRt& job) {
+  persister_.MarkJob(job.rec.name());
+  view_jobs_.insert(job.rec.name());
+  view_nodes_ = view_queues_ = true;
+}
 
 void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   v1::JobState from = job.rec.state();

@@ -54,6 +54,9 @@ void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord>
     }
     jobs_[job->rec.name()] = std::move(job);
   }
+  for (const auto& [name, job] : jobs_) {
+    if (job) view_jobs_.insert(name);
+  }
   wants_round_ = true;
 }
 
@@ -132,6 +135,7 @@ absl::Status ControlState::NodeUp(NodeRt& node) {
     return st;
   }
   persister_.MarkNode(node.info.name());
+  view_nodes_ = true;
   wants_round_ = true;
   return absl::OkStatus();
 }
@@ -258,6 +262,7 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
     Persist(*job);
   }
   persister_.MarkNode(name);
+  view_nodes_ = true;
   wants_round_ = true;
 }
 

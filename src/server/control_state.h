@@ -33,6 +33,7 @@
 #include "server/config.h"
 #include "server/execution_backend.h"
 #include "server/persister.h"
+#include "server/view_store.h"
 #include "store/state_store.h"
 
 namespace trainyard::server {
@@ -120,6 +121,12 @@ class ControlState {
   Persister& persister() { return persister_; }
 
   // ---- views ----
+  // Publishes the views of the jobs that changed since the last call.
+  void PublishJobs(ViewStore* views);
+  // Publishes the node and queue views when anything changed since the
+  // last call (the shell calls this at most every 50 ms: a node view holds
+  // every node, and heartbeats change them all the time).
+  void PublishNodesAndQueues(ViewStore* views);
   absl::StatusOr<v1::JobView> Describe(const std::string& job) const;
   // A job's id and whether its events before a restart are still in the
   // store only (describe then reads them there).
@@ -152,6 +159,8 @@ class ControlState {
   void MaybeFinish(JobRt& job, absl::Time now);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now);
   void AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now);
+  // Marks the job's record for the next write and its view for the next
+  // publish.
   void Persist(const JobRt& job);
   // Every job and task state change goes through these: they check the
   // transition against api/states.h's table (an illegal one is a bug).
@@ -236,6 +245,10 @@ class ControlState {
   uint64_t next_job_id_ = 1;
   std::string server_address_;
   bool wants_round_ = false;
+  // What changed since views were last published.
+  std::set<std::string> view_jobs_;
+  bool view_nodes_ = true;
+  bool view_queues_ = true;
   ManagerStats stats_;
   absl::Time started_;
   absl::Time last_liveness_check_;  // CheckNodes runs at most every 100 ms

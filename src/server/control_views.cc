@@ -37,6 +37,22 @@ void ControlState::SetStoredEvents(const std::string& name, const std::vector<v1
   }
   job->events = std::move(all);
   job->events_loaded = true;
+  view_jobs_.insert(name);
+}
+
+void ControlState::PublishJobs(ViewStore* views) {
+  for (const std::string& name : view_jobs_) {
+    const JobRt* job = FindJob(name);
+    if (!job) continue;  // a name reserved for a submission not yet durable
+    views->PutJob(name, ViewStore::JobEntry{std::make_shared<const v1::JobView>(View(*job, true)), job->events_loaded});
+  }
+  view_jobs_.clear();
+}
+
+void ControlState::PublishNodesAndQueues(ViewStore* views) {
+  if (view_nodes_) views->PutNodes(std::make_shared<const std::vector<v1::NodeView>>(ListNodes()));
+  if (view_queues_) views->PutQueues(std::make_shared<const v1::ListQueuesResponse>(ListQueues()));
+  view_nodes_ = view_queues_ = false;
 }
 
 std::vector<v1::JobView> ControlState::ListJobs(bool include_finished) const {

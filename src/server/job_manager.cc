@@ -32,11 +32,12 @@ absl::Status JobManager::Recover() {
   absl::StatusOr<std::vector<v1::JobRecord>> ended = store_->ListJobs(finished);
   if (!ended.ok()) return ended.status();
   size_t live = snap->jobs.size(), done = ended->size(), nodes = snap->nodes.size();
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   control_.Recover(*snap, std::move(*ended), clock_->Now());
   Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
       static_cast<int>(live), static_cast<int>(done), static_cast<int>(nodes));
-  WakeIfAsked();
+  control_.PublishNodesAndQueues(&views_);
+  AfterEvent(lock);
   return absl::OkStatus();
 }
 
@@ -77,6 +78,12 @@ void JobManager::WakeIfAsked() {
   }
 }
 
+void JobManager::AfterEvent(std::unique_lock<std::mutex>& lock) {
+  WakeIfAsked();
+  control_.PublishJobs(&views_);
+  SendWrite(lock);
+}
+
 void JobManager::Loop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stopping_) {
@@ -91,16 +98,19 @@ void JobManager::Loop() {
     }
     last_loop_ = now;
     control_.RunRound(now);
-    WakeIfAsked();  // what the round changed may place more at once
-    SendWrite(lock);
+    if (now - last_publish_ >= absl::Milliseconds(50)) {
+      control_.PublishNodesAndQueues(&views_);
+      last_publish_ = now;
+    }
+    AfterEvent(lock);  // what the round changed may place more at once
   }
 }
 
 void JobManager::ScheduleNowForTest() {
   std::unique_lock<std::mutex> lock(mu_);
   control_.RunRound(clock_->Now());
-  WakeIfAsked();
-  SendWrite(lock);
+  control_.PublishNodesAndQueues(&views_);
+  AfterEvent(lock);
 }
 
 void JobManager::SendWrite(std::unique_lock<std::mutex>& lock) {
@@ -159,40 +169,35 @@ void JobManager::SubmitAsync(v1::JobSpec spec, SubmitDone done) {
       std::lock_guard<std::mutex> lock(mu_);
       resp = control_.AcceptCommitted(*shared, st);
       WakeIfAsked();
+      control_.PublishJobs(&views_);  // describe right after the answer sees it
     }
     done(std::move(resp));
   });
 }
 
 absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
-  std::optional<ControlState::EventsState> events;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    events = control_.JobEventsState(name);
-    if (!events || events->loaded) return control_.Describe(name);
-  }
+  std::optional<ViewStore::JobEntry> entry = views_.Job(name);
+  if (!entry) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (entry->events_loaded) return *entry->view;
   // A job recovered from the store: its earlier events are read there once,
-  // without the lock.
-  auto stored = store_->ListEvents(events->id);
+  // then published with it.
+  auto stored = store_->ListEvents(entry->view->id());
+  if (!stored.ok()) return *entry->view;
   std::lock_guard<std::mutex> lock(mu_);
-  if (stored.ok()) control_.SetStoredEvents(name, *stored);
+  control_.SetStoredEvents(name, *stored);
+  control_.PublishJobs(&views_);
   return control_.Describe(name);
 }
 
 std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {
-  std::lock_guard<std::mutex> lock(mu_);
-  return control_.ListJobs(include_finished);
+  std::vector<v1::JobView> out;
+  for (const auto& v : views_.Jobs(include_finished)) out.push_back(*v);
+  return out;
 }
 
-std::vector<v1::NodeView> JobManager::ListNodes() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return control_.ListNodes();
-}
+std::vector<v1::NodeView> JobManager::ListNodes() { return *views_.Nodes(); }
 
-v1::ListQueuesResponse JobManager::ListQueues() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return control_.ListQueues();
-}
+v1::ListQueuesResponse JobManager::ListQueues() { return *views_.Queues(); }
 
 ManagerStats JobManager::Stats() {
   std::lock_guard<std::mutex> lock(mu_);
@@ -204,6 +209,7 @@ absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std
   absl::StatusOr<v1::JobState> state = control_.Kill(name, reason, clock_->Now());
   if (!state.ok()) return state;
   WakeIfAsked();
+  control_.PublishJobs(&views_);
   // Answered once the end is durable, as a submission is (a job that had
   // ended already too).
   if (absl::Status st = WaitDurable(lock); !st.ok()) {
@@ -217,6 +223,7 @@ absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
   std::unique_lock<std::mutex> lock(mu_);
   if (absl::Status st = control_.ReportOutcome(req, clock_->Now()); !st.ok()) return st;
   WakeIfAsked();
+  control_.PublishJobs(&views_);
   // Answered once durable: the job master retries a report that failed.
   if (absl::Status st = WaitDurable(lock); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("the outcome of job ", req.job(), " cannot be recorded: ", st.message()));
@@ -235,14 +242,14 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link
     streams_.Bind(info.name(), before);
     return st;
   }
-  WakeIfAsked();
-  SendWrite(lock);
+  AfterEvent(lock);
   return absl::OkStatus();
 }
 
 void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
   std::lock_guard<std::mutex> lock(mu_);
   control_.AgentDisconnected(node, streams_.SessionOf(link));
+  control_.PublishJobs(&views_);
   streams_.Forget(node, link);
   for (auto& [id, w] : log_waiters_) {
     if (w->node == node && !w->data) {
@@ -256,15 +263,13 @@ void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
 void JobManager::OnHeartbeat(const std::string& node, const v1::Heartbeat& hb) {
   std::unique_lock<std::mutex> lock(mu_);
   control_.OnHeartbeat(node, hb, clock_->Now());
-  WakeIfAsked();
-  SendWrite(lock);
+  AfterEvent(lock);
 }
 
 void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& status) {
   std::unique_lock<std::mutex> lock(mu_);
   control_.OnTaskStatus(node, status, clock_->Now());
-  WakeIfAsked();
-  SendWrite(lock);
+  AfterEvent(lock);
 }
 
 void JobManager::OnLogData(const std::string& node, const v1::LogData& data) {

@@ -4,7 +4,9 @@
 // store event takes the lock, reads the clock once and hands the event to
 // the control state, then sends what the persister has gathered to the
 // store. Waits (a kill or a verdict answered once durable, a log read) happen
-// here, never inside the control state.
+// here, never inside the control state. Reads (describe, jobs, nodes,
+// queues) come from the ViewStore the control state publishes to, never
+// under the lock.
 #pragma once
 
 #include <condition_variable>
@@ -27,6 +29,7 @@
 #include "server/agent_streams.h"
 #include "server/config.h"
 #include "server/control_state.h"
+#include "server/view_store.h"
 #include "store/state_store.h"
 
 namespace trainyard::server {
@@ -106,11 +109,15 @@ class JobManager {
   absl::Status WaitDurable(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the loop when an event asked for a round.
   void WakeIfAsked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After each event: wake the loop if asked, publish the jobs that changed,
+  // send what the persister gathered.
+  void AfterEvent(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const ServerConfig config_;
   StateStore* const store_;
   const Clock* const clock_;
 
+  ViewStore views_;  // what readers see; its own lock, never mu_
   std::mutex mu_;
   std::condition_variable cv_;
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
@@ -120,6 +127,7 @@ class JobManager {
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
+  absl::Time last_publish_ ABSL_GUARDED_BY(mu_);  // nodes and queues views
   std::thread thread_;
 };
 

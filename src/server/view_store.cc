@@ -1,0 +1,55 @@
+// The published views (see view_store.h).
+#include "server/view_store.h"
+
+#include <algorithm>
+
+#include "api/states.h"
+
+namespace trainyard::server {
+
+void ViewStore::PutJob(const std::string& name, JobEntry entry) {
+  absl::MutexLock lock(&mu_);
+  jobs_[name] = std::move(entry);
+}
+
+void ViewStore::PutNodes(NodesPtr nodes) {
+  absl::MutexLock lock(&mu_);
+  nodes_ = std::move(nodes);
+}
+
+void ViewStore::PutQueues(QueuesPtr queues) {
+  absl::MutexLock lock(&mu_);
+  queues_ = std::move(queues);
+}
+
+std::optional<ViewStore::JobEntry> ViewStore::Job(const std::string& name) const {
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_.find(name);
+  if (it == jobs_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_finished) const {
+  std::vector<std::shared_ptr<const v1::JobView>> out;
+  {
+    absl::MutexLock lock(&mu_);
+    out.reserve(jobs_.size());
+    for (const auto& [name, entry] : jobs_) {
+      if (include_finished || !api::IsTerminal(entry.view->state())) out.push_back(entry.view);
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });
+  return out;
+}
+
+ViewStore::NodesPtr ViewStore::Nodes() const {
+  absl::MutexLock lock(&mu_);
+  return nodes_;
+}
+
+ViewStore::QueuesPtr ViewStore::Queues() const {
+  absl::MutexLock lock(&mu_);
+  return queues_;
+}
+
+}  // namespace trainyard::server

@@ -1,0 +1,50 @@
+// ViewStore: what clients see — job, node and queue views — as the control
+// state last published them. The shell publishes after each event (jobs
+// that changed) and from its loop (nodes and queues, at most every 50 ms);
+// readers (the CLI's jobs / nodes / describe / queues, and next the REST
+// API, the dashboard and /metrics) take shared pointers under this store's
+// own small lock, never the shell's lock and never the StateStore.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "proto/service.pb.h"
+
+namespace trainyard::server {
+
+class ViewStore {
+ public:
+  struct JobEntry {
+    std::shared_ptr<const v1::JobView> view;  // with its events
+    // False for a job recovered from the store whose earlier events are
+    // still only there (describe reads them once).
+    bool events_loaded = true;
+  };
+  using NodesPtr = std::shared_ptr<const std::vector<v1::NodeView>>;
+  using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
+
+  void PutJob(const std::string& name, JobEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
+  void PutNodes(NodesPtr nodes) ABSL_LOCKS_EXCLUDED(mu_);
+  void PutQueues(QueuesPtr queues) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // The job's entry; nullopt for a job never published (unknown).
+  std::optional<JobEntry> Job(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
+  // Every published job (live ones only unless include_finished), by id.
+  std::vector<std::shared_ptr<const v1::JobView>> Jobs(bool include_finished) const ABSL_LOCKS_EXCLUDED(mu_);
+  NodesPtr Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
+  QueuesPtr Queues() const ABSL_LOCKS_EXCLUDED(mu_);
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<v1::NodeView>>();
+  QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
+};
+
+}  // namespace trainyard::server
