@@ -174,19 +174,49 @@ TEST(NvmlDiscoveryTest, MissingLibraryIsUnavailable) {
   EXPECT_THAT(d.status().message(), HasSubstr("cannot load libtrainyard-no-such-nvml.so.1"));
 }
 
-TEST(NvmlDiscoveryTest, LevelsBecomeTheTopoMatrix) {
+TEST(NvmlDiscoveryTest, LevelsGoStraightIntoTheTopology) {
   using L = NvmlTopologyLevel;
   // Two sockets of two GPUs; GPUs 0-1 and 2-3 each share a PCIe switch.
   std::vector<std::vector<L>> levels = {{L::kInternal, L::kSingle, L::kSystem, L::kSystem},
                                         {L::kSingle, L::kInternal, L::kSystem, L::kSystem},
                                         {L::kSystem, L::kSystem, L::kInternal, L::kSingle},
                                         {L::kSystem, L::kSystem, L::kSingle, L::kInternal}};
-  std::string matrix = NvmlLevelsAsTopoMatrix(levels);
-  EXPECT_THAT(matrix, HasSubstr("GPU0\t X\t PIX\t SYS\t SYS\n"));
-  absl::StatusOr<core::GpuTopology> topology = core::GpuTopology::FromNvidiaSmiTopo(matrix);
+  absl::StatusOr<core::GpuTopology> topology =
+      core::GpuTopology::FromLinkMatrix(NvmlLinkMatrix(levels));
   ASSERT_TRUE(topology.ok()) << topology.status();
   EXPECT_THAT(topology->switches(), ElementsAre(core::GpuSet(0x3), core::GpuSet(0xc)));
   EXPECT_THAT(topology->sockets(), ElementsAre(core::GpuSet(0x3), core::GpuSet(0xc)));
+}
+
+TEST(NvmlDiscoveryTest, SwitchPairsThatAreNotRangesAreKept) {
+  using L = NvmlTopologyLevel;
+  // Eight GPUs as NVML reports a board whose PCIe switches hold GPUs
+  // {0,2}, {1,3}, {4,6}, {5,7}: PIX inside a pair, NODE inside a socket,
+  // SYS across the two sockets.
+  std::vector<std::vector<L>> levels(8, std::vector<L>(8));
+  for (int a = 0; a < 8; ++a) {
+    for (int b = 0; b < 8; ++b) {
+      levels[a][b] = a == b                 ? L::kInternal
+                     : a / 4 != b / 4       ? L::kSystem
+                     : (a % 2) == (b % 2)   ? L::kSingle
+                                            : L::kNode;
+    }
+  }
+  absl::StatusOr<core::GpuTopology> topology =
+      core::GpuTopology::FromLinkMatrix(NvmlLinkMatrix(levels));
+  ASSERT_TRUE(topology.ok()) << topology.status();
+  EXPECT_EQ(topology->ToSpec(), "gpus=8;switches=0+2,1+3,4+6,5+7;sockets=0-3,4-7");
+}
+
+TEST(NvmlDiscoveryTest, LevelsMapOntoPcieLinks) {
+  EXPECT_EQ(ToPcieLink(NvmlTopologyLevel::kInternal), core::PcieLink::kInternal);
+  EXPECT_EQ(ToPcieLink(NvmlTopologyLevel::kSingle), core::PcieLink::kSingleSwitch);
+  EXPECT_EQ(ToPcieLink(NvmlTopologyLevel::kMultiple), core::PcieLink::kMultipleSwitches);
+  EXPECT_EQ(ToPcieLink(NvmlTopologyLevel::kHostBridge), core::PcieLink::kHostBridge);
+  EXPECT_EQ(ToPcieLink(NvmlTopologyLevel::kNode), core::PcieLink::kNumaNode);
+  EXPECT_EQ(ToPcieLink(NvmlTopologyLevel::kSystem), core::PcieLink::kSystem);
+  // A level a later NVML may add claims no grouping.
+  EXPECT_EQ(ToPcieLink(static_cast<NvmlTopologyLevel>(35)), core::PcieLink::kSystem);
 }
 
 }  // namespace

@@ -17,18 +17,6 @@ struct NvmlMemory {
   unsigned long long total, free, used;
 };
 
-const char* LevelName(NvmlTopologyLevel level) {
-  switch (level) {
-    case NvmlTopologyLevel::kInternal: return "PIX";
-    case NvmlTopologyLevel::kSingle: return "PIX";
-    case NvmlTopologyLevel::kMultiple: return "PXB";
-    case NvmlTopologyLevel::kHostBridge: return "PHB";
-    case NvmlTopologyLevel::kNode: return "NODE";
-    case NvmlTopologyLevel::kSystem: return "SYS";
-  }
-  return "SYS";
-}
-
 template <typename Fn>
 bool Resolve(void* handle, const char* name, Fn* fn) {
   *fn = reinterpret_cast<Fn>(dlsym(handle, name));
@@ -53,18 +41,25 @@ struct NvmlGpuDiscovery::Api {
   }
 };
 
-std::string NvmlLevelsAsTopoMatrix(const std::vector<std::vector<NvmlTopologyLevel>>& levels) {
-  std::string out;
-  for (size_t j = 0; j < levels.size(); ++j) absl::StrAppend(&out, "\tGPU", j);
-  out += "\n";
-  for (size_t i = 0; i < levels.size(); ++i) {
-    absl::StrAppend(&out, "GPU", i);
-    for (size_t j = 0; j < levels.size(); ++j) {
-      absl::StrAppend(&out, "\t ", i == j ? "X" : LevelName(levels[i][j]));
-    }
-    out += "\n";
+core::PcieLink ToPcieLink(NvmlTopologyLevel level) {
+  switch (level) {
+    case NvmlTopologyLevel::kInternal: return core::PcieLink::kInternal;
+    case NvmlTopologyLevel::kSingle: return core::PcieLink::kSingleSwitch;
+    case NvmlTopologyLevel::kMultiple: return core::PcieLink::kMultipleSwitches;
+    case NvmlTopologyLevel::kHostBridge: return core::PcieLink::kHostBridge;
+    case NvmlTopologyLevel::kNode: return core::PcieLink::kNumaNode;
+    case NvmlTopologyLevel::kSystem: return core::PcieLink::kSystem;
   }
-  return out;
+  return core::PcieLink::kSystem;
+}
+
+core::GpuLinkMatrix NvmlLinkMatrix(const std::vector<std::vector<NvmlTopologyLevel>>& levels) {
+  core::GpuLinkMatrix m;
+  for (const auto& row : levels) {
+    std::vector<core::PcieLink>& out = m.pcie.emplace_back();
+    for (NvmlTopologyLevel level : row) out.push_back(ToPcieLink(level));
+  }
+  return m;
 }
 
 absl::StatusOr<GpuDiscoveryPtr> NvmlGpuDiscovery::Open(const std::string& library) {
@@ -132,20 +127,24 @@ absl::StatusOr<GpuInventory> NvmlGpuDiscovery::Discover() {
   }
   std::vector<std::vector<NvmlTopologyLevel>> levels(
       count, std::vector<NvmlTopologyLevel>(count, NvmlTopologyLevel::kSystem));
+  // The common ancestor of a pair is one fact: ask once and mirror it, so a
+  // failed call (read as across sockets) cannot make the matrix lopsided.
   for (unsigned int i = 0; i < count; ++i) {
-    for (unsigned int j = 0; j < count; ++j) {
+    for (unsigned int j = i + 1; j < count; ++j) {
       int level = 50;
-      if (i != j && api_->ancestor(devices[i], devices[j], &level) == 0) {
-        levels[i][j] = static_cast<NvmlTopologyLevel>(level);
+      if (api_->ancestor(devices[i], devices[j], &level) == 0) {
+        levels[i][j] = levels[j][i] = static_cast<NvmlTopologyLevel>(level);
       }
     }
   }
   absl::StatusOr<core::GpuTopology> topology =
-      core::GpuTopology::FromNvidiaSmiTopo(NvmlLevelsAsTopoMatrix(levels));
-  if (topology.ok() && topology->gpu_count() == static_cast<int>(count)) {
+      core::GpuTopology::FromLinkMatrix(NvmlLinkMatrix(levels));
+  if (topology.ok()) {
     inventory.topology = *std::move(topology);
   } else {
-    Log(LogLevel::kWarning, "gpu-discovery", "no GPU topology from NVML; using flat");
+    // Placement still works without topology; say why it is missing.
+    Log(LogLevel::kWarning, "gpu-discovery", "no GPU topology from NVML (%s); using flat",
+        topology.status().message());
     inventory.topology = core::GpuTopology::Flat(count);
   }
   return inventory;

@@ -8,10 +8,11 @@
 
 #include "absl/status/statusor.h"
 #include "agent/gpu_discovery.h"
+#include "core/resources/gpu_topology.h"
 
 namespace trainyard::agent {
 
-// NVML's nvmlGpuTopologyLevel_t values.
+// NVML's nvmlGpuTopologyLevel_t values (nvmlDeviceGetTopologyCommonAncestor).
 enum class NvmlTopologyLevel {
   kInternal = 0,
   kSingle = 10,      // one PCIe switch (PIX)
@@ -21,9 +22,13 @@ enum class NvmlTopologyLevel {
   kSystem = 50,      // across sockets (SYS)
 };
 
-// Renders pairwise NVML levels (levels[i][j], n x n) as the matrix that
-// `nvidia-smi topo -m` prints, so one parser builds the topology from both.
-std::string NvmlLevelsAsTopoMatrix(const std::vector<std::vector<NvmlTopologyLevel>>& levels);
+// The PCIe link a level stands for; a level NVML adds later reads as kSystem
+// (no grouping is claimed that NVML did not state).
+core::PcieLink ToPcieLink(NvmlTopologyLevel level);
+
+// The link matrix of pairwise NVML levels (levels[i][j], n x n), which
+// core::GpuTopology::FromLinkMatrix turns into groups.
+core::GpuLinkMatrix NvmlLinkMatrix(const std::vector<std::vector<NvmlTopologyLevel>>& levels);
 
 class NvmlGpuDiscovery : public GpuDiscovery {
  public:

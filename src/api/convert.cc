@@ -1,6 +1,8 @@
 // Wire <-> core conversions.
 #include "api/convert.h"
 
+#include <utility>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -36,27 +38,12 @@ v1::Resource ToProto(const core::Resource& r) {
   return p;
 }
 
-core::GpuTopology ToCore(const v1::GpuTopology& t) {
-  auto spec_of = [](const auto& groups) {
-    std::string s;
-    for (uint64_t g : groups) {
-      if (!s.empty()) s += ",";
-      std::string part = core::GpuSet(g).ToString();
-      // A group like "0-1,4" cannot be written inside a comma list; such
-      // topologies are rare and fall back to the flat form.
-      if (absl::StrContains(part, ",")) return std::string("!");
-      s += part;
-    }
-    return s;
-  };
-  std::string spec = absl::StrCat("gpus=", t.gpu_count());
-  std::string sw = spec_of(t.switches()), so = spec_of(t.sockets()), nv = spec_of(t.nvlink_islands());
-  if (sw == "!" || so == "!" || nv == "!") return core::GpuTopology::Flat(t.gpu_count());
-  if (!sw.empty()) absl::StrAppend(&spec, ";switches=", sw);
-  if (!so.empty()) absl::StrAppend(&spec, ";sockets=", so);
-  if (!nv.empty()) absl::StrAppend(&spec, ";nvlink=", nv);
-  auto topo = core::GpuTopology::FromSpec(spec);
-  return topo.ok() ? *topo : core::GpuTopology::Flat(t.gpu_count());
+absl::StatusOr<core::GpuTopology> ToCore(const v1::GpuTopology& t) {
+  core::GpuGroups groups{.gpu_count = t.gpu_count()};
+  for (uint64_t g : t.switches()) groups.switches.push_back(core::GpuSet(g));
+  for (uint64_t g : t.sockets()) groups.sockets.push_back(core::GpuSet(g));
+  for (uint64_t g : t.nvlink_islands()) groups.nvlink_islands.push_back(core::GpuSet(g));
+  return core::GpuTopology::FromGroups(std::move(groups));
 }
 
 v1::GpuTopology ToProto(const core::GpuTopology& t) {
@@ -118,7 +105,12 @@ absl::StatusOr<core::NodeSpec> ToNodeSpec(const v1::NodeInfo& info) {
   for (const auto& [k, v] : info.labels()) n.labels.emplace_back(k, v);
   std::sort(n.labels.begin(), n.labels.end());
   n.capacity = ToCore(info.capacity());
-  n.topology = ToCore(info.topology());
+  absl::StatusOr<core::GpuTopology> topology = ToCore(info.topology());
+  if (!topology.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("node ", info.name(), ": topology.", topology.status().message()));
+  }
+  n.topology = *std::move(topology);
   if (n.topology.gpu_count() != n.capacity.gpus) {
     return absl::InvalidArgumentError(absl::StrCat("node ", info.name(), ": topology has ",
                                                    n.topology.gpu_count(), " GPUs but capacity says ",

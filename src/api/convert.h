@@ -13,7 +13,11 @@ namespace trainyard::api {
 
 core::Resource ToCore(const v1::Resource& r);
 v1::Resource ToProto(const core::Resource& r);
-core::GpuTopology ToCore(const v1::GpuTopology& t);
+// The topology as its group bitmaps say, group for group (FromGroups), so any
+// grouping the agent found is kept. Errors name the field inside the message
+// ("switches[2] '0+5': ..."); callers prefix where the message sits.
+absl::StatusOr<core::GpuTopology> ToCore(const v1::GpuTopology& t);
+// Copies the groups; ToCore(ToProto(t)) equals t.
 v1::GpuTopology ToProto(const core::GpuTopology& t);
 core::PriorityClass ToCore(v1::PriorityClass p);
 
@@ -23,7 +27,9 @@ core::PriorityClass ToCore(v1::PriorityClass p);
 // Errors: a node selector value that does not parse.
 absl::StatusOr<core::JobRequest> ToJobRequest(const v1::JobRecord& job);
 
-// The scheduler's node for a registered agent.
+// The scheduler's node for a registered agent. Errors: a topology that does
+// not validate ("node N: topology.switches[2] ..."), or whose GPU count
+// differs from the capacity.
 absl::StatusOr<core::NodeSpec> ToNodeSpec(const v1::NodeInfo& info);
 
 // "JOB-ROLE-INDEX", the stable name other tasks resolve.

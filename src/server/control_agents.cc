@@ -30,6 +30,11 @@ absl::Status CheckNodeInfo(const v1::NodeInfo& info) {
   if (gpus < 0 || gpus > 64) {
     return absl::InvalidArgumentError(absl::StrCat("register.topology.gpu_count: ", gpus, " is outside 0..64"));
   }
+  // Refused, never flattened: a grouping that does not validate would
+  // otherwise place tasks across switches without anyone knowing.
+  if (absl::StatusOr<core::GpuTopology> t = api::ToCore(info.topology()); !t.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("register.topology.", t.status().message()));
+  }
   if (info.capacity().gpus() != gpus) {
     return absl::InvalidArgumentError(absl::StrCat("register.capacity.gpus: ", info.capacity().gpus(),
                                                    " differs from the topology's ", gpus, " GPUs"));

@@ -216,6 +216,30 @@ TEST_F(JobManagerTest, DuplicateNodeNameIsRefusedWhileTheFirstIsConnected) {
   EXPECT_TRUE(manager_->RegisterAgent(Node("n1"), &b).ok());
 }
 
+TEST_F(JobManagerTest, InterleavedSwitchesPlaceAPairOnOneSwitch) {
+  FakeLink link;
+  v1::NodeInfo n = Node("n1");
+  n.mutable_topology()->clear_switches();
+  for (uint64_t sw : {0x05, 0x0a, 0x50, 0xa0}) n.mutable_topology()->add_switches(sw);
+  n.mutable_topology()->clear_sockets();
+  for (uint64_t so : {0x0f, 0xf0}) n.mutable_topology()->add_sockets(so);
+  ASSERT_TRUE(manager_->RegisterAgent(n, &link).ok());
+  Submit("name: pair\nreplicas:\n  worker:\n    resources: {gpus: 2}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 1u);
+  EXPECT_EQ(link.Launches()[0].env().at("CUDA_VISIBLE_DEVICES"), "0,2");
+}
+
+TEST_F(JobManagerTest, AnInvalidTopologyIsRefusedAtRegistration) {
+  FakeLink link;
+  v1::NodeInfo n = Node("n1");
+  n.mutable_topology()->set_switches(2, 0x18);  // GPUs 3-4, where 4-5 was
+  absl::Status st = manager_->RegisterAgent(n, &link);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(st.message(), "register.topology.switches[2] '3-4': GPU 3 is also in switches[1] '2-3'");
+  EXPECT_TRUE(manager_->ListNodes().empty());
+}
+
 TEST_F(JobManagerTest, LostNodeMovesItsTaskToAnotherNodeWithTheSameWorkerId) {
   FakeLink link1, link2;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link1).ok());

@@ -1,9 +1,6 @@
 // GpuTopology::FromNvidiaSmiTopo: reads the matrix that `nvidia-smi topo -m`
-// prints and derives sockets, PCIe switches and NVLink islands from it. The
-// rules are stated in gpu_topology.h; this file only reads the table and
-// applies them with GPU bitmaps (at most 64 GPUs, so every relation is one
-// uint64_t per GPU).
-#include <array>
+// prints into pairwise links (gpu_topology.h states the rules) and builds
+// the topology from them with FromLinkMatrix, as NVML discovery does.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -20,7 +17,6 @@ namespace trainyard::core {
 namespace {
 
 constexpr char kWhat[] = "nvidia-smi topo: ";
-using Adjacency = std::array<uint64_t, kMaxGpus>;
 
 // The parsed table: one row of cells per GPU, one column per device.
 struct TopoTable {
@@ -179,43 +175,34 @@ bool SameNicRows(const TopoTable& t, int a, int b) {
   return near_nic;
 }
 
-// Connected components of an adjacency relation, in order of lowest GPU.
-std::vector<GpuSet> Components(const Adjacency& adj, int n) {
-  std::vector<GpuSet> out;
-  uint64_t unseen = GpuSet::FirstN(n).bits();
-  while (unseen != 0) {
-    uint64_t comp = unseen & (~unseen + 1);
-    uint64_t frontier = comp;
-    while (frontier != 0) {
-      int g = __builtin_ctzll(frontier);
-      frontier &= frontier - 1;
-      uint64_t grow = adj[g] & unseen & ~comp;
-      comp |= grow;
-      frontier |= grow;
-    }
-    unseen &= ~comp;
-    out.push_back(GpuSet(comp));
+// The PCIe link of GPUs a and b as the table shows it: across sockets when
+// their affinities differ; where NV# hides the PCIe path, one switch when
+// they reach the NICs alike, else one NUMA node.
+PcieLink LinkOf(const TopoTable& t, int a, int b) {
+  const std::string& cell = t.cells[a][b];
+  if (cell == "SYS" || cell == "SOC" || AffinityKey(t, a) != AffinityKey(t, b)) {
+    return PcieLink::kSystem;
   }
-  return out;
+  if (cell == "PIX") return PcieLink::kSingleSwitch;
+  if (cell == "PXB") return PcieLink::kMultipleSwitches;
+  if (cell == "PHB") return PcieLink::kHostBridge;
+  if (IsNvLink(cell)) return SameNicRows(t, a, b) ? PcieLink::kSingleSwitch : PcieLink::kNumaNode;
+  return PcieLink::kNumaNode;  // NODE
 }
 
-// Greedy split into groups where every pair is NV-linked; groups of one GPU
-// are dropped (that GPU has no NVLink peer in a group).
-std::vector<GpuSet> Cliques(const Adjacency& nv, int n) {
-  std::vector<GpuSet> out;
-  uint64_t left = GpuSet::FirstN(n).bits();
-  while (left != 0) {
-    uint64_t group = left & (~left + 1);
-    uint64_t candidates = nv[__builtin_ctzll(group)] & left;
-    while (candidates != 0) {
-      int g = __builtin_ctzll(candidates);
-      candidates &= candidates - 1;
-      if ((group & ~nv[g]) == 0) group |= uint64_t{1} << g;
+GpuLinkMatrix LinksOf(const TopoTable& t) {
+  const int n = t.gpu_count;
+  GpuLinkMatrix m{.pcie = std::vector<std::vector<PcieLink>>(
+                      n, std::vector<PcieLink>(n, PcieLink::kInternal)),
+                  .nvlink = std::vector<uint64_t>(n, 0)};
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a == b) continue;
+      m.pcie[a][b] = LinkOf(t, a, b);
+      if (IsNvLink(t.cells[a][b])) m.nvlink[a] |= uint64_t{1} << b;
     }
-    left &= ~group;
-    if (BitCount(group) > 1) out.push_back(GpuSet(group));
   }
-  return out;
+  return m;
 }
 
 }  // namespace
@@ -223,31 +210,9 @@ std::vector<GpuSet> Cliques(const Adjacency& nv, int n) {
 absl::StatusOr<GpuTopology> GpuTopology::FromNvidiaSmiTopo(std::string_view text_in) {
   absl::StatusOr<TopoTable> table = ParseTable(absl::string_view(text_in.data(), text_in.size()));
   if (!table.ok()) return table.status();
-  const TopoTable& t = *table;
-  const int n = t.gpu_count;
-  Adjacency socket_adj{}, nvlink_adj{};
-  for (int a = 0; a < n; ++a) {
-    for (int b = 0; b < n; ++b) {
-      const std::string& cell = t.cells[a][b];
-      if (a == b) continue;
-      if (cell != "SYS" && cell != "SOC" && AffinityKey(t, a) == AffinityKey(t, b)) {
-        socket_adj[a] |= uint64_t{1} << b;
-      }
-      if (IsNvLink(cell)) nvlink_adj[a] |= uint64_t{1} << b;
-    }
-  }
-  std::vector<GpuSet> sockets = Components(socket_adj, n);
-  Adjacency switch_adj{};
-  for (int a = 0; a < n; ++a) {
-    for (int b = 0; b < n; ++b) {
-      if (a == b || (socket_adj[a] >> b & 1) == 0) continue;
-      const std::string& cell = t.cells[a][b];
-      if (cell == "PIX" || (IsNvLink(cell) && SameNicRows(t, a, b))) {
-        switch_adj[a] |= uint64_t{1} << b;
-      }
-    }
-  }
-  return Build(n, Components(switch_adj, n), std::move(sockets), Cliques(nvlink_adj, n), kWhat);
+  absl::StatusOr<GpuTopology> t = FromLinkMatrix(LinksOf(*table));
+  if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(kWhat, t.status().message()));
+  return t;
 }
 
 }  // namespace trainyard::core

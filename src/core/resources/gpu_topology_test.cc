@@ -113,13 +113,16 @@ TEST(GpuTopologyTest, MalformedSpecsNameWhatIsWrong) {
               HasSubstr("switches: group '0-64': GPU set: GPU index 64 in '0-64' is outside"));
   EXPECT_THAT(ErrorOf("switches=3-1"), HasSubstr("range '3-1' is reversed"));
   EXPECT_THAT(ErrorOf("switches=0-1,,2-3"), HasSubstr("switches: empty group"));
-  EXPECT_THAT(ErrorOf("switches=0-2,2-3"), HasSubstr("switches: GPU 2 is in more than one group"));
+  EXPECT_THAT(ErrorOf("switches=0-2,2-3"),
+              HasSubstr("topology spec: switches[1] '2-3': GPU 2 is also in switches[0] '0-2'"));
   EXPECT_THAT(ErrorOf("gpus=8;switches=0-3"), HasSubstr("switches: GPUs 4-7 are in no group"));
   EXPECT_THAT(ErrorOf("gpus=8;switches=0-9"),
-              HasSubstr("switches: group '0-9' has GPUs outside the node's 8 GPUs (8-9)"));
+              HasSubstr("switches[0] '0-9': has GPUs outside the node's 8 GPUs (8-9)"));
   EXPECT_THAT(ErrorOf("switches=0-1,2-5,6-7;sockets=0-3,4-7"),
-              HasSubstr("switches: group '2-5' spans more than one socket"));
-  EXPECT_THAT(ErrorOf("gpus=8;nvlink=0-3,3-4"), HasSubstr("nvlink: GPU 3 is in more than one"));
+              HasSubstr("switches[1] '2-5': spans sockets[0] '0-3' and sockets[1] '4-7'; a "
+                        "switch must sit inside one socket"));
+  EXPECT_THAT(ErrorOf("gpus=8;nvlink=0-3,3-4"),
+              HasSubstr("nvlink_islands[1] '3-4': GPU 3 is also in nvlink_islands[0] '0-3'"));
   EXPECT_THAT(ErrorOf("nvlink=0-3"), HasSubstr("give gpus=N or switches="));
 }
 
