@@ -13,6 +13,7 @@
 #include "agent/restart_backoff.h"
 #include "agent/supervisor_task.h"
 #include "agent/task_record.h"
+#include "api/task_env.h"
 #include "common/logging.h"
 
 extern char** environ;
@@ -39,7 +40,7 @@ std::string PortList(const core::PortRanges& ports) {
 }
 
 std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
-                                         const TaskLaunch& launch, int restarts) {
+                                         const TaskLaunch& launch, int attempt) {
   std::map<std::string, std::string> env;
   for (const std::string& entry : base) {
     size_t eq = entry.find('=');
@@ -52,7 +53,7 @@ std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
   env["TRAINYARD_WORKER_ID"] = absl::StrCat(launch.worker_id);
   env["TRAINYARD_PORTS"] = PortList(launch.ports);
   env["TRAINYARD_CHECKPOINT_DIR"] = launch.checkpoint_dir;
-  env["TRAINYARD_RESTART_COUNT"] = absl::StrCat(restarts);
+  api::SetAttemptEnv(attempt, &env);
   env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(launch.gpus.Indices(), ",");
   std::vector<std::string> out;
   out.reserve(env.size());
@@ -92,7 +93,7 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
     pid = SpawnTaskProcess({.argv = l.command,
                             .env = TaskEnvironment(inherit_agent_env_ ? AgentEnvironment()
                                                                       : std::vector<std::string>{},
-                                                   l, task.restarts),
+                                                   l, task.attempt),
                             .working_dir = l.working_dir,
                             .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
                             .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),

@@ -110,6 +110,7 @@ TEST_F(SupervisorTest, InjectsTrainyardEnvironmentAndGpus) {
   EXPECT_EQ(env["TRAINYARD_WORKER_ID"], "7");
   EXPECT_EQ(env["TRAINYARD_PORTS"], "31000,31001,31005");
   EXPECT_EQ(env["TRAINYARD_RESTART_COUNT"], "0");
+  EXPECT_EQ(env["TRAINYARD_ATTEMPT"], "0");
   EXPECT_EQ(env["TRAINYARD_JOB_MASTER"], "10.0.0.1:7000");
   EXPECT_EQ(env["MY_VAR"], "x y");
   EXPECT_THAT(env["TRAINYARD_CHECKPOINT_DIR"], HasSubstr("/checkpoints/" + l.key.job + "/worker-3"));
@@ -184,6 +185,21 @@ TEST_F(SupervisorTest, OnFailureRestartsUntilSuccessWithLogsPerAttempt) {
               HasSubstr("job \"..\" must be non-empty, not . or .., without '/'"));
   EXPECT_EQ(supervisor_->logs().Read({.job = "a/b", .role = "x"}, {}).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(SupervisorTest, EveryStartOfAResumedLaunchCountsTheStartsBeforeIt) {
+  // The server resumes a task at its attempt 2; the agent restarts it once.
+  TaskLaunch l = ShellTask("worker", "env > env-$TRAINYARD_ATTEMPT.txt; echo x >> count; [ $(wc -l < count) -ge 2 ]");
+  l.attempt = 2;
+  l.env = {{"TRAINYARD_ATTEMPT", "2"}, {"TRAINYARD_RESTART_COUNT", "2"}};  // as the server sends them
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 3;
+  ASSERT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  std::map<std::string, std::string> second = EnvFile(l.working_dir + "/env-2.txt");
+  std::map<std::string, std::string> third = EnvFile(l.working_dir + "/env-3.txt");
+  EXPECT_EQ(second["TRAINYARD_RESTART_COUNT"], "2");
+  EXPECT_EQ(third["TRAINYARD_RESTART_COUNT"], "3");
+  EXPECT_EQ(third["TRAINYARD_ATTEMPT"], "3");
 }
 
 TEST_F(SupervisorTest, BackoffDoublesAndStartsAgainAfterAnAttemptThatRanLong) {
