@@ -15,6 +15,7 @@
 #include "agent/resource_limiter.h"
 #include "agent/supervisor.h"
 #include "benchmark/benchmark.h"
+#include "common/clock.h"
 
 namespace trainyard::agent {
 namespace {
@@ -51,7 +52,8 @@ void BM_LaunchToRunning(benchmark::State& state) {
   std::string dir = BenchDir();
   ResourceLimiterPtr limiter = state.range(0) ? DetectResourceLimiter() : NewRlimitLimiter();
   StateWaiter waiter;
-  auto supervisor = *Supervisor::Create({.data_dir = dir, .limiter = limiter.get(), .listener = &waiter});
+  RealClock clock;
+  auto supervisor = *Supervisor::Create({.data_dir = dir, .clock = &clock, .limiter = limiter.get(), .listener = &waiter});
   int index = 0;
   for (auto _ : state) {
     TaskLaunch l{.key = {.job = "bench", .role = "w", .index = index},
@@ -77,7 +79,8 @@ void BM_LaunchToExit(benchmark::State& state) {
   std::string dir = BenchDir();
   ResourceLimiterPtr limiter = NewRlimitLimiter();
   StateWaiter waiter;
-  auto supervisor = *Supervisor::Create({.data_dir = dir, .limiter = limiter.get(), .listener = &waiter});
+  RealClock clock;
+  auto supervisor = *Supervisor::Create({.data_dir = dir, .clock = &clock, .limiter = limiter.get(), .listener = &waiter});
   int index = 0;
   for (auto _ : state) {
     TaskLaunch l{.key = {.job = "bench", .role = "t", .index = index}, .command = {"true"}};

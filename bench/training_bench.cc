@@ -10,7 +10,7 @@
 //     that pid and measures until (a) a new pid is in the file (the new
 //     process runs) and (b) DescribeJob shows the worker TASK_RUNNING at the
 //     next attempt. The agent's restart backoff is subtracted: it is
-//     100 ms * 2^restarts-so-far (src/agent/supervisor_attempts.cc Backoff(),
+//     100 ms * 2^restarts-so-far (src/agent/restart_backoff.h NextRestartDelay(),
 //     no per-job override), and each figure is checked against the
 //     "restart K of N in D" line the agent logged. A job is killed and a new
 //     one submitted every --restarts-per-job kills so backoffs stay short.

@@ -76,6 +76,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
                                                             TaskListener* listener,
                                                             GpuDiscoveryPtr discovery) {
   if (config.data_dir.empty()) return absl::InvalidArgumentError("data_dir: must be set");
+  if (config.clock == nullptr) return absl::InvalidArgumentError("clock: must be set");
   std::unique_ptr<AgentCore> agent(new AgentCore());
   if (absl::Status s = FillNodeIdentity(config, &agent->node_); !s.ok()) return s;
   agent->proc_root_ = config.proc_root;
@@ -97,7 +98,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
     limiter = agent->owned_limiter_.get();
   }
   absl::StatusOr<std::unique_ptr<Supervisor>> supervisor =
-      Supervisor::Create({.data_dir = config.data_dir, .limiter = limiter, .listener = listener});
+      Supervisor::Create({.data_dir = config.data_dir, .clock = config.clock, .limiter = limiter, .listener = listener});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();

@@ -18,6 +18,7 @@
 #include "agent/resource_limiter.h"
 #include "agent/supervisor.h"
 #include "agent/task.h"
+#include "common/clock.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/gpu_topology.h"
 #include "core/resources/port_ranges.h"
@@ -30,7 +31,8 @@ struct AgentConfig {
   std::string rack;
   std::string data_center;
   std::map<std::string, std::string> labels;
-  std::string data_dir;   // required
+  std::string data_dir;   // required; made absolute at Start
+  const Clock* clock = nullptr;  // required; outlives the agent
   GpuDiscoveryOptions gpu;
   OwnerlessGpuOptions ownerless;      // gpu_exclude_ownerless_gpu.*
   std::string port_range;             // "" = [1-65535] minus <1024 and the ephemeral range
@@ -92,6 +94,8 @@ class AgentCore {
   absl::Status Kill(const TaskKey& key);
   const TaskLogs& logs() const { return supervisor_->logs(); }
   Supervisor& supervisor() { return *supervisor_; }
+  // The data dir, absolute (task directories live under its work/).
+  const std::string& data_dir() const { return supervisor_->data_dir(); }
 
  private:
   AgentCore() = default;

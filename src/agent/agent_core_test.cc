@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "agent/test_util.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -31,6 +32,7 @@ class AgentCoreTest : public ::testing::Test {
     config_.rack = "r1";
     config_.labels = {{"zone", "east"}};
     config_.data_dir = dir_.path() + "/data";
+    config_.clock = &clock_;
     config_.proc_root = TestDataPath("proc");
     config_.ownerless = {.enable = true, .not_ready_memory_threshold_mb = 100};
     config_.limiter = limiter_.get();
@@ -54,6 +56,7 @@ class AgentCoreTest : public ::testing::Test {
   }
 
   TempDir dir_;
+  FakeClock clock_;
   RecordingListener listener_;
   ResourceLimiterPtr limiter_ = NewRlimitLimiter();
   SimulatedGpuDiscovery* sim_ = nullptr;
@@ -119,6 +122,9 @@ TEST(AgentCoreConfigTest, BadConfigNamesTheField) {
   AgentConfig config;
   EXPECT_THAT(AgentCore::Start(config, &listener).status().message(), HasSubstr("data_dir: must be set"));
   config.data_dir = dir.path();
+  EXPECT_THAT(AgentCore::Start(config, &listener).status().message(), HasSubstr("clock: must be set"));
+  FakeClock clock;
+  config.clock = &clock;
   config.port_range = "70000";
   EXPECT_THAT(AgentCore::Start(config, &listener).status().message(), HasSubstr("port_range: "));
   config.port_range = "";

@@ -183,7 +183,7 @@ SimulatedGpuDiscovery::SimulatedGpuDiscovery(core::GpuTopology topology, int64_t
 
 absl::StatusOr<GpuInventory> SimulatedGpuDiscovery::Discover() {
   GpuInventory inventory{.topology = topology_, .source = "simulated"};
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   for (int i = 0; i < topology_.gpu_count(); ++i) {
     inventory.gpus.push_back({.index = i,
                               .memory_used_mb = used_mb_[i],
@@ -199,7 +199,7 @@ absl::Status SimulatedGpuDiscovery::SetMemoryUsed(int index, int64_t used_mb) {
     return absl::InvalidArgumentError(absl::StrCat("GPU index ", index, " is outside 0..",
                                                    topology_.gpu_count() - 1));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   used_mb_[index] = used_mb;
   return absl::OkStatus();
 }

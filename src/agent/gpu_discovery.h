@@ -7,7 +7,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +15,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/gpu_topology.h"
 
@@ -131,7 +131,7 @@ class SimulatedGpuDiscovery : public GpuDiscovery {
  private:
   const core::GpuTopology topology_;
   const int64_t memory_total_mb_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::vector<int64_t> used_mb_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -51,7 +51,7 @@ RestartPolicy ToAgent(v1::RestartPolicy p) {
 
 }  // namespace
 
-v1::TaskStatus ToProto(const TaskStatus& s) {
+v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
   v1::TaskStatus p;
   p.set_job(s.key.job);
   p.set_role(s.key.role);
@@ -61,7 +61,7 @@ v1::TaskStatus ToProto(const TaskStatus& s) {
   p.set_pid(s.pid);
   p.set_restart_count(s.restarts);
   if (s.launch_attempt >= 0) p.set_launch_attempt(s.launch_attempt);
-  p.set_time_unix_ms(absl::ToUnixMillis(absl::Now()));
+  p.set_time_unix_ms(absl::ToUnixMillis(now));
   if (s.has_exit) {
     p.mutable_exit()->set_exit_code(s.exit.exit_code);
     p.mutable_exit()->set_signal(s.exit.signal);
@@ -170,9 +170,9 @@ void ServerLink::Start(AgentCore* core) {
 void ServerLink::Stop() {
   stopping_ = true;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (context_) context_->TryCancel();
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -182,17 +182,19 @@ void ServerLink::Run() {
   while (!stopping_) {
     if (Session()) backoff = options_.backoff_initial;
     if (stopping_) break;
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(backoff), [this] { return stopping_.load(); });
+    absl::Time retry_at = absl::Now() + backoff;  // real time: paces reconnects
+    absl::MutexLock lock(&mu_);
+    while (!stopping_ && !cv_.WaitWithDeadline(&mu_, retry_at)) {
+    }
     backoff = std::min(backoff * 2, options_.backoff_max);
   }
 }
 
 bool ServerLink::Write(const v1::AgentMessage& msg) {
-  std::lock_guard<std::mutex> wl(write_mu_);
+  absl::MutexLock wl(&write_mu_);
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stream = stream_;
   }
   return stream && stream->Write(msg);
@@ -200,10 +202,10 @@ bool ServerLink::Write(const v1::AgentMessage& msg) {
 
 void ServerLink::OnTaskStatus(const TaskStatus& status) {
   v1::AgentMessage msg;
-  *msg.mutable_status() = ToProto(status);
+  *msg.mutable_status() = ToProto(status, options_.clock->Now());
   bool direct;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (IsFinal(status.state)) {
       // Repeated in heartbeats (RecentEnd): a report lost on a broken stream,
       // or with a server that died before writing it, still arrives.
@@ -219,13 +221,14 @@ void ServerLink::OnTaskStatus(const TaskStatus& status) {
     }
   }
   if (direct && !Write(msg)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
     buffered_.push_back(std::move(msg));
   }
   // An ended task's report is on its way (or buffered): the supervisor need
-  // not keep it; its logs stay on disk.
-  if (IsFinal(status.state) && core_) (void)core_->supervisor().Forget(status.key);
+  // not keep it; its logs stay on disk. Forget can only find it gone (a
+  // refused launch was never in the supervisor): nothing is left to drop.
+  if (IsFinal(status.state) && core_) core_->supervisor().Forget(status.key).IgnoreError();
 }
 
 bool ServerLink::Session() {
@@ -245,14 +248,14 @@ bool ServerLink::Session() {
   // a returning server then hears from its nodes within about a second.
   ctx.set_wait_for_ready(true);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (stopping_) return false;
     context_ = &ctx;
   }
   std::unique_ptr<grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>> stream = stub_->Connect(&ctx);
   int64_t session;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stream_ = stream.get();
     session = ++session_;
   }
@@ -268,14 +271,14 @@ bool ServerLink::Session() {
     // a status from now on is written at once, one from before is in the
     // buffer, which is drained until empty.
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       draining_ = true;
     }
     connected_ = true;
     for (;;) {
       std::deque<v1::AgentMessage> replay;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         replay.swap(buffered_);
         if (replay.empty()) {
           draining_ = false;
@@ -285,7 +288,7 @@ bool ServerLink::Session() {
       size_t sent = 0;
       while (sent < replay.size() && Write(replay[sent])) ++sent;
       if (sent < replay.size()) {  // the stream broke: keep the rest, in order
-        std::lock_guard<std::mutex> lock(mu_);
+        absl::MutexLock lock(&mu_);
         buffered_.insert(buffered_.begin(), replay.begin() + static_cast<std::ptrdiff_t>(sent), replay.end());
         draining_ = false;
         break;
@@ -299,19 +302,19 @@ bool ServerLink::Session() {
   }
   connected_ = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stream_ = nullptr;
     ++session_;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (heartbeats.joinable()) heartbeats.join();
   {
-    std::lock_guard<std::mutex> wl(write_mu_);
+    absl::MutexLock wl(&write_mu_);
     ctx.TryCancel();
   }
   grpc::Status st = stream->Finish();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     context_ = nullptr;
   }
   if (!stopping_) {
@@ -324,9 +327,10 @@ bool ServerLink::Session() {
 void ServerLink::Heartbeats(int interval_ms, int64_t session) {
   for (;;) {
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(interval_ms),
-                   [&] { return stopping_.load() || session_ != session; });
+      absl::Time beat_at = absl::Now() + absl::Milliseconds(interval_ms);  // real time: paces heartbeats
+      absl::MutexLock lock(&mu_);
+      while (!stopping_ && session_ == session && !cv_.WaitWithDeadline(&mu_, beat_at)) {
+      }
       if (stopping_ || session_ != session) return;
     }
     absl::StatusOr<HeartbeatSnapshot> snap = core_->Heartbeat();
@@ -342,15 +346,15 @@ void ServerLink::Heartbeats(int interval_ms, int64_t session) {
       p->set_begin(r.begin);
       p->set_end(r.end);
     }
+    absl::Time now = options_.clock->Now();
     for (const auto& t : snap->tasks) {
-      if (!IsFinal(t.state)) *hb->add_tasks() = ToProto(t);
+      if (!IsFinal(t.state)) *hb->add_tasks() = ToProto(t, now);
     }
     {
       // Each end goes in the heartbeats of every session for kRepeatEndsFor
       // from its first heartbeat there: a server that restarts, however long
       // it was down, hears of the ends it may not have kept.
-      std::lock_guard<std::mutex> lock(mu_);
-      absl::Time now = absl::Now();
+      absl::MutexLock lock(&mu_);
       for (RecentEnd& e : recent_ends_) {
         if (e.session != session) {
           e.session = session;
@@ -382,7 +386,7 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       break;
     case v1::ServerMessage::kUpdateFiles: {
       const v1::TaskFiles& f = msg.update_files();
-      absl::Status st = WriteTaskFiles(TaskDir(options_.data_dir, f.job(), f.role(), f.index()), f.files());
+      absl::Status st = WriteTaskFiles(TaskDir(core_->data_dir(), f.job(), f.role(), f.index()), f.files());
       if (!st.ok()) Log(LogLevel::kWarning, "agent", "updating files of %s/%s-%d: %s", f.job(), f.role(), f.index(),
                         std::string(st.message()));
       break;
@@ -396,7 +400,7 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
 }
 
 void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
-  absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, options_.data_dir);
+  absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, core_->data_dir());
   absl::Status st = launch.ok() ? core_->Launch(*launch) : launch.status();
   if (st.ok()) return;
   if (absl::IsAlreadyExists(st)) {

@@ -6,23 +6,26 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent_core.h"
+#include "common/clock.h"
 #include "proto/service.grpc.pb.h"
 
 namespace trainyard::agent {
 
 struct ServerLinkOptions {
   std::string server;  // host:port
-  std::string data_dir;  // the agent's data dir (task directories go under work/)
+  // Dates the statuses sent and ages the ends repeated in heartbeats.
+  // Required; outlives the link. The heartbeat interval and the reconnect
+  // backoff are waits in real time: they pace the traffic to the server.
+  const Clock* clock = nullptr;
   absl::Duration backoff_initial = absl::Milliseconds(100);
   absl::Duration backoff_max = absl::Seconds(1);
   size_t max_buffered_statuses = 100000;
@@ -30,10 +33,12 @@ struct ServerLinkOptions {
 
 class ServerLink : public TaskListener {
  public:
+  // REQUIRES: options.clock is set.
   explicit ServerLink(ServerLinkOptions options);
   ~ServerLink() override;
 
-  // Runs against `core` until Stop. REQUIRES: core outlives the link.
+  // Runs against `core` until Stop; task directories go under the core's
+  // data dir. REQUIRES: core outlives the link.
   void Start(AgentCore* core);
   void Stop();
   // True while a stream is registered.
@@ -60,8 +65,9 @@ class ServerLink : public TaskListener {
   std::atomic<bool> stopping_{false};
   std::atomic<bool> connected_{false};
 
-  std::mutex mu_;
-  std::condition_variable cv_;
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);  // one Write at a time on the stream
+  absl::Mutex mu_;
+  absl::CondVar cv_;  // stopping_ or session_ changed
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::deque<v1::AgentMessage> buffered_ ABSL_GUARDED_BY(mu_);  // statuses while disconnected
@@ -76,7 +82,6 @@ class ServerLink : public TaskListener {
   static constexpr absl::Duration kRepeatEndsFor = absl::Seconds(15);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // replaying buffered_ after a reconnect
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
-  std::mutex write_mu_;  // one Write at a time on the stream
 };
 
 // Converts a launch order into what the supervisor runs: files written into
@@ -89,7 +94,8 @@ std::string TaskDir(const std::string& data_dir, const std::string& job, const s
 // name a file name that is not plain, or the file that cannot be written.
 absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf::Map<std::string, std::string>& files);
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir);
-v1::TaskStatus ToProto(const TaskStatus& status);
+// The wire status, dated `now`.
+v1::TaskStatus ToProto(const TaskStatus& status, absl::Time now);
 v1::NodeInfo ToProto(const NodeInfo& info);
 
 }  // namespace trainyard::agent

@@ -13,7 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <climits>
 #include <cstring>
 #include <filesystem>
 
@@ -76,40 +78,69 @@ bool PidfdReadable(int pidfd) {
   return poll(&p, 1, 0) > 0;
 }
 
+// What poll() takes as its timeout to sleep until `next` on a clock that
+// reads `now`, but no longer than `cap` of real time: milliseconds rounded
+// up (waking early would only spin), or -1 to sleep until an fd is ready.
+int PollTimeoutMs(absl::Time next, absl::Time now, absl::Duration cap) {
+  absl::Duration wait = std::min(next - now, cap);
+  if (wait == absl::InfiniteDuration()) return -1;
+  int64_t ms = absl::ToInt64Milliseconds(absl::Ceil(wait, absl::Milliseconds(1)));
+  return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
+}
+
+// The data dir as an absolute path: the keeper of each task leaves the
+// agent's working directory, so a relative path would not lead back.
+absl::StatusOr<std::string> AbsoluteDataDir(const std::string& data_dir) {
+  std::error_code ec;
+  std::filesystem::path absolute = std::filesystem::absolute(data_dir, ec);
+  if (ec) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data_dir ", data_dir, ": cannot make it absolute: ", ec.message()));
+  }
+  return absolute.lexically_normal().string();
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const SupervisorOptions& options) {
   if (options.data_dir.empty()) return absl::InvalidArgumentError("data_dir: must be set");
+  if (options.clock == nullptr) return absl::InvalidArgumentError("clock: must be set");
+  absl::StatusOr<std::string> data_dir = AbsoluteDataDir(options.data_dir);
+  if (!data_dir.ok()) return data_dir.status();
   std::error_code ec;
   for (const char* sub : {"logs", "tasks", "work", "checkpoints"}) {
-    std::filesystem::create_directories(absl::StrCat(options.data_dir, "/", sub), ec);
+    std::filesystem::create_directories(absl::StrCat(*data_dir, "/", sub), ec);
     if (ec) {
       return absl::PermissionDeniedError(
-          absl::StrCat("data_dir ", options.data_dir, ": cannot create ", sub, "/: ", ec.message()));
+          absl::StrCat("data_dir ", *data_dir, ": cannot create ", sub, "/: ", ec.message()));
     }
   }
   ResourceLimiterPtr owned = options.limiter == nullptr ? DetectResourceLimiter() : nullptr;
-  return std::unique_ptr<Supervisor>(new Supervisor(options, std::move(owned)));
+  return std::unique_ptr<Supervisor>(new Supervisor(options, *std::move(data_dir), std::move(owned)));
 }
 
-Supervisor::Supervisor(const SupervisorOptions& options, ResourceLimiterPtr owned_limiter)
-    : data_dir_(options.data_dir),
+Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, ResourceLimiterPtr owned_limiter)
+    : data_dir_(std::move(data_dir)),
+      clock_(options.clock),
       inherit_agent_env_(options.inherit_agent_env),
       owned_limiter_(std::move(owned_limiter)),
       limiter_(owned_limiter_ ? owned_limiter_.get() : options.limiter),
       listener_(options.listener),
-      logs_(options.data_dir),
+      logs_(data_dir_),
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
+  jump_listener_ = clock_->AddJumpListener([this] { Wake(); });
   thread_ = std::thread([this] { EventLoop(); });
 }
 
 Supervisor::~Supervisor() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   Wake();
   thread_.join();
+  clock_->RemoveJumpListener(jump_listener_);
+  absl::MutexLock lock(&mu_);  // no other thread is left; the lock is for the analysis
   for (auto& [key, task] : tasks_) {
     if (task->pidfd >= 0) close(task->pidfd);
   }
@@ -130,7 +161,7 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
   std::filesystem::create_directories(launch.working_dir, ec);
   std::filesystem::create_directories(launch.checkpoint_dir, ec);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = tasks_.find(launch.key);
     if (it != tasks_.end() && !IsFinal(it->second->state)) {
       return absl::AlreadyExistsError(absl::StrCat("task ", launch.key.ToString(), " is already ",
@@ -147,7 +178,7 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
     auto task = std::make_unique<Task>();
     task->attempt = launch.attempt;
     task->launch = std::move(launch);
-    task->start_at = absl::Now();
+    task->start_at = clock_->Now();
     reported_.erase(task->launch.key);
     tasks_[task->launch.key] = std::move(task);
   }
@@ -157,7 +188,7 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
 
 absl::Status Supervisor::Kill(const TaskKey& key) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = tasks_.find(key);
     if (it == tasks_.end()) return absl::NotFoundError(absl::StrCat("no task ", key.ToString(), " on this node"));
     Task& task = *it->second;
@@ -165,7 +196,7 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
     task.kill_requested = true;
     if (task.pid > 0) {
       kill(-task.pid, SIGTERM);
-      task.sigkill_at = absl::Now() + task.launch.kill_grace;
+      task.sigkill_at = clock_->Now() + task.launch.kill_grace;
     } else {  // waiting to start or restart: nothing runs
       task.state = TaskState::kKilled;
       task.start_at = absl::InfiniteFuture();
@@ -181,14 +212,18 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
 void Supervisor::KillAll() {
   std::vector<TaskKey> keys;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [key, task] : tasks_) keys.push_back(key);
   }
-  for (const TaskKey& key : keys) (void)Kill(key);
+  for (const TaskKey& key : keys) {
+    // The only error is NotFound, for a task that ended and was forgotten
+    // since the keys were read: there is nothing left to kill.
+    Kill(key).IgnoreError();
+  }
 }
 
 absl::Status Supervisor::Forget(const TaskKey& key) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = tasks_.find(key);
   if (it == tasks_.end()) return absl::NotFoundError(absl::StrCat("no task ", key.ToString(), " on this node"));
   if (!IsFinal(it->second->state)) {
@@ -203,7 +238,8 @@ absl::Status Supervisor::Forget(const TaskKey& key) {
 std::vector<TaskStatus> Supervisor::Adopt() {
   std::vector<TaskStatus> adopted;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
+    absl::Time now = clock_->Now();
     for (TaskRecord& r : ReadTaskRecords(data_dir_)) {
       if (tasks_.count(r.launch.key) > 0) continue;
       auto task = std::make_unique<Task>();
@@ -228,7 +264,7 @@ std::vector<TaskStatus> Supervisor::Adopt() {
         t.pid = r.pid;
         EndAttempt(t, RecordedExit(logs_.WaitStatusPath(t.launch.key, t.attempt),
                                    "ended while the agent was down; exit code unknown"),
-                   &pending_);
+                   now, &pending_);
       }
     }
   }
@@ -237,21 +273,21 @@ std::vector<TaskStatus> Supervisor::Adopt() {
 }
 
 std::optional<TaskStatus> Supervisor::Status(const TaskKey& key) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = tasks_.find(key);
   if (it == tasks_.end()) return std::nullopt;
   return StatusOf(*it->second, it->second->message);
 }
 
 std::vector<TaskStatus> Supervisor::Snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   std::vector<TaskStatus> all;
   for (const auto& [key, task] : tasks_) all.push_back(StatusOf(*task, task->message));
   return all;
 }
 
 core::GpuSet Supervisor::GpusInUse() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   core::GpuSet used;
   for (const auto& [key, task] : tasks_) {
     if (!IsFinal(task->state)) used = used | task->launch.gpus;
@@ -262,14 +298,16 @@ core::GpuSet Supervisor::GpusInUse() const {
 std::optional<TaskStatus> Supervisor::WaitFor(const TaskKey& key,
                                               const std::function<bool(const TaskStatus&)>& done,
                                               absl::Duration timeout) const {
-  std::unique_lock<std::mutex> lock(mu_);
+  // The caller waits in real time whatever the supervisor's clock: a test
+  // that holds a fake clock still must not wait for ever.
   absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
   while (true) {
     auto it = reported_.find(key);
     std::optional<TaskStatus> status;
     if (it != reported_.end()) status = it->second;
     if ((status && done(*status)) || absl::Now() >= deadline) return status;
-    changed_.wait_for(lock, absl::ToChronoNanoseconds(deadline - absl::Now()));
+    changed_.WaitWithDeadline(&mu_, deadline);
   }
 }
 
@@ -315,11 +353,9 @@ void Supervisor::Report(const std::vector<TaskStatus>& statuses) {
   if (listener_ != nullptr) {
     for (const TaskStatus& s : statuses) listener_->OnTaskStatus(s);
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const TaskStatus& s : statuses) reported_[s.key] = s;
-  }
-  changed_.notify_all();
+  absl::MutexLock lock(&mu_);
+  for (const TaskStatus& s : statuses) reported_[s.key] = s;
+  changed_.SignalAll();
 }
 
 void Supervisor::StartDue(absl::Time now, std::vector<TaskStatus>* out) {
@@ -329,30 +365,32 @@ void Supervisor::StartDue(absl::Time now, std::vector<TaskStatus>* out) {
       ++task->attempt;
       ++task->restarts;
     }
-    StartAttempt(*task, out);
+    StartAttempt(*task, now, out);
   }
 }
 
 void Supervisor::ReapExited(std::vector<TaskStatus>* out) {
+  std::vector<std::pair<Task*, TaskExit>> ended;
   for (auto& [key, task] : tasks_) {
     if (task->pid <= 0) continue;
     int status = 0;
     pid_t r = waitpid(task->pid, &status, WNOHANG);
     if (r == task->pid) {
-      EndAttempt(*task, ExitOfStatus(status), out);
+      ended.emplace_back(task.get(), ExitOfStatus(status));
     } else if (r < 0 && errno == ECHILD) {
       // Not our child (adopted): it has ended when its pidfd is readable, or
       // without pidfds when the pid is gone or now names another process.
-      bool ended = task->pidfd >= 0 ? PidfdReadable(task->pidfd)
-                                    : ProcessStartTime(task->pid).value_or(0) != task->start_time;
-      if (ended) {
-        EndAttempt(*task,
-                   RecordedExit(logs_.WaitStatusPath(key, task->attempt),
-                                "exit code unknown (adopted after an agent restart)"),
-                   out);
+      bool gone = task->pidfd >= 0 ? PidfdReadable(task->pidfd)
+                                   : ProcessStartTime(task->pid).value_or(0) != task->start_time;
+      if (gone) {
+        ended.emplace_back(task.get(), RecordedExit(logs_.WaitStatusPath(key, task->attempt),
+                                                    "exit code unknown (adopted after an agent restart)"));
       }
     }
   }
+  // Read after the exits were seen, so an attempt never ends before it did.
+  absl::Time now = clock_->Now();
+  for (auto& [task, exit] : ended) EndAttempt(*task, std::move(exit), now, out);
 }
 
 void Supervisor::EscalateKills(absl::Time now) {
@@ -371,9 +409,15 @@ absl::Time Supervisor::NextTimer() const {
   for (const auto& [key, task] : tasks_) {
     if (!task->kill_requested) next = std::min(next, task->start_at);
     if (task->pid > 0) next = std::min(next, task->sigkill_at);
-    if (task->pid > 0 && task->pidfd < 0) next = std::min(next, absl::Now() + kFallbackPoll);
   }
   return next;
+}
+
+bool Supervisor::NeedsPolling() const {
+  for (const auto& [key, task] : tasks_) {
+    if (task->pid > 0 && task->pidfd < 0) return true;
+  }
+  return false;
 }
 
 void Supervisor::EventLoop() {
@@ -382,20 +426,20 @@ void Supervisor::EventLoop() {
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}};
     int timeout_ms = -1;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       out.swap(pending_);
-      absl::Time now = absl::Now();
       ReapExited(&out);
+      absl::Time now = clock_->Now();
       EscalateKills(now);
       StartDue(now, &out);
       for (const auto& [key, task] : tasks_) {
         if (task->pid > 0 && task->pidfd >= 0) fds.push_back({task->pidfd, POLLIN, 0});
       }
-      absl::Time next = NextTimer();
-      if (next != absl::InfiniteFuture()) {
-        timeout_ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(absl::Ceil(next - absl::Now(), absl::Milliseconds(1)))));
-      }
+      // A jump of the clock wakes the loop (jump_listener_), so sleeping
+      // until the next timer by the clock's reading is right for both clocks.
+      timeout_ms = PollTimeoutMs(NextTimer(), clock_->Now(),
+                                 NeedsPolling() ? kFallbackPoll : absl::InfiniteDuration());
     }
     Report(out);
     if (poll(fds.data(), fds.size(), timeout_ms) > 0 && (fds[0].revents & POLLIN)) {

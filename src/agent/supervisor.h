@@ -1,18 +1,18 @@
 // The task supervisor: starts each task as a child process in its own process
 // group, with the Trainyard environment, its per-attempt logs and its limits;
-// restarts it per its policy with exponential backoff and a budget; kills it
-// with SIGTERM then SIGKILL after a grace period; reports every status change
-// (with exit code, signal and OOM kill) to a listener. One event thread waits
-// on a pidfd per process, so no child is ever lost, and a state file per task
-// lets a restarted agent re-adopt the tasks it had started (Adopt).
+// restarts it per its policy with exponential backoff (restart_backoff.h) and
+// a budget; kills it with SIGTERM then SIGKILL after a grace period; reports
+// every status change (with exit code, signal and OOM kill) to a listener.
+// One event thread waits on a pidfd per process, so no child is ever lost,
+// and a state file per task lets a restarted agent re-adopt the tasks it had
+// started (Adopt). Time comes from an injected Clock.
 #pragma once
 
 #include <sys/types.h>
 
-#include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -20,10 +20,12 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/resource_limiter.h"
 #include "agent/task.h"
 #include "agent/task_logs.h"
+#include "common/clock.h"
 #include "core/resources/gpu_set.h"
 
 namespace trainyard::agent {
@@ -38,26 +40,33 @@ class TaskListener {
 
 struct SupervisorOptions {
   std::string data_dir;                  // logs/, tasks/, work/, checkpoints/ go here
+  // Times attempts, restart delays and kill escalation. Required; outlives
+  // the supervisor. Waits for a caller (WaitFor, FollowLogs) are real time.
+  const Clock* clock = nullptr;
   ResourceLimiter* limiter = nullptr;    // nullptr: DetectResourceLimiter()
   TaskListener* listener = nullptr;      // may be nullptr
   bool inherit_agent_env = true;         // tasks start from the agent's environment
 };
 
-// Returns the environment a task attempt gets, as "KEY=VALUE" entries:
+// Returns the environment of `attempt` of a task, as "KEY=VALUE" entries:
 // `base` (the agent's own, when inherited), then the task's env, then
-// TRAINYARD_JOB / ROLE / INDEX / WORKER_ID / PORTS / CHECKPOINT_DIR /
-// RESTART_COUNT and CUDA_VISIBLE_DEVICES (GPU indices in order, comma
-// separated; empty when no GPUs), which win over both.
+// TRAINYARD_JOB / ROLE / INDEX / WORKER_ID / PORTS / CHECKPOINT_DIR, the
+// per-start TRAINYARD_ATTEMPT and RESTART_COUNT (api::SetAttemptEnv: both
+// `attempt`, the launch's attempt plus this agent's restarts of it) and
+// CUDA_VISIBLE_DEVICES (GPU indices in order, comma separated; empty when no
+// GPUs), which win over both.
 std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
-                                         const TaskLaunch& launch, int restarts);
+                                         const TaskLaunch& launch, int attempt);
 
 // "31000,31001,31005": every port of the ranges, ascending.
 std::string PortList(const core::PortRanges& ports);
 
 class Supervisor {
  public:
-  // Creates DATA's directories and starts the event thread. An error names
-  // the data dir when it cannot be created.
+  // Creates DATA's directories and starts the event thread. A relative data
+  // dir is taken from the current directory now (tasks run elsewhere). An
+  // error names the data dir when it cannot be created, or the clock when
+  // none is given.
   static absl::StatusOr<std::unique_ptr<Supervisor>> Create(const SupervisorOptions& options);
   // Stops the event thread. Running tasks keep running (an agent restart
   // must not kill training); call KillAll first to stop them.
@@ -108,35 +117,43 @@ class Supervisor {
 
   const TaskLogs& logs() const { return logs_; }
   LimiterKind limiter_kind() const { return limiter_->kind(); }
+  // The data dir, absolute.
+  const std::string& data_dir() const { return data_dir_; }
 
  private:
   struct Task;
-  Supervisor(const SupervisorOptions& options, ResourceLimiterPtr owned_limiter);
+  Supervisor(const SupervisorOptions& options, std::string data_dir, ResourceLimiterPtr owned_limiter);
 
   void EventLoop();
   void Wake();
   // Each returns the status changes to report once the lock is released.
   void StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void StartAttempt(Task& task, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapExited(std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void EndAttempt(Task& task, TaskExit exit, std::vector<TaskStatus>* out)
+  void EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vector<TaskStatus>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EscalateKills(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The earliest restart or kill escalation due, on clock_.
   absl::Time NextTimer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when a running process has no pidfd, so only polling sees its end.
+  bool NeedsPolling() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Persist(const Task& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   TaskStatus StatusOf(const Task& task, std::string message) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Report(const std::vector<TaskStatus>& statuses);
+  void Report(const std::vector<TaskStatus>& statuses) ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string data_dir_;
+  const Clock* const clock_;
   const bool inherit_agent_env_;
   ResourceLimiterPtr owned_limiter_;
   ResourceLimiter* limiter_;
   TaskListener* listener_;
   TaskLogs logs_;
   int wake_fd_ = -1;  // eventfd
+  int jump_listener_ = 0;  // wakes the loop when a fake clock jumps
 
-  mutable std::mutex mu_;
-  mutable std::condition_variable changed_;
+  mutable absl::Mutex mu_;
+  mutable absl::CondVar changed_;  // reported_ changed
   std::map<TaskKey, std::unique_ptr<Task>> tasks_ ABSL_GUARDED_BY(mu_);
   // The last status the listener was given per task; WaitFor looks here so
   // that a waiter also knows the listener has seen it.

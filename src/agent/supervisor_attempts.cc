@@ -1,5 +1,5 @@
 // Starting and ending task attempts: environment, limits, spawn, exit
-// classification and the restart decision with exponential backoff.
+// classification and the restart decision (its delay: restart_backoff.h).
 #include <signal.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -10,8 +10,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/process_spawn.h"
+#include "agent/restart_backoff.h"
 #include "agent/supervisor_task.h"
 #include "agent/task_record.h"
+#include "api/task_env.h"
 #include "common/logging.h"
 
 extern char** environ;
@@ -20,17 +22,6 @@ namespace trainyard::agent {
 namespace {
 
 constexpr char kComponent[] = "supervisor";
-
-absl::Duration Backoff(const TaskLaunch& launch, int step) {
-  absl::Duration delay = launch.backoff_initial;
-  for (int i = 0; i < step && delay < launch.backoff_max; ++i) delay *= 2;
-  return std::min(delay, launch.backoff_max);
-}
-
-// An attempt that ran this long is taken as healthy: the next failure's
-// backoff starts again from backoff_initial (a worker that crashes once a
-// day should not wait the longest delay because it crashed before).
-absl::Duration BackoffResetAfter(const TaskLaunch& launch) { return 2 * launch.backoff_max; }
 
 std::vector<std::string> AgentEnvironment() {
   std::vector<std::string> env;
@@ -49,7 +40,7 @@ std::string PortList(const core::PortRanges& ports) {
 }
 
 std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
-                                         const TaskLaunch& launch, int restarts) {
+                                         const TaskLaunch& launch, int attempt) {
   std::map<std::string, std::string> env;
   for (const std::string& entry : base) {
     size_t eq = entry.find('=');
@@ -62,7 +53,7 @@ std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
   env["TRAINYARD_WORKER_ID"] = absl::StrCat(launch.worker_id);
   env["TRAINYARD_PORTS"] = PortList(launch.ports);
   env["TRAINYARD_CHECKPOINT_DIR"] = launch.checkpoint_dir;
-  env["TRAINYARD_RESTART_COUNT"] = absl::StrCat(restarts);
+  api::SetAttemptEnv(attempt, &env);
   env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(launch.gpus.Indices(), ",");
   std::vector<std::string> out;
   out.reserve(env.size());
@@ -80,10 +71,10 @@ std::string DescribeExit(const TaskExit& exit) {
   return text;
 }
 
-void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
+void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out) {
   const TaskLaunch& l = task.launch;
   task.start_at = absl::InfiniteFuture();
-  task.started = absl::Now();
+  task.started = now;
   task.has_exit = false;
   absl::Status prepared = logs_.Prepare(l.key);
   // Named per agent (its data dir), so two agents on one machine — a local
@@ -102,7 +93,7 @@ void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
     pid = SpawnTaskProcess({.argv = l.command,
                             .env = TaskEnvironment(inherit_agent_env_ ? AgentEnvironment()
                                                                       : std::vector<std::string>{},
-                                                   l, task.restarts),
+                                                   l, task.attempt),
                             .working_dir = l.working_dir,
                             .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
                             .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
@@ -114,7 +105,7 @@ void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
     std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStderr), std::ios::app)
         << "trainyard: " << pid.status().message() << "\n";
     std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStdout), std::ios::app);
-    EndAttempt(task, {.exit_code = 127, .message = std::string(pid.status().message())}, out);
+    EndAttempt(task, {.exit_code = 127, .message = std::string(pid.status().message())}, now, out);
     return;
   }
   task.pid = *pid;
@@ -127,7 +118,7 @@ void Supervisor::StartAttempt(Task& task, std::vector<TaskStatus>* out) {
   out->push_back(StatusOf(task, ""));
 }
 
-void Supervisor::EndAttempt(Task& task, TaskExit exit, std::vector<TaskStatus>* out) {
+void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vector<TaskStatus>* out) {
   const TaskLaunch& l = task.launch;
   // What is left of its process group. Not for an adopted task that ended
   // while the agent was down: its pid may belong to someone else by now.
@@ -141,7 +132,10 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, std::vector<TaskStatus>* 
     limiter_->Release(task.cgroup);
     task.cgroup.clear();
   }
-  (void)logs_.MarkEnded(l.key, task.attempt, exit);
+  if (absl::Status marked = logs_.MarkEnded(l.key, task.attempt, exit); !marked.ok()) {
+    // Without the mark, FollowLogs still stops on the final state.
+    Log(LogLevel::kWarning, kComponent, "%s: %s", l.key.ToString(), marked.message());
+  }
   task.has_exit = true;
   task.last_exit = exit;
   bool success = exit.exit_code == 0 && exit.signal == 0 && !exit.oom_killed;
@@ -152,10 +146,12 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, std::vector<TaskStatus>* 
     task.state = TaskState::kKilled;
     task.message = absl::StrCat("killed; ", what);
   } else if (wants_restart && task.restarts < l.max_restarts) {
-    if (absl::Now() - task.started >= BackoffResetAfter(l)) task.backoff_step = 0;
-    absl::Duration delay = Backoff(l, task.backoff_step++);
+    RestartDelay next = NextRestartDelay({.initial = l.backoff_initial, .max = l.backoff_max},
+                                         task.backoff_streak, now - task.started);
+    absl::Duration delay = next.delay;
+    task.backoff_streak = next.streak;
     task.state = TaskState::kRestarting;
-    task.start_at = absl::Now() + delay;
+    task.start_at = now + delay;
     task.message = absl::StrCat(what, "; restart ", task.restarts + 1, " of ", l.max_restarts, " in ",
                                 absl::FormatDuration(delay));
   } else if (success) {

@@ -11,6 +11,7 @@
 #include "agent/supervisor.h"
 #include "agent/task_record.h"
 #include "agent/test_util.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -41,7 +42,8 @@ TaskLaunch ShellTask(const TempDir& dir, const std::string& role, const std::str
 class LimitsTest : public ::testing::Test {
  protected:
   void Start(ResourceLimiter* limiter) {
-    auto s = Supervisor::Create({.data_dir = dir_.path() + "/data", .limiter = limiter, .listener = &listener_});
+    auto s = Supervisor::Create(
+        {.data_dir = dir_.path() + "/data", .clock = &clock_, .limiter = limiter, .listener = &listener_});
     ASSERT_TRUE(s.ok()) << s.status();
     supervisor_ = *std::move(s);
   }
@@ -53,6 +55,7 @@ class LimitsTest : public ::testing::Test {
   bool HaveCgroups() { return detected_->kind() != LimiterKind::kRlimit; }
 
   TempDir dir_;
+  FakeClock clock_;  // nothing here waits on a restart delay or a kill grace
   RecordingListener listener_;
   ResourceLimiterPtr detected_ = DetectResourceLimiter();
   std::unique_ptr<Supervisor> supervisor_;

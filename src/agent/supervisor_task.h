@@ -25,7 +25,7 @@ struct Supervisor::Task {
   std::string cgroup;      // limiter name of the running attempt
   absl::Time start_at = absl::InfiniteFuture();    // next attempt due
   absl::Time started = absl::InfinitePast();       // when the current attempt started
-  int backoff_step = 0;  // k in backoff_initial * 2^k; back to 0 after a long run
+  int backoff_streak = 0;  // NextRestartDelay's streak
   absl::Time sigkill_at = absl::InfiniteFuture();  // kill escalation due
   bool kill_requested = false;
   bool has_exit = false;

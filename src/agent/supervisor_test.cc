@@ -1,15 +1,21 @@
 // Supervisor tests with real processes (sh scripts) in temporary directories:
 // environment, process groups, logs per attempt, restart policies, kills,
-// exit reporting, limits and re-adoption after an agent restart.
+// exit reporting, limits and re-adoption after an agent restart. The
+// supervisor's clock is a FakeClock: restart delays and kill grace periods
+// pass only when a test advances it.
 #include "agent/supervisor.h"
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "agent/test_util.h"
+#include "common/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -30,7 +36,8 @@ bool Final(const TaskStatus& s) { return IsFinal(s.state); }
 class SupervisorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto supervisor = Supervisor::Create({.data_dir = dir_.path() + "/data", .listener = &listener_});
+    auto supervisor =
+        Supervisor::Create({.data_dir = dir_.path() + "/data", .clock = &clock_, .listener = &listener_});
     ASSERT_TRUE(supervisor.ok()) << supervisor.status();
     supervisor_ = *std::move(supervisor);
   }
@@ -43,6 +50,7 @@ class SupervisorTest : public ::testing::Test {
   }
 
   // A task running `script` with sh, in its own directory under the temp dir.
+  // Restarts start at once (no backoff) unless a test sets one.
   TaskLaunch ShellTask(const std::string& role, const std::string& script) {
     TaskLaunch l;
     l.key = {.job = absl::StrCat("t", getpid(), "-", ::testing::UnitTest::GetInstance()->current_test_info()->name()),
@@ -51,7 +59,7 @@ class SupervisorTest : public ::testing::Test {
     l.command = {"sh", "-c", script};
     l.working_dir = absl::StrCat(dir_.path(), "/", role);
     std::filesystem::create_directories(l.working_dir);
-    l.backoff_initial = absl::Milliseconds(10);
+    l.backoff_initial = absl::ZeroDuration();
     l.kill_grace = absl::Seconds(5);
     return l;
   }
@@ -73,7 +81,14 @@ class SupervisorTest : public ::testing::Test {
     return env;
   }
 
+  // Waits for the task's last reported status to be `state` at `attempt`.
+  std::optional<TaskStatus> WaitForState(const TaskKey& key, TaskState state, int attempt) {
+    return supervisor_->WaitFor(
+        key, [&](const TaskStatus& s) { return s.state == state && s.attempt == attempt; }, kTimeout);
+  }
+
   TempDir dir_;
+  FakeClock clock_{absl::FromUnixSeconds(1700000000)};
   RecordingListener listener_;
   std::unique_ptr<Supervisor> supervisor_;
 };
@@ -95,6 +110,7 @@ TEST_F(SupervisorTest, InjectsTrainyardEnvironmentAndGpus) {
   EXPECT_EQ(env["TRAINYARD_WORKER_ID"], "7");
   EXPECT_EQ(env["TRAINYARD_PORTS"], "31000,31001,31005");
   EXPECT_EQ(env["TRAINYARD_RESTART_COUNT"], "0");
+  EXPECT_EQ(env["TRAINYARD_ATTEMPT"], "0");
   EXPECT_EQ(env["TRAINYARD_JOB_MASTER"], "10.0.0.1:7000");
   EXPECT_EQ(env["MY_VAR"], "x y");
   EXPECT_THAT(env["TRAINYARD_CHECKPOINT_DIR"], HasSubstr("/checkpoints/" + l.key.job + "/worker-3"));
@@ -171,20 +187,56 @@ TEST_F(SupervisorTest, OnFailureRestartsUntilSuccessWithLogsPerAttempt) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(SupervisorTest, EveryStartOfAResumedLaunchCountsTheStartsBeforeIt) {
+  // The server resumes a task at its attempt 2; the agent restarts it once.
+  TaskLaunch l = ShellTask("worker", "env > env-$TRAINYARD_ATTEMPT.txt; echo x >> count; [ $(wc -l < count) -ge 2 ]");
+  l.attempt = 2;
+  l.env = {{"TRAINYARD_ATTEMPT", "2"}, {"TRAINYARD_RESTART_COUNT", "2"}};  // as the server sends them
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 3;
+  ASSERT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  std::map<std::string, std::string> second = EnvFile(l.working_dir + "/env-2.txt");
+  std::map<std::string, std::string> third = EnvFile(l.working_dir + "/env-3.txt");
+  EXPECT_EQ(second["TRAINYARD_RESTART_COUNT"], "2");
+  EXPECT_EQ(third["TRAINYARD_RESTART_COUNT"], "3");
+  EXPECT_EQ(third["TRAINYARD_ATTEMPT"], "3");
+}
+
 TEST_F(SupervisorTest, BackoffDoublesAndStartsAgainAfterAnAttemptThatRanLong) {
-  // Attempts 0-2 fail at once, attempt 3 runs 0.3 s (longer than twice the
-  // longest backoff) and fails, attempt 4 succeeds.
+  // Attempts 0-2 fail at once, attempt 3 waits on a FIFO (the test holds it
+  // while the clock moves 2 x backoff_max) and fails, attempt 4 succeeds.
   TaskLaunch l = ShellTask("worker",
-                           "echo x >> count; n=$(wc -l < count); [ $n -eq 4 ] && sleep 0.3; [ $n -ge 5 ]");
+                           "echo x >> count; n=$(wc -l < count); [ $n -eq 4 ] && read line < gate; [ $n -ge 5 ]");
+  ASSERT_EQ(mkfifo((l.working_dir + "/gate").c_str(), 0600), 0);
   l.restart_policy = RestartPolicy::kOnFailure;
   l.max_restarts = 5;
   l.backoff_initial = absl::Milliseconds(10);
   l.backoff_max = absl::Milliseconds(40);
-  EXPECT_EQ(RunToEnd(l).state, TaskState::kSucceeded);
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
   std::vector<std::string> delays;
-  for (const TaskStatus& st : listener_.statuses()) {
-    if (st.key == l.key && st.state == TaskState::kRestarting) delays.push_back(st.message.substr(st.message.rfind(' ') + 1));
+  for (int attempt = 0; attempt <= 3; ++attempt) {
+    if (attempt == 3) {
+      ASSERT_TRUE(WaitForState(l.key, TaskState::kRunning, 3));
+      clock_.Advance(2 * l.backoff_max);
+      int gate = -1;  // a writer can open a FIFO only once its reader has
+      ASSERT_TRUE(WaitUntil([&] { return (gate = open((l.working_dir + "/gate").c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }));
+      ASSERT_EQ(write(gate, "go\n", 3), 3);
+      close(gate);
+    }
+    std::optional<TaskStatus> restarting = WaitForState(l.key, TaskState::kRestarting, attempt);
+    ASSERT_TRUE(restarting) << "attempt " << attempt;
+    // "... restart N of 5 in 10ms": what the user reads, and when the clock
+    // lets the next attempt start.
+    delays.push_back(restarting->message.substr(restarting->message.rfind(' ') + 1));
+    absl::Duration delay;
+    ASSERT_TRUE(absl::ParseDuration(delays.back(), &delay)) << restarting->message;
+    EXPECT_EQ(supervisor_->Status(l.key)->state, TaskState::kRestarting);
+    clock_.Advance(delay);
   }
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, TaskState::kSucceeded);
+  EXPECT_EQ(s->attempt, 4);
   EXPECT_THAT(delays, ElementsAre("10ms", "20ms", "40ms", "10ms"));
 }
 
@@ -234,10 +286,14 @@ TEST_F(SupervisorTest, KillSendsTermThenKillToTaskThatTrapsTerm) {
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   ASSERT_TRUE(WaitUntil([&] { return !ReadFileOrEmpty(l.working_dir + "/ready").empty(); }));
   ASSERT_TRUE(supervisor_->Kill(l.key).ok());
+  // It got SIGTERM, trapped it and runs on: the grace period has not passed.
+  ASSERT_TRUE(WaitUntil([&] { return ReadFileOrEmpty(l.working_dir + "/trapped") == "got-term\n"; }));
+  EXPECT_EQ(supervisor_->Status(l.key)->state, TaskState::kRunning);
+  clock_.Advance(l.kill_grace);
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s);
   EXPECT_EQ(s->state, TaskState::kKilled);
   EXPECT_EQ(s->exit.signal, SIGKILL);
-  EXPECT_THAT(ReadFileOrEmpty(l.working_dir + "/trapped"), HasSubstr("got-term"));
 }
 
 TEST_F(SupervisorTest, KillStopsPlainTaskWithTerm) {
@@ -344,6 +400,38 @@ TEST_F(SupervisorTest, GpusInUseCoversRunningTasks) {
   ASSERT_TRUE(supervisor_->Kill(l.key).ok());
   ASSERT_TRUE(supervisor_->WaitFor(l.key, Final, kTimeout));
   EXPECT_TRUE(supervisor_->GpusInUse().Empty());
+}
+
+// Runs in `dir` for its lifetime, as an agent started from there does.
+class ScopedWorkingDir {
+ public:
+  explicit ScopedWorkingDir(const std::string& dir) : previous_(std::filesystem::current_path()) {
+    std::filesystem::current_path(dir);
+  }
+  ~ScopedWorkingDir() { std::filesystem::current_path(previous_); }
+
+ private:
+  std::filesystem::path previous_;
+};
+
+TEST(SupervisorDataDirTest, RelativeDataDirIsTakenFromTheDirectoryTheAgentStartedIn) {
+  TempDir dir;
+  ScopedWorkingDir in_dir(dir.path());
+  FakeClock clock;
+  RecordingListener listener;
+  auto supervisor = Supervisor::Create({.data_dir = "a1", .clock = &clock, .listener = &listener});
+  ASSERT_TRUE(supervisor.ok()) << supervisor.status();
+  std::string data_dir = (std::filesystem::canonical(dir.path()) / "a1").string();
+  EXPECT_EQ(std::filesystem::canonical((*supervisor)->data_dir()).string(), data_dir);
+  // No working_dir: the task runs in DATA/work/JOB/ROLE-INDEX.
+  TaskLaunch l{.key = {.job = "rel", .role = "worker"}, .command = {"sh", "-c", "pwd -P > where"}};
+  ASSERT_TRUE((*supervisor)->Launch(l).ok());
+  std::optional<TaskStatus> s = (*supervisor)->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s);
+  EXPECT_EQ(s->state, TaskState::kSucceeded) << s->message;
+  EXPECT_EQ(ReadFileOrEmpty(data_dir + "/work/rel/worker-0/where"), data_dir + "/work/rel/worker-0\n");
+  absl::StatusOr<LogChunk> log = (*supervisor)->logs().Read(l.key, {});
+  EXPECT_TRUE(log.ok()) << log.status();
 }
 
 }  // namespace

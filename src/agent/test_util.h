@@ -9,12 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/supervisor.h"
@@ -69,11 +70,11 @@ inline bool WaitUntil(const std::function<bool()>& condition, absl::Duration tim
 class RecordingListener : public TaskListener {
  public:
   void OnTaskStatus(const TaskStatus& status) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     statuses_.push_back(status);
   }
   std::vector<TaskStatus> statuses() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return statuses_;
   }
   // The states reported for `key`, in order.
@@ -86,8 +87,8 @@ class RecordingListener : public TaskListener {
   }
 
  private:
-  mutable std::mutex mu_;
-  std::vector<TaskStatus> statuses_;
+  mutable absl::Mutex mu_;
+  std::vector<TaskStatus> statuses_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainyard::agent::testing

@@ -13,6 +13,7 @@
 #include "agent/agent_core.h"
 #include "agent/server_link.h"
 #include "cli/verbs.h"
+#include "common/clock.h"
 #include "common/logging.h"
 
 namespace trainyard::cli {
@@ -51,7 +52,10 @@ int RunAgent(AgentFlags& f) {
   sigaddset(&set, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before threads start: they inherit it
 
-  agent::ServerLink link({.server = f.server, .data_dir = f.config.data_dir});
+  RealClock clock;
+  f.config.clock = &clock;
+  agent::ServerLink link({.server = f.server, .clock = &clock});
+  // The core makes --data-dir absolute: tasks start in other directories.
   auto core = agent::AgentCore::Start(f.config, &link);
   if (!core.ok()) {
     std::cerr << "trainyard agent: " << core.status().message() << "\n";

@@ -5,14 +5,16 @@
 // StreamJobTerminator, and tests use FakeJobTerminator.
 #pragma once
 
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <ostream>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 
 namespace trainyard::jobmaster {
 
@@ -53,32 +55,35 @@ class StreamJobTerminator : public JobTerminator {
 class FakeJobTerminator : public JobTerminator {
  public:
   void Terminate(const JobEnd& end) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     ++calls_;
     end_ = end;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
-  // Waits up to `timeout` for the job to end; returns the end if it did.
+  // Waits up to `timeout` (a std::chrono duration) of real time for the job
+  // to end; returns the end if it did.
   template <typename Duration>
   std::optional<JobEnd> WaitForEnd(Duration timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, timeout, [this] { return end_.has_value(); });
+    absl::Time deadline = absl::Now() + absl::FromChrono(timeout);
+    absl::MutexLock lock(&mu_);
+    while (!end_.has_value() && !cv_.WaitWithDeadline(&mu_, deadline)) {
+    }
     return end_;
   }
   std::optional<JobEnd> end() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return end_;
   }
   int calls() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     return calls_;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::optional<JobEnd> end_;
-  int calls_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::optional<JobEnd> end_ ABSL_GUARDED_BY(mu_);
+  int calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace trainyard::jobmaster

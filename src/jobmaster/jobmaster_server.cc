@@ -107,10 +107,12 @@ absl::Status JobMasterServer::Listen() {
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &ev);
   ev.data.ptr = &kWakeTag;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  jump_listener_ = clock_->AddJumpListener([this] { Wake(); });
   return absl::OkStatus();
 }
 
 JobMasterServer::~JobMasterServer() {
+  clock_->RemoveJumpListener(jump_listener_);
   for (auto& [id, c] : conns_) close(c->fd);
   for (int fd : {listen_fd_, epoll_fd_, wake_fd_, reserve_fd_}) {
     if (fd >= 0) close(fd);
@@ -154,7 +156,7 @@ absl::Status JobMasterServer::Run(absl::Duration linger_after_end) {
     if (now - ended_at >= linger_after_end) break;
   }
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
+    absl::MutexLock lock(&posted_mu_);
     loop_done_ = true;  // Inspect posts nothing more
   }
   RunPosted();
@@ -175,7 +177,7 @@ void JobMasterServer::Wake() {
 bool JobMasterServer::Inspect(const std::function<void(const MasterState&)>& fn) {
   std::promise<bool> done;
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
+    absl::MutexLock lock(&posted_mu_);
     if (loop_done_) return false;
     posted_.push_back([&] {
       fn(state_);
@@ -192,7 +194,7 @@ void JobMasterServer::RunPosted() {
   (void)ignored;
   std::vector<std::function<void()>> tasks;
   {
-    std::lock_guard<std::mutex> lock(posted_mu_);
+    absl::MutexLock lock(&posted_mu_);
     tasks.swap(posted_);
   }
   for (auto& task : tasks) task();

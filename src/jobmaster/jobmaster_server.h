@@ -8,12 +8,13 @@
 #include <atomic>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "jobmaster/config.h"
 #include "jobmaster/job_terminator.h"
@@ -38,7 +39,8 @@ class JobMasterServer : private Outbox {
   int port() const { return port_; }
 
   // Serves until Stop(), or until `linger` after the job ended. Call once,
-  // from the thread that owns the loop.
+  // from the thread that owns the loop. Time is the clock's: the loop wakes
+  // when a fake clock jumps, so tests drive pings and timeouts with it.
   absl::Status Run(absl::Duration linger_after_end = absl::InfiniteDuration());
   // Asks Run to return soon. Thread-safe.
   void Stop();
@@ -65,7 +67,7 @@ class JobMasterServer : private Outbox {
   void FlushDirty();
   void Flush(Connection* c);
   void Close(Connection* c, std::string_view why);
-  void RunPosted();
+  void RunPosted() ABSL_LOCKS_EXCLUDED(posted_mu_);
   void Wake();
 
   JobMasterConfig config_;
@@ -83,10 +85,11 @@ class JobMasterServer : private Outbox {
   std::string read_buffer_;
   pb::JobMasterRequest request_;
   std::atomic<bool> stop_{false};
-  bool loop_done_ = false;  // guarded by posted_mu_
   std::atomic<int> connection_count_{0};
-  std::mutex posted_mu_;
-  std::vector<std::function<void()>> posted_;
+  int jump_listener_ = 0;  // wakes the loop when a fake clock jumps
+  absl::Mutex posted_mu_;
+  bool loop_done_ ABSL_GUARDED_BY(posted_mu_) = false;
+  std::vector<std::function<void()>> posted_ ABSL_GUARDED_BY(posted_mu_);
 };
 
 }  // namespace trainyard::jobmaster

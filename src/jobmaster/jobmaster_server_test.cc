@@ -3,6 +3,7 @@
 #include <set>
 
 #include "gmock/gmock.h"
+#include "common/clock.h"
 #include "gtest/gtest.h"
 #include "jobmaster/sim_fleet.h"
 #include "jobmaster/test_master.h"
@@ -239,10 +240,13 @@ TEST(JobMasterServer, SilentWorkerBecomesErrorAndEndsTheJobFailed) {
 }
 
 TEST(JobMasterServer, PingingWorkerStaysRunning) {
+  // Time is a fake clock that moves only below, so how fast this machine
+  // runs cannot decide who missed a ping.
   JobMasterConfig config = Config(2);
   config.ping_interval = absl::Milliseconds(20);
-  config.ping_misses = 5;
-  TestMaster master(config);
+  config.ping_misses = 5;  // silent for more than 100 ms: ERROR
+  FakeClock clock(absl::FromUnixSeconds(1700000000));
+  TestMaster master(config, &clock);
   SimFleet fleet("127.0.0.1", master.port());
   ASSERT_TRUE(fleet.Connect(2, Deadline()).ok());
   pb::JobMasterRequest start;
@@ -252,18 +256,23 @@ TEST(JobMasterServer, PingingWorkerStaysRunning) {
     fleet.Queue(i, start);
   }
   ASSERT_TRUE(fleet.Exchange(2, Deadline()).ok());
-  // Worker 0 pings with every state change; worker 1 falls silent.
-  pb::JobMasterRequest ping;
-  ping.mutable_ping();
   fleet.Queue(0, StateRequest(pb::RUNNING));
   ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
-  absl::Time deadline = Deadline();
-  while (master.Read<int>([](const MasterState& s) { return s.StateOf(1); }) != pb::ERROR) {
-    ASSERT_LT(absl::Now(), deadline);
-    fleet.Queue(0, ping);  // worker 0's ping rhythm: every 2 ms
-    ASSERT_TRUE(fleet.Exchange(0, deadline).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Worker 0 pings once per ping interval for 120 ms; worker 1 falls silent.
+  // Pings have no answer: the list request behind each one (answered in
+  // order on the same connection) shows the master has read it.
+  pb::JobMasterRequest ping;
+  ping.mutable_ping();
+  for (int beat = 1; beat <= 6; ++beat) {
+    clock.Advance(config.ping_interval);
+    fleet.Queue(0, ping);
+    fleet.Queue(0, ListRequest(pb::IMMEDIATE));
+    ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok()) << "beat " << beat;
   }
+  // Judged at 120 ms: at 100 ms worker 1 was still within its 5 pings.
+  ASSERT_TRUE(master.WaitUntil([](const MasterState& s) { return s.StateOf(1) == pb::ERROR; }));
+  EXPECT_EQ(master.Read<std::string>([](const MasterState& s) { return s.ReasonOf(1); }),
+            "no ping for 120ms (5 missed pings at an interval of 20ms)");
   EXPECT_EQ(master.Read<int>([](const MasterState& s) { return s.StateOf(0); }), pb::RUNNING);
 }
 

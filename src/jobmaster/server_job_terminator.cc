@@ -1,11 +1,12 @@
 // Reports a job's outcome to the server over gRPC.
 #include "jobmaster/server_job_terminator.h"
 
-#include <condition_variable>
 #include <cstdlib>
-#include <mutex>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/service.grpc.pb.h"
@@ -13,10 +14,10 @@
 namespace trainyard::jobmaster {
 
 struct ServerJobTerminator::State {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool delivered = false;
-  bool stop = false;
+  absl::Mutex mu;
+  absl::CondVar cv;  // delivered or stop changed
+  bool delivered ABSL_GUARDED_BY(mu) = false;
+  bool stop ABSL_GUARDED_BY(mu) = false;
 };
 
 ServerJobTerminator::ServerJobTerminator(std::string server_address, JobTerminator* also)
@@ -24,9 +25,9 @@ ServerJobTerminator::ServerJobTerminator(std::string server_address, JobTerminat
 
 ServerJobTerminator::~ServerJobTerminator() {
   {
-    std::lock_guard<std::mutex> lock(state_->mu);
+    absl::MutexLock lock(&state_->mu);
     state_->stop = true;
-    state_->cv.notify_all();
+    state_->cv.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -57,17 +58,20 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
       v1::JobOutcomeResponse resp;
       grpc::Status st = stub->ReportJobOutcome(&ctx, req, &resp);
-      std::unique_lock<std::mutex> lock(state->mu);
+      absl::MutexLock lock(&state->mu);
       if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND ||
           st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
           st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
         if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the outcome: %s", st.error_message());
         state->delivered = st.ok();
-        state->cv.notify_all();
+        state->cv.SignalAll();
         return;
       }
       Log(LogLevel::kWarning, "jobmaster", "reporting the outcome to %s: %s; retrying", address, st.error_message());
-      if (state->cv.wait_for(lock, std::chrono::milliseconds(delay_ms), [&] { return state->stop; })) return;
+      absl::Time retry_at = absl::Now() + absl::Milliseconds(delay_ms);
+      while (!state->stop && !state->cv.WaitWithDeadline(&state->mu, retry_at)) {
+      }
+      if (state->stop) return;
       delay_ms = std::min(delay_ms * 2, 2000);
     }
   });
@@ -75,8 +79,11 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
 
 bool ServerJobTerminator::WaitDelivered(int seconds) {
   if (!thread_.joinable()) return true;  // nothing to deliver: the job did not end here
-  std::unique_lock<std::mutex> lock(state_->mu);
-  return state_->cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return state_->delivered; });
+  absl::Time deadline = absl::Now() + absl::Seconds(seconds);
+  absl::MutexLock lock(&state_->mu);
+  while (!state_->delivered && !state_->cv.WaitWithDeadline(&state_->mu, deadline)) {
+  }
+  return state_->delivered;
 }
 
 }  // namespace trainyard::jobmaster

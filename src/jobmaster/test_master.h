@@ -16,9 +16,11 @@ namespace trainyard::jobmaster {
 
 class TestMaster {
  public:
-  explicit TestMaster(JobMasterConfig config) {
+  // The master reads `clock` (the real one when null; a FakeClock makes
+  // pings and timeouts move only when the test advances it).
+  explicit TestMaster(JobMasterConfig config, const Clock* clock = nullptr) {
     config.bind_address = "127.0.0.1";
-    auto server = JobMasterServer::Create(config, &terminator_, &clock_);
+    auto server = JobMasterServer::Create(config, &terminator_, clock != nullptr ? clock : &real_clock_);
     if (!server.ok()) {
       status_ = server.status();
       return;
@@ -60,7 +62,7 @@ class TestMaster {
   }
 
  private:
-  RealClock clock_;
+  RealClock real_clock_;
   FakeJobTerminator terminator_;
   std::unique_ptr<JobMasterServer> server_;
   std::thread thread_;

@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <set>
 
 #include "absl/strings/numbers.h"
@@ -206,6 +207,35 @@ TEST(ControlPlaneTest, SecondAgentWithATakenNameIsRefused) {
                       absl::Seconds(10)))
       << ReadFile(dup.log());
   dup.Stop();
+}
+
+TEST(ControlPlaneTest, AgentWithARelativeDataDirRunsTasksInIt) {
+  Cluster c({.nodes = 1});
+  // node-0 again, now started as `trainyard agent --data-dir node-0` from the
+  // cluster's directory, on the ports it had.
+  nlohmann::json ports = c.Nodes()["nodes"][0]["info"]["capacity"]["ports"][0];
+  std::string range = absl::StrCat("[", ports.value("begin", 0), "-", ports.value("end", 0), "]");
+  c.agent(0).Stop();
+  Process agent({"/bin/sh", "-c",
+                 absl::StrCat("cd '", c.dir(), "' && exec '", TrainyardBin(), "' agent --server ", c.address(),
+                              " --name node-0 --data-dir node-0 --simulate-gpus 2 --memory-mb 4096 --vcores 4",
+                              " --port-range '", range, "' --address 127.0.0.1 --kill-tasks-on-exit")},
+                c.dir() + "/node-0-relative.log");
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(agent.log()).find("registered with") != std::string::npos; },
+                      absl::Seconds(20)))
+      << ReadFile(agent.log());
+  std::string job = c.Submit(R"(
+name: reldir
+replicas:
+  worker:
+    command: [sh, -c, 'pwd -P > where']
+)");
+  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2) << ReadFile(agent.log());
+  // It ran in its own directory under the data dir, which it was given whole.
+  std::string task_dir = absl::StrCat(c.dir(), "/node-0/work/", job, "/worker-0");
+  std::error_code ec;
+  EXPECT_EQ(ReadFile(task_dir + "/where"), std::filesystem::canonical(task_dir, ec).string() + "\n");
+  agent.Stop();
 }
 
 TEST(ControlPlaneTest, ClientSpeakingToTheWrongPortGetsAClearError) {

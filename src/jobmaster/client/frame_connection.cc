@@ -99,7 +99,7 @@ void FrameConnection::Shutdown() { shutdown(fd_, SHUT_RDWR); }
 absl::Status FrameConnection::Send(const pb::JobMasterRequest& request) {
   std::string frame;
   AppendFrame(request, &frame);
-  std::lock_guard<std::mutex> lock(write_mu_);
+  absl::MutexLock lock(&write_mu_);
   size_t sent = 0;
   while (sent < frame.size()) {
     ssize_t n = send(fd_, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);

@@ -5,12 +5,12 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/jobmaster.pb.h"
 
@@ -57,7 +57,7 @@ class FrameConnection {
 
   int fd_;
   std::string address_;
-  std::mutex write_mu_;
+  absl::Mutex write_mu_;  // one Send at a time on fd_
   std::string in_;
 };
 

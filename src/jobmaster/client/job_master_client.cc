@@ -3,7 +3,6 @@
 #include "jobmaster/client/job_master_client.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -16,22 +15,6 @@ namespace {
 // master's own, more precise error (naming who is missing) arrives first.
 constexpr absl::Duration kGrace = absl::Seconds(2);
 
-// Waits on `cv` until `done()` or `deadline`; returns done().
-template <typename Pred>
-bool WaitUntil(std::condition_variable& cv, std::unique_lock<std::mutex>& lock,
-               absl::Time deadline, Pred done) {
-  while (!done()) {
-    if (deadline == absl::InfiniteFuture()) {
-      cv.wait(lock);
-      continue;
-    }
-    absl::Duration left = deadline - absl::Now();
-    if (left <= absl::ZeroDuration()) return done();
-    cv.wait_for(lock, absl::ToChronoNanoseconds(left));
-  }
-  return true;
-}
-
 int64_t TimeoutMillis(absl::Duration timeout) {
   return timeout == absl::InfiniteDuration() ? 0 : absl::ToInt64Milliseconds(timeout);
 }
@@ -39,6 +22,15 @@ int64_t TimeoutMillis(absl::Duration timeout) {
 }  // namespace
 
 JobMasterClient::JobMasterClient(JobMasterClientOptions options) : options_(std::move(options)) {}
+
+template <typename Pred>
+bool JobMasterClient::WaitUntil(absl::Time deadline, Pred done) {
+  while (!done()) {
+    // An infinite deadline waits without a timeout.
+    if (cv_.WaitWithDeadline(&mu_, deadline)) return done();
+  }
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<JobMasterClient>> JobMasterClient::Start(
     JobMasterClientOptions options) {
@@ -52,11 +44,11 @@ absl::StatusOr<std::unique_ptr<JobMasterClient>> JobMasterClient::Start(
 JobMasterClient::~JobMasterClient() {
   std::shared_ptr<FrameConnection> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stop_ = true;
     conn = conn_;
+    cv_.SignalAll();
   }
-  cv_.notify_all();
   if (conn) conn->Shutdown();
   if (io_thread_.joinable()) io_thread_.join();
 }
@@ -75,7 +67,7 @@ absl::Status JobMasterClient::Register(absl::Time deadline) {
   pb::JobMasterRequest request;
   pb::WorkerState state;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     request.set_request_id(next_request_id_++);
     state = last_state_;
     pb::Starting* s = request.mutable_starting();
@@ -98,7 +90,7 @@ absl::Status JobMasterClient::Register(absl::Time deadline) {
     worker_id_ = reply->registered().worker_id();
     num_workers_ = reply->registered().num_workers();
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   // Only the first master's count is trusted: a restarted master starts from
   // 0 and learns the job's count from the workers' barrier requests.
   if (first) next_barrier_generation_ = reply->registered().barrier_generation();
@@ -109,9 +101,11 @@ absl::Status JobMasterClient::Register(absl::Time deadline) {
     error.set_request_id(next_request_id_++);
     error.mutable_state_change()->set_state(pb::ERROR);
     error.mutable_state_change()->set_reason(last_reason_);
-    (void)conn->Send(error);
+    // A failed send means a broken connection: the I/O thread's next read
+    // fails, and the next registration reports the ERROR again.
+    conn->Send(error).IgnoreError();
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   return absl::OkStatus();
 }
 
@@ -121,7 +115,7 @@ void JobMasterClient::IoLoop() {
   while (true) {
     std::shared_ptr<FrameConnection> conn;
     {
-      std::unique_lock<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stop_) return;
       conn = conn_;
     }
@@ -133,8 +127,8 @@ void JobMasterClient::IoLoop() {
         backoff = absl::Milliseconds(50);
         continue;
       }
-      std::unique_lock<std::mutex> lock(mu_);
-      WaitUntil(cv_, lock, absl::Now() + backoff, [this] { return stop_; });
+      absl::MutexLock lock(&mu_);
+      WaitUntil(absl::Now() + backoff, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; });
       backoff = std::min(backoff * 2, options_.max_backoff);
       continue;
     }
@@ -162,12 +156,12 @@ void JobMasterClient::IoLoop() {
 }
 
 std::string JobMasterClient::ConnectedTo() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return connected_to_;
 }
 
 void JobMasterClient::Dispatch(pb::JobMasterResponse response) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = pending_.find(response.request_id());
   if (it == pending_.end()) {
     if (response.has_error()) {
@@ -185,11 +179,11 @@ void JobMasterClient::Dispatch(pb::JobMasterResponse response) {
     p->result = std::move(response);
   }
   p->done = true;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void JobMasterClient::ConnectionLost(const absl::Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (!stop_) {
     Log(LogLevel::kWarning, "worker", "%s; reconnecting", why.message());
   }
@@ -200,33 +194,37 @@ void JobMasterClient::ConnectionLost(const absl::Status& why) {
     p->done = true;
   }
   pending_.clear();
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::StatusOr<pb::JobMasterResponse> JobMasterClient::Call(pb::JobMasterRequest request,
                                                             absl::Duration timeout,
                                                             std::string_view what) {
   absl::Time deadline = absl::Now() + timeout;
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!WaitUntil(cv_, lock, deadline, [this] { return conn_ != nullptr || stop_; }) || stop_) {
-    return absl::UnavailableError(absl::StrFormat(
-        "not connected to the job master at %s (reconnecting); %s was not sent",
-        CurrentMasterAddress(options_), what));
-  }
-  uint64_t id = next_request_id_++;
-  request.set_request_id(id);
   Pending p;
   p.what = std::string(what);
-  pending_[id] = &p;
-  std::shared_ptr<FrameConnection> conn = conn_;
-  lock.unlock();
+  uint64_t id;
+  std::shared_ptr<FrameConnection> conn;
+  {
+    absl::MutexLock lock(&mu_);
+    if (!WaitUntil(deadline, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return conn_ != nullptr || stop_; }) ||
+        stop_) {
+      return absl::UnavailableError(absl::StrFormat(
+          "not connected to the job master at %s (reconnecting); %s was not sent",
+          CurrentMasterAddress(options_), what));
+    }
+    id = next_request_id_++;
+    request.set_request_id(id);
+    pending_[id] = &p;
+    conn = conn_;
+  }
   absl::Status sent = conn->Send(request);
-  lock.lock();
+  absl::MutexLock lock(&mu_);
   if (!sent.ok() && !p.done) {
     pending_.erase(id);
     return sent;
   }
-  if (!WaitUntil(cv_, lock, deadline, [&p] { return p.done; })) {
+  if (!WaitUntil(deadline, [&p] { return p.done; })) {
     pending_.erase(id);
     return absl::DeadlineExceededError(absl::StrFormat(
         "no answer from the job master to %s within %s", what, absl::FormatDuration(timeout)));
@@ -238,7 +236,7 @@ void JobMasterClient::SendState(pb::WorkerState state, std::string reason) {
   pb::JobMasterRequest request;
   std::shared_ptr<FrameConnection> conn;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     last_state_ = state;
     last_reason_ = reason;
     request.set_request_id(next_request_id_++);
@@ -246,13 +244,13 @@ void JobMasterClient::SendState(pb::WorkerState state, std::string reason) {
   }
   request.mutable_state_change()->set_state(state);
   request.mutable_state_change()->set_reason(std::move(reason));
-  if (conn) (void)conn->Send(request);  // a failed send is resent on re-registration
+  if (conn) conn->Send(request).IgnoreError();  // a failed send is resent on re-registration
 }
 
 absl::Status JobMasterClient::SetState(pb::WorkerState state, std::string reason,
                                        absl::Duration timeout) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     last_state_ = state;
     last_reason_ = reason;
   }
@@ -277,7 +275,7 @@ absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {
   absl::Time deadline = absl::Now() + timeout;
   int64_t generation;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     generation = next_barrier_generation_;
   }
   absl::Duration backoff = absl::Milliseconds(20);
@@ -289,7 +287,7 @@ absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {
     request.mutable_barrier()->set_generation(generation);
     absl::StatusOr<pb::JobMasterResponse> r = Call(std::move(request), left + kGrace, "a barrier");
     if (r.ok()) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       next_barrier_generation_ = r->barrier().generation() + 1;
       return absl::OkStatus();
     }
@@ -298,9 +296,11 @@ absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {
     // and re-registers; enter the same barrier again once it has.
     Log(LogLevel::kInfo, "worker", "barrier %d: %s; entering it again", generation,
         r.status().message());
-    std::unique_lock<std::mutex> lock(mu_);
-    if (WaitUntil(cv_, lock, std::min(deadline, absl::Now() + backoff), [this] { return stop_; }) ||
-        !WaitUntil(cv_, lock, deadline, [this] { return conn_ != nullptr || stop_; }) || stop_) {
+    absl::MutexLock lock(&mu_);
+    if (WaitUntil(std::min(deadline, absl::Now() + backoff),
+                  [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stop_; }) ||
+        !WaitUntil(deadline, [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return conn_ != nullptr || stop_; }) ||
+        stop_) {
       return absl::UnavailableError(absl::StrFormat(
           "barrier %d not passed within %s: the job master at %s went away and did not come "
           "back (%s)", generation, absl::FormatDuration(timeout), CurrentMasterAddress(options_),
@@ -311,12 +311,12 @@ absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {
 }
 
 absl::Status JobMasterClient::last_error() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return last_error_;
 }
 
 bool JobMasterClient::connected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return conn_ != nullptr;
 }
 

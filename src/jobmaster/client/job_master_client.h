@@ -8,14 +8,14 @@
 // retried.
 #pragma once
 
-#include <condition_variable>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "jobmaster/client/frame_connection.h"
 
@@ -89,6 +89,8 @@ class JobMasterClient {
   bool connected() const;
 
  private:
+  // One call waiting for its answer, on the caller's stack. Its fields are
+  // read and written with mu_ held (the analysis cannot name mu_ here).
   struct Pending {
     std::string what;  // "a barrier", for the error when the connection drops
     bool done = false;
@@ -99,26 +101,32 @@ class JobMasterClient {
   absl::StatusOr<pb::JobMasterResponse> Call(pb::JobMasterRequest request, absl::Duration timeout,
                                              std::string_view what);
   void IoLoop();
-  std::string ConnectedTo();
-  void Dispatch(pb::JobMasterResponse response);
-  void ConnectionLost(const absl::Status& why);
+  std::string ConnectedTo() ABSL_LOCKS_EXCLUDED(mu_);
+  void Dispatch(pb::JobMasterResponse response) ABSL_LOCKS_EXCLUDED(mu_);
+  void ConnectionLost(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits on cv_ until `done()` (called with mu_ held) or the real-time
+  // `deadline`; returns done().
+  template <typename Pred>
+  bool WaitUntil(absl::Time deadline, Pred done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   JobMasterClientOptions options_;
+  // Set by the first registration, before the I/O thread starts; read-only
+  // after.
   int worker_id_ = -1;
   int num_workers_ = 0;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::shared_ptr<FrameConnection> conn_;  // null while disconnected
-  std::string connected_to_;               // the address conn_ reached
-  std::map<uint64_t, Pending*> pending_;
-  uint64_t next_request_id_ = 1;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;  // a connection, an answer or stop_ came
+  std::shared_ptr<FrameConnection> conn_ ABSL_GUARDED_BY(mu_);  // null while disconnected
+  std::string connected_to_ ABSL_GUARDED_BY(mu_);               // the address conn_ reached
+  std::map<uint64_t, Pending*> pending_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_request_id_ ABSL_GUARDED_BY(mu_) = 1;
   // The generation of this worker's next barrier (BarrierRequest.generation).
-  int64_t next_barrier_generation_ = 0;
-  pb::WorkerState last_state_ = pb::STARTING;
-  std::string last_reason_;
-  absl::Status last_error_;
-  bool stop_ = false;
+  int64_t next_barrier_generation_ ABSL_GUARDED_BY(mu_) = 0;
+  pb::WorkerState last_state_ ABSL_GUARDED_BY(mu_) = pb::STARTING;
+  std::string last_reason_ ABSL_GUARDED_BY(mu_);
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread io_thread_;
 };
 
