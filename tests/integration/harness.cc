@@ -196,7 +196,7 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)), started
   StartServer("127.0.0.1:0");
   for (int i = 0; i < options_.nodes; ++i) {
     agents_.push_back(nullptr);
-    StartAgent(i);
+    StartAgent(i, options_.gpus, options_.topology);
   }
   WaitNodesReady(options_.nodes);
 }
@@ -270,20 +270,22 @@ Cluster::~Cluster() {
   if (port_lock_fd_ >= 0) close(port_lock_fd_);  // the port block is free again
 }
 
-void Cluster::StartAgent(int i) {
+void Cluster::StartAgent(int i, int gpus, const std::string& topology) {
   std::string name = absl::StrCat("node-", i);
   int begin = port_base_ + i * 30;
   std::vector<std::string> argv{TrainyardBin(), "agent", "--server", address_, "--name", name, "--data-dir",
-                                dir() + "/" + name, "--simulate-gpus", absl::StrCat(options_.gpus), "--gpu-topology",
-                                options_.topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
+                                dir() + "/" + name, "--simulate-gpus", absl::StrCat(gpus), "--gpu-topology",
+                                topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
                                 absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1"};
   if (options_.agents_kill_tasks_on_exit) argv.push_back("--kill-tasks-on-exit");
   agents_[i] = std::make_unique<Process>(argv, absl::StrCat(dir(), "/", name, ".log"));
 }
 
-void Cluster::RestartAgent(int i) {
+void Cluster::RestartAgent(int i) { RestartAgent(i, options_.gpus, options_.topology); }
+
+void Cluster::RestartAgent(int i, int gpus, const std::string& topology) {
   agents_[i]->Stop();
-  StartAgent(i);
+  StartAgent(i, gpus, topology);
 }
 
 CommandResult Cluster::Cli(std::vector<std::string> args) {

@@ -106,6 +106,10 @@ class Cluster {
   Process& server() { return *server_; }
   // Starts agent i again (after Kill / Stop), same name and data dir.
   void RestartAgent(int i);
+  // The same with `gpus` simulated GPUs of `topology`: a node whose hardware
+  // changed while it was away. A later RestartAgent(i) goes back to the
+  // cluster's options.
+  void RestartAgent(int i, int gpus, const std::string& topology);
   // SIGKILL to the server (its store is left as the crash left it).
   void KillServer();
   // Starts the server again on the same data dir and the same address (after
@@ -119,7 +123,7 @@ class Cluster {
   }
 
  private:
-  void StartAgent(int i);
+  void StartAgent(int i, int gpus, const std::string& topology);
   bool StartServer(const std::string& listen);
   ClusterOptions options_;
   TempDir dir_;
