@@ -1,10 +1,11 @@
 # The two commands of the README, and a few more.
 #   make up    install what is missing, build, start the local cluster, run the demo
-#   make test  install what is missing, build, run every test
+#   make test  install what is missing, build, run every test (and the
+#              thread-safety build: `make tsa`)
 BUILD_DIR := build/release
 ASAN_DIR := build/asan
 
-.PHONY: all setup build test up bench asan asan-test clean
+.PHONY: all setup build tsa test up bench asan asan-test clean
 
 all: build
 
@@ -15,7 +16,13 @@ build: setup
 	@cmake --preset release >/dev/null
 	@cmake --build --preset release
 
-test: build
+# Clang's -Wthread-safety over the module libraries (build/tsa): a lock
+# annotation that the code breaks fails `make test`.
+tsa: setup
+	@cmake --preset tsa >/dev/null
+	@cmake --build --preset tsa
+
+test: build tsa
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
 up: build

@@ -1,8 +1,20 @@
 # Helpers that give every Trainyard target the same warnings and layout.
 
-# ty_options(TARGET): our warning set, applied to our code only.
+# ty_options(TARGET): our warning set, applied to our code only. With
+# TRAINYARD_THREAD_SAFETY (the `tsa` preset, Clang only) it adds Clang's
+# -Wthread-safety, which checks ABSL_GUARDED_BY and the lock annotations;
+# TRAINYARD_TSA_WARN_ONLY (CMakeLists.txt) names the targets where it only
+# warns for now.
 function(ty_options target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-missing-field-initializers)
+  if(TRAINYARD_THREAD_SAFETY)
+    target_compile_options(${target} PRIVATE -Wthread-safety)
+    if(target IN_LIST TRAINYARD_TSA_WARN_ONLY)
+      target_compile_options(${target} PRIVATE -Wno-error=thread-safety)
+    elseif(target IN_LIST TRAINYARD_TSA_WARN_ONLY_ATTRIBUTES)
+      target_compile_options(${target} PRIVATE -Wno-error=thread-safety-attributes)
+    endif()
+  endif()
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
 endfunction()
 
@@ -11,6 +23,11 @@ function(ty_library name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${A_SOURCES})
   ty_options(${name})
+  # Every module's sources pass the layering check before they compile.
+  if(TARGET layering)
+    add_dependencies(${name} layering)
+  endif()
+  set_property(GLOBAL APPEND PROPERTY TRAINYARD_LIBRARIES ${name})
   if(A_DEPS)
     target_link_libraries(${name} PUBLIC ${A_DEPS})
   endif()

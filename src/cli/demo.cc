@@ -1,14 +1,14 @@
 // `trainyard up --demo`.
 #include "cli/demo.h"
 
-#include <atomic>
 #include <filesystem>
-#include <mutex>
 #include <fstream>
 #include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "api/states.h"
 #include "cli/client.h"
@@ -26,6 +26,72 @@ std::string FindSpec(const std::string& given) {
 }
 
 std::string StateName(v1::JobState s) { return api::JobStateName(s); }
+
+// What the log follower and the main thread share: the log stream in flight,
+// which the main thread cancels once the job has ended, and whether it has.
+class LogStop {
+ public:
+  // Makes `ctx` the stream that Stop() cancels. Returns false, registering
+  // nothing, once Stop() has run.
+  bool Begin(grpc::ClientContext* ctx) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    if (stopped_) return false;
+    ctx_ = ctx;
+    return true;
+  }
+  // The stream that Begin() registered has finished.
+  void End() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    ctx_ = nullptr;
+  }
+  // Cancels the stream in flight; Begin() refuses from now on.
+  void Stop() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    stopped_ = true;
+    if (ctx_ != nullptr) ctx_->TryCancel();
+  }
+  // Waits up to `timeout` for Stop(); returns whether it has run, so a retry
+  // does not hold up the end of the demo.
+  bool WaitStopped(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&stopped_), timeout);
+    return stopped_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Prints the first worker's log as it arrives, retrying while the task has
+// not started, until the stream ends or `stop` cancels it.
+void FollowWorkerLog(v1::Trainyard::Stub& stub, const std::string& job, LogStop& stop) {
+  v1::LogsRequest lr;
+  lr.set_job(job);
+  lr.set_role("worker");
+  lr.set_index(0);
+  lr.set_attempt(-1);
+  lr.set_follow(true);
+  for (int tries = 0; tries < 100; ++tries) {  // the task may not have started yet
+    grpc::ClientContext ctx;
+    if (!stop.Begin(&ctx)) return;
+    auto reader = stub.Logs(&ctx, lr);
+    v1::LogChunk chunk;
+    bool any = false;
+    while (reader->Read(&chunk)) {
+      any = true;
+      std::istringstream lines(chunk.data());
+      std::string line;
+      while (std::getline(lines, line)) std::cout << "  [" << chunk.task() << "] " << line << "\n";
+      std::cout << std::flush;
+    }
+    grpc::Status rs = reader->Finish();
+    stop.End();
+    if (any || rs.error_code() == grpc::StatusCode::CANCELLED) return;
+    if (stop.WaitStopped(absl::Milliseconds(200))) return;
+  }
+}
 
 }  // namespace
 
@@ -49,42 +115,8 @@ int RunDemo(const std::string& address, const std::string& spec_path) {
   std::cout << "demo: submitted " << path << " as job " << job << std::endl;
 
   // Follow the first worker's log on a second stream while polling the state.
-  std::mutex log_mu;
-  grpc::ClientContext* log_ctx = nullptr;  // the stream in flight, to cancel it
-  std::atomic<bool> stop{false};
-  std::thread follower([&] {
-    v1::LogsRequest lr;
-    lr.set_job(job);
-    lr.set_role("worker");
-    lr.set_index(0);
-    lr.set_attempt(-1);
-    lr.set_follow(true);
-    for (int tries = 0; tries < 100 && !stop; ++tries) {  // the task may not have started yet
-      grpc::ClientContext ctx;
-      {
-        std::lock_guard<std::mutex> lock(log_mu);
-        if (stop) return;
-        log_ctx = &ctx;
-      }
-      auto reader = stub->Logs(&ctx, lr);
-      v1::LogChunk chunk;
-      bool any = false;
-      while (reader->Read(&chunk)) {
-        any = true;
-        std::istringstream lines(chunk.data());
-        std::string line;
-        while (std::getline(lines, line)) std::cout << "  [" << chunk.task() << "] " << line << "\n";
-        std::cout << std::flush;
-      }
-      grpc::Status rs = reader->Finish();
-      {
-        std::lock_guard<std::mutex> lock(log_mu);
-        log_ctx = nullptr;
-      }
-      if (any || rs.error_code() == grpc::StatusCode::CANCELLED) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    }
-  });
+  LogStop log_stop;
+  std::thread follower([&] { FollowWorkerLog(*stub, job, log_stop); });
   std::string last;
   v1::JobView v;
   absl::Time deadline = absl::Now() + absl::Minutes(5);
@@ -102,11 +134,7 @@ int RunDemo(const std::string& address, const std::string& spec_path) {
   }
   // Let the log stream drain what the finished worker wrote, then stop it.
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  {
-    std::lock_guard<std::mutex> lock(log_mu);
-    stop = true;
-    if (log_ctx) log_ctx->TryCancel();
-  }
+  log_stop.Stop();
   follower.join();
   std::cout << "demo: job " << job << " ended " << StateName(v.state())
             << "; its logs: trainyard logs " << job << " --server " << address << std::endl;

@@ -4,11 +4,12 @@
 #include <unistd.h>
 
 #include <iostream>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "api/states.h"
 #include "cli/client.h"
 #include "cli/verbs.h"
@@ -25,23 +26,23 @@ namespace {
 class NamedTerminator : public jobmaster::JobTerminator {
  public:
   explicit NamedTerminator(jobmaster::JobTerminator* inner) : inner_(inner) {}
-  void SetName(const std::string& name) {
-    std::lock_guard<std::mutex> lock(mu_);
+  void SetName(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     name_ = name;
   }
-  void Terminate(const jobmaster::JobEnd& end) override {
+  void Terminate(const jobmaster::JobEnd& end) ABSL_LOCKS_EXCLUDED(mu_) override {
     jobmaster::JobEnd named = end;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (!name_.empty()) named.job = name_;
     }
     inner_->Terminate(named);
   }
 
  private:
-  jobmaster::JobTerminator* inner_;
-  std::mutex mu_;
-  std::string name_;
+  jobmaster::JobTerminator* const inner_;
+  absl::Mutex mu_;
+  std::string name_ ABSL_GUARDED_BY(mu_);
 };
 
 std::string HostFor(const std::string& server, const std::string& advertise) {

@@ -14,11 +14,11 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <random>
 #include <set>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "store/fault_vfs.h"
 #include "store/sqlite_db.h"
 #include "store/sqlite_schema.h"
@@ -100,7 +100,7 @@ TEST_F(SqliteStateStoreTest, AcknowledgedWritesSurviveCloseAndReopen) {
 TEST_F(SqliteStateStoreTest, EveryAcknowledgedSubmissionOfManyWritersIsThereAfterReopen) {
   constexpr int kThreads = 16;
   constexpr int kJobsPerThread = 25;
-  std::mutex mu;
+  absl::Mutex mu;
   std::set<uint64_t> acked;
   {
     StateStorePtr store = OpenOrDie();  // fsync on: group commit is what makes this quick
@@ -111,7 +111,7 @@ TEST_F(SqliteStateStoreTest, EveryAcknowledgedSubmissionOfManyWritersIsThereAfte
         for (int i = 0; i < kJobsPerThread; ++i) {
           uint64_t id = 1 + t * kJobsPerThread + i;
           if (Create(*store, id).ok()) {
-            std::lock_guard<std::mutex> lock(mu);
+            absl::MutexLock lock(&mu);
             acked.insert(id);
           }
         }
@@ -293,14 +293,14 @@ TEST_F(SqliteStateStoreTest, FullDiskFailsWritesAndAcknowledgesOnlyWhatWasKept) 
     options.max_size_bytes_for_test = 96 * 1024;
     StateStorePtr store = OpenOrDie(options);
     ASSERT_NE(store, nullptr);
-    std::mutex mu;
+    absl::Mutex mu;
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < 1000; ++i) {
           uint64_t id = 1 + t * 1000 + i;
           absl::Status s = Create(*store, id, 8);
-          std::lock_guard<std::mutex> lock(mu);
+          absl::MutexLock lock(&mu);
           if (s.ok()) {
             acked.insert(id);
           } else {

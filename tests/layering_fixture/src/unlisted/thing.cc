@@ -1,0 +1,2 @@
+// A directory that the table does not name.
+#include "common/logging.h"
