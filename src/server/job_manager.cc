@@ -32,62 +32,62 @@ absl::Status JobManager::Recover() {
   absl::StatusOr<std::vector<v1::JobRecord>> ended = store_->ListJobs(finished);
   if (!ended.ok()) return ended.status();
   size_t live = snap->jobs.size(), done = ended->size(), nodes = snap->nodes.size();
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   control_.Recover(*snap, std::move(*ended), clock_->Now());
   Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
       static_cast<int>(live), static_cast<int>(done), static_cast<int>(nodes));
   control_.PublishNodesAndQueues(&views_);
-  AfterEvent(lock);
+  AfterEvent();
   return absl::OkStatus();
 }
 
 void JobManager::Start() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   last_loop_ = clock_->Now();
   thread_ = std::thread([this] { Loop(); });
 }
 
 void JobManager::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
   // Hand the store everything not yet written, and wait for it: the write's
   // answer calls back into this object.
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (true) {
-    while (!cv_.wait_for(lock, std::chrono::seconds(10), [this] { return !control_.persister().in_flight(); })) {
+    while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !control_.persister().in_flight(); })) {
       Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer the last write");
     }
-    SendWrite(lock);
+    SendWrite();
     if (!control_.persister().in_flight()) break;
   }
 }
 
 void JobManager::SetServerAddress(const std::string& address) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   control_.SetServerAddress(address);
 }
 
 void JobManager::WakeIfAsked() {
   if (control_.TakeRoundRequest()) {
     round_asked_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
 }
 
-void JobManager::AfterEvent(std::unique_lock<std::mutex>& lock) {
+void JobManager::AfterEvent() {
   WakeIfAsked();
   control_.PublishJobs(&views_);
-  SendWrite(lock);
+  SendWrite();
 }
 
 void JobManager::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    cv_.wait_for(lock, absl::ToChronoMilliseconds(kTick), [this] { return round_asked_ || stopping_; });
+    if (!round_asked_ && !stopping_) cv_.WaitWithTimeout(&mu_, kTick);
     if (stopping_) break;
     round_asked_ = false;
     absl::Time now = clock_->Now();
@@ -102,42 +102,42 @@ void JobManager::Loop() {
       control_.PublishNodesAndQueues(&views_);
       last_publish_ = now;
     }
-    AfterEvent(lock);  // what the round changed may place more at once
+    AfterEvent();  // what the round changed may place more at once
   }
 }
 
 void JobManager::ScheduleNowForTest() {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   control_.RunRound(clock_->Now());
   control_.PublishNodesAndQueues(&views_);
-  AfterEvent(lock);
+  AfterEvent();
 }
 
-void JobManager::SendWrite(std::unique_lock<std::mutex>& lock) {
+void JobManager::SendWrite() {
   std::optional<Persister::Write> write = control_.TakeWrite();
   if (!write) return;
   WriteBatch batch = std::move(write->batch);
   auto meta = std::make_shared<Persister::Write>(std::move(*write));
-  lock.unlock();
+  mu_.Unlock();
   store_->CommitAsync(std::move(batch), [this, meta](absl::Status st) {
-    std::unique_lock<std::mutex> relock(mu_);
+    absl::MutexLock relock(&mu_);
     control_.WriteDone(*meta, st, stopping_);
     // What gathered meanwhile goes now; after a failure the next try waits
     // for the next round (a tick at most).
-    if (st.ok()) SendWrite(relock);
-    cv_.notify_all();
+    if (st.ok()) SendWrite();
+    cv_.SignalAll();
   });
-  lock.lock();
+  mu_.Lock();
 }
 
-absl::Status JobManager::WaitDurable(std::unique_lock<std::mutex>& lock) {
+absl::Status JobManager::WaitDurable() {
   Persister& p = control_.persister();
   uint64_t sent = p.sent();
   bool pending = p.pending();
-  SendWrite(lock);
+  SendWrite();
   std::optional<uint64_t> target = p.DurableTarget(sent, pending);
   if (!target) return absl::OkStatus();
-  if (!cv_.wait_for(lock, std::chrono::seconds(10), [&] { return p.Answered(*target); })) {
+  if (!WaitFor(absl::Seconds(10), [&] { return p.Answered(*target); })) {
     return absl::DeadlineExceededError("the store did not confirm the write in 10 s");
   }
   return p.ResultOf(*target);
@@ -153,7 +153,7 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
 void JobManager::SubmitAsync(v1::JobSpec spec, SubmitDone done) {
   absl::StatusOr<PreparedJob> prepared;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     prepared = control_.PrepareSubmit(std::move(spec), clock_->Now());
   }
   if (!prepared.ok()) {
@@ -166,7 +166,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, SubmitDone done) {
   store_->CommitAsync(std::move(batch), [this, shared, done = std::move(done)](absl::Status st) {
     absl::StatusOr<v1::SubmitResponse> resp;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       resp = control_.AcceptCommitted(*shared, st);
       WakeIfAsked();
       control_.PublishJobs(&views_);  // describe right after the answer sees it
@@ -183,7 +183,7 @@ absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
   // then published with it.
   auto stored = store_->ListEvents(entry->view->id());
   if (!stored.ok()) return *entry->view;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   control_.SetStoredEvents(name, *stored);
   control_.PublishJobs(&views_);
   return control_.Describe(name);
@@ -200,19 +200,19 @@ std::vector<v1::NodeView> JobManager::ListNodes() { return *views_.Nodes(); }
 v1::ListQueuesResponse JobManager::ListQueues() { return *views_.Queues(); }
 
 ManagerStats JobManager::Stats() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return control_.Stats();
 }
 
 absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std::string& reason) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::StatusOr<v1::JobState> state = control_.Kill(name, reason, clock_->Now());
   if (!state.ok()) return state;
   WakeIfAsked();
   control_.PublishJobs(&views_);
   // Answered once the end is durable, as a submission is (a job that had
   // ended already too).
-  if (absl::Status st = WaitDurable(lock); !st.ok()) {
+  if (absl::Status st = WaitDurable(); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("job ", name, " is being stopped, but the server cannot record it: ",
                                                st.message(), " (after a server restart it is back as it was last recorded)"));
   }
@@ -220,19 +220,19 @@ absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std
 }
 
 absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (absl::Status st = control_.ReportOutcome(req, clock_->Now()); !st.ok()) return st;
   WakeIfAsked();
   control_.PublishJobs(&views_);
   // Answered once durable: the job master retries a report that failed.
-  if (absl::Status st = WaitDurable(lock); !st.ok()) {
+  if (absl::Status st = WaitDurable(); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("the outcome of job ", req.job(), " cannot be recorded: ", st.message()));
   }
   return absl::OkStatus();
 }
 
 absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   uint64_t session = streams_.SessionOf(link);
   // Bound first, so what the registration sends (its answer, launches that
   // never arrived) goes to this stream; the old binding is back on refusal.
@@ -242,12 +242,12 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link
     streams_.Bind(info.name(), before);
     return st;
   }
-  AfterEvent(lock);
+  AfterEvent();
   return absl::OkStatus();
 }
 
 void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   control_.AgentDisconnected(node, streams_.SessionOf(link));
   control_.PublishJobs(&views_);
   streams_.Forget(node, link);
@@ -257,32 +257,32 @@ void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
       w->data->set_error(absl::StrCat("node ", node, " disconnected"));
     }
   }
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 void JobManager::OnHeartbeat(const std::string& node, const v1::Heartbeat& hb) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   control_.OnHeartbeat(node, hb, clock_->Now());
-  AfterEvent(lock);
+  AfterEvent();
 }
 
 void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& status) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   control_.OnTaskStatus(node, status, clock_->Now());
-  AfterEvent(lock);
+  AfterEvent();
 }
 
 void JobManager::OnLogData(const std::string& node, const v1::LogData& data) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = log_waiters_.find(data.request_id());
   if (it == log_waiters_.end() || it->second->node != node) return;  // not asked of this node
   it->second->data = data;
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
 absl::StatusOr<v1::LogData> JobManager::ReadLog(const std::string& job, const std::string& role, int index,
                                                 int attempt, int64_t offset, int max_bytes, bool stderr) {
-  std::unique_lock<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   absl::StatusOr<LogTarget> target = control_.LogTargetOf(job, role, index, attempt);
   if (!target.ok()) return target.status();
   uint64_t id = next_log_request_++;
@@ -299,7 +299,7 @@ absl::StatusOr<v1::LogData> JobManager::ReadLog(const std::string& job, const st
   r.set_max_bytes(max_bytes);
   r.set_stderr(stderr);
   streams_.ReadLog(target->node, r);
-  bool ok = cv_.wait_for(lock, std::chrono::seconds(10), [&] { return waiter->data.has_value(); });
+  bool ok = WaitFor(absl::Seconds(10), [&] { return waiter->data.has_value(); });
   log_waiters_.erase(id);
   if (!ok) return absl::DeadlineExceededError(absl::StrCat("node ", target->node, " did not answer for the log in 10 s"));
   if (!waiter->data->error().empty()) return absl::NotFoundError(waiter->data->error());
@@ -307,7 +307,7 @@ absl::StatusOr<v1::LogData> JobManager::ReadLog(const std::string& job, const st
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, int>>> JobManager::TasksOf(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return control_.TasksOf(job);
 }
 

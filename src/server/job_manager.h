@@ -9,18 +9,17 @@
 // under the lock.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -100,26 +99,35 @@ class JobManager {
     std::optional<v1::LogData> data;
   };
 
-  void Loop();
+  void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the persister's next write to the store (one in flight at a time).
   // The store is called without the lock held, so its answer, which takes
   // the lock, may come on this thread or on the store's.
-  void SendWrite(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Writes what changed and waits until the store has it (10 s at most).
-  absl::Status WaitDurable(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status WaitDurable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the loop when an event asked for a round.
   void WakeIfAsked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After each event: wake the loop if asked, publish the jobs that changed,
   // send what the persister gathered.
-  void AfterEvent(std::unique_lock<std::mutex>& lock) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void AfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits on cv_ until `done` holds or `timeout` passes; false on timeout.
+  template <typename Pred>
+  bool WaitFor(absl::Duration timeout, Pred done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Time deadline = absl::Now() + timeout;
+    while (!done()) {
+      if (cv_.WaitWithDeadline(&mu_, deadline)) return done();
+    }
+    return true;
+  }
 
   const ServerConfig config_;
   StateStore* const store_;
   const Clock* const clock_;
 
   ViewStore views_;  // what readers see; its own lock, never mu_
-  std::mutex mu_;
-  std::condition_variable cv_;
+  absl::Mutex mu_;
+  absl::CondVar cv_;
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
   ControlState control_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, std::shared_ptr<LogWaiter>> log_waiters_ ABSL_GUARDED_BY(mu_);
