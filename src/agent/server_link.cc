@@ -164,6 +164,8 @@ ServerLink::~ServerLink() { Stop(); }
 
 void ServerLink::Start(AgentCore* core) {
   core_ = core;
+  pusher_ = std::make_unique<LogPusher>(&core->logs(), LogPusherOptions{.max_subscriptions = options_.max_log_subscriptions},
+                                        [this](const LogPiece& piece) { return WriteLogPiece(piece); });
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -175,6 +177,7 @@ void ServerLink::Stop() {
     cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
+  pusher_.reset();
 }
 
 void ServerLink::Run() {
@@ -190,11 +193,12 @@ void ServerLink::Run() {
   }
 }
 
-bool ServerLink::Write(const v1::AgentMessage& msg) {
+bool ServerLink::Write(const v1::AgentMessage& msg, int64_t session) {
   absl::MutexLock wl(&write_mu_);
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream;
   {
     absl::MutexLock lock(&mu_);
+    if (session >= 0 && session != session_) return false;
     stream = stream_;
   }
   return stream && stream->Write(msg);
@@ -307,6 +311,9 @@ bool ServerLink::Session() {
     ++session_;
     cv_.SignalAll();
   }
+  // The server that asked for them is gone with the stream; one that comes
+  // back asks again.
+  pusher_->CancelAll();
   if (heartbeats.joinable()) heartbeats.join();
   {
     absl::MutexLock wl(&write_mu_);
@@ -382,7 +389,17 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       break;
     }
     case v1::ServerMessage::kReadLog:
-      HandleLogRead(msg.read_log());
+      if (msg.read_log().window_bytes() > 0) {
+        SubscribeLog(msg.read_log());
+      } else {
+        HandleLogRead(msg.read_log());
+      }
+      break;
+    case v1::ServerMessage::kAckLog:
+      pusher_->Ack(msg.ack_log().request_id(), msg.ack_log().offset());
+      break;
+    case v1::ServerMessage::kCancelLog:
+      pusher_->Cancel(msg.cancel_log().request_id());
       break;
     case v1::ServerMessage::kUpdateFiles: {
       const v1::TaskFiles& f = msg.update_files();
@@ -446,6 +463,41 @@ void ServerLink::HandleLogRead(const v1::LogRead& read) {
     d->set_error(std::string(chunk.status().message()));
   }
   Write(msg);
+}
+
+void ServerLink::SubscribeLog(const v1::LogRead& read) {
+  LogSubscription sub{.id = read.request_id(),
+                      .key = TaskKey{read.job(), read.role(), read.index()},
+                      .attempt = read.attempt(),
+                      .stream = read.stderr() ? LogStream::kStderr : LogStream::kStdout,
+                      .offset = read.offset(),
+                      .chunk_bytes = read.max_bytes() > 0 ? read.max_bytes() : 65536,
+                      .window_bytes = read.window_bytes(),
+                      .follow = read.follow()};
+  {
+    absl::MutexLock lock(&mu_);
+    sub.tag = static_cast<uint64_t>(session_);
+  }
+  absl::Status st = pusher_->Subscribe(sub);
+  if (st.ok()) return;
+  v1::AgentMessage msg;
+  msg.mutable_log()->set_request_id(read.request_id());
+  msg.mutable_log()->set_attempt(read.attempt());
+  msg.mutable_log()->set_error(absl::StrCat("node ", core_->node_info().name, ": ", st.message()));
+  Write(msg);
+}
+
+bool ServerLink::WriteLogPiece(const LogPiece& piece) {
+  v1::AgentMessage msg;
+  v1::LogData* d = msg.mutable_log();
+  d->set_request_id(piece.id);
+  d->set_attempt(piece.attempt);
+  d->set_offset(piece.offset);
+  d->set_data(piece.data);
+  d->set_eof(piece.eof);
+  d->set_finished(piece.finished);
+  d->set_error(piece.error);
+  return Write(msg, static_cast<int64_t>(piece.tag));
 }
 
 }  // namespace trainyard::agent

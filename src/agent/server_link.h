@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_core.h"
 #include "common/clock.h"
+#include "agent/task_logs_push.h"
 #include "proto/service.grpc.pb.h"
 
 namespace trainyard::agent {
@@ -29,6 +30,7 @@ struct ServerLinkOptions {
   absl::Duration backoff_initial = absl::Milliseconds(100);
   absl::Duration backoff_max = absl::Seconds(1);
   size_t max_buffered_statuses = 100000;
+  size_t max_log_subscriptions = 1024;  // logs the server may follow here at once
 };
 
 class ServerLink : public TaskListener {
@@ -55,7 +57,14 @@ class ServerLink : public TaskListener {
   void Handle(const v1::ServerMessage& msg);
   void HandleLaunch(const v1::TaskSpec& spec);
   void HandleLogRead(const v1::LogRead& read);
-  bool Write(const v1::AgentMessage& msg);
+  // A subscription (LogRead.window_bytes > 0): pushed by pusher_.
+  void SubscribeLog(const v1::LogRead& read);
+  // Sends a pushed piece if the session it was asked for is still the one
+  // connected (a new session's server never asked for it).
+  bool WriteLogPiece(const LogPiece& piece);
+  // Writes on the stream of `session` (-1: whichever is connected); false
+  // when it is not (or no longer) connected.
+  bool Write(const v1::AgentMessage& msg, int64_t session = -1);
 
   const ServerLinkOptions options_;
   AgentCore* core_ = nullptr;
@@ -82,6 +91,7 @@ class ServerLink : public TaskListener {
   static constexpr absl::Duration kRepeatEndsFor = absl::Seconds(15);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // replaying buffered_ after a reconnect
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  std::unique_ptr<LogPusher> pusher_;  // made at Start; subscriptions end with their session
 };
 
 // Converts a launch order into what the supervisor runs: files written into

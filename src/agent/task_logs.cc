@@ -94,7 +94,8 @@ absl::StatusOr<LogChunk> TaskLogs::Read(const TaskKey& key, const LogReadOptions
   in.seekg(options.offset);
   in.read(chunk.data.data(), n);
   chunk.next_offset = options.offset + n;
-  chunk.complete = ended && chunk.next_offset == size;
+  chunk.at_end = chunk.next_offset == size;
+  chunk.complete = ended && chunk.at_end;
   return chunk;
 }
 

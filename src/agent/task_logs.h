@@ -22,6 +22,7 @@ struct LogChunk {
   std::string data;
   int64_t next_offset = 0;  // where the next read starts
   bool complete = false;    // the attempt ended and nothing is left after next_offset
+  bool at_end = false;      // nothing is left after next_offset now
 };
 
 struct LogReadOptions {
