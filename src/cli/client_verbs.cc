@@ -1,6 +1,7 @@
 // The client verbs: submit, jobs, describe, kill, logs, nodes, queues.
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <thread>
 
@@ -242,15 +243,23 @@ int Logs(LogsFlags& f) {
   auto stub = MakeStub(address);
   grpc::ClientContext ctx;
   auto reader = stub->Logs(&ctx, req);
-  v1::LogChunk chunk;
+  // Chunks are printed as the server pushes them; a header names the task
+  // and attempt when several tasks interleave, and marks each new attempt
+  // when -f follows a task across its restarts.
   bool many = f.task.empty() || req.index() < 0;
-  std::string last_task;
+  std::map<std::string, int> first_attempt;  // task -> the first attempt printed
+  std::pair<std::string, int> shown{"", -1};
+  v1::LogChunk chunk;
   while (reader->Read(&chunk)) {
-    if (many && chunk.task() != last_task) {
-      std::cout << "==> " << chunk.task() << " (attempt " << chunk.attempt() << ") <==\n";
-      last_task = chunk.task();
+    auto [first, inserted] = first_attempt.emplace(chunk.task(), chunk.attempt());
+    bool restarted = first->second != chunk.attempt();
+    if ((many || restarted) && shown != std::make_pair(chunk.task(), chunk.attempt())) {
+      std::cout << "==> " << chunk.task() << " (attempt " << chunk.attempt() << ") <==\n" << std::flush;
+      shown = {chunk.task(), chunk.attempt()};
     }
-    if (chunk.stderr()) {
+    if (!chunk.error().empty()) {
+      std::cerr << "trainyard logs: " << chunk.task() << ": " << chunk.error() << "\n";
+    } else if (chunk.stderr()) {
       std::cerr << chunk.data() << std::flush;
     } else {
       std::cout << chunk.data() << std::flush;

@@ -14,7 +14,7 @@ namespace {
 class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>,
                            public AgentLink {
  public:
-  explicit AgentReactor(JobManager* manager) : manager_(manager) { StartRead(&in_); }
+  AgentReactor(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) { StartRead(&in_); }
 
   void Send(v1::ServerMessage msg) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -51,7 +51,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   }
 
   void OnDone() override {
-    if (!node_.empty()) manager_->AgentDisconnected(node_, this);
+    if (!node_.empty()) Disconnected();
     delete this;
   }
 
@@ -73,6 +73,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
           return false;
         }
         node_ = in_.register_().name();
+        if (logs_) logs_->OnNodeConnected(node_);
         return true;
       }
       case v1::AgentMessage::kHeartbeat:
@@ -85,11 +86,16 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
         return true;
       case v1::AgentMessage::kLog:
         if (node_.empty()) return Refuse();
-        manager_->OnLogData(node_, in_.log());
+        if (!logs_ || !logs_->OnLogData(node_, in_.log())) manager_->OnLogData(node_, in_.log());
         return true;
       default:
         return true;
     }
+  }
+
+  void Disconnected() {
+    if (logs_) logs_->OnNodeDisconnected(node_);
+    manager_->AgentDisconnected(node_, this);
   }
 
   bool Refuse() {
@@ -99,7 +105,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
 
   void Close(grpc::Status status) {
     if (!node_.empty()) {
-      manager_->AgentDisconnected(node_, this);
+      Disconnected();
       node_.clear();
     }
     std::lock_guard<std::mutex> lock(mu_);
@@ -118,6 +124,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   }
 
   JobManager* const manager_;
+  LogHub* const logs_;
   v1::AgentMessage in_;
   std::string node_;
   std::mutex mu_;
@@ -132,7 +139,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* AgentService::Connect(
     grpc::CallbackServerContext*) {
-  return new AgentReactor(manager_);
+  return new AgentReactor(manager_, logs_);
 }
 
 }  // namespace trainyard::server

@@ -6,17 +6,21 @@
 
 #include "proto/service.grpc.pb.h"
 #include "server/job_manager.h"
+#include "server/log_hub.h"
 
 namespace trainyard::server {
 
 class AgentService final : public v1::AgentChannel::CallbackService {
  public:
-  explicit AgentService(JobManager* manager) : manager_(manager) {}
+  // `logs` (may be null) gets the agents' log pushes and hears of their
+  // streams coming and going.
+  AgentService(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) {}
   grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
  private:
   JobManager* const manager_;
+  LogHub* const logs_;
 };
 
 }  // namespace trainyard::server

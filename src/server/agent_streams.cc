@@ -26,9 +26,11 @@ void AgentStreams::Forget(const std::string& node, AgentLink* link) {
   sessions_.erase(link);
 }
 
-void AgentStreams::Send(const std::string& node, v1::ServerMessage msg) {
+bool AgentStreams::Send(const std::string& node, v1::ServerMessage msg) {
   auto it = links_.find(node);
-  if (it != links_.end()) it->second->Send(std::move(msg));
+  if (it == links_.end()) return false;
+  it->second->Send(std::move(msg));
+  return true;
 }
 
 void AgentStreams::Registered(const std::string& node, const v1::Registered& ack) {

@@ -37,10 +37,10 @@ class AgentStreams : public ExecutionBackend {
   void Kill(const std::string& node, const v1::KillTask& kill) override;
   void UpdateFiles(const std::string& node, const v1::TaskFiles& files) override;
   void ReadLog(const std::string& node, const v1::LogRead& read) override;
+  // Sends `msg` on node's stream; false when it has none.
+  bool Send(const std::string& node, v1::ServerMessage msg);
 
  private:
-  void Send(const std::string& node, v1::ServerMessage msg);
-
   std::map<std::string, AgentLink*> links_;   // node -> its stream
   std::map<AgentLink*, uint64_t> sessions_;   // stream -> session number
   uint64_t next_session_ = 1;

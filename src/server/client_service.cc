@@ -1,9 +1,6 @@
 // Client RPC handlers: thin translations onto JobManager.
 #include "server/client_service.h"
 
-#include <chrono>
-#include <thread>
-
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
 
@@ -54,58 +51,6 @@ grpc::Status ClientService::KillJob(grpc::ServerContext*, const v1::KillJobReque
   absl::StatusOr<v1::JobState> st = manager_->Kill(req->job(), req->reason());
   if (!st.ok()) return ToGrpc(st.status());
   resp->set_state(*st);
-  return grpc::Status::OK;
-}
-
-grpc::Status ClientService::Logs(grpc::ServerContext* ctx, const v1::LogsRequest* req,
-                                 grpc::ServerWriter<v1::LogChunk>* writer) {
-  auto tasks = manager_->TasksOf(req->job());
-  if (!tasks.ok()) return ToGrpc(tasks.status());
-  struct Cursor {
-    std::string role;
-    int index;
-    bool err;  // the stderr stream
-    int64_t offset = 0;
-    bool done = false;
-  };
-  std::vector<Cursor> cursors;
-  for (const auto& [role, index] : *tasks) {
-    if (!req->role().empty() && role != req->role()) continue;
-    if (req->index() >= 0 && !req->role().empty() && index != req->index()) continue;
-    cursors.push_back({role, index, false});
-    cursors.push_back({role, index, true});
-  }
-  if (cursors.empty()) {
-    return grpc::Status(grpc::NOT_FOUND, absl::StrCat("job ", req->job(), " has no task ", req->role(),
-                                                      req->index() >= 0 ? absl::StrCat("/", req->index()) : ""));
-  }
-  int attempt = req->attempt();  // -1 = the latest
-  while (!ctx->IsCancelled()) {
-    bool progress = false, all_done = true;
-    for (Cursor& c : cursors) {
-      if (c.done) continue;
-      absl::StatusOr<v1::LogData> d = manager_->ReadLog(req->job(), c.role, c.index, attempt, c.offset, 64 * 1024, c.err);
-      if (!d.ok()) {
-        if (cursors.size() == 2) return ToGrpc(d.status());
-        c.done = true;  // a task that never ran has no log
-        continue;
-      }
-      if (!d->data().empty()) {
-        v1::LogChunk chunk;
-        chunk.set_task(absl::StrCat(req->job(), "-", c.role, "-", c.index));
-        chunk.set_attempt(d->attempt());
-        chunk.set_data(d->data());
-        chunk.set_stderr(c.err);
-        if (!writer->Write(chunk)) return grpc::Status::CANCELLED;
-        c.offset += static_cast<int64_t>(d->data().size());
-        progress = true;
-      }
-      if (d->eof() && (!req->follow() || d->finished())) c.done = true;
-      all_done = all_done && c.done;
-    }
-    if (all_done) break;
-    if (!progress) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // follow: poll the node
-  }
   return grpc::Status::OK;
 }
 

@@ -5,22 +5,25 @@
 
 #include "proto/service.grpc.pb.h"
 #include "server/job_manager.h"
+#include "server/log_hub.h"
 
 namespace trainyard::server {
 
-// Submit is served in gRPC's callback style: the call is answered from the
-// store's commit callback, so no thread waits on the disk per submission.
-// The other methods are synchronous.
-class ClientService final : public v1::Trainyard::WithCallbackMethod_Submit<v1::Trainyard::Service> {
+// Submit and Logs are served in gRPC's callback style: a submission is
+// answered from the store's commit callback, so no thread waits on the disk
+// per submission, and a log stream is fed by the log hub as agents push, so
+// no thread is held per follower. The other methods are synchronous.
+class ClientService final
+    : public v1::Trainyard::WithCallbackMethod_Submit<v1::Trainyard::WithCallbackMethod_Logs<v1::Trainyard::Service>> {
  public:
-  explicit ClientService(JobManager* manager) : manager_(manager) {}
+  ClientService(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::SubmitResponse* resp) override;
+  grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* ctx, const v1::LogsRequest* req) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest*, v1::JobView*) override;
   grpc::Status KillJob(grpc::ServerContext*, const v1::KillJobRequest*, v1::KillJobResponse*) override;
-  grpc::Status Logs(grpc::ServerContext*, const v1::LogsRequest*, grpc::ServerWriter<v1::LogChunk>*) override;
   grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*, v1::ListNodesResponse*) override;
   grpc::Status ListQueues(grpc::ServerContext*, const v1::ListQueuesRequest*, v1::ListQueuesResponse*) override;
   grpc::Status ReportJobOutcome(grpc::ServerContext*, const v1::JobOutcomeRequest*,
@@ -28,6 +31,7 @@ class ClientService final : public v1::Trainyard::WithCallbackMethod_Submit<v1::
 
  private:
   JobManager* const manager_;
+  LogHub* const logs_;
 };
 
 // Maps an absl::Status to a grpc::Status with the same code and message.

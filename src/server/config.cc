@@ -81,6 +81,9 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerCon
     else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
     else if (key == "storeSync") Read(v, key, &c.store_sync, &errors);
     else if (key == "storeGroupCommit") Read(v, key, &c.store_group_commit, &errors);
+    else if (key == "maxLogFollowers") Read(v, key, &c.max_log_followers, &errors);
+    else if (key == "logFollowerBufferBytes") Read(v, key, &c.log_follower_buffer_bytes, &errors);
+    else if (key == "logFollowerStallMs") Read(v, key, &c.log_follower_stall_ms, &errors);
     else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
     else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
     else errors.push_back(absl::StrCat(key, ": unknown key"));
@@ -100,6 +103,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.kill_grace_ms < 0) errors.push_back("killGraceMs: must not be negative");
   if (c.preemption_grace_ms < 0) errors.push_back("preemptionGraceMs: must not be negative");
+  if (c.max_log_followers <= 0) errors.push_back("maxLogFollowers: must be positive");
+  if (c.log_follower_buffer_bytes < (8 << 10)) {
+    errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));
+  }
+  if (c.log_follower_stall_ms <= 0) errors.push_back("logFollowerStallMs: must be positive");
   if (c.queue_policy != "fifo" && c.queue_policy != "capacity" && c.queue_policy != "fair") {
     errors.push_back(absl::StrCat("queuePolicy: '", c.queue_policy, "' is not one of fifo, capacity, fair"));
   }

@@ -29,11 +29,19 @@ struct ServerConfig {
   int64_t jobmaster_memory_mb = 1024;     // job.master.ram
   std::string checkpoint_root;            // "" = DATA_DIR/checkpoints; shared by the nodes
   std::string trainyard_binary;           // path agents run for the master; "" = this binary
+  // `logs` streams: at most this many at once (one more is refused with
+  // RESOURCE_EXHAUSTED); what each holds that its reader has not taken (the
+  // rest waits in the log files on the nodes); and how long a reader may
+  // take nothing while data waits before its stream is cut off.
+  int max_log_followers = 1000;
+  int64_t log_follower_buffer_bytes = 1 << 20;
+  int log_follower_stall_ms = 60000;
 };
 
 // Reads `path` (YAML) over the defaults. Keys: listen, dataDir, queueConfig,
 // queuePolicy, heartbeatIntervalMs, nodeTimeoutMs, killGraceMs,
 // preemptionGraceMs, reservationWaitMs, defaultPortRange, storeSync,
+// maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
 // limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,
 // maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb}.
 absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerConfig base = {});

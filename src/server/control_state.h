@@ -32,6 +32,7 @@
 #include "proto/service.pb.h"
 #include "server/config.h"
 #include "server/execution_backend.h"
+#include "server/log_places.h"
 #include "server/persister.h"
 #include "server/view_store.h"
 #include "store/state_store.h"
@@ -145,6 +146,9 @@ class ControlState {
   absl::StatusOr<LogTarget> LogTargetOf(const std::string& job, const std::string& role, int index,
                                         int attempt) const;
   absl::StatusOr<std::vector<std::pair<std::string, int>>> TasksOf(const std::string& job) const;
+  // Where the tasks of `job` are, for the log hub (control_logs.cc).
+  // NotFound naming the job.
+  absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job) const;
   ManagerStats Stats() const { return stats_; }
   const ServerConfig& config() const { return config_; }
 

@@ -28,6 +28,7 @@
 #include "server/agent_streams.h"
 #include "server/config.h"
 #include "server/control_state.h"
+#include "server/log_hub.h"
 #include "server/view_store.h"
 #include "store/state_store.h"
 
@@ -73,6 +74,15 @@ class JobManager {
                                       int attempt, int64_t offset, int max_bytes, bool stderr);
   // Tasks of a job as (role, index), for `logs JOB` without a task.
   absl::StatusOr<std::vector<std::pair<std::string, int>>> TasksOf(const std::string& job);
+
+  // ---- the log hub (job_manager_logs.cc) ----
+  // `hub` hears of every change to a job (nullptr: no more). Call before
+  // Start, and with nullptr before the hub goes.
+  void SetLogHub(LogHub* hub);
+  // Where the tasks of `job` are. NotFound naming the job.
+  absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job);
+  // Sends `msg` to node's agent; false when it is not connected.
+  bool SendToNode(const std::string& node, v1::ServerMessage msg);
 
   // ---- agents ----
   // Registers (or re-registers) a node. Errors: AlreadyExists when another

@@ -33,7 +33,13 @@ class Persister {
   // no longer exists).
   using RecordWriter = std::function<void(const std::string& name, WriteBatch* batch)>;
 
-  void MarkJob(const std::string& name) { dirty_jobs_.insert(name); }
+  void MarkJob(const std::string& name) {
+    dirty_jobs_.insert(name);
+    if (job_observer_) job_observer_(name);
+  }
+  // Told of every job marked (the log hub follows tasks as they change).
+  using JobObserver = std::function<void(const std::string& job)>;
+  void SetJobObserver(JobObserver observer) { job_observer_ = std::move(observer); }
   void MarkNode(const std::string& name) { dirty_nodes_.insert(name); }
   // Changes that are not records (creates, events) go straight into the
   // next write.
@@ -72,6 +78,7 @@ class Persister {
   uint64_t seq_done_ = 0;
   std::set<uint64_t> failed_;  // the last failed writes (bounded)
   absl::Status error_;
+  JobObserver job_observer_;
 };
 
 }  // namespace trainyard::server

@@ -9,9 +9,35 @@
 #include "api/queue_config_yaml.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
+#include "server/log_hub.h"
 #include "store/sqlite_state_store.h"
 
 namespace trainyard::server {
+
+// The log hub's view of the manager.
+class ManagerLogBackend final : public LogBackend {
+ public:
+  explicit ManagerLogBackend(JobManager* manager) : manager_(manager) {}
+  absl::StatusOr<JobLogPlaces> Places(const std::string& job) override { return manager_->LogPlaces(job); }
+  bool SendToNode(const std::string& node, v1::ServerMessage msg) override {
+    return manager_->SendToNode(node, std::move(msg));
+  }
+
+ private:
+  JobManager* const manager_;
+};
+
+namespace {
+
+LogHubOptions LogHubOptionsFor(const ServerConfig& config) {
+  LogHubOptions o;
+  o.max_followers = config.max_log_followers;
+  o.follower_buffer_bytes = config.log_follower_buffer_bytes;
+  o.stall_timeout = absl::Milliseconds(config.log_follower_stall_ms);
+  return o;
+}
+
+}  // namespace
 
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& config) {
   core::SchedulerOptions opt;
@@ -44,8 +70,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   if (!sched.ok()) return sched.status();
   s->manager_ = std::make_unique<JobManager>(config, s->store_.get(), std::move(*sched), &s->clock_);
   if (absl::Status st = s->manager_->Recover(); !st.ok()) return st;
-  s->client_service_ = std::make_unique<ClientService>(s->manager_.get());
-  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get());
+  s->log_backend_ = std::make_unique<ManagerLogBackend>(s->manager_.get());
+  s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
+  s->manager_->SetLogHub(s->log_hub_.get());
+  s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get());
+  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get());
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
@@ -69,7 +98,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   return s;
 }
 
-Server::~Server() { Shutdown(); }
+Server::~Server() {
+  Shutdown();
+  // The hub goes before the manager (its thread calls into it); the manager
+  // must not tell it of changes after.
+  if (manager_) manager_->SetLogHub(nullptr);
+}
 
 void Server::Wait() {
   if (grpc_) grpc_->Wait();

@@ -19,6 +19,8 @@ namespace trainyard::server {
 
 class AgentService;
 class ClientService;
+class LogHub;
+class ManagerLogBackend;
 
 class Server {
  public:
@@ -40,6 +42,8 @@ class Server {
   RealClock clock_;
   StateStorePtr store_;
   std::unique_ptr<JobManager> manager_;
+  std::unique_ptr<ManagerLogBackend> log_backend_;
+  std::unique_ptr<LogHub> log_hub_;
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<grpc::Server> grpc_;

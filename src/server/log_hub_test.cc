@@ -1,0 +1,434 @@
+// LogHub with a fake backend (job places, a record of what is sent to each
+// node) and a fake client stream, on a fake clock: no sockets, no threads,
+// no sleeps. The hub's thread work is run by the test (RunPendingForTest).
+#include "server/log_hub.h"
+
+#include <map>
+#include <set>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeBackend : public LogBackend {
+ public:
+  absl::StatusOr<JobLogPlaces> Places(const std::string& job) override {
+    auto it = jobs.find(job);
+    if (it == jobs.end()) return absl::NotFoundError("job '" + job + "' does not exist");
+    return it->second;
+  }
+  bool SendToNode(const std::string& node, v1::ServerMessage msg) override {
+    if (!connected.count(node)) return false;
+    sent.emplace_back(node, std::move(msg));
+    return true;
+  }
+  // The last subscription sent for the task's output.
+  const v1::LogRead* Read(const std::string& role, int index, bool err) const {
+    for (auto it = sent.rbegin(); it != sent.rend(); ++it) {
+      const v1::LogRead& r = it->second.read_log();
+      if (it->second.has_read_log() && r.role() == role && r.index() == index && r.stderr() == err) return &r;
+    }
+    return nullptr;
+  }
+  std::set<uint64_t> Cancelled() const {
+    std::set<uint64_t> ids;
+    for (const auto& [node, m] : sent) {
+      if (m.has_cancel_log()) ids.insert(m.cancel_log().request_id());
+    }
+    return ids;
+  }
+  std::vector<v1::LogAck> Acks() const {
+    std::vector<v1::LogAck> acks;
+    for (const auto& [node, m] : sent) {
+      if (m.has_ack_log()) acks.push_back(m.ack_log());
+    }
+    return acks;
+  }
+
+  std::map<std::string, JobLogPlaces> jobs;
+  std::set<std::string> connected{"n1", "n2"};
+  std::vector<std::pair<std::string, v1::ServerMessage>> sent;
+};
+
+struct FakeSink : LogSink {
+  void Ready() override { ++ready; }
+  int ready = 0;
+};
+
+// What a client stream saw: every chunk, and how it ended.
+struct Seen {
+  std::vector<v1::LogChunk> chunks;
+  std::optional<absl::Status> end;
+  std::string Data() const {
+    std::string all;
+    for (const auto& c : chunks) all += c.data();
+    return all;
+  }
+  std::vector<int> AttemptStarts() const {
+    std::vector<int> out;
+    for (const auto& c : chunks) {
+      if (c.attempt_start()) out.push_back(c.attempt());
+    }
+    return out;
+  }
+};
+
+class LogHubTest : public ::testing::Test {
+ protected:
+  LogHubTest() { SetTask("j", {Place("worker", 0, "n1", 0)}); }
+
+  static TaskLogPlace Place(const std::string& role, int index, const std::string& node, int attempt,
+                            int launch_attempt = 0, bool done = false) {
+    return {.role = role, .index = index, .node = node, .attempt = attempt, .launch_attempt = launch_attempt,
+            .done = done};
+  }
+  void SetTask(const std::string& job, std::vector<TaskLogPlace> tasks, bool job_done = false) {
+    backend_.jobs[job] = JobLogPlaces{.tasks = std::move(tasks), .job_done = job_done};
+  }
+  LogHub& Hub(LogHubOptions options = {}) {
+    options.start_thread = false;
+    hub_ = std::make_unique<LogHub>(&backend_, &clock_, options);
+    return *hub_;
+  }
+  static v1::LogsRequest Request(bool follow, const std::string& role = "worker", int index = 0, int attempt = -1) {
+    v1::LogsRequest r;
+    r.set_job("j");
+    r.set_role(role);
+    r.set_index(index);
+    r.set_attempt(attempt);
+    r.set_follow(follow);
+    return r;
+  }
+  uint64_t Open(const v1::LogsRequest& req) {
+    absl::StatusOr<uint64_t> id = hub_->Open(req, sink_);
+    EXPECT_TRUE(id.ok()) << id.status();
+    return id.value_or(0);
+  }
+  // Takes what the hub has for the follower, as a client that reads would.
+  void Drain(uint64_t id, Seen& seen) {
+    for (;;) {
+      LogNext n = hub_->Next(id);
+      if (n.kind == LogNext::Kind::kNothing) return;
+      if (n.kind == LogNext::Kind::kEnd) {
+        seen.end = n.end;
+        return;
+      }
+      seen.chunks.push_back(n.chunk);
+      hub_->Written(id);
+    }
+  }
+  // The agent of `node` pushes for the last subscription of the output.
+  void Push(const std::string& node, const std::string& data, bool finished = false, bool err = false,
+            bool eof = false) {
+    const v1::LogRead* r = backend_.Read("worker", 0, err);
+    ASSERT_NE(r, nullptr);
+    v1::LogData d;
+    d.set_request_id(r->request_id());
+    d.set_attempt(r->attempt());
+    d.set_offset(r->offset() + pushed_[r->request_id()]);
+    d.set_data(data);
+    d.set_finished(finished);
+    d.set_eof(eof || finished);
+    pushed_[r->request_id()] += static_cast<int64_t>(data.size());
+    EXPECT_TRUE(hub_->OnLogData(node, d));
+  }
+
+  FakeBackend backend_;
+  FakeClock clock_;
+  std::shared_ptr<FakeSink> sink_ = std::make_shared<FakeSink>();
+  std::unique_ptr<LogHub> hub_;
+  std::map<uint64_t, int64_t> pushed_;
+};
+
+TEST_F(LogHubTest, FollowSubscribesToBothOutputsAndHandsOnEachPush) {
+  Hub();
+  uint64_t id = Open(Request(true));
+  const v1::LogRead* out = backend_.Read("worker", 0, false);
+  ASSERT_NE(out, nullptr);
+  EXPECT_TRUE(out->follow());
+  EXPECT_EQ(out->attempt(), 0);
+  EXPECT_EQ(out->offset(), 0);
+  EXPECT_GT(out->window_bytes(), 0);
+  ASSERT_NE(backend_.Read("worker", 0, true), nullptr);
+  Seen seen;
+  Drain(id, seen);
+  EXPECT_EQ(seen.AttemptStarts(), std::vector<int>{0});
+  EXPECT_EQ(sink_->ready, 0);  // it took what there was; nothing new yet
+  Push("n1", "step 1\n");
+  EXPECT_EQ(sink_->ready, 1);
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "step 1\n");
+  EXPECT_EQ(seen.chunks.back().task(), "j-worker-0");
+  EXPECT_FALSE(seen.end);
+}
+
+TEST_F(LogHubTest, AcknowledgesWhatTheClientTookInHalvesOfTheWindow) {
+  Hub({.follower_buffer_bytes = 64 << 10});
+  uint64_t id = Open(Request(true));
+  int64_t window = backend_.Read("worker", 0, false)->window_bytes();
+  EXPECT_EQ(window, 32 << 10);  // the follower's buffer split between its two outputs
+  Seen seen;
+  Push("n1", std::string(10 << 10, 'a'));
+  Drain(id, seen);
+  EXPECT_TRUE(backend_.Acks().empty());
+  Push("n1", std::string(10 << 10, 'b'));
+  EXPECT_TRUE(backend_.Acks().empty());  // not taken yet: the agent waits for the client
+  Drain(id, seen);
+  ASSERT_EQ(backend_.Acks().size(), 1u);
+  EXPECT_EQ(backend_.Acks()[0].offset(), 20 << 10);
+}
+
+TEST_F(LogHubTest, FollowsARestartOnTheSameNodeAndEndsWhenTheJobEnds) {
+  Hub();
+  uint64_t id = Open(Request(true));
+  Seen seen;
+  Push("n1", "attempt 0\n", /*finished=*/true);
+  Push("n1", "", /*finished=*/true, /*err=*/true);
+  Drain(id, seen);
+  EXPECT_FALSE(seen.end);  // the job goes on: it waits for the next attempt
+  SetTask("j", {Place("worker", 0, "n1", 1)});
+  hub_->OnJobChanged("j");
+  hub_->RunPendingForTest();
+  const v1::LogRead* next = backend_.Read("worker", 0, false);
+  EXPECT_EQ(next->attempt(), 1);
+  EXPECT_EQ(next->offset(), 0);
+  EXPECT_TRUE(next->follow());
+  Push("n1", "attempt 1\n");
+  // The task and its job end: what is left is read to its end, not waited for.
+  SetTask("j", {Place("worker", 0, "n1", 1, 0, /*done=*/true)}, /*job_done=*/true);
+  hub_->OnJobChanged("j");
+  hub_->RunPendingForTest();
+  EXPECT_FALSE(backend_.Read("worker", 0, false)->follow());
+  EXPECT_EQ(backend_.Read("worker", 0, false)->offset(), 10);
+  Push("n1", "", false, false, /*eof=*/true);
+  Push("n1", "", false, /*err=*/true, /*eof=*/true);
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "attempt 0\nattempt 1\n");
+  EXPECT_EQ(seen.AttemptStarts(), (std::vector<int>{0, 1}));
+  ASSERT_TRUE(seen.end);
+  EXPECT_TRUE(seen.end->ok()) << *seen.end;
+  EXPECT_EQ(hub_->Stats().subscriptions, 0u);
+}
+
+TEST_F(LogHubTest, StepsThroughEveryAttemptOfTheSameLaunch) {
+  Hub();
+  uint64_t id = Open(Request(true));
+  SetTask("j", {Place("worker", 0, "n1", 2)});  // the agent restarted it twice meanwhile
+  Push("n1", "", true);
+  Push("n1", "", true, true);
+  hub_->OnJobChanged("j");
+  hub_->RunPendingForTest();
+  EXPECT_EQ(backend_.Read("worker", 0, false)->attempt(), 1);
+  Seen seen;
+  Drain(id, seen);
+  EXPECT_EQ(seen.AttemptStarts(), (std::vector<int>{0, 1}));
+}
+
+TEST_F(LogHubTest, FollowsARelaunchOnAnotherNodeAndSaysWhatWasLeftUnread) {
+  Hub();
+  uint64_t id = Open(Request(true));
+  Push("n1", "before the node went\n");
+  hub_->OnNodeDisconnected("n1");
+  SetTask("j", {Place("worker", 0, "n2", 1, /*launch_attempt=*/1)});
+  hub_->OnJobChanged("j");
+  hub_->RunPendingForTest();
+  const v1::LogRead* moved = backend_.Read("worker", 0, false);
+  EXPECT_EQ(backend_.sent.back().first, "n2");
+  EXPECT_EQ(moved->attempt(), 1);
+  EXPECT_EQ(moved->offset(), 0);
+  Seen seen;
+  Drain(id, seen);
+  EXPECT_EQ(seen.AttemptStarts(), (std::vector<int>{0, 1}));
+  bool noted = false;
+  for (const auto& c : seen.chunks) noted = noted || absl::StrContains(c.error(), "node n1 that keeps the log");
+  EXPECT_TRUE(noted);
+}
+
+TEST_F(LogHubTest, ANodeThatReconnectsIsAskedAgainFromWhereTheStreamWas) {
+  Hub();
+  Open(Request(true));
+  Push("n1", "12345");
+  hub_->OnNodeDisconnected("n1");
+  hub_->OnNodeConnected("n1");
+  hub_->RunPendingForTest();
+  const v1::LogRead* again = backend_.Read("worker", 0, false);
+  EXPECT_EQ(again->offset(), 5);
+  EXPECT_EQ(again->attempt(), 0);
+}
+
+TEST_F(LogHubTest, AFollowerOfAJobNotPlacedYetWaitsForItsTasks) {
+  SetTask("j", {Place("worker", 0, "", 0)});
+  Hub();
+  Open(Request(true));
+  EXPECT_TRUE(backend_.sent.empty());
+  SetTask("j", {Place("worker", 0, "n2", 0)});
+  hub_->OnJobChanged("j");
+  hub_->RunPendingForTest();
+  ASSERT_NE(backend_.Read("worker", 0, false), nullptr);
+  EXPECT_EQ(backend_.sent.back().first, "n2");
+}
+
+TEST_F(LogHubTest, WithoutFollowItReadsToTheEndOnceAndFinishes) {
+  Hub();
+  uint64_t id = Open(Request(false));
+  EXPECT_FALSE(backend_.Read("worker", 0, false)->follow());
+  Push("n1", "all of it\n", false, false, /*eof=*/true);
+  Push("n1", "", false, true, /*eof=*/true);
+  Seen seen;
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "all of it\n");
+  EXPECT_TRUE(seen.AttemptStarts().empty());
+  ASSERT_TRUE(seen.end);
+  EXPECT_TRUE(seen.end->ok());
+}
+
+TEST_F(LogHubTest, ErrorsOfOneTaskEndItsStream) {
+  Hub();
+  EXPECT_EQ(hub_->Open(Request(false, "ps"), sink_).status().code(), absl::StatusCode::kNotFound);
+  v1::LogsRequest unknown = Request(false);
+  unknown.set_job("nope");
+  EXPECT_THAT(hub_->Open(unknown, sink_).status().message(), HasSubstr("'nope' does not exist"));
+
+  SetTask("j", {Place("worker", 0, "", 0)});
+  Seen never;
+  Drain(Open(Request(false)), never);
+  ASSERT_TRUE(never.end);
+  EXPECT_THAT(never.end->message(), HasSubstr("j-worker-0 never ran"));
+
+  SetTask("j", {Place("worker", 0, "n3", 0)});  // its node is not connected
+  Seen away;
+  Drain(Open(Request(false)), away);
+  ASSERT_TRUE(away.end);
+  EXPECT_EQ(away.end->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(away.end->message(), HasSubstr("node n3 that keeps the log of j-worker-0 attempt 0 is not connected"));
+}
+
+TEST_F(LogHubTest, AnAgentErrorEndsASingleTaskStreamWithIt) {
+  Hub();
+  uint64_t id = Open(Request(false, "worker", 0, /*attempt=*/7));
+  v1::LogData d;
+  d.set_request_id(backend_.Read("worker", 0, false)->request_id());
+  d.set_error("no log for task j/worker-0 attempt 7");
+  hub_->OnLogData("n1", d);
+  Seen seen;
+  Drain(id, seen);
+  ASSERT_TRUE(seen.end);
+  EXPECT_EQ(seen.end->code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(seen.end->message(), HasSubstr("attempt 7"));
+}
+
+TEST_F(LogHubTest, ATaskOfAManyTaskStreamThatCannotBeReadIsNotedAndTheRestGoesOn) {
+  SetTask("j", {Place("worker", 0, "n1", 0), Place("worker", 1, "n3", 0)});
+  Hub();
+  uint64_t id = Open(Request(false, "", -1));
+  Push("n1", "w0\n", false, false, true);
+  Push("n1", "", false, true, true);
+  Seen seen;
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "w0\n");
+  bool noted = false;
+  for (const auto& c : seen.chunks) noted = noted || (c.task() == "j-worker-1" && !c.error().empty());
+  EXPECT_TRUE(noted);
+  ASSERT_TRUE(seen.end);
+  EXPECT_TRUE(seen.end->ok());
+}
+
+TEST_F(LogHubTest, RefusesOneFollowerPastTheLimitNamingIt) {
+  Hub({.max_followers = 2});
+  uint64_t first = Open(Request(true));
+  Open(Request(true));
+  absl::StatusOr<uint64_t> third = hub_->Open(Request(true), sink_);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("2 log streams, its limit (maxLogFollowers)"));
+  hub_->Close(first);
+  EXPECT_TRUE(hub_->Open(Request(true), sink_).ok());
+  EXPECT_EQ(hub_->Stats().followers, 2);
+}
+
+TEST_F(LogHubTest, ClosingAStreamCancelsItsSubscriptions) {
+  Hub();
+  uint64_t id = Open(Request(true));
+  uint64_t out = backend_.Read("worker", 0, false)->request_id();
+  uint64_t err = backend_.Read("worker", 0, true)->request_id();
+  hub_->Close(id);
+  EXPECT_EQ(backend_.Cancelled(), (std::set<uint64_t>{out, err}));
+  EXPECT_EQ(hub_->Stats().subscriptions, 0u);
+  EXPECT_EQ(hub_->Stats().followers, 0);
+}
+
+TEST_F(LogHubTest, APushForASubscriptionItDroppedIsCancelledAtItsAgent) {
+  Hub();
+  v1::LogData stale;
+  stale.set_request_id((1ull << 63) | 12345);
+  stale.set_data("late");
+  EXPECT_TRUE(hub_->OnLogData("n2", stale));
+  EXPECT_EQ(backend_.Cancelled(), std::set<uint64_t>{stale.request_id()});
+  v1::LogData not_ours;
+  not_ours.set_request_id(3);  // a one-off read of the manager's
+  EXPECT_FALSE(hub_->OnLogData("n2", not_ours));
+}
+
+TEST_F(LogHubTest, AReaderThatTakesNothingIsCutOffAfterTheStallTimeout) {
+  Hub({.stall_timeout = absl::Seconds(10)});
+  uint64_t id = Open(Request(true));
+  Seen seen;
+  Drain(id, seen);
+  Push("n1", "never read\n");
+  LogNext taken = hub_->Next(id);  // written to the transport, which never completes
+  ASSERT_EQ(taken.kind, LogNext::Kind::kChunk);
+  Push("n1", "nor this\n");
+  clock_.Advance(absl::Seconds(9));
+  hub_->SweepForTest();
+  EXPECT_EQ(hub_->Stats().cut_off, 0);
+  clock_.Advance(absl::Seconds(2));
+  int ready = sink_->ready;
+  hub_->SweepForTest();
+  EXPECT_EQ(sink_->ready, ready + 1);  // told at once, though a write is in flight
+  LogNext end = hub_->Next(id);
+  ASSERT_EQ(end.kind, LogNext::Kind::kEnd);
+  EXPECT_EQ(end.end.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(end.end.message(), HasSubstr("cut off"));
+  EXPECT_THAT(end.end.message(), HasSubstr("logFollowerStallMs"));
+  LogHubStats stats = hub_->Stats();
+  EXPECT_EQ(stats.cut_off, 1);
+  EXPECT_EQ(stats.followers, 0);  // its place is free again
+  EXPECT_EQ(stats.subscriptions, 0u);
+  EXPECT_EQ(stats.buffered_bytes, 0);
+}
+
+TEST_F(LogHubTest, AReaderThatKeepsReadingIsNeverCutOff) {
+  Hub({.stall_timeout = absl::Seconds(10)});
+  uint64_t id = Open(Request(true));
+  Seen seen;
+  for (int i = 0; i < 5; ++i) {
+    Push("n1", "line\n");
+    clock_.Advance(absl::Seconds(8));
+    Drain(id, seen);
+    hub_->SweepForTest();
+  }
+  clock_.Advance(absl::Hours(1));  // quiet task, nothing waiting
+  hub_->SweepForTest();
+  EXPECT_EQ(hub_->Stats().cut_off, 0);
+  EXPECT_EQ(seen.Data(), "line\nline\nline\nline\nline\n");
+}
+
+TEST_F(LogHubTest, AFollowerOfManyTasksSplitsItsBufferAmongThem) {
+  std::vector<TaskLogPlace> tasks;
+  for (int i = 0; i < 8; ++i) tasks.push_back(Place("worker", i, "n1", 0));
+  SetTask("j", tasks);
+  Hub({.follower_buffer_bytes = 1 << 20});
+  Open(Request(true, "", -1));
+  int64_t windows = 0;
+  for (const auto& [node, m] : backend_.sent) windows += m.read_log().window_bytes();
+  EXPECT_EQ(backend_.sent.size(), 16u);
+  EXPECT_LE(windows, 1 << 20);
+}
+
+}  // namespace
+}  // namespace trainyard::server
