@@ -483,7 +483,8 @@ void ServerLink::SubscribeLog(const v1::LogRead& read) {
   v1::AgentMessage msg;
   msg.mutable_log()->set_request_id(read.request_id());
   msg.mutable_log()->set_attempt(read.attempt());
-  msg.mutable_log()->set_error(absl::StrCat("node ", core_->node_info().name, ": ", st.message()));
+  msg.mutable_log()->set_error(absl::StrCat("node ", core_->node_info().name, " cannot send the log of ",
+                                            sub.key.ToString(), ": ", st.message()));
   Write(msg);
 }
 

@@ -258,7 +258,7 @@ int Logs(LogsFlags& f) {
       shown = {chunk.task(), chunk.attempt()};
     }
     if (!chunk.error().empty()) {
-      std::cerr << "trainyard logs: " << chunk.task() << ": " << chunk.error() << "\n";
+      std::cerr << "trainyard logs: " << chunk.error() << "\n";  // it names the task
     } else if (chunk.stderr()) {
       std::cerr << chunk.data() << std::flush;
     } else {

@@ -1,0 +1,167 @@
+// `trainyard logs -f` end to end: a real server and agent, tasks that write
+// when the test lets them (they wait for files the test creates), the CLI
+// and raw gRPC streams as readers.
+#include <grpcpp/grpcpp.h>
+
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "proto/service.grpc.pb.h"
+#include "tests/integration/harness.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+// Threads: of /proc/PID/status.
+int ThreadsOf(pid_t pid) {
+  std::string status = ReadFile(absl::StrCat("/proc/", pid, "/status"));
+  for (absl::string_view line : absl::StrSplit(status, '\n')) {
+    int n;
+    if (absl::ConsumePrefix(&line, "Threads:") && absl::SimpleAtoi(absl::StripAsciiWhitespace(line), &n)) return n;
+  }
+  return -1;
+}
+
+// A shell command that waits until `path` exists (the task's own business;
+// the test never waits on a timer).
+std::string WaitForFile(const std::string& path) {
+  return absl::StrCat("while [ ! -e ", path, " ]; do sleep 0.02; done");
+}
+
+// `trainyard logs ARGS... --server ADDRESS` running in the background, its
+// output in a file.
+std::unique_ptr<Process> Follow(Cluster& c, const std::vector<std::string>& args, const std::string& out) {
+  std::vector<std::string> argv = {TrainyardBin(), "logs"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  argv.insert(argv.end(), {"--server", c.address()});
+  return std::make_unique<Process>(argv, out);
+}
+
+TEST(LogsFollowTest, FollowSeesEachLineAsItIsWrittenAndEndsWithTheJob) {
+  Cluster c({.nodes = 1});
+  std::string go1 = c.dir() + "/go1", go2 = c.dir() + "/go2";
+  std::string job = c.Submit(absl::StrCat(R"(
+name: tail
+replicas:
+  worker:
+    command: [sh, -c, 'echo first; )", WaitForFile(go1), R"(; echo second; )", WaitForFile(go2), R"(; echo third']
+)"));
+  std::string out = c.dir() + "/follow.out";
+  std::unique_ptr<Process> follow = Follow(c, {job, "worker/0", "-f"}, out);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("first\n") != std::string::npos; }, absl::Seconds(30)))
+      << ReadFile(out);
+  EXPECT_EQ(ReadFile(out).find("second"), std::string::npos);
+  WriteFile(go1, "");
+  absl::Time written = absl::Now();
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("second\n") != std::string::npos; }, absl::Seconds(10)))
+      << ReadFile(out);
+  std::cerr << "second line seen " << absl::FormatDuration(absl::Now() - written) << " after its task could write it\n";
+  EXPECT_TRUE(follow->Running());  // the task still runs: -f waits for more
+  WriteFile(go2, "");
+  ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
+  EXPECT_EQ(ReadFile(out), "first\nsecond\nthird\n");
+  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+}
+
+TEST(LogsFollowTest, FollowShowsEveryAttemptOfARestartedTaskAndEndsWithTheJob) {
+  Cluster c({.nodes = 1});
+  std::string counter = c.dir() + "/count", go = c.dir() + "/go";
+  std::string job = c.Submit(absl::StrCat(R"(
+name: flaky
+replicas:
+  worker:
+    restartPolicy: OnFailure
+    maxRestarts: 2
+    command: [sh, -c, 'n=$(cat )", counter, R"( 2>/dev/null || echo 0); n=$((n+1)); echo $n > )", counter,
+                                          R"(; echo "run $n"; if [ $n -eq 1 ]; then )", WaitForFile(go),
+                                          R"(; echo "run 1 fails" >&2; exit 3; fi; echo "run $n done"']
+)"));
+  std::string out = c.dir() + "/follow.out";
+  std::unique_ptr<Process> follow = Follow(c, {job, "worker/0", "-f"}, out);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("run 1\n") != std::string::npos; }, absl::Seconds(30)))
+      << ReadFile(out);
+  WriteFile(go, "");
+  ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(60))) << ReadFile(out);
+  std::string text = ReadFile(out);
+  EXPECT_THAT(text, HasSubstr("run 1\n"));
+  EXPECT_THAT(text, HasSubstr("run 1 fails\n"));
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("==> ", job, "-worker-0 (attempt 1) <==\nrun 2\n")));
+  EXPECT_THAT(text, HasSubstr("run 2 done\n"));
+  EXPECT_LT(text.find("run 1\n"), text.find("run 2\n"));
+  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+}
+
+TEST(LogsFollowTest, ManyFollowersHoldNoThreadEachAndOnePastTheLimitIsRefused) {
+  constexpr int kFollowers = 200;
+  TempDir conf;
+  std::string config = conf.path() + "/server.yaml";
+  WriteFile(config, absl::StrCat("maxLogFollowers: ", kFollowers, "\n"));
+  Cluster c({.nodes = 1, .server_flags = {"--config", config}});
+  std::string go = c.dir() + "/go";
+  std::string job = c.Submit(absl::StrCat(R"(
+name: watched
+replicas:
+  worker:
+    command: [sh, -c, 'echo ready; )", WaitForFile(go), R"(; echo done']
+)"));
+  ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", job, "worker/0"}).out == "ready\n"; }, absl::Seconds(30)));
+  int before = ThreadsOf(c.server().pid());
+
+  auto channel = grpc::CreateChannel(c.address(), grpc::InsecureChannelCredentials());
+  auto stub = v1::Trainyard::NewStub(channel);
+  v1::LogsRequest req;
+  req.set_job(job);
+  req.set_role("worker");
+  req.set_index(0);
+  req.set_attempt(-1);
+  req.set_follow(true);
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader;
+    std::string data;
+  };
+  std::vector<std::unique_ptr<Stream>> streams;
+  for (int i = 0; i < kFollowers; ++i) {
+    streams.push_back(std::make_unique<Stream>());
+    streams.back()->reader = stub->Logs(&streams.back()->ctx, req);
+  }
+  // Each stream is served: it has the task's first line.
+  for (auto& s : streams) {
+    v1::LogChunk chunk;
+    while (s->data.find("ready\n") == std::string::npos && s->reader->Read(&chunk)) s->data += chunk.data();
+    ASSERT_EQ(s->data, "ready\n");
+  }
+  int during = ThreadsOf(c.server().pid());
+  std::cerr << "server threads: " << before << " before, " << during << " with " << kFollowers << " followers\n";
+  EXPECT_LT(during - before, kFollowers / 4);
+
+  grpc::ClientContext extra_ctx;
+  auto extra = stub->Logs(&extra_ctx, req);
+  v1::LogChunk chunk;
+  EXPECT_FALSE(extra->Read(&chunk));
+  grpc::Status refused = extra->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("200 log streams, its limit (maxLogFollowers)"));
+
+  // All of them see the rest and end with the job.
+  WriteFile(go, "");
+  for (auto& s : streams) {
+    while (s->reader->Read(&chunk)) s->data += chunk.data();
+    grpc::Status st = s->reader->Finish();
+    EXPECT_TRUE(st.ok()) << st.error_message();
+    EXPECT_EQ(s->data, "ready\ndone\n");
+  }
+}
+
+}  // namespace
+}  // namespace trainyard::testing
