@@ -79,7 +79,7 @@ void LogHub::Advance(Follower& f, int i, const TaskLogPlace& place, bool job_don
       Queued note{.task = i};
       note.chunk.set_task(t.name);
       note.chunk.set_attempt(t.attempt);
-      note.chunk.set_error(absl::StrCat(why, "; the rest of that attempt's log was not read"));
+      note.chunk.set_error(absl::StrCat(why, "; anything more it wrote there was not read"));
       Queue(f, std::move(note), fx);
       t.out.finished = t.err.finished = true;
       Advance(f, i, place, job_done, fx);

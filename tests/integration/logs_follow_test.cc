@@ -2,6 +2,8 @@
 // when the test lets them (they wait for files the test creates), the CLI
 // and raw gRPC streams as readers.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <memory>
@@ -101,6 +103,41 @@ replicas:
   EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
 }
 
+TEST(LogsFollowTest, FollowGoesOnWhenTheTaskIsStartedOnAnotherNode) {
+  Cluster c({.nodes = 2, .node_timeout_ms = 1500});
+  std::string pids = c.dir() + "/pids", go = c.dir() + "/go";
+  ASSERT_EQ(mkdir(pids.c_str(), 0755), 0);
+  std::string job = c.Submit(absl::StrCat(R"(
+name: mover
+nodeName: node-0
+relaxLocality: true
+replicas:
+  worker:
+    restartPolicy: OnFailure
+    maxRestarts: 3
+    command: [sh, -c, 'echo $$ > )", pids, R"(/$TRAINYARD_NODE; echo "on $TRAINYARD_NODE"; )", WaitForFile(go),
+                                          R"(; echo "done on $TRAINYARD_NODE"']
+)"));
+  std::string out = c.dir() + "/follow.out";
+  std::unique_ptr<Process> follow = Follow(c, {job, "worker/0", "-f"}, out);
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("on node-0\n") != std::string::npos; }, absl::Seconds(30)))
+      << ReadFile(out);
+  c.agent(0).Kill();  // the node is lost; its task, an orphan now, is stopped below
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("on node-1\n") != std::string::npos; }, absl::Seconds(30)))
+      << ReadFile(out);
+  WriteFile(go, "");
+  ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
+  std::string text = ReadFile(out);
+  EXPECT_THAT(text, HasSubstr(absl::StrCat("==> ", job, "-worker-0 (attempt 1) <==\non node-1\n")));
+  EXPECT_THAT(text, HasSubstr("node node-0 that keeps the log of " + job + "-worker-0 attempt 0 is not connected"));
+  EXPECT_THAT(text, HasSubstr("done on node-1\n"));
+  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+  int orphan = 0;
+  if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pids + "/node-0")), &orphan) && orphan > 1) {
+    kill(orphan, SIGKILL);
+  }
+}
+
 TEST(LogsFollowTest, ManyFollowersHoldNoThreadEachAndOnePastTheLimitIsRefused) {
   constexpr int kFollowers = 200;
   TempDir conf;
@@ -161,6 +198,46 @@ replicas:
     EXPECT_TRUE(st.ok()) << st.error_message();
     EXPECT_EQ(s->data, "ready\ndone\n");
   }
+}
+
+TEST(LogsFollowTest, AReaderThatStopsReadingIsCutOffAndTheServerGoesOn) {
+  TempDir conf;
+  std::string config = conf.path() + "/server.yaml";
+  WriteFile(config, "logFollowerStallMs: 2000\n");
+  Cluster c({.nodes = 1, .server_flags = {"--config", config}});
+  std::string go = c.dir() + "/go";
+  // 20 MB, more than the client's stream window and the sockets hold.
+  std::string job = c.Submit(absl::StrCat(R"(
+name: chatty
+replicas:
+  worker:
+    command: [sh, -c, 'head -c 20000000 /dev/zero | tr "\\000" x; )", WaitForFile(go), R"(']
+)"));
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);  // keep the client's window at its initial size
+  auto stub = v1::Trainyard::NewStub(grpc::CreateCustomChannel(c.address(), grpc::InsecureChannelCredentials(), args));
+  v1::LogsRequest req;
+  req.set_job(job);
+  req.set_role("worker");
+  req.set_index(0);
+  req.set_attempt(-1);
+  req.set_follow(true);
+  grpc::ClientContext ctx;
+  auto reader = stub->Logs(&ctx, req);  // and read nothing
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find("cut off") != std::string::npos; },
+                      absl::Seconds(30)));
+  v1::LogChunk chunk;
+  int64_t got = 0;
+  while (reader->Read(&chunk)) got += static_cast<int64_t>(chunk.data().size());
+  grpc::Status st = reader->Finish();
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(st.error_message(), HasSubstr("log stream cut off"));
+  EXPECT_LT(got, 20000000);
+  // Others are served as before.
+  CommandResult logs = c.Cli({"logs", job, "worker/0"});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out.size(), 20000000u);
+  WriteFile(go, "");
 }
 
 }  // namespace
