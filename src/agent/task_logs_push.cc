@@ -35,7 +35,7 @@ LogPusher::LogPusher(const TaskLogs* logs, LogPusherOptions options, Sink sink)
 
 LogPusher::~LogPusher() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
   Wake();
@@ -59,7 +59,7 @@ absl::Status LogPusher::Subscribe(LogSubscription spec) {
   // The directory appears with the task's first launch here; following a
   // task whose launch is on its way, watch it from now on.
   if (spec.follow) (void)logs_->Prepare(spec.key);  // a failure leaves it unwatched (polled)
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   if (subs_.count(spec.id) == 0 && subs_.size() >= options_.max_subscriptions) {
     return absl::ResourceExhaustedError(absl::StrCat("this agent serves ", subs_.size(),
                                                      " log subscriptions, its limit (max_log_subscriptions)"));
@@ -76,7 +76,7 @@ absl::Status LogPusher::Subscribe(LogSubscription spec) {
 }
 
 void LogPusher::Ack(uint64_t id, int64_t offset) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = subs_.find(id);
   if (it == subs_.end()) return;
   it->second.acked = std::clamp(offset, it->second.acked, it->second.sent);
@@ -85,17 +85,17 @@ void LogPusher::Ack(uint64_t id, int64_t offset) {
 }
 
 void LogPusher::Cancel(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   RemoveLocked(id);
 }
 
 void LogPusher::CancelAll() {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!subs_.empty()) RemoveLocked(subs_.begin()->first);
 }
 
 size_t LogPusher::subscriptions() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   return subs_.size();
 }
 
@@ -142,7 +142,7 @@ void LogPusher::Run() {
   for (;;) {
     int timeout_ms = -1;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       if (!unwatched_.empty()) timeout_ms = static_cast<int>(absl::ToInt64Milliseconds(options_.fallback_poll));
     }
@@ -153,7 +153,7 @@ void LogPusher::Run() {
     if (inotify_fd_ >= 0 && (fds[1].revents & POLLIN)) DrainEvents();
     std::vector<uint64_t> due;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       if (stopping_) return;
       if (n == 0) due_.insert(unwatched_.begin(), unwatched_.end());
       due.assign(due_.begin(), due_.end());
@@ -168,7 +168,7 @@ void LogPusher::DrainEvents() {
   for (;;) {
     ssize_t n = read(inotify_fd_, buf, sizeof buf);
     if (n <= 0) return;
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (ssize_t at = 0; at < n;) {
       const auto* ev = reinterpret_cast<const inotify_event*>(buf + at);
       at += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
@@ -224,7 +224,7 @@ void LogPusher::Pump(uint64_t id) {
     Sub sub;
     int64_t want;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto it = subs_.find(id);
       if (it == subs_.end()) return;
       sub = it->second;
@@ -235,14 +235,14 @@ void LogPusher::Pump(uint64_t id) {
     if (!piece) return;
     auto& [p, last] = *piece;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto it = subs_.find(id);
       if (it == subs_.end() || it->second.generation != sub.generation) return;  // cancelled or replaced
       it->second.sent += static_cast<int64_t>(p.data.size());
       if (last) RemoveLocked(id);
     }
     if (!sink_(p)) {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       RemoveLocked(id);
       return;
     }

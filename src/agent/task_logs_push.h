@@ -18,7 +18,6 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,6 +25,7 @@
 #include <utility>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "agent/task_logs.h"
@@ -116,7 +116,7 @@ class LogPusher {
   int inotify_fd_ = -1;
   int wake_fd_ = -1;
 
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   std::map<uint64_t, Sub> subs_ ABSL_GUARDED_BY(mu_);
   std::set<uint64_t> due_ ABSL_GUARDED_BY(mu_);        // to pump on the next pass
   std::set<uint64_t> unwatched_ ABSL_GUARDED_BY(mu_);  // following without inotify

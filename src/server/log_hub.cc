@@ -30,9 +30,9 @@ LogHub::LogHub(LogBackend* backend, const Clock* clock, LogHubOptions options)
 
 LogHub::~LogHub() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
-    cv_.notify_all();
+    cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
 }
@@ -40,7 +40,7 @@ LogHub::~LogHub() {
 absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sink) {
   if (req.job().empty()) return absl::InvalidArgumentError("logs: job must be given");
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (live_ >= options_.max_followers) {
       return absl::ResourceExhaustedError(absl::StrCat("the server already serves ", live_,
                                                        " log streams, its limit (maxLogFollowers); try again later"));
@@ -60,7 +60,7 @@ absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sin
   Effects fx;
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     JobEntry& entry = jobs_[req.job()];
     --entry.opening;
     absl::Status st = places.status();
@@ -85,7 +85,7 @@ absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sin
     if (entry.changed) {
       // Its look-up may predate the change.
       pending_jobs_.insert(req.job());
-      cv_.notify_one();
+      cv_.Signal();
       if (entry.opening == 0) entry.changed = false;
     }
   }
@@ -94,7 +94,7 @@ absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sin
 }
 
 LogNext LogHub::Next(uint64_t id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = followers_.find(id);
   if (it == followers_.end()) return {.kind = LogNext::Kind::kEnd, .end = absl::CancelledError("log stream closed")};
   Follower& f = *it->second;
@@ -114,7 +114,7 @@ LogNext LogHub::Next(uint64_t id) {
 void LogHub::Written(uint64_t id) {
   Effects fx;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = followers_.find(id);
     if (it == followers_.end() || !it->second->in_write) return;
     Follower& f = *it->second;
@@ -141,7 +141,7 @@ void LogHub::Written(uint64_t id) {
 void LogHub::Close(uint64_t id) {
   Effects fx;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = followers_.find(id);
     if (it == followers_.end()) return;
     Follower& f = *it->second;
@@ -161,7 +161,7 @@ bool LogHub::OnLogData(const std::string& node, const v1::LogData& data) {
   if ((data.request_id() & kHubRequestBit) == 0) return false;
   Effects fx;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     auto it = subs_.find(data.request_id());
     if (it == subs_.end()) {
       // A subscription the hub has dropped (its reader left, it moved on, the
@@ -183,23 +183,23 @@ bool LogHub::OnLogData(const std::string& node, const v1::LogData& data) {
 }
 
 void LogHub::OnJobChanged(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = jobs_.find(job);
   if (it == jobs_.end()) return;
   if (it->second.opening > 0) it->second.changed = true;
   pending_jobs_.insert(job);
-  cv_.notify_one();
+  cv_.Signal();
 }
 
 void LogHub::OnNodeConnected(const std::string& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   down_nodes_.erase(node);
   // Its new session has none of the earlier one's subscriptions.
   DropSubsOnLocked(node);
 }
 
 void LogHub::OnNodeDisconnected(const std::string& node) {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   down_nodes_.insert(node);
   DropSubsOnLocked(node);
 }
@@ -221,7 +221,7 @@ void LogHub::DropSubsOnLocked(const std::string& node) {
       if (t.node == node && !t.done) pending_jobs_.insert(f->req.job());
     }
   }
-  if (!pending_jobs_.empty()) cv_.notify_one();
+  if (!pending_jobs_.empty()) cv_.Signal();
 }
 
 void LogHub::SendFailed(const std::string& node, uint64_t request, Effects& fx) {
@@ -246,7 +246,7 @@ void LogHub::Execute(Effects fx) {
     if (failed.empty()) return;
     // Ends: a node that failed a send is down, and is not sent to again
     // until it connects.
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     for (const auto& [node, request] : failed) SendFailed(node, request, fx);
   }
 }
@@ -254,14 +254,14 @@ void LogHub::Execute(Effects fx) {
 void LogHub::RunPending() {
   std::set<std::string> jobs;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     jobs.swap(pending_jobs_);
   }
   for (const std::string& job : jobs) {
     absl::StatusOr<JobLogPlaces> places = backend_->Places(job);
     Effects fx;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      absl::MutexLock lock(&mu_);
       auto it = jobs_.find(job);
       if (it == jobs_.end()) continue;
       if (places.ok()) it->second.places = *places;
@@ -282,7 +282,7 @@ void LogHub::RunPending() {
 void LogHub::Sweep() {
   Effects fx;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     absl::Time now = clock_->Now();
     for (auto& [id, f] : followers_) {
       if (f->cut_off || f->waiting_since + options_.stall_timeout > now) continue;
@@ -310,30 +310,33 @@ absl::Time LogHub::NextStallLocked() const {
 }
 
 void LogHub::Run() {
-  std::unique_lock<std::mutex> lock(mu_);
-  while (!stopping_) {
-    if (!pending_jobs_.empty()) {
-      lock.unlock();
+  for (;;) {
+    bool pending;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
+      pending = !pending_jobs_.empty();
+      if (!pending) {
+        absl::Time next = NextStallLocked();
+        absl::Time now = clock_->Now();
+        if (next > now) {
+          thread_wakes_at_ = next;
+          cv_.WaitWithTimeout(&mu_, std::min(next - now, absl::Hours(1)));
+          thread_wakes_at_ = absl::InfinitePast();  // awake: it looks again before it waits
+          continue;
+        }
+      }
+    }
+    if (pending) {
       RunPending();
-      lock.lock();
-      continue;
-    }
-    absl::Time next = NextStallLocked();
-    absl::Time now = clock_->Now();
-    if (next <= now) {
-      lock.unlock();
+    } else {
       Sweep();
-      lock.lock();
-      continue;
     }
-    thread_wakes_at_ = next;
-    cv_.wait_for(lock, absl::ToChronoNanoseconds(std::min(next - now, absl::Hours(1))));
-    thread_wakes_at_ = absl::InfinitePast();  // awake: it looks again before it waits
   }
 }
 
 LogHubStats LogHub::Stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   LogHubStats s;
   s.followers = live_;
   s.subscriptions = subs_.size();

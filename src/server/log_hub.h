@@ -23,17 +23,16 @@
 // needs the backend runs on the hub's own thread.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -168,8 +167,8 @@ class LogHub {
   const Clock* const clock_;
   const LogHubOptions options_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
   std::map<uint64_t, std::unique_ptr<Follower>> followers_ ABSL_GUARDED_BY(mu_);
   std::map<uint64_t, SubRef> subs_ ABSL_GUARDED_BY(mu_);  // agent request id -> its output
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);  // followed jobs

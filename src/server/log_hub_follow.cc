@@ -202,7 +202,7 @@ void LogHub::Queue(Follower& f, Queued item, Effects& fx) {
   if (f.cut_off) return;
   if (f.queue.empty() && !f.in_write) {
     f.waiting_since = clock_->Now();
-    if (f.waiting_since + options_.stall_timeout < thread_wakes_at_) cv_.notify_one();
+    if (f.waiting_since + options_.stall_timeout < thread_wakes_at_) cv_.Signal();
   }
   f.queued_bytes += static_cast<int64_t>(item.chunk.data().size());
   f.queue.push_back(std::move(item));
