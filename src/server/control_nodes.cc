@@ -54,8 +54,10 @@ void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord>
     }
     jobs_[job->rec.name()] = std::move(job);
   }
+  // Their views are published after the first rounds (PublishRecovered), so
+  // a restart reaches its first launch as fast as before views existed.
   for (const auto& [name, job] : jobs_) {
-    if (job) view_jobs_.insert(name);
+    if (job) unpublished_.push_back(name);
   }
   wants_round_ = true;
 }

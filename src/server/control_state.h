@@ -128,6 +128,9 @@ class ControlState {
   // last call (the shell calls this at most every 50 ms: a node view holds
   // every node, and heartbeats change them all the time).
   void PublishNodesAndQueues(ViewStore* views);
+  // Publishes up to `max` of the jobs recovered from the store whose views
+  // are not out yet; returns how many are left.
+  size_t PublishRecovered(ViewStore* views, size_t max);
   absl::StatusOr<v1::JobView> Describe(const std::string& job) const;
   // A job's id and whether its events before a restart are still in the
   // store only (describe then reads them there).
@@ -251,6 +254,7 @@ class ControlState {
   bool wants_round_ = false;
   // What changed since views were last published.
   std::set<std::string> view_jobs_;
+  std::vector<std::string> unpublished_;  // recovered, not yet published
   bool view_nodes_ = true;
   bool view_queues_ = true;
   ManagerStats stats_;

@@ -49,6 +49,18 @@ void ControlState::PublishJobs(ViewStore* views) {
   view_jobs_.clear();
 }
 
+size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
+  for (size_t n = 0; n < max && !unpublished_.empty(); ++n) {
+    const JobRt* job = FindJob(unpublished_.back());
+    if (job) {
+      views->PutJob(unpublished_.back(),
+                    ViewStore::JobEntry{std::make_shared<const v1::JobView>(View(*job, true)), job->events_loaded});
+    }
+    unpublished_.pop_back();
+  }
+  return unpublished_.size();
+}
+
 void ControlState::PublishNodesAndQueues(ViewStore* views) {
   if (view_nodes_) views->PutNodes(std::make_shared<const std::vector<v1::NodeView>>(ListNodes()));
   if (view_queues_) views->PutQueues(std::make_shared<const v1::ListQueuesResponse>(ListQueues()));

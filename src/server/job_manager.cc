@@ -37,8 +37,16 @@ absl::Status JobManager::Recover() {
   Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
       static_cast<int>(live), static_cast<int>(done), static_cast<int>(nodes));
   control_.PublishNodesAndQueues(&views_);
+  recovered_unpublished_ = control_.PublishRecovered(&views_, 0) > 0;
   AfterEvent();
   return absl::OkStatus();
+}
+
+void JobManager::PublishAllRecovered() {
+  if (!recovered_unpublished_) return;
+  absl::MutexLock lock(&mu_);
+  control_.PublishRecovered(&views_, SIZE_MAX);
+  recovered_unpublished_ = false;
 }
 
 void JobManager::Start() {
@@ -98,6 +106,10 @@ void JobManager::Loop() {
     }
     last_loop_ = now;
     control_.RunRound(now);
+    if (recovered_unpublished_) {
+      // A few thousand a round, so the loop keeps serving events.
+      recovered_unpublished_ = control_.PublishRecovered(&views_, 5000) > 0;
+    }
     if (now - last_publish_ >= absl::Milliseconds(50)) {
       control_.PublishNodesAndQueues(&views_);
       last_publish_ = now;
@@ -176,6 +188,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, SubmitDone done) {
 }
 
 absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
+  PublishAllRecovered();
   std::optional<ViewStore::JobEntry> entry = views_.Job(name);
   if (!entry) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
   if (entry->events_loaded) return *entry->view;
@@ -190,6 +203,7 @@ absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
 }
 
 std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {
+  PublishAllRecovered();
   std::vector<v1::JobView> out;
   for (const auto& v : views_.Jobs(include_finished)) out.push_back(*v);
   return out;

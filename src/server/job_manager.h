@@ -9,6 +9,7 @@
 // under the lock.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -136,6 +137,11 @@ class JobManager {
   const Clock* const clock_;
 
   ViewStore views_;  // what readers see; its own lock, never mu_
+  // Jobs recovered from the store whose views the loop has not published
+  // yet (only just after a restart): readers publish the rest first.
+  std::atomic<bool> recovered_unpublished_{false};
+  // Publishes every recovered job's view still missing (readers, once).
+  void PublishAllRecovered() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Mutex mu_;
   absl::CondVar cv_;
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
