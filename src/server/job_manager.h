@@ -151,7 +151,7 @@ class JobManager {
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
-  absl::Time last_publish_ ABSL_GUARDED_BY(mu_);  // nodes and queues views
+  absl::Time next_publish_ ABSL_GUARDED_BY(mu_);  // of the nodes and queues views
   std::thread thread_;
 };
 
