@@ -110,11 +110,11 @@ void JobManager::Loop() {
     if (now >= next_publish_) {
       // Node and queue views cover the whole cluster; publishing them (and
       // the recovered jobs' views, a thousand at a time) takes at most 2% of
-      // the loop's time, and happens at most every 100 ms.
+      // the loop's time, and happens at most every 20 ms.
       absl::Time start = absl::Now();
       if (recovered_unpublished_) recovered_unpublished_ = control_.PublishRecovered(&views_, 1000) > 0;
       control_.PublishNodesAndQueues(&views_);
-      next_publish_ = now + std::max(absl::Milliseconds(100), 50 * (absl::Now() - start));
+      next_publish_ = now + std::max(absl::Milliseconds(20), 50 * (absl::Now() - start));
     }
     AfterEvent();  // what the round changed may place more at once
   }
