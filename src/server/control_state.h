@@ -128,6 +128,8 @@ class ControlState {
   // last call (the shell calls this at most every 50 ms: a node view holds
   // every node, and heartbeats change them all the time).
   void PublishNodesAndQueues(ViewStore* views);
+  // True when node or queue views changed since they were last published.
+  bool NodeViewsChanged() const { return view_nodes_ || view_queues_; }
   // Publishes up to `max` of the jobs recovered from the store whose views
   // are not out yet; returns how many are left.
   size_t PublishRecovered(ViewStore* views, size_t max);

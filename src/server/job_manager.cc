@@ -96,7 +96,11 @@ void JobManager::AfterEvent() {
 void JobManager::Loop() {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    if (!round_asked_ && !stopping_) cv_.WaitWithTimeout(&mu_, kTick);
+    // Node and queue views that changed but were not due yet go out when
+    // they are due, not a whole tick later.
+    absl::Duration wait = kTick;
+    if (control_.NodeViewsChanged()) wait = std::min(wait, std::max(absl::ZeroDuration(), next_publish_ - clock_->Now()));
+    if (!round_asked_ && !stopping_) cv_.WaitWithTimeout(&mu_, wait);
     if (stopping_) break;
     round_asked_ = false;
     absl::Time now = clock_->Now();
