@@ -86,7 +86,8 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
         return true;
       case v1::AgentMessage::kLog:
         if (node_.empty()) return Refuse();
-        if (!logs_ || !logs_->OnLogData(node_, in_.log())) manager_->OnLogData(node_, in_.log());
+        // Pushes of the log hub's subscriptions; anything else is not ours.
+        if (logs_) logs_->OnLogData(node_, in_.log());
         return true;
       default:
         return true;

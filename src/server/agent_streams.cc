@@ -57,10 +57,4 @@ void AgentStreams::UpdateFiles(const std::string& node, const v1::TaskFiles& fil
   Send(node, std::move(msg));
 }
 
-void AgentStreams::ReadLog(const std::string& node, const v1::LogRead& read) {
-  v1::ServerMessage msg;
-  *msg.mutable_read_log() = read;
-  Send(node, std::move(msg));
-}
-
 }  // namespace trainyard::server

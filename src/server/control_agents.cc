@@ -216,11 +216,16 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
     Persist(job);
     return;
   }
+  EndLostTask(job, i, why, now);
+}
+
+void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::Time now) {
+  const v1::TaskRecord& t = job.rec.tasks(i);
   v1::TaskStatus st;
   st.set_job(job.rec.name());
-  st.set_role(t->role());
-  st.set_index(t->index());
-  st.set_attempt(t->attempt());
+  st.set_role(t.role());
+  st.set_index(t.index());
+  st.set_attempt(t.attempt());
   st.set_state(job.ending || job.preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
   st.mutable_exit()->set_exit_code(-1);
   st.mutable_exit()->set_message(why);

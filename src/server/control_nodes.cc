@@ -177,24 +177,15 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
   node.in_scheduler = true;
   node.busy_gpus = 0;
   for (auto [job, i] : live) {
-    v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    const v1::TaskRecord* t = &job->rec.tasks(i);
     if (!job->in_scheduler) continue;
     absl::Status st = scheduler_->AdoptTask(job->rec.name(), t->role(), t->index(), name, api::ToCore(t->allocation()));
     if (st.ok()) continue;
     std::string why = absl::StrCat("its allocation no longer fits node ", name, "'s new spec: ", st.message());
     Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t->role(), t->index()), why);
     SendKill(name, job->rec.name(), t->role(), t->index(), config_.kill_grace_ms, why);
-    v1::TaskStatus gone;
-    gone.set_job(job->rec.name());
-    gone.set_role(t->role());
-    gone.set_index(t->index());
-    gone.set_attempt(t->attempt());
-    gone.set_state(job->ending || job->preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
-    gone.mutable_exit()->set_exit_code(-1);
-    gone.mutable_exit()->set_message(why);
     // TaskEnded's own release finds nothing left to free (logged at debug).
-    TaskEnded(*job, i, gone, node.registered);
-    Persist(*job);
+    EndLostTask(*job, i, why, node.registered);
   }
   return absl::OkStatus();
 }

@@ -2,7 +2,7 @@
 // jobs, tasks and nodes. Events come in with `now` (a submission, a kill, an
 // agent's registration, heartbeat, task status or disconnect, a scheduling
 // tick, a job master's verdict, the store's answer); effects go out through
-// the ExecutionBackend (launch, kill, files, log reads) and the Persister
+// the ExecutionBackend (launch, kill, files) and the Persister
 // (what to write). No sockets, threads, locks or clock reads: the shell
 // (JobManager) owns those and calls one event at a time. Tests drive it
 // with explicit times and a fake backend.
@@ -51,12 +51,6 @@ struct ManagerStats {
 struct PreparedJob {
   v1::JobRecord rec;
   v1::JobEventRecord first_event;
-};
-
-// Where a task attempt's log is kept.
-struct LogTarget {
-  std::string node;
-  int attempt = 0;
 };
 
 class ControlState {
@@ -146,11 +140,6 @@ class ControlState {
   std::vector<v1::JobView> ListJobs(bool include_finished) const;
   std::vector<v1::NodeView> ListNodes() const;
   v1::ListQueuesResponse ListQueues() const;
-  // Where to read a task attempt's log (attempt -1 = the latest). Errors:
-  // unknown job/task, a task that never ran, its node not connected.
-  absl::StatusOr<LogTarget> LogTargetOf(const std::string& job, const std::string& role, int index,
-                                        int attempt) const;
-  absl::StatusOr<std::vector<std::pair<std::string, int>>> TasksOf(const std::string& job) const;
   // Where the tasks of `job` are, for the log hub (control_logs.cc).
   // NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job) const;
@@ -207,6 +196,9 @@ class ControlState {
   // A task the server has as live on `node` that its agent no longer runs
   // (its end was lost in a crash): ends it, or starts it again per policy.
   void TaskGone(JobRt& job, int task, const std::string& node, absl::Time now);
+  // Ends a task its node no longer runs (or can no longer hold): KILLED when
+  // its job is being stopped, else FAILED with `why`.
+  void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now);
 
   // control_nodes.cc
   void CheckNodes(absl::Time now);

@@ -7,6 +7,7 @@
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/test_node.h"
 
 namespace trainyard::server {
 namespace {
@@ -20,30 +21,15 @@ class FakeBackend : public ExecutionBackend {
   void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
   void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
   void UpdateFiles(const std::string& node, const v1::TaskFiles& f) override { files.emplace_back(node, f); }
-  void ReadLog(const std::string& node, const v1::LogRead& r) override { reads.emplace_back(node, r); }
 
   std::vector<std::string> registered;
   std::vector<std::pair<std::string, v1::TaskSpec>> launches;
   std::vector<std::pair<std::string, v1::KillTask>> kills;
   std::vector<std::pair<std::string, v1::TaskFiles>> files;
-  std::vector<std::pair<std::string, v1::LogRead>> reads;
 };
 
 v1::NodeInfo Node(const std::string& name, int gpus, std::map<std::string, std::string> labels = {}) {
-  v1::NodeInfo n;
-  n.set_name(name);
-  n.set_address(absl::StrCat("10.0.0.", name.substr(1)));
-  n.mutable_capacity()->set_memory_mb(65536);
-  n.mutable_capacity()->set_vcores_milli(32000);
-  n.mutable_capacity()->set_gpus(gpus);
-  auto* p = n.mutable_capacity()->add_ports();
-  p->set_begin(30000);
-  p->set_end(30999);
-  n.mutable_topology()->set_gpu_count(gpus);
-  for (int s = 0; s < gpus / 2; ++s) n.mutable_topology()->add_switches(3ull << (2 * s));
-  if (gpus) n.mutable_topology()->add_sockets((1ull << gpus) - 1);
-  for (auto& [k, v] : labels) (*n.mutable_labels())[k] = v;
-  return n;
+  return testing::TestNode(name, gpus, absl::StrCat("10.0.0.", name.substr(1)), labels);
 }
 
 class ControlStateTest : public ::testing::Test {
@@ -276,7 +262,7 @@ TEST_F(ControlStateTest, AnotherConnectionCannotTakeALiveNodesName) {
   EXPECT_EQ(st.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(st.message(), HasSubstr("already in use"));
   state_->AgentDisconnected("n1", 2);  // the refused one closing changes nothing
-  EXPECT_TRUE(state_->LogTargetOf("x", "worker", 0, -1).status().code() == absl::StatusCode::kNotFound);
+  EXPECT_TRUE(state_->LogPlaces("x").status().code() == absl::StatusCode::kNotFound);
   state_->AgentDisconnected("n1", 1);
   EXPECT_TRUE(state_->RegisterAgent(Node("n1", 8), 3, now_).ok()) << "a restarting agent gets its name back";
 }

@@ -1,6 +1,5 @@
 // ControlState: what clients see — jobs with their tasks and events, nodes
-// with their free resources, queues with their use — and where a task's
-// log is kept.
+// with their free resources, queues with their use.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -179,29 +178,6 @@ v1::ListQueuesResponse ControlState::ListQueues() const {
   std::sort(resp.mutable_queues()->begin(), resp.mutable_queues()->end(),
             [](const auto& a, const auto& b) { return a.name() < b.name(); });
   return resp;
-}
-
-absl::StatusOr<LogTarget> ControlState::LogTargetOf(const std::string& jname, const std::string& role, int index,
-                                                    int attempt) const {
-  const JobRt* job = FindJob(jname);
-  if (!job) return absl::NotFoundError(absl::StrCat("job '", jname, "' does not exist"));
-  int i = FindTask(*job, role, index);
-  if (i < 0) return absl::NotFoundError(absl::StrCat("job ", jname, " has no task ", role, "/", index));
-  const v1::TaskRecord& t = job->rec.tasks(i);
-  if (t.node().empty()) return absl::FailedPreconditionError(absl::StrCat(api::TaskName(jname, role, index), " never ran"));
-  auto nit = nodes_.find(t.node());
-  if (nit == nodes_.end() || !nit->second->connected()) {
-    return absl::UnavailableError(absl::StrCat("node ", t.node(), " that keeps the logs is not connected"));
-  }
-  return LogTarget{t.node(), attempt < 0 ? t.attempt() : attempt};
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, int>>> ControlState::TasksOf(const std::string& jname) const {
-  const JobRt* job = FindJob(jname);
-  if (!job) return absl::NotFoundError(absl::StrCat("job '", jname, "' does not exist"));
-  std::vector<std::pair<std::string, int>> out;
-  for (const auto& t : job->rec.tasks()) out.emplace_back(t.role(), t.index());
-  return out;
 }
 
 }  // namespace trainyard::server

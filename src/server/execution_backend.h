@@ -1,6 +1,6 @@
 // ExecutionBackend: the seam between the control state and where tasks
 // run. The control state decides (launch this task on that node, kill that
-// one, rewrite its files, read its log) and says so through this interface;
+// one, rewrite its files) and says so through this interface;
 // it never touches a socket. Today's backend is AgentStreams
 // (agent_streams.h): each node's agent over one gRPC stream. Another
 // backend (Kubernetes pods, say) implements the same calls and reports
@@ -27,8 +27,6 @@ class ExecutionBackend {
   virtual void Kill(const std::string& node, const v1::KillTask& kill) = 0;
   // Rewrite a running task's files (hosts, job master address).
   virtual void UpdateFiles(const std::string& node, const v1::TaskFiles& files) = 0;
-  // Read part of a task attempt's log; the answer comes as OnLogData.
-  virtual void ReadLog(const std::string& node, const v1::LogRead& read) = 0;
 };
 
 }  // namespace trainyard::server

@@ -271,13 +271,6 @@ void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
   control_.AgentDisconnected(node, streams_.SessionOf(link));
   control_.PublishJobs(&views_);
   streams_.Forget(node, link);
-  for (auto& [id, w] : log_waiters_) {
-    if (w->node == node && !w->data) {
-      w->data.emplace();
-      w->data->set_error(absl::StrCat("node ", node, " disconnected"));
-    }
-  }
-  cv_.SignalAll();
 }
 
 void JobManager::OnHeartbeat(const std::string& node, const v1::Heartbeat& hb) {
@@ -290,45 +283,6 @@ void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& sta
   absl::MutexLock lock(&mu_);
   control_.OnTaskStatus(node, status, clock_->Now());
   AfterEvent();
-}
-
-void JobManager::OnLogData(const std::string& node, const v1::LogData& data) {
-  absl::MutexLock lock(&mu_);
-  auto it = log_waiters_.find(data.request_id());
-  if (it == log_waiters_.end() || it->second->node != node) return;  // not asked of this node
-  it->second->data = data;
-  cv_.SignalAll();
-}
-
-absl::StatusOr<v1::LogData> JobManager::ReadLog(const std::string& job, const std::string& role, int index,
-                                                int attempt, int64_t offset, int max_bytes, bool stderr) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<LogTarget> target = control_.LogTargetOf(job, role, index, attempt);
-  if (!target.ok()) return target.status();
-  uint64_t id = next_log_request_++;
-  auto waiter = std::make_shared<LogWaiter>();
-  waiter->node = target->node;
-  log_waiters_[id] = waiter;
-  v1::LogRead r;
-  r.set_request_id(id);
-  r.set_job(job);
-  r.set_role(role);
-  r.set_index(index);
-  r.set_attempt(target->attempt);
-  r.set_offset(offset);
-  r.set_max_bytes(max_bytes);
-  r.set_stderr(stderr);
-  streams_.ReadLog(target->node, r);
-  bool ok = WaitFor(absl::Seconds(10), [&] { return waiter->data.has_value(); });
-  log_waiters_.erase(id);
-  if (!ok) return absl::DeadlineExceededError(absl::StrCat("node ", target->node, " did not answer for the log in 10 s"));
-  if (!waiter->data->error().empty()) return absl::NotFoundError(waiter->data->error());
-  return *waiter->data;
-}
-
-absl::StatusOr<std::vector<std::pair<std::string, int>>> JobManager::TasksOf(const std::string& job) {
-  absl::MutexLock lock(&mu_);
-  return control_.TasksOf(job);
 }
 
 }  // namespace trainyard::server

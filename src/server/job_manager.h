@@ -3,7 +3,7 @@
 // backend (AgentStreams: agents over gRPC streams); every client, agent and
 // store event takes the lock, reads the clock once and hands the event to
 // the control state, then sends what the persister has gathered to the
-// store. Waits (a kill or a verdict answered once durable, a log read) happen
+// store. Waits (a kill or a verdict answered once durable) happen
 // here, never inside the control state. Reads (describe, jobs, nodes,
 // queues) come from the ViewStore the control state publishes to, never
 // under the lock.
@@ -68,14 +68,6 @@ class JobManager {
   // tasks (parameter servers); FAILED ends it with the reason.
   absl::Status ReportOutcome(const v1::JobOutcomeRequest& request);
 
-  // Reads up to max_bytes of one task attempt's log from its node, starting
-  // at `offset`. attempt -1 = the latest. Errors: unknown job/task, node not
-  // connected, no answer in time.
-  absl::StatusOr<v1::LogData> ReadLog(const std::string& job, const std::string& role, int index,
-                                      int attempt, int64_t offset, int max_bytes, bool stderr);
-  // Tasks of a job as (role, index), for `logs JOB` without a task.
-  absl::StatusOr<std::vector<std::pair<std::string, int>>> TasksOf(const std::string& job);
-
   // ---- the log hub (job_manager_logs.cc) ----
   // `hub` hears of every change to a job (nullptr: no more). Call before
   // Start, and with nullptr before the hub goes.
@@ -92,8 +84,6 @@ class JobManager {
   void AgentDisconnected(const std::string& node, AgentLink* link);
   void OnHeartbeat(const std::string& node, const v1::Heartbeat& hb);
   void OnTaskStatus(const std::string& node, const v1::TaskStatus& status);
-  // A log answer; taken only from the node it was asked of.
-  void OnLogData(const std::string& node, const v1::LogData& data);
 
   // The address the server is reachable on (bound, so never port 0); job
   // masters report to it. Call before Start.
@@ -105,10 +95,6 @@ class JobManager {
   const ServerConfig& config() const { return config_; }
 
  private:
-  struct LogWaiter {
-    std::string node;
-    std::optional<v1::LogData> data;
-  };
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the persister's next write to the store (one in flight at a time).
@@ -146,8 +132,6 @@ class JobManager {
   absl::CondVar cv_;
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
   ControlState control_ ABSL_GUARDED_BY(mu_);
-  std::map<uint64_t, std::shared_ptr<LogWaiter>> log_waiters_ ABSL_GUARDED_BY(mu_);
-  uint64_t next_log_request_ ABSL_GUARDED_BY(mu_) = 1;
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/test_node.h"
 #include "api/job_spec.h"
 #include "store/memory_state_store.h"
 
@@ -36,21 +37,7 @@ class FakeLink : public AgentLink {
   std::vector<v1::ServerMessage> sent;
 };
 
-v1::NodeInfo Node(const std::string& name, int gpus = 8) {
-  v1::NodeInfo n;
-  n.set_name(name);
-  n.set_address("127.0.0.1");
-  n.mutable_capacity()->set_memory_mb(65536);
-  n.mutable_capacity()->set_vcores_milli(32000);
-  n.mutable_capacity()->set_gpus(gpus);
-  auto* p = n.mutable_capacity()->add_ports();
-  p->set_begin(30000);
-  p->set_end(30999);
-  n.mutable_topology()->set_gpu_count(gpus);
-  for (int s = 0; s < gpus / 2; ++s) n.mutable_topology()->add_switches(3ull << (2 * s));
-  if (gpus) n.mutable_topology()->add_sockets((1ull << gpus) - 1);
-  return n;
-}
+v1::NodeInfo Node(const std::string& name, int gpus = 8) { return testing::TestNode(name, gpus); }
 
 class JobManagerTest : public ::testing::Test {
  protected:
