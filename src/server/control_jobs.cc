@@ -171,7 +171,7 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   job->rec = std::move(prepared.rec);
   const v1::JobRecord& rec = job->rec;
   LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
-  job->events.push_back(ToView(prepared.first_event));
+  job->events = job->events.Append(ToView(prepared.first_event));
   absl::Status added = scheduler_->AddJob(*api::ToJobRequest(rec));
   if (added.ok()) {
     job->in_scheduler = true;
@@ -197,7 +197,7 @@ void ControlState::AddEvent(JobRt& job, const std::string& kind, const std::stri
   ev.set_time_ms(ToMs(now));
   ev.set_kind(kind);
   ev.set_text(text);
-  job.events.push_back(ToView(ev));
+  job.events = job.events.Append(ToView(ev));
   persister_.batch().AppendEvent(std::move(ev));
   view_jobs_.insert(job.rec.name());
   // Every job is scheduled and started; at thousands of jobs a second those

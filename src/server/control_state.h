@@ -226,6 +226,8 @@ class ControlState {
 
   // control_views.cc
   v1::JobView View(const JobRt& job, bool with_events) const;
+  void FillView(const JobRt& job, v1::JobView* v) const;  // without events
+  ViewStore::JobEntry Entry(const JobRt& job) const;       // to publish
 
   const ServerConfig config_;
   std::unique_ptr<core::Scheduler> scheduler_;

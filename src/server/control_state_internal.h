@@ -7,6 +7,7 @@
 #include "api/states.h"
 #include "core/resources/port_ranges.h"
 #include "server/control_state.h"
+#include "server/event_list.h"
 
 namespace trainyard::server {
 
@@ -29,7 +30,7 @@ struct ControlState::JobRt {
   std::vector<bool> acked;
   // The event log as describe shows it. Jobs recovered from the store load
   // their earlier events on first describe (events_loaded false until then).
-  std::vector<v1::JobEvent> events;
+  EventList events;
   bool events_loaded = true;
 };
 

@@ -197,11 +197,11 @@ absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
   PublishAllRecovered();
   std::optional<ViewStore::JobEntry> entry = views_.Job(name);
   if (!entry) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
-  if (entry->events_loaded) return *entry->view;
+  if (entry->events_loaded) return ViewStore::FullView(*entry);
   // A job recovered from the store: its earlier events are read there once,
   // then published with it.
   auto stored = store_->ListEvents(entry->view->id());
-  if (!stored.ok()) return *entry->view;
+  if (!stored.ok()) return ViewStore::FullView(*entry);
   absl::MutexLock lock(&mu_);
   control_.SetStoredEvents(name, *stored);
   control_.PublishJobs(&views_);

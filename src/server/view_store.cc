@@ -8,8 +8,17 @@
 namespace trainyard::server {
 
 void ViewStore::PutJob(const std::string& name, JobEntry entry) {
-  absl::MutexLock lock(&mu_);
-  jobs_[name] = std::move(entry);
+  {
+    absl::MutexLock lock(&mu_);
+    std::swap(jobs_[name], entry);
+  }
+  // The view it replaced (now in `entry`) is freed here, outside the lock.
+}
+
+v1::JobView ViewStore::FullView(const JobEntry& entry) {
+  v1::JobView v = *entry.view;
+  entry.events.AppendTo(v.mutable_events());
+  return v;
 }
 
 void ViewStore::PutNodes(NodesPtr nodes) {

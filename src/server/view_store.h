@@ -1,6 +1,6 @@
 // ViewStore: what clients see — job, node and queue views — as the control
 // state last published them. The shell publishes after each event (jobs
-// that changed) and from its loop (nodes and queues, at most every 50 ms);
+// that changed) and from its loop (nodes and queues, at most every 20 ms);
 // readers (the CLI's jobs / nodes / describe / queues, and next the REST
 // API, the dashboard and /metrics) take shared pointers under this store's
 // own small lock, never the shell's lock and never the StateStore.
@@ -15,13 +15,15 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/service.pb.h"
+#include "server/event_list.h"
 
 namespace trainyard::server {
 
 class ViewStore {
  public:
   struct JobEntry {
-    std::shared_ptr<const v1::JobView> view;  // with its events
+    std::shared_ptr<const v1::JobView> view;  // without its events
+    EventList events;                         // shared with the control state
     // False for a job recovered from the store whose earlier events are
     // still only there (describe reads them once).
     bool events_loaded = true;
@@ -34,11 +36,14 @@ class ViewStore {
   void PutQueues(QueuesPtr queues) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job's entry; nullopt for a job never published (unknown).
+  // FullView(entry) is what describe shows: the view with its events.
   std::optional<JobEntry> Job(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
   // Every published job (live ones only unless include_finished), by id.
   std::vector<std::shared_ptr<const v1::JobView>> Jobs(bool include_finished) const ABSL_LOCKS_EXCLUDED(mu_);
   NodesPtr Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
   QueuesPtr Queues() const ABSL_LOCKS_EXCLUDED(mu_);
+
+  static v1::JobView FullView(const JobEntry& entry);
 
  private:
   mutable absl::Mutex mu_;
