@@ -49,17 +49,17 @@ struct SupervisorOptions {
 };
 
 // Returns the environment of `attempt` of a task, as "KEY=VALUE" entries:
-// `base` (the agent's own, when inherited), then the task's env, then
-// TRAINYARD_JOB / ROLE / INDEX / WORKER_ID / PORTS / CHECKPOINT_DIR, the
+// `base` (the agent's own, when inherited), then the task's env, then what
+// api::SetTaskSelfEnv decides from the launch (TRAINYARD_JOB / ROLE / INDEX /
+// WORKER_ID / PORTS / CHECKPOINT_DIR, CUDA_VISIBLE_DEVICES) and the
 // per-start TRAINYARD_ATTEMPT and RESTART_COUNT (api::SetAttemptEnv: both
-// `attempt`, the launch's attempt plus this agent's restarts of it) and
-// CUDA_VISIBLE_DEVICES (GPU indices in order, comma separated; empty when no
-// GPUs), which win over both.
+// `attempt`, the launch's attempt plus this agent's restarts of it), which
+// win over both.
 std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
                                          const TaskLaunch& launch, int attempt);
 
-// "31000,31001,31005": every port of the ranges, ascending.
-std::string PortList(const core::PortRanges& ports);
+// Every port of the ranges, ascending.
+std::vector<uint32_t> PortNumbers(const core::PortRanges& ports);
 
 class Supervisor {
  public:

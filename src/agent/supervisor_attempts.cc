@@ -31,12 +31,12 @@ std::vector<std::string> AgentEnvironment() {
 
 }  // namespace
 
-std::string PortList(const core::PortRanges& ports) {
+std::vector<uint32_t> PortNumbers(const core::PortRanges& ports) {
   std::vector<uint32_t> all;
   for (const core::PortRange& r : ports.ranges()) {
     for (uint32_t p = r.begin; p <= r.end; ++p) all.push_back(p);
   }
-  return absl::StrJoin(all, ",");
+  return all;
 }
 
 std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
@@ -47,14 +47,15 @@ std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
     if (eq != std::string::npos) env[entry.substr(0, eq)] = entry.substr(eq + 1);
   }
   for (const auto& [k, v] : launch.env) env[k] = v;
-  env["TRAINYARD_JOB"] = launch.key.job;
-  env["TRAINYARD_ROLE"] = launch.key.role;
-  env["TRAINYARD_INDEX"] = absl::StrCat(launch.key.index);
-  env["TRAINYARD_WORKER_ID"] = absl::StrCat(launch.worker_id);
-  env["TRAINYARD_PORTS"] = PortList(launch.ports);
-  env["TRAINYARD_CHECKPOINT_DIR"] = launch.checkpoint_dir;
+  api::SetTaskSelfEnv({.job = launch.key.job,
+                       .role = launch.key.role,
+                       .index = launch.key.index,
+                       .worker_id = launch.worker_id,
+                       .ports = PortNumbers(launch.ports),
+                       .checkpoint_dir = launch.checkpoint_dir,
+                       .gpus = launch.gpus.Indices()},
+                      &env);
   api::SetAttemptEnv(attempt, &env);
-  env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(launch.gpus.Indices(), ",");
   std::vector<std::string> out;
   out.reserve(env.size());
   for (const auto& [k, v] : env) out.push_back(absl::StrCat(k, "=", v));

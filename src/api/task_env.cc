@@ -98,21 +98,32 @@ void SetAttemptEnv(int attempt, std::map<std::string, std::string>* env) {
   (*env)["TRAINYARD_RESTART_COUNT"] = absl::StrCat(attempt);
 }
 
+void SetTaskSelfEnv(const TaskSelf& self, std::map<std::string, std::string>* env) {
+  (*env)["TRAINYARD_JOB"] = self.job;
+  (*env)["TRAINYARD_ROLE"] = self.role;
+  (*env)["TRAINYARD_INDEX"] = absl::StrCat(self.index);
+  (*env)["TRAINYARD_WORKER_ID"] = absl::StrCat(self.worker_id);
+  (*env)["TRAINYARD_PORTS"] = PortsList(self.ports);
+  (*env)["TRAINYARD_CHECKPOINT_DIR"] = self.checkpoint_dir;
+  (*env)["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(self.gpus, ",");
+}
+
 TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
   TaskEnv out;
   auto& env = out.env;
-  env["TRAINYARD_JOB"] = in.job;
-  env["TRAINYARD_ROLE"] = self.role;
-  env["TRAINYARD_INDEX"] = absl::StrCat(self.index);
-  env["TRAINYARD_WORKER_ID"] = absl::StrCat(self.worker_id);
+  SetTaskSelfEnv({.job = in.job,
+                  .role = self.role,
+                  .index = self.index,
+                  .worker_id = self.worker_id,
+                  .ports = self.ports,
+                  .checkpoint_dir = in.checkpoint_dir,
+                  .gpus = core::GpuSet(self.gpu_mask).Indices()},
+                 &env);
   env["TRAINYARD_TASK_NAME"] = TaskName(in.job, self.role, self.index);
   env["TRAINYARD_NODE"] = self.node;
   env["TRAINYARD_NODE_ADDRESS"] = self.address;
-  env["TRAINYARD_PORTS"] = PortsList(self.ports);
-  env["TRAINYARD_CHECKPOINT_DIR"] = in.checkpoint_dir;
   SetAttemptEnv(in.attempt, &env);
   env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
-  env["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(core::GpuSet(self.gpu_mask).Indices(), ",");
   if (!in.job_master.empty()) {
     env["TRAINYARD_JOB_MASTER"] = in.job_master;
     // Rewritten when the master moves to another node (its node lost): the

@@ -56,4 +56,21 @@ std::string PortsList(const std::vector<uint32_t>& ports);
 // launch's attempt plus the agent's restarts of it).
 void SetAttemptEnv(int attempt, std::map<std::string, std::string>* env);
 
+// The variables that say which task this is and what it holds on its node:
+// TRAINYARD_JOB, _ROLE, _INDEX, _WORKER_ID, _PORTS, _CHECKPOINT_DIR and
+// CUDA_VISIBLE_DEVICES. The server sets them in the launch (BuildTaskEnv);
+// the agent sets them again at each start from the launch it holds (its own
+// checkpoint directory when the launch names none), with the same names and
+// formats because both call this.
+struct TaskSelf {
+  std::string job;
+  std::string role;
+  int index = 0;
+  int worker_id = 0;
+  std::vector<uint32_t> ports;
+  std::string checkpoint_dir;
+  std::vector<int> gpus;  // indices on the node
+};
+void SetTaskSelfEnv(const TaskSelf& self, std::map<std::string, std::string>* env);
+
 }  // namespace trainyard::api
