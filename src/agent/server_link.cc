@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "api/convert.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
 
@@ -15,17 +16,11 @@ namespace trainyard::agent {
 namespace {
 
 v1::Resource ResourceOf(const NodeInfo& info) {
-  v1::Resource r;
-  r.set_memory_mb(info.memory_mb);
-  r.set_vcores_milli(info.vcores_milli);
-  r.set_gpus(info.topology.gpu_count());
-  r.set_gpu_mask(info.topology.all().bits());
-  for (const auto& p : info.port_range.ranges()) {
-    auto* pr = r.add_ports();
-    pr->set_begin(p.begin);
-    pr->set_end(p.end);
-  }
-  return r;
+  return api::ToProto(core::Resource{.memory_mb = info.memory_mb,
+                                     .vcores_milli = info.vcores_milli,
+                                     .gpus = info.topology.gpu_count(),
+                                     .gpu_mask = info.topology.all().bits(),
+                                     .ports = info.port_range});
 }
 
 v1::TaskState ToProto(TaskState s) {
@@ -81,11 +76,7 @@ v1::NodeInfo ToProto(const NodeInfo& info) {
   n.set_data_center(info.data_center);
   for (const auto& [k, v] : info.labels) (*n.mutable_labels())[k] = v;
   *n.mutable_capacity() = ResourceOf(info);
-  v1::GpuTopology* t = n.mutable_topology();
-  t->set_gpu_count(info.topology.gpu_count());
-  for (auto g : info.topology.switches()) t->add_switches(g.bits());
-  for (auto g : info.topology.sockets()) t->add_sockets(g.bits());
-  for (auto g : info.topology.nvlink_islands()) t->add_nvlink_islands(g.bits());
+  *n.mutable_topology() = api::ToProto(info.topology);
   n.set_excluded_gpus(info.excluded_gpus.bits());
   n.set_state(v1::NODE_READY);
   return n;
