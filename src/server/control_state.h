@@ -139,6 +139,8 @@ class ControlState {
   void SetStoredEvents(const std::string& job, const std::vector<v1::JobEventRecord>& stored);
   std::vector<v1::JobView> ListJobs(bool include_finished) const;
   std::vector<v1::NodeView> ListNodes() const;
+  // Every node's view, built again only for the nodes that changed.
+  ViewStore::NodesPtr PublishedNodes();
   v1::ListQueuesResponse ListQueues() const;
   // Where the tasks of `job` are, for the log hub (control_logs.cc).
   // NotFound naming the job.
@@ -228,6 +230,8 @@ class ControlState {
   v1::JobView View(const JobRt& job, bool with_events) const;
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
   ViewStore::JobEntry Entry(const JobRt& job) const;       // to publish
+  v1::NodeView NodeViewOf(const NodeRt& node) const;
+  uint64_t NodeViewSig(const NodeRt& node) const;
 
   const ServerConfig config_;
   std::unique_ptr<core::Scheduler> scheduler_;

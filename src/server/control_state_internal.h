@@ -1,6 +1,7 @@
 // Private records of ControlState, shared by its handler files.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,10 @@ struct ControlState::NodeRt {
   core::PortRanges ports_in_use;
   uint64_t busy_gpus = 0;
   absl::Time registered;
+  // The view last published and what it was built from (see NodeViewSig):
+  // a node whose view would not change is not built again.
+  std::shared_ptr<const v1::NodeView> view;
+  uint64_t view_sig = 0;
   bool connected() const { return session != 0; }
 };
 

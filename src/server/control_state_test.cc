@@ -302,3 +302,37 @@ TEST_F(ControlStateTest, AReplacedJobMastersVerdictIsRefused) {
 
 }  // namespace
 }  // namespace trainyard::server
+
+namespace trainyard::server {
+namespace {
+
+TEST_F(ControlStateTest, ANodesPublishedViewIsBuiltAgainOnlyWhenItChanged) {
+  ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
+  ASSERT_TRUE(state_->RegisterAgent(Node("n2", 8), 2, now_).ok());
+  ViewStore views;
+  state_->PublishNodesAndQueues(&views);
+  ViewStore::NodesPtr before = views.Nodes();
+  ASSERT_EQ(before->size(), 2u);
+  std::string job = Submit(kOneGpu);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  const std::string placed_on = backend_.launches[0].first;
+  state_->PublishNodesAndQueues(&views);
+  ViewStore::NodesPtr after = views.Nodes();
+  ASSERT_EQ(after->size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    const v1::NodeView& n = *(*after)[i];
+    if (n.info().name() == placed_on) {
+      EXPECT_NE((*after)[i], (*before)[i]) << "the node that took the task is built again";
+      EXPECT_EQ(n.free_gpu_mask(), 0xffu & ~backend_.launches[0].second.allocation().gpu_mask());
+      ASSERT_EQ(n.tasks_size(), 1);
+      EXPECT_EQ(n.tasks(0), View(job).tasks(0).name());
+    } else {
+      EXPECT_EQ((*after)[i], (*before)[i]) << "the other node's view is shared, not rebuilt";
+      EXPECT_EQ(n.free_gpu_mask(), 0xffu);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trainyard::server

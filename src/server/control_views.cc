@@ -62,7 +62,7 @@ size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
 }
 
 void ControlState::PublishNodesAndQueues(ViewStore* views) {
-  if (view_nodes_) views->PutNodes(std::make_shared<const std::vector<v1::NodeView>>(ListNodes()));
+  if (view_nodes_) views->PutNodes(PublishedNodes());
   if (view_queues_) views->PutQueues(std::make_shared<const v1::ListQueuesResponse>(ListQueues()));
   view_nodes_ = view_queues_ = false;
 }
@@ -156,27 +156,70 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
   v.set_gpus(gpus);
 }
 
+uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
+  // Everything NodeViewOf shows, folded into one number (FNV-1a). The
+  // registration (session, time) stands for the node's info and capacity.
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  mix(node.session);
+  mix(static_cast<uint64_t>(ToMs(node.registered)));
+  mix(static_cast<uint64_t>(node.state));
+  mix(node.ports_in_use.Count());
+  mix(static_cast<uint64_t>(ToMs(node.last_heartbeat)));
+  mix(node.in_scheduler);
+  const core::ClusterState& cs = scheduler_->state();
+  if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
+    const core::NodeState& ns = cs.node(*id);
+    mix(ns.free.gpu_mask);
+    mix(static_cast<uint64_t>(ns.free.memory_mb));
+    mix(static_cast<uint64_t>(ns.free.vcores_milli));
+    for (const core::NodeTask& nt : ns.tasks) {
+      mix(static_cast<uint64_t>(nt.job));
+      mix(static_cast<uint64_t>(nt.pos));
+    }
+  }
+  return h;
+}
+
+// Every field set here must be folded into NodeViewSig, or a published view
+// would keep an old value.
+v1::NodeView ControlState::NodeViewOf(const NodeRt& node) const {
+  const core::ClusterState& cs = scheduler_->state();
+  v1::NodeView v;
+  *v.mutable_info() = node.info;
+  v.mutable_info()->set_state(node.state);
+  v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
+  v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
+  if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
+    const core::NodeState& ns = cs.node(*id);
+    v.set_free_gpu_mask(ns.free.gpu_mask);
+    v.set_free_memory_mb(ns.free.memory_mb);
+    v.set_free_vcores_milli(ns.free.vcores_milli);
+    for (const core::NodeTask& nt : ns.tasks) {
+      const core::JobState& js = cs.job(nt.job);
+      const core::PlacedTask& pt = js.tasks[nt.pos];
+      v.add_tasks(api::TaskName(js.request.id, js.request.roles[pt.role].name, pt.index));
+    }
+  }
+  return v;
+}
+
 std::vector<v1::NodeView> ControlState::ListNodes() const {
   std::vector<v1::NodeView> out;
-  const core::ClusterState& cs = scheduler_->state();
+  for (auto& [name, node] : nodes_) out.push_back(NodeViewOf(*node));
+  return out;
+}
+
+ViewStore::NodesPtr ControlState::PublishedNodes() {
+  auto out = std::make_shared<std::vector<std::shared_ptr<const v1::NodeView>>>();
+  out->reserve(nodes_.size());
   for (auto& [name, node] : nodes_) {
-    v1::NodeView v;
-    *v.mutable_info() = node->info;
-    v.mutable_info()->set_state(node->state);
-    v.set_ports_in_use(static_cast<int>(node->ports_in_use.Count()));
-    v.set_last_heartbeat_unix_ms(ToMs(node->last_heartbeat));
-    if (auto id = cs.FindNode(name); id && node->in_scheduler) {
-      const core::NodeState& ns = cs.node(*id);
-      v.set_free_gpu_mask(ns.free.gpu_mask);
-      v.set_free_memory_mb(ns.free.memory_mb);
-      v.set_free_vcores_milli(ns.free.vcores_milli);
-      for (const core::NodeTask& nt : ns.tasks) {
-        const core::JobState& js = cs.job(nt.job);
-        const core::PlacedTask& pt = js.tasks[nt.pos];
-        v.add_tasks(api::TaskName(js.request.id, js.request.roles[pt.role].name, pt.index));
-      }
+    uint64_t sig = NodeViewSig(*node);
+    if (!node->view || sig != node->view_sig) {
+      node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node));
+      node->view_sig = sig;
     }
-    out.push_back(std::move(v));
+    out->push_back(node->view);
   }
   return out;
 }

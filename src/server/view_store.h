@@ -1,6 +1,6 @@
 // ViewStore: what clients see — job, node and queue views — as the control
 // state last published them. The shell publishes after each event (jobs
-// that changed) and from its loop (nodes and queues, at most every 20 ms);
+// that changed) and from its loop (nodes and queues, at most every 5 ms);
 // readers (the CLI's jobs / nodes / describe / queues, and next the REST
 // API, the dashboard and /metrics) take shared pointers under this store's
 // own small lock, never the shell's lock and never the StateStore.
@@ -28,7 +28,8 @@ class ViewStore {
     // still only there (describe reads them once).
     bool events_loaded = true;
   };
-  using NodesPtr = std::shared_ptr<const std::vector<v1::NodeView>>;
+  // Each node's view is shared with the next publication while it is unchanged.
+  using NodesPtr = std::shared_ptr<const std::vector<std::shared_ptr<const v1::NodeView>>>;
   using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
 
   void PutJob(const std::string& name, JobEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
@@ -48,7 +49,7 @@ class ViewStore {
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
-  NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<v1::NodeView>>();
+  NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<std::shared_ptr<const v1::NodeView>>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
 };
 
