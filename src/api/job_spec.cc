@@ -1,25 +1,31 @@
-// Job spec YAML parsing and validation. The parser walks the YAML tree with a
-// path string and collects every problem instead of stopping at the first.
+// Job spec YAML parsing. The parser walks the YAML tree with a path string
+// and collects every problem instead of stopping at the first; whatever
+// yaml-cpp throws (a key that is a list, a conversion it refuses, nesting it
+// will not follow) is caught here and becomes a problem too, so no input can
+// take down the client or the server that parses it. Validation of the
+// parsed spec is in job_spec_validate.cc.
 #include "api/job_spec.h"
 
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
-#include "core/resources/resource.h"
-#include "api/convert.h"
 #include "yaml-cpp/yaml.h"
 
 namespace trainyard::api {
 namespace {
 
 using Errors = std::vector<std::string>;
+// The entries of one YAML mapping by key, each key a string seen once.
+using Fields = std::map<std::string, YAML::Node>;
 
 bool ConsumeSuffix(std::string* s, std::string_view suffix) {
   if (s->size() < suffix.size() || s->compare(s->size() - suffix.size(), suffix.size(), suffix) != 0) {
@@ -29,19 +35,54 @@ bool ConsumeSuffix(std::string* s, std::string_view suffix) {
   return true;
 }
 
-std::string Join(const std::string& path, const std::string& key) {
-  return path.empty() ? key : absl::StrCat(path, ".", key);
+// A key as it may appear in a path: escaped when it holds bytes a terminal
+// would not print as they are (a NUL, a newline).
+std::string KeyText(const std::string& key) {
+  for (char c : key) {
+    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) return absl::StrCat("\"", absl::CHexEscape(key), "\"");
+  }
+  return key;
 }
 
-// Checks that `node` is a map with only `allowed` keys.
-bool CheckMap(const YAML::Node& node, const std::string& path,
-              const std::set<std::string>& allowed, Errors* errors) {
+std::string Join(const std::string& path, const std::string& key) {
+  return path.empty() ? KeyText(key) : absl::StrCat(path, ".", KeyText(key));
+}
+
+int LineOf(const YAML::Node& node) { return node.Mark().line + 1; }
+
+// The entries of mapping `node` (at `path`). A key that is not a string, or
+// that repeats an earlier key (yaml-cpp keeps both and lookups find the
+// first), is a problem and left out.
+Fields Entries(const YAML::Node& node, const std::string& path, Errors* errors) {
+  Fields out;
+  std::map<std::string, int> first_line;
+  for (const auto& kv : node) {
+    if (!kv.first.IsScalar()) {
+      errors->push_back(absl::StrCat(path.empty() ? "spec" : path, ": line ", LineOf(kv.first),
+                                     ": a key must be a string, not a list or mapping"));
+      continue;
+    }
+    const std::string& key = kv.first.Scalar();
+    auto [it, fresh] = first_line.emplace(key, LineOf(kv.first));
+    if (!fresh) {
+      errors->push_back(absl::StrCat(Join(path, key), ": duplicate key (first on line ", it->second, ")"));
+      continue;
+    }
+    out.emplace(key, kv.second);
+  }
+  return out;
+}
+
+// Checks that `node` is a map with only `allowed` keys; its entries go to
+// *fields.
+bool CheckMap(const YAML::Node& node, const std::string& path, const std::set<std::string>& allowed,
+              Fields* fields, Errors* errors) {
   if (!node.IsMap()) {
     errors->push_back(absl::StrCat(path.empty() ? "spec" : path, ": must be a mapping"));
     return false;
   }
-  for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
+  *fields = Entries(node, path, errors);
+  for (const auto& [key, value] : *fields) {
     if (!allowed.count(key)) {
       errors->push_back(absl::StrCat(Join(path, key), ": unknown field (known: ",
                                      absl::StrJoin(allowed, ", "), ")"));
@@ -50,8 +91,13 @@ bool CheckMap(const YAML::Node& node, const std::string& path,
   return true;
 }
 
-bool GetString(const YAML::Node& node, const std::string& path, std::string* out,
-               Errors* errors) {
+// The value of `key`, or nullptr when the mapping does not have it.
+const YAML::Node* Find(const Fields& fields, const std::string& key) {
+  auto it = fields.find(key);
+  return it == fields.end() ? nullptr : &it->second;
+}
+
+bool GetString(const YAML::Node& node, const std::string& path, std::string* out, Errors* errors) {
   if (!node.IsScalar()) {
     errors->push_back(absl::StrCat(path, ": must be a string"));
     return false;
@@ -68,6 +114,8 @@ bool GetInt(const YAML::Node& node, const std::string& path, int64_t* out, Error
   return true;
 }
 
+int32_t ClampInt32(int64_t n) { return static_cast<int32_t>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX)); }
+
 bool GetBool(const YAML::Node& node, const std::string& path, bool* out, Errors* errors) {
   std::string s = node.IsScalar() ? absl::AsciiStrToLower(node.Scalar()) : "";
   if (s == "true" || s == "yes") {
@@ -81,14 +129,18 @@ bool GetBool(const YAML::Node& node, const std::string& path, bool* out, Errors*
   return true;
 }
 
+// A command or args list. A single string is refused as Kubernetes refuses
+// it: run as it stands it would be one program name with spaces in it (exit
+// code 127 at run time), and splitting it ourselves would guess at quoting.
 void GetStringList(const YAML::Node& node, const std::string& path,
                    google::protobuf::RepeatedPtrField<std::string>* out, Errors* errors) {
-  if (node.IsScalar()) {  // a single string is a one-element list
-    out->Add(std::string(node.Scalar()));
+  if (node.IsScalar()) {
+    errors->push_back(absl::StrCat(path, ": must be a list of strings, e.g. [\"sh\", \"-c\", \"",
+                                   absl::CHexEscape(node.Scalar()), "\"], not a string"));
     return;
   }
   if (!node.IsSequence()) {
-    errors->push_back(absl::StrCat(path, ": must be a list of strings"));
+    errors->push_back(absl::StrCat(path, ": must be a list of strings, e.g. [\"echo\", \"hi\"]"));
     return;
   }
   for (size_t i = 0; i < node.size(); ++i) {
@@ -106,20 +158,18 @@ void GetStringMap(const YAML::Node& node, const std::string& path,
     errors->push_back(absl::StrCat(path, ": must be a mapping of strings"));
     return;
   }
-  for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
-    if (!kv.second.IsScalar()) {
+  for (const auto& [key, value] : Entries(node, path, errors)) {
+    if (!value.IsScalar()) {
       errors->push_back(absl::StrCat(Join(path, key), ": must be a string"));
       continue;
     }
-    (*out)[key] = kv.second.Scalar();
+    (*out)[key] = value.Scalar();
   }
 }
 
 // gpuMask: a list of indices [0, 1], a range string "0-3", or a number
 // "0x0f" / 15.
-void ParseGpuMask(const YAML::Node& node, const std::string& path, uint64_t* mask,
-                  Errors* errors) {
+void ParseGpuMask(const YAML::Node& node, const std::string& path, uint64_t* mask, Errors* errors) {
   if (node.IsSequence()) {
     std::vector<int> indices;
     for (size_t i = 0; i < node.size(); ++i) {
@@ -155,19 +205,39 @@ void ParseGpuMask(const YAML::Node& node, const std::string& path, uint64_t* mas
   *mask = set->bits();
 }
 
-void ParseResources(const YAML::Node& node, const std::string& path, v1::Resource* r,
-                    Errors* errors) {
-  if (!CheckMap(node, path, {"cpu", "memory", "gpus", "gpuMask", "ports"}, errors)) return;
-  if (node["cpu"]) {
-    auto v = ParseCpuQuantity(node["cpu"].IsScalar() ? node["cpu"].Scalar() : "");
+void ParsePorts(const YAML::Node& p, const std::string& path, v1::Resource* r, Errors* errors) {
+  int64_t n;
+  if (p.IsScalar() && absl::SimpleAtoi(p.Scalar(), &n)) {
+    r->set_port_count(ClampInt32(n));
+  } else if (p.IsScalar()) {
+    auto ranges = core::PortRanges::Parse(p.Scalar());
+    if (!ranges.ok()) {
+      errors->push_back(absl::StrCat(path, ": ", ranges.status().message()));
+      return;
+    }
+    for (const auto& range : ranges->ranges()) {
+      auto* pr = r->add_ports();
+      pr->set_begin(range.begin);
+      pr->set_end(range.end);
+    }
+  } else {
+    errors->push_back(absl::StrCat(path, ": must be a count or ranges like 3000-3001"));
+  }
+}
+
+void ParseResources(const YAML::Node& node, const std::string& path, v1::Resource* r, Errors* errors) {
+  Fields f;
+  if (!CheckMap(node, path, {"cpu", "memory", "gpus", "gpuMask", "ports"}, &f, errors)) return;
+  if (const YAML::Node* cpu = Find(f, "cpu")) {
+    auto v = ParseCpuQuantity(cpu->IsScalar() ? cpu->Scalar() : "");
     if (v.ok()) {
       r->set_vcores_milli(*v);
     } else {
       errors->push_back(absl::StrCat(path, ".cpu: ", v.status().message()));
     }
   }
-  if (node["memory"]) {
-    auto v = ParseMemoryQuantity(node["memory"].IsScalar() ? node["memory"].Scalar() : "");
+  if (const YAML::Node* memory = Find(f, "memory")) {
+    auto v = ParseMemoryQuantity(memory->IsScalar() ? memory->Scalar() : "");
     if (v.ok()) {
       r->set_memory_mb(*v);
     } else {
@@ -175,33 +245,15 @@ void ParseResources(const YAML::Node& node, const std::string& path, v1::Resourc
     }
   }
   int64_t n;
-  if (node["gpus"] && GetInt(node["gpus"], path + ".gpus", &n, errors)) {
-    r->set_gpus(static_cast<int32_t>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX)));
-  }
-  if (node["gpuMask"]) {
+  const YAML::Node* gpus = Find(f, "gpus");
+  if (gpus && GetInt(*gpus, path + ".gpus", &n, errors)) r->set_gpus(ClampInt32(n));
+  if (const YAML::Node* m = Find(f, "gpuMask")) {
     uint64_t mask = 0;
-    ParseGpuMask(node["gpuMask"], path + ".gpuMask", &mask, errors);
+    ParseGpuMask(*m, path + ".gpuMask", &mask, errors);
     r->set_gpu_mask(mask);
-    if (!node["gpus"]) r->set_gpus(__builtin_popcountll(mask));
+    if (!gpus) r->set_gpus(__builtin_popcountll(mask));
   }
-  if (const YAML::Node& p = node["ports"]) {
-    if (p.IsScalar() && absl::SimpleAtoi(p.Scalar(), &n)) {
-      r->set_port_count(static_cast<int32_t>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX)));
-    } else if (p.IsScalar()) {
-      auto ranges = core::PortRanges::Parse(p.Scalar());
-      if (!ranges.ok()) {
-        errors->push_back(absl::StrCat(path, ".ports: ", ranges.status().message()));
-        return;
-      }
-      for (const auto& range : ranges->ranges()) {
-        auto* pr = r->add_ports();
-        pr->set_begin(range.begin);
-        pr->set_end(range.end);
-      }
-    } else {
-      errors->push_back(absl::StrCat(path, ".ports: must be a count or ranges like 3000-3001"));
-    }
-  }
+  if (const YAML::Node* p = Find(f, "ports")) ParsePorts(*p, path + ".ports", r, errors);
 }
 
 bool ParseRestartPolicy(const std::string& s, v1::RestartPolicy* out) {
@@ -213,54 +265,54 @@ bool ParseRestartPolicy(const std::string& s, v1::RestartPolicy* out) {
   return true;
 }
 
+void ParseReplicaInts(const Fields& f, const std::string& path, v1::ReplicaSpec* rs, Errors* errors) {
+  int64_t n;
+  for (const char* key : {"count", "replicas"}) {
+    const YAML::Node* v = Find(f, key);
+    if (v && GetInt(*v, Join(path, key), &n, errors)) rs->set_count(ClampInt32(n));
+  }
+  const YAML::Node* v = Find(f, "minAvailable");
+  if (v && GetInt(*v, path + ".minAvailable", &n, errors)) rs->set_min_available(ClampInt32(n));
+  v = Find(f, "maxRestarts");
+  if (v && GetInt(*v, path + ".maxRestarts", &n, errors)) rs->set_max_restarts(ClampInt32(n));
+}
+
 void ParseReplica(const std::string& role, const YAML::Node& node, const std::string& path,
                   v1::ReplicaSpec* rs, Errors* errors) {
   rs->set_role(role);
   rs->set_count(1);
   rs->set_restart_policy(v1::RESTART_NEVER);
+  Fields f;
   if (!CheckMap(node, path,
                 {"count", "replicas", "minAvailable", "resources", "command", "args", "env",
                  "workingDir", "restartPolicy", "maxRestarts"},
-                errors)) {
+                &f, errors)) {
     return;
   }
-  int64_t n;
-  for (const char* key : {"count", "replicas"}) {
-    if (node[key] && GetInt(node[key], Join(path, key), &n, errors)) {
-      rs->set_count(static_cast<int32_t>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX)));
-    }
-  }
-  if (node["minAvailable"] && GetInt(node["minAvailable"], path + ".minAvailable", &n, errors)) {
-    rs->set_min_available(static_cast<int32_t>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX)));
-  }
-  if (node["resources"]) ParseResources(node["resources"], path + ".resources", rs->mutable_resources(), errors);
-  if (node["command"]) GetStringList(node["command"], path + ".command", rs->mutable_command(), errors);
-  if (node["args"]) GetStringList(node["args"], path + ".args", rs->mutable_args(), errors);
-  if (node["env"]) GetStringMap(node["env"], path + ".env", rs->mutable_env(), errors);
+  ParseReplicaInts(f, path, rs, errors);
+  if (const YAML::Node* v = Find(f, "resources")) ParseResources(*v, path + ".resources", rs->mutable_resources(), errors);
+  if (const YAML::Node* v = Find(f, "command")) GetStringList(*v, path + ".command", rs->mutable_command(), errors);
+  if (const YAML::Node* v = Find(f, "args")) GetStringList(*v, path + ".args", rs->mutable_args(), errors);
+  if (const YAML::Node* v = Find(f, "env")) GetStringMap(*v, path + ".env", rs->mutable_env(), errors);
   std::string s;
-  if (node["workingDir"] && GetString(node["workingDir"], path + ".workingDir", &s, errors)) {
-    rs->set_working_dir(s);
-  }
-  if (node["restartPolicy"] && GetString(node["restartPolicy"], path + ".restartPolicy", &s, errors)) {
+  const YAML::Node* v = Find(f, "workingDir");
+  if (v && GetString(*v, path + ".workingDir", &s, errors)) rs->set_working_dir(s);
+  v = Find(f, "restartPolicy");
+  if (v && GetString(*v, path + ".restartPolicy", &s, errors)) {
     v1::RestartPolicy policy;
     if (ParseRestartPolicy(s, &policy)) {
       rs->set_restart_policy(policy);
     } else {
-      errors->push_back(absl::StrCat(path, ".restartPolicy: '", s,
-                                     "' is not one of Never, OnFailure, Always"));
+      errors->push_back(absl::StrCat(path, ".restartPolicy: '", s, "' is not one of Never, OnFailure, Always"));
     }
-  }
-  if (node["maxRestarts"] && GetInt(node["maxRestarts"], path + ".maxRestarts", &n, errors)) {
-    rs->set_max_restarts(static_cast<int32_t>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX)));
   }
 }
 
-void ParseEnumField(const YAML::Node& root, const char* key,
-                    const std::vector<std::pair<std::string, int>>& values, int* out,
-                    Errors* errors) {
-  if (!root[key]) return;
+void ParseEnumField(const Fields& root, const char* key, const std::vector<std::pair<std::string, int>>& values,
+                    int* out, Errors* errors) {
+  const YAML::Node* node = Find(root, key);
   std::string s;
-  if (!GetString(root[key], key, &s, errors)) return;
+  if (!node || !GetString(*node, key, &s, errors)) return;
   std::string l = absl::AsciiStrToLower(s);
   std::vector<std::string> names;
   for (const auto& [name, value] : values) {
@@ -273,14 +325,7 @@ void ParseEnumField(const YAML::Node& root, const char* key,
   errors->push_back(absl::StrCat(key, ": '", s, "' is not one of ", absl::StrJoin(names, ", ")));
 }
 
-void ParseTopLevel(const YAML::Node& root, v1::JobSpec* spec, Errors* errors) {
-  std::string s;
-  for (auto [key, setter] : std::vector<std::pair<const char*, void (v1::JobSpec::*)(const std::string&)>>{
-           {"name", &v1::JobSpec::set_name}, {"user", &v1::JobSpec::set_user},
-           {"queue", &v1::JobSpec::set_queue}, {"nodeName", &v1::JobSpec::set_node_name},
-           {"rack", &v1::JobSpec::set_rack}}) {
-    if (root[key] && GetString(root[key], key, &s, errors)) (spec->*setter)(s);
-  }
+void ParseEnums(const Fields& root, v1::JobSpec* spec, Errors* errors) {
   int v = v1::PRIORITY_ITERATION;
   ParseEnumField(root, "priority",
                  {{"production", v1::PRIORITY_PRODUCTION}, {"iteration", v1::PRIORITY_ITERATION},
@@ -294,15 +339,56 @@ void ParseTopLevel(const YAML::Node& root, v1::JobSpec* spec, Errors* errors) {
                  &v, errors);
   spec->set_framework(static_cast<v1::Framework>(v));
   v = v1::SUCCESS_ALL_WORKERS;
-  ParseEnumField(root, "successPolicy",
-                 {{"AllWorkers", v1::SUCCESS_ALL_WORKERS}, {"Chief", v1::SUCCESS_CHIEF}}, &v,
-                 errors);
+  ParseEnumField(root, "successPolicy", {{"AllWorkers", v1::SUCCESS_ALL_WORKERS}, {"Chief", v1::SUCCESS_CHIEF}},
+                 &v, errors);
   spec->set_success_policy(static_cast<v1::SuccessPolicy>(v));
-  if (root["nodeSelector"]) GetStringMap(root["nodeSelector"], "nodeSelector", spec->mutable_node_selector(), errors);
-  bool b;
-  if (root["relaxLocality"] && GetBool(root["relaxLocality"], "relaxLocality", &b, errors)) {
-    spec->set_relax_locality(b);
+}
+
+void ParseTopLevel(const Fields& root, v1::JobSpec* spec, Errors* errors) {
+  std::string s;
+  for (auto [key, setter] : std::vector<std::pair<const char*, void (v1::JobSpec::*)(const std::string&)>>{
+           {"name", &v1::JobSpec::set_name}, {"user", &v1::JobSpec::set_user},
+           {"queue", &v1::JobSpec::set_queue}, {"nodeName", &v1::JobSpec::set_node_name},
+           {"rack", &v1::JobSpec::set_rack}}) {
+    const YAML::Node* v = Find(root, key);
+    if (v && GetString(*v, key, &s, errors)) (spec->*setter)(s);
   }
+  ParseEnums(root, spec, errors);
+  if (const YAML::Node* v = Find(root, "nodeSelector")) {
+    GetStringMap(*v, "nodeSelector", spec->mutable_node_selector(), errors);
+  }
+  bool b;
+  const YAML::Node* v = Find(root, "relaxLocality");
+  if (v && GetBool(*v, "relaxLocality", &b, errors)) spec->set_relax_locality(b);
+}
+
+void ParseReplicas(const Fields& root, v1::JobSpec* spec, Errors* errors) {
+  const YAML::Node* replicas = Find(root, "replicas");
+  if (!replicas) {
+    errors->push_back("replicas: required (a mapping of role name to its spec)");
+  } else if (!replicas->IsMap() || replicas->size() == 0) {
+    errors->push_back("replicas: must be a non-empty mapping of role name to its spec");
+  } else {
+    for (const auto& [role, node] : Entries(*replicas, "replicas", errors)) {
+      ParseReplica(role, node, Join("replicas", role), spec->add_replicas(), errors);
+    }
+  }
+}
+
+void ParseRoot(const YAML::Node& root, v1::JobSpec* spec, Errors* errors) {
+  if (root.IsNull()) {
+    errors->push_back("spec: is empty (a job spec is a mapping with name and replicas)");
+    return;
+  }
+  Fields f;
+  if (!CheckMap(root, "",
+                {"name", "user", "queue", "priority", "framework", "replicas", "successPolicy",
+                 "nodeSelector", "relaxLocality", "nodeName", "rack"},
+                &f, errors)) {
+    return;
+  }
+  ParseTopLevel(f, spec, errors);
+  ParseReplicas(f, spec, errors);
 }
 
 }  // namespace
@@ -348,164 +434,38 @@ absl::StatusOr<int64_t> ParseMemoryQuantity(std::string_view text) {
   return static_cast<int64_t>(std::ceil(value * bytes_per_unit / 1048576.0));
 }
 
-absl::StatusOr<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml) {
-  YAML::Node root;
+std::string CpuQuantityText(int64_t milli) {
+  return milli % 1000 == 0 ? absl::StrCat(milli / 1000) : absl::StrCat(milli, "m");
+}
+
+std::string MemoryQuantityText(int64_t mb) {
+  if (mb != 0 && mb % (1 << 20) == 0) return absl::StrCat(mb / (1 << 20), "Ti");
+  if (mb != 0 && mb % 1024 == 0) return absl::StrCat(mb / 1024, "Gi");
+  return absl::StrCat(mb, "Mi");
+}
+
+std::vector<std::string> ParseJobSpecYamlInto(std::string_view yaml, v1::JobSpec* spec) {
+  Errors errors;
+  // Every yaml-cpp exception derives from YAML::Exception; std::exception
+  // also catches what its allocations may throw on hostile input.
   try {
-    root = YAML::Load(std::string(yaml));
+    YAML::Node root = YAML::Load(std::string(yaml));
+    ParseRoot(root, spec, &errors);
   } catch (const YAML::Exception& e) {
-    return absl::InvalidArgumentError(absl::StrCat("spec is not valid YAML: line ", e.mark.line + 1,
-                                                   ", column ", e.mark.column + 1, ": ", e.msg));
+    errors.push_back(e.mark.is_null() ? absl::StrCat("spec: not valid YAML: ", e.msg)
+                                      : absl::StrCat("spec: not valid YAML: line ", e.mark.line + 1, ", column ",
+                                                     e.mark.column + 1, ": ", e.msg));
+  } catch (const std::exception& e) {
+    errors.push_back(absl::StrCat("spec: cannot be read: ", e.what()));
   }
-  Errors errors;
-  v1::JobSpec spec;
-  if (CheckMap(root, "",
-               {"name", "user", "queue", "priority", "framework", "replicas", "successPolicy",
-                "nodeSelector", "relaxLocality", "nodeName", "rack"},
-               &errors)) {
-    ParseTopLevel(root, &spec, &errors);
-    const YAML::Node& replicas = root["replicas"];
-    if (!replicas) {
-      errors.push_back("replicas: required (a mapping of role name to its spec)");
-    } else if (!replicas.IsMap() || replicas.size() == 0) {
-      errors.push_back("replicas: must be a non-empty mapping of role name to its spec");
-    } else {
-      for (const auto& kv : replicas) {
-        std::string role = kv.first.as<std::string>();
-        ParseReplica(role, kv.second, Join("replicas", role), spec.add_replicas(), &errors);
-      }
-    }
-  }
-  if (!errors.empty()) {
-    return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
-  }
-  return spec;
-}
-
-}  // namespace trainyard::api
-
-namespace trainyard::api {
-namespace {
-
-bool ValidName(const std::string& name) {
-  if (name.empty() || name.size() > 63 || name.front() == '-' || name.back() == '-') return false;
-  for (char c : name) {
-    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) return false;
-  }
-  return true;
-}
-
-const v1::ReplicaSpec* FindRole(const v1::JobSpec& spec, std::string_view role) {
-  for (const auto& r : spec.replicas()) {
-    if (r.role() == role) return &r;
-  }
-  return nullptr;
-}
-
-void ValidateFramework(const v1::JobSpec& spec, Errors* errors) {
-  switch (spec.framework()) {
-    case v1::FRAMEWORK_TENSORFLOW:
-      if (!FindRole(spec, "worker") && !FindRole(spec, "chief")) {
-        errors->push_back("framework: tensorflow needs a 'worker' or 'chief' role in replicas");
-      }
-      break;
-    case v1::FRAMEWORK_PYTORCH: {
-      const v1::ReplicaSpec* master = FindRole(spec, "master");
-      if (master && master->count() != 1) {
-        errors->push_back(absl::StrCat("replicas.master.count: pytorch needs exactly one master rank, got ",
-                                       master->count()));
-      }
-      if (!master && !FindRole(spec, "worker")) {
-        errors->push_back("framework: pytorch needs a 'master' role of count 1 or a 'worker' role");
-      }
-      break;
-    }
-    case v1::FRAMEWORK_MPI:
-      if (!FindRole(spec, "worker") && !FindRole(spec, "launcher")) {
-        errors->push_back("framework: mpi needs a 'worker' role in replicas");
-      }
-      break;
-    default:
-      break;
-  }
-  if (spec.success_policy() == v1::SUCCESS_CHIEF && !FindRole(spec, "chief") &&
-      !FindRole(spec, "master")) {
-    errors->push_back("successPolicy: Chief needs a 'chief' (or 'master') role in replicas");
-  }
-}
-
-}  // namespace
-
-std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec,
-                                         const core::AllocationLimits& limits) {
-  Errors errors;
-  if (!ValidName(spec.name())) {
-    errors.push_back(absl::StrCat("name: '", spec.name(),
-                                  "' must be 1-63 characters of a-z, 0-9 and '-', not starting or "
-                                  "ending with '-'"));
-  }
-  if (spec.replicas().empty()) errors.push_back("replicas: at least one role is needed");
-  for (const auto& r : spec.replicas()) {
-    std::string path = absl::StrCat("replicas.", r.role());
-    if (!ValidName(r.role())) {
-      errors.push_back(absl::StrCat(path, ": role name must be of a-z, 0-9 and '-'"));
-    }
-    if (r.count() < 1 || r.count() > 10000) {
-      errors.push_back(absl::StrCat(path, ".count: ", r.count(), " must be between 1 and 10000"));
-    }
-    if (r.min_available() < 0 || r.min_available() > r.count()) {
-      errors.push_back(absl::StrCat(path, ".minAvailable: ", r.min_available(),
-                                    " must be between 0 and count ", r.count()));
-    }
-    if (r.max_restarts() < 0) {
-      errors.push_back(absl::StrCat(path, ".maxRestarts: ", r.max_restarts(), " must not be negative"));
-    }
-    if (r.command().empty()) errors.push_back(absl::StrCat(path, ".command: required"));
-    for (const auto& p : r.resources().ports()) {
-      if (p.begin() < core::kMinPort || p.end() > core::kMaxPort || p.begin() > p.end()) {
-        errors.push_back(absl::StrCat(path, ".resources.ports: ", p.begin(), "-", p.end(),
-                                      " is not a range inside 1-65535"));
-      }
-    }
-    absl::Status st = core::ValidateRequest(ToCore(r.resources()), limits);
-    if (!st.ok()) errors.push_back(absl::StrCat(path, ".resources.", st.message()));
-  }
-  ValidateFramework(spec, &errors);
   return errors;
 }
 
-absl::StatusOr<v1::JobSpec> LoadJobSpec(std::string_view yaml, const core::AllocationLimits& limits) {
-  absl::StatusOr<v1::JobSpec> spec = ParseJobSpecYaml(yaml);
-  if (!spec.ok()) return spec.status();
-  if (spec->user().empty()) spec->set_user("default");
-  if (spec->queue().empty()) spec->set_queue("default");
-  std::vector<std::string> errors = ValidateJobSpec(*spec, limits);
-  if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
+absl::StatusOr<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml) {
+  v1::JobSpec spec;
+  std::vector<std::string> errors = ParseJobSpecYamlInto(yaml, &spec);
+  if (!errors.empty()) return ProblemsStatus(errors);
   return spec;
-}
-
-std::string FrameworkName(v1::Framework f) {
-  switch (f) {
-    case v1::FRAMEWORK_TENSORFLOW: return "tensorflow";
-    case v1::FRAMEWORK_PYTORCH: return "pytorch";
-    case v1::FRAMEWORK_MPI: return "mpi";
-    default: return "none";
-  }
-}
-
-std::string PriorityName(v1::PriorityClass p) {
-  switch (p) {
-    case v1::PRIORITY_PRODUCTION: return "production";
-    case v1::PRIORITY_PTR: return "ptr";
-    default: return "iteration";
-  }
-}
-
-std::string RestartPolicyName(v1::RestartPolicy p) {
-  switch (p) {
-    case v1::RESTART_ON_FAILURE: return "OnFailure";
-    case v1::RESTART_ALWAYS: return "Always";
-    default: return "Never";
-  }
 }
 
 }  // namespace trainyard::api

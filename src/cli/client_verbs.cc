@@ -90,28 +90,50 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
   }
 }
 
+// The spec's text: the file, or standard input for "-".
+bool ReadSpec(const std::string& file, std::string* text) {
+  std::stringstream buffer;
+  if (file == "-") {
+    buffer << std::cin.rdbuf();
+    *text = buffer.str();
+    return !std::cin.bad();
+  }
+  std::ifstream in(file);
+  if (!in) return false;
+  buffer << in.rdbuf();
+  *text = buffer.str();
+  return true;
+}
+
 int Submit(SubmitFlags& f) {
-  std::ifstream in(f.file);
-  if (!in) {
-    std::cerr << "trainyard submit: cannot read " << f.file << "\n";
+  std::string text;
+  const std::string source = f.file == "-" ? "standard input" : f.file;
+  if (!ReadSpec(f.file, &text)) {
+    std::cerr << "trainyard submit: cannot read " << source << "\n";
     return kExitUsage;
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  // Check the spec here first so mistakes are reported without a server.
-  auto parsed = api::ParseJobSpecYaml(text.str());
+  // Check the spec here first so mistakes are reported without a server:
+  // every problem at once, but the allocation limits, which only the server
+  // knows.
+  auto parsed = api::LoadJobSpec(text, api::UnboundedLimits());
   if (!parsed.ok()) {
-    std::cerr << "trainyard submit: " << f.file << ":\n" << parsed.status().message() << "\n";
+    std::cerr << "trainyard submit: " << source << ":\n" << parsed.status().message() << "\n";
     return kExitUsage;
   }
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
   if (f.master_in_client) return SubmitWithMaster(*stub, address, *parsed, f.advertise_host);
   v1::SubmitRequest req;
-  req.set_yaml(text.str());
+  req.set_yaml(text);
   v1::SubmitResponse resp;
   auto ctx = Context();
   grpc::Status st = stub->Submit(ctx.get(), req, &resp);
+  if (st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
+    // gRPC's own refusal of a message above the server's receive limit.
+    std::cerr << "trainyard submit: " << source << ": " << text.size()
+              << " bytes is far above what the server takes (" << st.error_message() << ")\n";
+    return kExitUsage;
+  }
   if (!st.ok()) return ReportError("submit", address, st);
   std::cout << "job " << resp.job() << " submitted" << std::endl;
   return f.wait ? WaitForJob(*stub, address, resp.job()) : kExitOk;
@@ -157,7 +179,7 @@ void PrintJob(const v1::JobView& j) {
             << "Priority:   " << prio << "\n"
             << "Submitted:  " << Age(now - j.submit_time_unix_ms()) << " ago\n";
   if (!j.job_master().empty()) std::cout << "Job master: " << j.job_master() << "\n";
-  Table t({"TASK", "STATE", "NODE", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
+  Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
   for (const auto& task : j.tasks()) {
     std::string gpus = task.gpu_mask() ? core::GpuSet(task.gpu_mask()).ToString() : "-";
     std::string exit = "-";
@@ -167,7 +189,8 @@ void PrintJob(const v1::JobView& j) {
       exit = e.oom_killed() ? "OOM-killed" : e.signal() ? absl::StrCat("signal ", e.signal()) : absl::StrCat("code ", e.exit_code());
       if (!e.message().empty()) exit += " (" + e.message() + ")";
     }
-    t.Add({task.name(), api::TaskStateName(task.state()), task.node().empty() ? "-" : task.node(), gpus,
+    t.Add({task.name(), api::TaskStateName(task.state()), task.node().empty() ? "-" : task.node(),
+           api::CpuQuantityText(task.vcores_milli()), api::MemoryQuantityText(task.memory_mb()), gpus,
            task.node_gpu_count() ? GpuBitmap(task.gpu_mask(), task.node_gpu_count()) : "-",
            PortsText(task.ports()), absl::StrCat(task.restarts()), exit});
   }
@@ -315,7 +338,7 @@ int Queues(Common& f) {
 void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   static SubmitFlags submit;
   auto* c = app.add_subcommand("submit", "Submit a job spec (YAML)");
-  c->add_option("file", submit.file, "job spec file")->required();
+  c->add_option("file", submit.file, "job spec file, or - for standard input")->required();
   c->add_flag("--wait", submit.wait, "follow the job to its end; exit 0 only if it SUCCEEDED");
   c->add_flag("--jobmaster-in-client", submit.master_in_client,
               "run the job's master in this client (which stays attached until the job ends)");

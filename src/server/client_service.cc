@@ -14,21 +14,29 @@ grpc::Status ToGrpc(const absl::Status& st) {
 grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                                 v1::SubmitResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+  // The size is checked before anything is parsed: a parse costs several
+  // times the text in memory, and the allocator may keep it.
+  const int64_t limit = manager_->config().max_spec_bytes;
+  const int64_t size = req->has_spec() ? static_cast<int64_t>(req->spec().ByteSizeLong())
+                                       : static_cast<int64_t>(req->yaml().size());
+  if (size > limit) {
+    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                                 absl::StrCat("spec: ", size, " bytes is above the ", limit,
+                                              " bytes this server takes (maxSpecBytes in its config)")));
+    return reactor;
+  }
   v1::JobSpec spec;
+  std::vector<std::string> parse_problems;
   if (req->has_spec()) {
     spec = req->spec();
   } else {
-    absl::StatusOr<v1::JobSpec> parsed = api::ParseJobSpecYaml(req->yaml());
-    if (!parsed.ok()) {
-      reactor->Finish(ToGrpc(parsed.status()));
-      return reactor;
-    }
-    spec = std::move(*parsed);
+    parse_problems = api::ParseJobSpecYamlInto(req->yaml(), &spec);
   }
-  manager_->SubmitAsync(std::move(spec), [reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
-    if (r.ok()) *resp = std::move(*r);
-    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
-  });
+  manager_->SubmitAsync(std::move(spec), std::move(parse_problems),
+                        [reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
+                          if (r.ok()) *resp = std::move(*r);
+                          reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+                        });
   return reactor;
 }
 

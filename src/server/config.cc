@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/job_spec.h"
 #include "core/resources/port_ranges.h"
 #include "yaml-cpp/yaml.h"
 
@@ -23,9 +24,34 @@ bool Read(const YAML::Node& node, const std::string& path, T* out, std::vector<s
   }
 }
 
+// A key of the file; a list or mapping as a key is an error, not an
+// exception out of the loader.
+bool Key(const YAML::Node& node, const std::string& prefix, std::string* key, std::vector<std::string>* errors) {
+  if (!node.IsScalar()) {
+    errors->push_back(absl::StrCat(prefix.empty() ? "" : prefix + ": ", "line ", node.Mark().line + 1,
+                                   ": a key must be a string"));
+    return false;
+  }
+  *key = node.Scalar();
+  return true;
+}
+
+// A quantity in a spec's form (defaultCpu: 500m, defaultMemory: 1Gi).
+void ReadQuantity(const YAML::Node& node, const std::string& path,
+                  absl::StatusOr<int64_t> (*parse)(std::string_view), int64_t* out,
+                  std::vector<std::string>* errors) {
+  absl::StatusOr<int64_t> v = parse(node.IsScalar() ? node.Scalar() : "");
+  if (v.ok()) {
+    *out = *v;
+  } else {
+    errors->push_back(absl::StrCat(path, ": ", v.status().message()));
+  }
+}
+
 void ReadLimits(const YAML::Node& node, core::AllocationLimits* l, std::vector<std::string>* errors) {
   for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
+    std::string key;
+    if (!Key(kv.first, "limits", &key, errors)) continue;
     std::string path = "limits." + key;
     if (key == "minMemoryMb") Read(kv.second, path, &l->min_memory_mb, errors);
     else if (key == "maxMemoryMb") Read(kv.second, path, &l->max_memory_mb, errors);
@@ -40,12 +66,44 @@ void ReadLimits(const YAML::Node& node, core::AllocationLimits* l, std::vector<s
 
 void ReadJobmaster(const YAML::Node& node, ServerConfig* c, std::vector<std::string>* errors) {
   for (const auto& kv : node) {
-    std::string key = kv.first.as<std::string>();
+    std::string key;
+    if (!Key(kv.first, "jobmaster", &key, errors)) continue;
     std::string path = "jobmaster." + key;
     if (key == "enabled") Read(kv.second, path, &c->jobmaster_enabled, errors);
     else if (key == "cpuMilli") Read(kv.second, path, &c->jobmaster_vcores_milli, errors);
     else if (key == "memoryMb") Read(kv.second, path, &c->jobmaster_memory_mb, errors);
     else errors->push_back(absl::StrCat(path, ": unknown key"));
+  }
+}
+
+void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::string>* errors_out) {
+  ServerConfig& c = *config;
+  std::vector<std::string>& errors = *errors_out;
+  for (const auto& kv : root) {
+    std::string key;
+    if (!Key(kv.first, "", &key, &errors)) continue;
+    const YAML::Node& v = kv.second;
+    if (key == "listen") Read(v, key, &c.listen, &errors);
+    else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
+    else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
+    else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
+    else if (key == "heartbeatIntervalMs") Read(v, key, &c.heartbeat_interval_ms, &errors);
+    else if (key == "nodeTimeoutMs") Read(v, key, &c.node_timeout_ms, &errors);
+    else if (key == "killGraceMs") Read(v, key, &c.kill_grace_ms, &errors);
+    else if (key == "preemptionGraceMs") Read(v, key, &c.preemption_grace_ms, &errors);
+    else if (key == "reservationWaitMs") Read(v, key, &c.reservation_wait_ms, &errors);
+    else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
+    else if (key == "storeSync") Read(v, key, &c.store_sync, &errors);
+    else if (key == "storeGroupCommit") Read(v, key, &c.store_group_commit, &errors);
+    else if (key == "maxLogFollowers") Read(v, key, &c.max_log_followers, &errors);
+    else if (key == "logFollowerBufferBytes") Read(v, key, &c.log_follower_buffer_bytes, &errors);
+    else if (key == "logFollowerStallMs") Read(v, key, &c.log_follower_stall_ms, &errors);
+    else if (key == "maxSpecBytes") Read(v, key, &c.max_spec_bytes, &errors);
+    else if (key == "defaultCpu") ReadQuantity(v, key, &api::ParseCpuQuantity, &c.default_vcores_milli, &errors);
+    else if (key == "defaultMemory") ReadQuantity(v, key, &api::ParseMemoryQuantity, &c.default_memory_mb, &errors);
+    else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
+    else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
+    else errors.push_back(absl::StrCat(key, ": unknown key"));
   }
 }
 
@@ -66,27 +124,10 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerCon
   if (root.IsNull()) return c;
   if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat("config file ", path, ": must be a mapping"));
   std::vector<std::string> errors;
-  for (const auto& kv : root) {
-    std::string key = kv.first.as<std::string>();
-    const YAML::Node& v = kv.second;
-    if (key == "listen") Read(v, key, &c.listen, &errors);
-    else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
-    else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
-    else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
-    else if (key == "heartbeatIntervalMs") Read(v, key, &c.heartbeat_interval_ms, &errors);
-    else if (key == "nodeTimeoutMs") Read(v, key, &c.node_timeout_ms, &errors);
-    else if (key == "killGraceMs") Read(v, key, &c.kill_grace_ms, &errors);
-    else if (key == "preemptionGraceMs") Read(v, key, &c.preemption_grace_ms, &errors);
-    else if (key == "reservationWaitMs") Read(v, key, &c.reservation_wait_ms, &errors);
-    else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
-    else if (key == "storeSync") Read(v, key, &c.store_sync, &errors);
-    else if (key == "storeGroupCommit") Read(v, key, &c.store_group_commit, &errors);
-    else if (key == "maxLogFollowers") Read(v, key, &c.max_log_followers, &errors);
-    else if (key == "logFollowerBufferBytes") Read(v, key, &c.log_follower_buffer_bytes, &errors);
-    else if (key == "logFollowerStallMs") Read(v, key, &c.log_follower_stall_ms, &errors);
-    else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
-    else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
-    else errors.push_back(absl::StrCat(key, ": unknown key"));
+  try {
+    ReadTop(root, &c, &errors);
+  } catch (const YAML::Exception& e) {  // a backstop: the readers above catch what they expect
+    errors.push_back(absl::StrCat("line ", e.mark.line + 1, ": ", e.msg));
   }
   if (!errors.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("config file ", path, ":\n", absl::StrJoin(errors, "\n")));
@@ -116,6 +157,16 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (l.min_vcores_milli > l.max_vcores_milli) errors.push_back("limits.minVcoresMilli: above maxVcoresMilli");
   if (l.min_gpus > l.max_gpus) errors.push_back("limits.minGpus: above maxGpus");
   if (l.max_gpus > 64) errors.push_back("limits.maxGpus: above 64, the most GPUs a node can have");
+  if (c.max_spec_bytes < 4096) errors.push_back(absl::StrCat("maxSpecBytes: ", c.max_spec_bytes, " is below 4096"));
+  if (c.max_spec_bytes > (1 << 30)) errors.push_back(absl::StrCat("maxSpecBytes: ", c.max_spec_bytes, " is above 1 GiB"));
+  if (c.default_vcores_milli < l.min_vcores_milli || c.default_vcores_milli > l.max_vcores_milli) {
+    errors.push_back(absl::StrCat("defaultCpu: ", api::CpuQuantityText(c.default_vcores_milli),
+                                  " is outside limits.minVcoresMilli..maxVcoresMilli"));
+  }
+  if (c.default_memory_mb < l.min_memory_mb || c.default_memory_mb > l.max_memory_mb) {
+    errors.push_back(absl::StrCat("defaultMemory: ", api::MemoryQuantityText(c.default_memory_mb),
+                                  " is outside limits.minMemoryMb..maxMemoryMb"));
+  }
   auto ports = core::PortRanges::Parse(c.default_port_range);
   if (!ports.ok()) errors.push_back(absl::StrCat("defaultPortRange: ", ports.status().message()));
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));

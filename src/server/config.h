@@ -34,14 +34,34 @@ struct ServerConfig {
   // rest waits in the log files on the nodes); and how long a reader may
   // take nothing while data waits before its stream is cut off.
   int max_log_followers = 1000;
+  // The largest job spec a submission may carry (YAML text or its proto);
+  // a larger one is refused before it is parsed. The gRPC receive limit is
+  // this plus kReceiveHeadroomBytes, so a far larger message is refused by
+  // gRPC before it is read whole.
+  int64_t max_spec_bytes = 1 << 20;
+  // What a role that asks for no cpu (or memory) gets, as a Kubernetes
+  // LimitRange's default: its tasks are then limited on their node and
+  // counted against it and their queue.
+  int64_t default_vcores_milli = 1000;    // defaultCpu: 1
+  int64_t default_memory_mb = 1024;       // defaultMemory: 1Gi
+  // ARG_MAX of the nodes, for the submit-time check that a role's command
+  // and environment can be exec'd (api::CheckExecSize). 0 = this machine's
+  // sysconf(_SC_ARG_MAX), read when the server starts.
+  int64_t exec_arg_max = 0;
   int64_t log_follower_buffer_bytes = 1 << 20;
   int log_follower_stall_ms = 60000;
 };
+
+// What the gRPC receive limit leaves above max_spec_bytes: the rest of a
+// submission, and agents' messages (log chunks of up to 1 MiB, heartbeats).
+inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, dataDir, queueConfig,
 // queuePolicy, heartbeatIntervalMs, nodeTimeoutMs, killGraceMs,
 // preemptionGraceMs, reservationWaitMs, defaultPortRange, storeSync,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
+// maxSpecBytes, defaultCpu (a quantity as in a spec: 1, 500m),
+// defaultMemory (1024, 1Gi),
 // limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,
 // maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb}.
 absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerConfig base = {});

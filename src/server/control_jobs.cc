@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/convert.h"
+#include "api/exec_size.h"
 #include "api/job_spec.h"
 #include "api/roles.h"
 #include "common/check.h"
@@ -112,13 +113,40 @@ void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
     if (t.worker_id() < 0 && !api::IsJobMasterRole(t.role())) t.set_worker_id(ps_id++);
   }
 }
+
+// As a Kubernetes LimitRange's default: a role that asks for no cpu or no
+// memory gets the server's, so its tasks are limited on their node and
+// counted against it and their queue (without, hundreds of them would pile
+// onto one node). Returns what it set, for the job's first event.
+std::string ApplyResourceDefaults(const ServerConfig& config, v1::JobSpec* spec) {
+  std::vector<std::string> set;
+  for (auto& rs : *spec->mutable_replicas()) {
+    v1::Resource* r = rs.mutable_resources();
+    std::vector<std::string> parts;
+    if (r->vcores_milli() == 0 && config.default_vcores_milli > 0) {
+      r->set_vcores_milli(config.default_vcores_milli);
+      parts.push_back(absl::StrCat("cpu ", api::CpuQuantityText(config.default_vcores_milli)));
+    }
+    if (r->memory_mb() == 0 && config.default_memory_mb > 0) {
+      r->set_memory_mb(config.default_memory_mb);
+      parts.push_back(absl::StrCat("memory ", api::MemoryQuantityText(config.default_memory_mb)));
+    }
+    if (!parts.empty()) set.push_back(absl::StrCat(rs.role(), " ", absl::StrJoin(parts, ", ")));
+  }
+  return set.empty() ? "" : absl::StrCat("; server defaults for what the spec leaves out: ", absl::StrJoin(set, "; "));
+}
+
 }  // namespace
 
-absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now) {
+absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now,
+                                                        std::vector<std::string> parse_problems) {
   if (spec.user().empty()) spec.set_user("default");
   if (spec.queue().empty()) spec.set_queue("default");
-  std::vector<std::string> problems = api::ValidateJobSpec(spec, config_.limits);
-  if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  std::string defaulted = ApplyResourceDefaults(config_, &spec);
+  std::vector<std::string> invalid = api::ValidateJobSpec(spec, config_.limits);
+  if (absl::Status st = CheckQueue(spec.queue()); !st.ok()) invalid.emplace_back(st.message());
+  std::vector<std::string> problems = api::MergeProblems(std::move(parse_problems), invalid);
+  if (!problems.empty()) return api::ProblemsStatus(problems);
   // Frameworks address tasks by port: make sure each task that needs one has one.
   for (auto& rs : *spec.mutable_replicas()) {
     bool needs = api::TraitsOf(spec.framework(), rs.role()).default_port;
@@ -126,7 +154,6 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
       rs.mutable_resources()->set_port_count(1);
     }
   }
-  if (absl::Status st = CheckQueue(spec.queue()); !st.ok()) return st;
   std::string name = spec.name();
   if (jobs_.count(name)) {
     int& n = next_suffix_[spec.name()];
@@ -138,6 +165,12 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
   if (config_.jobmaster_enabled && api::WorkerCount(spec) > 0 && spec.job_master_address().empty()) {
     AddJobMasterRole(&spec, name);
   }
+  api::ExecJob exec{.name = name,
+                    .checkpoint_dir = absl::StrCat(config_.checkpoint_root, "/", name),
+                    .job_master = !spec.job_master_address().empty() ||
+                                  (spec.replicas_size() > 0 && api::IsJobMasterRole(spec.replicas(0).role()))};
+  problems = api::CheckExecSize(spec, exec, {.arg_max = config_.exec_arg_max});
+  if (!problems.empty()) return api::ProblemsStatus(problems);
   v1::JobRecord rec;
   rec.set_id(next_job_id_++);
   rec.set_name(name);
@@ -156,7 +189,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
   ev.set_time_ms(rec.submit_time_ms());
   ev.set_kind("submitted");
   ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", rec.tasks_size(),
-                           " tasks, priority ", api::PriorityName(spec.priority()), ")"));
+                           " tasks, priority ", api::PriorityName(spec.priority()), ")", defaulted));
   out.rec = std::move(rec);
   return out;
 }

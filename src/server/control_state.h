@@ -70,9 +70,12 @@ class ControlState {
   void SetServerAddress(const std::string& address) { server_address_ = address; }
 
   // ---- clients ----
-  // Validates and names a submission and reserves its name. Errors:
-  // InvalidArgument naming the field.
-  absl::StatusOr<PreparedJob> PrepareSubmit(v1::JobSpec spec, absl::Time now);
+  // Defaults, validates and names a submission and reserves its name.
+  // `parse_problems` are those of parsing its YAML (the spec then holds what
+  // did parse): they are answered together with validation's. Errors:
+  // InvalidArgument, one "field: problem" per line.
+  absl::StatusOr<PreparedJob> PrepareSubmit(v1::JobSpec spec, absl::Time now,
+                                            std::vector<std::string> parse_problems = {});
   // The store answered a prepared job's creation with `st`: the job is taken
   // in, or its reserved name dropped (Unavailable naming the store's error).
   absl::StatusOr<v1::SubmitResponse> AcceptCommitted(PreparedJob& prepared, const absl::Status& st);

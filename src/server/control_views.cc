@@ -149,8 +149,15 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
     tv->set_restarts(t.restart_count());
     tv->set_attempt(t.attempt());
     *tv->mutable_last_exit() = t.exit();
-    tv->set_memory_mb(t.allocation().memory_mb());
-    tv->set_vcores_milli(t.allocation().vcores_milli());
+    // What the task holds once placed, else what it asks (with the server's
+    // defaults), so describe shows a pending task's request too.
+    const v1::Resource* asked = nullptr;
+    for (const auto& rs : r.spec().replicas()) {
+      if (rs.role() == t.role()) asked = &rs.resources();
+    }
+    bool placed = t.allocation().memory_mb() != 0 || t.allocation().vcores_milli() != 0;
+    tv->set_memory_mb(placed || !asked ? t.allocation().memory_mb() : asked->memory_mb());
+    tv->set_vcores_milli(placed || !asked ? t.allocation().vcores_milli() : asked->vcores_milli());
     if (!t.node().empty() && !api::IsTerminal(t.state())) gpus += t.allocation().gpus();
   }
   v.set_gpus(gpus);

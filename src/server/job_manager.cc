@@ -169,11 +169,11 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
   return result.get();
 }
 
-void JobManager::SubmitAsync(v1::JobSpec spec, SubmitDone done) {
+void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done) {
   absl::StatusOr<PreparedJob> prepared;
   {
     absl::MutexLock lock(&mu_);
-    prepared = control_.PrepareSubmit(std::move(spec), clock_->Now());
+    prepared = control_.PrepareSubmit(std::move(spec), clock_->Now(), std::move(parse_problems));
   }
   if (!prepared.ok()) {
     done(prepared.status());

@@ -56,7 +56,10 @@ class JobManager {
   // The same without blocking: `done` runs once the job is durable (on the
   // store's thread) or at once on a validation error. Submit waits on it.
   using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
-  void SubmitAsync(v1::JobSpec spec, SubmitDone done);
+  void SubmitAsync(v1::JobSpec spec, SubmitDone done) { SubmitAsync(std::move(spec), {}, std::move(done)); }
+  // With the problems of parsing the spec's YAML (`spec` holds what did
+  // parse), answered in one error with those of validating it.
+  void SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done);
   absl::StatusOr<v1::JobView> Describe(const std::string& job);
   std::vector<v1::JobView> ListJobs(bool include_finished);
   // Kills a job: tasks get SIGTERM then SIGKILL; state KILLED. Answered once

@@ -2,6 +2,10 @@
 #include "server/server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -55,6 +59,9 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& c
 }
 
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
+  // The nodes' limit is taken to be this machine's: one kernel setting
+  // (the stack rlimit / 4) that clusters keep alike.
+  if (config.exec_arg_max == 0) config.exec_arg_max = sysconf(_SC_ARG_MAX);
   if (absl::Status st = ValidateServerConfig(config); !st.ok()) return st;
   if (config.checkpoint_root.empty()) config.checkpoint_root = config.data_dir + "/checkpoints";
   std::unique_ptr<Server> s(new Server());
@@ -80,7 +87,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->agent_service_.get());
-  builder.SetMaxReceiveMessageSize(64 << 20);
+  // A spec above max_spec_bytes is refused by ClientService with its size;
+  // one far above (64 MiB) by gRPC, before it is held whole.
+  builder.SetMaxReceiveMessageSize(static_cast<int>(
+      std::min<int64_t>(config.max_spec_bytes + kReceiveHeadroomBytes, std::numeric_limits<int>::max())));
   // Bandwidth probing pings every busy stream and arms a timer per read; the
   // messages here are small, so it only costs CPU (heartbeats of many agents).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);

@@ -1,0 +1,259 @@
+// Job spec validation: names, counts, resources against the allocation
+// limits, what the kernel can exec, framework needs; and putting the
+// problems of parsing and of validation into one answer. Every problem names
+// the field as the user wrote it (`cpu`, `memory`, `gpuMask`), never the
+// internal quantity it became.
+#include <algorithm>
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/job_spec.h"
+#include "core/resources/gpu_set.h"
+#include "core/resources/port_ranges.h"
+
+namespace trainyard::api {
+namespace {
+
+using Errors = std::vector<std::string>;
+
+constexpr size_t kMaxProblemsShown = 100;
+
+bool ValidName(const std::string& name) {
+  if (name.empty() || name.size() > 63 || name.front() == '-' || name.back() == '-') return false;
+  for (char c : name) {
+    if (!(absl::ascii_islower(c) || absl::ascii_isdigit(c) || c == '-')) return false;
+  }
+  return true;
+}
+
+std::string Printable(const std::string& s) {
+  for (char c : s) {
+    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+  }
+  return s;
+}
+
+const v1::ReplicaSpec* FindRole(const v1::JobSpec& spec, std::string_view role) {
+  for (const auto& r : spec.replicas()) {
+    if (r.role() == role) return &r;
+  }
+  return nullptr;
+}
+
+std::string IntText(int64_t v) { return absl::StrCat(v); }
+
+// One quantity against its limits, written back in the user's units.
+void CheckQuantity(const std::string& path, int64_t value, int64_t min, int64_t max,
+                   std::string (*text)(int64_t), Errors* errors) {
+  if (value < 0) {
+    errors->push_back(absl::StrCat(path, ": ", text(value), " is negative"));
+  } else if (value < min) {
+    errors->push_back(absl::StrCat(path, ": ", text(value), " is below the minimum allocation ", text(min)));
+  } else if (value > max) {
+    errors->push_back(absl::StrCat(path, ": ", text(value), " is above the maximum allocation ", text(max)));
+  }
+}
+
+void ValidateResources(const v1::Resource& r, const std::string& path, const core::AllocationLimits& limits,
+                       Errors* errors) {
+  CheckQuantity(path + ".cpu", r.vcores_milli(), limits.min_vcores_milli, limits.max_vcores_milli,
+                &CpuQuantityText, errors);
+  CheckQuantity(path + ".memory", r.memory_mb(), limits.min_memory_mb, limits.max_memory_mb,
+                &MemoryQuantityText, errors);
+  CheckQuantity(path + ".gpus", r.gpus(), limits.min_gpus, limits.max_gpus, &IntText, errors);
+  const int mask_gpus = __builtin_popcountll(r.gpu_mask());
+  if (r.gpu_mask() != 0 && r.gpus() != mask_gpus) {
+    errors->push_back(absl::StrCat(path, ".gpus: ", r.gpus(), " does not match gpuMask ",
+                                   core::GpuSet(r.gpu_mask()).ToString(), " (", mask_gpus, " GPUs)"));
+  }
+  int64_t ports = r.port_count();
+  for (const auto& p : r.ports()) {
+    if (p.begin() < core::kMinPort || p.end() > core::kMaxPort || p.begin() > p.end()) {
+      errors->push_back(absl::StrCat(path, ".ports: ", p.begin(), "-", p.end(), " is not a range inside 1-65535"));
+    } else {
+      ports += int64_t{p.end()} - p.begin() + 1;
+    }
+  }
+  if (r.port_count() < 0) {
+    errors->push_back(absl::StrCat(path, ".ports: ", r.port_count(), " is negative"));
+  } else if (ports > limits.max_ports) {
+    errors->push_back(absl::StrCat(path, ".ports: ", ports, " is above the maximum allocation ", limits.max_ports));
+  }
+}
+
+// What execve would silently cut or misread: a NUL ends a C string, and
+// "A=B=C" in the environment is the variable A, so a name holding '=' (or an
+// empty one) would set or override another variable.
+void ValidateExecStrings(const v1::ReplicaSpec& r, const std::string& path, Errors* errors) {
+  for (auto [field, list] : {std::pair{"command", &r.command()}, std::pair{"args", &r.args()}}) {
+    for (int i = 0; i < list->size(); ++i) {
+      if (absl::StrContains(list->Get(i), '\0')) {
+        errors->push_back(absl::StrCat(path, ".", field, "[", i, "]: contains a NUL byte"));
+      }
+    }
+  }
+  std::vector<std::string> names;
+  for (const auto& [k, v] : r.env()) names.push_back(k);
+  std::sort(names.begin(), names.end());  // a protobuf map's order is not stable
+  for (const std::string& k : names) {
+    std::string at = absl::StrCat(path, ".env.", Printable(k));
+    if (k.empty()) {
+      errors->push_back(absl::StrCat(path, ".env: a variable name must not be empty"));
+    } else if (absl::StrContains(k, '\0')) {
+      errors->push_back(absl::StrCat(at, ": the name contains a NUL byte"));
+    } else if (absl::StrContains(k, '=')) {
+      errors->push_back(absl::StrCat(at, ": a variable name must not contain '='"));
+    }
+    if (absl::StrContains(r.env().at(k), '\0')) errors->push_back(absl::StrCat(at, ": the value contains a NUL byte"));
+  }
+  if (absl::StrContains(r.working_dir(), '\0')) errors->push_back(absl::StrCat(path, ".workingDir: contains a NUL byte"));
+}
+
+void ValidateFramework(const v1::JobSpec& spec, Errors* errors) {
+  switch (spec.framework()) {
+    case v1::FRAMEWORK_TENSORFLOW:
+      if (!FindRole(spec, "worker") && !FindRole(spec, "chief")) {
+        errors->push_back("framework: tensorflow needs a 'worker' or 'chief' role in replicas");
+      }
+      break;
+    case v1::FRAMEWORK_PYTORCH: {
+      const v1::ReplicaSpec* master = FindRole(spec, "master");
+      if (master && master->count() != 1) {
+        errors->push_back(absl::StrCat("replicas.master.count: pytorch needs exactly one master rank, got ",
+                                       master->count()));
+      }
+      if (!master && !FindRole(spec, "worker")) {
+        errors->push_back("framework: pytorch needs a 'master' role of count 1 or a 'worker' role");
+      }
+      break;
+    }
+    case v1::FRAMEWORK_MPI:
+      if (!FindRole(spec, "worker") && !FindRole(spec, "launcher")) {
+        errors->push_back("framework: mpi needs a 'worker' role in replicas");
+      }
+      break;
+    default:
+      break;
+  }
+  if (spec.success_policy() == v1::SUCCESS_CHIEF && !FindRole(spec, "chief") && !FindRole(spec, "master")) {
+    errors->push_back("successPolicy: Chief needs a 'chief' (or 'master') role in replicas");
+  }
+}
+
+void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& limits, Errors* errors) {
+  std::string path = absl::StrCat("replicas.", Printable(r.role()));
+  if (!ValidName(r.role())) {
+    errors->push_back(absl::StrCat(path, ": role name must be 1-63 characters of a-z, 0-9 and '-'"));
+  }
+  if (r.count() < 1 || r.count() > 10000) {
+    errors->push_back(absl::StrCat(path, ".count: ", r.count(), " must be between 1 and 10000"));
+  }
+  if (r.min_available() < 0 || r.min_available() > r.count()) {
+    errors->push_back(absl::StrCat(path, ".minAvailable: ", r.min_available(), " must be between 0 and count ",
+                                   r.count()));
+  }
+  if (r.max_restarts() < 0) {
+    errors->push_back(absl::StrCat(path, ".maxRestarts: ", r.max_restarts(), " must not be negative"));
+  }
+  if (r.command().empty()) errors->push_back(absl::StrCat(path, ".command: required"));
+  ValidateExecStrings(r, path, errors);
+  ValidateResources(r.resources(), path + ".resources", limits, errors);
+}
+
+// The field a "path: problem" line is about.
+std::string PathOf(const std::string& problem) {
+  return problem.substr(0, problem.find(": "));
+}
+
+// True when validation's problem at `v` is about what parsing at `p` already
+// refused: the same field, one inside it, or the list one of whose elements
+// it refused.
+bool Covers(const std::string& p, const std::string& v) {
+  return p == "spec" || v == p || absl::StartsWith(v, p + ".") || absl::StartsWith(v, p + "[") ||
+         absl::StartsWith(p, v + "[");
+}
+
+}  // namespace
+
+std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::AllocationLimits& limits) {
+  Errors errors;
+  if (spec.name().empty()) {
+    errors.push_back("name: required (1-63 characters of a-z, 0-9 and '-')");
+  } else if (!ValidName(spec.name())) {
+    errors.push_back(absl::StrCat("name: '", Printable(spec.name()),
+                                  "' must be 1-63 characters of a-z, 0-9 and '-', not starting or "
+                                  "ending with '-'"));
+  }
+  if (spec.replicas().empty()) errors.push_back("replicas: at least one role is needed");
+  for (const auto& r : spec.replicas()) ValidateReplica(r, limits, &errors);
+  ValidateFramework(spec, &errors);
+  return errors;
+}
+
+std::vector<std::string> MergeProblems(std::vector<std::string> parse, const std::vector<std::string>& validate) {
+  size_t parsed = parse.size();
+  for (const std::string& v : validate) {
+    bool covered = false;
+    for (size_t i = 0; i < parsed && !covered; ++i) covered = Covers(PathOf(parse[i]), PathOf(v));
+    if (!covered) parse.push_back(v);
+  }
+  return parse;
+}
+
+absl::Status ProblemsStatus(const std::vector<std::string>& problems) {
+  if (problems.empty()) return absl::OkStatus();
+  if (problems.size() <= kMaxProblemsShown) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
+  std::vector<std::string> shown(problems.begin(), problems.begin() + kMaxProblemsShown);
+  shown.push_back(absl::StrCat("... and ", problems.size() - kMaxProblemsShown, " more problems"));
+  return absl::InvalidArgumentError(absl::StrJoin(shown, "\n"));
+}
+
+core::AllocationLimits UnboundedLimits() {
+  core::AllocationLimits l;
+  l.max_memory_mb = std::numeric_limits<int64_t>::max();
+  l.max_vcores_milli = std::numeric_limits<int64_t>::max();
+  l.max_gpus = 64;  // the most a node can have
+  l.max_ports = core::kMaxPort;
+  return l;
+}
+
+absl::StatusOr<v1::JobSpec> LoadJobSpec(std::string_view yaml, const core::AllocationLimits& limits) {
+  v1::JobSpec spec;
+  std::vector<std::string> problems = ParseJobSpecYamlInto(yaml, &spec);
+  if (spec.user().empty()) spec.set_user("default");
+  if (spec.queue().empty()) spec.set_queue("default");
+  problems = MergeProblems(std::move(problems), ValidateJobSpec(spec, limits));
+  if (!problems.empty()) return ProblemsStatus(problems);
+  return spec;
+}
+
+std::string FrameworkName(v1::Framework f) {
+  switch (f) {
+    case v1::FRAMEWORK_TENSORFLOW: return "tensorflow";
+    case v1::FRAMEWORK_PYTORCH: return "pytorch";
+    case v1::FRAMEWORK_MPI: return "mpi";
+    default: return "none";
+  }
+}
+
+std::string PriorityName(v1::PriorityClass p) {
+  switch (p) {
+    case v1::PRIORITY_PRODUCTION: return "production";
+    case v1::PRIORITY_PTR: return "ptr";
+    default: return "iteration";
+  }
+}
+
+std::string RestartPolicyName(v1::RestartPolicy p) {
+  switch (p) {
+    case v1::RESTART_ON_FAILURE: return "OnFailure";
+    case v1::RESTART_ALWAYS: return "Always";
+    default: return "Never";
+  }
+}
+
+}  // namespace trainyard::api
