@@ -39,7 +39,7 @@ bool ConsumeSuffix(std::string* s, std::string_view suffix) {
 // would not print as they are (a NUL, a newline).
 std::string KeyText(const std::string& key) {
   for (char c : key) {
-    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) return absl::StrCat("\"", absl::CHexEscape(key), "\"");
+    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) return absl::StrCat("\"", absl::CEscape(key), "\"");
   }
   return key;
 }
@@ -136,7 +136,7 @@ void GetStringList(const YAML::Node& node, const std::string& path,
                    google::protobuf::RepeatedPtrField<std::string>* out, Errors* errors) {
   if (node.IsScalar()) {
     errors->push_back(absl::StrCat(path, ": must be a list of strings, e.g. [\"sh\", \"-c\", \"",
-                                   absl::CHexEscape(node.Scalar()), "\"], not a string"));
+                                   absl::CEscape(node.Scalar()), "\"], not a string"));
     return;
   }
   if (!node.IsSequence()) {
@@ -449,8 +449,13 @@ std::vector<std::string> ParseJobSpecYamlInto(std::string_view yaml, v1::JobSpec
   // Every yaml-cpp exception derives from YAML::Exception; std::exception
   // also catches what its allocations may throw on hostile input.
   try {
-    YAML::Node root = YAML::Load(std::string(yaml));
-    ParseRoot(root, spec, &errors);
+    // All documents, so a second one is refused rather than quietly dropped.
+    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(yaml));
+    if (docs.size() > 1) {
+      errors.push_back(absl::StrCat("spec: holds ", docs.size(), " YAML documents (---); a job spec is one"));
+    } else {
+      ParseRoot(docs.empty() ? YAML::Node() : docs[0], spec, &errors);
+    }
   } catch (const YAML::Exception& e) {
     errors.push_back(e.mark.is_null() ? absl::StrCat("spec: not valid YAML: ", e.msg)
                                       : absl::StrCat("spec: not valid YAML: line ", e.mark.line + 1, ", column ",

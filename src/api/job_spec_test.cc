@@ -1,5 +1,7 @@
 #include "api/job_spec.h"
 
+#include "absl/strings/str_split.h"
+#include "api/malformed_specs_testing.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -7,6 +9,17 @@ namespace trainyard::api {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
+
+// The message of the spec's refusal; "" when it was accepted.
+std::string Refusal(const std::string& yaml, const core::AllocationLimits& limits = {}) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(yaml, limits);
+  if (spec.ok()) return "";
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  return std::string(spec.status().message());
+}
+
+constexpr char kRole[] = "name: j\nreplicas:\n  worker:\n    command: [x]\n";
 
 constexpr char kGoodSpec[] = R"(
 name: mnist
@@ -141,6 +154,124 @@ TEST(JobSpecTest, MalformedYamlNamesTheLine) {
   auto spec = LoadJobSpec("name: x\nreplicas: [\n", core::AllocationLimits{});
   ASSERT_FALSE(spec.ok());
   EXPECT_THAT(spec.status().message(), HasSubstr("not valid YAML: line"));
+}
+
+TEST(JobSpecTest, CommandAsAStringIsRefusedAsKubernetesDoes) {
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: \"echo hi there\"\n"),
+            "replicas.worker.command: must be a list of strings, e.g. [\"sh\", \"-c\", \"echo hi there\"], "
+            "not a string");
+  EXPECT_EQ(Refusal(std::string(kRole) + "    args: --epochs 3\n"),
+            "replicas.worker.args: must be a list of strings, e.g. [\"sh\", \"-c\", \"--epochs 3\"], not a string");
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: {a: b}\n"),
+            "replicas.worker.command: must be a list of strings, e.g. [\"echo\", \"hi\"]");
+}
+
+TEST(JobSpecTest, ResourceProblemsNameTheFieldsAsWrittenInTheirUnits) {
+  std::string m = Refusal(std::string(kRole) + "    resources: {cpu: -1, memory: -5Gi, gpus: -1, ports: -2}\n");
+  EXPECT_EQ(m,
+            "replicas.worker.resources.cpu: -1 is negative\n"
+            "replicas.worker.resources.memory: -5Gi is negative\n"
+            "replicas.worker.resources.gpus: -1 is negative\n"
+            "replicas.worker.resources.ports: -2 is negative");
+  core::AllocationLimits limits;
+  limits.min_memory_mb = 512;
+  EXPECT_EQ(Refusal(std::string(kRole) + "    resources: {cpu: 300, memory: 100Mi, gpus: 3, gpuMask: [0, 1]}\n",
+                    limits),
+            "replicas.worker.resources.cpu: 300 is above the maximum allocation 256\n"
+            "replicas.worker.resources.memory: 100Mi is below the minimum allocation 512Mi\n"
+            "replicas.worker.resources.gpus: 3 does not match gpuMask 0-1 (2 GPUs)");
+  EXPECT_EQ(Refusal(std::string(kRole) + "    resources: {cpu: 1500m, memory: 2Ti, ports: 65}\n"),
+            "replicas.worker.resources.memory: 2Ti is above the maximum allocation 1Ti\n"
+            "replicas.worker.resources.ports: 65 is above the maximum allocation 64");
+}
+
+TEST(JobSpecTest, AMissingNameIsRequiredNotTooShort) {
+  EXPECT_EQ(Refusal("replicas:\n  worker: {command: [x]}\n"), "name: required (1-63 characters of a-z, 0-9 and '-')");
+}
+
+TEST(JobSpecTest, ParseAndValidationProblemsComeAllAtOnce) {
+  // Before, parsing stopped the check: only the cpu and the colour showed,
+  // then the name and the count on the next try.
+  std::string m = Refusal(R"(
+colour: blue
+replicas:
+  worker:
+    count: 0
+    command: "echo hi"
+    resources: {cpu: fast, memory: -1}
+)");
+  EXPECT_EQ(m,
+            "colour: unknown field (known: framework, name, nodeName, nodeSelector, priority, queue, rack, "
+            "relaxLocality, replicas, successPolicy, user)\n"
+            "replicas.worker.resources.cpu: 'fast' is not a CPU quantity like 2, 1.5 or 500m\n"
+            "replicas.worker.command: must be a list of strings, e.g. [\"sh\", \"-c\", \"echo hi\"], not a string\n"
+            "name: required (1-63 characters of a-z, 0-9 and '-')\n"
+            "replicas.worker.count: 0 must be between 1 and 10000\n"
+            "replicas.worker.resources.memory: -1Mi is negative");
+}
+
+TEST(JobSpecTest, KeysThatAreNotStringsAreProblemsNotExceptions) {
+  EXPECT_EQ(Refusal(std::string(kRole) + "    env: {[k]: v}\n"),
+            "replicas.worker.env: line 5: a key must be a string, not a list or mapping");
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  {w: 1}: {command: [x]}\n"),
+            "replicas: line 3: a key must be a string, not a list or mapping");
+  EXPECT_EQ(Refusal(std::string("? [a]\n: b\n") + kRole),
+            "spec: line 1: a key must be a string, not a list or mapping");
+}
+
+TEST(JobSpecTest, NulBytesInWhatIsExecutedAreRefused) {
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: [\"a\\0b\"]\n    args: [ok, \"\\0\"]\n"
+                    "    env: {A: \"x\\0y\", \"B\\0C\": z}\n    workingDir: \"/tmp\\0\"\n"),
+            "replicas.worker.command[0]: contains a NUL byte\n"
+            "replicas.worker.args[1]: contains a NUL byte\n"
+            "replicas.worker.env.A: the value contains a NUL byte\n"
+            "replicas.worker.env.\"B\\000C\": the name contains a NUL byte\n"
+            "replicas.worker.workingDir: contains a NUL byte");
+}
+
+TEST(JobSpecTest, EnvNamesThatWouldSetAnotherVariableAreRefused) {
+  EXPECT_EQ(Refusal(std::string(kRole) + "    env: {\"PATH=/evil:\": x, \"\": y, OK: z}\n"),
+            "replicas.worker.env: a variable name must not be empty\n"
+            "replicas.worker.env.PATH=/evil:: a variable name must not contain '='");
+}
+
+TEST(JobSpecTest, DuplicateKeysAreRefusedNotFirstWins) {
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: [x]\n    env:\n      A: 1\n      A: 2\n"),
+            "replicas.worker.env.A: duplicate key (first on line 6)");
+  EXPECT_EQ(Refusal("name: j\nname: k\nreplicas:\n  worker: {command: [x]}\n  worker: {command: [y]}\n"),
+            "name: duplicate key (first on line 1)\n"
+            "replicas.worker: duplicate key (first on line 4)");
+}
+
+TEST(JobSpecTest, MoreThanOneDocumentIsRefused) {
+  EXPECT_EQ(Refusal(std::string(kRole) + "---\n" + kRole), "spec: holds 2 YAML documents (---); a job spec is one");
+}
+
+TEST(JobSpecTest, ProblemsBeyondAHundredAreCounted) {
+  std::string spec = "name: j\nreplicas:\n  worker:\n    command: [" + testing::Repeat("[x], ", 149) + "[x]]\n";
+  std::vector<std::string> lines = absl::StrSplit(Refusal(spec), '\n');
+  ASSERT_EQ(lines.size(), 101u);
+  EXPECT_EQ(lines[0], "replicas.worker.command[0]: must be a string");
+  EXPECT_EQ(lines[100], "... and 50 more problems");
+}
+
+TEST(JobSpecTest, MalformedYamlIsAlwaysACleanError) {
+  for (const auto& [name, text] : testing::MalformedSpecs()) {
+    v1::JobSpec spec;
+    ASSERT_NO_THROW(ParseJobSpecYamlInto(text, &spec)) << name;
+    std::string refusal;
+    ASSERT_NO_THROW(refusal = Refusal(text)) << name;
+    ASSERT_FALSE(refusal.empty()) << name;
+    for (absl::string_view line : absl::StrSplit(refusal, '\n')) EXPECT_THAT(line, HasSubstr(": ")) << name;
+  }
+}
+
+TEST(JobSpecTest, QuantitiesPrintAsWritten) {
+  EXPECT_EQ(CpuQuantityText(2000), "2");
+  EXPECT_EQ(CpuQuantityText(1500), "1500m");
+  EXPECT_EQ(MemoryQuantityText(4096), "4Gi");
+  EXPECT_EQ(MemoryQuantityText(1536), "1536Mi");
+  EXPECT_EQ(MemoryQuantityText(1 << 21), "2Ti");
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ bool ValidName(const std::string& name) {
 
 std::string Printable(const std::string& s) {
   for (char c : s) {
-    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) return absl::StrCat("\"", absl::CHexEscape(s), "\"");
+    if (!absl::ascii_isprint(static_cast<unsigned char>(c))) return absl::StrCat("\"", absl::CEscape(s), "\"");
   }
   return s;
 }
