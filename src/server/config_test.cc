@@ -1,0 +1,56 @@
+#include "server/config.h"
+
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string WriteConfig(const std::string& name, const std::string& text) {
+  std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ServerConfigTest, ReadsSpecCapAndResourceDefaults) {
+  absl::StatusOr<ServerConfig> c =
+      LoadServerConfig(WriteConfig("defaults.yaml", "maxSpecBytes: 65536\ndefaultCpu: 500m\ndefaultMemory: 2Gi\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_spec_bytes, 65536);
+  EXPECT_EQ(c->default_vcores_milli, 500);
+  EXPECT_EQ(c->default_memory_mb, 2048);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  ServerConfig defaults;
+  EXPECT_EQ(defaults.max_spec_bytes, 1 << 20);
+  EXPECT_EQ(defaults.default_vcores_milli, 1000);
+  EXPECT_EQ(defaults.default_memory_mb, 1024);
+}
+
+TEST(ServerConfigTest, BadValuesAreErrorsNamingTheKey) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(WriteConfig("bad.yaml", "defaultCpu: lots\n"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("defaultCpu: 'lots' is not a CPU quantity"));
+  ServerConfig outside;
+  outside.default_memory_mb = 4 << 20;
+  outside.max_spec_bytes = 100;
+  absl::Status st = ValidateServerConfig(outside);
+  EXPECT_THAT(st.message(), HasSubstr("defaultMemory: 4Ti is outside limits.minMemoryMb..maxMemoryMb"));
+  EXPECT_THAT(st.message(), HasSubstr("maxSpecBytes: 100 is below 4096"));
+}
+
+TEST(ServerConfigTest, AKeyThatIsAListIsAnErrorNotACrash) {
+  absl::StatusOr<ServerConfig> c =
+      LoadServerConfig(WriteConfig("keys.yaml", "? [a]\n: b\nlimits: {[maxGpus]: 4}\njobmaster: {{x: 1}: 2}\n"));
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(c.status().message(), HasSubstr("line 1: a key must be a string"));
+  EXPECT_THAT(c.status().message(), HasSubstr("limits: line 3: a key must be a string"));
+  EXPECT_THAT(c.status().message(), HasSubstr("jobmaster: line 4: a key must be a string"));
+}
+
+}  // namespace
+}  // namespace trainyard::server

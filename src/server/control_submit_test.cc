@@ -1,0 +1,121 @@
+// Submission through ControlState directly: the server's defaults for what a
+// spec leaves out, problems of parsing and validation answered together,
+// and the exec-size check. No threads, no sockets, no clock.
+#include "absl/strings/str_cat.h"
+#include "api/job_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/control_state.h"
+#include "server/test_node.h"
+
+namespace trainyard::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+class LaunchRecorder : public ExecutionBackend {
+ public:
+  void Registered(const std::string&, const v1::Registered&) override {}
+  void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
+  void Kill(const std::string&, const v1::KillTask&) override {}
+  void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
+  std::vector<std::pair<std::string, v1::TaskSpec>> launches;
+};
+
+class ControlSubmitTest : public ::testing::Test {
+ protected:
+  void Make() {
+    config_.jobmaster_enabled = false;
+    auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+    state_->Recover(StoreSnapshot{}, {}, now_);
+  }
+
+  absl::StatusOr<std::string> Submit(const std::string& yaml) {
+    v1::JobSpec spec;
+    std::vector<std::string> parse_problems = api::ParseJobSpecYamlInto(yaml, &spec);
+    absl::StatusOr<PreparedJob> prepared = state_->PrepareSubmit(spec, now_, parse_problems);
+    if (!prepared.ok()) return prepared.status();
+    absl::StatusOr<v1::SubmitResponse> resp = state_->AcceptCommitted(*prepared, absl::OkStatus());
+    if (!resp.ok()) return resp.status();
+    return resp->job();
+  }
+
+  ServerConfig config_;
+  LaunchRecorder backend_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  std::unique_ptr<ControlState> state_;
+};
+
+TEST_F(ControlSubmitTest, TasksThatAskForNoCpuOrMemoryGetTheDefaultsAndAreCounted) {
+  config_.default_vcores_milli = 1000;
+  config_.default_memory_mb = 2048;
+  Make();
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 0), 1, now_).ok());  // 32 cores
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 40; ++i) {
+    absl::StatusOr<std::string> job = Submit("name: small\nreplicas:\n  worker: {command: [x]}\n");
+    ASSERT_TRUE(job.ok()) << job.status();
+    jobs.push_back(*job);
+  }
+  state_->RunRound(now_);
+  // Without defaults all 40 ran on the node at once, none of them limited.
+  ASSERT_EQ(backend_.launches.size(), 32u);
+  EXPECT_EQ(backend_.launches[0].second.allocation().vcores_milli(), 1000);
+  EXPECT_EQ(backend_.launches[0].second.allocation().memory_mb(), 2048);
+  absl::StatusOr<v1::JobView> waiting = state_->Describe(jobs.back());
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_EQ(waiting->state(), v1::JOB_QUEUED);
+  ASSERT_EQ(waiting->tasks_size(), 1);
+  EXPECT_EQ(waiting->tasks(0).vcores_milli(), 1000) << "describe shows what a pending task asks";
+  EXPECT_EQ(waiting->tasks(0).memory_mb(), 2048);
+  EXPECT_THAT(waiting->events(0).text(),
+              HasSubstr("; server defaults for what the spec leaves out: worker cpu 1, memory 2Gi"));
+}
+
+TEST_F(ControlSubmitTest, WhatTheSpecAsksIsKeptAndOnlyTheMissingOneDefaulted) {
+  config_.default_vcores_milli = 1000;
+  config_.default_memory_mb = 1024;
+  Make();
+  ASSERT_TRUE(Submit("name: half\nreplicas:\n  worker: {command: [x], resources: {cpu: 250m}}\n").ok());
+  absl::StatusOr<v1::JobView> v = state_->Describe("half");
+  ASSERT_TRUE(v.ok());
+  EXPECT_EQ(v->tasks(0).vcores_milli(), 250);
+  EXPECT_EQ(v->tasks(0).memory_mb(), 1024);
+  EXPECT_THAT(v->events(0).text(), HasSubstr("worker memory 1Gi"));
+}
+
+TEST_F(ControlSubmitTest, ParseValidationAndQueueProblemsComeInOneAnswer) {
+  Make();
+  absl::StatusOr<std::string> job = Submit(R"(
+queue: nosuch
+replicas:
+  worker:
+    command: "echo hi"
+    resources: {cpu: -1, gpus: 9}
+)");
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().message(),
+            "replicas.worker.command: must be a list of strings, e.g. [\"sh\", \"-c\", \"echo hi\"], not a string\n"
+            "name: required (1-63 characters of a-z, 0-9 and '-')\n"
+            "replicas.worker.resources.cpu: -1 is negative\n"
+            "replicas.worker.resources.gpus: 9 is above the maximum allocation 8\n"
+            "queue: 'nosuch' is not a leaf queue (known: default)");
+}
+
+TEST_F(ControlSubmitTest, ACommandOrEnvironmentTheKernelWouldNotExecIsRefusedAtSubmit) {
+  config_.exec_arg_max = 64 << 10;
+  Make();
+  std::string big(70000, 'x');
+  absl::StatusOr<std::string> job =
+      Submit(absl::StrCat("name: big\nreplicas:\n  worker:\n    command: [x]\n    env: {BIG: ", big, "}\n"));
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(), HasSubstr("replicas.worker: command, args and environment come to "));
+  EXPECT_THAT(job.status().message(), HasSubstr("above the 65536 bytes the kernel will start a program with"));
+  EXPECT_TRUE(Submit("name: small\nreplicas:\n  worker: {command: [x], env: {A: b}}\n").ok());
+}
+
+}  // namespace
+}  // namespace trainyard::server
