@@ -11,8 +11,9 @@ RoleTraits TraitsOf(v1::Framework framework, std::string_view role) {
   RoleTraits t;
   bool mpi = framework == v1::FRAMEWORK_MPI;
   t.job_master = role == kRoleJobMaster;
+  bool tf_evaluator = framework == v1::FRAMEWORK_TENSORFLOW && role == kRoleEvaluator;
   t.decides_job = mpi && role == kRoleLauncher;
-  t.worker = role != kRolePs && !t.job_master && !t.decides_job;
+  t.worker = role != kRolePs && !t.job_master && !t.decides_job && !tf_evaluator;
   t.decides_success = role == kRoleChief || role == kRoleMaster;
   t.in_tf_cluster = !t.job_master && role != kRoleEvaluator;
   t.torch_rank = t.worker;
@@ -21,7 +22,7 @@ RoleTraits TraitsOf(v1::Framework framework, std::string_view role) {
   switch (framework) {
     case v1::FRAMEWORK_TENSORFLOW:
       t.default_port = !t.job_master;
-      t.uses_job_master = t.worker && role != kRoleEvaluator;
+      t.uses_job_master = t.worker;
       break;
     case v1::FRAMEWORK_PYTORCH:
       t.default_port = role == kRoleMaster || role == kRoleWorker;

@@ -25,10 +25,12 @@ inline constexpr std::string_view kRoleJobMaster = "jobmaster";
 
 // What a role means to the server and to the task environment.
 struct RoleTraits {
-  // Counted in TRAINYARD_NUM_WORKERS and the job master's worker count and,
-  // under the AllWorkers policy, must complete for the job to succeed: every
-  // role but "ps", the job master and the MPI "launcher" (which is not a
-  // rank: it starts the ranks on the workers).
+  // Counted in TRAINYARD_NUM_WORKERS and the job master's worker count (ids
+  // 0..N-1) and, under the AllWorkers policy, must complete for the job to
+  // succeed: every role but "ps", the job master, the MPI "launcher" (not a
+  // rank: it starts the ranks on the workers) and the TensorFlow
+  // "evaluator" (it watches checkpoints beside the training, which does not
+  // wait for it; it is stopped with the parameter servers, as in Kubeflow).
   bool worker = false;
   // Under the chief policy, its index 0 completing ends the job: "chief"
   // (TensorFlow) and "master" (PyTorch).
@@ -55,10 +57,10 @@ struct RoleTraits {
   bool mpi_host = false;
   // Registers with the job master (discovery, barriers, pings) when the job
   // has one: the workers of framework none (the `trainyard worker` commands
-  // and the worker library are their only rendezvous) and of TensorFlow but
-  // its evaluator (parameter-server training lines its workers up at the
-  // master's barriers). PyTorch ranks meet at MASTER_ADDR and MPI ranks are
-  // started by mpirun, so neither talks to it.
+  // and the worker library are their only rendezvous) and of TensorFlow
+  // (parameter-server training lines its workers up at the master's
+  // barriers). PyTorch ranks meet at MASTER_ADDR and MPI ranks are started
+  // by mpirun, so neither talks to it.
   bool uses_job_master = false;
   // The server's own job master task.
   bool job_master = false;

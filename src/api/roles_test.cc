@@ -128,5 +128,18 @@ TEST(RolesTest, JobTaskCountLeavesOutTheJobMaster) {
   EXPECT_EQ(JobTaskCount(Tasks(spec, {})), 2);
 }
 
+TEST(RolesTest, TheTensorflowEvaluatorIsNotAWorker) {
+  RoleTraits evaluator = TraitsOf(v1::FRAMEWORK_TENSORFLOW, "evaluator");
+  EXPECT_FALSE(evaluator.worker);
+  EXPECT_FALSE(evaluator.uses_job_master);
+  EXPECT_FALSE(evaluator.in_tf_cluster);
+  EXPECT_TRUE(evaluator.default_port);
+  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_TENSORFLOW, {{"chief", 1}, {"worker", 2}, {"evaluator", 1}})), 3);
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_TENSORFLOW, {{"worker", 2}, {"evaluator", 1}});
+  TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
+  EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed")
+      << "the training does not wait for its evaluator";
+}
+
 }  // namespace
 }  // namespace trainyard::api
