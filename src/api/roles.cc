@@ -1,34 +1,93 @@
 // The role table (see roles.h).
 #include "api/roles.h"
 
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
 namespace trainyard::api {
 
 RoleTraits TraitsOf(v1::Framework framework, std::string_view role) {
   RoleTraits t;
+  bool mpi = framework == v1::FRAMEWORK_MPI;
   t.job_master = role == kRoleJobMaster;
-  t.worker = role != kRolePs && !t.job_master;
+  bool tf_evaluator = framework == v1::FRAMEWORK_TENSORFLOW && role == kRoleEvaluator;
+  t.decides_job = mpi && role == kRoleLauncher;
+  t.worker = role != kRolePs && !t.job_master && !t.decides_job && !tf_evaluator;
   t.decides_success = role == kRoleChief || role == kRoleMaster;
-  t.in_tf_cluster = !t.job_master;
+  t.in_tf_cluster = !t.job_master && role != kRoleEvaluator;
   t.torch_rank = t.worker;
   t.torch_rank0 = role == kRoleMaster;
+  t.mpi_host = mpi && t.worker;
   switch (framework) {
-    case v1::FRAMEWORK_TENSORFLOW: t.default_port = !t.job_master; break;
-    case v1::FRAMEWORK_PYTORCH: t.default_port = role == kRoleMaster || role == kRoleWorker; break;
-    default: t.default_port = false; break;
+    case v1::FRAMEWORK_TENSORFLOW:
+      t.default_port = !t.job_master;
+      t.uses_job_master = t.worker;
+      break;
+    case v1::FRAMEWORK_PYTORCH:
+      t.default_port = role == kRoleMaster || role == kRoleWorker;
+      break;
+    case v1::FRAMEWORK_MPI:
+      break;
+    default:
+      t.uses_job_master = t.worker;
+      break;
   }
   return t;
 }
 
-bool IsWorkerRole(std::string_view role) { return TraitsOf(v1::FRAMEWORK_NONE, role).worker; }
+bool IsWorkerRole(v1::Framework framework, std::string_view role) { return TraitsOf(framework, role).worker; }
 
 bool IsJobMasterRole(std::string_view role) { return role == kRoleJobMaster; }
 
 int WorkerCount(const v1::JobSpec& spec) {
   int n = 0;
   for (const auto& rs : spec.replicas()) {
-    if (IsWorkerRole(rs.role())) n += rs.count();
+    if (IsWorkerRole(spec.framework(), rs.role())) n += rs.count();
   }
   return n;
+}
+
+bool UsesJobMaster(const v1::JobSpec& spec) {
+  return std::any_of(spec.replicas().begin(), spec.replicas().end(), [&](const v1::ReplicaSpec& rs) {
+    return rs.count() > 0 && TraitsOf(spec.framework(), rs.role()).uses_job_master;
+  });
+}
+
+int JobTaskCount(const TaskRecords& tasks) {
+  return static_cast<int>(std::count_if(tasks.begin(), tasks.end(),
+                                        [](const v1::TaskRecord& t) { return !IsJobMasterRole(t.role()); }));
+}
+
+std::optional<std::string> SuccessAfter(const v1::JobSpec& spec, const TaskRecords& tasks,
+                                        const v1::TaskRecord& ended) {
+  v1::Framework fw = spec.framework();
+  auto done = [](const v1::TaskRecord& t) { return t.state() == v1::TASK_SUCCEEDED; };
+  bool has_decider = std::any_of(tasks.begin(), tasks.end(), [&](const v1::TaskRecord& t) {
+    return TraitsOf(fw, t.role()).decides_job;
+  });
+  if (has_decider) {
+    if (TraitsOf(fw, ended.role()).decides_job && ended.index() == 0 && done(ended)) {
+      return absl::StrCat("the ", ended.role(), " completed");
+    }
+    return std::nullopt;
+  }
+  if (spec.success_policy() == v1::SUCCESS_CHIEF) {
+    for (const auto& t : tasks) {
+      if (TraitsOf(fw, t.role()).decides_success && t.index() == 0 && done(t)) {
+        return absl::StrCat("the ", t.role(), " completed");
+      }
+    }
+    return std::nullopt;
+  }
+  bool any_worker = std::any_of(tasks.begin(), tasks.end(), [&](const v1::TaskRecord& t) {
+    return IsWorkerRole(fw, t.role());
+  });
+  for (const auto& t : tasks) {
+    if (IsJobMasterRole(t.role())) continue;
+    if ((!any_worker || IsWorkerRole(fw, t.role())) && !done(t)) return std::nullopt;
+  }
+  return any_worker ? "all workers completed" : "all tasks completed";
 }
 
 }  // namespace trainyard::api

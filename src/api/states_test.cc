@@ -1,7 +1,6 @@
 // The state rules as a table a reader can check against docs/job-spec.md.
 #include "api/states.h"
 
-#include "api/roles.h"
 #include "gtest/gtest.h"
 
 namespace trainyard::api {
@@ -44,29 +43,6 @@ TEST(StatesTest, TaskTransitionsFollowTheLifeOfATask) {
   EXPECT_FALSE(IsLegalTransition(v1::TASK_PENDING, v1::TASK_RESTARTING));
   EXPECT_FALSE(IsLegalTransition(v1::TASK_SUCCEEDED, v1::TASK_RUNNING)) << "an end is final";
   EXPECT_FALSE(IsLegalTransition(v1::TASK_FAILED, v1::TASK_LAUNCHING));
-}
-
-TEST(RolesTest, OneTableDecidesWhatARoleMeans) {
-  EXPECT_TRUE(IsWorkerRole("worker"));
-  EXPECT_TRUE(IsWorkerRole("chief"));
-  EXPECT_FALSE(IsWorkerRole("ps"));
-  EXPECT_FALSE(IsWorkerRole("jobmaster"));
-  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "ps").default_port);
-  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "ps").in_tf_cluster);
-  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "jobmaster").in_tf_cluster);
-  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_PYTORCH, "master").torch_rank0);
-  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_PYTORCH, "ps").default_port);
-  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_MPI, "worker").default_port);
-  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "chief").decides_success);
-  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "worker").decides_success);
-  v1::JobSpec spec;
-  auto* w = spec.add_replicas();
-  w->set_role("worker");
-  w->set_count(4);
-  auto* ps = spec.add_replicas();
-  ps->set_role("ps");
-  ps->set_count(2);
-  EXPECT_EQ(WorkerCount(spec), 4);
 }
 
 }  // namespace

@@ -76,10 +76,13 @@ void PytorchEnv(const TaskEnvInput& in, const PlacedTaskView& self, TaskEnv* out
   out->env["NODE_RANK"] = absl::StrCat(node_rank);
 }
 
+// One "ADDRESS slots=N" line per node of the MPI workers, in task order. The
+// launcher is not a rank (it runs mpirun, which starts the ranks on the
+// workers), so it has no slot, as in Kubeflow's MPIJob.
 std::string MpiHostfile(const TaskEnvInput& in) {
   std::vector<std::pair<std::string, int>> slots;  // address, tasks, in order
   for (const PlacedTaskView* t : Ordered(in)) {
-    if (!IsWorkerRole(t->role)) continue;
+    if (!TraitsOf(in.spec->framework(), t->role).mpi_host) continue;
     auto it = std::find_if(slots.begin(), slots.end(), [&](auto& s) { return s.first == t->address; });
     if (it == slots.end()) slots.emplace_back(t->address, 1);
     else ++it->second;

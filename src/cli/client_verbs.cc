@@ -5,6 +5,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/roles.h"
 #include "api/states.h"
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
@@ -151,11 +152,16 @@ int Jobs(JobsFlags& f) {
     Table t({"NAME", "STATE", "QUEUE", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
     int64_t now = NowMs();
     for (const auto& j : resp.jobs()) {
-      int running = 0;
-      for (const auto& task : j.tasks()) running += task.state() == v1::TASK_RUNNING;
+      // The job master is the server's, not one of the user's tasks.
+      int running = 0, tasks = 0;
+      for (const auto& task : j.tasks()) {
+        if (api::IsJobMasterRole(task.role())) continue;
+        ++tasks;
+        running += task.state() == v1::TASK_RUNNING;
+      }
       std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
       for (auto& c : prio) c = static_cast<char>(std::tolower(c));
-      t.Add({j.name(), StateName(j.state()), j.queue(), prio, absl::StrCat(running, "/", j.tasks_size()),
+      t.Add({j.name(), StateName(j.state()), j.queue(), prio, absl::StrCat(running, "/", tasks),
              absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), j.reason()});
     }
     return t;
@@ -166,6 +172,36 @@ int Jobs(JobsFlags& f) {
 struct DescribeFlags : Common {
   std::string job;
 };
+
+std::string ExitText(const v1::TaskView& task) {
+  std::string exit = "-";
+  if (task.has_last_exit() && (task.last_exit().exit_code() != 0 || task.last_exit().signal() != 0 ||
+                               task.last_exit().oom_killed() || !task.last_exit().message().empty())) {
+    const auto& e = task.last_exit();
+    exit = e.oom_killed() ? "OOM-killed" : e.signal() ? absl::StrCat("signal ", e.signal()) : absl::StrCat("code ", e.exit_code());
+    if (!e.message().empty()) exit += " (" + e.message() + ")";
+  }
+  return exit;
+}
+
+// The job master, apart from the job's tasks: where it listens, and how it
+// stands (a master stopped at its job's end is shown as such, not as a kill).
+std::string MasterText(const v1::JobView& j) {
+  for (const auto& task : j.tasks()) {
+    if (!api::IsJobMasterRole(task.role())) continue;
+    std::string where = j.job_master().empty() ? "not placed" : j.job_master() + " on " + task.node();
+    std::string state = api::TaskStateName(task.state());
+    if (task.state() == v1::TASK_SUCCEEDED && task.last_exit().message() == "stopped with the job") {
+      state = "stopped with the job";
+    } else if (api::IsTerminal(task.state()) && ExitText(task) != "-") {
+      state += ", " + ExitText(task);
+    }
+    if (task.restarts() > 0) absl::StrAppend(&state, ", ", task.restarts(), task.restarts() == 1 ? " restart" : " restarts");
+    return where + " (" + state + ")";
+  }
+  if (!j.job_master().empty()) return j.job_master() + " (in the submitting client)";
+  return "";
+}
 
 void PrintJob(const v1::JobView& j) {
   int64_t now = NowMs();
@@ -178,17 +214,12 @@ void PrintJob(const v1::JobView& j) {
             << "Queue:      " << j.queue() << "\n"
             << "Priority:   " << prio << "\n"
             << "Submitted:  " << Age(now - j.submit_time_unix_ms()) << " ago\n";
-  if (!j.job_master().empty()) std::cout << "Job master: " << j.job_master() << "\n";
+  if (std::string master = MasterText(j); !master.empty()) std::cout << "Master:     " << master << "\n";
   Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
   for (const auto& task : j.tasks()) {
+    if (api::IsJobMasterRole(task.role())) continue;  // on the Master line
     std::string gpus = task.gpu_mask() ? core::GpuSet(task.gpu_mask()).ToString() : "-";
-    std::string exit = "-";
-    if (task.has_last_exit() && (task.last_exit().exit_code() != 0 || task.last_exit().signal() != 0 ||
-                                 task.last_exit().oom_killed() || !task.last_exit().message().empty())) {
-      const auto& e = task.last_exit();
-      exit = e.oom_killed() ? "OOM-killed" : e.signal() ? absl::StrCat("signal ", e.signal()) : absl::StrCat("code ", e.exit_code());
-      if (!e.message().empty()) exit += " (" + e.message() + ")";
-    }
+    std::string exit = ExitText(task);
     t.Add({task.name(), api::TaskStateName(task.state()), task.node().empty() ? "-" : task.node(),
            api::CpuQuantityText(task.vcores_milli()), api::MemoryQuantityText(task.memory_mb()), gpus,
            task.node_gpu_count() ? GpuBitmap(task.gpu_mask(), task.node_gpu_count()) : "-",

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "api/states.h"
 #include "cli/client.h"
+#include "cli/up_report.h"
 #include "cli/verbs.h"
 
 namespace trainyard::cli {
@@ -50,6 +51,17 @@ class LogStop {
     stopped_ = true;
     if (ctx_ != nullptr) ctx_->TryCancel();
   }
+  // The follower has returned.
+  void Done() ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    done_ = true;
+  }
+  // Waits up to `timeout` for Done(); returns whether it has run.
+  bool WaitDone(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
+    mu_.AwaitWithTimeout(absl::Condition(&done_), timeout);
+    return done_;
+  }
   // Waits up to `timeout` for Stop(); returns whether it has run, so a retry
   // does not hold up the end of the demo.
   bool WaitStopped(absl::Duration timeout) ABSL_LOCKS_EXCLUDED(mu_) {
@@ -62,6 +74,7 @@ class LogStop {
   absl::Mutex mu_;
   grpc::ClientContext* ctx_ ABSL_GUARDED_BY(mu_) = nullptr;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // Prints the first worker's log as it arrives, retrying while the task has
@@ -112,11 +125,15 @@ int RunDemo(const std::string& address, const std::string& spec_path) {
   grpc::Status st = stub->Submit(ctx.get(), req, &resp);
   if (!st.ok()) return ReportError("up --demo", address, st);
   const std::string job = resp.job();
-  std::cout << "demo: submitted " << path << " as job " << job << std::endl;
+  std::error_code ec;
+  std::cout << "demo: submitted " << std::filesystem::absolute(path, ec).string() << " as job " << job << std::endl;
 
   // Follow the first worker's log on a second stream while polling the state.
   LogStop log_stop;
-  std::thread follower([&] { FollowWorkerLog(*stub, job, log_stop); });
+  std::thread follower([&] {
+    FollowWorkerLog(*stub, job, log_stop);
+    log_stop.Done();
+  });
   std::string last;
   v1::JobView v;
   absl::Time deadline = absl::Now() + absl::Minutes(5);
@@ -125,19 +142,21 @@ int RunDemo(const std::string& address, const std::string& spec_path) {
     dr.set_job(job);
     auto dctx = Context();
     if (stub->DescribeJob(dctx.get(), dr, &v).ok()) {
+      if (api::IsTerminal(v.state())) break;  // printed below, after the last log lines
       std::string line = StateName(v.state()) + (v.reason().empty() ? "" : " (" + v.reason() + ")");
       if (line != last) std::cout << "demo: job " << job << " " << line << std::endl;
       last = line;
-      if (api::IsTerminal(v.state())) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  // Let the log stream drain what the finished worker wrote, then stop it.
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // The log stream ends by itself once the server has sent everything the
+  // ended task wrote; the job's end is printed after it, as the last word.
+  log_stop.WaitDone(absl::Seconds(10));
   log_stop.Stop();
   follower.join();
-  std::cout << "demo: job " << job << " ended " << StateName(v.state())
-            << "; its logs: trainyard logs " << job << " --server " << address << std::endl;
+  std::cout << "demo: job " << job << " " << StateName(v.state())
+            << (v.reason().empty() ? "" : " (" + v.reason() + ")") << "\n"
+            << "demo: its logs: " << SelfPath() << " logs " << job << " --server " << address << std::endl;
   return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
 }
 

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <iostream>
+#include <set>
 #include <thread>
 
 #include "CLI/CLI.hpp"
@@ -14,7 +15,9 @@
 #include "absl/time/clock.h"
 #include "cli/client.h"
 #include "cli/demo.h"
+#include "cli/up_report.h"
 #include "cli/verbs.h"
+#include "core/resources/gpu_topology.h"
 
 namespace trainyard::cli {
 namespace {
@@ -22,7 +25,9 @@ namespace {
 struct UpFlags {
   int nodes = 2;
   int gpus = 8;
-  std::string topology = "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7";
+  std::string topology;      // "" = core::DefaultTopologySpec(gpus)
+  std::string config;        // the server's config file
+  std::string queue_config;  // the server's queue tree
   std::string data_dir = ".trainyard";
   int port = 7450;
   bool demo = false;
@@ -33,12 +38,6 @@ struct UpFlags {
 
 volatile sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
-
-std::string SelfPath() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  return n > 0 ? std::string(buf, n) : "trainyard";
-}
 
 // Starts `args` as a child in its own process group (so the terminal's
 // Ctrl-C reaches only `up`, which stops the children in order).
@@ -69,28 +68,86 @@ void StopChild(pid_t pid, int seconds) {
   waitpid(pid, nullptr, 0);
 }
 
-// Waits until `want` nodes are READY; false on timeout or a dead child.
-bool WaitForNodes(const std::string& address, int want, const std::vector<pid_t>& children) {
+// How the wait for the cluster ended: every node READY, a child ended
+// (`dead` its pid, `status` its wait status), or the time ran out (`dead`
+// -1; `ready` the nodes READY at the last look, `server_answered` whether
+// the server answered at all).
+struct WaitResult {
+  bool up = false;
+  pid_t dead = -1;
+  int status = -1;
+  std::set<std::string> ready;
+  bool server_answered = false;
+};
+
+WaitResult WaitForNodes(const std::string& address, int want, const std::vector<pid_t>& children) {
+  WaitResult r;
   auto stub = MakeStub(address);
   absl::Time deadline = absl::Now() + absl::Seconds(30);
   while (absl::Now() < deadline && !g_stop) {
     for (pid_t p : children) {
-      if (waitpid(p, nullptr, WNOHANG) == p) return false;
+      if (waitpid(p, &r.status, WNOHANG) == p) {
+        r.dead = p;
+        return r;
+      }
     }
     v1::ListNodesResponse resp;
     auto ctx = Context(2);
     if (stub->ListNodes(ctx.get(), v1::ListNodesRequest(), &resp).ok()) {
-      int ready = 0;
-      for (const auto& n : resp.nodes()) ready += n.info().state() == v1::NODE_READY;
-      if (ready >= want) return true;
+      r.server_answered = true;
+      r.ready.clear();
+      for (const auto& n : resp.nodes()) {
+        if (n.info().state() == v1::NODE_READY) r.ready.insert(n.info().name());
+      }
+      if (static_cast<int>(r.ready.size()) >= want) {
+        r.up = true;
+        return r;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  return false;
+  r.status = -1;
+  return r;
+}
+
+// A daemon of the cluster: what the terminal calls it, and its log.
+struct Daemon {
+  pid_t pid = -1;
+  std::string what;
+  std::string log;
+};
+
+// Prints why the cluster did not come up: the daemon that ended, else those
+// that were not ready (the server when it never answered), with the end of
+// each one's log, so the cause shows on the terminal.
+void ReportStartFailure(const WaitResult& r, const std::vector<Daemon>& daemons) {
+  for (const Daemon& d : daemons) {
+    bool agent = d.what.rfind("agent ", 0) == 0;
+    bool not_ready = agent ? r.server_answered && !r.ready.count(d.what.substr(6)) : !r.server_answered;
+    if (r.dead >= 0 ? d.pid == r.dead : not_ready) {
+      std::cerr << StartFailureText(d.what, d.pid == r.dead ? r.status : -1, d.log);
+    }
+  }
+}
+
+// Checks a file flag of `up` and makes its path absolute (the daemons get
+// it as given to `up`, wherever they run).
+bool AbsoluteFile(const char* flag, std::string* path) {
+  if (path->empty()) return true;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(*path, ec)) {
+    std::cerr << "trainyard up: " << flag << " " << *path << ": no such file\n";
+    return false;
+  }
+  *path = std::filesystem::absolute(*path, ec).string();
+  return true;
 }
 
 int RunUp(UpFlags& f) {
   std::string self = SelfPath();
+  if (!AbsoluteFile("--config", &f.config) || !AbsoluteFile("--queue-config", &f.queue_config)) return kExitUsage;
+  // Each simulated node gets the topology of its GPU count unless one is given.
+  if (f.topology.empty()) f.topology = core::DefaultTopologySpec(f.gpus);
   std::string address = absl::StrCat("127.0.0.1:", f.port);
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir + "/logs", ec);
@@ -105,10 +162,13 @@ int RunUp(UpFlags& f) {
   if (f.demo_spec.empty() && std::filesystem::exists(examples + "/demo.yaml")) f.demo_spec = examples + "/demo.yaml";
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  pid_t server = Spawn({self, "server", "--listen", address, "--data-dir", root + "/server",
-                        "--node-timeout-ms", "5000", "--kill-grace-ms", "3000", "--checkpoint-root",
-                        root + "/checkpoints"},
-                       root + "/logs/server.log");
+  std::vector<std::string> server_args = {self, "server", "--listen", address, "--data-dir", root + "/server",
+                                          "--node-timeout-ms", "5000", "--kill-grace-ms", "3000", "--checkpoint-root",
+                                          root + "/checkpoints"};
+  if (!f.config.empty()) server_args.insert(server_args.end(), {"--config", f.config});
+  if (!f.queue_config.empty()) server_args.insert(server_args.end(), {"--queue-config", f.queue_config});
+  pid_t server = Spawn(server_args, root + "/logs/server.log");
+  std::vector<Daemon> daemons = {{server, "server", root + "/logs/server.log"}};
   std::vector<pid_t> agents;
   for (int i = 0; i < f.nodes; ++i) {
     std::string name = absl::StrCat("node-", i);
@@ -117,25 +177,26 @@ int RunUp(UpFlags& f) {
                             "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores", absl::StrCat(f.node_vcores),
                             "--rack", absl::StrCat("rack-", i / 4), "--address", "127.0.0.1", "--kill-tasks-on-exit"},
                            absl::StrCat(root, "/logs/", name, ".log")));
+    daemons.push_back({agents.back(), "agent " + name, absl::StrCat(root, "/logs/", name, ".log")});
   }
   std::vector<pid_t> all = agents;
   all.push_back(server);
   int rc = kExitOk;
-  if (!WaitForNodes(address, f.nodes, all)) {
-    std::cerr << "trainyard up: the cluster did not come up; see " << root << "/logs/\n";
+  WaitResult waited = WaitForNodes(address, f.nodes, all);
+  // A child the wait reaped is not signalled again (its pid may be reused).
+  if (server == waited.dead) server = -1;
+  for (pid_t& p : agents) p = p == waited.dead ? -1 : p;
+  if (!waited.up) {
+    if (!g_stop) ReportStartFailure(waited, daemons);
+    std::cerr << "trainyard up: the cluster did not come up; every log is in " << root << "/logs/\n";
     rc = kExitFailure;
   } else {
-    std::cout << "Trainyard is up: server " << address << ", " << f.nodes << " nodes x " << f.gpus
-              << " simulated GPUs; data and logs in " << root << "\n"
-              << "  export TRAINYARD_SERVER=" << address << "\n"
-              << "  trainyard submit examples/hello.yaml --wait\n"
-              << "  trainyard jobs | describe JOB | logs JOB | nodes | queues\n"
-              << "Press Ctrl-C to stop the cluster." << std::endl;
-    if (f.demo) {
-      rc = RunDemo(address, f.demo_spec);
-    } else {
-      while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    }
+    std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo})
+              << std::flush;
+    // After the demo the cluster stays up, so the banner's commands can be
+    // tried; Ctrl-C stops it (the exit code is the demo's).
+    if (f.demo) rc = RunDemo(address, f.demo_spec);
+    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::cout << "stopping the cluster..." << std::endl;
   for (pid_t p : agents) StopChild(p, 10);
@@ -150,7 +211,10 @@ void RegisterUp(CLI::App& app, int* exit_code) {
   auto* up = app.add_subcommand("up", "Start a local cluster (server + agents with simulated GPUs)");
   up->add_option("--nodes", f.nodes, "number of agents")->check(CLI::Range(1, 64));
   up->add_option("--gpus-per-node", f.gpus, "simulated GPUs per node")->check(CLI::Range(0, 64));
-  up->add_option("--gpu-topology", f.topology, "topology spec of each node");
+  up->add_option("--gpu-topology", f.topology,
+                 "topology spec of each node (default: switches of 2 GPUs, split over 2 sockets from 4 GPUs)");
+  up->add_option("--config", f.config, "the server's config file (YAML; docs/control-plane.md)");
+  up->add_option("--queue-config", f.queue_config, "the server's queue tree (YAML), to try queues here");
   up->add_option("--data-dir", f.data_dir, "where state and logs go");
   up->add_option("--port", f.port, "server port on 127.0.0.1");
   up->add_flag("--demo", f.demo, "also submit the demo job and follow it to the end");

@@ -23,10 +23,13 @@ struct ServerConfig {
   std::string default_port_range = "[20000-40000]";
   bool store_sync = true;                 // fsync each group commit
   bool store_group_commit = true;         // false: one transaction per write (a benchmark's baseline)
-  // The job master each job gets as its first task.
+  // The job master a job whose tasks talk to one gets as its first task
+  // (api::UsesJobMaster). Sized by what it uses: one epoll thread and about
+  // 1 KB per worker (10 MB for 10,000 workers), so 0.05 cores and 64 MiB;
+  // its reservation counts against the job's queue like any task's.
   bool jobmaster_enabled = true;
-  int64_t jobmaster_vcores_milli = 200;   // job.master.cpu 0.2
-  int64_t jobmaster_memory_mb = 1024;     // job.master.ram
+  int64_t jobmaster_vcores_milli = 50;    // jobmaster.cpuMilli
+  int64_t jobmaster_memory_mb = 64;       // jobmaster.memoryMb
   std::string checkpoint_root;            // "" = DATA_DIR/checkpoints; shared by the nodes
   std::string trainyard_binary;           // path agents run for the master; "" = this binary
   // `logs` streams: at most this many at once (one more is refused with

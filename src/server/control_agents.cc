@@ -1,6 +1,8 @@
 // ControlState: agents — registration, heartbeats, task statuses and
 // reconciliation — and what follows from them: job success and failure,
 // tasks restarted, and tasks their agent no longer has.
+#include <signal.h>
+
 #include <algorithm>
 #include <set>
 
@@ -55,6 +57,14 @@ constexpr int kMissingBeats = 3;
 // again (a launch order lost with a server that died; the agent ignores one
 // for a task it already has).
 constexpr int kUnackedBeats = 10;
+
+// A job master that the server stopped at its job's end and that ended as
+// asked: exit code 0 (its answer to SIGTERM) or the SIGTERM itself.
+bool MasterStoppedWithItsJob(const v1::TaskRecord& t, const v1::TaskStatus& st) {
+  if (!api::IsJobMasterRole(t.role()) || st.state() != v1::TASK_KILLED) return false;
+  const v1::TaskExit& e = st.exit();
+  return !e.oom_killed() && ((e.signal() == 0 && e.exit_code() == 0) || e.signal() == SIGTERM);
+}
 
 }  // namespace
 
@@ -257,7 +267,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       });
       if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
         SetJobState(*job, v1::JOB_RUNNING, now);
-        AddEvent(*job, "started", absl::StrCat("all ", job->rec.tasks_size(), " tasks running"), now);
+        AddEvent(*job, "started", absl::StrCat("all ", api::JobTaskCount(job->rec.tasks()), " tasks running"), now);
       }
       break;
     }
@@ -283,8 +293,15 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
 
 void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
-  SetTaskState(job, i, st.state());
-  *t->mutable_exit() = st.exit();
+  if (job.ending && !job.preempting && MasterStoppedWithItsJob(*t, st)) {
+    // Its end is the job's own, not a kill a person should look into.
+    SetTaskState(job, i, v1::TASK_SUCCEEDED);
+    t->clear_exit();
+    t->mutable_exit()->set_message("stopped with the job");
+  } else {
+    SetTaskState(job, i, st.state());
+    *t->mutable_exit() = st.exit();
+  }
   t->set_end_time_ms(ToMs(now));
   if (job.in_scheduler) {
     absl::Status freed = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
@@ -297,7 +314,7 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
   }
   std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
   if (st.state() == v1::TASK_SUCCEEDED) {
-    CheckSuccess(job, now);
+    CheckSuccess(job, i, now);
   } else {
     EndJob(job, v1::JOB_FAILED,
            absl::StrCat("task ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
@@ -307,25 +324,9 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
   MaybeFinish(job, now);
 }
 
-void ControlState::CheckSuccess(JobRt& job, absl::Time now) {
-  const auto& tasks = job.rec.tasks();
-  v1::Framework fw = job.rec.spec().framework();
-  auto done = [](const v1::TaskRecord& t) { return t.state() == v1::TASK_SUCCEEDED; };
-  if (job.rec.spec().success_policy() == v1::SUCCESS_CHIEF) {
-    for (const auto& t : tasks) {
-      if (api::TraitsOf(fw, t.role()).decides_success && t.index() == 0 && done(t)) {
-        EndJob(job, v1::JOB_SUCCEEDED, absl::StrCat("the ", t.role(), " completed"), now);
-        return;
-      }
-    }
-    return;
-  }
-  bool any_worker =
-      std::any_of(tasks.begin(), tasks.end(), [](const auto& t) { return api::IsWorkerRole(t.role()); });
-  for (const auto& t : tasks) {
-    if ((!any_worker || api::IsWorkerRole(t.role())) && !done(t)) return;
-  }
-  EndJob(job, v1::JOB_SUCCEEDED, any_worker ? "all workers completed" : "all tasks completed", now);
+void ControlState::CheckSuccess(JobRt& job, int task, absl::Time now) {
+  std::optional<std::string> done = api::SuccessAfter(job.rec.spec(), job.rec.tasks(), job.rec.tasks(task));
+  if (done) EndJob(job, v1::JOB_SUCCEEDED, *done, now);
 }
 
 }  // namespace trainyard::server

@@ -104,7 +104,7 @@ void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
       v1::TaskRecord* t = rec->add_tasks();
       t->set_role(rs.role());
       t->set_index(i);
-      t->set_worker_id(api::IsWorkerRole(rs.role()) ? worker_id++ : -1);
+      t->set_worker_id(api::IsWorkerRole(spec.framework(), rs.role()) ? worker_id++ : -1);
       t->set_state(v1::TASK_PENDING);
     }
   }
@@ -162,7 +162,9 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
     name = absl::StrCat(spec.name(), "-", n++);
   }
   spec.set_name(name);
-  if (config_.jobmaster_enabled && api::WorkerCount(spec) > 0 && spec.job_master_address().empty()) {
+  // Only a job whose tasks talk to a master gets one (api::UsesJobMaster):
+  // the others would pay its reservation and port for nothing.
+  if (config_.jobmaster_enabled && api::UsesJobMaster(spec) && spec.job_master_address().empty()) {
     AddJobMasterRole(&spec, name);
   }
   api::ExecJob exec{.name = name,
@@ -188,7 +190,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
   ev.set_job_id(rec.id());
   ev.set_time_ms(rec.submit_time_ms());
   ev.set_kind("submitted");
-  ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", rec.tasks_size(),
+  ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", api::JobTaskCount(rec.tasks()),
                            " tasks, priority ", api::PriorityName(spec.priority()), ")", defaulted));
   out.rec = std::move(rec);
   return out;

@@ -196,7 +196,7 @@ class ControlState {
   // control_agents.cc
   void ApplyTaskStatus(const std::string& node, const v1::TaskStatus& status, absl::Time now);
   void TaskEnded(JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
-  void CheckSuccess(JobRt& job, absl::Time now);
+  void CheckSuccess(JobRt& job, int task, absl::Time now);
   void Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now);
   // A task the server has as live on `node` that its agent no longer runs
   // (its end was lost in a crash): ends it, or starts it again per policy.

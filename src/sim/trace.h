@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/resources/gpu_topology.h"
 #include "core/state/job.h"
 
 namespace trainyard::sim {
@@ -82,10 +83,8 @@ struct Trace {
   int64_t rounded_up_tasks = 0;
 };
 
-// The topology assumed for a node of `gpus` GPUs when its file gives none:
-// GPUs in PCIe switches of 2 (1 for a 1-GPU node), switches split evenly over
-// 2 sockets when there are 4 or more GPUs. E.g. 8 GPUs:
-// "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7".
-std::string DefaultTopologySpec(int gpus);
+// The topology assumed for a node whose file gives none (one home, in core:
+// `trainyard up` simulates the same).
+using core::DefaultTopologySpec;
 
 }  // namespace trainyard::sim

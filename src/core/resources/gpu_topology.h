@@ -122,4 +122,12 @@ class GpuTopology {
   std::array<uint8_t, kMaxGpus> switch_socket_{};
 };
 
+// The topology assumed for a node of `gpus` GPUs when nothing describes it
+// (a simulated node of `trainyard up`, a trace node without one): GPUs in
+// PCIe switches of 2 (the last one alone when the count is odd), switches
+// split evenly over 2 sockets when there are 4 or more GPUs; "gpus=0" for
+// none. E.g. 8 GPUs: "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7".
+// REQUIRES: 0 <= gpus <= kMaxGpus.
+std::string DefaultTopologySpec(int gpus);
+
 }  // namespace trainyard::core

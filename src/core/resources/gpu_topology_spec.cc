@@ -1,5 +1,6 @@
 // GpuTopology::FromSpec: the compact spec ("switches=0-1,2-3;sockets=0-3")
 // read into group bitmaps and built through FromGroups.
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
@@ -120,6 +121,28 @@ absl::StatusOr<GpuTopology> GpuTopology::FromSpec(std::string_view spec_in) {
   absl::StatusOr<GpuTopology> t = FromGroups(std::move(groups));
   if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(kWhat, t.status().message()));
   return t;
+}
+
+namespace {
+
+std::string SpecRange(int first, int last) {
+  return first == last ? absl::StrCat(first) : absl::StrCat(first, "-", last);
+}
+
+}  // namespace
+
+std::string DefaultTopologySpec(int gpus) {
+  if (gpus <= 0) return "gpus=0";
+  std::vector<std::pair<int, int>> switches;
+  for (int g = 0; g < gpus; g += 2) switches.push_back({g, std::min(g + 1, gpus - 1)});
+  std::string spec = "switches=";
+  for (size_t i = 0; i < switches.size(); ++i) {
+    absl::StrAppend(&spec, i ? "," : "", SpecRange(switches[i].first, switches[i].second));
+  }
+  if (gpus < 4) return absl::StrCat(spec, ";sockets=", SpecRange(0, gpus - 1));
+  size_t first_half = (switches.size() + 1) / 2;
+  int split = switches[first_half - 1].second;
+  return absl::StrCat(spec, ";sockets=", SpecRange(0, split), ",", SpecRange(split + 1, gpus - 1));
 }
 
 }  // namespace trainyard::core

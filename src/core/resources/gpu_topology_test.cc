@@ -199,5 +199,16 @@ TEST(GpuTopologyTest, BadNvidiaSmiTextNamesTheLine) {
   EXPECT_THAT(TopoError(wide + "\n"), HasSubstr("names 65 GPUs; a node has at most 64"));
 }
 
+TEST(GpuTopologyTest, DefaultSpecDescribesEveryGpuCount) {
+  for (int n = 0; n <= kMaxGpus; ++n) {
+    absl::StatusOr<GpuTopology> t = GpuTopology::FromSpec(DefaultTopologySpec(n));
+    ASSERT_TRUE(t.ok()) << n << " GPUs: " << DefaultTopologySpec(n) << ": " << t.status();
+    EXPECT_EQ(t->gpu_count(), n) << DefaultTopologySpec(n);
+  }
+  EXPECT_EQ(DefaultTopologySpec(8), "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7");
+  EXPECT_EQ(DefaultTopologySpec(4), "switches=0-1,2-3;sockets=0-1,2-3");
+  EXPECT_EQ(DefaultTopologySpec(1), "switches=0;sockets=0");
+}
+
 }  // namespace
 }  // namespace trainyard::core

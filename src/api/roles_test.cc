@@ -1,0 +1,145 @@
+// Tests of the role table (roles.h): what each role means per framework and
+// how the end of a task decides its job's verdict.
+#include "api/roles.h"
+
+#include <map>
+
+#include "gtest/gtest.h"
+
+namespace trainyard::api {
+namespace {
+
+TEST(RolesTest, OneTableDecidesWhatARoleMeans) {
+  EXPECT_TRUE(IsWorkerRole(v1::FRAMEWORK_NONE, "worker"));
+  EXPECT_TRUE(IsWorkerRole(v1::FRAMEWORK_TENSORFLOW, "chief"));
+  EXPECT_FALSE(IsWorkerRole(v1::FRAMEWORK_TENSORFLOW, "ps"));
+  EXPECT_FALSE(IsWorkerRole(v1::FRAMEWORK_NONE, "jobmaster"));
+  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "ps").default_port);
+  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "ps").in_tf_cluster);
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "jobmaster").in_tf_cluster);
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "evaluator").in_tf_cluster);
+  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_PYTORCH, "master").torch_rank0);
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_PYTORCH, "ps").default_port);
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_MPI, "worker").default_port);
+  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "chief").decides_success);
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "worker").decides_success);
+}
+
+TEST(RolesTest, TheMpiLauncherIsNeitherARankNorAWorkerButDecidesTheJob) {
+  RoleTraits launcher = TraitsOf(v1::FRAMEWORK_MPI, "launcher");
+  EXPECT_FALSE(launcher.worker);
+  EXPECT_FALSE(launcher.mpi_host);
+  EXPECT_TRUE(launcher.decides_job);
+  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_MPI, "worker").mpi_host);
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_MPI, "worker").decides_job);
+  // Outside MPI a role named "launcher" is an ordinary worker.
+  EXPECT_TRUE(IsWorkerRole(v1::FRAMEWORK_NONE, "launcher"));
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_NONE, "launcher").decides_job);
+}
+
+v1::JobSpec Spec(v1::Framework fw, std::vector<std::pair<std::string, int>> roles) {
+  v1::JobSpec spec;
+  spec.set_framework(fw);
+  for (auto& [role, count] : roles) {
+    auto* r = spec.add_replicas();
+    r->set_role(role);
+    r->set_count(count);
+  }
+  return spec;
+}
+
+TEST(RolesTest, WorkerCountLeavesOutPsJobMasterAndMpiLauncher) {
+  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_TENSORFLOW, {{"worker", 4}, {"ps", 2}})), 4);
+  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}})), 3);
+  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_NONE, {{"jobmaster", 1}, {"worker", 2}})), 2);
+}
+
+TEST(RolesTest, OnlyJobsWhoseTasksTalkToAMasterUseOne) {
+  EXPECT_TRUE(UsesJobMaster(Spec(v1::FRAMEWORK_NONE, {{"worker", 2}})));
+  EXPECT_TRUE(UsesJobMaster(Spec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"worker", 2}})));
+  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"evaluator", 1}})));
+  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_PYTORCH, {{"master", 1}, {"worker", 3}})));
+  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}})));
+  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_NONE, {{"ps", 1}})));
+}
+
+// The job's tasks, all RUNNING but those given.
+TaskRecords Tasks(const v1::JobSpec& spec, std::map<std::string, v1::TaskState> states) {
+  TaskRecords out;
+  for (const auto& rs : spec.replicas()) {
+    for (int i = 0; i < rs.count(); ++i) {
+      v1::TaskRecord* t = out.Add();
+      t->set_role(rs.role());
+      t->set_index(i);
+      auto it = states.find(rs.role() + "/" + std::to_string(i));
+      t->set_state(it == states.end() ? v1::TASK_RUNNING : it->second);
+    }
+  }
+  return out;
+}
+
+const v1::TaskRecord& Find(const TaskRecords& tasks, const std::string& role, int index) {
+  for (const auto& t : tasks) {
+    if (t.role() == role && t.index() == index) return t;
+  }
+  ADD_FAILURE() << "no task " << role << "/" << index;
+  return tasks[0];
+}
+
+TEST(RolesTest, AnMpiJobSucceedsWhenItsLauncherDoesWhileWorkersStillRun) {
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 2}});
+  TaskRecords tasks = Tasks(spec, {{"launcher/0", v1::TASK_SUCCEEDED}});
+  std::optional<std::string> v = SuccessAfter(spec, tasks, Find(tasks, "launcher", 0));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_EQ(*v, "the launcher completed");
+}
+
+TEST(RolesTest, MpiWorkersEndingDoesNotEndTheJobBeforeTheLauncher) {
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 2}});
+  TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
+  EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).has_value());
+}
+
+TEST(RolesTest, AnMpiJobWithoutALauncherSucceedsWhenAllWorkersDo) {
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_MPI, {{"worker", 2}});
+  TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}});
+  EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 0)).has_value());
+  tasks[1].set_state(v1::TASK_SUCCEEDED);
+  EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed");
+}
+
+TEST(RolesTest, AllWorkersIgnoresParameterServersAndTheJobMaster) {
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_TENSORFLOW, {{"jobmaster", 1}, {"ps", 1}, {"worker", 2}});
+  TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
+  EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed");
+}
+
+TEST(RolesTest, TheChiefPolicyEndsTheJobWithChiefZero) {
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_TENSORFLOW, {{"chief", 1}, {"worker", 2}});
+  spec.set_success_policy(v1::SUCCESS_CHIEF);
+  TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}});
+  EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 0)).has_value());
+  tasks[0].set_state(v1::TASK_SUCCEEDED);
+  EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "chief", 0)).value_or(""), "the chief completed");
+}
+
+TEST(RolesTest, JobTaskCountLeavesOutTheJobMaster) {
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_NONE, {{"jobmaster", 1}, {"worker", 2}});
+  EXPECT_EQ(JobTaskCount(Tasks(spec, {})), 2);
+}
+
+TEST(RolesTest, TheTensorflowEvaluatorIsNotAWorker) {
+  RoleTraits evaluator = TraitsOf(v1::FRAMEWORK_TENSORFLOW, "evaluator");
+  EXPECT_FALSE(evaluator.worker);
+  EXPECT_FALSE(evaluator.uses_job_master);
+  EXPECT_FALSE(evaluator.in_tf_cluster);
+  EXPECT_TRUE(evaluator.default_port);
+  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_TENSORFLOW, {{"chief", 1}, {"worker", 2}, {"evaluator", 1}})), 3);
+  v1::JobSpec spec = Spec(v1::FRAMEWORK_TENSORFLOW, {{"worker", 2}, {"evaluator", 1}});
+  TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
+  EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed")
+      << "the training does not wait for its evaluator";
+}
+
+}  // namespace
+}  // namespace trainyard::api

@@ -1,0 +1,103 @@
+// Tests of the task environment each framework gets (task_env.h): what a
+// program of that framework reads, for the job shapes its users write.
+#include "api/task_env.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+
+namespace trainyard::api {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+void AddRole(v1::JobSpec* spec, const std::string& role, int count) {
+  v1::ReplicaSpec* r = spec->add_replicas();
+  r->set_role(role);
+  r->set_count(count);
+}
+
+// Every task of `spec` placed: task k of the job on node-(k % nodes) at
+// 10.0.0.(k % nodes + 1), port 2000 + k.
+TaskEnvInput Placed(const v1::JobSpec& spec, int nodes) {
+  TaskEnvInput in;
+  in.spec = &spec;
+  in.job = "j";
+  int k = 0;
+  for (const auto& rs : spec.replicas()) {
+    for (int i = 0; i < rs.count(); ++i, ++k) {
+      PlacedTaskView t;
+      t.role = rs.role();
+      t.index = i;
+      t.worker_id = k;
+      t.node = "node-" + std::to_string(k % nodes);
+      t.address = "10.0.0." + std::to_string(k % nodes + 1);
+      t.ports = {static_cast<uint32_t>(2000 + k)};
+      in.tasks.push_back(t);
+    }
+  }
+  return in;
+}
+
+const PlacedTaskView& Task(const TaskEnvInput& in, const std::string& role, int index) {
+  for (const auto& t : in.tasks) {
+    if (t.role == role && t.index == index) return t;
+  }
+  ADD_FAILURE() << "no task " << role << "/" << index;
+  return in.tasks.front();
+}
+
+TEST(TaskEnvTest, MpiHostfileListsTheWorkersOnlyNotTheLauncher) {
+  v1::JobSpec spec;
+  spec.set_framework(v1::FRAMEWORK_MPI);
+  AddRole(&spec, "launcher", 1);
+  AddRole(&spec, "worker", 3);
+  TaskEnvInput in = Placed(spec, 1);  // all four on one node
+  TaskEnv env = BuildTaskEnv(in, Task(in, "launcher", 0));
+  EXPECT_EQ(env.files.at("mpi_hostfile"), "10.0.0.1 slots=3\n");
+  EXPECT_EQ(env.env.at("TRAINYARD_NUM_WORKERS"), "3");
+}
+
+TEST(TaskEnvTest, MpiHostfileHasOneLinePerWorkerNodeInOrder) {
+  v1::JobSpec spec;
+  spec.set_framework(v1::FRAMEWORK_MPI);
+  AddRole(&spec, "launcher", 1);  // node-0
+  AddRole(&spec, "worker", 4);    // node-1, node-0, node-1, node-0
+  TaskEnvInput in = Placed(spec, 2);
+  TaskEnv env = BuildTaskEnv(in, Task(in, "worker", 0));
+  EXPECT_EQ(env.files.at("mpi_hostfile"), "10.0.0.2 slots=2\n10.0.0.1 slots=2\n");
+}
+
+TEST(TaskEnvTest, TfConfigClusterLeavesOutTheEvaluator) {
+  v1::JobSpec spec;
+  spec.set_framework(v1::FRAMEWORK_TENSORFLOW);
+  AddRole(&spec, "chief", 1);
+  AddRole(&spec, "worker", 2);
+  AddRole(&spec, "ps", 1);
+  AddRole(&spec, "evaluator", 1);
+  TaskEnvInput in = Placed(spec, 1);
+  for (const auto& self : in.tasks) {
+    nlohmann::json tf = nlohmann::json::parse(BuildTaskEnv(in, self).env.at("TF_CONFIG"));
+    EXPECT_FALSE(tf["cluster"].contains("evaluator")) << self.role << ": " << tf.dump();
+    EXPECT_EQ(tf["cluster"]["chief"], nlohmann::json::array({"10.0.0.1:2000"}));
+    EXPECT_EQ(tf["cluster"]["worker"], nlohmann::json::array({"10.0.0.1:2001", "10.0.0.1:2002"}));
+    EXPECT_EQ(tf["cluster"]["ps"], nlohmann::json::array({"10.0.0.1:2003"}));
+    EXPECT_EQ(tf["task"]["type"], self.role);
+    EXPECT_EQ(tf["task"]["index"], self.index);
+  }
+}
+
+TEST(TaskEnvTest, TasksOfAJobWithoutAMasterGetNoMasterAddress) {
+  v1::JobSpec spec;
+  spec.set_framework(v1::FRAMEWORK_MPI);
+  AddRole(&spec, "worker", 1);
+  TaskEnvInput in = Placed(spec, 1);
+  TaskEnv env = BuildTaskEnv(in, in.tasks[0]);
+  EXPECT_EQ(env.env.count("TRAINYARD_JOB_MASTER"), 0u);
+  EXPECT_EQ(env.files.count("jobmaster"), 0u);
+  EXPECT_THAT(env.files.at("hosts"), Not(HasSubstr("jobmaster")));
+}
+
+}  // namespace
+}  // namespace trainyard::api

@@ -1,0 +1,72 @@
+// The terminal text of `trainyard up` (see up_report.h).
+#include "cli/up_report.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <deque>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace trainyard::cli {
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  return n > 0 ? std::string(buf, n) : "trainyard";
+}
+
+std::string FindExamplesDir(const std::string& self) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::path dir : {fs::path(self).parent_path() / "examples", fs::path(TRAINYARD_SOURCE_DIR) / "examples"}) {
+    if (fs::exists(dir / "hello.yaml", ec)) return fs::absolute(dir, ec).lexically_normal().string();
+  }
+  return "";
+}
+
+std::string BannerText(const UpBanner& b) {
+  std::string out = absl::StrCat("Trainyard is up: server ", b.address, ", ", b.nodes, b.nodes == 1 ? " node" : " nodes",
+                                 " x ", b.gpus, " simulated GPUs (", b.topology, "); data and logs in ", b.data_dir,
+                                 "\nTry, in another terminal:\n  export TRAINYARD_SERVER=", b.address, "\n");
+  if (!b.examples_dir.empty()) {
+    absl::StrAppend(&out, "  ", b.self, " submit ", b.examples_dir, "/hello.yaml --wait\n");
+    absl::StrAppend(&out, "  ", b.self, " logs hello\n  ", b.self, " describe hello\n");
+  }
+  absl::StrAppend(&out, "  ", b.self, " jobs --all\n  ", b.self, " nodes\n  ", b.self, " queues\n");
+  absl::StrAppend(&out, b.demo ? "The demo job follows; the cluster stays up after it. " : "",
+                  "Press Ctrl-C to stop the cluster.\n");
+  return out;
+}
+
+std::string LastLines(const std::string& path, int n) {
+  std::ifstream in(path);
+  std::deque<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    lines.push_back(std::move(line));
+    if (static_cast<int>(lines.size()) > n) lines.pop_front();
+  }
+  std::string out;
+  for (const std::string& l : lines) absl::StrAppend(&out, l, "\n");
+  return out;
+}
+
+std::string StartFailureText(const std::string& what, int status, const std::string& log) {
+  std::string how = "did not become ready in time";
+  if (status >= 0 && WIFEXITED(status)) how = absl::StrCat("exited with code ", WEXITSTATUS(status));
+  if (status >= 0 && WIFSIGNALED(status)) how = absl::StrCat("was killed by signal ", WTERMSIG(status));
+  std::string out = absl::StrCat("trainyard up: ", what, " ", how, "; the end of ", log, ":\n");
+  std::string tail = LastLines(log, 15);
+  if (tail.empty()) tail = "(empty)\n";
+  size_t start = 0;
+  while (start < tail.size()) {
+    size_t end = tail.find('\n', start);
+    absl::StrAppend(&out, "  | ", tail.substr(start, end - start), "\n");
+    start = end + 1;
+  }
+  return out;
+}
+
+}  // namespace trainyard::cli

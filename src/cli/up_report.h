@@ -1,0 +1,43 @@
+// What `trainyard up` tells the terminal: the banner of next steps (commands
+// that work as printed, with absolute paths) and, when a daemon of the
+// cluster fails to start, the last lines of its log.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace trainyard::cli {
+
+// This binary's real path (/proc/self/exe), so printed commands run it
+// whatever the working directory; "trainyard" when it cannot be read.
+std::string SelfPath();
+
+// The cluster `up` started, as the banner describes it.
+struct UpBanner {
+  std::string self;          // this binary's real path (/proc/self/exe)
+  std::string address;       // the server's host:port
+  std::string data_dir;      // absolute
+  int nodes = 0;
+  int gpus = 0;
+  std::string topology;      // each node's topology spec
+  std::string examples_dir;  // absolute; "" when no example spec is found
+  bool demo = false;
+};
+
+// The folder of example specs that exists: the build's copy beside `self`
+// (absolute paths inside, e.g. build/release/examples), else the source
+// tree's; "" when neither has hello.yaml.
+std::string FindExamplesDir(const std::string& self);
+
+// The banner, one command per line, each runnable as printed.
+std::string BannerText(const UpBanner& b);
+
+// The last `n` lines of the file at `path` ("" when it cannot be read).
+std::string LastLines(const std::string& path, int n);
+
+// Why `what` (e.g. "agent node-1") did not come up, for the terminal: its
+// exit (`status` from waitpid; -1 when it still runs) and the last lines of
+// its `log`, each indented.
+std::string StartFailureText(const std::string& what, int status, const std::string& log);
+
+}  // namespace trainyard::cli
