@@ -98,7 +98,8 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
     limiter = agent->owned_limiter_.get();
   }
   absl::StatusOr<std::unique_ptr<Supervisor>> supervisor =
-      Supervisor::Create({.data_dir = config.data_dir, .clock = config.clock, .limiter = limiter, .listener = listener});
+      Supervisor::Create({.data_dir = config.data_dir, .clock = config.clock, .limiter = limiter, .listener = listener,
+                          .log_max_attempt_bytes = config.log_max_attempt_bytes});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();

@@ -41,6 +41,9 @@ struct AgentConfig {
   std::string proc_root = "/proc";    // tests point this at recorded files
   ResourceLimiter* limiter = nullptr; // nullptr = DetectResourceLimiter()
   bool adopt_tasks = true;            // re-adopt tasks of an earlier agent at Start
+  // The most bytes kept of each attempt's logs (--log-max-attempt-bytes;
+  // the newest part stays). 0: no cap.
+  int64_t log_max_attempt_bytes = 100ll << 20;
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).

@@ -112,7 +112,7 @@ TEST_F(AgentCoreTest, RunsTaskAndKeepsItsLogs) {
   std::optional<TaskStatus> s =
       agent_->supervisor().WaitFor(l.key, [](const TaskStatus& t) { return IsFinal(t.state); }, kTimeout);
   ASSERT_EQ(s->state, TaskState::kSucceeded);
-  EXPECT_EQ(agent_->logs().Read(l.key, {})->data, "cuda=2,4\n");
+  EXPECT_EQ(testing::Unstamped(agent_->logs().Read(l.key, {})->data), "cuda=2,4\n");
   EXPECT_EQ(listener_.StatesOf(l.key).back(), TaskState::kSucceeded);
 }
 

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "agent/log_capture.h"
 
 namespace trainyard::agent {
 namespace {
@@ -45,13 +46,24 @@ const char* StepName(int step) {
   _exit(127);
 }
 
-bool OpenOnto(const char* path, int target) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) return false;
-  bool ok = dup2(fd, target) >= 0;  // dup2 clears O_CLOEXEC on the target
-  close(fd);
-  return ok;
+// The parts of the log paths the keeper opens, split before the fork.
+struct LogNames {
+  std::string dir;
+  std::string out;
+  std::string err;
+};
+
+void SplitPath(const std::string& path, std::string* dir, std::string* name) {
+  size_t slash = path.rfind('/');
+  *dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
+  *name = slash == std::string::npos ? path : path.substr(slash + 1);
 }
+
+void OnChild(int) {}  // only to interrupt the keeper's ppoll
+
+// The keeper's log writers: 64 KiB buffers each, so not on its stack, and
+// built at the agent's start, not in the forked keeper.
+LogCapture keeper_out, keeper_err;
 
 // Closes every descriptor from 3 up except `keep` (the agent's sockets and
 // files must not leak into tasks, nor stay open in a keeper after the agent
@@ -67,7 +79,8 @@ void CloseOtherFds(int keep) {
 }
 
 // The task process itself: limits, working dir, logs, exec.
-[[noreturn]] void RunTask(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd) {
+[[noreturn]] void RunTask(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd, int out_fd,
+                          int err_fd) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -82,8 +95,8 @@ void CloseOtherFds(int keep) {
     if (setrlimit(RLIMIT_AS, &limit) != 0) ChildFail(pipe_fd, kStepRlimit);
   }
   if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
-  if (!OpenOnto(r.stdout_path.c_str(), 1)) ChildFail(pipe_fd, kStepStdout);
-  if (!OpenOnto(r.stderr_path.c_str(), 2)) ChildFail(pipe_fd, kStepStderr);
+  if (dup2(out_fd, 1) < 0) ChildFail(pipe_fd, kStepStdout);  // dup2 clears O_CLOEXEC on the target
+  if (dup2(err_fd, 2) < 0) ChildFail(pipe_fd, kStepStderr);
   int devnull = open("/dev/null", O_RDONLY);
   if (devnull >= 0) dup2(devnull, 0);
   execvpe(argv[0], argv, envp);
@@ -110,7 +123,8 @@ void WriteWaitStatus(const char* path, int status) {
 // The keeper: leads the task's session and process group, waits for the
 // task, records its wait status where a restarted agent finds it, and ends
 // the same way the task did so the agent's waitpid sees the task's status.
-[[noreturn]] void RunKeeper(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd) {
+[[noreturn]] void RunKeeper(const SpawnRequest& r, const LogNames& logs, char* const* argv, char* const* envp,
+                            int pipe_fd) {
   if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
   CloseOtherFds(pipe_fd);
   // Nor the agent's stdin/stdout/stderr: a keeper outliving the agent must
@@ -120,17 +134,33 @@ void WriteWaitStatus(const char* path, int status) {
     for (int fd = 0; fd <= 2; ++fd) dup2(devnull, fd);
     if (devnull > 2) close(devnull);
   }
+  // The logs, opened before the keeper leaves the agent's working directory.
+  int dir_fd = open(logs.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0 || !keeper_out.Open(dir_fd, logs.out.c_str(), r.log_max_bytes)) ChildFail(pipe_fd, kStepStdout);
+  if (!keeper_err.Open(dir_fd, logs.err.c_str(), r.log_max_bytes)) ChildFail(pipe_fd, kStepStderr);
+  int out_pipe[2], err_pipe[2];
+  if (pipe2(out_pipe, O_CLOEXEC) != 0) ChildFail(pipe_fd, kStepStdout);
+  if (pipe2(err_pipe, O_CLOEXEC) != 0) ChildFail(pipe_fd, kStepStderr);
   if (chdir("/") != 0) ChildFail(pipe_fd, kStepSession);
   // The group's SIGTERM is for the task; SIGKILL still ends both.
   for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_IGN);
+  // SIGCHLD stays blocked but for the keeper's ppoll, which it interrupts.
+  struct sigaction child = {};
+  child.sa_handler = OnChild;
+  sigaction(SIGCHLD, &child, nullptr);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
   pid_t task = fork();
   if (task < 0) ChildFail(pipe_fd, kStepSession);
-  if (task == 0) RunTask(r, argv, envp, pipe_fd);
+  if (task == 0) RunTask(r, argv, envp, pipe_fd, out_pipe[1], err_pipe[1]);
   close(pipe_fd);
-  int status = 0;
-  while (waitpid(task, &status, 0) < 0) {
-    if (errno != EINTR) _exit(127);
-  }
+  close(out_pipe[1]);
+  close(err_pipe[1]);
+  int status = CaptureUntilExit(task, out_pipe[0], err_pipe[0], keeper_out, keeper_err);
+  keeper_out.Close();
+  keeper_err.Close();
   if (!r.exit_status_path.empty()) WriteWaitStatus(r.exit_status_path.c_str(), status);
   if (WIFSIGNALED(status)) {
     int sig = WTERMSIG(status);
@@ -156,6 +186,11 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   argv.push_back(nullptr);
   for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
+  LogNames logs;
+  std::string err_dir;
+  SplitPath(request.stdout_path, &logs.dir, &logs.out);
+  SplitPath(request.stderr_path, &err_dir, &logs.err);
+  if (err_dir != logs.dir) return absl::InvalidArgumentError("stdout_path and stderr_path must share a directory");
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   pid_t pid = fork();
@@ -166,7 +201,7 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   }
   if (pid == 0) {
     close(pipe_fds[0]);
-    RunKeeper(request, argv.data(), envp.data(), pipe_fds[1]);
+    RunKeeper(request, logs, argv.data(), envp.data(), pipe_fds[1]);
   }
   close(pipe_fds[1]);
   int report[2] = {0, 0};

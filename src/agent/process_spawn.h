@@ -1,5 +1,5 @@
 // Starts one task process: its own session and process group, its working
-// directory, stdout/stderr appended to log files, the environment given, and
+// directory, stdout/stderr captured by the keeper into log files, the environment given, and
 // its limits entered between fork and exec, under a small keeper process that
 // records how it ended even when the agent is gone. Exec failures come back to the
 // parent through a close-on-exec pipe, so "command not found" is an error
@@ -21,8 +21,12 @@ struct SpawnRequest {
   std::vector<std::string> argv;  // argv[0] looked up in the PATH of `env`
   std::vector<std::string> env;   // "KEY=VALUE"
   std::string working_dir;
+  // The task's logs: the keeper reads its stdout and stderr through pipes
+  // and writes them here, each line stamped, each log rotated to stay
+  // within log_max_bytes (0: no cap). See log_capture.h.
   std::string stdout_path;
   std::string stderr_path;
+  int64_t log_max_bytes = 0;
   PreparedLimits limits;
   // Where the keeper records the task's wait status (decimal) when the task
   // ends, for an agent that was not there to reap it. "" = not recorded.

@@ -464,7 +464,9 @@ void ServerLink::SubscribeLog(const v1::LogRead& read) {
                       .offset = read.offset(),
                       .chunk_bytes = read.max_bytes() > 0 ? read.max_bytes() : 65536,
                       .window_bytes = read.window_bytes(),
-                      .follow = read.follow()};
+                      .follow = read.follow(),
+                      .tail_lines = read.has_tail_lines() ? read.tail_lines() : -1,
+                      .since_unix_nanos = read.since_unix_nanos()};
   {
     absl::MutexLock lock(&mu_);
     sub.tag = static_cast<uint64_t>(session_);
@@ -485,6 +487,7 @@ bool ServerLink::WriteLogPiece(const LogPiece& piece) {
   d->set_request_id(piece.id);
   d->set_attempt(piece.attempt);
   d->set_offset(piece.offset);
+  d->set_next_offset(piece.next_offset);
   d->set_data(piece.data);
   d->set_eof(piece.eof);
   d->set_finished(piece.finished);

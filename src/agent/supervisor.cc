@@ -123,6 +123,7 @@ Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, R
     : data_dir_(std::move(data_dir)),
       clock_(options.clock),
       inherit_agent_env_(options.inherit_agent_env),
+      log_max_attempt_bytes_(options.log_max_attempt_bytes),
       owned_limiter_(std::move(owned_limiter)),
       limiter_(owned_limiter_ ? owned_limiter_.get() : options.limiter),
       listener_(options.listener),

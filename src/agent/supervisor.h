@@ -46,6 +46,9 @@ struct SupervisorOptions {
   ResourceLimiter* limiter = nullptr;    // nullptr: DetectResourceLimiter()
   TaskListener* listener = nullptr;      // may be nullptr
   bool inherit_agent_env = true;         // tasks start from the agent's environment
+  // The most bytes kept of each attempt's logs (stdout and stderr half each;
+  // the newest part is kept). 0: no cap.
+  int64_t log_max_attempt_bytes = 100ll << 20;
 };
 
 // Returns the environment of `attempt` of a task, as "KEY=VALUE" entries:
@@ -145,6 +148,7 @@ class Supervisor {
   const std::string data_dir_;
   const Clock* const clock_;
   const bool inherit_agent_env_;
+  const int64_t log_max_attempt_bytes_;
   ResourceLimiterPtr owned_limiter_;
   ResourceLimiter* limiter_;
   TaskListener* listener_;

@@ -13,7 +13,9 @@
 #include "agent/restart_backoff.h"
 #include "agent/supervisor_task.h"
 #include "agent/task_record.h"
+#include "api/log_lines.h"
 #include "api/task_env.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 
 extern char** environ;
@@ -98,13 +100,14 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
                             .working_dir = l.working_dir,
                             .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
                             .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
+                            .log_max_bytes = log_max_attempt_bytes_ / 2,
                             .limits = *limits,
                             .exit_status_path = logs_.WaitStatusPath(l.key, task.attempt)});
   }
   if (!pid.ok()) {
     // Leave the reason where `trainyard logs` looks, then end the attempt.
     std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStderr), std::ios::app)
-        << "trainyard: " << pid.status().message() << "\n";
+        << api::LogStamp(absl::ToUnixNanos(absl::Now())) << "trainyard: " << pid.status().message() << "\n";
     std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStdout), std::ios::app);
     EndAttempt(task, {.exit_code = 127, .message = std::string(pid.status().message())}, now, out);
     return;

@@ -170,12 +170,12 @@ TEST_F(SupervisorTest, OnFailureRestartsUntilSuccessWithLogsPerAttempt) {
   EXPECT_THAT(supervisor_->logs().Attempts(l.key).value(), ElementsAre(0, 1, 2));
   absl::StatusOr<LogChunk> out = supervisor_->logs().Read(l.key, {.attempt = 1});
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(out->data, "out 1\n");
+  EXPECT_EQ(testing::Unstamped(out->data), "out 1\n");
   EXPECT_TRUE(out->complete);
   absl::StatusOr<LogChunk> err = supervisor_->logs().Read(l.key, {.attempt = 0, .stream = LogStream::kStderr});
   ASSERT_TRUE(err.ok());
-  EXPECT_EQ(err->data, "err 0\n");
-  absl::StatusOr<LogChunk> latest = supervisor_->logs().Read(l.key, {.offset = 2, .limit = 2});
+  EXPECT_EQ(testing::Unstamped(err->data), "err 0\n");
+  absl::StatusOr<LogChunk> latest = supervisor_->logs().Read(l.key, {.offset = api::kLogStampBytes + 2, .limit = 2});
   ASSERT_TRUE(latest.ok());
   EXPECT_EQ(latest->data, "t ");
   EXPECT_FALSE(latest->complete);
@@ -360,7 +360,7 @@ TEST_F(SupervisorTest, FollowReadsLogUntilAttemptEnds) {
     return true;
   }, absl::Milliseconds(10));
   EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(all, "line 1\nline 2\nline 3\n");
+  EXPECT_EQ(testing::Unstamped(all), "line 1\nline 2\nline 3\n");
 }
 
 TEST_F(SupervisorTest, FollowLogsContinuesAcrossRestarts) {
@@ -370,7 +370,7 @@ TEST_F(SupervisorTest, FollowLogsContinuesAcrossRestarts) {
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   std::string all;
   absl::Status s = supervisor_->FollowLogs(l.key, {.attempt = 0}, [&](int attempt, const std::string& piece) {
-    absl::StrAppend(&all, attempt, ":", piece);
+    absl::StrAppend(&all, attempt, ":", testing::Unstamped(piece));
     return true;
   }, nullptr, absl::Milliseconds(5));
   EXPECT_TRUE(s.ok()) << s;
@@ -384,9 +384,9 @@ TEST_F(SupervisorTest, FollowLogsStopsWhenAsked) {
   std::string all;
   absl::Status s = supervisor_->FollowLogs(
       l.key, {}, [&](int, const std::string& piece) { all += piece; return true; },
-      [&] { return all == "started\n"; }, absl::Milliseconds(5));
+      [&] { return testing::Unstamped(all) == "started\n"; }, absl::Milliseconds(5));
   EXPECT_TRUE(s.ok()) << s;
-  EXPECT_EQ(all, "started\n");
+  EXPECT_EQ(testing::Unstamped(all), "started\n");
   EXPECT_EQ(supervisor_->FollowLogs({.job = "nope", .role = "x"}, {}, [](int, const std::string&) { return true; })
                 .code(),
             absl::StatusCode::kNotFound);

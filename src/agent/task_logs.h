@@ -1,5 +1,6 @@
 // Per-attempt task logs under the agent's data dir, kept after the task and
-// its job end: DATA/logs/JOB/ROLE-INDEX/attempt-N.{stdout,stderr}, plus
+// its job end: DATA/logs/JOB/ROLE-INDEX/attempt-N.{stdout,stderr} (and, once
+// rotated, attempt-N.stdout@BASE segments: log_capture.h), plus
 // attempt-N.exit written when the attempt ends (so a reader, or an agent that
 // restarted, knows the log is complete and how the attempt ended).
 #pragma once
@@ -23,6 +24,13 @@ struct LogChunk {
   int64_t next_offset = 0;  // where the next read starts
   bool complete = false;    // the attempt ended and nothing is left after next_offset
   bool at_end = false;      // nothing is left after next_offset now
+};
+
+// One segment file of a log: bytes [base, base + size) of the whole log.
+struct LogSegment {
+  int64_t base = 0;
+  int64_t size = 0;
+  std::string path;
 };
 
 struct LogReadOptions {
@@ -51,10 +59,20 @@ class TaskLogs {
 
   // The attempts that have logs, ascending; NotFound naming the task when none.
   absl::StatusOr<std::vector<int>> Attempts(const TaskKey& key) const;
-  // Reads up to options.limit bytes from options.offset. NotFound naming the
-  // task and attempt when there is no such log; OutOfRange for an offset past
-  // the end.
+  // The segments of one log that are there now, oldest first.
+  std::vector<LogSegment> Segments(const TaskKey& key, int attempt, LogStream stream) const;
+  // Reads up to options.limit bytes from options.offset of the whole log
+  // (within one segment). From an offset whose bytes were rotated away it
+  // returns a stamped line saying how many were dropped, with next_offset
+  // where the kept part starts. NotFound naming the task and attempt when
+  // there is no such log; OutOfRange for an offset past the end.
   absl::StatusOr<LogChunk> Read(const TaskKey& key, const LogReadOptions& options) const;
+
+  // Where to start reading a log so as to get its last `tail_lines` lines
+  // (-1: all) written at or after `since_unix_nanos` (0: any time), by the
+  // lines' stamps (task_logs_seek.cc). NotFound as Read.
+  absl::StatusOr<int64_t> StartOffset(const TaskKey& key, int attempt, LogStream stream, int tail_lines,
+                                      int64_t since_unix_nanos) const;
 
   // Follows a log: hands every new piece to `sink` until the attempt ends
   // and all of it was read (OK), `sink` returns false (OK) or reading fails.
@@ -64,6 +82,8 @@ class TaskLogs {
                       absl::Duration poll = absl::Milliseconds(50)) const;
 
  private:
+  absl::StatusOr<LogChunk> ReadSegments(const std::vector<LogSegment>& segments, const LogReadOptions& options) const;
+
   std::string data_dir_;
 };
 

@@ -68,6 +68,7 @@ absl::Status LogPusher::Subscribe(LogSubscription spec) {
   Sub& sub = subs_[spec.id];
   sub.spec = std::move(spec);
   sub.sent = sub.acked = sub.spec.offset;
+  sub.placed = !sub.spec.seek();
   sub.generation = next_generation_++;
   if (sub.spec.follow) WatchLocked(sub.spec.id, sub);
   due_.insert(sub.spec.id);
@@ -195,7 +196,7 @@ void LogPusher::DrainEvents() {
 
 std::optional<std::pair<LogPiece, bool>> LogPusher::ReadPiece(const Sub& sub, int64_t want) const {
   const LogSubscription& s = sub.spec;
-  LogPiece p{.id = s.id, .tag = s.tag, .attempt = s.attempt, .offset = sub.sent};
+  LogPiece p{.id = s.id, .tag = s.tag, .attempt = s.attempt, .offset = sub.sent, .next_offset = sub.sent};
   absl::StatusOr<LogChunk> chunk =
       logs_->Read(s.key, {.attempt = s.attempt, .stream = s.stream, .offset = sub.sent, .limit = want});
   if (!chunk.ok()) {
@@ -211,11 +212,26 @@ std::optional<std::pair<LogPiece, bool>> LogPusher::ReadPiece(const Sub& sub, in
     return std::make_pair(std::move(p), true);
   }
   if (chunk->data.empty() && !chunk->complete && s.follow) return std::nullopt;
+  p.next_offset = chunk->next_offset;
   p.data = std::move(chunk->data);
   p.eof = chunk->at_end;
   p.finished = chunk->complete;
   bool last = p.finished || (!s.follow && p.eof);
   return std::make_pair(std::move(p), last);
+}
+
+bool LogPusher::Place(uint64_t id, Sub& sub) {
+  const LogSubscription& s = sub.spec;
+  absl::StatusOr<int64_t> start = logs_->StartOffset(s.key, s.attempt, s.stream, s.tail_lines, s.since_unix_nanos);
+  // A followed attempt that has not started yet is placed when it writes;
+  // any other error is the read's to report.
+  if (!start.ok() && s.follow && !logs_->Ended(s.key, s.attempt)) return false;
+  absl::MutexLock lock(&mu_);
+  auto it = subs_.find(id);
+  if (it == subs_.end() || it->second.generation != sub.generation) return false;
+  it->second.placed = sub.placed = true;
+  if (start.ok()) it->second.sent = it->second.acked = sub.sent = sub.acked = *start;
+  return true;
 }
 
 void LogPusher::Pump(uint64_t id) {
@@ -231,6 +247,7 @@ void LogPusher::Pump(uint64_t id) {
       want = std::min(sub.spec.chunk_bytes, sub.spec.window_bytes - (sub.sent - sub.acked));
     }
     if (want <= 0) return;
+    if (!sub.placed && !Place(id, sub)) return;
     std::optional<std::pair<LogPiece, bool>> piece = ReadPiece(sub, want);
     if (!piece) return;
     auto& [p, last] = *piece;
@@ -238,7 +255,7 @@ void LogPusher::Pump(uint64_t id) {
       absl::MutexLock lock(&mu_);
       auto it = subs_.find(id);
       if (it == subs_.end() || it->second.generation != sub.generation) return;  // cancelled or replaced
-      it->second.sent += static_cast<int64_t>(p.data.size());
+      it->second.sent = p.error.empty() ? std::max(p.next_offset, it->second.sent) : it->second.sent;
       if (last) RemoveLocked(id);
     }
     if (!sink_(p)) {

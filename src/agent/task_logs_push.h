@@ -41,6 +41,11 @@ struct LogSubscription {
   int64_t chunk_bytes = 64 << 10;    // the most one piece carries
   int64_t window_bytes = 256 << 10;  // the most sent and not acknowledged
   bool follow = false;  // false: what is there now, then done (eof)
+  // Instead of `offset`: start at the last tail_lines lines (-1: any) written
+  // since since_unix_nanos (0: any time). Pieces tell where they start.
+  int tail_lines = -1;
+  int64_t since_unix_nanos = 0;
+  bool seek() const { return tail_lines >= 0 || since_unix_nanos > 0; }
   uint64_t tag = 0;     // handed back with each piece (the server session)
 };
 
@@ -50,6 +55,7 @@ struct LogPiece {
   uint64_t tag = 0;
   int attempt = 0;
   int64_t offset = 0;  // where data starts in the log
+  int64_t next_offset = 0;  // where the next piece starts (after dropped bytes too)
   std::string data;
   bool eof = false;       // nothing after it now
   bool finished = false;  // the attempt has ended and this is its last piece
@@ -91,6 +97,7 @@ class LogPusher {
     int64_t acked = 0;  // the server has taken up to here
     std::string dir;    // watched directory ("" = not watched)
     uint64_t generation = 0;  // tells a subscription from one that replaced it
+    bool placed = false;      // its start is known (a seek has been resolved)
   };
   struct Watch {
     int wd = -1;
@@ -107,6 +114,9 @@ class LogPusher {
   // One piece read from the log, and whether it ends the subscription.
   // Nullopt: nothing to send yet.
   std::optional<std::pair<LogPiece, bool>> ReadPiece(const Sub& sub, int64_t want) const;
+  // Resolves a seek (tail or since) to its start offset; false while the
+  // attempt has no log yet (or the subscription went away).
+  bool Place(uint64_t id, Sub& sub);
   void WatchLocked(uint64_t id, Sub& sub) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveLocked(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

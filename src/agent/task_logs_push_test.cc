@@ -8,6 +8,11 @@
 #include <mutex>
 #include <vector>
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "agent/log_capture.h"
 #include "agent/test_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -148,6 +153,46 @@ TEST_F(LogPusherTest, RefusesSubscriptionsPastItsLimitAndCancelFreesOne) {
 TEST_F(LogPusherTest, RejectsABadTaskKey) {
   LogPusher& p = Pusher();
   EXPECT_EQ(p.Subscribe({.id = 1, .key = {"..", "w", 0}, .attempt = 0}).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(LogPusherTest, FollowGoesOnAcrossTheKeepersRotations) {
+  int dir_fd = open(logs_.TaskDir(key_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  LogCapture capture;
+  ASSERT_TRUE(capture.Open(dir_fd, "attempt-0.stdout", 4 << 10));
+  LogPusher& p = Pusher();
+  ASSERT_TRUE(p.Subscribe({.id = 8, .key = key_, .attempt = 0, .follow = true}).ok());
+  std::string want;
+  for (int i = 0; i < 300; ++i) {
+    std::string line = absl::StrCat("line ", i, " of a task that writes a lot\n");
+    capture.Write(line.data(), line.size(), 1000 + i);
+    want += line;
+    // The reader keeps up (a slow one is told what was dropped instead).
+    if (i % 10 == 9) {
+      ASSERT_TRUE(testing::WaitUntil([&] { return testing::Unstamped(Received()) == want; })) << i;
+    }
+  }
+  capture.Close();
+  close(dir_fd);
+  EXPECT_GT(logs_.Segments(key_, 0, LogStream::kStdout).size(), 1u);
+  EXPECT_EQ(p.subscriptions(), 1u);  // still following
+}
+
+TEST_F(LogPusherTest, ATailSubscriptionStartsAtTheLastLinesAndSaysWhere) {
+  int dir_fd = open(logs_.TaskDir(key_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  LogCapture capture;
+  ASSERT_TRUE(capture.Open(dir_fd, "attempt-0.stdout", 0));
+  for (int i = 0; i < 100; ++i) {
+    std::string line = absl::StrCat("line ", i, "\n");
+    capture.Write(line.data(), line.size(), 1000 + i);
+  }
+  capture.Close();
+  close(dir_fd);
+  LogPusher& p = Pusher();
+  ASSERT_TRUE(p.Subscribe({.id = 9, .key = key_, .attempt = 0, .tail_lines = 2}).ok());
+  ASSERT_TRUE(testing::WaitUntil([&] { return p.subscriptions() == 0; }));
+  EXPECT_EQ(testing::Unstamped(Received()), "line 98\nline 99\n");
+  std::vector<LogPiece> got = WaitPieces(1);
+  EXPECT_GT(got[0].offset, 0);
 }
 
 }  // namespace

@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "agent/supervisor.h"
+#include "api/log_lines.h"
 
 namespace trainyard::agent::testing {
 
@@ -44,6 +45,16 @@ inline std::string ReadFileOrEmpty(const std::string& path) {
   std::ostringstream out;
   out << in.rdbuf();
   return out.str();
+}
+
+// A log's text without the keeper's line stamps (api/log_lines.h).
+inline std::string Unstamped(const std::string& log) {
+  std::string text;
+  api::LogSplitter s;
+  auto take = [&](const api::LogPiece& p) { text.append(p.text.data(), p.text.size()); };
+  s.Add(log, take);
+  s.Finish(take);
+  return text;
 }
 
 // Path of a file under src/agent/testdata: from $TRAINYARD_SOURCE_DIR (set

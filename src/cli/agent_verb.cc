@@ -104,6 +104,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                 "exclude GPUs busy with processes Trainyard did not start");
   cmd->add_option("--gpu-not-ready-memory-threshold-mb", f.config.ownerless.not_ready_memory_threshold_mb,
                   "used memory above which a GPU with no task of ours counts as busy");
+  cmd->add_option("--log-max-attempt-bytes", f.config.log_max_attempt_bytes,
+                  "the most bytes kept of each task attempt's logs, stdout and stderr half each; the newest part is "
+                  "kept (default 100 MiB; 0: no cap)");
   cmd->add_flag("--kill-tasks-on-exit", f.kill_tasks_on_exit, "kill every task when the agent stops");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] { *exit_code = RunAgent(f); });

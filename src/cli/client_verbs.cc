@@ -1,4 +1,4 @@
-// The client verbs: submit, jobs, describe, kill, logs, nodes, queues.
+// The client verbs: submit, jobs, describe, kill, nodes, queues (logs: logs_verb.cc).
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -267,63 +267,6 @@ int Kill(KillFlags& f) {
   return kExitOk;
 }
 
-// ---- logs ----
-struct LogsFlags : Common {
-  std::string job;
-  std::string task;
-  bool follow = false;
-  int attempt = -1;
-};
-
-int Logs(LogsFlags& f) {
-  v1::LogsRequest req;
-  req.set_job(f.job);
-  req.set_index(-1);
-  if (!f.task.empty()) {
-    std::vector<std::string> parts = absl::StrSplit(f.task, absl::MaxSplits('/', 1));
-    req.set_role(parts[0]);
-    if (parts.size() == 2) {
-      int index;
-      if (!absl::SimpleAtoi(parts[1], &index) || index < 0) {
-        std::cerr << "trainyard logs: '" << f.task << "': the index after '/' must be a number\n";
-        return kExitUsage;
-      }
-      req.set_index(index);
-    }
-  }
-  req.set_attempt(f.attempt);
-  req.set_follow(f.follow);
-  std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
-  grpc::ClientContext ctx;
-  auto reader = stub->Logs(&ctx, req);
-  // Chunks are printed as the server pushes them; a header names the task
-  // and attempt when several tasks interleave, and marks each new attempt
-  // when -f follows a task across its restarts.
-  bool many = f.task.empty() || req.index() < 0;
-  std::map<std::string, int> first_attempt;  // task -> the first attempt printed
-  std::pair<std::string, int> shown{"", -1};
-  v1::LogChunk chunk;
-  while (reader->Read(&chunk)) {
-    auto [first, inserted] = first_attempt.emplace(chunk.task(), chunk.attempt());
-    bool restarted = first->second != chunk.attempt();
-    if ((many || restarted) && shown != std::make_pair(chunk.task(), chunk.attempt())) {
-      std::cout << "==> " << chunk.task() << " (attempt " << chunk.attempt() << ") <==\n" << std::flush;
-      shown = {chunk.task(), chunk.attempt()};
-    }
-    if (!chunk.error().empty()) {
-      std::cerr << "trainyard logs: " << chunk.error() << "\n";  // it names the task
-    } else if (chunk.stderr()) {
-      std::cerr << chunk.data() << std::flush;
-    } else {
-      std::cout << chunk.data() << std::flush;
-    }
-  }
-  grpc::Status st = reader->Finish();
-  if (!st.ok()) return ReportError("logs", address, st);
-  return kExitOk;
-}
-
 // ---- nodes ----
 int Nodes(Common& f) {
   return RunListing("nodes", f, &v1::Trainyard::Stub::ListNodes, v1::ListNodesRequest(),
@@ -396,14 +339,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   AddCommon(c, &kill, false);
   c->callback([exit_code] { *exit_code = Kill(kill); });
 
-  static LogsFlags logs;
-  c = app.add_subcommand("logs", "Print a job's task logs (kept after the job ends)");
-  c->add_option("job", logs.job, "job name")->required();
-  c->add_option("task", logs.task, "ROLE or ROLE/INDEX (default: every task)");
-  c->add_flag("-f,--follow", logs.follow, "keep printing as the task writes");
-  c->add_option("--attempt", logs.attempt, "attempt number (default: the latest)");
-  AddCommon(c, &logs, false);
-  c->callback([exit_code] { *exit_code = Logs(logs); });
+  RegisterLogs(app, exit_code);
 
   static Common nodes;
   c = app.add_subcommand("nodes", "List nodes with their GPU bitmaps");

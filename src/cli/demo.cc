@@ -1,6 +1,8 @@
 // `trainyard up --demo`.
 #include "cli/demo.h"
 
+#include "api/log_lines.h"
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -91,12 +93,14 @@ void FollowWorkerLog(v1::Trainyard::Stub& stub, const std::string& job, LogStop&
     if (!stop.Begin(&ctx)) return;
     auto reader = stub.Logs(&ctx, lr);
     v1::LogChunk chunk;
+    api::LogSplitter splitter;  // the stamps off each line
     bool any = false;
     while (reader->Read(&chunk)) {
       any = true;
-      std::istringstream lines(chunk.data());
-      std::string line;
-      while (std::getline(lines, line)) std::cout << "  [" << chunk.task() << "] " << line << "\n";
+      splitter.Add(chunk.data(), [&](const api::LogPiece& p) {
+        if (p.line_start) std::cout << "  [" << chunk.task() << "] ";
+        std::cout << p.text;
+      });
       std::cout << std::flush;
     }
     grpc::Status rs = reader->Finish();

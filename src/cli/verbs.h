@@ -22,5 +22,7 @@ void RegisterAgent(CLI::App& app, int* exit_code);
 void RegisterServer(CLI::App& app, int* exit_code);
 // submit, jobs, describe, kill, logs, nodes, queues
 void RegisterClientVerbs(CLI::App& app, int* exit_code);
+// logs (logs_verb.cc), registered by RegisterClientVerbs
+void RegisterLogs(CLI::App& app, int* exit_code);
 
 }  // namespace trainyard::cli

@@ -220,7 +220,7 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
     SetTaskState(job, i, v1::TASK_LAUNCHING);
-    AddEvent(job, "task_restarted", absl::StrCat(name, ": ", why, "; started again (attempt ", t->attempt() + 1, ")"),
+    AddEvent(job, "task_restarted", absl::StrCat(name, ": ", why, "; started again (attempt ", t->attempt(), ")"),
              now);
     LaunchTask(job, i);
     Persist(job);

@@ -281,7 +281,7 @@ bool ControlState::ReplaceTask(JobRt& job, int i, absl::Time now) {
   // "jobmaster" file PushFiles rewrites below.
   if (api::IsJobMasterRole(t->role())) job.job_master = JobMasterAddress(job);
   AddEvent(job, "task_moved", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " was lost with node ",
-                                           old, "; restarted on ", placed->node, " (attempt ", t->attempt() + 1, ")"),
+                                           old, "; restarted on ", placed->node, " (attempt ", t->attempt(), ")"),
            now);
   LaunchTask(job, i);
   PushFiles(job, i);  // the others' hosts files now name the new node

@@ -195,7 +195,7 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   spec.set_attempt(t.attempt());
   spec.set_kill_grace_ms(config_.kill_grace_ms);
   job.launch_base[i] = t.attempt();
-  job.rec.mutable_tasks(i)->set_launch_attempt(t.attempt());
+  RecordLaunch(*job.rec.mutable_tasks(i));
   Persist(job);
   job.missing_beats[i] = 0;
   job.acked[i] = false;

@@ -52,6 +52,9 @@ struct ControlState::NodeRt {
 };
 
 int64_t ToMs(absl::Time t);
+// Notes a launch of `t` at its attempt on its node (control_logs.cc): sets
+// launch_attempt and appends to launches (a launch sent again is not new).
+void RecordLaunch(v1::TaskRecord& t);
 v1::JobEvent ToView(const v1::JobEventRecord& e);
 
 }  // namespace trainyard::server

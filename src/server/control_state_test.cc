@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
+#include "absl/strings/match.h"
 #include "gtest/gtest.h"
 #include "server/test_node.h"
 
@@ -176,6 +177,16 @@ replicas:
   EXPECT_EQ(v.tasks(0).node(), other);
   EXPECT_EQ(v.tasks(0).restarts(), 1);
   EXPECT_EQ(backend_.launches[1].second.env().at("TRAINYARD_RESTART_COUNT"), "1");
+  // Its event names the attempt its log has, and the log hub learns where
+  // each attempt ran: attempt 0 stays readable on the node it left.
+  bool named = false;
+  for (const auto& e : v.events()) named = named || absl::StrContains(e.text(), "(attempt 1)");
+  EXPECT_TRUE(named) << v.DebugString();
+  absl::StatusOr<JobLogPlaces> places = state_->LogPlaces(job);
+  ASSERT_TRUE(places.ok());
+  EXPECT_EQ(places->tasks[0].NodeOf(0), first);
+  EXPECT_EQ(places->tasks[0].NodeOf(1), other);
+  EXPECT_EQ(places->node_states.at(first), "LOST");
 }
 
 TEST_F(ControlStateTest, ALostTaskThatOnlyItsNamedNodeMayRunGoesBackToTheQueue) {

@@ -18,6 +18,19 @@ std::string TaskName(const std::string& job, const std::string& role, int index)
   return absl::StrCat(job, "-", role, "-", index);
 }
 
+// FailedPrecondition when no task of the job has run yet (nothing to read
+// without -f; -f waits for the start instead).
+absl::Status NotStarted(const std::string& job, const JobLogPlaces& places) {
+  for (const TaskLogPlace& p : places.tasks) {
+    if (p.LatestRun() >= 0) return absl::OkStatus();
+  }
+  if (places.job_done) return absl::OkStatus();  // each task says it never ran
+  std::string state = v1::JobState_Name(places.job_state).substr(4);
+  return absl::FailedPreconditionError(absl::StrCat(
+      "job ", job, " has not started yet (", state, places.pending_reason.empty() ? "" : ": ", places.pending_reason,
+      "); follow it with trainyard logs -f to see its logs as it starts"));
+}
+
 }  // namespace
 
 LogHub::LogHub(LogBackend* backend, const Clock* clock, LogHubOptions options)
@@ -68,6 +81,7 @@ absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sin
       st = absl::NotFoundError(absl::StrCat("job ", req.job(), " has no task ", req.role(),
                                             req.index() >= 0 ? absl::StrCat("/", req.index()) : ""));
     }
+    if (st.ok() && !req.follow()) st = NotStarted(req.job(), *places);
     if (!st.ok()) {
       --live_;
       if (entry.followers.empty() && entry.opening == 0) jobs_.erase(req.job());
@@ -125,7 +139,7 @@ void LogHub::Written(uint64_t id) {
     TaskCursor& t = f.tasks[done.task];
     if (t.attempt != done.chunk.attempt()) return;  // of an attempt left behind
     Output& o = done.err ? t.err : t.out;
-    o.taken += static_cast<int64_t>(done.chunk.data().size());
+    o.taken = std::max(o.taken, done.end_offset);
     // Acknowledged in halves of the window: the agent, which may run a whole
     // window ahead, never waits, and there is no message per chunk.
     if (o.request == 0 || o.taken - o.acked < f.window / 2) return;

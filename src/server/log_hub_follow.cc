@@ -14,11 +14,33 @@ namespace {
 
 // The attempt after `attempt` (read on `node`) and the node that keeps it:
 // the next one there while the task's launch there goes on (its agent's
-// restarts are numbered without gaps), else the first attempt of the task's
-// current launch.
+// restarts are numbered without gaps), else the first attempt of the launch
+// that follows (a move or a requeue).
 std::pair<std::string, int> NextAttempt(int attempt, const std::string& node, const TaskLogPlace& place) {
-  if (place.node == node && place.launch_attempt <= attempt) return {node, attempt + 1};
-  return {place.node, std::max(attempt + 1, place.launch_attempt)};
+  if (place.launches.empty()) {  // a record from before launches were kept
+    if (place.node == node && place.launch_attempt <= attempt) return {node, attempt + 1};
+    return {place.node, std::max(attempt + 1, place.launch_attempt)};
+  }
+  std::string next = place.NodeOf(attempt + 1);
+  if (next == node && place.NodeOf(attempt) == node) return {node, attempt + 1};
+  for (const auto& [first, n] : place.launches) {
+    if (first > attempt) return {n, first};
+  }
+  return {place.node, attempt + 1};
+}
+
+// Why the log of `attempt` of `task`, kept on `node`, cannot be read now.
+std::string Unreachable(const std::string& task, int attempt, const std::string& node, const JobLogPlaces* places) {
+  std::string state;
+  if (places) {
+    auto it = places->node_states.find(node);
+    if (it != places->node_states.end()) state = it->second;
+  }
+  if (state.empty() || state == "READY") {
+    return absl::StrCat("node ", node, " that keeps the log of ", task, " attempt ", attempt, " is not connected");
+  }
+  return absl::StrCat("attempt ", attempt, " of ", task, " ran on ", node, ", which is ", state,
+                      "; its log stays there and can be read when the node is back");
 }
 
 const TaskLogPlace* Find(const JobLogPlaces& places, const std::string& role, int index) {
@@ -52,12 +74,24 @@ void LogHub::Advance(Follower& f, int i, const TaskLogPlace& place, bool job_don
   if (t.done || f.end) return;
   bool across = f.follow() && !f.pinned();  // goes on to later attempts
   if (t.attempt < 0) {
-    if (place.node.empty()) {
+    int latest = place.LatestRun();
+    if (f.pinned() && f.req.attempt() > latest && !(f.follow() && !job_done)) {
+      TaskFails(f, i, absl::NotFoundError(absl::StrCat(t.name, " has no attempt ", f.req.attempt(),
+                                                       latest < 0 ? " (it has not run)" : absl::StrCat(" (the latest is ", latest, ")"))),
+                fx);
+      return;
+    }
+    int attempt = f.pinned() ? f.req.attempt() : latest;
+    // Following waits for the task's (next) launch; without -f the latest
+    // attempt that ran is read, wherever it ran.
+    if (f.follow() && !f.pinned() && place.node.empty() && !job_done) return;
+    std::string node = attempt < 0 ? "" : place.NodeOf(attempt);
+    if (node.empty()) {
       if (f.follow() && !job_done) return;  // not placed yet
       TaskFails(f, i, absl::FailedPreconditionError(absl::StrCat(t.name, " never ran")), fx);
       return;
     }
-    BeginAttempt(f, i, place.node, f.pinned() ? f.req.attempt() : place.attempt, fx);
+    BeginAttempt(f, i, node, attempt, fx);
   }
   bool newer = across && place.attempt > t.attempt && !place.node.empty();
   if (t.out.finished && t.err.finished) {
@@ -70,9 +104,13 @@ void LogHub::Advance(Follower& f, int i, const TaskLogPlace& place, bool job_don
     }
     return;
   }
-  if (down_nodes_.count(t.node)) {
-    std::string why = absl::StrCat("node ", t.node, " that keeps the log of ", t.name, " attempt ", t.attempt,
-                                   " is not connected");
+  auto job = jobs_.find(f.req.job());
+  const JobLogPlaces* places = job != jobs_.end() && job->second.places ? &*job->second.places : nullptr;
+  // A LOST node may still hold its stream (a frozen agent): nothing would
+  // answer there.
+  bool lost = places && places->node_states.count(t.node) && places->node_states.at(t.node) == "LOST";
+  if (lost || down_nodes_.count(t.node)) {
+    std::string why = Unreachable(t.name, t.attempt, t.node, places);
     if (newer) {
       // The task runs elsewhere now; what this attempt wrote after the part
       // read is out of reach. Say so and go on.
@@ -108,6 +146,8 @@ void LogHub::BeginAttempt(Follower& f, int i, const std::string& node, int attem
   }
   t.attempt = attempt;
   t.node = node;
+  bool seek = ++t.attempts_begun == 1 && (f.req.has_tail_lines() || f.req.since_unix_nanos() > 0);
+  t.out.seek = t.err.seek = seek;
   if (!f.follow()) return;
   Queued mark{.task = i};
   mark.chunk.set_task(t.name);
@@ -135,6 +175,8 @@ void LogHub::Subscribe(Follower& f, int i, Output& o, bool follow, Effects& fx) 
   r->set_stderr(o.err);
   r->set_window_bytes(f.window);
   r->set_follow(follow);
+  if (o.seek && f.req.has_tail_lines()) r->set_tail_lines(f.req.tail_lines());
+  if (o.seek) r->set_since_unix_nanos(f.req.since_unix_nanos());
   fx.sends.emplace_back(t.node, std::move(msg));
 }
 
@@ -163,20 +205,33 @@ void LogHub::Take(Follower& f, int i, Output& o, const v1::LogData& d, Effects& 
     AdvanceCached(f, i, fx);
     return;
   }
+  if (o.seek) {  // the agent chose where to start
+    o.seek = false;
+    o.received = o.taken = o.acked = d.offset();
+  }
   if (d.offset() != o.received) return;  // not the piece that comes next
+  int64_t next = d.next_offset() > 0 ? d.next_offset() : d.offset() + static_cast<int64_t>(d.data().size());
   if (!d.data().empty()) {
-    Queued q{.task = i, .err = o.err};
+    Queued q{.task = i, .err = o.err, .end_offset = next};
     q.chunk.set_task(t.name);
     q.chunk.set_attempt(t.attempt);
     q.chunk.set_data(d.data());
     q.chunk.set_stderr(o.err);
-    o.received += static_cast<int64_t>(d.data().size());
     Queue(f, std::move(q), fx);
   }
+  o.received = std::max(o.received, next);
   if (d.finished() || (!o.follow_sub && d.eof())) {
     subs_.erase(o.request);
     o.request = 0;
     o.finished = true;
+    if (!f.follow()) {
+      Queued end{.task = i, .err = o.err};
+      end.chunk.set_task(t.name);
+      end.chunk.set_attempt(t.attempt);
+      end.chunk.set_stderr(o.err);
+      end.chunk.set_output_end(true);
+      Queue(f, std::move(end), fx);
+    }
     AdvanceCached(f, i, fx);
   }
 }

@@ -26,6 +26,9 @@ struct LogHub::Output {
   int64_t taken = 0;         // ... of them written to the client
   int64_t acked = 0;         // ... acknowledged to the agent
   bool finished = false;     // read to its end
+  // The request's tail/since applies (the task's first attempt read): the
+  // agent decides where reading starts and its first piece tells.
+  bool seek = false;
 };
 
 struct LogHub::TaskCursor {
@@ -37,6 +40,7 @@ struct LogHub::TaskCursor {
   Output out;
   Output err{.err = true};
   bool done = false;
+  int attempts_begun = 0;
 };
 
 // A chunk waiting for the client. task -1: not of a task's output.
@@ -44,6 +48,7 @@ struct LogHub::Queued {
   v1::LogChunk chunk;
   int task = -1;
   bool err = false;
+  int64_t end_offset = 0;  // of the output, after this chunk
 };
 
 struct LogHub::Follower {

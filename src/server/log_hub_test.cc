@@ -295,7 +295,7 @@ TEST_F(LogHubTest, ErrorsOfOneTaskEndItsStream) {
   unknown.set_job("nope");
   EXPECT_THAT(hub_->Open(unknown, sink_).status().message(), HasSubstr("'nope' does not exist"));
 
-  SetTask("j", {Place("worker", 0, "", 0)});
+  SetTask("j", {Place("worker", 0, "", 0)}, /*job_done=*/true);  // killed while queued
   Seen never;
   Drain(Open(Request(false)), never);
   ASSERT_TRUE(never.end);
@@ -310,6 +310,7 @@ TEST_F(LogHubTest, ErrorsOfOneTaskEndItsStream) {
 }
 
 TEST_F(LogHubTest, AnAgentErrorEndsASingleTaskStreamWithIt) {
+  SetTask("j", {Place("worker", 0, "n1", 7)});
   Hub();
   uint64_t id = Open(Request(false, "worker", 0, /*attempt=*/7));
   v1::LogData d;
@@ -337,6 +338,47 @@ TEST_F(LogHubTest, ATaskOfAManyTaskStreamThatCannotBeReadIsNotedAndTheRestGoesOn
   EXPECT_TRUE(noted);
   ASSERT_TRUE(seen.end);
   EXPECT_TRUE(seen.end->ok());
+}
+
+TEST_F(LogHubTest, AnEarlierAttemptIsReadOnTheNodeThatRanItNotWhereTheTaskIsNow) {
+  TaskLogPlace moved = Place("worker", 0, "n2", 1, /*launch_attempt=*/1);
+  moved.launches = {{0, "n1"}, {1, "n2"}};
+  SetTask("j", {moved});
+  Hub();
+  uint64_t id = Open(Request(false, "worker", 0, /*attempt=*/0));
+  ASSERT_NE(backend_.Read("worker", 0, false), nullptr);
+  EXPECT_EQ(backend_.sent.back().first, "n1");
+  EXPECT_EQ(backend_.Read("worker", 0, false)->attempt(), 0);
+  Push("n1", "from n1\n", false, false, /*eof=*/true);
+  Push("n1", "", false, true, /*eof=*/true);
+  Seen seen;
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "from n1\n");
+  ASSERT_TRUE(seen.end);
+  EXPECT_TRUE(seen.end->ok()) << *seen.end;
+}
+
+TEST_F(LogHubTest, AnAttemptOnALostNodeSaysWhereItRanAndThatTheNodeIsLost) {
+  TaskLogPlace moved = Place("worker", 0, "n2", 1, /*launch_attempt=*/1);
+  moved.launches = {{0, "n1"}, {1, "n2"}};
+  SetTask("j", {moved});
+  backend_.jobs["j"].node_states = {{"n1", "LOST"}, {"n2", "READY"}};
+  Hub();
+  Seen seen;
+  Drain(Open(Request(false, "worker", 0, /*attempt=*/0)), seen);
+  ASSERT_TRUE(seen.end);
+  EXPECT_EQ(seen.end->code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(seen.end->message(), HasSubstr("attempt 0 of j-worker-0 ran on n1, which is LOST"));
+}
+
+TEST_F(LogHubTest, WithoutFollowAJobThatHasNotStartedSaysSo) {
+  SetTask("j", {Place("worker", 0, "", 0)});
+  backend_.jobs["j"].pending_reason = "gang needs 8 GPUs";
+  Hub();
+  absl::StatusOr<uint64_t> id = hub_->Open(Request(false), sink_);
+  EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(id.status().message(), HasSubstr("job j has not started yet (QUEUED: gang needs 8 GPUs)"));
+  EXPECT_TRUE(hub_->Open(Request(true), sink_).ok());  // -f waits for the start
 }
 
 TEST_F(LogHubTest, RefusesOneFollowerPastTheLimitNamingIt) {

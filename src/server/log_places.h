@@ -3,8 +3,13 @@
 // the control state need not know the hub.
 #pragma once
 
+#include <algorithm>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "proto/trainyard.pb.h"
 
 namespace trainyard::server {
 
@@ -12,15 +17,39 @@ namespace trainyard::server {
 struct TaskLogPlace {
   std::string role;
   int index = 0;
-  std::string node;        // where its current launch runs or ran; "" = never placed
+  std::string node;        // where its current launch runs or ran; "" = not placed now
   int attempt = 0;         // its current attempt
   int launch_attempt = 0;  // the attempt its current launch started at
   bool done = false;       // in a final state
+  // Every launch, oldest first: (first attempt, node). Attempt A ran on the
+  // node of the last launch whose first attempt is <= A.
+  std::vector<std::pair<int, std::string>> launches;
+
+  // The node that ran (or runs) `attempt`; "" when no launch reached it.
+  std::string NodeOf(int attempt) const {
+    std::string node;
+    for (const auto& [first, n] : launches) {
+      if (first <= attempt) node = n;
+    }
+    if (launches.empty() && attempt >= launch_attempt) node = this->node;  // a record from before launches
+    return node;
+  }
+  // The latest attempt that was launched (-1: none). A requeued task waits
+  // at an attempt that has not run yet.
+  int LatestRun() const {
+    if (!node.empty()) return attempt;
+    if (launches.empty()) return -1;
+    return std::max(launches.back().first, attempt - 1);
+  }
 };
 
 struct JobLogPlaces {
   std::vector<TaskLogPlace> tasks;
   bool job_done = false;  // the job is in a final state
+  v1::JobState job_state = v1::JOB_QUEUED;
+  std::string pending_reason;
+  // The state (READY, LOST, ...) of every node a launch went to.
+  std::map<std::string, std::string> node_states;
 };
 
 }  // namespace trainyard::server

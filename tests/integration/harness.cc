@@ -278,6 +278,7 @@ void Cluster::StartAgent(int i, int gpus, const std::string& topology) {
                                 topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
                                 absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1"};
   if (options_.agents_kill_tasks_on_exit) argv.push_back("--kill-tasks-on-exit");
+  argv.insert(argv.end(), options_.agent_flags.begin(), options_.agent_flags.end());
   agents_[i] = std::make_unique<Process>(argv, absl::StrCat(dir(), "/", name, ".log"));
 }
 

@@ -82,6 +82,7 @@ struct ClusterOptions {
   // Agents run with --kill-tasks-on-exit (tasks die with a stopped agent);
   // false leaves tasks running under their keepers for re-adoption.
   bool agents_kill_tasks_on_exit = true;
+  std::vector<std::string> agent_flags;  // added to every agent's command line
 };
 
 // A server and `nodes` agents (node-0, node-1, ...).

@@ -1,0 +1,109 @@
+// `trainyard logs JOB [ROLE[/INDEX]]`: one Logs stream from the server,
+// printed by LogPrinter. --tail and --since are sent along (the node picks
+// the lines); --since takes a duration back from now or a time.
+#include <iostream>
+#include <optional>
+
+#include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "cli/client.h"
+#include "cli/log_printer.h"
+#include "cli/verbs.h"
+
+namespace trainyard::cli {
+namespace {
+
+struct LogsFlags {
+  std::string server;
+  std::string job;
+  std::string task;
+  bool follow = false;
+  int attempt = -1;
+  int tail = -1;
+  std::string since;
+  bool timestamps = false;
+  bool prefix = false;     // default: when the stream has several tasks
+  bool no_prefix = false;
+};
+
+// "10m", "1h30m", "90s" back from now, or an RFC 3339 time.
+std::optional<int64_t> ParseSince(const std::string& text) {
+  absl::Duration d;
+  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) return absl::ToUnixNanos(absl::Now() - d);
+  absl::Time t;
+  std::string err;
+  if (absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return absl::ToUnixNanos(t);
+  return std::nullopt;
+}
+
+int Logs(LogsFlags& f) {
+  v1::LogsRequest req;
+  req.set_job(f.job);
+  req.set_index(-1);
+  if (!f.task.empty()) {
+    std::vector<std::string> parts = absl::StrSplit(f.task, absl::MaxSplits('/', 1));
+    req.set_role(parts[0]);
+    if (parts.size() == 2) {
+      int index;
+      if (!absl::SimpleAtoi(parts[1], &index) || index < 0) {
+        std::cerr << "trainyard logs: '" << f.task << "': the index after '/' must be a number\n";
+        return kExitUsage;
+      }
+      req.set_index(index);
+    }
+  }
+  req.set_attempt(f.attempt);
+  req.set_follow(f.follow);
+  if (f.tail >= 0) req.set_tail_lines(f.tail);
+  if (!f.since.empty()) {
+    std::optional<int64_t> since = ParseSince(f.since);
+    if (!since) {
+      std::cerr << "trainyard logs: --since '" << f.since
+                << "': give a duration (10m, 1h30m) or a time (2026-12-01T10:00:00Z)\n";
+      return kExitUsage;
+    }
+    req.set_since_unix_nanos(*since);
+  }
+  bool many = f.task.empty() || req.index() < 0;
+  bool prefix = f.prefix || (many && !f.no_prefix);
+  LogPrinter printer({.follow = f.follow,
+                      .timestamps = f.timestamps,
+                      .prefix = prefix,
+                      .headers = many && !prefix,
+                      .tail_lines = f.tail},
+                     std::cout, std::cerr);
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  grpc::ClientContext ctx;
+  auto reader = stub->Logs(&ctx, req);
+  v1::LogChunk chunk;
+  while (reader->Read(&chunk)) printer.Add(chunk);
+  printer.Finish();
+  grpc::Status st = reader->Finish();
+  if (!st.ok()) return ReportError("logs", address, st);
+  return kExitOk;
+}
+
+}  // namespace
+
+void RegisterLogs(CLI::App& app, int* exit_code) {
+  static LogsFlags logs;
+  auto* c = app.add_subcommand("logs", "Print a job's task logs (kept after the job ends)");
+  c->add_option("job", logs.job, "job name")->required();
+  c->add_option("task", logs.task, "ROLE or ROLE/INDEX (default: every task, each line prefixed with its task)");
+  c->add_flag("-f,--follow", logs.follow,
+              "keep printing as the tasks write, across restarts, until the job ends (waits for a task to start)");
+  c->add_option("--attempt", logs.attempt, "attempt number (default: the latest)");
+  c->add_option("--tail", logs.tail, "only the last N lines of each task")->check(CLI::NonNegativeNumber);
+  c->add_option("--since", logs.since, "only lines written since a duration ago (10m, 1h) or a time (RFC 3339)");
+  c->add_flag("--timestamps", logs.timestamps, "begin each line with the time it was written (RFC 3339, UTC)");
+  c->add_flag("--prefix", logs.prefix, "begin each line with its task's name (the default for several tasks)");
+  c->add_flag("--no-prefix", logs.no_prefix, "no task names; several tasks get a header line each instead");
+  c->add_option("--server", logs.server, "server address host:port (default $TRAINYARD_SERVER or 127.0.0.1:7450)");
+  c->callback([exit_code] { *exit_code = Logs(logs); });
+}
+
+}  // namespace trainyard::cli
