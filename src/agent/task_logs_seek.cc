@@ -23,9 +23,18 @@ absl::StatusOr<int64_t> TaskLogs::StartOffset(const TaskKey& key, int attempt, L
   if (segments.empty()) return absl::NotFoundError(absl::StrCat("no log for task ", key.ToString(), " attempt ", attempt));
   int64_t first = segments.front().base;
   int64_t end = segments.back().base + segments.back().size;
+  // Bytes [offset, offset + limit), across segments; shorter where the log
+  // ends or was rotated away meanwhile.
   auto read = [&](int64_t offset, int64_t limit) -> std::string {
-    absl::StatusOr<LogChunk> c = Read(key, {.attempt = attempt, .stream = stream, .offset = offset, .limit = limit});
-    return c.ok() && c->next_offset == offset + static_cast<int64_t>(c->data.size()) ? c->data : std::string();
+    std::string data;
+    while (static_cast<int64_t>(data.size()) < limit) {
+      int64_t at = offset + static_cast<int64_t>(data.size());
+      absl::StatusOr<LogChunk> c =
+          Read(key, {.attempt = attempt, .stream = stream, .offset = at, .limit = limit - static_cast<int64_t>(data.size())});
+      if (!c.ok() || c->data.empty() || c->next_offset != at + static_cast<int64_t>(c->data.size())) break;
+      data += c->data;
+    }
+    return data;
   };
   int64_t start = first;
   if (since_unix_nanos > 0) {
@@ -62,7 +71,7 @@ absl::StatusOr<int64_t> TaskLogs::StartOffset(const TaskKey& key, int attempt, L
     for (int64_t to = end; to > first && found == first;) {
       int64_t from = std::max(first, to - kBlock);
       std::string block = read(from, to - from);
-      if (block.empty()) break;
+      if (static_cast<int64_t>(block.size()) != to - from) break;
       for (int64_t i = static_cast<int64_t>(block.size()) - 1; i >= 0; --i) {
         if (block[i] != '\n' || from + i == end - 1) continue;
         if (++seen == tail_lines) {
