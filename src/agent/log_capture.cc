@@ -1,3 +1,5 @@
+// LogCapture and the keeper's read loop: async-signal-safe code that runs in
+// the forked keeper (see log_capture.h).
 #include "agent/log_capture.h"
 
 #include <fcntl.h>

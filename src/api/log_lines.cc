@@ -1,3 +1,5 @@
+// The log line format: stamps written and parsed, a log split into lines as
+// its bytes arrive (see log_lines.h).
 #include "api/log_lines.h"
 
 #include "absl/strings/ascii.h"

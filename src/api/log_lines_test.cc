@@ -1,3 +1,5 @@
+// The log line format: stamps round-trip and lines come out whole however
+// their bytes are cut.
 #include "api/log_lines.h"
 
 #include <string>

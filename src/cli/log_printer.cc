@@ -1,3 +1,5 @@
+// LogPrinter: stamps stripped or shown, task prefixes, and the merge of
+// stdout and stderr by time (see log_printer.h).
 #include "cli/log_printer.h"
 
 #include "absl/strings/str_cat.h"
