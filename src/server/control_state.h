@@ -177,6 +177,16 @@ class ControlState {
   // control_schedule.cc
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now);
   void ApplyPreemption(const core::Preemption& p, absl::Time now);
+  // Places the tasks of placed jobs that started with a smaller gang
+  // (minAvailable below count) as room appears; at most every 100 ms.
+  void PlaceWaitingTasks(absl::Time now);
+  // Places one waiting task; its error names why it cannot be placed now.
+  absl::Status PlaceWaitingTask(JobRt& job, int task, absl::Time now);
+  // "preempted by job X (priority production) at T" for the victim of `p`.
+  std::string PreemptionNote(const core::Preemption& p, absl::Time now) const;
+  // Sets a queued job's pending reason from the core's `reason`, after its
+  // preemption note; records when it becomes unschedulable.
+  void SetPendingReason(JobRt& job, const std::string& reason, absl::Time now);
   void LaunchTask(JobRt& job, int task);
   // host:port of the job's master as placed now ("" when it has none).
   std::string JobMasterAddress(const JobRt& job) const;
@@ -250,6 +260,9 @@ class ControlState {
   // Victims waiting for their tasks to stop, so a round need not walk every
   // job ever submitted to find those past their grace.
   std::set<std::string> preempting_;
+  // Placed jobs with tasks still waiting for room (minAvailable < count).
+  std::set<std::string> partial_;
+  absl::Time last_partial_try_;
   // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
   std::map<std::string, int> next_suffix_;
   uint64_t next_job_id_ = 1;

@@ -18,6 +18,11 @@ struct ControlState::JobRt {
   bool ending = false;          // final state decided; tasks being stopped
   bool preempting = false;      // victim; requeued once its tasks stop
   std::string preempted_by;
+  // "preempted by job X (priority production) at T": leads the pending
+  // reason until the job is placed again, so the queue's own reason does
+  // not hide why a job that ran is waiting.
+  std::string preempted_note;
+  bool unschedulable = false;   // its last reason said it can never fit
   absl::Time preempt_deadline;
   std::string job_master;       // host:port of its master task, "" if none
   // Per task: the attempt number at which the current launch started; a
