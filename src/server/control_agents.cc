@@ -90,6 +90,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   node.session = session;
   node.last_heartbeat = now;
   node.registered = now;
+  node.draining = node.drained_sent = false;
   if (node.in_scheduler) {
     if (absl::Status st = RefreshNodeSpec(node, old_info); !st.ok()) return st;
   }
@@ -159,6 +160,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     }
   }
   Reconcile(node, hb, now);
+  if (node.draining) MaybeDrained(name);
 }
 
 void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now) {
@@ -245,6 +247,7 @@ void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::
 
 void ControlState::OnTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
   ApplyTaskStatus(node, st, now);
+  MaybeDrained(node);
 }
 
 void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {

@@ -22,9 +22,11 @@ class RecordingBackend : public ExecutionBackend {
   void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
   void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
   void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
+  void Drained(const std::string& node) override { drained.push_back(node); }
 
   std::vector<std::pair<std::string, v1::TaskSpec>> launches;
   std::vector<std::pair<std::string, v1::KillTask>> kills;
+  std::vector<std::string> drained;
 };
 
 class ControlLifecycleTest : public ::testing::Test {
@@ -212,6 +214,77 @@ TEST_F(ControlLifecycleTest, ATaskThatNeverStartedHasNoEarlierAttemptAfterItsJob
   for (const auto& t : v.tasks()) {
     EXPECT_EQ(t.attempt(), t.index() < 2 ? 1 : 0) << t.name() << ": only the placed tasks had an attempt";
   }
+}
+
+constexpr char kRestarting[] = R"(
+name: steady
+replicas:
+  worker:
+    count: 1
+    restartPolicy: OnFailure
+    maxRestarts: 3
+    resources: {gpus: 1}
+    command: [train]
+)";
+
+TEST_F(ControlLifecycleTest, AnAgentThatStopsOnPurposeRequeuesItsJobsWithoutChargingARestart) {
+  AddNode("n1", 1);
+  std::string job = Submit(kRestarting);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  ReportAll(job, v1::TASK_RUNNING);
+  state_->AgentDraining("n1", "its agent was stopped by signal 15", now_);
+  ASSERT_EQ(backend_.kills.size(), 1u) << "its tasks are stopped";
+  EXPECT_TRUE(backend_.drained.empty()) << "not before the server has seen them end";
+  ReportAll(job, v1::TASK_KILLED);  // what the agent reports as it stops them
+  EXPECT_EQ(backend_.drained, std::vector<std::string>{"n1"});
+  v1::JobView v = View(job);
+  EXPECT_EQ(v.state(), v1::JOB_QUEUED) << "not FAILED: " << v.reason();
+  EXPECT_THAT(v.reason(), StartsWith("stopped with node n1 (its agent was stopped by signal 15) at "));
+  EXPECT_EQ(v.tasks(0).restarts(), 0);
+  EXPECT_EQ(v.tasks(0).attempt(), 1);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.launches.size(), 1u) << "nothing new goes to a node that is stopping";
+  state_->AgentDisconnected("n1", 1);
+  AddNode("n1", 2);  // the cluster is back
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  EXPECT_EQ(backend_.launches[1].second.env().at("TRAINYARD_RESTART_COUNT"), "1");
+  EXPECT_EQ(backend_.launches[1].second.max_restarts(), 3) << "the whole budget is left";
+}
+
+TEST_F(ControlLifecycleTest, AHungWorkerReportedByItsMasterIsStoppedAsAFailureOfThatAttemptOnly) {
+  AddNode("n1", 1);
+  std::string job = Submit(kRestarting);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  v1::WorkerFailureRequest req;
+  req.set_job(job);
+  req.set_worker_id(0);
+  req.set_attempt(0);
+  req.set_reason("no ping for 5.2s");
+  ASSERT_TRUE(state_->WorkerFailed(req, now_).ok());
+  ASSERT_EQ(backend_.kills.size(), 1u);
+  const v1::KillTask& k = backend_.kills[0].second;
+  EXPECT_TRUE(k.fail_attempt());
+  EXPECT_EQ(k.attempt(), 0);
+  EXPECT_EQ(k.reason(), "no ping for 5.2s");
+  EXPECT_EQ(View(job).state(), v1::JOB_RUNNING) << "its restart policy decides";
+  // The agent restarted it (attempt 1); a late report about attempt 0 is dropped.
+  v1::TaskStatus st;
+  st.set_job(job);
+  st.set_role("worker");
+  st.set_attempt(0);
+  st.set_launch_attempt(0);
+  st.set_state(v1::TASK_RESTARTING);
+  state_->OnTaskStatus("n1", st, now_);
+  st.set_attempt(1);
+  st.set_state(v1::TASK_RUNNING);
+  state_->OnTaskStatus("n1", st, now_);
+  ASSERT_TRUE(state_->WorkerFailed(req, now_).ok());
+  EXPECT_EQ(backend_.kills.size(), 1u);
+  req.set_worker_id(7);
+  EXPECT_TRUE(absl::IsNotFound(state_->WorkerFailed(req, now_)));
 }
 
 }  // namespace

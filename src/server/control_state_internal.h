@@ -53,6 +53,10 @@ struct ControlState::NodeRt {
   // a node whose view would not change is not built again.
   std::shared_ptr<const v1::NodeView> view;
   uint64_t view_sig = 0;
+  // Its agent said it is stopping (Draining); Drained was sent once none of
+  // its tasks were left. Both cleared when it registers again.
+  bool draining = false;
+  bool drained_sent = false;
   bool connected() const { return session != 0; }
 };
 
