@@ -171,6 +171,20 @@ void ServerLink::Stop() {
   pusher_.reset();
 }
 
+bool ServerLink::AnnounceStop(const std::string& reason) {
+  v1::AgentMessage msg;
+  msg.mutable_draining()->set_reason(reason);
+  return connected_ && Write(msg);
+}
+
+bool ServerLink::WaitDrained(absl::Duration timeout) {
+  absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  while (!drained_ && !cv_.WaitWithDeadline(&mu_, deadline)) {
+  }
+  return drained_;
+}
+
 void ServerLink::Run() {
   absl::Duration backoff = options_.backoff_initial;
   while (!stopping_) {
@@ -373,7 +387,9 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       break;
     case v1::ServerMessage::kKill: {
       TaskKey key{msg.kill().job(), msg.kill().role(), msg.kill().index()};
-      absl::Status st = core_->Kill(key);
+      absl::Status st = msg.kill().fail_attempt()
+                            ? core_->supervisor().FailAttempt(key, msg.kill().attempt(), msg.kill().reason())
+                            : core_->Kill(key);
       if (!st.ok() && st.code() != absl::StatusCode::kNotFound) {
         Log(LogLevel::kWarning, "agent", "kill %s: %s", key.ToString(), std::string(st.message()));
       }
@@ -397,6 +413,12 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       absl::Status st = WriteTaskFiles(TaskDir(core_->data_dir(), f.job(), f.role(), f.index()), f.files());
       if (!st.ok()) Log(LogLevel::kWarning, "agent", "updating files of %s/%s-%d: %s", f.job(), f.role(), f.index(),
                         std::string(st.message()));
+      break;
+    }
+    case v1::ServerMessage::kDrained: {
+      absl::MutexLock lock(&mu_);
+      drained_ = true;
+      cv_.SignalAll();
       break;
     }
     case v1::ServerMessage::kError:

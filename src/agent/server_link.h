@@ -43,6 +43,13 @@ class ServerLink : public TaskListener {
   // data dir. REQUIRES: core outlives the link.
   void Start(AgentCore* core);
   void Stop();
+  // Tells the server this agent is stopping on purpose and stops its tasks
+  // (v1::Draining): their jobs go back to the queue, no restart charged.
+  // False when not connected (the server then finds the node lost).
+  bool AnnounceStop(const std::string& reason);
+  // Waits up to `timeout` for the server's Drained (it has seen every task
+  // here end); true when it came.
+  bool WaitDrained(absl::Duration timeout);
   // True while a stream is registered.
   bool connected() const { return connected_; }
 
@@ -91,6 +98,7 @@ class ServerLink : public TaskListener {
   static constexpr absl::Duration kRepeatEndsFor = absl::Seconds(15);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // replaying buffered_ after a reconnect
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
+  bool drained_ ABSL_GUARDED_BY(mu_) = false;  // the server answered AnnounceStop
   std::unique_ptr<LogPusher> pusher_;  // made at Start; subscriptions end with their session
 };
 

@@ -210,6 +210,23 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
   return absl::OkStatus();
 }
 
+absl::Status Supervisor::FailAttempt(const TaskKey& key, int attempt, const std::string& reason) {
+  absl::MutexLock lock(&mu_);
+  auto it = tasks_.find(key);
+  if (it == tasks_.end()) return absl::NotFoundError(absl::StrCat("no task ", key.ToString(), " on this node"));
+  Task& task = *it->second;
+  if (task.pid <= 0 || task.attempt != attempt || task.kill_requested || !task.fail_reason.empty()) {
+    return absl::OkStatus();
+  }
+  task.fail_reason = reason.empty() ? "stopped as failed" : reason;
+  kill(-task.pid, SIGTERM);
+  kill(-task.pid, SIGCONT);
+  task.sigkill_at = clock_->Now() + task.launch.kill_grace;
+  Log(LogLevel::kInfo, kComponent, "%s attempt %d: stopping it as failed: %s", key.ToString(), attempt,
+      task.fail_reason);
+  return absl::OkStatus();
+}
+
 void Supervisor::KillAll() {
   std::vector<TaskKey> keys;
   {

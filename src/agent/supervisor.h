@@ -84,6 +84,12 @@ class Supervisor {
   // kill_grace; it ends KILLED, never restarted. NotFound for an unknown key;
   // OK (nothing done) for a task that has already ended.
   absl::Status Kill(const TaskKey& key);
+  // Stops attempt `attempt` of a task as a failure (its job master found it
+  // hung): SIGTERM and SIGCONT (a stopped process must run to act on it),
+  // SIGKILL after its kill_grace; the end goes to the restart policy like
+  // any failed attempt, with `reason` in its message. OK and nothing done
+  // when that attempt is not the one running; NotFound for an unknown key.
+  absl::Status FailAttempt(const TaskKey& key, int attempt, const std::string& reason);
   // Kills every task that has not ended.
   void KillAll();
   // Drops an ended task from the table (its logs stay). FailedPrecondition

@@ -140,9 +140,14 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
     // Without the mark, FollowLogs still stops on the final state.
     Log(LogLevel::kWarning, kComponent, "%s: %s", l.key.ToString(), marked.message());
   }
+  bool failed_on_purpose = !task.fail_reason.empty();
+  if (failed_on_purpose) {
+    exit.message = exit.message.empty() ? task.fail_reason : absl::StrCat(task.fail_reason, "; ", exit.message);
+    task.fail_reason.clear();
+  }
   task.has_exit = true;
   task.last_exit = exit;
-  bool success = exit.exit_code == 0 && exit.signal == 0 && !exit.oom_killed;
+  bool success = !failed_on_purpose && exit.exit_code == 0 && exit.signal == 0 && !exit.oom_killed;
   bool wants_restart = l.restart_policy == RestartPolicy::kAlways ||
                        (l.restart_policy == RestartPolicy::kOnFailure && !success);
   std::string what = absl::StrCat("attempt ", task.attempt, " ", DescribeExit(exit));

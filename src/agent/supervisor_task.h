@@ -28,6 +28,9 @@ struct Supervisor::Task {
   int backoff_streak = 0;  // NextRestartDelay's streak
   absl::Time sigkill_at = absl::InfiniteFuture();  // kill escalation due
   bool kill_requested = false;
+  // Set by FailAttempt: the running attempt is being stopped as a failure
+  // (why), so its end goes to the restart policy, not to KILLED.
+  std::string fail_reason;
   bool has_exit = false;
   TaskExit last_exit;
   std::string message;

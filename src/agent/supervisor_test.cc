@@ -436,3 +436,28 @@ TEST(SupervisorDataDirTest, RelativeDataDirIsTakenFromTheDirectoryTheAgentStarte
 
 }  // namespace
 }  // namespace trainyard::agent
+
+namespace trainyard::agent {
+namespace {
+
+TEST_F(SupervisorTest, FailAttemptStopsAHungAttemptAsAFailureAndItsPolicyRestartsIt) {
+  TaskLaunch l = ShellTask("worker", "exec sleep 30");
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 1;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  ASSERT_TRUE(WaitForState(l.key, TaskState::kRunning, 0));
+  pid_t pid = supervisor_->Status(l.key)->pid;
+  ASSERT_EQ(kill(pid, SIGSTOP), 0);  // hung: a stopped process acts on SIGTERM only once continued
+  ASSERT_TRUE(supervisor_->FailAttempt(l.key, 0, "no ping for 5.2s").ok());
+  std::optional<TaskStatus> restarting = WaitForState(l.key, TaskState::kRestarting, 0);
+  ASSERT_TRUE(restarting);
+  EXPECT_NE(restarting->exit.message.find("no ping for 5.2s"), std::string::npos) << restarting->exit.message;
+  std::optional<TaskStatus> again = WaitForState(l.key, TaskState::kRunning, 1);
+  ASSERT_TRUE(again) << "restarted by its policy";
+  EXPECT_EQ(again->restarts, 1);
+  ASSERT_TRUE(supervisor_->FailAttempt(l.key, 0, "late").ok());
+  EXPECT_EQ(supervisor_->Status(l.key)->state, TaskState::kRunning) << "a report about an earlier attempt is ignored";
+}
+
+}  // namespace
+}  // namespace trainyard::agent

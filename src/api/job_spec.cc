@@ -272,7 +272,15 @@ void ParseReplicaInts(const Fields& f, const std::string& path, v1::ReplicaSpec*
     if (v && GetInt(*v, Join(path, key), &n, errors)) rs->set_count(ClampInt32(n));
   }
   const YAML::Node* v = Find(f, "minAvailable");
-  if (v && GetInt(*v, path + ".minAvailable", &n, errors)) rs->set_min_available(ClampInt32(n));
+  if (v && GetInt(*v, path + ".minAvailable", &n, errors)) {
+    // 0 on the wire means "not given" (the whole count is the gang), so a
+    // written 0 would silently mean count: refuse it instead.
+    if (n < 1) {
+      errors->push_back(absl::StrCat(path, ".minAvailable: ", n,
+                                     " must be at least 1 (leave it out to start all tasks of the role together)"));
+    }
+    rs->set_min_available(ClampInt32(n));
+  }
   v = Find(f, "maxRestarts");
   if (v && GetInt(*v, path + ".maxRestarts", &n, errors)) rs->set_max_restarts(ClampInt32(n));
 }

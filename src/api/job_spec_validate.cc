@@ -153,7 +153,7 @@ void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& lim
     errors->push_back(absl::StrCat(path, ".count: ", r.count(), " must be between 1 and 10000"));
   }
   if (r.min_available() < 0 || r.min_available() > r.count()) {
-    errors->push_back(absl::StrCat(path, ".minAvailable: ", r.min_available(), " must be between 0 and count ",
+    errors->push_back(absl::StrCat(path, ".minAvailable: ", r.min_available(), " must be between 1 and count ",
                                    r.count()));
   }
   if (r.max_restarts() < 0) {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/agent_core.h"
@@ -70,6 +71,10 @@ int RunAgent(AgentFlags& f) {
   sigwait(&set, &sig);
   Log(LogLevel::kInfo, "agent", "signal %d: stopping%s", sig, f.kill_tasks_on_exit ? " and killing tasks" : "");
   if (f.kill_tasks_on_exit) {
+    // Said first, on the stream the tasks' ends then follow: the server
+    // takes their ends as a stop with the node (jobs requeued, no restart
+    // charged), not as failures.
+    bool announced = link.AnnounceStop(absl::StrCat("its agent was stopped by signal ", sig));
     (*core)->supervisor().KillAll();
     absl::Time deadline = absl::Now() + absl::Seconds(15);
     while (absl::Now() < deadline) {
@@ -77,6 +82,11 @@ int RunAgent(AgentFlags& f) {
       for (const auto& t : (*core)->supervisor().Snapshot()) running |= !agent::IsFinal(t.state);
       if (!running) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    // Until the server has taken in those ends (they would otherwise be lost
+    // with a server stopped right after, as `trainyard up` does).
+    if (announced && !link.WaitDrained(absl::Seconds(5))) {
+      Log(LogLevel::kWarning, "agent", "the server did not confirm the stop of this node's tasks");
     }
   }
   link.Stop();

@@ -199,6 +199,9 @@ int RunUp(UpFlags& f) {
     while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   std::cout << "stopping the cluster..." << std::endl;
+  // All agents at once: each tells the server it stops, so their jobs go back
+  // to the queue together instead of moving to a node about to stop too.
+  for (pid_t p : agents) kill(p, SIGTERM);
   for (pid_t p : agents) StopChild(p, 10);
   StopChild(server, 10);
   return rc;

@@ -29,12 +29,26 @@ struct JobEnd {
   std::string reason;  // e.g. "all 3 workers COMPLETED", "worker 2 ERROR: ..."
 };
 
+// A worker the master put in ERROR (it reported ERROR, or missed its pings).
+struct WorkerFailure {
+  std::string job;
+  int worker_id = 0;
+  int attempt = 0;     // the attempt it registered with (TRAINYARD_ATTEMPT)
+  std::string reason;  // "no ping for 5.2s (5 missed pings ...)"
+};
+
 // Told once per job, on the master's event loop: it must return quickly
 // (hand slow work to another thread).
 class JobTerminator {
  public:
   virtual ~JobTerminator() = default;
   virtual void Terminate(const JobEnd& end) = 0;
+  // A worker failed. Returns true when someone else decides what follows —
+  // the server, which stops that attempt and applies the task's restart
+  // policy and budget — and false when the master must: it then ends the
+  // job FAILED once the worker has used its max_restarts (a master with no
+  // server). Called on the event loop, like Terminate.
+  virtual bool WorkerFailed(const WorkerFailure& /*failure*/) { return false; }
 };
 using JobTerminatorPtr = std::unique_ptr<JobTerminator>;
 

@@ -169,6 +169,7 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
   bool restart = w.joined && resume == pb::UNASSIGNED && w.conn != conn;
   w.restart_count = restart ? std::max(starting.restart_count(), w.restart_count + 1)
                             : std::max(starting.restart_count(), w.restart_count);
+  w.attempt = starting.restart_count();
   w.info = starting.info();
   w.info.set_worker_id(id);
   w.address = std::move(address);
@@ -265,6 +266,7 @@ void MasterState::AfterTerminalState(int id) {
   }
   if (w.state == pb::ERROR) {
     Log(LogLevel::kWarning, "jobmaster", "worker %d ERROR: %s", id, w.reason);
+    if (terminator_->WorkerFailed({config_.job_name, id, w.attempt, w.reason})) return;
     if (w.restart_count >= config_.max_restarts) {
       EndJob(JobOutcome::kFailed,
              absl::StrFormat("worker %d ended in ERROR after %d of %d restarts: %s", id,

@@ -73,6 +73,7 @@ class MasterState {
     std::string reason;
     std::string address;  // info.ip, else the peer's IP
     int restart_count = 0;
+    int attempt = 0;      // as it registered (Starting.restart_count, TRAINYARD_RESTART_COUNT)
     bool joined = false;
     bool pings = false;
     ConnId conn = 0;      // the registering connection while it is open

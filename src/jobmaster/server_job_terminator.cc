@@ -30,6 +30,55 @@ ServerJobTerminator::~ServerJobTerminator() {
     state_->cv.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
+  for (std::thread& t : failure_threads_) t.join();
+}
+
+namespace {
+// Where this master serves, as the server computes it: the node's address
+// and the task's first port (the master's --port). "" outside a task.
+std::string MasterAddress() {
+  const char* node = std::getenv("TRAINYARD_NODE_ADDRESS");
+  const char* ports = std::getenv("TRAINYARD_PORTS");
+  if (node == nullptr || ports == nullptr || *node == '\0' || *ports == '\0') return "";
+  std::string first(ports);
+  return absl::StrCat(node, ":", first.substr(0, first.find(',')));
+}
+}  // namespace
+
+bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
+  v1::WorkerFailureRequest req;
+  req.set_job(failure.job);
+  req.set_worker_id(failure.worker_id);
+  req.set_attempt(failure.attempt);
+  req.set_reason(failure.reason);
+  req.set_master_address(MasterAddress());
+  std::string address = address_;
+  std::shared_ptr<State> state = state_;
+  failure_threads_.emplace_back([address, req, state] {
+    auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    int delay_ms = 100;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      grpc::ClientContext ctx;
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      v1::WorkerFailureResponse resp;
+      grpc::Status st = stub->ReportWorkerFailure(&ctx, req, &resp);
+      if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND ||
+          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+        if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the failure of worker %d: %s",
+                          req.worker_id(), st.error_message());
+        return;
+      }
+      Log(LogLevel::kWarning, "jobmaster", "reporting worker %d failed to %s: %s; retrying", req.worker_id(), address,
+          st.error_message());
+      absl::MutexLock lock(&state->mu);
+      absl::Time retry_at = absl::Now() + absl::Milliseconds(delay_ms);
+      while (!state->stop && !state->cv.WaitWithDeadline(&state->mu, retry_at)) {
+      }
+      if (state->stop) return;
+      delay_ms = std::min(delay_ms * 2, 2000);
+    }
+  });
+  return true;
 }
 
 void ServerJobTerminator::Terminate(const JobEnd& end) {
@@ -39,15 +88,7 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   req.set_job(end.job);
   req.set_state(end.outcome == JobOutcome::kSucceeded ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
   req.set_reason(end.reason);
-  // Where this master serves, as the server computes it: the node's address
-  // and the task's first port (the master's --port).
-  const char* node = std::getenv("TRAINYARD_NODE_ADDRESS");
-  const char* ports = std::getenv("TRAINYARD_PORTS");
-  if (node != nullptr && ports != nullptr && *node != '\0' && *ports != '\0') {
-    std::string first(ports);
-    first = first.substr(0, first.find(','));
-    req.set_master_address(absl::StrCat(node, ":", first));
-  }
+  req.set_master_address(MasterAddress());
   std::string address = address_;
   std::shared_ptr<State> state = state_;
   thread_ = std::thread([address, req, state] {

@@ -2,12 +2,16 @@
 // the Trainyard server the outcome (ReportJobOutcome), which then stops the
 // job's remaining tasks (parameter servers above all). The call runs on its
 // own thread so the master's event loop never waits on the network; it is
-// retried with backoff until the server answers or gives up for good.
+// retried with backoff until the server answers or gives up for good. A
+// failed worker is reported the same way (ReportWorkerFailure): the server
+// stops that attempt and the task's restart policy decides, so the master
+// never ends a job for a failure its budget may still cover.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "jobmaster/job_terminator.h"
 
@@ -19,6 +23,7 @@ class ServerJobTerminator : public JobTerminator {
   ServerJobTerminator(std::string server_address, JobTerminator* also);
   ~ServerJobTerminator() override;
   void Terminate(const JobEnd& end) override;
+  bool WorkerFailed(const WorkerFailure& failure) override;
   // Waits (up to `seconds`) for the report to be delivered; true when it was
   // or when there was nothing to report (the master was stopped first).
   bool WaitDelivered(int seconds);
@@ -29,6 +34,7 @@ class ServerJobTerminator : public JobTerminator {
   JobTerminator* also_;
   std::shared_ptr<State> state_;
   std::thread thread_;
+  std::vector<std::thread> failure_threads_;  // one per report, joined at the end
 };
 
 }  // namespace trainyard::jobmaster

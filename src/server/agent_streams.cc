@@ -51,6 +51,12 @@ void AgentStreams::Kill(const std::string& node, const v1::KillTask& kill) {
   Send(node, std::move(msg));
 }
 
+void AgentStreams::Drained(const std::string& node) {
+  v1::ServerMessage msg;
+  msg.mutable_drained();
+  Send(node, std::move(msg));
+}
+
 void AgentStreams::UpdateFiles(const std::string& node, const v1::TaskFiles& files) {
   v1::ServerMessage msg;
   *msg.mutable_update_files() = files;

@@ -36,6 +36,7 @@ class AgentStreams : public ExecutionBackend {
   void Launch(const std::string& node, const v1::TaskSpec& task) override;
   void Kill(const std::string& node, const v1::KillTask& kill) override;
   void UpdateFiles(const std::string& node, const v1::TaskFiles& files) override;
+  void Drained(const std::string& node) override;
   // Sends `msg` on node's stream; false when it has none.
   bool Send(const std::string& node, v1::ServerMessage msg);
 

@@ -79,4 +79,9 @@ grpc::Status ClientService::ReportJobOutcome(grpc::ServerContext*, const v1::Job
   return ToGrpc(manager_->ReportOutcome(*req));
 }
 
+grpc::Status ClientService::ReportWorkerFailure(grpc::ServerContext*, const v1::WorkerFailureRequest* req,
+                                                v1::WorkerFailureResponse*) {
+  return ToGrpc(manager_->ReportWorkerFailure(*req));
+}
+
 }  // namespace trainyard::server

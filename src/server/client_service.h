@@ -28,6 +28,8 @@ class ClientService final
   grpc::Status ListQueues(grpc::ServerContext*, const v1::ListQueuesRequest*, v1::ListQueuesResponse*) override;
   grpc::Status ReportJobOutcome(grpc::ServerContext*, const v1::JobOutcomeRequest*,
                                 v1::JobOutcomeResponse*) override;
+  grpc::Status ReportWorkerFailure(grpc::ServerContext*, const v1::WorkerFailureRequest*,
+                                   v1::WorkerFailureResponse*) override;
 
  private:
   JobManager* const manager_;

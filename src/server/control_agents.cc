@@ -90,6 +90,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   node.session = session;
   node.last_heartbeat = now;
   node.registered = now;
+  node.draining = node.drained_sent = false;
   if (node.in_scheduler) {
     if (absl::Status st = RefreshNodeSpec(node, old_info); !st.ok()) return st;
   }
@@ -159,6 +160,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     }
   }
   Reconcile(node, hb, now);
+  if (node.draining) MaybeDrained(name);
 }
 
 void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now) {
@@ -245,6 +247,7 @@ void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::
 
 void ControlState::OnTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
   ApplyTaskStatus(node, st, now);
+  MaybeDrained(node);
 }
 
 void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
@@ -262,12 +265,21 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       SetTaskState(*job, i, v1::TASK_RUNNING);
       t->set_start_time_ms(ToMs(now));
       if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
-      bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& o) {
-        return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state());
+      // Tasks still waiting for room (minAvailable below count) do not hold
+      // back the ones placed: the job runs once all of those do.
+      int waiting = 0;
+      bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [&waiting](const v1::TaskRecord& o) {
+        bool unplaced = o.node().empty() && o.state() == v1::TASK_PENDING;
+        waiting += unplaced ? 1 : 0;
+        return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state()) || unplaced;
       });
       if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
         SetJobState(*job, v1::JOB_RUNNING, now);
-        AddEvent(*job, "started", absl::StrCat("all ", api::JobTaskCount(job->rec.tasks()), " tasks running"), now);
+        int n = api::JobTaskCount(job->rec.tasks());
+        AddEvent(*job, "started",
+                 waiting == 0 ? absl::StrCat("all ", n, " tasks running")
+                              : absl::StrCat(n - waiting, " of ", n, " tasks running; the others wait for room"),
+                 now);
       }
       break;
     }

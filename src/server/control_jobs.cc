@@ -296,10 +296,12 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
 
 void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
   for (const auto& t : job.rec.tasks()) {
-    if (!api::IsTerminal(t.state())) return;
+    // A task still waiting for room (minAvailable below count) runs nowhere.
+    bool never_placed = t.node().empty() && t.state() == v1::TASK_PENDING;
+    if (!api::IsTerminal(t.state()) && !never_placed) return;
   }
   if (job.preempting) {
-    Requeue(job, absl::StrCat("preempted by ", job.preempted_by), now);
+    Requeue(job, job.preempted_note, now);
     return;
   }
   if (job.ending && job.in_scheduler) {
@@ -318,10 +320,13 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     if (!api::IsTerminal(t->state()) && !t->node().empty()) {
       SendKill(t->node(), job.rec.name(), t->role(), t->index(), 0, reason);
     }
+    // TRAINYARD_RESTART_COUNT counts earlier attempts: only a task that was
+    // placed (launched) has one behind it; one still waiting for room has not.
+    bool launched = !t->node().empty();
     t->set_node("");
     t->clear_allocation();
     SetTaskState(job, i, v1::TASK_PENDING);
-    t->set_attempt(t->attempt() + 1);
+    if (launched) t->set_attempt(t->attempt() + 1);
     job.launch_base[i] = t->attempt();
   }
   if (job.in_scheduler) {

@@ -99,6 +99,10 @@ bool ControlState::RecoverIntoScheduler(JobRt& job) {
     absl::Status st = scheduler_->MarkRunning(rec.name(), absl::FromUnixMillis(rec.start_time_ms()));
     if (!st.ok()) Log(LogLevel::kError, "server", "job %s: %s", rec.name(), std::string(st.message()));
     job.recovered_placed = true;
+    bool waiting = std::any_of(rec.tasks().begin(), rec.tasks().end(), [](const v1::TaskRecord& t) {
+      return t.node().empty() && t.state() == v1::TASK_PENDING;
+    });
+    if (waiting) partial_.insert(rec.name());  // placed with a smaller gang; the rest still wait
   }
   return true;
 }

@@ -4,10 +4,13 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "api/convert.h"
+#include "api/job_spec.h"
 #include "api/roles.h"
 #include "common/logging.h"
+#include "core/policy/pending_reason.h"
 #include "server/control_state.h"
 #include "server/control_state_internal.h"
 
@@ -24,18 +27,26 @@ void ControlState::RunRound(absl::Time now) {
       overdue.push_back(job);
     }
   }
-  for (JobRt* job : overdue) Requeue(*job, absl::StrCat("preempted by ", job->preempted_by), now);
+  for (JobRt* job : overdue) Requeue(*job, job->preempted_note, now);
   core::Decisions d = scheduler_->Schedule(now);
   ++stats_.rounds;
   for (const core::Preemption& p : d.preemptions) ApplyPreemption(p, now);
   for (const core::JobPlacement& p : d.placements) ApplyPlacement(p, now);
+  PlaceWaitingTasks(now);
   for (const core::PendingReason& r : d.pending) {
     JobRt* job = FindJob(r.job_id);
-    if (job && job->rec.state() == v1::JOB_QUEUED && job->rec.pending_reason() != r.reason) {
-      job->rec.set_pending_reason(r.reason);
-      Persist(*job);
-    }
+    if (job && job->rec.state() == v1::JOB_QUEUED) SetPendingReason(*job, r.reason, now);
   }
+}
+
+void ControlState::SetPendingReason(JobRt& job, const std::string& reason, absl::Time now) {
+  bool never = absl::StartsWith(reason, core::kUnschedulablePrefix);
+  if (never && !job.unschedulable) AddEvent(job, "unschedulable", reason, now);
+  job.unschedulable = never;
+  std::string text = job.preempted_note.empty() ? reason : absl::StrCat(job.preempted_note, "; waiting: ", reason);
+  if (job.rec.pending_reason() == text) return;
+  job.rec.set_pending_reason(std::move(text));
+  Persist(job);
 }
 
 void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
@@ -58,13 +69,85 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   for (const auto& [node, n] : per_node) where.push_back(absl::StrCat(node, " (", n, n == 1 ? " task)" : " tasks)"));
   job->rec.set_pending_reason("");
   job->rec.set_message("");
+  job->preempted_note.clear();
+  job->unschedulable = false;
   SetJobState(*job, v1::JOB_SCHEDULED, now);
   AddEvent(*job, "scheduled", absl::StrCat("scheduled on ", absl::StrJoin(where, ", ")), now);
   job->job_master = JobMasterAddress(*job);
   for (int i = 0; i < job->rec.tasks_size(); ++i) {
     if (job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
   }
+  if (static_cast<int>(p.tasks.size()) < job->rec.tasks_size()) {
+    partial_.insert(job->rec.name());
+    last_partial_try_ = absl::InfinitePast();  // say at once why the rest waits
+  }
   Persist(*job);
+}
+
+namespace {
+bool Waiting(const v1::TaskRecord& t) { return t.node().empty() && t.state() == v1::TASK_PENDING; }
+
+// "job j task worker-3: needs ..." -> "needs ...".
+std::string WithoutTaskName(const absl::Status& st, const std::string& job, const v1::TaskRecord& t) {
+  std::string prefix = absl::StrCat("job ", job, " task ", t.role(), "-", t.index(), ": ");
+  std::string text(st.message());
+  return absl::StartsWith(text, prefix) ? text.substr(prefix.size()) : text;
+}
+}  // namespace
+
+void ControlState::PlaceWaitingTasks(absl::Time now) {
+  if (partial_.empty() || now - last_partial_try_ < absl::Milliseconds(100)) return;
+  last_partial_try_ = now;
+  for (auto it = partial_.begin(); it != partial_.end();) {
+    JobRt* job = FindJob(*it);
+    if (!job || job->ending || job->preempting || !job->in_scheduler || job->rec.state() == v1::JOB_QUEUED) {
+      it = partial_.erase(it);
+      continue;
+    }
+    std::vector<std::string> waits;
+    std::set<std::string> blocked;  // roles whose next task found no room
+    int placed_now = 0;
+    for (int i = 0; i < job->rec.tasks_size(); ++i) {
+      const v1::TaskRecord& t = job->rec.tasks(i);
+      if (!Waiting(t) || blocked.count(t.role())) continue;
+      absl::Status st = PlaceWaitingTask(*job, i, now);
+      if (st.ok()) {
+        ++placed_now;
+        continue;
+      }
+      blocked.insert(t.role());
+      int count = 0, left = 0;
+      for (const v1::TaskRecord& o : job->rec.tasks()) {
+        if (o.role() != t.role()) continue;
+        ++count;
+        left += Waiting(o) ? 1 : 0;
+      }
+      waits.push_back(absl::StrCat(count - left, " of ", count, " ", t.role(), " tasks placed; ", left,
+                                   " wait for room: ", WithoutTaskName(st, job->rec.name(), t)));
+    }
+    if (placed_now > 0) PushFiles(*job, -1);  // the others' hosts files name the new tasks
+    std::string reason = absl::StrJoin(waits, "; ");
+    if (job->rec.pending_reason() != reason) {
+      job->rec.set_pending_reason(reason);
+      Persist(*job);
+    }
+    it = waits.empty() ? partial_.erase(it) : std::next(it);
+  }
+}
+
+absl::Status ControlState::PlaceWaitingTask(JobRt& job, int i, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  absl::StatusOr<core::TaskAssignment> placed = scheduler_->PlaceTask(job.rec.name(), t->role(), t->index());
+  if (!placed.ok()) return placed.status();
+  t->set_node(placed->node);
+  IndexTask(job, placed->node);
+  *t->mutable_allocation() = api::ToProto(placed->allocation);
+  SetTaskState(job, i, v1::TASK_LAUNCHING);
+  ++stats_.placements;
+  AddEvent(job, "scheduled", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()),
+                                          " placed on ", placed->node, " as room appeared"), now);
+  LaunchTask(job, i);
+  return absl::OkStatus();
 }
 
 std::string ControlState::JobMasterAddress(const JobRt& job) const {
@@ -86,12 +169,25 @@ void ControlState::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   job->preempting = true;
   preempting_.insert(job->rec.name());
   job->preempted_by = p.for_job_id;
+  job->preempted_note = PreemptionNote(p, now);
   job->preempt_deadline = p.grace_deadline;
-  AddEvent(*job, "preempted", absl::StrCat(p.reason, "; ", absl::ToInt64Seconds(p.grace_deadline - now),
+  AddEvent(*job, "preempted", absl::StrCat(job->preempted_note, "; ", absl::ToInt64Seconds(p.grace_deadline - now),
                                            " s to checkpoint before it is stopped"), now);
   int grace = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(p.grace_deadline - now)));
   KillTasks(*job, grace, absl::StrCat("preempted by ", p.for_job_id));
   MaybeFinish(*job, now);
+}
+
+std::string ControlState::PreemptionNote(const core::Preemption& p, absl::Time now) const {
+  std::string by = absl::StrCat("job ", p.for_job_id);
+  if (const JobRt* winner = FindJob(p.for_job_id)) {
+    const JobRt* victim = FindJob(p.victim_job_id);
+    v1::PriorityClass prio = winner->rec.spec().priority();
+    bool by_priority = victim == nullptr || prio != victim->rec.spec().priority();
+    absl::StrAppend(&by, by_priority ? absl::StrCat(" (priority ", api::PriorityName(prio), ")")
+                                     : absl::StrCat(" (queue ", winner->rec.spec().queue(), " taking back its share)"));
+  }
+  return absl::StrCat("preempted by ", by, " at ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()));
 }
 
 void ControlState::SendKill(const std::string& node, const std::string& job, const std::string& role, int index,

@@ -12,7 +12,8 @@
 // preemptions, launches and their environment), control_agents.cc
 // (registration, heartbeats, task statuses, reconciliation),
 // control_nodes.cc (liveness, node loss, moving and adopting tasks,
-// recovery), control_views.cc (what clients see).
+// recovery), control_stops.cc (a node whose agent stops on purpose, a
+// worker its job master found hung), control_views.cc (what clients see).
 #pragma once
 
 #include <cstdint>
@@ -96,6 +97,16 @@ class ControlState {
   void AgentDisconnected(const std::string& node, uint64_t session);
   void OnHeartbeat(const std::string& node, const v1::Heartbeat& hb, absl::Time now);
   void OnTaskStatus(const std::string& node, const v1::TaskStatus& status, absl::Time now);
+  // The node's agent is stopping on purpose and stops its tasks (control_stops.cc):
+  // no new placements there; each job with a task there is stopped and put
+  // back in the queue once its tasks have ended, without charging a
+  // restart. The backend hears Drained once the node has no task left.
+  void AgentDraining(const std::string& node, const std::string& reason, absl::Time now);
+  // A job master's report that a worker failed while its process runs (it
+  // stopped pinging): that attempt is stopped as a failure, and the task's
+  // restart policy decides (control_stops.cc). Errors: NotFound (job or
+  // worker), FailedPrecondition (a master that was replaced).
+  absl::Status WorkerFailed(const v1::WorkerFailureRequest& request, absl::Time now);
 
   // ---- the loop ----
   // One scheduling round: node liveness, overdue preemption victims, the
@@ -177,6 +188,16 @@ class ControlState {
   // control_schedule.cc
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now);
   void ApplyPreemption(const core::Preemption& p, absl::Time now);
+  // Places the tasks of placed jobs that started with a smaller gang
+  // (minAvailable below count) as room appears; at most every 100 ms.
+  void PlaceWaitingTasks(absl::Time now);
+  // Places one waiting task; its error names why it cannot be placed now.
+  absl::Status PlaceWaitingTask(JobRt& job, int task, absl::Time now);
+  // "preempted by job X (priority production) at T" for the victim of `p`.
+  std::string PreemptionNote(const core::Preemption& p, absl::Time now) const;
+  // Sets a queued job's pending reason from the core's `reason`, after its
+  // preemption note; records when it becomes unschedulable.
+  void SetPendingReason(JobRt& job, const std::string& reason, absl::Time now);
   void LaunchTask(JobRt& job, int task);
   // host:port of the job's master as placed now ("" when it has none).
   std::string JobMasterAddress(const JobRt& job) const;
@@ -204,6 +225,13 @@ class ControlState {
   // Ends a task its node no longer runs (or can no longer hold): KILLED when
   // its job is being stopped, else FAILED with `why`.
   void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now);
+
+  // control_stops.cc
+  // Stops every task of the job (grace: kill_grace_ms) and requeues it once
+  // they have ended, as a preemption does; `note` leads its reason.
+  void StopForRequeue(JobRt& job, const std::string& note, absl::Time now);
+  // Tells the backend a draining node has no task left (once).
+  void MaybeDrained(const std::string& node);
 
   // control_nodes.cc
   void CheckNodes(absl::Time now);
@@ -250,6 +278,9 @@ class ControlState {
   // Victims waiting for their tasks to stop, so a round need not walk every
   // job ever submitted to find those past their grace.
   std::set<std::string> preempting_;
+  // Placed jobs with tasks still waiting for room (minAvailable < count).
+  std::set<std::string> partial_;
+  absl::Time last_partial_try_;
   // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
   std::map<std::string, int> next_suffix_;
   uint64_t next_job_id_ = 1;

@@ -18,6 +18,11 @@ struct ControlState::JobRt {
   bool ending = false;          // final state decided; tasks being stopped
   bool preempting = false;      // victim; requeued once its tasks stop
   std::string preempted_by;
+  // "preempted by job X (priority production) at T": leads the pending
+  // reason until the job is placed again, so the queue's own reason does
+  // not hide why a job that ran is waiting.
+  std::string preempted_note;
+  bool unschedulable = false;   // its last reason said it can never fit
   absl::Time preempt_deadline;
   std::string job_master;       // host:port of its master task, "" if none
   // Per task: the attempt number at which the current launch started; a
@@ -48,6 +53,10 @@ struct ControlState::NodeRt {
   // a node whose view would not change is not built again.
   std::shared_ptr<const v1::NodeView> view;
   uint64_t view_sig = 0;
+  // Its agent said it is stopping (Draining); Drained was sent once none of
+  // its tasks were left. Both cleared when it registers again.
+  bool draining = false;
+  bool drained_sent = false;
   bool connected() const { return session != 0; }
 };
 

@@ -125,7 +125,10 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
   v.set_priority(r.spec().priority());
   v.set_framework(r.spec().framework());
   v.set_state(r.state());
-  v.set_reason(r.state() == v1::JOB_QUEUED ? r.pending_reason() : r.message());
+  // A placed job may still have tasks waiting for room (minAvailable below
+  // count): their reason shows until they are placed.
+  bool waiting = r.state() == v1::JOB_QUEUED || (!api::IsTerminal(r.state()) && !r.pending_reason().empty());
+  v.set_reason(waiting ? r.pending_reason() : r.message());
   v.set_submit_time_unix_ms(r.submit_time_ms());
   v.set_start_time_unix_ms(r.start_time_ms());
   v.set_end_time_unix_ms(r.end_time_ms());

@@ -27,6 +27,10 @@ class ExecutionBackend {
   virtual void Kill(const std::string& node, const v1::KillTask& kill) = 0;
   // Rewrite a running task's files (hosts, job master address).
   virtual void UpdateFiles(const std::string& node, const v1::TaskFiles& files) = 0;
+  // A node that said it is stopping (Draining) has no task left that the
+  // server knows of: its agent may go. A backend whose nodes never drain
+  // need not implement it.
+  virtual void Drained(const std::string& /*node*/) {}
 };
 
 }  // namespace trainyard::server

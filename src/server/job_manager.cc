@@ -258,6 +258,13 @@ absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
   return absl::OkStatus();
 }
 
+absl::Status JobManager::ReportWorkerFailure(const v1::WorkerFailureRequest& req) {
+  absl::MutexLock lock(&mu_);
+  absl::Status st = control_.WorkerFailed(req, clock_->Now());
+  AfterEvent();
+  return st;
+}
+
 absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link) {
   absl::MutexLock lock(&mu_);
   uint64_t session = streams_.SessionOf(link);
@@ -283,6 +290,12 @@ void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
 void JobManager::OnHeartbeat(const std::string& node, const v1::Heartbeat& hb) {
   absl::MutexLock lock(&mu_);
   control_.OnHeartbeat(node, hb, clock_->Now());
+  AfterEvent();
+}
+
+void JobManager::OnAgentDraining(const std::string& node, const v1::Draining& draining) {
+  absl::MutexLock lock(&mu_);
+  control_.AgentDraining(node, draining.reason(), clock_->Now());
   AfterEvent();
 }
 

@@ -70,6 +70,8 @@ class JobManager {
   // A job master's verdict: SUCCEEDED ends the job and stops its other
   // tasks (parameter servers); FAILED ends it with the reason.
   absl::Status ReportOutcome(const v1::JobOutcomeRequest& request);
+  // A job master's report of a hung worker (ControlState::WorkerFailed).
+  absl::Status ReportWorkerFailure(const v1::WorkerFailureRequest& request);
 
   // ---- the log hub (job_manager_logs.cc) ----
   // `hub` hears of every change to a job (nullptr: no more). Call before
@@ -87,6 +89,7 @@ class JobManager {
   void AgentDisconnected(const std::string& node, AgentLink* link);
   void OnHeartbeat(const std::string& node, const v1::Heartbeat& hb);
   void OnTaskStatus(const std::string& node, const v1::TaskStatus& status);
+  void OnAgentDraining(const std::string& node, const v1::Draining& draining);
 
   // The address the server is reachable on (bound, so never port 0); job
   // masters report to it. Call before Start.

@@ -501,7 +501,7 @@ TEST_F(JobManagerTest, ProductionJobPreemptsPtrJobWhichReturnsToTheQueue) {
   }
   v1::JobView v = Describe(low);
   EXPECT_EQ(v.state(), v1::JOB_QUEUED);
-  EXPECT_EQ(v.reason(), "preempted by high");
+  EXPECT_EQ(v.reason(), "preempted by job high (priority production) at 2023-11-14T22:13:20Z");
   manager_->ScheduleNowForTest();
   EXPECT_EQ(Describe(high).state(), v1::JOB_SCHEDULED);
 }

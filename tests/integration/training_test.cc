@@ -185,7 +185,8 @@ replicas:
   nlohmann::json d = c.Describe(ptr);
   for (const auto& e : d["events"]) {
     preempted |= e["kind"] == "preempted";
-    requeued |= e["kind"] == "requeued" && e["text"] == "back in the queue: preempted by urgent";
+    requeued |= e["kind"] == "requeued" &&
+                e["text"].get<std::string>().rfind("back in the queue: preempted by job urgent (priority ", 0) == 0;
     scheduled += e["kind"] == "scheduled";
   }
   EXPECT_TRUE(preempted);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -21,7 +22,6 @@ std::string Vcores(int64_t milli) { return absl::StrFormat("%.1f", milli / 1000.
 struct Best {
   int gpus = -1;
   NodeId gpus_node = -1;
-  int capacity_gpus = -1;
   int64_t memory = -1;
   NodeId memory_node = -1;
   int64_t vcores = -1;
@@ -53,7 +53,6 @@ Best Survey(const ClusterState& state, const GangPlacer& placer, JobSlot j,
     const NodeState& node = state.node(n);
     ++b.matching;
     if (node.free.gpus > b.gpus) b.gpus = node.free.gpus, b.gpus_node = n;
-    b.capacity_gpus = std::max(b.capacity_gpus, node.capacity.gpus);
     if (node.free.memory_mb > b.memory) b.memory = node.free.memory_mb, b.memory_node = n;
     if (node.free.vcores_milli > b.vcores) b.vcores = node.free.vcores_milli, b.vcores_node = n;
     if (node.free.ports.Count() > b.ports) b.ports = node.free.ports.Count(), b.ports_node = n;
@@ -84,6 +83,7 @@ std::string ConstraintText(const ClusterState& state, const RoleRequest& role) {
   if (!role.node_name.empty() && !role.relax) parts.push_back("node " + role.node_name);
   if (!role.rack.empty()) parts.push_back("rack " + role.rack);
   if (!role.node_selector.Empty()) parts.push_back(role.node_selector.ToString());
+  if (parts.empty()) return "no schedulable node in the cluster (none has registered, or all are down)";
   return absl::StrCat("no schedulable node matches ", absl::StrJoin(parts, " and "));
 }
 
@@ -163,19 +163,90 @@ std::optional<Diagnosis> GpuShortFromIndex(const ClusterState& state, const Role
 
 namespace {
 
+uint64_t GpusOf(const Resource& capacity) {
+  uint64_t all = capacity.gpus >= 64 ? ~0ull : (1ull << capacity.gpus) - 1;
+  return all | capacity.gpu_mask;
+}
+
+// How many tasks of `r` an empty node of `capacity` holds, at most `limit`.
+int64_t TasksByCapacity(const Resource& capacity, const Resource& r, int64_t limit) {
+  if ((r.gpu_mask & ~GpusOf(capacity)) != 0 || !capacity.ports.ContainsAll(r.ports)) return 0;
+  int64_t n = limit;
+  auto bound = [&n](int64_t have, int64_t want) {
+    if (want > 0) n = std::min(n, have / want);
+  };
+  bound(capacity.gpus, r.gpus);
+  bound(capacity.memory_mb, r.memory_mb);
+  bound(capacity.vcores_milli, r.vcores_milli);
+  bound(capacity.ports.Count() - r.ports.Count(), r.port_count);
+  // Exact GPUs or ports are the same ones in every task: one per node.
+  if (r.gpu_mask != 0 || r.ports.Count() > 0) n = std::min<int64_t>(n, 1);
+  return n;
+}
+
+// The node with the most capacity (GPUs, then memory, then vcores).
+bool Larger(const Resource& a, const Resource& b) {
+  return std::tie(a.gpus, a.memory_mb, a.vcores_milli) > std::tie(b.gpus, b.memory_mb, b.vcores_milli);
+}
+
+// The first quantity that `largest` cannot hold even when empty.
+std::string CapacityShortText(const Resource& r, const Resource& largest) {
+  if ((r.gpu_mask & ~GpusOf(largest)) != 0) {
+    return absl::StrCat("needs GPUs ", GpuSet(r.gpu_mask).ToString(), " on one node; no matching node has GPU ",
+                        GpuSet(r.gpu_mask & ~GpusOf(largest)).ToString());
+  }
+  if (r.gpus > largest.gpus) return absl::StrCat("needs ", Gpus(r.gpus), " on one node");
+  if (r.memory_mb > largest.memory_mb) return absl::StrCat("needs ", r.memory_mb, " MB memory on one node");
+  if (r.vcores_milli > largest.vcores_milli) {
+    return absl::StrCat("needs ", Vcores(r.vcores_milli), " vcores on one node");
+  }
+  if (!largest.ports.ContainsAll(r.ports)) {
+    return absl::StrCat("needs ports ", r.ports.ToString(), ", which no matching node serves");
+  }
+  return absl::StrCat("needs ", r.ports.Count() + r.port_count, " ports on one node");
+}
+
+// Why a role can never be placed on the nodes the cluster has now, even
+// empty: no matching node could hold one task, or all of them together
+// could not hold the gang. nullopt when it could fit once work ends. Counts
+// nodes that are not schedulable now too (they may come back); stops
+// counting as soon as the gang fits, so a large cluster is rarely walked.
+std::optional<Diagnosis> NeverFits(const ClusterState& state, const RoleRequest& role, int32_t gang) {
+  int64_t held = 0;
+  int matching = 0;
+  NodeId largest = -1;
+  for (NodeId n = 0; n < state.NodeSlots(); ++n) {
+    const NodeState& node = state.node(n);
+    if (!node.present) continue;
+    if (!role.node_name.empty() && !role.relax && node.name != role.node_name) continue;
+    if (!role.rack.empty() && (node.rack < 0 || state.racks()[node.rack] != role.rack)) continue;
+    if (!role.node_selector.Empty() && !role.node_selector.Matches(state.labels(n))) continue;
+    ++matching;
+    held += TasksByCapacity(node.capacity, role.resource, gang - held);
+    if (held >= gang) return std::nullopt;
+    if (largest < 0 || Larger(node.capacity, state.node(largest).capacity)) largest = n;
+  }
+  if (matching == 0) return std::nullopt;  // the constraint text says more
+  const Resource& cap = state.node(largest).capacity;
+  std::string node = absl::StrCat(state.node(largest).name, ": ", DescribeRequest(ScalarsOf(cap)));
+  std::string text =
+      held == 0 ? absl::StrCat(CapacityShortText(role.resource, cap), "; the largest matching node is ", node)
+                : absl::StrCat("gang needs ", gang, " ", role.name, " tasks of ", DescribeRequest(role.resource),
+                               " at once; the ", matching, matching == 1 ? " matching node" : " matching nodes",
+                               " could hold only ", held, " even when empty (the largest is ", node, ")");
+  return Diagnosis{absl::StrCat(kUnschedulablePrefix, text), false};
+}
+
 // Why role `role` of job j does not fit; `gang` (null for one task) adds
 // how many of a gang's tasks did.
 Diagnosis DiagnoseRole(const ClusterState& state, const GangPlacer& placer, JobSlot j,
                        const RoleRequest& role, const PlaceResult* gang) {
+  if (std::optional<Diagnosis> never = NeverFits(state, role, gang != nullptr ? role.MinAvailable() : 1)) {
+    return *never;
+  }
   if (std::optional<Diagnosis> fast = GpuShortFromIndex(state, role)) return *fast;
   Best b = Survey(state, placer, j, role);
   if (b.matching == 0) return Diagnosis{ConstraintText(state, role), false};
-  if (role.resource.gpus > b.capacity_gpus) {
-    return Diagnosis{absl::StrCat("needs ", Gpus(role.resource.gpus),
-                                  " on one node; the largest matching node has ",
-                                  b.capacity_gpus),
-                     false};
-  }
   if (b.fit == 0 && b.fit_ignoring_reservations > 0 && b.reserved_by >= 0) {
     return Diagnosis{absl::StrCat("waiting behind reservation for job ",
                                   state.job(b.reserved_by).request.id),

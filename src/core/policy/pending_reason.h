@@ -12,6 +12,11 @@
 
 namespace trainyard::core {
 
+// Starts the reason of a job that can never fit the cluster's nodes as they
+// are (even empty); the reason changes as soon as a node that could hold it
+// registers.
+inline constexpr char kUnschedulablePrefix[] = "unschedulable: ";
+
 struct Diagnosis {
   std::string reason;
   // The job could fit if resources were freed (preemption or a

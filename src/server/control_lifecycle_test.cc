@@ -1,0 +1,291 @@
+// ControlState's job life-cycle beyond one gang: jobs that start with a
+// smaller gang (minAvailable) and place the rest as room appears, jobs that
+// can never fit, preempted jobs that say by whom, and the attempt count a
+// task sees after a preemption. Events in with explicit times, effects
+// recorded by a fake backend.
+#include "absl/strings/str_cat.h"
+#include "api/job_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/control_state.h"
+#include "server/test_node.h"
+
+namespace trainyard::server {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+class RecordingBackend : public ExecutionBackend {
+ public:
+  void Registered(const std::string&, const v1::Registered&) override {}
+  void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
+  void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
+  void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
+  void Drained(const std::string& node) override { drained.push_back(node); }
+
+  std::vector<std::pair<std::string, v1::TaskSpec>> launches;
+  std::vector<std::pair<std::string, v1::KillTask>> kills;
+  std::vector<std::string> drained;
+};
+
+class ControlLifecycleTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.kill_grace_ms = 100;
+    config_.jobmaster_enabled = false;
+    config_.node_timeout_ms = 5000;
+    auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+    state_->Recover(StoreSnapshot{}, {}, now_);
+  }
+
+  void AddNode(const std::string& name, uint64_t session) {
+    ASSERT_TRUE(state_->RegisterAgent(testing::TestNode(name, 8, "10.0.0." + name.substr(1)), session, now_).ok());
+  }
+
+  std::string Submit(const std::string& yaml) {
+    auto spec = api::LoadJobSpec(yaml, config_.limits);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    if (!spec.ok()) return "";
+    auto prepared = state_->PrepareSubmit(*spec, now_);
+    EXPECT_TRUE(prepared.ok()) << prepared.status();
+    auto resp = state_->AcceptCommitted(*prepared, absl::OkStatus());
+    return resp.ok() ? resp->job() : "";
+  }
+
+  void Status(const std::string& node, const v1::TaskSpec& t, v1::TaskState s) {
+    v1::TaskStatus st;
+    st.set_job(t.job());
+    st.set_role(t.role());
+    st.set_index(t.index());
+    st.set_attempt(t.attempt());
+    st.set_state(s);
+    state_->OnTaskStatus(node, st, now_);
+  }
+
+  // Every launch of `job` so far reports `s`.
+  void ReportAll(const std::string& job, v1::TaskState s) {
+    for (const auto& [node, t] : backend_.launches) {
+      if (t.job() == job) Status(node, t, s);
+    }
+  }
+
+  v1::JobView View(const std::string& job) {
+    auto v = state_->Describe(job);
+    EXPECT_TRUE(v.ok()) << v.status();
+    return v.ok() ? *v : v1::JobView();
+  }
+
+  std::vector<std::string> EventKinds(const std::string& job) {
+    std::vector<std::string> kinds;
+    v1::JobView v = View(job);
+    for (const auto& e : v.events()) kinds.push_back(e.kind());
+    return kinds;
+  }
+
+  ServerConfig config_;
+  RecordingBackend backend_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);  // 2027-01-15T08:00:00Z
+  std::unique_ptr<ControlState> state_;
+};
+
+constexpr char kElastic[] = R"(
+name: elastic
+replicas:
+  worker:
+    count: 3
+    minAvailable: 2
+    resources: {gpus: 4}
+    command: [train]
+)";
+
+TEST_F(ControlLifecycleTest, AJobBelowItsCountRunsAndPlacesTheRestAsRoomAppears) {
+  AddNode("n1", 1);
+  std::string job = Submit(kElastic);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 2u) << "the first gang of minAvailable tasks";
+  EXPECT_EQ(View(job).reason(), "2 of 3 worker tasks placed; 1 wait for room: needs 4 GPUs on one node; the "
+                                "most free on one node is 0 (n1)");
+  ReportAll(job, v1::TASK_RUNNING);
+  EXPECT_EQ(View(job).state(), v1::JOB_RUNNING) << "the placed tasks run; the job does not sit in STARTING";
+  AddNode("n2", 2);
+  now_ += absl::Milliseconds(200);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 3u);
+  EXPECT_EQ(backend_.launches[2].first, "n2");
+  EXPECT_EQ(backend_.launches[2].second.index(), 2);
+  EXPECT_EQ(View(job).reason(), "") << "nothing waits any more";
+  Status("n2", backend_.launches[2].second, v1::TASK_RUNNING);
+  ReportAll(job, v1::TASK_SUCCEEDED);
+  EXPECT_EQ(View(job).state(), v1::JOB_SUCCEEDED);
+}
+
+TEST_F(ControlLifecycleTest, TheRestOfAnElasticJobIsPlacedWhenItsOwnTasksFreeTheRoom) {
+  AddNode("n1", 1);
+  std::string job = Submit(kElastic);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  ReportAll(job, v1::TASK_RUNNING);
+  Status("n1", backend_.launches[0].second, v1::TASK_SUCCEEDED);
+  now_ += absl::Milliseconds(200);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 3u);
+  EXPECT_EQ(View(job).state(), v1::JOB_RUNNING) << "the last worker has not completed yet";
+}
+
+TEST_F(ControlLifecycleTest, MinAvailableZeroIsRefusedNamingTheField) {
+  auto spec = api::LoadJobSpec("name: z\nreplicas:\n  worker:\n    count: 2\n    minAvailable: 0\n    command: [x]\n",
+                               config_.limits);
+  ASSERT_FALSE(spec.ok());
+  EXPECT_THAT(spec.status().message(), HasSubstr("replicas.worker.minAvailable: 0 must be at least 1"));
+}
+
+TEST_F(ControlLifecycleTest, AJobThatCanNeverFitIsUnschedulableUntilABigEnoughClusterExists) {
+  AddNode("n1", 1);
+  AddNode("n2", 2);
+  std::string job = Submit("name: big\nreplicas:\n  worker:\n    count: 3\n    resources: {gpus: 8}\n"
+                           "    command: [train]\n");
+  state_->RunRound(now_);
+  v1::JobView v = View(job);
+  EXPECT_EQ(v.state(), v1::JOB_QUEUED);
+  EXPECT_THAT(v.reason(), StartsWith("unschedulable: gang needs 3 worker tasks of 8 GPUs"));
+  EXPECT_THAT(v.reason(), HasSubstr("the largest is n1: 8 GPUs"));
+  EXPECT_THAT(EventKinds(job), ::testing::Contains("unschedulable"));
+  state_->RunRound(now_ + absl::Seconds(1));
+  std::vector<std::string> kinds = EventKinds(job);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "unschedulable"), 1) << "said once";
+  AddNode("n3", 3);
+  state_->RunRound(now_ + absl::Seconds(2));
+  EXPECT_EQ(View(job).state(), v1::JOB_SCHEDULED);
+}
+
+
+TEST_F(ControlLifecycleTest, APreemptedJobSaysByWhomAndWhenAndStartsAgainWithItsAttemptCounted) {
+  AddNode("n1", 1);
+  std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4}\n"
+                           "    command: [train]\n");
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  EXPECT_EQ(backend_.launches[0].second.env().at("TRAINYARD_RESTART_COUNT"), "0");
+  ReportAll(low, v1::TASK_RUNNING);
+  std::string high = Submit("name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+                            "    command: [train]\n");
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.kills.size(), 2u);
+  ReportAll(low, v1::TASK_KILLED);
+  state_->RunRound(now_);
+  v1::JobView v = View(low);
+  EXPECT_EQ(v.state(), v1::JOB_QUEUED);
+  EXPECT_THAT(v.reason(), StartsWith("preempted by job high (priority production) at 2027-01-15T08:00:01Z; "
+                                     "waiting: "));
+  EXPECT_THAT(EventKinds(low), ::testing::Contains("preempted"));
+  // The production job ends; the ptr job starts again, its tasks on their
+  // second attempt.
+  for (const auto& [node, t] : std::vector(backend_.launches)) {
+    if (t.job() == high) Status(node, t, v1::TASK_RUNNING), Status(node, t, v1::TASK_SUCCEEDED);
+  }
+  size_t before = backend_.launches.size();
+  state_->RunRound(now_ + absl::Seconds(1));
+  ASSERT_EQ(backend_.launches.size(), before + 2);
+  for (size_t i = before; i < backend_.launches.size(); ++i) {
+    const v1::TaskSpec& t = backend_.launches[i].second;
+    EXPECT_EQ(t.env().at("TRAINYARD_RESTART_COUNT"), "1") << t.role() << "-" << t.index();
+    EXPECT_EQ(t.env().at("TRAINYARD_ATTEMPT"), "1");
+  }
+  EXPECT_EQ(View(low).reason(), "") << "placed again: the note is gone";
+}
+
+TEST_F(ControlLifecycleTest, ATaskThatNeverStartedHasNoEarlierAttemptAfterItsJobIsRequeued) {
+  AddNode("n1", 1);
+  std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 3\n    minAvailable: 2\n"
+                           "    resources: {gpus: 4}\n    command: [train]\n");
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  ReportAll(low, v1::TASK_RUNNING);
+  std::string high = Submit("name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+                            "    command: [train]\n");
+  state_->RunRound(now_);
+  ReportAll(low, v1::TASK_KILLED);
+  ASSERT_EQ(View(low).state(), v1::JOB_QUEUED);
+  v1::JobView v = View(low);
+  for (const auto& t : v.tasks()) {
+    EXPECT_EQ(t.attempt(), t.index() < 2 ? 1 : 0) << t.name() << ": only the placed tasks had an attempt";
+  }
+}
+
+constexpr char kRestarting[] = R"(
+name: steady
+replicas:
+  worker:
+    count: 1
+    restartPolicy: OnFailure
+    maxRestarts: 3
+    resources: {gpus: 1}
+    command: [train]
+)";
+
+TEST_F(ControlLifecycleTest, AnAgentThatStopsOnPurposeRequeuesItsJobsWithoutChargingARestart) {
+  AddNode("n1", 1);
+  std::string job = Submit(kRestarting);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  ReportAll(job, v1::TASK_RUNNING);
+  state_->AgentDraining("n1", "its agent was stopped by signal 15", now_);
+  ASSERT_EQ(backend_.kills.size(), 1u) << "its tasks are stopped";
+  EXPECT_TRUE(backend_.drained.empty()) << "not before the server has seen them end";
+  ReportAll(job, v1::TASK_KILLED);  // what the agent reports as it stops them
+  EXPECT_EQ(backend_.drained, std::vector<std::string>{"n1"});
+  v1::JobView v = View(job);
+  EXPECT_EQ(v.state(), v1::JOB_QUEUED) << "not FAILED: " << v.reason();
+  EXPECT_THAT(v.reason(), StartsWith("stopped with node n1 (its agent was stopped by signal 15) at "));
+  EXPECT_EQ(v.tasks(0).restarts(), 0);
+  EXPECT_EQ(v.tasks(0).attempt(), 1);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.launches.size(), 1u) << "nothing new goes to a node that is stopping";
+  state_->AgentDisconnected("n1", 1);
+  AddNode("n1", 2);  // the cluster is back
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  EXPECT_EQ(backend_.launches[1].second.env().at("TRAINYARD_RESTART_COUNT"), "1");
+  EXPECT_EQ(backend_.launches[1].second.max_restarts(), 3) << "the whole budget is left";
+}
+
+TEST_F(ControlLifecycleTest, AHungWorkerReportedByItsMasterIsStoppedAsAFailureOfThatAttemptOnly) {
+  AddNode("n1", 1);
+  std::string job = Submit(kRestarting);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  v1::WorkerFailureRequest req;
+  req.set_job(job);
+  req.set_worker_id(0);
+  req.set_attempt(0);
+  req.set_reason("no ping for 5.2s");
+  ASSERT_TRUE(state_->WorkerFailed(req, now_).ok());
+  ASSERT_EQ(backend_.kills.size(), 1u);
+  const v1::KillTask& k = backend_.kills[0].second;
+  EXPECT_TRUE(k.fail_attempt());
+  EXPECT_EQ(k.attempt(), 0);
+  EXPECT_EQ(k.reason(), "no ping for 5.2s");
+  EXPECT_EQ(View(job).state(), v1::JOB_RUNNING) << "its restart policy decides";
+  // The agent restarted it (attempt 1); a late report about attempt 0 is dropped.
+  v1::TaskStatus st;
+  st.set_job(job);
+  st.set_role("worker");
+  st.set_attempt(0);
+  st.set_launch_attempt(0);
+  st.set_state(v1::TASK_RESTARTING);
+  state_->OnTaskStatus("n1", st, now_);
+  st.set_attempt(1);
+  st.set_state(v1::TASK_RUNNING);
+  state_->OnTaskStatus("n1", st, now_);
+  ASSERT_TRUE(state_->WorkerFailed(req, now_).ok());
+  EXPECT_EQ(backend_.kills.size(), 1u);
+  req.set_worker_id(7);
+  EXPECT_TRUE(absl::IsNotFound(state_->WorkerFailed(req, now_)));
+}
+
+}  // namespace
+}  // namespace trainyard::server
