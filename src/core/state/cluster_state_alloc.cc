@@ -109,7 +109,10 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   node.free.vcores_milli -= allocation.vcores_milli;
   node.free.gpus -= allocation.gpus;
   node.free.gpu_mask &= ~allocation.gpu_mask;
-  if (!allocation.ports.Empty()) node.free.ports = node.free.ports.Subtract(allocation.ports);
+  if (!allocation.ports.Empty()) {
+    node.free.ports = node.free.ports.Subtract(allocation.ports);
+    RefreshPorts(n);
+  }
   int32_t pos = static_cast<int32_t>(job.tasks.size());
   job.tasks.push_back(PlacedTask{.role = role, .index = index, .node = n, .allocation = allocation});
   node.tasks.push_back(NodeTask{.job = j,
@@ -127,7 +130,7 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   if (allocation.gpus > 0) Reindex(n);
 }
 
-void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
+void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   JobState& job = jobs_[j];
   PlacedTask& task = job.tasks[pos];
   if (task.node < 0) return;
@@ -137,7 +140,14 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
   node.free.vcores_milli += a.vcores_milli;
   node.free.gpus += a.gpus;
   node.free.gpu_mask |= a.gpu_mask;
-  if (!a.ports.Empty()) node.free.ports = node.free.ports.Union(a.ports);
+  if (!a.ports.Empty()) {
+    node.free.ports = node.free.ports.Union(a.ports);
+    if (how == Release::kEnded) {
+      if (node.cooling.empty()) cooling_nodes_.push_back(task.node);
+      node.cooling.push_back(CoolingPorts{.ports = a.ports});
+    }
+    RefreshPorts(task.node);
+  }
   briefs_[j].gpus -= a.gpus;
   auto it = std::find_if(node.tasks.begin(), node.tasks.end(),
                          [&](const NodeTask& t) { return t.job == j && t.pos == pos; });
@@ -157,11 +167,50 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
   if (a.gpus > 0) Reindex(n);
 }
 
-void ClusterState::ReleaseAllTasks(JobSlot j) {
+void ClusterState::ReleaseAllTasks(JobSlot j, Release how) {
   for (size_t pos = 0; pos < jobs_[j].tasks.size(); ++pos) {
-    ReleaseTask(j, static_cast<int32_t>(pos));
+    ReleaseTask(j, static_cast<int32_t>(pos), how);
   }
   jobs_[j].tasks.clear();
+}
+
+void ClusterState::RefreshPorts(NodeId n) {
+  NodeState& node = nodes_[n];
+  node.open_ports =
+      node.ports_in_use.Empty() ? node.free.ports : node.free.ports.Subtract(node.ports_in_use);
+  if (node.cooling.empty()) {
+    node.spare_ports = node.open_ports;
+    return;
+  }
+  PortRanges cooling;
+  for (const CoolingPorts& c : node.cooling) cooling = cooling.Union(c.ports);
+  node.spare_ports = node.open_ports.Subtract(cooling);
+}
+
+absl::Status ClusterState::SetPortsInUse(std::string_view name, const PortRanges& in_use) {
+  absl::StatusOr<NodeId> n = NodeNamed(name);
+  if (!n.ok()) return n.status();
+  NodeState& node = nodes_[*n];
+  PortRanges served = in_use.Intersect(node.capacity.ports);
+  if (served == node.ports_in_use) return absl::OkStatus();
+  node.ports_in_use = std::move(served);
+  RefreshPorts(*n);
+  return absl::OkStatus();
+}
+
+void ClusterState::ExpireCoolingPorts(absl::Time now, absl::Duration quarantine) {
+  size_t keep = 0;
+  for (NodeId n : cooling_nodes_) {
+    NodeState& node = nodes_[n];
+    size_t before = node.cooling.size();
+    for (CoolingPorts& c : node.cooling) {
+      if (c.until == absl::InfiniteFuture()) c.until = now + quarantine;
+    }
+    std::erase_if(node.cooling, [&](const CoolingPorts& c) { return c.until <= now; });
+    if (node.cooling.size() != before) RefreshPorts(n);
+    if (!node.cooling.empty()) cooling_nodes_[keep++] = n;
+  }
+  cooling_nodes_.resize(keep);
 }
 
 size_t ClusterState::ApproxBytes() const {
