@@ -60,6 +60,7 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& c
   opt.limits = config.limits;
   opt.preemption_grace = absl::Milliseconds(config.preemption_grace_ms);
   opt.reservation_wait = absl::Milliseconds(config.reservation_wait_ms);
+  opt.port_quarantine = absl::Milliseconds(config.port_quarantine_ms);
   if (!config.queue_config.empty()) {
     absl::StatusOr<api::QueueConfigFile> file = api::LoadQueueConfigFile(config.queue_config);
     if (!file.ok()) return file.status();

@@ -30,6 +30,7 @@ struct Best {
   NodeId ports_node = -1;
   bool fixed_ports_open = false;  // some node has the exact ports free
   NodeId fixed_ports_node = -1;   // the first node that does not
+  int fixed_ports_unserved = 0;   // matching nodes whose range lacks them
   bool mask_free = false;
   int matching = 0;
   int fit_ignoring_reservations = 0;
@@ -58,9 +59,11 @@ Best Survey(const ClusterState& state, const GangPlacer& placer, JobSlot j,
     b.capacity_gpus = std::max(b.capacity_gpus, node.capacity.gpus);
     if (node.free.memory_mb > b.memory) b.memory = node.free.memory_mb, b.memory_node = n;
     if (node.free.vcores_milli > b.vcores) b.vcores = node.free.vcores_milli, b.vcores_node = n;
-    if (node.spare_ports.Count() > b.ports) b.ports = node.spare_ports.Count(), b.ports_node = n;
+    const NodePorts& ports = state.ports(n);
+    if (ports.spare.Count() > b.ports) b.ports = ports.spare.Count(), b.ports_node = n;
     if (!role.resource.ports.Empty()) {
-      if (node.open_ports.ContainsAll(role.resource.ports)) {
+      if (!node.capacity.ports.ContainsAll(role.resource.ports)) ++b.fixed_ports_unserved;
+      if (ports.open.ContainsAll(role.resource.ports)) {
         b.fixed_ports_open = true;
       } else if (b.fixed_ports_node < 0) {
         b.fixed_ports_node = n;
@@ -111,7 +114,7 @@ std::string PortsBlockedText(const ClusterState& state, const PortRanges& want, 
   std::vector<std::string> parts;
   PortRanges outside = want.Subtract(node.capacity.ports);
   PortRanges held = want.Intersect(node.capacity.ports).Subtract(node.free.ports);
-  PortRanges in_use = want.Intersect(node.free.ports).Subtract(node.open_ports);
+  PortRanges in_use = want.Intersect(node.free.ports).Subtract(state.ports(n).open);
   if (!outside.Empty()) {
     parts.push_back(absl::StrCat(outside.ToString(), " outside its range ",
                                  node.capacity.ports.Empty() ? "(none)" : node.capacity.ports.ToString()));
@@ -225,7 +228,12 @@ Diagnosis DiagnoseRole(const ClusterState& state, const GangPlacer& placer, JobS
         DescribeRequest(role.resource), " at once; only ", gang->short_placed, " fit now");
     if (gang->blocked_by_reservation) absl::StrAppend(&text, " outside reserved nodes");
     if (!role.resource.ports.Empty()) {
-      absl::StrAppend(&text, " (a node gives ", PortWords(role.resource.ports), " to one task at a time)");
+      absl::StrAppend(&text, " (a node gives ", PortWords(role.resource.ports), " to one task at a time");
+      if (b.fixed_ports_unserved > 0) {
+        absl::StrAppend(&text, "; ", b.fixed_ports_unserved, " of ", b.matching,
+                        " matching nodes do not serve ", role.resource.ports.Count() == 1 ? "it" : "them");
+      }
+      absl::StrAppend(&text, ")");
     }
     return Diagnosis{text, true};
   }

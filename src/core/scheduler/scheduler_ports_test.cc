@@ -46,7 +46,7 @@ TEST(SchedulerPortsTest, PortsInUseOnTheNodeAreNotGiven) {
   auto s = MakeScheduler(1);
   // 29999 lies outside the node's range: ignored.
   ASSERT_TRUE(s->SetPortsInUse("node-0", Ports("29999-30000,30002")).ok());
-  EXPECT_EQ(s->state().node(0).ports_in_use.ToString(), "30000,30002");
+  EXPECT_EQ(s->state().ports(0).in_use.ToString(), "30000,30002");
   ASSERT_TRUE(s->AddJob(CountJob("j", 2)).ok());
   EXPECT_EQ(PortsOf(s->Schedule(T(1)), "j"), "30001,30003");
   EXPECT_FALSE(s->SetPortsInUse("node-9", Ports("30000")).ok());
@@ -140,6 +140,17 @@ TEST(SchedulerPortsTest, AGangWithMoreTasksThanNodesForItsExactPortNamesThePort)
   EXPECT_EQ(ReasonOf(d, "g"),
             "gang needs 3 worker tasks of 1024 MB memory, 1.0 vcores, ports 30005-30006 at once; "
             "only 2 fit now (a node gives ports 30005-30006 to one task at a time)");
+}
+
+TEST(SchedulerPortsTest, AGangsReasonSaysHowManyNodesDoNotServeItsExactPort) {
+  auto s = MakeScheduler(1);
+  NodeSpec other = EightGpuNode(1);
+  other.capacity.ports = Ports("40000-40999");
+  ASSERT_TRUE(s->AddNode(other).ok());
+  ASSERT_TRUE(s->AddJob(FixedJob("g", "30005", 2)).ok());
+  EXPECT_EQ(ReasonOf(s->Schedule(T(1)), "g"),
+            "gang needs 2 worker tasks of 1024 MB memory, 1.0 vcores, port 30005 at once; only 1 fit "
+            "now (a node gives port 30005 to one task at a time; 1 of 2 matching nodes do not serve it)");
 }
 
 }  // namespace

@@ -76,9 +76,11 @@ absl::Status ClusterState::AddNode(const NodeSpec& spec) {
   } else {
     n = static_cast<NodeId>(nodes_.size());
     nodes_.emplace_back();
+    node_ports_.emplace_back();
   }
   NodeState& node = nodes_[n];
   node = NodeState{};
+  node_ports_[n] = NodePorts{};
   node.name = spec.name;
   node.rack = spec.rack.empty() ? -1 : InternRack(spec.rack);
   node.labels = InternLabels(spec.labels);
@@ -123,6 +125,7 @@ absl::Status ClusterState::RemoveNode(std::string_view name, std::vector<std::st
   index_.Remove(*n);
   node_by_name_.erase(node.name);
   node = NodeState{};
+  node_ports_[*n] = NodePorts{};
   std::erase(cooling_nodes_, *n);
   free_node_slots_.push_back(*n);
   --node_count_;

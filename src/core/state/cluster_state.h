@@ -113,18 +113,22 @@ struct NodeState {
   JobSlot reserved_for = -1; // a reservation holds this node for a job
   uint64_t excluded = 0;     // GPUs out of service (busy with unknown work)
   std::vector<NodeTask> tasks;
-  // Ports. free.ports is the served range minus what tasks hold. A port in
-  // use on the node (its agent's last report: a listener, a bound socket, a
-  // TIME_WAIT) cannot be bound by a task, so placement reads open_ports =
-  // free.ports - ports_in_use for exact ports, and spare_ports = open_ports
-  // minus the cooling ports for ports given by count, so a port a task just
-  // left (its TIME_WAIT not reported yet, a child still holding it) is not
-  // given to the next task at once. Kept current by RefreshPorts, only when
-  // something about ports changes.
-  PortRanges ports_in_use;   // within capacity.ports
+};
+
+// The ports of a node that placement reads, beside NodeState (kept apart
+// so scans over nodes that never look at ports stay in cache). free.ports
+// is the served range minus what tasks hold. A port in use on the node (its
+// agent's last report: a listener, a bound socket, a TIME_WAIT) cannot be
+// bound by a task, so exact ports come from `open` = free.ports - in_use,
+// and ports by count from `spare` = open minus the cooling ports, so a port
+// a task just left (its TIME_WAIT not reported yet, a child still holding
+// it) is not given to the next task at once. Kept current by RefreshPorts,
+// only when something about the node's ports changes.
+struct NodePorts {
+  PortRanges in_use;  // within capacity.ports
   std::vector<CoolingPorts> cooling;
-  PortRanges open_ports;
-  PortRanges spare_ports;
+  PortRanges open;
+  PortRanges spare;
 };
 
 // Internal per-task record of a running job.
@@ -208,6 +212,7 @@ class ClusterState {
   std::optional<NodeId> FindNode(std::string_view name) const;
   std::optional<JobSlot> FindJob(std::string_view id) const;
   const NodeState& node(NodeId n) const { return nodes_[n]; }
+  const NodePorts& ports(NodeId n) const { return node_ports_[n]; }
   const JobState& job(JobSlot j) const { return jobs_[j]; }
   const JobBrief& brief(JobSlot j) const { return briefs_[j]; }
   NodeId NodeSlots() const { return static_cast<NodeId>(nodes_.size()); }
@@ -268,6 +273,7 @@ class ClusterState {
   void Reindex(NodeId n);
 
   std::vector<NodeState> nodes_;
+  std::vector<NodePorts> node_ports_;  // by NodeId, as nodes_
   std::vector<NodeId> free_node_slots_;
   absl::flat_hash_map<std::string, NodeId> node_by_name_;
   int node_count_ = 0;

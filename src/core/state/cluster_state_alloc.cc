@@ -143,8 +143,9 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   if (!a.ports.Empty()) {
     node.free.ports = node.free.ports.Union(a.ports);
     if (how == Release::kEnded) {
-      if (node.cooling.empty()) cooling_nodes_.push_back(task.node);
-      node.cooling.push_back(CoolingPorts{.ports = a.ports});
+      std::vector<CoolingPorts>& cooling = node_ports_[task.node].cooling;
+      if (cooling.empty()) cooling_nodes_.push_back(task.node);
+      cooling.push_back(CoolingPorts{.ports = a.ports});
     }
     RefreshPorts(task.node);
   }
@@ -175,25 +176,25 @@ void ClusterState::ReleaseAllTasks(JobSlot j, Release how) {
 }
 
 void ClusterState::RefreshPorts(NodeId n) {
-  NodeState& node = nodes_[n];
-  node.open_ports =
-      node.ports_in_use.Empty() ? node.free.ports : node.free.ports.Subtract(node.ports_in_use);
-  if (node.cooling.empty()) {
-    node.spare_ports = node.open_ports;
+  const PortRanges& free = nodes_[n].free.ports;
+  NodePorts& p = node_ports_[n];
+  p.open = p.in_use.Empty() ? free : free.Subtract(p.in_use);
+  if (p.cooling.empty()) {
+    p.spare = p.open;
     return;
   }
   PortRanges cooling;
-  for (const CoolingPorts& c : node.cooling) cooling = cooling.Union(c.ports);
-  node.spare_ports = node.open_ports.Subtract(cooling);
+  for (const CoolingPorts& c : p.cooling) cooling = cooling.Union(c.ports);
+  p.spare = p.open.Subtract(cooling);
 }
 
 absl::Status ClusterState::SetPortsInUse(std::string_view name, const PortRanges& in_use) {
   absl::StatusOr<NodeId> n = NodeNamed(name);
   if (!n.ok()) return n.status();
-  NodeState& node = nodes_[*n];
-  PortRanges served = in_use.Intersect(node.capacity.ports);
-  if (served == node.ports_in_use) return absl::OkStatus();
-  node.ports_in_use = std::move(served);
+  PortRanges served = in_use.Intersect(nodes_[*n].capacity.ports);
+  NodePorts& p = node_ports_[*n];
+  if (served == p.in_use) return absl::OkStatus();
+  p.in_use = std::move(served);
   RefreshPorts(*n);
   return absl::OkStatus();
 }
@@ -201,21 +202,22 @@ absl::Status ClusterState::SetPortsInUse(std::string_view name, const PortRanges
 void ClusterState::ExpireCoolingPorts(absl::Time now, absl::Duration quarantine) {
   size_t keep = 0;
   for (NodeId n : cooling_nodes_) {
-    NodeState& node = nodes_[n];
-    size_t before = node.cooling.size();
-    for (CoolingPorts& c : node.cooling) {
+    std::vector<CoolingPorts>& cooling = node_ports_[n].cooling;
+    size_t before = cooling.size();
+    for (CoolingPorts& c : cooling) {
       if (c.until == absl::InfiniteFuture()) c.until = now + quarantine;
     }
-    std::erase_if(node.cooling, [&](const CoolingPorts& c) { return c.until <= now; });
-    if (node.cooling.size() != before) RefreshPorts(n);
-    if (!node.cooling.empty()) cooling_nodes_[keep++] = n;
+    std::erase_if(cooling, [&](const CoolingPorts& c) { return c.until <= now; });
+    if (cooling.size() != before) RefreshPorts(n);
+    if (!cooling.empty()) cooling_nodes_[keep++] = n;
   }
   cooling_nodes_.resize(keep);
 }
 
 size_t ClusterState::ApproxBytes() const {
   size_t bytes = sizeof(*this) + nodes_.capacity() * sizeof(NodeState) +
-                 jobs_.capacity() * sizeof(JobState) + briefs_.capacity() * sizeof(JobBrief);
+                 jobs_.capacity() * sizeof(JobState) + briefs_.capacity() * sizeof(JobBrief) +
+                 node_ports_.capacity() * sizeof(NodePorts);
   for (const NodeState& node : nodes_) {
     bytes += node.tasks.capacity() * sizeof(node.tasks[0]);
     if (node.name.size() > 15) bytes += node.name.capacity();
