@@ -3,12 +3,6 @@
 // no sockets, no clock, no polling.
 #include "server/control_state.h"
 
-// GCC 12 reports a false -Wrestrict in std::string's operator+ inlined into
-// gtest's printer of v1::NodeView (seen once NodeInfo gained fields).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wrestrict"
-#endif
-
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
