@@ -31,9 +31,11 @@ absl::Status FillNodeIdentity(const AgentConfig& config, NodeInfo* node) {
   node->rack = config.rack;
   node->data_center = config.data_center;
   node->labels = config.labels;
-  if (config.port_range.empty()) {
-    node->port_range = DefaultServingRange(config.proc_root);
-  } else {
+  // The ephemeral range goes to the server, which leaves it out of the
+  // default range and warns when a configured range overlaps it.
+  absl::StatusOr<core::PortRanges> ephemeral = ReadEphemeralPortRange(config.proc_root);
+  if (ephemeral.ok()) node->ephemeral_ports = *ephemeral;
+  if (!config.port_range.empty()) {
     absl::StatusOr<core::PortRanges> range = core::PortRanges::Parse(config.port_range);
     if (!range.ok()) return absl::InvalidArgumentError(absl::StrCat("port_range: ", range.status().message()));
     node->port_range = *range;
@@ -111,10 +113,12 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   node.excluded_gpus = OwnerlessBusyGpus(node.gpus, agent->supervisor_->GpusInUse(), config.ownerless);
   Log(LogLevel::kInfo, kComponent, "node %s: %d GPUs (%s), %d MiB, %d millicores, ports %s%s",
       node.name, static_cast<int>(node.gpus.size()), node.gpu_source, node.memory_mb,
-      node.vcores_milli, node.port_range.ToString(),
+      node.vcores_milli, node.port_range.Empty() ? "as the server decides" : node.port_range.ToString(),
       node.excluded_gpus.Empty() ? "" : absl::StrCat(", excluded GPUs ", node.excluded_gpus.ToString()));
   return agent;
 }
+
+absl::StatusOr<core::PortRanges> AgentCore::PortsInUse() const { return ReadPortsInUse(proc_root_); }
 
 absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
   HeartbeatSnapshot snapshot;

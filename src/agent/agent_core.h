@@ -35,7 +35,7 @@ struct AgentConfig {
   const Clock* clock = nullptr;  // required; outlives the agent
   GpuDiscoveryOptions gpu;
   OwnerlessGpuOptions ownerless;      // gpu_exclude_ownerless_gpu.*
-  std::string port_range;             // "" = [1-65535] minus <1024 and the ephemeral range
+  std::string port_range;             // "" = the server decides (docs/resources.md, Ports)
   int64_t memory_mb = 0;              // 0 = MemTotal from /proc/meminfo
   int64_t vcores_milli = 0;           // 0 = 1000 per CPU this process may run on
   std::string proc_root = "/proc";    // tests point this at recorded files
@@ -57,7 +57,8 @@ struct NodeInfo {
   int64_t vcores_milli = 0;
   std::vector<GpuInfo> gpus;
   core::GpuTopology topology;
-  core::PortRanges port_range;   // the ports the node serves
+  core::PortRanges port_range;   // the ports to serve as configured; empty = the server's default
+  core::PortRanges ephemeral_ports;  // the kernel's ip_local_port_range (empty when unreadable)
   core::GpuSet excluded_gpus;    // busy with processes Trainyard did not start
   std::string gpu_source;        // "nvml", "nvidia-smi", "simulated"
   LimiterKind limiter = LimiterKind::kRlimit;
@@ -86,6 +87,9 @@ class AgentCore {
   // Statuses of the tasks re-adopted at Start.
   const std::vector<TaskStatus>& adopted() const { return adopted_; }
 
+  // The ports in use on the node now (for registration); an error when
+  // /proc/net cannot be read.
+  absl::StatusOr<core::PortRanges> PortsInUse() const;
   // Reads GPU memory use, ports in use and task states now. An error when
   // GPU discovery or /proc/net reading fails, with the reason.
   absl::StatusOr<HeartbeatSnapshot> Heartbeat();

@@ -75,7 +75,8 @@ TEST_F(AgentCoreTest, NodeInfoForRegistration) {
   EXPECT_EQ(node.gpus.size(), 8u);
   EXPECT_EQ(node.gpu_source, "simulated");
   EXPECT_EQ(node.topology.switches().size(), 4u);
-  EXPECT_EQ(node.port_range.ToString(), "1024-32767,61000-65535");
+  EXPECT_TRUE(node.port_range.Empty()) << "none configured: the server decides";
+  EXPECT_EQ(node.ephemeral_ports.ToString(), "32768-60999");
   EXPECT_EQ(node.excluded_gpus, core::GpuSet(1 << 6));
   EXPECT_EQ(node.limiter, LimiterKind::kRlimit);
 }

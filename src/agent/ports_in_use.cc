@@ -94,11 +94,4 @@ absl::StatusOr<core::PortRanges> ReadEphemeralPortRange(const std::string& proc_
   return range;
 }
 
-core::PortRanges DefaultServingRange(const std::string& proc_root) {
-  core::PortRanges all = *core::PortRanges::Of(1024, core::kMaxPort);
-  absl::StatusOr<core::PortRanges> ephemeral = ReadEphemeralPortRange(proc_root);
-  if (ephemeral.ok()) all = all.Subtract(*ephemeral);
-  return all;
-}
-
 }  // namespace trainyard::agent

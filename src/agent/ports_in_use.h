@@ -1,5 +1,5 @@
 // Ports in use on this node, read from /proc/net/{tcp,tcp6,udp,udp6} (no
-// netstat), and the range of ports the node serves to tasks. The /proc root
+// netstat), and the kernel's ephemeral range. The /proc root
 // is a parameter so tests read recorded files.
 #pragma once
 
@@ -27,10 +27,5 @@ absl::StatusOr<core::PortRanges> ReadPortsInUse(const std::string& proc_root = "
 // Returns the kernel's ephemeral range from
 // PROC_ROOT/sys/net/ipv4/ip_local_port_range ("32768\t60999").
 absl::StatusOr<core::PortRanges> ReadEphemeralPortRange(const std::string& proc_root = "/proc");
-
-// The range a node serves when none is configured: [1-65535] minus the
-// privileged ports (< 1024) and the kernel's ephemeral range (when it can be
-// read).
-core::PortRanges DefaultServingRange(const std::string& proc_root = "/proc");
 
 }  // namespace trainyard::agent

@@ -50,9 +50,10 @@ TEST(PortsInUseTest, MissingFilesCountAsEmpty) {
 
 TEST(PortsInUseTest, ServingRangeLeavesOutPrivilegedAndEphemeralPorts) {
   EXPECT_EQ(ReadEphemeralPortRange(TestDataPath("proc"))->ToString(), "32768-60999");
-  EXPECT_EQ(DefaultServingRange(TestDataPath("proc")).ToString(), "1024-32767,61000-65535");
+  EXPECT_EQ(core::DefaultServingPorts(*ReadEphemeralPortRange(TestDataPath("proc"))).ToString(),
+            "1024-32767,61000-65535");
   testing::TempDir empty;
-  EXPECT_EQ(DefaultServingRange(empty.path()).ToString(), "1024-65535");
+  EXPECT_EQ(core::DefaultServingPorts(core::PortRanges()).ToString(), "1024-65535");
   EXPECT_THAT(ReadEphemeralPortRange(empty.path()).status().message(), HasSubstr("does not exist"));
 }
 

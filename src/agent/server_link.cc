@@ -78,6 +78,11 @@ v1::NodeInfo ToProto(const NodeInfo& info) {
   *n.mutable_capacity() = ResourceOf(info);
   *n.mutable_topology() = api::ToProto(info.topology);
   n.set_excluded_gpus(info.excluded_gpus.bits());
+  for (const auto& p : info.ephemeral_ports.ranges()) {
+    auto* pr = n.add_ephemeral_ports();
+    pr->set_begin(p.begin);
+    pr->set_end(p.end);
+  }
   n.set_state(v1::NODE_READY);
   return n;
 }
@@ -270,6 +275,14 @@ bool ServerLink::Session() {
   }
   v1::AgentMessage reg;
   *reg.mutable_register_() = ToProto(core_->node_info());
+  // So the server's first round after registration already skips them.
+  if (absl::StatusOr<core::PortRanges> in_use = core_->PortsInUse(); in_use.ok()) {
+    for (const auto& p : in_use->ranges()) {
+      auto* pr = reg.mutable_register_()->add_ports_in_use();
+      pr->set_begin(p.begin);
+      pr->set_end(p.end);
+    }
+  }
   v1::ServerMessage msg;
   bool accepted = false;
   std::thread heartbeats;

@@ -65,7 +65,9 @@ int RunAgent(AgentFlags& f) {
   const agent::NodeInfo& info = (*core)->node_info();
   std::cout << "trainyard agent " << info.name << ": " << info.topology.gpu_count() << " GPUs ("
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
-            << " vcores, ports " << info.port_range.ToString() << "; server " << f.server << std::endl;
+            << " vcores, ports "
+            << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
+            << "; server " << f.server << std::endl;
   link.Start(core->get());
   int sig = 0;
   sigwait(&set, &sig);
@@ -109,7 +111,7 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--gpu-topology", f.config.gpu.gpu_topology, "topology spec of simulated GPUs");
   cmd->add_option("--memory-mb", f.config.memory_mb, "memory to offer (default: MemTotal)");
   cmd->add_option("--vcores", f.vcores, "CPU cores to offer (default: the CPUs this process may use)");
-  cmd->add_option("--port-range", f.config.port_range, "ports to serve, e.g. [20000-40000]");
+  cmd->add_option("--port-range", f.config.port_range, "ports to serve, e.g. [20000-29999] (default: the server's defaultPortRange, else 1024-65535 minus the kernel's ephemeral range)");
   cmd->add_flag("--exclude-ownerless-gpus", f.config.ownerless.enable,
                 "exclude GPUs busy with processes Trainyard did not start");
   cmd->add_option("--gpu-not-ready-memory-threshold-mb", f.config.ownerless.not_ready_memory_threshold_mb,

@@ -99,6 +99,8 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   cmd->add_option("--heartbeat-interval-ms", f.config.heartbeat_interval_ms, "what agents are told");
   cmd->add_option("--kill-grace-ms", f.config.kill_grace_ms, "SIGTERM to SIGKILL");
   cmd->add_option("--preemption-grace-ms", f.config.preemption_grace_ms, "time victims get to checkpoint");
+  cmd->add_option("--port-quarantine-ms", f.config.port_quarantine_ms,
+                  "how long a port a task left is not given again by count");
   cmd->add_option("--checkpoint-root", f.config.checkpoint_root, "checkpoint directory shared by the nodes");
   cmd->add_option("--max-gpus", f.config.limits.max_gpus, "maximum GPUs per task");
   cmd->add_flag("--no-jobmaster{false}", f.config.jobmaster_enabled, "do not start a job master per job");

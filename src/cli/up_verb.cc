@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "agent/ports_in_use.h"
 #include "cli/client.h"
 #include "cli/demo.h"
 #include "cli/up_report.h"
@@ -66,6 +67,29 @@ void StopChild(pid_t pid, int seconds) {
   }
   kill(pid, SIGKILL);
   waitpid(pid, nullptr, 0);
+}
+
+// The address of simulated node i. Linux routes all of 127.0.0.0/8 to the
+// loopback device, so each node gets an address of its own (127.0.0.1 is
+// left to the server) and a task's host:port names one node's task only.
+std::string NodeAddress(int i) { return absl::StrCat("127.0.0.", i + 2); }
+
+// The default serving range of this host cut into `parts` disjoint slices,
+// one per simulated node. All nodes share one host's port space: a task
+// bound to the wildcard address (a parameter server on 0.0.0.0, PyTorch's
+// store) takes its port on every loopback address, so nodes that each
+// allocated from the whole range would hand out the same port twice.
+std::vector<core::PortRanges> NodePortSlices(int parts) {
+  absl::StatusOr<core::PortRanges> ephemeral = agent::ReadEphemeralPortRange();
+  core::PortRanges rest = core::DefaultServingPorts(ephemeral.ok() ? *ephemeral : core::PortRanges());
+  uint32_t each = rest.Count() / static_cast<uint32_t>(parts);
+  std::vector<core::PortRanges> out;
+  for (int i = 0; i < parts; ++i) {
+    std::optional<core::PortRanges> slice = rest.TakeLowest(each);
+    out.push_back(slice.value_or(core::PortRanges()));
+    rest = rest.Subtract(out.back());
+  }
+  return out;
 }
 
 // How the wait for the cluster ended: every node READY, a child ended
@@ -170,12 +194,14 @@ int RunUp(UpFlags& f) {
   pid_t server = Spawn(server_args, root + "/logs/server.log");
   std::vector<Daemon> daemons = {{server, "server", root + "/logs/server.log"}};
   std::vector<pid_t> agents;
+  std::vector<core::PortRanges> ports = NodePortSlices(f.nodes);
   for (int i = 0; i < f.nodes; ++i) {
     std::string name = absl::StrCat("node-", i);
     agents.push_back(Spawn({self, "agent", "--server", address, "--name", name, "--data-dir", root + "/" + name,
                             "--simulate-gpus", absl::StrCat(f.gpus), "--gpu-topology", f.topology,
                             "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores", absl::StrCat(f.node_vcores),
-                            "--rack", absl::StrCat("rack-", i / 4), "--address", "127.0.0.1", "--kill-tasks-on-exit"},
+                            "--rack", absl::StrCat("rack-", i / 4), "--address", NodeAddress(i),
+                            "--port-range", ports[i].ToString(), "--kill-tasks-on-exit"},
                            absl::StrCat(root, "/logs/", name, ".log")));
     daemons.push_back({agents.back(), "agent " + name, absl::StrCat(root, "/logs/", name, ".log")});
   }

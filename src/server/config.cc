@@ -93,6 +93,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "preemptionGraceMs") Read(v, key, &c.preemption_grace_ms, &errors);
     else if (key == "reservationWaitMs") Read(v, key, &c.reservation_wait_ms, &errors);
     else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
+    else if (key == "portQuarantineMs") Read(v, key, &c.port_quarantine_ms, &errors);
     else if (key == "storeSync") Read(v, key, &c.store_sync, &errors);
     else if (key == "storeGroupCommit") Read(v, key, &c.store_group_commit, &errors);
     else if (key == "maxLogFollowers") Read(v, key, &c.max_log_followers, &errors);
@@ -144,6 +145,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.kill_grace_ms < 0) errors.push_back("killGraceMs: must not be negative");
   if (c.preemption_grace_ms < 0) errors.push_back("preemptionGraceMs: must not be negative");
+  if (c.port_quarantine_ms < 0) errors.push_back("portQuarantineMs: must not be negative");
   if (c.max_log_followers <= 0) errors.push_back("maxLogFollowers: must be positive");
   if (c.log_follower_buffer_bytes < (8 << 10)) {
     errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));

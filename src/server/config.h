@@ -20,7 +20,11 @@ struct ServerConfig {
   int kill_grace_ms = 5000;               // SIGTERM .. SIGKILL
   int preemption_grace_ms = 30000;        // time victims get to checkpoint
   int reservation_wait_ms = 60000;        // head-of-line wait before reserving
-  std::string default_port_range = "[20000-40000]";
+  // Ports a node serves when its agent has no --port-range: "" = 1024-65535
+  // minus the node's ephemeral range (core::DefaultServingPorts).
+  std::string default_port_range;
+  // A port a task left is not given by count again for this long.
+  int port_quarantine_ms = 60000;
   bool store_sync = true;                 // fsync each group commit
   bool store_group_commit = true;         // false: one transaction per write (a benchmark's baseline)
   // The job master a job whose tasks talk to one gets as its first task
@@ -61,7 +65,7 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, dataDir, queueConfig,
 // queuePolicy, heartbeatIntervalMs, nodeTimeoutMs, killGraceMs,
-// preemptionGraceMs, reservationWaitMs, defaultPortRange, storeSync,
+// preemptionGraceMs, reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
 // maxSpecBytes, defaultCpu (a quantity as in a spec: 1, 500m),
 // defaultMemory (1024, 1Gi),

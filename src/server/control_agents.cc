@@ -47,6 +47,37 @@ absl::Status CheckNodeInfo(const v1::NodeInfo& info) {
   return absl::OkStatus();
 }
 
+core::PortRanges RangesOf(const google::protobuf::RepeatedPtrField<v1::PortRange>& ranges) {
+  core::PortRanges out;
+  for (const v1::PortRange& r : ranges) {
+    if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) out.Add({r.begin(), r.end()});
+  }
+  return out;
+}
+
+// The ports a node serves: its agent's --port-range, else the server's
+// defaultPortRange, else 1024-65535 minus the node's ephemeral range. A
+// configured range is served as given even where it overlaps the ephemeral
+// range, but the kernel may hand those ports to any outgoing connection at
+// any time, so a task given one may find it taken: the overlap is logged.
+core::PortRanges ServingPorts(const v1::NodeInfo& info, const std::string& default_range) {
+  core::PortRanges ephemeral = RangesOf(info.ephemeral_ports());
+  core::PortRanges ports = RangesOf(info.capacity().ports());
+  std::string from = "its agent's --port-range";
+  if (ports.Empty() && !default_range.empty()) {
+    ports = core::PortRanges::Parse(default_range).value_or(core::PortRanges());
+    from = "the server's defaultPortRange";
+  }
+  if (ports.Empty()) return core::DefaultServingPorts(ephemeral);
+  if (core::PortRanges overlap = ports.Intersect(ephemeral); !overlap.Empty()) {
+    Log(LogLevel::kWarning, "server",
+        "node %s: ports %s of %s %s lie in the node's ephemeral range %s (ip_local_port_range): the kernel "
+        "may give them to outgoing connections, and a task given one may find it in use",
+        info.name(), overlap.ToString(), from, ports.ToString(), ephemeral.ToString());
+  }
+  return ports;
+}
+
 // Heartbeats in a row that must leave out a task its agent had shown it has
 // before the server takes it as gone from its node. Statuses and heartbeats
 // share the agent's one ordered stream, and an agent lists a task's final
@@ -79,14 +110,10 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   NodeRt& node = *slot;
   v1::NodeInfo old_info = node.info;
   node.info = in;
-  if (node.info.capacity().ports().empty()) {
-    auto ports = core::PortRanges::Parse(config_.default_port_range);
-    if (ports.ok()) {
-      core::Resource r = api::ToCore(in.capacity());
-      r.ports = *ports;
-      *node.info.mutable_capacity() = api::ToProto(r);
-    }
-  }
+  node.info.clear_ports_in_use();  // a moment's state: not for the store
+  core::Resource capacity = api::ToCore(in.capacity());
+  capacity.ports = ServingPorts(in, config_.default_port_range);
+  *node.info.mutable_capacity() = api::ToProto(capacity);
   node.session = session;
   node.last_heartbeat = now;
   node.registered = now;
@@ -95,6 +122,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     if (absl::Status st = RefreshNodeSpec(node, old_info); !st.ok()) return st;
   }
   if (absl::Status st = NodeUp(node); !st.ok()) return st;
+  SetPortsInUse(node, RangesOf(in.ports_in_use()));
   Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
       in.capacity().vcores_milli() / 1000.0);
@@ -147,11 +175,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
       Log(LogLevel::kWarning, "server", "node %s cannot come back: %s", name, std::string(st.message()));
     }
   }
-  core::PortRanges in_use;
-  for (const auto& r : hb.ports_in_use()) {
-    if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) in_use.Add({r.begin(), r.end()});
-  }
-  node.ports_in_use = std::move(in_use);
+  SetPortsInUse(node, RangesOf(hb.ports_in_use()));
   if (hb.busy_gpu_mask() != node.busy_gpus && node.in_scheduler) {
     absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(hb.busy_gpu_mask()));
     if (st.ok()) {
@@ -161,6 +185,21 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   }
   Reconcile(node, hb, now);
   if (node.draining) MaybeDrained(name);
+}
+
+void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
+  // No round is asked for: sockets come and go on a busy node with every
+  // heartbeat, and a job waiting for a port that closed is tried at the
+  // loop's next periodic round.
+  if (in_use == node.ports_in_use) return;
+  node.ports_in_use = std::move(in_use);
+  PushPortsInUse(node);
+}
+
+void ControlState::PushPortsInUse(const NodeRt& node) {
+  if (!node.in_scheduler) return;
+  absl::Status st = scheduler_->SetPortsInUse(node.info.name(), node.ports_in_use);
+  if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", node.info.name(), std::string(st.message()));
 }
 
 void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now) {

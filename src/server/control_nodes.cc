@@ -132,6 +132,7 @@ absl::Status ControlState::NodeUp(NodeRt& node) {
     if (!spec.ok()) return spec.status();
     if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
     node.in_scheduler = true;
+    PushPortsInUse(node);
     uint64_t excluded = node.info.excluded_gpus();
     if (excluded != 0 && scheduler_->SetExcludedGpus(node.info.name(), core::GpuSet(excluded)).ok()) {
       node.busy_gpus = excluded;
@@ -180,6 +181,7 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
   if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
   node.in_scheduler = true;
   node.busy_gpus = 0;
+  PushPortsInUse(node);
   for (auto [job, i] : live) {
     const v1::TaskRecord* t = &job->rec.tasks(i);
     if (!job->in_scheduler) continue;

@@ -219,6 +219,11 @@ class ControlState {
   void TaskEnded(JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
   void CheckSuccess(JobRt& job, int task, absl::Time now);
   void Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now);
+  // Records the ports in use on a node as its agent reported them and tells
+  // the scheduler when they changed; PushPortsInUse tells it again (a node
+  // just added to it).
+  void SetPortsInUse(NodeRt& node, core::PortRanges in_use);
+  void PushPortsInUse(const NodeRt& node);
   // A task the server has as live on `node` that its agent no longer runs
   // (its end was lost in a crash): ends it, or starts it again per policy.
   void TaskGone(JobRt& job, int task, const std::string& node, absl::Time now);

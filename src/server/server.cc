@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "api/queue_config_yaml.h"
 #include "server/agent_service.h"
@@ -41,6 +41,17 @@ LogHubOptions LogHubOptionsFor(const ServerConfig& config) {
   return o;
 }
 
+// An error naming the address unless the server holds exactly the port
+// `listen` asks for (any port for ":0").
+absl::Status CheckBound(const std::string& listen, bool started, int port) {
+  int asked = -1;
+  if (!absl::SimpleAtoi(listen.substr(listen.rfind(':') + 1), &asked)) asked = -1;
+  if (started && port > 0 && (asked == 0 || asked == port)) return absl::OkStatus();
+  return absl::UnavailableError(absl::StrCat(
+      "listen: cannot bind ", listen,
+      ": the port is in use (another trainyard server?) or the host is not an address of this machine"));
+}
+
 }  // namespace
 
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& config) {
@@ -49,6 +60,7 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& c
   opt.limits = config.limits;
   opt.preemption_grace = absl::Milliseconds(config.preemption_grace_ms);
   opt.reservation_wait = absl::Milliseconds(config.reservation_wait_ms);
+  opt.port_quarantine = absl::Milliseconds(config.port_quarantine_ms);
   if (!config.queue_config.empty()) {
     absl::StatusOr<api::QueueConfigFile> file = api::LoadQueueConfigFile(config.queue_config);
     if (!file.ok()) return file.status();
@@ -94,12 +106,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   // Bandwidth probing pings every busy stream and arms a timer per read; the
   // messages here are small, so it only costs CPU (heartbeats of many agents).
   builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // gRPC binds with SO_REUSEPORT by default: a second server on the same
+  // port would start and the kernel would split clients and agents between
+  // the two at random. Without it the bind fails and the second one stops.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   s->grpc_ = builder.BuildAndStart();
-  if (!s->grpc_ || port == 0) {
-    return absl::UnavailableError(absl::StrCat("listen: cannot bind ", config.listen,
-                                               " (in use, or not an address of this machine)"));
-  }
-  std::vector<std::string> parts = absl::StrSplit(config.listen, absl::MaxSplits(':', 1));
+  if (absl::Status st = CheckBound(config.listen, s->grpc_ != nullptr, port); !st.ok()) return st;
   std::string host = config.listen.substr(0, config.listen.rfind(':'));
   s->address_ = absl::StrCat(host, ":", port);
   s->manager_->SetServerAddress(s->address_);

@@ -36,17 +36,22 @@ uint64_t Mix(uint64_t seed, uint64_t key, uint64_t size) {
   return z ^ (z >> 31);
 }
 
-// Ports for one task from `free`, or false.
-bool ChoosePorts(const Resource& want, const PortRanges& free, PortRanges* out) {
+// Ports for one task on `node`, or false: exact ports from those open (not
+// held, not in use on the node), the rest lowest first from those spare
+// (open and not cooling).
+bool ChoosePorts(const Resource& want, const NodePorts& node, PortRanges* out) {
   PortRanges ports;
-  PortRanges pool = free;
+  std::optional<PortRanges> extra;
   if (!want.ports.Empty()) {
-    if (!free.ContainsAll(want.ports)) return false;
+    if (!node.open.ContainsAll(want.ports)) return false;
     ports = want.ports;
-    pool = pool.Subtract(want.ports);
+    if (want.port_count > 0) {
+      extra = node.spare.Subtract(want.ports).TakeLowest(static_cast<uint32_t>(want.port_count));
+    }
+  } else if (want.port_count > 0) {
+    extra = node.spare.TakeLowest(static_cast<uint32_t>(want.port_count));
   }
   if (want.port_count > 0) {
-    std::optional<PortRanges> extra = pool.TakeLowest(want.port_count);
     if (!extra.has_value()) return false;
     ports = ports.Union(*extra);
   }
@@ -65,7 +70,7 @@ int GangPlacer::TasksFitting(const RoleContext& ctx, NodeId n) const {
   if (want.gpus > 0) fit = std::min(fit, free.gpus / want.gpus);
   if (want.gpu_mask != 0 || !want.ports.Empty()) fit = std::min(fit, 1);
   if (want.port_count > 0) {
-    fit = std::min<int64_t>(fit, free.ports.Count() / want.port_count);
+    fit = std::min<int64_t>(fit, state_->ports(n).spare.Count() / want.port_count);
   }
   return fit;
 }
@@ -90,7 +95,7 @@ bool GangPlacer::FitsOneTask(JobSlot j, const RoleRequest& role, NodeId n,
     return false;
   }
   PortRanges ports;
-  return (want.ports.Empty() && want.port_count == 0) || ChoosePorts(want, node.free.ports, &ports);
+  return (want.ports.Empty() && want.port_count == 0) || ChoosePorts(want, state_->ports(n), &ports);
 }
 
 bool GangPlacer::NodeOk(RoleContext& ctx, NodeId n, int tasks) {
@@ -100,9 +105,9 @@ bool GangPlacer::NodeOk(RoleContext& ctx, NodeId n, int tasks) {
   if (ctx.rack >= 0 && node.rack != ctx.rack) return false;
   if (!role.node_selector.Empty() && !role.node_selector.Matches(state_->labels(n))) return false;
   if (TasksFitting(ctx, n) < tasks) return false;
-  // Exact ports held by another task rule the node out here, so the search
-  // moves on instead of PlaceTask failing on it.
-  if (!role.resource.ports.Empty() && !node.free.ports.ContainsAll(role.resource.ports)) {
+  // Exact ports held by another task or in use on the node rule it out
+  // here, so the search moves on instead of PlaceTask failing on it.
+  if (!role.resource.ports.Empty() && !state_->ports(n).open.ContainsAll(role.resource.ports)) {
     return false;
   }
   if (node.reserved_for >= 0 && node.reserved_for != ctx.job) {
@@ -134,7 +139,7 @@ bool GangPlacer::PlaceTask(RoleContext& ctx, NodeId n, int32_t index) {
                  .gpus = fit.gpus.Count(),
                  .gpu_mask = fit.gpus.bits()};
   if ((!want.ports.Empty() || want.port_count > 0) &&
-      !ChoosePorts(want, node.free.ports, &alloc.ports)) {
+      !ChoosePorts(want, state_->ports(n), &alloc.ports)) {
     return false;
   }
   state_->AllocateTask(ctx.job, ctx.role_index, index, n, alloc);

@@ -28,6 +28,9 @@ struct Best {
   NodeId vcores_node = -1;
   uint32_t ports = 0;
   NodeId ports_node = -1;
+  bool fixed_ports_open = false;  // some node has the exact ports free
+  NodeId fixed_ports_node = -1;   // the first node that does not
+  int fixed_ports_unserved = 0;   // matching nodes whose range lacks them
   bool mask_free = false;
   int matching = 0;
   int fit_ignoring_reservations = 0;
@@ -55,7 +58,16 @@ Best Survey(const ClusterState& state, const GangPlacer& placer, JobSlot j,
     if (node.free.gpus > b.gpus) b.gpus = node.free.gpus, b.gpus_node = n;
     if (node.free.memory_mb > b.memory) b.memory = node.free.memory_mb, b.memory_node = n;
     if (node.free.vcores_milli > b.vcores) b.vcores = node.free.vcores_milli, b.vcores_node = n;
-    if (node.free.ports.Count() > b.ports) b.ports = node.free.ports.Count(), b.ports_node = n;
+    const NodePorts& ports = state.ports(n);
+    if (ports.spare.Count() > b.ports) b.ports = ports.spare.Count(), b.ports_node = n;
+    if (!role.resource.ports.Empty()) {
+      if (!node.capacity.ports.ContainsAll(role.resource.ports)) ++b.fixed_ports_unserved;
+      if (ports.open.ContainsAll(role.resource.ports)) {
+        b.fixed_ports_open = true;
+      } else if (b.fixed_ports_node < 0) {
+        b.fixed_ports_node = n;
+      }
+    }
     if (role.resource.gpu_mask != 0 && GpuSet(node.free.gpu_mask).ContainsAll(GpuSet(role.resource.gpu_mask))) {
       b.mask_free = true;
     }
@@ -91,6 +103,27 @@ std::string NodeName(const ClusterState& state, NodeId n) {
   return n < 0 ? "none" : state.node(n).name;
 }
 
+std::string PortWords(const PortRanges& p) {
+  return absl::StrCat(p.Count() == 1 ? "port " : "ports ", p.ToString());
+}
+
+// What keeps exact ports `want` from node n: outside its range, held by
+// tasks, or in use on the node by something else.
+std::string PortsBlockedText(const ClusterState& state, const PortRanges& want, NodeId n) {
+  const NodeState& node = state.node(n);
+  std::vector<std::string> parts;
+  PortRanges outside = want.Subtract(node.capacity.ports);
+  PortRanges held = want.Intersect(node.capacity.ports).Subtract(node.free.ports);
+  PortRanges in_use = want.Intersect(node.free.ports).Subtract(state.ports(n).open);
+  if (!outside.Empty()) {
+    parts.push_back(absl::StrCat(outside.ToString(), " outside its range ",
+                                 node.capacity.ports.Empty() ? "(none)" : node.capacity.ports.ToString()));
+  }
+  if (!held.Empty()) parts.push_back(absl::StrCat(held.ToString(), " held by tasks"));
+  if (!in_use.Empty()) parts.push_back(absl::StrCat(in_use.ToString(), " in use on the node"));
+  return absl::StrCat(node.name, ": ", absl::StrJoin(parts, ", "));
+}
+
 // The first quantity no single node has enough of.
 std::string ShortText(const ClusterState& state, const RoleRequest& role, const Best& b) {
   const Resource& r = role.resource;
@@ -109,6 +142,11 @@ std::string ShortText(const ClusterState& state, const RoleRequest& role, const 
   if (r.vcores_milli > b.vcores) {
     return absl::StrCat("needs ", Vcores(r.vcores_milli), " vcores on one node; the most free is ",
                         Vcores(b.vcores), " (", NodeName(state, b.vcores_node), ")");
+  }
+  if (!r.ports.Empty() && !b.fixed_ports_open) {
+    return absl::StrCat("needs ", PortWords(r.ports), " free on one node; no matching node has ",
+                        r.ports.Count() == 1 ? "it" : "them all", " (",
+                        PortsBlockedText(state, r.ports, b.fixed_ports_node), ")");
   }
   uint32_t ports = r.ports.Count() + static_cast<uint32_t>(r.port_count);
   if (ports > b.ports) {
@@ -129,8 +167,11 @@ std::string DescribeRequest(const Resource& r) {
   }
   if (r.memory_mb > 0) parts.push_back(absl::StrCat(r.memory_mb, " MB memory"));
   if (r.vcores_milli > 0) parts.push_back(absl::StrCat(Vcores(r.vcores_milli), " vcores"));
-  uint32_t ports = r.ports.Count() + static_cast<uint32_t>(r.port_count);
-  if (ports > 0) parts.push_back(absl::StrCat(ports, ports == 1 ? " port" : " ports"));
+  if (!r.ports.Empty()) parts.push_back(PortWords(r.ports));
+  if (r.port_count > 0) {
+    parts.push_back(absl::StrCat(r.port_count, r.port_count == 1 ? " port" : " ports",
+                                 r.ports.Empty() ? "" : " more"));
+  }
   if (parts.empty()) return "nothing";
   return absl::StrJoin(parts, ", ");
 }
@@ -257,6 +298,14 @@ Diagnosis DiagnoseRole(const ClusterState& state, const GangPlacer& placer, JobS
         "gang needs ", role.MinAvailable(), " ", role.name, " tasks of ",
         DescribeRequest(role.resource), " at once; only ", gang->short_placed, " fit now");
     if (gang->blocked_by_reservation) absl::StrAppend(&text, " outside reserved nodes");
+    if (!role.resource.ports.Empty()) {
+      absl::StrAppend(&text, " (a node gives ", PortWords(role.resource.ports), " to one task at a time");
+      if (b.fixed_ports_unserved > 0) {
+        absl::StrAppend(&text, "; ", b.fixed_ports_unserved, " of ", b.matching,
+                        " matching nodes do not serve ", role.resource.ports.Count() == 1 ? "it" : "them");
+      }
+      absl::StrAppend(&text, ")");
+    }
     return Diagnosis{text, true};
   }
   return Diagnosis{ShortText(state, role, b), true};

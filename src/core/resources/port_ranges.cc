@@ -209,4 +209,10 @@ std::string PortRanges::ToString() const {
   return out;
 }
 
+PortRanges DefaultServingPorts(const PortRanges& ephemeral) {
+  PortRanges all;
+  all.Add({kFirstServedPort, kMaxPort});
+  return all.Subtract(ephemeral);
+}
+
 }  // namespace trainyard::core

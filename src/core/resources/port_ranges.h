@@ -61,4 +61,14 @@ class PortRanges {
   Ranges ranges_;
 };
 
+// The lowest port a node serves to tasks by default: the ports below it are
+// privileged (only root may bind them).
+inline constexpr uint32_t kFirstServedPort = 1024;
+
+// The ports a node serves when neither its agent nor the server configures
+// a range: kFirstServedPort..65535 minus the kernel's ephemeral range (the
+// ports it hands to outgoing connections, ip_local_port_range), so a task's
+// port is never one the kernel may give some connection at any moment.
+PortRanges DefaultServingPorts(const PortRanges& ephemeral);
+
 }  // namespace trainyard::core

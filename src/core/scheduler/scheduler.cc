@@ -107,6 +107,7 @@ absl::Status Scheduler::RequeueJob(std::string_view id) {
 Decisions Scheduler::Schedule(absl::Time now) {
   Decisions decisions;
   Round round{.now = now, .out = &decisions, .placer = GangPlacer(&state_, placement_.get(), options_.seed)};
+  state_.ExpireCoolingPorts(now, options_.port_quarantine);
   DropStaleReservations();
   queue_policy_->BeginRound(state_, now);
   RunQueues(round);

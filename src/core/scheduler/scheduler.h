@@ -36,6 +36,10 @@ struct SchedulerOptions {
   // Time a preemption victim gets to checkpoint before it is killed.
   absl::Duration preemption_grace = absl::Seconds(30);
   bool enable_preemption = true;
+  // How long ports a task left are kept from requests by count (a request
+  // for exact ports may take them once nothing on the node holds them).
+  // Counted from the first Schedule(now) after the release; 0 = no wait.
+  absl::Duration port_quarantine = absl::Seconds(60);
   // Victim and reservation searches per round (each looks at every node).
   int max_preemption_searches = 4;
   // Seeds tie-breaks among equal nodes; 0 = plain index order.
@@ -86,6 +90,11 @@ class Scheduler {
   // GPUs of a node taken out of service (busy with unknown processes).
   absl::Status SetExcludedGpus(std::string_view name, GpuSet excluded) {
     return state_.SetExcludedGpus(name, excluded);
+  }
+  // The ports in use on a node as its agent last reported them; no task is
+  // given one of them. Errors: an unknown node.
+  absl::Status SetPortsInUse(std::string_view name, const PortRanges& in_use) {
+    return state_.SetPortsInUse(name, in_use);
   }
   // Adds a pending job. Errors: ValidateJob's, requests outside
   // options.limits, a queue the policy does not know, a duplicate id.

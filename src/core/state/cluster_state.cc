@@ -76,9 +76,11 @@ absl::Status ClusterState::AddNode(const NodeSpec& spec) {
   } else {
     n = static_cast<NodeId>(nodes_.size());
     nodes_.emplace_back();
+    node_ports_.emplace_back();
   }
   NodeState& node = nodes_[n];
   node = NodeState{};
+  node_ports_[n] = NodePorts{};
   node.name = spec.name;
   node.rack = spec.rack.empty() ? -1 : InternRack(spec.rack);
   node.labels = InternLabels(spec.labels);
@@ -88,6 +90,7 @@ absl::Status ClusterState::AddNode(const NodeSpec& spec) {
   node.capacity.gpus = GpuSet(node.capacity.gpu_mask).Count();
   node.capacity.port_count = 0;
   node.free = node.capacity;
+  RefreshPorts(n);
   node.schedulable = spec.schedulable;
   node.present = true;
   node_by_name_.emplace(spec.name, n);
@@ -108,7 +111,7 @@ absl::Status ClusterState::RemoveNode(std::string_view name, std::vector<std::st
   std::sort(jobs.begin(), jobs.end());
   jobs.erase(std::unique(jobs.begin(), jobs.end()), jobs.end());
   for (JobSlot j : jobs) {
-    ReleaseAllTasks(j);
+    ReleaseAllTasks(j, Release::kEnded);
     SetPhase(j, JobPhase::kPending, absl::InfinitePast());
     if (requeued != nullptr) requeued->push_back(jobs_[j].request.id);
   }
@@ -122,6 +125,8 @@ absl::Status ClusterState::RemoveNode(std::string_view name, std::vector<std::st
   index_.Remove(*n);
   node_by_name_.erase(node.name);
   node = NodeState{};
+  node_ports_[*n] = NodePorts{};
+  std::erase(cooling_nodes_, *n);
   free_node_slots_.push_back(*n);
   --node_count_;
   return absl::OkStatus();
@@ -193,7 +198,7 @@ absl::Status ClusterState::RemoveJob(std::string_view id) {
   if (jobs_[*j].phase == JobPhase::kPreempting) {
     SetPhase(*j, JobPhase::kRunning, jobs_[*j].start_time);  // settles preempting usage
   }
-  ReleaseAllTasks(*j);
+  ReleaseAllTasks(*j, Release::kEnded);
   if (jobs_[*j].phase == JobPhase::kPending) LeavePending(*j);
   job_by_id_.erase(jobs_[*j].request.id);
   jobs_[*j] = JobState{};
@@ -209,7 +214,7 @@ absl::Status ClusterState::RequeueJob(std::string_view id) {
   if (jobs_[*j].phase == JobPhase::kPending) {
     return absl::FailedPreconditionError(absl::StrCat("job ", std::string(id), " is already pending"));
   }
-  ReleaseAllTasks(*j);
+  ReleaseAllTasks(*j, Release::kEnded);
   SetPhase(*j, JobPhase::kPending, absl::InfinitePast());
   return absl::OkStatus();
 }
@@ -222,7 +227,7 @@ absl::Status ClusterState::TaskFinished(std::string_view id, std::string_view ro
   for (size_t pos = 0; pos < job.tasks.size(); ++pos) {
     const PlacedTask& t = job.tasks[pos];
     if (job.request.roles[t.role].name == role && t.index == index && t.node >= 0) {
-      ReleaseTask(*j, static_cast<int32_t>(pos));
+      ReleaseTask(*j, static_cast<int32_t>(pos), Release::kEnded);
       return absl::OkStatus();
     }
   }

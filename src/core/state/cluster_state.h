@@ -18,6 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/resources/gpu_topology.h"
+#include "core/resources/port_ranges.h"
 #include "core/resources/resource.h"
 #include "core/state/job.h"
 #include "core/state/labels.h"
@@ -92,6 +93,13 @@ struct JobBrief {
   absl::Time start_time;
 };
 
+// Ports a task left on a node, kept from count requests until `until`
+// (InfiniteFuture until the next Schedule(now) dates them).
+struct CoolingPorts {
+  PortRanges ports;
+  absl::Time until = absl::InfiniteFuture();
+};
+
 // Internal per-node record. Policies read it; only ClusterState writes it.
 struct NodeState {
   std::string name;
@@ -105,6 +113,22 @@ struct NodeState {
   JobSlot reserved_for = -1; // a reservation holds this node for a job
   uint64_t excluded = 0;     // GPUs out of service (busy with unknown work)
   std::vector<NodeTask> tasks;
+};
+
+// The ports of a node that placement reads, beside NodeState (kept apart
+// so scans over nodes that never look at ports stay in cache). free.ports
+// is the served range minus what tasks hold. A port in use on the node (its
+// agent's last report: a listener, a bound socket, a TIME_WAIT) cannot be
+// bound by a task, so exact ports come from `open` = free.ports - in_use,
+// and ports by count from `spare` = open minus the cooling ports, so a port
+// a task just left (its TIME_WAIT not reported yet, a child still holding
+// it) is not given to the next task at once. Kept current by RefreshPorts,
+// only when something about the node's ports changes.
+struct NodePorts {
+  PortRanges in_use;  // within capacity.ports
+  std::vector<CoolingPorts> cooling;
+  PortRanges open;
+  PortRanges spare;
 };
 
 // Internal per-task record of a running job.
@@ -155,6 +179,14 @@ class ClusterState {
   absl::Status RemoveNode(std::string_view name, std::vector<std::string>* requeued = nullptr);
   // Marks a node (un)schedulable: running tasks stay, nothing new lands.
   absl::Status SetSchedulable(std::string_view name, bool schedulable);
+  // Records the ports in use on a node as its agent reports them (any
+  // state: listening, bound, connected, TIME_WAIT); placement skips them.
+  // Ports outside the node's range are ignored.
+  absl::Status SetPortsInUse(std::string_view name, const PortRanges& in_use);
+  // Dates the ports freed since the last call (they cool until now +
+  // quarantine) and gives back to count requests those whose time is over.
+  // O(nodes with cooling ports).
+  void ExpireCoolingPorts(absl::Time now, absl::Duration quarantine);
   // Takes GPUs out of service (busy with processes Trainyard did not start)
   // or back: `excluded` is the set now unusable. Fails when an excluded GPU
   // is held by a task.
@@ -180,6 +212,7 @@ class ClusterState {
   std::optional<NodeId> FindNode(std::string_view name) const;
   std::optional<JobSlot> FindJob(std::string_view id) const;
   const NodeState& node(NodeId n) const { return nodes_[n]; }
+  const NodePorts& ports(NodeId n) const { return node_ports_[n]; }
   const JobState& job(JobSlot j) const { return jobs_[j]; }
   const JobBrief& brief(JobSlot j) const { return briefs_[j]; }
   NodeId NodeSlots() const { return static_cast<NodeId>(nodes_.size()); }
@@ -212,9 +245,13 @@ class ClusterState {
   // Gives `allocation` on node n to task (role, index) of job j.
   // REQUIRES: the allocation fits node n's free resources.
   void AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n, const Resource& allocation);
+  // How an allocation is given back: kTentative undoes a trial placement
+  // (its ports are free again at once); kEnded frees what a task held, and
+  // its ports cool before a count request may get them again.
+  enum class Release { kTentative, kEnded };
   // Undoes every task allocation of job j (rollback of a tentative gang or
   // release on requeue); the job keeps its phase.
-  void ReleaseAllTasks(JobSlot j);
+  void ReleaseAllTasks(JobSlot j, Release how = Release::kTentative);
   void SetPhase(JobSlot j, JobPhase phase, absl::Time at);
   void SetReservation(NodeId n, JobSlot j);
   void SetReason(JobSlot j, std::string reason) { jobs_[j].reason = std::move(reason); }
@@ -226,7 +263,8 @@ class ClusterState {
   int32_t InternTopology(const GpuTopology& t);
   int32_t InternRack(std::string_view rack);
   int32_t InternUser(std::string_view user);
-  void ReleaseTask(JobSlot j, int32_t pos);
+  void ReleaseTask(JobSlot j, int32_t pos, Release how);
+  void RefreshPorts(NodeId n);
   PendingKey KeyOf(JobSlot j) const;
   void EnterPending(JobSlot j);
   void LeavePending(JobSlot j);
@@ -235,6 +273,7 @@ class ClusterState {
   void Reindex(NodeId n);
 
   std::vector<NodeState> nodes_;
+  std::vector<NodePorts> node_ports_;  // by NodeId, as nodes_
   std::vector<NodeId> free_node_slots_;
   absl::flat_hash_map<std::string, NodeId> node_by_name_;
   int node_count_ = 0;
@@ -258,6 +297,7 @@ class ClusterState {
   absl::flat_hash_map<uint64_t, Resource> user_used_;  // (queue << 32 | user)
   Resource cluster_capacity_;
   NodeIndex index_;
+  std::vector<NodeId> cooling_nodes_;  // nodes with cooling ports
 };
 
 }  // namespace trainyard::core

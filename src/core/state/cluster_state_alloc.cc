@@ -109,7 +109,10 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   node.free.vcores_milli -= allocation.vcores_milli;
   node.free.gpus -= allocation.gpus;
   node.free.gpu_mask &= ~allocation.gpu_mask;
-  if (!allocation.ports.Empty()) node.free.ports = node.free.ports.Subtract(allocation.ports);
+  if (!allocation.ports.Empty()) {
+    node.free.ports = node.free.ports.Subtract(allocation.ports);
+    RefreshPorts(n);
+  }
   int32_t pos = static_cast<int32_t>(job.tasks.size());
   job.tasks.push_back(PlacedTask{.role = role, .index = index, .node = n, .allocation = allocation});
   node.tasks.push_back(NodeTask{.job = j,
@@ -127,7 +130,7 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   if (allocation.gpus > 0) Reindex(n);
 }
 
-void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
+void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   JobState& job = jobs_[j];
   PlacedTask& task = job.tasks[pos];
   if (task.node < 0) return;
@@ -137,7 +140,15 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
   node.free.vcores_milli += a.vcores_milli;
   node.free.gpus += a.gpus;
   node.free.gpu_mask |= a.gpu_mask;
-  if (!a.ports.Empty()) node.free.ports = node.free.ports.Union(a.ports);
+  if (!a.ports.Empty()) {
+    node.free.ports = node.free.ports.Union(a.ports);
+    if (how == Release::kEnded) {
+      std::vector<CoolingPorts>& cooling = node_ports_[task.node].cooling;
+      if (cooling.empty()) cooling_nodes_.push_back(task.node);
+      cooling.push_back(CoolingPorts{.ports = a.ports});
+    }
+    RefreshPorts(task.node);
+  }
   briefs_[j].gpus -= a.gpus;
   auto it = std::find_if(node.tasks.begin(), node.tasks.end(),
                          [&](const NodeTask& t) { return t.job == j && t.pos == pos; });
@@ -157,16 +168,56 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos) {
   if (a.gpus > 0) Reindex(n);
 }
 
-void ClusterState::ReleaseAllTasks(JobSlot j) {
+void ClusterState::ReleaseAllTasks(JobSlot j, Release how) {
   for (size_t pos = 0; pos < jobs_[j].tasks.size(); ++pos) {
-    ReleaseTask(j, static_cast<int32_t>(pos));
+    ReleaseTask(j, static_cast<int32_t>(pos), how);
   }
   jobs_[j].tasks.clear();
 }
 
+void ClusterState::RefreshPorts(NodeId n) {
+  const PortRanges& free = nodes_[n].free.ports;
+  NodePorts& p = node_ports_[n];
+  p.open = p.in_use.Empty() ? free : free.Subtract(p.in_use);
+  if (p.cooling.empty()) {
+    p.spare = p.open;
+    return;
+  }
+  PortRanges cooling;
+  for (const CoolingPorts& c : p.cooling) cooling = cooling.Union(c.ports);
+  p.spare = p.open.Subtract(cooling);
+}
+
+absl::Status ClusterState::SetPortsInUse(std::string_view name, const PortRanges& in_use) {
+  absl::StatusOr<NodeId> n = NodeNamed(name);
+  if (!n.ok()) return n.status();
+  PortRanges served = in_use.Intersect(nodes_[*n].capacity.ports);
+  NodePorts& p = node_ports_[*n];
+  if (served == p.in_use) return absl::OkStatus();
+  p.in_use = std::move(served);
+  RefreshPorts(*n);
+  return absl::OkStatus();
+}
+
+void ClusterState::ExpireCoolingPorts(absl::Time now, absl::Duration quarantine) {
+  size_t keep = 0;
+  for (NodeId n : cooling_nodes_) {
+    std::vector<CoolingPorts>& cooling = node_ports_[n].cooling;
+    size_t before = cooling.size();
+    for (CoolingPorts& c : cooling) {
+      if (c.until == absl::InfiniteFuture()) c.until = now + quarantine;
+    }
+    std::erase_if(cooling, [&](const CoolingPorts& c) { return c.until <= now; });
+    if (cooling.size() != before) RefreshPorts(n);
+    if (!cooling.empty()) cooling_nodes_[keep++] = n;
+  }
+  cooling_nodes_.resize(keep);
+}
+
 size_t ClusterState::ApproxBytes() const {
   size_t bytes = sizeof(*this) + nodes_.capacity() * sizeof(NodeState) +
-                 jobs_.capacity() * sizeof(JobState) + briefs_.capacity() * sizeof(JobBrief);
+                 jobs_.capacity() * sizeof(JobState) + briefs_.capacity() * sizeof(JobBrief) +
+                 node_ports_.capacity() * sizeof(NodePorts);
   for (const NodeState& node : nodes_) {
     bytes += node.tasks.capacity() * sizeof(node.tasks[0]);
     if (node.name.size() > 15) bytes += node.name.capacity();
