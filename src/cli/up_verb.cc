@@ -227,7 +227,11 @@ int RunUp(UpFlags& f) {
   std::cout << "stopping the cluster..." << std::endl;
   // All agents at once: each tells the server it stops, so their jobs go back
   // to the queue together instead of moving to a node about to stop too.
-  for (pid_t p : agents) kill(p, SIGTERM);
+  // A child already reaped is -1 here, and kill(-1, ...) would signal every
+  // process this user may signal: only live children are told.
+  for (pid_t p : agents) {
+    if (p > 0) kill(p, SIGTERM);
+  }
   for (pid_t p : agents) StopChild(p, 10);
   StopChild(server, 10);
   return rc;
