@@ -61,8 +61,13 @@ size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
   return unpublished_.size();
 }
 
-void ControlState::PublishNodesAndQueues(ViewStore* views) {
-  if (view_nodes_) views->PutNodes(PublishedNodes());
+void ControlState::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
+  if (view_heartbeats_ && now >= heartbeats_due_) view_nodes_ = true;
+  if (view_nodes_) {
+    views->PutNodes(PublishedNodes());
+    view_heartbeats_ = false;
+    heartbeats_due_ = now + absl::Seconds(1);
+  }
   if (view_queues_) views->PutQueues(std::make_shared<const v1::ListQueuesResponse>(ListQueues()));
   view_nodes_ = view_queues_ = false;
 }
