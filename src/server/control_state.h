@@ -267,7 +267,7 @@ class ControlState {
   v1::JobView View(const JobRt& job, bool with_events) const;
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
   ViewStore::JobEntry Entry(const JobRt& job) const;       // to publish
-  v1::NodeView NodeViewOf(const NodeRt& node) const;
+  v1::NodeView NodeViewOf(const NodeRt& node, bool with_heartbeat) const;
   uint64_t NodeViewSig(const NodeRt& node) const;
 
   const ServerConfig config_;

@@ -180,7 +180,6 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   mix(static_cast<uint64_t>(ToMs(node.registered)));
   mix(static_cast<uint64_t>(node.state));
   mix(node.ports_in_use.Count());
-  mix(static_cast<uint64_t>(ToMs(node.last_heartbeat)));
   mix(node.in_scheduler);
   const core::ClusterState& cs = scheduler_->state();
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
@@ -197,14 +196,14 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
 }
 
 // Every field set here must be folded into NodeViewSig, or a published view
-// would keep an old value.
-v1::NodeView ControlState::NodeViewOf(const NodeRt& node) const {
+// would keep an old value (the heartbeat time is published beside it).
+v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) const {
   const core::ClusterState& cs = scheduler_->state();
   v1::NodeView v;
   *v.mutable_info() = node.info;
   v.mutable_info()->set_state(node.state);
   v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
-  v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
+  if (with_heartbeat) v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
     v.set_free_gpu_mask(ns.free.gpu_mask);
@@ -221,20 +220,20 @@ v1::NodeView ControlState::NodeViewOf(const NodeRt& node) const {
 
 std::vector<v1::NodeView> ControlState::ListNodes() const {
   std::vector<v1::NodeView> out;
-  for (auto& [name, node] : nodes_) out.push_back(NodeViewOf(*node));
+  for (auto& [name, node] : nodes_) out.push_back(NodeViewOf(*node, /*with_heartbeat=*/true));
   return out;
 }
 
 ViewStore::NodesPtr ControlState::PublishedNodes() {
-  auto out = std::make_shared<std::vector<std::shared_ptr<const v1::NodeView>>>();
+  auto out = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   out->reserve(nodes_.size());
   for (auto& [name, node] : nodes_) {
     uint64_t sig = NodeViewSig(*node);
     if (!node->view || sig != node->view_sig) {
-      node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node));
+      node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node, /*with_heartbeat=*/false));
       node->view_sig = sig;
     }
-    out->push_back(node->view);
+    out->push_back({node->view, ToMs(node->last_heartbeat)});
   }
   return out;
 }

@@ -220,7 +220,7 @@ std::vector<v1::NodeView> JobManager::ListNodes() {
   ViewStore::NodesPtr nodes = views_.Nodes();
   std::vector<v1::NodeView> out;
   out.reserve(nodes->size());
-  for (const auto& n : *nodes) out.push_back(*n);
+  for (const auto& n : *nodes) out.push_back(n.Full());
   return out;
 }
 
