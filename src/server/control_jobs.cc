@@ -244,7 +244,10 @@ void ControlState::AddEvent(JobRt& job, const std::string& kind, const std::stri
 void ControlState::Persist(const JobRt& job) {
   persister_.MarkJob(job.rec.name());
   view_jobs_.insert(job.rec.name());
-  view_nodes_ = view_queues_ = true;
+  // What the job did may show on the nodes its tasks are on (their free
+  // resources, their task lists): those are checked at the next publication.
+  view_node_jobs_.insert(job.rec.name());
+  view_queues_ = true;
 }
 
 void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
@@ -323,6 +326,7 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     // TRAINYARD_RESTART_COUNT counts earlier attempts: only a task that was
     // placed (launched) has one behind it; one still waiting for room has not.
     bool launched = !t->node().empty();
+    TouchNode(t->node());  // what it held there is freed below
     t->set_node("");
     t->clear_allocation();
     SetTaskState(job, i, v1::TASK_PENDING);

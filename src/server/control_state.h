@@ -138,7 +138,7 @@ class ControlState {
   // heartbeat changes its view every second, and nothing else does.
   void PublishNodesAndQueues(ViewStore* views, absl::Time now);
   // True when node or queue views changed since they were last published.
-  bool NodeViewsChanged() const { return view_nodes_ || view_queues_; }
+  bool NodeViewsChanged() const { return view_nodes_ || view_queues_ || !view_node_jobs_.empty() || view_touched_; }
   // Publishes up to `max` of the jobs recovered from the store whose views
   // are not out yet; returns how many are left.
   size_t PublishRecovered(ViewStore* views, size_t max);
@@ -154,8 +154,9 @@ class ControlState {
   void SetStoredEvents(const std::string& job, const std::vector<v1::JobEventRecord>& stored);
   std::vector<v1::JobView> ListJobs(bool include_finished) const;
   std::vector<v1::NodeView> ListNodes() const;
-  // Every node's view, built again only for the nodes that changed.
-  ViewStore::NodesPtr PublishedNodes();
+  // Every node's view, built again only for the nodes that changed (all
+  // are checked when `sweep`, else only those touched since the last one).
+  ViewStore::NodesPtr PublishedNodes(bool sweep = true);
   v1::ListQueuesResponse ListQueues() const;
   // Where the tasks of `job` are, for the log hub (control_logs.cc).
   // NotFound naming the job.
@@ -268,6 +269,8 @@ class ControlState {
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
   ViewStore::JobEntry Entry(const JobRt& job) const;       // to publish
   v1::NodeView NodeViewOf(const NodeRt& node, bool with_heartbeat) const;
+  // Marks the node's view to be checked at the next publication.
+  void TouchNode(const std::string& name);
   uint64_t NodeViewSig(const NodeRt& node) const;
 
   const ServerConfig config_;
@@ -297,8 +300,14 @@ class ControlState {
   std::vector<std::string> unpublished_;  // recovered, not yet published
   bool view_nodes_ = true;
   bool view_queues_ = true;
-  bool view_heartbeats_ = false;  // only heartbeat times changed
-  absl::Time heartbeats_due_ = absl::InfinitePast();
+  // Node views: view_nodes_ checks every node at the next publication; a
+  // job's change checks only the nodes its tasks are on (view_node_jobs_,
+  // then NodeRt::view_touched), with every node checked at most a second
+  // later all the same; heartbeat times alone go out at most once a second.
+  std::set<std::string> view_node_jobs_;
+  bool view_touched_ = false;
+  bool view_heartbeats_ = false;
+  absl::Time sweep_due_ = absl::InfinitePast();
   ManagerStats stats_;
   absl::Time started_;
   absl::Time last_liveness_check_;  // CheckNodes runs at most every 100 ms

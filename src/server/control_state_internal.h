@@ -53,6 +53,7 @@ struct ControlState::NodeRt {
   // a node whose view would not change is not built again.
   std::shared_ptr<const v1::NodeView> view;
   uint64_t view_sig = 0;
+  bool view_touched = false;  // a job's tasks here changed: check at the next publication
   // Its agent said it is stopping (Draining); Drained was sent once none of
   // its tasks were left. Both cleared when it registers again.
   bool draining = false;

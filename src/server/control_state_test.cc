@@ -375,3 +375,28 @@ TEST_F(ControlStateTest, HeartbeatTimesAloneArePublishedAtMostOnceASecond) {
 
 }  // namespace
 }  // namespace trainyard::server
+
+namespace trainyard::server {
+namespace {
+
+// A job's change is published on the nodes its tasks are on at once, with
+// no sweep over every node (that happens at most once a second).
+TEST_F(ControlStateTest, ATaskEndingShowsOnItsNodeAtTheNextPublication) {
+  ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
+  ViewStore views;
+  state_->PublishNodesAndQueues(&views, now_);
+  std::string job = Submit(kOneGpu);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  state_->PublishNodesAndQueues(&views, now_);
+  ASSERT_EQ((*views.Nodes())[0].view->tasks_size(), 1);
+  EXPECT_NE((*views.Nodes())[0].view->free_gpu_mask(), 0xffu);
+  Status("n1", backend_.launches[0].second, v1::TASK_SUCCEEDED);
+  ASSERT_EQ(View(job).state(), v1::JOB_SUCCEEDED);
+  state_->PublishNodesAndQueues(&views, now_);
+  EXPECT_EQ((*views.Nodes())[0].view->tasks_size(), 0);
+  EXPECT_EQ((*views.Nodes())[0].view->free_gpu_mask(), 0xffu);
+}
+
+}  // namespace
+}  // namespace trainyard::server

@@ -62,11 +62,28 @@ size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
 }
 
 void ControlState::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
-  if (view_heartbeats_ && now >= heartbeats_due_) view_nodes_ = true;
-  if (view_nodes_) {
-    views->PutNodes(PublishedNodes());
+  bool sweep = view_nodes_ || (now >= sweep_due_ && (view_heartbeats_ || view_touched_ || !view_node_jobs_.empty()));
+  // A big job's change would touch many nodes: checking them all is as cheap.
+  constexpr int kTouchAtMost = 256;
+  int touched = 0;
+  for (const std::string& name : view_node_jobs_) {
+    const JobRt* job = sweep ? nullptr : FindJob(name);
+    if (!job) continue;
+    touched += job->rec.tasks_size();
+    if (touched > kTouchAtMost) {
+      sweep = true;
+      continue;
+    }
+    for (const auto& t : job->rec.tasks()) TouchNode(t.node());
+  }
+  view_node_jobs_.clear();
+  if (sweep || view_touched_) {
+    views->PutNodes(PublishedNodes(sweep));
+    view_touched_ = false;
+  }
+  if (sweep) {
     view_heartbeats_ = false;
-    heartbeats_due_ = now + absl::Seconds(1);
+    sweep_due_ = now + absl::Seconds(1);
   }
   if (view_queues_) views->PutQueues(std::make_shared<const v1::ListQueuesResponse>(ListQueues()));
   view_nodes_ = view_queues_ = false;
@@ -224,14 +241,25 @@ std::vector<v1::NodeView> ControlState::ListNodes() const {
   return out;
 }
 
-ViewStore::NodesPtr ControlState::PublishedNodes() {
+void ControlState::TouchNode(const std::string& name) {
+  if (name.empty()) return;
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return;
+  it->second->view_touched = true;
+  view_touched_ = true;
+}
+
+ViewStore::NodesPtr ControlState::PublishedNodes(bool sweep) {
   auto out = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   out->reserve(nodes_.size());
   for (auto& [name, node] : nodes_) {
-    uint64_t sig = NodeViewSig(*node);
-    if (!node->view || sig != node->view_sig) {
-      node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node, /*with_heartbeat=*/false));
-      node->view_sig = sig;
+    if (sweep || node->view_touched || !node->view) {
+      uint64_t sig = NodeViewSig(*node);
+      if (!node->view || sig != node->view_sig) {
+        node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node, /*with_heartbeat=*/false));
+        node->view_sig = sig;
+      }
+      node->view_touched = false;
     }
     out->push_back({node->view, ToMs(node->last_heartbeat)});
   }
