@@ -1,11 +1,12 @@
 # The two commands of the README, and a few more.
 #   make up    install what is missing, build, start the local cluster, run the demo
 #   make test  install what is missing, build, run every test (and the
-#              thread-safety build: `make tsa`)
+#              thread-safety build: `make tsa`, and each fuzzer for a few
+#              seconds: `make fuzz`)
 BUILD_DIR := build/release
 ASAN_DIR := build/asan
 
-.PHONY: all setup build tsa test up bench asan asan-test clean
+.PHONY: all setup build tsa fuzz test up bench asan asan-test clean
 
 all: build
 
@@ -22,7 +23,15 @@ tsa: setup
 	@cmake --preset tsa >/dev/null
 	@cmake --build --preset tsa
 
-test: build tsa
+# The libFuzzer programs of fuzz/ (build/fuzz), each run over its corpus for
+# FUZZ_SECONDS (scripts/fuzz); a crash, hang or leak fails `make test`.
+FUZZ_SECONDS ?= 15
+fuzz: setup
+	@cmake --preset fuzz >/dev/null
+	@cmake --build --preset fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
+
+test: build tsa fuzz
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
 up: build

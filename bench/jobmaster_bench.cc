@@ -70,6 +70,7 @@ struct MasterProcess {
       config.num_workers = workers;
       config.bind_address = "127.0.0.1";
       config.port = bind_port;
+      config.learn_barriers = gated;  // a restarted master: its count comes from the workers
       FakeJobTerminator terminator;
       RealClock clock;
       auto server = JobMasterServer::Create(config, &terminator, &clock);

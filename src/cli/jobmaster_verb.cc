@@ -27,6 +27,7 @@ struct JobmasterFlags {
   int64_t response_wait_ms = 10000;
   int64_t barrier_timeout_ms = 600000;
   int64_t linger_ms = 1000;
+  int attempt = 0;
   std::string advertise_host;
   std::string server_address;
   std::string outcome_file;
@@ -85,6 +86,9 @@ int RunJobmaster(JobmasterFlags& f) {
   f.config.ping_interval = absl::Milliseconds(f.ping_interval_ms);
   f.config.response_wait = absl::Milliseconds(f.response_wait_ms);
   f.config.barrier_timeout = absl::Milliseconds(f.barrier_timeout_ms);
+  // A restarted master starts empty: only its workers know how many barriers
+  // the job passed. A first one knows (none) and refuses generations past it.
+  f.config.learn_barriers = f.attempt > 0;
   OutcomeTerminator terminator(&std::cout, f.outcome_file);
   // With --server the outcome goes to the Trainyard server, which then stops
   // the job's other tasks; it is printed too.
@@ -119,7 +123,13 @@ void RegisterJobmaster(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--port", f->config.port, "Port to listen on; 0 = any free port")
       ->capture_default_str();
-  cmd->add_option("--bind", f->config.bind_address, "IPv4 address to listen on")
+  cmd->add_option("--bind", f->config.bind_address,
+                  "Address to listen on: IPv4, or a host name that resolves to one (the server "
+                  "passes the node's address)")
+      ->capture_default_str();
+  cmd->add_option("--attempt", f->attempt,
+                  "This master's restart count (TRAINYARD_RESTART_COUNT): a restarted master "
+                  "learns the job's barrier count from its workers")
       ->capture_default_str();
   cmd->add_option("--advertise-host", f->advertise_host,
                   "Host printed for TRAINYARD_JOB_MASTER (default: the bind address, or this "

@@ -2,6 +2,7 @@
 #include "jobmaster/config.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_format.h"
 
@@ -43,6 +44,26 @@ absl::Status ValidateConfig(const JobMasterConfig& c) {
   if (c.max_request_bytes < 64) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "max request bytes = %u is too small (at least 64)", c.max_request_bytes));
+  }
+  if (c.max_buffered_input_bytes < c.max_request_bytes) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max buffered input bytes = %u is below max request bytes = %u: one frame must fit",
+        c.max_buffered_input_bytes, c.max_request_bytes));
+  }
+  if (c.max_queued_output_bytes < 1024) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "max queued output bytes = %u is too small (at least 1024)", c.max_queued_output_bytes));
+  }
+  for (auto [d, name] : {std::pair{c.partial_frame_timeout, "partial frame timeout"},
+                         std::pair{c.register_timeout, "register timeout"},
+                         std::pair{c.idle_timeout, "idle timeout"}}) {
+    if (d <= absl::ZeroDuration()) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s must be positive", name));
+    }
+  }
+  if (c.passed_barriers < 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "passed barriers = %d must not be negative", c.passed_barriers));
   }
   return absl::OkStatus();
 }

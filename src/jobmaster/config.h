@@ -11,11 +11,17 @@
 
 namespace trainyard::jobmaster {
 
+// A partial frame up to this size is always kept, whatever the total cap:
+// workers' requests are far smaller, so a flood of big partial frames cannot
+// crowd real workers out.
+inline constexpr size_t kSmallPartialFrameBytes = 4096;
+
 struct JobMasterConfig {
   std::string job_name = "job";
   // Number of workers of the job; ids are 0..num_workers-1.
   int num_workers = 1;
-  // Address to listen on and port (0 = any free port).
+  // Address to listen on (an IPv4 address or a host name that resolves to
+  // one; the server passes the node's address) and port (0 = any free port).
   std::string bind_address = "0.0.0.0";
   int port = 0;
   // Workers ping every ping_interval; a worker silent for
@@ -30,8 +36,32 @@ struct JobMasterConfig {
   // Restarts a worker may use; a worker in ERROR with this many restarts
   // behind it ends the job FAILED.
   int max_restarts = 0;
-  // Largest request frame accepted; bigger ones close the connection.
+  // Largest request frame accepted; bigger ones close the connection. Also
+  // the most one connection's partial frame can hold.
   uint32_t max_request_bytes = kDefaultMaxRequestBytes;
+  // Bytes of partial frames the master holds over all its connections. A
+  // connection whose partial frame would take the total past it is closed,
+  // unless that frame is small (kSmallPartialFrameBytes), as workers' are.
+  size_t max_buffered_input_bytes = 16u << 20;
+  // Answers queued for one connection that it has not read yet. A peer that
+  // lets more pile up is closed (one answer of any size is always queued).
+  size_t max_queued_output_bytes = 8u << 20;
+  // A frame begun and not completed within this closes its connection.
+  absl::Duration partial_frame_timeout = absl::Seconds(10);
+  // A connection that has not registered (STARTING or ATTACH) within this
+  // is closed.
+  absl::Duration register_timeout = absl::Seconds(10);
+  // A connection silent this long that waits for nothing (no barrier, no
+  // all-joined list) is closed; the worker library reconnects by itself.
+  absl::Duration idle_timeout = absl::Minutes(10);
+  // Barriers the job has passed before this master started (a restarted
+  // master that kept its count).
+  int64_t passed_barriers = 0;
+  // True for a master that restarted without knowing how many barriers the
+  // job passed: it believes the generation its workers present, until its
+  // first barrier completes. Otherwise a generation above the barriers the
+  // job passed is refused.
+  bool learn_barriers = false;
   // How often the loop checks pings and timeouts; 0 = derived from the
   // ping interval (a quarter of it, between 1 ms and 100 ms).
   absl::Duration tick = absl::ZeroDuration();

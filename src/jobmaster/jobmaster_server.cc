@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
@@ -13,6 +14,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <future>
@@ -20,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "jobmaster/frame.h"
+#include "jobmaster/request_decoder.h"
 
 namespace trainyard::jobmaster {
 namespace {
@@ -38,6 +41,29 @@ absl::Status Errno(std::string_view what) {
   return absl::UnavailableError(absl::StrFormat("%s: %s", what, std::strerror(errno)));
 }
 
+// The IPv4 address of `host`: a literal, or a name (the node's address may
+// be its host name) resolved to its first IPv4 address.
+absl::Status ResolveBindAddress(const std::string& host, in_addr* out) {
+  if (inet_pton(AF_INET, host.c_str(), out) == 1) return absl::OkStatus();
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  int rc = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (rc != 0 || found == nullptr) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "bind address '%s' is neither an IPv4 address nor a host name with one (--bind): %s",
+        host, rc != 0 ? gai_strerror(rc) : "no address"));
+  }
+  *out = reinterpret_cast<const sockaddr_in*>(found->ai_addr)->sin_addr;
+  freeaddrinfo(found);
+  return absl::OkStatus();
+}
+
+void RaiseTo(std::atomic<size_t>* peak, size_t value) {
+  if (value > peak->load(std::memory_order_relaxed)) peak->store(value, std::memory_order_relaxed);
+}
+
 }  // namespace
 
 struct JobMasterServer::Connection {
@@ -45,12 +71,18 @@ struct JobMasterServer::Connection {
   ConnId id = 0;
   std::string peer_ip;
   std::string in;       // a partial frame carried to the next read
+  size_t in_bytes = 0;  // what `in` counts in buffered_input_
   std::string out;      // encoded replies not yet written
   size_t out_offset = 0;
   bool dirty = false;   // listed in dirty_
   bool want_write = false;  // EPOLLOUT registered
   bool closing = false;     // close once `out` is written
   bool closed = false;
+  size_t overflowed = 0;    // answers queued past the cap: closed at the next flush
+  absl::Time opened;
+  absl::Time last_input;
+  absl::Time partial_since;  // when the frame in `in` began
+  absl::Time closing_since;
 };
 
 uint64_t RaiseOpenFileLimit() {
@@ -82,9 +114,8 @@ absl::Status JobMasterServer::Listen() {
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(config_.port));
-  if (inet_pton(AF_INET, config_.bind_address.c_str(), &addr.sin_addr) != 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "bind address '%s' is not an IPv4 address (--bind)", config_.bind_address));
+  if (absl::Status s = ResolveBindAddress(config_.bind_address, &addr.sin_addr); !s.ok()) {
+    return s;
   }
   listen_fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0) return Errno("socket");
@@ -121,6 +152,9 @@ JobMasterServer::~JobMasterServer() {
 
 absl::Status JobMasterServer::Run(absl::Duration linger_after_end) {
   absl::Duration tick = EffectiveTick(config_);
+  absl::Duration sweep = std::clamp(
+      std::min({config_.partial_frame_timeout, config_.register_timeout, config_.idle_timeout}) / 4,
+      tick, std::max(tick, absl::Seconds(1)));
   absl::Time next_tick = clock_->Now();
   absl::Time ended_at = absl::InfiniteFuture();
   std::vector<epoll_event> events(kMaxEvents);
@@ -133,7 +167,7 @@ absl::Status JobMasterServer::Run(absl::Duration linger_after_end) {
     for (int i = 0; i < n; ++i) {
       void* tag = events[i].data.ptr;
       if (tag == &kListenTag) {
-        AcceptAll();
+        AcceptAll(now);
       } else if (tag == &kWakeTag) {
         RunPosted();
       } else {
@@ -149,6 +183,10 @@ absl::Status JobMasterServer::Run(absl::Duration linger_after_end) {
     if (now >= next_tick) {
       state_.OnTick(now);
       next_tick = now + tick;
+    }
+    if (now >= next_sweep_) {
+      SweepConnections(now);
+      next_sweep_ = now + sweep;
     }
     FlushDirty();
     closed_.clear();
@@ -200,7 +238,7 @@ void JobMasterServer::RunPosted() {
   for (auto& task : tasks) task();
 }
 
-void JobMasterServer::AcceptAll() {
+void JobMasterServer::AcceptAll(absl::Time now) {
   while (true) {
     sockaddr_in addr{};
     socklen_t len = sizeof(addr);
@@ -228,6 +266,7 @@ void JobMasterServer::AcceptAll() {
     char ip[INET_ADDRSTRLEN] = {0};
     inet_ntop(AF_INET, &addr.sin_addr, ip, sizeof(ip));
     c->peer_ip = ip;
+    c->opened = c->last_input = now;
     epoll_event ev{};
     ev.events = EPOLLIN;
     ev.data.ptr = c.get();
@@ -246,39 +285,59 @@ void JobMasterServer::ReadFrom(Connection* c, absl::Time now) {
       return;
     }
     if (got == 0) return Close(c, "peer closed the connection");
+    c->last_input = now;
     std::string_view data(read_buffer_.data(), static_cast<size_t>(got));
     if (c->in.empty()) {
       size_t used = HandleFrames(c, data, now);
-      if (!c->closing && !c->closed) c->in.assign(data.substr(used));
+      if (!c->closing && !c->closed && used < data.size()) KeepPartial(c, data.substr(used), now);
     } else {
       c->in.append(data);
       size_t used = HandleFrames(c, c->in, now);
-      if (!c->closed) c->in.erase(0, used);
-      if (c->in.empty() && c->in.capacity() > kKeepBufferBytes) std::string().swap(c->in);
+      if (!c->closing && !c->closed) AfterPartialConsumed(c, used, now);
     }
     if (static_cast<size_t>(got) < read_buffer_.size()) return;
   }
 }
 
-size_t JobMasterServer::HandleFrames(Connection* c, std::string_view data, absl::Time now) {
-  size_t used = 0;
-  while (!c->closing && !c->closed) {
-    FrameView frame;
-    absl::Status s = PeekFrame(data.substr(used), config_.max_request_bytes, &frame);
-    if (!s.ok()) {
-      RejectGarbage(c, s);
-      break;
-    }
-    if (!frame.complete) break;
-    used += frame.consumed;
-    if (!request_.ParseFromArray(frame.payload.data(), static_cast<int>(frame.payload.size()))) {
-      RejectGarbage(c, absl::InvalidArgumentError(absl::StrFormat(
-                           "a frame of %d bytes is not a JobMasterRequest protobuf",
-                           frame.payload.size())));
-      break;
-    }
-    state_.OnRequest(c->id, c->peer_ip, request_, now);
+void JobMasterServer::KeepPartial(Connection* c, std::string_view rest, absl::Time now) {
+  c->in.assign(rest);
+  c->partial_since = now;
+  SetInputBytes(c);
+}
+
+void JobMasterServer::AfterPartialConsumed(Connection* c, size_t used, absl::Time now) {
+  c->in.erase(0, used);
+  if (used > 0) c->partial_since = now;  // what is left is a frame that began now
+  if (c->in.capacity() > kSmallPartialFrameBytes && c->in.capacity() > 2 * c->in.size()) {
+    std::string(c->in).swap(c->in);  // a drained big frame must not stay allocated
   }
+  SetInputBytes(c);
+}
+
+void JobMasterServer::SetInputBytes(Connection* c) {
+  size_t bytes = c->in.empty() ? 0 : c->in.capacity();
+  size_t total = buffered_input_.load(std::memory_order_relaxed) - c->in_bytes + bytes;
+  c->in_bytes = bytes;
+  buffered_input_.store(total, std::memory_order_relaxed);
+  if (c->in.size() > kSmallPartialFrameBytes && total > config_.max_buffered_input_bytes) {
+    return CutOff(c, absl::StrFormat(
+        "its partial frame of %d bytes takes the master's buffered input to %d bytes, over the "
+        "cap of %d (max_buffered_input_bytes)", c->in.size(), total,
+        config_.max_buffered_input_bytes));
+  }
+  RaiseTo(&peak_buffered_input_, total);
+}
+
+size_t JobMasterServer::HandleFrames(Connection* c, std::string_view data, absl::Time now) {
+  absl::Status bad;
+  size_t used = DecodeRequests(
+      data, config_.max_request_bytes, &request_,
+      [&](const pb::JobMasterRequest& request) {
+        state_.OnRequest(c->id, c->peer_ip, request, now);
+        return c->overflowed == 0;  // a peer that does not read gets no more answers
+      },
+      &bad);
+  if (!bad.ok()) RejectGarbage(c, bad);
   return used;
 }
 
@@ -287,7 +346,9 @@ void JobMasterServer::RejectGarbage(Connection* c, const absl::Status& why) {
       why.message());
   state_.SendError(c->id, 0, why);
   c->closing = true;
-  c->in.clear();
+  c->closing_since = clock_->Now();
+  std::string().swap(c->in);
+  SetInputBytes(c);
   c->want_write = true;  // stop reading: only the error is still written
   epoll_event ev{};
   ev.events = EPOLLOUT;
@@ -308,13 +369,33 @@ JobMasterServer::Connection* JobMasterServer::Writable(ConnId conn) {
 }
 
 void JobMasterServer::Send(ConnId conn, const pb::JobMasterResponse& response) {
-  if (Connection* c = Writable(conn)) AppendFrame(response, &c->out);
+  Connection* c = Writable(conn);
+  if (c == nullptr || c->overflowed) return;
+  size_t before = c->out.size() - c->out_offset;
+  AppendFrame(response, &c->out);
+  CheckQueuedOutput(c, before);
+}
+
+void JobMasterServer::CheckQueuedOutput(Connection* c, size_t queued_before) {
+  size_t queued = c->out.size() - c->out_offset;
+  // One answer of any size may wait (a big job's worker list); a peer that
+  // lets a second pile up past the cap does not read, and is dropped rather
+  // than grow the master's memory. Closed at the flush: this runs inside
+  // MasterState's handlers, which must not see the close yet.
+  if (queued_before > 0 && queued > config_.max_queued_output_bytes) {
+    c->overflowed = queued;
+    std::string().swap(c->out);
+    c->out_offset = 0;
+    return;
+  }
+  RaiseTo(&peak_queued_output_, queued);
 }
 
 void JobMasterServer::SendWorkerList(ConnId conn, uint64_t request_id,
                                      std::string_view serialized) {
   Connection* c = Writable(conn);
-  if (c == nullptr) return;
+  if (c == nullptr || c->overflowed) return;
+  size_t before = c->out.size() - c->out_offset;
   std::string prefix = WorkerListFramePrefix(request_id, serialized.size());
   size_t written = 0;
   if (c->out_offset == c->out.size() && !c->closing) {
@@ -334,6 +415,7 @@ void JobMasterServer::SendWorkerList(ConnId conn, uint64_t request_id,
   } else {
     c->out.append(serialized.substr(std::min(serialized.size(), written - prefix.size())));
   }
+  CheckQueuedOutput(c, before);
 }
 
 void JobMasterServer::FlushDirty() {
@@ -341,7 +423,14 @@ void JobMasterServer::FlushDirty() {
   for (size_t i = 0; i < dirty_.size(); ++i) {
     Connection* c = dirty_[i];
     c->dirty = false;
-    if (!c->closed) Flush(c);
+    if (c->closed) continue;
+    if (c->overflowed > 0) {
+      CutOff(c, absl::StrFormat("it does not read its answers: %d bytes queued, over the cap "
+                                "of %d (max_queued_output_bytes)", c->overflowed,
+                                config_.max_queued_output_bytes));
+    } else {
+      Flush(c);
+    }
   }
   dirty_.clear();
 }
@@ -377,11 +466,50 @@ void JobMasterServer::Close(Connection* c, std::string_view why) {
   c->closed = true;
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   close(c->fd);
+  std::string().swap(c->in);
+  SetInputBytes(c);
+  std::string().swap(c->out);
   if (!c->closing) state_.OnConnectionClosed(c->id);
   auto it = conns_.find(c->id);
   closed_.push_back(std::move(it->second));  // freed after this loop turn
   conns_.erase(it);
   connection_count_.store(static_cast<int>(conns_.size()), std::memory_order_relaxed);
+}
+
+void JobMasterServer::CutOff(Connection* c, std::string_view why) {
+  Log(LogLevel::kWarning, "jobmaster", "closing the connection from %s: %s", c->peer_ip, why);
+  cut_off_count_.fetch_add(1, std::memory_order_relaxed);
+  Close(c, why);
+}
+
+std::string JobMasterServer::ExpiredReason(const Connection& c, absl::Time now) const {
+  if (c.closing) {
+    // The peer does not read the error it was sent.
+    return now - c.closing_since >= config_.partial_frame_timeout ? "it did not read its error"
+                                                                  : "";
+  }
+  if (!c.in.empty() && now - c.partial_since >= config_.partial_frame_timeout) {
+    return absl::StrFormat("a frame it began (%d bytes so far) was not completed within %s",
+                           c.in.size(), absl::FormatDuration(config_.partial_frame_timeout));
+  }
+  bool bound = state_.IsBound(c.id);
+  if (!bound && now - c.opened >= config_.register_timeout) {
+    return absl::StrFormat("it did not register (STARTING or ATTACH) within %s",
+                           absl::FormatDuration(config_.register_timeout));
+  }
+  if (bound && now - c.last_input >= config_.idle_timeout && !state_.Waits(c.id)) {
+    return absl::StrFormat("it sent nothing for %s and waits for no answer",
+                           absl::FormatDuration(config_.idle_timeout));
+  }
+  return "";
+}
+
+void JobMasterServer::SweepConnections(absl::Time now) {
+  std::vector<std::pair<Connection*, std::string>> expired;
+  for (auto& [id, c] : conns_) {
+    if (std::string why = ExpiredReason(*c, now); !why.empty()) expired.emplace_back(c.get(), why);
+  }
+  for (auto& [c, why] : expired) CutOff(c, why);
 }
 
 }  // namespace trainyard::jobmaster

@@ -2,7 +2,8 @@
 // every worker connection (non-blocking sockets, level-triggered, replies
 // batched into one write per connection per loop turn). Frames are decoded
 // here and handed to MasterState; bad frames close the connection with a
-// logged reason while the others keep being served.
+// logged reason while the others keep being served. The caps and timeouts of
+// JobMasterConfig bound what any peer can make the master hold.
 #pragma once
 
 #include <atomic>
@@ -50,6 +51,15 @@ class JobMasterServer : private Outbox {
   bool Inspect(const std::function<void(const MasterState&)>& fn);
   // Number of open worker connections (approximate; any thread).
   int connection_count() const { return connection_count_.load(); }
+  // Bytes of partial frames held now over all connections (any thread).
+  size_t buffered_input_bytes() const { return buffered_input_.load(); }
+  // The most bytes of partial frames held at once over all connections, after
+  // the cap was applied (approximate; any thread).
+  size_t peak_buffered_input_bytes() const { return peak_buffered_input_.load(); }
+  // The most bytes of answers queued for one connection at once (any thread).
+  size_t peak_queued_output_bytes() const { return peak_queued_output_.load(); }
+  // Connections the master closed for breaking a cap or a timeout (any thread).
+  int cut_off_count() const { return cut_off_count_.load(); }
 
  private:
   struct Connection;
@@ -60,13 +70,20 @@ class JobMasterServer : private Outbox {
   void SendWorkerList(ConnId conn, uint64_t request_id, std::string_view serialized) override;
   Connection* Writable(ConnId conn);
 
-  void AcceptAll();
+  void AcceptAll(absl::Time now);
   void ReadFrom(Connection* c, absl::Time now);
+  void KeepPartial(Connection* c, std::string_view rest, absl::Time now);
+  void AfterPartialConsumed(Connection* c, size_t used, absl::Time now);
+  void SetInputBytes(Connection* c);
   size_t HandleFrames(Connection* c, std::string_view data, absl::Time now);
   void RejectGarbage(Connection* c, const absl::Status& why);
+  void CheckQueuedOutput(Connection* c, size_t queued_before);
   void FlushDirty();
   void Flush(Connection* c);
   void Close(Connection* c, std::string_view why);
+  void CutOff(Connection* c, std::string_view why);
+  void SweepConnections(absl::Time now);
+  std::string ExpiredReason(const Connection& c, absl::Time now) const;
   void RunPosted() ABSL_LOCKS_EXCLUDED(posted_mu_);
   void Wake();
 
@@ -86,6 +103,12 @@ class JobMasterServer : private Outbox {
   pb::JobMasterRequest request_;
   std::atomic<bool> stop_{false};
   std::atomic<int> connection_count_{0};
+  // Capacity of every connection's partial-frame buffer; written on the loop only.
+  std::atomic<size_t> buffered_input_{0};
+  std::atomic<size_t> peak_buffered_input_{0};
+  std::atomic<size_t> peak_queued_output_{0};
+  std::atomic<int> cut_off_count_{0};
+  absl::Time next_sweep_ = absl::InfinitePast();
   int jump_listener_ = 0;  // wakes the loop when a fake clock jumps
   absl::Mutex posted_mu_;
   bool loop_done_ ABSL_GUARDED_BY(posted_mu_) = false;

@@ -47,7 +47,9 @@ MasterState::MasterState(const JobMasterConfig& config, JobTerminator* terminato
       terminator_(terminator),
       outbox_(outbox),
       workers_(config.num_workers),
-      barrier_(config.num_workers) {
+      barrier_(config.num_workers),
+      barrier_generation_(config.passed_barriers),
+      learning_barriers_(config.learn_barriers) {
   state_counts_[pb::UNASSIGNED] = config.num_workers;
 }
 

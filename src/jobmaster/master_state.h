@@ -55,6 +55,10 @@ class MasterState {
   void OnTick(absl::Time now);
   // Answers `request_id` on `conn` with an error.
   void SendError(ConnId conn, uint64_t request_id, const absl::Status& status);
+  // True once `conn` registered or attached (it speaks for a worker).
+  bool IsBound(ConnId conn) const { return bindings_.contains(conn); }
+  // True while `conn` waits for an answer (a barrier or an all-joined list).
+  bool Waits(ConnId conn) const;
 
   // Inspection (tests, the CLI's status line).
   pb::WorkerState StateOf(int worker_id) const { return workers_[worker_id].state; }
@@ -128,6 +132,9 @@ class MasterState {
   std::vector<Waiter> barrier_;
   int barrier_count_ = 0;
   int64_t barrier_generation_ = 0;
+  // A restarted master that lost the count believes its workers (see
+  // JobMasterConfig::learn_barriers).
+  bool learning_barriers_ = false;
   absl::Time barrier_next_deadline_ = absl::InfiniteFuture();
   // RESPONSE_AFTER_ALL_JOINED requests not answered yet.
   std::vector<Waiter> list_waiters_;

@@ -126,6 +126,7 @@ pb::JobMasterRequest Barrier(uint64_t request_id, int64_t g) {
 // Barrier 4 completed on the old master; worker 0 got its answer and waits on
 // 5, worker 1's answer was lost and it retries 4, worker 2 had not asked yet.
 TEST_F(MasterStateTest, RestartedMasterAnswersARetryOfAPassedBarrierAndMovesOn) {
+  config_.learn_barriers = true;  // the master restarted without its count
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   for (int id = 0; id < 3; ++id) Start(id + 1, id, true, pb::RUNNING);
   EXPECT_EQ(outbox_.last[1].registered().barrier_generation(), 0);
@@ -156,6 +157,7 @@ TEST_F(MasterStateTest, RestartedMasterAnswersARetryOfAPassedBarrierAndMovesOn) 
 // The same, with the retry of barrier 4 arriving first: it waits until a
 // worker on barrier 5 shows that 4 passed.
 TEST_F(MasterStateTest, RestartedMasterLetsARetryThroughOnceAWorkerIsPastIt) {
+  config_.learn_barriers = true;  // the master restarted without its count
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   for (int id = 0; id < 3; ++id) Start(id + 1, id, true, pb::RUNNING);
   Request(2, Barrier(11, 4));
@@ -170,6 +172,58 @@ TEST_F(MasterStateTest, RestartedMasterLetsARetryThroughOnceAWorkerIsPastIt) {
   Request(3, Barrier(13, -1));  // no generation: the barrier that is open
   EXPECT_EQ(outbox_.last[3].barrier().generation(), 5);
   EXPECT_EQ(outbox_.last[1].barrier().generation(), 5);
+}
+
+// A stranger's generation 2^62 on a master that knows the job's count is
+// refused; had it been believed, every later barrier would pass at once.
+TEST_F(MasterStateTest, AGenerationAheadOfTheJobIsRefusedAndLaterBarriersStillWork) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  for (int id = 0; id < 3; ++id) Start(id + 1, id, false);
+  Request(1, Barrier(7, int64_t{1} << 62));
+  EXPECT_EQ(outbox_.last[1].error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_EQ(outbox_.last[1].error().message(),
+            "barrier generation 4611686018427387904 is ahead of job bert: it has passed 0 "
+            "barrier(s), so the open barrier is generation 0");
+  Request(1, Barrier(8, 1));
+  EXPECT_THAT(outbox_.last[1].error().message(), HasSubstr("barrier generation 1 is ahead"));
+  EXPECT_EQ(state_->barrier_generation(), 0);
+  for (int round = 0; round < 2; ++round) {
+    outbox_.last.clear();
+    Request(1, Barrier(10, round));
+    EXPECT_FALSE(outbox_.last[1].has_barrier()) << "waits for the other two";
+    Request(2, Barrier(11, round));
+    Request(3, Barrier(12, -1));
+    for (ConnId c = 1; c <= 3; ++c) EXPECT_EQ(outbox_.last[c].barrier().generation(), round);
+  }
+  EXPECT_EQ(state_->barrier_generation(), 2);
+}
+
+// A master that starts knowing the job passed 4 barriers (its count kept)
+// refuses 5 and waits on 4.
+TEST_F(MasterStateTest, AMasterThatKeptItsCountRefusesGenerationsPastIt) {
+  config_.passed_barriers = 4;
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, false, pb::RUNNING);
+  EXPECT_EQ(outbox_.last[1].registered().barrier_generation(), 4);
+  Request(1, Barrier(7, 5));
+  EXPECT_THAT(outbox_.last[1].error().message(),
+              HasSubstr("it has passed 4 barrier(s), so the open barrier is generation 4"));
+  Request(1, Barrier(8, 3));
+  EXPECT_EQ(outbox_.last[1].barrier().generation(), 3) << "a retry of a passed barrier";
+}
+
+// A restarted master that believed its workers stops believing them once a
+// barrier completed on it: from then on its count is exact.
+TEST_F(MasterStateTest, ALearningMasterIsExactOnceABarrierCompletedOnIt) {
+  config_.learn_barriers = true;
+  config_.num_workers = 1;
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, false, pb::RUNNING);
+  Request(1, Barrier(7, 3));
+  EXPECT_EQ(outbox_.last[1].barrier().generation(), 3);
+  Request(1, Barrier(8, 9));
+  EXPECT_THAT(outbox_.last[1].error().message(), HasSubstr("barrier generation 9 is ahead"));
+  EXPECT_EQ(state_->barrier_generation(), 4);
 }
 
 TEST_F(MasterStateTest, NegativeBarrierGenerationIsRefused) {

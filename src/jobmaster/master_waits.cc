@@ -80,6 +80,15 @@ void MasterState::HandleBarrier(int id, ConnId conn, uint64_t request_id,
           "barrier generation %d is negative: it counts the job's barriers from 0", g)));
     }
     if (g < barrier_generation_) return AnswerPassedBarrier(conn, request_id, g);
+    if (g > barrier_generation_ && !learning_barriers_) {
+      // Only a master that lost the count can be behind a worker; believing
+      // anyone else would let one request (generation 2^62) skip the job's
+      // later barriers for every worker.
+      return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
+          "barrier generation %d is ahead of job %s: it has passed %d barrier(s), so the open "
+          "barrier is generation %d", g, config_.job_name, barrier_generation_,
+          barrier_generation_)));
+    }
     if (g > barrier_generation_) AdvanceBarrierTo(g);
   }
   if (state_counts_[pb::COMPLETED] + state_counts_[pb::ERROR] > 0) {
@@ -104,6 +113,9 @@ void MasterState::CompleteBarrier() {
   }
   barrier_count_ = 0;
   ++barrier_generation_;
+  // Every worker reached this barrier here, so the count is this master's
+  // own from now on.
+  learning_barriers_ = false;
   barrier_next_deadline_ = absl::InfiniteFuture();
   list_cache_valid_ = false;
 }
@@ -148,6 +160,13 @@ void MasterState::DropWaits(ConnId conn) {
     list_cache_valid_ = false;
   }
   std::erase_if(list_waiters_, [conn](const Waiter& w) { return w.conn == conn; });
+}
+
+bool MasterState::Waits(ConnId conn) const {
+  auto it = bindings_.find(conn);
+  if (it != bindings_.end() && barrier_[it->second].conn == conn) return true;
+  return std::any_of(list_waiters_.begin(), list_waiters_.end(),
+                     [conn](const Waiter& w) { return w.conn == conn; });
 }
 
 void MasterState::OnConnectionClosed(ConnId conn) {

@@ -42,6 +42,8 @@ class TestMaster {
   int port() const { return port_; }
   const absl::Status& status() const { return status_; }
   FakeJobTerminator& terminator() { return terminator_; }
+  // The server's own counters (caps, cut-off connections); any thread.
+  const JobMasterServer& server() const { return *server_; }
 
   // Reads the master's state on its loop.
   template <typename T>

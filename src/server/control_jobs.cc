@@ -87,7 +87,10 @@ void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) 
   jm->add_command("-c");
   jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
                                " --workers ", api::WorkerCount(*spec),
-                               " --port \"${TRAINYARD_PORTS%%,*}\" --server ",
+                               " --port \"${TRAINYARD_PORTS%%,*}\"",
+                               // Only the node's own address, not every interface of it.
+                               " --bind \"${TRAINYARD_NODE_ADDRESS:-0.0.0.0}\"",
+                               " --attempt \"${TRAINYARD_RESTART_COUNT:-0}\" --server ",
                                server_address_.empty() ? config_.listen : server_address_));
   // The master comes first, as the job's first task.
   std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,

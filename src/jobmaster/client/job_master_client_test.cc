@@ -112,6 +112,7 @@ TEST(JobMasterClient, BarrierInFlightWhenTheMasterRestartsPassesOnTheNewMaster) 
   ASSERT_TRUE(WaitFor([&] { return !clients[1]->connected(); }));
   JobMasterConfig config = Config(2);
   config.port = port;
+  config.learn_barriers = true;  // restarted without its count
   TestMaster second(config);
   ASSERT_TRUE(second.status().ok()) << second.status();
   ASSERT_TRUE(second.WaitUntil([](const MasterState& s) {
