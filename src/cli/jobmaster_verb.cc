@@ -15,6 +15,7 @@
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "jobmaster/barrier_record.h"
 #include "jobmaster/jobmaster_server.h"
 #include "jobmaster/server_job_terminator.h"
 
@@ -28,6 +29,7 @@ struct JobmasterFlags {
   int64_t barrier_timeout_ms = 600000;
   int64_t linger_ms = 1000;
   int attempt = 0;
+  std::string barrier_record;
   std::string advertise_host;
   std::string server_address;
   std::string outcome_file;
@@ -55,6 +57,34 @@ std::string AdvertisedHost(const JobmasterFlags& f) {
   char host[256] = {0};
   if (gethostname(host, sizeof(host) - 1) != 0 || host[0] == '\0') return "127.0.0.1";
   return host;
+}
+
+// How many barriers the job passed before this master: none for its first
+// attempt (whose record, if any, is an old job's); for a restart, what the
+// record says, else unknown (the master learns it from its workers).
+int BarrierCount(JobmasterFlags& f) {
+  f.config.barrier_record = f.barrier_record;
+  if (f.attempt == 0) {
+    if (!f.barrier_record.empty()) {
+      absl::Status s = jobmaster::WriteBarrierRecord(f.barrier_record, 0);
+      if (!s.ok()) Log(LogLevel::kWarning, "jobmaster", "%s", s.message());
+    }
+    return kExitOk;
+  }
+  absl::StatusOr<int64_t> passed = f.barrier_record.empty()
+                                       ? absl::NotFoundError("no --barrier-record")
+                                       : jobmaster::ReadBarrierRecord(f.barrier_record);
+  if (passed.ok()) {
+    f.config.passed_barriers = *passed;
+    Log(LogLevel::kInfo, "jobmaster", "restarted: the job has passed %d barriers (%s)", *passed,
+        f.barrier_record);
+    return kExitOk;
+  }
+  if (absl::IsInvalidArgument(passed.status())) {
+    Log(LogLevel::kWarning, "jobmaster", "%s", passed.status().message());
+  }
+  f.config.learn_barriers = true;
+  return kExitOk;
 }
 
 // Serves until the job ended (plus the linger) or a signal arrived.
@@ -86,9 +116,7 @@ int RunJobmaster(JobmasterFlags& f) {
   f.config.ping_interval = absl::Milliseconds(f.ping_interval_ms);
   f.config.response_wait = absl::Milliseconds(f.response_wait_ms);
   f.config.barrier_timeout = absl::Milliseconds(f.barrier_timeout_ms);
-  // A restarted master starts empty: only its workers know how many barriers
-  // the job passed. A first one knows (none) and refuses generations past it.
-  f.config.learn_barriers = f.attempt > 0;
+  if (int rc = BarrierCount(f); rc != kExitOk) return rc;
   OutcomeTerminator terminator(&std::cout, f.outcome_file);
   // With --server the outcome goes to the Trainyard server, which then stops
   // the job's other tasks; it is printed too.
@@ -147,6 +175,9 @@ void RegisterJobmaster(CLI::App& app, int* exit_code) {
   cmd->add_option("--max-restarts", f->config.max_restarts,
                   "Restarts a worker may use before its ERROR fails the job")
       ->capture_default_str();
+  cmd->add_option("--barrier-record", f->barrier_record,
+                  "File recording how many barriers the job passed, read by a restarted master "
+                  "(--attempt > 0) so it refuses generations past them");
   cmd->add_option("--server", f->server_address, "Trainyard server to report the outcome to");
   cmd->add_option("--outcome-file", f->outcome_file, "Also write the job's outcome line here");
   cmd->add_option("--linger-ms", f->linger_ms, "Time served after the job ended")

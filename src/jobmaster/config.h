@@ -57,6 +57,9 @@ struct JobMasterConfig {
   // Barriers the job has passed before this master started (a restarted
   // master that kept its count).
   int64_t passed_barriers = 0;
+  // File where the master records the barriers passed (barrier_record.h),
+  // for the master that restarts after it; empty: none.
+  std::string barrier_record;
   // True for a master that restarted without knowing how many barriers the
   // job passed: it believes the generation its workers present, until its
   // first barrier completes. Otherwise a generation above the barriers the

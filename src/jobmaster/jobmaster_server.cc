@@ -21,6 +21,7 @@
 
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "jobmaster/barrier_record.h"
 #include "jobmaster/frame.h"
 #include "jobmaster/request_decoder.h"
 
@@ -416,6 +417,17 @@ void JobMasterServer::SendWorkerList(ConnId conn, uint64_t request_id,
     c->out.append(serialized.substr(std::min(serialized.size(), written - prefix.size())));
   }
   CheckQueuedOutput(c, before);
+}
+
+void JobMasterServer::BarriersPassed(int64_t passed) {
+  if (config_.barrier_record.empty()) return;
+  absl::Status s = WriteBarrierRecord(config_.barrier_record, passed);
+  if (!s.ok() && !record_failed_) {
+    Log(LogLevel::kWarning, "jobmaster",
+        "%s; a restart of this master will learn the barrier count from its workers",
+        s.message());
+  }
+  record_failed_ = !s.ok();
 }
 
 void JobMasterServer::FlushDirty() {

@@ -68,6 +68,7 @@ class JobMasterServer : private Outbox {
 
   void Send(ConnId conn, const pb::JobMasterResponse& response) override;
   void SendWorkerList(ConnId conn, uint64_t request_id, std::string_view serialized) override;
+  void BarriersPassed(int64_t passed) override;
   Connection* Writable(ConnId conn);
 
   void AcceptAll(absl::Time now);
@@ -109,6 +110,7 @@ class JobMasterServer : private Outbox {
   std::atomic<size_t> peak_queued_output_{0};
   std::atomic<int> cut_off_count_{0};
   absl::Time next_sweep_ = absl::InfinitePast();
+  bool record_failed_ = false;  // warned once that the barrier record cannot be written
   int jump_listener_ = 0;  // wakes the loop when a fake clock jumps
   absl::Mutex posted_mu_;
   bool loop_done_ ABSL_GUARDED_BY(posted_mu_) = false;

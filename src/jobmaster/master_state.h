@@ -35,6 +35,9 @@ class Outbox {
   // Sends a `workers` response whose ListWorkersReply is already serialized.
   virtual void SendWorkerList(ConnId conn, uint64_t request_id,
                               std::string_view serialized_list) = 0;
+  // The job has now passed `passed` barriers (one completed, or a restarted
+  // master learned the count), before any answer about it goes out.
+  virtual void BarriersPassed(int64_t /*passed*/) {}
 };
 
 // The state name as the protocol spells it ("RUNNING", ...).

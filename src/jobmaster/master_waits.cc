@@ -104,6 +104,9 @@ void MasterState::HandleBarrier(int id, ConnId conn, uint64_t request_id,
 }
 
 void MasterState::CompleteBarrier() {
+  // Recorded first: a master that dies after answering must not come back
+  // believing fewer barriers passed than the workers were told.
+  outbox_->BarriersPassed(barrier_generation_ + 1);
   scratch_.Clear();
   scratch_.mutable_barrier()->set_generation(barrier_generation_);
   for (Waiter& w : barrier_) {
@@ -138,6 +141,7 @@ void MasterState::AdvanceBarrierTo(int64_t generation) {
       "restarted)", barrier_generation_, generation, generation - 1);
   if (barrier_count_ > 0) CompleteBarrier();
   barrier_generation_ = generation;
+  outbox_->BarriersPassed(generation);
   list_cache_valid_ = false;
 }
 

@@ -90,7 +90,10 @@ void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) 
                                " --port \"${TRAINYARD_PORTS%%,*}\"",
                                // Only the node's own address, not every interface of it.
                                " --bind \"${TRAINYARD_NODE_ADDRESS:-0.0.0.0}\"",
-                               " --attempt \"${TRAINYARD_RESTART_COUNT:-0}\" --server ",
+                               // A restarted master reads how many barriers the job passed.
+                               " --attempt \"${TRAINYARD_RESTART_COUNT:-0}\"",
+                               " --barrier-record \"$TRAINYARD_CHECKPOINT_DIR/.jobmaster-barriers\"",
+                               " --server ",
                                server_address_.empty() ? config_.listen : server_address_));
   // The master comes first, as the job's first task.
   std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,
