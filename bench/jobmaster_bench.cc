@@ -5,12 +5,17 @@
 // end, a summary against the targets of issue 5, including the same register
 // + barrier workload on PyTorch's TCPStore (bench/tcpstore_compare.py, run
 // with /usr/bin/python3).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -54,7 +59,9 @@ struct MasterProcess {
   // Listens on `bind_port` (0: any free port). A `gated` master waits for
   // Release() before it binds: a stand-in forked early (before any thread
   // of this process) for a master that is restarted later.
-  explicit MasterProcess(int workers, int bind_port = 0, bool gated = false) {
+  // `uncapped`: no cap on partial frames (the master before its input caps).
+  explicit MasterProcess(int workers, int bind_port = 0, bool gated = false,
+                         bool uncapped = false) {
     int ready[2], gate[2];
     if (pipe(ready) != 0) return;
     if (pipe(gate) != 0) return;
@@ -71,6 +78,7 @@ struct MasterProcess {
       config.bind_address = "127.0.0.1";
       config.port = bind_port;
       config.learn_barriers = gated;  // a restarted master: its count comes from the workers
+      if (uncapped) config.max_buffered_input_bytes = ~size_t{0};
       FakeJobTerminator terminator;
       RealClock clock;
       auto server = JobMasterServer::Create(config, &terminator, &clock);
@@ -239,6 +247,71 @@ void BM_Register10k(benchmark::State& state) {
 }
 BENCHMARK(BM_Register10k)->Arg(10000)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// Opens `n` connections to the master on `port` and sends `bytes` on each,
+// round after round, until each went whole or the master closed it.
+// Returns the sockets (open: the stranger holds them).
+std::vector<int> SendHalfFrames(int port, int n, const std::string& bytes) {
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
+  std::vector<int> fds;
+  std::vector<size_t> sent(n, 0);
+  for (int i = 0; i < n; ++i) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+    fcntl(fd, F_SETFL, O_NONBLOCK);
+    fds.push_back(fd);
+  }
+  absl::Time deadline = Deadline();
+  for (bool more = true; more && absl::Now() < deadline;) {
+    more = false;
+    for (int i = 0; i < n; ++i) {
+      while (sent[i] < bytes.size()) {
+        ssize_t w = send(fds[i], bytes.data() + sent[i], bytes.size() - sent[i], MSG_NOSIGNAL);
+        if (w > 0) {
+          sent[i] += static_cast<size_t>(w);
+        } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+          more = true;
+          break;
+        } else if (!(w < 0 && errno == EINTR)) {
+          sent[i] = bytes.size();  // the master closed it
+        }
+      }
+    }
+  }
+  return fds;
+}
+
+// The issue's probe: 1,100 connections each send half of a 1 MiB frame and
+// stop; the master's RSS growth is read once each was read or cut off, with
+// the input cap (the default, 16 MiB) and without it (as before the caps).
+// Four workers then pass a barrier. Arg: 1 = capped, 0 = uncapped.
+void BM_HalfFrameFlood(benchmark::State& state) {
+  bool capped = state.range(0) == 1;
+  constexpr int kFlood = 1100;
+  std::string half(4 + 512 * 1024, 'x');
+  half[0] = 0, half[1] = 0x10, half[2] = 0, half[3] = 0;  // announces 1 MiB
+  for (auto _ : state) {
+    MasterProcess master(4, 0, false, !capped);
+    SimFleet fleet("127.0.0.1", master.port);
+    if (!fleet.Connect(4, Deadline()).ok() || !fleet.RegisterAll(Range(4), Deadline()).ok()) {
+      return state.SkipWithError("could not register the workers");
+    }
+    double rss_before = master.RssMb();
+    absl::Time start = absl::Now();
+    std::vector<int> fds = SendHalfFrames(master.port, kFlood, half);
+    absl::Status barrier = fleet.BarrierAll(4, Deadline());
+    state.SetIterationTime(absl::ToDoubleSeconds(absl::Now() - start));
+    if (!barrier.ok()) return state.SkipWithError("the workers' barrier failed during the flood");
+    double grew = master.RssMb() - rss_before;
+    for (int fd : fds) close(fd);
+    state.counters["rss_growth_mb"] = grew;
+    Figures()[capped ? "flood_rss_capped_mb" : "flood_rss_uncapped_mb"] = grew;
+  }
+}
+BENCHMARK(BM_HalfFrameFlood)->Arg(1)->Arg(0)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+
 // Workers in a barrier through `clients` (all but client 0, which stays
 // out), each on its own thread; returns once the master lists them waiting.
 bool EnterBarrier(std::vector<std::unique_ptr<JobMasterClient>>& clients,
@@ -360,6 +433,8 @@ void PrintSummary() {
   Line("10,000 workers: master RSS growth", "rss_10k_mb", "MB", 50, true);
   Line("10,000 workers: master RSS in all", "rss_10k_total_mb", "MB", 50, true);
   Line("64 workers: master SIGKILL to barrier passed", "restart_barrier_64", "ms", 0, true);
+  Line("1,100 half-sent 1 MiB frames: RSS growth, capped", "flood_rss_capped_mb", "MB", 40, true);
+  Line("the same without the input cap", "flood_rss_uncapped_mb", "MB", 0, true);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // the seeds and each input that once crashed, hung or leaked, kept as a
 // regression) through the same entry points the fuzzers use. Runs in every
 // build, so a fixed crash stays fixed without the fuzz preset.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>

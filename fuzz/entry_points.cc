@@ -2,6 +2,7 @@
 // for input that is refused with a Status; only a broken invariant aborts.
 #include "fuzz/entry_points.h"
 
+#include <optional>
 #include <string>
 
 #include "api/convert.h"

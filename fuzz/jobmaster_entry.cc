@@ -4,6 +4,7 @@
 // event loop uses. Every answer is framed as the master frames it and read
 // back as a worker would; the state's counters must stay in range.
 #include <array>
+#include <memory>
 #include <string>
 
 #include "common/check.h"
