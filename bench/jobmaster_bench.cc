@@ -291,7 +291,7 @@ void BM_HalfFrameFlood(benchmark::State& state) {
   bool capped = state.range(0) == 1;
   constexpr int kFlood = 1100;
   std::string half(4 + 512 * 1024, 'x');
-  half[0] = 0, half[1] = 0x10, half[2] = 0, half[3] = 0;  // announces 1 MiB
+  half.replace(0, 4, std::string("\x00\x10\x00\x00", 4));  // announces 1 MiB
   for (auto _ : state) {
     MasterProcess master(4, 0, false, !capped);
     SimFleet fleet("127.0.0.1", master.port);

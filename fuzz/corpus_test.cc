@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 
 #include "common/logging.h"
@@ -12,6 +13,10 @@
 #include "gtest/gtest.h"
 
 namespace trainyard::fuzz {
+
+// How gtest names a target in its output.
+void PrintTo(const Target& target, std::ostream* os) { *os << target.name; }
+
 namespace {
 
 std::vector<std::filesystem::path> Inputs(const std::string& target) {

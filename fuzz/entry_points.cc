@@ -86,7 +86,7 @@ void QueueConfig(std::string_view data) {
 }
 
 void Traces(std::string_view data) {
-  absl::StatusOr<sim::CsvTable> table = sim::CsvTable::Parse(data, "fuzz");
+  absl::StatusOr<sim::CsvTable> table = sim::CsvTable::Parse(absl::string_view(data.data(), data.size()), "fuzz");
   if (!table.ok()) return;
   absl::StatusOr<sim::NodeList> nodes = sim::ParseNodeList(*table);
   absl::StatusOr<sim::Trace> trace = sim::ParseTrace(*table);
