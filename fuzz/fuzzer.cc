@@ -8,6 +8,7 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "fuzz/entry_points.h"
+#include "google/protobuf/stubs/logging.h"
 
 #ifndef TRAINYARD_FUZZ_TARGET
 #error "TRAINYARD_FUZZ_TARGET names the entry point (fuzz/CMakeLists.txt sets it)"
@@ -16,6 +17,9 @@
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   // The master logs every refusal; millions of them would be most of the time.
   trainyard::SetLogLevel(trainyard::LogLevel::kError);
+  // Protobuf logs each string field that is not UTF-8 (the master refuses
+  // such a request either way); printing that is what the fuzzer would do most.
+  google::protobuf::SetLogHandler(nullptr);
   return 0;
 }
 

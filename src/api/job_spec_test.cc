@@ -79,6 +79,10 @@ TEST(JobSpecTest, QuantitiesAcceptKubernetesForms) {
   EXPECT_EQ(*ParseMemoryQuantity("1G"), 954);  // 10^9 bytes, rounded up to MiB
   EXPECT_THAT(ParseCpuQuantity("lots").status().message(), HasSubstr("'lots' is not a CPU quantity"));
   EXPECT_THAT(ParseMemoryQuantity("4Gb").status().message(), HasSubstr("'4Gb' is not a memory quantity"));
+  // Found by fuzz/ (job_spec): ~10^20 MiB used to be cast to int64 (undefined
+  // behaviour; in practice a negative size).
+  EXPECT_EQ(ParseMemoryQuantity("99999999999999Ti").status().message(),
+            "'99999999999999Ti' is more memory than can be counted");
 }
 
 TEST(JobSpecTest, ReportsEveryProblemWithItsFieldPath) {
@@ -244,7 +248,13 @@ TEST(JobSpecTest, DuplicateKeysAreRefusedNotFirstWins) {
 }
 
 TEST(JobSpecTest, MoreThanOneDocumentIsRefused) {
-  EXPECT_EQ(Refusal(std::string(kRole) + "---\n" + kRole), "spec: holds 2 YAML documents (---); a job spec is one");
+  EXPECT_EQ(Refusal(std::string(kRole) + "---\n" + kRole),
+            "spec: holds more than one YAML document (---); a job spec is one");
+  // Found by fuzz/ (job_spec): yaml-cpp's LoadAll never returned on these,
+  // so one submission held a server thread and grew its memory forever.
+  for (const char* text : {",", "# c\n,", "name: x\n---\n, a\n"}) {
+    EXPECT_THAT(Refusal(text), HasSubstr("spec: holds more than one YAML document")) << text;
+  }
 }
 
 TEST(JobSpecTest, ProblemsBeyondAHundredAreCounted) {

@@ -1,7 +1,10 @@
 // YAML loader for queue configuration; see queue_config_yaml.h.
 #include "api/queue_config_yaml.h"
 
+#include <cmath>
+#include <cstdint>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +14,11 @@
 
 namespace trainyard::api {
 namespace {
+
+// Whole numbers a queue config may hold: within int64, with room to spare.
+constexpr double kMaxWhole = 9.0e18;
+// Cores of a min_share: as a job spec's cpu.
+constexpr double kMaxVcores = 1e9;
 
 class Loader {
  public:
@@ -46,6 +54,10 @@ class Loader {
       return Err(v, where, absl::StrCat(key, ": expected a number, got \"",
                                         v.IsScalar() ? v.Scalar() : "a list or mapping", "\""));
     }
+    // YAML reads .inf and .nan as numbers; no quantity of a queue is one.
+    if (!std::isfinite(*out)) {
+      return Err(v, where, absl::StrCat(key, ": expected a finite number, got \"", v.Scalar(), "\""));
+    }
     return absl::OkStatus();
   }
 
@@ -53,7 +65,8 @@ class Loader {
                        int64_t* out) {
     double d = static_cast<double>(*out);
     if (absl::Status s = Number(map, key, where, &d); !s.ok()) return s;
-    if (d != static_cast<double>(static_cast<int64_t>(d))) {
+    // Range first: casting a double beyond int64 is undefined behaviour.
+    if (!(std::fabs(d) < kMaxWhole) || d != std::trunc(d)) {
       return Err(map[key], where, absl::StrCat(key, ": expected a whole number, got ", d));
     }
     *out = static_cast<int64_t>(d);
@@ -70,6 +83,13 @@ class Loader {
     if (absl::Status s = Integer(m, "memory_mb", at, &out->memory_mb); !s.ok()) return s;
     if (absl::Status s = Number(m, "vcores", at, &vcores); !s.ok()) return s;
     if (absl::Status s = Integer(m, "gpus", at, &gpus); !s.ok()) return s;
+    if (!(std::fabs(vcores) <= kMaxVcores)) {
+      return Err(m["vcores"], at, absl::StrCat("vcores: ", vcores, " is out of range (at most ",
+                                               kMaxVcores, " cores)"));
+    }
+    if (gpus > std::numeric_limits<int32_t>::max() || gpus < std::numeric_limits<int32_t>::min()) {
+      return Err(m["gpus"], at, absl::StrCat("gpus: ", gpus, " is out of range"));
+    }
     out->vcores_milli = static_cast<int64_t>(vcores * 1000);
     out->gpus = static_cast<int32_t>(gpus);
     return absl::OkStatus();

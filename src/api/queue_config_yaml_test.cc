@@ -36,6 +36,28 @@ queues:
   EXPECT_EQ(prod.min_share.gpus, 8);
 }
 
+// Found by fuzz/ (queue_config): each of these cast a double beyond int64
+// (undefined behaviour) or let .nan through every check.
+TEST(QueueConfigYamlTest, NumbersOutOfRangeOrNotFiniteAreRefused) {
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, min_share: {memory_mb: 1e300}}\n", "q.yaml")
+                .status()
+                .message(),
+            "q.yaml:2: queue root.a: min_share: memory_mb: expected a whole number, got 1e+300");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, min_share: {vcores: 1e300}}\n", "q.yaml")
+                .status()
+                .message(),
+            "q.yaml:2: queue root.a: min_share: vcores: 1e+300 is out of range (at most 1e+09 "
+            "cores)");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, min_share: {gpus: 1e12}}\n", "q.yaml")
+                .status()
+                .message(),
+            "q.yaml:2: queue root.a: min_share: gpus: 1000000000000 is out of range");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, capacity: .nan}\n", "q.yaml")
+                .status()
+                .message(),
+            "q.yaml:2: queue root.a: capacity: expected a finite number, got \".nan\"");
+}
+
 TEST(QueueConfigYamlTest, ErrorsNameLineQueueAndKey) {
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    max_capacity: lots\n", "q.yaml")
                 .status()
