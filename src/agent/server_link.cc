@@ -1,6 +1,7 @@
 // The agent's stream to the server.
 #include "agent/server_link.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -56,6 +57,7 @@ v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
   p.set_pid(s.pid);
   p.set_restart_count(s.restarts);
   if (s.launch_attempt >= 0) p.set_launch_attempt(s.launch_attempt);
+  p.set_node_fault(s.node_fault);
   p.set_time_unix_ms(absl::ToUnixMillis(now));
   if (s.has_exit) {
     p.mutable_exit()->set_exit_code(s.exit.exit_code);
@@ -339,6 +341,10 @@ void ServerLink::Heartbeats(int interval_ms, int64_t session) {
     v1::AgentMessage msg;
     v1::Heartbeat* hb = msg.mutable_heartbeat();
     hb->set_busy_gpu_mask(snap->excluded_gpus.bits());
+    struct statvfs fs;
+    if (statvfs(core_->data_dir().c_str(), &fs) == 0) {
+      hb->set_data_free_mb(static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) / (1 << 20));
+    }
     for (const auto& r : snap->ports_in_use.ranges()) {
       auto* p = hb->add_ports_in_use();
       p->set_begin(r.begin);
@@ -428,6 +434,10 @@ void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
   failed.has_exit = true;
   failed.exit.exit_code = -1;
   failed.exit.message = absl::StrCat("the agent could not start it: ", st.message());
+  // A bad order (InvalidArgument) is the task's; anything else (a file or
+  // directory that cannot be written, GPUs the agent has as taken) is the
+  // node's, and the server places the task elsewhere.
+  failed.node_fault = !absl::IsInvalidArgument(st);
   OnTaskStatus(failed);
 }
 

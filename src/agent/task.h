@@ -83,6 +83,9 @@ struct TaskStatus {
   TaskExit exit;     // valid when has_exit
   std::string message;
   int launch_attempt = -1;  // the server's attempt number of the launch (-1: unknown)
+  // The launch was refused for a reason of this node (its files or
+  // directories cannot be written), not of the task.
+  bool node_fault = false;
 };
 
 }  // namespace trainyard::agent

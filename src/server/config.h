@@ -14,12 +14,21 @@ struct ServerConfig {
   std::string data_dir = ".trainyard/server";
   std::string queue_config;               // YAML path; "" = one queue "default"
   std::string queue_policy = "fifo";      // fifo | capacity | fair
+  // The queue of a job whose spec names none; "" = the queue config's
+  // defaultQueue, else "default". Must be a leaf queue.
+  std::string default_queue;
   core::AllocationLimits limits;
   int heartbeat_interval_ms = 1000;       // what agents are told
   int node_timeout_ms = 10000;            // missed heartbeats before LOST
   int kill_grace_ms = 5000;               // SIGTERM .. SIGKILL
   int preemption_grace_ms = 30000;        // time victims get to checkpoint
   int reservation_wait_ms = 60000;        // head-of-line wait before reserving
+  // A node whose agent refused this many launches in a row for a reason of
+  // the node (cannot write task files) is taken out of placement (DEGRADED)
+  // until its agent registers again or an admin uncordons it; one whose data
+  // dir has less free disk than this, until it has more again.
+  int node_launch_faults_to_degrade = 2;
+  int64_t min_node_free_disk_mb = 100;
   std::string default_port_range = "[20000-40000]";
   bool store_sync = true;                 // fsync each group commit
   bool store_group_commit = true;         // false: one transaction per write (a benchmark's baseline)
@@ -39,7 +48,8 @@ struct ServerConfig {
 };
 
 // Reads `path` (YAML) over the defaults. Keys: listen, dataDir, queueConfig,
-// queuePolicy, heartbeatIntervalMs, nodeTimeoutMs, killGraceMs,
+// queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
+// minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs,
 // preemptionGraceMs, reservationWaitMs, defaultPortRange, storeSync,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
 // limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,

@@ -80,6 +80,10 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   node.session = session;
   node.last_heartbeat = now;
   node.registered = now;
+  // An agent that registers again (restarted after its node was fixed) is
+  // tried again; failing launches take it out once more.
+  node.launch_faults = 0;
+  node.fault_reason.clear();
   if (node.in_scheduler) {
     if (absl::Status st = RefreshNodeSpec(node, old_info); !st.ok()) return st;
   }
@@ -110,12 +114,8 @@ void ControlState::AgentDisconnected(const std::string& name, uint64_t session) 
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second->session != session) return;
   it->second->session = 0;
-  view_nodes_ = true;
-  if (it->second->in_scheduler) {
-    // The node stays known until it is declared lost; only new placements stop.
-    absl::Status st = scheduler_->SetSchedulable(name, false);
-    if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
-  }
+  // The node stays known until it is declared lost; only new placements stop.
+  UpdateSchedulable(*it->second);
   Log(LogLevel::kWarning, "server", "node %s disconnected; lost after %d ms without it", name,
       config_.node_timeout_ms);
 }
@@ -141,6 +141,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) in_use.Add({r.begin(), r.end()});
   }
   node.ports_in_use = std::move(in_use);
+  CheckDisk(node, hb);
   if (hb.busy_gpu_mask() != node.busy_gpus && node.in_scheduler) {
     absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(hb.busy_gpu_mask()));
     if (st.ok()) {
@@ -205,6 +206,10 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
   Log(LogLevel::kWarning, "server", "%s: %s", name, why);
+  if (job.evicting[i] && !job.ending && !job.preempting) {
+    MoveEvicted(job, i, v1::TaskExit(), now);
+    return;
+  }
   bool restart = rs && rs->restart_policy() != v1::RESTART_NEVER && t->restart_count() < rs->max_restarts();
   if (!job.ending && !job.preempting && restart) {
     t->set_attempt(t->attempt() + 1);
@@ -251,13 +256,16 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       if (t->state() == v1::TASK_RUNNING) break;
       SetTaskState(*job, i, v1::TASK_RUNNING);
       t->set_start_time_ms(ToMs(now));
+      if (auto nit = nodes_.find(node); nit != nodes_.end()) nit->second->launch_faults = 0;
       if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
       bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& o) {
         return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state());
       });
       if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
         SetJobState(*job, v1::JOB_RUNNING, now);
-        AddEvent(*job, "started", absl::StrCat("all ", job->rec.tasks_size(), " tasks running"), now);
+        AddEvent(*job, "started", job->rec.tasks_size() == 1 ? std::string("its task is running")
+                                                              : absl::StrCat("all ", job->rec.tasks_size(), " tasks running"),
+                 now);
       }
       break;
     }
@@ -273,7 +281,13 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
     case v1::TASK_SUCCEEDED:
     case v1::TASK_FAILED:
     case v1::TASK_KILLED:
-      TaskEnded(*job, i, st, now);
+      if (!job->ending && !job->preempting && job->evicting[i]) {
+        MoveEvicted(*job, i, st.exit(), now);
+      } else if (!job->ending && !job->preempting && st.node_fault()) {
+        LaunchFault(node, *job, i, st, now);
+      } else {
+        TaskEnded(*job, i, st, now);
+      }
       break;
     default:
       break;

@@ -116,7 +116,7 @@ void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
 
 absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now) {
   if (spec.user().empty()) spec.set_user("default");
-  if (spec.queue().empty()) spec.set_queue("default");
+  if (spec.queue().empty()) spec.set_queue(config_.default_queue.empty() ? "default" : config_.default_queue);
   std::vector<std::string> problems = api::ValidateJobSpec(spec, config_.limits);
   if (!problems.empty()) return absl::InvalidArgumentError(absl::StrJoin(problems, "\n"));
   // Frameworks address tasks by port: make sure each task that needs one has one.
@@ -156,7 +156,8 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
   ev.set_time_ms(rec.submit_time_ms());
   ev.set_kind("submitted");
   ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", rec.tasks_size(),
-                           " tasks, priority ", api::PriorityName(spec.priority()), ")"));
+                           rec.tasks_size() == 1 ? " task" : " tasks", ", priority ", api::PriorityName(spec.priority()),
+                           ")"));
   out.rec = std::move(rec);
   return out;
 }
@@ -304,6 +305,44 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
   wants_round_ = true;
 }
 
+absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string& name, absl::Time now) {
+  JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (!api::IsTerminal(job->rec.state())) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", name, " is ", api::JobStateName(job->rec.state()),
+                                                      "; kill it first (trainyard kill ", name, "), then delete it"));
+  }
+  for (const auto& t : job->rec.tasks()) {
+    if (!api::IsTerminal(t.state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", name, " is still stopping its tasks; delete it once they have stopped"));
+    }
+  }
+  // The record stays in the store under its id, renamed to a name no
+  // submission can take ('#' is not allowed in names), so the name is free.
+  std::unique_ptr<JobRt> gone = std::move(jobs_[name]);
+  jobs_[name] = nullptr;  // reserved until the rename is durable (ReleaseName)
+  std::string kept = absl::StrCat(name, "#", gone->rec.id());
+  AddEvent(*gone, "deleted", absl::StrCat("deleted; its record is kept as ", kept, " and the name ", name, " is free"),
+           now);
+  view_jobs_.erase(name);
+  gone->rec.set_name(kept);
+  gone->rec.set_deleted_time_ms(ToMs(now));
+  persister_.MarkJob(kept);
+  deleted_views_.push_back(name);
+  v1::DeleteJobResponse resp;
+  resp.set_id(gone->rec.id());
+  resp.set_kept_as(kept);
+  deleted_[kept] = std::move(gone);
+  view_queues_ = true;
+  return resp;
+}
+
+void ControlState::ReleaseName(const std::string& name) {
+  auto it = jobs_.find(name);
+  if (it != jobs_.end() && it->second == nullptr) jobs_.erase(it);
+}
+
 absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl::Time now) {
   JobRt* job = FindJob(req.job());
   if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
@@ -328,15 +367,25 @@ absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl:
 std::optional<Persister::Write> ControlState::TakeWrite() {
   return persister_.Take(
       [this](const std::string& name, WriteBatch* batch) {
-        if (const JobRt* job = FindJob(name)) batch->UpdateJob(job->rec);
+        if (const JobRt* job = FindJob(name)) {
+          batch->UpdateJob(job->rec);
+        } else if (auto d = deleted_.find(name); d != deleted_.end()) {
+          batch->UpdateJob(d->second->rec);
+        }
       },
       [this](const std::string& name, WriteBatch* batch) {
         auto it = nodes_.find(name);
-        if (it == nodes_.end()) return;
+        if (it == nodes_.end()) {
+          batch->DeleteNode(name);  // removed (`trainyard node remove`)
+          return;
+        }
         const NodeRt& node = *it->second;
         v1::NodeRecord rec;
         *rec.mutable_info() = node.info;
         rec.mutable_info()->set_state(node.state);
+        rec.set_cordoned(node.cordoned);
+        rec.set_draining(node.draining);
+        rec.set_admin_reason(node.admin_reason);
         rec.set_registered_time_ms(ToMs(node.registered));
         rec.set_last_seen_ms(ToMs(node.last_heartbeat));
         batch->PutNode(std::move(rec));

@@ -237,7 +237,7 @@ bool Cluster::WaitNodesReady(int n, absl::Duration timeout) {
     nlohmann::json nodes = Nodes();
     int ready = 0;
     for (const auto& node : nodes.value("nodes", nlohmann::json::array())) {
-      ready += node["info"].value("state", "") == "NODE_READY";
+      ready += node["info"].value("state", "") == "READY";
     }
     return ready >= n;
   }, timeout, absl::Milliseconds(50));
@@ -317,7 +317,8 @@ nlohmann::json Cluster::Describe(const std::string& job) {
 std::string Cluster::JobState(const std::string& job) { return Describe(job).value("state", ""); }
 
 bool Cluster::WaitForState(const std::string& job, const std::string& state, absl::Duration timeout) {
-  return WaitFor([&] { return JobState(job) == state; }, timeout, absl::Milliseconds(100));
+  std::string want = state.rfind("JOB_", 0) == 0 ? state.substr(4) : state;  // -o json names states as tables do
+  return WaitFor([&] { return JobState(job) == want; }, timeout, absl::Milliseconds(100));
 }
 
 nlohmann::json Cluster::Nodes() {

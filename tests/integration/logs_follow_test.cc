@@ -72,7 +72,7 @@ replicas:
   WriteFile(go2, "");
   ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
   EXPECT_EQ(ReadFile(out), "first\nsecond\nthird\n");
-  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+  EXPECT_EQ(c.JobState(job), "SUCCEEDED");
 }
 
 TEST(LogsFollowTest, FollowShowsEveryAttemptOfARestartedTaskAndEndsWithTheJob) {
@@ -100,7 +100,7 @@ replicas:
   EXPECT_THAT(text, HasSubstr(absl::StrCat("==> ", job, "-worker-0 (attempt 1) <==\nrun 2\n")));
   EXPECT_THAT(text, HasSubstr("run 2 done\n"));
   EXPECT_LT(text.find("run 1\n"), text.find("run 2\n"));
-  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+  EXPECT_EQ(c.JobState(job), "SUCCEEDED");
 }
 
 TEST(LogsFollowTest, FollowGoesOnWhenTheTaskIsStartedOnAnotherNode) {
@@ -131,7 +131,7 @@ replicas:
   EXPECT_THAT(text, HasSubstr(absl::StrCat("==> ", job, "-worker-0 (attempt 1) <==\non node-1\n")));
   EXPECT_THAT(text, HasSubstr("node node-0 that keeps the log of " + job + "-worker-0 attempt 0 is not connected"));
   EXPECT_THAT(text, HasSubstr("done on node-1\n"));
-  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+  EXPECT_EQ(c.JobState(job), "SUCCEEDED");
   int orphan = 0;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pids + "/node-0")), &orphan) && orphan > 1) {
     kill(orphan, SIGKILL);

@@ -46,7 +46,7 @@ replicas:
     command: [sh, -c, 'env > $OUT/$TRAINYARD_TASK_NAME.env']
 )"));
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   const std::set<std::string> switches = {"0,2", "1,3", "4,6", "5,7"};
   std::set<std::string> seen;
   nlohmann::json d = c.Describe(job);

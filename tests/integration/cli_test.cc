@@ -1,0 +1,95 @@
+// The client verbs as a user runs them against a real server: filters on
+// `jobs`, `kill` of several jobs, `delete` freeing a name, `describe`'s
+// times, `-o json` types, and control characters escaped.
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/harness.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using ::testing::UnorderedElementsAre;
+
+std::string Sleeper(const std::string& name, const std::string& user) {
+  return absl::StrCat("name: ", name, "\nuser: ", user, "\nreplicas:\n  worker:\n    count: 1\n",
+                      "    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n    command: [sleep, '600']\n");
+}
+
+std::vector<std::string> Names(Cluster& c, std::vector<std::string> args) {
+  args.insert(args.begin(), "jobs");
+  args.push_back("-o");
+  args.push_back("json");
+  CommandResult r = c.Cli(args);
+  std::vector<std::string> out;
+  nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+  if (j.is_discarded()) return {"unreadable: " + r.out + r.err};
+  for (const auto& job : j.value("jobs", nlohmann::json::array())) out.push_back(job.value("name", ""));
+  return out;
+}
+
+TEST(CliTest, FiltersKillOfSeveralJobsDeleteAndJsonTypes) {
+  Cluster c({.nodes = 1});
+  ASSERT_TRUE(c.WaitNodesReady(1));
+  std::string a = c.Submit(Sleeper("a", "alice")), b = c.Submit(Sleeper("b", "bob")),
+              d = c.Submit(Sleeper("d", "alice"));
+  ASSERT_TRUE(c.WaitForState(a, "RUNNING") && c.WaitForState(b, "RUNNING") && c.WaitForState(d, "RUNNING"));
+  EXPECT_THAT(Names(c, {"--user", "alice"}), UnorderedElementsAre("a", "d"));
+  EXPECT_THAT(Names(c, {"--user", "bob", "--state", "queued,running"}), UnorderedElementsAre("b"));
+  EXPECT_THAT(Names(c, {"--queue", "nope"}), UnorderedElementsAre());
+  CommandResult r = c.Cli({"jobs", "--state", "sleeping"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("'sleeping' is not one of"));
+
+  r = c.Cli({"kill", "a", "b", "nope"});
+  EXPECT_EQ(r.exit_code, 1) << "one of them does not exist";
+  EXPECT_THAT(r.out, HasSubstr("job a: KILLED"));
+  EXPECT_THAT(r.out, HasSubstr("job b: KILLED"));
+  EXPECT_THAT(r.err, HasSubstr("job 'nope' does not exist"));
+  EXPECT_THAT(Names(c, {"--state", "killed"}), UnorderedElementsAre("a", "b")) << "a finished state implies -a";
+
+  nlohmann::json j = c.Describe(a);
+  EXPECT_TRUE(j["id"].is_number()) << j.dump(1);
+  EXPECT_TRUE(j["submit_time_unix_ms"].is_number());
+  EXPECT_EQ(j["state"], "KILLED");
+  EXPECT_EQ(j["priority"], "iteration");
+  ASSERT_FALSE(j["tasks"].empty());
+  EXPECT_EQ(j["tasks"][0]["gpu_mask_indices"].size(), 1u) << j["tasks"][0].dump();
+  EXPECT_TRUE(j["tasks"][0]["memory_mb"].is_number());
+  r = c.Cli({"describe", d});
+  EXPECT_THAT(r.out, HasSubstr("Started:    20"));
+  EXPECT_THAT(r.out, HasSubstr("Ended:      -"));
+  EXPECT_THAT(r.out, HasSubstr("(running)"));
+  r = c.Cli({"describe", a});
+  EXPECT_THAT(r.out, Not(HasSubstr("Ended:      -")));
+
+  // A name is free again after `delete`; a live job is not deleted.
+  r = c.Cli({"delete", d});
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("kill it first"));
+  r = c.Cli({"delete", a});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("kept in the store as a#"));
+  EXPECT_EQ(c.Cli({"describe", a}).exit_code, 1);
+  EXPECT_EQ(c.Submit(Sleeper("a", "alice")), "a") << "the name is reused, not suffixed";
+  EXPECT_EQ(c.Submit(Sleeper("b", "bob")), "b-2") << "a killed job that was not deleted keeps its name";
+  ASSERT_TRUE(c.RestartServer());
+  EXPECT_EQ(c.Describe("a").value("state", ""), "RUNNING") << "the new job, not the deleted one";
+}
+
+TEST(CliTest, ControlCharactersInUserNamesAreEscapedWhenPrinted) {
+  Cluster c({.nodes = 1});
+  ASSERT_TRUE(c.WaitNodesReady(1));
+  std::string job = c.Submit(Sleeper("esc", "\"eve\\e[2J\\nroot\""));
+  ASSERT_FALSE(job.empty());
+  for (const auto& args : {std::vector<std::string>{"jobs"}, std::vector<std::string>{"describe", job}}) {
+    CommandResult r = c.Cli(args);
+    EXPECT_THAT(r.out, HasSubstr("eve\\x1b[2J\\nroot")) << r.out;
+    EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "no raw escape reaches the terminal";
+  }
+}
+
+}  // namespace
+}  // namespace trainyard::testing
