@@ -140,7 +140,7 @@ TEST_F(ControlAdminTest, DrainMovesATaskElsewhereWithoutChargingARestart) {
   EXPECT_EQ(backend_.launches[1].first, "n2");
   EXPECT_EQ(Task(job).restarts(), 0);
   EXPECT_EQ(Task(job).node(), "n2");
-  EXPECT_EQ(state_->Describe(job)->state(), v1::JOB_SCHEDULED);
+  EXPECT_EQ(Task(job).state(), v1::TASK_LAUNCHING);
 }
 
 TEST_F(ControlAdminTest, DrainRequeuesAJobWhoseTaskMayNotRestart) {

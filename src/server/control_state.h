@@ -12,7 +12,9 @@
 // preemptions, launches and their environment), control_agents.cc
 // (registration, heartbeats, task statuses, reconciliation),
 // control_nodes.cc (liveness, node loss, moving and adopting tasks,
-// recovery), control_views.cc (what clients see).
+// recovery), control_admin.cc (cordon, drain, remove; nodes taken out of
+// placement for failing launches or low disk), control_views.cc (what
+// clients see).
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 // The client verbs as a user runs them against a real server: filters on
 // `jobs`, `kill` of several jobs, `delete` freeing a name, `describe`'s
 // times, `-o json` types, and control characters escaped.
+#include <filesystem>
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -89,6 +91,26 @@ TEST(CliTest, ControlCharactersInUserNamesAreEscapedWhenPrinted) {
     EXPECT_THAT(r.out, HasSubstr("eve\\x1b[2J\\nroot")) << r.out;
     EXPECT_EQ(r.out.find('\x1b'), std::string::npos) << "no raw escape reaches the terminal";
   }
+}
+
+// `--config FILE` with flags on top: the flags win (the harness's --listen
+// and --data-dir over the file's), and the file's camelCase queue config
+// with its default queue is what jobs that name no queue go to.
+TEST(CliTest, ServerFlagsOverrideTheConfigFileAndTheQueueFileSetsTheDefaultQueue) {
+  TempDir files;
+  std::string queues = files.path() + "/queues.yaml", config = files.path() + "/server.yaml";
+  WriteFile(queues, "policy: capacity\ndefaultQueue: research\nqueues:\n"
+                    "  - {name: research, capacity: 60, maxCapacity: 100, userLimit: 100}\n"
+                    "  - {name: prod, capacity: 40, minShare: {cpu: 1, memory: 1Gi}}\n");
+  WriteFile(config, absl::StrCat("listen: 127.0.0.1:1\ndataDir: ", files.path(), "/not-this-one\nqueueConfig: ",
+                                 queues, "\n"));
+  Cluster c({.nodes = 1, .server_flags = {"--config", config}});
+  ASSERT_TRUE(c.WaitNodesReady(1)) << "the server listens where --listen says, not where the file does";
+  std::string job = c.Submit(Sleeper("noqueue", "alice"));
+  ASSERT_FALSE(job.empty());
+  EXPECT_EQ(c.Describe(job).value("queue", ""), "research");
+  EXPECT_THAT(c.Cli({"queues"}).out, HasSubstr("prod"));
+  EXPECT_FALSE(std::filesystem::exists(files.path() + "/not-this-one")) << "--data-dir wins over dataDir";
 }
 
 }  // namespace
