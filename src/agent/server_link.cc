@@ -58,6 +58,7 @@ v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
   p.set_restart_count(s.restarts);
   if (s.launch_attempt >= 0) p.set_launch_attempt(s.launch_attempt);
   p.set_node_fault(s.node_fault);
+  p.set_job_id(s.job_id);
   p.set_time_unix_ms(absl::ToUnixMillis(now));
   if (s.has_exit) {
     p.mutable_exit()->set_exit_code(s.exit.exit_code);
@@ -111,6 +112,7 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
   TaskLaunch l;
   l.key = TaskKey{spec.job(), spec.role(), spec.index()};
+  l.job_id = spec.job_id();
   l.worker_id = spec.worker_id();
   l.attempt = spec.attempt();
   l.command.assign(spec.command().begin(), spec.command().end());
@@ -431,6 +433,7 @@ void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
   failed.state = TaskState::kFailed;
   failed.attempt = spec.attempt();
   failed.launch_attempt = spec.attempt();
+  failed.job_id = spec.job_id();
   failed.has_exit = true;
   failed.exit.exit_code = -1;
   failed.exit.message = absl::StrCat("the agent could not start it: ", st.message());

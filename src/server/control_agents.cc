@@ -17,6 +17,10 @@ namespace {
 // The server's attempt number of the launch a status belongs to.
 int LaunchOf(const v1::TaskStatus& st) { return st.has_launch_attempt() ? st.launch_attempt() : st.attempt(); }
 
+// False for a status of another job that had this name (deleted since);
+// a status that does not say (0) is taken to be the job's.
+bool SameJob(const v1::TaskStatus& st, uint64_t id) { return st.job_id() == 0 || st.job_id() == id; }
+
 std::string DescribeExit(const v1::TaskExit& e) {
   if (e.oom_killed()) return "killed by the kernel for running out of memory (OOM)";
   if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
@@ -158,7 +162,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     reported.insert(api::TaskName(st.job(), st.role(), st.index()));
     JobRt* job = FindJob(st.job());
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
-    bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
+    bool ours = i >= 0 && SameJob(st, job->rec.id()) && job->rec.tasks(i).node() == node.info.name() &&
                 !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
     if (ours) job->acked[i] = true;
     if (api::IsTerminal(st.state())) {
@@ -245,7 +249,9 @@ void ControlState::OnTaskStatus(const std::string& node, const v1::TaskStatus& s
 void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
   JobRt* job = FindJob(st.job());
   int i = job ? FindTask(*job, st.role(), st.index()) : -1;
-  if (i < 0 || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) return;
+  if (i < 0 || !SameJob(st, job->rec.id()) || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) {
+    return;
+  }
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
   if (api::IsTerminal(t->state())) return;
   job->acked[i] = true;

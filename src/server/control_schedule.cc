@@ -179,6 +179,7 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   api::TaskEnv env = EnvFor(job, i);
   v1::TaskSpec spec;
   spec.set_job(job.rec.name());
+  spec.set_job_id(job.rec.id());
   spec.set_role(t.role());
   spec.set_index(t.index());
   spec.set_worker_id(t.worker_id());

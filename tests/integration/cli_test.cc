@@ -57,9 +57,14 @@ TEST(CliTest, FiltersKillOfSeveralJobsDeleteAndJsonTypes) {
   EXPECT_TRUE(j["submit_time_unix_ms"].is_number());
   EXPECT_EQ(j["state"], "KILLED");
   EXPECT_EQ(j["priority"], "iteration");
-  ASSERT_FALSE(j["tasks"].empty());
-  EXPECT_EQ(j["tasks"][0]["gpu_mask_indices"].size(), 1u) << j["tasks"][0].dump();
-  EXPECT_TRUE(j["tasks"][0]["memory_mb"].is_number());
+  nlohmann::json worker;
+  for (const auto& t : j["tasks"]) {
+    if (t["role"] == "worker") worker = t;
+  }
+  ASSERT_TRUE(worker.is_object()) << j.dump(1);
+  EXPECT_EQ(worker["gpu_mask_indices"].size(), 1u) << worker.dump();
+  EXPECT_TRUE(worker["gpu_mask"].is_number());
+  EXPECT_TRUE(worker["memory_mb"].is_number());
   r = c.Cli({"describe", d});
   EXPECT_THAT(r.out, HasSubstr("Started:    20"));
   EXPECT_THAT(r.out, HasSubstr("Ended:      -"));
@@ -76,9 +81,12 @@ TEST(CliTest, FiltersKillOfSeveralJobsDeleteAndJsonTypes) {
   EXPECT_THAT(r.out, HasSubstr("kept in the store as a#"));
   EXPECT_EQ(c.Cli({"describe", a}).exit_code, 1);
   EXPECT_EQ(c.Submit(Sleeper("a", "alice")), "a") << "the name is reused, not suffixed";
+  EXPECT_TRUE(c.WaitForState("a", "RUNNING")) << c.Describe("a").dump(1);
   EXPECT_EQ(c.Submit(Sleeper("b", "bob")), "b-2") << "a killed job that was not deleted keeps its name";
+  uint64_t new_id = c.Describe("a").value("id", uint64_t{0});
+  EXPECT_NE(new_id, j.value("id", uint64_t{0}));
   ASSERT_TRUE(c.RestartServer());
-  EXPECT_EQ(c.Describe("a").value("state", ""), "RUNNING") << "the new job, not the deleted one";
+  EXPECT_EQ(c.Describe("a").value("id", uint64_t{0}), new_id) << "after a restart too, the name is the new job's";
 }
 
 TEST(CliTest, ControlCharactersInUserNamesAreEscapedWhenPrinted) {
