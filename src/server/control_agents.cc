@@ -102,6 +102,12 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   // Tasks placed here that never reached the agent (it was away) go again.
   for (auto [job, i] : TasksOn(in.name())) {
     if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
+    // Told to leave while the node was away (drained): the order goes again.
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (job->evicting[i]) {
+      SendKill(in.name(), job->rec.name(), t.role(), t.index(), config_.kill_grace_ms,
+               absl::StrCat("node ", in.name(), " is drained"));
+    }
   }
   // Files (hosts, job master address) that changed while it was away.
   if (auto stale = stale_files_.find(in.name()); stale != stale_files_.end()) {

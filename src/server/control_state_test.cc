@@ -323,12 +323,12 @@ TEST_F(ControlStateTest, ANodesPublishedViewIsBuiltAgainOnlyWhenItChanged) {
   for (size_t i = 0; i < 2; ++i) {
     const v1::NodeView& n = *(*after)[i];
     if (n.info().name() == placed_on) {
-      EXPECT_NE((*after)[i], (*before)[i]) << "the node that took the task is built again";
+      EXPECT_NE((*after)[i].get(), (*before)[i].get()) << "the node that took the task is built again";
       EXPECT_EQ(n.free_gpu_mask(), 0xffu & ~backend_.launches[0].second.allocation().gpu_mask());
       ASSERT_EQ(n.tasks_size(), 1);
       EXPECT_EQ(n.tasks(0), View(job).tasks(0).name());
     } else {
-      EXPECT_EQ((*after)[i], (*before)[i]) << "the other node's view is shared, not rebuilt";
+      EXPECT_EQ((*after)[i].get(), (*before)[i].get()) << "the other node's view is shared, not rebuilt";
       EXPECT_EQ(n.free_gpu_mask(), 0xffu);
     }
   }
