@@ -33,7 +33,7 @@ TEST(TopologyTest, TwoGpuTasksGetOneSwitchOfANonContiguousGrouping) {
   nlohmann::json nodes = c.Nodes();
   ASSERT_EQ(nodes["nodes"].size(), 1u) << nodes.dump(2);
   EXPECT_EQ(nodes["nodes"][0]["info"]["topology"]["switches"],
-            nlohmann::json::array({"5", "10", "80", "160"}));
+            nlohmann::json::array({5, 10, 80, 160}));
   std::string out = c.dir() + "/out";
   ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
   std::string job = c.Submit(absl::StrCat(R"(
