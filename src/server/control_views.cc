@@ -42,6 +42,8 @@ void ControlState::SetStoredEvents(const std::string& name, const std::vector<v1
 }
 
 void ControlState::PublishJobs(ViewStore* views) {
+  for (const std::string& name : deleted_views_) views->RemoveJob(name);
+  deleted_views_.clear();
   for (const std::string& name : view_jobs_) {
     const JobRt* job = FindJob(name);
     if (!job) continue;  // a name reserved for a submission not yet durable
@@ -177,6 +179,11 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   mix(node.ports_in_use.Count());
   mix(static_cast<uint64_t>(ToMs(node.last_heartbeat)));
   mix(node.in_scheduler);
+  mix(static_cast<uint64_t>(ShownState(node)));
+  mix(std::hash<std::string>()(ShownReason(node)));
+  mix(node.cordoned);
+  mix(node.draining);
+  mix(static_cast<uint64_t>(node.data_free_mb));
   const core::ClusterState& cs = scheduler_->state();
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
@@ -197,7 +204,10 @@ v1::NodeView ControlState::NodeViewOf(const NodeRt& node) const {
   const core::ClusterState& cs = scheduler_->state();
   v1::NodeView v;
   *v.mutable_info() = node.info;
-  v.mutable_info()->set_state(node.state);
+  v.mutable_info()->set_state(ShownState(node));
+  v.set_reason(ShownReason(node));
+  v.set_cordoned(node.cordoned || node.draining);
+  v.set_data_free_mb(node.data_free_mb);
   v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
   v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
@@ -232,6 +242,12 @@ ViewStore::NodesPtr ControlState::PublishedNodes() {
     out->push_back(node->view);
   }
   return out;
+}
+
+std::optional<v1::NodeView> ControlState::NodeViewOf(const std::string& name) const {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return std::nullopt;
+  return NodeViewOf(*it->second);
 }
 
 v1::ListQueuesResponse ControlState::ListQueues() const {

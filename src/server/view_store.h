@@ -33,6 +33,8 @@ class ViewStore {
   using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
 
   void PutJob(const std::string& name, JobEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a deleted job's view down.
+  void RemoveJob(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   void PutNodes(NodesPtr nodes) ABSL_LOCKS_EXCLUDED(mu_);
   void PutQueues(QueuesPtr queues) ABSL_LOCKS_EXCLUDED(mu_);
 
