@@ -351,7 +351,9 @@ TEST_F(ControlAdminTest, AOneTaskJobsEventsSayTaskInTheSingular) {
   state_->RunRound(now_);
   Status(v1::TASK_RUNNING);
   std::string texts;
-  for (const v1::JobEvent& e : state_->Describe(job)->events()) absl::StrAppend(&texts, e.text(), "\n");
+  absl::StatusOr<v1::JobView> view = state_->Describe(job);
+  ASSERT_TRUE(view.ok()) << view.status();
+  for (const v1::JobEvent& e : view->events()) absl::StrAppend(&texts, e.text(), "\n");
   EXPECT_THAT(texts, HasSubstr("(1 task, priority iteration)"));
   EXPECT_THAT(texts, HasSubstr("its task is running"));
   EXPECT_THAT(texts, ::testing::Not(HasSubstr("1 tasks")));
