@@ -74,11 +74,7 @@ void CheckRole(const v1::ReplicaSpec& rs, const std::map<std::string, std::strin
   }
 }
 
-}  // namespace
-
-std::vector<std::string> CheckExecSize(const v1::JobSpec& spec, const ExecJob& job, const ExecLimits& limits) {
-  std::vector<std::string> problems;
-  if (limits.arg_max <= 0) return problems;
+TaskEnvInput StandInInput(const v1::JobSpec& spec, const ExecJob& job) {
   TaskEnvInput in;
   in.spec = &spec;
   in.job = job.name;
@@ -86,6 +82,55 @@ std::vector<std::string> CheckExecSize(const v1::JobSpec& spec, const ExecJob& j
   if (job.job_master) in.job_master = "255.255.255.255:65535";
   in.attempt = 999999;
   in.tasks = StandInPlacement(spec);
+  return in;
+}
+
+// Whether the job is small enough (see kSmallJob) that the spec's own strings
+// decide: each within one string's limit, and with kSmallJob.env_bytes more
+// under ARG_MAX.
+bool FitsWithoutEstimate(const v1::JobSpec& spec, const ExecJob& job, const ExecLimits& limits) {
+  if (job.name.size() > kSmallJob.name_bytes || job.checkpoint_dir.size() > kSmallJob.path_bytes) return false;
+  int tasks = 0;
+  for (const auto& rs : spec.replicas()) {
+    tasks += std::max(rs.count(), 0);
+    int64_t ports = std::max(rs.resources().port_count(), 0);
+    for (const auto& p : rs.resources().ports()) ports += std::max<int64_t>(int64_t{p.end()} - p.begin() + 1, 0);
+    if (tasks > kSmallJob.tasks || ports > kSmallJob.ports || rs.role().size() > kSmallJob.name_bytes) return false;
+  }
+  for (const auto& rs : spec.replicas()) {
+    int64_t total = limits.reserve + Cost(0) + kSmallJob.env_bytes;
+    auto add = [&](size_t bytes) {
+      total += Cost(bytes);
+      return Cost(bytes) - int64_t{sizeof(char*)} <= limits.max_string;
+    };
+    for (const auto& a : rs.command()) if (!add(a.size())) return false;
+    for (const auto& a : rs.args()) if (!add(a.size())) return false;
+    for (const auto& [k, v] : rs.env()) if (!add(k.size() + 1 + v.size())) return false;
+    if (total > limits.arg_max) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int64_t TrainyardEnvBytes(const v1::JobSpec& spec, const ExecJob& job) {
+  TaskEnvInput in = StandInInput(spec, job);
+  int64_t most = 0;
+  for (const PlacedTaskView& self : in.tasks) {
+    int64_t bytes = 0;
+    for (const auto& [k, v] : BuildTaskEnv(in, self).env) bytes += Cost(k.size() + 1 + v.size());
+    most = std::max(most, bytes);
+  }
+  return most;
+}
+
+std::vector<std::string> CheckExecSize(const v1::JobSpec& spec, const ExecJob& job, const ExecLimits& limits) {
+  std::vector<std::string> problems;
+  if (limits.arg_max <= 0) return problems;
+  // Checked at every submission: the full estimate below costs more than
+  // the rest of accepting a small job.
+  if (FitsWithoutEstimate(spec, job, limits)) return problems;
+  TaskEnvInput in = StandInInput(spec, job);
   for (const auto& rs : spec.replicas()) {
     if (IsJobMasterRole(rs.role()) || rs.count() < 1) continue;
     // Index 0 stands for the role: its tasks differ only in short numbers.

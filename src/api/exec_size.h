@@ -29,6 +29,22 @@ struct ExecJob {
   bool job_master = false;     // whether TRAINYARD_JOB_MASTER is set
 };
 
+// A job within these bounds is checked by its own strings alone: what
+// Trainyard adds to any of its tasks' environments stays under `env_bytes`
+// (exec_size_test builds the largest such job, for every framework).
+struct SmallJob {
+  int tasks = 16;
+  int64_t ports = 64;          // per role: port_count plus the fixed ports
+  size_t name_bytes = 253;     // the job's name and each role's
+  size_t path_bytes = 4096;    // the checkpoint directory
+  int64_t env_bytes = 256 << 10;
+};
+inline constexpr SmallJob kSmallJob;
+
+// The most bytes (execve's count) of the variables Trainyard sets for any
+// one task of `spec`, for the stand-in placement CheckExecSize uses.
+int64_t TrainyardEnvBytes(const v1::JobSpec& spec, const ExecJob& job);
+
 // For each role of `spec` but the job master's, the problems of the command
 // (with args) and environment its tasks would start with: the spec's own
 // variables and those Trainyard sets (TF_CONFIG grows with the job), the

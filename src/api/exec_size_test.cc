@@ -1,5 +1,6 @@
 #include "api/exec_size.h"
 
+#include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -61,6 +62,42 @@ TEST(ExecSizeTest, TfConfigOfAHugeJobIsNamed) {
   std::vector<std::string> problems = CheckExecSize(spec, kJob, {.arg_max = 2 << 20});
   ASSERT_FALSE(problems.empty());
   EXPECT_THAT(problems[0], HasSubstr("replicas.worker: the variable TF_CONFIG that Trainyard sets would be "));
+}
+
+// The largest job CheckExecSize checks by its own strings alone, in two
+// shapes (one role of every task, a role per task), for every framework:
+// what Trainyard adds stays under the bound that skips the estimate.
+TEST(ExecSizeTest, WhatTrainyardAddsToASmallJobStaysUnderItsBound) {
+  const ExecJob job{.name = std::string(kSmallJob.name_bytes, 'j'),
+                    .checkpoint_dir = std::string(kSmallJob.path_bytes, 'c'), .job_master = true};
+  for (v1::Framework fw : {v1::FRAMEWORK_NONE, v1::FRAMEWORK_TENSORFLOW, v1::FRAMEWORK_PYTORCH, v1::FRAMEWORK_MPI}) {
+    for (int roles : {1, kSmallJob.tasks}) {
+      v1::JobSpec spec;
+      spec.set_framework(fw);
+      for (int r = 0; r < roles; ++r) {
+        v1::ReplicaSpec* rs = spec.add_replicas();
+        rs->set_role(absl::StrCat(std::string(kSmallJob.name_bytes - 3, 'r'), 100 + r));
+        rs->set_count(kSmallJob.tasks / roles);
+        rs->mutable_resources()->set_gpus(64);
+        rs->mutable_resources()->set_port_count(static_cast<int>(kSmallJob.ports));
+        rs->mutable_command()->Add()->assign(1, 'x');
+      }
+      int64_t bytes = TrainyardEnvBytes(spec, job);
+      EXPECT_GT(bytes, 0);
+      EXPECT_LT(bytes, kSmallJob.env_bytes) << v1::Framework_Name(fw) << ", " << roles << " roles";
+    }
+  }
+}
+
+TEST(ExecSizeTest, ASmallJobWhoseOwnStringsAreTooLongIsStillRefused) {
+  v1::JobSpec spec = Spec("name: j\nreplicas:\n  worker: {command: [x]}\n");
+  spec.mutable_replicas(0)->mutable_env()->insert({"A", std::string(400 << 10, 'x')});
+  spec.mutable_replicas(0)->add_args(std::string(100 << 10, 'a'));
+  // Under a 512 KiB ARG_MAX the spec's strings alone fit, but not with what
+  // Trainyard adds and the node's reserve: the full estimate decides.
+  std::vector<std::string> problems = CheckExecSize(spec, kJob, {.arg_max = 512 << 10, .max_string = 1 << 20});
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_THAT(problems[0], HasSubstr("above the 524288 bytes the kernel will start a program with (ARG_MAX)"));
 }
 
 }  // namespace

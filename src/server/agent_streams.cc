@@ -39,9 +39,9 @@ void AgentStreams::Registered(const std::string& node, const v1::Registered& ack
   Send(node, std::move(msg));
 }
 
-void AgentStreams::Launch(const std::string& node, const v1::TaskSpec& task) {
+void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
   v1::ServerMessage msg;
-  *msg.mutable_launch() = task;
+  *msg.mutable_launch() = std::move(task);
   Send(node, std::move(msg));
 }
 

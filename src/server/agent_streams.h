@@ -33,7 +33,7 @@ class AgentStreams : public ExecutionBackend {
   void Forget(const std::string& node, AgentLink* link);
 
   void Registered(const std::string& node, const v1::Registered& ack) override;
-  void Launch(const std::string& node, const v1::TaskSpec& task) override;
+  void Launch(const std::string& node, v1::TaskSpec task) override;
   void Kill(const std::string& node, const v1::KillTask& kill) override;
   void UpdateFiles(const std::string& node, const v1::TaskFiles& files) override;
   void Drained(const std::string& node) override;

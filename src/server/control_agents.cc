@@ -176,7 +176,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   NodeRt& node = *it->second;
   node.last_heartbeat = now;
   ++stats_.heartbeats;
-  view_nodes_ = true;
+  view_heartbeats_ = true;
   if (node.state != v1::NODE_READY && node.connected()) {
     // Declared lost (silent past the timeout) but its stream is alive: it is
     // back. Its tasks were moved or ended meanwhile; Reconcile below kills the
@@ -192,6 +192,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(hb.busy_gpu_mask()));
     if (st.ok()) {
       node.busy_gpus = hb.busy_gpu_mask();
+      view_nodes_ = true;
       wants_round_ = true;
     }
   }
@@ -205,6 +206,7 @@ void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
   // loop's next periodic round.
   if (in_use == node.ports_in_use) return;
   node.ports_in_use = std::move(in_use);
+  view_nodes_ = true;
   PushPortsInUse(node);
 }
 

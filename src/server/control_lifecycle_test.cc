@@ -19,7 +19,7 @@ using ::testing::StartsWith;
 class RecordingBackend : public ExecutionBackend {
  public:
   void Registered(const std::string&, const v1::Registered&) override {}
-  void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
+  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
   void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
   void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
   void Drained(const std::string& node) override { drained.push_back(node); }

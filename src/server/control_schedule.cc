@@ -297,7 +297,7 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   Persist(job);
   job.missing_beats[i] = 0;
   job.acked[i] = false;
-  if (nit->second->connected()) backend_->Launch(t.node(), spec);
+  if (nit->second->connected()) backend_->Launch(t.node(), std::move(spec));
 }
 
 }  // namespace trainyard::server

@@ -161,9 +161,10 @@ class ControlState {
   // Publishes the views of the jobs that changed since the last call.
   void PublishJobs(ViewStore* views);
   // Publishes the node and queue views when anything changed since the
-  // last call (the shell calls this at most every 50 ms: a node view holds
-  // every node, and heartbeats change them all the time).
-  void PublishNodesAndQueues(ViewStore* views);
+  // last call (the shell calls this at most every 5 ms). A change of
+  // heartbeat times alone goes out at most once a second: every node's
+  // heartbeat changes its view every second, and nothing else does.
+  void PublishNodesAndQueues(ViewStore* views, absl::Time now);
   // True when node or queue views changed since they were last published.
   bool NodeViewsChanged() const { return view_nodes_ || view_queues_; }
   // Publishes up to `max` of the jobs recovered from the store whose views
@@ -319,7 +320,7 @@ class ControlState {
   v1::JobView View(const JobRt& job, bool with_events) const;
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
   ViewStore::JobEntry Entry(const JobRt& job) const;       // to publish
-  v1::NodeView NodeViewOf(const NodeRt& node) const;
+  v1::NodeView NodeViewOf(const NodeRt& node, bool with_heartbeat) const;
   uint64_t NodeViewSig(const NodeRt& node) const;
 
   const ServerConfig config_;
@@ -354,6 +355,8 @@ class ControlState {
   std::vector<std::string> unpublished_;  // recovered, not yet published
   bool view_nodes_ = true;
   bool view_queues_ = true;
+  bool view_heartbeats_ = false;  // only heartbeat times changed
+  absl::Time heartbeats_due_ = absl::InfinitePast();
   ManagerStats stats_;
   absl::Time started_;
   absl::Time last_liveness_check_;  // CheckNodes runs at most every 100 ms

@@ -19,7 +19,7 @@ using ::testing::HasSubstr;
 class FakeBackend : public ExecutionBackend {
  public:
   void Registered(const std::string& node, const v1::Registered&) override { registered.push_back(node); }
-  void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
+  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
   void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
   void UpdateFiles(const std::string& node, const v1::TaskFiles& f) override { files.emplace_back(node, f); }
 
@@ -321,28 +321,56 @@ TEST_F(ControlStateTest, ANodesPublishedViewIsBuiltAgainOnlyWhenItChanged) {
   ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
   ASSERT_TRUE(state_->RegisterAgent(Node("n2", 8), 2, now_).ok());
   ViewStore views;
-  state_->PublishNodesAndQueues(&views);
+  state_->PublishNodesAndQueues(&views, now_);
   ViewStore::NodesPtr before = views.Nodes();
   ASSERT_EQ(before->size(), 2u);
   std::string job = Submit(kOneGpu);
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 1u);
   const std::string placed_on = backend_.launches[0].first;
-  state_->PublishNodesAndQueues(&views);
+  state_->PublishNodesAndQueues(&views, now_);
   ViewStore::NodesPtr after = views.Nodes();
   ASSERT_EQ(after->size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
-    const v1::NodeView& n = *(*after)[i];
+    const v1::NodeView& n = *(*after)[i].view;
     if (n.info().name() == placed_on) {
-      EXPECT_NE((*after)[i].get(), (*before)[i].get()) << "the node that took the task is built again";
+      EXPECT_NE((*after)[i].view.get(), (*before)[i].view.get()) << "the node that took the task is built again";
       EXPECT_EQ(n.free_gpu_mask(), 0xffu & ~backend_.launches[0].second.allocation().gpu_mask());
       ASSERT_EQ(n.tasks_size(), 1);
       EXPECT_EQ(n.tasks(0), View(job).tasks(0).name());
     } else {
-      EXPECT_EQ((*after)[i].get(), (*before)[i].get()) << "the other node's view is shared, not rebuilt";
+      EXPECT_EQ((*after)[i].view.get(), (*before)[i].view.get()) << "the other node's view is shared, not rebuilt";
       EXPECT_EQ(n.free_gpu_mask(), 0xffu);
     }
   }
+}
+
+}  // namespace
+}  // namespace trainyard::server
+
+namespace trainyard::server {
+namespace {
+
+TEST_F(ControlStateTest, HeartbeatTimesAloneArePublishedAtMostOnceASecond) {
+  ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
+  ViewStore views;
+  state_->PublishNodesAndQueues(&views, now_);
+  ViewStore::NodesPtr first = views.Nodes();
+  v1::Heartbeat hb;
+  state_->OnHeartbeat("n1", hb, now_ + absl::Milliseconds(100));
+  state_->PublishNodesAndQueues(&views, now_ + absl::Milliseconds(100));
+  EXPECT_EQ(views.Nodes().get(), first.get()) << "a heartbeat alone is not published within the second";
+  state_->PublishNodesAndQueues(&views, now_ + absl::Milliseconds(1000));
+  ASSERT_NE(views.Nodes().get(), first.get());
+  EXPECT_EQ((*views.Nodes())[0].Full().last_heartbeat_unix_ms(), absl::ToUnixMillis(now_ + absl::Milliseconds(100)));
+  EXPECT_EQ((*views.Nodes())[0].view.get(), (*first)[0].view.get()) << "a new heartbeat time alone builds no view";
+  // Anything else a node shows goes out at once.
+  ViewStore::NodesPtr second = views.Nodes();
+  std::string job = Submit(kOneGpu);
+  state_->RunRound(now_ + absl::Milliseconds(1001));
+  state_->PublishNodesAndQueues(&views, now_ + absl::Milliseconds(1001));
+  ASSERT_NE(views.Nodes().get(), second.get());
+  EXPECT_EQ((*views.Nodes())[0].view->tasks_size(), 1);
 }
 
 }  // namespace

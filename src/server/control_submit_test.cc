@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 class LaunchRecorder : public ExecutionBackend {
  public:
   void Registered(const std::string&, const v1::Registered&) override {}
-  void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
+  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
   void Kill(const std::string&, const v1::KillTask&) override {}
   void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
   std::vector<std::pair<std::string, v1::TaskSpec>> launches;

@@ -63,8 +63,13 @@ size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
   return unpublished_.size();
 }
 
-void ControlState::PublishNodesAndQueues(ViewStore* views) {
-  if (view_nodes_) views->PutNodes(PublishedNodes());
+void ControlState::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
+  if (view_heartbeats_ && now >= heartbeats_due_) view_nodes_ = true;
+  if (view_nodes_) {
+    views->PutNodes(PublishedNodes());
+    view_heartbeats_ = false;
+    heartbeats_due_ = now + absl::Seconds(1);
+  }
   if (view_queues_) views->PutQueues(std::make_shared<const v1::ListQueuesResponse>(ListQueues()));
   view_nodes_ = view_queues_ = false;
 }
@@ -177,7 +182,6 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   mix(static_cast<uint64_t>(ToMs(node.registered)));
   mix(static_cast<uint64_t>(node.state));
   mix(node.ports_in_use.Count());
-  mix(static_cast<uint64_t>(ToMs(node.last_heartbeat)));
   mix(node.in_scheduler);
   mix(static_cast<uint64_t>(ShownState(node)));
   mix(std::hash<std::string>()(ShownReason(node)));
@@ -199,8 +203,8 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
 }
 
 // Every field set here must be folded into NodeViewSig, or a published view
-// would keep an old value.
-v1::NodeView ControlState::NodeViewOf(const NodeRt& node) const {
+// would keep an old value (the heartbeat time is published beside it).
+v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) const {
   const core::ClusterState& cs = scheduler_->state();
   v1::NodeView v;
   *v.mutable_info() = node.info;
@@ -209,7 +213,7 @@ v1::NodeView ControlState::NodeViewOf(const NodeRt& node) const {
   v.set_cordoned(node.cordoned || node.draining);
   v.set_data_free_mb(node.data_free_mb);
   v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
-  v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
+  if (with_heartbeat) v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
     v.set_free_gpu_mask(ns.free.gpu_mask);
@@ -226,20 +230,20 @@ v1::NodeView ControlState::NodeViewOf(const NodeRt& node) const {
 
 std::vector<v1::NodeView> ControlState::ListNodes() const {
   std::vector<v1::NodeView> out;
-  for (auto& [name, node] : nodes_) out.push_back(NodeViewOf(*node));
+  for (auto& [name, node] : nodes_) out.push_back(NodeViewOf(*node, /*with_heartbeat=*/true));
   return out;
 }
 
 ViewStore::NodesPtr ControlState::PublishedNodes() {
-  auto out = std::make_shared<std::vector<std::shared_ptr<const v1::NodeView>>>();
+  auto out = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   out->reserve(nodes_.size());
   for (auto& [name, node] : nodes_) {
     uint64_t sig = NodeViewSig(*node);
     if (!node->view || sig != node->view_sig) {
-      node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node));
+      node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node, /*with_heartbeat=*/false));
       node->view_sig = sig;
     }
-    out->push_back(node->view);
+    out->push_back({node->view, ToMs(node->last_heartbeat)});
   }
   return out;
 }

@@ -21,8 +21,9 @@ class ExecutionBackend {
   // The node's registration was accepted (heartbeat interval and the name
   // it is known by).
   virtual void Registered(const std::string& node, const v1::Registered& ack) = 0;
-  // Start a task (the whole launch: command, env, files, allocation).
-  virtual void Launch(const std::string& node, const v1::TaskSpec& task) = 0;
+  // Start a task (the whole launch: command, env, files, allocation). The
+  // spec is handed over, not copied: a launch is thousands of bytes.
+  virtual void Launch(const std::string& node, v1::TaskSpec task) = 0;
   // Stop a task: SIGTERM, then SIGKILL after kill.grace_ms.
   virtual void Kill(const std::string& node, const v1::KillTask& kill) = 0;
   // Rewrite a running task's files (hosts, job master address).

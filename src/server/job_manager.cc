@@ -38,7 +38,7 @@ absl::Status JobManager::Recover() {
   control_.Recover(*snap, std::move(*ended), clock_->Now());
   Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
       static_cast<int>(live), static_cast<int>(done), static_cast<int>(nodes));
-  control_.PublishNodesAndQueues(&views_);
+  control_.PublishNodesAndQueues(&views_, clock_->Now());
   recovered_unpublished_ = control_.PublishRecovered(&views_, 0) > 0;
   AfterEvent();
   return absl::OkStatus();
@@ -119,7 +119,7 @@ void JobManager::Loop() {
       // changed are built again).
       absl::Time start = absl::Now();
       if (recovered_unpublished_) recovered_unpublished_ = control_.PublishRecovered(&views_, 1000) > 0;
-      control_.PublishNodesAndQueues(&views_);
+      control_.PublishNodesAndQueues(&views_, clock_->Now());
       next_publish_ = now + std::max(absl::Milliseconds(5), 50 * (absl::Now() - start));
     }
     AfterEvent();  // what the round changed may place more at once
@@ -129,7 +129,7 @@ void JobManager::Loop() {
 void JobManager::ScheduleNowForTest() {
   absl::MutexLock lock(&mu_);
   control_.RunRound(clock_->Now());
-  control_.PublishNodesAndQueues(&views_);
+  control_.PublishNodesAndQueues(&views_, clock_->Now());
   AfterEvent();
 }
 
@@ -279,7 +279,7 @@ std::vector<v1::NodeView> JobManager::ListNodes() {
   ViewStore::NodesPtr nodes = views_.Nodes();
   std::vector<v1::NodeView> out;
   out.reserve(nodes->size());
-  for (const auto& n : *nodes) out.push_back(*n);
+  for (const auto& n : *nodes) out.push_back(n.Full());
   return out;
 }
 

@@ -63,6 +63,12 @@ std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_fin
   return out;
 }
 
+v1::NodeView ViewStore::NodeEntry::Full() const {
+  v1::NodeView v = *view;
+  v.set_last_heartbeat_unix_ms(last_heartbeat_unix_ms);
+  return v;
+}
+
 ViewStore::NodesPtr ViewStore::Nodes() const {
   absl::MutexLock lock(&mu_);
   return nodes_;

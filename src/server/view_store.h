@@ -28,8 +28,16 @@ class ViewStore {
     // still only there (describe reads them once).
     bool events_loaded = true;
   };
-  // Each node's view is shared with the next publication while it is unchanged.
-  using NodesPtr = std::shared_ptr<const std::vector<std::shared_ptr<const v1::NodeView>>>;
+  // A node's published view, shared with the next publication while it is
+  // unchanged, and its heartbeat time beside it: that changes every second
+  // on every node, so building it into the view would build every view
+  // again every second.
+  struct NodeEntry {
+    std::shared_ptr<const v1::NodeView> view;  // without last_heartbeat_unix_ms
+    int64_t last_heartbeat_unix_ms = 0;
+    v1::NodeView Full() const;  // what `nodes` shows: the view with its heartbeat
+  };
+  using NodesPtr = std::shared_ptr<const std::vector<NodeEntry>>;
   using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
 
   void PutJob(const std::string& name, JobEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
@@ -51,7 +59,7 @@ class ViewStore {
  private:
   mutable absl::Mutex mu_;
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
-  NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<std::shared_ptr<const v1::NodeView>>>();
+  NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<NodeEntry>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
 };
 
