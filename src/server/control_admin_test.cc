@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 class FakeBackend : public ExecutionBackend {
  public:
   void Registered(const std::string&, const v1::Registered&) override {}
-  void Launch(const std::string& node, const v1::TaskSpec& t) override { launches.emplace_back(node, t); }
+  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
   void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
   void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
   std::vector<std::pair<std::string, v1::TaskSpec>> launches;
@@ -62,7 +62,8 @@ class ControlAdminTest : public ::testing::Test {
 
   // The status of the last launch sent, from its node.
   void Status(v1::TaskState s, bool node_fault = false) {
-    const auto& [node, t] = backend_.launches.back();
+    // Copies: the status may send a new launch, which moves the vector.
+    const auto [node, t] = backend_.launches.back();
     v1::TaskStatus st;
     st.set_job(t.job());
     st.set_role(t.role());
@@ -241,45 +242,52 @@ TEST_F(ControlAdminTest, CordonDrainAndDegradedNodesArePublishedAsTheyChange) {
   Register("n1", 1);
   ViewStore::NodesPtr first = state_->PublishedNodes();
   ASSERT_EQ(first->size(), 1u);
-  EXPECT_EQ(state_->PublishedNodes()->at(0).get(), first->at(0).get()) << "unchanged: the same view is shared";
+  EXPECT_EQ(state_->PublishedNodes()->at(0).view.get(), first->at(0).view.get()) << "unchanged: the same view is shared";
 
   ASSERT_TRUE(state_->Cordon("n1", "bad fan").ok());
   ViewStore::NodesPtr cordoned = state_->PublishedNodes();
-  EXPECT_NE(cordoned->at(0).get(), first->at(0).get());
-  EXPECT_EQ(cordoned->at(0)->info().state(), v1::NODE_CORDONED);
-  EXPECT_EQ(cordoned->at(0)->reason(), "cordoned: bad fan");
-  EXPECT_TRUE(cordoned->at(0)->cordoned());
+  EXPECT_NE(cordoned->at(0).view.get(), first->at(0).view.get());
+  EXPECT_EQ(cordoned->at(0).view->info().state(), v1::NODE_CORDONED);
+  EXPECT_EQ(cordoned->at(0).view->reason(), "cordoned: bad fan");
+  EXPECT_TRUE(cordoned->at(0).view->cordoned());
 
   ASSERT_TRUE(state_->Uncordon("n1").ok());
   ViewStore::NodesPtr back = state_->PublishedNodes();
-  EXPECT_EQ(back->at(0)->info().state(), v1::NODE_READY);
-  EXPECT_EQ(back->at(0)->reason(), "");
-  EXPECT_FALSE(back->at(0)->cordoned());
+  EXPECT_EQ(back->at(0).view->info().state(), v1::NODE_READY);
+  EXPECT_EQ(back->at(0).view->reason(), "");
+  EXPECT_FALSE(back->at(0).view->cordoned());
 
   ASSERT_TRUE(state_->Drain("n1", "", now_).ok());
-  EXPECT_EQ(state_->PublishedNodes()->at(0)->info().state(), v1::NODE_DRAINING);
+  EXPECT_EQ(state_->PublishedNodes()->at(0).view->info().state(), v1::NODE_DRAINING);
   ASSERT_TRUE(state_->Uncordon("n1").ok());
 
   v1::Heartbeat hb;
   hb.set_data_free_mb(10);
   state_->OnHeartbeat("n1", hb, now_);
   ViewStore::NodesPtr degraded = state_->PublishedNodes();
-  EXPECT_EQ(degraded->at(0)->info().state(), v1::NODE_DEGRADED);
-  EXPECT_EQ(degraded->at(0)->data_free_mb(), 10);
+  EXPECT_EQ(degraded->at(0).view->info().state(), v1::NODE_DEGRADED);
+  EXPECT_EQ(degraded->at(0).Full().data_free_mb(), 10) << "published beside the view, as heartbeat times are";
   hb.set_data_free_mb(5000);
   state_->OnHeartbeat("n1", hb, now_);
-  EXPECT_EQ(state_->PublishedNodes()->at(0)->info().state(), v1::NODE_READY);
+  ViewStore::NodesPtr roomy = state_->PublishedNodes();
+  EXPECT_EQ(roomy->at(0).view->info().state(), v1::NODE_READY);
+  hb.set_data_free_mb(4990);  // a heartbeat's new figure alone builds no view
+  state_->OnHeartbeat("n1", hb, now_);
+  ViewStore::NodesPtr later = state_->PublishedNodes();
+  EXPECT_EQ(later->at(0).view.get(), roomy->at(0).view.get());
+  EXPECT_EQ(later->at(0).Full().data_free_mb(), 4990);
 
   // An agent that says it is stopping: its node takes nothing new.
   state_->AgentDraining("n1", "its agent was stopped by signal 15", now_);
   ViewStore::NodesPtr stopping = state_->PublishedNodes();
-  EXPECT_EQ(stopping->at(0)->info().state(), v1::NODE_DRAINING);
-  EXPECT_EQ(stopping->at(0)->reason(), "its agent was stopped by signal 15");
+  EXPECT_EQ(stopping->at(0).view->info().state(), v1::NODE_DRAINING);
+  EXPECT_EQ(stopping->at(0).view->reason(), "its agent was stopped by signal 15");
   Submit(kJob);
   state_->RunRound(now_);
   EXPECT_TRUE(backend_.launches.empty());
+  state_->AgentDisconnected("n1", 1);
   Register("n1", 2);  // the agent is back
-  EXPECT_EQ(state_->PublishedNodes()->at(0)->info().state(), v1::NODE_READY);
+  EXPECT_EQ(state_->PublishedNodes()->at(0).view->info().state(), v1::NODE_READY);
   state_->RunRound(now_);
   EXPECT_EQ(backend_.launches.size(), 1u);
 }

@@ -187,7 +187,6 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   mix(std::hash<std::string>()(ShownReason(node)));
   mix(node.cordoned);
   mix(node.draining);
-  mix(static_cast<uint64_t>(node.data_free_mb));
   const core::ClusterState& cs = scheduler_->state();
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
@@ -203,7 +202,8 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
 }
 
 // Every field set here must be folded into NodeViewSig, or a published view
-// would keep an old value (the heartbeat time is published beside it).
+// would keep an old value (the heartbeat time and free disk, which move with
+// every heartbeat, are published beside it).
 v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) const {
   const core::ClusterState& cs = scheduler_->state();
   v1::NodeView v;
@@ -211,9 +211,11 @@ v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) c
   v.mutable_info()->set_state(ShownState(node));
   v.set_reason(ShownReason(node));
   v.set_cordoned(node.cordoned || node.draining);
-  v.set_data_free_mb(node.data_free_mb);
   v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
-  if (with_heartbeat) v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
+  if (with_heartbeat) {
+    v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
+    v.set_data_free_mb(node.data_free_mb);
+  }
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
     v.set_free_gpu_mask(ns.free.gpu_mask);
@@ -243,7 +245,7 @@ ViewStore::NodesPtr ControlState::PublishedNodes() {
       node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node, /*with_heartbeat=*/false));
       node->view_sig = sig;
     }
-    out->push_back({node->view, ToMs(node->last_heartbeat)});
+    out->push_back({node->view, ToMs(node->last_heartbeat), node->data_free_mb});
   }
   return out;
 }
@@ -251,7 +253,7 @@ ViewStore::NodesPtr ControlState::PublishedNodes() {
 std::optional<v1::NodeView> ControlState::NodeViewOf(const std::string& name) const {
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return std::nullopt;
-  return NodeViewOf(*it->second);
+  return NodeViewOf(*it->second, /*with_heartbeat=*/true);
 }
 
 v1::ListQueuesResponse ControlState::ListQueues() const {

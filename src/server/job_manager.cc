@@ -266,7 +266,7 @@ absl::StatusOr<v1::NodeAdminResponse> JobManager::AdministerNode(NodeAdmin what,
   }
   if (!st.ok()) return st;
   AfterEvent();
-  control_.PublishNodesAndQueues(&views_);  // `nodes` right after shows it
+  control_.PublishNodesAndQueues(&views_, now);  // `nodes` right after shows it
   if (absl::Status durable = WaitDurable(); !durable.ok()) {
     return absl::UnavailableError(absl::StrCat("node ", req.node(), ": done, but the server cannot record it: ",
                                                durable.message(), " (after a server restart it is back as it was)"));

@@ -66,6 +66,7 @@ std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_fin
 v1::NodeView ViewStore::NodeEntry::Full() const {
   v1::NodeView v = *view;
   v.set_last_heartbeat_unix_ms(last_heartbeat_unix_ms);
+  v.set_data_free_mb(data_free_mb);
   return v;
 }
 
