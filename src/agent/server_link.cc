@@ -1,6 +1,7 @@
 // The agent's stream to the server.
 #include "agent/server_link.h"
 
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -56,6 +57,8 @@ v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
   p.set_pid(s.pid);
   p.set_restart_count(s.restarts);
   if (s.launch_attempt >= 0) p.set_launch_attempt(s.launch_attempt);
+  p.set_node_fault(s.node_fault);
+  p.set_job_id(s.job_id);
   p.set_time_unix_ms(absl::ToUnixMillis(now));
   if (s.has_exit) {
     p.mutable_exit()->set_exit_code(s.exit.exit_code);
@@ -114,6 +117,7 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
   TaskLaunch l;
   l.key = TaskKey{spec.job(), spec.role(), spec.index()};
+  l.job_id = spec.job_id();
   l.worker_id = spec.worker_id();
   l.attempt = spec.attempt();
   l.command.assign(spec.command().begin(), spec.command().end());
@@ -366,6 +370,10 @@ void ServerLink::Heartbeats(int interval_ms, int64_t session) {
     v1::AgentMessage msg;
     v1::Heartbeat* hb = msg.mutable_heartbeat();
     hb->set_busy_gpu_mask(snap->excluded_gpus.bits());
+    struct statvfs fs;
+    if (statvfs(core_->data_dir().c_str(), &fs) == 0) {
+      hb->set_data_free_mb(static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) / (1 << 20));
+    }
     for (const auto& r : snap->ports_in_use.ranges()) {
       auto* p = hb->add_ports_in_use();
       p->set_begin(r.begin);
@@ -460,9 +468,14 @@ void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
   failed.state = TaskState::kFailed;
   failed.attempt = spec.attempt();
   failed.launch_attempt = spec.attempt();
+  failed.job_id = spec.job_id();
   failed.has_exit = true;
   failed.exit.exit_code = -1;
   failed.exit.message = absl::StrCat("the agent could not start it: ", st.message());
+  // A bad order (InvalidArgument) is the task's; anything else (a file or
+  // directory that cannot be written, GPUs the agent has as taken) is the
+  // node's, and the server places the task elsewhere.
+  failed.node_fault = !absl::IsInvalidArgument(st);
   OnTaskStatus(failed);
 }
 

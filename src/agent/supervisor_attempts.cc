@@ -200,7 +200,8 @@ TaskStatus Supervisor::StatusOf(const Task& task, std::string message) const {
           .has_exit = task.has_exit,
           .exit = task.last_exit,
           .message = std::move(message),
-          .launch_attempt = task.launch.attempt};
+          .launch_attempt = task.launch.attempt,
+          .job_id = task.launch.job_id};
 }
 
 }  // namespace trainyard::agent

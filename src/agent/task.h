@@ -44,6 +44,7 @@ struct TaskKey {
 // Everything the supervisor needs to start and restart one task.
 struct TaskLaunch {
   TaskKey key;
+  uint64_t job_id = 0;  // the server's id of the job (names can be reused)
   int worker_id = 0;
   // The attempt to start first (0 for a new task; the server may resume a
   // task at a later attempt after it was rescheduled).
@@ -83,6 +84,10 @@ struct TaskStatus {
   TaskExit exit;     // valid when has_exit
   std::string message;
   int launch_attempt = -1;  // the server's attempt number of the launch (-1: unknown)
+  // The launch was refused for a reason of this node (its files or
+  // directories cannot be written), not of the task.
+  bool node_fault = false;
+  uint64_t job_id = 0;  // TaskLaunch.job_id
 };
 
 }  // namespace trainyard::agent

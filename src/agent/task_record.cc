@@ -16,6 +16,7 @@ using nlohmann::json;
 
 json LaunchToJson(const TaskLaunch& l) {
   return json{{"job", l.key.job},
+              {"job_id", l.job_id},
               {"role", l.key.role},
               {"index", l.key.index},
               {"worker_id", l.worker_id},
@@ -38,6 +39,7 @@ json LaunchToJson(const TaskLaunch& l) {
 TaskLaunch LaunchFromJson(const json& j) {
   TaskLaunch l;
   l.key = {j.at("job").get<std::string>(), j.at("role").get<std::string>(), j.at("index").get<int>()};
+  l.job_id = j.value("job_id", uint64_t{0});  // records written before it was kept have none
   l.worker_id = j.at("worker_id").get<int>();
   l.attempt = j.at("attempt").get<int>();
   l.command = j.at("command").get<std::vector<std::string>>();

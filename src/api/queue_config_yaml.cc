@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "api/job_spec.h"
 #include "yaml-cpp/yaml.h"
 
 namespace trainyard::api {
@@ -17,8 +18,19 @@ namespace {
 
 // Whole numbers a queue config may hold: within int64, with room to spare.
 constexpr double kMaxWhole = 9.0e18;
-// Cores of a min_share: as a job spec's cpu.
-constexpr double kMaxVcores = 1e9;
+
+// Earlier files spelled keys in snake_case: each is read as the camelCase
+// key it stands for (min_share's memory_mb and vcores as memory and cpu).
+std::string CamelKey(const std::string& key) {
+  static const std::pair<const char*, const char*> kOld[] = {
+      {"max_capacity", "maxCapacity"},       {"user_limit", "userLimit"}, {"min_share", "minShare"},
+      {"reclaim_timeout", "reclaimTimeout"}, {"memory_mb", "memory"},     {"vcores", "cpu"},
+      {"default_queue", "defaultQueue"}};
+  for (const auto& [old_key, camel] : kOld) {
+    if (key == old_key) return camel;
+  }
+  return key;
+}
 
 class Loader {
  public:
@@ -29,18 +41,23 @@ class Loader {
         absl::StrCat(source_, ":", at.Mark().line + 1, ": ", where, what));
   }
 
-  absl::Status CheckKeys(const YAML::Node& map, const std::string& where,
-                         const std::vector<std::string>& known) {
+  // A copy of the mapping with its keys in camelCase; errors for a key
+  // given twice (in both spellings) and for a key not in `known`.
+  absl::StatusOr<YAML::Node> Keys(const YAML::Node& map, const std::string& where,
+                                  const std::vector<std::string>& known) {
     if (!map.IsMap()) return Err(map, where, "expected a mapping of keys");
+    YAML::Node out(YAML::NodeType::Map);
     for (const auto& kv : map) {
-      std::string key = kv.first.as<std::string>();
+      std::string key = CamelKey(kv.first.as<std::string>());
       if (std::find(known.begin(), known.end(), key) == known.end()) {
         return Err(kv.first, where,
-                   absl::StrCat("unknown key \"", key, "\"; known keys: ",
+                   absl::StrCat("unknown key \"", kv.first.as<std::string>(), "\"; known keys: ",
                                 absl::StrJoin(known, ", ")));
       }
+      if (out[key]) return Err(kv.first, where, absl::StrCat(key, ": given twice"));
+      out[key] = kv.second;
     }
-    return absl::OkStatus();
+    return out;
   }
 
   absl::Status Number(const YAML::Node& map, const char* key, const std::string& where,
@@ -73,49 +90,53 @@ class Loader {
     return absl::OkStatus();
   }
 
+  // A quantity as job specs write it (cpu: 1.5 or 500m; memory: 1024 (MiB)
+  // or 4Gi), through the job spec's own parser.
+  absl::Status Quantity(const YAML::Node& map, const char* key, const std::string& where,
+                        absl::StatusOr<int64_t> (*parse)(std::string_view), int64_t* out) {
+    const YAML::Node v = map[key];
+    if (!v) return absl::OkStatus();
+    if (!v.IsScalar()) return Err(v, where, absl::StrCat(key, ": expected a quantity, got a list or mapping"));
+    absl::StatusOr<int64_t> q = parse(v.Scalar());
+    if (!q.ok()) return Err(v, where, absl::StrCat(key, ": ", q.status().message()));
+    *out = *q;
+    return absl::OkStatus();
+  }
+
   absl::Status MinShare(const YAML::Node& node, const std::string& where, core::Resource* out) {
-    const YAML::Node m = node["min_share"];
-    if (!m) return absl::OkStatus();
-    std::string at = absl::StrCat(where, "min_share: ");
-    if (absl::Status s = CheckKeys(m, at, {"memory_mb", "vcores", "gpus"}); !s.ok()) return s;
-    double vcores = 0;
+    if (!node["minShare"]) return absl::OkStatus();
+    std::string at = absl::StrCat(where, "minShare: ");
+    absl::StatusOr<YAML::Node> m = Keys(node["minShare"], at, {"memory", "cpu", "gpus"});
+    if (!m.ok()) return m.status();
     int64_t gpus = 0;
-    if (absl::Status s = Integer(m, "memory_mb", at, &out->memory_mb); !s.ok()) return s;
-    if (absl::Status s = Number(m, "vcores", at, &vcores); !s.ok()) return s;
-    if (absl::Status s = Integer(m, "gpus", at, &gpus); !s.ok()) return s;
-    if (!(std::fabs(vcores) <= kMaxVcores)) {
-      return Err(m["vcores"], at, absl::StrCat("vcores: ", vcores, " is out of range (at most ",
-                                               kMaxVcores, " cores)"));
-    }
+    if (absl::Status s = Quantity(*m, "memory", at, &ParseMemoryQuantity, &out->memory_mb); !s.ok()) return s;
+    if (absl::Status s = Quantity(*m, "cpu", at, &ParseCpuQuantity, &out->vcores_milli); !s.ok()) return s;
+    if (absl::Status s = Integer(*m, "gpus", at, &gpus); !s.ok()) return s;
     if (gpus > std::numeric_limits<int32_t>::max() || gpus < std::numeric_limits<int32_t>::min()) {
-      return Err(m["gpus"], at, absl::StrCat("gpus: ", gpus, " is out of range"));
+      return Err((*m)["gpus"], at, absl::StrCat("gpus: ", gpus, " is out of range"));
     }
-    out->vcores_milli = static_cast<int64_t>(vcores * 1000);
     out->gpus = static_cast<int32_t>(gpus);
     return absl::OkStatus();
   }
 
-  absl::Status Queue(const YAML::Node& node, const std::string& parent, core::QueueConfig* q) {
+  absl::Status Queue(const YAML::Node& given, const std::string& parent, core::QueueConfig* q) {
     std::string where = absl::StrCat("queue ", parent.empty() ? "" : parent + ".");
-    if (!node.IsMap()) return Err(node, where, "expected a mapping with a name");
-    if (!node["name"] || !node["name"].IsScalar()) return Err(node, where, "name is missing");
-    q->name = node["name"].Scalar();
+    if (!given.IsMap()) return Err(given, where, "expected a mapping with a name");
+    if (!given["name"] || !given["name"].IsScalar()) return Err(given, where, "name is missing");
+    q->name = given["name"].Scalar();
     std::string path = parent.empty() ? q->name : absl::StrCat(parent, ".", q->name);
     where = absl::StrCat("queue ", path, ": ");
-    if (absl::Status s = CheckKeys(node, where,
-                                   {"name", "capacity", "max_capacity", "user_limit", "weight",
-                                    "min_share", "queues"});
-        !s.ok()) {
-      return s;
-    }
+    absl::StatusOr<YAML::Node> node =
+        Keys(given, where, {"name", "capacity", "maxCapacity", "userLimit", "weight", "minShare", "queues"});
+    if (!node.ok()) return node.status();
     for (auto [key, field] : {std::pair{"capacity", &q->capacity_percent},
-                              std::pair{"max_capacity", &q->max_capacity_percent},
-                              std::pair{"user_limit", &q->user_limit_percent},
+                              std::pair{"maxCapacity", &q->max_capacity_percent},
+                              std::pair{"userLimit", &q->user_limit_percent},
                               std::pair{"weight", &q->weight}}) {
-      if (absl::Status s = Number(node, key, where, field); !s.ok()) return s;
+      if (absl::Status s = Number(*node, key, where, field); !s.ok()) return s;
     }
-    if (absl::Status s = MinShare(node, where, &q->min_share); !s.ok()) return s;
-    return Children(node["queues"], path, &q->children);
+    if (absl::Status s = MinShare(*node, where, &q->min_share); !s.ok()) return s;
+    return Children((*node)["queues"], path, &q->children);
   }
 
   absl::Status Children(const YAML::Node& list, const std::string& parent,
@@ -132,26 +153,33 @@ class Loader {
     return absl::OkStatus();
   }
 
-  absl::Status Top(const YAML::Node& root, QueueConfigFile* out) {
-    if (absl::Status s = CheckKeys(root, "", {"policy", "reclaim_timeout", "queues"}); !s.ok()) {
-      return s;
-    }
-    if (root["policy"]) out->policy = root["policy"].Scalar();
-    if (const YAML::Node t = root["reclaim_timeout"]) {
+  absl::Status Top(const YAML::Node& given, QueueConfigFile* out) {
+    absl::StatusOr<YAML::Node> root = Keys(given, "", {"policy", "reclaimTimeout", "defaultQueue", "queues"});
+    if (!root.ok()) return root.status();
+    if ((*root)["policy"]) out->policy = (*root)["policy"].Scalar();
+    if ((*root)["defaultQueue"]) out->default_queue = (*root)["defaultQueue"].Scalar();
+    if (const YAML::Node t = (*root)["reclaimTimeout"]) {
       absl::Duration d;
       if (!t.IsScalar() || !absl::ParseDuration(t.Scalar(), &d)) {
-        return Err(t, "", absl::StrCat("reclaim_timeout: expected a duration like 5m or 300s, "
+        return Err(t, "", absl::StrCat("reclaimTimeout: expected a duration like 5m or 300s, "
                                        "got \"", t.IsScalar() ? t.Scalar() : "?", "\""));
       }
       out->queues.reclaim_timeout = d;
     }
-    if (!root["queues"]) return Err(root, "", "queues: missing; list at least one queue");
-    return Children(root["queues"], "root", &out->queues.root.children);
+    if (!(*root)["queues"]) return Err(given, "", "queues: missing; list at least one queue");
+    return Children((*root)["queues"], "root", &out->queues.root.children);
   }
 
  private:
   std::string source_;
 };
+
+// True when `name` is a leaf of the tree.
+bool IsLeaf(const core::QueueConfig& q, const std::string& name) {
+  if (q.children.empty()) return q.name == name;
+  return std::any_of(q.children.begin(), q.children.end(),
+                     [&](const core::QueueConfig& c) { return IsLeaf(c, name); });
+}
 
 }  // namespace
 
@@ -175,6 +203,10 @@ absl::StatusOr<QueueConfigFile> ParseQueueConfigYaml(std::string_view text,
   if (absl::Status s = core::ValidateQueues(out.queues); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": ", s.message()));
   }
+  if (!out.default_queue.empty() && !IsLeaf(out.queues.root, out.default_queue)) {
+    return absl::InvalidArgumentError(absl::StrCat(std::string(source), ": defaultQueue: '", out.default_queue,
+                                                   "' is not a leaf queue of the tree"));
+  }
   return out;
 }
 
@@ -185,5 +217,7 @@ absl::StatusOr<QueueConfigFile> LoadQueueConfigFile(const std::string& path) {
   buffer << in.rdbuf();
   return ParseQueueConfigYaml(buffer.str(), path);
 }
+
+bool IsLeafQueue(const core::QueuesConfig& queues, const std::string& name) { return IsLeaf(queues.root, name); }
 
 }  // namespace trainyard::api

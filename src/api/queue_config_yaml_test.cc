@@ -7,7 +7,47 @@
 namespace trainyard::api {
 namespace {
 
-TEST(QueueConfigYamlTest, ParsesATree) {
+TEST(QueueConfigYamlTest, ParsesATreeInCamelCase) {
+  auto file = ParseQueueConfigYaml(R"(
+policy: fair
+reclaimTimeout: 2m
+defaultQueue: vision
+queues:
+  - name: research
+    capacity: 40
+    maxCapacity: 60
+    userLimit: 50
+    queues:
+      - {name: vision, capacity: 50}
+  - name: prod
+    capacity: 60
+    minShare: {memory: 4Gi, cpu: 500m, gpus: 8}
+)");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_EQ(file->default_queue, "vision");
+  EXPECT_EQ(file->queues.reclaim_timeout, absl::Minutes(2));
+  const core::QueueConfig& research = file->queues.root.children[0];
+  EXPECT_EQ(research.max_capacity_percent, 60);
+  EXPECT_EQ(research.user_limit_percent, 50);
+  const core::QueueConfig& prod = file->queues.root.children[1];
+  EXPECT_EQ(prod.min_share.memory_mb, 4096);
+  EXPECT_EQ(prod.min_share.vcores_milli, 500);
+  EXPECT_EQ(prod.min_share.gpus, 8);
+  EXPECT_TRUE(IsLeafQueue(file->queues, "vision"));
+  EXPECT_FALSE(IsLeafQueue(file->queues, "research"));
+}
+
+TEST(QueueConfigYamlTest, DefaultQueueMustBeALeaf) {
+  EXPECT_EQ(ParseQueueConfigYaml("defaultQueue: root\nqueues: [{name: a}]\n", "q.yaml").status().message(),
+            "q.yaml: defaultQueue: 'root' is not a leaf queue of the tree");
+  EXPECT_EQ(ParseQueueConfigYaml("queues: [{name: a, maxCapacity: 50, max_capacity: 60}]\n", "q.yaml")
+                .status()
+                .message(),
+            "q.yaml:1: queue root.a: maxCapacity: given twice");
+}
+
+// Files written before the keys were camelCase still load.
+TEST(QueueConfigYamlTest, ParsesATreeInTheOldSnakeCase) {
   auto file = ParseQueueConfigYaml(R"(
 policy: capacity
 reclaim_timeout: 90s
@@ -62,20 +102,20 @@ TEST(QueueConfigYamlTest, ErrorsNameLineQueueAndKey) {
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    max_capacity: lots\n", "q.yaml")
                 .status()
                 .message(),
-            "q.yaml:3: queue root.a: max_capacity: expected a number, got \"lots\"");
+            "q.yaml:3: queue root.a: maxCapacity: expected a number, got \"lots\"");
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    capacty: 5\n", "q.yaml")
                 .status()
                 .message(),
             "q.yaml:3: queue root.a: unknown key \"capacty\"; known keys: name, capacity, "
-            "max_capacity, user_limit, weight, min_share, queues");
+            "maxCapacity, userLimit, weight, minShare, queues");
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    capacity: 70\n  - name: b\n"
                                  "    capacity: 40\n",
                                  "q.yaml")
                 .status()
                 .message(),
             "q.yaml: queue root: children's capacity_percent add up to 110, more than 100");
-  EXPECT_EQ(ParseQueueConfigYaml("reclaim_timeout: soon\nqueues: []\n", "q.yaml").status().message(),
-            "q.yaml:1: reclaim_timeout: expected a duration like 5m or 300s, got \"soon\"");
+  EXPECT_EQ(ParseQueueConfigYaml("reclaimTimeout: soon\nqueues: []\n", "q.yaml").status().message(),
+            "q.yaml:1: reclaimTimeout: expected a duration like 5m or 300s, got \"soon\"");
   EXPECT_EQ(ParseQueueConfigYaml("queues: [\n", "q.yaml").status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LoadQueueConfigFile("/nonexistent/q.yaml").status().message(),

@@ -94,6 +94,10 @@ std::string MpiHostfile(const TaskEnvInput& in) {
 
 }  // namespace
 
+std::string JobCheckpointDir(const std::string& root, const std::string& job, uint64_t job_id) {
+  return absl::StrCat(root, "/", job, ".", job_id);
+}
+
 std::string PortsList(const std::vector<uint32_t>& ports) { return absl::StrJoin(ports, ","); }
 
 void SetAttemptEnv(int attempt, std::map<std::string, std::string>* env) {

@@ -43,6 +43,13 @@ struct TaskEnv {
 // Builds the environment of `self` (one of input.tasks).
 TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);
 
+// The job's checkpoint directory under the server's checkpoint root:
+// ROOT/JOB.ID. The id keeps it the job's own: a later job that reuses the
+// name of a deleted one (with another id) starts empty instead of resuming
+// from the old job's checkpoints; the job's own restarts, moves and
+// preemptions keep its id and so its directory.
+std::string JobCheckpointDir(const std::string& root, const std::string& job, uint64_t job_id);
+
 // The ordered list of ports as "p1,p2".
 std::string PortsList(const std::vector<uint32_t>& ports);
 

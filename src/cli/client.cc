@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "cli/verbs.h"
-#include "google/protobuf/util/json_util.h"
+#include "cli/json_view.h"
 
 namespace trainyard::cli {
 
@@ -68,13 +68,8 @@ int ReportError(const std::string& verb, const std::string& address, const grpc:
 }
 
 std::string ToJson(const google::protobuf::Message& message) {
-  std::string out;
-  google::protobuf::util::JsonPrintOptions opt;
-  opt.add_whitespace = true;
-  opt.preserve_proto_field_names = true;
-  opt.always_print_primitive_fields = true;
-  (void)google::protobuf::util::MessageToJsonString(message, &out, opt);
-  return out;
+  // Invalid UTF-8 in a user's string is replaced, not a reason to fail.
+  return ViewJson(message).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 std::string Age(int64_t ms) {

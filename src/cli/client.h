@@ -29,7 +29,7 @@ std::unique_ptr<grpc::ClientContext> Context(int seconds = 30);
 // store cannot keep a job).
 int ReportError(const std::string& verb, const std::string& address, const grpc::Status& status);
 
-// The message as JSON (proto field names, enums as names), indented.
+// The message as `-o json` prints it (cli/json_view.h), indented.
 std::string ToJson(const google::protobuf::Message& message);
 
 // "3s", "5m", "2h", "4d" for a duration in milliseconds.

@@ -1,7 +1,9 @@
-// The client verbs: submit, jobs, describe, kill, nodes, queues (logs: logs_verb.cc).
+// The client verbs: submit, jobs, describe, kill, delete, queues (logs:
+// logs_verb.cc; the node verbs: node_verbs.cc).
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -16,22 +18,14 @@
 #include "cli/client.h"
 #include "cli/submit_with_master.h"
 #include "cli/table.h"
+#include "cli/text.h"
+#include "cli/verb_common.h"
 #include "cli/verbs.h"
 #include "core/resources/gpu_set.h"
 #include "api/job_spec.h"
 
 namespace trainyard::cli {
 namespace {
-
-struct Common {
-  std::string server;
-  std::string output = "table";
-};
-
-void AddCommon(CLI::App* cmd, Common* c, bool listing) {
-  cmd->add_option("--server", c->server, "server address host:port (default $TRAINYARD_SERVER or 127.0.0.1:7450)");
-  if (listing) cmd->add_option("-o,--output", c->output, "table or json")->check(CLI::IsMember({"table", "json"}));
-}
 
 std::string StateName(v1::JobState s) { return api::JobStateName(s); }
 
@@ -40,28 +34,6 @@ std::string PortsText(const google::protobuf::RepeatedPtrField<v1::PortRange>& p
   std::vector<std::string> parts;
   for (const auto& p : ports) parts.push_back(p.begin() == p.end() ? absl::StrCat(p.begin()) : absl::StrCat(p.begin(), "-", p.end()));
   return parts.empty() ? "-" : absl::StrJoin(parts, ",");
-}
-
-int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
-
-// A listing verb (jobs, nodes, queues): one call to the server, printed as
-// JSON with -o json, else as the table `render` makes of it.
-template <typename Request, typename Response, typename Render>
-int RunListing(const char* verb, const Common& f,
-               grpc::Status (v1::Trainyard::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
-               const Request& req, Render render) {
-  std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
-  Response resp;
-  auto ctx = Context();
-  grpc::Status st = ((*stub).*rpc)(ctx.get(), req, &resp);
-  if (!st.ok()) return ReportError(verb, address, st);
-  if (f.output == "json") {
-    std::cout << ToJson(resp) << "\n";
-  } else {
-    std::cout << render(resp).Render();
-  }
-  return kExitOk;
 }
 
 // ---- submit ----
@@ -143,13 +115,40 @@ int Submit(SubmitFlags& f) {
 // ---- jobs ----
 struct JobsFlags : Common {
   bool all = false;
+  std::string user;
+  std::string queue;
+  std::vector<std::string> states;
 };
+
+// A state as a person writes it: "running", "RUNNING" or "JOB_RUNNING".
+std::optional<v1::JobState> ParseJobState(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (text.rfind("JOB_", 0) == 0) text = text.substr(4);
+  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
+    auto state = static_cast<v1::JobState>(s);
+    if (s != v1::JOB_STATE_UNSPECIFIED && v1::JobState_IsValid(s) && text == api::JobStateName(state)) return state;
+  }
+  return std::nullopt;
+}
 
 int Jobs(JobsFlags& f) {
   v1::ListJobsRequest req;
   req.set_include_finished(f.all);
+  req.set_user(f.user);
+  req.set_queue(f.queue);
+  for (const std::string& given : f.states) {
+    for (absl::string_view part : absl::StrSplit(given, ',', absl::SkipEmpty())) {
+      std::optional<v1::JobState> state = ParseJobState(std::string(part));
+      if (!state) {
+        std::cerr << "trainyard jobs: --state: '" << part << "' is not one of QUEUED, SCHEDULED, STARTING, RUNNING, "
+                  << "SUCCEEDED, FAILED, KILLED\n";
+        return kExitUsage;
+      }
+      req.add_states(*state);
+    }
+  }
   return RunListing("jobs", f, &v1::Trainyard::Stub::ListJobs, req, [](const v1::ListJobsResponse& resp) {
-    Table t({"NAME", "STATE", "QUEUE", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
+    Table t({"NAME", "STATE", "QUEUE", "USER", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
     int64_t now = NowMs();
     for (const auto& j : resp.jobs()) {
       // The job master is the server's, not one of the user's tasks.
@@ -161,8 +160,8 @@ int Jobs(JobsFlags& f) {
       }
       std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
       for (auto& c : prio) c = static_cast<char>(std::tolower(c));
-      t.Add({j.name(), StateName(j.state()), j.queue(), prio, absl::StrCat(running, "/", tasks),
-             absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), j.reason()});
+      t.Add({j.name(), StateName(j.state()), j.queue(), Printable(j.user()), prio, absl::StrCat(running, "/", tasks),
+             absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), Printable(j.reason())});
     }
     return t;
   });
@@ -179,7 +178,7 @@ std::string ExitText(const v1::TaskView& task) {
                                task.last_exit().oom_killed() || !task.last_exit().message().empty())) {
     const auto& e = task.last_exit();
     exit = e.oom_killed() ? "OOM-killed" : e.signal() ? absl::StrCat("signal ", e.signal()) : absl::StrCat("code ", e.exit_code());
-    if (!e.message().empty()) exit += " (" + e.message() + ")";
+    if (!e.message().empty()) exit += " (" + Printable(e.message()) + ")";
   }
   return exit;
 }
@@ -207,14 +206,19 @@ void PrintJob(const v1::JobView& j) {
   int64_t now = NowMs();
   std::cout << "Name:       " << j.name() << "\n"
             << "State:      " << StateName(j.state()) << "\n";
-  if (!j.reason().empty()) std::cout << "Reason:     " << j.reason() << "\n";
+  if (!j.reason().empty()) std::cout << "Reason:     " << Printable(j.reason()) << "\n";
   std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
   for (auto& c : prio) c = static_cast<char>(std::tolower(c));
-  std::cout << "User:       " << j.user() << "\n"
+  std::cout << "User:       " << Printable(j.user()) << "\n"
             << "Queue:      " << j.queue() << "\n"
             << "Priority:   " << prio << "\n"
-            << "Submitted:  " << Age(now - j.submit_time_unix_ms()) << " ago\n";
-  if (std::string master = MasterText(j); !master.empty()) std::cout << "Master:     " << master << "\n";
+            << "Submitted:  " << TimeText(j.submit_time_unix_ms()) << " (" << Age(now - j.submit_time_unix_ms())
+            << " ago)\n"
+            << "Started:    " << TimeText(j.start_time_unix_ms()) << "\n"
+            << "Ended:      " << TimeText(j.end_time_unix_ms()) << "\n"
+            << "Elapsed:    " << ElapsedText(j.start_time_unix_ms(), j.end_time_unix_ms(), now)
+            << (j.start_time_unix_ms() > 0 && j.end_time_unix_ms() == 0 ? " (running)" : "") << "\n";
+  if (std::string master = MasterText(j); !master.empty()) std::cout << "Master:     " << Printable(master) << "\n";
   Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
   for (const auto& task : j.tasks()) {
     if (api::IsJobMasterRole(task.role())) continue;  // on the Master line
@@ -228,7 +232,7 @@ void PrintJob(const v1::JobView& j) {
   std::cout << "\nTasks:\n" << t.Render();
   std::cout << "\nEvents:\n";
   for (const auto& e : j.events()) {
-    std::cout << absl::StrFormat("  %-6s %-15s %s\n", Age(now - e.time_unix_ms()), e.kind(), e.text());
+    std::cout << absl::StrFormat("  %-6s %-15s %s\n", Age(now - e.time_unix_ms()), e.kind(), Printable(e.text()));
   }
 }
 
@@ -249,46 +253,50 @@ int Describe(DescribeFlags& f) {
   return kExitOk;
 }
 
-// ---- kill ----
-struct KillFlags : Common {
-  std::string job;
+// ---- kill, delete ----
+struct JobsArgFlags : Common {
+  std::vector<std::string> jobs;
 };
 
-int Kill(KillFlags& f) {
+// Runs `one` for each job named; the exit code is the first failure's (each
+// failure is reported as it comes), else 0.
+template <typename One>
+int ForEachJob(const JobsArgFlags& f, One one) {
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
-  v1::KillJobRequest req;
-  req.set_job(f.job);
-  v1::KillJobResponse resp;
-  auto ctx = Context();
-  grpc::Status st = stub->KillJob(ctx.get(), req, &resp);
-  if (!st.ok()) return ReportError("kill", address, st);
-  std::cout << "job " << f.job << ": " << StateName(resp.state()) << "\n";
-  return kExitOk;
+  int rc = kExitOk;
+  for (const std::string& job : f.jobs) {
+    int r = one(*stub, address, job);
+    if (rc == kExitOk) rc = r;
+    if (r == kExitUnavailable) break;  // no server: the others would fail alike
+  }
+  return rc;
 }
 
-// ---- nodes ----
-int Nodes(Common& f) {
-  return RunListing("nodes", f, &v1::Trainyard::Stub::ListNodes, v1::ListNodesRequest(),
-                    [](const v1::ListNodesResponse& resp) {
-    Table t({"NODE", "STATE", "GPUS (■ used)", "USED", "MEMORY FREE/ALL", "VCORES FREE/ALL", "PORTS USED", "TASKS",
-             "LABELS"});
-    for (const auto& n : resp.nodes()) {
-      const auto& info = n.info();
-      int count = info.topology().gpu_count();
-      uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
-      uint64_t used = all & ~n.free_gpu_mask();
-      std::vector<std::string> labels;
-      for (const auto& [k, v] : info.labels()) labels.push_back(k + "=" + v);
-      std::sort(labels.begin(), labels.end());
-      std::string state = v1::NodeState_Name(info.state()).substr(5);
-      t.Add({info.name(), state, GpuBitmap(used, count), used ? core::GpuSet(used).ToString() : "-",
-             absl::StrCat(n.free_memory_mb(), "/", info.capacity().memory_mb(), " MB"),
-             absl::StrFormat("%.1f/%.1f", n.free_vcores_milli() / 1000.0, info.capacity().vcores_milli() / 1000.0),
-             absl::StrCat(n.ports_in_use()), absl::StrCat(n.tasks_size()),
-             labels.empty() ? "-" : absl::StrJoin(labels, ",")});
-    }
-    return t;
+int Kill(JobsArgFlags& f) {
+  return ForEachJob(f, [](v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
+    v1::KillJobRequest req;
+    req.set_job(job);
+    v1::KillJobResponse resp;
+    auto ctx = Context();
+    grpc::Status st = stub.KillJob(ctx.get(), req, &resp);
+    if (!st.ok()) return ReportError("kill", address, st);
+    std::cout << "job " << job << ": " << StateName(resp.state()) << "\n";
+    return kExitOk;
+  });
+}
+
+int Delete(JobsArgFlags& f) {
+  return ForEachJob(f, [](v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
+    v1::DeleteJobRequest req;
+    req.set_job(job);
+    v1::DeleteJobResponse resp;
+    auto ctx = Context();
+    grpc::Status st = stub.DeleteJob(ctx.get(), req, &resp);
+    if (!st.ok()) return ReportError("delete", address, st);
+    std::cout << "job " << job << " deleted (its history is kept in the store as " << resp.kept_as()
+              << "); the name is free\n";
+    return kExitOk;
   });
 }
 
@@ -324,6 +332,10 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   static JobsFlags jobs;
   c = app.add_subcommand("jobs", "List jobs");
   c->add_flag("-a,--all", jobs.all, "include finished jobs");
+  c->add_option("--user", jobs.user, "only this user's jobs");
+  c->add_option("--queue", jobs.queue, "only the jobs of this queue");
+  c->add_option("--state", jobs.states, "only jobs in these states (e.g. running,queued; a finished state implies -a)")
+      ->delimiter(',');
   AddCommon(c, &jobs, true);
   c->callback([exit_code] { *exit_code = Jobs(jobs); });
 
@@ -333,18 +345,21 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   AddCommon(c, &describe, true);
   c->callback([exit_code] { *exit_code = Describe(describe); });
 
-  static KillFlags kill;
-  c = app.add_subcommand("kill", "Kill a job");
-  c->add_option("job", kill.job, "job name")->required();
+  static JobsArgFlags kill;
+  c = app.add_subcommand("kill", "Kill jobs");
+  c->add_option("jobs", kill.jobs, "job names")->required();
   AddCommon(c, &kill, false);
   c->callback([exit_code] { *exit_code = Kill(kill); });
 
   RegisterLogs(app, exit_code);
 
-  static Common nodes;
-  c = app.add_subcommand("nodes", "List nodes with their GPU bitmaps");
-  AddCommon(c, &nodes, true);
-  c->callback([exit_code] { *exit_code = Nodes(nodes); });
+  static JobsArgFlags del;
+  c = app.add_subcommand("delete", "Delete finished jobs: their names are free again; history stays in the store");
+  c->add_option("jobs", del.jobs, "job names")->required();
+  AddCommon(c, &del, false);
+  c->callback([exit_code] { *exit_code = Delete(del); });
+
+  RegisterNodeVerbs(app, exit_code);
 
   static Common queues;
   c = app.add_subcommand("queues", "List queues: capacity, use, pending jobs");

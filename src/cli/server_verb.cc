@@ -3,8 +3,10 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <functional>
 #include <iostream>
 #include <thread>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "cli/verbs.h"
@@ -17,10 +19,35 @@ namespace {
 
 struct ServerFlags {
   std::string config_file;
-  server::ServerConfig config;
+  server::ServerConfig config;  // the flags' values (over the defaults)
   bool check_store = false;
   std::string log_level = "info";
+  // For each flag: copies its value into a config when it was given, so
+  // flags override the file (as in every other tool) and the file overrides
+  // the defaults.
+  std::vector<std::function<void(server::ServerConfig& to)>> overrides;
 };
+
+// Adds option `name` bound to the field `get` picks out of f->config, and
+// its override.
+template <typename Get>
+CLI::Option* AddConfigOption(CLI::App* cmd, ServerFlags* f, const std::string& name, Get get,
+                             const std::string& help) {
+  CLI::Option* opt = cmd->add_option(name, get(f->config), help);
+  f->overrides.push_back([opt, get, f](server::ServerConfig& to) {
+    if (opt->count() > 0) get(to) = get(f->config);
+  });
+  return opt;
+}
+
+// The same for a flag that sets a bool field to false (--no-X{false}).
+template <typename Get>
+void AddConfigFlag(CLI::App* cmd, ServerFlags* f, const std::string& name, Get get, const std::string& help) {
+  CLI::Option* opt = cmd->add_flag(name, get(f->config), help);
+  f->overrides.push_back([opt, get, f](server::ServerConfig& to) {
+    if (opt->count() > 0) get(to) = get(f->config);
+  });
+}
 
 int CheckStore(const std::string& data_dir) {
   SqliteStoreOptions opt;
@@ -72,6 +99,7 @@ int RunServer(ServerFlags& f, const std::string& self) {
       return kExitUsage;
     }
     config = *loaded;
+    for (const auto& apply : f.overrides) apply(config);
   }
   if (f.check_store) return CheckStore(config.data_dir);
   if (config.trainyard_binary.empty()) config.trainyard_binary = self;
@@ -90,21 +118,36 @@ int RunServer(ServerFlags& f, const std::string& self) {
 void RegisterServer(CLI::App& app, int* exit_code) {
   static ServerFlags f;
   auto* cmd = app.add_subcommand("server", "Run the resource manager (gRPC for clients and agents)");
-  cmd->add_option("--config", f.config_file, "YAML config file (flags given too override nothing in it)");
-  cmd->add_option("--listen", f.config.listen, "host:port to serve on (port 0 = any free port)");
-  cmd->add_option("--data-dir", f.config.data_dir, "where the state store lives");
-  cmd->add_option("--queue-config", f.config.queue_config, "YAML file with the queue tree");
-  cmd->add_option("--queue-policy", f.config.queue_policy, "fifo, capacity or fair");
-  cmd->add_option("--node-timeout-ms", f.config.node_timeout_ms, "missed heartbeats before a node is lost");
-  cmd->add_option("--heartbeat-interval-ms", f.config.heartbeat_interval_ms, "what agents are told");
-  cmd->add_option("--kill-grace-ms", f.config.kill_grace_ms, "SIGTERM to SIGKILL");
-  cmd->add_option("--preemption-grace-ms", f.config.preemption_grace_ms, "time victims get to checkpoint");
-  cmd->add_option("--port-quarantine-ms", f.config.port_quarantine_ms,
+  cmd->add_option("--config", f.config_file, "YAML config file (the flags given override its keys)");
+  using C = server::ServerConfig;
+  AddConfigOption(cmd, &f, "--listen", [](C& c) -> auto& { return c.listen; },
+                  "host:port to serve on (port 0 = any free port)");
+  AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
+  AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
+                  "YAML file with the queue tree (docs/queues.md)");
+  AddConfigOption(cmd, &f, "--queue-policy", [](C& c) -> auto& { return c.queue_policy; }, "fifo, capacity or fair");
+  AddConfigOption(cmd, &f, "--default-queue", [](C& c) -> auto& { return c.default_queue; },
+                  "queue of jobs that name none (default: the queue config's defaultQueue, else \"default\")");
+  AddConfigOption(cmd, &f, "--node-timeout-ms", [](C& c) -> auto& { return c.node_timeout_ms; },
+                  "missed heartbeats before a node is lost");
+  AddConfigOption(cmd, &f, "--heartbeat-interval-ms", [](C& c) -> auto& { return c.heartbeat_interval_ms; },
+                  "what agents are told");
+  AddConfigOption(cmd, &f, "--kill-grace-ms", [](C& c) -> auto& { return c.kill_grace_ms; }, "SIGTERM to SIGKILL");
+  AddConfigOption(cmd, &f, "--preemption-grace-ms", [](C& c) -> auto& { return c.preemption_grace_ms; },
+                  "time victims get to checkpoint");
+  AddConfigOption(cmd, &f, "--port-quarantine-ms", [](C& c) -> auto& { return c.port_quarantine_ms; },
                   "how long a port a task left is not given again by count");
-  cmd->add_option("--checkpoint-root", f.config.checkpoint_root, "checkpoint directory shared by the nodes");
-  cmd->add_option("--max-gpus", f.config.limits.max_gpus, "maximum GPUs per task");
-  cmd->add_flag("--no-jobmaster{false}", f.config.jobmaster_enabled, "do not start a job master per job");
-  cmd->add_flag("--no-group-commit{false}", f.config.store_group_commit,
+  AddConfigOption(cmd, &f, "--checkpoint-root", [](C& c) -> auto& { return c.checkpoint_root; },
+                  "checkpoint directory shared by the nodes (default DATA_DIR/checkpoints)");
+  AddConfigOption(cmd, &f, "--max-gpus", [](C& c) -> auto& { return c.limits.max_gpus; }, "maximum GPUs per task");
+  AddConfigOption(cmd, &f, "--node-launch-faults-to-degrade",
+                  [](C& c) -> auto& { return c.node_launch_faults_to_degrade; },
+                  "launches a node's agent refuses in a row before the node is taken out of placement");
+  AddConfigOption(cmd, &f, "--min-node-free-disk-mb", [](C& c) -> auto& { return c.min_node_free_disk_mb; },
+                  "a node with less free disk in its agent's data dir takes no new tasks");
+  AddConfigFlag(cmd, &f, "--no-jobmaster{false}", [](C& c) -> auto& { return c.jobmaster_enabled; },
+                "do not start a job master per job");
+  AddConfigFlag(cmd, &f, "--no-group-commit{false}", [](C& c) -> auto& { return c.store_group_commit; },
                 "one store transaction per write (slower; for comparison)");
   cmd->add_flag("--check-store", f.check_store, "verify the store's integrity and exit");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");

@@ -272,7 +272,7 @@ TEST(JobMasterServer, PingingWorkerStaysRunning) {
   // Judged at 120 ms: at 100 ms worker 1 was still within its 5 pings.
   ASSERT_TRUE(master.WaitUntil([](const MasterState& s) { return s.StateOf(1) == pb::ERROR; }));
   EXPECT_EQ(master.Read<std::string>([](const MasterState& s) { return s.ReasonOf(1); }),
-            "no ping for 120ms (5 missed pings at an interval of 20ms)");
+            "no ping for 120 ms (5 missed pings at an interval of 20 ms)");
   EXPECT_EQ(master.Read<int>([](const MasterState& s) { return s.StateOf(0); }), pb::RUNNING);
 }
 

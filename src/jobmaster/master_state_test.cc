@@ -61,7 +61,7 @@ TEST_F(MasterStateTest, WorkerBecomesErrorJustAfterItsLastAllowedPing) {
   now_ += absl::Milliseconds(600);
   state_->OnTick(now_);
   EXPECT_EQ(state_->StateOf(0), pb::ERROR);
-  EXPECT_EQ(state_->ReasonOf(0), "no ping for 3.6s (3 missed pings at an interval of 1s)");
+  EXPECT_EQ(state_->ReasonOf(0), "no ping for 3.6 s (3 missed pings at an interval of 1 s)");
 }
 
 TEST_F(MasterStateTest, PingsKeepAWorkerAliveAndWorkersWithoutPingsAreNeverFailed) {

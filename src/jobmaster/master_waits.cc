@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_format.h"
+#include "common/duration_text.h"
 #include "common/logging.h"
 #include "jobmaster/master_state.h"
 
@@ -201,9 +202,8 @@ void MasterState::CheckPings(absl::Time now) {
     absl::Duration silent = now - w.last_seen;
     if (silent <= limit) continue;
     SetState(id, pb::ERROR,
-             absl::StrFormat("no ping for %s (%d missed pings at an interval of %s)",
-                             absl::FormatDuration(silent), config_.ping_misses,
-                             absl::FormatDuration(config_.ping_interval)));
+             absl::StrFormat("no ping for %s (%d missed pings at an interval of %s)", DurationText(silent),
+                             config_.ping_misses, DurationText(config_.ping_interval)));
     AfterTerminalState(id);
   }
 }

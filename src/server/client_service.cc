@@ -42,7 +42,7 @@ grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx
 
 grpc::Status ClientService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
                                      v1::ListJobsResponse* resp) {
-  for (auto& j : manager_->ListJobs(req->include_finished())) *resp->add_jobs() = std::move(j);
+  for (auto& j : manager_->ListJobs(*req)) *resp->add_jobs() = std::move(j);
   return grpc::Status::OK;
 }
 
@@ -60,6 +60,46 @@ grpc::Status ClientService::KillJob(grpc::ServerContext*, const v1::KillJobReque
   if (!st.ok()) return ToGrpc(st.status());
   resp->set_state(*st);
   return grpc::Status::OK;
+}
+
+grpc::Status ClientService::DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest* req,
+                                      v1::DeleteJobResponse* resp) {
+  absl::StatusOr<v1::DeleteJobResponse> r = manager_->DeleteJob(req->job());
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+
+namespace {
+// The admin verbs: authorization (the caller must be a cluster admin) goes
+// here once principals exist.
+grpc::Status Administer(JobManager* manager, JobManager::NodeAdmin what, const v1::NodeAdminRequest* req,
+                        v1::NodeAdminResponse* resp) {
+  absl::StatusOr<v1::NodeAdminResponse> r = manager->AdministerNode(what, *req);
+  if (!r.ok()) return ToGrpc(r.status());
+  *resp = std::move(*r);
+  return grpc::Status::OK;
+}
+}  // namespace
+
+grpc::Status ClientService::CordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+                                       v1::NodeAdminResponse* resp) {
+  return Administer(manager_, JobManager::NodeAdmin::kCordon, req, resp);
+}
+
+grpc::Status ClientService::UncordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+                                         v1::NodeAdminResponse* resp) {
+  return Administer(manager_, JobManager::NodeAdmin::kUncordon, req, resp);
+}
+
+grpc::Status ClientService::DrainNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+                                      v1::NodeAdminResponse* resp) {
+  return Administer(manager_, JobManager::NodeAdmin::kDrain, req, resp);
+}
+
+grpc::Status ClientService::RemoveNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+                                       v1::NodeAdminResponse* resp) {
+  return Administer(manager_, JobManager::NodeAdmin::kRemove, req, resp);
 }
 
 grpc::Status ClientService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,

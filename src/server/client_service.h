@@ -24,6 +24,11 @@ class ClientService final
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest*, v1::JobView*) override;
   grpc::Status KillJob(grpc::ServerContext*, const v1::KillJobRequest*, v1::KillJobResponse*) override;
+  grpc::Status DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest*, v1::DeleteJobResponse*) override;
+  grpc::Status CordonNode(grpc::ServerContext*, const v1::NodeAdminRequest*, v1::NodeAdminResponse*) override;
+  grpc::Status UncordonNode(grpc::ServerContext*, const v1::NodeAdminRequest*, v1::NodeAdminResponse*) override;
+  grpc::Status DrainNode(grpc::ServerContext*, const v1::NodeAdminRequest*, v1::NodeAdminResponse*) override;
+  grpc::Status RemoveNode(grpc::ServerContext*, const v1::NodeAdminRequest*, v1::NodeAdminResponse*) override;
   grpc::Status ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*, v1::ListNodesResponse*) override;
   grpc::Status ListQueues(grpc::ServerContext*, const v1::ListQueuesRequest*, v1::ListQueuesResponse*) override;
   grpc::Status ReportJobOutcome(grpc::ServerContext*, const v1::JobOutcomeRequest*,

@@ -87,6 +87,9 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
     else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
+    else if (key == "defaultQueue") Read(v, key, &c.default_queue, &errors);
+    else if (key == "nodeLaunchFaultsToDegrade") Read(v, key, &c.node_launch_faults_to_degrade, &errors);
+    else if (key == "minNodeFreeDiskMb") Read(v, key, &c.min_node_free_disk_mb, &errors);
     else if (key == "heartbeatIntervalMs") Read(v, key, &c.heartbeat_interval_ms, &errors);
     else if (key == "nodeTimeoutMs") Read(v, key, &c.node_timeout_ms, &errors);
     else if (key == "killGraceMs") Read(v, key, &c.kill_grace_ms, &errors);
@@ -143,6 +146,8 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     errors.push_back(absl::StrCat("nodeTimeoutMs: ", c.node_timeout_ms,
                                   " must be above heartbeatIntervalMs ", c.heartbeat_interval_ms));
   }
+  if (c.node_launch_faults_to_degrade <= 0) errors.push_back("nodeLaunchFaultsToDegrade: must be positive");
+  if (c.min_node_free_disk_mb < 0) errors.push_back("minNodeFreeDiskMb: must not be negative");
   if (c.kill_grace_ms < 0) errors.push_back("killGraceMs: must not be negative");
   if (c.preemption_grace_ms < 0) errors.push_back("preemptionGraceMs: must not be negative");
   if (c.port_quarantine_ms < 0) errors.push_back("portQuarantineMs: must not be negative");

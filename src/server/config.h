@@ -14,6 +14,9 @@ struct ServerConfig {
   std::string data_dir = ".trainyard/server";
   std::string queue_config;               // YAML path; "" = one queue "default"
   std::string queue_policy = "fifo";      // fifo | capacity | fair
+  // The queue of a job whose spec names none; "" = the queue config's
+  // defaultQueue, else "default". Must be a leaf queue.
+  std::string default_queue;
   core::AllocationLimits limits;
   int heartbeat_interval_ms = 1000;       // what agents are told
   int node_timeout_ms = 10000;            // missed heartbeats before LOST
@@ -25,6 +28,12 @@ struct ServerConfig {
   std::string default_port_range;
   // A port a task left is not given by count again for this long.
   int port_quarantine_ms = 60000;
+  // A node whose agent refused this many launches in a row for a reason of
+  // the node (cannot write task files) is taken out of placement (DEGRADED)
+  // until its agent registers again or an admin uncordons it; one whose data
+  // dir has less free disk than this, until it has more again.
+  int node_launch_faults_to_degrade = 2;
+  int64_t min_node_free_disk_mb = 100;
   bool store_sync = true;                 // fsync each group commit
   bool store_group_commit = true;         // false: one transaction per write (a benchmark's baseline)
   // The job master a job whose tasks talk to one gets as its first task
@@ -64,8 +73,9 @@ struct ServerConfig {
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, dataDir, queueConfig,
-// queuePolicy, heartbeatIntervalMs, nodeTimeoutMs, killGraceMs,
-// preemptionGraceMs, reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,
+// queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
+// minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
+// reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
 // maxSpecBytes, defaultCpu (a quantity as in a spec: 1, 500m),
 // defaultMemory (1024, 1Gi),

@@ -19,6 +19,10 @@ namespace {
 // The server's attempt number of the launch a status belongs to.
 int LaunchOf(const v1::TaskStatus& st) { return st.has_launch_attempt() ? st.launch_attempt() : st.attempt(); }
 
+// False for a status of another job that had this name (deleted since);
+// a status that does not say (0) is taken to be the job's.
+bool SameJob(const v1::TaskStatus& st, uint64_t id) { return st.job_id() == 0 || st.job_id() == id; }
+
 std::string DescribeExit(const v1::TaskExit& e) {
   if (e.oom_killed()) return "killed by the kernel for running out of memory (OOM)";
   if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
@@ -117,7 +121,12 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   node.session = session;
   node.last_heartbeat = now;
   node.registered = now;
-  node.draining = node.drained_sent = false;
+  node.agent_stopping = node.drained_sent = false;
+  node.stop_reason.clear();
+  // An agent that registers again (restarted after its node was fixed) is
+  // tried again; failing launches take it out once more.
+  node.launch_faults = 0;
+  node.fault_reason.clear();
   if (node.in_scheduler) {
     if (absl::Status st = RefreshNodeSpec(node, old_info); !st.ok()) return st;
   }
@@ -133,6 +142,12 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   // Tasks placed here that never reached the agent (it was away) go again.
   for (auto [job, i] : TasksOn(in.name())) {
     if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
+    // Told to leave while the node was away (drained): the order goes again.
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (job->evicting[i]) {
+      SendKill(in.name(), job->rec.name(), t.role(), t.index(), config_.kill_grace_ms,
+               absl::StrCat("node ", in.name(), " is drained"));
+    }
   }
   // Files (hosts, job master address) that changed while it was away.
   if (auto stale = stale_files_.find(in.name()); stale != stale_files_.end()) {
@@ -149,12 +164,8 @@ void ControlState::AgentDisconnected(const std::string& name, uint64_t session) 
   auto it = nodes_.find(name);
   if (it == nodes_.end() || it->second->session != session) return;
   it->second->session = 0;
-  view_nodes_ = true;
-  if (it->second->in_scheduler) {
-    // The node stays known until it is declared lost; only new placements stop.
-    absl::Status st = scheduler_->SetSchedulable(name, false);
-    if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
-  }
+  // The node stays known until it is declared lost; only new placements stop.
+  UpdateSchedulable(*it->second);
   Log(LogLevel::kWarning, "server", "node %s disconnected; lost after %d ms without it", name,
       config_.node_timeout_ms);
 }
@@ -176,6 +187,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     }
   }
   SetPortsInUse(node, RangesOf(hb.ports_in_use()));
+  CheckDisk(node, hb);
   if (hb.busy_gpu_mask() != node.busy_gpus && node.in_scheduler) {
     absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(hb.busy_gpu_mask()));
     if (st.ok()) {
@@ -185,7 +197,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     }
   }
   Reconcile(node, hb, now);
-  if (node.draining) MaybeDrained(name);
+  if (node.agent_stopping) MaybeDrained(name);
 }
 
 void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
@@ -210,7 +222,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     reported.insert(api::TaskName(st.job(), st.role(), st.index()));
     JobRt* job = FindJob(st.job());
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
-    bool ours = i >= 0 && job->rec.tasks(i).node() == node.info.name() &&
+    bool ours = i >= 0 && SameJob(st, job->rec.id()) && job->rec.tasks(i).node() == node.info.name() &&
                 !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
     if (ours) job->acked[i] = true;
     if (api::IsTerminal(st.state())) {
@@ -258,6 +270,10 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
   Log(LogLevel::kWarning, "server", "%s: %s", name, why);
+  if (job.evicting[i] && !job.ending && !job.preempting) {
+    MoveEvicted(job, i, v1::TaskExit(), now);
+    return;
+  }
   bool restart = rs && rs->restart_policy() != v1::RESTART_NEVER && t->restart_count() < rs->max_restarts();
   if (!job.ending && !job.preempting && restart) {
     t->set_attempt(t->attempt() + 1);
@@ -294,7 +310,9 @@ void ControlState::OnTaskStatus(const std::string& node, const v1::TaskStatus& s
 void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
   JobRt* job = FindJob(st.job());
   int i = job ? FindTask(*job, st.role(), st.index()) : -1;
-  if (i < 0 || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) return;
+  if (i < 0 || !SameJob(st, job->rec.id()) || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) {
+    return;
+  }
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
   if (api::IsTerminal(t->state())) return;
   job->acked[i] = true;
@@ -305,6 +323,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       if (t->state() == v1::TASK_RUNNING) break;
       SetTaskState(*job, i, v1::TASK_RUNNING);
       t->set_start_time_ms(ToMs(now));
+      if (auto nit = nodes_.find(node); nit != nodes_.end()) nit->second->launch_faults = 0;
       if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
       // Tasks still waiting for room (minAvailable below count) do not hold
       // back the ones placed: the job runs once all of those do.
@@ -318,8 +337,9 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
         SetJobState(*job, v1::JOB_RUNNING, now);
         int n = api::JobTaskCount(job->rec.tasks());
         AddEvent(*job, "started",
-                 waiting == 0 ? absl::StrCat("all ", n, " tasks running")
-                              : absl::StrCat(n - waiting, " of ", n, " tasks running; the others wait for room"),
+                 waiting > 0 ? absl::StrCat(n - waiting, " of ", n, " tasks running; the others wait for room")
+                 : n == 1    ? std::string("its task is running")
+                             : absl::StrCat("all ", n, " tasks running"),
                  now);
       }
       break;
@@ -336,7 +356,13 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
     case v1::TASK_SUCCEEDED:
     case v1::TASK_FAILED:
     case v1::TASK_KILLED:
-      TaskEnded(*job, i, st, now);
+      if (!job->ending && !job->preempting && job->evicting[i]) {
+        MoveEvicted(*job, i, st.exit(), now);
+      } else if (!job->ending && !job->preempting && st.node_fault()) {
+        LaunchFault(node, *job, i, st, now);
+      } else {
+        TaskEnded(*job, i, st, now);
+      }
       break;
     default:
       break;

@@ -9,6 +9,7 @@
 #include "api/exec_size.h"
 #include "api/job_spec.h"
 #include "api/roles.h"
+#include "api/task_env.h"
 #include "common/check.h"
 #include "common/logging.h"
 #include "server/control_state.h"
@@ -147,7 +148,7 @@ std::string ApplyResourceDefaults(const ServerConfig& config, v1::JobSpec* spec)
 absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now,
                                                         std::vector<std::string> parse_problems) {
   if (spec.user().empty()) spec.set_user("default");
-  if (spec.queue().empty()) spec.set_queue("default");
+  if (spec.queue().empty()) spec.set_queue(config_.default_queue.empty() ? "default" : config_.default_queue);
   std::string defaulted = ApplyResourceDefaults(config_, &spec);
   std::vector<std::string> invalid = api::ValidateJobSpec(spec, config_.limits);
   if (absl::Status st = CheckQueue(spec.queue()); !st.ok()) invalid.emplace_back(st.message());
@@ -174,7 +175,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
     AddJobMasterRole(&spec, name);
   }
   api::ExecJob exec{.name = name,
-                    .checkpoint_dir = absl::StrCat(config_.checkpoint_root, "/", name),
+                    .checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, name, next_job_id_),  // its id below
                     .job_master = !spec.job_master_address().empty() ||
                                   (spec.replicas_size() > 0 && api::IsJobMasterRole(spec.replicas(0).role()))};
   problems = api::CheckExecSize(spec, exec, {.arg_max = config_.exec_arg_max});
@@ -196,8 +197,9 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
   ev.set_job_id(rec.id());
   ev.set_time_ms(rec.submit_time_ms());
   ev.set_kind("submitted");
-  ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", api::JobTaskCount(rec.tasks()),
-                           " tasks, priority ", api::PriorityName(spec.priority()), ")", defaulted));
+  int n = api::JobTaskCount(rec.tasks());
+  ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", n, n == 1 ? " task" : " tasks",
+                           ", priority ", api::PriorityName(spec.priority()), ")", defaulted));
   out.rec = std::move(rec);
   return out;
 }
@@ -354,6 +356,44 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
   wants_round_ = true;
 }
 
+absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string& name, absl::Time now) {
+  JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (!api::IsTerminal(job->rec.state())) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", name, " is ", api::JobStateName(job->rec.state()),
+                                                      "; kill it first (trainyard kill ", name, "), then delete it"));
+  }
+  for (const auto& t : job->rec.tasks()) {
+    if (!api::IsTerminal(t.state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", name, " is still stopping its tasks; delete it once they have stopped"));
+    }
+  }
+  // The record stays in the store under its id, renamed to a name no
+  // submission can take ('#' is not allowed in names), so the name is free.
+  std::unique_ptr<JobRt> gone = std::move(jobs_[name]);
+  jobs_[name] = nullptr;  // reserved until the rename is durable (ReleaseName)
+  std::string kept = absl::StrCat(name, "#", gone->rec.id());
+  AddEvent(*gone, "deleted", absl::StrCat("deleted; its record is kept as ", kept, " and the name ", name, " is free"),
+           now);
+  view_jobs_.erase(name);
+  gone->rec.set_name(kept);
+  gone->rec.set_deleted_time_ms(ToMs(now));
+  persister_.MarkJob(kept);
+  deleted_views_.push_back(name);
+  v1::DeleteJobResponse resp;
+  resp.set_id(gone->rec.id());
+  resp.set_kept_as(kept);
+  deleted_[kept] = std::move(gone);
+  view_queues_ = true;
+  return resp;
+}
+
+void ControlState::ReleaseName(const std::string& name) {
+  auto it = jobs_.find(name);
+  if (it != jobs_.end() && it->second == nullptr) jobs_.erase(it);
+}
+
 absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl::Time now) {
   JobRt* job = FindJob(req.job());
   if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
@@ -378,15 +418,25 @@ absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl:
 std::optional<Persister::Write> ControlState::TakeWrite() {
   return persister_.Take(
       [this](const std::string& name, WriteBatch* batch) {
-        if (const JobRt* job = FindJob(name)) batch->UpdateJob(job->rec);
+        if (const JobRt* job = FindJob(name)) {
+          batch->UpdateJob(job->rec);
+        } else if (auto d = deleted_.find(name); d != deleted_.end()) {
+          batch->UpdateJob(d->second->rec);
+        }
       },
       [this](const std::string& name, WriteBatch* batch) {
         auto it = nodes_.find(name);
-        if (it == nodes_.end()) return;
+        if (it == nodes_.end()) {
+          batch->DeleteNode(name);  // removed (`trainyard node remove`)
+          return;
+        }
         const NodeRt& node = *it->second;
         v1::NodeRecord rec;
         *rec.mutable_info() = node.info;
         rec.mutable_info()->set_state(node.state);
+        rec.set_cordoned(node.cordoned);
+        rec.set_draining(node.draining);
+        rec.set_admin_reason(node.admin_reason);
         rec.set_registered_time_ms(ToMs(node.registered));
         rec.set_last_seen_ms(ToMs(node.last_heartbeat));
         batch->PutNode(std::move(rec));
@@ -395,6 +445,10 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
 
 void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
   persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
+  // A deleted job is held only until its renamed record is in the store.
+  if (st.ok()) {
+    for (const std::string& name : write.jobs) deleted_.erase(name);
+  }
 }
 
 }  // namespace trainyard::server

@@ -21,6 +21,9 @@ void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord>
     auto node = std::make_unique<NodeRt>();
     node->info = n.info();
     node->state = v1::NODE_LOST;  // until its agent reconnects
+    node->cordoned = n.cordoned();
+    node->draining = n.draining();
+    node->admin_reason = n.admin_reason();
     node->last_heartbeat = now;
     nodes_[n.info().name()] = std::move(node);
   }
@@ -37,6 +40,8 @@ void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord>
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
   // a new job must not get the name of one the store already holds.
   for (v1::JobRecord& rec : finished) {
+    next_job_id_ = std::max(next_job_id_, rec.id() + 1);
+    if (rec.deleted_time_ms() != 0) continue;  // its name was freed; the store keeps it
     auto job = std::make_unique<JobRt>();
     job->events_loaded = false;
     job->rec = std::move(rec);
@@ -67,6 +72,7 @@ void ControlState::LoadTaskState(JobRt& job) {
   job.launch_base.assign(rec.tasks_size(), 0);
   job.missing_beats.assign(rec.tasks_size(), 0);
   job.acked.assign(rec.tasks_size(), false);
+  job.evicting.assign(rec.tasks_size(), false);
   for (int i = 0; i < rec.tasks_size(); ++i) {
     // The launch its agent runs (the agent's restarts raised `attempt`); a
     // task not placed waits for a launch at `attempt`.
@@ -138,9 +144,8 @@ absl::Status ControlState::NodeUp(NodeRt& node) {
       node.busy_gpus = excluded;
     }
     AdoptRecoveredTasks(node);
-  } else if (absl::Status st = scheduler_->SetSchedulable(node.info.name(), true); !st.ok()) {
-    return st;
   }
+  UpdateSchedulable(node);  // a cordoned, drained or degraded node stays out
   persister_.MarkNode(node.info.name());
   view_nodes_ = true;
   wants_round_ = true;
@@ -254,7 +259,7 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
       t->mutable_exit()->set_message(absl::StrCat("lost with node ", name));
       EndJob(*job, v1::JOB_FAILED, absl::StrCat("task ", tname, " was lost with node ", name,
                                                 " (restart policy Never)"), now);
-    } else if (!ReplaceTask(*job, i, now)) {
+    } else if (!ReplaceTask(*job, i, MoveWhy{absl::StrCat("was lost with node ", name), !job->evicting[i]}, now)) {
       Requeue(*job, absl::StrCat("task ", tname, " was lost with node ", name, " and no other node can take it now"),
               now);
     }
@@ -265,7 +270,8 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
   wants_round_ = true;
 }
 
-bool ControlState::ReplaceTask(JobRt& job, int i, absl::Time now) {
+bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time now) {
+  job.evicting[i] = false;
   if (!job.in_scheduler) return false;
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
   // The core places it: queue limits, placement order, reservations,
@@ -282,12 +288,13 @@ bool ControlState::ReplaceTask(JobRt& job, int i, absl::Time now) {
   *t->mutable_allocation() = api::ToProto(placed->allocation);
   SetTaskState(job, i, v1::TASK_LAUNCHING);
   t->set_attempt(t->attempt() + 1);
-  t->set_restart_count(t->restart_count() + 1);
+  if (why.charge) t->set_restart_count(t->restart_count() + 1);
   // A moved job master has a new address: the others learn it from the
   // "jobmaster" file PushFiles rewrites below.
   if (api::IsJobMasterRole(t->role())) job.job_master = JobMasterAddress(job);
-  AddEvent(job, "task_moved", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " was lost with node ",
-                                           old, "; restarted on ", placed->node, " (attempt ", t->attempt(), ")"),
+  AddEvent(job, "task_moved", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " ", why.text,
+                                           "; restarted on ", placed->node, " (attempt ", t->attempt(),
+                                           why.charge ? ")" : ", not counted as a restart)"),
            now);
   LaunchTask(job, i);
   PushFiles(job, i);  // the others' hosts files now name the new node

@@ -9,6 +9,7 @@
 #include "api/convert.h"
 #include "api/job_spec.h"
 #include "api/roles.h"
+#include "api/task_env.h"
 #include "common/logging.h"
 #include "core/policy/pending_reason.h"
 #include "server/control_state.h"
@@ -216,7 +217,7 @@ api::TaskEnv ControlState::EnvFor(const JobRt& job, int i) const {
   in.spec = &job.rec.spec();
   in.job = job.rec.name();
   in.job_master = job.job_master;
-  in.checkpoint_dir = absl::StrCat(config_.checkpoint_root, "/", job.rec.name());
+  in.checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, job.rec.name(), job.rec.id());
   in.attempt = t.attempt();
   api::PlacedTaskView self;
   for (const v1::TaskRecord& o : job.rec.tasks()) {
@@ -275,6 +276,7 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   api::TaskEnv env = EnvFor(job, i);
   v1::TaskSpec spec;
   spec.set_job(job.rec.name());
+  spec.set_job_id(job.rec.id());
   spec.set_role(t.role());
   spec.set_index(t.index());
   spec.set_worker_id(t.worker_id());

@@ -13,7 +13,9 @@
 // (registration, heartbeats, task statuses, reconciliation),
 // control_nodes.cc (liveness, node loss, moving and adopting tasks,
 // recovery), control_stops.cc (a node whose agent stops on purpose, a
-// worker its job master found hung), control_views.cc (what clients see).
+// worker its job master found hung), control_admin.cc (cordon, drain,
+// remove; nodes taken out of placement for failing launches or low disk),
+// control_views.cc (what clients see).
 #pragma once
 
 #include <cstdint>
@@ -86,6 +88,32 @@ class ControlState {
   // A job master's verdict. Errors: NotFound, InvalidArgument (state),
   // FailedPrecondition (a master that was replaced).
   absl::Status ReportOutcome(const v1::JobOutcomeRequest& request, absl::Time now);
+
+  // Deletes a finished job: its name is free for a new job once the write
+  // that renames its record (kept under its id as NAME#ID) is durable; call
+  // ReleaseName then. Errors: NotFound; FailedPrecondition for a job that
+  // has not ended or is still stopping its tasks.
+  absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const std::string& job, absl::Time now);
+  // Frees the name of a job deleted by DeleteJob (its rename is durable).
+  void ReleaseName(const std::string& job);
+
+  // ---- admin: nodes (control_admin.cc) ----
+  // Errors: NotFound naming the node. Cordon: no new task lands on the node;
+  // its tasks stay. Uncordon: it takes tasks again (this also clears the
+  // server's own reasons to keep tasks off it: a node whose launches failed
+  // is tried again). Both are persisted.
+  absl::Status Cordon(const std::string& node, const std::string& reason);
+  absl::Status Uncordon(const std::string& node);
+  // No new task lands on the node, and its tasks leave: a task with a restart
+  // policy is stopped (kill grace) and placed elsewhere without charging its
+  // restart budget; a job with a task of policy Never there is requeued
+  // whole, as a preemption does. Returns the tasks told to leave.
+  absl::StatusOr<int> Drain(const std::string& node, const std::string& reason, absl::Time now);
+  // Forgets a LOST node (FailedPrecondition for one that is not LOST or
+  // whose agent is connected); the tasks still recorded there are moved.
+  absl::Status RemoveNode(const std::string& node, absl::Time now);
+  // The node's view (nullopt: unknown node).
+  std::optional<v1::NodeView> NodeViewOf(const std::string& node) const;
 
   // ---- agents ----
   // Registers (or re-registers) a node whose agent speaks on `session`
@@ -237,8 +265,27 @@ class ControlState {
   // Stops every task of the job (grace: kill_grace_ms) and requeues it once
   // they have ended, as a preemption does; `note` leads its reason.
   void StopForRequeue(JobRt& job, const std::string& note, absl::Time now);
-  // Tells the backend a draining node has no task left (once).
+  // Tells the backend a node whose agent is stopping has no task left (once).
   void MaybeDrained(const std::string& node);
+
+  // control_admin.cc
+  // Tells the core whether new tasks may land on the node: connected, READY,
+  // its agent not stopping, not cordoned or drained, not degraded.
+  void UpdateSchedulable(NodeRt& node);
+  // What `nodes` shows: LOST, DRAINING, CORDONED, DEGRADED or READY.
+  static v1::NodeState ShownState(const NodeRt& node);
+  static std::string ShownReason(const NodeRt& node);
+  NodeRt* FindNode(const std::string& name);
+  void EvictTask(JobRt& job, int task, const std::string& node, absl::Time now);
+  // A task that stopped after its eviction: placed elsewhere, uncharged.
+  void MoveEvicted(JobRt& job, int task, const v1::TaskExit& exit, absl::Time now);
+  // The agent refused a launch for a reason of its node: counted against
+  // the node, and the task placed elsewhere, uncharged.
+  void LaunchFault(const std::string& node, JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
+  // Frees a task in the core and places it elsewhere (MoveWhy), or requeues
+  // its job when no node can take it now.
+  void MoveOrRequeue(JobRt& job, int task, const std::string& why, absl::Time now);
+  void CheckDisk(NodeRt& node, const v1::Heartbeat& hb);
 
   // control_nodes.cc
   void CheckNodes(absl::Time now);
@@ -249,7 +296,13 @@ class ControlState {
   // A node that registers again with another spec (capacity, ports,
   // topology): the scheduler takes the new one.
   absl::Status RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old_info);
-  bool ReplaceTask(JobRt& job, int task, absl::Time now);
+  // Why a task moves: the event's text after the task's name ("was lost with
+  // node n-1") and whether the move counts against its restart budget.
+  struct MoveWhy {
+    std::string text;
+    bool charge = true;
+  };
+  bool ReplaceTask(JobRt& job, int task, const MoveWhy& why, absl::Time now);
   void AdoptRecoveredTasks(NodeRt& node);
   // Sizes the per-task bookkeeping of a job from its record: the launch each
   // task's statuses must belong to, and whether its agent had it (RUNNING).
@@ -278,6 +331,11 @@ class ControlState {
   ExecutionBackend* const backend_;
   Persister persister_;
   std::map<std::string, std::unique_ptr<JobRt>> jobs_;
+  // Deleted jobs by the name their record is kept under (NAME#ID): what the
+  // persister writes for them, until that write succeeds (WriteDone); and
+  // the views to take down.
+  std::map<std::string, std::unique_ptr<JobRt>> deleted_;
+  std::vector<std::string> deleted_views_;
   std::map<std::string, std::unique_ptr<NodeRt>> nodes_;
   // Node -> names of jobs with a task placed there (or once placed there:
   // TasksOn prunes), so node events need not walk every job.

@@ -34,6 +34,9 @@ struct ControlState::JobRt {
   // heartbeat entry of that attempt).
   std::vector<int> missing_beats;
   std::vector<bool> acked;
+  // Per task: told to leave a drained node; once it has stopped it is
+  // placed elsewhere without charging its restart budget.
+  std::vector<bool> evicting;
   // The event log as describe shows it. Jobs recovered from the store load
   // their earlier events on first describe (events_loaded false until then).
   EventList events;
@@ -54,11 +57,25 @@ struct ControlState::NodeRt {
   std::shared_ptr<const v1::NodeView> view;
   uint64_t view_sig = 0;
   bool view_touched = false;  // a job's tasks here changed: check at the next publication
-  // Its agent said it is stopping (Draining); Drained was sent once none of
-  // its tasks were left. Both cleared when it registers again.
-  bool draining = false;
+  // Its agent said it is stopping (Draining, with its reason); Drained was
+  // sent once none of its tasks were left. Cleared when it registers again.
+  // Not an admin's drain (below): that one keeps the agent running.
+  bool agent_stopping = false;
+  std::string stop_reason;
   bool drained_sent = false;
+  // An admin's cordon or drain (persisted) and its reason.
+  bool cordoned = false;
+  bool draining = false;
+  std::string admin_reason;
+  // The server's own reasons to keep new tasks off the node: launches that
+  // failed for a reason of the node (launch_faults in a row, the last one's
+  // message), and too little free disk in the agent's data dir.
+  int launch_faults = 0;
+  std::string fault_reason;
+  std::string disk_reason;
+  int64_t data_free_mb = -1;
   bool connected() const { return session != 0; }
+  bool degraded() const { return !fault_reason.empty() || !disk_reason.empty(); }
 };
 
 int64_t ToMs(absl::Time t);

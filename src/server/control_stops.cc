@@ -15,13 +15,10 @@ void ControlState::AgentDraining(const std::string& name, const std::string& rea
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   NodeRt& node = *it->second;
-  node.draining = true;
+  node.agent_stopping = true;
+  node.stop_reason = reason.empty() ? "its agent is stopping" : reason;
   node.drained_sent = false;
-  view_nodes_ = true;
-  if (node.in_scheduler) {
-    absl::Status st = scheduler_->SetSchedulable(name, false);
-    if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
-  }
+  UpdateSchedulable(node);
   std::string note = absl::StrCat("stopped with node ", name, " (", reason.empty() ? "its agent is stopping" : reason,
                                   ") at ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()));
   Log(LogLevel::kInfo, "server", "node %s is stopping: its jobs go back to the queue", name);
@@ -46,7 +43,7 @@ void ControlState::StopForRequeue(JobRt& job, const std::string& note, absl::Tim
 
 void ControlState::MaybeDrained(const std::string& name) {
   auto it = nodes_.find(name);
-  if (it == nodes_.end() || !it->second->draining || it->second->drained_sent) return;
+  if (it == nodes_.end() || !it->second->agent_stopping || it->second->drained_sent) return;
   if (!TasksOn(name).empty()) return;
   it->second->drained_sent = true;
   if (it->second->connected()) backend_->Drained(name);

@@ -42,6 +42,8 @@ void ControlState::SetStoredEvents(const std::string& name, const std::vector<v1
 }
 
 void ControlState::PublishJobs(ViewStore* views) {
+  for (const std::string& name : deleted_views_) views->RemoveJob(name);
+  deleted_views_.clear();
   for (const std::string& name : view_jobs_) {
     const JobRt* job = FindJob(name);
     if (!job) continue;  // a name reserved for a submission not yet durable
@@ -198,6 +200,10 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   mix(static_cast<uint64_t>(node.state));
   mix(node.ports_in_use.Count());
   mix(node.in_scheduler);
+  mix(static_cast<uint64_t>(ShownState(node)));
+  mix(std::hash<std::string>()(ShownReason(node)));
+  mix(node.cordoned);
+  mix(node.draining);
   const core::ClusterState& cs = scheduler_->state();
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
@@ -213,14 +219,20 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
 }
 
 // Every field set here must be folded into NodeViewSig, or a published view
-// would keep an old value (the heartbeat time is published beside it).
+// would keep an old value (the heartbeat time and free disk, which move with
+// every heartbeat, are published beside it).
 v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) const {
   const core::ClusterState& cs = scheduler_->state();
   v1::NodeView v;
   *v.mutable_info() = node.info;
-  v.mutable_info()->set_state(node.state);
+  v.mutable_info()->set_state(ShownState(node));
+  v.set_reason(ShownReason(node));
+  v.set_cordoned(node.cordoned || node.draining);
   v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
-  if (with_heartbeat) v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
+  if (with_heartbeat) {
+    v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));
+    v.set_data_free_mb(node.data_free_mb);
+  }
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
     v.set_free_gpu_mask(ns.free.gpu_mask);
@@ -261,9 +273,15 @@ ViewStore::NodesPtr ControlState::PublishedNodes(bool sweep) {
       }
       node->view_touched = false;
     }
-    out->push_back({node->view, ToMs(node->last_heartbeat)});
+    out->push_back({node->view, ToMs(node->last_heartbeat), node->data_free_mb});
   }
   return out;
+}
+
+std::optional<v1::NodeView> ControlState::NodeViewOf(const std::string& name) const {
+  auto it = nodes_.find(name);
+  if (it == nodes_.end()) return std::nullopt;
+  return NodeViewOf(*it->second, /*with_heartbeat=*/true);
 }
 
 v1::ListQueuesResponse ControlState::ListQueues() const {

@@ -6,6 +6,7 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "api/states.h"
 #include "common/logging.h"
 
 namespace trainyard::server {
@@ -214,6 +215,64 @@ std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {
   std::vector<v1::JobView> out;
   for (const auto& v : views_.Jobs(include_finished)) out.push_back(*v);
   return out;
+}
+
+std::vector<v1::JobView> JobManager::ListJobs(const v1::ListJobsRequest& req) {
+  bool finished = req.include_finished() ||
+                  std::any_of(req.states().begin(), req.states().end(),
+                              [](int s) { return api::IsTerminal(static_cast<v1::JobState>(s)); });
+  PublishAllRecovered();
+  std::vector<v1::JobView> out;
+  for (const auto& v : views_.Jobs(finished)) {
+    if (!req.user().empty() && v->user() != req.user()) continue;
+    if (!req.queue().empty() && v->queue() != req.queue()) continue;
+    if (!req.states().empty() &&
+        std::find(req.states().begin(), req.states().end(), v->state()) == req.states().end()) {
+      continue;
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::DeleteJobResponse> JobManager::DeleteJob(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<v1::DeleteJobResponse> resp = control_.DeleteJob(name, clock_->Now());
+  if (!resp.ok()) return resp;
+  control_.PublishJobs(&views_);
+  if (absl::Status st = WaitDurable(); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("job ", name, " is deleted, but the server cannot record it: ",
+                                               st.message(), " (its name stays taken until the server restarts)"));
+  }
+  control_.ReleaseName(name);
+  return resp;
+}
+
+absl::StatusOr<v1::NodeAdminResponse> JobManager::AdministerNode(NodeAdmin what, const v1::NodeAdminRequest& req) {
+  absl::MutexLock lock(&mu_);
+  absl::Time now = clock_->Now();
+  v1::NodeAdminResponse resp;
+  absl::Status st;
+  switch (what) {
+    case NodeAdmin::kCordon: st = control_.Cordon(req.node(), req.reason()); break;
+    case NodeAdmin::kUncordon: st = control_.Uncordon(req.node()); break;
+    case NodeAdmin::kRemove: st = control_.RemoveNode(req.node(), now); break;
+    case NodeAdmin::kDrain: {
+      absl::StatusOr<int> evicted = control_.Drain(req.node(), req.reason(), now);
+      st = evicted.status();
+      if (evicted.ok()) resp.set_evicted(*evicted);
+      break;
+    }
+  }
+  if (!st.ok()) return st;
+  AfterEvent();
+  control_.PublishNodesAndQueues(&views_, now);  // `nodes` right after shows it
+  if (absl::Status durable = WaitDurable(); !durable.ok()) {
+    return absl::UnavailableError(absl::StrCat("node ", req.node(), ": done, but the server cannot record it: ",
+                                               durable.message(), " (after a server restart it is back as it was)"));
+  }
+  if (std::optional<v1::NodeView> v = control_.NodeViewOf(req.node())) *resp.mutable_node() = std::move(*v);
+  return resp;
 }
 
 std::vector<v1::NodeView> JobManager::ListNodes() {

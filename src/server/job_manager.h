@@ -62,6 +62,15 @@ class JobManager {
   void SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done);
   absl::StatusOr<v1::JobView> Describe(const std::string& job);
   std::vector<v1::JobView> ListJobs(bool include_finished);
+  // The jobs that match the request's filters (user, queue, states).
+  std::vector<v1::JobView> ListJobs(const v1::ListJobsRequest& request);
+  // Deletes a finished job (ControlState::DeleteJob); answered once its
+  // rename is durable, when its name is free again.
+  absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const std::string& job);
+  // Node administration (ControlState::Cordon, Uncordon, Drain,
+  // RemoveNode), answered once durable with the node's view.
+  enum class NodeAdmin { kCordon, kUncordon, kDrain, kRemove };
+  absl::StatusOr<v1::NodeAdminResponse> AdministerNode(NodeAdmin what, const v1::NodeAdminRequest& request);
   // Kills a job: tasks get SIGTERM then SIGKILL; state KILLED. Answered once
   // the end is durable.
   absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason);

@@ -54,7 +54,7 @@ absl::Status CheckBound(const std::string& listen, bool started, int port) {
 
 }  // namespace
 
-absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& config) {
+absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config) {
   core::SchedulerOptions opt;
   opt.queue_policy = config.queue_policy;
   opt.limits = config.limits;
@@ -66,6 +66,12 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& c
     if (!file.ok()) return file.status();
     opt.queues = file->queues;
     if (!file->policy.empty()) opt.queue_policy = file->policy;
+    if (config.default_queue.empty()) config.default_queue = file->default_queue;
+  }
+  if (config.default_queue.empty()) config.default_queue = "default";
+  if (!api::IsLeafQueue(opt.queues, config.default_queue)) {
+    return absl::InvalidArgumentError(absl::StrCat("defaultQueue: '", config.default_queue,
+                                                   "' is not a leaf queue of the queue config"));
   }
   return opt;
 }

@@ -52,6 +52,8 @@ class Server {
 
 // Builds the scheduler options from the server config (queue file, policy,
 // limits, waits). Errors name the queue file and the problem.
-absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(const ServerConfig& config);
+// `config.default_queue` is filled in from the queue file's defaultQueue
+// when the config does not name one (else "default"); it must be a leaf.
+absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config);
 
 }  // namespace trainyard::server

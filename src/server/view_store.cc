@@ -21,6 +21,18 @@ v1::JobView ViewStore::FullView(const JobEntry& entry) {
   return v;
 }
 
+void ViewStore::RemoveJob(const std::string& name) {
+  JobEntry gone;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = jobs_.find(name);
+    if (it == jobs_.end()) return;
+    std::swap(it->second, gone);
+    jobs_.erase(it);
+  }
+  // Freed here, outside the lock, as PutJob frees the view it replaces.
+}
+
 void ViewStore::PutNodes(NodesPtr nodes) {
   absl::MutexLock lock(&mu_);
   nodes_ = std::move(nodes);
@@ -54,6 +66,7 @@ std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_fin
 v1::NodeView ViewStore::NodeEntry::Full() const {
   v1::NodeView v = *view;
   v.set_last_heartbeat_unix_ms(last_heartbeat_unix_ms);
+  v.set_data_free_mb(data_free_mb);
   return v;
 }
 

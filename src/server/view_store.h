@@ -33,14 +33,19 @@ class ViewStore {
   // on every node, so building it into the view would build every view
   // again every second.
   struct NodeEntry {
-    std::shared_ptr<const v1::NodeView> view;  // without last_heartbeat_unix_ms
+    std::shared_ptr<const v1::NodeView> view;  // without last_heartbeat_unix_ms, data_free_mb
     int64_t last_heartbeat_unix_ms = 0;
-    v1::NodeView Full() const;  // what `nodes` shows: the view with its heartbeat
+    // The free disk of the agent's data dir, as its last heartbeat said (MB;
+    // -1 unknown): it moves with every heartbeat too, so it sits here.
+    int64_t data_free_mb = -1;
+    v1::NodeView Full() const;  // what `nodes` shows: the view with both
   };
   using NodesPtr = std::shared_ptr<const std::vector<NodeEntry>>;
   using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
 
   void PutJob(const std::string& name, JobEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes a deleted job's view down.
+  void RemoveJob(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   void PutNodes(NodesPtr nodes) ABSL_LOCKS_EXCLUDED(mu_);
   void PutQueues(QueuesPtr queues) ABSL_LOCKS_EXCLUDED(mu_);
 

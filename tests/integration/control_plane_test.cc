@@ -60,7 +60,7 @@ replicas:
     command: [sh, -c, 'env > $OUT/$TRAINYARD_TASK_NAME.env && /usr/bin/python3 $OUT/bind.py $TRAINYARD_PORTS || exit 7']
 )"));
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   nlohmann::json d = c.Describe(job);
   std::map<std::string, std::set<int>> gpus_by_node;
   std::set<std::string> ports_seen;
@@ -68,7 +68,7 @@ replicas:
     if (t["role"] != "worker") continue;
     auto env = ParseEnv(ReadFile(out + "/" + t["name"].get<std::string>() + ".env"));
     ASSERT_FALSE(env.empty()) << t["name"];
-    uint64_t mask = std::stoull(t["gpu_mask"].get<std::string>());
+    uint64_t mask = t["gpu_mask"].get<uint64_t>();
     std::vector<std::string> want;
     for (int i = 0; i < 64; ++i) {
       if ((mask >> i) & 1) want.push_back(absl::StrCat(i));
@@ -100,7 +100,7 @@ replicas:
     command: [sh, -c, 'n=$(cat )", counter, R"( 2>/dev/null || echo 0); n=$((n+1)); echo $n > )", counter,
                                           R"(; echo "attempt $n"; [ $n -ge 3 ]']
 )"));
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   nlohmann::json d = c.Describe(job);
   EXPECT_EQ(Task(d, "worker")["restarts"], 2);
   CommandResult logs = c.Cli({"logs", job, "worker/0"});
@@ -120,7 +120,7 @@ replicas:
     maxRestarts: 2
     command: [sh, -c, 'exit 3']
 )");
-  ASSERT_TRUE(c.WaitForState(job, "JOB_FAILED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "FAILED")) << c.Describe(job).dump(2);
   EXPECT_EQ(c.Describe(job)["reason"], "task doomed-worker-0 failed: exit code 3 after 3 attempts");
   CommandResult jobs = c.Cli({"jobs", "--all"});
   EXPECT_THAT(jobs.out, HasSubstr("FAILED"));
@@ -138,7 +138,7 @@ replicas:
     resources: {gpus: 4}
     command: [sh, -c, 'echo $$ > )", pids, R"(/$TRAINYARD_INDEX; exec sleep 600']
 )"));
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   ASSERT_TRUE(WaitFor([&] { return !ReadFile(pids + "/1").empty(); }, absl::Seconds(10)));
   CommandResult k = c.Cli({"kill", job});
   EXPECT_EQ(k.exit_code, 0) << k.err;
@@ -149,7 +149,7 @@ replicas:
   }
   EXPECT_TRUE(WaitFor([&] {
     auto nodes = c.Nodes();
-    return nodes["nodes"][0]["free_gpu_mask"] == "255";
+    return nodes["nodes"][0]["free_gpu_mask"] == 255;
   }, absl::Seconds(10)));
 }
 
@@ -167,13 +167,13 @@ replicas:
     maxRestarts: 3
     command: [sh, -c, 'echo $$ > )", pids, R"(/$TRAINYARD_NODE; exec sleep 600']
 )"));
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   ASSERT_EQ(Task(c.Describe(job), "worker")["node"], "node-0");
   c.agent(0).Kill();  // the task itself keeps running as an orphan; the node is gone
   ASSERT_TRUE(WaitFor([&] { return Task(c.Describe(job), "worker")["node"] == "node-1"; }, absl::Seconds(20),
                       absl::Milliseconds(200)))
       << c.Describe(job).dump(2);
-  EXPECT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
+  EXPECT_TRUE(c.WaitForState(job, "RUNNING"));
   nlohmann::json d = c.Describe(job);
   bool moved = false;
   for (const auto& e : d["events"]) moved |= e["kind"] == "task_moved";
@@ -230,7 +230,7 @@ replicas:
   worker:
     command: [sh, -c, 'pwd -P > where']
 )");
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2) << ReadFile(agent.log());
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2) << ReadFile(agent.log());
   // It ran in its own directory under the data dir, which it was given whole.
   std::string task_dir = absl::StrCat(c.dir(), "/node-0/work/", job, "/worker-0");
   std::error_code ec;

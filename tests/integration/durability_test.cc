@@ -86,8 +86,8 @@ TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUn
   std::string quick = c.Submit(LoopingJob("quick", out, 1, 5));
   ASSERT_FALSE(keep.empty());
   ASSERT_FALSE(quick.empty());
-  ASSERT_TRUE(c.WaitForState(keep, "JOB_RUNNING")) << c.Describe(keep).dump(2);
-  ASSERT_TRUE(c.WaitForState(quick, "JOB_RUNNING")) << c.Describe(quick).dump(2);
+  ASSERT_TRUE(c.WaitForState(keep, "RUNNING")) << c.Describe(keep).dump(2);
+  ASSERT_TRUE(c.WaitForState(quick, "RUNNING")) << c.Describe(quick).dump(2);
   nlohmann::json kd = c.Describe(keep);
   std::vector<std::string> keep_files = {TaskPidFile(out, Task(kd, "worker", 0)), TaskPidFile(out, Task(kd, "worker", 1))};
   std::string quick_file = TaskPidFile(out, Task(c.Describe(quick), "worker", 0));
@@ -100,7 +100,7 @@ TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUn
   ASSERT_TRUE(c.RestartServer());
   ASSERT_TRUE(c.WaitNodesReady(2));
   std::string ghost = c.Submit(LoopingJob("ghost", out, 1, 0));
-  ASSERT_TRUE(c.WaitForState(ghost, "JOB_RUNNING")) << c.Describe(ghost).dump(2);
+  ASSERT_TRUE(c.WaitForState(ghost, "RUNNING")) << c.Describe(ghost).dump(2);
   std::string ghost_file = TaskPidFile(out, Task(c.Describe(ghost), "worker", 0));
   ASSERT_TRUE(WaitFor([&] { return Pids(ghost_file).size() == 1; }, absl::Seconds(10)));
 
@@ -115,10 +115,10 @@ TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUn
   ASSERT_TRUE(c.RestartServer()) << ReadFile(c.dir() + "/server.log");
   ASSERT_TRUE(c.WaitNodesReady(2));
 
-  ASSERT_TRUE(c.WaitForState(quick, "JOB_FAILED")) << c.Describe(quick).dump(2);
+  ASSERT_TRUE(c.WaitForState(quick, "FAILED")) << c.Describe(quick).dump(2);
   EXPECT_EQ(Task(c.Describe(quick), "worker", 0)["last_exit"]["exit_code"], 5) << c.Describe(quick).dump(2);
   EXPECT_TRUE(WaitDead(Pids(ghost_file)[0])) << "a task the store has no record of still runs";
-  EXPECT_EQ(c.JobState(keep), "JOB_RUNNING");
+  EXPECT_EQ(c.JobState(keep), "RUNNING");
   for (const auto& f : keep_files) {
     std::vector<pid_t> pids = Pids(f);
     ASSERT_EQ(pids.size(), 1u) << f << ": the task was restarted";
@@ -127,9 +127,9 @@ TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUn
   // It schedules again.
   std::string after = c.Submit(LoopingJob("after", out, 1, 0));
   WriteFile(out + "/after.stop", "");
-  EXPECT_TRUE(c.WaitForState(after, "JOB_SUCCEEDED")) << c.Describe(after).dump(2);
+  EXPECT_TRUE(c.WaitForState(after, "SUCCEEDED")) << c.Describe(after).dump(2);
   WriteFile(out + "/keep.stop", "");
-  EXPECT_TRUE(c.WaitForState(keep, "JOB_SUCCEEDED")) << c.Describe(keep).dump(2);
+  EXPECT_TRUE(c.WaitForState(keep, "SUCCEEDED")) << c.Describe(keep).dump(2);
   for (const auto& f : keep_files) EXPECT_EQ(Pids(f).size(), 1u) << f;
 }
 
@@ -138,8 +138,8 @@ TEST(DurabilityTest, AgentRestartKeepsTasksAndReportsExitsThatHappenedWhileItWas
   std::string out = MakeOut(c);
   std::string keep = c.Submit(LoopingJob("keep", out, 1, 0));
   std::string brief = c.Submit(LoopingJob("brief", out, 1, 7));
-  ASSERT_TRUE(c.WaitForState(keep, "JOB_RUNNING")) << c.Describe(keep).dump(2);
-  ASSERT_TRUE(c.WaitForState(brief, "JOB_RUNNING")) << c.Describe(brief).dump(2);
+  ASSERT_TRUE(c.WaitForState(keep, "RUNNING")) << c.Describe(keep).dump(2);
+  ASSERT_TRUE(c.WaitForState(brief, "RUNNING")) << c.Describe(brief).dump(2);
   std::string keep_file = TaskPidFile(out, Task(c.Describe(keep), "worker", 0));
   std::string brief_file = TaskPidFile(out, Task(c.Describe(brief), "worker", 0));
   ASSERT_TRUE(WaitFor([&] { return Pids(keep_file).size() == 1 && Pids(brief_file).size() == 1; },
@@ -151,13 +151,13 @@ TEST(DurabilityTest, AgentRestartKeepsTasksAndReportsExitsThatHappenedWhileItWas
   c.RestartAgent(0);
   ASSERT_TRUE(c.WaitNodesReady(1));
 
-  ASSERT_TRUE(c.WaitForState(brief, "JOB_FAILED")) << c.Describe(brief).dump(2);
+  ASSERT_TRUE(c.WaitForState(brief, "FAILED")) << c.Describe(brief).dump(2);
   EXPECT_EQ(Task(c.Describe(brief), "worker", 0)["last_exit"]["exit_code"], 7) << c.Describe(brief).dump(2);
-  EXPECT_EQ(c.JobState(keep), "JOB_RUNNING");
+  EXPECT_EQ(c.JobState(keep), "RUNNING");
   ASSERT_EQ(Pids(keep_file).size(), 1u) << "the task was restarted";
   EXPECT_TRUE(Alive(Pids(keep_file)[0]));
   WriteFile(out + "/keep.stop", "");
-  EXPECT_TRUE(c.WaitForState(keep, "JOB_SUCCEEDED")) << c.Describe(keep).dump(2);
+  EXPECT_TRUE(c.WaitForState(keep, "SUCCEEDED")) << c.Describe(keep).dump(2);
   EXPECT_EQ(Pids(keep_file).size(), 1u);
 }
 
@@ -165,7 +165,7 @@ TEST(DurabilityTest, LostNodeTaskIsRescheduledAndTheOldCopyKilledWhenTheNodeRetu
   Cluster c({.nodes = 2, .node_timeout_ms = 1500, .agents_kill_tasks_on_exit = false});
   std::string out = MakeOut(c);
   std::string job = c.Submit(LoopingJob("mover", out, 1, 0, "    restartPolicy: OnFailure\n    maxRestarts: 3\n"));
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
   nlohmann::json t = Task(c.Describe(job), "worker", 0);
   std::string file = TaskPidFile(out, t);
   std::string first_node = t["node"];
@@ -177,7 +177,7 @@ TEST(DurabilityTest, LostNodeTaskIsRescheduledAndTheOldCopyKilledWhenTheNodeRetu
   kill(c.agent(index).pid(), SIGSTOP);
   ASSERT_TRUE(WaitFor([&] {
     nlohmann::json now = Task(c.Describe(job), "worker", 0);
-    return now.value("node", "") != first_node && now.value("state", "") == "TASK_RUNNING" && Pids(file).size() == 2;
+    return now.value("node", "") != first_node && now.value("state", "") == "RUNNING" && Pids(file).size() == 2;
   }, absl::Seconds(30), absl::Milliseconds(100))) << c.Describe(job).dump(2);
   pid_t second = Pids(file)[1];
   EXPECT_TRUE(Alive(first));  // two copies until the node is heard from again
@@ -187,7 +187,7 @@ TEST(DurabilityTest, LostNodeTaskIsRescheduledAndTheOldCopyKilledWhenTheNodeRetu
   EXPECT_TRUE(Alive(second));
   EXPECT_TRUE(c.WaitNodesReady(2)) << c.Nodes().dump(2);
   WriteFile(out + "/mover.stop", "");
-  EXPECT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  EXPECT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
 }
 
 TEST(DurabilityTest, CorruptOrForeignStoreIsRefusedWithAClearError) {
@@ -258,7 +258,7 @@ struct Load {
 };
 
 bool Live(const std::string& task_state) {
-  return task_state == "TASK_LAUNCHING" || task_state == "TASK_RUNNING" || task_state == "TASK_RESTARTING";
+  return task_state == "LAUNCHING" || task_state == "RUNNING" || task_state == "RESTARTING";
 }
 
 // `jobs -a -o json` by job name.
@@ -277,7 +277,7 @@ std::map<std::string, uint64_t> LiveGpuTasks(const std::map<std::string, nlohman
   std::map<std::string, uint64_t> out;
   for (const auto& [name, j] : jobs) {
     for (const auto& t : j["tasks"]) {
-      uint64_t mask = std::stoull(t["gpu_mask"].get<std::string>());
+      uint64_t mask = t["gpu_mask"].get<uint64_t>();
       if (!Live(t["state"]) || t["node"] == "" || mask == 0) continue;
       out[absl::StrCat(t["name"].get<std::string>(), "@", t["node"].get<std::string>(), "#",
                        t["attempt"].get<int>())] = mask;
@@ -311,7 +311,7 @@ void CheckInvariants(Cluster& c, const std::vector<std::string>& acked) {
     if (after.count(key)) held[key.substr(key.find('@') + 1, key.find('#') - key.find('@') - 1)] |= mask;
   }
   for (const auto& n : nodes.value("nodes", nlohmann::json::array())) {
-    uint64_t free = std::stoull(n["free_gpu_mask"].get<std::string>());
+    uint64_t free = n["free_gpu_mask"].get<uint64_t>();
     std::string name = n["info"]["name"];
     EXPECT_EQ(free & held[name], 0u) << "nodes view: GPUs of live tasks show free on " << name << ": free " << free
                                      << ", held " << held[name];
@@ -350,19 +350,19 @@ TEST(DurabilityTest, ServerCrashLoopLosesNothingAcknowledged) {
   // agent reported but the server had not yet written when it died (the agent
   // no longer lists it), and for a job killed while its tasks were stopping.
   for (const auto& [name, j] : AllJobs(c)) {
-    if (j["state"] != "JOB_SUCCEEDED" && j["state"] != "JOB_FAILED" && j["state"] != "JOB_KILLED") c.Cli({"kill", name});
+    if (j["state"] != "SUCCEEDED" && j["state"] != "FAILED" && j["state"] != "KILLED") c.Cli({"kill", name});
   }
   EXPECT_TRUE(WaitFor([&] {
     nlohmann::json nodes = c.Nodes();
     if (!nodes.contains("nodes")) return false;
     for (const auto& n : nodes["nodes"]) {
-      if (n["free_gpu_mask"] != "255") return false;
+      if (n["free_gpu_mask"] != 255) return false;
     }
     return true;
   }, absl::Seconds(30), absl::Milliseconds(200))) << c.Nodes().dump(2) << "\n" << [&] {
     std::string live;
     for (const auto& [name, j] : AllJobs(c)) {
-      if (j["state"] != "JOB_SUCCEEDED" && j["state"] != "JOB_FAILED" && j["state"] != "JOB_KILLED") live += j.dump(2);
+      if (j["state"] != "SUCCEEDED" && j["state"] != "FAILED" && j["state"] != "KILLED") live += j.dump(2);
     }
     return live;
   }();

@@ -23,19 +23,11 @@ nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index 
   return nlohmann::json::object();
 }
 
-// A task's state without its enum prefix ("KILLED" for TASK_KILLED).
-std::string StateOf(const nlohmann::json& task) {
-  std::string s = task.value("state", "");
-  return s.rfind("TASK_", 0) == 0 ? s.substr(5) : s;
-}
+// A task's state as `-o json` prints it ("KILLED").
+std::string StateOf(const nlohmann::json& task) { return task.value("state", ""); }
 
-// An integer field, printed as a JSON number or (int64) as a string.
-int64_t IntOf(const nlohmann::json& j, const std::string& key) {
-  if (!j.contains(key)) return 0;
-  if (j[key].is_number()) return j[key].get<int64_t>();
-  int64_t v = 0;
-  return absl::SimpleAtoi(j[key].get<std::string>(), &v) ? v : 0;
-}
+// An integer field (`-o json` prints 64-bit ones as JSON numbers too).
+int64_t IntOf(const nlohmann::json& j, const std::string& key) { return j.value(key, int64_t{0}); }
 
 std::string MakeOut(const Cluster& c) {
   std::string out = c.dir() + "/out";
@@ -77,7 +69,7 @@ replicas:
     command: [sh, -c, 'touch )", out, R"(/worker-$TRAINYARD_INDEX; exec sleep 1000']
 )"));
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(30))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(30))) << c.Describe(job).dump(2);
   nlohmann::json d = c.Describe(job);
   EXPECT_THAT(d.value("reason", ""), HasSubstr("the launcher completed"));
   EXPECT_EQ(Slots(ReadFile(out + "/hostfile")), 2) << "the launcher is not a rank: " << ReadFile(out + "/hostfile");
@@ -108,7 +100,7 @@ replicas:
     command: [sh, -c, 'exec sleep 1000']
 )");
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_FAILED", absl::Seconds(30))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "FAILED", absl::Seconds(30))) << c.Describe(job).dump(2);
   EXPECT_THAT(c.Describe(job).value("reason", ""), HasSubstr("launcher-0 failed: exit code 3"));
 }
 
@@ -126,7 +118,7 @@ replicas:
     command: [sh, -c, 'exit 0']
 )");
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED"));
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED"));
   nlohmann::json master = Task(c.Describe(job), "jobmaster");
   ASSERT_FALSE(master.empty()) << "a job of framework none talks to its master";
   EXPECT_EQ(IntOf(master, "memory_mb"), 64);

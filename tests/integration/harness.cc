@@ -237,7 +237,7 @@ bool Cluster::WaitNodesReady(int n, absl::Duration timeout) {
     nlohmann::json nodes = Nodes();
     int ready = 0;
     for (const auto& node : nodes.value("nodes", nlohmann::json::array())) {
-      ready += node["info"].value("state", "") == "NODE_READY";
+      ready += node["info"].value("state", "") == "READY";
     }
     return ready >= n;
   }, timeout, absl::Milliseconds(50));

@@ -100,7 +100,7 @@ class Cluster {
   // `describe JOB -o json`.
   nlohmann::json Describe(const std::string& job);
   std::string JobState(const std::string& job);
-  // Waits until the job's state is `state` (e.g. "JOB_SUCCEEDED").
+  // Waits until the job's state is `state` (e.g. "SUCCEEDED").
   bool WaitForState(const std::string& job, const std::string& state, absl::Duration timeout = absl::Seconds(30));
   nlohmann::json Nodes();
   Process& agent(int i) { return *agents_[i]; }
@@ -116,7 +116,7 @@ class Cluster {
   // Starts the server again on the same data dir and the same address (after
   // KillServer or a Stop); false when it did not come up (see its log).
   bool RestartServer();
-  // Waits until `n` nodes are NODE_READY.
+  // Waits until `n` nodes are READY.
   bool WaitNodesReady(int n, absl::Duration timeout = absl::Seconds(20));
   // The server's data dir.
   std::string server_data_dir() const {

@@ -184,7 +184,7 @@ TEST(JobMasterFailureTest, MasterKilledMidBarrierIsRestartedAndTheJobContinues) 
   std::cout << "barrier " << kKillAt << " passed " << absl::FormatDuration(absl::Now() - killed)
             << " after the master's SIGKILL\n";
 
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(30))) << Dump(c, job);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(30))) << Dump(c, job);
   // The workers waiting when the master died entered the barrier again.
   for (int i = 1; i < kWorkers; ++i) {
     CommandResult logs = c.Cli({"logs", job, absl::StrCat("worker/", i)});

@@ -77,7 +77,7 @@ replicas:
   int pid = ReadPid(absl::StrCat(out, "/pid-", job, "-worker-1-0"));
   ASSERT_GT(pid, 1);
   ASSERT_EQ(kill(pid, SIGSTOP), 0);  // alive, silent: 5 missed pings later its master puts it in ERROR
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(90))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(90))) << c.Describe(job).dump(2);
   nlohmann::json d = c.Describe(job);
   EXPECT_EQ(Task(d, "worker", 1)["restarts"], 1) << d.dump(2);
   EXPECT_TRUE(HasEvent(d, "task_failed", "no ping for")) << d.dump(2);
@@ -106,15 +106,15 @@ TEST(LifecycleTest, AnAgentStoppedOnPurposeRequeuesItsJobsWhichComeBackWithTheCl
   Cluster c({.nodes = 1});
   std::string out = MakeOut(c.dir());
   std::string job = c.Submit(SleeperSpec(out));
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
   c.agent(0).Stop(absl::Seconds(20));  // SIGTERM, as `trainyard up` stops its agents
   nlohmann::json d = c.Describe(job);
-  EXPECT_EQ(d["state"], "JOB_QUEUED") << d.dump(2);
+  EXPECT_EQ(d["state"], "QUEUED") << d.dump(2);
   EXPECT_THAT(d["reason"].get<std::string>(), HasSubstr("stopped with node node-0")) << d.dump(2);
   EXPECT_EQ(Task(d, "worker")["restarts"], 0) << "a stop with the cluster is not a failure";
   ASSERT_TRUE(c.RestartServer());
   c.RestartAgent(0);
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
   ASSERT_TRUE(WaitFor([&] { return ReadFile(out + "/starts") == "0\n1\n"; }, absl::Seconds(10)))
       << ReadFile(out + "/starts");
   EXPECT_EQ(Task(c.Describe(job), "worker")["restarts"], 0);
@@ -149,7 +149,7 @@ TEST(LifecycleTest, CtrlCOnUpRequeuesRunningJobsAndTheyRunAgainWhenUpStartsAgain
     CommandResult sub = cli({"submit", dir.path() + "/job.yaml"});
     ASSERT_EQ(sub.exit_code, 0) << sub.err;
     job = "sleeper";
-    ASSERT_TRUE(WaitFor([&] { return state(job).value("state", "") == "JOB_RUNNING"; }, absl::Seconds(30)))
+    ASSERT_TRUE(WaitFor([&] { return state(job).value("state", "") == "RUNNING"; }, absl::Seconds(30)))
         << state(job).dump(2);
     kill(first.pid(), SIGINT);
     ASSERT_TRUE(WaitFor([&] { return !first.Running(); }, absl::Seconds(40))) << ReadFile(first.log());
@@ -158,7 +158,7 @@ TEST(LifecycleTest, CtrlCOnUpRequeuesRunningJobsAndTheyRunAgainWhenUpStartsAgain
   ASSERT_TRUE(WaitFor([&] { return ReadFile(second.log()).find("Trainyard is up") != std::string::npos; },
                       absl::Seconds(30)))
       << ReadFile(second.log());
-  ASSERT_TRUE(WaitFor([&] { return state(job).value("state", "") == "JOB_RUNNING"; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitFor([&] { return state(job).value("state", "") == "RUNNING"; }, absl::Seconds(30)))
       << state(job).dump(2);
   nlohmann::json d = state(job);
   EXPECT_TRUE(HasEvent(d, "requeued", "stopped with node node-0")) << d.dump(2);

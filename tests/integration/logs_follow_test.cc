@@ -83,7 +83,7 @@ replicas:
   WriteFile(go2, "");
   ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
   EXPECT_EQ(ReadFile(out), "first\nsecond\nthird\n");
-  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+  EXPECT_EQ(c.JobState(job), "SUCCEEDED");
 }
 
 TEST(LogsFollowTest, FollowShowsEveryAttemptOfARestartedTaskAndEndsWithTheJob) {
@@ -111,7 +111,7 @@ replicas:
   EXPECT_THAT(text, HasSubstr(absl::StrCat("==> ", job, "-worker-0 (attempt 1) <==\nrun 2\n")));
   EXPECT_THAT(text, HasSubstr("run 2 done\n"));
   EXPECT_LT(text.find("run 1\n"), text.find("run 2\n"));
-  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+  EXPECT_EQ(c.JobState(job), "SUCCEEDED");
 }
 
 TEST(LogsFollowTest, FollowGoesOnWhenTheTaskIsStartedOnAnotherNode) {
@@ -142,7 +142,7 @@ replicas:
   EXPECT_THAT(text, HasSubstr(absl::StrCat("==> ", job, "-worker-0 (attempt 1) <==\non node-1\n")));
   EXPECT_THAT(text, HasSubstr("attempt 0 of " + job + "-worker-0 ran on node-0, which is LOST"));
   EXPECT_THAT(text, HasSubstr("done on node-1\n"));
-  EXPECT_EQ(c.JobState(job), "JOB_SUCCEEDED");
+  EXPECT_EQ(c.JobState(job), "SUCCEEDED");
   int orphan = 0;
   if (absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(pids + "/node-0")), &orphan) && orphan > 1) {
     kill(orphan, SIGKILL);

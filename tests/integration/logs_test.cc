@@ -49,7 +49,7 @@ replicas:
   c.agent(gone).Kill();
   ASSERT_TRUE(WaitFor([&] {
     nlohmann::json t = Task0(c.Describe(job));
-    return t.value("node", "") != first && t.value("attempt", 0) == 1 && t.value("state", "") == "TASK_RUNNING";
+    return t.value("node", "") != first && t.value("attempt", 0) == 1 && t.value("state", "") == "RUNNING";
   }, absl::Seconds(30), absl::Milliseconds(100)))
       << c.Describe(job).dump(2);
   // The event names the attempt that `logs --attempt` reads.
@@ -103,7 +103,7 @@ replicas:
                                           After(c, "shapes", "attempt-0.stdout", "out2"), R"(echo err2 >&2']
 )"));
   ASSERT_EQ(job, "shapes");
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   EXPECT_EQ(Combined(c, {job, "worker/0"}), "out1\nerr1\nout2\nerr2\n");
   EXPECT_EQ(Combined(c, {job, "worker/0", "--tail", "3"}), "err1\nout2\nerr2\n");
   EXPECT_EQ(Combined(c, {job, "worker/0", "--prefix", "--tail", "1"}), "[shapes-worker-0] err2\n");
@@ -130,7 +130,7 @@ replicas:
     count: 2
     command: [sh, -c, 'echo "hello from $TRAINYARD_INDEX"']
 )");
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   CommandResult all = c.Cli({"logs", job});
   EXPECT_EQ(all.exit_code, 0) << all.err;
   EXPECT_THAT(all.out, HasSubstr("[pair-worker-0] hello from 0\n"));
@@ -147,7 +147,7 @@ replicas:
     resources: {gpus: 8, cpu: 0.5, memory: 64Mi}
     command: [sh, -c, 'exec sleep 600']
 )");
-  ASSERT_TRUE(c.WaitForState(big, "JOB_RUNNING")) << c.Describe(big).dump(2);
+  ASSERT_TRUE(c.WaitForState(big, "RUNNING")) << c.Describe(big).dump(2);
   std::string waits = c.Submit(R"(
 name: waits
 replicas:
@@ -155,7 +155,7 @@ replicas:
     resources: {gpus: 8, cpu: 0.5, memory: 64Mi}
     command: [sh, -c, 'echo finally started']
 )");
-  ASSERT_EQ(c.JobState(waits), "JOB_QUEUED");
+  ASSERT_EQ(c.JobState(waits), "QUEUED");
   CommandResult queued = c.Cli({"logs", waits});
   EXPECT_NE(queued.exit_code, 0);
   EXPECT_THAT(queued.err, HasSubstr("job waits has not started yet (QUEUED"));
@@ -166,7 +166,7 @@ replicas:
   c.Cli({"kill", big});
   ASSERT_TRUE(WaitFor([&] { return !follow.Running(); }, absl::Seconds(30))) << ReadFile(out);
   EXPECT_EQ(ReadFile(out), "finally started\n");
-  EXPECT_EQ(c.JobState(waits), "JOB_SUCCEEDED");
+  EXPECT_EQ(c.JobState(waits), "SUCCEEDED");
 }
 
 TEST(LogsTest, AChattyTasksLogIsCappedOnItsNodeAndSaysWhatWasDropped) {
@@ -177,7 +177,7 @@ replicas:
   worker:
     command: [sh, -c, 'i=0; while [ $i -lt 40000 ]; do echo "line $i of a chatty task"; i=$((i+1)); done']
 )");
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
   int64_t kept = 0;
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(c.dir() + "/node-0/logs/chatty/worker-0", ec)) {

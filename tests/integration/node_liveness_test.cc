@@ -39,7 +39,7 @@ std::map<std::string, std::string> TaskNodes(const nlohmann::json& d) {
 // busy catching up) shows nothing.
 std::string StallDamage(Cluster& c, const std::string& job, const std::map<std::string, std::string>& placed) {
   for (const auto& n : c.Nodes().value("nodes", nlohmann::json::array())) {
-    if (n["info"].value("state", "") == "NODE_LOST") return absl::StrCat("node ", n["info"].value("name", ""), " LOST");
+    if (n["info"].value("state", "") == "LOST") return absl::StrCat("node ", n["info"].value("name", ""), " LOST");
   }
   nlohmann::json d = c.Describe(job);
   for (const auto& t : d.value("tasks", nlohmann::json::array())) {
@@ -67,7 +67,7 @@ replicas:
     command: [sh, -c, 'exec sleep 600']
 )");
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
   std::map<std::string, std::string> placed = TaskNodes(c.Describe(job));
   // A whole node each: both nodes have a task to lose.
   ASSERT_GE(placed.size(), 2u);
@@ -92,20 +92,20 @@ replicas:
 
   nlohmann::json nodes = c.Nodes();
   for (const std::string name : {"node-0", "node-1"}) {
-    EXPECT_EQ(NodeView(nodes, name)["info"].value("state", ""), "NODE_READY") << nodes.dump(2);
+    EXPECT_EQ(NodeView(nodes, name)["info"].value("state", ""), "READY") << nodes.dump(2);
   }
   nlohmann::json d = c.Describe(job);
-  EXPECT_EQ(d.value("state", ""), "JOB_RUNNING") << d.dump(2);
+  EXPECT_EQ(d.value("state", ""), "RUNNING") << d.dump(2);
   EXPECT_EQ(TaskNodes(d), placed) << d.dump(2);
   for (const auto& t : d["tasks"]) {
-    EXPECT_EQ(t.value("state", ""), "TASK_RUNNING") << t.dump(2);
+    EXPECT_EQ(t.value("state", ""), "RUNNING") << t.dump(2);
     EXPECT_EQ(t.value("attempt", 0), 0) << t.dump(2);
   }
 }
 
 TEST(NodeLivenessTest, NodeBackWithinTheTimeoutWithFewerGpusIsScheduledOnItsNewSpec) {
   Cluster c({.nodes = 1, .gpus = 8, .node_timeout_ms = 10000});
-  ASSERT_EQ(NodeView(c.Nodes(), "node-0").value("free_gpu_mask", ""), "255");
+  ASSERT_EQ(NodeView(c.Nodes(), "node-0").value("free_gpu_mask", uint64_t{0}), 255u);
 
   // Same name, same data dir, back long before the node timeout: the server
   // never declares it lost, so only its new registration tells of 2 GPUs.
@@ -117,7 +117,7 @@ TEST(NodeLivenessTest, NodeBackWithinTheTimeoutWithFewerGpusIsScheduledOnItsNewS
       << ReadFile(c.agent(0).log());
   EXPECT_TRUE(WaitFor([&] {
     nlohmann::json n = NodeView(c.Nodes(), "node-0");
-    return n["info"].value("state", "") == "NODE_READY" && n.value("free_gpu_mask", "") == "3";
+    return n["info"].value("state", "") == "READY" && n.value("free_gpu_mask", uint64_t{0}) == 3;
   }, absl::Seconds(10), absl::Milliseconds(100)))
       << "the scheduler does not offer the node's 2 GPUs: " << c.Nodes().dump(2);
   EXPECT_EQ(NodeView(c.Nodes(), "node-0")["info"]["topology"].value("gpu_count", 0), 2) << c.Nodes().dump(2);
@@ -133,7 +133,7 @@ replicas:
   // Decided either way: waiting with a reason, or placed.
   ASSERT_TRUE(WaitFor([&] {
     nlohmann::json d = c.Describe(big);
-    return !d.value("reason", "").empty() || (!d.value("state", "").empty() && d["state"] != "JOB_QUEUED");
+    return !d.value("reason", "").empty() || (!d.value("state", "").empty() && d["state"] != "QUEUED");
   }, absl::Seconds(10), absl::Milliseconds(100)))
       << c.Describe(big).dump(2);
   // A job that fits runs: the scheduler has had its rounds since "big" came.
@@ -145,9 +145,9 @@ replicas:
     command: [sh, -c, 'exec sleep 600']
 )");
   ASSERT_FALSE(small.empty());
-  EXPECT_TRUE(c.WaitForState(small, "JOB_RUNNING")) << c.Describe(small).dump(2) << "\n" << c.Describe(big).dump(2);
+  EXPECT_TRUE(c.WaitForState(small, "RUNNING")) << c.Describe(small).dump(2) << "\n" << c.Describe(big).dump(2);
   nlohmann::json d = c.Describe(big);
-  EXPECT_EQ(d.value("state", ""), "JOB_QUEUED") << "placed beyond the node's 2 GPUs: " << d.dump(2);
+  EXPECT_EQ(d.value("state", ""), "QUEUED") << "placed beyond the node's 2 GPUs: " << d.dump(2);
   EXPECT_THAT(d.value("reason", ""), HasSubstr("needs 4 GPUs on one node")) << d.dump(2);
   c.Cli({"kill", small});
   c.Cli({"kill", big});

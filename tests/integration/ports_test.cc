@@ -87,7 +87,7 @@ replicas:
     resources: {cpu: 100m, memory: 64Mi, ports: 1}
     command: [sh, -c, 'true']
 )");
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   std::vector<std::string> endpoints = Endpoints(c.Describe(job));
   EXPECT_FALSE(endpoints.empty());
   for (const std::string& e : endpoints) EXPECT_NE(e, absl::StrCat("127.0.0.1:", first));
@@ -177,12 +177,12 @@ replicas:
   ASSERT_FALSE(b.empty());
   auto done = [&](const std::string& job) {
     std::string st = up.Describe(job).value("state", "");
-    return st == "JOB_SUCCEEDED" || st == "JOB_FAILED" || st == "JOB_KILLED";
+    return st == "SUCCEEDED" || st == "FAILED" || st == "KILLED";
   };
   ASSERT_TRUE(WaitFor([&] { return done(a) && done(b); }, absl::Seconds(60), absl::Milliseconds(100)));
   nlohmann::json da = up.Describe(a), db = up.Describe(b);
-  EXPECT_EQ(da.value("state", ""), "JOB_SUCCEEDED") << da.dump(2);
-  EXPECT_EQ(db.value("state", ""), "JOB_SUCCEEDED") << db.dump(2);
+  EXPECT_EQ(da.value("state", ""), "SUCCEEDED") << da.dump(2);
+  EXPECT_EQ(db.value("state", ""), "SUCCEEDED") << db.dump(2);
   EXPECT_EQ(ReadFile(out + "/a"), "127.0.0.2");
   EXPECT_EQ(ReadFile(out + "/b"), "127.0.0.3");
   std::vector<std::string> all = Endpoints(da);

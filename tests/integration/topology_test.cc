@@ -33,7 +33,7 @@ TEST(TopologyTest, TwoGpuTasksGetOneSwitchOfANonContiguousGrouping) {
   nlohmann::json nodes = c.Nodes();
   ASSERT_EQ(nodes["nodes"].size(), 1u) << nodes.dump(2);
   EXPECT_EQ(nodes["nodes"][0]["info"]["topology"]["switches"],
-            nlohmann::json::array({"5", "10", "80", "160"}));
+            nlohmann::json::array({5, 10, 80, 160}));
   std::string out = c.dir() + "/out";
   ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
   std::string job = c.Submit(absl::StrCat(R"(
@@ -46,7 +46,7 @@ replicas:
     command: [sh, -c, 'env > $OUT/$TRAINYARD_TASK_NAME.env']
 )"));
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   const std::set<std::string> switches = {"0,2", "1,3", "4,6", "5,7"};
   std::set<std::string> seen;
   nlohmann::json d = c.Describe(job);

@@ -80,7 +80,7 @@ std::string MakeOut(const Cluster& c) {
 bool AllGpusFree(Cluster& c) {
   nlohmann::json nodes = c.Nodes();
   for (const auto& n : nodes["nodes"]) {
-    if (n["free_gpu_mask"] != "255") return false;
+    if (n["free_gpu_mask"] != 255) return false;
   }
   return true;
 }
@@ -100,7 +100,7 @@ replicas:
     command: [sh, -c, ')", bin, " worker barrier && ", bin, " worker barrier && ", bin, R"( worker state COMPLETED']
 )"));
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
   absl::Time done = absl::Now();
   nlohmann::json d = c.Describe(job);
   // The job master or the server's own view of the exits ends it, whichever
@@ -121,7 +121,7 @@ TEST(TrainingTest, ParameterServerExampleTrainsToItsLossAndLeavesNothingBehind) 
   Cluster c({.nodes = 2});
   std::string out = MakeOut(c);
   std::string job = c.Submit(PsSgdSpec("sgd", out, 3, 1, 12, 0));
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(90))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(90))) << c.Describe(job).dump(2);
   CommandResult logs = c.Cli({"logs", job, "worker/0"});
   EXPECT_EQ(logs.exit_code, 0) << logs.err;
   double loss = FinalLoss(logs.out);
@@ -147,7 +147,7 @@ TEST(TrainingTest, KilledWorkerRestartsWithItsIdAndResumesFromTheCheckpoint) {
   ASSERT_GT(pid, 1);
   ASSERT_TRUE(Alive(pid));
   kill(pid, SIGKILL);
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(90))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(90))) << c.Describe(job).dump(2);
   nlohmann::json t = Task(c.Describe(job), "worker", 1);
   EXPECT_EQ(t["worker_id"], id_before);
   EXPECT_GE(t["restarts"].get<int>(), 1);
@@ -173,8 +173,8 @@ replicas:
     resources: {gpus: 4}
     command: [sh, -c, 'sleep 1']
 )");
-  ASSERT_TRUE(c.WaitForState(prod, "JOB_SUCCEEDED", absl::Seconds(60))) << c.Describe(prod).dump(2);
-  ASSERT_TRUE(c.WaitForState(ptr, "JOB_SUCCEEDED", absl::Seconds(120))) << c.Describe(ptr).dump(2);
+  ASSERT_TRUE(c.WaitForState(prod, "SUCCEEDED", absl::Seconds(60))) << c.Describe(prod).dump(2);
+  ASSERT_TRUE(c.WaitForState(ptr, "SUCCEEDED", absl::Seconds(120))) << c.Describe(ptr).dump(2);
   std::string log = c.Cli({"logs", ptr, "worker/0"}).out;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(log, m, std::regex("resumed from epoch (\\d+)"))) << log;
@@ -213,7 +213,7 @@ TEST(TrainingTest, WorkerOfALostNodeIsStartedElsewhereAndTrainingContinues) {
   }
   ASSERT_TRUE(WaitFor([&] { return Task(c.Describe(job), "worker", 1)["node"] != lost; }, absl::Seconds(30),
                       absl::Milliseconds(200)));
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(120))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(120))) << c.Describe(job).dump(2);
   nlohmann::json t = Task(c.Describe(job), "worker", 1);
   EXPECT_EQ(t["worker_id"], Task(before, "worker", 1)["worker_id"]);
   // Its hosts file names the node it runs on now.
@@ -245,7 +245,7 @@ replicas:
   EXPECT_THAT(r.out, HasSubstr("its master runs here at 127.0.0.1:"));
   EXPECT_THAT(r.out, HasSubstr("SUCCEEDED"));
   nlohmann::json d = c.Describe("inclient");
-  EXPECT_EQ(d["state"], "JOB_SUCCEEDED");
+  EXPECT_EQ(d["state"], "SUCCEEDED");
   EXPECT_EQ(d["tasks"].size(), 3u) << "no master task on the cluster";
   EXPECT_THAT(d["job_master"].get<std::string>(), HasSubstr("127.0.0.1:"));
 }

@@ -295,7 +295,7 @@ Diagnosis DiagnoseRole(const ClusterState& state, const GangPlacer& placer, JobS
   }
   if (gang != nullptr && (b.fit > 0 || b.fit_ignoring_reservations > 0)) {
     std::string text = absl::StrCat(
-        "gang needs ", role.MinAvailable(), " ", role.name, " tasks of ",
+        "gang needs ", role.MinAvailable(), " ", role.name, role.MinAvailable() == 1 ? " task of " : " tasks of ",
         DescribeRequest(role.resource), " at once; only ", gang->short_placed, " fit now");
     if (gang->blocked_by_reservation) absl::StrAppend(&text, " outside reserved nodes");
     if (!role.resource.ports.Empty()) {

@@ -1,0 +1,123 @@
+// The node verbs: `nodes` (the list with GPU bitmaps), and the admin verbs
+// `cordon`, `uncordon`, `drain` and `node remove`. Admin verbs: once users
+// are authenticated, the server refuses them to anyone but a cluster admin
+// (see ClientService).
+#include <algorithm>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "cli/text.h"
+#include "cli/verb_common.h"
+#include "core/resources/gpu_set.h"
+
+namespace trainyard::cli {
+namespace {
+
+std::string NodeStateText(v1::NodeState s) {
+  std::string name = v1::NodeState_Name(s);
+  return name.rfind("NODE_", 0) == 0 ? name.substr(5) : name;
+}
+
+// One row of `nodes`. A LOST node's free resources are not known (its agent
+// is silent): drawn as ? rather than as a full node.
+std::vector<std::string> NodeRow(const v1::NodeView& n) {
+  const auto& info = n.info();
+  int count = info.topology().gpu_count();
+  std::vector<std::string> labels;
+  for (const auto& [k, v] : info.labels()) labels.push_back(Printable(k + "=" + v));
+  std::sort(labels.begin(), labels.end());
+  std::string label_text = labels.empty() ? "-" : absl::StrJoin(labels, ",");
+  std::string reason = n.reason().empty() ? "-" : Printable(n.reason());
+  if (info.state() == v1::NODE_LOST) {
+    std::string unknown;
+    for (int i = 0; i < count; ++i) unknown += "?";
+    return {info.name(), "LOST", count ? unknown : "-", "?",
+            absl::StrCat("?/", info.capacity().memory_mb(), " MB"),
+            absl::StrFormat("?/%.1f", info.capacity().vcores_milli() / 1000.0), "?", "?", label_text,
+            n.reason().empty() ? absl::StrCat("no heartbeat since ", TimeText(n.last_heartbeat_unix_ms())) : reason};
+  }
+  uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
+  uint64_t used = all & ~n.free_gpu_mask();
+  return {info.name(), NodeStateText(info.state()), GpuBitmap(used, count),
+          used ? core::GpuSet(used).ToString() : "-",
+          absl::StrCat(n.free_memory_mb(), "/", info.capacity().memory_mb(), " MB"),
+          absl::StrFormat("%.1f/%.1f", n.free_vcores_milli() / 1000.0, info.capacity().vcores_milli() / 1000.0),
+          absl::StrCat(n.ports_in_use()), absl::StrCat(n.tasks_size()), label_text, reason};
+}
+
+int Nodes(Common& f) {
+  return RunListing("nodes", f, &v1::Trainyard::Stub::ListNodes, v1::ListNodesRequest(),
+                    [](const v1::ListNodesResponse& resp) {
+                      Table t({"NODE", "STATE", "GPUS (■ used)", "USED", "MEMORY FREE/ALL", "VCORES FREE/ALL",
+                               "PORTS USED", "TASKS", "LABELS", "REASON"});
+                      for (const auto& n : resp.nodes()) t.Add(NodeRow(n));
+                      return t;
+                    });
+}
+
+struct AdminFlags : Common {
+  std::string node;
+  std::string reason;
+};
+
+using AdminRpc = grpc::Status (v1::Trainyard::Stub::*)(grpc::ClientContext*, const v1::NodeAdminRequest&,
+                                                       v1::NodeAdminResponse*);
+
+int Administer(const char* verb, AdminRpc rpc, const AdminFlags& f) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::NodeAdminRequest req;
+  req.set_node(f.node);
+  req.set_reason(f.reason);
+  v1::NodeAdminResponse resp;
+  auto ctx = Context();
+  grpc::Status st = ((*stub).*rpc)(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError(verb, address, st);
+  if (f.output == "json") {
+    std::cout << ToJson(resp) << "\n";
+    return kExitOk;
+  }
+  if (std::string(verb) == "node remove") {
+    std::cout << "node " << f.node << " removed\n";
+  } else {
+    std::cout << "node " << f.node << ": " << NodeStateText(resp.node().info().state());
+    if (std::string(verb) == "drain") std::cout << " (" << Count(resp.evicted(), "task") << " leaving it)";
+    std::cout << "\n";
+  }
+  return kExitOk;
+}
+
+void AddAdmin(CLI::App* parent, const char* name, const char* verb, const char* help, AdminRpc rpc, bool reason,
+              int* exit_code) {
+  auto* f = new AdminFlags();  // lives as long as the app (verbs are registered once)
+  auto* c = parent->add_subcommand(name, help);
+  c->add_option("node", f->node, "node name")->required();
+  if (reason) c->add_option("--reason", f->reason, "why (shown in trainyard nodes)");
+  AddCommon(c, f, true);
+  c->callback([exit_code, verb, rpc, f] { *exit_code = Administer(verb, rpc, *f); });
+}
+
+}  // namespace
+
+void RegisterNodeVerbs(CLI::App& app, int* exit_code) {
+  static Common nodes;
+  auto* c = app.add_subcommand("nodes", "List nodes with their GPU bitmaps, state and why one takes no tasks");
+  AddCommon(c, &nodes, true);
+  c->callback([exit_code] { *exit_code = Nodes(nodes); });
+
+  AddAdmin(&app, "cordon", "cordon", "Admin: no new tasks on a node (its tasks stay)",
+           &v1::Trainyard::Stub::CordonNode, true, exit_code);
+  AddAdmin(&app, "uncordon", "uncordon",
+           "Admin: a cordoned, drained or degraded node takes tasks again",
+           &v1::Trainyard::Stub::UncordonNode, false, exit_code);
+  AddAdmin(&app, "drain", "drain",
+           "Admin: no new tasks on a node, and its tasks are moved elsewhere (not counted as restarts)",
+           &v1::Trainyard::Stub::DrainNode, true, exit_code);
+  auto* node = app.add_subcommand("node", "Admin: node commands");
+  node->require_subcommand(1);
+  AddAdmin(node, "remove", "node remove", "Forget a LOST node", &v1::Trainyard::Stub::RemoveNode, false, exit_code);
+}
+
+}  // namespace trainyard::cli

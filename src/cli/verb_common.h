@@ -1,0 +1,52 @@
+// What the client verbs share: the --server / -o flags and a listing call
+// printed as a table or as JSON.
+#pragma once
+
+#include <iostream>
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/time/clock.h"
+#include "cli/client.h"
+#include "cli/table.h"
+#include "cli/verbs.h"
+
+namespace trainyard::cli {
+
+struct Common {
+  std::string server;
+  std::string output = "table";
+};
+
+// --server, and -o/--output when the verb prints a view.
+inline void AddCommon(CLI::App* cmd, Common* c, bool listing) {
+  cmd->add_option("--server", c->server, "server address host:port (default $TRAINYARD_SERVER or 127.0.0.1:7450)");
+  if (listing) cmd->add_option("-o,--output", c->output, "table or json")->check(CLI::IsMember({"table", "json"}));
+}
+
+inline int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }
+
+// A listing verb (jobs, nodes, queues): one call to the server, printed as
+// JSON with -o json, else as the table `render` makes of it.
+template <typename Request, typename Response, typename Render>
+int RunListing(const char* verb, const Common& f,
+               grpc::Status (v1::Trainyard::Stub::*rpc)(grpc::ClientContext*, const Request&, Response*),
+               const Request& req, Render render) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  Response resp;
+  auto ctx = Context();
+  grpc::Status st = ((*stub).*rpc)(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError(verb, address, st);
+  if (f.output == "json") {
+    std::cout << ToJson(resp) << "\n";
+  } else {
+    std::cout << render(resp).Render();
+  }
+  return kExitOk;
+}
+
+// nodes, cordon, uncordon, drain, node remove (node_verbs.cc).
+void RegisterNodeVerbs(CLI::App& app, int* exit_code);
+
+}  // namespace trainyard::cli

@@ -1,0 +1,371 @@
+// Node administration and node health in the control state, driven
+// directly: cordon, drain, remove, a node whose launches fail or whose disk
+// is full, and a deleted job's name freed.
+#include "absl/strings/str_cat.h"
+#include "api/job_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/control_state.h"
+#include "server/test_node.h"
+
+namespace trainyard::server {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FakeBackend : public ExecutionBackend {
+ public:
+  void Registered(const std::string&, const v1::Registered&) override {}
+  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
+  void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
+  void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
+  std::vector<std::pair<std::string, v1::TaskSpec>> launches;
+  std::vector<std::pair<std::string, v1::KillTask>> kills;
+};
+
+constexpr char kJob[] = R"(
+name: train
+replicas:
+  worker:
+    count: 1
+    resources: {gpus: 1}
+    command: [train]
+    restartPolicy: OnFailure
+    maxRestarts: 3
+)";
+
+class ControlAdminTest : public ::testing::Test {
+ protected:
+  void SetUp() override { Make(StoreSnapshot{}); }
+
+  void Make(const StoreSnapshot& snap) {
+    config_.kill_grace_ms = 100;
+    config_.jobmaster_enabled = false;
+    auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+    state_->Recover(snap, {}, now_);
+  }
+
+  void Register(const std::string& node, uint64_t session) {
+    ASSERT_TRUE(state_->RegisterAgent(testing::TestNode(node, 8), session, now_).ok());
+  }
+
+  std::string Submit(const std::string& yaml) {
+    auto spec = api::LoadJobSpec(yaml, config_.limits);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    auto prepared = state_->PrepareSubmit(*spec, now_);
+    EXPECT_TRUE(prepared.ok()) << prepared.status();
+    auto resp = state_->AcceptCommitted(*prepared, absl::OkStatus());
+    return resp.ok() ? resp->job() : "";
+  }
+
+  // The status of the last launch sent, from its node.
+  void Status(v1::TaskState s, bool node_fault = false) {
+    // Copies: the status may send a new launch, which moves the vector.
+    const auto [node, t] = backend_.launches.back();
+    v1::TaskStatus st;
+    st.set_job(t.job());
+    st.set_role(t.role());
+    st.set_index(t.index());
+    st.set_attempt(t.attempt());
+    st.set_state(s);
+    st.set_node_fault(node_fault);
+    if (node_fault) st.mutable_exit()->set_message("the agent could not start it: cannot write /d/work/hosts");
+    state_->OnTaskStatus(node, st, now_);
+  }
+
+  v1::TaskView Task(const std::string& job) { return state_->Describe(job)->tasks(0); }
+  v1::NodeView NodeOf(const std::string& node) { return *state_->NodeViewOf(node); }
+  // The node records of the next write.
+  std::vector<v1::NodeRecord> WrittenNodes(std::vector<std::string>* deleted = nullptr) {
+    std::vector<v1::NodeRecord> out;
+    std::optional<Persister::Write> w = state_->TakeWrite();
+    if (!w) return out;
+    for (const auto& op : w->batch.ops()) {
+      if (auto* put = std::get_if<WriteBatch::PutNodeOp>(&op)) out.push_back(put->node);
+      if (auto* del = std::get_if<WriteBatch::DeleteNodeOp>(&op); del && deleted) deleted->push_back(del->name);
+    }
+    state_->WriteDone(*w, absl::OkStatus(), false);
+    return out;
+  }
+
+  ServerConfig config_;
+  FakeBackend backend_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  std::unique_ptr<ControlState> state_;
+};
+
+TEST_F(ControlAdminTest, ACordonedNodeTakesNoNewTaskAndStaysCordonedAcrossARestart) {
+  Register("n1", 1);
+  ASSERT_TRUE(state_->Cordon("n1", "bad fan").ok());
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_CORDONED);
+  EXPECT_EQ(NodeOf("n1").reason(), "cordoned: bad fan");
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  EXPECT_TRUE(backend_.launches.empty());
+  std::vector<v1::NodeRecord> written = WrittenNodes();
+  ASSERT_EQ(written.size(), 1u);
+  EXPECT_TRUE(written[0].cordoned());
+
+  // A restarted server reads the cordon back; the node registers cordoned.
+  StoreSnapshot snap;
+  snap.nodes = written;
+  Make(snap);
+  Register("n1", 2);
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_CORDONED);
+  job = Submit(kJob);
+  state_->RunRound(now_);
+  EXPECT_TRUE(backend_.launches.empty());
+  ASSERT_TRUE(state_->Uncordon("n1").ok());
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  EXPECT_EQ(state_->Cordon("n9", "").code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ControlAdminTest, DrainMovesATaskElsewhereWithoutChargingARestart) {
+  Register("n1", 1);
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  Status(v1::TASK_RUNNING);
+  Register("n2", 2);
+  absl::StatusOr<int> evicted = state_->Drain("n1", "", now_);
+  ASSERT_TRUE(evicted.ok());
+  EXPECT_EQ(*evicted, 1);
+  ASSERT_EQ(backend_.kills.size(), 1u);
+  EXPECT_EQ(backend_.kills[0].first, "n1");
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_DRAINING);
+  Status(v1::TASK_KILLED);  // the task stopped on n1
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  EXPECT_EQ(backend_.launches[1].first, "n2");
+  EXPECT_EQ(Task(job).restarts(), 0);
+  EXPECT_EQ(Task(job).node(), "n2");
+  EXPECT_EQ(Task(job).state(), v1::TASK_LAUNCHING);
+}
+
+TEST_F(ControlAdminTest, DrainRequeuesAJobWhoseTaskMayNotRestart) {
+  Register("n1", 1);
+  std::string never = kJob;
+  never.replace(never.find("OnFailure"), 9, "Never");
+  std::string job = Submit(never);
+  state_->RunRound(now_);
+  Status(v1::TASK_RUNNING);
+  ASSERT_TRUE(state_->Drain("n1", "maintenance", now_).ok());
+  Status(v1::TASK_KILLED);
+  EXPECT_EQ(state_->Describe(job)->state(), v1::JOB_QUEUED);
+  EXPECT_THAT(state_->Describe(job)->reason(), HasSubstr("drain of node n1"));
+  Register("n2", 2);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.launches.back().first, "n2");
+  EXPECT_EQ(Task(job).restarts(), 0);
+}
+
+TEST_F(ControlAdminTest, ANodeWhoseLaunchesFailIsTakenOutAndTheTaskGoesElsewhereUncharged) {
+  Register("n1", 1);
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  Status(v1::TASK_FAILED, /*node_fault=*/true);
+  ASSERT_EQ(backend_.launches.size(), 2u) << "tried again, not failed";
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY) << "one failure is not enough";
+  Status(v1::TASK_FAILED, /*node_fault=*/true);
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_DEGRADED);
+  EXPECT_THAT(NodeOf("n1").reason(), HasSubstr("2 launches in a row failed on it: the agent could not start it"));
+  EXPECT_EQ(state_->Describe(job)->state(), v1::JOB_QUEUED) << "no other node can take it";
+  Register("n2", 2);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.launches.back().first, "n2");
+  Status(v1::TASK_RUNNING);
+  EXPECT_EQ(Task(job).restarts(), 0);
+  ASSERT_TRUE(state_->Uncordon("n1").ok());
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY) << "an admin puts it back";
+}
+
+TEST_F(ControlAdminTest, ANodeShortOfDiskTakesNoTasksUntilItHasRoomAgain) {
+  Register("n1", 1);
+  v1::Heartbeat hb;
+  hb.set_data_free_mb(10);
+  state_->OnHeartbeat("n1", hb, now_);
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_DEGRADED);
+  EXPECT_EQ(NodeOf("n1").reason(), "only 10 MB free in the agent's data dir (below 100 MB)");
+  Submit(kJob);
+  state_->RunRound(now_);
+  EXPECT_TRUE(backend_.launches.empty());
+  hb.set_data_free_mb(5000);
+  state_->OnHeartbeat("n1", hb, now_);
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.launches.size(), 1u);
+}
+
+TEST_F(ControlAdminTest, OnlyALostNodeIsRemovedAndItsRecordGoes) {
+  Register("n1", 1);
+  EXPECT_EQ(state_->RemoveNode("n1", now_).code(), absl::StatusCode::kFailedPrecondition);
+  state_->AgentDisconnected("n1", 1);
+  now_ += absl::Milliseconds(config_.node_timeout_ms + 1000);
+  state_->RunRound(now_);
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_LOST);
+  WrittenNodes();
+  ASSERT_TRUE(state_->RemoveNode("n1", now_).ok());
+  EXPECT_FALSE(state_->NodeViewOf("n1").has_value());
+  std::vector<std::string> deleted;
+  WrittenNodes(&deleted);
+  EXPECT_EQ(deleted, std::vector<std::string>{"n1"});
+}
+
+TEST_F(ControlAdminTest, ADeletedJobsNameIsFreeAndItsRecordIsKeptUnderItsId) {
+  Register("n1", 1);
+  std::string job = Submit(kJob);
+  EXPECT_EQ(state_->DeleteJob(job, now_).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(state_->Kill(job, "", now_).ok());
+  absl::StatusOr<v1::DeleteJobResponse> del = state_->DeleteJob(job, now_);
+  ASSERT_TRUE(del.ok()) << del.status();
+  EXPECT_EQ(del->kept_as(), absl::StrCat("train#", del->id()));
+  std::optional<Persister::Write> w = state_->TakeWrite();
+  ASSERT_TRUE(w.has_value());
+  bool renamed = false;
+  for (const auto& op : w->batch.ops()) {
+    if (auto* u = std::get_if<WriteBatch::UpdateJobOp>(&op)) {
+      renamed |= u->job.name() == del->kept_as() && u->job.deleted_time_ms() != 0;
+    }
+  }
+  EXPECT_TRUE(renamed);
+  EXPECT_EQ(Submit(kJob), "train-2") << "taken until the rename is durable";
+  state_->ReleaseName(job);
+  EXPECT_EQ(Submit(kJob), "train");
+}
+
+// The published node views are reused while nothing they show changes
+// (NodeViewSig); each admin state and the server's own reasons change what
+// `nodes` shows, so each must give a new view.
+TEST_F(ControlAdminTest, CordonDrainAndDegradedNodesArePublishedAsTheyChange) {
+  Register("n1", 1);
+  ViewStore::NodesPtr first = state_->PublishedNodes();
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ(state_->PublishedNodes()->at(0).view.get(), first->at(0).view.get()) << "unchanged: the same view is shared";
+
+  ASSERT_TRUE(state_->Cordon("n1", "bad fan").ok());
+  ViewStore::NodesPtr cordoned = state_->PublishedNodes();
+  EXPECT_NE(cordoned->at(0).view.get(), first->at(0).view.get());
+  EXPECT_EQ(cordoned->at(0).view->info().state(), v1::NODE_CORDONED);
+  EXPECT_EQ(cordoned->at(0).view->reason(), "cordoned: bad fan");
+  EXPECT_TRUE(cordoned->at(0).view->cordoned());
+
+  ASSERT_TRUE(state_->Uncordon("n1").ok());
+  ViewStore::NodesPtr back = state_->PublishedNodes();
+  EXPECT_EQ(back->at(0).view->info().state(), v1::NODE_READY);
+  EXPECT_EQ(back->at(0).view->reason(), "");
+  EXPECT_FALSE(back->at(0).view->cordoned());
+
+  ASSERT_TRUE(state_->Drain("n1", "", now_).ok());
+  EXPECT_EQ(state_->PublishedNodes()->at(0).view->info().state(), v1::NODE_DRAINING);
+  ASSERT_TRUE(state_->Uncordon("n1").ok());
+
+  v1::Heartbeat hb;
+  hb.set_data_free_mb(10);
+  state_->OnHeartbeat("n1", hb, now_);
+  ViewStore::NodesPtr degraded = state_->PublishedNodes();
+  EXPECT_EQ(degraded->at(0).view->info().state(), v1::NODE_DEGRADED);
+  EXPECT_EQ(degraded->at(0).Full().data_free_mb(), 10) << "published beside the view, as heartbeat times are";
+  hb.set_data_free_mb(5000);
+  state_->OnHeartbeat("n1", hb, now_);
+  ViewStore::NodesPtr roomy = state_->PublishedNodes();
+  EXPECT_EQ(roomy->at(0).view->info().state(), v1::NODE_READY);
+  hb.set_data_free_mb(4990);  // a heartbeat's new figure alone builds no view
+  state_->OnHeartbeat("n1", hb, now_);
+  ViewStore::NodesPtr later = state_->PublishedNodes();
+  EXPECT_EQ(later->at(0).view.get(), roomy->at(0).view.get());
+  EXPECT_EQ(later->at(0).Full().data_free_mb(), 4990);
+
+  // An agent that says it is stopping: its node takes nothing new.
+  state_->AgentDraining("n1", "its agent was stopped by signal 15", now_);
+  ViewStore::NodesPtr stopping = state_->PublishedNodes();
+  EXPECT_EQ(stopping->at(0).view->info().state(), v1::NODE_DRAINING);
+  EXPECT_EQ(stopping->at(0).view->reason(), "its agent was stopped by signal 15");
+  Submit(kJob);
+  state_->RunRound(now_);
+  EXPECT_TRUE(backend_.launches.empty());
+  state_->AgentDisconnected("n1", 1);
+  Register("n1", 2);  // the agent is back
+  EXPECT_EQ(state_->PublishedNodes()->at(0).view->info().state(), v1::NODE_READY);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.launches.size(), 1u);
+}
+
+// DEGRADED is not stored: a restarted server judges the node again from its
+// agent's new registration and heartbeats.
+TEST_F(ControlAdminTest, ARestartedServerJudgesADegradedNodeAgainFromItsReports) {
+  Register("n1", 1);
+  Register("n2", 2);
+  v1::Heartbeat low;
+  low.set_data_free_mb(10);
+  state_->OnHeartbeat("n2", low, now_);
+  Submit(kJob);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.back().first, "n1");
+  Status(v1::TASK_FAILED, /*node_fault=*/true);
+  Status(v1::TASK_FAILED, /*node_fault=*/true);
+  ASSERT_EQ(NodeOf("n1").info().state(), v1::NODE_DEGRADED);
+  ASSERT_EQ(NodeOf("n2").info().state(), v1::NODE_DEGRADED);
+  std::vector<v1::NodeRecord> written = WrittenNodes();
+  for (const v1::NodeRecord& n : written) EXPECT_FALSE(n.cordoned() || n.draining()) << n.info().name();
+
+  StoreSnapshot snap;
+  snap.nodes = written;
+  Make(snap);
+  Register("n1", 3);
+  Register("n2", 4);
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY) << "its launches are tried again";
+  EXPECT_EQ(NodeOf("n2").info().state(), v1::NODE_READY) << "until its first heartbeat";
+  state_->OnHeartbeat("n2", low, now_);
+  EXPECT_EQ(NodeOf("n2").info().state(), v1::NODE_DEGRADED) << "still short of disk";
+}
+
+// A job that reuses a deleted job's name is a new job: its checkpoint dir
+// is its own, so it does not resume from the old job's checkpoints.
+TEST_F(ControlAdminTest, AJobThatReusesADeletedJobsNameGetsItsOwnCheckpointDir) {
+  Register("n1", 1);
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  std::string old_dir = backend_.launches[0].second.env().at("TRAINYARD_CHECKPOINT_DIR");
+  uint64_t old_id = backend_.launches[0].second.job_id();
+  EXPECT_EQ(old_dir, absl::StrCat(config_.checkpoint_root, "/train.", old_id));
+  // Moved to another node, the same job resumes from its own directory.
+  Status(v1::TASK_RUNNING);
+  Register("n2", 2);
+  ASSERT_TRUE(state_->Drain("n1", "", now_).ok());
+  Status(v1::TASK_KILLED);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  EXPECT_EQ(backend_.launches[1].second.env().at("TRAINYARD_CHECKPOINT_DIR"), old_dir);
+  Status(v1::TASK_RUNNING);
+  Status(v1::TASK_SUCCEEDED);
+  ASSERT_EQ(state_->Describe(job)->state(), v1::JOB_SUCCEEDED);
+  ASSERT_TRUE(state_->DeleteJob(job, now_).ok());
+  state_->ReleaseName(job);
+  ASSERT_EQ(Submit(kJob), "train");
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 3u);
+  const v1::TaskSpec& reused = backend_.launches[2].second;
+  EXPECT_NE(reused.job_id(), old_id);
+  EXPECT_NE(reused.env().at("TRAINYARD_CHECKPOINT_DIR"), old_dir);
+  EXPECT_EQ(reused.env().at("TRAINYARD_CHECKPOINT_DIR"), absl::StrCat(config_.checkpoint_root, "/train.", reused.job_id()));
+}
+
+// Counts are said in words a person would use: "1 task", not "1 tasks".
+TEST_F(ControlAdminTest, AOneTaskJobsEventsSayTaskInTheSingular) {
+  Register("n1", 1);
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  Status(v1::TASK_RUNNING);
+  std::string texts;
+  absl::StatusOr<v1::JobView> view = state_->Describe(job);
+  ASSERT_TRUE(view.ok()) << view.status();
+  for (const v1::JobEvent& e : view->events()) absl::StrAppend(&texts, e.text(), "\n");
+  EXPECT_THAT(texts, HasSubstr("(1 task, priority iteration)"));
+  EXPECT_THAT(texts, HasSubstr("its task is running"));
+  EXPECT_THAT(texts, ::testing::Not(HasSubstr("1 tasks")));
+}
+
+}  // namespace
+}  // namespace trainyard::server
