@@ -79,19 +79,20 @@ queues:
 // Found by fuzz/ (queue_config): each of these cast a double beyond int64
 // (undefined behaviour) or let .nan through every check.
 TEST(QueueConfigYamlTest, NumbersOutOfRangeOrNotFiniteAreRefused) {
+  // Old snake_case keys are read as the camelCase ones they stand for.
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, min_share: {memory_mb: 1e300}}\n", "q.yaml")
                 .status()
                 .message(),
-            "q.yaml:2: queue root.a: min_share: memory_mb: expected a whole number, got 1e+300");
-  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, min_share: {vcores: 1e300}}\n", "q.yaml")
+            "q.yaml:2: queue root.a: minShare: memory: '1e300' is not a memory quantity like 1024 (MiB), 512Mi "
+            "or 4Gi");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, minShare: {cpu: 1e300}}\n", "q.yaml")
                 .status()
                 .message(),
-            "q.yaml:2: queue root.a: min_share: vcores: 1e+300 is out of range (at most 1e+09 "
-            "cores)");
-  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, min_share: {gpus: 1e12}}\n", "q.yaml")
+            "q.yaml:2: queue root.a: minShare: cpu: '1e300' is not a CPU quantity like 2, 1.5 or 500m");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, minShare: {gpus: 1e12}}\n", "q.yaml")
                 .status()
                 .message(),
-            "q.yaml:2: queue root.a: min_share: gpus: 1000000000000 is out of range");
+            "q.yaml:2: queue root.a: minShare: gpus: 1000000000000 is out of range");
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, capacity: .nan}\n", "q.yaml")
                 .status()
                 .message(),

@@ -56,7 +56,7 @@ TEST(MasterFailuresTest, AMissedPingWorkerIsHandedToTheServerAndTheJobGoesOn) {
   EXPECT_EQ(terminator.failures[1].worker_id, 1);
   EXPECT_EQ(terminator.failures[1].attempt, 2) << "the attempt it registered with";
   EXPECT_EQ(terminator.failures[1].job, "bert");
-  EXPECT_EQ(terminator.failures[0].reason, "no ping for 4s (3 missed pings at an interval of 1s)");
+  EXPECT_EQ(terminator.failures[0].reason, "no ping for 4 s (3 missed pings at an interval of 1 s)");
   EXPECT_FALSE(state.job_end().has_value()) << "the server's restart policy decides, not the master";
   // Restarted by its agent, the worker registers again and the job can end well.
   Start(state, 3, 0, /*attempt=*/1, now);

@@ -68,8 +68,11 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config)
     if (!file->policy.empty()) opt.queue_policy = file->policy;
     if (config.default_queue.empty()) config.default_queue = file->default_queue;
   }
-  if (config.default_queue.empty()) config.default_queue = "default";
-  if (!api::IsLeafQueue(opt.queues, config.default_queue)) {
+  // A default queue someone chose must exist; the implicit "default" need
+  // not (a job that names no queue is then refused, naming the queues).
+  bool chosen = !config.default_queue.empty();
+  if (!chosen) config.default_queue = "default";
+  if (chosen && !api::IsLeafQueue(opt.queues, config.default_queue)) {
     return absl::InvalidArgumentError(absl::StrCat("defaultQueue: '", config.default_queue,
                                                    "' is not a leaf queue of the queue config"));
   }

@@ -94,7 +94,7 @@ TEST(JobMasterStrangerTest, AFarAheadBarrierGenerationIsRefusedAndTheJobsBarrier
   EXPECT_FALSE(Connects("127.0.0.2", port)) << "the master listens on every address";
 
   WriteFile(out + "/go", "");
-  ASSERT_TRUE(c.WaitForState(job, "JOB_SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
   for (int i = 0; i < kWorkers; ++i) {
     EXPECT_EQ(ReadFile(absl::StrCat(out, "/progress-", i)), "passed 0\npassed 1\npassed 2\n")
         << "worker " << i;
