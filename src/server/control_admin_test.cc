@@ -5,6 +5,7 @@
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/test_backend.h"
 #include "server/control_state.h"
 #include "server/test_node.h"
 
@@ -12,16 +13,6 @@ namespace trainyard::server {
 namespace {
 
 using ::testing::HasSubstr;
-
-class FakeBackend : public ExecutionBackend {
- public:
-  void Registered(const std::string&, const v1::Registered&) override {}
-  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
-  void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
-  void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
-  std::vector<std::pair<std::string, v1::TaskSpec>> launches;
-  std::vector<std::pair<std::string, v1::KillTask>> kills;
-};
 
 constexpr char kJob[] = R"(
 name: train
@@ -91,7 +82,7 @@ class ControlAdminTest : public ::testing::Test {
   }
 
   ServerConfig config_;
-  FakeBackend backend_;
+  testing::RecordingBackend backend_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   std::unique_ptr<ControlState> state_;
 };

@@ -7,6 +7,7 @@
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/test_backend.h"
 #include "server/control_state.h"
 #include "server/test_node.h"
 
@@ -15,19 +16,6 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-class RecordingBackend : public ExecutionBackend {
- public:
-  void Registered(const std::string&, const v1::Registered&) override {}
-  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
-  void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
-  void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
-  void Drained(const std::string& node) override { drained.push_back(node); }
-
-  std::vector<std::pair<std::string, v1::TaskSpec>> launches;
-  std::vector<std::pair<std::string, v1::KillTask>> kills;
-  std::vector<std::string> drained;
-};
 
 class ControlLifecycleTest : public ::testing::Test {
  protected:
@@ -86,7 +74,7 @@ class ControlLifecycleTest : public ::testing::Test {
   }
 
   ServerConfig config_;
-  RecordingBackend backend_;
+  testing::RecordingBackend backend_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);  // 2027-01-15T08:00:00Z
   std::unique_ptr<ControlState> state_;
 };

@@ -6,20 +6,12 @@
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/test_backend.h"
 #include "server/control_state.h"
 #include "server/test_node.h"
 
 namespace trainyard::server {
 namespace {
-
-class FakeBackend : public ExecutionBackend {
- public:
-  void Registered(const std::string&, const v1::Registered&) override {}
-  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
-  void Kill(const std::string&, const v1::KillTask&) override {}
-  void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}
-  std::vector<std::pair<std::string, v1::TaskSpec>> launches;
-};
 
 void AddRange(google::protobuf::RepeatedPtrField<v1::PortRange>* to, uint32_t begin, uint32_t end) {
   v1::PortRange* r = to->Add();
@@ -72,7 +64,7 @@ class ControlPortsTest : public ::testing::Test {
   }
 
   ServerConfig config_;
-  FakeBackend backend_;
+  testing::RecordingBackend backend_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   std::unique_ptr<ControlState> state_;
 };

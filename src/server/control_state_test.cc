@@ -8,26 +8,13 @@
 #include "gmock/gmock.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "server/test_backend.h"
 #include "server/test_node.h"
 
 namespace trainyard::server {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Records every order, per node.
-class FakeBackend : public ExecutionBackend {
- public:
-  void Registered(const std::string& node, const v1::Registered&) override { registered.push_back(node); }
-  void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
-  void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
-  void UpdateFiles(const std::string& node, const v1::TaskFiles& f) override { files.emplace_back(node, f); }
-
-  std::vector<std::string> registered;
-  std::vector<std::pair<std::string, v1::TaskSpec>> launches;
-  std::vector<std::pair<std::string, v1::KillTask>> kills;
-  std::vector<std::pair<std::string, v1::TaskFiles>> files;
-};
 
 v1::NodeInfo Node(const std::string& name, int gpus, std::map<std::string, std::string> labels = {}) {
   return testing::TestNode(name, gpus, absl::StrCat("10.0.0.", name.substr(1)), labels);
@@ -91,7 +78,7 @@ class ControlStateTest : public ::testing::Test {
   }
 
   ServerConfig config_;
-  FakeBackend backend_;
+  testing::RecordingBackend backend_;
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   std::unique_ptr<ControlState> state_;
 };
