@@ -229,6 +229,7 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   resp.set_job_id(rec.id());
   view_jobs_.insert(rec.name());
   view_queues_ = true;
+  CountInQueue(*job);
   jobs_[rec.name()] = std::move(job);
   wants_round_ = true;
   return resp;
@@ -266,7 +267,23 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   job.rec.set_state(state);
   if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) job.rec.set_start_time_ms(ToMs(now));
   if (api::IsTerminal(state)) job.rec.set_end_time_ms(ToMs(now));
+  CountInQueue(job);
   Persist(job);
+}
+
+void ControlState::CountInQueue(JobRt& job) {
+  using Counted = JobRt::Counted;
+  v1::JobState state = job.rec.state();
+  Counted now = api::IsTerminal(state) ? Counted::kNone
+                : state == v1::JOB_QUEUED ? Counted::kPending
+                                          : Counted::kRunning;
+  if (now == job.counted) return;
+  QueueJobs& q = queue_jobs_[job.rec.spec().queue()];
+  if (job.counted == Counted::kPending) --q.pending;
+  if (job.counted == Counted::kRunning) --q.running;
+  if (now == Counted::kPending) ++q.pending;
+  if (now == Counted::kRunning) ++q.running;
+  job.counted = now;
 }
 
 void ControlState::SetTaskState(JobRt& job, int task, v1::TaskState state) {

@@ -35,6 +35,7 @@ void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord>
       jobs_[rec.name()] = nullptr;  // left in the store; its name stays taken
       continue;
     }
+    CountInQueue(*job);
     jobs_[rec.name()] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:

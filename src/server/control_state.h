@@ -210,6 +210,8 @@ class ControlState {
   // transition against api/states.h's table (an illegal one is a bug).
   void SetJobState(JobRt& job, v1::JobState state, absl::Time now);
   void SetTaskState(JobRt& job, int task, v1::TaskState state);
+  // Moves the job's place in queue_jobs_ to what its state now says.
+  void CountInQueue(JobRt& job);
   JobRt* FindJob(const std::string& name);
   const JobRt* FindJob(const std::string& name) const;
   static int FindTask(const JobRt& job, const std::string& role, int index);
@@ -336,6 +338,15 @@ class ControlState {
   // the views to take down.
   std::map<std::string, std::unique_ptr<JobRt>> deleted_;
   std::vector<std::string> deleted_views_;
+  // Unfinished jobs per queue, kept as their states change (CountInQueue):
+  // the queue view is published every few milliseconds while jobs move, and
+  // walking every job kept (finished ones included) each time would grow
+  // with the server's history.
+  struct QueueJobs {
+    int running = 0;
+    int pending = 0;
+  };
+  std::map<std::string, QueueJobs> queue_jobs_;
   std::map<std::string, std::unique_ptr<NodeRt>> nodes_;
   // Node -> names of jobs with a task placed there (or once placed there:
   // TasksOn prunes), so node events need not walk every job.

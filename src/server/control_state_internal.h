@@ -41,6 +41,9 @@ struct ControlState::JobRt {
   // their earlier events on first describe (events_loaded false until then).
   EventList events;
   bool events_loaded = true;
+  // Which of its queue's counts holds it (ControlState::queue_jobs_).
+  enum class Counted : uint8_t { kNone, kPending, kRunning };
+  Counted counted = Counted::kNone;
 };
 
 struct ControlState::NodeRt {

@@ -4,6 +4,7 @@
 #include "server/control_state.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "absl/strings/match.h"
@@ -263,6 +264,49 @@ TEST_F(ControlStateTest, AnotherConnectionCannotTakeALiveNodesName) {
   EXPECT_TRUE(state_->LogPlaces("x").status().code() == absl::StatusCode::kNotFound);
   state_->AgentDisconnected("n1", 1);
   EXPECT_TRUE(state_->RegisterAgent(Node("n1", 8), 3, now_).ok()) << "a restarting agent gets its name back";
+}
+
+// Running counts every unfinished job past the queue (scheduled included).
+std::pair<int, int> RunningAndPending(const ControlState& state) {
+  v1::ListQueuesResponse queues = state.ListQueues();
+  EXPECT_EQ(queues.queues_size(), 1);
+  if (queues.queues_size() != 1) return {-1, -1};
+  return {queues.queues(0).running_jobs(), queues.queues(0).pending_jobs()};
+}
+
+TEST_F(ControlStateTest, AQueuesViewCountsItsUnfinishedJobsAsTheyMoveAndAfterARestart) {
+  ASSERT_TRUE(state_->RegisterAgent(Node("n1", 1), 1, now_).ok());
+  std::string one = Submit(kOneGpu);
+  std::string two = Submit(absl::StrReplaceAll(kOneGpu, {{"name: one", "name: two"}}));
+  EXPECT_EQ(RunningAndPending(*state_), std::make_pair(0, 2));
+  state_->RunRound(now_);
+  EXPECT_EQ(RunningAndPending(*state_), std::make_pair(1, 1)) << "one GPU: one job placed";
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  const v1::TaskSpec first = backend_.launches[0].second;
+  Status("n1", first, v1::TASK_RUNNING);
+  Status("n1", first, v1::TASK_SUCCEEDED);
+  EXPECT_EQ(RunningAndPending(*state_), std::make_pair(0, 1)) << "a finished job leaves the counts";
+  state_->RunRound(now_);
+  EXPECT_EQ(RunningAndPending(*state_), std::make_pair(1, 0));
+  ASSERT_TRUE(state_->Kill(two, "", now_).ok());
+  EXPECT_EQ(RunningAndPending(*state_), std::make_pair(0, 0));
+
+  // After a restart: the unfinished jobs the store holds are counted, the
+  // finished ones are not.
+  auto spec = api::LoadJobSpec(absl::StrReplaceAll(kOneGpu, {{"name: one", "name: three"}}), config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto queued = state_->PrepareSubmit(*spec, now_);
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  v1::JobRecord finished = queued->rec;
+  finished.set_name("four");
+  finished.set_state(v1::JOB_SUCCEEDED);
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  ControlState restarted(config_, std::move(*sched), &backend_, now_);
+  StoreSnapshot snap;
+  snap.jobs = {queued->rec};
+  restarted.Recover(snap, {finished}, now_);
+  EXPECT_EQ(RunningAndPending(restarted), std::make_pair(0, 1));
 }
 
 TEST_F(ControlStateTest, KillStopsRunningTasksAndFreesTheirGpusWhenTheyEnd) {

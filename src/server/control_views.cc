@@ -288,12 +288,6 @@ v1::ListQueuesResponse ControlState::ListQueues() const {
   v1::ListQueuesResponse resp;
   const core::ClusterState& cs = scheduler_->state();
   *resp.mutable_cluster() = api::ToProto(cs.ClusterCapacity());
-  std::map<std::string, std::pair<int, int>> counts;  // running, pending
-  for (auto& [name, job] : jobs_) {
-    if (!job || api::IsTerminal(job->rec.state())) continue;
-    auto& c = counts[job->rec.spec().queue()];
-    (job->rec.state() == v1::JOB_QUEUED ? c.second : c.first)++;
-  }
   std::vector<std::pair<const core::QueueConfig*, double>> stack = {{&scheduler_->options().queues.root, 100.0}};
   while (!stack.empty()) {
     auto [q, parent_abs] = stack.back();
@@ -310,8 +304,11 @@ v1::ListQueuesResponse ControlState::ListQueues() const {
     const auto& names = cs.queue_names();
     auto it = std::find(names.begin(), names.end(), q->name);
     if (it != names.end()) *v->mutable_used() = api::ToProto(cs.QueueUsed(static_cast<int32_t>(it - names.begin())));
-    v->set_running_jobs(counts[q->name].first);
-    v->set_pending_jobs(counts[q->name].second);
+    auto counted = queue_jobs_.find(q->name);
+    if (counted != queue_jobs_.end()) {
+      v->set_running_jobs(counted->second.running);
+      v->set_pending_jobs(counted->second.pending);
+    }
   }
   std::sort(resp.mutable_queues()->begin(), resp.mutable_queues()->end(),
             [](const auto& a, const auto& b) { return a.name() < b.name(); });
