@@ -18,7 +18,7 @@ grpc::Status ClientService::Counted(GrpcCounters::Method method, grpc::Status st
 grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                                 v1::SubmitResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  SubmitRequest(manager_, *req, [this, reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
+  SubmitFromRequest(manager_, *req, [this, reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
     if (r.ok()) *resp = std::move(*r);
     counters_.Count(GrpcCounters::kSubmit, static_cast<int>(r.status().code()));
     reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));

@@ -40,7 +40,7 @@ class ManagerRestBackend final : public http::RestBackend {
  public:
   explicit ManagerRestBackend(JobManager* manager) : manager_(manager) {}
   const ViewStore& Views() override { return manager_->Views(); }
-  void Submit(const v1::SubmitRequest& req, SubmitDone done) override { SubmitRequest(manager_, req, std::move(done)); }
+  void Submit(const v1::SubmitRequest& req, SubmitDone done) override { SubmitFromRequest(manager_, req, std::move(done)); }
   absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason) override {
     return manager_->Kill(job, reason);
   }

@@ -6,7 +6,7 @@
 
 namespace trainyard::server {
 
-void SubmitRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done) {
+void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done) {
   // The size is checked before anything is parsed: a parse costs several
   // times the text in memory, and the allocator may keep it.
   const int64_t limit = manager->config().max_spec_bytes;

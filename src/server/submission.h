@@ -14,6 +14,6 @@ namespace trainyard::server {
 // durable (on the store's thread) or at once with the error: InvalidArgument
 // naming the field (or the size above maxSpecBytes), Unavailable when the
 // store cannot keep it.
-void SubmitRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done);
+void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done);
 
 }  // namespace trainyard::server

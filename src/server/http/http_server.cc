@@ -27,6 +27,10 @@ namespace {
 // The route of the request this worker thread serves, for its counter
 // (the library's logger, which sees every answer, runs on the same thread).
 thread_local const std::string* tl_route = nullptr;
+// The request answered on this thread left bytes of its own unread (a
+// body above the cap, a malformed request): its connection ends after the
+// answer rather than read them as the next request.
+thread_local bool tl_close = false;
 
 // Waits until `fd` is ready for `events` or `deadline` passes.
 bool PollUntil(int fd, short events, absl::Time deadline) {
@@ -182,7 +186,7 @@ class HttpServer::Stream final : public httplib::Stream {
 void SetJsonError(httplib::Response& res, int status, const std::string& message) {
   nlohmann::json body = {{"error", {{"code", status}, {"message", message}}}};
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), engine_(std::make_unique<Engine>()) {
@@ -191,17 +195,18 @@ HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), engi
   engine_->set_keep_alive_timeout(std::max<time_t>(1, absl::ToInt64Seconds(options_.keep_alive)));
   engine_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     Count(req.method, tl_route ? *tl_route : "other", res.status);
+    tl_close = res.status == 400 || res.status == 413 || res.status == 414;
   });
   // Answers the library makes itself (no such route, a malformed request,
   // a body above the cap) are JSON like ours; ours already have a body.
-  engine_->set_error_handler([](const httplib::Request&, httplib::Response& res) {
+  engine_->set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request&, httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
     std::string what = res.status == 404   ? "no such resource"
                        : res.status == 413 ? "the request body is above the most this server takes"
                                            : "the request cannot be served";
     SetJsonError(res, res.status, what);
     return httplib::Server::HandlerResponse::Handled;
-  });
+  }));
   engine_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
     Log(LogLevel::kWarning, "http", "%s %s failed with an exception", req.method, req.path);
     SetJsonError(res, 500, "internal error");
@@ -349,6 +354,7 @@ void HttpServer::Work() {
       serving_.insert(fd);
     }
     ServeConnection(fd);
+    LingeringClose(fd);
     {
       // Out of serving_ before it is closed, so Stop never shuts down a
       // descriptor number that was given to something else.
@@ -356,6 +362,22 @@ void HttpServer::Work() {
       serving_.erase(fd);
     }
     close(fd);
+  }
+}
+
+void HttpServer::LingeringClose(int fd) {
+  // Closing a socket with unread input sends a reset, which can destroy the
+  // answer before the client reads it (a 413 to a client still sending its
+  // body). So: end our side, then read and drop what the client still
+  // sends, for a bounded time and amount, before the close.
+  shutdown(fd, SHUT_WR);
+  absl::Time deadline = absl::Now() + absl::Seconds(1);
+  int64_t left = 4 * options_.max_body_bytes + (1 << 20);
+  char buf[16384];
+  while (left > 0 && PollUntil(fd, POLLIN, deadline)) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0 && !(n < 0 && (errno == EINTR || errno == EAGAIN))) return;
+    left -= std::max<ssize_t>(n, 0);
   }
 }
 
@@ -370,10 +392,11 @@ void HttpServer::ServeConnection(int fd) {
     }
     stream.StartRequest();
     tl_route = nullptr;
+    tl_close = false;
     bool closed = false;
     bool ok = engine_->process_request(stream, last, closed, nullptr);
     tl_route = nullptr;
-    if (!ok || closed || last) return;
+    if (!ok || closed || last || tl_close) return;
   }
 }
 

@@ -90,6 +90,7 @@ class HttpServer {
   void Admit(int fd) ABSL_LOCKS_EXCLUDED(mu_);
   void Work() ABSL_LOCKS_EXCLUDED(mu_);
   void ServeConnection(int fd);
+  void LingeringClose(int fd);
   void Count(const std::string& method, const std::string& route, int code) ABSL_LOCKS_EXCLUDED(counts_mu_);
 
   const HttpOptions options_;

@@ -27,7 +27,7 @@ constexpr const char* kGrpcCodeNames[] = {
 
 void SetJson(httplib::Response& res, const json& body, int status = 200) {
   res.status = status;
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 // The filters of GET /api/v1/jobs.
@@ -137,7 +137,9 @@ absl::StatusOr<v1::SubmitRequest> ParseSubmitBody(const httplib::Request& req) {
   }
   google::protobuf::util::JsonParseOptions opt;
   auto st = google::protobuf::util::JsonStringToMessage(body["spec"].dump(), out.mutable_spec(), opt);
-  if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("spec: ", std::string(st.message())));
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", std::string(st.message().data(), st.message().size())));
+  }
   return out;
 }
 
@@ -226,7 +228,7 @@ void SetStatusError(httplib::Response& res, const absl::Status& st) {
                  {"status", code >= 0 && code <= 16 ? kGrpcCodeNames[code] : "UNKNOWN"},
                  {"message", std::string(st.message())}}}};
   res.status = HttpStatusOf(st.code());
-  res.set_content(body.dump(), "application/json");
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
 void AddRestRoutes(HttpServer& s, RestBackend* b) {
