@@ -410,7 +410,7 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   FleetOptions fo;
   fo.agents = f.agents;
   fo.task_ms = f.task_ms;
-  std::string http_address = f.http ? server.FindInOutput("dashboard: http://") : "";
+  std::string http_address = f.http ? server.FindInOutput("/metrics on http://") : "";
   Fleet fleet(server.address(), fo);
   std::atomic<int64_t> placed_in_window{0};
   SteadyTime window_start, window_end;

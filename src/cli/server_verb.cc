@@ -109,7 +109,9 @@ int RunServer(ServerFlags& f, const std::string& self) {
     return kExitFailure;
   }
   std::cout << "trainyard server listening on " << (*s)->address() << "\n";
-  if (!(*s)->http_address().empty()) std::cout << "dashboard: http://" << (*s)->http_address() << "/\n";
+  if (!(*s)->http_address().empty()) {
+    std::cout << "trainyard server HTTP API and /metrics on http://" << (*s)->http_address() << "/\n";
+  }
   std::cout << std::flush;
   ServeUntilSignal(s->get());
   return kExitOk;

@@ -221,7 +221,7 @@ bool Cluster::StartServer(const std::string& listen) {
     if (end == std::string::npos) return false;
     address_ = log.substr(at + 13, end - at - 13);
     // Printed with the line above, in one write.
-    const std::string dashboard = "dashboard: http://";
+    const std::string dashboard = "/metrics on http://";
     size_t http = log.find(dashboard, end);
     size_t http_end = http == std::string::npos ? http : log.find('/', http + dashboard.size());
     if (http_end == std::string::npos) return false;

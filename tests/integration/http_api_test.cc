@@ -28,7 +28,7 @@ user: ana
 replicas:
   worker:
     count: 1
-    resources: {cpu: 100m, memory: 64Mi, gpu: 2}
+    resources: {cpu: 100m, memory: 64Mi, gpus: 2}
     command: [sleep, '300']
 )";
 
@@ -42,6 +42,14 @@ grpc::Status GrpcSubmit(const Cluster& c, const std::string& yaml, v1::SubmitRes
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   return Stub(c)->Submit(&ctx, req, resp);
+}
+
+// The job's task of `role` (its job master is a task too).
+nlohmann::json TaskOf(const nlohmann::json& job, const std::string& role) {
+  for (const auto& t : job["tasks"]) {
+    if (t["role"] == role) return t;
+  }
+  return nlohmann::json();
 }
 
 // The fields of a job that its spec decides (not its name, id or times).
@@ -87,13 +95,13 @@ TEST(HttpApiTest, SubmitThroughRestAndGrpcGivesTheSameJob) {
   // The job submitted over REST is the one gRPC describes.
   nlohmann::json described = c.Describe("pair-2");
   EXPECT_EQ(described["id"], std::to_string(by_rest.json["id"].get<uint64_t>()));
-  EXPECT_EQ(described["tasks"][0]["node"], b.json["tasks"][0]["node"]);
+  for (const auto& t : described["tasks"]) EXPECT_EQ(t["node"], TaskOf(b.json, t["role"])["node"]) << t.dump();
 }
 
 TEST(HttpApiTest, ASpecIsRefusedWithTheSameMessageAsOverGrpc) {
   Cluster c({.nodes = 1, .server_flags = {"--max-gpus", "4"}});
   auto specs = api::testing::MalformedSpecs();
-  specs.push_back({"too many GPUs", "name: big\nreplicas:\n  worker: {resources: {gpu: 8}, command: [true]}\n"});
+  specs.push_back({"too many GPUs", "name: big\nreplicas:\n  worker: {resources: {gpus: 8}, command: [true]}\n"});
   specs.push_back({"no queue", "name: lost\nqueue: nowhere\nreplicas:\n  worker: {command: [true]}\n"});
   for (const auto& [name, text] : specs) {
     v1::SubmitResponse resp;
@@ -155,14 +163,15 @@ TEST(HttpApiTest, APlacedJobShowsItsTasksNodesGpusAndQueueUse) {
   ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
   HttpResult j = HttpGet(c.http_address(), "/api/v1/jobs/" + job);
   ASSERT_EQ(j.status, 200) << j.body;
-  ASSERT_THAT(j.json["tasks"], SizeIs(1));
-  const nlohmann::json& task = j.json["tasks"][0];
+  const nlohmann::json task = TaskOf(j.json, "worker");
+  ASSERT_TRUE(task.is_object()) << j.body;
   std::string node = task["node"];
   EXPECT_THAT(node, HasSubstr("node-"));
   EXPECT_EQ(task["state"], "RUNNING");
   EXPECT_THAT(task["gpus"], SizeIs(2));
   EXPECT_EQ(task["restarts"], 0);
-  EXPECT_THAT(j.json["events"].dump(), HasSubstr("scheduled on " + node));
+  EXPECT_THAT(j.json["events"].dump(), HasSubstr(node + " ("));  // "scheduled on node-1 (1 task)"
+  EXPECT_EQ(task["last_exit"], nullptr);  // it has not ended
 
   // The node's bitmap: exactly the task's GPUs are used, held by the task.
   HttpResult n = HttpGet(c.http_address(), "/api/v1/nodes/" + node);

@@ -27,7 +27,7 @@ constexpr char kTwoGpus[] = R"(name: pair
 replicas:
   worker:
     count: 1
-    resources: {cpu: 100m, memory: 64Mi, gpu: 2}
+    resources: {cpu: 100m, memory: 64Mi, gpus: 2}
     command: [sleep, '300']
 )";
 
@@ -71,7 +71,10 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   ASSERT_TRUE(c.WaitNodesReady(2));
   std::string job = c.Submit(kTwoGpus);
   ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
-  std::string node = c.Describe(job)["tasks"][0]["node"];
+  std::string node;
+  for (const auto& t : c.Describe(job)["tasks"]) {
+    if (t["role"] == "worker") node = t["node"];
+  }
   // The node views are published every few ms: wait for the placed GPUs.
   HttpResult m;
   ASSERT_TRUE(WaitFor([&] {

@@ -47,7 +47,9 @@ json TaskJson(const v1::TaskView& t) {
               {"attempt", t.attempt()},
               {"memory_mb", t.memory_mb()},
               {"vcores_milli", t.vcores_milli()}};
-  if (t.has_last_exit()) {
+  if (t.has_last_exit() && (t.last_exit().exit_code() != 0 || t.last_exit().signal() != 0 ||
+                            t.last_exit().oom_killed() || !t.last_exit().message().empty() ||
+                            api::IsTerminal(t.state()) || t.restarts() > 0)) {
     const v1::TaskExit& e = t.last_exit();
     out["last_exit"] = {{"exit_code", e.exit_code()},
                         {"signal", e.signal()},
