@@ -55,7 +55,8 @@ std::optional<double> Sample(const std::string& metrics, const std::string& seri
 // every GPU not free).
 std::map<std::string, int> AllocatedByCli(Cluster& c) {
   std::map<std::string, int> out;
-  for (const auto& n : c.Nodes()["nodes"]) {
+  nlohmann::json nodes = c.Nodes();  // kept: a range over a part of a temporary would dangle
+  for (const auto& n : nodes["nodes"]) {
     int count = n["info"]["topology"]["gpu_count"];
     uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
     uint64_t free = std::stoull(n.value("free_gpu_mask", std::string("0")));
@@ -72,7 +73,8 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   std::string job = c.Submit(kTwoGpus);
   ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
   std::string node;
-  for (const auto& t : c.Describe(job)["tasks"]) {
+  nlohmann::json described = c.Describe(job);
+  for (const auto& t : described["tasks"]) {
     if (t["role"] == "worker") node = t["node"];
   }
   // The node views are published every few ms: wait for the placed GPUs.
@@ -92,7 +94,10 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   EXPECT_GE(Sample(m.body, "trainyard_job_pending_duration_seconds_count").value_or(0), 1.0);
   EXPECT_GE(Sample(m.body, "trainyard_store_commit_duration_seconds_count").value_or(0), 1.0);
   EXPECT_GE(Sample(m.body, "trainyard_grpc_requests_total{method=\"Submit\",code=\"OK\"}").value_or(0), 1.0);
-  EXPECT_GE(Sample(m.body, "trainyard_http_requests_total{method=\"GET\",route=\"/metrics\",code=\"200\"}").value_or(0),
+  // A request is counted once answered: the next scrape shows the last.
+  HttpResult again = HttpGet(c.http_address(), "/metrics");
+  EXPECT_GE(Sample(again.body, "trainyard_http_requests_total{method=\"GET\",route=\"/metrics\",code=\"200\"}")
+                .value_or(0),
             1.0);
 
   std::string file = c.dir() + "/metrics.txt";
@@ -125,11 +130,16 @@ scrape_configs:
              "--storage.tsdb.path=" + prom.path() + "/data", "--web.listen-address=" + web},
             prom.path() + "/prometheus.log");
 
-  // What the cluster shows: the CLI's GPU bitmap of each node.
-  std::map<std::string, int> cli = AllocatedByCli(c);
+  // What the cluster shows: the CLI's GPU bitmap of each node (the node
+  // views are published a few ms after the job's).
+  std::map<std::string, int> cli;
   int placed = 0;
-  for (const auto& [node, n] : cli) placed += n;
-  ASSERT_EQ(placed, 2);
+  ASSERT_TRUE(WaitFor([&] {
+    cli = AllocatedByCli(c);
+    placed = 0;
+    for (const auto& [node, n] : cli) placed += n;
+    return placed == 2;
+  }, absl::Seconds(10))) << placed;
   // What Prometheus has scraped, through its query API.
   std::map<std::string, int> scraped;
   HttpResult q;
