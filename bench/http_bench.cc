@@ -37,7 +37,7 @@ class ViewsOnly final : public RestBackend {
 // `nodes` nodes of 8 GPUs on 4 switches and 2 sockets; even nodes have 4
 // GPUs held by two live 2-GPU jobs.
 void Fill(ViewStore& views, int nodes) {
-  auto list = std::make_shared<std::vector<std::shared_ptr<const v1::NodeView>>>();
+  auto list = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   int job = 0;
   for (int i = 0; i < nodes; ++i) {
     auto n = std::make_shared<v1::NodeView>();
@@ -51,7 +51,6 @@ void Fill(ViewStore& views, int nodes) {
     for (uint64_t s : {0x3ull, 0xcull, 0x30ull, 0xc0ull}) t->add_switches(s);
     for (uint64_t s : {0xfull, 0xf0ull}) t->add_sockets(s);
     n->set_free_gpu_mask(i % 2 == 0 ? 0xf0 : 0xff);
-    n->set_last_heartbeat_unix_ms(absl::ToUnixMillis(absl::Now()));
     if (i % 2 == 0) {
       for (uint64_t mask : {0x3ull, 0xcull}) {
         auto v = std::make_shared<v1::JobView>();
@@ -70,7 +69,7 @@ void Fill(ViewStore& views, int nodes) {
         views.PutJob(v->name(), e);
       }
     }
-    list->push_back(n);
+    list->push_back(ViewStore::NodeEntry{n, absl::ToUnixMillis(absl::Now())});
   }
   views.PutNodes(list);
   auto queues = std::make_shared<v1::ListQueuesResponse>();

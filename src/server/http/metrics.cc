@@ -95,7 +95,8 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   int64_t sums[3] = {0, 0, 0};  // allocated, free, excluded
   int64_t by_state[4] = {0, 0, 0, 0};
   double oldest = 0;
-  for (const auto& n : *nodes) {
+  for (const ViewStore::NodeEntry& entry : *nodes) {
+    const v1::NodeView* n = entry.view.get();
     GpuCounts c = GpuCountsOf(*n);
     std::string node = Escape(n->info().name());
     absl::StrAppend(&allocated, "trainyard_node_gpus_allocated{node=\"", node, "\"} ", c.allocated, "\n");
@@ -105,8 +106,8 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
     sums[2] += c.excluded;
     int state = std::clamp(static_cast<int>(n->info().state()), 0, 3);
     ++by_state[state];
-    if (n->info().state() == v1::NODE_READY && n->last_heartbeat_unix_ms() > 0) {
-      oldest = std::max(oldest, absl::ToDoubleSeconds(now - absl::FromUnixMillis(n->last_heartbeat_unix_ms())));
+    if (n->info().state() == v1::NODE_READY && entry.last_heartbeat_unix_ms > 0) {
+      oldest = std::max(oldest, absl::ToDoubleSeconds(now - absl::FromUnixMillis(entry.last_heartbeat_unix_ms)));
     }
   }
   w.Family("trainyard_node_gpus_allocated", "gauge", "GPUs of the node held by tasks.");

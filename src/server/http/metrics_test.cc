@@ -11,14 +11,14 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-std::shared_ptr<const v1::NodeView> Node(const std::string& name, int gpus, uint64_t free, uint64_t excluded = 0) {
+ViewStore::NodeEntry Node(const std::string& name, int gpus, uint64_t free, uint64_t excluded = 0) {
   auto n = std::make_shared<v1::NodeView>();
   n->mutable_info()->set_name(name);
   n->mutable_info()->set_state(v1::NODE_READY);
   n->mutable_info()->mutable_topology()->set_gpu_count(gpus);
   n->mutable_info()->set_excluded_gpus(excluded);
   n->set_free_gpu_mask(free);
-  return n;
+  return ViewStore::NodeEntry{n, 0};
 }
 
 void PutJob(ViewStore& views, const std::string& name, v1::JobState state, int tasks, v1::TaskState task_state) {
@@ -41,7 +41,7 @@ std::string Render(const ViewStore& views) {
 
 TEST(MetricsTest, NodeGpusAreAllocatedFreeOrExcluded) {
   ViewStore views;
-  auto nodes = std::make_shared<std::vector<std::shared_ptr<const v1::NodeView>>>();
+  auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   nodes->push_back(Node("a", 8, 0b11110000));           // 4 used
   nodes->push_back(Node("b", 4, 0b0011, /*excluded=*/0b1000));  // 1 used, 1 excluded
   views.PutNodes(nodes);
@@ -70,7 +70,7 @@ TEST(MetricsTest, JobCountsFollowEachJobsState) {
 
 TEST(MetricsTest, LabelValuesAreEscaped) {
   ViewStore views;
-  auto nodes = std::make_shared<std::vector<std::shared_ptr<const v1::NodeView>>>();
+  auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   nodes->push_back(Node("we\"ird\\na\nme", 1, 1));
   views.PutNodes(nodes);
   EXPECT_THAT(Render(views), HasSubstr("trainyard_node_gpus_free{node=\"we\\\"ird\\\\na\\nme\"} 1\n"));

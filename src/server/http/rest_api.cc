@@ -176,10 +176,10 @@ void ListNodes(RestBackend* b, httplib::Response& res, const std::string& only) 
   GpuHolders holders = GpuHoldersOf(views.Jobs(false));
   static const std::map<int, std::string> kNone;
   json out = json::array();
-  for (const auto& n : *nodes) {
-    if (!only.empty() && n->info().name() != only) continue;
-    auto h = holders.find(n->info().name());
-    out.push_back(NodeJson(*n, h == holders.end() ? kNone : h->second));
+  for (const ViewStore::NodeEntry& n : *nodes) {
+    if (!only.empty() && n.view->info().name() != only) continue;
+    auto h = holders.find(n.view->info().name());
+    out.push_back(NodeJson(n.Full(), h == holders.end() ? kNone : h->second));
   }
   if (!only.empty()) {
     if (out.empty()) return SetStatusError(res, absl::NotFoundError(absl::StrCat("node '", only, "' is not known")));
