@@ -103,7 +103,9 @@ TEST(HttpServerTest, AHalfSentRequestIsCutOffAtTheDeadline) {
   absl::Time start = absl::Now();
   std::string got = ReadUntilClosed(fd, absl::Seconds(10));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the connection was not cut off";
-  EXPECT_EQ(got, "");
+  // The library answers what it could not read whole with a 400 as it goes.
+  EXPECT_THAT(got, ::testing::AnyOf(::testing::IsEmpty(), HasSubstr("HTTP/1.1 400")));
+  EXPECT_THAT(got, ::testing::Not(HasSubstr("hello x")));
   close(fd);
 }
 
@@ -143,13 +145,13 @@ TEST(HttpServerTest, AConnectionAboveTheCapIsAnswered503AtOnce) {
   close(b);
   // With those two gone there is room again.
   httplib::Client c("http://" + s->address());
-  httplib::Result r;
+  int status = -1;
   // Until the closes have reached the server (a deadline, not a sleep).
-  for (absl::Time deadline = absl::Now() + absl::Seconds(5); absl::Now() < deadline && !(r && r->status == 200);) {
-    r = c.Get("/hello/z");
+  for (absl::Time deadline = absl::Now() + absl::Seconds(5); absl::Now() < deadline && status != 200;) {
+    auto r = c.Get("/hello/z");
+    status = r ? r->status : -1;
   }
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(status, 200);
 }
 
 TEST(HttpServerTest, StopReturnsWhileAClientHoldsAConnection) {
