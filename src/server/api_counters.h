@@ -20,14 +20,20 @@ class GrpcCounters {
     kListQueues,
     kReportJobOutcome,
     kReportWorkerFailure,
+    kDeleteJob,
+    kCordonNode,
+    kUncordonNode,
+    kDrainNode,
+    kRemoveNode,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
   static constexpr int kCodes = 17;
 
   static const char* MethodName(int m) {
-    static constexpr const char* kNames[kMethods] = {"Submit",    "ListJobs",   "DescribeJob",      "KillJob",
-                                                     "ListNodes", "ListQueues", "ReportJobOutcome", "ReportWorkerFailure"};
+    static constexpr const char* kNames[kMethods] = {
+        "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
+        "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

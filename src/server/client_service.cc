@@ -51,9 +51,9 @@ grpc::Status ClientService::KillJob(grpc::ServerContext*, const v1::KillJobReque
 grpc::Status ClientService::DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest* req,
                                       v1::DeleteJobResponse* resp) {
   absl::StatusOr<v1::DeleteJobResponse> r = manager_->DeleteJob(req->job());
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) return Counted(GrpcCounters::kDeleteJob, ToGrpc(r.status()));
   *resp = std::move(*r);
-  return grpc::Status::OK;
+  return Counted(GrpcCounters::kDeleteJob, grpc::Status::OK);
 }
 
 namespace {
@@ -70,22 +70,22 @@ grpc::Status Administer(JobManager* manager, JobManager::NodeAdmin what, const v
 
 grpc::Status ClientService::CordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                        v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kCordon, req, resp);
+  return Counted(GrpcCounters::kCordonNode, Administer(manager_, JobManager::NodeAdmin::kCordon, req, resp));
 }
 
 grpc::Status ClientService::UncordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                          v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kUncordon, req, resp);
+  return Counted(GrpcCounters::kUncordonNode, Administer(manager_, JobManager::NodeAdmin::kUncordon, req, resp));
 }
 
 grpc::Status ClientService::DrainNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                       v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kDrain, req, resp);
+  return Counted(GrpcCounters::kDrainNode, Administer(manager_, JobManager::NodeAdmin::kDrain, req, resp));
 }
 
 grpc::Status ClientService::RemoveNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                        v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kRemove, req, resp);
+  return Counted(GrpcCounters::kRemoveNode, Administer(manager_, JobManager::NodeAdmin::kRemove, req, resp));
 }
 
 grpc::Status ClientService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,

@@ -85,7 +85,7 @@ TEST(HttpApiTest, SubmitThroughRestAndGrpcGivesTheSameJob) {
   ASSERT_EQ(as_json.status, 201) << as_json.body;
   EXPECT_EQ(as_json.json["job"], "pair-3");
 
-  for (const std::string job : {"pair", "pair-2"}) ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING")) << job;
+  for (const std::string job : {"pair", "pair-2"}) ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << job;
   HttpResult a = HttpGet(c.http_address(), "/api/v1/jobs/pair");
   HttpResult b = HttpGet(c.http_address(), "/api/v1/jobs/pair-2");
   ASSERT_EQ(a.status, 200) << a.body;
@@ -167,7 +167,7 @@ TEST(HttpApiTest, APlacedJobShowsItsTasksNodesGpusAndQueueUse) {
   Cluster c({.nodes = 2});
   ASSERT_TRUE(c.WaitNodesReady(2));
   std::string job = c.Submit(kTwoGpus);
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   HttpResult j = HttpGet(c.http_address(), "/api/v1/jobs/" + job);
   ASSERT_EQ(j.status, 200) << j.body;
   const nlohmann::json task = TaskOf(j.json, "worker");

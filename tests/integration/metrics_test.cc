@@ -71,7 +71,7 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   Cluster c({.nodes = 2});
   ASSERT_TRUE(c.WaitNodesReady(2));
   std::string job = c.Submit(kTwoGpus);
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   std::string node;
   nlohmann::json described = c.Describe(job);
   for (const auto& t : described["tasks"]) {
@@ -114,7 +114,7 @@ TEST(MetricsTest, PrometheusScrapesTheClusterAndFindsTheGpusItShows) {
   Cluster c({.nodes = 2});
   ASSERT_TRUE(c.WaitNodesReady(2));
   std::string job = c.Submit(kTwoGpus);
-  ASSERT_TRUE(c.WaitForState(job, "JOB_RUNNING"));
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
 
   TempDir prom;
   WriteFile(prom.path() + "/prometheus.yml", absl::StrCat(R"(global:
