@@ -59,7 +59,7 @@ std::map<std::string, int> AllocatedByCli(Cluster& c) {
   for (const auto& n : nodes["nodes"]) {
     int count = n["info"]["topology"]["gpu_count"];
     uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
-    uint64_t free = std::stoull(n.value("free_gpu_mask", std::string("0")));
+    uint64_t free = n.value("free_gpu_mask", uint64_t{0});
     out[n["info"]["name"]] = std::popcount(all & ~free);
   }
   return out;
