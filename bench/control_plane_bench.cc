@@ -14,12 +14,16 @@
 //              acknowledged (Submit OK = durable) and placed (launch received
 //              by an agent) per second, and the server process's CPU
 //              (utime+stime from /proc/PID/stat). Targets >= 2,000 jobs/s, <= 1 core.
+//              With --http the server also serves HTTP, and a client here
+//              scrapes /metrics and reads /api/v1/nodes every second during
+//              the window (a Prometheus and a dashboard): the same figures
+//              with the HTTP API in use.
 //   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
 //              share of one core. Target < 10%.
 // A plain main() that prints a table; Google Benchmark flags are ignored.
 //   build/<dir>/bench/control_plane_bench [--only=latency|up|sustained|heartbeat]
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
-//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
+//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -35,6 +39,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "control_plane_fleet.h"
+#include "httplib.h"
 
 namespace trainyard::bench {
 namespace {
@@ -53,6 +58,7 @@ struct Flags {
   bool group_commit = true;  // sustained with --rate: false starts the server with --no-group-commit
   std::string server_log_level = "info";
   bool same_name = false;  // sustained: every job submitted under one name
+  bool http = false;       // sustained: the server serves HTTP, scraped every second
   std::string trainyard = TRAINYARD_BINARY;
 };
 
@@ -353,6 +359,39 @@ class Submitter {
   std::string first_error_;
 };
 
+// What a Prometheus and a dashboard ask of the server during the window:
+// /metrics and /api/v1/nodes once a second (nothing when `address` is "").
+class HttpScraper {
+ public:
+  HttpScraper(const std::string& address, SteadyTime until) {
+    if (address.empty()) return;
+    thread_ = std::thread([this, address, until] {
+      httplib::Client client("http://" + address);
+      client.set_read_timeout(10, 0);
+      while (SteadyClock::now() < until) {
+        auto m = client.Get("/metrics");
+        auto n = client.Get("/api/v1/nodes");
+        bool ok = m && m->status == 200 && n && n->status == 200;
+        ++rounds_;
+        if (!ok) ++failures_;
+        if (m) last_bytes_ = static_cast<int64_t>(m->body.size());
+        std::this_thread::sleep_for(std::chrono::seconds(1));  // the scrape interval
+      }
+    });
+  }
+  ~HttpScraper() { Join(); }
+  void Join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  int64_t rounds() const { return rounds_; }
+  int64_t failures() const { return failures_; }
+  int64_t last_bytes() const { return last_bytes_; }
+
+ private:
+  std::thread thread_;
+  std::atomic<int64_t> rounds_{0}, failures_{0}, last_bytes_{0};
+};
+
 bool StartFleet(Fleet& fleet, int agents, double* seconds) {
   SteadyTime t0 = SteadyClock::now();
   if (!fleet.Start(std::chrono::seconds(120))) {
@@ -365,12 +404,13 @@ bool StartFleet(Fleet& fleet, int agents, double* seconds) {
 }
 
 bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
-  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level, group_commit);
+  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level, group_commit, f.http);
   ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
   fo.agents = f.agents;
   fo.task_ms = f.task_ms;
+  std::string http_address = f.http ? server.FindInOutput("/metrics on http://") : "";
   Fleet fleet(server.address(), fo);
   std::atomic<int64_t> placed_in_window{0};
   SteadyTime window_start, window_end;
@@ -389,7 +429,9 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   int64_t launches0 = fleet.counters().launches.load();
   double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds();
   Submitter submitter(stub.get(), window_start, window_end, f.same_name);
+  HttpScraper scraper(http_address, window_end);
   submitter.Run(f.inflight, rate);
+  scraper.Join();
   double window = SecondsBetween(window_start, SteadyClock::now());
   double cpu = server.CpuSeconds() - cpu0, self = SelfCpuSeconds() - self0;
   // Jobs acknowledged but not yet placed when the window closed.
@@ -424,6 +466,11 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   for (int64_t n : submitter.per_second()) absl::StrAppend(&seconds, seconds.empty() ? "" : " ", n);
   printf("  acknowledged in each second: %s\n", seconds.c_str());
   Row("this process (clients + agents) CPU", absl::StrFormat("%.2f cores", self / window), "");
+  if (f.http) {
+    Row("HTTP: GET /metrics + /api/v1/nodes each second", absl::StrCat(scraper.rounds(), " rounds, ", scraper.failures(),
+                                                                     " failed, last /metrics ", scraper.last_bytes(), " B"),
+        "");
+  }
   fleet.Stop();
   return true;
 }
@@ -487,6 +534,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--rate") return num(&f->rate) && f->rate >= 0;
   if (key == "--no-group-commit") return f->group_commit = false, true;
   if (key == "--same-name") return f->same_name = true;
+  if (key == "--http") return f->http = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
   return false;
@@ -502,7 +550,7 @@ int main(int argc, char** argv) {
     if (!ParseFlag(argv[i], &f)) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
-              "--agents=N --same-name --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
+              "--agents=N --same-name --http --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH\n",
               argv[i]);
       return 2;

@@ -159,6 +159,19 @@ class ChildProcess {
   }
 
   double CpuSeconds() const { return pid_ > 0 ? ProcessCpuSeconds(pid_) : -1; }
+  // What follows `marker` on the first output line holding it, up to a
+  // space, comma or '/' ("" when no line holds it).
+  std::string FindInOutput(const std::string& marker) const {
+    std::ifstream in(log_);
+    std::string line;
+    while (std::getline(in, line)) {
+      size_t at = line.find(marker);
+      if (at == std::string::npos) continue;
+      std::string rest = line.substr(at + marker.size());
+      return rest.substr(0, rest.find_first_of(", /"));
+    }
+    return "";
+  }
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
 
@@ -174,11 +187,13 @@ class ChildProcess {
 
 // `trainyard server` on a free port with its data in the scratch directory:
 // fsync on (the default), no job masters.
+// With `http` it serves the REST API and /metrics on a free port too.
 inline std::unique_ptr<ChildProcess> ServerProcess(const std::string& binary, const std::string& log_level,
-                                                   bool group_commit = true) {
+                                                   bool group_commit = true, bool http = false) {
   std::vector<std::string> args = {"server", "--listen", "127.0.0.1:0", "--data-dir", "{DIR}/data", "--no-jobmaster",
                                    "--log-level", log_level};
   if (!group_commit) args.push_back("--no-group-commit");
+  if (http) args.insert(args.end(), {"--http-listen", "127.0.0.1:0"});
   return std::make_unique<ChildProcess>(binary, args, "listening on ");
 }
 

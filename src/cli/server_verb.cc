@@ -108,7 +108,11 @@ int RunServer(ServerFlags& f, const std::string& self) {
     std::cerr << "trainyard server: " << s.status().message() << "\n";
     return kExitFailure;
   }
-  std::cout << "trainyard server listening on " << (*s)->address() << std::endl;
+  std::cout << "trainyard server listening on " << (*s)->address() << "\n";
+  if (!(*s)->http_address().empty()) {
+    std::cout << "trainyard server HTTP API and /metrics on http://" << (*s)->http_address() << "/\n";
+  }
+  std::cout << std::flush;
   ServeUntilSignal(s->get());
   return kExitOk;
 }
@@ -122,6 +126,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   using C = server::ServerConfig;
   AddConfigOption(cmd, &f, "--listen", [](C& c) -> auto& { return c.listen; },
                   "host:port to serve on (port 0 = any free port)");
+  AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
+                  "host:port for the REST API and /metrics (port 0 = any free port; default: none). Open to "
+                  "anyone who can reach it until security lands");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
   AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
                   "YAML file with the queue tree (docs/queues.md)");

@@ -7,6 +7,7 @@
 #include <deque>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "absl/strings/str_cat.h"
 
@@ -30,7 +31,9 @@ std::string FindExamplesDir(const std::string& self) {
 std::string BannerText(const UpBanner& b) {
   std::string out = absl::StrCat("Trainyard is up: server ", b.address, ", ", b.nodes, b.nodes == 1 ? " node" : " nodes",
                                  " x ", b.gpus, " simulated GPUs (", b.topology, "); data and logs in ", b.data_dir,
-                                 "\nTry, in another terminal:\n  export TRAINYARD_SERVER=", b.address, "\n");
+                                 "\n");
+  if (!b.http_address.empty()) absl::StrAppend(&out, "dashboard: http://", b.http_address, "/\n");
+  absl::StrAppend(&out, "Try, in another terminal:\n  export TRAINYARD_SERVER=", b.address, "\n");
   if (!b.examples_dir.empty()) {
     absl::StrAppend(&out, "  ", b.self, " submit ", b.examples_dir, "/hello.yaml --wait\n");
     absl::StrAppend(&out, "  ", b.self, " logs hello\n  ", b.self, " describe hello\n");
@@ -39,6 +42,13 @@ std::string BannerText(const UpBanner& b) {
   absl::StrAppend(&out, b.demo ? "The demo job follows; the cluster stays up after it. " : "",
                   "Press Ctrl-C to stop the cluster.\n");
   return out;
+}
+
+std::string ReadFileText(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 std::string LastLines(const std::string& path, int n) {

@@ -22,6 +22,7 @@ struct UpBanner {
   std::string topology;      // each node's topology spec
   std::string examples_dir;  // absolute; "" when no example spec is found
   bool demo = false;
+  std::string http_address;  // host:port of the dashboard and REST API; "" = none
 };
 
 // The folder of example specs that exists: the build's copy beside `self`
@@ -31,6 +32,9 @@ std::string FindExamplesDir(const std::string& self);
 
 // The banner, one command per line, each runnable as printed.
 std::string BannerText(const UpBanner& b);
+
+// The whole file at `path` ("" when it cannot be read).
+std::string ReadFileText(const std::string& path);
 
 // The last `n` lines of the file at `path` ("" when it cannot be read).
 std::string LastLines(const std::string& path, int n);

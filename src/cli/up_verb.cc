@@ -31,6 +31,7 @@ struct UpFlags {
   std::string queue_config;  // the server's queue tree
   std::string data_dir = ".trainyard";
   int port = 7450;
+  int http_port = 0;  // the dashboard, REST API and /metrics; 0 = a free port
   bool demo = false;
   std::string demo_spec;
   int64_t node_memory_mb = 65536;
@@ -134,6 +135,18 @@ WaitResult WaitForNodes(const std::string& address, int want, const std::vector<
   return r;
 }
 
+// The HTTP address the server logged (its "on http://HOST:PORT/" line) in
+// `log` after byte `from`; "" when it logged none.
+std::string HttpAddressIn(const std::string& log, size_t from) {
+  std::string text = ReadFileText(log);
+  const std::string marker = "/metrics on http://";
+  size_t at = text.rfind(marker);
+  if (at == std::string::npos || at < from) return "";
+  size_t start = at + marker.size();
+  size_t end = text.find('/', start);
+  return end == std::string::npos ? "" : text.substr(start, end - start);
+}
+
 // A daemon of the cluster: what the terminal calls it, and its log.
 struct Daemon {
   pid_t pid = -1;
@@ -188,7 +201,10 @@ int RunUp(UpFlags& f) {
   signal(SIGTERM, OnSignal);
   std::vector<std::string> server_args = {self, "server", "--listen", address, "--data-dir", root + "/server",
                                           "--node-timeout-ms", "5000", "--kill-grace-ms", "3000", "--checkpoint-root",
-                                          root + "/checkpoints"};
+                                          root + "/checkpoints", "--http-listen",
+                                          absl::StrCat("127.0.0.1:", f.http_port)};
+  // The log is appended to across runs: this run's lines start here.
+  const size_t log_start = ReadFileText(root + "/logs/server.log").size();
   if (!f.config.empty()) server_args.insert(server_args.end(), {"--config", f.config});
   if (!f.queue_config.empty()) server_args.insert(server_args.end(), {"--queue-config", f.queue_config});
   pid_t server = Spawn(server_args, root + "/logs/server.log");
@@ -217,7 +233,8 @@ int RunUp(UpFlags& f) {
     std::cerr << "trainyard up: the cluster did not come up; every log is in " << root << "/logs/\n";
     rc = kExitFailure;
   } else {
-    std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo})
+    std::string http = HttpAddressIn(root + "/logs/server.log", log_start);
+    std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo, http})
               << std::flush;
     // After the demo the cluster stays up, so the banner's commands can be
     // tried; Ctrl-C stops it (the exit code is the demo's).
@@ -250,6 +267,8 @@ void RegisterUp(CLI::App& app, int* exit_code) {
   up->add_option("--queue-config", f.queue_config, "the server's queue tree (YAML), to try queues here");
   up->add_option("--data-dir", f.data_dir, "where state and logs go");
   up->add_option("--port", f.port, "server port on 127.0.0.1");
+  up->add_option("--http-port", f.http_port,
+                 "dashboard, REST API and /metrics port on 127.0.0.1 (0 = a free port)")->check(CLI::Range(0, 65535));
   up->add_flag("--demo", f.demo, "also submit the demo job and follow it to the end");
   up->add_option("--demo-spec", f.demo_spec, "job spec the demo submits (default examples/demo.yaml)");
   up->callback([exit_code] { *exit_code = RunUp(f); });

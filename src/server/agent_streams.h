@@ -39,6 +39,8 @@ class AgentStreams : public ExecutionBackend {
   void Drained(const std::string& node) override;
   // Sends `msg` on node's stream; false when it has none.
   bool Send(const std::string& node, v1::ServerMessage msg);
+  // How many agents have a stream bound to their node.
+  size_t connected() const { return links_.size(); }
 
  private:
   std::map<std::string, AgentLink*> links_;   // node -> its stream

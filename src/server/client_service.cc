@@ -1,8 +1,7 @@
 // Client RPC handlers: thin translations onto JobManager.
 #include "server/client_service.h"
 
-#include "absl/strings/str_cat.h"
-#include "api/job_spec.h"
+#include "server/submission.h"
 
 namespace trainyard::server {
 
@@ -11,63 +10,50 @@ grpc::Status ToGrpc(const absl::Status& st) {
   return grpc::Status(static_cast<grpc::StatusCode>(st.code()), std::string(st.message()));
 }
 
+grpc::Status ClientService::Counted(GrpcCounters::Method method, grpc::Status st) {
+  counters_.Count(method, static_cast<int>(st.error_code()));
+  return st;
+}
+
 grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                                 v1::SubmitResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  // The size is checked before anything is parsed: a parse costs several
-  // times the text in memory, and the allocator may keep it.
-  const int64_t limit = manager_->config().max_spec_bytes;
-  const int64_t size = req->has_spec() ? static_cast<int64_t>(req->spec().ByteSizeLong())
-                                       : static_cast<int64_t>(req->yaml().size());
-  if (size > limit) {
-    reactor->Finish(grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
-                                 absl::StrCat("spec: ", size, " bytes is above the ", limit,
-                                              " bytes this server takes (maxSpecBytes in its config)")));
-    return reactor;
-  }
-  v1::JobSpec spec;
-  std::vector<std::string> parse_problems;
-  if (req->has_spec()) {
-    spec = req->spec();
-  } else {
-    parse_problems = api::ParseJobSpecYamlInto(req->yaml(), &spec);
-  }
-  manager_->SubmitAsync(std::move(spec), std::move(parse_problems),
-                        [reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
-                          if (r.ok()) *resp = std::move(*r);
-                          reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
-                        });
+  SubmitFromRequest(manager_, *req, [this, reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
+    if (r.ok()) *resp = std::move(*r);
+    counters_.Count(GrpcCounters::kSubmit, static_cast<int>(r.status().code()));
+    reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
+  });
   return reactor;
 }
 
 grpc::Status ClientService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
                                      v1::ListJobsResponse* resp) {
   for (auto& j : manager_->ListJobs(*req)) *resp->add_jobs() = std::move(j);
-  return grpc::Status::OK;
+  return Counted(GrpcCounters::kListJobs, grpc::Status::OK);
 }
 
 grpc::Status ClientService::DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest* req,
                                         v1::JobView* resp) {
   absl::StatusOr<v1::JobView> v = manager_->Describe(req->job());
-  if (!v.ok()) return ToGrpc(v.status());
+  if (!v.ok()) return Counted(GrpcCounters::kDescribeJob, ToGrpc(v.status()));
   *resp = std::move(*v);
-  return grpc::Status::OK;
+  return Counted(GrpcCounters::kDescribeJob, grpc::Status::OK);
 }
 
 grpc::Status ClientService::KillJob(grpc::ServerContext*, const v1::KillJobRequest* req,
                                     v1::KillJobResponse* resp) {
   absl::StatusOr<v1::JobState> st = manager_->Kill(req->job(), req->reason());
-  if (!st.ok()) return ToGrpc(st.status());
+  if (!st.ok()) return Counted(GrpcCounters::kKillJob, ToGrpc(st.status()));
   resp->set_state(*st);
-  return grpc::Status::OK;
+  return Counted(GrpcCounters::kKillJob, grpc::Status::OK);
 }
 
 grpc::Status ClientService::DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest* req,
                                       v1::DeleteJobResponse* resp) {
   absl::StatusOr<v1::DeleteJobResponse> r = manager_->DeleteJob(req->job());
-  if (!r.ok()) return ToGrpc(r.status());
+  if (!r.ok()) return Counted(GrpcCounters::kDeleteJob, ToGrpc(r.status()));
   *resp = std::move(*r);
-  return grpc::Status::OK;
+  return Counted(GrpcCounters::kDeleteJob, grpc::Status::OK);
 }
 
 namespace {
@@ -84,44 +70,44 @@ grpc::Status Administer(JobManager* manager, JobManager::NodeAdmin what, const v
 
 grpc::Status ClientService::CordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                        v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kCordon, req, resp);
+  return Counted(GrpcCounters::kCordonNode, Administer(manager_, JobManager::NodeAdmin::kCordon, req, resp));
 }
 
 grpc::Status ClientService::UncordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                          v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kUncordon, req, resp);
+  return Counted(GrpcCounters::kUncordonNode, Administer(manager_, JobManager::NodeAdmin::kUncordon, req, resp));
 }
 
 grpc::Status ClientService::DrainNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                       v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kDrain, req, resp);
+  return Counted(GrpcCounters::kDrainNode, Administer(manager_, JobManager::NodeAdmin::kDrain, req, resp));
 }
 
 grpc::Status ClientService::RemoveNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
                                        v1::NodeAdminResponse* resp) {
-  return Administer(manager_, JobManager::NodeAdmin::kRemove, req, resp);
+  return Counted(GrpcCounters::kRemoveNode, Administer(manager_, JobManager::NodeAdmin::kRemove, req, resp));
 }
 
 grpc::Status ClientService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
                                       v1::ListNodesResponse* resp) {
   for (auto& n : manager_->ListNodes()) *resp->add_nodes() = std::move(n);
-  return grpc::Status::OK;
+  return Counted(GrpcCounters::kListNodes, grpc::Status::OK);
 }
 
 grpc::Status ClientService::ListQueues(grpc::ServerContext*, const v1::ListQueuesRequest*,
                                        v1::ListQueuesResponse* resp) {
   *resp = manager_->ListQueues();
-  return grpc::Status::OK;
+  return Counted(GrpcCounters::kListQueues, grpc::Status::OK);
 }
 
 grpc::Status ClientService::ReportJobOutcome(grpc::ServerContext*, const v1::JobOutcomeRequest* req,
                                              v1::JobOutcomeResponse*) {
-  return ToGrpc(manager_->ReportOutcome(*req));
+  return Counted(GrpcCounters::kReportJobOutcome, ToGrpc(manager_->ReportOutcome(*req)));
 }
 
 grpc::Status ClientService::ReportWorkerFailure(grpc::ServerContext*, const v1::WorkerFailureRequest* req,
                                                 v1::WorkerFailureResponse*) {
-  return ToGrpc(manager_->ReportWorkerFailure(*req));
+  return Counted(GrpcCounters::kReportWorkerFailure, ToGrpc(manager_->ReportWorkerFailure(*req)));
 }
 
 }  // namespace trainyard::server

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "proto/service.grpc.pb.h"
+#include "server/api_counters.h"
 #include "server/job_manager.h"
 #include "server/log_hub.h"
 
@@ -36,9 +37,15 @@ class ClientService final
   grpc::Status ReportWorkerFailure(grpc::ServerContext*, const v1::WorkerFailureRequest*,
                                    v1::WorkerFailureResponse*) override;
 
+  // What each method answered, for /metrics.
+  const GrpcCounters& counters() const { return counters_; }
+
  private:
+  grpc::Status Counted(GrpcCounters::Method method, grpc::Status st);
+
   JobManager* const manager_;
   LogHub* const logs_;
+  GrpcCounters counters_;
 };
 
 // Maps an absl::Status to a grpc::Status with the same code and message.

@@ -84,6 +84,10 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     if (!Key(kv.first, "", &key, &errors)) continue;
     const YAML::Node& v = kv.second;
     if (key == "listen") Read(v, key, &c.listen, &errors);
+    else if (key == "httpListen") Read(v, key, &c.http_listen, &errors);
+    else if (key == "httpThreads") Read(v, key, &c.http_threads, &errors);
+    else if (key == "httpMaxConnections") Read(v, key, &c.http_max_connections, &errors);
+    else if (key == "httpRequestTimeoutMs") Read(v, key, &c.http_request_timeout_ms, &errors);
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
     else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
@@ -156,6 +160,14 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));
   }
   if (c.log_follower_stall_ms <= 0) errors.push_back("logFollowerStallMs: must be positive");
+  if (c.http_threads < 1 || c.http_threads > 256) {
+    errors.push_back(absl::StrCat("httpThreads: ", c.http_threads, " is not within 1..256"));
+  }
+  if (c.http_max_connections < c.http_threads) {
+    errors.push_back(absl::StrCat("httpMaxConnections: ", c.http_max_connections, " is below httpThreads ",
+                                  c.http_threads));
+  }
+  if (c.http_request_timeout_ms <= 0) errors.push_back("httpRequestTimeoutMs: must be positive");
   if (c.queue_policy != "fifo" && c.queue_policy != "capacity" && c.queue_policy != "fair") {
     errors.push_back(absl::StrCat("queuePolicy: '", c.queue_policy, "' is not one of fifo, capacity, fair"));
   }

@@ -11,6 +11,12 @@ namespace trainyard::server {
 
 struct ServerConfig {
   std::string listen = "127.0.0.1:7450";  // gRPC for clients and agents
+  // HTTP (REST API, /metrics): host:port, port 0 = any free one; "" = none.
+  // Open to whoever reaches it until security lands (docs/api.md).
+  std::string http_listen;
+  int http_threads = 4;                   // HTTP requests served at once
+  int http_max_connections = 64;          // open HTTP connections; more are answered 503
+  int http_request_timeout_ms = 10000;    // to receive one request, and per write of an answer
   std::string data_dir = ".trainyard/server";
   std::string queue_config;               // YAML path; "" = one queue "default"
   std::string queue_policy = "fifo";      // fifo | capacity | fair
@@ -72,7 +78,8 @@ struct ServerConfig {
 // submission, and agents' messages (log chunks of up to 1 MiB, heartbeats).
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
-// Reads `path` (YAML) over the defaults. Keys: listen, dataDir, queueConfig,
+// Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
+// httpThreads, httpMaxConnections, httpRequestTimeoutMs, dataDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
 // reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,

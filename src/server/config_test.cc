@@ -52,5 +52,24 @@ TEST(ServerConfigTest, AKeyThatIsAListIsAnErrorNotACrash) {
   EXPECT_THAT(c.status().message(), HasSubstr("jobmaster: line 4: a key must be a string"));
 }
 
+TEST(ServerConfigTest, ReadsTheHttpKeysAndChecksThem) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(WriteConfig(
+      "http.yaml", "httpListen: 127.0.0.1:9000\nhttpThreads: 2\nhttpMaxConnections: 8\nhttpRequestTimeoutMs: 500\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->http_listen, "127.0.0.1:9000");
+  EXPECT_EQ(c->http_threads, 2);
+  EXPECT_EQ(c->http_max_connections, 8);
+  EXPECT_EQ(c->http_request_timeout_ms, 500);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  EXPECT_EQ(ServerConfig().http_listen, "");  // `trainyard server` serves no HTTP unless asked
+  ServerConfig bad;
+  bad.http_threads = 8;
+  bad.http_max_connections = 4;
+  bad.http_request_timeout_ms = 0;
+  absl::Status st = ValidateServerConfig(bad);
+  EXPECT_THAT(st.message(), HasSubstr("httpMaxConnections: 4 is below httpThreads 8"));
+  EXPECT_THAT(st.message(), HasSubstr("httpRequestTimeoutMs: must be positive"));
+}
+
 }  // namespace
 }  // namespace trainyard::server

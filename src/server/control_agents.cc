@@ -174,6 +174,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   auto it = nodes_.find(name);
   if (it == nodes_.end()) return;
   NodeRt& node = *it->second;
+  if (node.connected()) stats_.heartbeat_gap_seconds.Observe(std::max(0.0, absl::ToDoubleSeconds(now - node.last_heartbeat)));
   node.last_heartbeat = now;
   ++stats_.heartbeats;
   view_heartbeats_ = true;
@@ -278,6 +279,7 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
   if (!job.ending && !job.preempting && restart) {
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
+    ++stats_.restarts_lost;
     SetTaskState(job, i, v1::TASK_LAUNCHING);
     AddEvent(job, "task_restarted", absl::StrCat(name, ": ", why, "; started again (attempt ", t->attempt(), ")"),
              now);
@@ -347,6 +349,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
     case v1::TASK_RESTARTING:
       SetTaskState(*job, i, v1::TASK_RESTARTING);
       t->set_restart_count(t->restart_count() + 1);
+      ++stats_.restarts_exit;
       *t->mutable_exit() = st.exit();
       AddEvent(*job, "task_restarted",
                absl::StrCat(name, " ended (", DescribeExit(st.exit()), ") and restarts (attempt ",

@@ -343,6 +343,8 @@ void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
 }
 
 void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now) {
+  ++stats_.requeues;
+  job.queued_since = now;
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     v1::TaskRecord* t = job.rec.mutable_tasks(i);
     if (!api::IsTerminal(t->state()) && !t->node().empty()) {

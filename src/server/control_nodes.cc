@@ -289,7 +289,11 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   *t->mutable_allocation() = api::ToProto(placed->allocation);
   SetTaskState(job, i, v1::TASK_LAUNCHING);
   t->set_attempt(t->attempt() + 1);
-  if (why.charge) t->set_restart_count(t->restart_count() + 1);
+  // An uncharged move (a drain, an eviction) is no restart.
+  if (why.charge) {
+    t->set_restart_count(t->restart_count() + 1);
+    ++stats_.restarts_node_lost;
+  }
   // A moved job master has a new address: the others learn it from the
   // "jobmaster" file PushFiles rewrites below.
   if (api::IsJobMasterRole(t->role())) job.job_master = JobMasterAddress(job);

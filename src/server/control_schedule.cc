@@ -66,6 +66,9 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
     per_node[a.node]++;
     ++stats_.placements;
   }
+  absl::Time queued = job->queued_since == absl::InfinitePast() ? absl::FromUnixMillis(job->rec.submit_time_ms())
+                                                                 : job->queued_since;
+  stats_.pending_seconds.Observe(std::max(0.0, absl::ToDoubleSeconds(now - queued)));
   std::vector<std::string> where;
   for (const auto& [node, n] : per_node) where.push_back(absl::StrCat(node, " (", n, n == 1 ? " task)" : " tasks)"));
   job->rec.set_pending_reason("");
@@ -168,6 +171,7 @@ void ControlState::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   JobRt* job = FindJob(p.victim_job_id);
   if (!job || job->preempting || job->ending) return;
   job->preempting = true;
+  ++stats_.preemptions;
   preempting_.insert(job->rec.name());
   job->preempted_by = p.for_job_id;
   job->preempted_note = PreemptionNote(p, now);

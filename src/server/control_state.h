@@ -37,18 +37,11 @@
 #include "server/execution_backend.h"
 #include "server/log_places.h"
 #include "server/persister.h"
+#include "server/stats.h"
 #include "server/view_store.h"
 #include "store/state_store.h"
 
 namespace trainyard::server {
-
-// Counters for /metrics and tests.
-struct ManagerStats {
-  int64_t submitted = 0;
-  int64_t rounds = 0;
-  int64_t placements = 0;
-  int64_t heartbeats = 0;
-};
 
 // A submission validated and named, waiting for its record to be durable.
 struct PreparedJob {

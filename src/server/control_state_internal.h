@@ -24,6 +24,9 @@ struct ControlState::JobRt {
   std::string preempted_note;
   bool unschedulable = false;   // its last reason said it can never fit
   absl::Time preempt_deadline;
+  // When it last went back to the queue (InfinitePast: never; it has waited
+  // since its submission): the pending-time histogram's start.
+  absl::Time queued_since = absl::InfinitePast();
   std::string job_master;       // host:port of its master task, "" if none
   // Per task: the attempt number at which the current launch started; a
   // status with a lower attempt is from an older launch and ignored.

@@ -3,6 +3,7 @@
 #include "server/job_manager.h"
 
 #include <algorithm>
+#include <chrono>
 #include <future>
 
 #include "absl/strings/str_cat.h"
@@ -39,6 +40,7 @@ absl::Status JobManager::Recover() {
   Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
       static_cast<int>(live), static_cast<int>(done), static_cast<int>(nodes));
   control_.PublishNodesAndQueues(&views_, clock_->Now());
+  PublishStats();
   recovered_unpublished_ = control_.PublishRecovered(&views_, 0) > 0;
   AfterEvent();
   return absl::OkStatus();
@@ -111,7 +113,9 @@ void JobManager::Loop() {
       control_.ExcuseStall(now - last_loop_);
     }
     last_loop_ = now;
+    auto round_start = std::chrono::steady_clock::now();
     control_.RunRound(now);
+    round_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
     if (now >= next_publish_) {
       // Node and queue views cover the whole cluster; publishing them (and
       // the recovered jobs' views, a thousand at a time) takes at most 2% of
@@ -120,6 +124,7 @@ void JobManager::Loop() {
       absl::Time start = absl::Now();
       if (recovered_unpublished_) recovered_unpublished_ = control_.PublishRecovered(&views_, 1000) > 0;
       control_.PublishNodesAndQueues(&views_, clock_->Now());
+      PublishStats();
       next_publish_ = now + std::max(absl::Milliseconds(5), 50 * (absl::Now() - start));
     }
     AfterEvent();  // what the round changed may place more at once
@@ -130,7 +135,24 @@ void JobManager::ScheduleNowForTest() {
   absl::MutexLock lock(&mu_);
   control_.RunRound(clock_->Now());
   control_.PublishNodesAndQueues(&views_, clock_->Now());
+  PublishStats();
   AfterEvent();
+}
+
+void JobManager::PublishStats() {
+  auto stats = std::make_shared<PublishedStats>();
+  stats->manager = control_.Stats();
+  // The store's own small lock, held only to copy its counters; the store
+  // never waits for this lock while holding it.
+  stats->store = store_->Stats();
+  stats->round_seconds = round_seconds_;
+  stats->agents_connected = static_cast<int>(streams_.connected());
+  views_.PutStats(std::move(stats));
+}
+
+const ViewStore& JobManager::Views() {
+  PublishAllRecovered();
+  return views_;
 }
 
 void JobManager::SendWrite() {

@@ -30,6 +30,7 @@
 #include "server/config.h"
 #include "server/control_state.h"
 #include "server/log_hub.h"
+#include "server/stats.h"
 #include "server/view_store.h"
 #include "store/state_store.h"
 
@@ -108,6 +109,10 @@ class JobManager {
   void ScheduleNowForTest();
   ManagerStats Stats();
   const ServerConfig& config() const { return config_; }
+  // The published views, for readers that take them directly (the HTTP API
+  // and /metrics), never under the lock; jobs recovered at start-up are
+  // published first.
+  const ViewStore& Views();
 
  private:
 
@@ -123,6 +128,8 @@ class JobManager {
   // After each event: wake the loop if asked, publish the jobs that changed,
   // send what the persister gathered.
   void AfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the counters (control state, store, rounds) to views_.
+  void PublishStats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits on cv_ until `done` holds or `timeout` passes; false on timeout.
   template <typename Pred>
   bool WaitFor(absl::Duration timeout, Pred done) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -151,6 +158,7 @@ class JobManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
   absl::Time next_publish_ ABSL_GUARDED_BY(mu_);  // of the nodes and queues views
+  Histogram round_seconds_ ABSL_GUARDED_BY(mu_) = LatencyHistogram();
   std::thread thread_;
 };
 

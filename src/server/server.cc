@@ -13,7 +13,11 @@
 #include "api/queue_config_yaml.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
+#include "server/http/http_server.h"
+#include "server/http/metrics.h"
+#include "server/http/rest_api.h"
 #include "server/log_hub.h"
+#include "server/submission.h"
 #include "store/sqlite_state_store.h"
 
 namespace trainyard::server {
@@ -26,6 +30,21 @@ class ManagerLogBackend final : public LogBackend {
   bool SendToNode(const std::string& node, v1::ServerMessage msg) override {
     return manager_->SendToNode(node, std::move(msg));
   }
+
+ private:
+  JobManager* const manager_;
+};
+
+// The REST API's view of the manager: the same calls as the gRPC API's.
+class ManagerRestBackend final : public http::RestBackend {
+ public:
+  explicit ManagerRestBackend(JobManager* manager) : manager_(manager) {}
+  const ViewStore& Views() override { return manager_->Views(); }
+  void Submit(const v1::SubmitRequest& req, SubmitDone done) override { SubmitFromRequest(manager_, req, std::move(done)); }
+  absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason) override {
+    return manager_->Kill(job, reason);
+  }
+  absl::StatusOr<v1::JobView> Describe(const std::string& job) override { return manager_->Describe(job); }
 
  private:
   JobManager* const manager_;
@@ -125,8 +144,30 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->address_ = absl::StrCat(host, ":", port);
   s->manager_->SetServerAddress(s->address_);
   s->manager_->Start();
+  if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
   Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
   return s;
+}
+
+absl::Status Server::StartHttp(const ServerConfig& config) {
+  if (config.http_listen.empty()) return absl::OkStatus();
+  http::HttpOptions opt;
+  opt.listen = config.http_listen;
+  opt.threads = config.http_threads;
+  opt.max_connections = config.http_max_connections;
+  opt.request_timeout = absl::Milliseconds(config.http_request_timeout_ms);
+  // A spec's text as a JSON string may take twice its bytes (escapes).
+  opt.max_body_bytes = 2 * config.max_spec_bytes + (64 << 10);
+  absl::StatusOr<std::unique_ptr<http::HttpServer>> bound = http::HttpServer::Bind(opt);
+  if (!bound.ok()) return bound.status();
+  http_ = std::move(*bound);
+  rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get());
+  http::AddRestRoutes(*http_, rest_backend_.get());
+  http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters());
+  http_->Serve();
+  http_address_ = http_->address();
+  Log(LogLevel::kInfo, "server", "HTTP API and /metrics on http://%s/", http_address_);
+  return absl::OkStatus();
 }
 
 Server::~Server() {
@@ -141,6 +182,8 @@ void Server::Wait() {
 }
 
 void Server::Shutdown() {
+  // HTTP first: its handlers call into the manager.
+  if (http_) http_->Stop();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (manager_) manager_->Stop();
 }

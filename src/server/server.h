@@ -1,6 +1,7 @@
 // Server: the resource manager daemon — opens the store, recovers, builds the
 // scheduler from the configuration, and serves the client and agent gRPC
-// APIs on one address.
+// APIs on one address, and with --http-listen the REST API and /metrics
+// (server/http/) on another.
 #pragma once
 
 #include <memory>
@@ -21,6 +22,10 @@ class AgentService;
 class ClientService;
 class LogHub;
 class ManagerLogBackend;
+class ManagerRestBackend;
+namespace http {
+class HttpServer;
+}
 
 class Server {
  public:
@@ -32,6 +37,8 @@ class Server {
 
   // host:port actually bound (the port is chosen when config.listen ends in :0).
   const std::string& address() const { return address_; }
+  // host:port of the HTTP API ("" when config.http_listen is empty).
+  const std::string& http_address() const { return http_address_; }
   JobManager* manager() { return manager_.get(); }
   // Blocks until Shutdown is called from another thread.
   void Wait();
@@ -47,7 +54,13 @@ class Server {
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<ManagerRestBackend> rest_backend_;
+  std::unique_ptr<http::HttpServer> http_;
   std::string address_;
+  std::string http_address_;
+
+  // Binds and starts the HTTP API of `config`; errors name the address.
+  absl::Status StartHttp(const ServerConfig& config);
 };
 
 // Builds the scheduler options from the server config (queue file, policy,

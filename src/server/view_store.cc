@@ -8,11 +8,39 @@
 namespace trainyard::server {
 
 void ViewStore::PutJob(const std::string& name, JobEntry entry) {
+  entry.task_states = {};
+  for (const auto& t : entry.view->tasks()) {
+    if (t.state() >= 0 && t.state() < v1::TaskState_ARRAYSIZE) ++entry.task_states[t.state()];
+  }
+  std::pair<std::string, v1::JobState> key(entry.view->queue(), entry.view->state());
   {
     absl::MutexLock lock(&mu_);
+    ++counts_.jobs[key];
+    for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] += entry.task_states[s];
     std::swap(jobs_[name], entry);
+    if (entry.view) {  // the entry it replaced
+      key.first = entry.view->queue();
+      key.second = entry.view->state();
+      --counts_.jobs[key];
+      for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] -= entry.task_states[s];
+    }
   }
   // The view it replaced (now in `entry`) is freed here, outside the lock.
+}
+
+void ViewStore::PutStats(StatsPtr stats) {
+  absl::MutexLock lock(&mu_);
+  stats_ = std::move(stats);
+}
+
+ViewStore::StatsPtr ViewStore::Stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+ViewStore::Counts ViewStore::StateCounts() const {
+  absl::MutexLock lock(&mu_);
+  return counts_;
 }
 
 v1::JobView ViewStore::FullView(const JobEntry& entry) {

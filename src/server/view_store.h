@@ -1,11 +1,15 @@
 // ViewStore: what clients see — job, node and queue views — as the control
 // state last published them. The shell publishes after each event (jobs
 // that changed) and from its loop (nodes and queues, at most every 5 ms);
-// readers (the CLI's jobs / nodes / describe / queues, and next the REST
-// API, the dashboard and /metrics) take shared pointers under this store's
-// own small lock, never the shell's lock and never the StateStore.
+// readers (the CLI's jobs / nodes / describe / queues, the REST API and
+// /metrics, next the dashboard) take shared pointers under this store's own
+// small lock, never the shell's lock and never the StateStore. The shell
+// also publishes its counters here (PublishedStats), and the store keeps
+// job and task counts by state as jobs are put, so /metrics reads them
+// without walking every job.
 #pragma once
 
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -16,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/service.pb.h"
 #include "server/event_list.h"
+#include "server/stats.h"
 
 namespace trainyard::server {
 
@@ -27,6 +32,13 @@ class ViewStore {
     // False for a job recovered from the store whose earlier events are
     // still only there (describe reads them once).
     bool events_loaded = true;
+    // How many of its tasks are in each state (set by PutJob).
+    std::array<int32_t, v1::TaskState_ARRAYSIZE> task_states{};
+  };
+  // Published jobs by (queue, state), and their tasks by state.
+  struct Counts {
+    std::map<std::pair<std::string, v1::JobState>, int64_t> jobs;
+    std::array<int64_t, v1::TaskState_ARRAYSIZE> tasks{};
   };
   // A node's published view, shared with the next publication while it is
   // unchanged, and its heartbeat time beside it: that changes every second
@@ -42,12 +54,14 @@ class ViewStore {
   };
   using NodesPtr = std::shared_ptr<const std::vector<NodeEntry>>;
   using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
+  using StatsPtr = std::shared_ptr<const PublishedStats>;
 
   void PutJob(const std::string& name, JobEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes a deleted job's view down.
   void RemoveJob(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   void PutNodes(NodesPtr nodes) ABSL_LOCKS_EXCLUDED(mu_);
   void PutQueues(QueuesPtr queues) ABSL_LOCKS_EXCLUDED(mu_);
+  void PutStats(StatsPtr stats) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job's entry; nullopt for a job never published (unknown).
   // FullView(entry) is what describe shows: the view with its events.
@@ -56,6 +70,8 @@ class ViewStore {
   std::vector<std::shared_ptr<const v1::JobView>> Jobs(bool include_finished) const ABSL_LOCKS_EXCLUDED(mu_);
   NodesPtr Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
   QueuesPtr Queues() const ABSL_LOCKS_EXCLUDED(mu_);
+  StatsPtr Stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  Counts StateCounts() const ABSL_LOCKS_EXCLUDED(mu_);
 
   static v1::JobView FullView(const JobEntry& entry);
 
@@ -64,6 +80,8 @@ class ViewStore {
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<NodeEntry>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
+  StatsPtr stats_ ABSL_GUARDED_BY(mu_) = std::make_shared<const PublishedStats>();
+  Counts counts_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace trainyard::server

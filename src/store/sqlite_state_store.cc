@@ -137,6 +137,7 @@ absl::Status SqliteStore::ApplyInSavepoint(const WriteBatch& batch) {
 }
 
 void SqliteStore::CommitGroup(std::vector<Pending>& group) {
+  const auto start = std::chrono::steady_clock::now();
   absl::Status fatal;
   {
     absl::MutexLock lock(&mu_);
@@ -158,8 +159,13 @@ void SqliteStore::CommitGroup(std::vector<Pending>& group) {
     FailGroup(group, fatal);
     return;
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   absl::MutexLock lock(&mu_);
-  if (any_applied) ++stats_.transactions;
+  if (any_applied) {
+    ++stats_.transactions;
+    stats_.commit_seconds.Observe(seconds);
+    stats_.batch_size.Observe(static_cast<double>(group.size()));
+  }
   for (const Pending& p : group)
     ++(p.status.ok() ? stats_.batches_committed : stats_.batches_failed);
 }

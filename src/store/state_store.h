@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/histogram.h"
 #include "proto/trainyard.pb.h"
 
 namespace trainyard {
@@ -111,6 +112,10 @@ struct StoreStats {
   int64_t batches_committed = 0;  // Commit calls that succeeded
   int64_t batches_failed = 0;     // Commit calls that failed
   int64_t transactions = 0;       // durable transactions (fsyncs with sync on)
+  // Each durable transaction: its time from BEGIN to COMMIT (the fsync
+  // included) and how many batches it held (group commit).
+  Histogram commit_seconds = LatencyHistogram();
+  Histogram batch_size{1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
 };
 
 // The interface. Every method is thread-safe. Reads see every batch whose

@@ -205,7 +205,8 @@ bool Cluster::StartServer(const std::string& listen) {
   std::vector<std::string> argv = {TrainyardBin(), "server", "--listen", listen, "--data-dir",
                                    server_data_dir(), "--node-timeout-ms", absl::StrCat(options_.node_timeout_ms),
                                    "--heartbeat-interval-ms", absl::StrCat(options_.heartbeat_interval_ms),
-                                   "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints"};
+                                   "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints",
+                                   "--http-listen", "127.0.0.1:0"};
   argv.insert(argv.end(), options_.server_flags.begin(), options_.server_flags.end());
   // The log is appended to across restarts: look past what is there.
   size_t skip = ReadFile(dir() + "/server.log").size();
@@ -219,6 +220,12 @@ bool Cluster::StartServer(const std::string& listen) {
     size_t end = log.find('\n', at);
     if (end == std::string::npos) return false;
     address_ = log.substr(at + 13, end - at - 13);
+    // Printed with the line above, in one write.
+    const std::string dashboard = "/metrics on http://";
+    size_t http = log.find(dashboard, end);
+    size_t http_end = http == std::string::npos ? http : log.find('/', http + dashboard.size());
+    if (http_end == std::string::npos) return false;
+    http_address_ = log.substr(http + dashboard.size(), http_end - http - dashboard.size());
     up = true;
     return true;
   }, absl::Seconds(20), absl::Milliseconds(10));

@@ -92,6 +92,8 @@ class Cluster {
   ~Cluster();
 
   const std::string& address() const { return address_; }
+  // host:port of the server's HTTP API (it serves one on a free port).
+  const std::string& http_address() const { return http_address_; }
   const std::string& dir() const { return dir_.path(); }
   // `trainyard ARGS... --server ADDRESS`.
   CommandResult Cli(std::vector<std::string> args);
@@ -129,6 +131,7 @@ class Cluster {
   ClusterOptions options_;
   TempDir dir_;
   std::string address_;
+  std::string http_address_;
   int port_base_ = 0;
   int port_lock_fd_ = -1;
   double started_uptime_ = 0;  // seconds since boot when the cluster was made

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -46,6 +47,15 @@ queues:
   ASSERT_TRUE(up.Running()) << ReadFile(up.log());
   std::string banner = ReadFile(up.log());
   EXPECT_THAT(banner, HasSubstr("2 nodes x 4 simulated GPUs (switches=0-1,2-3;sockets=0-1,2-3)"));
+  // The dashboard's address, on a free loopback port, answers.
+  const std::string dashboard = "dashboard: http://127.0.0.1:";
+  size_t at = banner.find(dashboard);
+  ASSERT_NE(at, std::string::npos) << banner;
+  std::string http = banner.substr(at + 18, banner.find('/', at + 18) - at - 18);
+  HttpResult api_nodes = HttpGet(http, "/api/v1/nodes");
+  ASSERT_EQ(api_nodes.status, 200) << http << ": " << api_nodes.body;
+  ASSERT_EQ(api_nodes.json["nodes"].size(), 2u) << api_nodes.body;
+  EXPECT_EQ(api_nodes.json["nodes"][0]["gpu_count"], 4);
 
   CommandResult nodes = RunCli({"nodes", "-o", "json", "--server", address});
   ASSERT_EQ(nodes.exit_code, 0) << nodes.err;

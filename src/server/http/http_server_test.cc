@@ -1,0 +1,180 @@
+// HttpServer: routes answered in JSON, and the limits that keep strangers
+// from holding it: the connection cap, the request deadline, the body cap.
+#include "server/http/http_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+
+namespace trainyard::server::http {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::unique_ptr<HttpServer> Serve(HttpOptions opt = {}) {
+  auto s = HttpServer::Bind(opt);
+  EXPECT_TRUE(s.ok()) << s.status();
+  (*s)->Handle("GET", "/hello/([^/]+)", "/hello/{who}",
+               [](const httplib::Request& req, httplib::Response& res, const Principal&) {
+                 res.set_content(absl::StrCat("hello ", std::string(req.matches[1])), "text/plain");
+               });
+  (*s)->Handle("POST", "/echo", "/echo", [](const httplib::Request& req, httplib::Response& res, const Principal&) {
+    res.set_content(req.body, "text/plain");
+  });
+  (*s)->Serve();
+  return std::move(*s);
+}
+
+int Connect(const std::string& address) {
+  size_t colon = address.rfind(':');
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
+  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  return fd;
+}
+
+// Everything the server sends on `fd` until it closes it (or `within` passes).
+std::string ReadUntilClosed(int fd, absl::Duration within) {
+  timeval tv{static_cast<time_t>(absl::ToInt64Seconds(within)), 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  char buf[4096];
+  while (true) {
+    ssize_t n = recv(fd, buf, sizeof(buf), 0);
+    if (n <= 0) break;
+    out.append(buf, n);
+  }
+  return out;
+}
+
+TEST(HttpServerTest, RoutesAnswerAndEverythingElseIsAJsonError) {
+  auto s = Serve();
+  httplib::Client c("http://" + s->address());
+  auto r = c.Get("/hello/ana");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body, "hello ana");
+  r = c.Get("/nowhere");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 404);
+  nlohmann::json body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body["error"]["code"], 404);
+  EXPECT_EQ(body["error"]["message"], "no such resource");
+  bool counted = false;
+  for (const HttpRequestCount& n : s->RequestCounts()) {
+    counted |= n.method == "GET" && n.route == "/hello/{who}" && n.code == 200 && n.count == 1;
+  }
+  EXPECT_TRUE(counted);
+}
+
+TEST(HttpServerTest, ABodyAboveTheCapIsRefusedAndOneWithinIsServed) {
+  HttpOptions opt;
+  opt.max_body_bytes = 1000;
+  auto s = Serve(opt);
+  httplib::Client c("http://" + s->address());
+  auto r = c.Post("/echo", std::string(999, 'a'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(r->body.size(), 999u);
+  r = c.Post("/echo", std::string(5000, 'a'), "text/plain");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 413);
+  EXPECT_THAT(r->body, HasSubstr("above the most this server takes"));
+}
+
+TEST(HttpServerTest, AHalfSentRequestIsCutOffAtTheDeadline) {
+  HttpOptions opt;
+  opt.request_timeout = absl::Milliseconds(300);
+  auto s = Serve(opt);
+  int fd = Connect(s->address());
+  const std::string half = "GET /hello/x HTTP/1.1\r\nHost: a\r\n";
+  ASSERT_EQ(send(fd, half.data(), half.size(), MSG_NOSIGNAL), static_cast<ssize_t>(half.size()));
+  absl::Time start = absl::Now();
+  std::string got = ReadUntilClosed(fd, absl::Seconds(10));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5)) << "the connection was not cut off";
+  // The library answers what it could not read whole with a 400 as it goes.
+  EXPECT_THAT(got, ::testing::AnyOf(::testing::IsEmpty(), HasSubstr("HTTP/1.1 400")));
+  EXPECT_THAT(got, ::testing::Not(HasSubstr("hello x")));
+  close(fd);
+}
+
+TEST(HttpServerTest, HeadersWithoutEndAreCutOff) {
+  HttpOptions opt;
+  opt.max_header_bytes = 4096;
+  auto s = Serve(opt);
+  int fd = Connect(s->address());
+  std::string req = "GET /hello/x HTTP/1.1\r\n";
+  while (req.size() < 64 * 1024) req += "X-Pad: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
+  ssize_t n = send(fd, req.data(), req.size(), MSG_NOSIGNAL);
+  (void)n;  // the server may close before it takes all of it
+  std::string got = ReadUntilClosed(fd, absl::Seconds(10));
+  EXPECT_THAT(got, ::testing::Not(HasSubstr("hello x")));
+  close(fd);
+  // ...and the server goes on.
+  httplib::Client c("http://" + s->address());
+  auto r = c.Get("/hello/y");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, "hello y");
+}
+
+TEST(HttpServerTest, AConnectionAboveTheCapIsAnswered503AtOnce) {
+  HttpOptions opt;
+  opt.threads = 1;
+  opt.max_connections = 2;
+  opt.request_timeout = absl::Seconds(30);
+  auto s = Serve(opt);
+  int a = Connect(s->address());
+  int b = Connect(s->address());
+  int extra = Connect(s->address());
+  std::string got = ReadUntilClosed(extra, absl::Seconds(10));
+  EXPECT_THAT(got, HasSubstr("HTTP/1.1 503"));
+  EXPECT_THAT(got, HasSubstr("too many HTTP connections"));
+  close(extra);
+  close(a);
+  close(b);
+  // With those two gone there is room again.
+  httplib::Client c("http://" + s->address());
+  int status = -1;
+  // Until the closes have reached the server (a deadline, not a sleep).
+  for (absl::Time deadline = absl::Now() + absl::Seconds(5); absl::Now() < deadline && status != 200;) {
+    auto r = c.Get("/hello/z");
+    status = r ? r->status : -1;
+  }
+  EXPECT_EQ(status, 200);
+}
+
+TEST(HttpServerTest, StopReturnsWhileAClientHoldsAConnection) {
+  auto s = Serve();
+  int fd = Connect(s->address());
+  const std::string half = "GET /hello/x HTTP/1.1\r\n";
+  ASSERT_GT(send(fd, half.data(), half.size(), MSG_NOSIGNAL), 0);
+  absl::Time start = absl::Now();
+  s->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  close(fd);
+}
+
+TEST(HttpServerTest, ASecondServerOnTheSamePortFailsNamingTheAddress) {
+  auto s = Serve();
+  HttpOptions opt;
+  opt.listen = s->address();
+  auto second = HttpServer::Bind(opt);
+  ASSERT_FALSE(second.ok());
+  EXPECT_THAT(second.status().message(), HasSubstr("cannot bind " + s->address()));
+  opt.listen = "nonsense";
+  EXPECT_THAT(HttpServer::Bind(opt).status().message(), HasSubstr("'nonsense' is not host:port"));
+}
+
+}  // namespace
+}  // namespace trainyard::server::http

@@ -1,0 +1,236 @@
+// The published views as the REST API's JSON (see json_views.h).
+#include "server/http/json_views.h"
+
+#include <bit>
+
+#include "api/job_spec.h"
+#include "api/states.h"
+
+namespace trainyard::server::http {
+namespace {
+
+using nlohmann::json;
+
+json PortsJson(const google::protobuf::RepeatedPtrField<v1::PortRange>& ports) {
+  json out = json::array();
+  for (const auto& p : ports) out.push_back({{"begin", p.begin()}, {"end", p.end()}});
+  return out;
+}
+
+json GroupsJson(const google::protobuf::RepeatedField<uint64_t>& groups) {
+  json out = json::array();
+  for (uint64_t g : groups) out.push_back(GpuList(g));
+  return out;
+}
+
+// The index of the group of `groups` holding GPU `gpu`, -1 when none does.
+int GroupOf(const google::protobuf::RepeatedField<uint64_t>& groups, int gpu) {
+  for (int i = 0; i < groups.size(); ++i) {
+    if ((groups[i] >> gpu) & 1) return i;
+  }
+  return -1;
+}
+
+uint64_t AllGpus(int count) { return count >= 64 ? ~0ull : ((1ull << count) - 1); }
+
+json TaskJson(const v1::TaskView& t) {
+  json out = {{"name", t.name()},
+              {"role", t.role()},
+              {"index", t.index()},
+              {"worker_id", t.worker_id()},
+              {"node", t.node()},
+              {"node_address", t.node_address()},
+              {"gpus", GpuList(t.gpu_mask())},
+              {"ports", PortsJson(t.ports())},
+              {"state", api::TaskStateName(t.state())},
+              {"restarts", t.restarts()},
+              {"attempt", t.attempt()},
+              {"memory_mb", t.memory_mb()},
+              {"vcores_milli", t.vcores_milli()}};
+  if (t.has_last_exit() && (t.last_exit().exit_code() != 0 || t.last_exit().signal() != 0 ||
+                            t.last_exit().oom_killed() || !t.last_exit().message().empty() ||
+                            api::IsTerminal(t.state()) || t.restarts() > 0)) {
+    const v1::TaskExit& e = t.last_exit();
+    out["last_exit"] = {{"exit_code", e.exit_code()},
+                        {"signal", e.signal()},
+                        {"oom_killed", e.oom_killed()},
+                        {"message", e.message()}};
+  } else {
+    out["last_exit"] = nullptr;
+  }
+  return out;
+}
+
+bool Placed(const v1::TaskView& t) { return !t.node().empty() && !api::IsTerminal(t.state()); }
+
+}  // namespace
+
+std::vector<int> GpuList(uint64_t mask) {
+  std::vector<int> out;
+  while (mask) {
+    out.push_back(std::countr_zero(mask));
+    mask &= mask - 1;
+  }
+  return out;
+}
+
+json JobJson(const v1::JobView& j, bool with_events) {
+  json tasks = json::array();
+  for (const auto& t : j.tasks()) tasks.push_back(TaskJson(t));
+  json out = {{"name", j.name()},
+              {"id", j.id()},
+              {"user", j.user()},
+              {"queue", j.queue()},
+              {"priority", api::PriorityName(j.priority())},
+              {"framework", api::FrameworkName(j.framework())},
+              {"state", api::JobStateName(j.state())},
+              {"reason", j.reason()},
+              {"pending_reason", j.state() == v1::JOB_QUEUED ? j.reason() : ""},
+              {"submit_time_unix_ms", j.submit_time_unix_ms()},
+              {"start_time_unix_ms", j.start_time_unix_ms()},
+              {"end_time_unix_ms", j.end_time_unix_ms()},
+              {"gpus", j.gpus()},
+              {"job_master", j.job_master()},
+              {"tasks", std::move(tasks)}};
+  if (with_events) {
+    json events = json::array();
+    for (const auto& e : j.events()) {
+      events.push_back({{"time_unix_ms", e.time_unix_ms()}, {"kind", e.kind()}, {"text", e.text()}});
+    }
+    out["events"] = std::move(events);
+  }
+  return out;
+}
+
+GpuHolders GpuHoldersOf(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs) {
+  GpuHolders out;
+  for (const auto& j : live_jobs) {
+    for (const auto& t : j->tasks()) {
+      if (!Placed(t)) continue;
+      for (int g : GpuList(t.gpu_mask())) out[t.node()][g] = t.name();
+    }
+  }
+  return out;
+}
+
+GpuCounts GpuCountsOf(const v1::NodeView& n) {
+  GpuCounts c;
+  c.total = n.info().topology().gpu_count();
+  uint64_t all = AllGpus(c.total);
+  uint64_t excluded = n.info().excluded_gpus() & all;
+  uint64_t free = n.free_gpu_mask() & all & ~excluded;
+  c.excluded = std::popcount(excluded);
+  c.free = std::popcount(free);
+  c.allocated = c.total - c.free - c.excluded;
+  return c;
+}
+
+std::string NodeStateName(v1::NodeState s) {
+  switch (s) {
+    case v1::NODE_READY: return "READY";
+    case v1::NODE_LOST: return "LOST";
+    case v1::NODE_DRAINING: return "DRAINING";
+    default: return "UNKNOWN";
+  }
+}
+
+json NodeJson(const v1::NodeView& n, const std::map<int, std::string>& holders) {
+  const v1::NodeInfo& info = n.info();
+  const v1::GpuTopology& topo = info.topology();
+  GpuCounts c = GpuCountsOf(n);
+  json gpus = json::array();
+  for (int g = 0; g < c.total; ++g) {
+    bool excluded = (info.excluded_gpus() >> g) & 1;
+    bool free = !excluded && ((n.free_gpu_mask() >> g) & 1);
+    auto holder = holders.find(g);
+    gpus.push_back({{"index", g},
+                    {"state", excluded ? "excluded" : free ? "free" : "used"},
+                    {"task", holder == holders.end() ? "" : holder->second},
+                    {"switch", GroupOf(topo.switches(), g)},
+                    {"socket", GroupOf(topo.sockets(), g)},
+                    {"nvlink_island", GroupOf(topo.nvlink_islands(), g)}});
+  }
+  json labels = json::object();
+  for (const auto& [k, v] : info.labels()) labels[k] = v;
+  json tasks = json::array();
+  for (const auto& t : n.tasks()) tasks.push_back(t);
+  const v1::Resource& cap = info.capacity();
+  return {{"name", info.name()},
+          {"address", info.address()},
+          {"rack", info.rack()},
+          {"data_center", info.data_center()},
+          {"state", NodeStateName(info.state())},
+          {"labels", std::move(labels)},
+          {"capacity",
+           {{"memory_mb", cap.memory_mb()}, {"vcores_milli", cap.vcores_milli()}, {"gpus", c.total},
+            {"ports", PortsJson(cap.ports())}}},
+          {"free", {{"memory_mb", n.free_memory_mb()}, {"vcores_milli", n.free_vcores_milli()}, {"gpus", c.free}}},
+          {"gpu_count", c.total},
+          {"allocated_gpus", c.allocated},
+          {"free_gpus", GpuList(n.free_gpu_mask() & AllGpus(c.total) & ~info.excluded_gpus())},
+          {"excluded_gpus", GpuList(info.excluded_gpus() & AllGpus(c.total))},
+          {"gpus", std::move(gpus)},
+          {"topology",
+           {{"switches", GroupsJson(topo.switches())},
+            {"sockets", GroupsJson(topo.sockets())},
+            {"nvlink_islands", GroupsJson(topo.nvlink_islands())}}},
+          {"ports_in_use", n.ports_in_use()},
+          {"tasks", std::move(tasks)},
+          {"last_heartbeat_unix_ms", n.last_heartbeat_unix_ms()}};
+}
+
+namespace {
+
+struct UserUse {
+  int running_jobs = 0;
+  int pending_jobs = 0;
+  int64_t memory_mb = 0;
+  int64_t vcores_milli = 0;
+  int gpus = 0;
+};
+
+json UsersJson(const std::map<std::string, UserUse>& users) {
+  json out = json::array();
+  for (const auto& [user, u] : users) {
+    out.push_back({{"user", user},
+                   {"running_jobs", u.running_jobs},
+                   {"pending_jobs", u.pending_jobs},
+                   {"used", {{"memory_mb", u.memory_mb}, {"vcores_milli", u.vcores_milli}, {"gpus", u.gpus}}}});
+  }
+  return out;
+}
+
+json ResourceJson(const v1::Resource& r) {
+  return {{"memory_mb", r.memory_mb()}, {"vcores_milli", r.vcores_milli()}, {"gpus", r.gpus()}};
+}
+
+}  // namespace
+
+json QueuesJson(const v1::ListQueuesResponse& queues, const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs) {
+  std::map<std::string, std::map<std::string, UserUse>> per_queue;
+  for (const auto& j : live_jobs) {
+    UserUse& u = per_queue[j->queue()][j->user()];
+    if (j->state() == v1::JOB_QUEUED) ++u.pending_jobs;
+    else if (!api::IsTerminal(j->state())) ++u.running_jobs;
+    for (const auto& t : j->tasks()) {
+      if (!Placed(t)) continue;
+      u.memory_mb += t.memory_mb();
+      u.vcores_milli += t.vcores_milli();
+      u.gpus += std::popcount(t.gpu_mask());
+    }
+  }
+  json list = json::array();
+  for (const auto& q : queues.queues()) {
+    list.push_back({{"name", q.name()},
+                    {"capacity_percent", q.capacity_percent()},
+                    {"max_capacity_percent", q.max_capacity_percent()},
+                    {"weight", q.weight()},
+                    {"used", ResourceJson(q.used())},
+                    {"running_jobs", q.running_jobs()},
+                    {"pending_jobs", q.pending_jobs()},
+                    {"users", UsersJson(per_queue[q.name()])}});
+  }
+  return {{"cluster", ResourceJson(queues.cluster())}, {"queues", std::move(list)}};
+}
+
+}  // namespace trainyard::server::http

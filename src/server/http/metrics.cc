@@ -1,0 +1,223 @@
+// The Prometheus exposition of the server (see metrics.h). Names follow
+// Prometheus' conventions: trainyard_ prefix, base units (seconds), _total
+// for counters; label sets are bounded by the cluster's shape (states,
+// queues, nodes, causes, API methods and codes), never by jobs or tasks.
+#include "server/http/metrics.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "httplib.h"
+#include "api/states.h"
+#include "server/http/json_views.h"
+
+namespace trainyard::server::http {
+namespace {
+
+// Label values escaped as the text format asks (\\, \", \n).
+std::string Escape(const std::string& v) {
+  if (v.find_first_of("\\\"\n") == std::string::npos) return v;
+  std::string out;
+  for (char c : v) {
+    if (c == '\\') out += "\\\\";
+    else if (c == '"') out += "\\\"";
+    else if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+
+std::string Number(double v) {
+  if (v == static_cast<double>(static_cast<int64_t>(v))) return absl::StrCat(static_cast<int64_t>(v));
+  return absl::StrFormat("%.9g", v);
+}
+
+class Writer {
+ public:
+  explicit Writer(std::string* out) : out_(out) {}
+  void Family(const char* name, const char* type, const char* help) {
+    absl::StrAppend(out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
+  }
+  // `labels`: `key="value",...` already escaped, or "".
+  void Sample(const char* name, const std::string& labels, double value) {
+    if (labels.empty()) {
+      absl::StrAppend(out_, name, " ", Number(value), "\n");
+    } else {
+      absl::StrAppend(out_, name, "{", labels, "} ", Number(value), "\n");
+    }
+  }
+  // Samples already in the format (one family's, built in one pass).
+  void Raw(const std::string& text) { out_->append(text); }
+  void Counter(const char* name, const char* help, double value) {
+    Family(name, "counter", help);
+    Sample(name, "", value);
+  }
+  void Gauge(const char* name, const char* help, double value) {
+    Family(name, "gauge", help);
+    Sample(name, "", value);
+  }
+  void Hist(const char* name, const char* help, const Histogram& h) {
+    Family(name, "histogram", help);
+    std::string bucket = absl::StrCat(name, "_bucket");
+    for (int i = 0; i < h.buckets(); ++i) {
+      Sample(bucket.c_str(), absl::StrCat("le=\"", Number(h.bound(i)), "\""), static_cast<double>(h.cumulative(i)));
+    }
+    Sample(bucket.c_str(), "le=\"+Inf\"", static_cast<double>(h.count()));
+    Sample(absl::StrCat(name, "_sum").c_str(), "", h.sum());
+    Sample(absl::StrCat(name, "_count").c_str(), "", static_cast<double>(h.count()));
+  }
+
+ private:
+  std::string* out_;
+};
+
+void JobsAndTasks(Writer& w, const ViewStore& views) {
+  ViewStore::Counts counts = views.StateCounts();
+  w.Family("trainyard_jobs", "gauge", "Jobs the server knows, by queue and state (finished ones included).");
+  for (const auto& [key, n] : counts.jobs) {
+    w.Sample("trainyard_jobs",
+             absl::StrCat("queue=\"", Escape(key.first), "\",state=\"", api::JobStateName(key.second), "\""), n);
+  }
+  w.Family("trainyard_tasks", "gauge", "Tasks of the jobs the server knows, by state.");
+  for (int s = v1::TASK_PENDING; s < v1::TaskState_ARRAYSIZE; ++s) {
+    w.Sample("trainyard_tasks", absl::StrCat("state=\"", api::TaskStateName(static_cast<v1::TaskState>(s)), "\""),
+             counts.tasks[s]);
+  }
+}
+
+void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
+  ViewStore::NodesPtr nodes = views.Nodes();
+  std::string allocated, free;
+  allocated.reserve(nodes->size() * 48);
+  free.reserve(nodes->size() * 48);
+  int64_t sums[3] = {0, 0, 0};  // allocated, free, excluded
+  int64_t by_state[4] = {0, 0, 0, 0};
+  double oldest = 0;
+  for (const ViewStore::NodeEntry& entry : *nodes) {
+    const v1::NodeView* n = entry.view.get();
+    GpuCounts c = GpuCountsOf(*n);
+    std::string node = Escape(n->info().name());
+    absl::StrAppend(&allocated, "trainyard_node_gpus_allocated{node=\"", node, "\"} ", c.allocated, "\n");
+    absl::StrAppend(&free, "trainyard_node_gpus_free{node=\"", node, "\"} ", c.free, "\n");
+    sums[0] += c.allocated;
+    sums[1] += c.free;
+    sums[2] += c.excluded;
+    int state = std::clamp(static_cast<int>(n->info().state()), 0, 3);
+    ++by_state[state];
+    if (n->info().state() == v1::NODE_READY && entry.last_heartbeat_unix_ms > 0) {
+      oldest = std::max(oldest, absl::ToDoubleSeconds(now - absl::FromUnixMillis(entry.last_heartbeat_unix_ms)));
+    }
+  }
+  w.Family("trainyard_node_gpus_allocated", "gauge", "GPUs of the node held by tasks.");
+  w.Raw(allocated);
+  w.Family("trainyard_node_gpus_free", "gauge", "GPUs of the node free for tasks (excluded ones not counted).");
+  w.Raw(free);
+  w.Family("trainyard_gpus", "gauge", "GPUs of the cluster by state: allocated, free, excluded (busy with processes Trainyard did not start).");
+  w.Sample("trainyard_gpus", "state=\"allocated\"", static_cast<double>(sums[0]));
+  w.Sample("trainyard_gpus", "state=\"free\"", static_cast<double>(sums[1]));
+  w.Sample("trainyard_gpus", "state=\"excluded\"", static_cast<double>(sums[2]));
+  w.Family("trainyard_nodes", "gauge", "Nodes by state.");
+  for (v1::NodeState s : {v1::NODE_READY, v1::NODE_LOST, v1::NODE_DRAINING}) {
+    w.Sample("trainyard_nodes", absl::StrCat("state=\"", NodeStateName(s), "\""), static_cast<double>(by_state[s]));
+  }
+  w.Gauge("trainyard_agent_heartbeat_age_max_seconds",
+          "Time since the last heartbeat of the READY node heard from longest ago.", std::max(0.0, oldest));
+}
+
+void Queues(Writer& w, const ViewStore& views) {
+  ViewStore::QueuesPtr queues = views.Queues();
+  w.Family("trainyard_queue_gpus_allocated", "gauge", "GPUs held by the queue's running tasks.");
+  for (const auto& q : queues->queues()) {
+    w.Sample("trainyard_queue_gpus_allocated", absl::StrCat("queue=\"", Escape(q.name()), "\""), q.used().gpus());
+  }
+  w.Family("trainyard_queue_gpus_guaranteed", "gauge", "GPUs the queue's capacity share guarantees it.");
+  for (const auto& q : queues->queues()) {
+    w.Sample("trainyard_queue_gpus_guaranteed", absl::StrCat("queue=\"", Escape(q.name()), "\""),
+             queues->cluster().gpus() * q.capacity_percent() / 100.0);
+  }
+}
+
+void Counters(Writer& w, const PublishedStats& s) {
+  const ManagerStats& m = s.manager;
+  w.Counter("trainyard_jobs_submitted_total", "Jobs accepted (durable) since the server started.", m.submitted);
+  w.Counter("trainyard_scheduling_rounds_total", "Scheduling rounds run.", m.rounds);
+  w.Hist("trainyard_scheduling_round_duration_seconds", "Wall time of one scheduling round.", s.round_seconds);
+  w.Counter("trainyard_placements_total", "Tasks placed on a node (by a round, or moved off a lost node).", m.placements);
+  w.Counter("trainyard_preemptions_total", "Jobs chosen as preemption victims.", m.preemptions);
+  w.Counter("trainyard_job_requeues_total", "Jobs sent back to the queue (preempted, or no node could take a lost task).",
+            m.requeues);
+  w.Family("trainyard_task_restarts_total", "counter",
+           "Task restarts by cause: exit (ended, restarted by its policy), lost (its agent no longer ran it), "
+           "node_lost (moved off a lost node).");
+  w.Sample("trainyard_task_restarts_total", "cause=\"exit\"", m.restarts_exit);
+  w.Sample("trainyard_task_restarts_total", "cause=\"lost\"", m.restarts_lost);
+  w.Sample("trainyard_task_restarts_total", "cause=\"node_lost\"", m.restarts_node_lost);
+  w.Hist("trainyard_job_pending_duration_seconds",
+         "Time a job waited in the queue before it was placed (from its submission or its return to the queue).",
+         m.pending_seconds);
+  w.Counter("trainyard_agent_heartbeats_total", "Heartbeats received from agents.", m.heartbeats);
+  w.Hist("trainyard_agent_heartbeat_interval_seconds",
+         "Time between two heartbeats of one node; above the heartbeat interval is lag.", m.heartbeat_gap_seconds);
+  w.Gauge("trainyard_agents_connected", "Agents with an open stream to the server.", s.agents_connected);
+  w.Counter("trainyard_store_commits_total", "Durable store transactions (one fsync each with storeSync on).",
+            s.store.transactions);
+  w.Family("trainyard_store_batches_total", "counter", "Write batches the store was given, by outcome.");
+  w.Sample("trainyard_store_batches_total", "outcome=\"committed\"", s.store.batches_committed);
+  w.Sample("trainyard_store_batches_total", "outcome=\"failed\"", s.store.batches_failed);
+  w.Hist("trainyard_store_commit_duration_seconds", "Time of one store transaction, BEGIN to COMMIT (fsync included).",
+         s.store.commit_seconds);
+  w.Hist("trainyard_store_commit_batch_size", "Write batches one store transaction held (group commit).",
+         s.store.batch_size);
+}
+
+void Requests(Writer& w, const MetricsSources& src) {
+  w.Family("trainyard_grpc_requests_total", "counter", "Client gRPC calls answered, by method and status code.");
+  if (src.grpc) {
+    for (int m = 0; m < GrpcCounters::kMethods; ++m) {
+      for (int c = 0; c < GrpcCounters::kCodes; ++c) {
+        int64_t n = src.grpc->Get(m, c);
+        if (n == 0 && c != 0) continue;  // OK always; other codes once seen
+        w.Sample("trainyard_grpc_requests_total",
+                 absl::StrCat("method=\"", GrpcCounters::MethodName(m), "\",code=\"", GrpcCounters::CodeName(c), "\""),
+                 static_cast<double>(n));
+      }
+    }
+  }
+  w.Family("trainyard_http_requests_total", "counter", "HTTP requests answered, by method, route and status code.");
+  for (const HttpRequestCount& r : src.http_requests) {
+    w.Sample("trainyard_http_requests_total",
+             absl::StrCat("method=\"", Escape(r.method), "\",route=\"", Escape(r.route), "\",code=\"", r.code, "\""),
+             static_cast<double>(r.count));
+  }
+}
+
+}  // namespace
+
+std::string RenderMetrics(const MetricsSources& src) {
+  std::string out;
+  ViewStore::NodesPtr nodes = src.views->Nodes();
+  out.reserve(16384 + nodes->size() * 100);
+  Writer w(&out);
+  JobsAndTasks(w, *src.views);
+  Nodes(w, *src.views, src.now);
+  Queues(w, *src.views);
+  Counters(w, *src.views->Stats());
+  Requests(w, src);
+  return out;
+}
+
+void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc) {
+  server.Handle("GET", "/metrics", "/metrics",
+                [&server, backend, grpc](const httplib::Request&, httplib::Response& res, const Principal&) {
+                  MetricsSources src;
+                  src.views = &backend->Views();
+                  src.grpc = grpc;
+                  src.http_requests = server.RequestCounts();
+                  src.now = absl::Now();
+                  res.set_content(RenderMetrics(src), kMetricsContentType);
+                });
+}
+
+}  // namespace trainyard::server::http

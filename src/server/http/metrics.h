@@ -1,0 +1,37 @@
+// /metrics: the server in the Prometheus text format (version 0.0.4).
+// Everything comes from what is already published: job and task counts by
+// state and the node and queue views (ViewStore), the counters the shell
+// publishes with them (PublishedStats), and the request counters of the
+// two APIs. Rendering walks the nodes once; nothing here takes the
+// server's lock or calls its store. docs/api.md lists every metric.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "server/api_counters.h"
+#include "server/http/http_server.h"
+#include "server/http/rest_api.h"
+#include "server/view_store.h"
+
+namespace trainyard::server::http {
+
+struct MetricsSources {
+  const ViewStore* views = nullptr;
+  const GrpcCounters* grpc = nullptr;           // may be null
+  std::vector<HttpRequestCount> http_requests;  // answered so far
+  absl::Time now;                               // for heartbeat ages
+};
+
+std::string RenderMetrics(const MetricsSources& sources);
+
+// Registers GET /metrics on `server`, rendered from `backend`'s views, the
+// gRPC API's counters (`grpc`, may be null) and the server's own.
+// REQUIRES: backend, grpc and server outlive the route.
+void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc);
+
+// The Prometheus text format's content type.
+inline constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+
+}  // namespace trainyard::server::http

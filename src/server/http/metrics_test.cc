@@ -1,0 +1,96 @@
+// /metrics rendered from published views: the values a scrape shows, the
+// text format's escaping, and job counts that follow each job's state.
+#include "server/http/metrics.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::server::http {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+ViewStore::NodeEntry Node(const std::string& name, int gpus, uint64_t free, uint64_t excluded = 0) {
+  auto n = std::make_shared<v1::NodeView>();
+  n->mutable_info()->set_name(name);
+  n->mutable_info()->set_state(v1::NODE_READY);
+  n->mutable_info()->mutable_topology()->set_gpu_count(gpus);
+  n->mutable_info()->set_excluded_gpus(excluded);
+  n->set_free_gpu_mask(free);
+  return ViewStore::NodeEntry{n, 0};
+}
+
+void PutJob(ViewStore& views, const std::string& name, v1::JobState state, int tasks, v1::TaskState task_state) {
+  auto v = std::make_shared<v1::JobView>();
+  v->set_name(name);
+  v->set_queue("research");
+  v->set_state(state);
+  for (int i = 0; i < tasks; ++i) v->add_tasks()->set_state(task_state);
+  ViewStore::JobEntry e;
+  e.view = v;
+  views.PutJob(name, e);
+}
+
+std::string Render(const ViewStore& views) {
+  MetricsSources src;
+  src.views = &views;
+  src.now = absl::FromUnixSeconds(1000);
+  return RenderMetrics(src);
+}
+
+TEST(MetricsTest, NodeGpusAreAllocatedFreeOrExcluded) {
+  ViewStore views;
+  auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
+  nodes->push_back(Node("a", 8, 0b11110000));           // 4 used
+  nodes->push_back(Node("b", 4, 0b0011, /*excluded=*/0b1000));  // 1 used, 1 excluded
+  views.PutNodes(nodes);
+  std::string m = Render(views);
+  EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_allocated{node=\"a\"} 4\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_free{node=\"a\"} 4\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_allocated{node=\"b\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_free{node=\"b\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_gpus{state=\"allocated\"} 5\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_gpus{state=\"excluded\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_nodes{state=\"READY\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("# TYPE trainyard_node_gpus_allocated gauge\n"));
+}
+
+TEST(MetricsTest, JobCountsFollowEachJobsState) {
+  ViewStore views;
+  PutJob(views, "a", v1::JOB_QUEUED, 2, v1::TASK_PENDING);
+  PutJob(views, "b", v1::JOB_QUEUED, 1, v1::TASK_PENDING);
+  PutJob(views, "a", v1::JOB_RUNNING, 2, v1::TASK_RUNNING);  // a moved on
+  std::string m = Render(views);
+  EXPECT_THAT(m, HasSubstr("trainyard_jobs{queue=\"research\",state=\"QUEUED\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_jobs{queue=\"research\",state=\"RUNNING\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_tasks{state=\"PENDING\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_tasks{state=\"RUNNING\"} 2\n"));
+}
+
+TEST(MetricsTest, LabelValuesAreEscaped) {
+  ViewStore views;
+  auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
+  nodes->push_back(Node("we\"ird\\na\nme", 1, 1));
+  views.PutNodes(nodes);
+  EXPECT_THAT(Render(views), HasSubstr("trainyard_node_gpus_free{node=\"we\\\"ird\\\\na\\nme\"} 1\n"));
+}
+
+TEST(MetricsTest, HistogramsAreCumulativeWithSumAndCount) {
+  ViewStore views;
+  auto stats = std::make_shared<PublishedStats>();
+  stats->round_seconds.Observe(0.0002);
+  stats->round_seconds.Observe(0.003);
+  stats->manager.restarts_node_lost = 3;
+  views.PutStats(stats);
+  std::string m = Render(views);
+  EXPECT_THAT(m, HasSubstr("trainyard_scheduling_round_duration_seconds_bucket{le=\"0.0005\"} 1\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_scheduling_round_duration_seconds_bucket{le=\"0.005\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_scheduling_round_duration_seconds_bucket{le=\"+Inf\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_scheduling_round_duration_seconds_count 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_task_restarts_total{cause=\"node_lost\"} 3\n"));
+  EXPECT_THAT(m, Not(HasSubstr("nan")));
+}
+
+}  // namespace
+}  // namespace trainyard::server::http

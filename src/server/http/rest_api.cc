@@ -1,0 +1,265 @@
+// The REST API's handlers (see rest_api.h).
+#include "server/http/rest_api.h"
+
+#include <future>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "api/states.h"
+#include "google/protobuf/util/json_util.h"
+#include "httplib.h"
+#include "server/http/json_views.h"
+
+namespace trainyard::server::http {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kJobStates[] = {"QUEUED", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "KILLED"};
+constexpr const char* kGrpcCodeNames[] = {
+    "OK",        "CANCELLED",         "UNKNOWN",      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+    "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
+    "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
+
+void SetJson(httplib::Response& res, const json& body, int status = 200) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+// The filters of GET /api/v1/jobs.
+struct JobFilter {
+  std::string user;
+  std::string queue;
+  std::set<v1::JobState> states;  // empty: any
+  bool all = false;               // finished jobs too
+};
+
+// A state as a filter names it: RUNNING, running or JOB_RUNNING.
+bool ParseJobState(std::string text, v1::JobState* out) {
+  text = absl::AsciiStrToUpper(text);
+  if (absl::StartsWith(text, "JOB_")) text = text.substr(4);
+  for (int s = v1::JOB_QUEUED; s <= v1::JOB_KILLED; ++s) {
+    if (text == api::JobStateName(static_cast<v1::JobState>(s))) {
+      *out = static_cast<v1::JobState>(s);
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::StatusOr<JobFilter> ParseJobFilter(const httplib::Request& req, const v1::ListQueuesResponse& queues) {
+  JobFilter f;
+  for (const auto& [key, value] : req.params) {
+    if (key == "user") {
+      if (value.empty()) return absl::InvalidArgumentError("user: must not be empty");
+      f.user = value;
+    } else if (key == "queue") {
+      std::vector<std::string> names;
+      for (const auto& q : queues.queues()) names.push_back(q.name());
+      if (std::find(names.begin(), names.end(), value) == names.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("queue: there is no queue '", value, "' (queues: ", absl::StrJoin(names, ", "), ")"));
+      }
+      f.queue = value;
+    } else if (key == "state") {
+      for (absl::string_view part : absl::StrSplit(value, ',')) {
+        v1::JobState s;
+        if (!ParseJobState(std::string(part), &s)) {
+          return absl::InvalidArgumentError(absl::StrCat("state: '", part, "' is not one of ",
+                                                         absl::StrJoin(kJobStates, ", ")));
+        }
+        f.states.insert(s);
+        f.all = f.all || api::IsTerminal(s);
+      }
+    } else if (key == "all") {
+      if (value != "true" && value != "false" && value != "1" && value != "0") {
+        return absl::InvalidArgumentError(absl::StrCat("all: '", value, "' is not true or false"));
+      }
+      f.all = f.all || value == "true" || value == "1";
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(key, ": not a filter of /api/v1/jobs (user, queue, state, all)"));
+    }
+  }
+  return f;
+}
+
+bool Matches(const JobFilter& f, const v1::JobView& j) {
+  return (f.user.empty() || j.user() == f.user) && (f.queue.empty() || j.queue() == f.queue) &&
+         (f.states.empty() || f.states.count(j.state()));
+}
+
+void ListJobs(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+  const ViewStore& views = b->Views();
+  absl::StatusOr<JobFilter> f = ParseJobFilter(req, *views.Queues());
+  if (!f.ok()) return SetStatusError(res, f.status());
+  json jobs = json::array();
+  for (const auto& j : views.Jobs(f->all)) {
+    if (Matches(*f, *j)) jobs.push_back(JobJson(*j, false));
+  }
+  SetJson(res, {{"jobs", std::move(jobs)}});
+}
+
+void GetJob(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  std::optional<ViewStore::JobEntry> entry = b->Views().Job(name);
+  if (!entry) return SetStatusError(res, absl::NotFoundError(absl::StrCat("job '", name, "' does not exist")));
+  if (entry->events_loaded) return SetJson(res, JobJson(ViewStore::FullView(*entry), true));
+  absl::StatusOr<v1::JobView> v = b->Describe(name);
+  if (!v.ok()) return SetStatusError(res, v.status());
+  SetJson(res, JobJson(*v, true));
+}
+
+// The body of POST /api/v1/jobs as gRPC's SubmitRequest: a spec file's
+// text (YAML content type), or JSON {"yaml": TEXT} or {"spec": JobSpec in
+// the proto's JSON form}.
+absl::StatusOr<v1::SubmitRequest> ParseSubmitBody(const httplib::Request& req) {
+  v1::SubmitRequest out;
+  std::string type = absl::AsciiStrToLower(req.get_header_value("Content-Type"));
+  if (!absl::StartsWith(type, "application/json")) {
+    out.set_yaml(req.body);
+    return out;
+  }
+  json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object()) {
+    return absl::InvalidArgumentError("body: not a JSON object ({\"yaml\": TEXT} or {\"spec\": {...}})");
+  }
+  if (body.contains("yaml") == body.contains("spec") || body.size() != 1) {
+    return absl::InvalidArgumentError("body: give exactly one of \"yaml\" (a spec file's text) or \"spec\"");
+  }
+  if (body.contains("yaml")) {
+    if (!body["yaml"].is_string()) return absl::InvalidArgumentError("yaml: must be a string");
+    out.set_yaml(body["yaml"].get<std::string>());
+    return out;
+  }
+  google::protobuf::util::JsonParseOptions opt;
+  auto st = google::protobuf::util::JsonStringToMessage(body["spec"].dump(), out.mutable_spec(), opt);
+  if (!st.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", std::string(st.message().data(), st.message().size())));
+  }
+  return out;
+}
+
+void SubmitJob(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+  absl::StatusOr<v1::SubmitRequest> submit = ParseSubmitBody(req);
+  if (!submit.ok()) return SetStatusError(res, submit.status());
+  std::promise<absl::StatusOr<v1::SubmitResponse>> promise;
+  std::future<absl::StatusOr<v1::SubmitResponse>> answer = promise.get_future();
+  b->Submit(*submit, [&promise](absl::StatusOr<v1::SubmitResponse> r) { promise.set_value(std::move(r)); });
+  absl::StatusOr<v1::SubmitResponse> r = answer.get();  // durable, or refused
+  if (!r.ok()) return SetStatusError(res, r.status());
+  res.set_header("Location", absl::StrCat("/api/v1/jobs/", r->job()));
+  SetJson(res, {{"job", r->job()}, {"id", r->job_id()}}, 201);
+}
+
+void KillJob(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+  const std::string name = req.matches[1];
+  std::string reason;
+  if (!req.body.empty()) {
+    json body = json::parse(req.body, nullptr, false);
+    if (body.is_discarded() || !body.is_object() || (body.contains("reason") && !body["reason"].is_string())) {
+      return SetStatusError(res, absl::InvalidArgumentError("body: must be {\"reason\": TEXT} or empty"));
+    }
+    reason = body.value("reason", "");
+  }
+  absl::StatusOr<v1::JobState> st = b->Kill(name, reason);
+  if (!st.ok()) return SetStatusError(res, st.status());
+  SetJson(res, {{"job", name}, {"state", api::JobStateName(*st)}});
+}
+
+void ListNodes(RestBackend* b, httplib::Response& res, const std::string& only) {
+  const ViewStore& views = b->Views();
+  ViewStore::NodesPtr nodes = views.Nodes();
+  GpuHolders holders = GpuHoldersOf(views.Jobs(false));
+  static const std::map<int, std::string> kNone;
+  json out = json::array();
+  for (const ViewStore::NodeEntry& n : *nodes) {
+    if (!only.empty() && n.view->info().name() != only) continue;
+    auto h = holders.find(n.view->info().name());
+    out.push_back(NodeJson(n.Full(), h == holders.end() ? kNone : h->second));
+  }
+  if (!only.empty()) {
+    if (out.empty()) return SetStatusError(res, absl::NotFoundError(absl::StrCat("node '", only, "' is not known")));
+    return SetJson(res, out[0]);
+  }
+  SetJson(res, {{"nodes", std::move(out)}});
+}
+
+constexpr const char* kIndex = R"(<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Trainyard</title></head>
+<body><h1>Trainyard</h1>
+<p>The dashboard is not built yet. This server answers:</p>
+<ul>
+<li><a href="/api/v1/jobs">/api/v1/jobs</a> (filters: user, queue, state, all)</li>
+<li><a href="/api/v1/nodes">/api/v1/nodes</a></li>
+<li><a href="/api/v1/queues">/api/v1/queues</a></li>
+<li><a href="/metrics">/metrics</a> (Prometheus)</li>
+</ul></body></html>
+)";
+
+}  // namespace
+
+int HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk: return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange: return 400;
+    case absl::StatusCode::kUnauthenticated: return 401;
+    case absl::StatusCode::kPermissionDenied: return 403;
+    case absl::StatusCode::kNotFound: return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAborted: return 409;
+    case absl::StatusCode::kResourceExhausted: return 429;
+    case absl::StatusCode::kUnimplemented: return 501;
+    case absl::StatusCode::kUnavailable: return 503;
+    case absl::StatusCode::kDeadlineExceeded: return 504;
+    default: return 500;
+  }
+}
+
+void SetStatusError(httplib::Response& res, const absl::Status& st) {
+  int code = static_cast<int>(st.code());
+  json body = {{"error",
+                {{"code", HttpStatusOf(st.code())},
+                 {"status", code >= 0 && code <= 16 ? kGrpcCodeNames[code] : "UNKNOWN"},
+                 {"message", std::string(st.message())}}}};
+  res.status = HttpStatusOf(st.code());
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+void AddRestRoutes(HttpServer& s, RestBackend* b) {
+  // Job and node names: a name the server gives never holds '/'.
+  const std::string name = "([^/]+)";
+  s.Handle("GET", "/api/v1/jobs", "/api/v1/jobs",
+           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { ListJobs(b, req, res); });
+  // Until security lands the submitter is the spec's user (as over gRPC);
+  // then it is the principal's.
+  s.Handle("POST", "/api/v1/jobs", "/api/v1/jobs",
+           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { SubmitJob(b, req, res); });
+  s.Handle("GET", "/api/v1/jobs/" + name, "/api/v1/jobs/{job}",
+           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { GetJob(b, req, res); });
+  s.Handle("POST", "/api/v1/jobs/" + name + "/kill", "/api/v1/jobs/{job}/kill",
+           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { KillJob(b, req, res); });
+  s.Handle("GET", "/api/v1/nodes", "/api/v1/nodes",
+           [b](const httplib::Request&, httplib::Response& res, const Principal&) { ListNodes(b, res, ""); });
+  s.Handle("GET", "/api/v1/nodes/" + name, "/api/v1/nodes/{node}",
+           [b](const httplib::Request& req, httplib::Response& res, const Principal&) {
+             ListNodes(b, res, req.matches[1]);
+           });
+  s.Handle("GET", "/api/v1/queues", "/api/v1/queues",
+           [b](const httplib::Request&, httplib::Response& res, const Principal&) {
+             const ViewStore& views = b->Views();
+             SetJson(res, QueuesJson(*views.Queues(), views.Jobs(false)));
+           });
+  s.Handle("GET", "/healthz", "/healthz",
+           [](const httplib::Request&, httplib::Response& res, const Principal&) { res.set_content("ok\n", "text/plain"); });
+  s.Handle("GET", "/", "/", [](const httplib::Request&, httplib::Response& res, const Principal&) {
+    res.set_content(kIndex, "text/html; charset=utf-8");
+  });
+}
+
+}  // namespace trainyard::server::http

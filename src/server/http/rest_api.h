@@ -1,0 +1,47 @@
+// The REST API, /api/v1/...: the client verbs over HTTP with JSON
+// (docs/api.md, docs/openapi.yaml). Reads come from the published views
+// (ViewStore), never the server's lock or its store; submit and kill go
+// through RestBackend, the same calls the gRPC API makes.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "proto/service.pb.h"
+#include "server/http/http_server.h"
+#include "server/view_store.h"
+
+namespace trainyard::server::http {
+
+// What the REST API acts through (server.cc adapts the JobManager).
+class RestBackend {
+ public:
+  using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
+  virtual ~RestBackend() = default;
+  // The published views (jobs recovered at start-up published first).
+  virtual const ViewStore& Views() = 0;
+  // gRPC's Submit path (server/submission.h): size check, parse, validate,
+  // durable; `done` may run on another thread.
+  virtual void Submit(const v1::SubmitRequest& req, SubmitDone done) = 0;
+  // gRPC's KillJob: answered once the end is durable.
+  virtual absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason) = 0;
+  // describe's view of a job recovered after a restart whose earlier events
+  // are still only in the store (read there once).
+  virtual absl::StatusOr<v1::JobView> Describe(const std::string& job) = 0;
+};
+
+// Registers every /api/v1 route, plus / and /healthz. REQUIRES: backend
+// outlives server.
+void AddRestRoutes(HttpServer& server, RestBackend* backend);
+
+// The HTTP status for an absl status code (InvalidArgument 400, NotFound
+// 404, Unavailable 503, ...).
+int HttpStatusOf(absl::StatusCode code);
+
+// Sets `res` to the JSON error for `st`: its HTTP status, the message and
+// the gRPC code name (INVALID_ARGUMENT), which a client can compare with
+// what the gRPC API answers.
+void SetStatusError(httplib::Response& res, const absl::Status& st);
+
+}  // namespace trainyard::server::http

@@ -1,0 +1,44 @@
+// What the server counts about itself, for /metrics and tests: the control
+// state's counters (ManagerStats, bumped under the shell's lock), and the
+// snapshot the shell publishes to the ViewStore with them (PublishedStats),
+// which the HTTP API reads without that lock.
+#pragma once
+
+#include <cstdint>
+
+#include "common/histogram.h"
+#include "store/state_store.h"
+
+namespace trainyard::server {
+
+struct ManagerStats {
+  int64_t submitted = 0;
+  int64_t rounds = 0;
+  int64_t placements = 0;  // tasks placed by a round or moved to another node
+  int64_t heartbeats = 0;
+  int64_t preemptions = 0;  // jobs chosen as victims
+  int64_t requeues = 0;     // jobs sent back to the queue (preempted, or a lost node's)
+  // Task restarts by cause: the agent started it again after it ended
+  // (exit), the agent no longer ran it (lost), it moved off a lost node.
+  int64_t restarts_exit = 0;
+  int64_t restarts_lost = 0;
+  int64_t restarts_node_lost = 0;
+  // How long each job waited in the queue before a placement (from its
+  // submission or its return to the queue).
+  Histogram pending_seconds{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
+  // Time between two heartbeats of one node: above the heartbeat interval
+  // is lag (a slow agent, a slow network, a busy server).
+  Histogram heartbeat_gap_seconds{0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60};
+};
+
+// The server's counters as last published (JobManager's loop, with the
+// node and queue views).
+struct PublishedStats {
+  ManagerStats manager;
+  StoreStats store;
+  // Wall time of each scheduling round (ControlState::RunRound).
+  Histogram round_seconds = LatencyHistogram();
+  int agents_connected = 0;  // agents with an open stream
+};
+
+}  // namespace trainyard::server

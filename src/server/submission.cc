@@ -1,0 +1,30 @@
+// The shared submission path (see submission.h).
+#include "server/submission.h"
+
+#include "absl/strings/str_cat.h"
+#include "api/job_spec.h"
+
+namespace trainyard::server {
+
+void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done) {
+  // The size is checked before anything is parsed: a parse costs several
+  // times the text in memory, and the allocator may keep it.
+  const int64_t limit = manager->config().max_spec_bytes;
+  const int64_t size = req.has_spec() ? static_cast<int64_t>(req.spec().ByteSizeLong())
+                                      : static_cast<int64_t>(req.yaml().size());
+  if (size > limit) {
+    done(absl::InvalidArgumentError(absl::StrCat("spec: ", size, " bytes is above the ", limit,
+                                                 " bytes this server takes (maxSpecBytes in its config)")));
+    return;
+  }
+  v1::JobSpec spec;
+  std::vector<std::string> parse_problems;
+  if (req.has_spec()) {
+    spec = req.spec();
+  } else {
+    parse_problems = api::ParseJobSpecYamlInto(req.yaml(), &spec);
+  }
+  manager->SubmitAsync(std::move(spec), std::move(parse_problems), std::move(done));
+}
+
+}  // namespace trainyard::server

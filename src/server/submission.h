@@ -1,0 +1,19 @@
+// The one path a submission takes into the server, whichever API it came
+// by (gRPC's Trainyard.Submit, REST's POST /api/v1/jobs): the size check
+// before anything is parsed, the YAML parse, then JobManager::SubmitAsync's
+// validation, naming and durable write. One home, so both APIs refuse the
+// same specs with the same messages and create the same jobs.
+#pragma once
+
+#include "proto/service.pb.h"
+#include "server/job_manager.h"
+
+namespace trainyard::server {
+
+// Submits `req` (YAML text or a JobSpec); `done` runs once the job is
+// durable (on the store's thread) or at once with the error: InvalidArgument
+// naming the field (or the size above maxSpecBytes), Unavailable when the
+// store cannot keep it.
+void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done);
+
+}  // namespace trainyard::server

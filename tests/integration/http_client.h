@@ -1,0 +1,48 @@
+// HTTP requests to a server's REST API and /metrics for integration tests
+// (cpp-httplib's client), with the body parsed as JSON when it is JSON.
+#pragma once
+
+#include <string>
+
+#include "httplib.h"
+#include "nlohmann/json.hpp"
+#include "tests/integration/harness.h"
+
+namespace trainyard::testing {
+
+struct HttpResult {
+  int status = -1;  // -1: no answer (refused, reset, timed out)
+  std::string body;
+  nlohmann::json json;  // discarded when the body is not JSON
+};
+
+inline HttpResult ToResult(const httplib::Result& r) {
+  HttpResult out;
+  if (!r) return out;
+  out.status = r->status;
+  out.body = r->body;
+  out.json = nlohmann::json::parse(r->body, nullptr, /*allow_exceptions=*/false);
+  return out;
+}
+
+inline httplib::Client HttpClient(const std::string& address) {
+  httplib::Client client("http://" + address);
+  client.set_read_timeout(30, 0);
+  client.set_write_timeout(30, 0);
+  return client;
+}
+
+// GET http://ADDRESS/PATH.
+inline HttpResult HttpGet(const std::string& address, const std::string& path) {
+  httplib::Client client = HttpClient(address);
+  return ToResult(client.Get(path));
+}
+
+// POST http://ADDRESS/PATH with `body` of `type`.
+inline HttpResult HttpPost(const std::string& address, const std::string& path, const std::string& body,
+                           const std::string& type) {
+  httplib::Client client = HttpClient(address);
+  return ToResult(client.Post(path, body, type));
+}
+
+}  // namespace trainyard::testing

@@ -1,0 +1,162 @@
+// The server's /metrics as monitoring sees it: valid for Prometheus' own
+// checker (promtool), values that match what the cluster shows, and a real
+// Prometheus scraping a real cluster and answering a query with the GPUs
+// that `trainyard nodes` shows allocated.
+#include <sys/wait.h>
+
+#include <bit>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kTwoGpus[] = R"(name: pair
+replicas:
+  worker:
+    count: 1
+    resources: {cpu: 100m, memory: 64Mi, gpus: 2}
+    command: [sleep, '300']
+)";
+
+// The program's path on $PATH ("" when absent). Prometheus and promtool
+// come from Debian's prometheus package (scripts/setup).
+std::string Program(const std::string& name) {
+  for (absl::string_view dir : absl::StrSplit(std::getenv("PATH") ? std::getenv("PATH") : "", ':')) {
+    std::string path = absl::StrCat(dir, "/", name);
+    if (access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
+// The value of the sample `series` (name{labels} exactly as exposed).
+std::optional<double> Sample(const std::string& metrics, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StartsWith(line, series + " ")) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
+  }
+  return std::nullopt;
+}
+
+// GPUs allocated per node as `trainyard nodes` shows them (its GPU bitmap:
+// every GPU not free).
+std::map<std::string, int> AllocatedByCli(Cluster& c) {
+  std::map<std::string, int> out;
+  nlohmann::json nodes = c.Nodes();  // kept: a range over a part of a temporary would dangle
+  for (const auto& n : nodes["nodes"]) {
+    int count = n["info"]["topology"]["gpu_count"];
+    uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
+    uint64_t free = n.value("free_gpu_mask", uint64_t{0});
+    out[n["info"]["name"]] = std::popcount(all & ~free);
+  }
+  return out;
+}
+
+TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
+  std::string promtool = Program("promtool");
+  ASSERT_FALSE(promtool.empty()) << "promtool is not installed (Debian's prometheus package; run scripts/setup)";
+  Cluster c({.nodes = 2});
+  ASSERT_TRUE(c.WaitNodesReady(2));
+  std::string job = c.Submit(kTwoGpus);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
+  std::string node;
+  nlohmann::json described = c.Describe(job);
+  for (const auto& t : described["tasks"]) {
+    if (t["role"] == "worker") node = t["node"];
+  }
+  // The node views are published every few ms: wait for the placed GPUs.
+  HttpResult m;
+  ASSERT_TRUE(WaitFor([&] {
+    m = HttpGet(c.http_address(), "/metrics");
+    return Sample(m.body, "trainyard_node_gpus_allocated{node=\"" + node + "\"}") == 2.0;
+  }, absl::Seconds(10))) << m.body;
+  EXPECT_EQ(m.status, 200);
+  EXPECT_EQ(Sample(m.body, "trainyard_gpus{state=\"allocated\"}"), 2.0);
+  EXPECT_EQ(Sample(m.body, "trainyard_gpus{state=\"free\"}"), 14.0);
+  EXPECT_EQ(Sample(m.body, "trainyard_jobs{queue=\"default\",state=\"RUNNING\"}"), 1.0);
+  EXPECT_EQ(Sample(m.body, "trainyard_nodes{state=\"READY\"}"), 2.0);
+  EXPECT_EQ(Sample(m.body, "trainyard_agents_connected"), 2.0);
+  EXPECT_GE(Sample(m.body, "trainyard_jobs_submitted_total").value_or(0), 1.0);
+  EXPECT_GE(Sample(m.body, "trainyard_placements_total").value_or(0), 1.0);
+  EXPECT_GE(Sample(m.body, "trainyard_job_pending_duration_seconds_count").value_or(0), 1.0);
+  EXPECT_GE(Sample(m.body, "trainyard_store_commit_duration_seconds_count").value_or(0), 1.0);
+  EXPECT_GE(Sample(m.body, "trainyard_grpc_requests_total{method=\"Submit\",code=\"OK\"}").value_or(0), 1.0);
+  // A request is counted once answered: the next scrape shows the last.
+  HttpResult again = HttpGet(c.http_address(), "/metrics");
+  EXPECT_GE(Sample(again.body, "trainyard_http_requests_total{method=\"GET\",route=\"/metrics\",code=\"200\"}")
+                .value_or(0),
+            1.0);
+
+  std::string file = c.dir() + "/metrics.txt";
+  WriteFile(file, m.body);
+  std::string out = c.dir() + "/promtool.out";
+  int status = std::system(absl::StrCat("'", promtool, "' check metrics < '", file, "' > '", out, "' 2>&1").c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(out);
+  EXPECT_EQ(ReadFile(out), "") << "promtool's findings";
+}
+
+TEST(MetricsTest, PrometheusScrapesTheClusterAndFindsTheGpusItShows) {
+  std::string prometheus = Program("prometheus");
+  ASSERT_FALSE(prometheus.empty()) << "prometheus is not installed (Debian's prometheus package; run scripts/setup)";
+  Cluster c({.nodes = 2});
+  ASSERT_TRUE(c.WaitNodesReady(2));
+  std::string job = c.Submit(kTwoGpus);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
+
+  TempDir prom;
+  WriteFile(prom.path() + "/prometheus.yml", absl::StrCat(R"(global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+scrape_configs:
+  - job_name: trainyard
+    static_configs:
+      - targets: [')", c.http_address(), R"(']
+)"));
+  std::string web = absl::StrCat("127.0.0.1:", FreePort());
+  Process p({prometheus, "--config.file=" + prom.path() + "/prometheus.yml",
+             "--storage.tsdb.path=" + prom.path() + "/data", "--web.listen-address=" + web},
+            prom.path() + "/prometheus.log");
+
+  // What the cluster shows: the CLI's GPU bitmap of each node (the node
+  // views are published a few ms after the job's).
+  std::map<std::string, int> cli;
+  int placed = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    cli = AllocatedByCli(c);
+    placed = 0;
+    for (const auto& [node, n] : cli) placed += n;
+    return placed == 2;
+  }, absl::Seconds(10))) << placed;
+  // What Prometheus has scraped, through its query API.
+  std::map<std::string, int> scraped;
+  HttpResult q;
+  ASSERT_TRUE(WaitFor([&] {
+    q = HttpGet(web, "/api/v1/query?query=trainyard_node_gpus_allocated");
+    if (q.status != 200 || q.json.is_discarded() || q.json["data"]["result"].size() != cli.size()) return false;
+    scraped.clear();
+    for (const auto& r : q.json["data"]["result"]) {
+      scraped[r["metric"]["node"]] = std::stoi(r["value"][1].get<std::string>());
+    }
+    return scraped == cli;
+  }, absl::Seconds(60), absl::Milliseconds(250))) << q.body << "\n" << ReadFile(prom.path() + "/prometheus.log");
+  HttpResult sum = HttpGet(web, "/api/v1/query?query=sum(trainyard_gpus%7Bstate%3D%22allocated%22%7D)");
+  ASSERT_EQ(sum.status, 200) << sum.body;
+  EXPECT_EQ(sum.json["data"]["result"][0]["value"][1], "2") << sum.body;
+  p.Stop();
+}
+
+}  // namespace
+}  // namespace trainyard::testing
