@@ -1,6 +1,7 @@
 // Benchmarks of the scheduler core on a 10,000-node x 8-GPU cluster (two
 // sockets, four PCIe switches of two GPUs per node), one core:
 //  - single-GPU task placements per second, topology-aware (target >= 200,000/s);
+//  - quarter-GPU share placements per second, four to a GPU (target >= 200,000/s);
 //  - 8-task gangs of 4-GPU tasks, tasks per second (target >= 20,000/s);
 //  - one preemption decision for a 64-GPU production gang on a full cluster
 //    (target < 10 ms);
@@ -63,7 +64,7 @@ std::unique_ptr<Scheduler> MakeCluster() {
   return s;
 }
 
-JobRequest Job(int id, int tasks, int gpus, PriorityClass p, int submit) {
+JobRequest Job(int id, int tasks, int gpus, PriorityClass p, int submit, int milli = 0) {
   JobRequest job;
   job.id = absl::StrCat("job-", id);
   job.user = "bench";
@@ -73,20 +74,25 @@ JobRequest Job(int id, int tasks, int gpus, PriorityClass p, int submit) {
   role.name = "worker";
   role.count = tasks;
   role.resource = Resource{.memory_mb = 8192, .vcores_milli = 4000, .gpus = gpus};
+  if (milli > 0) {
+    // 32 shares fill a node: CPU must not run out first.
+    role.resource = Resource{.memory_mb = 8192, .vcores_milli = 2000, .gpu_milli = milli};
+  }
   job.roles.push_back(role);
   return job;
 }
 
-// Fills the cluster with `jobs` jobs of `tasks` x `gpus` in one round and
-// reports tasks placed per second of Schedule().
-void RunFill(benchmark::State& state, int tasks, int gpus) {
-  int jobs = kNodes * 8 / (tasks * gpus);
+// Fills the cluster with `jobs` jobs of `tasks` x `gpus` (or, with milli, of
+// one share of a GPU each) in one round and reports tasks placed per second
+// of Schedule().
+void RunFill(benchmark::State& state, int tasks, int gpus, int milli = 0) {
+  int jobs = milli > 0 ? kNodes * 8 * (1000 / milli) : kNodes * 8 / (tasks * gpus);
   int64_t placed = 0;
   for (auto _ : state) {
     state.PauseTiming();
     auto s = MakeCluster();
     for (int i = 0; i < jobs; ++i) {
-      if (!s->AddJob(Job(i, tasks, gpus, PriorityClass::kIteration, i)).ok()) std::abort();
+      if (!s->AddJob(Job(i, tasks, gpus, PriorityClass::kIteration, i, milli)).ok()) std::abort();
     }
     state.ResumeTiming();
     Decisions d = s->Schedule(T(jobs + 1));
@@ -104,6 +110,9 @@ void RunFill(benchmark::State& state, int tasks, int gpus) {
 
 void BM_SingleGpuPlacements(benchmark::State& state) { RunFill(state, 1, 1); }
 BENCHMARK(BM_SingleGpuPlacements)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+void BM_QuarterGpuSharePlacements(benchmark::State& state) { RunFill(state, 1, 0, 250); }
+BENCHMARK(BM_QuarterGpuSharePlacements)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
 
 void BM_Gang8x4GpuPlacements(benchmark::State& state) { RunFill(state, 8, 4); }
 BENCHMARK(BM_Gang8x4GpuPlacements)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();

@@ -107,6 +107,25 @@ TEST_F(AgentCoreTest, LaunchChecksGpus) {
   EXPECT_THAT(taken.message(), HasSubstr("GPUs 2 are held by another task"));
 }
 
+TEST_F(AgentCoreTest, SharesOfOneGpuSitTogetherUpToTheWholeGpu) {
+  auto share = [&](const std::string& role, int32_t milli, core::GpuSet gpus) {
+    TaskLaunch l = Task(role, "exec sleep 30", gpus);
+    l.gpu_milli = milli;
+    return agent_->Launch(l);
+  };
+  for (const char* role : {"q0", "q1", "q2"}) ASSERT_TRUE(share(role, 250, core::GpuSet(0b1000)).ok()) << role;
+  absl::Status over = share("half", 500, core::GpuSet(0b1000));
+  EXPECT_EQ(over.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(over.message(), HasSubstr("GPU 3 has 250 thousandths left, the share needs 500"));
+  EXPECT_TRUE(share("q3", 250, core::GpuSet(0b1000)).ok());
+  // A whole GPU never joins shares, and a share never joins a whole GPU.
+  EXPECT_THAT(agent_->Launch(Task("whole", "true", core::GpuSet(0b1000))).message(),
+              HasSubstr("GPUs 3 are held by another task"));
+  ASSERT_TRUE(agent_->Launch(Task("whole", "exec sleep 30", core::GpuSet(0b10000))).ok());
+  EXPECT_THAT(share("q4", 250, core::GpuSet(0b10000)).message(), HasSubstr("GPUs 4 are held by another task"));
+  EXPECT_EQ(agent_->supervisor().GpusInUse(), core::GpuSet(0b11000));
+}
+
 TEST_F(AgentCoreTest, RunsTaskAndKeepsItsLogs) {
   TaskLaunch l = Task("worker", "echo cuda=$CUDA_VISIBLE_DEVICES", core::GpuSet(0b10100));
   ASSERT_TRUE(agent_->Launch(l).ok());

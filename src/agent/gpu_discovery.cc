@@ -176,9 +176,11 @@ absl::StatusOr<GpuInventory> NvidiaSmiGpuDiscovery::Discover() {
   return inventory;
 }
 
-SimulatedGpuDiscovery::SimulatedGpuDiscovery(core::GpuTopology topology, int64_t memory_total_mb)
+SimulatedGpuDiscovery::SimulatedGpuDiscovery(core::GpuTopology topology, int64_t memory_total_mb,
+                                             std::string model)
     : topology_(std::move(topology)),
       memory_total_mb_(memory_total_mb),
+      model_(std::move(model)),
       used_mb_(topology_.gpu_count(), 0) {}
 
 absl::StatusOr<GpuInventory> SimulatedGpuDiscovery::Discover() {
@@ -189,7 +191,7 @@ absl::StatusOr<GpuInventory> SimulatedGpuDiscovery::Discover() {
                               .memory_used_mb = used_mb_[i],
                               .memory_total_mb = memory_total_mb_,
                               .uuid = absl::StrCat("GPU-simulated-", i),
-                              .model = "Simulated GPU"});
+                              .model = model_});
   }
   return inventory;
 }
@@ -211,7 +213,7 @@ absl::StatusOr<GpuDiscoveryPtr> NewSimulatedDiscovery(const GpuDiscoveryOptions&
                                                      " is outside 0..", core::kMaxGpus));
     }
     return std::make_unique<SimulatedGpuDiscovery>(core::GpuTopology::Flat(options.simulate_gpus),
-                                                   options.simulated_memory_mb);
+                                                   options.simulated_memory_mb, options.simulated_model);
   }
   absl::StatusOr<core::GpuTopology> topology = core::GpuTopology::FromSpec(options.gpu_topology);
   if (!topology.ok()) {
@@ -223,7 +225,8 @@ absl::StatusOr<GpuDiscoveryPtr> NewSimulatedDiscovery(const GpuDiscoveryOptions&
         "--gpu-topology \"", options.gpu_topology, "\" describes ", topology->gpu_count(),
         " GPUs but --simulate-gpus is ", options.simulate_gpus));
   }
-  return std::make_unique<SimulatedGpuDiscovery>(*std::move(topology), options.simulated_memory_mb);
+  return std::make_unique<SimulatedGpuDiscovery>(*std::move(topology), options.simulated_memory_mb,
+                                                 options.simulated_model);
 }
 
 absl::StatusOr<GpuDiscoveryPtr> ChooseGpuDiscovery(const GpuDiscoveryOptions& options) {

@@ -121,7 +121,9 @@ class NvidiaSmiGpuDiscovery : public GpuDiscovery {
 // Tests (and `trainyard up`) mark GPUs busy with SetMemoryUsed. Thread-safe.
 class SimulatedGpuDiscovery : public GpuDiscovery {
  public:
-  SimulatedGpuDiscovery(core::GpuTopology topology, int64_t memory_total_mb);
+  // `model` is what each GPU reports as its model (--gpu-model).
+  SimulatedGpuDiscovery(core::GpuTopology topology, int64_t memory_total_mb,
+                        std::string model = "Simulated GPU");
   absl::StatusOr<GpuInventory> Discover() override;
   std::string Name() const override { return "simulated"; }
   // Sets the used memory of GPU `index` as if another process held it.
@@ -131,6 +133,7 @@ class SimulatedGpuDiscovery : public GpuDiscovery {
  private:
   const core::GpuTopology topology_;
   const int64_t memory_total_mb_;
+  const std::string model_;
   mutable absl::Mutex mu_;
   std::vector<int64_t> used_mb_ ABSL_GUARDED_BY(mu_);
 };
@@ -140,6 +143,7 @@ struct GpuDiscoveryOptions {
   int simulate_gpus = -1;        // >= 0: simulate this many GPUs (--simulate-gpus)
   std::string gpu_topology;      // spec for simulated GPUs (--gpu-topology); "" = flat
   int64_t simulated_memory_mb = 81920;
+  std::string simulated_model = "Simulated GPU";  // --gpu-model
   std::string nvml_library = "libnvidia-ml.so.1";
   CommandRunner* runner = nullptr;  // nullptr: real processes
 };

@@ -4,6 +4,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -81,6 +82,15 @@ v1::NodeInfo ToProto(const NodeInfo& info) {
   *n.mutable_capacity() = ResourceOf(info);
   *n.mutable_topology() = api::ToProto(info.topology);
   n.set_excluded_gpus(info.excluded_gpus.bits());
+  // One model per node: the scheduler matches a task's gpuModel against it.
+  // Where GPUs differ, the first one's stands; memory is the smallest GPU's,
+  // so a share's GPU memory fits whichever GPU it gets.
+  if (!info.gpus.empty()) {
+    n.set_gpu_model(info.gpus.front().model);
+    int64_t memory = info.gpus.front().memory_total_mb;
+    for (const GpuInfo& g : info.gpus) memory = std::min(memory, g.memory_total_mb);
+    n.set_gpu_memory_mb(std::max<int64_t>(memory, 0));
+  }
   for (const auto& p : info.ephemeral_ports.ranges()) {
     auto* pr = n.add_ephemeral_ports();
     pr->set_begin(p.begin);
@@ -129,6 +139,8 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   l.env["TRAINYARD_TASK_DIR"] = task_dir;
   l.working_dir = spec.working_dir().empty() ? task_dir : spec.working_dir();
   l.gpus = core::GpuSet(spec.allocation().gpu_mask());
+  l.gpu_milli = spec.allocation().gpu_milli();
+  l.gpu_memory_mb = spec.allocation().gpu_memory_mb();
   for (const auto& r : spec.allocation().ports()) {
     if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) l.ports.Add({r.begin(), r.end()});
   }

@@ -168,14 +168,7 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
       return absl::AlreadyExistsError(absl::StrCat("task ", launch.key.ToString(), " is already ",
                                                    TaskStateName(it->second->state)));
     }
-    core::GpuSet taken;
-    for (const auto& [key, other] : tasks_) {
-      if (key != launch.key && !IsFinal(other->state)) taken = taken | (other->launch.gpus & launch.gpus);
-    }
-    if (!taken.Empty()) {
-      return absl::FailedPreconditionError(absl::StrCat("task ", launch.key.ToString(), ": GPUs ",
-                                                        taken.ToString(), " are held by another task"));
-    }
+    if (absl::Status s = GpusFree(launch); !s.ok()) return s;
     auto task = std::make_unique<Task>();
     task->attempt = launch.attempt;
     task->launch = std::move(launch);
@@ -184,6 +177,33 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
     tasks_[task->launch.key] = std::move(task);
   }
   Wake();
+  return absl::OkStatus();
+}
+
+absl::Status Supervisor::GpusFree(const TaskLaunch& launch) const {
+  // Shares of one GPU may sit together up to the whole GPU; a whole GPU is
+  // never shared, with a share or with another whole-GPU task.
+  core::GpuSet taken;
+  int32_t shared_milli = 0;
+  for (const auto& [key, other] : tasks_) {
+    if (key == launch.key || IsFinal(other->state)) continue;
+    core::GpuSet overlap = other->launch.gpus & launch.gpus;
+    if (overlap.Empty()) continue;
+    if (launch.gpu_milli > 0 && other->launch.gpu_milli > 0) {
+      shared_milli += other->launch.gpu_milli;
+    } else {
+      taken = taken | overlap;
+    }
+  }
+  if (!taken.Empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("task ", launch.key.ToString(), ": GPUs ",
+                                                      taken.ToString(), " are held by another task"));
+  }
+  if (launch.gpu_milli > 0 && shared_milli + launch.gpu_milli > 1000) {
+    return absl::FailedPreconditionError(absl::StrCat("task ", launch.key.ToString(), ": GPU ",
+                                                      launch.gpus.ToString(), " has ", 1000 - shared_milli,
+                                                      " thousandths left, the share needs ", launch.gpu_milli));
+  }
   return absl::OkStatus();
 }
 

@@ -77,7 +77,8 @@ class Supervisor {
 
   // Starts a task. Errors: an empty command, a working_dir that does not
   // exist, a negative max_restarts or limit, a task with the same key that
-  // has not ended, or GPUs held by another task that has not ended. The launch itself is asynchronous: failures to start
+  // has not ended, or GPUs held by another task that has not ended (shares
+  // of one GPU may be held together, up to the whole GPU). The launch itself is asynchronous: failures to start
   // (command not found) arrive as a FAILED status with the reason.
   absl::Status Launch(TaskLaunch launch);
   // Kills a task: SIGTERM to its process group, SIGKILL after its
@@ -135,6 +136,9 @@ class Supervisor {
 
   void EventLoop();
   void Wake();
+  // OK when the launch's GPUs are not held by a task that has not ended, or
+  // only by shares that leave room for the launch's share.
+  absl::Status GpusFree(const TaskLaunch& launch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each returns the status changes to report once the lock is released.
   void StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out)

@@ -55,7 +55,9 @@ std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
                        .worker_id = launch.worker_id,
                        .ports = PortNumbers(launch.ports),
                        .checkpoint_dir = launch.checkpoint_dir,
-                       .gpus = launch.gpus.Indices()},
+                       .gpus = launch.gpus.Indices(),
+                       .gpu_milli = launch.gpu_milli,
+                       .gpu_memory_mb = launch.gpu_memory_mb},
                       &env);
   api::SetAttemptEnv(attempt, &env);
   std::vector<std::string> out;

@@ -53,6 +53,8 @@ struct TaskLaunch {
   std::map<std::string, std::string> env;  // extra env, e.g. TRAINYARD_JOB_MASTER
   std::string working_dir;           // empty: DATA/work/JOB/ROLE-INDEX
   core::GpuSet gpus;
+  int32_t gpu_milli = 0;      // a share of the one GPU in gpus; 0 = whole GPUs
+  int64_t gpu_memory_mb = 0;  // that share's GPU memory; 0 = none asked
   core::PortRanges ports;
   std::string checkpoint_dir;        // empty: DATA/checkpoints/JOB/ROLE-INDEX
   int64_t memory_limit_mb = 0;       // 0: no limit

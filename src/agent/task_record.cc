@@ -25,6 +25,8 @@ json LaunchToJson(const TaskLaunch& l) {
               {"env", l.env},
               {"working_dir", l.working_dir},
               {"gpus", l.gpus.bits()},
+              {"gpu_milli", l.gpu_milli},
+              {"gpu_memory_mb", l.gpu_memory_mb},
               {"ports", l.ports.ToString()},
               {"checkpoint_dir", l.checkpoint_dir},
               {"memory_limit_mb", l.memory_limit_mb},
@@ -46,6 +48,9 @@ TaskLaunch LaunchFromJson(const json& j) {
   l.env = j.at("env").get<std::map<std::string, std::string>>();
   l.working_dir = j.at("working_dir").get<std::string>();
   l.gpus = core::GpuSet(j.at("gpus").get<uint64_t>());
+  // Records written before GPU shares lack these: whole GPUs.
+  l.gpu_milli = j.value("gpu_milli", 0);
+  l.gpu_memory_mb = j.value("gpu_memory_mb", int64_t{0});
   absl::StatusOr<core::PortRanges> ports = core::PortRanges::Parse(j.at("ports").get<std::string>());
   if (ports.ok()) l.ports = *ports;
   l.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();

@@ -15,6 +15,8 @@ core::Resource ToCore(const v1::Resource& r) {
   c.gpus = r.gpus();
   c.gpu_mask = r.gpu_mask();
   c.port_count = r.port_count();
+  c.gpu_milli = r.gpu_milli();
+  c.gpu_memory_mb = r.gpu_memory_mb();
   for (const auto& p : r.ports()) {
     if (p.begin() >= core::kMinPort && p.begin() <= p.end() && p.end() <= core::kMaxPort) {
       c.ports.Add({p.begin(), p.end()});
@@ -30,6 +32,8 @@ v1::Resource ToProto(const core::Resource& r) {
   p.set_gpus(r.gpus);
   p.set_gpu_mask(r.gpu_mask);
   p.set_port_count(r.port_count);
+  p.set_gpu_milli(r.gpu_milli);
+  p.set_gpu_memory_mb(r.gpu_memory_mb);
   for (const auto& range : r.ports.ranges()) {
     auto* pr = p.add_ports();
     pr->set_begin(range.begin);
@@ -89,6 +93,7 @@ absl::StatusOr<core::JobRequest> ToJobRequest(const v1::JobRecord& job) {
     role.count = rs.count();
     role.min_available = rs.min_available() > 0 ? rs.min_available() : -1;
     role.resource = ToCore(rs.resources());
+    role.gpu_models.assign(rs.resources().gpu_models().begin(), rs.resources().gpu_models().end());
     role.node_selector = selector;
     role.node_name = spec.node_name();
     role.rack = spec.rack();
@@ -105,6 +110,8 @@ absl::StatusOr<core::NodeSpec> ToNodeSpec(const v1::NodeInfo& info) {
   for (const auto& [k, v] : info.labels()) n.labels.emplace_back(k, v);
   std::sort(n.labels.begin(), n.labels.end());
   n.capacity = ToCore(info.capacity());
+  n.gpu_model = info.gpu_model();
+  n.gpu_memory_mb = info.gpu_memory_mb();
   absl::StatusOr<core::GpuTopology> topology = ToCore(info.topology());
   if (!topology.ok()) {
     return absl::InvalidArgumentError(

@@ -227,9 +227,72 @@ void ParsePorts(const YAML::Node& p, const std::string& path, v1::Resource* r, E
   }
 }
 
+// gpus: a whole number of GPUs, or a share of one GPU below 1 in
+// thousandths (0.25 is gpuMilli 250).
+bool ParseGpuCount(const YAML::Node& node, const std::string& path, v1::Resource* r, Errors* errors) {
+  int64_t n;
+  if (node.IsScalar() && absl::SimpleAtoi(node.Scalar(), &n)) {
+    r->set_gpus(ClampInt32(n));
+    return true;
+  }
+  double x;
+  if (node.IsScalar() && absl::SimpleAtod(node.Scalar(), &x) && x > 0 && x < 1) {
+    double milli = x * 1000;
+    if (std::fabs(milli - std::round(milli)) < 1e-6 && std::round(milli) >= 1) {
+      r->set_gpu_milli(static_cast<int32_t>(std::lround(milli)));
+      return true;
+    }
+  }
+  errors->push_back(absl::StrCat(path, ": must be a whole number of GPUs, or a share of one GPU "
+                                 "between 0 and 1 in thousandths (0.25, 0.125)"));
+  return false;
+}
+
+// gpuModel: one model name or a list of them.
+void ParseGpuModels(const YAML::Node& node, const std::string& path, v1::Resource* r, Errors* errors) {
+  if (node.IsScalar()) {
+    r->add_gpu_models(node.Scalar());
+    return;
+  }
+  if (!node.IsSequence()) {
+    errors->push_back(absl::StrCat(path, ": must be a GPU model or a list of them, e.g. [V100M32, A10]"));
+    return;
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    if (!node[i].IsScalar()) {
+      errors->push_back(absl::StrCat(path, "[", i, "]: must be a string"));
+      continue;
+    }
+    r->add_gpu_models(node[i].Scalar());
+  }
+}
+
+void ParseGpuShare(const Fields& f, const std::string& path, v1::Resource* r, Errors* errors) {
+  int64_t n;
+  if (const YAML::Node* v = Find(f, "gpuMilli")) {
+    if (Find(f, "gpus") != nullptr) {
+      errors->push_back(absl::StrCat(path, ".gpuMilli: give gpus or gpuMilli, not both"));
+    } else if (GetInt(*v, path + ".gpuMilli", &n, errors)) {
+      r->set_gpu_milli(ClampInt32(n));
+    }
+  }
+  if (const YAML::Node* v = Find(f, "gpuMemory")) {
+    auto mb = ParseMemoryQuantity(v->IsScalar() ? v->Scalar() : "");
+    if (mb.ok()) {
+      r->set_gpu_memory_mb(*mb);
+    } else {
+      errors->push_back(absl::StrCat(path, ".gpuMemory: ", mb.status().message()));
+    }
+  }
+  if (const YAML::Node* v = Find(f, "gpuModel")) ParseGpuModels(*v, path + ".gpuModel", r, errors);
+}
+
 void ParseResources(const YAML::Node& node, const std::string& path, v1::Resource* r, Errors* errors) {
   Fields f;
-  if (!CheckMap(node, path, {"cpu", "memory", "gpus", "gpuMask", "ports"}, &f, errors)) return;
+  if (!CheckMap(node, path, {"cpu", "memory", "gpus", "gpuMilli", "gpuMemory", "gpuModel", "gpuMask", "ports"},
+                &f, errors)) {
+    return;
+  }
   if (const YAML::Node* cpu = Find(f, "cpu")) {
     auto v = ParseCpuQuantity(cpu->IsScalar() ? cpu->Scalar() : "");
     if (v.ok()) {
@@ -246,9 +309,9 @@ void ParseResources(const YAML::Node& node, const std::string& path, v1::Resourc
       errors->push_back(absl::StrCat(path, ".memory: ", v.status().message()));
     }
   }
-  int64_t n;
   const YAML::Node* gpus = Find(f, "gpus");
-  if (gpus && GetInt(*gpus, path + ".gpus", &n, errors)) r->set_gpus(ClampInt32(n));
+  if (gpus) ParseGpuCount(*gpus, path + ".gpus", r, errors);
+  ParseGpuShare(f, path, r, errors);
   if (const YAML::Node* m = Find(f, "gpuMask")) {
     uint64_t mask = 0;
     ParseGpuMask(*m, path + ".gpuMask", &mask, errors);

@@ -58,6 +58,30 @@ void CheckQuantity(const std::string& path, int64_t value, int64_t min, int64_t 
   }
 }
 
+// A share of one GPU: 1..999 thousandths, alone (no whole GPUs, no mask);
+// GPU memory only with a share; model names not empty.
+void ValidateGpuShare(const v1::Resource& r, const std::string& path, Errors* errors) {
+  if (r.gpu_milli() < 0 || r.gpu_milli() >= 1000) {
+    errors->push_back(absl::StrCat(path, ".gpuMilli: ", r.gpu_milli(),
+                                   " must be 1..999 (a share of one GPU); ask whole GPUs with gpus"));
+  } else if (r.gpu_milli() > 0 && r.gpus() > 0) {
+    errors->push_back(absl::StrCat(path, ".gpuMilli: a share of one GPU cannot go with gpus: ", r.gpus()));
+  } else if (r.gpu_milli() > 0 && r.gpu_mask() != 0) {
+    errors->push_back(absl::StrCat(path, ".gpuMask: a share of one GPU cannot name GPUs"));
+  }
+  if (r.gpu_memory_mb() < 0) {
+    errors->push_back(absl::StrCat(path, ".gpuMemory: ", r.gpu_memory_mb(), " is negative"));
+  } else if (r.gpu_memory_mb() > 0 && r.gpu_milli() == 0) {
+    errors->push_back(absl::StrCat(path, ".gpuMemory: goes only with a share of one GPU (gpus below 1, "
+                                   "or gpuMilli)"));
+  }
+  for (int i = 0; i < r.gpu_models_size(); ++i) {
+    if (r.gpu_models(i).empty()) {
+      errors->push_back(absl::StrCat(path, ".gpuModel[", i, "]: must not be empty"));
+    }
+  }
+}
+
 void ValidateResources(const v1::Resource& r, const std::string& path, const core::AllocationLimits& limits,
                        Errors* errors) {
   CheckQuantity(path + ".cpu", r.vcores_milli(), limits.min_vcores_milli, limits.max_vcores_milli,
@@ -70,6 +94,7 @@ void ValidateResources(const v1::Resource& r, const std::string& path, const cor
     errors->push_back(absl::StrCat(path, ".gpus: ", r.gpus(), " does not match gpuMask ",
                                    core::GpuSet(r.gpu_mask()).ToString(), " (", mask_gpus, " GPUs)"));
   }
+  ValidateGpuShare(r, path, errors);
   int64_t ports = r.port_count();
   for (const auto& p : r.ports()) {
     if (p.begin() < core::kMinPort || p.end() > core::kMaxPort || p.begin() > p.end()) {

@@ -113,6 +113,16 @@ void SetTaskSelfEnv(const TaskSelf& self, std::map<std::string, std::string>* en
   (*env)["TRAINYARD_PORTS"] = PortsList(self.ports);
   (*env)["TRAINYARD_CHECKPOINT_DIR"] = self.checkpoint_dir;
   (*env)["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(self.gpus, ",");
+  if (self.gpu_milli > 0) {
+    (*env)["TRAINYARD_GPU_SHARE"] = absl::StrCat(self.gpu_milli);
+  } else {
+    env->erase("TRAINYARD_GPU_SHARE");
+  }
+  if (self.gpu_milli > 0 && self.gpu_memory_mb > 0) {
+    (*env)["TRAINYARD_GPU_MEMORY_MB"] = absl::StrCat(self.gpu_memory_mb);
+  } else {
+    env->erase("TRAINYARD_GPU_MEMORY_MB");
+  }
 }
 
 TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
@@ -124,7 +134,9 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
                   .worker_id = self.worker_id,
                   .ports = self.ports,
                   .checkpoint_dir = in.checkpoint_dir,
-                  .gpus = core::GpuSet(self.gpu_mask).Indices()},
+                  .gpus = core::GpuSet(self.gpu_mask).Indices(),
+                  .gpu_milli = self.gpu_milli,
+                  .gpu_memory_mb = self.gpu_memory_mb},
                  &env);
   env["TRAINYARD_TASK_NAME"] = TaskName(in.job, self.role, self.index);
   env["TRAINYARD_NODE"] = self.node;

@@ -24,6 +24,8 @@ struct PlacedTaskView {
   std::string address;  // the node's address
   uint64_t gpu_mask = 0;
   std::vector<uint32_t> ports;
+  int32_t gpu_milli = 0;      // a share of the one GPU in gpu_mask
+  int64_t gpu_memory_mb = 0;  // GPU memory of that share; 0 = none asked
 };
 
 struct TaskEnvInput {
@@ -65,7 +67,9 @@ void SetAttemptEnv(int attempt, std::map<std::string, std::string>* env);
 
 // The variables that say which task this is and what it holds on its node:
 // TRAINYARD_JOB, _ROLE, _INDEX, _WORKER_ID, _PORTS, _CHECKPOINT_DIR and
-// CUDA_VISIBLE_DEVICES. The server sets them in the launch (BuildTaskEnv);
+// CUDA_VISIBLE_DEVICES; for a share of one GPU also TRAINYARD_GPU_SHARE (its
+// thousandths, "250") and TRAINYARD_GPU_MEMORY_MB (when asked), which a
+// task without a share never has. The server sets them in the launch (BuildTaskEnv);
 // the agent sets them again at each start from the launch it holds (its own
 // checkpoint directory when the launch names none), with the same names and
 // formats because both call this.
@@ -77,6 +81,8 @@ struct TaskSelf {
   std::vector<uint32_t> ports;
   std::string checkpoint_dir;
   std::vector<int> gpus;  // indices on the node
+  int32_t gpu_milli = 0;      // a share of gpus[0]; 0 = whole GPUs
+  int64_t gpu_memory_mb = 0;
 };
 void SetTaskSelfEnv(const TaskSelf& self, std::map<std::string, std::string>* env);
 

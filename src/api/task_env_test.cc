@@ -101,3 +101,32 @@ TEST(TaskEnvTest, TasksOfAJobWithoutAMasterGetNoMasterAddress) {
 
 }  // namespace
 }  // namespace trainyard::api
+
+namespace trainyard::api {
+namespace {
+
+TEST(TaskEnvShareTest, AShareOfOneGpuSaysHowMuchAndWhichGpu) {
+  v1::JobSpec spec;
+  v1::ReplicaSpec* r = spec.add_replicas();
+  r->set_role("worker");
+  r->set_count(1);
+  TaskEnvInput in;
+  in.spec = &spec;
+  in.job = "j";
+  PlacedTaskView t{.role = "worker", .node = "n", .address = "10.0.0.1", .gpu_mask = 0b100,
+                   .gpu_milli = 250, .gpu_memory_mb = 8192};
+  in.tasks.push_back(t);
+  TaskEnv env = BuildTaskEnv(in, t);
+  EXPECT_EQ(env.env["CUDA_VISIBLE_DEVICES"], "2");
+  EXPECT_EQ(env.env["TRAINYARD_GPU_SHARE"], "250");
+  EXPECT_EQ(env.env["TRAINYARD_GPU_MEMORY_MB"], "8192");
+  // A whole-GPU task has neither, even when its spec's env wrote them.
+  std::map<std::string, std::string> whole = {{"TRAINYARD_GPU_SHARE", "999"}};
+  SetTaskSelfEnv({.job = "j", .role = "worker", .gpus = {0, 1}}, &whole);
+  EXPECT_EQ(whole.count("TRAINYARD_GPU_SHARE"), 0u);
+  EXPECT_EQ(whole.count("TRAINYARD_GPU_MEMORY_MB"), 0u);
+  EXPECT_EQ(whole["CUDA_VISIBLE_DEVICES"], "0,1");
+}
+
+}  // namespace
+}  // namespace trainyard::api

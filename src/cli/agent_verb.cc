@@ -109,6 +109,8 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--data-dir", f.config.data_dir, "where task logs, work dirs and state go")->required();
   cmd->add_option("--simulate-gpus", f.config.gpu.simulate_gpus, "simulate this many GPUs");
   cmd->add_option("--gpu-topology", f.config.gpu.gpu_topology, "topology spec of simulated GPUs");
+  cmd->add_option("--gpu-model", f.config.gpu.simulated_model,
+                  "model of simulated GPUs, as tasks name it in gpuModel (e.g. A10, V100M32)");
   cmd->add_option("--memory-mb", f.config.memory_mb, "memory to offer (default: MemTotal)");
   cmd->add_option("--vcores", f.vcores, "CPU cores to offer (default: the CPUs this process may use)");
   cmd->add_option("--port-range", f.config.port_range, "ports to serve, e.g. [20000-29999] (default: the server's defaultPortRange, else 1024-65535 minus the kernel's ephemeral range)");

@@ -22,6 +22,7 @@
 #include "cli/verb_common.h"
 #include "cli/verbs.h"
 #include "core/resources/gpu_set.h"
+#include "core/resources/resource.h"
 #include "api/job_spec.h"
 
 namespace trainyard::cli {
@@ -223,6 +224,11 @@ void PrintJob(const v1::JobView& j) {
   for (const auto& task : j.tasks()) {
     if (api::IsJobMasterRole(task.role())) continue;  // on the Master line
     std::string gpus = task.gpu_mask() ? core::GpuSet(task.gpu_mask()).ToString() : "-";
+    if (task.gpu_milli() > 0) {
+      absl::StrAppend(&gpus, " (", core::FormatVcores(task.gpu_milli()), " share",
+                      task.gpu_memory_mb() > 0 ? absl::StrCat(", ", api::MemoryQuantityText(task.gpu_memory_mb())) : "",
+                      ")");
+    }
     std::string exit = ExitText(task);
     t.Add({task.name(), api::TaskStateName(task.state()), task.node().empty() ? "-" : task.node(),
            api::CpuQuantityText(task.vcores_milli()), api::MemoryQuantityText(task.memory_mb()), gpus,

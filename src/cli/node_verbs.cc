@@ -11,6 +11,7 @@
 #include "cli/text.h"
 #include "cli/verb_common.h"
 #include "core/resources/gpu_set.h"
+#include "core/resources/resource.h"
 
 namespace trainyard::cli {
 namespace {
@@ -18,6 +19,17 @@ namespace {
 std::string NodeStateText(v1::NodeState s) {
   std::string name = v1::NodeState_Name(s);
   return name.rfind("NODE_", 0) == 0 ? name.substr(5) : name;
+}
+
+// The node's split GPUs: "3:0.75 (train-worker-0 train-worker-1)", one per
+// GPU, so who shares which GPU shows next to the whole-GPU bitmap.
+std::string SharesText(const v1::NodeView& n) {
+  std::vector<std::string> parts;
+  for (const auto& s : n.gpu_shares()) {
+    parts.push_back(absl::StrCat(s.gpu(), ":", core::FormatVcores(s.used_milli()), " (",
+                                 absl::StrJoin(s.tasks(), " "), ")"));
+  }
+  return parts.empty() ? "-" : absl::StrJoin(parts, ", ");
 }
 
 // One row of `nodes`. A LOST node's free resources are not known (its agent
@@ -30,18 +42,19 @@ std::vector<std::string> NodeRow(const v1::NodeView& n) {
   std::sort(labels.begin(), labels.end());
   std::string label_text = labels.empty() ? "-" : absl::StrJoin(labels, ",");
   std::string reason = n.reason().empty() ? "-" : Printable(n.reason());
+  std::string model = info.gpu_model().empty() ? "-" : Printable(info.gpu_model());
   if (info.state() == v1::NODE_LOST) {
     std::string unknown;
     for (int i = 0; i < count; ++i) unknown += "?";
-    return {info.name(), "LOST", count ? unknown : "-", "?",
+    return {info.name(), "LOST", model, count ? unknown : "-", "?", "?",
             absl::StrCat("?/", info.capacity().memory_mb(), " MB"),
             absl::StrFormat("?/%.1f", info.capacity().vcores_milli() / 1000.0), "?", "?", label_text,
             n.reason().empty() ? absl::StrCat("no heartbeat since ", TimeText(n.last_heartbeat_unix_ms())) : reason};
   }
   uint64_t all = count >= 64 ? ~0ull : ((1ull << count) - 1);
   uint64_t used = all & ~n.free_gpu_mask();
-  return {info.name(), NodeStateText(info.state()), GpuBitmap(used, count),
-          used ? core::GpuSet(used).ToString() : "-",
+  return {info.name(), NodeStateText(info.state()), model, GpuBitmap(used, count),
+          used ? core::GpuSet(used).ToString() : "-", SharesText(n),
           absl::StrCat(n.free_memory_mb(), "/", info.capacity().memory_mb(), " MB"),
           absl::StrFormat("%.1f/%.1f", n.free_vcores_milli() / 1000.0, info.capacity().vcores_milli() / 1000.0),
           absl::StrCat(n.ports_in_use()), absl::StrCat(n.tasks_size()), label_text, reason};
@@ -50,8 +63,8 @@ std::vector<std::string> NodeRow(const v1::NodeView& n) {
 int Nodes(Common& f) {
   return RunListing("nodes", f, &v1::Trainyard::Stub::ListNodes, v1::ListNodesRequest(),
                     [](const v1::ListNodesResponse& resp) {
-                      Table t({"NODE", "STATE", "GPUS (■ used)", "USED", "MEMORY FREE/ALL", "VCORES FREE/ALL",
-                               "PORTS USED", "TASKS", "LABELS", "REASON"});
+                      Table t({"NODE", "STATE", "MODEL", "GPUS (■ used)", "USED", "SHARED", "MEMORY FREE/ALL",
+                               "VCORES FREE/ALL", "PORTS USED", "TASKS", "LABELS", "REASON"});
                       for (const auto& n : resp.nodes()) t.Add(NodeRow(n));
                       return t;
                     });

@@ -5,8 +5,11 @@
 #include <iostream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/str_cat.h"
 #include "cli/verbs.h"
+#include "sim/fgd_protocol.h"
 #include "sim/sim_command.h"
+#include "sim/trace_readers.h"
 
 namespace trainyard::cli {
 namespace {
@@ -16,6 +19,10 @@ struct SimFlags {
   sim::SyntheticOptions synthetic;
   bool json = false;
   bool no_preemption = false;
+  std::string protocol;
+  std::string seeds = "42";
+  std::string fgd_policies;
+  double inflate = 1.3;
 };
 
 void AddSyntheticFlags(CLI::App* cmd, SimFlags* f) {
@@ -61,9 +68,56 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
                   "How many unschedulable / still-pending jobs to list by name")
       ->capture_default_str();
   AddSyntheticFlags(cmd, f);
+  cmd->add_option("--protocol", f->protocol,
+                  "fgd: the FGD paper's experiment (tasks one by one, no departures; docs/sim.md)");
+  cmd->add_option("--seeds", f->seeds, "fgd protocol: seeds, e.g. 42-51 or 1,2,3")
+      ->capture_default_str();
+  cmd->add_option("--inflate", f->inflate,
+                  "fgd protocol: workload GPU demand as a multiple of the cluster's GPU capacity")
+      ->capture_default_str();
+  cmd->add_option("--fgd-policies", f->fgd_policies,
+                  "fgd protocol: policies, comma separated (default: first-fit, best-fit, random, "
+                  "fgd, trainyard; also trainyard-online)");
+}
+
+int RunProtocol(SimFlags* f) {
+  auto fail = [](const absl::Status& s) {
+    std::cerr << "trainyard sim: " << s.message() << "\n";
+    return absl::IsInvalidArgument(s) || absl::IsNotFound(s) ? kExitUsage : kExitFailure;
+  };
+  if (f->protocol != "fgd") {
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--protocol '", f->protocol, "' is unknown; the one protocol is fgd")));
+  }
+  if (f->command.nodes_path.empty() || f->command.trace_path.empty()) {
+    return fail(absl::InvalidArgumentError("--protocol fgd needs --nodes NODES.csv and --trace PODS.csv"));
+  }
+  sim::FgdOptions options;
+  options.inflate = f->inflate;
+  auto seeds = sim::ParseSeedList(f->seeds);
+  if (!seeds.ok()) return fail(seeds.status());
+  options.seeds = *seeds;
+  if (!f->fgd_policies.empty()) {
+    auto names = sim::SplitPolicyList(f->fgd_policies, "--fgd-policies");
+    if (!names.ok()) return fail(names.status());
+    options.policies = *names;
+  }
+  auto nodes = sim::ReadNodeList(f->command.nodes_path);
+  if (!nodes.ok()) return fail(nodes.status());
+  auto trace = sim::ReadTrace(f->command.trace_path);
+  if (!trace.ok()) return fail(trace.status());
+  auto report = sim::RunFgdProtocol(*nodes, *trace, options);
+  if (!report.ok()) return fail(report.status());
+  if (f->json) {
+    std::cout << sim::FgdReportToJson(*report).dump(2) << "\n";
+  } else {
+    std::cout << sim::FormatFgdReport(*report);
+  }
+  return kExitOk;
 }
 
 int RunSim(CLI::App* cmd, SimFlags* f) {
+  if (!f->protocol.empty()) return RunProtocol(f);
   if (cmd->count("--synthetic-nodes") > 0) f->command.synthetic = f->synthetic;
   f->command.base.enable_preemption = !f->no_preemption;
   auto reports = sim::RunSimCommand(f->command);

@@ -94,6 +94,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "defaultQueue") Read(v, key, &c.default_queue, &errors);
     else if (key == "nodeLaunchFaultsToDegrade") Read(v, key, &c.node_launch_faults_to_degrade, &errors);
     else if (key == "minNodeFreeDiskMb") Read(v, key, &c.min_node_free_disk_mb, &errors);
+    else if (key == "placement") Read(v, key, &c.placement, &errors);
     else if (key == "heartbeatIntervalMs") Read(v, key, &c.heartbeat_interval_ms, &errors);
     else if (key == "nodeTimeoutMs") Read(v, key, &c.node_timeout_ms, &errors);
     else if (key == "killGraceMs") Read(v, key, &c.kill_grace_ms, &errors);
@@ -170,6 +171,9 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.http_request_timeout_ms <= 0) errors.push_back("httpRequestTimeoutMs: must be positive");
   if (c.queue_policy != "fifo" && c.queue_policy != "capacity" && c.queue_policy != "fair") {
     errors.push_back(absl::StrCat("queuePolicy: '", c.queue_policy, "' is not one of fifo, capacity, fair"));
+  }
+  if (c.placement != "topology" && c.placement != "spread" && c.placement != "fragmentation") {
+    errors.push_back(absl::StrCat("placement: '", c.placement, "' is not one of topology, spread, fragmentation"));
   }
   const auto& l = c.limits;
   if (l.min_memory_mb > l.max_memory_mb) errors.push_back("limits.minMemoryMb: above maxMemoryMb");

@@ -234,6 +234,8 @@ api::TaskEnv ControlState::EnvFor(const JobRt& job, int i) const {
     auto on = nodes_.find(o.node());
     v.address = on == nodes_.end() ? o.node() : on->second->info.address();
     v.gpu_mask = o.allocation().gpu_mask();
+    v.gpu_milli = o.allocation().gpu_milli();
+    v.gpu_memory_mb = o.allocation().gpu_memory_mb();
     for (const auto& r : o.allocation().ports()) {
       for (uint32_t port = r.begin(); port <= r.end(); ++port) v.ports.push_back(port);
     }

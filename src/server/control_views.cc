@@ -1,6 +1,7 @@
 // ControlState: what clients see — jobs with their tasks and events, nodes
 // with their free resources, queues with their use.
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
@@ -171,6 +172,8 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
       tv->set_node_gpu_count(nit->second->info.topology().gpu_count());
     }
     tv->set_gpu_mask(t.allocation().gpu_mask());
+    tv->set_gpu_milli(t.allocation().gpu_milli());
+    tv->set_gpu_memory_mb(t.allocation().gpu_memory_mb());
     *tv->mutable_ports() = t.allocation().ports();
     tv->set_state(t.state());
     tv->set_restarts(t.restart_count());
@@ -208,6 +211,12 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
     mix(ns.free.gpu_mask);
+    mix(ns.shared);
+    for (uint64_t m = ns.shared; m != 0; m &= m - 1) {
+      int g = __builtin_ctzll(m);
+      mix(static_cast<uint64_t>(ns.share_used[g]));
+      mix(static_cast<uint64_t>(ns.share_memory_used[g]));
+    }
     mix(static_cast<uint64_t>(ns.free.memory_mb));
     mix(static_cast<uint64_t>(ns.free.vcores_milli));
     for (const core::NodeTask& nt : ns.tasks) {
@@ -238,10 +247,23 @@ v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) c
     v.set_free_gpu_mask(ns.free.gpu_mask);
     v.set_free_memory_mb(ns.free.memory_mb);
     v.set_free_vcores_milli(ns.free.vcores_milli);
+    std::map<int, v1::GpuShareView> shares;
     for (const core::NodeTask& nt : ns.tasks) {
       const core::JobState& js = cs.job(nt.job);
       const core::PlacedTask& pt = js.tasks[nt.pos];
-      v.add_tasks(api::TaskName(js.request.id, js.request.roles[pt.role].name, pt.index));
+      std::string name = api::TaskName(js.request.id, js.request.roles[pt.role].name, pt.index);
+      if (pt.allocation.IsGpuShare()) {
+        v1::GpuShareView& share = shares[__builtin_ctzll(pt.allocation.gpu_mask)];
+        share.add_tasks(name);
+      }
+      v.add_tasks(std::move(name));
+    }
+    for (auto& [g, share] : shares) {
+      share.set_gpu(g);
+      share.set_used_milli(ns.share_used[g]);
+      share.set_used_memory_mb(ns.share_memory_used[g]);
+      std::sort(share.mutable_tasks()->begin(), share.mutable_tasks()->end());
+      *v.add_gpu_shares() = std::move(share);
     }
   }
   return v;

@@ -76,6 +76,7 @@ absl::Status CheckBound(const std::string& listen, bool started, int port) {
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config) {
   core::SchedulerOptions opt;
   opt.queue_policy = config.queue_policy;
+  opt.placement = config.placement;
   opt.limits = config.limits;
   opt.preemption_grace = absl::Milliseconds(config.preemption_grace_ms);
   opt.reservation_wait = absl::Milliseconds(config.reservation_wait_ms);

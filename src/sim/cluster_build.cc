@@ -28,6 +28,7 @@ absl::StatusOr<core::NodeSpec> ToCoreNode(const NodeSpec& node, const std::strin
   out.name = node.name;
   out.rack = node.rack;
   if (!node.gpu_model.empty()) out.labels.push_back({"gpu_model", node.gpu_model});
+  out.gpu_model = node.gpu_model;
   out.capacity.memory_mb = node.memory_mib;
   out.capacity.vcores_milli = node.cpu_milli;
   out.capacity.gpus = node.gpus;
@@ -43,19 +44,19 @@ core::JobRequest ToCoreJob(const JobSpec& job, absl::Time submit) {
   out.queue = job.queue;
   out.priority = job.priority;
   out.submit_time = submit;
-  core::LabelSelector selector;
-  if (!job.gpu_models.empty()) {
-    selector.Add(core::LabelRequirement{
-        .key = "gpu_model", .op = core::LabelRequirement::Op::kIn, .values = job.gpu_models});
-  }
   for (const RoleSpec& role : job.roles) {
     core::RoleRequest r;
     r.name = role.name;
     r.count = role.count;
     r.resource.memory_mb = role.memory_mib;
     r.resource.vcores_milli = role.cpu_milli;
-    r.resource.gpus = role.gpus;
-    r.node_selector = selector;
+    // A share of one GPU is a share: the scheduler packs shares onto a GPU.
+    if (role.rounded_up && role.gpus == 1 && role.gpu_milli > 0) {
+      r.resource.gpu_milli = role.gpu_milli;
+    } else {
+      r.resource.gpus = role.gpus;
+    }
+    r.gpu_models = job.gpu_models;
     out.roles.push_back(std::move(r));
   }
   return out;

@@ -68,6 +68,9 @@ int GangPlacer::TasksFitting(const RoleContext& ctx, NodeId n) const {
   if (want.memory_mb > 0) fit = std::min<int64_t>(fit, free.memory_mb / want.memory_mb);
   if (want.vcores_milli > 0) fit = std::min<int64_t>(fit, free.vcores_milli / want.vcores_milli);
   if (want.gpus > 0) fit = std::min(fit, free.gpus / want.gpus);
+  if (want.IsGpuShare()) {
+    fit = std::min(fit, SharesFitting(state_->node(n), want.gpu_milli, want.gpu_memory_mb));
+  }
   if (want.gpu_mask != 0 || !want.ports.Empty()) fit = std::min(fit, 1);
   if (want.port_count > 0) {
     fit = std::min<int64_t>(fit, state_->ports(n).spare.Count() / want.port_count);
@@ -85,15 +88,12 @@ bool GangPlacer::FitsOneTask(JobSlot j, const RoleRequest& role, NodeId n,
     return false;
   }
   if (!role.node_selector.Empty() && !role.node_selector.Matches(state_->labels(n))) return false;
+  if (!state_->ModelAllows(role, n)) return false;
   const Resource& want = role.resource;
   if (node.free.memory_mb < want.memory_mb || node.free.vcores_milli < want.vcores_milli) {
     return false;
   }
-  GpuFit fit;
-  if (!FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus, want.gpu_mask,
-               Tightness::kNode, &fit)) {
-    return false;
-  }
+  if (!GpusFit(n, want)) return false;
   PortRanges ports;
   return (want.ports.Empty() && want.port_count == 0) || ChoosePorts(want, state_->ports(n), &ports);
 }
@@ -104,6 +104,7 @@ bool GangPlacer::NodeOk(RoleContext& ctx, NodeId n, int tasks) {
   const RoleRequest& role = *ctx.role;
   if (ctx.rack >= 0 && node.rack != ctx.rack) return false;
   if (!role.node_selector.Empty() && !role.node_selector.Matches(state_->labels(n))) return false;
+  if (!state_->ModelAllows(role, n)) return false;
   if (TasksFitting(ctx, n) < tasks) return false;
   // Exact ports held by another task or in use on the node rule it out
   // here, so the search moves on instead of PlaceTask failing on it.
@@ -114,12 +115,36 @@ bool GangPlacer::NodeOk(RoleContext& ctx, NodeId n, int tasks) {
     ctx.blocked_by_reservation = true;
     return false;
   }
-  const Resource& want = role.resource;
+  return tasks != 1 || GpusFit(n, role.resource);
+}
+
+bool GangPlacer::GpusFit(NodeId n, const Resource& want) const {
+  const NodeState& node = state_->node(n);
+  if (want.IsGpuShare()) {
+    return FitShare(state_->topology(n), node, want.gpu_milli, want.gpu_memory_mb) >= 0;
+  }
   GpuFit fit;
-  if (tasks == 1 && !FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus,
-                             want.gpu_mask, Tightness::kNode, &fit)) {
+  return FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus, want.gpu_mask,
+                 Tightness::kNode, &fit);
+}
+
+bool GangPlacer::ChooseGpus(NodeId n, const Resource& want, Resource* alloc) const {
+  const NodeState& node = state_->node(n);
+  if (want.IsGpuShare()) {
+    int g = FitShare(state_->topology(n), node, want.gpu_milli, want.gpu_memory_mb);
+    if (g < 0) return false;
+    alloc->gpu_mask = uint64_t{1} << g;
+    alloc->gpu_milli = want.gpu_milli;
+    alloc->gpu_memory_mb = want.gpu_memory_mb;
+    return true;
+  }
+  GpuFit fit;
+  if (!FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus, want.gpu_mask,
+               Tightness::kNode, &fit)) {
     return false;
   }
+  alloc->gpus = fit.gpus.Count();
+  alloc->gpu_mask = fit.gpus.bits();
   return true;
 }
 
@@ -129,15 +154,8 @@ bool GangPlacer::PlaceTask(RoleContext& ctx, NodeId n, int32_t index) {
   if (node.free.memory_mb < want.memory_mb || node.free.vcores_milli < want.vcores_milli) {
     return false;
   }
-  GpuFit fit;
-  if (!FitGpus(state_->topology(n), GpuSet(node.free.gpu_mask), want.gpus, want.gpu_mask,
-               Tightness::kNode, &fit)) {
-    return false;
-  }
-  Resource alloc{.memory_mb = want.memory_mb,
-                 .vcores_milli = want.vcores_milli,
-                 .gpus = fit.gpus.Count(),
-                 .gpu_mask = fit.gpus.bits()};
+  Resource alloc{.memory_mb = want.memory_mb, .vcores_milli = want.vcores_milli};
+  if (!ChooseGpus(n, want, &alloc)) return false;
   if ((!want.ports.Empty() || want.port_count > 0) &&
       !ChoosePorts(want, state_->ports(n), &alloc.ports)) {
     return false;
@@ -168,10 +186,41 @@ std::optional<NodeId> GangPlacer::FindInRack(RoleContext& ctx, int remaining) {
   return best;
 }
 
+bool GangPlacer::Offer(RoleContext& ctx, NodeId n, int tasks, Pick* pick) {
+  if (!NodeOk(ctx, n, tasks)) return false;
+  if (!policy_->ScoresNodes()) {
+    pick->node = n;
+    return true;
+  }
+  int64_t cost = policy_->PlacementCost(*state_, n, *ctx.role);
+  if (!pick->node.has_value() || cost < pick->cost) {
+    pick->node = n;
+    pick->cost = cost;
+  }
+  return ++pick->seen >= PlacementPolicy::kScoredCandidates;
+}
+
 std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
   const Resource& want = ctx.role->resource;
   int gpus = want.gpu_mask != 0 ? GpuSet(want.gpu_mask).Count() : want.gpus;
-  policy_->CandidateBuckets(state_->index(), gpus * tasks, &keys_);
+  int bucket_gpus = gpus * tasks;
+  Pick pick;
+  if (want.IsGpuShare()) {
+    // One share packs onto a split GPU first: the share index's keys are
+    // the largest free share of a node's split GPUs, so ascending from the
+    // request is best fit. Several shares look for whole free GPUs enough
+    // for them all, so a gang of shares stays on few nodes.
+    if (tasks == 1) {
+      const NodeIndex::Buckets& shares = state_->share_index().buckets();
+      for (auto it = shares.lower_bound(want.gpu_milli); it != shares.end(); ++it) {
+        for (NodeId n : it->second) {
+          if (Offer(ctx, n, tasks, &pick)) return pick.node;
+        }
+      }
+    }
+    bucket_gpus = (tasks * want.gpu_milli + 999) / 1000;
+  }
+  policy_->CandidateBuckets(state_->index(), bucket_gpus, &keys_);
   const NodeIndex::Buckets& buckets = state_->index().buckets();
   for (NodeIndex::Key key : keys_) {
     auto it = buckets.find(key);
@@ -180,10 +229,10 @@ std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
     size_t start = seed_ == 0 ? 0 : Mix(seed_, key, nodes.size()) % nodes.size();
     for (size_t i = 0; i < nodes.size(); ++i) {
       NodeId n = nodes[(start + i) % nodes.size()];
-      if (NodeOk(ctx, n, tasks)) return n;
+      if (Offer(ctx, n, tasks, &pick)) return pick.node;
     }
   }
-  return std::nullopt;
+  return pick.node;
 }
 
 std::optional<NodeId> GangPlacer::FindNode(RoleContext& ctx, int remaining) {

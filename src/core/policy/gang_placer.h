@@ -59,6 +59,17 @@ class GangPlacer {
   std::optional<NodeId> FindNode(RoleContext& ctx, int remaining);
   std::optional<NodeId> FindInRack(RoleContext& ctx, int remaining);
   std::optional<NodeId> FindInBuckets(RoleContext& ctx, int tasks);
+  // The best node seen so far in a search.
+  struct Pick {
+    std::optional<NodeId> node;
+    int64_t cost = 0;
+    int seen = 0;
+  };
+  // Keeps node n in *pick when it fits and is better; true when the search
+  // may stop (the first fit, or enough candidates for a scoring policy).
+  bool Offer(RoleContext& ctx, NodeId n, int tasks, Pick* pick);
+  bool GpusFit(NodeId n, const Resource& want) const;
+  bool ChooseGpus(NodeId n, const Resource& want, Resource* alloc) const;
   bool NodeOk(RoleContext& ctx, NodeId n, int tasks);
   bool PlaceTask(RoleContext& ctx, NodeId n, int32_t index);
   int TasksFitting(const RoleContext& ctx, NodeId n) const;

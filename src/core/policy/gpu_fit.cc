@@ -1,6 +1,7 @@
 // Best-fit GPU selection by topology level.
 #include "core/policy/gpu_fit.h"
 
+#include <algorithm>
 #include <vector>
 
 namespace trainyard::core {
@@ -100,6 +101,48 @@ bool FitGpus(const GpuTopology& topo, GpuSet free, int count, uint64_t mask, Tig
   }
   *out = GpuFit{taken, Tightness::kNode};
   return true;
+}
+
+namespace {
+
+bool MemoryFits(const NodeState& node, int g, int64_t memory_mb) {
+  if (memory_mb == 0 || node.gpu_memory_mb == 0) return true;
+  int64_t used = node.share_memory_used.empty() ? 0 : node.share_memory_used[g];
+  return node.gpu_memory_mb - used >= memory_mb;
+}
+
+}  // namespace
+
+int FitShare(const GpuTopology& topo, const NodeState& node, int milli, int64_t memory_mb) {
+  int best = -1;
+  int best_free = 1001;
+  for (uint64_t m = node.shared & ~node.excluded; m != 0; m &= m - 1) {
+    int g = __builtin_ctzll(m);
+    int free = 1000 - node.share_used[g];
+    if (free >= milli && free < best_free && MemoryFits(node, g, memory_mb)) {
+      best = g;
+      best_free = free;
+    }
+  }
+  if (best >= 0) return best;
+  bool whole_memory_fits = memory_mb == 0 || node.gpu_memory_mb == 0 || node.gpu_memory_mb >= memory_mb;
+  if (node.free.gpu_mask == 0 || !whole_memory_fits) return -1;
+  GpuFit fit;
+  if (!FitGpus(topo, GpuSet(node.free.gpu_mask), 1, 0, Tightness::kNode, &fit)) return -1;
+  return __builtin_ctzll(fit.gpus.bits());
+}
+
+int SharesFitting(const NodeState& node, int milli, int64_t memory_mb) {
+  int n = 0;
+  for (uint64_t m = node.shared & ~node.excluded; m != 0; m &= m - 1) {
+    int g = __builtin_ctzll(m);
+    if (MemoryFits(node, g, memory_mb)) n += (1000 - node.share_used[g]) / milli;
+  }
+  int per_gpu = 1000 / milli;
+  if (memory_mb > 0 && node.gpu_memory_mb > 0) {
+    per_gpu = std::min<int64_t>(per_gpu, node.gpu_memory_mb / memory_mb);
+  }
+  return n + node.free.gpus * per_gpu;
 }
 
 const char* TightnessPhrase(Tightness t) {

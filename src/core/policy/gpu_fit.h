@@ -10,6 +10,7 @@
 #include "core/resources/gpu_placement.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/gpu_topology.h"
+#include "core/state/cluster_state.h"
 
 namespace trainyard::core {
 
@@ -23,6 +24,16 @@ struct GpuFit {
 // at `loosest` or tighter.
 bool FitGpus(const GpuTopology& topo, GpuSet free, int count, uint64_t mask, Tightness loosest,
              GpuFit* out);
+
+// Chooses the GPU for a share of `milli` thousandths (and `memory_mb` of GPU
+// memory, checked where the node knows its GPUs' memory) on `node`: the
+// shared GPU whose free share fits tightest (ties: lowest index), so shares
+// pack onto GPUs already split; else one whole free GPU from the switch with
+// the fewest free GPUs, so whole free groups stay whole. -1 when none fits.
+int FitShare(const GpuTopology& topo, const NodeState& node, int milli, int64_t memory_mb);
+
+// How many shares of `milli` (with `memory_mb`) fit on `node` at once.
+int SharesFitting(const NodeState& node, int milli, int64_t memory_mb);
 
 // "one PCIe switch", "one socket", "one node", "" for kNone.
 const char* TightnessPhrase(Tightness t);

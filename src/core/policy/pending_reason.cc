@@ -45,6 +45,7 @@ bool PassesConstraints(const ClusterState& state, const RoleRequest& role, NodeI
   if (!role.rack.empty() && (node.rack < 0 || state.racks()[node.rack] != role.rack)) {
     return false;
   }
+  if (!state.ModelAllows(role, n)) return false;
   return role.node_selector.Empty() || role.node_selector.Matches(state.labels(n));
 }
 
@@ -95,6 +96,9 @@ std::string ConstraintText(const ClusterState& state, const RoleRequest& role) {
   if (!role.node_name.empty() && !role.relax) parts.push_back("node " + role.node_name);
   if (!role.rack.empty()) parts.push_back("rack " + role.rack);
   if (!role.node_selector.Empty()) parts.push_back(role.node_selector.ToString());
+  if (!role.gpu_models.empty()) {
+    parts.push_back(absl::StrCat("GPU model ", absl::StrJoin(role.gpu_models, " or ")));
+  }
   if (parts.empty()) return "no schedulable node in the cluster (none has registered, or all are down)";
   return absl::StrCat("no schedulable node matches ", absl::StrJoin(parts, " and "));
 }
@@ -164,6 +168,8 @@ std::string DescribeRequest(const Resource& r) {
     parts.push_back(absl::StrCat("GPUs ", GpuSet(r.gpu_mask).ToString()));
   } else if (r.gpus > 0) {
     parts.push_back(Gpus(r.gpus));
+  } else if (r.IsGpuShare()) {
+    parts.push_back(absl::StrCat(FormatVcores(r.gpu_milli), " of one GPU"));
   }
   if (r.memory_mb > 0) parts.push_back(absl::StrCat(r.memory_mb, " MB memory"));
   if (r.vcores_milli > 0) parts.push_back(absl::StrCat(Vcores(r.vcores_milli), " vcores"));
@@ -182,6 +188,7 @@ std::string DescribeRequest(const Resource& r) {
 std::optional<Diagnosis> GpuShortFromIndex(const ClusterState& state, const RoleRequest& role) {
   const Resource& r = role.resource;
   if (r.gpu_mask != 0 || r.gpus == 0 || !role.node_selector.Empty() || !role.rack.empty() ||
+      !role.gpu_models.empty() ||
       (!role.node_name.empty() && !role.relax) || r.gpus > state.MaxNodeGpus()) {
     return std::nullopt;
   }
@@ -217,6 +224,7 @@ int64_t TasksByCapacity(const Resource& capacity, const Resource& r, int64_t lim
     if (want > 0) n = std::min(n, have / want);
   };
   bound(capacity.gpus, r.gpus);
+  if (r.IsGpuShare()) bound(int64_t{capacity.gpus} * (1000 / r.gpu_milli), 1);
   bound(capacity.memory_mb, r.memory_mb);
   bound(capacity.vcores_milli, r.vcores_milli);
   bound(capacity.ports.Count() - r.ports.Count(), r.port_count);
@@ -262,6 +270,7 @@ std::optional<Diagnosis> NeverFits(const ClusterState& state, const RoleRequest&
     if (!role.node_name.empty() && !role.relax && node.name != role.node_name) continue;
     if (!role.rack.empty() && (node.rack < 0 || state.racks()[node.rack] != role.rack)) continue;
     if (!role.node_selector.Empty() && !role.node_selector.Matches(state.labels(n))) continue;
+    if (!state.ModelAllows(role, n)) continue;
     ++matching;
     held += TasksByCapacity(node.capacity, role.resource, gang - held);
     if (held >= gang) return std::nullopt;

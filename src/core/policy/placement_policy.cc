@@ -6,42 +6,48 @@
 #include "absl/strings/str_cat.h"
 
 namespace trainyard::core {
+
+// First buckets whose tightest switch group holds the request (smallest
+// such group first), then socket, then node level.
+void TopologyCandidateBuckets(const NodeIndex& index, int gpus, std::vector<NodeIndex::Key>* keys) {
+  keys->clear();
+  const NodeIndex::Buckets& buckets = index.buckets();
+  // Keys sort by (switch_free, socket_free, free): the switch-level
+  // buckets are one contiguous ascending run.
+  auto first = buckets.lower_bound(NodeIndex::KeyOf(GpuShape{gpus, 0, 0}));
+  for (auto it = first; it != buckets.end(); ++it) keys->push_back(it->first);
+  for (auto it = buckets.begin(); it != first; ++it) {
+    GpuShape s = NodeIndex::ShapeOfKey(it->first);
+    if (s.socket_free >= gpus) keys->push_back(it->first);
+  }
+  size_t socket_end = keys->size();
+  for (auto it = buckets.begin(); it != first; ++it) {
+    GpuShape s = NodeIndex::ShapeOfKey(it->first);
+    if (s.socket_free < gpus && s.free >= gpus) keys->push_back(it->first);
+  }
+  // Within the socket and node levels, best fit means the smallest group.
+  auto by = [](auto field) {
+    return [field](NodeIndex::Key a, NodeIndex::Key b) {
+      GpuShape x = NodeIndex::ShapeOfKey(a), y = NodeIndex::ShapeOfKey(b);
+      return std::make_pair(field(x), a) < std::make_pair(field(y), b);
+    };
+  };
+  size_t switch_end = std::distance(first, buckets.end());
+  std::sort(keys->begin() + switch_end, keys->begin() + socket_end,
+            by([](const GpuShape& s) { return s.socket_free; }));
+  std::sort(keys->begin() + socket_end, keys->end(),
+            by([](const GpuShape& s) { return s.free; }));
+}
+
 namespace {
 
-// Best fit by topology: first buckets whose tightest switch group holds the
-// request (smallest such group first), then socket, then node level.
+// Best fit by topology.
 class TopologyPlacement : public PlacementPolicy {
  public:
   std::string_view Name() const override { return "topology"; }
   void CandidateBuckets(const NodeIndex& index, int gpus,
                         std::vector<NodeIndex::Key>* keys) const override {
-    keys->clear();
-    const NodeIndex::Buckets& buckets = index.buckets();
-    // Keys sort by (switch_free, socket_free, free): the switch-level
-    // buckets are one contiguous ascending run.
-    auto first = buckets.lower_bound(NodeIndex::KeyOf(GpuShape{gpus, 0, 0}));
-    for (auto it = first; it != buckets.end(); ++it) keys->push_back(it->first);
-    for (auto it = buckets.begin(); it != first; ++it) {
-      GpuShape s = NodeIndex::ShapeOfKey(it->first);
-      if (s.socket_free >= gpus) keys->push_back(it->first);
-    }
-    size_t socket_end = keys->size();
-    for (auto it = buckets.begin(); it != first; ++it) {
-      GpuShape s = NodeIndex::ShapeOfKey(it->first);
-      if (s.socket_free < gpus && s.free >= gpus) keys->push_back(it->first);
-    }
-    // Within the socket and node levels, best fit means the smallest group.
-    auto by = [](auto field) {
-      return [field](NodeIndex::Key a, NodeIndex::Key b) {
-        GpuShape x = NodeIndex::ShapeOfKey(a), y = NodeIndex::ShapeOfKey(b);
-        return std::make_pair(field(x), a) < std::make_pair(field(y), b);
-      };
-    };
-    size_t switch_end = std::distance(first, buckets.end());
-    std::sort(keys->begin() + switch_end, keys->begin() + socket_end,
-              by([](const GpuShape& s) { return s.socket_free; }));
-    std::sort(keys->begin() + socket_end, keys->end(),
-              by([](const GpuShape& s) { return s.free; }));
+    TopologyCandidateBuckets(index, gpus, keys);
   }
 };
 
@@ -66,8 +72,9 @@ class SpreadPlacement : public PlacementPolicy {
 absl::StatusOr<PlacementPolicyPtr> MakePlacementPolicy(std::string_view name) {
   if (name == "topology" || name.empty()) return std::make_unique<TopologyPlacement>();
   if (name == "spread") return std::make_unique<SpreadPlacement>();
-  return absl::InvalidArgumentError(
-      absl::StrCat("placement policy \"", std::string(name), "\" is unknown; use topology or spread"));
+  if (name == "fragmentation") return NewFragmentationPlacement();
+  return absl::InvalidArgumentError(absl::StrCat("placement policy \"", std::string(name),
+                                                 "\" is unknown; use topology, spread or fragmentation"));
 }
 
 }  // namespace trainyard::core

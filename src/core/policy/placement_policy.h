@@ -3,7 +3,10 @@
 // "topology" (default) is best fit by GPU topology: nodes whose tightest
 // free group just fits come first, one switch before one socket before
 // spread, so big free groups stay whole. "spread" visits the emptiest nodes
-// first. The gang placer and the preemption search call only this.
+// first. "fragmentation" visits buckets as topology does, then among the
+// first few nodes that fit keeps the one whose expected fragmentation (for
+// the task shapes seen lately; core/policy/fragmentation.h) grows least.
+// The gang placer and the preemption search call only this.
 #pragma once
 
 #include <memory>
@@ -11,23 +14,52 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/resources/resource.h"
 #include "core/state/node_index.h"
 
 namespace trainyard::core {
 
+class ClusterState;
+struct JobRequest;
+struct RoleRequest;
+using NodeId = int32_t;
+
 class PlacementPolicy {
  public:
   virtual ~PlacementPolicy() = default;
-  // "topology" or "spread".
+  // "topology", "spread" or "fragmentation".
   virtual std::string_view Name() const = 0;
   // Fills *keys with the keys of index buckets that may serve a task of
   // `gpus` GPUs, best first. REQUIRES: gpus >= 0.
   virtual void CandidateBuckets(const NodeIndex& index, int gpus,
                                 std::vector<NodeIndex::Key>* keys) const = 0;
+
+  // Policies that weigh each candidate node (fragmentation) say so here; the
+  // gang placer then takes the first kScoredCandidates nodes that fit, in
+  // bucket order, and keeps the one with the lowest cost (ties: the
+  // earlier). Others take the first node that fits.
+  static constexpr int kScoredCandidates = 16;
+  virtual bool ScoresNodes() const { return false; }
+  // The cost of giving `want` (one task of `role`) node n's free resources.
+  // REQUIRES: ScoresNodes(), and the task fits node n.
+  virtual int64_t PlacementCost(const ClusterState& state, NodeId n, const RoleRequest& role) const {
+    (void)state, (void)n, (void)role;
+    return 0;
+  }
+  // Tells the policy the shape of a job that arrived (the fragmentation
+  // policy weighs nodes by the shapes it has seen lately).
+  virtual void Observe(const ClusterState& state, const JobRequest& job) { (void)state, (void)job; }
 };
 using PlacementPolicyPtr = std::unique_ptr<PlacementPolicy>;
 
-// Returns the policy named "topology" or "spread"; an error lists them.
+// The topology policy's bucket order (the fragmentation policy's too).
+void TopologyCandidateBuckets(const NodeIndex& index, int gpus, std::vector<NodeIndex::Key>* keys);
+
+// The fragmentation policy (fragmentation_placement.cc).
+PlacementPolicyPtr NewFragmentationPlacement();
+
+// Returns the policy named "topology", "spread" or "fragmentation"; an
+// error lists them.
 absl::StatusOr<PlacementPolicyPtr> MakePlacementPolicy(std::string_view name);
 
 }  // namespace trainyard::core

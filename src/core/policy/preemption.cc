@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
 #include "absl/container/flat_hash_set.h"
+#include "core/policy/gpu_fit.h"
 
 namespace trainyard::core {
 namespace {
@@ -21,10 +22,15 @@ struct Freed {
   int64_t memory_mb = 0;
   int64_t vcores_milli = 0;
   int32_t gpus = 0;
+  // GPU share in thousandths (whole GPUs count 1000): the slots of a share
+  // request. An estimate, as shares on different GPUs do not add up to one
+  // GPU; the tentative placement that follows checks the real fit.
+  int64_t gpu_milli = 0;
   void Add(const Freed& o) {
     memory_mb += o.memory_mb;
     vcores_milli += o.vcores_milli;
     gpus += o.gpus;
+    gpu_milli += o.gpu_milli;
   }
 };
 
@@ -106,6 +112,7 @@ class Search {
       if (!main_->node_selector.Empty() && !main_->node_selector.Matches(state_->labels(n))) {
         continue;
       }
+      if (!state_->ModelAllows(*main_, n)) continue;
       Candidate c{.node = n};
       for (const NodeTask& t : node.tasks) {
         JobSlot v = t.job;
@@ -118,6 +125,7 @@ class Search {
           it = c.victims.end() - 1;
         }
         it->second.gpus += t.gpus;
+        it->second.gpu_milli += int64_t{t.gpus} * 1000 + t.gpu_milli;
         it->second.memory_mb += t.memory_mb;
         it->second.vcores_milli += t.vcores_milli;
       }
@@ -140,14 +148,25 @@ class Search {
   }
 
   Freed FreeOf(NodeId n) const {
-    const Resource& f = state_->node(n).free;
-    return Freed{.memory_mb = f.memory_mb, .vcores_milli = f.vcores_milli, .gpus = f.gpus};
+    const NodeState& node = state_->node(n);
+    const Resource& f = node.free;
+    // Free share counts only where a whole share of the main role fits: the
+    // slivers left on split GPUs serve no task of it.
+    const Resource& want = main_->resource;
+    int64_t milli = want.IsGpuShare() ? int64_t{SharesFitting(node, want.gpu_milli, want.gpu_memory_mb)} *
+                                            want.gpu_milli
+                                      : int64_t{f.gpus} * 1000;
+    return Freed{.memory_mb = f.memory_mb,
+                 .vcores_milli = f.vcores_milli,
+                 .gpus = f.gpus,
+                 .gpu_milli = milli};
   }
 
   int SlotsIn(const Freed& r) const {
     const Resource& want = main_->resource;
     int64_t s = kMaxGpus;
     if (want.gpus > 0) s = std::min<int64_t>(s, r.gpus / want.gpus);
+    if (want.IsGpuShare()) s = std::min<int64_t>(s, r.gpu_milli / want.gpu_milli);
     if (want.memory_mb > 0) s = std::min<int64_t>(s, r.memory_mb / want.memory_mb);
     if (want.vcores_milli > 0) s = std::min<int64_t>(s, r.vcores_milli / want.vcores_milli);
     return static_cast<int>(s);

@@ -35,6 +35,8 @@ std::string Resource::ToString() const {
   if (gpu_mask != 0) absl::StrAppend(&out, " mask=", GpuSet(gpu_mask).ToString());
   if (!ports.Empty()) absl::StrAppend(&out, " ports=", ports.ToString());
   if (port_count != 0) absl::StrAppend(&out, " port_count=", port_count);
+  if (gpu_milli != 0) absl::StrAppend(&out, " gpu_share=", FormatVcores(gpu_milli));
+  if (gpu_memory_mb != 0) absl::StrAppend(&out, " gpu_memory=", gpu_memory_mb, "MB");
   return out;
 }
 
@@ -46,6 +48,8 @@ Resource Add(const Resource& a, const Resource& b) {
   out.gpu_mask = a.gpu_mask | b.gpu_mask;
   out.ports = a.ports.Union(b.ports);
   out.port_count = a.port_count + b.port_count;
+  out.gpu_milli = a.gpu_milli + b.gpu_milli;
+  out.gpu_memory_mb = a.gpu_memory_mb + b.gpu_memory_mb;
   return out;
 }
 
@@ -56,6 +60,10 @@ absl::StatusOr<Resource> Subtract(const Resource& a, const Resource& b) {
   }
   if (b.gpus > a.gpus) return Shortfall("gpus", a.gpus, b.gpus);
   if (b.port_count > a.port_count) return Shortfall("port_count", a.port_count, b.port_count);
+  if (b.gpu_milli > a.gpu_milli) return Shortfall("gpu_milli", a.gpu_milli, b.gpu_milli);
+  if (b.gpu_memory_mb > a.gpu_memory_mb) {
+    return Shortfall("gpu_memory_mb", a.gpu_memory_mb, b.gpu_memory_mb);
+  }
   GpuSet missing = GpuSet(b.gpu_mask) - GpuSet(a.gpu_mask);
   if (!missing.Empty()) {
     return absl::FailedPreconditionError(
@@ -72,6 +80,8 @@ absl::StatusOr<Resource> Subtract(const Resource& a, const Resource& b) {
   out.gpu_mask = a.gpu_mask & ~b.gpu_mask;
   out.ports = a.ports.Subtract(b.ports);
   out.port_count = a.port_count - b.port_count;
+  out.gpu_milli = a.gpu_milli - b.gpu_milli;
+  out.gpu_memory_mb = a.gpu_memory_mb - b.gpu_memory_mb;
   return out;
 }
 
@@ -91,7 +101,8 @@ bool AllLessOrEqual(const Resource& a, const Resource& b) {
 }
 
 bool NonNegative(const Resource& r) {
-  return r.memory_mb >= 0 && r.vcores_milli >= 0 && r.gpus >= 0 && r.port_count >= 0;
+  return r.memory_mb >= 0 && r.vcores_milli >= 0 && r.gpus >= 0 && r.port_count >= 0 &&
+         r.gpu_milli >= 0 && r.gpu_memory_mb >= 0;
 }
 
 }  // namespace trainyard::core

@@ -22,9 +22,19 @@ struct Resource {
   PortRanges ports;
   // Number of ports wanted, any free ones; only in requests.
   int32_t port_count = 0;
+  // A share of one GPU in thousandths (1..999), with gpus == 0: in a request,
+  // part of any one GPU; in an allocation, the share held of the one GPU that
+  // gpu_mask names. A share never spans GPUs; 1000 or more is whole GPUs.
+  int32_t gpu_milli = 0;
+  // GPU memory wanted with a share (MB), or held; 0 = none asked.
+  int64_t gpu_memory_mb = 0;
+
+  // True when this asks for (or holds) a share of one GPU.
+  bool IsGpuShare() const { return gpu_milli > 0 && gpus == 0; }
 
   bool operator==(const Resource&) const = default;
-  // "memory=1024MB vcores=1.5 gpus=2 mask=0-1 ports=3000-3001".
+  // "memory=1024MB vcores=1.5 gpus=2 mask=0-1 ports=3000-3001" (a share adds
+  // "gpu_share=0.25", and "gpu_memory=8192MB" when asked).
   std::string ToString() const;
 };
 

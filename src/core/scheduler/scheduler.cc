@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/policy/gang_placer.h"
 #include "core/policy/pending_reason.h"
 #include "core/policy/preemption.h"
@@ -25,7 +26,8 @@ std::string Signature(const JobState& job) {
     absl::StrAppend(&key, "|", r.count, ",", r.MinAvailable(), ",", x.memory_mb, ",",
                     x.vcores_milli, ",", x.gpus, ",", x.gpu_mask, ",", x.ports.ToString(), ",",
                     x.port_count, ",", r.node_selector.ToString(), ",", r.node_name, ",", r.rack,
-                    ",", r.relax);
+                    ",", r.relax, ",", x.gpu_milli, ",", x.gpu_memory_mb, ",",
+                    absl::StrJoin(r.gpu_models, "/"));
   }
   return key;
 }
@@ -90,7 +92,9 @@ absl::Status Scheduler::AddJob(const JobRequest& job) {
   if (absl::Status s = queue_policy_->CheckQueue(job.queue); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("job ", job.id, ": ", s.message()));
   }
-  return state_.AddJob(job);
+  if (absl::Status s = state_.AddJob(job); !s.ok()) return s;
+  placement_->Observe(state_, job);
+  return absl::OkStatus();
 }
 
 absl::Status Scheduler::RemoveJob(std::string_view id) {

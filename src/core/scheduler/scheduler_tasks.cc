@@ -23,9 +23,17 @@ std::string TaskText(std::string_view job_id, std::string_view role, int32_t ind
   return absl::StrCat("job ", std::string(job_id), " task ", std::string(role), "-", index);
 }
 
-// What of `a` is not free in `free`, or "" when all of it is.
-std::string NotFree(const Resource& a, const Resource& free) {
-  if (uint64_t taken = a.gpu_mask & ~free.gpu_mask; taken != 0) {
+// What of `a` is not free on `node`, or "" when all of it is. A share is
+// free when its GPU has that much share (and GPU memory) left.
+std::string NotFree(const Resource& a, const NodeState& node) {
+  const Resource& free = node.free;
+  if (a.IsGpuShare()) {
+    int g = __builtin_ctzll(a.gpu_mask);
+    if (node.FreeShare(g) < a.gpu_milli) {
+      return absl::StrCat("GPU ", g, " has ", FormatVcores(node.FreeShare(g)),
+                          " of its share free, ", FormatVcores(a.gpu_milli), " wanted");
+    }
+  } else if (uint64_t taken = a.gpu_mask & ~free.gpu_mask; taken != 0) {
     return absl::StrCat("GPUs ", GpuSet(taken).ToString(), " are not free");
   }
   if (a.memory_mb > free.memory_mb) {
@@ -46,6 +54,14 @@ absl::Status CheckAllocation(const Resource& a) {
   if (!NonNegative(a)) return absl::InvalidArgumentError("a quantity is negative");
   if (a.port_count != 0) {
     return absl::InvalidArgumentError("port_count must be 0: an allocation holds exact ports");
+  }
+  if (a.gpu_milli != 0) {
+    if (a.gpus != 0 || a.gpu_milli >= 1000 || GpuSet(a.gpu_mask).Count() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gpu_milli ", a.gpu_milli, " must be a share (1..999) of exactly one GPU, with gpus 0; "
+          "got gpus ", a.gpus, " and gpu_mask ", GpuSet(a.gpu_mask).ToString()));
+    }
+    return absl::OkStatus();
   }
   if (a.gpus != GpuSet(a.gpu_mask).Count()) {
     return absl::InvalidArgumentError(absl::StrCat("gpus ", a.gpus, " differs from gpu_mask ",
@@ -131,7 +147,7 @@ absl::Status Scheduler::AdoptTask(std::string_view job_id, std::string_view role
     return absl::InvalidArgumentError(
         absl::StrCat(TaskText(job_id, role, index), ": allocation: ", s.message()));
   }
-  if (std::string taken = NotFree(allocation, state_.node(*n).free); !taken.empty()) {
+  if (std::string taken = NotFree(allocation, state_.node(*n)); !taken.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         TaskText(job_id, role, index), ": its allocation on node ", std::string(node_name), " is not free (",
         taken, ")"));

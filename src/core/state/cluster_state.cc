@@ -51,6 +51,7 @@ absl::Status ValidateNode(const NodeSpec& spec) {
     return err(absl::StrCat("negative capacity ", c.ToString()));
   }
   if (c.gpus > kMaxGpus) return err(absl::StrCat("gpus ", c.gpus, " is above ", kMaxGpus));
+  if (spec.gpu_memory_mb < 0) return err(absl::StrCat("gpu_memory_mb ", spec.gpu_memory_mb, " is negative"));
   if (spec.topology.gpu_count() != c.gpus) {
     return err(absl::StrCat("topology has ", spec.topology.gpu_count(),
                             " GPUs but capacity.gpus is ", c.gpus));
@@ -92,6 +93,8 @@ absl::Status ClusterState::AddNode(const NodeSpec& spec) {
   node.free = node.capacity;
   RefreshPorts(n);
   node.schedulable = spec.schedulable;
+  node.gpu_model = spec.gpu_model.empty() ? -1 : InternGpuModel(spec.gpu_model);
+  node.gpu_memory_mb = spec.gpu_memory_mb;
   node.present = true;
   node_by_name_.emplace(spec.name, n);
   if (node.rack >= 0) rack_nodes_[node.rack].push_back(n);
@@ -123,6 +126,7 @@ absl::Status ClusterState::RemoveNode(std::string_view name, std::vector<std::st
     rack.erase(std::find(rack.begin(), rack.end(), *n));
   }
   index_.Remove(*n);
+  share_index_.Remove(*n);
   node_by_name_.erase(node.name);
   node = NodeState{};
   node_ports_[*n] = NodePorts{};

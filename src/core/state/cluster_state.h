@@ -52,6 +52,8 @@ struct NodeSpec {
   Resource capacity;
   GpuTopology topology;  // gpu_count() == capacity.gpus
   bool schedulable = true;
+  std::string gpu_model;      // "" = unknown
+  int64_t gpu_memory_mb = 0;  // per GPU; 0 = unknown (shares' memory then unchecked)
 };
 
 // One task placed on a node (public form, node by name).
@@ -81,6 +83,7 @@ struct NodeTask {
   int32_t gpus = 0;
   int64_t memory_mb = 0;
   int64_t vcores_milli = 0;
+  int32_t gpu_milli = 0;  // a share of one GPU (gpus == 0)
 };
 
 // The few job fields a scan over many jobs reads, kept apart from JobState
@@ -113,6 +116,24 @@ struct NodeState {
   JobSlot reserved_for = -1; // a reservation holds this node for a job
   uint64_t excluded = 0;     // GPUs out of service (busy with unknown work)
   std::vector<NodeTask> tasks;
+  int32_t gpu_model = -1;    // index into gpu_models(); -1 = unknown
+  int64_t gpu_memory_mb = 0; // per GPU; 0 = unknown
+  // GPUs holding shares. Such a GPU is out of free.gpu_mask (the whole-GPU
+  // view), so a whole-GPU request never lands on it; it returns there when
+  // its last share is released.
+  uint64_t shared = 0;
+  // Per GPU (sized gpu count on the first share): milli and GPU memory held
+  // by shares.
+  std::vector<int16_t> share_used;
+  std::vector<int64_t> share_memory_used;
+
+  // Free share of GPU g: 1000 when whole and free, 1000 - used when shared,
+  // 0 when held whole or out of service.
+  int32_t FreeShare(int g) const {
+    uint64_t bit = uint64_t{1} << g;
+    if (free.gpu_mask & bit) return 1000;
+    return (shared & bit) ? 1000 - share_used[g] : 0;
+  }
 };
 
 // The ports of a node that placement reads, beside NodeState (kept apart
@@ -219,6 +240,13 @@ class ClusterState {
   JobSlot JobSlots() const { return static_cast<JobSlot>(jobs_.size()); }
   const GpuTopology& topology(NodeId n) const { return topologies_[nodes_[n].topology]; }
   const Labels& labels(NodeId n) const { return label_sets_[nodes_[n].labels]; }
+  // The node's GPU model, "" when unknown.
+  const std::string& gpu_model(NodeId n) const;
+  // True when a task of `role` may run on node n's GPU model.
+  bool ModelAllows(const RoleRequest& role, NodeId n) const;
+  // The models `role` may use as a bitmask over the models nodes have
+  // (NodeState::gpu_model); 0 = any; bit 63 stands for models no node has.
+  uint64_t ModelMask(const RoleRequest& role) const;
   const std::vector<std::string>& racks() const { return racks_; }
   const std::vector<NodeId>& rack_nodes(int32_t rack) const { return rack_nodes_[rack]; }
   const std::vector<std::string>& queue_names() const { return queue_names_; }
@@ -238,6 +266,9 @@ class ClusterState {
   // Sum of schedulable capacity (scalars) over present nodes.
   const Resource& ClusterCapacity() const { return cluster_capacity_; }
   const NodeIndex& index() const { return index_; }
+  // Nodes with a shared GPU that has room, keyed by the largest free share
+  // among their shared GPUs (1..999); schedulable nodes only.
+  const NodeIndex& share_index() const { return share_index_; }
   // Returns the index of a queue name, adding it when new.
   int32_t InternQueue(std::string_view name);
 
@@ -262,6 +293,9 @@ class ClusterState {
   int32_t InternLabels(const Labels& labels);
   int32_t InternTopology(const GpuTopology& t);
   int32_t InternRack(std::string_view rack);
+  int32_t InternGpuModel(std::string_view model);
+  void TakeShare(NodeState& node, const Resource& a);
+  void GiveShare(NodeState& node, const Resource& a);
   int32_t InternUser(std::string_view user);
   void ReleaseTask(JobSlot j, int32_t pos, Release how);
   void RefreshPorts(NodeId n);
@@ -297,6 +331,8 @@ class ClusterState {
   absl::flat_hash_map<uint64_t, Resource> user_used_;  // (queue << 32 | user)
   Resource cluster_capacity_;
   NodeIndex index_;
+  NodeIndex share_index_;
+  std::vector<std::string> gpu_models_;
   std::vector<NodeId> cooling_nodes_;  // nodes with cooling ports
 };
 

@@ -31,6 +31,38 @@ int32_t ClusterState::InternRack(std::string_view rack) {
   return static_cast<int32_t>(racks_.size() - 1);
 }
 
+int32_t ClusterState::InternGpuModel(std::string_view model) {
+  for (size_t i = 0; i < gpu_models_.size(); ++i) {
+    if (gpu_models_[i] == model) return static_cast<int32_t>(i);
+  }
+  gpu_models_.emplace_back(model);
+  return static_cast<int32_t>(gpu_models_.size() - 1);
+}
+
+const std::string& ClusterState::gpu_model(NodeId n) const {
+  static const std::string* const kUnknown = new std::string();
+  int32_t m = nodes_[n].gpu_model;
+  return m < 0 ? *kUnknown : gpu_models_[m];
+}
+
+bool ClusterState::ModelAllows(const RoleRequest& role, NodeId n) const {
+  if (role.gpu_models.empty()) return true;
+  int32_t m = nodes_[n].gpu_model;
+  if (m < 0) return false;
+  return std::find(role.gpu_models.begin(), role.gpu_models.end(), gpu_models_[m]) !=
+         role.gpu_models.end();
+}
+
+uint64_t ClusterState::ModelMask(const RoleRequest& role) const {
+  uint64_t mask = 0;
+  for (const std::string& m : role.gpu_models) {
+    auto it = std::find(gpu_models_.begin(), gpu_models_.end(), m);
+    size_t i = it == gpu_models_.end() ? 63 : std::min<size_t>(it - gpu_models_.begin(), 63);
+    mask |= uint64_t{1} << i;
+  }
+  return mask;
+}
+
 int32_t ClusterState::InternQueue(std::string_view name) {
   for (size_t i = 0; i < queue_names_.size(); ++i) {
     if (queue_names_[i] == name) return static_cast<int32_t>(i);
@@ -96,9 +128,49 @@ void ClusterState::Reindex(NodeId n) {
   const NodeState& node = nodes_[n];
   if (!node.present || !node.schedulable) {
     index_.Remove(n);
+    share_index_.Remove(n);
     return;
   }
   index_.Update(n, ShapeOf(topologies_[node.topology], GpuSet(node.free.gpu_mask)));
+  int best = 0;
+  for (uint64_t m = node.shared & ~node.excluded; m != 0; m &= m - 1) {
+    best = std::max(best, 1000 - node.share_used[__builtin_ctzll(m)]);
+  }
+  if (best > 0) {
+    share_index_.UpdateKey(n, static_cast<NodeIndex::Key>(best));
+  } else {
+    share_index_.Remove(n);
+  }
+}
+
+// A share's GPU leaves the whole-GPU view with its first share and comes
+// back with its last, so whole-GPU placement never sees a partly used GPU.
+void ClusterState::TakeShare(NodeState& node, const Resource& a) {
+  int g = __builtin_ctzll(a.gpu_mask);
+  if (node.share_used.empty()) {
+    node.share_used.assign(node.capacity.gpus, 0);
+    node.share_memory_used.assign(node.capacity.gpus, 0);
+  }
+  if ((node.shared & a.gpu_mask) == 0) {
+    node.free.gpu_mask &= ~a.gpu_mask;
+    node.free.gpus -= 1;
+    node.shared |= a.gpu_mask;
+  }
+  node.share_used[g] = static_cast<int16_t>(node.share_used[g] + a.gpu_milli);
+  node.share_memory_used[g] += a.gpu_memory_mb;
+}
+
+void ClusterState::GiveShare(NodeState& node, const Resource& a) {
+  int g = __builtin_ctzll(a.gpu_mask);
+  node.share_used[g] = static_cast<int16_t>(node.share_used[g] - a.gpu_milli);
+  node.share_memory_used[g] -= a.gpu_memory_mb;
+  if (node.share_used[g] > 0) return;
+  node.shared &= ~a.gpu_mask;
+  node.share_memory_used[g] = 0;
+  if ((node.excluded & a.gpu_mask) == 0) {
+    node.free.gpu_mask |= a.gpu_mask;
+    node.free.gpus += 1;
+  }
 }
 
 void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n,
@@ -107,8 +179,12 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   JobState& job = jobs_[j];
   node.free.memory_mb -= allocation.memory_mb;
   node.free.vcores_milli -= allocation.vcores_milli;
-  node.free.gpus -= allocation.gpus;
-  node.free.gpu_mask &= ~allocation.gpu_mask;
+  if (allocation.IsGpuShare()) {
+    TakeShare(node, allocation);
+  } else {
+    node.free.gpus -= allocation.gpus;
+    node.free.gpu_mask &= ~allocation.gpu_mask;
+  }
   if (!allocation.ports.Empty()) {
     node.free.ports = node.free.ports.Subtract(allocation.ports);
     RefreshPorts(n);
@@ -119,7 +195,8 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
                                 .pos = pos,
                                 .gpus = allocation.gpus,
                                 .memory_mb = allocation.memory_mb,
-                                .vcores_milli = allocation.vcores_milli});
+                                .vcores_milli = allocation.vcores_milli,
+                                .gpu_milli = allocation.gpu_milli});
   briefs_[j].gpus += allocation.gpus;
   Resource scalars = ScalarsOf(allocation);
   job.used = AddScalars(job.used, scalars);
@@ -127,7 +204,7 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   Resource& user = user_used_[(static_cast<uint64_t>(job.queue) << 32) |
                               static_cast<uint32_t>(job.user)];
   user = AddScalars(user, scalars);
-  if (allocation.gpus > 0) Reindex(n);
+  if (allocation.gpus > 0 || allocation.gpu_mask != 0) Reindex(n);
 }
 
 void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
@@ -138,8 +215,12 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   const Resource& a = task.allocation;
   node.free.memory_mb += a.memory_mb;
   node.free.vcores_milli += a.vcores_milli;
-  node.free.gpus += a.gpus;
-  node.free.gpu_mask |= a.gpu_mask;
+  if (a.IsGpuShare()) {
+    GiveShare(node, a);
+  } else {
+    node.free.gpus += a.gpus;
+    node.free.gpu_mask |= a.gpu_mask;
+  }
   if (!a.ports.Empty()) {
     node.free.ports = node.free.ports.Union(a.ports);
     if (how == Release::kEnded) {
@@ -165,7 +246,7 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   if (user.memory_mb == 0 && user.vcores_milli == 0 && user.gpus == 0) user_used_.erase(key);
   NodeId n = task.node;
   task.node = -1;
-  if (a.gpus > 0) Reindex(n);
+  if (a.gpus > 0 || a.gpu_mask != 0) Reindex(n);
 }
 
 void ClusterState::ReleaseAllTasks(JobSlot j, Release how) {

@@ -48,6 +48,18 @@ absl::Status ValidateRole(const JobRequest& job, const RoleRequest& role) {
                             GpuSet(r.gpu_mask).ToString()));
   }
   if (r.gpus > kMaxGpus) return err(absl::StrCat("gpus ", r.gpus, " is above ", kMaxGpus));
+  if (r.gpu_milli < 0 || r.gpu_milli >= 1000) {
+    return err(absl::StrCat("gpu_milli ", r.gpu_milli,
+                            " must be 1..999 (a share of one GPU); ask whole GPUs with gpus"));
+  }
+  if (r.gpu_milli > 0 && (r.gpus != 0 || r.gpu_mask != 0)) {
+    return err(absl::StrCat("gpu_milli ", r.gpu_milli, " is a share of one GPU; it cannot go with gpus ",
+                            r.gpus, r.gpu_mask != 0 ? " or a GPU mask" : ""));
+  }
+  if (r.gpu_memory_mb < 0) return err(absl::StrCat("gpu_memory_mb ", r.gpu_memory_mb, " is negative"));
+  if (r.gpu_memory_mb > 0 && r.gpu_milli == 0) {
+    return err("gpu_memory_mb is set without a GPU share (gpu_milli)");
+  }
   return absl::OkStatus();
 }
 

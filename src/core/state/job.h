@@ -41,6 +41,9 @@ struct RoleRequest {
   // (in `rack` if set) may: locality relaxed at node level only. The GPU
   // mask is never relaxed: another node must have the same indices free.
   bool relax = false;
+  // GPU models a task may run on ("V100M32", "A10"); empty = any. A node
+  // whose model is unknown serves only roles that name none.
+  std::vector<std::string> gpu_models;
 
   int32_t MinAvailable() const { return min_available < 0 ? count : min_available; }
 };

@@ -17,12 +17,11 @@ GpuShape ShapeOf(const GpuTopology& topo, GpuSet free) {
   return s;
 }
 
-void NodeIndex::Insert(int32_t node, GpuShape s) {
+void NodeIndex::InsertKey(int32_t node, Key k) {
   if (node >= static_cast<int32_t>(pos_.size())) {
     pos_.resize(node + 1, -1);
     key_.resize(node + 1, 0);
   }
-  Key k = KeyOf(s);
   std::vector<int32_t>& bucket = buckets_[k];
   key_[node] = k;
   pos_[node] = static_cast<int32_t>(bucket.size());
@@ -44,10 +43,12 @@ void NodeIndex::Remove(int32_t node) {
   --size_;
 }
 
-void NodeIndex::Update(int32_t node, GpuShape s) {
-  if (Contains(node) && key_[node] == KeyOf(s)) return;
+void NodeIndex::Update(int32_t node, GpuShape s) { UpdateKey(node, KeyOf(s)); }
+
+void NodeIndex::UpdateKey(int32_t node, Key k) {
+  if (Contains(node) && key_[node] == k) return;
   Remove(node);
-  Insert(node, s);
+  InsertKey(node, k);
 }
 
 }  // namespace trainyard::core

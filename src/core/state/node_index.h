@@ -39,11 +39,14 @@ class NodeIndex {
   }
 
   // Adds node n (REQUIRES: not in the index) with shape s.
-  void Insert(int32_t node, GpuShape s);
+  void Insert(int32_t node, GpuShape s) { InsertKey(node, KeyOf(s)); }
+  void InsertKey(int32_t node, Key k);
   // Removes node n if present.
   void Remove(int32_t node);
   // Moves node n to the bucket of shape s (inserting it when absent).
   void Update(int32_t node, GpuShape s);
+  // The same with a key of the caller's own (an index keyed otherwise).
+  void UpdateKey(int32_t node, Key k);
   bool Contains(int32_t node) const {
     return node < static_cast<int32_t>(pos_.size()) && pos_[node] >= 0;
   }

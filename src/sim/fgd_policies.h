@@ -1,0 +1,63 @@
+// The placement policies of the FGD protocol (fgd_protocol.h), over a small
+// node model of their own: CPU, memory, the free share of each GPU and the
+// GPU model. Baselines as the FGD artifact defines them (first fit, best fit
+// by its leftover score, seeded random), the FGD rule itself, and
+// Trainyard's policy, whose scoring is the scheduler core's
+// (core/policy/fragmentation.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/policy/fragmentation.h"
+#include "core/resources/gpu_topology.h"
+
+namespace trainyard::sim {
+
+struct ProtoNode {
+  int64_t cpu_capacity = 0;
+  int64_t memory_free = 0;
+  const core::GpuTopology* topology = nullptr;
+  core::FragNode frag;  // free CPU, model, free share per GPU
+};
+
+struct ProtoTask {
+  core::TaskShape shape;
+  int64_t memory_mib = 0;
+};
+
+struct ProtoChoice {
+  int32_t node = -1;
+  core::GpuPick pick;
+};
+
+class ProtoPolicy {
+ public:
+  virtual ~ProtoPolicy() = default;
+  // Called once per task as it arrives, before Choose.
+  virtual void Arrived(const ProtoTask& task) { (void)task; }
+  // Where `task` goes, or false when it fits nowhere.
+  virtual bool Choose(const std::vector<ProtoNode>& nodes, const ProtoTask& task,
+                      ProtoChoice* out) = 0;
+  // Called after node n changed (the chosen node, once placed).
+  virtual void Changed(int32_t n) { (void)n; }
+};
+
+// True when `task` fits on `node` (memory, CPU, model, GPUs).
+bool TaskFits(const ProtoNode& node, const ProtoTask& task);
+
+// A policy by name: "first-fit", "best-fit", "random", "fgd", "trainyard",
+// "trainyard-online". `workload` is every task of the run: fgd and trainyard
+// weigh fragmentation by its shapes (the artifact's setup: the shapes a
+// cluster has seen in its history); trainyard-online learns them only from
+// the tasks that arrived so far. Errors: an unknown name, listing the known
+// ones.
+absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeProtoPolicy(const std::string& name,
+                                                            uint64_t seed,
+                                                            const std::vector<ProtoTask>& workload);
+
+}  // namespace trainyard::sim
