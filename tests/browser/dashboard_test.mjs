@@ -54,7 +54,7 @@ async function nodesShowPlacedGpus(page) {
 async function queuedJobShowsReason(page) {
   const { job, reason } = expect.queued;
   await open(page, '#/queues', 'queues');
-  const row = page.locator('table.waiting tr', { hasText: job });
+  const row = page.locator('table.waiting tbody tr', { hasText: job });
   const text = await row.textContent({ timeout: 5000 });
   check(text.includes(reason), `queues page: the row of ${job} is "${text}", no reason "${reason}"`);
   await shot(page, 'queues');
@@ -98,7 +98,11 @@ async function logViewerFollows(page) {
   ok(`log viewer shows new lines ${Math.min(...lat)}..${Math.max(...lat)} ms after the task printed them`);
 }
 
-async function accessibility(page) {
+// axe-core is injected as a script, which the dashboard's own
+// Content-Security-Policy forbids: it runs in a context that bypasses it.
+async function accessibility(_, browser) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, bypassCSP: true });
+  const page = await context.newPage();
   const pages = [['#/', 'overview'], ['#/nodes', 'nodes'], ['#/queues', 'queues'], ['#/jobs', 'jobs'], [`#/jobs/${expect.placed.job}`, 'job']];
   const report = {};
   for (const [hash, ready] of pages) {
@@ -108,8 +112,9 @@ async function accessibility(page) {
     const bad = res.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
     report[hash] = res.violations.map((v) => ({ id: v.id, impact: v.impact, nodes: v.nodes.length, help: v.help }));
     check(bad.length === 0, `axe on ${hash}: ${JSON.stringify(bad.map((v) => ({ id: v.id, impact: v.impact, help: v.help, at: v.nodes.slice(0, 3).map((n) => n.target) })))}`);
-    await shot(page, ready);
+    await shot(page, `axe-${ready}`);
   }
+  await context.close();
   writeFileSync(`${args.out}/axe.json`, JSON.stringify(report, null, 2));
   ok(`axe-core: no serious or critical violations on ${pages.map((p) => p[0]).join(' ')}`);
 }
@@ -134,10 +139,18 @@ const browser = await launch();
 let failed = false;
 try {
   const page = await (await browser.newContext({ viewport: { width: 1400, height: 900 } })).newPage();
-  page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
-  for (const step of [nodesShowPlacedGpus, queuedJobShowsReason, logViewerFollows, accessibility, killLeavesRunningList]) {
+  // A script error or a breach of the page's Content-Security-Policy (an
+  // inline style or script, another origin) fails the run.
+  const pageErrors = [];
+  page.on('pageerror', (e) => pageErrors.push(e.message));
+  page.on('console', (m) => { if (m.type() === 'error' && /Content Security Policy/.test(m.text())) pageErrors.push(m.text()); });
+  const noPageErrors = async () => {
+    check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
+    ok('no script errors and no Content-Security-Policy breaches');
+  };
+  for (const step of [nodesShowPlacedGpus, queuedJobShowsReason, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
     try {
-      await step(page);
+      await step(page, browser);
     } catch (e) {
       failed = true;
       console.log(`FAILED: ${step.name}: ${e.message}`);

@@ -30,14 +30,14 @@ namespace trainyard::testing {
 namespace {
 
 // Prints a tick with the time it printed it (Unix ms), five times a second.
-constexpr char kTicking[] = R"(name: ticking
+constexpr char kTicking[] = R"yaml(name: ticking
 user: ana
 replicas:
   worker:
     count: 1
     resources: {cpu: 100m, memory: 64Mi, gpus: 3}
     command: [sh, -c, 'while true; do echo "tick $(date +%s%3N)"; sleep 0.2; done']
-)";
+)yaml";
 
 // Needs every GPU of both nodes: waits while the ticking job holds three.
 constexpr char kWaiting[] = R"(name: waiting

@@ -15,7 +15,7 @@ export class LogViewer {
     this.taskSelect = h('select', { id: 'log-task', onchange: () => this.choose(this.taskSelect.value, -1) });
     this.attemptSelect = h('select', { id: 'log-attempt', onchange: () => this.choose(this.task, Number(this.attemptSelect.value)) });
     this.status = h('span', { class: 'muted', role: 'status' });
-    this.pre = h('pre', { class: 'log', id: 'log-text', tabindex: '0', 'aria-label': 'task log' });
+    this.pre = h('pre', { class: 'log', id: 'log-text', tabindex: '0', role: 'log', 'aria-live': 'off', 'aria-label': 'task log' });
     this.follow = h('input', { type: 'checkbox', id: 'log-follow', checked: true });
     this.el = h('div', { class: 'logviewer' },
       h('p', { class: 'filters' },

@@ -71,7 +71,7 @@ export function mount(main, params) {
   let data = null;
   const select = (node, g, job) => {
     detail.replaceChildren(h('strong', {}, `${node.name} GPU ${g.index}`), ': ',
-      g.state === 'used' ? [g.task || 'a task', job ? [' of job ', jobLink(job)] : ''] : g.state,
+      h('span', {}, g.state === 'used' ? [`task ${g.task || '?'}`, job ? [' of job ', jobLink(job)] : ''] : g.state),
       ` · socket ${g.socket}, switch ${g.switch}${g.nvlink_island >= 0 ? `, NVLink island ${g.nvlink_island}` : ''}`);
   };
   const draw = () => {
