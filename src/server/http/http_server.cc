@@ -353,8 +353,7 @@ void HttpServer::Work() {
       waiting_.pop_front();
       serving_.insert(fd);
     }
-    ServeConnection(fd);
-    LingeringClose(fd);
+    if (ServeConnection(fd)) LingeringClose(fd);
     {
       // Out of serving_ before it is closed, so Stop never shuts down a
       // descriptor number that was given to something else.
@@ -381,10 +380,10 @@ void HttpServer::LingeringClose(int fd) {
   }
 }
 
-void HttpServer::ServeConnection(int fd) {
+bool HttpServer::ServeConnection(int fd) {
   Stream stream(fd, options_);
   for (int n = 0; n < options_.keep_alive_requests; ++n) {
-    if (!stream.WaitReadable(n == 0 ? options_.request_timeout : options_.keep_alive)) return;
+    if (n == 0 ? !stream.WaitReadable(options_.request_timeout) : !AwaitNextRequest(stream)) return n == 0;
     bool last = n + 1 == options_.keep_alive_requests;
     {
       absl::MutexLock lock(&mu_);
@@ -396,8 +395,23 @@ void HttpServer::ServeConnection(int fd) {
     bool closed = false;
     bool ok = engine_->process_request(stream, last, closed, nullptr);
     tl_route = nullptr;
-    if (!ok || closed || last || tl_close) return;
+    if (!ok || closed || last || tl_close) return true;
   }
+  return true;
+}
+
+// An idle kept-alive connection holds a worker thread. A browser keeps
+// several open and polls on them, which would pin every thread while a
+// new connection waits: so it gives the thread up as soon as another
+// connection waits for one (the browser sends its next request anew).
+bool HttpServer::AwaitNextRequest(const Stream& stream) {
+  absl::Time deadline = absl::Now() + options_.keep_alive;
+  for (absl::Time now = absl::Now(); now < deadline; now = absl::Now()) {
+    if (stream.WaitReadable(std::min(absl::Milliseconds(20), deadline - now))) return true;
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || !waiting_.empty()) return false;
+  }
+  return false;
 }
 
 void HttpServer::Count(const std::string& method, const std::string& route, int code) {
