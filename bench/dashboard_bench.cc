@@ -4,14 +4,16 @@
 // held by running one-GPU jobs; then bench/dashboard_paint.mjs loads the
 // overview and the nodes page in chromium and prints first paint and the
 // time until the data is drawn. Target: overview drawn in < 1 s.
-//   build/<dir>/bench/dashboard_bench [--nodes=N] [--jobs=N] [--runs=N]
+// --http-threads=N starts the server with httpThreads N (default: the
+// server's own, 4).
+//   build/<dir>/bench/dashboard_bench [--nodes=N] [--jobs=N] [--runs=N] [--http-threads=N]
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "bench/control_plane_fleet.h"
+#include "control_plane_fleet.h"
 
 namespace trainyard::bench {
 namespace {
@@ -20,6 +22,7 @@ struct Flags {
   int nodes = 1000;
   int jobs = 4000;
   int runs = 5;
+  int http_threads = 0;  // 0: the server's default
 };
 
 Flags ParseFlags(int argc, char** argv) {
@@ -36,6 +39,7 @@ Flags ParseFlags(int argc, char** argv) {
     value("nodes", &f.nodes);
     value("jobs", &f.jobs);
     value("runs", &f.runs);
+    value("http-threads", &f.http_threads);
   }
   return f;
 }
@@ -56,7 +60,15 @@ v1::SubmitRequest OneGpuJob(int i) {
 }
 
 int Run(const Flags& f) {
-  std::unique_ptr<ChildProcess> server = ServerProcess(TRAINYARD_BINARY, "warning", true, /*http=*/true);
+  ScratchDir config_dir("trainyard_dashboard_bench");
+  std::vector<std::string> args = {"server",      "--listen",    "127.0.0.1:0", "--data-dir", "{DIR}/data",
+                                   "--no-jobmaster", "--log-level", "warning",  "--http-listen", "127.0.0.1:0"};
+  if (f.http_threads > 0) {
+    std::string config = config_dir.path() + "/server.yaml";
+    std::ofstream(config) << "httpThreads: " << f.http_threads << "\nhttpMaxConnections: " << 4 * f.http_threads << "\n";
+    args.insert(args.end(), {"--config", config});
+  }
+  auto server = std::make_unique<ChildProcess>(TRAINYARD_BINARY, args, "listening on ");
   if (!server->Start()) return 1;
   std::string http = server->FindInOutput("/metrics on http://");
   while (!http.empty() && http.back() == '/') http.pop_back();
@@ -84,8 +96,9 @@ int Run(const Flags& f) {
   while (fleet.counters().launches.load() < f.jobs && SteadyClock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  printf("dashboard_bench: %d simulated agents, %lld of %d one-GPU jobs launched; dashboard at http://%s/\n", f.nodes,
-         static_cast<long long>(fleet.counters().launches.load()), f.jobs, http.c_str());
+  printf("dashboard_bench: %d simulated agents, %lld of %d one-GPU jobs launched; dashboard at http://%s/ (%s)\n",
+         f.nodes, static_cast<long long>(fleet.counters().launches.load()), f.jobs, http.c_str(),
+         f.http_threads > 0 ? absl::StrCat("httpThreads ", f.http_threads).c_str() : "the server's default httpThreads");
   fflush(stdout);
   std::string cmd = absl::StrCat("node '", TRAINYARD_SOURCE_DIR, "/bench/dashboard_paint.mjs' --url http://", http,
                                  " --runs ", f.runs);

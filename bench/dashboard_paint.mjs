@@ -17,6 +17,8 @@ const runs = Number(args.runs);
 async function measure(browser, hash, ready) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
   const page = await context.newPage();
+  page.on('pageerror', (e) => console.log(`page error: ${e.message}`));
+  page.on('requestfailed', (r) => console.log(`request failed: ${r.url()} ${r.failure().errorText}`));
   await page.goto(`${url}/${hash}`);
   await page.waitForSelector(`main[data-ready="${ready}"]`, { timeout: 30000 });
   // One frame after the data is in the DOM: it has been painted.

@@ -1,14 +1,19 @@
 // The dashboard's entry: a router over the URL's fragment (#/, #/nodes,
 // #/queues, #/jobs?state=..., #/jobs/NAME) and one watch of the server's
 // changes that refreshes the page on view. Each page module exports
-// mount(main, params) -> { topics, refresh(), dispose() }.
+// mount(main, params) -> { topics, refresh(), dispose() }, and is loaded
+// when first shown: a first load asks for few files at once (each open
+// connection holds one of the server's HTTP threads while it lasts).
 import { h } from './dom.js';
 import { watch } from './api.js';
-import * as overview from './overview.js';
-import * as nodes from './nodes.js';
-import * as queues from './queues.js';
-import * as jobs from './jobs.js';
-import * as job from './job.js';
+
+const pages = {
+  overview: () => import('./overview.js'),
+  nodes: () => import('./nodes.js'),
+  queues: () => import('./queues.js'),
+  jobs: () => import('./jobs.js'),
+  job: () => import('./job.js'),
+};
 
 const main = document.getElementById('main');
 const live = document.getElementById('live');
@@ -20,18 +25,21 @@ function route() {
   const [path, query] = (location.hash.slice(1) || '/').split('?');
   const params = new URLSearchParams(query || '');
   const parts = path.split('/').filter(Boolean).map(decodeURIComponent);
-  if (parts.length === 0) return { name: 'overview', page: overview, params };
+  if (parts.length === 0) return { name: 'overview', page: 'overview', params };
   if (parts[0] === 'jobs' && parts.length === 2) {
     params.set('job', parts[1]);
-    return { name: 'jobs', page: job, params };
+    return { name: 'jobs', page: 'job', params };
   }
-  const pages = { nodes, queues, jobs };
-  return pages[parts[0]] ? { name: parts[0], page: pages[parts[0]], params } : null;
+  return ['nodes', 'queues', 'jobs'].includes(parts[0]) ? { name: parts[0], page: parts[0], params } : null;
 }
 
-function show() {
+let shown = 0;  // counts show() calls: a page loaded after the next one began is dropped
+
+async function show() {
   if (current && current.dispose) current.dispose();
   current = null;
+  const mine = ++shown;
+  delete main.dataset.ready;  // set again by the page once it has drawn its data
   const r = route();
   for (const a of document.querySelectorAll('nav a')) {
     if (r && a.dataset.page === r.name) a.setAttribute('aria-current', 'page');
@@ -42,7 +50,10 @@ function show() {
     main.append(h('h1', {}, 'Not found'), h('p', {}, 'No such page. ', h('a', { href: '#/' }, 'Overview')));
     return;
   }
-  current = r.page.mount(main, r.params);
+  const module = await pages[r.page]();
+  if (mine !== shown) return;
+  main.replaceChildren();
+  current = module.mount(main, r.params);
   refresh();
 }
 

@@ -21,7 +21,7 @@ function header(job, kill) {
     h('dl', { class: 'facts' },
       h('dt', {}, 'User'), h('dd', {}, job.user), h('dt', {}, 'Queue'), h('dd', {}, job.queue),
       h('dt', {}, 'Priority'), h('dd', {}, job.priority), h('dt', {}, 'Framework'), h('dd', {}, job.framework),
-      h('dt', {}, 'GPUs'), h('dd', {}, job.gpus), h('dt', {}, 'Job master'), h('dd', {}, job.job_master || '—'),
+      h('dt', {}, 'GPUs held'), h('dd', {}, job.gpus), h('dt', {}, 'Job master'), h('dd', {}, job.job_master || '—'),
       h('dt', {}, 'Submitted'), h('dd', {}, `${when(job.submit_time_unix_ms)} (${ago(job.submit_time_unix_ms)} ago)`),
       h('dt', {}, 'Started'), h('dd', {}, when(job.start_time_unix_ms)),
       h('dt', {}, 'Ended'), h('dd', {}, when(job.end_time_unix_ms))),
@@ -46,7 +46,7 @@ function gpusPerNode(job, nodes) {
     if (!t.node || !t.gpus.length || kTerminal.has(t.state)) continue;
     for (const g of t.gpus) mine.set(`${t.node}/${g}`, t.name);
   }
-  const names = [...new Set(job.tasks.filter((t) => t.node && t.gpus.length).map((t) => t.node))].sort();
+  const names = [...new Set(job.tasks.filter((t) => t.node && t.gpus.length && !kTerminal.has(t.state)).map((t) => t.node))].sort();
   if (!names.length) return h('p', { class: 'muted' }, 'No GPUs held.');
   return h('div', { class: 'pernode' }, names.map((n) => {
     const node = nodes.get(n);

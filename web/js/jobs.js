@@ -43,7 +43,7 @@ export function mount(main, params) {
       const q = query(params);
       const j = await getJson(`/api/v1/jobs${q ? `?${q}` : ''}`);
       const jobs = j.jobs.slice().sort((a, b) => b.id - a.id);
-      body.replaceChildren(table(`${jobs.length} jobs`, ['Job', 'State', 'User', 'Queue', 'Priority', 'GPUs', 'Tasks', 'Age', 'Reason'],
+      body.replaceChildren(table(`${jobs.length} jobs`, ['Job', 'State', 'User', 'Queue', 'Priority', 'GPUs held', 'Tasks', 'Age', 'Reason'],
         jobs.map((x) => [jobLink(x.name), stateBadge(x.state), x.user, x.queue, x.priority, x.gpus, x.tasks.length,
           ago(x.submit_time_unix_ms), h('span', { class: 'reason' }, x.pending_reason || x.reason || '')]), { class: 'jobs', id: 'job-list' }));
       main.dataset.ready = 'jobs';

@@ -34,7 +34,8 @@ export class LogViewer {
       this.taskSelect.replaceChildren(...names.map((n) => h('option', { value: n }, n)));
     }
     if (this.task === null && names.length) {
-      const firstWithNode = tasks.find((t) => t.node) || tasks[0];
+      // A worker's log is what people look for first, not the job master's.
+      const firstWithNode = tasks.find((t) => t.node && t.role !== 'jobmaster') || tasks.find((t) => t.node) || tasks[0];
       this.choose(firstWithNode.name, -1);
     } else if (this.task) {
       this.taskSelect.value = this.task;

@@ -24,8 +24,8 @@ function queueSection(q, all, cluster, waiting) {
         q.used.gpus, cores(q.used.vcores_milli), mib(q.used.memory_mb), q.running_jobs, q.pending_jobs]]),
     table(`Queue ${q.name} by user`, ['User', 'GPUs used', 'CPU used', 'Memory used', 'Running jobs', 'Pending jobs'],
       q.users.map((u) => [u.user, u.used.gpus, cores(u.used.vcores_milli), mib(u.used.memory_mb), u.running_jobs, u.pending_jobs])),
-    table(`Who waits in ${q.name}, and why`, ['Job', 'User', 'GPUs', 'Waiting for', 'Why it waits'],
-      waiting.map((j) => [jobLink(j.name), j.user, j.gpus, ago(j.submit_time_unix_ms),
+    table(`Who waits in ${q.name}, and why`, ['Job', 'User', 'Tasks', 'Waiting for', 'Why it waits'],
+      waiting.map((j) => [jobLink(j.name), j.user, j.tasks.length, ago(j.submit_time_unix_ms),
         h('span', { class: 'reason' }, j.pending_reason || j.reason || '—')]), { class: 'waiting' }));
 }
 
