@@ -1,6 +1,7 @@
 // HttpServer with browsers: a kept-alive idle connection (a dashboard tab
 // holds several and polls on them) must not keep a new connection waiting
-// for a worker thread until its keep-alive time ends.
+// for a worker thread until its keep-alive time ends; and what a browser
+// accepts (brotli first) must not make a large answer take seconds.
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -9,7 +10,7 @@
 namespace trainyard::server::http {
 namespace {
 
-TEST(HttpKeepAliveTest, AnIdleKeptAliveConnectionGivesItsThreadToAWaitingOne) {
+TEST(HttpBrowserClientTest, AnIdleKeptAliveConnectionGivesItsThreadToAWaitingOne) {
   HttpOptions opt;
   opt.threads = 1;
   opt.keep_alive = absl::Seconds(30);
@@ -37,6 +38,28 @@ TEST(HttpKeepAliveTest, AnIdleKeptAliveConnectionGivesItsThreadToAWaitingOne) {
   auto again = idle.Get("/ping");
   ASSERT_TRUE(again);
   EXPECT_EQ(again->body, "pong");
+}
+
+TEST(HttpBrowserClientTest, ABrowserThatAcceptsBrotliGetsGzip) {
+  auto s = HttpServer::Bind({});
+  ASSERT_TRUE(s.ok()) << s.status();
+  const std::string big(1 << 20, 'x');
+  (*s)->Handle("GET", "/big", "/big", [&big](const httplib::Request&, httplib::Response& res, const Principal&) {
+    res.set_content(big, "application/json");
+  });
+  (*s)->Serve();
+  httplib::Client c("http://" + (*s)->address());
+  c.set_decompress(false);
+  for (const std::string accept : {"gzip, deflate, br, zstd", "br;q=1.0, gzip;q=0.8", "BR, gzip"}) {
+    auto r = c.Get("/big", {{"Accept-Encoding", accept}});
+    ASSERT_TRUE(r) << accept;
+    EXPECT_EQ(r->get_header_value("Content-Encoding"), "gzip") << accept;
+    EXPECT_LT(r->body.size(), big.size() / 10) << accept;
+  }
+  auto plain = c.Get("/big", {{"Accept-Encoding", "br"}});
+  ASSERT_TRUE(plain);
+  EXPECT_EQ(plain->get_header_value("Content-Encoding"), "");
+  EXPECT_EQ(plain->body.size(), big.size());
 }
 
 }  // namespace
