@@ -164,7 +164,7 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http_ = std::move(*bound);
   rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
-  http::AddDashboardRoutes(*http_);
+  http::AddDashboardRoutes(*http_, rest_backend_.get());
   http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters());
   http_->Serve();
   http_address_ = http_->address();

@@ -54,6 +54,7 @@ async function show() {
   if (mine !== shown) return;
   main.replaceChildren();
   current = module.mount(main, r.params);
+  current.name = r.page;
   refresh();
 }
 
@@ -72,6 +73,9 @@ async function refresh() {
       if (!page) break;
       try {
         await page.refresh();
+        // When the page first had its data on screen (bench/dashboard_paint.mjs).
+        if (!page.drawn) performance.mark(`drawn:${page.name}`);
+        page.drawn = true;
       } catch (e) {
         if (page === current) showError(e);
       }

@@ -79,9 +79,3 @@ export function jobOfTask(task) {
   const m = /^(.*)-[^-]+-\d+$/.exec(task || '');
   return m ? m[1] : task;
 }
-
-// The GPU model of a node: no field of its own yet, so the agent's label.
-export function gpuModel(node) {
-  const l = node.labels || {};
-  return l['gpu-model'] || l.gpu_model || l['gpu.model'] || l.gpu || 'unlabelled';
-}

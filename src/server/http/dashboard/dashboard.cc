@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "httplib.h"
+#include "server/http/dashboard/overview.h"
 
 namespace trainyard::server::http {
 namespace {
@@ -58,7 +59,7 @@ std::string ContentTypeOf(std::string_view path) {
   return "application/octet-stream";
 }
 
-void AddDashboardRoutes(HttpServer& s) {
+void AddDashboardRoutes(HttpServer& s, RestBackend* b) {
   s.Handle("GET", "/", "/",
            [](const httplib::Request& req, httplib::Response& res, const Principal&) {
              ServeAsset(req, res, "index.html");
@@ -67,6 +68,11 @@ void AddDashboardRoutes(HttpServer& s) {
   s.Handle("GET", "/ui/([A-Za-z0-9_./-]+)", "/ui/{file}",
            [](const httplib::Request& req, httplib::Response& res, const Principal&) {
              ServeAsset(req, res, std::string(req.matches[1]));
+           });
+  s.Handle("GET", "/api/v1/overview", "/api/v1/overview",
+           [b](const httplib::Request&, httplib::Response& res, const Principal&) {
+             res.set_content(OverviewJson(b->Views()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                             "application/json");
            });
 }
 

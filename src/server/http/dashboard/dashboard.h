@@ -3,7 +3,8 @@
 // revalidating cache (an ETag; a browser asks again and gets 304 while the
 // file is unchanged, so a new server's files are never shadowed by old
 // ones). The pages read the REST API (/api/v1) from the browser; this side
-// only serves files.
+// serves the files and one figure of the API, /api/v1/overview
+// (overview.h).
 #pragma once
 
 #include <string>
@@ -11,6 +12,7 @@
 
 #include "server/http/dashboard/assets.h"
 #include "server/http/http_server.h"
+#include "server/http/rest_api.h"
 
 namespace trainyard::server::http {
 
@@ -21,8 +23,9 @@ const EmbeddedAsset* FindAsset(std::string_view path);
 // application/octet-stream when unknown).
 std::string ContentTypeOf(std::string_view path);
 
-// Registers GET / (web/index.html) and GET /ui/PATH (web/PATH).
-// REQUIRES: before server.Serve().
-void AddDashboardRoutes(HttpServer& server);
+// Registers GET / (web/index.html), GET /ui/PATH (web/PATH) and GET
+// /api/v1/overview (from backend's views). REQUIRES: before server.Serve();
+// backend outlives server.
+void AddDashboardRoutes(HttpServer& server, RestBackend* backend);
 
 }  // namespace trainyard::server::http

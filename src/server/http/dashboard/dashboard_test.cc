@@ -7,11 +7,23 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "nlohmann/json.hpp"
 
 namespace trainyard::server::http {
 namespace {
 
 using ::testing::HasSubstr;
+
+class ViewsOnlyBackend final : public RestBackend {
+ public:
+  ViewStore views;
+  const ViewStore& Views() override { return views; }
+  void Submit(const v1::SubmitRequest&, SubmitDone done) override { done(absl::UnimplementedError("test")); }
+  absl::StatusOr<v1::JobState> Kill(const std::string&, const std::string&) override {
+    return absl::UnimplementedError("test");
+  }
+  absl::StatusOr<v1::JobView> Describe(const std::string&) override { return absl::UnimplementedError("test"); }
+};
 
 class DashboardTest : public ::testing::Test {
  protected:
@@ -19,13 +31,14 @@ class DashboardTest : public ::testing::Test {
     auto s = HttpServer::Bind({});
     ASSERT_TRUE(s.ok()) << s.status();
     server_ = std::move(*s);
-    AddDashboardRoutes(*server_);
+    AddDashboardRoutes(*server_, &backend_);
     server_->Serve();
   }
   httplib::Result Get(const std::string& path, const httplib::Headers& headers = {}) {
     httplib::Client c("http://" + server_->address());
     return c.Get(path, headers);
   }
+  ViewsOnlyBackend backend_;
   std::unique_ptr<HttpServer> server_;
 };
 
@@ -80,6 +93,52 @@ TEST_F(DashboardTest, OnlyEmbeddedFilesAreServed) {
     EXPECT_EQ(r->status, 404) << path;
     EXPECT_EQ(r->get_header_value("Content-Type"), "application/json") << path;
   }
+}
+
+TEST_F(DashboardTest, OverviewAddsUpNodesAndJobs) {
+  auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
+  for (auto [name, free, excluded, model, state] :
+       std::vector<std::tuple<std::string, uint64_t, uint64_t, std::string, v1::NodeState>>{
+           {"a", 0b11110000, 0, "a100", v1::NODE_READY},
+           {"b", 0b00111111, 0b10000000, "a100", v1::NODE_READY},
+           {"c", 0xff, 0, "", v1::NODE_LOST}}) {
+    auto n = std::make_shared<v1::NodeView>();
+    n->mutable_info()->set_name(name);
+    n->mutable_info()->set_state(state);
+    n->mutable_info()->mutable_topology()->set_gpu_count(8);
+    n->mutable_info()->set_excluded_gpus(excluded);
+    if (!model.empty()) (*n->mutable_info()->mutable_labels())["gpu"] = model;
+    n->set_free_gpu_mask(free);
+    nodes->push_back({n, 0});
+  }
+  backend_.views.PutNodes(nodes);
+  for (auto [name, state] : std::vector<std::pair<std::string, v1::JobState>>{
+           {"j1", v1::JOB_RUNNING}, {"j2", v1::JOB_RUNNING}, {"j3", v1::JOB_QUEUED}, {"j4", v1::JOB_KILLED}}) {
+    auto v = std::make_shared<v1::JobView>();
+    v->set_name(name);
+    v->set_queue("default");
+    v->set_state(state);
+    ViewStore::JobEntry e;
+    e.view = v;
+    backend_.views.PutJob(name, e);
+  }
+  auto r = Get("/api/v1/overview");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  nlohmann::json o = nlohmann::json::parse(r->body);
+  EXPECT_EQ(o["gpus"], nlohmann::json({{"total", 24}, {"allocated", 5}, {"free", 18}, {"excluded", 1}}));
+  EXPECT_EQ(o["nodes_by_state"], nlohmann::json({{"READY", 2}, {"LOST", 1}}));
+  EXPECT_EQ(o["jobs_by_state"]["RUNNING"], 2);
+  EXPECT_EQ(o["jobs_by_state"]["QUEUED"], 1);
+  EXPECT_EQ(o["jobs_by_state"]["KILLED"], 1);
+  EXPECT_EQ(o["jobs_by_state"]["FAILED"], 0);
+  ASSERT_EQ(o["gpus_by_model"].size(), 2u);
+  EXPECT_EQ(o["gpus_by_model"][0]["model"], "a100");
+  EXPECT_EQ(o["gpus_by_model"][0]["nodes"], 2);
+  EXPECT_EQ(o["gpus_by_model"][0]["allocated"], 5);
+  EXPECT_EQ(o["gpus_by_model"][1]["model"], "unlabelled");
+  EXPECT_EQ(o["gpus_by_model"][1]["free"], 8);
+  EXPECT_TRUE(o["queues"].contains("queues"));
 }
 
 TEST(DashboardAssetsTest, EmbeddedFilesAreSortedForLookup) {
