@@ -1,7 +1,8 @@
 // The dashboard in a real headless browser against a running cluster
 // (started by tests/integration/dashboard_browser_test.cc, which passes
 // what the cluster holds as JSON). Checks what a user sees:
-//  - the nodes page shows the placed job's exact GPUs on its node;
+//  - the nodes page shows the placed job's exact GPUs on its node, and a
+//    cordoned node as CORDONED with the admin's reason;
 //  - a queued job shows its pending reason (queues page and job page);
 //  - the job page's log viewer shows a line within a second of the task
 //    printing it (the task prints "tick <unix ms>" lines);
@@ -47,6 +48,10 @@ async function nodesShowPlacedGpus(page) {
   await page.click(`button.gpu[data-node="${node}"][data-gpu="${gpus[0]}"]`);
   const detail = await page.textContent('.detail');
   check(detail.includes(expect.placed.task), `nodes page: the clicked GPU's detail "${detail}" does not name ${expect.placed.task}`);
+  const card = await page.textContent(`article.node[data-node="${expect.cordoned.node}"]`);
+  check(card.includes('CORDONED') && card.includes(expect.cordoned.reason),
+    `nodes page: the card of ${expect.cordoned.node} is "${card}", not CORDONED with "${expect.cordoned.reason}"`);
+  ok(`cordoned ${expect.cordoned.node} shows CORDONED and "${expect.cordoned.reason}"`);
   await shot(page, 'nodes');
   ok(`nodes page shows ${job} on ${want.join(' ')}; the click names ${expect.placed.task}`);
 }

@@ -3,6 +3,7 @@
 // two agents. This side places one job, queues another behind it, and
 // hands what the REST API says of them to tests/browser/dashboard_test.mjs,
 // which checks the pages show the same: the placed job's GPUs on its node,
+// the other node cordoned with its reason,
 // the queued job's pending reason, new log lines within a second, no
 // serious accessibility violations, and Kill taking the job off the
 // running list. Screenshots are kept under
@@ -148,6 +149,13 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
     if (t["role"] == "worker") worker = t;
   }
   ASSERT_EQ(worker["gpus"].size(), 3u) << placed.dump(1);
+  // The other node cordoned by an admin (before the waiting job, whose
+  // reason then says so for good).
+  const std::string other = worker["node"] == "node-0" ? "node-1" : "node-0";
+  CommandResult cordon = c.Cli({"cordon", other, "--reason", "disk check"});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
+  ASSERT_TRUE(WaitFor([&] { return HttpGet(c.http_address(), "/api/v1/nodes/" + other).json["state"] == "CORDONED"; },
+                      absl::Seconds(10)));
   std::string waiting = c.Submit(kWaiting);
   nlohmann::json queued = WaitForJob(c, waiting, [](const nlohmann::json& j) {
     return j["state"] == "QUEUED" && !j["pending_reason"].get<std::string>().empty();
@@ -156,7 +164,8 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
 
   nlohmann::json expect = {
       {"placed", {{"job", ticking}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
-      {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}}};
+      {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
+      {"cordoned", {{"node", other}, {"reason", "disk check"}}}};
   std::string out = ArtifactsDir();
   CommandResult r = RunProgram({"/usr/bin/node", SourceDir() + "/tests/browser/dashboard_test.mjs", "--url",
                                 "http://" + c.http_address(), "--out", out, "--expect", expect.dump()},
@@ -164,6 +173,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   std::cout << r.out << r.err << "screenshots: " << out << "\n";
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queued"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));

@@ -59,7 +59,12 @@ async function show() {
 }
 
 // Refreshes the page on view, one refresh at a time: changes that come
-// while one runs fold into a single next one.
+// while one runs fold into a single next one. The same page refreshed
+// again first waits three times what its last refresh took (at least
+// 500 ms): a large cluster's lists take long to build and send, and a busy
+// cluster changes all the time, so a tab costs the server a bounded share.
+let paced = { page: null, at: 0 };
+
 async function refresh() {
   if (busy) {
     again = true;
@@ -69,8 +74,13 @@ async function refresh() {
   try {
     do {
       again = false;
-      const page = current;
+      let page = current;
       if (!page) break;
+      const wait = page === paced.page ? paced.at - performance.now() : 0;
+      if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
+      page = current;
+      if (!page) break;
+      const start = performance.now();
       try {
         await page.refresh();
         // When the page first had its data on screen (bench/dashboard_paint.mjs).
@@ -79,6 +89,7 @@ async function refresh() {
       } catch (e) {
         if (page === current) showError(e);
       }
+      paced = { page, at: performance.now() + Math.max(500, 3 * (performance.now() - start)) };
     } while (again);
   } finally {
     busy = false;

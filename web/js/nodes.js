@@ -40,7 +40,7 @@ function bitmap(node, jobs, select) {
 }
 
 function stateText(s) {
-  return s === 'DRAINING' ? 'CORDONED (draining)' : s;
+  return s === 'DRAINING' ? 'DRAINING (cordoned, tasks moving away)' : s;
 }
 
 function nodeCard(node, jobs, select) {
@@ -48,6 +48,7 @@ function nodeCard(node, jobs, select) {
   return h('article', { class: `node node-${node.state.toLowerCase()}`, dataset: { node: node.name }, 'aria-label': `node ${node.name}` },
     h('h2', {}, node.name, ' ', stateBadge(stateText(node.state))),
     h('p', { class: 'muted' }, [node.address, node.rack && `rack ${node.rack}`, node.data_center].filter(Boolean).join(' · ')),
+    node.reason ? h('p', { class: 'node-reason' }, `Takes no tasks: ${node.reason}`) : null,
     bitmap(node, jobs, select),
     h('dl', { class: 'facts' },
       h('dt', {}, 'GPUs'), h('dd', {}, `${node.allocated_gpus} used, ${node.free_gpus.length} free, ${node.excluded_gpus.length} excluded of ${node.gpu_count}`),
