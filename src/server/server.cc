@@ -13,6 +13,7 @@
 #include "api/queue_config_yaml.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
+#include "server/http/dashboard/dashboard.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
@@ -164,6 +165,7 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http_ = std::move(*bound);
   rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
+  http::AddDashboardRoutes(*http_, rest_backend_.get());
   http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters());
   http_->Serve();
   http_address_ = http_->address();

@@ -15,8 +15,12 @@
 #include <climits>
 #include <cstring>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "common/logging.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
@@ -70,6 +74,17 @@ void Refuse(int fd) {
   (void)n;  // nothing to do about a client that cannot take it: it is closed either way
   shutdown(fd, SHUT_WR);
   close(fd);
+}
+
+// `accept` (an Accept-Encoding value) without brotli ("br", with or
+// without a q-value).
+std::string WithoutBrotli(const std::string& accept) {
+  std::vector<std::string> kept;
+  for (absl::string_view part : absl::StrSplit(accept, ',')) {
+    absl::string_view coding = absl::StripAsciiWhitespace(part.substr(0, part.find(';')));
+    if (!absl::EqualsIgnoreCase(coding, "br")) kept.emplace_back(absl::StripAsciiWhitespace(part));
+  }
+  return absl::StrJoin(kept, ", ");
 }
 
 }  // namespace
@@ -207,6 +222,16 @@ HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), engi
     SetJsonError(res, res.status, what);
     return httplib::Server::HandlerResponse::Handled;
   }));
+  // The library answers a client that accepts brotli (every browser) with
+  // brotli at its top quality, which takes seconds on the megabytes of JSON
+  // of a large cluster's nodes or jobs; gzip (which it uses otherwise)
+  // takes milliseconds. The request is the library's own, not const.
+  engine_->set_pre_routing_handler([](const httplib::Request& req, httplib::Response&) {
+    auto& headers = const_cast<httplib::Headers&>(req.headers);
+    auto it = headers.find("Accept-Encoding");
+    if (it != headers.end()) it->second = WithoutBrotli(it->second);
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
   engine_->set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
     Log(LogLevel::kWarning, "http", "%s %s failed with an exception", req.method, req.path);
     SetJsonError(res, 500, "internal error");
@@ -353,8 +378,7 @@ void HttpServer::Work() {
       waiting_.pop_front();
       serving_.insert(fd);
     }
-    ServeConnection(fd);
-    LingeringClose(fd);
+    if (ServeConnection(fd)) LingeringClose(fd);
     {
       // Out of serving_ before it is closed, so Stop never shuts down a
       // descriptor number that was given to something else.
@@ -381,10 +405,10 @@ void HttpServer::LingeringClose(int fd) {
   }
 }
 
-void HttpServer::ServeConnection(int fd) {
+bool HttpServer::ServeConnection(int fd) {
   Stream stream(fd, options_);
   for (int n = 0; n < options_.keep_alive_requests; ++n) {
-    if (!stream.WaitReadable(n == 0 ? options_.request_timeout : options_.keep_alive)) return;
+    if (n == 0 ? !stream.WaitReadable(options_.request_timeout) : !AwaitNextRequest(stream)) return n == 0;
     bool last = n + 1 == options_.keep_alive_requests;
     {
       absl::MutexLock lock(&mu_);
@@ -396,8 +420,23 @@ void HttpServer::ServeConnection(int fd) {
     bool closed = false;
     bool ok = engine_->process_request(stream, last, closed, nullptr);
     tl_route = nullptr;
-    if (!ok || closed || last || tl_close) return;
+    if (!ok || closed || last || tl_close) return true;
   }
+  return true;
+}
+
+// An idle kept-alive connection holds a worker thread. A browser keeps
+// several open and polls on them, which would pin every thread while a
+// new connection waits: so it gives the thread up as soon as another
+// connection waits for one (the browser sends its next request anew).
+bool HttpServer::AwaitNextRequest(const Stream& stream) {
+  absl::Time deadline = absl::Now() + options_.keep_alive;
+  for (absl::Time now = absl::Now(); now < deadline; now = absl::Now()) {
+    if (stream.WaitReadable(std::min(absl::Milliseconds(20), deadline - now))) return true;
+    absl::MutexLock lock(&mu_);
+    if (stopping_ || !waiting_.empty()) return false;
+  }
+  return false;
 }
 
 void HttpServer::Count(const std::string& method, const std::string& route, int code) {

@@ -89,7 +89,10 @@ class HttpServer {
   void AcceptLoop();
   void Admit(int fd) ABSL_LOCKS_EXCLUDED(mu_);
   void Work() ABSL_LOCKS_EXCLUDED(mu_);
-  void ServeConnection(int fd);
+  // Serves `fd`'s requests; false when it ends idle between requests (no
+  // unread input, so no lingering close).
+  bool ServeConnection(int fd);
+  bool AwaitNextRequest(const Stream& stream) ABSL_LOCKS_EXCLUDED(mu_);
   void LingeringClose(int fd);
   void Count(const std::string& method, const std::string& route, int code) ABSL_LOCKS_EXCLUDED(counts_mu_);
 

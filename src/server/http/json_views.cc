@@ -130,6 +130,7 @@ std::string NodeStateName(v1::NodeState s) {
     case v1::NODE_READY: return "READY";
     case v1::NODE_LOST: return "LOST";
     case v1::NODE_DRAINING: return "DRAINING";
+    case v1::NODE_CORDONED: return "CORDONED";
     default: return "UNKNOWN";
   }
 }
@@ -160,6 +161,7 @@ json NodeJson(const v1::NodeView& n, const std::map<int, std::string>& holders) 
           {"rack", info.rack()},
           {"data_center", info.data_center()},
           {"state", NodeStateName(info.state())},
+          {"reason", n.reason()},
           {"labels", std::move(labels)},
           {"capacity",
            {{"memory_mb", cap.memory_mb()}, {"vcores_milli", cap.vcores_milli()}, {"gpus", c.total},

@@ -45,7 +45,7 @@ struct GpuCounts {
 };
 GpuCounts GpuCountsOf(const v1::NodeView& node);
 
-// The short state names: "READY", "LOST", "DRAINING".
+// The short state names: "READY", "LOST", "DRAINING", "CORDONED".
 std::string NodeStateName(v1::NodeState s);
 
 }  // namespace trainyard::server::http

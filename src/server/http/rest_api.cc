@@ -188,18 +188,6 @@ void ListNodes(RestBackend* b, httplib::Response& res, const std::string& only) 
   SetJson(res, {{"nodes", std::move(out)}});
 }
 
-constexpr const char* kIndex = R"(<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Trainyard</title></head>
-<body><h1>Trainyard</h1>
-<p>The dashboard is not built yet. This server answers:</p>
-<ul>
-<li><a href="/api/v1/jobs">/api/v1/jobs</a> (filters: user, queue, state, all)</li>
-<li><a href="/api/v1/nodes">/api/v1/nodes</a></li>
-<li><a href="/api/v1/queues">/api/v1/queues</a></li>
-<li><a href="/metrics">/metrics</a> (Prometheus)</li>
-</ul></body></html>
-)";
-
 }  // namespace
 
 int HttpStatusOf(absl::StatusCode code) {
@@ -257,9 +245,6 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
            });
   s.Handle("GET", "/healthz", "/healthz",
            [](const httplib::Request&, httplib::Response& res, const Principal&) { res.set_content("ok\n", "text/plain"); });
-  s.Handle("GET", "/", "/", [](const httplib::Request&, httplib::Response& res, const Principal&) {
-    res.set_content(kIndex, "text/html; charset=utf-8");
-  });
 }
 
 }  // namespace trainyard::server::http

@@ -31,7 +31,7 @@ class RestBackend {
   virtual absl::StatusOr<v1::JobView> Describe(const std::string& job) = 0;
 };
 
-// Registers every /api/v1 route, plus / and /healthz. REQUIRES: backend
+// Registers every /api/v1 route, plus /healthz. REQUIRES: backend
 // outlives server.
 void AddRestRoutes(HttpServer& server, RestBackend* backend);
 

@@ -1,0 +1,66 @@
+// The overview's figures from the published views (see overview.h).
+#include "server/http/dashboard/overview.h"
+
+#include <map>
+
+#include "api/states.h"
+#include "server/http/json_views.h"
+
+namespace trainyard::server::http {
+namespace {
+
+using nlohmann::json;
+
+void Add(GpuCounts& sum, const GpuCounts& c) {
+  sum.total += c.total;
+  sum.allocated += c.allocated;
+  sum.free += c.free;
+  sum.excluded += c.excluded;
+}
+
+json CountsJson(const GpuCounts& c) {
+  return {{"total", c.total}, {"allocated", c.allocated}, {"free", c.free}, {"excluded", c.excluded}};
+}
+
+}  // namespace
+
+std::string GpuModelOf(const v1::NodeInfo& info) {
+  for (const char* key : {"gpu-model", "gpu_model", "gpu.model", "gpu"}) {
+    auto it = info.labels().find(key);
+    if (it != info.labels().end() && !it->second.empty()) return it->second;
+  }
+  return "unlabelled";
+}
+
+json OverviewJson(const ViewStore& views) {
+  GpuCounts all;
+  std::map<std::string, int> nodes_by_state;
+  std::map<std::string, std::pair<int, GpuCounts>> by_model;  // model -> (nodes, GPUs)
+  for (const ViewStore::NodeEntry& n : *views.Nodes()) {
+    GpuCounts c = GpuCountsOf(*n.view);
+    Add(all, c);
+    ++nodes_by_state[NodeStateName(n.view->info().state())];
+    auto& [count, gpus] = by_model[GpuModelOf(n.view->info())];
+    ++count;
+    Add(gpus, c);
+  }
+  json jobs_by_state = json::object();
+  for (int s = v1::JOB_QUEUED; s <= v1::JOB_KILLED; ++s) jobs_by_state[api::JobStateName(static_cast<v1::JobState>(s))] = 0;
+  for (const auto& [key, count] : views.StateCounts().jobs) {
+    jobs_by_state[api::JobStateName(key.second)] = jobs_by_state[api::JobStateName(key.second)].get<int64_t>() + count;
+  }
+  json models = json::array();
+  for (const auto& [model, entry] : by_model) {
+    json m = CountsJson(entry.second);
+    m["model"] = model;
+    m["nodes"] = entry.first;
+    models.push_back(std::move(m));
+  }
+  return {{"gpus", CountsJson(all)},
+          {"nodes_by_state", nodes_by_state},
+          {"jobs_by_state", std::move(jobs_by_state)},
+          {"gpus_by_model", std::move(models)},
+          {"queues", QueuesJson(*views.Queues(), views.Jobs(false))}};
+}
+
+}  // namespace trainyard::server::http

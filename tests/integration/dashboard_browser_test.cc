@@ -1,0 +1,185 @@
+// The dashboard in a real headless browser (Debian's chromium, driven by
+// playwright-core from tests/browser/) against a real cluster: a server and
+// two agents. This side places one job, queues another behind it, and
+// hands what the REST API says of them to tests/browser/dashboard_test.mjs,
+// which checks the pages show the same: the placed job's GPUs on its node,
+// the other node cordoned with its reason,
+// the queued job's pending reason, new log lines within a second, no
+// serious accessibility violations, and Kill taking the job off the
+// running list. Screenshots are kept under
+// build/<preset>/test-artifacts/dashboard/ (or $TRAINYARD_TEST_ARTIFACTS).
+//
+// Skips only where chromium, node or the npm packages are missing, and
+// never under CI (CI=true), where scripts/setup installs them.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "httplib.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
+
+namespace trainyard::testing {
+namespace {
+
+// Prints a tick with the time it printed it (Unix ms), five times a second.
+constexpr char kTicking[] = R"yaml(name: ticking
+user: ana
+replicas:
+  worker:
+    count: 1
+    resources: {cpu: 100m, memory: 64Mi, gpus: 3}
+    command: [sh, -c, 'while true; do echo "tick $(date +%s%3N)"; sleep 0.2; done']
+)yaml";
+
+// Needs every GPU of both nodes: waits while the ticking job holds three.
+constexpr char kWaiting[] = R"(name: waiting
+user: bo
+replicas:
+  worker:
+    count: 2
+    resources: {cpu: 100m, memory: 64Mi, gpus: 8}
+    command: [sleep, '300']
+)";
+
+std::string SourceDir() {
+  const char* s = getenv("TRAINYARD_SOURCE_DIR");
+  return s ? s : ".";
+}
+
+// Runs `argv` (a full path first) in its own process group, its output to
+// files, and waits up to `timeout`; then kills the whole group (node and the
+// browser it started).
+CommandResult RunProgram(const std::vector<std::string>& argv, absl::Duration timeout) {
+  TempDir tmp;
+  std::string out = tmp.path() + "/out", err = tmp.path() + "/err";
+  pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(o, 1);
+    dup2(e, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  CommandResult r;
+  int status = 0;
+  bool done = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
+  if (!done) {
+    kill(-pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    r.exit_code = -2;
+  } else {
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  r.out = ReadFile(out);
+  r.err = ReadFile(err);
+  return r;
+}
+
+bool Executable(const std::string& path) { return !path.empty() && access(path.c_str(), X_OK) == 0; }
+
+// Why the browser test cannot run here ("" when it can).
+std::string MissingTools() {
+  const char* chromium = getenv("TRAINYARD_CHROMIUM");
+  if (!Executable(chromium ? chromium : "") && !Executable("/usr/lib/chromium/chromium") &&
+      !Executable("/usr/bin/chromium")) {
+    return "no chromium (scripts/setup installs it)";
+  }
+  if (!Executable("/usr/bin/node")) return "no node (scripts/setup installs nodejs)";
+  for (const char* pkg : {"playwright-core", "axe-core"}) {
+    if (!std::filesystem::exists(absl::StrCat(SourceDir(), "/tests/browser/node_modules/", pkg))) {
+      return absl::StrCat("no ", pkg, " in tests/browser/node_modules (scripts/setup runs npm ci there)");
+    }
+  }
+  return "";
+}
+
+std::string ArtifactsDir() {
+  const char* set = getenv("TRAINYARD_TEST_ARTIFACTS");
+  std::string dir = set ? std::string(set) + "/dashboard"
+                        : (std::filesystem::path(TrainyardBin()).parent_path() / "test-artifacts" / "dashboard").string();
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+// The JSON of job `name` from the REST API once `ready` holds of it.
+nlohmann::json WaitForJob(const Cluster& c, const std::string& name,
+                          const std::function<bool(const nlohmann::json&)>& ready) {
+  nlohmann::json job;
+  WaitFor(
+      [&] {
+        HttpResult r = HttpGet(c.http_address(), "/api/v1/jobs/" + name);
+        if (r.status != 200) return false;
+        job = r.json;
+        return ready(job);
+      },
+      absl::Seconds(30));
+  return job;
+}
+
+TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
+  if (std::string why = MissingTools(); !why.empty()) {
+    if (getenv("CI")) FAIL() << "CI must run the browser test: " << why;
+    GTEST_SKIP() << why;
+  }
+  Cluster c({.nodes = 2});
+  ASSERT_TRUE(c.WaitNodesReady(2));
+  std::string ticking = c.Submit(kTicking);
+  nlohmann::json placed = WaitForJob(c, ticking, [](const nlohmann::json& j) {
+    for (const auto& t : j["tasks"]) {
+      if (t["role"] == "worker" && t["state"] == "RUNNING" && t["gpus"].size() == 3) return true;
+    }
+    return false;
+  });
+  nlohmann::json worker;
+  for (const auto& t : placed["tasks"]) {
+    if (t["role"] == "worker") worker = t;
+  }
+  ASSERT_EQ(worker["gpus"].size(), 3u) << placed.dump(1);
+  // The other node cordoned by an admin (before the waiting job, whose
+  // reason then says so for good).
+  const std::string other = worker["node"] == "node-0" ? "node-1" : "node-0";
+  CommandResult cordon = c.Cli({"cordon", other, "--reason", "disk check"});
+  ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
+  ASSERT_TRUE(WaitFor([&] { return HttpGet(c.http_address(), "/api/v1/nodes/" + other).json["state"] == "CORDONED"; },
+                      absl::Seconds(10)));
+  std::string waiting = c.Submit(kWaiting);
+  nlohmann::json queued = WaitForJob(c, waiting, [](const nlohmann::json& j) {
+    return j["state"] == "QUEUED" && !j["pending_reason"].get<std::string>().empty();
+  });
+  ASSERT_EQ(queued["state"], "QUEUED") << queued.dump(1);
+
+  nlohmann::json expect = {
+      {"placed", {{"job", ticking}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
+      {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
+      {"cordoned", {{"node", other}, {"reason", "disk check"}}}};
+  std::string out = ArtifactsDir();
+  CommandResult r = RunProgram({"/usr/bin/node", SourceDir() + "/tests/browser/dashboard_test.mjs", "--url",
+                                "http://" + c.http_address(), "--out", out, "--expect", expect.dump()},
+                               absl::Seconds(150));
+  std::cout << r.out << r.err << "screenshots: " << out << "\n";
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queued"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));
+  // The kill the browser made is the cluster's.
+  EXPECT_EQ(HttpGet(c.http_address(), "/api/v1/jobs/" + ticking).json["state"], "KILLED");
+}
+
+}  // namespace
+}  // namespace trainyard::testing

@@ -1,0 +1,124 @@
+// One job: its state and pending reason, Kill, tasks (node, GPUs, ports,
+// restarts and their causes), the GPUs it holds on each node, its events on
+// a timeline, the log viewer and the download of every log.
+import { h, table, section, stateBadge, jobColour, when, ago, ports } from './dom.js';
+import { getJson, postJson, jobPath, ApiError } from './api.js';
+import { LogViewer } from './logs.js';
+
+const kTerminal = new Set(['SUCCEEDED', 'FAILED', 'KILLED']);
+
+function exitCause(e) {
+  if (!e) return '';
+  if (e.oom_killed) return 'killed: out of memory';
+  if (e.message) return e.message;
+  if (e.signal) return `killed by signal ${e.signal}`;
+  return `exit code ${e.exit_code}`;
+}
+
+function header(job, kill) {
+  return h('div', { class: 'jobhead' },
+    h('h1', {}, `Job ${job.name} `, stateBadge(job.state)),
+    h('dl', { class: 'facts' },
+      h('dt', {}, 'User'), h('dd', {}, job.user), h('dt', {}, 'Queue'), h('dd', {}, job.queue),
+      h('dt', {}, 'Priority'), h('dd', {}, job.priority), h('dt', {}, 'Framework'), h('dd', {}, job.framework),
+      h('dt', {}, 'GPUs held'), h('dd', {}, job.gpus), h('dt', {}, 'Job master'), h('dd', {}, job.job_master || '—'),
+      h('dt', {}, 'Submitted'), h('dd', {}, `${when(job.submit_time_unix_ms)} (${ago(job.submit_time_unix_ms)} ago)`),
+      h('dt', {}, 'Started'), h('dd', {}, when(job.start_time_unix_ms)),
+      h('dt', {}, 'Ended'), h('dd', {}, when(job.end_time_unix_ms))),
+    job.pending_reason ? h('p', { class: 'pending', id: 'pending-reason' }, h('strong', {}, 'Waiting: '), job.pending_reason) : null,
+    !job.pending_reason && job.reason ? h('p', { class: 'muted' }, job.reason) : null,
+    h('p', {},
+      kTerminal.has(job.state) ? null : h('button', { type: 'button', class: 'danger', id: 'kill', onclick: kill }, 'Kill job'), ' ',
+      h('a', { href: `${jobPath(job.name)}/logs.tar.gz`, download: `${job.name}-logs.tar.gz`, id: 'download-logs' },
+        'Download all logs (tar.gz, every attempt of every task)')));
+}
+
+function tasksTable(job) {
+  return table('Tasks', ['Task', 'Role', 'Index', 'State', 'Node', 'GPUs', 'Ports', 'Attempt', 'Restarts', 'Last exit'],
+    job.tasks.map((t) => [t.name, t.role, t.index, stateBadge(t.state), t.node || '—', t.gpus.join(', ') || '—',
+      ports(t.ports), t.attempt, t.restarts, exitCause(t.last_exit)]), { id: 'tasks' });
+}
+
+// The job's GPUs on each of its nodes, drawn over the node's whole bitmap.
+function gpusPerNode(job, nodes) {
+  const mine = new Map();
+  for (const t of job.tasks) {
+    if (!t.node || !t.gpus.length || kTerminal.has(t.state)) continue;
+    for (const g of t.gpus) mine.set(`${t.node}/${g}`, t.name);
+  }
+  const names = [...new Set(job.tasks.filter((t) => t.node && t.gpus.length && !kTerminal.has(t.state)).map((t) => t.node))].sort();
+  if (!names.length) return h('p', { class: 'muted' }, 'No GPUs held.');
+  return h('div', { class: 'pernode' }, names.map((n) => {
+    const node = nodes.get(n);
+    const count = node ? node.gpu_count : 0;
+    const cells = [];
+    for (let g = 0; g < count; g++) {
+      const task = mine.get(`${n}/${g}`);
+      const label = `${n} GPU ${g}: ${task ? `task ${task}` : node.gpus[g].state}`;
+      cells.push(h('span', {
+        class: `gpu ${task ? 'gpu-used' : `gpu-${node.gpus[g].state} other`}`, title: label, role: 'img', 'aria-label': label,
+        style: task ? `background:${jobColour(job.name)}` : null, dataset: { node: n, gpu: String(g), task: task || '' },
+      }, String(g)));
+    }
+    return h('div', { class: 'pernode-node' }, h('a', { href: `#/nodes?q=${encodeURIComponent(n)}` }, n), ' ',
+      h('span', { class: 'bitmap-row' }, cells));
+  }));
+}
+
+function timeline(job) {
+  const events = (job.events || []).slice().sort((a, b) => a.time_unix_ms - b.time_unix_ms);
+  if (!events.length) return h('p', { class: 'muted' }, 'No events.');
+  const t0 = events[0].time_unix_ms;
+  return h('ol', { class: 'timeline', id: 'events' }, events.map((e) => h('li', { class: `ev ev-${e.kind}` },
+    h('time', { datetime: new Date(e.time_unix_ms).toISOString() }, `+${((e.time_unix_ms - t0) / 1000).toFixed(1)}s`),
+    ' ', h('strong', {}, e.kind), ' ', e.text)));
+}
+
+function restarts(job) {
+  const rows = job.tasks.filter((t) => t.restarts > 0).map((t) => [t.name, t.restarts, exitCause(t.last_exit)]);
+  const evs = (job.events || []).filter((e) => /restart/.test(e.kind));
+  return h('div', {}, table('Restarts', ['Task', 'Restarts', 'Cause of the last'], rows),
+    evs.length ? h('ul', {}, evs.map((e) => h('li', {}, `${when(e.time_unix_ms)}: ${e.text}`))) : null);
+}
+
+export function mount(main, params) {
+  const name = params.get('job');
+  const head = h('div', {});
+  const body = h('div', {});
+  const logs = new LogViewer(name);
+  const kill = async () => {
+    if (!confirm(`Kill job ${name}? Its tasks are stopped.`)) return;
+    try {
+      await postJson(`${jobPath(name)}/kill`, { reason: 'killed from the dashboard' });
+    } catch (e) {
+      alert(`Kill failed: ${e.message}`);
+    }
+  };
+  main.append(head, body, section('Logs', logs.el));
+  return {
+    topics: ['jobs', 'nodes'],
+    async refresh() {
+      let job;
+      try {
+        job = await getJson(jobPath(name));
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 404) {
+          head.replaceChildren(h('h1', {}, `Job ${name}`), h('p', { class: 'error', role: 'alert' }, e.message));
+          return;
+        }
+        throw e;
+      }
+      const used = [...new Set(job.tasks.filter((t) => t.node).map((t) => t.node))];
+      const nodes = new Map();
+      await Promise.all(used.map(async (n) => {
+        try { nodes.set(n, await getJson(`/api/v1/nodes/${encodeURIComponent(n)}`)); } catch (e) { /* gone: drawn without */ }
+      }));
+      head.replaceChildren(header(job, kill));
+      body.replaceChildren(section('Tasks', tasksTable(job)), section('GPUs per node', gpusPerNode(job, nodes)),
+        section('Restarts', restarts(job)), section('Events', timeline(job)));
+      logs.update(job.tasks);
+      main.dataset.ready = 'job';
+    },
+    dispose() { logs.stop(); },
+  };
+}
