@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -94,6 +95,14 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
     return absl::UnavailableError(absl::StrCat("GPU discovery (", agent->discovery_->Name(),
                                                "): ", inventory.status().message()));
   }
+  absl::StatusOr<std::string> mps_control =
+      ChooseMpsControl(config.mps, config.mps_control, inventory->source == "simulated");
+  if (!mps_control.ok()) return mps_control.status();
+  if (!mps_control->empty()) {
+    std::error_code ec;
+    std::filesystem::path data = std::filesystem::absolute(config.data_dir, ec);
+    agent->mps_ = std::make_unique<MpsDaemons>(MpsOptions{.control = *mps_control, .dir = (data / "mps").string()});
+  }
   ResourceLimiter* limiter = config.limiter;
   if (limiter == nullptr) {
     agent->owned_limiter_ = DetectResourceLimiter();
@@ -101,7 +110,8 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   }
   absl::StatusOr<std::unique_ptr<Supervisor>> supervisor =
       Supervisor::Create({.data_dir = config.data_dir, .clock = config.clock, .limiter = limiter, .listener = listener,
-                          .log_max_attempt_bytes = config.log_max_attempt_bytes});
+                          .log_max_attempt_bytes = config.log_max_attempt_bytes,
+                          .mps = agent->mps_.get()});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();
@@ -109,10 +119,12 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   node.gpus = inventory->gpus;
   node.topology = inventory->topology;
   node.gpu_source = inventory->source;
+  node.mps_control = *mps_control;
   node.limiter = limiter->kind();
   node.excluded_gpus = OwnerlessBusyGpus(node.gpus, agent->supervisor_->GpusInUse(), config.ownerless);
-  Log(LogLevel::kInfo, kComponent, "node %s: %d GPUs (%s), %d MiB, %d millicores, ports %s%s",
-      node.name, static_cast<int>(node.gpus.size()), node.gpu_source, node.memory_mb,
+  Log(LogLevel::kInfo, kComponent, "node %s: %d GPUs (%s%s), %d MiB, %d millicores, ports %s%s",
+      node.name, static_cast<int>(node.gpus.size()), node.gpu_source,
+      node.mps_control.empty() ? "" : absl::StrCat(", MPS for shares via ", node.mps_control), node.memory_mb,
       node.vcores_milli, node.port_range.Empty() ? "as the server decides" : node.port_range.ToString(),
       node.excluded_gpus.Empty() ? "" : absl::StrCat(", excluded GPUs ", node.excluded_gpus.ToString()));
   return agent;

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "agent/gpu_discovery.h"
+#include "agent/mps.h"
 #include "agent/resource_limiter.h"
 #include "agent/supervisor.h"
 #include "agent/task.h"
@@ -44,6 +45,10 @@ struct AgentConfig {
   // The most bytes kept of each attempt's logs (--log-max-attempt-bytes;
   // the newest part stays). 0: no cap.
   int64_t log_max_attempt_bytes = 100ll << 20;
+  // CUDA MPS per shared GPU (--mps off|auto|on, --mps-control; mps.h and
+  // docs/gpu-sharing.md): off by default; auto only for real GPUs.
+  std::string mps = "off";
+  std::string mps_control;  // "" = nvidia-cuda-mps-control in PATH
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).
@@ -61,6 +66,7 @@ struct NodeInfo {
   core::PortRanges ephemeral_ports;  // the kernel's ip_local_port_range (empty when unreadable)
   core::GpuSet excluded_gpus;    // busy with processes Trainyard did not start
   std::string gpu_source;        // "nvml", "nvidia-smi", "simulated"
+  std::string mps_control;       // the MPS control program in use; "" = no MPS
   LimiterKind limiter = LimiterKind::kRlimit;
 };
 
@@ -109,6 +115,7 @@ class AgentCore {
 
   GpuDiscoveryPtr discovery_;
   ResourceLimiterPtr owned_limiter_;
+  std::unique_ptr<MpsDaemons> mps_;  // before supervisor_: outlives it
   std::unique_ptr<Supervisor> supervisor_;
   OwnerlessGpuOptions ownerless_;
   std::string proc_root_;

@@ -127,6 +127,7 @@ Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, R
       owned_limiter_(std::move(owned_limiter)),
       limiter_(owned_limiter_ ? owned_limiter_.get() : options.limiter),
       listener_(options.listener),
+      mps_(options.mps),
       logs_(data_dir_),
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   jump_listener_ = clock_->AddJumpListener([this] { Wake(); });
@@ -169,6 +170,7 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
                                                    TaskStateName(it->second->state)));
     }
     if (absl::Status s = GpusFree(launch); !s.ok()) return s;
+    if (absl::Status s = JoinMps(launch); !s.ok()) return s;
     auto task = std::make_unique<Task>();
     task->attempt = launch.attempt;
     task->launch = std::move(launch);
@@ -207,6 +209,23 @@ absl::Status Supervisor::GpusFree(const TaskLaunch& launch) const {
   return absl::OkStatus();
 }
 
+absl::Status Supervisor::JoinMps(TaskLaunch& launch) {
+  if (mps_ == nullptr || launch.gpu_milli <= 0 || launch.gpus.Empty()) return absl::OkStatus();
+  int gpu = launch.gpus.Indices().front();
+  absl::StatusOr<MpsGpu> dirs = mps_->Join(launch.key.ToString(), gpu);
+  if (!dirs.ok()) {
+    return absl::UnavailableError(absl::StrCat("task ", launch.key.ToString(), ": the MPS daemon of GPU ", gpu,
+                                               ": ", dirs.status().message()));
+  }
+  launch.mps_pipe_dir = dirs->pipe_dir;
+  launch.mps_log_dir = dirs->log_dir;
+  return absl::OkStatus();
+}
+
+void Supervisor::LeaveMps(const TaskLaunch& launch) {
+  if (mps_ != nullptr && !launch.mps_pipe_dir.empty()) mps_->Leave(launch.key.ToString());
+}
+
 absl::Status Supervisor::Kill(const TaskKey& key) {
   {
     absl::MutexLock lock(&mu_);
@@ -223,6 +242,7 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
       task.start_at = absl::InfiniteFuture();
       task.message = "killed before its next attempt started";
       RemoveTaskRecord(data_dir_, key);
+      LeaveMps(task.launch);
       pending_.push_back(StatusOf(task, task.message));
     }
   }
@@ -294,6 +314,13 @@ std::vector<TaskStatus> Supervisor::Adopt() {
         t.adopted = true;
         t.pidfd = static_cast<int>(syscall(SYS_pidfd_open, t.pid, 0));
         t.state = TaskState::kRunning;
+        if (!t.launch.mps_pipe_dir.empty()) {
+          // Its daemon still runs (it is adopted, not started, by Join);
+          // without MPS now, the task keeps its daemon until it ends.
+          if (absl::Status s = JoinMps(t.launch); !s.ok()) {
+            Log(LogLevel::kWarning, kComponent, "%s", s.message());
+          }
+        }
         Log(LogLevel::kInfo, kComponent, "re-adopted %s (pid %d)", t.launch.key.ToString(), t.pid);
         adopted.push_back(StatusOf(t, "re-adopted after an agent restart"));
         pending_.push_back(adopted.back());

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "agent/mps.h"
 #include "agent/resource_limiter.h"
 #include "agent/task.h"
 #include "agent/task_logs.h"
@@ -49,6 +50,8 @@ struct SupervisorOptions {
   // The most bytes kept of each attempt's logs (stdout and stderr half each;
   // the newest part is kept). 0: no cap.
   int64_t log_max_attempt_bytes = 100ll << 20;
+  // CUDA MPS for GPU shares (mps.h); nullptr = off. Outlives the supervisor.
+  MpsDaemons* mps = nullptr;
 };
 
 // Returns the environment of `attempt` of a task, as "KEY=VALUE" entries:
@@ -139,6 +142,12 @@ class Supervisor {
   // OK when the launch's GPUs are not held by a task that has not ended, or
   // only by shares that leave room for the launch's share.
   absl::Status GpusFree(const TaskLaunch& launch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A share's launch joins its GPU's MPS daemon (the MPS dirs go into the
+  // launch); its final end leaves it. Both do nothing without MPS or for
+  // whole GPUs. Called with mu_ held, so one task's join and leave cannot
+  // cross a relaunch of the same key.
+  absl::Status JoinMps(TaskLaunch& launch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LeaveMps(const TaskLaunch& launch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each returns the status changes to report once the lock is released.
   void StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out)
@@ -162,6 +171,7 @@ class Supervisor {
   ResourceLimiterPtr owned_limiter_;
   ResourceLimiter* limiter_;
   TaskListener* listener_;
+  MpsDaemons* const mps_;
   TaskLogs logs_;
   int wake_fd_ = -1;  // eventfd
   int jump_listener_ = 0;  // wakes the loop when a fake clock jumps

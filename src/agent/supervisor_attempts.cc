@@ -59,6 +59,9 @@ std::vector<std::string> TaskEnvironment(const std::vector<std::string>& base,
                        .gpu_milli = launch.gpu_milli,
                        .gpu_memory_mb = launch.gpu_memory_mb},
                       &env);
+  if (!launch.mps_pipe_dir.empty() && launch.gpu_milli > 0 && !launch.gpus.Empty()) {
+    SetMpsClientEnv(launch.gpu_milli, launch.gpu_memory_mb, {launch.mps_pipe_dir, launch.mps_log_dir}, &env);
+  }
   api::SetAttemptEnv(attempt, &env);
   std::vector<std::string> out;
   out.reserve(env.size());
@@ -177,6 +180,7 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
   Log(LogLevel::kInfo, kComponent, "%s %s: %s", l.key.ToString(), TaskStateName(task.state), task.message);
   if (IsFinal(task.state)) {
     RemoveTaskRecord(data_dir_, l.key);
+    LeaveMps(l);
   } else {
     Persist(task);
   }

@@ -55,6 +55,10 @@ struct TaskLaunch {
   core::GpuSet gpus;
   int32_t gpu_milli = 0;      // a share of the one GPU in gpus; 0 = whole GPUs
   int64_t gpu_memory_mb = 0;  // that share's GPU memory; 0 = none asked
+  // Set by the supervisor for a share under CUDA MPS (mps.h): where the
+  // GPU's daemon is. Empty = no MPS.
+  std::string mps_pipe_dir;
+  std::string mps_log_dir;
   core::PortRanges ports;
   std::string checkpoint_dir;        // empty: DATA/checkpoints/JOB/ROLE-INDEX
   int64_t memory_limit_mb = 0;       // 0: no limit

@@ -27,6 +27,8 @@ json LaunchToJson(const TaskLaunch& l) {
               {"gpus", l.gpus.bits()},
               {"gpu_milli", l.gpu_milli},
               {"gpu_memory_mb", l.gpu_memory_mb},
+              {"mps_pipe_dir", l.mps_pipe_dir},
+              {"mps_log_dir", l.mps_log_dir},
               {"ports", l.ports.ToString()},
               {"checkpoint_dir", l.checkpoint_dir},
               {"memory_limit_mb", l.memory_limit_mb},
@@ -51,6 +53,8 @@ TaskLaunch LaunchFromJson(const json& j) {
   // Records written before GPU shares lack these: whole GPUs.
   l.gpu_milli = j.value("gpu_milli", 0);
   l.gpu_memory_mb = j.value("gpu_memory_mb", int64_t{0});
+  l.mps_pipe_dir = j.value("mps_pipe_dir", std::string());
+  l.mps_log_dir = j.value("mps_log_dir", std::string());
   absl::StatusOr<core::PortRanges> ports = core::PortRanges::Parse(j.at("ports").get<std::string>());
   if (ports.ok()) l.ports = *ports;
   l.checkpoint_dir = j.at("checkpoint_dir").get<std::string>();

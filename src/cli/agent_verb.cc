@@ -111,6 +111,11 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--gpu-topology", f.config.gpu.gpu_topology, "topology spec of simulated GPUs");
   cmd->add_option("--gpu-model", f.config.gpu.simulated_model,
                   "model of simulated GPUs, as tasks name it in gpuModel (e.g. A10, V100M32)");
+  cmd->add_option("--mps", f.config.mps,
+                  "CUDA MPS for GPU shares: off (default), auto (where nvidia-cuda-mps-control is found and the GPUs "
+                  "are real) or on");
+  cmd->add_option("--mps-control", f.config.mps_control,
+                  "the MPS control program (default: nvidia-cuda-mps-control in PATH)");
   cmd->add_option("--memory-mb", f.config.memory_mb, "memory to offer (default: MemTotal)");
   cmd->add_option("--vcores", f.vcores, "CPU cores to offer (default: the CPUs this process may use)");
   cmd->add_option("--port-range", f.config.port_range, "ports to serve, e.g. [20000-29999] (default: the server's defaultPortRange, else 1024-65535 minus the kernel's ephemeral range)");

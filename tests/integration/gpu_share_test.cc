@@ -10,6 +10,7 @@
 #include <set>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -88,6 +89,45 @@ TEST(GpuShareTest, QuarterSharesPackAndWholeGpusWaitForWholeGpus) {
   std::string text = ReadFile(out + "/whole-worker-0.env");
   EXPECT_EQ(EnvValue(text, "TRAINYARD_GPU_SHARE"), "<unset>") << text;
   EXPECT_THAT(EnvValue(text, "CUDA_VISIBLE_DEVICES"), ::testing::AnyOf("0", "1"));
+}
+
+
+// CUDA MPS on the real path: an agent run with --mps on and a fake control
+// program (a script that records its calls). Two quarter shares of one GPU
+// run as clients of one daemon with their limits; the daemon stops when the
+// second share ends.
+TEST(GpuShareTest, SharesRunUnderOneMpsDaemonPerGpuThatStopsWithTheLastShare) {
+  TempDir tools;
+  std::string calls = tools.path() + "/calls";
+  std::string control = tools.path() + "/nvidia-cuda-mps-control";
+  WriteFile(control, absl::StrCat("#!/bin/sh\ninput=''\nif [ \"$1\" != -d ]; then input=$(cat); fi\n",
+                                  "echo \"args=$* gpu=$CUDA_VISIBLE_DEVICES pipe=$CUDA_MPS_PIPE_DIRECTORY ",
+                                  "input=$input\" >> ", calls, "\n"));
+  ASSERT_EQ(chmod(control.c_str(), 0755), 0);
+  Cluster c({.nodes = 1, .gpus = 2, .topology = "switches=0-1;sockets=0-1",
+             .agent_flags = {"--mps", "on", "--mps-control", control}});
+  ASSERT_TRUE(c.WaitNodesReady(1)) << ReadFile(c.server().log());
+  std::string out = c.dir() + "/out";
+  ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
+  std::string job = c.Submit(Job("mps", "{gpus: 0.25, gpuMemory: 1Gi, cpu: 100m, memory: 64Mi}", 2, out));
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
+  std::string pipe = c.dir() + "/node-0/mps/gpu-0/pipe";
+  for (int i = 0; i < 2; ++i) {
+    std::string env = out + "/mps-worker-" + std::to_string(i) + ".env";
+    ASSERT_TRUE(WaitFor([&] { return !ReadFile(env).empty(); }, absl::Seconds(20))) << env;
+    std::string text = ReadFile(env);
+    EXPECT_EQ(EnvValue(text, "CUDA_MPS_PIPE_DIRECTORY"), pipe) << text;
+    EXPECT_EQ(EnvValue(text, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25") << text;
+    EXPECT_EQ(EnvValue(text, "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT"), "0=1024M") << text;
+    EXPECT_EQ(EnvValue(text, "CUDA_VISIBLE_DEVICES"), "0") << text;
+  }
+  EXPECT_EQ(ReadFile(calls), absl::StrCat("args=-d gpu=0 pipe=", pipe, " input=\n"));
+  WriteFile(out + "/go", "");
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
+  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFile(calls), "input=quit"); }, absl::Seconds(20)))
+      << ReadFile(calls);
+  EXPECT_EQ(ReadFile(calls), absl::StrCat("args=-d gpu=0 pipe=", pipe, " input=\n", "args= gpu=0 pipe=", pipe,
+                                          " input=quit\n"));
 }
 
 }  // namespace
