@@ -21,6 +21,7 @@
 #include "cli/text.h"
 #include "cli/verb_common.h"
 #include "cli/verbs.h"
+#include "cli/watch.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/resource.h"
 #include "api/job_spec.h"
@@ -116,6 +117,7 @@ int Submit(SubmitFlags& f) {
 // ---- jobs ----
 struct JobsFlags : Common {
   bool all = false;
+  bool watch = false;
   std::string user;
   std::string queue;
   std::vector<std::string> states;
@@ -130,6 +132,47 @@ std::optional<v1::JobState> ParseJobState(std::string text) {
     if (s != v1::JOB_STATE_UNSPECIFIED && v1::JobState_IsValid(s) && text == api::JobStateName(state)) return state;
   }
   return std::nullopt;
+}
+
+Table JobsTable(const v1::ListJobsResponse& resp) {
+  Table t({"NAME", "STATE", "QUEUE", "USER", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
+  int64_t now = NowMs();
+  for (const auto& j : resp.jobs()) {
+    // The job master is the server's, not one of the user's tasks.
+    int running = 0, tasks = 0;
+    for (const auto& task : j.tasks()) {
+      if (api::IsJobMasterRole(task.role())) continue;
+      ++tasks;
+      running += task.state() == v1::TASK_RUNNING;
+    }
+    std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
+    for (auto& c : prio) c = static_cast<char>(std::tolower(c));
+    t.Add({j.name(), StateName(j.state()), j.queue(), Printable(j.user()), prio, absl::StrCat(running, "/", tasks),
+           absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), Printable(j.reason())});
+  }
+  return t;
+}
+
+// jobs -w: the list again whenever it changed.
+int WatchJobs(const JobsFlags& f, const v1::ListJobsRequest& req) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  std::string last;
+  bool first = true;
+  return WatchLoop("jobs", address, [&](bool*) {
+    v1::ListJobsResponse resp;
+    auto ctx = Context();
+    grpc::Status st = stub->ListJobs(ctx.get(), req, &resp);
+    if (!st.ok()) return st;
+    std::string now = resp.SerializeAsString();
+    // An empty list serializes to "": the first screen is printed whatever
+    // it holds.
+    if (!first && now == last) return grpc::Status::OK;  // another job's change, or none that shows
+    last = std::move(now);
+    PrintScreen(f.output == "json" ? ToJson(resp) + "\n" : JobsTable(resp).Render(), first);
+    first = false;
+    return grpc::Status::OK;
+  });
 }
 
 int Jobs(JobsFlags& f) {
@@ -148,29 +191,14 @@ int Jobs(JobsFlags& f) {
       req.add_states(*state);
     }
   }
-  return RunListing("jobs", f, &v1::Trainyard::Stub::ListJobs, req, [](const v1::ListJobsResponse& resp) {
-    Table t({"NAME", "STATE", "QUEUE", "USER", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
-    int64_t now = NowMs();
-    for (const auto& j : resp.jobs()) {
-      // The job master is the server's, not one of the user's tasks.
-      int running = 0, tasks = 0;
-      for (const auto& task : j.tasks()) {
-        if (api::IsJobMasterRole(task.role())) continue;
-        ++tasks;
-        running += task.state() == v1::TASK_RUNNING;
-      }
-      std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
-      for (auto& c : prio) c = static_cast<char>(std::tolower(c));
-      t.Add({j.name(), StateName(j.state()), j.queue(), Printable(j.user()), prio, absl::StrCat(running, "/", tasks),
-             absl::StrCat(j.gpus()), Age(now - j.submit_time_unix_ms()), Printable(j.reason())});
-    }
-    return t;
-  });
+  if (f.watch) return WatchJobs(f, req);
+  return RunListing("jobs", f, &v1::Trainyard::Stub::ListJobs, req, JobsTable);
 }
 
 // ---- describe ----
 struct DescribeFlags : Common {
   std::string job;
+  bool watch = false;
 };
 
 std::string ExitText(const v1::TaskView& task) {
@@ -203,14 +231,14 @@ std::string MasterText(const v1::JobView& j) {
   return "";
 }
 
-void PrintJob(const v1::JobView& j) {
+void PrintJob(const v1::JobView& j, std::ostream& os) {
   int64_t now = NowMs();
-  std::cout << "Name:       " << j.name() << "\n"
+  os << "Name:       " << j.name() << "\n"
             << "State:      " << StateName(j.state()) << "\n";
-  if (!j.reason().empty()) std::cout << "Reason:     " << Printable(j.reason()) << "\n";
+  if (!j.reason().empty()) os << "Reason:     " << Printable(j.reason()) << "\n";
   std::string prio = v1::PriorityClass_Name(j.priority()).substr(9);
   for (auto& c : prio) c = static_cast<char>(std::tolower(c));
-  std::cout << "User:       " << Printable(j.user()) << "\n"
+  os << "User:       " << Printable(j.user()) << "\n"
             << "Queue:      " << j.queue() << "\n"
             << "Priority:   " << prio << "\n"
             << "Submitted:  " << TimeText(j.submit_time_unix_ms()) << " (" << Age(now - j.submit_time_unix_ms())
@@ -219,7 +247,7 @@ void PrintJob(const v1::JobView& j) {
             << "Ended:      " << TimeText(j.end_time_unix_ms()) << "\n"
             << "Elapsed:    " << ElapsedText(j.start_time_unix_ms(), j.end_time_unix_ms(), now)
             << (j.start_time_unix_ms() > 0 && j.end_time_unix_ms() == 0 ? " (running)" : "") << "\n";
-  if (std::string master = MasterText(j); !master.empty()) std::cout << "Master:     " << Printable(master) << "\n";
+  if (std::string master = MasterText(j); !master.empty()) os << "Master:     " << Printable(master) << "\n";
   Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
   for (const auto& task : j.tasks()) {
     if (api::IsJobMasterRole(task.role())) continue;  // on the Master line
@@ -235,27 +263,52 @@ void PrintJob(const v1::JobView& j) {
            task.node_gpu_count() ? GpuBitmap(task.gpu_mask(), task.node_gpu_count()) : "-",
            PortsText(task.ports()), absl::StrCat(task.restarts()), exit});
   }
-  std::cout << "\nTasks:\n" << t.Render();
-  std::cout << "\nEvents:\n";
+  os << "\nTasks:\n" << t.Render();
+  os << "\nEvents:\n";
   for (const auto& e : j.events()) {
-    std::cout << absl::StrFormat("  %-6s %-15s %s\n", Age(now - e.time_unix_ms()), e.kind(), Printable(e.text()));
+    os << absl::StrFormat("  %-6s %-15s %s\n", Age(now - e.time_unix_ms()), e.kind(), Printable(e.text()));
   }
+}
+
+std::string DescribeText(const DescribeFlags& f, const v1::JobView& v) {
+  if (f.output == "json") return ToJson(v) + "\n";
+  std::ostringstream os;
+  PrintJob(v, os);
+  return os.str();
+}
+
+// describe -w: the job again whenever its view changed, until it ends.
+int WatchDescribe(const DescribeFlags& f, v1::Trainyard::Stub& stub, const std::string& address) {
+  v1::DescribeJobRequest req;
+  req.set_job(f.job);
+  std::string last;
+  bool first = true;
+  return WatchLoop("describe", address, [&](bool* done) {
+    v1::JobView v;
+    auto ctx = Context();
+    grpc::Status st = stub.DescribeJob(ctx.get(), req, &v);
+    if (!st.ok()) return st;
+    *done = api::IsTerminal(v.state());
+    std::string now = v.SerializeAsString();
+    if (!first && now == last) return grpc::Status::OK;
+    last = std::move(now);
+    PrintScreen(DescribeText(f, v), first);
+    first = false;
+    return grpc::Status::OK;
+  });
 }
 
 int Describe(DescribeFlags& f) {
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
+  if (f.watch) return WatchDescribe(f, *stub, address);
   v1::DescribeJobRequest req;
   req.set_job(f.job);
   v1::JobView v;
   auto ctx = Context();
   grpc::Status st = stub->DescribeJob(ctx.get(), req, &v);
   if (!st.ok()) return ReportError("describe", address, st);
-  if (f.output == "json") {
-    std::cout << ToJson(v) << "\n";
-  } else {
-    PrintJob(v);
-  }
+  std::cout << DescribeText(f, v);
   return kExitOk;
 }
 
@@ -338,6 +391,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   static JobsFlags jobs;
   c = app.add_subcommand("jobs", "List jobs");
   c->add_flag("-a,--all", jobs.all, "include finished jobs");
+  c->add_flag("-w,--watch", jobs.watch, "print the list again whenever it changes, until Ctrl-C");
   c->add_option("--user", jobs.user, "only this user's jobs");
   c->add_option("--queue", jobs.queue, "only the jobs of this queue");
   c->add_option("--state", jobs.states, "only jobs in these states (e.g. running,queued; a finished state implies -a)")
@@ -348,6 +402,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   static DescribeFlags describe;
   c = app.add_subcommand("describe", "Show a job: tasks, nodes, GPUs, ports, events, pending reason");
   c->add_option("job", describe.job, "job name")->required();
+  c->add_flag("-w,--watch", describe.watch, "print the job again whenever it changes, until it ends (or Ctrl-C)");
   AddCommon(c, &describe, true);
   c->callback([exit_code] { *exit_code = Describe(describe); });
 

@@ -10,7 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/client.h"
-#include "cli/log_printer.h"
+#include "api/log_printer.h"
 #include "cli/verbs.h"
 
 namespace trainyard::cli {
@@ -69,7 +69,7 @@ int Logs(LogsFlags& f) {
   }
   bool many = f.task.empty() || req.index() < 0;
   bool prefix = f.prefix || (many && !f.no_prefix);
-  LogPrinter printer({.follow = f.follow,
+  api::LogPrinter printer({.follow = f.follow,
                       .timestamps = f.timestamps,
                       .prefix = prefix,
                       .headers = many && !prefix,

@@ -88,6 +88,8 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpThreads") Read(v, key, &c.http_threads, &errors);
     else if (key == "httpMaxConnections") Read(v, key, &c.http_max_connections, &errors);
     else if (key == "httpRequestTimeoutMs") Read(v, key, &c.http_request_timeout_ms, &errors);
+    else if (key == "httpMaxLogStreams") Read(v, key, &c.http_max_log_streams, &errors);
+    else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
     else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
@@ -169,6 +171,12 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                                   c.http_threads));
   }
   if (c.http_request_timeout_ms <= 0) errors.push_back("httpRequestTimeoutMs: must be positive");
+  if (c.http_max_log_streams < 0 || c.http_max_log_streams > 1024) {
+    errors.push_back(absl::StrCat("httpMaxLogStreams: ", c.http_max_log_streams, " is not within 0..1024"));
+  }
+  if (c.http_max_watchers < 0 || c.http_max_watchers > 1024) {
+    errors.push_back(absl::StrCat("httpMaxWatchers: ", c.http_max_watchers, " is not within 0..1024"));
+  }
   if (c.queue_policy != "fifo" && c.queue_policy != "capacity" && c.queue_policy != "fair") {
     errors.push_back(absl::StrCat("queuePolicy: '", c.queue_policy, "' is not one of fifo, capacity, fair"));
   }

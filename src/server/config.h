@@ -15,8 +15,12 @@ struct ServerConfig {
   // Open to whoever reaches it until security lands (docs/api.md).
   std::string http_listen;
   int http_threads = 4;                   // HTTP requests served at once
-  int http_max_connections = 64;          // open HTTP connections; more are answered 503
+  int http_max_connections = 128;         // open HTTP connections; more are answered 503
   int http_request_timeout_ms = 10000;    // to receive one request, and per write of an answer
+  // Streamed answers open at once, each with a thread of its own beside the
+  // http_threads: followed task logs and log archives, and watchers.
+  int http_max_log_streams = 8;
+  int http_max_watchers = 32;
   std::string data_dir = ".trainyard/server";
   std::string queue_config;               // YAML path; "" = one queue "default"
   std::string queue_policy = "fifo";      // fifo | capacity | fair
@@ -80,7 +84,8 @@ struct ServerConfig {
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
-// httpThreads, httpMaxConnections, httpRequestTimeoutMs, dataDir, queueConfig,
+// httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
+// httpMaxWatchers, dataDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
 // reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,

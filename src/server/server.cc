@@ -17,6 +17,7 @@
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
+#include "server/hub_log_reader.h"
 #include "server/log_hub.h"
 #include "server/submission.h"
 #include "store/sqlite_state_store.h"
@@ -39,16 +40,20 @@ class ManagerLogBackend final : public LogBackend {
 // The REST API's view of the manager: the same calls as the gRPC API's.
 class ManagerRestBackend final : public http::RestBackend {
  public:
-  explicit ManagerRestBackend(JobManager* manager) : manager_(manager) {}
+  ManagerRestBackend(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) {}
   const ViewStore& Views() override { return manager_->Views(); }
   void Submit(const v1::SubmitRequest& req, SubmitDone done) override { SubmitFromRequest(manager_, req, std::move(done)); }
   absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason) override {
     return manager_->Kill(job, reason);
   }
   absl::StatusOr<v1::JobView> Describe(const std::string& job) override { return manager_->Describe(job); }
+  absl::StatusOr<http::LogReaderPtr> OpenLogs(const v1::LogsRequest& request) override {
+    return HubLogReader::Open(logs_, request);
+  }
 
  private:
   JobManager* const manager_;
+  LogHub* const logs_;
 };
 
 namespace {
@@ -158,12 +163,14 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   opt.threads = config.http_threads;
   opt.max_connections = config.http_max_connections;
   opt.request_timeout = absl::Milliseconds(config.http_request_timeout_ms);
+  opt.max_log_streams = config.http_max_log_streams;
+  opt.max_watchers = config.http_max_watchers;
   // A spec's text as a JSON string may take twice its bytes (escapes).
   opt.max_body_bytes = 2 * config.max_spec_bytes + (64 << 10);
   absl::StatusOr<std::unique_ptr<http::HttpServer>> bound = http::HttpServer::Bind(opt);
   if (!bound.ok()) return bound.status();
   http_ = std::move(*bound);
-  rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get());
+  rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
   http::AddDashboardRoutes(*http_, rest_backend_.get());
   http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters());

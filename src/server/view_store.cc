@@ -18,6 +18,7 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
     ++counts_.jobs[key];
     for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] += entry.task_states[s];
     std::swap(jobs_[name], entry);
+    Bump(&versions_.jobs);
     if (entry.view) {  // the entry it replaced
       key.first = entry.view->queue();
       key.second = entry.view->state();
@@ -57,18 +58,44 @@ void ViewStore::RemoveJob(const std::string& name) {
     if (it == jobs_.end()) return;
     std::swap(it->second, gone);
     jobs_.erase(it);
+    Bump(&versions_.jobs);
   }
   // Freed here, outside the lock, as PutJob frees the view it replaces.
 }
 
 void ViewStore::PutNodes(NodesPtr nodes) {
+  NodesPtr old = Nodes();
+  // Views unchanged are shared with the last publication: compared by
+  // pointer. The shell is the one publisher, so `old` is still the current.
+  bool changed = old->size() != nodes->size();
+  for (size_t i = 0; !changed && i < nodes->size(); ++i) changed = (*old)[i].view != (*nodes)[i].view;
   absl::MutexLock lock(&mu_);
   nodes_ = std::move(nodes);
+  if (changed) Bump(&versions_.nodes);
 }
 
 void ViewStore::PutQueues(QueuesPtr queues) {
   absl::MutexLock lock(&mu_);
   queues_ = std::move(queues);
+  Bump(&versions_.queues);
+}
+
+void ViewStore::Bump(int64_t* version) {
+  ++*version;
+  changed_.SignalAll();
+}
+
+ViewStore::Versions ViewStore::CurrentVersions() const {
+  absl::MutexLock lock(&mu_);
+  return versions_;
+}
+
+ViewStore::Versions ViewStore::AwaitChange(const Versions& seen, absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  while (versions_ == seen) {
+    if (changed_.WaitWithDeadline(&mu_, deadline)) break;
+  }
+  return versions_;
 }
 
 std::optional<ViewStore::JobEntry> ViewStore::Job(const std::string& name) const {

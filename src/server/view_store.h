@@ -6,7 +6,9 @@
 // small lock, never the shell's lock and never the StateStore. The shell
 // also publishes its counters here (PublishedStats), and the store keeps
 // job and task counts by state as jobs are put, so /metrics reads them
-// without walking every job.
+// without walking every job. Each kind of view has a version that moves
+// when it is published changed, which watchers wait on (the REST watch
+// stream, the CLI's -w).
 #pragma once
 
 #include <array>
@@ -18,6 +20,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "proto/service.pb.h"
 #include "server/event_list.h"
 #include "server/stats.h"
@@ -55,6 +58,15 @@ class ViewStore {
   using NodesPtr = std::shared_ptr<const std::vector<NodeEntry>>;
   using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
   using StatsPtr = std::shared_ptr<const PublishedStats>;
+  // What has been published: jobs moves with every job put or removed,
+  // nodes when a node's view (not its heartbeat time or free disk) or the
+  // set of nodes changed, queues with every queue publication.
+  struct Versions {
+    int64_t jobs = 0;
+    int64_t nodes = 0;
+    int64_t queues = 0;
+    bool operator==(const Versions&) const = default;
+  };
 
   void PutJob(const std::string& name, JobEntry entry) ABSL_LOCKS_EXCLUDED(mu_);
   // Takes a deleted job's view down.
@@ -75,13 +87,22 @@ class ViewStore {
 
   static v1::JobView FullView(const JobEntry& entry);
 
+  Versions CurrentVersions() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Waits until the versions differ from `seen` or `deadline` passes; what
+  // they are then.
+  Versions AwaitChange(const Versions& seen, absl::Time deadline) const ABSL_LOCKS_EXCLUDED(mu_);
+
  private:
+  void Bump(int64_t* version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<NodeEntry>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
   StatsPtr stats_ ABSL_GUARDED_BY(mu_) = std::make_shared<const PublishedStats>();
   Counts counts_ ABSL_GUARDED_BY(mu_);
+  Versions versions_ ABSL_GUARDED_BY(mu_);
+  mutable absl::CondVar changed_;  // versions_ moved
 };
 
 }  // namespace trainyard::server

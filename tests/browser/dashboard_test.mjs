@@ -101,6 +101,13 @@ async function logViewerFollows(page) {
   await shot(page, 'job-logs');
   check(Math.max(...lat) < 1000, `log viewer: new lines shown ${JSON.stringify(lat)} ms after printed; want < 1000`);
   ok(`log viewer shows new lines ${Math.min(...lat)}..${Math.max(...lat)} ms after the task printed them`);
+  // The page's bulk download link serves the job's archive.
+  const href = await page.getAttribute('#download-logs', 'href');
+  const archive = await page.request.get(`${url}${href}`);
+  const body = await archive.body();
+  check(archive.status() === 200 && body[0] === 0x1f && body[1] === 0x8b,
+    `download link ${href}: status ${archive.status()}, ${body.length} bytes, not a gzip archive`);
+  ok(`the download link ${href} serves a gzip archive (${body.length} bytes)`);
 }
 
 // axe-core is injected as a script, which the dashboard's own

@@ -175,6 +175,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queued"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: log viewer shows new lines"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));
   // The kill the browser made is the cluster's.

@@ -91,8 +91,11 @@ export class LogViewer {
         if (!res.ok) throw new Error(await errorText(res));
         const text = await res.text();
         this.append(text);
-        offset += new TextEncoder().encode(text).length;
-        if (text.length === 0 || new TextEncoder().encode(text).length < kChunk) break;
+        const bytes = new TextEncoder().encode(text).length;
+        // The server says where the next read starts (bytes of the log, which
+        // a piece cut inside a UTF-8 character would miscount here).
+        offset = Number(res.headers.get('X-Trainyard-Next-Offset')) || offset + bytes;
+        if (bytes < kChunk) break;
       }
       if (!live) {
         this.status.textContent = offset ? '' : '(empty)';

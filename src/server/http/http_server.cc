@@ -35,6 +35,8 @@ thread_local const std::string* tl_route = nullptr;
 // body above the cap, a malformed request): its connection ends after the
 // answer rather than read them as the next request.
 thread_local bool tl_close = false;
+// The connection this worker thread serves (-1: none), for ClientGone.
+thread_local int tl_fd = -1;
 
 // Waits until `fd` is ready for `events` or `deadline` passes.
 bool PollUntil(int fd, short events, absl::Time deadline) {
@@ -94,6 +96,10 @@ std::string WithoutBrotli(const std::string& accept) {
 class HttpServer::Engine final : public httplib::Server {
  public:
   using httplib::Server::process_request;
+  // The library ends a streamed (chunked) answer when its listening socket
+  // is gone. Its own listen loop is never used, so the socket it would
+  // hold is ours: set while serving, unset to end the streams at Stop.
+  void SetListening(int fd) { svr_sock_ = fd; }
 };
 
 // One connection as the library reads and writes it: every read waits at
@@ -305,11 +311,14 @@ void HttpServer::Handle(const std::string& method, const std::string& pattern, c
 }
 
 void HttpServer::Serve() {
-  for (int i = 0; i < std::max(1, options_.threads); ++i) workers_.emplace_back([this] { Work(); });
+  engine_->SetListening(listen_fd_);
+  int workers = std::max(1, options_.threads) + std::max(0, options_.max_log_streams) + std::max(0, options_.max_watchers);
+  for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
   acceptor_ = std::thread([this] { AcceptLoop(); });
 }
 
 void HttpServer::Stop() {
+  engine_->SetListening(-1);  // streams end at their next step
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -378,7 +387,9 @@ void HttpServer::Work() {
       waiting_.pop_front();
       serving_.insert(fd);
     }
-    if (ServeConnection(fd)) LingeringClose(fd);
+    bool linger = ServeConnection(fd);
+    tl_fd = -1;
+    if (linger) LingeringClose(fd);
     {
       // Out of serving_ before it is closed, so Stop never shuts down a
       // descriptor number that was given to something else.
@@ -405,7 +416,34 @@ void HttpServer::LingeringClose(int fd) {
   }
 }
 
+std::shared_ptr<void> HttpServer::TryStream(StreamKind kind) {
+  absl::MutexLock lock(&mu_);
+  int* held = kind == StreamKind::kLog ? &log_streams_ : &watchers_;
+  int most = kind == StreamKind::kLog ? options_.max_log_streams : options_.max_watchers;
+  if (stopping_ || *held >= most) return nullptr;
+  ++*held;
+  // Released on the worker thread when the answer is done (its provider,
+  // which holds the pointer, goes with the response), before Stop joins it.
+  return std::shared_ptr<void>(held, [this](int* n) {
+    absl::MutexLock lock(&mu_);
+    --*n;
+  });
+}
+
+bool HttpServer::ClientGone() {
+  if (tl_fd < 0) return false;
+  pollfd p{tl_fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+void HttpServer::NoCompression(const httplib::Request& req) {
+  // The request is the library's own object, not a constant: its
+  // Accept-Encoding is what decides the answer's encoding after the handler.
+  const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+}
+
 bool HttpServer::ServeConnection(int fd) {
+  tl_fd = fd;
   Stream stream(fd, options_);
   for (int n = 0; n < options_.keep_alive_requests; ++n) {
     if (n == 0 ? !stream.WaitReadable(options_.request_timeout) : !AwaitNextRequest(stream)) return n == 0;

@@ -9,6 +9,12 @@
 // headers without end, is cut off), a timeout on every write, and an accept
 // loop that goes on after a failed accept. The gRPC API and the control
 // state do not share its threads, so a stuck HTTP client never stalls them.
+//
+// Long answers (a followed log, a log archive, a watch stream) hold their
+// worker thread while they last. They take a slot first (TryStream): the
+// workers are `threads` for requests plus one per stream slot, so streams
+// never take the threads that short requests need, and a stream beyond its
+// kind's slots is answered 503 at once.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +46,7 @@ struct HttpOptions {
   int threads = 4;                     // requests served at once
   // Open connections, served or waiting for a thread; one more is answered
   // 503 and closed.
-  int max_connections = 64;
+  int max_connections = 128;
   // To receive one request whole (headers and body), and for each write of
   // an answer to make progress.
   absl::Duration request_timeout = absl::Seconds(10);
@@ -48,6 +54,10 @@ struct HttpOptions {
   int keep_alive_requests = 100;                  // requests on one connection
   int64_t max_header_bytes = 64 << 10;
   int64_t max_body_bytes = 4 << 20;
+  // Answers that stream: followed logs and log archives, and watchers
+  // (server-sent events). Each has a worker of its own.
+  int max_log_streams = 8;
+  int max_watchers = 32;
 };
 
 // One counter of answered requests (trainyard_http_requests_total).
@@ -74,6 +84,21 @@ class HttpServer {
   void Handle(const std::string& method, const std::string& pattern, const std::string& route, Handler handler);
   // Starts the accept thread and the workers.
   void Serve();
+
+  enum class StreamKind { kLog, kWatch };
+  // A slot for a streaming answer of `kind`, held until the pointer (kept
+  // by the answer's content provider) is released; nullptr when all of that
+  // kind are taken (answer 503).
+  std::shared_ptr<void> TryStream(StreamKind kind) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether the client of the request this thread serves has closed its
+  // connection (or the server is stopping): a stream that waits for
+  // something to send looks now and then, since only a write would
+  // otherwise notice.
+  static bool ClientGone();
+  // The answer to `req` goes out uncompressed even if the client accepts
+  // gzip: the library's compressor holds back a stream's small pieces
+  // (a followed log's lines) until it has a block.
+  static void NoCompression(const httplib::Request& req);
   // Stops accepting, cuts open connections, joins every thread. Idempotent.
   void Stop();
 
@@ -109,6 +134,8 @@ class HttpServer {
   std::deque<int> waiting_ ABSL_GUARDED_BY(mu_);  // accepted, not yet served
   std::set<int> serving_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  int log_streams_ ABSL_GUARDED_BY(mu_) = 0;
+  int watchers_ ABSL_GUARDED_BY(mu_) = 0;
 
   mutable absl::Mutex counts_mu_;
   std::map<std::tuple<std::string, std::string, int>, int64_t> counts_ ABSL_GUARDED_BY(counts_mu_);

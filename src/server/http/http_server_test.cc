@@ -7,6 +7,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
@@ -174,6 +176,75 @@ TEST(HttpServerTest, ASecondServerOnTheSamePortFailsNamingTheAddress) {
   EXPECT_THAT(second.status().message(), HasSubstr("cannot bind " + s->address()));
   opt.listen = "nonsense";
   EXPECT_THAT(HttpServer::Bind(opt).status().message(), HasSubstr("'nonsense' is not host:port"));
+}
+
+// A route that streams "tick\n" until its client goes (or the server
+// stops), holding one log-stream slot; 503 when none is free.
+void AddTicker(HttpServer& s, std::atomic<int>* open) {
+  HttpServer* server = &s;
+  s.Handle("GET", "/tick", "/tick", [server, open](const httplib::Request&, httplib::Response& res, const Principal&) {
+    std::shared_ptr<void> slot = server->TryStream(HttpServer::StreamKind::kLog);
+    if (!slot) return SetJsonError(res, 503, "no stream slot");
+    ++*open;
+    auto held = std::shared_ptr<void>(slot.get(), [slot, open](void*) { --*open; });
+    res.set_chunked_content_provider("text/plain", [held](size_t, httplib::DataSink& sink) {
+      if (HttpServer::ClientGone()) return false;
+      absl::SleepFor(absl::Milliseconds(20));  // the stream's pace, not a test's wait
+      return sink.write("tick\n", 5);
+    });
+  });
+}
+
+// A server with /hello and /tick.
+std::unique_ptr<HttpServer> ServeTicker(HttpOptions opt, std::atomic<int>* open) {
+  auto s = HttpServer::Bind(opt);
+  EXPECT_TRUE(s.ok()) << s.status();
+  (*s)->Handle("GET", "/hello/([^/]+)", "/hello/{who}",
+               [](const httplib::Request& req, httplib::Response& res, const Principal&) {
+                 res.set_content(absl::StrCat("hello ", std::string(req.matches[1])), "text/plain");
+               });
+  AddTicker(**s, open);
+  (*s)->Serve();
+  return std::move(*s);
+}
+
+TEST(HttpServerTest, StreamsAreBoundedAndAGoneClientFreesItsSlot) {
+  HttpOptions opt;
+  opt.max_log_streams = 1;
+  std::atomic<int> open{0};
+  auto s = ServeTicker(opt, &open);
+  int fd = Connect(s->address());
+  const std::string get = "GET /tick HTTP/1.1\r\nHost: a\r\n\r\n";
+  ASSERT_EQ(send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+  char buf[256];
+  ASSERT_GT(recv(fd, buf, sizeof(buf), 0), 0);  // the answer has begun
+  httplib::Client c("http://" + s->address());
+  auto second = c.Get("/tick");
+  ASSERT_TRUE(second);
+  EXPECT_EQ(second->status, 503);
+  // Other requests still have their threads.
+  auto hello = c.Get("/hello/ana");
+  ASSERT_TRUE(hello);
+  EXPECT_EQ(hello->body, "hello ana");
+  close(fd);
+  absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (open.load() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_EQ(open.load(), 0) << "the stream went on after its client closed";
+}
+
+TEST(HttpServerTest, StopEndsOpenStreams) {
+  std::atomic<int> open{0};
+  auto s = ServeTicker(HttpOptions{}, &open);
+  int fd = Connect(s->address());
+  const std::string get = "GET /tick HTTP/1.1\r\nHost: a\r\n\r\n";
+  ASSERT_EQ(send(fd, get.data(), get.size(), MSG_NOSIGNAL), static_cast<ssize_t>(get.size()));
+  char buf[256];
+  ASSERT_GT(recv(fd, buf, sizeof(buf), 0), 0);
+  absl::Time start = absl::Now();
+  s->Stop();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+  EXPECT_EQ(open.load(), 0);
+  close(fd);
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include "google/protobuf/util/json_util.h"
 #include "httplib.h"
 #include "server/http/json_views.h"
+#include "server/http/log_routes.h"
+#include "server/http/watch.h"
 
 namespace trainyard::server::http {
 namespace {
@@ -243,6 +245,8 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
              const ViewStore& views = b->Views();
              SetJson(res, QueuesJson(*views.Queues(), views.Jobs(false)));
            });
+  AddLogRoutes(s, b);
+  AddWatchRoute(s, &b->Views());
   s.Handle("GET", "/healthz", "/healthz",
            [](const httplib::Request&, httplib::Response& res, const Principal&) { res.set_content("ok\n", "text/plain"); });
 }

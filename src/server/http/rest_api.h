@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "proto/service.pb.h"
 #include "server/http/http_server.h"
+#include "server/http/log_reader.h"
 #include "server/view_store.h"
 
 namespace trainyard::server::http {
@@ -29,10 +30,16 @@ class RestBackend {
   // describe's view of a job recovered after a restart whose earlier events
   // are still only in the store (read there once).
   virtual absl::StatusOr<v1::JobView> Describe(const std::string& job) = 0;
+  // A stream of task logs, as gRPC's Logs opens it (the log hub): errors
+  // as LogHub::Open's (too many streams, no such job or task). A backend
+  // without logs (a benchmark's) answers Unimplemented.
+  virtual absl::StatusOr<LogReaderPtr> OpenLogs(const v1::LogsRequest& /*request*/) {
+    return absl::UnimplementedError("this server serves no task logs");
+  }
 };
 
-// Registers every /api/v1 route, plus /healthz. REQUIRES: backend
-// outlives server.
+// Registers every /api/v1 route (the log routes of log_routes.h and the
+// watch of watch.h too), plus /healthz. REQUIRES: backend outlives server.
 void AddRestRoutes(HttpServer& server, RestBackend* backend);
 
 // The HTTP status for an absl status code (InvalidArgument 400, NotFound

@@ -1,10 +1,10 @@
 // LogPrinter: stamps stripped or shown, task prefixes, and the merge of
 // stdout and stderr by time (see log_printer.h).
-#include "cli/log_printer.h"
+#include "api/log_printer.h"
 
 #include "absl/strings/str_cat.h"
 
-namespace trainyard::cli {
+namespace trainyard::api {
 
 LogPrinter::LogPrinter(LogPrintOptions options, std::ostream& out, std::ostream& err)
     : options_(options), out_(out), err_(err) {}
@@ -28,7 +28,7 @@ void LogPrinter::Add(const v1::LogChunk& c) {
   t.attempt = c.attempt();
   if (!c.error().empty()) {
     Merge(t, c.task());
-    err_ << "trainyard logs: " << c.error() << "\n" << std::flush;  // it names the task
+    err_ << options_.error_prefix << c.error() << "\n" << std::flush;  // it names the task
     t.out.ended = t.err.ended = true;
     Merge(t, c.task());
     return;
@@ -40,7 +40,7 @@ void LogPrinter::Add(const v1::LogChunk& c) {
   if (!c.data().empty()) Take(t, c.task(), c.stderr(), c.data());
   if (c.output_end()) {
     Output& o = c.stderr() ? t.err : t.out;
-    o.splitter.Finish([&](const api::LogPiece& p) { o.lines.push_back({p.unix_nanos, std::string(p.text), c.stderr()}); });
+    o.splitter.Finish([&](const LogPiece& p) { o.lines.push_back({p.unix_nanos, std::string(p.text), c.stderr()}); });
     o.ended = true;
   }
   if (!options_.follow) Merge(t, c.task());
@@ -49,7 +49,7 @@ void LogPrinter::Add(const v1::LogChunk& c) {
 void LogPrinter::Take(Task& t, const std::string& name, bool err, const std::string& data) {
   Output& o = err ? t.err : t.out;
   if (!options_.follow) {
-    o.splitter.Add(data, [&](const api::LogPiece& p) {
+    o.splitter.Add(data, [&](const LogPiece& p) {
       if (p.line_start || o.lines.empty()) o.lines.push_back({p.unix_nanos, "", err});
       o.lines.back().text.append(p.text.data(), p.text.size());
     });
@@ -60,10 +60,10 @@ void LogPrinter::Take(Task& t, const std::string& name, bool err, const std::str
   // Following: print each piece as it comes, the line's decoration first.
   if (!options_.prefix) Header(name, t.attempt);
   std::ostream& os = err ? err_ : out_;
-  o.splitter.Add(data, [&](const api::LogPiece& p) {
+  o.splitter.Add(data, [&](const LogPiece& p) {
     if (p.line_start) {
       if (options_.prefix) os << "[" << name << "] ";
-      if (options_.timestamps) os << (p.unix_nanos > 0 ? api::FormatLogTime(p.unix_nanos) : "-") << " ";
+      if (options_.timestamps) os << (p.unix_nanos > 0 ? FormatLogTime(p.unix_nanos) : "-") << " ";
     }
     os << p.text;
   });
@@ -109,7 +109,7 @@ void LogPrinter::Emit(const std::string& name, int attempt, const Line& line) {
   std::ostream& other = line.err ? out_ : err_;
   other << std::flush;  // the two may be one terminal: keep the order
   if (options_.prefix) os << "[" << name << "] ";
-  if (options_.timestamps) os << (line.nanos > 0 ? api::FormatLogTime(line.nanos) : "-") << " ";
+  if (options_.timestamps) os << (line.nanos > 0 ? FormatLogTime(line.nanos) : "-") << " ";
   os << line.text;
 }
 
@@ -117,7 +117,7 @@ void LogPrinter::Finish() {
   for (auto& [name, t] : tasks_) {
     for (Output* o : {&t.out, &t.err}) {
       bool err = o == &t.err;
-      o->splitter.Finish([&](const api::LogPiece& p) { o->lines.push_back({p.unix_nanos, std::string(p.text), err}); });
+      o->splitter.Finish([&](const LogPiece& p) { o->lines.push_back({p.unix_nanos, std::string(p.text), err}); });
       o->ended = true;
     }
     if (!options_.follow) Merge(t, name);
@@ -126,4 +126,4 @@ void LogPrinter::Finish() {
   err_ << std::flush;
 }
 
-}  // namespace trainyard::cli
+}  // namespace trainyard::api

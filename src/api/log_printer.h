@@ -1,4 +1,5 @@
-// How `trainyard logs` prints what the Logs stream brings: stamps stripped
+// How a task's log is printed from what the Logs stream brings — by
+// `trainyard logs` and by the REST API's log routes alike: stamps stripped
 // (or shown with --timestamps), the task's name before each line with
 // --prefix, and, without -f, each task's stdout and stderr interleaved in
 // the order their lines were written (by their stamps), with --tail N
@@ -15,7 +16,7 @@
 #include "api/log_lines.h"
 #include "proto/service.pb.h"
 
-namespace trainyard::cli {
+namespace trainyard::api {
 
 struct LogPrintOptions {
   bool follow = false;
@@ -23,6 +24,7 @@ struct LogPrintOptions {
   bool prefix = false;
   bool headers = false;  // "==> task (attempt N) <==" where the task changes
   int tail_lines = -1;   // -1: every line
+  std::string error_prefix = "trainyard logs: ";  // before the errors chunks carry
 };
 
 class LogPrinter {
@@ -41,7 +43,7 @@ class LogPrinter {
     bool err = false;
   };
   struct Output {
-    api::LogSplitter splitter;
+    LogSplitter splitter;
     std::deque<Line> lines;  // complete, not printed yet
     bool ended = false;
   };
@@ -67,4 +69,4 @@ class LogPrinter {
   std::pair<std::string, int> shown_{"", -1};
 };
 
-}  // namespace trainyard::cli
+}  // namespace trainyard::api
