@@ -237,6 +237,50 @@ TEST(GpuShareTest, FragmentationPlacementLeavesTheScarceModelToWhoNeedsIt) {
   }
 }
 
+// One V100 node, the tightest fit for a 1-GPU task (a switch with one GPU
+// free), and four T4 nodes; more of the demand seen names the T4 than the
+// V100 but the V100's few GPUs are what its demand claims first. FGD's
+// measure counted the V100 node's free GPUs as lost to every task that
+// names the T4, so filling it looked like the best move and the tasks that
+// need it waited; priced by who else can use it, unconstrained work goes
+// to the T4 nodes.
+TEST(GpuShareTest, ConstrainedDemandIsNotStarvedByUnconstrainedWork) {
+  auto s = Scheduler::Create({.placement = "fragmentation"}).value();
+  NodeSpec v100 = EightGpuNode(0);
+  v100.gpu_model = "V100M32";
+  ASSERT_TRUE(s->AddNode(v100).ok());
+  for (int i = 1; i <= 4; ++i) {
+    NodeSpec t4 = EightGpuNode(i);
+    t4.gpu_model = "T4";
+    ASSERT_TRUE(s->AddNode(t4).ok());
+  }
+  ASSERT_TRUE(s->AddJob(MakeJob("filler", {.gpus = 1})).ok());
+  ASSERT_TRUE(s->MarkRunning("filler", T(0)).ok());
+  Resource gpu0{.memory_mb = 1024, .vcores_milli = 1000, .gpus = 1, .gpu_mask = 0b1};
+  ASSERT_TRUE(s->AdoptTask("filler", "worker", 0, "node-0", gpu0).ok());
+  // Seen: six tasks that need a T4, then four that may go anywhere, then
+  // four that need the V100.
+  for (int i = 0; i < 6; ++i) {
+    JobRequest t4 = MakeJob(absl::StrCat("needs-t4-", i), {.gpus = 1});
+    t4.roles[0].gpu_models = {"T4"};
+    ASSERT_TRUE(s->AddJob(t4).ok());
+    ASSERT_TRUE(s->RemoveJob(t4.id).ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(s->AddJob(MakeJob(absl::StrCat("any-", i), {.gpus = 1, .submit = 1 + i})).ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    JobRequest need = MakeJob(absl::StrCat("needs-v100-", i), {.gpus = 1, .submit = 10 + i});
+    need.roles[0].gpu_models = {"V100M32"};
+    ASSERT_TRUE(s->AddJob(need).ok());
+  }
+  Decisions d = s->Schedule(T(20));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NE(OnlyTask(d, absl::StrCat("any-", i)).node, "node-0") << "any-" << i;
+    EXPECT_EQ(OnlyTask(d, absl::StrCat("needs-v100-", i)).node, "node-0") << "needs-v100-" << i;
+  }
+}
+
 TEST(GpuShareTest, FragmentationPlacementKeepsWholeGpusForWholeGpuDemand) {
   // Shares and 1-GPU tasks seen; a 0.5 share goes onto the half-used GPU
   // of node-1 rather than splitting a whole GPU.

@@ -124,7 +124,25 @@ void ClusterState::SetPhase(JobSlot j, JobPhase phase, absl::Time at) {
 
 void ClusterState::SetReservation(NodeId n, JobSlot j) { nodes_[n].reserved_for = j; }
 
+void ClusterState::CountFreeShare(NodeId n) {
+  NodeState& node = nodes_[n];
+  int64_t now = 0;
+  if (node.present && node.schedulable) {
+    for (uint64_t m = node.capacity.gpu_mask & ~node.excluded; m != 0; m &= m - 1) {
+      now += node.FreeShare(__builtin_ctzll(m));
+    }
+  }
+  int64_t delta = now - node.counted_free_share;
+  if (delta == 0) return;
+  node.counted_free_share = now;
+  free_share_total_ += delta;
+  if (node.gpu_model < 0) return;
+  if (model_free_share_.size() < gpu_models_.size()) model_free_share_.resize(gpu_models_.size(), 0);
+  model_free_share_[node.gpu_model] += delta;
+}
+
 void ClusterState::Reindex(NodeId n) {
+  CountFreeShare(n);
   const NodeState& node = nodes_[n];
   if (!node.present || !node.schedulable) {
     index_.Remove(n);
