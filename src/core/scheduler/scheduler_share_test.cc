@@ -139,6 +139,25 @@ TEST(GpuShareTest, AGpuModelConstraintPicksNodesOfThatModel) {
   EXPECT_THAT(ReasonOf(d, "a10"), ::testing::HasSubstr("GPU model A10"));
 }
 
+TEST(GpuShareTest, AModelFamilyAdmitsEachOfItsMemorySizes) {
+  auto s = MakeScheduler(0);
+  for (auto [i, model] : {std::pair{0, "V100M16"}, {1, "A100M80"}}) {
+    NodeSpec n = EightGpuNode(i);
+    n.gpu_model = model;
+    ASSERT_TRUE(s->AddNode(n).ok());
+  }
+  JobRequest v100 = MakeJob("v100", {.gpus = 1});
+  v100.roles[0].gpu_models = {"V100"};
+  JobRequest a10 = MakeJob("a10", {.gpus = 1});
+  a10.roles[0].gpu_models = {"A10"};
+  ASSERT_TRUE(s->AddJob(v100).ok());
+  ASSERT_TRUE(s->AddJob(a10).ok());
+  Decisions d = s->Schedule(T(1));
+  EXPECT_EQ(OnlyTask(d, "v100").node, "node-0");
+  EXPECT_EQ(PlacementOf(d, "a10"), nullptr) << "A10 is not a size of the A100";
+  EXPECT_THAT(ReasonOf(d, "a10"), ::testing::HasSubstr("A10"));
+}
+
 TEST(GpuShareTest, AnAdoptedShareHoldsItsShareAgain) {
   auto s = MakeScheduler(1);
   ASSERT_TRUE(s->AddJob(ShareJob("rec", 600, {.tasks = 2})).ok());
