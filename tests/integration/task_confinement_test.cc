@@ -19,6 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "gmock/gmock.h"
@@ -146,6 +147,29 @@ TEST_F(TaskConfinementTest, AForkBombStopsAtThePidsLimit) {
   EXPECT_GT(forked, 0) << logs;
   EXPECT_LT(forked, 64) << logs;
   EXPECT_EQ(cluster_->JobState(job), "FAILED");
+}
+
+// What a running task leaves on disk (its record holds its env values, its
+// logs what it printed, the store its spec) is readable by its daemon only.
+TEST_F(TaskConfinementTest, TheStoreTaskRecordsAndLogsAreTheDaemonsAlone) {
+  std::string job = cluster_->Submit(
+      "name: rest\nuser: alice\nreplicas:\n  worker:\n    env: {TOKEN: s3cr3t}\n"
+      "    command: [sh, -c, 'echo started; exec sleep 120']\n");
+  ASSERT_TRUE(WaitFor([&] { return Logs(job) == "started\n"; }, absl::Seconds(30))) << cluster_->Describe(job).dump(2);
+  std::string agent = cluster_->dir() + "/node-0";
+  std::vector<std::string> checked;
+  for (const std::string& root : {cluster_->server_data_dir(), agent + "/tasks", agent + "/logs"}) {
+    struct stat st;
+    ASSERT_EQ(stat(root.c_str(), &st), 0) << root;
+    EXPECT_EQ(st.st_mode & 077, 0u) << root << " is open to others";
+    for (const auto& e : std::filesystem::recursive_directory_iterator(root)) {
+      ASSERT_EQ(lstat(e.path().c_str(), &st), 0);
+      EXPECT_EQ(st.st_mode & 077, 0u) << e.path() << " is open to others";
+      checked.push_back(e.path().string());
+    }
+  }
+  EXPECT_THAT(absl::StrJoin(checked, "\n"), HasSubstr("/tasks/" + job + "/worker-0.json"));
+  cluster_->Cli({"kill", job});
 }
 
 }  // namespace
