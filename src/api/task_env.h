@@ -42,6 +42,12 @@ struct TaskEnv {
   std::map<std::string, std::string> files;  // name in the task dir -> content
 };
 
+// TRAINYARD_USER: the job's user as the server records it. The agent runs
+// the task as the local account this user maps to, so it reads the user
+// from the launch's env; the server sets it after the spec's own env, so a
+// spec cannot choose it.
+inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
+
 // Builds the environment of `self` (one of input.tasks).
 TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);
 
