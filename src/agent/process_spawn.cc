@@ -91,6 +91,10 @@ void CloseOtherFds(int keep) {
 // act on this thread, the only one after fork; libc's wrappers would try to
 // reach the agent's other threads), then checks that root cannot come back.
 void DropToAccount(const TaskAccount& a, const gid_t* groups, size_t group_count, int pipe_fd) {
+  // Ambient capabilities survive a uid change into a program; an agent
+  // started with some must not hand them on. (EINVAL on kernels without
+  // them: nothing to clear.)
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
   if (syscall(SYS_setgroups, group_count, groups) != 0) ChildFail(pipe_fd, kStepGroups);
   if (syscall(SYS_setresgid, a.gid, a.gid, a.gid) != 0) ChildFail(pipe_fd, kStepGid);
   if (syscall(SYS_setresuid, a.uid, a.uid, a.uid) != 0) ChildFail(pipe_fd, kStepUid);

@@ -1,8 +1,13 @@
 // The agent's stream to the server.
 #include "agent/server_link.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <filesystem>
@@ -106,6 +111,42 @@ std::string TaskDir(const std::string& data_dir, const std::string& job, const s
   return absl::StrCat(data_dir, "/work/", job, "/", role, "-", index);
 }
 
+namespace {
+
+// Writes `content` to task_dir/name for the task's account. The task owns
+// its directory and may have left anything there (a link to /etc/shadow
+// under the temporary's name, say), so the agent, root, never opens or
+// changes a path a task can swap: the temporary is made anew (O_EXCL,
+// O_NOFOLLOW), given the directory's owner through its descriptor, and
+// then renamed over the name (which replaces a link, never follows it), so
+// a task reading the file never sees half of it either.
+absl::Status WriteTaskFile(const std::string& task_dir, const std::string& name, const std::string& content) {
+  std::string path = task_dir + "/" + name, tmp = path + ".tmp";
+  struct stat dir;
+  if (stat(task_dir.c_str(), &dir) != 0) return absl::InternalError(absl::StrCat("task dir ", task_dir, " is gone"));
+  unlink(tmp.c_str());  // whatever was left there: a link goes, not its target
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot write ", path, ": ", strerror(errno)));
+  bool ok = true;
+  for (size_t done = 0; ok && done < content.size();) {
+    ssize_t n = write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) done += static_cast<size_t>(n);
+  }
+  // Without the right (the agent is not root) the file stays the agent's,
+  // which is then the task's account too.
+  if (ok && geteuid() == 0 && fchown(fd, dir.st_uid, dir.st_gid) != 0) ok = false;
+  if (close(fd) != 0) ok = false;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    unlink(tmp.c_str());
+    return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf::Map<std::string, std::string>& files) {
   std::error_code ec;
   std::filesystem::create_directories(task_dir, ec);
@@ -114,15 +155,7 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
     if (name.find('/') != std::string::npos || name.empty() || name[0] == '.') {
       return absl::InvalidArgumentError(absl::StrCat("files: '", name, "' is not a plain file name"));
     }
-    // Write then rename, so a task reading the file never sees half of it.
-    std::string path = task_dir + "/" + name, tmp = path + ".tmp";
-    std::ofstream out(tmp, std::ios::trunc);
-    out << content;
-    out.close();
-    if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
-      return absl::InternalError(absl::StrCat("cannot write ", path));
-    }
-    MatchDirOwner(path);  // the task (another account) reads it
+    if (absl::Status st = WriteTaskFile(task_dir, name, content); !st.ok()) return st;
   }
   return absl::OkStatus();
 }

@@ -53,6 +53,31 @@ TEST_F(ServerLinkTest, WritesFilesAndReplacesTheTaskDirInEnv) {
   EXPECT_EQ(text.str(), "127.0.0.1 j-worker-1\n");
 }
 
+// A task owns its directory and may leave links under the names the agent
+// writes: the agent (root) replaces them, never writes through them.
+TEST_F(ServerLinkTest, AFileIsNeverWrittenThroughALinkATaskLeft) {
+  std::string task_dir = absl::StrCat(dir_, "/work/j/worker-1");
+  std::string victim = absl::StrCat(dir_, "/victim");
+  std::filesystem::create_directories(task_dir);
+  std::ofstream(victim) << "untouched\n";
+  std::filesystem::create_symlink(victim, task_dir + "/hosts.tmp");
+  std::filesystem::create_symlink(victim, task_dir + "/jobmaster");
+  google::protobuf::Map<std::string, std::string> files;
+  files["hosts"] = "127.0.0.1 j-worker-1\n";
+  files["jobmaster"] = "127.0.0.1:7000\n";
+  ASSERT_TRUE(WriteTaskFiles(task_dir, files).ok());
+  auto read = [](const std::string& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  EXPECT_EQ(read(victim), "untouched\n");
+  EXPECT_EQ(read(task_dir + "/hosts"), "127.0.0.1 j-worker-1\n");
+  EXPECT_FALSE(std::filesystem::is_symlink(task_dir + "/jobmaster")) << "the link is replaced";
+  EXPECT_EQ(read(task_dir + "/jobmaster"), "127.0.0.1:7000\n");
+}
+
 TEST_F(ServerLinkTest, CheckpointDirThatCannotBeWrittenIsAClearError) {
   std::ofstream(absl::StrCat(dir_, "/a-file")) << "x";
   v1::TaskSpec s = Spec();

@@ -97,6 +97,13 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
   absl::StatusOr<pid_t> pid = absl::UnknownError("not started");
   if (!prepared.ok()) {
     pid = prepared;
+  } else if (users_ != nullptr && users_->switching() && !l.run_as.has_value()) {
+    // A task adopted from a record without an account (written before tasks
+    // ran as their users, or by an agent that was not root) would run as
+    // the agent: root.
+    pid = absl::FailedPreconditionError(absl::StrCat(
+        "task ", l.key.ToString(), " has no account to run as (its record predates tasks running as "
+        "their users); it is not started again as the agent"));
   } else if (!limits.ok()) {
     pid = limits.status();
   } else {

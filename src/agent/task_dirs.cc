@@ -45,7 +45,12 @@ absl::Status ChownFiles(int dir_fd, const std::string& dir, const TaskAccount& a
   absl::Status status;
   while (dirent* e = readdir(d)) {
     struct stat st;
-    if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    // A hard link may be anyone's file (a task's link to /etc/shadow): only
+    // files with one name are handed over.
+    if (fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+        st.st_nlink != 1) {
+      continue;
+    }
     if (st.st_uid == account.uid && st.st_gid == account.gid) continue;
     if (fchownat(dir_fd, e->d_name, account.uid, account.gid, AT_SYMLINK_NOFOLLOW) != 0) {
       status = absl::PermissionDeniedError(
@@ -82,7 +87,14 @@ absl::Status GiveDirTo(const std::string& dir, const TaskAccount& account) {
   int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) return absl::PermissionDeniedError(absl::StrCat("cannot open directory ", dir, ": ", strerror(errno)));
   absl::Status status;
-  if (fchown(fd, account.uid, account.gid) != 0 || fchmod(fd, 0700) != 0) {
+  struct stat st;
+  if (fstat(fd, &st) != 0 || (st.st_uid != 0 && st.st_uid != account.uid)) {
+    // Made by another account (a checkpoint root anyone may write, a name
+    // guessed ahead): what it holds is not this task's to trust.
+    status = absl::PermissionDeniedError(absl::StrCat("directory ", dir, " belongs to uid ", st.st_uid,
+                                                      ", not to uid ", account.uid, " or the agent; it is not "
+                                                      "handed to the task"));
+  } else if (fchown(fd, account.uid, account.gid) != 0 || fchmod(fd, 0700) != 0) {
     status = absl::PermissionDeniedError(
         absl::StrCat("cannot give directory ", dir, " to uid ", account.uid, ": ", strerror(errno)));
   } else {
@@ -123,6 +135,13 @@ absl::Status ConfineLaunch(const TaskUsers& users, const std::string& task_dir, 
   }
   if (!users.switching()) return absl::OkStatus();
   launch->run_as = *account;
+  // The work dir of an earlier job of the same name, another account's:
+  // scratch that is not this job's (removed, links and all, never followed).
+  struct stat st;
+  if (lstat(task_dir.c_str(), &st) == 0 && st.st_uid != 0 && st.st_uid != account->uid) {
+    std::error_code ec;
+    std::filesystem::remove_all(task_dir, ec);
+  }
   for (const std::string& dir : {task_dir, launch->checkpoint_dir}) {
     if (dir.empty()) continue;
     if (absl::Status s = GiveDirTo(dir, *account); !s.ok()) return s;
@@ -132,14 +151,5 @@ absl::Status ConfineLaunch(const TaskUsers& users, const std::string& task_dir, 
   return absl::OkStatus();
 }
 
-void MatchDirOwner(const std::string& file) {
-  std::string dir = std::filesystem::path(file).parent_path().string();
-  struct stat d, f;
-  if (stat(dir.c_str(), &d) != 0 || lstat(file.c_str(), &f) != 0 || !S_ISREG(f.st_mode)) return;
-  if (f.st_uid == d.st_uid && f.st_gid == d.st_gid) return;
-  // Without the right (the agent is not root) the file stays the agent's,
-  // which is the task's account then.
-  if (lchown(file.c_str(), d.st_uid, d.st_gid) != 0) return;
-}
 
 }  // namespace trainyard::agent

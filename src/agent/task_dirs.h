@@ -41,8 +41,4 @@ absl::Status MakePassable(const std::string& dir);
 // workingDir; PermissionDenied (the node's) names a directory.
 absl::Status ConfineLaunch(const TaskUsers& users, const std::string& task_dir, TaskLaunch* launch);
 
-// Gives a file in a task's directory the owner of that directory (files the
-// agent writes there as root must stay readable by the task).
-void MatchDirOwner(const std::string& file);
-
 }  // namespace trainyard::agent

@@ -2,6 +2,8 @@
 // getgrouplist, and the resolution of a cluster user to a local account.
 #include "agent/task_user.h"
 
+#include <algorithm>
+
 #include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
@@ -17,6 +19,10 @@
 
 namespace trainyard::agent {
 namespace {
+
+// The first uid of ordinary accounts (Debian's UID_MIN in /etc/login.defs).
+constexpr uint32_t kFirstOrdinaryUid = 1000;
+
 
 TaskAccount FromPasswd(const passwd& pw) {
   TaskAccount a{.name = pw.pw_name, .uid = pw.pw_uid, .gid = pw.pw_gid, .home = pw.pw_dir ? pw.pw_dir : ""};
@@ -149,9 +155,12 @@ absl::StatusOr<TaskAccount> TaskUsers::Resolve(const std::string& cluster_user) 
     return self;
   }
   std::string local = options_.map.LocalAccountFor(cluster_user);
+  bool mapped = options_.map.Names(cluster_user);
   uint32_t uid = 0;
   std::optional<TaskAccount> account;
-  if (absl::SimpleAtoi(local, &uid)) {
+  // A bare uid only where the map says so: a cluster user named "1001"
+  // must not become uid 1001 by default.
+  if (mapped && absl::SimpleAtoi(local, &uid)) {
     // A bare uid: its account when it has one, else that uid with the
     // group of the same number and no supplementary groups.
     account = accounts.ByUid(uid).value_or(TaskAccount{.uid = uid, .gid = uid});
@@ -162,9 +171,19 @@ absl::StatusOr<TaskAccount> TaskUsers::Resolve(const std::string& cluster_user) 
     return absl::InvalidArgumentError(absl::StrCat("user '", cluster_user, "': no local account '", local,
                                                    "' on this node to run its tasks as (see --task-user-map)"));
   }
-  if ((account->uid == 0 || account->gid == 0) && !options_.allow_root) {
-    return absl::InvalidArgumentError(absl::StrCat("user '", cluster_user, "' maps to root ('", local, "': uid or gid 0)",
+  bool root_group = account->gid == 0 ||
+                    std::find(account->groups.begin(), account->groups.end(), 0u) != account->groups.end();
+  if ((account->uid == 0 || root_group) && !options_.allow_root) {
+    return absl::InvalidArgumentError(absl::StrCat("user '", cluster_user, "' maps to root ('", local,
+                                                   "': uid 0 or group 0)",
                                                    ", which runs no tasks unless the agent has --allow-root-tasks"));
+  }
+  // By default (no line of the map) only ordinary accounts: a cluster user
+  // named after a service account (postgres, www-data) must not run as it.
+  if (!mapped && account->uid != 0 && account->uid < kFirstOrdinaryUid) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "user '", cluster_user, "': local account '", local, "' is a system account (uid ", account->uid,
+        " < ", kFirstOrdinaryUid, "); map it explicitly in --task-user-map to run tasks as it"));
   }
   return *account;
 }

@@ -44,6 +44,11 @@ class TaskUserMap {
   // The local account named for `cluster_user`: its own line, else "*",
   // else the cluster user's own name.
   std::string LocalAccountFor(const std::string& cluster_user) const;
+  // True when the map itself names the account for `cluster_user` (its own
+  // line or "*"), not the default of the same name.
+  bool Names(const std::string& cluster_user) const {
+    return users_.contains(cluster_user) || everyone_.has_value();
+  }
 
  private:
   std::map<std::string, std::string> users_;

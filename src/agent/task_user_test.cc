@@ -30,6 +30,8 @@ class FixedAccounts : public AccountDirectory {
       {.name = "root", .uid = 0, .gid = 0, .home = "/root"},
       {.name = "alice", .uid = 1001, .gid = 1001, .groups = {1001, 27}, .home = "/home/alice"},
       {.name = "nobody", .uid = 65534, .gid = 65534, .groups = {65534}, .home = "/nonexistent"},
+      {.name = "postgres", .uid = 106, .gid = 114, .home = "/var/lib/postgresql"},
+      {.name = "admin", .uid = 1002, .gid = 1002, .groups = {1002, 0}, .home = "/home/admin"},
   };
 };
 
@@ -113,6 +115,20 @@ TEST(TaskUsersTest, RootOnlyWhenAllowed) {
     ASSERT_TRUE(allowed.Resolve("root").ok()) << map;
     EXPECT_EQ(allowed.Resolve("root")->uid, 0u);
   }
+}
+
+// What a cluster user cannot get by its name alone: a service account, a
+// uid it spells as its name, an account in the root group.
+TEST(TaskUsersTest, SystemAccountsAndBareUidsOnlyWhenTheMapNamesThem) {
+  FixedAccounts accounts;
+  TaskUsers by_name = Switching("", false, &accounts);
+  EXPECT_THAT(by_name.Resolve("postgres").status().message(),
+              HasSubstr("local account 'postgres' is a system account (uid 106 < 1000)"));
+  EXPECT_THAT(by_name.Resolve("1001").status().message(), HasSubstr("no local account '1001'"));
+  EXPECT_THAT(by_name.Resolve("admin").status().message(), HasSubstr("uid 0 or group 0"));
+  TaskUsers mapped = Switching("db: postgres\nnum: 1001\n", false, &accounts);
+  EXPECT_EQ(mapped.Resolve("db")->uid, 106u) << "the admin's map may name any account";
+  EXPECT_EQ(mapped.Resolve("num")->uid, 1001u);
 }
 
 TEST(TaskUsersTest, WorkdirRootsAreTheHomeUnlessGiven) {
