@@ -139,7 +139,7 @@ TEST(QueueConfigYamlTest, ErrorsNameLineQueueAndKey) {
                 .status()
                 .message(),
             "q.yaml:3: queue root.a: unknown key \"capacty\"; known keys: name, capacity, "
-            "maxCapacity, userLimit, weight, minShare, queues");
+            "maxCapacity, userLimit, weight, minShare, queues, aclSubmitJobs, aclAdministerJobs, aclProduction");
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    capacity: 70\n  - name: b\n"
                                  "    capacity: 40\n",
                                  "q.yaml")
