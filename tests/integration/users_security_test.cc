@@ -11,11 +11,13 @@
 
 #include <iostream>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/service.grpc.pb.h"
+#include "security/server_security.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/http_client.h"
 
@@ -151,6 +153,20 @@ TEST(UsersSecurityTest, AStrangerIsRefusedEverythingOfAnotherUsersJob) {
   EXPECT_EQ(no_token_watch.status, 401);
   EXPECT_THAT(no_token_watch.json["error"]["message"].get<std::string>(), HasSubstr("requires a token"));
   EXPECT_EQ(ToResult(anonymous.Get("/healthz")).status, 200) << "health stays public";
+
+  // The job's credential (what its master reports with) is in no view, log
+  // or store file of the server.
+  nlohmann::json view = c.Describe("victim");
+  std::string secret(absl::StripAsciiWhitespace(ReadFile(c.server_data_dir() + "/job-secret")));
+  ASSERT_FALSE(secret.empty());
+  std::string credential = security::JobCredential(secret, view.value("id", uint64_t{0}));
+  EXPECT_THAT(view.dump(), Not(HasSubstr(credential)));
+  EXPECT_THAT(c.Cli({"jobs", "-o", "json"}).out, Not(HasSubstr(credential)));
+  EXPECT_THAT(ToResult(HttpClient(c.http_address()).Get("/api/v1/jobs/victim")).body, Not(HasSubstr(credential)));
+  for (const char* file : {"/server.log"}) EXPECT_THAT(ReadFile(c.dir() + file), Not(HasSubstr(credential)));
+  for (const char* file : {"/state.db", "/state.db-wal"}) {
+    EXPECT_THAT(ReadFile(c.server_data_dir() + file), Not(HasSubstr(credential))) << file;
+  }
 
   // Nothing of the victim's changed: RUNNING, no restart; its owner reads its
   // logs and kills it.
