@@ -54,6 +54,15 @@ absl::Status FillNodeIdentity(const AgentConfig& config, NodeInfo* node) {
   return absl::OkStatus();
 }
 
+void LogTaskUsers(const TaskUsers& users) {
+  if (users.switching()) {
+    Log(LogLevel::kInfo, kComponent, "tasks run as the local accounts their users map to, with no_new_privs");
+  } else {
+    Log(LogLevel::kInfo, kComponent,
+        "the agent is not root: tasks run as its own uid %d (no_new_privs), not as their users", geteuid());
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<int64_t> ReadMemTotalMb(const std::string& proc_root) {
@@ -108,10 +117,15 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
     agent->owned_limiter_ = DetectResourceLimiter();
     limiter = agent->owned_limiter_.get();
   }
+  if (config.task_pids_max < 0) return absl::InvalidArgumentError("task_pids_max: must be >= 0 (0 = no limit)");
+  agent->users_ = std::make_unique<TaskUsers>(config.task_users);
+  LogTaskUsers(*agent->users_);
   absl::StatusOr<std::unique_ptr<Supervisor>> supervisor =
       Supervisor::Create({.data_dir = config.data_dir, .clock = config.clock, .limiter = limiter, .listener = listener,
                           .log_max_attempt_bytes = config.log_max_attempt_bytes,
-                          .mps = agent->mps_.get()});
+                          .mps = agent->mps_.get(),
+                          .users = agent->users_.get(),
+                          .task_pids_max = config.task_pids_max});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();

@@ -19,6 +19,7 @@
 #include "agent/resource_limiter.h"
 #include "agent/supervisor.h"
 #include "agent/task.h"
+#include "agent/task_user.h"
 #include "common/clock.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/gpu_topology.h"
@@ -49,6 +50,10 @@ struct AgentConfig {
   // docs/gpu-sharing.md): off by default; auto only for real GPUs.
   std::string mps = "off";
   std::string mps_control;  // "" = nvidia-cuda-mps-control in PATH
+  // Who tasks run as (--task-user-map, --allow-root-tasks) and where they
+  // may work (--task-workdir-roots): task_user.h, docs/agent.md.
+  TaskUserOptions task_users;
+  int64_t task_pids_max = 4096;  // --task-pids-max; 0: no limit
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).
@@ -116,6 +121,7 @@ class AgentCore {
   GpuDiscoveryPtr discovery_;
   ResourceLimiterPtr owned_limiter_;
   std::unique_ptr<MpsDaemons> mps_;  // before supervisor_: outlives it
+  std::unique_ptr<TaskUsers> users_;  // the same
   std::unique_ptr<Supervisor> supervisor_;
   OwnerlessGpuOptions ownerless_;
   std::string proc_root_;

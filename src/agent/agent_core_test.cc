@@ -36,6 +36,9 @@ class AgentCoreTest : public ::testing::Test {
     config_.proc_root = TestDataPath("proc");
     config_.ownerless = {.enable = true, .not_ready_memory_threshold_mb = 100};
     config_.limiter = limiter_.get();
+    // Tasks run as whoever runs the test (root included), as under `trainyard up`.
+    config_.task_users.map = *TaskUserMap::Parse(absl::StrCat("\"*\": ", getuid()), "test map");
+    config_.task_users.allow_root = true;
     ASSERT_TRUE(sim_->SetMemoryUsed(6, 5000).ok());  // someone else's job
     auto agent = AgentCore::Start(config_, &listener_, std::move(sim));
     ASSERT_TRUE(agent.ok()) << agent.status();

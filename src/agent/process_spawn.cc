@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -25,7 +26,10 @@ namespace trainyard::agent {
 namespace {
 
 // Steps the child may fail at; sent to the parent with errno.
-enum ChildStep : int { kStepSession, kStepCgroup, kStepRlimit, kStepChdir, kStepStdout, kStepStderr, kStepExec };
+enum ChildStep : int {
+  kStepSession, kStepCgroup, kStepRlimit, kStepChdir, kStepStdout, kStepStderr, kStepExec,
+  kStepNoNewPrivs, kStepGroups, kStepGid, kStepUid, kStepRootBack
+};
 
 const char* StepName(int step) {
   switch (step) {
@@ -36,6 +40,11 @@ const char* StepName(int step) {
     case kStepStdout: return "cannot open the stdout log";
     case kStepStderr: return "cannot open the stderr log";
     case kStepExec: return "cannot run the command";
+    case kStepNoNewPrivs: return "cannot set no_new_privs";
+    case kStepGroups: return "cannot take the supplementary groups of";
+    case kStepGid: return "cannot take the group of";
+    case kStepUid: return "cannot switch to";
+    case kStepRootBack: return "could regain root after switching to";
   }
   return "cannot start";
 }
@@ -78,9 +87,30 @@ void CloseOtherFds(int keep) {
   }
 }
 
-// The task process itself: limits, working dir, logs, exec.
-[[noreturn]] void RunTask(const SpawnRequest& r, char* const* argv, char* const* envp, int pipe_fd, int out_fd,
-                          int err_fd) {
+// Takes the account's groups, gid and uid with the raw system calls (they
+// act on this thread, the only one after fork; libc's wrappers would try to
+// reach the agent's other threads), then checks that root cannot come back.
+void DropToAccount(const TaskAccount& a, const gid_t* groups, size_t group_count, int pipe_fd) {
+  if (syscall(SYS_setgroups, group_count, groups) != 0) ChildFail(pipe_fd, kStepGroups);
+  if (syscall(SYS_setresgid, a.gid, a.gid, a.gid) != 0) ChildFail(pipe_fd, kStepGid);
+  if (syscall(SYS_setresuid, a.uid, a.uid, a.uid) != 0) ChildFail(pipe_fd, kStepUid);
+  uid_t ruid, euid, suid;
+  gid_t rgid, egid, sgid;
+  if (getresuid(&ruid, &euid, &suid) != 0 || ruid != a.uid || euid != a.uid || suid != a.uid) {
+    ChildFail(pipe_fd, kStepUid);
+  }
+  if (getresgid(&rgid, &egid, &sgid) != 0 || rgid != a.gid || egid != a.gid || sgid != a.gid) {
+    ChildFail(pipe_fd, kStepGid);
+  }
+  if (a.uid != 0 && syscall(SYS_setresuid, 0, 0, 0) == 0) {
+    errno = EPERM;
+    ChildFail(pipe_fd, kStepRootBack);
+  }
+}
+
+// The task process itself: limits, account, working dir, logs, exec.
+[[noreturn]] void RunTask(const SpawnRequest& r, const std::vector<gid_t>& groups, char* const* argv,
+                          char* const* envp, int pipe_fd, int out_fd, int err_fd) {
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -94,6 +124,8 @@ void CloseOtherFds(int keep) {
     rlimit limit{r.limits.address_space_bytes, r.limits.address_space_bytes};
     if (setrlimit(RLIMIT_AS, &limit) != 0) ChildFail(pipe_fd, kStepRlimit);
   }
+  if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(pipe_fd, kStepNoNewPrivs);
   if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
   if (dup2(out_fd, 1) < 0) ChildFail(pipe_fd, kStepStdout);  // dup2 clears O_CLOEXEC on the target
   if (dup2(err_fd, 2) < 0) ChildFail(pipe_fd, kStepStderr);
@@ -123,8 +155,8 @@ void WriteWaitStatus(const char* path, int status) {
 // The keeper: leads the task's session and process group, waits for the
 // task, records its wait status where a restarted agent finds it, and ends
 // the same way the task did so the agent's waitpid sees the task's status.
-[[noreturn]] void RunKeeper(const SpawnRequest& r, const LogNames& logs, char* const* argv, char* const* envp,
-                            int pipe_fd) {
+[[noreturn]] void RunKeeper(const SpawnRequest& r, const LogNames& logs, const std::vector<gid_t>& groups,
+                            char* const* argv, char* const* envp, int pipe_fd) {
   if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
   CloseOtherFds(pipe_fd);
   // Nor the agent's stdin/stdout/stderr: a keeper outliving the agent must
@@ -154,7 +186,7 @@ void WriteWaitStatus(const char* path, int status) {
   sigprocmask(SIG_BLOCK, &chld, nullptr);
   pid_t task = fork();
   if (task < 0) ChildFail(pipe_fd, kStepSession);
-  if (task == 0) RunTask(r, argv, envp, pipe_fd, out_pipe[1], err_pipe[1]);
+  if (task == 0) RunTask(r, groups, argv, envp, pipe_fd, out_pipe[1], err_pipe[1]);
   close(pipe_fd);
   close(out_pipe[1]);
   close(err_pipe[1]);
@@ -191,6 +223,8 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   SplitPath(request.stdout_path, &logs.dir, &logs.out);
   SplitPath(request.stderr_path, &err_dir, &logs.err);
   if (err_dir != logs.dir) return absl::InvalidArgumentError("stdout_path and stderr_path must share a directory");
+  std::vector<gid_t> groups;
+  if (request.run_as) groups.assign(request.run_as->groups.begin(), request.run_as->groups.end());
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   pid_t pid = fork();
@@ -201,7 +235,7 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   }
   if (pid == 0) {
     close(pipe_fds[0]);
-    RunKeeper(request, logs, argv.data(), envp.data(), pipe_fds[1]);
+    RunKeeper(request, logs, groups, argv.data(), envp.data(), pipe_fds[1]);
   }
   close(pipe_fds[1]);
   int report[2] = {0, 0};
@@ -213,11 +247,19 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  std::string what = report[0] == kStepChdir ? request.working_dir
-                     : report[0] == kStepExec ? request.argv[0]
-                     : report[0] == kStepStdout ? request.stdout_path
-                     : report[0] == kStepStderr ? request.stderr_path
-                                                : std::string();
+  std::string account;
+  if (request.run_as) {
+    account = request.run_as->name.empty() ? absl::StrCat("uid ", request.run_as->uid)
+                                           : absl::StrCat(request.run_as->name, " (uid ", request.run_as->uid, ")");
+  }
+  int step = report[0];
+  bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
+  std::string what = step == kStepChdir ? request.working_dir
+                     : step == kStepExec ? request.argv[0]
+                     : step == kStepStdout ? request.stdout_path
+                     : step == kStepStderr ? request.stderr_path
+                     : about_account ? account
+                                     : std::string();
   return absl::FailedPreconditionError(
       absl::StrCat(StepName(report[0]), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
 }

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "agent/resource_limiter.h"
+#include "agent/task.h"
 
 namespace trainyard::agent {
 
@@ -28,6 +29,11 @@ struct SpawnRequest {
   std::string stderr_path;
   int64_t log_max_bytes = 0;
   PreparedLimits limits;
+  // The account the task runs as: after joining its cgroup and before
+  // entering its working directory the task takes these groups, gid and
+  // uid (which needs root) and cannot regain root. Unset: the agent's own.
+  // Every task runs with no_new_privs either way.
+  std::optional<TaskAccount> run_as;
   // Where the keeper records the task's wait status (decimal) when the task
   // ends, for an agent that was not there to reap it. "" = not recorded.
   std::string exit_status_path;
@@ -41,7 +47,7 @@ struct SpawnRequest {
 // out of the task's cgroup and holds no descriptor of the agent.
 // Returns the keeper's pid, which is the process group id to signal. An
 // error names the command and the reason (not found, working dir, log file,
-// cgroup), after the keeper has been reaped.
+// cgroup, the account), after the keeper has been reaped.
 absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request);
 
 // Reads a wait status recorded by a keeper; nullopt when there is none.

@@ -45,7 +45,20 @@ std::string ReadFile(const std::string& path) {
   return out.str();
 }
 
-bool MakeDir(const std::string& path) { return mkdir(path.c_str(), 0755) == 0 || errno == EEXIST; }
+// 0755 whatever the umask: a task may read its own cgroup's limits and
+// usage (some runtimes size themselves by them); only root writes them.
+bool MakeDir(const std::string& path) {
+  if (mkdir(path.c_str(), 0755) == 0) return chmod(path.c_str(), 0755) == 0;
+  return errno == EEXIST;
+}
+
+// Once per process: a pids limit was asked where no pids controller is.
+void WarnNoPids() {
+  static std::once_flag warned;
+  std::call_once(warned, [] {
+    Log(LogLevel::kWarning, kComponent, "the pids cgroup controller is not available: tasks have no process limit");
+  });
+}
 
 // Value of "key N" lines (memory.events, memory.oom_control); 0 when absent.
 int64_t KeyedValue(const std::string& text, absl::string_view key) {
@@ -88,7 +101,7 @@ void KillAndRemove(const std::string& dir) {
 
 class CgroupV2Limiter : public ResourceLimiter {
  public:
-  explicit CgroupV2Limiter(std::string parent) : parent_(std::move(parent)) {}
+  CgroupV2Limiter(std::string parent, bool pids) : parent_(std::move(parent)), pids_(pids) {}
   LimiterKind kind() const override { return LimiterKind::kCgroupV2; }
 
   absl::StatusOr<PreparedLimits> Prepare(const std::string& name, const TaskLimits& limits) override {
@@ -103,6 +116,13 @@ class CgroupV2Limiter : public ResourceLimiter {
       absl::Status s = WriteFile(dir + "/cpu.max", absl::StrCat(limits.vcores_milli * 100, " 100000"));
       if (!s.ok()) return s;
     }
+    if (limits.pids_max > 0) {
+      if (!pids_) {
+        WarnNoPids();
+      } else if (absl::Status s = WriteFile(dir + "/pids.max", absl::StrCat(limits.pids_max)); !s.ok()) {
+        return s;
+      }
+    }
     return PreparedLimits{.procs_files = {dir + "/cgroup.procs"}};
   }
 
@@ -114,12 +134,15 @@ class CgroupV2Limiter : public ResourceLimiter {
 
  private:
   std::string parent_;
+  bool pids_;  // the pids controller is enabled for the agent's cgroups
 };
 
 class CgroupV1Limiter : public ResourceLimiter {
  public:
-  CgroupV1Limiter(std::string memory_parent, std::string cpu_parent)
-      : memory_parent_(std::move(memory_parent)), cpu_parent_(std::move(cpu_parent)) {}
+  CgroupV1Limiter(std::string memory_parent, std::string cpu_parent, std::string pids_parent)
+      : memory_parent_(std::move(memory_parent)),
+        cpu_parent_(std::move(cpu_parent)),
+        pids_parent_(std::move(pids_parent)) {}
   LimiterKind kind() const override { return LimiterKind::kCgroupV1; }
 
   absl::StatusOr<PreparedLimits> Prepare(const std::string& name, const TaskLimits& limits) override {
@@ -141,6 +164,14 @@ class CgroupV1Limiter : public ResourceLimiter {
       if (!s.ok()) return s;
       prepared.procs_files.push_back(cpu + "/cgroup.procs");
     }
+    if (limits.pids_max > 0 && pids_parent_.empty()) WarnNoPids();
+    if (limits.pids_max > 0 && !pids_parent_.empty()) {
+      std::string pids = absl::StrCat(pids_parent_, "/", name);
+      if (!MakeDir(pids)) return absl::PermissionDeniedError(absl::StrCat("cannot create ", pids, ": ", strerror(errno)));
+      absl::Status s = WriteFile(pids + "/pids.max", absl::StrCat(limits.pids_max));
+      if (!s.ok()) return s;
+      prepared.procs_files.push_back(pids + "/cgroup.procs");
+    }
     return prepared;
   }
 
@@ -153,11 +184,13 @@ class CgroupV1Limiter : public ResourceLimiter {
   void Release(const std::string& name) override {
     KillAndRemove(absl::StrCat(memory_parent_, "/", name));
     if (!cpu_parent_.empty()) KillAndRemove(absl::StrCat(cpu_parent_, "/", name));
+    if (!pids_parent_.empty()) KillAndRemove(absl::StrCat(pids_parent_, "/", name));
   }
 
  private:
   std::string memory_parent_;
-  std::string cpu_parent_;  // "" when the cpu controller is not writable
+  std::string cpu_parent_;   // "" when the cpu controller is not writable
+  std::string pids_parent_;  // "" when the pids controller is not writable
 };
 
 class RlimitLimiter : public ResourceLimiter {
@@ -182,15 +215,22 @@ class RlimitLimiter : public ResourceLimiter {
   }
 };
 
+// Enables `controllers` in the subtree of the root and of the agent's parent.
+bool EnableControllers(const LimiterOptions& o, const std::string& parent, const std::string& controllers) {
+  return WriteFile(o.cgroup_root + "/cgroup.subtree_control", controllers).ok() &&
+         WriteFile(parent + "/cgroup.subtree_control", controllers).ok();
+}
+
 ResourceLimiterPtr TryV2(const LimiterOptions& o) {
   std::string controllers = ReadFile(o.cgroup_root + "/cgroup.controllers");
   if (controllers.find("memory") == std::string::npos) return nullptr;
   std::string parent = absl::StrCat(o.cgroup_root, "/", o.parent_name);
   if (!MakeDir(parent)) return nullptr;
-  // Controllers must be enabled in every ancestor's subtree_control.
-  if (!WriteFile(o.cgroup_root + "/cgroup.subtree_control", "+memory +cpu").ok()) return nullptr;
-  if (!WriteFile(parent + "/cgroup.subtree_control", "+memory +cpu").ok()) return nullptr;
-  return std::make_unique<CgroupV2Limiter>(parent);
+  // Controllers must be enabled in every ancestor's subtree_control. A
+  // kernel without the pids controller still has memory and CPU limits.
+  bool pids = controllers.find("pids") != std::string::npos && EnableControllers(o, parent, "+memory +cpu +pids");
+  if (!pids && !EnableControllers(o, parent, "+memory +cpu")) return nullptr;
+  return std::make_unique<CgroupV2Limiter>(parent, pids);
 }
 
 ResourceLimiterPtr TryV1(const LimiterOptions& o) {
@@ -207,7 +247,13 @@ ResourceLimiterPtr TryV1(const LimiterOptions& o) {
     if (MakeDir(candidate)) cpu_parent = candidate;
     break;
   }
-  return std::make_unique<CgroupV1Limiter>(memory_parent, cpu_parent);
+  std::string pids_parent;
+  std::string pids_root = o.cgroup_root + "/pids";
+  if (access((pids_root + "/cgroup.procs").c_str(), F_OK) == 0) {
+    std::string candidate = absl::StrCat(pids_root, OwnCgroupPath(o.proc_self_cgroup, "pids"), "/", o.parent_name);
+    if (MakeDir(candidate)) pids_parent = candidate;
+  }
+  return std::make_unique<CgroupV1Limiter>(memory_parent, cpu_parent, pids_parent);
 }
 
 }  // namespace

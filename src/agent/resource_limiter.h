@@ -1,6 +1,9 @@
-// Memory and CPU limits for task processes: a cgroup per task attempt through
-// cgroup v2 (unified hierarchy) when the agent can create cgroups there, else
-// cgroup v1 (memory and cpu controllers), else rlimits with a warning once.
+// Memory, CPU and process-count limits for task processes: a cgroup per task
+// attempt through cgroup v2 (unified hierarchy) when the agent can create
+// cgroups there, else cgroup v1 (memory, cpu and pids controllers), else
+// rlimits with a warning once. The agent creates the cgroups and the task
+// joins its own before it leaves root, so (running as another account) it
+// can write into no cgroup's files: it cannot leave its cgroup.
 // The limiter also tells, after an attempt ended, whether the kernel
 // OOM-killed it.
 #pragma once
@@ -21,6 +24,7 @@ const char* LimiterKindName(LimiterKind kind);
 struct TaskLimits {
   int64_t memory_limit_mb = 0;  // 0: none
   int64_t vcores_milli = 0;     // 0: none; 1000 = one core
+  int64_t pids_max = 0;         // 0: none; the most processes and threads at once
 };
 
 // What the child does between fork and exec to enter its limits. Only plain

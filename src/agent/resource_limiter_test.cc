@@ -30,13 +30,15 @@ TEST(ResourceLimiterTest, UsesCgroupV2WhenUnifiedHierarchyHasMemory) {
   Touch(root + "/trainyard/cgroup.subtree_control");
   ResourceLimiterPtr limiter = DetectResourceLimiter({.cgroup_root = root, .allow_v1 = false});
   ASSERT_EQ(limiter->kind(), LimiterKind::kCgroupV2);
-  EXPECT_EQ(ReadFileOrEmpty(root + "/trainyard/cgroup.subtree_control"), "+memory +cpu");
+  EXPECT_EQ(ReadFileOrEmpty(root + "/trainyard/cgroup.subtree_control"), "+memory +cpu +pids");
 
   std::string task = root + "/trainyard/job_w-0_a0";
-  for (const char* f : {"/memory.max", "/cpu.max", "/cgroup.procs", "/memory.events"}) Touch(task + f);
-  absl::StatusOr<PreparedLimits> prepared = limiter->Prepare("job_w-0_a0", {.memory_limit_mb = 64, .vcores_milli = 500});
+  for (const char* f : {"/memory.max", "/cpu.max", "/pids.max", "/cgroup.procs", "/memory.events"}) Touch(task + f);
+  absl::StatusOr<PreparedLimits> prepared =
+      limiter->Prepare("job_w-0_a0", {.memory_limit_mb = 64, .vcores_milli = 500, .pids_max = 64});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   EXPECT_EQ(ReadFileOrEmpty(task + "/memory.max"), "67108864");
+  EXPECT_EQ(ReadFileOrEmpty(task + "/pids.max"), "64");
   EXPECT_EQ(ReadFileOrEmpty(task + "/cpu.max"), "50000 100000");
   ASSERT_EQ(prepared->procs_files.size(), 1u);
   EXPECT_EQ(prepared->procs_files[0], task + "/cgroup.procs");
@@ -62,9 +64,11 @@ TEST(ResourceLimiterTest, UsesCgroupV1UnderTheAgentsOwnCgroup) {
   std::string root = dir.path();
   Touch(root + "/memory/memory.limit_in_bytes");
   Touch(root + "/cpu/cpu.cfs_quota_us");
-  Touch(root + "/self_cgroup", "9:name=systemd:/\n4:memory:/box/7\n1:cpu,cpuacct:/box\n0::/\n");
+  Touch(root + "/pids/cgroup.procs");
+  Touch(root + "/self_cgroup", "9:name=systemd:/\n8:pids:/box\n4:memory:/box/7\n1:cpu,cpuacct:/box\n0::/\n");
   std::filesystem::create_directories(root + "/memory/box/7");  // the agent's own cgroups
   std::filesystem::create_directories(root + "/cpu/box");
+  std::filesystem::create_directories(root + "/pids/box");
   ResourceLimiterPtr limiter =
       DetectResourceLimiter({.cgroup_root = root, .proc_self_cgroup = root + "/self_cgroup", .allow_v2 = false});
   ASSERT_EQ(limiter->kind(), LimiterKind::kCgroupV1);
@@ -72,11 +76,15 @@ TEST(ResourceLimiterTest, UsesCgroupV1UnderTheAgentsOwnCgroup) {
   std::string cpu = root + "/cpu/box/trainyard/x";
   for (const char* f : {"/memory.limit_in_bytes", "/cgroup.procs", "/memory.oom_control"}) Touch(mem + f);
   for (const char* f : {"/cpu.cfs_period_us", "/cpu.cfs_quota_us", "/cgroup.procs"}) Touch(cpu + f);
-  absl::StatusOr<PreparedLimits> prepared = limiter->Prepare("x", {.memory_limit_mb = 2, .vcores_milli = 1500});
+  std::string pids = root + "/pids/box/trainyard/x";
+  for (const char* f : {"/pids.max", "/cgroup.procs"}) Touch(pids + f);
+  absl::StatusOr<PreparedLimits> prepared =
+      limiter->Prepare("x", {.memory_limit_mb = 2, .vcores_milli = 1500, .pids_max = 64});
   ASSERT_TRUE(prepared.ok()) << prepared.status();
   EXPECT_EQ(ReadFileOrEmpty(mem + "/memory.limit_in_bytes"), "2097152");
   EXPECT_EQ(ReadFileOrEmpty(cpu + "/cpu.cfs_quota_us"), "150000");
-  EXPECT_EQ(prepared->procs_files.size(), 2u);
+  EXPECT_EQ(ReadFileOrEmpty(pids + "/pids.max"), "64");
+  EXPECT_EQ(prepared->procs_files.size(), 3u);
   Touch(mem + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n");
   EXPECT_FALSE(limiter->OomKilled("x"));
   Touch(mem + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");

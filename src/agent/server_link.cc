@@ -10,7 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/task_dirs.h"
 #include "api/convert.h"
+#include "api/task_env.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
 
@@ -120,6 +122,7 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
     if (!out || std::rename(tmp.c_str(), path.c_str()) != 0) {
       return absl::InternalError(absl::StrCat("cannot write ", path));
     }
+    MatchDirOwner(path);  // the task (another account) reads it
   }
   return absl::OkStatus();
 }
@@ -128,6 +131,8 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   TaskLaunch l;
   l.key = TaskKey{spec.job(), spec.role(), spec.index()};
   l.job_id = spec.job_id();
+  auto user = spec.env().find(api::kTaskUserEnv);
+  if (user != spec.env().end()) l.user = user->second;
   l.worker_id = spec.worker_id();
   l.attempt = spec.attempt();
   l.command.assign(spec.command().begin(), spec.command().end());

@@ -38,12 +38,14 @@ TEST_F(ServerLinkTest, WritesFilesAndReplacesTheTaskDirInEnv) {
   v1::TaskSpec s = Spec();
   (*s.mutable_files())["hosts"] = "127.0.0.1 j-worker-1\n";
   (*s.mutable_env())["TRAINYARD_HOSTS_FILE"] = "${TRAINYARD_TASK_DIR}/hosts";
+  (*s.mutable_env())["TRAINYARD_USER"] = "alice";
   s.mutable_allocation()->set_gpu_mask(0x6);
   auto launch = ToTaskLaunch(s, dir_);
   ASSERT_TRUE(launch.ok()) << launch.status();
   std::string task_dir = absl::StrCat(dir_, "/work/j/worker-1");
   EXPECT_EQ(launch->env.at("TRAINYARD_HOSTS_FILE"), absl::StrCat(task_dir, "/hosts"));
   EXPECT_EQ(launch->working_dir, task_dir);
+  EXPECT_EQ(launch->user, "alice");  // whose account the task runs as
   EXPECT_EQ(launch->gpus.bits(), 0x6u);
   std::ifstream in(absl::StrCat(task_dir, "/hosts"));
   std::stringstream text;

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "agent/process_spawn.h"
 #include "agent/supervisor_task.h"
+#include "agent/task_dirs.h"
 #include "agent/task_record.h"
 #include "common/logging.h"
 
@@ -88,6 +89,12 @@ int PollTimeoutMs(absl::Time next, absl::Time now, absl::Duration cap) {
   return static_cast<int>(std::clamp<int64_t>(ms, 0, INT_MAX));
 }
 
+// 0711: others may pass through to a directory of their own, not list.
+constexpr std::filesystem::perms kPassable = std::filesystem::perms::owner_all |
+                                             std::filesystem::perms::group_exec |
+                                             std::filesystem::perms::others_exec;
+constexpr std::filesystem::perms kPrivate = std::filesystem::perms::owner_all;
+
 // The data dir as an absolute path: the keeper of each task leaves the
 // agent's working directory, so a relative path would not lead back.
 absl::StatusOr<std::string> AbsoluteDataDir(const std::string& data_dir) {
@@ -109,12 +116,19 @@ absl::StatusOr<std::unique_ptr<Supervisor>> Supervisor::Create(const SupervisorO
   if (!data_dir.ok()) return data_dir.status();
   std::error_code ec;
   for (const char* sub : {"logs", "tasks", "work", "checkpoints"}) {
-    std::filesystem::create_directories(absl::StrCat(*data_dir, "/", sub), ec);
+    std::string dir = absl::StrCat(*data_dir, "/", sub);
+    std::filesystem::create_directories(dir, ec);
+    // Logs and task records (env values) are the agent's alone; tasks pass
+    // through the data dir to their own work and checkpoint directories.
+    bool passable = std::string_view(sub) == "work" || std::string_view(sub) == "checkpoints";
+    if (!ec) std::filesystem::permissions(dir, passable ? kPassable : kPrivate, ec);
     if (ec) {
       return absl::PermissionDeniedError(
           absl::StrCat("data_dir ", *data_dir, ": cannot create ", sub, "/: ", ec.message()));
     }
   }
+  std::filesystem::permissions(*data_dir, kPassable, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("data_dir ", *data_dir, ": ", ec.message()));
   ResourceLimiterPtr owned = options.limiter == nullptr ? DetectResourceLimiter() : nullptr;
   return std::unique_ptr<Supervisor>(new Supervisor(options, *std::move(data_dir), std::move(owned)));
 }
@@ -124,6 +138,8 @@ Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, R
       clock_(options.clock),
       inherit_agent_env_(options.inherit_agent_env),
       log_max_attempt_bytes_(options.log_max_attempt_bytes),
+      users_(options.users),
+      task_pids_max_(options.task_pids_max),
       owned_limiter_(std::move(owned_limiter)),
       limiter_(owned_limiter_ ? owned_limiter_.get() : options.limiter),
       listener_(options.listener),
@@ -160,8 +176,13 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
   if (launch.working_dir.empty()) launch.working_dir = absl::StrCat(data_dir_, "/work/", dir);
   if (launch.checkpoint_dir.empty()) launch.checkpoint_dir = absl::StrCat(data_dir_, "/checkpoints/", dir);
   std::error_code ec;
+  std::string task_dir = absl::StrCat(data_dir_, "/work/", dir);
+  std::filesystem::create_directories(task_dir, ec);
   std::filesystem::create_directories(launch.working_dir, ec);
   std::filesystem::create_directories(launch.checkpoint_dir, ec);
+  if (users_ != nullptr) {
+    if (absl::Status s = ConfineLaunch(*users_, task_dir, &launch); !s.ok()) return s;
+  }
   {
     absl::MutexLock lock(&mu_);
     auto it = tasks_.find(launch.key);

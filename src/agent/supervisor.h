@@ -26,6 +26,7 @@
 #include "agent/resource_limiter.h"
 #include "agent/task.h"
 #include "agent/task_logs.h"
+#include "agent/task_user.h"
 #include "common/clock.h"
 #include "core/resources/gpu_set.h"
 
@@ -52,6 +53,13 @@ struct SupervisorOptions {
   int64_t log_max_attempt_bytes = 100ll << 20;
   // CUDA MPS for GPU shares (mps.h); nullptr = off. Outlives the supervisor.
   MpsDaemons* mps = nullptr;
+  // Who tasks run as and where they may work (task_user.h, task_dirs.h).
+  // nullptr: as the agent, anywhere (tests of other parts). Outlives the
+  // supervisor.
+  const TaskUsers* users = nullptr;
+  // The most processes and threads of one task at once (a pids cgroup);
+  // 0: no limit.
+  int64_t task_pids_max = 0;
 };
 
 // Returns the environment of `attempt` of a task, as "KEY=VALUE" entries:
@@ -79,7 +87,8 @@ class Supervisor {
   ~Supervisor();
 
   // Starts a task. Errors: an empty command, a working_dir that does not
-  // exist, a negative max_restarts or limit, a task with the same key that
+  // exist or lies outside the allowed roots, a user with no account to run
+  // as (both InvalidArgument, see ConfineLaunch), a negative max_restarts or limit, a task with the same key that
   // has not ended, or GPUs held by another task that has not ended (shares
   // of one GPU may be held together, up to the whole GPU). The launch itself is asynchronous: failures to start
   // (command not found) arrive as a FAILED status with the reason.
@@ -168,6 +177,8 @@ class Supervisor {
   const Clock* const clock_;
   const bool inherit_agent_env_;
   const int64_t log_max_attempt_bytes_;
+  const TaskUsers* const users_;
+  const int64_t task_pids_max_;
   ResourceLimiterPtr owned_limiter_;
   ResourceLimiter* limiter_;
   TaskListener* listener_;

@@ -91,7 +91,9 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
                                             "_", l.key.role, "-", l.key.index, "_a", task.attempt));
   limiter_->Release(task.cgroup);  // a leftover of an earlier agent would carry old OOM counts
   absl::StatusOr<PreparedLimits> limits =
-      limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb, .vcores_milli = l.vcores_milli});
+      limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb,
+                                      .vcores_milli = l.vcores_milli,
+                                      .pids_max = task_pids_max_});
   absl::StatusOr<pid_t> pid = absl::UnknownError("not started");
   if (!prepared.ok()) {
     pid = prepared;
@@ -107,6 +109,7 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
                             .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
                             .log_max_bytes = log_max_attempt_bytes_ / 2,
                             .limits = *limits,
+                            .run_as = l.run_as,
                             .exit_status_path = logs_.WaitStatusPath(l.key, task.attempt)});
   }
   if (!pid.ok()) {

@@ -459,5 +459,36 @@ TEST_F(SupervisorTest, FailAttemptStopsAHungAttemptAsAFailureAndItsPolicyRestart
   EXPECT_EQ(supervisor_->Status(l.key)->state, TaskState::kRunning) << "a report about an earlier attempt is ignored";
 }
 
+// As root, a task runs as the account its user maps to, with no_new_privs,
+// in its own directory (given to that account); a user with no account is
+// refused before anything runs, naming the user.
+TEST(SupervisorUsersTest, AsRootATaskRunsAsItsUsersAccountWithNoNewPrivs) {
+  if (geteuid() != 0) GTEST_SKIP() << "switching accounts needs root";
+  TempDir dir;
+  chmod(dir.path().c_str(), 0711);  // mkdtemp's 0700 would keep the account out
+  FakeClock clock;
+  RecordingListener listener;
+  TaskUsers users({.map = *TaskUserMap::Parse("alice: 65534\n", "test map")});
+  auto supervisor =
+      Supervisor::Create({.data_dir = dir.path() + "/data", .clock = &clock, .listener = &listener, .users = &users});
+  ASSERT_TRUE(supervisor.ok()) << supervisor.status();
+  TaskLaunch l;
+  l.key = {.job = absl::StrCat("t", getpid(), "-users"), .role = "w"};
+  l.user = "alice";
+  l.command = {"sh", "-c", "id -u > out; id -g >> out; grep NoNewPrivs /proc/self/status >> out"};
+  ASSERT_TRUE((*supervisor)->Launch(l).ok());
+  std::optional<TaskStatus> s = (*supervisor)->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, TaskState::kSucceeded) << s->message;
+  EXPECT_EQ(ReadFileOrEmpty(absl::StrCat(dir.path(), "/data/work/", l.key.job, "/w-0/out")),
+            "65534\n65534\nNoNewPrivs:\t1\n");
+
+  l.key.role = "m";
+  l.user = "mallory";
+  absl::Status refused = (*supervisor)->Launch(l);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused));
+  EXPECT_THAT(refused.message(), HasSubstr("user 'mallory': no local account 'mallory'"));
+}
+
 }  // namespace
 }  // namespace trainyard::agent

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,16 @@ struct TaskKey {
   auto operator<=>(const TaskKey&) const = default;
 };
 
+// A local account a task runs as (task_user.h decides which).
+struct TaskAccount {
+  std::string name;  // "" for a uid with no account
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::vector<uint32_t> groups;  // supplementary groups
+  std::string home;  // "" when unknown
+  bool operator==(const TaskAccount&) const = default;
+};
+
 // Everything the supervisor needs to start and restart one task.
 struct TaskLaunch {
   TaskKey key;
@@ -49,6 +60,12 @@ struct TaskLaunch {
   // The attempt to start first (0 for a new task; the server may resume a
   // task at a later attempt after it was rescheduled).
   int attempt = 0;
+  // The job's cluster user, as the server records it; decides the local
+  // account the task runs as (task_user.h).
+  std::string user;
+  // Set by the supervisor when tasks run as their users (the agent is
+  // root): the account this task runs as. nullopt: the agent's own.
+  std::optional<TaskAccount> run_as;
   std::vector<std::string> command;  // argv; command[0] is looked up in PATH
   std::map<std::string, std::string> env;  // extra env, e.g. TRAINYARD_JOB_MASTER
   std::string working_dir;           // empty: DATA/work/JOB/ROLE-INDEX

@@ -14,8 +14,25 @@ namespace {
 
 using nlohmann::json;
 
+json AccountToJson(const std::optional<TaskAccount>& a) {
+  if (!a) return nullptr;
+  return json{{"name", a->name}, {"uid", a->uid}, {"gid", a->gid}, {"groups", a->groups}, {"home", a->home}};
+}
+
+// A restarted agent restarts the task as the account it was started as.
+std::optional<TaskAccount> AccountFromJson(const json& j) {
+  if (!j.is_object()) return std::nullopt;
+  return TaskAccount{.name = j.at("name").get<std::string>(),
+                     .uid = j.at("uid").get<uint32_t>(),
+                     .gid = j.at("gid").get<uint32_t>(),
+                     .groups = j.at("groups").get<std::vector<uint32_t>>(),
+                     .home = j.at("home").get<std::string>()};
+}
+
 json LaunchToJson(const TaskLaunch& l) {
   return json{{"job", l.key.job},
+              {"user", l.user},
+              {"run_as", AccountToJson(l.run_as)},
               {"job_id", l.job_id},
               {"role", l.key.role},
               {"index", l.key.index},
@@ -44,6 +61,8 @@ TaskLaunch LaunchFromJson(const json& j) {
   TaskLaunch l;
   l.key = {j.at("job").get<std::string>(), j.at("role").get<std::string>(), j.at("index").get<int>()};
   l.job_id = j.value("job_id", uint64_t{0});  // records written before it was kept have none
+  l.user = j.value("user", std::string());
+  if (j.contains("run_as")) l.run_as = AccountFromJson(j.at("run_as"));
   l.worker_id = j.at("worker_id").get<int>();
   l.attempt = j.at("attempt").get<int>();
   l.command = j.at("command").get<std::vector<std::string>>();
@@ -87,6 +106,8 @@ absl::Status WriteTaskRecord(const std::string& data_dir, const TaskRecord& reco
     out << j.dump();
     if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write ", tmp));
   }
+  // It holds the task's env values: the agent's alone, whatever the umask.
+  std::filesystem::permissions(tmp, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write, ec);
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     return absl::PermissionDeniedError(absl::StrCat("cannot rename ", tmp, " to ", path));
   }

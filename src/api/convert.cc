@@ -1,6 +1,8 @@
 // Wire <-> core conversions.
 #include "api/convert.h"
 
+#include "api/gpu_model.h"
+
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -93,7 +95,7 @@ absl::StatusOr<core::JobRequest> ToJobRequest(const v1::JobRecord& job) {
     role.count = rs.count();
     role.min_available = rs.min_available() > 0 ? rs.min_available() : -1;
     role.resource = ToCore(rs.resources());
-    role.gpu_models.assign(rs.resources().gpu_models().begin(), rs.resources().gpu_models().end());
+    for (const std::string& m : rs.resources().gpu_models()) role.gpu_models.push_back(CanonicalGpuModel(m));
     role.node_selector = selector;
     role.node_name = spec.node_name();
     role.rack = spec.rack();
@@ -110,7 +112,7 @@ absl::StatusOr<core::NodeSpec> ToNodeSpec(const v1::NodeInfo& info) {
   for (const auto& [k, v] : info.labels()) n.labels.emplace_back(k, v);
   std::sort(n.labels.begin(), n.labels.end());
   n.capacity = ToCore(info.capacity());
-  n.gpu_model = info.gpu_model();
+  n.gpu_model = CanonicalGpuModel(info.gpu_model());
   n.gpu_memory_mb = info.gpu_memory_mb();
   absl::StatusOr<core::GpuTopology> topology = ToCore(info.topology());
   if (!topology.ok()) {

@@ -56,6 +56,25 @@ TEST(JobSpecShareTest, TheShareReachesTheSchedulerRequest) {
   EXPECT_EQ(ToCore(ToProto(held)), held);
 }
 
+// A node reports the name NVML gives ("Tesla V100-SXM2-32GB"); a spec may
+// say V100M32 or the long name: both reach the scheduler in the short form.
+TEST(JobSpecShareTest, GpuModelsReachTheSchedulerInTheirShortForm) {
+  auto spec = Load("{gpus: 1, gpuModel: [\"Tesla V100-SXM2-32GB\", A10]}");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::JobRecord rec;
+  rec.set_name("j");
+  *rec.mutable_spec() = *spec;
+  auto req = ToJobRequest(rec);
+  ASSERT_TRUE(req.ok()) << req.status();
+  EXPECT_THAT(req->roles[0].gpu_models, ::testing::ElementsAre("V100M32", "A10"));
+  v1::NodeInfo info;
+  info.set_name("n1");
+  info.set_gpu_model("Tesla V100-SXM2-32GB");
+  auto node = ToNodeSpec(info);
+  ASSERT_TRUE(node.ok()) << node.status();
+  EXPECT_EQ(node->gpu_model, "V100M32");
+}
+
 TEST(JobSpecShareTest, RefusalsNameTheField) {
   auto refusal = [](const std::string& resources) {
     auto spec = Load(resources);

@@ -139,6 +139,7 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
                   .gpu_memory_mb = self.gpu_memory_mb},
                  &env);
   env["TRAINYARD_TASK_NAME"] = TaskName(in.job, self.role, self.index);
+  env[kTaskUserEnv] = in.spec->user();
   env["TRAINYARD_NODE"] = self.node;
   env["TRAINYARD_NODE_ADDRESS"] = self.address;
   SetAttemptEnv(in.attempt, &env);

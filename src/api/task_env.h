@@ -42,6 +42,12 @@ struct TaskEnv {
   std::map<std::string, std::string> files;  // name in the task dir -> content
 };
 
+// TRAINYARD_USER: the job's user as the server records it. The agent runs
+// the task as the local account this user maps to, so it reads the user
+// from the launch's env; the server sets it after the spec's own env, so a
+// spec cannot choose it.
+inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
+
 // The variable that holds the job's credential (docs/security.md), in the
 // job master task's environment only. The server adds it to the launch order
 // as it leaves (server/agent_streams.cc), never to the stored task, so it is

@@ -99,6 +99,14 @@ TEST(TaskEnvTest, TasksOfAJobWithoutAMasterGetNoMasterAddress) {
   EXPECT_THAT(env.files.at("hosts"), Not(HasSubstr("jobmaster")));
 }
 
+TEST(TaskEnvTest, TheJobsUserIsInTheEnvironment) {
+  v1::JobSpec spec;
+  spec.set_user("alice");
+  AddRole(&spec, "worker", 1);
+  TaskEnvInput in = Placed(spec, 1);
+  EXPECT_EQ(BuildTaskEnv(in, in.tasks[0]).env.at("TRAINYARD_USER"), "alice");
+}
+
 }  // namespace
 }  // namespace trainyard::api
 

@@ -2,6 +2,7 @@
 // SIGTERM. Tasks keep running when the agent stops (a restarted agent adopts
 // them), unless --kill-tasks-on-exit.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <iostream>
@@ -26,6 +27,8 @@ struct AgentFlags {
   std::string labels;
   double vcores = 0;
   bool kill_tasks_on_exit = false;
+  std::string task_user_map;
+  std::string task_workdir_roots;
   std::string log_level = "info";
 };
 
@@ -47,6 +50,24 @@ int RunAgent(AgentFlags& f) {
     }
   }
   if (f.vcores > 0) f.config.vcores_milli = static_cast<int64_t>(f.vcores * 1000);
+  if (!f.task_user_map.empty()) {
+    absl::StatusOr<agent::TaskUserMap> map = agent::TaskUserMap::Load(f.task_user_map);
+    if (!map.ok()) {
+      std::cerr << "trainyard agent: " << map.status().message() << "\n";
+      return kExitUsage;
+    }
+    f.config.task_users.map = *std::move(map);
+  }
+  for (absl::string_view root : absl::StrSplit(f.task_workdir_roots, ',', absl::SkipEmpty())) {
+    if (root.empty() || root[0] != '/') {
+      std::cerr << "--task-workdir-roots: '" << root << "' is not an absolute path\n";
+      return kExitUsage;
+    }
+    f.config.task_users.workdir_roots.emplace_back(root);
+  }
+  // Files and directories the agent creates (logs, task records with env
+  // values, checkpoints) are its own unless it says otherwise.
+  umask(077);
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
@@ -127,6 +148,16 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "the most bytes kept of each task attempt's logs, stdout and stderr half each; the newest part is "
                   "kept (default 100 MiB; 0: no cap)");
   cmd->add_flag("--kill-tasks-on-exit", f.kill_tasks_on_exit, "kill every task when the agent stops");
+  cmd->add_option("--task-user-map", f.task_user_map,
+                  "when the agent is root, the local account each cluster user's tasks run as: lines "
+                  "`user: account` (an account name or a uid), `\"*\": account` for everyone else (default: the "
+                  "account of the user's own name)");
+  cmd->add_flag("--allow-root-tasks", f.config.task_users.allow_root, "let a user map to root (uid or gid 0)");
+  cmd->add_option("--task-workdir-roots", f.task_workdir_roots,
+                  "directories a task's workingDir may lie under, comma-separated, besides its own and its "
+                  "checkpoint directory (default: the home of the account it runs as)");
+  cmd->add_option("--task-pids-max", f.config.task_pids_max,
+                  "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] { *exit_code = RunAgent(f); });
 }

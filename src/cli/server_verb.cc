@@ -1,6 +1,7 @@
 // `trainyard server`: runs the resource manager in the foreground until
 // SIGINT / SIGTERM. `--check-store` verifies the store and exits.
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <functional>
@@ -103,6 +104,8 @@ int RunServer(ServerFlags& f, const std::string& self) {
   }
   if (f.check_store) return CheckStore(config.data_dir);
   if (config.trainyard_binary.empty()) config.trainyard_binary = self;
+  // The store, its journal and the job masters' files are the server's alone.
+  umask(077);
   auto s = server::Server::Start(config);
   if (!s.ok()) {
     std::cerr << "trainyard server: " << s.status().message() << "\n";

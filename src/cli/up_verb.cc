@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <thread>
@@ -206,6 +207,25 @@ bool AbsoluteFile(const char* flag, std::string* path) {
   return true;
 }
 
+// Every cluster user's tasks run as the user who ran `up` (when its agents
+// are root; otherwise they run as that user anyway): ROOT/task-users for
+// the agents' --task-user-map, and --allow-root-tasks only when that user
+// is root. False (said on stderr) when the file cannot be written.
+bool TaskUserFlags(const std::string& root, std::vector<std::string>* flags) {
+  std::string path = root + "/task-users";
+  std::ofstream out(path, std::ios::trunc);
+  out << "# Written by `trainyard up`: every user's tasks run as uid " << getuid() << ", who started the cluster.\n"
+      << "\"*\": " << getuid() << "\n";
+  out.close();
+  if (!out) {
+    std::cerr << "trainyard up: cannot write " << path << "\n";
+    return false;
+  }
+  flags->insert(flags->end(), {"--task-user-map", path});
+  if (getuid() == 0) flags->push_back("--allow-root-tasks");
+  return true;
+}
+
 int RunUp(UpFlags& f) {
   std::string self = SelfPath();
   if (!AbsoluteFile("--config", &f.config) || !AbsoluteFile("--queue-config", &f.queue_config)) return kExitUsage;
@@ -219,7 +239,8 @@ int RunUp(UpFlags& f) {
     return kExitFailure;
   }
   std::string root = std::filesystem::absolute(f.data_dir).string();
-  std::filesystem::permissions(root, std::filesystem::perms::owner_all, ec);  // 0700: tokens, store, logs
+  std::vector<std::string> task_user_flags;
+  if (!TaskUserFlags(root, &task_user_flags)) return kExitFailure;
   absl::StatusOr<std::string> admin_token = AdminCredential(root, address);
   if (!admin_token.ok()) {
     std::cerr << "trainyard up: " << admin_token.status().message() << "\n";
@@ -248,12 +269,14 @@ int RunUp(UpFlags& f) {
   std::vector<core::PortRanges> ports = NodePortSlices(f.nodes);
   for (int i = 0; i < f.nodes; ++i) {
     std::string name = absl::StrCat("node-", i);
-    agents.push_back(Spawn({self, "agent", "--server", address, "--name", name, "--data-dir", root + "/" + name,
-                            "--simulate-gpus", absl::StrCat(f.gpus), "--gpu-topology", f.topology,
-                            "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores", absl::StrCat(f.node_vcores),
-                            "--rack", absl::StrCat("rack-", i / 4), "--address", NodeAddress(i),
-                            "--port-range", ports[i].ToString(), "--kill-tasks-on-exit"},
-                           absl::StrCat(root, "/logs/", name, ".log")));
+    std::vector<std::string> argv = {self, "agent", "--server", address, "--name", name, "--data-dir",
+                                     root + "/" + name, "--simulate-gpus", absl::StrCat(f.gpus), "--gpu-topology",
+                                     f.topology, "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores",
+                                     absl::StrCat(f.node_vcores), "--rack", absl::StrCat("rack-", i / 4),
+                                     "--address", NodeAddress(i), "--port-range", ports[i].ToString(),
+                                     "--kill-tasks-on-exit"};
+    argv.insert(argv.end(), task_user_flags.begin(), task_user_flags.end());
+    agents.push_back(Spawn(argv, absl::StrCat(root, "/logs/", name, ".log")));
     daemons.push_back({agents.back(), "agent " + name, absl::StrCat(root, "/logs/", name, ".log")});
   }
   std::vector<pid_t> all = agents;

@@ -64,6 +64,7 @@ void JobManager::Stop() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     cv_.SignalAll();
+    loop_cv_.Signal();
   }
   if (thread_.joinable()) thread_.join();
   // Hand the store everything not yet written, and wait for it: the write's
@@ -91,7 +92,7 @@ void JobManager::SetJobCredentials(AgentStreams::JobCredentials of) {
 void JobManager::WakeIfAsked() {
   if (control_.TakeRoundRequest()) {
     round_asked_ = true;
-    cv_.SignalAll();
+    loop_cv_.Signal();
   }
 }
 
@@ -108,7 +109,9 @@ void JobManager::Loop() {
     // they are due, not a whole tick later.
     absl::Duration wait = kTick;
     if (control_.NodeViewsChanged()) wait = std::min(wait, std::max(absl::ZeroDuration(), next_publish_ - clock_->Now()));
-    if (!round_asked_ && !stopping_) cv_.WaitWithTimeout(&mu_, wait);
+    // Its own condition variable: a store answer (cv_) wakes those who
+    // wait for it, not a round.
+    if (!round_asked_ && !stopping_) loop_cv_.WaitWithTimeout(&mu_, wait);
     if (stopping_) break;
     round_asked_ = false;
     absl::Time now = clock_->Now();
@@ -169,6 +172,7 @@ void JobManager::SendWrite() {
   store_->CommitAsync(std::move(batch), [this, meta](absl::Status st) {
     absl::MutexLock relock(&mu_);
     control_.WriteDone(*meta, st, stopping_);
+    WakeIfAsked();  // what the answer released may let a round place more
     // What gathered meanwhile goes now; after a failure the next try waits
     // for the next round (a tick at most).
     if (st.ok()) SendWrite();

@@ -157,7 +157,8 @@ class JobManager {
   // Publishes every recovered job's view still missing (readers, once).
   void PublishAllRecovered() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Mutex mu_;
-  absl::CondVar cv_;
+  absl::CondVar cv_;       // a store answer, for those who wait for one
+  absl::CondVar loop_cv_;  // the loop's own: a round asked for, or the stop
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
   ControlState control_ ABSL_GUARDED_BY(mu_);
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <limits>
 
 #include "absl/strings/numbers.h"
@@ -93,6 +94,36 @@ absl::Status CheckBound(const std::string& listen, bool started, int port) {
       ": the port is in use (another trainyard server?) or the host is not an address of this machine"));
 }
 
+
+// The data dir holds the store (job specs with env values) and its journal:
+// the server's alone, 0700, files 0600 (older versions left 0644). When the
+// checkpoint root lies inside it, tasks of other accounts must pass through
+// to it: the data dir is then 0711 (passable, not listable), the root too.
+absl::Status SecureDataDir(const ServerConfig& config) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path data = fs::absolute(config.data_dir, ec).lexically_normal();
+  fs::path checkpoints = fs::absolute(config.checkpoint_root, ec).lexically_normal();
+  bool inside = std::mismatch(data.begin(), data.end(), checkpoints.begin(), checkpoints.end()).first == data.end();
+  const fs::perms passable = fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec;
+  fs::permissions(data, inside ? passable : fs::perms::owner_all, ec);
+  if (ec) return absl::PermissionDeniedError(absl::StrCat("data dir ", data.string(), ": ", ec.message()));
+  if (inside) {
+    fs::create_directories(checkpoints, ec);
+    fs::permissions(checkpoints, passable, ec);
+    if (ec) {
+      return absl::PermissionDeniedError(absl::StrCat("checkpoint root ", checkpoints.string(), ": ", ec.message()));
+    }
+  }
+  for (const fs::directory_entry& e : fs::directory_iterator(data, ec)) {
+    std::error_code file_ec;
+    if (e.is_regular_file(file_ec)) {
+      fs::permissions(e.path(), fs::perms::group_all | fs::perms::others_all, fs::perm_options::remove, file_ec);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config) {
@@ -134,6 +165,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(config.data_dir, store_opt);
   if (!store.ok()) return store.status();
   s->store_ = std::move(*store);
+  if (absl::Status st = SecureDataDir(config); !st.ok()) return st;
   absl::StatusOr<core::SchedulerOptions> opt = SchedulerOptionsFor(config);
   if (!opt.ok()) return opt.status();
   absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(*opt);

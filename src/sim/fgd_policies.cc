@@ -135,19 +135,29 @@ class FragmentationFit : public ProtoPolicy {
 
   void Changed(int32_t n) override {
     if (static_cast<size_t>(n) < version_.size()) ++version_[n];
+    changed_.push_back(n);
   }
 
   bool Choose(const std::vector<ProtoNode>& nodes, const ProtoTask& t, ProtoChoice* out) override {
     if (version_.size() != nodes.size()) version_.assign(nodes.size(), 0);
     std::vector<Entry>& cache = CacheFor(t, nodes.size());
+    bool priced = refined_ && dist_.HasConstrainedDemand() && t.shape.GpuDemand() > 0;
+    if (priced) UpdatePressure(nodes);
+    Score best_score;
     const Entry* best = nullptr;
     int32_t best_node = -1;
     for (size_t n = 0; n < nodes.size(); ++n) {
       Entry& e = cache[n];
       if (e.version != version_[n] || e.epoch != epoch_) Evaluate(nodes[n], t, &e, n);
       if (!e.fits) continue;
-      if (best == nullptr || e.score < best->score) {
+      Score s = e.score;
+      int32_t model = nodes[n].frag.model;
+      if (priced && model >= 0) {
+        s.growth += dist_.ScarcityCost(t.shape.GpuDemand(), pressure_[model], max_gpus_);
+      }
+      if (best == nullptr || s < best_score) {
         best = &e;
+        best_score = s;
         best_node = static_cast<int32_t>(n);
       }
     }
@@ -175,6 +185,31 @@ class FragmentationFit : public ProtoPolicy {
 
   void Learn(const ProtoTask& t) {
     dist_.Add(t.shape);
+  }
+
+  // Free GPU share per model and in all, kept from each node's last count;
+  // then each model's pressure (ShapeDistribution::ModelPressure).
+  void UpdatePressure(const std::vector<ProtoNode>& nodes) {
+    if (node_free_.size() != nodes.size()) {
+      node_free_.assign(nodes.size(), 0);
+      free_total_ = 0;
+      model_free_.clear();
+      changed_.clear();
+      for (size_t n = 0; n < nodes.size(); ++n) changed_.push_back(static_cast<int32_t>(n));
+    }
+    for (int32_t n : changed_) {
+      max_gpus_ = std::max(max_gpus_, nodes[n].frag.gpu_count);
+      int64_t now = GpuFree(nodes[n].frag);
+      int32_t model = nodes[n].frag.model;
+      free_total_ += now - node_free_[n];
+      if (model >= 0) {
+        if (model_free_.size() <= static_cast<size_t>(model)) model_free_.resize(model + 1, 0);
+        model_free_[model] += now - node_free_[n];
+      }
+      node_free_[n] = now;
+    }
+    changed_.clear();
+    dist_.ModelPressure(model_free_, free_total_, &pressure_);
   }
 
   std::vector<Entry>& CacheFor(const ProtoTask& t, size_t nodes) {
@@ -240,6 +275,14 @@ class FragmentationFit : public ProtoPolicy {
   absl::flat_hash_map<std::tuple<int64_t, int32_t, int32_t, uint64_t, int64_t>, int32_t> shape_ids_;
   std::vector<std::vector<Entry>> caches_;
   std::vector<GpuPick> picks_;
+  // UpdatePressure's counts: nodes changed since, each node's free share as
+  // last counted, free share per model and in all, pressure per model.
+  std::vector<int32_t> changed_;
+  std::vector<int64_t> node_free_;
+  std::vector<int64_t> model_free_;
+  int64_t free_total_ = 0;
+  int32_t max_gpus_ = 0;
+  std::vector<int32_t> pressure_;
 };
 
 }  // namespace

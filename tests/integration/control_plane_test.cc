@@ -219,7 +219,10 @@ TEST(ControlPlaneTest, AgentWithARelativeDataDirRunsTasksInIt) {
   Process agent({"/bin/sh", "-c",
                  absl::StrCat("cd '", c.dir(), "' && exec '", TrainyardBin(), "' agent --server ", c.address(),
                               " --name node-0 --data-dir node-0 --simulate-gpus 2 --memory-mb 4096 --vcores 4",
-                              " --port-range '", range, "' --address 127.0.0.1 --kill-tasks-on-exit")},
+                              " --port-range '", range, "' --address 127.0.0.1 --kill-tasks-on-exit",
+                              // Tasks run as the test's own uid, as the cluster's agents do.
+                              " --task-user-map '", c.dir(), "/task-users'",
+                              getuid() == 0 ? " --allow-root-tasks" : "")},
                 c.dir() + "/node-0-relative.log");
   ASSERT_TRUE(WaitFor([&] { return ReadFile(agent.log()).find("registered with") != std::string::npos; },
                       absl::Seconds(20)))

@@ -330,6 +330,11 @@ void Cluster::StartAgent(int i, int gpus, const std::string& topology) {
                                 topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
                                 absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1"};
   if (options_.agents_kill_tasks_on_exit) argv.push_back("--kill-tasks-on-exit");
+  std::string task_users = dir() + "/task-users";
+  WriteFile(task_users, options_.task_user_map.empty() ? absl::StrCat("\"*\": ", getuid(), "\n")
+                                                       : options_.task_user_map);
+  argv.insert(argv.end(), {"--task-user-map", task_users});
+  if (options_.task_user_map.empty() && getuid() == 0) argv.push_back("--allow-root-tasks");
   argv.insert(argv.end(), options_.agent_flags.begin(), options_.agent_flags.end());
   agents_[i] = std::make_unique<Process>(argv, absl::StrCat(dir(), "/", name, ".log"));
 }

@@ -103,6 +103,10 @@ struct ClusterOptions {
   // false leaves tasks running under their keepers for re-adoption.
   bool agents_kill_tasks_on_exit = true;
   std::vector<std::string> agent_flags;  // added to every agent's command line
+  // The agents' --task-user-map content. Empty: every user to the uid
+  // running the test, with --allow-root-tasks when that is root (what
+  // `trainyard up` does).
+  std::string task_user_map;
 };
 
 // A server and `nodes` agents (node-0, node-1, ...).

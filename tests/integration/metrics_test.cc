@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <bit>
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <map>
@@ -12,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -49,6 +51,31 @@ std::optional<double> Sample(const std::string& metrics, const std::string& seri
     if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
   }
   return std::nullopt;
+}
+
+// `s` with every byte but [A-Za-z0-9-_.~] percent-encoded.
+std::string UrlEncode(const std::string& s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~') {
+      out += static_cast<char>(ch);
+    } else {
+      out += absl::StrFormat("%%%02X", ch);
+    }
+  }
+  return out;
+}
+
+// The trainyard_* metric names a PromQL expression reads.
+std::vector<std::string> MetricNames(const std::string& expr) {
+  std::vector<std::string> names;
+  for (size_t at = expr.find("trainyard_"); at != std::string::npos; at = expr.find("trainyard_", at + 1)) {
+    size_t end = at;
+    while (end < expr.size() && (std::islower(static_cast<unsigned char>(expr[end])) || expr[end] == '_')) ++end;
+    names.push_back(expr.substr(at, end - at));
+    at = end - 1;
+  }
+  return names;
 }
 
 // GPUs allocated per node as `trainyard nodes` shows them (its GPU bitmap:
@@ -155,6 +182,27 @@ scrape_configs:
   HttpResult sum = HttpGet(web, "/api/v1/query?query=sum(trainyard_gpus%7Bstate%3D%22allocated%22%7D)");
   ASSERT_EQ(sum.status, 200) << sum.body;
   EXPECT_EQ(sum.json["data"]["result"][0]["value"][1], "2") << sum.body;
+
+  // The example Grafana dashboard (docs/grafana/trainyard.json): every
+  // query is one this Prometheus evaluates, and every metric it names is
+  // one the server serves.
+  const char* src = std::getenv("TRAINYARD_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  nlohmann::json dash = nlohmann::json::parse(ReadFile(absl::StrCat(src, "/docs/grafana/trainyard.json")));
+  HttpResult metrics = HttpGet(c.http_address(), "/metrics");
+  int queries = 0;
+  for (const auto& panel : dash["panels"]) {
+    for (const auto& target : panel["targets"]) {
+      std::string expr = target["expr"];
+      ++queries;
+      HttpResult r = HttpGet(web, "/api/v1/query?query=" + UrlEncode(expr));
+      EXPECT_EQ(r.status, 200) << panel["title"] << ": " << expr << "\n" << r.body;
+      for (const std::string& name : MetricNames(expr)) {
+        EXPECT_THAT(metrics.body, HasSubstr("\n" + name)) << panel["title"] << ": " << name << " is not served";
+      }
+    }
+  }
+  EXPECT_GE(queries, 16);
   p.Stop();
 }
 

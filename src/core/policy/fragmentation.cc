@@ -2,9 +2,14 @@
 #include "core/policy/fragmentation.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace trainyard::core {
 namespace {
+
+// Standard deviations of the constrained demand still to come that a
+// model's pressure keeps in hand (ModelPressure).
+constexpr double kArrivalMargin = 3;
 
 // The parts of a node's free GPU share that every class reads: free
 // shares ascending, their total, and the whole free GPUs.
@@ -89,6 +94,50 @@ void ShapeDistribution::Add(const TaskShape& t, int64_t weight) {
   for (size_t k = i; k < c.upto.size(); ++k) c.upto[k] += weight;
   c.total += weight;
   total_ += weight;
+  int64_t demand = weight * t.GpuDemand();
+  gpu_demand_ += demand;
+  if (t.models == 0 || demand == 0) return;
+  auto set = std::find_if(constrained_.begin(), constrained_.end(),
+                          [&](const ModelSetDemand& d) { return d.models == t.models; });
+  if (set == constrained_.end()) {
+    constrained_.push_back(ModelSetDemand{.models = t.models});
+    set = constrained_.end() - 1;
+  }
+  set->milli += demand;
+  set->tasks += weight;
+  if (set->milli <= 0 || set->tasks <= 0) constrained_.erase(set);
+}
+
+int32_t ShapeDistribution::PressureOn(int32_t model, const std::vector<int64_t>& free_by_model,
+                                      int64_t free_total) const {
+  if (model < 0 || model >= 64 || gpu_demand_ <= 0 || free_total <= 0) return 0;
+  double claim = 0;
+  for (const ModelSetDemand& d : constrained_) {
+    if (((d.models >> model) & 1) == 0) continue;
+    int64_t set_free = 0;
+    for (size_t m = 0; m < free_by_model.size() && m < 64; ++m) {
+      if ((d.models >> m) & 1) set_free += free_by_model[m];
+    }
+    if (set_free <= 0) return 1000;
+    // The set's demand still to come: its part of the demand times what
+    // is free. Doubles: the product of two shares would overflow.
+    double expected = static_cast<double>(d.milli) / static_cast<double>(gpu_demand_) *
+                      static_cast<double>(free_total);
+    // Arrivals are random: n tasks of mean size s bring n*s give or take
+    // sqrt(n)*s, so the claim keeps a margin of kArrivalMargin of those.
+    double size = static_cast<double>(d.milli) / static_cast<double>(d.tasks);
+    expected += kArrivalMargin * std::sqrt(expected * size);
+    claim += expected / static_cast<double>(set_free);
+  }
+  return static_cast<int32_t>(std::min(1000.0, 1000.0 * claim));
+}
+
+void ShapeDistribution::ModelPressure(const std::vector<int64_t>& free_by_model,
+                                      int64_t free_total, std::vector<int32_t>* out) const {
+  out->resize(free_by_model.size());
+  for (size_t m = 0; m < free_by_model.size(); ++m) {
+    (*out)[m] = PressureOn(static_cast<int32_t>(m), free_by_model, free_total);
+  }
 }
 
 double ShapeDistribution::Fragmentation(const FragNode& node) const {
@@ -115,8 +164,13 @@ int64_t ShapeDistribution::ReachFragmentationSum(const FragNode& node) const {
   if (s.total == 0) return 0;
   int64_t sum = 0;
   for (const Class& c : classes_) {
+    // A shape that may not use the node's model is left out: counting the
+    // node's whole free share as lost to it would make filling the node
+    // look like a gain, and so send unconstrained work to exactly the
+    // models constrained shapes need (ModelPressure prices that instead).
+    if (!ModelOk(c.models, node.model)) continue;
     bool cpu_task = c.gpus == 0 && c.gpu_milli == 0;
-    if (cpu_task || !ModelOk(c.models, node.model)) {
+    if (cpu_task) {
       sum += c.total * s.total;
       continue;
     }

@@ -68,8 +68,43 @@ class ShapeDistribution {
   // after the shares that fit it (two 0.47 shares leave 0.06), and GPUs
   // stranded once the CPU is taken by the few shares that fit. Whole-GPU and
   // CPU-only shapes are counted as FragmentationSum counts them (a whole free
-  // GPU is never a sliver). Summed like FragmentationSum.
+  // GPU is never a sliver). Shapes that may not use the node's GPU model are
+  // left out (FGD counts the node's whole free share as lost to them, which
+  // makes filling the node look like a gain and sends unconstrained work
+  // where constrained work must go: ModelPressure prices that instead).
+  // Summed like FragmentationSum.
   int64_t ReachFragmentationSum(const FragNode& node) const;
+
+  // Who else can use a node: how much of each GPU model's free share the
+  // demand that only some models can serve is expected to claim, in
+  // thousandths (0..1000), into `out` (one entry per model of
+  // `free_by_model`). A set of models that counted shapes name claims its
+  // part of the counted GPU demand times the cluster's free share (the
+  // demand still to come if the cluster fills up as it has been asked),
+  // plus a margin of three standard deviations for the randomness of
+  // arrivals, over the free share of its models; a model adds up the claims
+  // of the sets it is in, capped at 1000. 0 everywhere when no counted shape
+  // names a model. `free_by_model[m]` is model m's free GPU share
+  // (thousandths), `free_total` the cluster's.
+  void ModelPressure(const std::vector<int64_t>& free_by_model, int64_t free_total,
+                     std::vector<int32_t>* out) const;
+  // ModelPressure of one model; 0 for an unknown model (-1).
+  int32_t PressureOn(int32_t model, const std::vector<int64_t>& free_by_model,
+                     int64_t free_total) const;
+  // The price of taking `gpu_demand` thousandths of a GPU on a node whose
+  // model is under `pressure` (ModelPressure), in FragmentationSum's units
+  // (counted tasks x thousandths), so a placement weighs it against the
+  // fragmentation it adds. A task that may use only a claimed model fails
+  // or waits when the model is full, while unconstrained work has other
+  // nodes; so under full pressure one GPU is priced as the most
+  // fragmentation one placement can add to a node of the cluster's largest,
+  // `max_node_gpus` GPUs (all of its share). A price, not a reservation:
+  // unconstrained work still goes there when every other choice costs more.
+  int64_t ScarcityCost(int64_t gpu_demand, int32_t pressure, int32_t max_node_gpus) const {
+    return total_ * max_node_gpus * gpu_demand * pressure / 1000;
+  }
+  // True when some counted shape names GPU models.
+  bool HasConstrainedDemand() const { return !constrained_.empty(); }
 
  private:
   struct Class {
@@ -81,8 +116,17 @@ class ShapeDistribution {
     std::vector<int64_t> upto;   // tasks with CPU <= cpu[i]
     int64_t total = 0;
   };
+  // GPU demand (thousandths) of counted shapes, all and per set of models
+  // named (sets with none left are dropped).
+  struct ModelSetDemand {
+    uint64_t models = 0;
+    int64_t milli = 0;
+    int64_t tasks = 0;
+  };
   std::vector<Class> classes_;
   int64_t total_ = 0;
+  int64_t gpu_demand_ = 0;
+  std::vector<ModelSetDemand> constrained_;
 };
 
 // True when a task of shape `t` fits on `node` by CPU, model and GPUs

@@ -1,7 +1,9 @@
 // The "fragmentation" placement policy: the topology policy's bucket order,
 // then, among the first nodes that fit, the one whose expected
 // fragmentation (Trainyard's refinement of FGD's measure,
-// ReachFragmentationSum) grows least for the task shapes seen lately.
+// ReachFragmentationSum) grows least for the task shapes seen lately, plus
+// the price of taking GPU share that only this node's model can give to
+// the constrained shapes seen lately (ModelPressure, ScarcityCost).
 // The shapes come from a window of recent arrivals, so the weights follow
 // the workload as it changes.
 #include <deque>
@@ -64,8 +66,12 @@ class FragmentationPlacement : public PlacementPolicy {
       GpuPicks(before, t, &picks);
       if (!picks.empty()) pick = picks.front();
     }
-    return shapes_.ReachFragmentationSum(AfterPick(before, t, pick)) -
-           shapes_.ReachFragmentationSum(before);
+    int64_t growth = shapes_.ReachFragmentationSum(AfterPick(before, t, pick)) -
+                     shapes_.ReachFragmentationSum(before);
+    if (!shapes_.HasConstrainedDemand() || t.GpuDemand() == 0) return growth;
+    int32_t pressure =
+        shapes_.PressureOn(before.model, state.ModelFreeShare(), state.FreeShareTotal());
+    return growth + shapes_.ScarcityCost(t.GpuDemand(), pressure, state.MaxNodeGpus());
   }
 
   void Observe(const ClusterState& state, const JobRequest& job) override {

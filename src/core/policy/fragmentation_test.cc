@@ -107,5 +107,64 @@ TEST(FragmentationTest, AWeightForgetsWhatWasCounted) {
   EXPECT_EQ(d.Fragmentation(Node(8000, {1000, 300})), 1300);
 }
 
+TEST(FragmentationTest, TheRefinedMeasureLeavesOutShapesOfAnotherModel) {
+  // FGD counts a T4 node's free share as lost to V100 shapes, so filling
+  // the T4 node looks like a gain for them; the refined measure leaves them
+  // out (they have no stake in that node).
+  TaskShape v100 = Whole(1);
+  v100.models = uint64_t{1} << 1;
+  ShapeDistribution d;
+  d.Add(v100, 5);
+  d.Add(Whole(1));
+  FragNode t4 = Node(8000, {1000, 1000}, /*model=*/0);
+  EXPECT_EQ(d.FragmentationSum(t4), 5 * 2000);
+  EXPECT_EQ(d.ReachFragmentationSum(t4), 0);
+  FragNode after = AfterPick(t4, Whole(1), GpuPick{.gpus = GpuSet(0b1), .milli = 1000});
+  EXPECT_LT(d.FragmentationSum(after), d.FragmentationSum(t4)) << "FGD: filling it is a gain";
+  EXPECT_EQ(d.ReachFragmentationSum(after), d.ReachFragmentationSum(t4));
+}
+
+TEST(FragmentationTest, PressureIsTheShareOfAModelsFreeGpusItsConstrainedDemandClaims) {
+  TaskShape v100 = Whole(1);
+  v100.models = uint64_t{1} << 1;
+  ShapeDistribution d;
+  EXPECT_FALSE(d.HasConstrainedDemand());
+  d.Add(Whole(1), 3);
+  d.Add(v100, 1);  // a quarter of the GPU demand needs model 1
+  ASSERT_TRUE(d.HasConstrainedDemand());
+  // 16 GPUs free, 4 of them model 1: a quarter of what is to come (4 GPUs,
+  // and a margin) claims all of model 1's free share; model 0 is claimed by
+  // nobody.
+  std::vector<int32_t> p;
+  d.ModelPressure({12000, 4000}, 16000, &p);
+  EXPECT_EQ(p, (std::vector<int32_t>{0, 1000}));
+  // 64 of 100 free GPUs are model 1's: 25 GPUs to come, give or take 5
+  // (sqrt(25 tasks) of 1 GPU), three times that kept in hand: 40 of 64.
+  d.ModelPressure({36000, 64000}, 100000, &p);
+  EXPECT_EQ(p, (std::vector<int32_t>{0, 625}));
+  EXPECT_EQ(d.PressureOn(-1, {8000, 8000}, 16000), 0) << "unknown model";
+  // The price is in FragmentationSum's units (counted tasks x
+  // thousandths): under full pressure a GPU costs a whole largest node.
+  EXPECT_EQ(d.ScarcityCost(1000, 1000, 8), 4 * 8000);
+  EXPECT_EQ(d.ScarcityCost(250, 500, 8), 4 * 8 * 250 / 2);
+  // A set of two models shares its claim between them.
+  TaskShape either = Whole(1);
+  either.models = 0b11;
+  ShapeDistribution both;
+  both.Add(either);
+  both.Add(Whole(1));
+  both.ModelPressure({100000, 100000}, 400000, &p);
+  // Half of 400 GPUs to come (200, and 3 x sqrt(200)) over the two
+  // models' 200 free GPUs: all of it.
+  EXPECT_EQ(p, (std::vector<int32_t>{1000, 1000}));
+  both.ModelPressure({200000, 200000}, 400000, &p);
+  EXPECT_EQ(p, (std::vector<int32_t>{606, 606})) << "(200 + 42.4) / 400";
+  // Forgotten demand claims nothing.
+  d.Add(v100, -1);
+  EXPECT_FALSE(d.HasConstrainedDemand());
+  d.ModelPressure({8000, 8000}, 16000, &p);
+  EXPECT_EQ(p, (std::vector<int32_t>{0, 0}));
+}
+
 }  // namespace
 }  // namespace trainyard::core

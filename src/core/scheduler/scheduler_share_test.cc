@@ -139,6 +139,25 @@ TEST(GpuShareTest, AGpuModelConstraintPicksNodesOfThatModel) {
   EXPECT_THAT(ReasonOf(d, "a10"), ::testing::HasSubstr("GPU model A10"));
 }
 
+TEST(GpuShareTest, AModelFamilyAdmitsEachOfItsMemorySizes) {
+  auto s = MakeScheduler(0);
+  for (auto [i, model] : {std::pair{0, "V100M16"}, {1, "A100M80"}}) {
+    NodeSpec n = EightGpuNode(i);
+    n.gpu_model = model;
+    ASSERT_TRUE(s->AddNode(n).ok());
+  }
+  JobRequest v100 = MakeJob("v100", {.gpus = 1});
+  v100.roles[0].gpu_models = {"V100"};
+  JobRequest a10 = MakeJob("a10", {.gpus = 1});
+  a10.roles[0].gpu_models = {"A10"};
+  ASSERT_TRUE(s->AddJob(v100).ok());
+  ASSERT_TRUE(s->AddJob(a10).ok());
+  Decisions d = s->Schedule(T(1));
+  EXPECT_EQ(OnlyTask(d, "v100").node, "node-0");
+  EXPECT_EQ(PlacementOf(d, "a10"), nullptr) << "A10 is not a size of the A100";
+  EXPECT_THAT(ReasonOf(d, "a10"), ::testing::HasSubstr("A10"));
+}
+
 TEST(GpuShareTest, AnAdoptedShareHoldsItsShareAgain) {
   auto s = MakeScheduler(1);
   ASSERT_TRUE(s->AddJob(ShareJob("rec", 600, {.tasks = 2})).ok());
@@ -234,6 +253,50 @@ TEST(GpuShareTest, FragmentationPlacementLeavesTheScarceModelToWhoNeedsIt) {
       EXPECT_EQ(OnlyTask(d, "any").node, "node-1");
       EXPECT_EQ(OnlyTask(d, "needs-v100").node, "node-0");
     }
+  }
+}
+
+// One V100 node, the tightest fit for a 1-GPU task (a switch with one GPU
+// free), and four T4 nodes; more of the demand seen names the T4 than the
+// V100 but the V100's few GPUs are what its demand claims first. FGD's
+// measure counted the V100 node's free GPUs as lost to every task that
+// names the T4, so filling it looked like the best move and the tasks that
+// need it waited; priced by who else can use it, unconstrained work goes
+// to the T4 nodes.
+TEST(GpuShareTest, ConstrainedDemandIsNotStarvedByUnconstrainedWork) {
+  auto s = Scheduler::Create({.placement = "fragmentation"}).value();
+  NodeSpec v100 = EightGpuNode(0);
+  v100.gpu_model = "V100M32";
+  ASSERT_TRUE(s->AddNode(v100).ok());
+  for (int i = 1; i <= 4; ++i) {
+    NodeSpec t4 = EightGpuNode(i);
+    t4.gpu_model = "T4";
+    ASSERT_TRUE(s->AddNode(t4).ok());
+  }
+  ASSERT_TRUE(s->AddJob(MakeJob("filler", {.gpus = 1})).ok());
+  ASSERT_TRUE(s->MarkRunning("filler", T(0)).ok());
+  Resource gpu0{.memory_mb = 1024, .vcores_milli = 1000, .gpus = 1, .gpu_mask = 0b1};
+  ASSERT_TRUE(s->AdoptTask("filler", "worker", 0, "node-0", gpu0).ok());
+  // Seen: six tasks that need a T4, then four that may go anywhere, then
+  // four that need the V100.
+  for (int i = 0; i < 6; ++i) {
+    JobRequest t4 = MakeJob(absl::StrCat("needs-t4-", i), {.gpus = 1});
+    t4.roles[0].gpu_models = {"T4"};
+    ASSERT_TRUE(s->AddJob(t4).ok());
+    ASSERT_TRUE(s->RemoveJob(t4.id).ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(s->AddJob(MakeJob(absl::StrCat("any-", i), {.gpus = 1, .submit = 1 + i})).ok());
+  }
+  for (int i = 0; i < 4; ++i) {
+    JobRequest need = MakeJob(absl::StrCat("needs-v100-", i), {.gpus = 1, .submit = 10 + i});
+    need.roles[0].gpu_models = {"V100M32"};
+    ASSERT_TRUE(s->AddJob(need).ok());
+  }
+  Decisions d = s->Schedule(T(20));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_NE(OnlyTask(d, absl::StrCat("any-", i)).node, "node-0") << "any-" << i;
+    EXPECT_EQ(OnlyTask(d, absl::StrCat("needs-v100-", i)).node, "node-0") << "needs-v100-" << i;
   }
 }
 

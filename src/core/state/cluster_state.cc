@@ -125,6 +125,8 @@ absl::Status ClusterState::RemoveNode(std::string_view name, std::vector<std::st
     std::vector<NodeId>& rack = rack_nodes_[node.rack];
     rack.erase(std::find(rack.begin(), rack.end(), *n));
   }
+  node.present = false;
+  CountFreeShare(*n);
   index_.Remove(*n);
   share_index_.Remove(*n);
   node_by_name_.erase(node.name);

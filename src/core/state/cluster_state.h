@@ -126,6 +126,9 @@ struct NodeState {
   // by shares.
   std::vector<int16_t> share_used;
   std::vector<int64_t> share_memory_used;
+  // The free GPU share this node adds to ClusterState::ModelFreeShare()
+  // and FreeShareTotal() (0 when not schedulable).
+  int64_t counted_free_share = 0;
 
   // Free share of GPU g: 1000 when whole and free, 1000 - used when shared,
   // 0 when held whole or out of service.
@@ -269,6 +272,13 @@ class ClusterState {
   // Nodes with a shared GPU that has room, keyed by the largest free share
   // among their shared GPUs (1..999); schedulable nodes only.
   const NodeIndex& share_index() const { return share_index_; }
+  // Free GPU share (thousandths) over the schedulable nodes of each GPU
+  // model (indexed as NodeState::gpu_model; GPUs out of service count
+  // nothing), and over every schedulable node: who else can use a node,
+  // for placement (ShapeDistribution::ModelPressure). Kept in O(GPUs) per
+  // change of a node.
+  const std::vector<int64_t>& ModelFreeShare() const { return model_free_share_; }
+  int64_t FreeShareTotal() const { return free_share_total_; }
   // Returns the index of a queue name, adding it when new.
   int32_t InternQueue(std::string_view name);
 
@@ -305,6 +315,7 @@ class ClusterState {
   absl::StatusOr<NodeId> NodeNamed(std::string_view name) const;
   absl::StatusOr<JobSlot> JobNamed(std::string_view id) const;
   void Reindex(NodeId n);
+  void CountFreeShare(NodeId n);
 
   std::vector<NodeState> nodes_;
   std::vector<NodePorts> node_ports_;  // by NodeId, as nodes_
@@ -333,6 +344,8 @@ class ClusterState {
   NodeIndex index_;
   NodeIndex share_index_;
   std::vector<std::string> gpu_models_;
+  std::vector<int64_t> model_free_share_;  // by gpu model, as gpu_models_
+  int64_t free_share_total_ = 0;
   std::vector<NodeId> cooling_nodes_;  // nodes with cooling ports
 };
 

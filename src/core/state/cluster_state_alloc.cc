@@ -45,20 +45,40 @@ const std::string& ClusterState::gpu_model(NodeId n) const {
   return m < 0 ? *kUnknown : gpu_models_[m];
 }
 
+namespace {
+
+// True when a GPU model a task names, `wanted`, admits a node's `model`:
+// the same name, or a family name without memory admitting each of its
+// sizes ("V100" admits "V100M16" and "V100M32"; names in the short form of
+// api::CanonicalGpuModel).
+bool GpuModelMatches(std::string_view wanted, std::string_view model) {
+  if (wanted == model) return true;
+  if (wanted.empty() || model.substr(0, wanted.size()) != wanted) return false;
+  std::string_view rest = model.substr(wanted.size());
+  if (rest.size() < 2 || rest[0] != 'M') return false;
+  return std::all_of(rest.begin() + 1, rest.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
 bool ClusterState::ModelAllows(const RoleRequest& role, NodeId n) const {
   if (role.gpu_models.empty()) return true;
   int32_t m = nodes_[n].gpu_model;
   if (m < 0) return false;
-  return std::find(role.gpu_models.begin(), role.gpu_models.end(), gpu_models_[m]) !=
-         role.gpu_models.end();
+  return std::any_of(role.gpu_models.begin(), role.gpu_models.end(),
+                     [&](const std::string& w) { return GpuModelMatches(w, gpu_models_[m]); });
 }
 
 uint64_t ClusterState::ModelMask(const RoleRequest& role) const {
   uint64_t mask = 0;
-  for (const std::string& m : role.gpu_models) {
-    auto it = std::find(gpu_models_.begin(), gpu_models_.end(), m);
-    size_t i = it == gpu_models_.end() ? 63 : std::min<size_t>(it - gpu_models_.begin(), 63);
-    mask |= uint64_t{1} << i;
+  for (const std::string& w : role.gpu_models) {
+    bool any = false;
+    for (size_t i = 0; i < gpu_models_.size(); ++i) {
+      if (!GpuModelMatches(w, gpu_models_[i])) continue;
+      mask |= uint64_t{1} << std::min<size_t>(i, 63);
+      any = true;
+    }
+    if (!any) mask |= uint64_t{1} << 63;
   }
   return mask;
 }
@@ -124,7 +144,25 @@ void ClusterState::SetPhase(JobSlot j, JobPhase phase, absl::Time at) {
 
 void ClusterState::SetReservation(NodeId n, JobSlot j) { nodes_[n].reserved_for = j; }
 
+void ClusterState::CountFreeShare(NodeId n) {
+  NodeState& node = nodes_[n];
+  int64_t now = 0;
+  if (node.present && node.schedulable) {
+    for (uint64_t m = node.capacity.gpu_mask & ~node.excluded; m != 0; m &= m - 1) {
+      now += node.FreeShare(__builtin_ctzll(m));
+    }
+  }
+  int64_t delta = now - node.counted_free_share;
+  if (delta == 0) return;
+  node.counted_free_share = now;
+  free_share_total_ += delta;
+  if (node.gpu_model < 0) return;
+  if (model_free_share_.size() < gpu_models_.size()) model_free_share_.resize(gpu_models_.size(), 0);
+  model_free_share_[node.gpu_model] += delta;
+}
+
 void ClusterState::Reindex(NodeId n) {
+  CountFreeShare(n);
   const NodeState& node = nodes_[n];
   if (!node.present || !node.schedulable) {
     index_.Remove(n);

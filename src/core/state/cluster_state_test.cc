@@ -55,6 +55,40 @@ TEST_F(ClusterStateTest, ExcludedGpusAreNeverPlaced) {
   EXPECT_EQ(Node0().free.gpus, 6);
 }
 
+// What ModelFreeShare counts follows every change of a node: placements
+// (whole GPUs and shares), their end, excluded GPUs, cordons, removal.
+TEST_F(ClusterStateTest, FreeShareIsCountedPerGpuModel) {
+  NodeSpec t4 = EightGpuNode(1);
+  t4.gpu_model = "T4";
+  ASSERT_TRUE(s_->AddNode(t4).ok());
+  const ClusterState& st = s_->state();
+  auto t4_free = [&] { return st.ModelFreeShare().at(st.node(*st.FindNode("node-1")).gpu_model); };
+  EXPECT_EQ(st.FreeShareTotal(), 16000) << "node-0 has no model but counts in the total";
+  EXPECT_EQ(t4_free(), 8000);
+  JobRequest whole = MakeJob("whole", {.gpus = 3});
+  whole.roles[0].gpu_models = {"T4"};
+  ASSERT_TRUE(s_->AddJob(whole).ok());
+  JobRequest share = MakeJob("share", {.gpus = 0});
+  share.roles[0].resource.gpu_milli = 250;
+  share.roles[0].gpu_models = {"T4"};
+  ASSERT_TRUE(s_->AddJob(share).ok());
+  s_->Schedule(T(1));
+  EXPECT_EQ(t4_free(), 8000 - 3000 - 250);
+  EXPECT_EQ(st.FreeShareTotal(), 16000 - 3250);
+  ASSERT_TRUE(s_->TaskFinished("whole", "worker", 0).ok());
+  EXPECT_EQ(t4_free(), 8000 - 250);
+  ASSERT_TRUE(s_->SetExcludedGpus("node-0", GpuSet::Parse("0-1").value()).ok());
+  EXPECT_EQ(st.FreeShareTotal(), 6000 + 8000 - 250);
+  ASSERT_TRUE(s_->SetSchedulable("node-1", false).ok());
+  EXPECT_EQ(t4_free(), 0) << "a cordoned node gives nothing";
+  EXPECT_EQ(st.FreeShareTotal(), 6000);
+  ASSERT_TRUE(s_->SetSchedulable("node-1", true).ok());
+  EXPECT_EQ(t4_free(), 8000 - 250);
+  ASSERT_TRUE(s_->RemoveNode("node-1").ok());
+  EXPECT_EQ(st.ModelFreeShare().at(0), 0);
+  EXPECT_EQ(st.FreeShareTotal(), 6000);
+}
+
 TEST_F(ClusterStateTest, BadNodesAreRejectedByName) {
   NodeSpec n = EightGpuNode(1);
   n.capacity.gpus = 4;

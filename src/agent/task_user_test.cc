@@ -1,0 +1,137 @@
+// The task user map's parser and the resolution of cluster users to local
+// accounts, against a fixed list of accounts.
+#include "agent/task_user.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+class FixedAccounts : public AccountDirectory {
+ public:
+  std::optional<TaskAccount> ByName(const std::string& name) const override {
+    for (const TaskAccount& a : accounts_) {
+      if (a.name == name) return a;
+    }
+    return std::nullopt;
+  }
+  std::optional<TaskAccount> ByUid(uid_t uid) const override {
+    for (const TaskAccount& a : accounts_) {
+      if (a.uid == uid) return a;
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::vector<TaskAccount> accounts_ = {
+      {.name = "root", .uid = 0, .gid = 0, .home = "/root"},
+      {.name = "alice", .uid = 1001, .gid = 1001, .groups = {1001, 27}, .home = "/home/alice"},
+      {.name = "nobody", .uid = 65534, .gid = 65534, .groups = {65534}, .home = "/nonexistent"},
+  };
+};
+
+TEST(TaskUserMapTest, ParsesUsersEveryoneCommentsAndQuotes) {
+  absl::StatusOr<TaskUserMap> map = TaskUserMap::Parse(
+      "# who runs as whom\n"
+      "alice: alice\n"
+      "\"bob smith\": nobody   # a quoted name\n"
+      "\n"
+      "carol: 65533\n"
+      "\"*\": nobody\n",
+      "users.map");
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->LocalAccountFor("alice"), "alice");
+  EXPECT_EQ(map->LocalAccountFor("bob smith"), "nobody");
+  EXPECT_EQ(map->LocalAccountFor("carol"), "65533");
+  EXPECT_EQ(map->LocalAccountFor("dave"), "nobody");
+}
+
+TEST(TaskUserMapTest, WithoutEveryoneAUserIsTheirOwnAccount) {
+  absl::StatusOr<TaskUserMap> map = TaskUserMap::Parse("alice: nobody\n", "users.map");
+  ASSERT_TRUE(map.ok()) << map.status();
+  EXPECT_EQ(map->LocalAccountFor("dave"), "dave");
+  EXPECT_EQ(TaskUserMap().LocalAccountFor("erin"), "erin");
+}
+
+TEST(TaskUserMapTest, ErrorsNameTheFileTheLineAndTheReason) {
+  EXPECT_THAT(TaskUserMap::Parse("alice: a\nbob nobody\n", "m").status().message(),
+              HasSubstr("m line 2: 'bob nobody' is not `cluster-user: local-account`"));
+  EXPECT_THAT(TaskUserMap::Parse(": nobody\n", "m").status().message(),
+              HasSubstr("m line 1: the cluster user is empty"));
+  EXPECT_THAT(TaskUserMap::Parse("alice:\n", "m").status().message(),
+              HasSubstr("m line 1: the local account of 'alice' is empty"));
+  EXPECT_THAT(TaskUserMap::Parse("alice: a\nalice: b\n", "m").status().message(),
+              HasSubstr("m line 2: 'alice' is mapped twice"));
+  EXPECT_THAT(TaskUserMap::Parse("'*': a\n\"*\": b\n", "m").status().message(),
+              HasSubstr("m line 2: '*' is mapped twice"));
+  EXPECT_THAT(TaskUserMap::Load("/nonexistent/users.map").status().message(),
+              HasSubstr("--task-user-map /nonexistent/users.map: cannot be read"));
+}
+
+TaskUsers Switching(const std::string& map_text, bool allow_root, const AccountDirectory* accounts) {
+  return TaskUsers({.map = *TaskUserMap::Parse(map_text, "m"),
+                    .allow_root = allow_root,
+                    .switch_users = true,
+                    .accounts = accounts});
+}
+
+TEST(TaskUsersTest, ResolvesNamesAndBareUids) {
+  FixedAccounts accounts;
+  TaskUsers users = Switching("bob: nobody\ncarol: 65533\nnum: 1001\n", false, &accounts);
+  absl::StatusOr<TaskAccount> alice = users.Resolve("alice");  // her own name
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_EQ(alice->uid, 1001u);
+  EXPECT_EQ(alice->groups, (std::vector<uint32_t>{1001, 27}));
+  EXPECT_EQ(users.Resolve("bob")->uid, 65534u);
+  // A uid with no account: its own number as group, no other groups, no home.
+  absl::StatusOr<TaskAccount> carol = users.Resolve("carol");
+  ASSERT_TRUE(carol.ok()) << carol.status();
+  EXPECT_EQ(carol->uid, 65533u);
+  EXPECT_EQ(carol->gid, 65533u);
+  EXPECT_TRUE(carol->groups.empty());
+  EXPECT_TRUE(users.WorkdirRoots(*carol).empty());
+  EXPECT_EQ(users.Resolve("num")->name, "alice");  // a uid with an account is that account
+}
+
+TEST(TaskUsersTest, AnUnknownUserFailsNamingIt) {
+  FixedAccounts accounts;
+  TaskUsers users = Switching("", false, &accounts);
+  EXPECT_THAT(users.Resolve("mallory").status().message(),
+              HasSubstr("user 'mallory': no local account 'mallory' on this node"));
+  EXPECT_TRUE(absl::IsInvalidArgument(users.Resolve("mallory").status()));
+}
+
+TEST(TaskUsersTest, RootOnlyWhenAllowed) {
+  FixedAccounts accounts;
+  for (const char* map : {"\"*\": root\n", "\"*\": 0\n", ""}) {
+    TaskUsers refused = Switching(map, false, &accounts);
+    EXPECT_THAT(refused.Resolve("root").status().message(), HasSubstr("--allow-root-tasks")) << map;
+    TaskUsers allowed = Switching(map, true, &accounts);
+    ASSERT_TRUE(allowed.Resolve("root").ok()) << map;
+    EXPECT_EQ(allowed.Resolve("root")->uid, 0u);
+  }
+}
+
+TEST(TaskUsersTest, WorkdirRootsAreTheHomeUnlessGiven) {
+  FixedAccounts accounts;
+  TaskUsers by_home = Switching("", false, &accounts);
+  EXPECT_EQ(by_home.WorkdirRoots(*accounts.ByName("alice")), (std::vector<std::string>{"/home/alice"}));
+  EXPECT_TRUE(by_home.WorkdirRoots({.uid = 5, .home = "/"}).empty());  // "/" would allow everything
+  TaskUsers given({.workdir_roots = {"/data", "/scratch"}, .switch_users = true, .accounts = &accounts});
+  EXPECT_EQ(given.WorkdirRoots(*accounts.ByName("alice")), (std::vector<std::string>{"/data", "/scratch"}));
+}
+
+TEST(TaskUsersTest, WithoutSwitchingTasksRunAsTheAgent) {
+  FixedAccounts accounts;
+  TaskUsers users({.switch_users = false, .accounts = &accounts});
+  EXPECT_FALSE(users.switching());
+  absl::StatusOr<TaskAccount> account = users.Resolve("anyone");
+  ASSERT_TRUE(account.ok());
+  EXPECT_EQ(account->uid, geteuid());
+}
+
+}  // namespace
+}  // namespace trainyard::agent
