@@ -104,7 +104,7 @@ void BM_ServerProcessRestart(benchmark::State& state) {
     auto t0 = SteadyClock::now();
     trainyard::bench::ChildProcess server(TRAINYARD_BINARY,
                                           {"server", "--listen", "127.0.0.1:0", "--data-dir", dir, "--no-jobmaster",
-                                           "--node-timeout-ms", "60000", "--log-level", "warning"},
+                                           "--node-timeout-ms", "60000", "--log-level", "warning", "--no-auth"},
                                           "listening on ");
     if (!server.Start()) {
       state.SkipWithError("the server did not start");

@@ -9,6 +9,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/ascii.h"
 #include "absl/time/time.h"
 #include "api/job_spec.h"
 #include "yaml-cpp/yaml.h"
@@ -119,6 +121,41 @@ class Loader {
     return absl::OkStatus();
   }
 
+  // An ACL list: a YAML list of user names, or one string of names
+  // separated by commas ("*" = everyone). Absent: `out` is left as it is
+  // (the parent's).
+  absl::Status AclList(const YAML::Node& map, const char* key, const std::string& where,
+                       std::vector<std::string>* out) {
+    const YAML::Node v = map[key];
+    if (!v) return absl::OkStatus();
+    std::vector<std::string> names;
+    if (v.IsScalar()) {
+      for (absl::string_view n : absl::StrSplit(v.Scalar(), ',', absl::SkipWhitespace())) {
+        names.emplace_back(absl::StripAsciiWhitespace(n));
+      }
+    } else if (v.IsSequence()) {
+      for (const YAML::Node& n : v) {
+        if (!n.IsScalar() || n.Scalar().empty()) {
+          return Err(n, where, absl::StrCat(key, ": expected user names, got a list or mapping"));
+        }
+        names.push_back(n.Scalar());
+      }
+    } else {
+      return Err(v, where, absl::StrCat(key, ": expected a list of user names or \"*\""));
+    }
+    *out = std::move(names);
+    return absl::OkStatus();
+  }
+
+  absl::Status Acl(const YAML::Node& node, const std::string& where, QueueAcl* acl) {
+    for (auto [key, field] : {std::pair{"aclSubmitJobs", &acl->submit_jobs},
+                              std::pair{"aclAdministerJobs", &acl->administer_jobs},
+                              std::pair{"aclProduction", &acl->production}}) {
+      if (absl::Status s = AclList(node, key, where, field); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status Queue(const YAML::Node& given, const std::string& parent, core::QueueConfig* q) {
     std::string where = absl::StrCat("queue ", parent.empty() ? "" : parent + ".");
     if (!given.IsMap()) return Err(given, where, "expected a mapping with a name");
@@ -127,7 +164,8 @@ class Loader {
     std::string path = parent.empty() ? q->name : absl::StrCat(parent, ".", q->name);
     where = absl::StrCat("queue ", path, ": ");
     absl::StatusOr<YAML::Node> node =
-        Keys(given, where, {"name", "capacity", "maxCapacity", "userLimit", "weight", "minShare", "queues"});
+        Keys(given, where, {"name", "capacity", "maxCapacity", "userLimit", "weight", "minShare", "queues",
+                            "aclSubmitJobs", "aclAdministerJobs", "aclProduction"});
     if (!node.ok()) return node.status();
     for (auto [key, field] : {std::pair{"capacity", &q->capacity_percent},
                               std::pair{"maxCapacity", &q->max_capacity_percent},
@@ -136,7 +174,15 @@ class Loader {
       if (absl::Status s = Number(*node, key, where, field); !s.ok()) return s;
     }
     if (absl::Status s = MinShare(*node, where, &q->min_share); !s.ok()) return s;
-    return Children((*node)["queues"], path, &q->children);
+    // The parent's lists, then this queue's own.
+    QueueAcl acl = acls_->count(parent_name_) ? (*acls_)[parent_name_] : QueueAcl();
+    if (absl::Status s = Acl(*node, where, &acl); !s.ok()) return s;
+    (*acls_)[q->name] = acl;
+    std::string saved = parent_name_;
+    parent_name_ = q->name;
+    absl::Status children = Children((*node)["queues"], path, &q->children);
+    parent_name_ = saved;
+    return children;
   }
 
   absl::Status Children(const YAML::Node& list, const std::string& parent,
@@ -154,6 +200,8 @@ class Loader {
   }
 
   absl::Status Top(const YAML::Node& given, QueueConfigFile* out) {
+    acls_ = &out->acls;
+    parent_name_ = "root";
     absl::StatusOr<YAML::Node> root = Keys(given, "", {"policy", "reclaimTimeout", "defaultQueue", "queues"});
     if (!root.ok()) return root.status();
     if ((*root)["policy"]) out->policy = (*root)["policy"].Scalar();
@@ -172,6 +220,8 @@ class Loader {
 
  private:
   std::string source_;
+  QueueAcls* acls_ = nullptr;  // where Queue puts each queue's ACL
+  std::string parent_name_;   // the queue whose children are being read
 };
 
 // True when `name` is a leaf of the tree.
@@ -219,5 +269,9 @@ absl::StatusOr<QueueConfigFile> LoadQueueConfigFile(const std::string& path) {
 }
 
 bool IsLeafQueue(const core::QueuesConfig& queues, const std::string& name) { return IsLeaf(queues.root, name); }
+
+bool AclAllows(const std::vector<std::string>& acl_list, const std::string& user) {
+  return std::any_of(acl_list.begin(), acl_list.end(), [&](const std::string& n) { return n == "*" || n == user; });
+}
 
 }  // namespace trainyard::api

@@ -13,25 +13,48 @@
 //       weight: 2               # Fair policy, default 1
 //       minShare: {memory: 0, cpu: 8, gpus: 16}   # Fair policy; memory in MB
 //       queues: [...]           # child queues, same keys
+//       aclSubmitJobs: [alice, bob]   # who may submit here ("*": everyone)
+//       aclAdministerJobs: [carol]    # who may kill, delete, read logs of its jobs
+//       aclProduction: [alice]        # who may submit priority production here
 //
 // Keys are camelCase, as in job specs (docs/queues.md). The snake_case keys
 // of earlier files (max_capacity, user_limit, min_share: {memory_mb,
 // vcores}, reclaim_timeout) are still read.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/policy/queue_config.h"
 
 namespace trainyard::api {
 
+// Who may use a queue (docs/queues.md, "Access"): user names, "*" for
+// everyone. A queue that does not set a list has its parent's; the root's
+// are: everyone submits, nobody but cluster admins administers or submits
+// production work. Cluster admins may always do all three.
+struct QueueAcl {
+  std::vector<std::string> submit_jobs = {"*"};
+  std::vector<std::string> administer_jobs;
+  std::vector<std::string> production;
+};
+
+// The ACL of every queue of the tree by name, with the parents' lists filled
+// in; the ACL of the implicit queue "default" when there is no queue file.
+using QueueAcls = std::map<std::string, QueueAcl>;
+
 struct QueueConfigFile {
   std::string policy;         // "" when the file does not say
   std::string default_queue;  // "" when the file does not say
   core::QueuesConfig queues;
+  QueueAcls acls;
 };
+
+// True when `acl_list` (one of QueueAcl's lists) names `user` or "*".
+bool AclAllows(const std::vector<std::string>& acl_list, const std::string& user);
 
 // Parses YAML text. Errors name `source`, the line, the queue path and the
 // key, e.g. "queues.yaml:4: queue research: max_capacity: expected a

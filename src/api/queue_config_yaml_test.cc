@@ -37,6 +37,37 @@ queues:
   EXPECT_FALSE(IsLeafQueue(file->queues, "research"));
 }
 
+TEST(QueueConfigYamlTest, AclsAreInheritedFromTheParentUnlessSet) {
+  auto file = ParseQueueConfigYaml(R"(
+queues:
+  - name: research
+    aclSubmitJobs: [alice, bob]
+    aclAdministerJobs: carol
+    queues:
+      - {name: vision}
+      - {name: nlp, aclSubmitJobs: "*", aclProduction: "alice, dave"}
+  - name: open
+)");
+  ASSERT_TRUE(file.ok()) << file.status();
+  const QueueAcl& vision = file->acls.at("vision");
+  EXPECT_EQ(vision.submit_jobs, (std::vector<std::string>{"alice", "bob"}));
+  EXPECT_EQ(vision.administer_jobs, (std::vector<std::string>{"carol"}));
+  EXPECT_TRUE(vision.production.empty());
+  const QueueAcl& nlp = file->acls.at("nlp");
+  EXPECT_TRUE(AclAllows(nlp.submit_jobs, "eve"));
+  EXPECT_EQ(nlp.production, (std::vector<std::string>{"alice", "dave"}));
+  EXPECT_TRUE(AclAllows(file->acls.at("open").submit_jobs, "anyone"));
+  EXPECT_FALSE(AclAllows(file->acls.at("open").administer_jobs, "anyone"));
+}
+
+TEST(QueueConfigYamlTest, AclOfTheWrongShapeNamesTheKey) {
+  auto file = ParseQueueConfigYaml("queues:\n  - {name: a, aclSubmitJobs: {x: 1}}\n");
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("queue root.a: aclSubmitJobs: expected a list of user names"),
+            std::string::npos)
+      << file.status();
+}
+
 TEST(QueueConfigYamlTest, DefaultQueueMustBeALeaf) {
   EXPECT_EQ(ParseQueueConfigYaml("defaultQueue: root\nqueues: [{name: a}]\n", "q.yaml").status().message(),
             "q.yaml: defaultQueue: 'root' is not a leaf queue of the tree");
@@ -108,7 +139,7 @@ TEST(QueueConfigYamlTest, ErrorsNameLineQueueAndKey) {
                 .status()
                 .message(),
             "q.yaml:3: queue root.a: unknown key \"capacty\"; known keys: name, capacity, "
-            "maxCapacity, userLimit, weight, minShare, queues");
+            "maxCapacity, userLimit, weight, minShare, queues, aclSubmitJobs, aclAdministerJobs, aclProduction");
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    capacity: 70\n  - name: b\n"
                                  "    capacity: 40\n",
                                  "q.yaml")

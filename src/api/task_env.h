@@ -48,6 +48,12 @@ struct TaskEnv {
 // spec cannot choose it.
 inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
 
+// The variable that holds the job's credential (docs/security.md), in the
+// job master task's environment only. The server adds it to the launch order
+// as it leaves (server/agent_streams.cc), never to the stored task, so it is
+// not built here; the job master reads it (jobmaster/server_job_terminator.cc).
+inline constexpr char kJobTokenEnv[] = "TRAINYARD_JOB_TOKEN";
+
 // Builds the environment of `self` (one of input.tasks).
 TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);
 

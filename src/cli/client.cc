@@ -7,14 +7,37 @@
 #include "absl/strings/str_cat.h"
 #include "cli/verbs.h"
 #include "cli/json_view.h"
+#include "security/client_config.h"
 
 namespace trainyard::cli {
+
+namespace {
+// The client config, read once per process.
+const security::ClientConfig& Config() {
+  static const security::ClientConfig config = [] {
+    absl::StatusOr<security::ClientConfig> c = security::FindClientConfig();
+    if (!c.ok()) {
+      std::cerr << "trainyard: client config: " << c.status().message() << "\n";
+      return security::ClientConfig();
+    }
+    return *c;
+  }();
+  return config;
+}
+}  // namespace
 
 std::string ServerAddress(const std::string& flag) {
   if (!flag.empty()) return flag;
   const char* env = std::getenv("TRAINYARD_SERVER");
   if (env && *env) return env;
+  if (!Config().server.empty()) return Config().server;
   return "127.0.0.1:7450";
+}
+
+std::string ClientToken() {
+  const char* env = std::getenv("TRAINYARD_TOKEN");
+  if (env && *env) return env;
+  return Config().token;
 }
 
 std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address) {
@@ -23,9 +46,15 @@ std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address) {
   return v1::Trainyard::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
 }
 
+void Authorize(grpc::ClientContext* ctx) {
+  static const std::string token = ClientToken();
+  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+}
+
 std::unique_ptr<grpc::ClientContext> Context(int seconds) {
   auto ctx = std::make_unique<grpc::ClientContext>();
   ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(seconds));
+  Authorize(ctx.get());
   return ctx;
 }
 

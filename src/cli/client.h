@@ -1,6 +1,7 @@
 // What the client verbs share: the server address (--server, else
-// $TRAINYARD_SERVER, else 127.0.0.1:7450), a stub, and turning gRPC errors
-// into messages and exit codes a script can rely on.
+// $TRAINYARD_SERVER, else the client config's, else 127.0.0.1:7450), the
+// user's token (the client config's, docs/security.md), a stub, and turning
+// gRPC errors into messages and exit codes a script can rely on.
 #pragma once
 
 #include <memory>
@@ -15,12 +16,21 @@ class Message;
 
 namespace trainyard::cli {
 
-// The address to use: `flag` when set, else $TRAINYARD_SERVER, else the default.
+// The address to use: `flag` when set, else $TRAINYARD_SERVER, else the
+// client config's `server`, else the default.
 std::string ServerAddress(const std::string& flag);
+
+// The user's token: $TRAINYARD_TOKEN, else the client config's (found as
+// security::FindClientConfig says); "" when there is none. A client config
+// that cannot be read is reported on stderr once.
+std::string ClientToken();
 
 std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address);
 
-// A context with a deadline of `seconds`.
+// Puts the user's token (ClientToken) on `ctx`, when there is one.
+void Authorize(grpc::ClientContext* ctx);
+
+// A context with a deadline of `seconds`, carrying the user's token.
 std::unique_ptr<grpc::ClientContext> Context(int seconds = 30);
 
 // Prints "trainyard VERB: MESSAGE" to stderr and returns the exit code for

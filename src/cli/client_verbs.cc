@@ -421,6 +421,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   c->callback([exit_code] { *exit_code = Delete(del); });
 
   RegisterNodeVerbs(app, exit_code);
+  RegisterTokenVerbs(app, exit_code);
 
   static Common queues;
   c = app.add_subcommand("queues", "List queues: capacity, use, pending jobs");

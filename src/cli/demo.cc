@@ -90,6 +90,7 @@ void FollowWorkerLog(v1::Trainyard::Stub& stub, const std::string& job, LogStop&
   lr.set_follow(true);
   for (int tries = 0; tries < 100; ++tries) {  // the task may not have started yet
     grpc::ClientContext ctx;
+    Authorize(&ctx);
     if (!stop.Begin(&ctx)) return;
     auto reader = stub.Logs(&ctx, lr);
     v1::LogChunk chunk;

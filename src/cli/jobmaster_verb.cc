@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "CLI/CLI.hpp"
+#include "api/task_env.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -122,7 +123,10 @@ int RunJobmaster(JobmasterFlags& f) {
   // the job's other tasks; it is printed too.
   std::unique_ptr<jobmaster::ServerJobTerminator> to_server;
   if (!f.server_address.empty()) {
-    to_server = std::make_unique<jobmaster::ServerJobTerminator>(f.server_address, &terminator);
+    // The job's credential, which the server gave this task (docs/security.md).
+    const char* job_token = std::getenv(api::kJobTokenEnv);
+    to_server = std::make_unique<jobmaster::ServerJobTerminator>(
+        f.server_address, &terminator, jobmaster::ReportCredentials{.job_token = job_token ? job_token : ""});
   }
   RealClock clock;
   jobmaster::JobTerminator* end = to_server ? static_cast<jobmaster::JobTerminator*>(to_server.get()) : &terminator;

@@ -78,6 +78,7 @@ int Logs(LogsFlags& f) {
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
   grpc::ClientContext ctx;
+  Authorize(&ctx);
   auto reader = stub->Logs(&ctx, req);
   v1::LogChunk chunk;
   while (reader->Read(&chunk)) printer.Add(chunk);

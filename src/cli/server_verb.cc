@@ -130,8 +130,7 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--listen", [](C& c) -> auto& { return c.listen; },
                   "host:port to serve on (port 0 = any free port)");
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
-                  "host:port for the REST API and /metrics (port 0 = any free port; default: none). Open to "
-                  "anyone who can reach it until security lands");
+                  "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
   AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
                   "YAML file with the queue tree (docs/queues.md)");
@@ -159,6 +158,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                 "do not start a job master per job");
   AddConfigFlag(cmd, &f, "--no-group-commit{false}", [](C& c) -> auto& { return c.store_group_commit; },
                 "one store transaction per write (slower; for comparison)");
+  AddConfigFlag(cmd, &f, "--no-auth{false}", [](C& c) -> auto& { return c.authentication; },
+                "accept client calls without a token, every caller an admin (only to compare; never on a real "
+                "cluster)");
   cmd->add_flag("--check-store", f.check_store, "verify the store's integrity and exit");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] {

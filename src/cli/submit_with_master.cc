@@ -59,7 +59,8 @@ std::string HostFor(const std::string& server, const std::string& advertise) {
 int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_address, v1::JobSpec spec,
                      const std::string& advertise_host) {
   jobmaster::StreamJobTerminator printer(&std::cout, "");
-  jobmaster::ServerJobTerminator to_server(server_address, &printer);
+  // A master inside the client speaks with the user's token.
+  jobmaster::ServerJobTerminator to_server(server_address, &printer, {.job_token = "", .bearer = ClientToken()});
   NamedTerminator named(&to_server);
   jobmaster::JobMasterConfig config;
   config.job_name = spec.name();

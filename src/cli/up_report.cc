@@ -32,8 +32,13 @@ std::string BannerText(const UpBanner& b) {
   std::string out = absl::StrCat("Trainyard is up: server ", b.address, ", ", b.nodes, b.nodes == 1 ? " node" : " nodes",
                                  " x ", b.gpus, " simulated GPUs (", b.topology, "); data and logs in ", b.data_dir,
                                  "\n");
-  if (!b.http_address.empty()) absl::StrAppend(&out, "dashboard: http://", b.http_address, "/\n");
-  absl::StrAppend(&out, "Try, in another terminal:\n  export TRAINYARD_SERVER=", b.address, "\n");
+  if (!b.http_address.empty()) {
+    absl::StrAppend(&out, "dashboard: http://", b.http_address, "/", b.admin_token.empty() ? "" : "#token=",
+                    b.admin_token, "\n");
+  }
+  absl::StrAppend(&out, "The admin's credential is ", b.data_dir, "/client.yaml (docs/security.md).\n");
+  absl::StrAppend(&out, "Try, in another terminal (the export is needed only outside the folder of ", b.data_dir,
+                  "):\n  export TRAINYARD_CONFIG=", b.data_dir, "/client.yaml\n");
   if (!b.examples_dir.empty()) {
     absl::StrAppend(&out, "  ", b.self, " submit ", b.examples_dir, "/hello.yaml --wait\n");
     absl::StrAppend(&out, "  ", b.self, " logs hello\n  ", b.self, " describe hello\n");

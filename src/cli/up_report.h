@@ -23,6 +23,7 @@ struct UpBanner {
   std::string examples_dir;  // absolute; "" when no example spec is found
   bool demo = false;
   std::string http_address;  // host:port of the dashboard and REST API; "" = none
+  std::string admin_token;   // in the dashboard's URL (its fragment: never sent to the server)
 };
 
 // The folder of example specs that exists: the build's copy beside `self`

@@ -19,6 +19,8 @@
 #include "cli/demo.h"
 #include "cli/up_report.h"
 #include "cli/verbs.h"
+#include "security/client_config.h"
+#include "security/tokens.h"
 #include "core/resources/gpu_topology.h"
 
 namespace trainyard::cli {
@@ -168,6 +170,30 @@ void ReportStartFailure(const WaitResult& r, const std::vector<Daemon>& daemons)
   }
 }
 
+// The admin's token of the cluster in `root`: the one of ROOT/client.yaml
+// when the server's token file still takes it, else a new one there. Written
+// (with `address`) to ROOT/client.yaml, which the CLI run in the folder above
+// finds (.trainyard/client.yaml) and TRAINYARD_CONFIG names elsewhere.
+absl::StatusOr<std::string> AdminCredential(const std::string& root, const std::string& address) {
+  std::string config_path = root + "/client.yaml";
+  std::string tokens = security::TokenFilePath(root + "/server");
+  absl::StatusOr<security::ClientConfig> before = security::LoadClientConfig(config_path);
+  std::string token;
+  if (before.ok() && !before->token.empty()) {
+    absl::StatusOr<security::Principal> who = security::TokenStore(tokens).Authenticate("Bearer " + before->token);
+    if (who.ok() && who->admin) token = before->token;
+  }
+  if (token.empty()) {
+    absl::StatusOr<std::string> made = security::IssueToken(tokens, "admin", /*admin=*/true);
+    if (!made.ok()) return made.status();
+    token = *made;
+  }
+  if (absl::Status st = security::WriteClientConfig(config_path, {.server = address, .token = token}); !st.ok()) {
+    return st;
+  }
+  return token;
+}
+
 // Checks a file flag of `up` and makes its path absolute (the daemons get
 // it as given to `up`, wherever they run).
 bool AbsoluteFile(const char* flag, std::string* path) {
@@ -215,6 +241,14 @@ int RunUp(UpFlags& f) {
   std::string root = std::filesystem::absolute(f.data_dir).string();
   std::vector<std::string> task_user_flags;
   if (!TaskUserFlags(root, &task_user_flags)) return kExitFailure;
+  absl::StatusOr<std::string> admin_token = AdminCredential(root, address);
+  if (!admin_token.ok()) {
+    std::cerr << "trainyard up: " << admin_token.status().message() << "\n";
+    return kExitFailure;
+  }
+  // This process's own calls (the wait, the demo) use the same config.
+  setenv("TRAINYARD_CONFIG", (root + "/client.yaml").c_str(), 1);
+  unsetenv("TRAINYARD_TOKEN");
   // Example programs sit beside the binary; the demo's tasks find them here.
   std::string examples = std::filesystem::path(self).parent_path().string() + "/examples";
   if (!getenv("TRAINYARD_EXAMPLES_BIN")) setenv("TRAINYARD_EXAMPLES_BIN", examples.c_str(), 1);
@@ -258,7 +292,8 @@ int RunUp(UpFlags& f) {
     rc = kExitFailure;
   } else {
     std::string http = HttpAddressIn(root + "/logs/server.log", log_start);
-    std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo, http})
+    std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo, http,
+                             *admin_token})
               << std::flush;
     // After the demo the cluster stays up, so the banner's commands can be
     // tried; Ctrl-C stops it (the exit code is the demo's).

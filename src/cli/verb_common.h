@@ -20,7 +20,7 @@ struct Common {
 
 // --server, and -o/--output when the verb prints a view.
 inline void AddCommon(CLI::App* cmd, Common* c, bool listing) {
-  cmd->add_option("--server", c->server, "server address host:port (default $TRAINYARD_SERVER or 127.0.0.1:7450)");
+  cmd->add_option("--server", c->server, "server address host:port (default $TRAINYARD_SERVER, else the client config's, else 127.0.0.1:7450)");
   if (listing) cmd->add_option("-o,--output", c->output, "table or json")->check(CLI::IsMember({"table", "json"}));
 }
 
@@ -48,5 +48,7 @@ int RunListing(const char* verb, const Common& f,
 
 // nodes, cordon, uncordon, drain, node remove (node_verbs.cc).
 void RegisterNodeVerbs(CLI::App& app, int* exit_code);
+// token create (token_verb.cc).
+void RegisterTokenVerbs(CLI::App& app, int* exit_code);
 
 }  // namespace trainyard::cli

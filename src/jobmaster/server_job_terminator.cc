@@ -20,8 +20,12 @@ struct ServerJobTerminator::State {
   bool stop ABSL_GUARDED_BY(mu) = false;
 };
 
-ServerJobTerminator::ServerJobTerminator(std::string server_address, JobTerminator* also)
-    : address_(std::move(server_address)), also_(also), state_(std::make_shared<State>()) {}
+ServerJobTerminator::ServerJobTerminator(std::string server_address, JobTerminator* also,
+                                         ReportCredentials credentials)
+    : address_(std::move(server_address)),
+      also_(also),
+      credentials_(std::move(credentials)),
+      state_(std::make_shared<State>()) {}
 
 ServerJobTerminator::~ServerJobTerminator() {
   {
@@ -43,6 +47,26 @@ std::string MasterAddress() {
   std::string first(ports);
   return absl::StrCat(node, ":", first.substr(0, first.find(',')));
 }
+// False for an answer that another try would get again: no such job, a
+// report the server refuses, a credential it does not take.
+bool Retry(const grpc::Status& st) {
+  switch (st.error_code()) {
+    case grpc::StatusCode::NOT_FOUND:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::PERMISSION_DENIED:
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return false;
+    default:
+      return true;
+  }
+}
+
+// Puts the credentials on a call's context.
+void Present(const ReportCredentials& c, grpc::ClientContext* ctx) {
+  if (!c.job_token.empty()) ctx->AddMetadata("trainyard-job-token", c.job_token);
+  if (!c.bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + c.bearer);
+}
 }  // namespace
 
 bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
@@ -54,16 +78,17 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   req.set_master_address(MasterAddress());
   std::string address = address_;
   std::shared_ptr<State> state = state_;
-  failure_threads_.emplace_back([address, req, state] {
+  ReportCredentials credentials = credentials_;
+  failure_threads_.emplace_back([address, req, state, credentials] {
     auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     int delay_ms = 100;
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      Present(credentials, &ctx);
       v1::WorkerFailureResponse resp;
       grpc::Status st = stub->ReportWorkerFailure(&ctx, req, &resp);
-      if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND ||
-          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      if (st.ok() || !Retry(st)) {
         if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the failure of worker %d: %s",
                           req.worker_id(), st.error_message());
         return;
@@ -91,18 +116,18 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   req.set_master_address(MasterAddress());
   std::string address = address_;
   std::shared_ptr<State> state = state_;
-  thread_ = std::thread([address, req, state] {
+  ReportCredentials credentials = credentials_;
+  thread_ = std::thread([address, req, state, credentials] {
     auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     int delay_ms = 100;
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+      Present(credentials, &ctx);
       v1::JobOutcomeResponse resp;
       grpc::Status st = stub->ReportJobOutcome(&ctx, req, &resp);
       absl::MutexLock lock(&state->mu);
-      if (st.ok() || st.error_code() == grpc::StatusCode::NOT_FOUND ||
-          st.error_code() == grpc::StatusCode::INVALID_ARGUMENT ||
-          st.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      if (st.ok() || !Retry(st)) {
         if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the outcome: %s", st.error_message());
         state->delivered = st.ok();
         state->cv.SignalAll();

@@ -17,10 +17,18 @@
 
 namespace trainyard::jobmaster {
 
+// What a report carries to show the server it may speak for the job
+// (docs/security.md): the job's credential when the master runs as the
+// job's task, or the user's token when it runs inside the submitting client.
+struct ReportCredentials {
+  std::string job_token;  // sent as metadata "trainyard-job-token"
+  std::string bearer;     // sent as "authorization: Bearer ..."
+};
+
 class ServerJobTerminator : public JobTerminator {
  public:
   // `also` (may be nullptr) is told too, e.g. to print the outcome.
-  ServerJobTerminator(std::string server_address, JobTerminator* also);
+  ServerJobTerminator(std::string server_address, JobTerminator* also, ReportCredentials credentials = {});
   ~ServerJobTerminator() override;
   void Terminate(const JobEnd& end) override;
   bool WorkerFailed(const WorkerFailure& failure) override;
@@ -32,6 +40,7 @@ class ServerJobTerminator : public JobTerminator {
   struct State;
   std::string address_;
   JobTerminator* also_;
+  ReportCredentials credentials_;
   std::shared_ptr<State> state_;
   std::thread thread_;
   std::vector<std::thread> failure_threads_;  // one per report, joined at the end

@@ -1,6 +1,9 @@
 // The gRPC-stream execution backend (see agent_streams.h).
 #include "server/agent_streams.h"
 
+#include "api/roles.h"
+#include "api/task_env.h"
+
 namespace trainyard::server {
 
 uint64_t AgentStreams::SessionOf(AgentLink* link) {
@@ -40,6 +43,9 @@ void AgentStreams::Registered(const std::string& node, const v1::Registered& ack
 }
 
 void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
+  if (job_credentials_ && api::IsJobMasterRole(task.role())) {
+    (*task.mutable_env())[api::kJobTokenEnv] = job_credentials_(task.job_id());
+  }
   v1::ServerMessage msg;
   *msg.mutable_launch() = std::move(task);
   Send(node, std::move(msg));

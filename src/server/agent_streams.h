@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 
@@ -24,6 +25,13 @@ class AgentLink {
 
 class AgentStreams : public ExecutionBackend {
  public:
+  // A job's credential by its id (security::ServerSecurity).
+  using JobCredentials = std::function<std::string(uint64_t job_id)>;
+  // Launches of a job master task carry its job's credential in their
+  // environment (api::kJobTokenEnv). Added here, as the order leaves, so
+  // the credential is never in the store or a view.
+  void SetJobCredentials(JobCredentials of) { job_credentials_ = std::move(of); }
+
   // The session number of `link` (a new one, never 0, the first time).
   uint64_t SessionOf(AgentLink* link);
   // `link` now speaks for `node` (nullptr: nothing does). Returns the link
@@ -46,6 +54,7 @@ class AgentStreams : public ExecutionBackend {
   std::map<std::string, AgentLink*> links_;   // node -> its stream
   std::map<AgentLink*, uint64_t> sessions_;   // stream -> session number
   uint64_t next_session_ = 1;
+  JobCredentials job_credentials_;
 };
 
 }  // namespace trainyard::server

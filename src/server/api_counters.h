@@ -25,6 +25,7 @@ class GrpcCounters {
     kUncordonNode,
     kDrainNode,
     kRemoveNode,
+    kCreateToken,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -33,7 +34,7 @@ class GrpcCounters {
   static const char* MethodName(int m) {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
-        "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode"};
+        "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

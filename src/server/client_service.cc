@@ -1,6 +1,8 @@
-// Client RPC handlers: thin translations onto JobManager.
+// Client RPC handlers: the caller's credential checked, then thin
+// translations onto JobManager.
 #include "server/client_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "server/submission.h"
 
 namespace trainyard::server {
@@ -15,10 +17,49 @@ grpc::Status ClientService::Counted(GrpcCounters::Method method, grpc::Status st
   return st;
 }
 
+namespace {
+absl::string_view Metadata(const grpc::ServerContextBase* ctx, const char* key) {
+  auto it = ctx->client_metadata().find(key);
+  return it == ctx->client_metadata().end() ? absl::string_view()
+                                            : absl::string_view(it->second.data(), it->second.size());
+}
+}  // namespace
+
+absl::StatusOr<security::Principal> ClientService::Who(const grpc::ServerContextBase* ctx) {
+  return security_->Authenticate(Metadata(ctx, "authorization"));
+}
+
+absl::Status ClientService::MayActOnJob(const grpc::ServerContextBase* ctx, const std::string& name,
+                                        absl::string_view verb) {
+  absl::StatusOr<security::Principal> who = Who(ctx);
+  if (!who.ok()) return who.status();
+  std::shared_ptr<const v1::JobView> job = manager_->JobSummary(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  return security_->access().MayActOnJob(*who, name, {job->user(), job->queue()}, verb);
+}
+
+absl::Status ClientService::FromJobMaster(const grpc::ServerContextBase* ctx, const std::string& name) {
+  absl::string_view credential = Metadata(ctx, security::kJobTokenMetadata);
+  if (credential.empty() || !security_->enabled()) return MayActOnJob(ctx, name, "report the outcome of");
+  std::shared_ptr<const v1::JobView> job = manager_->JobSummary(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (!security_->IsJobCredential(job->id(), credential)) {
+    return absl::PermissionDeniedError(absl::StrCat("the job credential is not job ", name,
+                                                    "'s: only its own master may report its outcome"));
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                                 v1::SubmitResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  SubmitFromRequest(manager_, *req, [this, reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
+  absl::StatusOr<security::Principal> who = Who(ctx);
+  if (!who.ok()) {
+    counters_.Count(GrpcCounters::kSubmit, static_cast<int>(who.status().code()));
+    reactor->Finish(ToGrpc(who.status()));
+    return reactor;
+  }
+  SubmitFromRequest(manager_, *req, {*who, &security_->access()}, [this, reactor, resp](absl::StatusOr<v1::SubmitResponse> r) {
     if (r.ok()) *resp = std::move(*r);
     counters_.Count(GrpcCounters::kSubmit, static_cast<int>(r.status().code()));
     reactor->Finish(r.ok() ? grpc::Status::OK : ToGrpc(r.status()));
@@ -26,88 +67,133 @@ grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx
   return reactor;
 }
 
-grpc::Status ClientService::ListJobs(grpc::ServerContext*, const v1::ListJobsRequest* req,
+grpc::Status ClientService::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                      v1::ListJobsResponse* resp) {
+  if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {
+    return Counted(GrpcCounters::kListJobs, ToGrpc(who.status()));
+  }
   for (auto& j : manager_->ListJobs(*req)) *resp->add_jobs() = std::move(j);
   return Counted(GrpcCounters::kListJobs, grpc::Status::OK);
 }
 
-grpc::Status ClientService::DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest* req,
+grpc::Status ClientService::DescribeJob(grpc::ServerContext* ctx, const v1::DescribeJobRequest* req,
                                         v1::JobView* resp) {
+  // Every user may describe every job: a view holds no environment.
+  if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {
+    return Counted(GrpcCounters::kDescribeJob, ToGrpc(who.status()));
+  }
   absl::StatusOr<v1::JobView> v = manager_->Describe(req->job());
   if (!v.ok()) return Counted(GrpcCounters::kDescribeJob, ToGrpc(v.status()));
   *resp = std::move(*v);
   return Counted(GrpcCounters::kDescribeJob, grpc::Status::OK);
 }
 
-grpc::Status ClientService::KillJob(grpc::ServerContext*, const v1::KillJobRequest* req,
+grpc::Status ClientService::KillJob(grpc::ServerContext* ctx, const v1::KillJobRequest* req,
                                     v1::KillJobResponse* resp) {
+  if (absl::Status may = MayActOnJob(ctx, req->job(), "kill"); !may.ok()) {
+    return Counted(GrpcCounters::kKillJob, ToGrpc(may));
+  }
   absl::StatusOr<v1::JobState> st = manager_->Kill(req->job(), req->reason());
   if (!st.ok()) return Counted(GrpcCounters::kKillJob, ToGrpc(st.status()));
   resp->set_state(*st);
   return Counted(GrpcCounters::kKillJob, grpc::Status::OK);
 }
 
-grpc::Status ClientService::DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest* req,
+grpc::Status ClientService::DeleteJob(grpc::ServerContext* ctx, const v1::DeleteJobRequest* req,
                                       v1::DeleteJobResponse* resp) {
+  if (absl::Status may = MayActOnJob(ctx, req->job(), "delete"); !may.ok()) {
+    return Counted(GrpcCounters::kDeleteJob, ToGrpc(may));
+  }
   absl::StatusOr<v1::DeleteJobResponse> r = manager_->DeleteJob(req->job());
   if (!r.ok()) return Counted(GrpcCounters::kDeleteJob, ToGrpc(r.status()));
   *resp = std::move(*r);
   return Counted(GrpcCounters::kDeleteJob, grpc::Status::OK);
 }
 
-namespace {
-// The admin verbs: authorization (the caller must be a cluster admin) goes
-// here once principals exist.
-grpc::Status Administer(JobManager* manager, JobManager::NodeAdmin what, const v1::NodeAdminRequest* req,
-                        v1::NodeAdminResponse* resp) {
-  absl::StatusOr<v1::NodeAdminResponse> r = manager->AdministerNode(what, *req);
+// The node admin verbs: cluster admins only.
+grpc::Status ClientService::Administer(grpc::ServerContext* ctx, JobManager::NodeAdmin what,
+                                       const v1::NodeAdminRequest* req, v1::NodeAdminResponse* resp) {
+  absl::StatusOr<security::Principal> who = Who(ctx);
+  if (!who.ok()) return ToGrpc(who.status());
+  if (absl::Status may = security::AccessPolicy::MayAdminister(*who, "cordon, uncordon, drain or remove nodes");
+      !may.ok()) {
+    return ToGrpc(may);
+  }
+  absl::StatusOr<v1::NodeAdminResponse> r = manager_->AdministerNode(what, *req);
   if (!r.ok()) return ToGrpc(r.status());
   *resp = std::move(*r);
   return grpc::Status::OK;
 }
-}  // namespace
 
-grpc::Status ClientService::CordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+grpc::Status ClientService::CordonNode(grpc::ServerContext* ctx, const v1::NodeAdminRequest* req,
                                        v1::NodeAdminResponse* resp) {
-  return Counted(GrpcCounters::kCordonNode, Administer(manager_, JobManager::NodeAdmin::kCordon, req, resp));
+  return Counted(GrpcCounters::kCordonNode, Administer(ctx, JobManager::NodeAdmin::kCordon, req, resp));
 }
 
-grpc::Status ClientService::UncordonNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+grpc::Status ClientService::UncordonNode(grpc::ServerContext* ctx, const v1::NodeAdminRequest* req,
                                          v1::NodeAdminResponse* resp) {
-  return Counted(GrpcCounters::kUncordonNode, Administer(manager_, JobManager::NodeAdmin::kUncordon, req, resp));
+  return Counted(GrpcCounters::kUncordonNode, Administer(ctx, JobManager::NodeAdmin::kUncordon, req, resp));
 }
 
-grpc::Status ClientService::DrainNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+grpc::Status ClientService::DrainNode(grpc::ServerContext* ctx, const v1::NodeAdminRequest* req,
                                       v1::NodeAdminResponse* resp) {
-  return Counted(GrpcCounters::kDrainNode, Administer(manager_, JobManager::NodeAdmin::kDrain, req, resp));
+  return Counted(GrpcCounters::kDrainNode, Administer(ctx, JobManager::NodeAdmin::kDrain, req, resp));
 }
 
-grpc::Status ClientService::RemoveNode(grpc::ServerContext*, const v1::NodeAdminRequest* req,
+grpc::Status ClientService::RemoveNode(grpc::ServerContext* ctx, const v1::NodeAdminRequest* req,
                                        v1::NodeAdminResponse* resp) {
-  return Counted(GrpcCounters::kRemoveNode, Administer(manager_, JobManager::NodeAdmin::kRemove, req, resp));
+  return Counted(GrpcCounters::kRemoveNode, Administer(ctx, JobManager::NodeAdmin::kRemove, req, resp));
 }
 
-grpc::Status ClientService::ListNodes(grpc::ServerContext*, const v1::ListNodesRequest*,
+grpc::Status ClientService::ListNodes(grpc::ServerContext* ctx, const v1::ListNodesRequest*,
                                       v1::ListNodesResponse* resp) {
+  if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {
+    return Counted(GrpcCounters::kListNodes, ToGrpc(who.status()));
+  }
   for (auto& n : manager_->ListNodes()) *resp->add_nodes() = std::move(n);
   return Counted(GrpcCounters::kListNodes, grpc::Status::OK);
 }
 
-grpc::Status ClientService::ListQueues(grpc::ServerContext*, const v1::ListQueuesRequest*,
+grpc::Status ClientService::ListQueues(grpc::ServerContext* ctx, const v1::ListQueuesRequest*,
                                        v1::ListQueuesResponse* resp) {
+  if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {
+    return Counted(GrpcCounters::kListQueues, ToGrpc(who.status()));
+  }
   *resp = manager_->ListQueues();
   return Counted(GrpcCounters::kListQueues, grpc::Status::OK);
 }
 
-grpc::Status ClientService::ReportJobOutcome(grpc::ServerContext*, const v1::JobOutcomeRequest* req,
+grpc::Status ClientService::ReportJobOutcome(grpc::ServerContext* ctx, const v1::JobOutcomeRequest* req,
                                              v1::JobOutcomeResponse*) {
+  if (absl::Status from = FromJobMaster(ctx, req->job()); !from.ok()) {
+    return Counted(GrpcCounters::kReportJobOutcome, ToGrpc(from));
+  }
   return Counted(GrpcCounters::kReportJobOutcome, ToGrpc(manager_->ReportOutcome(*req)));
 }
 
-grpc::Status ClientService::ReportWorkerFailure(grpc::ServerContext*, const v1::WorkerFailureRequest* req,
+grpc::Status ClientService::ReportWorkerFailure(grpc::ServerContext* ctx, const v1::WorkerFailureRequest* req,
                                                 v1::WorkerFailureResponse*) {
+  if (absl::Status from = FromJobMaster(ctx, req->job()); !from.ok()) {
+    return Counted(GrpcCounters::kReportWorkerFailure, ToGrpc(from));
+  }
   return Counted(GrpcCounters::kReportWorkerFailure, ToGrpc(manager_->ReportWorkerFailure(*req)));
+}
+
+grpc::Status ClientService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,
+                                        v1::CreateTokenResponse* resp) {
+  absl::StatusOr<security::Principal> who = Who(ctx);
+  if (!who.ok()) return Counted(GrpcCounters::kCreateToken, ToGrpc(who.status()));
+  if (absl::Status may = security::AccessPolicy::MayAdminister(*who, "create tokens"); !may.ok()) {
+    return Counted(GrpcCounters::kCreateToken, ToGrpc(may));
+  }
+  if (!security_->enabled()) {
+    return Counted(GrpcCounters::kCreateToken,
+                   ToGrpc(absl::FailedPreconditionError("this server runs with --no-auth: it checks no tokens")));
+  }
+  absl::StatusOr<std::string> token = security_->tokens().Issue(req->user(), req->admin());
+  if (!token.ok()) return Counted(GrpcCounters::kCreateToken, ToGrpc(token.status()));
+  resp->set_token(*token);
+  return Counted(GrpcCounters::kCreateToken, grpc::Status::OK);
 }
 
 }  // namespace trainyard::server

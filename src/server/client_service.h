@@ -1,9 +1,11 @@
 // The client side of the server's gRPC API: submit, list, describe, kill,
 // logs (streamed from the node's agent), nodes, queues, and job masters'
-// outcome reports.
+// outcome reports, token creation. Every call is authenticated and
+// authorized (security::ServerSecurity) before the job manager is called.
 #pragma once
 
 #include "proto/service.grpc.pb.h"
+#include "security/server_security.h"
 #include "server/api_counters.h"
 #include "server/job_manager.h"
 #include "server/log_hub.h"
@@ -17,7 +19,9 @@ namespace trainyard::server {
 class ClientService final
     : public v1::Trainyard::WithCallbackMethod_Submit<v1::Trainyard::WithCallbackMethod_Logs<v1::Trainyard::Service>> {
  public:
-  ClientService(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) {}
+  // `security` must outlive the service.
+  ClientService(JobManager* manager, LogHub* logs, security::ServerSecurity* security)
+      : manager_(manager), logs_(logs), security_(security) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::SubmitResponse* resp) override;
@@ -36,15 +40,27 @@ class ClientService final
                                 v1::JobOutcomeResponse*) override;
   grpc::Status ReportWorkerFailure(grpc::ServerContext*, const v1::WorkerFailureRequest*,
                                    v1::WorkerFailureResponse*) override;
+  grpc::Status CreateToken(grpc::ServerContext*, const v1::CreateTokenRequest*, v1::CreateTokenResponse*) override;
 
   // What each method answered, for /metrics.
   const GrpcCounters& counters() const { return counters_; }
 
  private:
   grpc::Status Counted(GrpcCounters::Method method, grpc::Status st);
+  // The caller, from its "authorization" metadata.
+  absl::StatusOr<security::Principal> Who(const grpc::ServerContextBase* ctx);
+  // OK when the caller may `verb` job `name` (its owner, an administrator of
+  // its queue, an admin); NotFound for no such job.
+  absl::Status MayActOnJob(const grpc::ServerContextBase* ctx, const std::string& name, absl::string_view verb);
+  // OK when the call comes from job `name`'s master (its credential), or
+  // from a caller that may act on the job (a master inside the client).
+  absl::Status FromJobMaster(const grpc::ServerContextBase* ctx, const std::string& name);
+  grpc::Status Administer(grpc::ServerContext* ctx, JobManager::NodeAdmin what, const v1::NodeAdminRequest* req,
+                          v1::NodeAdminResponse* resp);
 
   JobManager* const manager_;
   LogHub* const logs_;
+  security::ServerSecurity* const security_;
   GrpcCounters counters_;
 };
 

@@ -96,8 +96,18 @@ void LogsSink::Ready() {
 
 }  // namespace
 
-grpc::ServerWriteReactor<v1::LogChunk>* ClientService::Logs(grpc::CallbackServerContext*,
+namespace {
+// A stream refused before it began (no credential, not the job's owner).
+class RefusedLogs final : public grpc::ServerWriteReactor<v1::LogChunk> {
+ public:
+  explicit RefusedLogs(const absl::Status& why) { Finish(ToGrpc(why)); }
+  void OnDone() override { delete this; }
+};
+}  // namespace
+
+grpc::ServerWriteReactor<v1::LogChunk>* ClientService::Logs(grpc::CallbackServerContext* ctx,
                                                             const v1::LogsRequest* req) {
+  if (absl::Status may = MayActOnJob(ctx, req->job(), "read the logs of"); !may.ok()) return new RefusedLogs(may);
   return new LogsReactor(logs_, *req);
 }
 

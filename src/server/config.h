@@ -22,6 +22,9 @@ struct ServerConfig {
   int http_max_log_streams = 8;
   int http_max_watchers = 32;
   std::string data_dir = ".trainyard/server";
+  // Client calls must carry a token (docs/security.md); false: every caller
+  // is an anonymous admin (a benchmark's comparison, never a real cluster).
+  bool authentication = true;
   std::string queue_config;               // YAML path; "" = one queue "default"
   std::string queue_policy = "fifo";      // fifo | capacity | fair
   // The queue of a job whose spec names none; "" = the queue config's

@@ -84,6 +84,11 @@ void JobManager::SetServerAddress(const std::string& address) {
   control_.SetServerAddress(address);
 }
 
+void JobManager::SetJobCredentials(AgentStreams::JobCredentials of) {
+  absl::MutexLock lock(&mu_);
+  streams_.SetJobCredentials(std::move(of));
+}
+
 void JobManager::WakeIfAsked() {
   if (control_.TakeRoundRequest()) {
     round_asked_ = true;
@@ -234,6 +239,12 @@ absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
   control_.SetStoredEvents(name, *stored);
   control_.PublishJobs(&views_);
   return control_.Describe(name);
+}
+
+std::shared_ptr<const v1::JobView> JobManager::JobSummary(const std::string& name) {
+  PublishAllRecovered();
+  std::optional<ViewStore::JobEntry> entry = views_.Job(name);
+  return entry ? entry->view : nullptr;
 }
 
 std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {

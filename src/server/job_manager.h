@@ -62,6 +62,9 @@ class JobManager {
   // parse), answered in one error with those of validating it.
   void SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done);
   absl::StatusOr<v1::JobView> Describe(const std::string& job);
+  // The job's published view without its events (whose job it is, its id);
+  // nullptr when there is no such job. Reads only the ViewStore.
+  std::shared_ptr<const v1::JobView> JobSummary(const std::string& job);
   std::vector<v1::JobView> ListJobs(bool include_finished);
   // The jobs that match the request's filters (user, queue, states).
   std::vector<v1::JobView> ListJobs(const v1::ListJobsRequest& request);
@@ -104,6 +107,9 @@ class JobManager {
   // The address the server is reachable on (bound, so never port 0); job
   // masters report to it. Call before Start.
   void SetServerAddress(const std::string& address);
+  // Job master tasks get their job's credential (`of(job_id)`) in their
+  // launch order's environment (AgentStreams::Launch). Call before Start.
+  void SetJobCredentials(AgentStreams::JobCredentials of);
 
   // Runs one scheduling round now (tests, benchmarks).
   void ScheduleNowForTest();

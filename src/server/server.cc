@@ -38,23 +38,39 @@ class ManagerLogBackend final : public LogBackend {
   JobManager* const manager_;
 };
 
-// The REST API's view of the manager: the same calls as the gRPC API's.
+// The REST API's view of the manager: the same calls, and the same checks
+// of access, as the gRPC API's.
 class ManagerRestBackend final : public http::RestBackend {
  public:
-  ManagerRestBackend(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) {}
+  ManagerRestBackend(JobManager* manager, LogHub* logs, security::ServerSecurity* security)
+      : manager_(manager), logs_(logs), security_(security) {}
   const ViewStore& Views() override { return manager_->Views(); }
-  void Submit(const v1::SubmitRequest& req, SubmitDone done) override { SubmitFromRequest(manager_, req, std::move(done)); }
-  absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason) override {
+  void Submit(const http::Principal& who, const v1::SubmitRequest& req, SubmitDone done) override {
+    SubmitFromRequest(manager_, req, {who, &security_->access()}, std::move(done));
+  }
+  absl::StatusOr<v1::JobState> Kill(const http::Principal& who, const std::string& job,
+                                    const std::string& reason) override {
+    if (absl::Status may = MayActOnJob(who, job, "kill"); !may.ok()) return may;
     return manager_->Kill(job, reason);
   }
   absl::StatusOr<v1::JobView> Describe(const std::string& job) override { return manager_->Describe(job); }
+  absl::Status MayReadLogs(const http::Principal& who, const std::string& job) override {
+    return MayActOnJob(who, job, "read the logs of");
+  }
   absl::StatusOr<http::LogReaderPtr> OpenLogs(const v1::LogsRequest& request) override {
     return HubLogReader::Open(logs_, request);
   }
 
  private:
+  absl::Status MayActOnJob(const http::Principal& who, const std::string& name, absl::string_view verb) {
+    std::shared_ptr<const v1::JobView> job = manager_->JobSummary(name);
+    if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+    return security_->access().MayActOnJob(who, name, {job->user(), job->queue()}, verb);
+  }
+
   JobManager* const manager_;
   LogHub* const logs_;
+  security::ServerSecurity* const security_;
 };
 
 namespace {
@@ -155,11 +171,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(*opt);
   if (!sched.ok()) return sched.status();
   s->manager_ = std::make_unique<JobManager>(config, s->store_.get(), std::move(*sched), &s->clock_);
+  if (absl::Status st = s->StartSecurity(config); !st.ok()) return st;
   if (absl::Status st = s->manager_->Recover(); !st.ok()) return st;
   s->log_backend_ = std::make_unique<ManagerLogBackend>(s->manager_.get());
   s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
   s->manager_->SetLogHub(s->log_hub_.get());
-  s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get());
+  s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get());
   s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get());
   grpc::ServerBuilder builder;
   int port = 0;
@@ -185,7 +202,35 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->manager_->Start();
   if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
   Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
+  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_);
+  if (!admin.ok()) return admin.status();
+  if (!admin->empty()) {
+    Log(LogLevel::kInfo, "server", "first start: an admin token is in %s (TRAINYARD_CONFIG=%s trainyard jobs)", *admin,
+        *admin);
+  }
   return s;
+}
+
+absl::Status Server::StartSecurity(const ServerConfig& config) {
+  security::ServerSecurity::Options o;
+  o.data_dir = config.data_dir;
+  o.enabled = config.authentication;
+  o.default_queue = config.default_queue;
+  if (!config.queue_config.empty()) {
+    absl::StatusOr<api::QueueConfigFile> file = api::LoadQueueConfigFile(config.queue_config);
+    if (!file.ok()) return file.status();
+    o.acls = std::move(file->acls);
+  }
+  absl::StatusOr<std::unique_ptr<security::ServerSecurity>> sec = security::ServerSecurity::Open(std::move(o));
+  if (!sec.ok()) return sec.status();
+  security_ = std::move(*sec);
+  if (!config.authentication) {
+    Log(LogLevel::kWarning, "server", "--no-auth: client calls are not authenticated; every caller is an admin");
+  }
+  // The job master task gets its job's credential with its launch order.
+  security::ServerSecurity* sec_ptr = security_.get();
+  manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); });
+  return absl::OkStatus();
 }
 
 absl::Status Server::StartHttp(const ServerConfig& config) {
@@ -199,10 +244,12 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   opt.max_watchers = config.http_max_watchers;
   // A spec's text as a JSON string may take twice its bytes (escapes).
   opt.max_body_bytes = 2 * config.max_spec_bytes + (64 << 10);
+  security::ServerSecurity* sec = security_.get();
+  opt.authenticate = [sec](absl::string_view authorization) { return sec->Authenticate(authorization); };
   absl::StatusOr<std::unique_ptr<http::HttpServer>> bound = http::HttpServer::Bind(opt);
   if (!bound.ok()) return bound.status();
   http_ = std::move(*bound);
-  rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get());
+  rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
   http::AddDashboardRoutes(*http_, rest_backend_.get());
   http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters());

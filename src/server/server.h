@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "common/clock.h"
 #include "server/config.h"
+#include "security/server_security.h"
 #include "server/job_manager.h"
 
 namespace grpc {
@@ -49,6 +50,7 @@ class Server {
   RealClock clock_;
   StateStorePtr store_;
   std::unique_ptr<JobManager> manager_;
+  std::unique_ptr<security::ServerSecurity> security_;
   std::unique_ptr<ManagerLogBackend> log_backend_;
   std::unique_ptr<LogHub> log_hub_;
   std::unique_ptr<ClientService> client_service_;
@@ -59,6 +61,9 @@ class Server {
   std::string address_;
   std::string http_address_;
 
+  // Opens the security state of the data dir; on a first start makes the
+  // admin's client config (logged).
+  absl::Status StartSecurity(const ServerConfig& config);
   // Binds and starts the HTTP API of `config`; errors name the address.
   absl::Status StartHttp(const ServerConfig& config);
 };

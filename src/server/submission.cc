@@ -6,7 +6,8 @@
 
 namespace trainyard::server {
 
-void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done) {
+void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, const Submitter& by,
+                       JobManager::SubmitDone done) {
   // The size is checked before anything is parsed: a parse costs several
   // times the text in memory, and the allocator may keep it.
   const int64_t limit = manager->config().max_spec_bytes;
@@ -23,6 +24,12 @@ void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, JobMan
     spec = req.spec();
   } else {
     parse_problems = api::ParseJobSpecYamlInto(req.yaml(), &spec);
+  }
+  // Who may submit what is decided before validation, so a stranger learns
+  // nothing of the cluster from the answer.
+  if (absl::Status may = by.access->AdmitSubmission(by.who, &spec); !may.ok()) {
+    done(may);
+    return;
   }
   manager->SubmitAsync(std::move(spec), std::move(parse_problems), std::move(done));
 }

@@ -6,14 +6,23 @@
 #pragma once
 
 #include "proto/service.pb.h"
+#include "security/access.h"
 #include "server/job_manager.h"
 
 namespace trainyard::server {
 
-// Submits `req` (YAML text or a JobSpec); `done` runs once the job is
-// durable (on the store's thread) or at once with the error: InvalidArgument
-// naming the field (or the size above maxSpecBytes), Unavailable when the
-// store cannot keep it.
-void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, JobManager::SubmitDone done);
+// Who submits, and the rules that decide what they may submit.
+struct Submitter {
+  security::Principal who;
+  const security::AccessPolicy* access = nullptr;  // must outlive the call
+};
+
+// Submits `req` (YAML text or a JobSpec) for `by` (the job is theirs, see
+// AccessPolicy::AdmitSubmission); `done` runs once the job is durable (on
+// the store's thread) or at once with the error: InvalidArgument naming the
+// field (or the size above maxSpecBytes), PermissionDenied naming `user`,
+// `queue` or `priority`, Unavailable when the store cannot keep it.
+void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, const Submitter& by,
+                       JobManager::SubmitDone done);
 
 }  // namespace trainyard::server

@@ -27,7 +27,11 @@ bool IsOurFile(const std::string& name) {
   static const std::set<std::string> kOurs = {
       SqliteStateStore::kFileName, std::string(SqliteStateStore::kFileName) + "-wal",
       std::string(SqliteStateStore::kFileName) + "-shm",
-      std::string(SqliteStateStore::kFileName) + "-journal", kLockFileName};
+      std::string(SqliteStateStore::kFileName) + "-journal", kLockFileName,
+      // The server's security files, which may come first (`trainyard up` and
+      // `token create --data-dir` issue the first admin token before the
+      // server starts): src/security/tokens.cc, server_security.cc.
+      "tokens", "tokens.lock", "job-secret", "admin-client.yaml"};
   return kOurs.contains(name);
 }
 

@@ -7,16 +7,19 @@
 //  - the job page's log viewer shows a line within a second of the task
 //    printing it (the task prints "tick <unix ms>" lines);
 //  - the main pages have no serious or critical axe-core violations;
-//  - Kill on the job page takes the job off the running list.
+//  - Kill on the job page takes the job off the running list;
+//  - the token in the address's fragment (#token=, as `trainyard up` prints
+//    it) signs the tab in and leaves the address bar; a tab without a token
+//    gets the sign-in form, and signing in there shows the page.
 // Screenshots go to --out. Prints one "ok: ..." line per check; exits 1 on
 // the first failure with what was seen.
-//   node dashboard_test.mjs --url http://HOST:PORT --out DIR --expect JSON
+//   node dashboard_test.mjs --url http://HOST:PORT --token TOKEN --out DIR --expect JSON
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { parseArgs } from 'node:util';
 import { launch } from './browser.mjs';
 
-const { values: args } = parseArgs({ options: { url: { type: 'string' }, out: { type: 'string' }, expect: { type: 'string' } } });
+const { values: args } = parseArgs({ options: { url: { type: 'string' }, token: { type: 'string' }, out: { type: 'string' }, expect: { type: 'string' } } });
 const url = args.url.replace(/\/$/, '');
 const expect = JSON.parse(args.expect);
 const axePath = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
@@ -35,6 +38,32 @@ async function open(page, hash, ready) {
 
 async function shot(page, name) {
   await page.screenshot({ path: `${args.out}/${name}.png`, fullPage: true });
+}
+
+// The admin's token: in the address's fragment it signs the tab in, and the
+// address bar no longer shows it.
+async function signsInFromTheAddress(page) {
+  await page.goto(`${url}/#token=${encodeURIComponent(args.token)}`);
+  await page.waitForSelector('main[data-ready="overview"]', { timeout: 10000 });
+  const hash = await page.evaluate(() => location.hash);
+  check(!hash.includes(args.token), `the address still shows the token: ${hash}`);
+  ok('the #token= address signs the tab in and leaves the address bar');
+}
+
+// A tab with no token gets the sign-in form; the token typed there shows
+// the page.
+async function signInForm(_, browser) {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 900 } });
+  const page = await context.newPage();
+  await open(page, '#/nodes', 'sign-in');
+  await page.fill('#token', 'ty_not-a-token');
+  await page.click('#sign-in button[type=submit]');
+  await page.waitForSelector('main[data-ready="sign-in"]', { timeout: 10000 });
+  await page.fill('#token', args.token);
+  await page.click('#sign-in button[type=submit]');
+  await page.waitForSelector('main[data-ready="nodes"]', { timeout: 10000 });
+  await context.close();
+  ok('a tab without a token gets the sign-in form; the right token shows the page');
 }
 
 async function nodesShowPlacedGpus(page) {
@@ -103,7 +132,7 @@ async function logViewerFollows(page) {
   ok(`log viewer shows new lines ${Math.min(...lat)}..${Math.max(...lat)} ms after the task printed them`);
   // The page's bulk download link serves the job's archive.
   const href = await page.getAttribute('#download-logs', 'href');
-  const archive = await page.request.get(`${url}${href}`);
+  const archive = await page.request.get(`${url}${href}`, { headers: { Authorization: `Bearer ${args.token}` } });
   const body = await archive.body();
   check(archive.status() === 200 && body[0] === 0x1f && body[1] === 0x8b,
     `download link ${href}: status ${archive.status()}, ${body.length} bytes, not a gzip archive`);
@@ -114,6 +143,7 @@ async function logViewerFollows(page) {
 // Content-Security-Policy forbids: it runs in a context that bypasses it.
 async function accessibility(_, browser) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, bypassCSP: true });
+  await context.addInitScript((token) => sessionStorage.setItem('trainyard-token', token), args.token);
   const page = await context.newPage();
   const pages = [['#/', 'overview'], ['#/nodes', 'nodes'], ['#/queues', 'queues'], ['#/jobs', 'jobs'], [`#/jobs/${expect.placed.job}`, 'job']];
   const report = {};
@@ -160,7 +190,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [nodesShowPlacedGpus, queuedJobShowsReason, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, queuedJobShowsReason, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

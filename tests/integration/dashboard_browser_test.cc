@@ -168,7 +168,8 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
       {"cordoned", {{"node", other}, {"reason", "disk check"}}}};
   std::string out = ArtifactsDir();
   CommandResult r = RunProgram({"/usr/bin/node", SourceDir() + "/tests/browser/dashboard_test.mjs", "--url",
-                                "http://" + c.http_address(), "--out", out, "--expect", expect.dump()},
+                                "http://" + c.http_address(), "--token", AdminToken(), "--out", out, "--expect",
+                                expect.dump()},
                                absl::Seconds(150));
   std::cout << r.out << r.err << "screenshots: " << out << "\n";
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -17,7 +18,10 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
+#include "security/crypto.h"
+#include "security/tokens.h"
 
 namespace trainyard::testing {
 
@@ -114,20 +118,54 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
-CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout) {
+const std::string& AdminToken() {
+  static const std::string token = [] {
+    std::string t = "ty_" + security::RandomHex(32).value();
+    // Every CLI this process starts speaks as the admin unless told
+    // otherwise, however it is started (RunCli, Process, a shell).
+    setenv("TRAINYARD_TOKEN", t.c_str(), 1);
+    return t;
+  }();
+  return token;
+}
+
+std::string AdminAuthorization() { return "Bearer " + AdminToken(); }
+
+CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout,
+                     const std::vector<std::string>& env) {
+  std::vector<std::string> argv{TrainyardBin()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommandLine(argv, timeout, env);
+}
+
+std::vector<std::string> UpClientEnv(const std::string& data_dir) {
+  return {"TRAINYARD_TOKEN", "TRAINYARD_CONFIG=" + data_dir + "/client.yaml"};
+}
+
+CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duration timeout,
+                             const std::vector<std::string>& env) {
   TempDir tmp;
   std::string out = tmp.path() + "/out", err = tmp.path() + "/err";
+  const std::string& token = AdminToken();  // made before the fork
   pid_t pid = fork();
   if (pid == 0) {
+    setenv("TRAINYARD_TOKEN", token.c_str(), 1);
+    for (const std::string& e : env) {
+      size_t eq = e.find('=');
+      if (eq == std::string::npos) {
+        unsetenv(e.c_str());
+      } else {
+        setenv(e.substr(0, eq).c_str(), e.substr(eq + 1).c_str(), 1);
+      }
+    }
     int o = open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     int e = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     dup2(o, 1);
     dup2(e, 2);
-    std::string bin = TrainyardBin();
-    std::vector<char*> argv{bin.data()};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execv(args[0], args.data());
     _exit(127);
   }
   CommandResult r;
@@ -202,6 +240,13 @@ Cluster::Cluster(ClusterOptions options) : options_(std::move(options)), started
 }
 
 bool Cluster::StartServer(const std::string& listen) {
+  // The test process's admin token is this server's too (added once; the
+  // token file stays across restarts).
+  std::string tokens = security::TokenFilePath(server_data_dir());
+  if (ReadFile(tokens).find(security::Sha256Hex(AdminToken())) == std::string::npos) {
+    absl::Status added = security::AddToken(tokens, AdminToken(), "admin", /*admin=*/true);
+    if (!added.ok()) std::fprintf(stderr, "harness: %s\n", std::string(added.message()).c_str());
+  }
   std::vector<std::string> argv = {TrainyardBin(), "server", "--listen", listen, "--data-dir",
                                    server_data_dir(), "--node-timeout-ms", absl::StrCat(options_.node_timeout_ms),
                                    "--heartbeat-interval-ms", absl::StrCat(options_.heartbeat_interval_ms),
@@ -301,10 +346,22 @@ void Cluster::RestartAgent(int i, int gpus, const std::string& topology) {
   StartAgent(i, gpus, topology);
 }
 
-CommandResult Cluster::Cli(std::vector<std::string> args) {
+CommandResult Cluster::Cli(std::vector<std::string> args, const std::vector<std::string>& env) {
   args.push_back("--server");
   args.push_back(address_);
-  return RunCli(args);
+  return RunCli(args, absl::Seconds(60), env);
+}
+
+CommandResult Cluster::CliAs(const std::string& token, std::vector<std::string> args) {
+  return Cli(std::move(args), {"TRAINYARD_TOKEN=" + token});
+}
+
+std::string Cluster::UserToken(const std::string& user, bool admin) {
+  std::vector<std::string> args = {"token", "create", user};
+  if (admin) args.push_back("--admin");
+  CommandResult r = Cli(args);
+  if (r.exit_code != 0) return "";
+  return std::string(absl::StripAsciiWhitespace(r.out));
 }
 
 std::string Cluster::Submit(const std::string& yaml) {

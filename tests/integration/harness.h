@@ -56,8 +56,28 @@ struct CommandResult {
   std::string err;
 };
 
-// Runs `trainyard ARGS...` and waits for it (up to `timeout`).
-CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60));
+// The admin token of every cluster this test process starts (security is on
+// in every suite: each Cluster's server accepts it), and "Bearer TOKEN" for
+// an authorization header or gRPC metadata. The first call also sets
+// $TRAINYARD_TOKEN in this process, so every CLI it starts speaks as the
+// admin unless told otherwise.
+const std::string& AdminToken();
+std::string AdminAuthorization();
+
+// Runs `trainyard ARGS...` and waits for it (up to `timeout`). The command
+// runs with TRAINYARD_TOKEN=AdminToken(); each of `env` then sets
+// ("NAME=VALUE") or unsets ("NAME") a variable of its environment.
+CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60),
+                     const std::vector<std::string>& env = {});
+// RunCli's `env` for a cluster that `trainyard up --data-dir DATA_DIR`
+// started: the admin credential up wrote (DATA_DIR/client.yaml), in place of
+// this process's token, which that cluster does not hold.
+std::vector<std::string> UpClientEnv(const std::string& data_dir);
+
+// The same for any program: `argv[0]` is its absolute path (e.g.
+// /usr/bin/setpriv, to run the CLI as another uid).
+CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duration timeout,
+                             const std::vector<std::string>& env = {});
 
 // Reads a whole file ("" when missing).
 std::string ReadFile(const std::string& path);
@@ -99,8 +119,14 @@ class Cluster {
   // host:port of the server's HTTP API (it serves one on a free port).
   const std::string& http_address() const { return http_address_; }
   const std::string& dir() const { return dir_.path(); }
-  // `trainyard ARGS... --server ADDRESS`.
-  CommandResult Cli(std::vector<std::string> args);
+  // `trainyard ARGS... --server ADDRESS`, as the admin (`env` as RunCli's).
+  CommandResult Cli(std::vector<std::string> args, const std::vector<std::string>& env = {});
+  // `trainyard ARGS... --server ADDRESS` with `token` (a user's, from
+  // UserToken) in place of the admin's.
+  CommandResult CliAs(const std::string& token, std::vector<std::string> args);
+  // A token for `user` (`trainyard token create USER`, as the admin); "" when
+  // it failed.
+  std::string UserToken(const std::string& user, bool admin = false);
   // Submits a spec (written to a file) and returns the job name.
   std::string Submit(const std::string& yaml);
   // `describe JOB -o json`.

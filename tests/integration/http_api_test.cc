@@ -40,6 +40,7 @@ grpc::Status GrpcSubmit(const Cluster& c, const std::string& yaml, v1::SubmitRes
   v1::SubmitRequest req;
   req.set_yaml(yaml);
   grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", AdminAuthorization());
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   return Stub(c)->Submit(&ctx, req, resp);
 }

@@ -25,8 +25,11 @@ inline HttpResult ToResult(const httplib::Result& r) {
   return out;
 }
 
+// A client that sends the harness's admin token (AdminAuthorization), as
+// every request to a cluster's REST API must carry a token.
 inline httplib::Client HttpClient(const std::string& address) {
   httplib::Client client("http://" + address);
+  client.set_default_headers({{"Authorization", AdminAuthorization()}});
   client.set_read_timeout(30, 0);
   client.set_write_timeout(30, 0);
   return client;

@@ -133,7 +133,7 @@ TEST(LifecycleTest, CtrlCOnUpRequeuesRunningJobsAndTheyRunAgainWhenUpStartsAgain
   auto cli = [&](std::vector<std::string> args) {
     args.push_back("--server");
     args.push_back(address);
-    return RunCli(args);
+    return RunCli(args, absl::Seconds(60), UpClientEnv(data));
   };
   auto state = [&](const std::string& job) {
     CommandResult r = cli({"describe", job, "-o", "json"});

@@ -181,6 +181,7 @@ replicas:
   std::vector<std::unique_ptr<Stream>> streams;
   for (int i = 0; i < kFollowers; ++i) {
     streams.push_back(std::make_unique<Stream>());
+    streams.back()->ctx.AddMetadata("authorization", AdminAuthorization());
     streams.back()->reader = stub->Logs(&streams.back()->ctx, req);
   }
   // Each stream is served: it has the task's first line.
@@ -194,6 +195,7 @@ replicas:
   EXPECT_LT(during - before, kFollowers / 4);
 
   grpc::ClientContext extra_ctx;
+  extra_ctx.AddMetadata("authorization", AdminAuthorization());
   auto extra = stub->Logs(&extra_ctx, req);
   v1::LogChunk chunk;
   EXPECT_FALSE(extra->Read(&chunk));
@@ -234,6 +236,7 @@ replicas:
   req.set_attempt(-1);
   req.set_follow(true);
   grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", AdminAuthorization());
   auto reader = stub->Logs(&ctx, req);  // and read nothing
   ASSERT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find("cut off") != std::string::npos; },
                       absl::Seconds(30)));

@@ -130,12 +130,13 @@ class Up {
   std::string Submit(const std::string& name, const std::string& yaml) {
     std::string path = absl::StrCat(dir(), "/", name, ".yaml");
     WriteFile(path, yaml);
-    CommandResult r = RunCli({"submit", path, "--server", address()});
+    CommandResult r = RunCli({"submit", path, "--server", address()}, absl::Seconds(60), UpClientEnv(dir() + "/up"));
     size_t a = r.out.find("job "), b = r.out.find(" submitted");
     return a == std::string::npos || b == std::string::npos ? "" : r.out.substr(a + 4, b - a - 4);
   }
   nlohmann::json Describe(const std::string& job) {
-    CommandResult r = RunCli({"describe", job, "-o", "json", "--server", address()});
+    CommandResult r =
+        RunCli({"describe", job, "-o", "json", "--server", address()}, absl::Seconds(60), UpClientEnv(dir() + "/up"));
     nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
     return j.is_discarded() ? nlohmann::json::object() : j;
   }

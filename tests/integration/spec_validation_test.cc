@@ -43,6 +43,7 @@ grpc::Status SubmitRaw(v1::Trainyard::Stub& stub, const std::string& yaml, v1::S
   v1::SubmitRequest req;
   req.set_yaml(yaml);
   grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", AdminAuthorization());
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   return stub.Submit(&ctx, req, resp);
 }

@@ -52,12 +52,25 @@ queues:
   size_t at = banner.find(dashboard);
   ASSERT_NE(at, std::string::npos) << banner;
   std::string http = banner.substr(at + 18, banner.find('/', at + 18) - at - 18);
-  HttpResult api_nodes = HttpGet(http, "/api/v1/nodes");
+  // The dashboard's URL carries the admin's token in its fragment.
+  size_t token_at = banner.find("#token=", at);
+  ASSERT_NE(token_at, std::string::npos) << banner;
+  std::string token = banner.substr(token_at + 7, banner.find('\n', token_at) - token_at - 7);
+  EXPECT_EQ(HttpGet(http, "/api/v1/nodes").status, 401) << "a token not of this cluster";
+  httplib::Client client = HttpClient(http);
+  client.set_default_headers({{"Authorization", "Bearer " + token}});
+  HttpResult api_nodes = ToResult(client.Get("/api/v1/nodes"));
   ASSERT_EQ(api_nodes.status, 200) << http << ": " << api_nodes.body;
   ASSERT_EQ(api_nodes.json["nodes"].size(), 2u) << api_nodes.body;
   EXPECT_EQ(api_nodes.json["nodes"][0]["gpu_count"], 4);
 
-  CommandResult nodes = RunCli({"nodes", "-o", "json", "--server", address});
+  // up's credential: the client config it wrote, as its banner says.
+  EXPECT_THAT(banner, HasSubstr("export TRAINYARD_CONFIG=" + dir.path() + "/cluster/client.yaml"));
+  const std::vector<std::string> as_up = {"TRAINYARD_TOKEN", "TRAINYARD_CONFIG=" + dir.path() + "/cluster/client.yaml"};
+  CommandResult stranger = RunCli({"nodes", "--server", address}, absl::Seconds(20), {"TRAINYARD_TOKEN"});
+  EXPECT_EQ(stranger.exit_code, 1);
+  EXPECT_THAT(stranger.err, HasSubstr("requires a token"));
+  CommandResult nodes = RunCli({"nodes", "-o", "json", "--server", address}, absl::Seconds(60), as_up);
   ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
   nlohmann::json n = nlohmann::json::parse(nodes.out);
   ASSERT_EQ(n["nodes"].size(), 2u) << nodes.out;
@@ -65,7 +78,7 @@ queues:
     EXPECT_EQ(node["info"]["topology"]["gpu_count"], 4) << node.dump();
     EXPECT_THAT(node["info"].value("state", ""), HasSubstr("READY"));
   }
-  CommandResult queues = RunCli({"queues", "-o", "json", "--server", address});
+  CommandResult queues = RunCli({"queues", "-o", "json"}, absl::Seconds(60), as_up);
   ASSERT_EQ(queues.exit_code, 0) << queues.err;
   std::vector<std::string> names;
   nlohmann::json q = nlohmann::json::parse(queues.out);
@@ -80,7 +93,8 @@ queues:
   EXPECT_TRUE(std::filesystem::path(submit[2]).is_absolute()) << submit[2];
   EXPECT_TRUE(std::filesystem::exists(submit[2])) << submit[2];
   WriteFile(dir.path() + "/hello.yaml", ReadFile(submit[2]) + "queue: research\n");
-  CommandResult hello = RunCli({"submit", dir.path() + "/hello.yaml", "--wait", "--server", address});
+  CommandResult hello = RunCli({"submit", dir.path() + "/hello.yaml", "--wait", "--server", address},
+                               absl::Seconds(60), as_up);
   EXPECT_EQ(hello.exit_code, 0) << hello.out << hello.err;
   EXPECT_THAT(hello.out, HasSubstr("SUCCEEDED"));
   up.Stop();

@@ -1,7 +1,32 @@
 // The REST API as the pages use it, and the watch of changes: the server's
 // event stream (/api/v1/watch, one event per topic and change) where the
 // server has it, else a poll every few seconds, so the pages stay current
-// either way.
+// either way. Every /api/ call carries the user's token (docs/security.md):
+// taken once from the URL's fragment (#token=..., as `trainyard up` prints
+// the dashboard's address; a fragment is never sent to the server), or
+// typed into the sign-in form, and kept in this tab's sessionStorage.
+
+const kTokenKey = 'trainyard-token';
+
+function takeTokenFromUrl() {
+  const m = /^#token=([^&]*)/.exec(location.hash);
+  if (!m) return;
+  sessionStorage.setItem(kTokenKey, decodeURIComponent(m[1]));
+  // Off the address bar and the history at once.
+  history.replaceState(null, '', `${location.pathname}${location.search}#/`);
+}
+takeTokenFromUrl();
+
+export const hasToken = () => Boolean(sessionStorage.getItem(kTokenKey));
+export function setToken(token) {
+  sessionStorage.setItem(kTokenKey, token.trim());
+}
+
+// `extra` headers with the token's Authorization header.
+export function authHeaders(extra = {}) {
+  const token = sessionStorage.getItem(kTokenKey);
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : { ...extra };
+}
 
 export class ApiError extends Error {
   constructor(status, message) {
@@ -21,13 +46,13 @@ async function check(res) {
 }
 
 export async function getJson(path, init = {}) {
-  const res = await check(await fetch(path, { headers: { Accept: 'application/json' }, ...init }));
+  const res = await check(await fetch(path, { ...init, headers: authHeaders({ Accept: 'application/json', ...init.headers }) }));
   return res.json();
 }
 
 export async function postJson(path, body) {
   const res = await check(await fetch(path, {
-    method: 'POST', headers: { 'Content-Type': 'application/json', Accept: 'application/json' },
+    method: 'POST', headers: authHeaders({ 'Content-Type': 'application/json', Accept: 'application/json' }),
     body: JSON.stringify(body || {}),
   }));
   return res.json();
@@ -36,38 +61,63 @@ export async function postJson(path, body) {
 export const jobPath = (name) => `/api/v1/jobs/${encodeURIComponent(name)}`;
 
 const kPollMs = 2000;
+const kRetryMs = 2000;
+
+// Reads the event stream until it ends, calling onEvent(topic) for each
+// event. An EventSource cannot send the Authorization header, so the stream
+// is read through fetch. Throws an ApiError for a refused stream.
+async function readEvents(topics, onEvent, onOpen, signal) {
+  const res = await check(await fetch(`/api/v1/watch?topics=${topics.join(',')}`, {
+    headers: authHeaders({ Accept: 'text/event-stream' }), signal,
+  }));
+  onOpen();
+  const reader = res.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true }).replace(/\r/g, '');
+    let end;
+    while ((end = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      for (const line of event.split('\n')) {
+        if (line.startsWith('event:')) onEvent(line.slice(6).trim());
+      }
+    }
+  }
+}
 
 // Calls onChange(topic) when a topic (jobs, nodes, queues) changes, and
 // setLive(text) with how the page learns of changes. Returns a stop function.
 export function watch(topics, onChange, setLive) {
   let stopped = false;
   let timer = null;
-  let source = null;
+  const controller = new AbortController();
   const poll = () => {
     setLive('polling');
     timer = setInterval(() => topics.forEach(onChange), kPollMs);
   };
-  if (typeof EventSource === 'undefined') {
-    poll();
-  } else {
-    source = new EventSource(`/api/v1/watch?topics=${topics.join(',')}`);
-    source.onopen = () => setLive('live');
-    // A server without the stream answers 404, which closes the source for
-    // good; a dropped connection is retried by the browser itself.
-    source.onerror = () => {
-      if (stopped) return;
-      if (source.readyState === EventSource.CLOSED) {
-        source = null;
-        poll();
-      } else {
-        setLive('reconnecting…');
+  const run = async () => {
+    while (!stopped) {
+      try {
+        await readEvents(topics, (t) => { if (topics.includes(t)) onChange(t); }, () => setLive('live'), controller.signal);
+      } catch (e) {
+        if (stopped) return;
+        // A server without the stream: poll instead.
+        if (e instanceof ApiError && e.status === 404) return poll();
+        setLive(e instanceof ApiError && e.status === 401 ? 'signed out' : 'reconnecting…');
       }
-    };
-    for (const t of topics) source.addEventListener(t, () => onChange(t));
-  }
+      if (stopped) return;
+      await new Promise((resolve) => setTimeout(resolve, kRetryMs));
+    }
+  };
+  if (typeof ReadableStream === 'undefined') poll();
+  else run();
   return () => {
     stopped = true;
-    if (source) source.close();
+    controller.abort();
     if (timer) clearInterval(timer);
   };
 }

@@ -5,7 +5,7 @@
 // when first shown: a first load asks for few files at once (each open
 // connection holds one of the server's HTTP threads while it lasts).
 import { h } from './dom.js';
-import { watch } from './api.js';
+import { watch, setToken, ApiError } from './api.js';
 
 const pages = {
   overview: () => import('./overview.js'),
@@ -96,7 +96,28 @@ async function refresh() {
   }
 }
 
+// Asks for a token: the first /api/ answer without a valid one (401) shows
+// this in place of the page.
+function signIn(message) {
+  if (main.querySelector('#sign-in')) return;
+  const input = h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', required: true });
+  const form = h('form', { id: 'sign-in' },
+    h('h1', {}, 'Sign in'),
+    h('p', {}, message),
+    h('p', {}, 'Paste your Trainyard token (trainyard token create USER makes one; `trainyard up` prints the dashboard\'s address with its admin token).'),
+    h('label', { for: 'token' }, 'Token '), input, ' ',
+    h('button', { type: 'submit' }, 'Sign in'));
+  form.addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    setToken(input.value);
+    show();
+  });
+  main.replaceChildren(form);
+  main.dataset.ready = 'sign-in';
+}
+
 function showError(e) {
+  if (e instanceof ApiError && e.status === 401) return signIn(e.message);
   let box = main.querySelector('.error[data-refresh]');
   if (!box) {
     box = h('p', { class: 'error', role: 'alert', 'data-refresh': true });

@@ -2,7 +2,7 @@
 // restarts and their causes), the GPUs it holds on each node, its events on
 // a timeline, the log viewer and the download of every log.
 import { h, table, section, stateBadge, jobColour, when, ago, ports } from './dom.js';
-import { getJson, postJson, jobPath, ApiError } from './api.js';
+import { getJson, postJson, jobPath, ApiError, authHeaders } from './api.js';
 import { LogViewer } from './logs.js';
 
 const kTerminal = new Set(['SUCCEEDED', 'FAILED', 'KILLED']);
@@ -29,8 +29,26 @@ function header(job, kill) {
     !job.pending_reason && job.reason ? h('p', { class: 'muted' }, job.reason) : null,
     h('p', {},
       kTerminal.has(job.state) ? null : h('button', { type: 'button', class: 'danger', id: 'kill', onclick: kill }, 'Kill job'), ' ',
-      h('a', { href: `${jobPath(job.name)}/logs.tar.gz`, download: `${job.name}-logs.tar.gz`, id: 'download-logs' },
+      h('a', { href: `${jobPath(job.name)}/logs.tar.gz`, download: `${job.name}-logs.tar.gz`, id: 'download-logs', onclick: download },
         'Download all logs (tar.gz, every attempt of every task)')));
+}
+
+// The archive needs the token, which a plain link cannot send: fetched with
+// it, then saved from a blob.
+async function download(e) {
+  e.preventDefault();
+  const link = e.currentTarget;
+  const res = await fetch(link.getAttribute('href'), { headers: authHeaders() });
+  if (!res.ok) {
+    link.after(h('span', { class: 'error', role: 'alert' }, ` could not download: ${res.status} ${res.statusText}`));
+    return;
+  }
+  const url = URL.createObjectURL(await res.blob());
+  const save = h('a', { href: url, download: link.getAttribute('download') });
+  document.body.append(save);
+  save.click();
+  save.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 60000);
 }
 
 function tasksTable(job) {

@@ -2,7 +2,7 @@
 // then, for the live attempt, the follow stream (new lines as the task
 // prints them). Switching the task or the attempt aborts the stream.
 import { h } from './dom.js';
-import { jobPath } from './api.js';
+import { jobPath, authHeaders } from './api.js';
 
 const kChunk = 1 << 20;  // bytes asked for at a time
 const kMaxShown = 4 << 20;  // the viewer keeps the last this many characters
@@ -87,7 +87,7 @@ export class LogViewer {
       // What is there now, in chunks, then the stream from where it ended.
       let offset = 0;
       for (;;) {
-        const res = await fetch(`${base}&offset=${offset}&limit=${kChunk}`, { signal: controller.signal });
+        const res = await fetch(`${base}&offset=${offset}&limit=${kChunk}`, { headers: authHeaders(), signal: controller.signal });
         if (!res.ok) throw new Error(await errorText(res));
         const text = await res.text();
         this.append(text);
@@ -102,7 +102,7 @@ export class LogViewer {
         return;
       }
       this.status.textContent = 'following';
-      const res = await fetch(`${base}&offset=${offset}&follow=1`, { signal: controller.signal });
+      const res = await fetch(`${base}&offset=${offset}&follow=1`, { headers: authHeaders(), signal: controller.signal });
       if (!res.ok) throw new Error(await errorText(res));
       const reader = res.body.getReader();
       const decoder = new TextDecoder();

@@ -1,18 +1,18 @@
-// Who made an HTTP request: the one seam where the API authenticates.
-//
-// Security has not landed yet, so this is OPEN: every request is the same
-// anonymous principal with every right, and whoever can reach the HTTP
-// address can read the cluster, submit and kill any job — with the default
-// loopback address, every user and process of the server's machine; with a
-// non-loopback --http-listen, everyone on the network. The security work
-// fills Authenticate in (bearer token or client certificate, checked
-// against the cluster's CA) and the handlers already pass what it returns
-// to their checks.
+// Who made an HTTP request: the one seam where the API authenticates
+// (docs/security.md). Every /api/ route needs a bearer token, the same
+// tokens as the gRPC API ("Authorization: Bearer TOKEN"); without a valid
+// one the answer is 401 with a JSON error that says what to do. The
+// dashboard's static files, /healthz and /metrics are public: they hold no
+// job's data beyond counts (the pages read everything else from /api/ with
+// the token the user signed in with).
 #pragma once
 
+#include <functional>
 #include <string>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "security/principal.h"
 
 namespace httplib {
 struct Request;
@@ -20,14 +20,19 @@ struct Request;
 
 namespace trainyard::server::http {
 
-struct Principal {
-  std::string user;       // "" while security is off: anyone
-  bool admin = false;     // may act on every job
-  bool anonymous = true;  // no credential was checked
-};
+using Principal = security::Principal;
 
-// The principal `req` speaks for. Errors: Unauthenticated (answered 401)
-// once credentials are checked; never while security is off.
-absl::StatusOr<Principal> Authenticate(const httplib::Request& req);
+// Checks an "Authorization" header's value; nullptr: every request is an
+// anonymous admin (a server without security, tests of the HTTP layer).
+using Authenticator = std::function<absl::StatusOr<Principal>(absl::string_view authorization)>;
+
+// True for the routes that need a token (route patterns under /api/).
+bool NeedsToken(const std::string& route);
+
+// The principal `req` speaks for on `route`: an anonymous principal on a
+// public route; else `authenticate`'s answer for its Authorization header.
+// Errors: Unauthenticated (answered 401).
+absl::StatusOr<Principal> Authenticate(const httplib::Request& req, const std::string& route,
+                                       const Authenticator& authenticate);
 
 }  // namespace trainyard::server::http

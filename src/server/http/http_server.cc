@@ -295,11 +295,12 @@ HttpServer::~HttpServer() {
 
 void HttpServer::Handle(const std::string& method, const std::string& pattern, const std::string& route,
                         Handler handler) {
-  auto wrapped = [route, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
+  auto wrapped = [this, route, handler = std::move(handler)](const httplib::Request& req, httplib::Response& res) {
     tl_route = &route;
-    absl::StatusOr<Principal> who = Authenticate(req);
+    absl::StatusOr<Principal> who = Authenticate(req, route, options_.authenticate);
     if (!who.ok()) {
       SetJsonError(res, 401, std::string(who.status().message()));
+      res.set_header("WWW-Authenticate", "Bearer");
       return;
     }
     handler(req, res, *who);

@@ -58,6 +58,8 @@ struct HttpOptions {
   // (server-sent events). Each has a worker of its own.
   int max_log_streams = 8;
   int max_watchers = 32;
+  // Checks the token of every /api/ request (auth.h); nullptr: none.
+  Authenticator authenticate;
 };
 
 // One counter of answered requests (trainyard_http_requests_total).

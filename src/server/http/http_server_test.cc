@@ -249,3 +249,45 @@ TEST(HttpServerTest, StopEndsOpenStreams) {
 
 }  // namespace
 }  // namespace trainyard::server::http
+
+namespace trainyard::server::http {
+namespace {
+
+// With an authenticator, every /api/ route needs a token: none or a wrong
+// one is a 401 JSON error with the authenticator's message; the handler
+// gets the principal. Other routes stay public.
+TEST(HttpServerTest, ApiRoutesNeedAToken) {
+  HttpOptions opt;
+  opt.authenticate = [](absl::string_view authorization) -> absl::StatusOr<Principal> {
+    if (authorization == "Bearer good") return Principal{.user = "alice", .admin = false, .anonymous = false};
+    return absl::UnauthenticatedError("this server requires a token");
+  };
+  auto s = HttpServer::Bind(opt);
+  ASSERT_TRUE(s.ok()) << s.status();
+  (*s)->Handle("GET", "/api/v1/whoami", "/api/v1/whoami",
+               [](const httplib::Request&, httplib::Response& res, const Principal& who) {
+                 res.set_content(who.user, "text/plain");
+               });
+  (*s)->Handle("GET", "/healthz", "/healthz", [](const httplib::Request&, httplib::Response& res, const Principal&) {
+    res.set_content("ok", "text/plain");
+  });
+  (*s)->Serve();
+  httplib::Client client("http://" + (*s)->address());
+  auto none = client.Get("/api/v1/whoami");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 401);
+  EXPECT_EQ(nlohmann::json::parse(none->body)["error"]["message"], "this server requires a token");
+  auto wrong = client.Get("/api/v1/whoami", {{"Authorization", "Bearer bad"}});
+  ASSERT_TRUE(wrong);
+  EXPECT_EQ(wrong->status, 401);
+  auto good = client.Get("/api/v1/whoami", {{"Authorization", "Bearer good"}});
+  ASSERT_TRUE(good);
+  EXPECT_EQ(good->status, 200);
+  EXPECT_EQ(good->body, "alice");
+  auto health = client.Get("/healthz");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+}
+
+}  // namespace
+}  // namespace trainyard::server::http

@@ -334,11 +334,13 @@ void AddLogRoutes(HttpServer& s, RestBackend* b) {
   const std::string name = "([^/]+)";
   HttpServer* server = &s;
   s.Handle("GET", "/api/v1/jobs/" + name + "/tasks/" + name + "/logs", "/api/v1/jobs/{job}/tasks/{task}/logs",
-           [server, b](const httplib::Request& req, httplib::Response& res, const Principal&) {
+           [server, b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+             if (absl::Status may = b->MayReadLogs(who, req.matches[1]); !may.ok()) return SetStatusError(res, may);
              GetTaskLog(server, b, req, res);
            });
   s.Handle("GET", "/api/v1/jobs/" + name + "/logs\\.tar\\.gz", "/api/v1/jobs/{job}/logs.tar.gz",
-           [server, b](const httplib::Request& req, httplib::Response& res, const Principal&) {
+           [server, b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+             if (absl::Status may = b->MayReadLogs(who, req.matches[1]); !may.ok()) return SetStatusError(res, may);
              GetArchive(server, b, req, res);
            });
 }

@@ -54,8 +54,8 @@ class FakeBackend final : public RestBackend {
   ViewStore views;
   std::vector<v1::LogsRequest> opened;
   const ViewStore& Views() override { return views; }
-  void Submit(const v1::SubmitRequest&, SubmitDone done) override { done(absl::UnimplementedError("no")); }
-  absl::StatusOr<v1::JobState> Kill(const std::string&, const std::string&) override {
+  void Submit(const Principal&, const v1::SubmitRequest&, SubmitDone done) override { done(absl::UnimplementedError("no")); }
+  absl::StatusOr<v1::JobState> Kill(const Principal&, const std::string&, const std::string&) override {
     return absl::UnimplementedError("no");
   }
   absl::StatusOr<v1::JobView> Describe(const std::string&) override { return absl::UnimplementedError("no"); }

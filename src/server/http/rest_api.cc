@@ -145,19 +145,19 @@ absl::StatusOr<v1::SubmitRequest> ParseSubmitBody(const httplib::Request& req) {
   return out;
 }
 
-void SubmitJob(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+void SubmitJob(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
   absl::StatusOr<v1::SubmitRequest> submit = ParseSubmitBody(req);
   if (!submit.ok()) return SetStatusError(res, submit.status());
   std::promise<absl::StatusOr<v1::SubmitResponse>> promise;
   std::future<absl::StatusOr<v1::SubmitResponse>> answer = promise.get_future();
-  b->Submit(*submit, [&promise](absl::StatusOr<v1::SubmitResponse> r) { promise.set_value(std::move(r)); });
+  b->Submit(who, *submit, [&promise](absl::StatusOr<v1::SubmitResponse> r) { promise.set_value(std::move(r)); });
   absl::StatusOr<v1::SubmitResponse> r = answer.get();  // durable, or refused
   if (!r.ok()) return SetStatusError(res, r.status());
   res.set_header("Location", absl::StrCat("/api/v1/jobs/", r->job()));
   SetJson(res, {{"job", r->job()}, {"id", r->job_id()}}, 201);
 }
 
-void KillJob(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+void KillJob(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
   const std::string name = req.matches[1];
   std::string reason;
   if (!req.body.empty()) {
@@ -167,7 +167,7 @@ void KillJob(RestBackend* b, const httplib::Request& req, httplib::Response& res
     }
     reason = body.value("reason", "");
   }
-  absl::StatusOr<v1::JobState> st = b->Kill(name, reason);
+  absl::StatusOr<v1::JobState> st = b->Kill(who, name, reason);
   if (!st.ok()) return SetStatusError(res, st.status());
   SetJson(res, {{"job", name}, {"state", api::JobStateName(*st)}});
 }
@@ -226,14 +226,17 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
   const std::string name = "([^/]+)";
   s.Handle("GET", "/api/v1/jobs", "/api/v1/jobs",
            [b](const httplib::Request& req, httplib::Response& res, const Principal&) { ListJobs(b, req, res); });
-  // Until security lands the submitter is the spec's user (as over gRPC);
-  // then it is the principal's.
+  // The submitter is the principal, as over gRPC.
   s.Handle("POST", "/api/v1/jobs", "/api/v1/jobs",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { SubmitJob(b, req, res); });
+           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+             SubmitJob(b, who, req, res);
+           });
   s.Handle("GET", "/api/v1/jobs/" + name, "/api/v1/jobs/{job}",
            [b](const httplib::Request& req, httplib::Response& res, const Principal&) { GetJob(b, req, res); });
   s.Handle("POST", "/api/v1/jobs/" + name + "/kill", "/api/v1/jobs/{job}/kill",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { KillJob(b, req, res); });
+           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+             KillJob(b, who, req, res);
+           });
   s.Handle("GET", "/api/v1/nodes", "/api/v1/nodes",
            [b](const httplib::Request&, httplib::Response& res, const Principal&) { ListNodes(b, res, ""); });
   s.Handle("GET", "/api/v1/nodes/" + name, "/api/v1/nodes/{node}",

@@ -22,14 +22,22 @@ class RestBackend {
   virtual ~RestBackend() = default;
   // The published views (jobs recovered at start-up published first).
   virtual const ViewStore& Views() = 0;
-  // gRPC's Submit path (server/submission.h): size check, parse, validate,
-  // durable; `done` may run on another thread.
-  virtual void Submit(const v1::SubmitRequest& req, SubmitDone done) = 0;
-  // gRPC's KillJob: answered once the end is durable.
-  virtual absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason) = 0;
+  // gRPC's Submit path (server/submission.h) for `who`: access, size
+  // check, parse, validate, durable; `done` may run on another thread.
+  virtual void Submit(const Principal& who, const v1::SubmitRequest& req, SubmitDone done) = 0;
+  // gRPC's KillJob, with its check that `who` may kill the job
+  // (PermissionDenied); answered once the end is durable.
+  virtual absl::StatusOr<v1::JobState> Kill(const Principal& who, const std::string& job,
+                                            const std::string& reason) = 0;
   // describe's view of a job recovered after a restart whose earlier events
   // are still only in the store (read there once).
   virtual absl::StatusOr<v1::JobView> Describe(const std::string& job) = 0;
+  // OK when `who` may read job `job`'s logs (its owner, an administrator of
+  // its queue, an admin); else PermissionDenied, or NotFound for no such
+  // job. The log routes ask before they open anything.
+  virtual absl::Status MayReadLogs(const Principal& /*who*/, const std::string& /*job*/) {
+    return absl::OkStatus();
+  }
   // A stream of task logs, as gRPC's Logs opens it (the log hub): errors
   // as LogHub::Open's (too many streams, no such job or task). A backend
   // without logs (a benchmark's) answers Unimplemented.

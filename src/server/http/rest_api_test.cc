@@ -19,11 +19,11 @@ class FakeBackend final : public RestBackend {
   absl::StatusOr<v1::SubmitResponse> answer;
   v1::SubmitRequest last;
   const ViewStore& Views() override { return views; }
-  void Submit(const v1::SubmitRequest& req, SubmitDone done) override {
+  void Submit(const Principal&, const v1::SubmitRequest& req, SubmitDone done) override {
     last = req;
     done(answer);
   }
-  absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string&) override {
+  absl::StatusOr<v1::JobState> Kill(const Principal&, const std::string& job, const std::string&) override {
     return absl::NotFoundError("job '" + job + "' does not exist");
   }
   absl::StatusOr<v1::JobView> Describe(const std::string& job) override {

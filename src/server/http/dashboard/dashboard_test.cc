@@ -18,8 +18,8 @@ class ViewsOnlyBackend final : public RestBackend {
  public:
   ViewStore views;
   const ViewStore& Views() override { return views; }
-  void Submit(const v1::SubmitRequest&, SubmitDone done) override { done(absl::UnimplementedError("test")); }
-  absl::StatusOr<v1::JobState> Kill(const std::string&, const std::string&) override {
+  void Submit(const Principal&, const v1::SubmitRequest&, SubmitDone done) override { done(absl::UnimplementedError("test")); }
+  absl::StatusOr<v1::JobState> Kill(const Principal&, const std::string&, const std::string&) override {
     return absl::UnimplementedError("test");
   }
   absl::StatusOr<v1::JobView> Describe(const std::string&) override { return absl::UnimplementedError("test"); }

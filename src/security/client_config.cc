@@ -1,0 +1,67 @@
+// The client config file (see client_config.h).
+#include "security/client_config.h"
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "security/files.h"
+#include "yaml-cpp/yaml.h"
+
+namespace trainyard::security {
+
+absl::StatusOr<ClientConfig> LoadClientConfig(const std::string& path) {
+  absl::StatusOr<std::string> text = ReadWholeFile(path);
+  if (!text.ok()) return text.status();
+  ClientConfig out;
+  out.path = path;
+  try {
+    YAML::Node root = YAML::Load(*text);
+    if (root.IsNull()) return out;
+    if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": expected keys server and token"));
+    for (const auto& kv : root) {
+      std::string key = kv.first.as<std::string>();
+      if (key != "server" && key != "token") {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", kv.first.Mark().line + 1, ": unknown key \"", key, "\"; known keys: server, token"));
+      }
+      if (!kv.second.IsScalar()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(path, ":", kv.second.Mark().line + 1, ": ", key, ": expected a string"));
+      }
+      (key == "server" ? out.server : out.token) = kv.second.Scalar();
+    }
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ":", e.mark.line + 1, ": not valid YAML: ", e.msg));
+  }
+  return out;
+}
+
+absl::StatusOr<ClientConfig> FindClientConfig() {
+  if (const char* env = std::getenv("TRAINYARD_CONFIG"); env != nullptr && *env != '\0') {
+    absl::StatusOr<ClientConfig> c = LoadClientConfig(env);
+    if (!c.ok() && absl::IsNotFound(c.status())) {
+      return absl::NotFoundError(absl::StrCat("TRAINYARD_CONFIG names ", env, ", which does not exist"));
+    }
+    return c;
+  }
+  std::vector<std::string> places = {".trainyard/client.yaml"};
+  if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0') {
+    places.push_back(absl::StrCat(home, "/.config/trainyard/client.yaml"));
+  }
+  for (const std::string& p : places) {
+    absl::StatusOr<ClientConfig> c = LoadClientConfig(p);
+    if (c.ok() || !absl::IsNotFound(c.status())) return c;
+  }
+  return ClientConfig();
+}
+
+absl::Status WriteClientConfig(const std::string& path, const ClientConfig& config) {
+  YAML::Emitter out;
+  out << YAML::BeginMap << YAML::Key << "server" << YAML::Value << config.server << YAML::Key << "token"
+      << YAML::Value << config.token << YAML::EndMap;
+  return WritePrivateFile(path, absl::StrCat("# Trainyard client config: the server and your token (keep it secret)\n",
+                                             out.c_str(), "\n"));
+}
+
+}  // namespace trainyard::security

@@ -1,0 +1,27 @@
+// The few primitives of cryptography Trainyard uses (OpenSSL's libcrypto):
+// random bytes from the kernel's generator, SHA-256 and HMAC-SHA256, as
+// lowercase hex. One home, so no caller rolls its own.
+#pragma once
+
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+
+namespace trainyard::security {
+
+// `bytes` random bytes as 2*bytes hex digits. Errors: Internal when the
+// generator cannot be read (never in practice).
+absl::StatusOr<std::string> RandomHex(int bytes);
+
+// SHA-256 of `data`, 64 hex digits.
+std::string Sha256Hex(absl::string_view data);
+
+// HMAC-SHA256 of `data` under `key`, 64 hex digits.
+std::string HmacSha256Hex(absl::string_view key, absl::string_view data);
+
+// True when `a` equals `b`, in time that does not depend on where they
+// differ (for comparing secrets).
+bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
+
+}  // namespace trainyard::security

@@ -1,0 +1,190 @@
+// Tokens, the client config file, the rules of access and jobs' credentials,
+// as a user of each meets them.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "gtest/gtest.h"
+#include "security/access.h"
+#include "security/client_config.h"
+#include "security/files.h"
+#include "security/server_security.h"
+#include "security/tokens.h"
+
+namespace trainyard::security {
+namespace {
+
+class TempDirTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-sec-XXXXXX").string();
+    dir_ = mkdtemp(tmpl.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  int Mode(const std::string& path) {
+    struct stat st {};
+    stat(path.c_str(), &st);
+    return st.st_mode & 0777;
+  }
+  std::string dir_;
+};
+
+using TokensTest = TempDirTest;
+
+TEST_F(TokensTest, AnIssuedTokenAuthenticatesItsUserAndOnlyItsHashIsStored) {
+  TokenStore store(TokenFilePath(dir_));
+  absl::StatusOr<std::string> alice = store.Issue("alice", /*admin=*/false);
+  ASSERT_TRUE(alice.ok()) << alice.status();
+  EXPECT_EQ(alice->rfind("ty_", 0), 0u);
+  absl::StatusOr<Principal> who = store.Authenticate("Bearer " + *alice);
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_EQ(who->user, "alice");
+  EXPECT_FALSE(who->admin);
+  EXPECT_FALSE(who->anonymous);
+  std::string file = ReadWholeFile(TokenFilePath(dir_)).value();
+  EXPECT_EQ(file.find(*alice), std::string::npos);
+  EXPECT_EQ(Mode(TokenFilePath(dir_)), 0600);
+}
+
+TEST_F(TokensTest, MissingOrWrongTokensAreUnauthenticatedWithWhatToDo) {
+  TokenStore store(TokenFilePath(dir_));
+  ASSERT_TRUE(store.Issue("root", true).ok());
+  absl::StatusOr<Principal> none = store.Authenticate("");
+  EXPECT_TRUE(absl::IsUnauthenticated(none.status()));
+  EXPECT_NE(none.status().message().find("trainyard token create"), std::string::npos) << none.status();
+  absl::StatusOr<Principal> wrong = store.Authenticate("Bearer ty_0000");
+  EXPECT_TRUE(absl::IsUnauthenticated(wrong.status()));
+  EXPECT_NE(wrong.status().message().find("not valid on this server"), std::string::npos) << wrong.status();
+  EXPECT_TRUE(absl::IsUnauthenticated(store.Authenticate("Basic abc").status()));
+}
+
+TEST_F(TokensTest, ATokenAddedByAnotherProcessWorksWithoutARestart) {
+  TokenStore server(TokenFilePath(dir_));
+  EXPECT_EQ(server.size(), 0u);
+  absl::StatusOr<std::string> t = IssueToken(TokenFilePath(dir_), "bob", true);
+  ASSERT_TRUE(t.ok());
+  absl::StatusOr<Principal> who = server.Authenticate("bearer " + *t);
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_TRUE(who->admin);
+}
+
+TEST_F(TokensTest, BadUserNamesAreRefusedNamingTheRule) {
+  absl::StatusOr<std::string> t = IssueToken(TokenFilePath(dir_), "a b", false);
+  EXPECT_TRUE(absl::IsInvalidArgument(t.status()));
+  EXPECT_NE(t.status().message().find("not a user name"), std::string::npos) << t.status();
+  EXPECT_FALSE(IssueToken(TokenFilePath(dir_), "*", false).ok());
+}
+
+using ClientConfigTest = TempDirTest;
+
+TEST_F(ClientConfigTest, WrittenPrivateAndReadBack) {
+  std::string path = dir_ + "/sub/client.yaml";
+  ASSERT_TRUE(WriteClientConfig(path, {.server = "127.0.0.1:7450", .token = "ty_abc"}).ok());
+  EXPECT_EQ(Mode(path), 0600);
+  EXPECT_EQ(Mode(dir_ + "/sub"), 0700);
+  absl::StatusOr<ClientConfig> c = LoadClientConfig(path);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->server, "127.0.0.1:7450");
+  EXPECT_EQ(c->token, "ty_abc");
+}
+
+TEST_F(ClientConfigTest, UnknownKeysAndAMissingEnvFileAreNamed) {
+  std::ofstream(dir_ + "/bad.yaml") << "server: x\ntokn: y\n";
+  absl::StatusOr<ClientConfig> c = LoadClientConfig(dir_ + "/bad.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("bad.yaml:2: unknown key \"tokn\""), std::string::npos) << c.status();
+  setenv("TRAINYARD_CONFIG", (dir_ + "/none.yaml").c_str(), 1);
+  absl::StatusOr<ClientConfig> found = FindClientConfig();
+  unsetenv("TRAINYARD_CONFIG");
+  ASSERT_FALSE(found.ok());
+  EXPECT_NE(found.status().message().find("TRAINYARD_CONFIG names"), std::string::npos) << found.status();
+}
+
+Principal User(const std::string& name, bool admin = false) {
+  return Principal{.user = name, .admin = admin, .anonymous = false};
+}
+
+TEST(AccessPolicyTest, TheJobIsTheCallersWhateverTheSpecSays) {
+  AccessPolicy policy({}, "default");
+  v1::JobSpec spec;
+  ASSERT_TRUE(policy.AdmitSubmission(User("alice"), &spec).ok());
+  EXPECT_EQ(spec.user(), "alice");
+  spec.set_user("root-admin");
+  absl::Status st = policy.AdmitSubmission(User("alice"), &spec);
+  EXPECT_TRUE(absl::IsPermissionDenied(st));
+  EXPECT_EQ(st.message().rfind("user: the spec says 'root-admin' but you are 'alice'", 0), 0u) << st;
+  EXPECT_TRUE(policy.AdmitSubmission(User("ops", true), &spec).ok());  // an admin submits on behalf
+}
+
+TEST(AccessPolicyTest, QueueAclsAndProductionPriority) {
+  api::QueueAcls acls;
+  acls["prod"].submit_jobs = {"alice", "bob"};
+  acls["prod"].production = {"alice"};
+  acls["prod"].administer_jobs = {"carol"};
+  AccessPolicy policy(acls, "prod");
+  v1::JobSpec spec;
+  spec.set_priority(v1::PRIORITY_PRODUCTION);
+  EXPECT_TRUE(policy.AdmitSubmission(User("alice"), &spec).ok());
+  spec.clear_user();
+  absl::Status bob = policy.AdmitSubmission(User("bob"), &spec);
+  EXPECT_TRUE(absl::IsPermissionDenied(bob));
+  EXPECT_EQ(bob.message().rfind("priority: 'bob' may not submit production work to queue 'prod'", 0), 0u) << bob;
+  spec.clear_user();
+  spec.set_priority(v1::PRIORITY_ITERATION);
+  absl::Status eve = policy.AdmitSubmission(User("eve"), &spec);
+  EXPECT_EQ(eve.message().rfind("queue: 'eve' may not submit to queue 'prod'", 0), 0u) << eve;
+  // The default queue's ACL: everyone submits, production for admins only.
+  v1::JobSpec other;
+  other.set_queue("elsewhere");
+  other.set_priority(v1::PRIORITY_PRODUCTION);
+  EXPECT_TRUE(absl::IsPermissionDenied(policy.AdmitSubmission(User("eve"), &other)));
+  EXPECT_TRUE(policy.AdmitSubmission(User("root", true), &other).ok());
+}
+
+TEST(AccessPolicyTest, OwnersQueueAdministratorsAndAdminsActOnAJob) {
+  api::QueueAcls acls;
+  acls["prod"].administer_jobs = {"carol"};
+  AccessPolicy policy(acls, "default");
+  JobOwner job{.user = "alice", .queue = "prod"};
+  EXPECT_TRUE(policy.MayActOnJob(User("alice"), "j", job, "kill").ok());
+  EXPECT_TRUE(policy.MayActOnJob(User("carol"), "j", job, "kill").ok());
+  EXPECT_TRUE(policy.MayActOnJob(User("root", true), "j", job, "kill").ok());
+  absl::Status eve = policy.MayActOnJob(User("eve"), "j", job, "kill");
+  EXPECT_TRUE(absl::IsPermissionDenied(eve));
+  EXPECT_EQ(eve.message().rfind("you ('eve') may not kill job j: it belongs to 'alice'", 0), 0u) << eve;
+  EXPECT_TRUE(absl::IsPermissionDenied(AccessPolicy::MayAdminister(User("eve"), "cordon nodes")));
+}
+
+using ServerSecurityTest = TempDirTest;
+
+TEST_F(ServerSecurityTest, JobCredentialsAreTheJobsOwnAndTheSecretIsKept) {
+  auto sec = ServerSecurity::Open({.data_dir = dir_});
+  ASSERT_TRUE(sec.ok()) << sec.status();
+  std::string cred = (*sec)->JobCredentialOf(7);
+  EXPECT_TRUE((*sec)->IsJobCredential(7, cred));
+  EXPECT_FALSE((*sec)->IsJobCredential(8, cred));
+  EXPECT_FALSE((*sec)->IsJobCredential(7, ""));
+  EXPECT_EQ(Mode(dir_ + "/job-secret"), 0600);
+  auto again = ServerSecurity::Open({.data_dir = dir_});
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE((*again)->IsJobCredential(7, cred));  // the same after a restart
+}
+
+TEST_F(ServerSecurityTest, TheFirstStartMakesAnAdminClientConfigOnce) {
+  auto sec = ServerSecurity::Open({.data_dir = dir_});
+  ASSERT_TRUE(sec.ok());
+  absl::StatusOr<std::string> path = (*sec)->BootstrapAdmin("127.0.0.1:7450");
+  ASSERT_TRUE(path.ok()) << path.status();
+  absl::StatusOr<ClientConfig> c = LoadClientConfig(*path);
+  ASSERT_TRUE(c.ok());
+  absl::StatusOr<Principal> who = (*sec)->Authenticate("Bearer " + c->token);
+  ASSERT_TRUE(who.ok()) << who.status();
+  EXPECT_TRUE(who->admin);
+  EXPECT_EQ(*(*sec)->BootstrapAdmin("127.0.0.1:7450"), "");
+}
+
+}  // namespace
+}  // namespace trainyard::security

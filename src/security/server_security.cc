@@ -1,0 +1,49 @@
+// A server's security state (see server_security.h).
+#include "security/server_security.h"
+
+#include <sys/stat.h>
+
+#include "absl/strings/str_cat.h"
+#include "security/client_config.h"
+#include "security/crypto.h"
+#include "security/files.h"
+
+namespace trainyard::security {
+
+std::string JobCredential(absl::string_view secret, uint64_t job_id) {
+  return HmacSha256Hex(secret, absl::StrCat("trainyard job ", job_id));
+}
+
+ServerSecurity::ServerSecurity(Options options, std::string job_secret)
+    : enabled_(options.enabled),
+      data_dir_(options.data_dir),
+      tokens_(TokenFilePath(options.data_dir)),
+      access_(std::move(options.acls), std::move(options.default_queue)),
+      job_secret_(std::move(job_secret)) {}
+
+absl::StatusOr<std::unique_ptr<ServerSecurity>> ServerSecurity::Open(Options options) {
+  absl::StatusOr<std::string> secret = LoadOrCreateSecret(options.data_dir + "/job-secret");
+  if (!secret.ok()) return secret.status();
+  return std::unique_ptr<ServerSecurity>(new ServerSecurity(std::move(options), std::move(*secret)));
+}
+
+absl::StatusOr<Principal> ServerSecurity::Authenticate(absl::string_view authorization) {
+  if (!enabled_) return Principal{.user = "", .admin = true, .anonymous = true};
+  return tokens_.Authenticate(authorization);
+}
+
+bool ServerSecurity::IsJobCredential(uint64_t job_id, absl::string_view presented) const {
+  return !presented.empty() && ConstantTimeEquals(JobCredentialOf(job_id), presented);
+}
+
+absl::StatusOr<std::string> ServerSecurity::BootstrapAdmin(const std::string& address) {
+  struct stat st {};
+  if (!enabled_ || stat(tokens_.path().c_str(), &st) == 0) return std::string();
+  absl::StatusOr<std::string> token = tokens_.Issue("admin", /*admin=*/true);
+  if (!token.ok()) return token.status();
+  std::string path = data_dir_ + "/admin-client.yaml";
+  if (absl::Status s = WriteClientConfig(path, {.server = address, .token = *token}); !s.ok()) return s;
+  return path;
+}
+
+}  // namespace trainyard::security

@@ -1,0 +1,62 @@
+// What a server checks its clients against: its tokens, the rules of access
+// and the secret behind its jobs' credentials, made from its data dir
+// (docs/security.md). The gRPC services and the HTTP API hold one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include "absl/strings/string_view.h"
+
+#include "absl/status/statusor.h"
+#include "security/access.h"
+#include "security/tokens.h"
+
+namespace trainyard::security {
+
+// The gRPC metadata key (lowercase) that carries a job's credential.
+inline constexpr char kJobTokenMetadata[] = "trainyard-job-token";
+
+// The credential of job `job_id` under `secret`: HMAC-SHA256 of the id.
+std::string JobCredential(absl::string_view secret, uint64_t job_id);
+
+class ServerSecurity {
+ public:
+  struct Options {
+    std::string data_dir;
+    bool enabled = true;  // false: every caller is an anonymous admin
+    api::QueueAcls acls;
+    std::string default_queue;
+  };
+  // Reads (or makes, 0600) DATA_DIR/job-secret. Errors name the file.
+  static absl::StatusOr<std::unique_ptr<ServerSecurity>> Open(Options options);
+
+  // The principal behind an "authorization" header's value (see
+  // TokenStore::Authenticate); an anonymous admin when security is off.
+  absl::StatusOr<Principal> Authenticate(absl::string_view authorization);
+
+  // True when `presented` is job `job_id`'s credential.
+  bool IsJobCredential(uint64_t job_id, absl::string_view presented) const;
+  std::string JobCredentialOf(uint64_t job_id) const { return JobCredential(job_secret_, job_id); }
+
+  // On a server's first start (no token file yet): issues an admin token
+  // and writes a client config with it and `address` to
+  // DATA_DIR/admin-client.yaml; returns that path ("" when the token file
+  // already existed or security is off).
+  absl::StatusOr<std::string> BootstrapAdmin(const std::string& address);
+
+  const AccessPolicy& access() const { return access_; }
+  TokenStore& tokens() { return tokens_; }
+  bool enabled() const { return enabled_; }
+
+ private:
+  ServerSecurity(Options options, std::string job_secret);
+
+  const bool enabled_;
+  const std::string data_dir_;
+  TokenStore tokens_;
+  AccessPolicy access_;
+  const std::string job_secret_;
+};
+
+}  // namespace trainyard::security

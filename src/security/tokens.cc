@@ -1,0 +1,143 @@
+// The token file and the token store (see tokens.h).
+#include "security/tokens.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+#include "security/crypto.h"
+#include "security/files.h"
+
+namespace trainyard::security {
+namespace {
+
+constexpr absl::string_view kTokenPrefix = "ty_";
+
+const char kWhatToDo[] =
+    "run the CLI in the folder where `trainyard up` wrote .trainyard/client.yaml, set TRAINYARD_CONFIG to a "
+    "client config file, or ask a cluster admin for a token (trainyard token create USER)";
+
+// An flock on PATH.lock while it lives: two issuers never lose a line.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) : fd_(open((path + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0600)) {
+    if (fd_ >= 0) flock(fd_, LOCK_EX);
+  }
+  ~FileLock() {
+    if (fd_ >= 0) close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string TokenFilePath(const std::string& data_dir) { return data_dir + "/tokens"; }
+
+absl::Status ValidateUserName(absl::string_view user_view, absl::string_view what_view) {
+  const std::string user(user_view), what(what_view);
+  if (user.empty() || user.size() > 64) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": a user name is 1 to 64 characters, got ", user.size()));
+  }
+  for (char c : user) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '@' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": '", user,
+                                                     "' is not a user name (letters, digits, . _ @ - only)"));
+    }
+  }
+  if (user[0] == '-') return absl::InvalidArgumentError(absl::StrCat(what, ": '", user, "' starts with '-'"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> IssueToken(const std::string& path, const std::string& user, bool admin) {
+  absl::StatusOr<std::string> random = RandomHex(32);
+  if (!random.ok()) return random.status();
+  std::string token = absl::StrCat(kTokenPrefix, *random);
+  if (absl::Status s = AddToken(path, token, user, admin); !s.ok()) return s;
+  return token;
+}
+
+absl::Status AddToken(const std::string& path, const std::string& token, const std::string& user, bool admin) {
+  if (absl::Status s = ValidateUserName(user); !s.ok()) return s;
+  FileLock lock(path);
+  absl::StatusOr<std::string> before = ReadWholeFile(path);
+  if (!before.ok() && !absl::IsNotFound(before.status())) return before.status();
+  std::string text = before.ok() ? *before : "# Trainyard tokens: SHA-256 of the token, user, admin|user\n";
+  if (!text.empty() && text.back() != '\n') text += '\n';
+  absl::StrAppend(&text, Sha256Hex(token), " ", user, " ", admin ? "admin" : "user", "\n");
+  return WritePrivateFile(path, text);
+}
+
+absl::StatusOr<Principal> TokenStore::Authenticate(absl::string_view authorization) {
+  authorization = absl::StripAsciiWhitespace(authorization);
+  if (authorization.empty()) {
+    return absl::UnauthenticatedError(absl::StrCat("this server requires a token and none was sent: ", kWhatToDo));
+  }
+  constexpr absl::string_view kBearer = "bearer ";
+  if (!absl::StartsWithIgnoreCase(authorization, kBearer)) {
+    return absl::UnauthenticatedError("authorization: expected \"Bearer TOKEN\"");
+  }
+  absl::string_view token = absl::StripAsciiWhitespace(authorization.substr(kBearer.size()));
+  std::string hash = Sha256Hex(token);
+  absl::MutexLock lock(&mu_);
+  Refresh();
+  auto it = by_hash_.find(hash);
+  if (it == by_hash_.end()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the token is not valid on this server (revoked, mistyped, or made for another cluster): ",
+                     kWhatToDo));
+  }
+  return it->second;
+}
+
+absl::StatusOr<std::string> TokenStore::Issue(const std::string& user, bool admin) {
+  absl::StatusOr<std::string> token = IssueToken(path_, user, admin);
+  absl::MutexLock lock(&mu_);
+  stamp_ = Stamp();  // read again at the next call, whatever the clock's grain
+  return token;
+}
+
+size_t TokenStore::size() {
+  absl::MutexLock lock(&mu_);
+  Refresh();
+  return by_hash_.size();
+}
+
+void TokenStore::Refresh() {
+  struct stat st {};
+  Stamp now;
+  if (stat(path_.c_str(), &st) == 0) {
+    now = {st.st_ino, st.st_size, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+  }
+  if (now == stamp_) return;
+  stamp_ = now;
+  by_hash_.clear();
+  absl::StatusOr<std::string> text = ReadWholeFile(path_);
+  if (!text.ok()) {
+    if (!absl::IsNotFound(text.status())) Log(LogLevel::kWarning, "security", "%s", text.status().message());
+    return;
+  }
+  int line_no = 0;
+  for (absl::string_view line : absl::StrSplit(*text, '\n')) {
+    ++line_no;
+    line = absl::StripAsciiWhitespace(line);
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<absl::string_view> f = absl::StrSplit(line, ' ', absl::SkipEmpty());
+    if (f.size() != 3 || f[0].size() != 64 || (f[2] != "admin" && f[2] != "user") || !ValidateUserName(f[1]).ok()) {
+      Log(LogLevel::kWarning, "security", "%s:%d: not \"HASH USER admin|user\"; line ignored", path_, line_no);
+      continue;
+    }
+    by_hash_[std::string(f[0])] = Principal{.user = std::string(f[1]), .admin = f[2] == "admin", .anonymous = false};
+  }
+}
+
+}  // namespace trainyard::security

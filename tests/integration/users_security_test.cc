@@ -1,0 +1,213 @@
+// A stranger against a real cluster (docs/security.md): another uid of the
+// host (uid 65534 through setpriv, where it can run the binary) holding a
+// token of its own, and a caller with no token or a made-up one. It submits
+// as another user, submits production work, kills, reads the logs of and
+// reports a verdict for another user's job, cordons a node and mints a
+// token, over the CLI, gRPC and REST. Each is refused with a message that
+// names what was refused, and the victim's job is still RUNNING with no
+// restart; its owner can still read its logs and kill it.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/service.grpc.pb.h"
+#include "security/server_security.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+constexpr int kNobody = 65534;
+
+const char kVictimSpec[] = R"(
+name: victim
+replicas:
+  worker:
+    count: 1
+    resources: {cpu: 100m, memory: 64Mi, gpus: 2}
+    command: [sh, -c, 'echo "secret=hunter2"; exec sleep 600']
+)";
+
+class Stranger {
+ public:
+  Stranger(Cluster* c, std::string token) : c_(c), token_(std::move(token)) {
+    // Another uid when setpriv can run the binary as it; else this uid with
+    // the stranger's token (what is checked is the token either way).
+    CommandResult probe = RunCommandLine(Prefix({"--version"}), absl::Seconds(20));
+    other_uid_ = probe.exit_code == 0;
+  }
+  // `trainyard ARGS --server ADDRESS` as the stranger.
+  CommandResult Cli(std::vector<std::string> args) {
+    args.insert(args.end(), {"--server", c_->address()});
+    return RunCommandLine(Prefix(args), absl::Seconds(30), {"TRAINYARD_TOKEN=" + token_, "TRAINYARD_CONFIG"});
+  }
+  bool other_uid() const { return other_uid_; }
+
+ private:
+  std::vector<std::string> Prefix(const std::vector<std::string>& args) const {
+    std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid", absl::StrCat(kNobody), "--regid",
+                                     absl::StrCat(kNobody), "--clear-groups", TrainyardBin()};
+    if (getuid() != 0 || access("/usr/bin/setpriv", X_OK) != 0) argv = {TrainyardBin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+  Cluster* c_;
+  std::string token_;
+  bool other_uid_ = false;
+};
+
+std::unique_ptr<v1::Trainyard::Stub> Stub(const Cluster& c) {
+  return v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), grpc::InsecureChannelCredentials()));
+}
+
+// ReportJobOutcome(FAILED) for `job` with `metadata` (key, value pairs).
+grpc::Status ReportFailed(const Cluster& c, const std::string& job,
+                          const std::vector<std::pair<std::string, std::string>>& metadata) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  for (const auto& [k, v] : metadata) ctx.AddMetadata(k, v);
+  v1::JobOutcomeRequest req;
+  req.set_job(job);
+  req.set_state(v1::JOB_FAILED);
+  req.set_reason("made up by a stranger");
+  v1::JobOutcomeResponse resp;
+  return Stub(c)->ReportJobOutcome(&ctx, req, &resp);
+}
+
+TEST(UsersSecurityTest, AStrangerIsRefusedEverythingOfAnotherUsersJob) {
+  Cluster c;
+  std::string alice = c.UserToken("alice");
+  std::string mallory = c.UserToken("mallory");
+  ASSERT_FALSE(alice.empty());
+  ASSERT_FALSE(mallory.empty());
+  WriteFile(c.dir() + "/victim.yaml", kVictimSpec);
+  CommandResult submitted = c.CliAs(alice, {"submit", c.dir() + "/victim.yaml"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  ASSERT_TRUE(c.WaitForState("victim", "RUNNING"));
+  EXPECT_EQ(c.Describe("victim").value("user", ""), "alice") << "the job is its submitter's";
+
+  Stranger s(&c, mallory);
+  std::cout << "the stranger runs as " << (s.other_uid() ? "uid 65534" : "this uid") << "\n";
+  // The stranger's spec files are readable by any uid.
+  WriteFile(c.dir() + "/as-alice.yaml", absl::StrCat(kVictimSpec, "user: alice\n"));
+  WriteFile(c.dir() + "/production.yaml", "name: rush\npriority: production\n" + std::string(kVictimSpec).substr(14));
+  chmod(c.dir().c_str(), 0755);
+
+  CommandResult as_alice = s.Cli({"submit", c.dir() + "/as-alice.yaml"});
+  EXPECT_EQ(as_alice.exit_code, 1);
+  EXPECT_THAT(as_alice.err, HasSubstr("user: the spec says 'alice' but you are 'mallory'"));
+  CommandResult production = s.Cli({"submit", c.dir() + "/production.yaml"});
+  EXPECT_EQ(production.exit_code, 1);
+  EXPECT_THAT(production.err, HasSubstr("priority: 'mallory' may not submit production work to queue 'default'"));
+  CommandResult kill = s.Cli({"kill", "victim"});
+  EXPECT_EQ(kill.exit_code, 1);
+  EXPECT_THAT(kill.err, HasSubstr("you ('mallory') may not kill job victim: it belongs to 'alice'"));
+  CommandResult logs = s.Cli({"logs", "victim"});
+  EXPECT_EQ(logs.exit_code, 1);
+  EXPECT_THAT(logs.err, HasSubstr("may not read the logs of job victim"));
+  EXPECT_THAT(logs.out, Not(HasSubstr("hunter2")));
+  CommandResult cordon = s.Cli({"cordon", "node-0"});
+  EXPECT_EQ(cordon.exit_code, 1);
+  EXPECT_THAT(cordon.err, HasSubstr("only a cluster admin may"));
+  CommandResult mint = s.Cli({"token", "create", "mallory", "--admin"});
+  EXPECT_EQ(mint.exit_code, 1);
+  EXPECT_THAT(mint.err, HasSubstr("may not create tokens: only a cluster admin may"));
+  CommandResult guessed = RunCli({"jobs", "--server", c.address()}, absl::Seconds(30),
+                                 {"TRAINYARD_TOKEN=ty_0123", "TRAINYARD_CONFIG"});
+  EXPECT_EQ(guessed.exit_code, 1);
+  EXPECT_THAT(guessed.err, HasSubstr("the token is not valid on this server"));
+  CommandResult none = RunCli({"jobs", "--server", c.address()}, absl::Seconds(30), {"TRAINYARD_TOKEN", "TRAINYARD_CONFIG"});
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_THAT(none.err, HasSubstr("this server requires a token and none was sent"));
+
+  // The verdict: only the job's own master (its credential) may give it.
+  grpc::Status no_token = ReportFailed(c, "victim", {});
+  EXPECT_EQ(no_token.error_code(), grpc::StatusCode::UNAUTHENTICATED) << no_token.error_message();
+  grpc::Status as_mallory = ReportFailed(c, "victim", {{"authorization", "Bearer " + mallory}});
+  EXPECT_EQ(as_mallory.error_code(), grpc::StatusCode::PERMISSION_DENIED) << as_mallory.error_message();
+  grpc::Status forged = ReportFailed(c, "victim", {{"trainyard-job-token", std::string(64, 'a')}});
+  EXPECT_EQ(forged.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_THAT(forged.error_message(), HasSubstr("only its own master may report its outcome"));
+
+  // REST: the same refusals, as JSON.
+  httplib::Client http = HttpClient(c.http_address());
+  http.set_default_headers({{"Authorization", "Bearer " + mallory}});
+  HttpResult rest_kill = ToResult(http.Post("/api/v1/jobs/victim/kill", "", "application/json"));
+  EXPECT_EQ(rest_kill.status, 403) << rest_kill.body;
+  EXPECT_EQ(rest_kill.json["error"]["status"], "PERMISSION_DENIED") << rest_kill.body;
+  HttpResult rest_logs = ToResult(http.Get("/api/v1/jobs/victim/tasks/victim-worker-0/logs"));
+  EXPECT_EQ(rest_logs.status, 403) << rest_logs.body;
+  EXPECT_EQ(ToResult(http.Get("/api/v1/jobs/victim/logs.tar.gz")).status, 403);
+  httplib::Client anonymous("http://" + c.http_address());
+  HttpResult no_token_watch = ToResult(anonymous.Get("/api/v1/watch?topics=jobs"));
+  EXPECT_EQ(no_token_watch.status, 401);
+  EXPECT_THAT(no_token_watch.json["error"]["message"].get<std::string>(), HasSubstr("requires a token"));
+  EXPECT_EQ(ToResult(anonymous.Get("/healthz")).status, 200) << "health stays public";
+
+  // The job's credential (what its master reports with) is in no view, log
+  // or store file of the server.
+  nlohmann::json view = c.Describe("victim");
+  std::string secret(absl::StripAsciiWhitespace(ReadFile(c.server_data_dir() + "/job-secret")));
+  ASSERT_FALSE(secret.empty());
+  std::string credential = security::JobCredential(secret, view.value("id", uint64_t{0}));
+  EXPECT_THAT(view.dump(), Not(HasSubstr(credential)));
+  EXPECT_THAT(c.Cli({"jobs", "-o", "json"}).out, Not(HasSubstr(credential)));
+  EXPECT_THAT(ToResult(HttpClient(c.http_address()).Get("/api/v1/jobs/victim")).body, Not(HasSubstr(credential)));
+  for (const char* file : {"/server.log"}) EXPECT_THAT(ReadFile(c.dir() + file), Not(HasSubstr(credential)));
+  for (const char* file : {"/state.db", "/state.db-wal"}) {
+    EXPECT_THAT(ReadFile(c.server_data_dir() + file), Not(HasSubstr(credential))) << file;
+  }
+
+  // Nothing of the victim's changed: RUNNING, no restart; its owner reads its
+  // logs and kills it.
+  nlohmann::json victim = c.Describe("victim");
+  EXPECT_EQ(victim.value("state", ""), "RUNNING") << victim.dump();
+  for (const auto& t : victim["tasks"]) EXPECT_EQ(t.value("restarts", 0), 0) << t.dump();
+  CommandResult own_logs = c.CliAs(alice, {"logs", "victim"});
+  EXPECT_EQ(own_logs.exit_code, 0) << own_logs.err;
+  EXPECT_THAT(own_logs.out, HasSubstr("secret=hunter2"));
+  CommandResult own_kill = c.CliAs(alice, {"kill", "victim"});
+  EXPECT_EQ(own_kill.exit_code, 0) << own_kill.err;
+  EXPECT_TRUE(c.WaitForState("victim", "KILLED"));
+}
+
+TEST(UsersSecurityTest, QueueAclsDecideWhoSubmitsAndWhoAdministers) {
+  TempDir dir;
+  WriteFile(dir.path() + "/queues.yaml", R"(queues:
+  - name: prod
+    capacity: 50
+    aclSubmitJobs: [alice]
+    aclAdministerJobs: [carol]
+    aclProduction: [alice]
+  - name: research
+    capacity: 50
+)");
+  ClusterOptions o;
+  o.server_flags = {"--queue-config", dir.path() + "/queues.yaml", "--queue-policy", "capacity"};
+  Cluster c(o);
+  std::string alice = c.UserToken("alice"), bob = c.UserToken("bob"), carol = c.UserToken("carol");
+  WriteFile(c.dir() + "/prod.yaml", "queue: prod\npriority: production\n" + std::string(kVictimSpec));
+  CommandResult by_bob = c.CliAs(bob, {"submit", c.dir() + "/prod.yaml"});
+  EXPECT_EQ(by_bob.exit_code, 1);
+  EXPECT_THAT(by_bob.err, HasSubstr("queue: 'bob' may not submit to queue 'prod' (its aclSubmitJobs)"));
+  CommandResult by_alice = c.CliAs(alice, {"submit", c.dir() + "/prod.yaml"});
+  ASSERT_EQ(by_alice.exit_code, 0) << by_alice.err;
+  ASSERT_TRUE(c.WaitForState("victim", "RUNNING"));
+  EXPECT_EQ(c.CliAs(bob, {"kill", "victim"}).exit_code, 1);
+  CommandResult by_carol = c.CliAs(carol, {"kill", "victim"});
+  EXPECT_EQ(by_carol.exit_code, 0) << "carol administers prod: " << by_carol.err;
+  EXPECT_TRUE(c.WaitForState("victim", "KILLED"));
+}
+
+}  // namespace
+}  // namespace trainyard::testing
