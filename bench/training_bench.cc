@@ -34,6 +34,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
@@ -111,11 +112,22 @@ struct UpCluster {
     if (!up->Start()) return false;
     stub = ClientStub(up->address());
     logs = data.path();
-    return true;
+    // The admin credential up wrote (docs/security.md): its token line.
+    std::ifstream config(data.path() + "/up/client.yaml");
+    for (std::string line; std::getline(config, line);) {
+      if (line.rfind("token:", 0) == 0) token = std::string(absl::StripAsciiWhitespace(line.substr(6)));
+    }
+    if (token.empty()) fprintf(stderr, "training_bench: no token in %s/up/client.yaml\n", data.path().c_str());
+    return !token.empty();
   }
+
+  // A call's context with up's admin token.
+  void Authorize(grpc::ClientContext* ctx) const { ctx->AddMetadata("authorization", "Bearer " + token); }
+  std::string token;
 
   std::optional<v1::JobView> Describe(const std::string& job) {
     grpc::ClientContext ctx;
+    Authorize(&ctx);
     v1::DescribeJobRequest req;
     req.set_job(job);
     v1::JobView view;
@@ -125,6 +137,7 @@ struct UpCluster {
 
   std::string Submit(const std::string& yaml) {
     grpc::ClientContext ctx;
+    Authorize(&ctx);
     v1::SubmitRequest req;
     req.set_yaml(yaml);
     v1::SubmitResponse resp;
@@ -135,6 +148,7 @@ struct UpCluster {
 
   void Kill(const std::string& job) {
     grpc::ClientContext ctx;
+    Authorize(&ctx);
     v1::KillJobRequest req;
     req.set_job(job);
     req.set_reason("benchmark sample done");
@@ -149,6 +163,7 @@ struct UpCluster {
     SteadyTime deadline = SteadyClock::now() + std::chrono::seconds(60);
     while (SteadyClock::now() < deadline) {
       grpc::ClientContext ctx;
+      Authorize(&ctx);
       v1::ListNodesResponse resp;
       if (stub->ListNodes(&ctx, v1::ListNodesRequest(), &resp).ok()) {
         bool idle = resp.nodes_size() > 0;
