@@ -36,7 +36,10 @@ absl::Status MakeParent(const std::string& path) {
 absl::Status WritePrivateFile(const std::string& path, const std::string& content) {
   if (absl::Status s = MakeParent(path); !s.ok()) return s;
   std::string tmp = absl::StrCat(path, ".tmp.", getpid());
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // Never through a link someone left under the temporary's name (in a
+  // directory others may write): made anew or not at all.
+  unlink(tmp.c_str());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return Errno("create", tmp);
   fchmod(fd, 0600);  // whatever the umask
   size_t done = 0;

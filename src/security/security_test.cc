@@ -71,6 +71,25 @@ TEST_F(TokensTest, ATokenAddedByAnotherProcessWorksWithoutARestart) {
   EXPECT_TRUE(who->admin);
 }
 
+// A read of the token file that fails (no descriptor left, say) keeps the
+// tokens known and is tried again: it does not lock every user out until
+// the file next changes.
+TEST_F(TokensTest, AFailedReadKeepsTheTokensAndIsTriedAgain) {
+  std::string path = TokenFilePath(dir_);
+  absl::StatusOr<std::string> t = IssueToken(path, "bob", false);
+  ASSERT_TRUE(t.ok());
+  TokenStore server(path);
+  ASSERT_TRUE(server.Authenticate("Bearer " + *t).ok());
+  // The file changes into something that cannot be read as one.
+  std::string kept = path + ".kept";
+  std::filesystem::rename(path, kept);
+  std::filesystem::create_directory(path);
+  EXPECT_TRUE(server.Authenticate("Bearer " + *t).ok()) << "kept through the failed read";
+  std::filesystem::remove(path);
+  std::filesystem::rename(kept, path);
+  EXPECT_TRUE(server.Authenticate("Bearer " + *t).ok());
+}
+
 TEST_F(TokensTest, BadUserNamesAreRefusedNamingTheRule) {
   absl::StatusOr<std::string> t = IssueToken(TokenFilePath(dir_), "a b", false);
   EXPECT_TRUE(absl::IsInvalidArgument(t.status()));

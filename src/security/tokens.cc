@@ -119,13 +119,17 @@ void TokenStore::Refresh() {
     now = {st.st_ino, st.st_size, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
   }
   if (now == stamp_) return;
-  stamp_ = now;
-  by_hash_.clear();
   absl::StatusOr<std::string> text = ReadWholeFile(path_);
-  if (!text.ok()) {
-    if (!absl::IsNotFound(text.status())) Log(LogLevel::kWarning, "security", "%s", text.status().message());
+  if (!text.ok() && !absl::IsNotFound(text.status())) {
+    // Kept as it was and read again at the next call: a read that failed
+    // (no descriptor left, say) must not lock every user out until the
+    // file changes.
+    Log(LogLevel::kWarning, "security", "%s", text.status().message());
     return;
   }
+  stamp_ = now;
+  by_hash_.clear();
+  if (!text.ok()) return;  // no file: no tokens
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     ++line_no;

@@ -40,7 +40,19 @@ absl::Status ClientService::MayActOnJob(const grpc::ServerContextBase* ctx, cons
 
 absl::Status ClientService::FromJobMaster(const grpc::ServerContextBase* ctx, const std::string& name) {
   absl::string_view credential = Metadata(ctx, security::kJobTokenMetadata);
-  if (credential.empty() || !security_->enabled()) return MayActOnJob(ctx, name, "report the outcome of");
+  if (!security_->enabled()) return MayActOnJob(ctx, name, "report the outcome of");
+  if (credential.empty()) {
+    // A master run in the client reports with its user's token: the job's
+    // owner or a cluster admin, not a queue's administrator (who may kill
+    // the job but not make up how it ended).
+    absl::StatusOr<security::Principal> who = Who(ctx);
+    if (!who.ok()) return who.status();
+    std::shared_ptr<const v1::JobView> job = manager_->JobSummary(name);
+    if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+    if (who->admin || who->user == job->user()) return absl::OkStatus();
+    return absl::PermissionDeniedError(absl::StrCat("you ('", who->user, "') may not report the outcome of job ",
+                                                    name, ": only its master, its owner or a cluster admin may"));
+  }
   std::shared_ptr<const v1::JobView> job = manager_->JobSummary(name);
   if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
   if (!security_->IsJobCredential(job->id(), credential)) {

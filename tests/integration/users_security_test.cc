@@ -204,6 +204,11 @@ TEST(UsersSecurityTest, QueueAclsDecideWhoSubmitsAndWhoAdministers) {
   ASSERT_EQ(by_alice.exit_code, 0) << by_alice.err;
   ASSERT_TRUE(c.WaitForState("victim", "RUNNING"));
   EXPECT_EQ(c.CliAs(bob, {"kill", "victim"}).exit_code, 1);
+  // Carol administers prod: she may kill alice's job, not make up its end.
+  grpc::Status made_up = ReportFailed(c, "victim", {{"authorization", "Bearer " + carol}});
+  EXPECT_EQ(made_up.error_code(), grpc::StatusCode::PERMISSION_DENIED) << made_up.error_message();
+  EXPECT_THAT(made_up.error_message(), HasSubstr("only its master, its owner or a cluster admin"));
+  EXPECT_EQ(c.Describe("victim")["state"], "RUNNING");
   CommandResult by_carol = c.CliAs(carol, {"kill", "victim"});
   EXPECT_EQ(by_carol.exit_code, 0) << "carol administers prod: " << by_carol.err;
   EXPECT_TRUE(c.WaitForState("victim", "KILLED"));

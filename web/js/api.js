@@ -11,7 +11,11 @@ const kTokenKey = 'trainyard-token';
 function takeTokenFromUrl() {
   const m = /^#token=([^&]*)/.exec(location.hash);
   if (!m) return;
-  sessionStorage.setItem(kTokenKey, decodeURIComponent(m[1]));
+  try {
+    sessionStorage.setItem(kTokenKey, decodeURIComponent(m[1]));
+  } catch {
+    // A malformed address (a stray %) signs nobody in; the form still can.
+  }
   // Off the address bar and the history at once.
   history.replaceState(null, '', `${location.pathname}${location.search}#/`);
 }
