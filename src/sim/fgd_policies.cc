@@ -135,7 +135,8 @@ class FragmentationFit : public ProtoPolicy {
 
   void Changed(int32_t n) override {
     if (static_cast<size_t>(n) < version_.size()) ++version_[n];
-    changed_.push_back(n);
+    // Before the first count every node is counted anyway.
+    if (!node_free_.empty()) changed_.push_back(n);
   }
 
   bool Choose(const std::vector<ProtoNode>& nodes, const ProtoTask& t, ProtoChoice* out) override {
