@@ -1,10 +1,14 @@
 // The client config file (see client_config.h).
 #include "security/client_config.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstdlib>
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "security/files.h"
 #include "yaml-cpp/yaml.h"
 
@@ -50,6 +54,16 @@ absl::StatusOr<ClientConfig> FindClientConfig() {
     places.push_back(absl::StrCat(home, "/.config/trainyard/client.yaml"));
   }
   for (const std::string& p : places) {
+    // The config names the server a token goes to: one that another
+    // account wrote (in a shared directory, a cloned repository) or may
+    // change is not taken.
+    struct stat st;
+    if (stat(p.c_str(), &st) == 0 && (st.st_uid != geteuid() || (st.st_mode & 022) != 0)) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          p, " is not used: it belongs to uid ", st.st_uid, ", not to you (uid ", geteuid(),
+          "), or others may change it (mode ", absl::StrFormat("%04o", st.st_mode & 07777),
+          "); set TRAINYARD_CONFIG to a config of your own"));
+    }
     absl::StatusOr<ClientConfig> c = LoadClientConfig(p);
     if (c.ok() || !absl::IsNotFound(c.status())) return c;
   }

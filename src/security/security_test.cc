@@ -122,6 +122,29 @@ TEST_F(ClientConfigTest, UnknownKeysAndAMissingEnvFileAreNamed) {
   EXPECT_NE(found.status().message().find("TRAINYARD_CONFIG names"), std::string::npos) << found.status();
 }
 
+// A config found in the working directory names the server a token goes
+// to: one another account wrote, or others may change, is refused.
+TEST_F(ClientConfigTest, AConfigAnotherAccountCouldWriteIsNotTaken) {
+  std::filesystem::path before = std::filesystem::current_path();
+  std::filesystem::current_path(dir_);
+  std::filesystem::create_directory(".trainyard");
+  ASSERT_TRUE(WriteClientConfig(".trainyard/client.yaml", {.server = "127.0.0.1:7450", .token = "t"}).ok());
+  absl::StatusOr<ClientConfig> own = FindClientConfig();
+  EXPECT_TRUE(own.ok() && own->server == "127.0.0.1:7450") << own.status();
+  chmod(".trainyard/client.yaml", 0666);
+  absl::StatusOr<ClientConfig> open = FindClientConfig();
+  chmod(".trainyard/client.yaml", 0600);
+  bool chowned = geteuid() == 0 && chown(".trainyard/client.yaml", 65534, 65534) == 0;
+  absl::StatusOr<ClientConfig> foreign = FindClientConfig();
+  std::filesystem::current_path(before);
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.status().message().find("others may change it (mode 0666)"), std::string::npos) << open.status();
+  if (chowned) {
+    ASSERT_FALSE(foreign.ok());
+    EXPECT_NE(foreign.status().message().find("belongs to uid 65534"), std::string::npos) << foreign.status();
+  }
+}
+
 Principal User(const std::string& name, bool admin = false) {
   return Principal{.user = name, .admin = admin, .anonymous = false};
 }
