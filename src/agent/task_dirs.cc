@@ -151,5 +151,4 @@ absl::Status ConfineLaunch(const TaskUsers& users, const std::string& task_dir, 
   return absl::OkStatus();
 }
 
-
 }  // namespace trainyard::agent

@@ -59,8 +59,8 @@ std::string Unquote(absl::string_view text) {
   return std::string(text);
 }
 
-// Drops a `#` comment that is not inside quotes.
-absl::string_view WithoutComment(absl::string_view line) {
+// The position of the first `stop` outside quotes, or npos.
+size_t FirstUnquoted(absl::string_view line, char stop) {
   char quote = 0;
   for (size_t i = 0; i < line.size(); ++i) {
     char c = line[i];
@@ -68,28 +68,18 @@ absl::string_view WithoutComment(absl::string_view line) {
       if (c == quote) quote = 0;
     } else if (c == '"' || c == '\'') {
       quote = c;
-    } else if (c == '#') {
-      return line.substr(0, i);
-    }
-  }
-  return line;
-}
-
-// The position of the ':' that ends the cluster user (outside quotes).
-size_t KeyEnd(absl::string_view line) {
-  char quote = 0;
-  for (size_t i = 0; i < line.size(); ++i) {
-    char c = line[i];
-    if (quote != 0) {
-      if (c == quote) quote = 0;
-    } else if (c == '"' || c == '\'') {
-      quote = c;
-    } else if (c == ':') {
+    } else if (c == stop) {
       return i;
     }
   }
   return absl::string_view::npos;
 }
+
+// Drops a `#` comment that is not inside quotes.
+absl::string_view WithoutComment(absl::string_view line) { return line.substr(0, FirstUnquoted(line, '#')); }
+
+// The position of the ':' that ends the cluster user (outside quotes).
+size_t KeyEnd(absl::string_view line) { return FirstUnquoted(line, ':'); }
 
 }  // namespace
 
