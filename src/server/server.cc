@@ -246,7 +246,8 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   }
   // The job master task gets its job's credential with its launch order.
   security::ServerSecurity* sec_ptr = security_.get();
-  manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); });
+  manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); },
+                              [sec_ptr](uint64_t job_id) { return sec_ptr->JobWorkerSecretOf(job_id); });
   return absl::OkStatus();
 }
 
