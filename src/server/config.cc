@@ -90,6 +90,8 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "maxConnectionsPerPeer") Read(v, key, &c.max_connections_per_peer, &errors);
     else if (key == "handshakeTimeoutMs") Read(v, key, &c.handshake_timeout_ms, &errors);
     else if (key == "connectionIdleMs") Read(v, key, &c.connection_idle_ms, &errors);
+    else if (key == "maxPendingJobsPerUser") Read(v, key, &c.max_pending_jobs_per_user, &errors);
+    else if (key == "maxSubmissionsPerSecondPerUser") Read(v, key, &c.max_submissions_per_second_per_user, &errors);
     else if (key == "httpThreads") Read(v, key, &c.http_threads, &errors);
     else if (key == "httpMaxConnections") Read(v, key, &c.http_max_connections, &errors);
     else if (key == "httpRequestTimeoutMs") Read(v, key, &c.http_request_timeout_ms, &errors);
@@ -176,6 +178,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.max_connections_per_peer < 0) errors.push_back("maxConnectionsPerPeer: must not be negative");
   if (c.handshake_timeout_ms <= 0) errors.push_back("handshakeTimeoutMs: must be positive");
   if (c.connection_idle_ms <= 0) errors.push_back("connectionIdleMs: must be positive");
+  if (c.max_pending_jobs_per_user < 0) errors.push_back("maxPendingJobsPerUser: must not be negative (0: no limit)");
+  if (c.max_submissions_per_second_per_user < 0) {
+    errors.push_back("maxSubmissionsPerSecondPerUser: must not be negative (0: no limit)");
+  }
   if (c.http_threads < 1 || c.http_threads > 256) {
     errors.push_back(absl::StrCat("httpThreads: ", c.http_threads, " is not within 1..256"));
   }

@@ -22,6 +22,11 @@ struct ServerConfig {
   int max_connections_per_peer = 0;
   int handshake_timeout_ms = 10000;       // a connection's TLS and HTTP/2 set-up
   int connection_idle_ms = 600000;        // a connection without a call is closed after this
+  // Per user (the job's owner): jobs waiting to start (QUEUED), and
+  // submissions a second (a token bucket; 0 = no limit). Over either, a
+  // submission is refused (RESOURCE_EXHAUSTED, naming the key).
+  int max_pending_jobs_per_user = 10000;
+  int max_submissions_per_second_per_user = 0;
   int http_threads = 4;                   // HTTP requests served at once
   int http_max_connections = 128;         // open HTTP connections; more are answered 503
   int http_request_timeout_ms = 10000;    // to receive one request, and per write of an answer
@@ -95,6 +100,7 @@ struct ServerConfig {
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
+// maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
 // maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
 // httpMaxWatchers, dataDir, queueConfig,
