@@ -50,5 +50,7 @@ int RunListing(const char* verb, const Common& f,
 void RegisterNodeVerbs(CLI::App& app, int* exit_code);
 // token create (token_verb.cc).
 void RegisterTokenVerbs(CLI::App& app, int* exit_code);
+// `trainyard login` (login_verb.cc).
+void RegisterLoginVerb(CLI::App& app, int* exit_code);
 
 }  // namespace trainyard::cli

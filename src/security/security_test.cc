@@ -12,6 +12,7 @@
 #include "security/client_config.h"
 #include "security/crypto.h"
 #include "security/files.h"
+#include "security/login.h"
 #include "security/server_security.h"
 #include "security/tokens.h"
 
@@ -247,6 +248,24 @@ TEST(SealTest, ASealedValueOpensOnlyUnderItsKeyAndUnchanged) {
   EXPECT_FALSE(Open("key one", "plain text").ok());
   EXPECT_FALSE(Open("key one", "sealed:v1:!!!").ok());
   EXPECT_FALSE(Open("key one", "sealed:v1:").ok());
+}
+
+TEST(LoginTokenTest, ALoginTokenSpeaksForItsAccountOnlyUnderItsSecret) {
+  std::string token = LoginToken("secret", "ann_b", /*admin=*/false);
+  absl::StatusOr<Principal> p = AuthenticateLoginToken("secret", token);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->user, "ann_b");
+  EXPECT_FALSE(p->admin);
+  EXPECT_FALSE(p->anonymous);
+  EXPECT_TRUE(AuthenticateLoginToken("secret", LoginToken("secret", "root", true))->admin);
+  EXPECT_FALSE(AuthenticateLoginToken("other secret", token).ok());
+  std::string promoted = token;
+  promoted[4] = 'a';  // the kind: u -> a
+  EXPECT_FALSE(AuthenticateLoginToken("secret", promoted).ok());
+  std::string renamed = "tyl_u_bob" + token.substr(std::string("tyl_u_ann_b").size());
+  EXPECT_FALSE(AuthenticateLoginToken("secret", renamed).ok());
+  EXPECT_FALSE(AuthenticateLoginToken("secret", "tyl_u__" + std::string(64, '0')).ok());
+  EXPECT_FALSE(AuthenticateLoginToken("secret", "tyl_").ok());
 }
 
 }  // namespace trainyard::security

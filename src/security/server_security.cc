@@ -7,6 +7,9 @@
 #include "security/client_config.h"
 #include "security/crypto.h"
 #include "security/files.h"
+#include "security/login.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 
 namespace trainyard::security {
 
@@ -33,7 +36,16 @@ absl::StatusOr<std::unique_ptr<ServerSecurity>> ServerSecurity::Open(Options opt
 
 absl::StatusOr<Principal> ServerSecurity::Authenticate(absl::string_view authorization) {
   if (!enabled_) return Principal{.user = "", .admin = true, .anonymous = true};
+  absl::string_view bearer = absl::StripAsciiWhitespace(authorization);
+  if (absl::StartsWithIgnoreCase(bearer, "bearer ")) {
+    absl::string_view token = absl::StripAsciiWhitespace(bearer.substr(7));
+    if (IsLoginToken(token)) return AuthenticateLoginToken(job_secret_, token);
+  }
   return tokens_.Authenticate(authorization);
+}
+
+std::string ServerSecurity::LoginTokenOf(const std::string& user, bool admin) const {
+  return LoginToken(job_secret_, user, admin);
 }
 
 absl::StatusOr<std::string> ServerSecurity::SealValue(const std::string& plain) const {

@@ -26,6 +26,9 @@ struct ServerConfig {
   // submissions a second (a token bucket; 0 = no limit). Over either, a
   // submission is refused (RESOURCE_EXHAUSTED, naming the key).
   int max_pending_jobs_per_user = 10000;
+  // The login socket (server/login_socket.h): "" = DATA_DIR/login.sock,
+  // "off" = none. Served only with authentication on.
+  std::string login_socket;
   int max_submissions_per_second_per_user = 0;
   int http_threads = 4;                   // HTTP requests served at once
   int http_max_connections = 128;         // open HTTP connections; more are answered 503
@@ -100,7 +103,7 @@ struct ServerConfig {
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
-// maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
+// loginSocket, maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
 // maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
 // httpMaxWatchers, dataDir, queueConfig,

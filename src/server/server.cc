@@ -20,6 +20,7 @@
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
+#include "server/login_socket.h"
 #include "server/hub_log_reader.h"
 #include "server/log_hub.h"
 #include "server/submission.h"
@@ -107,8 +108,10 @@ absl::Status SecureDataDir(const ServerConfig& config) {
   fs::path data = fs::absolute(config.data_dir, ec).lexically_normal();
   fs::path checkpoints = fs::absolute(config.checkpoint_root, ec).lexically_normal();
   bool inside = std::mismatch(data.begin(), data.end(), checkpoints.begin(), checkpoints.end()).first == data.end();
+  // Passable, not listable: other accounts reach the login socket and the
+  // checkpoint root by name; every file in it is the server's alone (0600).
   const fs::perms passable = fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec;
-  fs::permissions(data, inside ? passable : fs::perms::owner_all, ec);
+  fs::permissions(data, passable, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat("data dir ", data.string(), ": ", ec.message()));
   if (inside) {
     fs::create_directories(checkpoints, ec);
@@ -209,6 +212,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->manager_->SetServerAddress(s->address_);
   s->manager_->Start();
   if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
+  if (absl::Status st = s->StartLoginSocket(config); !st.ok()) return st;
   Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
   absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_);
   if (!admin.ok()) return admin.status();
@@ -253,6 +257,18 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+absl::Status Server::StartLoginSocket(const ServerConfig& config) {
+  if (!config.authentication || config.login_socket == "off") return absl::OkStatus();
+  std::string path = config.login_socket.empty() ? config.data_dir + "/login.sock" : config.login_socket;
+  security::ServerSecurity* sec = security_.get();
+  absl::StatusOr<std::unique_ptr<LoginSocket>> login = LoginSocket::Start(
+      path, address_, [sec](const std::string& user, bool admin) { return sec->LoginTokenOf(user, admin); });
+  if (!login.ok()) return login.status();
+  login_ = std::move(*login);
+  Log(LogLevel::kInfo, "server", "local users get a token with: trainyard login --socket %s", path);
+  return absl::OkStatus();
+}
+
 absl::Status Server::StartHttp(const ServerConfig& config) {
   if (config.http_listen.empty()) return absl::OkStatus();
   http::HttpOptions opt;
@@ -293,6 +309,7 @@ void Server::Wait() {
 void Server::Shutdown() {
   // HTTP first: its handlers call into the manager.
   if (http_) http_->Stop();
+  login_.reset();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (manager_) manager_->Stop();
 }

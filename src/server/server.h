@@ -22,6 +22,7 @@ namespace trainyard::server {
 class AgentService;
 class ClientService;
 class LogHub;
+class LoginSocket;
 class ManagerLogBackend;
 class ManagerRestBackend;
 namespace http {
@@ -58,6 +59,7 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<ManagerRestBackend> rest_backend_;
   std::unique_ptr<http::HttpServer> http_;
+  std::unique_ptr<LoginSocket> login_;
   std::string address_;
   std::string http_address_;
 
@@ -67,6 +69,8 @@ class Server {
   // Opens the security state of the data dir; on a first start makes the
   // admin's client config (logged).
   absl::Status StartSecurity(const ServerConfig& config);
+  // Serves the login socket of `config` (none with authentication off).
+  absl::Status StartLoginSocket(const ServerConfig& config);
   // Binds and starts the HTTP API of `config`; errors name the address.
   absl::Status StartHttp(const ServerConfig& config);
 };
