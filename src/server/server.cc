@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "api/queue_config_yaml.h"
+#include "security/certs.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
 #include "server/http/dashboard/dashboard.h"
@@ -124,7 +126,31 @@ absl::Status SecureDataDir(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+// The credentials of the listener: TLS with the certificates of
+// config.tls_dir (client certificates requested, and verified against its
+// CA when presented: agents present one, the CLI a token), else plaintext.
+// A unix: socket stays plaintext (the kernel's file permissions guard it).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const ServerConfig& config) {
+  if (!UsesTls(config)) return grpc::InsecureServerCredentials();
+  const std::string& dir = config.tls_dir;
+  absl::StatusOr<security::TlsFiles> files =
+      security::LoadTlsFiles(security::CaCertPath(dir), security::ServerCertPath(dir), security::ServerKeyPath(dir));
+  if (!files.ok()) {
+    return absl::Status(files.status().code(), absl::StrCat("tlsDir: ", files.status().message(),
+                                                            " (make the directory with `trainyard certs init --dir ",
+                                                            dir, "`)"));
+  }
+  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  o.pem_root_certs = files->ca_pem;
+  o.pem_key_cert_pairs.push_back({files->key_pem, files->cert_pem});
+  return grpc::SslServerCredentials(o);
+}
+
 }  // namespace
+
+bool UsesTls(const ServerConfig& config) {
+  return !config.tls_dir.empty() && !absl::StartsWith(config.listen, "unix:");
+}
 
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config) {
   core::SchedulerOptions opt;
@@ -177,10 +203,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
   s->manager_->SetLogHub(s->log_hub_.get());
   s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get());
-  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get());
+  // With TLS, an agent's node is the one its certificate names.
+  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config);
+  if (!creds.ok()) return creds.status();
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, *creds, &port);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->agent_service_.get());
   // A spec above max_spec_bytes is refused by ClientService with its size;
@@ -201,8 +230,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->manager_->SetServerAddress(s->address_);
   s->manager_->Start();
   if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
-  Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
-  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_);
+  Log(LogLevel::kInfo, "server", "serving on %s%s, data in %s", s->address_,
+      UsesTls(config) ? absl::StrCat(" (TLS, certificates in ", config.tls_dir, ")") : " (plaintext)", config.data_dir);
+  std::string ca_file;
+  if (UsesTls(config)) ca_file = std::filesystem::absolute(security::CaCertPath(config.tls_dir)).string();
+  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_, ca_file);
   if (!admin.ok()) return admin.status();
   if (!admin->empty()) {
     Log(LogLevel::kInfo, "server", "first start: an admin token is in %s (TRAINYARD_CONFIG=%s trainyard jobs)", *admin,

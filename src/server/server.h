@@ -74,4 +74,8 @@ class Server {
 // when the config does not name one (else "default"); it must be a leaf.
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config);
 
+// True when `config`'s listener serves TLS: a tls_dir is set and the
+// listener is TCP (a unix: socket stays plaintext).
+bool UsesTls(const ServerConfig& config);
+
 }  // namespace trainyard::server
