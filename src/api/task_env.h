@@ -54,6 +54,11 @@ inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
 // not built here; the job master reads it (jobmaster/server_job_terminator.cc).
 inline constexpr char kJobTokenEnv[] = "TRAINYARD_JOB_TOKEN";
 
+// The cluster CA's certificate file, when the server serves TLS: what the
+// CLI and a job master verify the server with (docs/security.md). An agent
+// with --ca gives its path to every task it starts.
+inline constexpr char kCaFileEnv[] = "TRAINYARD_CA_FILE";
+
 // Builds the environment of `self` (one of input.tasks).
 TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);
 

@@ -132,6 +132,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
+  AddConfigOption(cmd, &f, "--tls-dir", [](C& c) -> auto& { return c.tls_dir; },
+                  "certificate directory (`trainyard certs init`): the TCP listener serves TLS with its server.crt "
+                  "and agents must present a node certificate of its ca.crt (default: plaintext)");
   AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
                   "YAML file with the queue tree (docs/queues.md)");
   AddConfigOption(cmd, &f, "--queue-policy", [](C& c) -> auto& { return c.queue_policy; }, "fifo, capacity or fair");
