@@ -121,7 +121,11 @@ WaitResult WaitForNodes(const std::string& address, int want, const std::vector<
       }
     }
     v1::ListNodesResponse resp;
+    // Waits for the channel's next connection attempt (a server still
+    // starting), not failing at once while the channel backs off.
     auto ctx = Context(2);
+    ctx->set_wait_for_ready(true);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     if (stub->ListNodes(ctx.get(), v1::ListNodesRequest(), &resp).ok()) {
       r.server_answered = true;
       r.ready.clear();
