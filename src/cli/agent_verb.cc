@@ -105,8 +105,15 @@ int RunAgent(AgentFlags& f) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
     return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
   }
-  if (f.config.node_name.empty() && !link_options.cert_pem.empty()) {
-    f.config.node_name = security::CertCommonName(link_options.cert_pem);
+  if (!link_options.cert_pem.empty()) {
+    // The certificate names the node: --name defaults to it and may not differ.
+    std::string cert_node = security::CertCommonName(link_options.cert_pem);
+    if (f.config.node_name.empty()) f.config.node_name = cert_node;
+    if (f.config.node_name != cert_node) {
+      std::cerr << "trainyard agent: --name " << f.config.node_name << ": the certificate " << f.cert
+                << " is node '" << cert_node << "''s; the server would refuse any other name\n";
+      return kExitUsage;
+    }
   }
   agent::ServerLink link(std::move(link_options));
   // The core makes --data-dir absolute: tasks start in other directories.
