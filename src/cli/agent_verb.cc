@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "agent/agent_core.h"
 #include "agent/server_link.h"
+#include "cli/agent_join.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -35,7 +36,32 @@ struct AgentFlags {
   std::string ca;    // TLS: the cluster CA, this node's certificate and key
   std::string cert;
   std::string key;
+  std::string join_token;  // join with a token: the node's certificate from the server
+  std::string ca_pin;
 };
+
+// With --join-token: the node's files default to DATA_DIR/tls/, and the
+// join happens unless they are there already (a token joins once; a
+// restarted agent uses what its join wrote). Errors name the flag.
+absl::Status JoinIfAsked(AgentFlags& f) {
+  if (f.join_token.empty()) return absl::OkStatus();
+  if (f.ca_pin.empty() || f.config.node_name.empty()) {
+    return absl::InvalidArgumentError("--join-token needs --ca-pin (sha256:..., as `token create --join` printed) and --name");
+  }
+  std::error_code ec;
+  std::string dir = std::filesystem::absolute(f.config.data_dir, ec).string() + "/tls";
+  if (f.ca.empty()) f.ca = dir + "/ca.crt";
+  if (f.cert.empty()) f.cert = dir + "/node.crt";
+  if (f.key.empty()) f.key = dir + "/node.key";
+  if (std::filesystem::exists(f.cert, ec) && std::filesystem::exists(f.key, ec)) {
+    Log(LogLevel::kInfo, "agent", "joined before: using %s", f.cert);
+    return absl::OkStatus();
+  }
+  absl::Status st = JoinCluster({.server = f.server, .node = f.config.node_name, .token = f.join_token,
+                                 .ca_pin = f.ca_pin, .ca_file = f.ca, .cert_file = f.cert, .key_file = f.key});
+  if (st.ok()) Log(LogLevel::kInfo, "agent", "joined the cluster as node %s: certificate in %s", f.config.node_name, f.cert);
+  return st;
+}
 
 // The link's TLS settings from --ca/--cert/--key (all three, or none for a
 // plaintext server). Errors name the flag or the file.
@@ -100,6 +126,10 @@ int RunAgent(AgentFlags& f) {
 
   RealClock clock;
   f.config.clock = &clock;
+  if (absl::Status st = JoinIfAsked(f); !st.ok()) {
+    std::cerr << "trainyard agent: " << st.message() << "\n";
+    return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
+  }
   agent::ServerLinkOptions link_options{.server = f.server, .clock = &clock};
   if (absl::Status st = TlsOptions(f, &link_options); !st.ok()) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
@@ -202,6 +232,10 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "TLS: this node's certificate (`trainyard certs node NAME`); it names the node, so --name "
                   "defaults to it and may not differ");
   cmd->add_option("--key", f.key, "TLS: this node's private key (mode 0600)");
+  cmd->add_option("--join-token", f.join_token,
+                  "join with this token (`trainyard token create --join NODE`): the node's key is made here and its "
+                  "certificate comes from the server, into --ca/--cert/--key (default DATA_DIR/tls/); once");
+  cmd->add_option("--ca-pin", f.ca_pin, "with --join-token: sha256:HEX of the cluster CA, as the token's maker printed");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] { *exit_code = RunAgent(f); });
 }

@@ -81,6 +81,10 @@ std::string CaFile() {
 }
 
 std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address) {
+  return v1::Trainyard::NewStub(MakeChannel(address));
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   // A server that is starting (`up` polls it) is retried within 100 ms, not
@@ -89,7 +93,7 @@ std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(address, Credentials(), args));
+  return grpc::CreateCustomChannel(address, Credentials(), args);
 }
 
 void Authorize(grpc::ClientContext* ctx) {

@@ -38,6 +38,8 @@ const std::string& ServerCaPem();
 // is one, else plaintext. A CA file that cannot be read is reported on
 // stderr once (the calls then fail as a server that cannot be verified).
 std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address);
+// The channel MakeStub's stub uses (for other services of the server).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
 // Puts the user's token (ClientToken) on `ctx`, when there is one.
 void Authorize(grpc::ClientContext* ctx);

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "security/crypto.h"
 #include "security/files.h"
 
 namespace trainyard::security {
@@ -30,6 +31,7 @@ struct Free {
   void operator()(BIO* p) const { BIO_free(p); }
   void operator()(BIGNUM* p) const { BN_free(p); }
   void operator()(X509_EXTENSION* p) const { X509_EXTENSION_free(p); }
+  void operator()(X509_REQ* p) const { X509_REQ_free(p); }
 };
 using X509Ptr = std::unique_ptr<X509, Free>;
 using KeyPtr = std::unique_ptr<EVP_PKEY, Free>;
@@ -156,7 +158,10 @@ absl::StatusOr<KeyPair> MakeCa(const std::string& common_name, absl::Duration va
   return Pem(c, key.get());
 }
 
-absl::StatusOr<KeyPair> IssueCert(const KeyPair& ca, const CertRequest& request) {
+namespace {
+// A certificate for `key` (its public half) as `request` says, signed by
+// `ca`; PEM.
+absl::StatusOr<std::string> SignFor(const KeyPair& ca, EVP_PKEY* key, const CertRequest& request) {
   X509Ptr ca_cert = ParseCert(ca.cert_pem);
   KeyPtr ca_key = ParseKey(ca.key_pem);
   if (!ca_cert || !ca_key) return absl::InvalidArgumentError("the CA's certificate or key does not parse");
@@ -169,9 +174,7 @@ absl::StatusOr<KeyPair> IssueCert(const KeyPair& ca, const CertRequest& request)
     if (!IsIp(ip)) return absl::InvalidArgumentError(absl::StrCat("'", ip, "' is not an IP address"));
     sans.push_back("IP:" + ip);
   }
-  KeyPtr key = NewKey();
-  if (!key) return Failed("making a key");
-  absl::StatusOr<X509Ptr> cert = NewCert(key.get(), request.common_name, request.starts, request.valid_for);
+  absl::StatusOr<X509Ptr> cert = NewCert(key, request.common_name, request.starts, request.valid_for);
   if (!cert.ok()) return cert.status();
   X509* c = cert->get();
   if (X509_set_issuer_name(c, X509_get_subject_name(ca_cert.get())) != 1) return Failed("issuing a certificate");
@@ -186,7 +189,73 @@ absl::StatusOr<KeyPair> IssueCert(const KeyPair& ca, const CertRequest& request)
     if (absl::Status s = AddExt(c, ca_cert.get(), nid, value); !s.ok()) return s;
   }
   if (X509_sign(c, ca_key.get(), EVP_sha256()) <= 0) return Failed("signing a certificate");
-  return Pem(c, key.get());
+  BioPtr out(BIO_new(BIO_s_mem()));
+  if (PEM_write_bio_X509(out.get(), c) != 1) return Failed("writing a certificate");
+  return BioText(out.get());
+}
+
+CertRequest NodeRequest(const std::string& node) {
+  CertRequest req;
+  req.common_name = node;
+  req.dns_names = {node};
+  req.use = CertUse::kClient;
+  return req;
+}
+}  // namespace
+
+absl::StatusOr<KeyPair> IssueCert(const KeyPair& ca, const CertRequest& request) {
+  KeyPtr key = NewKey();
+  if (!key) return Failed("making a key");
+  absl::StatusOr<std::string> cert = SignFor(ca, key.get(), request);
+  if (!cert.ok()) return cert.status();
+  BioPtr k(BIO_new(BIO_s_mem()));
+  if (PEM_write_bio_PrivateKey(k.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    return Failed("writing a key");
+  }
+  return KeyPair{*cert, BioText(k.get())};
+}
+
+absl::StatusOr<KeyAndRequest> MakeKeyAndRequest(const std::string& node) {
+  if (absl::Status s = CheckNodeNameForCert(node); !s.ok()) return s;
+  KeyPtr key = NewKey();
+  std::unique_ptr<X509_REQ, Free> req(X509_REQ_new());
+  if (!key || !req || X509_REQ_set_pubkey(req.get(), key.get()) != 1 ||
+      X509_NAME_add_entry_by_txt(X509_REQ_get_subject_name(req.get()), "CN", MBSTRING_UTF8,
+                                 reinterpret_cast<const unsigned char*>(node.c_str()), -1, -1, 0) != 1 ||
+      X509_REQ_sign(req.get(), key.get(), EVP_sha256()) <= 0) {
+    return Failed("making a certificate request");
+  }
+  BioPtr r(BIO_new(BIO_s_mem()));
+  BioPtr k(BIO_new(BIO_s_mem()));
+  if (PEM_write_bio_X509_REQ(r.get(), req.get()) != 1 ||
+      PEM_write_bio_PrivateKey(k.get(), key.get(), nullptr, nullptr, 0, nullptr, nullptr) != 1) {
+    return Failed("writing a certificate request");
+  }
+  return KeyAndRequest{BioText(k.get()), BioText(r.get())};
+}
+
+absl::StatusOr<std::string> SignNodeRequest(const KeyPair& ca, const std::string& csr_pem, const std::string& node) {
+  if (absl::Status s = CheckNodeNameForCert(node); !s.ok()) return s;
+  BioPtr bio(BIO_new_mem_buf(csr_pem.data(), static_cast<int>(csr_pem.size())));
+  std::unique_ptr<X509_REQ, Free> req(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+  if (!req) return absl::InvalidArgumentError("csr_pem: not a PEM certificate request");
+  KeyPtr key(X509_REQ_get_pubkey(req.get()));
+  if (!key || X509_REQ_verify(req.get(), key.get()) != 1) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError("csr_pem: its signature does not match its key");
+  }
+  return SignFor(ca, key.get(), NodeRequest(node));
+}
+
+std::string CertPin(const std::string& cert_pem) {
+  X509Ptr cert = ParseCert(cert_pem);
+  if (!cert) return "";
+  unsigned char* der = nullptr;
+  int n = i2d_X509(cert.get(), &der);
+  if (n <= 0) return "";
+  std::string pin = "sha256:" + Sha256Hex(absl::string_view(reinterpret_cast<const char*>(der), static_cast<size_t>(n)));
+  OPENSSL_free(der);
+  return pin;
 }
 
 absl::Status CheckNodeNameForCert(const std::string& name) {
@@ -206,7 +275,6 @@ std::string ServerKeyPath(const std::string& dir) { return dir + "/server.key"; 
 std::string NodeCertPath(const std::string& dir, const std::string& node) { return dir + "/nodes/" + node + ".crt"; }
 std::string NodeKeyPath(const std::string& dir, const std::string& node) { return dir + "/nodes/" + node + ".key"; }
 
-namespace {
 absl::StatusOr<KeyPair> LoadCa(const std::string& dir) {
   absl::StatusOr<std::string> cert = ReadWholeFile(CaCertPath(dir));
   if (!cert.ok()) return cert.status();
@@ -215,6 +283,7 @@ absl::StatusOr<KeyPair> LoadCa(const std::string& dir) {
   return KeyPair{*cert, *key};
 }
 
+namespace {
 absl::Status WritePair(const std::string& cert_path, const std::string& key_path, const KeyPair& pair) {
   if (absl::Status s = WritePrivateFile(key_path, pair.key_pem); !s.ok()) return s;
   return WriteCert(cert_path, pair.cert_pem);
@@ -267,11 +336,7 @@ absl::Status MakeNodeCert(const std::string& dir, const std::string& node) {
         absl::StrCat(dir, " holds no CA (", ca.status().message(), "); run `trainyard certs init --dir ", dir, "`"));
   }
   if (!ca.ok()) return ca.status();
-  CertRequest req;
-  req.common_name = node;
-  req.dns_names = {node};
-  req.use = CertUse::kClient;
-  absl::StatusOr<KeyPair> pair = IssueCert(*ca, req);
+  absl::StatusOr<KeyPair> pair = IssueCert(*ca, NodeRequest(node));
   if (!pair.ok()) return pair.status();
   if (absl::Status s = MakePrivateDir(dir + "/nodes"); !s.ok()) return s;
   return WritePair(NodeCertPath(dir, node), NodeKeyPath(dir, node), *pair);

@@ -74,6 +74,10 @@ struct InitResult {
 // host's name and `hosts`. Errors name the file.
 absl::StatusOr<InitResult> InitCertDir(const std::string& dir, const std::vector<std::string>& hosts);
 
+// DIR's CA: its certificate and key (the key checked as ReadPrivateKey
+// does). NotFound when DIR holds none.
+absl::StatusOr<KeyPair> LoadCa(const std::string& dir);
+
 // Makes node `node`'s certificate in DIR/nodes, signed by DIR's CA (which
 // must exist). Errors name the node or the file.
 absl::Status MakeNodeCert(const std::string& dir, const std::string& node);
@@ -92,6 +96,21 @@ struct TlsFiles {
   std::string key_pem;
 };
 absl::StatusOr<TlsFiles> LoadTlsFiles(const std::string& ca, const std::string& cert, const std::string& key);
+
+// A new key and a certificate request for it (PEM), for a joining node.
+struct KeyAndRequest {
+  std::string key_pem;
+  std::string csr_pem;
+};
+absl::StatusOr<KeyAndRequest> MakeKeyAndRequest(const std::string& node);
+
+// Node `node`'s certificate for the key of `csr_pem` (its signature
+// checked; what else it asks is ignored), signed by `ca`.
+absl::StatusOr<std::string> SignNodeRequest(const KeyPair& ca, const std::string& csr_pem, const std::string& node);
+
+// "sha256:" and the SHA-256 of the certificate's DER (the CA's pin a
+// joining agent checks). "" when it does not parse.
+std::string CertPin(const std::string& cert_pem);
 
 // The CN of a certificate (PEM); "" when it does not parse.
 std::string CertCommonName(const std::string& cert_pem);

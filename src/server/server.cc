@@ -20,6 +20,7 @@
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
+#include "server/join_service.h"
 #include "server/hub_log_reader.h"
 #include "server/log_hub.h"
 #include "server/submission.h"
@@ -212,6 +213,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   builder.AddListeningPort(config.listen, *creds, &port);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->agent_service_.get());
+  if (UsesTls(config)) {
+    s->join_service_ = std::make_unique<JoinService>(config.tls_dir, config.data_dir, s->security_.get());
+    builder.RegisterService(s->join_service_.get());
+  }
   // A spec above max_spec_bytes is refused by ClientService with its size;
   // one far above (64 MiB) by gRPC, before it is held whole.
   builder.SetMaxReceiveMessageSize(static_cast<int>(

@@ -21,6 +21,7 @@ namespace trainyard::server {
 
 class AgentService;
 class ClientService;
+class JoinService;
 class LogHub;
 class ManagerLogBackend;
 class ManagerRestBackend;
@@ -55,6 +56,7 @@ class Server {
   std::unique_ptr<LogHub> log_hub_;
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
+  std::unique_ptr<JoinService> join_service_;  // with TLS only
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<ManagerRestBackend> rest_backend_;
   std::unique_ptr<http::HttpServer> http_;

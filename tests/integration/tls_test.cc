@@ -179,5 +179,66 @@ TEST(TlsTest, ACliTrustingAnotherCaExitsThreeNamingIt) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// Join tokens: an admin's token lets one node get its certificate once; the
+// agent checks the server's CA against the pin before it sends the token.
+TEST(TlsTest, AJoinTokenGetsItsNodeACertificateOnceBeforeItExpires) {
+  Cluster c({.nodes = 1});
+  CommandResult made = c.Cli({"token", "create", "--join", "node-9", "--ttl", "1h"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::string token = made.out.substr(0, made.out.find('\n'));
+  ASSERT_EQ(token.rfind("tyj_", 0), 0u) << made.out;
+  size_t at = made.err.find("--ca-pin ");
+  ASSERT_NE(at, std::string::npos) << made.err;
+  std::string pin = made.err.substr(at + 9, made.err.find(' ', at + 9) - at - 9);
+  EXPECT_EQ(pin.rfind("sha256:", 0), 0u) << made.err;
+  auto agent_argv = [&](const std::string& data, const std::string& with_pin) {
+    return std::vector<std::string>{TrainyardBin(), "agent", "--server", c.address(), "--name", "node-9",
+                                    "--data-dir", data, "--simulate-gpus", "2", "--join-token", token,
+                                    "--ca-pin", with_pin};
+  };
+  // A pin of another CA: the agent does not join (nor send the token).
+  TempDir other;
+  ASSERT_EQ(RunCli({"certs", "init", "--dir", other.path() + "/certs"}).exit_code, 0);
+  std::string other_pin = security::CertPin(ReadFile(other.path() + "/certs/ca.crt"));
+  CommandResult wrong = RunCommandLine(agent_argv(c.dir() + "/n9-wrong", other_pin), absl::Seconds(30));
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.err;
+  EXPECT_THAT(wrong.err, HasSubstr("not joining"));
+  // The right pin: the node joins and runs.
+  Process agent(agent_argv(c.dir() + "/n9", pin), c.dir() + "/n9.log");
+  ASSERT_TRUE(WaitFor([&] { return NodeStates(c)["node-9"] == "READY"; }, absl::Seconds(30)))
+      << ReadFile(agent.log()) << ReadFile(c.dir() + "/server.log");
+  struct stat st {};
+  ASSERT_EQ(stat((c.dir() + "/n9/tls/node.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600);
+  // Restarted, it uses the certificate it got (the token is spent).
+  agent.Stop();
+  Process again(agent_argv(c.dir() + "/n9", pin), c.dir() + "/n9-again.log");
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(again.log()).find("registered with") != std::string::npos; },
+                      absl::Seconds(30)))
+      << ReadFile(again.log());
+  // Used once: another node dir with the same token is refused.
+  CommandResult reused = RunCommandLine(agent_argv(c.dir() + "/n9-second", pin), absl::Seconds(30));
+  EXPECT_EQ(reused.exit_code, 1) << reused.err;
+  EXPECT_THAT(reused.err, HasSubstr("used already"));
+  // An expired token is refused.
+  // (valid for 1 ms: over before the agent starts)
+  CommandResult brief = c.Cli({"token", "create", "--join", "node-8", "--ttl", "1ms"});
+  ASSERT_EQ(brief.exit_code, 0) << brief.err;
+  std::string expired_token = brief.out.substr(0, brief.out.find('\n'));
+  std::vector<std::string> late = {TrainyardBin(), "agent", "--server", c.address(), "--name", "node-8",
+                                   "--data-dir", c.dir() + "/n8", "--simulate-gpus", "2", "--join-token",
+                                   expired_token, "--ca-pin", pin};
+  CommandResult expired = RunCommandLine(late, absl::Seconds(30));
+  EXPECT_EQ(expired.exit_code, 1) << expired.err;
+  EXPECT_THAT(expired.err, HasSubstr("expired"));
+  EXPECT_EQ(NodeStates(c).count("node-8"), 0u);
+  // Only an admin makes join tokens.
+  std::string alice = c.UserToken("alice");
+  CommandResult by_user = c.CliAs(alice, {"token", "create", "--join", "node-7"});
+  EXPECT_NE(by_user.exit_code, 0);
+  EXPECT_THAT(by_user.err, HasSubstr("only a cluster admin"));
+  again.Stop();
+}
+
 }  // namespace
 }  // namespace trainyard::testing
