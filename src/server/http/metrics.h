@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "server/api_counters.h"
+#include "server/connection_guard.h"
 #include "server/http/http_server.h"
 #include "server/http/rest_api.h"
 #include "server/view_store.h"
@@ -22,6 +23,7 @@ struct MetricsSources {
   const GrpcCounters* grpc = nullptr;           // may be null
   std::vector<HttpRequestCount> http_requests;  // answered so far
   absl::Time now;                               // for heartbeat ages
+  ConnectionGuardStats connections;             // the gRPC listener's connections
 };
 
 std::string RenderMetrics(const MetricsSources& sources);
