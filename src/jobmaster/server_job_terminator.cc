@@ -62,6 +62,13 @@ bool Retry(const grpc::Status& st) {
   }
 }
 
+// A stub for the server: TLS verified with the CA when there is one.
+std::unique_ptr<v1::Trainyard::Stub> ServerStub(const std::string& address, const ReportCredentials& c) {
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!c.server_ca_pem.empty()) creds = grpc::SslCredentials({.pem_root_certs = c.server_ca_pem});
+  return v1::Trainyard::NewStub(grpc::CreateChannel(address, creds));
+}
+
 // Puts the credentials on a call's context.
 void Present(const ReportCredentials& c, grpc::ClientContext* ctx) {
   if (!c.job_token.empty()) ctx->AddMetadata("trainyard-job-token", c.job_token);
@@ -80,7 +87,7 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   std::shared_ptr<State> state = state_;
   ReportCredentials credentials = credentials_;
   failure_threads_.emplace_back([address, req, state, credentials] {
-    auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto stub = ServerStub(address, credentials);
     int delay_ms = 100;
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;
@@ -118,7 +125,7 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   std::shared_ptr<State> state = state_;
   ReportCredentials credentials = credentials_;
   thread_ = std::thread([address, req, state, credentials] {
-    auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto stub = ServerStub(address, credentials);
     int delay_ms = 100;
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;

@@ -23,6 +23,9 @@ namespace trainyard::jobmaster {
 struct ReportCredentials {
   std::string job_token;  // sent as metadata "trainyard-job-token"
   std::string bearer;     // sent as "authorization: Bearer ..."
+  // The CA (PEM) the server's certificate must be signed by (a server that
+  // serves TLS); "" = plaintext.
+  std::string server_ca_pem;
 };
 
 class ServerJobTerminator : public JobTerminator {

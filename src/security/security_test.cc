@@ -112,6 +112,16 @@ TEST_F(ClientConfigTest, WrittenPrivateAndReadBack) {
   EXPECT_EQ(c->token, "ty_abc");
 }
 
+TEST_F(ClientConfigTest, ACaFileIsKeptAndARelativeOneIsTakenFromTheFilesDirectory) {
+  std::string path = dir_ + "/sub/client.yaml";
+  ASSERT_TRUE(WriteClientConfig(path, {.server = "h:1", .token = "t", .ca_file = "/etc/trainyard/ca.crt"}).ok());
+  EXPECT_EQ(LoadClientConfig(path)->ca_file, "/etc/trainyard/ca.crt");
+  std::ofstream(dir_ + "/rel.yaml") << "server: h:1\ncaFile: certs/ca.crt\n";
+  EXPECT_EQ(LoadClientConfig(dir_ + "/rel.yaml")->ca_file, dir_ + "/certs/ca.crt");
+  ASSERT_TRUE(WriteClientConfig(path, {.server = "h:1", .token = "t"}).ok());
+  EXPECT_EQ(ReadWholeFile(path)->find("caFile"), std::string::npos);  // a plaintext server's config says none
+}
+
 TEST_F(ClientConfigTest, UnknownKeysAndAMissingEnvFileAreNamed) {
   std::ofstream(dir_ + "/bad.yaml") << "server: x\ntokn: y\n";
   absl::StatusOr<ClientConfig> c = LoadClientConfig(dir_ + "/bad.yaml");

@@ -60,13 +60,13 @@ bool ServerSecurity::IsJobCredential(uint64_t job_id, absl::string_view presente
   return !presented.empty() && ConstantTimeEquals(JobCredentialOf(job_id), presented);
 }
 
-absl::StatusOr<std::string> ServerSecurity::BootstrapAdmin(const std::string& address) {
+absl::StatusOr<std::string> ServerSecurity::BootstrapAdmin(const std::string& address, const std::string& ca_file) {
   struct stat st {};
   if (!enabled_ || stat(tokens_.path().c_str(), &st) == 0) return std::string();
   absl::StatusOr<std::string> token = tokens_.Issue("admin", /*admin=*/true);
   if (!token.ok()) return token.status();
   std::string path = data_dir_ + "/admin-client.yaml";
-  if (absl::Status s = WriteClientConfig(path, {.server = address, .token = *token}); !s.ok()) return s;
+  if (absl::Status s = WriteClientConfig(path, {.server = address, .token = *token, .ca_file = ca_file}); !s.ok()) return s;
   return path;
 }
 

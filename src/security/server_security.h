@@ -51,9 +51,10 @@ class ServerSecurity {
 
   // On a server's first start (no token file yet): issues an admin token
   // and writes a client config with it and `address` to
-  // DATA_DIR/admin-client.yaml; returns that path ("" when the token file
-  // already existed or security is off).
-  absl::StatusOr<std::string> BootstrapAdmin(const std::string& address);
+  // DATA_DIR/admin-client.yaml (and `ca_file`, the CA a TLS server's
+  // certificate is signed by; "" for plaintext); returns that path ("" when
+  // the token file already existed or security is off).
+  absl::StatusOr<std::string> BootstrapAdmin(const std::string& address, const std::string& ca_file = "");
 
   const AccessPolicy& access() const { return access_; }
   TokenStore& tokens() { return tokens_; }

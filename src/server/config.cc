@@ -99,6 +99,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpMaxLogStreams") Read(v, key, &c.http_max_log_streams, &errors);
     else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
+    else if (key == "tlsDir") Read(v, key, &c.tls_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
     else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
     else if (key == "defaultQueue") Read(v, key, &c.default_queue, &errors);

@@ -38,6 +38,11 @@ struct ServerConfig {
   int http_max_log_streams = 8;
   int http_max_watchers = 32;
   std::string data_dir = ".trainyard/server";
+  // A certificate directory (security/certs.h): the TCP listener serves TLS
+  // with DIR/server.crt, verifies client certificates against DIR/ca.crt,
+  // and agents must present one that names their node. "" = plaintext (no
+  // node identity: docs/security.md). A unix: listener stays plaintext.
+  std::string tls_dir;
   // Client calls must carry a token (docs/security.md); false: every caller
   // is an anonymous admin (a benchmark's comparison, never a real cluster).
   bool authentication = true;
@@ -106,7 +111,7 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 // loginSocket, maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
 // maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
-// httpMaxWatchers, dataDir, queueConfig,
+// httpMaxWatchers, dataDir, tlsDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
 // reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "api/queue_config_yaml.h"
+#include "security/certs.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
 #include "server/connection_guard.h"
@@ -20,6 +21,7 @@
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
+#include "server/join_service.h"
 #include "server/login_socket.h"
 #include "server/hub_log_reader.h"
 #include "server/log_hub.h"
@@ -129,7 +131,31 @@ absl::Status SecureDataDir(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+// The credentials of the listener: TLS with the certificates of
+// config.tls_dir (client certificates requested, and verified against its
+// CA when presented: agents present one, the CLI a token), else plaintext.
+// A unix: socket stays plaintext (the kernel's file permissions guard it).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const ServerConfig& config) {
+  if (!UsesTls(config)) return grpc::InsecureServerCredentials();
+  const std::string& dir = config.tls_dir;
+  absl::StatusOr<security::TlsFiles> files =
+      security::LoadTlsFiles(security::CaCertPath(dir), security::ServerCertPath(dir), security::ServerKeyPath(dir));
+  if (!files.ok()) {
+    return absl::Status(files.status().code(), absl::StrCat("tlsDir: ", files.status().message(),
+                                                            " (make the directory with `trainyard certs init --dir ",
+                                                            dir, "`)"));
+  }
+  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  o.pem_root_certs = files->ca_pem;
+  o.pem_key_cert_pairs.push_back({files->key_pem, files->cert_pem});
+  return grpc::SslServerCredentials(o);
+}
+
 }  // namespace
+
+bool UsesTls(const ServerConfig& config) {
+  return !config.tls_dir.empty() && !absl::StartsWith(config.listen, "unix:");
+}
 
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config) {
   core::SchedulerOptions opt;
@@ -182,13 +208,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
   s->manager_->SetLogHub(s->log_hub_.get());
   s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get());
-  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get());
+  // With TLS, an agent's node is the one its certificate names.
+  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config);
+  if (!creds.ok()) return creds.status();
   int open_file_limit = RaiseOpenFileLimit(config.max_open_files);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, *creds, &port);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->agent_service_.get());
+  if (UsesTls(config)) {
+    s->join_service_ = std::make_unique<JoinService>(config.tls_dir, config.data_dir, s->security_.get());
+    builder.RegisterService(s->join_service_.get());
+  }
   // A spec above max_spec_bytes is refused by ClientService with its size;
   // one far above (64 MiB) by gRPC, before it is held whole.
   builder.SetMaxReceiveMessageSize(static_cast<int>(
@@ -213,8 +246,11 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->manager_->Start();
   if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
   if (absl::Status st = s->StartLoginSocket(config); !st.ok()) return st;
-  Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
-  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_);
+  Log(LogLevel::kInfo, "server", "serving on %s%s, data in %s", s->address_,
+      UsesTls(config) ? absl::StrCat(" (TLS, certificates in ", config.tls_dir, ")") : " (plaintext)", config.data_dir);
+  std::string ca_file;
+  if (UsesTls(config)) ca_file = std::filesystem::absolute(security::CaCertPath(config.tls_dir)).string();
+  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_, ca_file);
   if (!admin.ok()) return admin.status();
   if (!admin->empty()) {
     Log(LogLevel::kInfo, "server", "first start: an admin token is in %s (TRAINYARD_CONFIG=%s trainyard jobs)", *admin,

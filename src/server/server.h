@@ -21,6 +21,7 @@ namespace trainyard::server {
 
 class AgentService;
 class ClientService;
+class JoinService;
 class LogHub;
 class LoginSocket;
 class ManagerLogBackend;
@@ -56,6 +57,7 @@ class Server {
   std::unique_ptr<LogHub> log_hub_;
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
+  std::unique_ptr<JoinService> join_service_;  // with TLS only
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<ManagerRestBackend> rest_backend_;
   std::unique_ptr<http::HttpServer> http_;
@@ -80,5 +82,9 @@ class Server {
 // `config.default_queue` is filled in from the queue file's defaultQueue
 // when the config does not name one (else "default"); it must be a leaf.
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config);
+
+// True when `config`'s listener serves TLS: a tls_dir is set and the
+// listener is TCP (a unix: socket stays plaintext).
+bool UsesTls(const ServerConfig& config);
 
 }  // namespace trainyard::server
