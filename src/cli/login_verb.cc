@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -46,6 +48,21 @@ absl::StatusOr<std::string> Ask(const std::string& path) {
   return answer;
 }
 
+// Writes the CA's certificate to `path` (its directory 0700 when made).
+absl::Status WriteCa(const std::string& path, const std::string& pem) {
+  std::error_code ec;
+  std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
+  }
+  std::ofstream out(path, std::ios::trunc);
+  out << pem;
+  out.close();
+  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write the cluster CA to ", path));
+  return absl::OkStatus();
+}
+
 std::string DefaultConfigPath() {
   if (const char* c = std::getenv("TRAINYARD_CONFIG"); c != nullptr && *c != '\0') return c;
   const char* home = std::getenv("HOME");
@@ -60,6 +77,12 @@ int Login(const LoginFlags& f) {
   }
   security::ClientConfig config;
   std::string user;
+  // "ca" starts the cluster CA's certificate, which runs to the end.
+  std::string ca_pem;
+  if (size_t ca = answer->find("\nca\n"); ca != std::string::npos) {
+    ca_pem = answer->substr(ca + 4);
+    answer->resize(ca + 1);
+  }
   for (absl::string_view line : absl::StrSplit(*answer, '\n', absl::SkipEmpty())) {
     if (absl::ConsumePrefix(&line, "error ")) {
       std::cerr << "trainyard login: the server refused: " << line << "\n";
@@ -74,6 +97,14 @@ int Login(const LoginFlags& f) {
     return kExitFailure;
   }
   std::string path = f.write_config.empty() ? DefaultConfigPath() : f.write_config;
+  if (!ca_pem.empty()) {
+    // Beside the config: the CLI verifies the server with it (caFile).
+    config.ca_file = std::filesystem::absolute(std::filesystem::path(path).parent_path() / "ca.crt").string();
+    if (absl::Status st = WriteCa(config.ca_file, ca_pem); !st.ok()) {
+      std::cerr << "trainyard login: " << st.message() << "\n";
+      return kExitFailure;
+    }
+  }
   if (absl::Status st = security::WriteClientConfig(path, config); !st.ok()) {
     std::cerr << "trainyard login: " << st.message() << "\n";
     return kExitFailure;

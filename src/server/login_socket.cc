@@ -32,7 +32,7 @@ std::string AccountName(uid_t uid) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoginSocket>> LoginSocket::Start(const std::string& path, std::string server_address,
-                                                                 TokenOf token_of) {
+                                                                 std::string ca_pem, TokenOf token_of) {
   sockaddr_un addr{};
   if (path.size() >= sizeof(addr.sun_path)) {
     return absl::InvalidArgumentError(absl::StrCat("loginSocket: '", path, "' is longer than a Unix socket path may be (",
@@ -56,14 +56,17 @@ absl::StatusOr<std::unique_ptr<LoginSocket>> LoginSocket::Start(const std::strin
     return absl::FailedPreconditionError(absl::StrCat("loginSocket: cannot serve ", path, ": ", why));
   }
   int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  std::unique_ptr<LoginSocket> s(new LoginSocket(path, std::move(server_address), std::move(token_of), fd, wake));
+  std::unique_ptr<LoginSocket> s(
+      new LoginSocket(path, std::move(server_address), std::move(ca_pem), std::move(token_of), fd, wake));
   s->thread_ = std::thread([p = s.get()] { p->Serve(); });
   return s;
 }
 
-LoginSocket::LoginSocket(std::string path, std::string server_address, TokenOf token_of, int listen_fd, int wake_fd)
+LoginSocket::LoginSocket(std::string path, std::string server_address, std::string ca_pem, TokenOf token_of,
+                         int listen_fd, int wake_fd)
     : path_(std::move(path)),
       server_address_(std::move(server_address)),
+      ca_pem_(std::move(ca_pem)),
       token_of_(std::move(token_of)),
       listen_fd_(listen_fd),
       wake_fd_(wake_fd) {}
@@ -88,7 +91,7 @@ std::string LoginSocket::AnswerFor(uid_t uid) const {
   }
   bool admin = uid == 0 || uid == geteuid();
   return absl::StrCat("server ", server_address_, "\nuser ", user, admin ? " admin" : "", "\ntoken ",
-                      token_of_(user, admin), "\n");
+                      token_of_(user, admin), "\n", ca_pem_.empty() ? "" : "ca\n", ca_pem_);
 }
 
 void LoginSocket::Serve() {
@@ -112,8 +115,9 @@ void LoginSocket::Serve() {
       socklen_t len = sizeof(cred);
       if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0) {
         std::string answer = AnswerFor(cred.uid);
-        // A few hundred bytes into an empty socket buffer: one send, never
-        // blocking (a peer that does not read loses nothing of ours).
+        // A few hundred bytes (and a CA certificate) into an empty socket
+        // buffer: one send, never blocking (a peer that does not read loses
+        // nothing of ours).
         if (send(c, answer.data(), answer.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0) {
           Log(LogLevel::kDebug, "server", "login socket: answer not sent: %s", strerror(errno));
         }

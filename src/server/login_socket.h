@@ -2,8 +2,9 @@
 // socket, mode 0666, where a local user gets a token for their own account.
 // The kernel says who connected (SO_PEERCRED): the uid's account name is the
 // user; the account that runs the server and root get an admin's token. The
-// answer is two lines, "server ADDRESS" and "token TOKEN", and the
-// connection is closed; nothing else is read from it.
+// answer is lines "server ADDRESS", "user NAME [admin]", "token TOKEN", and,
+// when the server serves TLS, "ca" followed by the cluster CA's certificate
+// (PEM) to the end; then the connection is closed. Nothing is read from it.
 #pragma once
 
 #include <sys/types.h>
@@ -26,7 +27,7 @@ class LoginSocket {
   // Binds `path` (a stale socket there is replaced) and serves it on a
   // thread of its own. `server_address` is what the answer names.
   static absl::StatusOr<std::unique_ptr<LoginSocket>> Start(const std::string& path, std::string server_address,
-                                                            TokenOf token_of);
+                                                            std::string ca_pem, TokenOf token_of);
   ~LoginSocket();
 
   const std::string& path() const { return path_; }
@@ -35,11 +36,13 @@ class LoginSocket {
   std::string AnswerFor(uid_t uid) const;
 
  private:
-  LoginSocket(std::string path, std::string server_address, TokenOf token_of, int listen_fd, int wake_fd);
+  LoginSocket(std::string path, std::string server_address, std::string ca_pem, TokenOf token_of, int listen_fd,
+              int wake_fd);
   void Serve();
 
   const std::string path_;
   const std::string server_address_;
+  const std::string ca_pem_;  // "" without TLS
   const TokenOf token_of_;
   const int listen_fd_;
   const int wake_fd_;  // an eventfd: written to stop the thread

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -296,9 +298,20 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
 absl::Status Server::StartLoginSocket(const ServerConfig& config) {
   if (!config.authentication || config.login_socket == "off") return absl::OkStatus();
   std::string path = config.login_socket.empty() ? config.data_dir + "/login.sock" : config.login_socket;
+  // With TLS the answer carries the CA's certificate: the certificate dir
+  // is the server's alone, and a user's CLI must verify the server.
+  std::string ca_pem;
+  if (UsesTls(config)) {
+    std::ifstream in(security::CaCertPath(config.tls_dir));
+    std::stringstream text;
+    text << in.rdbuf();
+    ca_pem = text.str();
+    if (ca_pem.empty()) return absl::FailedPreconditionError("loginSocket: the CA certificate of tlsDir cannot be read");
+  }
   security::ServerSecurity* sec = security_.get();
-  absl::StatusOr<std::unique_ptr<LoginSocket>> login = LoginSocket::Start(
-      path, address_, [sec](const std::string& user, bool admin) { return sec->LoginTokenOf(user, admin); });
+  absl::StatusOr<std::unique_ptr<LoginSocket>> login =
+      LoginSocket::Start(path, address_, std::move(ca_pem),
+                         [sec](const std::string& user, bool admin) { return sec->LoginTokenOf(user, admin); });
   if (!login.ok()) return login.status();
   login_ = std::move(*login);
   Log(LogLevel::kInfo, "server", "local users get a token with: trainyard login --socket %s", path);

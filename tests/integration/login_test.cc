@@ -37,7 +37,8 @@ class LoginTest : public ::testing::Test {
     std::vector<std::string> argv = {"/usr/bin/setpriv", "--reuid", absl::StrCat(kNobody), "--regid",
                                      absl::StrCat(kNobody), "--clear-groups", bin_};
     argv.insert(argv.end(), args.begin(), args.end());
-    env.insert(env.begin(), {"HOME=" + home_.path(), "TRAINYARD_TOKEN", "TRAINYARD_CONFIG"});  // the caller's win
+    // Nothing of the test's own credentials: the login gives what it needs.
+    env.insert(env.begin(), {"HOME=" + home_.path(), "TRAINYARD_TOKEN", "TRAINYARD_CONFIG", "TRAINYARD_CA_FILE"});
     return RunCommandLine(argv, absl::Seconds(30), env);
   }
 
