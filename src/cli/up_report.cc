@@ -44,6 +44,8 @@ std::string BannerText(const UpBanner& b) {
     absl::StrAppend(&out, "  ", b.self, " logs hello\n  ", b.self, " describe hello\n");
   }
   absl::StrAppend(&out, "  ", b.self, " jobs --all\n  ", b.self, " nodes\n  ", b.self, " queues\n");
+  absl::StrAppend(&out, "Another account of this host gets its own token with:\n  ", b.self, " login --socket ", b.data_dir,
+                  "/server/login.sock\n");
   absl::StrAppend(&out, b.demo ? "The demo job follows; the cluster stays up after it. " : "",
                   "Press Ctrl-C to stop the cluster.\n");
   return out;

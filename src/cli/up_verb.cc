@@ -3,6 +3,7 @@
 // until Ctrl-C. `--demo` also submits the demo job and follows it.
 #include <signal.h>
 #include <sys/wait.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -51,6 +52,9 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
+    // The daemons' logs are theirs alone (docs/security.md, data at rest).
+    umask(077);
+    chmod(log.c_str(), 0600);
     FILE* f = freopen(log.c_str(), "a", stderr);
     (void)f;
     std::vector<char*> argv;
@@ -253,6 +257,7 @@ int RunUp(UpFlags& f) {
   std::string address = absl::StrCat("127.0.0.1:", f.port);
   std::error_code ec;
   std::filesystem::create_directories(f.data_dir + "/logs", ec);
+  std::filesystem::permissions(f.data_dir + "/logs", std::filesystem::perms::owner_all, ec);
   if (ec) {
     std::cerr << "trainyard up: cannot create " << f.data_dir << ": " << ec.message() << "\n";
     return kExitFailure;
