@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/agent_core.h"
+#include "agent/agent_metrics.h"
 #include "agent/server_link.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
@@ -30,6 +31,7 @@ struct AgentFlags {
   std::string task_user_map;
   std::string task_workdir_roots;
   std::string log_level = "info";
+  std::string http_listen;  // "" = no /metrics
 };
 
 int RunAgent(AgentFlags& f) {
@@ -83,6 +85,17 @@ int RunAgent(AgentFlags& f) {
     std::cerr << "trainyard agent: " << core.status().message() << "\n";
     return kExitFailure;
   }
+  // Its /metrics (public, like the server's; loopback unless a host is named).
+  std::unique_ptr<httpd::HttpServer> http;
+  if (!f.http_listen.empty()) {
+    auto served = agent::ServeAgentMetrics(f.http_listen, core->get());
+    if (!served.ok()) {
+      std::cerr << "trainyard agent: " << served.status().message() << "\n";
+      return kExitUsage;
+    }
+    http = *std::move(served);
+    Log(LogLevel::kInfo, "agent", "/metrics on http://%s/metrics", http->address());
+  }
   const agent::NodeInfo& info = (*core)->node_info();
   std::cout << "trainyard agent " << info.name << ": " << info.topology.gpu_count() << " GPUs ("
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
@@ -112,6 +125,7 @@ int RunAgent(AgentFlags& f) {
       Log(LogLevel::kWarning, "agent", "the server did not confirm the stop of this node's tasks");
     }
   }
+  if (http) http->Stop();
   link.Stop();
   return kExitOk;
 }
@@ -158,6 +172,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "checkpoint directory (default: the home of the account it runs as)");
   cmd->add_option("--task-pids-max", f.config.task_pids_max,
                   "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
+  cmd->add_option("--http-listen", f.http_listen,
+                  "serve /metrics (Prometheus) on HOST:PORT; a bare PORT is on 127.0.0.1, port 0 any free port "
+                  "(default: none)");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] { *exit_code = RunAgent(f); });
 }

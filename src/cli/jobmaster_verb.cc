@@ -19,6 +19,7 @@
 #include "jobmaster/barrier_record.h"
 #include "jobmaster/jobmaster_server.h"
 #include "jobmaster/server_job_terminator.h"
+#include "jobmaster/summary_reporter.h"
 
 namespace trainyard::cli {
 namespace {
@@ -122,11 +123,11 @@ int RunJobmaster(JobmasterFlags& f) {
   // With --server the outcome goes to the Trainyard server, which then stops
   // the job's other tasks; it is printed too.
   std::unique_ptr<jobmaster::ServerJobTerminator> to_server;
+  // The job's credential, which the server gave this task (docs/security.md).
+  const char* job_token = std::getenv(api::kJobTokenEnv);
+  const jobmaster::ReportCredentials credentials{.job_token = job_token ? job_token : ""};
   if (!f.server_address.empty()) {
-    // The job's credential, which the server gave this task (docs/security.md).
-    const char* job_token = std::getenv(api::kJobTokenEnv);
-    to_server = std::make_unique<jobmaster::ServerJobTerminator>(
-        f.server_address, &terminator, jobmaster::ReportCredentials{.job_token = job_token ? job_token : ""});
+    to_server = std::make_unique<jobmaster::ServerJobTerminator>(f.server_address, &terminator, credentials);
   }
   RealClock clock;
   jobmaster::JobTerminator* end = to_server ? static_cast<jobmaster::JobTerminator*>(to_server.get()) : &terminator;
@@ -138,7 +139,15 @@ int RunJobmaster(JobmasterFlags& f) {
   std::cout << AdvertisedHost(f) << ":" << (*server)->port() << std::endl;
   Log(LogLevel::kInfo, "jobmaster", "job %s: waiting for %d workers on port %d",
       f.config.job_name, f.config.num_workers, (*server)->port());
+  // Its figures for the server's /metrics (summary_reporter.h).
+  std::unique_ptr<jobmaster::SummaryReporter> figures;
+  if (!f.server_address.empty()) {
+    figures = std::make_unique<jobmaster::SummaryReporter>(f.server_address, credentials, server->get(),
+                                                           f.config.job_name);
+    figures->Start();
+  }
   Serve(server->get(), absl::Milliseconds(f.linger_ms));
+  if (figures) figures->Finish();
   if (to_server && !to_server->WaitDelivered(10)) {
     Log(LogLevel::kWarning, "jobmaster", "the server at %s did not take the outcome", f.server_address);
   }

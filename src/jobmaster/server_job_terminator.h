@@ -15,6 +15,10 @@
 
 #include "jobmaster/job_terminator.h"
 
+namespace grpc {
+class ClientContext;
+}
+
 namespace trainyard::jobmaster {
 
 // What a report carries to show the server it may speak for the job
@@ -24,6 +28,14 @@ struct ReportCredentials {
   std::string job_token;  // sent as metadata "trainyard-job-token"
   std::string bearer;     // sent as "authorization: Bearer ..."
 };
+
+// Puts the credentials on a call's context.
+void PresentCredentials(const ReportCredentials& credentials, grpc::ClientContext* ctx);
+
+// Where this master serves, as the server computes it: the node's address
+// and the task's first port (TRAINYARD_NODE_ADDRESS, TRAINYARD_PORTS). ""
+// outside a task.
+std::string ReportedMasterAddress();
 
 class ServerJobTerminator : public JobTerminator {
  public:
