@@ -112,6 +112,7 @@ class AgentMetricsCoreTest : public ::testing::Test {
     agent_ = *std::move(agent);
   }
   void TearDown() override {
+    if (!agent_) return;
     agent_->supervisor().KillAll();
     for (const TaskStatus& s : agent_->supervisor().Snapshot()) {
       agent_->supervisor().WaitFor(s.key, [](const TaskStatus& t) { return IsFinal(t.state); }, kTimeout);

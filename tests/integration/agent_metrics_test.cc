@@ -80,8 +80,8 @@ TEST(AgentMetricsTest, AnAgentShowsItsRunningTaskAndItsGpusAndPromtoolAcceptsIt)
   std::string job = c.Submit(kTwoGpus);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   std::string node;
-  std::string gpus;
-  for (const auto& t : c.Describe(job)["tasks"]) {
+  nlohmann::json described = c.Describe(job);  // kept: a range over a part of a temporary would dangle
+  for (const auto& t : described["tasks"]) {
     if (t["role"] == "worker") node = t["node"];
   }
   ASSERT_FALSE(node.empty());

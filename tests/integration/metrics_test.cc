@@ -247,7 +247,7 @@ scrape_configs:
       }
     }
   }
-  EXPECT_GE(queries, 24);
+  EXPECT_GE(queries, 41);
   p.Stop();
   up.Stop();
 }
