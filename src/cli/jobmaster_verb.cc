@@ -139,9 +139,16 @@ int RunJobmaster(JobmasterFlags& f) {
   std::cout << AdvertisedHost(f) << ":" << (*server)->port() << std::endl;
   Log(LogLevel::kInfo, "jobmaster", "job %s: waiting for %d workers on port %d",
       f.config.job_name, f.config.num_workers, (*server)->port());
-  // Its figures for the server's /metrics (summary_reporter.h).
+  // Its figures for the server's /metrics (summary_reporter.h). Its thread
+  // (and gRPC's) start with SIGINT and SIGTERM blocked, as Serve blocks them
+  // here: else one of them could take the signal meant for Serve's sigwait.
   std::unique_ptr<jobmaster::SummaryReporter> figures;
   if (!f.server_address.empty()) {
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     figures = std::make_unique<jobmaster::SummaryReporter>(f.server_address, credentials, server->get(),
                                                            f.config.job_name);
     figures->Start();
