@@ -101,7 +101,8 @@ int RunAgent(AgentFlags& f) {
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
             << " vcores, ports "
             << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
-            << "; server " << f.server << std::endl;
+            << "; server " << f.server << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "")
+            << std::endl;
   link.Start(core->get());
   int sig = 0;
   sigwait(&set, &sig);

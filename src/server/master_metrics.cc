@@ -47,47 +47,48 @@ absl::Status JobMasterMetrics::Report(const v1::JobMasterSummary& s, absl::Time 
   m.heard = now;
   auto key = std::make_pair(s.job(), s.master_address());
   absl::MutexLock lock(&mu_);
-  RetireStale(now);
-  auto it = live_.find(key);
-  if (it == live_.end() && live_.size() >= kMaxMasters) {
+  RetireSilent(now);
+  auto it = masters_.find(key);
+  if (it == masters_.end() && masters_.size() >= kMaxMasters) {
     return absl::ResourceExhaustedError(absl::StrCat("the server keeps the figures of ", kMaxMasters,
                                                      " job masters at most; try again later"));
   }
   // A master that started again at the same address counts from zero: what
   // its earlier life observed stays in the sum.
-  if (it != live_.end() && m.barrier_seconds.count() < it->second.barrier_seconds.count()) {
+  if (it != masters_.end() && m.barrier_seconds.count() < it->second.barrier_seconds.count()) {
     retired_.Merge(it->second.barrier_seconds);
   }
   if (s.final()) {
     retired_.Merge(m.barrier_seconds);
-    if (it != live_.end()) live_.erase(it);
+    if (it != masters_.end()) masters_.erase(it);
     return absl::OkStatus();
   }
-  live_[key] = m;
+  masters_[key] = m;
   return absl::OkStatus();
 }
 
-void JobMasterMetrics::RetireStale(absl::Time now) {
-  for (auto it = live_.begin(); it != live_.end();) {
-    if (now - it->second.heard < kStale) {
+void JobMasterMetrics::RetireSilent(absl::Time now) {
+  for (auto it = masters_.begin(); it != masters_.end();) {
+    if (now - it->second.heard < kForget) {
       ++it;
       continue;
     }
     retired_.Merge(it->second.barrier_seconds);
-    it = live_.erase(it);
+    it = masters_.erase(it);
   }
 }
 
 JobMasterTotals JobMasterMetrics::Totals(absl::Time now) {
   JobMasterTotals t;
   absl::MutexLock lock(&mu_);
-  RetireStale(now);
+  RetireSilent(now);
   t.barrier_seconds = retired_;
-  for (const auto& [key, m] : live_) {
+  for (const auto& [key, m] : masters_) {
+    t.barrier_seconds.Merge(m.barrier_seconds);
+    if (now - m.heard >= kStale) continue;
     ++t.reporting;
     for (size_t i = 0; i < m.workers.size(); ++i) t.workers[i] += m.workers[i];
     t.connections += m.connections;
-    t.barrier_seconds.Merge(m.barrier_seconds);
   }
   return t;
 }

@@ -7,8 +7,10 @@
 // Prometheus keeps paying for long after (docs/metrics.md).
 //
 // The histogram stays a counter across masters: a master that stops (its
-// last summary `final`, or silent for kStale) or restarts (its count went
+// last summary `final`, or silent for kForget) or restarts (its count went
 // down) leaves its observations in a retired histogram that the sum keeps.
+// One silent for kStale no longer counts in the gauges but keeps its place,
+// so a summary it sends later replaces its own rather than adding to it.
 // Its own mutex: a report never takes the scheduling lock.
 #pragma once
 
@@ -37,8 +39,10 @@ struct JobMasterTotals {
 
 class JobMasterMetrics {
  public:
-  // A master not heard from for this long counts as stopped.
+  // A master not heard from for this long is not counted in the gauges...
   static constexpr absl::Duration kStale = absl::Seconds(10);
+  // ...and for this long is taken as stopped (its barriers retired).
+  static constexpr absl::Duration kForget = absl::Minutes(10);
   // The most masters kept at once (each is a few hundred bytes).
   static constexpr size_t kMaxMasters = 100000;
 
@@ -46,7 +50,7 @@ class JobMasterMetrics {
   // checked speaks for the job. InvalidArgument naming the field for bad
   // figures; ResourceExhausted above kMaxMasters.
   absl::Status Report(const v1::JobMasterSummary& summary, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
-  // The sums at `now` (masters gone stale are retired first).
+  // The sums at `now` (masters silent for kForget are retired first).
   JobMasterTotals Totals(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
@@ -56,11 +60,11 @@ class JobMasterMetrics {
     Histogram barrier_seconds = LatencyHistogram();
     absl::Time heard;
   };
-  void RetireStale(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RetireSilent(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   absl::Mutex mu_;
   // By job and the master's address (a replaced master may still report).
-  std::map<std::pair<std::string, std::string>, Master> live_ ABSL_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::string>, Master> masters_ ABSL_GUARDED_BY(mu_);
   Histogram retired_ ABSL_GUARDED_BY(mu_) = LatencyHistogram();
 };
 

@@ -67,6 +67,15 @@ TEST(JobMasterMetricsTest, StoppedSilentAndRestartedMastersKeepTheirBarriers) {
   EXPECT_EQ(t.reporting, 1);
   EXPECT_EQ(t.connections, 1);
   EXPECT_EQ(t.barrier_seconds.count(), 3 + 1 + 2 + 1);
+  // c was only silent: its next summary replaces its own, not adds to it.
+  v1::JobMasterSummary c_last = Summary("c", {0, 0, 0, 2, 0}, 0, {0.5, 0.5, 0.1});
+  c_last.set_final(true);
+  ASSERT_TRUE(m.Report(c_last, kT0 + absl::Seconds(13)).ok());
+  EXPECT_EQ(m.Totals(kT0 + absl::Seconds(13)).barrier_seconds.count(), 3 + 1 + 3 + 1);
+  // b, silent past kForget, is taken as stopped; its barrier stays.
+  t = m.Totals(kT0 + absl::Seconds(12) + JobMasterMetrics::kForget);
+  EXPECT_EQ(t.reporting, 0);
+  EXPECT_EQ(t.barrier_seconds.count(), 3 + 1 + 3 + 1);
 }
 
 TEST(JobMasterMetricsTest, BadFiguresNameTheirField) {
