@@ -53,6 +53,10 @@ inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
 // as it leaves (server/agent_streams.cc), never to the stored task, so it is
 // not built here; the job master reads it (jobmaster/server_job_terminator.cc).
 inline constexpr char kJobTokenEnv[] = "TRAINYARD_JOB_TOKEN";
+// The job's secret, given to every task of the job at launch: what its
+// workers show the job master (STARTING, ATTACH). Not the credential above:
+// a worker holding it cannot speak to the server for the job.
+inline constexpr char kJobSecretEnv[] = "TRAINYARD_JOB_SECRET";
 
 // Builds the environment of `self` (one of input.tasks).
 TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);

@@ -115,6 +115,8 @@ int RunJobmaster(JobmasterFlags& f) {
     return kExitUsage;
   }
   SetLogLevel(level);
+  // The secret the server gave the job's tasks; never printed or logged.
+  if (const char* secret = std::getenv(api::kJobSecretEnv)) f.config.job_secret = secret;
   f.config.ping_interval = absl::Milliseconds(f.ping_interval_ms);
   f.config.response_wait = absl::Milliseconds(f.response_wait_ms);
   f.config.barrier_timeout = absl::Milliseconds(f.barrier_timeout_ms);

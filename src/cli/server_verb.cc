@@ -132,6 +132,17 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
+  AddConfigOption(cmd, &f, "--max-pending-jobs-per-user", [](C& c) -> auto& { return c.max_pending_jobs_per_user; },
+                  "jobs one user may have waiting to start (0 = no limit)");
+  AddConfigOption(cmd, &f, "--max-submissions-per-second-per-user",
+                  [](C& c) -> auto& { return c.max_submissions_per_second_per_user; },
+                  "submissions one user may make a second (0 = no limit)");
+  AddConfigOption(cmd, &f, "--max-open-files", [](C& c) -> auto& { return c.max_open_files; },
+                  "open-file limit to raise to (default: the hard limit)");
+  AddConfigOption(cmd, &f, "--max-connections", [](C& c) -> auto& { return c.max_connections; },
+                  "open gRPC connections, all peers together (default: the open-file limit less an eighth)");
+  AddConfigOption(cmd, &f, "--max-connections-per-peer", [](C& c) -> auto& { return c.max_connections_per_peer; },
+                  "open gRPC connections from one IP address (default: half of --max-connections)");
   AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
                   "YAML file with the queue tree (docs/queues.md)");
   AddConfigOption(cmd, &f, "--queue-policy", [](C& c) -> auto& { return c.queue_policy; }, "fifo, capacity or fair");

@@ -63,12 +63,14 @@ absl::StatusOr<std::unique_ptr<FrameConnection>> ConnectAsWorker(
   pb::JobMasterRequest attach;
   attach.set_request_id(1);
   attach.mutable_attach()->set_worker_id(options.info.worker_id());
+  attach.mutable_attach()->set_job_secret(options.job_secret);
   absl::StatusOr<pb::JobMasterResponse> r = (*conn)->Call(attach, deadline);
   if (absl::IsNotFound(r.status())) {
     pb::JobMasterRequest start;
     start.set_request_id(2);
     *start.mutable_starting()->mutable_info() = options.info;
     start.mutable_starting()->set_restart_count(options.restart_count);
+    start.mutable_starting()->set_job_secret(options.job_secret);
     r = (*conn)->Call(start, deadline);
   }
   if (!r.ok()) return r.status();

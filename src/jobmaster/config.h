@@ -18,6 +18,9 @@ inline constexpr size_t kSmallPartialFrameBytes = 4096;
 
 struct JobMasterConfig {
   std::string job_name = "job";
+  // The job's secret (TRAINYARD_JOB_SECRET): STARTING and ATTACH without it
+  // are refused. Empty: no check (a master run by hand or in the client).
+  std::string job_secret;
   // Number of workers of the job; ids are 0..num_workers-1.
   int num_workers = 1;
   // Address to listen on (an IPv4 address or a host name that resolves to

@@ -108,7 +108,7 @@ void MasterState::ReplyRegistered(ConnId conn, uint64_t request_id, int id) {
 }
 
 absl::StatusOr<int> MasterState::ChooseWorkerId(ConnId conn, const pb::Starting& starting,
-                                                std::string_view address) const {
+                                                std::string_view peer_ip) const {
   int n = config_.num_workers;
   int id = starting.info().worker_id();
   auto bound = bindings_.find(conn);
@@ -132,12 +132,26 @@ absl::StatusOr<int> MasterState::ChooseWorkerId(ConnId conn, const pb::Starting&
         id, n - 1, config_.job_name, n));
   }
   const Worker& w = workers_[id];
-  if (w.conn != 0 && w.conn != conn && w.address != address) {
+  // The same worker again from the same address is its restart; the address
+  // is the connection's, not one the request names.
+  if (w.conn != 0 && w.conn != conn && w.peer != peer_ip) {
     return absl::AlreadyExistsError(absl::StrFormat(
         "worker %d is already registered from %s and its connection is alive; refusing "
-        "STARTING from %s", id, w.address, address));
+        "STARTING from %s", id, w.peer, peer_ip));
   }
   return id;
+}
+
+absl::Status MasterState::CheckJobSecret(std::string_view presented, std::string_view verb) const {
+  if (config_.job_secret.empty()) return absl::OkStatus();
+  // Compared in constant time: the answer's timing tells nothing of it.
+  bool equal = presented.size() == config_.job_secret.size();
+  unsigned char diff = 0;
+  for (size_t i = 0; equal && i < presented.size(); ++i) diff |= presented[i] ^ config_.job_secret[i];
+  if (equal && diff == 0) return absl::OkStatus();
+  return absl::PermissionDeniedError(absl::StrFormat(
+      "%s without job %s's secret: a worker shows the TRAINYARD_JOB_SECRET its task was given", verb,
+      config_.job_name));
 }
 
 void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t request_id,
@@ -147,6 +161,9 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
         "job %s already ended %s (%s)", config_.job_name, JobOutcomeName(job_end_->outcome),
         job_end_->reason)));
   }
+  if (absl::Status s = CheckJobSecret(starting.job_secret(), "STARTING"); !s.ok()) {
+    return SendError(conn, request_id, s);
+  }
   pb::WorkerState resume = starting.resume_state();
   if (resume == pb::STARTING) resume = pb::UNASSIGNED;
   if (resume != pb::UNASSIGNED && resume != pb::RUNNING && resume != pb::COMPLETED) {
@@ -155,7 +172,7 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
         WorkerStateName(resume))));
   }
   std::string address = starting.info().ip().empty() ? std::string(peer_ip) : starting.info().ip();
-  absl::StatusOr<int> chosen = ChooseWorkerId(conn, starting, address);
+  absl::StatusOr<int> chosen = ChooseWorkerId(conn, starting, peer_ip);
   if (!chosen.ok()) return SendError(conn, request_id, chosen.status());
   int id = *chosen;
   Worker& w = workers_[id];
@@ -175,6 +192,7 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
   w.info = starting.info();
   w.info.set_worker_id(id);
   w.address = std::move(address);
+  w.peer = std::string(peer_ip);
   w.pings = starting.pings();
   w.conn = conn;
   w.last_seen = now;
@@ -193,6 +211,9 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
 
 void MasterState::HandleAttach(ConnId conn, uint64_t request_id, const pb::Attach& attach,
                                absl::Time now) {
+  if (absl::Status s = CheckJobSecret(attach.job_secret(), "ATTACH"); !s.ok()) {
+    return SendError(conn, request_id, s);
+  }
   int id = attach.worker_id();
   int n = config_.num_workers;
   if (id < 0 || id >= n) {

@@ -89,6 +89,7 @@ class MasterState {
     bool joined = false;
     bool pings = false;
     ConnId conn = 0;      // the registering connection while it is open
+    std::string peer;     // the IP address that connection came from
     absl::Time last_seen;
   };
   struct Waiter {
@@ -98,10 +99,13 @@ class MasterState {
   };
 
   // Registration (master_state.cc).
+  // OK when the master has no secret or `presented` is it; else
+  // PERMISSION_DENIED naming `verb`.
+  absl::Status CheckJobSecret(std::string_view presented, std::string_view verb) const;
   void HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t request_id,
                       const pb::Starting& starting, absl::Time now);
   absl::StatusOr<int> ChooseWorkerId(ConnId conn, const pb::Starting& starting,
-                                     std::string_view address) const;
+                                     std::string_view peer_ip) const;
   void HandleAttach(ConnId conn, uint64_t request_id, const pb::Attach& attach, absl::Time now);
   void HandleStateChange(int id, ConnId conn, uint64_t request_id, const pb::StateChange& change);
   absl::Status CheckTransition(int id, pb::WorkerState target) const;

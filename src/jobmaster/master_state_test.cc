@@ -257,5 +257,56 @@ TEST_F(MasterStateTest, AskingForAnIdWhenAllAreTakenIsRefused) {
             "(TRAINYARD_WORKER_ID)");
 }
 
+TEST_F(MasterStateTest, WithoutTheJobsSecretNoWorkerCanRegisterOrAttach) {
+  config_.job_secret = "s3cret";
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  pb::JobMasterRequest start;
+  start.mutable_starting()->mutable_info()->set_worker_id(0);
+  Request(1, start);
+  EXPECT_EQ(outbox_.last[1].error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(outbox_.last[1].error().message(),
+              HasSubstr("STARTING without job bert's secret: a worker shows the TRAINYARD_JOB_SECRET"));
+  start.mutable_starting()->set_job_secret("s3creT");
+  Request(1, start);
+  EXPECT_EQ(outbox_.last[1].error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_EQ(state_->StateOf(0), pb::UNASSIGNED);
+
+  start.mutable_starting()->set_job_secret("s3cret");
+  Request(1, start);
+  ASSERT_TRUE(outbox_.last[1].has_registered()) << outbox_.last[1].DebugString();
+  EXPECT_EQ(state_->StateOf(0), pb::STARTING);
+
+  // A stranger cannot attach to the registered worker and report for it.
+  pb::JobMasterRequest attach;
+  attach.mutable_attach()->set_worker_id(0);
+  Request(2, attach);
+  EXPECT_THAT(outbox_.last[2].error().message(), HasSubstr("ATTACH without job bert's secret"));
+  pb::JobMasterRequest done;
+  done.mutable_state_change()->set_state(pb::COMPLETED);
+  Request(2, done);
+  EXPECT_EQ(state_->StateOf(0), pb::STARTING);
+  attach.mutable_attach()->set_job_secret("s3cret");
+  Request(3, attach);
+  EXPECT_TRUE(outbox_.last[3].has_registered());
+}
+
+TEST_F(MasterStateTest, TheSameAddressRuleUsesTheConnectionsAddressNotTheOneItNames) {
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  pb::JobMasterRequest start;
+  start.mutable_starting()->mutable_info()->set_worker_id(0);
+  start.mutable_starting()->mutable_info()->set_ip("10.0.0.1");
+  state_->OnRequest(1, "10.0.0.1", start, now_);
+  ASSERT_TRUE(outbox_.last[1].has_registered());
+  // Another host names the worker's address: not a restart of worker 0.
+  state_->OnRequest(2, "10.0.0.9", start, now_);
+  EXPECT_EQ(outbox_.last[2].error().code(), static_cast<int>(absl::StatusCode::kAlreadyExists));
+  EXPECT_THAT(outbox_.last[2].error().message(),
+              HasSubstr("worker 0 is already registered from 10.0.0.1 and its connection is alive; refusing "
+                        "STARTING from 10.0.0.9"));
+  // From the worker's own host it is.
+  state_->OnRequest(3, "10.0.0.1", start, now_);
+  EXPECT_TRUE(outbox_.last[3].has_registered());
+}
+
 }  // namespace
 }  // namespace trainyard::jobmaster

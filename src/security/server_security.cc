@@ -14,6 +14,10 @@ std::string JobCredential(absl::string_view secret, uint64_t job_id) {
   return HmacSha256Hex(secret, absl::StrCat("trainyard job ", job_id));
 }
 
+std::string JobWorkerSecret(absl::string_view secret, uint64_t job_id) {
+  return HmacSha256Hex(secret, absl::StrCat("trainyard job workers ", job_id));
+}
+
 ServerSecurity::ServerSecurity(Options options, std::string job_secret)
     : enabled_(options.enabled),
       data_dir_(options.data_dir),

@@ -19,6 +19,9 @@ inline constexpr char kJobTokenMetadata[] = "trainyard-job-token";
 
 // The credential of job `job_id` under `secret`: HMAC-SHA256 of the id.
 std::string JobCredential(absl::string_view secret, uint64_t job_id);
+// The secret job `job_id`'s workers show its job master (another HMAC of
+// the id, so a worker cannot pass for the master at the server).
+std::string JobWorkerSecret(absl::string_view secret, uint64_t job_id);
 
 class ServerSecurity {
  public:
@@ -38,6 +41,7 @@ class ServerSecurity {
   // True when `presented` is job `job_id`'s credential.
   bool IsJobCredential(uint64_t job_id, absl::string_view presented) const;
   std::string JobCredentialOf(uint64_t job_id) const { return JobCredential(job_secret_, job_id); }
+  std::string JobWorkerSecretOf(uint64_t job_id) const { return JobWorkerSecret(job_secret_, job_id); }
 
   // On a server's first start (no token file yet): issues an admin token
   // and writes a client config with it and `address` to

@@ -46,6 +46,7 @@ void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
   if (job_credentials_ && api::IsJobMasterRole(task.role())) {
     (*task.mutable_env())[api::kJobTokenEnv] = job_credentials_(task.job_id());
   }
+  if (job_worker_secrets_) (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());
   v1::ServerMessage msg;
   *msg.mutable_launch() = std::move(task);
   Send(node, std::move(msg));

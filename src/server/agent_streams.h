@@ -30,7 +30,11 @@ class AgentStreams : public ExecutionBackend {
   // Launches of a job master task carry its job's credential in their
   // environment (api::kJobTokenEnv). Added here, as the order leaves, so
   // the credential is never in the store or a view.
-  void SetJobCredentials(JobCredentials of) { job_credentials_ = std::move(of); }
+  // `worker_secret_of` gives every task its job's secret for the job master.
+  void SetJobCredentials(JobCredentials of, JobCredentials worker_secret_of) {
+    job_credentials_ = std::move(of);
+    job_worker_secrets_ = std::move(worker_secret_of);
+  }
 
   // The session number of `link` (a new one, never 0, the first time).
   uint64_t SessionOf(AgentLink* link);
@@ -55,6 +59,7 @@ class AgentStreams : public ExecutionBackend {
   std::map<AgentLink*, uint64_t> sessions_;   // stream -> session number
   uint64_t next_session_ = 1;
   JobCredentials job_credentials_;
+  JobCredentials job_worker_secrets_;
 };
 
 }  // namespace trainyard::server

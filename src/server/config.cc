@@ -85,6 +85,13 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     const YAML::Node& v = kv.second;
     if (key == "listen") Read(v, key, &c.listen, &errors);
     else if (key == "httpListen") Read(v, key, &c.http_listen, &errors);
+    else if (key == "maxOpenFiles") Read(v, key, &c.max_open_files, &errors);
+    else if (key == "maxConnections") Read(v, key, &c.max_connections, &errors);
+    else if (key == "maxConnectionsPerPeer") Read(v, key, &c.max_connections_per_peer, &errors);
+    else if (key == "handshakeTimeoutMs") Read(v, key, &c.handshake_timeout_ms, &errors);
+    else if (key == "connectionIdleMs") Read(v, key, &c.connection_idle_ms, &errors);
+    else if (key == "maxPendingJobsPerUser") Read(v, key, &c.max_pending_jobs_per_user, &errors);
+    else if (key == "maxSubmissionsPerSecondPerUser") Read(v, key, &c.max_submissions_per_second_per_user, &errors);
     else if (key == "httpThreads") Read(v, key, &c.http_threads, &errors);
     else if (key == "httpMaxConnections") Read(v, key, &c.http_max_connections, &errors);
     else if (key == "httpRequestTimeoutMs") Read(v, key, &c.http_request_timeout_ms, &errors);
@@ -163,6 +170,18 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));
   }
   if (c.log_follower_stall_ms <= 0) errors.push_back("logFollowerStallMs: must be positive");
+  if (c.max_open_files < 0) errors.push_back("maxOpenFiles: must not be negative");
+  if (c.max_open_files > 0 && c.max_open_files < 128) {
+    errors.push_back(absl::StrCat("maxOpenFiles: ", c.max_open_files, " is below 128"));
+  }
+  if (c.max_connections < 0) errors.push_back("maxConnections: must not be negative");
+  if (c.max_connections_per_peer < 0) errors.push_back("maxConnectionsPerPeer: must not be negative");
+  if (c.handshake_timeout_ms <= 0) errors.push_back("handshakeTimeoutMs: must be positive");
+  if (c.connection_idle_ms <= 0) errors.push_back("connectionIdleMs: must be positive");
+  if (c.max_pending_jobs_per_user < 0) errors.push_back("maxPendingJobsPerUser: must not be negative (0: no limit)");
+  if (c.max_submissions_per_second_per_user < 0) {
+    errors.push_back("maxSubmissionsPerSecondPerUser: must not be negative (0: no limit)");
+  }
   if (c.http_threads < 1 || c.http_threads > 256) {
     errors.push_back(absl::StrCat("httpThreads: ", c.http_threads, " is not within 1..256"));
   }

@@ -14,6 +14,19 @@ struct ServerConfig {
   // HTTP (REST API, /metrics): host:port, port 0 = any free one; "" = none.
   // Open to whoever reaches it until security lands (docs/api.md).
   std::string http_listen;
+  // Connections to the gRPC listener (src/server/connection_guard.h): the
+  // open-file limit to raise to (0: the hard limit) and caps below it
+  // (0: what the limit allows, keeping headroom; per peer half of that).
+  int max_open_files = 0;
+  int max_connections = 0;
+  int max_connections_per_peer = 0;
+  int handshake_timeout_ms = 10000;       // a connection's TLS and HTTP/2 set-up
+  int connection_idle_ms = 600000;        // a connection without a call is closed after this
+  // Per user (the job's owner): jobs waiting to start (QUEUED), and
+  // submissions a second (a token bucket; 0 = no limit). Over either, a
+  // submission is refused (RESOURCE_EXHAUSTED, naming the key).
+  int max_pending_jobs_per_user = 10000;
+  int max_submissions_per_second_per_user = 0;
   int http_threads = 4;                   // HTTP requests served at once
   int http_max_connections = 128;         // open HTTP connections; more are answered 503
   int http_request_timeout_ms = 10000;    // to receive one request, and per write of an answer
@@ -87,7 +100,9 @@ struct ServerConfig {
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
-// httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
+// maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
+// maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
+// connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
 // httpMaxWatchers, dataDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,

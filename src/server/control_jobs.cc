@@ -187,6 +187,8 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
   absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
   if (!req.ok()) return req.status();
   if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
+  if (absl::Status st = CheckUserLimits(spec.user(), now); !st.ok()) return st;
+  ++user_submissions_[spec.user()].pending;  // until AcceptCommitted counts it by its state
   jobs_[name] = nullptr;  // reserves the name until the record is durable
   rec.set_state(v1::JOB_QUEUED);
   rec.set_submit_time_ms(ToMs(now));
@@ -204,7 +206,34 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
   return out;
 }
 
+absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time now) {
+  UserSubmissions& u = user_submissions_[user];
+  int max_pending = config_.max_pending_jobs_per_user;
+  if (max_pending > 0 && u.pending >= max_pending) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "user ", user, " has ", u.pending, " jobs waiting to start, the most this server takes per user "
+        "(maxPendingJobsPerUser ", max_pending, "): wait for some to start, or kill some"));
+  }
+  int rate = config_.max_submissions_per_second_per_user;
+  if (rate <= 0) return absl::OkStatus();
+  // A token bucket: `rate` a second, a burst of up to one second's worth.
+  if (u.refilled == absl::Time()) {
+    u.tokens = rate;
+  } else {
+    u.tokens = std::min<double>(rate, u.tokens + rate * absl::ToDoubleSeconds(now - u.refilled));
+  }
+  u.refilled = now;
+  if (u.tokens < 1) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "user ", user, " submits faster than the ", rate, " jobs a second this server takes per user "
+        "(maxSubmissionsPerSecondPerUser): try again in a moment"));
+  }
+  u.tokens -= 1;
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& prepared, const absl::Status& st) {
+  --user_submissions_[prepared.rec.spec().user()].pending;  // now counted by its state, if taken
   if (!st.ok()) {
     jobs_.erase(prepared.rec.name());
     return absl::UnavailableError(absl::StrCat("the job was not accepted: the store cannot keep it: ",
@@ -279,9 +308,16 @@ void ControlState::CountInQueue(JobRt& job) {
                                           : Counted::kRunning;
   if (now == job.counted) return;
   QueueJobs& q = queue_jobs_[job.rec.spec().queue()];
-  if (job.counted == Counted::kPending) --q.pending;
+  int& user_pending = user_submissions_[job.rec.spec().user()].pending;
+  if (job.counted == Counted::kPending) {
+    --q.pending;
+    --user_pending;
+  }
   if (job.counted == Counted::kRunning) --q.running;
-  if (now == Counted::kPending) ++q.pending;
+  if (now == Counted::kPending) {
+    ++q.pending;
+    ++user_pending;
+  }
   if (now == Counted::kRunning) ++q.running;
   job.counted = now;
 }

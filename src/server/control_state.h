@@ -340,6 +340,17 @@ class ControlState {
     int pending = 0;
   };
   std::map<std::string, QueueJobs> queue_jobs_;
+  // Per user: jobs pending (QUEUED, kept by CountInQueue, plus those
+  // prepared and not yet durable) and the submission rate's token bucket,
+  // for maxPendingJobsPerUser and maxSubmissionsPerSecondPerUser.
+  struct UserSubmissions {
+    int pending = 0;
+    double tokens = 0;
+    absl::Time refilled;
+  };
+  std::map<std::string, UserSubmissions> user_submissions_;
+  // OK, or ResourceExhausted naming the limit `user` reached (control_jobs.cc).
+  absl::Status CheckUserLimits(const std::string& user, absl::Time now);
   std::map<std::string, std::unique_ptr<NodeRt>> nodes_;
   // Node -> names of jobs with a task placed there (or once placed there:
   // TasksOn prunes), so node events need not walk every job.

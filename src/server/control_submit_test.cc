@@ -109,5 +109,68 @@ TEST_F(ControlSubmitTest, ACommandOrEnvironmentTheKernelWouldNotExecIsRefusedAtS
   EXPECT_TRUE(Submit("name: small\nreplicas:\n  worker: {command: [x], env: {A: b}}\n").ok());
 }
 
+TEST_F(ControlSubmitTest, AUserAtMaxPendingJobsIsRefusedUntilOneStartsAndOthersAreNot) {
+  config_.max_pending_jobs_per_user = 3;
+  Make();
+  constexpr char kJob[] = "name: j\nuser: ann\nreplicas:\n  worker: {command: [x], resources: {cpu: 1}}\n";
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<std::string> job = Submit(kJob);
+    ASSERT_TRUE(job.ok()) << job.status();
+    jobs.push_back(*job);
+  }
+  absl::StatusOr<std::string> fourth = Submit(kJob);
+  ASSERT_FALSE(fourth.ok());
+  EXPECT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(fourth.status().message(),
+              HasSubstr("user ann has 3 jobs waiting to start, the most this server takes per user "
+                        "(maxPendingJobsPerUser 3)"));
+  // Another user is not held back by ann's jobs.
+  EXPECT_TRUE(Submit("name: k\nuser: bob\nreplicas:\n  worker: {command: [x], resources: {cpu: 1}}\n").ok());
+  // One of ann's jobs starts (the node has room for one more): ann may submit again.
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 0), 1, now_).ok());  // 32 cores
+  state_->RunRound(now_);
+  absl::StatusOr<v1::JobView> started = state_->Describe(jobs[0]);
+  ASSERT_TRUE(started.ok());
+  ASSERT_NE(started->state(), v1::JOB_QUEUED);
+  EXPECT_TRUE(Submit(kJob).ok());
+  ASSERT_TRUE(state_->Kill(jobs[1], "test", now_).ok());
+  EXPECT_TRUE(Submit(kJob).ok());
+}
+
+TEST_F(ControlSubmitTest, SubmissionsInFlightCountAgainstMaxPendingJobs) {
+  config_.max_pending_jobs_per_user = 2;
+  Make();
+  v1::JobSpec spec;
+  ASSERT_TRUE(api::ParseJobSpecYamlInto("name: j\nuser: ann\nreplicas:\n  worker: {command: [x]}\n", &spec).empty());
+  absl::StatusOr<PreparedJob> a = state_->PrepareSubmit(spec, now_);
+  absl::StatusOr<PreparedJob> b = state_->PrepareSubmit(spec, now_);
+  ASSERT_TRUE(a.ok() && b.ok());
+  absl::StatusOr<PreparedJob> c = state_->PrepareSubmit(spec, now_);
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kResourceExhausted);
+  // The store refuses one: its place is free again.
+  EXPECT_FALSE(state_->AcceptCommitted(*a, absl::UnavailableError("disk full")).ok());
+  EXPECT_TRUE(state_->PrepareSubmit(spec, now_).ok());
+}
+
+TEST_F(ControlSubmitTest, MaxSubmissionsPerSecondIsATokenBucketPerUser) {
+  config_.max_submissions_per_second_per_user = 4;
+  Make();
+  constexpr char kJob[] = "name: j\nuser: ann\nreplicas:\n  worker: {command: [x]}\n";
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Submit(kJob).ok()) << i;
+  absl::StatusOr<std::string> fifth = Submit(kJob);
+  EXPECT_EQ(fifth.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(fifth.status().message(),
+              HasSubstr("user ann submits faster than the 4 jobs a second this server takes per user "
+                        "(maxSubmissionsPerSecondPerUser)"));
+  EXPECT_TRUE(Submit("name: k\nuser: bob\nreplicas:\n  worker: {command: [x]}\n").ok());
+  now_ += absl::Milliseconds(250);  // one more token
+  EXPECT_TRUE(Submit(kJob).ok());
+  EXPECT_FALSE(Submit(kJob).ok());
+  now_ += absl::Seconds(10);  // the bucket holds at most one second's worth
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(Submit(kJob).ok()) << i;
+  EXPECT_FALSE(Submit(kJob).ok());
+}
+
 }  // namespace
 }  // namespace trainyard::server

@@ -84,9 +84,9 @@ void JobManager::SetServerAddress(const std::string& address) {
   control_.SetServerAddress(address);
 }
 
-void JobManager::SetJobCredentials(AgentStreams::JobCredentials of) {
+void JobManager::SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of) {
   absl::MutexLock lock(&mu_);
-  streams_.SetJobCredentials(std::move(of));
+  streams_.SetJobCredentials(std::move(of), std::move(worker_secret_of));
 }
 
 void JobManager::WakeIfAsked() {

@@ -109,7 +109,7 @@ class JobManager {
   void SetServerAddress(const std::string& address);
   // Job master tasks get their job's credential (`of(job_id)`) in their
   // launch order's environment (AgentStreams::Launch). Call before Start.
-  void SetJobCredentials(AgentStreams::JobCredentials of);
+  void SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of);
 
   // Runs one scheduling round now (tests, benchmarks).
   void ScheduleNowForTest();

@@ -8,12 +8,14 @@
 #include <filesystem>
 #include <limits>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "api/queue_config_yaml.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
+#include "server/connection_guard.h"
 #include "server/http/dashboard/dashboard.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
@@ -178,6 +180,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->manager_->SetLogHub(s->log_hub_.get());
   s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get());
   s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get());
+  int open_file_limit = RaiseOpenFileLimit(config.max_open_files);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
@@ -194,8 +197,13 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   // port would start and the kernel would split clients and agents between
   // the two at random. Without it the bind fails and the second one stops.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection that does not finish its set-up soon, or holds no call for
+  // long, gives its descriptor back (the caps count it until then).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, config.handshake_timeout_ms);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, config.connection_idle_ms);
   s->grpc_ = builder.BuildAndStart();
   if (absl::Status st = CheckBound(config.listen, s->grpc_ != nullptr, port); !st.ok()) return st;
+  s->InstallConnectionGuard(config, port, open_file_limit);
   std::string host = config.listen.substr(0, config.listen.rfind(':'));
   s->address_ = absl::StrCat(host, ":", port);
   s->manager_->SetServerAddress(s->address_);
@@ -209,6 +217,15 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
         *admin);
   }
   return s;
+}
+
+void Server::InstallConnectionGuard(const ServerConfig& config, int port, int limit) {
+  ConnectionGuardOptions caps = ConnectionCapsFor(limit, config.max_connections, config.max_connections_per_peer);
+  // A Unix socket's accepts are told apart by their family (LocalPort -1).
+  caps.port = absl::StartsWith(config.listen, "unix:") ? -1 : port;
+  ConnectionGuard::Install(caps);
+  Log(LogLevel::kInfo, "server", "connections: at most %d, %d per peer address (open-file limit %d)",
+      caps.max_connections, caps.max_connections_per_peer, limit);
 }
 
 absl::Status Server::StartSecurity(const ServerConfig& config) {
@@ -229,7 +246,8 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   }
   // The job master task gets its job's credential with its launch order.
   security::ServerSecurity* sec_ptr = security_.get();
-  manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); });
+  manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); },
+                              [sec_ptr](uint64_t job_id) { return sec_ptr->JobWorkerSecretOf(job_id); });
   return absl::OkStatus();
 }
 

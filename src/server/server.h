@@ -61,6 +61,9 @@ class Server {
   std::string address_;
   std::string http_address_;
 
+  // Caps the connections to the gRPC `port` below the open-file `limit`
+  // (connection_guard.h).
+  void InstallConnectionGuard(const ServerConfig& config, int port, int limit);
   // Opens the security state of the data dir; on a first start makes the
   // admin's client config (logged).
   absl::Status StartSecurity(const ServerConfig& config);

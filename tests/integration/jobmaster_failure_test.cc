@@ -85,14 +85,29 @@ std::string Cmdline(int pid) {
   return s;
 }
 
+// The job's secret for its master, from the agent's record of the master
+// task (the test reads it as the agent's owner would); "" if none yet.
+std::string JobSecret(Cluster& c, const std::string& job) {
+  nlohmann::json t = Task(c.Describe(job), "jobmaster");
+  if (!t.contains("node") || !t["node"].is_string()) return "";
+  std::string record = ReadFile(absl::StrCat(c.dir(), "/", t["node"].get<std::string>(), "/tasks/",
+                                             job, "/jobmaster-0.json"));
+  nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
+  if (j.is_discarded() || !j.contains("launch") || !j["launch"].contains("env")) return "";
+  return j["launch"]["env"].value("TRAINYARD_JOB_SECRET", "");
+}
+
 // How many workers wait in barrier kKillAt, from `trainyard worker list`
-// against the master at `address`; -1 when the list fails.
-int InBarrier(const std::string& address) {
+// against the master at `address` as worker 0 (with the job's `secret`); -1
+// when the list fails.
+int InBarrier(const std::string& address, const std::string& secret) {
   setenv("TRAINYARD_JOB_MASTER", address.c_str(), 1);
   setenv("TRAINYARD_WORKER_ID", "0", 1);
+  setenv("TRAINYARD_JOB_SECRET", secret.c_str(), 1);
   CommandResult r = RunCli({"worker", "list", "--output", "json"}, absl::Seconds(15));
   unsetenv("TRAINYARD_JOB_MASTER");
   unsetenv("TRAINYARD_WORKER_ID");
+  unsetenv("TRAINYARD_JOB_SECRET");
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   if (r.exit_code != 0 || j.is_discarded() || j.value("barrier_generation", -1) != kKillAt) return -1;
   int in = 0;
@@ -159,7 +174,7 @@ TEST(JobMasterFailureTest, MasterKilledMidBarrierIsRestartedAndTheJobContinues) 
   // ... as the master sees it (`trainyard worker list`, as worker 0 would).
   std::string master = c.Describe(job).value("job_master", "");
   ASSERT_FALSE(master.empty());
-  ASSERT_TRUE(WaitFor([&] { return InBarrier(master) == kWorkers - 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitFor([&] { return InBarrier(master, JobSecret(c, job)) == kWorkers - 1; }, absl::Seconds(10)));
   int pid = JobMasterPid(c, job);
   ASSERT_GT(pid, 1) << Dump(c, job);
   ASSERT_THAT(Cmdline(pid), HasSubstr(" jobmaster --job " + job));

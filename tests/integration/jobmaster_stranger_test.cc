@@ -1,8 +1,9 @@
 // A stranger at a real job's master (the master the server starts for the
-// job): it asks for barrier generation 2^62, which used to make every later
-// barrier of the job pass at once, and tries the master on another address
-// of the host, which it used to listen on (0.0.0.0). The master refuses the
-// first with a clear error, is not there for the second, and the job's
+// job): without the job's secret it cannot list, attach to or register as a
+// worker (it used to be able to report every worker COMPLETED); a worker of
+// the job that asks for barrier generation 2^62, which used to make every
+// later barrier of the job pass at once, is refused; and the master is not
+// on another address of the host (it used to listen on 0.0.0.0). The job's
 // workers pass their barriers one by one and succeed.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -30,7 +31,11 @@ constexpr int kBarriers = 3;
 // noting each in their progress file, and report COMPLETED.
 std::string Spec(const std::string& out) {
   std::string bin = TrainyardBin();
+  // Worker 1 first asks for a barrier far ahead (with the job's secret) and
+  // keeps what it was told.
   std::string script = absl::StrCat(
+      "if [ $TRAINYARD_INDEX = 1 ]; then ", bin, " worker barrier --generation 4611686018427387904 --timeout 10 2> ",
+      out, "/ahead.err; echo $? > ", out, "/ahead.code; fi; ",
       "while [ ! -e ", out, "/go ]; do sleep 0.02; done; i=0; while [ $i -lt ", kBarriers,
       " ]; do ", bin, " worker barrier --generation $i --timeout 40 || exit 1; ",
       "echo passed $i >> ", out, "/progress-$TRAINYARD_INDEX; i=$((i+1)); done; ", bin,
@@ -66,7 +71,13 @@ bool Connects(const std::string& ip, int port) {
   return ok;
 }
 
-TEST(JobMasterStrangerTest, AFarAheadBarrierGenerationIsRefusedAndTheJobsBarriersStillWork) {
+int Port(const std::string& address) {
+  int port = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port)) << address;
+  return port;
+}
+
+TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefusedAndTheJobsBarriersStillWork) {
   Cluster c({.nodes = 1});  // the node's address is 127.0.0.1
   std::string out = c.dir() + "/out";
   ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
@@ -76,20 +87,25 @@ TEST(JobMasterStrangerTest, AFarAheadBarrierGenerationIsRefusedAndTheJobsBarrier
   ASSERT_TRUE(WaitFor(
       [&] {
         master = c.Describe(job).value("job_master", "");
-        return !master.empty() && AsWorker(master, 1, {"list"}).exit_code == 0;
+        return !master.empty() && Connects("127.0.0.1", Port(master));
       },
       absl::Seconds(30), absl::Milliseconds(50)))
       << c.Describe(job).dump(2);
 
-  CommandResult ahead = AsWorker(master, 1, {"barrier", "--generation", "4611686018427387904",
-                                             "--timeout", "10"});
-  EXPECT_EQ(ahead.exit_code, 1) << ahead.out << ahead.err;
-  EXPECT_THAT(ahead.err, HasSubstr("barrier generation 4611686018427387904 is ahead of job " +
-                                   job + ": it has passed 0 barrier(s), so the open barrier "
-                                   "is generation 0"));
+  // Without the secret: no list, no attach, no STARTING, no COMPLETED.
+  for (std::vector<std::string> verb : {std::vector<std::string>{"list"}, {"state", "COMPLETED"},
+                                        {"barrier", "--timeout", "5"}}) {
+    CommandResult stranger = AsWorker(master, 0, verb);
+    EXPECT_NE(stranger.exit_code, 0) << verb[0] << ": " << stranger.out;
+    EXPECT_THAT(stranger.err, HasSubstr("without job " + job + "'s secret")) << verb[0];
+  }
+  ASSERT_TRUE(WaitFor([&] { return ReadFile(out + "/ahead.code") == "1\n"; }, absl::Seconds(30)))
+      << ReadFile(out + "/ahead.err");
+  EXPECT_THAT(ReadFile(out + "/ahead.err"),
+              HasSubstr("barrier generation 4611686018427387904 is ahead of job " + job +
+                        ": it has passed 0 barrier(s), so the open barrier is generation 0"));
   // The master listens on the node's address only.
-  int port = 0;
-  ASSERT_TRUE(absl::SimpleAtoi(master.substr(master.rfind(':') + 1), &port)) << master;
+  int port = Port(master);
   EXPECT_TRUE(Connects("127.0.0.1", port));
   EXPECT_FALSE(Connects("127.0.0.2", port)) << "the master listens on every address";
 

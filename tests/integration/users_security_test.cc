@@ -214,5 +214,34 @@ TEST(UsersSecurityTest, QueueAclsDecideWhoSubmitsAndWhoAdministers) {
   EXPECT_TRUE(c.WaitForState("victim", "KILLED"));
 }
 
+TEST(UsersSecurityTest, AUserAtMaxPendingJobsIsRefusedAndAnotherUserIsNot) {
+  ClusterOptions o;
+  o.nodes = 1;
+  o.server_flags = {"--max-pending-jobs-per-user", "2"};
+  Cluster c(o);
+  std::string mallory = c.UserToken("mallory"), alice = c.UserToken("alice");
+  // More GPUs than the cluster has: every job waits.
+  WriteFile(c.dir() + "/wait.yaml", R"(name: wait
+replicas:
+  worker:
+    count: 2
+    resources: {gpus: 8, cpu: 0.5, memory: 64Mi}
+    command: [sh, -c, 'exec sleep 600']
+)");
+  for (int i = 0; i < 2; ++i) {
+    CommandResult r = c.CliAs(mallory, {"submit", c.dir() + "/wait.yaml"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  CommandResult third = c.CliAs(mallory, {"submit", c.dir() + "/wait.yaml"});
+  EXPECT_NE(third.exit_code, 0);
+  EXPECT_THAT(third.err, HasSubstr("user mallory has 2 jobs waiting to start, the most this server takes per user "
+                                   "(maxPendingJobsPerUser 2)"));
+  CommandResult by_alice = c.CliAs(alice, {"submit", c.dir() + "/wait.yaml"});
+  EXPECT_EQ(by_alice.exit_code, 0) << by_alice.err;
+  CommandResult jobs = c.Cli({"jobs", "-o", "json"});
+  EXPECT_EQ(nlohmann::json::parse(jobs.out, nullptr, false).value("jobs", nlohmann::json::array()).size(), 3u)
+      << jobs.out;
+}
+
 }  // namespace
 }  // namespace trainyard::testing

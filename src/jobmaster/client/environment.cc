@@ -83,6 +83,7 @@ absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment() {
     info.add_ports(port);
   }
   options.restart_count = *restarts;
+  options.job_secret = Env("TRAINYARD_JOB_SECRET");
   return options;
 }
 

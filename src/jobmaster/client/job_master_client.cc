@@ -74,6 +74,7 @@ absl::Status JobMasterClient::Register(absl::Time deadline) {
     *s->mutable_info() = options_.info;
     if (worker_id_ >= 0) s->mutable_info()->set_worker_id(worker_id_);
     s->set_restart_count(options_.restart_count);
+    s->set_job_secret(options_.job_secret);
     s->set_pings(true);
     if (state == pb::RUNNING || state == pb::COMPLETED) {
       s->set_resume_state(state);

@@ -31,6 +31,8 @@ struct JobMasterClientOptions {
   // Who this worker is; worker_id -1 asks the master for the next free id.
   pb::WorkerInfo info;
   int restart_count = 0;
+  // The job's secret for the master (TRAINYARD_JOB_SECRET); "" = none.
+  std::string job_secret;
   // How often the client pings (keep it at the master's --ping-interval-ms).
   absl::Duration ping_interval = absl::Seconds(1);
   // How long Start keeps trying to reach the master and register.

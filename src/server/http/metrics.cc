@@ -152,6 +152,15 @@ void Requests(Writer& w, const MetricsSources& src) {
       }
     }
   }
+  const ConnectionGuardStats& c = src.connections;
+  w.Gauge("trainyard_grpc_connections_open", "Connections to the gRPC listener open now (clients, agents, masters).",
+          static_cast<double>(c.open));
+  w.Family("trainyard_grpc_connections_refused_total", "counter",
+           "Connections to the gRPC listener closed as soon as accepted, by reason: total_cap (maxConnections), "
+           "peer_cap (maxConnectionsPerPeer), no_descriptor (the process had no file descriptor left).");
+  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(c.refused_total_cap));
+  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(c.refused_peer_cap));
+  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"no_descriptor\"", static_cast<double>(c.refused_no_fd));
   w.Family("trainyard_http_requests_total", "counter", "HTTP requests answered, by method, route and status code.");
   for (const HttpRequestCount& r : src.http_requests) {
     w.Sample("trainyard_http_requests_total",
@@ -186,6 +195,7 @@ void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounter
                   src.masters = masters;
                   src.http_requests = server.RequestCounts();
                   src.now = absl::Now();
+                  src.connections = ConnectionGuard::Stats();
                   res.set_content(RenderMetrics(src), kMetricsContentType);
                 });
 }

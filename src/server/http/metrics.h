@@ -11,6 +11,7 @@
 
 #include "absl/time/time.h"
 #include "server/api_counters.h"
+#include "server/connection_guard.h"
 #include "server/master_metrics.h"
 #include "httpd/prometheus_text.h"
 #include "server/http/http_server.h"
@@ -25,6 +26,7 @@ struct MetricsSources {
   JobMasterMetrics* masters = nullptr;          // may be null
   std::vector<HttpRequestCount> http_requests;  // answered so far
   absl::Time now;                               // for heartbeat ages
+  ConnectionGuardStats connections;             // the gRPC listener's connections
 };
 
 std::string RenderMetrics(const MetricsSources& sources);

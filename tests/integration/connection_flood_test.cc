@@ -1,0 +1,167 @@
+// A connection flood against a real server, from other loopback addresses
+// (127.0.0.2 and up) than the CLI and the agents use (127.0.0.1): the server
+// keeps its caps, keeps serving the CLI and the agents' heartbeats, never
+// runs out of descriptors, and lets a new client in once the flood is gone.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// `count` TCP connections from `source` to the server's gRPC port, each
+// connected (or refused) within the deadline; they send nothing.
+std::vector<int> Flood(const std::string& server, const std::string& source, int count) {
+  int port = 0;
+  EXPECT_TRUE(absl::SimpleAtoi(server.substr(server.rfind(':') + 1), &port)) << server;
+  std::vector<int> fds;
+  for (int i = 0; i < count; ++i) {
+    int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, source.c_str(), &from.sin_addr);
+    EXPECT_EQ(bind(c, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << source;
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    to.sin_port = htons(port);
+    connect(c, reinterpret_cast<sockaddr*>(&to), sizeof(to));  // completes in the background
+    fds.push_back(c);
+  }
+  return fds;
+}
+
+// How many of `fds` the server still holds open (connected, not closed by
+// the server), once every one of them was either admitted or closed.
+int StillOpen(const std::vector<int>& fds) {
+  int open = 0;
+  for (int fd : fds) {
+    pollfd p{fd, POLLIN | POLLOUT, 0};
+    poll(&p, 1, 0);
+    bool closed = (p.revents & (POLLHUP | POLLERR)) != 0;
+    if (!closed && (p.revents & POLLIN) != 0) {
+      char b;
+      closed = recv(fd, &b, 1, MSG_DONTWAIT | MSG_PEEK) <= 0;
+    }
+    if (!closed && (p.revents & POLLOUT) != 0) ++open;
+  }
+  return open;
+}
+
+void CloseAll(std::vector<int>* fds) {
+  for (int fd : *fds) close(fd);
+  fds->clear();
+}
+
+// A sample of the server's /metrics (-1 when absent).
+double Metric(Cluster& c, const std::string& series) {
+  HttpResult r = HttpGet(c.http_address(), "/metrics");
+  for (absl::string_view line : absl::StrSplit(r.body, '\n')) {
+    if (absl::StartsWith(line, series + " ")) {
+      double v = -1;
+      if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
+    }
+  }
+  return -1;
+}
+
+constexpr char kSteadyJob[] = R"(
+name: steady
+replicas:
+  worker:
+    count: 2
+    resources: {gpus: 8, cpu: 0.5, memory: 64Mi}
+    command: [sh, -c, 'exec sleep 600']
+)";
+
+constexpr char kOneTaskJob[] = R"(
+name: single
+replicas:
+  worker:
+    count: 1
+    resources: {gpus: 1, cpu: 0.5, memory: 64Mi}
+    command: [sh, -c, 'exec sleep 600']
+)";
+
+TEST(ConnectionFloodTest, AFloodFromOneAddressLeavesRoomForTheCliAndTheAgents) {
+  Cluster c({.nodes = 2, .node_timeout_ms = 2000, .heartbeat_interval_ms = 200,
+             .server_flags = {"--max-open-files", "1024", "--max-connections-per-peer", "100"}});
+  std::string job = c.Submit(kSteadyJob);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
+
+  std::vector<int> flood = Flood(c.address(), "127.0.0.2", 1500);
+  // The server keeps 100 of them and closes the rest as it accepts them.
+  EXPECT_TRUE(WaitFor([&] { return Metric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}") >= 1400; },
+                      absl::Seconds(30)))
+      << "refused: " << Metric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}");
+  EXPECT_EQ(StillOpen(flood), 100);
+
+  // Meanwhile the CLI gets in, and for three node timeouts the agents'
+  // heartbeats keep their nodes READY and the job untouched.
+  CommandResult nodes = c.Cli({"nodes"});
+  EXPECT_EQ(nodes.exit_code, 0) << nodes.err;
+  std::string changed;
+  for (absl::Time until = absl::Now() + absl::Seconds(6); changed.empty() && absl::Now() < until;) {
+    for (const auto& n : c.Nodes().value("nodes", nlohmann::json::array())) {
+      if (n["info"].value("state", "") != "READY") changed = n.dump();
+    }
+    if (std::string state = c.JobState(job); state != "RUNNING") changed = "job " + state;
+  }
+  EXPECT_EQ(changed, "") << "a node or the job changed under the flood";
+  for (const auto& t : c.Describe(job).value("tasks", nlohmann::json::array())) {
+    EXPECT_EQ(t.value("restarts", 0), 0) << t.dump();
+  }
+  CloseAll(&flood);
+  EXPECT_TRUE(c.server().Running());
+  EXPECT_THAT(ReadFile(c.server().log()), Not(HasSubstr("Too many open files")));
+  EXPECT_THAT(ReadFile(c.server().log()), HasSubstr("refusing connections: a peer reached maxConnectionsPerPeer"));
+}
+
+TEST(ConnectionFloodTest, AtTheTotalCapNewClientsWaitOutsideAndGetInOnceTheFloodIsGone) {
+  Cluster c({.nodes = 1, .server_flags = {"--max-open-files", "512", "--max-connections", "300",
+                                          "--max-connections-per-peer", "100"}});
+  std::string job = c.Submit(kOneTaskJob);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
+  std::vector<int> flood;
+  for (int host = 2; host <= 6; ++host) {
+    std::vector<int> more = Flood(c.address(), absl::StrCat("127.0.0.", host), 150);
+    flood.insert(flood.end(), more.begin(), more.end());
+  }
+  // 300 held in all: the flood's, the agent's and the job master's.
+  EXPECT_TRUE(WaitFor(
+      [&] { return Metric(c, "trainyard_grpc_connections_open") == 300 && StillOpen(flood) >= 290; },
+      absl::Seconds(30)))
+      << "open: " << Metric(c, "trainyard_grpc_connections_open") << ", flood held: " << StillOpen(flood);
+  EXPECT_GE(Metric(c, "trainyard_grpc_connections_refused_total{reason=\"total_cap\"}"), 1);
+  CommandResult refused = c.Cli({"nodes"});
+  EXPECT_NE(refused.exit_code, 0) << "a client got in past maxConnections";
+
+  CloseAll(&flood);
+  CommandResult after = c.Cli({"nodes"});
+  EXPECT_EQ(after.exit_code, 0) << after.err;
+  EXPECT_THAT(after.out, HasSubstr("node-0"));
+  EXPECT_EQ(c.JobState(job), "RUNNING");
+  EXPECT_THAT(ReadFile(c.server().log()), Not(HasSubstr("Too many open files")));
+}
+
+}  // namespace
+}  // namespace trainyard::testing
