@@ -51,6 +51,8 @@ void CheckRole(const v1::ReplicaSpec& rs, const std::map<std::string, std::strin
     }
   }
   std::map<std::string, std::string> env(rs.env().begin(), rs.env().end());
+  // Sealed values are larger than what they open to: counted as they are.
+  for (const auto& [k, v] : rs.secret_env()) env[k] = v;
   for (const auto& [k, v] : added) env[k] = v;  // as the launch sets them: Trainyard's win
   int64_t added_bytes = 0;
   for (const auto& [k, v] : env) {
@@ -106,6 +108,7 @@ bool FitsWithoutEstimate(const v1::JobSpec& spec, const ExecJob& job, const Exec
     for (const auto& a : rs.command()) if (!add(a.size())) return false;
     for (const auto& a : rs.args()) if (!add(a.size())) return false;
     for (const auto& [k, v] : rs.env()) if (!add(k.size() + 1 + v.size())) return false;
+    for (const auto& [k, v] : rs.secret_env()) if (!add(k.size() + 1 + v.size())) return false;
     if (total > limits.arg_max) return false;
   }
   return true;

@@ -169,6 +169,26 @@ void GetStringMap(const YAML::Node& node, const std::string& path,
   }
 }
 
+// env: NAME: VALUE, or NAME: {secret: VALUE} for a value the server keeps
+// sealed (ReplicaSpec.secret_env).
+void GetEnv(const YAML::Node& node, const std::string& path, v1::ReplicaSpec* rs, Errors* errors) {
+  if (!node.IsMap()) {
+    errors->push_back(absl::StrCat(path, ": must be a mapping of strings"));
+    return;
+  }
+  for (const auto& [key, value] : Entries(node, path, errors)) {
+    if (value.IsScalar()) {
+      (*rs->mutable_env())[key] = value.Scalar();
+      continue;
+    }
+    if (value.IsMap() && value.size() == 1 && value["secret"] && value["secret"].IsScalar()) {
+      (*rs->mutable_secret_env())[key] = value["secret"].Scalar();
+      continue;
+    }
+    errors->push_back(absl::StrCat(Join(path, key), ": must be a string, or {secret: VALUE} for a secret value"));
+  }
+}
+
 // gpuMask: a list of indices [0, 1], a range string "0-3", or a number
 // "0x0f" / 15.
 void ParseGpuMask(const YAML::Node& node, const std::string& path, uint64_t* mask, Errors* errors) {
@@ -366,7 +386,7 @@ void ParseReplica(const std::string& role, const YAML::Node& node, const std::st
   if (const YAML::Node* v = Find(f, "resources")) ParseResources(*v, path + ".resources", rs->mutable_resources(), errors);
   if (const YAML::Node* v = Find(f, "command")) GetStringList(*v, path + ".command", rs->mutable_command(), errors);
   if (const YAML::Node* v = Find(f, "args")) GetStringList(*v, path + ".args", rs->mutable_args(), errors);
-  if (const YAML::Node* v = Find(f, "env")) GetStringMap(*v, path + ".env", rs->mutable_env(), errors);
+  if (const YAML::Node* v = Find(f, "env")) GetEnv(*v, path + ".env", rs, errors);
   std::string s;
   const YAML::Node* v = Find(f, "workingDir");
   if (v && GetString(*v, path + ".workingDir", &s, errors)) rs->set_working_dir(s);

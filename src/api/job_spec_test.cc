@@ -285,4 +285,32 @@ TEST(JobSpecTest, QuantitiesPrintAsWritten) {
 }
 
 }  // namespace
+TEST(JobSpecTest, AnEnvValueMayBeSecretAndBadFormsAreNamed) {
+  auto spec = LoadJobSpec(R"(
+name: s
+replicas:
+  worker:
+    command: [x]
+    env: {PLAIN: "1", AWS_SECRET_ACCESS_KEY: {secret: "abc/123"}}
+)", core::AllocationLimits{});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::ReplicaSpec& rs = spec->replicas(0);
+  EXPECT_EQ(rs.env().at("PLAIN"), "1");
+  EXPECT_EQ(rs.env().count("AWS_SECRET_ACCESS_KEY"), 0u);
+  EXPECT_EQ(rs.secret_env().at("AWS_SECRET_ACCESS_KEY"), "abc/123");
+
+  auto bad = LoadJobSpec(R"(
+name: s
+replicas:
+  worker:
+    command: [x]
+    env: {A: {secret: [1]}, B: {value: x}, "C=D": {secret: x}}
+)", core::AllocationLimits{});
+  ASSERT_FALSE(bad.ok());
+  std::string m(bad.status().message());
+  EXPECT_THAT(m, HasSubstr("replicas.worker.env.A: must be a string, or {secret: VALUE} for a secret value"));
+  EXPECT_THAT(m, HasSubstr("replicas.worker.env.B: must be a string, or {secret: VALUE} for a secret value"));
+  EXPECT_THAT(m, HasSubstr("replicas.worker.env.C=D: a variable name must not contain '='"));
+}
+
 }  // namespace trainyard::api

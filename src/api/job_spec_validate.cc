@@ -123,7 +123,12 @@ void ValidateExecStrings(const v1::ReplicaSpec& r, const std::string& path, Erro
   }
   std::vector<std::string> names;
   for (const auto& [k, v] : r.env()) names.push_back(k);
+  for (const auto& [k, v] : r.secret_env()) {
+    if (r.env().count(k)) errors->push_back(absl::StrCat(path, ".env.", Printable(k), ": given both plain and secret"));
+    names.push_back(k);
+  }
   std::sort(names.begin(), names.end());  // a protobuf map's order is not stable
+  names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const std::string& k : names) {
     std::string at = absl::StrCat(path, ".env.", Printable(k));
     if (k.empty()) {
@@ -133,7 +138,9 @@ void ValidateExecStrings(const v1::ReplicaSpec& r, const std::string& path, Erro
     } else if (absl::StrContains(k, '=')) {
       errors->push_back(absl::StrCat(at, ": a variable name must not contain '='"));
     }
-    if (absl::StrContains(r.env().at(k), '\0')) errors->push_back(absl::StrCat(at, ": the value contains a NUL byte"));
+    auto plain = r.env().find(k);
+    const std::string& value = plain != r.env().end() ? plain->second : r.secret_env().at(k);
+    if (absl::StrContains(value, '\0')) errors->push_back(absl::StrCat(at, ": the value contains a NUL byte"));
   }
   if (absl::StrContains(r.working_dir(), '\0')) errors->push_back(absl::StrCat(path, ".workingDir: contains a NUL byte"));
 }

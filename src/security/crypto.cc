@@ -6,7 +6,12 @@
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 
+#include <algorithm>
+#include <memory>
 #include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace trainyard::security {
 namespace {
@@ -46,6 +51,71 @@ std::string HmacSha256Hex(absl::string_view key, absl::string_view data) {
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+namespace {
+
+constexpr absl::string_view kSealedPrefix = "sealed:v1:";
+constexpr int kNonceBytes = 12;
+constexpr int kTagBytes = 16;
+
+struct CipherCtxFree {
+  void operator()(EVP_CIPHER_CTX* c) const { EVP_CIPHER_CTX_free(c); }
+};
+using CipherCtx = std::unique_ptr<EVP_CIPHER_CTX, CipherCtxFree>;
+
+std::vector<unsigned char> SealKey(absl::string_view key) {
+  std::vector<unsigned char> k(32);
+  unsigned int len = 0;
+  std::string input = absl::StrCat("trainyard sealed values\n", key);
+  EVP_Digest(input.data(), input.size(), k.data(), &len, EVP_sha256(), nullptr);
+  return k;
+}
+
+}  // namespace
+
+bool IsSealed(absl::string_view text) { return absl::StartsWith(text, kSealedPrefix); }
+
+absl::StatusOr<std::string> Seal(absl::string_view key, absl::string_view plain) {
+  std::vector<unsigned char> k = SealKey(key);
+  std::vector<unsigned char> buf(kNonceBytes + plain.size() + kTagBytes);
+  if (RAND_bytes(buf.data(), kNonceBytes) != 1) return absl::InternalError("cannot read random bytes (OpenSSL RAND_bytes)");
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, k.data(), buf.data()) == 1 &&
+            EVP_EncryptUpdate(ctx.get(), buf.data() + kNonceBytes, &len,
+                              reinterpret_cast<const unsigned char*>(plain.data()), static_cast<int>(plain.size())) == 1 &&
+            EVP_EncryptFinal_ex(ctx.get(), buf.data() + kNonceBytes + len, &len) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kTagBytes, buf.data() + kNonceBytes + plain.size()) == 1;
+  if (!ok) return absl::InternalError("cannot seal a value (OpenSSL AES-256-GCM)");
+  std::string out(4 * ((buf.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), buf.data(), static_cast<int>(buf.size()));
+  out.resize(static_cast<size_t>(n));
+  return absl::StrCat(kSealedPrefix, out);
+}
+
+absl::StatusOr<std::string> Open(absl::string_view key, absl::string_view sealed) {
+  if (!IsSealed(sealed)) return absl::InvalidArgumentError("not a sealed value");
+  absl::string_view b64 = sealed.substr(kSealedPrefix.size());
+  std::vector<unsigned char> buf(3 * (b64.size() / 4) + 3);
+  int n = b64.size() % 4 == 0 ? EVP_DecodeBlock(buf.data(), reinterpret_cast<const unsigned char*>(b64.data()),
+                                                 static_cast<int>(b64.size()))
+                              : -1;
+  if (n < 0) return absl::InvalidArgumentError("a sealed value is not base64");
+  n -= static_cast<int>(std::count(b64.end() - std::min<size_t>(2, b64.size()), b64.end(), '='));  // padding
+  if (n < kNonceBytes + kTagBytes) return absl::InvalidArgumentError("a sealed value is too short");
+  size_t plain_len = static_cast<size_t>(n - kNonceBytes - kTagBytes);
+  std::vector<unsigned char> k = SealKey(key);
+  std::string plain(plain_len, '\0');
+  CipherCtx ctx(EVP_CIPHER_CTX_new());
+  int len = 0;
+  bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, k.data(), buf.data()) == 1 &&
+            EVP_DecryptUpdate(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()), &len, buf.data() + kNonceBytes,
+                              static_cast<int>(plain_len)) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kTagBytes, buf.data() + kNonceBytes + plain_len) == 1 &&
+            EVP_DecryptFinal_ex(ctx.get(), reinterpret_cast<unsigned char*>(plain.data()) + len, &len) == 1;
+  if (!ok) return absl::InvalidArgumentError("a sealed value does not open: sealed under another key, or changed");
+  return plain;
 }
 
 }  // namespace trainyard::security

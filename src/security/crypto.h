@@ -24,4 +24,14 @@ std::string HmacSha256Hex(absl::string_view key, absl::string_view data);
 // differ (for comparing secrets).
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b);
 
+// `plain` sealed with AES-256-GCM under SHA-256(`key`) and a random nonce,
+// as text: "sealed:v1:" + base64(nonce, ciphertext, tag). Opening it needs
+// the same key and tells a changed byte.
+absl::StatusOr<std::string> Seal(absl::string_view key, absl::string_view plain);
+// What Seal(key, ...) sealed. Errors: InvalidArgument when `sealed` is not
+// sealed text, or was sealed under another key or changed.
+absl::StatusOr<std::string> Open(absl::string_view key, absl::string_view sealed);
+// True when `text` has Seal's form.
+bool IsSealed(absl::string_view text);
+
 }  // namespace trainyard::security

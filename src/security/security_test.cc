@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "security/access.h"
 #include "security/client_config.h"
+#include "security/crypto.h"
 #include "security/files.h"
 #include "security/server_security.h"
 #include "security/tokens.h"
@@ -229,4 +230,23 @@ TEST_F(ServerSecurityTest, TheFirstStartMakesAnAdminClientConfigOnce) {
 }
 
 }  // namespace
+TEST(SealTest, ASealedValueOpensOnlyUnderItsKeyAndUnchanged) {
+  absl::StatusOr<std::string> sealed = Seal("key one", "s3cret value");
+  ASSERT_TRUE(sealed.ok()) << sealed.status();
+  EXPECT_TRUE(IsSealed(*sealed));
+  EXPECT_EQ(sealed->find("s3cret"), std::string::npos);
+  EXPECT_NE(*Seal("key one", "s3cret value"), *sealed) << "a fresh nonce each time";
+  absl::StatusOr<std::string> opened = Open("key one", *sealed);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ(*opened, "s3cret value");
+  EXPECT_EQ(*Open("key one", *Seal("key one", "")), "");
+  EXPECT_FALSE(Open("key two", *sealed).ok());
+  std::string changed = *sealed;
+  changed[changed.size() / 2] = changed[changed.size() / 2] == 'A' ? 'B' : 'A';
+  EXPECT_FALSE(Open("key one", changed).ok());
+  EXPECT_FALSE(Open("key one", "plain text").ok());
+  EXPECT_FALSE(Open("key one", "sealed:v1:!!!").ok());
+  EXPECT_FALSE(Open("key one", "sealed:v1:").ok());
+}
+
 }  // namespace trainyard::security

@@ -36,6 +36,14 @@ absl::StatusOr<Principal> ServerSecurity::Authenticate(absl::string_view authori
   return tokens_.Authenticate(authorization);
 }
 
+absl::StatusOr<std::string> ServerSecurity::SealValue(const std::string& plain) const {
+  return Seal(job_secret_, plain);
+}
+
+absl::StatusOr<std::string> ServerSecurity::OpenValue(const std::string& sealed) const {
+  return security::Open(job_secret_, sealed);
+}
+
 bool ServerSecurity::IsJobCredential(uint64_t job_id, absl::string_view presented) const {
   return !presented.empty() && ConstantTimeEquals(JobCredentialOf(job_id), presented);
 }

@@ -42,6 +42,10 @@ class ServerSecurity {
   bool IsJobCredential(uint64_t job_id, absl::string_view presented) const;
   std::string JobCredentialOf(uint64_t job_id) const { return JobCredential(job_secret_, job_id); }
   std::string JobWorkerSecretOf(uint64_t job_id) const { return JobWorkerSecret(job_secret_, job_id); }
+  // A secret env value sealed for the store, and opened again (crypto.h's
+  // Seal and Open under a key made from the data dir's secret).
+  absl::StatusOr<std::string> SealValue(const std::string& plain) const;
+  absl::StatusOr<std::string> OpenValue(const std::string& sealed) const;
 
   // On a server's first start (no token file yet): issues an admin token
   // and writes a client config with it and `address` to

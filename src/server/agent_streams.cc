@@ -3,6 +3,7 @@
 
 #include "api/roles.h"
 #include "api/task_env.h"
+#include "common/logging.h"
 
 namespace trainyard::server {
 
@@ -47,6 +48,18 @@ void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
     (*task.mutable_env())[api::kJobTokenEnv] = job_credentials_(task.job_id());
   }
   if (job_worker_secrets_) (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());
+  for (const auto& [name, sealed] : task.secret_env()) {
+    absl::StatusOr<std::string> value = open_secret_ ? open_secret_(sealed) : absl::StatusOr<std::string>(sealed);
+    if (!value.ok()) {
+      // Only a data dir whose secret was replaced gets here: the task runs
+      // without the variable, and the log says which.
+      Log(LogLevel::kError, "server", "job %s: secret env %s of %s-%d cannot be opened: %s", task.job(), name,
+          task.role(), task.index(), value.status().message());
+      continue;
+    }
+    (*task.mutable_env())[name] = *std::move(value);
+  }
+  task.clear_secret_env();
   v1::ServerMessage msg;
   *msg.mutable_launch() = std::move(task);
   Send(node, std::move(msg));

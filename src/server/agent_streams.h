@@ -11,6 +11,7 @@
 #include <map>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "proto/service.pb.h"
 #include "server/execution_backend.h"
 
@@ -30,6 +31,9 @@ class AgentStreams : public ExecutionBackend {
   // Launches of a job master task carry its job's credential in their
   // environment (api::kJobTokenEnv). Added here, as the order leaves, so
   // the credential is never in the store or a view.
+  // Opens a sealed secret env value (TaskSpec.secret_env) into the order.
+  using SecretOpener = std::function<absl::StatusOr<std::string>(const std::string& sealed)>;
+  void SetSecretOpener(SecretOpener open) { open_secret_ = std::move(open); }
   // `worker_secret_of` gives every task its job's secret for the job master.
   void SetJobCredentials(JobCredentials of, JobCredentials worker_secret_of) {
     job_credentials_ = std::move(of);
@@ -60,6 +64,7 @@ class AgentStreams : public ExecutionBackend {
   uint64_t next_session_ = 1;
   JobCredentials job_credentials_;
   JobCredentials job_worker_secrets_;
+  SecretOpener open_secret_;
 };
 
 }  // namespace trainyard::server

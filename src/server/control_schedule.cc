@@ -291,6 +291,7 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   for (const auto& c : rs->command()) spec.add_command(c);
   for (const auto& a : rs->args()) spec.add_command(a);
   for (const auto& [k, v] : rs->env()) (*spec.mutable_env())[k] = v;
+  for (const auto& [k, v] : rs->secret_env()) (*spec.mutable_secret_env())[k] = v;  // sealed
   for (const auto& [k, v] : env.env) (*spec.mutable_env())[k] = v;
   for (const auto& [k, v] : env.files) (*spec.mutable_files())[k] = v;
   spec.set_working_dir(rs->working_dir());

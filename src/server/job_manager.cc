@@ -201,7 +201,26 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
   return result.get();
 }
 
+void JobManager::SetSecretValues(SecretSealer seal, AgentStreams::SecretOpener open) {
+  seal_secret_ = std::move(seal);
+  absl::MutexLock lock(&mu_);
+  streams_.SetSecretOpener(std::move(open));
+}
+
 void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done) {
+  // Secret values are sealed before anything keeps the spec (docs/security.md).
+  if (seal_secret_) {
+    for (v1::ReplicaSpec& rs : *spec.mutable_replicas()) {
+      for (auto& [name, value] : *rs.mutable_secret_env()) {
+        absl::StatusOr<std::string> sealed = seal_secret_(value);
+        if (!sealed.ok()) {
+          done(sealed.status());
+          return;
+        }
+        value = *std::move(sealed);
+      }
+    }
+  }
   absl::StatusOr<PreparedJob> prepared;
   {
     absl::MutexLock lock(&mu_);

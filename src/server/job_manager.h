@@ -110,6 +110,10 @@ class JobManager {
   // Job master tasks get their job's credential (`of(job_id)`) in their
   // launch order's environment (AgentStreams::Launch). Call before Start.
   void SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of);
+  // How secret env values are sealed at submission and opened into launch
+  // orders. Call before Start; without it they are kept as given.
+  using SecretSealer = std::function<absl::StatusOr<std::string>(const std::string& plain)>;
+  void SetSecretValues(SecretSealer seal, AgentStreams::SecretOpener open);
 
   // Runs one scheduling round now (tests, benchmarks).
   void ScheduleNowForTest();
@@ -160,6 +164,7 @@ class JobManager {
   absl::CondVar cv_;       // a store answer, for those who wait for one
   absl::CondVar loop_cv_;  // the loop's own: a round asked for, or the stop
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
+  SecretSealer seal_secret_;  // set before Start, read by submissions without the lock
   ControlState control_ ABSL_GUARDED_BY(mu_);
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

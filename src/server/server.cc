@@ -248,6 +248,8 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   security::ServerSecurity* sec_ptr = security_.get();
   manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); },
                               [sec_ptr](uint64_t job_id) { return sec_ptr->JobWorkerSecretOf(job_id); });
+  manager_->SetSecretValues([sec_ptr](const std::string& plain) { return sec_ptr->SealValue(plain); },
+                            [sec_ptr](const std::string& sealed) { return sec_ptr->OpenValue(sealed); });
   return absl::OkStatus();
 }
 
