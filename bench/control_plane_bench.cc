@@ -19,11 +19,13 @@
 //              the window (a Prometheus and a dashboard): the same figures
 //              with the HTTP API in use.
 //   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
-//              share of one core. Target < 10%.
+//              share of one core. Target < 10%. With --tls the server serves
+//              TLS (--tls-dir) and each agent's channel presents its node's
+//              certificate (made here, signed by a CA made for the run).
 // A plain main() that prints a table; Google Benchmark flags are ignored.
 //   build/<dir>/bench/control_plane_bench [--only=latency|up|sustained|heartbeat]
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
-//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
+//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http] [--tls] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -40,6 +42,7 @@
 #include "absl/strings/str_format.h"
 #include "control_plane_fleet.h"
 #include "httplib.h"
+#include "security/certs.h"
 
 namespace trainyard::bench {
 namespace {
@@ -59,6 +62,7 @@ struct Flags {
   std::string server_log_level = "info";
   bool same_name = false;  // sustained: every job submitted under one name
   bool http = false;       // sustained: the server serves HTTP, scraped every second
+  bool tls = false;        // heartbeat: the server serves TLS, each agent with its node's certificate
   std::string trainyard = TRAINYARD_BINARY;
 };
 
@@ -477,16 +481,57 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
 
 // ---- heartbeats ----
 
+// A cluster CA and server certificate in a new directory, and agent i's
+// channel credentials: a node certificate for "sim-i", made in memory.
+struct BenchCerts {
+  std::string dir;
+  std::string ca_pem;
+  trainyard::security::KeyPair ca;
+  bool Make() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-bench-certs-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return false;
+    dir = tmpl + "/certs";
+    if (!trainyard::security::InitCertDir(dir, {}).ok()) return false;
+    std::ifstream c(trainyard::security::CaCertPath(dir)), k(trainyard::security::CaKeyPath(dir));
+    std::stringstream cs, ks;
+    cs << c.rdbuf();
+    ks << k.rdbuf();
+    ca = {cs.str(), ks.str()};
+    return true;
+  }
+  std::shared_ptr<grpc::ChannelCredentials> Agent(int i) const {
+    std::string name = absl::StrCat("sim-", i);
+    absl::StatusOr<trainyard::security::KeyPair> pair = trainyard::security::IssueCert(
+        ca, {.common_name = name, .dns_names = {name}, .use = trainyard::security::CertUse::kClient});
+    if (!pair.ok()) return grpc::InsecureChannelCredentials();
+    return grpc::SslCredentials({.pem_root_certs = ca.cert_pem, .pem_private_key = pair->key_pem,
+                                 .pem_cert_chain = pair->cert_pem});
+  }
+  ~BenchCerts() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(std::filesystem::path(dir).parent_path(), ec);
+  }
+};
+
 bool RunHeartbeat(const Flags& f) {
-  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level);
+  BenchCerts certs;
+  if (f.tls && !certs.Make()) {
+    fprintf(stderr, "control_plane_bench: cannot make the certificates\n");
+    return false;
+  }
+  std::unique_ptr<ChildProcess> server_process =
+      ServerProcess(f.trainyard, f.server_log_level, true, false, f.tls ? certs.dir : "");
   ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
   fo.agents = f.agents;
   fo.heartbeat_ms = 1000;
+  if (f.tls) fo.credentials = [&certs](int i) { return certs.Agent(i); };
   Fleet fleet(server.address(), fo);
   double reg_s = 0;
+  double reg_cpu0 = server.CpuSeconds();
   if (!StartFleet(fleet, f.agents, &reg_s)) return false;
+  double reg_cpu = server.CpuSeconds() - reg_cpu0;
   std::this_thread::sleep_for(std::chrono::seconds(1));  // registration writes settle
   // Connected but quiet: what the server costs with these nodes and no traffic.
   double cpu0 = server.CpuSeconds();
@@ -504,8 +549,10 @@ bool RunHeartbeat(const Flags& f) {
   double busy = (server.CpuSeconds() - cpu0) / wall;
   double self = (SelfCpuSeconds() - self0) / wall;
   int64_t beats = fleet.counters().heartbeats.load() - beats0;
-  printf("\nheartbeats, %d agents every 1 s, %.0f s (%.1f s to register; load average %s)\n", f.agents,
-         f.heartbeat_s, reg_s, LoadAverage().c_str());
+  printf("\nheartbeats, %d agents every 1 s, %.0f s, %s (%.1f s to register; load average %s)\n", f.agents,
+         f.heartbeat_s, f.tls ? "TLS, each agent with its node's certificate" : "plaintext", reg_s,
+         LoadAverage().c_str());
+  Row("server CPU to register the agents", absl::StrFormat("%.2f s", reg_cpu), "");
   Row("heartbeats sent /s", absl::StrCat(static_cast<int64_t>(beats / wall)), "");
   Row("server CPU, agents connected, no heartbeats", absl::StrFormat("%.1f %% of a core", idle * 100), "");
   Row("server CPU with heartbeats", absl::StrFormat("%.1f %% of a core", busy * 100),
@@ -535,6 +582,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--no-group-commit") return f->group_commit = false, true;
   if (key == "--same-name") return f->same_name = true;
   if (key == "--http") return f->http = true;
+  if (key == "--tls") return f->tls = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
   return false;
@@ -550,7 +598,7 @@ int main(int argc, char** argv) {
     if (!ParseFlag(argv[i], &f)) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
-              "--agents=N --same-name --http --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
+              "--agents=N --same-name --http --tls --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH\n",
               argv[i]);
       return 2;

@@ -189,13 +189,15 @@ class ChildProcess {
 // fsync on (the default), no job masters.
 // With `http` it serves the REST API and /metrics on a free port too.
 inline std::unique_ptr<ChildProcess> ServerProcess(const std::string& binary, const std::string& log_level,
-                                                   bool group_commit = true, bool http = false) {
+                                                   bool group_commit = true, bool http = false,
+                                                   const std::string& tls_dir = "") {
   std::vector<std::string> args = {"server", "--listen", "127.0.0.1:0", "--data-dir", "{DIR}/data", "--no-jobmaster",
                                    "--log-level", log_level,
                                    // Its clients send no token yet (figures with security on: a follow-up).
                                    "--no-auth"};
   if (!group_commit) args.push_back("--no-group-commit");
   if (http) args.insert(args.end(), {"--http-listen", "127.0.0.1:0"});
+  if (!tls_dir.empty()) args.insert(args.end(), {"--tls-dir", tls_dir});
   return std::make_unique<ChildProcess>(binary, args, "listening on ");
 }
 
@@ -204,6 +206,9 @@ struct FleetOptions {
   int heartbeat_ms = 1000;   // 0: no heartbeats
   int task_ms = 1000;        // RUNNING .. SUCCEEDED
   bool channel_per_agent = true;
+  // TLS: the credentials of agent i's channel (its node's certificate names
+  // "sim-i"); unset = plaintext. Needs channel_per_agent.
+  std::function<std::shared_ptr<grpc::ChannelCredentials>(int agent)> credentials;
 };
 
 // What the fleet saw, for the figures.
@@ -303,8 +308,9 @@ class Fleet {
       grpc::ChannelArguments args;
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
       args.SetInt("trainyard.bench.agent", i);  // distinct args: no shared connection
-      stubs_.push_back(v1::AgentChannel::NewStub(
-          grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args)));
+      std::shared_ptr<grpc::ChannelCredentials> creds =
+          options_.credentials ? options_.credentials(i) : grpc::InsecureChannelCredentials();
+      stubs_.push_back(v1::AgentChannel::NewStub(grpc::CreateCustomChannel(address_, creds, args)));
     }
     for (int i = 0; i < options_.agents; ++i) {
       agents_.push_back(std::make_unique<SimAgent>(this, i));

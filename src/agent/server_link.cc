@@ -206,7 +206,13 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  channel_ = grpc::CreateCustomChannel(options_.server, grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
+  if (!options_.ca_pem.empty()) {
+    creds = grpc::SslCredentials({.pem_root_certs = options_.ca_pem,
+                                  .pem_private_key = options_.key_pem,
+                                  .pem_cert_chain = options_.cert_pem});
+  }
+  channel_ = grpc::CreateCustomChannel(options_.server, creds, args);
   stub_ = v1::AgentChannel::NewStub(channel_);
 }
 
@@ -307,7 +313,11 @@ bool ServerLink::Session() {
     reached = channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   }
   if (!reached) {
-    if (!stopping_) Log(LogLevel::kWarning, "agent", "cannot reach the server at %s yet; retrying", options_.server);
+    if (!stopping_) {
+      Log(LogLevel::kWarning, "agent", "cannot reach the server at %s yet%s; retrying", options_.server,
+          options_.ca_pem.empty() ? " (plaintext: a server that serves TLS needs --ca, --cert and --key)"
+                                  : " (TLS: its certificate must be signed by --ca, and this node's by its CA)");
+    }
     return false;
   }
   grpc::ClientContext ctx;
@@ -500,7 +510,17 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
   }
 }
 
-void ServerLink::HandleLaunch(const v1::TaskSpec& spec) {
+void ServerLink::HandleLaunch(const v1::TaskSpec& order) {
+  const v1::TaskSpec* with_ca = &order;
+  v1::TaskSpec copy;
+  if (!options_.ca_file.empty()) {
+    // The cluster's CA (public) for a task that calls the server: a job
+    // master verifies it with this.
+    copy = order;
+    (*copy.mutable_env())[api::kCaFileEnv] = options_.ca_file;
+    with_ca = &copy;
+  }
+  const v1::TaskSpec& spec = *with_ca;
   absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, core_->data_dir());
   absl::Status st = launch.ok() ? core_->Launch(*launch) : launch.status();
   if (st.ok()) return;

@@ -23,6 +23,14 @@ namespace trainyard::agent {
 
 struct ServerLinkOptions {
   std::string server;  // host:port
+  // TLS (docs/security.md): the CA that verifies the server, and this
+  // node's certificate and key (PEM), which name the node. All "" =
+  // plaintext. `ca_file` (the CA's path) is given to tasks as
+  // TRAINYARD_CA_FILE, so a job master verifies the server too.
+  std::string ca_pem;
+  std::string cert_pem;
+  std::string key_pem;
+  std::string ca_file;
   // Dates the statuses sent and ages the ends repeated in heartbeats.
   // Required; outlives the link. The heartbeat interval and the reconnect
   // backoff are waits in real time: they pace the traffic to the server.

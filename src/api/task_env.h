@@ -58,6 +58,11 @@ inline constexpr char kJobTokenEnv[] = "TRAINYARD_JOB_TOKEN";
 // a worker holding it cannot speak to the server for the job.
 inline constexpr char kJobSecretEnv[] = "TRAINYARD_JOB_SECRET";
 
+// The cluster CA's certificate file, when the server serves TLS: what the
+// CLI and a job master verify the server with (docs/security.md). An agent
+// with --ca gives its path to every task it starts.
+inline constexpr char kCaFileEnv[] = "TRAINYARD_CA_FILE";
+
 // Builds the environment of `self` (one of input.tasks).
 TaskEnv BuildTaskEnv(const TaskEnvInput& input, const PlacedTaskView& self);
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <iostream>
 #include <thread>
 
@@ -15,9 +16,11 @@
 #include "agent/agent_core.h"
 #include "agent/agent_metrics.h"
 #include "agent/server_link.h"
+#include "cli/agent_join.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "security/certs.h"
 
 namespace trainyard::cli {
 namespace {
@@ -31,8 +34,55 @@ struct AgentFlags {
   std::string task_user_map;
   std::string task_workdir_roots;
   std::string log_level = "info";
+  std::string ca;    // TLS: the cluster CA, this node's certificate and key
+  std::string cert;
+  std::string key;
+  std::string join_token;  // join with a token: the node's certificate from the server
+  std::string ca_pin;
   std::string http_listen;  // "" = no /metrics
 };
+
+// With --join-token: the node's files default to DATA_DIR/tls/, and the
+// join happens unless they are there already (a token joins once; a
+// restarted agent uses what its join wrote). Errors name the flag.
+absl::Status JoinIfAsked(AgentFlags& f) {
+  if (f.join_token.empty()) return absl::OkStatus();
+  if (f.ca_pin.empty() || f.config.node_name.empty()) {
+    return absl::InvalidArgumentError("--join-token needs --ca-pin (sha256:..., as `token create --join` printed) and --name");
+  }
+  std::error_code ec;
+  std::string dir = std::filesystem::absolute(f.config.data_dir, ec).string() + "/tls";
+  if (f.ca.empty()) f.ca = dir + "/ca.crt";
+  if (f.cert.empty()) f.cert = dir + "/node.crt";
+  if (f.key.empty()) f.key = dir + "/node.key";
+  if (std::filesystem::exists(f.cert, ec) && std::filesystem::exists(f.key, ec)) {
+    Log(LogLevel::kInfo, "agent", "joined before: using %s", f.cert);
+    return absl::OkStatus();
+  }
+  absl::Status st = JoinCluster({.server = f.server, .node = f.config.node_name, .token = f.join_token,
+                                 .ca_pin = f.ca_pin, .ca_file = f.ca, .cert_file = f.cert, .key_file = f.key});
+  if (st.ok()) Log(LogLevel::kInfo, "agent", "joined the cluster as node %s: certificate in %s", f.config.node_name, f.cert);
+  return st;
+}
+
+// The link's TLS settings from --ca/--cert/--key (all three, or none for a
+// plaintext server). Errors name the flag or the file.
+absl::Status TlsOptions(const AgentFlags& f, agent::ServerLinkOptions* o) {
+  if (f.ca.empty() && f.cert.empty() && f.key.empty()) return absl::OkStatus();
+  if (f.ca.empty() || f.cert.empty() || f.key.empty()) {
+    return absl::InvalidArgumentError(
+        "--ca, --cert and --key go together: the cluster's CA and this node's certificate and key (`trainyard "
+        "certs node NAME`)");
+  }
+  absl::StatusOr<security::TlsFiles> files = security::LoadTlsFiles(f.ca, f.cert, f.key);
+  if (!files.ok()) return files.status();
+  o->ca_pem = files->ca_pem;
+  o->cert_pem = files->cert_pem;
+  o->key_pem = files->key_pem;
+  std::error_code ec;
+  o->ca_file = std::filesystem::absolute(f.ca, ec).string();
+  return absl::OkStatus();
+}
 
 int RunAgent(AgentFlags& f) {
   LogLevel level;
@@ -78,7 +128,26 @@ int RunAgent(AgentFlags& f) {
 
   RealClock clock;
   f.config.clock = &clock;
-  agent::ServerLink link({.server = f.server, .clock = &clock});
+  if (absl::Status st = JoinIfAsked(f); !st.ok()) {
+    std::cerr << "trainyard agent: " << st.message() << "\n";
+    return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
+  }
+  agent::ServerLinkOptions link_options{.server = f.server, .clock = &clock};
+  if (absl::Status st = TlsOptions(f, &link_options); !st.ok()) {
+    std::cerr << "trainyard agent: " << st.message() << "\n";
+    return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
+  }
+  if (!link_options.cert_pem.empty()) {
+    // The certificate names the node: --name defaults to it and may not differ.
+    std::string cert_node = security::CertCommonName(link_options.cert_pem);
+    if (f.config.node_name.empty()) f.config.node_name = cert_node;
+    if (f.config.node_name != cert_node) {
+      std::cerr << "trainyard agent: --name " << f.config.node_name << ": the certificate " << f.cert
+                << " is node '" << cert_node << "''s; the server would refuse any other name\n";
+      return kExitUsage;
+    }
+  }
+  agent::ServerLink link(std::move(link_options));
   // The core makes --data-dir absolute: tasks start in other directories.
   auto core = agent::AgentCore::Start(f.config, &link);
   if (!core.ok()) {
@@ -101,8 +170,8 @@ int RunAgent(AgentFlags& f) {
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
             << " vcores, ports "
             << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
-            << "; server " << f.server << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "")
-            << std::endl;
+            << "; server " << f.server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
+            << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "") << std::endl;
   link.Start(core->get());
   int sig = 0;
   sigwait(&set, &sig);
@@ -176,6 +245,15 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--http-listen", f.http_listen,
                   "serve /metrics (Prometheus) on HOST:PORT; a bare PORT is on 127.0.0.1, port 0 any free port "
                   "(default: none)");
+  cmd->add_option("--ca", f.ca, "TLS: the cluster CA's certificate, which the server's must be signed by");
+  cmd->add_option("--cert", f.cert,
+                  "TLS: this node's certificate (`trainyard certs node NAME`); it names the node, so --name "
+                  "defaults to it and may not differ");
+  cmd->add_option("--key", f.key, "TLS: this node's private key (mode 0600)");
+  cmd->add_option("--join-token", f.join_token,
+                  "join with this token (`trainyard token create --join NODE`): the node's key is made here and its "
+                  "certificate comes from the server, into --ca/--cert/--key (default DATA_DIR/tls/); once");
+  cmd->add_option("--ca-pin", f.ca_pin, "with --join-token: sha256:HEX of the cluster CA, as the token's maker printed");
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] { *exit_code = RunAgent(f); });
 }

@@ -8,6 +8,7 @@
 #include "cli/verbs.h"
 #include "cli/json_view.h"
 #include "security/client_config.h"
+#include "security/files.h"
 
 namespace trainyard::cli {
 
@@ -40,10 +41,59 @@ std::string ClientToken() {
   return Config().token;
 }
 
+namespace {
+std::string& CaFlag() {
+  static std::string flag;
+  return flag;
+}
+
+// The channel's credentials, made once per process.
+std::shared_ptr<grpc::ChannelCredentials> Credentials() {
+  static const std::shared_ptr<grpc::ChannelCredentials> creds = []() -> std::shared_ptr<grpc::ChannelCredentials> {
+    if (ServerCaPem().empty()) return grpc::InsecureChannelCredentials();
+    return grpc::SslCredentials({.pem_root_certs = ServerCaPem()});
+  }();
+  return creds;
+}
+}  // namespace
+
+const std::string& ServerCaPem() {
+  static const std::string pem = [] {
+    std::string ca = CaFile();
+    if (ca.empty()) return std::string();
+    absl::StatusOr<std::string> text = security::ReadWholeFile(ca);
+    if (text.ok() && !text->empty()) return *text;
+    std::cerr << "trainyard: the server's CA (--ca, TRAINYARD_CA_FILE or caFile): "
+              << (text.ok() ? ca + ": empty" : std::string(text.status().message())) << "\n";
+    // An unreadable CA trusts nothing: the call then fails (exit 3).
+    return std::string("-");
+  }();
+  return pem;
+}
+
+void SetCaFlag(const std::string& path) { CaFlag() = path; }
+
+std::string CaFile() {
+  if (!CaFlag().empty()) return CaFlag();
+  const char* env = std::getenv("TRAINYARD_CA_FILE");
+  if (env && *env) return env;
+  return Config().ca_file;
+}
+
 std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address) {
+  return v1::Trainyard::NewStub(MakeChannel(address));
+}
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
-  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  // A server that is starting (`up` polls it) is retried within 100 ms, not
+  // after gRPC's default backoff (1 s, growing by 1.6x: `up` was ready
+  // 5-15 s after its nodes).
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(address, Credentials(), args);
 }
 
 void Authorize(grpc::ClientContext* ctx) {
@@ -84,8 +134,12 @@ int ReportError(const std::string& verb, const std::string& address, const grpc:
     case grpc::StatusCode::UNIMPLEMENTED:
     case grpc::StatusCode::INTERNAL:
       std::cerr << "trainyard " << verb << ": cannot reach a Trainyard server at " << address << ": "
-                << st.error_message()
-                << " (is the server running? set --server or TRAINYARD_SERVER)\n";
+                << st.error_message() << " (is the server running? set --server or TRAINYARD_SERVER"
+                << (CaFile().empty()
+                        ? "; a server that serves TLS needs its CA: --ca, TRAINYARD_CA_FILE or caFile in the client "
+                          "config)\n"
+                        : "; TLS: the server's certificate must be signed by the CA in " + CaFile() +
+                              " and name the host you reach it by)\n");
       return kExitUnavailable;
     case grpc::StatusCode::INVALID_ARGUMENT:
       std::cerr << "trainyard " << verb << ": " << st.error_message() << "\n";

@@ -25,7 +25,21 @@ std::string ServerAddress(const std::string& flag);
 // that cannot be read is reported on stderr once.
 std::string ClientToken();
 
+// The CA certificate file the server's must be signed by (TLS): the --ca
+// flag (SetCaFlag), else $TRAINYARD_CA_FILE, else the client config's
+// caFile; "" = the server is plaintext.
+void SetCaFlag(const std::string& path);
+std::string CaFile();
+// The contents of CaFile(), read once; "" when there is none. A file that
+// cannot be read is reported on stderr and trusts nothing ("-").
+const std::string& ServerCaPem();
+
+// A stub for the server at `address`: TLS verified with CaFile() when there
+// is one, else plaintext. A CA file that cannot be read is reported on
+// stderr once (the calls then fail as a server that cannot be verified).
 std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address);
+// The channel MakeStub's stub uses (for other services of the server).
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
 
 // Puts the user's token (ClientToken) on `ctx`, when there is one.
 void Authorize(grpc::ClientContext* ctx);

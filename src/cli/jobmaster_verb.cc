@@ -13,6 +13,7 @@
 
 #include "CLI/CLI.hpp"
 #include "api/task_env.h"
+#include "cli/client.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -34,6 +35,7 @@ struct JobmasterFlags {
   std::string barrier_record;
   std::string advertise_host;
   std::string server_address;
+  std::string ca;  // the CA the server's certificate must be signed by
   std::string outcome_file;
   std::string log_level = "info";
 };
@@ -125,9 +127,13 @@ int RunJobmaster(JobmasterFlags& f) {
   // With --server the outcome goes to the Trainyard server, which then stops
   // the job's other tasks; it is printed too.
   std::unique_ptr<jobmaster::ServerJobTerminator> to_server;
-  // The job's credential, which the server gave this task (docs/security.md).
+  // The job's credential, which the server gave this task (docs/security.md),
+  // and the CA the server is verified with: --ca, else the agent's
+  // TRAINYARD_CA_FILE.
   const char* job_token = std::getenv(api::kJobTokenEnv);
-  const jobmaster::ReportCredentials credentials{.job_token = job_token ? job_token : ""};
+  if (!f.server_address.empty() && !f.ca.empty()) SetCaFlag(f.ca);
+  const jobmaster::ReportCredentials credentials{.job_token = job_token ? job_token : "",
+                                                 .server_ca_pem = f.server_address.empty() ? "" : ServerCaPem()};
   if (!f.server_address.empty()) {
     to_server = std::make_unique<jobmaster::ServerJobTerminator>(f.server_address, &terminator, credentials);
   }
@@ -201,6 +207,9 @@ void RegisterJobmaster(CLI::App& app, int* exit_code) {
                   "File recording how many barriers the job passed, read by a restarted master "
                   "(--attempt > 0) so it refuses generations past them");
   cmd->add_option("--server", f->server_address, "Trainyard server to report the outcome to");
+  cmd->add_option("--ca", f->ca,
+                  "the CA certificate the server's must be signed by (default $TRAINYARD_CA_FILE, which the agent "
+                  "sets; none: plaintext)");
   cmd->add_option("--outcome-file", f->outcome_file, "Also write the job's outcome line here");
   cmd->add_option("--linger-ms", f->linger_ms, "Time served after the job ended")
       ->capture_default_str();

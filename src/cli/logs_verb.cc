@@ -10,6 +10,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "cli/client.h"
+#include "cli/verb_common.h"
 #include "api/log_printer.h"
 #include "cli/verbs.h"
 
@@ -104,6 +105,7 @@ void RegisterLogs(CLI::App& app, int* exit_code) {
   c->add_flag("--prefix", logs.prefix, "begin each line with its task's name (the default for several tasks)");
   c->add_flag("--no-prefix", logs.no_prefix, "no task names; several tasks get a header line each instead");
   c->add_option("--server", logs.server, "server address host:port (default $TRAINYARD_SERVER or 127.0.0.1:7450)");
+  AddCaOption(c);
   c->callback([exit_code] { *exit_code = Logs(logs); });
 }
 

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   int exit_code = trainyard::cli::kExitOk;
   trainyard::cli::RegisterUp(app, &exit_code);
   trainyard::cli::RegisterServer(app, &exit_code);
+  trainyard::cli::RegisterCerts(app, &exit_code);
   trainyard::cli::RegisterAgent(app, &exit_code);
   trainyard::cli::RegisterJobmaster(app, &exit_code);
   trainyard::cli::RegisterWorker(app, &exit_code);

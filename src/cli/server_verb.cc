@@ -132,6 +132,11 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
+  AddConfigOption(cmd, &f, "--login-socket", [](C& c) -> auto& { return c.login_socket; },
+                  "Unix socket where local users get a token for their account (default DATA_DIR/login.sock; off: none)");
+  AddConfigOption(cmd, &f, "--tls-dir", [](C& c) -> auto& { return c.tls_dir; },
+                  "certificate directory (`trainyard certs init`): the TCP listener serves TLS with its server.crt "
+                  "and agents must present a node certificate of its ca.crt (default: plaintext)");
   AddConfigOption(cmd, &f, "--max-pending-jobs-per-user", [](C& c) -> auto& { return c.max_pending_jobs_per_user; },
                   "jobs one user may have waiting to start (0 = no limit)");
   AddConfigOption(cmd, &f, "--max-submissions-per-second-per-user",

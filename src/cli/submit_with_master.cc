@@ -60,7 +60,7 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
                      const std::string& advertise_host) {
   jobmaster::StreamJobTerminator printer(&std::cout, "");
   // A master inside the client speaks with the user's token.
-  jobmaster::ServerJobTerminator to_server(server_address, &printer, {.job_token = "", .bearer = ClientToken()});
+  jobmaster::ServerJobTerminator to_server(server_address, &printer, {.job_token = "", .bearer = ClientToken(), .server_ca_pem = ServerCaPem()});
   NamedTerminator named(&to_server);
   jobmaster::JobMasterConfig config;
   config.job_name = spec.name();

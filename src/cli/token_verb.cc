@@ -4,6 +4,9 @@
 #include <iostream>
 
 #include "cli/verb_common.h"
+#include "absl/time/time.h"
+#include "proto/join.grpc.pb.h"
+#include "security/certs.h"
 #include "security/client_config.h"
 #include "security/tokens.h"
 
@@ -15,7 +18,38 @@ struct TokenFlags : Common {
   bool admin = false;
   std::string data_dir;     // write the server's token file directly
   std::string write_config;  // also write a client config with the token here
+  std::string join;          // a join token for this node instead
+  std::string ttl = "1h";
 };
+
+// `token create --join NODE [--ttl D]`: a join token, through the server.
+int CreateJoin(const TokenFlags& f) {
+  absl::Duration ttl;
+  if (!absl::ParseDuration(f.ttl, &ttl) || ttl <= absl::ZeroDuration()) {
+    std::cerr << "trainyard token create: --ttl '" << f.ttl << "' is not a positive duration (e.g. 30m, 1h)\n";
+    return kExitUsage;
+  }
+  std::string address = ServerAddress(f.server);
+  if (ServerCaPem().empty()) {
+    std::cerr << "trainyard token create: join tokens are for a server that serves TLS; give its CA (--ca, "
+                 "TRAINYARD_CA_FILE or caFile in the client config)\n";
+    return kExitUsage;
+  }
+  auto stub = v1::NodeJoin::NewStub(MakeChannel(address));
+  v1::CreateJoinTokenRequest req;
+  req.set_node(f.join);
+  req.set_ttl_ms(absl::ToInt64Milliseconds(ttl));
+  v1::CreateJoinTokenResponse resp;
+  auto ctx = Context();
+  grpc::Status st = stub->CreateJoinToken(ctx.get(), req, &resp);
+  if (!st.ok()) return ReportError("token create", address, st);
+  std::string pin = security::CertPin(ServerCaPem());
+  std::cout << resp.token() << "\n";
+  std::cerr << "join token for node " << f.join << ", valid " << f.ttl << ", once; shown only this once. On the node:\n"
+            << "  trainyard agent --server " << address << " --name " << f.join << " --join-token " << resp.token()
+            << " --ca-pin " << pin << " --data-dir DIR ...\n";
+  return kExitOk;
+}
 
 // Prints the token (or writes it into a client config) for `f.user`.
 int Deliver(const TokenFlags& f, const std::string& address, const std::string& token) {
@@ -37,6 +71,14 @@ int Deliver(const TokenFlags& f, const std::string& address, const std::string& 
 }
 
 int Create(const TokenFlags& f) {
+  if (!f.join.empty()) {
+    if (!f.user.empty() || f.admin || !f.data_dir.empty() || !f.write_config.empty()) {
+      std::cerr << "trainyard token create: --join makes a node's join token: no USER, --admin, --data-dir or "
+                   "--write-config with it\n";
+      return kExitUsage;
+    }
+    return CreateJoin(f);
+  }
   if (absl::Status st = security::ValidateUserName(f.user, "USER"); !st.ok()) {
     std::cerr << "trainyard token create: " << st.message() << "\n";
     return kExitUsage;
@@ -68,7 +110,11 @@ void RegisterTokenVerbs(CLI::App& app, int* exit_code) {
   auto* token = app.add_subcommand("token", "Issue tokens for users (cluster admins)");
   token->require_subcommand(1);
   auto* c = token->add_subcommand("create", "Make a token for USER; prints it once");
-  c->add_option("user", f.user, "the user the token speaks for")->required();
+  c->add_option("user", f.user, "the user the token speaks for (none with --join)");
+  c->add_option("--join", f.join,
+                "a join token for node NODE instead (single use): its agent gets its certificate with it "
+                "(server with --tls-dir)");
+  c->add_option("--ttl", f.ttl, "with --join: how long the token may be used (30m, 1h, ...)")->capture_default_str();
   c->add_flag("--admin", f.admin, "a cluster admin's token (every job, node verbs, tokens)");
   c->add_option("--data-dir", f.data_dir,
                 "write the token straight into this server data dir's token file (no server call; for the "

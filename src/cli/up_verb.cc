@@ -19,6 +19,7 @@
 #include "cli/demo.h"
 #include "cli/up_report.h"
 #include "cli/verbs.h"
+#include "security/certs.h"
 #include "security/client_config.h"
 #include "security/tokens.h"
 #include "core/resources/gpu_topology.h"
@@ -120,7 +121,11 @@ WaitResult WaitForNodes(const std::string& address, int want, const std::vector<
       }
     }
     v1::ListNodesResponse resp;
+    // Waits for the channel's next connection attempt (a server still
+    // starting), not failing at once while the channel backs off.
     auto ctx = Context(2);
+    ctx->set_wait_for_ready(true);
+    ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
     if (stub->ListNodes(ctx.get(), v1::ListNodesRequest(), &resp).ok()) {
       r.server_answered = true;
       r.ready.clear();
@@ -175,7 +180,8 @@ void ReportStartFailure(const WaitResult& r, const std::vector<Daemon>& daemons)
 // when the server's token file still takes it, else a new one there. Written
 // (with `address`) to ROOT/client.yaml, which the CLI run in the folder above
 // finds (.trainyard/client.yaml) and TRAINYARD_CONFIG names elsewhere.
-absl::StatusOr<std::string> AdminCredential(const std::string& root, const std::string& address) {
+absl::StatusOr<std::string> AdminCredential(const std::string& root, const std::string& address,
+                                            const std::string& ca_file) {
   std::string config_path = root + "/client.yaml";
   std::string tokens = security::TokenFilePath(root + "/server");
   absl::StatusOr<security::ClientConfig> before = security::LoadClientConfig(config_path);
@@ -189,7 +195,9 @@ absl::StatusOr<std::string> AdminCredential(const std::string& root, const std::
     if (!made.ok()) return made.status();
     token = *made;
   }
-  if (absl::Status st = security::WriteClientConfig(config_path, {.server = address, .token = token}); !st.ok()) {
+  if (absl::Status st =
+          security::WriteClientConfig(config_path, {.server = address, .token = token, .ca_file = ca_file});
+      !st.ok()) {
     return st;
   }
   return token;
@@ -227,6 +235,17 @@ bool TaskUserFlags(const std::string& root, std::vector<std::string>* flags) {
   return true;
 }
 
+// The cluster's certificates in ROOT/certs (security/certs.h): its CA (kept
+// across runs), the server's and one per node, made anew each run (a few
+// milliseconds: ECDSA keys). Errors are said on stderr.
+bool ClusterCerts(const std::string& certs, int nodes) {
+  absl::StatusOr<security::InitResult> init = security::InitCertDir(certs, {});
+  absl::Status st = init.status();
+  for (int i = 0; i < nodes && st.ok(); ++i) st = security::MakeNodeCert(certs, absl::StrCat("node-", i));
+  if (!st.ok()) std::cerr << "trainyard up: certificates in " << certs << ": " << st.message() << "\n";
+  return st.ok();
+}
+
 int RunUp(UpFlags& f) {
   std::string self = SelfPath();
   if (!AbsoluteFile("--config", &f.config) || !AbsoluteFile("--queue-config", &f.queue_config)) return kExitUsage;
@@ -242,7 +261,10 @@ int RunUp(UpFlags& f) {
   std::string root = std::filesystem::absolute(f.data_dir).string();
   std::vector<std::string> task_user_flags;
   if (!TaskUserFlags(root, &task_user_flags)) return kExitFailure;
-  absl::StatusOr<std::string> admin_token = AdminCredential(root, address);
+  // Every channel of the cluster is TLS; agents prove their node's name.
+  std::string certs = root + "/certs";
+  if (!ClusterCerts(certs, f.nodes)) return kExitFailure;
+  absl::StatusOr<std::string> admin_token = AdminCredential(root, address, security::CaCertPath(certs));
   if (!admin_token.ok()) {
     std::cerr << "trainyard up: " << admin_token.status().message() << "\n";
     return kExitFailure;
@@ -250,6 +272,7 @@ int RunUp(UpFlags& f) {
   // This process's own calls (the wait, the demo) use the same config.
   setenv("TRAINYARD_CONFIG", (root + "/client.yaml").c_str(), 1);
   unsetenv("TRAINYARD_TOKEN");
+  unsetenv("TRAINYARD_CA_FILE");
   // Example programs sit beside the binary; the demo's tasks find them here.
   std::string examples = std::filesystem::path(self).parent_path().string() + "/examples";
   if (!getenv("TRAINYARD_EXAMPLES_BIN")) setenv("TRAINYARD_EXAMPLES_BIN", examples.c_str(), 1);
@@ -259,7 +282,7 @@ int RunUp(UpFlags& f) {
   std::vector<std::string> server_args = {self, "server", "--listen", address, "--data-dir", root + "/server",
                                           "--node-timeout-ms", "5000", "--kill-grace-ms", "3000", "--checkpoint-root",
                                           root + "/checkpoints", "--http-listen",
-                                          absl::StrCat("127.0.0.1:", f.http_port)};
+                                          absl::StrCat("127.0.0.1:", f.http_port), "--tls-dir", certs};
   // The log is appended to across runs: this run's lines start here.
   const size_t log_start = ReadFileText(root + "/logs/server.log").size();
   if (!f.config.empty()) server_args.insert(server_args.end(), {"--config", f.config});
@@ -276,7 +299,9 @@ int RunUp(UpFlags& f) {
                                      f.topology, "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores",
                                      absl::StrCat(f.node_vcores), "--rack", absl::StrCat("rack-", i / 4),
                                      "--address", NodeAddress(i), "--port-range", ports[i].ToString(),
-                                     "--kill-tasks-on-exit", "--http-listen", "127.0.0.1:0"};
+                                     "--kill-tasks-on-exit", "--ca", security::CaCertPath(certs), "--cert",
+                                     security::NodeCertPath(certs, name), "--key", security::NodeKeyPath(certs, name),
+                                     "--http-listen", "127.0.0.1:0"};
     argv.insert(argv.end(), task_user_flags.begin(), task_user_flags.end());
     agent_log_starts.push_back(ReadFileText(absl::StrCat(root, "/logs/", name, ".log")).size());
     agents.push_back(Spawn(argv, absl::StrCat(root, "/logs/", name, ".log")));

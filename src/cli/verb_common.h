@@ -18,9 +18,18 @@ struct Common {
   std::string output = "table";
 };
 
-// --server, and -o/--output when the verb prints a view.
+// --ca: the CA a TLS server's certificate must be signed by.
+inline void AddCaOption(CLI::App* cmd) {
+  cmd->add_option_function<std::string>(
+      "--ca", [](const std::string& path) { SetCaFlag(path); },
+      "the CA certificate a TLS server's must be signed by (default $TRAINYARD_CA_FILE, else the client config's "
+      "caFile; none: plaintext)");
+}
+
+// --server, --ca, and -o/--output when the verb prints a view.
 inline void AddCommon(CLI::App* cmd, Common* c, bool listing) {
   cmd->add_option("--server", c->server, "server address host:port (default $TRAINYARD_SERVER, else the client config's, else 127.0.0.1:7450)");
+  AddCaOption(cmd);
   if (listing) cmd->add_option("-o,--output", c->output, "table or json")->check(CLI::IsMember({"table", "json"}));
 }
 
@@ -50,5 +59,7 @@ int RunListing(const char* verb, const Common& f,
 void RegisterNodeVerbs(CLI::App& app, int* exit_code);
 // token create (token_verb.cc).
 void RegisterTokenVerbs(CLI::App& app, int* exit_code);
+// `trainyard login` (login_verb.cc).
+void RegisterLoginVerb(CLI::App& app, int* exit_code);
 
 }  // namespace trainyard::cli

@@ -20,6 +20,8 @@ void RegisterJobmaster(CLI::App& app, int* exit_code);
 void RegisterWorker(CLI::App& app, int* exit_code);
 void RegisterAgent(CLI::App& app, int* exit_code);
 void RegisterServer(CLI::App& app, int* exit_code);
+// certs init, certs node (certs_verb.cc)
+void RegisterCerts(CLI::App& app, int* exit_code);
 // submit, jobs, describe, kill, delete, queues; and logs (RegisterLogs) and the
 // node verbs (RegisterNodeVerbs, verb_common.h)
 void RegisterClientVerbs(CLI::App& app, int* exit_code);

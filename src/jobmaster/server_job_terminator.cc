@@ -45,6 +45,11 @@ std::string ReportedMasterAddress() {
   return absl::StrCat(node, ":", first.substr(0, first.find(',')));
 }
 
+std::shared_ptr<grpc::ChannelCredentials> ServerChannelCredentials(const ReportCredentials& c) {
+  if (c.server_ca_pem.empty()) return grpc::InsecureChannelCredentials();
+  return grpc::SslCredentials({.pem_root_certs = c.server_ca_pem});
+}
+
 void PresentCredentials(const ReportCredentials& c, grpc::ClientContext* ctx) {
   if (!c.job_token.empty()) ctx->AddMetadata("trainyard-job-token", c.job_token);
   if (!c.bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + c.bearer);
@@ -65,6 +70,11 @@ bool Retry(const grpc::Status& st) {
       return true;
   }
 }
+
+// A stub for the server: TLS verified with the CA when there is one.
+std::unique_ptr<v1::Trainyard::Stub> ServerStub(const std::string& address, const ReportCredentials& c) {
+  return v1::Trainyard::NewStub(grpc::CreateChannel(address, ServerChannelCredentials(c)));
+}
 }  // namespace
 
 bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
@@ -78,7 +88,7 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   std::shared_ptr<State> state = state_;
   ReportCredentials credentials = credentials_;
   failure_threads_.emplace_back([address, req, state, credentials] {
-    auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto stub = ServerStub(address, credentials);
     int delay_ms = 100;
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;
@@ -116,7 +126,7 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   std::shared_ptr<State> state = state_;
   ReportCredentials credentials = credentials_;
   thread_ = std::thread([address, req, state, credentials] {
-    auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+    auto stub = ServerStub(address, credentials);
     int delay_ms = 100;
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;

@@ -16,6 +16,7 @@
 #include "jobmaster/job_terminator.h"
 
 namespace grpc {
+class ChannelCredentials;
 class ClientContext;
 }
 
@@ -27,7 +28,14 @@ namespace trainyard::jobmaster {
 struct ReportCredentials {
   std::string job_token;  // sent as metadata "trainyard-job-token"
   std::string bearer;     // sent as "authorization: Bearer ..."
+  // The CA (PEM) the server's certificate must be signed by (a server that
+  // serves TLS); "" = plaintext.
+  std::string server_ca_pem;
 };
+
+// The credentials of a channel to the server: TLS verified with
+// `server_ca_pem` when there is one, else plaintext.
+std::shared_ptr<grpc::ChannelCredentials> ServerChannelCredentials(const ReportCredentials& credentials);
 
 // Puts the credentials on a call's context.
 void PresentCredentials(const ReportCredentials& credentials, grpc::ClientContext* ctx);

@@ -38,7 +38,7 @@ SummaryReporter::SummaryReporter(std::string server_address, ReportCredentials c
       job_(std::move(job)),
       every_(every),
       shared_(std::make_shared<Shared>()) {
-  shared_->stub = v1::Trainyard::NewStub(grpc::CreateChannel(address_, grpc::InsecureChannelCredentials()));
+  shared_->stub = v1::Trainyard::NewStub(grpc::CreateChannel(address_, ServerChannelCredentials(credentials_)));
 }
 
 SummaryReporter::~SummaryReporter() {

@@ -22,16 +22,24 @@ absl::StatusOr<ClientConfig> LoadClientConfig(const std::string& path) {
   try {
     YAML::Node root = YAML::Load(*text);
     if (root.IsNull()) return out;
-    if (!root.IsMap()) return absl::InvalidArgumentError(absl::StrCat(path, ": expected keys server and token"));
+    if (!root.IsMap()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": expected keys server, token and caFile"));
+    }
     for (const auto& kv : root) {
       std::string key = kv.first.as<std::string>();
-      if (key != "server" && key != "token") {
-        return absl::InvalidArgumentError(
-            absl::StrCat(path, ":", kv.first.Mark().line + 1, ": unknown key \"", key, "\"; known keys: server, token"));
+      if (key != "server" && key != "token" && key != "caFile") {
+        return absl::InvalidArgumentError(absl::StrCat(path, ":", kv.first.Mark().line + 1, ": unknown key \"", key,
+                                                       "\"; known keys: server, token, caFile"));
       }
       if (!kv.second.IsScalar()) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ":", kv.second.Mark().line + 1, ": ", key, ": expected a string"));
+      }
+      if (key == "caFile") {
+        std::filesystem::path ca(kv.second.Scalar());
+        if (!ca.empty() && ca.is_relative()) ca = std::filesystem::path(path).parent_path() / ca;
+        out.ca_file = ca.string();
+        continue;
       }
       (key == "server" ? out.server : out.token) = kv.second.Scalar();
     }
@@ -73,7 +81,9 @@ absl::StatusOr<ClientConfig> FindClientConfig() {
 absl::Status WriteClientConfig(const std::string& path, const ClientConfig& config) {
   YAML::Emitter out;
   out << YAML::BeginMap << YAML::Key << "server" << YAML::Value << config.server << YAML::Key << "token"
-      << YAML::Value << config.token << YAML::EndMap;
+      << YAML::Value << config.token;
+  if (!config.ca_file.empty()) out << YAML::Key << "caFile" << YAML::Value << config.ca_file;
+  out << YAML::EndMap;
   return WritePrivateFile(path, absl::StrCat("# Trainyard client config: the server and your token (keep it secret)\n",
                                              out.c_str(), "\n"));
 }

@@ -4,6 +4,7 @@
 //
 //   server: 127.0.0.1:7450
 //   token: ty_5f0c...
+//   caFile: /path/to/ca.crt   # the server serves TLS: verify it with this CA
 #pragma once
 
 #include <string>
@@ -16,6 +17,9 @@ namespace trainyard::security {
 struct ClientConfig {
   std::string server;  // host:port; "" when the file does not say
   std::string token;   // "" when the file does not say
+  // The CA certificate the server's must be signed by (TLS); a relative path
+  // is taken from the file's directory. "" = the server is plaintext.
+  std::string ca_file;
   std::string path;    // where it was read from; "" when no file was found
 };
 

@@ -12,6 +12,7 @@
 #include "security/client_config.h"
 #include "security/crypto.h"
 #include "security/files.h"
+#include "security/login.h"
 #include "security/server_security.h"
 #include "security/tokens.h"
 
@@ -109,6 +110,16 @@ TEST_F(ClientConfigTest, WrittenPrivateAndReadBack) {
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->server, "127.0.0.1:7450");
   EXPECT_EQ(c->token, "ty_abc");
+}
+
+TEST_F(ClientConfigTest, ACaFileIsKeptAndARelativeOneIsTakenFromTheFilesDirectory) {
+  std::string path = dir_ + "/sub/client.yaml";
+  ASSERT_TRUE(WriteClientConfig(path, {.server = "h:1", .token = "t", .ca_file = "/etc/trainyard/ca.crt"}).ok());
+  EXPECT_EQ(LoadClientConfig(path)->ca_file, "/etc/trainyard/ca.crt");
+  std::ofstream(dir_ + "/rel.yaml") << "server: h:1\ncaFile: certs/ca.crt\n";
+  EXPECT_EQ(LoadClientConfig(dir_ + "/rel.yaml")->ca_file, dir_ + "/certs/ca.crt");
+  ASSERT_TRUE(WriteClientConfig(path, {.server = "h:1", .token = "t"}).ok());
+  EXPECT_EQ(ReadWholeFile(path)->find("caFile"), std::string::npos);  // a plaintext server's config says none
 }
 
 TEST_F(ClientConfigTest, UnknownKeysAndAMissingEnvFileAreNamed) {
@@ -247,6 +258,24 @@ TEST(SealTest, ASealedValueOpensOnlyUnderItsKeyAndUnchanged) {
   EXPECT_FALSE(Open("key one", "plain text").ok());
   EXPECT_FALSE(Open("key one", "sealed:v1:!!!").ok());
   EXPECT_FALSE(Open("key one", "sealed:v1:").ok());
+}
+
+TEST(LoginTokenTest, ALoginTokenSpeaksForItsAccountOnlyUnderItsSecret) {
+  std::string token = LoginToken("secret", "ann_b", /*admin=*/false);
+  absl::StatusOr<Principal> p = AuthenticateLoginToken("secret", token);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->user, "ann_b");
+  EXPECT_FALSE(p->admin);
+  EXPECT_FALSE(p->anonymous);
+  EXPECT_TRUE(AuthenticateLoginToken("secret", LoginToken("secret", "root", true))->admin);
+  EXPECT_FALSE(AuthenticateLoginToken("other secret", token).ok());
+  std::string promoted = token;
+  promoted[4] = 'a';  // the kind: u -> a
+  EXPECT_FALSE(AuthenticateLoginToken("secret", promoted).ok());
+  std::string renamed = "tyl_u_bob" + token.substr(std::string("tyl_u_ann_b").size());
+  EXPECT_FALSE(AuthenticateLoginToken("secret", renamed).ok());
+  EXPECT_FALSE(AuthenticateLoginToken("secret", "tyl_u__" + std::string(64, '0')).ok());
+  EXPECT_FALSE(AuthenticateLoginToken("secret", "tyl_").ok());
 }
 
 }  // namespace trainyard::security

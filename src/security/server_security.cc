@@ -7,6 +7,9 @@
 #include "security/client_config.h"
 #include "security/crypto.h"
 #include "security/files.h"
+#include "security/login.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 
 namespace trainyard::security {
 
@@ -33,7 +36,16 @@ absl::StatusOr<std::unique_ptr<ServerSecurity>> ServerSecurity::Open(Options opt
 
 absl::StatusOr<Principal> ServerSecurity::Authenticate(absl::string_view authorization) {
   if (!enabled_) return Principal{.user = "", .admin = true, .anonymous = true};
+  absl::string_view bearer = absl::StripAsciiWhitespace(authorization);
+  if (absl::StartsWithIgnoreCase(bearer, "bearer ")) {
+    absl::string_view token = absl::StripAsciiWhitespace(bearer.substr(7));
+    if (IsLoginToken(token)) return AuthenticateLoginToken(job_secret_, token);
+  }
   return tokens_.Authenticate(authorization);
+}
+
+std::string ServerSecurity::LoginTokenOf(const std::string& user, bool admin) const {
+  return LoginToken(job_secret_, user, admin);
 }
 
 absl::StatusOr<std::string> ServerSecurity::SealValue(const std::string& plain) const {
@@ -48,13 +60,13 @@ bool ServerSecurity::IsJobCredential(uint64_t job_id, absl::string_view presente
   return !presented.empty() && ConstantTimeEquals(JobCredentialOf(job_id), presented);
 }
 
-absl::StatusOr<std::string> ServerSecurity::BootstrapAdmin(const std::string& address) {
+absl::StatusOr<std::string> ServerSecurity::BootstrapAdmin(const std::string& address, const std::string& ca_file) {
   struct stat st {};
   if (!enabled_ || stat(tokens_.path().c_str(), &st) == 0) return std::string();
   absl::StatusOr<std::string> token = tokens_.Issue("admin", /*admin=*/true);
   if (!token.ok()) return token.status();
   std::string path = data_dir_ + "/admin-client.yaml";
-  if (absl::Status s = WriteClientConfig(path, {.server = address, .token = *token}); !s.ok()) return s;
+  if (absl::Status s = WriteClientConfig(path, {.server = address, .token = *token, .ca_file = ca_file}); !s.ok()) return s;
   return path;
 }
 

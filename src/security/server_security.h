@@ -42,6 +42,8 @@ class ServerSecurity {
   bool IsJobCredential(uint64_t job_id, absl::string_view presented) const;
   std::string JobCredentialOf(uint64_t job_id) const { return JobCredential(job_secret_, job_id); }
   std::string JobWorkerSecretOf(uint64_t job_id) const { return JobWorkerSecret(job_secret_, job_id); }
+  // The login token of local account `user` (login.h), for the login socket.
+  std::string LoginTokenOf(const std::string& user, bool admin) const;
   // A secret env value sealed for the store, and opened again (crypto.h's
   // Seal and Open under a key made from the data dir's secret).
   absl::StatusOr<std::string> SealValue(const std::string& plain) const;
@@ -49,9 +51,10 @@ class ServerSecurity {
 
   // On a server's first start (no token file yet): issues an admin token
   // and writes a client config with it and `address` to
-  // DATA_DIR/admin-client.yaml; returns that path ("" when the token file
-  // already existed or security is off).
-  absl::StatusOr<std::string> BootstrapAdmin(const std::string& address);
+  // DATA_DIR/admin-client.yaml (and `ca_file`, the CA a TLS server's
+  // certificate is signed by; "" for plaintext); returns that path ("" when
+  // the token file already existed or security is off).
+  absl::StatusOr<std::string> BootstrapAdmin(const std::string& address, const std::string& ca_file = "");
 
   const AccessPolicy& access() const { return access_; }
   TokenStore& tokens() { return tokens_; }

@@ -6,7 +6,9 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "grpc/grpc_security_constants.h"
 #include "common/logging.h"
+#include "security/certs.h"
 
 namespace trainyard::server {
 namespace {
@@ -14,7 +16,16 @@ namespace {
 class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>,
                            public AgentLink {
  public:
-  AgentReactor(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) { StartRead(&in_); }
+  // `cert_node`: the node the peer's verified certificate names ("" none);
+  // with `node_identity` it is the only name this stream may register.
+  AgentReactor(JobManager* manager, LogHub* logs, bool node_identity, std::string cert_node, std::string peer)
+      : manager_(manager),
+        logs_(logs),
+        node_identity_(node_identity),
+        cert_node_(std::move(cert_node)),
+        peer_(std::move(peer)) {
+    StartRead(&in_);
+  }
 
   void Send(v1::ServerMessage msg) override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -60,16 +71,15 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   bool Handle() {
     switch (in_.msg_case()) {
       case v1::AgentMessage::kRegister: {
-        absl::Status st = manager_->RegisterAgent(in_.register_(), this);
+        absl::Status st = MayRegister(in_.register_().name());
+        if (st.ok()) st = manager_->RegisterAgent(in_.register_(), this);
         if (!st.ok()) {
-          Log(LogLevel::kWarning, "server", "refused agent %s: %s", in_.register_().name(),
+          Log(LogLevel::kWarning, "server", "refused agent %s from %s: %s", in_.register_().name(), peer_,
               std::string(st.message()));
           v1::ServerMessage err;
           err.set_error(std::string(st.message()));
           Send(std::move(err));
-          Close(grpc::Status(st.code() == absl::StatusCode::kAlreadyExists ? grpc::ALREADY_EXISTS
-                                                                            : grpc::INVALID_ARGUMENT,
-                             std::string(st.message())));
+          Close(grpc::Status(GrpcCode(st), std::string(st.message())));
           return false;
         }
         node_ = in_.register_().name();
@@ -95,6 +105,35 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
         return true;
       default:
         return true;
+    }
+  }
+
+  // With node identity, the name must be the one the certificate names.
+  absl::Status MayRegister(const std::string& name) const {
+    // A stream speaks for one node: it may register again, not as another.
+    if (!node_.empty() && name != node_) {
+      return absl::PermissionDeniedError(
+          absl::StrCat("this stream registered node '", node_, "'; it cannot register another node"));
+    }
+    if (!node_identity_) return absl::OkStatus();
+    if (cert_node_.empty()) {
+      return absl::UnauthenticatedError(
+          "an agent must present a node certificate of this cluster's CA (agent --cert/--key; made by "
+          "`trainyard certs node NAME`)");
+    }
+    if (name != cert_node_) {
+      return absl::PermissionDeniedError(absl::StrCat("this agent's certificate is node '", cert_node_,
+                                                      "''s: it cannot register as node '", name, "'"));
+    }
+    return absl::OkStatus();
+  }
+
+  static grpc::StatusCode GrpcCode(const absl::Status& st) {
+    switch (st.code()) {
+      case absl::StatusCode::kAlreadyExists: return grpc::ALREADY_EXISTS;
+      case absl::StatusCode::kUnauthenticated: return grpc::UNAUTHENTICATED;
+      case absl::StatusCode::kPermissionDenied: return grpc::PERMISSION_DENIED;
+      default: return grpc::INVALID_ARGUMENT;
     }
   }
 
@@ -130,6 +169,9 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
 
   JobManager* const manager_;
   LogHub* const logs_;
+  const bool node_identity_;
+  const std::string cert_node_;
+  const std::string peer_;
   v1::AgentMessage in_;
   std::string node_;
   std::mutex mu_;
@@ -142,9 +184,21 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
 
 }  // namespace
 
+namespace {
+// The node the peer's certificate names, as TLS verified it; "" without one.
+std::string CertNode(const grpc::CallbackServerContext* context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  if (!auth || !auth->IsPeerAuthenticated()) return "";
+  for (const grpc::string_ref& pem : auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME)) {
+    return security::NodeNameOfPeerCert(std::string(pem.data(), pem.size()));
+  }
+  return "";
+}
+}  // namespace
+
 grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* AgentService::Connect(
-    grpc::CallbackServerContext*) {
-  return new AgentReactor(manager_, logs_);
+    grpc::CallbackServerContext* context) {
+  return new AgentReactor(manager_, logs_, node_identity_, node_identity_ ? CertNode(context) : "", context->peer());
 }
 
 }  // namespace trainyard::server

@@ -13,14 +13,18 @@ namespace trainyard::server {
 class AgentService final : public v1::AgentChannel::CallbackService {
  public:
   // `logs` (may be null) gets the agents' log pushes and hears of their
-  // streams coming and going.
-  AgentService(JobManager* manager, LogHub* logs) : manager_(manager), logs_(logs) {}
+  // streams coming and going. With `node_identity` (the listener serves
+  // TLS), an agent registers only the node its verified certificate names:
+  // none is UNAUTHENTICATED, another name PERMISSION_DENIED.
+  AgentService(JobManager* manager, LogHub* logs, bool node_identity = false)
+      : manager_(manager), logs_(logs), node_identity_(node_identity) {}
   grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
  private:
   JobManager* const manager_;
   LogHub* const logs_;
+  const bool node_identity_;
 };
 
 }  // namespace trainyard::server

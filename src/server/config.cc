@@ -90,6 +90,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "maxConnectionsPerPeer") Read(v, key, &c.max_connections_per_peer, &errors);
     else if (key == "handshakeTimeoutMs") Read(v, key, &c.handshake_timeout_ms, &errors);
     else if (key == "connectionIdleMs") Read(v, key, &c.connection_idle_ms, &errors);
+    else if (key == "loginSocket") Read(v, key, &c.login_socket, &errors);
     else if (key == "maxPendingJobsPerUser") Read(v, key, &c.max_pending_jobs_per_user, &errors);
     else if (key == "maxSubmissionsPerSecondPerUser") Read(v, key, &c.max_submissions_per_second_per_user, &errors);
     else if (key == "httpThreads") Read(v, key, &c.http_threads, &errors);
@@ -98,6 +99,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpMaxLogStreams") Read(v, key, &c.http_max_log_streams, &errors);
     else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
+    else if (key == "tlsDir") Read(v, key, &c.tls_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
     else if (key == "queuePolicy") Read(v, key, &c.queue_policy, &errors);
     else if (key == "defaultQueue") Read(v, key, &c.default_queue, &errors);

@@ -26,6 +26,9 @@ struct ServerConfig {
   // submissions a second (a token bucket; 0 = no limit). Over either, a
   // submission is refused (RESOURCE_EXHAUSTED, naming the key).
   int max_pending_jobs_per_user = 10000;
+  // The login socket (server/login_socket.h): "" = DATA_DIR/login.sock,
+  // "off" = none. Served only with authentication on.
+  std::string login_socket;
   int max_submissions_per_second_per_user = 0;
   int http_threads = 4;                   // HTTP requests served at once
   int http_max_connections = 128;         // open HTTP connections; more are answered 503
@@ -35,6 +38,11 @@ struct ServerConfig {
   int http_max_log_streams = 8;
   int http_max_watchers = 32;
   std::string data_dir = ".trainyard/server";
+  // A certificate directory (security/certs.h): the TCP listener serves TLS
+  // with DIR/server.crt, verifies client certificates against DIR/ca.crt,
+  // and agents must present one that names their node. "" = plaintext (no
+  // node identity: docs/security.md). A unix: listener stays plaintext.
+  std::string tls_dir;
   // Client calls must carry a token (docs/security.md); false: every caller
   // is an anonymous admin (a benchmark's comparison, never a real cluster).
   bool authentication = true;
@@ -100,10 +108,10 @@ struct ServerConfig {
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
-// maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
+// loginSocket, maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
 // maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
-// httpMaxWatchers, dataDir, queueConfig,
+// httpMaxWatchers, dataDir, tlsDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
 // reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,

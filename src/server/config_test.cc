@@ -1,4 +1,5 @@
 #include "server/config.h"
+#include "server/server.h"
 
 #include <fstream>
 
@@ -28,6 +29,16 @@ TEST(ServerConfigTest, ReadsSpecCapAndResourceDefaults) {
   EXPECT_EQ(defaults.max_spec_bytes, 1 << 20);
   EXPECT_EQ(defaults.default_vcores_milli, 1000);
   EXPECT_EQ(defaults.default_memory_mb, 1024);
+}
+
+TEST(ServerConfigTest, TlsDirTurnsTlsOnForATcpListenerOnly) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(WriteConfig("tls.yaml", "tlsDir: /etc/trainyard/certs\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->tls_dir, "/etc/trainyard/certs");
+  EXPECT_TRUE(UsesTls(*c));
+  c->listen = "unix:/run/trainyard.sock";
+  EXPECT_FALSE(UsesTls(*c));  // the socket's permissions guard it
+  EXPECT_FALSE(UsesTls(ServerConfig()));
 }
 
 TEST(ServerConfigTest, BadValuesAreErrorsNamingTheKey) {

@@ -168,6 +168,23 @@ TEST_F(LogHubTest, FollowSubscribesToBothOutputsAndHandsOnEachPush) {
   EXPECT_FALSE(seen.end);
 }
 
+// A log answer counts only from the node that was asked: another node's
+// agent that sends the same request id (guessed, or replayed) forges nothing.
+TEST_F(LogHubTest, AnAnswerFromANodeThatWasNotAskedIsDropped) {
+  Hub();
+  uint64_t id = Open(Request(true));
+  Seen seen;
+  Drain(id, seen);
+  Push("n2", "forged line\n");
+  pushed_.clear();  // nothing of it was taken: the real agent starts at 0
+  EXPECT_EQ(sink_->ready, 0);
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "");
+  Push("n1", "step 1\n");
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "step 1\n");
+}
+
 TEST_F(LogHubTest, AcknowledgesWhatTheClientTookInHalvesOfTheWindow) {
   Hub({.follower_buffer_bytes = 64 << 10});
   uint64_t id = Open(Request(true));

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "api/queue_config_yaml.h"
+#include "security/certs.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
 #include "server/connection_guard.h"
@@ -20,6 +23,8 @@
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
+#include "server/join_service.h"
+#include "server/login_socket.h"
 #include "server/hub_log_reader.h"
 #include "server/log_hub.h"
 #include "server/submission.h"
@@ -107,8 +112,10 @@ absl::Status SecureDataDir(const ServerConfig& config) {
   fs::path data = fs::absolute(config.data_dir, ec).lexically_normal();
   fs::path checkpoints = fs::absolute(config.checkpoint_root, ec).lexically_normal();
   bool inside = std::mismatch(data.begin(), data.end(), checkpoints.begin(), checkpoints.end()).first == data.end();
+  // Passable, not listable: other accounts reach the login socket and the
+  // checkpoint root by name; every file in it is the server's alone (0600).
   const fs::perms passable = fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec;
-  fs::permissions(data, inside ? passable : fs::perms::owner_all, ec);
+  fs::permissions(data, passable, ec);
   if (ec) return absl::PermissionDeniedError(absl::StrCat("data dir ", data.string(), ": ", ec.message()));
   if (inside) {
     fs::create_directories(checkpoints, ec);
@@ -126,7 +133,31 @@ absl::Status SecureDataDir(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+// The credentials of the listener: TLS with the certificates of
+// config.tls_dir (client certificates requested, and verified against its
+// CA when presented: agents present one, the CLI a token), else plaintext.
+// A unix: socket stays plaintext (the kernel's file permissions guard it).
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const ServerConfig& config) {
+  if (!UsesTls(config)) return grpc::InsecureServerCredentials();
+  const std::string& dir = config.tls_dir;
+  absl::StatusOr<security::TlsFiles> files =
+      security::LoadTlsFiles(security::CaCertPath(dir), security::ServerCertPath(dir), security::ServerKeyPath(dir));
+  if (!files.ok()) {
+    return absl::Status(files.status().code(), absl::StrCat("tlsDir: ", files.status().message(),
+                                                            " (make the directory with `trainyard certs init --dir ",
+                                                            dir, "`)"));
+  }
+  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  o.pem_root_certs = files->ca_pem;
+  o.pem_key_cert_pairs.push_back({files->key_pem, files->cert_pem});
+  return grpc::SslServerCredentials(o);
+}
+
 }  // namespace
+
+bool UsesTls(const ServerConfig& config) {
+  return !config.tls_dir.empty() && !absl::StartsWith(config.listen, "unix:");
+}
 
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config) {
   core::SchedulerOptions opt;
@@ -179,13 +210,20 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
   s->manager_->SetLogHub(s->log_hub_.get());
   s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get());
-  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get());
+  // With TLS, an agent's node is the one its certificate names.
+  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config);
+  if (!creds.ok()) return creds.status();
   int open_file_limit = RaiseOpenFileLimit(config.max_open_files);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(config.listen, grpc::InsecureServerCredentials(), &port);
+  builder.AddListeningPort(config.listen, *creds, &port);
   builder.RegisterService(s->client_service_.get());
   builder.RegisterService(s->agent_service_.get());
+  if (UsesTls(config)) {
+    s->join_service_ = std::make_unique<JoinService>(config.tls_dir, config.data_dir, s->security_.get());
+    builder.RegisterService(s->join_service_.get());
+  }
   // A spec above max_spec_bytes is refused by ClientService with its size;
   // one far above (64 MiB) by gRPC, before it is held whole.
   builder.SetMaxReceiveMessageSize(static_cast<int>(
@@ -209,8 +247,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->manager_->SetServerAddress(s->address_);
   s->manager_->Start();
   if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
-  Log(LogLevel::kInfo, "server", "serving on %s, data in %s", s->address_, config.data_dir);
-  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_);
+  if (absl::Status st = s->StartLoginSocket(config); !st.ok()) return st;
+  Log(LogLevel::kInfo, "server", "serving on %s%s, data in %s", s->address_,
+      UsesTls(config) ? absl::StrCat(" (TLS, certificates in ", config.tls_dir, ")") : " (plaintext)", config.data_dir);
+  std::string ca_file;
+  if (UsesTls(config)) ca_file = std::filesystem::absolute(security::CaCertPath(config.tls_dir)).string();
+  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_, ca_file);
   if (!admin.ok()) return admin.status();
   if (!admin->empty()) {
     Log(LogLevel::kInfo, "server", "first start: an admin token is in %s (TRAINYARD_CONFIG=%s trainyard jobs)", *admin,
@@ -250,6 +292,29 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
                               [sec_ptr](uint64_t job_id) { return sec_ptr->JobWorkerSecretOf(job_id); });
   manager_->SetSecretValues([sec_ptr](const std::string& plain) { return sec_ptr->SealValue(plain); },
                             [sec_ptr](const std::string& sealed) { return sec_ptr->OpenValue(sealed); });
+  return absl::OkStatus();
+}
+
+absl::Status Server::StartLoginSocket(const ServerConfig& config) {
+  if (!config.authentication || config.login_socket == "off") return absl::OkStatus();
+  std::string path = config.login_socket.empty() ? config.data_dir + "/login.sock" : config.login_socket;
+  // With TLS the answer carries the CA's certificate: the certificate dir
+  // is the server's alone, and a user's CLI must verify the server.
+  std::string ca_pem;
+  if (UsesTls(config)) {
+    std::ifstream in(security::CaCertPath(config.tls_dir));
+    std::stringstream text;
+    text << in.rdbuf();
+    ca_pem = text.str();
+    if (ca_pem.empty()) return absl::FailedPreconditionError("loginSocket: the CA certificate of tlsDir cannot be read");
+  }
+  security::ServerSecurity* sec = security_.get();
+  absl::StatusOr<std::unique_ptr<LoginSocket>> login =
+      LoginSocket::Start(path, address_, std::move(ca_pem),
+                         [sec](const std::string& user, bool admin) { return sec->LoginTokenOf(user, admin); });
+  if (!login.ok()) return login.status();
+  login_ = std::move(*login);
+  Log(LogLevel::kInfo, "server", "local users get a token with: trainyard login --socket %s", path);
   return absl::OkStatus();
 }
 
@@ -293,6 +358,7 @@ void Server::Wait() {
 void Server::Shutdown() {
   // HTTP first: its handlers call into the manager.
   if (http_) http_->Stop();
+  login_.reset();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (manager_) manager_->Stop();
 }

@@ -21,7 +21,9 @@ namespace trainyard::server {
 
 class AgentService;
 class ClientService;
+class JoinService;
 class LogHub;
+class LoginSocket;
 class ManagerLogBackend;
 class ManagerRestBackend;
 namespace http {
@@ -55,9 +57,11 @@ class Server {
   std::unique_ptr<LogHub> log_hub_;
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
+  std::unique_ptr<JoinService> join_service_;  // with TLS only
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<ManagerRestBackend> rest_backend_;
   std::unique_ptr<http::HttpServer> http_;
+  std::unique_ptr<LoginSocket> login_;
   std::string address_;
   std::string http_address_;
 
@@ -67,6 +71,8 @@ class Server {
   // Opens the security state of the data dir; on a first start makes the
   // admin's client config (logged).
   absl::Status StartSecurity(const ServerConfig& config);
+  // Serves the login socket of `config` (none with authentication off).
+  absl::Status StartLoginSocket(const ServerConfig& config);
   // Binds and starts the HTTP API of `config`; errors name the address.
   absl::Status StartHttp(const ServerConfig& config);
 };
@@ -76,5 +82,9 @@ class Server {
 // `config.default_queue` is filled in from the queue file's defaultQueue
 // when the config does not name one (else "default"); it must be a leaf.
 absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config);
+
+// True when `config`'s listener serves TLS: a tls_dir is set and the
+// listener is TCP (a unix: socket stays plaintext).
+bool UsesTls(const ServerConfig& config);
 
 }  // namespace trainyard::server

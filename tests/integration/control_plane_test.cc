@@ -200,9 +200,12 @@ TEST(ControlPlaneTest, BadSpecsAreRefusedWithFieldPaths) {
 
 TEST(ControlPlaneTest, SecondAgentWithATakenNameIsRefused) {
   Cluster c({.nodes = 1});
-  Process dup({TrainyardBin(), "agent", "--server", c.address(), "--name", "node-0", "--data-dir",
-               c.dir() + "/dup", "--simulate-gpus", "2"},
-              c.dir() + "/dup.log");
+  // With node-0's own certificate: the name is taken while its agent is
+  // connected, whoever holds the credential.
+  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--name", "node-0", "--data-dir",
+                                   c.dir() + "/dup", "--simulate-gpus", "2"};
+  for (const std::string& flag : AgentTlsFlags("node-0")) argv.push_back(flag);
+  Process dup(argv, c.dir() + "/dup.log");
   EXPECT_TRUE(WaitFor([&] { return ReadFile(dup.log()).find("already in use") != std::string::npos; },
                       absl::Seconds(10)))
       << ReadFile(dup.log());
@@ -222,7 +225,8 @@ TEST(ControlPlaneTest, AgentWithARelativeDataDirRunsTasksInIt) {
                               " --port-range '", range, "' --address 127.0.0.1 --kill-tasks-on-exit",
                               // Tasks run as the test's own uid, as the cluster's agents do.
                               " --task-user-map '", c.dir(), "/task-users'",
-                              getuid() == 0 ? " --allow-root-tasks" : "")},
+                              getuid() == 0 ? " --allow-root-tasks" : "", " ",
+                              absl::StrJoin(AgentTlsFlags("node-0"), " "))},
                 c.dir() + "/node-0-relative.log");
   ASSERT_TRUE(WaitFor([&] { return ReadFile(agent.log()).find("registered with") != std::string::npos; },
                       absl::Seconds(20)))

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/file.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,7 +21,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
+#include "security/certs.h"
 #include "security/crypto.h"
+#include "security/files.h"
 #include "security/tokens.h"
 
 namespace trainyard::testing {
@@ -131,6 +134,46 @@ const std::string& AdminToken() {
 
 std::string AdminAuthorization() { return "Bearer " + AdminToken(); }
 
+namespace {
+struct SharedCerts {
+  TempDir root;
+  std::string dir;
+  std::string ca_file;
+};
+
+const SharedCerts& Certs() {
+  // Removed when the test process exits.
+  static const std::unique_ptr<SharedCerts> certs = [] {
+    auto c = std::make_unique<SharedCerts>();
+    c->dir = c->root.path() + "/certs";
+    absl::StatusOr<security::InitResult> init = security::InitCertDir(c->dir, {});
+    if (!init.ok()) std::fprintf(stderr, "harness: %s\n", std::string(init.status().message()).c_str());
+    // The CA is public: a copy that another uid (a stranger's CLI) can read.
+    chmod(c->root.path().c_str(), 0755);
+    c->ca_file = c->root.path() + "/ca.crt";
+    WriteFile(c->ca_file, ReadFile(security::CaCertPath(c->dir)));
+    chmod(c->ca_file.c_str(), 0644);
+    setenv("TRAINYARD_CA_FILE", c->ca_file.c_str(), 1);
+    return c;
+  }();
+  return *certs;
+}
+}  // namespace
+
+const std::string& ClusterCertDir() { return Certs().dir; }
+const std::string& ClusterCaFile() { return Certs().ca_file; }
+std::string ClusterCaPem() { return ReadFile(ClusterCaFile()); }
+
+std::vector<std::string> AgentTlsFlags(const std::string& name) {
+  const std::string& dir = ClusterCertDir();
+  if (!std::filesystem::exists(security::NodeCertPath(dir, name))) {
+    absl::Status made = security::MakeNodeCert(dir, name);
+    if (!made.ok()) std::fprintf(stderr, "harness: %s\n", std::string(made.message()).c_str());
+  }
+  return {"--ca", ClusterCaFile(), "--cert", security::NodeCertPath(dir, name), "--key",
+          security::NodeKeyPath(dir, name)};
+}
+
 CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout,
                      const std::vector<std::string>& env) {
   std::vector<std::string> argv{TrainyardBin()};
@@ -139,7 +182,7 @@ CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeou
 }
 
 std::vector<std::string> UpClientEnv(const std::string& data_dir) {
-  return {"TRAINYARD_TOKEN", "TRAINYARD_CONFIG=" + data_dir + "/client.yaml"};
+  return {"TRAINYARD_TOKEN", "TRAINYARD_CA_FILE", "TRAINYARD_CONFIG=" + data_dir + "/client.yaml"};
 }
 
 CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duration timeout,
@@ -147,9 +190,11 @@ CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duratio
   TempDir tmp;
   std::string out = tmp.path() + "/out", err = tmp.path() + "/err";
   const std::string& token = AdminToken();  // made before the fork
+  const std::string& ca = ClusterCaFile();
   pid_t pid = fork();
   if (pid == 0) {
     setenv("TRAINYARD_TOKEN", token.c_str(), 1);
+    setenv("TRAINYARD_CA_FILE", ca.c_str(), 1);
     for (const std::string& e : env) {
       size_t eq = e.find('=');
       if (eq == std::string::npos) {
@@ -252,6 +297,7 @@ bool Cluster::StartServer(const std::string& listen) {
                                    "--heartbeat-interval-ms", absl::StrCat(options_.heartbeat_interval_ms),
                                    "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints",
                                    "--http-listen", "127.0.0.1:0"};
+  if (options_.tls) argv.insert(argv.end(), {"--tls-dir", ClusterCertDir()});
   argv.insert(argv.end(), options_.server_flags.begin(), options_.server_flags.end());
   // The log is appended to across restarts: look past what is there.
   size_t skip = ReadFile(dir() + "/server.log").size();
@@ -335,6 +381,10 @@ void Cluster::StartAgent(int i, int gpus, const std::string& topology) {
                                                        : options_.task_user_map);
   argv.insert(argv.end(), {"--task-user-map", task_users});
   if (options_.task_user_map.empty() && getuid() == 0) argv.push_back("--allow-root-tasks");
+  if (options_.tls) {
+    std::vector<std::string> tls = AgentTlsFlags(name);
+    argv.insert(argv.end(), tls.begin(), tls.end());
+  }
   argv.insert(argv.end(), options_.agent_flags.begin(), options_.agent_flags.end());
   agents_[i] = std::make_unique<Process>(argv, absl::StrCat(dir(), "/", name, ".log"));
 }
@@ -349,6 +399,11 @@ void Cluster::RestartAgent(int i, int gpus, const std::string& topology) {
 CommandResult Cluster::Cli(std::vector<std::string> args, const std::vector<std::string>& env) {
   args.push_back("--server");
   args.push_back(address_);
+  if (!options_.tls) {
+    std::vector<std::string> plain = {"TRAINYARD_CA_FILE"};
+    plain.insert(plain.end(), env.begin(), env.end());
+    return RunCli(args, absl::Seconds(60), plain);
+  }
   return RunCli(args, absl::Seconds(60), env);
 }
 

@@ -64,8 +64,21 @@ struct CommandResult {
 const std::string& AdminToken();
 std::string AdminAuthorization();
 
+// The cluster CA of every cluster this test process starts with TLS (the
+// default, as `trainyard up` does): a certificate directory made once
+// (security/certs.h) and a copy of its CA certificate that any uid may read.
+// The first call also sets $TRAINYARD_CA_FILE in this process, so every CLI
+// it starts verifies the server with it.
+const std::string& ClusterCertDir();
+const std::string& ClusterCaFile();
+std::string ClusterCaPem();
+// --ca/--cert/--key of an agent for node `name` (its certificate is made the
+// first time).
+std::vector<std::string> AgentTlsFlags(const std::string& name);
+
 // Runs `trainyard ARGS...` and waits for it (up to `timeout`). The command
-// runs with TRAINYARD_TOKEN=AdminToken(); each of `env` then sets
+// runs with TRAINYARD_TOKEN=AdminToken() and TRAINYARD_CA_FILE=
+// ClusterCaFile(); each of `env` then sets
 // ("NAME=VALUE") or unsets ("NAME") a variable of its environment.
 CommandResult RunCli(const std::vector<std::string>& args, absl::Duration timeout = absl::Seconds(60),
                      const std::vector<std::string>& env = {});
@@ -107,6 +120,9 @@ struct ClusterOptions {
   // running the test, with --allow-root-tasks when that is root (what
   // `trainyard up` does).
   std::string task_user_map;
+  // The server serves TLS (--tls-dir ClusterCertDir()) and agents present
+  // their node's certificate; false: plaintext.
+  bool tls = true;
 };
 
 // A server and `nodes` agents (node-0, node-1, ...).

@@ -14,6 +14,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "proto/service.grpc.pb.h"
+#include "tests/integration/grpc_client.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/http_client.h"
 
@@ -33,7 +34,7 @@ replicas:
 )";
 
 std::unique_ptr<v1::Trainyard::Stub> Stub(const Cluster& c) {
-  return v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), grpc::InsecureChannelCredentials()));
+  return v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
 }
 
 grpc::Status GrpcSubmit(const Cluster& c, const std::string& yaml, v1::SubmitResponse* resp) {

@@ -18,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/service.grpc.pb.h"
+#include "tests/integration/grpc_client.h"
 #include "tests/integration/harness.h"
 
 namespace trainyard::testing {
@@ -165,7 +166,7 @@ replicas:
   ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", job, "worker/0"}).out == "ready\n"; }, absl::Seconds(30)));
   int before = ThreadsOf(c.server().pid());
 
-  auto channel = grpc::CreateChannel(c.address(), grpc::InsecureChannelCredentials());
+  auto channel = grpc::CreateChannel(c.address(), ClientCredentials());
   auto stub = v1::Trainyard::NewStub(channel);
   v1::LogsRequest req;
   req.set_job(job);
@@ -228,7 +229,7 @@ replicas:
 )"));
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);  // keep the client's window at its initial size
-  auto stub = v1::Trainyard::NewStub(grpc::CreateCustomChannel(c.address(), grpc::InsecureChannelCredentials(), args));
+  auto stub = v1::Trainyard::NewStub(grpc::CreateCustomChannel(c.address(), ClientCredentials(), args));
   v1::LogsRequest req;
   req.set_job(job);
   req.set_role("worker");

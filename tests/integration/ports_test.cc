@@ -100,10 +100,12 @@ TEST(PortsTest, ARangeOverlappingTheEphemeralRangeIsServedWithAWarning) {
   int lo = 0, hi = 0;
   std::istringstream(ReadFile("/proc/sys/net/ipv4/ip_local_port_range")) >> lo >> hi;
   ASSERT_GT(lo, 1100);
-  Process agent({TrainyardBin(), "agent", "--server", c.address(), "--name", "eph", "--data-dir", c.dir() + "/eph",
-                 "--simulate-gpus", "0", "--memory-mb", "1024", "--vcores", "1", "--port-range",
-                 absl::StrCat("[", lo - 10, "-", lo + 9, "]"), "--address", "127.0.0.1", "--kill-tasks-on-exit"},
-                c.dir() + "/eph.log");
+  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--name", "eph", "--data-dir",
+                                   c.dir() + "/eph", "--simulate-gpus", "0", "--memory-mb", "1024", "--vcores", "1",
+                                   "--port-range", absl::StrCat("[", lo - 10, "-", lo + 9, "]"), "--address",
+                                   "127.0.0.1", "--kill-tasks-on-exit"};
+  for (const std::string& flag : AgentTlsFlags("eph")) argv.push_back(flag);
+  Process agent(argv, c.dir() + "/eph.log");
   std::string want = absl::StrCat("node eph: ports ", lo, "-", lo + 9, " of its agent's --port-range ", lo - 10,
                                   "-", lo + 9, " lie in the node's ephemeral range ", lo, "-", hi);
   EXPECT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find(want) != std::string::npos; },

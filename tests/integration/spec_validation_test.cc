@@ -13,6 +13,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/service.grpc.pb.h"
+#include "tests/integration/grpc_client.h"
 #include "tests/integration/harness.h"
 
 namespace trainyard::testing {
@@ -51,7 +52,7 @@ grpc::Status SubmitRaw(v1::Trainyard::Stub& stub, const std::string& yaml, v1::S
 std::unique_ptr<v1::Trainyard::Stub> RawStub(const Cluster& c) {
   grpc::ChannelArguments args;
   args.SetMaxSendMessageSize(-1);
-  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(c.address(), grpc::InsecureChannelCredentials(), args));
+  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(c.address(), ClientCredentials(), args));
 }
 
 // A process's memory figure from /proc/PID/status in KiB: "VmRSS:" (now),

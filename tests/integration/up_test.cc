@@ -66,10 +66,17 @@ queues:
 
   // up's credential: the client config it wrote, as its banner says.
   EXPECT_THAT(banner, HasSubstr("export TRAINYARD_CONFIG=" + dir.path() + "/cluster/client.yaml"));
-  const std::vector<std::string> as_up = {"TRAINYARD_TOKEN", "TRAINYARD_CONFIG=" + dir.path() + "/cluster/client.yaml"};
-  CommandResult stranger = RunCli({"nodes", "--server", address}, absl::Seconds(20), {"TRAINYARD_TOKEN"});
+  const std::vector<std::string> as_up = UpClientEnv(dir.path() + "/cluster");
+  // Its server serves TLS with the CA up made, which the config names.
+  std::string ca = dir.path() + "/cluster/certs/ca.crt";
+  EXPECT_THAT(ReadFile(dir.path() + "/cluster/client.yaml"), HasSubstr("caFile: " + ca));
+  CommandResult stranger =
+      RunCli({"nodes", "--server", address}, absl::Seconds(20), {"TRAINYARD_TOKEN", "TRAINYARD_CA_FILE=" + ca});
   EXPECT_EQ(stranger.exit_code, 1);
   EXPECT_THAT(stranger.err, HasSubstr("requires a token"));
+  CommandResult plaintext =
+      RunCli({"nodes", "--server", address}, absl::Seconds(20), {"TRAINYARD_CA_FILE", "TRAINYARD_CONFIG=/dev/null"});
+  EXPECT_EQ(plaintext.exit_code, 3) << plaintext.err;
   CommandResult nodes = RunCli({"nodes", "-o", "json", "--server", address}, absl::Seconds(60), as_up);
   ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
   nlohmann::json n = nlohmann::json::parse(nodes.out);

@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "proto/service.grpc.pb.h"
 #include "security/server_security.h"
+#include "tests/integration/grpc_client.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/http_client.h"
 
@@ -67,7 +68,7 @@ class Stranger {
 };
 
 std::unique_ptr<v1::Trainyard::Stub> Stub(const Cluster& c) {
-  return v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), grpc::InsecureChannelCredentials()));
+  return v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
 }
 
 // ReportJobOutcome(FAILED) for `job` with `metadata` (key, value pairs).

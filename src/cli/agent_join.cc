@@ -1,0 +1,82 @@
+// An agent's join with a join token (see agent_join.h).
+#include "cli/agent_join.h"
+
+#include <sys/stat.h>
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/security/tls_certificate_verifier.h"
+#include "grpcpp/security/tls_credentials_options.h"
+#include "proto/join.grpc.pb.h"
+#include "security/certs.h"
+#include "security/files.h"
+
+namespace trainyard::cli {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& st, const std::string& what) {
+  return absl::Status(static_cast<absl::StatusCode>(st.error_code()), absl::StrCat(what, ": ", st.error_message()));
+}
+
+void Deadline(grpc::ClientContext* ctx) {
+  ctx->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
+  ctx->set_wait_for_ready(true);  // a server that is starting
+}
+
+// The cluster CA as the server says it: over TLS whose certificate is not
+// verified yet (the pin decides whether the answer is taken).
+absl::StatusOr<std::string> FetchCa(const std::string& server) {
+  grpc::experimental::TlsChannelCredentialsOptions o;
+  o.set_verify_server_certs(false);
+  o.set_check_call_host(false);
+  o.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
+  auto stub = v1::NodeJoin::NewStub(grpc::CreateChannel(server, grpc::experimental::TlsCredentials(o)));
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::GetClusterCaResponse resp;
+  grpc::Status st = stub->GetClusterCa(&ctx, v1::GetClusterCaRequest(), &resp);
+  if (!st.ok()) return FromGrpc(st, absl::StrCat("asking ", server, " for its CA"));
+  return resp.ca_pem();
+}
+
+absl::Status WritePublic(const std::string& path, const std::string& pem) {
+  if (absl::Status s = security::WritePrivateFile(path, pem); !s.ok()) return s;
+  chmod(path.c_str(), 0644);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status JoinCluster(const JoinOptions& o) {
+  absl::StatusOr<std::string> ca = FetchCa(o.server);
+  if (!ca.ok()) return ca.status();
+  std::string pin = security::CertPin(*ca);
+  if (pin.empty() || pin != o.ca_pin) {
+    return absl::PermissionDeniedError(absl::StrCat("the server at ", o.server, " has CA ", pin.empty() ? "?" : pin,
+                                                    ", not --ca-pin ", o.ca_pin,
+                                                    ": not joining (the token is not sent to it)"));
+  }
+  absl::StatusOr<security::KeyAndRequest> kr = security::MakeKeyAndRequest(o.node);
+  if (!kr.ok()) return kr.status();
+  // From here on the server is verified with the pinned CA.
+  auto stub = v1::NodeJoin::NewStub(grpc::CreateChannel(o.server, grpc::SslCredentials({.pem_root_certs = *ca})));
+  grpc::ClientContext ctx;
+  Deadline(&ctx);
+  v1::JoinNodeRequest req;
+  req.set_token(o.token);
+  req.set_node(o.node);
+  req.set_csr_pem(kr->csr_pem);
+  v1::JoinNodeResponse resp;
+  grpc::Status st = stub->JoinNode(&ctx, req, &resp);
+  if (!st.ok()) return FromGrpc(st, "the server refused the join");
+  if (security::CertCommonName(resp.cert_pem()) != o.node) {
+    return absl::InternalError("the server's answer is not a certificate of this node");
+  }
+  if (absl::Status s = security::WritePrivateFile(o.key_file, kr->key_pem); !s.ok()) return s;
+  if (absl::Status s = WritePublic(o.cert_file, resp.cert_pem()); !s.ok()) return s;
+  return WritePublic(o.ca_file, *ca);
+}
+
+}  // namespace trainyard::cli
