@@ -17,6 +17,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/service.grpc.pb.h"
+#include "tests/integration/grpc_client.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/http_client.h"
 
@@ -166,7 +167,7 @@ TEST(JobMasterMetricsTest, TheMastersFiguresAppearSummedOnTheServerWhileItsJobRu
 
 grpc::Status SendSummary(const Cluster& c, const std::string& job,
                          const std::vector<std::pair<std::string, std::string>>& metadata) {
-  auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), grpc::InsecureChannelCredentials()));
+  auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   for (const auto& [k, v] : metadata) ctx.AddMetadata(k, v);
