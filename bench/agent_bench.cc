@@ -1,7 +1,8 @@
 // Benchmarks of the node agent's local work: the latency from
 // Supervisor::Launch to the RUNNING status of a real process (fork, cgroup or
 // rlimit setup, exec), the full launch-to-exit round trip of `true`, and
-// reading the ports in use from /proc/net (done on every heartbeat).
+// reading the ports in use from /proc/net (done on every heartbeat), and
+// rendering the agent's /metrics for a node of 64 GPUs.
 // The launch latency is the agent's share of the "submit to RUNNING p50 under
 // 50 ms" target of issue 4.
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "agent/agent_metrics.h"
 #include "agent/ports_in_use.h"
 #include "agent/resource_limiter.h"
 #include "agent/supervisor.h"
@@ -100,6 +102,30 @@ void BM_ReadPortsInUse(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(ReadPortsInUse());
 }
 BENCHMARK(BM_ReadPortsInUse)->Unit(benchmark::kMicrosecond);
+
+// One scrape's rendering on a node with 64 GPUs (the most a node has), half
+// of them allocated, and a few HTTP routes counted: its size is reported.
+void BM_RenderAgentMetrics(benchmark::State& state) {
+  AgentMetricsInput in;
+  in.node = "node-0";
+  in.gpu_source = "nvml";
+  for (int i = 0; i < 64; ++i) {
+    in.gpus.push_back({.index = i, .memory_used_mb = 1000 + i, .memory_total_mb = 81920, .utilization_percent = i});
+    in.supervisor.gpu_milli[i] = i % 2 ? 1000 : 0;
+  }
+  in.supervisor.tasks_by_state[2] = 32;
+  for (int i = 0; i < 100; ++i) in.supervisor.spawn_seconds.Observe(0.001 * i);
+  in.data_dir = DiskSpace{.free_bytes = 1 << 30, .total_bytes = int64_t{1} << 40};
+  in.http_requests = {{.method = "GET", .route = "/metrics", .code = 200, .count = 1000}};
+  size_t bytes = 0;
+  for (auto _ : state) {
+    std::string out = RenderAgentMetrics(in);
+    bytes = out.size();
+    benchmark::DoNotOptimize(out);
+  }
+  state.counters["bytes"] = static_cast<double>(bytes);
+}
+BENCHMARK(BM_RenderAgentMetrics)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace trainyard::agent

@@ -29,15 +29,18 @@ ty_room(jobmaster        common proto)
 ty_room(jobmaster/client common proto jobmaster/frame.h)
 # Users and their rights (tokens, the client config, ACLs, jobs' credentials).
 ty_room(security         api common proto)
-ty_room(server           security api store core common proto)
+# A daemon's HTTP endpoint (threads, caps, deadlines; cpp-httplib for the
+# protocol), shared by the server's HTTP API and each agent's /metrics.
+ty_room(httpd            common)
+ty_room(server           security httpd api store core common proto)
 # The HTTP API (REST, /metrics) reads only what the server publishes (the
 # views and counters) and acts only through its RestBackend interface: never
 # the control state, the shell's lock or the store.
-ty_room(server/http      security api common proto server/view_store.h server/event_list.h server/stats.h
-                         server/api_counters.h server/connection_guard.h)
-ty_room(agent            api core common proto)
+ty_room(server/http      security httpd api common proto server/view_store.h server/event_list.h server/stats.h
+                         server/api_counters.h server/connection_guard.h server/master_metrics.h)
+ty_room(agent            httpd api core common proto)
 ty_room(sim              api core common)
-ty_room(cli              security server agent jobmaster sim api store core common proto)
+ty_room(cli              security server agent jobmaster sim httpd api store core common proto)
 
 # ty_room_rule(ROOM OUT): "ROOM may depend on a, b" for a message.
 function(ty_room_rule room out)

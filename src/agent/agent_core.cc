@@ -131,6 +131,10 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();
   NodeInfo& node = agent->node_;
   node.gpus = inventory->gpus;
+  {
+    absl::MutexLock lock(&agent->gpus_mu_);
+    agent->last_gpus_ = inventory->gpus;
+  }
   node.topology = inventory->topology;
   node.gpu_source = inventory->source;
   node.mps_control = *mps_control;
@@ -154,6 +158,10 @@ absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
                                                inventory.status().message()));
   }
   snapshot.gpus = std::move(inventory->gpus);
+  {
+    absl::MutexLock lock(&gpus_mu_);
+    last_gpus_ = snapshot.gpus;
+  }
   absl::StatusOr<core::PortRanges> ports = ReadPortsInUse(proc_root_);
   if (!ports.ok()) return ports.status();
   snapshot.ports_in_use = *std::move(ports);
@@ -161,6 +169,11 @@ absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
   snapshot.gpus_in_use = supervisor_->GpusInUse();
   snapshot.excluded_gpus = OwnerlessBusyGpus(snapshot.gpus, snapshot.gpus_in_use, ownerless_);
   return snapshot;
+}
+
+std::vector<GpuInfo> AgentCore::LastGpus() const {
+  absl::MutexLock lock(&gpus_mu_);
+  return last_gpus_;
 }
 
 absl::Status AgentCore::Launch(TaskLaunch launch) {

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/gpu_discovery.h"
 #include "agent/mps.h"
@@ -105,6 +107,11 @@ class AgentCore {
   // GPU discovery or /proc/net reading fails, with the reason.
   absl::StatusOr<HeartbeatSnapshot> Heartbeat();
 
+  // The GPUs as the last heartbeat read them (as Start did before the
+  // first): memory use and utilisation, for /metrics. Thread-safe; reads
+  // no GPU itself, so a scrape never runs the discovery beside a heartbeat.
+  std::vector<GpuInfo> LastGpus() const ABSL_LOCKS_EXCLUDED(gpus_mu_);
+
   // Launches a task after checking its GPUs exist on this node
   // (InvalidArgument naming them); the supervisor rejects GPUs held by
   // another task (FailedPrecondition naming them).
@@ -112,6 +119,7 @@ class AgentCore {
   absl::Status Kill(const TaskKey& key);
   const TaskLogs& logs() const { return supervisor_->logs(); }
   Supervisor& supervisor() { return *supervisor_; }
+  const Supervisor& supervisor() const { return *supervisor_; }
   // The data dir, absolute (task directories live under its work/).
   const std::string& data_dir() const { return supervisor_->data_dir(); }
 
@@ -127,6 +135,8 @@ class AgentCore {
   std::string proc_root_;
   NodeInfo node_;
   std::vector<TaskStatus> adopted_;
+  mutable absl::Mutex gpus_mu_;
+  std::vector<GpuInfo> last_gpus_ ABSL_GUARDED_BY(gpus_mu_);
 };
 
 // MemTotal of PROC_ROOT/meminfo in MiB; an error naming the file.

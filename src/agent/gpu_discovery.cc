@@ -21,7 +21,7 @@ constexpr char kComponent[] = "gpu-discovery";
 
 // Column positions of the fields we read; -1 when absent.
 struct QueryColumns {
-  int index = -1, uuid = -1, name = -1, used = -1, total = -1;
+  int index = -1, uuid = -1, name = -1, used = -1, total = -1, utilization = -1;
 };
 
 QueryColumns ColumnsOfHeader(absl::string_view header) {
@@ -34,6 +34,7 @@ QueryColumns ColumnsOfHeader(absl::string_view header) {
     if (absl::StartsWith(f, "name")) c.name = i;
     if (absl::StartsWith(f, "memory.used")) c.used = i;
     if (absl::StartsWith(f, "memory.total")) c.total = i;
+    if (absl::StartsWith(f, "utilization.gpu")) c.utilization = i;
     ++i;
   }
   return c;
@@ -69,6 +70,15 @@ absl::StatusOr<GpuInfo> ParseQueryRow(absl::string_view line, int line_no, const
   if (!ParseMib(fields[c.total], &gpu.memory_total_mb)) return bad("memory.total is not \"N MiB\"");
   if (c.used >= 0 && !ParseMib(fields[c.used], &gpu.memory_used_mb)) {
     return bad("memory.used is not \"N MiB\"");
+  }
+  if (c.utilization >= 0 && static_cast<int>(fields.size()) > c.utilization) {
+    // "45 %"; "[N/A]" (or anything else) stays unknown.
+    absl::string_view u = fields[c.utilization];
+    absl::ConsumeSuffix(&u, "%");
+    int percent = -1;
+    if (absl::SimpleAtoi(absl::StripAsciiWhitespace(u), &percent) && percent >= 0 && percent <= 100) {
+      gpu.utilization_percent = percent;
+    }
   }
   if (c.uuid >= 0) gpu.uuid = fields[c.uuid];
   if (c.name >= 0) gpu.model = fields[c.name];
@@ -115,7 +125,7 @@ absl::StatusOr<std::string> RecordedCommandRunner::Run(const std::vector<std::st
 }
 
 std::vector<std::string> NvidiaSmiQueryCommand() {
-  return {"nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total", "--format=csv"};
+  return {"nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu", "--format=csv"};
 }
 
 std::vector<std::string> NvidiaSmiTopoCommand() { return {"nvidia-smi", "topo", "-m"}; }

@@ -28,6 +28,9 @@ struct GpuInfo {
   int64_t memory_total_mb = 0;
   std::string uuid;   // "" when unknown
   std::string model;  // "" when unknown
+  // Time the GPU was busy over the driver's last sample period, 0..100;
+  // -1 when unknown (simulated GPUs, an nvidia-smi or NVML without it).
+  int utilization_percent = -1;
 };
 
 // What one discovery pass finds.

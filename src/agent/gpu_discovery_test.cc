@@ -97,6 +97,25 @@ TEST(NvidiaSmiDiscoveryTest, UnavailableMemoryReadsAsZero) {
   EXPECT_EQ((*gpus)[1].memory_total_mb, 81559);
 }
 
+// utilization.gpu (what the query asks since /metrics) is read where the
+// driver says it and left unknown (-1) where it does not, or where an older
+// recording has no such column.
+TEST(NvidiaSmiDiscoveryTest, UtilizationIsReadWhereTheDriverSaysIt) {
+  absl::StatusOr<std::vector<GpuInfo>> gpus = ParseNvidiaSmiQuery(
+      "index, uuid, name, memory.used [MiB], memory.total [MiB], utilization.gpu [%]\n"
+      "0, GPU-a, NVIDIA H200, 1024 MiB, 143771 MiB, 37 %\n"
+      "1, GPU-b, NVIDIA H200, 0 MiB, 143771 MiB, [N/A]\n");
+  ASSERT_TRUE(gpus.ok()) << gpus.status();
+  ASSERT_EQ(gpus->size(), 2u);
+  EXPECT_EQ((*gpus)[0].utilization_percent, 37);
+  EXPECT_EQ((*gpus)[1].utilization_percent, -1);
+  absl::StatusOr<std::vector<GpuInfo>> old =
+      ParseNvidiaSmiQuery(ReadFileOrEmpty(TestDataPath("nvidia_smi_query_pcie_8gpu.csv")));
+  ASSERT_TRUE(old.ok()) << old.status();
+  EXPECT_EQ((*old)[0].utilization_percent, -1);
+  EXPECT_THAT(absl::StrJoin(NvidiaSmiQueryCommand(), " "), HasSubstr("utilization.gpu"));
+}
+
 TEST(NvidiaSmiDiscoveryTest, BadQueryOutputNamesTheLine) {
   EXPECT_THAT(ParseNvidiaSmiQuery("").status().message(), HasSubstr("empty"));
   EXPECT_THAT(ParseNvidiaSmiQuery("foo, bar\n").status().message(),

@@ -16,6 +16,9 @@ using NvmlDevice = void*;
 struct NvmlMemory {
   unsigned long long total, free, used;
 };
+struct NvmlUtilization {  // nvmlUtilization_t: percent of the last sample period busy
+  unsigned int gpu, memory;
+};
 
 template <typename Fn>
 bool Resolve(void* handle, const char* name, Fn* fn) {
@@ -33,6 +36,7 @@ struct NvmlGpuDiscovery::Api {
   NvmlReturn (*memory)(NvmlDevice, NvmlMemory*) = nullptr;
   NvmlReturn (*name)(NvmlDevice, char*, unsigned int) = nullptr;
   NvmlReturn (*uuid)(NvmlDevice, char*, unsigned int) = nullptr;  // optional
+  NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;  // optional
   NvmlReturn (*ancestor)(NvmlDevice, NvmlDevice, int*) = nullptr;
   const char* (*error_string)(NvmlReturn) = nullptr;              // optional
 
@@ -77,6 +81,7 @@ absl::StatusOr<GpuDiscoveryPtr> NvmlGpuDiscovery::Open(const std::string& librar
   else if (!Resolve(handle, "nvmlDeviceGetName", &api->name)) missing = "nvmlDeviceGetName";
   else if (!Resolve(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->ancestor)) missing = "nvmlDeviceGetTopologyCommonAncestor";
   Resolve(handle, "nvmlDeviceGetUUID", &api->uuid);
+  Resolve(handle, "nvmlDeviceGetUtilizationRates", &api->utilization);
   Resolve(handle, "nvmlErrorString", &api->error_string);
   if (missing != nullptr) {
     dlclose(handle);
@@ -119,11 +124,15 @@ absl::StatusOr<GpuInventory> NvmlGpuDiscovery::Discover() {
     char name[96] = {0}, uuid[96] = {0};
     api_->name(devices[i], name, sizeof(name));
     if (api_->uuid != nullptr) api_->uuid(devices[i], uuid, sizeof(uuid));
+    NvmlUtilization busy{};
+    // Unsupported on some GPUs (and under MIG): left unknown.
+    bool has_busy = api_->utilization != nullptr && api_->utilization(devices[i], &busy) == 0 && busy.gpu <= 100;
     inventory.gpus.push_back({.index = static_cast<int>(i),
                               .memory_used_mb = static_cast<int64_t>(memory.used >> 20),
                               .memory_total_mb = static_cast<int64_t>(memory.total >> 20),
                               .uuid = uuid,
-                              .model = name});
+                              .model = name,
+                              .utilization_percent = has_busy ? static_cast<int>(busy.gpu) : -1});
   }
   std::vector<std::vector<NvmlTopologyLevel>> levels(
       count, std::vector<NvmlTopologyLevel>(count, NvmlTopologyLevel::kSystem));

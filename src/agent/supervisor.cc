@@ -328,6 +328,7 @@ std::vector<TaskStatus> Supervisor::Adopt() {
       task->launch = std::move(r.launch);
       Task& t = *task;
       tasks_[t.launch.key] = std::move(task);
+      t.log_bytes_base = logs_.WrittenBytes(t.launch.key, t.attempt);
       absl::StatusOr<uint64_t> start = ProcessStartTime(r.pid);
       if (r.pid > 0 && start.ok() && *start == r.start_time) {
         t.pid = r.pid;
@@ -379,6 +380,24 @@ core::GpuSet Supervisor::GpusInUse() const {
     if (!IsFinal(task->state)) used = used | task->launch.gpus;
   }
   return used;
+}
+
+SupervisorMetrics Supervisor::Metrics() const {
+  SupervisorMetrics m;
+  absl::MutexLock lock(&mu_);
+  m.spawn_seconds = spawn_seconds_;
+  m.log_bytes_written = ended_log_bytes_;
+  for (const auto& [key, task] : tasks_) {
+    ++m.tasks_by_state[static_cast<int>(task->state)];
+    if (IsFinal(task->state)) continue;
+    for (int gpu : task->launch.gpus.Indices()) {
+      m.gpu_milli[gpu] += task->launch.gpu_milli > 0 ? task->launch.gpu_milli : 1000;
+    }
+    if (task->state == TaskState::kRunning) {
+      m.log_bytes_written += std::max<int64_t>(0, logs_.WrittenBytes(key, task->attempt) - task->log_bytes_base);
+    }
+  }
+  return m;
 }
 
 std::optional<TaskStatus> Supervisor::WaitFor(const TaskKey& key,

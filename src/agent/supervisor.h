@@ -10,6 +10,7 @@
 
 #include <sys/types.h>
 
+#include <array>
 #include <functional>
 #include <map>
 #include <memory>
@@ -28,6 +29,7 @@
 #include "agent/task_logs.h"
 #include "agent/task_user.h"
 #include "common/clock.h"
+#include "common/histogram.h"
 #include "core/resources/gpu_set.h"
 
 namespace trainyard::agent {
@@ -60,6 +62,21 @@ struct SupervisorOptions {
   // The most processes and threads of one task at once (a pids cgroup);
   // 0: no limit.
   int64_t task_pids_max = 0;
+};
+
+// What the agent's /metrics shows of its tasks (agent_metrics.h).
+struct SupervisorMetrics {
+  // Tasks the supervisor holds, by state (indexed by TaskState).
+  std::array<int, 7> tasks_by_state{};
+  // Thousandths of each GPU held by tasks that have not ended: 1000 for a
+  // whole GPU, the sum of the shares on a shared one.
+  std::array<int32_t, core::kMaxGpus> gpu_milli{};
+  // From an attempt falling due (the launch order, or its restart's time)
+  // to its process running: directories, cgroup, fork and exec.
+  Histogram spawn_seconds = LatencyHistogram();
+  // Bytes of task logs written since this agent started (both streams,
+  // stamps included), by the tasks it started or adopted.
+  int64_t log_bytes_written = 0;
 };
 
 // Returns the environment of `attempt` of a task, as "KEY=VALUE" entries:
@@ -119,6 +136,9 @@ class Supervisor {
   std::vector<TaskStatus> Snapshot() const;
   // GPUs held by tasks that have not ended.
   core::GpuSet GpusInUse() const;
+  // Tasks by state, GPU shares held, spawn latency and log bytes written,
+  // now (reads the sizes of the running attempts' logs).
+  SupervisorMetrics Metrics() const;
   // Waits until the last status reported to the listener for the task
   // satisfies `done` or the timeout passes; returns that status (nullopt
   // when none was reported yet).
@@ -197,6 +217,8 @@ class Supervisor {
   // it so the listener sees one task's changes in order from one thread.
   std::vector<TaskStatus> pending_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Histogram spawn_seconds_ ABSL_GUARDED_BY(mu_) = LatencyHistogram();
+  int64_t ended_log_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of attempts that ended
   std::thread thread_;
 };
 

@@ -81,6 +81,7 @@ std::string DescribeExit(const TaskExit& exit) {
 
 void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out) {
   const TaskLaunch& l = task.launch;
+  const absl::Time due = std::min(task.start_at, now);
   task.start_at = absl::InfiniteFuture();
   task.started = now;
   task.has_exit = false;
@@ -132,6 +133,7 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
   task.start_time = ProcessStartTime(task.pid).value_or(0);
   task.pidfd = static_cast<int>(syscall(SYS_pidfd_open, task.pid, 0));
   task.state = TaskState::kRunning;
+  spawn_seconds_.Observe(std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - due)));
   Persist(task);
   Log(LogLevel::kInfo, kComponent, "%s attempt %d started as pid %d", l.key.ToString(), task.attempt, task.pid);
   out->push_back(StatusOf(task, ""));
@@ -151,6 +153,8 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
     limiter_->Release(task.cgroup);
     task.cgroup.clear();
   }
+  ended_log_bytes_ += std::max<int64_t>(0, logs_.WrittenBytes(l.key, task.attempt) - task.log_bytes_base);
+  task.log_bytes_base = 0;
   if (absl::Status marked = logs_.MarkEnded(l.key, task.attempt, exit); !marked.ok()) {
     // Without the mark, FollowLogs still stops on the final state.
     Log(LogLevel::kWarning, kComponent, "%s: %s", l.key.ToString(), marked.message());

@@ -31,6 +31,9 @@ struct Supervisor::Task {
   // Set by FailAttempt: the running attempt is being stopped as a failure
   // (why), so its end goes to the restart policy, not to KILLED.
   std::string fail_reason;
+  // Log bytes of the current attempt written before this agent knew it (an
+  // adopted task's), left out of the agent's log bytes written.
+  int64_t log_bytes_base = 0;
   bool has_exit = false;
   TaskExit last_exit;
   std::string message;

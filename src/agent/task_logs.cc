@@ -108,6 +108,15 @@ std::vector<LogSegment> TaskLogs::Segments(const TaskKey& key, int attempt, LogS
   return segments;
 }
 
+int64_t TaskLogs::WrittenBytes(const TaskKey& key, int attempt) const {
+  int64_t bytes = 0;
+  for (LogStream stream : {LogStream::kStdout, LogStream::kStderr}) {
+    std::vector<LogSegment> segments = Segments(key, attempt, stream);
+    if (!segments.empty()) bytes += segments.back().base + segments.back().size;
+  }
+  return bytes;
+}
+
 absl::StatusOr<LogChunk> TaskLogs::Read(const TaskKey& key, const LogReadOptions& options) const {
   if (absl::Status s = key.Validate(); !s.ok()) return s;
   int attempt = options.attempt;

@@ -59,6 +59,10 @@ class TaskLogs {
 
   // The attempts that have logs, ascending; NotFound naming the task when none.
   absl::StatusOr<std::vector<int>> Attempts(const TaskKey& key) const;
+  // Bytes written so far to attempt `attempt`'s stdout and stderr together
+  // (stamps included; rotated-away bytes counted): the end offsets of both
+  // logs. 0 when there are none.
+  int64_t WrittenBytes(const TaskKey& key, int attempt) const;
   // The segments of one log that are there now, oldest first.
   std::vector<LogSegment> Segments(const TaskKey& key, int attempt, LogStream stream) const;
   // Reads up to options.limit bytes from options.offset of the whole log

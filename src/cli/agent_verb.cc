@@ -14,6 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/agent_core.h"
+#include "agent/agent_metrics.h"
 #include "agent/server_link.h"
 #include "cli/agent_join.h"
 #include "cli/verbs.h"
@@ -38,6 +39,7 @@ struct AgentFlags {
   std::string key;
   std::string join_token;  // join with a token: the node's certificate from the server
   std::string ca_pin;
+  std::string http_listen;  // "" = no /metrics
 };
 
 // With --join-token: the node's files default to DATA_DIR/tls/, and the
@@ -152,12 +154,24 @@ int RunAgent(AgentFlags& f) {
     std::cerr << "trainyard agent: " << core.status().message() << "\n";
     return kExitFailure;
   }
+  // Its /metrics (public, like the server's; loopback unless a host is named).
+  std::unique_ptr<httpd::HttpServer> http;
+  if (!f.http_listen.empty()) {
+    auto served = agent::ServeAgentMetrics(f.http_listen, core->get());
+    if (!served.ok()) {
+      std::cerr << "trainyard agent: " << served.status().message() << "\n";
+      return kExitUsage;
+    }
+    http = *std::move(served);
+    Log(LogLevel::kInfo, "agent", "/metrics on http://%s/metrics", http->address());
+  }
   const agent::NodeInfo& info = (*core)->node_info();
   std::cout << "trainyard agent " << info.name << ": " << info.topology.gpu_count() << " GPUs ("
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
             << " vcores, ports "
             << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
-            << "; server " << f.server << (f.ca.empty() ? " (plaintext)" : " (TLS)") << std::endl;
+            << "; server " << f.server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
+            << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "") << std::endl;
   link.Start(core->get());
   int sig = 0;
   sigwait(&set, &sig);
@@ -181,6 +195,7 @@ int RunAgent(AgentFlags& f) {
       Log(LogLevel::kWarning, "agent", "the server did not confirm the stop of this node's tasks");
     }
   }
+  if (http) http->Stop();
   link.Stop();
   return kExitOk;
 }
@@ -227,6 +242,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "checkpoint directory (default: the home of the account it runs as)");
   cmd->add_option("--task-pids-max", f.config.task_pids_max,
                   "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
+  cmd->add_option("--http-listen", f.http_listen,
+                  "serve /metrics (Prometheus) on HOST:PORT; a bare PORT is on 127.0.0.1, port 0 any free port "
+                  "(default: none)");
   cmd->add_option("--ca", f.ca, "TLS: the cluster CA's certificate, which the server's must be signed by");
   cmd->add_option("--cert", f.cert,
                   "TLS: this node's certificate (`trainyard certs node NAME`); it names the node, so --name "

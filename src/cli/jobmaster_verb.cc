@@ -20,6 +20,7 @@
 #include "jobmaster/barrier_record.h"
 #include "jobmaster/jobmaster_server.h"
 #include "jobmaster/server_job_terminator.h"
+#include "jobmaster/summary_reporter.h"
 
 namespace trainyard::cli {
 namespace {
@@ -126,14 +127,15 @@ int RunJobmaster(JobmasterFlags& f) {
   // With --server the outcome goes to the Trainyard server, which then stops
   // the job's other tasks; it is printed too.
   std::unique_ptr<jobmaster::ServerJobTerminator> to_server;
+  // The job's credential, which the server gave this task (docs/security.md),
+  // and the CA the server is verified with: --ca, else the agent's
+  // TRAINYARD_CA_FILE.
+  const char* job_token = std::getenv(api::kJobTokenEnv);
+  if (!f.server_address.empty() && !f.ca.empty()) SetCaFlag(f.ca);
+  const jobmaster::ReportCredentials credentials{.job_token = job_token ? job_token : "",
+                                                 .server_ca_pem = f.server_address.empty() ? "" : ServerCaPem()};
   if (!f.server_address.empty()) {
-    // The job's credential, which the server gave this task (docs/security.md).
-    const char* job_token = std::getenv(api::kJobTokenEnv);
-    // --ca, else the agent's TRAINYARD_CA_FILE: the server is verified.
-    if (!f.ca.empty()) SetCaFlag(f.ca);
-    to_server = std::make_unique<jobmaster::ServerJobTerminator>(
-        f.server_address, &terminator,
-        jobmaster::ReportCredentials{.job_token = job_token ? job_token : "", .server_ca_pem = ServerCaPem()});
+    to_server = std::make_unique<jobmaster::ServerJobTerminator>(f.server_address, &terminator, credentials);
   }
   RealClock clock;
   jobmaster::JobTerminator* end = to_server ? static_cast<jobmaster::JobTerminator*>(to_server.get()) : &terminator;
@@ -145,7 +147,22 @@ int RunJobmaster(JobmasterFlags& f) {
   std::cout << AdvertisedHost(f) << ":" << (*server)->port() << std::endl;
   Log(LogLevel::kInfo, "jobmaster", "job %s: waiting for %d workers on port %d",
       f.config.job_name, f.config.num_workers, (*server)->port());
+  // Its figures for the server's /metrics (summary_reporter.h). Its thread
+  // (and gRPC's) start with SIGINT and SIGTERM blocked, as Serve blocks them
+  // here: else one of them could take the signal meant for Serve's sigwait.
+  std::unique_ptr<jobmaster::SummaryReporter> figures;
+  if (!f.server_address.empty()) {
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    figures = std::make_unique<jobmaster::SummaryReporter>(f.server_address, credentials, server->get(),
+                                                           f.config.job_name);
+    figures->Start();
+  }
   Serve(server->get(), absl::Milliseconds(f.linger_ms));
+  if (figures) figures->Finish();
   if (to_server && !to_server->WaitDelivered(10)) {
     Log(LogLevel::kWarning, "jobmaster", "the server at %s did not take the outcome", f.server_address);
   }

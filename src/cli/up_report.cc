@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
 
 namespace trainyard::cli {
 
@@ -36,6 +37,14 @@ std::string BannerText(const UpBanner& b) {
     absl::StrAppend(&out, "dashboard: http://", b.http_address, "/", b.admin_token.empty() ? "" : "#token=",
                     b.admin_token, "\n");
   }
+  if (!b.http_address.empty() || !b.agent_metrics.empty()) {
+    std::string line = "metrics:";
+    if (!b.http_address.empty()) absl::StrAppend(&line, " http://", b.http_address, "/metrics (server)");
+    for (const auto& [node, address] : b.agent_metrics) {
+      if (!address.empty()) absl::StrAppend(&line, " http://", address, "/metrics (", node, ")");
+    }
+    absl::StrAppend(&out, line, "; Prometheus targets: ", b.data_dir, "/", kPrometheusTargetsFile, "\n");
+  }
   absl::StrAppend(&out, "The admin's credential is ", b.data_dir, "/client.yaml (docs/security.md).\n");
   absl::StrAppend(&out, "Try, in another terminal (the export is needed only outside the folder of ", b.data_dir,
                   "):\n  export TRAINYARD_CONFIG=", b.data_dir, "/client.yaml\n");
@@ -49,6 +58,32 @@ std::string BannerText(const UpBanner& b) {
   absl::StrAppend(&out, b.demo ? "The demo job follows; the cluster stays up after it. " : "",
                   "Press Ctrl-C to stop the cluster.\n");
   return out;
+}
+
+absl::Status WritePrometheusTargets(const std::string& path, const std::string& server_http,
+                                    const std::vector<std::pair<std::string, std::string>>& agents) {
+  nlohmann::json groups = nlohmann::json::array();
+  if (!server_http.empty()) {
+    groups.push_back({{"targets", {server_http}}, {"labels", {{"component", "server"}}}});
+  }
+  nlohmann::json agent_targets = nlohmann::json::array();
+  for (const auto& [node, address] : agents) {
+    if (!address.empty()) agent_targets.push_back(address);
+  }
+  if (!agent_targets.empty()) {
+    groups.push_back({{"targets", agent_targets}, {"labels", {{"component", "agent"}}}});
+  }
+  std::string temporary = path + ".tmp";
+  {
+    std::ofstream out(temporary, std::ios::trunc);
+    out << groups.dump(2) << "\n";
+    out.close();
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", temporary));
+  }
+  std::error_code ec;
+  std::filesystem::rename(temporary, path, ec);
+  if (ec) return absl::UnavailableError(absl::StrCat("cannot write ", path, ": ", ec.message()));
+  return absl::OkStatus();
 }
 
 std::string ReadFileText(const std::string& path) {

@@ -4,7 +4,10 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
+
+#include "absl/status/status.h"
 
 namespace trainyard::cli {
 
@@ -24,7 +27,19 @@ struct UpBanner {
   bool demo = false;
   std::string http_address;  // host:port of the dashboard and REST API; "" = none
   std::string admin_token;   // in the dashboard's URL (its fragment: never sent to the server)
+  // Each agent's /metrics: its node's name and host:port ("" = none found).
+  std::vector<std::pair<std::string, std::string>> agent_metrics;
 };
+
+// The name of the Prometheus targets file `up` writes in its data dir.
+inline constexpr const char* kPrometheusTargetsFile = "prometheus-targets.json";
+
+// Writes `path` in Prometheus' file_sd format: the server's HTTP address
+// (label component="server") and each agent's /metrics address
+// (component="agent"); an agent without one is left out. Written whole to a
+// temporary and renamed, as Prometheus reads the file again when it changes.
+absl::Status WritePrometheusTargets(const std::string& path, const std::string& server_http,
+                                    const std::vector<std::pair<std::string, std::string>>& agents);
 
 // The folder of example specs that exists: the build's copy beside `self`
 // (absolute paths inside, e.g. build/release/examples), else the source

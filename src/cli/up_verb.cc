@@ -147,8 +147,9 @@ WaitResult WaitForNodes(const std::string& address, int want, const std::vector<
   return r;
 }
 
-// The HTTP address the server logged (its "on http://HOST:PORT/" line) in
-// `log` after byte `from`; "" when it logged none.
+// The HTTP address a daemon logged (the server's "/metrics on
+// http://HOST:PORT/" line, an agent's "/metrics on http://HOST:PORT/metrics")
+// in `log` after byte `from`; "" when it logged none.
 std::string HttpAddressIn(const std::string& log, size_t from) {
   std::string text = ReadFileText(log);
   const std::string marker = "/metrics on http://";
@@ -292,6 +293,7 @@ int RunUp(UpFlags& f) {
   if (!f.config.empty()) server_args.insert(server_args.end(), {"--config", f.config});
   if (!f.queue_config.empty()) server_args.insert(server_args.end(), {"--queue-config", f.queue_config});
   pid_t server = Spawn(server_args, root + "/logs/server.log");
+  std::vector<size_t> agent_log_starts;
   std::vector<Daemon> daemons = {{server, "server", root + "/logs/server.log"}};
   std::vector<pid_t> agents;
   std::vector<core::PortRanges> ports = NodePortSlices(f.nodes);
@@ -303,8 +305,10 @@ int RunUp(UpFlags& f) {
                                      absl::StrCat(f.node_vcores), "--rack", absl::StrCat("rack-", i / 4),
                                      "--address", NodeAddress(i), "--port-range", ports[i].ToString(),
                                      "--kill-tasks-on-exit", "--ca", security::CaCertPath(certs), "--cert",
-                                     security::NodeCertPath(certs, name), "--key", security::NodeKeyPath(certs, name)};
+                                     security::NodeCertPath(certs, name), "--key", security::NodeKeyPath(certs, name),
+                                     "--http-listen", "127.0.0.1:0"};
     argv.insert(argv.end(), task_user_flags.begin(), task_user_flags.end());
+    agent_log_starts.push_back(ReadFileText(absl::StrCat(root, "/logs/", name, ".log")).size());
     agents.push_back(Spawn(argv, absl::StrCat(root, "/logs/", name, ".log")));
     daemons.push_back({agents.back(), "agent " + name, absl::StrCat(root, "/logs/", name, ".log")});
   }
@@ -321,8 +325,18 @@ int RunUp(UpFlags& f) {
     rc = kExitFailure;
   } else {
     std::string http = HttpAddressIn(root + "/logs/server.log", log_start);
+    // Each agent logs its /metrics address before it registers.
+    std::vector<std::pair<std::string, std::string>> agent_metrics;
+    for (int i = 0; i < f.nodes; ++i) {
+      std::string name = absl::StrCat("node-", i);
+      agent_metrics.emplace_back(name, HttpAddressIn(absl::StrCat(root, "/logs/", name, ".log"), agent_log_starts[i]));
+    }
+    if (absl::Status st = WritePrometheusTargets(absl::StrCat(root, "/", kPrometheusTargetsFile), http, agent_metrics);
+        !st.ok()) {
+      std::cerr << "trainyard up: " << st.message() << "\n";
+    }
     std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo, http,
-                             *admin_token})
+                             *admin_token, agent_metrics})
               << std::flush;
     // After the demo the cluster stays up, so the banner's commands can be
     // tried; Ctrl-C stops it (the exit code is the demo's).

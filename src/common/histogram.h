@@ -43,6 +43,23 @@ class Histogram {
   }
   double sum() const { return sum_; }
   int64_t count() const { return count_; }
+  // Observations in bucket i alone (i == buckets() is +Inf).
+  int64_t in_bucket(int i) const { return counts_[i]; }
+
+  // Adds `n` observations to bucket i and `sum` to their sum: a copy of
+  // another process's histogram, sent as its buckets. REQUIRES: 0 <= i <=
+  // buckets(), n >= 0.
+  void AddToBucket(int i, int64_t n) {
+    counts_[i] += n;
+    count_ += n;
+  }
+  void AddSum(double sum) { sum_ += sum; }
+  // Adds every observation of `other`. REQUIRES: the same bounds.
+  void Merge(const Histogram& other) {
+    for (int i = 0; i <= buckets_; ++i) counts_[i] += other.counts_[i];
+    sum_ += other.sum_;
+    count_ += other.count_;
+  }
 
  private:
   std::array<double, kMaxBuckets> bounds_{};

@@ -29,5 +29,23 @@ TEST(HistogramTest, BoundsBeyondTheMostAreDropped) {
   EXPECT_EQ(h.cumulative(Histogram::kMaxBuckets), 1);
 }
 
+TEST(HistogramTest, ACopySentAsBucketsMergesIntoAnother) {
+  Histogram h{1, 2};
+  h.Observe(0.5);
+  h.Observe(3);
+  Histogram copy{1, 2};
+  for (int i = 0; i <= h.buckets(); ++i) copy.AddToBucket(i, h.in_bucket(i));
+  copy.AddSum(h.sum());
+  EXPECT_EQ(copy.count(), 2);
+  EXPECT_EQ(copy.cumulative(1), 1);
+  Histogram total{1, 2};
+  total.Observe(1.5);
+  total.Merge(copy);
+  EXPECT_EQ(total.cumulative(0), 1);
+  EXPECT_EQ(total.cumulative(1), 2);
+  EXPECT_EQ(total.count(), 3);
+  EXPECT_DOUBLE_EQ(total.sum(), 5);
+}
+
 }  // namespace
 }  // namespace trainyard

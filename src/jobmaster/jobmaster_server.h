@@ -49,6 +49,9 @@ class JobMasterServer : private Outbox {
   // (until Run starts, if it has not yet); returns false once Run returned.
   // Thread-safe (tests, status).
   bool Inspect(const std::function<void(const MasterState&)>& fn);
+  // The master's state once Run has returned. REQUIRES: it has (nothing
+  // touches the state after that).
+  const MasterState& state_after_run() const { return state_; }
   // Number of open worker connections (approximate; any thread).
   int connection_count() const { return connection_count_.load(); }
   // Bytes of partial frames held now over all connections (any thread).

@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/histogram.h"
 #include "jobmaster/config.h"
 #include "jobmaster/job_terminator.h"
 #include "proto/jobmaster.pb.h"
@@ -68,6 +69,10 @@ class MasterState {
   const std::string& ReasonOf(int worker_id) const { return workers_[worker_id].reason; }
   int RestartsOf(int worker_id) const { return workers_[worker_id].restart_count; }
   int joined_count() const { return joined_count_; }
+  // Workers in `state` now.
+  int CountIn(pb::WorkerState state) const { return state_counts_[state]; }
+  // Barriers completed by this master: from the first worker in to the last.
+  const Histogram& barrier_seconds() const { return barrier_seconds_; }
   int barrier_waiting() const { return barrier_count_; }
   int64_t barrier_generation() const { return barrier_generation_; }
   const std::optional<JobEnd>& job_end() const { return job_end_; }
@@ -143,6 +148,8 @@ class MasterState {
   // JobMasterConfig::learn_barriers).
   bool learning_barriers_ = false;
   absl::Time barrier_next_deadline_ = absl::InfiniteFuture();
+  absl::Time barrier_opened_;  // when the open barrier's first worker came in
+  Histogram barrier_seconds_ = LatencyHistogram();
   // RESPONSE_AFTER_ALL_JOINED requests not answered yet.
   std::vector<Waiter> list_waiters_;
   // The ListWorkersReply, serialized; rebuilt after any change.

@@ -97,11 +97,15 @@ void MasterState::HandleBarrier(int id, ConnId conn, uint64_t request_id,
         "barrier cannot complete: %s", BlockingWorker())));
   }
   Waiter& slot = barrier_[id];
+  if (barrier_count_ == 0) barrier_opened_ = now;
   if (slot.conn == 0) ++barrier_count_;  // else: a retry replaces the earlier request
   list_cache_valid_ = false;
   slot = Waiter{conn, request_id, now + MillisOr(request.timeout_ms(), config_.barrier_timeout)};
   barrier_next_deadline_ = std::min(barrier_next_deadline_, slot.deadline);
-  if (barrier_count_ == config_.num_workers) CompleteBarrier();
+  if (barrier_count_ == config_.num_workers) {
+    barrier_seconds_.Observe(absl::ToDoubleSeconds(now - barrier_opened_));
+    CompleteBarrier();
+  }
 }
 
 void MasterState::CompleteBarrier() {

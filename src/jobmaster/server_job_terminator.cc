@@ -37,16 +37,25 @@ ServerJobTerminator::~ServerJobTerminator() {
   for (std::thread& t : failure_threads_) t.join();
 }
 
-namespace {
-// Where this master serves, as the server computes it: the node's address
-// and the task's first port (the master's --port). "" outside a task.
-std::string MasterAddress() {
+std::string ReportedMasterAddress() {
   const char* node = std::getenv("TRAINYARD_NODE_ADDRESS");
   const char* ports = std::getenv("TRAINYARD_PORTS");
   if (node == nullptr || ports == nullptr || *node == '\0' || *ports == '\0') return "";
   std::string first(ports);
   return absl::StrCat(node, ":", first.substr(0, first.find(',')));
 }
+
+std::shared_ptr<grpc::ChannelCredentials> ServerChannelCredentials(const ReportCredentials& c) {
+  if (c.server_ca_pem.empty()) return grpc::InsecureChannelCredentials();
+  return grpc::SslCredentials({.pem_root_certs = c.server_ca_pem});
+}
+
+void PresentCredentials(const ReportCredentials& c, grpc::ClientContext* ctx) {
+  if (!c.job_token.empty()) ctx->AddMetadata("trainyard-job-token", c.job_token);
+  if (!c.bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + c.bearer);
+}
+
+namespace {
 // False for an answer that another try would get again: no such job, a
 // report the server refuses, a credential it does not take.
 bool Retry(const grpc::Status& st) {
@@ -64,15 +73,7 @@ bool Retry(const grpc::Status& st) {
 
 // A stub for the server: TLS verified with the CA when there is one.
 std::unique_ptr<v1::Trainyard::Stub> ServerStub(const std::string& address, const ReportCredentials& c) {
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!c.server_ca_pem.empty()) creds = grpc::SslCredentials({.pem_root_certs = c.server_ca_pem});
-  return v1::Trainyard::NewStub(grpc::CreateChannel(address, creds));
-}
-
-// Puts the credentials on a call's context.
-void Present(const ReportCredentials& c, grpc::ClientContext* ctx) {
-  if (!c.job_token.empty()) ctx->AddMetadata("trainyard-job-token", c.job_token);
-  if (!c.bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + c.bearer);
+  return v1::Trainyard::NewStub(grpc::CreateChannel(address, ServerChannelCredentials(c)));
 }
 }  // namespace
 
@@ -82,7 +83,7 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   req.set_worker_id(failure.worker_id);
   req.set_attempt(failure.attempt);
   req.set_reason(failure.reason);
-  req.set_master_address(MasterAddress());
+  req.set_master_address(ReportedMasterAddress());
   std::string address = address_;
   std::shared_ptr<State> state = state_;
   ReportCredentials credentials = credentials_;
@@ -92,7 +93,7 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      Present(credentials, &ctx);
+      PresentCredentials(credentials, &ctx);
       v1::WorkerFailureResponse resp;
       grpc::Status st = stub->ReportWorkerFailure(&ctx, req, &resp);
       if (st.ok() || !Retry(st)) {
@@ -120,7 +121,7 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   req.set_job(end.job);
   req.set_state(end.outcome == JobOutcome::kSucceeded ? v1::JOB_SUCCEEDED : v1::JOB_FAILED);
   req.set_reason(end.reason);
-  req.set_master_address(MasterAddress());
+  req.set_master_address(ReportedMasterAddress());
   std::string address = address_;
   std::shared_ptr<State> state = state_;
   ReportCredentials credentials = credentials_;
@@ -130,7 +131,7 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
     for (int attempt = 0; attempt < 50; ++attempt) {
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      Present(credentials, &ctx);
+      PresentCredentials(credentials, &ctx);
       v1::JobOutcomeResponse resp;
       grpc::Status st = stub->ReportJobOutcome(&ctx, req, &resp);
       absl::MutexLock lock(&state->mu);

@@ -15,6 +15,11 @@
 
 #include "jobmaster/job_terminator.h"
 
+namespace grpc {
+class ChannelCredentials;
+class ClientContext;
+}
+
 namespace trainyard::jobmaster {
 
 // What a report carries to show the server it may speak for the job
@@ -27,6 +32,18 @@ struct ReportCredentials {
   // serves TLS); "" = plaintext.
   std::string server_ca_pem;
 };
+
+// The credentials of a channel to the server: TLS verified with
+// `server_ca_pem` when there is one, else plaintext.
+std::shared_ptr<grpc::ChannelCredentials> ServerChannelCredentials(const ReportCredentials& credentials);
+
+// Puts the credentials on a call's context.
+void PresentCredentials(const ReportCredentials& credentials, grpc::ClientContext* ctx);
+
+// Where this master serves, as the server computes it: the node's address
+// and the task's first port (TRAINYARD_NODE_ADDRESS, TRAINYARD_PORTS). ""
+// outside a task.
+std::string ReportedMasterAddress();
 
 class ServerJobTerminator : public JobTerminator {
  public:

@@ -26,6 +26,7 @@ class GrpcCounters {
     kDrainNode,
     kRemoveNode,
     kCreateToken,
+    kReportJobMasterSummary,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -34,7 +35,8 @@ class GrpcCounters {
   static const char* MethodName(int m) {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
-        "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken"};
+        "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
+        "ReportJobMasterSummary"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

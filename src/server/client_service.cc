@@ -3,6 +3,7 @@
 #include "server/client_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "server/submission.h"
 
 namespace trainyard::server {
@@ -189,6 +190,14 @@ grpc::Status ClientService::ReportWorkerFailure(grpc::ServerContext* ctx, const 
     return Counted(GrpcCounters::kReportWorkerFailure, ToGrpc(from));
   }
   return Counted(GrpcCounters::kReportWorkerFailure, ToGrpc(manager_->ReportWorkerFailure(*req)));
+}
+
+grpc::Status ClientService::ReportJobMasterSummary(grpc::ServerContext* ctx, const v1::JobMasterSummary* req,
+                                                   v1::JobMasterSummaryResponse*) {
+  if (absl::Status from = FromJobMaster(ctx, req->job()); !from.ok()) {
+    return Counted(GrpcCounters::kReportJobMasterSummary, ToGrpc(from));
+  }
+  return Counted(GrpcCounters::kReportJobMasterSummary, ToGrpc(masters_.Report(*req, absl::Now())));
 }
 
 grpc::Status ClientService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,

@@ -9,6 +9,7 @@
 #include "server/api_counters.h"
 #include "server/job_manager.h"
 #include "server/log_hub.h"
+#include "server/master_metrics.h"
 
 namespace trainyard::server {
 
@@ -41,9 +42,14 @@ class ClientService final
   grpc::Status ReportWorkerFailure(grpc::ServerContext*, const v1::WorkerFailureRequest*,
                                    v1::WorkerFailureResponse*) override;
   grpc::Status CreateToken(grpc::ServerContext*, const v1::CreateTokenRequest*, v1::CreateTokenResponse*) override;
+  // A job master's figures (master_metrics.h), checked as its outcome is.
+  grpc::Status ReportJobMasterSummary(grpc::ServerContext*, const v1::JobMasterSummary*,
+                                      v1::JobMasterSummaryResponse*) override;
 
   // What each method answered, for /metrics.
   const GrpcCounters& counters() const { return counters_; }
+  // The job masters' summed figures, for /metrics.
+  JobMasterMetrics& masters() { return masters_; }
 
  private:
   grpc::Status Counted(GrpcCounters::Method method, grpc::Status st);
@@ -62,6 +68,7 @@ class ClientService final
   LogHub* const logs_;
   security::ServerSecurity* const security_;
   GrpcCounters counters_;
+  JobMasterMetrics masters_;
 };
 
 // Maps an absl::Status to a grpc::Status with the same code and message.

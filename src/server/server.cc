@@ -337,7 +337,7 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
   http::AddDashboardRoutes(*http_, rest_backend_.get());
-  http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters());
+  http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters(), &client_service_->masters());
   http_->Serve();
   http_address_ = http_->address();
   Log(LogLevel::kInfo, "server", "HTTP API and /metrics on http://%s/", http_address_);

@@ -1,149 +1,45 @@
-// HttpServer: the server's HTTP endpoint (REST API, /metrics, next the
-// dashboard), built on cpp-httplib (Debian's libcpp-httplib-dev) for the
-// protocol: request parsing, routing and responses are the library's.
-// What a daemon facing strangers needs around it is ours, because the
-// library's own listen loop has none of it: a bounded number of threads and
-// of open connections (one more is answered 503 at once and closed, so a
-// flood cannot take the server's file descriptors), a deadline to receive a
-// whole request and a byte cap on it (a client dripping bytes, or sending
-// headers without end, is cut off), a timeout on every write, and an accept
-// loop that goes on after a failed accept. The gRPC API and the control
-// state do not share its threads, so a stuck HTTP client never stalls them.
-//
-// Long answers (a followed log, a log archive, a watch stream) hold their
-// worker thread while they last. They take a slot first (TryStream): the
-// workers are `threads` for requests plus one per stream slot, so streams
-// never take the threads that short requests need, and a stream beyond its
-// kind's slots is answered 503 at once.
+// HttpServer: the server's HTTP endpoint (REST API, dashboard, /metrics):
+// the generic endpoint of httpd/http_server.h (its threads, connection cap,
+// deadlines and request counters) with the server's authentication on top:
+// every handler is told who made the request (auth.h), and an /api/ request
+// without a valid token is answered 401 before its handler runs.
 #pragma once
 
-#include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
-#include <thread>
-#include <tuple>
-#include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
+#include "httpd/http_server.h"
 #include "server/http/auth.h"
-
-namespace httplib {
-struct Request;
-struct Response;
-}  // namespace httplib
 
 namespace trainyard::server::http {
 
-struct HttpOptions {
-  std::string listen = "127.0.0.1:0";  // host:port; port 0 = any free port
-  int threads = 4;                     // requests served at once
-  // Open connections, served or waiting for a thread; one more is answered
-  // 503 and closed.
-  int max_connections = 128;
-  // To receive one request whole (headers and body), and for each write of
-  // an answer to make progress.
-  absl::Duration request_timeout = absl::Seconds(10);
-  absl::Duration keep_alive = absl::Seconds(5);  // an idle connection is closed after
-  int keep_alive_requests = 100;                  // requests on one connection
-  int64_t max_header_bytes = 64 << 10;
-  int64_t max_body_bytes = 4 << 20;
-  // Answers that stream: followed logs and log archives, and watchers
-  // (server-sent events). Each has a worker of its own.
-  int max_log_streams = 8;
-  int max_watchers = 32;
+using httpd::HttpRequestCount;
+using httpd::SetJsonError;
+
+struct HttpOptions : httpd::HttpOptions {
   // Checks the token of every /api/ request (auth.h); nullptr: none.
   Authenticator authenticate;
 };
 
-// One counter of answered requests (trainyard_http_requests_total).
-struct HttpRequestCount {
-  std::string method;  // GET, POST, ...
-  std::string route;   // the route's pattern, e.g. /api/v1/jobs/{job}; "other" when none matched
-  int code = 0;
-  int64_t count = 0;
-};
-
-class HttpServer {
+class HttpServer final : public httpd::HttpServer {
  public:
   // A handler answers one request for `who` (Authenticate's principal).
   using Handler = std::function<void(const httplib::Request&, httplib::Response&, const Principal& who)>;
 
-  // Binds `options.listen`; serves nothing until Serve. Errors name the
-  // address (in use, not an address of this machine, malformed).
+  // As httpd::HttpServer::Bind.
   static absl::StatusOr<std::unique_ptr<HttpServer>> Bind(HttpOptions options);
-  ~HttpServer();
 
-  // Registers `handler` for `method` (GET, POST, DELETE) on `pattern` (a
-  // regex over the path; groups are in req.matches); `route` names it in
-  // the request counters. REQUIRES: before Serve.
+  // As httpd::HttpServer::Handle, after Authenticate: a request it refuses
+  // is answered 401 (WWW-Authenticate: Bearer) without calling `handler`.
   void Handle(const std::string& method, const std::string& pattern, const std::string& route, Handler handler);
-  // Starts the accept thread and the workers.
-  void Serve();
-
-  enum class StreamKind { kLog, kWatch };
-  // A slot for a streaming answer of `kind`, held until the pointer (kept
-  // by the answer's content provider) is released; nullptr when all of that
-  // kind are taken (answer 503).
-  std::shared_ptr<void> TryStream(StreamKind kind) ABSL_LOCKS_EXCLUDED(mu_);
-  // Whether the client of the request this thread serves has closed its
-  // connection (or the server is stopping): a stream that waits for
-  // something to send looks now and then, since only a write would
-  // otherwise notice.
-  static bool ClientGone();
-  // The answer to `req` goes out uncompressed even if the client accepts
-  // gzip: the library's compressor holds back a stream's small pieces
-  // (a followed log's lines) until it has a block.
-  static void NoCompression(const httplib::Request& req);
-  // Stops accepting, cuts open connections, joins every thread. Idempotent.
-  void Stop();
-
-  // host:port bound (never port 0).
-  const std::string& address() const { return address_; }
-  std::vector<HttpRequestCount> RequestCounts() const ABSL_LOCKS_EXCLUDED(counts_mu_);
 
  private:
-  class Engine;
-  class Stream;
-  explicit HttpServer(HttpOptions options);
+  explicit HttpServer(HttpOptions options)
+      : httpd::HttpServer(options), authenticate_(std::move(options.authenticate)) {}
 
-  void AcceptLoop();
-  void Admit(int fd) ABSL_LOCKS_EXCLUDED(mu_);
-  void Work() ABSL_LOCKS_EXCLUDED(mu_);
-  // Serves `fd`'s requests; false when it ends idle between requests (no
-  // unread input, so no lingering close).
-  bool ServeConnection(int fd);
-  bool AwaitNextRequest(const Stream& stream) ABSL_LOCKS_EXCLUDED(mu_);
-  void LingeringClose(int fd);
-  void Count(const std::string& method, const std::string& route, int code) ABSL_LOCKS_EXCLUDED(counts_mu_);
-
-  const HttpOptions options_;
-  std::unique_ptr<Engine> engine_;
-  int listen_fd_ = -1;
-  int wake_fd_[2] = {-1, -1};  // a byte on [1] wakes the accept loop to stop
-  std::string address_;
-  std::thread acceptor_;
-  std::vector<std::thread> workers_;
-
-  absl::Mutex mu_;
-  absl::CondVar cv_;
-  std::deque<int> waiting_ ABSL_GUARDED_BY(mu_);  // accepted, not yet served
-  std::set<int> serving_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  int log_streams_ ABSL_GUARDED_BY(mu_) = 0;
-  int watchers_ ABSL_GUARDED_BY(mu_) = 0;
-
-  mutable absl::Mutex counts_mu_;
-  std::map<std::tuple<std::string, std::string, int>, int64_t> counts_ ABSL_GUARDED_BY(counts_mu_);
+  const Authenticator authenticate_;
 };
-
-// Sets `res` to a JSON error {"error": {"code": status, "message": ...}}.
-void SetJsonError(httplib::Response& res, int status, const std::string& message);
 
 }  // namespace trainyard::server::http

@@ -7,71 +7,18 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "httplib.h"
 #include "api/states.h"
+#include "httpd/prometheus_text.h"
 #include "server/http/json_views.h"
 
 namespace trainyard::server::http {
 namespace {
 
-// Label values escaped as the text format asks (\\, \", \n).
-std::string Escape(const std::string& v) {
-  if (v.find_first_of("\\\"\n") == std::string::npos) return v;
-  std::string out;
-  for (char c : v) {
-    if (c == '\\') out += "\\\\";
-    else if (c == '"') out += "\\\"";
-    else if (c == '\n') out += "\\n";
-    else out += c;
-  }
-  return out;
-}
+using Writer = httpd::PrometheusText;
 
-std::string Number(double v) {
-  if (v == static_cast<double>(static_cast<int64_t>(v))) return absl::StrCat(static_cast<int64_t>(v));
-  return absl::StrFormat("%.9g", v);
-}
-
-class Writer {
- public:
-  explicit Writer(std::string* out) : out_(out) {}
-  void Family(const char* name, const char* type, const char* help) {
-    absl::StrAppend(out_, "# HELP ", name, " ", help, "\n# TYPE ", name, " ", type, "\n");
-  }
-  // `labels`: `key="value",...` already escaped, or "".
-  void Sample(const char* name, const std::string& labels, double value) {
-    if (labels.empty()) {
-      absl::StrAppend(out_, name, " ", Number(value), "\n");
-    } else {
-      absl::StrAppend(out_, name, "{", labels, "} ", Number(value), "\n");
-    }
-  }
-  // Samples already in the format (one family's, built in one pass).
-  void Raw(const std::string& text) { out_->append(text); }
-  void Counter(const char* name, const char* help, double value) {
-    Family(name, "counter", help);
-    Sample(name, "", value);
-  }
-  void Gauge(const char* name, const char* help, double value) {
-    Family(name, "gauge", help);
-    Sample(name, "", value);
-  }
-  void Hist(const char* name, const char* help, const Histogram& h) {
-    Family(name, "histogram", help);
-    std::string bucket = absl::StrCat(name, "_bucket");
-    for (int i = 0; i < h.buckets(); ++i) {
-      Sample(bucket.c_str(), absl::StrCat("le=\"", Number(h.bound(i)), "\""), static_cast<double>(h.cumulative(i)));
-    }
-    Sample(bucket.c_str(), "le=\"+Inf\"", static_cast<double>(h.count()));
-    Sample(absl::StrCat(name, "_sum").c_str(), "", h.sum());
-    Sample(absl::StrCat(name, "_count").c_str(), "", static_cast<double>(h.count()));
-  }
-
- private:
-  std::string* out_;
-};
+std::string Escape(const std::string& v) { return httpd::EscapeLabel(v); }
 
 void JobsAndTasks(Writer& w, const ViewStore& views) {
   ViewStore::Counts counts = views.StateCounts();
@@ -172,6 +119,26 @@ void Counters(Writer& w, const PublishedStats& s) {
          s.store.batch_size);
 }
 
+// The job masters' figures, summed over every master (no job label:
+// master_metrics.h says why).
+void Masters(Writer& w, JobMasterMetrics* masters, absl::Time now) {
+  JobMasterTotals t = masters ? masters->Totals(now) : JobMasterTotals();
+  w.Gauge("trainyard_jobmasters_reporting",
+          "Job masters that sent their figures in the last 10 s and have not stopped.", static_cast<double>(t.reporting));
+  w.Family("trainyard_jobmaster_workers", "gauge", "Workers of the reporting job masters' jobs, by the masters' state.");
+  for (int s = v1::UNASSIGNED; s <= v1::ERROR; ++s) {
+    w.Sample("trainyard_jobmaster_workers",
+             absl::StrCat("state=\"", v1::WorkerState_Name(static_cast<v1::WorkerState>(s)), "\""),
+             static_cast<double>(t.workers[s]));
+  }
+  w.Gauge("trainyard_jobmaster_connections", "Open worker connections of the reporting job masters.",
+          static_cast<double>(t.connections));
+  w.Hist("trainyard_jobmaster_barrier_duration_seconds",
+         "Time of one barrier of a job's workers, from the first worker in to the last (every master's, stopped ones "
+         "too).",
+         t.barrier_seconds);
+}
+
 void Requests(Writer& w, const MetricsSources& src) {
   w.Family("trainyard_grpc_requests_total", "counter", "Client gRPC calls answered, by method and status code.");
   if (src.grpc) {
@@ -213,16 +180,19 @@ std::string RenderMetrics(const MetricsSources& src) {
   Nodes(w, *src.views, src.now);
   Queues(w, *src.views);
   Counters(w, *src.views->Stats());
+  Masters(w, src.masters, src.now);
   Requests(w, src);
   return out;
 }
 
-void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc) {
+void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc,
+                     JobMasterMetrics* masters) {
   server.Handle("GET", "/metrics", "/metrics",
-                [&server, backend, grpc](const httplib::Request&, httplib::Response& res, const Principal&) {
+                [&server, backend, grpc, masters](const httplib::Request&, httplib::Response& res, const Principal&) {
                   MetricsSources src;
                   src.views = &backend->Views();
                   src.grpc = grpc;
+                  src.masters = masters;
                   src.http_requests = server.RequestCounts();
                   src.now = absl::Now();
                   src.connections = ConnectionGuard::Stats();

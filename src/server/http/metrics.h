@@ -12,6 +12,8 @@
 #include "absl/time/time.h"
 #include "server/api_counters.h"
 #include "server/connection_guard.h"
+#include "server/master_metrics.h"
+#include "httpd/prometheus_text.h"
 #include "server/http/http_server.h"
 #include "server/http/rest_api.h"
 #include "server/view_store.h"
@@ -21,6 +23,7 @@ namespace trainyard::server::http {
 struct MetricsSources {
   const ViewStore* views = nullptr;
   const GrpcCounters* grpc = nullptr;           // may be null
+  JobMasterMetrics* masters = nullptr;          // may be null
   std::vector<HttpRequestCount> http_requests;  // answered so far
   absl::Time now;                               // for heartbeat ages
   ConnectionGuardStats connections;             // the gRPC listener's connections
@@ -29,11 +32,13 @@ struct MetricsSources {
 std::string RenderMetrics(const MetricsSources& sources);
 
 // Registers GET /metrics on `server`, rendered from `backend`'s views, the
-// gRPC API's counters (`grpc`, may be null) and the server's own.
-// REQUIRES: backend, grpc and server outlive the route.
-void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc);
+// gRPC API's counters (`grpc`, may be null), the job masters' summed
+// figures (`masters`, may be null) and the server's own.
+// REQUIRES: backend, grpc, masters and server outlive the route.
+void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc,
+                     JobMasterMetrics* masters = nullptr);
 
 // The Prometheus text format's content type.
-inline constexpr const char* kMetricsContentType = "text/plain; version=0.0.4; charset=utf-8";
+using httpd::kMetricsContentType;
 
 }  // namespace trainyard::server::http

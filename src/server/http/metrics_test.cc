@@ -92,5 +92,35 @@ TEST(MetricsTest, HistogramsAreCumulativeWithSumAndCount) {
   EXPECT_THAT(m, Not(HasSubstr("nan")));
 }
 
+TEST(MetricsTest, JobMasterFiguresAreSummedWithoutAJobLabel) {
+  ViewStore views;
+  JobMasterMetrics masters;
+  for (const char* job : {"train", "train-2"}) {
+    v1::JobMasterSummary s;
+    s.set_job(job);
+    for (int n : {0, 1, 2, 0, 0}) s.add_workers_by_state(n);
+    s.set_connections(3);
+    Histogram h = LatencyHistogram();
+    h.Observe(0.03);
+    for (int i = 0; i < h.buckets(); ++i) s.add_barrier_bounds_seconds(h.bound(i));
+    for (int i = 0; i <= h.buckets(); ++i) s.add_barrier_buckets(h.in_bucket(i));
+    s.set_barrier_seconds_sum(h.sum());
+    ASSERT_TRUE(masters.Report(s, absl::FromUnixSeconds(999)).ok());
+  }
+  MetricsSources src;
+  src.views = &views;
+  src.masters = &masters;
+  src.now = absl::FromUnixSeconds(1000);
+  std::string m = RenderMetrics(src);
+  EXPECT_THAT(m, HasSubstr("trainyard_jobmasters_reporting 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_jobmaster_workers{state=\"RUNNING\"} 4\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_jobmaster_workers{state=\"STARTING\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_jobmaster_workers{state=\"ERROR\"} 0\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_jobmaster_connections 6\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_jobmaster_barrier_duration_seconds_bucket{le=\"0.05\"} 2\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_jobmaster_barrier_duration_seconds_count 2\n"));
+  EXPECT_THAT(m, Not(HasSubstr("train-2")));
+}
+
 }  // namespace
 }  // namespace trainyard::server::http
