@@ -311,6 +311,13 @@ replicas:
   EXPECT_THAT(m, HasSubstr("replicas.worker.env.A: must be a string, or {secret: VALUE} for a secret value"));
   EXPECT_THAT(m, HasSubstr("replicas.worker.env.B: must be a string, or {secret: VALUE} for a secret value"));
   EXPECT_THAT(m, HasSubstr("replicas.worker.env.C=D: a variable name must not contain '='"));
+
+  // A secret may not stand in for what Trainyard sets (who the task runs as).
+  auto ours = LoadJobSpec("name: s\nreplicas:\n  worker:\n    command: [x]\n    env: {TRAINYARD_USER: {secret: root}}\n",
+                          core::AllocationLimits{});
+  ASSERT_FALSE(ours.ok());
+  EXPECT_THAT(std::string(ours.status().message()),
+              HasSubstr("replicas.worker.env.TRAINYARD_USER: TRAINYARD_ variables are set by Trainyard, not secret"));
 }
 
 }  // namespace trainyard::api

@@ -125,6 +125,9 @@ void ValidateExecStrings(const v1::ReplicaSpec& r, const std::string& path, Erro
   for (const auto& [k, v] : r.env()) names.push_back(k);
   for (const auto& [k, v] : r.secret_env()) {
     if (r.env().count(k)) errors->push_back(absl::StrCat(path, ".env.", Printable(k), ": given both plain and secret"));
+    if (absl::StartsWith(k, "TRAINYARD_")) {
+      errors->push_back(absl::StrCat(path, ".env.", Printable(k), ": TRAINYARD_ variables are set by Trainyard, not secret"));
+    }
     names.push_back(k);
   }
   std::sort(names.begin(), names.end());  // a protobuf map's order is not stable

@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/tls_certificate_verifier.h"
@@ -49,9 +50,32 @@ absl::Status WritePublic(const std::string& path, const std::string& pem) {
 
 }  // namespace
 
+// True when `pem` holds exactly one PEM block (a certificate) and nothing
+// but blank space around it: the pin covers only the first certificate, so
+// a second one after it would be trusted unpinned.
+bool IsOneCertificate(const std::string& pem) {
+  const std::string kEnd = "-----END CERTIFICATE-----";
+  size_t begin = pem.find("-----BEGIN ");
+  size_t end = pem.find(kEnd);
+  if (begin == std::string::npos || end == std::string::npos) return false;
+  if (pem.find("-----BEGIN ", begin + 1) != std::string::npos) return false;
+  for (size_t i = 0; i < begin; ++i) {
+    if (!absl::ascii_isspace(static_cast<unsigned char>(pem[i]))) return false;
+  }
+  for (size_t i = end + kEnd.size(); i < pem.size(); ++i) {
+    if (!absl::ascii_isspace(static_cast<unsigned char>(pem[i]))) return false;
+  }
+  return true;
+}
+
 absl::Status JoinCluster(const JoinOptions& o) {
   absl::StatusOr<std::string> ca = FetchCa(o.server);
   if (!ca.ok()) return ca.status();
+  if (!IsOneCertificate(*ca)) {
+    return absl::PermissionDeniedError(absl::StrCat("the server at ", o.server,
+                                                    " answered with more than one CA certificate: not joining (the "
+                                                    "token is not sent to it)"));
+  }
   std::string pin = security::CertPin(*ca);
   if (pin.empty() || pin != o.ca_pin) {
     return absl::PermissionDeniedError(absl::StrCat("the server at ", o.server, " has CA ", pin.empty() ? "?" : pin,

@@ -227,6 +227,20 @@ TEST_F(ServerSecurityTest, JobCredentialsAreTheJobsOwnAndTheSecretIsKept) {
   EXPECT_TRUE((*again)->IsJobCredential(7, cred));  // the same after a restart
 }
 
+TEST_F(ServerSecurityTest, AnAccountNamedLikeATokensUserGetsNoLoginToken) {
+  auto sec = ServerSecurity::Open({.data_dir = dir_});
+  ASSERT_TRUE(sec.ok()) << sec.status();
+  ASSERT_TRUE((*sec)->tokens().Issue("admin", /*admin=*/true).ok());
+  absl::StatusOr<std::string> admin = (*sec)->LoginTokenOf("admin", false);
+  EXPECT_TRUE(absl::IsFailedPrecondition(admin.status())) << admin.status();
+  absl::StatusOr<std::string> bob = (*sec)->LoginTokenOf("bob", false);
+  ASSERT_TRUE(bob.ok()) << bob.status();
+  EXPECT_EQ((*sec)->Authenticate("Bearer " + *bob)->user, "bob");
+  // Once the cluster issues tokens for bob, the account's login token stops.
+  ASSERT_TRUE((*sec)->tokens().Issue("bob", false).ok());
+  EXPECT_TRUE(absl::IsUnauthenticated((*sec)->Authenticate("Bearer " + *bob).status()));
+}
+
 TEST_F(ServerSecurityTest, TheFirstStartMakesAnAdminClientConfigOnce) {
   auto sec = ServerSecurity::Open({.data_dir = dir_});
   ASSERT_TRUE(sec.ok());

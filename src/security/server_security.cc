@@ -39,12 +39,24 @@ absl::StatusOr<Principal> ServerSecurity::Authenticate(absl::string_view authori
   absl::string_view bearer = absl::StripAsciiWhitespace(authorization);
   if (absl::StartsWithIgnoreCase(bearer, "bearer ")) {
     absl::string_view token = absl::StripAsciiWhitespace(bearer.substr(7));
-    if (IsLoginToken(token)) return AuthenticateLoginToken(job_secret_, token);
+    if (IsLoginToken(token)) {
+      absl::StatusOr<Principal> p = AuthenticateLoginToken(job_secret_, token);
+      // A name the token file took after the login is the token's from then on.
+      if (p.ok() && tokens_.HasUser(p->user)) {
+        return absl::UnauthenticatedError(absl::StrCat("the login token of '", p->user,
+                                                       "' is no longer valid: the cluster issued tokens for that name"));
+      }
+      return p;
+    }
   }
   return tokens_.Authenticate(authorization);
 }
 
-std::string ServerSecurity::LoginTokenOf(const std::string& user, bool admin) const {
+absl::StatusOr<std::string> ServerSecurity::LoginTokenOf(const std::string& user, bool admin) {
+  if (tokens_.HasUser(user)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the cluster has issued tokens for the user '", user, "': log in with one of them, not as the account"));
+  }
   return LoginToken(job_secret_, user, admin);
 }
 

@@ -42,8 +42,11 @@ class ServerSecurity {
   bool IsJobCredential(uint64_t job_id, absl::string_view presented) const;
   std::string JobCredentialOf(uint64_t job_id) const { return JobCredential(job_secret_, job_id); }
   std::string JobWorkerSecretOf(uint64_t job_id) const { return JobWorkerSecret(job_secret_, job_id); }
-  // The login token of local account `user` (login.h), for the login socket.
-  std::string LoginTokenOf(const std::string& user, bool admin) const;
+  // The login token of local account `user` (login.h), for the login
+  // socket. FailedPrecondition when a token of the token file speaks for
+  // that name (the bootstrap `admin`, say): one name, one kind of credential,
+  // so an account cannot take the jobs of the token's user.
+  absl::StatusOr<std::string> LoginTokenOf(const std::string& user, bool admin);
   // A secret env value sealed for the store, and opened again (crypto.h's
   // Seal and Open under a key made from the data dir's secret).
   absl::StatusOr<std::string> SealValue(const std::string& plain) const;

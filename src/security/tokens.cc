@@ -106,6 +106,15 @@ absl::StatusOr<std::string> TokenStore::Issue(const std::string& user, bool admi
   return token;
 }
 
+bool TokenStore::HasUser(absl::string_view user) {
+  absl::MutexLock lock(&mu_);
+  Refresh();
+  for (const auto& [hash, principal] : by_hash_) {
+    if (principal.user == user) return true;
+  }
+  return false;
+}
+
 size_t TokenStore::size() {
   absl::MutexLock lock(&mu_);
   Refresh();

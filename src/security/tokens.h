@@ -53,6 +53,8 @@ class TokenStore {
 
   // How many tokens the file holds now.
   size_t size() ABSL_LOCKS_EXCLUDED(mu_);
+  // True when a token of the file speaks for `user`.
+  bool HasUser(absl::string_view user) ABSL_LOCKS_EXCLUDED(mu_);
   const std::string& path() const { return path_; }
 
  private:

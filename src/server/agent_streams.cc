@@ -49,6 +49,9 @@ void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
   }
   if (job_worker_secrets_) (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());
   for (const auto& [name, sealed] : task.secret_env()) {
+    // What the server set (TRAINYARD_USER, the checkpoint dir, ...) wins, as
+    // over plain env: a spec's secret must not choose who the task runs as.
+    if (task.env().count(name)) continue;
     absl::StatusOr<std::string> value = open_secret_ ? open_secret_(sealed) : absl::StatusOr<std::string>(sealed);
     if (!value.ok()) {
       // Only a data dir whose secret was replaced gets here: the task runs

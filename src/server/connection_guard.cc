@@ -235,6 +235,7 @@ int ConnectionGuard::Accept(int listener, sockaddr* addr, socklen_t* addr_len, i
       }
       continue;
     }
+    Forget(g, c);  // a slot left counted by a close that bypassed close() (dup2 over it)
     g.slots[c].inode.store(InodeOf(c), std::memory_order_relaxed);
     g.slots[c].bucket.store(bucket == 0 ? kPeerBuckets + 1 : bucket, std::memory_order_release);
     g.open.fetch_add(1, std::memory_order_relaxed);

@@ -212,6 +212,12 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
   if (seal_secret_) {
     for (v1::ReplicaSpec& rs : *spec.mutable_replicas()) {
       for (auto& [name, value] : *rs.mutable_secret_env()) {
+        // Checked here: validation sees only the sealed text.
+        if (value.find('\0') != std::string::npos) {
+          done(absl::InvalidArgumentError(
+              absl::StrCat("replicas.", rs.role(), ".env.", name, ": the value contains a NUL byte")));
+          return;
+        }
         absl::StatusOr<std::string> sealed = seal_secret_(value);
         if (!sealed.ok()) {
           done(sealed.status());

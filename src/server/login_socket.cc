@@ -56,6 +56,12 @@ absl::StatusOr<std::unique_ptr<LoginSocket>> LoginSocket::Start(const std::strin
     return absl::FailedPreconditionError(absl::StrCat("loginSocket: cannot serve ", path, ": ", why));
   }
   int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (wake < 0) {
+    std::string why = strerror(errno);
+    close(fd);
+    unlink(path.c_str());
+    return absl::InternalError(absl::StrCat("loginSocket: eventfd: ", why));
+  }
   std::unique_ptr<LoginSocket> s(
       new LoginSocket(path, std::move(server_address), std::move(ca_pem), std::move(token_of), fd, wake));
   s->thread_ = std::thread([p = s.get()] { p->Serve(); });
@@ -90,8 +96,10 @@ std::string LoginSocket::AnswerFor(uid_t uid) const {
     return absl::StrCat("error ", st.message(), "\n");
   }
   bool admin = uid == 0 || uid == geteuid();
-  return absl::StrCat("server ", server_address_, "\nuser ", user, admin ? " admin" : "", "\ntoken ",
-                      token_of_(user, admin), "\n", ca_pem_.empty() ? "" : "ca\n", ca_pem_);
+  absl::StatusOr<std::string> token = token_of_(user, admin);
+  if (!token.ok()) return absl::StrCat("error ", token.status().message(), "\n");
+  return absl::StrCat("server ", server_address_, "\nuser ", user, admin ? " admin" : "", "\ntoken ", *token, "\n",
+                      ca_pem_.empty() ? "" : "ca\n", ca_pem_);
 }
 
 void LoginSocket::Serve() {

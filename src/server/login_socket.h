@@ -22,7 +22,7 @@ namespace trainyard::server {
 class LoginSocket {
  public:
   // The token of local account `user` (an admin's when `admin`).
-  using TokenOf = std::function<std::string(const std::string& user, bool admin)>;
+  using TokenOf = std::function<absl::StatusOr<std::string>(const std::string& user, bool admin)>;
 
   // Binds `path` (a stale socket there is replaced) and serves it on a
   // thread of its own. `server_address` is what the answer names.
