@@ -1,9 +1,11 @@
 // Shared client plumbing.
 #include "cli/client.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <iostream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/verbs.h"
 #include "cli/json_view.h"
@@ -84,7 +86,25 @@ std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address) {
   return v1::Trainyard::NewStub(MakeChannel(address));
 }
 
+namespace {
+// Set once a channel to another host goes without TLS: the token is then
+// not sent (it would cross the network in clear).
+std::atomic<bool> g_token_withheld{false};
+
+// True for an address whose traffic stays on this host.
+bool IsLocal(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return true;
+  std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
+}
+}  // namespace
+
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
+  if (ServerCaPem().empty() && !IsLocal(address) && !ClientToken().empty() && !g_token_withheld.exchange(true)) {
+    std::cerr << "trainyard: not sending the token in clear to " << address
+              << ": name the cluster's CA (--ca, TRAINYARD_CA_FILE or the client config's caFile) to talk to it over "
+                 "TLS\n";
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   // A server that is starting (`up` polls it) is retried within 100 ms, not
@@ -98,7 +118,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 
 void Authorize(grpc::ClientContext* ctx) {
   static const std::string token = ClientToken();
-  if (!token.empty()) ctx->AddMetadata("authorization", "Bearer " + token);
+  if (!token.empty() && !g_token_withheld.load()) ctx->AddMetadata("authorization", "Bearer " + token);
 }
 
 std::unique_ptr<grpc::ClientContext> Context(int seconds) {

@@ -1,6 +1,7 @@
 // NodeJoin (see join_service.h).
 #include "server/join_service.h"
 
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
@@ -48,17 +49,21 @@ grpc::Status JoinService::CreateJoinToken(grpc::ServerContext* ctx, const v1::Cr
 grpc::Status JoinService::JoinNode(grpc::ServerContext* ctx, const v1::JoinNodeRequest* req,
                                    v1::JoinNodeResponse* resp) {
   absl::MutexLock lock(&mu_);
-  absl::Status ok = security::RedeemJoinToken(security::JoinTokenFilePath(data_dir_), req->token(), req->node(),
-                                              absl::Now());
-  if (!ok.ok()) {
-    Log(LogLevel::kWarning, "server", "refused a join as node %s from %s: %s", req->node(), ctx->peer(),
-        std::string(ok.message()));
-    return Grpc(ok);
-  }
+  // The name and the request are checked (by signing) before the token is
+  // used up, so a malformed request does not waste it; a certificate made
+  // for a token that is then refused is dropped unsent.
   absl::StatusOr<security::KeyPair> ca = security::LoadCa(tls_dir_);
   if (!ca.ok()) return Grpc(ca.status());
   absl::StatusOr<std::string> cert = security::SignNodeRequest(*ca, req->csr_pem(), req->node());
-  if (!cert.ok()) return Grpc(cert.status());
+  absl::Status ok = cert.ok() ? security::RedeemJoinToken(security::JoinTokenFilePath(data_dir_), req->token(),
+                                                          req->node(), absl::Now())
+                              : cert.status();
+  if (!ok.ok()) {
+    // The name as sent may be anything: quoted, escaped and cut.
+    Log(LogLevel::kWarning, "server", "refused a join as node \"%s\" from %s: %s",
+        absl::CHexEscape(req->node().substr(0, 64)), ctx->peer(), std::string(ok.message()));
+    return Grpc(ok);
+  }
   resp->set_cert_pem(*cert);
   resp->set_ca_pem(ca->cert_pem);
   Log(LogLevel::kInfo, "server", "node %s joined from %s with a join token: its certificate is made", req->node(),

@@ -6,12 +6,16 @@
 // token, over the CLI, gRPC and REST. Each is refused with a message that
 // names what was refused, and the victim's job is still RUNNING with no
 // restart; its owner can still read its logs and kill it.
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <iostream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -242,6 +246,33 @@ replicas:
   CommandResult jobs = c.Cli({"jobs", "-o", "json"});
   EXPECT_EQ(nlohmann::json::parse(jobs.out, nullptr, false).value("jobs", nlohmann::json::array()).size(), 3u)
       << jobs.out;
+}
+
+// An IPv4 address of this host that is not loopback; "" when it has none.
+std::string NonLoopbackAddress() {
+  ifaddrs* all = nullptr;
+  if (getifaddrs(&all) != 0) return "";
+  std::string found;
+  for (ifaddrs* a = all; a != nullptr && found.empty(); a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET) continue;
+    char text[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &reinterpret_cast<sockaddr_in*>(a->ifa_addr)->sin_addr, text, sizeof(text));
+    if (!absl::StartsWith(text, "127.")) found = text;
+  }
+  freeifaddrs(all);
+  return found;
+}
+
+TEST(UsersSecurityTest, TheCliNeverSendsItsTokenInClearToAnotherHost) {
+  std::string host = NonLoopbackAddress();
+  if (host.empty()) GTEST_SKIP() << "this host has no address but loopback";
+  // Nothing listens there (a free port): the call fails either way; what
+  // matters is that the token did not go.
+  std::string address = absl::StrCat(host, ":", FreePort());
+  CommandResult r = RunCli({"jobs", "--server", address}, absl::Seconds(30),
+                           {"TRAINYARD_TOKEN=ty_not_for_the_network", "TRAINYARD_CA_FILE", "TRAINYARD_CONFIG"});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_THAT(r.err, HasSubstr("not sending the token in clear to " + address));
 }
 
 }  // namespace
