@@ -147,7 +147,7 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--max-connections", [](C& c) -> auto& { return c.max_connections; },
                   "open gRPC connections, all peers together (default: the open-file limit less an eighth)");
   AddConfigOption(cmd, &f, "--max-connections-per-peer", [](C& c) -> auto& { return c.max_connections_per_peer; },
-                  "open gRPC connections from one IP address (default: half of --max-connections)");
+                  "open gRPC connections from one IP address, an IPv6 /64 (default: an eighth of --max-connections)");
   AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
                   "YAML file with the queue tree (docs/queues.md)");
   AddConfigOption(cmd, &f, "--queue-policy", [](C& c) -> auto& { return c.queue_policy; }, "fifo, capacity or fair");

@@ -84,8 +84,11 @@ uint32_t PeerBucket(const sockaddr_storage& peer) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
     bytes = absl::string_view(reinterpret_cast<const char*>(&in->sin_addr), sizeof(in->sin_addr));
   } else if (peer.ss_family == AF_INET6) {
+    // One IPv6 peer is its /64: a host is given a whole /64 to pick from.
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
-    bytes = absl::string_view(reinterpret_cast<const char*>(&in6->sin6_addr), sizeof(in6->sin6_addr));
+    bool v4_mapped = IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr);
+    const char* a = reinterpret_cast<const char*>(&in6->sin6_addr);
+    bytes = v4_mapped ? absl::string_view(a + 12, 4) : absl::string_view(a, 8);
   } else {
     return 0;
   }
@@ -272,7 +275,7 @@ ConnectionGuardOptions ConnectionCapsFor(int open_file_limit, int requested_tota
   ConnectionGuardOptions o;
   o.max_connections = std::max(1, open_file_limit - headroom);
   if (requested_total > 0) o.max_connections = std::min(o.max_connections, requested_total);
-  o.max_connections_per_peer = std::max(1, o.max_connections / 2);
+  o.max_connections_per_peer = std::max(1, o.max_connections / 8);
   if (requested_per_peer > 0) o.max_connections_per_peer = std::min(o.max_connections, requested_per_peer);
   return o;
 }

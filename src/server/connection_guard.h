@@ -59,8 +59,9 @@ int RaiseOpenFileLimit(int wanted);
 
 // The caps that leave `headroom` descriptors below `open_file_limit` for the
 // store, logs and outgoing channels: max_connections = limit - headroom,
-// where headroom = max(64, limit / 8), and max_connections_per_peer half
-// of that, so no one address can take every connection. `requested_total`
+// where headroom = max(64, limit / 8), and max_connections_per_peer an
+// eighth of that, so a few addresses cannot take every connection (an IPv6
+// peer is its /64). `requested_total`
 // and `requested_per_peer` (0: not set) lower them.
 ConnectionGuardOptions ConnectionCapsFor(int open_file_limit, int requested_total, int requested_per_peer);
 

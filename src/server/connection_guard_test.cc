@@ -179,7 +179,7 @@ TEST(ConnectionGuardTest, AnotherListenersConnectionsAreNotCounted) {
 TEST(ConnectionGuardTest, CapsLeaveHeadroomBelowTheDescriptorLimit) {
   ConnectionGuardOptions o = ConnectionCapsFor(20000, 0, 0);
   EXPECT_EQ(o.max_connections, 20000 - 2500);
-  EXPECT_EQ(o.max_connections_per_peer, (20000 - 2500) / 2);
+  EXPECT_EQ(o.max_connections_per_peer, (20000 - 2500) / 8);
   o = ConnectionCapsFor(256, 0, 0);
   EXPECT_EQ(o.max_connections, 192);
   o = ConnectionCapsFor(20000, 500, 50);
