@@ -61,7 +61,7 @@ struct MasterProcess {
   // of this process) for a master that is restarted later.
   // `uncapped`: no cap on partial frames (the master before its input caps).
   explicit MasterProcess(int workers, int bind_port = 0, bool gated = false,
-                         bool uncapped = false) {
+                         bool uncapped = false, const std::string& secret = "") {
     int ready[2], gate[2];
     if (pipe(ready) != 0) return;
     if (pipe(gate) != 0) return;
@@ -79,6 +79,7 @@ struct MasterProcess {
       config.port = bind_port;
       config.learn_barriers = gated;  // a restarted master: its count comes from the workers
       if (uncapped) config.max_buffered_input_bytes = ~size_t{0};
+      config.job_secret = secret;  // STARTING must carry it (security on)
       FakeJobTerminator terminator;
       RealClock clock;
       auto server = JobMasterServer::Create(config, &terminator, &clock);
@@ -146,11 +147,16 @@ std::vector<int> Range(int n) {
   return ids;
 }
 
+// range(1) = 1: the master has a job secret and the workers show it (what
+// a master the server starts does); it is checked once, at STARTING.
 void BM_Barrier(benchmark::State& state) {
   int n = static_cast<int>(state.range(0));
-  MasterProcess master(n);
+  bool secret = state.range(1) != 0;
+  std::string job_secret = secret ? std::string(64, 'a') : "";
+  MasterProcess master(n, 0, false, false, job_secret);
   SimFleet fleet("127.0.0.1", master.port);
   fleet.set_keep_responses(false);
+  fleet.set_job_secret(job_secret);
   if (!fleet.Connect(n, Deadline()).ok() || !fleet.RegisterAll(Range(n), Deadline()).ok()) {
     return state.SkipWithError("could not register the workers");
   }
@@ -168,11 +174,13 @@ void BM_Barrier(benchmark::State& state) {
   state.counters["p99_ms"] = Percentile(ms, 0.99);
   state.counters["master_cpu_ms"] =
       (master.CpuMs() - cpu_before) / static_cast<double>(std::max<size_t>(1, ms.size()));
-  Figures()[absl::StrFormat("barrier_p50_%d", n)] = Percentile(ms, 0.5);
-  Figures()[absl::StrFormat("barrier_p99_%d", n)] = Percentile(ms, 0.99);
+  const char* kind = secret ? "_secret" : "";
+  Figures()[absl::StrFormat("barrier_p50_%d%s", n, kind)] = Percentile(ms, 0.5);
+  Figures()[absl::StrFormat("barrier_p99_%d%s", n, kind)] = Percentile(ms, 0.99);
 }
-BENCHMARK(BM_Barrier)->Arg(64)->Iterations(500)->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_Barrier)->Arg(1000)->Iterations(200)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Barrier)->Args({64, 0})->Iterations(500)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Barrier)->Args({1000, 0})->Iterations(200)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Barrier)->Args({1000, 1})->Iterations(200)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // STARTING from every worker, each followed by a RESPONSE_AFTER_ALL_JOINED
 // list; done when every worker has the full list. Connections are opened
@@ -429,6 +437,7 @@ void PrintSummary() {
   Line("1,000 workers: the same incl. connect", "register_list_connect_1000", "ms", 0, true);
   Line("1,000 workers: barrier p50", "barrier_p50_1000", "ms", 30, true);
   Line("1,000 workers: barrier p99", "barrier_p99_1000", "ms", 60, true);
+  Line("1,000 workers, job secret on: barrier p50", "barrier_p50_1000_secret", "ms", 30, true);
   Line("10,000 workers: connect + register", "register_10k_s", "s", 3, true);
   Line("10,000 workers: master RSS growth", "rss_10k_mb", "MB", 50, true);
   Line("10,000 workers: master RSS in all", "rss_10k_total_mb", "MB", 50, true);

@@ -241,6 +241,7 @@ absl::Status SimFleet::RegisterAll(const std::vector<int>& ids, absl::Time deadl
     s->mutable_info()->set_ip("127.0.0.1");
     s->mutable_info()->set_port(20000 + i);
     s->mutable_info()->set_node_ip("127.0.0.1");
+    s->set_job_secret(job_secret_);
     Queue(i, request);
   }
   return Exchange(static_cast<int>(ids.size()), deadline);

@@ -39,6 +39,8 @@ class SimFleet {
   // Whether responses are kept (default) or only counted and sized, without
   // storing them: benchmarks then measure the master, not the fleet's memory.
   void set_keep_responses(bool keep) { keep_responses_ = keep; }
+  // The job's secret RegisterAll's STARTINGs carry ("" = none).
+  void set_job_secret(std::string secret) { job_secret_ = std::move(secret); }
   // Payload size of the last response on connection `i` (kept or not).
   size_t last_payload_bytes(int i) const { return workers_[i].last_bytes; }
   // The raw payloads received on connection `i` since the last ClearResponses.
@@ -88,6 +90,7 @@ class SimFleet {
   std::string read_buffer_;
   int received_ = 0;
   bool keep_responses_ = true;
+  std::string job_secret_;
   uint64_t next_request_id_ = 1;
 };
 
