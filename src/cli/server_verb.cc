@@ -113,7 +113,8 @@ int RunServer(ServerFlags& f, const std::string& self) {
   }
   std::cout << "trainyard server listening on " << (*s)->address() << "\n";
   if (!(*s)->http_address().empty()) {
-    std::cout << "trainyard server HTTP API and /metrics on http://" << (*s)->http_address() << "/\n";
+    std::cout << "trainyard server HTTP API and /metrics on " << (*s)->http_scheme() << "://" << (*s)->http_address()
+              << "/\n";
   }
   std::cout << std::flush;
   ServeUntilSignal(s->get());
@@ -132,6 +133,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
+  AddConfigOption(cmd, &f, "--http-tls", [](C& c) -> auto& { return c.http_tls; },
+                  "HTTPS on --http-listen with --tls-dir's server certificate: auto (when --tls-dir is set and the "
+                  "listener is not loopback), on, off");
   AddConfigOption(cmd, &f, "--login-socket", [](C& c) -> auto& { return c.login_socket; },
                   "Unix socket where local users get a token for their account (default DATA_DIR/login.sock; off: none)");
   AddConfigOption(cmd, &f, "--tls-dir", [](C& c) -> auto& { return c.tls_dir; },

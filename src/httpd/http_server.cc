@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <openssl/ssl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -107,7 +108,8 @@ class HttpServer::Engine final : public httplib::Server {
 // write until request_timeout without progress.
 class HttpServer::Stream final : public httplib::Stream {
  public:
-  Stream(int fd, const HttpOptions& options) : fd_(fd), options_(options) {}
+  // `ssl`: the connection's TLS session (handshake done), or null for HTTP.
+  Stream(int fd, const HttpOptions& options, SSL* ssl) : fd_(fd), options_(options), ssl_(ssl) {}
 
   void StartRequest() {
     deadline_ = absl::Now() + options_.request_timeout;
@@ -138,6 +140,14 @@ class HttpServer::Stream final : public httplib::Stream {
 
   ssize_t write(const char* ptr, size_t size) override {
     absl::Time deadline = absl::Now() + options_.request_timeout;
+    if (ssl_ != nullptr) {
+      if (size == 0) return 0;
+      while (true) {
+        int r = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+        if (r > 0) return r;
+        if (!WaitTls(SSL_get_error(ssl_, r), deadline)) return -1;
+      }
+    }
     while (true) {
       ssize_t r = send(fd_, ptr, size, MSG_NOSIGNAL);
       if (r >= 0) return r;
@@ -161,10 +171,28 @@ class HttpServer::Stream final : public httplib::Stream {
   socket_t socket() const override { return fd_; }
 
  private:
-  bool Buffered() const { return buffer_at_ < buffer_end_; }
+  bool Buffered() const { return buffer_at_ < buffer_end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
+  // After a TLS call returned `err`: waits until `deadline` for what it
+  // needs (to read or to write); false when it failed or time ran out.
+  bool WaitTls(int err, absl::Time deadline) const {
+    if (err == SSL_ERROR_WANT_READ) return PollUntil(fd_, POLLIN, deadline);
+    if (err == SSL_ERROR_WANT_WRITE) return PollUntil(fd_, POLLOUT, deadline);
+    return false;
+  }
   // Reads what the socket has into the empty buffer, waiting for it until
   // the request's deadline: bytes read, 0 at the end, -1 on error or time out.
   ssize_t Fill() {
+    while (ssl_ != nullptr) {
+      int r = SSL_read(ssl_, buffer_, sizeof(buffer_));
+      if (r > 0) {
+        buffer_at_ = 0;
+        buffer_end_ = static_cast<size_t>(r);
+        return r;
+      }
+      int err = SSL_get_error(ssl_, r);
+      if (err == SSL_ERROR_ZERO_RETURN) return 0;
+      if (!WaitTls(err, deadline_)) return -1;
+    }
     while (true) {
       ssize_t r = recv(fd_, buffer_, sizeof(buffer_), 0);
       if (r >= 0) {
@@ -194,6 +222,7 @@ class HttpServer::Stream final : public httplib::Stream {
 
   const int fd_;
   const HttpOptions& options_;
+  SSL* const ssl_;
   absl::Time deadline_ = absl::InfiniteFuture();
   int64_t budget_ = 0;
   int64_t header_bytes_ = 0;
@@ -298,11 +327,24 @@ absl::Status HttpServer::Open() {
   if (pipe2(wake_fd_, O_CLOEXEC | O_NONBLOCK) != 0) {
     return absl::InternalError(absl::StrCat("http: cannot make a pipe: ", strerror(errno)));
   }
+  if (!options_.tls_cert_file.empty() || !options_.tls_key_file.empty()) {
+    tls_ = SSL_CTX_new(TLS_server_method());
+    bool ok = tls_ != nullptr && SSL_CTX_set_min_proto_version(tls_, TLS1_2_VERSION) == 1 &&
+              SSL_CTX_use_certificate_chain_file(tls_, options_.tls_cert_file.c_str()) == 1 &&
+              SSL_CTX_use_PrivateKey_file(tls_, options_.tls_key_file.c_str(), SSL_FILETYPE_PEM) == 1 &&
+              SSL_CTX_check_private_key(tls_) == 1;
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat("http: cannot serve HTTPS with ", options_.tls_cert_file, " and ",
+                                                     options_.tls_key_file, " (PEM certificate and its key)"));
+    }
+    SSL_CTX_set_mode(tls_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  }
   return absl::OkStatus();
 }
 
 HttpServer::~HttpServer() {
   Stop();
+  if (tls_ != nullptr) SSL_CTX_free(tls_);
   if (listen_fd_ >= 0) close(listen_fd_);
   for (int fd : wake_fd_) {
     if (fd >= 0) close(fd);
@@ -384,6 +426,10 @@ void HttpServer::Admit(int fd) {
       return;
     }
   }
+  if (tls_ != nullptr) {
+    close(fd);  // an answer would need a handshake: the client sees the close
+    return;
+  }
   Refuse(fd);
 }
 
@@ -453,9 +499,38 @@ void HttpServer::NoCompression(const httplib::Request& req) {
   const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
 }
 
+namespace {
+struct SslFree {
+  void operator()(SSL* s) const { SSL_free(s); }
+};
+}  // namespace
+
 bool HttpServer::ServeConnection(int fd) {
   tl_fd = fd;
-  Stream stream(fd, options_);
+  std::unique_ptr<SSL, SslFree> ssl;
+  if (tls_ != nullptr) {
+    // The handshake, within the time a request gets; a client that does not
+    // speak TLS (or trusts another CA) ends here, with nothing served.
+    ssl.reset(SSL_new(tls_));
+    if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) return false;
+    absl::Time deadline = absl::Now() + options_.request_timeout;
+    while (true) {
+      int r = SSL_accept(ssl.get());
+      if (r == 1) break;
+      int err = SSL_get_error(ssl.get(), r);
+      bool waited = err == SSL_ERROR_WANT_READ    ? PollUntil(fd, POLLIN, deadline)
+                    : err == SSL_ERROR_WANT_WRITE ? PollUntil(fd, POLLOUT, deadline)
+                                                  : false;
+      if (!waited) return false;
+    }
+  }
+  bool linger = ServeTls(fd, ssl.get());
+  if (ssl) SSL_shutdown(ssl.get());  // one try: the close follows either way
+  return linger;
+}
+
+bool HttpServer::ServeTls(int fd, SSL* ssl) {
+  Stream stream(fd, options_, ssl);
   for (int n = 0; n < options_.keep_alive_requests; ++n) {
     if (n == 0 ? !stream.WaitReadable(options_.request_timeout) : !AwaitNextRequest(stream)) return n == 0;
     bool last = n + 1 == options_.keep_alive_requests;

@@ -41,6 +41,8 @@ namespace httplib {
 struct Request;
 struct Response;
 }  // namespace httplib
+struct ssl_ctx_st;
+struct ssl_st;
 
 namespace trainyard::httpd {
 
@@ -63,6 +65,10 @@ struct HttpOptions {
   // (server-sent events). Each has a worker of its own.
   int max_log_streams = 8;
   int max_watchers = 32;
+  // HTTPS: the server's certificate (PEM, its chain) and key. Both empty:
+  // plain HTTP. The handshake must finish within request_timeout.
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // One counter of answered requests (trainyard_http_requests_total).
@@ -127,12 +133,15 @@ class HttpServer {
   // Serves `fd`'s requests; false when it ends idle between requests (no
   // unread input, so no lingering close).
   bool ServeConnection(int fd);
+  // ServeConnection's requests, over `ssl` when not null.
+  bool ServeTls(int fd, ssl_st* ssl);
   bool AwaitNextRequest(const Stream& stream) ABSL_LOCKS_EXCLUDED(mu_);
   void LingeringClose(int fd);
   void Count(const std::string& method, const std::string& route, int code) ABSL_LOCKS_EXCLUDED(counts_mu_);
 
   const HttpOptions options_;
   std::unique_ptr<Engine> engine_;
+  ssl_ctx_st* tls_ = nullptr;  // HTTPS when set (an OpenSSL SSL_CTX)
   int listen_fd_ = -1;
   int wake_fd_[2] = {-1, -1};  // a byte on [1] wakes the accept loop to stop
   std::string address_;

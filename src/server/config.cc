@@ -85,6 +85,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     const YAML::Node& v = kv.second;
     if (key == "listen") Read(v, key, &c.listen, &errors);
     else if (key == "httpListen") Read(v, key, &c.http_listen, &errors);
+    else if (key == "httpTls") Read(v, key, &c.http_tls, &errors);
     else if (key == "maxOpenFiles") Read(v, key, &c.max_open_files, &errors);
     else if (key == "maxConnections") Read(v, key, &c.max_connections, &errors);
     else if (key == "maxConnectionsPerPeer") Read(v, key, &c.max_connections_per_peer, &errors);
@@ -192,6 +193,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                                   c.http_threads));
   }
   if (c.http_request_timeout_ms <= 0) errors.push_back("httpRequestTimeoutMs: must be positive");
+  if (c.http_tls != "auto" && c.http_tls != "on" && c.http_tls != "off") {
+    errors.push_back(absl::StrCat("httpTls: '", c.http_tls, "' is not one of auto, on, off"));
+  } else if (c.http_tls == "on" && c.tls_dir.empty()) {
+    errors.push_back("httpTls: on needs tlsDir (the server's certificate)");
+  }
   if (c.http_max_log_streams < 0 || c.http_max_log_streams > 1024) {
     errors.push_back(absl::StrCat("httpMaxLogStreams: ", c.http_max_log_streams, " is not within 0..1024"));
   }

@@ -14,6 +14,9 @@ struct ServerConfig {
   // HTTP (REST API, /metrics): host:port, port 0 = any free one; "" = none.
   // Open to whoever reaches it until security lands (docs/api.md).
   std::string http_listen;
+  // HTTPS on http_listen with tlsDir's server certificate: "auto" (when
+  // tlsDir is set and the listener is not loopback), "on", "off".
+  std::string http_tls = "auto";
   // Connections to the gRPC listener (src/server/connection_guard.h): the
   // open-file limit to raise to (0: the hard limit) and caps below it
   // (0: what the limit allows, keeping headroom; per peer half of that).

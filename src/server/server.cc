@@ -318,6 +318,17 @@ absl::Status Server::StartLoginSocket(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+static bool HttpsFor(const ServerConfig& config) {
+  if (config.http_tls == "on") return true;
+  if (config.http_tls == "off" || !UsesTls(config)) return false;
+  // auto: HTTPS beyond this host; a loopback listener stays HTTP (a local
+  // cluster's dashboard opens in a browser with no certificate warning).
+  std::string host = config.http_listen.substr(0, config.http_listen.rfind(':'));
+  bool loopback = config.http_listen.find(':') == std::string::npos || host == "localhost" || host == "[::1]" ||
+                  host == "::1" || absl::StartsWith(host, "127.");
+  return !loopback;
+}
+
 absl::Status Server::StartHttp(const ServerConfig& config) {
   if (config.http_listen.empty()) return absl::OkStatus();
   http::HttpOptions opt;
@@ -331,6 +342,11 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   opt.max_body_bytes = 2 * config.max_spec_bytes + (64 << 10);
   security::ServerSecurity* sec = security_.get();
   opt.authenticate = [sec](absl::string_view authorization) { return sec->Authenticate(authorization); };
+  bool https = HttpsFor(config);
+  if (https) {
+    opt.tls_cert_file = security::ServerCertPath(config.tls_dir);
+    opt.tls_key_file = security::ServerKeyPath(config.tls_dir);
+  }
   absl::StatusOr<std::unique_ptr<http::HttpServer>> bound = http::HttpServer::Bind(opt);
   if (!bound.ok()) return bound.status();
   http_ = std::move(*bound);
@@ -340,7 +356,8 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters(), &client_service_->masters());
   http_->Serve();
   http_address_ = http_->address();
-  Log(LogLevel::kInfo, "server", "HTTP API and /metrics on http://%s/", http_address_);
+  http_scheme_ = https ? "https" : "http";
+  Log(LogLevel::kInfo, "server", "HTTP API and /metrics on %s://%s/", http_scheme_, http_address_);
   return absl::OkStatus();
 }
 

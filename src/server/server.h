@@ -42,6 +42,8 @@ class Server {
   const std::string& address() const { return address_; }
   // host:port of the HTTP API ("" when config.http_listen is empty).
   const std::string& http_address() const { return http_address_; }
+  // "https" when the HTTP API serves TLS (httpTls), else "http".
+  const std::string& http_scheme() const { return http_scheme_; }
   JobManager* manager() { return manager_.get(); }
   // Blocks until Shutdown is called from another thread.
   void Wait();
@@ -64,6 +66,7 @@ class Server {
   std::unique_ptr<LoginSocket> login_;
   std::string address_;
   std::string http_address_;
+  std::string http_scheme_ = "http";
 
   // Caps the connections to the gRPC `port` below the open-file `limit`
   // (connection_guard.h).
