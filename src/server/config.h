@@ -111,7 +111,7 @@ struct ServerConfig {
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
 // Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
-// loginSocket, maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
+// httpTls, loginSocket, maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
 // maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
 // httpMaxWatchers, dataDir, tlsDir, queueConfig,
