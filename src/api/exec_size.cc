@@ -51,8 +51,7 @@ void CheckRole(const v1::ReplicaSpec& rs, const std::map<std::string, std::strin
     }
   }
   std::map<std::string, std::string> env(rs.env().begin(), rs.env().end());
-  // Sealed values are larger than what they open to: counted as they are.
-  for (const auto& [k, v] : rs.secret_env()) env[k] = v;
+  for (const auto& [k, v] : rs.secret_env()) env[k] = v;  // in clear: checked before they are sealed
   for (const auto& [k, v] : added) env[k] = v;  // as the launch sets them: Trainyard's win
   int64_t added_bytes = 0;
   for (const auto& [k, v] : env) {

@@ -5,10 +5,10 @@
 #include <cstdlib>
 #include <iostream>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "cli/verbs.h"
 #include "cli/json_view.h"
+#include "security/certs.h"
 #include "security/client_config.h"
 #include "security/files.h"
 
@@ -91,16 +91,10 @@ namespace {
 // not sent (it would cross the network in clear).
 std::atomic<bool> g_token_withheld{false};
 
-// True for an address whose traffic stays on this host.
-bool IsLocal(const std::string& address) {
-  if (absl::StartsWith(address, "unix:")) return true;
-  std::string host = address.substr(0, address.rfind(':'));
-  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
-}
 }  // namespace
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
-  if (ServerCaPem().empty() && !IsLocal(address) && !ClientToken().empty() && !g_token_withheld.exchange(true)) {
+  if (ServerCaPem().empty() && !security::IsLocalAddress(address) && !ClientToken().empty() && !g_token_withheld.exchange(true)) {
     std::cerr << "trainyard: not sending the token in clear to " << address
               << ": name the cluster's CA (--ca, TRAINYARD_CA_FILE or the client config's caFile) to talk to it over "
                  "TLS\n";

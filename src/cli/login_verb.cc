@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -17,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "cli/verb_common.h"
 #include "security/client_config.h"
+#include "security/files.h"
 
 namespace trainyard::cli {
 namespace {
@@ -46,21 +46,6 @@ absl::StatusOr<std::string> Ask(const std::string& path) {
   for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0 && answer.size() < 65536;) answer.append(buf, n);
   close(fd);
   return answer;
-}
-
-// Writes the CA's certificate to `path` (its directory 0700 when made).
-absl::Status WriteCa(const std::string& path, const std::string& pem) {
-  std::error_code ec;
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (!dir.empty() && !std::filesystem::exists(dir, ec)) {
-    std::filesystem::create_directories(dir, ec);
-    std::filesystem::permissions(dir, std::filesystem::perms::owner_all, ec);
-  }
-  std::ofstream out(path, std::ios::trunc);
-  out << pem;
-  out.close();
-  if (!out) return absl::PermissionDeniedError(absl::StrCat("cannot write the cluster CA to ", path));
-  return absl::OkStatus();
 }
 
 std::string DefaultConfigPath() {
@@ -100,7 +85,7 @@ int Login(const LoginFlags& f) {
   if (!ca_pem.empty()) {
     // Beside the config: the CLI verifies the server with it (caFile).
     config.ca_file = std::filesystem::absolute(std::filesystem::path(path).parent_path() / "ca.crt").string();
-    if (absl::Status st = WriteCa(config.ca_file, ca_pem); !st.ok()) {
+    if (absl::Status st = security::WritePrivateFile(config.ca_file, ca_pem); !st.ok()) {
       std::cerr << "trainyard login: " << st.message() << "\n";
       return kExitFailure;
     }

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -388,6 +389,12 @@ std::string NodeNameOfPeerCert(const std::string& cert_pem) {
     return "";
   }
   return CertCommonName(cert_pem);
+}
+
+bool IsLocalAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:") || address.find(':') == std::string::npos) return true;
+  std::string host = address.substr(0, address.rfind(':'));
+  return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace trainyard::security

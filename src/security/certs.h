@@ -120,4 +120,9 @@ std::string CertCommonName(const std::string& cert_pem);
 // not a CA). "" otherwise: the server's certificate names no node.
 std::string NodeNameOfPeerCert(const std::string& cert_pem);
 
+// True for an address whose traffic stays on this host, where TLS adds
+// nothing: "unix:...", a bare port, localhost, 127.x.x.x or ::1 (as host:port
+// or [host]:port).
+bool IsLocalAddress(const std::string& address);
+
 }  // namespace trainyard::security

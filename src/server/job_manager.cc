@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/states.h"
+#include "common/check.h"
 #include "common/logging.h"
 
 namespace trainyard::server {
@@ -207,26 +208,19 @@ void JobManager::SetSecretValues(SecretSealer seal, AgentStreams::SecretOpener o
   streams_.SetSecretOpener(std::move(open));
 }
 
-void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done) {
-  // Secret values are sealed before anything keeps the spec (docs/security.md).
-  if (seal_secret_) {
-    for (v1::ReplicaSpec& rs : *spec.mutable_replicas()) {
-      for (auto& [name, value] : *rs.mutable_secret_env()) {
-        // Checked here: validation sees only the sealed text.
-        if (value.find('\0') != std::string::npos) {
-          done(absl::InvalidArgumentError(
-              absl::StrCat("replicas.", rs.role(), ".env.", name, ": the value contains a NUL byte")));
-          return;
-        }
-        absl::StatusOr<std::string> sealed = seal_secret_(value);
-        if (!sealed.ok()) {
-          done(sealed.status());
-          return;
-        }
-        value = *std::move(sealed);
-      }
+absl::Status JobManager::SealSecrets(v1::JobSpec* spec) const {
+  if (!seal_secret_) return absl::OkStatus();
+  for (v1::ReplicaSpec& rs : *spec->mutable_replicas()) {
+    for (auto& [name, value] : *rs.mutable_secret_env()) {
+      absl::StatusOr<std::string> sealed = seal_secret_(value);
+      if (!sealed.ok()) return sealed.status();
+      value = *std::move(sealed);
     }
   }
+  return absl::OkStatus();
+}
+
+void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done) {
   absl::StatusOr<PreparedJob> prepared;
   {
     absl::MutexLock lock(&mu_);
@@ -234,6 +228,19 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
   }
   if (!prepared.ok()) {
     done(prepared.status());
+    return;
+  }
+  // Validated in clear, sealed before anything keeps the record (the store,
+  // the control state): docs/security.md.
+  if (absl::Status sealed = SealSecrets(prepared->rec.mutable_spec()); !sealed.ok()) {
+    {
+      // Taken as a refused write: frees its name and its place in its
+      // user's count. The answer is the sealing's error.
+      absl::MutexLock lock(&mu_);
+      absl::StatusOr<v1::SubmitResponse> refused = control_.AcceptCommitted(*prepared, sealed);
+      TY_CHECK(!refused.ok(), "a job was accepted after a failed write");
+    }
+    done(sealed);
     return;
   }
   WriteBatch batch;

@@ -165,6 +165,8 @@ class JobManager {
   absl::CondVar loop_cv_;  // the loop's own: a round asked for, or the stop
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
   SecretSealer seal_secret_;  // set before Start, read by submissions without the lock
+  // Seals every secret env value of `spec` in place (none without a sealer).
+  absl::Status SealSecrets(v1::JobSpec* spec) const;
   ControlState control_ ABSL_GUARDED_BY(mu_);
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

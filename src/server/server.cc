@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <limits>
 
 #include "absl/strings/match.h"
@@ -16,6 +14,7 @@
 #include "common/logging.h"
 #include "api/queue_config_yaml.h"
 #include "security/certs.h"
+#include "security/files.h"
 #include "server/agent_service.h"
 #include "server/client_service.h"
 #include "server/connection_guard.h"
@@ -302,11 +301,11 @@ absl::Status Server::StartLoginSocket(const ServerConfig& config) {
   // is the server's alone, and a user's CLI must verify the server.
   std::string ca_pem;
   if (UsesTls(config)) {
-    std::ifstream in(security::CaCertPath(config.tls_dir));
-    std::stringstream text;
-    text << in.rdbuf();
-    ca_pem = text.str();
-    if (ca_pem.empty()) return absl::FailedPreconditionError("loginSocket: the CA certificate of tlsDir cannot be read");
+    absl::StatusOr<std::string> ca = security::ReadWholeFile(security::CaCertPath(config.tls_dir));
+    if (!ca.ok() || ca->empty()) {
+      return absl::FailedPreconditionError("loginSocket: the CA certificate of tlsDir cannot be read");
+    }
+    ca_pem = *std::move(ca);
   }
   security::ServerSecurity* sec = security_.get();
   absl::StatusOr<std::unique_ptr<LoginSocket>> login =
@@ -323,10 +322,7 @@ static bool HttpsFor(const ServerConfig& config) {
   if (config.http_tls == "off" || !UsesTls(config)) return false;
   // auto: HTTPS beyond this host; a loopback listener stays HTTP (a local
   // cluster's dashboard opens in a browser with no certificate warning).
-  std::string host = config.http_listen.substr(0, config.http_listen.rfind(':'));
-  bool loopback = config.http_listen.find(':') == std::string::npos || host == "localhost" || host == "[::1]" ||
-                  host == "::1" || absl::StartsWith(host, "127.");
-  return !loopback;
+  return !security::IsLocalAddress(config.http_listen);
 }
 
 absl::Status Server::StartHttp(const ServerConfig& config) {
