@@ -132,6 +132,8 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "host:port to serve on (port 0 = any free port)");
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
+  AddConfigOption(cmd, &f, "--history-interval-ms", [](C& c) -> auto& { return c.history_interval_ms; },
+                  "a sample of the cluster for the dashboard's charts every this many ms (0 = none; default 10000)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
   AddConfigOption(cmd, &f, "--http-tls", [](C& c) -> auto& { return c.http_tls; },
                   "HTTPS on --http-listen with --tls-dir's server certificate: auto (when --tls-dir is set and the "

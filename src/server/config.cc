@@ -13,6 +13,10 @@
 namespace trainyard::server {
 namespace {
 
+// The most samples the history ring keeps (about 100 bytes and 60 per
+// queue each, so a few tens of MB at most).
+constexpr int64_t kMaxHistorySamples = 100000;
+
 template <typename T>
 bool Read(const YAML::Node& node, const std::string& path, T* out, std::vector<std::string>* errors) {
   try {
@@ -99,6 +103,8 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpRequestTimeoutMs") Read(v, key, &c.http_request_timeout_ms, &errors);
     else if (key == "httpMaxLogStreams") Read(v, key, &c.http_max_log_streams, &errors);
     else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
+    else if (key == "historyIntervalMs") Read(v, key, &c.history_interval_ms, &errors);
+    else if (key == "historyRetentionMinutes") Read(v, key, &c.history_retention_minutes, &errors);
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
     else if (key == "tlsDir") Read(v, key, &c.tls_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
@@ -203,6 +209,17 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.http_max_watchers < 0 || c.http_max_watchers > 1024) {
     errors.push_back(absl::StrCat("httpMaxWatchers: ", c.http_max_watchers, " is not within 0..1024"));
+  }
+  if (c.history_interval_ms != 0 && (c.history_interval_ms < 100 || c.history_interval_ms > 3600000)) {
+    errors.push_back(absl::StrCat("historyIntervalMs: ", c.history_interval_ms, " is not 0 (no history) or within 100..3600000"));
+  }
+  if (c.history_retention_minutes < 1 || c.history_retention_minutes > 7 * 24 * 60) {
+    errors.push_back(absl::StrCat("historyRetentionMinutes: ", c.history_retention_minutes, " is not within 1..10080"));
+  } else if (c.history_interval_ms > 0 &&
+             int64_t{c.history_retention_minutes} * 60000 / c.history_interval_ms > kMaxHistorySamples) {
+    errors.push_back(absl::StrCat("historyRetentionMinutes: ", c.history_retention_minutes, " at historyIntervalMs ",
+                                  c.history_interval_ms, " is more than ", kMaxHistorySamples,
+                                  " samples; keep fewer minutes or sample less often"));
   }
   if (c.queue_policy != "fifo" && c.queue_policy != "capacity" && c.queue_policy != "fair") {
     errors.push_back(absl::StrCat("queuePolicy: '", c.queue_policy, "' is not one of fifo, capacity, fair"));

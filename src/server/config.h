@@ -40,6 +40,10 @@ struct ServerConfig {
   // http_threads: followed task logs and log archives, and watchers.
   int http_max_log_streams = 8;
   int http_max_watchers = 32;
+  // The dashboard's charts (server/http/history.h): a sample of the cluster
+  // every history_interval_ms (0 = none), kept this many minutes.
+  int history_interval_ms = 10000;
+  int history_retention_minutes = 180;
   std::string data_dir = ".trainyard/server";
   // A certificate directory (security/certs.h): the TCP listener serves TLS
   // with DIR/server.crt, verifies client certificates against DIR/ca.crt,

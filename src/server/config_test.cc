@@ -82,5 +82,27 @@ TEST(ServerConfigTest, ReadsTheHttpKeysAndChecksThem) {
   EXPECT_THAT(st.message(), HasSubstr("httpRequestTimeoutMs: must be positive"));
 }
 
+TEST(ServerConfigTest, ReadsTheHistoryKeysAndBoundsTheRing) {
+  absl::StatusOr<ServerConfig> c =
+      LoadServerConfig(WriteConfig("history.yaml", "historyIntervalMs: 5000\nhistoryRetentionMinutes: 60\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->history_interval_ms, 5000);
+  EXPECT_EQ(c->history_retention_minutes, 60);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  EXPECT_EQ(ServerConfig().history_interval_ms, 10000);  // 3 h at 10 s by default
+  EXPECT_EQ(ServerConfig().history_retention_minutes, 180);
+  ServerConfig bad;
+  bad.history_interval_ms = 50;
+  EXPECT_THAT(ValidateServerConfig(bad).message(),
+              HasSubstr("historyIntervalMs: 50 is not 0 (no history) or within 100..3600000"));
+  bad.history_interval_ms = 100;
+  bad.history_retention_minutes = 7 * 24 * 60;  // 6 M samples
+  EXPECT_THAT(ValidateServerConfig(bad).message(), HasSubstr("historyRetentionMinutes: 10080 at historyIntervalMs 100"));
+  bad.history_interval_ms = 0;  // no history: any retention in range is fine
+  EXPECT_TRUE(ValidateServerConfig(bad).ok());
+  bad.history_retention_minutes = 0;
+  EXPECT_THAT(ValidateServerConfig(bad).message(), HasSubstr("historyRetentionMinutes: 0 is not within 1..10080"));
+}
+
 }  // namespace
 }  // namespace trainyard::server

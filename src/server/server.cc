@@ -19,6 +19,7 @@
 #include "server/client_service.h"
 #include "server/connection_guard.h"
 #include "server/http/dashboard/dashboard.h"
+#include "server/http/history.h"
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
@@ -349,6 +350,12 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
   http::AddDashboardRoutes(*http_, rest_backend_.get());
+  if (config.history_interval_ms > 0) {
+    history_ = std::make_unique<http::History>(absl::Milliseconds(config.history_interval_ms),
+                                               absl::Minutes(config.history_retention_minutes));
+    history_sampler_ = std::make_unique<http::HistorySampler>(history_.get(), &manager_->Views());
+  }
+  http::AddHistoryRoute(*http_, history_.get());
   http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters(), &client_service_->masters());
   http_->Serve();
   http_address_ = http_->address();
@@ -371,6 +378,7 @@ void Server::Wait() {
 void Server::Shutdown() {
   // HTTP first: its handlers call into the manager.
   if (http_) http_->Stop();
+  history_sampler_.reset();
   login_.reset();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (manager_) manager_->Stop();

@@ -27,6 +27,8 @@ class LoginSocket;
 class ManagerLogBackend;
 class ManagerRestBackend;
 namespace http {
+class History;
+class HistorySampler;
 class HttpServer;
 }
 
@@ -63,6 +65,9 @@ class Server {
   std::unique_ptr<grpc::Server> grpc_;
   std::unique_ptr<ManagerRestBackend> rest_backend_;
   std::unique_ptr<http::HttpServer> http_;
+  // The dashboard's charts' samples (historyIntervalMs), with the HTTP API.
+  std::unique_ptr<http::History> history_;
+  std::unique_ptr<http::HistorySampler> history_sampler_;
   std::unique_ptr<LoginSocket> login_;
   std::string address_;
   std::string http_address_;

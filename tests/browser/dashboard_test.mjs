@@ -4,6 +4,7 @@
 //  - the nodes page shows the placed job's exact GPUs on its node, and a
 //    cordoned node as CORDONED with the admin's reason;
 //  - a queued job shows its pending reason (queues page and job page);
+//  - the overview's charts over time end at what the cluster holds;
 //  - the job page's log viewer shows a line within a second of the task
 //    printing it (the task prints "tick <unix ms>" lines);
 //  - the main pages have no serious or critical axe-core violations;
@@ -99,6 +100,30 @@ async function queuedJobShowsReason(page) {
   ok(`queued ${job} shows its reason "${reason}" on the queues page and its job page`);
 }
 
+// The overview's charts over time (the server samples every 250 ms in this
+// test): the GPU chart's latest point is the placed job's GPUs of the
+// cluster's, the waiting chart has the queued job in its queue, and the
+// wait chart shows it waiting.
+async function chartsShowHistory(page) {
+  const { allocated, total, queue } = expect.charts;
+  await open(page, '#/', 'overview');
+  try {
+    await page.waitForFunction(({ allocated, total, queue }) => {
+      const last = (chart, series) => document.querySelector(`figure[data-chart="${chart}"] .chart-key[data-series="${series}"]`)?.dataset.last;
+      return last('gpus', 'allocated') === String(allocated) && last('gpus', 'total') === String(total)
+        && Number(last('queued', `queue-${queue}`)) >= 1 && Number(last('wait', `longest-${queue}`)) > 0
+        && document.querySelectorAll('figure[data-chart="gpus"] g[data-series="allocated"] polyline').length > 0;
+    }, { allocated, total, queue }, { timeout: 10000 });
+  } catch (e) {
+    const seen = await page.$$eval('figure.chart .chart-key', (els) => els.map((e) => `${e.closest('figure').dataset.chart}/${e.dataset.series}=${e.dataset.last}`));
+    throw new CheckFailed(`overview charts: want allocated ${allocated} of ${total}, queue ${queue} waiting >= 1 with a wait; saw ${JSON.stringify(seen)} (${e.message})`);
+  }
+  const title = await page.textContent('figure[data-chart="gpus"] svg title');
+  check(title.includes(`allocated ${allocated}`), `GPU chart's text "${title}" does not say allocated ${allocated}`);
+  await shot(page, 'overview-charts');
+  ok(`overview charts: ${allocated} of ${total} GPUs allocated, queue ${queue} has the waiting job and its wait`);
+}
+
 async function logViewerFollows(page) {
   const { job, task } = expect.placed;
   const probe = await page.request.get(`${url}/api/v1/jobs/${job}/tasks/${task}/logs?attempt=0&offset=0&limit=1`);
@@ -190,7 +215,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, queuedJobShowsReason, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, queuedJobShowsReason, chartsShowHistory, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

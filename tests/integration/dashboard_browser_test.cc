@@ -4,7 +4,7 @@
 // hands what the REST API says of them to tests/browser/dashboard_test.mjs,
 // which checks the pages show the same: the placed job's GPUs on its node,
 // the other node cordoned with its reason,
-// the queued job's pending reason, new log lines within a second, no
+// the queued job's pending reason, the overview's charts over time, new log lines within a second, no
 // serious accessibility violations, and Kill taking the job off the
 // running list. Screenshots are kept under
 // build/<preset>/test-artifacts/dashboard/ (or $TRAINYARD_TEST_ARTIFACTS).
@@ -135,7 +135,8 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
     if (getenv("CI")) FAIL() << "CI must run the browser test: " << why;
     GTEST_SKIP() << why;
   }
-  Cluster c({.nodes = 2});
+  // A sample for the overview's charts every 250 ms.
+  Cluster c({.nodes = 2, .server_flags = {"--history-interval-ms", "250"}});
   ASSERT_TRUE(c.WaitNodesReady(2));
   std::string ticking = c.Submit(kTicking);
   nlohmann::json placed = WaitForJob(c, ticking, [](const nlohmann::json& j) {
@@ -165,7 +166,8 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   nlohmann::json expect = {
       {"placed", {{"job", ticking}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
       {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
-      {"cordoned", {{"node", other}, {"reason", "disk check"}}}};
+      {"cordoned", {{"node", other}, {"reason", "disk check"}}},
+      {"charts", {{"allocated", 3}, {"total", 16}, {"queue", queued["queue"]}}}};
   std::string out = ArtifactsDir();
   CommandResult r = RunProgram({"/usr/bin/node", SourceDir() + "/tests/browser/dashboard_test.mjs", "--url",
                                 "http://" + c.http_address(), "--token", AdminToken(), "--out", out, "--expect",
@@ -176,6 +178,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queued"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: overview charts"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: log viewer shows new lines"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));

@@ -1,8 +1,12 @@
 // Cluster overview: GPUs allocated / free / excluded in all and by queue,
 // user and GPU model; jobs by state; nodes by state. The figures come added
 // up from /api/v1/overview, so the page stays small on a large cluster.
+// Below them, charts over time from the server's history ring
+// (/api/v1/history): asked for whole once, then only the samples after
+// the last one, every sampling interval.
 import { h, table, section, stateBadge } from './dom.js';
-import { getJson } from './api.js';
+import { getJson, ApiError } from './api.js';
+import { lineChart, seconds, kPalette } from './charts.js';
 
 const kJobStates = ['QUEUED', 'SCHEDULED', 'STARTING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'KILLED'];
 
@@ -59,14 +63,83 @@ function draw(body, o) {
       o.gpus_by_model.map((m) => [m.model, m.nodes, m.total, m.allocated, m.free, m.excluded, gpuBar(m)]))));
 }
 
+const kRanges = [['15', 'Last 15 minutes'], ['60', 'Last hour'], ['all', 'All kept']];
+
+// The three charts of `samples` over the chosen range. A gap of more than
+// three intervals (the server was down: its ring starts again empty)
+// breaks the lines.
+function drawCharts(box, samples, range, intervalMs) {
+  if (!samples.length) {
+    box.replaceChildren(h('p', { class: 'muted' }, 'No samples yet.'));
+    return;
+  }
+  const to = samples[samples.length - 1].unix_ms;
+  const from = range === 'all' ? samples[0].unix_ms : Math.max(samples[0].unix_ms, to - Number(range) * 60000);
+  const shown = samples.filter((s) => s.unix_ms >= from);
+  const gapBefore = shown.map((s, i) => i > 0 && s.unix_ms - shown[i - 1].unix_ms > 3 * intervalMs);
+  const series = (key, name, value, extra = {}) => ({
+    key, name, ...extra,
+    points: shown.flatMap((s, i) => (gapBefore[i] ? [[s.unix_ms - 1, null], [s.unix_ms, value(s)]] : [[s.unix_ms, value(s)]])),
+  });
+  const queueNames = [...new Set(shown.flatMap((s) => s.queues.map((q) => q.name)))];
+  const ofQueue = (s, name) => s.queues.find((q) => q.name === name);
+  box.replaceChildren(
+    lineChart({ id: 'gpus', title: 'GPUs allocated', from, to, series: [
+      series('allocated', 'allocated', (s) => s.gpus.allocated, { colour: kPalette[0] }),
+      series('total', 'total', (s) => s.gpus.total, { colour: kPalette[7], dashed: true }),
+      series('excluded', 'excluded', (s) => s.gpus.excluded, { colour: kPalette[4] })] }),
+    lineChart({ id: 'queued', title: 'Jobs waiting, by queue', from, to, series:
+      queueNames.map((n, i) => series(`queue-${n}`, n, (s) => (ofQueue(s, n) ? ofQueue(s, n).pending_jobs : null), { colour: kPalette[i % kPalette.length] })) }),
+    lineChart({ id: 'wait', title: 'Time waiting to start', from, to, format: seconds, least: 10, series: [
+      series('mean-wait', 'mean wait of jobs started', (s) => s.mean_wait_s, { colour: kPalette[0] }),
+      ...queueNames.map((n, i) => series(`longest-${n}`, `longest wait in ${n}`,
+        (s) => (ofQueue(s, n) ? ofQueue(s, n).longest_wait_s : null), { colour: kPalette[(i + 1) % kPalette.length], dashed: true }))] }));
+}
+
 export function mount(main) {
   const body = h('div', {});
-  main.append(h('h1', {}, 'Cluster overview'), body);
+  const range = h('select', { id: 'chart-range' }, kRanges.map(([v, text]) => h('option', { value: v }, text)));
+  range.value = 'all';
+  const charts = h('div', { class: 'charts' });
+  const note = h('p', { class: 'muted' });
+  main.append(h('h1', {}, 'Cluster overview'), body,
+    section('Over time', h('p', {}, h('label', { for: 'chart-range' }, 'Show '), range, ' ', note), charts));
+  let samples = [];
+  let keepMs = 0;
+  let intervalMs = 10000;
+  let timer = null;
+  let stopped = false;
+  const load = async () => {
+    timer = null;
+    let wait = 10000;
+    try {
+      const since = samples.length ? samples[samples.length - 1].unix_ms : 0;
+      const r = await getJson(`/api/v1/history?since=${since}`);
+      keepMs = r.retention_ms;
+      intervalMs = r.interval_ms;
+      samples = samples.concat(r.samples);
+      const newest = samples.length ? samples[samples.length - 1].unix_ms : 0;
+      samples = samples.filter((s) => s.unix_ms > newest - keepMs);
+      note.textContent = `a sample every ${seconds(r.interval_ms / 1000)}, kept ${seconds(r.retention_ms / 1000)}`;
+      drawCharts(charts, samples, range.value, intervalMs);
+      wait = Math.max(1000, r.interval_ms);
+    } catch (e) {
+      charts.replaceChildren(h('p', { class: 'muted' },
+        e instanceof ApiError && e.status === 404 ? `No charts: ${e.message}.` : `Could not load the history: ${e.message}`));
+    }
+    if (!stopped) timer = setTimeout(load, wait);
+  };
+  range.addEventListener('change', () => drawCharts(charts, samples, range.value, intervalMs));
+  load();
   return {
     topics: ['jobs', 'nodes', 'queues'],
     async refresh() {
       draw(body, await getJson('/api/v1/overview'));
       main.dataset.ready = 'overview';
+    },
+    dispose() {
+      stopped = true;
+      if (timer) clearTimeout(timer);
     },
   };
 }

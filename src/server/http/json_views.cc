@@ -131,6 +131,7 @@ std::string NodeStateName(v1::NodeState s) {
     case v1::NODE_LOST: return "LOST";
     case v1::NODE_DRAINING: return "DRAINING";
     case v1::NODE_CORDONED: return "CORDONED";
+    case v1::NODE_DEGRADED: return "DEGRADED";
     default: return "UNKNOWN";
   }
 }
