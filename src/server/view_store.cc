@@ -17,9 +17,12 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
     absl::MutexLock lock(&mu_);
     ++counts_.jobs[key];
     for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] += entry.task_states[s];
-    std::swap(jobs_[name], entry);
+    JobEntry& slot = jobs_[name];
+    std::swap(slot, entry);
     Bump(&versions_.jobs);
-    if (entry.view) {  // the entry it replaced
+    if (entry.view) live_.erase(entry.view->id());  // the entry it replaced
+    if (!api::IsTerminal(slot.view->state())) live_[slot.view->id()] = slot.view;
+    if (entry.view) {
       key.first = entry.view->queue();
       key.second = entry.view->state();
       --counts_.jobs[key];
@@ -58,6 +61,7 @@ void ViewStore::RemoveJob(const std::string& name) {
     if (it == jobs_.end()) return;
     std::swap(it->second, gone);
     jobs_.erase(it);
+    if (gone.view) live_.erase(gone.view->id());
     Bump(&versions_.jobs);
   }
   // Freed here, outside the lock, as PutJob frees the view it replaces.
@@ -107,6 +111,12 @@ std::optional<ViewStore::JobEntry> ViewStore::Job(const std::string& name) const
 
 std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_finished) const {
   std::vector<std::shared_ptr<const v1::JobView>> out;
+  if (!include_finished) {
+    absl::MutexLock lock(&mu_);
+    out.reserve(live_.size());
+    for (const auto& [id, view] : live_) out.push_back(view);
+    return out;  // by id already
+  }
   {
     absl::MutexLock lock(&mu_);
     out.reserve(jobs_.size());

@@ -97,6 +97,11 @@ class ViewStore {
 
   mutable absl::Mutex mu_;
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  // The unfinished jobs' views by id, kept by PutJob and RemoveJob: Jobs(false)
+  // (the dashboard's lists, every REST list of live jobs) reads these
+  // without walking the finished jobs kept, which outnumber them on a
+  // cluster that has run a while.
+  std::map<uint64_t, std::shared_ptr<const v1::JobView>> live_ ABSL_GUARDED_BY(mu_);
   NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<NodeEntry>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
   StatsPtr stats_ ABSL_GUARDED_BY(mu_) = std::make_shared<const PublishedStats>();

@@ -31,6 +31,42 @@ TEST(ViewStoreTest, JobsMoveTheJobsVersionOnly) {
   EXPECT_EQ(views.CurrentVersions().jobs, before.jobs + 3);
 }
 
+ViewStore::JobEntry Job(const std::string& name, uint64_t id, v1::JobState state) {
+  auto v = std::make_shared<v1::JobView>();
+  v->set_name(name);
+  v->set_id(id);
+  v->set_state(state);
+  return ViewStore::JobEntry{.view = v};
+}
+
+std::vector<std::string> Names(const std::vector<std::shared_ptr<const v1::JobView>>& jobs) {
+  std::vector<std::string> out;
+  for (const auto& j : jobs) out.push_back(j->name());
+  return out;
+}
+
+TEST(ViewStoreTest, LiveJobsAreThoseNotFinishedInIdOrderAsTheyChange) {
+  using V = std::vector<std::string>;
+  ViewStore views;
+  views.PutJob("c", Job("c", 3, v1::JOB_RUNNING));
+  views.PutJob("a", Job("a", 1, v1::JOB_QUEUED));
+  views.PutJob("b", Job("b", 2, v1::JOB_SUCCEEDED));
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"a", "c"}));
+  EXPECT_EQ(Names(views.Jobs(true)), (V{"a", "b", "c"}));
+  views.PutJob("a", Job("a", 1, v1::JOB_RUNNING));  // still live: once
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"a", "c"}));
+  EXPECT_EQ(views.Jobs(false)[0]->state(), v1::JOB_RUNNING);
+  views.PutJob("c", Job("c", 3, v1::JOB_KILLED));  // ended
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"a"}));
+  views.RemoveJob("a");
+  EXPECT_TRUE(views.Jobs(false).empty());
+  // A name given again to a new job (another id) after the old one ended.
+  views.PutJob("c", Job("c", 9, v1::JOB_QUEUED));
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"c"}));
+  EXPECT_EQ(views.Jobs(false)[0]->id(), 9u);
+  EXPECT_EQ(Names(views.Jobs(true)), (V{"b", "c"}));
+}
+
 TEST(ViewStoreTest, NodesMoveOnlyWhenAViewChangesNotWithHeartbeats) {
   ViewStore views;
   auto view = std::make_shared<const v1::NodeView>();

@@ -32,8 +32,10 @@ ViewStore::NodeEntry Node(const std::string& name, int gpus, int used, bool excl
 
 void PutJob(ViewStore& views, const std::string& name, const std::string& queue, v1::JobState state,
             int64_t submit_ms) {
+  static uint64_t next_id = 1;
   auto v = std::make_shared<v1::JobView>();
   v->set_name(name);
+  v->set_id(next_id++);
   v->set_queue(queue);
   v->set_state(state);
   v->set_submit_time_unix_ms(submit_ms);
