@@ -17,7 +17,10 @@
 //              With --http the server also serves HTTP, and a client here
 //              scrapes /metrics and reads /api/v1/nodes every second during
 //              the window (a Prometheus and a dashboard): the same figures
-//              with the HTTP API in use.
+//              with the HTTP API in use. --dashboards=N adds N dashboard tabs
+//              (bench/dashboard_clients.h: a watch stream each, refreshing
+//              the overview or the nodes page on its events, paced as the
+//              pages pace it).
 //   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
 //              share of one core. Target < 10%. With --tls the server serves
 //              TLS (--tls-dir) and each agent's channel presents its node's
@@ -25,7 +28,7 @@
 // A plain main() that prints a table; Google Benchmark flags are ignored.
 //   build/<dir>/bench/control_plane_bench [--only=latency|up|sustained|heartbeat]
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
-//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http] [--tls] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
+//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http [--dashboards=N]] [--tls] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -42,6 +45,7 @@
 #include "absl/strings/str_format.h"
 #include "control_plane_fleet.h"
 #include "httplib.h"
+#include "dashboard_clients.h"
 #include "security/certs.h"
 
 namespace trainyard::bench {
@@ -62,6 +66,7 @@ struct Flags {
   std::string server_log_level = "info";
   bool same_name = false;  // sustained: every job submitted under one name
   bool http = false;       // sustained: the server serves HTTP, scraped every second
+  int dashboards = 0;      // sustained, with --http: dashboard tabs open (bench/dashboard_clients.h)
   bool tls = false;        // heartbeat: the server serves TLS, each agent with its node's certificate
   std::string trainyard = TRAINYARD_BINARY;
 };
@@ -434,8 +439,10 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds();
   Submitter submitter(stub.get(), window_start, window_end, f.same_name);
   HttpScraper scraper(http_address, window_end);
+  trainyard::bench::DashboardClients dashboards(http_address, f.dashboards, window_end);
   submitter.Run(f.inflight, rate);
   scraper.Join();
+  dashboards.Join();
   double window = SecondsBetween(window_start, SteadyClock::now());
   double cpu = server.CpuSeconds() - cpu0, self = SelfCpuSeconds() - self0;
   // Jobs acknowledged but not yet placed when the window closed.
@@ -473,6 +480,12 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   if (f.http) {
     Row("HTTP: GET /metrics + /api/v1/nodes each second", absl::StrCat(scraper.rounds(), " rounds, ", scraper.failures(),
                                                                      " failed, last /metrics ", scraper.last_bytes(), " B"),
+        "");
+  }
+  if (f.dashboards > 0) {
+    Row(absl::StrCat("HTTP: ", f.dashboards, " dashboard tabs (watch, overview / nodes)").c_str(),
+        absl::StrCat(dashboards.requests(), " requests, ", dashboards.failures(), " failed, ",
+                     dashboards.bytes() / 1000, " kB, ", dashboards.events(), " events"),
         "");
   }
   fleet.Stop();
@@ -582,6 +595,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--no-group-commit") return f->group_commit = false, true;
   if (key == "--same-name") return f->same_name = true;
   if (key == "--http") return f->http = true;
+  if (key == "--dashboards") return integer(&f->dashboards) && f->dashboards >= 0;
   if (key == "--tls") return f->tls = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
@@ -598,11 +612,15 @@ int main(int argc, char** argv) {
     if (!ParseFlag(argv[i], &f)) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
-              "--agents=N --same-name --http --tls --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
+              "--agents=N --same-name --http --dashboards=N --tls --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH\n",
               argv[i]);
       return 2;
     }
+  }
+  if (f.dashboards > 0 && !f.http) {
+    fprintf(stderr, "control_plane_bench: --dashboards needs --http (the tabs read the HTTP API)\n");
+    return 2;
   }
   signal(SIGPIPE, SIG_IGN);
   printf("control-plane benchmarks: server = %s (separate process, fsync on), %u CPUs here\n",
