@@ -1,6 +1,7 @@
 // The login socket (see login_socket.h).
 #include "server/login_socket.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pwd.h>
 #include <sys/eventfd.h>
@@ -49,8 +50,10 @@ absl::StatusOr<std::unique_ptr<LoginSocket>> LoginSocket::Start(const std::strin
   if (fd < 0) return absl::InternalError(absl::StrCat("loginSocket: socket: ", strerror(errno)));
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
+  // The mode is set on the socket bind made, never through a symlink put in
+  // its place meanwhile (fchmodat refuses a symlink with NOFOLLOW).
   if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0 ||
-      chmod(path.c_str(), 0666) != 0) {
+      fchmodat(AT_FDCWD, path.c_str(), 0666, AT_SYMLINK_NOFOLLOW) != 0) {
     std::string why = strerror(errno);
     close(fd);
     return absl::FailedPreconditionError(absl::StrCat("loginSocket: cannot serve ", path, ": ", why));
