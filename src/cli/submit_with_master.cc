@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "jobmaster/jobmaster_server.h"
 #include "jobmaster/server_job_terminator.h"
+#include "jobmaster/summary_reporter.h"
 #include "api/task_env.h"
 
 namespace trainyard::cli {
@@ -60,7 +61,8 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
                      const std::string& advertise_host) {
   jobmaster::StreamJobTerminator printer(&std::cout, "");
   // A master inside the client speaks with the user's token.
-  jobmaster::ServerJobTerminator to_server(server_address, &printer, {.job_token = "", .bearer = ClientToken(), .server_ca_pem = ServerCaPem()});
+  const jobmaster::ReportCredentials credentials{.job_token = "", .bearer = ClientToken(), .server_ca_pem = ServerCaPem()};
+  jobmaster::ServerJobTerminator to_server(server_address, &printer, credentials);
   NamedTerminator named(&to_server);
   jobmaster::JobMasterConfig config;
   config.job_name = spec.name();
@@ -86,6 +88,10 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
   }
   named.SetName(resp.job());
   std::cout << "job " << resp.job() << " submitted; its master runs here at " << address << std::endl;
+  // Its figures for the server's /metrics, as a master task sends them
+  // (jobmaster/summary_reporter.h), with the user's token.
+  jobmaster::SummaryReporter figures(server_address, credentials, master->get(), resp.job());
+  figures.Start();
   v1::JobView v;
   std::string last;
   for (;;) {
@@ -102,6 +108,7 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
   }
   (*master)->Stop();
   loop.join();
+  figures.Finish();
   to_server.WaitDelivered(5);
   return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
 }

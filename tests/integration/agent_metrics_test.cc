@@ -165,6 +165,29 @@ TEST(JobMasterMetricsTest, TheMastersFiguresAppearSummedOnTheServerWhileItsJobRu
   EXPECT_EQ(Sample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}"), 0.0);
 }
 
+// A master run inside the submitting client (submit --jobmaster-in-client)
+// reports its figures with the user's token, as a master task does.
+TEST(JobMasterMetricsTest, AMasterInTheSubmittingClientReportsItsFiguresToo) {
+  Cluster c({.nodes = 1});
+  std::string bin = TrainyardBin();
+  WriteFile(c.dir() + "/inclient.yaml", absl::StrCat(R"(
+name: inclient
+replicas:
+  worker:
+    count: 2
+    command: [sh, -c, ')", bin, " worker barrier && ", bin, " worker barrier && ", bin, R"( worker state COMPLETED']
+)"));
+  CommandResult r = c.Cli({"submit", c.dir() + "/inclient.yaml", "--jobmaster-in-client"});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_THAT(r.out, HasSubstr("SUCCEEDED"));
+  // The final summary is sent before the command exits.
+  HttpResult m = HttpGet(c.http_address(), "/metrics");
+  EXPECT_EQ(Sample(m.body, "trainyard_jobmaster_barrier_duration_seconds_count"), 2.0) << m.body;
+  EXPECT_EQ(Sample(m.body, "trainyard_jobmasters_reporting"), 0.0);
+  EXPECT_GE(Sample(m.body, "trainyard_grpc_requests_total{method=\"ReportJobMasterSummary\",code=\"OK\"}").value_or(0),
+            1.0);
+}
+
 grpc::Status SendSummary(const Cluster& c, const std::string& job,
                          const std::vector<std::pair<std::string, std::string>>& metadata) {
   auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
