@@ -30,6 +30,12 @@ absl::StatusOr<security::Principal> ClientService::Who(const grpc::ServerContext
   return security_->Authenticate(Metadata(ctx, "authorization"));
 }
 
+std::unique_ptr<security::CredentialCheck> ClientService::StreamCredential(const grpc::ServerContextBase* ctx) {
+  security::ServerSecurity* sec = security_;
+  return std::make_unique<security::CredentialCheck>([sec](absl::string_view a) { return sec->Authenticate(a); },
+                                                     std::string(Metadata(ctx, "authorization")), absl::Now());
+}
+
 absl::Status ClientService::MayActOnJob(const grpc::ServerContextBase* ctx, const std::string& name,
                                         absl::string_view verb) {
   absl::StatusOr<security::Principal> who = Who(ctx);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "proto/service.grpc.pb.h"
+#include "security/credential_check.h"
 #include "security/server_security.h"
 #include "server/api_counters.h"
 #include "server/job_manager.h"
@@ -55,6 +56,9 @@ class ClientService final
   grpc::Status Counted(GrpcCounters::Method method, grpc::Status st);
   // The caller, from its "authorization" metadata.
   absl::StatusOr<security::Principal> Who(const grpc::ServerContextBase* ctx);
+  // For a stream `ctx` opens: its token checked again as it goes on
+  // (security/credential_check.h).
+  std::unique_ptr<security::CredentialCheck> StreamCredential(const grpc::ServerContextBase* ctx);
   // OK when the caller may `verb` job `name` (its owner, an administrator of
   // its queue, an admin); NotFound for no such job.
   absl::Status MayActOnJob(const grpc::ServerContextBase* ctx, const std::string& name, absl::string_view verb);

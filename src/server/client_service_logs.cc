@@ -5,6 +5,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/time/clock.h"
 #include "server/client_service.h"
 
 namespace trainyard::server {
@@ -22,7 +23,8 @@ struct LogsSink final : LogSink {
 
 class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
-  LogsReactor(LogHub* hub, const v1::LogsRequest& req) : hub_(hub), sink_(std::make_shared<LogsSink>()) {
+  LogsReactor(LogHub* hub, const v1::LogsRequest& req, std::unique_ptr<security::CredentialCheck> credential)
+      : hub_(hub), credential_(std::move(credential)), sink_(std::make_shared<LogsSink>()) {
     sink_->reactor = this;
     // The hub calls Ready only after a Next of ours found nothing, so none
     // can come before the Pump below.
@@ -40,6 +42,12 @@ class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
   void PumpLocked() {
     if (finished_ || id_ == 0) return;
     LogNext next = hub_->Next(id_);
+    if (next.kind != LogNext::Kind::kNothing && !credential_->Valid(absl::Now())) {
+      // Its token was revoked: nothing more of the log.
+      FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                "the token this stream began with is no longer valid"));
+      return;
+    }
     if (next.kind == LogNext::Kind::kChunk) {
       out_ = std::move(next.chunk);
       writing_ = true;
@@ -82,6 +90,7 @@ class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
   }
 
   LogHub* const hub_;
+  const std::unique_ptr<security::CredentialCheck> credential_;
   const std::shared_ptr<LogsSink> sink_;
   uint64_t id_ = 0;
   v1::LogChunk out_;  // the chunk being written
@@ -108,7 +117,7 @@ class RefusedLogs final : public grpc::ServerWriteReactor<v1::LogChunk> {
 grpc::ServerWriteReactor<v1::LogChunk>* ClientService::Logs(grpc::CallbackServerContext* ctx,
                                                             const v1::LogsRequest* req) {
   if (absl::Status may = MayActOnJob(ctx, req->job(), "read the logs of"); !may.ok()) return new RefusedLogs(may);
-  return new LogsReactor(logs_, *req);
+  return new LogsReactor(logs_, *req, StreamCredential(ctx));
 }
 
 }  // namespace trainyard::server

@@ -12,16 +12,21 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/service.grpc.pb.h"
 #include "security/server_security.h"
+#include "security/tokens.h"
 #include "tests/integration/grpc_client.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/http_client.h"
@@ -273,6 +278,78 @@ TEST(UsersSecurityTest, TheCliNeverSendsItsTokenInClearToAnotherHost) {
                            {"TRAINYARD_TOKEN=ty_not_for_the_network", "TRAINYARD_CA_FILE", "TRAINYARD_CONFIG"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("not sending the token in clear to " + address));
+}
+
+// A token taken out of the server's token file ends the streams it opened:
+// a `logs -f` over gRPC and a followed log over REST get nothing more of
+// the log once the server has looked at it again (every 5 s), and say why.
+TEST(UsersSecurityTest, ARevokedTokensOpenLogStreamsEnd) {
+  Cluster c({.nodes = 1});
+  ASSERT_TRUE(c.WaitNodesReady(1));
+  std::string bob = c.UserToken("bob");
+  ASSERT_FALSE(bob.empty());
+  std::string spec = c.dir() + "/ticking.yaml";
+  WriteFile(spec, R"(name: ticking
+user: bob
+replicas:
+  worker:
+    count: 1
+    command: [sh, -c, 'while true; do echo tick; sleep 0.1; done']
+)");
+  CommandResult sub = c.CliAs(bob, {"submit", spec});
+  ASSERT_EQ(sub.exit_code, 0) << sub.out << sub.err;
+  ASSERT_TRUE(c.WaitForState("ticking", "RUNNING"));
+
+  // gRPC: `trainyard logs -f` with bob's token.
+  std::string grpc_out = c.dir() + "/logs-f.out";
+  Process follow({"/usr/bin/env", "TRAINYARD_TOKEN=" + bob, "TRAINYARD_CONFIG=", TrainyardBin(), "logs", "ticking",
+                  "-f", "--server", c.address()},
+                 grpc_out);
+  // REST: the followed log of the same task, read on a thread.
+  std::string rest_text;
+  std::mutex rest_mu;
+  std::atomic<bool> rest_done{false};
+  std::thread rest([&] {
+    httplib::Client client("http://" + c.http_address());
+    client.set_default_headers({{"Authorization", "Bearer " + bob}});
+    client.set_read_timeout(60, 0);
+    client.Get("/api/v1/jobs/ticking/tasks/ticking-worker-0/logs?follow=1", [&](const char* d, size_t n) {
+      std::lock_guard<std::mutex> lock(rest_mu);
+      rest_text.append(d, n);
+      return true;
+    });
+    rest_done = true;
+  });
+  auto rest_has = [&](const std::string& what) {
+    std::lock_guard<std::mutex> lock(rest_mu);
+    return rest_text.find(what) != std::string::npos;
+  };
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(grpc_out).find("tick") != std::string::npos && rest_has("tick"); },
+                      absl::Seconds(20)))
+      << ReadFile(grpc_out);
+
+  // Revoke: the token file without bob's line (a new file put in place).
+  std::string tokens = security::TokenFilePath(c.server_data_dir());
+  std::string kept;
+  for (absl::string_view line : absl::StrSplit(ReadFile(tokens), '\n', absl::SkipEmpty())) {
+    if (!absl::StrContains(line, " bob ")) absl::StrAppend(&kept, line, "\n");
+  }
+  WriteFile(tokens + ".new", kept);
+  ASSERT_EQ(chmod((tokens + ".new").c_str(), 0600), 0);
+  ASSERT_EQ(rename((tokens + ".new").c_str(), tokens.c_str()), 0);
+  httplib::Client as_bob("http://" + c.http_address());
+  as_bob.set_default_headers({{"Authorization", "Bearer " + bob}});
+  auto refused = as_bob.Get("/api/v1/jobs");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->status, 401);
+
+  EXPECT_TRUE(WaitFor([&] { return !follow.Running(); }, absl::Seconds(20))) << ReadFile(grpc_out);
+  EXPECT_THAT(ReadFile(grpc_out), HasSubstr("no longer valid"));
+  EXPECT_TRUE(WaitFor([&] { return rest_done.load(); }, absl::Seconds(20)));
+  rest.join();
+  EXPECT_TRUE(rest_has("[trainyard] the token this stream began with is no longer valid")) << rest_text.substr(0, 2000);
+  // The job itself goes on.
+  EXPECT_EQ(c.Describe("ticking")["state"], "RUNNING");
 }
 
 }  // namespace

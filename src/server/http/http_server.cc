@@ -2,6 +2,7 @@
 // http_server.h).
 #include "server/http/http_server.h"
 
+#include "absl/time/clock.h"
 #include "httplib.h"
 
 namespace trainyard::server::http {
@@ -25,6 +26,11 @@ void HttpServer::Handle(const std::string& method, const std::string& pattern, c
         }
         handler(req, res, *who);
       });
+}
+
+std::shared_ptr<security::CredentialCheck> HttpServer::CredentialCheckFor(const httplib::Request& req) const {
+  return std::make_shared<security::CredentialCheck>(authenticate_, req.get_header_value("Authorization"),
+                                                     absl::Now());
 }
 
 }  // namespace trainyard::server::http

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "httpd/http_server.h"
+#include "security/credential_check.h"
 #include "server/http/auth.h"
 
 namespace trainyard::server::http {
@@ -34,6 +35,9 @@ class HttpServer final : public httpd::HttpServer {
   // As httpd::HttpServer::Handle, after Authenticate: a request it refuses
   // is answered 401 (WWW-Authenticate: Bearer) without calling `handler`.
   void Handle(const std::string& method, const std::string& pattern, const std::string& route, Handler handler);
+  // For a streamed answer to `req`: whether the token it came with still
+  // holds (security/credential_check.h), checked again every few seconds.
+  std::shared_ptr<security::CredentialCheck> CredentialCheckFor(const httplib::Request& req) const;
 
  private:
   explicit HttpServer(HttpOptions options)

@@ -168,6 +168,7 @@ void ReadRange(RestBackend* b, const std::string& job, const TaskRef& t, const L
 // server stops.
 struct Follow {
   std::shared_ptr<void> slot;
+  std::shared_ptr<security::CredentialCheck> credential;
   LogReaderPtr reader;
   AttemptText text{true};
   int64_t skip = 0;
@@ -177,6 +178,13 @@ struct Follow {
     LogRead r = reader->Next(absl::Now() + kFollowPoll);
     std::string out;
     if (r.kind == LogRead::Kind::kWaiting) return true;  // the library looks at the socket and calls again
+    if (!credential->Valid(absl::Now())) {
+      // Its token was revoked: nothing more of the log.
+      out = "[trainyard] the token this stream began with is no longer valid\n";
+      if (!sink.write(out.data(), out.size())) return false;
+      sink.done();
+      return true;
+    }
     if (r.kind == LogRead::Kind::kChunk && r.chunk.error().empty()) {
       out = Skip(text.Add(r.chunk), &skip);
       return out.empty() || sink.write(out.data(), out.size());
@@ -199,6 +207,7 @@ void FollowAttempt(HttpServer* s, RestBackend* b, const std::string& job, const 
     return SetStatusError(res, absl::UnavailableError(
                                    "the server has as many log streams open as it serves; try again"));
   }
+  state->credential = s->CredentialCheckFor(req);
   // Without ?attempt the current one: the stream ends with it.
   int attempt = q.attempt >= 0 ? q.attempt : t.attempt;
   absl::StatusOr<LogReaderPtr> reader = b->OpenLogs(RequestFor(job, t, attempt, true));

@@ -26,14 +26,21 @@ int64_t VersionOf(const ViewStore::Versions& v, int topic) {
 
 class Watcher {
  public:
-  Watcher(const ViewStore* views, WatchOptions options, std::array<bool, 3> topics, std::shared_ptr<void> slot)
-      : views_(views), options_(options), topics_(topics), slot_(std::move(slot)) {}
+  Watcher(const ViewStore* views, WatchOptions options, std::array<bool, 3> topics, std::shared_ptr<void> slot,
+          std::shared_ptr<security::CredentialCheck> credential)
+      : views_(views), options_(options), topics_(topics), slot_(std::move(slot)), credential_(std::move(credential)) {}
 
   // One step of the stream: what is due now, or a wait of at most kPoll
   // for the next change. False ends the answer (the client went away).
   bool Step(httplib::DataSink& sink) {
     if (HttpServer::ClientGone()) return false;
     absl::Time now = absl::Now();
+    if (!credential_->Valid(now)) {
+      // Its token was revoked: the stream ends; the client's next request
+      // is answered 401.
+      sink.done();
+      return true;
+    }
     ViewStore::Versions v = views_->CurrentVersions();
     std::string out;
     absl::Time next_due = absl::InfiniteFuture();
@@ -68,6 +75,7 @@ class Watcher {
   const WatchOptions options_;
   const std::array<bool, 3> topics_;
   const std::shared_ptr<void> slot_;
+  const std::shared_ptr<security::CredentialCheck> credential_;
   std::array<int64_t, 3> sent_ = {-1, -1, -1};
   std::array<absl::Time, 3> sent_at_ = {absl::InfinitePast(), absl::InfinitePast(), absl::InfinitePast()};
   absl::Time written_at_ = absl::Now();
@@ -109,7 +117,8 @@ void AddWatchRoute(HttpServer& s, const ViewStore* views, WatchOptions options) 
                return SetStatusError(res, absl::UnavailableError(
                                               "the server has as many watchers as it serves; try again"));
              }
-             auto w = std::make_shared<Watcher>(views, options, *topics, std::move(slot));
+             auto w = std::make_shared<Watcher>(views, options, *topics, std::move(slot),
+                                                server->CredentialCheckFor(req));
              res.set_header("Cache-Control", "no-cache");
              res.set_chunked_content_provider("text/event-stream",
                                               [w](size_t, httplib::DataSink& sink) { return w->Step(sink); });
