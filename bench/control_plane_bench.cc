@@ -368,12 +368,15 @@ class Submitter {
   const std::vector<int64_t>& per_second() const { return per_second_; }
   int64_t failed() const { return failed_; }
   const std::string& first_error() const { return first_error_; }
+  // Seconds from each call to its OK, for the calls counted in acked().
+  const std::vector<double>& latencies() const { return latencies_; }
 
  private:
   struct Call {
     grpc::ClientContext ctx;
     v1::SubmitRequest req;
     v1::SubmitResponse resp;
+    SteadyTime sent;
   };
 
   void Next() {
@@ -389,12 +392,15 @@ class Submitter {
       ++next_;
     }
     if (!authorization_.empty()) call->ctx.AddMetadata("authorization", authorization_);
+    call->sent = SteadyClock::now();
     stub_->async()->Submit(&call->ctx, &call->req, &call->resp, [this, call](grpc::Status st) {
-      bool in_time = SteadyClock::now() <= until_;
+      SteadyTime now = SteadyClock::now();
+      bool in_time = now <= until_;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (st.ok() && in_time) {
           ++acked_;
+          latencies_.push_back(SecondsBetween(call->sent, now));
           auto second = static_cast<size_t>(SecondsBetween(start_, SteadyClock::now()));
           if (per_second_.size() <= second) per_second_.resize(second + 1);
           ++per_second_[second];
@@ -420,6 +426,7 @@ class Submitter {
   const std::string authorization_;
   double rate_ = 0;
   std::vector<int64_t> per_second_;
+  std::vector<double> latencies_;
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t next_ = 0;
@@ -574,6 +581,9 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
       "target >= 2000/s");
   Row("acknowledged but unplaced at the end", absl::StrCat(target - fleet.counters().launches.load(),
                                                            absl::StrFormat(" (after %.1f s more)", drain)), "");
+  PercentileRow("Submit call to OK, p50 / p90 / p99", submitter.latencies(),
+                rate > 0 ? absl::StrFormat("(%d in flight at most: %.0f ms)", f.inflight, 1000.0 * f.inflight / rate).c_str()
+                         : "");
   Row("Submit errors", absl::StrCat(submitter.failed(), submitter.first_error().empty() ? "" : " first: ",
                                     submitter.first_error()), "");
   Row("server CPU (utime+stime / wall)", absl::StrFormat("%.2f cores", cpu / window),
