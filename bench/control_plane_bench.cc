@@ -483,9 +483,9 @@ bool StartFleet(Fleet& fleet, int agents, double* seconds) {
   return true;
 }
 
-// One ListJobs with `authorization` ("" = none): the connection is up (its
-// TLS handshake done) and the token accepted before the window opens. False (with the error on stderr) when
-// the server refuses it.
+// One ListJobs with `authorization` ("" = none), so the connection is up
+// (its TLS handshake done) and the token accepted before the window opens.
+// False (with the error on stderr) when the call fails.
 bool WarmUp(v1::Trainyard::Stub* stub, const std::string& authorization) {
   grpc::ClientContext ctx;
   if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
@@ -493,7 +493,7 @@ bool WarmUp(v1::Trainyard::Stub* stub, const std::string& authorization) {
   v1::ListJobsRequest req;
   v1::ListJobsResponse resp;
   grpc::Status st = stub->ListJobs(&ctx, req, &resp);
-  if (!st.ok()) fprintf(stderr, "control_plane_bench: ListJobs as user bench: %s\n", st.error_message().c_str());
+  if (!st.ok()) fprintf(stderr, "control_plane_bench: the first ListJobs: %s\n", st.error_message().c_str());
   return st.ok();
 }
 
