@@ -20,7 +20,12 @@
 //              with the HTTP API in use. --dashboards=N adds N dashboard tabs
 //              (bench/dashboard_clients.h: a watch stream each, refreshing
 //              the overview or the nodes page on its events, paced as the
-//              pages pace it).
+//              pages pace it). With --secure security is on as
+//              a cluster runs it (issue 13): the server with --tls-dir and
+//              token auth (not --no-auth), each agent with its node's
+//              certificate, the client over TLS verifying the cluster CA and
+//              sending a user's bearer token; the per-user limits are set far
+//              above the load so they never refuse a Submit.
 //   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
 //              share of one core. Target < 10%. With --tls the server serves
 //              TLS (--tls-dir) and each agent's channel presents its node's
@@ -28,7 +33,7 @@
 // A plain main() that prints a table; Google Benchmark flags are ignored.
 //   build/<dir>/bench/control_plane_bench [--only=latency|up|sustained|heartbeat]
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
-//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http [--dashboards=N]] [--tls] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
+//       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http [--dashboards=N]] [--tls] [--secure] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -47,6 +52,8 @@
 #include "httplib.h"
 #include "dashboard_clients.h"
 #include "security/certs.h"
+#include "security/crypto.h"
+#include "security/tokens.h"
 
 namespace trainyard::bench {
 namespace {
@@ -68,6 +75,9 @@ struct Flags {
   bool http = false;       // sustained: the server serves HTTP, scraped every second
   int dashboards = 0;      // sustained, with --http: dashboard tabs open (bench/dashboard_clients.h)
   bool tls = false;        // heartbeat: the server serves TLS, each agent with its node's certificate
+  // sustained: security fully on (TLS, node certificates, a user's token,
+  // per-user limits set high); without it plaintext and --no-auth.
+  bool secure = false;
   std::string trainyard = TRAINYARD_BINARY;
 };
 
@@ -108,11 +118,14 @@ v1::SubmitRequest OneTaskJob(const std::string& name) {
   return req;
 }
 
-std::unique_ptr<v1::Trainyard::Stub> ClientStub(const std::string& address) {
+// A client of the server at `address`: plaintext, or TLS verifying the
+// server's certificate with `ca_pem` when that is not empty.
+std::unique_ptr<v1::Trainyard::Stub> ClientStub(const std::string& address, const std::string& ca_pem = "") {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return v1::Trainyard::NewStub(
-      grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  std::shared_ptr<grpc::ChannelCredentials> creds =
+      ca_pem.empty() ? grpc::InsecureChannelCredentials() : grpc::SslCredentials({.pem_root_certs = ca_pem});
+  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(address, creds, args));
 }
 
 void Row(const char* what, const std::string& value, const char* target) {
@@ -148,7 +161,7 @@ v1::JobView WaitRunning(v1::Trainyard::Stub* stub, const std::string& job) {
 }
 
 bool RunLatency(const Flags& f) {
-  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level);
+  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, {.log_level = f.server_log_level});
   ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
@@ -270,6 +283,56 @@ bool RunUp(const Flags& f) {
   return true;
 }
 
+// ---- security: certificates and a user token ----
+
+// A cluster CA and server certificate in a new directory, and agent i's
+// channel credentials: a node certificate for "sim-i", made in memory.
+struct BenchCerts {
+  std::string dir;
+  std::string ca_pem;
+  trainyard::security::KeyPair ca;
+  bool Make() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-bench-certs-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return false;
+    dir = tmpl + "/certs";
+    if (!trainyard::security::InitCertDir(dir, {}).ok()) return false;
+    std::ifstream c(trainyard::security::CaCertPath(dir)), k(trainyard::security::CaKeyPath(dir));
+    std::stringstream cs, ks;
+    cs << c.rdbuf();
+    ks << k.rdbuf();
+    ca = {cs.str(), ks.str()};
+    return true;
+  }
+  std::shared_ptr<grpc::ChannelCredentials> Agent(int i) const {
+    std::string name = absl::StrCat("sim-", i);
+    absl::StatusOr<trainyard::security::KeyPair> pair = trainyard::security::IssueCert(
+        ca, {.common_name = name, .dns_names = {name}, .use = trainyard::security::CertUse::kClient});
+    if (!pair.ok()) return grpc::InsecureChannelCredentials();
+    return grpc::SslCredentials({.pem_root_certs = ca.cert_pem, .pem_private_key = pair->key_pem,
+                                 .pem_cert_chain = pair->cert_pem});
+  }
+  ~BenchCerts() {
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(std::filesystem::path(dir).parent_path(), ec);
+  }
+};
+
+// A token for the user "bench" (not an admin), added to the token file of
+// the server's data dir before the server starts, as tests/integration's
+// harness adds its admin token; "" when that failed.
+std::string AddBenchUserToken(const ChildProcess& server) {
+  absl::StatusOr<std::string> random = trainyard::security::RandomHex(32);
+  if (!random.ok()) return "";
+  std::string token = "ty_" + *random;
+  absl::Status added =
+      trainyard::security::AddToken(trainyard::security::TokenFilePath(ServerDataDir(server)), token, "bench", false);
+  if (!added.ok()) {
+    fprintf(stderr, "control_plane_bench: %s\n", std::string(added.message()).c_str());
+    return "";
+  }
+  return token;
+}
+
 // ---- sustained submission ----
 
 // Keeps `inflight` Submit calls going until `until`; counts the OK ones
@@ -277,8 +340,10 @@ bool RunUp(const Flags& f) {
 class Submitter {
  public:
   // same_name: every job asks for the name "sus" (the server suffixes it).
-  Submitter(v1::Trainyard::Stub* stub, SteadyTime start, SteadyTime until, bool same_name)
-      : stub_(stub), start_(start), until_(until), same_name_(same_name) {}
+  // `authorization` ("Bearer TOKEN"; "" = none) goes with every call.
+  Submitter(v1::Trainyard::Stub* stub, SteadyTime start, SteadyTime until, bool same_name,
+            std::string authorization = "")
+      : stub_(stub), start_(start), until_(until), same_name_(same_name), authorization_(std::move(authorization)) {}
 
   // rate > 0: starts calls at that many per second (paced, at most
   // `inflight` outstanding); 0: keeps `inflight` calls going back to back.
@@ -308,12 +373,15 @@ class Submitter {
   const std::vector<int64_t>& per_second() const { return per_second_; }
   int64_t failed() const { return failed_; }
   const std::string& first_error() const { return first_error_; }
+  // Seconds from each call to its OK, for the calls counted in acked().
+  const std::vector<double>& latencies() const { return latencies_; }
 
  private:
   struct Call {
     grpc::ClientContext ctx;
     v1::SubmitRequest req;
     v1::SubmitResponse resp;
+    SteadyTime sent;
   };
 
   void Next() {
@@ -328,12 +396,16 @@ class Submitter {
       call->req = OneTaskJob(same_name_ ? std::string("sus") : absl::StrCat("sus-", next_));
       ++next_;
     }
+    if (!authorization_.empty()) call->ctx.AddMetadata("authorization", authorization_);
+    call->sent = SteadyClock::now();
     stub_->async()->Submit(&call->ctx, &call->req, &call->resp, [this, call](grpc::Status st) {
-      bool in_time = SteadyClock::now() <= until_;
+      SteadyTime now = SteadyClock::now();
+      bool in_time = now <= until_;
       {
         std::lock_guard<std::mutex> lock(mu_);
         if (st.ok() && in_time) {
           ++acked_;
+          latencies_.push_back(SecondsBetween(call->sent, now));
           auto second = static_cast<size_t>(SecondsBetween(start_, SteadyClock::now()));
           if (per_second_.size() <= second) per_second_.resize(second + 1);
           ++per_second_[second];
@@ -356,8 +428,10 @@ class Submitter {
   const SteadyTime start_;
   const SteadyTime until_;
   const bool same_name_;
+  const std::string authorization_;
   double rate_ = 0;
   std::vector<int64_t> per_second_;
+  std::vector<double> latencies_;
   std::mutex mu_;
   std::condition_variable cv_;
   int64_t next_ = 0;
@@ -372,11 +446,13 @@ class Submitter {
 // /metrics and /api/v1/nodes once a second (nothing when `address` is "").
 class HttpScraper {
  public:
-  HttpScraper(const std::string& address, SteadyTime until) {
+  // `authorization` ("Bearer TOKEN"; "" = none) goes with every request.
+  HttpScraper(const std::string& address, SteadyTime until, const std::string& authorization = "") {
     if (address.empty()) return;
-    thread_ = std::thread([this, address, until] {
+    thread_ = std::thread([this, address, until, authorization] {
       httplib::Client client("http://" + address);
       client.set_read_timeout(10, 0);
+      if (!authorization.empty()) client.set_default_headers({{"Authorization", authorization}});
       while (SteadyClock::now() < until) {
         auto m = client.Get("/metrics");
         auto n = client.Get("/api/v1/nodes");
@@ -412,13 +488,52 @@ bool StartFleet(Fleet& fleet, int agents, double* seconds) {
   return true;
 }
 
+// One ListJobs with `authorization` ("" = none), so the connection is up
+// (its TLS handshake done) and the token accepted before the window opens.
+// False (with the error on stderr) when the call fails.
+bool WarmUp(v1::Trainyard::Stub* stub, const std::string& authorization) {
+  grpc::ClientContext ctx;
+  if (!authorization.empty()) ctx.AddMetadata("authorization", authorization);
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  v1::ListJobsRequest req;
+  v1::ListJobsResponse resp;
+  grpc::Status st = stub->ListJobs(&ctx, req, &resp);
+  if (!st.ok()) fprintf(stderr, "control_plane_bench: the first ListJobs: %s\n", st.error_message().c_str());
+  return st.ok();
+}
+
+// With --secure: the per-user limits of the server, set far above what the
+// benchmark offers so that they never refuse a Submit (the limits are still
+// counted on every one).
+constexpr char kSecureMaxPendingPerUser[] = "10000000";
+constexpr char kSecureMaxSubmitsPerSecondPerUser[] = "1000000";
+
 bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
-  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, f.server_log_level, group_commit, f.http);
+  BenchCerts certs;
+  if (f.secure && !certs.Make()) {
+    fprintf(stderr, "control_plane_bench: cannot make the certificates\n");
+    return false;
+  }
+  ServerProcessOptions so{.log_level = f.server_log_level, .group_commit = group_commit, .http = f.http};
+  if (f.secure) {
+    so.tls_dir = certs.dir;
+    so.authentication = true;
+    so.extra_args = {"--max-pending-jobs-per-user", kSecureMaxPendingPerUser, "--max-submissions-per-second-per-user",
+                     kSecureMaxSubmitsPerSecondPerUser};
+  }
+  std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, so);
   ChildProcess& server = *server_process;
+  std::string authorization;
+  if (f.secure) {
+    std::string token = AddBenchUserToken(server);
+    if (token.empty()) return false;
+    authorization = "Bearer " + token;
+  }
   if (!server.Start()) return false;
   FleetOptions fo;
   fo.agents = f.agents;
   fo.task_ms = f.task_ms;
+  if (f.secure) fo.credentials = [&certs](int i) { return certs.Agent(i); };
   std::string http_address = f.http ? server.FindInOutput("/metrics on http://") : "";
   Fleet fleet(server.address(), fo);
   std::atomic<int64_t> placed_in_window{0};
@@ -431,15 +546,16 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   if (!StartFleet(fleet, f.agents, &reg_s)) return false;
   fleet.StartHeartbeats();
   std::this_thread::sleep_for(std::chrono::seconds(1));  // let registration writes settle
-  auto stub = ClientStub(server.address());
+  auto stub = ClientStub(server.address(), f.secure ? certs.ca.cert_pem : "");
+  if (!WarmUp(stub.get(), authorization)) return false;
   window_start = SteadyClock::now();
   window_end = window_start + std::chrono::milliseconds(static_cast<int64_t>(f.sustained_s * 1000));
   window_open = true;
   int64_t launches0 = fleet.counters().launches.load();
   double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds();
-  Submitter submitter(stub.get(), window_start, window_end, f.same_name);
-  HttpScraper scraper(http_address, window_end);
-  trainyard::bench::DashboardClients dashboards(http_address, f.dashboards, window_end);
+  Submitter submitter(stub.get(), window_start, window_end, f.same_name, authorization);
+  HttpScraper scraper(http_address, window_end, authorization);
+  trainyard::bench::DashboardClients dashboards(http_address, f.dashboards, window_end, authorization);
   submitter.Run(f.inflight, rate);
   scraper.Join();
   dashboards.Join();
@@ -459,12 +575,22 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
          group_commit ? "" : ", server with --no-group-commit (one transaction per write)");
   printf("  (single-task jobs, 1 GPU; tasks succeed %d ms after RUNNING; %.1f s to register the agents;"
          " load average %s)\n", f.task_ms, reg_s, LoadAverage().c_str());
+  if (f.secure) {
+    printf("  security on: server with --tls-dir and token auth; agents present node certificates; the client\n"
+           "  verifies the server's CA and sends user bench's bearer token; per-user limits %s pending,\n"
+           "  %s submissions/s (far above the load)\n", kSecureMaxPendingPerUser, kSecureMaxSubmitsPerSecondPerUser);
+  } else {
+    printf("  security off: plaintext, --no-auth\n");
+  }
   Row("jobs acknowledged (Submit OK, durable) /s", absl::StrCat(static_cast<int64_t>(submitter.acked() / d)),
       "target >= 2000/s");
   Row("jobs placed (launch received by an agent) /s", absl::StrCat(static_cast<int64_t>(placed_in_window / d)),
       "target >= 2000/s");
   Row("acknowledged but unplaced at the end", absl::StrCat(target - fleet.counters().launches.load(),
                                                            absl::StrFormat(" (after %.1f s more)", drain)), "");
+  PercentileRow("Submit call to OK, p50 / p90 / p99", submitter.latencies(),
+                rate > 0 ? absl::StrFormat("(%d in flight at most: %.0f ms)", f.inflight, 1000.0 * f.inflight / rate).c_str()
+                         : "");
   Row("Submit errors", absl::StrCat(submitter.failed(), submitter.first_error().empty() ? "" : " first: ",
                                     submitter.first_error()), "");
   Row("server CPU (utime+stime / wall)", absl::StrFormat("%.2f cores", cpu / window),
@@ -494,38 +620,6 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
 
 // ---- heartbeats ----
 
-// A cluster CA and server certificate in a new directory, and agent i's
-// channel credentials: a node certificate for "sim-i", made in memory.
-struct BenchCerts {
-  std::string dir;
-  std::string ca_pem;
-  trainyard::security::KeyPair ca;
-  bool Make() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-bench-certs-XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) return false;
-    dir = tmpl + "/certs";
-    if (!trainyard::security::InitCertDir(dir, {}).ok()) return false;
-    std::ifstream c(trainyard::security::CaCertPath(dir)), k(trainyard::security::CaKeyPath(dir));
-    std::stringstream cs, ks;
-    cs << c.rdbuf();
-    ks << k.rdbuf();
-    ca = {cs.str(), ks.str()};
-    return true;
-  }
-  std::shared_ptr<grpc::ChannelCredentials> Agent(int i) const {
-    std::string name = absl::StrCat("sim-", i);
-    absl::StatusOr<trainyard::security::KeyPair> pair = trainyard::security::IssueCert(
-        ca, {.common_name = name, .dns_names = {name}, .use = trainyard::security::CertUse::kClient});
-    if (!pair.ok()) return grpc::InsecureChannelCredentials();
-    return grpc::SslCredentials({.pem_root_certs = ca.cert_pem, .pem_private_key = pair->key_pem,
-                                 .pem_cert_chain = pair->cert_pem});
-  }
-  ~BenchCerts() {
-    std::error_code ec;
-    if (!dir.empty()) std::filesystem::remove_all(std::filesystem::path(dir).parent_path(), ec);
-  }
-};
-
 bool RunHeartbeat(const Flags& f) {
   BenchCerts certs;
   if (f.tls && !certs.Make()) {
@@ -533,7 +627,7 @@ bool RunHeartbeat(const Flags& f) {
     return false;
   }
   std::unique_ptr<ChildProcess> server_process =
-      ServerProcess(f.trainyard, f.server_log_level, true, false, f.tls ? certs.dir : "");
+      ServerProcess(f.trainyard, {.log_level = f.server_log_level, .tls_dir = f.tls ? certs.dir : ""});
   ChildProcess& server = *server_process;
   if (!server.Start()) return false;
   FleetOptions fo;
@@ -597,6 +691,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--http") return f->http = true;
   if (key == "--dashboards") return integer(&f->dashboards) && f->dashboards >= 0;
   if (key == "--tls") return f->tls = true;
+  if (key == "--secure") return f->secure = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
   return false;
@@ -612,7 +707,7 @@ int main(int argc, char** argv) {
     if (!ParseFlag(argv[i], &f)) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
-              "--agents=N --same-name --http --dashboards=N --tls --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
+              "--agents=N --same-name --http --dashboards=N --tls --secure --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH\n",
               argv[i]);
       return 2;

@@ -174,6 +174,8 @@ class ChildProcess {
   }
   const std::string& address() const { return address_; }
   pid_t pid() const { return pid_; }
+  // The scratch directory ("{DIR}" in the arguments).
+  const std::string& dir() const { return dir_.path(); }
 
  private:
   std::string binary_;
@@ -185,21 +187,34 @@ class ChildProcess {
   pid_t pid_ = -1;
 };
 
-// `trainyard server` on a free port with its data in the scratch directory:
-// fsync on (the default), no job masters.
-// With `http` it serves the REST API and /metrics on a free port too.
-inline std::unique_ptr<ChildProcess> ServerProcess(const std::string& binary, const std::string& log_level,
-                                                   bool group_commit = true, bool http = false,
-                                                   const std::string& tls_dir = "") {
+// How the benchmark's `trainyard server` runs.
+struct ServerProcessOptions {
+  std::string log_level = "info";
+  bool group_commit = true;  // false: --no-group-commit
+  bool http = false;         // serve the REST API and /metrics on a free port too
+  std::string tls_dir;       // non-empty: --tls-dir (TLS, agents present node certificates)
+  // False: --no-auth (every caller an admin). True: the server requires a
+  // bearer token from its token file (DATA_DIR/tokens, ServerDataDir).
+  bool authentication = false;
+  std::vector<std::string> extra_args;
+};
+
+// `trainyard server` on a free port with its data in the scratch directory
+// (ServerDataDir): fsync on (the default), no job masters.
+inline std::unique_ptr<ChildProcess> ServerProcess(const std::string& binary, const ServerProcessOptions& o) {
   std::vector<std::string> args = {"server", "--listen", "127.0.0.1:0", "--data-dir", "{DIR}/data", "--no-jobmaster",
-                                   "--log-level", log_level,
-                                   // Its clients send no token yet (figures with security on: a follow-up).
-                                   "--no-auth"};
-  if (!group_commit) args.push_back("--no-group-commit");
-  if (http) args.insert(args.end(), {"--http-listen", "127.0.0.1:0"});
-  if (!tls_dir.empty()) args.insert(args.end(), {"--tls-dir", tls_dir});
+                                   "--log-level", o.log_level};
+  if (!o.authentication) args.push_back("--no-auth");
+  if (!o.group_commit) args.push_back("--no-group-commit");
+  if (o.http) args.insert(args.end(), {"--http-listen", "127.0.0.1:0"});
+  if (!o.tls_dir.empty()) args.insert(args.end(), {"--tls-dir", o.tls_dir});
+  args.insert(args.end(), o.extra_args.begin(), o.extra_args.end());
   return std::make_unique<ChildProcess>(binary, args, "listening on ");
 }
+
+// The --data-dir of a ServerProcess (it exists once something is written
+// there, e.g. a token file before Start).
+inline std::string ServerDataDir(const ChildProcess& server) { return server.dir() + "/data"; }
 
 struct FleetOptions {
   int agents = 2;

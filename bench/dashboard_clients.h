@@ -5,8 +5,9 @@
 // sooner than three times the last one took, at least 500 ms after it):
 // even clients show the overview (/api/v1/overview, and the history ring's
 // new samples every 10 s), odd ones the nodes page (/api/v1/nodes and the
-// live jobs, /api/v1/jobs). Plain HTTP, no token: the benchmark's server
-// runs with --no-auth.
+// live jobs, /api/v1/jobs). Plain HTTP (the benchmark's server listens on
+// loopback), with `authorization` ("Bearer TOKEN"; "" = none: a server with
+// --no-auth) on every request.
 #pragma once
 
 #include <algorithm>
@@ -25,7 +26,9 @@ class DashboardClients {
  public:
   using Clock = std::chrono::steady_clock;
 
-  DashboardClients(const std::string& address, int clients, Clock::time_point until) {
+  DashboardClients(const std::string& address, int clients, Clock::time_point until,
+                   const std::string& authorization = "")
+      : authorization_(authorization) {
     if (address.empty()) return;
     for (int i = 0; i < clients; ++i) {
       auto state = std::make_unique<Tab>();
@@ -55,6 +58,7 @@ class DashboardClients {
   void Watch(Tab* t, const std::string& address, Clock::time_point until) {
     while (Clock::now() < until) {
       httplib::Client client("http://" + address);
+      if (!authorization_.empty()) client.set_default_headers({{"Authorization", authorization_}});
       client.set_read_timeout(2, 0);  // the stream sends a comment every few seconds
       client.Get("/api/v1/watch?topics=jobs,nodes,queues", [&](const char* data, size_t n) {
         std::string_view chunk(data, n);
@@ -80,6 +84,7 @@ class DashboardClients {
 
   void Refresh(Tab* t, const std::string& address, Clock::time_point until, bool overview) {
     httplib::Client client("http://" + address);
+    if (!authorization_.empty()) client.set_default_headers({{"Authorization", authorization_}});
     client.set_read_timeout(30, 0);
     client.set_decompress(true);
     auto next = Clock::now();
@@ -110,6 +115,7 @@ class DashboardClients {
     }
   }
 
+  const std::string authorization_;
   std::vector<std::unique_ptr<Tab>> tabs_;
   std::vector<std::thread> threads_;
   std::atomic<int64_t> requests_{0}, failures_{0}, bytes_{0}, events_{0};

@@ -1,18 +1,9 @@
 // The client verbs as a user runs them against a real server: filters on
 // `jobs`, `kill` of several jobs, `delete` freeing a name, `describe`'s
-// times, `-o json` types, control characters escaped, and a command
-// that waits out a slow connection set-up.
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <atomic>
+// times, `-o json` types, and control characters escaped.
 #include <filesystem>
-#include <thread>
 
 #include "absl/strings/str_cat.h"
-#include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
@@ -28,74 +19,6 @@ std::string Sleeper(const std::string& name, const std::string& user) {
   return absl::StrCat("name: ", name, "\nuser: ", user, "\nreplicas:\n  worker:\n    count: 1\n",
                       "    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n    command: [sleep, '600']\n");
 }
-
-// A TCP relay to `upstream` (host:port) that holds each new connection
-// `delay` before it passes anything on: a server slow to answer a
-// handshake, as a busy server or a loaded machine is.
-class SlowRelay {
- public:
-  SlowRelay(const std::string& upstream, absl::Duration delay) : delay_(delay) {
-    upstream_port_ = std::stoi(upstream.substr(upstream.rfind(':') + 1));
-    listener_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(a);
-    bind(listener_, reinterpret_cast<sockaddr*>(&a), len);
-    listen(listener_, 16);
-    getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len);
-    address_ = absl::StrCat("127.0.0.1:", ntohs(a.sin_port));
-    acceptor_ = std::thread([this] {
-      for (;;) {
-        int fd = accept(listener_, nullptr, nullptr);
-        if (fd < 0) return;  // shut down
-        relays_.emplace_back([this, fd] { Relay(fd); });
-      }
-    });
-  }
-  ~SlowRelay() {
-    stop_ = true;
-    shutdown(listener_, SHUT_RDWR);
-    acceptor_.join();
-    for (auto& t : relays_) t.join();
-    close(listener_);
-  }
-  const std::string& address() const { return address_; }
-
- private:
-  void Relay(int client) {
-    absl::SleepFor(delay_);
-    int up = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(upstream_port_);
-    if (connect(up, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-      pollfd fds[2] = {{client, POLLIN, 0}, {up, POLLIN, 0}};
-      char buf[16384];
-      while (!stop_) {
-        if (poll(fds, 2, 100) < 0) break;
-        bool done = false;
-        for (int i = 0; i < 2 && !done; ++i) {
-          if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-          ssize_t n = read(fds[i].fd, buf, sizeof(buf));
-          done = n <= 0 || write(fds[1 - i].fd, buf, n) != n;
-        }
-        if (done) break;
-      }
-    }
-    close(up);
-    close(client);
-  }
-
-  absl::Duration delay_;
-  int upstream_port_ = 0;
-  int listener_ = -1;
-  std::string address_;
-  std::atomic<bool> stop_{false};
-  std::thread acceptor_;
-  std::vector<std::thread> relays_;  // the acceptor's alone until it is joined
-};
 
 std::vector<std::string> Names(Cluster& c, std::vector<std::string> args) {
   args.insert(args.begin(), "jobs");
@@ -196,18 +119,6 @@ TEST(CliTest, ServerFlagsOverrideTheConfigFileAndTheQueueFileSetsTheDefaultQueue
   EXPECT_EQ(c.Describe(job).value("queue", ""), "research");
   EXPECT_THAT(c.Cli({"queues"}).out, HasSubstr("prod"));
   EXPECT_FALSE(std::filesystem::exists(files.path() + "/not-this-one")) << "--data-dir wins over dataDir";
-}
-
-// A server whose TLS handshake takes 400 ms (a busy server, a loaded
-// machine): the command waits for it rather than failing as if no server
-// were there (it once gave a connection attempt only 100 ms).
-TEST(CliTest, ACommandWaitsOutASlowConnectionSetUp) {
-  Cluster c({.nodes = 1});
-  ASSERT_TRUE(c.WaitNodesReady(1));
-  SlowRelay relay(c.address(), absl::Milliseconds(400));
-  CommandResult r = RunCli({"nodes", "--server", relay.address()});
-  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("node-0"));
 }
 
 }  // namespace
