@@ -126,6 +126,7 @@ TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUn
   }
   // It schedules again.
   std::string after = c.Submit(LoopingJob("after", out, 1, 0));
+  ASSERT_FALSE(after.empty());
   WriteFile(out + "/after.stop", "");
   EXPECT_TRUE(c.WaitForState(after, "SUCCEEDED")) << c.Describe(after).dump(2);
   WriteFile(out + "/keep.stop", "");

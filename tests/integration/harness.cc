@@ -424,7 +424,11 @@ std::string Cluster::Submit(const std::string& yaml) {
   std::string path = absl::StrCat(dir(), "/spec-", n++, ".yaml");
   WriteFile(path, yaml);
   CommandResult r = Cli({"submit", path});
-  if (r.exit_code != 0) return "";
+  if (r.exit_code != 0) {
+    // The test sees only "": why it failed goes to the test's log.
+    std::fprintf(stderr, "harness: trainyard submit %s exited %d: %s\n", path.c_str(), r.exit_code, r.err.c_str());
+    return "";
+  }
   // "job NAME submitted"
   std::string out = r.out;
   size_t a = out.find("job ");
