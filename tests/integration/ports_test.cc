@@ -34,11 +34,16 @@ TEST(PortsTest, SecondServerOnTheSamePortRefusesToStart) {
   EXPECT_EQ(c.Nodes().size(), 1u);
 }
 
-// A listening TCP socket on 127.0.0.1:port, closed by the destructor.
+// A listening TCP socket on 127.0.0.1:port, closed by the destructor. With
+// SO_REUSEADDR, as a server binds: the cluster's port block may have served
+// an earlier test's job master, whose closed connections keep the port in
+// TIME_WAIT for a minute, and a bind without it fails then.
 class Listener {
  public:
   explicit Listener(int port) {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_port = htons(static_cast<uint16_t>(port));
