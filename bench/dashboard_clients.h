@@ -4,8 +4,7 @@
 // refresh of its page, paced as app.js paces it (the next refresh no
 // sooner than three times the last one took, at least 500 ms after it):
 // even clients show the overview (/api/v1/overview, and the history ring's
-// new samples every 10 s), odd ones the nodes page (/api/v1/nodes and the
-// live jobs, /api/v1/jobs). Plain HTTP (the benchmark's server listens on
+// new samples every 10 s), odd ones the nodes page (/api/v1/nodes). Plain HTTP (the benchmark's server listens on
 // loopback), with `authorization` ("Bearer TOKEN"; "" = none: a server with
 // --no-auth) on every request.
 #pragma once
@@ -84,7 +83,9 @@ class DashboardClients {
 
   void Refresh(Tab* t, const std::string& address, Clock::time_point until, bool overview) {
     httplib::Client client("http://" + address);
-    if (!authorization_.empty()) client.set_default_headers({{"Authorization", authorization_}});
+    httplib::Headers headers = {{"Accept-Encoding", "gzip, deflate"}};
+    if (!authorization_.empty()) headers.emplace("Authorization", authorization_);
+    client.set_default_headers(headers);
     client.set_read_timeout(30, 0);
     client.set_decompress(true);
     auto next = Clock::now();
@@ -108,7 +109,6 @@ class DashboardClients {
         Get(client, "/api/v1/overview");
       } else {
         Get(client, "/api/v1/nodes");
-        Get(client, "/api/v1/jobs");
       }
       auto took = Clock::now() - start;
       next = Clock::now() + std::max<Clock::duration>(std::chrono::milliseconds(500), 3 * took);

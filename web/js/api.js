@@ -49,8 +49,20 @@ async function check(res) {
   throw new ApiError(res.status, message);
 }
 
+// Whether an answer since the last takeStale() was marked stale by the
+// server (X-Trainyard-Stale: a list made before the latest change, served
+// again within a second of being made, so that many tabs cost the server
+// one rendering): the page should ask again.
+let stale = false;
+export function takeStale() {
+  const was = stale;
+  stale = false;
+  return was;
+}
+
 export async function getJson(path, init = {}) {
   const res = await check(await fetch(path, { ...init, headers: authHeaders({ Accept: 'application/json', ...init.headers }) }));
+  if (res.headers.get('X-Trainyard-Stale') === 'true') stale = true;
   return res.json();
 }
 

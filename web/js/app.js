@@ -5,7 +5,7 @@
 // when first shown: a first load asks for few files at once (each open
 // connection holds one of the server's HTTP threads while it lasts).
 import { h } from './dom.js';
-import { watch, setToken, ApiError } from './api.js';
+import { watch, setToken, ApiError, takeStale } from './api.js';
 
 const pages = {
   overview: () => import('./overview.js'),
@@ -81,8 +81,11 @@ async function refresh() {
       page = current;
       if (!page) break;
       const start = performance.now();
+      takeStale();
       try {
         await page.refresh();
+        // An answer made before the latest change: once more, paced.
+        if (takeStale() && page === current) again = true;
         // When the page first had its data on screen (bench/dashboard_paint.mjs).
         if (!page.drawn) performance.mark(`drawn:${page.name}`);
         page.drawn = true;

@@ -16,8 +16,8 @@ function groupBy(gpus, key) {
   return [...m.entries()];
 }
 
-function gpuCell(node, g, jobs, select) {
-  const job = g.task ? (jobs.get(g.task) || jobOfTask(g.task)) : '';
+function gpuCell(node, g, select) {
+  const job = g.task ? (g.job || jobOfTask(g.task)) : '';
   const what = g.state === 'used' ? `held by ${g.task || 'a task'}${job ? ` of job ${job}` : ''}`
     : g.state === 'excluded' ? 'excluded: busy with a process Trainyard did not start' : 'free';
   const label = `${node.name} GPU ${g.index}: ${what}`;
@@ -29,27 +29,27 @@ function gpuCell(node, g, jobs, select) {
   }, String(g.index));
 }
 
-function bitmap(node, jobs, select) {
+function bitmap(node, select) {
   const sockets = groupBy(node.gpus, (g) => g.socket);
   return h('div', { class: 'bitmap', role: 'group', 'aria-label': `GPUs of ${node.name}` },
     sockets.map(([socket, gpus]) => h('div', { class: 'socket', title: socket >= 0 ? `CPU socket ${socket}` : 'no socket given' },
       groupBy(gpus, (g) => g.switch).map(([sw, list]) => h('div', {
         class: 'switch', title: sw >= 0 ? `PCIe switch ${sw}` : 'no switch given',
       }, list.map((g) => h('span', { class: g.nvlink_island >= 0 ? `island island-${g.nvlink_island % 4}` : '' },
-        gpuCell(node, g, jobs, select))))))));
+        gpuCell(node, g, select))))))));
 }
 
 function stateText(s) {
   return s === 'DRAINING' ? 'DRAINING (cordoned, tasks moving away)' : s;
 }
 
-function nodeCard(node, jobs, select) {
+function nodeCard(node, select) {
   const labels = Object.entries(node.labels || {});
   return h('article', { class: `node node-${node.state.toLowerCase()}`, dataset: { node: node.name }, 'aria-label': `node ${node.name}` },
     h('h2', {}, node.name, ' ', stateBadge(stateText(node.state))),
     h('p', { class: 'muted' }, [node.address, node.rack && `rack ${node.rack}`, node.data_center].filter(Boolean).join(' · ')),
     node.reason ? h('p', { class: 'node-reason' }, `Takes no tasks: ${node.reason}`) : null,
-    bitmap(node, jobs, select),
+    bitmap(node, select),
     h('dl', { class: 'facts' },
       h('dt', {}, 'GPUs'), h('dd', {}, `${node.allocated_gpus} used, ${node.free_gpus.length} free, ${node.excluded_gpus.length} excluded of ${node.gpu_count}`),
       h('dt', {}, 'CPU'), h('dd', {}, `${cores(node.free.vcores_milli)} free of ${cores(node.capacity.vcores_milli)}`),
@@ -80,18 +80,17 @@ export function mount(main, params) {
     const q = filter.value.trim().toLowerCase();
     const shown = data.nodes.filter((n) => !q || n.name.toLowerCase().includes(q) || n.state.toLowerCase() === q ||
       Object.entries(n.labels || {}).some(([k, v]) => `${k}=${v}`.toLowerCase().includes(q)));
-    list.replaceChildren(...shown.map((n) => nodeCard(n, data.jobs, select)));
+    list.replaceChildren(...shown.map((n) => nodeCard(n, select)));
   };
   filter.addEventListener('input', draw);
   main.append(h('h1', {}, 'Nodes'), legend(),
     h('p', {}, h('label', { for: 'node-filter' }, 'Filter nodes '), filter), detail, list);
   return {
-    topics: ['nodes', 'jobs'],
+    // A GPU's task and job come with the nodes (a node's view changes when
+    // a task is placed on it or leaves), so the page reads nothing else.
+    topics: ['nodes'],
     async refresh() {
-      const [n, j] = await Promise.all([getJson('/api/v1/nodes'), getJson('/api/v1/jobs')]);
-      const jobs = new Map();
-      for (const job of j.jobs) for (const t of job.tasks) jobs.set(t.name, job.name);
-      data = { nodes: n.nodes, jobs };
+      data = { nodes: (await getJson('/api/v1/nodes')).nodes };
       draw();
       main.dataset.ready = 'nodes';
     },

@@ -107,7 +107,7 @@ GpuHolders GpuHoldersOf(const std::vector<std::shared_ptr<const v1::JobView>>& l
   for (const auto& j : live_jobs) {
     for (const auto& t : j->tasks()) {
       if (!Placed(t)) continue;
-      for (int g : GpuList(t.gpu_mask())) out[t.node()][g] = t.name();
+      for (int g : GpuList(t.gpu_mask())) out[t.node()][g] = {t.name(), j->name()};
     }
   }
   return out;
@@ -136,7 +136,7 @@ std::string NodeStateName(v1::NodeState s) {
   }
 }
 
-json NodeJson(const v1::NodeView& n, const std::map<int, std::string>& holders) {
+json NodeJson(const v1::NodeView& n, const std::map<int, GpuHolder>& holders) {
   const v1::NodeInfo& info = n.info();
   const v1::GpuTopology& topo = info.topology();
   GpuCounts c = GpuCountsOf(n);
@@ -147,7 +147,8 @@ json NodeJson(const v1::NodeView& n, const std::map<int, std::string>& holders) 
     auto holder = holders.find(g);
     gpus.push_back({{"index", g},
                     {"state", excluded ? "excluded" : free ? "free" : "used"},
-                    {"task", holder == holders.end() ? "" : holder->second},
+                    {"task", holder == holders.end() ? "" : holder->second.task},
+                    {"job", holder == holders.end() ? "" : holder->second.job},
                     {"switch", GroupOf(topo.switches(), g)},
                     {"socket", GroupOf(topo.sockets(), g)},
                     {"nvlink_island", GroupOf(topo.nvlink_islands(), g)}});

@@ -21,14 +21,18 @@ std::vector<int> GpuList(uint64_t mask);
 // A job; with `with_events` its event log too (describe's view).
 nlohmann::json JobJson(const v1::JobView& job, bool with_events);
 
-// Which task holds each GPU of a node: node -> (gpu index -> task name),
-// from the live jobs' placed tasks.
-using GpuHolders = std::map<std::string, std::map<int, std::string>>;
+// Which task (of which job) holds each GPU of a node: node -> (gpu index ->
+// holder), from the live jobs' placed tasks.
+struct GpuHolder {
+  std::string task;
+  std::string job;
+};
+using GpuHolders = std::map<std::string, std::map<int, GpuHolder>>;
 GpuHolders GpuHoldersOf(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 
 // A node: capacity, free, each GPU's state (free, used, excluded) and the
-// task holding it, topology groups, labels, state.
-nlohmann::json NodeJson(const v1::NodeView& node, const std::map<int, std::string>& holders);
+// task and job holding it, topology groups, labels, state.
+nlohmann::json NodeJson(const v1::NodeView& node, const std::map<int, GpuHolder>& holders);
 
 // Every queue with its capacity, use, pending jobs, and the same per user
 // (from the live jobs); the cluster's total.

@@ -14,6 +14,7 @@
 #include "httplib.h"
 #include "server/http/json_views.h"
 #include "server/http/log_routes.h"
+#include "server/http/shared_answers.h"
 #include "server/http/watch.h"
 
 namespace trainyard::server::http {
@@ -94,15 +95,24 @@ bool Matches(const JobFilter& f, const v1::JobView& j) {
          (f.states.empty() || f.states.count(j.state()));
 }
 
-void ListJobs(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+// The key of a list answer in SharedAnswers: its route and its parameters.
+std::string AnswerKey(const std::string& route, const httplib::Request& req) {
+  std::string key = route;
+  for (const auto& [k, v] : req.params) absl::StrAppend(&key, "\n", k, "=", v);  // sorted by name
+  return key;
+}
+
+void ListJobs(RestBackend* b, SharedAnswers* shared, const httplib::Request& req, httplib::Response& res) {
   const ViewStore& views = b->Views();
   absl::StatusOr<JobFilter> f = ParseJobFilter(req, *views.Queues());
   if (!f.ok()) return SetStatusError(res, f.status());
-  json jobs = json::array();
-  for (const auto& j : views.Jobs(f->all)) {
-    if (Matches(*f, *j)) jobs.push_back(JobJson(*j, false));
-  }
-  SetJson(res, {{"jobs", std::move(jobs)}});
+  shared->Serve(AnswerKey("/api/v1/jobs", req), req, res, [&views, &f] {
+    json jobs = json::array();
+    for (const auto& j : views.Jobs(f->all)) {
+      if (Matches(*f, *j)) jobs.push_back(JobJson(*j, false));
+    }
+    return json{{"jobs", std::move(jobs)}};
+  });
 }
 
 void GetJob(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
@@ -172,22 +182,29 @@ void KillJob(RestBackend* b, const Principal& who, const httplib::Request& req, 
   SetJson(res, {{"job", name}, {"state", api::JobStateName(*st)}});
 }
 
-void ListNodes(RestBackend* b, httplib::Response& res, const std::string& only) {
-  const ViewStore& views = b->Views();
+// Every node ("" = all), or one.
+json NodesJson(const ViewStore& views, const std::string& only) {
   ViewStore::NodesPtr nodes = views.Nodes();
   GpuHolders holders = GpuHoldersOf(views.Jobs(false));
-  static const std::map<int, std::string> kNone;
+  static const std::map<int, GpuHolder> kNone;
   json out = json::array();
   for (const ViewStore::NodeEntry& n : *nodes) {
     if (!only.empty() && n.view->info().name() != only) continue;
     auto h = holders.find(n.view->info().name());
     out.push_back(NodeJson(n.Full(), h == holders.end() ? kNone : h->second));
   }
-  if (!only.empty()) {
-    if (out.empty()) return SetStatusError(res, absl::NotFoundError(absl::StrCat("node '", only, "' is not known")));
-    return SetJson(res, out[0]);
-  }
-  SetJson(res, {{"nodes", std::move(out)}});
+  return out;
+}
+
+void ListNodes(RestBackend* b, SharedAnswers* shared, const httplib::Request& req, httplib::Response& res) {
+  const ViewStore& views = b->Views();
+  shared->Serve("/api/v1/nodes", req, res, [&views] { return json{{"nodes", NodesJson(views, "")}}; });
+}
+
+void GetNode(RestBackend* b, httplib::Response& res, const std::string& name) {
+  json one = NodesJson(b->Views(), name);
+  if (one.empty()) return SetStatusError(res, absl::NotFoundError(absl::StrCat("node '", name, "' is not known")));
+  SetJson(res, one[0]);
 }
 
 }  // namespace
@@ -224,8 +241,12 @@ void SetStatusError(httplib::Response& res, const absl::Status& st) {
 void AddRestRoutes(HttpServer& s, RestBackend* b) {
   // Job and node names: a name the server gives never holds '/'.
   const std::string name = "([^/]+)";
+  // The lists: the same for every reader, made at most once a second.
+  auto shared = std::make_shared<SharedAnswers>(&b->Views());
   s.Handle("GET", "/api/v1/jobs", "/api/v1/jobs",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { ListJobs(b, req, res); });
+           [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
+             ListJobs(b, shared.get(), req, res);
+           });
   // The submitter is the principal, as over gRPC.
   s.Handle("POST", "/api/v1/jobs", "/api/v1/jobs",
            [b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
@@ -238,15 +259,18 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
              KillJob(b, who, req, res);
            });
   s.Handle("GET", "/api/v1/nodes", "/api/v1/nodes",
-           [b](const httplib::Request&, httplib::Response& res, const Principal&) { ListNodes(b, res, ""); });
+           [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
+             ListNodes(b, shared.get(), req, res);
+           });
   s.Handle("GET", "/api/v1/nodes/" + name, "/api/v1/nodes/{node}",
            [b](const httplib::Request& req, httplib::Response& res, const Principal&) {
-             ListNodes(b, res, req.matches[1]);
+             GetNode(b, res, req.matches[1]);
            });
   s.Handle("GET", "/api/v1/queues", "/api/v1/queues",
-           [b](const httplib::Request&, httplib::Response& res, const Principal&) {
+           [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
              const ViewStore& views = b->Views();
-             SetJson(res, QueuesJson(*views.Queues(), views.Jobs(false)));
+             shared->Serve("/api/v1/queues", req, res,
+                           [&views] { return QueuesJson(*views.Queues(), views.Jobs(false)); });
            });
   AddLogRoutes(s, b);
   AddWatchRoute(s, &b->Views());

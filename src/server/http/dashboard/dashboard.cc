@@ -5,6 +5,7 @@
 
 #include "httplib.h"
 #include "server/http/dashboard/overview.h"
+#include "server/http/shared_answers.h"
 
 namespace trainyard::server::http {
 namespace {
@@ -69,10 +70,11 @@ void AddDashboardRoutes(HttpServer& s, RestBackend* b) {
            [](const httplib::Request& req, httplib::Response& res, const Principal&) {
              ServeAsset(req, res, std::string(req.matches[1]));
            });
+  // The same for every reader: made at most once a second (shared_answers.h).
+  auto shared = std::make_shared<SharedAnswers>(&b->Views());
   s.Handle("GET", "/api/v1/overview", "/api/v1/overview",
-           [b](const httplib::Request&, httplib::Response& res, const Principal&) {
-             res.set_content(OverviewJson(b->Views()).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                             "application/json");
+           [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
+             shared->Serve("/api/v1/overview", req, res, [b] { return OverviewJson(b->Views()); });
            });
 }
 
