@@ -40,6 +40,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "control_plane_fleet.h"
+#include "security/client_config.h"
 
 namespace trainyard::bench {
 namespace {
@@ -85,10 +86,14 @@ int FreePort() {
   return port;
 }
 
-std::unique_ptr<v1::Trainyard::Stub> ClientStub(const std::string& address) {
+// A client of the server at `address`: TLS verified with `ca_pem` (up's
+// cluster CA) when there is one, else plaintext.
+std::unique_ptr<v1::Trainyard::Stub> ClientStub(const std::string& address, const std::string& ca_pem) {
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  auto credentials = ca_pem.empty() ? grpc::InsecureChannelCredentials()
+                                    : grpc::SslCredentials({.pem_root_certs = ca_pem});
+  return v1::Trainyard::NewStub(grpc::CreateCustomChannel(address, credentials, args));
 }
 
 std::string ReadAll(const std::string& path) {
@@ -110,15 +115,19 @@ struct UpCluster {
                                  absl::StrCat(FreePort())},
         "Trainyard is up: server ");
     if (!up->Start()) return false;
-    stub = ClientStub(up->address());
     logs = data.path();
-    // The admin credential up wrote (docs/security.md): its token line.
-    std::ifstream config(data.path() + "/up/client.yaml");
-    for (std::string line; std::getline(config, line);) {
-      if (line.rfind("token:", 0) == 0) token = std::string(absl::StripAsciiWhitespace(line.substr(6)));
+    // The admin credential up wrote (docs/security.md), and the cluster CA
+    // its server's certificate is verified with.
+    absl::StatusOr<trainyard::security::ClientConfig> config =
+        trainyard::security::LoadClientConfig(data.path() + "/up/client.yaml");
+    if (!config.ok() || config->token.empty()) {
+      fprintf(stderr, "training_bench: no token in %s/up/client.yaml: %s\n", data.path().c_str(),
+              config.ok() ? "" : std::string(config.status().message()).c_str());
+      return false;
     }
-    if (token.empty()) fprintf(stderr, "training_bench: no token in %s/up/client.yaml\n", data.path().c_str());
-    return !token.empty();
+    token = config->token;
+    stub = ClientStub(up->address(), config->ca_file.empty() ? "" : ReadAll(config->ca_file));
+    return true;
   }
 
   // A call's context with up's admin token.
