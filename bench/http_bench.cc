@@ -93,11 +93,13 @@ void Row(const char* what, const std::string& value, const char* target) {
 }
 
 // Milliseconds of each of `samples` GET `path` (whole body read), and its size.
+// Each request with Cache-Control: no-cache, so that a list the server
+// shares between readers (server/http/shared_answers.h) is made for it.
 std::vector<double> TimeGet(httplib::Client& client, const std::string& path, int samples, size_t* bytes) {
   std::vector<double> ms;
   for (int i = 0; i < samples; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    auto r = client.Get(path);
+    auto r = client.Get(path, {{"Cache-Control", "no-cache"}});
     auto t1 = std::chrono::steady_clock::now();
     if (!r || r->status != 200) {
       fprintf(stderr, "http_bench: GET %s failed\n", path.c_str());
