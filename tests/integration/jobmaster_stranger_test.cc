@@ -1,5 +1,6 @@
 // A stranger at a real job's master (the master the server starts for the
-// job): without the job's secret it cannot list, attach to or register as a
+// job), another uid of the host (65534, through setpriv, where the test is
+// root): without the job's secret it cannot list, attach to or register as a
 // worker (it used to be able to report every worker COMPLETED); a worker of
 // the job that asks for barrier generation 2^62, which used to make every
 // later barrier of the job pass at once, is refused; and the master is not
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -49,15 +51,40 @@ replicas:
 )");
 }
 
-// `trainyard worker ARGS` as worker `id` of the master at `address`.
-CommandResult AsWorker(const std::string& address, int id, std::vector<std::string> args) {
-  setenv("TRAINYARD_JOB_MASTER", address.c_str(), 1);
-  setenv("TRAINYARD_WORKER_ID", absl::StrCat(id).c_str(), 1);
-  args.insert(args.begin(), "worker");
-  CommandResult r = RunCli(args, absl::Seconds(20));
-  unsetenv("TRAINYARD_JOB_MASTER");
-  unsetenv("TRAINYARD_WORKER_ID");
-  return r;
+constexpr int kNobody = 65534;
+
+// The trainyard binary where uid 65534 can run it: a copy in a directory
+// others may enter (the build tree may sit in a private one, as a fresh
+// clone under `mktemp -d` does).
+const std::string& StrangerBinary() {
+  static TempDir* dir = new TempDir();  // lives as long as the test program
+  static const std::string path = [] {
+    std::string bin = dir->path() + "/trainyard";
+    std::error_code ec;
+    std::filesystem::copy_file(TrainyardBin(), bin, std::filesystem::copy_options::overwrite_existing, ec);
+    chmod(dir->path().c_str(), 0755);
+    chmod(bin.c_str(), 0755);
+    return ec ? std::string() : bin;
+  }();
+  return path;
+}
+
+// `trainyard worker ARGS` as worker `id` of the master at `address`, run as
+// another uid of the host (65534, through setpriv) where this test is root;
+// else as this uid (what is checked, the job's secret, is missing either
+// way). `other_uid` says which.
+CommandResult AsWorker(const std::string& address, int id, std::vector<std::string> args, bool* other_uid) {
+  std::vector<std::string> argv = {TrainyardBin()};
+  *other_uid = getuid() == 0 && access("/usr/bin/setpriv", X_OK) == 0 && !StrangerBinary().empty();
+  if (*other_uid) {
+    argv = {"/usr/bin/setpriv", "--reuid", absl::StrCat(kNobody), "--regid", absl::StrCat(kNobody),
+            "--clear-groups", StrangerBinary()};
+  }
+  argv.push_back("worker");
+  argv.insert(argv.end(), args.begin(), args.end());
+  return RunCommandLine(argv, absl::Seconds(20),
+                        {"TRAINYARD_JOB_MASTER=" + address, absl::StrCat("TRAINYARD_WORKER_ID=", id),
+                         "TRAINYARD_JOB_SECRET", "TRAINYARD_CONFIG"});
 }
 
 bool Connects(const std::string& ip, int port) {
@@ -95,9 +122,13 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
   // Without the secret: no list, no attach, no STARTING, no COMPLETED.
   for (std::vector<std::string> verb : {std::vector<std::string>{"list"}, {"state", "COMPLETED"},
                                         {"barrier", "--timeout", "5"}}) {
-    CommandResult stranger = AsWorker(master, 0, verb);
+    bool other_uid = false;
+    CommandResult stranger = AsWorker(master, 0, verb, &other_uid);
     EXPECT_NE(stranger.exit_code, 0) << verb[0] << ": " << stranger.out;
-    EXPECT_THAT(stranger.err, HasSubstr("without job " + job + "'s secret")) << verb[0];
+    EXPECT_THAT(stranger.err, HasSubstr("without job " + job + "'s secret")) << verb[0] << ": " << stranger.err;
+    if (getuid() == 0) {
+      EXPECT_TRUE(other_uid) << "the stranger ran as root (no setpriv?)";
+    }
   }
   ASSERT_TRUE(WaitFor([&] { return ReadFile(out + "/ahead.code") == "1\n"; }, absl::Seconds(30)))
       << ReadFile(out + "/ahead.err");
