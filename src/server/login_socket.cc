@@ -30,6 +30,22 @@ std::string AccountName(uid_t uid) {
   return found->pw_name;
 }
 
+// Makes the socket bind made at `path` 0666, never what a symlink put in
+// its place meanwhile points to: fchmodat refuses a symlink with NOFOLLOW;
+// where the C library cannot do that (glibc before 2.32, or no /proc) the
+// path must still be a socket right before the chmod. False with errno set.
+bool MakeReachable(const std::string& path) {
+  if (fchmodat(AT_FDCWD, path.c_str(), 0666, AT_SYMLINK_NOFOLLOW) == 0) return true;
+  if (errno != ENOTSUP && errno != EOPNOTSUPP) return false;
+  struct stat st {};
+  if (lstat(path.c_str(), &st) != 0) return false;
+  if (!S_ISSOCK(st.st_mode)) {
+    errno = ELOOP;
+    return false;
+  }
+  return chmod(path.c_str(), 0666) == 0;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LoginSocket>> LoginSocket::Start(const std::string& path, std::string server_address,
@@ -50,12 +66,11 @@ absl::StatusOr<std::unique_ptr<LoginSocket>> LoginSocket::Start(const std::strin
   if (fd < 0) return absl::InternalError(absl::StrCat("loginSocket: socket: ", strerror(errno)));
   addr.sun_family = AF_UNIX;
   std::memcpy(addr.sun_path, path.data(), path.size());
-  // The mode is set on the socket bind made, never through a symlink put in
-  // its place meanwhile (fchmodat refuses a symlink with NOFOLLOW).
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(fd, 128) != 0 ||
-      fchmodat(AT_FDCWD, path.c_str(), 0666, AT_SYMLINK_NOFOLLOW) != 0) {
+  bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  if (!bound || listen(fd, 128) != 0 || !MakeReachable(path)) {
     std::string why = strerror(errno);
     close(fd);
+    if (bound) unlink(path.c_str());
     return absl::FailedPreconditionError(absl::StrCat("loginSocket: cannot serve ", path, ": ", why));
   }
   int wake = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -20,7 +20,7 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
     JobEntry& slot = jobs_[name];
     std::swap(slot, entry);
     Bump(&versions_.jobs);
-    if (entry.view) live_.erase(entry.view->id());  // the entry it replaced
+    if (entry.view) EraseLive(entry.view);  // the entry it replaced
     if (!api::IsTerminal(slot.view->state())) live_[slot.view->id()] = slot.view;
     if (entry.view) {
       key.first = entry.view->queue();
@@ -30,6 +30,11 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
     }
   }
   // The view it replaced (now in `entry`) is freed here, outside the lock.
+}
+
+void ViewStore::EraseLive(const std::shared_ptr<const v1::JobView>& view) {
+  auto it = live_.find(view->id());
+  if (it != live_.end() && it->second == view) live_.erase(it);  // not another job's of the same id
 }
 
 void ViewStore::PutStats(StatsPtr stats) {
@@ -61,7 +66,7 @@ void ViewStore::RemoveJob(const std::string& name) {
     if (it == jobs_.end()) return;
     std::swap(it->second, gone);
     jobs_.erase(it);
-    if (gone.view) live_.erase(gone.view->id());
+    if (gone.view) EraseLive(gone.view);
     Bump(&versions_.jobs);
   }
   // Freed here, outside the lock, as PutJob frees the view it replaces.

@@ -94,6 +94,8 @@ class ViewStore {
 
  private:
   void Bump(int64_t* version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `view` out of live_ when it is the one kept there for its id.
+  void EraseLive(const std::shared_ptr<const v1::JobView>& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);

@@ -308,7 +308,7 @@ replicas:
   // REST: the followed log of the same task, read on a thread.
   std::string rest_text;
   std::mutex rest_mu;
-  std::atomic<bool> rest_done{false};
+  std::atomic<bool> rest_done{false}, rest_stop{false};
   std::thread rest([&] {
     httplib::Client client("http://" + c.http_address());
     client.set_default_headers({{"Authorization", "Bearer " + bob}});
@@ -316,7 +316,7 @@ replicas:
     client.Get("/api/v1/jobs/ticking/tasks/ticking-worker-0/logs?follow=1", [&](const char* d, size_t n) {
       std::lock_guard<std::mutex> lock(rest_mu);
       rest_text.append(d, n);
-      return true;
+      return !rest_stop.load();
     });
     rest_done = true;
   });
@@ -346,6 +346,7 @@ replicas:
   EXPECT_TRUE(WaitFor([&] { return !follow.Running(); }, absl::Seconds(20))) << ReadFile(grpc_out);
   EXPECT_THAT(ReadFile(grpc_out), HasSubstr("no longer valid"));
   EXPECT_TRUE(WaitFor([&] { return rest_done.load(); }, absl::Seconds(20)));
+  rest_stop = true;  // a stream that did not end is cut here (at its next piece)
   rest.join();
   EXPECT_TRUE(rest_has("[trainyard] the token this stream began with is no longer valid")) << rest_text.substr(0, 2000);
   // The job itself goes on.

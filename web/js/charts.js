@@ -49,7 +49,7 @@ export function seconds(s) {
 // legend). `from`..`to` is the time axis.
 export function lineChart({ id, title, series, from, to, format = String, least = 1 }) {
   const values = series.flatMap((s) => s.points.map((p) => p[1])).filter((v) => v !== null && v !== undefined);
-  const top = niceCeil(Math.max(0, ...values), least);
+  const top = niceCeil(values.reduce((m, v) => Math.max(m, v), 0), least);
   const w = kWidth - kPad.left - kPad.right;
   const hgt = kHeight - kPad.top - kPad.bottom;
   const span = Math.max(1, to - from);

@@ -82,7 +82,8 @@ History::History(absl::Duration interval, absl::Duration retention)
 
 void History::Record(const ViewStore& views, absl::Time now) {
   HistorySample s = Take(views, now);
-  const Histogram& pending = views.Stats()->manager.pending_seconds;
+  ViewStore::StatsPtr stats = views.Stats();  // held: the shell may publish new ones meanwhile
+  const Histogram& pending = stats->manager.pending_seconds;
   absl::MutexLock lock(&mu_);
   if (last_placed_ >= 0 && pending.count() >= last_placed_) {
     s.jobs_placed = pending.count() - last_placed_;

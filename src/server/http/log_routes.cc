@@ -177,7 +177,7 @@ struct Follow {
     if (HttpServer::ClientGone()) return false;
     LogRead r = reader->Next(absl::Now() + kFollowPoll);
     std::string out;
-    if (r.kind == LogRead::Kind::kWaiting) return true;  // the library looks at the socket and calls again
+    // Checked while idle too: a revoked token's stream ends and frees its slot.
     if (!credential->Valid(absl::Now())) {
       // Its token was revoked: nothing more of the log.
       out = "[trainyard] the token this stream began with is no longer valid\n";
@@ -185,6 +185,7 @@ struct Follow {
       sink.done();
       return true;
     }
+    if (r.kind == LogRead::Kind::kWaiting) return true;  // the library looks at the socket and calls again
     if (r.kind == LogRead::Kind::kChunk && r.chunk.error().empty()) {
       out = Skip(text.Add(r.chunk), &skip);
       return out.empty() || sink.write(out.data(), out.size());

@@ -95,10 +95,12 @@ bool Matches(const JobFilter& f, const v1::JobView& j) {
          (f.states.empty() || f.states.count(j.state()));
 }
 
-// The key of a list answer in SharedAnswers: its route and its parameters.
-std::string AnswerKey(const std::string& route, const httplib::Request& req) {
-  std::string key = route;
-  for (const auto& [k, v] : req.params) absl::StrAppend(&key, "\n", k, "=", v);  // sorted by name
+// The key of a job list in SharedAnswers: its filter as parsed (the same
+// filter however the query spells it), each string with its length first.
+std::string AnswerKey(const JobFilter& f) {
+  std::string key = absl::StrCat("/api/v1/jobs ", f.user.size(), ":", f.user, " ", f.queue.size(), ":", f.queue,
+                                 f.all ? " all" : " live");
+  for (v1::JobState s : f.states) absl::StrAppend(&key, " ", static_cast<int>(s));  // a set: in order
   return key;
 }
 
@@ -106,7 +108,7 @@ void ListJobs(RestBackend* b, SharedAnswers* shared, const httplib::Request& req
   const ViewStore& views = b->Views();
   absl::StatusOr<JobFilter> f = ParseJobFilter(req, *views.Queues());
   if (!f.ok()) return SetStatusError(res, f.status());
-  shared->Serve(AnswerKey("/api/v1/jobs", req), req, res, [&views, &f] {
+  shared->Serve(AnswerKey(*f), req, res, [&views, &f] {
     json jobs = json::array();
     for (const auto& j : views.Jobs(f->all)) {
       if (Matches(*f, *j)) jobs.push_back(JobJson(*j, false));

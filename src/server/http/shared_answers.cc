@@ -36,7 +36,7 @@ std::string Gzip(const std::string& text) {
 bool AcceptsGzip(const httplib::Request& req) {
   for (absl::string_view part : absl::StrSplit(req.get_header_value("Accept-Encoding"), ',')) {
     std::vector<absl::string_view> params = absl::StrSplit(part, ';');
-    if (absl::StripAsciiWhitespace(params[0]) != "gzip") continue;
+    if (!absl::EqualsIgnoreCase(absl::StripAsciiWhitespace(params[0]), "gzip")) continue;
     for (size_t i = 1; i < params.size(); ++i) {
       absl::string_view p = absl::StripAsciiWhitespace(params[i]);
       double q = 1;
@@ -53,21 +53,32 @@ void SharedAnswers::Serve(const std::string& key, const httplib::Request& req, h
                           const std::function<nlohmann::json()>& render) {
   // A client that wants one made now says so (Cache-Control: no-cache).
   const bool fresh_asked = absl::StrContains(req.get_header_value("Cache-Control"), "no-cache");
+  const absl::Time arrived = absl::Now();
   Answer answer;
   bool stale = false;
+  bool maker = false;  // this request holds the key's `making`
   {
     absl::MutexLock lock(&mu_);
-    Slot& slot = answers_[key];
+    // Answers no request may take any more go (a client can ask for many
+    // lists, e.g. one per user filter: each is kept only a short while).
+    for (auto it = answers_.begin(); it != answers_.end();) {
+      bool old = !it->second.making && arrived - it->second.answer.made > 10 * max_age_;
+      it = old ? answers_.erase(it) : std::next(it);
+    }
     // One answer is made at a time per key: a request that finds one being
-    // made waits for it (as long as it takes to make, well under max_age)
-    // rather than making another beside it.
-    while (slot.making) making_done_.Wait(&mu_);
+    // made waits for it (bounded: past the deadline it makes its own), and
+    // takes it whatever its age, since it was begun after the request came.
+    const absl::Time deadline = arrived + kMaxWait;
+    while (answers_[key].making && !making_done_.WaitWithDeadline(&mu_, deadline)) {
+    }
+    Slot& slot = answers_[key];
     absl::Time now = absl::Now();
-    if (slot.answer.json && !fresh_asked && now - slot.answer.made < max_age_) {
+    bool begun_after_arrival = slot.answer.json && slot.answer.made >= arrived;
+    if (slot.answer.json && (begun_after_arrival || (!fresh_asked && now - slot.answer.made < max_age_))) {
       answer = slot.answer;
-      stale = !(answer.versions == views_->CurrentVersions());
-    } else {
-      slot.making = true;
+      stale = !begun_after_arrival && !(answer.versions == views_->CurrentVersions());
+    } else if (!slot.making) {
+      slot.making = maker = true;
     }
   }
   if (!answer.json) {
@@ -81,16 +92,14 @@ void SharedAnswers::Serve(const std::string& key, const httplib::Request& req, h
       fresh.json = std::move(json);
     } catch (...) {  // out of memory: the waiting requests try themselves
       absl::MutexLock lock(&mu_);
-      answers_[key].making = false;
-      making_done_.SignalAll();
+      if (maker) DoneMaking(key);
       throw;
     }
     absl::MutexLock lock(&mu_);
     ++made_;
     Slot& slot = answers_[key];
-    slot.answer = fresh;
-    slot.making = false;
-    making_done_.SignalAll();
+    if (!slot.answer.json || slot.answer.made <= fresh.made) slot.answer = fresh;
+    if (maker) DoneMaking(key);
     answer = std::move(fresh);
   }
   res.status = 200;
@@ -106,6 +115,11 @@ void SharedAnswers::Serve(const std::string& key, const httplib::Request& req, h
   } else {
     res.set_content(*answer.json, "application/json");
   }
+}
+
+void SharedAnswers::DoneMaking(const std::string& key) {
+  answers_[key].making = false;
+  making_done_.SignalAll();
 }
 
 int64_t SharedAnswers::made() const {

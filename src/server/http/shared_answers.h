@@ -7,8 +7,10 @@
 // the views have changed since it was begun (ViewStore::Versions) it is
 // marked "X-Trainyard-Stale: true", so that the client asks again (the
 // dashboard does, at its own pace) and gets one made after the change. One
-// is made at a time per list: requests that come meanwhile wait for it. A
-// request with "Cache-Control: no-cache" gets one made for it. A client
+// is made at a time per list: requests that come meanwhile wait for it (up
+// to kMaxWait) and take it, however long it took. A request with
+// "Cache-Control: no-cache" gets one made after it came. Answers unasked
+// for ten times max_age are dropped. A client
 // that accepts gzip gets the answer compressed once, when made.
 #pragma once
 
@@ -56,6 +58,13 @@ class SharedAnswers {
     Answer answer;        // the last one made (json null: none yet)
     bool making = false;  // one is being made; others wait for it
   };
+
+  // Ends this request's making of `key`'s answer; wakes those waiting.
+  void DoneMaking(const std::string& key) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // The longest a request waits for an answer another is making before it
+  // makes its own.
+  static constexpr absl::Duration kMaxWait = absl::Seconds(5);
 
   const ViewStore* const views_;
   const absl::Duration max_age_;
