@@ -5,11 +5,16 @@
 // the job that asks for barrier generation 2^62, which used to make every
 // later barrier of the job pass at once, is refused; and the master is not
 // on another address of the host (it used to listen on 0.0.0.0). The job's
-// workers pass their barriers one by one and succeed.
+// workers pass their barriers one by one and succeed, while another uid
+// holds more half-sent frames at the master than it keeps.
 #include <arpa/inet.h>
+#include <grp.h>
 #include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -17,9 +22,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -87,6 +95,51 @@ CommandResult AsWorker(const std::string& address, int id, std::vector<std::stri
                          "TRAINYARD_JOB_SECRET", "TRAINYARD_CONFIG"});
 }
 
+// A child process, as uid 65534 when this test is root, that opens
+// `connections` connections to the master at 127.0.0.1:`port` and sends on
+// each half of a 1 MiB frame (the header and 512 KiB), then holds them until
+// stopped by PID: more partial input than the master keeps (16 MiB), which
+// once got it OOM-killed. The child makes system calls only.
+class HalfFrameFlood {
+ public:
+  HalfFrameFlood(int port, int connections) {
+    // Made before the fork: the child allocates nothing.
+    std::string half = {0, 16, 0, 0};  // a frame of 1 MiB (big-endian length), then half of it
+    half += std::string(512 * 1024, 'x');
+    pid_ = fork();
+    if (pid_ != 0) return;
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getuid() == 0) {
+      setgroups(0, nullptr);
+      if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) _exit(2);
+    }
+    for (int i = 0; i < connections; ++i) {
+      int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      timeval limit{5, 0};  // a connection the master stopped reading is left as it is
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof(limit));
+      sockaddr_in to{};
+      to.sin_family = AF_INET;
+      to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      to.sin_port = htons(static_cast<uint16_t>(port));
+      if (connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof(to)) == 0) {
+        ssize_t sent = send(fd, half.data(), half.size(), MSG_NOSIGNAL);
+        (void)sent;  // cut off by the master is as good
+      }
+    }
+    for (;;) pause();  // holding every connection
+  }
+  ~HalfFrameFlood() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGKILL);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+  }
+  bool started() const { return pid_ > 0; }
+
+ private:
+  pid_t pid_ = -1;
+};
+
 bool Connects(const std::string& ip, int port) {
   int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in addr{};
@@ -140,8 +193,26 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
   EXPECT_TRUE(Connects("127.0.0.1", port));
   EXPECT_FALSE(Connects("127.0.0.2", port)) << "the master listens on every address";
 
+  // While the workers pass their barriers, another uid holds 64 half-sent
+  // 1 MiB frames at the master (32 MiB, twice what it keeps).
+  HalfFrameFlood flood(port, 64);
+  ASSERT_TRUE(flood.started());
+  // The master holds what it keeps of them (its figures reach the server's
+  // /metrics every 2 s): the barriers below are passed during the flood.
+  std::string metrics;
+  EXPECT_TRUE(WaitFor([&] {
+    metrics = HttpGet(c.http_address(), "/metrics").body;
+    for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+      double v = 0;
+      if (absl::ConsumePrefix(&line, "trainyard_jobmaster_connections ") && absl::SimpleAtod(line, &v)) return v >= 16;
+    }
+    return false;
+  }, absl::Seconds(30), absl::Milliseconds(200))) << metrics;
   WriteFile(out + "/go", "");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
+  for (const auto& t : c.Describe(job)["tasks"]) {
+    EXPECT_EQ(t.value("restarts", 0), 0) << t.dump();  // the master was never killed nor restarted
+  }
   for (int i = 0; i < kWorkers; ++i) {
     EXPECT_EQ(ReadFile(absl::StrCat(out, "/progress-", i)), "passed 0\npassed 1\npassed 2\n")
         << "worker " << i;
