@@ -1,13 +1,18 @@
 // A connection flood against a real server, from other loopback addresses
-// (127.0.0.2 and up) than the CLI and the agents use (127.0.0.1): the server
+// (127.0.0.2 and up) than the CLI and the agents use (127.0.0.1), opened by
+// another uid of the host (65534) where the test is root: the server
 // keeps its caps, keeps serving the CLI and the agents' heartbeats, never
 // runs out of descriptors, and lets a new client in once the flood is gone.
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <string>
 #include <vector>
@@ -28,25 +33,89 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+constexpr int kNobody = 65534;
+
+// Sends `fd` over the Unix socket `to` (SCM_RIGHTS). No allocation: it runs
+// in a forked child.
+bool SendFd(int to, int fd) {
+  char byte = 0;
+  iovec io{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof(control);
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  return sendmsg(to, &m, MSG_NOSIGNAL) == 1;
+}
+
+int ReceiveFd(int from) {
+  char byte = 0;
+  iovec io{&byte, 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &io;
+  m.msg_iovlen = 1;
+  m.msg_control = control;
+  m.msg_controllen = sizeof(control);
+  if (recvmsg(from, &m, MSG_CMSG_CLOEXEC) != 1) return -1;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return -1;
+  int fd = -1;
+  std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
+  return fd;
+}
+
 // `count` TCP connections from `source` to the server's gRPC port, each
-// connected (or refused) within the deadline; they send nothing.
+// connected (or refused) within the deadline; they send nothing. Made by a
+// child process as uid 65534 when this test is root (a stranger of the
+// host), and handed back here (SCM_RIGHTS) so that the test can see which
+// the server keeps.
 std::vector<int> Flood(const std::string& server, const std::string& source, int count) {
   int port = 0;
   EXPECT_TRUE(absl::SimpleAtoi(server.substr(server.rfind(':') + 1), &port)) << server;
-  std::vector<int> fds;
-  for (int i = 0; i < count; ++i) {
-    int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_in from{};
-    from.sin_family = AF_INET;
-    inet_pton(AF_INET, source.c_str(), &from.sin_addr);
-    EXPECT_EQ(bind(c, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << source;
-    sockaddr_in to{};
-    to.sin_family = AF_INET;
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    to.sin_port = htons(port);
-    connect(c, reinterpret_cast<sockaddr*>(&to), sizeof(to));  // completes in the background
-    fds.push_back(c);
+  sockaddr_in from{};
+  from.sin_family = AF_INET;
+  EXPECT_EQ(inet_pton(AF_INET, source.c_str(), &from.sin_addr), 1) << source;
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  to.sin_port = htons(port);
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return {};
+  pid_t pid = fork();
+  if (pid == 0) {  // system calls only from here
+    close(pair[0]);
+    if (getuid() == 0) {
+      setgroups(0, nullptr);
+      if (setresgid(kNobody, kNobody, kNobody) != 0 || setresuid(kNobody, kNobody, kNobody) != 0) _exit(2);
+    }
+    for (int i = 0; i < count; ++i) {
+      int c = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (c < 0 || bind(c, reinterpret_cast<const sockaddr*>(&from), sizeof(from)) != 0) _exit(3);
+      connect(c, reinterpret_cast<const sockaddr*>(&to), sizeof(to));  // completes in the background
+      if (!SendFd(pair[1], c)) _exit(4);
+      close(c);
+    }
+    _exit(0);
   }
+  close(pair[1]);
+  std::vector<int> fds;
+  for (int i = 0; i < count && pid > 0; ++i) {
+    int fd = ReceiveFd(pair[0]);
+    if (fd < 0) break;
+    fds.push_back(fd);
+  }
+  close(pair[0]);
+  int status = -1;
+  if (pid > 0) waitpid(pid, &status, 0);
+  EXPECT_EQ(status, 0) << "the flooding child failed";
+  EXPECT_EQ(static_cast<int>(fds.size()), count);
   return fds;
 }
 
