@@ -10,7 +10,10 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
+#include <random>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -86,17 +89,26 @@ void TestProcess::Kill() {
   exit_code_ = 128 + SIGKILL;
 }
 
+// A port that binds now, chosen at random in 10000-19999: below the
+// kernel's ephemeral range (32768 and up by default), so no outgoing
+// connection of the host takes it before the process it is for binds it
+// (a port the kernel hands out for port 0 is an ephemeral one, and was
+// taken so: "Connection refused" from a ps that could not bind), and below
+// the integration tests' port blocks (20000-31999).
 int PickFreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  static std::mt19937 rng(static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(time(nullptr)));
+  for (int attempt = 0; attempt < 1000; ++attempt) {
+    int port = 10000 + static_cast<int>(rng() % 10000);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+    close(fd);
+    if (free) return port;
+  }
+  return 0;
 }
 
 std::vector<std::pair<int, double>> EpochLosses(const std::string& output) {

@@ -46,7 +46,8 @@ class TestProcess {
   mutable std::string last_output_;  // keeps smatch iterators valid
 };
 
-// A TCP port that was free a moment ago on 127.0.0.1.
+// A TCP port of 127.0.0.1 that was free a moment ago, outside the kernel's
+// ephemeral range (test_process.cc).
 int PickFreePort();
 
 // Parses "epoch N loss X" lines of `output` into (epoch, loss) pairs.
