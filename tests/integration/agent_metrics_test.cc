@@ -34,15 +34,6 @@ replicas:
     command: [sh, -c, 'echo started; exec sleep 300']
 )";
 
-std::optional<double> Sample(const std::string& metrics, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-    if (!absl::StartsWith(line, series + " ")) continue;
-    double v = 0;
-    if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
-  }
-  return std::nullopt;
-}
-
 // The sum of every sample of `name` whose labels hold `label` (name{...}).
 double SumOf(const std::string& metrics, const std::string& name, const std::string& label) {
   double sum = 0;
@@ -95,20 +86,20 @@ TEST(AgentMetricsTest, AnAgentShowsItsRunningTaskAndItsGpusAndPromtoolAcceptsIt)
   HttpResult m;
   ASSERT_TRUE(WaitFor([&] {
     m = HttpGet(here, "/metrics");
-    return Sample(m.body, "trainyard_agent_tasks{node=\"" + node + "\",state=\"RUNNING\"}") >= 1.0 &&
-           Sample(m.body, "trainyard_agent_log_written_bytes_total{node=\"" + node + "\"}").value_or(0) > 0;
+    return MetricSample(m.body, "trainyard_agent_tasks{node=\"" + node + "\",state=\"RUNNING\"}") >= 1.0 &&
+           MetricSample(m.body, "trainyard_agent_log_written_bytes_total{node=\"" + node + "\"}").value_or(0) > 0;
   }, absl::Seconds(20))) << m.body;
   EXPECT_EQ(m.status, 200);
   // The worker's 2 GPUs, whole, busy as simulated GPUs are: by their share.
   EXPECT_EQ(SumOf(m.body, "trainyard_agent_gpu_allocated_ratio", "node=\"" + node + "\""), 2.0) << m.body;
   EXPECT_EQ(SumOf(m.body, "trainyard_agent_gpu_utilization_ratio", "node=\"" + node + "\""), 2.0) << m.body;
-  EXPECT_EQ(Sample(m.body, "trainyard_agent_gpus{node=\"" + node + "\",source=\"simulated\"}"), 8.0);
-  EXPECT_GE(Sample(m.body, "trainyard_agent_task_spawn_duration_seconds_count{node=\"" + node + "\"}").value_or(0), 1);
-  EXPECT_GT(Sample(m.body, "trainyard_agent_data_dir_free_bytes{node=\"" + node + "\"}").value_or(0), 0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_agent_gpus{node=\"" + node + "\",source=\"simulated\"}"), 8.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_agent_task_spawn_duration_seconds_count{node=\"" + node + "\"}").value_or(0), 1);
+  EXPECT_GT(MetricSample(m.body, "trainyard_agent_data_dir_free_bytes{node=\"" + node + "\"}").value_or(0), 0);
   std::string other = node == "node-0" ? "node-1" : "node-0";
   HttpResult idle = HttpGet(there, "/metrics");
   EXPECT_EQ(SumOf(idle.body, "trainyard_agent_gpu_allocated_ratio", "node=\"" + other + "\""), 0.0) << idle.body;
-  EXPECT_EQ(Sample(idle.body, "trainyard_agent_gpu_allocated_ratio{node=\"" + other + "\",gpu=\"7\"}"), 0.0);
+  EXPECT_EQ(MetricSample(idle.body, "trainyard_agent_gpu_allocated_ratio{node=\"" + other + "\",gpu=\"7\"}"), 0.0);
 
   std::string file = c.dir() + "/agent-metrics.txt";
   WriteFile(file, m.body);
@@ -143,13 +134,13 @@ TEST(JobMasterMetricsTest, TheMastersFiguresAppearSummedOnTheServerWhileItsJobRu
   HttpResult m;
   ASSERT_TRUE(WaitFor([&] {
     m = HttpGet(c.http_address(), "/metrics");
-    return Sample(m.body, "trainyard_jobmasters_reporting") == 1.0 &&
-           Sample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}") == 2.0 &&
-           Sample(m.body, "trainyard_jobmaster_barrier_duration_seconds_count") == 1.0;
+    return MetricSample(m.body, "trainyard_jobmasters_reporting") == 1.0 &&
+           MetricSample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}") == 2.0 &&
+           MetricSample(m.body, "trainyard_jobmaster_barrier_duration_seconds_count") == 1.0;
   }, absl::Seconds(40), absl::Milliseconds(200))) << m.body << "\n" << c.Describe(job).dump(2);
-  EXPECT_EQ(Sample(m.body, "trainyard_jobmaster_workers{state=\"ERROR\"}"), 0.0);
-  EXPECT_GE(Sample(m.body, "trainyard_jobmaster_connections").value_or(-1), 0.0);
-  EXPECT_GE(Sample(m.body, "trainyard_grpc_requests_total{method=\"ReportJobMasterSummary\",code=\"OK\"}").value_or(0),
+  EXPECT_EQ(MetricSample(m.body, "trainyard_jobmaster_workers{state=\"ERROR\"}"), 0.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_jobmaster_connections").value_or(-1), 0.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_grpc_requests_total{method=\"ReportJobMasterSummary\",code=\"OK\"}").value_or(0),
             1.0);
   EXPECT_THAT(m.body, ::testing::Not(HasSubstr(job + "\"")));  // no per-job series
 
@@ -159,33 +150,10 @@ TEST(JobMasterMetricsTest, TheMastersFiguresAppearSummedOnTheServerWhileItsJobRu
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
   ASSERT_TRUE(WaitFor([&] {
     m = HttpGet(c.http_address(), "/metrics");
-    return Sample(m.body, "trainyard_jobmasters_reporting") == 0.0;
+    return MetricSample(m.body, "trainyard_jobmasters_reporting") == 0.0;
   }, absl::Seconds(20), absl::Milliseconds(200))) << m.body;
-  EXPECT_EQ(Sample(m.body, "trainyard_jobmaster_barrier_duration_seconds_count"), 1.0);
-  EXPECT_EQ(Sample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}"), 0.0);
-}
-
-// A master run inside the submitting client (submit --jobmaster-in-client)
-// reports its figures with the user's token, as a master task does.
-TEST(JobMasterMetricsTest, AMasterInTheSubmittingClientReportsItsFiguresToo) {
-  Cluster c({.nodes = 1});
-  std::string bin = TrainyardBin();
-  WriteFile(c.dir() + "/inclient.yaml", absl::StrCat(R"(
-name: inclient
-replicas:
-  worker:
-    count: 2
-    command: [sh, -c, ')", bin, " worker barrier && ", bin, " worker barrier && ", bin, R"( worker state COMPLETED']
-)"));
-  CommandResult r = c.Cli({"submit", c.dir() + "/inclient.yaml", "--jobmaster-in-client"});
-  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_THAT(r.out, HasSubstr("SUCCEEDED"));
-  // The final summary is sent before the command exits.
-  HttpResult m = HttpGet(c.http_address(), "/metrics");
-  EXPECT_EQ(Sample(m.body, "trainyard_jobmaster_barrier_duration_seconds_count"), 2.0) << m.body;
-  EXPECT_EQ(Sample(m.body, "trainyard_jobmasters_reporting"), 0.0);
-  EXPECT_GE(Sample(m.body, "trainyard_grpc_requests_total{method=\"ReportJobMasterSummary\",code=\"OK\"}").value_or(0),
-            1.0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_jobmaster_barrier_duration_seconds_count"), 1.0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}"), 0.0);
 }
 
 grpc::Status SendSummary(const Cluster& c, const std::string& job,
@@ -220,9 +188,9 @@ TEST(JobMasterMetricsTest, AMadeUpSummaryWithoutTheJobsCredentialIsRefused) {
   EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND) << unknown.error_message();
 
   HttpResult m = HttpGet(c.http_address(), "/metrics");
-  EXPECT_LT(Sample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}").value_or(0), 500.0) << m.body;
-  EXPECT_LT(Sample(m.body, "trainyard_jobmaster_connections").value_or(0), 1000.0);
-  EXPECT_GE(Sample(m.body, "trainyard_grpc_requests_total{method=\"ReportJobMasterSummary\",code=\"PERMISSION_DENIED\"}")
+  EXPECT_LT(MetricSample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}").value_or(0), 500.0) << m.body;
+  EXPECT_LT(MetricSample(m.body, "trainyard_jobmaster_connections").value_or(0), 1000.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_grpc_requests_total{method=\"ReportJobMasterSummary\",code=\"PERMISSION_DENIED\"}")
                 .value_or(0),
             2.0);
 }

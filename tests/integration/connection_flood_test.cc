@@ -35,36 +35,39 @@ using ::testing::Not;
 
 constexpr int kNobody = 65534;
 
-// Sends `fd` over the Unix socket `to` (SCM_RIGHTS). No allocation: it runs
-// in a forked child.
-bool SendFd(int to, int fd) {
+// One byte with room for one descriptor: what SendFd and ReceiveFd pass
+// (SCM_RIGHTS). Not copied (it points into itself); no allocation, as
+// SendFd runs in a forked child.
+struct FdMessage {
+  FdMessage() {
+    m.msg_iov = &io;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof(control);
+  }
+  FdMessage(const FdMessage&) = delete;
   char byte = 0;
   iovec io{&byte, 1};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr m{};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof(control);
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+};
+
+// Sends `fd` over the Unix socket `to`.
+bool SendFd(int to, int fd) {
+  FdMessage msg;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg.m);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  return sendmsg(to, &m, MSG_NOSIGNAL) == 1;
+  return sendmsg(to, &msg.m, MSG_NOSIGNAL) == 1;
 }
 
+// The descriptor SendFd sent over `from`; -1 when none came.
 int ReceiveFd(int from) {
-  char byte = 0;
-  iovec io{&byte, 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof(control);
-  if (recvmsg(from, &m, MSG_CMSG_CLOEXEC) != 1) return -1;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  FdMessage msg;
+  if (recvmsg(from, &msg.m, MSG_CMSG_CLOEXEC) != 1) return -1;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg.m);
   if (c == nullptr || c->cmsg_type != SCM_RIGHTS) return -1;
   int fd = -1;
   std::memcpy(&fd, CMSG_DATA(c), sizeof(int));
@@ -141,18 +144,6 @@ void CloseAll(std::vector<int>* fds) {
   fds->clear();
 }
 
-// A sample of the server's /metrics (-1 when absent).
-double Metric(Cluster& c, const std::string& series) {
-  HttpResult r = HttpGet(c.http_address(), "/metrics");
-  for (absl::string_view line : absl::StrSplit(r.body, '\n')) {
-    if (absl::StartsWith(line, series + " ")) {
-      double v = -1;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
-    }
-  }
-  return -1;
-}
-
 constexpr char kSteadyJob[] = R"(
 name: steady
 replicas:
@@ -179,9 +170,9 @@ TEST(ConnectionFloodTest, AFloodFromOneAddressLeavesRoomForTheCliAndTheAgents) {
 
   std::vector<int> flood = Flood(c.address(), "127.0.0.2", 1500);
   // The server keeps 100 of them and closes the rest as it accepts them.
-  EXPECT_TRUE(WaitFor([&] { return Metric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}") >= 1400; },
+  EXPECT_TRUE(WaitFor([&] { return ServerMetric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}") >= 1400; },
                       absl::Seconds(30)))
-      << "refused: " << Metric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}");
+      << "refused: " << ServerMetric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}");
   EXPECT_EQ(StillOpen(flood), 100);
 
   // Meanwhile the CLI gets in, and for three node timeouts the agents'
@@ -217,10 +208,10 @@ TEST(ConnectionFloodTest, AtTheTotalCapNewClientsWaitOutsideAndGetInOnceTheFlood
   }
   // 300 held in all: the flood's, the agent's and the job master's.
   EXPECT_TRUE(WaitFor(
-      [&] { return Metric(c, "trainyard_grpc_connections_open") == 300 && StillOpen(flood) >= 290; },
+      [&] { return ServerMetric(c, "trainyard_grpc_connections_open") == 300 && StillOpen(flood) >= 290; },
       absl::Seconds(30)))
-      << "open: " << Metric(c, "trainyard_grpc_connections_open") << ", flood held: " << StillOpen(flood);
-  EXPECT_GE(Metric(c, "trainyard_grpc_connections_refused_total{reason=\"total_cap\"}"), 1);
+      << "open: " << ServerMetric(c, "trainyard_grpc_connections_open") << ", flood held: " << StillOpen(flood);
+  EXPECT_GE(ServerMetric(c, "trainyard_grpc_connections_refused_total{reason=\"total_cap\"}"), 1);
   CommandResult refused = c.Cli({"nodes"});
   EXPECT_NE(refused.exit_code, 0) << "a client got in past maxConnections";
 

@@ -222,18 +222,6 @@ double CpuSeconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-// A gauge or counter of the server's /metrics (-1 when absent).
-double Metric(Cluster& c, const std::string& series) {
-  HttpResult r = HttpGet(c.http_address(), "/metrics");
-  for (absl::string_view line : absl::StrSplit(r.body, '\n')) {
-    if (absl::StartsWith(line, series + " ")) {
-      double v = -1;
-      if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
-    }
-  }
-  return -1;
-}
-
 constexpr char kSteadyJob[] = R"(
 name: steady
 replicas:
@@ -267,8 +255,8 @@ TEST(HeartbeatPriorityTest, NodesStayReadyAndTheJobRunsUnderAClientFlood) {
   std::string changed;
   absl::Time until = absl::Now() + absl::Milliseconds(4 * kNodeTimeoutMs);
   while (absl::Now() < until && changed.empty()) {
-    max_age = std::max(max_age, Metric(c, "trainyard_agent_heartbeat_age_max_seconds"));
-    double ready = Metric(c, "trainyard_nodes{state=\"READY\"}");
+    max_age = std::max(max_age, ServerMetric(c, "trainyard_agent_heartbeat_age_max_seconds"));
+    double ready = ServerMetric(c, "trainyard_nodes{state=\"READY\"}");
     if (ready != 2) changed = absl::StrCat("READY nodes: ", ready);
     absl::SleepFor(absl::Milliseconds(100));  // the sampling interval, not a wait for a condition
   }

@@ -2,8 +2,12 @@
 // (cpp-httplib's client), with the body parsed as JSON when it is JSON.
 #pragma once
 
+#include <optional>
 #include <string>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 #include "tests/integration/harness.h"
@@ -46,6 +50,22 @@ inline HttpResult HttpPost(const std::string& address, const std::string& path, 
                            const std::string& type) {
   httplib::Client client = HttpClient(address);
   return ToResult(client.Post(path, body, type));
+}
+
+// The value of the sample `series` (name{labels} exactly as exposed) in a
+// Prometheus text; nullopt when it is not there.
+inline std::optional<double> MetricSample(const std::string& metrics, const std::string& series) {
+  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
+    if (!absl::StartsWith(line, series + " ")) continue;
+    double v = 0;
+    if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
+  }
+  return std::nullopt;
+}
+
+// The sample `series` of the cluster's server's /metrics now; -1 when absent.
+inline double ServerMetric(const Cluster& c, const std::string& series) {
+  return MetricSample(HttpGet(c.http_address(), "/metrics").body, series).value_or(-1);
 }
 
 }  // namespace trainyard::testing

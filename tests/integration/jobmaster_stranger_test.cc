@@ -22,8 +22,6 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/strip.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
@@ -202,11 +200,7 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
   std::string metrics;
   EXPECT_TRUE(WaitFor([&] {
     metrics = HttpGet(c.http_address(), "/metrics").body;
-    for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-      double v = 0;
-      if (absl::ConsumePrefix(&line, "trainyard_jobmaster_connections ") && absl::SimpleAtod(line, &v)) return v >= 16;
-    }
-    return false;
+    return MetricSample(metrics, "trainyard_jobmaster_connections").value_or(0) >= 16;
   }, absl::Seconds(30), absl::Milliseconds(200))) << metrics;
   WriteFile(out + "/go", "");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);

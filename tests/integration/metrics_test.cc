@@ -44,16 +44,6 @@ std::string Program(const std::string& name) {
   return "";
 }
 
-// The value of the sample `series` (name{labels} exactly as exposed).
-std::optional<double> Sample(const std::string& metrics, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(metrics, '\n')) {
-    if (!absl::StartsWith(line, series + " ")) continue;
-    double v = 0;
-    if (absl::SimpleAtod(line.substr(series.size() + 1), &v)) return v;
-  }
-  return std::nullopt;
-}
-
 // `s` with every byte but [A-Za-z0-9-_.~] percent-encoded.
 std::string UrlEncode(const std::string& s) {
   std::string out;
@@ -95,25 +85,25 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   HttpResult m;
   ASSERT_TRUE(WaitFor([&] {
     m = HttpGet(c.http_address(), "/metrics");
-    return Sample(m.body, "trainyard_node_gpus_allocated{node=\"" + node + "\"}") == 2.0;
+    return MetricSample(m.body, "trainyard_node_gpus_allocated{node=\"" + node + "\"}") == 2.0;
   }, absl::Seconds(10))) << m.body;
   EXPECT_EQ(m.status, 200);
-  EXPECT_EQ(Sample(m.body, "trainyard_gpus{state=\"allocated\"}"), 2.0);
-  EXPECT_EQ(Sample(m.body, "trainyard_gpus{state=\"free\"}"), 14.0);
-  EXPECT_EQ(Sample(m.body, "trainyard_jobs{queue=\"default\",state=\"RUNNING\"}"), 1.0);
-  EXPECT_EQ(Sample(m.body, "trainyard_nodes{state=\"READY\"}"), 2.0);
-  EXPECT_EQ(Sample(m.body, "trainyard_agents_connected"), 2.0);
-  EXPECT_GE(Sample(m.body, "trainyard_jobs_submitted_total").value_or(0), 1.0);
-  EXPECT_GE(Sample(m.body, "trainyard_placements_total").value_or(0), 1.0);
-  EXPECT_GE(Sample(m.body, "trainyard_job_pending_duration_seconds_count").value_or(0), 1.0);
-  EXPECT_GE(Sample(m.body, "trainyard_store_commit_duration_seconds_count").value_or(0), 1.0);
-  EXPECT_GE(Sample(m.body, "trainyard_grpc_requests_total{method=\"Submit\",code=\"OK\"}").value_or(0), 1.0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_gpus{state=\"allocated\"}"), 2.0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_gpus{state=\"free\"}"), 14.0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_jobs{queue=\"default\",state=\"RUNNING\"}"), 1.0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_nodes{state=\"READY\"}"), 2.0);
+  EXPECT_EQ(MetricSample(m.body, "trainyard_agents_connected"), 2.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_jobs_submitted_total").value_or(0), 1.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_placements_total").value_or(0), 1.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_job_pending_duration_seconds_count").value_or(0), 1.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_store_commit_duration_seconds_count").value_or(0), 1.0);
+  EXPECT_GE(MetricSample(m.body, "trainyard_grpc_requests_total{method=\"Submit\",code=\"OK\"}").value_or(0), 1.0);
   // A request is counted once answered (after its answer is written): a
   // later scrape, on another connection, may be served before that.
   HttpResult again;
   EXPECT_TRUE(WaitFor([&] {
     again = HttpGet(c.http_address(), "/metrics");
-    return Sample(again.body, "trainyard_http_requests_total{method=\"GET\",route=\"/metrics\",code=\"200\"}")
+    return MetricSample(again.body, "trainyard_http_requests_total{method=\"GET\",route=\"/metrics\",code=\"200\"}")
                .value_or(0) >= 1.0;
   }, absl::Seconds(10))) << again.body;
 

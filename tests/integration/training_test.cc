@@ -15,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -248,6 +249,14 @@ replicas:
   EXPECT_EQ(d["state"], "SUCCEEDED");
   EXPECT_EQ(d["tasks"].size(), 3u) << "no master task on the cluster";
   EXPECT_THAT(d["job_master"].get<std::string>(), HasSubstr("127.0.0.1:"));
+  // It reports its figures with the user's token, as a master task does;
+  // the final summary is sent before the command exits.
+  HttpResult m = HttpGet(c.http_address(), "/metrics");
+  EXPECT_EQ(MetricSample(m.body, "trainyard_jobmaster_barrier_duration_seconds_count"), 2.0) << m.body;
+  EXPECT_EQ(MetricSample(m.body, "trainyard_jobmasters_reporting"), 0.0);
+  EXPECT_GE(
+      MetricSample(m.body, "trainyard_grpc_requests_total{method=\"ReportJobMasterSummary\",code=\"OK\"}").value_or(0),
+      1.0);
 }
 
 }  // namespace

@@ -89,11 +89,11 @@ function drawCharts(box, samples, range, intervalMs) {
       series('total', 'total', (s) => s.gpus.total, { colour: kPalette[7], dashed: true }),
       series('excluded', 'excluded', (s) => s.gpus.excluded, { colour: kPalette[4] })] }),
     lineChart({ id: 'queued', title: 'Jobs waiting, by queue', from, to, series:
-      queueNames.map((n, i) => series(`queue-${n}`, n, (s) => (ofQueue(s, n) ? ofQueue(s, n).pending_jobs : null), { colour: kPalette[i % kPalette.length] })) }),
+      queueNames.map((n, i) => series(`queue-${n}`, n, (s) => ofQueue(s, n)?.pending_jobs ?? null, { colour: kPalette[i % kPalette.length] })) }),
     lineChart({ id: 'wait', title: 'Time waiting to start', from, to, format: seconds, least: 10, series: [
       series('mean-wait', 'mean wait of jobs started', (s) => s.mean_wait_s, { colour: kPalette[0] }),
       ...queueNames.map((n, i) => series(`longest-${n}`, `longest wait in ${n}`,
-        (s) => (ofQueue(s, n) ? ofQueue(s, n).longest_wait_s : null), { colour: kPalette[(i + 1) % kPalette.length], dashed: true }))] }));
+        (s) => ofQueue(s, n)?.longest_wait_s ?? null, { colour: kPalette[(i + 1) % kPalette.length], dashed: true }))] }));
 }
 
 export function mount(main) {
