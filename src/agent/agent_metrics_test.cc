@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "agent/test_util.h"
 #include "common/clock.h"
 #include "gmock/gmock.h"
@@ -168,12 +169,18 @@ TEST_F(AgentMetricsCoreTest, AScrapeShowsRunningTasksTheirGpusAndTheirLogs) {
   EXPECT_EQ(Sample(m, "trainyard_agent_task_spawn_duration_seconds_count{node=\"node-m\"}"), 3.0);
   EXPECT_GT(Sample(m, "trainyard_agent_data_dir_size_bytes{node=\"node-m\"}").value_or(0), 0.0);
   EXPECT_GT(Sample(m, "trainyard_agent_data_dir_free_bytes{node=\"node-m\"}").value_or(0), 0.0);
-  auto again = client.Get("/metrics");
+  // A request is counted once its answer is written, so the next scrape may
+  // come first: scrape until it shows the first one (with a deadline).
+  httplib::Result again{nullptr, httplib::Error::Unknown};
+  const std::string counted =
+      "trainyard_agent_http_requests_total{node=\"node-m\",method=\"GET\",route=\"/metrics\",code=\"200\"}";
+  for (absl::Time deadline = absl::Now() + absl::Seconds(10); absl::Now() < deadline;
+       absl::SleepFor(absl::Milliseconds(10))) {
+    again = client.Get("/metrics");
+    if (again && Sample(again->body, counted).value_or(0) >= 1.0) break;
+  }
   ASSERT_TRUE(again);
-  EXPECT_GE(Sample(again->body,
-                   "trainyard_agent_http_requests_total{node=\"node-m\",method=\"GET\",route=\"/metrics\",code=\"200\"}")
-                .value_or(0),
-            1.0);
+  EXPECT_GE(Sample(again->body, counted).value_or(0), 1.0);
   EXPECT_EQ(again->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
   auto health = client.Get("/healthz");
   ASSERT_TRUE(health);
