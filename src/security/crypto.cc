@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 
 namespace trainyard::security {
 namespace {
@@ -47,6 +48,58 @@ std::string HmacSha256Hex(absl::string_view key, absl::string_view data) {
   HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
        data.size(), md, &len);
   return Hex(md, len);
+}
+
+struct HmacSha256Key::States {
+  EVP_MD* md = nullptr;
+  EVP_MD_CTX* inner = nullptr;  // SHA-256 after (key ^ ipad)
+  EVP_MD_CTX* outer = nullptr;  // SHA-256 after (key ^ opad)
+  ~States() {
+    EVP_MD_CTX_free(inner);
+    EVP_MD_CTX_free(outer);
+    EVP_MD_free(md);
+  }
+};
+
+HmacSha256Key::HmacSha256Key(absl::string_view key) : states_(std::make_unique<States>()) {
+  constexpr size_t kBlock = 64;  // SHA-256's block
+  States& s = *states_;
+  s.md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+  TY_CHECK(s.md != nullptr, "OpenSSL has no SHA-256");
+  unsigned char k[kBlock] = {};
+  if (key.size() > kBlock) {
+    unsigned int len = 0;
+    EVP_Digest(key.data(), key.size(), k, &len, s.md, nullptr);
+  } else {
+    std::copy(key.begin(), key.end(), k);
+  }
+  unsigned char pad[kBlock];
+  auto start = [&](unsigned char with) {
+    for (size_t i = 0; i < kBlock; ++i) pad[i] = static_cast<unsigned char>(k[i] ^ with);
+    EVP_MD_CTX* c = EVP_MD_CTX_new();
+    TY_CHECK(c != nullptr && EVP_DigestInit_ex(c, s.md, nullptr) == 1 && EVP_DigestUpdate(c, pad, kBlock) == 1,
+             "OpenSSL cannot start SHA-256");
+    return c;
+  };
+  s.inner = start(0x36);
+  s.outer = start(0x5c);
+  OPENSSL_cleanse(k, sizeof k);
+  OPENSSL_cleanse(pad, sizeof pad);
+}
+
+HmacSha256Key::~HmacSha256Key() = default;
+
+std::string HmacSha256Key::Hex(absl::string_view data) const {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  std::unique_ptr<EVP_MD_CTX, void (*)(EVP_MD_CTX*)> c(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  TY_CHECK(c && EVP_MD_CTX_copy_ex(c.get(), states_->inner) == 1, "cannot copy a SHA-256 state");
+  EVP_DigestUpdate(c.get(), data.data(), data.size());
+  EVP_DigestFinal_ex(c.get(), md, &len);
+  TY_CHECK(EVP_MD_CTX_copy_ex(c.get(), states_->outer) == 1, "cannot copy a SHA-256 state");
+  EVP_DigestUpdate(c.get(), md, len);
+  EVP_DigestFinal_ex(c.get(), md, &len);
+  return ::trainyard::security::Hex(md, len);
 }
 
 bool ConstantTimeEquals(absl::string_view a, absl::string_view b) {

@@ -3,6 +3,7 @@
 // lowercase hex. One home, so no caller rolls its own.
 #pragma once
 
+#include <memory>
 #include <string>
 #include "absl/strings/string_view.h"
 
@@ -19,6 +20,25 @@ std::string Sha256Hex(absl::string_view data);
 
 // HMAC-SHA256 of `data` under `key`, 64 hex digits.
 std::string HmacSha256Hex(absl::string_view key, absl::string_view data);
+
+// HmacSha256Hex under one key, for a key used for every job: the key's inner
+// and outer SHA-256 states are made once, so a MAC costs two short digests
+// (OpenSSL 3's one-shot HMAC looks its algorithms up by name on every call).
+// Thread-safe: Hex only reads the states.
+class HmacSha256Key {
+ public:
+  explicit HmacSha256Key(absl::string_view key);
+  ~HmacSha256Key();
+  HmacSha256Key(const HmacSha256Key&) = delete;
+  HmacSha256Key& operator=(const HmacSha256Key&) = delete;
+
+  // HmacSha256Hex(key, data).
+  std::string Hex(absl::string_view data) const;
+
+ private:
+  struct States;
+  std::unique_ptr<States> states_;
+};
 
 // True when `a` equals `b`, in time that does not depend on where they
 // differ (for comparing secrets).

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "security/access.h"
@@ -225,6 +226,11 @@ TEST_F(ServerSecurityTest, JobCredentialsAreTheJobsOwnAndTheSecretIsKept) {
   auto again = ServerSecurity::Open({.data_dir = dir_});
   ASSERT_TRUE(again.ok());
   EXPECT_TRUE((*again)->IsJobCredential(7, cred));  // the same after a restart
+  // What a worker or the CLI computes from the secret's file is what the server checks.
+  std::string secret = *LoadOrCreateSecret(dir_ + "/job-secret");
+  EXPECT_EQ(cred, JobCredential(secret, 7));
+  EXPECT_EQ((*sec)->JobWorkerSecretOf(7), JobWorkerSecret(secret, 7));
+  EXPECT_NE((*sec)->JobWorkerSecretOf(7), cred);
 }
 
 TEST_F(ServerSecurityTest, AnAccountNamedLikeATokensUserGetsNoLoginToken) {
@@ -255,6 +261,21 @@ TEST_F(ServerSecurityTest, TheFirstStartMakesAnAdminClientConfigOnce) {
 }
 
 }  // namespace
+// RFC 4231's test cases 1 (a short key) and 6 (a key longer than a block).
+TEST(HmacTest, AKeyedMacIsTheOneShotMacAndTheRfcsVectors) {
+  const std::string short_key(20, '\x0b');
+  const std::string long_key(131, '\xaa');
+  const std::string long_data = "Test Using Larger Than Block-Size Key - Hash Key First";
+  EXPECT_EQ(HmacSha256Hex(short_key, "Hi There"), "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
+  EXPECT_EQ(HmacSha256Key(short_key).Hex("Hi There"), HmacSha256Hex(short_key, "Hi There"));
+  EXPECT_EQ(HmacSha256Key(long_key).Hex(long_data), "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  HmacSha256Key key("job secret");
+  for (const std::string& data : std::vector<std::string>{"", "trainyard job 7", std::string(200, 'x')}) {
+    EXPECT_EQ(key.Hex(data), HmacSha256Hex("job secret", data)) << data;
+    EXPECT_EQ(key.Hex(data), key.Hex(data)) << "the key's states are unchanged by a MAC";
+  }
+}
+
 TEST(SealTest, ASealedValueOpensOnlyUnderItsKeyAndUnchanged) {
   absl::StatusOr<std::string> sealed = Seal("key one", "s3cret value");
   ASSERT_TRUE(sealed.ok()) << sealed.status();

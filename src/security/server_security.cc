@@ -13,12 +13,23 @@
 
 namespace trainyard::security {
 
+namespace {
+std::string CredentialText(uint64_t job_id) { return absl::StrCat("trainyard job ", job_id); }
+std::string WorkerSecretText(uint64_t job_id) { return absl::StrCat("trainyard job workers ", job_id); }
+}  // namespace
+
 std::string JobCredential(absl::string_view secret, uint64_t job_id) {
-  return HmacSha256Hex(secret, absl::StrCat("trainyard job ", job_id));
+  return HmacSha256Hex(secret, CredentialText(job_id));
 }
 
 std::string JobWorkerSecret(absl::string_view secret, uint64_t job_id) {
-  return HmacSha256Hex(secret, absl::StrCat("trainyard job workers ", job_id));
+  return HmacSha256Hex(secret, WorkerSecretText(job_id));
+}
+
+std::string ServerSecurity::JobCredentialOf(uint64_t job_id) const { return job_mac_.Hex(CredentialText(job_id)); }
+
+std::string ServerSecurity::JobWorkerSecretOf(uint64_t job_id) const {
+  return job_mac_.Hex(WorkerSecretText(job_id));
 }
 
 ServerSecurity::ServerSecurity(Options options, std::string job_secret)
@@ -26,7 +37,8 @@ ServerSecurity::ServerSecurity(Options options, std::string job_secret)
       data_dir_(options.data_dir),
       tokens_(TokenFilePath(options.data_dir)),
       access_(std::move(options.acls), std::move(options.default_queue)),
-      job_secret_(std::move(job_secret)) {}
+      job_secret_(std::move(job_secret)),
+      job_mac_(job_secret_) {}
 
 absl::StatusOr<std::unique_ptr<ServerSecurity>> ServerSecurity::Open(Options options) {
   absl::StatusOr<std::string> secret = LoadOrCreateSecret(options.data_dir + "/job-secret");

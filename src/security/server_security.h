@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "security/access.h"
+#include "security/crypto.h"
 #include "security/tokens.h"
 
 namespace trainyard::security {
@@ -40,8 +41,10 @@ class ServerSecurity {
 
   // True when `presented` is job `job_id`'s credential.
   bool IsJobCredential(uint64_t job_id, absl::string_view presented) const;
-  std::string JobCredentialOf(uint64_t job_id) const { return JobCredential(job_secret_, job_id); }
-  std::string JobWorkerSecretOf(uint64_t job_id) const { return JobWorkerSecret(job_secret_, job_id); }
+  // JobCredential and JobWorkerSecret under this server's secret (one per
+  // job launched: the secret's HMAC states are made once).
+  std::string JobCredentialOf(uint64_t job_id) const;
+  std::string JobWorkerSecretOf(uint64_t job_id) const;
   // The login token of local account `user` (login.h), for the login
   // socket. FailedPrecondition when a token of the token file speaks for
   // that name (the bootstrap `admin`, say): one name, one kind of credential,
@@ -71,6 +74,7 @@ class ServerSecurity {
   TokenStore tokens_;
   AccessPolicy access_;
   const std::string job_secret_;
+  const HmacSha256Key job_mac_;
 };
 
 }  // namespace trainyard::security
