@@ -19,8 +19,13 @@
 namespace trainyard::server {
 
 ControlState::NodeRt* ControlState::FindNode(const std::string& name) {
-  auto it = nodes_.find(name);
-  return it == nodes_.end() ? nullptr : it->second.get();
+  auto it = node_index_.find(name);
+  return it == node_index_.end() ? nullptr : it->second;
+}
+
+const ControlState::NodeRt* ControlState::FindNode(const std::string& name) const {
+  auto it = node_index_.find(name);
+  return it == node_index_.end() ? nullptr : it->second;
 }
 
 namespace {
@@ -178,6 +183,7 @@ absl::Status ControlState::RemoveNode(const std::string& name, absl::Time now) {
     absl::Status st = scheduler_->RemoveNode(name, &requeued);
     if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
   }
+  node_index_.erase(name);
   nodes_.erase(name);
   node_jobs_.erase(name);
   stale_files_.erase(name);

@@ -110,7 +110,10 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     return absl::AlreadyExistsError(absl::StrCat("node name '", in.name(), "' is already in use by a connected agent at ",
                                                  slot->info.address(), "; give this agent another --name"));
   }
-  if (!slot) slot = std::make_unique<NodeRt>();
+  if (!slot) {
+    slot = std::make_unique<NodeRt>();
+    node_index_[in.name()] = slot.get();
+  }
   NodeRt& node = *slot;
   v1::NodeInfo old_info = node.info;
   node.info = in;
@@ -161,19 +164,19 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
 }
 
 void ControlState::AgentDisconnected(const std::string& name, uint64_t session) {
-  auto it = nodes_.find(name);
-  if (it == nodes_.end() || it->second->session != session) return;
-  it->second->session = 0;
+  NodeRt* n = FindNode(name);
+  if (!n || n->session != session) return;
+  n->session = 0;
   // The node stays known until it is declared lost; only new placements stop.
-  UpdateSchedulable(*it->second);
+  UpdateSchedulable(*n);
   Log(LogLevel::kWarning, "server", "node %s disconnected; lost after %d ms without it", name,
       config_.node_timeout_ms);
 }
 
 void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb, absl::Time now) {
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return;
-  NodeRt& node = *it->second;
+  NodeRt* found = FindNode(name);
+  if (!found) return;
+  NodeRt& node = *found;
   if (node.connected()) stats_.heartbeat_gap_seconds.Observe(std::max(0.0, absl::ToDoubleSeconds(now - node.last_heartbeat)));
   node.last_heartbeat = now;
   ++stats_.heartbeats;
@@ -325,7 +328,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       if (t->state() == v1::TASK_RUNNING) break;
       SetTaskState(*job, i, v1::TASK_RUNNING);
       t->set_start_time_ms(ToMs(now));
-      if (auto nit = nodes_.find(node); nit != nodes_.end()) nit->second->launch_faults = 0;
+      if (NodeRt* n = FindNode(node)) n->launch_faults = 0;
       if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
       // Tasks still waiting for room (minAvailable below count) do not hold
       // back the ones placed: the job runs once all of those do.

@@ -480,12 +480,12 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
         }
       },
       [this](const std::string& name, WriteBatch* batch) {
-        auto it = nodes_.find(name);
-        if (it == nodes_.end()) {
+        const NodeRt* found = FindNode(name);
+        if (!found) {
           batch->DeleteNode(name);  // removed (`trainyard node remove`)
           return;
         }
-        const NodeRt& node = *it->second;
+        const NodeRt& node = *found;
         v1::NodeRecord rec;
         *rec.mutable_info() = node.info;
         rec.mutable_info()->set_state(node.state);

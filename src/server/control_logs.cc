@@ -42,8 +42,7 @@ absl::StatusOr<JobLogPlaces> ControlState::LogPlaces(const std::string& name) co
                    .done = api::IsTerminal(t.state())};
     for (const v1::TaskLaunch& l : t.launches()) {
       p.launches.push_back({l.attempt(), l.node()});
-      auto node = nodes_.find(l.node());
-      if (node != nodes_.end()) places.node_states[l.node()] = v1::NodeState_Name(node->second->state).substr(5);
+      if (const NodeRt* node = FindNode(l.node())) places.node_states[l.node()] = v1::NodeState_Name(node->state).substr(5);
     }
     places.tasks.push_back(std::move(p));
   }

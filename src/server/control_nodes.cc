@@ -25,6 +25,7 @@ void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord>
     node->draining = n.draining();
     node->admin_reason = n.admin_reason();
     node->last_heartbeat = now;
+    node_index_[n.info().name()] = node.get();
     nodes_[n.info().name()] = std::move(node);
   }
   for (const v1::JobRecord& rec : snap.jobs) {

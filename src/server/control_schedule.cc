@@ -159,9 +159,9 @@ std::string ControlState::JobMasterAddress(const JobRt& job) const {
   int jm = FindTask(job, std::string(api::kRoleJobMaster), 0);
   if (jm >= 0) {
     const v1::TaskRecord& t = job.rec.tasks(jm);
-    auto nit = nodes_.find(t.node());
-    if (nit != nodes_.end() && t.allocation().ports_size() > 0) {
-      address = absl::StrCat(nit->second->info.address(), ":", t.allocation().ports(0).begin());
+    const NodeRt* n = FindNode(t.node());
+    if (n && t.allocation().ports_size() > 0) {
+      address = absl::StrCat(n->info.address(), ":", t.allocation().ports(0).begin());
     }
   }
   return address;
@@ -197,8 +197,8 @@ std::string ControlState::PreemptionNote(const core::Preemption& p, absl::Time n
 
 void ControlState::SendKill(const std::string& node, const std::string& job, const std::string& role, int index,
                             int grace_ms, const std::string& reason) {
-  auto nit = nodes_.find(node);
-  if (nit == nodes_.end() || !nit->second->connected()) return;
+  const NodeRt* n = FindNode(node);
+  if (!n || !n->connected()) return;
   v1::KillTask k;
   k.set_job(job);
   k.set_role(role);
@@ -231,8 +231,8 @@ api::TaskEnv ControlState::EnvFor(const JobRt& job, int i) const {
     v.index = o.index();
     v.worker_id = o.worker_id();
     v.node = o.node();
-    auto on = nodes_.find(o.node());
-    v.address = on == nodes_.end() ? o.node() : on->second->info.address();
+    const NodeRt* on = FindNode(o.node());
+    v.address = on ? on->info.address() : o.node();
     v.gpu_mask = o.allocation().gpu_mask();
     v.gpu_milli = o.allocation().gpu_milli();
     v.gpu_memory_mb = o.allocation().gpu_memory_mb();
@@ -262,8 +262,8 @@ void ControlState::PushFilesTo(JobRt& job, const std::string& node) {
 
 bool ControlState::SendFiles(JobRt& job, int i) {
   const v1::TaskRecord& t = job.rec.tasks(i);
-  auto nit = nodes_.find(t.node());
-  if (nit == nodes_.end() || !nit->second->connected()) return false;
+  const NodeRt* n = FindNode(t.node());
+  if (!n || !n->connected()) return false;
   v1::TaskFiles f;
   f.set_job(job.rec.name());
   f.set_role(t.role());
@@ -275,8 +275,8 @@ bool ControlState::SendFiles(JobRt& job, int i) {
 
 void ControlState::LaunchTask(JobRt& job, int i) {
   const v1::TaskRecord& t = job.rec.tasks(i);
-  auto nit = nodes_.find(t.node());
-  if (nit == nodes_.end()) return;
+  const NodeRt* node = FindNode(t.node());
+  if (!node) return;
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   if (!rs) return;
   api::TaskEnv env = EnvFor(job, i);
@@ -304,7 +304,7 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   Persist(job);
   job.missing_beats[i] = 0;
   job.acked[i] = false;
-  if (nit->second->connected()) backend_->Launch(t.node(), std::move(spec));
+  if (node->connected()) backend_->Launch(t.node(), std::move(spec));
 }
 
 }  // namespace trainyard::server

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/task_env.h"
@@ -271,6 +273,7 @@ class ControlState {
   static v1::NodeState ShownState(const NodeRt& node);
   static std::string ShownReason(const NodeRt& node);
   NodeRt* FindNode(const std::string& name);
+  const NodeRt* FindNode(const std::string& name) const;
   void EvictTask(JobRt& job, int task, const std::string& node, absl::Time now);
   // A task that stopped after its eviction: placed elsewhere, uncharged.
   void MoveEvicted(JobRt& job, int task, const v1::TaskExit& exit, absl::Time now);
@@ -325,7 +328,8 @@ class ControlState {
   std::unique_ptr<core::Scheduler> scheduler_;
   ExecutionBackend* const backend_;
   Persister persister_;
-  std::map<std::string, std::unique_ptr<JobRt>> jobs_;
+  // Every job kept, by name (hashed: looked up several times per event).
+  absl::flat_hash_map<std::string, std::unique_ptr<JobRt>> jobs_;
   // Deleted jobs by the name their record is kept under (NAME#ID): what the
   // persister writes for them, until that write succeeds (WriteDone); and
   // the views to take down.
@@ -351,7 +355,9 @@ class ControlState {
   std::map<std::string, UserSubmissions> user_submissions_;
   // OK, or ResourceExhausted naming the limit `user` reached (control_jobs.cc).
   absl::Status CheckUserLimits(const std::string& user, absl::Time now);
-  std::map<std::string, std::unique_ptr<NodeRt>> nodes_;
+  std::map<std::string, std::unique_ptr<NodeRt>> nodes_;  // by name: views list them in order
+  // The same nodes by name, hashed, for the lookups of every event.
+  absl::flat_hash_map<std::string, NodeRt*> node_index_;
   // Node -> names of jobs with a task placed there (or once placed there:
   // TasksOn prunes), so node events need not walk every job.
   std::map<std::string, std::set<std::string>> node_jobs_;
@@ -369,7 +375,7 @@ class ControlState {
   std::string server_address_;
   bool wants_round_ = false;
   // What changed since views were last published.
-  std::set<std::string> view_jobs_;
+  absl::flat_hash_set<std::string> view_jobs_;
   std::vector<std::string> unpublished_;  // recovered, not yet published
   bool view_nodes_ = true;
   bool view_queues_ = true;
@@ -377,7 +383,7 @@ class ControlState {
   // job's change checks only the nodes its tasks are on (view_node_jobs_,
   // then NodeRt::view_touched), with every node checked at most a second
   // later all the same; heartbeat times alone go out at most once a second.
-  std::set<std::string> view_node_jobs_;
+  absl::flat_hash_set<std::string> view_node_jobs_;
   bool view_touched_ = false;
   bool view_heartbeats_ = false;
   absl::Time sweep_due_ = absl::InfinitePast();

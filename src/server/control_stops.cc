@@ -12,9 +12,9 @@
 namespace trainyard::server {
 
 void ControlState::AgentDraining(const std::string& name, const std::string& reason, absl::Time now) {
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return;
-  NodeRt& node = *it->second;
+  NodeRt* found = FindNode(name);
+  if (!found) return;
+  NodeRt& node = *found;
   node.agent_stopping = true;
   node.stop_reason = reason.empty() ? "its agent is stopping" : reason;
   node.drained_sent = false;
@@ -42,11 +42,11 @@ void ControlState::StopForRequeue(JobRt& job, const std::string& note, absl::Tim
 }
 
 void ControlState::MaybeDrained(const std::string& name) {
-  auto it = nodes_.find(name);
-  if (it == nodes_.end() || !it->second->agent_stopping || it->second->drained_sent) return;
+  NodeRt* n = FindNode(name);
+  if (!n || !n->agent_stopping || n->drained_sent) return;
   if (!TasksOn(name).empty()) return;
-  it->second->drained_sent = true;
-  if (it->second->connected()) backend_->Drained(name);
+  n->drained_sent = true;
+  if (n->connected()) backend_->Drained(name);
 }
 
 absl::Status ControlState::WorkerFailed(const v1::WorkerFailureRequest& req, absl::Time now) {
@@ -85,8 +85,8 @@ absl::Status ControlState::WorkerFailed(const v1::WorkerFailureRequest& req, abs
   k.set_reason(req.reason());
   k.set_fail_attempt(true);
   k.set_attempt(req.attempt());
-  auto nit = nodes_.find(t.node());
-  if (nit != nodes_.end() && nit->second->connected()) backend_->Kill(t.node(), k);
+  const NodeRt* n = FindNode(t.node());
+  if (n && n->connected()) backend_->Kill(t.node(), k);
   return absl::OkStatus();
 }
 

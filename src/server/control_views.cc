@@ -166,10 +166,9 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
     tv->set_index(t.index());
     tv->set_worker_id(t.worker_id());
     tv->set_node(t.node());
-    auto nit = nodes_.find(t.node());
-    if (nit != nodes_.end()) {
-      tv->set_node_address(nit->second->info.address());
-      tv->set_node_gpu_count(nit->second->info.topology().gpu_count());
+    if (const NodeRt* n = FindNode(t.node())) {
+      tv->set_node_address(n->info.address());
+      tv->set_node_gpu_count(n->info.topology().gpu_count());
     }
     tv->set_gpu_mask(t.allocation().gpu_mask());
     tv->set_gpu_milli(t.allocation().gpu_milli());
@@ -277,9 +276,9 @@ std::vector<v1::NodeView> ControlState::ListNodes() const {
 
 void ControlState::TouchNode(const std::string& name) {
   if (name.empty()) return;
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return;
-  it->second->view_touched = true;
+  NodeRt* n = FindNode(name);
+  if (!n) return;
+  n->view_touched = true;
   view_touched_ = true;
 }
 
@@ -301,9 +300,9 @@ ViewStore::NodesPtr ControlState::PublishedNodes(bool sweep) {
 }
 
 std::optional<v1::NodeView> ControlState::NodeViewOf(const std::string& name) const {
-  auto it = nodes_.find(name);
-  if (it == nodes_.end()) return std::nullopt;
-  return NodeViewOf(*it->second, /*with_heartbeat=*/true);
+  const NodeRt* n = FindNode(name);
+  if (!n) return std::nullopt;
+  return NodeViewOf(*n, /*with_heartbeat=*/true);
 }
 
 v1::ListQueuesResponse ControlState::ListQueues() const {

@@ -20,8 +20,11 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
     JobEntry& slot = jobs_[name];
     std::swap(slot, entry);
     Bump(&versions_.jobs);
-    if (entry.view) EraseLive(entry.view);  // the entry it replaced
-    if (!api::IsTerminal(slot.view->state())) live_[slot.view->id()] = slot.view;
+    // The view it replaced leaves the live index, unless the new one takes
+    // its place there (the same job, still live: one lookup, no allocation).
+    bool live = !api::IsTerminal(slot.view->state());
+    if (entry.view && !(live && entry.view->id() == slot.view->id())) EraseLive(entry.view);
+    if (live) live_[slot.view->id()] = slot.view;
     if (entry.view) {
       key.first = entry.view->queue();
       key.second = entry.view->state();

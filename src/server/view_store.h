@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/service.pb.h"
@@ -98,7 +99,7 @@ class ViewStore {
   void EraseLive(const std::shared_ptr<const v1::JobView>& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
-  std::map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   // The unfinished jobs' views by id, kept by PutJob and RemoveJob: Jobs(false)
   // (the dashboard's lists, every REST list of live jobs) reads these
   // without walking the finished jobs kept, which outnumber them on a
