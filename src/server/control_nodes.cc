@@ -14,10 +14,12 @@
 
 namespace trainyard::server {
 
-void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord> finished, absl::Time now) {
+void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finished, absl::Time now) {
+  // The snapshot's records are moved into the control state, not copied
+  // (a restart of a big cluster holds a hundred thousand tasks).
   started_ = now;
   next_job_id_ = snap.max_job_id + 1;
-  for (const v1::NodeRecord& n : snap.nodes) {
+  for (v1::NodeRecord& n : snap.nodes) {
     auto node = std::make_unique<NodeRt>();
     node->info = n.info();
     node->state = v1::NODE_LOST;  // until its agent reconnects
@@ -25,19 +27,20 @@ void ControlState::Recover(const StoreSnapshot& snap, std::vector<v1::JobRecord>
     node->draining = n.draining();
     node->admin_reason = n.admin_reason();
     node->last_heartbeat = now;
-    node_index_[n.info().name()] = node.get();
-    nodes_[n.info().name()] = std::move(node);
+    node_index_[node->info.name()] = node.get();
+    nodes_[node->info.name()] = std::move(node);
   }
-  for (const v1::JobRecord& rec : snap.jobs) {
+  for (v1::JobRecord& rec : snap.jobs) {
     auto job = std::make_unique<JobRt>();
-    job->rec = rec;
+    job->rec = std::move(rec);
     job->events_loaded = false;
     if (!RecoverIntoScheduler(*job)) {
-      jobs_[rec.name()] = nullptr;  // left in the store; its name stays taken
+      jobs_[job->rec.name()] = nullptr;  // left in the store; its name stays taken
       continue;
     }
     CountInQueue(*job);
-    jobs_[rec.name()] = std::move(job);
+    std::string name = job->rec.name();
+    jobs_[std::move(name)] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
   // a new job must not get the name of one the store already holds.

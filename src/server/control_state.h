@@ -63,7 +63,7 @@ class ControlState {
   // ---- recovery ----
   // Takes in what the store holds: live jobs and nodes (snapshot) and the
   // finished jobs. Call once, before any other event.
-  void Recover(const StoreSnapshot& snapshot, std::vector<v1::JobRecord> finished, absl::Time now);
+  void Recover(StoreSnapshot snapshot, std::vector<v1::JobRecord> finished, absl::Time now);
   // The address the server is reachable on; job masters report to it.
   void SetServerAddress(const std::string& address) { server_address_ = address; }
 
