@@ -188,7 +188,12 @@ void WriteWaitStatus(const char* path, int status) {
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, nullptr);
-  pid_t task = fork();
+  // vfork: the task shares the keeper's memory until its exec (the keeper
+  // waits until then), so the keeper's pages, a copy of the agent's, are not
+  // copied a second time for a process that replaces them at once. RunTask
+  // only makes system calls on data prepared before, and ends in exec or
+  // _exit; signal dispositions are the task's own (no CLONE_SIGHAND).
+  pid_t task = vfork();
   if (task < 0) ChildFail(pipe_fd, kStepSession);
   if (task == 0) RunTask(r, groups, argv, envp, pipe_fd, out_pipe[1], err_pipe[1]);
   close(pipe_fd);
