@@ -115,10 +115,13 @@ void DropToAccount(const TaskAccount& a, const gid_t* groups, size_t group_count
 // The task process itself: limits, account, working dir, logs, exec.
 [[noreturn]] void RunTask(const SpawnRequest& r, const std::vector<gid_t>& groups, char* const* argv,
                           char* const* envp, int pipe_fd, int out_fd, int err_fd) {
+  // Handlers back to their defaults before anything is unblocked: a signal
+  // must not run a keeper's handler here, in the memory the task shares with
+  // the keeper until its exec (vfork).
+  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // the keeper ignores some
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // the keeper ignores some
   for (const std::string& procs : r.limits.procs_files) {
     int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) ChildFail(pipe_fd, kStepCgroup);

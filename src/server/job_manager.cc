@@ -43,6 +43,7 @@ absl::Status JobManager::Recover() {
   // Node and queue views wait for the loop's first turn (Start), after its
   // first round: every recovered node is LOST until its agent returns, and
   // building the views of 10,000 nodes here delayed listening by 30 ms.
+  // (Between listening and Start, a `nodes` would list none.)
   PublishStats();
   recovered_unpublished_ = control_.PublishRecovered(&views_, 0) > 0;
   AfterEvent();
