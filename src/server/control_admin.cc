@@ -28,6 +28,13 @@ const ControlState::NodeRt* ControlState::FindNode(const std::string& name) cons
   return it == node_index_.end() ? nullptr : it->second;
 }
 
+ControlState::NodeRt& ControlState::AddNode(const std::string& name, std::unique_ptr<NodeRt> node) {
+  NodeRt& added = *node;
+  node_index_[name] = &added;
+  nodes_[name] = std::move(node);
+  return added;
+}
+
 namespace {
 absl::Status UnknownNode(const std::string& name) {
   return absl::NotFoundError(absl::StrCat("node '", name, "' is not known (see trainyard nodes)"));

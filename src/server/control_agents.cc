@@ -105,16 +105,12 @@ bool MasterStoppedWithItsJob(const v1::TaskRecord& t, const v1::TaskStatus& st) 
 
 absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t session, absl::Time now) {
   if (absl::Status st = CheckNodeInfo(in); !st.ok()) return st;
-  auto& slot = nodes_[in.name()];
-  if (slot && slot->connected() && slot->session != session) {
+  NodeRt* known = FindNode(in.name());
+  if (known && known->connected() && known->session != session) {
     return absl::AlreadyExistsError(absl::StrCat("node name '", in.name(), "' is already in use by a connected agent at ",
-                                                 slot->info.address(), "; give this agent another --name"));
+                                                 known->info.address(), "; give this agent another --name"));
   }
-  if (!slot) {
-    slot = std::make_unique<NodeRt>();
-    node_index_[in.name()] = slot.get();
-  }
-  NodeRt& node = *slot;
+  NodeRt& node = known ? *known : AddNode(in.name(), std::make_unique<NodeRt>());
   v1::NodeInfo old_info = node.info;
   node.info = in;
   node.info.clear_ports_in_use();  // a moment's state: not for the store

@@ -19,7 +19,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
   // (a restart of a big cluster holds a hundred thousand tasks).
   started_ = now;
   next_job_id_ = snap.max_job_id + 1;
-  for (v1::NodeRecord& n : snap.nodes) {
+  for (const v1::NodeRecord& n : snap.nodes) {
     auto node = std::make_unique<NodeRt>();
     node->info = n.info();
     node->state = v1::NODE_LOST;  // until its agent reconnects
@@ -27,8 +27,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     node->draining = n.draining();
     node->admin_reason = n.admin_reason();
     node->last_heartbeat = now;
-    node_index_[node->info.name()] = node.get();
-    nodes_[node->info.name()] = std::move(node);
+    AddNode(n.info().name(), std::move(node));
   }
   for (v1::JobRecord& rec : snap.jobs) {
     auto job = std::make_unique<JobRt>();
@@ -39,8 +38,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       continue;
     }
     CountInQueue(*job);
-    std::string name = job->rec.name();
-    jobs_[std::move(name)] = std::move(job);
+    jobs_[job->rec.name()] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
   // a new job must not get the name of one the store already holds.

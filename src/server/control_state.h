@@ -274,6 +274,9 @@ class ControlState {
   static std::string ShownReason(const NodeRt& node);
   NodeRt* FindNode(const std::string& name);
   const NodeRt* FindNode(const std::string& name) const;
+  // Puts `node` under `name` in nodes_ and its index (RemoveNode takes it
+  // out of both).
+  NodeRt& AddNode(const std::string& name, std::unique_ptr<NodeRt> node);
   void EvictTask(JobRt& job, int task, const std::string& node, absl::Time now);
   // A task that stopped after its eviction: placed elsewhere, uncharged.
   void MoveEvicted(JobRt& job, int task, const v1::TaskExit& exit, absl::Time now);
