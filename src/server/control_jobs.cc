@@ -284,7 +284,15 @@ void ControlState::Persist(const JobRt& job) {
   view_jobs_.insert(job.rec.name());
   // What the job did may show on the nodes its tasks are on (their free
   // resources, their task lists): those are checked at the next publication.
-  view_node_jobs_.insert(job.rec.name());
+  // Once the jobs changed meanwhile are more than half the nodes, every node
+  // is (as cheap), and they need not be gathered further.
+  if (!view_nodes_) {
+    view_node_jobs_.insert(job.rec.name());
+    if (view_node_jobs_.size() > nodes_.size() / 2) {
+      view_nodes_ = true;
+      view_node_jobs_.clear();
+    }
+  }
   view_queues_ = true;
 }
 

@@ -323,6 +323,7 @@ class ControlState {
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
   ViewStore::JobEntry Entry(const JobRt& job) const;       // to publish
   v1::NodeView NodeViewOf(const NodeRt& node, bool with_heartbeat) const;
+  void FillNodeView(const NodeRt& node, bool with_heartbeat, v1::NodeView* out) const;
   // Marks the node's view to be checked at the next publication.
   void TouchNode(const std::string& name);
   uint64_t NodeViewSig(const NodeRt& node) const;

@@ -66,14 +66,14 @@ size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
 
 void ControlState::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
   bool sweep = view_nodes_ || (now >= sweep_due_ && (view_heartbeats_ || view_touched_ || !view_node_jobs_.empty()));
-  // A big job's change would touch many nodes: checking them all is as cheap.
-  constexpr int kTouchAtMost = 256;
-  int touched = 0;
+  // Changes touching most nodes (a big job's, or many small ones' between
+  // two publications under load) check them all: as cheap as touching them.
+  size_t touched = 0;
   for (const std::string& name : view_node_jobs_) {
     const JobRt* job = sweep ? nullptr : FindJob(name);
     if (!job) continue;
-    touched += job->rec.tasks_size();
-    if (touched > kTouchAtMost) {
+    touched += static_cast<size_t>(job->rec.tasks_size());
+    if (touched > nodes_.size() / 2) {
       sweep = true;
       continue;
     }
@@ -230,8 +230,14 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
 // would keep an old value (the heartbeat time and free disk, which move with
 // every heartbeat, are published beside it).
 v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) const {
-  const core::ClusterState& cs = scheduler_->state();
   v1::NodeView v;
+  FillNodeView(node, with_heartbeat, &v);
+  return v;
+}
+
+void ControlState::FillNodeView(const NodeRt& node, bool with_heartbeat, v1::NodeView* out) const {
+  const core::ClusterState& cs = scheduler_->state();
+  v1::NodeView& v = *out;
   *v.mutable_info() = node.info;
   v.mutable_info()->set_state(ShownState(node));
   v.set_reason(ShownReason(node));
@@ -265,7 +271,6 @@ v1::NodeView ControlState::NodeViewOf(const NodeRt& node, bool with_heartbeat) c
       *v.add_gpu_shares() = std::move(share);
     }
   }
-  return v;
 }
 
 std::vector<v1::NodeView> ControlState::ListNodes() const {
@@ -289,7 +294,11 @@ ViewStore::NodesPtr ControlState::PublishedNodes(bool sweep) {
     if (sweep || node->view_touched || !node->view) {
       uint64_t sig = NodeViewSig(*node);
       if (!node->view || sig != node->view_sig) {
-        node->view = std::make_shared<const v1::NodeView>(NodeViewOf(*node, /*with_heartbeat=*/false));
+        // In an arena, as a job's view is (Entry): one allocation, not one per field.
+        auto holder = std::make_shared<ArenaView>();
+        v1::NodeView* view = google::protobuf::Arena::CreateMessage<v1::NodeView>(&holder->arena);
+        FillNodeView(*node, /*with_heartbeat=*/false, view);
+        node->view = std::shared_ptr<const v1::NodeView>(holder, view);
         node->view_sig = sig;
       }
       node->view_touched = false;

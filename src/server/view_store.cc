@@ -17,14 +17,25 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
     absl::MutexLock lock(&mu_);
     ++counts_.jobs[key];
     for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] += entry.task_states[s];
-    JobEntry& slot = jobs_[name];
-    std::swap(slot, entry);
+    Slot& slot = jobs_[name];
+    std::swap(slot.entry, entry);
     Bump(&versions_.jobs);
-    // The view it replaced leaves the live index, unless the new one takes
-    // its place there (the same job, still live: one lookup, no allocation).
-    bool live = !api::IsTerminal(slot.view->state());
-    if (entry.view && !(live && entry.view->id() == slot.view->id())) EraseLive(entry.view);
-    if (live) live_[slot.view->id()] = slot.view;
+    // The job keeps its place in the live index while it stays live (the
+    // same job: same id); otherwise the view it replaced leaves the index.
+    const std::shared_ptr<const v1::JobView>& view = slot.entry.view;
+    bool live = !api::IsTerminal(view->state());
+    bool holds = slot.listed && slot.live->second == entry.view;
+    if (live && holds && slot.live->first == view->id()) {
+      slot.live->second = view;
+    } else {
+      if (holds) live_.erase(slot.live);
+      slot.listed = false;
+      // Ids grow with each submission: a new job's place is at the end.
+      if (live) {
+        slot.live = live_.insert_or_assign(live_.end(), view->id(), view);
+        slot.listed = true;
+      }
+    }
     if (entry.view) {
       key.first = entry.view->queue();
       key.second = entry.view->state();
@@ -35,9 +46,9 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
   // The view it replaced (now in `entry`) is freed here, outside the lock.
 }
 
-void ViewStore::EraseLive(const std::shared_ptr<const v1::JobView>& view) {
-  auto it = live_.find(view->id());
-  if (it != live_.end() && it->second == view) live_.erase(it);  // not another job's of the same id
+void ViewStore::Unlist(Slot& slot) {
+  if (slot.listed && slot.live->second == slot.entry.view) live_.erase(slot.live);
+  slot.listed = false;
 }
 
 void ViewStore::PutStats(StatsPtr stats) {
@@ -67,9 +78,9 @@ void ViewStore::RemoveJob(const std::string& name) {
     absl::MutexLock lock(&mu_);
     auto it = jobs_.find(name);
     if (it == jobs_.end()) return;
-    std::swap(it->second, gone);
+    Unlist(it->second);
+    std::swap(it->second.entry, gone);
     jobs_.erase(it);
-    if (gone.view) EraseLive(gone.view);
     Bump(&versions_.jobs);
   }
   // Freed here, outside the lock, as PutJob frees the view it replaces.
@@ -114,7 +125,7 @@ std::optional<ViewStore::JobEntry> ViewStore::Job(const std::string& name) const
   absl::MutexLock lock(&mu_);
   auto it = jobs_.find(name);
   if (it == jobs_.end()) return std::nullopt;
-  return it->second;
+  return it->second.entry;
 }
 
 std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_finished) const {
@@ -128,8 +139,8 @@ std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_fin
   {
     absl::MutexLock lock(&mu_);
     out.reserve(jobs_.size());
-    for (const auto& [name, entry] : jobs_) {
-      if (include_finished || !api::IsTerminal(entry.view->state())) out.push_back(entry.view);
+    for (const auto& [name, slot] : jobs_) {
+      if (include_finished || !api::IsTerminal(slot.entry.view->state())) out.push_back(slot.entry.view);
     }
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a->id() < b->id(); });

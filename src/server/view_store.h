@@ -95,16 +95,26 @@ class ViewStore {
 
  private:
   void Bump(int64_t* version) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Takes `view` out of live_ when it is the one kept there for its id.
-  void EraseLive(const std::shared_ptr<const v1::JobView>& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, JobEntry> jobs_ ABSL_GUARDED_BY(mu_);
   // The unfinished jobs' views by id, kept by PutJob and RemoveJob: Jobs(false)
   // (the dashboard's lists, every REST list of live jobs) reads these
   // without walking the finished jobs kept, which outnumber them on a
   // cluster that has run a while.
-  std::map<uint64_t, std::shared_ptr<const v1::JobView>> live_ ABSL_GUARDED_BY(mu_);
+  using LiveMap = std::map<uint64_t, std::shared_ptr<const v1::JobView>>;
+  // A job's entry and, while it is live, its place in live_ (std::map
+  // iterators stay valid): a live job's new view replaces its old one there
+  // without a search.
+  struct Slot {
+    JobEntry entry;
+    LiveMap::iterator live;
+    bool listed = false;
+  };
+  // Takes the slot's view out of live_ when live_ still holds it there (not
+  // another job's view of the same id).
+  void Unlist(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, Slot> jobs_ ABSL_GUARDED_BY(mu_);
+  LiveMap live_ ABSL_GUARDED_BY(mu_);
   NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<NodeEntry>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
   StatsPtr stats_ ABSL_GUARDED_BY(mu_) = std::make_shared<const PublishedStats>();
