@@ -290,10 +290,12 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   *spec.mutable_allocation() = t.allocation();
   for (const auto& c : rs->command()) spec.add_command(c);
   for (const auto& a : rs->args()) spec.add_command(a);
-  for (const auto& [k, v] : rs->env()) (*spec.mutable_env())[k] = v;
+  auto& spec_env = *spec.mutable_env();
+  for (const auto& [k, v] : rs->env()) spec_env[k] = v;
   for (const auto& [k, v] : rs->secret_env()) (*spec.mutable_secret_env())[k] = v;  // sealed
-  for (const auto& [k, v] : env.env) (*spec.mutable_env())[k] = v;
-  for (const auto& [k, v] : env.files) (*spec.mutable_files())[k] = v;
+  for (const auto& [k, v] : env.env) spec_env[k] = v;
+  auto& spec_files = *spec.mutable_files();
+  for (const auto& [k, v] : env.files) spec_files[k] = v;
   spec.set_working_dir(rs->working_dir());
   spec.set_restart_policy(rs->restart_policy());
   spec.set_max_restarts(std::max(0, rs->max_restarts() - t.restart_count()));

@@ -363,8 +363,9 @@ class ControlState {
   // The same nodes by name, hashed, for the lookups of every event.
   absl::flat_hash_map<std::string, NodeRt*> node_index_;
   // Node -> names of jobs with a task placed there (or once placed there:
-  // TasksOn prunes), so node events need not walk every job.
-  std::map<std::string, std::set<std::string>> node_jobs_;
+  // TasksOn prunes), so node events need not walk every job. Hashed by node
+  // (every placement and heartbeat looks one up); each node's jobs in order.
+  absl::flat_hash_map<std::string, std::set<std::string>> node_jobs_;
   // Node -> jobs whose files changed while the node was disconnected.
   std::map<std::string, std::set<std::string>> stale_files_;
   // Victims waiting for their tasks to stop, so a round need not walk every
