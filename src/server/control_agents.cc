@@ -388,7 +388,7 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
     absl::Status freed = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
     if (!freed.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(freed.message()));
   }
-  wants_round_ = true;
+  RoomFreed();
   if (job.ending || job.preempting) {
     MaybeFinish(job, now);
     return;

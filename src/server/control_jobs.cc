@@ -320,11 +320,13 @@ void ControlState::CountInQueue(JobRt& job) {
   if (job.counted == Counted::kPending) {
     --q.pending;
     --user_pending;
+    --pending_jobs_;
   }
   if (job.counted == Counted::kRunning) --q.running;
   if (now == Counted::kPending) {
     ++q.pending;
     ++user_pending;
+    ++pending_jobs_;
   }
   if (now == Counted::kRunning) ++q.running;
   job.counted = now;
@@ -363,7 +365,11 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
   }
   KillTasks(job, config_.kill_grace_ms, message);
   MaybeFinish(job, now);
-  wants_round_ = true;
+  RoomFreed();
+}
+
+void ControlState::RoomFreed() {
+  if (pending_jobs_ > 0 || !partial_.empty() || !preempting_.empty()) wants_round_ = true;
 }
 
 void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
@@ -382,7 +388,7 @@ void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
     absl::Status st = scheduler_->RemoveJob(job.rec.name());
     if (!st.ok()) Log(LogLevel::kDebug, "server", "job %s: %s", job.rec.name(), std::string(st.message()));
     job.in_scheduler = false;
-    wants_round_ = true;
+    RoomFreed();
   }
 }
 

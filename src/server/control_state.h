@@ -207,6 +207,11 @@ class ControlState {
   void SetTaskState(JobRt& job, int task, v1::TaskState state);
   // Moves the job's place in queue_jobs_ to what its state now says.
   void CountInQueue(JobRt& job);
+  // Something was freed (a task ended, a job left the scheduler): asks for
+  // a round when anything waits for room (a queued job, tasks of a partly
+  // placed one, a preemption's victims). With nothing waiting, the round
+  // would place nothing; the tick's rounds run all the same.
+  void RoomFreed();
   JobRt* FindJob(const std::string& name);
   const JobRt* FindJob(const std::string& name) const;
   static int FindTask(const JobRt& job, const std::string& role, int index);
@@ -348,6 +353,7 @@ class ControlState {
     int pending = 0;
   };
   std::map<std::string, QueueJobs> queue_jobs_;
+  int pending_jobs_ = 0;  // QUEUED jobs in every queue (CountInQueue)
   // Per user: jobs pending (QUEUED, kept by CountInQueue, plus those
   // prepared and not yet durable) and the submission rate's token bucket,
   // for maxPendingJobsPerUser and maxSubmissionsPerSecondPerUser.
