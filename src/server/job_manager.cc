@@ -97,6 +97,12 @@ void JobManager::WakeIfAsked() {
   if (control_.TakeRoundRequest()) {
     round_asked_ = true;
     loop_cv_.Signal();
+  } else if (loop_sleeps_until_ > next_publish_ && control_.NodeViewsChanged()) {
+    // The loop went to sleep with no node or queue view changed: what changed
+    // since (a task that ended with nothing waiting for room asks for no
+    // round) goes out when it is due, not a tick later.
+    loop_sleeps_until_ = absl::InfinitePast();
+    loop_cv_.Signal();
   }
 }
 
@@ -115,7 +121,11 @@ void JobManager::Loop() {
     if (control_.NodeViewsChanged()) wait = std::min(wait, std::max(absl::ZeroDuration(), next_publish_ - clock_->Now()));
     // Its own condition variable: a store answer (cv_) wakes those who
     // wait for it, not a round.
-    if (!round_asked_ && !stopping_) loop_cv_.WaitWithTimeout(&mu_, wait);
+    if (!round_asked_ && !stopping_) {
+      loop_sleeps_until_ = clock_->Now() + wait;
+      loop_cv_.WaitWithTimeout(&mu_, wait);
+      loop_sleeps_until_ = absl::InfinitePast();
+    }
     if (stopping_) break;
     round_asked_ = false;
     absl::Time now = clock_->Now();

@@ -172,6 +172,9 @@ class JobManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
   absl::Time next_publish_ ABSL_GUARDED_BY(mu_);  // of the nodes and queues views
+  // While the loop waits: when it will wake by itself (InfinitePast while it
+  // runs). WakeIfAsked wakes it sooner for node views changed meanwhile.
+  absl::Time loop_sleeps_until_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   Histogram round_seconds_ ABSL_GUARDED_BY(mu_) = LatencyHistogram();
   std::thread thread_;
 };

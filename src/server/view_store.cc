@@ -30,9 +30,16 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
     } else {
       if (holds) live_.erase(slot.live);
       slot.listed = false;
-      // Ids grow with each submission: a new job's place is at the end.
       if (live) {
-        slot.live = live_.insert_or_assign(live_.end(), view->id(), view);
+        auto [it, added] = live_.try_emplace(view->id(), view);
+        if (!added) {
+          // Another job's view of the same id: this one takes its place, and
+          // that job's slot no longer points there.
+          auto other = jobs_.find(it->second->name());
+          if (other != jobs_.end() && other->second.listed && other->second.live == it) other->second.listed = false;
+          it->second = view;
+        }
+        slot.live = it;
         slot.listed = true;
       }
     }

@@ -102,7 +102,9 @@ class ViewStore {
   using LiveMap = std::map<uint64_t, std::shared_ptr<const v1::JobView>>;
   // A job's entry and, while it is live, its place in live_ (std::map
   // iterators stay valid): a live job's new view replaces its old one there
-  // without a search.
+  // without a search. `listed` means `live` points at an element of live_
+  // that holds this job's view: whoever erases or takes over an element
+  // clears the flag of the slot that pointed there.
   struct Slot {
     JobEntry entry;
     LiveMap::iterator live;

@@ -67,6 +67,30 @@ TEST(ViewStoreTest, LiveJobsAreThoseNotFinishedInIdOrderAsTheyChange) {
   EXPECT_EQ(Names(views.Jobs(true)), (V{"b", "c"}));
 }
 
+// Two names whose views carry one id (a store that should not hold such):
+// the later put is the one listed; neither job's later puts or removal may
+// touch the other's place.
+TEST(ViewStoreTest, TwoJobsOfOneIdTakeTheLiveListFromEachOther) {
+  using V = std::vector<std::string>;
+  ViewStore views;
+  views.PutJob("a", Job("a", 5, v1::JOB_RUNNING));
+  views.PutJob("b", Job("b", 5, v1::JOB_RUNNING));
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
+  views.PutJob("b", Job("b", 5, v1::JOB_SUCCEEDED));
+  EXPECT_TRUE(views.Jobs(false).empty());
+  views.PutJob("a", Job("a", 5, v1::JOB_RUNNING));
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"a"}));
+  views.PutJob("b", Job("b", 5, v1::JOB_QUEUED));  // b again, live
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
+  views.RemoveJob("a");  // a's place was taken: b stays listed
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
+  views.PutJob("a", Job("a", 5, v1::JOB_KILLED));
+  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
+  views.RemoveJob("b");
+  EXPECT_TRUE(views.Jobs(false).empty());
+  EXPECT_EQ(Names(views.Jobs(true)), (V{"a"}));
+}
+
 TEST(ViewStoreTest, NodesMoveOnlyWhenAViewChangesNotWithHeartbeats) {
   ViewStore views;
   auto view = std::make_shared<const v1::NodeView>();
