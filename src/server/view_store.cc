@@ -88,6 +88,11 @@ void ViewStore::RemoveJob(const std::string& name) {
     Unlist(it->second);
     std::swap(it->second.entry, gone);
     jobs_.erase(it);
+    // A deleted job is no longer one the server knows: it leaves the counts.
+    if (gone.view) {
+      --counts_.jobs[{gone.view->queue(), gone.view->state()}];
+      for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] -= gone.task_states[s];
+    }
     Bump(&versions_.jobs);
   }
   // Freed here, outside the lock, as PutJob frees the view it replaces.

@@ -91,6 +91,32 @@ TEST(ViewStoreTest, TwoJobsOfOneIdTakeTheLiveListFromEachOther) {
   EXPECT_EQ(Names(views.Jobs(true)), (V{"a"}));
 }
 
+// What /metrics' trainyard_jobs and trainyard_tasks show: every job kept,
+// finished ones included, until it is deleted.
+TEST(ViewStoreTest, CountsFollowPutsAndLeaveWithADeletedJob) {
+  ViewStore views;
+  auto with_task = [](ViewStore::JobEntry e, v1::TaskState s) {
+    auto v = std::make_shared<v1::JobView>(*e.view);
+    v->add_tasks()->set_state(s);
+    e.view = v;
+    return e;
+  };
+  views.PutJob("a", with_task(Job("a", 1, v1::JOB_RUNNING), v1::TASK_RUNNING));
+  views.PutJob("b", with_task(Job("b", 2, v1::JOB_RUNNING), v1::TASK_RUNNING));
+  views.PutJob("a", with_task(Job("a", 1, v1::JOB_SUCCEEDED), v1::TASK_SUCCEEDED));
+  ViewStore::Counts c = views.StateCounts();
+  EXPECT_EQ((c.jobs[{"", v1::JOB_RUNNING}]), 1);
+  EXPECT_EQ((c.jobs[{"", v1::JOB_SUCCEEDED}]), 1);
+  EXPECT_EQ(c.tasks[v1::TASK_RUNNING], 1);
+  EXPECT_EQ(c.tasks[v1::TASK_SUCCEEDED], 1);
+  views.RemoveJob("a");
+  c = views.StateCounts();
+  EXPECT_EQ((c.jobs[{"", v1::JOB_SUCCEEDED}]), 0) << "a deleted job is not counted";
+  EXPECT_EQ((c.jobs[{"", v1::JOB_RUNNING}]), 1);
+  EXPECT_EQ(c.tasks[v1::TASK_SUCCEEDED], 0);
+  EXPECT_EQ(c.tasks[v1::TASK_RUNNING], 1);
+}
+
 TEST(ViewStoreTest, NodesMoveOnlyWhenAViewChangesNotWithHeartbeats) {
   ViewStore views;
   auto view = std::make_shared<const v1::NodeView>();
