@@ -288,7 +288,7 @@ void ControlState::Persist(const JobRt& job) {
   // is (as cheap), and they need not be gathered further.
   if (!view_nodes_) {
     view_node_jobs_.insert(job.rec.name());
-    if (view_node_jobs_.size() > nodes_.size() / 2) {
+    if (MostNodes(view_node_jobs_.size())) {
       view_nodes_ = true;
       view_node_jobs_.clear();
     }

@@ -331,6 +331,9 @@ class ControlState {
   void FillNodeView(const NodeRt& node, bool with_heartbeat, v1::NodeView* out) const;
   // Marks the node's view to be checked at the next publication.
   void TouchNode(const std::string& name);
+  // True when touching `n` nodes' views one by one would cost as much as
+  // checking every node (more than half of them).
+  bool MostNodes(size_t n) const { return n > nodes_.size() / 2; }
   uint64_t NodeViewSig(const NodeRt& node) const;
 
   const ServerConfig config_;

@@ -73,7 +73,7 @@ void ControlState::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
     const JobRt* job = sweep ? nullptr : FindJob(name);
     if (!job) continue;
     touched += static_cast<size_t>(job->rec.tasks_size());
-    if (touched > nodes_.size() / 2) {
+    if (MostNodes(touched)) {
       sweep = true;
       continue;
     }

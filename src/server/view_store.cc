@@ -12,45 +12,43 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
   for (const auto& t : entry.view->tasks()) {
     if (t.state() >= 0 && t.state() < v1::TaskState_ARRAYSIZE) ++entry.task_states[t.state()];
   }
-  std::pair<std::string, v1::JobState> key(entry.view->queue(), entry.view->state());
   {
     absl::MutexLock lock(&mu_);
-    ++counts_.jobs[key];
-    for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] += entry.task_states[s];
+    Count(entry, +1);
     Slot& slot = jobs_[name];
-    std::swap(slot.entry, entry);
-    Bump(&versions_.jobs);
     // The job keeps its place in the live index while it stays live (the
-    // same job: same id); otherwise the view it replaced leaves the index.
-    const std::shared_ptr<const v1::JobView>& view = slot.entry.view;
+    // same job: same id); otherwise the view it replaces leaves the index.
+    const std::shared_ptr<const v1::JobView>& view = entry.view;
     bool live = !api::IsTerminal(view->state());
-    bool holds = slot.listed && slot.live->second == entry.view;
-    if (live && holds && slot.live->first == view->id()) {
+    if (live && slot.listed && slot.live->second == slot.entry.view && slot.live->first == view->id()) {
       slot.live->second = view;
     } else {
-      if (holds) live_.erase(slot.live);
-      slot.listed = false;
-      if (live) {
-        auto [it, added] = live_.try_emplace(view->id(), view);
-        if (!added) {
-          // Another job's view of the same id: this one takes its place, and
-          // that job's slot no longer points there.
-          auto other = jobs_.find(it->second->name());
-          if (other != jobs_.end() && other->second.listed && other->second.live == it) other->second.listed = false;
-          it->second = view;
-        }
-        slot.live = it;
-        slot.listed = true;
-      }
+      Unlist(slot);
+      if (live) List(slot, view);
     }
-    if (entry.view) {
-      key.first = entry.view->queue();
-      key.second = entry.view->state();
-      --counts_.jobs[key];
-      for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] -= entry.task_states[s];
-    }
+    std::swap(slot.entry, entry);
+    if (entry.view) Count(entry, -1);
+    Bump(&versions_.jobs);
   }
   // The view it replaced (now in `entry`) is freed here, outside the lock.
+}
+
+void ViewStore::Count(const JobEntry& entry, int64_t sign) {
+  counts_.jobs[{entry.view->queue(), entry.view->state()}] += sign;
+  for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] += sign * entry.task_states[s];
+}
+
+void ViewStore::List(Slot& slot, const std::shared_ptr<const v1::JobView>& view) {
+  auto [it, added] = live_.try_emplace(view->id(), view);
+  if (!added) {
+    // Another job's view of the same id: this one takes its place, and that
+    // job's slot no longer points there.
+    auto other = jobs_.find(it->second->name());
+    if (other != jobs_.end() && other->second.listed && other->second.live == it) other->second.listed = false;
+    it->second = view;
+  }
+  slot.live = it;
+  slot.listed = true;
 }
 
 void ViewStore::Unlist(Slot& slot) {
@@ -89,10 +87,7 @@ void ViewStore::RemoveJob(const std::string& name) {
     std::swap(it->second.entry, gone);
     jobs_.erase(it);
     // A deleted job is no longer one the server knows: it leaves the counts.
-    if (gone.view) {
-      --counts_.jobs[{gone.view->queue(), gone.view->state()}];
-      for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] -= gone.task_states[s];
-    }
+    if (gone.view) Count(gone, -1);
     Bump(&versions_.jobs);
   }
   // Freed here, outside the lock, as PutJob frees the view it replaces.

@@ -110,9 +110,14 @@ class ViewStore {
     LiveMap::iterator live;
     bool listed = false;
   };
+  // Puts `view` in live_ at its id for `slot` (taking the place over from
+  // another job's view of the same id).
+  void List(Slot& slot, const std::shared_ptr<const v1::JobView>& view) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Takes the slot's view out of live_ when live_ still holds it there (not
   // another job's view of the same id).
   void Unlist(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds (sign +1) or takes away (-1) the entry's job and tasks in counts_.
+  void Count(const JobEntry& entry, int64_t sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Slot> jobs_ ABSL_GUARDED_BY(mu_);
