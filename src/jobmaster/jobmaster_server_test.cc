@@ -193,6 +193,14 @@ TEST(JobMasterServer, CompletedWorkerFailsTheBarrierOthersWaitOn) {
   pb::JobMasterRequest barrier;
   barrier.mutable_barrier();
   for (int i = 0; i < 3; ++i) fleet.Queue(i, barrier);
+  ASSERT_TRUE(fleet.Exchange(0, Deadline()).ok());  // sent; no answer while they wait
+  // Worker 3 completes once the three wait (sent together, its report could
+  // arrive first, and the later barriers be refused as unable to complete).
+  absl::Time deadline = Deadline();
+  while (master.Read<int>([](const MasterState& s) { return s.barrier_waiting(); }) < 3) {
+    ASSERT_LT(absl::Now(), deadline) << "the three barriers never arrived";
+    absl::SleepFor(absl::Milliseconds(1));
+  }
   fleet.Queue(3, StateRequest(pb::COMPLETED));
   ASSERT_TRUE(fleet.Exchange(4, Deadline()).ok());
   EXPECT_EQ(fleet.Last(3).state().state(), pb::COMPLETED);
