@@ -4,7 +4,8 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <set>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
@@ -217,11 +218,14 @@ void ControlState::PushPortsInUse(const NodeRt& node) {
 }
 
 void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now) {
-  std::set<std::string> reported;
+  // The tasks the agent listed that the server knows, as (job, task): a
+  // task is found by its job's name, role and index, as TasksOn's are.
+  std::vector<std::pair<const JobRt*, int>> reported;
+  reported.reserve(static_cast<size_t>(hb.tasks_size()));
   for (const v1::TaskStatus& st : hb.tasks()) {
-    reported.insert(api::TaskName(st.job(), st.role(), st.index()));
     JobRt* job = FindJob(st.job());
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
+    if (i >= 0) reported.emplace_back(job, i);
     bool ours = i >= 0 && SameJob(st, job->rec.id()) && job->rec.tasks(i).node() == node.info.name() &&
                 !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
     if (ours) job->acked[i] = true;
@@ -243,9 +247,11 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
              ours ? job->rec.message() : "the server has no record of this task on this node");
   }
   // Tasks the server has as live here that the agent no longer runs.
+  std::sort(reported.begin(), reported.end());
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
-    if (api::IsTerminal(t.state()) || reported.count(api::TaskName(job->rec.name(), t.role(), t.index()))) {
+    bool listed = std::binary_search(reported.begin(), reported.end(), std::pair<const JobRt*, int>(job, i));
+    if (api::IsTerminal(t.state()) || listed) {
       job->missing_beats[i] = 0;
       continue;
     }

@@ -14,8 +14,12 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
   }
   {
     absl::MutexLock lock(&mu_);
-    Count(entry, +1);
     Slot& slot = jobs_[name];
+    // The old view leaves the counts and the new one enters them; most puts
+    // keep the queue, and with it the cell.
+    if (slot.entry.view) Count(slot.entry, slot.counted, -1);
+    if (!slot.counted || slot.entry.view->queue() != entry.view->queue()) slot.counted = QueueCell(entry.view->queue());
+    Count(entry, slot.counted, +1);
     // The job keeps its place in the live index while it stays live (the
     // same job: same id); otherwise the view it replaces leaves the index.
     const std::shared_ptr<const v1::JobView>& view = entry.view;
@@ -27,15 +31,24 @@ void ViewStore::PutJob(const std::string& name, JobEntry entry) {
       if (live) List(slot, view);
     }
     std::swap(slot.entry, entry);
-    if (entry.view) Count(entry, -1);
     Bump(&versions_.jobs);
   }
   // The view it replaced (now in `entry`) is freed here, outside the lock.
 }
 
-void ViewStore::Count(const JobEntry& entry, int64_t sign) {
-  counts_.jobs[{entry.view->queue(), entry.view->state()}] += sign;
-  for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) counts_.tasks[s] += sign * entry.task_states[s];
+ViewStore::QueueCounts* ViewStore::QueueCell(const std::string& queue) {
+  auto it = queue_counts_.find(queue);
+  if (it == queue_counts_.end()) it = queue_counts_.emplace(queue, QueueCounts()).first;
+  return &it->second;
+}
+
+void ViewStore::Count(const JobEntry& entry, QueueCounts* cell, int64_t sign) {
+  int state = entry.view->state();
+  if (state >= 0 && state < v1::JobState_ARRAYSIZE) {
+    cell->jobs[state] += sign;
+    cell->seen |= 1u << state;
+  }
+  for (int s = 0; s < v1::TaskState_ARRAYSIZE; ++s) task_counts_[s] += sign * entry.task_states[s];
 }
 
 void ViewStore::List(Slot& slot, const std::shared_ptr<const v1::JobView>& view) {
@@ -67,8 +80,15 @@ ViewStore::StatsPtr ViewStore::Stats() const {
 }
 
 ViewStore::Counts ViewStore::StateCounts() const {
+  Counts out;
   absl::MutexLock lock(&mu_);
-  return counts_;
+  for (const auto& [queue, cell] : queue_counts_) {
+    for (int s = 0; s < v1::JobState_ARRAYSIZE; ++s) {
+      if (cell.seen & (1u << s)) out.jobs[{queue, static_cast<v1::JobState>(s)}] = cell.jobs[s];
+    }
+  }
+  out.tasks = task_counts_;
+  return out;
 }
 
 v1::JobView ViewStore::FullView(const JobEntry& entry) {
@@ -85,9 +105,9 @@ void ViewStore::RemoveJob(const std::string& name) {
     if (it == jobs_.end()) return;
     Unlist(it->second);
     std::swap(it->second.entry, gone);
-    jobs_.erase(it);
     // A deleted job is no longer one the server knows: it leaves the counts.
-    if (gone.view) Count(gone, -1);
+    if (gone.view) Count(gone, it->second.counted, -1);
+    jobs_.erase(it);
     Bump(&versions_.jobs);
   }
   // Freed here, outside the lock, as PutJob frees the view it replaces.

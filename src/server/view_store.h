@@ -100,6 +100,12 @@ class ViewStore {
   // without walking the finished jobs kept, which outnumber them on a
   // cluster that has run a while.
   using LiveMap = std::map<uint64_t, std::shared_ptr<const v1::JobView>>;
+  // A queue's published jobs by state, and which states it has had (a state
+  // once counted stays listed in StateCounts, at 0 when none are left).
+  struct QueueCounts {
+    std::array<int64_t, v1::JobState_ARRAYSIZE> jobs{};
+    uint32_t seen = 0;  // bit s: state s was counted
+  };
   // A job's entry and, while it is live, its place in live_ (std::map
   // iterators stay valid): a live job's new view replaces its old one there
   // without a search. `listed` means `live` points at an element of live_
@@ -109,6 +115,7 @@ class ViewStore {
     JobEntry entry;
     LiveMap::iterator live;
     bool listed = false;
+    QueueCounts* counted = nullptr;  // the cell entry is counted in
   };
   // Puts `view` in live_ at its id for `slot` (taking the place over from
   // another job's view of the same id).
@@ -116,8 +123,13 @@ class ViewStore {
   // Takes the slot's view out of live_ when live_ still holds it there (not
   // another job's view of the same id).
   void Unlist(Slot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Adds (sign +1) or takes away (-1) the entry's job and tasks in counts_.
-  void Count(const JobEntry& entry, int64_t sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The cell of `queue` in queue_counts_ (made when new). Cells stay where
+  // they are (a std::map), so a slot keeps a pointer to the one its job is
+  // counted in and a put that keeps the queue looks nothing up.
+  QueueCounts* QueueCell(const std::string& queue) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds (sign +1) or takes away (-1) the job and tasks of `entry`, counted
+  // in `cell`, in the counts.
+  void Count(const JobEntry& entry, QueueCounts* cell, int64_t sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Slot> jobs_ ABSL_GUARDED_BY(mu_);
@@ -125,7 +137,8 @@ class ViewStore {
   NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<NodeEntry>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
   StatsPtr stats_ ABSL_GUARDED_BY(mu_) = std::make_shared<const PublishedStats>();
-  Counts counts_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, QueueCounts, std::less<>> queue_counts_ ABSL_GUARDED_BY(mu_);
+  std::array<int64_t, v1::TaskState_ARRAYSIZE> task_counts_ ABSL_GUARDED_BY(mu_){};
   Versions versions_ ABSL_GUARDED_BY(mu_);
   mutable absl::CondVar changed_;  // versions_ moved
 };

@@ -2,6 +2,7 @@
 // for them to move.
 #include "server/view_store.h"
 
+#include <map>
 #include <thread>
 
 #include "absl/time/clock.h"
@@ -115,6 +116,29 @@ TEST(ViewStoreTest, CountsFollowPutsAndLeaveWithADeletedJob) {
   EXPECT_EQ((c.jobs[{"", v1::JOB_RUNNING}]), 1);
   EXPECT_EQ(c.tasks[v1::TASK_SUCCEEDED], 0);
   EXPECT_EQ(c.tasks[v1::TASK_RUNNING], 1);
+}
+
+TEST(ViewStoreTest, AJobThatChangesQueueIsCountedInItsNewQueueAndStatesSeenStayListed) {
+  using Key = std::pair<std::string, v1::JobState>;
+  ViewStore views;
+  auto in_queue = [](ViewStore::JobEntry e, const std::string& queue) {
+    auto v = std::make_shared<v1::JobView>(*e.view);
+    v->set_queue(queue);
+    e.view = v;
+    return e;
+  };
+  views.PutJob("a", in_queue(Job("a", 1, v1::JOB_QUEUED), "research"));
+  views.PutJob("a", in_queue(Job("a", 1, v1::JOB_RUNNING), "research"));
+  views.PutJob("a", in_queue(Job("a", 1, v1::JOB_RUNNING), "prod"));
+  ViewStore::Counts c = views.StateCounts();
+  // What /metrics lists: every (queue, state) counted once, at 0 when none is left.
+  std::map<Key, int64_t> want = {{{"prod", v1::JOB_RUNNING}, 1},
+                                 {{"research", v1::JOB_QUEUED}, 0},
+                                 {{"research", v1::JOB_RUNNING}, 0}};
+  EXPECT_EQ(c.jobs, want);
+  views.RemoveJob("a");
+  want[{"prod", v1::JOB_RUNNING}] = 0;
+  EXPECT_EQ(views.StateCounts().jobs, want);
 }
 
 TEST(ViewStoreTest, NodesMoveOnlyWhenAViewChangesNotWithHeartbeats) {

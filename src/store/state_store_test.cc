@@ -97,6 +97,33 @@ TEST_P(StateStoreTest, UpdateReplacesJobFieldsAndUpsertsListedTasksOnly) {
   EXPECT_EQ(got->tasks(2).index(), 2);
 }
 
+TEST_P(StateStoreTest, AnUpdatedJobReadsBackWholeFieldsBeforeAndAfterItsTasksIncluded) {
+  // The SQLite store keeps a job's tasks in their own rows and the rest of
+  // its record in one blob: every field on either side of the tasks, the
+  // spec's environment map and repeated fields, must come back as written.
+  ASSERT_TRUE(Create(MakeJob(5, 2)).ok());
+  v1::JobRecord job = MakeJob(5, 2);
+  job.set_state(v1::JOB_FAILED);
+  job.set_start_time_ms(1700000001000);
+  job.set_end_time_ms(1700000002000);
+  job.set_message(std::string(300, 'm'));  // a length that takes two bytes to encode
+  v1::ReplicaSpec& replica = *job.mutable_spec()->mutable_replicas(0);
+  (*replica.mutable_env())["LR"] = "0.1";
+  (*replica.mutable_env())["BATCH"] = "64";
+  replica.add_command("--epochs=3");
+  for (v1::TaskRecord& task : *job.mutable_tasks()) {
+    task.set_node("n1");
+    task.set_state(v1::TASK_FAILED);
+    task.mutable_allocation()->set_gpu_mask(1ull << task.index());
+  }
+  WriteBatch batch;
+  batch.UpdateJob(job);
+  ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+  absl::StatusOr<v1::JobRecord> got = store_->GetJob(5);
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_TRUE(SameMessage(*got, job)) << got->DebugString();
+}
+
 TEST_P(StateStoreTest, PutTaskAddsAndReplacesTasksKeepingFirstWriteOrder) {
   ASSERT_TRUE(Create(MakeJob(1, 1)).ok());
   WriteBatch batch;
