@@ -166,7 +166,7 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
     tv->set_index(t.index());
     tv->set_worker_id(t.worker_id());
     tv->set_node(t.node());
-    if (const NodeRt* n = FindNode(t.node())) {
+    if (const NodeRt* n = t.node().empty() ? nullptr : FindNode(t.node())) {
       tv->set_node_address(n->info.address());
       tv->set_node_gpu_count(n->info.topology().gpu_count());
     }
@@ -180,13 +180,13 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
     *tv->mutable_last_exit() = t.exit();
     // What the task holds once placed, else what it asks (with the server's
     // defaults), so describe shows a pending task's request too.
-    const v1::Resource* asked = nullptr;
-    for (const auto& rs : r.spec().replicas()) {
-      if (rs.role() == t.role()) asked = &rs.resources();
-    }
     bool placed = t.allocation().memory_mb() != 0 || t.allocation().vcores_milli() != 0;
-    tv->set_memory_mb(placed || !asked ? t.allocation().memory_mb() : asked->memory_mb());
-    tv->set_vcores_milli(placed || !asked ? t.allocation().vcores_milli() : asked->vcores_milli());
+    const v1::Resource* asked = nullptr;
+    for (int k = 0; !placed && !asked && k < r.spec().replicas_size(); ++k) {
+      if (r.spec().replicas(k).role() == t.role()) asked = &r.spec().replicas(k).resources();
+    }
+    tv->set_memory_mb(asked ? asked->memory_mb() : t.allocation().memory_mb());
+    tv->set_vcores_milli(asked ? asked->vcores_milli() : t.allocation().vcores_milli());
     if (!t.node().empty() && !api::IsTerminal(t.state())) gpus += t.allocation().gpus();
   }
   v.set_gpus(gpus);
