@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -247,10 +248,13 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
              ours ? job->rec.message() : "the server has no record of this task on this node");
   }
   // Tasks the server has as live here that the agent no longer runs.
-  std::sort(reported.begin(), reported.end());
+  auto by_task = [](const std::pair<const JobRt*, int>& a, const std::pair<const JobRt*, int>& b) {
+    return std::less<const JobRt*>()(a.first, b.first) || (a.first == b.first && a.second < b.second);
+  };
+  std::sort(reported.begin(), reported.end(), by_task);
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
-    bool listed = std::binary_search(reported.begin(), reported.end(), std::pair<const JobRt*, int>(job, i));
+    bool listed = std::binary_search(reported.begin(), reported.end(), std::pair<const JobRt*, int>(job, i), by_task);
     if (api::IsTerminal(t.state()) || listed) {
       job->missing_beats[i] = 0;
       continue;

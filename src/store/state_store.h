@@ -9,7 +9,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -81,16 +80,13 @@ class WriteBatch {
   void PutMeta(std::string key, std::string value);
 
   // Returns the writes in the order they were added; stores apply them in it.
-  const std::deque<Op>& ops() const { return ops_; }
+  const std::vector<Op>& ops() const { return ops_; }
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
   void Clear() { ops_.clear(); }
 
  private:
-  // A deque, not a vector: an Op is ~200 bytes, and a growing vector of them
-  // made large allocations (each one making glibc's malloc consolidate its
-  // free lists) several times per batch on the server's threads.
-  std::deque<Op> ops_;
+  std::vector<Op> ops_;
 };
 
 // Which jobs ListJobs returns. Empty fields match everything.
