@@ -46,15 +46,17 @@ const v1::ReplicaSpec* FindRole(const v1::JobSpec& spec, std::string_view role) 
 
 std::string IntText(int64_t v) { return absl::StrCat(v); }
 
-// One quantity against its limits, written back in the user's units.
-void CheckQuantity(const std::string& path, int64_t value, int64_t min, int64_t max,
+// One quantity (`path`.`field`) against its limits, written back in the
+// user's units. The field's name is put together only for a problem: every
+// submission passes here.
+void CheckQuantity(absl::string_view path, absl::string_view field, int64_t value, int64_t min, int64_t max,
                    std::string (*text)(int64_t), Errors* errors) {
   if (value < 0) {
-    errors->push_back(absl::StrCat(path, ": ", text(value), " is negative"));
+    errors->push_back(absl::StrCat(path, ".", field, ": ", text(value), " is negative"));
   } else if (value < min) {
-    errors->push_back(absl::StrCat(path, ": ", text(value), " is below the minimum allocation ", text(min)));
+    errors->push_back(absl::StrCat(path, ".", field, ": ", text(value), " is below the minimum allocation ", text(min)));
   } else if (value > max) {
-    errors->push_back(absl::StrCat(path, ": ", text(value), " is above the maximum allocation ", text(max)));
+    errors->push_back(absl::StrCat(path, ".", field, ": ", text(value), " is above the maximum allocation ", text(max)));
   }
 }
 
@@ -84,11 +86,10 @@ void ValidateGpuShare(const v1::Resource& r, const std::string& path, Errors* er
 
 void ValidateResources(const v1::Resource& r, const std::string& path, const core::AllocationLimits& limits,
                        Errors* errors) {
-  CheckQuantity(path + ".cpu", r.vcores_milli(), limits.min_vcores_milli, limits.max_vcores_milli,
-                &CpuQuantityText, errors);
-  CheckQuantity(path + ".memory", r.memory_mb(), limits.min_memory_mb, limits.max_memory_mb,
-                &MemoryQuantityText, errors);
-  CheckQuantity(path + ".gpus", r.gpus(), limits.min_gpus, limits.max_gpus, &IntText, errors);
+  CheckQuantity(path, "cpu", r.vcores_milli(), limits.min_vcores_milli, limits.max_vcores_milli, &CpuQuantityText,
+                errors);
+  CheckQuantity(path, "memory", r.memory_mb(), limits.min_memory_mb, limits.max_memory_mb, &MemoryQuantityText, errors);
+  CheckQuantity(path, "gpus", r.gpus(), limits.min_gpus, limits.max_gpus, &IntText, errors);
   const int mask_gpus = __builtin_popcountll(r.gpu_mask());
   if (r.gpu_mask() != 0 && r.gpus() != mask_gpus) {
     errors->push_back(absl::StrCat(path, ".gpus: ", r.gpus(), " does not match gpuMask ",
@@ -133,17 +134,17 @@ void ValidateExecStrings(const v1::ReplicaSpec& r, const std::string& path, Erro
   std::sort(names.begin(), names.end());  // a protobuf map's order is not stable
   names.erase(std::unique(names.begin(), names.end()), names.end());
   for (const std::string& k : names) {
-    std::string at = absl::StrCat(path, ".env.", Printable(k));
+    auto at = [&] { return absl::StrCat(path, ".env.", Printable(k)); };  // only for a problem
     if (k.empty()) {
       errors->push_back(absl::StrCat(path, ".env: a variable name must not be empty"));
     } else if (absl::StrContains(k, '\0')) {
-      errors->push_back(absl::StrCat(at, ": the name contains a NUL byte"));
+      errors->push_back(absl::StrCat(at(), ": the name contains a NUL byte"));
     } else if (absl::StrContains(k, '=')) {
-      errors->push_back(absl::StrCat(at, ": a variable name must not contain '='"));
+      errors->push_back(absl::StrCat(at(), ": a variable name must not contain '='"));
     }
     auto plain = r.env().find(k);
     const std::string& value = plain != r.env().end() ? plain->second : r.secret_env().at(k);
-    if (absl::StrContains(value, '\0')) errors->push_back(absl::StrCat(at, ": the value contains a NUL byte"));
+    if (absl::StrContains(value, '\0')) errors->push_back(absl::StrCat(at(), ": the value contains a NUL byte"));
   }
   if (absl::StrContains(r.working_dir(), '\0')) errors->push_back(absl::StrCat(path, ".workingDir: contains a NUL byte"));
 }

@@ -145,7 +145,7 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
   SetAttemptEnv(in.attempt, &env);
   env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
   if (!in.job_master.empty()) {
-    env["TRAINYARD_JOB_MASTER"] = in.job_master;
+    env[kJobMasterEnv] = in.job_master;
     // Rewritten when the master moves to another node (its node lost): the
     // worker library reads it when it reconnects.
     out.files["jobmaster"] = in.job_master + "\n";

@@ -53,10 +53,13 @@ inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
 // as it leaves (server/agent_streams.cc), never to the stored task, so it is
 // not built here; the job master reads it (jobmaster/server_job_terminator.cc).
 inline constexpr char kJobTokenEnv[] = "TRAINYARD_JOB_TOKEN";
-// The job's secret, given to every task of the job at launch: what its
-// workers show the job master (STARTING, ATTACH). Not the credential above:
+// The job's secret, given at launch to the job master and to every task
+// that talks to it (those with kJobMasterEnv): what its workers show the
+// job master (STARTING, ATTACH). Not the credential above:
 // a worker holding it cannot speak to the server for the job.
 inline constexpr char kJobSecretEnv[] = "TRAINYARD_JOB_SECRET";
+// The job master's address, set for the tasks of a job that has one.
+inline constexpr char kJobMasterEnv[] = "TRAINYARD_JOB_MASTER";
 
 // The cluster CA's certificate file, when the server serves TLS: what the
 // CLI and a job master verify the server with (docs/security.md). An agent

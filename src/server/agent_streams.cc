@@ -47,7 +47,12 @@ void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
   if (job_credentials_ && api::IsJobMasterRole(task.role())) {
     (*task.mutable_env())[api::kJobTokenEnv] = job_credentials_(task.job_id());
   }
-  if (job_worker_secrets_) (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());
+  // The secret lets a task register at its job's master: only the master
+  // and the tasks that talk to one get it (a job without a master has
+  // nothing to use it for, and an HMAC per launch is not free).
+  if (job_worker_secrets_ && (api::IsJobMasterRole(task.role()) || task.env().count(api::kJobMasterEnv))) {
+    (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());
+  }
   for (const auto& [name, sealed] : task.secret_env()) {
     // What the server set (TRAINYARD_USER, the checkpoint dir, ...) wins, as
     // over plain env: a spec's secret must not choose who the task runs as.

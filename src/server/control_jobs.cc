@@ -180,29 +180,30 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
                                   (spec.replicas_size() > 0 && api::IsJobMasterRole(spec.replicas(0).role()))};
   problems = api::CheckExecSize(spec, exec, {.arg_max = config_.exec_arg_max});
   if (!problems.empty()) return api::ProblemsStatus(problems);
-  v1::JobRecord rec;
+  PreparedJob out;
+  v1::JobRecord& rec = out.rec;
   rec.set_id(next_job_id_++);
   rec.set_name(name);
-  *rec.mutable_spec() = spec;
+  rec.set_submit_time_ms(ToMs(now));
+  *rec.mutable_spec() = std::move(spec);
+  const v1::JobSpec& kept = rec.spec();
   absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
   if (!req.ok()) return req.status();
   if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
-  if (absl::Status st = CheckUserLimits(spec.user(), now); !st.ok()) return st;
-  ++user_submissions_[spec.user()].pending;  // until AcceptCommitted counts it by its state
+  if (absl::Status st = CheckUserLimits(kept.user(), now); !st.ok()) return st;
+  out.request = *std::move(req);
+  ++user_submissions_[kept.user()].pending;  // until AcceptCommitted counts it by its state
   jobs_[name] = nullptr;  // reserves the name until the record is durable
   rec.set_state(v1::JOB_QUEUED);
-  rec.set_submit_time_ms(ToMs(now));
   rec.set_pending_reason("waiting for the scheduler");
-  AddTaskRecords(spec, &rec);
-  PreparedJob out;
+  AddTaskRecords(kept, &rec);
   v1::JobEventRecord& ev = out.first_event;
   ev.set_job_id(rec.id());
   ev.set_time_ms(rec.submit_time_ms());
   ev.set_kind("submitted");
   int n = api::JobTaskCount(rec.tasks());
-  ev.set_text(absl::StrCat("submitted by ", spec.user(), " to queue ", spec.queue(), " (", n, n == 1 ? " task" : " tasks",
-                           ", priority ", api::PriorityName(spec.priority()), ")", defaulted));
-  out.rec = std::move(rec);
+  ev.set_text(absl::StrCat("submitted by ", kept.user(), " to queue ", kept.queue(), " (", n, n == 1 ? " task" : " tasks",
+                           ", priority ", api::PriorityName(kept.priority()), ")", defaulted));
   return out;
 }
 
@@ -244,7 +245,7 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   const v1::JobRecord& rec = job->rec;
   LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
   job->events = job->events.Append(ToView(prepared.first_event));
-  absl::Status added = scheduler_->AddJob(*api::ToJobRequest(rec));
+  absl::Status added = scheduler_->AddJob(prepared.request);
   if (added.ok()) {
     job->in_scheduler = true;
   } else {

@@ -49,6 +49,7 @@ namespace trainyard::server {
 struct PreparedJob {
   v1::JobRecord rec;
   v1::JobEventRecord first_event;
+  core::JobRequest request;  // what the scheduler gets once the record is durable
 };
 
 class ControlState {

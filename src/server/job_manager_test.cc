@@ -468,6 +468,30 @@ TEST_F(JobManagerTest, TasksGetTheJobMastersAddressInTheirEnvironmentAndInAFile)
   }
 }
 
+TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
+                              [](uint64_t id) { return absl::StrCat("secret-", id); });
+  auto with = api::LoadJobSpec("name: with\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
+  ASSERT_TRUE(with.ok());
+  with->set_job_master_address("10.0.0.9:4000");  // a master in the submitting client
+  auto with_id = manager_->Submit(*with);
+  ASSERT_TRUE(with_id.ok());
+  std::string without = Submit("name: without\nreplicas:\n  worker: {command: [x]}\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 3u);
+  for (const auto& t : link.Launches()) {
+    if (t.job() == "with") {
+      EXPECT_EQ(t.env().at("TRAINYARD_JOB_SECRET"), absl::StrCat("secret-", with_id->job_id()));
+    } else {
+      EXPECT_EQ(t.job(), without);
+      EXPECT_EQ(t.env().count("TRAINYARD_JOB_SECRET"), 0u) << "a job without a master has no use for its secret";
+    }
+    EXPECT_EQ(t.env().count("TRAINYARD_JOB_TOKEN"), 0u) << "only a job master task holds the job's credential";
+  }
+}
+
 TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {
   std::string job = Submit("name: durable\nreplicas:\n  worker: {command: [x]}\n");
   auto sched = core::Scheduler::Create(core::SchedulerOptions{});
