@@ -60,6 +60,7 @@ void JobManager::PublishAllRecovered() {
 void JobManager::Start() {
   absl::MutexLock lock(&mu_);
   last_loop_ = clock_->Now();
+  loop_running_ = true;
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -74,6 +75,11 @@ void JobManager::Stop() {
   // Hand the store everything not yet written, and wait for it: the write's
   // answer calls back into this object.
   absl::MutexLock lock(&mu_);
+  // Submissions durable after the loop's last turn are taken in and answered.
+  loop_running_ = false;
+  Answers answers = TakeInCommitted();
+  control_.PublishJobs(&views_);
+  Answer(std::move(answers));
   while (true) {
     while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !control_.persister().in_flight(); })) {
       Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer the last write");
@@ -128,6 +134,9 @@ void JobManager::Loop() {
     }
     if (stopping_) break;
     round_asked_ = false;
+    // Submissions durable since the last turn: the round below places them.
+    Answers answers = TakeInCommitted();
+    control_.TakeRoundRequest();  // this turn's round is that round
     absl::Time now = clock_->Now();
     if (now - last_loop_ > kStall) {
       Log(LogLevel::kWarning, "server", "the server did not run for %s; nodes get that time back before they are judged",
@@ -152,6 +161,7 @@ void JobManager::Loop() {
       next_publish_ = now + std::max(absl::Milliseconds(5), share * (absl::Now() - start));
     }
     AfterEvent();  // what the round changed may place more at once
+    Answer(std::move(answers));  // their views are published: describe right after sees them
   }
 }
 
@@ -261,16 +271,42 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
   WriteBatch batch;
   batch.CreateJob(prepared->rec, prepared->first_event);
   auto shared = std::make_shared<PreparedJob>(std::move(*prepared));
-  store_->CommitAsync(std::move(batch), [this, shared, done = std::move(done)](absl::Status st) {
+  store_->CommitAsync(std::move(batch), [this, shared, done = std::move(done)](absl::Status st) mutable {
     absl::StatusOr<v1::SubmitResponse> resp;
     {
       absl::MutexLock lock(&mu_);
+      if (st.ok() && loop_running_ && !stopping_) {
+        // The store answers a group commit's batches one after another: the
+        // loop takes them all into one round (one round per job cost more
+        // than the jobs' own work), then answers.
+        committed_.push_back({std::move(shared), std::move(done)});
+        round_asked_ = true;
+        loop_cv_.Signal();
+        return;
+      }
       resp = control_.AcceptCommitted(*shared, st);
       WakeIfAsked();
       control_.PublishJobs(&views_);  // describe right after the answer sees it
     }
     done(std::move(resp));
   });
+}
+
+JobManager::Answers JobManager::TakeInCommitted() {
+  Answers answers;
+  answers.reserve(committed_.size());
+  for (Committed& c : committed_) {
+    answers.emplace_back(std::move(c.done), control_.AcceptCommitted(*c.job, absl::OkStatus()));
+  }
+  committed_.clear();
+  return answers;
+}
+
+void JobManager::Answer(Answers answers) {
+  if (answers.empty()) return;
+  mu_.Unlock();
+  for (auto& [done, resp] : answers) done(std::move(resp));
+  mu_.Lock();
 }
 
 absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {

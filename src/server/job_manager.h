@@ -54,8 +54,10 @@ class JobManager {
   // Errors: InvalidArgument naming the field; Unavailable when the store
   // cannot keep it (nothing is acknowledged then).
   absl::StatusOr<v1::SubmitResponse> Submit(v1::JobSpec spec);
-  // The same without blocking: `done` runs once the job is durable (on the
-  // store's thread) or at once on a validation error. Submit waits on it.
+  // The same without blocking: `done` runs once the job is durable and taken
+  // in (on the loop's thread, after the round that took it in; on the
+  // store's while the loop is not running), or at once on a validation
+  // error. Submit waits on it.
   using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
   void SubmitAsync(v1::JobSpec spec, SubmitDone done) { SubmitAsync(std::move(spec), {}, std::move(done)); }
   // With the problems of parsing the spec's YAML (`spec` holds what did
@@ -138,6 +140,20 @@ class JobManager {
   // After each event: wake the loop if asked, publish the jobs that changed,
   // send what the persister gathered.
   void AfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submissions whose records are durable, for the loop to take in: all
+  // those of one group commit go into one round (placed together, one write,
+  // their views published once), then are answered.
+  struct Committed {
+    std::shared_ptr<PreparedJob> job;
+    SubmitDone done;
+  };
+  using Answers = std::vector<std::pair<SubmitDone, absl::StatusOr<v1::SubmitResponse>>>;
+  // Takes in what waits in committed_; returns their answers, to be given
+  // once their views are published.
+  Answers TakeInCommitted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives the answers without the lock (a client's callback never runs
+  // under it).
+  void Answer(Answers answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes the counters (control state, store, rounds) to views_.
   void PublishStats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits on cv_ until `done` holds or `timeout` passes; false on timeout.
@@ -169,6 +185,8 @@ class JobManager {
   absl::Status SealSecrets(v1::JobSpec* spec) const;
   ControlState control_ ABSL_GUARDED_BY(mu_);
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<Committed> committed_ ABSL_GUARDED_BY(mu_);
+  bool loop_running_ ABSL_GUARDED_BY(mu_) = false;  // else submissions are taken in by the store's answer
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
   absl::Time next_publish_ ABSL_GUARDED_BY(mu_);  // of the nodes and queues views
