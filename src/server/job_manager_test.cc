@@ -492,6 +492,46 @@ TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
   }
 }
 
+TEST_F(JobManagerTest, WithTheLoopRunningEverySubmissionIsAnsweredOnceItsJobIsPlacedAndShown) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 16), &link).ok());
+  manager_->Start();
+  constexpr int kJobs = 12;
+  absl::Mutex mu;
+  int answered = 0;
+  std::vector<std::string> problems;
+  for (int i = 0; i < kJobs; ++i) {
+    auto spec = api::LoadJobSpec(absl::StrCat("name: j", i, "\nreplicas:\n  worker: {command: [x], resources: {gpus: 1}}\n"),
+                                 config_.limits);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    manager_->SubmitAsync(*spec, [&, i](absl::StatusOr<v1::SubmitResponse> r) {
+      // Answered without the manager's lock, its job already in the views
+      // (describe right after the answer sees it) and placed by the round
+      // that took it in.
+      std::string problem;
+      std::shared_ptr<const v1::JobView> view = r.ok() ? manager_->JobSummary(r->job()) : nullptr;
+      if (!r.ok()) {
+        problem = absl::StrCat("j", i, ": ", r.status().ToString());
+      } else if (!view) {
+        problem = absl::StrCat(r->job(), ": answered before its view was published");
+      } else if (view->state() == v1::JOB_QUEUED) {
+        problem = absl::StrCat(r->job(), ": answered while still queued on a node with room");
+      }
+      absl::MutexLock lock(&mu);
+      if (!problem.empty()) problems.push_back(problem);
+      ++answered;
+    });
+  }
+  {
+    absl::MutexLock lock(&mu);
+    auto all = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return answered == kJobs; };
+    EXPECT_TRUE(mu.AwaitWithTimeout(absl::Condition(&all), absl::Seconds(10))) << answered << " of " << kJobs;
+  }
+  manager_->Stop();  // the loop's thread is joined: its launches can be read
+  EXPECT_THAT(problems, ::testing::IsEmpty());
+  EXPECT_EQ(link.Launches().size(), static_cast<size_t>(kJobs));
+}
+
 TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {
   std::string job = Submit("name: durable\nreplicas:\n  worker: {command: [x]}\n");
   auto sched = core::Scheduler::Create(core::SchedulerOptions{});
