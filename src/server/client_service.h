@@ -15,7 +15,7 @@
 namespace trainyard::server {
 
 // Submit and Logs are served in gRPC's callback style: a submission is
-// answered from the store's commit callback, so no thread waits on the disk
+// answered once durable and taken in (JobManager::SubmitAsync), so no thread waits on the disk
 // per submission, and a log stream is fed by the log hub as agents push, so
 // no thread is held per follower. The other methods are synchronous.
 class ClientService final
