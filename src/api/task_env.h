@@ -54,7 +54,7 @@ inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
 // not built here; the job master reads it (jobmaster/server_job_terminator.cc).
 inline constexpr char kJobTokenEnv[] = "TRAINYARD_JOB_TOKEN";
 // The job's secret, given at launch to the job master and to every task
-// that talks to it (those with kJobMasterEnv): what its workers show the
+// given its address (kJobMasterEnv): what its workers show the
 // job master (STARTING, ATTACH). Not the credential above:
 // a worker holding it cannot speak to the server for the job.
 inline constexpr char kJobSecretEnv[] = "TRAINYARD_JOB_SECRET";

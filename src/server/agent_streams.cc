@@ -48,7 +48,7 @@ void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
     (*task.mutable_env())[api::kJobTokenEnv] = job_credentials_(task.job_id());
   }
   // The secret lets a task register at its job's master: only the master
-  // and the tasks that talk to one get it (a job without a master has
+  // and the tasks given its address get it (a job without a master has
   // nothing to use it for, and an HMAC per launch is not free).
   if (job_worker_secrets_ && (api::IsJobMasterRole(task.role()) || task.env().count(api::kJobMasterEnv))) {
     (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());

@@ -34,7 +34,7 @@ class AgentStreams : public ExecutionBackend {
   // Opens a sealed secret env value (TaskSpec.secret_env) into the order.
   using SecretOpener = std::function<absl::StatusOr<std::string>(const std::string& sealed)>;
   void SetSecretOpener(SecretOpener open) { open_secret_ = std::move(open); }
-  // `worker_secret_of` gives the job master and every task that talks to it
+  // `worker_secret_of` gives the job master and every task given its address
   // (api::kJobMasterEnv in its environment) the job's secret.
   void SetJobCredentials(JobCredentials of, JobCredentials worker_secret_of) {
     job_credentials_ = std::move(of);

@@ -75,11 +75,17 @@ void JobManager::Stop() {
   // Hand the store everything not yet written, and wait for it: the write's
   // answer calls back into this object.
   absl::MutexLock lock(&mu_);
-  // Submissions durable after the loop's last turn are taken in and answered.
+  // Submissions durable after the loop's last turn are taken in and answered;
+  // those the store has not answered yet are taken in by its answer (their
+  // callbacks call into this object: it must outlive them).
   loop_running_ = false;
   Answers answers = TakeInCommitted();
   control_.PublishJobs(&views_);
   Answer(std::move(answers));
+  while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submissions_unanswered_by_store_ == 0; })) {
+    Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer %d submissions",
+        submissions_unanswered_by_store_);
+  }
   while (true) {
     while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !control_.persister().in_flight(); })) {
       Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer the last write");
@@ -250,6 +256,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
   {
     absl::MutexLock lock(&mu_);
     prepared = control_.PrepareSubmit(std::move(spec), clock_->Now(), std::move(parse_problems));
+    if (prepared.ok()) ++submissions_unanswered_by_store_;
   }
   if (!prepared.ok()) {
     done(prepared.status());
@@ -262,6 +269,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
       // Taken as a refused write: frees its name and its place in its
       // user's count. The answer is the sealing's error.
       absl::MutexLock lock(&mu_);
+      --submissions_unanswered_by_store_;
       absl::StatusOr<v1::SubmitResponse> refused = control_.AcceptCommitted(*prepared, sealed);
       TY_CHECK(!refused.ok(), "a job was accepted after a failed write");
     }
@@ -275,10 +283,11 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
     absl::StatusOr<v1::SubmitResponse> resp;
     {
       absl::MutexLock lock(&mu_);
+      if (--submissions_unanswered_by_store_ == 0) cv_.SignalAll();  // Stop may wait for it
       if (st.ok() && loop_running_ && !stopping_) {
         // The store answers a group commit's batches one after another: the
-        // loop takes them all into one round (one round per job cost more
-        // than the jobs' own work), then answers.
+        // loop takes in all that wait into one round (one round per job cost
+        // more than the jobs' own work), then answers.
         committed_.push_back({std::move(shared), std::move(done)});
         round_asked_ = true;
         loop_cv_.Signal();

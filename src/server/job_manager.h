@@ -55,9 +55,10 @@ class JobManager {
   // cannot keep it (nothing is acknowledged then).
   absl::StatusOr<v1::SubmitResponse> Submit(v1::JobSpec spec);
   // The same without blocking: `done` runs once the job is durable and taken
-  // in (on the loop's thread, after the round that took it in; on the
-  // store's while the loop is not running), or at once on a validation
-  // error. Submit waits on it.
+  // in, or at once on a validation error; Submit waits on it. It runs
+  // without the lock on the loop's thread (after the round that took the job
+  // in), on the store's (a store error, or no loop running), or on Stop's:
+  // it must be quick and must not wait for this object (call Submit).
   using SubmitDone = std::function<void(absl::StatusOr<v1::SubmitResponse>)>;
   void SubmitAsync(v1::JobSpec spec, SubmitDone done) { SubmitAsync(std::move(spec), {}, std::move(done)); }
   // With the problems of parsing the spec's YAML (`spec` holds what did
@@ -140,8 +141,8 @@ class JobManager {
   // After each event: wake the loop if asked, publish the jobs that changed,
   // send what the persister gathered.
   void AfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Submissions whose records are durable, for the loop to take in: all
-  // those of one group commit go into one round (placed together, one write,
+  // Submissions whose records are durable, for the loop to take in: those
+  // of one group commit usually go into one round (placed together, one write,
   // their views published once), then are answered.
   struct Committed {
     std::shared_ptr<PreparedJob> job;
@@ -187,6 +188,7 @@ class JobManager {
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Committed> committed_ ABSL_GUARDED_BY(mu_);
   bool loop_running_ ABSL_GUARDED_BY(mu_) = false;  // else submissions are taken in by the store's answer
+  int submissions_unanswered_by_store_ ABSL_GUARDED_BY(mu_) = 0;  // Stop waits for them
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
   absl::Time next_publish_ ABSL_GUARDED_BY(mu_);  // of the nodes and queues views

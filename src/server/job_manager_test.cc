@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "server/test_node.h"
 #include "api/job_spec.h"
+#include "api/roles.h"
 #include "store/memory_state_store.h"
 
 namespace trainyard::server {
@@ -490,6 +491,35 @@ TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
     }
     EXPECT_EQ(t.env().count("TRAINYARD_JOB_TOKEN"), 0u) << "only a job master task holds the job's credential";
   }
+}
+
+TEST_F(JobManagerTest, AServerStartedMasterGetsTheJobsCredentialAndSecretAndItsWorkersTheSecret) {
+  config_.jobmaster_enabled = true;
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+  ASSERT_TRUE(manager_->Recover().ok());
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
+                              [](uint64_t id) { return absl::StrCat("secret-", id); });
+  auto spec = api::LoadJobSpec("name: m\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
+  ASSERT_TRUE(spec.ok());
+  auto r = manager_->Submit(*spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 3u);  // the master and two workers
+  int masters = 0;
+  for (const auto& t : link.Launches()) {
+    EXPECT_EQ(t.env().at("TRAINYARD_JOB_SECRET"), absl::StrCat("secret-", r->job_id())) << t.role();
+    if (api::IsJobMasterRole(t.role())) {
+      ++masters;
+      EXPECT_EQ(t.env().at("TRAINYARD_JOB_TOKEN"), absl::StrCat("token-", r->job_id()));
+    } else {
+      EXPECT_EQ(t.env().count("TRAINYARD_JOB_MASTER"), 1u);
+      EXPECT_EQ(t.env().count("TRAINYARD_JOB_TOKEN"), 0u);
+    }
+  }
+  EXPECT_EQ(masters, 1);
 }
 
 TEST_F(JobManagerTest, WithTheLoopRunningEverySubmissionIsAnsweredOnceItsJobIsPlacedAndShown) {

@@ -19,7 +19,8 @@ struct Submitter {
 
 // Submits `req` (YAML text or a JobSpec) for `by` (the job is theirs, see
 // AccessPolicy::AdmitSubmission); `done` runs once the job is durable and
-// taken in (JobManager::SubmitAsync says on which thread) or at once with the error: InvalidArgument naming the
+// taken in (JobManager::SubmitAsync says on which thread: it must be quick)
+// or at once with the error: InvalidArgument naming the
 // field (or the size above maxSpecBytes), PermissionDenied naming `user`,
 // `queue` or `priority`, Unavailable when the store cannot keep it.
 void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, const Submitter& by,
