@@ -52,6 +52,15 @@ class JobManagerTest : public ::testing::Test {
     ASSERT_TRUE(manager_->Recover().ok());
   }
 
+  // A manager that starts a job master for the jobs whose tasks talk to one.
+  void WithJobMasters() {
+    config_.jobmaster_enabled = true;
+    auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+    ASSERT_TRUE(manager_->Recover().ok());
+  }
+
   std::string Submit(const std::string& yaml) {
     auto spec = api::LoadJobSpec(yaml, config_.limits);
     EXPECT_TRUE(spec.ok()) << spec.status();
@@ -494,10 +503,7 @@ TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
 }
 
 TEST_F(JobManagerTest, AServerStartedMasterGetsTheJobsCredentialAndSecretAndItsWorkersTheSecret) {
-  config_.jobmaster_enabled = true;
-  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
-  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
-  ASSERT_TRUE(manager_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(WithJobMasters());
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
   manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
@@ -607,10 +613,7 @@ namespace trainyard::server {
 namespace {
 
 TEST_F(JobManagerTest, PreemptionWorksForJobsWithParameterServersPortsAndAMaster) {
-  config_.jobmaster_enabled = true;
-  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
-  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
-  ASSERT_TRUE(manager_->Recover().ok());
+  ASSERT_NO_FATAL_FAILURE(WithJobMasters());
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
   std::string low = Submit(R"(
