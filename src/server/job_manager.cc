@@ -283,7 +283,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
     absl::StatusOr<v1::SubmitResponse> resp;
     {
       absl::MutexLock lock(&mu_);
-      if (--submissions_unanswered_by_store_ == 0) cv_.SignalAll();  // Stop may wait for it
+      if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();  // Stop waits for it
       if (st.ok() && loop_running_ && !stopping_) {
         // The store answers a group commit's batches one after another: the
         // loop takes in all that wait into one round (one round per job cost
