@@ -34,4 +34,32 @@ void QueueConfig(std::string_view data);
 // The simulator's CSV: node lists and traces (Alibaba, Trainyard).
 void Traces(std::string_view data);
 
+// Bytes sent to the server's HTTP endpoint on one connection: request
+// lines, headers, queries and bodies of any route (http_entry.cc).
+void HttpRequest(std::string_view data);
+// The body of a REST call (the first byte picks submit as JSON, submit as
+// YAML, or kill): the handlers' body parsing.
+void RestBody(std::string_view data);
+// One query string, sent to every route that reads parameters.
+void QueryString(std::string_view data);
+// An Authorization header's value: bearer and login tokens (security_entry.cc).
+void BearerToken(std::string_view data);
+// A JoinNode request: token, node name and certificate request.
+void JoinRequest(std::string_view data);
+// AgentMessages from a node to the server's control state and log hub
+// (agent_entry.cc).
+void AgentMessages(std::string_view data);
+// A launch order (TaskSpec) through the agent's checks and conversion.
+void LaunchOrder(std::string_view data);
+// A task's log bytes (stamps, lines) and `logs --since` (text_entry.cc).
+void LogLines(std::string_view data);
+// The server's config file (YAML).
+void ServerConfigFile(std::string_view data);
+// The client config file (YAML).
+void ClientConfigFile(std::string_view data);
+// The agent's --task-user-map, and the accounts it gives tasks.
+void TaskUserMapFile(std::string_view data);
+// The job master's barrier record file.
+void BarrierRecordFile(std::string_view data);
+
 }  // namespace trainyard::fuzz

@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "agent/launch_order.h"
 #include "agent/task_dirs.h"
 #include "api/convert.h"
 #include "api/task_env.h"
@@ -161,6 +162,7 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
 }
 
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
+  if (absl::Status st = CheckLaunchOrder(spec); !st.ok()) return st;
   TaskLaunch l;
   l.key = TaskKey{spec.job(), spec.role(), spec.index()};
   l.job_id = spec.job_id();
@@ -491,7 +493,8 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       break;
     case v1::ServerMessage::kUpdateFiles: {
       const v1::TaskFiles& f = msg.update_files();
-      absl::Status st = WriteTaskFiles(TaskDir(core_->data_dir(), f.job(), f.role(), f.index()), f.files());
+      absl::Status st = CheckTaskPlace(f.job(), f.role(), f.index());
+      if (st.ok()) st = WriteTaskFiles(TaskDir(core_->data_dir(), f.job(), f.role(), f.index()), f.files());
       if (!st.ok()) Log(LogLevel::kWarning, "agent", "updating files of %s/%s-%d: %s", f.job(), f.role(), f.index(),
                         std::string(st.message()));
       break;

@@ -20,6 +20,15 @@ std::optional<int64_t> ParseLogStamp(absl::string_view line) {
   return v;
 }
 
+std::optional<int64_t> ParseLogSince(absl::string_view text, absl::Time now) {
+  absl::Duration d;
+  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) return absl::ToUnixNanos(now - d);
+  absl::Time t;
+  std::string err;
+  if (absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return absl::ToUnixNanos(t);
+  return std::nullopt;
+}
+
 std::string FormatLogTime(int64_t unix_nanos) {
   return absl::FormatTime("%Y-%m-%dT%H:%M:%E9SZ", absl::FromUnixNanos(unix_nanos), absl::UTCTimeZone());
 }

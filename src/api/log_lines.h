@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace trainyard::api {
 
@@ -24,6 +25,11 @@ std::optional<int64_t> ParseLogStamp(absl::string_view line);
 // RFC 3339 with nanoseconds, UTC ("2026-12-01T10:00:51.123456789Z"), as
 // `trainyard logs --timestamps` prints it.
 std::string FormatLogTime(int64_t unix_nanos);
+
+// `trainyard logs --since`: a duration back from `now` ("10m", "1h30m",
+// "90s") or an RFC 3339 time ("2026-12-01T10:00:00Z"), as Unix nanoseconds
+// (clamped to the int64 range); nullopt when it is neither.
+std::optional<int64_t> ParseLogSince(absl::string_view text, absl::Time now);
 
 // A piece of a log's text with its stamp taken off.
 struct LogPiece {

@@ -11,6 +11,7 @@
 #include "absl/time/time.h"
 #include "cli/client.h"
 #include "cli/verb_common.h"
+#include "api/log_lines.h"
 #include "api/log_printer.h"
 #include "cli/verbs.h"
 
@@ -29,16 +30,6 @@ struct LogsFlags {
   bool prefix = false;     // default: when the stream has several tasks
   bool no_prefix = false;
 };
-
-// "10m", "1h30m", "90s" back from now, or an RFC 3339 time.
-std::optional<int64_t> ParseSince(const std::string& text) {
-  absl::Duration d;
-  if (absl::ParseDuration(text, &d) && d >= absl::ZeroDuration()) return absl::ToUnixNanos(absl::Now() - d);
-  absl::Time t;
-  std::string err;
-  if (absl::ParseTime(absl::RFC3339_full, text, &t, &err)) return absl::ToUnixNanos(t);
-  return std::nullopt;
-}
 
 int Logs(LogsFlags& f) {
   v1::LogsRequest req;
@@ -60,7 +51,7 @@ int Logs(LogsFlags& f) {
   req.set_follow(f.follow);
   if (f.tail >= 0) req.set_tail_lines(f.tail);
   if (!f.since.empty()) {
-    std::optional<int64_t> since = ParseSince(f.since);
+    std::optional<int64_t> since = api::ParseLogSince(f.since, absl::Now());
     if (!since) {
       std::cerr << "trainyard logs: --since '" << f.since
                 << "': give a duration (10m, 1h30m) or a time (2026-12-01T10:00:00Z)\n";

@@ -563,6 +563,11 @@ bool HttpServer::AwaitNextRequest(const Stream& stream) {
   return false;
 }
 
+void HttpServer::ServeConnectionForTest(int fd) {
+  ServeConnection(fd);
+  tl_fd = -1;
+}
+
 void HttpServer::Count(const std::string& method, const std::string& route, int code) {
   absl::MutexLock lock(&counts_mu_);
   ++counts_[std::make_tuple(method, route, code)];

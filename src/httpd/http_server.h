@@ -114,6 +114,13 @@ class HttpServer {
   // Stops accepting, cuts open connections, joins every thread. Idempotent.
   void Stop();
 
+  // Serves the requests a client sends on the connected socket `fd` on the
+  // calling thread, as a worker serves an accepted connection (the same
+  // reads, byte caps, parsing, routes and answers), until the connection
+  // ends; the caller closes `fd`. For the fuzzer (fuzz/http_entry.cc), which
+  // sends raw bytes through a socket pair to a server that never Serve()s.
+  void ServeConnectionForTest(int fd);
+
   // host:port bound (never port 0).
   const std::string& address() const { return address_; }
   std::vector<HttpRequestCount> RequestCounts() const ABSL_LOCKS_EXCLUDED(counts_mu_);

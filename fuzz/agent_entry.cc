@@ -1,0 +1,179 @@
+// The fuzz targets of the agent stream, one per side:
+//  - agent_messages: what an agent (a node's certificate, or anyone who
+//    joined) sends the server: AgentMessages, each as the wire carries it
+//    (varint length, then the message), from node n1 to a control state
+//    that has n1 and n2 registered and a job of two workers placed, and to
+//    a log hub with one follower of that job's logs. Each message goes
+//    where the server's AgentChannel sends it (agent_service.cc); a round
+//    and the persister's writes run after each, one second apart.
+//  - launch_order: what the server orders an agent to run (a TaskSpec as
+//    the wire carries it), through the agent's own conversion and checks
+//    (agent::ToTaskLaunch), in a data dir of the scratch dir; nothing is
+//    started.
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "agent/server_link.h"
+#include "api/job_spec.h"
+#include "common/check.h"
+#include "common/clock.h"
+#include "fuzz/entry_points.h"
+#include "fuzz/fuzz_files.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "proto/service.pb.h"
+#include "server/control_state.h"
+#include "server/log_hub.h"
+#include "server/test_backend.h"
+#include "server/test_node.h"
+
+namespace trainyard::fuzz {
+namespace {
+
+constexpr char kTwoWorkers[] = R"(
+name: train
+replicas:
+  worker:
+    count: 2
+    resources: {gpus: 1, memory: 1Gi}
+    command: [train]
+)";
+
+// The log hub's view of the cluster: the control state's places; what it
+// sends agents is dropped.
+class HubBackend final : public server::LogBackend {
+ public:
+  explicit HubBackend(server::ControlState* state) : state_(state) {}
+  absl::StatusOr<server::JobLogPlaces> Places(const std::string& job) override { return state_->LogPlaces(job); }
+  bool SendToNode(const std::string&, v1::ServerMessage) override { return true; }
+
+ private:
+  server::ControlState* const state_;
+};
+
+class NullSink final : public server::LogSink {
+ public:
+  void Ready() override {}
+};
+
+// One server: a control state with n1 and n2, the job placed, a hub with a
+// follower.
+struct Server {
+  Server() : clock(now) {
+    server::ServerConfig config;
+    config.jobmaster_enabled = false;
+    config.kill_grace_ms = 100;
+    config.node_timeout_ms = 5000;
+    absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(core::SchedulerOptions{});
+    TY_CHECK(sched.ok(), "scheduler");
+    state = std::make_unique<server::ControlState>(config, std::move(*sched), &backend, now);
+    state->Recover(server::StoreSnapshot{}, {}, now);
+    TY_CHECK(state->RegisterAgent(server::testing::TestNode("n1", 8), 1, now).ok(), "register n1");
+    TY_CHECK(state->RegisterAgent(server::testing::TestNode("n2", 8), 2, now).ok(), "register n2");
+    absl::StatusOr<v1::JobSpec> spec = api::LoadJobSpec(kTwoWorkers, config.limits);
+    TY_CHECK(spec.ok(), "spec");
+    absl::StatusOr<server::ControlState::PreparedJob> prepared = state->PrepareSubmit(*spec, now);
+    TY_CHECK(prepared.ok(), "submit");
+    absl::StatusOr<v1::SubmitResponse> accepted = state->AcceptCommitted(*prepared, absl::OkStatus());
+    TY_CHECK(accepted.ok(), "accept");
+    job = accepted->job();
+    Step();
+    hub_backend = std::make_unique<HubBackend>(state.get());
+    hub = std::make_unique<server::LogHub>(hub_backend.get(), &clock, server::LogHubOptions{.start_thread = false});
+    v1::LogsRequest follow;
+    follow.set_job(job);
+    follow.set_role("worker");
+    follow.set_index(0);
+    follow.set_follow(true);
+    follow.set_attempt(-1);
+    hub->Open(follow, std::make_shared<NullSink>()).IgnoreError();  // refused: the data then goes nowhere
+    hub->RunPendingForTest();
+  }
+
+  // A second passes: a round, the persister's writes done.
+  void Step() {
+    now += absl::Seconds(1);
+    clock.Set(now);
+    state->RunRound(now);
+    while (std::optional<server::Persister::Write> w = state->TakeWrite()) state->WriteDone(*w, absl::OkStatus(), false);
+  }
+
+  absl::Time now = absl::FromUnixSeconds(1'800'000'000);
+  FakeClock clock;
+  server::testing::RecordingBackend backend;
+  std::unique_ptr<server::ControlState> state;
+  std::string job;  // the job's name
+  std::unique_ptr<HubBackend> hub_backend;
+  std::unique_ptr<server::LogHub> hub;
+};
+
+// As AgentChannel's Handle: a stream registered as n1 (its certificate's
+// name) may register again only as n1.
+void Deliver(Server& s, const v1::AgentMessage& m) {
+  const std::string node = "n1";
+  switch (m.msg_case()) {
+    case v1::AgentMessage::kRegister:
+      if (m.register_().name() == node) {
+        (void)s.state->RegisterAgent(m.register_(), 1, s.now);  // a refusal closes the stream; the state stands
+        s.hub->OnNodeConnected(node);
+      }
+      break;
+    case v1::AgentMessage::kHeartbeat: s.state->OnHeartbeat(node, m.heartbeat(), s.now); break;
+    case v1::AgentMessage::kStatus: s.state->OnTaskStatus(node, m.status(), s.now); break;
+    case v1::AgentMessage::kDraining: s.state->AgentDraining(node, m.draining().reason(), s.now); break;
+    case v1::AgentMessage::kLog: s.hub->OnLogData(node, m.log()); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+void AgentMessages(std::string_view data) {
+  Server s;
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(data.data()), static_cast<int>(data.size()));
+  for (int n = 0; n < 64; ++n) {
+    uint32_t size = 0;
+    if (!in.ReadVarint32(&size) || size > 1 << 20) return;
+    google::protobuf::io::CodedInputStream::Limit limit = in.PushLimit(static_cast<int>(size));
+    v1::AgentMessage m;
+    bool parsed = m.ParseFromCodedStream(&in) && in.ConsumedEntireMessage();
+    in.PopLimit(limit);
+    if (!parsed) return;  // gRPC drops a stream whose message does not parse
+    Deliver(s, m);
+    s.hub->RunPendingForTest();
+    s.Step();
+    // Whatever the agent said, the job is still the server's to describe.
+    absl::StatusOr<v1::JobView> view = s.state->Describe(s.job);
+    TY_CHECK(view.ok() && view->tasks_size() == 2, "the job lost its tasks");
+  }
+}
+
+void LaunchOrder(std::string_view data) {
+  v1::TaskSpec spec;
+  if (!spec.ParseFromArray(data.data(), static_cast<int>(data.size()))) return;
+  static const std::string data_dir = ScratchDir() + "/agent";
+  // The agent's own check first: an order it lets through must keep the
+  // task's place inside the data dir (checked on the path before anything
+  // is made there, so that a failure writes nothing outside).
+  if (!agent::CheckLaunchOrder(spec).ok()) return;
+  const std::string place =
+      std::filesystem::path(agent::TaskDir(data_dir, spec.job(), spec.role(), spec.index())).lexically_normal();
+  TY_CHECK(place.rfind(data_dir + "/work/", 0) == 0 && place.find('/', data_dir.size() + 6) != std::string::npos,
+           "an order the agent takes puts its task at %s, outside %s/work/JOB", place.c_str(), data_dir.c_str());
+  // A checkpoint directory is made where the server's configuration says:
+  // the fuzzer makes none outside its scratch dir.
+  auto ckpt = spec.mutable_env()->find("TRAINYARD_CHECKPOINT_DIR");
+  if (ckpt != spec.mutable_env()->end() &&
+      std::filesystem::path(ckpt->second).lexically_normal().string().rfind(data_dir + "/", 0) != 0) {
+    spec.mutable_env()->erase(ckpt);
+  }
+  absl::StatusOr<agent::TaskLaunch> launch = agent::ToTaskLaunch(spec, data_dir);
+  if (launch.ok()) {
+    TY_CHECK(launch->env.at("TRAINYARD_TASK_DIR") == agent::TaskDir(data_dir, spec.job(), spec.role(), spec.index()),
+             "the task's TRAINYARD_TASK_DIR is not its place");
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(data_dir, ec);  // best effort: the next order starts from an empty dir either way
+}
+
+}  // namespace trainyard::fuzz

@@ -1,0 +1,199 @@
+// The HTTP fuzz targets: bytes sent to the server's HTTP endpoint as a
+// client sends them. One endpoint per process, made as the server makes it
+// (httpd::HttpServer with the server's bearer-token check and every REST
+// route, over a fake backend whose views hold one job, one node and one
+// queue), serves each input on a socket pair through
+// HttpServer::ServeConnectionForTest: the same reads and byte caps, the
+// library's request line, header and query parsing, the routes, the body
+// and query parsers of the REST API. Nothing listens and no thread of the
+// server runs.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "api/job_spec.h"
+#include "common/check.h"
+#include "fuzz/entry_points.h"
+#include "fuzz/fuzz_files.h"
+#include "security/tokens.h"
+#include "server/http/http_server.h"
+#include "server/http/rest_api.h"
+
+namespace trainyard::fuzz {
+namespace {
+
+using server::ViewStore;
+
+// The REST API's backend: published views of one job (alice's train-1, two
+// tasks), one node and one queue; submit checks the spec as the server
+// would and answers a name; kill answers for train-1 only.
+class FakeBackend final : public server::http::RestBackend {
+ public:
+  FakeBackend() {
+    auto job = std::make_shared<v1::JobView>();
+    job->set_name("train-1");
+    job->set_user("alice");
+    job->set_queue("default");
+    job->set_state(v1::JOB_RUNNING);
+    for (int i = 0; i < 2; ++i) {
+      v1::TaskView* t = job->add_tasks();
+      t->set_name(absl::StrCat("train-1-worker-", i));
+      t->set_role("worker");
+      t->set_index(i);
+      t->set_node("n1");
+      t->set_state(v1::TASK_RUNNING);
+    }
+    views_.PutJob("train-1", ViewStore::JobEntry{.view = job});
+    auto node = std::make_shared<v1::NodeView>();
+    node->mutable_info()->set_name("n1");
+    node->mutable_info()->mutable_capacity()->set_gpus(8);
+    views_.PutNodes(std::make_shared<std::vector<ViewStore::NodeEntry>>(
+        std::vector<ViewStore::NodeEntry>{ViewStore::NodeEntry{.view = node}}));
+    auto queues = std::make_shared<v1::ListQueuesResponse>();
+    queues->add_queues()->set_name("default");
+    views_.PutQueues(queues);
+  }
+
+  const ViewStore& Views() override { return views_; }
+  void Submit(const server::http::Principal&, const v1::SubmitRequest& req, SubmitDone done) override {
+    absl::Status st = req.has_spec() ? api::ProblemsStatus(api::ValidateJobSpec(req.spec(), api::UnboundedLimits()))
+                                     : api::LoadJobSpec(req.yaml(), api::UnboundedLimits()).status();
+    if (!st.ok()) return done(st);
+    v1::SubmitResponse answer;
+    answer.set_job("train-2");
+    answer.set_job_id(2);
+    done(answer);
+  }
+  absl::StatusOr<v1::JobState> Kill(const server::http::Principal&, const std::string& job,
+                                    const std::string&) override {
+    if (job != "train-1") return absl::NotFoundError(absl::StrCat("job '", job, "' does not exist"));
+    return v1::JOB_KILLED;
+  }
+  absl::StatusOr<v1::JobView> Describe(const std::string& job) override {
+    return absl::NotFoundError(absl::StrCat("job '", job, "' does not exist"));
+  }
+
+ private:
+  ViewStore views_;
+};
+
+struct Endpoint {
+  FakeBackend backend;
+  std::unique_ptr<security::TokenStore> tokens;
+  std::unique_ptr<server::http::HttpServer> server;
+};
+
+// The endpoint, made once: tokens "ty_fuzz_alice" (alice) and
+// "ty_fuzz_admin" (an admin, root) in a token file of the scratch dir.
+Endpoint& TheEndpoint() {
+  static Endpoint* endpoint = [] {
+    auto* e = new Endpoint;
+    std::string path = ScratchDir() + "/http-tokens";
+    TY_CHECK(security::AddToken(path, "ty_fuzz_alice", "alice", false).ok(), "token file");
+    TY_CHECK(security::AddToken(path, "ty_fuzz_admin", "root", true).ok(), "token file");
+    e->tokens = std::make_unique<security::TokenStore>(path);
+    server::http::HttpOptions options;
+    options.request_timeout = absl::Seconds(2);  // never reached: the client's side ends with its bytes
+    options.authenticate = [tokens = e->tokens.get()](absl::string_view authorization) {
+      return tokens->Authenticate(authorization);
+    };
+    absl::StatusOr<std::unique_ptr<server::http::HttpServer>> server = server::http::HttpServer::Bind(options);
+    TY_CHECK(server.ok(), "cannot bind the HTTP endpoint: %s", std::string(server.status().message()).c_str());
+    e->server = std::move(*server);
+    server::http::AddRestRoutes(*e->server, &e->backend);
+    return e;
+  }();
+  return *endpoint;
+}
+
+int64_t Answered500(const server::http::HttpServer& server) {
+  int64_t n = 0;
+  for (const server::http::HttpRequestCount& c : server.RequestCounts()) {
+    if (c.code == 500) n += c.count;
+  }
+  return n;
+}
+
+// Sends `request` on one connection (then ends the client's side) and
+// returns every byte answered.
+std::string Exchange(std::string_view request) {
+  Endpoint& e = TheEndpoint();
+  int fds[2];
+  TY_CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0, "socketpair");
+  std::string answer;
+  std::thread client([&] {
+    for (size_t sent = 0; sent < request.size();) {
+      ssize_t n = send(fds[0], request.data() + sent, request.size() - sent, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;  // the server closed early (a refused request): what it answered counts
+      sent += static_cast<size_t>(n);
+    }
+    shutdown(fds[0], SHUT_WR);
+    char buf[16384];
+    for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      answer.append(buf, static_cast<size_t>(n));
+    }
+  });
+  int64_t before = Answered500(*e.server);
+  e.server->ServeConnectionForTest(fds[1]);
+  close(fds[1]);
+  client.join();
+  close(fds[0]);
+  // A handler that throws is answered 500: a stranger's request broke it.
+  TY_CHECK(Answered500(*e.server) == before, "a request was answered 500 (a handler failed)");
+  TY_CHECK(answer.empty() || answer.rfind("HTTP/1.1 ", 0) == 0, "an answer that is not HTTP/1.1: '%.40s'",
+           answer.c_str());
+  return answer;
+}
+
+// `text` for a request target: the bytes that would end the request line
+// (space, CR, LF) percent-escaped, everything else as it is.
+std::string InTarget(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == ' ') out += "%20";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else out += c;
+  }
+  return out;
+}
+
+constexpr const char* kAuth = "Authorization: Bearer ty_fuzz_alice\r\n";
+
+}  // namespace
+
+void HttpRequest(std::string_view data) { Exchange(data); }
+
+void RestBody(std::string_view data) {
+  if (data.empty()) return;
+  // The first byte picks the request the rest is the body of.
+  static constexpr const char* kHeads[] = {
+      "POST /api/v1/jobs HTTP/1.1\r\nContent-Type: application/json\r\n",
+      "POST /api/v1/jobs HTTP/1.1\r\nContent-Type: application/yaml\r\n",
+      "POST /api/v1/jobs/train-1/kill HTTP/1.1\r\nContent-Type: application/json\r\n",
+  };
+  const char* head = kHeads[static_cast<unsigned char>(data[0]) % 3];
+  std::string_view body = data.substr(1);
+  Exchange(absl::StrCat(head, kAuth, "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body));
+}
+
+void QueryString(std::string_view data) {
+  // Every route that reads parameters, with the same query.
+  static constexpr const char* kPaths[] = {
+      "/api/v1/jobs", "/api/v1/jobs/train-1/tasks/worker-0/logs", "/api/v1/jobs/train-1/logs.tar.gz",
+      "/api/v1/watch"};
+  std::string query = InTarget(data);
+  std::string requests;
+  for (const char* path : kPaths) absl::StrAppend(&requests, "GET ", path, "?", query, " HTTP/1.1\r\n", kAuth, "\r\n");
+  Exchange(requests);
+}
+
+}  // namespace trainyard::fuzz
