@@ -72,7 +72,7 @@ struct Server {
     TY_CHECK(state->RegisterAgent(server::testing::TestNode("n2", 8), 2, now).ok(), "register n2");
     absl::StatusOr<v1::JobSpec> spec = api::LoadJobSpec(kTwoWorkers, config.limits);
     TY_CHECK(spec.ok(), "spec");
-    absl::StatusOr<server::ControlState::PreparedJob> prepared = state->PrepareSubmit(*spec, now);
+    absl::StatusOr<server::PreparedJob> prepared = state->PrepareSubmit(*spec, now);
     TY_CHECK(prepared.ok(), "submit");
     absl::StatusOr<v1::SubmitResponse> accepted = state->AcceptCommitted(*prepared, absl::OkStatus());
     TY_CHECK(accepted.ok(), "accept");
