@@ -25,7 +25,7 @@ tsa: setup
 
 # The libFuzzer programs of fuzz/ (build/fuzz), each run over its corpus for
 # FUZZ_SECONDS (scripts/fuzz); a crash, hang or leak fails `make test`.
-FUZZ_SECONDS ?= 15
+FUZZ_SECONDS ?= 10
 fuzz: setup
 	@cmake --preset fuzz >/dev/null
 	@cmake --build --preset fuzz

@@ -47,7 +47,7 @@ env { key: "HOSTS" value: "${TRAINYARD_TASK_DIR}/hosts" }
 files { key: "hosts" value: "n1 10.0.0.1\n" }
 restart_policy: RESTART_ON_FAILURE max_restarts: 3 kill_grace_ms: 1000
 P
-encode TaskSpec >$out/launch_order/seed-escaping-names <<'P'
+encode TaskSpec >$out/launch_order/finding-escaping-names <<'P'
 job: "../../escape" role: "worker" index: 0 command: "true"
 files { key: "x" value: "y" }
 P

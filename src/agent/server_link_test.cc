@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -85,6 +86,39 @@ TEST_F(ServerLinkTest, CheckpointDirThatCannotBeWrittenIsAClearError) {
   auto launch = ToTaskLaunch(s, dir_);
   ASSERT_FALSE(launch.ok());
   EXPECT_THAT(launch.status().message(), HasSubstr(absl::StrCat("checkpoint dir ", dir_, "/a-file/ckpt cannot be written")));
+}
+
+// A launch order's job and role become paths under the data dir: a name
+// that climbs out of it ("../x") is refused before anything is written,
+// as the task's fault (InvalidArgument), and nothing appears outside.
+TEST_F(ServerLinkTest, AnOrderWhoseNamesLeaveTheDataDirIsRefused) {
+  std::string data = absl::StrCat(dir_, "/data");
+  struct Bad {
+    std::string job, role, field;
+  };
+  for (const Bad& bad : std::vector<Bad>{{"../../outside", "worker", "job: "},
+                                         {"j", "../../../outside", "role: "},
+                                         {"..", "worker", "job: "},
+                                         {"j", "", "role: "},
+                                         {"a/b", "w", "job: "}}) {
+    const std::string& job = bad.job;
+    const std::string& role = bad.role;
+    v1::TaskSpec s = Spec();
+    s.set_job(job);
+    s.set_role(role);
+    (*s.mutable_files())["hosts"] = "x\n";
+    auto launch = ToTaskLaunch(s, data);
+    ASSERT_FALSE(launch.ok()) << job << " / " << role;
+    EXPECT_EQ(launch.status().code(), absl::StatusCode::kInvalidArgument) << launch.status();
+    EXPECT_THAT(launch.status().message(), HasSubstr(bad.field));
+  }
+  EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir_, "/outside")));
+  v1::TaskSpec negative = Spec();
+  negative.set_index(-1);
+  EXPECT_THAT(ToTaskLaunch(negative, data).status().message(), HasSubstr("index: -1"));
+  v1::TaskSpec env = Spec();
+  (*env.mutable_env())["A=B"] = "c";
+  EXPECT_THAT(ToTaskLaunch(env, data).status().message(), HasSubstr("env: 'A=B' is not a variable name"));
 }
 
 }  // namespace

@@ -20,7 +20,8 @@ inline constexpr int kLogStampBytes = 20;
 
 // The stamp of a line written at `unix_nanos`. REQUIRES: unix_nanos >= 0.
 std::string LogStamp(int64_t unix_nanos);
-// The time of a stamp at the start of `line`; nullopt when it has none.
+// The time of a stamp at the start of `line`; nullopt when it has none
+// (19 digits above int64's range are no stamp).
 std::optional<int64_t> ParseLogStamp(absl::string_view line);
 // RFC 3339 with nanoseconds, UTC ("2026-12-01T10:00:51.123456789Z"), as
 // `trainyard logs --timestamps` prints it.
