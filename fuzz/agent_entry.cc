@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 
+#include "agent/launch_order.h"
 #include "agent/server_link.h"
 #include "api/job_spec.h"
 #include "common/check.h"
@@ -67,7 +68,7 @@ struct Server {
     absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(core::SchedulerOptions{});
     TY_CHECK(sched.ok(), "scheduler");
     state = std::make_unique<server::ControlState>(config, std::move(*sched), &backend, now);
-    state->Recover(server::StoreSnapshot{}, {}, now);
+    state->Recover(StoreSnapshot{}, {}, now);
     TY_CHECK(state->RegisterAgent(server::testing::TestNode("n1", 8), 1, now).ok(), "register n1");
     TY_CHECK(state->RegisterAgent(server::testing::TestNode("n2", 8), 2, now).ok(), "register n2");
     absl::StatusOr<v1::JobSpec> spec = api::LoadJobSpec(kTwoWorkers, config.limits);
@@ -93,7 +94,7 @@ struct Server {
   // A second passes: a round, the persister's writes done.
   void Step() {
     now += absl::Seconds(1);
-    clock.Set(now);
+    clock.Advance(absl::Seconds(1));
     state->RunRound(now);
     while (std::optional<server::Persister::Write> w = state->TakeWrite()) state->WriteDone(*w, absl::OkStatus(), false);
   }

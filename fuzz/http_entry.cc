@@ -181,7 +181,7 @@ void RestBody(std::string_view data) {
       "POST /api/v1/jobs/train-1/kill HTTP/1.1\r\nContent-Type: application/json\r\n",
   };
   const char* head = kHeads[static_cast<unsigned char>(data[0]) % 3];
-  std::string_view body = data.substr(1);
+  absl::string_view body(data.data() + 1, data.size() - 1);
   Exchange(absl::StrCat(head, kAuth, "Content-Length: ", body.size(), "\r\nConnection: close\r\n\r\n", body));
 }
 

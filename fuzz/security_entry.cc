@@ -75,7 +75,8 @@ const security::KeyPair& TheCa() {
 
 }  // namespace
 
-void BearerToken(std::string_view data) {
+void BearerToken(std::string_view bytes) {
+  absl::string_view data(bytes.data(), bytes.size());
   security::ServerSecurity& s = TheSecurity();
   absl::StatusOr<security::Principal> who = s.Authenticate(data);
   if (who.ok()) {

@@ -41,13 +41,13 @@ void LogLines(std::string_view data) {
   // The first byte is the size of the chunks the log arrives in.
   if (data.empty()) return;
   size_t chunk = 1 + static_cast<unsigned char>(data[0]) % 64;
-  std::string_view log = data.substr(1);
+  absl::string_view log(data.data() + 1, data.size() - 1);
   api::LogSplitter splitter;
   size_t text_bytes = 0;
   auto emit = [&](const api::LogPiece& p) {
     size_t nl = p.text.find('\n');
-    TY_CHECK(nl == std::string_view::npos || nl + 1 == p.text.size(), "a piece spans lines");
-    TY_CHECK(p.line_end == (nl != std::string_view::npos), "line_end and the text disagree");
+    TY_CHECK(nl == absl::string_view::npos || nl + 1 == p.text.size(), "a piece spans lines");
+    TY_CHECK(p.line_end == (nl != absl::string_view::npos), "line_end and the text disagree");
     TY_CHECK(p.unix_nanos >= 0, "a negative stamp");
     text_bytes += p.text.size();
   };
@@ -64,7 +64,7 @@ void LogLines(std::string_view data) {
     }
   }
   // `--since`, with the first line as its text.
-  std::string_view since = log.substr(0, std::min(log.find('\n'), log.size()));
+  absl::string_view since = log.substr(0, std::min(log.find('\n'), log.size()));
   if (std::optional<int64_t> t = api::ParseLogSince(since, absl::FromUnixSeconds(1'800'000'000))) {
     (void)api::FormatLogTime(*t);
   }
@@ -88,7 +88,7 @@ void ClientConfigFile(std::string_view data) {
 }
 
 void TaskUserMapFile(std::string_view data) {
-  absl::StatusOr<agent::TaskUserMap> map = agent::TaskUserMap::Parse(data, "fuzz");
+  absl::StatusOr<agent::TaskUserMap> map = agent::TaskUserMap::Parse(absl::string_view(data.data(), data.size()), "fuzz");
   if (!map.ok()) return;
   static const Accounts accounts;
   agent::TaskUsers users({.map = *map, .allow_root = false, .switch_users = true, .accounts = &accounts});
