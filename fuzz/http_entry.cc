@@ -99,6 +99,10 @@ Endpoint& TheEndpoint() {
     e->tokens = std::make_unique<security::TokenStore>(path);
     server::http::HttpOptions options;
     options.request_timeout = absl::Seconds(2);  // never reached: the client's side ends with its bytes
+    // No streamed answers (a watch, a followed log would last as long as
+    // the client): their queries are parsed, then answered 503 at once.
+    options.max_watchers = 0;
+    options.max_log_streams = 0;
     options.authenticate = [tokens = e->tokens.get()](absl::string_view authorization) {
       return tokens->Authenticate(authorization);
     };
