@@ -12,6 +12,7 @@
 #include "api/states.h"
 #include "httpd/prometheus_text.h"
 #include "server/http/json_views.h"
+#include "server/join_guard.h"
 
 namespace trainyard::server::http {
 namespace {
@@ -161,6 +162,14 @@ void Requests(Writer& w, const MetricsSources& src) {
   w.Sample("trainyard_grpc_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(c.refused_total_cap));
   w.Sample("trainyard_grpc_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(c.refused_peer_cap));
   w.Sample("trainyard_grpc_connections_refused_total", "reason=\"no_descriptor\"", static_cast<double>(c.refused_no_fd));
+  JoinCounts joins = JoinGuard::Totals();
+  w.Family("trainyard_join_requests_total", "counter",
+           "NodeJoin.JoinNode calls by outcome: joined, refused_token (unknown, another node's, used or expired), "
+           "refused_request (a request that cannot be signed), refused_rate (a peer over its rate of refusals).");
+  w.Sample("trainyard_join_requests_total", "outcome=\"joined\"", static_cast<double>(joins.joined));
+  w.Sample("trainyard_join_requests_total", "outcome=\"refused_token\"", static_cast<double>(joins.refused_token));
+  w.Sample("trainyard_join_requests_total", "outcome=\"refused_request\"", static_cast<double>(joins.refused_request));
+  w.Sample("trainyard_join_requests_total", "outcome=\"refused_rate\"", static_cast<double>(joins.refused_rate));
   w.Family("trainyard_http_requests_total", "counter", "HTTP requests answered, by method, route and status code.");
   for (const HttpRequestCount& r : src.http_requests) {
     w.Sample("trainyard_http_requests_total",
