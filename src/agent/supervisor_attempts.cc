@@ -12,6 +12,7 @@
 #include "agent/process_spawn.h"
 #include "agent/restart_backoff.h"
 #include "agent/supervisor_task.h"
+#include "agent/task_inherited_env.h"
 #include "agent/task_record.h"
 #include "api/log_lines.h"
 #include "api/task_env.h"
@@ -109,9 +110,11 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
     pid = limits.status();
   } else {
     pid = SpawnTaskProcess({.argv = l.command,
-                            .env = TaskEnvironment(inherit_agent_env_ ? AgentEnvironment()
-                                                                      : std::vector<std::string>{},
-                                                   l, task.attempt),
+                            .env = TaskEnvironment(
+                                inherit_agent_env_
+                                    ? TaskInheritedEnvironment(AgentEnvironment(), l.run_as ? &*l.run_as : nullptr)
+                                    : std::vector<std::string>{},
+                                l, task.attempt),
                             .working_dir = l.working_dir,
                             .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
                             .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
