@@ -117,8 +117,9 @@ struct ClusterOptions {
   bool agents_kill_tasks_on_exit = true;
   std::vector<std::string> agent_flags;  // added to every agent's command line
   // The agents' --task-user-map content. Empty: every user to the uid
-  // running the test, with --allow-root-tasks when that is root (what
-  // `trainyard up` does).
+  // running the test, with --allow-root-tasks when that is root (so tests
+  // need no accounts per user; `trainyard up` maps only its admin and its
+  // own account so, tests/integration/up_root_test.cc).
   std::string task_user_map;
   // The server serves TLS (--tls-dir ClusterCertDir()) and agents present
   // their node's certificate; false: plaintext.
