@@ -95,11 +95,11 @@ TEST_F(UpAsRootTest, AnotherAccountsJobRunsAsItselfWithNoCredentialOfTheAdmin) {
   ASSERT_EQ(login.exit_code, 0) << login.err;
   std::string inner = NobodysFile("inner.yaml", "name: inner\nreplicas:\n  worker:\n    resources: {cpu: 100m, "
                                                 "memory: 64Mi}\n    command: [sh, -c, 'exit 0']\n");
-  std::string spec = NobodysFile("whoami.yaml", absl::StrCat(R"(name: whoami
+  std::string spec = NobodysFile("whoami.yaml", absl::StrCat(R"y(name: whoami
 replicas:
   worker:
     resources: {cpu: 100m, memory: 64Mi}
-    command: [sh, -c, 'echo "uid=$(id -u)"; head -1 /etc/shadow; env | grep ^TRAINYARD_ | sort; ')", bin_,
+    command: [sh, -c, 'echo "uid=$(id -u)"; head -1 /etc/shadow; env | grep ^TRAINYARD_ | sort; ')y", bin_,
                                                              " submit ", inner, " --server ", address, R"(; true']
 )"));
   CommandResult submit = AsNobody({"submit", spec, "--wait"});
