@@ -26,7 +26,7 @@ TEST(TaskCredentialsTest, AUsersTaskHoldsNoCredentialOfItsAgentAndCannotSubmitAs
 replicas:
   worker:
     resources: {cpu: 100m, memory: 64Mi}
-    command: [sh, -c, 'env > )", out, R"(/env; HOME=/nonexistent ')", TrainyardBin(), "' submit ", out,
+    command: [sh, -c, 'env > )", out, R"(/env; HOME=/nonexistent )", TrainyardBin(), " submit ", out,
                                                  "/inner.yaml --server ", c.address(), " > ", out,
                                                  R"(/submit.out 2>&1; true']
 )"));

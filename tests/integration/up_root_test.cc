@@ -99,7 +99,7 @@ TEST_F(UpAsRootTest, AnotherAccountsJobRunsAsItselfWithNoCredentialOfTheAdmin) {
 replicas:
   worker:
     resources: {cpu: 100m, memory: 64Mi}
-    command: [sh, -c, 'echo "uid=$(id -u)"; head -1 /etc/shadow; env | grep ^TRAINYARD_ | sort; ')y", bin_,
+    command: [sh, -c, 'echo "uid=$(id -u)"; head -1 /etc/shadow; env | grep ^TRAINYARD_ | sort; )y", bin_,
                                                              " submit ", inner, " --server ", address, R"(; true']
 )"));
   CommandResult submit = AsNobody({"submit", spec, "--wait"});
