@@ -54,7 +54,11 @@ struct HttpConnection {
   bool want_write = false;  // TLS waits to write (a handshake's answer)
 
   Phase phase = Phase::kHead;
-  absl::Time since;     // when it entered its phase: the oldest is evicted first
+  absl::Time since;     // when it entered its phase (kIdle: the oldest is evicted first)
+  // When its client last sent bytes (or connected): of the connections
+  // still sending a request, the one quiet longest is evicted first, so a
+  // client that sends its request at once outlives a flood that drips.
+  absl::Time last_active;
   absl::Time deadline;  // of its phase (kBusy: none)
 
   std::string in;          // bytes received and not yet served

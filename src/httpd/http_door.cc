@@ -160,6 +160,7 @@ void HttpServer::Admit(std::unique_ptr<HttpConnection> c) {
   }
   absl::Time now = absl::Now();
   c->since = now;
+  c->last_active = now;
   c->deadline = now + options_.header_timeout;  // the handshake's time is the head's
   c->phase = Phase::kHead;
   if (tls_ != nullptr) {
@@ -173,14 +174,15 @@ void HttpServer::Admit(std::unique_ptr<HttpConnection> c) {
 }
 
 bool HttpServer::Evict() {
-  // First an idle anonymous connection, then one still sending its request
-  // (nobody knows yet whose), then an idle trusted one; the oldest of each.
-  // A trusted request whose body is coming stays.
+  // First an idle anonymous connection (idle longest), then one still
+  // sending its request (nobody knows yet whose; quiet longest), then an
+  // idle trusted one. A trusted request whose body is coming stays.
   HttpConnection* victim = nullptr;
   int victim_rank = 3;
+  auto age = [](const HttpConnection& c) { return c.phase == Phase::kIdle ? c.since : c.last_active; };
   for (const auto& [fd, c] : door_->held) {
     int rank = c->phase == Phase::kIdle ? (c->trusted ? 2 : 0) : (c->trusted ? 3 : 1);
-    if (rank < victim_rank || (rank == victim_rank && rank < 3 && c->since < victim->since)) {
+    if (rank < victim_rank || (rank == victim_rank && rank < 3 && age(*c) < age(*victim))) {
       victim = c.get();
       victim_rank = rank;
     }
@@ -196,6 +198,7 @@ void HttpServer::OnReady(int fd) {
   if (it == door_->held.end()) return;
   HttpConnection& c = *it->second;
   if (c.phase == Phase::kHandshake) {
+    c.last_active = absl::Now();
     int r = SSL_accept(c.ssl);
     int err = r == 1 ? SSL_ERROR_NONE : SSL_get_error(c.ssl, r);
     c.want_write = err == SSL_ERROR_WANT_WRITE;
@@ -204,7 +207,9 @@ void HttpServer::OnReady(int fd) {
     if (err != SSL_ERROR_NONE) return CloseConnection(TakeHeld(fd));
     c.phase = Phase::kHead;
   }
+  size_t had = c.in.size();
   bool open = ReadInto(c);
+  if (c.in.size() > had) c.last_active = absl::Now();
   if (c.phase == Phase::kIdle) {
     if (c.in.empty()) {
       if (!open) CloseConnection(TakeHeld(fd));
@@ -327,6 +332,7 @@ void HttpServer::TakeBack() {
     bool more = !c->in.empty();  // the next request has begun (pipelined)
     if (more) {
       c->NextRequest(now, options_.header_timeout);
+      c->last_active = now;
     } else {
       c->phase = Phase::kIdle;
       c->since = now;
