@@ -243,7 +243,8 @@ absl::Status HttpServer::Open() {
   if (getaddrinfo(bare.empty() ? nullptr : bare.c_str(), absl::StrCat(port).c_str(), &hints, &found) != 0 || !found) {
     return absl::InvalidArgumentError(absl::StrCat("http-listen: cannot resolve '", host, "'"));
   }
-  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: the door accepts until there is nothing more to take.
+  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
   // Not SO_REUSEPORT: a second server on the same port must fail to bind.
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
