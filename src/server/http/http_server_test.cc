@@ -1,5 +1,6 @@
 // HttpServer: routes answered in JSON, and the limits that keep strangers
-// from holding it: the connection cap, the request deadline, the body cap.
+// from holding it: the caps in all and per peer, the head and body
+// deadlines, the body cap, and the door that serves a token first.
 #include "server/http/http_server.h"
 
 #include <arpa/inet.h>

@@ -132,10 +132,6 @@ void GetJob(RestBackend* b, const httplib::Request& req, httplib::Response& res)
 // the proto's JSON form}.
 absl::StatusOr<v1::SubmitRequest> ParseSubmitBody(const httplib::Request& req) {
   v1::SubmitRequest out;
-  if (req.body.empty()) {
-    return absl::InvalidArgumentError(
-        "body: empty; send a job spec (its YAML text, or JSON {\"yaml\": TEXT} or {\"spec\": {...}})");
-  }
   std::string type = absl::AsciiStrToLower(req.get_header_value("Content-Type"));
   if (!absl::StartsWith(type, "application/json")) {
     out.set_yaml(req.body);
