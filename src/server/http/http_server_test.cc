@@ -72,6 +72,17 @@ std::string ReadUntilClosed(int fd, absl::Duration within) {
   return out;
 }
 
+TEST(HttpServerTest, TheCapsComeFromTheOpenFileLimitUnlessSet) {
+  HttpConnectionCaps caps = HttpConnectionCapsFor(1024, 0, 0);
+  EXPECT_EQ(caps.max_connections, 128);
+  EXPECT_EQ(caps.max_connections_per_peer, 16);
+  EXPECT_EQ(HttpConnectionCapsFor(1 << 20, 0, 0).max_connections, 4096);
+  EXPECT_EQ(HttpConnectionCapsFor(256, 0, 0).max_connections, 64);
+  caps = HttpConnectionCapsFor(1024, 500, 1000);
+  EXPECT_EQ(caps.max_connections, 500);
+  EXPECT_EQ(caps.max_connections_per_peer, 500);  // never above the total
+}
+
 TEST(HttpServerTest, RoutesAnswerAndEverythingElseIsAJsonError) {
   auto s = Serve();
   httplib::Client c("http://" + s->address());
