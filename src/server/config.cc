@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -101,6 +102,12 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpThreads") Read(v, key, &c.http_threads, &errors);
     else if (key == "httpMaxConnections") Read(v, key, &c.http_max_connections, &errors);
     else if (key == "httpRequestTimeoutMs") Read(v, key, &c.http_request_timeout_ms, &errors);
+    // The HTTP door's caps and deadlines.
+    else if (key == "httpMaxConnectionsPerPeer") Read(v, key, &c.http_max_connections_per_peer, &errors);
+    else if (key == "httpTrustedReserve") Read(v, key, &c.http_trusted_reserve, &errors);
+    else if (key == "httpHeaderTimeoutMs") Read(v, key, &c.http_header_timeout_ms, &errors);
+    else if (key == "httpBodyTimeoutMs") Read(v, key, &c.http_body_timeout_ms, &errors);
+    else if (key == "httpKeepAliveMs") Read(v, key, &c.http_keep_alive_ms, &errors);
     else if (key == "httpMaxLogStreams") Read(v, key, &c.http_max_log_streams, &errors);
     else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
     else if (key == "historyIntervalMs") Read(v, key, &c.history_interval_ms, &errors);
@@ -194,11 +201,23 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.http_threads < 1 || c.http_threads > 256) {
     errors.push_back(absl::StrCat("httpThreads: ", c.http_threads, " is not within 1..256"));
   }
-  if (c.http_max_connections < c.http_threads) {
+  if (c.http_max_connections != 0 && c.http_max_connections < c.http_threads) {
     errors.push_back(absl::StrCat("httpMaxConnections: ", c.http_max_connections, " is below httpThreads ",
-                                  c.http_threads));
+                                  c.http_threads, " (0: what the open-file limit allows)"));
   }
   if (c.http_request_timeout_ms <= 0) errors.push_back("httpRequestTimeoutMs: must be positive");
+  // The HTTP door's caps and deadlines.
+  if (c.http_max_connections_per_peer < 0) errors.push_back("httpMaxConnectionsPerPeer: must not be negative");
+  if (c.http_trusted_reserve < 0 ||
+      (c.http_max_connections > 0 && c.http_trusted_reserve >= c.http_max_connections)) {
+    errors.push_back(absl::StrCat("httpTrustedReserve: ", c.http_trusted_reserve,
+                                  " is not within 0..httpMaxConnections-1"));
+  }
+  for (auto [key, ms] : {std::pair<const char*, int>{"httpHeaderTimeoutMs", c.http_header_timeout_ms},
+                         {"httpBodyTimeoutMs", c.http_body_timeout_ms},
+                         {"httpKeepAliveMs", c.http_keep_alive_ms}}) {
+    if (ms <= 0) errors.push_back(absl::StrCat(key, ": must be positive"));
+  }
   if (c.http_tls != "auto" && c.http_tls != "on" && c.http_tls != "off") {
     errors.push_back(absl::StrCat("httpTls: '", c.http_tls, "' is not one of auto, on, off"));
   } else if (c.http_tls == "on" && c.tls_dir.empty()) {

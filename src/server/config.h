@@ -34,8 +34,18 @@ struct ServerConfig {
   std::string login_socket;
   int max_submissions_per_second_per_user = 0;
   int http_threads = 4;                   // HTTP requests served at once
-  int http_max_connections = 128;         // open HTTP connections; more are answered 503
-  int http_request_timeout_ms = 10000;    // to receive one request, and per write of an answer
+  int http_request_timeout_ms = 10000;    // for each write of an answer to make progress
+  // The HTTP door (httpd/http_server.h, docs/api.md "Limits"): open
+  // connections in all and per peer address (0: derived from the open-file
+  // limit, server/http/http_server.h HttpConnectionCapsFor); connections
+  // kept for requests with a valid token (0: a quarter); the time for a
+  // request's head and for its body to come whole; an idle connection's.
+  int http_max_connections = 0;
+  int http_max_connections_per_peer = 0;
+  int http_trusted_reserve = 0;
+  int http_header_timeout_ms = 10000;
+  int http_body_timeout_ms = 30000;
+  int http_keep_alive_ms = 5000;
   // Streamed answers open at once, each with a thread of its own beside the
   // http_threads: followed task logs and log archives, and watchers.
   int http_max_log_streams = 8;

@@ -82,6 +82,29 @@ TEST(ServerConfigTest, ReadsTheHttpKeysAndChecksThem) {
   EXPECT_THAT(st.message(), HasSubstr("httpRequestTimeoutMs: must be positive"));
 }
 
+TEST(ServerConfigTest, ReadsTheHttpDoorKeysAndChecksThem) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(
+      WriteConfig("door.yaml", "httpMaxConnections: 64\nhttpMaxConnectionsPerPeer: 4\nhttpTrustedReserve: 16\n"
+                               "httpHeaderTimeoutMs: 2000\nhttpBodyTimeoutMs: 9000\nhttpKeepAliveMs: 700\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->http_max_connections_per_peer, 4);
+  EXPECT_EQ(c->http_trusted_reserve, 16);
+  EXPECT_EQ(c->http_header_timeout_ms, 2000);
+  EXPECT_EQ(c->http_body_timeout_ms, 9000);
+  EXPECT_EQ(c->http_keep_alive_ms, 700);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  EXPECT_TRUE(ValidateServerConfig(ServerConfig()).ok());  // 0: the caps come from the open-file limit
+  ServerConfig bad;
+  bad.http_max_connections = 64;
+  bad.http_trusted_reserve = 64;
+  bad.http_max_connections_per_peer = -1;
+  bad.http_header_timeout_ms = 0;
+  absl::Status st = ValidateServerConfig(bad);
+  EXPECT_THAT(st.message(), HasSubstr("httpTrustedReserve: 64 is not within 0..httpMaxConnections-1"));
+  EXPECT_THAT(st.message(), HasSubstr("httpMaxConnectionsPerPeer: must not be negative"));
+  EXPECT_THAT(st.message(), HasSubstr("httpHeaderTimeoutMs: must be positive"));
+}
+
 TEST(ServerConfigTest, ReadsTheHistoryKeysAndBoundsTheRing) {
   absl::StatusOr<ServerConfig> c =
       LoadServerConfig(WriteConfig("history.yaml", "historyIntervalMs: 5000\nhistoryRetentionMinutes: 60\n"));

@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -331,7 +332,16 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http::HttpOptions opt;
   opt.listen = config.http_listen;
   opt.threads = config.http_threads;
-  opt.max_connections = config.http_max_connections;
+  rlimit files{};
+  int open_file_limit = getrlimit(RLIMIT_NOFILE, &files) == 0 ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 30)) : 1024;
+  http::HttpConnectionCaps caps =
+      http::HttpConnectionCapsFor(open_file_limit, config.http_max_connections, config.http_max_connections_per_peer);
+  opt.max_connections = caps.max_connections;
+  opt.max_connections_per_peer = caps.max_connections_per_peer;
+  opt.trusted_reserve = config.http_trusted_reserve;
+  opt.header_timeout = absl::Milliseconds(config.http_header_timeout_ms);
+  opt.body_timeout = absl::Milliseconds(config.http_body_timeout_ms);
+  opt.keep_alive = absl::Milliseconds(config.http_keep_alive_ms);
   opt.request_timeout = absl::Milliseconds(config.http_request_timeout_ms);
   opt.max_log_streams = config.http_max_log_streams;
   opt.max_watchers = config.http_max_watchers;
@@ -360,7 +370,8 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http_->Serve();
   http_address_ = http_->address();
   http_scheme_ = https ? "https" : "http";
-  Log(LogLevel::kInfo, "server", "HTTP API and /metrics on %s://%s/", http_scheme_, http_address_);
+  Log(LogLevel::kInfo, "server", "HTTP API and /metrics on %s://%s/ (at most %d connections, %d per peer address)",
+      http_scheme_, http_address_, caps.max_connections, caps.max_connections_per_peer);
   return absl::OkStatus();
 }
 

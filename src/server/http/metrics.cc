@@ -140,6 +140,32 @@ void Masters(Writer& w, JobMasterMetrics* masters, absl::Time now) {
          t.barrier_seconds);
 }
 
+// The HTTP door's connections: what it refused, closed to make room and
+// timed out (httpd/http_server.h).
+void HttpDoor(Writer& w, const httpd::HttpConnectionStats& h) {
+  w.Gauge("trainyard_http_connections_open", "Connections to the HTTP listener open now.", static_cast<double>(h.open));
+  w.Family("trainyard_http_connections_refused_total", "counter",
+           "Connections or requests to the HTTP listener answered 503 and closed, by reason: peer_cap "
+           "(httpMaxConnectionsPerPeer), total_cap (httpMaxConnections, none could make room), anonymous "
+           "(requests without a token hold their share, httpTrustedReserve).");
+  w.Sample("trainyard_http_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(h.refused_peer_cap));
+  w.Sample("trainyard_http_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(h.refused_total_cap));
+  w.Sample("trainyard_http_connections_refused_total", "reason=\"anonymous\"", static_cast<double>(h.refused_anonymous));
+  w.Family("trainyard_http_connections_evicted_total", "counter",
+           "Connections closed to make room for a new one when all were taken, by what they were doing: idle "
+           "(between requests) or unfinished (still sending a request).");
+  w.Sample("trainyard_http_connections_evicted_total", "state=\"idle\"", static_cast<double>(h.evicted_idle));
+  w.Sample("trainyard_http_connections_evicted_total", "state=\"unfinished\"", static_cast<double>(h.evicted_unfinished));
+  w.Family("trainyard_http_connections_timed_out_total", "counter",
+           "Connections closed at a deadline, by phase: header (httpHeaderTimeoutMs), body (httpBodyTimeoutMs), "
+           "idle (httpKeepAliveMs).");
+  w.Sample("trainyard_http_connections_timed_out_total", "phase=\"header\"", static_cast<double>(h.header_timeouts));
+  w.Sample("trainyard_http_connections_timed_out_total", "phase=\"body\"", static_cast<double>(h.body_timeouts));
+  w.Sample("trainyard_http_connections_timed_out_total", "phase=\"idle\"", static_cast<double>(h.idle_timeouts));
+  w.Counter("trainyard_http_trusted_requests_total", "HTTP requests served first for a valid token.",
+            static_cast<double>(h.trusted_requests));
+}
+
 void Requests(Writer& w, const MetricsSources& src) {
   w.Family("trainyard_grpc_requests_total", "counter", "Client gRPC calls answered, by method and status code.");
   if (src.grpc) {
@@ -170,6 +196,7 @@ void Requests(Writer& w, const MetricsSources& src) {
   w.Sample("trainyard_join_requests_total", "outcome=\"refused_token\"", static_cast<double>(joins.refused_token));
   w.Sample("trainyard_join_requests_total", "outcome=\"refused_request\"", static_cast<double>(joins.refused_request));
   w.Sample("trainyard_join_requests_total", "outcome=\"refused_rate\"", static_cast<double>(joins.refused_rate));
+  HttpDoor(w, src.http_connections);
   w.Family("trainyard_http_requests_total", "counter", "HTTP requests answered, by method, route and status code.");
   for (const HttpRequestCount& r : src.http_requests) {
     w.Sample("trainyard_http_requests_total",
@@ -205,6 +232,7 @@ void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounter
                   src.http_requests = server.RequestCounts();
                   src.now = absl::Now();
                   src.connections = ConnectionGuard::Stats();
+                  src.http_connections = server.ConnectionStats();
                   res.set_content(RenderMetrics(src), kMetricsContentType);
                 });
 }

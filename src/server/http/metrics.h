@@ -27,6 +27,7 @@ struct MetricsSources {
   std::vector<HttpRequestCount> http_requests;  // answered so far
   absl::Time now;                               // for heartbeat ages
   ConnectionGuardStats connections;             // the gRPC listener's connections
+  httpd::HttpConnectionStats http_connections;  // the HTTP door's
 };
 
 std::string RenderMetrics(const MetricsSources& sources);
