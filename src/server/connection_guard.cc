@@ -36,6 +36,7 @@
 #include "absl/hash/hash.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "common/logging.h"
 
