@@ -11,10 +11,12 @@
 #include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <string>
@@ -230,13 +232,19 @@ TEST(ConnectionFloodTest, AtTheTotalCapNewClientsWaitOutsideAndGetInOnceTheFlood
   EXPECT_THAT(ReadFile(c.server().log()), Not(HasSubstr("Too many open files")));
 }
 
-// 2,400 connections opened to the client port: from sixteen addresses
-// (127.0.0.2..17), 150 each, where the per-peer cap is 25 and the total 400,
-// held (they send nothing, and the handshake timeout is a minute). Before
+// 960 connections opened to the client port: from sixteen addresses
+// (127.0.0.2..17), 60 each, where the per-peer cap is 25 and the total 400
+// (16 x 25: the flood fills it), held (they send nothing, and the handshake
+// timeout is a minute). Before
 // agents had a listener of their own, a restarted agent could not get back
 // in and its node was lost; before unauthenticated connections went first,
 // no user could get in until the flood went away.
 TEST(ConnectionFloodTest, AFloodFromSixteenAddressesTakesNoAgentsPlaceAndNoAuthenticatedUsers) {
+  // This process holds the flood's client ends.
+  rlimit files;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
+  files.rlim_cur = std::max<rlim_t>(files.rlim_cur, std::min<rlim_t>(files.rlim_max, 4096));
+  setrlimit(RLIMIT_NOFILE, &files);
   TempDir config_dir;
   std::string config = config_dir.path() + "/server.yaml";
   WriteFile(config, "handshakeTimeoutMs: 60000\n");
@@ -255,7 +263,7 @@ TEST(ConnectionFloodTest, AFloodFromSixteenAddressesTakesNoAgentsPlaceAndNoAuthe
 
   std::vector<int> flood;
   for (int host = 2; host <= 17; ++host) {
-    std::vector<int> more = Flood(c.address(), absl::StrCat("127.0.0.", host), 150);
+    std::vector<int> more = Flood(c.address(), absl::StrCat("127.0.0.", host), 60);
     flood.insert(flood.end(), more.begin(), more.end());
   }
   EXPECT_TRUE(WaitFor([&] { return ServerMetric(c, "trainyard_grpc_connections_open") >= 399; }, absl::Seconds(30)))
