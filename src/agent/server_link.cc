@@ -314,7 +314,10 @@ bool ServerLink::Session() {
   }
   if (!reached) {
     if (!stopping_) {
-      Log(LogLevel::kWarning, "agent", "cannot reach the server at %s yet%s; retrying", options_.server,
+      Log(LogLevel::kWarning, "agent",
+          "cannot reach the server's agent listener at %s yet%s (by default the port above the server's --listen; "
+          "else give --agent-server); retrying",
+          options_.server,
           options_.ca_pem.empty() ? " (plaintext: a server that serves TLS needs --ca, --cert and --key)"
                                   : " (TLS: its certificate must be signed by --ca, and this node's by its CA)");
     }

@@ -22,7 +22,7 @@
 namespace trainyard::agent {
 
 struct ServerLinkOptions {
-  std::string server;  // host:port
+  std::string server;  // the server's agent listener, host:port
   // TLS (docs/security.md): the CA that verifies the server, and this
   // node's certificate and key (PEM), which name the node. All "" =
   // plaintext. `ca_file` (the CA's path) is given to tasks as

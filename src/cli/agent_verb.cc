@@ -17,6 +17,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/server_link.h"
 #include "cli/agent_join.h"
+#include "api/agent_address.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -28,6 +29,7 @@ namespace {
 struct AgentFlags {
   agent::AgentConfig config;
   std::string server = "127.0.0.1:7450";
+  std::string agent_server;  // the server's agent listener; "" = the port above --server's
   std::string labels;
   double vcores = 0;
   bool kill_tasks_on_exit = false;
@@ -132,7 +134,17 @@ int RunAgent(AgentFlags& f) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
     return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
   }
-  agent::ServerLinkOptions link_options{.server = f.server, .clock = &clock};
+  // The stream goes to the server's agent listener (a door of the agents'
+  // own); --server stays the address of joins and of the tasks' calls.
+  if (f.agent_server.empty()) {
+    absl::StatusOr<std::string> derived = api::DerivedAgentAddress(f.server);
+    if (!derived.ok()) {
+      std::cerr << "trainyard agent: --server " << derived.status().message() << " (or give --agent-server)\n";
+      return kExitUsage;
+    }
+    f.agent_server = *derived;
+  }
+  agent::ServerLinkOptions link_options{.server = f.agent_server, .clock = &clock};
   if (absl::Status st = TlsOptions(f, &link_options); !st.ok()) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
     return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
@@ -170,7 +182,7 @@ int RunAgent(AgentFlags& f) {
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
             << " vcores, ports "
             << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
-            << "; server " << f.server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
+            << "; server " << f.server << ", agent listener " << f.agent_server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
             << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "") << std::endl;
   link.Start(core->get());
   int sig = 0;
@@ -206,6 +218,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   static AgentFlags f;
   auto* cmd = app.add_subcommand("agent", "Run the node agent");
   cmd->add_option("--server", f.server, "server address host:port");
+  cmd->add_option("--agent-server", f.agent_server,
+                  "the server's agent listener host:port (default: the port above --server's, as the server's "
+                  "--agent-listen is by default)");
   cmd->add_option("--name", f.config.node_name, "node name (default: the host name)");
   cmd->add_option("--address", f.config.address, "address other tasks reach this node on");
   cmd->add_option("--rack", f.config.rack, "rack of the node");

@@ -117,6 +117,9 @@ class RefusedLogs final : public grpc::ServerWriteReactor<v1::LogChunk> {
 grpc::ServerWriteReactor<v1::LogChunk>* ClientService::Logs(grpc::CallbackServerContext* ctx,
                                                             const v1::LogsRequest* req) {
   if (absl::Status may = MayActOnJob(ctx, req->job(), "read the logs of"); !may.ok()) return new RefusedLogs(may);
+  if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kLogs); !who.ok()) {
+    return new RefusedLogs(who.status());
+  }
   return new LogsReactor(logs_, *req, StreamCredential(ctx));
 }
 

@@ -81,6 +81,20 @@ void ReadJobmaster(const YAML::Node& node, ServerConfig* c, std::vector<std::str
   }
 }
 
+void ReadRateLimits(const YAML::Node& node, UserRateLimits* r, std::vector<std::string>* errors) {
+  for (const auto& kv : node) {
+    std::string key;
+    if (!Key(kv.first, "rateLimits", &key, errors)) continue;
+    std::string path = "rateLimits." + key;
+    if (key == "submit") Read(kv.second, path, &r->submit, errors);
+    else if (key == "listJobs") Read(kv.second, path, &r->list_jobs, errors);
+    else if (key == "logs") Read(kv.second, path, &r->logs, errors);
+    else if (key == "createToken") Read(kv.second, path, &r->create_token, errors);
+    else if (key == "burstSeconds") Read(kv.second, path, &r->burst_seconds, errors);
+    else errors->push_back(absl::StrCat(path, ": unknown key"));
+  }
+}
+
 void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::string>* errors_out) {
   ServerConfig& c = *config;
   std::vector<std::string>& errors = *errors_out;
@@ -89,6 +103,10 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     if (!Key(kv.first, "", &key, &errors)) continue;
     const YAML::Node& v = kv.second;
     if (key == "listen") Read(v, key, &c.listen, &errors);
+    else if (key == "agentListen") Read(v, key, &c.agent_listen, &errors);
+    else if (key == "maxAgentConnections") Read(v, key, &c.max_agent_connections, &errors);
+    else if (key == "maxAgentConnectionsPerPeer") Read(v, key, &c.max_agent_connections_per_peer, &errors);
+    else if (key == "unauthenticatedGraceMs") Read(v, key, &c.unauthenticated_grace_ms, &errors);
     else if (key == "httpListen") Read(v, key, &c.http_listen, &errors);
     else if (key == "httpTls") Read(v, key, &c.http_tls, &errors);
     else if (key == "maxOpenFiles") Read(v, key, &c.max_open_files, &errors);
@@ -137,6 +155,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "defaultMemory") ReadQuantity(v, key, &api::ParseMemoryQuantity, &c.default_memory_mb, &errors);
     else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
     else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
+    else if (key == "rateLimits" && v.IsMap()) ReadRateLimits(v, &c.rate_limits, &errors);
     else errors.push_back(absl::StrCat(key, ": unknown key"));
   }
 }
@@ -192,6 +211,17 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.max_connections < 0) errors.push_back("maxConnections: must not be negative");
   if (c.max_connections_per_peer < 0) errors.push_back("maxConnectionsPerPeer: must not be negative");
+  if (c.max_agent_connections < 0) errors.push_back("maxAgentConnections: must not be negative");
+  if (c.max_agent_connections_per_peer < 0) errors.push_back("maxAgentConnectionsPerPeer: must not be negative");
+  if (c.unauthenticated_grace_ms < 0) errors.push_back("unauthenticatedGraceMs: must not be negative (0: never)");
+  const UserRateLimits& r = c.rate_limits;
+  for (auto [name, v] : {std::pair<const char*, double>{"submit", r.submit}, {"listJobs", r.list_jobs},
+                         {"logs", r.logs}, {"createToken", r.create_token}}) {
+    if (!(v >= 0 && v <= 1e6)) errors.push_back(absl::StrCat("rateLimits.", name, ": ", v, " is not within 0..1000000"));
+  }
+  if (!(r.burst_seconds >= 0 && r.burst_seconds <= 3600)) {
+    errors.push_back(absl::StrCat("rateLimits.burstSeconds: ", r.burst_seconds, " is not within 0..3600"));
+  }
   if (c.handshake_timeout_ms <= 0) errors.push_back("handshakeTimeoutMs: must be positive");
   if (c.connection_idle_ms <= 0) errors.push_back("connectionIdleMs: must be positive");
   if (c.max_pending_jobs_per_user < 0) errors.push_back("maxPendingJobsPerUser: must not be negative (0: no limit)");

@@ -9,8 +9,26 @@
 
 namespace trainyard::server {
 
+// Per-user token buckets on the expensive client calls (config block
+// `rateLimits`): calls a second each user may make (0 = no limit), with a
+// burst of burstSeconds' worth (at least one call). Admins are limited only
+// in createToken.
+// Over one, the call is answered RESOURCE_EXHAUSTED naming the key.
+struct UserRateLimits {
+  double submit = 20;       // rateLimits.submit: Submit (gRPC and REST)
+  double list_jobs = 20;    // rateLimits.listJobs: ListJobs (every job's summary)
+  double logs = 20;         // rateLimits.logs: a log read or follow begun (gRPC and REST)
+  double create_token = 2;  // rateLimits.createToken: CreateToken
+  double burst_seconds = 10;
+};
+
 struct ServerConfig {
-  std::string listen = "127.0.0.1:7450";  // gRPC for clients and agents
+  std::string listen = "127.0.0.1:7450";  // gRPC for clients and job masters
+  // gRPC for agents only (their streams): a door of its own, with caps of its
+  // own, so a client flood never takes an agent's place. "" = the port above
+  // `listen`'s on its host (api::DerivedAgentAddress; any free port when
+  // `listen`'s is 0). With tlsDir, a node certificate is required there.
+  std::string agent_listen;
   // HTTP (REST API, /metrics): host:port, port 0 = any free one; "" = none.
   // Open to whoever reaches it until security lands (docs/api.md).
   std::string http_listen;
@@ -23,6 +41,16 @@ struct ServerConfig {
   int max_open_files = 0;
   int max_connections = 0;
   int max_connections_per_peer = 0;
+  // The agent listener's caps (0: an eighth of what the limit allows for
+  // connections, at least 64, taken from maxConnections' default; per peer
+  // the same, as many agents may share one address behind a NAT).
+  int max_agent_connections = 0;
+  int max_agent_connections_per_peer = 0;
+  // A connection that has made no authenticated call (a valid token; on the
+  // agent listener, a registered node) this long after its accept is the
+  // first shut down when a cap is reached and a newcomer waits (0: never).
+  int unauthenticated_grace_ms = 5000;
+  UserRateLimits rate_limits;
   int handshake_timeout_ms = 10000;       // a connection's TLS and HTTP/2 set-up
   int connection_idle_ms = 600000;        // a connection without a call is closed after this
   // Per user (the job's owner): jobs waiting to start (QUEUED), and
@@ -124,9 +152,10 @@ struct ServerConfig {
 // submission, and agents' messages (log chunks of up to 1 MiB, heartbeats).
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
-// Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
+// Reads `path` (YAML) over the defaults. Keys: listen, agentListen, httpListen,
 // httpTls, loginSocket, maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
-// maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
+// maxOpenFiles, maxConnections, maxConnectionsPerPeer, maxAgentConnections,
+// maxAgentConnectionsPerPeer, unauthenticatedGraceMs, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
 // httpMaxWatchers, dataDir, tlsDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
@@ -136,7 +165,8 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 // maxSpecBytes, defaultCpu (a quantity as in a spec: 1, 500m),
 // defaultMemory (1024, 1Gi),
 // limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,
-// maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb}.
+// maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb},
+// rateLimits: {submit, listJobs, logs, createToken, burstSeconds}.
 absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerConfig base = {});
 
 // Checks values: positive intervals, limits min <= max, known policy.

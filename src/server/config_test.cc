@@ -105,6 +105,27 @@ TEST(ServerConfigTest, ReadsTheHttpDoorKeysAndChecksThem) {
   EXPECT_THAT(st.message(), HasSubstr("httpHeaderTimeoutMs: must be positive"));
 }
 
+TEST(ServerConfigTest, ReadsTheDoorsAndTheRateLimitsAndChecksThem) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(WriteConfig(
+      "doors.yaml",
+      "agentListen: 0.0.0.0:9001\nmaxAgentConnections: 500\nunauthenticatedGraceMs: 2000\n"
+      "rateLimits: {submit: 5, listJobs: 0.5, logs: 3, createToken: 1, burstSeconds: 4}\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent_listen, "0.0.0.0:9001");
+  EXPECT_EQ(c->max_agent_connections, 500);
+  EXPECT_EQ(c->unauthenticated_grace_ms, 2000);
+  EXPECT_EQ(c->rate_limits.list_jobs, 0.5);
+  EXPECT_EQ(c->rate_limits.burst_seconds, 4);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  c->rate_limits.logs = -1;
+  c->unauthenticated_grace_ms = -5;
+  absl::Status bad = ValidateServerConfig(*c);
+  EXPECT_THAT(bad.message(), HasSubstr("rateLimits.logs"));
+  EXPECT_THAT(bad.message(), HasSubstr("unauthenticatedGraceMs"));
+  absl::StatusOr<ServerConfig> unknown = LoadServerConfig(WriteConfig("rl.yaml", "rateLimits: {jobs: 1}\n"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("rateLimits.jobs: unknown key"));
+}
+
 TEST(ServerConfigTest, ReadsTheHistoryKeysAndBoundsTheRing) {
   absl::StatusOr<ServerConfig> c =
       LoadServerConfig(WriteConfig("history.yaml", "historyIntervalMs: 5000\nhistoryRetentionMinutes: 60\n"));

@@ -120,7 +120,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   capacity.ports = ServingPorts(in, config_.default_port_range);
   *node.info.mutable_capacity() = api::ToProto(capacity);
   node.session = session;
-  node.last_heartbeat = now;
+  node.last_heartbeat = node.heard = now;
   node.registered = now;
   node.agent_stopping = node.drained_sent = false;
   node.stop_reason.clear();
@@ -176,7 +176,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   if (!found) return;
   NodeRt& node = *found;
   if (node.connected()) stats_.heartbeat_gap_seconds.Observe(std::max(0.0, absl::ToDoubleSeconds(now - node.last_heartbeat)));
-  node.last_heartbeat = now;
+  node.last_heartbeat = node.heard = now;
   ++stats_.heartbeats;
   view_heartbeats_ = true;
   if (node.state != v1::NODE_READY && node.connected()) {

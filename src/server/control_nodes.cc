@@ -26,7 +26,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     node->cordoned = n.cordoned();
     node->draining = n.draining();
     node->admin_reason = n.admin_reason();
-    node->last_heartbeat = now;
+    node->last_heartbeat = node->heard = now;
     AddNode(n.info().name(), std::move(node));
   }
   for (v1::JobRecord& rec : snap.jobs) {
@@ -206,9 +206,22 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
 
 void ControlState::ExcuseStall(absl::Duration gap) {
   for (auto& [name, node] : nodes_) {
-    if (node->state == v1::NODE_READY) node->last_heartbeat += gap;
+    if (node->state != v1::NODE_READY) continue;
+    node->last_heartbeat += gap;
+    node->heard += gap;  // the server itself did not run: no silence of the node's
   }
   started_ += gap;
+}
+
+void ControlState::ExcuseOverload(absl::Duration gap, absl::Time now) {
+  absl::Duration timeout = absl::Milliseconds(config_.node_timeout_ms);
+  for (auto& [name, node] : nodes_) {
+    if (node->state != v1::NODE_READY) continue;
+    // Forward by the gap, up to now, and never so far that a node heard
+    // from kOverloadSilenceFactor timeouts ago would still be READY.
+    absl::Time latest = std::min(now, node->heard + (kOverloadSilenceFactor - 1) * timeout);
+    node->last_heartbeat = std::max(node->last_heartbeat, std::min(node->last_heartbeat + gap, latest));
+  }
 }
 
 void ControlState::CheckNodes(absl::Time now) {

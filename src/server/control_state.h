@@ -146,6 +146,14 @@ class ControlState {
   // (stopped, starved) must not judge nodes by the silence it caused.
   // Moves every READY node's last heartbeat forward by `gap`.
   void ExcuseStall(absl::Duration gap);
+  // The server's doors were saturated for the last `gap` (connections
+  // refused or shut down for newcomers): heartbeats may have waited on the
+  // server, not on their nodes. Moves each READY node's last heartbeat
+  // forward by `gap`, but never lets a node be silent for more than
+  // kOverloadSilenceFactor node timeouts (a flood that never ends must not
+  // hide a node that is really gone).
+  void ExcuseOverload(absl::Duration gap, absl::Time now);
+  static constexpr int kOverloadSilenceFactor = 3;
 
   // ---- persistence ----
   // The next write for the store (nullopt: one in flight, or nothing new).

@@ -52,7 +52,10 @@ struct ControlState::JobRt {
 struct ControlState::NodeRt {
   v1::NodeInfo info;
   uint64_t session = 0;          // the agent's connection; 0 while disconnected
+  // When its silence is judged from: the last heartbeat, moved forward by
+  // the time the server could not read (ExcuseStall, ExcuseOverload).
   absl::Time last_heartbeat;
+  absl::Time heard;  // its last heartbeat as it was (bounds ExcuseOverload)
   v1::NodeState state = v1::NODE_READY;
   bool in_scheduler = false;
   core::PortRanges ports_in_use;

@@ -149,6 +149,7 @@ void JobManager::Loop() {
           absl::FormatDuration(now - last_loop_));
       control_.ExcuseStall(now - last_loop_);
     }
+    ExcuseOverloadLocked(now);
     last_loop_ = now;
     auto round_start = std::chrono::steady_clock::now();
     control_.RunRound(now);
@@ -168,6 +169,23 @@ void JobManager::Loop() {
     }
     AfterEvent();  // what the round changed may place more at once
     Answer(std::move(answers));  // their views are published: describe right after sees them
+  }
+}
+
+void JobManager::SetOverloadProbe(std::function<int64_t()> probe) { overload_probe_ = std::move(probe); }
+
+void JobManager::ExcuseOverloadLocked(absl::Time now) {
+  if (!overload_probe_) return;
+  int64_t count = overload_probe_();
+  if (count == last_overload_count_) return;
+  last_overload_count_ = count;
+  control_.ExcuseOverload(now - last_loop_, now);
+  if (now - last_overload_log_ > absl::Seconds(10)) {
+    last_overload_log_ = now;
+    Log(LogLevel::kWarning, "server",
+        "the server's gRPC doors are saturated (connections refused); nodes are not judged by the heartbeats it may "
+        "not have read meanwhile (for at most %d node timeouts)",
+        ControlState::kOverloadSilenceFactor);
   }
 }
 

@@ -133,6 +133,9 @@ class Cluster {
   ~Cluster();
 
   const std::string& address() const { return address_; }
+  // host:port of the server's agent listener (agents are given it with
+  // --agent-server).
+  const std::string& agent_address() const { return agent_address_; }
   // host:port of the server's HTTP API (it serves one on a free port).
   const std::string& http_address() const { return http_address_; }
   const std::string& dir() const { return dir_.path(); }
@@ -178,6 +181,7 @@ class Cluster {
   ClusterOptions options_;
   TempDir dir_;
   std::string address_;
+  std::string agent_address_;
   std::string http_address_;
   int port_base_ = 0;
   int port_lock_fd_ = -1;

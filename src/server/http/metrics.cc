@@ -166,6 +166,8 @@ void HttpDoor(Writer& w, const httpd::HttpConnectionStats& h) {
             static_cast<double>(h.trusted_requests));
 }
 
+void Doors(Writer& w, const MetricsSources& src);
+
 void Requests(Writer& w, const MetricsSources& src) {
   w.Family("trainyard_grpc_requests_total", "counter", "Client gRPC calls answered, by method and status code.");
   if (src.grpc) {
@@ -179,15 +181,7 @@ void Requests(Writer& w, const MetricsSources& src) {
       }
     }
   }
-  const ConnectionGuardStats& c = src.connections;
-  w.Gauge("trainyard_grpc_connections_open", "Connections to the gRPC listener open now (clients, agents, masters).",
-          static_cast<double>(c.open));
-  w.Family("trainyard_grpc_connections_refused_total", "counter",
-           "Connections to the gRPC listener closed as soon as accepted, by reason: total_cap (maxConnections), "
-           "peer_cap (maxConnectionsPerPeer), no_descriptor (the process had no file descriptor left).");
-  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(c.refused_total_cap));
-  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(c.refused_peer_cap));
-  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"no_descriptor\"", static_cast<double>(c.refused_no_fd));
+  Doors(w, src);
   JoinCounts joins = JoinGuard::Totals();
   w.Family("trainyard_join_requests_total", "counter",
            "NodeJoin.JoinNode calls by outcome: joined, refused_token (unknown, another node's, used or expired), "
@@ -202,6 +196,41 @@ void Requests(Writer& w, const MetricsSources& src) {
     w.Sample("trainyard_http_requests_total",
              absl::StrCat("method=\"", Escape(r.method), "\",route=\"", Escape(r.route), "\",code=\"", r.code, "\""),
              static_cast<double>(r.count));
+  }
+}
+
+// The gRPC doors' connections and the per-user rate limits.
+void Doors(Writer& w, const MetricsSources& src) {
+  const ConnectionGuardStats& c = src.connections;
+  w.Gauge("trainyard_grpc_connections_open", "Connections to the client gRPC listener open now (clients, masters).",
+          static_cast<double>(c.open));
+  w.Family("trainyard_grpc_connections_refused_total", "counter",
+           "Connections to the gRPC listener closed as soon as accepted, by reason: total_cap (maxConnections), "
+           "peer_cap (maxConnectionsPerPeer), no_descriptor (the process had no file descriptor left).");
+  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(c.refused_total_cap));
+  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(c.refused_peer_cap));
+  w.Sample("trainyard_grpc_connections_refused_total", "reason=\"no_descriptor\"", static_cast<double>(c.refused_no_fd));
+  const ConnectionGuardStats& a = src.agent_connections;
+  w.Gauge("trainyard_grpc_agent_connections_open", "Connections to the agent gRPC listener open now.",
+          static_cast<double>(a.open));
+  w.Family("trainyard_grpc_agent_connections_refused_total", "counter",
+           "Connections to the agent gRPC listener closed as soon as accepted, by reason: total_cap "
+           "(maxAgentConnections), peer_cap (maxAgentConnectionsPerPeer), no_descriptor.");
+  w.Sample("trainyard_grpc_agent_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(a.refused_total_cap));
+  w.Sample("trainyard_grpc_agent_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(a.refused_peer_cap));
+  w.Sample("trainyard_grpc_agent_connections_refused_total", "reason=\"no_descriptor\"", static_cast<double>(a.refused_no_fd));
+  w.Family("trainyard_grpc_connections_evicted_total", "counter",
+           "Connections shut down to make room for a newcomer at a cap: they had made no authenticated call "
+           "(a registered node, at the agent listener) within unauthenticatedGraceMs; by listener.");
+  w.Sample("trainyard_grpc_connections_evicted_total", "listener=\"clients\"", static_cast<double>(c.evicted_unauthenticated));
+  w.Sample("trainyard_grpc_connections_evicted_total", "listener=\"agents\"", static_cast<double>(a.evicted_unauthenticated));
+  if (src.limits == nullptr) return;
+  w.Family("trainyard_user_rate_limited_total", "counter",
+           "Client calls refused RESOURCE_EXHAUSTED for a per-user rate limit (rateLimits.CALL), by call.");
+  for (int k = 0; k < UserRateLimiter::kCalls; ++k) {
+    auto call = static_cast<UserRateLimiter::Call>(k);
+    w.Sample("trainyard_user_rate_limited_total", absl::StrCat("call=\"", UserRateLimiter::KeyName(call), "\""),
+             static_cast<double>(src.limits->Refused(call)));
   }
 }
 
@@ -222,16 +251,18 @@ std::string RenderMetrics(const MetricsSources& src) {
 }
 
 void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc,
-                     JobMasterMetrics* masters) {
+                     JobMasterMetrics* masters, const UserRateLimiter* limits) {
   server.Handle("GET", "/metrics", "/metrics",
-                [&server, backend, grpc, masters](const httplib::Request&, httplib::Response& res, const Principal&) {
+                [&server, backend, grpc, masters, limits](const httplib::Request&, httplib::Response& res, const Principal&) {
                   MetricsSources src;
                   src.views = &backend->Views();
                   src.grpc = grpc;
                   src.masters = masters;
                   src.http_requests = server.RequestCounts();
                   src.now = absl::Now();
-                  src.connections = ConnectionGuard::Stats();
+                  src.connections = ConnectionGuard::Stats(Door::kClients);
+                  src.agent_connections = ConnectionGuard::Stats(Door::kAgents);
+                  src.limits = limits;
                   src.http_connections = server.ConnectionStats();
                   res.set_content(RenderMetrics(src), kMetricsContentType);
                 });
