@@ -49,7 +49,7 @@ replicas:
 )"));
   ASSERT_EQ(c.CliAs(bob, {"submit", c.dir() + "/b.yaml"}).exit_code, 0);
   std::string out = c.dir() + "/follow.out";
-  Process follow({"env", "TRAINYARD_TOKEN=" + bob, TrainyardBin(), "logs", "leak", "worker/0", "-f", "--server",
+  Process follow({"/usr/bin/env", "TRAINYARD_TOKEN=" + bob, TrainyardBin(), "logs", "leak", "worker/0", "-f", "--server",
                   c.address()},
                  out);
   ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("bob-1\n") != std::string::npos; }, absl::Seconds(60)))
