@@ -181,7 +181,8 @@ replicas:
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
   int64_t kept = 0;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(c.dir() + "/node-0/logs/chatty/worker-0", ec)) {
+  std::string logs_dir = absl::StrCat(c.dir(), "/node-0/logs/job_", c.Describe(job).value("id", 0), "/worker-0");
+  for (const auto& e : std::filesystem::directory_iterator(logs_dir, ec)) {
     if (absl::StrContains(e.path().filename().string(), ".stdout")) kept += std::filesystem::file_size(e.path());
   }
   EXPECT_GT(kept, 0);
