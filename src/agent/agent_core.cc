@@ -125,7 +125,8 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
                           .log_max_attempt_bytes = config.log_max_attempt_bytes,
                           .mps = agent->mps_.get(),
                           .users = agent->users_.get(),
-                          .task_pids_max = config.task_pids_max});
+                          .task_pids_max = config.task_pids_max,
+                          .task_dir_retention = config.task_dir_retention});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();

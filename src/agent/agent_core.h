@@ -56,6 +56,9 @@ struct AgentConfig {
   // may work (--task-workdir-roots): task_user.h, docs/agent.md.
   TaskUserOptions task_users;
   int64_t task_pids_max = 4096;  // --task-pids-max; 0: no limit
+  // How long a finished task's work dir stays (--task-dir-retention;
+  // SupervisorOptions::task_dir_retention): 0 at once, infinite never.
+  absl::Duration task_dir_retention = absl::Hours(1);
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).

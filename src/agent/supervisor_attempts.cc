@@ -88,9 +88,10 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
   task.has_exit = false;
   absl::Status prepared = logs_.Prepare(l.key);
   // Named per agent (its data dir), so two agents on one machine — a local
-  // cluster, or two test clusters — never share a task's cgroup.
+  // cluster, or two test clusters — never share a task's cgroup; and by the
+  // job's id, so a new job of a reused name never meets the old one's.
   task.cgroup = CgroupSafeName(absl::StrCat(absl::Hex(std::hash<std::string>{}(data_dir_) & 0xffffffffu), "_", l.key.job,
-                                            "_", l.key.role, "-", l.key.index, "_a", task.attempt));
+                                            ".", l.key.job_id, "_", l.key.role, "-", l.key.index, "_a", task.attempt));
   limiter_->Release(task.cgroup);  // a leftover of an earlier agent would carry old OOM counts
   absl::StatusOr<PreparedLimits> limits =
       limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb,

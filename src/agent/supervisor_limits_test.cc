@@ -94,13 +94,13 @@ TEST_F(LimitsTest, TaskRunsInsideItsOwnCgroups) {
   l.vcores_milli = 500;
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   ASSERT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
-  std::string name = CgroupSafeName(absl::StrCat(l.key.job, "_worker-0_a0"));
+  std::string name = CgroupSafeName(absl::StrCat(l.key.job, ".", l.job_id, "_worker-0_a0"));
   std::string cgroups = ReadFileOrEmpty(l.working_dir + "/cgroup");
   for (absl::string_view line : absl::StrSplit(cgroups, '\n')) {
     bool limited = absl::StrContains(line, ":memory:") || absl::StrContains(line, ":cpu,") ||
                    absl::StrContains(line, ":cpu:") || absl::StartsWith(line, "0::");
     if (!limited || (detected_->kind() == LimiterKind::kCgroupV1 && absl::StartsWith(line, "0::"))) continue;
-    // trainyard/<agent's hash>_<job>_worker-0_a0
+    // trainyard/<agent's hash>_<job>.<job id>_worker-0_a0
     EXPECT_THAT(std::string(line), HasSubstr("/trainyard/")) << cgroups;
     EXPECT_THAT(std::string(line), HasSubstr("_" + name)) << cgroups;
   }

@@ -35,6 +35,7 @@ struct AgentFlags {
   bool kill_tasks_on_exit = false;
   std::string task_user_map;
   std::string task_workdir_roots;
+  std::string task_dir_retention = "1h";
   std::string log_level = "info";
   std::string ca;    // TLS: the cluster CA, this node's certificate and key
   std::string cert;
@@ -111,6 +112,12 @@ int RunAgent(AgentFlags& f) {
       return kExitUsage;
     }
     f.config.task_users.map = *std::move(map);
+  }
+  if (!absl::ParseDuration(f.task_dir_retention, &f.config.task_dir_retention) ||
+      f.config.task_dir_retention < absl::ZeroDuration()) {
+    std::cerr << "--task-dir-retention: '" << f.task_dir_retention
+              << "' is not a duration >= 0 (like 1h, 30m, 0 for at once, inf for never)\n";
+    return kExitUsage;
   }
   for (absl::string_view root : absl::StrSplit(f.task_workdir_roots, ',', absl::SkipEmpty())) {
     if (root.empty() || root[0] != '/') {
@@ -255,6 +262,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--task-workdir-roots", f.task_workdir_roots,
                   "directories a task's workingDir may lie under, comma-separated, besides its own and its "
                   "checkpoint directory (default: the home of the account it runs as)");
+  cmd->add_option("--task-dir-retention", f.task_dir_retention,
+                  "how long a finished task's work dir stays before it is removed (its logs stay): 1h (default), "
+                  "0 at once, inf never");
   cmd->add_option("--task-pids-max", f.config.task_pids_max,
                   "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
   cmd->add_option("--http-listen", f.http_listen,

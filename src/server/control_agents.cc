@@ -146,7 +146,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     // Told to leave while the node was away (drained): the order goes again.
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (job->evicting[i]) {
-      SendKill(in.name(), job->rec.name(), t.role(), t.index(), config_.kill_grace_ms,
+      SendKill(in.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms,
                absl::StrCat("node ", in.name(), " is drained"));
     }
   }
@@ -244,7 +244,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
       Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
           api::TaskName(st.job(), st.role(), st.index()));
     }
-    SendKill(node.info.name(), st.job(), st.role(), st.index(), config_.kill_grace_ms,
+    SendKill(node.info.name(), st.job(), st.job_id(), st.role(), st.index(), config_.kill_grace_ms,
              ours ? job->rec.message() : "the server has no record of this task on this node");
   }
   // Tasks the server has as live here that the agent no longer runs.

@@ -399,7 +399,7 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     v1::TaskRecord* t = job.rec.mutable_tasks(i);
     if (!api::IsTerminal(t->state()) && !t->node().empty()) {
-      SendKill(t->node(), job.rec.name(), t->role(), t->index(), 0, reason);
+      SendKill(t->node(), job.rec.name(), job.rec.id(), t->role(), t->index(), 0, reason);
     }
     // TRAINYARD_RESTART_COUNT counts earlier attempts: only a task that was
     // placed (launched) has one behind it; one still waiting for room has not.

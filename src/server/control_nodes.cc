@@ -197,7 +197,7 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
     if (st.ok()) continue;
     std::string why = absl::StrCat("its allocation no longer fits node ", name, "'s new spec: ", st.message());
     Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t->role(), t->index()), why);
-    SendKill(name, job->rec.name(), t->role(), t->index(), config_.kill_grace_ms, why);
+    SendKill(name, job->rec.name(), job->rec.id(), t->role(), t->index(), config_.kill_grace_ms, why);
     // TaskEnded's own release finds nothing left to free (logged at debug).
     EndLostTask(*job, i, why, node.registered);
   }

@@ -195,12 +195,13 @@ std::string ControlState::PreemptionNote(const core::Preemption& p, absl::Time n
   return absl::StrCat("preempted by ", by, " at ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()));
 }
 
-void ControlState::SendKill(const std::string& node, const std::string& job, const std::string& role, int index,
-                            int grace_ms, const std::string& reason) {
+void ControlState::SendKill(const std::string& node, const std::string& job, uint64_t job_id, const std::string& role,
+                            int index, int grace_ms, const std::string& reason) {
   const NodeRt* n = FindNode(node);
   if (!n || !n->connected()) return;
   v1::KillTask k;
   k.set_job(job);
+  k.set_job_id(job_id);
   k.set_role(role);
   k.set_index(index);
   k.set_grace_ms(grace_ms);
@@ -211,7 +212,7 @@ void ControlState::SendKill(const std::string& node, const std::string& job, con
 void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
   for (const v1::TaskRecord& t : job.rec.tasks()) {
     if (api::IsTerminal(t.state()) || t.node().empty()) continue;
-    SendKill(t.node(), job.rec.name(), t.role(), t.index(), grace_ms, reason);
+    SendKill(t.node(), job.rec.name(), job.rec.id(), t.role(), t.index(), grace_ms, reason);
   }
 }
 
@@ -268,6 +269,7 @@ bool ControlState::SendFiles(JobRt& job, int i) {
   f.set_job(job.rec.name());
   f.set_role(t.role());
   f.set_index(t.index());
+  f.set_job_id(job.rec.id());
   for (const auto& [k, v] : EnvFor(job, i).files) (*f.mutable_files())[k] = v;
   backend_->UpdateFiles(t.node(), f);
   return true;

@@ -252,7 +252,9 @@ class ControlState {
   // Sends task `task` its files; false when its node is not connected.
   bool SendFiles(JobRt& job, int task);
   void KillTasks(JobRt& job, int grace_ms, const std::string& reason);
-  void SendKill(const std::string& node, const std::string& job, const std::string& role, int index,
+  // The agent finds the task by the job's id (a reused name names another
+  // job's task); `job` is for its messages.
+  void SendKill(const std::string& node, const std::string& job, uint64_t job_id, const std::string& role, int index,
                 int grace_ms, const std::string& reason);
 
   // control_agents.cc

@@ -90,6 +90,7 @@ absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sin
     Follower& f = *follower;
     id = f.id = next_follower_++;
     f.req = req;
+    f.job_id = places->job_id;
     f.sink = std::move(sink);
     f.window = std::max(kMinWindow, options_.follower_buffer_bytes / static_cast<int64_t>(2 * f.tasks.size()));
     entry.followers.insert(id);

@@ -53,6 +53,12 @@ const TaskLogPlace* Find(const JobLogPlaces& places, const std::string& role, in
 }  // namespace
 
 void LogHub::Apply(Follower& f, const JobLogPlaces& places, Effects& fx) {
+  if (places.job_id != f.job_id) {
+    // Deleted, and its name taken by a new job: that one is not this stream's.
+    End(f, absl::NotFoundError(absl::StrCat("job ", f.req.job(), " was deleted while its logs were read")),
+        /*at_once=*/false, fx);
+    return;
+  }
   for (size_t i = 0; i < f.tasks.size() && !f.end; ++i) {
     const TaskLogPlace* p = Find(places, f.tasks[i].role, f.tasks[i].index);
     if (p) Advance(f, static_cast<int>(i), *p, places.job_done, fx);
@@ -62,7 +68,7 @@ void LogHub::Apply(Follower& f, const JobLogPlaces& places, Effects& fx) {
 
 void LogHub::AdvanceCached(Follower& f, int task, Effects& fx) {
   auto it = jobs_.find(f.req.job());
-  if (it != jobs_.end() && it->second.places) {
+  if (it != jobs_.end() && it->second.places && it->second.places->job_id == f.job_id) {
     const TaskLogPlace* p = Find(*it->second.places, f.tasks[task].role, f.tasks[task].index);
     if (p) Advance(f, task, *p, it->second.places->job_done, fx);
   }
@@ -167,6 +173,7 @@ void LogHub::Subscribe(Follower& f, int i, Output& o, bool follow, Effects& fx) 
   v1::LogRead* r = msg.mutable_read_log();
   r->set_request_id(id);
   r->set_job(f.req.job());
+  r->set_job_id(f.job_id);
   r->set_role(t.role);
   r->set_index(t.index);
   r->set_attempt(t.attempt);

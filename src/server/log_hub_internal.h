@@ -54,6 +54,7 @@ struct LogHub::Queued {
 struct LogHub::Follower {
   uint64_t id = 0;
   v1::LogsRequest req;
+  uint64_t job_id = 0;  // of the job it opened (JobLogPlaces::job_id)
   LogSinkPtr sink;
   std::vector<TaskCursor> tasks;
   int64_t window = 0;  // per output

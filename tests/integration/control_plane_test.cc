@@ -239,7 +239,7 @@ replicas:
 )");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2) << ReadFile(agent.log());
   // It ran in its own directory under the data dir, which it was given whole.
-  std::string task_dir = absl::StrCat(c.dir(), "/node-0/work/", job, "/worker-0");
+  std::string task_dir = absl::StrCat(c.dir(), "/node-0/work/job_", c.Describe(job).value("id", 0), "/worker-0");
   std::error_code ec;
   EXPECT_EQ(ReadFile(task_dir + "/where"), std::filesystem::canonical(task_dir, ec).string() + "\n");
   agent.Stop();

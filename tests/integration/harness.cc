@@ -170,7 +170,9 @@ std::vector<std::string> AgentTlsFlags(const std::string& name) {
     absl::Status made = security::MakeNodeCert(dir, name);
     if (!made.ok()) std::fprintf(stderr, "harness: %s\n", std::string(made.message()).c_str());
   }
-  return {"--ca", ClusterCaFile(), "--cert", security::NodeCertPath(dir, name), "--key",
+  // The CA where `up` keeps it, in the cluster's 0700 certificate dir: tasks
+  // running as other accounts must not depend on reading the agent's file.
+  return {"--ca", security::CaCertPath(dir), "--cert", security::NodeCertPath(dir, name), "--key",
           security::NodeKeyPath(dir, name)};
 }
 
