@@ -52,7 +52,7 @@ bool IsRunning(TaskState s) { return s == TaskState::kRunning; }
 // state.range(0): 1 = cgroups when writable, 0 = rlimits.
 void BM_LaunchToRunning(benchmark::State& state) {
   std::string dir = BenchDir();
-  ResourceLimiterPtr limiter = state.range(0) ? DetectResourceLimiter() : NewRlimitLimiter();
+  ResourceLimiterPtr limiter = state.range(0) ? DetectResourceLimiter() : NewUnconfinedLimiter();
   StateWaiter waiter;
   RealClock clock;
   auto supervisor = *Supervisor::Create({.data_dir = dir, .clock = &clock, .limiter = limiter.get(), .listener = &waiter});
@@ -79,7 +79,7 @@ BENCHMARK(BM_LaunchToRunning)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Me
 
 void BM_LaunchToExit(benchmark::State& state) {
   std::string dir = BenchDir();
-  ResourceLimiterPtr limiter = NewRlimitLimiter();
+  ResourceLimiterPtr limiter = NewUnconfinedLimiter();
   StateWaiter waiter;
   RealClock clock;
   auto supervisor = *Supervisor::Create({.data_dir = dir, .clock = &clock, .limiter = limiter.get(), .listener = &waiter});

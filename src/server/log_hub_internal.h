@@ -54,6 +54,7 @@ struct LogHub::Queued {
 struct LogHub::Follower {
   uint64_t id = 0;
   v1::LogsRequest req;
+  std::string user;  // whose stream it is (its limits count it)
   LogSinkPtr sink;
   std::vector<TaskCursor> tasks;
   int64_t window = 0;  // per output
@@ -75,6 +76,7 @@ struct LogHub::SubRef {
   int task = 0;
   bool err = false;
   std::string node;
+  std::string user;  // the follower's
 };
 
 struct LogHub::JobEntry {

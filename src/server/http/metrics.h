@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/api_counters.h"
 #include "server/connection_guard.h"
+#include "server/stats.h"
 #include "server/master_metrics.h"
 #include "httpd/prometheus_text.h"
 #include "server/http/http_server.h"
@@ -27,6 +28,7 @@ struct MetricsSources {
   std::vector<HttpRequestCount> http_requests;  // answered so far
   absl::Time now;                               // for heartbeat ages
   ConnectionGuardStats connections;             // the gRPC listener's connections
+  LogHubStats logs;                             // `logs` streams and their refusals
 };
 
 std::string RenderMetrics(const MetricsSources& sources);
