@@ -63,6 +63,7 @@ class LimitsTest : public ::testing::Test {
   FakeClock clock_;  // nothing here waits on a restart delay or a kill grace
   RecordingListener listener_;
   ResourceLimiterPtr detected_ = DetectResourceLimiter();
+  ResourceLimiterPtr none_ = NewUnconfinedLimiter();  // outlives supervisor_, which reads it
   std::unique_ptr<Supervisor> supervisor_;
 };
 
@@ -135,8 +136,8 @@ TaskLaunch ReservingTask(const TempDir& dir) {
 // program that reserves more address space than that (8 GiB here against
 // 256 MiB) could not start or failed at its first large mapping.
 TEST_F(LimitsTest, ProgramReservingFarMoreThanItsLimitRunsUnconfined) {
-  ResourceLimiterPtr none = NewUnconfinedLimiter("no writable cgroup (a test)");
-  Start(none.get());
+  none_ = NewUnconfinedLimiter("no writable cgroup (a test)");
+  Start(none_.get());
   TaskLaunch l = ReservingTask(dir_);
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
@@ -162,8 +163,7 @@ TEST_F(LimitsTest, ProgramReservingFarMoreThanItsLimitRunsUnderCgroups) {
 }
 
 TEST_F(LimitsTest, UnconfinedTaskHasNoAddressSpaceLimit) {
-  ResourceLimiterPtr none = NewUnconfinedLimiter();
-  Start(none.get());
+  Start(none_.get());
   TaskLaunch l = ShellTask(dir_, "worker", "ulimit -v > limit");
   l.memory_limit_mb = 256;
   ASSERT_TRUE(supervisor_->Launch(l).ok());
@@ -172,8 +172,7 @@ TEST_F(LimitsTest, UnconfinedTaskHasNoAddressSpaceLimit) {
 }
 
 TEST_F(LimitsTest, RestartedAgentReadoptsRunningTask) {
-  ResourceLimiterPtr none = NewUnconfinedLimiter();
-  Start(none.get());
+  Start(none_.get());
   TaskLaunch l = ShellTask(dir_, "worker", "exec sleep 30");
   l.gpus = core::GpuSet(0b110);
   ASSERT_TRUE(supervisor_->Launch(l).ok());
@@ -182,7 +181,7 @@ TEST_F(LimitsTest, RestartedAgentReadoptsRunningTask) {
   supervisor_.reset();  // the agent goes away; its task keeps running
   ASSERT_EQ(kill(first->pid, 0), 0);
 
-  Start(none.get());
+  Start(none_.get());
   std::vector<TaskStatus> adopted = supervisor_->Adopt();
   ASSERT_EQ(adopted.size(), 1u);
   EXPECT_EQ(adopted[0].pid, first->pid);
@@ -195,7 +194,6 @@ TEST_F(LimitsTest, RestartedAgentReadoptsRunningTask) {
 }
 
 TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
-  ResourceLimiterPtr none = NewUnconfinedLimiter();
   std::string data = dir_.path() + "/data";
   TaskLaunch l = ShellTask(dir_, "worker", "true");
   // A record whose pid is no longer that task (start time differs), and
@@ -204,7 +202,7 @@ TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
   std::string task_logs = data + "/logs/" + l.key.job + "/worker-0";
   std::filesystem::create_directories(task_logs);
   std::ofstream(task_logs + "/attempt-0.wait") << (5 << 8) << "\n";
-  Start(none.get());
+  Start(none_.get());
   EXPECT_TRUE(supervisor_->Adopt().empty());
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
   ASSERT_TRUE(s.has_value());
@@ -215,11 +213,10 @@ TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
 }
 
 TEST_F(LimitsTest, TaskWhoseRecordAndStatusAreGoneEndsUnknown) {
-  ResourceLimiterPtr none = NewUnconfinedLimiter();
   std::string data = dir_.path() + "/data";
   TaskLaunch l = ShellTask(dir_, "worker", "true");
   ASSERT_TRUE(WriteTaskRecord(data, {.launch = l, .pid = getpid(), .start_time = 1}).ok());
-  Start(none.get());
+  Start(none_.get());
   supervisor_->Adopt();
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
   ASSERT_TRUE(s.has_value());
@@ -228,8 +225,7 @@ TEST_F(LimitsTest, TaskWhoseRecordAndStatusAreGoneEndsUnknown) {
 }
 
 TEST_F(LimitsTest, ExitWhileAgentIsDownIsReportedWithItsCode) {
-  ResourceLimiterPtr none = NewUnconfinedLimiter();
-  Start(none.get());
+  Start(none_.get());
   TaskLaunch l = ShellTask(dir_, "worker", "while [ ! -e go ]; do sleep 0.01; done; exit 7");
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   ASSERT_TRUE(supervisor_->WaitFor(l.key, Running, kTimeout).has_value());
@@ -239,7 +235,7 @@ TEST_F(LimitsTest, ExitWhileAgentIsDownIsReportedWithItsCode) {
   ASSERT_TRUE(WaitUntil([&] { return !ReadFileOrEmpty(wait_file).empty(); }));
   EXPECT_EQ(ReadFileOrEmpty(wait_file), absl::StrCat(7 << 8, "\n"));
 
-  Start(none.get());
+  Start(none_.get());
   supervisor_->Adopt();
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
   ASSERT_TRUE(s.has_value());
