@@ -23,8 +23,7 @@ using ::testing::HasSubstr;
 constexpr char kSpec[] = R"(name: limited
 replicas:
   worker:
-    cpu: 500m
-    memory: 64Mi
+    resources: {cpu: 500m, memory: 64Mi}
     command: [sh, -c, 'echo ok']
 )";
 
@@ -35,14 +34,25 @@ TEST(TaskLimitsTest, WithoutWritableCgroupsDescribeSaysTheLimitsAreNotEnforced) 
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   CommandResult d = c.Cli({"describe", job});
   ASSERT_EQ(d.exit_code, 0) << d.err;
-  EXPECT_THAT(d.out, HasSubstr("Limits (as each task's node enforces them):\n  limited-worker-0: memory 64Mi: not "
-                               "enforced, cpu 500m: not enforced, pids 4096: not enforced (no writable cgroup: "));
+  EXPECT_THAT(d.out, HasSubstr("\nLimits (as each task's node enforces them):\n"));
+  EXPECT_THAT(d.out, HasSubstr("  limited-worker-0: memory 64Mi: not enforced, cpu 500m: not enforced, pids 4096: "
+                               "not enforced (no writable cgroup: no cgroup v2 hierarchy at " + empty.path()));
+  // The job's master (which maps far more than it uses) ran unconfined too,
+  // and ended with its job rather than crash-looping.
+  EXPECT_THAT(d.out, HasSubstr("  limited-jobmaster-0: memory 64Mi: not enforced"));
+  EXPECT_THAT(d.out, HasSubstr("(stopped with the job)"));
   HttpResult view = HttpGet(c.http_address(), "/api/v1/jobs/" + job);
   ASSERT_EQ(view.status, 200) << view.body;
-  const auto& limits = view.json["tasks"][0]["limits"];
+  nlohmann::json limits;
+  for (const auto& t : view.json["tasks"]) {
+    if (t.value("name", "") == "limited-worker-0") limits = t["limits"];
+  }
+  ASSERT_TRUE(limits.is_object()) << view.body;
   EXPECT_EQ(limits.value("memory_mb", 0), 64);
   EXPECT_EQ(limits.value("memory_by", "?"), "");
+  EXPECT_EQ(limits.value("vcores_milli", 0), 500);
   EXPECT_THAT(limits.value("why_not", ""), HasSubstr("no writable cgroup"));
+  EXPECT_THAT(limits.value("text", ""), HasSubstr("memory 64Mi: not enforced"));
   // The agent said so when it started.
   EXPECT_THAT(ReadFile(c.dir() + "/node-0.log"), HasSubstr("task confinement: memory: not enforced"));
 }
