@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   }
   ResourceLimiter* limiter = config.limiter;
   if (limiter == nullptr) {
-    agent->owned_limiter_ = DetectResourceLimiter();
+    agent->owned_limiter_ = DetectResourceLimiter({.cgroup_root = config.cgroup_root});
     limiter = agent->owned_limiter_.get();
   }
   if (config.task_pids_max < 0) return absl::InvalidArgumentError("task_pids_max: must be >= 0 (0 = no limit)");

@@ -135,7 +135,7 @@ class AgentMetricsCoreTest : public ::testing::Test {
   TempDir dir_;
   RealClock clock_;
   RecordingListener listener_;
-  ResourceLimiterPtr limiter_ = NewRlimitLimiter();
+  ResourceLimiterPtr limiter_ = NewUnconfinedLimiter();
   AgentConfig config_;
   std::unique_ptr<AgentCore> agent_;
 };

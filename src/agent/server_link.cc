@@ -68,6 +68,14 @@ v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
   p.set_node_fault(s.node_fault);
   p.set_job_id(s.job_id);
   p.set_time_unix_ms(absl::ToUnixMillis(now));
+  v1::EnforcedLimits* l = p.mutable_limits();
+  l->set_memory_mb(s.limits.memory_mb);
+  l->set_memory_by(s.limits.memory_by);
+  l->set_vcores_milli(s.limits.vcores_milli);
+  l->set_cpu_by(s.limits.cpu_by);
+  l->set_pids_max(s.limits.pids_max);
+  l->set_pids_by(s.limits.pids_by);
+  l->set_why_not(s.limits.why_not);
   if (s.has_exit) {
     p.mutable_exit()->set_exit_code(s.exit.exit_code);
     p.mutable_exit()->set_signal(s.exit.signal);

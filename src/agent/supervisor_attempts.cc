@@ -225,7 +225,10 @@ TaskStatus Supervisor::StatusOf(const Task& task, std::string message) const {
           .exit = task.last_exit,
           .message = std::move(message),
           .launch_attempt = task.launch.attempt,
-          .job_id = task.launch.job_id};
+          .job_id = task.launch.job_id,
+          .limits = EnforcedFor(limiter_->confinement(), {.memory_limit_mb = task.launch.memory_limit_mb,
+                                                          .vcores_milli = task.launch.vcores_milli,
+                                                          .pids_max = task_pids_max_})};
 }
 
 }  // namespace trainyard::agent

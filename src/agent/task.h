@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "agent/resource_limiter.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
 
@@ -124,6 +125,8 @@ struct TaskStatus {
   // directories cannot be written), not of the task.
   bool node_fault = false;
   uint64_t job_id = 0;  // TaskLaunch.job_id
+  // The task's limits and what enforces each on this node.
+  EnforcedLimits limits;
 };
 
 }  // namespace trainyard::agent

@@ -267,6 +267,10 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "0 at once, inf never");
   cmd->add_option("--task-pids-max", f.config.task_pids_max,
                   "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
+  cmd->add_option("--cgroup-root", f.config.cgroup_root,
+                  "where cgroups are mounted (default /sys/fs/cgroup): the agent confines tasks in cgroups there "
+                  "that it may write (v2, a delegated v2 subtree, or v1) and says at start-up which limits it "
+                  "enforces; a directory without cgroups runs tasks unconfined");
   cmd->add_option("--http-listen", f.http_listen,
                   "serve /metrics (Prometheus) on HOST:PORT; a bare PORT is on 127.0.0.1, port 0 any free port "
                   "(default: none)");

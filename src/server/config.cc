@@ -95,6 +95,18 @@ void ReadRateLimits(const YAML::Node& node, UserRateLimits* r, std::vector<std::
   }
 }
 
+void ReadLogStreams(const YAML::Node& node, ServerConfig* c, std::vector<std::string>* errors) {
+  for (const auto& kv : node) {
+    std::string key;
+    if (!Key(kv.first, "logStreams", &key, errors)) continue;
+    std::string path = "logStreams." + key;
+    if (key == "perUser") Read(kv.second, path, &c->log_streams_per_user, errors);
+    else if (key == "perNode") Read(kv.second, path, &c->log_subscriptions_per_node, errors);
+    else if (key == "perUserPerNode") Read(kv.second, path, &c->log_subscriptions_per_user_per_node, errors);
+    else errors->push_back(absl::StrCat(path, ": unknown key"));
+  }
+}
+
 void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::string>* errors_out) {
   ServerConfig& c = *config;
   std::vector<std::string>& errors = *errors_out;
@@ -156,6 +168,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
     else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
     else if (key == "rateLimits" && v.IsMap()) ReadRateLimits(v, &c.rate_limits, &errors);
+    else if (key == "logStreams" && v.IsMap()) ReadLogStreams(v, &c, &errors);
     else errors.push_back(absl::StrCat(key, ": unknown key"));
   }
 }
@@ -205,6 +218,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));
   }
   if (c.log_follower_stall_ms <= 0) errors.push_back("logFollowerStallMs: must be positive");
+  if (c.log_streams_per_user < 0) errors.push_back("logStreams.perUser: must not be negative (0: no limit)");
+  if (c.log_subscriptions_per_node <= 0) errors.push_back("logStreams.perNode: must be positive");
+  if (c.log_subscriptions_per_user_per_node < 0) {
+    errors.push_back("logStreams.perUserPerNode: must not be negative (0: no limit)");
+  }
   if (c.max_open_files < 0) errors.push_back("maxOpenFiles: must not be negative");
   if (c.max_open_files > 0 && c.max_open_files < 128) {
     errors.push_back(absl::StrCat("maxOpenFiles: ", c.max_open_files, " is below 128"));

@@ -146,6 +146,14 @@ struct ServerConfig {
   int64_t exec_arg_max = 0;
   int64_t log_follower_buffer_bytes = 1 << 20;
   int log_follower_stall_ms = 60000;
+  // logStreams: one user's share of the log streams (server/log_hub.h):
+  // at most per_user of maxLogFollowers streams at once; on each node at
+  // most per_node subscriptions (a task's stdout and stderr are two; keep it
+  // below the agent's 1024), of them at most per_user_per_node for one
+  // user. 0 (per_user, per_user_per_node): no per-user limit.
+  int log_streams_per_user = 64;            // logStreams.perUser
+  int log_subscriptions_per_node = 1000;    // logStreams.perNode
+  int log_subscriptions_per_user_per_node = 128;  // logStreams.perUserPerNode
 };
 
 // What the gRPC receive limit leaves above max_spec_bytes: the rest of a
@@ -167,6 +175,7 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 // limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,
 // maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb},
 // rateLimits: {submit, listJobs, logs, createToken, burstSeconds}.
+// logStreams: {perUser, perNode, perUserPerNode}.
 absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerConfig base = {});
 
 // Checks values: positive intervals, limits min <= max, known policy.

@@ -53,6 +53,28 @@ TEST(ServerConfigTest, BadValuesAreErrorsNamingTheKey) {
   EXPECT_THAT(st.message(), HasSubstr("maxSpecBytes: 100 is below 4096"));
 }
 
+TEST(ServerConfigTest, ReadsTheLogStreamsBlockAndChecksIt) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(
+      WriteConfig("streams.yaml", "logStreams: {perUser: 8, perNode: 500, perUserPerNode: 16}\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->log_streams_per_user, 8);
+  EXPECT_EQ(c->log_subscriptions_per_node, 500);
+  EXPECT_EQ(c->log_subscriptions_per_user_per_node, 16);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  ServerConfig defaults;
+  EXPECT_EQ(defaults.log_streams_per_user, 64);
+  EXPECT_EQ(defaults.log_subscriptions_per_node, 1000);
+  EXPECT_EQ(defaults.log_subscriptions_per_user_per_node, 128);
+  absl::StatusOr<ServerConfig> unknown = LoadServerConfig(WriteConfig("streams-bad.yaml", "logStreams: {perGroup: 1}\n"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("logStreams.perGroup: unknown key"));
+  ServerConfig bad;
+  bad.log_streams_per_user = -1;
+  bad.log_subscriptions_per_node = 0;
+  absl::Status st = ValidateServerConfig(bad);
+  EXPECT_THAT(st.message(), HasSubstr("logStreams.perUser: must not be negative"));
+  EXPECT_THAT(st.message(), HasSubstr("logStreams.perNode: must be positive"));
+}
+
 TEST(ServerConfigTest, AKeyThatIsAListIsAnErrorNotACrash) {
   absl::StatusOr<ServerConfig> c =
       LoadServerConfig(WriteConfig("keys.yaml", "? [a]\n: b\nlimits: {[maxGpus]: 4}\njobmaster: {{x: 1}: 2}\n"));

@@ -328,6 +328,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
   if (api::IsTerminal(t->state())) return;
   job->acked[i] = true;
   t->set_attempt(std::max(t->attempt(), st.attempt()));
+  if (st.has_limits()) *t->mutable_limits() = st.limits();
   std::string name = api::TaskName(job->rec.name(), t->role(), t->index());
   switch (st.state()) {
     case v1::TASK_RUNNING: {

@@ -300,6 +300,7 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   }
   std::string old = t->node();
   t->set_node(placed->node);
+  t->clear_limits();  // its new node reports its own
   IndexTask(job, placed->node);
   *t->mutable_allocation() = api::ToProto(placed->allocation);
   SetTaskState(job, i, v1::TASK_LAUNCHING);

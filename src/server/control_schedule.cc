@@ -59,6 +59,7 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
     if (i < 0) continue;
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
     t->set_node(a.node);
+    t->clear_limits();  // its new node reports its own
     IndexTask(*job, a.node);
     *t->mutable_allocation() = api::ToProto(a.allocation);
     SetTaskState(*job, i, v1::TASK_LAUNCHING);
@@ -144,6 +145,7 @@ absl::Status ControlState::PlaceWaitingTask(JobRt& job, int i, absl::Time now) {
   absl::StatusOr<core::TaskAssignment> placed = scheduler_->PlaceTask(job.rec.name(), t->role(), t->index());
   if (!placed.ok()) return placed.status();
   t->set_node(placed->node);
+  t->clear_limits();  // its new node reports its own
   IndexTask(job, placed->node);
   *t->mutable_allocation() = api::ToProto(placed->allocation);
   SetTaskState(job, i, v1::TASK_LAUNCHING);

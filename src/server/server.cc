@@ -71,9 +71,11 @@ class ManagerRestBackend final : public http::RestBackend {
     if (absl::Status may = MayActOnJob(who, job, "read the logs of"); !may.ok()) return may;
     return limits_->Allow(who, UserRateLimiter::kLogs, absl::Now());
   }
-  absl::StatusOr<http::LogReaderPtr> OpenLogs(const v1::LogsRequest& request) override {
-    return HubLogReader::Open(logs_, request);
+  absl::StatusOr<http::LogReaderPtr> OpenLogs(const http::Principal& who, const v1::LogsRequest& request) override {
+    std::shared_ptr<const v1::JobView> job = manager_->JobSummary(request.job());
+    return HubLogReader::Open(logs_, request, LogStreamUser(who, job ? job->user() : ""));
   }
+  LogHubStats LogStats() override { return logs_->Stats(); }
 
  private:
   absl::Status MayActOnJob(const http::Principal& who, const std::string& name, absl::string_view verb) {
@@ -93,6 +95,9 @@ namespace {
 LogHubOptions LogHubOptionsFor(const ServerConfig& config) {
   LogHubOptions o;
   o.max_followers = config.max_log_followers;
+  o.max_followers_per_user = config.log_streams_per_user;
+  o.node_subscriptions = config.log_subscriptions_per_node;
+  o.node_subscriptions_per_user = config.log_subscriptions_per_user_per_node;
   o.follower_buffer_bytes = config.log_follower_buffer_bytes;
   o.stall_timeout = absl::Milliseconds(config.log_follower_stall_ms);
   return o;

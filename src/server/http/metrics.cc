@@ -234,6 +234,24 @@ void Doors(Writer& w, const MetricsSources& src) {
   }
 }
 
+void LogStreams(Writer& w, const LogHubStats& l) {
+  w.Gauge("trainyard_log_streams_open", "`logs` streams (gRPC and REST) open now.", static_cast<double>(l.followers));
+  w.Gauge("trainyard_log_subscriptions", "Log subscriptions the server holds on agents now.",
+          static_cast<double>(l.subscriptions));
+  w.Family("trainyard_log_streams_refused_total", "counter",
+           "`logs` streams refused at their start, by reason: total_cap (maxLogFollowers), user_cap "
+           "(logStreams.perUser); and task logs of a stream refused a node's subscription: node_cap "
+           "(logStreams.perNode), user_node_cap (logStreams.perUserPerNode).");
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"total_cap\"", static_cast<double>(l.refused_total));
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"user_cap\"", static_cast<double>(l.refused_user));
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"node_cap\"", static_cast<double>(l.refused_node));
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"user_node_cap\"",
+           static_cast<double>(l.refused_user_node));
+  w.Counter("trainyard_log_streams_cut_off_total",
+            "`logs` streams cut off because their reader took nothing for logFollowerStallMs.",
+            static_cast<double>(l.cut_off));
+}
+
 }  // namespace
 
 std::string RenderMetrics(const MetricsSources& src) {
@@ -247,6 +265,7 @@ std::string RenderMetrics(const MetricsSources& src) {
   Counters(w, *src.views->Stats());
   Masters(w, src.masters, src.now);
   Requests(w, src);
+  LogStreams(w, src.logs);
   return out;
 }
 
@@ -264,6 +283,7 @@ void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounter
                   src.agent_connections = ConnectionGuard::Stats(Door::kAgents);
                   src.limits = limits;
                   src.http_connections = server.ConnectionStats();
+                  src.logs = backend->LogStats();
                   res.set_content(RenderMetrics(src), kMetricsContentType);
                 });
 }

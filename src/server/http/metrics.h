@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "server/api_counters.h"
 #include "server/connection_guard.h"
+#include "server/stats.h"
 #include "server/master_metrics.h"
 #include "server/user_rate_limiter.h"
 #include "httpd/prometheus_text.h"
@@ -31,6 +32,7 @@ struct MetricsSources {
   ConnectionGuardStats agent_connections;       // the agent gRPC listener's
   const UserRateLimiter* limits = nullptr;      // may be null
   httpd::HttpConnectionStats http_connections;  // the HTTP door's
+  LogHubStats logs;                             // `logs` streams and their refusals
 };
 
 std::string RenderMetrics(const MetricsSources& sources);
