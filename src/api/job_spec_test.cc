@@ -357,12 +357,12 @@ TEST(SpecBoundsTest, TooManyRolesIsOneLineNamingTheLimitAndItsKey) {
 }
 
 TEST(SpecBoundsTest, TasksAreCountedOverAllRoles) {
-  // Each role is within the per-role count of 10000; the job is not.
-  std::vector<std::string> over = CheckSpecBounds(ManyRoles(3, 4000), SpecBounds{});
+  // Each role is within the bound; the job is not.
+  std::vector<std::string> over = CheckSpecBounds(ManyRoles(3, 700), SpecBounds{});
   ASSERT_EQ(over.size(), 1u);
-  EXPECT_EQ(over[0], "replicas: 12000 tasks in all (the sum of the roles' counts) is above the 10000 tasks this "
+  EXPECT_EQ(over[0], "replicas: 2100 tasks in all (the sum of the roles' counts) is above the 2000 tasks this "
                      "server takes in one job (maxTasksPerJob in its config)");
-  EXPECT_TRUE(CheckSpecBounds(ManyRoles(1, 10000), SpecBounds{}).empty());
+  EXPECT_TRUE(CheckSpecBounds(ManyRoles(1, 2000), SpecBounds{}).empty());
   SpecBounds small;
   small.max_tasks = 500;
   EXPECT_THAT(CheckSpecBounds(ManyRoles(1, 501), small)[0], HasSubstr("above the 500 tasks"));
@@ -384,14 +384,14 @@ TEST(SpecBoundsTest, EnvAndCommandBytesPerRoleNameTheRoleAndTheKey) {
 }
 
 TEST(SpecBoundsTest, WhatTheLaunchesCarryIsBoundedOverTheJob) {
-  // 10000 tasks with 8 KiB of env each: within each bound alone, but 80 MB
+  // 2000 tasks with 40 KiB of env each: within each bound alone, but 80 MB
   // of launch orders.
-  std::vector<std::string> over = CheckSpecBounds(ManyRoles(1, 10000, 8 << 10), SpecBounds{});
+  std::vector<std::string> over = CheckSpecBounds(ManyRoles(1, 2000, 40 << 10), SpecBounds{});
   ASSERT_EQ(over.size(), 1u);
   EXPECT_THAT(over[0], HasSubstr("replicas: "));
   EXPECT_THAT(over[0], HasSubstr(" tasks is above the 67108864 bytes this server takes in one job "
                                  "(maxLaunchBytesPerJob in its config)"));
-  EXPECT_TRUE(CheckSpecBounds(ManyRoles(1, 10000, 4 << 10), SpecBounds{}).empty());
+  EXPECT_TRUE(CheckSpecBounds(ManyRoles(1, 2000, 32 << 10), SpecBounds{}).empty());
 }
 
 TEST(JobSpecTest, CpuBelowWhatTheKernelCanEnforceIsRefusedWithTheMinimum) {

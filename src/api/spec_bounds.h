@@ -24,7 +24,10 @@ inline constexpr int64_t kMinRunnableMemoryMb = 4;
 // role's command, args and environment). Set by the server's config (keys
 // in docs/control-plane.md); the defaults fit a 10,000-GPU cluster.
 struct SpecBounds {
-  int64_t max_tasks = 10000;                // maxTasksPerJob
+  // 2,000: a job of 8-GPU tasks over all 10,000 GPUs is 1,250 tasks. Each
+  // task's launch carries the job's hosts file (a line per task), so a job's
+  // launches grow with tasks squared: ~140 MB at 2,000, ~3.5 GB at 10,000.
+  int64_t max_tasks = 2000;                 // maxTasksPerJob
   int max_roles = 100;                      // maxRolesPerJob
   int64_t max_env_bytes = 128 << 10;        // maxEnvBytesPerRole: names and values
   int64_t max_command_bytes = 128 << 10;    // maxCommandBytesPerRole: command and args

@@ -115,9 +115,9 @@ TEST(ServerConfigTest, ReadsWhatOneSubmissionMayCost) {
   EXPECT_EQ(c->spec_bounds.max_command_bytes, 32768);
   EXPECT_EQ(c->spec_bounds.max_launch_bytes, 16 << 20);
   EXPECT_TRUE(ValidateServerConfig(*c).ok());
-  // The defaults fit a 10,000-GPU cluster: a job of one task per GPU.
+  // The defaults fit a 10,000-GPU cluster: a job of 8-GPU tasks over all of it.
   ServerConfig defaults;
-  EXPECT_EQ(defaults.spec_bounds.max_tasks, 10000);
+  EXPECT_EQ(defaults.spec_bounds.max_tasks, 2000);
   EXPECT_EQ(defaults.spec_bounds.max_roles, 100);
   EXPECT_EQ(defaults.spec_bounds.max_env_bytes, 128 << 10);
   EXPECT_EQ(defaults.spec_bounds.max_command_bytes, 128 << 10);

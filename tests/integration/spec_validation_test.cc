@@ -191,7 +191,7 @@ TEST(SpecValidationTest, ASubmissionOverABoundIsRefusedNamingItWhileTheClusterKe
   st = SubmitRaw(*stub, "name: wide\nreplicas:\n  a: {count: 6000, command: [x]}\n  b: {count: 6000, command: [x]}\n",
                  &resp);
   EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
-  EXPECT_EQ(st.error_message(), "replicas: 12000 tasks in all (the sum of the roles' counts) is above the 10000 "
+  EXPECT_EQ(st.error_message(), "replicas: 12000 tasks in all (the sum of the roles' counts) is above the 2000 "
                                 "tasks this server takes in one job (maxTasksPerJob in its config)");
   st = SubmitRaw(*stub, absl::StrCat("name: env\nreplicas:\n  w: {command: [x], env: {BIG: ", std::string(200000, 'x'),
                                      "}}\n"), &resp);
