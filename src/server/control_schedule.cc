@@ -58,7 +58,9 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   std::map<std::string, int> per_node;
   // Tasks by (role, index), once: a lookup per assignment was O(tasks) each.
   std::map<std::pair<std::string_view, int>, int> task_at;
-  for (int i = 0; i < job->rec.tasks_size(); ++i) task_at.emplace(std::pair(job->rec.tasks(i).role(), job->rec.tasks(i).index()), i);
+  for (int i = 0; i < job->rec.tasks_size(); ++i) {
+    task_at.emplace(std::pair<std::string_view, int>(job->rec.tasks(i).role(), job->rec.tasks(i).index()), i);
+  }
   for (const core::TaskAssignment& a : p.tasks) {
     auto found = task_at.find(std::pair(std::string_view(a.role), a.index));
     int i = found == task_at.end() ? -1 : found->second;
