@@ -163,6 +163,11 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "logFollowerBufferBytes") Read(v, key, &c.log_follower_buffer_bytes, &errors);
     else if (key == "logFollowerStallMs") Read(v, key, &c.log_follower_stall_ms, &errors);
     else if (key == "maxSpecBytes") Read(v, key, &c.max_spec_bytes, &errors);
+    else if (key == "maxTasksPerJob") Read(v, key, &c.spec_bounds.max_tasks, &errors);
+    else if (key == "maxRolesPerJob") Read(v, key, &c.spec_bounds.max_roles, &errors);
+    else if (key == "maxEnvBytesPerRole") Read(v, key, &c.spec_bounds.max_env_bytes, &errors);
+    else if (key == "maxCommandBytesPerRole") Read(v, key, &c.spec_bounds.max_command_bytes, &errors);
+    else if (key == "maxLaunchBytesPerJob") Read(v, key, &c.spec_bounds.max_launch_bytes, &errors);
     else if (key == "defaultCpu") ReadQuantity(v, key, &api::ParseCpuQuantity, &c.default_vcores_milli, &errors);
     else if (key == "defaultMemory") ReadQuantity(v, key, &api::ParseMemoryQuantity, &c.default_memory_mb, &errors);
     else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
@@ -171,6 +176,19 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "logStreams" && v.IsMap()) ReadLogStreams(v, &c, &errors);
     else errors.push_back(absl::StrCat(key, ": unknown key"));
   }
+}
+
+// Each bound at least what the smallest job needs and at most what one
+// server can hold for one job; what is outside is a typo or a door left open.
+void ValidateSpecBounds(const api::SpecBounds& b, std::vector<std::string>* errors) {
+  auto within = [&](const char* key, int64_t v, int64_t least, int64_t most) {
+    if (v < least || v > most) errors->push_back(absl::StrCat(key, ": ", v, " is not within ", least, "..", most));
+  };
+  within("maxTasksPerJob", b.max_tasks, 1, 1000000);
+  within("maxRolesPerJob", b.max_roles, 1, 10000);
+  within("maxEnvBytesPerRole", b.max_env_bytes, 1024, int64_t{64} << 20);
+  within("maxCommandBytesPerRole", b.max_command_bytes, 1024, int64_t{64} << 20);
+  within("maxLaunchBytesPerJob", b.max_launch_bytes, 1 << 20, int64_t{16} << 30);
 }
 
 }  // namespace
@@ -301,6 +319,15 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (l.max_gpus > 64) errors.push_back("limits.maxGpus: above 64, the most GPUs a node can have");
   if (c.max_spec_bytes < 4096) errors.push_back(absl::StrCat("maxSpecBytes: ", c.max_spec_bytes, " is below 4096"));
   if (c.max_spec_bytes > (1 << 30)) errors.push_back(absl::StrCat("maxSpecBytes: ", c.max_spec_bytes, " is above 1 GiB"));
+  ValidateSpecBounds(c.spec_bounds, &errors);
+  if (c.default_vcores_milli > 0 && c.default_vcores_milli < api::kMinRunnableVcoresMilli) {
+    errors.push_back(absl::StrCat("defaultCpu: ", api::CpuQuantityText(c.default_vcores_milli), " is below ",
+                                  api::CpuQuantityText(api::kMinRunnableVcoresMilli), ", the least a task can run with"));
+  }
+  if (c.default_memory_mb > 0 && c.default_memory_mb < api::kMinRunnableMemoryMb) {
+    errors.push_back(absl::StrCat("defaultMemory: ", api::MemoryQuantityText(c.default_memory_mb), " is below ",
+                                  api::MemoryQuantityText(api::kMinRunnableMemoryMb), ", the least a task can start in"));
+  }
   if (c.default_vcores_milli < l.min_vcores_milli || c.default_vcores_milli > l.max_vcores_milli) {
     errors.push_back(absl::StrCat("defaultCpu: ", api::CpuQuantityText(c.default_vcores_milli),
                                   " is outside limits.minVcoresMilli..maxVcoresMilli"));

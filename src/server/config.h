@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "api/spec_bounds.h"
 #include "core/resources/limits.h"
 
 namespace trainyard::server {
@@ -135,6 +136,10 @@ struct ServerConfig {
   // this plus kReceiveHeadroomBytes, so a far larger message is refused by
   // gRPC before it is read whole.
   int64_t max_spec_bytes = 1 << 20;
+  // What one job may cost beyond its resources (api::SpecBounds): tasks and
+  // roles in one job, env and command bytes per role, and those bytes over
+  // all its tasks; a spec over any is refused naming the field and the key.
+  api::SpecBounds spec_bounds;
   // What a role that asks for no cpu (or memory) gets, as a Kubernetes
   // LimitRange's default: its tasks are then limited on their node and
   // counted against it and their queue.
@@ -170,7 +175,8 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
 // reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
-// maxSpecBytes, defaultCpu (a quantity as in a spec: 1, 500m),
+// maxSpecBytes, maxTasksPerJob, maxRolesPerJob, maxEnvBytesPerRole,
+// maxCommandBytesPerRole, maxLaunchBytesPerJob, defaultCpu (a quantity as in a spec: 1, 500m),
 // defaultMemory (1024, 1Gi),
 // limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,
 // maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb},

@@ -170,5 +170,41 @@ TEST(ServerConfigTest, ReadsTheHistoryKeysAndBoundsTheRing) {
   EXPECT_THAT(ValidateServerConfig(bad).message(), HasSubstr("historyRetentionMinutes: 0 is not within 1..10080"));
 }
 
+TEST(ServerConfigTest, ReadsWhatOneSubmissionMayCost) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(
+      WriteConfig("bounds.yaml", "maxTasksPerJob: 2000\nmaxRolesPerJob: 16\nmaxEnvBytesPerRole: 65536\n"
+                                 "maxCommandBytesPerRole: 32768\nmaxLaunchBytesPerJob: 16777216\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->spec_bounds.max_tasks, 2000);
+  EXPECT_EQ(c->spec_bounds.max_roles, 16);
+  EXPECT_EQ(c->spec_bounds.max_env_bytes, 65536);
+  EXPECT_EQ(c->spec_bounds.max_command_bytes, 32768);
+  EXPECT_EQ(c->spec_bounds.max_launch_bytes, 16 << 20);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  // The defaults fit a 10,000-GPU cluster: a job of 8-GPU tasks over all of it.
+  ServerConfig defaults;
+  EXPECT_EQ(defaults.spec_bounds.max_tasks, 2000);
+  EXPECT_EQ(defaults.spec_bounds.max_roles, 100);
+  EXPECT_EQ(defaults.spec_bounds.max_env_bytes, 128 << 10);
+  EXPECT_EQ(defaults.spec_bounds.max_command_bytes, 128 << 10);
+  EXPECT_EQ(defaults.spec_bounds.max_launch_bytes, 64 << 20);
+  EXPECT_TRUE(ValidateServerConfig(defaults).ok());
+}
+
+TEST(ServerConfigTest, SubmissionBoundsOutsideTheirRangeAreRefusedByKey) {
+  ServerConfig bad;
+  bad.spec_bounds.max_tasks = 0;
+  bad.spec_bounds.max_roles = 20000;
+  bad.spec_bounds.max_env_bytes = 10;
+  bad.default_vcores_milli = 5;
+  absl::Status st = ValidateServerConfig(bad);
+  EXPECT_THAT(st.message(), HasSubstr("maxTasksPerJob: 0 is not within 1..1000000"));
+  EXPECT_THAT(st.message(), HasSubstr("maxRolesPerJob: 20000 is not within 1..10000"));
+  EXPECT_THAT(st.message(), HasSubstr("maxEnvBytesPerRole: 10 is not within 1024.."));
+  EXPECT_THAT(st.message(), HasSubstr("defaultCpu: 5m is below 10m, the least a task can run with"));
+  absl::StatusOr<ServerConfig> typo = LoadServerConfig(WriteConfig("typo.yaml", "maxTasksPerJob: many\n"));
+  EXPECT_THAT(typo.status().message(), HasSubstr("maxTasksPerJob: has the wrong type"));
+}
+
 }  // namespace
 }  // namespace trainyard::server

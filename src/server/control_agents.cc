@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <optional>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -141,8 +142,13 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   ack.set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
   backend_->Registered(in.name(), ack);
   // Tasks placed here that never reached the agent (it was away) go again.
+  std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task
+  const JobRt* ctx_job = nullptr;
   for (auto [job, i] : TasksOn(in.name())) {
-    if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
+    if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) {
+      if (ctx_job != job) ctx = EnvContextFor(*job), ctx_job = job;
+      LaunchTask(*job, i, &*ctx);
+    }
     // Told to leave while the node was away (drained): the order goes again.
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (job->evicting[i]) {

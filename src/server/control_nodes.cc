@@ -76,6 +76,8 @@ void ControlState::LoadTaskState(JobRt& job) {
   job.missing_beats.assign(rec.tasks_size(), 0);
   job.acked.assign(rec.tasks_size(), false);
   job.evicting.assign(rec.tasks_size(), false);
+  job.role_start.clear();
+  for (int i = 0; i < rec.tasks_size(); ++i) job.role_start.emplace(rec.tasks(i).role(), i);  // the first of each
   for (int i = 0; i < rec.tasks_size(); ++i) {
     // The launch its agent runs (the agent's restarts raised `attempt`); a
     // task not placed waits for a launch at `attempt`.

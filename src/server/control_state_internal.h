@@ -1,6 +1,7 @@
 // Private records of ControlState, shared by its handler files.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct ControlState::JobRt {
   // Per task: told to leave a drained node; once it has stopped it is
   // placed elsewhere without charging its restart budget.
   std::vector<bool> evicting;
+  // Per role: its first task. A role's tasks follow it by index (as the job
+  // was made), so FindTask looks one up without a pass over all of them.
+  std::map<std::string, int, std::less<>> role_start;
   // The event log as describe shows it. Jobs recovered from the store load
   // their earlier events on first describe (events_loaded false until then).
   EventList events;

@@ -23,7 +23,7 @@ constexpr absl::Duration kStall = absl::Seconds(1);
 
 JobManager::JobManager(ServerConfig config, StateStore* store, std::unique_ptr<core::Scheduler> scheduler,
                        const Clock* clock)
-    : config_(config), store_(store), clock_(clock), control_(std::move(config), std::move(scheduler), &streams_,
+    : config_(config), store_(store), clock_(clock), queues_(scheduler->options().queues.root), control_(std::move(config), std::move(scheduler), &streams_,
                                                               clock->Now()) {}
 
 JobManager::~JobManager() { Stop(); }
@@ -270,10 +270,18 @@ absl::Status JobManager::SealSecrets(v1::JobSpec* spec) const {
 }
 
 void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done) {
+  // Defaults, bounds, validation and the queue need none of the control
+  // state: checked here on the caller's thread, no one else waits on them.
+  absl::StatusOr<CheckedSpec> checked =
+      CheckSubmission(std::move(spec), std::move(parse_problems), config_, queues_);
+  if (!checked.ok()) {
+    done(checked.status());
+    return;
+  }
   absl::StatusOr<PreparedJob> prepared;
   {
     absl::MutexLock lock(&mu_);
-    prepared = control_.PrepareSubmit(std::move(spec), clock_->Now(), std::move(parse_problems));
+    prepared = control_.PrepareChecked(*std::move(checked), clock_->Now());
     if (prepared.ok()) ++submissions_unanswered_by_store_;
   }
   if (!prepared.ok()) {

@@ -176,6 +176,9 @@ class JobManager {
   const ServerConfig config_;
   StateStore* const store_;
   const Clock* const clock_;
+  // The queue tree, as the scheduler has it (it never changes): what a
+  // submission's queue is checked against without the lock.
+  const core::QueueConfig queues_;
 
   ViewStore views_;  // what readers see; its own lock, never mu_
   // Jobs recovered from the store whose views the loop has not published
