@@ -2,6 +2,8 @@
 // its bytes arrive (see log_lines.h).
 #include "api/log_lines.h"
 
+#include <limits>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
@@ -15,7 +17,11 @@ std::optional<int64_t> ParseLogStamp(absl::string_view line) {
   int64_t v = 0;
   for (int i = 0; i < kLogStampBytes - 1; ++i) {
     if (!absl::ascii_isdigit(static_cast<unsigned char>(line[i]))) return std::nullopt;
-    v = v * 10 + (line[i] - '0');
+    int digit = line[i] - '0';
+    // 19 digits go past int64's largest (9223372036854775807): such a
+    // line's start is text, not a stamp.
+    if (v > (std::numeric_limits<int64_t>::max() - digit) / 10) return std::nullopt;
+    v = v * 10 + digit;
   }
   return v;
 }

@@ -36,6 +36,17 @@ TEST(LogLinesTest, StampsRoundTripAndTextWithoutOneIsKept) {
   EXPECT_EQ(FormatLogTime(1733047251123456789), "2024-12-01T10:00:51.123456789Z");
 }
 
+// A stamp of 19 digits above int64's range overflowed (undefined behaviour;
+// a negative time in practice): such a line's start is text.
+TEST(LogLinesTest, NineteenDigitsAboveInt64AreNoStamp) {
+  EXPECT_EQ(ParseLogStamp("9223372036854775807 x"), INT64_MAX);
+  EXPECT_EQ(ParseLogStamp("9223372036854775808 x"), std::nullopt);
+  EXPECT_EQ(ParseLogStamp("9999999999999999999 x"), std::nullopt);
+  std::vector<Line> lines = Split("9999999999999999999 text\n", 4);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], (Line{0, "9999999999999999999 text\n"}));
+}
+
 TEST(LogLinesTest, LinesComeOutWholeHoweverTheBytesAreCut) {
   std::string data = LogStamp(1) + "first\n" + LogStamp(2) + "second\n" + "unstamped\n" + LogStamp(3) + "no end";
   std::vector<Line> want = {{1, "first\n"}, {2, "second\n"}, {0, "unstamped\n"}, {3, "no end"}};
