@@ -239,7 +239,9 @@ void PrintLimits(const v1::JobView& j, std::ostream& os) {
   std::string lines;
   for (const auto& task : j.tasks()) {
     if (!task.has_limits()) continue;
-    absl::StrAppend(&lines, "  ", task.name(), ": ", Printable(api::EnforcedLimitsText(task.limits())), "\n");
+    // The master is shown apart (the Master line), not as one of the tasks.
+    std::string who = api::IsJobMasterRole(task.role()) ? "master" : task.name();
+    absl::StrAppend(&lines, "  ", who, ": ", Printable(api::EnforcedLimitsText(task.limits())), "\n");
   }
   if (!lines.empty()) os << "\nLimits (as each task's node enforces them):\n" << lines;
 }

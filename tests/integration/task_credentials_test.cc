@@ -41,7 +41,13 @@ replicas:
   EXPECT_THAT(env, Not(HasSubstr("TRAINYARD_TOKEN="))) << env;
   EXPECT_THAT(env, Not(HasSubstr("TRAINYARD_CONFIG="))) << env;
   // What the task needs to talk to its server (verify it) is still there.
-  EXPECT_THAT(env, HasSubstr("TRAINYARD_CA_FILE=" + ClusterCaFile())) << env;
+  // (the task's own readable copy of the cluster CA, not the agent's file)
+  size_t ca_at = env.find("TRAINYARD_CA_FILE=");
+  ASSERT_NE(ca_at, std::string::npos) << env;
+  ca_at += std::string("TRAINYARD_CA_FILE=").size();
+  std::string ca_file = env.substr(ca_at, env.find('\n', ca_at) - ca_at);
+  EXPECT_NE(ca_file, ClusterCaFile());
+  EXPECT_EQ(ReadFile(ca_file), ClusterCaPem());
   EXPECT_THAT(ReadFile(out + "/submit.out"), HasSubstr("requires a token"));
   CommandResult inner = c.Cli({"describe", "inner", "-o", "json"});
   EXPECT_NE(inner.exit_code, 0) << "a job made from inside alice's task: " << inner.out;
