@@ -39,7 +39,7 @@ TEST(TaskLimitsTest, WithoutWritableCgroupsDescribeSaysTheLimitsAreNotEnforced) 
                                "not enforced (no writable cgroup: no cgroup v2 hierarchy at " + empty.path()));
   // The job's master (which maps far more than it uses) ran unconfined too,
   // and ended with its job rather than crash-looping.
-  EXPECT_THAT(d.out, HasSubstr("  limited-jobmaster-0: memory 64Mi: not enforced"));
+  EXPECT_THAT(d.out, HasSubstr("  master: memory 64Mi: not enforced"));
   EXPECT_THAT(d.out, HasSubstr("(stopped with the job)"));
   HttpResult view = HttpGet(c.http_address(), "/api/v1/jobs/" + job);
   ASSERT_EQ(view.status, 200) << view.body;
