@@ -29,6 +29,7 @@
 #include "absl/strings/str_format.h"
 #include "api/job_spec.h"
 #include "control_plane_fleet.h"
+#include "common/logging.h"
 #include "server/control_state.h"
 #include "server/execution_backend.h"
 #include "server/test_node.h"
@@ -226,6 +227,8 @@ int main(int argc, char** argv) {
     else if (a.rfind("--seconds=", 0) == 0) seconds = std::stod(a.substr(10));
     else if (a.rfind("--trainyard=", 0) == 0) trainyard = a.substr(12);
   }
+  // The in-process cluster logs a line per node it registers: not figures.
+  trainyard::SetLogLevel(trainyard::LogLevel::kWarning);
   bool ok = true;
   if (only.empty() || only == "cost") ok = trainyard::bench::Cost() && ok;
   if (only.empty() || only == "list") ok = trainyard::bench::List(trainyard, seconds) && ok;
