@@ -177,19 +177,12 @@ absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time n
   }
   int rate = config_.max_submissions_per_second_per_user;
   if (rate <= 0) return absl::OkStatus();
-  // A token bucket: `rate` a second, a burst of up to one second's worth.
-  if (u.refilled == absl::Time()) {
-    u.tokens = rate;
-  } else {
-    u.tokens = std::min<double>(rate, u.tokens + rate * absl::ToDoubleSeconds(now - u.refilled));
-  }
-  u.refilled = now;
-  if (u.tokens < 1) {
+  // `rate` a second, a burst of up to one second's worth.
+  if (!u.submissions.Take(now, rate, rate)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "user ", user, " submits faster than the ", rate, " jobs a second this server takes per user "
         "(maxSubmissionsPerSecondPerUser): try again in a moment"));
   }
-  u.tokens -= 1;
   return absl::OkStatus();
 }
 

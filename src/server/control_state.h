@@ -32,6 +32,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/task_env.h"
+#include "common/token_bucket.h"
 #include "core/resources/port_ranges.h"
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
@@ -389,8 +390,7 @@ class ControlState {
   // for maxPendingJobsPerUser and maxSubmissionsPerSecondPerUser.
   struct UserSubmissions {
     int pending = 0;
-    double tokens = 0;
-    absl::Time refilled;
+    TokenBucket submissions;
   };
   std::map<std::string, UserSubmissions> user_submissions_;
   // OK, or ResourceExhausted naming the limit `user` reached (control_jobs.cc).

@@ -25,33 +25,31 @@ std::string PeerHost(const std::string& peer) {
 
 }  // namespace
 
-JoinGuard::Bucket& JoinGuard::Refill(const std::string& host, absl::Time now) {
+TokenBucket& JoinGuard::Refill(const std::string& host, absl::Time now) {
   auto it = peers_.find(host);
   if (it == peers_.end()) {
     if (peers_.size() >= options_.max_peers) {
       // Forget the peer with the most refusals left (the least suspicious):
       // a flood from many addresses cannot reset one that is spent.
       auto idlest = std::max_element(peers_.begin(), peers_.end(), [&](const auto& a, const auto& b) {
-        return a.second.tokens + absl::ToDoubleSeconds(now - a.second.at) * options_.refill_per_second <
-               b.second.tokens + absl::ToDoubleSeconds(now - b.second.at) * options_.refill_per_second;
+        return a.second.LevelAt(now, options_.refill_per_second, options_.burst) <
+               b.second.LevelAt(now, options_.refill_per_second, options_.burst);
       });
       peers_.erase(idlest);
     }
-    it = peers_.emplace(host, Bucket{static_cast<double>(options_.burst), now}).first;
+    it = peers_.try_emplace(host).first;  // never refilled: full
   }
-  Bucket& b = it->second;
-  double refilled = b.tokens + std::max(0.0, absl::ToDoubleSeconds(now - b.at)) * options_.refill_per_second;
-  b.tokens = std::min(static_cast<double>(options_.burst), refilled);
-  b.at = std::max(b.at, now);
+  TokenBucket& b = it->second;
+  b.Refill(now, options_.refill_per_second, options_.burst);
   return b;
 }
 
 absl::Status JoinGuard::Admit(const std::string& peer, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  Bucket& b = Refill(PeerHost(peer), now);
+  TokenBucket& b = Refill(PeerHost(peer), now);
   if (b.tokens >= 1) return absl::OkStatus();
   g_refused_rate.fetch_add(1, std::memory_order_relaxed);
-  double wait = options_.refill_per_second > 0 ? (1 - b.tokens) / options_.refill_per_second : 0;
+  double wait = b.SecondsToNext(options_.refill_per_second);
   return absl::ResourceExhaustedError(
       absl::StrCat("too many refused joins from this address; try again in ", static_cast<int>(wait) + 1, " s"));
 }
@@ -59,7 +57,7 @@ absl::Status JoinGuard::Admit(const std::string& peer, absl::Time now) {
 std::string JoinGuard::Refused(const std::string& peer, Refusal reason, absl::string_view why, absl::Time now) {
   (reason == Refusal::kToken ? g_refused_token : g_refused_request).fetch_add(1, std::memory_order_relaxed);
   absl::MutexLock lock(&mu_);
-  Bucket& b = Refill(PeerHost(peer), now);
+  TokenBucket& b = Refill(PeerHost(peer), now);
   b.tokens = std::max(0.0, b.tokens - 1);
   ++unlogged_;
   if (now - last_log_ < options_.log_interval) return "";

@@ -15,6 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/token_bucket.h"
 
 namespace trainyard::server {
 
@@ -61,16 +62,12 @@ class JoinGuard {
   static JoinCounts Totals();
 
  private:
-  struct Bucket {
-    double tokens = 0;
-    absl::Time at;
-  };
   // The bucket of `host` refilled to `now` (a new, full one for a new host).
-  Bucket& Refill(const std::string& host, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  TokenBucket& Refill(const std::string& host, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const JoinGuardOptions options_;
   absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Bucket> peers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, TokenBucket> peers_ ABSL_GUARDED_BY(mu_);
   absl::Time last_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   int64_t unlogged_ ABSL_GUARDED_BY(mu_) = 0;  // refusals since the last line
 };

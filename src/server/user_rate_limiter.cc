@@ -32,20 +32,10 @@ absl::Status UserRateLimiter::Allow(const security::Principal& who, Call call, a
   if (rate <= 0 || who.anonymous || (who.admin && call != kCreateToken)) return absl::OkStatus();
   absl::MutexLock lock(&mu_);
   if (buckets_.size() > kPruneAbove) PruneLocked(now);
-  auto [it, fresh] = buckets_.try_emplace({who.user, call});
-  Bucket& b = it->second;
-  if (fresh) {
-    b.tokens = burst_[call];
-  } else {
-    b.tokens = std::min(burst_[call], b.tokens + rate * std::max(0.0, absl::ToDoubleSeconds(now - b.refilled)));
-  }
-  b.refilled = now;
-  if (b.tokens >= 1) {
-    b.tokens -= 1;
-    return absl::OkStatus();
-  }
+  TokenBucket& b = buckets_[{who.user, call}];
+  if (b.Take(now, rate, burst_[call])) return absl::OkStatus();
   refused_[call].fetch_add(1, std::memory_order_relaxed);
-  double wait = (1 - b.tokens) / rate;
+  double wait = b.SecondsToNext(rate);
   return absl::ResourceExhaustedError(absl::StrFormat(
       "user %s is over the rate limit rateLimits.%s of this server (%g calls a second per user, bursts of %g): "
       "try again in %.1f s",
@@ -54,9 +44,8 @@ absl::Status UserRateLimiter::Allow(const security::Principal& who, Call call, a
 
 void UserRateLimiter::PruneLocked(absl::Time now) {
   for (auto it = buckets_.begin(); it != buckets_.end();) {
-    const Bucket& b = it->second;
     int call = it->first.second;
-    bool full = b.tokens + rate_[call] * absl::ToDoubleSeconds(now - b.refilled) >= burst_[call];
+    bool full = it->second.LevelAt(now, rate_[call], burst_[call]) >= burst_[call];
     if (full) {
       buckets_.erase(it++);
     } else {

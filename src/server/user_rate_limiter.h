@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/token_bucket.h"
 #include "security/principal.h"
 #include "server/config.h"
 
@@ -36,17 +37,13 @@ class UserRateLimiter {
   static const char* KeyName(Call call);
 
  private:
-  struct Bucket {
-    double tokens = 0;
-    absl::Time refilled;
-  };
   // Forgets full buckets (users idle for a burst's time) once there are many.
   void PruneLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   double rate_[kCalls];
   double burst_[kCalls];
   absl::Mutex mu_;
-  absl::flat_hash_map<std::pair<std::string, int>, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::pair<std::string, int>, TokenBucket> buckets_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> refused_[kCalls] = {};
 };
 
