@@ -1,6 +1,6 @@
 // Benchmarks of the node agent's local work: the latency from
 // Supervisor::Launch to the RUNNING status of a real process (fork, cgroup or
-// rlimit setup, exec), the full launch-to-exit round trip of `true`, and
+// limits setup, exec), the full launch-to-exit round trip of `true`, and
 // reading the ports in use from /proc/net (done on every heartbeat), and
 // rendering the agent's /metrics for a node of 64 GPUs.
 // The launch latency is the agent's share of the "submit to RUNNING p50 under
@@ -49,10 +49,10 @@ std::string BenchDir() {
 
 bool IsRunning(TaskState s) { return s == TaskState::kRunning; }
 
-// state.range(0): 1 = cgroups when writable, 0 = rlimits.
+// state.range(0): 1 = cgroups when writable, 0 = unconfined.
 void BM_LaunchToRunning(benchmark::State& state) {
   std::string dir = BenchDir();
-  ResourceLimiterPtr limiter = state.range(0) ? DetectResourceLimiter() : NewRlimitLimiter();
+  ResourceLimiterPtr limiter = state.range(0) ? DetectResourceLimiter() : NewUnconfinedLimiter();
   StateWaiter waiter;
   RealClock clock;
   auto supervisor = *Supervisor::Create({.data_dir = dir, .clock = &clock, .limiter = limiter.get(), .listener = &waiter});
@@ -79,7 +79,7 @@ BENCHMARK(BM_LaunchToRunning)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->Me
 
 void BM_LaunchToExit(benchmark::State& state) {
   std::string dir = BenchDir();
-  ResourceLimiterPtr limiter = NewRlimitLimiter();
+  ResourceLimiterPtr limiter = NewUnconfinedLimiter();
   StateWaiter waiter;
   RealClock clock;
   auto supervisor = *Supervisor::Create({.data_dir = dir, .clock = &clock, .limiter = limiter.get(), .listener = &waiter});

@@ -168,7 +168,7 @@ bool RunLatency(const Flags& f) {
   fo.agents = 2;
   fo.heartbeat_ms = 1000;
   fo.task_ms = 200;  // long enough for RUNNING to be seen, short enough to free the GPUs
-  Fleet fleet(server.address(), fo);
+  Fleet fleet(server.FindInOutput("agents connect to "), fo);
   std::mutex mu;
   std::condition_variable cv;
   std::map<std::string, SteadyTime> launched;
@@ -535,7 +535,7 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   fo.task_ms = f.task_ms;
   if (f.secure) fo.credentials = [&certs](int i) { return certs.Agent(i); };
   std::string http_address = f.http ? server.FindInOutput("/metrics on http://") : "";
-  Fleet fleet(server.address(), fo);
+  Fleet fleet(server.FindInOutput("agents connect to "), fo);
   std::atomic<int64_t> placed_in_window{0};
   SteadyTime window_start, window_end;
   std::atomic<bool> window_open{false};
@@ -634,7 +634,7 @@ bool RunHeartbeat(const Flags& f) {
   fo.agents = f.agents;
   fo.heartbeat_ms = 1000;
   if (f.tls) fo.credentials = [&certs](int i) { return certs.Agent(i); };
-  Fleet fleet(server.address(), fo);
+  Fleet fleet(server.FindInOutput("agents connect to "), fo);
   double reg_s = 0;
   double reg_cpu0 = server.CpuSeconds();
   if (!StartFleet(fleet, f.agents, &reg_s)) return false;

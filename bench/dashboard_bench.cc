@@ -77,7 +77,7 @@ int Run(const Flags& f) {
   FleetOptions fo;
   fo.agents = f.nodes;
   fo.task_ms = -1;  // tasks run until the end: their GPUs stay held
-  Fleet fleet(server->address(), fo);
+  Fleet fleet(server->FindInOutput("agents connect to "), fo);
   if (!fleet.Start(std::chrono::seconds(120))) {
     fprintf(stderr, "dashboard_bench: only %lld of %d agents registered\n",
             static_cast<long long>(fleet.counters().registered.load()), f.nodes);

@@ -134,7 +134,7 @@ void BM_ServerProcessRestart(benchmark::State& state) {
     fo.agents = 100;
     fo.heartbeat_ms = 1000;
     fo.task_ms = 60000;
-    trainyard::bench::Fleet fleet(server.address(), fo);
+    trainyard::bench::Fleet fleet(server.FindInOutput("agents connect to "), fo);
     std::mutex mu;
     std::condition_variable cv;
     SteadyClock::time_point launched{};

@@ -22,7 +22,7 @@ const std::vector<Target>& Targets() {
       {"job_spec", &JobSpec},         {"jobmaster", &JobMaster},
       {"topology", &Topology},        {"port_ranges", &PortRanges},
       {"queue_config", &QueueConfig}, {"traces", &Traces},
-      {"http_request", &HttpRequest}, {"rest_body", &RestBody},
+      {"http_request", &HttpRequest}, {"http_frame", &HttpFrame}, {"rest_body", &RestBody},
       {"query_string", &QueryString}, {"bearer_token", &BearerToken},
       {"join_request", &JoinRequest}, {"agent_messages", &AgentMessages},
       {"launch_order", &LaunchOrder}, {"log_lines", &LogLines},

@@ -37,6 +37,9 @@ void Traces(std::string_view data);
 // Bytes sent to the server's HTTP endpoint on one connection: request
 // lines, headers, queries and bodies of any route (http_entry.cc).
 void HttpRequest(std::string_view data);
+// Bytes of a request as the HTTP door frames them (request_frame.h): the
+// head's end, its fields, chunked bodies, scanned whole and a byte at a time.
+void HttpFrame(std::string_view data);
 // The body of a REST call (the first byte picks submit as JSON, submit as
 // YAML, or kill): the handlers' body parsing.
 void RestBody(std::string_view data);

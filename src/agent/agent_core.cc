@@ -114,7 +114,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   }
   ResourceLimiter* limiter = config.limiter;
   if (limiter == nullptr) {
-    agent->owned_limiter_ = DetectResourceLimiter();
+    agent->owned_limiter_ = DetectResourceLimiter({.cgroup_root = config.cgroup_root});
     limiter = agent->owned_limiter_.get();
   }
   if (config.task_pids_max < 0) return absl::InvalidArgumentError("task_pids_max: must be >= 0 (0 = no limit)");
@@ -125,7 +125,8 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
                           .log_max_attempt_bytes = config.log_max_attempt_bytes,
                           .mps = agent->mps_.get(),
                           .users = agent->users_.get(),
-                          .task_pids_max = config.task_pids_max});
+                          .task_pids_max = config.task_pids_max,
+                          .task_dir_retention = config.task_dir_retention});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();

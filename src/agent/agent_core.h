@@ -43,7 +43,8 @@ struct AgentConfig {
   int64_t memory_mb = 0;              // 0 = MemTotal from /proc/meminfo
   int64_t vcores_milli = 0;           // 0 = 1000 per CPU this process may run on
   std::string proc_root = "/proc";    // tests point this at recorded files
-  ResourceLimiter* limiter = nullptr; // nullptr = DetectResourceLimiter()
+  ResourceLimiter* limiter = nullptr; // nullptr = DetectResourceLimiter() under cgroup_root
+  std::string cgroup_root = "/sys/fs/cgroup";  // --cgroup-root
   bool adopt_tasks = true;            // re-adopt tasks of an earlier agent at Start
   // The most bytes kept of each attempt's logs (--log-max-attempt-bytes;
   // the newest part stays). 0: no cap.
@@ -56,6 +57,9 @@ struct AgentConfig {
   // may work (--task-workdir-roots): task_user.h, docs/agent.md.
   TaskUserOptions task_users;
   int64_t task_pids_max = 4096;  // --task-pids-max; 0: no limit
+  // How long a finished task's work dir stays (--task-dir-retention;
+  // SupervisorOptions::task_dir_retention): 0 at once, infinite never.
+  absl::Duration task_dir_retention = absl::Hours(1);
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).
@@ -74,7 +78,7 @@ struct NodeInfo {
   core::GpuSet excluded_gpus;    // busy with processes Trainyard did not start
   std::string gpu_source;        // "nvml", "nvidia-smi", "simulated"
   std::string mps_control;       // the MPS control program in use; "" = no MPS
-  LimiterKind limiter = LimiterKind::kRlimit;
+  LimiterKind limiter = LimiterKind::kNone;
 };
 
 // One heartbeat's worth of node state.

@@ -61,7 +61,7 @@ class AgentCoreTest : public ::testing::Test {
   TempDir dir_;
   FakeClock clock_;
   RecordingListener listener_;
-  ResourceLimiterPtr limiter_ = NewRlimitLimiter();
+  ResourceLimiterPtr limiter_ = NewUnconfinedLimiter();
   SimulatedGpuDiscovery* sim_ = nullptr;
   AgentConfig config_;
   std::unique_ptr<AgentCore> agent_;
@@ -81,7 +81,7 @@ TEST_F(AgentCoreTest, NodeInfoForRegistration) {
   EXPECT_TRUE(node.port_range.Empty()) << "none configured: the server decides";
   EXPECT_EQ(node.ephemeral_ports.ToString(), "32768-60999");
   EXPECT_EQ(node.excluded_gpus, core::GpuSet(1 << 6));
-  EXPECT_EQ(node.limiter, LimiterKind::kRlimit);
+  EXPECT_EQ(node.limiter, LimiterKind::kNone);
 }
 
 TEST_F(AgentCoreTest, HeartbeatReportsGpuUsePortsAndTasks) {

@@ -31,6 +31,12 @@ void Tasks(PrometheusText& w, const std::string& node, const SupervisorMetrics& 
   w.Family("trainyard_agent_log_written_bytes_total", "counter",
            "Bytes of task logs written since the agent started (stdout and stderr, time stamps included).");
   w.Sample("trainyard_agent_log_written_bytes_total", node, static_cast<double>(m.log_bytes_written));
+  w.Family("trainyard_agent_task_dirs_reclaimed_total", "counter",
+           "Finished tasks' work dirs removed after --task-dir-retention since the agent started.");
+  w.Sample("trainyard_agent_task_dirs_reclaimed_total", node, static_cast<double>(m.task_dirs_reclaimed));
+  w.Family("trainyard_agent_task_dirs_reclaimed_bytes_total", "counter",
+           "Disk space those removals freed since the agent started.");
+  w.Sample("trainyard_agent_task_dirs_reclaimed_bytes_total", node, static_cast<double>(m.task_dirs_reclaimed_bytes));
 }
 
 void Gpus(PrometheusText& w, const std::string& node, const AgentMetricsInput& in) {

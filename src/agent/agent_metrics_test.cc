@@ -48,6 +48,8 @@ AgentMetricsInput TwoGpus(const std::string& source) {
   in.supervisor.gpu_milli[1] = 250;
   in.supervisor.tasks_by_state[static_cast<int>(TaskState::kRunning)] = 2;
   in.supervisor.log_bytes_written = 4096;
+  in.supervisor.task_dirs_reclaimed = 3;
+  in.supervisor.task_dirs_reclaimed_bytes = 1 << 20;
   in.supervisor.spawn_seconds.Observe(0.003);
   in.data_dir = DiskSpace{.free_bytes = 1000, .total_bytes = 5000};
   return in;
@@ -69,6 +71,8 @@ TEST(AgentMetricsTest, RealGpusShowWhatTheDriverSays) {
   EXPECT_EQ(Sample(m, "trainyard_agent_data_dir_free_bytes{node=\"node-a\"}"), 1000.0);
   EXPECT_EQ(Sample(m, "trainyard_agent_data_dir_size_bytes{node=\"node-a\"}"), 5000.0);
   EXPECT_EQ(Sample(m, "trainyard_agent_log_written_bytes_total{node=\"node-a\"}"), 4096.0);
+  EXPECT_EQ(Sample(m, "trainyard_agent_task_dirs_reclaimed_total{node=\"node-a\"}"), 3.0);
+  EXPECT_EQ(Sample(m, "trainyard_agent_task_dirs_reclaimed_bytes_total{node=\"node-a\"}"), 1.0 * kMiB);
   EXPECT_EQ(Sample(m, "trainyard_agent_task_spawn_duration_seconds_bucket{node=\"node-a\",le=\"0.005\"}"), 1.0);
   EXPECT_EQ(Sample(m, "trainyard_agent_task_spawn_duration_seconds_bucket{node=\"node-a\",le=\"0.0025\"}"), 0.0);
   EXPECT_EQ(Sample(m, "trainyard_agent_task_spawn_duration_seconds_count{node=\"node-a\"}"), 1.0);
@@ -131,7 +135,7 @@ class AgentMetricsCoreTest : public ::testing::Test {
   TempDir dir_;
   RealClock clock_;
   RecordingListener listener_;
-  ResourceLimiterPtr limiter_ = NewRlimitLimiter();
+  ResourceLimiterPtr limiter_ = NewUnconfinedLimiter();
   AgentConfig config_;
   std::unique_ptr<AgentCore> agent_;
 };

@@ -27,7 +27,7 @@ namespace {
 
 // Steps the child may fail at; sent to the parent with errno.
 enum ChildStep : int {
-  kStepSession, kStepCgroup, kStepRlimit, kStepChdir, kStepStdout, kStepStderr, kStepExec,
+  kStepSession, kStepCgroup, kStepChdir, kStepStdout, kStepStderr, kStepExec,
   kStepNoNewPrivs, kStepGroups, kStepGid, kStepUid, kStepRootBack
 };
 
@@ -35,7 +35,6 @@ const char* StepName(int step) {
   switch (step) {
     case kStepSession: return "cannot start a new session";
     case kStepCgroup: return "cannot join the task's cgroup";
-    case kStepRlimit: return "cannot set the memory rlimit";
     case kStepChdir: return "cannot enter the working directory";
     case kStepStdout: return "cannot open the stdout log";
     case kStepStderr: return "cannot open the stderr log";
@@ -126,10 +125,6 @@ void DropToAccount(const TaskAccount& a, const gid_t* groups, size_t group_count
     int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) ChildFail(pipe_fd, kStepCgroup);
     close(fd);
-  }
-  if (r.limits.address_space_bytes > 0) {
-    rlimit limit{r.limits.address_space_bytes, r.limits.address_space_bytes};
-    if (setrlimit(RLIMIT_AS, &limit) != 0) ChildFail(pipe_fd, kStepRlimit);
   }
   if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(pipe_fd, kStepNoNewPrivs);

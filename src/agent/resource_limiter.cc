@@ -1,5 +1,6 @@
-// cgroup v2, cgroup v1 and rlimit limiters. Files are written with plain
-// open/write so a kernel refusal comes back as errno with the path.
+// cgroup v2, cgroup v1 and unconfined limiters, and the detection of which
+// one this machine allows. Files are written with plain open/write so a
+// kernel refusal comes back as errno with the path.
 #include "agent/resource_limiter.h"
 
 #include <fcntl.h>
@@ -8,14 +9,15 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/logging.h"
@@ -49,15 +51,11 @@ std::string ReadFile(const std::string& path) {
 // usage (some runtimes size themselves by them); only root writes them.
 bool MakeDir(const std::string& path) {
   if (mkdir(path.c_str(), 0755) == 0) return chmod(path.c_str(), 0755) == 0;
-  return errno == EEXIST;
-}
-
-// Once per process: a pids limit was asked where no pids controller is.
-void WarnNoPids() {
-  static std::once_flag warned;
-  std::call_once(warned, [] {
-    Log(LogLevel::kWarning, kComponent, "the pids cgroup controller is not available: tasks have no process limit");
-  });
+  if (errno != EEXIST) return false;
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return true;
+  errno = ENOTDIR;
+  return false;
 }
 
 // Value of "key N" lines (memory.events, memory.oom_control); 0 when absent.
@@ -101,27 +99,26 @@ void KillAndRemove(const std::string& dir) {
 
 class CgroupV2Limiter : public ResourceLimiter {
  public:
-  CgroupV2Limiter(std::string parent, bool pids) : parent_(std::move(parent)), pids_(pids) {}
+  CgroupV2Limiter(std::string parent, Confinement confinement)
+      : parent_(std::move(parent)), confinement_(std::move(confinement)) {}
   LimiterKind kind() const override { return LimiterKind::kCgroupV2; }
+  const Confinement& confinement() const override { return confinement_; }
 
   absl::StatusOr<PreparedLimits> Prepare(const std::string& name, const TaskLimits& limits) override {
     std::string dir = absl::StrCat(parent_, "/", name);
     if (!MakeDir(dir)) return absl::PermissionDeniedError(absl::StrCat("cannot create ", dir, ": ", strerror(errno)));
-    if (limits.memory_limit_mb > 0) {
+    if (limits.memory_limit_mb > 0 && !confinement_.memory.empty()) {
       absl::Status s = WriteFile(dir + "/memory.max", absl::StrCat(limits.memory_limit_mb << 20));
       if (!s.ok()) return s;
       (void)WriteFile(dir + "/memory.swap.max", "0");  // absent without swap accounting
     }
-    if (limits.vcores_milli > 0) {
+    if (limits.vcores_milli > 0 && !confinement_.cpu.empty()) {
       absl::Status s = WriteFile(dir + "/cpu.max", absl::StrCat(limits.vcores_milli * 100, " 100000"));
       if (!s.ok()) return s;
     }
-    if (limits.pids_max > 0) {
-      if (!pids_) {
-        WarnNoPids();
-      } else if (absl::Status s = WriteFile(dir + "/pids.max", absl::StrCat(limits.pids_max)); !s.ok()) {
-        return s;
-      }
+    if (limits.pids_max > 0 && !confinement_.pids.empty()) {
+      absl::Status s = WriteFile(dir + "/pids.max", absl::StrCat(limits.pids_max));
+      if (!s.ok()) return s;
     }
     return PreparedLimits{.procs_files = {dir + "/cgroup.procs"}};
   }
@@ -133,28 +130,36 @@ class CgroupV2Limiter : public ResourceLimiter {
   void Release(const std::string& name) override { KillAndRemove(absl::StrCat(parent_, "/", name)); }
 
  private:
-  std::string parent_;
-  bool pids_;  // the pids controller is enabled for the agent's cgroups
+  const std::string parent_;
+  const Confinement confinement_;
 };
 
 class CgroupV1Limiter : public ResourceLimiter {
  public:
-  CgroupV1Limiter(std::string memory_parent, std::string cpu_parent, std::string pids_parent)
+  // A parent is "" where its controller is not writable.
+  CgroupV1Limiter(std::string memory_parent, std::string cpu_parent, std::string pids_parent, Confinement c)
       : memory_parent_(std::move(memory_parent)),
         cpu_parent_(std::move(cpu_parent)),
-        pids_parent_(std::move(pids_parent)) {}
+        pids_parent_(std::move(pids_parent)),
+        confinement_(std::move(c)) {}
   LimiterKind kind() const override { return LimiterKind::kCgroupV1; }
+  const Confinement& confinement() const override { return confinement_; }
 
   absl::StatusOr<PreparedLimits> Prepare(const std::string& name, const TaskLimits& limits) override {
     PreparedLimits prepared;
-    std::string mem = absl::StrCat(memory_parent_, "/", name);
-    if (!MakeDir(mem)) return absl::PermissionDeniedError(absl::StrCat("cannot create ", mem, ": ", strerror(errno)));
-    prepared.procs_files.push_back(mem + "/cgroup.procs");
-    if (limits.memory_limit_mb > 0) {
-      std::string bytes = absl::StrCat(limits.memory_limit_mb << 20);
-      absl::Status s = WriteFile(mem + "/memory.limit_in_bytes", bytes);
-      if (!s.ok()) return s;
-      (void)WriteFile(mem + "/memory.memsw.limit_in_bytes", bytes);  // no swap past the limit
+    // A task joins the memory cgroup even without a limit, so an OOM kill
+    // of the node's is still told apart (and, like cpu and pids, so it can
+    // be killed whole).
+    if (!memory_parent_.empty()) {
+      std::string mem = absl::StrCat(memory_parent_, "/", name);
+      if (!MakeDir(mem)) return absl::PermissionDeniedError(absl::StrCat("cannot create ", mem, ": ", strerror(errno)));
+      prepared.procs_files.push_back(mem + "/cgroup.procs");
+      if (limits.memory_limit_mb > 0) {
+        std::string bytes = absl::StrCat(limits.memory_limit_mb << 20);
+        absl::Status s = WriteFile(mem + "/memory.limit_in_bytes", bytes);
+        if (!s.ok()) return s;
+        (void)WriteFile(mem + "/memory.memsw.limit_in_bytes", bytes);  // no swap past the limit
+      }
     }
     if (limits.vcores_milli > 0 && !cpu_parent_.empty()) {
       std::string cpu = absl::StrCat(cpu_parent_, "/", name);
@@ -164,7 +169,6 @@ class CgroupV1Limiter : public ResourceLimiter {
       if (!s.ok()) return s;
       prepared.procs_files.push_back(cpu + "/cgroup.procs");
     }
-    if (limits.pids_max > 0 && pids_parent_.empty()) WarnNoPids();
     if (limits.pids_max > 0 && !pids_parent_.empty()) {
       std::string pids = absl::StrCat(pids_parent_, "/", name);
       if (!MakeDir(pids)) return absl::PermissionDeniedError(absl::StrCat("cannot create ", pids, ": ", strerror(errno)));
@@ -176,84 +180,157 @@ class CgroupV1Limiter : public ResourceLimiter {
   }
 
   bool OomKilled(const std::string& name) override {
+    if (memory_parent_.empty()) return false;
     std::string control = ReadFile(absl::StrCat(memory_parent_, "/", name, "/memory.oom_control"));
     // Kernels before 4.13 have no oom_kill counter; under_oom is the fallback.
     return KeyedValue(control, "oom_kill") > 0 || KeyedValue(control, "under_oom") > 0;
   }
 
   void Release(const std::string& name) override {
-    KillAndRemove(absl::StrCat(memory_parent_, "/", name));
-    if (!cpu_parent_.empty()) KillAndRemove(absl::StrCat(cpu_parent_, "/", name));
-    if (!pids_parent_.empty()) KillAndRemove(absl::StrCat(pids_parent_, "/", name));
+    for (const std::string* parent : {&memory_parent_, &cpu_parent_, &pids_parent_}) {
+      if (!parent->empty()) KillAndRemove(absl::StrCat(*parent, "/", name));
+    }
   }
 
  private:
-  std::string memory_parent_;
-  std::string cpu_parent_;   // "" when the cpu controller is not writable
-  std::string pids_parent_;  // "" when the pids controller is not writable
+  const std::string memory_parent_;
+  const std::string cpu_parent_;
+  const std::string pids_parent_;
+  const Confinement confinement_;
 };
 
-class RlimitLimiter : public ResourceLimiter {
+// Tasks run unconfined: nothing to create, join or remove.
+class UnconfinedLimiter : public ResourceLimiter {
  public:
-  LimiterKind kind() const override { return LimiterKind::kRlimit; }
-  absl::StatusOr<PreparedLimits> Prepare(const std::string&, const TaskLimits& limits) override {
-    if (limits.memory_limit_mb > 0 || limits.vcores_milli > 0) WarnOnce();
-    return PreparedLimits{.address_space_bytes = static_cast<uint64_t>(limits.memory_limit_mb) << 20};
-  }
+  explicit UnconfinedLimiter(std::string why) { confinement_.why_not = std::move(why); }
+  LimiterKind kind() const override { return LimiterKind::kNone; }
+  const Confinement& confinement() const override { return confinement_; }
+  absl::StatusOr<PreparedLimits> Prepare(const std::string&, const TaskLimits&) override { return PreparedLimits{}; }
   bool OomKilled(const std::string&) override { return false; }
   void Release(const std::string&) override {}
 
  private:
-  // Once per process, however many limiters there are.
-  static void WarnOnce() {
-    static std::once_flag warned;
-    std::call_once(warned, [] {
-      Log(LogLevel::kWarning, kComponent,
-          "cgroups are not writable: memory limits fall back to RLIMIT_AS, CPU limits are not "
-          "enforced, and OOM kills cannot be told apart from other SIGKILLs");
-    });
-  }
+  Confinement confinement_;
 };
 
-// Enables `controllers` in the subtree of the root and of the agent's parent.
-bool EnableControllers(const LimiterOptions& o, const std::string& parent, const std::string& controllers) {
-  return WriteFile(o.cgroup_root + "/cgroup.subtree_control", controllers).ok() &&
-         WriteFile(parent + "/cgroup.subtree_control", controllers).ok();
+bool Has(const std::vector<std::string>& v, absl::string_view x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Enables `wanted` controllers in `dir`'s subtree: all in one write, else
+// one by one (a kernel refuses a whole write for one controller it cannot
+// enable). Returns those enabled.
+std::vector<std::string> EnableIn(const std::string& dir, const std::vector<std::string>& wanted) {
+  std::string all;
+  for (const std::string& c : wanted) absl::StrAppend(&all, all.empty() ? "+" : " +", c);
+  if (wanted.empty() || WriteFile(dir + "/cgroup.subtree_control", all).ok()) return wanted;
+  std::vector<std::string> enabled;
+  for (const std::string& c : wanted) {
+    if (WriteFile(dir + "/cgroup.subtree_control", "+" + c).ok()) enabled.push_back(c);
+  }
+  return enabled;
 }
 
-ResourceLimiterPtr TryV2(const LimiterOptions& o) {
-  std::string controllers = ReadFile(o.cgroup_root + "/cgroup.controllers");
-  if (controllers.find("memory") == std::string::npos) return nullptr;
-  std::string parent = absl::StrCat(o.cgroup_root, "/", o.parent_name);
-  if (!MakeDir(parent)) return nullptr;
-  // Controllers must be enabled in every ancestor's subtree_control. A
-  // kernel without the pids controller still has memory and CPU limits.
-  bool pids = controllers.find("pids") != std::string::npos && EnableControllers(o, parent, "+memory +cpu +pids");
-  if (!pids && !EnableControllers(o, parent, "+memory +cpu")) return nullptr;
-  return std::make_unique<CgroupV2Limiter>(parent, pids);
+// A v2 limiter whose tasks' cgroups go under BASE/parent_name, where the
+// agent may write BASE's subtree_control (the root, or a delegated
+// subtree); nullptr with the reason in *why otherwise.
+ResourceLimiterPtr V2At(const LimiterOptions& o, const std::string& base, std::string* why) {
+  std::vector<std::string> offered = absl::StrSplit(absl::StripTrailingAsciiWhitespace(ReadFile(base + "/cgroup.controllers")),
+                                                    ' ', absl::SkipEmpty());
+  std::vector<std::string> wanted;
+  for (const char* c : {"memory", "cpu", "pids"}) {
+    if (Has(offered, c)) wanted.push_back(c);
+  }
+  if (wanted.empty()) {
+    *why = absl::StrCat(base, " offers none of the memory, cpu and pids controllers");
+    return nullptr;
+  }
+  std::string parent = absl::StrCat(base, "/", o.parent_name);
+  if (!MakeDir(parent)) {
+    *why = absl::StrCat("cannot create ", parent, ": ", strerror(errno));
+    return nullptr;
+  }
+  // Controllers must be enabled in every ancestor's subtree_control.
+  std::vector<std::string> enabled = EnableIn(parent, EnableIn(base, wanted));
+  if (enabled.empty()) {
+    *why = absl::StrCat("cannot enable controllers in ", base, "/cgroup.subtree_control: ", strerror(errno));
+    rmdir(parent.c_str());
+    return nullptr;
+  }
+  Confinement c{.where = parent};
+  std::vector<std::string> missing;
+  for (const char* name : {"memory", "cpu", "pids"}) {
+    bool on = Has(enabled, name);
+    if (!on) missing.push_back(name);
+    std::string by = !on ? "" : std::string(name) == "cpu" ? "cgroup v2 quota" : "cgroup v2";
+    (std::string(name) == "memory" ? c.memory : std::string(name) == "cpu" ? c.cpu : c.pids) = by;
+  }
+  if (!missing.empty()) {
+    c.why_not = absl::StrCat("the ", absl::StrJoin(missing, ", "), " controller", missing.size() > 1 ? "s are" : " is",
+                             " not delegated to ", base);
+  }
+  return std::make_unique<CgroupV2Limiter>(parent, std::move(c));
 }
 
-ResourceLimiterPtr TryV1(const LimiterOptions& o) {
-  std::string memory_root = o.cgroup_root + "/memory";
-  if (access((memory_root + "/memory.limit_in_bytes").c_str(), F_OK) != 0) return nullptr;
-  std::string memory_parent =
-      absl::StrCat(memory_root, OwnCgroupPath(o.proc_self_cgroup, "memory"), "/", o.parent_name);
-  if (!MakeDir(memory_parent)) return nullptr;
-  std::string cpu_parent;
-  for (const char* mount : {"/cpu", "/cpu,cpuacct"}) {
-    std::string root = o.cgroup_root + mount;
-    if (access((root + "/cpu.cfs_quota_us").c_str(), F_OK) != 0) continue;
-    std::string candidate = absl::StrCat(root, OwnCgroupPath(o.proc_self_cgroup, "cpu"), "/", o.parent_name);
-    if (MakeDir(candidate)) cpu_parent = candidate;
-    break;
+// The unified hierarchy: its root when the agent may write there (root),
+// else the parent of the agent's own cgroup when the agent owns it (systemd
+// Delegate=, with the agent in a subgroup of the delegated cgroup).
+ResourceLimiterPtr TryV2(const LimiterOptions& o, std::vector<std::string>* why) {
+  if (access((o.cgroup_root + "/cgroup.controllers").c_str(), F_OK) != 0) {
+    why->push_back(absl::StrCat("no cgroup v2 hierarchy at ", o.cgroup_root));
+    return nullptr;
   }
-  std::string pids_parent;
-  std::string pids_root = o.cgroup_root + "/pids";
-  if (access((pids_root + "/cgroup.procs").c_str(), F_OK) == 0) {
-    std::string candidate = absl::StrCat(pids_root, OwnCgroupPath(o.proc_self_cgroup, "pids"), "/", o.parent_name);
-    if (MakeDir(candidate)) pids_parent = candidate;
+  std::vector<std::string> bases = {o.cgroup_root};
+  std::string own = OwnCgroupPath(o.proc_self_cgroup, "");
+  size_t slash = own.rfind('/');
+  if (!own.empty() && slash != std::string::npos && slash > 0) bases.push_back(o.cgroup_root + own.substr(0, slash));
+  for (const std::string& base : bases) {
+    std::string reason;
+    if (ResourceLimiterPtr l = V2At(o, base, &reason)) return l;
+    why->push_back(reason);
   }
-  return std::make_unique<CgroupV1Limiter>(memory_parent, cpu_parent, pids_parent);
+  return nullptr;
+}
+
+// PARENT_OF_CONTROLLER under the agent's own v1 cgroup of `controller`
+// mounted at `mount`, created; "" (with the reason in *why) when it cannot
+// be.
+std::string V1Parent(const LimiterOptions& o, const std::string& mount, const char* controller, const char* probe,
+                     std::vector<std::string>* why) {
+  std::string root = o.cgroup_root + mount;
+  if (access((root + "/" + probe).c_str(), F_OK) != 0) {
+    why->push_back(absl::StrCat("no v1 ", controller, " controller at ", root));
+    return "";
+  }
+  std::string parent = absl::StrCat(root, OwnCgroupPath(o.proc_self_cgroup, controller), "/", o.parent_name);
+  if (!MakeDir(parent)) {
+    why->push_back(absl::StrCat("cannot create ", parent, ": ", strerror(errno)));
+    return "";
+  }
+  return parent;
+}
+
+// cgroup v1: each of the memory, cpu and pids controllers where the agent
+// may create cgroups under its own.
+ResourceLimiterPtr TryV1(const LimiterOptions& o, std::vector<std::string>* why) {
+  std::vector<std::string> missing;
+  std::string memory = V1Parent(o, "/memory", "memory", "memory.limit_in_bytes", &missing);
+  std::string cpu_mount = "/cpu";
+  if (access((o.cgroup_root + "/cpu/cpu.cfs_quota_us").c_str(), F_OK) != 0) cpu_mount = "/cpu,cpuacct";
+  std::string cpu = V1Parent(o, cpu_mount, "cpu", "cpu.cfs_quota_us", &missing);
+  std::string pids = V1Parent(o, "/pids", "pids", "cgroup.procs", &missing);
+  if (memory.empty() && cpu.empty() && pids.empty()) {
+    why->insert(why->end(), missing.begin(), missing.end());
+    return nullptr;
+  }
+  std::vector<std::string> where;
+  for (const std::string& p : {memory, cpu, pids}) {
+    if (!p.empty()) where.push_back(p);
+  }
+  Confinement c{.memory = memory.empty() ? "" : "cgroup v1",
+                .cpu = cpu.empty() ? "" : "cgroup v1 quota",
+                .pids = pids.empty() ? "" : "cgroup v1",
+                .why_not = absl::StrJoin(missing, "; "),
+                .where = absl::StrJoin(where, " ")};
+  return std::make_unique<CgroupV1Limiter>(memory, cpu, pids, std::move(c));
 }
 
 }  // namespace
@@ -262,9 +339,27 @@ const char* LimiterKindName(LimiterKind kind) {
   switch (kind) {
     case LimiterKind::kCgroupV2: return "cgroup-v2";
     case LimiterKind::kCgroupV1: return "cgroup-v1";
-    case LimiterKind::kRlimit: return "rlimit";
+    case LimiterKind::kNone: return "none";
   }
   return "unknown";
+}
+
+std::string DescribeConfinement(const Confinement& c) {
+  auto by = [](const std::string& how) { return how.empty() ? std::string("not enforced") : how; };
+  std::string text = absl::StrCat("memory: ", by(c.memory), ", cpu: ", by(c.cpu), ", pids: ", by(c.pids));
+  if (!c.why_not.empty()) absl::StrAppend(&text, " (", c.why_not, ")");
+  return text;
+}
+
+EnforcedLimits EnforcedFor(const Confinement& c, const TaskLimits& l) {
+  EnforcedLimits e{.memory_mb = l.memory_limit_mb, .vcores_milli = l.vcores_milli, .pids_max = l.pids_max};
+  if (e.memory_mb > 0) e.memory_by = c.memory;
+  if (e.vcores_milli > 0) e.cpu_by = c.cpu;
+  if (e.pids_max > 0) e.pids_by = c.pids;
+  bool unenforced = (e.memory_mb > 0 && e.memory_by.empty()) || (e.vcores_milli > 0 && e.cpu_by.empty()) ||
+                    (e.pids_max > 0 && e.pids_by.empty());
+  if (unenforced) e.why_not = c.why_not.empty() ? "no writable cgroup" : c.why_not;
+  return e;
 }
 
 std::string CgroupSafeName(const std::string& text) {
@@ -275,14 +370,27 @@ std::string CgroupSafeName(const std::string& text) {
   return out;
 }
 
-ResourceLimiterPtr NewRlimitLimiter() { return std::make_unique<RlimitLimiter>(); }
+ResourceLimiterPtr NewUnconfinedLimiter(std::string why) { return std::make_unique<UnconfinedLimiter>(std::move(why)); }
 
 ResourceLimiterPtr DetectResourceLimiter(const LimiterOptions& options) {
   ResourceLimiterPtr limiter;
-  if (options.allow_v2) limiter = TryV2(options);
-  if (!limiter && options.allow_v1) limiter = TryV1(options);
-  if (!limiter) limiter = NewRlimitLimiter();
-  Log(LogLevel::kInfo, kComponent, "task limits through %s", LimiterKindName(limiter->kind()));
+  std::vector<std::string> why;
+  if (options.allow_v2) limiter = TryV2(options, &why);
+  if (!limiter && options.allow_v1) limiter = TryV1(options, &why);
+  if (!limiter) {
+    limiter = NewUnconfinedLimiter(absl::StrCat("no writable cgroup: ", why.empty() ? "cgroups not used" : absl::StrJoin(why, "; ")));
+  }
+  const Confinement& c = limiter->confinement();
+  bool all = !c.memory.empty() && !c.cpu.empty() && !c.pids.empty();
+  Log(all ? LogLevel::kInfo : LogLevel::kWarning, kComponent, "task confinement: %s%s%s", DescribeConfinement(c),
+      c.where.empty() ? "" : "; task cgroups under ", c.where);
+  if (limiter->kind() == LimiterKind::kNone) {
+    Log(LogLevel::kWarning, kComponent,
+        "tasks on this node run unconfined: their memory, cpu and process limits are accounted by the scheduler "
+        "but not enforced here (no rlimit stands in: RLIMIT_AS would kill correct programs that reserve address "
+        "space); give the agent a writable cgroup (run it as root, or under systemd with Delegate=yes and the "
+        "agent in a subgroup) to enforce them");
+  }
   return limiter;
 }
 

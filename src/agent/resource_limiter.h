@@ -1,9 +1,15 @@
 // Memory, CPU and process-count limits for task processes: a cgroup per task
-// attempt through cgroup v2 (unified hierarchy) when the agent can create
-// cgroups there, else cgroup v1 (memory, cpu and pids controllers), else
-// rlimits with a warning once. The agent creates the cgroups and the task
-// joins its own before it leaves root, so (running as another account) it
-// can write into no cgroup's files: it cannot leave its cgroup.
+// attempt, through cgroup v2 (the unified hierarchy's root when the agent
+// may write there, else a delegated subtree it owns: the parent of its own
+// cgroup) or cgroup v1 (memory, cpu and pids controllers, each used where
+// it is writable). Where no cgroup is writable, tasks run unconfined and
+// the agent says so at start-up and in each task's status: no rlimit stands
+// in for a memory limit (RLIMIT_AS counts reserved address space, which
+// correct programs — job masters, JVMs, CUDA, Go — take far more of than
+// they use, so it kills them, not the ones that use too much).
+// The agent creates the cgroups and the task joins its own before it leaves
+// root, so (running as another account) it can write into no cgroup's
+// files: it cannot leave its cgroup.
 // The limiter also tells, after an attempt ended, whether the kernel
 // OOM-killed it.
 #pragma once
@@ -17,9 +23,24 @@
 
 namespace trainyard::agent {
 
-enum class LimiterKind { kCgroupV2, kCgroupV1, kRlimit };
-// "cgroup-v2", "cgroup-v1", "rlimit".
+enum class LimiterKind { kCgroupV2, kCgroupV1, kNone };
+// "cgroup-v2", "cgroup-v1", "none".
 const char* LimiterKindName(LimiterKind kind);
+
+// What enforces each kind of task limit on this node: "cgroup v2",
+// "cgroup v1" (cpu: "cgroup v2 quota", "cgroup v1 quota"), or "" when that
+// limit is not enforced, for the reason in `why_not`.
+struct Confinement {
+  std::string memory;
+  std::string cpu;
+  std::string pids;
+  std::string why_not;  // "" when all three are enforced
+  std::string where;    // the directory (or directories) tasks' cgroups go under
+};
+
+// One line for the agent's start-up log: "memory: cgroup v1, cpu: cgroup v1
+// quota, pids: not enforced (the pids controller is not writable)".
+std::string DescribeConfinement(const Confinement& confinement);
 
 struct TaskLimits {
   int64_t memory_limit_mb = 0;  // 0: none
@@ -27,17 +48,35 @@ struct TaskLimits {
   int64_t pids_max = 0;         // 0: none; the most processes and threads at once
 };
 
+// The limits asked for one task and what enforces each on this node (as in
+// Confinement; "" = not enforced, or not asked when the value is 0). It
+// travels to the server in the task's status and `describe` shows it.
+struct EnforcedLimits {
+  int64_t memory_mb = 0;
+  std::string memory_by;
+  int64_t vcores_milli = 0;
+  std::string cpu_by;
+  int64_t pids_max = 0;
+  std::string pids_by;
+  std::string why_not;  // set when a limit asked is not enforced
+  bool operator==(const EnforcedLimits&) const = default;
+};
+
+// `limits` as `confinement` enforces them.
+EnforcedLimits EnforcedFor(const Confinement& confinement, const TaskLimits& limits);
+
 // What the child does between fork and exec to enter its limits. Only plain
 // data, so the child touches no allocator.
 struct PreparedLimits {
   std::vector<std::string> procs_files;  // write "0" into each (join the cgroup)
-  uint64_t address_space_bytes = 0;      // RLIMIT_AS when > 0 (rlimit fallback)
 };
 
 class ResourceLimiter {
  public:
   virtual ~ResourceLimiter() = default;
   virtual LimiterKind kind() const = 0;
+  // What enforces each kind of limit; the same for every task.
+  virtual const Confinement& confinement() const = 0;
   // Creates the limits of one attempt named `name` (unique per attempt,
   // [A-Za-z0-9_.-] only). An error names the file that could not be written.
   virtual absl::StatusOr<PreparedLimits> Prepare(const std::string& name,
@@ -54,19 +93,23 @@ struct LimiterOptions {
   std::string cgroup_root = "/sys/fs/cgroup";
   std::string proc_self_cgroup = "/proc/self/cgroup";
   // The agent's cgroups live in a directory of this name: under the unified
-  // root for v2, under the agent's own cgroup for v1.
+  // root (or the delegated subtree) for v2, under the agent's own cgroup of
+  // each controller for v1.
   std::string parent_name = "trainyard";
   bool allow_v2 = true;
   bool allow_v1 = true;
 };
 
-// Returns the best limiter this machine allows (v2, v1, rlimit), logging
-// which and, for rlimit, the warning that limits are weaker. Never fails:
-// rlimits are always available.
+// Returns the best limiter this machine allows: cgroup v2 (the root, else a
+// delegated subtree), cgroup v1 (each controller where writable), else none;
+// and logs one line saying which limits are enforced and how (a warning
+// when some are not). Never fails.
 ResourceLimiterPtr DetectResourceLimiter(const LimiterOptions& options = {});
 
-// The rlimit fallback on its own (memory as RLIMIT_AS; CPU not enforced).
-ResourceLimiterPtr NewRlimitLimiter();
+// A limiter that enforces nothing (tasks run unconfined): what
+// DetectResourceLimiter returns where no cgroup is writable. `why` says why,
+// for the task's status.
+ResourceLimiterPtr NewUnconfinedLimiter(std::string why = "no writable cgroup");
 
 // Turns "job/role-0 attempt 2" material into a cgroup-safe name.
 std::string CgroupSafeName(const std::string& text);

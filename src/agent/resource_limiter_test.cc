@@ -91,15 +91,112 @@ TEST(ResourceLimiterTest, UsesCgroupV1UnderTheAgentsOwnCgroup) {
   EXPECT_TRUE(limiter->OomKilled("x"));
 }
 
-TEST(ResourceLimiterTest, FallsBackToRlimits) {
+TEST(ResourceLimiterTest, WithoutCgroupsTasksRunUnconfinedAndSaySo) {
   TempDir dir;
   ResourceLimiterPtr limiter = DetectResourceLimiter({.cgroup_root = dir.path()});
-  ASSERT_EQ(limiter->kind(), LimiterKind::kRlimit);
+  ASSERT_EQ(limiter->kind(), LimiterKind::kNone);
   absl::StatusOr<PreparedLimits> prepared = limiter->Prepare("x", {.memory_limit_mb = 3});
   ASSERT_TRUE(prepared.ok());
-  EXPECT_EQ(prepared->address_space_bytes, 3u << 20);
   EXPECT_TRUE(prepared->procs_files.empty());
   EXPECT_FALSE(limiter->OomKilled("x"));
+  EXPECT_THAT(DescribeConfinement(limiter->confinement()),
+              HasSubstr("memory: not enforced, cpu: not enforced, pids: not enforced (no writable cgroup: "));
+  EnforcedLimits e = EnforcedFor(limiter->confinement(), {.memory_limit_mb = 512, .vcores_milli = 500, .pids_max = 0});
+  EXPECT_EQ(e.memory_mb, 512);
+  EXPECT_EQ(e.memory_by, "");
+  EXPECT_EQ(e.cpu_by, "");
+  EXPECT_THAT(e.why_not, HasSubstr("no writable cgroup"));
+}
+
+// A v1 tree whose controllers' hierarchies exist but where the agent cannot
+// create cgroups under its own (a file stands where its cgroup should be:
+// what the kernel's refusal looks like to mkdir, for root too).
+TEST(ResourceLimiterTest, UnwritableV1IsNotUsed) {
+  TempDir dir;
+  std::string root = dir.path();
+  Touch(root + "/memory/memory.limit_in_bytes");
+  Touch(root + "/cpu/cpu.cfs_quota_us");
+  Touch(root + "/pids/cgroup.procs");
+  Touch(root + "/self_cgroup", "8:pids:/box\n4:memory:/box\n1:cpu,cpuacct:/box\n0::/\n");
+  for (const char* c : {"/memory/box", "/cpu/box", "/pids/box"}) Touch(root + c, "not a directory");
+  ResourceLimiterPtr limiter = DetectResourceLimiter({.cgroup_root = root, .proc_self_cgroup = root + "/self_cgroup"});
+  EXPECT_EQ(limiter->kind(), LimiterKind::kNone);
+  EXPECT_THAT(limiter->confinement().why_not, HasSubstr("cannot create " + root + "/memory/box/trainyard"));
+}
+
+// Only some v1 controllers writable: those are used, the others said to be
+// not enforced.
+TEST(ResourceLimiterTest, V1UsesEachControllerThatIsWritable) {
+  TempDir dir;
+  std::string root = dir.path();
+  Touch(root + "/memory/memory.limit_in_bytes");
+  Touch(root + "/pids/cgroup.procs");
+  Touch(root + "/self_cgroup", "8:pids:/\n4:memory:/\n");
+  Touch(root + "/pids/trainyard", "not a directory");
+  ResourceLimiterPtr limiter = DetectResourceLimiter({.cgroup_root = root, .proc_self_cgroup = root + "/self_cgroup"});
+  ASSERT_EQ(limiter->kind(), LimiterKind::kCgroupV1);
+  const Confinement& c = limiter->confinement();
+  EXPECT_EQ(c.memory, "cgroup v1");
+  EXPECT_EQ(c.cpu, "");
+  EXPECT_EQ(c.pids, "");
+  EXPECT_THAT(DescribeConfinement(c), HasSubstr("memory: cgroup v1, cpu: not enforced, pids: not enforced ("));
+  EXPECT_THAT(c.why_not, HasSubstr("no v1 cpu controller"));
+  EXPECT_THAT(c.why_not, HasSubstr("cannot create " + root + "/pids/trainyard"));
+  std::string mem = root + "/memory/trainyard/t";
+  for (const char* f : {"/memory.limit_in_bytes", "/cgroup.procs"}) Touch(mem + f);
+  absl::StatusOr<PreparedLimits> prepared = limiter->Prepare("t", {.memory_limit_mb = 1, .vcores_milli = 100, .pids_max = 9});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(prepared->procs_files, std::vector<std::string>{mem + "/cgroup.procs"});
+  EXPECT_EQ(ReadFileOrEmpty(mem + "/memory.limit_in_bytes"), "1048576");
+}
+
+// cgroup v2 whose root the agent may not write (not root), with the agent
+// in a subgroup of a cgroup systemd delegated to its user: the delegated
+// cgroup is used, with the controllers delegated (memory and pids; no cpu).
+TEST(ResourceLimiterTest, UsesADelegatedV2SubtreeWhenTheRootIsNotWritable) {
+  TempDir dir;
+  std::string root = dir.path();
+  Touch(root + "/cgroup.controllers", "cpuset cpu io memory pids\n");
+  std::filesystem::create_directories(root + "/cgroup.subtree_control");  // refuses a write
+  std::filesystem::create_directories(root + "/trainyard/cgroup.subtree_control");
+  std::string base = root + "/user.slice/user@1000.service/app.slice/trainyard-agent.service";
+  Touch(base + "/cgroup.controllers", "memory pids\n");
+  Touch(base + "/cgroup.subtree_control");
+  Touch(base + "/trainyard/cgroup.subtree_control");
+  Touch(root + "/self_cgroup", "0::/user.slice/user@1000.service/app.slice/trainyard-agent.service/agent\n");
+  ResourceLimiterPtr limiter =
+      DetectResourceLimiter({.cgroup_root = root, .proc_self_cgroup = root + "/self_cgroup", .allow_v1 = false});
+  ASSERT_EQ(limiter->kind(), LimiterKind::kCgroupV2);
+  const Confinement& c = limiter->confinement();
+  EXPECT_EQ(c.where, base + "/trainyard");
+  EXPECT_EQ(DescribeConfinement(c),
+            "memory: cgroup v2, cpu: not enforced, pids: cgroup v2 (the cpu controller is not delegated to " + base + ")");
+  EXPECT_EQ(ReadFileOrEmpty(base + "/cgroup.subtree_control"), "+memory +pids");
+  EXPECT_EQ(ReadFileOrEmpty(base + "/trainyard/cgroup.subtree_control"), "+memory +pids");
+  std::string task = base + "/trainyard/a";
+  for (const char* f : {"/memory.max", "/pids.max", "/cgroup.procs"}) Touch(task + f);
+  absl::StatusOr<PreparedLimits> prepared = limiter->Prepare("a", {.memory_limit_mb = 2, .vcores_milli = 500, .pids_max = 7});
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  EXPECT_EQ(ReadFileOrEmpty(task + "/memory.max"), "2097152");
+  EXPECT_EQ(ReadFileOrEmpty(task + "/pids.max"), "7");
+  EXPECT_FALSE(std::filesystem::exists(task + "/cpu.max"));
+  EnforcedLimits e = EnforcedFor(c, {.memory_limit_mb = 2, .vcores_milli = 500, .pids_max = 7});
+  EXPECT_EQ(e, (EnforcedLimits{.memory_mb = 2, .memory_by = "cgroup v2", .vcores_milli = 500, .pids_max = 7,
+                               .pids_by = "cgroup v2", .why_not = c.why_not}));
+}
+
+// Neither the root nor the parent of the agent's own cgroup writable.
+TEST(ResourceLimiterTest, V2WithNothingWritableIsNotUsed) {
+  TempDir dir;
+  std::string root = dir.path();
+  Touch(root + "/cgroup.controllers", "cpu memory pids\n");
+  Touch(root + "/trainyard", "not a directory");
+  Touch(root + "/system.slice/cgroup.controllers", "cpu memory pids\n");
+  Touch(root + "/system.slice/trainyard", "not a directory");
+  Touch(root + "/self_cgroup", "0::/system.slice/agent.service\n");
+  ResourceLimiterPtr limiter = DetectResourceLimiter({.cgroup_root = root, .proc_self_cgroup = root + "/self_cgroup"});
+  EXPECT_EQ(limiter->kind(), LimiterKind::kNone);
+  EXPECT_THAT(limiter->confinement().why_not, HasSubstr("cannot create " + root + "/system.slice/trainyard"));
 }
 
 TEST(ResourceLimiterTest, CgroupSafeName) {

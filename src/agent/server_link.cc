@@ -69,6 +69,14 @@ v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
   p.set_node_fault(s.node_fault);
   p.set_job_id(s.job_id);
   p.set_time_unix_ms(absl::ToUnixMillis(now));
+  v1::EnforcedLimits* l = p.mutable_limits();
+  l->set_memory_mb(s.limits.memory_mb);
+  l->set_memory_by(s.limits.memory_by);
+  l->set_vcores_milli(s.limits.vcores_milli);
+  l->set_cpu_by(s.limits.cpu_by);
+  l->set_pids_max(s.limits.pids_max);
+  l->set_pids_by(s.limits.pids_by);
+  l->set_why_not(s.limits.why_not);
   if (s.has_exit) {
     p.mutable_exit()->set_exit_code(s.exit.exit_code);
     p.mutable_exit()->set_signal(s.exit.signal);
@@ -108,8 +116,8 @@ v1::NodeInfo ToProto(const NodeInfo& info) {
   return n;
 }
 
-std::string TaskDir(const std::string& data_dir, const std::string& job, const std::string& role, int index) {
-  return absl::StrCat(data_dir, "/work/", job, "/", role, "-", index);
+std::string TaskDir(const std::string& data_dir, const TaskKey& key) {
+  return absl::StrCat(data_dir, "/work/", key.Place());
 }
 
 namespace {
@@ -164,14 +172,15 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
   if (absl::Status st = CheckLaunchOrder(spec); !st.ok()) return st;
   TaskLaunch l;
-  l.key = TaskKey{spec.job(), spec.role(), spec.index()};
+  l.key = TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()};
   l.job_id = spec.job_id();
   auto user = spec.env().find(api::kTaskUserEnv);
   if (user != spec.env().end()) l.user = user->second;
   l.worker_id = spec.worker_id();
   l.attempt = spec.attempt();
   l.command.assign(spec.command().begin(), spec.command().end());
-  std::string task_dir = TaskDir(data_dir, spec.job(), spec.role(), spec.index());
+  if (absl::Status st = l.key.Validate(); !st.ok()) return st;
+  std::string task_dir = TaskDir(data_dir, l.key);
   if (absl::Status st = WriteTaskFiles(task_dir, spec.files()); !st.ok()) return st;
   for (const auto& [k, v] : spec.env()) {
     l.env[k] = absl::StrReplaceAll(v, {{"${TRAINYARD_TASK_DIR}", task_dir}});
@@ -316,7 +325,10 @@ bool ServerLink::Session() {
   }
   if (!reached) {
     if (!stopping_) {
-      Log(LogLevel::kWarning, "agent", "cannot reach the server at %s yet%s; retrying", options_.server,
+      Log(LogLevel::kWarning, "agent",
+          "cannot reach the server's agent listener at %s yet%s (by default the port above the server's --listen; "
+          "else give --agent-server); retrying",
+          options_.server,
           options_.ca_pem.empty() ? " (plaintext: a server that serves TLS needs --ca, --cert and --key)"
                                   : " (TLS: its certificate must be signed by --ca, and this node's by its CA)");
     }
@@ -469,7 +481,8 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       HandleLaunch(msg.launch());
       break;
     case v1::ServerMessage::kKill: {
-      TaskKey key{msg.kill().job(), msg.kill().role(), msg.kill().index()};
+      TaskKey key = core_->supervisor().Holding(
+          TaskKey{msg.kill().job(), msg.kill().role(), msg.kill().index(), msg.kill().job_id()});
       absl::Status st = msg.kill().fail_attempt()
                             ? core_->supervisor().FailAttempt(key, msg.kill().attempt(), msg.kill().reason())
                             : core_->Kill(key);
@@ -493,8 +506,9 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       break;
     case v1::ServerMessage::kUpdateFiles: {
       const v1::TaskFiles& f = msg.update_files();
-      absl::Status st = CheckTaskPlace(f.job(), f.role(), f.index());
-      if (st.ok()) st = WriteTaskFiles(TaskDir(core_->data_dir(), f.job(), f.role(), f.index()), f.files());
+      TaskKey key{f.job(), f.role(), f.index(), f.job_id()};
+      absl::Status st = key.Validate();
+      if (st.ok()) st = WriteTaskFiles(TaskDir(core_->data_dir(), key), f.files());
       if (!st.ok()) Log(LogLevel::kWarning, "agent", "updating files of %s/%s-%d: %s", f.job(), f.role(), f.index(),
                         std::string(st.message()));
       break;
@@ -516,14 +530,18 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
 void ServerLink::HandleLaunch(const v1::TaskSpec& order) {
   const v1::TaskSpec* with_ca = &order;
   v1::TaskSpec copy;
-  if (!options_.ca_file.empty()) {
+  if (!options_.ca_pem.empty()) {
     // The cluster's CA (public) for a task that calls the server: a job
-    // master verifies it with this.
+    // master verifies it with this. A copy in the task's own directory, so
+    // the task's account can read it wherever the agent keeps its own.
     copy = order;
-    (*copy.mutable_env())[api::kCaFileEnv] = options_.ca_file;
+    (*copy.mutable_files())[kTaskCaFile] = options_.ca_pem;
+    (*copy.mutable_env())[api::kCaFileEnv] = absl::StrCat("${TRAINYARD_TASK_DIR}/", kTaskCaFile);
     with_ca = &copy;
   }
   const v1::TaskSpec& spec = *with_ca;
+  // Its work dir is not reclaimed while the launch writes its files there.
+  Supervisor::PlaceHold hold(&core_->supervisor(), TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()}.Place());
   absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, core_->data_dir());
   absl::Status st = launch.ok() ? core_->Launch(*launch) : launch.status();
   if (st.ok()) return;
@@ -537,7 +555,7 @@ void ServerLink::HandleLaunch(const v1::TaskSpec& order) {
   Log(LogLevel::kWarning, "agent", "launch %s/%s-%d refused: %s", spec.job(), spec.role(), spec.index(),
       std::string(st.message()));
   TaskStatus failed;
-  failed.key = TaskKey{spec.job(), spec.role(), spec.index()};
+  failed.key = TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()};
   failed.state = TaskState::kFailed;
   failed.attempt = spec.attempt();
   failed.launch_attempt = spec.attempt();
@@ -562,7 +580,7 @@ void ServerLink::HandleLogRead(const v1::LogRead& read) {
   v1::LogData* d = msg.mutable_log();
   d->set_request_id(read.request_id());
   d->set_attempt(read.attempt());
-  TaskKey key{read.job(), read.role(), read.index()};
+  TaskKey key = core_->supervisor().Holding(TaskKey{read.job(), read.role(), read.index(), read.job_id()});
   absl::StatusOr<LogChunk> chunk = core_->logs().Read(key, opt);
   if (chunk.ok()) {
     d->set_data(chunk->data);
@@ -579,7 +597,7 @@ void ServerLink::HandleLogRead(const v1::LogRead& read) {
 
 void ServerLink::SubscribeLog(const v1::LogRead& read) {
   LogSubscription sub{.id = read.request_id(),
-                      .key = TaskKey{read.job(), read.role(), read.index()},
+                      .key = core_->supervisor().Holding(TaskKey{read.job(), read.role(), read.index(), read.job_id()}),
                       .attempt = read.attempt(),
                       .stream = read.stderr() ? LogStream::kStderr : LogStream::kStdout,
                       .offset = read.offset(),

@@ -22,15 +22,17 @@
 namespace trainyard::agent {
 
 struct ServerLinkOptions {
-  std::string server;  // host:port
+  std::string server;  // the server's agent listener, host:port
   // TLS (docs/security.md): the CA that verifies the server, and this
   // node's certificate and key (PEM), which name the node. All "" =
-  // plaintext. `ca_file` (the CA's path) is given to tasks as
-  // TRAINYARD_CA_FILE, so a job master verifies the server too.
+  // plaintext. With TLS every task gets a copy of ca_pem in its own
+  // directory (kTaskCaFile, its account's), named by TRAINYARD_CA_FILE, so a
+  // job master running as its user verifies the server too: the agent's
+  // own CA file may sit in a directory only the agent can enter.
   std::string ca_pem;
   std::string cert_pem;
   std::string key_pem;
-  std::string ca_file;
+  std::string ca_file;  // the agent's own CA file; for its messages
   // Dates the statuses sent and ages the ends repeated in heartbeats.
   // Required; outlives the link. The heartbeat interval and the reconnect
   // backoff are waits in real time: they pace the traffic to the server.
@@ -111,11 +113,15 @@ class ServerLink : public TaskListener {
 };
 
 // Converts a launch order into what the supervisor runs: files written into
-// the task directory DATA/work/JOB/ROLE-INDEX, ${TRAINYARD_TASK_DIR} in env
+// the task directory DATA/work/job_ID/ROLE-INDEX, ${TRAINYARD_TASK_DIR} in env
 // values replaced by it. Errors name the file that cannot be written.
-// DATA/work/JOB/ROLE-INDEX: where a task's files (hosts file, MPI hostfile)
-// live, and its working directory unless its spec names one.
-std::string TaskDir(const std::string& data_dir, const std::string& job, const std::string& role, int index);
+// DATA/work/job_ID/ROLE-INDEX (TaskKey::Place): where a task's files (hosts
+// file, MPI hostfile) live, and its working directory unless its spec names
+// one.
+std::string TaskDir(const std::string& data_dir, const TaskKey& key);
+
+// The name of the task's copy of the cluster CA in its task dir.
+inline constexpr char kTaskCaFile[] = "trainyard-ca.pem";
 // Writes each file atomically (write, then rename) into `task_dir`. Errors
 // name a file name that is not plain, or the file that cannot be written.
 absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf::Map<std::string, std::string>& files);

@@ -20,8 +20,10 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "agent/process_spawn.h"
 #include "agent/supervisor_task.h"
+#include "agent/task_dir_reclaim.h"
 #include "agent/task_dirs.h"
 #include "agent/task_record.h"
 #include "common/logging.h"
@@ -140,6 +142,7 @@ Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, R
       log_max_attempt_bytes_(options.log_max_attempt_bytes),
       users_(options.users),
       task_pids_max_(options.task_pids_max),
+      task_dir_retention_(options.task_dir_retention),
       owned_limiter_(std::move(owned_limiter)),
       limiter_(owned_limiter_ ? owned_limiter_.get() : options.limiter),
       listener_(options.listener),
@@ -172,7 +175,28 @@ void Supervisor::Wake() {
 
 absl::Status Supervisor::Launch(TaskLaunch launch) {
   if (absl::Status s = ValidateLaunch(launch); !s.ok()) return s;
-  std::string dir = absl::StrCat(launch.key.job, "/", launch.key.role, "-", launch.key.index);
+  // One source for the job's id: the key names the task's places by it.
+  if (launch.job_id == 0) launch.job_id = launch.key.job_id;
+  launch.key.job_id = launch.job_id;
+  // Its work dir is not reclaimed while it is prepared, nor once it runs.
+  PlaceHold hold(this, launch.key.Place());
+  return Prepare(std::move(launch));
+}
+
+Supervisor::PlaceHold::PlaceHold(Supervisor* supervisor, std::string place)
+    : supervisor_(supervisor), place_(std::move(place)) {
+  absl::MutexLock lock(&supervisor_->mu_);
+  supervisor_->launching_.insert(place_);
+  supervisor_->ended_at_.erase(place_);
+}
+
+Supervisor::PlaceHold::~PlaceHold() {
+  absl::MutexLock lock(&supervisor_->mu_);
+  supervisor_->launching_.erase(supervisor_->launching_.find(place_));
+}
+
+absl::Status Supervisor::Prepare(TaskLaunch launch) {
+  std::string dir = launch.key.Place();
   if (launch.working_dir.empty()) launch.working_dir = absl::StrCat(data_dir_, "/work/", dir);
   if (launch.checkpoint_dir.empty()) launch.checkpoint_dir = absl::StrCat(data_dir_, "/checkpoints/", dir);
   std::error_code ec;
@@ -201,6 +225,47 @@ absl::Status Supervisor::Launch(TaskLaunch launch) {
   }
   Wake();
   return absl::OkStatus();
+}
+
+void Supervisor::ReclaimTaskDirs() {
+  std::string work = data_dir_ + "/work";
+  std::vector<std::string> moved;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::Time now = clock_->Now();
+    if (task_dir_retention_ == absl::InfiniteDuration() || now < next_reclaim_) return;
+    // Leftovers (tasks that ended before this agent started) by their
+    // mtime, at most this long after they fall due.
+    next_reclaim_ = now + std::max(absl::Minutes(1), std::min(task_dir_retention_, absl::Minutes(10)));
+    std::set<std::string> live(launching_.begin(), launching_.end());
+    for (const auto& [key, task] : tasks_) {
+      if (!IsFinal(task->state)) live.insert(key.Place());
+    }
+    for (const std::string& place : DueWorkDirs(ListWorkDirs(work), live, ended_at_, task_dir_retention_, now)) {
+      absl::Status st = MoveToTrash(work, place);
+      if (!st.ok() && !absl::IsNotFound(st)) {
+        Log(LogLevel::kWarning, kComponent, "reclaiming work dir %s: %s", place, st.message());
+        continue;
+      }
+      ended_at_.erase(place);
+      if (st.ok()) moved.push_back(place);
+      std::string job_dir = place.substr(0, place.find('/'));
+      bool launching_there = false;
+      for (const std::string& l : launching_) launching_there |= l.rfind(job_dir + "/", 0) == 0;
+      if (!launching_there) RemoveIfEmpty(work, job_dir);
+    }
+    for (const auto& [place, at] : ended_at_) next_reclaim_ = std::min(next_reclaim_, at + task_dir_retention_);
+  }
+  // Removal (maybe of much) runs without the lock: launches and kills go on.
+  TrashEmptied emptied = EmptyTrash(work);
+  if (!emptied.status.ok()) Log(LogLevel::kWarning, kComponent, "%s", emptied.status.message());
+  if (moved.empty() && emptied.freed_bytes == 0) return;
+  Log(LogLevel::kInfo, kComponent, "reclaimed %d finished task work dir(s), %d bytes, after --task-dir-retention %s: %s",
+      static_cast<int>(moved.size()), emptied.freed_bytes, absl::FormatDuration(task_dir_retention_),
+      absl::StrJoin(moved, ", "));
+  absl::MutexLock lock(&mu_);
+  reclaimed_dirs_ += static_cast<int64_t>(moved.size());
+  reclaimed_bytes_ += emptied.freed_bytes;
 }
 
 absl::Status Supervisor::GpusFree(const TaskLaunch& launch) const {
@@ -233,7 +298,7 @@ absl::Status Supervisor::GpusFree(const TaskLaunch& launch) const {
 absl::Status Supervisor::JoinMps(TaskLaunch& launch) {
   if (mps_ == nullptr || launch.gpu_milli <= 0 || launch.gpus.Empty()) return absl::OkStatus();
   int gpu = launch.gpus.Indices().front();
-  absl::StatusOr<MpsGpu> dirs = mps_->Join(launch.key.ToString(), gpu);
+  absl::StatusOr<MpsGpu> dirs = mps_->Join(launch.key.Place(), gpu);
   if (!dirs.ok()) {
     return absl::UnavailableError(absl::StrCat("task ", launch.key.ToString(), ": the MPS daemon of GPU ", gpu,
                                                ": ", dirs.status().message()));
@@ -244,7 +309,7 @@ absl::Status Supervisor::JoinMps(TaskLaunch& launch) {
 }
 
 void Supervisor::LeaveMps(const TaskLaunch& launch) {
-  if (mps_ != nullptr && !launch.mps_pipe_dir.empty()) mps_->Leave(launch.key.ToString());
+  if (mps_ != nullptr && !launch.mps_pipe_dir.empty()) mps_->Leave(launch.key.Place());
 }
 
 absl::Status Supervisor::Kill(const TaskKey& key) {
@@ -359,6 +424,16 @@ std::vector<TaskStatus> Supervisor::Adopt() {
   return adopted;
 }
 
+TaskKey Supervisor::Holding(const TaskKey& key) const {
+  if (key.job_id == 0) return key;
+  TaskKey by_name = key;
+  by_name.job_id = 0;
+  absl::MutexLock lock(&mu_);
+  if (tasks_.count(key) > 0) return key;
+  auto it = tasks_.find(by_name);
+  return it != tasks_.end() && it->second->launch.job_id == key.job_id ? by_name : key;
+}
+
 std::optional<TaskStatus> Supervisor::Status(const TaskKey& key) const {
   absl::MutexLock lock(&mu_);
   auto it = tasks_.find(key);
@@ -397,6 +472,8 @@ SupervisorMetrics Supervisor::Metrics() const {
       m.log_bytes_written += std::max<int64_t>(0, logs_.WrittenBytes(key, task->attempt) - task->log_bytes_base);
     }
   }
+  m.task_dirs_reclaimed = reclaimed_dirs_;
+  m.task_dirs_reclaimed_bytes = reclaimed_bytes_;
   return m;
 }
 
@@ -459,7 +536,14 @@ void Supervisor::Report(const std::vector<TaskStatus>& statuses) {
     for (const TaskStatus& s : statuses) listener_->OnTaskStatus(s);
   }
   absl::MutexLock lock(&mu_);
-  for (const TaskStatus& s : statuses) reported_[s.key] = s;
+  for (const TaskStatus& s : statuses) {
+    reported_[s.key] = s;
+    if (!IsFinal(s.state) || task_dir_retention_ == absl::InfiniteDuration()) continue;
+    // Its work dir goes once the retention has passed (ReclaimTaskDirs).
+    absl::Time due = clock_->Now() + task_dir_retention_;
+    ended_at_[s.key.Place()] = clock_->Now();
+    if (due < next_reclaim_) next_reclaim_ = due;
+  }
   changed_.SignalAll();
 }
 
@@ -515,6 +599,7 @@ absl::Time Supervisor::NextTimer() const {
     if (!task->kill_requested) next = std::min(next, task->start_at);
     if (task->pid > 0) next = std::min(next, task->sigkill_at);
   }
+  if (task_dir_retention_ != absl::InfiniteDuration()) next = std::min(next, next_reclaim_);
   return next;
 }
 
@@ -547,6 +632,7 @@ void Supervisor::EventLoop() {
                                  NeedsPolling() ? kFallbackPoll : absl::InfiniteDuration());
     }
     Report(out);
+    ReclaimTaskDirs();
     if (poll(fds.data(), fds.size(), timeout_ms) > 0 && (fds[0].revents & POLLIN)) {
       uint64_t count;
       (void)!read(wake_fd_, &count, sizeof(count));

@@ -15,6 +15,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -62,6 +63,10 @@ struct SupervisorOptions {
   // The most processes and threads of one task at once (a pids cgroup);
   // 0: no limit.
   int64_t task_pids_max = 0;
+  // How long a task's work dir (DATA/work/PLACE) stays after the task ended
+  // for good, before it is removed (task_dir_reclaim.h); 0: at once;
+  // infinite: never. Logs and checkpoint dirs are never removed by it.
+  absl::Duration task_dir_retention = absl::InfiniteDuration();
 };
 
 // What the agent's /metrics shows of its tasks (agent_metrics.h).
@@ -77,6 +82,10 @@ struct SupervisorMetrics {
   // Bytes of task logs written since this agent started (both streams,
   // stamps included), by the tasks it started or adopted.
   int64_t log_bytes_written = 0;
+  // Finished tasks' work dirs removed since this agent started, and the
+  // bytes that freed.
+  int64_t task_dirs_reclaimed = 0;
+  int64_t task_dirs_reclaimed_bytes = 0;
 };
 
 // Returns the environment of `attempt` of a task, as "KEY=VALUE" entries:
@@ -102,6 +111,21 @@ class Supervisor {
   // Stops the event thread. Running tasks keep running (an agent restart
   // must not kill training); call KillAll first to stop them.
   ~Supervisor();
+
+  // While it lives, the work dir of one place (TaskKey::Place) is not
+  // reclaimed, and its task's last end no longer counts: the agent holds it
+  // from before it writes a launch's files there until the task is held.
+  class PlaceHold {
+   public:
+    PlaceHold(Supervisor* supervisor, std::string place);
+    ~PlaceHold();
+    PlaceHold(const PlaceHold&) = delete;
+    PlaceHold& operator=(const PlaceHold&) = delete;
+
+   private:
+    Supervisor* const supervisor_;
+    const std::string place_;
+  };
 
   // Starts a task. Errors: an empty command, a working_dir that does not
   // exist or lies outside the allowed roots, a user with no account to run
@@ -131,6 +155,13 @@ class Supervisor {
   // (RUNNING); one that is gone is reported as ended (exit code unknown) and
   // handled by its restart policy. Returns the adopted tasks' status.
   std::vector<TaskStatus> Adopt();
+
+  // The key the task `key` names is held under: `key` itself, or, for a
+  // task adopted from the record of an agent from before places were named
+  // by the job's id (its key has job_id 0, its places the job's name), that
+  // key when the task's launch has key.job_id. The server addresses tasks by
+  // id; this finds those. `key` when neither is held.
+  TaskKey Holding(const TaskKey& key) const;
 
   std::optional<TaskStatus> Status(const TaskKey& key) const;
   std::vector<TaskStatus> Snapshot() const;
@@ -168,6 +199,8 @@ class Supervisor {
 
   void EventLoop();
   void Wake();
+  // Launch's work once its place is marked launching_.
+  absl::Status Prepare(TaskLaunch launch) ABSL_LOCKS_EXCLUDED(mu_);
   // OK when the launch's GPUs are not held by a task that has not ended, or
   // only by shares that leave room for the launch's share.
   absl::Status GpusFree(const TaskLaunch& launch) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -190,6 +223,9 @@ class Supervisor {
   // True when a running process has no pidfd, so only polling sees its end.
   bool NeedsPolling() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Persist(const Task& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When due, moves the work dirs past their retention to the trash (under
+  // the lock, so no launch meets it) and empties the trash (outside it).
+  void ReclaimTaskDirs() ABSL_LOCKS_EXCLUDED(mu_);
   TaskStatus StatusOf(const Task& task, std::string message) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Report(const std::vector<TaskStatus>& statuses) ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -199,6 +235,7 @@ class Supervisor {
   const int64_t log_max_attempt_bytes_;
   const TaskUsers* const users_;
   const int64_t task_pids_max_;
+  const absl::Duration task_dir_retention_;
   ResourceLimiterPtr owned_limiter_;
   ResourceLimiter* limiter_;
   TaskListener* listener_;
@@ -219,6 +256,13 @@ class Supervisor {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Histogram spawn_seconds_ ABSL_GUARDED_BY(mu_) = LatencyHistogram();
   int64_t ended_log_bytes_ ABSL_GUARDED_BY(mu_) = 0;  // of attempts that ended
+  // Work dir places (TaskKey::Place): when their task ended for good, and
+  // those a Launch is preparing (never reclaimed meanwhile).
+  std::map<std::string, absl::Time> ended_at_ ABSL_GUARDED_BY(mu_);
+  std::multiset<std::string> launching_ ABSL_GUARDED_BY(mu_);
+  absl::Time next_reclaim_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  int64_t reclaimed_dirs_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t reclaimed_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread thread_;
 };
 

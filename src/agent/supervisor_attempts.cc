@@ -12,6 +12,7 @@
 #include "agent/process_spawn.h"
 #include "agent/restart_backoff.h"
 #include "agent/supervisor_task.h"
+#include "agent/task_inherited_env.h"
 #include "agent/task_record.h"
 #include "api/log_lines.h"
 #include "api/task_env.h"
@@ -87,9 +88,10 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
   task.has_exit = false;
   absl::Status prepared = logs_.Prepare(l.key);
   // Named per agent (its data dir), so two agents on one machine — a local
-  // cluster, or two test clusters — never share a task's cgroup.
+  // cluster, or two test clusters — never share a task's cgroup; and by the
+  // job's id, so a new job of a reused name never meets the old one's.
   task.cgroup = CgroupSafeName(absl::StrCat(absl::Hex(std::hash<std::string>{}(data_dir_) & 0xffffffffu), "_", l.key.job,
-                                            "_", l.key.role, "-", l.key.index, "_a", task.attempt));
+                                            ".", l.key.job_id, "_", l.key.role, "-", l.key.index, "_a", task.attempt));
   limiter_->Release(task.cgroup);  // a leftover of an earlier agent would carry old OOM counts
   absl::StatusOr<PreparedLimits> limits =
       limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb,
@@ -109,9 +111,11 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
     pid = limits.status();
   } else {
     pid = SpawnTaskProcess({.argv = l.command,
-                            .env = TaskEnvironment(inherit_agent_env_ ? AgentEnvironment()
-                                                                      : std::vector<std::string>{},
-                                                   l, task.attempt),
+                            .env = TaskEnvironment(
+                                inherit_agent_env_
+                                    ? TaskInheritedEnvironment(AgentEnvironment(), l.run_as ? &*l.run_as : nullptr)
+                                    : std::vector<std::string>{},
+                                l, task.attempt),
                             .working_dir = l.working_dir,
                             .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
                             .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
@@ -221,7 +225,10 @@ TaskStatus Supervisor::StatusOf(const Task& task, std::string message) const {
           .exit = task.last_exit,
           .message = std::move(message),
           .launch_attempt = task.launch.attempt,
-          .job_id = task.launch.job_id};
+          .job_id = task.launch.job_id,
+          .limits = EnforcedFor(limiter_->confinement(), {.memory_limit_mb = task.launch.memory_limit_mb,
+                                                          .vcores_milli = task.launch.vcores_milli,
+                                                          .pids_max = task_pids_max_})};
 }
 
 }  // namespace trainyard::agent

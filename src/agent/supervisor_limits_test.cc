@@ -1,9 +1,14 @@
 // Supervisor tests of memory / CPU limits (a real OOM kill under a cgroup
-// memory limit where this machine lets us create cgroups, the rlimit
-// fallback otherwise) and of re-adopting tasks after an agent restart.
+// memory limit where this machine lets us create cgroups; programs that
+// reserve far more address space than their limit, with cgroups and
+// without) and of re-adopting tasks after an agent restart.
 #include <signal.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -52,12 +57,13 @@ class LimitsTest : public ::testing::Test {
     supervisor_->KillAll();
     for (const TaskStatus& s : supervisor_->Snapshot()) supervisor_->WaitFor(s.key, Final, kTimeout);
   }
-  bool HaveCgroups() { return detected_->kind() != LimiterKind::kRlimit; }
+  bool HaveCgroups() { return detected_->kind() != LimiterKind::kNone; }
 
   TempDir dir_;
   FakeClock clock_;  // nothing here waits on a restart delay or a kill grace
   RecordingListener listener_;
   ResourceLimiterPtr detected_ = DetectResourceLimiter();
+  ResourceLimiterPtr none_ = NewUnconfinedLimiter();  // outlives supervisor_, which reads it
   std::unique_ptr<Supervisor> supervisor_;
 };
 
@@ -94,31 +100,79 @@ TEST_F(LimitsTest, TaskRunsInsideItsOwnCgroups) {
   l.vcores_milli = 500;
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   ASSERT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
-  std::string name = CgroupSafeName(absl::StrCat(l.key.job, "_worker-0_a0"));
+  std::string name = CgroupSafeName(absl::StrCat(l.key.job, ".", l.job_id, "_worker-0_a0"));
   std::string cgroups = ReadFileOrEmpty(l.working_dir + "/cgroup");
   for (absl::string_view line : absl::StrSplit(cgroups, '\n')) {
     bool limited = absl::StrContains(line, ":memory:") || absl::StrContains(line, ":cpu,") ||
                    absl::StrContains(line, ":cpu:") || absl::StartsWith(line, "0::");
     if (!limited || (detected_->kind() == LimiterKind::kCgroupV1 && absl::StartsWith(line, "0::"))) continue;
-    // trainyard/<agent's hash>_<job>_worker-0_a0
+    // trainyard/<agent's hash>_<job>.<job id>_worker-0_a0
     EXPECT_THAT(std::string(line), HasSubstr("/trainyard/")) << cgroups;
     EXPECT_THAT(std::string(line), HasSubstr("_" + name)) << cgroups;
   }
 }
 
-TEST_F(LimitsTest, RlimitFallbackCapsAddressSpace) {
-  ResourceLimiterPtr rlimit = NewRlimitLimiter();
-  Start(rlimit.get());
+// Not a test of its own: the program that the tests below run as a task (this
+// binary again, with this one test enabled). It reserves 8 GiB of address
+// space and touches 1 MiB, as job masters, JVMs, CUDA and Go runtimes map far
+// more than they use, and leaves a file saying it did.
+TEST(AddressSpaceProgram, DISABLED_ReservesEightGiB) {
+  void* p = mmap(nullptr, 8ull << 30, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  ASSERT_NE(p, MAP_FAILED) << strerror(errno);
+  std::vector<char> touched(1 << 20, 1);
+  std::ofstream("reserved") << "8 GiB reserved, " << touched.size() << " bytes touched\n";
+}
+
+TaskLaunch ReservingTask(const TempDir& dir) {
+  TaskLaunch l = ShellTask(dir, "worker", "");
+  std::error_code ec;
+  l.command = {std::filesystem::read_symlink("/proc/self/exe", ec).string(), "--gtest_also_run_disabled_tests",
+               "--gtest_filter=AddressSpaceProgram.DISABLED_ReservesEightGiB"};
+  l.memory_limit_mb = 256;
+  return l;
+}
+
+// Before, an agent without cgroups set RLIMIT_AS to the memory limit, and a
+// program that reserves more address space than that (8 GiB here against
+// 256 MiB) could not start or failed at its first large mapping.
+TEST_F(LimitsTest, ProgramReservingFarMoreThanItsLimitRunsUnconfined) {
+  none_ = NewUnconfinedLimiter("no writable cgroup (a test)");
+  Start(none_.get());
+  TaskLaunch l = ReservingTask(dir_);
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, TaskState::kSucceeded) << s->message;
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/reserved"), "8 GiB reserved, 1048576 bytes touched\n");
+  // Its status says the limit is not enforced, and why.
+  EXPECT_EQ(s->limits.memory_mb, 256);
+  EXPECT_EQ(s->limits.memory_by, "");
+  EXPECT_EQ(s->limits.why_not, "no writable cgroup (a test)");
+}
+
+TEST_F(LimitsTest, ProgramReservingFarMoreThanItsLimitRunsUnderCgroups) {
+  if (!HaveCgroups()) GTEST_SKIP() << "cgroups are not writable here (not root?)";
+  Start(detected_.get());
+  TaskLaunch l = ReservingTask(dir_);
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, TaskState::kSucceeded) << s->message;
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/reserved"), "8 GiB reserved, 1048576 bytes touched\n");
+  EXPECT_THAT(s->limits.memory_by, ::testing::StartsWith("cgroup v"));
+}
+
+TEST_F(LimitsTest, UnconfinedTaskHasNoAddressSpaceLimit) {
+  Start(none_.get());
   TaskLaunch l = ShellTask(dir_, "worker", "ulimit -v > limit");
   l.memory_limit_mb = 256;
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   ASSERT_EQ(supervisor_->WaitFor(l.key, Final, kTimeout)->state, TaskState::kSucceeded);
-  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/limit"), absl::StrCat(256 * 1024, "\n"));
+  EXPECT_EQ(ReadFileOrEmpty(l.working_dir + "/limit"), "unlimited\n");
 }
 
 TEST_F(LimitsTest, RestartedAgentReadoptsRunningTask) {
-  ResourceLimiterPtr rlimit = NewRlimitLimiter();
-  Start(rlimit.get());
+  Start(none_.get());
   TaskLaunch l = ShellTask(dir_, "worker", "exec sleep 30");
   l.gpus = core::GpuSet(0b110);
   ASSERT_TRUE(supervisor_->Launch(l).ok());
@@ -127,7 +181,7 @@ TEST_F(LimitsTest, RestartedAgentReadoptsRunningTask) {
   supervisor_.reset();  // the agent goes away; its task keeps running
   ASSERT_EQ(kill(first->pid, 0), 0);
 
-  Start(rlimit.get());
+  Start(none_.get());
   std::vector<TaskStatus> adopted = supervisor_->Adopt();
   ASSERT_EQ(adopted.size(), 1u);
   EXPECT_EQ(adopted[0].pid, first->pid);
@@ -140,7 +194,6 @@ TEST_F(LimitsTest, RestartedAgentReadoptsRunningTask) {
 }
 
 TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
-  ResourceLimiterPtr rlimit = NewRlimitLimiter();
   std::string data = dir_.path() + "/data";
   TaskLaunch l = ShellTask(dir_, "worker", "true");
   // A record whose pid is no longer that task (start time differs), and
@@ -149,7 +202,7 @@ TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
   std::string task_logs = data + "/logs/" + l.key.job + "/worker-0";
   std::filesystem::create_directories(task_logs);
   std::ofstream(task_logs + "/attempt-0.wait") << (5 << 8) << "\n";
-  Start(rlimit.get());
+  Start(none_.get());
   EXPECT_TRUE(supervisor_->Adopt().empty());
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
   ASSERT_TRUE(s.has_value());
@@ -160,11 +213,10 @@ TEST_F(LimitsTest, TaskThatEndedWhileAgentWasDownIsReported) {
 }
 
 TEST_F(LimitsTest, TaskWhoseRecordAndStatusAreGoneEndsUnknown) {
-  ResourceLimiterPtr rlimit = NewRlimitLimiter();
   std::string data = dir_.path() + "/data";
   TaskLaunch l = ShellTask(dir_, "worker", "true");
   ASSERT_TRUE(WriteTaskRecord(data, {.launch = l, .pid = getpid(), .start_time = 1}).ok());
-  Start(rlimit.get());
+  Start(none_.get());
   supervisor_->Adopt();
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
   ASSERT_TRUE(s.has_value());
@@ -173,8 +225,7 @@ TEST_F(LimitsTest, TaskWhoseRecordAndStatusAreGoneEndsUnknown) {
 }
 
 TEST_F(LimitsTest, ExitWhileAgentIsDownIsReportedWithItsCode) {
-  ResourceLimiterPtr rlimit = NewRlimitLimiter();
-  Start(rlimit.get());
+  Start(none_.get());
   TaskLaunch l = ShellTask(dir_, "worker", "while [ ! -e go ]; do sleep 0.01; done; exit 7");
   ASSERT_TRUE(supervisor_->Launch(l).ok());
   ASSERT_TRUE(supervisor_->WaitFor(l.key, Running, kTimeout).has_value());
@@ -184,7 +235,7 @@ TEST_F(LimitsTest, ExitWhileAgentIsDownIsReportedWithItsCode) {
   ASSERT_TRUE(WaitUntil([&] { return !ReadFileOrEmpty(wait_file).empty(); }));
   EXPECT_EQ(ReadFileOrEmpty(wait_file), absl::StrCat(7 << 8, "\n"));
 
-  Start(rlimit.get());
+  Start(none_.get());
   supervisor_->Adopt();
   std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
   ASSERT_TRUE(s.has_value());

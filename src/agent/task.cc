@@ -27,6 +27,11 @@ bool IsFinal(TaskState state) {
 
 std::string TaskKey::ToString() const { return absl::StrCat(job, "/", role, "-", index); }
 
+std::string TaskKey::Place() const {
+  if (job_id == 0) return ToString();
+  return absl::StrCat("job_", job_id, "/", role, "-", index);
+}
+
 absl::Status TaskKey::Validate() const {
   for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"job", &job}, {"role", &role}}) {
     if (value->empty() || *value == "." || *value == ".." ||

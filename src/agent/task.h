@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "agent/resource_limiter.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
 
@@ -26,15 +27,28 @@ const char* TaskStateName(TaskState state);
 // True for SUCCEEDED, FAILED and KILLED: nothing more will happen to the task.
 bool IsFinal(TaskState state);
 
-// Names one task on a node: JOB / ROLE / INDEX. Job and role name
-// directories under the data dir, so Validate rejects what could escape it.
+// Names one task on a node: JOB / ROLE / INDEX of the job with id JOB_ID.
+// A job's name can be reused once it is deleted, its id never: the task's
+// places on the node (logs, record, work dir) are named by the id (Place),
+// so a new job of an old name never sees the old job's files. The name is
+// for people (ToString). Job and role name directories under the data dir
+// (the role always, the job when it has no id), so Validate rejects what
+// could escape it.
 struct TaskKey {
   std::string job;
   std::string role;
   int index = 0;
+  // The server's id of the job. 0: none known (a launch from a test, or a
+  // task recorded by an agent from before places were named by id); the
+  // places are then named by the job's name, as they were.
+  uint64_t job_id = 0;
 
-  // "JOB/ROLE-INDEX", also the task's directory under logs/ and tasks/.
+  // "JOB/ROLE-INDEX", for people.
   std::string ToString() const;
+  // The task's directory under logs/, tasks/ and work/: "job_ID/ROLE-INDEX"
+  // ('_' is not allowed in job names, so it never meets a name's place), or
+  // "JOB/ROLE-INDEX" when job_id is 0.
+  std::string Place() const;
   // InvalidArgument naming the part when job or role is empty, ".", "..",
   // holds '/' or a NUL, or index is negative.
   absl::Status Validate() const;
@@ -68,7 +82,7 @@ struct TaskLaunch {
   std::optional<TaskAccount> run_as;
   std::vector<std::string> command;  // argv; command[0] is looked up in PATH
   std::map<std::string, std::string> env;  // extra env, e.g. TRAINYARD_JOB_MASTER
-  std::string working_dir;           // empty: DATA/work/JOB/ROLE-INDEX
+  std::string working_dir;           // empty: DATA/work/job_ID/ROLE-INDEX
   core::GpuSet gpus;
   int32_t gpu_milli = 0;      // a share of the one GPU in gpus; 0 = whole GPUs
   int64_t gpu_memory_mb = 0;  // that share's GPU memory; 0 = none asked
@@ -77,7 +91,7 @@ struct TaskLaunch {
   std::string mps_pipe_dir;
   std::string mps_log_dir;
   core::PortRanges ports;
-  std::string checkpoint_dir;        // empty: DATA/checkpoints/JOB/ROLE-INDEX
+  std::string checkpoint_dir;        // empty: DATA/checkpoints/job_ID/ROLE-INDEX
   int64_t memory_limit_mb = 0;       // 0: no limit
   int64_t vcores_milli = 0;          // 0: no CPU limit
   RestartPolicy restart_policy = RestartPolicy::kNever;
@@ -111,6 +125,8 @@ struct TaskStatus {
   // directories cannot be written), not of the task.
   bool node_fault = false;
   uint64_t job_id = 0;  // TaskLaunch.job_id
+  // The task's limits and what enforces each on this node.
+  EnforcedLimits limits;
 };
 
 }  // namespace trainyard::agent

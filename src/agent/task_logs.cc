@@ -21,7 +21,7 @@
 namespace trainyard::agent {
 
 std::string TaskLogs::TaskDir(const TaskKey& key) const {
-  return absl::StrCat(data_dir_, "/logs/", key.job, "/", key.role, "-", key.index);
+  return absl::StrCat(data_dir_, "/logs/", key.Place());
 }
 
 std::string TaskLogs::Path(const TaskKey& key, int attempt, LogStream stream) const {

@@ -1,5 +1,5 @@
 // Per-attempt task logs under the agent's data dir, kept after the task and
-// its job end: DATA/logs/JOB/ROLE-INDEX/attempt-N.{stdout,stderr} (and, once
+// its job end: DATA/logs/job_ID/ROLE-INDEX/attempt-N.{stdout,stderr} (and, once
 // rotated, attempt-N.stdout@BASE segments: log_capture.h), plus
 // attempt-N.exit written when the attempt ends (so a reader, or an agent that
 // restarted, knows the log is complete and how the attempt ended).
@@ -45,7 +45,7 @@ class TaskLogs {
   // REQUIRES: data_dir exists or can be created.
   explicit TaskLogs(std::string data_dir) : data_dir_(std::move(data_dir)) {}
 
-  // DATA/logs/JOB/ROLE-INDEX.
+  // DATA/logs/PLACE (TaskKey::Place: by the job's id).
   std::string TaskDir(const TaskKey& key) const;
   std::string Path(const TaskKey& key, int attempt, LogStream stream) const;
   // attempt-N.wait: the wait status the task's keeper records at its end.

@@ -31,6 +31,7 @@ std::optional<TaskAccount> AccountFromJson(const json& j) {
 
 json LaunchToJson(const TaskLaunch& l) {
   return json{{"job", l.key.job},
+              {"key_job_id", l.key.job_id},
               {"user", l.user},
               {"run_as", AccountToJson(l.run_as)},
               {"job_id", l.job_id},
@@ -61,6 +62,10 @@ TaskLaunch LaunchFromJson(const json& j) {
   TaskLaunch l;
   l.key = {j.at("job").get<std::string>(), j.at("role").get<std::string>(), j.at("index").get<int>()};
   l.job_id = j.value("job_id", uint64_t{0});  // records written before it was kept have none
+  // Records of agents from before places were named by the job's id lack
+  // key_job_id: their task's logs and work dir are where that agent put
+  // them, under the job's name, and the adopted task keeps them there.
+  l.key.job_id = j.value("key_job_id", uint64_t{0});
   l.user = j.value("user", std::string());
   if (j.contains("run_as")) l.run_as = AccountFromJson(j.at("run_as"));
   l.worker_id = j.at("worker_id").get<int>();
@@ -90,7 +95,7 @@ TaskLaunch LaunchFromJson(const json& j) {
 }  // namespace
 
 std::string TaskRecordPath(const std::string& data_dir, const TaskKey& key) {
-  return absl::StrCat(data_dir, "/tasks/", key.job, "/", key.role, "-", key.index, ".json");
+  return absl::StrCat(data_dir, "/tasks/", key.Place(), ".json");
 }
 
 absl::Status WriteTaskRecord(const std::string& data_dir, const TaskRecord& record) {

@@ -1,5 +1,5 @@
 // The small state file the supervisor keeps per running task under
-// DATA/tasks/JOB/ROLE-INDEX.json (pid, process start time, allocation,
+// DATA/tasks/job_ID/ROLE-INDEX.json (pid, process start time, allocation,
 // attempt), so that a restarted agent can re-adopt the tasks it started and
 // tell whether a pid still belongs to its task.
 #pragma once

@@ -158,8 +158,10 @@ absl::StatusOr<TaskAccount> TaskUsers::Resolve(const std::string& cluster_user) 
     account = accounts.ByName(local);
   }
   if (!account) {
-    return absl::InvalidArgumentError(absl::StrCat("user '", cluster_user, "': no local account '", local,
-                                                   "' on this node to run its tasks as (see --task-user-map)"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "user '", cluster_user, "': no local account '", local,
+        "' on this node to run its tasks as; map the user to one with a line `", cluster_user,
+        ": ACCOUNT` in the agent's --task-user-map (for `trainyard up`, in a file given to its --task-user-map)"));
   }
   bool root_group = account->gid == 0 ||
                     std::find(account->groups.begin(), account->groups.end(), 0u) != account->groups.end();

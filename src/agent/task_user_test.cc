@@ -103,6 +103,8 @@ TEST(TaskUsersTest, AnUnknownUserFailsNamingIt) {
   TaskUsers users = Switching("", false, &accounts);
   EXPECT_THAT(users.Resolve("mallory").status().message(),
               HasSubstr("user 'mallory': no local account 'mallory' on this node"));
+  EXPECT_THAT(users.Resolve("mallory").status().message(),
+              HasSubstr("map the user to one with a line `mallory: ACCOUNT` in the agent's --task-user-map"));
   EXPECT_TRUE(absl::IsInvalidArgument(users.Resolve("mallory").status()));
 }
 

@@ -117,10 +117,11 @@ bool FitsWithoutEstimate(const v1::JobSpec& spec, const ExecJob& job, const Exec
 
 int64_t TrainyardEnvBytes(const v1::JobSpec& spec, const ExecJob& job) {
   TaskEnvInput in = StandInInput(spec, job);
+  JobWideEnv shared = BuildJobWideEnv(in);
   int64_t most = 0;
   for (const PlacedTaskView& self : in.tasks) {
     int64_t bytes = 0;
-    for (const auto& [k, v] : BuildTaskEnv(in, self).env) bytes += Cost(k.size() + 1 + v.size());
+    for (const auto& [k, v] : BuildTaskEnv(in, shared, self).env) bytes += Cost(k.size() + 1 + v.size());
     most = std::max(most, bytes);
   }
   return most;
@@ -133,12 +134,13 @@ std::vector<std::string> CheckExecSize(const v1::JobSpec& spec, const ExecJob& j
   // the rest of accepting a small job.
   if (FitsWithoutEstimate(spec, job, limits)) return problems;
   TaskEnvInput in = StandInInput(spec, job);
+  JobWideEnv shared = BuildJobWideEnv(in);  // once: each role's estimate shares it
   for (const auto& rs : spec.replicas()) {
     if (IsJobMasterRole(rs.role()) || rs.count() < 1) continue;
     // Index 0 stands for the role: its tasks differ only in short numbers.
     auto self = std::find_if(in.tasks.begin(), in.tasks.end(), [&](const PlacedTaskView& t) { return t.role == rs.role(); });
     if (self == in.tasks.end()) continue;
-    CheckRole(rs, BuildTaskEnv(in, *self).env, limits, &problems);
+    CheckRole(rs, BuildTaskEnv(in, shared, *self).env, limits, &problems);
   }
   return problems;
 }

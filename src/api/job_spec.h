@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "api/spec_bounds.h"
 #include "core/resources/limits.h"
 #include "proto/trainyard.pb.h"
 
@@ -38,13 +39,20 @@ absl::StatusOr<v1::JobSpec> ParseJobSpecYaml(std::string_view yaml);
 
 // Checks a spec against the rules a scheduler needs: a name of
 // [a-z0-9-], at least one replica role, counts >= 1, resources inside
-// `limits`, gpu masks that agree with the GPU count, commands, args and env
+// `limits` and not below what a task can run with (kMinRunnable*), gpu
+// masks that agree with the GPU count, commands, args and env
 // the kernel can exec (no NUL bytes; variable names neither empty nor
 // holding '='), framework needs (tensorflow: a worker or chief role;
 // pytorch: a "master" role of count 1 or a "worker" role; mpi: a worker
 // role). Returns every problem found, empty when the spec is valid.
 std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec,
                                          const core::AllocationLimits& limits);
+
+// The problems of `spec` against `bounds`, each naming the field, the
+// value, the bound and its config key, e.g. "replicas: 5000 roles is above
+// the 100 roles this server takes in one job (maxRolesPerJob in its
+// config)". Linear in the spec; empty when it is within them.
+std::vector<std::string> CheckSpecBounds(const v1::JobSpec& spec, const SpecBounds& bounds);
 
 // The problems of parsing and of validating the partly parsed spec, in one
 // list: a validation problem about a field that already failed to parse

@@ -1,5 +1,6 @@
 #include "api/job_spec.h"
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "api/malformed_specs_testing.h"
 #include "gmock/gmock.h"
@@ -320,4 +321,108 @@ replicas:
               HasSubstr("replicas.worker.env.TRAINYARD_USER: TRAINYARD_ variables are set by Trainyard, not secret"));
 }
 
+// ---- what one submission may cost (SpecBounds) and what can run ----
+namespace {
+
+using ::testing::HasSubstr;
+
+// A job of `roles` roles of `count` tasks each, every role with `env_bytes`
+// of one variable's value.
+v1::JobSpec ManyRoles(int roles, int count, size_t env_bytes = 0) {
+  v1::JobSpec spec;
+  spec.set_name("big");
+  for (int r = 0; r < roles; ++r) {
+    v1::ReplicaSpec* rs = spec.add_replicas();
+    rs->set_role(absl::StrCat("r", r));
+    rs->set_count(count);
+    *rs->add_command() = std::string(1, 'x');  // not add_command("x"): GCC 12 warns falsely (-Wrestrict)
+    if (env_bytes > 0) (*rs->mutable_env())["V"] = std::string(env_bytes, 'v');
+  }
+  return spec;
+}
+
+std::string Refused(const std::string& yaml) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(yaml, {});
+  return spec.ok() ? "" : std::string(spec.status().message());
+}
+
+constexpr char kWorker[] = "name: j\nreplicas:\n  worker:\n    command: [x]\n";
+
+TEST(SpecBoundsTest, TooManyRolesIsOneLineNamingTheLimitAndItsKey) {
+  std::vector<std::string> over = CheckSpecBounds(ManyRoles(5000, 1), SpecBounds{});
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0], "replicas: 5000 roles is above the 100 roles this server takes in one job "
+                     "(maxRolesPerJob in its config)");
+  EXPECT_TRUE(CheckSpecBounds(ManyRoles(100, 1), SpecBounds{}).empty());
+}
+
+TEST(SpecBoundsTest, TasksAreCountedOverAllRoles) {
+  // Each role is within the bound; the job is not.
+  std::vector<std::string> over = CheckSpecBounds(ManyRoles(3, 700), SpecBounds{});
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_EQ(over[0], "replicas: 2100 tasks in all (the sum of the roles' counts) is above the 2000 tasks this "
+                     "server takes in one job (maxTasksPerJob in its config)");
+  EXPECT_TRUE(CheckSpecBounds(ManyRoles(1, 2000), SpecBounds{}).empty());
+  SpecBounds small;
+  small.max_tasks = 500;
+  EXPECT_THAT(CheckSpecBounds(ManyRoles(1, 501), small)[0], HasSubstr("above the 500 tasks"));
+}
+
+TEST(SpecBoundsTest, EnvAndCommandBytesPerRoleNameTheRoleAndTheKey) {
+  v1::JobSpec spec = ManyRoles(1, 1, 200 << 10);
+  spec.mutable_replicas(0)->add_args(std::string(130 << 10, 'a'));
+  std::vector<std::string> over = CheckSpecBounds(spec, SpecBounds{});
+  ASSERT_EQ(over.size(), 2u);
+  EXPECT_EQ(over[0], absl::StrCat("replicas.r0.env: ", (200 << 10) + 1, " bytes is above the 131072 bytes this "
+                                  "server takes per role (maxEnvBytesPerRole in its config)"));
+  EXPECT_EQ(over[1], absl::StrCat("replicas.r0.command: ", (130 << 10) + 1, " bytes with args is above the 131072 "
+                                  "bytes this server takes per role (maxCommandBytesPerRole in its config)"));
+  // Secret values count as env.
+  v1::JobSpec secret = ManyRoles(1, 1);
+  (*secret.mutable_replicas(0)->mutable_secret_env())["S"] = std::string(140 << 10, 's');
+  EXPECT_THAT(CheckSpecBounds(secret, SpecBounds{}), ::testing::ElementsAre(HasSubstr("replicas.r0.env: ")));
+}
+
+TEST(SpecBoundsTest, WhatTheLaunchesCarryIsBoundedOverTheJob) {
+  // 2000 tasks with 40 KiB of env each: within each bound alone, but 80 MB
+  // of launch orders.
+  std::vector<std::string> over = CheckSpecBounds(ManyRoles(1, 2000, 40 << 10), SpecBounds{});
+  ASSERT_EQ(over.size(), 1u);
+  EXPECT_THAT(over[0], HasSubstr("replicas: "));
+  EXPECT_THAT(over[0], HasSubstr(" tasks is above the 67108864 bytes this server takes in one job "
+                                 "(maxLaunchBytesPerJob in its config)"));
+  EXPECT_TRUE(CheckSpecBounds(ManyRoles(1, 2000, 32 << 10), SpecBounds{}).empty());
+}
+
+TEST(JobSpecTest, CpuBelowWhatTheKernelCanEnforceIsRefusedWithTheMinimum) {
+  // 1m became a CFS quota of 100 us, which the kernel refuses: every task
+  // failed to start (exit code 127).
+  EXPECT_EQ(Refused(absl::StrCat(kWorker, "    resources: {cpu: 1m}\n")),
+            "replicas.worker.resources.cpu: 1m is below 10m, the least CPU a task can run with (the kernel takes "
+            "no CPU quota below 1 ms per 100 ms period)");
+  EXPECT_THAT(Refused(absl::StrCat(kWorker, "    resources: {cpu: 0.009}\n")),
+              ::testing::StartsWith("replicas.worker.resources.cpu: 9m is below 10m,"));
+  EXPECT_EQ(Refused(absl::StrCat(kWorker, "    resources: {cpu: 10m}\n")), "");
+  EXPECT_EQ(Refused(absl::StrCat(kWorker, "    resources: {memory: 1Mi}\n")),
+            "replicas.worker.resources.memory: 1Mi is below 4Mi, the least memory a task can start in (a program "
+            "and its C library need more to be loaded)");
+  EXPECT_EQ(Refused(absl::StrCat(kWorker, "    resources: {memory: 4Mi}\n")), "");
+}
+
+TEST(JobSpecTest, ARoleGivenTwiceInAProtobufSpecIsRefused) {
+  v1::JobSpec spec = ManyRoles(2, 1);
+  spec.mutable_replicas(1)->set_role("r0");
+  EXPECT_THAT(ValidateJobSpec(spec, {}), ::testing::Contains("replicas.r0: the role is given twice"));
+}
+
+TEST(JobSpecTest, ProblemsOfParsingStillCoverValidationsOfTheSameField) {
+  std::vector<std::string> merged = MergeProblems(
+      {"replicas.x.command: must be a list", "replicas.y.args[2]: must be a string"},
+      {"replicas.x.command: required", "replicas.x.command[0]: contains a NUL byte", "replicas.y.args: too long",
+       "replicas.xx.command: required"});
+  EXPECT_THAT(merged, ::testing::ElementsAre("replicas.x.command: must be a list", "replicas.y.args[2]: must be a string",
+                                             "replicas.xx.command: required"));
+}
+
+}  // namespace
 }  // namespace trainyard::api

@@ -5,6 +5,7 @@
 // internal quantity it became.
 #include <algorithm>
 #include <limits>
+#include <set>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -84,11 +85,30 @@ void ValidateGpuShare(const v1::Resource& r, const std::string& path, Errors* er
   }
 }
 
+// A quantity that is set (0 means "none asked") but below what a task can
+// run with: every launch of it would fail, so it is refused here instead.
+void CheckRunnable(absl::string_view path, absl::string_view field, int64_t value, int64_t least,
+                   std::string (*text)(int64_t), absl::string_view why, Errors* errors) {
+  if (value > 0 && value < least) {
+    errors->push_back(absl::StrCat(path, ".", field, ": ", text(value), " is below ", text(least), ", the least ", why));
+  }
+}
+
 void ValidateResources(const v1::Resource& r, const std::string& path, const core::AllocationLimits& limits,
                        Errors* errors) {
+  size_t before = errors->size();
   CheckQuantity(path, "cpu", r.vcores_milli(), limits.min_vcores_milli, limits.max_vcores_milli, &CpuQuantityText,
                 errors);
+  if (errors->size() == before) {
+    CheckRunnable(path, "cpu", r.vcores_milli(), kMinRunnableVcoresMilli, &CpuQuantityText,
+                  "CPU a task can run with (the kernel takes no CPU quota below 1 ms per 100 ms period)", errors);
+  }
+  before = errors->size();
   CheckQuantity(path, "memory", r.memory_mb(), limits.min_memory_mb, limits.max_memory_mb, &MemoryQuantityText, errors);
+  if (errors->size() == before) {
+    CheckRunnable(path, "memory", r.memory_mb(), kMinRunnableMemoryMb, &MemoryQuantityText,
+                  "memory a task can start in (a program and its C library need more to be loaded)", errors);
+  }
   CheckQuantity(path, "gpus", r.gpus(), limits.min_gpus, limits.max_gpus, &IntText, errors);
   const int mask_gpus = __builtin_popcountll(r.gpu_mask());
   if (r.gpu_mask() != 0 && r.gpus() != mask_gpus) {
@@ -200,17 +220,28 @@ void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& lim
   ValidateResources(r.resources(), path + ".resources", limits, errors);
 }
 
+int64_t StringBytes(const google::protobuf::RepeatedPtrField<std::string>& list) {
+  int64_t n = 0;
+  for (const std::string& s : list) n += static_cast<int64_t>(s.size());
+  return n;
+}
+
+int64_t EnvBytes(const v1::ReplicaSpec& r) {
+  int64_t n = 0;
+  for (const auto& [k, v] : r.env()) n += static_cast<int64_t>(k.size() + v.size());
+  for (const auto& [k, v] : r.secret_env()) n += static_cast<int64_t>(k.size() + v.size());
+  return n;
+}
+
+// "... is above the 100 roles this server takes in one job (maxRolesPerJob
+// in its config)".
+std::string Above(int64_t limit, absl::string_view unit, absl::string_view per, absl::string_view key) {
+  return absl::StrCat(" is above the ", limit, " ", unit, " this server takes ", per, " (", key, " in its config)");
+}
+
 // The field a "path: problem" line is about.
 std::string PathOf(const std::string& problem) {
   return problem.substr(0, problem.find(": "));
-}
-
-// True when validation's problem at `v` is about what parsing at `p` already
-// refused: the same field, one inside it, or the list one of whose elements
-// it refused.
-bool Covers(const std::string& p, const std::string& v) {
-  return p == "spec" || v == p || absl::StartsWith(v, p + ".") || absl::StartsWith(v, p + "[") ||
-         absl::StartsWith(p, v + "[");
 }
 
 }  // namespace
@@ -225,17 +256,70 @@ std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::Al
                                   "ending with '-'"));
   }
   if (spec.replicas().empty()) errors.push_back("replicas: at least one role is needed");
-  for (const auto& r : spec.replicas()) ValidateReplica(r, limits, &errors);
+  std::set<std::string> roles;
+  for (const auto& r : spec.replicas()) {
+    // YAML cannot repeat a key (the parser refuses it), a JobSpec sent as
+    // protobuf can: its tasks' names would collide.
+    if (!roles.insert(r.role()).second) {
+      errors.push_back(absl::StrCat("replicas.", Printable(r.role()), ": the role is given twice"));
+    }
+    ValidateReplica(r, limits, &errors);
+  }
   ValidateFramework(spec, &errors);
   return errors;
 }
 
+std::vector<std::string> CheckSpecBounds(const v1::JobSpec& spec, const SpecBounds& bounds) {
+  Errors errors;
+  if (spec.replicas_size() > bounds.max_roles) {
+    errors.push_back(absl::StrCat("replicas: ", spec.replicas_size(), " roles",
+                                  Above(bounds.max_roles, "roles", "in one job", "maxRolesPerJob")));
+    return errors;  // one line, not one per role: the roles are what is too many
+  }
+  int64_t tasks = 0, launch_bytes = 0;
+  for (const v1::ReplicaSpec& r : spec.replicas()) {
+    const std::string path = absl::StrCat("replicas.", Printable(r.role()));
+    int64_t count = std::max<int64_t>(r.count(), 0);
+    tasks += count;
+    int64_t env = EnvBytes(r), command = StringBytes(r.command()) + StringBytes(r.args());
+    if (env > bounds.max_env_bytes) {
+      errors.push_back(absl::StrCat(path, ".env: ", env, " bytes",
+                                    Above(bounds.max_env_bytes, "bytes", "per role", "maxEnvBytesPerRole")));
+    }
+    if (command > bounds.max_command_bytes) {
+      errors.push_back(absl::StrCat(path, ".command: ", command, " bytes with args",
+                                    Above(bounds.max_command_bytes, "bytes", "per role", "maxCommandBytesPerRole")));
+    }
+    launch_bytes += count * (env + command);
+  }
+  if (tasks > bounds.max_tasks) {
+    errors.push_back(absl::StrCat("replicas: ", tasks, " tasks in all (the sum of the roles' counts)",
+                                  Above(bounds.max_tasks, "tasks", "in one job", "maxTasksPerJob")));
+  } else if (launch_bytes > bounds.max_launch_bytes) {
+    errors.push_back(absl::StrCat("replicas: ", launch_bytes, " bytes of command, args and env over the job's ", tasks,
+                                  " tasks", Above(bounds.max_launch_bytes, "bytes", "in one job", "maxLaunchBytesPerJob"),
+                                  "; fewer tasks or a smaller environment fit"));
+  }
+  return errors;
+}
+
 std::vector<std::string> MergeProblems(std::vector<std::string> parse, const std::vector<std::string>& validate) {
-  size_t parsed = parse.size();
+  // The parse problems' fields in a sorted set, so each validation problem
+  // is looked up by its own prefixes: a spec with thousands of problems of
+  // each kind cost their product (seconds under the server's lock).
+  std::set<std::string> parsed;
+  for (const std::string& p : parse) parsed.insert(PathOf(p));
+  auto covered = [&](const std::string& v) {
+    if (parsed.count("spec") || parsed.count(v)) return true;
+    for (size_t i = 0; i < v.size(); ++i) {  // a field v is inside: "a" for "a.b" or "a[0]"
+      if ((v[i] == '.' || v[i] == '[') && parsed.count(v.substr(0, i))) return true;
+    }
+    // An element of the list v: "a[3]" for "a".
+    auto it = parsed.lower_bound(v + "[");
+    return it != parsed.end() && absl::StartsWith(*it, v + "[");
+  };
   for (const std::string& v : validate) {
-    bool covered = false;
-    for (size_t i = 0; i < parsed && !covered; ++i) covered = Covers(PathOf(parse[i]), PathOf(v));
-    if (!covered) parse.push_back(v);
+    if (!covered(PathOf(v))) parse.push_back(v);
   }
   return parse;
 }

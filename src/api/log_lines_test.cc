@@ -36,8 +36,8 @@ TEST(LogLinesTest, StampsRoundTripAndTextWithoutOneIsKept) {
   EXPECT_EQ(FormatLogTime(1733047251123456789), "2024-12-01T10:00:51.123456789Z");
 }
 
-// Found by the log_lines fuzz target: 19 digits above int64's range
-// overflowed (undefined behaviour; a negative time in practice).
+// A stamp of 19 digits above int64's range overflowed (undefined behaviour;
+// a negative time in practice): such a line's start is text.
 TEST(LogLinesTest, NineteenDigitsAboveInt64AreNoStamp) {
   EXPECT_EQ(ParseLogStamp("9223372036854775807 x"), INT64_MAX);
   EXPECT_EQ(ParseLogStamp("9223372036854775808 x"), std::nullopt);

@@ -18,74 +18,91 @@ std::string HostPort(const PlacedTaskView& t) {
 }
 
 // Tasks of the job in a stable order: role order of the spec, then index.
+// One pass over the tasks by role, then a sort per role: O(T log T) (it was
+// a pass per role, O(roles x tasks), for each task's environment).
 std::vector<const PlacedTaskView*> Ordered(const TaskEnvInput& in) {
+  std::map<std::string, std::vector<const PlacedTaskView*>> by_role;
+  for (const auto& t : in.tasks) by_role[t.role].push_back(&t);
   std::vector<const PlacedTaskView*> out;
+  out.reserve(in.tasks.size());
   for (const auto& rs : in.spec->replicas()) {
-    std::vector<const PlacedTaskView*> role;
-    for (const auto& t : in.tasks) {
-      if (t.role == rs.role()) role.push_back(&t);
-    }
-    std::sort(role.begin(), role.end(), [](auto* a, auto* b) { return a->index < b->index; });
+    auto it = by_role.find(rs.role());
+    if (it == by_role.end()) continue;
+    std::vector<const PlacedTaskView*>& role = it->second;
+    std::stable_sort(role.begin(), role.end(), [](auto* a, auto* b) { return a->index < b->index; });
     out.insert(out.end(), role.begin(), role.end());
+    by_role.erase(it);  // a role the spec names twice (refused at submit) is listed once
   }
   return out;
 }
 
-std::string TfConfig(const TaskEnvInput& in, const PlacedTaskView& self) {
+// TF_CONFIG's "cluster": {"ps": ["host:port", ...], "worker": [...]}.
+std::string TfCluster(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered) {
   nlohmann::json cluster = nlohmann::json::object();
-  for (const PlacedTaskView* t : Ordered(in)) {
+  for (const PlacedTaskView* t : ordered) {
     if (!TraitsOf(in.spec->framework(), t->role).in_tf_cluster) continue;
     cluster[t->role].push_back(HostPort(*t));
   }
-  nlohmann::json config;
-  config["cluster"] = cluster;
-  config["task"] = {{"type", self.role}, {"index", self.index}};
-  return config.dump();
+  return cluster.dump();
 }
 
-void PytorchEnv(const TaskEnvInput& in, const PlacedTaskView& self, TaskEnv* out) {
-  // Rank 0 is the "master" role when there is one, else worker 0.
+// What nlohmann's dump of {"cluster": C, "task": {"type": R, "index": I}}
+// writes (keys sorted), with the cluster's text built once per job.
+std::string TfConfig(const JobWideEnv& job, const PlacedTaskView& self) {
+  return absl::StrCat("{\"cluster\":", job.tf_cluster, ",\"task\":{\"index\":", self.index,
+                      ",\"type\":", nlohmann::json(self.role).dump(), "}}");
+}
+
+// Rank 0 is the "master" role when there is one, else worker 0; a node's
+// rank is its first appearance in rank order.
+void TorchRanks(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered, JobWideEnv* job) {
   std::vector<const PlacedTaskView*> ranks;
-  for (const PlacedTaskView* t : Ordered(in)) {
+  for (const PlacedTaskView* t : ordered) {
     RoleTraits traits = TraitsOf(in.spec->framework(), t->role);
     if (traits.torch_rank0) ranks.insert(ranks.begin(), t);
     else if (traits.torch_rank) ranks.push_back(t);
   }
-  std::vector<std::string> nodes;  // node rank = first appearance in rank order
+  if (ranks.empty()) return;
+  std::map<std::string, int> node_rank, node_tasks;
   for (const PlacedTaskView* t : ranks) {
-    if (std::find(nodes.begin(), nodes.end(), t->node) == nodes.end()) nodes.push_back(t->node);
+    node_rank.emplace(t->node, static_cast<int>(node_rank.size()));
+    ++node_tasks[t->node];
   }
-  int rank = -1, local_rank = 0, local_world = 0;
+  std::map<std::string, int> seen;
   for (size_t i = 0; i < ranks.size(); ++i) {
-    if (ranks[i]->node == self.node) {
-      if (ranks[i] == &self || (ranks[i]->role == self.role && ranks[i]->index == self.index)) {
-        rank = static_cast<int>(i);
-        local_rank = local_world;
-      }
-      ++local_world;
-    }
+    const PlacedTaskView* t = ranks[i];
+    job->torch.emplace(std::pair(t->role, t->index),
+                       JobWideEnv::TorchRank{.rank = static_cast<int>(i), .local_rank = seen[t->node]++,
+                                             .local_world = node_tasks[t->node], .node_rank = node_rank[t->node]});
   }
-  if (rank < 0 || ranks.empty()) return;
-  out->env["MASTER_ADDR"] = ranks[0]->address;
-  out->env["MASTER_PORT"] = absl::StrCat(ranks[0]->ports.empty() ? 0 : ranks[0]->ports.front());
-  out->env["RANK"] = absl::StrCat(rank);
-  out->env["WORLD_SIZE"] = absl::StrCat(ranks.size());
-  out->env["LOCAL_RANK"] = absl::StrCat(local_rank);
-  out->env["LOCAL_WORLD_SIZE"] = absl::StrCat(local_world);
-  int node_rank = static_cast<int>(std::find(nodes.begin(), nodes.end(), self.node) - nodes.begin());
-  out->env["NODE_RANK"] = absl::StrCat(node_rank);
+  job->torch_master_addr = ranks[0]->address;
+  job->torch_master_port = absl::StrCat(ranks[0]->ports.empty() ? 0 : ranks[0]->ports.front());
+  job->torch_world = static_cast<int>(ranks.size());
+}
+
+void PytorchEnv(const JobWideEnv& job, const PlacedTaskView& self, TaskEnv* out) {
+  auto it = job.torch.find(std::pair(self.role, self.index));
+  if (it == job.torch.end()) return;
+  out->env["MASTER_ADDR"] = job.torch_master_addr;
+  out->env["MASTER_PORT"] = job.torch_master_port;
+  out->env["RANK"] = absl::StrCat(it->second.rank);
+  out->env["WORLD_SIZE"] = absl::StrCat(job.torch_world);
+  out->env["LOCAL_RANK"] = absl::StrCat(it->second.local_rank);
+  out->env["LOCAL_WORLD_SIZE"] = absl::StrCat(it->second.local_world);
+  out->env["NODE_RANK"] = absl::StrCat(it->second.node_rank);
 }
 
 // One "ADDRESS slots=N" line per node of the MPI workers, in task order. The
 // launcher is not a rank (it runs mpirun, which starts the ranks on the
 // workers), so it has no slot, as in Kubeflow's MPIJob.
-std::string MpiHostfile(const TaskEnvInput& in) {
+std::string MpiHostfile(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered) {
   std::vector<std::pair<std::string, int>> slots;  // address, tasks, in order
-  for (const PlacedTaskView* t : Ordered(in)) {
+  std::map<std::string, size_t> at;                // address -> its place in slots
+  for (const PlacedTaskView* t : ordered) {
     if (!TraitsOf(in.spec->framework(), t->role).mpi_host) continue;
-    auto it = std::find_if(slots.begin(), slots.end(), [&](auto& s) { return s.first == t->address; });
-    if (it == slots.end()) slots.emplace_back(t->address, 1);
-    else ++it->second;
+    auto [it, fresh] = at.emplace(t->address, slots.size());
+    if (fresh) slots.emplace_back(t->address, 0);
+    ++slots[it->second].second;
   }
   std::string text;
   for (const auto& [addr, n] : slots) absl::StrAppend(&text, addr, " slots=", n, "\n");
@@ -125,7 +142,33 @@ void SetTaskSelfEnv(const TaskSelf& self, std::map<std::string, std::string>* en
   }
 }
 
+JobWideEnv BuildJobWideEnv(const TaskEnvInput& in) {
+  JobWideEnv job;
+  std::vector<const PlacedTaskView*> ordered = Ordered(in);
+  for (const PlacedTaskView* t : ordered) {
+    absl::StrAppend(&job.hosts, t->address, " ", TaskName(in.job, t->role, t->index), "\n");
+  }
+  switch (in.spec->framework()) {
+    case v1::FRAMEWORK_TENSORFLOW:
+      job.tf_cluster = TfCluster(in, ordered);
+      break;
+    case v1::FRAMEWORK_PYTORCH:
+      TorchRanks(in, ordered, &job);
+      break;
+    case v1::FRAMEWORK_MPI:
+      job.mpi_hostfile = MpiHostfile(in, ordered);
+      break;
+    default:
+      break;
+  }
+  return job;
+}
+
 TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
+  return BuildTaskEnv(in, BuildJobWideEnv(in), self);
+}
+
+TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const PlacedTaskView& self) {
   TaskEnv out;
   auto& env = out.env;
   SetTaskSelfEnv({.job = in.job,
@@ -151,21 +194,17 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const PlacedTaskView& self) {
     out.files["jobmaster"] = in.job_master + "\n";
     env["TRAINYARD_JOB_MASTER_FILE"] = "${TRAINYARD_TASK_DIR}/jobmaster";
   }
-  std::string hosts;
-  for (const PlacedTaskView* t : Ordered(in)) {
-    absl::StrAppend(&hosts, t->address, " ", TaskName(in.job, t->role, t->index), "\n");
-  }
-  out.files["hosts"] = hosts;
+  out.files["hosts"] = job.hosts;
   env["TRAINYARD_HOSTS_FILE"] = "${TRAINYARD_TASK_DIR}/hosts";
   switch (in.spec->framework()) {
     case v1::FRAMEWORK_TENSORFLOW:
-      env["TF_CONFIG"] = TfConfig(in, self);
+      env["TF_CONFIG"] = TfConfig(job, self);
       break;
     case v1::FRAMEWORK_PYTORCH:
-      PytorchEnv(in, self, &out);
+      PytorchEnv(job, self, &out);
       break;
     case v1::FRAMEWORK_MPI:
-      out.files["mpi_hostfile"] = MpiHostfile(in);
+      out.files["mpi_hostfile"] = job.mpi_hostfile;
       env["TRAINYARD_MPI_HOSTFILE"] = "${TRAINYARD_TASK_DIR}/mpi_hostfile";
       break;
     default:

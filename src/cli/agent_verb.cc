@@ -17,6 +17,7 @@
 #include "agent/agent_metrics.h"
 #include "agent/server_link.h"
 #include "cli/agent_join.h"
+#include "api/agent_address.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -28,11 +29,13 @@ namespace {
 struct AgentFlags {
   agent::AgentConfig config;
   std::string server = "127.0.0.1:7450";
+  std::string agent_server;  // the server's agent listener; "" = the port above --server's
   std::string labels;
   double vcores = 0;
   bool kill_tasks_on_exit = false;
   std::string task_user_map;
   std::string task_workdir_roots;
+  std::string task_dir_retention = "1h";
   std::string log_level = "info";
   std::string ca;    // TLS: the cluster CA, this node's certificate and key
   std::string cert;
@@ -110,6 +113,12 @@ int RunAgent(AgentFlags& f) {
     }
     f.config.task_users.map = *std::move(map);
   }
+  if (!absl::ParseDuration(f.task_dir_retention, &f.config.task_dir_retention) ||
+      f.config.task_dir_retention < absl::ZeroDuration()) {
+    std::cerr << "--task-dir-retention: '" << f.task_dir_retention
+              << "' is not a duration >= 0 (like 1h, 30m, 0 for at once, inf for never)\n";
+    return kExitUsage;
+  }
   for (absl::string_view root : absl::StrSplit(f.task_workdir_roots, ',', absl::SkipEmpty())) {
     if (root.empty() || root[0] != '/') {
       std::cerr << "--task-workdir-roots: '" << root << "' is not an absolute path\n";
@@ -132,7 +141,17 @@ int RunAgent(AgentFlags& f) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
     return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
   }
-  agent::ServerLinkOptions link_options{.server = f.server, .clock = &clock};
+  // The stream goes to the server's agent listener (a door of the agents'
+  // own); --server stays the address of joins and of the tasks' calls.
+  if (f.agent_server.empty()) {
+    absl::StatusOr<std::string> derived = api::DerivedAgentAddress(f.server);
+    if (!derived.ok()) {
+      std::cerr << "trainyard agent: --server " << derived.status().message() << " (or give --agent-server)\n";
+      return kExitUsage;
+    }
+    f.agent_server = *derived;
+  }
+  agent::ServerLinkOptions link_options{.server = f.agent_server, .clock = &clock};
   if (absl::Status st = TlsOptions(f, &link_options); !st.ok()) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
     return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
@@ -170,7 +189,7 @@ int RunAgent(AgentFlags& f) {
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
             << " vcores, ports "
             << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
-            << "; server " << f.server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
+            << "; server " << f.server << ", agent listener " << f.agent_server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
             << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "") << std::endl;
   link.Start(core->get());
   int sig = 0;
@@ -206,6 +225,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   static AgentFlags f;
   auto* cmd = app.add_subcommand("agent", "Run the node agent");
   cmd->add_option("--server", f.server, "server address host:port");
+  cmd->add_option("--agent-server", f.agent_server,
+                  "the server's agent listener host:port (default: the port above --server's, as the server's "
+                  "--agent-listen is by default)");
   cmd->add_option("--name", f.config.node_name, "node name (default: the host name)");
   cmd->add_option("--address", f.config.address, "address other tasks reach this node on");
   cmd->add_option("--rack", f.config.rack, "rack of the node");
@@ -240,8 +262,15 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--task-workdir-roots", f.task_workdir_roots,
                   "directories a task's workingDir may lie under, comma-separated, besides its own and its "
                   "checkpoint directory (default: the home of the account it runs as)");
+  cmd->add_option("--task-dir-retention", f.task_dir_retention,
+                  "how long a finished task's work dir stays before it is removed (its logs stay): 1h (default), "
+                  "0 at once, inf never");
   cmd->add_option("--task-pids-max", f.config.task_pids_max,
                   "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
+  cmd->add_option("--cgroup-root", f.config.cgroup_root,
+                  "where cgroups are mounted (default /sys/fs/cgroup): the agent confines tasks in cgroups there "
+                  "that it may write (v2, a delegated v2 subtree, or v1) and says at start-up which limits it "
+                  "enforces; a directory without cgroups runs tasks unconfined");
   cmd->add_option("--http-listen", f.http_listen,
                   "serve /metrics (Prometheus) on HOST:PORT; a bare PORT is on 127.0.0.1, port 0 any free port "
                   "(default: none)");

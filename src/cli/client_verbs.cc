@@ -9,6 +9,7 @@
 
 #include "api/roles.h"
 #include "api/states.h"
+#include "api/task_limits.h"
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -231,6 +232,20 @@ std::string MasterText(const v1::JobView& j) {
   return "";
 }
 
+// Each task's limits as its node enforces them (its agent's report), the
+// job master's too: a node without writable cgroups says its limits are
+// not enforced and why.
+void PrintLimits(const v1::JobView& j, std::ostream& os) {
+  std::string lines;
+  for (const auto& task : j.tasks()) {
+    if (!task.has_limits()) continue;
+    // The master is shown apart (the Master line), not as one of the tasks.
+    std::string who = api::IsJobMasterRole(task.role()) ? "master" : task.name();
+    absl::StrAppend(&lines, "  ", who, ": ", Printable(api::EnforcedLimitsText(task.limits())), "\n");
+  }
+  if (!lines.empty()) os << "\nLimits (as each task's node enforces them):\n" << lines;
+}
+
 void PrintJob(const v1::JobView& j, std::ostream& os) {
   int64_t now = NowMs();
   os << "Name:       " << j.name() << "\n"
@@ -264,6 +279,7 @@ void PrintJob(const v1::JobView& j, std::ostream& os) {
            PortsText(task.ports()), absl::StrCat(task.restarts()), exit});
   }
   os << "\nTasks:\n" << t.Render();
+  PrintLimits(j, os);
   os << "\nEvents:\n";
   for (const auto& e : j.events()) {
     os << absl::StrFormat("  %-6s %-15s %s\n", Age(now - e.time_unix_ms()), e.kind(), Printable(e.text()));

@@ -112,6 +112,7 @@ int RunServer(ServerFlags& f, const std::string& self) {
     return kExitFailure;
   }
   std::cout << "trainyard server listening on " << (*s)->address() << "\n";
+  std::cout << "trainyard server agents connect to " << (*s)->agent_address() << "\n";
   if (!(*s)->http_address().empty()) {
     std::cout << "trainyard server HTTP API and /metrics on " << (*s)->http_scheme() << "://" << (*s)->http_address()
               << "/\n";
@@ -129,7 +130,10 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   cmd->add_option("--config", f.config_file, "YAML config file (the flags given override its keys)");
   using C = server::ServerConfig;
   AddConfigOption(cmd, &f, "--listen", [](C& c) -> auto& { return c.listen; },
-                  "host:port to serve on (port 0 = any free port)");
+                  "host:port to serve clients on (port 0 = any free port)");
+  AddConfigOption(cmd, &f, "--agent-listen", [](C& c) -> auto& { return c.agent_listen; },
+                  "host:port to serve agents on, a door of their own (default: the port above --listen's; with "
+                  "--tls-dir agents must present a node certificate there)");
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--history-interval-ms", [](C& c) -> auto& { return c.history_interval_ms; },
@@ -154,6 +158,15 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "open gRPC connections, all peers together (default: the open-file limit less an eighth)");
   AddConfigOption(cmd, &f, "--max-connections-per-peer", [](C& c) -> auto& { return c.max_connections_per_peer; },
                   "open gRPC connections from one IP address, an IPv6 /64 (default: an eighth of --max-connections)");
+  AddConfigOption(cmd, &f, "--max-agent-connections", [](C& c) -> auto& { return c.max_agent_connections; },
+                  "open connections to the agent listener (default: an eighth of what the open-file limit allows, "
+                  "at least 64)");
+  AddConfigOption(cmd, &f, "--max-agent-connections-per-peer",
+                  [](C& c) -> auto& { return c.max_agent_connections_per_peer; },
+                  "open connections to the agent listener from one IP address (default: --max-agent-connections)");
+  AddConfigOption(cmd, &f, "--unauthenticated-grace-ms", [](C& c) -> auto& { return c.unauthenticated_grace_ms; },
+                  "a connection without an authenticated call this long after it opened is the first shut down "
+                  "when a cap is reached (0 = never; default 5000)");
   AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
                   "YAML file with the queue tree (docs/queues.md)");
   AddConfigOption(cmd, &f, "--queue-policy", [](C& c) -> auto& { return c.queue_policy; }, "fifo, capacity or fair");

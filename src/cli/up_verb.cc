@@ -1,6 +1,7 @@
 // `trainyard up`: a whole local cluster in one process tree — a server and N
 // agents with simulated GPUs, data under ./.trainyard/ — in the foreground,
 // until Ctrl-C. `--demo` also submits the demo job and follows it.
+#include <pwd.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <sys/stat.h>
@@ -16,14 +17,18 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "agent/ports_in_use.h"
+#include "agent/task_user.h"
 #include "cli/client.h"
 #include "cli/demo.h"
 #include "cli/up_report.h"
 #include "cli/verbs.h"
 #include "security/certs.h"
 #include "security/client_config.h"
+#include "security/files.h"
 #include "security/tokens.h"
 #include "core/resources/gpu_topology.h"
+
+extern char** environ;
 
 namespace trainyard::cli {
 namespace {
@@ -41,14 +46,42 @@ struct UpFlags {
   std::string demo_spec;
   int64_t node_memory_mb = 65536;
   int64_t node_vcores = 32;
+  std::string task_user_map;  // more lines for ROOT/task-users
 };
 
 volatile sig_atomic_t g_stop = 0;
 void OnSignal(int) { g_stop = 1; }
 
+// The environment of up's daemons: up's own without a client's credential
+// or config (TRAINYARD_CONFIG, which up sets for its own calls as the
+// admin, TRAINYARD_TOKEN, TRAINYARD_CA_FILE, TRAINYARD_SERVER). A daemon
+// needs none (each gets its keys by flags), and an agent's environment is
+// where its tasks' environment starts (agent/task_inherited_env.h).
+std::vector<std::string> DaemonEnvironment() {
+  std::vector<std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string entry = *e;
+    std::string name = entry.substr(0, entry.find('='));
+    if (name == "TRAINYARD_CONFIG" || name == "TRAINYARD_TOKEN" || name == "TRAINYARD_CA_FILE" ||
+        name == "TRAINYARD_SERVER") {
+      continue;
+    }
+    env.push_back(std::move(entry));
+  }
+  return env;
+}
+
 // Starts `args` as a child in its own process group (so the terminal's
-// Ctrl-C reaches only `up`, which stops the children in order).
+// Ctrl-C reaches only `up`, which stops the children in order), with
+// DaemonEnvironment().
 pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
+  std::vector<std::string> env = DaemonEnvironment();
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
   pid_t pid = fork();
   if (pid == 0) {
     setpgid(0, 0);
@@ -57,10 +90,7 @@ pid_t Spawn(const std::vector<std::string>& args, const std::string& log) {
     chmod(log.c_str(), 0600);
     FILE* f = freopen(log.c_str(), "a", stderr);
     (void)f;
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
+    execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   return pid;
@@ -220,18 +250,46 @@ bool AbsoluteFile(const char* flag, std::string* path) {
   return true;
 }
 
-// Every cluster user's tasks run as the user who ran `up` (when its agents
-// are root; otherwise they run as that user anyway): ROOT/task-users for
-// the agents' --task-user-map, and --allow-root-tasks only when that user
-// is root. False (said on stderr) when the file cannot be written.
-bool TaskUserFlags(const std::string& root, std::vector<std::string>* flags) {
+// The account name of the uid running `up`; "" when it has none.
+std::string OwnAccountName() {
+  passwd pw, *found = nullptr;
+  std::vector<char> buf(16384);
+  if (getpwuid_r(getuid(), &pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) return "";
+  return found->pw_name;
+}
+
+// Who the cluster's tasks run as (ROOT/task-users, the agents'
+// --task-user-map): up's admin principal ("admin") and the account that ran
+// `up` (what the login socket calls it) run as that account; every other
+// user as the local account of its own name (agent/task_user.h), or not at
+// all when it has none. `extra` (up's --task-user-map) adds lines. The
+// agents switch users only when `up` runs as root, and only then get
+// --allow-root-tasks, which the two lines above use: another local
+// account's jobs run as that account, never as root. False (said on
+// stderr) when the file cannot be written or the lines do not parse.
+bool TaskUserFlags(const std::string& root, const std::string& extra, std::vector<std::string>* flags) {
   std::string path = root + "/task-users";
-  std::ofstream out(path, std::ios::trunc);
-  out << "# Written by `trainyard up`: every user's tasks run as uid " << getuid() << ", who started the cluster.\n"
-      << "\"*\": " << getuid() << "\n";
-  out.close();
-  if (!out) {
-    std::cerr << "trainyard up: cannot write " << path << "\n";
+  std::string text = absl::StrCat(
+      "# Written by `trainyard up` at each start. Every user not named here runs its tasks as the local\n"
+      "# account of its own name; add lines with `trainyard up --task-user-map FILE`.\n",
+      "admin: ", getuid(), "\n");
+  std::string self = OwnAccountName();
+  if (!self.empty() && self != "admin") absl::StrAppend(&text, "\"", self, "\": ", getuid(), "\n");
+  if (!extra.empty()) {
+    absl::StatusOr<std::string> lines = security::ReadWholeFile(extra);
+    if (!lines.ok()) {
+      std::cerr << "trainyard up: --task-user-map " << extra << ": " << lines.status().message() << "\n";
+      return false;
+    }
+    absl::StrAppend(&text, "# From ", extra, ":\n", *lines, "\n");
+  }
+  if (absl::StatusOr<agent::TaskUserMap> map = agent::TaskUserMap::Parse(text, path); !map.ok()) {
+    std::cerr << "trainyard up: " << map.status().message() << " (up maps admin"
+              << (self.empty() ? "" : " and " + self) << " itself)\n";
+    return false;
+  }
+  if (absl::Status st = security::WritePrivateFile(path, text); !st.ok()) {
+    std::cerr << "trainyard up: cannot write " << path << ": " << st.message() << "\n";
     return false;
   }
   flags->insert(flags->end(), {"--task-user-map", path});
@@ -265,7 +323,7 @@ int RunUp(UpFlags& f) {
   }
   std::string root = std::filesystem::absolute(f.data_dir).string();
   std::vector<std::string> task_user_flags;
-  if (!TaskUserFlags(root, &task_user_flags)) return kExitFailure;
+  if (!TaskUserFlags(root, f.task_user_map, &task_user_flags)) return kExitFailure;
   // Every channel of the cluster is TLS; agents prove their node's name.
   std::string certs = root + "/certs";
   if (!ClusterCerts(certs, f.nodes)) return kExitFailure;
@@ -274,7 +332,8 @@ int RunUp(UpFlags& f) {
     std::cerr << "trainyard up: " << admin_token.status().message() << "\n";
     return kExitFailure;
   }
-  // This process's own calls (the wait, the demo) use the same config.
+  // This process's own calls (the wait, the demo) use the same config; its
+  // daemons do not get it (DaemonEnvironment).
   setenv("TRAINYARD_CONFIG", (root + "/client.yaml").c_str(), 1);
   unsetenv("TRAINYARD_TOKEN");
   unsetenv("TRAINYARD_CA_FILE");
@@ -373,6 +432,9 @@ void RegisterUp(CLI::App& app, int* exit_code) {
                  "dashboard, REST API and /metrics port on 127.0.0.1 (0 = a free port)")->check(CLI::Range(0, 65535));
   up->add_flag("--demo", f.demo, "also submit the demo job and follow it to the end");
   up->add_option("--demo-spec", f.demo_spec, "job spec the demo submits (default examples/demo.yaml)");
+  up->add_option("--task-user-map", f.task_user_map,
+                 "more `cluster-user: local-account` lines for the agents' task user map (when up runs as root; "
+                 "docs/agent.md)");
   up->callback([exit_code] { *exit_code = RunUp(f); });
 }
 

@@ -23,6 +23,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/logging.h"
+#include "httpd/connection.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
 
@@ -65,20 +66,6 @@ std::string IpOf(const sockaddr_storage& a, int* port) {
   return host;
 }
 
-// The answer to a connection above max_connections: sent without waiting
-// (the socket is non-blocking; a client that does not read loses it).
-void Refuse(int fd) {
-  static const std::string kBody =
-      R"({"error":{"code":503,"message":"the server has too many HTTP connections open; try again"}})";
-  static const std::string kAnswer =
-      absl::StrCat("HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: ",
-                   kBody.size(), "\r\nConnection: close\r\nRetry-After: 1\r\n\r\n", kBody);
-  ssize_t n = send(fd, kAnswer.data(), kAnswer.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  (void)n;  // nothing to do about a client that cannot take it: it is closed either way
-  shutdown(fd, SHUT_WR);
-  close(fd);
-}
-
 // `accept` (an Accept-Encoding value) without brotli ("br", with or
 // without a q-value).
 std::string WithoutBrotli(const std::string& accept) {
@@ -103,56 +90,42 @@ class HttpServer::Engine final : public httplib::Server {
   void SetListening(int fd) { svr_sock_ = fd; }
 };
 
-// One connection as the library reads and writes it: every read waits at
-// most until the request's deadline and stops at its byte budget, every
-// write until request_timeout without progress.
+// One request as the library reads it and its answer as the library writes
+// it: reads come from the bytes the door received (the request is whole
+// there; past them the stream ends), every write waits until
+// request_timeout without progress.
 class HttpServer::Stream final : public httplib::Stream {
  public:
-  // `ssl`: the connection's TLS session (handshake done), or null for HTTP.
-  Stream(int fd, const HttpOptions& options, SSL* ssl) : fd_(fd), options_(options), ssl_(ssl) {}
+  Stream(HttpConnection& c, const HttpOptions& options) : c_(c), options_(options) {}
 
-  void StartRequest() {
-    deadline_ = absl::Now() + options_.request_timeout;
-    budget_ = options_.max_header_bytes + options_.max_body_bytes;
-    header_bytes_ = 0;
-    line_start_ = false;
-    headers_done_ = false;
-  }
-  bool WaitReadable(absl::Duration d) const { return Buffered() || PollUntil(fd_, POLLIN, absl::Now() + d); }
+  // Bytes of the connection's input the library has read.
+  size_t consumed() const { return at_; }
 
-  bool is_readable() const override { return Buffered() || PollUntil(fd_, POLLIN, deadline_); }
-  bool is_writable() const override { return PollUntil(fd_, POLLOUT, absl::Now() + options_.request_timeout); }
+  bool is_readable() const override { return at_ < c_.in.size(); }
+  bool is_writable() const override { return PollUntil(c_.fd, POLLOUT, absl::Now() + options_.request_timeout); }
 
-  // The library reads a request's lines a byte at a time: they come from a
-  // buffer, not a system call each.
   ssize_t read(char* ptr, size_t size) override {
-    if (budget_ <= 0) return -1;  // a request larger than any we take
-    if (!Buffered()) {
-      ssize_t r = Fill();
-      if (r <= 0) return r;
-    }
-    size_t n = std::min({size, static_cast<size_t>(budget_), buffer_end_ - buffer_at_});
-    memcpy(ptr, buffer_ + buffer_at_, n);
-    buffer_at_ += n;
-    budget_ -= static_cast<int64_t>(n);
-    return CountHeader(ptr, static_cast<ssize_t>(n)) ? static_cast<ssize_t>(n) : -1;
+    size_t n = std::min(size, c_.in.size() - at_);
+    memcpy(ptr, c_.in.data() + at_, n);
+    at_ += n;
+    return static_cast<ssize_t>(n);
   }
 
   ssize_t write(const char* ptr, size_t size) override {
     absl::Time deadline = absl::Now() + options_.request_timeout;
-    if (ssl_ != nullptr) {
+    if (c_.ssl != nullptr) {
       if (size == 0) return 0;
       while (true) {
-        int r = SSL_write(ssl_, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30)));
+        int r = SSL_write(c_.ssl, ptr, static_cast<int>(std::min<size_t>(size, 1 << 30)));
         if (r > 0) return r;
-        if (!WaitTls(SSL_get_error(ssl_, r), deadline)) return -1;
+        if (!WaitTls(SSL_get_error(c_.ssl, r), deadline)) return -1;
       }
     }
     while (true) {
-      ssize_t r = send(fd_, ptr, size, MSG_NOSIGNAL);
+      ssize_t r = send(c_.fd, ptr, size, MSG_NOSIGNAL);
       if (r >= 0) return r;
       if (errno == EINTR) continue;
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !PollUntil(fd_, POLLOUT, deadline)) return -1;
+      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !PollUntil(c_.fd, POLLOUT, deadline)) return -1;
     }
   }
 
@@ -160,77 +133,28 @@ class HttpServer::Stream final : public httplib::Stream {
     sockaddr_storage a{};
     socklen_t len = sizeof(a);
     port = -1;
-    if (getpeername(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) ip = IpOf(a, &port);
+    if (getpeername(c_.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) ip = IpOf(a, &port);
   }
   void get_local_ip_and_port(std::string& ip, int& port) const override {
     sockaddr_storage a{};
     socklen_t len = sizeof(a);
     port = -1;
-    if (getsockname(fd_, reinterpret_cast<sockaddr*>(&a), &len) == 0) ip = IpOf(a, &port);
+    if (getsockname(c_.fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) ip = IpOf(a, &port);
   }
-  socket_t socket() const override { return fd_; }
+  socket_t socket() const override { return c_.fd; }
 
  private:
-  bool Buffered() const { return buffer_at_ < buffer_end_ || (ssl_ != nullptr && SSL_pending(ssl_) > 0); }
   // After a TLS call returned `err`: waits until `deadline` for what it
   // needs (to read or to write); false when it failed or time ran out.
   bool WaitTls(int err, absl::Time deadline) const {
-    if (err == SSL_ERROR_WANT_READ) return PollUntil(fd_, POLLIN, deadline);
-    if (err == SSL_ERROR_WANT_WRITE) return PollUntil(fd_, POLLOUT, deadline);
+    if (err == SSL_ERROR_WANT_READ) return PollUntil(c_.fd, POLLIN, deadline);
+    if (err == SSL_ERROR_WANT_WRITE) return PollUntil(c_.fd, POLLOUT, deadline);
     return false;
   }
-  // Reads what the socket has into the empty buffer, waiting for it until
-  // the request's deadline: bytes read, 0 at the end, -1 on error or time out.
-  ssize_t Fill() {
-    while (ssl_ != nullptr) {
-      int r = SSL_read(ssl_, buffer_, sizeof(buffer_));
-      if (r > 0) {
-        buffer_at_ = 0;
-        buffer_end_ = static_cast<size_t>(r);
-        return r;
-      }
-      int err = SSL_get_error(ssl_, r);
-      if (err == SSL_ERROR_ZERO_RETURN) return 0;
-      if (!WaitTls(err, deadline_)) return -1;
-    }
-    while (true) {
-      ssize_t r = recv(fd_, buffer_, sizeof(buffer_), 0);
-      if (r >= 0) {
-        buffer_at_ = 0;
-        buffer_end_ = static_cast<size_t>(r);
-        return r;
-      }
-      if (errno == EINTR) continue;
-      if ((errno != EAGAIN && errno != EWOULDBLOCK) || !PollUntil(fd_, POLLIN, deadline_)) return -1;
-    }
-  }
-  // Follows the request's headers to their end (an empty line, CRLF or a
-  // bare LF); false once they are above max_header_bytes.
-  bool CountHeader(const char* data, ssize_t n) {
-    for (ssize_t i = 0; i < n && !headers_done_; ++i) {
-      ++header_bytes_;
-      char c = data[i];
-      if (c == '\n') {
-        headers_done_ = line_start_;
-        line_start_ = true;
-      } else if (c != '\r') {
-        line_start_ = false;
-      }
-    }
-    return headers_done_ || header_bytes_ <= options_.max_header_bytes;
-  }
 
-  const int fd_;
+  HttpConnection& c_;
   const HttpOptions& options_;
-  SSL* const ssl_;
-  absl::Time deadline_ = absl::InfiniteFuture();
-  int64_t budget_ = 0;
-  int64_t header_bytes_ = 0;
-  bool line_start_ = false;   // nothing but '\r' read since the last '\n'
-  bool headers_done_ = false;
-  char buffer_[4096];
-  size_t buffer_at_ = 0;
-  size_t buffer_end_ = 0;
+  size_t at_ = 0;
 };
 
 void SetJsonError(httplib::Response& res, int status, const std::string& message) {
@@ -239,7 +163,19 @@ void SetJsonError(httplib::Response& res, int status, const std::string& message
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-HttpServer::HttpServer(HttpOptions options) : options_(std::move(options)), engine_(std::make_unique<Engine>()) {
+namespace {
+int Resolved(int asked, int otherwise) { return asked > 0 ? asked : otherwise; }
+}  // namespace
+
+HttpServer::HttpServer(HttpOptions options)
+    : options_(std::move(options)),
+      max_per_peer_(Resolved(options_.max_connections_per_peer, std::max(1, options_.max_connections / 8))),
+      most_anonymous_(options_.trusted ? std::max(1, options_.max_connections -
+                                                         Resolved(options_.trusted_reserve, options_.max_connections / 4))
+                                       : INT_MAX),
+      most_anonymous_serving_(options_.trusted ? std::max(1, options_.threads - 1) : INT_MAX),
+      engine_(std::make_unique<Engine>()),
+      door_(std::make_unique<Door>()) {
   engine_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
   engine_->set_keep_alive_max_count(static_cast<size_t>(options_.keep_alive_requests));
   engine_->set_keep_alive_timeout(std::max<time_t>(1, absl::ToInt64Seconds(options_.keep_alive)));
@@ -307,7 +243,8 @@ absl::Status HttpServer::Open() {
   if (getaddrinfo(bare.empty() ? nullptr : bare.c_str(), absl::StrCat(port).c_str(), &hints, &found) != 0 || !found) {
     return absl::InvalidArgumentError(absl::StrCat("http-listen: cannot resolve '", host, "'"));
   }
-  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: the door accepts until there is nothing more to take.
+  int fd = socket(found->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   int one = 1;
   // Not SO_REUSEPORT: a second server on the same port must fail to bind.
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -367,7 +304,7 @@ void HttpServer::Serve() {
   engine_->SetListening(listen_fd_);
   int workers = std::max(1, options_.threads) + std::max(0, options_.max_log_streams) + std::max(0, options_.max_watchers);
   for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
-  acceptor_ = std::thread([this] { AcceptLoop(); });
+  door_thread_ = std::thread([this] { DoorLoop(); });
 }
 
 void HttpServer::Stop() {
@@ -377,84 +314,70 @@ void HttpServer::Stop() {
     stopping_ = true;
     // Workers blocked on a client wake up to a closed socket.
     for (int fd : serving_) shutdown(fd, SHUT_RDWR);
-    for (int fd : waiting_) close(fd);
-    waiting_.clear();
     cv_.SignalAll();
   }
   if (wake_fd_[1] >= 0) {
     ssize_t n = write(wake_fd_[1], "x", 1);
-    (void)n;  // the pipe holds a byte already when this fails: the loop wakes either way
+    (void)n;  // the pipe holds a byte already when this fails: the door wakes either way
   }
-  if (acceptor_.joinable()) acceptor_.join();
+  if (door_thread_.joinable()) door_thread_.join();
   for (std::thread& t : workers_) {
     if (t.joinable()) t.join();
   }
-}
-
-void HttpServer::AcceptLoop() {
-  pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_[0], POLLIN, 0}};
-  absl::Time last_warning = absl::InfinitePast();
-  while (true) {
-    int r = poll(fds, 2, -1);
-    if (r < 0 && errno != EINTR) break;
-    if (fds[1].revents) break;  // Stop
-    if (r <= 0 || !(fds[0].revents & POLLIN)) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd >= 0) {
-      Admit(fd);
-      continue;
-    }
-    // A connection that went away before it was taken, or a signal: go on.
-    // Out of descriptors or memory: wait a little for some to be freed
-    // rather than spin, and say so now and then.
-    if (errno == EINTR || errno == ECONNABORTED || errno == EAGAIN || errno == EPROTO) continue;
-    if (absl::Now() - last_warning > absl::Seconds(10)) {
-      Log(LogLevel::kWarning, "http", "accept: %s; new connections wait", strerror(errno));
-      last_warning = absl::Now();
-    }
-    poll(&fds[1], 1, 50);
-    if (fds[1].revents) break;
-  }
-}
-
-void HttpServer::Admit(int fd) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (!stopping_ && static_cast<int>(serving_.size() + waiting_.size()) < options_.max_connections) {
-      waiting_.push_back(fd);
-      cv_.Signal();
-      return;
-    }
-  }
-  if (tls_ != nullptr) {
-    close(fd);  // an answer would need a handshake: the client sees the close
-    return;
-  }
-  Refuse(fd);
+  absl::MutexLock lock(&mu_);
+  ready_trusted_.clear();  // closes them
+  ready_anonymous_.clear();
+  returned_.clear();
 }
 
 void HttpServer::Work() {
   while (true) {
-    int fd = -1;
+    std::unique_ptr<HttpConnection> c;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && waiting_.empty()) cv_.Wait(&mu_);
+      while (!stopping_ && ready_trusted_.empty() &&
+             (ready_anonymous_.empty() || anonymous_serving_ >= most_anonymous_serving_)) {
+        cv_.Wait(&mu_);
+      }
       if (stopping_) return;
-      fd = waiting_.front();
-      waiting_.pop_front();
-      serving_.insert(fd);
+      std::deque<std::unique_ptr<HttpConnection>>& from = ready_trusted_.empty() ? ready_anonymous_ : ready_trusted_;
+      c = std::move(from.front());
+      from.pop_front();
+      if (!c->trusted) ++anonymous_serving_;
+      serving_.insert(c->fd);
     }
-    bool linger = ServeConnection(fd);
+    bool keep = ServeRequest(*c);
     tl_fd = -1;
-    if (linger) LingeringClose(fd);
-    {
-      // Out of serving_ before it is closed, so Stop never shuts down a
-      // descriptor number that was given to something else.
-      absl::MutexLock lock(&mu_);
-      serving_.erase(fd);
-    }
-    close(fd);
+    absl::MutexLock lock(&mu_);
+    // Out of serving_ before the door may close it, so Stop never shuts
+    // down a descriptor number that was given to something else.
+    serving_.erase(c->fd);
+    if (!c->trusted && --anonymous_serving_ < most_anonymous_serving_ && !ready_anonymous_.empty()) cv_.Signal();
+    returned_.emplace_back(std::move(c), keep && !stopping_);
+    ssize_t n = write(wake_fd_[1], "x", 1);
+    (void)n;  // the pipe is full: the door is awake already and takes it
   }
+}
+
+bool HttpServer::ServeRequest(HttpConnection& c) {
+  tl_fd = c.fd;
+  Stream stream(c, options_);
+  bool last = ++c.served >= options_.keep_alive_requests;
+  {
+    absl::MutexLock lock(&mu_);
+    last = last || stopping_;
+  }
+  tl_route = nullptr;
+  tl_close = false;
+  bool closed = false;
+  bool ok = engine_->process_request(stream, last, closed, nullptr);
+  tl_route = nullptr;
+  c.in.erase(0, stream.consumed());
+  if (ok && !closed && !last && !tl_close) return true;
+  if (c.ssl != nullptr) SSL_shutdown(c.ssl);  // one try: the close follows either way
+  // Unread input (a body above the cap): let the answer reach the client.
+  if (tl_close) LingeringClose(c.fd);
+  return false;
 }
 
 void HttpServer::LingeringClose(int fd) {
@@ -499,78 +422,14 @@ void HttpServer::NoCompression(const httplib::Request& req) {
   const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
 }
 
-namespace {
-struct SslFree {
-  void operator()(SSL* s) const { SSL_free(s); }
-};
-}  // namespace
-
-bool HttpServer::ServeConnection(int fd) {
-  tl_fd = fd;
-  std::unique_ptr<SSL, SslFree> ssl;
-  if (tls_ != nullptr) {
-    // The handshake, within the time a request gets; a client that does not
-    // speak TLS (or trusts another CA) ends here, with nothing served.
-    ssl.reset(SSL_new(tls_));
-    if (!ssl || SSL_set_fd(ssl.get(), fd) != 1) return false;
-    absl::Time deadline = absl::Now() + options_.request_timeout;
-    while (true) {
-      int r = SSL_accept(ssl.get());
-      if (r == 1) break;
-      int err = SSL_get_error(ssl.get(), r);
-      bool waited = err == SSL_ERROR_WANT_READ    ? PollUntil(fd, POLLIN, deadline)
-                    : err == SSL_ERROR_WANT_WRITE ? PollUntil(fd, POLLOUT, deadline)
-                                                  : false;
-      if (!waited) return false;
-    }
-  }
-  bool linger = ServeTls(fd, ssl.get());
-  if (ssl) SSL_shutdown(ssl.get());  // one try: the close follows either way
-  return linger;
-}
-
-bool HttpServer::ServeTls(int fd, SSL* ssl) {
-  Stream stream(fd, options_, ssl);
-  for (int n = 0; n < options_.keep_alive_requests; ++n) {
-    if (n == 0 ? !stream.WaitReadable(options_.request_timeout) : !AwaitNextRequest(stream)) return n == 0;
-    bool last = n + 1 == options_.keep_alive_requests;
-    {
-      absl::MutexLock lock(&mu_);
-      last = last || stopping_;
-    }
-    stream.StartRequest();
-    tl_route = nullptr;
-    tl_close = false;
-    bool closed = false;
-    bool ok = engine_->process_request(stream, last, closed, nullptr);
-    tl_route = nullptr;
-    if (!ok || closed || last || tl_close) return true;
-  }
-  return true;
-}
-
-// An idle kept-alive connection holds a worker thread. A browser keeps
-// several open and polls on them, which would pin every thread while a
-// new connection waits: so it gives the thread up as soon as another
-// connection waits for one (the browser sends its next request anew).
-bool HttpServer::AwaitNextRequest(const Stream& stream) {
-  absl::Time deadline = absl::Now() + options_.keep_alive;
-  for (absl::Time now = absl::Now(); now < deadline; now = absl::Now()) {
-    if (stream.WaitReadable(std::min(absl::Milliseconds(20), deadline - now))) return true;
-    absl::MutexLock lock(&mu_);
-    if (stopping_ || !waiting_.empty()) return false;
-  }
-  return false;
-}
-
-void HttpServer::ServeConnectionForTest(int fd) {
-  ServeConnection(fd);
-  tl_fd = -1;
-}
-
 void HttpServer::Count(const std::string& method, const std::string& route, int code) {
   absl::MutexLock lock(&counts_mu_);
   ++counts_[std::make_tuple(method, route, code)];
+}
+
+HttpConnectionStats HttpServer::ConnectionStats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
 }
 
 std::vector<HttpRequestCount> HttpServer::RequestCounts() const {

@@ -69,12 +69,14 @@ absl::StatusOr<std::string> IssueJoinToken(const std::string& path, const std::s
   return token;
 }
 
-absl::Status RedeemJoinToken(const std::string& path, const std::string& token, const std::string& node,
-                             absl::Time now) {
-  absl::StatusOr<std::vector<Entry>> entries = Load(path);
-  if (!entries.ok()) return entries.status();
+namespace {
+
+// The entry of `token` when it may join `node` now; PermissionDenied saying
+// why not (unknown, another node's, used, expired).
+absl::StatusOr<Entry*> FindUsable(std::vector<Entry>& entries, const std::string& token, const std::string& node,
+                                  absl::Time now) {
   std::string hash = Sha256Hex(token);
-  for (Entry& e : *entries) {
+  for (Entry& e : entries) {
     if (!ConstantTimeEquals(e.hash, hash)) continue;
     if (e.node != node) {
       return absl::PermissionDeniedError(absl::StrCat("the join token is for node '", e.node, "', not '", node, "'"));
@@ -83,10 +85,28 @@ absl::Status RedeemJoinToken(const std::string& path, const std::string& token, 
     if (absl::FromUnixMillis(e.expires_ms) <= now) {
       return absl::PermissionDeniedError("the join token expired; ask an admin for a new one (trainyard token create --join)");
     }
-    e.used = true;
-    return Save(path, *entries, now);
+    return &e;
   }
   return absl::PermissionDeniedError("the join token is not valid on this server");
+}
+
+}  // namespace
+
+absl::Status CheckJoinToken(const std::string& path, const std::string& token, const std::string& node,
+                            absl::Time now) {
+  absl::StatusOr<std::vector<Entry>> entries = Load(path);
+  if (!entries.ok()) return entries.status();
+  return FindUsable(*entries, token, node, now).status();
+}
+
+absl::Status RedeemJoinToken(const std::string& path, const std::string& token, const std::string& node,
+                             absl::Time now) {
+  absl::StatusOr<std::vector<Entry>> entries = Load(path);
+  if (!entries.ok()) return entries.status();
+  absl::StatusOr<Entry*> entry = FindUsable(*entries, token, node, now);
+  if (!entry.ok()) return entry.status();
+  (*entry)->used = true;
+  return Save(path, *entries, now);
 }
 
 }  // namespace trainyard::security

@@ -22,6 +22,13 @@ std::string JoinTokenFilePath(const std::string& data_dir);
 absl::StatusOr<std::string> IssueJoinToken(const std::string& path, const std::string& node, absl::Duration ttl,
                                            absl::Time now);
 
+// What RedeemJoinToken would answer for `token` and `node` at `now`,
+// without marking the token used: the server checks a join with it before
+// it touches the CA's key, and redeems only once the certificate is made
+// (under the same lock), so a malformed request does not use a token up.
+absl::Status CheckJoinToken(const std::string& path, const std::string& token, const std::string& node,
+                            absl::Time now);
+
 // Takes `token` for `node`: PermissionDenied when it is unknown, for another
 // node, expired or used already (each said); else marks it used.
 absl::Status RedeemJoinToken(const std::string& path, const std::string& token, const std::string& node,

@@ -55,6 +55,19 @@ TEST_F(JoinTokensTest, AnExpiredOrUnknownTokenIsRefused) {
   EXPECT_TRUE(absl::IsInvalidArgument(IssueJoinToken(path_, "n", absl::ZeroDuration(), now_).status()));
 }
 
+// A check says what a redeem would, and leaves the token usable.
+TEST_F(JoinTokensTest, ACheckDoesNotUseTheTokenUp) {
+  absl::StatusOr<std::string> t = IssueJoinToken(path_, "node-9", absl::Minutes(10), now_);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(CheckJoinToken(path_, *t, "node-9", now_).ok());
+  EXPECT_TRUE(CheckJoinToken(path_, *t, "node-9", now_).ok());
+  EXPECT_NE(CheckJoinToken(path_, *t, "node-1", now_).message().find("for node 'node-9'"), std::string::npos);
+  EXPECT_NE(CheckJoinToken(path_, "tyj_00", "node-9", now_).message().find("not valid"), std::string::npos);
+  EXPECT_TRUE(absl::IsPermissionDenied(CheckJoinToken(path_, *t, "node-9", now_ + absl::Minutes(10))));
+  ASSERT_TRUE(RedeemJoinToken(path_, *t, "node-9", now_).ok());
+  EXPECT_NE(CheckJoinToken(path_, *t, "node-9", now_).message().find("used already"), std::string::npos);
+}
+
 TEST_F(JoinTokensTest, ARequestIsSignedForTheNodeTheTokenNamesWhateverItAsks) {
   ASSERT_TRUE(InitCertDir(dir_ + "/certs", {}).ok());
   KeyPair ca = LoadCa(dir_ + "/certs").value();

@@ -9,6 +9,7 @@
 #include "grpc/grpc_security_constants.h"
 #include "common/logging.h"
 #include "security/certs.h"
+#include "server/connection_guard.h"
 
 namespace trainyard::server {
 namespace {
@@ -83,6 +84,8 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
           return false;
         }
         node_ = in_.register_().name();
+        // A registered node's connection is never shut down for a newcomer.
+        ConnectionGuard::MarkAuthenticated(Door::kAgents, peer_);
         if (logs_) logs_->OnNodeConnected(node_);
         return true;
       }

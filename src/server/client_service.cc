@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "server/connection_guard.h"
 #include "server/submission.h"
 
 namespace trainyard::server {
@@ -27,7 +28,17 @@ absl::string_view Metadata(const grpc::ServerContextBase* ctx, const char* key) 
 }  // namespace
 
 absl::StatusOr<security::Principal> ClientService::Who(const grpc::ServerContextBase* ctx) {
-  return security_->Authenticate(Metadata(ctx, "authorization"));
+  absl::StatusOr<security::Principal> who = security_->Authenticate(Metadata(ctx, "authorization"));
+  if (who.ok()) ConnectionGuard::MarkAuthenticated(Door::kClients, ctx->peer());
+  return who;
+}
+
+absl::StatusOr<security::Principal> ClientService::WhoWithin(const grpc::ServerContextBase* ctx,
+                                                             UserRateLimiter::Call call) {
+  absl::StatusOr<security::Principal> who = Who(ctx);
+  if (!who.ok() || limits_ == nullptr) return who;
+  if (absl::Status st = limits_->Allow(*who, call, absl::Now()); !st.ok()) return st;
+  return who;
 }
 
 std::unique_ptr<security::CredentialCheck> ClientService::StreamCredential(const grpc::ServerContextBase* ctx) {
@@ -66,13 +77,14 @@ absl::Status ClientService::FromJobMaster(const grpc::ServerContextBase* ctx, co
     return absl::PermissionDeniedError(absl::StrCat("the job credential is not job ", name,
                                                     "'s: only its own master may report its outcome"));
   }
+  ConnectionGuard::MarkAuthenticated(Door::kClients, ctx->peer());
   return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                                 v1::SubmitResponse* resp) {
   grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-  absl::StatusOr<security::Principal> who = Who(ctx);
+  absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kSubmit);
   if (!who.ok()) {
     counters_.Count(GrpcCounters::kSubmit, static_cast<int>(who.status().code()));
     reactor->Finish(ToGrpc(who.status()));
@@ -88,7 +100,7 @@ grpc::ServerUnaryReactor* ClientService::Submit(grpc::CallbackServerContext* ctx
 
 grpc::Status ClientService::ListJobs(grpc::ServerContext* ctx, const v1::ListJobsRequest* req,
                                      v1::ListJobsResponse* resp) {
-  if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {
+  if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
     return Counted(GrpcCounters::kListJobs, ToGrpc(who.status()));
   }
   for (auto& j : manager_->ListJobs(*req)) *resp->add_jobs() = std::move(j);
@@ -208,7 +220,7 @@ grpc::Status ClientService::ReportJobMasterSummary(grpc::ServerContext* ctx, con
 
 grpc::Status ClientService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,
                                         v1::CreateTokenResponse* resp) {
-  absl::StatusOr<security::Principal> who = Who(ctx);
+  absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kCreateToken);
   if (!who.ok()) return Counted(GrpcCounters::kCreateToken, ToGrpc(who.status()));
   if (absl::Status may = security::AccessPolicy::MayAdminister(*who, "create tokens"); !may.ok()) {
     return Counted(GrpcCounters::kCreateToken, ToGrpc(may));

@@ -11,6 +11,7 @@
 #include "server/job_manager.h"
 #include "server/log_hub.h"
 #include "server/master_metrics.h"
+#include "server/user_rate_limiter.h"
 
 namespace trainyard::server {
 
@@ -21,9 +22,13 @@ namespace trainyard::server {
 class ClientService final
     : public v1::Trainyard::WithCallbackMethod_Submit<v1::Trainyard::WithCallbackMethod_Logs<v1::Trainyard::Service>> {
  public:
-  // `security` must outlive the service.
-  ClientService(JobManager* manager, LogHub* logs, security::ServerSecurity* security)
-      : manager_(manager), logs_(logs), security_(security) {}
+  // `security` and `limits` (may be null: no rate limits) must outlive the
+  // service. A call whose credential checks out marks its connection
+  // authenticated (ConnectionGuard): it is then never shut down to make room
+  // for a newcomer.
+  ClientService(JobManager* manager, LogHub* logs, security::ServerSecurity* security,
+                UserRateLimiter* limits = nullptr)
+      : manager_(manager), logs_(logs), security_(security), limits_(limits) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::SubmitResponse* resp) override;
@@ -56,6 +61,8 @@ class ClientService final
   grpc::Status Counted(GrpcCounters::Method method, grpc::Status st);
   // The caller, from its "authorization" metadata.
   absl::StatusOr<security::Principal> Who(const grpc::ServerContextBase* ctx);
+  // Who(), then `call`'s per-user rate limit (RESOURCE_EXHAUSTED over it).
+  absl::StatusOr<security::Principal> WhoWithin(const grpc::ServerContextBase* ctx, UserRateLimiter::Call call);
   // For a stream `ctx` opens: its token checked again as it goes on
   // (security/credential_check.h).
   std::unique_ptr<security::CredentialCheck> StreamCredential(const grpc::ServerContextBase* ctx);
@@ -71,6 +78,7 @@ class ClientService final
   JobManager* const manager_;
   LogHub* const logs_;
   security::ServerSecurity* const security_;
+  UserRateLimiter* const limits_;
   GrpcCounters counters_;
   JobMasterMetrics masters_;
 };

@@ -7,6 +7,7 @@
 
 #include "absl/time/clock.h"
 #include "server/client_service.h"
+#include "server/hub_log_reader.h"
 
 namespace trainyard::server {
 namespace {
@@ -23,12 +24,13 @@ struct LogsSink final : LogSink {
 
 class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
-  LogsReactor(LogHub* hub, const v1::LogsRequest& req, std::unique_ptr<security::CredentialCheck> credential)
+  LogsReactor(LogHub* hub, const v1::LogsRequest& req, const std::string& user,
+              std::unique_ptr<security::CredentialCheck> credential)
       : hub_(hub), credential_(std::move(credential)), sink_(std::make_shared<LogsSink>()) {
     sink_->reactor = this;
     // The hub calls Ready only after a Next of ours found nothing, so none
     // can come before the Pump below.
-    absl::StatusOr<uint64_t> id = hub_->Open(req, sink_);
+    absl::StatusOr<uint64_t> id = hub_->Open(req, sink_, user);
     std::lock_guard<std::mutex> lock(sink_->mu);
     if (!id.ok()) {
       FinishLocked(ToGrpc(id.status()));
@@ -117,7 +119,10 @@ class RefusedLogs final : public grpc::ServerWriteReactor<v1::LogChunk> {
 grpc::ServerWriteReactor<v1::LogChunk>* ClientService::Logs(grpc::CallbackServerContext* ctx,
                                                             const v1::LogsRequest* req) {
   if (absl::Status may = MayActOnJob(ctx, req->job(), "read the logs of"); !may.ok()) return new RefusedLogs(may);
-  return new LogsReactor(logs_, *req, StreamCredential(ctx));
+  absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kLogs);
+  if (!who.ok()) return new RefusedLogs(who.status());
+  std::shared_ptr<const v1::JobView> job = manager_->JobSummary(req->job());
+  return new LogsReactor(logs_, *req, LogStreamUser(*who, job ? job->user() : ""), StreamCredential(ctx));
 }
 
 }  // namespace trainyard::server

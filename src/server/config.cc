@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -80,6 +81,32 @@ void ReadJobmaster(const YAML::Node& node, ServerConfig* c, std::vector<std::str
   }
 }
 
+void ReadRateLimits(const YAML::Node& node, UserRateLimits* r, std::vector<std::string>* errors) {
+  for (const auto& kv : node) {
+    std::string key;
+    if (!Key(kv.first, "rateLimits", &key, errors)) continue;
+    std::string path = "rateLimits." + key;
+    if (key == "submit") Read(kv.second, path, &r->submit, errors);
+    else if (key == "listJobs") Read(kv.second, path, &r->list_jobs, errors);
+    else if (key == "logs") Read(kv.second, path, &r->logs, errors);
+    else if (key == "createToken") Read(kv.second, path, &r->create_token, errors);
+    else if (key == "burstSeconds") Read(kv.second, path, &r->burst_seconds, errors);
+    else errors->push_back(absl::StrCat(path, ": unknown key"));
+  }
+}
+
+void ReadLogStreams(const YAML::Node& node, ServerConfig* c, std::vector<std::string>* errors) {
+  for (const auto& kv : node) {
+    std::string key;
+    if (!Key(kv.first, "logStreams", &key, errors)) continue;
+    std::string path = "logStreams." + key;
+    if (key == "perUser") Read(kv.second, path, &c->log_streams_per_user, errors);
+    else if (key == "perNode") Read(kv.second, path, &c->log_subscriptions_per_node, errors);
+    else if (key == "perUserPerNode") Read(kv.second, path, &c->log_subscriptions_per_user_per_node, errors);
+    else errors->push_back(absl::StrCat(path, ": unknown key"));
+  }
+}
+
 void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::string>* errors_out) {
   ServerConfig& c = *config;
   std::vector<std::string>& errors = *errors_out;
@@ -88,6 +115,10 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     if (!Key(kv.first, "", &key, &errors)) continue;
     const YAML::Node& v = kv.second;
     if (key == "listen") Read(v, key, &c.listen, &errors);
+    else if (key == "agentListen") Read(v, key, &c.agent_listen, &errors);
+    else if (key == "maxAgentConnections") Read(v, key, &c.max_agent_connections, &errors);
+    else if (key == "maxAgentConnectionsPerPeer") Read(v, key, &c.max_agent_connections_per_peer, &errors);
+    else if (key == "unauthenticatedGraceMs") Read(v, key, &c.unauthenticated_grace_ms, &errors);
     else if (key == "httpListen") Read(v, key, &c.http_listen, &errors);
     else if (key == "httpTls") Read(v, key, &c.http_tls, &errors);
     else if (key == "maxOpenFiles") Read(v, key, &c.max_open_files, &errors);
@@ -101,6 +132,12 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpThreads") Read(v, key, &c.http_threads, &errors);
     else if (key == "httpMaxConnections") Read(v, key, &c.http_max_connections, &errors);
     else if (key == "httpRequestTimeoutMs") Read(v, key, &c.http_request_timeout_ms, &errors);
+    // The HTTP door's caps and deadlines.
+    else if (key == "httpMaxConnectionsPerPeer") Read(v, key, &c.http_max_connections_per_peer, &errors);
+    else if (key == "httpTrustedReserve") Read(v, key, &c.http_trusted_reserve, &errors);
+    else if (key == "httpHeaderTimeoutMs") Read(v, key, &c.http_header_timeout_ms, &errors);
+    else if (key == "httpBodyTimeoutMs") Read(v, key, &c.http_body_timeout_ms, &errors);
+    else if (key == "httpKeepAliveMs") Read(v, key, &c.http_keep_alive_ms, &errors);
     else if (key == "httpMaxLogStreams") Read(v, key, &c.http_max_log_streams, &errors);
     else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
     else if (key == "historyIntervalMs") Read(v, key, &c.history_interval_ms, &errors);
@@ -126,12 +163,32 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "logFollowerBufferBytes") Read(v, key, &c.log_follower_buffer_bytes, &errors);
     else if (key == "logFollowerStallMs") Read(v, key, &c.log_follower_stall_ms, &errors);
     else if (key == "maxSpecBytes") Read(v, key, &c.max_spec_bytes, &errors);
+    else if (key == "maxTasksPerJob") Read(v, key, &c.spec_bounds.max_tasks, &errors);
+    else if (key == "maxRolesPerJob") Read(v, key, &c.spec_bounds.max_roles, &errors);
+    else if (key == "maxEnvBytesPerRole") Read(v, key, &c.spec_bounds.max_env_bytes, &errors);
+    else if (key == "maxCommandBytesPerRole") Read(v, key, &c.spec_bounds.max_command_bytes, &errors);
+    else if (key == "maxLaunchBytesPerJob") Read(v, key, &c.spec_bounds.max_launch_bytes, &errors);
     else if (key == "defaultCpu") ReadQuantity(v, key, &api::ParseCpuQuantity, &c.default_vcores_milli, &errors);
     else if (key == "defaultMemory") ReadQuantity(v, key, &api::ParseMemoryQuantity, &c.default_memory_mb, &errors);
     else if (key == "limits" && v.IsMap()) ReadLimits(v, &c.limits, &errors);
     else if (key == "jobmaster" && v.IsMap()) ReadJobmaster(v, &c, &errors);
+    else if (key == "rateLimits" && v.IsMap()) ReadRateLimits(v, &c.rate_limits, &errors);
+    else if (key == "logStreams" && v.IsMap()) ReadLogStreams(v, &c, &errors);
     else errors.push_back(absl::StrCat(key, ": unknown key"));
   }
+}
+
+// Each bound at least what the smallest job needs and at most what one
+// server can hold for one job; what is outside is a typo or a door left open.
+void ValidateSpecBounds(const api::SpecBounds& b, std::vector<std::string>* errors) {
+  auto within = [&](const char* key, int64_t v, int64_t least, int64_t most) {
+    if (v < least || v > most) errors->push_back(absl::StrCat(key, ": ", v, " is not within ", least, "..", most));
+  };
+  within("maxTasksPerJob", b.max_tasks, 1, 1000000);
+  within("maxRolesPerJob", b.max_roles, 1, 10000);
+  within("maxEnvBytesPerRole", b.max_env_bytes, 1024, int64_t{64} << 20);
+  within("maxCommandBytesPerRole", b.max_command_bytes, 1024, int64_t{64} << 20);
+  within("maxLaunchBytesPerJob", b.max_launch_bytes, 1 << 20, int64_t{16} << 30);
 }
 
 }  // namespace
@@ -179,12 +236,28 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));
   }
   if (c.log_follower_stall_ms <= 0) errors.push_back("logFollowerStallMs: must be positive");
+  if (c.log_streams_per_user < 0) errors.push_back("logStreams.perUser: must not be negative (0: no limit)");
+  if (c.log_subscriptions_per_node <= 0) errors.push_back("logStreams.perNode: must be positive");
+  if (c.log_subscriptions_per_user_per_node < 0) {
+    errors.push_back("logStreams.perUserPerNode: must not be negative (0: no limit)");
+  }
   if (c.max_open_files < 0) errors.push_back("maxOpenFiles: must not be negative");
   if (c.max_open_files > 0 && c.max_open_files < 128) {
     errors.push_back(absl::StrCat("maxOpenFiles: ", c.max_open_files, " is below 128"));
   }
   if (c.max_connections < 0) errors.push_back("maxConnections: must not be negative");
   if (c.max_connections_per_peer < 0) errors.push_back("maxConnectionsPerPeer: must not be negative");
+  if (c.max_agent_connections < 0) errors.push_back("maxAgentConnections: must not be negative");
+  if (c.max_agent_connections_per_peer < 0) errors.push_back("maxAgentConnectionsPerPeer: must not be negative");
+  if (c.unauthenticated_grace_ms < 0) errors.push_back("unauthenticatedGraceMs: must not be negative (0: never)");
+  const UserRateLimits& r = c.rate_limits;
+  for (auto [name, v] : {std::pair<const char*, double>{"submit", r.submit}, {"listJobs", r.list_jobs},
+                         {"logs", r.logs}, {"createToken", r.create_token}}) {
+    if (!(v >= 0 && v <= 1e6)) errors.push_back(absl::StrCat("rateLimits.", name, ": ", v, " is not within 0..1000000"));
+  }
+  if (!(r.burst_seconds >= 0 && r.burst_seconds <= 3600)) {
+    errors.push_back(absl::StrCat("rateLimits.burstSeconds: ", r.burst_seconds, " is not within 0..3600"));
+  }
   if (c.handshake_timeout_ms <= 0) errors.push_back("handshakeTimeoutMs: must be positive");
   if (c.connection_idle_ms <= 0) errors.push_back("connectionIdleMs: must be positive");
   if (c.max_pending_jobs_per_user < 0) errors.push_back("maxPendingJobsPerUser: must not be negative (0: no limit)");
@@ -194,11 +267,23 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.http_threads < 1 || c.http_threads > 256) {
     errors.push_back(absl::StrCat("httpThreads: ", c.http_threads, " is not within 1..256"));
   }
-  if (c.http_max_connections < c.http_threads) {
+  if (c.http_max_connections != 0 && c.http_max_connections < c.http_threads) {
     errors.push_back(absl::StrCat("httpMaxConnections: ", c.http_max_connections, " is below httpThreads ",
-                                  c.http_threads));
+                                  c.http_threads, " (0: what the open-file limit allows)"));
   }
   if (c.http_request_timeout_ms <= 0) errors.push_back("httpRequestTimeoutMs: must be positive");
+  // The HTTP door's caps and deadlines.
+  if (c.http_max_connections_per_peer < 0) errors.push_back("httpMaxConnectionsPerPeer: must not be negative");
+  if (c.http_trusted_reserve < 0 ||
+      (c.http_max_connections > 0 && c.http_trusted_reserve >= c.http_max_connections)) {
+    errors.push_back(absl::StrCat("httpTrustedReserve: ", c.http_trusted_reserve,
+                                  " is not within 0..httpMaxConnections-1"));
+  }
+  for (auto [key, ms] : {std::pair<const char*, int>{"httpHeaderTimeoutMs", c.http_header_timeout_ms},
+                         {"httpBodyTimeoutMs", c.http_body_timeout_ms},
+                         {"httpKeepAliveMs", c.http_keep_alive_ms}}) {
+    if (ms <= 0) errors.push_back(absl::StrCat(key, ": must be positive"));
+  }
   if (c.http_tls != "auto" && c.http_tls != "on" && c.http_tls != "off") {
     errors.push_back(absl::StrCat("httpTls: '", c.http_tls, "' is not one of auto, on, off"));
   } else if (c.http_tls == "on" && c.tls_dir.empty()) {
@@ -234,6 +319,15 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (l.max_gpus > 64) errors.push_back("limits.maxGpus: above 64, the most GPUs a node can have");
   if (c.max_spec_bytes < 4096) errors.push_back(absl::StrCat("maxSpecBytes: ", c.max_spec_bytes, " is below 4096"));
   if (c.max_spec_bytes > (1 << 30)) errors.push_back(absl::StrCat("maxSpecBytes: ", c.max_spec_bytes, " is above 1 GiB"));
+  ValidateSpecBounds(c.spec_bounds, &errors);
+  if (c.default_vcores_milli > 0 && c.default_vcores_milli < api::kMinRunnableVcoresMilli) {
+    errors.push_back(absl::StrCat("defaultCpu: ", api::CpuQuantityText(c.default_vcores_milli), " is below ",
+                                  api::CpuQuantityText(api::kMinRunnableVcoresMilli), ", the least a task can run with"));
+  }
+  if (c.default_memory_mb > 0 && c.default_memory_mb < api::kMinRunnableMemoryMb) {
+    errors.push_back(absl::StrCat("defaultMemory: ", api::MemoryQuantityText(c.default_memory_mb), " is below ",
+                                  api::MemoryQuantityText(api::kMinRunnableMemoryMb), ", the least a task can start in"));
+  }
   if (c.default_vcores_milli < l.min_vcores_milli || c.default_vcores_milli > l.max_vcores_milli) {
     errors.push_back(absl::StrCat("defaultCpu: ", api::CpuQuantityText(c.default_vcores_milli),
                                   " is outside limits.minVcoresMilli..maxVcoresMilli"));

@@ -5,12 +5,31 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "api/spec_bounds.h"
 #include "core/resources/limits.h"
 
 namespace trainyard::server {
 
+// Per-user token buckets on the expensive client calls (config block
+// `rateLimits`): calls a second each user may make (0 = no limit), with a
+// burst of burstSeconds' worth (at least one call). Admins are limited only
+// in createToken.
+// Over one, the call is answered RESOURCE_EXHAUSTED naming the key.
+struct UserRateLimits {
+  double submit = 20;       // rateLimits.submit: Submit (gRPC and REST)
+  double list_jobs = 20;    // rateLimits.listJobs: ListJobs (every job's summary)
+  double logs = 20;         // rateLimits.logs: a log read or follow begun (gRPC and REST)
+  double create_token = 2;  // rateLimits.createToken: CreateToken
+  double burst_seconds = 10;
+};
+
 struct ServerConfig {
-  std::string listen = "127.0.0.1:7450";  // gRPC for clients and agents
+  std::string listen = "127.0.0.1:7450";  // gRPC for clients and job masters
+  // gRPC for agents only (their streams): a door of its own, with caps of its
+  // own, so a client flood never takes an agent's place. "" = the port above
+  // `listen`'s on its host (api::DerivedAgentAddress; any free port when
+  // `listen`'s is 0). With tlsDir, a node certificate is required there.
+  std::string agent_listen;
   // HTTP (REST API, /metrics): host:port, port 0 = any free one; "" = none.
   // Open to whoever reaches it until security lands (docs/api.md).
   std::string http_listen;
@@ -23,6 +42,16 @@ struct ServerConfig {
   int max_open_files = 0;
   int max_connections = 0;
   int max_connections_per_peer = 0;
+  // The agent listener's caps (0: an eighth of what the limit allows for
+  // connections, at least 64, taken from maxConnections' default; per peer
+  // the same, as many agents may share one address behind a NAT).
+  int max_agent_connections = 0;
+  int max_agent_connections_per_peer = 0;
+  // A connection that has made no authenticated call (a valid token; on the
+  // agent listener, a registered node) this long after its accept is the
+  // first shut down when a cap is reached and a newcomer waits (0: never).
+  int unauthenticated_grace_ms = 5000;
+  UserRateLimits rate_limits;
   int handshake_timeout_ms = 10000;       // a connection's TLS and HTTP/2 set-up
   int connection_idle_ms = 600000;        // a connection without a call is closed after this
   // Per user (the job's owner): jobs waiting to start (QUEUED), and
@@ -34,8 +63,18 @@ struct ServerConfig {
   std::string login_socket;
   int max_submissions_per_second_per_user = 0;
   int http_threads = 4;                   // HTTP requests served at once
-  int http_max_connections = 128;         // open HTTP connections; more are answered 503
-  int http_request_timeout_ms = 10000;    // to receive one request, and per write of an answer
+  int http_request_timeout_ms = 10000;    // for each write of an answer to make progress
+  // The HTTP door (httpd/http_server.h, docs/api.md "Limits"): open
+  // connections in all and per peer address (0: derived from the open-file
+  // limit, server/http/http_server.h HttpConnectionCapsFor); connections
+  // kept for requests with a valid token (0: a quarter); the time for a
+  // request's head and for its body to come whole; an idle connection's.
+  int http_max_connections = 0;
+  int http_max_connections_per_peer = 0;
+  int http_trusted_reserve = 0;
+  int http_header_timeout_ms = 10000;
+  int http_body_timeout_ms = 30000;
+  int http_keep_alive_ms = 5000;
   // Streamed answers open at once, each with a thread of its own beside the
   // http_threads: followed task logs and log archives, and watchers.
   int http_max_log_streams = 8;
@@ -97,6 +136,10 @@ struct ServerConfig {
   // this plus kReceiveHeadroomBytes, so a far larger message is refused by
   // gRPC before it is read whole.
   int64_t max_spec_bytes = 1 << 20;
+  // What one job may cost beyond its resources (api::SpecBounds): tasks and
+  // roles in one job, env and command bytes per role, and those bytes over
+  // all its tasks; a spec over any is refused naming the field and the key.
+  api::SpecBounds spec_bounds;
   // What a role that asks for no cpu (or memory) gets, as a Kubernetes
   // LimitRange's default: its tasks are then limited on their node and
   // counted against it and their queue.
@@ -108,25 +151,37 @@ struct ServerConfig {
   int64_t exec_arg_max = 0;
   int64_t log_follower_buffer_bytes = 1 << 20;
   int log_follower_stall_ms = 60000;
+  // logStreams: one user's share of the log streams (server/log_hub.h):
+  // at most per_user of maxLogFollowers streams at once; on each node at
+  // most per_node subscriptions (a task's stdout and stderr are two; keep it
+  // below the agent's 1024), of them at most per_user_per_node for one
+  // user. 0 (per_user, per_user_per_node): no per-user limit.
+  int log_streams_per_user = 64;            // logStreams.perUser
+  int log_subscriptions_per_node = 1000;    // logStreams.perNode
+  int log_subscriptions_per_user_per_node = 128;  // logStreams.perUserPerNode
 };
 
 // What the gRPC receive limit leaves above max_spec_bytes: the rest of a
 // submission, and agents' messages (log chunks of up to 1 MiB, heartbeats).
 inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 
-// Reads `path` (YAML) over the defaults. Keys: listen, httpListen,
+// Reads `path` (YAML) over the defaults. Keys: listen, agentListen, httpListen,
 // httpTls, loginSocket, maxPendingJobsPerUser, maxSubmissionsPerSecondPerUser,
-// maxOpenFiles, maxConnections, maxConnectionsPerPeer, handshakeTimeoutMs,
+// maxOpenFiles, maxConnections, maxConnectionsPerPeer, maxAgentConnections,
+// maxAgentConnectionsPerPeer, unauthenticatedGraceMs, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
 // httpMaxWatchers, dataDir, tlsDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
 // reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
-// maxSpecBytes, defaultCpu (a quantity as in a spec: 1, 500m),
+// maxSpecBytes, maxTasksPerJob, maxRolesPerJob, maxEnvBytesPerRole,
+// maxCommandBytesPerRole, maxLaunchBytesPerJob, defaultCpu (a quantity as in a spec: 1, 500m),
 // defaultMemory (1024, 1Gi),
 // limits: {minMemoryMb, maxMemoryMb, minVcoresMilli, maxVcoresMilli, minGpus,
-// maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb}.
+// maxGpus, maxPorts}, jobmaster: {enabled, cpuMilli, memoryMb},
+// rateLimits: {submit, listJobs, logs, createToken, burstSeconds}.
+// logStreams: {perUser, perNode, perUserPerNode}.
 absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerConfig base = {});
 
 // Checks values: positive intervals, limits min <= max, known policy.

@@ -53,6 +53,28 @@ TEST(ServerConfigTest, BadValuesAreErrorsNamingTheKey) {
   EXPECT_THAT(st.message(), HasSubstr("maxSpecBytes: 100 is below 4096"));
 }
 
+TEST(ServerConfigTest, ReadsTheLogStreamsBlockAndChecksIt) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(
+      WriteConfig("streams.yaml", "logStreams: {perUser: 8, perNode: 500, perUserPerNode: 16}\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->log_streams_per_user, 8);
+  EXPECT_EQ(c->log_subscriptions_per_node, 500);
+  EXPECT_EQ(c->log_subscriptions_per_user_per_node, 16);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  ServerConfig defaults;
+  EXPECT_EQ(defaults.log_streams_per_user, 64);
+  EXPECT_EQ(defaults.log_subscriptions_per_node, 1000);
+  EXPECT_EQ(defaults.log_subscriptions_per_user_per_node, 128);
+  absl::StatusOr<ServerConfig> unknown = LoadServerConfig(WriteConfig("streams-bad.yaml", "logStreams: {perGroup: 1}\n"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("logStreams.perGroup: unknown key"));
+  ServerConfig bad;
+  bad.log_streams_per_user = -1;
+  bad.log_subscriptions_per_node = 0;
+  absl::Status st = ValidateServerConfig(bad);
+  EXPECT_THAT(st.message(), HasSubstr("logStreams.perUser: must not be negative"));
+  EXPECT_THAT(st.message(), HasSubstr("logStreams.perNode: must be positive"));
+}
+
 TEST(ServerConfigTest, AKeyThatIsAListIsAnErrorNotACrash) {
   absl::StatusOr<ServerConfig> c =
       LoadServerConfig(WriteConfig("keys.yaml", "? [a]\n: b\nlimits: {[maxGpus]: 4}\njobmaster: {{x: 1}: 2}\n"));
@@ -82,6 +104,50 @@ TEST(ServerConfigTest, ReadsTheHttpKeysAndChecksThem) {
   EXPECT_THAT(st.message(), HasSubstr("httpRequestTimeoutMs: must be positive"));
 }
 
+TEST(ServerConfigTest, ReadsTheHttpDoorKeysAndChecksThem) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(
+      WriteConfig("door.yaml", "httpMaxConnections: 64\nhttpMaxConnectionsPerPeer: 4\nhttpTrustedReserve: 16\n"
+                               "httpHeaderTimeoutMs: 2000\nhttpBodyTimeoutMs: 9000\nhttpKeepAliveMs: 700\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->http_max_connections_per_peer, 4);
+  EXPECT_EQ(c->http_trusted_reserve, 16);
+  EXPECT_EQ(c->http_header_timeout_ms, 2000);
+  EXPECT_EQ(c->http_body_timeout_ms, 9000);
+  EXPECT_EQ(c->http_keep_alive_ms, 700);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  EXPECT_TRUE(ValidateServerConfig(ServerConfig()).ok());  // 0: the caps come from the open-file limit
+  ServerConfig bad;
+  bad.http_max_connections = 64;
+  bad.http_trusted_reserve = 64;
+  bad.http_max_connections_per_peer = -1;
+  bad.http_header_timeout_ms = 0;
+  absl::Status st = ValidateServerConfig(bad);
+  EXPECT_THAT(st.message(), HasSubstr("httpTrustedReserve: 64 is not within 0..httpMaxConnections-1"));
+  EXPECT_THAT(st.message(), HasSubstr("httpMaxConnectionsPerPeer: must not be negative"));
+  EXPECT_THAT(st.message(), HasSubstr("httpHeaderTimeoutMs: must be positive"));
+}
+
+TEST(ServerConfigTest, ReadsTheDoorsAndTheRateLimitsAndChecksThem) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(WriteConfig(
+      "doors.yaml",
+      "agentListen: 0.0.0.0:9001\nmaxAgentConnections: 500\nunauthenticatedGraceMs: 2000\n"
+      "rateLimits: {submit: 5, listJobs: 0.5, logs: 3, createToken: 1, burstSeconds: 4}\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->agent_listen, "0.0.0.0:9001");
+  EXPECT_EQ(c->max_agent_connections, 500);
+  EXPECT_EQ(c->unauthenticated_grace_ms, 2000);
+  EXPECT_EQ(c->rate_limits.list_jobs, 0.5);
+  EXPECT_EQ(c->rate_limits.burst_seconds, 4);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  c->rate_limits.logs = -1;
+  c->unauthenticated_grace_ms = -5;
+  absl::Status bad = ValidateServerConfig(*c);
+  EXPECT_THAT(bad.message(), HasSubstr("rateLimits.logs"));
+  EXPECT_THAT(bad.message(), HasSubstr("unauthenticatedGraceMs"));
+  absl::StatusOr<ServerConfig> unknown = LoadServerConfig(WriteConfig("rl.yaml", "rateLimits: {jobs: 1}\n"));
+  EXPECT_THAT(unknown.status().message(), HasSubstr("rateLimits.jobs: unknown key"));
+}
+
 TEST(ServerConfigTest, ReadsTheHistoryKeysAndBoundsTheRing) {
   absl::StatusOr<ServerConfig> c =
       LoadServerConfig(WriteConfig("history.yaml", "historyIntervalMs: 5000\nhistoryRetentionMinutes: 60\n"));
@@ -102,6 +168,42 @@ TEST(ServerConfigTest, ReadsTheHistoryKeysAndBoundsTheRing) {
   EXPECT_TRUE(ValidateServerConfig(bad).ok());
   bad.history_retention_minutes = 0;
   EXPECT_THAT(ValidateServerConfig(bad).message(), HasSubstr("historyRetentionMinutes: 0 is not within 1..10080"));
+}
+
+TEST(ServerConfigTest, ReadsWhatOneSubmissionMayCost) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(
+      WriteConfig("bounds.yaml", "maxTasksPerJob: 2000\nmaxRolesPerJob: 16\nmaxEnvBytesPerRole: 65536\n"
+                                 "maxCommandBytesPerRole: 32768\nmaxLaunchBytesPerJob: 16777216\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->spec_bounds.max_tasks, 2000);
+  EXPECT_EQ(c->spec_bounds.max_roles, 16);
+  EXPECT_EQ(c->spec_bounds.max_env_bytes, 65536);
+  EXPECT_EQ(c->spec_bounds.max_command_bytes, 32768);
+  EXPECT_EQ(c->spec_bounds.max_launch_bytes, 16 << 20);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  // The defaults fit a 10,000-GPU cluster: a job of 8-GPU tasks over all of it.
+  ServerConfig defaults;
+  EXPECT_EQ(defaults.spec_bounds.max_tasks, 2000);
+  EXPECT_EQ(defaults.spec_bounds.max_roles, 100);
+  EXPECT_EQ(defaults.spec_bounds.max_env_bytes, 128 << 10);
+  EXPECT_EQ(defaults.spec_bounds.max_command_bytes, 128 << 10);
+  EXPECT_EQ(defaults.spec_bounds.max_launch_bytes, 64 << 20);
+  EXPECT_TRUE(ValidateServerConfig(defaults).ok());
+}
+
+TEST(ServerConfigTest, SubmissionBoundsOutsideTheirRangeAreRefusedByKey) {
+  ServerConfig bad;
+  bad.spec_bounds.max_tasks = 0;
+  bad.spec_bounds.max_roles = 20000;
+  bad.spec_bounds.max_env_bytes = 10;
+  bad.default_vcores_milli = 5;
+  absl::Status st = ValidateServerConfig(bad);
+  EXPECT_THAT(st.message(), HasSubstr("maxTasksPerJob: 0 is not within 1..1000000"));
+  EXPECT_THAT(st.message(), HasSubstr("maxRolesPerJob: 20000 is not within 1..10000"));
+  EXPECT_THAT(st.message(), HasSubstr("maxEnvBytesPerRole: 10 is not within 1024.."));
+  EXPECT_THAT(st.message(), HasSubstr("defaultCpu: 5m is below 10m, the least a task can run with"));
+  absl::StatusOr<ServerConfig> typo = LoadServerConfig(WriteConfig("typo.yaml", "maxTasksPerJob: many\n"));
+  EXPECT_THAT(typo.status().message(), HasSubstr("maxTasksPerJob: has the wrong type"));
 }
 
 }  // namespace

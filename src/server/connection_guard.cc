@@ -3,8 +3,12 @@
 //
 // The close() path runs on every descriptor any library closes, possibly in
 // a child between fork and exec, so it takes no lock and allocates nothing:
-// a per-descriptor slot says whether the descriptor is a counted connection
-// and which peer bucket it counts against, and the counts are atomics.
+// a per-descriptor slot says whether the descriptor is a counted connection,
+// of which door, which peer bucket it counts against and whether it has
+// authenticated, and the counts are atomics. A connection shut down for a
+// newcomer (not authenticated within its grace) is marked "evicting" while
+// the guard shuts it down; a close() of it waits for that mark to clear, so
+// the shutdown never reaches a descriptor number reused meanwhile.
 // Descriptors closed some other way (dup2 over them, close_range) would stay
 // counted; when a cap is reached the guard re-checks its slots against the
 // descriptors' inodes, at most once a second, and forgets those that changed.
@@ -17,14 +21,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/string_view.h"
 #include "common/logging.h"
 
@@ -39,31 +51,59 @@ int RawAccept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
 }
 int RawClose(int fd) { return static_cast<int>(syscall(SYS_close, fd)); }
 
+// Slot::flags: the door (bit 0), authenticated, evicting.
+constexpr uint32_t kDoorBit = 1;
+constexpr uint32_t kAuthenticated = 2;
+constexpr uint32_t kEvicting = 4;
+
 struct Slot {
   std::atomic<uint32_t> bucket{0};  // 0: not a counted connection; else peer bucket + 1
+  std::atomic<uint32_t> flags{0};
+  std::atomic<uint32_t> generation{0};  // raised on each admission into this slot
   std::atomic<uint64_t> inode{0};
 };
 
-struct GuardState {
-  explicit GuardState(int n) : slot_count(n), slots(new Slot[n]), per_bucket(new std::atomic<int32_t>[kPeerBuckets]) {
+// A connection admitted, in accept order: who may be shut down for a
+// newcomer is looked for from the oldest.
+struct Admitted {
+  int fd;
+  uint32_t generation;
+  int64_t accepted_ns;
+};
+
+struct DoorState {
+  DoorState() : per_bucket(new std::atomic<int32_t>[kPeerBuckets]) {
     for (uint32_t i = 0; i < kPeerBuckets; ++i) per_bucket[i].store(0, std::memory_order_relaxed);
   }
   std::atomic<bool> enabled{false};
   std::atomic<int> port{0};
   std::atomic<int> max_total{0};
   std::atomic<int> max_per_peer{0};
+  std::atomic<int> grace_ms{0};
   std::atomic<int64_t> open{0};
   std::atomic<int64_t> accepted{0};
   std::atomic<int64_t> refused_total{0};
   std::atomic<int64_t> refused_peer{0};
   std::atomic<int64_t> refused_fd{0};
+  std::atomic<int64_t> evicted{0};
+  std::unique_ptr<std::atomic<int32_t>[]> per_bucket;
+  std::deque<Admitted> admitted;  // guarded by GuardState::accept_mu; unauthenticated TCP ones only
+};
+
+struct GuardState {
+  explicit GuardState(int n) : slot_count(n), slots(new Slot[n]) {}
+  DoorState doors[kDoors];
   const int slot_count;  // descriptors at or above it are refused (the open-file limit at Install)
   std::unique_ptr<Slot[]> slots;
-  std::unique_ptr<std::atomic<int32_t>[]> per_bucket;
   std::mutex accept_mu;       // one accept decision at a time (the slots are free-threaded)
   int reserve_fd = -1;        // guarded by accept_mu
   int64_t last_sweep_ns = 0;  // guarded by accept_mu
   int64_t last_log_ns = 0;    // guarded by accept_mu
+  // (door, peer address, peer port) -> the slot of an unauthenticated
+  // connection, for MarkAuthenticated. Stale entries (closed, reused) are
+  // told by the generation and pruned as the map grows.
+  std::mutex peers_mu;  // taken after accept_mu where both are held
+  absl::flat_hash_map<uint64_t, std::pair<int, uint32_t>> peers;  // guarded by peers_mu
 };
 
 // Null until Install(), so a process that never installs the guard (the CLI,
@@ -110,11 +150,20 @@ uint64_t InodeOf(int fd) {
   return static_cast<uint64_t>(st.st_ino);
 }
 
-void Forget(GuardState& g, int fd) {
-  uint32_t bucket = g.slots[fd].bucket.exchange(0, std::memory_order_acq_rel);
-  if (bucket == 0) return;
-  g.open.fetch_sub(1, std::memory_order_relaxed);
-  if (bucket != kPeerBuckets + 1) g.per_bucket[bucket - 1].fetch_sub(1, std::memory_order_relaxed);
+DoorState& DoorOf(GuardState& g, const Slot& slot) {
+  return g.doors[slot.flags.load(std::memory_order_relaxed) & kDoorBit];
+}
+
+// Uncounts the connection in slot `fd`; false when it was not counted (a
+// racing close() or eviction did it).
+bool Forget(GuardState& g, int fd) {
+  Slot& slot = g.slots[fd];
+  DoorState& d = DoorOf(g, slot);
+  uint32_t bucket = slot.bucket.exchange(0, std::memory_order_seq_cst);
+  if (bucket == 0) return false;
+  d.open.fetch_sub(1, std::memory_order_relaxed);
+  if (bucket != kPeerBuckets + 1) d.per_bucket[bucket - 1].fetch_sub(1, std::memory_order_relaxed);
+  return true;
 }
 
 // Forgets counted descriptors that are no longer the socket that was
@@ -129,17 +178,20 @@ void SweepIfDue(GuardState& g) {
   }
 }
 
-void LogRefusal(GuardState& g, const char* why) {
+void LogRefusal(GuardState& g, const DoorState& d, const char* why) {
   int64_t now = MonotonicNs();
   if (now - g.last_log_ns < 10 * int64_t{1000000000}) return;
   g.last_log_ns = now;
-  Log(LogLevel::kWarning, "server", "refusing connections: %s (open %d, refused so far: %d at the total cap, %d at a peer's cap, %d for want of descriptors)",
-      why, g.open.load(), g.refused_total.load(), g.refused_peer.load(), g.refused_fd.load());
+  Log(LogLevel::kWarning, "server",
+      "refusing connections at the %s port: %s (open %d, refused so far: %d at the total cap, %d at a peer's cap, "
+      "%d for want of descriptors; %d unauthenticated ones shut down for newcomers)",
+      &d == &g.doors[1] ? "agent" : "client", why, d.open.load(), d.refused_total.load(), d.refused_peer.load(),
+      d.refused_fd.load(), d.evicted.load());
 }
 
 // The process is out of descriptors: frees the reserved one to take the
 // waiting connection off the queue and drop it. false when there is none.
-bool ShedOneWithReserve(GuardState& g, int listener) {
+bool ShedOneWithReserve(GuardState& g, DoorState& d, int listener) {
   if (g.reserve_fd < 0) return false;
   RawClose(g.reserve_fd);
   g.reserve_fd = -1;
@@ -147,28 +199,187 @@ bool ShedOneWithReserve(GuardState& g, int listener) {
   if (c >= 0) RawClose(c);
   g.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (c < 0) return false;
-  g.refused_fd.fetch_add(1, std::memory_order_relaxed);
-  LogRefusal(g, "the process has no file descriptor left");
+  d.refused_fd.fetch_add(1, std::memory_order_relaxed);
+  LogRefusal(g, d, "the process has no file descriptor left");
   return true;
 }
 
 enum class Verdict { kAdmit, kTotalCap, kPeerCap };
 
-Verdict Judge(GuardState& g, uint32_t bucket) {
-  auto over = [&] {
-    if (g.open.load(std::memory_order_relaxed) >= g.max_total.load(std::memory_order_relaxed)) {
-      return Verdict::kTotalCap;
+Verdict Over(const DoorState& d, uint32_t bucket) {
+  if (d.open.load(std::memory_order_relaxed) >= d.max_total.load(std::memory_order_relaxed)) {
+    return Verdict::kTotalCap;
+  }
+  if (bucket != 0 &&
+      d.per_bucket[bucket - 1].load(std::memory_order_relaxed) >= d.max_per_peer.load(std::memory_order_relaxed)) {
+    return Verdict::kPeerCap;
+  }
+  return Verdict::kAdmit;
+}
+
+bool Unauthenticated(const Slot& slot, const Admitted& a) {
+  return slot.generation.load(std::memory_order_relaxed) == a.generation &&
+         slot.bucket.load(std::memory_order_relaxed) != 0 &&
+         (slot.flags.load(std::memory_order_relaxed) & (kAuthenticated | kEvicting)) == 0;
+}
+
+// Shuts down the connection of `a` and uncounts it (gRPC then closes it).
+// The evicting mark keeps a racing close() from freeing the number first.
+bool Evict(GuardState& g, DoorState& d, const Admitted& a) {
+  Slot& slot = g.slots[a.fd];
+  slot.flags.fetch_or(kEvicting, std::memory_order_seq_cst);
+  bool ours = slot.generation.load(std::memory_order_seq_cst) == a.generation && Forget(g, a.fd);
+  if (ours) shutdown(a.fd, SHUT_RDWR);
+  slot.flags.fetch_and(~kEvicting, std::memory_order_seq_cst);
+  if (ours) d.evicted.fetch_add(1, std::memory_order_relaxed);
+  return ours;
+}
+
+// Makes room for a newcomer: shuts down the oldest connection of door `d`
+// (of peer `bucket` unless 0) that has not authenticated within the grace.
+// false when none has.
+bool EvictUnauthenticated(GuardState& g, DoorState& d, uint32_t bucket) {
+  int grace_ms = d.grace_ms.load(std::memory_order_relaxed);
+  if (grace_ms <= 0) return false;
+  int64_t young = MonotonicNs() - int64_t{grace_ms} * 1000000;
+  std::deque<Admitted>& q = d.admitted;
+  for (size_t i = 0; i < q.size();) {
+    const Admitted& a = q[i];
+    const Slot& slot = g.slots[a.fd];
+    if (!Unauthenticated(slot, a)) {
+      if (i == 0) {
+        q.pop_front();
+      } else {
+        ++i;
+      }
+      continue;
     }
-    if (bucket != 0 && g.per_bucket[bucket - 1].load(std::memory_order_relaxed) >=
-                           g.max_per_peer.load(std::memory_order_relaxed)) {
-      return Verdict::kPeerCap;
+    if (a.accepted_ns > young) return false;  // the rest are younger still
+    if (bucket != 0 && slot.bucket.load(std::memory_order_relaxed) != bucket) {
+      ++i;
+      continue;
     }
-    return Verdict::kAdmit;
-  };
-  Verdict v = over();
+    Admitted victim = a;
+    q.erase(q.begin() + static_cast<std::ptrdiff_t>(i));
+    if (Evict(g, d, victim)) return true;
+  }
+  return false;
+}
+
+// The verdict on a newcomer of peer `bucket`, after making room by shutting
+// down unauthenticated connections past their grace where that helps.
+Verdict Judge(GuardState& g, DoorState& d, uint32_t bucket) {
+  Verdict v = Over(d, bucket);
   if (v == Verdict::kAdmit) return v;
   SweepIfDue(g);
-  return over();
+  for (int tries = 0; tries < 2 && (v = Over(d, bucket)) != Verdict::kAdmit; ++tries) {
+    if (!EvictUnauthenticated(g, d, v == Verdict::kPeerCap ? bucket : 0)) break;
+  }
+  return Over(d, bucket);
+}
+
+// A key for (door, peer address, peer port); 0 for none (Unix sockets).
+uint64_t PeerKey(int door, const sockaddr_storage& peer) {
+  if (peer.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
+    return absl::HashOf(door, in->sin_addr.s_addr, in->sin_port) | 1;
+  }
+  if (peer.ss_family == AF_INET6) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
+    if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      uint32_t v4;
+      std::memcpy(&v4, reinterpret_cast<const char*>(&in6->sin6_addr) + 12, 4);
+      return absl::HashOf(door, v4, in6->sin6_port) | 1;
+    }
+    absl::string_view a(reinterpret_cast<const char*>(&in6->sin6_addr), 16);
+    return absl::HashOf(door, a, in6->sin6_port) | 1;
+  }
+  return 0;
+}
+
+// gRPC's peer text ("ipv4:1.2.3.4:5", "ipv6:[::1]:5", "ipv6:%5B::1%5D:5")
+// as an address; false for anything else.
+bool ParseGrpcPeer(absl::string_view peer, sockaddr_storage* out) {
+  bool v4 = absl::ConsumePrefix(&peer, "ipv4:");
+  if (!v4 && !absl::ConsumePrefix(&peer, "ipv6:")) return false;
+  size_t colon = peer.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(peer.substr(colon + 1), &port)) return false;
+  absl::string_view host = peer.substr(0, colon);
+  if (!v4) {
+    if (!absl::ConsumePrefix(&host, "[")) absl::ConsumePrefix(&host, "%5B");
+    if (!absl::ConsumeSuffix(&host, "]")) absl::ConsumeSuffix(&host, "%5D");
+  }
+  std::string text(host);
+  std::memset(out, 0, sizeof(*out));
+  if (v4) {
+    auto* in = reinterpret_cast<sockaddr_in*>(out);
+    in->sin_family = AF_INET;
+    in->sin_port = htons(static_cast<uint16_t>(port));
+    return inet_pton(AF_INET, text.c_str(), &in->sin_addr) == 1;
+  }
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(out);
+  in6->sin6_family = AF_INET6;
+  in6->sin6_port = htons(static_cast<uint16_t>(port));
+  return inet_pton(AF_INET6, text.c_str(), &in6->sin6_addr) == 1;
+}
+
+// Drops what no longer names an unauthenticated connection, once the
+// records have grown to twice what is open (amortized O(1) per accept).
+void PruneIfGrown(GuardState& g, DoorState& d) {
+  size_t open = static_cast<size_t>(std::max<int64_t>(0, d.open.load(std::memory_order_relaxed)));
+  if (d.admitted.size() > 2 * open + 1024) {
+    std::deque<Admitted> kept;
+    for (const Admitted& a : d.admitted) {
+      if (Unauthenticated(g.slots[a.fd], a)) kept.push_back(a);
+    }
+    d.admitted.swap(kept);
+  }
+  std::lock_guard<std::mutex> lock(g.peers_mu);
+  if (g.peers.size() <= 2 * open + 1024) return;
+  for (auto it = g.peers.begin(); it != g.peers.end();) {
+    const Slot& slot = g.slots[it->second.first];
+    bool live = slot.generation.load(std::memory_order_relaxed) == it->second.second &&
+                slot.bucket.load(std::memory_order_relaxed) != 0 &&
+                (slot.flags.load(std::memory_order_relaxed) & kAuthenticated) == 0;
+    if (live) {
+      ++it;
+    } else {
+      g.peers.erase(it++);
+    }
+  }
+}
+
+// Counts connection `c` of peer `peer` (bucket `bucket`) at door `door`.
+void Admit(GuardState& g, int door, int c, const sockaddr_storage& peer, uint32_t bucket) {
+  DoorState& d = g.doors[door];
+  Forget(g, c);  // a slot left counted by a close that bypassed close() (dup2 over it)
+  Slot& slot = g.slots[c];
+  uint32_t generation = slot.generation.fetch_add(1, std::memory_order_relaxed) + 1;
+  slot.inode.store(InodeOf(c), std::memory_order_relaxed);
+  uint64_t key = PeerKey(door, peer);
+  // A Unix-socket peer got past the kernel's file permissions: authenticated.
+  slot.flags.store(static_cast<uint32_t>(door) | (key == 0 ? kAuthenticated : 0), std::memory_order_relaxed);
+  slot.bucket.store(bucket == 0 ? kPeerBuckets + 1 : bucket, std::memory_order_release);
+  d.open.fetch_add(1, std::memory_order_relaxed);
+  if (bucket != 0) d.per_bucket[bucket - 1].fetch_add(1, std::memory_order_relaxed);
+  d.accepted.fetch_add(1, std::memory_order_relaxed);
+  if (key == 0 || d.grace_ms.load(std::memory_order_relaxed) <= 0) return;
+  d.admitted.push_back({c, generation, MonotonicNs()});
+  {
+    std::lock_guard<std::mutex> lock(g.peers_mu);
+    g.peers[key] = {c, generation};
+  }
+  PruneIfGrown(g, d);
+}
+
+int DoorOfPort(GuardState& g, int port) {
+  for (int i = 0; i < kDoors; ++i) {
+    if (g.doors[i].enabled.load(std::memory_order_acquire) && g.doors[i].port.load(std::memory_order_relaxed) == port) {
+      return i;
+    }
+  }
+  return -1;
 }
 
 }  // namespace
@@ -183,37 +394,60 @@ void ConnectionGuard::Install(const ConnectionGuardOptions& options) {
   }
   GuardState& g = *g_state.load();
   std::lock_guard<std::mutex> lock(g.accept_mu);
-  g.port.store(options.port);
-  g.max_total.store(options.max_connections);
-  g.max_per_peer.store(options.max_connections_per_peer);
+  DoorState& d = g.doors[static_cast<int>(options.door)];
+  d.port.store(options.port);
+  d.max_total.store(options.max_connections);
+  d.max_per_peer.store(options.max_connections_per_peer);
+  d.grace_ms.store(options.unauthenticated_grace_ms);
   if (g.reserve_fd < 0) g.reserve_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  g.enabled.store(true, std::memory_order_release);
+  d.enabled.store(true, std::memory_order_release);
 }
 
 void ConnectionGuard::UninstallForTest() {
-  if (GuardState* g = g_state.load()) g->enabled.store(false, std::memory_order_release);
+  if (GuardState* g = g_state.load()) {
+    for (DoorState& d : g->doors) d.enabled.store(false, std::memory_order_release);
+  }
 }
 
-ConnectionGuardStats ConnectionGuard::Stats() {
+ConnectionGuardStats ConnectionGuard::Stats(Door door) {
   ConnectionGuardStats s;
   GuardState* state = g_state.load(std::memory_order_acquire);
   if (state == nullptr) return s;
-  GuardState& g = *state;
-  s.open = g.open.load();
-  s.accepted = g.accepted.load();
-  s.refused_total_cap = g.refused_total.load();
-  s.refused_peer_cap = g.refused_peer.load();
-  s.refused_no_fd = g.refused_fd.load();
+  const DoorState& d = state->doors[static_cast<int>(door)];
+  s.open = d.open.load();
+  s.accepted = d.accepted.load();
+  s.refused_total_cap = d.refused_total.load();
+  s.refused_peer_cap = d.refused_peer.load();
+  s.refused_no_fd = d.refused_fd.load();
+  s.evicted_unauthenticated = d.evicted.load();
   return s;
+}
+
+void ConnectionGuard::MarkAuthenticated(Door door, absl::string_view grpc_peer) {
+  GuardState* state = g_state.load(std::memory_order_acquire);
+  if (state == nullptr) return;
+  sockaddr_storage peer;
+  if (!ParseGrpcPeer(grpc_peer, &peer)) return;
+  uint64_t key = PeerKey(static_cast<int>(door), peer);
+  GuardState& g = *state;
+  std::lock_guard<std::mutex> lock(g.peers_mu);
+  auto it = g.peers.find(key);
+  if (it == g.peers.end()) return;
+  auto [fd, generation] = it->second;
+  g.peers.erase(it);
+  Slot& slot = g.slots[fd];
+  if (slot.generation.load(std::memory_order_relaxed) == generation) {
+    slot.flags.fetch_or(kAuthenticated, std::memory_order_relaxed);
+  }
 }
 
 int ConnectionGuard::Accept(int listener, sockaddr* addr, socklen_t* addr_len, int flags) {
   GuardState* state = g_state.load(std::memory_order_acquire);
-  if (state == nullptr || !state->enabled.load(std::memory_order_acquire)) {
-    return RawAccept4(listener, addr, addr_len, flags);
-  }
+  if (state == nullptr) return RawAccept4(listener, addr, addr_len, flags);
   GuardState& g = *state;
-  if (LocalPort(listener) != g.port.load(std::memory_order_relaxed)) return RawAccept4(listener, addr, addr_len, flags);
+  int door = DoorOfPort(g, LocalPort(listener));
+  if (door < 0) return RawAccept4(listener, addr, addr_len, flags);
+  DoorState& d = g.doors[door];
   std::lock_guard<std::mutex> lock(g.accept_mu);
   // Loops until a connection is admitted or the queue is empty (EAGAIN on
   // a non-blocking listener), so an edge-triggered caller misses nothing.
@@ -222,28 +456,23 @@ int ConnectionGuard::Accept(int listener, sockaddr* addr, socklen_t* addr_len, i
     socklen_t peer_len = sizeof(peer);
     int c = RawAccept4(listener, reinterpret_cast<sockaddr*>(&peer), &peer_len, flags);
     if (c < 0) {
-      if ((errno == EMFILE || errno == ENFILE) && ShedOneWithReserve(g, listener)) continue;
+      if ((errno == EMFILE || errno == ENFILE) && ShedOneWithReserve(g, d, listener)) continue;
       return -1;
     }
     uint32_t bucket = PeerBucket(peer);
-    Verdict v = Judge(g, bucket);
+    Verdict v = Judge(g, d, bucket);
     if (v != Verdict::kAdmit || c >= g.slot_count) {
       RawClose(c);
       if (v == Verdict::kPeerCap) {
-        g.refused_peer.fetch_add(1, std::memory_order_relaxed);
-        LogRefusal(g, "a peer reached maxConnectionsPerPeer");
+        d.refused_peer.fetch_add(1, std::memory_order_relaxed);
+        LogRefusal(g, d, "a peer reached its cap (maxConnectionsPerPeer / maxAgentConnectionsPerPeer)");
       } else {
-        g.refused_total.fetch_add(1, std::memory_order_relaxed);
-        LogRefusal(g, "maxConnections reached");
+        d.refused_total.fetch_add(1, std::memory_order_relaxed);
+        LogRefusal(g, d, "the port reached its cap (maxConnections / maxAgentConnections)");
       }
       continue;
     }
-    Forget(g, c);  // a slot left counted by a close that bypassed close() (dup2 over it)
-    g.slots[c].inode.store(InodeOf(c), std::memory_order_relaxed);
-    g.slots[c].bucket.store(bucket == 0 ? kPeerBuckets + 1 : bucket, std::memory_order_release);
-    g.open.fetch_add(1, std::memory_order_relaxed);
-    if (bucket != 0) g.per_bucket[bucket - 1].fetch_add(1, std::memory_order_relaxed);
-    g.accepted.fetch_add(1, std::memory_order_relaxed);
+    Admit(g, door, c, peer, bucket);
     if (addr != nullptr && addr_len != nullptr) {
       std::memcpy(addr, &peer, std::min<socklen_t>(*addr_len, peer_len));
       *addr_len = peer_len;
@@ -254,8 +483,13 @@ int ConnectionGuard::Accept(int listener, sockaddr* addr, socklen_t* addr_len, i
 
 int ConnectionGuard::Close(int fd) {
   GuardState* g = g_state.load(std::memory_order_acquire);
-  if (g != nullptr && fd >= 0 && fd < g->slot_count && g->slots[fd].bucket.load(std::memory_order_relaxed) != 0) {
-    Forget(*g, fd);
+  if (g != nullptr && fd >= 0 && fd < g->slot_count) {
+    Slot& slot = g->slots[fd];
+    if (slot.bucket.load(std::memory_order_relaxed) != 0) Forget(*g, fd);
+    // An eviction may be shutting this descriptor down: the number must not
+    // be reused before it is done (a few instructions; bounded all the same,
+    // as a child forked mid-eviction has no evicting thread).
+    for (int i = 0; i < 1000 && (slot.flags.load(std::memory_order_seq_cst) & kEvicting) != 0; ++i) sched_yield();
   }
   return RawClose(fd);
 }

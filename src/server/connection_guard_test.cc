@@ -176,6 +176,64 @@ TEST(ConnectionGuardTest, AnotherListenersConnectionsAreNotCounted) {
   ConnectionGuard::UninstallForTest();
 }
 
+// gRPC's peer text for the server side of accepted connection `fd`.
+std::string GrpcPeerOf(int fd) {
+  sockaddr_in peer{};
+  socklen_t len = sizeof(peer);
+  getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &len);
+  char text[INET_ADDRSTRLEN];
+  return std::string("ipv4:") + inet_ntop(AF_INET, &peer.sin_addr, text, sizeof(text)) + ":" +
+         std::to_string(ntohs(peer.sin_port));
+}
+
+TEST(ConnectionGuardTest, AtTheCapTheOldestUnauthenticatedConnectionMakesRoomNeverAnAuthenticatedOne) {
+  Listener l;
+  ConnectionGuard::Install({l.port(), /*max_connections=*/2, /*max_connections_per_peer=*/2, Door::kClients,
+                            /*unauthenticated_grace_ms=*/20});
+  ConnectionGuardStats before = ConnectionGuard::Stats();
+  std::vector<int> clients = {l.Connect("127.0.0.2"), l.Connect("127.0.0.3")};
+  std::vector<int> server_side;
+  ASSERT_EQ(l.AcceptAll(&server_side).size(), 2u);
+  // The older one authenticates; the other never does.
+  ConnectionGuard::MarkAuthenticated(Door::kClients, GrpcPeerOf(server_side[0]));
+  // Both are past their grace once this sleep ends (a monotonic clock).
+  usleep(50 * 1000);
+  clients.push_back(l.Connect("127.0.0.4"));
+  EXPECT_EQ(l.AcceptAll(&server_side), (std::vector<std::string>{"127.0.0.4"}));
+  EXPECT_TRUE(ClosedByServer(clients[1])) << "the unauthenticated one made room";
+  pollfd p{clients[0], POLLIN, 0};
+  EXPECT_EQ(poll(&p, 1, 100), 0) << "the authenticated one stays";
+  ConnectionGuardStats after = ConnectionGuard::Stats();
+  EXPECT_EQ(after.evicted_unauthenticated - before.evicted_unauthenticated, 1);
+  EXPECT_EQ(after.open - before.open, 2);
+  // A newcomer within the grace of the last one is refused: nobody to shut down.
+  ConnectionGuard::Install({l.port(), 2, 2, Door::kClients, /*unauthenticated_grace_ms=*/60000});
+  clients.push_back(l.Connect("127.0.0.5"));
+  EXPECT_TRUE(l.AcceptAll(&server_side).empty());
+  EXPECT_TRUE(ClosedByServer(clients[3]));
+  CloseAll(&server_side);
+  CloseAll(&clients);
+  EXPECT_EQ(ConnectionGuard::Stats().open, before.open);
+  ConnectionGuard::UninstallForTest();
+}
+
+TEST(ConnectionGuardTest, TheAgentDoorHasCapsOfItsOwn) {
+  Listener clients_port;
+  Listener agents_port;
+  ConnectionGuard::Install({clients_port.port(), 1, 1});
+  ConnectionGuard::Install({agents_port.port(), 1, 1, Door::kAgents});
+  std::vector<int> clients = {clients_port.Connect("127.0.0.2"), clients_port.Connect("127.0.0.3")};
+  std::vector<int> server_side;
+  EXPECT_EQ(clients_port.AcceptAll(&server_side).size(), 1u);  // the clients' door is full
+  clients.push_back(agents_port.Connect("127.0.0.2"));
+  EXPECT_EQ(agents_port.AcceptAll(&server_side), (std::vector<std::string>{"127.0.0.2"}));
+  EXPECT_EQ(ConnectionGuard::Stats(Door::kAgents).open, 1);
+  CloseAll(&server_side);
+  CloseAll(&clients);
+  EXPECT_EQ(ConnectionGuard::Stats(Door::kAgents).open, 0);
+  ConnectionGuard::UninstallForTest();
+}
+
 TEST(ConnectionGuardTest, CapsLeaveHeadroomBelowTheDescriptorLimit) {
   ConnectionGuardOptions o = ConnectionCapsFor(20000, 0, 0);
   EXPECT_EQ(o.max_connections, 20000 - 2500);

@@ -125,7 +125,8 @@ void ControlState::EvictTask(JobRt& job, int i, const std::string& node, absl::T
   job.evicting[i] = true;
   AddEvent(job, "task_evicted", absl::StrCat(tname, ": node ", node, " is drained; it is stopped and placed elsewhere"),
            now);
-  SendKill(node, job.rec.name(), t.role(), t.index(), config_.kill_grace_ms, absl::StrCat("node ", node, " is drained"));
+  SendKill(node, job.rec.name(), job.rec.id(), t.role(), t.index(), config_.kill_grace_ms,
+           absl::StrCat("node ", node, " is drained"));
   Persist(job);
 }
 

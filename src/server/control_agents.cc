@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <optional>
 #include <functional>
 #include <utility>
 #include <vector>
@@ -120,7 +121,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   capacity.ports = ServingPorts(in, config_.default_port_range);
   *node.info.mutable_capacity() = api::ToProto(capacity);
   node.session = session;
-  node.last_heartbeat = now;
+  node.last_heartbeat = node.heard = now;
   node.registered = now;
   node.agent_stopping = node.drained_sent = false;
   node.stop_reason.clear();
@@ -141,12 +142,17 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   ack.set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
   backend_->Registered(in.name(), ack);
   // Tasks placed here that never reached the agent (it was away) go again.
+  std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task
+  const JobRt* ctx_job = nullptr;
   for (auto [job, i] : TasksOn(in.name())) {
-    if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
+    if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) {
+      if (ctx_job != job) ctx = EnvContextFor(*job), ctx_job = job;
+      LaunchTask(*job, i, &*ctx);
+    }
     // Told to leave while the node was away (drained): the order goes again.
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (job->evicting[i]) {
-      SendKill(in.name(), job->rec.name(), t.role(), t.index(), config_.kill_grace_ms,
+      SendKill(in.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms,
                absl::StrCat("node ", in.name(), " is drained"));
     }
   }
@@ -176,7 +182,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   if (!found) return;
   NodeRt& node = *found;
   if (node.connected()) stats_.heartbeat_gap_seconds.Observe(std::max(0.0, absl::ToDoubleSeconds(now - node.last_heartbeat)));
-  node.last_heartbeat = now;
+  node.last_heartbeat = node.heard = now;
   ++stats_.heartbeats;
   view_heartbeats_ = true;
   if (node.state != v1::NODE_READY && node.connected()) {
@@ -244,7 +250,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
       Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
           api::TaskName(st.job(), st.role(), st.index()));
     }
-    SendKill(node.info.name(), st.job(), st.role(), st.index(), config_.kill_grace_ms,
+    SendKill(node.info.name(), st.job(), st.job_id(), st.role(), st.index(), config_.kill_grace_ms,
              ours ? job->rec.message() : "the server has no record of this task on this node");
   }
   // Tasks the server has as live here that the agent no longer runs.
@@ -328,6 +334,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
   if (api::IsTerminal(t->state())) return;
   job->acked[i] = true;
   t->set_attempt(std::max(t->attempt(), st.attempt()));
+  if (st.has_limits()) *t->mutable_limits() = st.limits();
   std::string name = api::TaskName(job->rec.name(), t->role(), t->index());
   switch (st.state()) {
     case v1::TASK_RUNNING: {

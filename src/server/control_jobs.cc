@@ -44,6 +44,10 @@ const ControlState::JobRt* ControlState::FindJob(const std::string& name) const 
 }
 
 int ControlState::FindTask(const JobRt& job, const std::string& role, int index) {
+  if (auto it = job.role_start.find(role); it != job.role_start.end() && index >= 0) {
+    int i = it->second + index;
+    if (i < job.rec.tasks_size() && job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
+  }
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     if (job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
   }
@@ -56,23 +60,6 @@ const v1::ReplicaSpec* ControlState::ReplicaOf(const JobRt& job, int task) {
     if (r.role() == role) return &r;
   }
   return nullptr;
-}
-
-absl::Status ControlState::CheckQueue(const std::string& queue) const {
-  std::vector<const core::QueueConfig*> stack = {&scheduler_->options().queues.root};
-  std::vector<std::string> leaves;
-  while (!stack.empty()) {
-    const core::QueueConfig* q = stack.back();
-    stack.pop_back();
-    if (q->children.empty()) {
-      if (q->name == queue) return absl::OkStatus();
-      leaves.push_back(q->name);
-    }
-    for (const auto& c : q->children) stack.push_back(&c);
-  }
-  std::sort(leaves.begin(), leaves.end());
-  return absl::InvalidArgumentError(absl::StrCat("queue: '", queue, "' is not a leaf queue (known: ",
-                                                 absl::StrJoin(leaves, ", "), ")"));
 }
 
 void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
@@ -121,46 +108,19 @@ void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
   }
 }
 
-// As a Kubernetes LimitRange's default: a role that asks for no cpu or no
-// memory gets the server's, so its tasks are limited on their node and
-// counted against it and their queue (without, hundreds of them would pile
-// onto one node). Returns what it set, for the job's first event.
-std::string ApplyResourceDefaults(const ServerConfig& config, v1::JobSpec* spec) {
-  std::vector<std::string> set;
-  for (auto& rs : *spec->mutable_replicas()) {
-    v1::Resource* r = rs.mutable_resources();
-    std::vector<std::string> parts;
-    if (r->vcores_milli() == 0 && config.default_vcores_milli > 0) {
-      r->set_vcores_milli(config.default_vcores_milli);
-      parts.push_back(absl::StrCat("cpu ", api::CpuQuantityText(config.default_vcores_milli)));
-    }
-    if (r->memory_mb() == 0 && config.default_memory_mb > 0) {
-      r->set_memory_mb(config.default_memory_mb);
-      parts.push_back(absl::StrCat("memory ", api::MemoryQuantityText(config.default_memory_mb)));
-    }
-    if (!parts.empty()) set.push_back(absl::StrCat(rs.role(), " ", absl::StrJoin(parts, ", ")));
-  }
-  return set.empty() ? "" : absl::StrCat("; server defaults for what the spec leaves out: ", absl::StrJoin(set, "; "));
-}
-
 }  // namespace
 
 absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now,
                                                         std::vector<std::string> parse_problems) {
-  if (spec.user().empty()) spec.set_user("default");
-  if (spec.queue().empty()) spec.set_queue(config_.default_queue.empty() ? "default" : config_.default_queue);
-  std::string defaulted = ApplyResourceDefaults(config_, &spec);
-  std::vector<std::string> invalid = api::ValidateJobSpec(spec, config_.limits);
-  if (absl::Status st = CheckQueue(spec.queue()); !st.ok()) invalid.emplace_back(st.message());
-  std::vector<std::string> problems = api::MergeProblems(std::move(parse_problems), invalid);
-  if (!problems.empty()) return api::ProblemsStatus(problems);
-  // Frameworks address tasks by port: make sure each task that needs one has one.
-  for (auto& rs : *spec.mutable_replicas()) {
-    bool needs = api::TraitsOf(spec.framework(), rs.role()).default_port;
-    if (needs && rs.resources().port_count() == 0 && rs.resources().ports().empty()) {
-      rs.mutable_resources()->set_port_count(1);
-    }
-  }
+  absl::StatusOr<CheckedSpec> checked =
+      CheckSubmission(std::move(spec), std::move(parse_problems), config_, scheduler_->options().queues.root);
+  if (!checked.ok()) return checked.status();
+  return PrepareChecked(*std::move(checked), now);
+}
+
+absl::StatusOr<PreparedJob> ControlState::PrepareChecked(CheckedSpec checked, absl::Time now) {
+  v1::JobSpec& spec = checked.spec;
+  const std::string& defaulted = checked.defaulted;
   std::string name = spec.name();
   if (jobs_.count(name)) {
     int& n = next_suffix_[spec.name()];
@@ -178,7 +138,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
                     .checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, name, next_job_id_),  // its id below
                     .job_master = !spec.job_master_address().empty() ||
                                   (spec.replicas_size() > 0 && api::IsJobMasterRole(spec.replicas(0).role()))};
-  problems = api::CheckExecSize(spec, exec, {.arg_max = config_.exec_arg_max});
+  std::vector<std::string> problems = api::CheckExecSize(spec, exec, {.arg_max = config_.exec_arg_max});
   if (!problems.empty()) return api::ProblemsStatus(problems);
   PreparedJob out;
   v1::JobRecord& rec = out.rec;
@@ -217,19 +177,12 @@ absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time n
   }
   int rate = config_.max_submissions_per_second_per_user;
   if (rate <= 0) return absl::OkStatus();
-  // A token bucket: `rate` a second, a burst of up to one second's worth.
-  if (u.refilled == absl::Time()) {
-    u.tokens = rate;
-  } else {
-    u.tokens = std::min<double>(rate, u.tokens + rate * absl::ToDoubleSeconds(now - u.refilled));
-  }
-  u.refilled = now;
-  if (u.tokens < 1) {
+  // `rate` a second, a burst of up to one second's worth.
+  if (!u.submissions.Take(now, rate, rate)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "user ", user, " submits faster than the ", rate, " jobs a second this server takes per user "
         "(maxSubmissionsPerSecondPerUser): try again in a moment"));
   }
-  u.tokens -= 1;
   return absl::OkStatus();
 }
 
@@ -399,7 +352,7 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     v1::TaskRecord* t = job.rec.mutable_tasks(i);
     if (!api::IsTerminal(t->state()) && !t->node().empty()) {
-      SendKill(t->node(), job.rec.name(), t->role(), t->index(), 0, reason);
+      SendKill(t->node(), job.rec.name(), job.rec.id(), t->role(), t->index(), 0, reason);
     }
     // TRAINYARD_RESTART_COUNT counts earlier attempts: only a task that was
     // placed (launched) has one behind it; one still waiting for room has not.

@@ -30,6 +30,7 @@ absl::StatusOr<JobLogPlaces> ControlState::LogPlaces(const std::string& name) co
   const JobRt* job = FindJob(name);
   if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
   JobLogPlaces places;
+  places.job_id = job->rec.id();
   places.job_done = api::IsTerminal(job->rec.state());
   places.job_state = job->rec.state();
   places.pending_reason = job->rec.pending_reason();

@@ -26,7 +26,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     node->cordoned = n.cordoned();
     node->draining = n.draining();
     node->admin_reason = n.admin_reason();
-    node->last_heartbeat = now;
+    node->last_heartbeat = node->heard = now;
     AddNode(n.info().name(), std::move(node));
   }
   for (v1::JobRecord& rec : snap.jobs) {
@@ -76,6 +76,8 @@ void ControlState::LoadTaskState(JobRt& job) {
   job.missing_beats.assign(rec.tasks_size(), 0);
   job.acked.assign(rec.tasks_size(), false);
   job.evicting.assign(rec.tasks_size(), false);
+  job.role_start.clear();
+  for (int i = 0; i < rec.tasks_size(); ++i) job.role_start.emplace(rec.tasks(i).role(), i);  // the first of each
   for (int i = 0; i < rec.tasks_size(); ++i) {
     // The launch its agent runs (the agent's restarts raised `attempt`); a
     // task not placed waits for a launch at `attempt`.
@@ -197,7 +199,7 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
     if (st.ok()) continue;
     std::string why = absl::StrCat("its allocation no longer fits node ", name, "'s new spec: ", st.message());
     Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t->role(), t->index()), why);
-    SendKill(name, job->rec.name(), t->role(), t->index(), config_.kill_grace_ms, why);
+    SendKill(name, job->rec.name(), job->rec.id(), t->role(), t->index(), config_.kill_grace_ms, why);
     // TaskEnded's own release finds nothing left to free (logged at debug).
     EndLostTask(*job, i, why, node.registered);
   }
@@ -206,9 +208,22 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
 
 void ControlState::ExcuseStall(absl::Duration gap) {
   for (auto& [name, node] : nodes_) {
-    if (node->state == v1::NODE_READY) node->last_heartbeat += gap;
+    if (node->state != v1::NODE_READY) continue;
+    node->last_heartbeat += gap;
+    node->heard += gap;  // the server itself did not run: no silence of the node's
   }
   started_ += gap;
+}
+
+void ControlState::ExcuseOverload(absl::Duration gap, absl::Time now) {
+  absl::Duration timeout = absl::Milliseconds(config_.node_timeout_ms);
+  for (auto& [name, node] : nodes_) {
+    if (node->state != v1::NODE_READY) continue;
+    // Forward by the gap, up to now, and never so far that a node heard
+    // from kOverloadSilenceFactor timeouts ago would still be READY.
+    absl::Time latest = std::min(now, node->heard + (kOverloadSilenceFactor - 1) * timeout);
+    node->last_heartbeat = std::max(node->last_heartbeat, std::min(node->last_heartbeat + gap, latest));
+  }
 }
 
 void ControlState::CheckNodes(absl::Time now) {
@@ -287,6 +302,7 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   }
   std::string old = t->node();
   t->set_node(placed->node);
+  t->clear_limits();  // its new node reports its own
   IndexTask(job, placed->node);
   *t->mutable_allocation() = api::ToProto(placed->allocation);
   SetTaskState(job, i, v1::TASK_LAUNCHING);

@@ -2,6 +2,8 @@
 // (launch orders for placements, kill orders with a grace period for
 // preemptions), pending reasons, and each launch's environment and files.
 #include <algorithm>
+#include <optional>
+#include <string_view>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
@@ -54,11 +56,18 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   JobRt* job = FindJob(p.job_id);
   if (!job) return;
   std::map<std::string, int> per_node;
+  // Tasks by (role, index), once: a lookup per assignment was O(tasks) each.
+  std::map<std::pair<std::string_view, int>, int> task_at;
+  for (int i = 0; i < job->rec.tasks_size(); ++i) {
+    task_at.emplace(std::pair<std::string_view, int>(job->rec.tasks(i).role(), job->rec.tasks(i).index()), i);
+  }
   for (const core::TaskAssignment& a : p.tasks) {
-    int i = FindTask(*job, a.role, a.index);
+    auto found = task_at.find(std::pair(std::string_view(a.role), a.index));
+    int i = found == task_at.end() ? -1 : found->second;
     if (i < 0) continue;
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
     t->set_node(a.node);
+    t->clear_limits();  // its new node reports its own
     IndexTask(*job, a.node);
     *t->mutable_allocation() = api::ToProto(a.allocation);
     SetTaskState(*job, i, v1::TASK_LAUNCHING);
@@ -78,8 +87,9 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   SetJobState(*job, v1::JOB_SCHEDULED, now);
   AddEvent(*job, "scheduled", absl::StrCat("scheduled on ", absl::StrJoin(where, ", ")), now);
   job->job_master = JobMasterAddress(*job);
+  EnvContext ctx = EnvContextFor(*job);  // once for all the job's launches below
   for (int i = 0; i < job->rec.tasks_size(); ++i) {
-    if (job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i);
+    if (job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i, &ctx);
   }
   if (static_cast<int>(p.tasks.size()) < job->rec.tasks_size()) {
     partial_.insert(job->rec.name());
@@ -144,6 +154,7 @@ absl::Status ControlState::PlaceWaitingTask(JobRt& job, int i, absl::Time now) {
   absl::StatusOr<core::TaskAssignment> placed = scheduler_->PlaceTask(job.rec.name(), t->role(), t->index());
   if (!placed.ok()) return placed.status();
   t->set_node(placed->node);
+  t->clear_limits();  // its new node reports its own
   IndexTask(job, placed->node);
   *t->mutable_allocation() = api::ToProto(placed->allocation);
   SetTaskState(job, i, v1::TASK_LAUNCHING);
@@ -195,12 +206,13 @@ std::string ControlState::PreemptionNote(const core::Preemption& p, absl::Time n
   return absl::StrCat("preempted by ", by, " at ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()));
 }
 
-void ControlState::SendKill(const std::string& node, const std::string& job, const std::string& role, int index,
-                            int grace_ms, const std::string& reason) {
+void ControlState::SendKill(const std::string& node, const std::string& job, uint64_t job_id, const std::string& role,
+                            int index, int grace_ms, const std::string& reason) {
   const NodeRt* n = FindNode(node);
   if (!n || !n->connected()) return;
   v1::KillTask k;
   k.set_job(job);
+  k.set_job_id(job_id);
   k.set_role(role);
   k.set_index(index);
   k.set_grace_ms(grace_ms);
@@ -211,20 +223,21 @@ void ControlState::SendKill(const std::string& node, const std::string& job, con
 void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
   for (const v1::TaskRecord& t : job.rec.tasks()) {
     if (api::IsTerminal(t.state()) || t.node().empty()) continue;
-    SendKill(t.node(), job.rec.name(), t.role(), t.index(), grace_ms, reason);
+    SendKill(t.node(), job.rec.name(), job.rec.id(), t.role(), t.index(), grace_ms, reason);
   }
 }
 
-api::TaskEnv ControlState::EnvFor(const JobRt& job, int i) const {
-  const v1::TaskRecord& t = job.rec.tasks(i);
-  api::TaskEnvInput in;
+ControlState::EnvContext ControlState::EnvContextFor(const JobRt& job) const {
+  EnvContext ctx;
+  api::TaskEnvInput& in = ctx.in;
   in.spec = &job.rec.spec();
   in.job = job.rec.name();
   in.job_master = job.job_master;
   in.checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, job.rec.name(), job.rec.id());
-  in.attempt = t.attempt();
-  api::PlacedTaskView self;
-  for (const v1::TaskRecord& o : job.rec.tasks()) {
+  ctx.view_of.assign(job.rec.tasks_size(), -1);
+  in.tasks.reserve(job.rec.tasks_size());
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    const v1::TaskRecord& o = job.rec.tasks(i);
     if (o.node().empty()) continue;
     api::PlacedTaskView v;
     v.role = o.role();
@@ -239,28 +252,40 @@ api::TaskEnv ControlState::EnvFor(const JobRt& job, int i) const {
     for (const auto& r : o.allocation().ports()) {
       for (uint32_t port = r.begin(); port <= r.end(); ++port) v.ports.push_back(port);
     }
-    if (o.role() == t.role() && o.index() == t.index()) self = v;
+    ctx.view_of[i] = static_cast<int>(in.tasks.size());
     in.tasks.push_back(std::move(v));
   }
-  return api::BuildTaskEnv(in, self);
+  ctx.shared = api::BuildJobWideEnv(in);
+  return ctx;
+}
+
+api::TaskEnv ControlState::EnvFor(const JobRt& job, int i, EnvContext& ctx) const {
+  ctx.in.attempt = job.rec.tasks(i).attempt();
+  int at = i < static_cast<int>(ctx.view_of.size()) ? ctx.view_of[i] : -1;
+  return api::BuildTaskEnv(ctx.in, ctx.shared, at >= 0 ? ctx.in.tasks[at] : api::PlacedTaskView{});
 }
 
 void ControlState::PushFiles(JobRt& job, int except) {
+  std::optional<EnvContext> ctx;
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
     if (i == except || t.node().empty() || api::IsTerminal(t.state())) continue;
-    if (!SendFiles(job, i)) stale_files_[t.node()].insert(job.rec.name());  // sent when the node is back
+    if (!ctx) ctx = EnvContextFor(job);
+    if (!SendFiles(job, i, *ctx)) stale_files_[t.node()].insert(job.rec.name());  // sent when the node is back
   }
 }
 
 void ControlState::PushFilesTo(JobRt& job, const std::string& node) {
+  std::optional<EnvContext> ctx;
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
-    if (t.node() == node && !api::IsTerminal(t.state()) && t.state() != v1::TASK_LAUNCHING) SendFiles(job, i);
+    if (t.node() != node || api::IsTerminal(t.state()) || t.state() == v1::TASK_LAUNCHING) continue;
+    if (!ctx) ctx = EnvContextFor(job);
+    SendFiles(job, i, *ctx);
   }
 }
 
-bool ControlState::SendFiles(JobRt& job, int i) {
+bool ControlState::SendFiles(JobRt& job, int i, EnvContext& ctx) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   const NodeRt* n = FindNode(t.node());
   if (!n || !n->connected()) return false;
@@ -268,18 +293,21 @@ bool ControlState::SendFiles(JobRt& job, int i) {
   f.set_job(job.rec.name());
   f.set_role(t.role());
   f.set_index(t.index());
-  for (const auto& [k, v] : EnvFor(job, i).files) (*f.mutable_files())[k] = v;
+  f.set_job_id(job.rec.id());
+  for (auto& [k, v] : EnvFor(job, i, ctx).files) (*f.mutable_files())[k] = std::move(v);
   backend_->UpdateFiles(t.node(), f);
   return true;
 }
 
-void ControlState::LaunchTask(JobRt& job, int i) {
+void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   const NodeRt* node = FindNode(t.node());
   if (!node) return;
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   if (!rs) return;
-  api::TaskEnv env = EnvFor(job, i);
+  std::optional<EnvContext> own;
+  if (!ctx) ctx = &own.emplace(EnvContextFor(job));
+  api::TaskEnv env = EnvFor(job, i, *ctx);
   v1::TaskSpec spec;
   spec.set_job(job.rec.name());
   spec.set_job_id(job.rec.id());
@@ -293,9 +321,9 @@ void ControlState::LaunchTask(JobRt& job, int i) {
   auto& spec_env = *spec.mutable_env();
   for (const auto& [k, v] : rs->env()) spec_env[k] = v;
   for (const auto& [k, v] : rs->secret_env()) (*spec.mutable_secret_env())[k] = v;  // sealed
-  for (const auto& [k, v] : env.env) spec_env[k] = v;
+  for (auto& [k, v] : env.env) spec_env[k] = std::move(v);
   auto& spec_files = *spec.mutable_files();
-  for (const auto& [k, v] : env.files) spec_files[k] = v;
+  for (auto& [k, v] : env.files) spec_files[k] = std::move(v);
   spec.set_working_dir(rs->working_dir());
   spec.set_restart_policy(rs->restart_policy());
   spec.set_max_restarts(std::max(0, rs->max_restarts() - t.restart_count()));

@@ -32,9 +32,11 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/task_env.h"
+#include "common/token_bucket.h"
 #include "core/resources/port_ranges.h"
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
+#include "server/admission.h"
 #include "server/config.h"
 #include "server/execution_backend.h"
 #include "server/log_places.h"
@@ -75,6 +77,11 @@ class ControlState {
   // InvalidArgument, one "field: problem" per line.
   absl::StatusOr<PreparedJob> PrepareSubmit(v1::JobSpec spec, absl::Time now,
                                             std::vector<std::string> parse_problems = {});
+  // PrepareSubmit's part after CheckSubmission (server/admission.h), which
+  // the caller ran without the lock: names the job, adds its master,
+  // checks what its tasks will exec and its user's limits, builds its task
+  // records and scheduler request and reserves its name. O(tasks).
+  absl::StatusOr<PreparedJob> PrepareChecked(CheckedSpec checked, absl::Time now);
   // The store answered a prepared job's creation with `st`: the job is taken
   // in, or its reserved name dropped (Unavailable naming the store's error).
   absl::StatusOr<v1::SubmitResponse> AcceptCommitted(PreparedJob& prepared, const absl::Status& st);
@@ -146,6 +153,14 @@ class ControlState {
   // (stopped, starved) must not judge nodes by the silence it caused.
   // Moves every READY node's last heartbeat forward by `gap`.
   void ExcuseStall(absl::Duration gap);
+  // The server's doors were saturated for the last `gap` (connections
+  // refused or shut down for newcomers): heartbeats may have waited on the
+  // server, not on their nodes. Moves each READY node's last heartbeat
+  // forward by `gap`, but never lets a node be silent for more than
+  // kOverloadSilenceFactor node timeouts (a flood that never ends must not
+  // hide a node that is really gone).
+  void ExcuseOverload(absl::Duration gap, absl::Time now);
+  static constexpr int kOverloadSilenceFactor = 3;
 
   // ---- persistence ----
   // The next write for the store (nullopt: one in flight, or nothing new).
@@ -194,7 +209,6 @@ class ControlState {
 
   // control_jobs.cc
   void AddJobMasterRole(v1::JobSpec* spec, const std::string& name);
-  absl::Status CheckQueue(const std::string& queue) const;
   void EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now);
   void MaybeFinish(JobRt& job, absl::Time now);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now);
@@ -231,20 +245,33 @@ class ControlState {
   // Sets a queued job's pending reason from the core's `reason`, after its
   // preemption note; records when it becomes unschedulable.
   void SetPendingReason(JobRt& job, const std::string& reason, absl::Time now);
-  void LaunchTask(JobRt& job, int task);
+  // Every placed task of one job as their environments see them, and what
+  // those share (api::JobWideEnv): built once, O(tasks), for a batch of
+  // launches or file pushes of that job, while its placement stays as it is.
+  struct EnvContext {
+    api::TaskEnvInput in;
+    api::JobWideEnv shared;
+    std::vector<int> view_of;  // task -> its entry in in.tasks, -1 when not placed
+  };
+  EnvContext EnvContextFor(const JobRt& job) const;
+  // Launches task `task`; `ctx` (EnvContextFor(job), placement unchanged
+  // since) saves building it again for each task of a batch.
+  void LaunchTask(JobRt& job, int task, EnvContext* ctx = nullptr);
   // host:port of the job's master as placed now ("" when it has none).
   std::string JobMasterAddress(const JobRt& job) const;
   // The environment and files of task `task` as placed now.
-  api::TaskEnv EnvFor(const JobRt& job, int task) const;
+  api::TaskEnv EnvFor(const JobRt& job, int task, EnvContext& ctx) const;
   // Sends every running task of the job but `except` its files again (the
   // hosts file after a task moved).
   void PushFiles(JobRt& job, int except);
   // The same for the job's running tasks on `node` only.
   void PushFilesTo(JobRt& job, const std::string& node);
   // Sends task `task` its files; false when its node is not connected.
-  bool SendFiles(JobRt& job, int task);
+  bool SendFiles(JobRt& job, int task, EnvContext& ctx);
   void KillTasks(JobRt& job, int grace_ms, const std::string& reason);
-  void SendKill(const std::string& node, const std::string& job, const std::string& role, int index,
+  // The agent finds the task by the job's id (a reused name names another
+  // job's task); `job` is for its messages.
+  void SendKill(const std::string& node, const std::string& job, uint64_t job_id, const std::string& role, int index,
                 int grace_ms, const std::string& reason);
 
   // control_agents.cc
@@ -363,8 +390,7 @@ class ControlState {
   // for maxPendingJobsPerUser and maxSubmissionsPerSecondPerUser.
   struct UserSubmissions {
     int pending = 0;
-    double tokens = 0;
-    absl::Time refilled;
+    TokenBucket submissions;
   };
   std::map<std::string, UserSubmissions> user_submissions_;
   // OK, or ResourceExhausted naming the limit `user` reached (control_jobs.cc).

@@ -1,6 +1,7 @@
 // Private records of ControlState, shared by its handler files.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +41,9 @@ struct ControlState::JobRt {
   // Per task: told to leave a drained node; once it has stopped it is
   // placed elsewhere without charging its restart budget.
   std::vector<bool> evicting;
+  // Per role: its first task. A role's tasks follow it by index (as the job
+  // was made), so FindTask looks one up without a pass over all of them.
+  std::map<std::string, int, std::less<>> role_start;
   // The event log as describe shows it. Jobs recovered from the store load
   // their earlier events on first describe (events_loaded false until then).
   EventList events;
@@ -52,7 +56,10 @@ struct ControlState::JobRt {
 struct ControlState::NodeRt {
   v1::NodeInfo info;
   uint64_t session = 0;          // the agent's connection; 0 while disconnected
+  // When its silence is judged from: the last heartbeat, moved forward by
+  // the time the server could not read (ExcuseStall, ExcuseOverload).
   absl::Time last_heartbeat;
+  absl::Time heard;  // its last heartbeat as it was (bounds ExcuseOverload)
   v1::NodeState state = v1::NODE_READY;
   bool in_scheduler = false;
   core::PortRanges ports_in_use;

@@ -219,6 +219,27 @@ TEST_F(ControlStateTest, AServerThatStalledDoesNotDeclareItsNodesLost) {
   EXPECT_EQ(state_->ListNodes()[0].info().state(), v1::NODE_LOST);
 }
 
+TEST_F(ControlStateTest, WhileTheDoorsAreSaturatedSilenceIsExcusedButNeverBeyondThreeTimeouts) {
+  ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
+  Submit(kOneGpu);
+  state_->RunRound(now_);
+  // 12 s without a heartbeat read, every moment of it with connections
+  // refused at the server's doors: more than the 5 s timeout, not lost.
+  for (int i = 0; i < 3; ++i) {
+    now_ += absl::Seconds(4);
+    state_->ExcuseOverload(absl::Seconds(4), now_);
+    state_->RunRound(now_);
+  }
+  EXPECT_EQ(state_->ListNodes()[0].info().state(), v1::NODE_READY);
+  EXPECT_EQ(backend_.launches.size(), 1u) << "nothing relaunched";
+  // But a flood that never ends does not hide a node gone for three
+  // timeouts (15 s).
+  now_ += absl::Seconds(4);
+  state_->ExcuseOverload(absl::Seconds(4), now_);
+  state_->RunRound(now_);
+  EXPECT_EQ(state_->ListNodes()[0].info().state(), v1::NODE_LOST);
+}
+
 TEST_F(ControlStateTest, ANodeThatRegistersAgainWithASmallerSpecIsScheduledByTheNewOne) {
   ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
   state_->AgentDisconnected("n1", 1);

@@ -79,6 +79,7 @@ absl::Status ControlState::WorkerFailed(const v1::WorkerFailureRequest& req, abs
            now);
   v1::KillTask k;
   k.set_job(job->rec.name());
+  k.set_job_id(job->rec.id());
   k.set_role(t.role());
   k.set_index(t.index());
   k.set_grace_ms(config_.kill_grace_ms);

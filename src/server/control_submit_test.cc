@@ -5,6 +5,7 @@
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/test_backend.h"
 #include "server/control_state.h"
 #include "server/test_node.h"
@@ -170,6 +171,57 @@ TEST_F(ControlSubmitTest, MaxSubmissionsPerSecondIsATokenBucketPerUser) {
   now_ += absl::Seconds(10);  // the bucket holds at most one second's worth
   for (int i = 0; i < 4; ++i) EXPECT_TRUE(Submit(kJob).ok()) << i;
   EXPECT_FALSE(Submit(kJob).ok());
+}
+
+TEST_F(ControlSubmitTest, ASubmissionOverABoundIsRefusedNamingTheFieldTheLimitAndTheKey) {
+  config_.spec_bounds.max_tasks = 100;
+  Make();
+  absl::StatusOr<std::string> job = Submit("name: big\nreplicas:\n  worker: {count: 101, command: [x]}\n");
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(job.status().message(), "replicas: 101 tasks in all (the sum of the roles' counts) is above the 100 "
+                                    "tasks this server takes in one job (maxTasksPerJob in its config)");
+  // 5,000 roles (a 144 KB spec) held the server's lock for minutes: now one
+  // line, before anything that grows with the roles.
+  std::string many = "name: many\nreplicas:\n";
+  for (int r = 0; r < 5000; ++r) absl::StrAppend(&many, "  r", r, ": {command: [x]}\n");
+  job = Submit(many);
+  ASSERT_FALSE(job.ok());
+  EXPECT_EQ(job.status().message(), "replicas: 5000 roles is above the 100 roles this server takes in one job "
+                                    "(maxRolesPerJob in its config)");
+  EXPECT_TRUE(Submit("name: fits\nreplicas:\n  worker: {count: 100, command: [x]}\n").ok());
+}
+
+TEST_F(ControlSubmitTest, CpuBelowTheKernelsMinimumIsRefusedAtSubmit) {
+  Make();
+  absl::StatusOr<std::string> job = Submit("name: tiny\nreplicas:\n  worker: {command: [x], resources: {cpu: 1m}}\n");
+  ASSERT_FALSE(job.ok());
+  EXPECT_THAT(job.status().message(), HasSubstr("replicas.worker.resources.cpu: 1m is below 10m, the least CPU"));
+}
+
+TEST_F(ControlSubmitTest, EveryTaskOfALargeJobIsLaunchedWithTheWholeJobInItsEnvironment) {
+  Make();
+  for (int n = 0; n < 4; ++n) {
+    ASSERT_TRUE(state_->RegisterAgent(testing::TestNode(absl::StrCat("n", n), 0), n + 1, now_).ok());
+  }
+  ASSERT_TRUE(Submit("name: tf\nframework: tensorflow\nreplicas:\n"
+                     "  ps: {count: 2, command: [x], resources: {cpu: 100m, memory: 64Mi}}\n"
+                     "  worker: {count: 200, command: [x], resources: {cpu: 100m, memory: 64Mi}}\n")
+                  .ok());
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 202u);
+  std::string hosts;
+  for (const auto& [node, spec] : backend_.launches) {
+    const std::string& tf = spec.env().at("TF_CONFIG");
+    EXPECT_THAT(tf, HasSubstr(absl::StrCat("\"task\":{\"index\":", spec.index(), ",\"type\":\"", spec.role(), "\"}}")));
+    nlohmann::json parsed = nlohmann::json::parse(tf);
+    EXPECT_EQ(parsed["cluster"]["ps"].size(), 2u);
+    EXPECT_EQ(parsed["cluster"]["worker"].size(), 200u);
+    if (hosts.empty()) hosts = spec.files().at("hosts");
+    EXPECT_EQ(spec.files().at("hosts"), hosts);
+  }
+  EXPECT_EQ(std::count(hosts.begin(), hosts.end(), '\n'), 202);
+  EXPECT_THAT(hosts, HasSubstr(" tf-worker-199\n"));
 }
 
 }  // namespace

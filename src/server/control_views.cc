@@ -178,6 +178,7 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
     tv->set_restarts(t.restart_count());
     tv->set_attempt(t.attempt());
     *tv->mutable_last_exit() = t.exit();
+    if (t.has_limits()) *tv->mutable_limits() = t.limits();
     // What the task holds once placed, else what it asks (with the server's
     // defaults), so describe shows a pending task's request too.
     bool placed = t.allocation().memory_mb() != 0 || t.allocation().vcores_milli() != 0;

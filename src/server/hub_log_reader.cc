@@ -19,9 +19,14 @@ struct HubLogReader::Sink final : LogSink {
   bool ready ABSL_GUARDED_BY(mu) = false;
 };
 
-absl::StatusOr<http::LogReaderPtr> HubLogReader::Open(LogHub* hub, const v1::LogsRequest& request) {
+std::string LogStreamUser(const security::Principal& who, const std::string& job_owner) {
+  return who.anonymous ? job_owner : who.user;
+}
+
+absl::StatusOr<http::LogReaderPtr> HubLogReader::Open(LogHub* hub, const v1::LogsRequest& request,
+                                                      const std::string& user) {
   auto sink = std::make_shared<Sink>();
-  absl::StatusOr<uint64_t> id = hub->Open(request, sink);
+  absl::StatusOr<uint64_t> id = hub->Open(request, sink, user);
   if (!id.ok()) return id.status();
   std::unique_ptr<HubLogReader> r(new HubLogReader(hub, std::move(sink)));
   r->id_ = *id;

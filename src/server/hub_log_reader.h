@@ -5,18 +5,25 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "server/http/log_reader.h"
+#include "security/principal.h"
 #include "server/log_hub.h"
 
 namespace trainyard::server {
 
+// Whose log stream it is, for the hub's per-user limits: the caller; with
+// security off (every caller anonymous, names unchecked) the job's owner.
+std::string LogStreamUser(const security::Principal& who, const std::string& job_owner);
+
 class HubLogReader final : public http::LogReader {
  public:
-  // Opens a follower for `request` (LogHub::Open's errors). REQUIRES: hub
-  // outlives the reader.
-  static absl::StatusOr<http::LogReaderPtr> Open(LogHub* hub, const v1::LogsRequest& request);
+  // Opens a follower for `request`, counted against `user` (LogHub::Open's
+  // errors). REQUIRES: hub outlives the reader.
+  static absl::StatusOr<http::LogReaderPtr> Open(LogHub* hub, const v1::LogsRequest& request,
+                                                 const std::string& user);
   ~HubLogReader() override;
 
   http::LogRead Next(absl::Time deadline) override;

@@ -23,7 +23,7 @@ constexpr absl::Duration kStall = absl::Seconds(1);
 
 JobManager::JobManager(ServerConfig config, StateStore* store, std::unique_ptr<core::Scheduler> scheduler,
                        const Clock* clock)
-    : config_(config), store_(store), clock_(clock), control_(std::move(config), std::move(scheduler), &streams_,
+    : config_(config), store_(store), clock_(clock), queues_(scheduler->options().queues.root), control_(std::move(config), std::move(scheduler), &streams_,
                                                               clock->Now()) {}
 
 JobManager::~JobManager() { Stop(); }
@@ -149,6 +149,7 @@ void JobManager::Loop() {
           absl::FormatDuration(now - last_loop_));
       control_.ExcuseStall(now - last_loop_);
     }
+    ExcuseOverloadLocked(now);
     last_loop_ = now;
     auto round_start = std::chrono::steady_clock::now();
     control_.RunRound(now);
@@ -168,6 +169,23 @@ void JobManager::Loop() {
     }
     AfterEvent();  // what the round changed may place more at once
     Answer(std::move(answers));  // their views are published: describe right after sees them
+  }
+}
+
+void JobManager::SetOverloadProbe(std::function<int64_t()> probe) { overload_probe_ = std::move(probe); }
+
+void JobManager::ExcuseOverloadLocked(absl::Time now) {
+  if (!overload_probe_) return;
+  int64_t count = overload_probe_();
+  if (count == last_overload_count_) return;
+  last_overload_count_ = count;
+  control_.ExcuseOverload(now - last_loop_, now);
+  if (now - last_overload_log_ > absl::Seconds(10)) {
+    last_overload_log_ = now;
+    Log(LogLevel::kWarning, "server",
+        "the server's gRPC doors are saturated (connections refused); nodes are not judged by the heartbeats it may "
+        "not have read meanwhile (for at most %d node timeouts)",
+        ControlState::kOverloadSilenceFactor);
   }
 }
 
@@ -252,10 +270,18 @@ absl::Status JobManager::SealSecrets(v1::JobSpec* spec) const {
 }
 
 void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_problems, SubmitDone done) {
+  // Defaults, bounds, validation and the queue need none of the control
+  // state: checked here on the caller's thread, no one else waits on them.
+  absl::StatusOr<CheckedSpec> checked =
+      CheckSubmission(std::move(spec), std::move(parse_problems), config_, queues_);
+  if (!checked.ok()) {
+    done(checked.status());
+    return;
+  }
   absl::StatusOr<PreparedJob> prepared;
   {
     absl::MutexLock lock(&mu_);
-    prepared = control_.PrepareSubmit(std::move(spec), clock_->Now(), std::move(parse_problems));
+    prepared = control_.PrepareChecked(*std::move(checked), clock_->Now());
     if (prepared.ok()) ++submissions_unanswered_by_store_;
   }
   if (!prepared.ok()) {

@@ -93,6 +93,12 @@ class JobManager {
   // `hub` hears of every change to a job (nullptr: no more). Call before
   // Start, and with nullptr before the hub goes.
   void SetLogHub(LogHub* hub);
+  // A count that rises while the server's doors are saturated (connections
+  // refused at a cap or for want of descriptors, or shut down for
+  // newcomers). Each loop turn in which it rose is excused to the nodes
+  // (ControlState::ExcuseOverload): liveness is judged on what the server
+  // could read. Set before Start.
+  void SetOverloadProbe(std::function<int64_t()> probe);
   // Where the tasks of `job` are. NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job);
   // Sends `msg` to node's agent; false when it is not connected.
@@ -170,6 +176,9 @@ class JobManager {
   const ServerConfig config_;
   StateStore* const store_;
   const Clock* const clock_;
+  // The queue tree, as the scheduler has it (it never changes): what a
+  // submission's queue is checked against without the lock.
+  const core::QueueConfig queues_;
 
   ViewStore views_;  // what readers see; its own lock, never mu_
   // Jobs recovered from the store whose views the loop has not published
@@ -182,6 +191,9 @@ class JobManager {
   absl::CondVar loop_cv_;  // the loop's own: a round asked for, or the stop
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
   SecretSealer seal_secret_;  // set before Start, read by submissions without the lock
+  // Excuses the time since the last turn to the nodes when the overload
+  // probe rose meanwhile.
+  void ExcuseOverloadLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Seals every secret env value of `spec` in place (none without a sealer).
   absl::Status SealSecrets(v1::JobSpec* spec) const;
   ControlState control_ ABSL_GUARDED_BY(mu_);
@@ -191,6 +203,9 @@ class JobManager {
   int submissions_unanswered_by_store_ ABSL_GUARDED_BY(mu_) = 0;  // Stop waits for them
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
+  std::function<int64_t()> overload_probe_;   // set before Start, then read by the loop only
+  int64_t last_overload_count_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_overload_log_ ABSL_GUARDED_BY(mu_);
   absl::Time next_publish_ ABSL_GUARDED_BY(mu_);  // of the nodes and queues views
   // While the loop waits: when it will wake by itself (InfinitePast while it
   // runs). WakeIfAsked wakes it sooner for node views changed meanwhile.

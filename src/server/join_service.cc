@@ -46,29 +46,78 @@ grpc::Status JoinService::CreateJoinToken(grpc::ServerContext* ctx, const v1::Cr
   return grpc::Status::OK;
 }
 
+namespace {
+
+// Longer than any real token ("tyj_" + 64 hex) or request (an EC key's CSR
+// is under 1 KiB): refused before anything is read or parsed.
+constexpr size_t kMaxTokenBytes = 128;
+constexpr size_t kMaxCsrBytes = 16 * 1024;
+
+// The checks that need nothing of the server's: the fields' sizes and the
+// node name a certificate can carry.
+absl::Status CheckJoinRequest(const v1::JoinNodeRequest& req) {
+  if (req.token().size() > kMaxTokenBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("token: longer than ", kMaxTokenBytes, " bytes"));
+  }
+  if (req.csr_pem().size() > kMaxCsrBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("csr_pem: longer than ", kMaxCsrBytes, " bytes"));
+  }
+  return security::CheckNodeNameForCert(req.node());
+}
+
+}  // namespace
+
 grpc::Status JoinService::JoinNode(grpc::ServerContext* ctx, const v1::JoinNodeRequest* req,
                                    v1::JoinNodeResponse* resp) {
-  absl::MutexLock lock(&mu_);
-  // The name and the request are checked (by signing) before the token is
-  // used up, so a malformed request does not waste it; a certificate made
-  // for a token that is then refused is dropped unsent.
-  absl::StatusOr<security::KeyPair> ca = security::LoadCa(tls_dir_);
-  if (!ca.ok()) return Grpc(ca.status());
-  absl::StatusOr<std::string> cert = security::SignNodeRequest(*ca, req->csr_pem(), req->node());
-  absl::Status ok = cert.ok() ? security::RedeemJoinToken(security::JoinTokenFilePath(data_dir_), req->token(),
-                                                          req->node(), absl::Now())
-                              : cert.status();
-  if (!ok.ok()) {
-    // The name as sent may be anything: quoted, escaped and cut.
-    Log(LogLevel::kWarning, "server", "refused a join as node \"%s\" from %s: %s",
-        absl::CHexEscape(req->node().substr(0, 64)), ctx->peer(), std::string(ok.message()));
-    return Grpc(ok);
+  return Grpc(Join(*req, ctx->peer(), absl::Now(), resp));
+}
+
+absl::Status JoinService::Join(const v1::JoinNodeRequest& req, const std::string& peer, absl::Time now,
+                               v1::JoinNodeResponse* resp) {
+  if (absl::Status admitted = guard_.Admit(peer, now); !admitted.ok()) return admitted;
+  absl::Status request = CheckJoinRequest(req);
+  if (!request.ok()) {
+    std::string line = guard_.Refused(peer, JoinGuard::Refusal::kRequest, request.message(), now);
+    if (!line.empty()) Log(LogLevel::kWarning, "server", "%s", line);
+    return request;
   }
+  return SignWithToken(req, peer, now, resp);
+}
+
+absl::Status JoinService::SignWithToken(const v1::JoinNodeRequest& req, const std::string& peer, absl::Time now,
+                                        v1::JoinNodeResponse* resp) {
+  absl::MutexLock lock(&mu_);
+  const std::string tokens = security::JoinTokenFilePath(data_dir_);
+  // The token first: a stranger's call reads the token file and nothing
+  // else. It is redeemed only once the certificate is made, so a request
+  // that cannot be signed does not use it up.
+  absl::Status token = security::CheckJoinToken(tokens, req.token(), req.node(), now);
+  if (absl::IsPermissionDenied(token)) {
+    std::string line = guard_.Refused(peer, JoinGuard::Refusal::kToken,
+                                      absl::StrCat("as node \"", absl::CHexEscape(req.node().substr(0, 64)), "\": ",
+                                                   token.message()),
+                                      now);
+    if (!line.empty()) Log(LogLevel::kWarning, "server", "%s", line);
+    return token;
+  }
+  if (!token.ok()) return token;  // the server's own trouble (its token file)
+  absl::StatusOr<security::KeyPair> ca = security::LoadCa(tls_dir_);
+  if (!ca.ok()) {
+    Log(LogLevel::kError, "server", "join of node %s: the CA cannot be read: %s", req.node(), ca.status().message());
+    return absl::FailedPreconditionError("the server cannot sign node certificates now (its CA cannot be read)");
+  }
+  absl::StatusOr<std::string> cert = security::SignNodeRequest(*ca, req.csr_pem(), req.node());
+  if (!cert.ok()) {
+    std::string line = guard_.Refused(peer, JoinGuard::Refusal::kRequest, cert.status().message(), now);
+    if (!line.empty()) Log(LogLevel::kWarning, "server", "%s", line);
+    return cert.status();
+  }
+  if (absl::Status st = security::RedeemJoinToken(tokens, req.token(), req.node(), now); !st.ok()) return st;
+  guard_.Joined();
   resp->set_cert_pem(*cert);
   resp->set_ca_pem(ca->cert_pem);
-  Log(LogLevel::kInfo, "server", "node %s joined from %s with a join token: its certificate is made", req->node(),
-      ctx->peer());
-  return grpc::Status::OK;
+  Log(LogLevel::kInfo, "server", "node %s joined from %s with a join token: its certificate is made", req.node(), peer);
+  return absl::OkStatus();
 }
 
 }  // namespace trainyard::server

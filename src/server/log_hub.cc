@@ -50,14 +50,23 @@ LogHub::~LogHub() {
   if (thread_.joinable()) thread_.join();
 }
 
-absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sink) {
+absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sink, const std::string& user) {
   if (req.job().empty()) return absl::InvalidArgumentError("logs: job must be given");
   {
     absl::MutexLock lock(&mu_);
     if (live_ >= options_.max_followers) {
+      ++refused_total_;
       return absl::ResourceExhaustedError(absl::StrCat("the server already serves ", live_,
                                                        " log streams, its limit (maxLogFollowers); try again later"));
     }
+    int& mine = user_live_[user];
+    if (options_.max_followers_per_user > 0 && mine >= options_.max_followers_per_user) {
+      ++refused_user_;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "you ('", user, "') already have ", mine, " log streams open, the most one user may (logStreams.perUser ",
+          options_.max_followers_per_user, "); end some (a trainyard logs -f left running?) and try again"));
+    }
+    ++mine;
     ++live_;
     ++jobs_[req.job()].opening;  // changes from now on are looked up again
   }
@@ -84,12 +93,15 @@ absl::StatusOr<uint64_t> LogHub::Open(const v1::LogsRequest& req, LogSinkPtr sin
     if (st.ok() && !req.follow()) st = NotStarted(req.job(), *places);
     if (!st.ok()) {
       --live_;
+      StreamGone(user);
       if (entry.followers.empty() && entry.opening == 0) jobs_.erase(req.job());
       return st;
     }
     Follower& f = *follower;
     id = f.id = next_follower_++;
     f.req = req;
+    f.job_id = places->job_id;
+    f.user = user;
     f.sink = std::move(sink);
     f.window = std::max(kMinWindow, options_.follower_buffer_bytes / static_cast<int64_t>(2 * f.tasks.size()));
     entry.followers.insert(id);
@@ -227,7 +239,7 @@ void LogHub::DropSubsOnLocked(const std::string& node) {
     Follower& f = *followers_.at(it->second.follower);
     TaskCursor& t = f.tasks[it->second.task];
     (it->second.err ? t.err : t.out).request = 0;
-    it = subs_.erase(it);
+    it = EraseSub(it);
   }
   // Look again at every follower that reads from the node (or waits for it).
   for (const auto& [id, f] : followers_) {
@@ -236,6 +248,24 @@ void LogHub::DropSubsOnLocked(const std::string& node) {
     }
   }
   if (!pending_jobs_.empty()) cv_.Signal();
+}
+
+std::map<uint64_t, LogHub::SubRef>::iterator LogHub::EraseSub(std::map<uint64_t, SubRef>::iterator it) {
+  auto node = node_subs_.find(it->second.node);
+  if (node != node_subs_.end() && --node->second <= 0) node_subs_.erase(node);
+  auto mine = node_user_subs_.find({it->second.node, it->second.user});
+  if (mine != node_user_subs_.end() && --mine->second <= 0) node_user_subs_.erase(mine);
+  return subs_.erase(it);
+}
+
+void LogHub::EraseSub(uint64_t request) {
+  auto it = subs_.find(request);
+  if (it != subs_.end()) EraseSub(it);
+}
+
+void LogHub::StreamGone(const std::string& user) {
+  auto it = user_live_.find(user);
+  if (it != user_live_.end() && --it->second <= 0) user_live_.erase(it);
 }
 
 void LogHub::SendFailed(const std::string& node, uint64_t request, Effects& fx) {
@@ -355,6 +385,10 @@ LogHubStats LogHub::Stats() const {
   s.followers = live_;
   s.subscriptions = subs_.size();
   s.cut_off = cut_off_;
+  s.refused_total = refused_total_;
+  s.refused_user = refused_user_;
+  s.refused_node = refused_node_;
+  s.refused_user_node = refused_user_node_;
   for (const auto& [id, f] : followers_) s.buffered_bytes += f->queued_bytes;
   return s;
 }

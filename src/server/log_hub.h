@@ -8,8 +8,15 @@
 // read from offset 0, until the job has ended and every task's last attempt
 // has been read to its end.
 //
-// Bounds: at most max_followers streams (one more is refused with
-// RESOURCE_EXHAUSTED naming the limit). Each subscription may have at most a
+// Bounds: at most max_followers streams, and at most max_followers_per_user
+// of them for one user (one more is refused with RESOURCE_EXHAUSTED naming
+// the limit; other users' streams are still served). On each node at most
+// node_subscriptions subscriptions, and at most
+// node_subscriptions_per_user of them for one user, so one user's streams
+// never take all of a node's (the agent's own cap, 1024, is above the
+// hub's, so the agent never refuses what the hub let through); a task whose subscription would pass either
+// ends its part of the stream with RESOURCE_EXHAUSTED naming the limit.
+// Refusals are counted (Stats, /metrics). Each subscription may have at most a
 // window of bytes that the client has not taken (a follower's
 // follower_buffer_bytes split among its task outputs); the agent waits for
 // the client, and what it has not sent stays in the log file on the node. A
@@ -38,6 +45,7 @@
 #include "common/clock.h"
 #include "proto/service.pb.h"
 #include "server/log_places.h"
+#include "server/stats.h"
 
 namespace trainyard::server {
 
@@ -66,6 +74,9 @@ using LogSinkPtr = std::shared_ptr<LogSink>;
 
 struct LogHubOptions {
   int max_followers = 1000;
+  int max_followers_per_user = 64;         // 0: no per-user limit
+  int node_subscriptions = 1000;           // per node
+  int node_subscriptions_per_user = 128;   // per node and user; 0: no limit
   int64_t follower_buffer_bytes = 4 << 20;
   int64_t chunk_bytes = 64 << 10;  // the most one LogChunk carries
   absl::Duration stall_timeout = absl::Seconds(60);
@@ -80,13 +91,6 @@ struct LogNext {
   absl::Status end;    // kEnd: finish the stream with it
 };
 
-struct LogHubStats {
-  int followers = 0;         // streams open and not ended
-  size_t subscriptions = 0;  // on agents
-  int64_t buffered_bytes = 0;
-  int64_t cut_off = 0;       // followers cut off for not reading
-};
-
 class LogHub {
  public:
   // REQUIRES: backend and clock outlive the hub.
@@ -94,10 +98,12 @@ class LogHub {
   ~LogHub();
 
   // ---- streams ----
-  // Opens a follower for `request`. Errors: RESOURCE_EXHAUSTED naming the
-  // limit; NotFound for an unknown job or a task it does not have;
+  // Opens a follower for `request`, counted against `user` (the caller's
+  // principal; for an anonymous caller, the job's owner). Errors:
+  // RESOURCE_EXHAUSTED naming the limit (the server's or the user's);
+  // NotFound for an unknown job or a task it does not have;
   // InvalidArgument without a job. The caller then calls Next.
-  absl::StatusOr<uint64_t> Open(const v1::LogsRequest& request, LogSinkPtr sink);
+  absl::StatusOr<uint64_t> Open(const v1::LogsRequest& request, LogSinkPtr sink, const std::string& user);
   // The next chunk or the end for the follower; kNothing while a chunk is
   // being written (unless the follower was cut off) or none waits (Ready
   // follows when one does). Never calls a sink.
@@ -151,7 +157,16 @@ class LogHub {
   void AdvanceCached(Follower& f, int task, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BeginAttempt(Follower& f, int task, const std::string& node, int attempt, Effects& fx)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void Subscribe(Follower& f, int task, Output& out, bool follow, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A subscription on the task's node; false (nothing sent) when the node's
+  // or the user's share of it is full, with the reason in *why.
+  bool Subscribe(Follower& f, int task, Output& out, bool follow, Effects& fx, absl::Status* why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Forgets subscription `it` (and its count against its node and user).
+  std::map<uint64_t, SubRef>::iterator EraseSub(std::map<uint64_t, SubRef>::iterator it)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void EraseSub(uint64_t request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A stream of `user` has ended (or was never opened).
+  void StreamGone(const std::string& user) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Unsubscribe(Output& out, Effects& fx) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A piece (or the end) pushed for `out` of task `task`.
   void Take(Follower& f, int task, Output& out, const v1::LogData& data, Effects& fx)
@@ -175,6 +190,14 @@ class LogHub {
   std::set<std::string> pending_jobs_ ABSL_GUARDED_BY(mu_);    // changed: look up again
   std::set<std::string> down_nodes_ ABSL_GUARDED_BY(mu_);      // known not to be connected
   int live_ ABSL_GUARDED_BY(mu_) = 0;  // followers open and not ended (and being opened)
+  std::map<std::string, int> user_live_ ABSL_GUARDED_BY(mu_);  // ... by user
+  std::map<std::string, int> node_subs_ ABSL_GUARDED_BY(mu_);  // subscriptions by node
+  // ... by node and user
+  std::map<std::pair<std::string, std::string>, int> node_user_subs_ ABSL_GUARDED_BY(mu_);
+  int64_t refused_total_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refused_user_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refused_node_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t refused_user_node_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_follower_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t next_request_ ABSL_GUARDED_BY(mu_);
   int64_t cut_off_ ABSL_GUARDED_BY(mu_) = 0;

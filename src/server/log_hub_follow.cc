@@ -53,6 +53,12 @@ const TaskLogPlace* Find(const JobLogPlaces& places, const std::string& role, in
 }  // namespace
 
 void LogHub::Apply(Follower& f, const JobLogPlaces& places, Effects& fx) {
+  if (places.job_id != f.job_id) {
+    // Deleted, and its name taken by a new job: that one is not this stream's.
+    End(f, absl::NotFoundError(absl::StrCat("job ", f.req.job(), " was deleted while its logs were read")),
+        /*at_once=*/false, fx);
+    return;
+  }
   for (size_t i = 0; i < f.tasks.size() && !f.end; ++i) {
     const TaskLogPlace* p = Find(places, f.tasks[i].role, f.tasks[i].index);
     if (p) Advance(f, static_cast<int>(i), *p, places.job_done, fx);
@@ -62,7 +68,7 @@ void LogHub::Apply(Follower& f, const JobLogPlaces& places, Effects& fx) {
 
 void LogHub::AdvanceCached(Follower& f, int task, Effects& fx) {
   auto it = jobs_.find(f.req.job());
-  if (it != jobs_.end() && it->second.places) {
+  if (it != jobs_.end() && it->second.places && it->second.places->job_id == f.job_id) {
     const TaskLogPlace* p = Find(*it->second.places, f.tasks[task].role, f.tasks[task].index);
     if (p) Advance(f, task, *p, it->second.places->job_done, fx);
   }
@@ -134,7 +140,11 @@ void LogHub::Advance(Follower& f, int i, const TaskLogPlace& place, bool job_don
     bool follow = f.follow() && !last;
     if (o->finished || (o->request != 0 && o->follow_sub == follow)) continue;
     Unsubscribe(*o, fx);
-    Subscribe(f, i, *o, follow, fx);
+    absl::Status refused;
+    if (!Subscribe(f, i, *o, follow, fx, &refused)) {
+      TaskFails(f, i, refused, fx);
+      return;
+    }
   }
 }
 
@@ -156,17 +166,38 @@ void LogHub::BeginAttempt(Follower& f, int i, const std::string& node, int attem
   Queue(f, std::move(mark), fx);
 }
 
-void LogHub::Subscribe(Follower& f, int i, Output& o, bool follow, Effects& fx) {
+bool LogHub::Subscribe(Follower& f, int i, Output& o, bool follow, Effects& fx, absl::Status* why) {
   const TaskCursor& t = f.tasks[i];
+  int on_node = node_subs_.count(t.node) ? node_subs_.at(t.node) : 0;
+  auto mine = node_user_subs_.find({t.node, f.user});
+  int user_on_node = mine == node_user_subs_.end() ? 0 : mine->second;
+  if (on_node >= options_.node_subscriptions) {
+    ++refused_node_;
+    *why = absl::ResourceExhaustedError(absl::StrCat(
+        "node ", t.node, " already serves ", on_node, " log subscriptions, the most the server opens on one node "
+        "(logStreams.perNode ", options_.node_subscriptions, "); the log of ", t.name, " stays there, try again later"));
+    return false;
+  }
+  if (options_.node_subscriptions_per_user > 0 && user_on_node >= options_.node_subscriptions_per_user) {
+    ++refused_user_node_;
+    *why = absl::ResourceExhaustedError(absl::StrCat(
+        "you ('", f.user, "') already hold ", user_on_node, " log subscriptions on node ", t.node,
+        ", the most one user may there (logStreams.perUserPerNode ", options_.node_subscriptions_per_user,
+        "); end some of your log streams and read ", t.name, " again"));
+    return false;
+  }
+  ++node_subs_[t.node];
+  ++node_user_subs_[{t.node, f.user}];
   uint64_t id = next_request_++;
   o.request = id;
   o.follow_sub = follow;
   o.acked = o.received;  // the agent's window starts where it is asked to
-  subs_[id] = SubRef{.follower = f.id, .task = i, .err = o.err, .node = t.node};
+  subs_[id] = SubRef{.follower = f.id, .task = i, .err = o.err, .node = t.node, .user = f.user};
   v1::ServerMessage msg;
   v1::LogRead* r = msg.mutable_read_log();
   r->set_request_id(id);
   r->set_job(f.req.job());
+  r->set_job_id(f.job_id);
   r->set_role(t.role);
   r->set_index(t.index);
   r->set_attempt(t.attempt);
@@ -178,6 +209,7 @@ void LogHub::Subscribe(Follower& f, int i, Output& o, bool follow, Effects& fx) 
   if (o.seek && f.req.has_tail_lines()) r->set_tail_lines(f.req.tail_lines());
   if (o.seek) r->set_since_unix_nanos(f.req.since_unix_nanos());
   fx.sends.emplace_back(t.node, std::move(msg));
+  return true;
 }
 
 void LogHub::Unsubscribe(Output& o, Effects& fx) {
@@ -187,7 +219,7 @@ void LogHub::Unsubscribe(Output& o, Effects& fx) {
     v1::ServerMessage msg;
     msg.mutable_cancel_log()->set_request_id(o.request);
     fx.sends.emplace_back(it->second.node, std::move(msg));
-    subs_.erase(it);
+    EraseSub(it);
   }
   o.request = 0;
 }
@@ -195,7 +227,7 @@ void LogHub::Unsubscribe(Output& o, Effects& fx) {
 void LogHub::Take(Follower& f, int i, Output& o, const v1::LogData& d, Effects& fx) {
   TaskCursor& t = f.tasks[i];
   if (!d.error().empty()) {
-    subs_.erase(o.request);
+    EraseSub(o.request);
     o.request = 0;
     if (o.follow_sub || !f.follow()) {
       TaskFails(f, i, absl::NotFoundError(d.error()), fx);
@@ -221,7 +253,7 @@ void LogHub::Take(Follower& f, int i, Output& o, const v1::LogData& d, Effects& 
   }
   o.received = std::max(o.received, next);
   if (d.finished() || (!o.follow_sub && d.eof())) {
-    subs_.erase(o.request);
+    EraseSub(o.request);
     o.request = 0;
     o.finished = true;
     if (!f.follow()) {
@@ -277,7 +309,10 @@ void LogHub::MaybeComplete(Follower& f, Effects& fx) {
 
 void LogHub::End(Follower& f, const absl::Status& status, bool at_once, Effects& fx) {
   if (f.cut_off || (f.end && !at_once)) return;
-  if (!f.end) --live_;
+  if (!f.end) {
+    --live_;
+    StreamGone(f.user);
+  }
   f.end = status;
   for (TaskCursor& t : f.tasks) {
     Unsubscribe(t.out, fx);

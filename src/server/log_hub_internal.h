@@ -54,6 +54,8 @@ struct LogHub::Queued {
 struct LogHub::Follower {
   uint64_t id = 0;
   v1::LogsRequest req;
+  uint64_t job_id = 0;  // of the job it opened (JobLogPlaces::job_id)
+  std::string user;  // whose stream it is (its limits count it)
   LogSinkPtr sink;
   std::vector<TaskCursor> tasks;
   int64_t window = 0;  // per output
@@ -75,6 +77,7 @@ struct LogHub::SubRef {
   int task = 0;
   bool err = false;
   std::string node;
+  std::string user;  // the follower's
 };
 
 struct LogHub::JobEntry {

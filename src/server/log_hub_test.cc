@@ -105,8 +105,8 @@ class LogHubTest : public ::testing::Test {
     r.set_follow(follow);
     return r;
   }
-  uint64_t Open(const v1::LogsRequest& req) {
-    absl::StatusOr<uint64_t> id = hub_->Open(req, sink_);
+  uint64_t Open(const v1::LogsRequest& req, const std::string& user = "ana") {
+    absl::StatusOr<uint64_t> id = hub_->Open(req, sink_, user);
     EXPECT_TRUE(id.ok()) << id.status();
     return id.value_or(0);
   }
@@ -307,10 +307,10 @@ TEST_F(LogHubTest, WithoutFollowItReadsToTheEndOnceAndFinishes) {
 
 TEST_F(LogHubTest, ErrorsOfOneTaskEndItsStream) {
   Hub();
-  EXPECT_EQ(hub_->Open(Request(false, "ps"), sink_).status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(hub_->Open(Request(false, "ps"), sink_, "ana").status().code(), absl::StatusCode::kNotFound);
   v1::LogsRequest unknown = Request(false);
   unknown.set_job("nope");
-  EXPECT_THAT(hub_->Open(unknown, sink_).status().message(), HasSubstr("'nope' does not exist"));
+  EXPECT_THAT(hub_->Open(unknown, sink_, "ana").status().message(), HasSubstr("'nope' does not exist"));
 
   SetTask("j", {Place("worker", 0, "", 0)}, /*job_done=*/true);  // killed while queued
   Seen never;
@@ -392,22 +392,98 @@ TEST_F(LogHubTest, WithoutFollowAJobThatHasNotStartedSaysSo) {
   SetTask("j", {Place("worker", 0, "", 0)});
   backend_.jobs["j"].pending_reason = "gang needs 8 GPUs";
   Hub();
-  absl::StatusOr<uint64_t> id = hub_->Open(Request(false), sink_);
+  absl::StatusOr<uint64_t> id = hub_->Open(Request(false), sink_, "ana");
   EXPECT_EQ(id.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(id.status().message(), HasSubstr("job j has not started yet (QUEUED: gang needs 8 GPUs)"));
-  EXPECT_TRUE(hub_->Open(Request(true), sink_).ok());  // -f waits for the start
+  EXPECT_TRUE(hub_->Open(Request(true), sink_, "ana").ok());  // -f waits for the start
 }
 
 TEST_F(LogHubTest, RefusesOneFollowerPastTheLimitNamingIt) {
   Hub({.max_followers = 2});
   uint64_t first = Open(Request(true));
   Open(Request(true));
-  absl::StatusOr<uint64_t> third = hub_->Open(Request(true), sink_);
+  absl::StatusOr<uint64_t> third = hub_->Open(Request(true), sink_, "ana");
   EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_THAT(third.status().message(), HasSubstr("2 log streams, its limit (maxLogFollowers)"));
   hub_->Close(first);
-  EXPECT_TRUE(hub_->Open(Request(true), sink_).ok());
+  EXPECT_TRUE(hub_->Open(Request(true), sink_, "ana").ok());
   EXPECT_EQ(hub_->Stats().followers, 2);
+}
+
+// One user at their cap is refused, naming it; another user is still served
+// (with the server's own total far from full), and the first user may open
+// one again once one of theirs ends.
+TEST_F(LogHubTest, AUserAtTheirCapIsRefusedWhileAnotherIsServed) {
+  Hub({.max_followers = 100, .max_followers_per_user = 3});
+  std::vector<uint64_t> hers;
+  for (int i = 0; i < 3; ++i) hers.push_back(Open(Request(true), "mallory"));
+  absl::StatusOr<uint64_t> more = hub_->Open(Request(true), sink_, "mallory");
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(more.status().message(),
+              HasSubstr("you ('mallory') already have 3 log streams open, the most one user may (logStreams.perUser 3)"));
+  // Plain reads count too: they hold a stream while they read.
+  EXPECT_EQ(hub_->Open(Request(false), sink_, "mallory").status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_TRUE(hub_->Open(Request(true), sink_, "ana").ok());
+  EXPECT_TRUE(hub_->Open(Request(false), sink_, "ana").ok());
+  LogHubStats stats = hub_->Stats();
+  EXPECT_EQ(stats.refused_user, 2);
+  EXPECT_EQ(stats.refused_total, 0);
+  hub_->Close(hers[0]);
+  EXPECT_TRUE(hub_->Open(Request(true), sink_, "mallory").ok());
+}
+
+// A stream that ends by itself (not closed by its client) gives its user's
+// place back too.
+TEST_F(LogHubTest, AnEndedStreamNoLongerCountsAgainstItsUser) {
+  Hub({.max_followers_per_user = 1});
+  uint64_t id = Open(Request(false), "mallory");
+  Push("n1", "done\n", /*finished=*/true);
+  Push("n1", "", /*finished=*/true, /*err=*/true);
+  Seen seen;
+  Drain(id, seen);
+  ASSERT_TRUE(seen.end.has_value());
+  EXPECT_TRUE(seen.end->ok()) << *seen.end;
+  EXPECT_TRUE(hub_->Open(Request(true), sink_, "mallory").ok());
+}
+
+// One node's subscriptions: one user cannot hold more than their share, and
+// others still get theirs; the node's total is kept too.
+TEST_F(LogHubTest, OneUserCannotTakeAllOfANodesSubscriptions) {
+  Hub({.max_followers_per_user = 0, .node_subscriptions = 10, .node_subscriptions_per_user = 4});
+  uint64_t a1 = Open(Request(true), "mallory");  // stdout and stderr: 2
+  Open(Request(true), "mallory");                // 4
+  uint64_t a3 = Open(Request(true), "mallory");  // over her share of n1
+  Seen refused;
+  Drain(a3, refused);
+  ASSERT_TRUE(refused.end.has_value());
+  EXPECT_EQ(refused.end->code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(refused.end->message(),
+              HasSubstr("you ('mallory') already hold 4 log subscriptions on node n1, the most one user may there "
+                        "(logStreams.perUserPerNode 4)"));
+  EXPECT_EQ(hub_->Stats().subscriptions, 4u);
+  // Others are served on the same node, up to the node's total.
+  uint64_t b1 = Open(Request(true), "ana");
+  Seen served;
+  Drain(b1, served);
+  EXPECT_FALSE(served.end.has_value());
+  Open(Request(true), "ana");
+  Open(Request(true), "bob");  // 10: the node is full
+  uint64_t c2 = Open(Request(true), "carol");
+  Seen full;
+  Drain(c2, full);
+  ASSERT_TRUE(full.end.has_value());
+  EXPECT_THAT(full.end->message(),
+              HasSubstr("node n1 already serves 10 log subscriptions, the most the server opens on one node "
+                        "(logStreams.perNode 10)"));
+  LogHubStats stats = hub_->Stats();
+  EXPECT_EQ(stats.refused_user_node, 1);
+  EXPECT_EQ(stats.refused_node, 1);
+  // Her streams' subscriptions given back, she may subscribe there again.
+  hub_->Close(a1);
+  uint64_t a4 = Open(Request(true), "mallory");
+  Seen again;
+  Drain(a4, again);
+  EXPECT_FALSE(again.end.has_value());
 }
 
 TEST_F(LogHubTest, ClosingAStreamCancelsItsSubscriptions) {

@@ -44,6 +44,9 @@ struct TaskLogPlace {
 };
 
 struct JobLogPlaces {
+  // The job's id: agents keep logs by it, and a name can be reused after a
+  // delete, so a stream reads the job it opened and no other.
+  uint64_t job_id = 0;
   std::vector<TaskLogPlace> tasks;
   bool job_done = false;  // the job is in a final state
   v1::JobState job_state = v1::JOB_QUEUED;

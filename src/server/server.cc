@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
+#include "api/agent_address.h"
 #include "api/queue_config_yaml.h"
 #include "security/certs.h"
 #include "security/files.h"
@@ -49,10 +51,14 @@ class ManagerLogBackend final : public LogBackend {
 // of access, as the gRPC API's.
 class ManagerRestBackend final : public http::RestBackend {
  public:
-  ManagerRestBackend(JobManager* manager, LogHub* logs, security::ServerSecurity* security)
-      : manager_(manager), logs_(logs), security_(security) {}
+  ManagerRestBackend(JobManager* manager, LogHub* logs, security::ServerSecurity* security, UserRateLimiter* limits)
+      : manager_(manager), logs_(logs), security_(security), limits_(limits) {}
   const ViewStore& Views() override { return manager_->Views(); }
   void Submit(const http::Principal& who, const v1::SubmitRequest& req, SubmitDone done) override {
+    if (absl::Status st = limits_->Allow(who, UserRateLimiter::kSubmit, absl::Now()); !st.ok()) {
+      done(st);
+      return;
+    }
     SubmitFromRequest(manager_, req, {who, &security_->access()}, std::move(done));
   }
   absl::StatusOr<v1::JobState> Kill(const http::Principal& who, const std::string& job,
@@ -62,11 +68,14 @@ class ManagerRestBackend final : public http::RestBackend {
   }
   absl::StatusOr<v1::JobView> Describe(const std::string& job) override { return manager_->Describe(job); }
   absl::Status MayReadLogs(const http::Principal& who, const std::string& job) override {
-    return MayActOnJob(who, job, "read the logs of");
+    if (absl::Status may = MayActOnJob(who, job, "read the logs of"); !may.ok()) return may;
+    return limits_->Allow(who, UserRateLimiter::kLogs, absl::Now());
   }
-  absl::StatusOr<http::LogReaderPtr> OpenLogs(const v1::LogsRequest& request) override {
-    return HubLogReader::Open(logs_, request);
+  absl::StatusOr<http::LogReaderPtr> OpenLogs(const http::Principal& who, const v1::LogsRequest& request) override {
+    std::shared_ptr<const v1::JobView> job = manager_->JobSummary(request.job());
+    return HubLogReader::Open(logs_, request, LogStreamUser(who, job ? job->user() : ""));
   }
+  LogHubStats LogStats() override { return logs_->Stats(); }
 
  private:
   absl::Status MayActOnJob(const http::Principal& who, const std::string& name, absl::string_view verb) {
@@ -78,6 +87,7 @@ class ManagerRestBackend final : public http::RestBackend {
   JobManager* const manager_;
   LogHub* const logs_;
   security::ServerSecurity* const security_;
+  UserRateLimiter* const limits_;
 };
 
 namespace {
@@ -85,6 +95,9 @@ namespace {
 LogHubOptions LogHubOptionsFor(const ServerConfig& config) {
   LogHubOptions o;
   o.max_followers = config.max_log_followers;
+  o.max_followers_per_user = config.log_streams_per_user;
+  o.node_subscriptions = config.log_subscriptions_per_node;
+  o.node_subscriptions_per_user = config.log_subscriptions_per_user_per_node;
   o.follower_buffer_bytes = config.log_follower_buffer_bytes;
   o.stall_timeout = absl::Milliseconds(config.log_follower_stall_ms);
   return o;
@@ -133,11 +146,14 @@ absl::Status SecureDataDir(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
-// The credentials of the listener: TLS with the certificates of
-// config.tls_dir (client certificates requested, and verified against its
-// CA when presented: agents present one, the CLI a token), else plaintext.
+// The credentials of a listener: TLS with the certificates of
+// config.tls_dir, else plaintext. At the client door a client certificate
+// is requested, and verified against the CA when presented (the CLI
+// presents a token instead); at the agent door (`agents`) one is required:
+// a connection without a node certificate of the CA ends in its handshake.
 // A unix: socket stays plaintext (the kernel's file permissions guard it).
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const ServerConfig& config) {
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(const ServerConfig& config,
+                                                                             bool agents) {
   if (!UsesTls(config)) return grpc::InsecureServerCredentials();
   const std::string& dir = config.tls_dir;
   absl::StatusOr<security::TlsFiles> files =
@@ -147,10 +163,33 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ListenerCredentials(con
                                                             " (make the directory with `trainyard certs init --dir ",
                                                             dir, "`)"));
   }
-  grpc::SslServerCredentialsOptions o(GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
+  grpc::SslServerCredentialsOptions o(agents ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                             : GRPC_SSL_REQUEST_CLIENT_CERTIFICATE_AND_VERIFY);
   o.pem_root_certs = files->ca_pem;
   o.pem_key_cert_pairs.push_back({files->key_pem, files->cert_pem});
   return grpc::SslServerCredentials(o);
+}
+
+// What every gRPC listener of the server is built with.
+void CommonListenerOptions(const ServerConfig& config, int max_receive_bytes, grpc::ServerBuilder* builder) {
+  builder->SetMaxReceiveMessageSize(max_receive_bytes);
+  // Bandwidth probing pings every busy stream and arms a timer per read; the
+  // messages here are small, so it only costs CPU (heartbeats of many agents).
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  // gRPC binds with SO_REUSEPORT by default: a second server on the same
+  // port would start and the kernel would split clients and agents between
+  // the two at random. Without it the bind fails and the second one stops.
+  builder->AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A connection that does not finish its set-up soon, or holds no call for
+  // long, gives its descriptor back (the caps count it until then).
+  builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, config.handshake_timeout_ms);
+  builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, config.connection_idle_ms);
+}
+
+int PortOf(const std::string& address) {
+  int port = 0;
+  if (!absl::SimpleAtoi(address.substr(address.rfind(':') + 1), &port)) port = 0;
+  return port;
 }
 
 }  // namespace
@@ -209,47 +248,51 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->log_backend_ = std::make_unique<ManagerLogBackend>(s->manager_.get());
   s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
   s->manager_->SetLogHub(s->log_hub_.get());
-  s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get());
+  s->rate_limiter_ = std::make_unique<UserRateLimiter>(config.rate_limits);
+  s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get(),
+                                                       s->rate_limiter_.get());
   // With TLS, an agent's node is the one its certificate names.
   s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config));
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config);
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config, /*agents=*/false);
   if (!creds.ok()) return creds.status();
   int open_file_limit = RaiseOpenFileLimit(config.max_open_files);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, *creds, &port);
   builder.RegisterService(s->client_service_.get());
-  builder.RegisterService(s->agent_service_.get());
   if (UsesTls(config)) {
     s->join_service_ = std::make_unique<JoinService>(config.tls_dir, config.data_dir, s->security_.get());
     builder.RegisterService(s->join_service_.get());
   }
   // A spec above max_spec_bytes is refused by ClientService with its size;
   // one far above (64 MiB) by gRPC, before it is held whole.
-  builder.SetMaxReceiveMessageSize(static_cast<int>(
-      std::min<int64_t>(config.max_spec_bytes + kReceiveHeadroomBytes, std::numeric_limits<int>::max())));
-  // Bandwidth probing pings every busy stream and arms a timer per read; the
-  // messages here are small, so it only costs CPU (heartbeats of many agents).
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  // gRPC binds with SO_REUSEPORT by default: a second server on the same
-  // port would start and the kernel would split clients and agents between
-  // the two at random. Without it the bind fails and the second one stops.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  // A connection that does not finish its set-up soon, or holds no call for
-  // long, gives its descriptor back (the caps count it until then).
-  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, config.handshake_timeout_ms);
-  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, config.connection_idle_ms);
+  CommonListenerOptions(config,
+                        static_cast<int>(std::min<int64_t>(config.max_spec_bytes + kReceiveHeadroomBytes,
+                                                           std::numeric_limits<int>::max())),
+                        &builder);
   s->grpc_ = builder.BuildAndStart();
   if (absl::Status st = CheckBound(config.listen, s->grpc_ != nullptr, port); !st.ok()) return st;
-  s->InstallConnectionGuard(config, port, open_file_limit);
+  if (absl::Status st = s->StartAgentListener(config, port); !st.ok()) return st;
+  s->InstallConnectionGuards(config, port, open_file_limit);
   std::string host = config.listen.substr(0, config.listen.rfind(':'));
   s->address_ = absl::StrCat(host, ":", port);
   s->manager_->SetServerAddress(s->address_);
+  s->manager_->SetOverloadProbe([] {
+    int64_t saturated = 0;
+    for (Door door : {Door::kClients, Door::kAgents}) {
+      ConnectionGuardStats st = ConnectionGuard::Stats(door);
+      saturated += st.refused_total_cap + st.refused_peer_cap + st.refused_no_fd + st.evicted_unauthenticated;
+    }
+    return saturated;
+  });
   s->manager_->Start();
   if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
   if (absl::Status st = s->StartLoginSocket(config); !st.ok()) return st;
-  Log(LogLevel::kInfo, "server", "serving on %s%s, data in %s", s->address_,
-      UsesTls(config) ? absl::StrCat(" (TLS, certificates in ", config.tls_dir, ")") : " (plaintext)", config.data_dir);
+  Log(LogLevel::kInfo, "server", "serving clients on %s and agents on %s%s, data in %s", s->address_,
+      s->agent_address_,
+      UsesTls(config) ? absl::StrCat(" (TLS, certificates in ", config.tls_dir, "; agents need a node certificate)")
+                      : " (plaintext)",
+      config.data_dir);
   std::string ca_file;
   if (UsesTls(config)) ca_file = std::filesystem::absolute(security::CaCertPath(config.tls_dir)).string();
   absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_, ca_file);
@@ -261,13 +304,70 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   return s;
 }
 
-void Server::InstallConnectionGuard(const ServerConfig& config, int port, int limit) {
+absl::Status Server::StartAgentListener(const ServerConfig& config, int client_port) {
+  std::string listen = config.agent_listen;
+  bool derived = listen.empty();
+  if (derived) {
+    absl::StatusOr<std::string> d = api::DerivedAgentAddress(config.listen);
+    if (!d.ok()) return absl::InvalidArgumentError(absl::StrCat("agentListen: ", d.status().message()));
+    listen = *d;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config, /*agents=*/true);
+  if (!creds.ok()) return creds.status();
+  auto build = [&](const std::string& address, int* port) {
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort(address, *creds, port);
+    builder.RegisterService(agent_service_.get());
+    // Log pieces of up to 1 MiB and heartbeats: the headroom is enough.
+    CommonListenerOptions(config, static_cast<int>(kReceiveHeadroomBytes), &builder);
+    return builder.BuildAndStart();
+  };
+  int port = 0;
+  bool unix_socket = absl::StartsWith(listen, "unix:");
+  std::string host = listen.substr(0, listen.rfind(':'));
+  // Any port for the clients: the one above theirs where it is free, so an
+  // agent given only --server finds it most of the time; else any.
+  if (derived && !unix_socket && PortOf(config.listen) == 0) {
+    agent_grpc_ = build(absl::StrCat(host, ":", client_port + 1), &port);
+  }
+  if (agent_grpc_ == nullptr) agent_grpc_ = build(listen, &port);
+  if (unix_socket) {
+    if (agent_grpc_ == nullptr) return absl::UnavailableError(absl::StrCat("agentListen: cannot bind ", listen));
+    agent_address_ = listen;
+    return absl::OkStatus();
+  }
+  if (agent_grpc_ == nullptr || (PortOf(listen) != 0 && port != PortOf(listen))) {
+    return absl::UnavailableError(absl::StrCat(
+        "agentListen: cannot bind ", listen, derived ? " (the port above --listen's)" : "",
+        ": the port is in use or the host is not an address of this machine; name a free one with --agent-listen"));
+  }
+  agent_address_ = absl::StrCat(host, ":", port);
+  return absl::OkStatus();
+}
+
+void Server::InstallConnectionGuards(const ServerConfig& config, int port, int limit) {
   ConnectionGuardOptions caps = ConnectionCapsFor(limit, config.max_connections, config.max_connections_per_peer);
-  // A Unix socket's accepts are told apart by their family (LocalPort -1).
+  // The agents' share comes out of what the limit allows for connections.
+  int room = caps.max_connections;
+  ConnectionGuardOptions agents;
+  agents.door = Door::kAgents;
+  agents.max_connections = config.max_agent_connections > 0 ? config.max_agent_connections : std::max(64, room / 8);
+  agents.max_connections_per_peer =
+      config.max_agent_connections_per_peer > 0 ? config.max_agent_connections_per_peer : agents.max_connections;
+  if (config.max_connections == 0) caps.max_connections = std::max(1, room - agents.max_connections);
+  caps.max_connections_per_peer = std::min(caps.max_connections_per_peer, caps.max_connections);
+  caps.unauthenticated_grace_ms = agents.unauthenticated_grace_ms = config.unauthenticated_grace_ms;
+  // A Unix socket's accepts are told apart by their family (LocalPort -1):
+  // with both doors on Unix sockets, only the clients' is guarded.
   caps.port = absl::StartsWith(config.listen, "unix:") ? -1 : port;
+  agents.port = absl::StartsWith(agent_address_, "unix:") ? -1 : PortOf(agent_address_);
   ConnectionGuard::Install(caps);
-  Log(LogLevel::kInfo, "server", "connections: at most %d, %d per peer address (open-file limit %d)",
-      caps.max_connections, caps.max_connections_per_peer, limit);
+  if (agents.port != caps.port) ConnectionGuard::Install(agents);
+  Log(LogLevel::kInfo, "server",
+      "connections: clients at most %d, %d per peer address; agents at most %d, %d per peer address; "
+      "unauthenticated ones first to go after %d ms (open-file limit %d)",
+      caps.max_connections, caps.max_connections_per_peer, agents.max_connections, agents.max_connections_per_peer,
+      config.unauthenticated_grace_ms, limit);
 }
 
 absl::Status Server::StartSecurity(const ServerConfig& config) {
@@ -331,7 +431,16 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http::HttpOptions opt;
   opt.listen = config.http_listen;
   opt.threads = config.http_threads;
-  opt.max_connections = config.http_max_connections;
+  rlimit files{};
+  int open_file_limit = getrlimit(RLIMIT_NOFILE, &files) == 0 ? static_cast<int>(std::min<rlim_t>(files.rlim_cur, 1 << 30)) : 1024;
+  http::HttpConnectionCaps caps =
+      http::HttpConnectionCapsFor(open_file_limit, config.http_max_connections, config.http_max_connections_per_peer);
+  opt.max_connections = caps.max_connections;
+  opt.max_connections_per_peer = caps.max_connections_per_peer;
+  opt.trusted_reserve = config.http_trusted_reserve;
+  opt.header_timeout = absl::Milliseconds(config.http_header_timeout_ms);
+  opt.body_timeout = absl::Milliseconds(config.http_body_timeout_ms);
+  opt.keep_alive = absl::Milliseconds(config.http_keep_alive_ms);
   opt.request_timeout = absl::Milliseconds(config.http_request_timeout_ms);
   opt.max_log_streams = config.http_max_log_streams;
   opt.max_watchers = config.http_max_watchers;
@@ -347,7 +456,8 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   absl::StatusOr<std::unique_ptr<http::HttpServer>> bound = http::HttpServer::Bind(opt);
   if (!bound.ok()) return bound.status();
   http_ = std::move(*bound);
-  rest_backend_ = std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get());
+  rest_backend_ =
+      std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get(), rate_limiter_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
   http::AddDashboardRoutes(*http_, rest_backend_.get());
   if (config.history_interval_ms > 0) {
@@ -356,11 +466,13 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
     history_sampler_ = std::make_unique<http::HistorySampler>(history_.get(), &manager_->Views());
   }
   http::AddHistoryRoute(*http_, history_.get());
-  http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters(), &client_service_->masters());
+  http::AddMetricsRoute(*http_, rest_backend_.get(), &client_service_->counters(), &client_service_->masters(),
+                        rate_limiter_.get());
   http_->Serve();
   http_address_ = http_->address();
   http_scheme_ = https ? "https" : "http";
-  Log(LogLevel::kInfo, "server", "HTTP API and /metrics on %s://%s/", http_scheme_, http_address_);
+  Log(LogLevel::kInfo, "server", "HTTP API and /metrics on %s://%s/ (at most %d connections, %d per peer address)",
+      http_scheme_, http_address_, caps.max_connections, caps.max_connections_per_peer);
   return absl::OkStatus();
 }
 
@@ -381,6 +493,7 @@ void Server::Shutdown() {
   history_sampler_.reset();
   login_.reset();
   if (grpc_) grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  if (agent_grpc_) agent_grpc_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
   if (manager_) manager_->Stop();
 }
 

@@ -1,7 +1,8 @@
 // Server: the resource manager daemon — opens the store, recovers, builds the
-// scheduler from the configuration, and serves the client and agent gRPC
-// APIs on one address, and with --http-listen the REST API and /metrics
-// (server/http/) on another.
+// scheduler from the configuration, and serves the client gRPC API on one
+// address, the agents' streams on another (--agent-listen: a door of their
+// own, so clients never take an agent's place), and with --http-listen the
+// REST API and /metrics (server/http/) on a third.
 #pragma once
 
 #include <memory>
@@ -26,6 +27,7 @@ class LogHub;
 class LoginSocket;
 class ManagerLogBackend;
 class ManagerRestBackend;
+class UserRateLimiter;
 namespace http {
 class History;
 class HistorySampler;
@@ -42,6 +44,8 @@ class Server {
 
   // host:port actually bound (the port is chosen when config.listen ends in :0).
   const std::string& address() const { return address_; }
+  // host:port (or unix:PATH) of the agents' listener actually bound.
+  const std::string& agent_address() const { return agent_address_; }
   // host:port of the HTTP API ("" when config.http_listen is empty).
   const std::string& http_address() const { return http_address_; }
   // "https" when the HTTP API serves TLS (httpTls), else "http".
@@ -62,7 +66,9 @@ class Server {
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<JoinService> join_service_;  // with TLS only
-  std::unique_ptr<grpc::Server> grpc_;
+  std::unique_ptr<UserRateLimiter> rate_limiter_;
+  std::unique_ptr<grpc::Server> grpc_;        // clients and job masters
+  std::unique_ptr<grpc::Server> agent_grpc_;  // agents' streams only
   std::unique_ptr<ManagerRestBackend> rest_backend_;
   std::unique_ptr<http::HttpServer> http_;
   // The dashboard's charts' samples (historyIntervalMs), with the HTTP API.
@@ -70,12 +76,17 @@ class Server {
   std::unique_ptr<http::HistorySampler> history_sampler_;
   std::unique_ptr<LoginSocket> login_;
   std::string address_;
+  std::string agent_address_;
   std::string http_address_;
   std::string http_scheme_ = "http";
 
-  // Caps the connections to the gRPC `port` below the open-file `limit`
+  // Binds the agents' listener (config.agent_listen, else the port above
+  // the clients' `client_port`); errors name the address and the flag.
+  absl::Status StartAgentListener(const ServerConfig& config, int client_port);
+  // Caps the connections to the clients' gRPC `port` and to the agents'
+  // listener below the open-file `limit`, each door with its own caps
   // (connection_guard.h).
-  void InstallConnectionGuard(const ServerConfig& config, int port, int limit);
+  void InstallConnectionGuards(const ServerConfig& config, int port, int limit);
   // Opens the security state of the data dir; on a first start makes the
   // admin's client config (logged).
   absl::Status StartSecurity(const ServerConfig& config);

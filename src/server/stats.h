@@ -31,6 +31,20 @@ struct ManagerStats {
   Histogram heartbeat_gap_seconds{0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60};
 };
 
+// The log hub's streams and refusals (server/log_hub.h), for /metrics.
+struct LogHubStats {
+  int followers = 0;         // streams open and not ended
+  size_t subscriptions = 0;  // on agents
+  int64_t buffered_bytes = 0;
+  int64_t cut_off = 0;       // followers cut off for not reading
+  // Streams refused at Open: the server's limit, the user's.
+  int64_t refused_total = 0;
+  int64_t refused_user = 0;
+  // Task subscriptions refused: the node's limit, the user's on the node.
+  int64_t refused_node = 0;
+  int64_t refused_user_node = 0;
+};
+
 // The server's counters as last published (JobManager's loop, with the
 // node and queue views).
 struct PublishedStats {

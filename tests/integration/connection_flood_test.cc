@@ -3,15 +3,20 @@
 // another uid of the host (65534) where the test is root: the server
 // keeps its caps, keeps serving the CLI and the agents' heartbeats, never
 // runs out of descriptors, and lets a new client in once the flood is gone.
+// A flood that fills the client port from sixteen addresses takes no
+// agent's place (agents have a listener of their own) and no authenticated
+// user's (a connection that never authenticated is shut down first).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include <string>
@@ -163,8 +168,11 @@ replicas:
 )";
 
 TEST(ConnectionFloodTest, AFloodFromOneAddressLeavesRoomForTheCliAndTheAgents) {
+  // Connections that never authenticate stay (no newcomer may shut them
+  // down): this test is about the caps alone.
   Cluster c({.nodes = 2, .node_timeout_ms = 2000, .heartbeat_interval_ms = 200,
-             .server_flags = {"--max-open-files", "1024", "--max-connections-per-peer", "100"}});
+             .server_flags = {"--max-open-files", "1024", "--max-connections-per-peer", "100",
+                              "--unauthenticated-grace-ms", "0"}});
   std::string job = c.Submit(kSteadyJob);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
 
@@ -193,12 +201,12 @@ TEST(ConnectionFloodTest, AFloodFromOneAddressLeavesRoomForTheCliAndTheAgents) {
   CloseAll(&flood);
   EXPECT_TRUE(c.server().Running());
   EXPECT_THAT(ReadFile(c.server().log()), Not(HasSubstr("Too many open files")));
-  EXPECT_THAT(ReadFile(c.server().log()), HasSubstr("refusing connections: a peer reached maxConnectionsPerPeer"));
+  EXPECT_THAT(ReadFile(c.server().log()), HasSubstr("refusing connections at the client port: a peer reached its cap"));
 }
 
 TEST(ConnectionFloodTest, AtTheTotalCapNewClientsWaitOutsideAndGetInOnceTheFloodIsGone) {
   Cluster c({.nodes = 1, .server_flags = {"--max-open-files", "512", "--max-connections", "300",
-                                          "--max-connections-per-peer", "100"}});
+                                          "--max-connections-per-peer", "100", "--unauthenticated-grace-ms", "0"}});
   std::string job = c.Submit(kOneTaskJob);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   std::vector<int> flood;
@@ -206,7 +214,8 @@ TEST(ConnectionFloodTest, AtTheTotalCapNewClientsWaitOutsideAndGetInOnceTheFlood
     std::vector<int> more = Flood(c.address(), absl::StrCat("127.0.0.", host), 150);
     flood.insert(flood.end(), more.begin(), more.end());
   }
-  // 300 held in all: the flood's, the agent's and the job master's.
+  // 300 held in all: the flood's and the job master's (the agent has a
+  // listener of its own).
   EXPECT_TRUE(WaitFor(
       [&] { return ServerMetric(c, "trainyard_grpc_connections_open") == 300 && StillOpen(flood) >= 290; },
       absl::Seconds(30)))
@@ -221,6 +230,69 @@ TEST(ConnectionFloodTest, AtTheTotalCapNewClientsWaitOutsideAndGetInOnceTheFlood
   EXPECT_THAT(after.out, HasSubstr("node-0"));
   EXPECT_EQ(c.JobState(job), "RUNNING");
   EXPECT_THAT(ReadFile(c.server().log()), Not(HasSubstr("Too many open files")));
+}
+
+// 960 connections opened to the client port: from sixteen addresses
+// (127.0.0.2..17), 60 each, where the per-peer cap is 25 and the total 400
+// (16 x 25: the flood fills it), held (they send nothing, and the handshake
+// timeout is five minutes). Before
+// agents had a listener of their own, a restarted agent could not get back
+// in and its node was lost; before unauthenticated connections went first,
+// no user could get in until the flood went away.
+TEST(ConnectionFloodTest, AFloodFromSixteenAddressesTakesNoAgentsPlaceAndNoAuthenticatedUsers) {
+  // This process holds the flood's client ends.
+  rlimit files;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
+  files.rlim_cur = std::max<rlim_t>(files.rlim_cur, std::min<rlim_t>(files.rlim_max, 4096));
+  setrlimit(RLIMIT_NOFILE, &files);
+  TempDir config_dir;
+  std::string config = config_dir.path() + "/server.yaml";
+  WriteFile(config, "handshakeTimeoutMs: 300000\n");
+  Cluster c({.nodes = 2, .node_timeout_ms = 10000, .heartbeat_interval_ms = 200,
+             .server_flags = {"--config", config, "--max-open-files", "1024", "--max-connections", "400",
+                              "--max-connections-per-peer", "25", "--unauthenticated-grace-ms", "1000"},
+             .agents_kill_tasks_on_exit = false});
+  std::string alice = c.UserToken("alice");
+  ASSERT_FALSE(alice.empty());
+  std::string job = c.Submit(kOneTaskJob);
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
+  int busy = 0;
+  for (const auto& t : c.Describe(job).value("tasks", nlohmann::json::array())) {
+    if (t.value("role", "") == "worker" && t.value("node", "") == "node-1") busy = 1;
+  }
+
+  std::vector<int> flood;
+  for (int host = 2; host <= 17; ++host) {
+    std::vector<int> more = Flood(c.address(), absl::StrCat("127.0.0.", host), 60);
+    flood.insert(flood.end(), more.begin(), more.end());
+  }
+  EXPECT_TRUE(WaitFor([&] { return ServerMetric(c, "trainyard_grpc_connections_open") >= 399; }, absl::Seconds(30)))
+      << "open: " << ServerMetric(c, "trainyard_grpc_connections_open");
+
+  // The agent of the job's node dies and comes back while the flood holds
+  // the client port: it registers again at its own listener, its task is
+  // still its own, and its node is never lost.
+  size_t log_before = ReadFile(c.agent(busy).log()).size();
+  c.agent(busy).Kill();
+  c.RestartAgent(busy);
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(c.agent(busy).log()).find("registered with", log_before) != std::string::npos; },
+                      absl::Seconds(60)))
+      << ReadFile(c.agent(busy).log());
+  // A user with a token gets in: a connection of the flood makes room.
+  CommandResult jobs;
+  EXPECT_TRUE(WaitFor([&] { return (jobs = c.CliAs(alice, {"jobs"})).exit_code == 0; }, absl::Seconds(60),
+                      absl::Milliseconds(200)))
+      << jobs.err;
+  EXPECT_THAT(jobs.out, HasSubstr("single"));
+  EXPECT_GE(ServerMetric(c, "trainyard_grpc_connections_evicted_total{listener=\"clients\"}"), 1);
+  EXPECT_TRUE(c.WaitNodesReady(2, absl::Seconds(60)));
+  EXPECT_EQ(c.JobState(job), "RUNNING");
+  for (const auto& t : c.Describe(job).value("tasks", nlohmann::json::array())) {
+    EXPECT_EQ(t.value("restarts", 0), 0) << t.dump();
+  }
+  CloseAll(&flood);
+  EXPECT_THAT(ReadFile(c.server().log()), Not(HasSubstr(" lost: no heartbeat")));
+  EXPECT_TRUE(c.server().Running());
 }
 
 }  // namespace

@@ -202,7 +202,7 @@ TEST(ControlPlaneTest, SecondAgentWithATakenNameIsRefused) {
   Cluster c({.nodes = 1});
   // With node-0's own certificate: the name is taken while its agent is
   // connected, whoever holds the credential.
-  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--name", "node-0", "--data-dir",
+  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "node-0", "--data-dir",
                                    c.dir() + "/dup", "--simulate-gpus", "2"};
   for (const std::string& flag : AgentTlsFlags("node-0")) argv.push_back(flag);
   Process dup(argv, c.dir() + "/dup.log");
@@ -220,7 +220,7 @@ TEST(ControlPlaneTest, AgentWithARelativeDataDirRunsTasksInIt) {
   std::string range = absl::StrCat("[", ports.value("begin", 0), "-", ports.value("end", 0), "]");
   c.agent(0).Stop();
   Process agent({"/bin/sh", "-c",
-                 absl::StrCat("cd '", c.dir(), "' && exec '", TrainyardBin(), "' agent --server ", c.address(),
+                 absl::StrCat("cd '", c.dir(), "' && exec '", TrainyardBin(), "' agent --server ", c.address(), " --agent-server ", c.agent_address(),
                               " --name node-0 --data-dir node-0 --simulate-gpus 2 --memory-mb 4096 --vcores 4",
                               " --port-range '", range, "' --address 127.0.0.1 --kill-tasks-on-exit",
                               // Tasks run as the test's own uid, as the cluster's agents do.
@@ -239,7 +239,7 @@ replicas:
 )");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2) << ReadFile(agent.log());
   // It ran in its own directory under the data dir, which it was given whole.
-  std::string task_dir = absl::StrCat(c.dir(), "/node-0/work/", job, "/worker-0");
+  std::string task_dir = absl::StrCat(c.dir(), "/node-0/work/job_", c.Describe(job).value("id", 0), "/worker-0");
   std::error_code ec;
   EXPECT_EQ(ReadFile(task_dir + "/where"), std::filesystem::canonical(task_dir, ec).string() + "\n");
   agent.Stop();

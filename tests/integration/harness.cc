@@ -170,7 +170,9 @@ std::vector<std::string> AgentTlsFlags(const std::string& name) {
     absl::Status made = security::MakeNodeCert(dir, name);
     if (!made.ok()) std::fprintf(stderr, "harness: %s\n", std::string(made.message()).c_str());
   }
-  return {"--ca", ClusterCaFile(), "--cert", security::NodeCertPath(dir, name), "--key",
+  // The CA where `up` keeps it, in the cluster's 0700 certificate dir: tasks
+  // running as other accounts must not depend on reading the agent's file.
+  return {"--ca", security::CaCertPath(dir), "--cert", security::NodeCertPath(dir, name), "--key",
           security::NodeKeyPath(dir, name)};
 }
 
@@ -298,6 +300,8 @@ bool Cluster::StartServer(const std::string& listen) {
                                    "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints",
                                    "--http-listen", "127.0.0.1:0"};
   if (options_.tls) argv.insert(argv.end(), {"--tls-dir", ClusterCertDir()});
+  // Restarted: the agents' listener where the agents look for it.
+  if (!agent_address_.empty()) argv.insert(argv.end(), {"--agent-listen", agent_address_});
   argv.insert(argv.end(), options_.server_flags.begin(), options_.server_flags.end());
   // The log is appended to across restarts: look past what is there.
   size_t skip = ReadFile(dir() + "/server.log").size();
@@ -311,6 +315,12 @@ bool Cluster::StartServer(const std::string& listen) {
     size_t end = log.find('\n', at);
     if (end == std::string::npos) return false;
     address_ = log.substr(at + 13, end - at - 13);
+    // Printed with the line above, in one write.
+    const std::string agents = "agents connect to ";
+    size_t agent_at = log.find(agents, end);
+    size_t agent_end = agent_at == std::string::npos ? agent_at : log.find('\n', agent_at);
+    if (agent_end == std::string::npos) return false;
+    agent_address_ = log.substr(agent_at + agents.size(), agent_end - agent_at - agents.size());
     // Printed with the line above, in one write.
     const std::string dashboard = "/metrics on http://";
     size_t http = log.find(dashboard, end);
@@ -371,7 +381,8 @@ Cluster::~Cluster() {
 void Cluster::StartAgent(int i, int gpus, const std::string& topology) {
   std::string name = absl::StrCat("node-", i);
   int begin = port_base_ + i * 30;
-  std::vector<std::string> argv{TrainyardBin(), "agent", "--server", address_, "--name", name, "--data-dir",
+  std::vector<std::string> argv{TrainyardBin(), "agent", "--server", address_, "--agent-server", agent_address_,
+                                "--name", name, "--data-dir",
                                 dir() + "/" + name, "--simulate-gpus", absl::StrCat(gpus), "--gpu-topology",
                                 topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
                                 absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1"};

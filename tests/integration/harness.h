@@ -117,8 +117,9 @@ struct ClusterOptions {
   bool agents_kill_tasks_on_exit = true;
   std::vector<std::string> agent_flags;  // added to every agent's command line
   // The agents' --task-user-map content. Empty: every user to the uid
-  // running the test, with --allow-root-tasks when that is root (what
-  // `trainyard up` does).
+  // running the test, with --allow-root-tasks when that is root (so tests
+  // need no accounts per user; `trainyard up` maps only its admin and its
+  // own account so, tests/integration/up_root_test.cc).
   std::string task_user_map;
   // The server serves TLS (--tls-dir ClusterCertDir()) and agents present
   // their node's certificate; false: plaintext.
@@ -132,6 +133,9 @@ class Cluster {
   ~Cluster();
 
   const std::string& address() const { return address_; }
+  // host:port of the server's agent listener (agents are given it with
+  // --agent-server).
+  const std::string& agent_address() const { return agent_address_; }
   // host:port of the server's HTTP API (it serves one on a free port).
   const std::string& http_address() const { return http_address_; }
   const std::string& dir() const { return dir_.path(); }
@@ -177,6 +181,7 @@ class Cluster {
   ClusterOptions options_;
   TempDir dir_;
   std::string address_;
+  std::string agent_address_;
   std::string http_address_;
   int port_base_ = 0;
   int port_lock_fd_ = -1;

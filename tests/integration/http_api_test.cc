@@ -220,14 +220,22 @@ TEST(HttpApiTest, APlacedJobShowsItsTasksNodesGpusAndQueueUse) {
   EXPECT_THAT(HttpGet(c.http_address(), "/api/v1/jobs?state=KILLED").json["jobs"], SizeIs(1));
 }
 
-// A raw TCP connection to host:port.
-int Connect(const std::string& address) {
+// A raw TCP connection to host:port, from the loopback address `from`
+// ("" : any; each of 127.0.0.0/8 is a peer of its own to the server).
+int Connect(const std::string& address, const std::string& from = "") {
   size_t colon = address.rfind(':');
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(colon + 1))));
   inet_pton(AF_INET, address.substr(0, colon).c_str(), &a.sin_addr);
   int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in local{};
+  local.sin_family = AF_INET;
+  if (!from.empty() && (inet_pton(AF_INET, from.c_str(), &local.sin_addr) != 1 ||
+                        bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof(local)) != 0)) {
+    close(fd);
+    return -1;
+  }
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
     close(fd);
     return -1;
@@ -251,44 +259,82 @@ bool ClosedByServer(int fd, std::string* got) {
 
 TEST(HttpApiTest, ClientsThatHoldConnectionsOrDripBytesDoNotStallTheServer) {
   TempDir dir;
-  WriteFile(dir.path() + "/server.yaml", "httpThreads: 2\nhttpMaxConnections: 4\nhttpRequestTimeoutMs: 1000\n");
+  WriteFile(dir.path() + "/server.yaml",
+            "httpThreads: 2\nhttpMaxConnections: 16\nhttpMaxConnectionsPerPeer: 4\nhttpHeaderTimeoutMs: 1000\n");
   Cluster c({.nodes = 1, .server_flags = {"--config", dir.path() + "/server.yaml"}});
-  // Four connections: two send half a request and stop, one sends headers
-  // without end, one sends nothing. Together they hold every thread and
-  // every place in the queue.
+  // From one address, four connections: two send half a request and stop,
+  // one sends headers without end, one sends nothing.
   std::vector<int> held;
   for (int i = 0; i < 4; ++i) {
-    int fd = Connect(c.http_address());
+    int fd = Connect(c.http_address(), "127.0.0.2");
     ASSERT_GE(fd, 0);
     held.push_back(fd);
   }
   const std::string half = "GET /api/v1/jobs HTTP/1.1\r\nHost: x\r\n";
   ASSERT_GT(send(held[0], half.data(), half.size(), MSG_NOSIGNAL), 0);
   ASSERT_GT(send(held[1], half.data(), half.size(), MSG_NOSIGNAL), 0);
+  // One more from that address is told at once that it has its share.
+  int extra = Connect(c.http_address(), "127.0.0.2");
+  ASSERT_GE(extra, 0);
+  std::string refused;
+  ASSERT_TRUE(WaitFor([&] { return ClosedByServer(extra, &refused); }, absl::Seconds(30)));
+  EXPECT_THAT(refused, HasSubstr("503 Service Unavailable"));
+  EXPECT_THAT(refused, HasSubstr("from your address"));
+  close(extra);
   std::string endless = "GET / HTTP/1.1\r\n";
   while (endless.size() < (256 << 10)) endless += "X-Padding: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\r\n";
   ssize_t sent = send(held[2], endless.data(), endless.size(), MSG_NOSIGNAL);
   (void)sent;  // the server may cut it off before all of it is taken
-  // One more is told at once that there is no room.
-  int extra = Connect(c.http_address());
-  ASSERT_GE(extra, 0);
-  std::string refused;
-  ASSERT_TRUE(WaitFor([&] { return ClosedByServer(extra, &refused); }, absl::Seconds(5)));
-  EXPECT_THAT(refused, HasSubstr("503 Service Unavailable"));
-  close(extra);
-  // gRPC is served meanwhile.
+  // Everyone else is served meanwhile: gRPC, /healthz, and REST with a token.
   CommandResult jobs = c.Cli({"jobs"});
   EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
-  // Each held connection is cut off: by the request deadline (1 s), the
-  // byte cap on a request, or the wait for a first byte.
+  HttpResult health = HttpGet(c.http_address(), "/healthz");
+  EXPECT_EQ(health.status, 200) << health.body;
+  HttpResult listed = HttpGet(c.http_address(), "/api/v1/jobs");
+  EXPECT_EQ(listed.status, 200) << listed.body;
+  // Each held connection is cut off: by the head's deadline (1 s) or the
+  // byte cap on a head.
   for (int i = 0; i < 4; ++i) {
     std::string got;
-    EXPECT_TRUE(WaitFor([&] { return ClosedByServer(held[i], &got); }, absl::Seconds(10))) << "connection " << i;
+    EXPECT_TRUE(WaitFor([&] { return ClosedByServer(held[i], &got); }, absl::Seconds(30))) << "connection " << i;
     close(held[i]);
   }
-  HttpResult ok = HttpGet(c.http_address(), "/healthz");
-  EXPECT_EQ(ok.status, 200) << ok.body;
+  // ...and counted.
+  HttpResult metrics = HttpGet(c.http_address(), "/metrics");
+  EXPECT_THAT(MetricSample(metrics.body, "trainyard_http_connections_refused_total{reason=\"peer_cap\"}"),
+              ::testing::Optional(1.0));
+  EXPECT_THAT(MetricSample(metrics.body, "trainyard_http_connections_timed_out_total{phase=\"header\"}"),
+              ::testing::Optional(::testing::Ge(2.0)));
   EXPECT_TRUE(c.server().Running());
+}
+
+// A POST without Content-Length or Transfer-Encoding has an empty body
+// (RFC 9112) and gets its route's own answer: before, the server waited
+// for a body until its request deadline and answered 400.
+TEST(HttpApiTest, APostWithoutABodyGetsItsRoutesOwnAnswer) {
+  TempDir dir;
+  // Long enough that waiting for a body could not end before the test does.
+  WriteFile(dir.path() + "/server.yaml", "httpRequestTimeoutMs: 300000\nhttpBodyTimeoutMs: 300000\n");
+  Cluster c({.nodes = 1, .server_flags = {"--config", dir.path() + "/server.yaml"}});
+  std::string job = c.Submit(kTwoGpus);
+  ASSERT_FALSE(job.empty());
+  // The raw request, as curl -X POST sends it (no Content-Length).
+  auto post = [&](const std::string& path) {
+    int fd = Connect(c.http_address());
+    std::string req = absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: x\r\nAuthorization: ", AdminAuthorization(),
+                                   "\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+    std::string got;
+    EXPECT_TRUE(WaitFor([&] { return ClosedByServer(fd, &got); }, absl::Seconds(60))) << "no answer to " << path;
+    close(fd);
+    return got;
+  };
+  std::string killed = post("/api/v1/jobs/" + job + "/kill");
+  EXPECT_THAT(killed, HasSubstr("HTTP/1.1 200"));
+  EXPECT_THAT(killed, HasSubstr("KILLED"));
+  std::string no_spec = post("/api/v1/jobs");
+  EXPECT_THAT(no_spec, HasSubstr("HTTP/1.1 400"));
+  EXPECT_THAT(no_spec, HasSubstr("spec: is empty"));
 }
 
 }  // namespace

@@ -66,14 +66,21 @@ int ChildOf(int parent) {
   return child;
 }
 
+// The agent's record of the job's master task (under the job's id); "" when
+// it is not placed.
+std::string MasterRecord(Cluster& c, const std::string& job) {
+  nlohmann::json d = c.Describe(job);
+  nlohmann::json t = Task(d, "jobmaster");
+  if (!t.contains("node") || !t["node"].is_string()) return "";
+  return ReadFile(absl::StrCat(c.dir(), "/", t["node"].get<std::string>(), "/tasks/job_", d.value("id", 0),
+                               "/jobmaster-0.json"));
+}
+
 // The job master's process, from the agent's state: the agent's record of
 // the task names the pid of the task's keeper, and the master (the task's
 // `sh -c 'exec trainyard jobmaster ...'`) is the keeper's child. 0 if none.
 int JobMasterPid(Cluster& c, const std::string& job) {
-  nlohmann::json t = Task(c.Describe(job), "jobmaster");
-  if (!t.contains("node") || !t["node"].is_string()) return 0;
-  std::string record = ReadFile(absl::StrCat(c.dir(), "/", t["node"].get<std::string>(), "/tasks/",
-                                             job, "/jobmaster-0.json"));
+  std::string record = MasterRecord(c, job);
   nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
   if (j.is_discarded() || !j.contains("pid")) return 0;
   return ChildOf(j["pid"].get<int>());
@@ -88,10 +95,7 @@ std::string Cmdline(int pid) {
 // The job's secret for its master, from the agent's record of the master
 // task (the test reads it as the agent's owner would); "" if none yet.
 std::string JobSecret(Cluster& c, const std::string& job) {
-  nlohmann::json t = Task(c.Describe(job), "jobmaster");
-  if (!t.contains("node") || !t["node"].is_string()) return "";
-  std::string record = ReadFile(absl::StrCat(c.dir(), "/", t["node"].get<std::string>(), "/tasks/",
-                                             job, "/jobmaster-0.json"));
+  std::string record = MasterRecord(c, job);
   nlohmann::json j = nlohmann::json::parse(record, nullptr, false);
   if (j.is_discarded() || !j.contains("launch") || !j["launch"].contains("env")) return "";
   return j["launch"]["env"].value("TRAINYARD_JOB_SECRET", "");

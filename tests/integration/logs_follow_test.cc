@@ -20,6 +20,7 @@
 #include "proto/service.grpc.pb.h"
 #include "tests/integration/grpc_client.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -154,7 +155,9 @@ TEST(LogsFollowTest, ManyFollowersHoldNoThreadEachAndOnePastTheLimitIsRefused) {
   constexpr int kFollowers = 200;
   TempDir conf;
   std::string config = conf.path() + "/server.yaml";
-  WriteFile(config, absl::StrCat("maxLogFollowers: ", kFollowers, "\n"));
+  // All of them the admin's: the per-user limits as high as the total.
+  WriteFile(config, absl::StrCat("maxLogFollowers: ", kFollowers, "\nlogStreams: {perUser: ", kFollowers,
+                                 ", perUserPerNode: ", 2 * kFollowers, "}\n"));
   Cluster c({.nodes = 1, .server_flags = {"--config", config}});
   std::string go = c.dir() + "/go";
   std::string job = c.Submit(absl::StrCat(R"(
@@ -212,6 +215,91 @@ replicas:
     EXPECT_TRUE(st.ok()) << st.error_message();
     EXPECT_EQ(Unstamped(s->data), "ready\ndone\n");
   }
+}
+
+// One user's follows stop at their cap (RESOURCE_EXHAUSTED over gRPC, 429
+// over REST, naming it) while another user's `logs` and `logs -f` are still
+// served; the refusals are counted in /metrics.
+TEST(LogsFollowTest, OneUserAtTheFollowCapDoesNotStopAnothersLogs) {
+  constexpr int kCap = 3;
+  TempDir conf;
+  std::string config = conf.path() + "/server.yaml";
+  WriteFile(config, absl::StrCat("logStreams: {perUser: ", kCap, "}\n"));
+  Cluster c({.nodes = 1, .server_flags = {"--config", config}});
+  std::string mallory = c.UserToken("mallory");
+  std::string ana = c.UserToken("ana");
+  ASSERT_FALSE(mallory.empty());
+  ASSERT_FALSE(ana.empty());
+  std::string go = c.dir() + "/go";
+  for (const std::string& user : {std::string("mallory"), std::string("ana")}) {
+    WriteFile(c.dir() + "/" + user + ".yaml", absl::StrCat("name: ", user, "-job\nreplicas:\n  worker:\n"
+                                                           "    command: [sh, -c, 'echo ready; ", WaitForFile(go),
+                                                           "; echo done']\n"));
+    CommandResult submitted = c.CliAs(user == "ana" ? ana : mallory, {"submit", c.dir() + "/" + user + ".yaml"});
+    ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  }
+  ASSERT_TRUE(WaitFor([&] { return c.CliAs(mallory, {"logs", "mallory-job", "worker/0"}).out == "ready\n"; },
+                      absl::Seconds(30)));
+  ASSERT_TRUE(WaitFor([&] { return c.CliAs(ana, {"logs", "ana-job", "worker/0"}).out == "ready\n"; },
+                      absl::Seconds(30)));
+
+  auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
+  struct Stream {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::LogChunk>> reader;
+    std::string data;
+  };
+  auto open = [&](const std::string& token, const std::string& job) {
+    auto s = std::make_unique<Stream>();
+    s->ctx.AddMetadata("authorization", "Bearer " + token);
+    v1::LogsRequest req;
+    req.set_job(job);
+    req.set_role("worker");
+    req.set_index(0);
+    req.set_attempt(-1);
+    req.set_follow(true);
+    s->reader = stub->Logs(&s->ctx, req);
+    return s;
+  };
+  std::vector<std::unique_ptr<Stream>> hers;
+  for (int i = 0; i < kCap; ++i) {
+    hers.push_back(open(mallory, "mallory-job"));
+    v1::LogChunk chunk;
+    while (hers.back()->data.find("ready\n") == std::string::npos && hers.back()->reader->Read(&chunk)) {
+      hers.back()->data += chunk.data();
+    }
+    ASSERT_EQ(Unstamped(hers.back()->data), "ready\n");
+  }
+  std::unique_ptr<Stream> over = open(mallory, "mallory-job");
+  v1::LogChunk chunk;
+  EXPECT_FALSE(over->reader->Read(&chunk));
+  grpc::Status refused = over->reader->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), HasSubstr("the most one user may (logStreams.perUser 3)"));
+  HttpResult rest = [&] {
+    httplib::Client client("http://" + c.http_address());
+    client.set_default_headers({{"Authorization", "Bearer " + mallory}});
+    return ToResult(client.Get("/api/v1/jobs/mallory-job/tasks/worker-0/logs?follow=1"));
+  }();
+  EXPECT_EQ(rest.status, 429) << rest.body;
+  EXPECT_THAT(rest.body, HasSubstr("logStreams.perUser 3"));
+
+  // The other user: a plain read, and a follow that sees the task to its end.
+  CommandResult read = c.CliAs(ana, {"logs", "ana-job", "worker/0"});
+  EXPECT_EQ(read.exit_code, 0) << read.err;
+  EXPECT_EQ(read.out, "ready\n");
+  std::unique_ptr<Stream> theirs = open(ana, "ana-job");
+  WriteFile(go, "");
+  while (theirs->reader->Read(&chunk)) theirs->data += chunk.data();
+  grpc::Status st = theirs->reader->Finish();
+  EXPECT_TRUE(st.ok()) << st.error_message();
+  EXPECT_EQ(Unstamped(theirs->data), "ready\ndone\n");
+  for (auto& s : hers) {
+    while (s->reader->Read(&chunk)) s->data += chunk.data();
+    EXPECT_TRUE(s->reader->Finish().ok());
+  }
+  HttpResult metrics = HttpGet(c.http_address(), "/metrics");
+  EXPECT_EQ(MetricSample(metrics.body, "trainyard_log_streams_refused_total{reason=\"user_cap\"}"), 2.0);
 }
 
 TEST(LogsFollowTest, AReaderThatStopsReadingIsCutOffAndTheServerGoesOn) {

@@ -87,9 +87,10 @@ std::string Combined(Cluster& c, const std::vector<std::string>& args) {
 
 // A shell loop that waits until the task's own log `file` holds `text`:
 // the task orders its stdout and stderr writes by what the keeper wrote.
-std::string After(Cluster& c, const std::string& job, const std::string& file, const std::string& text) {
-  return absl::StrCat("until grep -q ", text, " ", c.dir(), "/node-0/logs/", job, "/worker-0/", file,
-                      " 2>/dev/null; do sleep 0.01; done; ");
+// Its logs are DATA/logs/job_ID/worker-0 where its dir is DATA/work/job_ID/worker-0.
+std::string After(const std::string& file, const std::string& text) {
+  return absl::StrCat("until grep -q ", text, " \"${TRAINYARD_TASK_DIR%/work/*}/logs/${TRAINYARD_TASK_DIR#*/work/}/",
+                      file, "\" 2>/dev/null; do sleep 0.01; done; ");
 }
 
 TEST(LogsTest, StdoutAndStderrInterleaveInTimeOrderAndTailSinceTimestampsPrefixShapeThem) {
@@ -98,9 +99,9 @@ TEST(LogsTest, StdoutAndStderrInterleaveInTimeOrderAndTailSinceTimestampsPrefixS
 name: shapes
 replicas:
   worker:
-    command: [sh, -c, 'echo out1; )", After(c, "shapes", "attempt-0.stdout", "out1"), R"(echo err1 >&2; )",
-                                          After(c, "shapes", "attempt-0.stderr", "err1"), R"(echo out2; )",
-                                          After(c, "shapes", "attempt-0.stdout", "out2"), R"(echo err2 >&2']
+    command: [sh, -c, 'echo out1; )", After("attempt-0.stdout", "out1"), R"(echo err1 >&2; )",
+                                          After("attempt-0.stderr", "err1"), R"(echo out2; )",
+                                          After("attempt-0.stdout", "out2"), R"(echo err2 >&2']
 )"));
   ASSERT_EQ(job, "shapes");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
@@ -180,7 +181,8 @@ replicas:
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
   int64_t kept = 0;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(c.dir() + "/node-0/logs/chatty/worker-0", ec)) {
+  std::string logs_dir = absl::StrCat(c.dir(), "/node-0/logs/job_", c.Describe(job).value("id", 0), "/worker-0");
+  for (const auto& e : std::filesystem::directory_iterator(logs_dir, ec)) {
     if (absl::StrContains(e.path().filename().string(), ".stdout")) kept += std::filesystem::file_size(e.path());
   }
   EXPECT_GT(kept, 0);

@@ -105,7 +105,7 @@ TEST(PortsTest, ARangeOverlappingTheEphemeralRangeIsServedWithAWarning) {
   int lo = 0, hi = 0;
   std::istringstream(ReadFile("/proc/sys/net/ipv4/ip_local_port_range")) >> lo >> hi;
   ASSERT_GT(lo, 1100);
-  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--name", "eph", "--data-dir",
+  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "eph", "--data-dir",
                                    c.dir() + "/eph", "--simulate-gpus", "0", "--memory-mb", "1024", "--vcores", "1",
                                    "--port-range", absl::StrCat("[", lo - 10, "-", lo + 9, "]"), "--address",
                                    "127.0.0.1", "--kill-tasks-on-exit"};

@@ -5,7 +5,9 @@
 // server's defaults, as describe shows it.
 #include <sys/wait.h>
 
+#include <atomic>
 #include <fstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "api/malformed_specs_testing.h"
@@ -158,6 +160,83 @@ TEST(SpecValidationTest, SubmitDashReadsStdinAndDescribeShowsTheDefaults) {
   CommandResult table = c.Cli({"describe", "good"});
   EXPECT_THAT(table.out, HasSubstr("CPU"));
   EXPECT_THAT(table.out, HasSubstr("server defaults for what the spec leaves out: worker cpu 1, memory 1Gi"));
+}
+
+TEST(SpecValidationTest, ASubmissionOverABoundIsRefusedNamingItWhileTheClusterKeepsServing) {
+  Cluster c({.nodes = 1});
+  auto stub = RawStub(c);
+  // Another user's view of the cluster meanwhile: every `jobs` is answered.
+  std::atomic<bool> done{false};
+  std::atomic<int> listed{0}, failed{0};
+  std::thread lister([&] {
+    auto other = RawStub(c);
+    while (!done) {
+      v1::ListJobsRequest req;
+      v1::ListJobsResponse resp;
+      grpc::ClientContext ctx;
+      ctx.AddMetadata("authorization", AdminAuthorization());
+      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+      (other->ListJobs(&ctx, req, &resp).ok() ? listed : failed)++;
+    }
+  });
+  // 5,000 roles in 144 KB stalled every call for 8.5 minutes.
+  std::string roles = "name: roles\nreplicas:\n";
+  for (int r = 0; r < 5000; ++r) absl::StrAppend(&roles, "  r", r, ": {command: [x]}\n");
+  v1::SubmitResponse resp;
+  grpc::Status st = SubmitRaw(*stub, roles, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message(), "replicas: 5000 roles is above the 100 roles this server takes in one job "
+                                "(maxRolesPerJob in its config)");
+  // count: 10000 twice over took 3.2 GB of the server's memory.
+  st = SubmitRaw(*stub, "name: wide\nreplicas:\n  a: {count: 6000, command: [x]}\n  b: {count: 6000, command: [x]}\n",
+                 &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message(), "replicas: 12000 tasks in all (the sum of the roles' counts) is above the 2000 "
+                                "tasks this server takes in one job (maxTasksPerJob in its config)");
+  st = SubmitRaw(*stub, absl::StrCat("name: env\nreplicas:\n  w: {command: [x], env: {BIG: ", std::string(200000, 'x'),
+                                     "}}\n"), &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("replicas.w.env: 200003 bytes is above the 131072 bytes this server "
+                                            "takes per role (maxEnvBytesPerRole in its config)"));
+  // The cluster serves on: a good job runs, and `jobs` was answered throughout.
+  ASSERT_TRUE(SubmitRaw(*stub, kGood, &resp).ok());
+  EXPECT_TRUE(c.WaitForState(resp.job(), "SUCCEEDED"));
+  done = true;
+  lister.join();
+  EXPECT_GT(listed.load(), 0);
+  EXPECT_EQ(failed.load(), 0);
+}
+
+TEST(SpecValidationTest, TheBoundsAreConfigurable) {
+  TempDir dir;
+  WriteFile(dir.path() + "/server.yaml", "maxTasksPerJob: 4\n");
+  Cluster c({.nodes = 1, .server_flags = {"--config", dir.path() + "/server.yaml"}});
+  auto stub = RawStub(c);
+  v1::SubmitResponse resp;
+  grpc::Status st = SubmitRaw(*stub, "name: five\nreplicas:\n  worker: {count: 5, command: [x]}\n", &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_THAT(st.error_message(), HasSubstr("above the 4 tasks this server takes in one job (maxTasksPerJob"));
+  EXPECT_TRUE(SubmitRaw(*stub, "name: four\nreplicas:\n  worker: {count: 4, command: [sh, -c, 'exit 0']}\n", &resp).ok());
+}
+
+TEST(SpecValidationTest, CpuThatCannotRunIsRefusedAtSubmitNamingTheMinimum) {
+  Cluster c({.nodes = 1});
+  auto stub = RawStub(c);
+  // Accepted before, and every task then failed with exit code 127: the
+  // agent's CFS quota of 100 us is below the kernel's 1 ms.
+  constexpr char kTiny[] = "name: tiny\nreplicas:\n  worker: {command: [sh, -c, 'exit 0'], resources: {cpu: 1m}}\n";
+  v1::SubmitResponse resp;
+  grpc::Status st = SubmitRaw(*stub, kTiny, &resp);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(st.error_message(), "replicas.worker.resources.cpu: 1m is below 10m, the least CPU a task can run with "
+                                "(the kernel takes no CPU quota below 1 ms per 100 ms period)");
+  CommandResult cli = SubmitStdin(c, kTiny);
+  EXPECT_EQ(cli.exit_code, 2);
+  EXPECT_THAT(cli.err, HasSubstr("cpu: 1m is below 10m"));
+  // The least that runs, runs.
+  ASSERT_TRUE(SubmitRaw(*stub, "name: least\nreplicas:\n  worker: {command: [sh, -c, 'exit 0'], resources: {cpu: 10m}}\n",
+                        &resp).ok());
+  EXPECT_TRUE(c.WaitForState(resp.job(), "SUCCEEDED"));
 }
 
 }  // namespace

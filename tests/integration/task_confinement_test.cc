@@ -172,7 +172,8 @@ TEST_F(TaskConfinementTest, TheStoreTaskRecordsAndLogsAreTheDaemonsAlone) {
       checked.push_back(e.path().string());
     }
   }
-  EXPECT_THAT(absl::StrJoin(checked, "\n"), HasSubstr("/tasks/" + job + "/worker-0.json"));
+  int id = cluster_->Describe(job).value("id", 0);
+  EXPECT_THAT(absl::StrJoin(checked, "\n"), HasSubstr(absl::StrCat("/tasks/job_", id, "/worker-0.json")));
   cluster_->Cli({"kill", job});
 }
 

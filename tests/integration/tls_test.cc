@@ -58,7 +58,7 @@ grpc::Status RegisterWithCertOf(const Cluster& c, const std::string& cert_node, 
   auto creds = grpc::SslCredentials({.pem_root_certs = ClusterCaPem(),
                                      .pem_private_key = ReadFile(security::NodeKeyPath(dir, cert_node)),
                                      .pem_cert_chain = ReadFile(security::NodeCertPath(dir, cert_node))});
-  auto stub = v1::AgentChannel::NewStub(grpc::CreateChannel(c.address(), creds));
+  auto stub = v1::AgentChannel::NewStub(grpc::CreateChannel(c.agent_address(), creds));
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   auto stream = stub->Connect(&ctx);
@@ -89,7 +89,7 @@ TEST(TlsTest, AnAgentWithAnotherCasCertificateNeverBecomesANode) {
   ASSERT_EQ(node.exit_code, 0) << node.err;
   std::cout << "the stranger runs as " << (other_uid ? "uid 65534" : "this uid") << "\n";
   // It trusts the cluster's CA (public) and presents its own certificate.
-  Process agent(AsStranger({TrainyardBin(), "agent", "--server", c.address(), "--name", "evil", "--data-dir",
+  Process agent(AsStranger({TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "evil", "--data-dir",
                             home + "/data", "--simulate-gpus", "8", "--ca", ClusterCaFile(), "--cert",
                             home + "/certs/nodes/evil.crt", "--key", home + "/certs/nodes/evil.key"},
                            &other_uid),
@@ -123,7 +123,7 @@ replicas:
   // node-0's certificate (a node taken over) asks for node-1's name: the
   // agent binary refuses such a command line itself, so a modified agent (a
   // raw stream here) asks the server, which refuses it.
-  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--name", "node-1",
+  std::vector<std::string> argv = {TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "node-1",
                                    "--data-dir", c.dir() + "/impostor", "--simulate-gpus", "8"};
   for (const std::string& flag : AgentTlsFlags("node-0")) argv.push_back(flag);
   CommandResult own = RunCommandLine(argv, absl::Seconds(20));
@@ -150,7 +150,7 @@ replicas:
 
 TEST(TlsTest, PlaintextAgentsAndClientsAreRefused) {
   Cluster c({.nodes = 1});
-  Process agent({TrainyardBin(), "agent", "--server", c.address(), "--name", "plain", "--data-dir",
+  Process agent({TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "plain", "--data-dir",
                  c.dir() + "/plain", "--simulate-gpus", "2"},
                 c.dir() + "/plain.log");
   ASSERT_TRUE(WaitFor([&] { return ReadFile(agent.log()).find("cannot reach the server") != std::string::npos; },
@@ -192,7 +192,7 @@ TEST(TlsTest, AJoinTokenGetsItsNodeACertificateOnceBeforeItExpires) {
   std::string pin = made.err.substr(at + 9, made.err.find(' ', at + 9) - at - 9);
   EXPECT_EQ(pin.rfind("sha256:", 0), 0u) << made.err;
   auto agent_argv = [&](const std::string& data, const std::string& with_pin) {
-    return std::vector<std::string>{TrainyardBin(), "agent", "--server", c.address(), "--name", "node-9",
+    return std::vector<std::string>{TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "node-9",
                                     "--data-dir", data, "--simulate-gpus", "2", "--join-token", token,
                                     "--ca-pin", with_pin};
   };
@@ -225,7 +225,7 @@ TEST(TlsTest, AJoinTokenGetsItsNodeACertificateOnceBeforeItExpires) {
   CommandResult brief = c.Cli({"token", "create", "--join", "node-8", "--ttl", "1ms"});
   ASSERT_EQ(brief.exit_code, 0) << brief.err;
   std::string expired_token = brief.out.substr(0, brief.out.find('\n'));
-  std::vector<std::string> late = {TrainyardBin(), "agent", "--server", c.address(), "--name", "node-8",
+  std::vector<std::string> late = {TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "node-8",
                                    "--data-dir", c.dir() + "/n8", "--simulate-gpus", "2", "--join-token",
                                    expired_token, "--ca-pin", pin};
   CommandResult expired = RunCommandLine(late, absl::Seconds(30));

@@ -218,7 +218,8 @@ TEST(TrainingTest, WorkerOfALostNodeIsStartedElsewhereAndTrainingContinues) {
   nlohmann::json t = Task(c.Describe(job), "worker", 1);
   EXPECT_EQ(t["worker_id"], Task(before, "worker", 1)["worker_id"]);
   // Its hosts file names the node it runs on now.
-  std::string hosts = ReadFile(absl::StrCat(c.dir(), "/", t["node"].get<std::string>(), "/work/", job, "/worker-1/hosts"));
+  std::string hosts = ReadFile(absl::StrCat(c.dir(), "/", t["node"].get<std::string>(), "/work/job_",
+                                            c.Describe(job).value("id", 0), "/worker-1/hosts"));
   EXPECT_THAT(hosts, HasSubstr(absl::StrCat("127.0.0.1 ", job, "-worker-1")));
   std::string log = c.Cli({"logs", job, "worker/1"}).out;
   EXPECT_THAT(log, HasSubstr("resumed from epoch"));

@@ -2,7 +2,9 @@
 // the generic endpoint of httpd/http_server.h (its threads, connection cap,
 // deadlines and request counters) with the server's authentication on top:
 // every handler is told who made the request (auth.h), and an /api/ request
-// without a valid token is answered 401 before its handler runs.
+// without a valid token is answered 401 before its handler runs. Requests
+// with a valid token are the door's trusted ones: served first, with a
+// share of the connections kept for them (httpd/http_server.h).
 #pragma once
 
 #include <functional>
@@ -24,6 +26,17 @@ struct HttpOptions : httpd::HttpOptions {
   Authenticator authenticate;
 };
 
+// The HTTP door's caps for a process with `open_file_limit` descriptors:
+// max_connections an eighth of the limit, within 64..4096 (the gRPC
+// listener takes most of the rest, server/connection_guard.h), and per
+// peer an eighth of that; `requested_total` and `requested_per_peer`
+// (0: not set) replace them, the per-peer cap never above the total.
+struct HttpConnectionCaps {
+  int max_connections = 0;
+  int max_connections_per_peer = 0;
+};
+HttpConnectionCaps HttpConnectionCapsFor(int open_file_limit, int requested_total, int requested_per_peer);
+
 class HttpServer final : public httpd::HttpServer {
  public:
   // A handler answers one request for `who` (Authenticate's principal).
@@ -41,7 +54,10 @@ class HttpServer final : public httpd::HttpServer {
 
  private:
   explicit HttpServer(HttpOptions options)
-      : httpd::HttpServer(options), authenticate_(std::move(options.authenticate)) {}
+      : httpd::HttpServer(WithTrust(options)), authenticate_(std::move(options.authenticate)) {}
+  // `options` whose door serves first the requests whose token
+  // `authenticate` accepts as a user's (not anonymous).
+  static httpd::HttpOptions WithTrust(const HttpOptions& options);
 
   const Authenticator authenticate_;
 };

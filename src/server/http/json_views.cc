@@ -5,6 +5,7 @@
 
 #include "api/job_spec.h"
 #include "api/states.h"
+#include "api/task_limits.h"
 
 namespace trainyard::server::http {
 namespace {
@@ -57,6 +58,16 @@ json TaskJson(const v1::TaskView& t) {
                         {"message", e.message()}};
   } else {
     out["last_exit"] = nullptr;
+  }
+  // What its node enforces ("" = not enforced); null until its agent said.
+  if (t.has_limits()) {
+    const v1::EnforcedLimits& l = t.limits();
+    out["limits"] = {{"memory_mb", l.memory_mb()}, {"memory_by", l.memory_by()},
+                     {"vcores_milli", l.vcores_milli()}, {"cpu_by", l.cpu_by()},
+                     {"pids_max", l.pids_max()}, {"pids_by", l.pids_by()},
+                     {"why_not", l.why_not()}, {"text", api::EnforcedLimitsText(l)}};
+  } else {
+    out["limits"] = nullptr;
   }
   return out;
 }

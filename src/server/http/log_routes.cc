@@ -130,8 +130,9 @@ absl::Status Unreadable(const v1::LogChunk& c) {
 }
 
 // The answer to a range read: up to limit bytes from offset.
-void ReadRange(RestBackend* b, const std::string& job, const TaskRef& t, const LogQuery& q, httplib::Response& res) {
-  absl::StatusOr<LogReaderPtr> reader = b->OpenLogs(RequestFor(job, t, q.attempt, false));
+void ReadRange(RestBackend* b, const Principal& who, const std::string& job, const TaskRef& t, const LogQuery& q,
+               httplib::Response& res) {
+  absl::StatusOr<LogReaderPtr> reader = b->OpenLogs(who, RequestFor(job, t, q.attempt, false));
   if (!reader.ok()) return SetStatusError(res, reader.status());
   AttemptText text(false);
   std::string body;
@@ -200,8 +201,8 @@ struct Follow {
   }
 };
 
-void FollowAttempt(HttpServer* s, RestBackend* b, const std::string& job, const TaskRef& t, const LogQuery& q,
-                   const httplib::Request& req, httplib::Response& res) {
+void FollowAttempt(HttpServer* s, RestBackend* b, const Principal& who, const std::string& job, const TaskRef& t,
+                   const LogQuery& q, const httplib::Request& req, httplib::Response& res) {
   auto state = std::make_shared<Follow>();
   state->slot = s->TryStream(HttpServer::StreamKind::kLog);
   if (!state->slot) {
@@ -211,7 +212,7 @@ void FollowAttempt(HttpServer* s, RestBackend* b, const std::string& job, const 
   state->credential = s->CredentialCheckFor(req);
   // Without ?attempt the current one: the stream ends with it.
   int attempt = q.attempt >= 0 ? q.attempt : t.attempt;
-  absl::StatusOr<LogReaderPtr> reader = b->OpenLogs(RequestFor(job, t, attempt, true));
+  absl::StatusOr<LogReaderPtr> reader = b->OpenLogs(who, RequestFor(job, t, attempt, true));
   if (!reader.ok()) return SetStatusError(res, reader.status());
   state->reader = std::move(*reader);
   state->skip = q.offset;
@@ -222,7 +223,8 @@ void FollowAttempt(HttpServer* s, RestBackend* b, const std::string& job, const 
                                    [state](size_t, httplib::DataSink& sink) { return state->Step(sink); });
 }
 
-void GetTaskLog(HttpServer* s, RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+void GetTaskLog(HttpServer* s, RestBackend* b, const Principal& who, const httplib::Request& req,
+                httplib::Response& res) {
   const std::string job = req.matches[1], task = req.matches[2];
   std::optional<ViewStore::JobEntry> entry = b->Views().Job(job);
   if (!entry) return SetStatusError(res, absl::NotFoundError(absl::StrCat("job '", job, "' does not exist")));
@@ -230,8 +232,8 @@ void GetTaskLog(HttpServer* s, RestBackend* b, const httplib::Request& req, http
   if (!t.ok()) return SetStatusError(res, t.status());
   absl::StatusOr<LogQuery> q = ParseLogQuery(req);
   if (!q.ok()) return SetStatusError(res, q.status());
-  if (q->follow) return FollowAttempt(s, b, job, *t, *q, req, res);
-  ReadRange(b, job, *t, *q, res);
+  if (q->follow) return FollowAttempt(s, b, who, job, *t, *q, req, res);
+  ReadRange(b, who, job, *t, *q, res);
 }
 
 // ---- the archive ----
@@ -246,8 +248,9 @@ struct Spooled {
 
 // Reads attempt `attempt` of `t` whole. NotFound / FailedPrecondition: the
 // attempt never ran (it is left out); other errors: it cannot be read now.
-absl::StatusOr<Spooled> Spool(RestBackend* b, const std::string& job, const TaskRef& t, int attempt) {
-  absl::StatusOr<LogReaderPtr> reader = b->OpenLogs(RequestFor(job, t, attempt, false));
+absl::StatusOr<Spooled> Spool(RestBackend* b, const Principal& who, const std::string& job, const TaskRef& t,
+                              int attempt) {
+  absl::StatusOr<LogReaderPtr> reader = b->OpenLogs(who, RequestFor(job, t, attempt, false));
   if (!reader.ok()) return reader.status();
   Spooled out;
   out.file.reset(tmpfile());
@@ -287,6 +290,7 @@ absl::Status AddSpooled(TarGzWriter& w, const std::string& name, Spooled& s, int
 struct Archive {
   std::shared_ptr<void> slot;
   RestBackend* backend = nullptr;
+  Principal who;  // whose streams the archive's reads are
   std::string job;
   std::vector<TaskRef> tasks;
 
@@ -299,7 +303,7 @@ struct Archive {
     for (const TaskRef& t : tasks) {
       for (int a = 0; a <= t.attempt; ++a) {
         if (HttpServer::ClientGone()) return false;
-        absl::StatusOr<Spooled> s = Spool(backend, job, t, a);
+        absl::StatusOr<Spooled> s = Spool(backend, who, job, t, a);
         if (!s.ok()) {
           bool never_ran = s.status().code() == absl::StatusCode::kNotFound ||
                            s.status().code() == absl::StatusCode::kFailedPrecondition;
@@ -320,7 +324,8 @@ struct Archive {
   }
 };
 
-void GetArchive(HttpServer* s, RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+void GetArchive(HttpServer* s, RestBackend* b, const Principal& who, const httplib::Request& req,
+                httplib::Response& res) {
   const std::string job = req.matches[1];
   std::optional<ViewStore::JobEntry> entry = b->Views().Job(job);
   if (!entry) return SetStatusError(res, absl::NotFoundError(absl::StrCat("job '", job, "' does not exist")));
@@ -331,6 +336,7 @@ void GetArchive(HttpServer* s, RestBackend* b, const httplib::Request& req, http
                                    "the server has as many log streams open as it serves; try again"));
   }
   archive->backend = b;
+  archive->who = who;
   archive->job = job;
   for (const auto& t : entry->view->tasks()) archive->tasks.push_back({t.name(), t.role(), t.index(), t.attempt()});
   res.set_header("Content-Disposition", absl::StrCat("attachment; filename=\"", job, "-logs.tar.gz\""));
@@ -346,12 +352,12 @@ void AddLogRoutes(HttpServer& s, RestBackend* b) {
   s.Handle("GET", "/api/v1/jobs/" + name + "/tasks/" + name + "/logs", "/api/v1/jobs/{job}/tasks/{task}/logs",
            [server, b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
              if (absl::Status may = b->MayReadLogs(who, req.matches[1]); !may.ok()) return SetStatusError(res, may);
-             GetTaskLog(server, b, req, res);
+             GetTaskLog(server, b, who, req, res);
            });
   s.Handle("GET", "/api/v1/jobs/" + name + "/logs\\.tar\\.gz", "/api/v1/jobs/{job}/logs.tar.gz",
            [server, b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
              if (absl::Status may = b->MayReadLogs(who, req.matches[1]); !may.ok()) return SetStatusError(res, may);
-             GetArchive(server, b, req, res);
+             GetArchive(server, b, who, req, res);
            });
 }
 

@@ -59,7 +59,7 @@ class FakeBackend final : public RestBackend {
     return absl::UnimplementedError("no");
   }
   absl::StatusOr<v1::JobView> Describe(const std::string&) override { return absl::UnimplementedError("no"); }
-  absl::StatusOr<LogReaderPtr> OpenLogs(const v1::LogsRequest& req) override {
+  absl::StatusOr<LogReaderPtr> OpenLogs(const Principal&, const v1::LogsRequest& req) override {
     opened.push_back(req);
     if (req.attempt() == 1) {  // on a node that is gone
       return LogReaderPtr(new ScriptedReader({LogRead{.kind = LogRead::Kind::kEnd,

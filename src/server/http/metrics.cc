@@ -12,6 +12,7 @@
 #include "api/states.h"
 #include "httpd/prometheus_text.h"
 #include "server/http/json_views.h"
+#include "server/join_guard.h"
 
 namespace trainyard::server::http {
 namespace {
@@ -139,6 +140,34 @@ void Masters(Writer& w, JobMasterMetrics* masters, absl::Time now) {
          t.barrier_seconds);
 }
 
+// The HTTP door's connections: what it refused, closed to make room and
+// timed out (httpd/http_server.h).
+void HttpDoor(Writer& w, const httpd::HttpConnectionStats& h) {
+  w.Gauge("trainyard_http_connections_open", "Connections to the HTTP listener open now.", static_cast<double>(h.open));
+  w.Family("trainyard_http_connections_refused_total", "counter",
+           "Connections or requests to the HTTP listener answered 503 and closed, by reason: peer_cap "
+           "(httpMaxConnectionsPerPeer), total_cap (httpMaxConnections, none could make room), anonymous "
+           "(requests without a token hold their share, httpTrustedReserve).");
+  w.Sample("trainyard_http_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(h.refused_peer_cap));
+  w.Sample("trainyard_http_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(h.refused_total_cap));
+  w.Sample("trainyard_http_connections_refused_total", "reason=\"anonymous\"", static_cast<double>(h.refused_anonymous));
+  w.Family("trainyard_http_connections_evicted_total", "counter",
+           "Connections closed to make room for a new one when all were taken, by what they were doing: idle "
+           "(between requests) or unfinished (still sending a request).");
+  w.Sample("trainyard_http_connections_evicted_total", "state=\"idle\"", static_cast<double>(h.evicted_idle));
+  w.Sample("trainyard_http_connections_evicted_total", "state=\"unfinished\"", static_cast<double>(h.evicted_unfinished));
+  w.Family("trainyard_http_connections_timed_out_total", "counter",
+           "Connections closed at a deadline, by phase: header (httpHeaderTimeoutMs), body (httpBodyTimeoutMs), "
+           "idle (httpKeepAliveMs).");
+  w.Sample("trainyard_http_connections_timed_out_total", "phase=\"header\"", static_cast<double>(h.header_timeouts));
+  w.Sample("trainyard_http_connections_timed_out_total", "phase=\"body\"", static_cast<double>(h.body_timeouts));
+  w.Sample("trainyard_http_connections_timed_out_total", "phase=\"idle\"", static_cast<double>(h.idle_timeouts));
+  w.Counter("trainyard_http_trusted_requests_total", "HTTP requests served first for a valid token.",
+            static_cast<double>(h.trusted_requests));
+}
+
+void Doors(Writer& w, const MetricsSources& src);
+
 void Requests(Writer& w, const MetricsSources& src) {
   w.Family("trainyard_grpc_requests_total", "counter", "Client gRPC calls answered, by method and status code.");
   if (src.grpc) {
@@ -152,8 +181,28 @@ void Requests(Writer& w, const MetricsSources& src) {
       }
     }
   }
+  Doors(w, src);
+  JoinCounts joins = JoinGuard::Totals();
+  w.Family("trainyard_join_requests_total", "counter",
+           "NodeJoin.JoinNode calls by outcome: joined, refused_token (unknown, another node's, used or expired), "
+           "refused_request (a request that cannot be signed), refused_rate (a peer over its rate of refusals).");
+  w.Sample("trainyard_join_requests_total", "outcome=\"joined\"", static_cast<double>(joins.joined));
+  w.Sample("trainyard_join_requests_total", "outcome=\"refused_token\"", static_cast<double>(joins.refused_token));
+  w.Sample("trainyard_join_requests_total", "outcome=\"refused_request\"", static_cast<double>(joins.refused_request));
+  w.Sample("trainyard_join_requests_total", "outcome=\"refused_rate\"", static_cast<double>(joins.refused_rate));
+  HttpDoor(w, src.http_connections);
+  w.Family("trainyard_http_requests_total", "counter", "HTTP requests answered, by method, route and status code.");
+  for (const HttpRequestCount& r : src.http_requests) {
+    w.Sample("trainyard_http_requests_total",
+             absl::StrCat("method=\"", Escape(r.method), "\",route=\"", Escape(r.route), "\",code=\"", r.code, "\""),
+             static_cast<double>(r.count));
+  }
+}
+
+// The gRPC doors' connections and the per-user rate limits.
+void Doors(Writer& w, const MetricsSources& src) {
   const ConnectionGuardStats& c = src.connections;
-  w.Gauge("trainyard_grpc_connections_open", "Connections to the gRPC listener open now (clients, agents, masters).",
+  w.Gauge("trainyard_grpc_connections_open", "Connections to the client gRPC listener open now (clients, masters).",
           static_cast<double>(c.open));
   w.Family("trainyard_grpc_connections_refused_total", "counter",
            "Connections to the gRPC listener closed as soon as accepted, by reason: total_cap (maxConnections), "
@@ -161,12 +210,46 @@ void Requests(Writer& w, const MetricsSources& src) {
   w.Sample("trainyard_grpc_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(c.refused_total_cap));
   w.Sample("trainyard_grpc_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(c.refused_peer_cap));
   w.Sample("trainyard_grpc_connections_refused_total", "reason=\"no_descriptor\"", static_cast<double>(c.refused_no_fd));
-  w.Family("trainyard_http_requests_total", "counter", "HTTP requests answered, by method, route and status code.");
-  for (const HttpRequestCount& r : src.http_requests) {
-    w.Sample("trainyard_http_requests_total",
-             absl::StrCat("method=\"", Escape(r.method), "\",route=\"", Escape(r.route), "\",code=\"", r.code, "\""),
-             static_cast<double>(r.count));
+  const ConnectionGuardStats& a = src.agent_connections;
+  w.Gauge("trainyard_grpc_agent_connections_open", "Connections to the agent gRPC listener open now.",
+          static_cast<double>(a.open));
+  w.Family("trainyard_grpc_agent_connections_refused_total", "counter",
+           "Connections to the agent gRPC listener closed as soon as accepted, by reason: total_cap "
+           "(maxAgentConnections), peer_cap (maxAgentConnectionsPerPeer), no_descriptor.");
+  w.Sample("trainyard_grpc_agent_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(a.refused_total_cap));
+  w.Sample("trainyard_grpc_agent_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(a.refused_peer_cap));
+  w.Sample("trainyard_grpc_agent_connections_refused_total", "reason=\"no_descriptor\"", static_cast<double>(a.refused_no_fd));
+  w.Family("trainyard_grpc_connections_evicted_total", "counter",
+           "Connections shut down to make room for a newcomer at a cap: they had made no authenticated call "
+           "(a registered node, at the agent listener) within unauthenticatedGraceMs; by listener.");
+  w.Sample("trainyard_grpc_connections_evicted_total", "listener=\"clients\"", static_cast<double>(c.evicted_unauthenticated));
+  w.Sample("trainyard_grpc_connections_evicted_total", "listener=\"agents\"", static_cast<double>(a.evicted_unauthenticated));
+  if (src.limits == nullptr) return;
+  w.Family("trainyard_user_rate_limited_total", "counter",
+           "Client calls refused RESOURCE_EXHAUSTED for a per-user rate limit (rateLimits.CALL), by call.");
+  for (int k = 0; k < UserRateLimiter::kCalls; ++k) {
+    auto call = static_cast<UserRateLimiter::Call>(k);
+    w.Sample("trainyard_user_rate_limited_total", absl::StrCat("call=\"", UserRateLimiter::KeyName(call), "\""),
+             static_cast<double>(src.limits->Refused(call)));
   }
+}
+
+void LogStreams(Writer& w, const LogHubStats& l) {
+  w.Gauge("trainyard_log_streams_open", "`logs` streams (gRPC and REST) open now.", static_cast<double>(l.followers));
+  w.Gauge("trainyard_log_subscriptions", "Log subscriptions the server holds on agents now.",
+          static_cast<double>(l.subscriptions));
+  w.Family("trainyard_log_streams_refused_total", "counter",
+           "`logs` streams refused at their start, by reason: total_cap (maxLogFollowers), user_cap "
+           "(logStreams.perUser); and task logs of a stream refused a node's subscription: node_cap "
+           "(logStreams.perNode), user_node_cap (logStreams.perUserPerNode).");
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"total_cap\"", static_cast<double>(l.refused_total));
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"user_cap\"", static_cast<double>(l.refused_user));
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"node_cap\"", static_cast<double>(l.refused_node));
+  w.Sample("trainyard_log_streams_refused_total", "reason=\"user_node_cap\"",
+           static_cast<double>(l.refused_user_node));
+  w.Counter("trainyard_log_streams_cut_off_total",
+            "`logs` streams cut off because their reader took nothing for logFollowerStallMs.",
+            static_cast<double>(l.cut_off));
 }
 
 }  // namespace
@@ -182,20 +265,25 @@ std::string RenderMetrics(const MetricsSources& src) {
   Counters(w, *src.views->Stats());
   Masters(w, src.masters, src.now);
   Requests(w, src);
+  LogStreams(w, src.logs);
   return out;
 }
 
 void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc,
-                     JobMasterMetrics* masters) {
+                     JobMasterMetrics* masters, const UserRateLimiter* limits) {
   server.Handle("GET", "/metrics", "/metrics",
-                [&server, backend, grpc, masters](const httplib::Request&, httplib::Response& res, const Principal&) {
+                [&server, backend, grpc, masters, limits](const httplib::Request&, httplib::Response& res, const Principal&) {
                   MetricsSources src;
                   src.views = &backend->Views();
                   src.grpc = grpc;
                   src.masters = masters;
                   src.http_requests = server.RequestCounts();
                   src.now = absl::Now();
-                  src.connections = ConnectionGuard::Stats();
+                  src.connections = ConnectionGuard::Stats(Door::kClients);
+                  src.agent_connections = ConnectionGuard::Stats(Door::kAgents);
+                  src.limits = limits;
+                  src.http_connections = server.ConnectionStats();
+                  src.logs = backend->LogStats();
                   res.set_content(RenderMetrics(src), kMetricsContentType);
                 });
 }

@@ -12,7 +12,9 @@
 #include "absl/time/time.h"
 #include "server/api_counters.h"
 #include "server/connection_guard.h"
+#include "server/stats.h"
 #include "server/master_metrics.h"
+#include "server/user_rate_limiter.h"
 #include "httpd/prometheus_text.h"
 #include "server/http/http_server.h"
 #include "server/http/rest_api.h"
@@ -26,17 +28,22 @@ struct MetricsSources {
   JobMasterMetrics* masters = nullptr;          // may be null
   std::vector<HttpRequestCount> http_requests;  // answered so far
   absl::Time now;                               // for heartbeat ages
-  ConnectionGuardStats connections;             // the gRPC listener's connections
+  ConnectionGuardStats connections;             // the client gRPC listener's connections
+  ConnectionGuardStats agent_connections;       // the agent gRPC listener's
+  const UserRateLimiter* limits = nullptr;      // may be null
+  httpd::HttpConnectionStats http_connections;  // the HTTP door's
+  LogHubStats logs;                             // `logs` streams and their refusals
 };
 
 std::string RenderMetrics(const MetricsSources& sources);
 
 // Registers GET /metrics on `server`, rendered from `backend`'s views, the
 // gRPC API's counters (`grpc`, may be null), the job masters' summed
-// figures (`masters`, may be null) and the server's own.
-// REQUIRES: backend, grpc, masters and server outlive the route.
+// figures (`masters`, may be null), the per-user rate limits' refusals
+// (`limits`, may be null) and the server's own.
+// REQUIRES: backend, grpc, masters, limits and server outlive the route.
 void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounters* grpc,
-                     JobMasterMetrics* masters = nullptr);
+                     JobMasterMetrics* masters = nullptr, const UserRateLimiter* limits = nullptr);
 
 // The Prometheus text format's content type.
 using httpd::kMetricsContentType;

@@ -11,6 +11,7 @@
 #include "proto/service.pb.h"
 #include "server/http/http_server.h"
 #include "server/http/log_reader.h"
+#include "server/stats.h"
 #include "server/view_store.h"
 
 namespace trainyard::server::http {
@@ -38,12 +39,15 @@ class RestBackend {
   virtual absl::Status MayReadLogs(const Principal& /*who*/, const std::string& /*job*/) {
     return absl::OkStatus();
   }
-  // A stream of task logs, as gRPC's Logs opens it (the log hub): errors
-  // as LogHub::Open's (too many streams, no such job or task). A backend
-  // without logs (a benchmark's) answers Unimplemented.
-  virtual absl::StatusOr<LogReaderPtr> OpenLogs(const v1::LogsRequest& /*request*/) {
+  // A stream of task logs for `who`, as gRPC's Logs opens it (the log hub,
+  // counted against who's streams): errors as LogHub::Open's (too many
+  // streams, the server's or who's; no such job or task). A backend without
+  // logs (a benchmark's) answers Unimplemented.
+  virtual absl::StatusOr<LogReaderPtr> OpenLogs(const Principal& /*who*/, const v1::LogsRequest& /*request*/) {
     return absl::UnimplementedError("this server serves no task logs");
   }
+  // The log hub's counts (streams, subscriptions, refusals) for /metrics.
+  virtual LogHubStats LogStats() { return {}; }
 };
 
 // Registers every /api/v1 route (the log routes of log_routes.h and the

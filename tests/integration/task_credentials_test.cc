@@ -1,0 +1,57 @@
+// What a task holds of its agent: nothing that speaks for anyone. The agents
+// of these clusters are started by a test process whose environment holds
+// the admin's token (harness.h, AdminToken), as an admin's shell or
+// `trainyard up` would; a user's task sees none of it, and a `trainyard
+// submit` inside it cannot act as the admin.
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/harness.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+TEST(TaskCredentialsTest, AUsersTaskHoldsNoCredentialOfItsAgentAndCannotSubmitAsTheAdmin) {
+  Cluster c({.nodes = 1});
+  std::string out = c.dir() + "/out";
+  std::filesystem::create_directories(out);
+  WriteFile(out + "/inner.yaml", "name: inner\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi}\n"
+                                 "    command: [sh, -c, 'exit 0']\n");
+  WriteFile(c.dir() + "/outer.yaml", absl::StrCat(R"(name: outer
+replicas:
+  worker:
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [sh, -c, 'env > )", out, R"(/env; HOME=/nonexistent )", TrainyardBin(), " submit ", out,
+                                                 "/inner.yaml --server ", c.address(), " > ", out,
+                                                 R"(/submit.out 2>&1; true']
+)"));
+  std::string alice = c.UserToken("alice");
+  ASSERT_FALSE(alice.empty());
+  CommandResult submitted = c.CliAs(alice, {"submit", c.dir() + "/outer.yaml", "--wait"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+
+  std::string env = ReadFile(out + "/env");
+  ASSERT_THAT(env, HasSubstr("TRAINYARD_JOB=outer")) << env;
+  EXPECT_THAT(env, Not(HasSubstr(AdminToken())));
+  EXPECT_THAT(env, Not(HasSubstr("TRAINYARD_TOKEN="))) << env;
+  EXPECT_THAT(env, Not(HasSubstr("TRAINYARD_CONFIG="))) << env;
+  // What the task needs to talk to its server (verify it) is still there.
+  // (the task's own readable copy of the cluster CA, not the agent's file)
+  size_t ca_at = env.find("TRAINYARD_CA_FILE=");
+  ASSERT_NE(ca_at, std::string::npos) << env;
+  ca_at += std::string("TRAINYARD_CA_FILE=").size();
+  std::string ca_file = env.substr(ca_at, env.find('\n', ca_at) - ca_at);
+  EXPECT_NE(ca_file, ClusterCaFile());
+  EXPECT_EQ(ReadFile(ca_file), ClusterCaPem());
+  EXPECT_THAT(ReadFile(out + "/submit.out"), HasSubstr("requires a token"));
+  CommandResult inner = c.Cli({"describe", "inner", "-o", "json"});
+  EXPECT_NE(inner.exit_code, 0) << "a job made from inside alice's task: " << inner.out;
+}
+
+}  // namespace
+}  // namespace trainyard::testing
