@@ -194,7 +194,8 @@ void HttpRequest(std::string_view data) { Exchange(data); }
 // The door's framing, however a client cuts its bytes: scanned a byte at a
 // time it finds the same head end and the same chunked body end as when
 // scanned whole, and a normalized head still ends where it says.
-void HttpFrame(std::string_view data) {
+void HttpFrame(std::string_view input) {
+  absl::string_view data(input.data(), input.size());
   using httpd::ChunkResult;
   // A byte at a time costs a scan of the line so far per byte: inputs are
   // kept below what makes that quadratic walk slow.

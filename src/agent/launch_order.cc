@@ -4,6 +4,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "agent/task.h"
 
 namespace trainyard::agent {
 namespace {
@@ -11,26 +12,10 @@ namespace {
 // `value` quoted for a message: escaped and cut, it may be anything.
 std::string Quoted(const std::string& value) { return absl::StrCat("'", absl::CHexEscape(value.substr(0, 64)), "'"); }
 
-absl::Status CheckComponent(const char* field, const std::string& name) {
-  if (name.empty() || name == "." || name == ".." || name.size() > 253 || absl::StrContains(name, '/') ||
-      absl::StrContains(name, '\0')) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", Quoted(name), " is not a name the agent can keep files under"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
-absl::Status CheckTaskPlace(const std::string& job, const std::string& role, int index) {
-  if (absl::Status st = CheckComponent("job", job); !st.ok()) return st;
-  if (absl::Status st = CheckComponent("role", role); !st.ok()) return st;
-  if (index < 0) return absl::InvalidArgumentError(absl::StrCat("index: ", index, " is negative"));
-  return absl::OkStatus();
-}
-
 absl::Status CheckLaunchOrder(const v1::TaskSpec& spec) {
-  if (absl::Status st = CheckTaskPlace(spec.job(), spec.role(), spec.index()); !st.ok()) return st;
+  if (absl::Status st = TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()}.Validate(); !st.ok()) return st;
   if (spec.attempt() < 0) return absl::InvalidArgumentError(absl::StrCat("attempt: ", spec.attempt(), " is negative"));
   for (const auto& entry : spec.env()) {
     const std::string& name = entry.first;  // a value may hold any bytes

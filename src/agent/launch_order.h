@@ -14,12 +14,8 @@
 
 namespace trainyard::agent {
 
-// OK when `job` and `role` are names one path component each (not empty,
-// not "." or "..", no '/' or NUL, at most 253 bytes) and `index` is not
-// negative. Errors (InvalidArgument) name the field and the value.
-absl::Status CheckTaskPlace(const std::string& job, const std::string& role, int index);
-
-// CheckTaskPlace of the order's task, and: attempt not negative; each env
+// The order's task key valid (TaskKey::Validate: job and role one path
+// component each, index not negative), and: attempt not negative; each env
 // name not empty, without '=' or NUL. (Paths the server's configuration
 // decides, such as TRAINYARD_CHECKPOINT_DIR, are the server's to choose.)
 // Errors (InvalidArgument) name the field.

@@ -96,11 +96,11 @@ TEST_F(ServerLinkTest, AnOrderWhoseNamesLeaveTheDataDirIsRefused) {
   struct Bad {
     std::string job, role, field;
   };
-  for (const Bad& bad : std::vector<Bad>{{"../../outside", "worker", "job: "},
-                                         {"j", "../../../outside", "role: "},
-                                         {"..", "worker", "job: "},
-                                         {"j", "", "role: "},
-                                         {"a/b", "w", "job: "}}) {
+  for (const Bad& bad : std::vector<Bad>{{"../../outside", "worker", "job \""},
+                                         {"j", "../../../outside", "role \""},
+                                         {"..", "worker", "job \""},
+                                         {"j", "", "role \""},
+                                         {"a/b", "w", "job \""}}) {
     const std::string& job = bad.job;
     const std::string& role = bad.role;
     v1::TaskSpec s = Spec();
@@ -115,7 +115,7 @@ TEST_F(ServerLinkTest, AnOrderWhoseNamesLeaveTheDataDirIsRefused) {
   EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir_, "/outside")));
   v1::TaskSpec negative = Spec();
   negative.set_index(-1);
-  EXPECT_THAT(ToTaskLaunch(negative, data).status().message(), HasSubstr("index: -1"));
+  EXPECT_THAT(ToTaskLaunch(negative, data).status().message(), HasSubstr("index must be >= 0"));
   v1::TaskSpec env = Spec();
   (*env.mutable_env())["A=B"] = "c";
   EXPECT_THAT(ToTaskLaunch(env, data).status().message(), HasSubstr("env: 'A=B' is not a variable name"));
