@@ -267,6 +267,11 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
   }
   for (auto [job, i] : moved) {
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    // An earlier task of the same job may have taken this one along: its
+    // job requeued (every task back to PENDING, off the node) or finished.
+    // It has then left the node already; handling it again requeued the
+    // job twice (issue 30: a paused node aborted the server).
+    if (t->node() != name || api::IsTerminal(t->state())) continue;
     std::string tname = api::TaskName(job->rec.name(), t->role(), t->index());
     const v1::ReplicaSpec* rs = ReplicaOf(*job, i);
     if (job->ending || job->preempting) {
