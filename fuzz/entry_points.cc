@@ -22,6 +22,7 @@ const std::vector<Target>& Targets() {
       {"job_spec", &JobSpec},         {"jobmaster", &JobMaster},
       {"topology", &Topology},        {"port_ranges", &PortRanges},
       {"queue_config", &QueueConfig}, {"traces", &Traces},
+      {"control_state", &ControlEvents},
   };
   return targets;
 }

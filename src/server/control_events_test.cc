@@ -239,6 +239,27 @@ TEST_F(ControlEventsTest, ANodeBackBeforeTheTimeoutAfterARestartKeepsItsTasks) {
   EXPECT_EQ(FreeGpus("rn-1"), 5);
 }
 
+// After a restart, a node that comes back with fewer GPUs than its tasks
+// were given: those tasks cannot be adopted there, and are ended as lost
+// rather than left RUNNING on GPUs the node does not have.
+TEST_F(ControlEventsTest, ANodeBackAfterARestartWithFewerGpusEndsTheTasksItCannotHold) {
+  std::string job = RunPinnedJob();
+  Restart();
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("rn-1", 2, "10.0.0.1"), 7, now_).ok());
+  v1::JobView v = View(job);
+  int ended = 0;
+  for (const auto& t : v.tasks()) {
+    if (t.state() == v1::TASK_RUNNING) {
+      EXPECT_LT(t.gpu_mask(), 4u) << t.name() << " runs on a GPU rn-1 has";
+    } else {
+      ++ended;
+      EXPECT_THAT(t.last_exit().message(), HasSubstr("no longer fits node rn-1")) << t.name();
+    }
+  }
+  EXPECT_GE(ended, 1) << "three 1-GPU tasks cannot all be on a 2-GPU node";
+  EXPECT_EQ(v.state(), v1::JOB_FAILED) << "a task lost with its node's GPUs fails the job as a lost task does";
+}
+
 // An agent that reconnects twice quickly: the second stream's registration
 // is refused while the first is open, and the first's close after the
 // second took over changes nothing.

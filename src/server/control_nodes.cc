@@ -335,10 +335,16 @@ void ControlState::AdoptRecoveredTasks(NodeRt& node) {
     if (!job->recovered_placed || !job->in_scheduler || api::IsTerminal(t.state())) continue;
     absl::Status st =
         scheduler_->AdoptTask(job->rec.name(), t.role(), t.index(), node.info.name(), api::ToCore(t.allocation()));
-    if (!st.ok()) {
-      Log(LogLevel::kError, "server", "%s cannot be adopted on %s: %s", api::TaskName(job->rec.name(), t.role(), t.index()),
-          node.info.name(), std::string(st.message()));
-    }
+    if (st.ok()) continue;
+    // The node came back with other hardware (fewer GPUs, less memory) than
+    // the task was given: it holds nothing there, so it must not stay live
+    // there either (its GPUs could be given again). Stopped and ended as
+    // lost, as RefreshNodeSpec does for a node that changed while known.
+    std::string why = absl::StrCat("its allocation no longer fits node ", node.info.name(), " as it came back: ",
+                                   st.message());
+    Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t.role(), t.index()), why);
+    SendKill(node.info.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms, why);
+    EndLostTask(*job, i, why, node.registered);
   }
 }
 
