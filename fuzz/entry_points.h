@@ -33,6 +33,10 @@ void PortRanges(std::string_view data);
 void QueueConfig(std::string_view data);
 // The simulator's CSV: node lists and traces (Alibaba, Trainyard).
 void Traces(std::string_view data);
+// A script of events in any order (agents, clients, job masters, server
+// restarts) through the server's ControlState, its invariants checked after
+// each (server/control_harness.h; control_entry.cc).
+void ControlEvents(std::string_view data);
 
 // Bytes sent to the server's HTTP endpoint on one connection: request
 // lines, headers, queries and bodies of any route (http_entry.cc).

@@ -120,6 +120,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   core::Resource capacity = api::ToCore(in.capacity());
   capacity.ports = ServingPorts(in, config_.default_port_range);
   *node.info.mutable_capacity() = api::ToProto(capacity);
+  const uint64_t old_session = node.session;
   node.session = session;
   node.last_heartbeat = node.heard = now;
   node.registered = now;
@@ -129,10 +130,16 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   // tried again; failing launches take it out once more.
   node.launch_faults = 0;
   node.fault_reason.clear();
-  if (node.in_scheduler) {
-    if (absl::Status st = RefreshNodeSpec(node, old_info); !st.ok()) return st;
+  absl::Status up = node.in_scheduler ? RefreshNodeSpec(node, old_info) : absl::OkStatus();
+  if (up.ok()) up = NodeUp(node);
+  if (!up.ok()) {
+    // Refused: the stream that asked is closed without a disconnect (it
+    // never registered), so it must not stay the node's session, or every
+    // later registration of the node would be refused as a duplicate.
+    node.session = old_session;
+    UpdateSchedulable(node);
+    return up;
   }
-  if (absl::Status st = NodeUp(node); !st.ok()) return st;
   SetPortsInUse(node, RangesOf(in.ports_in_use()));
   Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),

@@ -267,6 +267,11 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
   }
   for (auto [job, i] : moved) {
     v1::TaskRecord* t = job->rec.mutable_tasks(i);
+    // An earlier task of the same job may have taken this one along: its
+    // job requeued (every task back to PENDING, off the node) or finished.
+    // It has then left the node already; handling it again requeued the
+    // job twice (issue 30: a paused node aborted the server).
+    if (t->node() != name || api::IsTerminal(t->state())) continue;
     std::string tname = api::TaskName(job->rec.name(), t->role(), t->index());
     const v1::ReplicaSpec* rs = ReplicaOf(*job, i);
     if (job->ending || job->preempting) {
@@ -330,10 +335,16 @@ void ControlState::AdoptRecoveredTasks(NodeRt& node) {
     if (!job->recovered_placed || !job->in_scheduler || api::IsTerminal(t.state())) continue;
     absl::Status st =
         scheduler_->AdoptTask(job->rec.name(), t.role(), t.index(), node.info.name(), api::ToCore(t.allocation()));
-    if (!st.ok()) {
-      Log(LogLevel::kError, "server", "%s cannot be adopted on %s: %s", api::TaskName(job->rec.name(), t.role(), t.index()),
-          node.info.name(), std::string(st.message()));
-    }
+    if (st.ok()) continue;
+    // The node came back with other hardware (fewer GPUs, less memory) than
+    // the task was given: it holds nothing there, so it must not stay live
+    // there either (its GPUs could be given again). Stopped and ended as
+    // lost, as RefreshNodeSpec does for a node that changed while known.
+    std::string why = absl::StrCat("its allocation no longer fits node ", node.info.name(), " as it came back: ",
+                                   st.message());
+    Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t.role(), t.index()), why);
+    SendKill(node.info.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms, why);
+    EndLostTask(*job, i, why, node.registered);
   }
 }
 

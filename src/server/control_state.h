@@ -201,6 +201,12 @@ class ControlState {
   // NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job) const;
   ManagerStats Stats() const { return stats_; }
+  // OK, or Internal naming the first broken invariant: every task pending,
+  // live on one known node, or ended; the scheduler core holds exactly the
+  // live tasks the records place (same node, same GPUs); no GPU given twice;
+  // a node's free memory is its capacity less its tasks'. O(tasks + nodes).
+  // For the event-order property test and fuzzer (control_invariants.cc).
+  absl::Status CheckInvariantsForTest() const;
   const ServerConfig& config() const { return config_; }
 
  private:
@@ -350,6 +356,9 @@ class ControlState {
   // The live (job, task) pairs placed on `node` now, from node_jobs_
   // (dropping jobs that have no live task there any more).
   std::vector<std::pair<JobRt*, int>> TasksOn(const std::string& node);
+
+  // control_invariants.cc: one job's part of CheckInvariantsForTest.
+  absl::Status CheckJobForTest(const JobRt& job) const;
 
   // control_views.cc
   v1::JobView View(const JobRt& job, bool with_events) const;

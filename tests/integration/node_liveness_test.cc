@@ -103,6 +103,53 @@ replicas:
   }
 }
 
+// Issue 30: three OnFailure workers that only node-0 may run, and node-0's
+// agent paused (SIGSTOP) past the node timeout. The server aborted ("job
+// pinned is already pending") and, restarted while the node was away,
+// aborted again. Now the job goes back to the queue, the server (restarted
+// meanwhile) stays up past the timeout, and the job runs on node-0 again
+// once its agent continues.
+TEST(NodeLivenessTest, AnAgentPausedPastTheTimeoutRequeuesItsPinnedJobAndRunsItAgainWhenItContinues) {
+  Cluster c({.nodes = 2, .node_timeout_ms = 2000, .heartbeat_interval_ms = 200});
+  std::string job = c.Submit(R"(
+name: pinned
+nodeName: node-0
+replicas:
+  worker:
+    count: 3
+    restartPolicy: OnFailure
+    resources: {gpus: 1, cpu: 0.1, memory: 16Mi}
+    command: [sh, -c, 'exec sleep 600']
+)");
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
+  pid_t paused = c.agent(0).pid();
+  ASSERT_EQ(kill(paused, SIGSTOP), 0);
+  EXPECT_TRUE(c.WaitForState(job, "QUEUED", absl::Seconds(30))) << c.Describe(job).dump(2);
+  ASSERT_EQ(kill(c.server().pid(), 0), 0) << "the server is up\n" << ReadFile(c.dir() + "/server.log");
+
+  // Restarted while node-0 is still away: it recovers, judges node-0 lost
+  // once the timeout has passed, and stays up.
+  size_t skip = ReadFile(c.dir() + "/server.log").size();
+  c.KillServer();
+  ASSERT_TRUE(c.RestartServer()) << ReadFile(c.dir() + "/server.log");
+  EXPECT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find("node node-0 lost", skip) != std::string::npos; },
+                      absl::Seconds(30)))
+      << ReadFile(c.dir() + "/server.log").substr(skip);
+  EXPECT_EQ(c.JobState(job), "QUEUED") << c.Describe(job).dump(2);
+  ASSERT_EQ(kill(c.server().pid(), 0), 0) << ReadFile(c.dir() + "/server.log").substr(skip);
+
+  ASSERT_EQ(kill(paused, SIGCONT), 0);
+  EXPECT_TRUE(c.WaitForState(job, "RUNNING", absl::Seconds(60))) << c.Describe(job).dump(2);
+  nlohmann::json d = c.Describe(job);
+  for (const auto& t : d["tasks"]) {
+    EXPECT_EQ(t.value("node", ""), "node-0") << t.dump(2);
+    EXPECT_EQ(t.value("state", ""), "RUNNING") << t.dump(2);
+    EXPECT_GE(t.value("attempt", 0), 1) << "a new attempt\n" << t.dump(2);
+  }
+  EXPECT_EQ(ReadFile(c.dir() + "/server.log").find("check failed"), std::string::npos);
+}
+
 TEST(NodeLivenessTest, NodeBackWithinTheTimeoutWithFewerGpusIsScheduledOnItsNewSpec) {
   Cluster c({.nodes = 1, .gpus = 8, .node_timeout_ms = 10000});
   ASSERT_EQ(NodeView(c.Nodes(), "node-0").value("free_gpu_mask", uint64_t{0}), 255u);
