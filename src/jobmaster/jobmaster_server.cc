@@ -61,6 +61,13 @@ absl::Status ResolveBindAddress(const std::string& host, in_addr* out) {
   return absl::OkStatus();
 }
 
+JobMasterConfig WithVersionBase(JobMasterConfig config, const Clock* clock) {
+  if (config.first_membership_version == 0) {
+    config.first_membership_version = absl::ToUnixMicros(clock->Now());
+  }
+  return config;
+}
+
 void RaiseTo(std::atomic<size_t>* peak, size_t value) {
   if (value > peak->load(std::memory_order_relaxed)) peak->store(value, std::memory_order_relaxed);
 }
@@ -127,7 +134,7 @@ uint64_t RaiseOpenFileLimit() {
 
 JobMasterServer::JobMasterServer(const JobMasterConfig& config, JobTerminator* terminator,
                                  const Clock* clock)
-    : config_(config), clock_(clock), state_(config, terminator, this) {
+    : config_(config), clock_(clock), state_(WithVersionBase(config, clock), terminator, this) {
   read_buffer_.resize(kReadChunk);
 }
 

@@ -50,7 +50,8 @@ MasterState::MasterState(const JobMasterConfig& config, JobTerminator* terminato
       workers_(config.num_workers),
       barrier_(config.num_workers),
       barrier_generation_(config.passed_barriers),
-      learning_barriers_(config.learn_barriers) {
+      learning_barriers_(config.learn_barriers),
+      membership_version_(config.first_membership_version) {
   state_counts_[pb::UNASSIGNED] = config.num_workers;
 }
 

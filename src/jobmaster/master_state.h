@@ -78,7 +78,8 @@ class MasterState {
   int RestartsOf(int worker_id) const { return workers_[worker_id].restart_count; }
   int joined_count() const { return joined_count_; }
   // The membership version: advances at every STARTING (a join, a restart,
-  // a re-registration), never for a state change alone. 0 until one joins.
+  // a re-registration), never for a state change alone. Starts at
+  // config.first_membership_version.
   int64_t membership_version() const { return membership_version_; }
   // How many times the worker table / the classic list was encoded (tests:
   // one encoding per version, whatever the number of askers).
