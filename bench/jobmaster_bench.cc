@@ -127,19 +127,29 @@ struct MasterProcess {
     }
     return static_cast<double>(utime + stime) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
   }
-  // Resident memory of the master in MB, from /proc.
-  double RssMb() const {
+  // Resident memory of the master in MB, from /proc: now (VmRSS) or its peak (VmHWM).
+  double RssMb(const char* field = "VmRSS") const {
     std::ifstream status(absl::StrFormat("/proc/%d/status", pid));
-    std::string line;
+    std::string line, format = absl::StrFormat("%s: %%ld kB", field);
     while (std::getline(status, line)) {
       long kb = 0;
-      if (std::sscanf(line.c_str(), "VmRSS: %ld kB", &kb) == 1) return static_cast<double>(kb) / 1024;
+      if (std::sscanf(line.c_str(), format.c_str(), &kb) == 1) return static_cast<double>(kb) / 1024;
     }
     return 0;
   }
+  double PeakRssMb() const { return RssMb("VmHWM"); }
 };
 
 absl::Time Deadline() { return absl::Now() + absl::Seconds(60); }
+
+// Connections per loopback source address (SimFleet::set_spread_sources).
+constexpr int kPerSource = 5000;
+
+// The soft limit on open files after raising it to the hard one.
+uint64_t OpenFileLimit() {
+  static uint64_t limit = RaiseOpenFileLimit();
+  return limit;
+}
 
 std::vector<int> Range(int n) {
   std::vector<int> ids(n);
@@ -156,6 +166,7 @@ void BM_Barrier(benchmark::State& state) {
   MasterProcess master(n, 0, false, false, job_secret);
   SimFleet fleet("127.0.0.1", master.port);
   fleet.set_keep_responses(false);
+  fleet.set_spread_sources(kPerSource);
   fleet.set_job_secret(job_secret);
   if (!fleet.Connect(n, Deadline()).ok() || !fleet.RegisterAll(Range(n), Deadline()).ok()) {
     return state.SkipWithError("could not register the workers");
@@ -181,6 +192,7 @@ void BM_Barrier(benchmark::State& state) {
 BENCHMARK(BM_Barrier)->Args({64, 0})->Iterations(500)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Barrier)->Args({1000, 0})->Iterations(200)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_Barrier)->Args({1000, 1})->Iterations(200)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Barrier)->Args({10000, 0})->Iterations(30)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // STARTING from every worker, each followed by a RESPONSE_AFTER_ALL_JOINED
 // list; done when every worker has the full list. Connections are opened
@@ -227,33 +239,113 @@ void BM_RegisterAllJoined(benchmark::State& state) {
 BENCHMARK(BM_RegisterAllJoined)->Arg(64)->Iterations(20)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_RegisterAllJoined)->Arg(1000)->Iterations(10)->UseManualTime()->Unit(benchmark::kMillisecond);
 
-// 10,000 workers connect and register; the master's RSS is read before the
-// first connection and after the last registration.
-void BM_Register10k(benchmark::State& state) {
+// `n` workers connect and register, in fleets of one process's sockets on
+// loopback, spread over source addresses. When n connections do not fit
+// under RLIMIT_NOFILE (here, a hard limit of 20,000 that the bench cannot
+// raise), the workers come in waves of as many as fit: a wave connects,
+// registers and closes (its workers stay registered, as the shell's
+// `trainyard worker` ones do), then the next. Master RSS is read after the last.
+void BM_Register(benchmark::State& state) {
   int n = static_cast<int>(state.range(0));
-  std::vector<double> seconds, rss, rss_total;
+  int wave = static_cast<int>(std::min<uint64_t>(n, OpenFileLimit() > 3000 ? OpenFileLimit() - 2000 : 1000));
+  std::vector<double> seconds, rss, cpu;
   for (auto _ : state) {
     MasterProcess master(n);
-    double rss_before = master.RssMb();
-    SimFleet fleet("127.0.0.1", master.port);
-    fleet.set_keep_responses(false);
     absl::Time start = absl::Now();
-    if (!fleet.Connect(n, Deadline()).ok()) return state.SkipWithError("connect failed");
-    if (!fleet.RegisterAll(Range(n), Deadline()).ok()) return state.SkipWithError("register failed");
+    int sources = 0;
+    for (int first = 0; first < n; first += wave) {
+      int count = std::min(wave, n - first);
+      SimFleet fleet("127.0.0.1", master.port);
+      fleet.set_keep_responses(false);
+      fleet.set_spread_sources(kPerSource, sources);
+      sources += count / kPerSource + 1;
+      std::vector<int> ids(count);
+      for (int i = 0; i < count; ++i) ids[i] = first + i;
+      if (!fleet.Connect(count, Deadline()).ok()) return state.SkipWithError("connect failed");
+      if (!fleet.RegisterAll(ids, Deadline()).ok()) return state.SkipWithError("register failed");
+    }
     absl::Duration took = absl::Now() - start;
     state.SetIterationTime(absl::ToDoubleSeconds(took));
     seconds.push_back(absl::ToDoubleSeconds(took));
-    rss.push_back(master.RssMb() - rss_before);
-    rss_total.push_back(master.RssMb());
+    rss.push_back(master.RssMb());
+    cpu.push_back(master.CpuMs());
   }
   state.counters["register_s"] = Percentile(seconds, 0.5);
-  state.counters["rss_delta_mb"] = Percentile(rss, 0.5);
-  state.counters["rss_total_mb"] = Percentile(rss_total, 0.5);
-  Figures()["register_10k_s"] = Percentile(seconds, 0.5);
-  Figures()["rss_10k_mb"] = Percentile(rss, 0.5);
-  Figures()["rss_10k_total_mb"] = Percentile(rss_total, 0.5);
+  state.counters["rss_mb"] = Percentile(rss, 0.5);
+  state.counters["master_cpu_ms"] = Percentile(cpu, 0.5);
+  state.counters["concurrent"] = wave;
+  Figures()[absl::StrFormat("register_%d_s", n)] = Percentile(seconds, 0.5);
+  Figures()[absl::StrFormat("rss_%d_mb", n)] = Percentile(rss, 0.5);
+  Figures()[absl::StrFormat("concurrent_%d", n)] = wave;
 }
-BENCHMARK(BM_Register10k)->Arg(10000)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Register)->Arg(10000)->Arg(100000)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+// The STARTING of a worker of a realistic big job: 8 ranks per host, hosts
+// with their own addresses, ports 29500 + local rank.
+pb::JobMasterRequest RealisticStarting(int id) {
+  pb::JobMasterRequest r;
+  r.set_request_id(1);
+  pb::WorkerInfo* info = r.mutable_starting()->mutable_info();
+  info->set_worker_id(id);
+  info->set_ip(absl::StrFormat("10.%d.%d.%d", id / 8 / 65536, id / 8 / 256 % 256, id / 8 % 256));
+  info->set_port(29500 + id % 8);
+  info->set_node_ip(info->ip());
+  info->set_role("worker");
+  info->set_index(id);
+  info->set_task_name(absl::StrFormat("bench-worker-%d", id));
+  return r;
+}
+
+// Every worker registers and asks for the list with RESPONSE_AFTER_ALL_JOINED:
+// arg 1 = 0 the classic list (WorkerStatus rows), 1 the worker table, 2 only
+// rank 0. Prints the bytes the workers received in all, the master's CPU and
+// its peak RSS.
+void BM_AllJoinedDiscovery(benchmark::State& state) {
+  int n = static_cast<int>(state.range(0));
+  int kind = static_cast<int>(state.range(1));
+  std::vector<double> ms, cpu, bytes, rss;
+  for (auto _ : state) {
+    MasterProcess master(n);
+    SimFleet fleet("127.0.0.1", master.port);
+    fleet.set_keep_responses(false);
+    fleet.set_spread_sources(kPerSource);
+    if (!fleet.Connect(n, Deadline()).ok()) return state.SkipWithError("connect failed");
+    double cpu_before = master.CpuMs();
+    absl::Time start = absl::Now();
+    pb::JobMasterRequest ask;
+    ask.set_request_id(2);
+    if (kind == 2) {
+      ask.mutable_rank_zero();
+    } else {
+      ask.mutable_list_workers()->set_mode(pb::RESPONSE_AFTER_ALL_JOINED);
+      ask.mutable_list_workers()->set_table(kind == 1);
+    }
+    for (int i = 0; i < n; ++i) {
+      fleet.Queue(i, RealisticStarting(i));
+      fleet.Queue(i, ask);
+    }
+    if (!fleet.Exchange(2 * n, Deadline()).ok()) return state.SkipWithError("discovery failed");
+    absl::Duration took = absl::Now() - start;
+    double total = 0;
+    for (int i = 0; i < n; ++i) total += static_cast<double>(fleet.last_payload_bytes(i));
+    state.SetIterationTime(absl::ToDoubleSeconds(took));
+    ms.push_back(absl::ToDoubleMilliseconds(took));
+    cpu.push_back(master.CpuMs() - cpu_before);
+    bytes.push_back(total);
+    rss.push_back(master.PeakRssMb());
+  }
+  const char* name = kind == 0 ? "list" : kind == 1 ? "table" : "rank0";
+  state.counters["ms"] = Percentile(ms, 0.5);
+  state.counters["master_cpu_ms"] = Percentile(cpu, 0.5);
+  state.counters["bytes_per_worker"] = Percentile(bytes, 0.5) / n;
+  state.counters["peak_rss_mb"] = Percentile(rss, 0.5);
+  Figures()[absl::StrFormat("%s_%d_ms", name, n)] = Percentile(ms, 0.5);
+  Figures()[absl::StrFormat("%s_%d_cpu_ms", name, n)] = Percentile(cpu, 0.5);
+  Figures()[absl::StrFormat("%s_%d_mb_sent", name, n)] = Percentile(bytes, 0.5) / 1e6;
+  Figures()[absl::StrFormat("%s_%d_rss_mb", name, n)] = Percentile(rss, 0.5);
+}
+BENCHMARK(BM_AllJoinedDiscovery)->Args({10000, 0})->Args({10000, 1})->Args({10000, 2})
+    ->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // Opens `n` connections to the master on `port` and sends `bytes` on each,
 // round after round, until each went whole or the master closed it.
@@ -412,6 +504,33 @@ void BM_TcpStore(benchmark::State& state) {
 }
 BENCHMARK(BM_TcpStore)->Arg(64)->Iterations(1)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// Address rendezvous on TCPStore (bench/tcpstore_compare.py --discovery):
+// every rank sets its address, then all read all, and separately all wait
+// for rank 0's.
+void BM_TcpStoreDiscovery(benchmark::State& state) {
+  std::string script = std::string(TRAINYARD_SOURCE_DIR) + "/bench/tcpstore_compare.py";
+  int n = static_cast<int>(state.range(0));
+  std::string cmd = absl::StrFormat("/usr/bin/python3 %s --discovery --workers %d 2>&1", script, n);
+  for (auto _ : state) {
+    FILE* out = popen(cmd.c_str(), "r");
+    std::string text;
+    char buf[4096];
+    while (out != nullptr && fgets(buf, sizeof(buf), out) != nullptr) text += buf;
+    if (out == nullptr || pclose(out) != 0) {
+      return state.SkipWithError(("tcpstore_compare.py --discovery failed: " + text).c_str());
+    }
+    auto json = nlohmann::json::parse(text, nullptr, false);
+    if (json.is_discarded()) return state.SkipWithError("tcpstore_compare.py printed no JSON");
+    state.SetIterationTime(json["all_ms"].get<double>() / 1e3);
+    state.counters["all_ms"] = json["all_ms"].get<double>();
+    state.counters["rank0_ms"] = json["rank0_ms"].get<double>();
+    Figures()[absl::StrFormat("tcpstore_all_%d_ms", n)] = json["all_ms"].get<double>();
+    Figures()[absl::StrFormat("tcpstore_rank0_%d_ms", n)] = json["rank0_ms"].get<double>();
+  }
+}
+BENCHMARK(BM_TcpStoreDiscovery)->Arg(64)->Arg(1024)->Iterations(1)->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 void Line(const char* what, const char* key, const char* unit, double target, bool below) {
   auto it = Figures().find(key);
   if (it == Figures().end()) return (void)std::printf("  %-46s (not run)\n", what);
@@ -438,9 +557,27 @@ void PrintSummary() {
   Line("1,000 workers: barrier p50", "barrier_p50_1000", "ms", 30, true);
   Line("1,000 workers: barrier p99", "barrier_p99_1000", "ms", 60, true);
   Line("1,000 workers, job secret on: barrier p50", "barrier_p50_1000_secret", "ms", 30, true);
-  Line("10,000 workers: connect + register", "register_10k_s", "s", 3, true);
-  Line("10,000 workers: master RSS growth", "rss_10k_mb", "MB", 50, true);
-  Line("10,000 workers: master RSS in all", "rss_10k_total_mb", "MB", 50, true);
+  Line("10,000 workers: barrier p50", "barrier_p50_10000", "ms", 150, true);
+  Line("10,000 workers: connect + register", "register_10000_s", "s", 3, true);
+  Line("10,000 workers: master RSS after", "rss_10000_mb", "MB", 50, true);
+  Line("100,000 workers: connect + register", "register_100000_s", "s", 10, true);
+  Line("100,000 workers: master RSS after", "rss_100000_mb", "MB", 200, true);
+  Line("100,000 workers: connections open at once", "concurrent_100000", "", 0, true);
+  Line("10,000: register + all-joined classic list", "list_10000_ms", "ms", 0, true);
+  Line("10,000: the same, bytes sent in all", "list_10000_mb_sent", "MB", 0, true);
+  Line("10,000: the same, master CPU", "list_10000_cpu_ms", "ms", 0, true);
+  Line("10,000: the same, master peak RSS", "list_10000_rss_mb", "MB", 0, true);
+  Line("10,000: register + all-joined worker table", "table_10000_ms", "ms", 0, true);
+  Line("10,000: the same, bytes sent in all", "table_10000_mb_sent", "MB", 0, true);
+  Line("10,000: the same, master CPU", "table_10000_cpu_ms", "ms", 0, true);
+  Line("10,000: the same, master peak RSS", "table_10000_rss_mb", "MB", 0, true);
+  Line("10,000: register + rank 0's address", "rank0_10000_ms", "ms", 0, true);
+  Line("10,000: the same, bytes sent in all", "rank0_10000_mb_sent", "MB", 0, true);
+  Line("10,000: the same, master CPU", "rank0_10000_cpu_ms", "ms", 0, true);
+  Line("TCPStore 64 ranks: set + all read all", "tcpstore_all_64_ms", "ms", 0, true);
+  Line("TCPStore 64 ranks: set + wait for rank 0", "tcpstore_rank0_64_ms", "ms", 0, true);
+  Line("TCPStore 1,024 ranks: set + all read all", "tcpstore_all_1024_ms", "ms", 0, true);
+  Line("TCPStore 1,024 ranks: set + wait for rank 0", "tcpstore_rank0_1024_ms", "ms", 0, true);
   Line("64 workers: master SIGKILL to barrier passed", "restart_barrier_64", "ms", 0, true);
   Line("1,100 half-sent 1 MiB frames: RSS growth, capped", "flood_rss_capped_mb", "MB", 40, true);
   Line("the same without the input cap", "flood_rss_uncapped_mb", "MB", 0, true);

@@ -70,12 +70,57 @@ def run(workers, barriers):
     }
 
 
+def discovery(workers):
+    """Rendezvous as frameworks do it on a store: every rank sets its address,
+    then (all) every rank reads every rank's address, or (rank0) every rank
+    waits for rank 0's. Times run from the first rank starting to the last
+    one done, connections included."""
+    timeout = timedelta(seconds=120)
+    server = dist.TCPStore("127.0.0.1", 0, workers, True, timeout, wait_for_workers=False)
+    port = server.port
+    out = {"workers": workers}
+    for kind in ("all", "rank0"):
+        start = threading.Barrier(workers + 1)
+        ends = [None] * workers
+
+        def rank(r):
+            client = dist.TCPStore("127.0.0.1", port, workers, False, timeout)
+            start.wait()
+            client.set("%s/addr/%d" % (kind, r), "10.0.%d.%d:%d" % (r // 8 // 256, r // 8 % 256, 29500 + r % 8))
+            if kind == "all":
+                keys = ["%s/addr/%d" % (kind, k) for k in range(workers)]
+                client.wait(keys)
+                for key in keys:  # this torch has no multi_get
+                    client.get(key)
+            else:
+                client.wait(["%s/addr/0" % kind])
+                client.get("%s/addr/0" % kind)
+            ends[r] = time.perf_counter()
+
+        threads = [threading.Thread(target=rank, args=(r,)) for r in range(workers)]
+        for t in threads:
+            t.start()
+        start.wait()
+        began = time.perf_counter()
+        for t in threads:
+            t.join()
+        if None in ends:
+            raise SystemExit("a rank failed its %s rendezvous" % kind)
+        out[kind + "_ms"] = (max(ends) - began) * 1e3
+    return out
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=64)
     parser.add_argument("--barriers", type=int, default=100)
+    parser.add_argument("--discovery", action="store_true",
+                        help="time address rendezvous (all read all / wait for rank 0) instead")
     args = parser.parse_args()
-    print(json.dumps(run(args.workers, args.barriers)))
+    if args.discovery:
+        print(json.dumps(discovery(args.workers)))
+    else:
+        print(json.dumps(run(args.workers, args.barriers)))
 
 
 if __name__ == "__main__":

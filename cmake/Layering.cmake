@@ -23,10 +23,11 @@ ty_room(common)
 ty_room(core             common)
 ty_room(api              core common proto)
 ty_room(store            api common proto)
-# The library that workers link: the wire framing of the job master is its
-# only way into the rest of jobmaster/.
+# The library that workers link: the wire framing of the job master and the
+# worker table's encoding (both wire contracts) are its only ways into the
+# rest of jobmaster/.
 ty_room(jobmaster        common proto)
-ty_room(jobmaster/client common proto jobmaster/frame.h)
+ty_room(jobmaster/client common proto jobmaster/frame.h jobmaster/worker_table.h)
 # Users and their rights (tokens, the client config, ACLs, jobs' credentials).
 ty_room(security         api common proto)
 # A daemon's HTTP endpoint (threads, caps, deadlines; cpp-httplib for the

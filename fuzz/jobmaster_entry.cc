@@ -30,12 +30,14 @@ class CheckingOutbox : public jm::Outbox {
     jm::AppendFrame(response, &frame);
     ReadBack(frame);
   }
-  void SendWorkerList(jm::ConnId, uint64_t request_id, std::string_view list) override {
-    std::string frame;
-    jm::AppendWorkerListFrame(request_id, list, &frame);
+  void SendShared(jm::ConnId, uint64_t request_id, int body_field,
+                  const jm::SharedBody& body) override {
+    std::string frame = jm::SharedBodyFramePrefix(request_id, body_field, body->size()) + *body;
     pb::JobMasterResponse parsed = ReadBack(frame);
-    TY_CHECK(parsed.has_workers() && parsed.request_id() == request_id,
-             "a worker list frame does not read back as one");
+    bool right_body = body_field == pb::JobMasterResponse::kTableFieldNumber ? parsed.has_table()
+                                                                            : parsed.has_workers();
+    TY_CHECK(right_body && parsed.request_id() == request_id,
+             "a shared-body frame does not read back as its body");
   }
 
  private:

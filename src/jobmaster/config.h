@@ -68,6 +68,11 @@ struct JobMasterConfig {
   // first barrier completes. Otherwise a generation above the barriers the
   // job passed is refused.
   bool learn_barriers = false;
+  // Where the membership version (the worker table's) starts. The server
+  // starts it at its start time in microseconds, so a restarted master never
+  // repeats a version an earlier one gave out (a worker's cached table would
+  // pass for current); 0 for a state driven by hand.
+  int64_t first_membership_version = 0;
   // How often the loop checks pings and timeouts; 0 = derived from the
   // ping interval (a quarter of it, between 1 ms and 100 ms).
   absl::Duration tick = absl::ZeroDuration();

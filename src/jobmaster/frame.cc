@@ -34,12 +34,16 @@ void AppendFrame(const google::protobuf::MessageLite& message, std::string* out)
 }
 
 std::string WorkerListFramePrefix(uint64_t request_id, size_t list_bytes) {
+  return SharedBodyFramePrefix(request_id, kResponseWorkersField, list_bytes);
+}
+
+std::string SharedBodyFramePrefix(uint64_t request_id, int body_field, size_t list_bytes) {
   std::string prefix(kFrameHeaderBytes, '\0');
   {
     google::protobuf::io::StringOutputStream stream(&prefix);
     google::protobuf::io::CodedOutputStream coded(&stream);
     if (request_id != 0) WireFormatLite::WriteUInt64(kResponseRequestIdField, request_id, &coded);
-    coded.WriteTag(WireFormatLite::MakeTag(kResponseWorkersField,
+    coded.WriteTag(WireFormatLite::MakeTag(body_field,
                                            WireFormatLite::WIRETYPE_LENGTH_DELIMITED));
     coded.WriteVarint32(static_cast<uint32_t>(list_bytes));
   }

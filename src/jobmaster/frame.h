@@ -39,8 +39,13 @@ struct FrameView {
   bool complete = false;
 };
 
-// The bytes of such a frame that come before the serialized list itself
-// (length header and envelope fields), for writing the list without copying.
+// The bytes of a JobMasterResponse frame with `request_id` whose body is
+// field `body_field`, `body_bytes` long, that come before the serialized body
+// itself (length header and envelope fields): a body shared among many
+// answers is written after it without being copied.
+std::string SharedBodyFramePrefix(uint64_t request_id, int body_field, size_t body_bytes);
+
+// SharedBodyFramePrefix for the `workers` body (a ListWorkersReply).
 std::string WorkerListFramePrefix(uint64_t request_id, size_t list_bytes);
 
 // Looks for one frame at the start of `buffer`. Returns an incomplete view

@@ -61,6 +61,13 @@ absl::Status ResolveBindAddress(const std::string& host, in_addr* out) {
   return absl::OkStatus();
 }
 
+JobMasterConfig WithVersionBase(JobMasterConfig config, const Clock* clock) {
+  if (config.first_membership_version == 0) {
+    config.first_membership_version = absl::ToUnixMicros(clock->Now());
+  }
+  return config;
+}
+
 void RaiseTo(std::atomic<size_t>* peak, size_t value) {
   if (value > peak->load(std::memory_order_relaxed)) peak->store(value, std::memory_order_relaxed);
 }
@@ -75,6 +82,35 @@ struct JobMasterServer::Connection {
   size_t in_bytes = 0;  // what `in` counts in buffered_input_
   std::string out;      // encoded replies not yet written
   size_t out_offset = 0;
+  // A body shared with other connections (a worker list or table), written
+  // after out[out_offset, shared_at) and before the rest of `out`.
+  SharedBody shared;
+  size_t shared_at = 0;
+  size_t shared_offset = 0;  // bytes of `shared` written
+
+  size_t Queued() const {
+    return out.size() - out_offset + (shared ? shared->size() - shared_offset : 0);
+  }
+  bool Drained() const { return out_offset == out.size() && !shared; }
+  // Forgets what was written: `n` bytes in queue order.
+  void Consume(size_t n) {
+    size_t head = (shared ? shared_at : out.size()) - out_offset;
+    size_t take = std::min(n, head);
+    out_offset += take;
+    n -= take;
+    if (!shared) return;
+    take = std::min(n, shared->size() - shared_offset);
+    shared_offset += take;
+    n -= take;
+    if (shared_offset < shared->size()) return;
+    shared.reset();
+    out_offset += n;
+  }
+  void DropOutput() {
+    std::string().swap(out);
+    out_offset = 0;
+    shared.reset();
+  }
   bool dirty = false;   // listed in dirty_
   bool want_write = false;  // EPOLLOUT registered
   bool closing = false;     // close once `out` is written
@@ -98,7 +134,7 @@ uint64_t RaiseOpenFileLimit() {
 
 JobMasterServer::JobMasterServer(const JobMasterConfig& config, JobTerminator* terminator,
                                  const Clock* clock)
-    : config_(config), clock_(clock), state_(config, terminator, this) {
+    : config_(config), clock_(clock), state_(WithVersionBase(config, clock), terminator, this) {
   read_buffer_.resize(kReadChunk);
 }
 
@@ -372,49 +408,38 @@ JobMasterServer::Connection* JobMasterServer::Writable(ConnId conn) {
 void JobMasterServer::Send(ConnId conn, const pb::JobMasterResponse& response) {
   Connection* c = Writable(conn);
   if (c == nullptr || c->overflowed) return;
-  size_t before = c->out.size() - c->out_offset;
+  size_t before = c->Queued();
   AppendFrame(response, &c->out);
   CheckQueuedOutput(c, before);
 }
 
 void JobMasterServer::CheckQueuedOutput(Connection* c, size_t queued_before) {
-  size_t queued = c->out.size() - c->out_offset;
+  size_t queued = c->Queued();
   // One answer of any size may wait (a big job's worker list); a peer that
   // lets a second pile up past the cap does not read, and is dropped rather
   // than grow the master's memory. Closed at the flush: this runs inside
   // MasterState's handlers, which must not see the close yet.
   if (queued_before > 0 && queued > config_.max_queued_output_bytes) {
     c->overflowed = queued;
-    std::string().swap(c->out);
-    c->out_offset = 0;
+    c->DropOutput();
     return;
   }
   RaiseTo(&peak_queued_output_, queued);
 }
 
-void JobMasterServer::SendWorkerList(ConnId conn, uint64_t request_id,
-                                     std::string_view serialized) {
+void JobMasterServer::SendShared(ConnId conn, uint64_t request_id, int body_field,
+                                 const SharedBody& body) {
   Connection* c = Writable(conn);
   if (c == nullptr || c->overflowed) return;
-  size_t before = c->out.size() - c->out_offset;
-  std::string prefix = WorkerListFramePrefix(request_id, serialized.size());
-  size_t written = 0;
-  if (c->out_offset == c->out.size() && !c->closing) {
-    // Nothing queued before it: write straight from the shared list (a big
-    // job's list is large and goes to every worker) and queue only the rest.
-    iovec iov[2] = {{prefix.data(), prefix.size()},
-                    {const_cast<char*>(serialized.data()), serialized.size()}};
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 2;
-    ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
-    written = n > 0 ? static_cast<size_t>(n) : 0;  // errors surface at the next flush
-  }
-  if (written < prefix.size()) {
-    c->out.append(prefix, written, std::string::npos);
-    c->out.append(serialized);
+  size_t before = c->Queued();
+  c->out.append(SharedBodyFramePrefix(request_id, body_field, body->size()));
+  if (c->shared) {
+    c->out.append(*body);  // a second one before the first was read: rare, copied
   } else {
-    c->out.append(serialized.substr(std::min(serialized.size(), written - prefix.size())));
+    // Queued by reference: 10,000 askers of a 1 MB list hold one list.
+    c->shared = body;
+    c->shared_at = c->out.size();
+    c->shared_offset = 0;
   }
   CheckQueuedOutput(c, before);
 }
@@ -448,15 +473,28 @@ void JobMasterServer::FlushDirty() {
 }
 
 void JobMasterServer::Flush(Connection* c) {
-  while (c->out_offset < c->out.size()) {
-    ssize_t n = send(c->fd, c->out.data() + c->out_offset, c->out.size() - c->out_offset,
-                     MSG_NOSIGNAL);
+  while (!c->Drained()) {
+    iovec iov[3];
+    int k = 0;
+    size_t head_end = c->shared ? c->shared_at : c->out.size();
+    if (c->out_offset < head_end) iov[k++] = {c->out.data() + c->out_offset, head_end - c->out_offset};
+    if (c->shared) {
+      iov[k++] = {const_cast<char*>(c->shared->data()) + c->shared_offset,
+                  c->shared->size() - c->shared_offset};
+      if (c->shared_at < c->out.size()) {
+        iov[k++] = {c->out.data() + c->shared_at, c->out.size() - c->shared_at};
+      }
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<size_t>(k);
+    ssize_t n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     if (n < 0) return Close(c, std::strerror(errno));
-    c->out_offset += static_cast<size_t>(n);
+    c->Consume(static_cast<size_t>(n));
   }
-  bool drained = c->out_offset == c->out.size();
+  bool drained = c->Drained();
   if (drained) {
     c->out.clear();
     c->out_offset = 0;
@@ -480,7 +518,7 @@ void JobMasterServer::Close(Connection* c, std::string_view why) {
   close(c->fd);
   std::string().swap(c->in);
   SetInputBytes(c);
-  std::string().swap(c->out);
+  c->DropOutput();
   if (!c->closing) state_.OnConnectionClosed(c->id);
   auto it = conns_.find(c->id);
   closed_.push_back(std::move(it->second));  // freed after this loop turn

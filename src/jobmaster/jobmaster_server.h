@@ -70,7 +70,8 @@ class JobMasterServer : private Outbox {
   absl::Status Listen();
 
   void Send(ConnId conn, const pb::JobMasterResponse& response) override;
-  void SendWorkerList(ConnId conn, uint64_t request_id, std::string_view serialized) override;
+  void SendShared(ConnId conn, uint64_t request_id, int body_field,
+                  const SharedBody& body) override;
   void BarriersPassed(int64_t passed) override;
   Connection* Writable(ConnId conn);
 

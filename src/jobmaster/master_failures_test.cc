@@ -13,7 +13,7 @@ namespace {
 class NullOutbox : public Outbox {
  public:
   void Send(ConnId, const pb::JobMasterResponse&) override {}
-  void SendWorkerList(ConnId, uint64_t, std::string_view) override {}
+  void SendShared(ConnId, uint64_t, int, const SharedBody&) override {}
 };
 
 // Takes failures on, as ServerJobTerminator does.

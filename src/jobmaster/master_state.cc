@@ -33,6 +33,7 @@ const char* BodyName(const pb::JobMasterRequest& request) {
     case pb::JobMasterRequest::kPing: return "PING";
     case pb::JobMasterRequest::kListWorkers: return "LIST_WORKERS";
     case pb::JobMasterRequest::kBarrier: return "BARRIER";
+    case pb::JobMasterRequest::kRankZero: return "RANK_ZERO";
     default: return "an empty request";
   }
 }
@@ -49,7 +50,8 @@ MasterState::MasterState(const JobMasterConfig& config, JobTerminator* terminato
       workers_(config.num_workers),
       barrier_(config.num_workers),
       barrier_generation_(config.passed_barriers),
-      learning_barriers_(config.learn_barriers) {
+      learning_barriers_(config.learn_barriers),
+      membership_version_(config.first_membership_version) {
   state_counts_[pb::UNASSIGNED] = config.num_workers;
 }
 
@@ -63,7 +65,7 @@ void MasterState::OnRequest(ConnId conn, std::string_view peer_ip,
     case pb::JobMasterRequest::BODY_NOT_SET:
       return SendError(conn, rid, absl::InvalidArgumentError(
                                       "request has no body: set one of starting, attach, "
-                                      "state_change, ping, list_workers, barrier"));
+                                      "state_change, ping, list_workers, barrier, rank_zero"));
     default: break;
   }
   auto it = bindings_.find(conn);
@@ -84,6 +86,8 @@ void MasterState::OnRequest(ConnId conn, std::string_view peer_ip,
       return HandleList(conn, rid, request.list_workers(), now);
     case pb::JobMasterRequest::kBarrier:
       return HandleBarrier(id, conn, rid, request.barrier(), now);
+    case pb::JobMasterRequest::kRankZero:
+      return HandleRankZero(conn, rid, request.rank_zero(), now);
     default: return;
   }
 }
@@ -119,7 +123,9 @@ absl::StatusOr<int> MasterState::ChooseWorkerId(ConnId conn, const pb::Starting&
   }
   if (id == -1 && bound != bindings_.end()) return bound->second;
   if (id == -1) {
-    for (int i = 0; i < n; ++i) {
+    // lowest_unjoined_ only grows: the search resumes there, so a job whose
+    // workers all ask for an id costs O(N) in all, not O(N) each.
+    for (int i = lowest_unjoined_; i < n; ++i) {
       if (!workers_[i].joined) return i;
     }
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -178,7 +184,7 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
   Worker& w = workers_[id];
   if (w.conn != 0 && w.conn != conn) {
     bindings_.erase(w.conn);  // the same worker from the same address: a restart
-    DropWaits(w.conn);
+    DropWaits(w.conn, id);
   }
   if (barrier_[id].conn != 0) {  // a restarted worker is no longer in the barrier
     barrier_[id] = Waiter{};
@@ -200,12 +206,17 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
   if (!w.joined) {
     w.joined = true;
     ++joined_count_;
+    while (lowest_unjoined_ < config_.num_workers && workers_[lowest_unjoined_].joined) {
+      ++lowest_unjoined_;
+    }
   }
+  ++membership_version_;
   SetState(id, resume == pb::UNASSIGNED ? pb::STARTING : resume, starting.resume_reason());
   Log(LogLevel::kDebug, "jobmaster", "worker %d %s from %s", id,
       restart ? "restarted" : "registered", w.address);
   ReplyRegistered(conn, request_id, id);
   if (joined_count_ == config_.num_workers) AnswerListWaiters();
+  if (id == 0) AnswerRankZeroWaiters();
   if (IsTerminal(w.state)) AfterTerminalState(id);
 }
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -28,14 +29,21 @@ namespace pb = ::trainyard::v1;
 // Identifies one connection to the master; never reused; 0 means none.
 using ConnId = uint64_t;
 
+// A response body serialized once and shared by every answer that carries
+// it: a big job's worker list or table goes to thousands of workers, and each
+// connection holds a reference until its copy is written, never a copy.
+using SharedBody = std::shared_ptr<const std::string>;
+
 // Where the master's answers go.
 class Outbox {
  public:
   virtual ~Outbox() = default;
   virtual void Send(ConnId conn, const pb::JobMasterResponse& response) = 0;
-  // Sends a `workers` response whose ListWorkersReply is already serialized.
-  virtual void SendWorkerList(ConnId conn, uint64_t request_id,
-                              std::string_view serialized_list) = 0;
+  // Sends a response whose body is field `body_field` of JobMasterResponse
+  // (kWorkersFieldNumber or kTableFieldNumber), already serialized in `body`.
+  // The outbox may keep `body` until the answer is written.
+  virtual void SendShared(ConnId conn, uint64_t request_id, int body_field,
+                          const SharedBody& body) = 0;
   // The job has now passed `passed` barriers (one completed, or a restarted
   // master learned the count), before any answer about it goes out.
   virtual void BarriersPassed(int64_t /*passed*/) {}
@@ -69,6 +77,14 @@ class MasterState {
   const std::string& ReasonOf(int worker_id) const { return workers_[worker_id].reason; }
   int RestartsOf(int worker_id) const { return workers_[worker_id].restart_count; }
   int joined_count() const { return joined_count_; }
+  // The membership version: advances at every STARTING (a join, a restart,
+  // a re-registration), never for a state change alone. Starts at
+  // config.first_membership_version.
+  int64_t membership_version() const { return membership_version_; }
+  // How many times the worker table / the classic list was encoded (tests:
+  // one encoding per version, whatever the number of askers).
+  int table_encodings() const { return table_encodings_; }
+  int list_encodings() const { return list_encodings_; }
   // Workers in `state` now.
   int CountIn(pb::WorkerState state) const { return state_counts_[state]; }
   // Barriers completed by this master: from the first worker in to the last.
@@ -96,6 +112,8 @@ class MasterState {
     ConnId conn = 0;      // 0: not waiting
     uint64_t request_id = 0;
     absl::Time deadline;
+    bool table = false;         // a list waiter that asked for the WorkerTable
+    int64_t known_version = 0;  // ... holding this version
   };
 
   // Registration (master_state.cc).
@@ -119,13 +137,24 @@ class MasterState {
                   absl::Time now);
   void HandleBarrier(int id, ConnId conn, uint64_t request_id,
                      const pb::BarrierRequest& request, absl::Time now);
-  const std::string& SerializedList();
+  const SharedBody& SerializedList();
+  const SharedBody& SerializedTable();
+  void AnswerList(ConnId conn, uint64_t request_id, bool table, int64_t known_version);
   void AnswerListWaiters();
+  // Discovery of rank 0 (master_discovery.cc).
+  void HandleRankZero(ConnId conn, uint64_t request_id, const pb::RankZeroRequest& request,
+                      absl::Time now);
+  void ReplyRankZero(ConnId conn, uint64_t request_id);
+  void AnswerRankZeroWaiters();
+  void ExpireRankZeroWaiters(absl::Time now);
+  void AddWait(ConnId conn);
+  void RemoveWait(ConnId conn);
   void CompleteBarrier();
   void AnswerPassedBarrier(ConnId conn, uint64_t request_id, int64_t generation);
   void AdvanceBarrierTo(int64_t generation);
   void FailBarrier(const absl::Status& status);
-  void DropWaits(ConnId conn);
+  // Drops what `conn`, bound to worker `id`, waits for.
+  void DropWaits(ConnId conn, int id);
   void CheckPings(absl::Time now);
   void ExpireBarrierWaiters(absl::Time now);
   void ExpireListWaiters(absl::Time now);
@@ -152,9 +181,23 @@ class MasterState {
   Histogram barrier_seconds_ = LatencyHistogram();
   // RESPONSE_AFTER_ALL_JOINED requests not answered yet.
   std::vector<Waiter> list_waiters_;
+  // Rank-zero requests waiting for worker 0 to join.
+  std::vector<Waiter> rank0_waiters_;
+  // How many list and rank-zero waits each connection has (so a closing
+  // connection costs a look-up, not a scan of every waiter).
+  std::unordered_map<ConnId, int> waits_by_conn_;
+  // The lowest id that never joined (ids are taken for good, so it only grows).
+  int lowest_unjoined_ = 0;
   // The ListWorkersReply, serialized; rebuilt after any change.
-  std::string list_cache_;
+  SharedBody list_cache_;
   bool list_cache_valid_ = false;
+  int list_encodings_ = 0;
+  // The WorkerTable, serialized, at table_version_; rebuilt when the
+  // membership version moved past it.
+  int64_t membership_version_ = 0;
+  SharedBody table_cache_;
+  int64_t table_version_ = -1;
+  int table_encodings_ = 0;
   absl::Time next_ping_check_ = absl::InfinitePast();
   std::optional<JobEnd> job_end_;
   pb::JobMasterResponse scratch_;  // reused for replies

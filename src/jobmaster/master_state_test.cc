@@ -18,12 +18,19 @@ class RecordingOutbox : public Outbox {
   void Send(ConnId conn, const pb::JobMasterResponse& response) override {
     last[conn] = response;
   }
-  void SendWorkerList(ConnId conn, uint64_t request_id, std::string_view list) override {
+  void SendShared(ConnId conn, uint64_t request_id, int body_field,
+                  const SharedBody& body) override {
     pb::JobMasterResponse& r = last[conn];
     r.Clear();
     r.set_request_id(request_id);
-    r.mutable_workers()->ParseFromArray(list.data(), static_cast<int>(list.size()));
+    if (body_field == pb::JobMasterResponse::kTableFieldNumber) {
+      r.mutable_table()->ParseFromString(*body);
+    } else {
+      r.mutable_workers()->ParseFromString(*body);
+    }
+    bodies[conn] = body;
   }
+  std::map<ConnId, SharedBody> bodies;  // the shared bytes each answer carried
   std::map<ConnId, pb::JobMasterResponse> last;
 };
 

@@ -7,6 +7,7 @@
 #include "common/duration_text.h"
 #include "common/logging.h"
 #include "jobmaster/master_state.h"
+#include "jobmaster/worker_table.h"
 
 namespace trainyard::jobmaster {
 namespace {
@@ -20,7 +21,7 @@ absl::Duration MillisOr(int64_t ms, absl::Duration fallback) {
 
 }  // namespace
 
-const std::string& MasterState::SerializedList() {
+const SharedBody& MasterState::SerializedList() {
   if (list_cache_valid_) return list_cache_;
   pb::ListWorkersReply reply;
   reply.set_num_workers(config_.num_workers);
@@ -36,30 +37,68 @@ const std::string& MasterState::SerializedList() {
     s->set_connected(w.conn != 0);
     s->set_in_barrier(barrier_[id].conn != 0);
   }
-  list_cache_.clear();
-  reply.SerializeToString(&list_cache_);
+  // A new string: connections may still hold the one before.
+  list_cache_ = std::make_shared<const std::string>(reply.SerializeAsString());
   list_cache_valid_ = true;
+  ++list_encodings_;
   return list_cache_;
+}
+
+const SharedBody& MasterState::SerializedTable() {
+  if (table_version_ == membership_version_) return table_cache_;
+  WorkerTableEncoder encoder(config_.job_name);
+  for (int id = 0; id < config_.num_workers; ++id) {
+    const Worker& w = workers_[id];
+    if (w.joined) encoder.Add(w.info, w.address, w.restart_count);
+  }
+  table_cache_ = std::make_shared<const std::string>(
+      encoder.Finish(config_.num_workers, membership_version_));
+  table_version_ = membership_version_;
+  ++table_encodings_;
+  return table_cache_;
+}
+
+void MasterState::AnswerList(ConnId conn, uint64_t request_id, bool table, int64_t known_version) {
+  if (!table) {
+    return outbox_->SendShared(conn, request_id, pb::JobMasterResponse::kWorkersFieldNumber,
+                               SerializedList());
+  }
+  if (known_version != 0 && known_version == membership_version_) {
+    scratch_.Clear();
+    scratch_.set_request_id(request_id);
+    pb::WorkerTable* t = scratch_.mutable_table();
+    t->set_num_workers(config_.num_workers);
+    t->set_version(membership_version_);
+    t->set_unchanged(true);
+    return outbox_->Send(conn, scratch_);
+  }
+  outbox_->SendShared(conn, request_id, pb::JobMasterResponse::kTableFieldNumber,
+                      SerializedTable());
 }
 
 void MasterState::HandleList(ConnId conn, uint64_t request_id,
                              const pb::ListWorkersRequest& request, absl::Time now) {
   if (request.mode() == pb::IMMEDIATE || joined_count_ == config_.num_workers) {
-    return outbox_->SendWorkerList(conn, request_id, SerializedList());
+    return AnswerList(conn, request_id, request.table(), request.known_version());
   }
   if (request.mode() != pb::RESPONSE_AFTER_ALL_JOINED) {
     return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
         "list_workers mode %d is unknown: use IMMEDIATE or RESPONSE_AFTER_ALL_JOINED",
         static_cast<int>(request.mode()))));
   }
-  list_waiters_.push_back(
-      Waiter{conn, request_id, now + MillisOr(request.timeout_ms(), config_.response_wait)});
+  list_waiters_.push_back(Waiter{conn, request_id,
+                                 now + MillisOr(request.timeout_ms(), config_.response_wait),
+                                 request.table(), request.known_version()});
+  AddWait(conn);
 }
 
 void MasterState::AnswerListWaiters() {
-  if (list_waiters_.empty()) return;
-  const std::string& list = SerializedList();
-  for (const Waiter& w : list_waiters_) outbox_->SendWorkerList(w.conn, w.request_id, list);
+  // Each kind is encoded once (SerializedList / SerializedTable cache it)
+  // and the same bytes go to every waiter.
+  for (const Waiter& w : list_waiters_) {
+    AnswerList(w.conn, w.request_id, w.table, w.known_version);
+    RemoveWait(w.conn);
+  }
   list_waiters_.clear();
 }
 
@@ -161,21 +200,31 @@ void MasterState::FailBarrier(const absl::Status& status) {
   list_cache_valid_ = false;
 }
 
-void MasterState::DropWaits(ConnId conn) {
-  for (Waiter& w : barrier_) {
-    if (w.conn != conn) continue;
-    w = Waiter{};
+void MasterState::DropWaits(ConnId conn, int id) {
+  // A connection waits in the barrier only in its worker's slot, and on
+  // lists only where waits_by_conn_ says so: no scan of every worker.
+  if (barrier_[id].conn == conn) {
+    barrier_[id] = Waiter{};
     --barrier_count_;
     list_cache_valid_ = false;
   }
-  std::erase_if(list_waiters_, [conn](const Waiter& w) { return w.conn == conn; });
+  if (waits_by_conn_.erase(conn) == 0) return;
+  auto mine = [conn](const Waiter& w) { return w.conn == conn; };
+  std::erase_if(list_waiters_, mine);
+  std::erase_if(rank0_waiters_, mine);
+}
+
+void MasterState::AddWait(ConnId conn) { ++waits_by_conn_[conn]; }
+
+void MasterState::RemoveWait(ConnId conn) {
+  auto it = waits_by_conn_.find(conn);
+  if (it != waits_by_conn_.end() && --it->second == 0) waits_by_conn_.erase(it);
 }
 
 bool MasterState::Waits(ConnId conn) const {
   auto it = bindings_.find(conn);
   if (it != bindings_.end() && barrier_[it->second].conn == conn) return true;
-  return std::any_of(list_waiters_.begin(), list_waiters_.end(),
-                     [conn](const Waiter& w) { return w.conn == conn; });
+  return waits_by_conn_.contains(conn);
 }
 
 void MasterState::OnConnectionClosed(ConnId conn) {
@@ -183,7 +232,7 @@ void MasterState::OnConnectionClosed(ConnId conn) {
   if (it == bindings_.end()) return;
   int id = it->second;
   bindings_.erase(it);
-  DropWaits(conn);
+  DropWaits(conn, id);
   if (workers_[id].conn == conn) {
     workers_[id].conn = 0;
     list_cache_valid_ = false;
@@ -194,6 +243,7 @@ void MasterState::OnTick(absl::Time now) {
   CheckPings(now);
   ExpireBarrierWaiters(now);
   ExpireListWaiters(now);
+  ExpireRankZeroWaiters(now);
 }
 
 void MasterState::CheckPings(absl::Time now) {
@@ -241,6 +291,7 @@ void MasterState::ExpireListWaiters(absl::Time now) {
     SendError(w.conn, w.request_id, absl::DeadlineExceededError(absl::StrFormat(
         "not all workers joined in time: %d of %d joined; missing: %s", joined_count_,
         config_.num_workers, missing)));
+    RemoveWait(w.conn);
     return true;
   });
 }

@@ -15,6 +15,10 @@
 #include "absl/strings/str_format.h"
 #include "jobmaster/frame.h"
 
+#ifndef IP_BIND_ADDRESS_NO_PORT
+#define IP_BIND_ADDRESS_NO_PORT 24  // linux/in.h
+#endif
+
 namespace trainyard::jobmaster {
 namespace {
 
@@ -55,6 +59,16 @@ absl::Status SimFleet::Connect(int count, absl::Time deadline) {
           "socket for simulated worker %d: %s", workers_.size(), std::strerror(errno)));
       int one = 1;
       setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      if (per_source_ > 0) {
+        // The port is chosen at connect, per source address (no bind-time search).
+        setsockopt(fd, IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, &one, sizeof(one));
+        sockaddr_in src{};
+        src.sin_family = AF_INET;
+        src.sin_addr.s_addr = htonl((127u << 24) + 2u +
+                                    static_cast<uint32_t>(first_source_ + opened_ / per_source_));
+        bind(fd, reinterpret_cast<sockaddr*>(&src), sizeof(src));
+      }
+      ++opened_;
       connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
       epoll_event ev{};
       ev.events = EPOLLOUT;
@@ -230,6 +244,10 @@ void SimFleet::Close(int i) {
   close(w.fd);
   w.fd = -1;
   w.eof = true;
+}
+
+void SimFleet::CloseAll() {
+  for (int i = 0; i < size(); ++i) Close(i);
 }
 
 absl::Status SimFleet::RegisterAll(const std::vector<int>& ids, absl::Time deadline) {

@@ -189,6 +189,7 @@ void JobMasterClient::ConnectionLost(const absl::Status& why) {
     Log(LogLevel::kWarning, "worker", "%s; reconnecting", why.message());
   }
   conn_.reset();
+  directory_.reset();  // a restarted master's versions are its own
   for (auto& [id, p] : pending_) {
     p->result = absl::UnavailableError(absl::StrFormat(
         "%s while waiting for %s; the master may have restarted: retry", why.message(), p->what));
@@ -270,6 +271,44 @@ absl::StatusOr<pb::ListWorkersReply> JobMasterClient::ListWorkers(pb::ListWorker
                                                  "the list of workers");
   if (!r.ok()) return r.status();
   return std::move(*r->mutable_workers());
+}
+
+absl::StatusOr<std::shared_ptr<const WorkerDirectory>> JobMasterClient::Directory(
+    pb::ListWorkersMode mode, absl::Duration timeout) {
+  std::shared_ptr<const WorkerDirectory> cached;
+  {
+    absl::MutexLock lock(&mu_);
+    cached = directory_;
+  }
+  pb::JobMasterRequest request;
+  pb::ListWorkersRequest* list = request.mutable_list_workers();
+  list->set_mode(mode);
+  list->set_timeout_ms(TimeoutMillis(timeout));
+  list->set_table(true);
+  if (cached != nullptr) list->set_known_version(cached->version);
+  absl::StatusOr<pb::JobMasterResponse> r =
+      Call(std::move(request), timeout + kGrace, "the worker table");
+  if (!r.ok()) return r.status();
+  if (!r->has_table()) {
+    return absl::UnimplementedError("the job master answered without a worker table (an older master)");
+  }
+  const pb::WorkerTable& table = r->table();
+  if (table.unchanged() && cached != nullptr && cached->version == table.version()) return cached;
+  auto fresh = std::make_shared<WorkerDirectory>();
+  fresh->num_workers = table.num_workers();
+  fresh->version = table.version();
+  if (absl::Status s = DecodeWorkerTable(table, &fresh->workers); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  directory_ = fresh;
+  return std::shared_ptr<const WorkerDirectory>(std::move(fresh));
+}
+
+absl::StatusOr<pb::RankZeroReply> JobMasterClient::RankZero(absl::Duration timeout) {
+  pb::JobMasterRequest request;
+  request.mutable_rank_zero()->set_timeout_ms(TimeoutMillis(timeout));
+  absl::StatusOr<pb::JobMasterResponse> r = Call(std::move(request), timeout + kGrace, "rank 0");
+  if (!r.ok()) return r.status();
+  return std::move(*r->mutable_rank_zero());
 }
 
 absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {

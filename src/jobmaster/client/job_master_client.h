@@ -18,8 +18,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "jobmaster/client/frame_connection.h"
+#include "jobmaster/worker_table.h"
 
 namespace trainyard::jobmaster {
+
+// The job's members as the worker table gives them: who is where, ordered
+// by worker id (only those that joined), without states.
+struct WorkerDirectory {
+  int num_workers = 0;
+  int64_t version = 0;  // the master's membership version
+  std::vector<TableRow> workers;
+};
 
 struct JobMasterClientOptions {
   // "host:port" of the master.
@@ -78,6 +87,17 @@ class JobMasterClient {
   // `timeout` (the master's own wait applies too).
   absl::StatusOr<pb::ListWorkersReply> ListWorkers(pb::ListWorkersMode mode,
                                                    absl::Duration timeout);
+  // Discovery for jobs of any size: the worker table (who is where, no
+  // states), which the master encodes once per membership version for every
+  // asker. The client keeps the last table and asks with its version, so
+  // asking again while membership is unchanged costs a few bytes.
+  // RESPONSE_AFTER_ALL_JOINED waits until all joined or `timeout`.
+  absl::StatusOr<std::shared_ptr<const WorkerDirectory>> Directory(pb::ListWorkersMode mode,
+                                                                   absl::Duration timeout);
+  // Worker 0 (rank 0) as it registered, its address in info.ip: what a
+  // framework needs for MASTER_ADDR / MASTER_PORT. Waits up to `timeout` for
+  // worker 0 to join; DEADLINE_EXCEEDED when it does not.
+  absl::StatusOr<pb::RankZeroReply> RankZero(absl::Duration timeout);
   // Waits until every worker of the job reached the barrier, or `timeout`.
   // When the master goes away meanwhile (it crashed and is restarted), the
   // client reconnects, re-registers and enters the same barrier again (by its
@@ -128,6 +148,8 @@ class JobMasterClient {
   pb::WorkerState last_state_ ABSL_GUARDED_BY(mu_) = pb::STARTING;
   std::string last_reason_ ABSL_GUARDED_BY(mu_);
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  // The last worker table (Directory); dropped with the connection.
+  std::shared_ptr<const WorkerDirectory> directory_ ABSL_GUARDED_BY(mu_);
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread io_thread_;
 };

@@ -248,3 +248,38 @@ TEST(ParseHostPort, RejectsAddressesWithoutAPort) {
 
 }  // namespace
 }  // namespace trainyard::jobmaster
+
+namespace trainyard::jobmaster {
+namespace {
+
+TEST(JobMasterClient, DirectoryAndRankZeroThroughARealMaster) {
+  TestMaster master(Config(3));
+  std::vector<std::unique_ptr<JobMasterClient>> clients;
+  for (int i = 0; i < 3; ++i) {
+    JobMasterClientOptions o = Options(master.port(), i);
+    o.info.set_port(29500 + i);
+    auto c = JobMasterClient::Start(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(*std::move(c));
+  }
+  auto dir = clients[2]->Directory(pb::RESPONSE_AFTER_ALL_JOINED, absl::Seconds(10));
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  ASSERT_EQ((*dir)->workers.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ((*dir)->workers[i].info.worker_id(), i);
+    EXPECT_EQ((*dir)->workers[i].info.ip(), "127.0.0.1");
+    EXPECT_EQ((*dir)->workers[i].info.port(), 29500 + i);
+  }
+  // Asked again with nothing changed: the same table, from the client's cache.
+  auto again = clients[2]->Directory(pb::IMMEDIATE, absl::Seconds(10));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->get(), dir->get());
+  auto zero = clients[1]->RankZero(absl::Seconds(10));
+  ASSERT_TRUE(zero.ok()) << zero.status();
+  EXPECT_EQ(zero->info().ip(), "127.0.0.1");
+  EXPECT_EQ(zero->info().port(), 29500);
+  EXPECT_EQ(zero->num_workers(), 3);
+}
+
+}  // namespace
+}  // namespace trainyard::jobmaster
