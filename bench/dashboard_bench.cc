@@ -74,7 +74,9 @@ int Run(const Flags& f) {
   std::string config = config_dir.path() + "/server.yaml";
   {
     std::ofstream out(config);
-    out << "maxAgentConnections: " << f.nodes + 64 << "\n";
+    // Nodes are given 120 s of silence: 10,000 registering agents beat only
+    // once all are in, and nodes judged lost meanwhile would move the jobs.
+    out << "maxAgentConnections: " << f.nodes + 64 << "\nnodeTimeoutMs: 120000\n";
     if (f.http_threads > 0) out << "httpThreads: " << f.http_threads << "\nhttpMaxConnections: " << 4 * f.http_threads << "\n";
   }
   args.insert(args.end(), {"--config", config});
