@@ -4,7 +4,9 @@
 // node agents in this process, each over its own gRPC channel and its own
 // bidirectional AgentChannel stream. A simulated agent registers an 8-GPU
 // node, answers each launch order at once with TASK_RUNNING, reports
-// TASK_SUCCEEDED a configurable time later, and heartbeats on an interval.
+// TASK_SUCCEEDED a configurable time later, and heartbeats on an interval:
+// deltas as a real agent sends them (agent/heartbeat_delta.h) to a server
+// that takes them, unless FleetOptions.full_heartbeats.
 // Streams are driven by gRPC's callback API plus one timer thread, so a
 // thousand agents need a handful of threads.
 #pragma once
@@ -35,6 +37,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "agent/heartbeat_delta.h"
 #include "proto/service.grpc.pb.h"
 
 namespace trainyard::bench {
@@ -224,6 +227,9 @@ struct FleetOptions {
   // TLS: the credentials of agent i's channel (its node's certificate names
   // "sim-i"); unset = plaintext. Needs channel_per_agent.
   std::function<std::shared_ptr<grpc::ChannelCredentials>(int agent)> credentials;
+  // Every heartbeat a full report (as agents before delta heartbeats sent
+  // them), whatever the server takes.
+  bool full_heartbeats = false;
 };
 
 // What the fleet saw, for the figures.
@@ -298,6 +304,7 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Serv
   std::condition_variable cv_;
   std::deque<v1::AgentMessage> out_;
   std::map<std::string, v1::TaskStatus> running_;  // reported in heartbeats
+  std::unique_ptr<agent::HeartbeatDelta> delta_;    // made on registration
   bool writing_ = false;
   bool closing_ = false;
   bool done_ = false;
@@ -480,6 +487,7 @@ inline void SimAgent::Heartbeat() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [key, st] : running_) *hb->add_tasks() = st;
+    if (delta_) delta_->Apply(hb);
   }
   Send(std::move(msg));
 }
@@ -487,6 +495,11 @@ inline void SimAgent::Heartbeat() {
 inline void SimAgent::OnReadDone(bool ok) {
   if (!ok) return;
   if (in_.has_registered()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      delta_ = std::make_unique<agent::HeartbeatDelta>(
+          fleet_->options().full_heartbeats ? 0 : in_.registered().full_heartbeat_every());
+    }
     fleet_->counters().registered++;
   } else if (in_.has_launch()) {
     SteadyTime received = SteadyClock::now();

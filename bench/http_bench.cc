@@ -2,7 +2,10 @@
 // (8 GPUs each, half of them allocated; 20,000 live jobs), rendered from
 // published views as the server does, and served whole over a real socket
 // by the HTTP server (cpp-httplib) to a client in this process. Targets:
-// served in < 50 ms, < 2 MB. Also GET /api/v1/nodes of the same cluster.
+// served in < 50 ms, < 2 MB. Also GET /api/v1/nodes of the same cluster:
+// whole (as old clients read it), a page of 100 (the first, one from the
+// middle by its cursor, and one filtered by label, model and free GPUs;
+// target < 50 ms), and GET /api/v1/node-summary (the dashboard's heat map).
 // A plain main() that prints a table; Google Benchmark flags are ignored.
 //   build/<dir>/bench/http_bench [--nodes=N] [--samples=N]
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "httplib.h"
 #include "server/http/metrics.h"
+#include "server/http/node_routes.h"
 #include "server/http/rest_api.h"
 
 namespace trainyard::server::http {
@@ -46,6 +50,7 @@ void Fill(ViewStore& views, int nodes) {
     info->set_state(v1::NODE_READY);
     info->set_rack(absl::StrCat("rack-", i / 40));
     (*info->mutable_labels())["gpu"] = "a100";
+    info->set_gpu_model(i % 4 == 0 ? "H100" : "A100");
     v1::GpuTopology* t = info->mutable_topology();
     t->set_gpu_count(8);
     for (uint64_t s : {0x3ull, 0xcull, 0x30ull, 0xc0ull}) t->add_switches(s);
@@ -137,6 +142,15 @@ int Run(int nodes, int samples) {
   size_t metrics_bytes = 0, nodes_bytes = 0;
   std::vector<double> metrics = TimeGet(client, "/metrics", samples, &metrics_bytes);
   std::vector<double> node_list = TimeGet(client, "/api/v1/nodes", std::max(1, samples / 4), &nodes_bytes);
+  size_t page_bytes = 0, middle_bytes = 0, filtered_bytes = 0, summary_bytes = 0;
+  std::vector<double> page = TimeGet(client, "/api/v1/nodes?limit=100", samples, &page_bytes);
+  std::string middle_path = absl::StrCat("/api/v1/nodes?limit=100&cursor=",
+                                         NodeCursor(absl::StrFormat("node-%05d", nodes / 2)));
+  std::vector<double> middle = TimeGet(client, middle_path, samples, &middle_bytes);
+  std::vector<double> filtered =
+      TimeGet(client, "/api/v1/nodes?limit=100&label=gpu%3Da100&model=A100&min_free_gpus=5&state=READY", samples,
+              &filtered_bytes);
+  std::vector<double> summary = TimeGet(client, "/api/v1/node-summary", samples, &summary_bytes);
   printf("HTTP API of a %d-node cluster (8 GPUs each, %d live jobs), %d samples, medians; %u CPUs here\n", nodes,
          nodes, samples, std::thread::hardware_concurrency());
   Row("/metrics rendered from the views", absl::StrFormat("%.1f ms", Median(render)), "");
@@ -144,6 +158,14 @@ int Run(int nodes, int samples) {
   Row("/metrics size", absl::StrFormat("%.2f MB (%zu bytes)", metrics_bytes / 1e6, metrics_bytes), "target < 2 MB");
   Row("GET /api/v1/nodes served over HTTP", absl::StrFormat("%.1f ms", Median(node_list)), "");
   Row("/api/v1/nodes size", absl::StrFormat("%.2f MB", nodes_bytes / 1e6), "");
+  Row("GET /api/v1/nodes?limit=100 (first page)", absl::StrFormat("%.1f ms, %.0f kB", Median(page), page_bytes / 1e3),
+      "target < 50 ms");
+  Row("GET /api/v1/nodes?limit=100&cursor= (middle)",
+      absl::StrFormat("%.1f ms, %.0f kB", Median(middle), middle_bytes / 1e3), "target < 50 ms");
+  Row("GET /api/v1/nodes? label, model, free GPUs, state",
+      absl::StrFormat("%.1f ms, %.0f kB", Median(filtered), filtered_bytes / 1e3), "target < 50 ms");
+  Row("GET /api/v1/node-summary (heat map)", absl::StrFormat("%.1f ms, %.0f kB", Median(summary), summary_bytes / 1e3),
+      "");
   (void)rendered;
   (*server)->Stop();
   return metrics.empty() ? 1 : 0;

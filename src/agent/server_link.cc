@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/launch_order.h"
+#include "agent/heartbeat_delta.h"
 #include "agent/task_dirs.h"
 #include "api/convert.h"
 #include "api/task_env.h"
@@ -395,7 +396,8 @@ bool ServerLink::Session() {
       }
     }
     int interval = std::max(50, msg.registered().heartbeat_interval_ms());
-    heartbeats = std::thread([this, interval, session] { Heartbeats(interval, session); });
+    int full_every = msg.registered().full_heartbeat_every();
+    heartbeats = std::thread([this, interval, full_every, session] { Heartbeats(interval, full_every, session); });
     while (!stopping_ && stream->Read(&msg)) Handle(msg);
   } else if (msg.has_error()) {
     Log(LogLevel::kError, "agent", "the server refused this node: %s", msg.error());
@@ -427,7 +429,8 @@ bool ServerLink::Session() {
   return accepted;
 }
 
-void ServerLink::Heartbeats(int interval_ms, int64_t session) {
+void ServerLink::Heartbeats(int interval_ms, int full_every, int64_t session) {
+  HeartbeatDelta delta(full_every);
   for (;;) {
     {
       absl::Time beat_at = absl::Now() + absl::Milliseconds(interval_ms);  // real time: paces heartbeats
@@ -471,6 +474,7 @@ void ServerLink::Heartbeats(int interval_ms, int64_t session) {
       while (!recent_ends_.empty() && now - recent_ends_.front().since > kRepeatEndsFor) recent_ends_.pop_front();
       for (const RecentEnd& e : recent_ends_) *hb->add_tasks() = e.status;
     }
+    delta.Apply(hb);
     if (!Write(msg)) return;
   }
 }

@@ -70,7 +70,9 @@ class ServerLink : public TaskListener {
   // One connection: register, then serve until the stream breaks. Returns
   // true when the server accepted the registration.
   bool Session();
-  void Heartbeats(int interval_ms, int64_t session);
+  // Heartbeats every `interval_ms` while `session` lasts; deltas (only
+  // what changed, heartbeat_delta.h) when `full_every` > 0.
+  void Heartbeats(int interval_ms, int full_every, int64_t session);
   void Handle(const v1::ServerMessage& msg);
   void HandleLaunch(const v1::TaskSpec& spec);
   void HandleLogRead(const v1::LogRead& read);

@@ -95,6 +95,9 @@ constexpr int kMissingBeats = 3;
 // again (a launch order lost with a server that died; the agent ignores one
 // for a task it already has).
 constexpr int kUnackedBeats = 10;
+// Agents send delta heartbeats (only what changed in their GPU and port
+// use) and a full one at least every this many beats.
+constexpr int kFullHeartbeatEvery = 30;
 
 // A job master that the server stopped at its job's end and that ended as
 // asked: exit code 0 (its answer to SIGTERM) or the SIGTERM itself.
@@ -141,12 +144,14 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     return up;
   }
   SetPortsInUse(node, RangesOf(in.ports_in_use()));
+  node.reported_busy_gpus = in.excluded_gpus();
   Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
       in.capacity().vcores_milli() / 1000.0);
   v1::Registered ack;
   ack.set_node(in.name());
   ack.set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
+  ack.set_full_heartbeat_every(kFullHeartbeatEvery);
   backend_->Registered(in.name(), ack);
   // Tasks placed here that never reached the agent (it was away) go again.
   std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task
@@ -201,13 +206,18 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
       Log(LogLevel::kWarning, "server", "node %s cannot come back: %s", name, std::string(st.message()));
     }
   }
-  SetPortsInUse(node, RangesOf(hb.ports_in_use()));
+  // A delta heartbeat leaves out what its last full one said (the GPU and
+  // port use); an unset data_free_mb is unchanged (CheckDisk keeps it).
+  if (!hb.use_unchanged()) {
+    SetPortsInUse(node, RangesOf(hb.ports_in_use()));
+    node.reported_busy_gpus = hb.busy_gpu_mask();
+  }
   CheckDisk(node, hb);
-  if (hb.busy_gpu_mask() != node.busy_gpus && node.in_scheduler) {
-    absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(hb.busy_gpu_mask()));
+  if (node.reported_busy_gpus != node.busy_gpus && node.in_scheduler) {
+    absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(node.reported_busy_gpus));
     if (st.ok()) {
-      node.busy_gpus = hb.busy_gpu_mask();
-      view_nodes_ = true;
+      node.busy_gpus = node.reported_busy_gpus;
+      TouchOwnView(node);
       wants_round_ = true;
     }
   }
@@ -221,7 +231,9 @@ void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
   // loop's next periodic round.
   if (in_use == node.ports_in_use) return;
   node.ports_in_use = std::move(in_use);
-  view_nodes_ = true;
+  // Its own view only: a busy node's sockets change with most heartbeats,
+  // and checking every node's view for each would scale with the cluster.
+  TouchOwnView(node);
   PushPortsInUse(node);
 }
 

@@ -173,8 +173,9 @@ class ControlState {
   void PublishJobs(ViewStore* views);
   // Publishes the node and queue views when anything changed since the
   // last call (the shell calls this at most every 5 ms). A change of
-  // heartbeat times alone goes out at most once a second: every node's
-  // heartbeat changes its view every second, and nothing else does.
+  // heartbeat times alone goes out at most once a second, and checks no
+  // node's view: every node's heartbeat changes its time every second, and
+  // that alone must cost the server nothing per node.
   void PublishNodesAndQueues(ViewStore* views, absl::Time now);
   // True when node or queue views changed since they were last published.
   bool NodeViewsChanged() const { return view_nodes_ || view_queues_ || !view_node_jobs_.empty() || view_touched_; }
@@ -368,6 +369,9 @@ class ControlState {
   void FillNodeView(const NodeRt& node, bool with_heartbeat, v1::NodeView* out) const;
   // Marks the node's view to be checked at the next publication.
   void TouchNode(const std::string& name);
+  // A change of the node's own (its ports or busy GPUs, from a heartbeat):
+  // its view is checked at the next publication, no other node's.
+  void TouchOwnView(NodeRt& node);
   // True when touching `n` nodes' views one by one would cost as much as
   // checking every node (more than half of them).
   bool MostNodes(size_t n) const { return n > nodes_.size() / 2; }
@@ -435,6 +439,7 @@ class ControlState {
   // later all the same; heartbeat times alone go out at most once a second.
   absl::flat_hash_set<std::string> view_node_jobs_;
   bool view_touched_ = false;
+  bool view_sweep_wanted_ = false;  // a job changed: check every node when the second is up
   bool view_heartbeats_ = false;
   absl::Time sweep_due_ = absl::InfinitePast();
   ManagerStats stats_;

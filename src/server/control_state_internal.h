@@ -63,7 +63,11 @@ struct ControlState::NodeRt {
   v1::NodeState state = v1::NODE_READY;
   bool in_scheduler = false;
   core::PortRanges ports_in_use;
-  uint64_t busy_gpus = 0;
+  uint64_t busy_gpus = 0;      // excluded in the scheduler
+  // The GPUs its agent last said are busy (registration, full heartbeats):
+  // a delta heartbeat leaves them out, and a node that was out of the
+  // scheduler when they changed takes them on its next heartbeat.
+  uint64_t reported_busy_gpus = 0;
   absl::Time registered;
   // The view last published and what it was built from (see NodeViewSig):
   // a node whose view would not change is not built again.

@@ -65,7 +65,13 @@ size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
 }
 
 void ControlState::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
-  bool sweep = view_nodes_ || (now >= sweep_due_ && (view_heartbeats_ || view_touched_ || !view_node_jobs_.empty()));
+  const bool due = now >= sweep_due_;
+  // A job's change checks every node at most a second later (a task that
+  // left a node may not be among the job's tasks any more); a node's own
+  // change (its ports or busy GPUs) checks that node only; heartbeat times
+  // alone are copied into the entries once a second, no view checked.
+  if (!view_node_jobs_.empty()) view_sweep_wanted_ = true;
+  bool sweep = view_nodes_ || (due && view_sweep_wanted_);
   // Changes touching most nodes (a big job's, or many small ones' between
   // two publications under load) check them all: as cheap as touching them.
   size_t touched = 0;
@@ -80,11 +86,13 @@ void ControlState::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
     for (const auto& t : job->rec.tasks()) TouchNode(t.node());
   }
   view_node_jobs_.clear();
-  if (sweep || view_touched_) {
+  const bool times = due && view_heartbeats_;
+  if (sweep || view_touched_ || times) {
     views->PutNodes(PublishedNodes(sweep));
     view_touched_ = false;
   }
-  if (sweep) {
+  if (sweep) view_sweep_wanted_ = false;
+  if (sweep || times) {
     view_heartbeats_ = false;
     sweep_due_ = now + absl::Seconds(1);
   }
@@ -285,6 +293,12 @@ void ControlState::TouchNode(const std::string& name) {
   NodeRt* n = FindNode(name);
   if (!n) return;
   n->view_touched = true;
+  view_touched_ = true;
+  view_sweep_wanted_ = true;
+}
+
+void ControlState::TouchOwnView(NodeRt& node) {
+  node.view_touched = true;
   view_touched_ = true;
 }
 

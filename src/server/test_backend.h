@@ -12,13 +12,17 @@ namespace trainyard::server::testing {
 
 class RecordingBackend : public ExecutionBackend {
  public:
-  void Registered(const std::string& node, const v1::Registered&) override { registered.push_back(node); }
+  void Registered(const std::string& node, const v1::Registered& ack) override {
+    registered.push_back(node);
+    acks.push_back(ack);
+  }
   void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
   void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
   void UpdateFiles(const std::string& node, const v1::TaskFiles& f) override { files.emplace_back(node, f); }
   void Drained(const std::string& node) override { drained.push_back(node); }
 
   std::vector<std::string> registered;
+  std::vector<v1::Registered> acks;  // beside `registered`
   std::vector<std::pair<std::string, v1::TaskSpec>> launches;
   std::vector<std::pair<std::string, v1::KillTask>> kills;
   std::vector<std::pair<std::string, v1::TaskFiles>> files;

@@ -3,6 +3,9 @@
 // what the cluster holds as JSON). Checks what a user sees:
 //  - the nodes page shows the placed job's exact GPUs on its node, and a
 //    cordoned node as CORDONED with the admin's reason;
+//  - the nodes page's heat map has a cell per node, the placed job's node
+//    drawn darker than the idle one; pages of one node step through every
+//    node and back; a state filter and a click on a cell narrow the page;
 //  - a queued job shows its pending reason (queues page and job page);
 //  - the overview's charts over time end at what the cluster holds;
 //  - the job page's log viewer shows a line within a second of the task
@@ -84,6 +87,64 @@ async function nodesShowPlacedGpus(page) {
   ok(`cordoned ${expect.cordoned.node} shows CORDONED and "${expect.cordoned.reason}"`);
   await shot(page, 'nodes');
   ok(`nodes page shows ${job} on ${want.join(' ')}; the click names ${expect.placed.task}`);
+}
+
+// The heat map's cell colour of node i (one cell per node in name order,
+// data-cols to a row): its pixel at the cell's centre, as r + g + b.
+async function heatCell(page, i) {
+  return page.evaluate((i) => {
+    const c = document.querySelector('figure.heatmap canvas');
+    const cols = Number(c.dataset.cols);
+    const cell = c.width / cols;
+    const [r, g, b] = c.getContext('2d').getImageData((i % cols) * cell + cell / 2, Math.floor(i / cols) * cell + cell / 2, 1, 1).data;
+    return r + g + b;
+  }, i);
+}
+
+async function nodesHeatMapAndPaging(page) {
+  const { node, gpus } = expect.placed;
+  const names = [node, expect.cordoned.node].sort();
+  await open(page, '#/nodes?per=1', 'nodes');
+  const heat = await page.$eval('figure.heatmap canvas', (c) => ({ ...c.dataset, label: c.getAttribute('aria-label') }));
+  check(heat.nodes === String(names.length) && heat.used === String(gpus.length),
+    `heat map: ${JSON.stringify(heat)}, want ${names.length} nodes and ${gpus.length} GPUs held`);
+  const placedCell = await heatCell(page, names.indexOf(node));
+  const idleCell = await heatCell(page, names.indexOf(expect.cordoned.node));
+  check(placedCell < idleCell, `heat map: the cell of ${node} (${placedCell}) is not darker than the idle node's (${idleCell})`);
+  const counts = await page.textContent('#node-counts');
+  check(counts.includes(`${names.length} nodes`) && counts.includes(`${gpus.length} held`), `nodes page counts: "${counts}"`);
+  ok(`heat map: ${heat.label}; ${node}'s cell darker than the idle node's`);
+  const shown = async () => page.$$eval('article.node', (a) => a.map((e) => e.dataset.node));
+  const waitPage = async (n) => page.waitForSelector(`main[data-page="${n}"]`, { timeout: 10000 });
+  check(JSON.stringify(await shown()) === JSON.stringify([names[0]]), `page 1 shows ${JSON.stringify(await shown())}, want ${names[0]}`);
+  check(await page.isDisabled('#nodes-prev'), 'page 1: Previous is enabled');
+  await page.click('#nodes-next');
+  await waitPage(2);
+  check(JSON.stringify(await shown()) === JSON.stringify([names[1]]), `page 2 shows ${JSON.stringify(await shown())}, want ${names[1]}`);
+  const range = await page.textContent('#nodes-range');
+  check(range.includes(`2–2 of ${names.length}`) && await page.isDisabled('#nodes-next'), `page 2: "${range}", Next enabled`);
+  await page.click('#nodes-prev');
+  await waitPage(1);
+  check(JSON.stringify(await shown()) === JSON.stringify([names[0]]), 'Previous did not go back to page 1');
+  await shot(page, 'nodes-paged');
+  ok(`pages of one node: ${names.join(', then ')}, and back`);
+  await page.selectOption('#node-state', 'CORDONED');
+  await page.waitForFunction((want) => [...document.querySelectorAll('article.node')].map((a) => a.dataset.node).join() === want,
+    expect.cordoned.node, { timeout: 10000 });
+  await page.selectOption('#node-state', '');
+  // A click on the placed node's cell shows that node.
+  const box = await page.$eval('figure.heatmap canvas', (c) => {
+    const r = c.getBoundingClientRect();
+    const cols = Number(c.dataset.cols);
+    return { x: r.left, y: r.top, cell: r.width / cols, cols };
+  });
+  const i = names.indexOf(node);
+  await page.mouse.click(box.x + (i % box.cols + 0.5) * box.cell, box.y + (Math.floor(i / box.cols) + 0.5) * box.cell);
+  await page.waitForFunction((want) => [...document.querySelectorAll('article.node')].map((a) => a.dataset.node).join() === want,
+    node, { timeout: 10000 });
+  const hover = await page.textContent('.heat-hover');
+  check(hover.includes(`${node}: ${gpus.length} of`), `heat map hover line: "${hover}"`);
+  ok(`the state filter shows only ${expect.cordoned.node}; a click on ${node}'s cell shows ${node}`);
 }
 
 async function queuedJobShowsReason(page) {
@@ -224,7 +285,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, queuedJobShowsReason, chartsShowHistory, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

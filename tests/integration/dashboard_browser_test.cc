@@ -177,6 +177,9 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: heat map"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: pages of one node"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: the state filter shows only"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queued"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: overview charts"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: log viewer shows new lines"));

@@ -14,6 +14,7 @@
 #include "httplib.h"
 #include "server/http/json_views.h"
 #include "server/http/log_routes.h"
+#include "server/http/node_routes.h"
 #include "server/http/shared_answers.h"
 #include "server/http/watch.h"
 
@@ -184,31 +185,6 @@ void KillJob(RestBackend* b, const Principal& who, const httplib::Request& req, 
   SetJson(res, {{"job", name}, {"state", api::JobStateName(*st)}});
 }
 
-// Every node ("" = all), or one.
-json NodesJson(const ViewStore& views, const std::string& only) {
-  ViewStore::NodesPtr nodes = views.Nodes();
-  GpuHolders holders = GpuHoldersOf(views.Jobs(false));
-  static const std::map<int, GpuHolder> kNone;
-  json out = json::array();
-  for (const ViewStore::NodeEntry& n : *nodes) {
-    if (!only.empty() && n.view->info().name() != only) continue;
-    auto h = holders.find(n.view->info().name());
-    out.push_back(NodeJson(n.Full(), h == holders.end() ? kNone : h->second));
-  }
-  return out;
-}
-
-void ListNodes(RestBackend* b, SharedAnswers* shared, const httplib::Request& req, httplib::Response& res) {
-  const ViewStore& views = b->Views();
-  shared->Serve("/api/v1/nodes", req, res, [&views] { return json{{"nodes", NodesJson(views, "")}}; });
-}
-
-void GetNode(RestBackend* b, httplib::Response& res, const std::string& name) {
-  json one = NodesJson(b->Views(), name);
-  if (one.empty()) return SetStatusError(res, absl::NotFoundError(absl::StrCat("node '", name, "' is not known")));
-  SetJson(res, one[0]);
-}
-
 }  // namespace
 
 int HttpStatusOf(absl::StatusCode code) {
@@ -260,14 +236,7 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
            [b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
              KillJob(b, who, req, res);
            });
-  s.Handle("GET", "/api/v1/nodes", "/api/v1/nodes",
-           [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
-             ListNodes(b, shared.get(), req, res);
-           });
-  s.Handle("GET", "/api/v1/nodes/" + name, "/api/v1/nodes/{node}",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal&) {
-             GetNode(b, res, req.matches[1]);
-           });
+  AddNodeRoutes(s, b, shared);
   s.Handle("GET", "/api/v1/queues", "/api/v1/queues",
            [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
              const ViewStore& views = b->Views();

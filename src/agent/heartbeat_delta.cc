@@ -1,0 +1,35 @@
+// Delta heartbeats (see heartbeat_delta.h).
+#include "agent/heartbeat_delta.h"
+
+namespace trainyard::agent {
+
+bool HeartbeatDelta::Apply(v1::Heartbeat* hb) {
+  if (full_every_ <= 0) return true;
+  Ranges ports;
+  ports.reserve(static_cast<size_t>(hb->ports_in_use_size()));
+  for (const v1::PortRange& r : hb->ports_in_use()) ports.emplace_back(r.begin(), r.end());
+  std::optional<int64_t> data_free = hb->has_data_free_mb() ? std::optional<int64_t>(hb->data_free_mb()) : std::nullopt;
+  bool same = sent_ && hb->busy_gpu_mask() == busy_ && ports == ports_;
+  if (!same || since_full_ + 1 >= full_every_) {
+    sent_ = true;
+    since_full_ = 0;
+    busy_ = hb->busy_gpu_mask();
+    ports_ = std::move(ports);
+    data_free_mb_ = data_free;
+    return true;
+  }
+  ++since_full_;
+  hb->clear_busy_gpu_mask();
+  hb->clear_ports_in_use();
+  hb->set_use_unchanged(true);
+  // Unset in a delta means unchanged: an unreadable data dir is sent as
+  // unchanged too (a server keeps the last value it had either way).
+  if (!data_free || data_free == data_free_mb_) {
+    hb->clear_data_free_mb();
+  } else {
+    data_free_mb_ = data_free;
+  }
+  return false;
+}
+
+}  // namespace trainyard::agent
