@@ -119,6 +119,8 @@ def one_run(binary, run):
         result["state"] = j["state"]
         result["running"] = (started[0]["time_unix_ms"] / 1000.0 - t0) if started and j["state"] == "RUNNING" else None
         result["lost"] = len(lost)
+        for e in lost[:3]:
+            print("  %s: %s" % (e.get("kind"), e.get("text")), flush=True)
         pids = sleepers(tag)
         t1 = time.time()
         subprocess.run([binary, "kill", "big"], env=env, check=True, stdout=subprocess.DEVNULL)
