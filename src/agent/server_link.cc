@@ -234,6 +234,9 @@ void ServerLink::Start(AgentCore* core) {
   core_ = core;
   pusher_ = std::make_unique<LogPusher>(&core->logs(), LogPusherOptions{.max_subscriptions = options_.max_log_subscriptions},
                                         [this](const LogPiece& piece) { return WriteLogPiece(piece); });
+  launches_ = std::make_unique<LaunchQueue>(
+      options_.launch_workers, [this](const v1::TaskSpec& spec) { StartLaunch(spec); },
+      [this](const v1::TaskSpec& spec, bool started) { CancelLaunch(spec, started); });
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -245,13 +248,18 @@ void ServerLink::Stop() {
     cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
+  launches_.reset();  // launches not yet started are dropped; the server resends or ends them
   pusher_.reset();
 }
 
 bool ServerLink::AnnounceStop(const std::string& reason) {
   v1::AgentMessage msg;
   msg.mutable_draining()->set_reason(reason);
-  return connected_ && Write(msg);
+  bool announced = connected_ && Write(msg);
+  // Launches read but not yet started are not started; those being started
+  // are killed once they are in the supervisor (its KillAll may come first).
+  if (launches_) launches_->CancelAll(/*kill_started=*/true);
+  return announced;
 }
 
 bool ServerLink::WaitDrained(absl::Duration timeout) {
@@ -277,6 +285,10 @@ void ServerLink::Run() {
 
 bool ServerLink::Write(const v1::AgentMessage& msg, int64_t session) {
   absl::MutexLock wl(&write_mu_);
+  return WriteLocked(msg, session);
+}
+
+bool ServerLink::WriteLocked(const v1::AgentMessage& msg, int64_t session) {
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream;
   {
     absl::MutexLock lock(&mu_);
@@ -456,27 +468,39 @@ void ServerLink::Heartbeats(int interval_ms, int full_every, int64_t session) {
       p->set_begin(r.begin);
       p->set_end(r.end);
     }
-    absl::Time now = options_.clock->Now();
-    for (const auto& t : snap->tasks) {
-      if (!IsFinal(t.state)) *hb->add_tasks() = ToProto(t, now);
-    }
-    {
-      // Each end goes in the heartbeats of every session for kRepeatEndsFor
-      // from its first heartbeat there: a server that restarts, however long
-      // it was down, hears of the ends it may not have kept.
-      absl::MutexLock lock(&mu_);
-      for (RecentEnd& e : recent_ends_) {
-        if (e.session != session) {
-          e.session = session;
-          e.since = now;
-        }
-      }
-      while (!recent_ends_.empty() && now - recent_ends_.front().since > kRepeatEndsFor) recent_ends_.pop_front();
-      for (const RecentEnd& e : recent_ends_) *hb->add_tasks() = e.status;
-    }
-    delta.Apply(hb);
-    if (!Write(msg)) return;
+    delta.Apply(hb);  // GPU and port use and free disk only: the task list is always whole
+    absl::MutexLock wl(&write_mu_);
+    AddTasks(hb, session, options_.clock->Now());
+    if (!WriteLocked(msg, -1)) return;
   }
+}
+
+void ServerLink::AddTasks(v1::Heartbeat* hb, int64_t session, absl::Time now) {
+  // The list is taken with write_mu_ held, so the heartbeat leaves after
+  // every status written before it was taken and before any written after:
+  // the stream's order is the order things happened here. Launches in
+  // flight first, then the supervisor's tasks: a launch moves from the
+  // first to the second (it is in the supervisor before it leaves the
+  // queue), so no launch read from the server is ever missing from the
+  // list (docs/agent.md, "Launches and heartbeats").
+  for (const TaskStatus& t : launches_->InFlight()) *hb->add_tasks() = ToProto(t, now);
+  for (const TaskStatus& t : core_->supervisor().Snapshot()) {
+    // An end not yet reported goes as it is (the server takes an end in a
+    // heartbeat as its report); once reported it is in recent_ends_.
+    *hb->add_tasks() = ToProto(t, now);
+  }
+  // Each end goes in the heartbeats of every session for kRepeatEndsFor
+  // from its first heartbeat there: a server that restarts, however long
+  // it was down, hears of the ends it may not have kept.
+  absl::MutexLock lock(&mu_);
+  for (RecentEnd& e : recent_ends_) {
+    if (e.session != session) {
+      e.session = session;
+      e.since = now;
+    }
+  }
+  while (!recent_ends_.empty() && now - recent_ends_.front().since > kRepeatEndsFor) recent_ends_.pop_front();
+  for (const RecentEnd& e : recent_ends_) *hb->add_tasks() = e.status;
 }
 
 void ServerLink::Handle(const v1::ServerMessage& msg) {
@@ -484,17 +508,9 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
     case v1::ServerMessage::kLaunch:
       HandleLaunch(msg.launch());
       break;
-    case v1::ServerMessage::kKill: {
-      TaskKey key = core_->supervisor().Holding(
-          TaskKey{msg.kill().job(), msg.kill().role(), msg.kill().index(), msg.kill().job_id()});
-      absl::Status st = msg.kill().fail_attempt()
-                            ? core_->supervisor().FailAttempt(key, msg.kill().attempt(), msg.kill().reason())
-                            : core_->Kill(key);
-      if (!st.ok() && st.code() != absl::StatusCode::kNotFound) {
-        Log(LogLevel::kWarning, "agent", "kill %s: %s", key.ToString(), std::string(st.message()));
-      }
+    case v1::ServerMessage::kKill:
+      HandleKill(msg.kill());
       break;
-    }
     case v1::ServerMessage::kReadLog:
       if (msg.read_log().window_bytes() > 0) {
         SubscribeLog(msg.read_log());
@@ -531,7 +547,44 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
   }
 }
 
-void ServerLink::HandleLaunch(const v1::TaskSpec& order) {
+void ServerLink::HandleKill(const v1::KillTask& kill) {
+  TaskKey asked{kill.job(), kill.role(), kill.index(), kill.job_id()};
+  // A kill that overtook its task's launch (still queued, or being started):
+  // the queue drops or kills it. A failed attempt is one that runs.
+  if (!kill.fail_attempt() && launches_->Cancel(asked)) return;
+  TaskKey key = core_->supervisor().Holding(asked);
+  absl::Status st = kill.fail_attempt() ? core_->supervisor().FailAttempt(key, kill.attempt(), kill.reason())
+                                        : core_->Kill(key);
+  if (!st.ok() && st.code() != absl::StatusCode::kNotFound) {
+    Log(LogLevel::kWarning, "agent", "kill %s: %s", key.ToString(), std::string(st.message()));
+  }
+}
+
+void ServerLink::HandleLaunch(const v1::TaskSpec& order) { launches_->Push(order); }
+
+void ServerLink::CancelLaunch(const v1::TaskSpec& spec, bool started) {
+  if (started) {
+    // It reached the supervisor after its kill: it stops now, and its end
+    // is reported as any kill's.
+    absl::Status st = core_->Kill(KeyOf(spec));
+    if (!st.ok() && !absl::IsNotFound(st)) {
+      Log(LogLevel::kWarning, "agent", "kill %s: %s", KeyOf(spec).ToString(), std::string(st.message()));
+    }
+    return;
+  }
+  TaskStatus killed;
+  killed.key = KeyOf(spec);
+  killed.state = TaskState::kKilled;
+  killed.attempt = spec.attempt();
+  killed.launch_attempt = spec.attempt();
+  killed.job_id = spec.job_id();
+  killed.has_exit = true;
+  killed.exit.exit_code = -1;
+  killed.exit.message = "killed before it started";
+  OnTaskStatus(killed);
+}
+
+void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   const v1::TaskSpec* with_ca = &order;
   v1::TaskSpec copy;
   if (!options_.ca_pem.empty()) {

@@ -15,6 +15,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/agent_core.h"
+#include "agent/launch_queue.h"
 #include "common/clock.h"
 #include "agent/task_logs_push.h"
 #include "proto/service.grpc.pb.h"
@@ -41,6 +42,9 @@ struct ServerLinkOptions {
   absl::Duration backoff_max = absl::Seconds(1);
   size_t max_buffered_statuses = 100000;
   size_t max_log_subscriptions = 1024;  // logs the server may follow here at once
+  // Launches set up at once (files, directories, account, supervisor):
+  // LaunchQueue's workers.
+  int launch_workers = 4;
 };
 
 class ServerLink : public TaskListener {
@@ -74,7 +78,16 @@ class ServerLink : public TaskListener {
   // what changed, heartbeat_delta.h) when `full_every` > 0.
   void Heartbeats(int interval_ms, int full_every, int64_t session);
   void Handle(const v1::ServerMessage& msg);
+  // Queues a launch order (LaunchQueue); StartLaunch carries it out on a
+  // worker, CancelLaunch reports or kills one a kill overtook.
   void HandleLaunch(const v1::TaskSpec& spec);
+  void StartLaunch(const v1::TaskSpec& spec);
+  void CancelLaunch(const v1::TaskSpec& spec, bool started);
+  void HandleKill(const v1::KillTask& kill);
+  // The heartbeat's task list, taken while no status can be written
+  // (REQUIRES write_mu_): launches in flight, then the supervisor's tasks.
+  void AddTasks(v1::Heartbeat* hb, int64_t session, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  bool WriteLocked(const v1::AgentMessage& msg, int64_t session) ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   void HandleLogRead(const v1::LogRead& read);
   // A subscription (LogRead.window_bytes > 0): pushed by pusher_.
   void SubscribeLog(const v1::LogRead& read);
@@ -112,6 +125,7 @@ class ServerLink : public TaskListener {
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   bool drained_ ABSL_GUARDED_BY(mu_) = false;  // the server answered AnnounceStop
   std::unique_ptr<LogPusher> pusher_;  // made at Start; subscriptions end with their session
+  std::unique_ptr<LaunchQueue> launches_;  // made at Start
 };
 
 // Converts a launch order into what the supervisor runs: files written into

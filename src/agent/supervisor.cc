@@ -33,6 +33,9 @@ namespace {
 
 constexpr char kComponent[] = "supervisor";
 
+// The most attempts the event loop starts in one turn, under its lock.
+constexpr int kStartsPerTurn = 4;
+
 // Without pidfds (kernels before 5.3) the loop checks children this often.
 constexpr absl::Duration kFallbackPoll = absl::Milliseconds(100);
 
@@ -547,15 +550,21 @@ void Supervisor::Report(const std::vector<TaskStatus>& statuses) {
   changed_.SignalAll();
 }
 
-void Supervisor::StartDue(absl::Time now, std::vector<TaskStatus>* out) {
+bool Supervisor::StartDue(absl::Time now, std::vector<TaskStatus>* out) {
+  int started = 0;
   for (auto& [key, task] : tasks_) {
     if (task->start_at > now || task->kill_requested) continue;
+    // The lock is held while a process starts: after a few, the loop lets
+    // go of it (heartbeat snapshots, kills, more launches) and reports them.
+    if (started == kStartsPerTurn) return true;
     if (task->state == TaskState::kRestarting) {
       ++task->attempt;
       ++task->restarts;
     }
     StartAttempt(*task, now, out);
+    ++started;
   }
+  return false;
 }
 
 void Supervisor::ReapExited(std::vector<TaskStatus>* out) {
@@ -622,14 +631,15 @@ void Supervisor::EventLoop() {
       ReapExited(&out);
       absl::Time now = clock_->Now();
       EscalateKills(now);
-      StartDue(now, &out);
+      bool more = StartDue(now, &out);
       for (const auto& [key, task] : tasks_) {
         if (task->pid > 0 && task->pidfd >= 0) fds.push_back({task->pidfd, POLLIN, 0});
       }
       // A jump of the clock wakes the loop (jump_listener_), so sleeping
       // until the next timer by the clock's reading is right for both clocks.
-      timeout_ms = PollTimeoutMs(NextTimer(), clock_->Now(),
-                                 NeedsPolling() ? kFallbackPoll : absl::InfiniteDuration());
+      timeout_ms = more ? 0
+                        : PollTimeoutMs(NextTimer(), clock_->Now(),
+                                        NeedsPolling() ? kFallbackPoll : absl::InfiniteDuration());
     }
     Report(out);
     ReclaimTaskDirs();

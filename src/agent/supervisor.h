@@ -211,7 +211,8 @@ class Supervisor {
   absl::Status JoinMps(TaskLaunch& launch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaveMps(const TaskLaunch& launch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Each returns the status changes to report once the lock is released.
-  void StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // StartDue starts at most a few due attempts; true when more are due.
+  bool StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapExited(std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -254,7 +254,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     if (i >= 0) reported.emplace_back(job, i);
     bool ours = i >= 0 && SameJob(st, job->rec.id()) && job->rec.tasks(i).node() == node.info.name() &&
                 !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
-    if (ours) job->acked[i] = true;
+    if (ours) Acknowledged(*job, i);
     if (api::IsTerminal(st.state())) {
       // An end whose own report was lost (a broken stream, a server that
       // died before writing it): agents repeat recent ends in heartbeats.
@@ -296,6 +296,19 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
       LaunchTask(*job, i);
     }
   }
+}
+
+void ControlState::Acknowledged(JobRt& job, int i) {
+  // The reconcile rule (docs/agent.md, "Launches and heartbeats"): only a
+  // heartbeat made after the agent read the task's launch may say that the
+  // task is gone. The agent's stream is ordered and a heartbeat lists every
+  // launch the agent has read, so the first report of this launch (a status,
+  // or a heartbeat that lists it) marks where such heartbeats begin: beats
+  // that missed it before — the launch was still on its way, or queued
+  // behind others at the agent — no longer count.
+  if (job.acked[i]) return;
+  job.acked[i] = true;
+  job.missing_beats[i] = 0;
 }
 
 void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Time now) {
@@ -351,7 +364,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
   }
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
   if (api::IsTerminal(t->state())) return;
-  job->acked[i] = true;
+  Acknowledged(*job, i);
   t->set_attempt(std::max(t->attempt(), st.attempt()));
   if (st.has_limits()) *t->mutable_limits() = st.limits();
   std::string name = api::TaskName(job->rec.name(), t->role(), t->index());

@@ -264,6 +264,9 @@ class ControlState {
   // Launches task `task`; `ctx` (EnvContextFor(job), placement unchanged
   // since) saves building it again for each task of a batch.
   void LaunchTask(JobRt& job, int task, EnvContext* ctx = nullptr);
+  // The agent reported task `task`'s current launch (a status or a heartbeat
+  // that lists it): from now on a heartbeat without it counts as missing.
+  void Acknowledged(JobRt& job, int task);
   // host:port of the job's master as placed now ("" when it has none).
   std::string JobMasterAddress(const JobRt& job) const;
   // The environment and files of task `task` as placed now.
