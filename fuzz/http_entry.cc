@@ -13,11 +13,13 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "api/job_spec.h"
 #include "common/check.h"
 #include "fuzz/entry_points.h"
@@ -131,14 +133,25 @@ int64_t Answered500(const server::http::HttpServer& server) {
 int Connect(const server::http::HttpServer& server) {
   const std::string& address = server.address();
   int port = std::stoi(address.substr(address.rfind(':') + 1));
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  TY_CHECK(fd >= 0, "socket");
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(static_cast<uint16_t>(port));
   sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  TY_CHECK(connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0, "connect to %s", address.c_str());
-  return fd;
+  // Thousands of connections a second leave the loopback's ports and the
+  // listener's queue short now and then: a refused or unaddressable
+  // connect is tried again, for a while, before it counts as a failure.
+  absl::Time give_up = absl::Now() + absl::Seconds(20);
+  while (true) {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    TY_CHECK(fd >= 0, "socket: %s", strerror(errno));
+    if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0) return fd;
+    int err = errno;
+    close(fd);
+    TY_CHECK(absl::Now() < give_up && (err == EADDRNOTAVAIL || err == ECONNREFUSED || err == EAGAIN ||
+                                        err == ETIMEDOUT || err == EINTR),
+             "connect to %s: %s", address.c_str(), strerror(err));
+    absl::SleepFor(absl::Milliseconds(10));
+  }
 }
 
 // Sends `request` on one connection (then ends the client's side) and

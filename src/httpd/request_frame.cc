@@ -49,6 +49,12 @@ void ReadField(absl::string_view line, size_t begin, size_t end, RequestHead* h)
     }
     h->chunked = true;
   } else if (absl::EqualsIgnoreCase(name, "Expect") && absl::EqualsIgnoreCase(value, "100-continue")) {
+    // One line is taken out before the library reads the head (the door
+    // answers the 100 itself): a second would reach it.
+    if (h->expects_continue) {
+      h->error = "Expect: 100-continue is given more than once";
+      return;
+    }
     h->expects_continue = true;
     h->expect_begin = begin;
     h->expect_end = end;

@@ -72,5 +72,17 @@ TEST(RequestFrameTest, ARequestWithoutBodyFramingGetsAnEmptyBodyAndExpectGoes) {
   EXPECT_EQ(new_end, expect.size() - 2);
 }
 
+// Found by the http_frame fuzz target: only one Expect line is taken out,
+// so a second reached the library; and a chunk line past the cap was
+// refused only when it came in pieces.
+TEST(RequestFrameTest, TwoExpectLinesAndLongChunkLinesAreRefusedHoweverTheyArrive) {
+  EXPECT_EQ(ParseHead("POST / HTTP/1.1\r\nExpect: 100-continue\r\nExpect: 100-continue\r\n\r\n").error,
+            "Expect: 100-continue is given more than once");
+  std::string body = "1;" + std::string(5000, 'x') + "\r\na\r\n0\r\n\r\n";
+  ChunkScan scan;
+  size_t end = 0;
+  EXPECT_EQ(ScanChunks(body, &scan, &end), ChunkResult::kMalformed);
+}
+
 }  // namespace
 }  // namespace trainyard::httpd
