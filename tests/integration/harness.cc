@@ -121,6 +121,38 @@ int FreePort() {
   return ntohs(addr.sin_port);
 }
 
+namespace {
+// A socket bound to 127.0.0.1:port (port 0: any), or -1.
+int BoundSocket(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+  if (fd >= 0) close(fd);
+  return -1;
+}
+}  // namespace
+
+int FreePortPair() {
+  for (int tries = 0; tries < 100; ++tries) {
+    int first = BoundSocket(0);
+    if (first < 0) continue;
+    sockaddr_in addr{};
+    socklen_t len = sizeof(addr);
+    getsockname(first, reinterpret_cast<sockaddr*>(&addr), &len);
+    int port = ntohs(addr.sin_port);
+    int second = port < 65535 ? BoundSocket(port + 1) : -1;
+    close(first);
+    if (second >= 0) {
+      close(second);
+      return port;
+    }
+  }
+  return FreePort();
+}
+
 const std::string& AdminToken() {
   static const std::string token = [] {
     std::string t = "ty_" + security::RandomHex(32).value();

@@ -102,6 +102,9 @@ bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
 
 // A port that was free a moment ago.
 int FreePort();
+// A port P such that P and P + 1 were both free a moment ago: for `up` and
+// servers given only --port, whose agent listener takes the port above.
+int FreePortPair();
 
 struct ClusterOptions {
   int nodes = 2;

@@ -127,7 +127,7 @@ TEST(LifecycleTest, CtrlCOnUpRequeuesRunningJobsAndTheyRunAgainWhenUpStartsAgain
   TempDir dir;
   std::string data = dir.path() + "/data";
   std::string out = MakeOut(dir.path());
-  std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  std::string address = absl::StrCat("127.0.0.1:", FreePortPair());
   std::string port = address.substr(address.find(':') + 1);
   std::vector<std::string> up = {TrainyardBin(), "up", "--nodes", "1", "--port", port, "--data-dir", data};
   auto cli = [&](std::vector<std::string> args) {

@@ -152,7 +152,7 @@ TEST(MetricsTest, PrometheusScrapesTheClusterAndFindsTheGpusItShows) {
   ASSERT_FALSE(prometheus.empty()) << "prometheus is not installed (Debian's prometheus package; run scripts/setup)";
   TempDir dir;
   std::string data = dir.path() + "/cluster";
-  std::string address = absl::StrCat("127.0.0.1:", FreePort());
+  std::string address = absl::StrCat("127.0.0.1:", FreePortPair());
   Process up({TrainyardBin(), "up", "--nodes", "2", "--gpus-per-node", "8", "--port",
               address.substr(address.rfind(':') + 1), "--data-dir", data},
              dir.path() + "/up.log");

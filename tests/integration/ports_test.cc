@@ -122,7 +122,7 @@ TEST(PortsTest, ARangeOverlappingTheEphemeralRangeIsServedWithAWarning) {
 // `trainyard up --nodes 2` on a free port, in a temporary directory.
 class Up {
  public:
-  Up() : port_(FreePort()), process_({TrainyardBin(), "up", "--nodes", "2", "--port", absl::StrCat(port_),
+  Up() : port_(FreePortPair()), process_({TrainyardBin(), "up", "--nodes", "2", "--port", absl::StrCat(port_),
                                       "--data-dir", dir_.path() + "/up"},
                                      dir_.path() + "/up.log") {}
   ~Up() { process_.Stop(absl::Seconds(30)); }

@@ -70,7 +70,7 @@ class UpAsRootTest : public ::testing::Test {
 };
 
 TEST_F(UpAsRootTest, AnotherAccountsJobRunsAsItselfWithNoCredentialOfTheAdmin) {
-  int port = FreePort();
+  int port = FreePortPair();
   std::string address = absl::StrCat("127.0.0.1:", port);
   std::string root = pub_.path() + "/cluster";
   Process up({TrainyardBin(), "up", "--nodes", "1", "--gpus-per-node", "2", "--port", std::to_string(port),

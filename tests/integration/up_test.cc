@@ -36,7 +36,7 @@ queues:
   - name: prod
     capacity: 50
 )");
-  int port = FreePort();
+  int port = FreePortPair();
   std::string address = absl::StrCat("127.0.0.1:", port);
   Process up({TrainyardBin(), "up", "--nodes", "2", "--gpus-per-node", "4", "--port", std::to_string(port),
               "--data-dir", dir.path() + "/cluster", "--queue-config", dir.path() + "/queues.yaml"},
@@ -118,7 +118,7 @@ replicas:
     resources: {cpu: 100m, memory: 64Mi}
     command: [sh, -c, 'for i in 1 2 3 4 5 6 7 8; do echo "step $i"; done; echo "the last line"']
 )");
-  Process up({TrainyardBin(), "up", "--nodes", "1", "--gpus-per-node", "2", "--port", std::to_string(FreePort()),
+  Process up({TrainyardBin(), "up", "--nodes", "1", "--gpus-per-node", "2", "--port", std::to_string(FreePortPair()),
               "--data-dir", dir.path() + "/cluster", "--demo", "--demo-spec", dir.path() + "/demo.yaml"},
              dir.path() + "/up.log");
   ASSERT_TRUE(WaitFor([&] { return ReadFile(up.log()).find("demo: its logs") != std::string::npos || !up.Running(); },
@@ -137,7 +137,7 @@ replicas:
 TEST(UpTest, AnAgentThatCannotStartShowsItsErrorOnTheTerminal) {
   TempDir dir;
   CommandResult r = RunCli({"up", "--nodes", "1", "--gpus-per-node", "4", "--gpu-topology",
-                            "switches=0-1,2-3,4-5,6-7", "--port", std::to_string(FreePort()), "--data-dir",
+                            "switches=0-1,2-3,4-5,6-7", "--port", std::to_string(FreePortPair()), "--data-dir",
                             dir.path() + "/cluster"},
                            absl::Seconds(40));
   EXPECT_NE(r.exit_code, 0);
@@ -147,7 +147,7 @@ TEST(UpTest, AnAgentThatCannotStartShowsItsErrorOnTheTerminal) {
 
 TEST(UpTest, AMissingQueueConfigIsNamed) {
   TempDir dir;
-  CommandResult r = RunCli({"up", "--queue-config", dir.path() + "/none.yaml", "--port", std::to_string(FreePort()),
+  CommandResult r = RunCli({"up", "--queue-config", dir.path() + "/none.yaml", "--port", std::to_string(FreePortPair()),
                             "--data-dir", dir.path() + "/cluster"},
                            absl::Seconds(20));
   EXPECT_EQ(r.exit_code, 2);
