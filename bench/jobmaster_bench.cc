@@ -478,22 +478,28 @@ void BM_MasterRestart(benchmark::State& state) {
 }
 BENCHMARK(BM_MasterRestart)->Arg(64)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// Runs `cmd` (a shell command) and parses what it printed as JSON into
+// `*json`; "" on success, else why not (with what it printed).
+std::string RunScript(const std::string& cmd, nlohmann::json* json) {
+  FILE* out = popen(cmd.c_str(), "r");
+  std::string text;
+  char buf[4096];
+  while (out != nullptr && fgets(buf, sizeof(buf), out) != nullptr) text += buf;
+  if (out == nullptr || pclose(out) != 0) return "failed: " + text;
+  *json = nlohmann::json::parse(text, nullptr, false);
+  return json->is_discarded() ? "printed no JSON" : "";
+}
+
 // The same register + barrier workload on TCPStore, 64 ranks.
 void BM_TcpStore(benchmark::State& state) {
   std::string script = std::string(TRAINYARD_SOURCE_DIR) + "/bench/tcpstore_compare.py";
   std::string cmd = absl::StrFormat("/usr/bin/python3 %s --workers %d --barriers 200 2>&1",
                                     script, state.range(0));
   for (auto _ : state) {
-    FILE* out = popen(cmd.c_str(), "r");
-    std::string text;
-    char buf[4096];
-    while (out != nullptr && fgets(buf, sizeof(buf), out) != nullptr) text += buf;
-    if (out == nullptr || pclose(out) != 0) {
-      return state.SkipWithError(("tcpstore_compare.py failed (is python3-torch installed?): " +
-                                  text).c_str());
+    nlohmann::json json;
+    if (std::string err = RunScript(cmd, &json); !err.empty()) {
+      return state.SkipWithError(("tcpstore_compare.py (is python3-torch installed?): " + err).c_str());
     }
-    auto json = nlohmann::json::parse(text, nullptr, false);
-    if (json.is_discarded()) return state.SkipWithError("tcpstore_compare.py printed no JSON");
     state.SetIterationTime(json["barrier_p50_ms"].get<double>() / 1e3);
     state.counters["p50_ms"] = json["barrier_p50_ms"].get<double>();
     state.counters["p99_ms"] = json["barrier_p99_ms"].get<double>();
@@ -512,15 +518,10 @@ void BM_TcpStoreDiscovery(benchmark::State& state) {
   int n = static_cast<int>(state.range(0));
   std::string cmd = absl::StrFormat("/usr/bin/python3 %s --discovery --workers %d 2>&1", script, n);
   for (auto _ : state) {
-    FILE* out = popen(cmd.c_str(), "r");
-    std::string text;
-    char buf[4096];
-    while (out != nullptr && fgets(buf, sizeof(buf), out) != nullptr) text += buf;
-    if (out == nullptr || pclose(out) != 0) {
-      return state.SkipWithError(("tcpstore_compare.py --discovery failed: " + text).c_str());
+    nlohmann::json json;
+    if (std::string err = RunScript(cmd, &json); !err.empty()) {
+      return state.SkipWithError(("tcpstore_compare.py --discovery: " + err).c_str());
     }
-    auto json = nlohmann::json::parse(text, nullptr, false);
-    if (json.is_discarded()) return state.SkipWithError("tcpstore_compare.py printed no JSON");
     state.SetIterationTime(json["all_ms"].get<double>() / 1e3);
     state.counters["all_ms"] = json["all_ms"].get<double>();
     state.counters["rank0_ms"] = json["rank0_ms"].get<double>();

@@ -158,7 +158,7 @@ void LaunchOrder(std::string_view data) {
   // is made there, so that a failure writes nothing outside).
   if (!agent::CheckLaunchOrder(spec).ok()) return;
   const std::string place =
-      std::filesystem::path(agent::TaskDir(data_dir, agent::TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()})).lexically_normal();
+      std::filesystem::path(agent::TaskDir(data_dir, agent::KeyOf(spec))).lexically_normal();
   TY_CHECK(place.rfind(data_dir + "/work/", 0) == 0 && place.find('/', data_dir.size() + 6) != std::string::npos,
            "an order the agent takes puts its task at %s, outside %s/work/JOB", place.c_str(), data_dir.c_str());
   // A checkpoint directory is made where the server's configuration says:
@@ -170,7 +170,7 @@ void LaunchOrder(std::string_view data) {
   }
   absl::StatusOr<agent::TaskLaunch> launch = agent::ToTaskLaunch(spec, data_dir);
   if (launch.ok()) {
-    TY_CHECK(launch->env.at("TRAINYARD_TASK_DIR") == agent::TaskDir(data_dir, agent::TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()}),
+    TY_CHECK(launch->env.at("TRAINYARD_TASK_DIR") == agent::TaskDir(data_dir, agent::KeyOf(spec)),
              "the task's TRAINYARD_TASK_DIR is not its place");
   }
   std::error_code ec;

@@ -4,7 +4,6 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "agent/task.h"
 
 namespace trainyard::agent {
 namespace {
@@ -14,8 +13,10 @@ std::string Quoted(const std::string& value) { return absl::StrCat("'", absl::CH
 
 }  // namespace
 
+TaskKey KeyOf(const v1::TaskSpec& spec) { return TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()}; }
+
 absl::Status CheckLaunchOrder(const v1::TaskSpec& spec) {
-  if (absl::Status st = TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()}.Validate(); !st.ok()) return st;
+  if (absl::Status st = KeyOf(spec).Validate(); !st.ok()) return st;
   if (spec.attempt() < 0) return absl::InvalidArgumentError(absl::StrCat("attempt: ", spec.attempt(), " is negative"));
   for (const auto& entry : spec.env()) {
     const std::string& name = entry.first;  // a value may hold any bytes

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "agent/task.h"
 #include "proto/service.pb.h"
 
 namespace trainyard::agent {
@@ -20,5 +21,8 @@ namespace trainyard::agent {
 // decides, such as TRAINYARD_CHECKPOINT_DIR, are the server's to choose.)
 // Errors (InvalidArgument) name the field.
 absl::Status CheckLaunchOrder(const v1::TaskSpec& spec);
+
+// The task a launch order names (its places on the node follow from it).
+TaskKey KeyOf(const v1::TaskSpec& spec);
 
 }  // namespace trainyard::agent

@@ -5,8 +5,6 @@
 
 namespace trainyard::agent {
 
-TaskKey KeyOf(const v1::TaskSpec& spec) { return TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()}; }
-
 LaunchQueue::LaunchQueue(int workers, Start start, Cancelled cancelled)
     : start_(std::move(start)), cancelled_(std::move(cancelled)) {
   for (int i = 0; i < std::max(1, workers); ++i) workers_.emplace_back([this] { Work(); });

@@ -16,6 +16,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "agent/launch_order.h"
 #include "agent/task.h"
 #include "proto/trainyard.pb.h"
 
@@ -71,8 +72,5 @@ class LaunchQueue {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> workers_;
 };
-
-// The key a launch order names.
-TaskKey KeyOf(const v1::TaskSpec& spec);
 
 }  // namespace trainyard::agent

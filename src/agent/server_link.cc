@@ -173,7 +173,7 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
   if (absl::Status st = CheckLaunchOrder(spec); !st.ok()) return st;
   TaskLaunch l;
-  l.key = TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()};
+  l.key = KeyOf(spec);
   l.job_id = spec.job_id();
   auto user = spec.env().find(api::kTaskUserEnv);
   if (user != spec.env().end()) l.user = user->second;
@@ -562,6 +562,22 @@ void ServerLink::HandleKill(const v1::KillTask& kill) {
 
 void ServerLink::HandleLaunch(const v1::TaskSpec& order) { launches_->Push(order); }
 
+namespace {
+// The end of an ordered task that never started (exit code -1, `why`).
+TaskStatus EndedBeforeStart(const v1::TaskSpec& spec, TaskState state, std::string why) {
+  TaskStatus ended;
+  ended.key = KeyOf(spec);
+  ended.state = state;
+  ended.attempt = spec.attempt();
+  ended.launch_attempt = spec.attempt();
+  ended.job_id = spec.job_id();
+  ended.has_exit = true;
+  ended.exit.exit_code = -1;
+  ended.exit.message = std::move(why);
+  return ended;
+}
+}  // namespace
+
 void ServerLink::CancelLaunch(const v1::TaskSpec& spec, bool started) {
   if (started) {
     // It reached the supervisor after its kill: it stops now, and its end
@@ -572,16 +588,7 @@ void ServerLink::CancelLaunch(const v1::TaskSpec& spec, bool started) {
     }
     return;
   }
-  TaskStatus killed;
-  killed.key = KeyOf(spec);
-  killed.state = TaskState::kKilled;
-  killed.attempt = spec.attempt();
-  killed.launch_attempt = spec.attempt();
-  killed.job_id = spec.job_id();
-  killed.has_exit = true;
-  killed.exit.exit_code = -1;
-  killed.exit.message = "killed before it started";
-  OnTaskStatus(killed);
+  OnTaskStatus(EndedBeforeStart(spec, TaskState::kKilled, "killed before it started"));
 }
 
 void ServerLink::StartLaunch(const v1::TaskSpec& order) {
@@ -598,7 +605,7 @@ void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   }
   const v1::TaskSpec& spec = *with_ca;
   // Its work dir is not reclaimed while the launch writes its files there.
-  Supervisor::PlaceHold hold(&core_->supervisor(), TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()}.Place());
+  Supervisor::PlaceHold hold(&core_->supervisor(), KeyOf(spec).Place());
   absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, core_->data_dir());
   absl::Status st = launch.ok() ? core_->Launch(*launch) : launch.status();
   if (st.ok()) return;
@@ -611,15 +618,8 @@ void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   }
   Log(LogLevel::kWarning, "agent", "launch %s/%s-%d refused: %s", spec.job(), spec.role(), spec.index(),
       std::string(st.message()));
-  TaskStatus failed;
-  failed.key = TaskKey{spec.job(), spec.role(), spec.index(), spec.job_id()};
-  failed.state = TaskState::kFailed;
-  failed.attempt = spec.attempt();
-  failed.launch_attempt = spec.attempt();
-  failed.job_id = spec.job_id();
-  failed.has_exit = true;
-  failed.exit.exit_code = -1;
-  failed.exit.message = absl::StrCat("the agent could not start it: ", st.message());
+  TaskStatus failed =
+      EndedBeforeStart(spec, TaskState::kFailed, absl::StrCat("the agent could not start it: ", st.message()));
   // A bad order (InvalidArgument) is the task's; anything else (a file or
   // directory that cannot be written, GPUs the agent has as taken) is the
   // node's, and the server places the task elsewhere.

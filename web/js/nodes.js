@@ -201,9 +201,8 @@ export function mount(main, params) {
       restart();
     }));
   };
-  // A filter changed: back to the first page.
-  const restart = async () => {
-    cursors = [''];
+  // Loads the current page; a failure is shown above the list.
+  const show = async () => {
     try {
       await loadPage();
       problem.hidden = true;
@@ -211,6 +210,11 @@ export function mount(main, params) {
       problem.textContent = `Could not load the nodes: ${e.message}`;
       problem.hidden = false;
     }
+  };
+  // A filter changed: back to the first page.
+  const restart = async () => {
+    cursors = [''];
+    await show();
   };
   let timer = null;
   const soon = () => {
@@ -227,13 +231,7 @@ export function mount(main, params) {
     if (step > 0 && page && page.next_cursor) cursors.push(page.next_cursor);
     else if (step < 0 && cursors.length > 1) cursors.pop();
     else return;
-    try {
-      await loadPage();
-      problem.hidden = true;
-    } catch (e) {
-      problem.textContent = `Could not load the nodes: ${e.message}`;
-      problem.hidden = false;
-    }
+    await show();
   };
   next.addEventListener('click', () => turn(1));
   prev.addEventListener('click', () => turn(-1));
