@@ -113,15 +113,19 @@ void LaunchQueue::Work() {
     }
     start_(mine->spec);  // the entry stays put: only its worker erases a started one
     bool cancelled;
-    v1::TaskSpec spec;
     {
       absl::MutexLock lock(&mu_);
       cancelled = mine->cancelled;
-      if (cancelled) spec = std::move(mine->spec);
+      if (!cancelled) entries_.erase(mine);
+    }
+    if (cancelled) {
+      // Killed while it started: it stays in flight until the kill is
+      // given, so that no one sees the queue idle with a kill still owed.
+      cancelled_(mine->spec, true);
+      absl::MutexLock lock(&mu_);
       entries_.erase(mine);
     }
     cv_.SignalAll();
-    if (cancelled) cancelled_(spec, true);
   }
 }
 

@@ -481,7 +481,11 @@ std::string Cluster::Submit(const std::string& yaml) {
 
 nlohmann::json Cluster::Describe(const std::string& job) {
   CommandResult r = Cli({"describe", job, "-o", "json"});
-  if (r.exit_code != 0) return nlohmann::json::object();
+  if (r.exit_code != 0) {
+    // Said, so that a test that sees an empty job can be read after a failure.
+    std::fprintf(stderr, "harness: describe %s exited %d: %s\n", job.c_str(), r.exit_code, r.err.c_str());
+    return nlohmann::json::object();
+  }
   nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
