@@ -70,6 +70,16 @@ void LaunchQueue::CancelAll(bool kill_started) {
   for (const v1::TaskSpec& spec : dropped) cancelled_(spec, false);
 }
 
+bool LaunchQueue::AfterLaunch(const TaskKey& key, std::function<void()> then) {
+  absl::MutexLock lock(&mu_);
+  for (auto it = entries_.rbegin(); it != entries_.rend(); ++it) {
+    if (it->key != key) continue;
+    it->then.push_back(std::move(then));
+    return true;
+  }
+  return false;
+}
+
 std::vector<TaskStatus> LaunchQueue::InFlight() const {
   absl::MutexLock lock(&mu_);
   std::vector<TaskStatus> out;
@@ -113,10 +123,18 @@ void LaunchQueue::Work() {
     }
     start_(mine->spec);  // the entry stays put: only its worker erases a started one
     bool cancelled;
-    {
-      absl::MutexLock lock(&mu_);
-      cancelled = mine->cancelled;
-      if (!cancelled) entries_.erase(mine);
+    for (;;) {
+      // What was to follow the launch runs while it is still in flight, so
+      // anything given for the task meanwhile queues behind it too.
+      std::vector<std::function<void()>> then;
+      {
+        absl::MutexLock lock(&mu_);
+        then.swap(mine->then);
+        cancelled = mine->cancelled;
+        if (then.empty() && !cancelled) entries_.erase(mine);
+      }
+      if (then.empty()) break;
+      for (const auto& fn : then) fn();
     }
     if (cancelled) {
       // Killed while it started: it stays in flight until the kill is

@@ -50,6 +50,13 @@ class LaunchQueue {
   // `kill_started`, those being started are killed once in the supervisor,
   // else they finish.
   void CancelAll(bool kill_started);
+  // Runs `then` after the last launch of `key` in flight here has started
+  // (on that launch's worker, before the launch leaves the queue, so what
+  // comes after it for the task still waits behind it), or never when that
+  // launch is dropped by a kill. False when no launch of `key` is in flight:
+  // the caller does it now. A task's files updated while its launch writes
+  // them are written after the launch's, never at the same time.
+  bool AfterLaunch(const TaskKey& key, std::function<void()> then);
   // The launches in flight (queued or being started), as LAUNCHING statuses.
   std::vector<TaskStatus> InFlight() const;
   // Waits until nothing is in flight (tests).
@@ -61,6 +68,7 @@ class LaunchQueue {
     TaskKey key;
     bool started = false;
     bool cancelled = false;
+    std::vector<std::function<void()>> then;  // AfterLaunch's, in the order given
   };
   void Work();
 

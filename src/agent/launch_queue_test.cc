@@ -95,5 +95,30 @@ TEST(LaunchQueueTest, StartsDifferentTasksAtOnceButOneTasksLaunchesInOrder) {
   EXPECT_LT(at("start 0.0"), at("start 0.1"));
 }
 
+// A task's files updated while its launch writes them (the server moved a
+// peer): the update runs after the launch, before the task's next launch,
+// and at once when nothing of the task is in flight.
+TEST(LaunchQueueTest, WhatFollowsALaunchRunsAfterItAndBeforeTheTasksNextLaunch) {
+  Recorder r;
+  LaunchQueue q(
+      4, [&r](const v1::TaskSpec& s) { r.Start(s); },
+      [&r](const v1::TaskSpec& s, bool started) { r.Cancelled(s, started); });
+  auto note = [&r](std::string e) {
+    return [&r, e] {
+      absl::MutexLock lock(&r.mu);
+      r.events.push_back(e);
+    };
+  };
+  q.Push(Spec(0, 0));
+  while (r.Running() == 0) absl::SleepFor(absl::Milliseconds(1));
+  EXPECT_TRUE(q.AfterLaunch(TaskKey{"j", "worker", 0, 7}, note("files 0.a")));
+  q.Push(Spec(0, 1));
+  EXPECT_TRUE(q.AfterLaunch(TaskKey{"j", "worker", 0, 7}, note("files 0.b")));  // after the second launch
+  EXPECT_FALSE(q.AfterLaunch(TaskKey{"j", "worker", 3, 7}, note("files 3")));   // nothing in flight: the caller's
+  r.Release();
+  q.WaitIdleForTest();
+  EXPECT_EQ(r.Events(), (std::vector<std::string>{"start 0.0", "files 0.a", "start 0.1", "files 0.b"}));
+}
+
 }  // namespace
 }  // namespace trainyard::agent

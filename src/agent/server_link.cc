@@ -527,10 +527,18 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
     case v1::ServerMessage::kUpdateFiles: {
       const v1::TaskFiles& f = msg.update_files();
       TaskKey key{f.job(), f.role(), f.index(), f.job_id()};
-      absl::Status st = key.Validate();
-      if (st.ok()) st = WriteTaskFiles(TaskDir(core_->data_dir(), key), f.files());
-      if (!st.ok()) Log(LogLevel::kWarning, "agent", "updating files of %s/%s-%d: %s", f.job(), f.role(), f.index(),
-                        std::string(st.message()));
+      if (absl::Status st = key.Validate(); !st.ok()) {
+        Log(LogLevel::kWarning, "agent", "updating files of %s/%s-%d: %s", f.job(), f.role(), f.index(),
+            std::string(st.message()));
+        break;
+      }
+      // A launch of the task in flight writes its files too: the update
+      // goes after it (the launch's are older), never beside it.
+      auto write = [this, key, files = f.files()] {
+        absl::Status st = WriteTaskFiles(TaskDir(core_->data_dir(), key), files);
+        if (!st.ok()) Log(LogLevel::kWarning, "agent", "updating files of %s: %s", key.ToString(), std::string(st.message()));
+      };
+      if (!launches_->AfterLaunch(key, write)) write();
       break;
     }
     case v1::ServerMessage::kDrained: {
