@@ -9,7 +9,6 @@
 #include <cmath>
 #include <map>
 #include <set>
-#include <sstream>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -19,15 +18,14 @@
 #include "absl/strings/strip.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
-#include "yaml-cpp/eventhandler.h"
-#include "yaml-cpp/yaml.h"
+#include "api/yaml_tree.h"
 
 namespace trainyard::api {
 namespace {
 
 using Errors = std::vector<std::string>;
 // The entries of one YAML mapping by key, each key a string seen once.
-using Fields = std::map<std::string, YAML::Node>;
+using Fields = std::map<std::string, const YamlNode*>;
 
 bool ConsumeSuffix(std::string* s, std::string_view suffix) {
   if (s->size() < suffix.size() || s->compare(s->size() - suffix.size(), suffix.size(), suffix) != 0) {
@@ -50,34 +48,34 @@ std::string Join(const std::string& path, const std::string& key) {
   return path.empty() ? KeyText(key) : absl::StrCat(path, ".", KeyText(key));
 }
 
-int LineOf(const YAML::Node& node) { return node.Mark().line + 1; }
+int LineOf(const YamlNode& node) { return node.Line(); }
 
 // The entries of mapping `node` (at `path`). A key that is not a string, or
 // that repeats an earlier key (yaml-cpp keeps both and lookups find the
 // first), is a problem and left out.
-Fields Entries(const YAML::Node& node, const std::string& path, Errors* errors) {
+Fields Entries(const YamlNode& node, const std::string& path, Errors* errors) {
   Fields out;
   std::map<std::string, int> first_line;
-  for (const auto& kv : node) {
-    if (!kv.first.IsScalar()) {
-      errors->push_back(absl::StrCat(path.empty() ? "spec" : path, ": line ", LineOf(kv.first),
+  for (const auto& [k, v] : node.entries()) {
+    if (!k->IsScalar()) {
+      errors->push_back(absl::StrCat(path.empty() ? "spec" : path, ": line ", LineOf(*k),
                                      ": a key must be a string, not a list or mapping"));
       continue;
     }
-    const std::string& key = kv.first.Scalar();
-    auto [it, fresh] = first_line.emplace(key, LineOf(kv.first));
+    const std::string& key = k->Scalar();
+    auto [it, fresh] = first_line.emplace(key, LineOf(*k));
     if (!fresh) {
       errors->push_back(absl::StrCat(Join(path, key), ": duplicate key (first on line ", it->second, ")"));
       continue;
     }
-    out.emplace(key, kv.second);
+    out.emplace(key, v);
   }
   return out;
 }
 
 // Checks that `node` is a map with only `allowed` keys; its entries go to
 // *fields.
-bool CheckMap(const YAML::Node& node, const std::string& path, const std::set<std::string>& allowed,
+bool CheckMap(const YamlNode& node, const std::string& path, const std::set<std::string>& allowed,
               Fields* fields, Errors* errors) {
   if (!node.IsMap()) {
     errors->push_back(absl::StrCat(path.empty() ? "spec" : path, ": must be a mapping"));
@@ -94,12 +92,12 @@ bool CheckMap(const YAML::Node& node, const std::string& path, const std::set<st
 }
 
 // The value of `key`, or nullptr when the mapping does not have it.
-const YAML::Node* Find(const Fields& fields, const std::string& key) {
+const YamlNode* Find(const Fields& fields, const std::string& key) {
   auto it = fields.find(key);
-  return it == fields.end() ? nullptr : &it->second;
+  return it == fields.end() ? nullptr : it->second;
 }
 
-bool GetString(const YAML::Node& node, const std::string& path, std::string* out, Errors* errors) {
+bool GetString(const YamlNode& node, const std::string& path, std::string* out, Errors* errors) {
   if (!node.IsScalar()) {
     errors->push_back(absl::StrCat(path, ": must be a string"));
     return false;
@@ -108,7 +106,7 @@ bool GetString(const YAML::Node& node, const std::string& path, std::string* out
   return true;
 }
 
-bool GetInt(const YAML::Node& node, const std::string& path, int64_t* out, Errors* errors) {
+bool GetInt(const YamlNode& node, const std::string& path, int64_t* out, Errors* errors) {
   if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), out)) {
     errors->push_back(absl::StrCat(path, ": must be an integer"));
     return false;
@@ -118,7 +116,7 @@ bool GetInt(const YAML::Node& node, const std::string& path, int64_t* out, Error
 
 int32_t ClampInt32(int64_t n) { return static_cast<int32_t>(std::clamp<int64_t>(n, INT32_MIN, INT32_MAX)); }
 
-bool GetBool(const YAML::Node& node, const std::string& path, bool* out, Errors* errors) {
+bool GetBool(const YamlNode& node, const std::string& path, bool* out, Errors* errors) {
   std::string s = node.IsScalar() ? absl::AsciiStrToLower(node.Scalar()) : "";
   if (s == "true" || s == "yes") {
     *out = true;
@@ -134,7 +132,7 @@ bool GetBool(const YAML::Node& node, const std::string& path, bool* out, Errors*
 // A command or args list. A single string is refused as Kubernetes refuses
 // it: run as it stands it would be one program name with spaces in it (exit
 // code 127 at run time), and splitting it ourselves would guess at quoting.
-void GetStringList(const YAML::Node& node, const std::string& path,
+void GetStringList(const YamlNode& node, const std::string& path,
                    google::protobuf::RepeatedPtrField<std::string>* out, Errors* errors) {
   if (node.IsScalar()) {
     errors->push_back(absl::StrCat(path, ": must be a list of strings, e.g. [\"sh\", \"-c\", \"",
@@ -154,35 +152,36 @@ void GetStringList(const YAML::Node& node, const std::string& path,
   }
 }
 
-void GetStringMap(const YAML::Node& node, const std::string& path,
+void GetStringMap(const YamlNode& node, const std::string& path,
                   google::protobuf::Map<std::string, std::string>* out, Errors* errors) {
   if (!node.IsMap()) {
     errors->push_back(absl::StrCat(path, ": must be a mapping of strings"));
     return;
   }
   for (const auto& [key, value] : Entries(node, path, errors)) {
-    if (!value.IsScalar()) {
+    if (!value->IsScalar()) {
       errors->push_back(absl::StrCat(Join(path, key), ": must be a string"));
       continue;
     }
-    (*out)[key] = value.Scalar();
+    (*out)[key] = value->Scalar();
   }
 }
 
 // env: NAME: VALUE, or NAME: {secret: VALUE} for a value the server keeps
 // sealed (ReplicaSpec.secret_env).
-void GetEnv(const YAML::Node& node, const std::string& path, v1::ReplicaSpec* rs, Errors* errors) {
+void GetEnv(const YamlNode& node, const std::string& path, v1::ReplicaSpec* rs, Errors* errors) {
   if (!node.IsMap()) {
     errors->push_back(absl::StrCat(path, ": must be a mapping of strings"));
     return;
   }
   for (const auto& [key, value] : Entries(node, path, errors)) {
-    if (value.IsScalar()) {
-      (*rs->mutable_env())[key] = value.Scalar();
+    if (value->IsScalar()) {
+      (*rs->mutable_env())[key] = value->Scalar();
       continue;
     }
-    if (value.IsMap() && value.size() == 1 && value["secret"] && value["secret"].IsScalar()) {
-      (*rs->mutable_secret_env())[key] = value["secret"].Scalar();
+    const YamlNode* secret = value->IsMap() && value->size() == 1 ? value->Find("secret") : nullptr;
+    if (secret != nullptr && secret->IsScalar()) {
+      (*rs->mutable_secret_env())[key] = secret->Scalar();
       continue;
     }
     errors->push_back(absl::StrCat(Join(path, key), ": must be a string, or {secret: VALUE} for a secret value"));
@@ -191,7 +190,7 @@ void GetEnv(const YAML::Node& node, const std::string& path, v1::ReplicaSpec* rs
 
 // gpuMask: a list of indices [0, 1], a range string "0-3", or a number
 // "0x0f" / 15.
-void ParseGpuMask(const YAML::Node& node, const std::string& path, uint64_t* mask, Errors* errors) {
+void ParseGpuMask(const YamlNode& node, const std::string& path, uint64_t* mask, Errors* errors) {
   if (node.IsSequence()) {
     std::vector<int> indices;
     for (size_t i = 0; i < node.size(); ++i) {
@@ -227,7 +226,7 @@ void ParseGpuMask(const YAML::Node& node, const std::string& path, uint64_t* mas
   *mask = set->bits();
 }
 
-void ParsePorts(const YAML::Node& p, const std::string& path, v1::Resource* r, Errors* errors) {
+void ParsePorts(const YamlNode& p, const std::string& path, v1::Resource* r, Errors* errors) {
   int64_t n;
   if (p.IsScalar() && absl::SimpleAtoi(p.Scalar(), &n)) {
     r->set_port_count(ClampInt32(n));
@@ -249,7 +248,7 @@ void ParsePorts(const YAML::Node& p, const std::string& path, v1::Resource* r, E
 
 // gpus: a whole number of GPUs, or a share of one GPU below 1 in
 // thousandths (0.25 is gpuMilli 250).
-bool ParseGpuCount(const YAML::Node& node, const std::string& path, v1::Resource* r, Errors* errors) {
+bool ParseGpuCount(const YamlNode& node, const std::string& path, v1::Resource* r, Errors* errors) {
   int64_t n;
   if (node.IsScalar() && absl::SimpleAtoi(node.Scalar(), &n)) {
     r->set_gpus(ClampInt32(n));
@@ -269,7 +268,7 @@ bool ParseGpuCount(const YAML::Node& node, const std::string& path, v1::Resource
 }
 
 // gpuModel: one model name or a list of them.
-void ParseGpuModels(const YAML::Node& node, const std::string& path, v1::Resource* r, Errors* errors) {
+void ParseGpuModels(const YamlNode& node, const std::string& path, v1::Resource* r, Errors* errors) {
   if (node.IsScalar()) {
     r->add_gpu_models(node.Scalar());
     return;
@@ -289,14 +288,14 @@ void ParseGpuModels(const YAML::Node& node, const std::string& path, v1::Resourc
 
 void ParseGpuShare(const Fields& f, const std::string& path, v1::Resource* r, Errors* errors) {
   int64_t n;
-  if (const YAML::Node* v = Find(f, "gpuMilli")) {
+  if (const YamlNode* v = Find(f, "gpuMilli")) {
     if (Find(f, "gpus") != nullptr) {
       errors->push_back(absl::StrCat(path, ".gpuMilli: give gpus or gpuMilli, not both"));
     } else if (GetInt(*v, path + ".gpuMilli", &n, errors)) {
       r->set_gpu_milli(ClampInt32(n));
     }
   }
-  if (const YAML::Node* v = Find(f, "gpuMemory")) {
+  if (const YamlNode* v = Find(f, "gpuMemory")) {
     auto mb = ParseMemoryQuantity(v->IsScalar() ? v->Scalar() : "");
     if (mb.ok()) {
       r->set_gpu_memory_mb(*mb);
@@ -304,16 +303,16 @@ void ParseGpuShare(const Fields& f, const std::string& path, v1::Resource* r, Er
       errors->push_back(absl::StrCat(path, ".gpuMemory: ", mb.status().message()));
     }
   }
-  if (const YAML::Node* v = Find(f, "gpuModel")) ParseGpuModels(*v, path + ".gpuModel", r, errors);
+  if (const YamlNode* v = Find(f, "gpuModel")) ParseGpuModels(*v, path + ".gpuModel", r, errors);
 }
 
-void ParseResources(const YAML::Node& node, const std::string& path, v1::Resource* r, Errors* errors) {
+void ParseResources(const YamlNode& node, const std::string& path, v1::Resource* r, Errors* errors) {
   Fields f;
   if (!CheckMap(node, path, {"cpu", "memory", "gpus", "gpuMilli", "gpuMemory", "gpuModel", "gpuMask", "ports"},
                 &f, errors)) {
     return;
   }
-  if (const YAML::Node* cpu = Find(f, "cpu")) {
+  if (const YamlNode* cpu = Find(f, "cpu")) {
     auto v = ParseCpuQuantity(cpu->IsScalar() ? cpu->Scalar() : "");
     if (v.ok()) {
       r->set_vcores_milli(*v);
@@ -321,7 +320,7 @@ void ParseResources(const YAML::Node& node, const std::string& path, v1::Resourc
       errors->push_back(absl::StrCat(path, ".cpu: ", v.status().message()));
     }
   }
-  if (const YAML::Node* memory = Find(f, "memory")) {
+  if (const YamlNode* memory = Find(f, "memory")) {
     auto v = ParseMemoryQuantity(memory->IsScalar() ? memory->Scalar() : "");
     if (v.ok()) {
       r->set_memory_mb(*v);
@@ -329,16 +328,16 @@ void ParseResources(const YAML::Node& node, const std::string& path, v1::Resourc
       errors->push_back(absl::StrCat(path, ".memory: ", v.status().message()));
     }
   }
-  const YAML::Node* gpus = Find(f, "gpus");
+  const YamlNode* gpus = Find(f, "gpus");
   if (gpus) ParseGpuCount(*gpus, path + ".gpus", r, errors);
   ParseGpuShare(f, path, r, errors);
-  if (const YAML::Node* m = Find(f, "gpuMask")) {
+  if (const YamlNode* m = Find(f, "gpuMask")) {
     uint64_t mask = 0;
     ParseGpuMask(*m, path + ".gpuMask", &mask, errors);
     r->set_gpu_mask(mask);
     if (!gpus) r->set_gpus(__builtin_popcountll(mask));
   }
-  if (const YAML::Node* p = Find(f, "ports")) ParsePorts(*p, path + ".ports", r, errors);
+  if (const YamlNode* p = Find(f, "ports")) ParsePorts(*p, path + ".ports", r, errors);
 }
 
 bool ParseRestartPolicy(const std::string& s, v1::RestartPolicy* out) {
@@ -353,10 +352,10 @@ bool ParseRestartPolicy(const std::string& s, v1::RestartPolicy* out) {
 void ParseReplicaInts(const Fields& f, const std::string& path, v1::ReplicaSpec* rs, Errors* errors) {
   int64_t n;
   for (const char* key : {"count", "replicas"}) {
-    const YAML::Node* v = Find(f, key);
+    const YamlNode* v = Find(f, key);
     if (v && GetInt(*v, Join(path, key), &n, errors)) rs->set_count(ClampInt32(n));
   }
-  const YAML::Node* v = Find(f, "minAvailable");
+  const YamlNode* v = Find(f, "minAvailable");
   if (v && GetInt(*v, path + ".minAvailable", &n, errors)) {
     // 0 on the wire means "not given" (the whole count is the gang), so a
     // written 0 would silently mean count: refuse it instead.
@@ -370,7 +369,7 @@ void ParseReplicaInts(const Fields& f, const std::string& path, v1::ReplicaSpec*
   if (v && GetInt(*v, path + ".maxRestarts", &n, errors)) rs->set_max_restarts(ClampInt32(n));
 }
 
-void ParseReplica(const std::string& role, const YAML::Node& node, const std::string& path,
+void ParseReplica(const std::string& role, const YamlNode& node, const std::string& path,
                   v1::ReplicaSpec* rs, Errors* errors) {
   rs->set_role(role);
   rs->set_count(1);
@@ -383,12 +382,12 @@ void ParseReplica(const std::string& role, const YAML::Node& node, const std::st
     return;
   }
   ParseReplicaInts(f, path, rs, errors);
-  if (const YAML::Node* v = Find(f, "resources")) ParseResources(*v, path + ".resources", rs->mutable_resources(), errors);
-  if (const YAML::Node* v = Find(f, "command")) GetStringList(*v, path + ".command", rs->mutable_command(), errors);
-  if (const YAML::Node* v = Find(f, "args")) GetStringList(*v, path + ".args", rs->mutable_args(), errors);
-  if (const YAML::Node* v = Find(f, "env")) GetEnv(*v, path + ".env", rs, errors);
+  if (const YamlNode* v = Find(f, "resources")) ParseResources(*v, path + ".resources", rs->mutable_resources(), errors);
+  if (const YamlNode* v = Find(f, "command")) GetStringList(*v, path + ".command", rs->mutable_command(), errors);
+  if (const YamlNode* v = Find(f, "args")) GetStringList(*v, path + ".args", rs->mutable_args(), errors);
+  if (const YamlNode* v = Find(f, "env")) GetEnv(*v, path + ".env", rs, errors);
   std::string s;
-  const YAML::Node* v = Find(f, "workingDir");
+  const YamlNode* v = Find(f, "workingDir");
   if (v && GetString(*v, path + ".workingDir", &s, errors)) rs->set_working_dir(s);
   v = Find(f, "restartPolicy");
   if (v && GetString(*v, path + ".restartPolicy", &s, errors)) {
@@ -403,7 +402,7 @@ void ParseReplica(const std::string& role, const YAML::Node& node, const std::st
 
 void ParseEnumField(const Fields& root, const char* key, const std::vector<std::pair<std::string, int>>& values,
                     int* out, Errors* errors) {
-  const YAML::Node* node = Find(root, key);
+  const YamlNode* node = Find(root, key);
   std::string s;
   if (!node || !GetString(*node, key, &s, errors)) return;
   std::string l = absl::AsciiStrToLower(s);
@@ -443,32 +442,32 @@ void ParseTopLevel(const Fields& root, v1::JobSpec* spec, Errors* errors) {
            {"name", &v1::JobSpec::set_name}, {"user", &v1::JobSpec::set_user},
            {"queue", &v1::JobSpec::set_queue}, {"nodeName", &v1::JobSpec::set_node_name},
            {"rack", &v1::JobSpec::set_rack}}) {
-    const YAML::Node* v = Find(root, key);
+    const YamlNode* v = Find(root, key);
     if (v && GetString(*v, key, &s, errors)) (spec->*setter)(s);
   }
   ParseEnums(root, spec, errors);
-  if (const YAML::Node* v = Find(root, "nodeSelector")) {
+  if (const YamlNode* v = Find(root, "nodeSelector")) {
     GetStringMap(*v, "nodeSelector", spec->mutable_node_selector(), errors);
   }
   bool b;
-  const YAML::Node* v = Find(root, "relaxLocality");
+  const YamlNode* v = Find(root, "relaxLocality");
   if (v && GetBool(*v, "relaxLocality", &b, errors)) spec->set_relax_locality(b);
 }
 
 void ParseReplicas(const Fields& root, v1::JobSpec* spec, Errors* errors) {
-  const YAML::Node* replicas = Find(root, "replicas");
+  const YamlNode* replicas = Find(root, "replicas");
   if (!replicas) {
     errors->push_back("replicas: required (a mapping of role name to its spec)");
   } else if (!replicas->IsMap() || replicas->size() == 0) {
     errors->push_back("replicas: must be a non-empty mapping of role name to its spec");
   } else {
     for (const auto& [role, node] : Entries(*replicas, "replicas", errors)) {
-      ParseReplica(role, node, Join("replicas", role), spec->add_replicas(), errors);
+      ParseReplica(role, *node, Join("replicas", role), spec->add_replicas(), errors);
     }
   }
 }
 
-void ParseRoot(const YAML::Node& root, v1::JobSpec* spec, Errors* errors) {
+void ParseRoot(const YamlNode& root, v1::JobSpec* spec, Errors* errors) {
   if (root.IsNull()) {
     errors->push_back("spec: is empty (a job spec is a mapping with name and replicas)");
     return;
@@ -544,40 +543,6 @@ std::string MemoryQuantityText(int64_t mb) {
   return absl::StrCat(mb, "Mi");
 }
 
-namespace {
-
-// Counts the documents an event parser sees, nothing more.
-class DocumentCounter : public YAML::EventHandler {
- public:
-  int documents = 0;
-  void OnDocumentStart(const YAML::Mark&) override { ++documents; }
-  void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
-  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
-  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                       YAML::EmitterStyle::value) override {}
-  void OnSequenceEnd() override {}
-  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
-                  YAML::EmitterStyle::value) override {}
-  void OnMapEnd() override {}
-};
-
-// The documents in `text`, counted up to 2. Not YAML::LoadAll: on a document
-// that starts with ',' (one comma is enough) it returns empty documents
-// forever, holding a thread and growing without end (found by fuzz/).
-// Throws what yaml-cpp throws for text that is not YAML.
-int CountDocumentsUpToTwo(const std::string& text) {
-  std::istringstream in(text);
-  YAML::Parser parser(in);
-  DocumentCounter counter;
-  int documents = 0;
-  while (documents < 2 && parser.HandleNextDocument(counter)) ++documents;
-  return documents;
-}
-
-}  // namespace
-
 std::vector<std::string> ParseJobSpecYamlInto(std::string_view yaml, v1::JobSpec* spec) {
   Errors errors;
   // Every yaml-cpp exception derives from YAML::Exception; std::exception
@@ -585,17 +550,16 @@ std::vector<std::string> ParseJobSpecYamlInto(std::string_view yaml, v1::JobSpec
   try {
     // Every document is counted, so a second one is refused rather than
     // quietly dropped.
-    std::string text(yaml);
-    if (CountDocumentsUpToTwo(text) > 1) {
+    YamlTree tree = YamlTree::Parse(yaml);
+    if (!tree.ok()) {
+      errors.push_back(absl::StrCat("spec: not valid YAML: ", tree.error()));
+    } else if (tree.several_documents()) {
       errors.push_back("spec: holds more than one YAML document (---); a job spec is one");
     } else {
-      ParseRoot(YAML::Load(text), spec, &errors);
+      ParseRoot(tree.root(), spec, &errors);
     }
-  } catch (const YAML::Exception& e) {
-    errors.push_back(e.mark.is_null() ? absl::StrCat("spec: not valid YAML: ", e.msg)
-                                      : absl::StrCat("spec: not valid YAML: line ", e.mark.line + 1, ", column ",
-                                                     e.mark.column + 1, ": ", e.msg));
   } catch (const std::exception& e) {
+    // What allocations may throw on hostile input.
     errors.push_back(absl::StrCat("spec: cannot be read: ", e.what()));
   }
   return errors;

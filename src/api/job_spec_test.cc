@@ -251,11 +251,37 @@ TEST(JobSpecTest, DuplicateKeysAreRefusedNotFirstWins) {
 TEST(JobSpecTest, MoreThanOneDocumentIsRefused) {
   EXPECT_EQ(Refusal(std::string(kRole) + "---\n" + kRole),
             "spec: holds more than one YAML document (---); a job spec is one");
-  // Found by fuzz/ (job_spec): yaml-cpp's LoadAll never returned on these,
-  // so one submission held a server thread and grew its memory forever.
-  for (const char* text : {",", "# c\n,", "name: x\n---\n, a\n"}) {
-    EXPECT_THAT(Refusal(text), HasSubstr("spec: holds more than one YAML document")) << text;
+  // Found by fuzz/ (job_spec) when specs were read with yaml-cpp: its
+  // LoadAll never returned on these. Refused, and at once.
+  EXPECT_THAT(Refusal("name: x\n---\n, a\n"), HasSubstr("spec: holds more than one YAML document"));
+  for (const char* text : {",", "# c\n,"}) {
+    EXPECT_THAT(Refusal(text), HasSubstr("spec: not valid YAML: line ")) << text;
   }
+  // A first "---" starts the one document; any later marker is a second.
+  EXPECT_EQ(Refusal(std::string("# a job\n---\n") + kRole + "..."), "");
+  EXPECT_THAT(Refusal(std::string(kRole) + "...\n---\n" + kRole), HasSubstr("more than one YAML document"));
+  EXPECT_THAT(Refusal(std::string("---\n") + kRole + "--- \n" + kRole), HasSubstr("more than one YAML document"));
+}
+
+// Anchors and aliases read as YAML says (an alias is the node it names);
+// an alias before its anchor, or nesting past the bound, is refused with
+// the line; null forms are null.
+TEST(JobSpecTest, AliasesNullsAndNestingAreReadAsYamlSays) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(
+      "name: j\nreplicas:\n  ps: {command: &cmd [sleep, '1'], env: &env {A: '1'}}\n"
+      "  worker: {command: *cmd, env: *env}\n",
+      core::AllocationLimits{});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->replicas_size(), 2);
+  EXPECT_EQ(spec->replicas(1).command_size(), 2);
+  EXPECT_EQ(spec->replicas(1).env().at("A"), "1");
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker: {command: *cmd}\n"),
+            "spec: not valid YAML: line 3, column 21: alias *cmd names no anchor before it");
+  EXPECT_EQ(Refusal("name: ~\nreplicas:\n  worker: {command: [x]}\n"), "name: must be a string");
+  EXPECT_EQ(Refusal("name: 'null'\nreplicas:\n  worker: {command: [x]}\n"), "");
+  std::string deep = "name: j\nreplicas:\n  worker: {command: " + std::string(100, '[') + std::string(100, ']') + "}\n";
+  EXPECT_THAT(Refusal(deep), HasSubstr("line 3, column "));
+  EXPECT_THAT(Refusal(deep), HasSubstr("nested more than 64 deep"));
 }
 
 TEST(JobSpecTest, ProblemsBeyondAHundredAreCounted) {
