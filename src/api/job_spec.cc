@@ -377,11 +377,16 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
   Fields f;
   if (!CheckMap(node, path,
                 {"count", "replicas", "minAvailable", "resources", "command", "args", "env",
-                 "workingDir", "restartPolicy", "maxRestarts"},
+                 "workingDir", "restartPolicy", "maxRestarts", "userCredential"},
                 &f, errors)) {
     return;
   }
   ParseReplicaInts(f, path, rs, errors);
+  bool user_credential = false;
+  if (const YamlNode* v = Find(f, "userCredential");
+      v && GetBool(*v, path + ".userCredential", &user_credential, errors)) {
+    rs->set_user_credential(user_credential);
+  }
   if (const YamlNode* v = Find(f, "resources")) ParseResources(*v, path + ".resources", rs->mutable_resources(), errors);
   if (const YamlNode* v = Find(f, "command")) GetStringList(*v, path + ".command", rs->mutable_command(), errors);
   if (const YamlNode* v = Find(f, "args")) GetStringList(*v, path + ".args", rs->mutable_args(), errors);

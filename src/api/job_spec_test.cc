@@ -284,6 +284,17 @@ TEST(JobSpecTest, AliasesNullsAndNestingAreReadAsYamlSays) {
   EXPECT_THAT(Refusal(deep), HasSubstr("nested more than 64 deep"));
 }
 
+TEST(JobSpecTest, UserCredentialIsARolesChoiceAndABool) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(
+      "name: j\nreplicas:\n  chief: {command: [x], userCredential: true}\n  worker: {command: [x]}\n",
+      core::AllocationLimits{});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_TRUE(spec->replicas(0).user_credential());
+  EXPECT_FALSE(spec->replicas(1).user_credential());
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker: {command: [x], userCredential: admin}\n"),
+            "replicas.worker.userCredential: must be true or false");
+}
+
 TEST(JobSpecTest, ProblemsBeyondAHundredAreCounted) {
   std::string spec = "name: j\nreplicas:\n  worker:\n    command: [" + testing::Repeat("[x], ", 149) + "[x]]\n";
   std::vector<std::string> lines = absl::StrSplit(Refusal(spec), '\n');

@@ -61,6 +61,15 @@ inline constexpr char kJobSecretEnv[] = "TRAINYARD_JOB_SECRET";
 // The job master's address, set for the tasks of a job that has one.
 inline constexpr char kJobMasterEnv[] = "TRAINYARD_JOB_MASTER";
 
+// A role's `userCredential: true`: its tasks get the server's address and a
+// credential of the job's user, so the CLI in a task acts as that user
+// (the names the CLI reads, src/cli/client.cc). The server sets the address
+// in the launch order and adds the credential as the order leaves
+// (server/agent_streams.cc), never to the stored task; the credential is
+// valid while the job has not ended, and never an admin's.
+inline constexpr char kServerEnv[] = "TRAINYARD_SERVER";
+inline constexpr char kTokenEnv[] = "TRAINYARD_TOKEN";
+
 // The cluster CA's certificate file, when the server serves TLS: what the
 // CLI and a job master verify the server with (docs/security.md). An agent
 // with --ca gives its path to every task it starts.

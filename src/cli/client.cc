@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
+#include "api/task_env.h"
 #include "cli/verbs.h"
 #include "cli/json_view.h"
 #include "security/certs.h"
@@ -31,14 +32,14 @@ const security::ClientConfig& Config() {
 
 std::string ServerAddress(const std::string& flag) {
   if (!flag.empty()) return flag;
-  const char* env = std::getenv("TRAINYARD_SERVER");
+  const char* env = std::getenv(api::kServerEnv);
   if (env && *env) return env;
   if (!Config().server.empty()) return Config().server;
   return "127.0.0.1:7450";
 }
 
 std::string ClientToken() {
-  const char* env = std::getenv("TRAINYARD_TOKEN");
+  const char* env = std::getenv(api::kTokenEnv);
   if (env && *env) return env;
   return Config().token;
 }

@@ -6,8 +6,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "security/access.h"
 #include "security/client_config.h"
@@ -245,6 +248,39 @@ TEST_F(ServerSecurityTest, AnAccountNamedLikeATokensUserGetsNoLoginToken) {
   // Once the cluster issues tokens for bob, the account's login token stops.
   ASSERT_TRUE((*sec)->tokens().Issue("bob", false).ok());
   EXPECT_TRUE(absl::IsUnauthenticated((*sec)->Authenticate("Bearer " + *bob).status()));
+}
+
+// A job's user credential (userCredential: true) speaks for the job's user
+// while the job lives, never as an admin, and cannot be made for another job.
+TEST_F(ServerSecurityTest, AJobsUserCredentialIsItsUsersWhileTheJobLives) {
+  auto sec = ServerSecurity::Open({.data_dir = dir_});
+  ASSERT_TRUE(sec.ok()) << sec.status();
+  std::map<uint64_t, std::string> live = {{7, "alice"}};
+  (*sec)->SetLiveJobUser([&live](uint64_t id) -> std::optional<std::string> {
+    auto it = live.find(id);
+    if (it == live.end()) return std::nullopt;
+    return it->second;
+  });
+  std::string token = (*sec)->JobUserTokenOf(7);
+  ASSERT_EQ(token.rfind("tyj_7_", 0), 0u) << token;
+  absl::StatusOr<Principal> p = (*sec)->Authenticate("Bearer " + token);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->user, "alice");
+  EXPECT_FALSE(p->admin);
+  EXPECT_FALSE(p->anonymous);
+  EXPECT_NE(token.substr(6), (*sec)->JobCredentialOf(7));  // not the master's credential
+  // Another job's id under this job's MAC, a MAC changed, a malformed one.
+  live[8] = "bob";
+  std::string mac = token.substr(6);
+  for (const std::string& forged : {"tyj_8_" + mac, token.substr(0, token.size() - 1) + "0", std::string("tyj_7"),
+                                    std::string("tyj_x_") + mac}) {
+    EXPECT_TRUE(absl::IsUnauthenticated((*sec)->Authenticate("Bearer " + forged).status())) << forged;
+  }
+  // The job ended.
+  live.erase(7);
+  absl::StatusOr<Principal> ended = (*sec)->Authenticate("Bearer " + token);
+  EXPECT_TRUE(absl::IsUnauthenticated(ended.status()));
+  EXPECT_THAT(std::string(ended.status().message()), ::testing::HasSubstr("ended with the job"));
 }
 
 TEST_F(ServerSecurityTest, TheFirstStartMakesAnAdminClientConfigOnce) {

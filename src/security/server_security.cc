@@ -10,12 +10,15 @@
 #include "security/login.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 
 namespace trainyard::security {
 
 namespace {
 std::string CredentialText(uint64_t job_id) { return absl::StrCat("trainyard job ", job_id); }
 std::string WorkerSecretText(uint64_t job_id) { return absl::StrCat("trainyard job workers ", job_id); }
+std::string UserTokenText(uint64_t job_id) { return absl::StrCat("trainyard job user ", job_id); }
+constexpr absl::string_view kJobUserTokenPrefix = "tyj_";
 }  // namespace
 
 std::string JobCredential(absl::string_view secret, uint64_t job_id) {
@@ -30,6 +33,27 @@ std::string ServerSecurity::JobCredentialOf(uint64_t job_id) const { return job_
 
 std::string ServerSecurity::JobWorkerSecretOf(uint64_t job_id) const {
   return job_mac_.Hex(WorkerSecretText(job_id));
+}
+
+std::string ServerSecurity::JobUserTokenOf(uint64_t job_id) const {
+  return absl::StrCat(kJobUserTokenPrefix, job_id, "_", job_mac_.Hex(UserTokenText(job_id)));
+}
+
+absl::StatusOr<Principal> ServerSecurity::AuthenticateJobUserToken(absl::string_view token) const {
+  absl::string_view rest = token.substr(kJobUserTokenPrefix.size());
+  size_t sep = rest.find('_');
+  uint64_t job_id = 0;
+  if (sep == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, sep), &job_id) ||
+      !ConstantTimeEquals(job_mac_.Hex(UserTokenText(job_id)), rest.substr(sep + 1))) {
+    return absl::UnauthenticatedError("the job credential is not valid");
+  }
+  std::optional<std::string> user = live_job_user_ ? live_job_user_(job_id) : std::nullopt;
+  if (!user) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("the credential of job ", job_id, " ended with the job: a job's user credential is valid only "
+                     "while the job has not ended"));
+  }
+  return Principal{.user = *std::move(user), .admin = false, .anonymous = false};
 }
 
 ServerSecurity::ServerSecurity(Options options, std::string job_secret)
@@ -51,6 +75,7 @@ absl::StatusOr<Principal> ServerSecurity::Authenticate(absl::string_view authori
   absl::string_view bearer = absl::StripAsciiWhitespace(authorization);
   if (absl::StartsWithIgnoreCase(bearer, "bearer ")) {
     absl::string_view token = absl::StripAsciiWhitespace(bearer.substr(7));
+    if (absl::StartsWith(token, kJobUserTokenPrefix)) return AuthenticateJobUserToken(token);
     if (IsLoginToken(token)) {
       absl::StatusOr<Principal> p = AuthenticateLoginToken(job_secret_, token);
       // A name the token file took after the login is the token's from then on.

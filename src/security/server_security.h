@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
 
@@ -45,6 +47,17 @@ class ServerSecurity {
   // job launched: the secret's HMAC states are made once).
   std::string JobCredentialOf(uint64_t job_id) const;
   std::string JobWorkerSecretOf(uint64_t job_id) const;
+  // The credential of job `job_id`'s user that its tasks get when their
+  // role asks for it (`userCredential: true`): "tyj_" + ID + "_" + 64 hex,
+  // an HMAC of the id under this server's secret. Authenticate takes it as
+  // the job's user, never as an admin, while `live_job_user` (SetLiveJobUser)
+  // says the job has not ended: the server keeps nothing per credential,
+  // and a job's end ends it.
+  std::string JobUserTokenOf(uint64_t job_id) const;
+  // The user of a job that has not ended, by id; nullopt for one that has
+  // (or never was). Set once, before the server serves.
+  using LiveJobUser = std::function<std::optional<std::string>(uint64_t job_id)>;
+  void SetLiveJobUser(LiveJobUser of) { live_job_user_ = std::move(of); }
   // The login token of local account `user` (login.h), for the login
   // socket. FailedPrecondition when a token of the token file speaks for
   // that name (the bootstrap `admin`, say): one name, one kind of credential,
@@ -73,8 +86,11 @@ class ServerSecurity {
   const std::string data_dir_;
   TokenStore tokens_;
   AccessPolicy access_;
+  absl::StatusOr<Principal> AuthenticateJobUserToken(absl::string_view token) const;
+
   const std::string job_secret_;
   const HmacSha256Key job_mac_;
+  LiveJobUser live_job_user_;
 };
 
 }  // namespace trainyard::security

@@ -53,6 +53,8 @@ void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
   if (job_worker_secrets_ && (api::IsJobMasterRole(task.role()) || task.env().count(api::kJobMasterEnv))) {
     (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());
   }
+  // What the spec asked for (userCredential): the job's user's credential.
+  if (task.user_credential() && job_user_tokens_) (*task.mutable_env())[api::kTokenEnv] = job_user_tokens_(task.job_id());
   for (const auto& [name, sealed] : task.secret_env()) {
     // What the server set (TRAINYARD_USER, the checkpoint dir, ...) wins, as
     // over plain env: a spec's secret must not choose who the task runs as.

@@ -35,10 +35,13 @@ class AgentStreams : public ExecutionBackend {
   using SecretOpener = std::function<absl::StatusOr<std::string>(const std::string& sealed)>;
   void SetSecretOpener(SecretOpener open) { open_secret_ = std::move(open); }
   // `worker_secret_of` gives the job master and every task given its address
-  // (api::kJobMasterEnv in its environment) the job's secret.
-  void SetJobCredentials(JobCredentials of, JobCredentials worker_secret_of) {
+  // (api::kJobMasterEnv in its environment) the job's secret;
+  // `user_token_of` the tasks whose role asked for it (TaskSpec.user_credential)
+  // the job's user's credential (api::kTokenEnv).
+  void SetJobCredentials(JobCredentials of, JobCredentials worker_secret_of, JobCredentials user_token_of = {}) {
     job_credentials_ = std::move(of);
     job_worker_secrets_ = std::move(worker_secret_of);
+    job_user_tokens_ = std::move(user_token_of);
   }
 
   // The session number of `link` (a new one, never 0, the first time).
@@ -65,6 +68,7 @@ class AgentStreams : public ExecutionBackend {
   uint64_t next_session_ = 1;
   JobCredentials job_credentials_;
   JobCredentials job_worker_secrets_;
+  JobCredentials job_user_tokens_;
   SecretOpener open_secret_;
 };
 

@@ -329,6 +329,10 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   spec.set_max_restarts(std::max(0, rs->max_restarts() - t.restart_count()));
   spec.set_attempt(t.attempt());
   spec.set_kill_grace_ms(config_.kill_grace_ms);
+  if (rs->user_credential()) {
+    spec.set_user_credential(true);
+    spec_env[api::kServerEnv] = server_address_.empty() ? config_.listen : server_address_;
+  }
   job.launch_base[i] = t.attempt();
   RecordLaunch(*job.rec.mutable_tasks(i));
   Persist(job);

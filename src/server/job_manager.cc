@@ -100,10 +100,13 @@ void JobManager::SetServerAddress(const std::string& address) {
   control_.SetServerAddress(address);
 }
 
-void JobManager::SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of) {
+void JobManager::SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of,
+                                   AgentStreams::JobCredentials user_token_of) {
   absl::MutexLock lock(&mu_);
-  streams_.SetJobCredentials(std::move(of), std::move(worker_secret_of));
+  streams_.SetJobCredentials(std::move(of), std::move(worker_secret_of), std::move(user_token_of));
 }
+
+std::optional<std::string> JobManager::LiveJobUser(uint64_t id) const { return views_.LiveJobUser(id); }
 
 void JobManager::WakeIfAsked() {
   if (control_.TakeRoundRequest()) {

@@ -118,7 +118,11 @@ class JobManager {
   void SetServerAddress(const std::string& address);
   // Job master tasks get their job's credential (`of(job_id)`) in their
   // launch order's environment (AgentStreams::Launch). Call before Start.
-  void SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of);
+  void SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of,
+                         AgentStreams::JobCredentials user_token_of = {});
+  // The user of job `id` while it has not ended (what a job's user
+  // credential speaks for); nullopt for an ended or unknown job. Thread-safe.
+  std::optional<std::string> LiveJobUser(uint64_t id) const;
   // How secret env values are sealed at submission and opened into launch
   // orders. Call before Start; without it they are kept as given.
   using SecretSealer = std::function<absl::StatusOr<std::string>(const std::string& plain)>;

@@ -389,7 +389,11 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   // The job master task gets its job's credential with its launch order.
   security::ServerSecurity* sec_ptr = security_.get();
   manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); },
-                              [sec_ptr](uint64_t job_id) { return sec_ptr->JobWorkerSecretOf(job_id); });
+                              [sec_ptr](uint64_t job_id) { return sec_ptr->JobWorkerSecretOf(job_id); },
+                              [sec_ptr](uint64_t job_id) { return sec_ptr->JobUserTokenOf(job_id); });
+  // A job's user credential holds while the job lives.
+  JobManager* manager = manager_.get();
+  security_->SetLiveJobUser([manager](uint64_t job_id) { return manager->LiveJobUser(job_id); });
   manager_->SetSecretValues([sec_ptr](const std::string& plain) { return sec_ptr->SealValue(plain); },
                             [sec_ptr](const std::string& sealed) { return sec_ptr->OpenValue(sealed); });
   return absl::OkStatus();

@@ -155,6 +155,13 @@ std::optional<ViewStore::JobEntry> ViewStore::Job(const std::string& name) const
   return it->second.entry;
 }
 
+std::optional<std::string> ViewStore::LiveJobUser(uint64_t id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = live_.find(id);
+  if (it == live_.end() || api::IsTerminal(it->second->state())) return std::nullopt;
+  return it->second->user();
+}
+
 std::vector<std::shared_ptr<const v1::JobView>> ViewStore::Jobs(bool include_finished) const {
   std::vector<std::shared_ptr<const v1::JobView>> out;
   if (!include_finished) {

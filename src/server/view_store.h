@@ -81,6 +81,9 @@ class ViewStore {
   std::optional<JobEntry> Job(const std::string& name) const ABSL_LOCKS_EXCLUDED(mu_);
   // Every published job (live ones only unless include_finished), by id.
   std::vector<std::shared_ptr<const v1::JobView>> Jobs(bool include_finished) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The user of the live (unfinished) job with id `id`; nullopt when no
+  // live job has it.
+  std::optional<std::string> LiveJobUser(uint64_t id) const ABSL_LOCKS_EXCLUDED(mu_);
   NodesPtr Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
   QueuesPtr Queues() const ABSL_LOCKS_EXCLUDED(mu_);
   StatsPtr Stats() const ABSL_LOCKS_EXCLUDED(mu_);

@@ -53,5 +53,47 @@ replicas:
   EXPECT_NE(inner.exit_code, 0) << "a job made from inside alice's task: " << inner.out;
 }
 
+// A role that asks for it (userCredential: true) gets a credential of the
+// job's user: the CLI in the task reaches the server and acts as that user
+// (a job it submits is hers; an admin's verb is refused), and the credential
+// ends with the job.
+TEST(TaskCredentialsTest, ARoleThatAsksGetsItsJobsUsersCredentialAndItEndsWithTheJob) {
+  Cluster c({.nodes = 1});
+  std::string out = c.dir() + "/out";
+  std::filesystem::create_directories(out);
+  WriteFile(out + "/inner.yaml", "name: inner\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi}\n"
+                                 "    command: [sh, -c, 'exit 0']\n");
+  std::string bin = TrainyardBin();
+  WriteFile(c.dir() + "/outer.yaml", absl::StrCat(R"(name: outer
+replicas:
+  worker:
+    userCredential: true
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [sh, -c, 'printf %s "$TRAINYARD_TOKEN" > )", out, "/token; export HOME=/nonexistent; ", bin,
+                                                 " submit ", out, "/inner.yaml > ", out, "/submit.out 2>&1; ", bin,
+                                                 " cordon node-0 > ", out, R"(/cordon.out 2>&1; true']
+  ps:
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [sh, -c, 'env > )", out, R"(/ps-env']
+)"));
+  std::string alice = c.UserToken("alice");
+  ASSERT_FALSE(alice.empty());
+  CommandResult submitted = c.CliAs(alice, {"submit", c.dir() + "/outer.yaml", "--wait"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+
+  ASSERT_TRUE(c.WaitForState("inner", "SUCCEEDED", absl::Seconds(60))) << ReadFile(out + "/submit.out");
+  EXPECT_EQ(c.Describe("inner").value("user", ""), "alice");
+  EXPECT_THAT(ReadFile(out + "/cordon.out"), HasSubstr("admin")) << "the credential is never an admin's";
+  EXPECT_EQ(c.Describe("outer").value("state", ""), "SUCCEEDED");
+  // A role that did not ask has none.
+  EXPECT_THAT(ReadFile(out + "/ps-env"), Not(HasSubstr("TRAINYARD_TOKEN=")));
+  // Its job ended: the credential is refused, saying why.
+  std::string token = ReadFile(out + "/token");
+  ASSERT_EQ(token.rfind("tyj_", 0), 0u) << token;
+  CommandResult after = c.CliAs(token, {"jobs"});
+  EXPECT_NE(after.exit_code, 0);
+  EXPECT_THAT(after.out + after.err, HasSubstr("ended with the job")) << after.out << after.err;
+}
+
 }  // namespace
 }  // namespace trainyard::testing
