@@ -6,35 +6,40 @@
 BUILD_DIR := build/release
 ASAN_DIR := build/asan
 
-.PHONY: all setup build tsa fuzz test up bench asan asan-test clean
+.PHONY: all setup build build-up tsa fuzz test up bench asan asan-test clean
 
 all: build
 
 setup:
-	@scripts/setup
+	@scripts/timed setup scripts/setup
 
 build: setup
 	@cmake --preset release >/dev/null
-	@cmake --build --preset release
+	@scripts/timed "build (release)" cmake --build --preset release
+
+# What `trainyard up --demo` needs: the binary and the example programs.
+build-up: setup
+	@cmake --preset release >/dev/null
+	@scripts/timed "build (trainyard and examples)" cmake --build --preset release --target up_programs
 
 # Clang's -Wthread-safety over the module libraries (build/tsa): a lock
 # annotation that the code breaks fails `make test`.
 tsa: setup
 	@cmake --preset tsa >/dev/null
-	@cmake --build --preset tsa
+	@scripts/timed "build (tsa)" cmake --build --preset tsa
 
 # The libFuzzer programs of fuzz/ (build/fuzz), each run over its corpus for
 # FUZZ_SECONDS (scripts/fuzz); a crash, hang or leak fails `make test`.
 FUZZ_SECONDS ?= 10
 fuzz: setup
 	@cmake --preset fuzz >/dev/null
-	@cmake --build --preset fuzz
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz
+	@scripts/timed "build (fuzz)" cmake --build --preset fuzz
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/timed fuzz scripts/fuzz
 
 test: build tsa fuzz
-	@ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
+	@scripts/timed tests ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
-up: build
+up: build-up
 	@$(BUILD_DIR)/trainyard up --demo
 
 bench: build
