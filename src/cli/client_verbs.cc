@@ -47,8 +47,45 @@ struct SubmitFlags : Common {
   std::string advertise_host;
 };
 
+// Prints each new state (and reason) of `job` until it ends; the exit code
+// says whether it SUCCEEDED. Follows the server's WatchJob stream; polls
+// describe when the server has no watch for it (an older server, or its
+// watches are all taken).
 int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
   std::string last;
+  auto show = [&job, &last](const v1::JobView& v) {
+    std::string line = StateName(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
+    if (line != last) {
+      std::cout << job << ": " << line << std::endl;
+      last = line;
+    }
+    return api::IsTerminal(v.state());
+  };
+  auto outcome = [](const v1::JobView& v) { return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure; };
+  for (;;) {
+    v1::WatchJobRequest req;
+    req.set_job(job);
+    grpc::ClientContext ctx;  // no deadline: a job may run for days
+    Authorize(&ctx);
+    std::unique_ptr<grpc::ClientReader<v1::JobView>> reader = stub.WatchJob(&ctx, req);
+    v1::JobView v;
+    while (reader->Read(&v)) {
+      if (show(v)) {
+        ctx.TryCancel();
+        reader->Finish();
+        return outcome(v);
+      }
+    }
+    grpc::Status st = reader->Finish();
+    if (st.ok()) continue;  // ended before the job did: watch again
+    // No watch there (an older server, or its watches are all taken), or no
+    // server for now: describe says which, and polls.
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+        st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      break;
+    }
+    return ReportError("submit", address, st);
+  }
   for (;;) {
     v1::DescribeJobRequest req;
     req.set_job(job);
@@ -56,12 +93,7 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
     auto ctx = Context();
     grpc::Status st = stub.DescribeJob(ctx.get(), req, &v);
     if (!st.ok()) return ReportError("submit", address, st);
-    std::string line = StateName(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
-    if (line != last) {
-      std::cout << job << ": " << line << std::endl;
-      last = line;
-    }
-    if (api::IsTerminal(v.state())) return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;
+    if (show(v)) return outcome(v);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
   }
 }

@@ -27,6 +27,7 @@ class GrpcCounters {
     kRemoveNode,
     kCreateToken,
     kReportJobMasterSummary,
+    kWatchJob,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -36,7 +37,7 @@ class GrpcCounters {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
-        "ReportJobMasterSummary"};
+        "ReportJobMasterSummary", "WatchJob"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

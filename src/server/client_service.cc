@@ -2,6 +2,7 @@
 // translations onto JobManager.
 #include "server/client_service.h"
 
+#include "api/states.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/connection_guard.h"
@@ -117,6 +118,75 @@ grpc::Status ClientService::DescribeJob(grpc::ServerContext* ctx, const v1::Desc
   if (!v.ok()) return Counted(GrpcCounters::kDescribeJob, ToGrpc(v.status()));
   *resp = std::move(*v);
   return Counted(GrpcCounters::kDescribeJob, grpc::Status::OK);
+}
+
+namespace {
+// Bounds on the WatchJob streams open at once (each holds a server thread
+// while it waits): per user, and in all.
+constexpr int kMaxWatchesPerUser = 32;
+constexpr int kMaxWatches = 512;
+}  // namespace
+
+bool ClientService::TakeWatch(const std::string& user) {
+  absl::MutexLock lock(&watch_mu_);
+  int& mine = watches_by_user_[user];
+  if (watches_ >= kMaxWatches || mine >= kMaxWatchesPerUser) {
+    if (mine == 0) watches_by_user_.erase(user);
+    return false;
+  }
+  ++mine;
+  ++watches_;
+  return true;
+}
+
+void ClientService::GiveBackWatch(const std::string& user) {
+  absl::MutexLock lock(&watch_mu_);
+  --watches_;
+  if (--watches_by_user_[user] <= 0) watches_by_user_.erase(user);
+}
+
+grpc::Status ClientService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJobRequest* req,
+                                     grpc::ServerWriter<v1::JobView>* writer) {
+  // Who may describe a job may watch it (a view holds no environment).
+  absl::StatusOr<security::Principal> who = Who(ctx);
+  if (!who.ok()) return Counted(GrpcCounters::kWatchJob, ToGrpc(who.status()));
+  if (!TakeWatch(who->user)) {
+    return Counted(GrpcCounters::kWatchJob,
+                   grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
+                                absl::StrCat("too many job watches open (", kMaxWatchesPerUser, " per user, ",
+                                             kMaxWatches, " in all); close one or poll describe")));
+  }
+  std::unique_ptr<security::CredentialCheck> credential = StreamCredential(ctx);
+  const ViewStore& views = manager_->Views();
+  ViewStore::Versions seen = views.CurrentVersions();
+  std::string sent;  // the state and reason last sent
+  grpc::Status status;
+  for (;;) {
+    if (ctx->IsCancelled()) {
+      status = grpc::Status(grpc::StatusCode::CANCELLED, "the watch was cancelled");
+      break;
+    }
+    if (!credential->Valid(absl::Now())) {
+      status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the watch's credential is no longer valid");
+      break;
+    }
+    absl::StatusOr<v1::JobView> v = manager_->Describe(req->job());
+    if (!v.ok()) {
+      status = ToGrpc(v.status());
+      break;
+    }
+    std::string now = absl::StrCat(v->state(), " ", v->reason());
+    if (now != sent) {
+      sent = now;
+      bool end = api::IsTerminal(v->state());
+      if (!writer->Write(*v) || end) break;  // a closed stream, or the end sent
+    }
+    // Until the jobs' views move (or a second passes: cancellation and the
+    // credential are looked at again).
+    seen = views.AwaitChange(seen, absl::Now() + absl::Seconds(1));
+  }
+  GiveBackWatch(who->user);
+  return Counted(GrpcCounters::kWatchJob, status);
 }
 
 grpc::Status ClientService::KillJob(grpc::ServerContext* ctx, const v1::KillJobRequest* req,

@@ -4,6 +4,11 @@
 // authorized (security::ServerSecurity) before the job manager is called.
 #pragma once
 
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/service.grpc.pb.h"
 #include "security/credential_check.h"
 #include "security/server_security.h"
@@ -35,6 +40,10 @@ class ClientService final
   grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* ctx, const v1::LogsRequest* req) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   grpc::Status DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest*, v1::JobView*) override;
+  // The job's view, then each change of its state or reason, until it ends.
+  // Holds a thread while it waits: bounded per user and in all
+  // (RESOURCE_EXHAUSTED past them).
+  grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*, grpc::ServerWriter<v1::JobView>*) override;
   grpc::Status KillJob(grpc::ServerContext*, const v1::KillJobRequest*, v1::KillJobResponse*) override;
   grpc::Status DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest*, v1::DeleteJobResponse*) override;
   grpc::Status CordonNode(grpc::ServerContext*, const v1::NodeAdminRequest*, v1::NodeAdminResponse*) override;
@@ -75,12 +84,20 @@ class ClientService final
   grpc::Status Administer(grpc::ServerContext* ctx, JobManager::NodeAdmin what, const v1::NodeAdminRequest* req,
                           v1::NodeAdminResponse* resp);
 
+  // Watches open now, in all and by user: WatchJob holds a thread of the
+  // server's while it waits, so one user's watches are bounded, and all.
+  bool TakeWatch(const std::string& user) ABSL_LOCKS_EXCLUDED(watch_mu_);
+  void GiveBackWatch(const std::string& user) ABSL_LOCKS_EXCLUDED(watch_mu_);
+
   JobManager* const manager_;
   LogHub* const logs_;
   security::ServerSecurity* const security_;
   UserRateLimiter* const limits_;
   GrpcCounters counters_;
   JobMasterMetrics masters_;
+  absl::Mutex watch_mu_;
+  int watches_ ABSL_GUARDED_BY(watch_mu_) = 0;
+  absl::flat_hash_map<std::string, int> watches_by_user_ ABSL_GUARDED_BY(watch_mu_);
 };
 
 // Maps an absl::Status to a grpc::Status with the same code and message.

@@ -11,10 +11,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string WaitForFile(const std::string& path) {
-  return absl::StrCat("while [ ! -e ", path, " ]; do sleep 0.02; done");
-}
-
 std::unique_ptr<Process> Watch(Cluster& c, const std::vector<std::string>& args, const std::string& out) {
   std::vector<std::string> argv = {TrainyardBin()};
   argv.insert(argv.end(), args.begin(), args.end());

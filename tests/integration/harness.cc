@@ -103,6 +103,10 @@ std::string ReadFile(const std::string& path) {
   return s.str();
 }
 
+std::string WaitForFile(const std::string& path) {
+  return absl::StrCat("while [ ! -e ", path, " ]; do sleep 0.02; done");
+}
+
 void WriteFile(const std::string& path, const std::string& content) {
   std::ofstream out(path, std::ios::trunc);
   out << content;

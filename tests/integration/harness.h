@@ -95,6 +95,9 @@ CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duratio
 // Reads a whole file ("" when missing).
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
+// A shell command that waits until `path` exists: a task holds there until
+// the test writes the file (the task's own business; no timer).
+std::string WaitForFile(const std::string& path);
 
 // Polls `cond` every `every` until it is true or `timeout` passes.
 bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,

@@ -32,12 +32,6 @@ int Shell(const std::string& command, std::string* out, const std::string& dir) 
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-// A shell command that waits until `path` exists (the task's own business;
-// the test never waits on a timer).
-std::string WaitForFile(const std::string& path) {
-  return absl::StrCat("while [ ! -e ", path, " ]; do sleep 0.02; done");
-}
-
 std::string LogPath(const std::string& job, const std::string& task, const std::string& query = "") {
   return absl::StrCat("/api/v1/jobs/", job, "/tasks/", task, "/logs", query.empty() ? "" : "?", query);
 }

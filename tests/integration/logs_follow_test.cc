@@ -47,12 +47,6 @@ std::string Unstamped(const std::string& data) {
   return text;
 }
 
-// A shell command that waits until `path` exists (the task's own business;
-// the test never waits on a timer).
-std::string WaitForFile(const std::string& path) {
-  return absl::StrCat("while [ ! -e ", path, " ]; do sleep 0.02; done");
-}
-
 // `trainyard logs ARGS... --server ADDRESS` running in the background, its
 // output in a file.
 std::unique_ptr<Process> Follow(Cluster& c, const std::vector<std::string>& args, const std::string& out) {
