@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/wait_until.h"
 #include "nlohmann/json.hpp"
 
 namespace trainyard::testing {
@@ -95,10 +96,6 @@ CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duratio
 // Reads a whole file ("" when missing).
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
-
-// Polls `cond` every `every` until it is true or `timeout` passes.
-bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
-             absl::Duration every = absl::Milliseconds(20));
 
 // A port that was free a moment ago.
 int FreePort();
