@@ -20,7 +20,10 @@ import os
 import re
 import sys
 
-import yaml
+try:
+    import yaml
+except ImportError:
+    sys.exit("check_openapi.py needs PyYAML (Debian's python3-yaml): run scripts/setup")
 
 OPERATIONS = {"get", "put", "post", "delete", "options", "head", "patch", "trace"}
 KEYS = {
