@@ -20,8 +20,12 @@
 #include "absl/time/time.h"
 #include "agent/supervisor.h"
 #include "api/log_lines.h"
+#include "common/wait_until.h"
 
 namespace trainyard::agent::testing {
+
+// The one wait-with-a-deadline of every room's tests (common/wait_until.h).
+using ::trainyard::WaitUntil;
 
 // A fresh directory under $TMPDIR, removed with its contents at destruction.
 class TempDir {
@@ -65,16 +69,6 @@ inline std::string TestDataPath(const std::string& name) {
     return (std::filesystem::path(root) / "src/agent/testdata" / name).string();
   }
   return (std::filesystem::path(__FILE__).parent_path() / "testdata" / name).string();
-}
-
-// Polls `condition` until it holds or `timeout` passes; returns its last value.
-inline bool WaitUntil(const std::function<bool()>& condition, absl::Duration timeout = absl::Seconds(10)) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (!condition()) {
-    if (absl::Now() >= deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return true;
 }
 
 // Records every status change it receives.

@@ -18,6 +18,7 @@
 #include "agent/server_link.h"
 #include "cli/agent_join.h"
 #include "api/agent_address.h"
+#include "cli/stop_signals.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -129,11 +130,7 @@ int RunAgent(AgentFlags& f) {
   // Files and directories the agent creates (logs, task records with env
   // values, checkpoints) are its own unless it says otherwise.
   umask(077);
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before threads start: they inherit it
+  BlockStopSignals();  // before threads start: they inherit it
 
   RealClock clock;
   f.config.clock = &clock;
@@ -192,8 +189,7 @@ int RunAgent(AgentFlags& f) {
             << "; server " << f.server << ", agent listener " << f.agent_server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
             << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "") << std::endl;
   link.Start(core->get());
-  int sig = 0;
-  sigwait(&set, &sig);
+  int sig = WaitForStopSignal();
   Log(LogLevel::kInfo, "agent", "signal %d: stopping%s", sig, f.kill_tasks_on_exit ? " and killing tasks" : "");
   if (f.kill_tasks_on_exit) {
     // Said first, on the stream the tasks' ends then follow: the server

@@ -14,6 +14,7 @@
 #include "CLI/CLI.hpp"
 #include "api/task_env.h"
 #include "cli/client.h"
+#include "cli/stop_signals.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
 #include "common/logging.h"
@@ -93,14 +94,9 @@ int BarrierCount(JobmasterFlags& f) {
 
 // Serves until the job ended (plus the linger) or a signal arrived.
 void Serve(jobmaster::JobMasterServer* server, absl::Duration linger) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  BlockStopSignals();
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
+    WaitForStopSignal();
     server->Stop();
   });
   absl::Status s = server->Run(linger);
@@ -152,11 +148,7 @@ int RunJobmaster(JobmasterFlags& f) {
   // here: else one of them could take the signal meant for Serve's sigwait.
   std::unique_ptr<jobmaster::SummaryReporter> figures;
   if (!f.server_address.empty()) {
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    BlockStopSignals();
     figures = std::make_unique<jobmaster::SummaryReporter>(f.server_address, credentials, server->get(),
                                                            f.config.job_name);
     figures->Start();

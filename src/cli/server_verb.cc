@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "cli/stop_signals.h"
 #include "cli/verbs.h"
 #include "common/logging.h"
 #include "server/server.h"
@@ -70,14 +71,9 @@ int CheckStore(const std::string& data_dir) {
 
 // Waits for SIGINT or SIGTERM on a dedicated thread, then shuts down.
 void ServeUntilSignal(server::Server* s) {
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  BlockStopSignals();
   std::thread waiter([&] {
-    int sig = 0;
-    sigwait(&set, &sig);
+    int sig = WaitForStopSignal();
     Log(LogLevel::kInfo, "server", "signal %d: shutting down", sig);
     s->Shutdown();
   });

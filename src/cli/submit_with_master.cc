@@ -53,7 +53,24 @@ std::string HostFor(const std::string& server, const std::string& advertise) {
   return gethostname(host, sizeof(host) - 1) == 0 && host[0] ? host : "127.0.0.1";
 }
 
+// The master's loop on its own thread; Stop ends it and says how it ended:
+// a master that failed (its listener or event loop) is the reason the job's
+// workers could not report, so the user is told, not left guessing.
+class MasterLoop {
+ public:
+  explicit MasterLoop(jobmaster::JobMasterServer* master)
+      : master_(master), thread_([this] { status_ = master_->Run(absl::Seconds(1)); }) {}
+  void Stop() {
+    master_->Stop();
+    thread_.join();
+    if (!status_.ok()) std::cerr << "trainyard submit: the job master stopped: " << status_.message() << "\n";
+  }
 
+ private:
+  jobmaster::JobMasterServer* const master_;
+  absl::Status status_;  // written by thread_ only, read after it is joined
+  std::thread thread_;
+};
 
 }  // namespace
 
@@ -73,7 +90,7 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
     std::cerr << "trainyard submit: cannot start the job master: " << master.status().message() << "\n";
     return kExitFailure;
   }
-  std::thread loop([&] { (void)(*master)->Run(absl::Seconds(1)); });
+  MasterLoop loop(master->get());
   std::string address = absl::StrCat(HostFor(server_address, advertise_host), ":", (*master)->port());
   spec.set_job_master_address(address);
   v1::SubmitRequest req;
@@ -82,8 +99,7 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
   auto ctx = Context();
   grpc::Status st = stub.Submit(ctx.get(), req, &resp);
   if (!st.ok()) {
-    (*master)->Stop();
-    loop.join();
+    loop.Stop();
     return ReportError("submit", server_address, st);
   }
   named.SetName(resp.job());
@@ -106,8 +122,7 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
   }
-  (*master)->Stop();
-  loop.join();
+  loop.Stop();
   figures.Finish();
   to_server.WaitDelivered(5);
   return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;

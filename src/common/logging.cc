@@ -42,7 +42,7 @@ void LogLine(LogLevel level, std::string_view component, std::string_view messag
                                      static_cast<int>(ts.tv_nsec / 1000000), component, message);
   // One write() per line keeps lines from several threads whole.
   ssize_t ignored = write(STDERR_FILENO, line.data(), line.size());
-  (void)ignored;
+  (void)ignored;  // a log line that stderr cannot take has nowhere else to go
 }
 
 }  // namespace trainyard

@@ -60,13 +60,7 @@ class BadInput : public ::testing::Test {
     pb::JobMasterResponse r = fleet_->Last(i);
     EXPECT_EQ(r.error().code(), kInvalidArgument);
     // The master closes after the error: wait for the end of the stream.
-    absl::Time deadline = Deadline();
-    while (!fleet_->closed_by_peer(i) && absl::Now() < deadline) {
-      // No reply comes after the error, so this times out: it only reads,
-      // which is how the fleet notices the close.
-      fleet_->Exchange(1, absl::Now() + absl::Milliseconds(5)).IgnoreError();
-    }
-    EXPECT_TRUE(fleet_->closed_by_peer(i));
+    EXPECT_TRUE(fleet_->AwaitClosedByPeer(i, Deadline()));
     return r.error().message();
   }
 

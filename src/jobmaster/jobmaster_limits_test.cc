@@ -15,6 +15,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobmaster/frame.h"
@@ -26,7 +27,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(30); }
+// How long anything here may take on a loaded machine.
+constexpr absl::Duration kPatience = absl::Seconds(30);
+absl::Time Deadline() { return absl::Now() + kPatience; }
 
 JobMasterConfig Config(int workers) {
   JobMasterConfig c;
@@ -39,16 +42,6 @@ std::vector<int> Range(int n) {
   std::vector<int> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = i;
   return ids;
-}
-
-// Polls `cond` until it holds or 30 s pass.
-bool WaitFor(const std::function<bool()>& cond) {
-  absl::Time deadline = Deadline();
-  while (absl::Now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
-  return cond();
 }
 
 // The 4-byte length header of a frame of `length` bytes.
@@ -159,16 +152,16 @@ TEST(JobMasterLimits, HalfSentBigFramesFromManyConnectionsStayUnderTheInputCap) 
   // whole half frame. At most 16 MiB / 512 KiB = 32 can be held.
   const JobMasterServer& server = master.server();
   auto held = [&] { return server.connection_count() - 4; };
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     return server.cut_off_count() + held() == kFlood &&
            server.buffered_input_bytes() >= static_cast<size_t>(held()) * (half.size() - 4);
-  })) << server.cut_off_count() << " cut off, " << held() << " held";
+  }, kPatience)) << server.cut_off_count() << " cut off, " << held() << " held";
   EXPECT_GE(server.cut_off_count(), kFlood - 32);
   EXPECT_LE(server.peak_buffered_input_bytes(), config.max_buffered_input_bytes);
   ASSERT_TRUE(fleet.BarrierAll(4, Deadline()).ok()) << "the workers are served during the flood";
   // The frames that were kept are never completed: gone at the timeout.
   clock.Advance(config.partial_frame_timeout);
-  ASSERT_TRUE(WaitFor([&] { return server.connection_count() == 4; }))
+  ASSERT_TRUE(WaitUntil([&] { return server.connection_count() == 4; }, kPatience))
       << server.connection_count();
   EXPECT_EQ(server.cut_off_count(), kFlood);
   for (int i = 0; i < 4; ++i) fleet.Queue(i, Barrier(1));
@@ -199,7 +192,7 @@ TEST(JobMasterLimits, APeerThatNeverReadsIsCutOff) {
   while (peer.Push() && absl::Now() < deadline) {
   }
   const JobMasterServer& server = master.server();
-  ASSERT_TRUE(WaitFor([&] { return server.cut_off_count() == 1; }));
+  ASSERT_TRUE(WaitUntil([&] { return server.cut_off_count() == 1; }, kPatience));
   EXPECT_TRUE(peer.SeesTheMasterClose(Deadline()));
   // One list may wait beyond the cap, not more.
   EXPECT_LE(server.peak_queued_output_bytes(), config.max_queued_output_bytes + 64 * 1024);
@@ -221,16 +214,12 @@ class Timeouts : public ::testing::Test {
     fleet_ = std::make_unique<SimFleet>("127.0.0.1", master_->port());
     ASSERT_TRUE(fleet_->Connect(4, Deadline()).ok());
     ASSERT_TRUE(fleet_->RegisterAll({0, 1}, Deadline()).ok());
-    ASSERT_TRUE(WaitFor([&] { return master_->server().connection_count() == 4; }));
+    ASSERT_TRUE(WaitUntil([&] { return master_->server().connection_count() == 4; }, kPatience));
   }
   // Reads until connection `i` sees the master close it (or `wait` passes:
   // short where the test expects the connection to stay).
   bool ClosedByMaster(int i, absl::Duration wait = absl::Seconds(5)) {
-    absl::Time deadline = absl::Now() + wait;
-    while (!fleet_->closed_by_peer(i) && absl::Now() < deadline) {
-      fleet_->Exchange(1, absl::Now() + absl::Milliseconds(5)).IgnoreError();
-    }
-    return fleet_->closed_by_peer(i);
+    return fleet_->AwaitClosedByPeer(i, absl::Now() + wait);
   }
 
   JobMasterConfig config_;
@@ -252,7 +241,7 @@ TEST_F(Timeouts, AConnectionThatNeverRegistersIsClosed) {
 TEST_F(Timeouts, AFrameBegunAndNotFinishedClosesItsConnection) {
   fleet_->QueueRaw(0, Header(100) + "only part of it");
   ASSERT_TRUE(fleet_->Exchange(0, Deadline()).ok());
-  ASSERT_TRUE(WaitFor([&] { return master_->server().peak_buffered_input_bytes() > 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return master_->server().peak_buffered_input_bytes() > 0; }, kPatience));
   clock_.Advance(config_.partial_frame_timeout - absl::Seconds(1));
   EXPECT_FALSE(ClosedByMaster(0, absl::Milliseconds(200)));
   clock_.Advance(absl::Seconds(1));

@@ -246,7 +246,7 @@ void JobMasterServer::Stop() {
 void JobMasterServer::Wake() {
   uint64_t one = 1;
   ssize_t ignored = write(wake_fd_, &one, sizeof(one));
-  (void)ignored;
+  (void)ignored;  // fails only when the eventfd's count is full: the loop is awake already
 }
 
 bool JobMasterServer::Inspect(const std::function<void(const MasterState&)>& fn) {
@@ -266,7 +266,7 @@ bool JobMasterServer::Inspect(const std::function<void(const MasterState&)>& fn)
 void JobMasterServer::RunPosted() {
   uint64_t count;
   ssize_t ignored = read(wake_fd_, &count, sizeof(count));
-  (void)ignored;
+  (void)ignored;  // drains the wakes; EAGAIN only says none was pending
   std::vector<std::function<void()>> tasks;
   {
     absl::MutexLock lock(&posted_mu_);

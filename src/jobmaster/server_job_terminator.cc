@@ -1,9 +1,12 @@
 // Reports a job's outcome to the server over gRPC.
 #include "jobmaster/server_job_terminator.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <optional>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -18,6 +21,17 @@ struct ServerJobTerminator::State {
   absl::CondVar cv;  // delivered or stop changed
   bool delivered ABSL_GUARDED_BY(mu) = false;
   bool stop ABSL_GUARDED_BY(mu) = false;
+
+  // Makes one report to the server at `address` until it is answered for
+  // good: success, or an answer another try would get again (Retry). `call`
+  // makes one try with a context that has a 5 s deadline and the
+  // credentials. At most 50 tries, 100 ms apart doubling to 2 s, each
+  // failure logged as "reporting WHAT to ADDRESS: ...; retrying". Returns
+  // that answer, or nullopt when Stop came first or the tries ran out.
+  std::optional<grpc::Status> Report(const std::string& address, const ReportCredentials& credentials,
+                                     const std::string& what,
+                                     absl::FunctionRef<grpc::Status(grpc::ClientContext*)> call)
+      ABSL_LOCKS_EXCLUDED(mu);
 };
 
 ServerJobTerminator::ServerJobTerminator(std::string server_address, JobTerminator* also,
@@ -77,6 +91,27 @@ std::unique_ptr<v1::Trainyard::Stub> ServerStub(const std::string& address, cons
 }
 }  // namespace
 
+std::optional<grpc::Status> ServerJobTerminator::State::Report(
+    const std::string& address, const ReportCredentials& credentials, const std::string& what,
+    absl::FunctionRef<grpc::Status(grpc::ClientContext*)> call) {
+  int delay_ms = 100;
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    PresentCredentials(credentials, &ctx);
+    grpc::Status st = call(&ctx);
+    if (st.ok() || !Retry(st)) return st;
+    Log(LogLevel::kWarning, "jobmaster", "reporting %s to %s: %s; retrying", what, address, st.error_message());
+    absl::MutexLock lock(&mu);
+    absl::Time retry_at = absl::Now() + absl::Milliseconds(delay_ms);
+    while (!stop && !cv.WaitWithDeadline(&mu, retry_at)) {
+    }
+    if (stop) return std::nullopt;
+    delay_ms = std::min(delay_ms * 2, 2000);
+  }
+  return std::nullopt;
+}
+
 bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   v1::WorkerFailureRequest req;
   req.set_job(failure.job);
@@ -89,26 +124,15 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   ReportCredentials credentials = credentials_;
   failure_threads_.emplace_back([address, req, state, credentials] {
     auto stub = ServerStub(address, credentials);
-    int delay_ms = 100;
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      PresentCredentials(credentials, &ctx);
-      v1::WorkerFailureResponse resp;
-      grpc::Status st = stub->ReportWorkerFailure(&ctx, req, &resp);
-      if (st.ok() || !Retry(st)) {
-        if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the failure of worker %d: %s",
-                          req.worker_id(), st.error_message());
-        return;
-      }
-      Log(LogLevel::kWarning, "jobmaster", "reporting worker %d failed to %s: %s; retrying", req.worker_id(), address,
-          st.error_message());
-      absl::MutexLock lock(&state->mu);
-      absl::Time retry_at = absl::Now() + absl::Milliseconds(delay_ms);
-      while (!state->stop && !state->cv.WaitWithDeadline(&state->mu, retry_at)) {
-      }
-      if (state->stop) return;
-      delay_ms = std::min(delay_ms * 2, 2000);
+    std::optional<grpc::Status> st =
+        state->Report(address, credentials, absl::StrCat("worker ", req.worker_id(), " failed"),
+                      [&](grpc::ClientContext* ctx) {
+                        v1::WorkerFailureResponse resp;
+                        return stub->ReportWorkerFailure(ctx, req, &resp);
+                      });
+    if (st.has_value() && !st->ok()) {
+      Log(LogLevel::kWarning, "jobmaster", "server refused the failure of worker %d: %s", req.worker_id(),
+          st->error_message());
     }
   });
   return true;
@@ -127,27 +151,15 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   ReportCredentials credentials = credentials_;
   thread_ = std::thread([address, req, state, credentials] {
     auto stub = ServerStub(address, credentials);
-    int delay_ms = 100;
-    for (int attempt = 0; attempt < 50; ++attempt) {
-      grpc::ClientContext ctx;
-      ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-      PresentCredentials(credentials, &ctx);
+    std::optional<grpc::Status> st = state->Report(address, credentials, "the outcome", [&](grpc::ClientContext* ctx) {
       v1::JobOutcomeResponse resp;
-      grpc::Status st = stub->ReportJobOutcome(&ctx, req, &resp);
-      absl::MutexLock lock(&state->mu);
-      if (st.ok() || !Retry(st)) {
-        if (!st.ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the outcome: %s", st.error_message());
-        state->delivered = st.ok();
-        state->cv.SignalAll();
-        return;
-      }
-      Log(LogLevel::kWarning, "jobmaster", "reporting the outcome to %s: %s; retrying", address, st.error_message());
-      absl::Time retry_at = absl::Now() + absl::Milliseconds(delay_ms);
-      while (!state->stop && !state->cv.WaitWithDeadline(&state->mu, retry_at)) {
-      }
-      if (state->stop) return;
-      delay_ms = std::min(delay_ms * 2, 2000);
-    }
+      return stub->ReportJobOutcome(ctx, req, &resp);
+    });
+    if (!st.has_value()) return;
+    if (!st->ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the outcome: %s", st->error_message());
+    absl::MutexLock lock(&state->mu);
+    state->delivered = st->ok();
+    state->cv.SignalAll();
   });
 }
 

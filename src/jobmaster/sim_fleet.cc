@@ -189,6 +189,14 @@ void SimFleet::CountFrames(Worker& w, std::string_view data) {
   }
 }
 
+bool SimFleet::AwaitClosedByPeer(int i, absl::Time deadline) {
+  while (!closed_by_peer(i) && absl::Now() < deadline) {
+    // DEADLINE_EXCEEDED is the expected answer: nothing comes but the close.
+    Exchange(1, std::min(deadline, absl::Now() + absl::Milliseconds(5))).IgnoreError();
+  }
+  return closed_by_peer(i);
+}
+
 absl::Status SimFleet::Exchange(int count, absl::Time deadline) {
   int target = received_ + count;
   for (int i : pending_writes_) {

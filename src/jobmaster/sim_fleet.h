@@ -65,6 +65,10 @@ class SimFleet {
   void ClearResponses();
   // True once the master closed connection `i`.
   bool closed_by_peer(int i) const { return workers_[i].eof; }
+  // Reads until the master closes connection `i` or `deadline` passes;
+  // returns closed_by_peer(i). Reading is how the fleet notices a close,
+  // and no answer is expected meanwhile (each read's short wait times out).
+  bool AwaitClosedByPeer(int i, absl::Time deadline);
   // Closes connection `i` from the worker's side.
   void Close(int i);
 

@@ -3,13 +3,13 @@
 // (header-only so the library does not carry it).
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <thread>
 
 #include "absl/time/clock.h"
 #include "common/clock.h"
+#include "common/wait_until.h"
 #include "jobmaster/jobmaster_server.h"
 
 namespace trainyard::jobmaster {
@@ -55,12 +55,7 @@ class TestMaster {
   // Polls `condition` on the loop until it holds or `timeout` passes.
   bool WaitUntil(const std::function<bool(const MasterState&)>& condition,
                  absl::Duration timeout = absl::Seconds(10)) {
-    absl::Time deadline = absl::Now() + timeout;
-    while (absl::Now() < deadline) {
-      if (Read<bool>(condition)) return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return false;
+    return ::trainyard::WaitUntil([&] { return Read<bool>(condition); }, timeout);
   }
 
  private:

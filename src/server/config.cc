@@ -3,11 +3,15 @@
 
 #include <fstream>
 #include <sstream>
+#include <tuple>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/job_spec.h"
+#include "core/policy/placement_policy.h"
+#include "core/policy/queue_policy.h"
 #include "core/resources/port_ranges.h"
 #include "yaml-cpp/yaml.h"
 
@@ -306,11 +310,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                                   c.history_interval_ms, " is more than ", kMaxHistorySamples,
                                   " samples; keep fewer minutes or sample less often"));
   }
-  if (c.queue_policy != "fifo" && c.queue_policy != "capacity" && c.queue_policy != "fair") {
-    errors.push_back(absl::StrCat("queuePolicy: '", c.queue_policy, "' is not one of fifo, capacity, fair"));
-  }
-  if (c.placement != "topology" && c.placement != "spread" && c.placement != "fragmentation") {
-    errors.push_back(absl::StrCat("placement: '", c.placement, "' is not one of topology, spread, fragmentation"));
+  for (auto [key, value, names] : {std::tuple{"queuePolicy", &c.queue_policy, core::QueuePolicyNames()},
+                                    std::tuple{"placement", &c.placement, core::PlacementPolicyNames()}}) {
+    if (!absl::c_linear_search(names, *value)) {
+      errors.push_back(absl::StrCat(key, ": '", *value, "' is not one of ", absl::StrJoin(names, ", ")));
+    }
   }
   const auto& l = c.limits;
   if (l.min_memory_mb > l.max_memory_mb) errors.push_back("limits.minMemoryMb: above maxMemoryMb");

@@ -1,4 +1,7 @@
 #include "server/config.h"
+
+#include "core/policy/placement_policy.h"
+#include "core/policy/queue_policy.h"
 #include "server/server.h"
 
 #include <fstream>
@@ -204,6 +207,24 @@ TEST(ServerConfigTest, SubmissionBoundsOutsideTheirRangeAreRefusedByKey) {
   EXPECT_THAT(st.message(), HasSubstr("defaultCpu: 5m is below 10m, the least a task can run with"));
   absl::StatusOr<ServerConfig> typo = LoadServerConfig(WriteConfig("typo.yaml", "maxTasksPerJob: many\n"));
   EXPECT_THAT(typo.status().message(), HasSubstr("maxTasksPerJob: has the wrong type"));
+}
+
+// The policy names a config may give are the ones the core's factories know.
+TEST(ServerConfigTest, PolicyNamesAreTheFactoriesOwn) {
+  ServerConfig c;
+  for (const std::string& name : core::QueuePolicyNames()) {
+    c.queue_policy = name;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << name;
+  }
+  for (const std::string& name : core::PlacementPolicyNames()) {
+    c.placement = name;
+    EXPECT_TRUE(ValidateServerConfig(c).ok()) << name;
+  }
+  c.queue_policy = "lottery";
+  c.placement = "random";
+  absl::Status st = ValidateServerConfig(c);
+  EXPECT_THAT(st.message(), HasSubstr("queuePolicy: 'lottery' is not one of fifo, capacity, fair"));
+  EXPECT_THAT(st.message(), HasSubstr("placement: 'random' is not one of topology, spread, fragmentation"));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/wait_until.h"
 #include "server/test_node.h"
 #include "api/job_spec.h"
 #include "api/roles.h"
@@ -89,13 +90,10 @@ class JobManagerTest : public ::testing::Test {
   // The store answers writes on a thread of its own: waits (with a deadline)
   // until the stored record of `job` is in `state`.
   bool WaitForStored(const std::string& job, v1::JobState state) {
-    absl::Time deadline = absl::Now() + absl::Seconds(10);
-    while (absl::Now() < deadline) {
+    return WaitUntil([&] {
       auto rec = store_.GetJobByName(job);
-      if (rec.ok() && rec->state() == state) return true;
-      absl::SleepFor(absl::Milliseconds(5));
-    }
-    return false;
+      return rec.ok() && rec->state() == state;
+    });
   }
 
   ServerConfig config_;

@@ -110,6 +110,12 @@ absl::Status Database::Exec(absl::string_view sql, absl::string_view what) {
   return rc == SQLITE_OK ? absl::OkStatus() : Error(rc, what);
 }
 
+void Database::EndRead() { (void)Exec("COMMIT", "ending a read"); }
+
+void Database::RollBackAfterFailure(absl::string_view what) {
+  if (!sqlite3_get_autocommit(db_)) (void)Exec("ROLLBACK", what);
+}
+
 absl::StatusOr<Statement*> Database::Prepare(const std::string& sql) {
   auto it = statements_.find(sql);
   if (it != statements_.end()) {

@@ -69,6 +69,16 @@ class Database {
 
   // Runs one or more statements that return no rows.
   absl::Status Exec(absl::string_view sql, absl::string_view what);
+  // Ends a read transaction (begun with Exec("BEGIN", ...)). Its status
+  // cannot matter: a read changed nothing, and a COMMIT that failed leaves
+  // the transaction open, so this connection's next BEGIN fails with its own
+  // error and that read reports it.
+  void EndRead();
+  // Rolls back the open transaction after a failure the caller reports.
+  // Its status cannot matter: SQLite has already rolled back when the
+  // failure was one that ends the transaction, and a ROLLBACK that fails
+  // leaves it open, so the next BEGIN on this connection fails and says so.
+  void RollBackAfterFailure(absl::string_view what);
   // Returns the cached statement for `sql`, reset and ready to bind.
   absl::StatusOr<Statement*> Prepare(const std::string& sql);
   // Runs one cached statement that returns no rows.

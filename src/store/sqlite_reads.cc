@@ -125,7 +125,7 @@ absl::StatusOr<std::vector<v1::JobRecord>> SqliteStore::ListJobs(const JobFilter
   for (size_t i = 0; status.ok() && filter.include_tasks && i < jobs.size(); ++i) {
     status = ReadTasks(jobs[i]);
   }
-  (void)reader_->Exec("COMMIT", "ending a read");
+  reader_->EndRead();
   if (!status.ok()) return status;
   return jobs;
 }
@@ -159,7 +159,7 @@ absl::StatusOr<std::vector<v1::JobEventRecord>> SqliteStore::ListEvents(uint64_t
       return absl::OkStatus();
     });
   }
-  (void)reader_->Exec("COMMIT", "ending a read");
+  reader_->EndRead();
   if (!status.ok()) return status;
   if (!found) return absl::NotFoundError(absl::StrCat("job ", job_id, " not found"));
   return events;

@@ -142,7 +142,7 @@ absl::StatusOr<StoreSnapshot> SqliteStore::ReadSnapshot() {
   });
   if (status.ok()) status = ReadLiveTasks(snapshot);
   if (status.ok()) status = ReadNodesAndMeta(snapshot);
-  (void)reader_->Exec("COMMIT", "ending a read");
+  reader_->EndRead();
   if (!status.ok()) return status;
   return snapshot;
 }

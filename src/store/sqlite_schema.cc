@@ -45,9 +45,7 @@ absl::Status Migrate(sqlite::Database& db, const Migration& m) {
                                  absl::StrFormat("PRAGMA application_id = %d;", kApplicationId),
                                  "UPDATE schema_version SET version = ", m.version, ";COMMIT;");
   absl::Status status = db.Exec(sql, absl::StrCat("migrating the schema to version ", m.version));
-  if (!status.ok() && !sqlite3_get_autocommit(db.raw())) {
-    (void)db.Exec("ROLLBACK", "rolling back a failed migration");
-  }
+  if (!status.ok()) db.RollBackAfterFailure("rolling back a failed migration");
   return status;
 }
 

@@ -171,9 +171,7 @@ void SqliteStore::CommitGroup(std::vector<Pending>& group) {
 }
 
 void SqliteStore::FailGroup(std::vector<Pending>& group, const absl::Status& fatal) {
-  if (!sqlite3_get_autocommit(writer_->raw())) {
-    (void)writer_->Exec("ROLLBACK", "rolling back a failed transaction");
-  }
+  writer_->RollBackAfterFailure("rolling back a failed transaction");
   absl::MutexLock lock(&mu_);
   if (IsSticky(fatal) && broken_.ok()) {
     broken_ = absl::Status(

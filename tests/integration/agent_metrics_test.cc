@@ -84,7 +84,7 @@ TEST(AgentMetricsTest, AnAgentShowsItsRunningTaskAndItsGpusAndPromtoolAcceptsIt)
   ASSERT_FALSE(there.empty()) << ReadFile(c.agent(1 - placed).log());
 
   HttpResult m;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     m = HttpGet(here, "/metrics");
     return MetricSample(m.body, "trainyard_agent_tasks{node=\"" + node + "\",state=\"RUNNING\"}") >= 1.0 &&
            MetricSample(m.body, "trainyard_agent_log_written_bytes_total{node=\"" + node + "\"}").value_or(0) > 0;
@@ -132,7 +132,7 @@ TEST(JobMasterMetricsTest, TheMastersFiguresAppearSummedOnTheServerWhileItsJobRu
   std::string job = c.Submit(MasterSpec(out));
   ASSERT_FALSE(job.empty());
   HttpResult m;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     m = HttpGet(c.http_address(), "/metrics");
     return MetricSample(m.body, "trainyard_jobmasters_reporting") == 1.0 &&
            MetricSample(m.body, "trainyard_jobmaster_workers{state=\"RUNNING\"}") == 2.0 &&
@@ -148,7 +148,7 @@ TEST(JobMasterMetricsTest, TheMastersFiguresAppearSummedOnTheServerWhileItsJobRu
   // barrier stays in the histogram.
   WriteFile(out + "/end", "");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     m = HttpGet(c.http_address(), "/metrics");
     return MetricSample(m.body, "trainyard_jobmasters_reporting") == 0.0;
   }, absl::Seconds(20), absl::Milliseconds(200))) << m.body;

@@ -30,14 +30,14 @@ TEST(CliWatchTest, JobsWatchPrintsTheListAgainAsAJobComesAndGoes) {
   std::string out = c.dir() + "/jobs.out", go = c.dir() + "/go";
   std::unique_ptr<Process> watch = Watch(c, {"jobs", "-w"}, out);
   // The first screen: no jobs yet, the header alone.
-  ASSERT_TRUE(WaitFor([&] { return Count(ReadFile(out), "NAME") == 1; }, absl::Seconds(10))) << ReadFile(out);
+  ASSERT_TRUE(WaitUntil([&] { return Count(ReadFile(out), "NAME") == 1; }, absl::Seconds(10))) << ReadFile(out);
   std::string job = c.Submit(absl::StrCat(R"(
 name: watched
 replicas:
   worker:
     command: [sh, -c, ')", WaitForFile(go), R"(']
 )"));
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     std::string text = ReadFile(out);
     return text.find(job) != std::string::npos && text.find("RUNNING") != std::string::npos;
   }, absl::Seconds(30))) << ReadFile(out);
@@ -45,7 +45,7 @@ replicas:
   WriteFile(go, "");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED"));
   // The ended job leaves the list of live jobs: a last screen without it.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     std::string text = ReadFile(out);
     size_t last = text.rfind("NAME");
     return Count(text, "NAME") > screens && text.find(job, last) == std::string::npos;
@@ -65,11 +65,11 @@ replicas:
 )"));
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   std::unique_ptr<Process> watch = Watch(c, {"describe", job, "-w"}, out);
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("State:      RUNNING") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("State:      RUNNING") != std::string::npos; },
                       absl::Seconds(10))) << ReadFile(out);
   EXPECT_TRUE(watch->Running());
   WriteFile(go, "");
-  ASSERT_TRUE(WaitFor([&] { return !watch->Running(); }, absl::Seconds(30))) << ReadFile(out);
+  ASSERT_TRUE(WaitUntil([&] { return !watch->Running(); }, absl::Seconds(30))) << ReadFile(out);
   std::string text = ReadFile(out);
   EXPECT_THAT(text.substr(text.rfind("Name:")), HasSubstr("State:      SUCCEEDED"));
   EXPECT_GE(Count(text, "Name:       " + job), 2u);

@@ -178,7 +178,7 @@ TEST(ConnectionFloodTest, AFloodFromOneAddressLeavesRoomForTheCliAndTheAgents) {
 
   std::vector<int> flood = Flood(c.address(), "127.0.0.2", 1500);
   // The server keeps 100 of them and closes the rest as it accepts them.
-  EXPECT_TRUE(WaitFor([&] { return ServerMetric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}") >= 1400; },
+  EXPECT_TRUE(WaitUntil([&] { return ServerMetric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}") >= 1400; },
                       absl::Seconds(30)))
       << "refused: " << ServerMetric(c, "trainyard_grpc_connections_refused_total{reason=\"peer_cap\"}");
   EXPECT_EQ(StillOpen(flood), 100);
@@ -216,7 +216,7 @@ TEST(ConnectionFloodTest, AtTheTotalCapNewClientsWaitOutsideAndGetInOnceTheFlood
   }
   // 300 held in all: the flood's and the job master's (the agent has a
   // listener of its own).
-  EXPECT_TRUE(WaitFor(
+  EXPECT_TRUE(WaitUntil(
       [&] { return ServerMetric(c, "trainyard_grpc_connections_open") == 300 && StillOpen(flood) >= 290; },
       absl::Seconds(30)))
       << "open: " << ServerMetric(c, "trainyard_grpc_connections_open") << ", flood held: " << StillOpen(flood);
@@ -266,7 +266,7 @@ TEST(ConnectionFloodTest, AFloodFromSixteenAddressesTakesNoAgentsPlaceAndNoAuthe
     std::vector<int> more = Flood(c.address(), absl::StrCat("127.0.0.", host), 60);
     flood.insert(flood.end(), more.begin(), more.end());
   }
-  EXPECT_TRUE(WaitFor([&] { return ServerMetric(c, "trainyard_grpc_connections_open") >= 399; }, absl::Seconds(30)))
+  EXPECT_TRUE(WaitUntil([&] { return ServerMetric(c, "trainyard_grpc_connections_open") >= 399; }, absl::Seconds(30)))
       << "open: " << ServerMetric(c, "trainyard_grpc_connections_open");
 
   // The agent of the job's node dies and comes back while the flood holds
@@ -275,12 +275,12 @@ TEST(ConnectionFloodTest, AFloodFromSixteenAddressesTakesNoAgentsPlaceAndNoAuthe
   size_t log_before = ReadFile(c.agent(busy).log()).size();
   c.agent(busy).Kill();
   c.RestartAgent(busy);
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(c.agent(busy).log()).find("registered with", log_before) != std::string::npos; },
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(c.agent(busy).log()).find("registered with", log_before) != std::string::npos; },
                       absl::Seconds(60)))
       << ReadFile(c.agent(busy).log());
   // A user with a token gets in: a connection of the flood makes room.
   CommandResult jobs;
-  EXPECT_TRUE(WaitFor([&] { return (jobs = c.CliAs(alice, {"jobs"})).exit_code == 0; }, absl::Seconds(60),
+  EXPECT_TRUE(WaitUntil([&] { return (jobs = c.CliAs(alice, {"jobs"})).exit_code == 0; }, absl::Seconds(60),
                       absl::Milliseconds(200)))
       << jobs.err;
   EXPECT_THAT(jobs.out, HasSubstr("single"));

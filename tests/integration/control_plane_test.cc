@@ -139,15 +139,15 @@ replicas:
     command: [sh, -c, 'echo $$ > )", pids, R"(/$TRAINYARD_INDEX; exec sleep 600']
 )"));
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
-  ASSERT_TRUE(WaitFor([&] { return !ReadFile(pids + "/1").empty(); }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(pids + "/1").empty(); }, absl::Seconds(10)));
   CommandResult k = c.Cli({"kill", job});
   EXPECT_EQ(k.exit_code, 0) << k.err;
   EXPECT_THAT(k.out, HasSubstr("KILLED"));
   for (int i = 0; i < 2; ++i) {
     int pid = std::stoi(ReadFile(pids + "/" + std::to_string(i)));
-    EXPECT_TRUE(WaitFor([&] { return kill(pid, 0) != 0; }, absl::Seconds(10))) << "task " << i << " still runs";
+    EXPECT_TRUE(WaitUntil([&] { return kill(pid, 0) != 0; }, absl::Seconds(10))) << "task " << i << " still runs";
   }
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     auto nodes = c.Nodes();
     return nodes["nodes"][0]["free_gpu_mask"] == 255;
   }, absl::Seconds(10)));
@@ -170,7 +170,7 @@ replicas:
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   ASSERT_EQ(Task(c.Describe(job), "worker")["node"], "node-0");
   c.agent(0).Kill();  // the task itself keeps running as an orphan; the node is gone
-  ASSERT_TRUE(WaitFor([&] { return Task(c.Describe(job), "worker")["node"] == "node-1"; }, absl::Seconds(20),
+  ASSERT_TRUE(WaitUntil([&] { return Task(c.Describe(job), "worker")["node"] == "node-1"; }, absl::Seconds(20),
                       absl::Milliseconds(200)))
       << c.Describe(job).dump(2);
   EXPECT_TRUE(c.WaitForState(job, "RUNNING"));
@@ -206,7 +206,7 @@ TEST(ControlPlaneTest, SecondAgentWithATakenNameIsRefused) {
                                    c.dir() + "/dup", "--simulate-gpus", "2"};
   for (const std::string& flag : AgentTlsFlags("node-0")) argv.push_back(flag);
   Process dup(argv, c.dir() + "/dup.log");
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(dup.log()).find("already in use") != std::string::npos; },
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(dup.log()).find("already in use") != std::string::npos; },
                       absl::Seconds(10)))
       << ReadFile(dup.log());
   dup.Stop();
@@ -228,7 +228,7 @@ TEST(ControlPlaneTest, AgentWithARelativeDataDirRunsTasksInIt) {
                               getuid() == 0 ? " --allow-root-tasks" : "", " ",
                               absl::StrJoin(AgentTlsFlags("node-0"), " "))},
                 c.dir() + "/node-0-relative.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(agent.log()).find("registered with") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(agent.log()).find("registered with") != std::string::npos; },
                       absl::Seconds(20)))
       << ReadFile(agent.log());
   std::string job = c.Submit(R"(

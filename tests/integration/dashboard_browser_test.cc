@@ -76,7 +76,7 @@ CommandResult RunProgram(const std::vector<std::string>& argv, absl::Duration ti
   }
   CommandResult r;
   int status = 0;
-  bool done = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
+  bool done = WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
   if (!done) {
     kill(-pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -119,7 +119,7 @@ std::string ArtifactsDir() {
 nlohmann::json WaitForJob(const Cluster& c, const std::string& name,
                           const std::function<bool(const nlohmann::json&)>& ready) {
   nlohmann::json job;
-  WaitFor(
+  WaitUntil(
       [&] {
         HttpResult r = HttpGet(c.http_address(), "/api/v1/jobs/" + name);
         if (r.status != 200) return false;
@@ -155,7 +155,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   const std::string other = worker["node"] == "node-0" ? "node-1" : "node-0";
   CommandResult cordon = c.Cli({"cordon", other, "--reason", "disk check"});
   ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
-  ASSERT_TRUE(WaitFor([&] { return HttpGet(c.http_address(), "/api/v1/nodes/" + other).json["state"] == "CORDONED"; },
+  ASSERT_TRUE(WaitUntil([&] { return HttpGet(c.http_address(), "/api/v1/nodes/" + other).json["state"] == "CORDONED"; },
                       absl::Seconds(10)));
   std::string waiting = c.Submit(kWaiting);
   nlohmann::json queued = WaitForJob(c, waiting, [](const nlohmann::json& j) {

@@ -76,7 +76,7 @@ std::string TaskPidFile(const std::string& out, const nlohmann::json& task) {
 }
 
 bool WaitDead(pid_t pid, absl::Duration timeout = absl::Seconds(20)) {
-  return WaitFor([&] { return !Alive(pid); }, timeout, absl::Milliseconds(50));
+  return WaitUntil([&] { return !Alive(pid); }, timeout, absl::Milliseconds(50));
 }
 
 TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUnknownTasks) {
@@ -91,7 +91,7 @@ TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUn
   nlohmann::json kd = c.Describe(keep);
   std::vector<std::string> keep_files = {TaskPidFile(out, Task(kd, "worker", 0)), TaskPidFile(out, Task(kd, "worker", 1))};
   std::string quick_file = TaskPidFile(out, Task(c.Describe(quick), "worker", 0));
-  ASSERT_TRUE(WaitFor([&] { return Pids(keep_files[0]).size() == 1 && Pids(keep_files[1]).size() == 1 &&
+  ASSERT_TRUE(WaitUntil([&] { return Pids(keep_files[0]).size() == 1 && Pids(keep_files[1]).size() == 1 &&
                                    Pids(quick_file).size() == 1; }, absl::Seconds(10)));
 
   // A copy of the store as it was before "ghost" existed.
@@ -102,7 +102,7 @@ TEST(DurabilityTest, ServerRestartAdoptsRunningTasksAppliesMissedExitsAndKillsUn
   std::string ghost = c.Submit(LoopingJob("ghost", out, 1, 0));
   ASSERT_TRUE(c.WaitForState(ghost, "RUNNING")) << c.Describe(ghost).dump(2);
   std::string ghost_file = TaskPidFile(out, Task(c.Describe(ghost), "worker", 0));
-  ASSERT_TRUE(WaitFor([&] { return Pids(ghost_file).size() == 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return Pids(ghost_file).size() == 1; }, absl::Seconds(10)));
 
   // Down again; "quick" exits with 5 meanwhile; the server comes back on the
   // old store, which knows nothing of "ghost".
@@ -143,7 +143,7 @@ TEST(DurabilityTest, AgentRestartKeepsTasksAndReportsExitsThatHappenedWhileItWas
   ASSERT_TRUE(c.WaitForState(brief, "RUNNING")) << c.Describe(brief).dump(2);
   std::string keep_file = TaskPidFile(out, Task(c.Describe(keep), "worker", 0));
   std::string brief_file = TaskPidFile(out, Task(c.Describe(brief), "worker", 0));
-  ASSERT_TRUE(WaitFor([&] { return Pids(keep_file).size() == 1 && Pids(brief_file).size() == 1; },
+  ASSERT_TRUE(WaitUntil([&] { return Pids(keep_file).size() == 1 && Pids(brief_file).size() == 1; },
                       absl::Seconds(10)));
 
   c.agent(0).Kill();
@@ -171,12 +171,12 @@ TEST(DurabilityTest, LostNodeTaskIsRescheduledAndTheOldCopyKilledWhenTheNodeRetu
   std::string file = TaskPidFile(out, t);
   std::string first_node = t["node"];
   int index = first_node == "node-0" ? 0 : 1;
-  ASSERT_TRUE(WaitFor([&] { return Pids(file).size() == 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return Pids(file).size() == 1; }, absl::Seconds(10)));
   pid_t first = Pids(file)[0];
 
   // The node goes silent (its agent frozen; its task keeps running).
   kill(c.agent(index).pid(), SIGSTOP);
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     nlohmann::json now = Task(c.Describe(job), "worker", 0);
     return now.value("node", "") != first_node && now.value("state", "") == "RUNNING" && Pids(file).size() == 2;
   }, absl::Seconds(30), absl::Milliseconds(100))) << c.Describe(job).dump(2);
@@ -353,7 +353,7 @@ TEST(DurabilityTest, ServerCrashLoopLosesNothingAcknowledged) {
   for (const auto& [name, j] : AllJobs(c)) {
     if (j["state"] != "SUCCEEDED" && j["state"] != "FAILED" && j["state"] != "KILLED") c.Cli({"kill", name});
   }
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     nlohmann::json nodes = c.Nodes();
     if (!nodes.contains("nodes")) return false;
     for (const auto& n : nodes["nodes"]) {

@@ -78,7 +78,7 @@ replicas:
   EXPECT_EQ(ReadFile(out + "/master"), "none\n");
   EXPECT_TRUE(Task(d, "jobmaster").empty()) << d.dump(2);
   // The workers were stopped once the launcher had succeeded.
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     nlohmann::json now = c.Describe(job);
     return StateOf(Task(now, "worker", 0)) == "KILLED" && StateOf(Task(now, "worker", 1)) == "KILLED";
   }, absl::Seconds(20))) << c.Describe(job).dump(2);
@@ -123,7 +123,7 @@ replicas:
   ASSERT_FALSE(master.empty()) << "a job of framework none talks to its master";
   EXPECT_EQ(IntOf(master, "memory_mb"), 64);
   EXPECT_EQ(IntOf(master, "vcores_milli"), 50);
-  ASSERT_TRUE(WaitFor([&] { return StateOf(Task(c.Describe(job), "jobmaster")) == "SUCCEEDED"; },
+  ASSERT_TRUE(WaitUntil([&] { return StateOf(Task(c.Describe(job), "jobmaster")) == "SUCCEEDED"; },
                       absl::Seconds(20)))
       << c.Describe(job).dump(2);
   CommandResult d = c.Cli({"describe", job});

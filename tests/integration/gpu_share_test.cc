@@ -49,7 +49,7 @@ TEST(GpuShareTest, QuarterSharesPackAndWholeGpusWaitForWholeGpus) {
   std::map<std::string, int> per_gpu;
   for (int i = 0; i < 5; ++i) {
     std::string env = out + "/quarters-worker-" + std::to_string(i) + ".env";
-    ASSERT_TRUE(WaitFor([&] { return !ReadFile(env).empty(); }, absl::Seconds(20))) << env;
+    ASSERT_TRUE(WaitUntil([&] { return !ReadFile(env).empty(); }, absl::Seconds(20))) << env;
     std::string text = ReadFile(env);
     EXPECT_EQ(EnvValue(text, "TRAINYARD_GPU_SHARE"), "250") << text;
     EXPECT_EQ(EnvValue(text, "TRAINYARD_GPU_MEMORY_MB"), "1024") << text;
@@ -74,11 +74,11 @@ TEST(GpuShareTest, QuarterSharesPackAndWholeGpusWaitForWholeGpus) {
   // A whole GPU: none is free, and it never takes a split one.
   std::string whole = c.Submit(Job("whole", "{gpus: 1, cpu: 100m, memory: 64Mi}", 1, out));
   std::string other = c.Submit(Job("v100", "{gpus: 0.5, gpuModel: [V100M32], cpu: 100m, memory: 64Mi}", 1, out));
-  ASSERT_TRUE(WaitFor([&] { return !c.Describe(whole)["reason"].get<std::string>().empty(); },
+  ASSERT_TRUE(WaitUntil([&] { return !c.Describe(whole)["reason"].get<std::string>().empty(); },
                       absl::Seconds(10)));
   EXPECT_EQ(c.JobState(whole), "QUEUED");
   EXPECT_THAT(c.Describe(whole)["reason"].get<std::string>(), HasSubstr("1 GPU")) << c.Describe(whole).dump(2);
-  ASSERT_TRUE(WaitFor([&] { return !c.Describe(other)["reason"].get<std::string>().empty(); },
+  ASSERT_TRUE(WaitUntil([&] { return !c.Describe(other)["reason"].get<std::string>().empty(); },
                       absl::Seconds(10)));
   EXPECT_THAT(c.Describe(other)["reason"].get<std::string>(), HasSubstr("GPU model V100M32"));
 
@@ -114,7 +114,7 @@ TEST(GpuShareTest, SharesRunUnderOneMpsDaemonPerGpuThatStopsWithTheLastShare) {
   std::string pipe = c.dir() + "/node-0/mps/gpu-0/pipe";
   for (int i = 0; i < 2; ++i) {
     std::string env = out + "/mps-worker-" + std::to_string(i) + ".env";
-    ASSERT_TRUE(WaitFor([&] { return !ReadFile(env).empty(); }, absl::Seconds(20))) << env;
+    ASSERT_TRUE(WaitUntil([&] { return !ReadFile(env).empty(); }, absl::Seconds(20))) << env;
     std::string text = ReadFile(env);
     EXPECT_EQ(EnvValue(text, "CUDA_MPS_PIPE_DIRECTORY"), pipe) << text;
     EXPECT_EQ(EnvValue(text, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"), "25") << text;
@@ -124,7 +124,7 @@ TEST(GpuShareTest, SharesRunUnderOneMpsDaemonPerGpuThatStopsWithTheLastShare) {
   EXPECT_EQ(ReadFile(calls), absl::StrCat("args=-d gpu=0 pipe=", pipe, " input=\n"));
   WriteFile(out + "/go", "");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
-  ASSERT_TRUE(WaitFor([&] { return absl::StrContains(ReadFile(calls), "input=quit"); }, absl::Seconds(20)))
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(ReadFile(calls), "input=quit"); }, absl::Seconds(20)))
       << ReadFile(calls);
   EXPECT_EQ(ReadFile(calls), absl::StrCat("args=-d gpu=0 pipe=", pipe, " input=\n", "args= gpu=0 pipe=", pipe,
                                           " input=quit\n"));

@@ -84,16 +84,7 @@ void Process::Kill() {
 void Process::Stop(absl::Duration grace) {
   if (!Running()) return;
   kill(pid_, SIGTERM);
-  if (!WaitFor([&] { return !Running(); }, grace)) Kill();
-}
-
-bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout, absl::Duration every) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (absl::Now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(absl::ToChronoMilliseconds(every));
-  }
-  return cond();
+  if (!WaitUntil([&] { return !Running(); }, grace)) Kill();
 }
 
 std::string ReadFile(const std::string& path) {
@@ -253,7 +244,7 @@ CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duratio
   }
   CommandResult r;
   int status = 0;
-  bool done = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
+  bool done = WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, timeout);
   if (!done) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -343,7 +334,7 @@ bool Cluster::StartServer(const std::string& listen) {
   size_t skip = ReadFile(dir() + "/server.log").size();
   server_ = std::make_unique<Process>(argv, dir() + "/server.log");
   bool up = false;
-  WaitFor([&] {
+  WaitUntil([&] {
     if (!server_->Running()) return true;  // it gave up: see its log
     std::string log = ReadFile(dir() + "/server.log");
     size_t at = log.find("listening on ", skip);
@@ -377,7 +368,7 @@ bool Cluster::RestartServer() {
 }
 
 bool Cluster::WaitNodesReady(int n, absl::Duration timeout) {
-  return WaitFor([&] {
+  return WaitUntil([&] {
     nlohmann::json nodes = Nodes();
     int ready = 0;
     for (const auto& node : nodes.value("nodes", nlohmann::json::array())) {
@@ -497,7 +488,7 @@ nlohmann::json Cluster::Describe(const std::string& job) {
 std::string Cluster::JobState(const std::string& job) { return Describe(job).value("state", ""); }
 
 bool Cluster::WaitForState(const std::string& job, const std::string& state, absl::Duration timeout) {
-  return WaitFor([&] { return JobState(job) == state; }, timeout, absl::Milliseconds(100));
+  return WaitUntil([&] { return JobState(job) == state; }, timeout, absl::Milliseconds(100));
 }
 
 nlohmann::json Cluster::Nodes() {

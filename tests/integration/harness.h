@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "common/wait_until.h"
 #include "nlohmann/json.hpp"
 
 namespace trainyard::testing {
@@ -98,10 +99,6 @@ void WriteFile(const std::string& path, const std::string& content);
 // A shell command that waits until `path` exists: a task holds there until
 // the test writes the file (the task's own business; no timer).
 std::string WaitForFile(const std::string& path);
-
-// Polls `cond` every `every` until it is true or `timeout` passes.
-bool WaitFor(const std::function<bool()>& cond, absl::Duration timeout,
-             absl::Duration every = absl::Milliseconds(20));
 
 // A port that was free a moment ago.
 int FreePort();

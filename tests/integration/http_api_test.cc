@@ -277,7 +277,7 @@ TEST(HttpApiTest, ClientsThatHoldConnectionsOrDripBytesDoNotStallTheServer) {
   int extra = Connect(c.http_address(), "127.0.0.2");
   ASSERT_GE(extra, 0);
   std::string refused;
-  ASSERT_TRUE(WaitFor([&] { return ClosedByServer(extra, &refused); }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil([&] { return ClosedByServer(extra, &refused); }, absl::Seconds(30)));
   EXPECT_THAT(refused, HasSubstr("503 Service Unavailable"));
   EXPECT_THAT(refused, HasSubstr("from your address"));
   close(extra);
@@ -296,7 +296,7 @@ TEST(HttpApiTest, ClientsThatHoldConnectionsOrDripBytesDoNotStallTheServer) {
   // byte cap on a head.
   for (int i = 0; i < 4; ++i) {
     std::string got;
-    EXPECT_TRUE(WaitFor([&] { return ClosedByServer(held[i], &got); }, absl::Seconds(30))) << "connection " << i;
+    EXPECT_TRUE(WaitUntil([&] { return ClosedByServer(held[i], &got); }, absl::Seconds(30))) << "connection " << i;
     close(held[i]);
   }
   // ...and counted.
@@ -325,7 +325,7 @@ TEST(HttpApiTest, APostWithoutABodyGetsItsRoutesOwnAnswer) {
                                    "\r\nConnection: close\r\n\r\n");
     EXPECT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
     std::string got;
-    EXPECT_TRUE(WaitFor([&] { return ClosedByServer(fd, &got); }, absl::Seconds(60))) << "no answer to " << path;
+    EXPECT_TRUE(WaitUntil([&] { return ClosedByServer(fd, &got); }, absl::Seconds(60))) << "no answer to " << path;
     close(fd);
     return got;
   };

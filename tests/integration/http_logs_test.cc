@@ -50,12 +50,12 @@ replicas:
 )"));
   std::string path = LogPath(job, "worker-0");
   HttpResult all;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     all = HttpGet(c.http_address(), path);
     return all.status == 200 && all.body == "line 1\nline 2\nline 3\nline 4\nline 5\n";
   }, absl::Seconds(30))) << all.status << " " << all.body;
   WriteFile(go_err, "");
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     all = HttpGet(c.http_address(), path);
     return all.status == 200 && all.body.find("oops") != std::string::npos;
   }, absl::Seconds(30))) << all.status << " " << all.body;
@@ -113,7 +113,7 @@ replicas:
   worker:
     command: [sh, -c, 'echo first; )", WaitForFile(go1), R"(; echo second; )", WaitForFile(go2), R"(; echo third']
 )"));
-  ASSERT_TRUE(WaitFor([&] { return HttpGet(c.http_address(), LogPath(job, "worker-0")).body == "first\n"; },
+  ASSERT_TRUE(WaitUntil([&] { return HttpGet(c.http_address(), LogPath(job, "worker-0")).body == "first\n"; },
                       absl::Seconds(30)));
   Streamed s;
   std::thread reader([&] {
@@ -130,15 +130,15 @@ replicas:
     s.status = r ? r->status : -1;
     s.done = true;
   });
-  ASSERT_TRUE(WaitFor([&] { return s.Text() == "first\n"; }, absl::Seconds(10))) << s.Text();
+  ASSERT_TRUE(WaitUntil([&] { return s.Text() == "first\n"; }, absl::Seconds(10))) << s.Text();
   WriteFile(go1, "");
   absl::Time written = absl::Now();
-  ASSERT_TRUE(WaitFor([&] { return s.Text() == "first\nsecond\n"; }, absl::Seconds(10))) << s.Text();
+  ASSERT_TRUE(WaitUntil([&] { return s.Text() == "first\nsecond\n"; }, absl::Seconds(10))) << s.Text();
   std::cerr << "second line seen " << absl::FormatDuration(absl::Now() - written)
             << " after the task could print it\n";
   EXPECT_FALSE(s.done);  // the attempt still runs: the stream waits for more
   WriteFile(go2, "");
-  ASSERT_TRUE(WaitFor([&] { return s.done.load(); }, absl::Seconds(30))) << s.Text();
+  ASSERT_TRUE(WaitUntil([&] { return s.done.load(); }, absl::Seconds(30))) << s.Text();
   reader.join();
   EXPECT_EQ(s.status, 200);
   EXPECT_EQ(s.Text(), "first\nsecond\nthird\n");

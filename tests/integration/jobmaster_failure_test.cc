@@ -167,7 +167,7 @@ TEST(JobMasterFailureTest, MasterKilledMidBarrierIsRestartedAndTheJobContinues) 
   ASSERT_FALSE(job.empty());
   // Workers 1.. are in barrier kKillAt; worker 0 is held before it.
   std::string entered = absl::StrCat("enter ", kKillAt);
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         bool in = Has(Progress(out, 0), absl::StrCat("passed ", kKillAt - 1));
         for (int i = 1; i < kWorkers; ++i) in = in && Has(Progress(out, i), entered);
@@ -178,7 +178,7 @@ TEST(JobMasterFailureTest, MasterKilledMidBarrierIsRestartedAndTheJobContinues) 
   // ... as the master sees it (`trainyard worker list`, as worker 0 would).
   std::string master = c.Describe(job).value("job_master", "");
   ASSERT_FALSE(master.empty());
-  ASSERT_TRUE(WaitFor([&] { return InBarrier(master, JobSecret(c, job)) == kWorkers - 1; }, absl::Seconds(10)));
+  ASSERT_TRUE(WaitUntil([&] { return InBarrier(master, JobSecret(c, job)) == kWorkers - 1; }, absl::Seconds(10)));
   int pid = JobMasterPid(c, job);
   ASSERT_GT(pid, 1) << Dump(c, job);
   ASSERT_THAT(Cmdline(pid), HasSubstr(" jobmaster --job " + job));
@@ -186,12 +186,12 @@ TEST(JobMasterFailureTest, MasterKilledMidBarrierIsRestartedAndTheJobContinues) 
   ASSERT_EQ(kill(pid, SIGKILL), 0);
 
   // The agent restarts the master (a new process); the workers come back to it.
-  ASSERT_TRUE(WaitFor([&] { return Task(c.Describe(job), "jobmaster").value("restarts", 0) >= 1; },
+  ASSERT_TRUE(WaitUntil([&] { return Task(c.Describe(job), "jobmaster").value("restarts", 0) >= 1; },
                       absl::Seconds(15), absl::Milliseconds(50)))
       << Dump(c, job);
   WriteFile(out + "/go", "");
   std::string passed = absl::StrCat("passed ", kKillAt);
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         for (int i = 0; i < kWorkers; ++i) {
           if (!Has(Progress(out, i), passed)) return false;

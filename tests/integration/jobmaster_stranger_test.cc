@@ -162,7 +162,7 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
   std::string job = c.Submit(Spec(out));
   ASSERT_FALSE(job.empty());
   std::string master;
-  ASSERT_TRUE(WaitFor(
+  ASSERT_TRUE(WaitUntil(
       [&] {
         master = c.Describe(job).value("job_master", "");
         return !master.empty() && Connects("127.0.0.1", Port(master));
@@ -181,7 +181,7 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
       EXPECT_TRUE(other_uid) << "the stranger ran as root (no setpriv?)";
     }
   }
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out + "/ahead.code") == "1\n"; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out + "/ahead.code") == "1\n"; }, absl::Seconds(30)))
       << ReadFile(out + "/ahead.err");
   EXPECT_THAT(ReadFile(out + "/ahead.err"),
               HasSubstr("barrier generation 4611686018427387904 is ahead of job " + job +
@@ -198,7 +198,7 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
   // The master holds what it keeps of them (its figures reach the server's
   // /metrics every 2 s): the barriers below are passed during the flood.
   std::string metrics;
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     metrics = HttpGet(c.http_address(), "/metrics").body;
     return MetricSample(metrics, "trainyard_jobmaster_connections").value_or(0) >= 16;
   }, absl::Seconds(30), absl::Milliseconds(200))) << metrics;

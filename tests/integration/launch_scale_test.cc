@@ -51,7 +51,7 @@ replicas:
 )"));
   ASSERT_FALSE(job.empty());
   std::string state;
-  ASSERT_TRUE(WaitFor([&] { return Settled(state = c.JobState(job)); }, absl::Minutes(8), absl::Milliseconds(500)))
+  ASSERT_TRUE(WaitUntil([&] { return Settled(state = c.JobState(job)); }, absl::Minutes(8), absl::Milliseconds(500)))
       << "the job never started nor ended; it is " << state;
   nlohmann::json d = c.Describe(job);
   for (const auto& e : d.value("events", nlohmann::json::array())) {
@@ -70,7 +70,7 @@ replicas:
   EXPECT_EQ(workers, kTasks);
   std::set<pid_t> pids;
   // RUNNING is reported once each process started: they are all there.
-  ASSERT_TRUE(WaitFor([&] { return (pids = Sleepers(tag)).size() == static_cast<size_t>(kTasks); },
+  ASSERT_TRUE(WaitUntil([&] { return (pids = Sleepers(tag)).size() == static_cast<size_t>(kTasks); },
                       absl::Seconds(30), absl::Milliseconds(200)))
       << pids.size() << " of " << kTasks << " processes are alive";
 
@@ -81,7 +81,7 @@ replicas:
     for (pid_t p : pids) n += kill(p, 0) == 0 ? 1 : 0;
     return n;
   };
-  EXPECT_TRUE(WaitFor([&] { return alive() == 0; }, absl::Minutes(2), absl::Milliseconds(100)))
+  EXPECT_TRUE(WaitUntil([&] { return alive() == 0; }, absl::Minutes(2), absl::Milliseconds(100)))
       << alive() << " task processes outlived the kill";
   EXPECT_TRUE(c.WaitForState(job, "KILLED", absl::Minutes(2))) << c.JobState(job);
   for (pid_t p : pids) kill(p, SIGKILL);  // whatever a failure above left

@@ -71,7 +71,7 @@ replicas:
     command: [sh, -c, ')", run, R"(']
 )"));
   ASSERT_FALSE(job.empty());
-  ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", job, "worker/1"}).out.find("epoch 2 ") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return c.Cli({"logs", job, "worker/1"}).out.find("epoch 2 ") != std::string::npos; },
                       absl::Seconds(60), absl::Milliseconds(200)))
       << c.Describe(job).dump(2);
   int pid = ReadPid(absl::StrCat(out, "/pid-", job, "-worker-1-0"));
@@ -115,7 +115,7 @@ TEST(LifecycleTest, AnAgentStoppedOnPurposeRequeuesItsJobsWhichComeBackWithTheCl
   ASSERT_TRUE(c.RestartServer());
   c.RestartAgent(0);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out + "/starts") == "0\n1\n"; }, absl::Seconds(10)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out + "/starts") == "0\n1\n"; }, absl::Seconds(10)))
       << ReadFile(out + "/starts");
   EXPECT_EQ(Task(c.Describe(job), "worker")["restarts"], 0);
   EXPECT_EQ(c.Cli({"kill", job}).exit_code, 0);
@@ -142,33 +142,33 @@ TEST(LifecycleTest, CtrlCOnUpRequeuesRunningJobsAndTheyRunAgainWhenUpStartsAgain
   std::string job;
   {
     Process first(up, dir.path() + "/up-1.log");
-    ASSERT_TRUE(WaitFor([&] { return ReadFile(first.log()).find("Trainyard is up") != std::string::npos; },
+    ASSERT_TRUE(WaitUntil([&] { return ReadFile(first.log()).find("Trainyard is up") != std::string::npos; },
                         absl::Seconds(30)))
         << ReadFile(first.log());
     WriteFile(dir.path() + "/job.yaml", SleeperSpec(out));
     CommandResult sub = cli({"submit", dir.path() + "/job.yaml"});
     ASSERT_EQ(sub.exit_code, 0) << sub.err;
     job = "sleeper";
-    ASSERT_TRUE(WaitFor([&] { return state(job).value("state", "") == "RUNNING"; }, absl::Seconds(30)))
+    ASSERT_TRUE(WaitUntil([&] { return state(job).value("state", "") == "RUNNING"; }, absl::Seconds(30)))
         << state(job).dump(2);
     kill(first.pid(), SIGINT);
-    ASSERT_TRUE(WaitFor([&] { return !first.Running(); }, absl::Seconds(40))) << ReadFile(first.log());
+    ASSERT_TRUE(WaitUntil([&] { return !first.Running(); }, absl::Seconds(40))) << ReadFile(first.log());
   }
   Process second(up, dir.path() + "/up-2.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(second.log()).find("Trainyard is up") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(second.log()).find("Trainyard is up") != std::string::npos; },
                       absl::Seconds(30)))
       << ReadFile(second.log());
-  ASSERT_TRUE(WaitFor([&] { return state(job).value("state", "") == "RUNNING"; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return state(job).value("state", "") == "RUNNING"; }, absl::Seconds(30)))
       << state(job).dump(2);
   nlohmann::json d = state(job);
   EXPECT_TRUE(HasEvent(d, "requeued", "stopped with node node-0")) << d.dump(2);
   EXPECT_FALSE(HasEvent(d, "finished", "")) << "never FAILED on the way: " << d.dump(2);
   EXPECT_EQ(Task(d, "worker")["restarts"], 0);
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(out + "/starts") == "0\n1\n"; }, absl::Seconds(10)))
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(out + "/starts") == "0\n1\n"; }, absl::Seconds(10)))
       << ReadFile(out + "/starts");
   EXPECT_EQ(cli({"kill", job}).exit_code, 0);
   kill(second.pid(), SIGINT);
-  EXPECT_TRUE(WaitFor([&] { return !second.Running(); }, absl::Seconds(40)));
+  EXPECT_TRUE(WaitUntil([&] { return !second.Running(); }, absl::Seconds(40)));
 }
 
 }  // namespace

@@ -67,17 +67,17 @@ replicas:
 )"));
   std::string out = c.dir() + "/follow.out";
   std::unique_ptr<Process> follow = Follow(c, {job, "worker/0", "-f"}, out);
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("first\n") != std::string::npos; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("first\n") != std::string::npos; }, absl::Seconds(30)))
       << ReadFile(out);
   EXPECT_EQ(ReadFile(out).find("second"), std::string::npos);
   WriteFile(go1, "");
   absl::Time written = absl::Now();
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("second\n") != std::string::npos; }, absl::Seconds(10)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("second\n") != std::string::npos; }, absl::Seconds(10)))
       << ReadFile(out);
   std::cerr << "second line seen " << absl::FormatDuration(absl::Now() - written) << " after its task could write it\n";
   EXPECT_TRUE(follow->Running());  // the task still runs: -f waits for more
   WriteFile(go2, "");
-  ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
+  ASSERT_TRUE(WaitUntil([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
   EXPECT_EQ(ReadFile(out), "first\nsecond\nthird\n");
   EXPECT_EQ(c.JobState(job), "SUCCEEDED");
 }
@@ -97,10 +97,10 @@ replicas:
 )"));
   std::string out = c.dir() + "/follow.out";
   std::unique_ptr<Process> follow = Follow(c, {job, "worker/0", "-f"}, out);
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("run 1\n") != std::string::npos; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("run 1\n") != std::string::npos; }, absl::Seconds(30)))
       << ReadFile(out);
   WriteFile(go, "");
-  ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(60))) << ReadFile(out);
+  ASSERT_TRUE(WaitUntil([&] { return !follow->Running(); }, absl::Seconds(60))) << ReadFile(out);
   std::string text = ReadFile(out);
   EXPECT_THAT(text, HasSubstr("run 1\n"));
   EXPECT_THAT(text, HasSubstr("run 1 fails\n"));
@@ -127,13 +127,13 @@ replicas:
 )"));
   std::string out = c.dir() + "/follow.out";
   std::unique_ptr<Process> follow = Follow(c, {job, "worker/0", "-f"}, out);
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("on node-0\n") != std::string::npos; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("on node-0\n") != std::string::npos; }, absl::Seconds(30)))
       << ReadFile(out);
   c.agent(0).Kill();  // the node is lost; its task, an orphan now, is stopped below
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("on node-1\n") != std::string::npos; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("on node-1\n") != std::string::npos; }, absl::Seconds(30)))
       << ReadFile(out);
   WriteFile(go, "");
-  ASSERT_TRUE(WaitFor([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
+  ASSERT_TRUE(WaitUntil([&] { return !follow->Running(); }, absl::Seconds(30))) << ReadFile(out);
   std::string text = ReadFile(out);
   EXPECT_THAT(text, HasSubstr(absl::StrCat("==> ", job, "-worker-0 (attempt 1) <==\non node-1\n")));
   EXPECT_THAT(text, HasSubstr("attempt 0 of " + job + "-worker-0 ran on node-0, which is LOST"));
@@ -160,7 +160,7 @@ replicas:
   worker:
     command: [sh, -c, 'echo ready; )", WaitForFile(go), R"(; echo done']
 )"));
-  ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", job, "worker/0"}).out == "ready\n"; }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil([&] { return c.Cli({"logs", job, "worker/0"}).out == "ready\n"; }, absl::Seconds(30)));
   int before = ThreadsOf(c.server().pid());
 
   auto channel = grpc::CreateChannel(c.address(), ClientCredentials());
@@ -232,9 +232,9 @@ TEST(LogsFollowTest, OneUserAtTheFollowCapDoesNotStopAnothersLogs) {
     CommandResult submitted = c.CliAs(user == "ana" ? ana : mallory, {"submit", c.dir() + "/" + user + ".yaml"});
     ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
   }
-  ASSERT_TRUE(WaitFor([&] { return c.CliAs(mallory, {"logs", "mallory-job", "worker/0"}).out == "ready\n"; },
+  ASSERT_TRUE(WaitUntil([&] { return c.CliAs(mallory, {"logs", "mallory-job", "worker/0"}).out == "ready\n"; },
                       absl::Seconds(30)));
-  ASSERT_TRUE(WaitFor([&] { return c.CliAs(ana, {"logs", "ana-job", "worker/0"}).out == "ready\n"; },
+  ASSERT_TRUE(WaitUntil([&] { return c.CliAs(ana, {"logs", "ana-job", "worker/0"}).out == "ready\n"; },
                       absl::Seconds(30)));
 
   auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
@@ -321,7 +321,7 @@ replicas:
   grpc::ClientContext ctx;
   ctx.AddMetadata("authorization", AdminAuthorization());
   auto reader = stub->Logs(&ctx, req);  // and read nothing
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find("cut off") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(c.dir() + "/server.log").find("cut off") != std::string::npos; },
                       absl::Seconds(30)));
   v1::LogChunk chunk;
   int64_t got = 0;

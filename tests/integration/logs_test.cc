@@ -42,12 +42,12 @@ replicas:
     maxRestarts: 3
     command: [sh, -c, 'echo "attempt $TRAINYARD_ATTEMPT"; exec sleep 600']
 )");
-  ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", job, "worker/0"}).out == "attempt 0\n"; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return c.Cli({"logs", job, "worker/0"}).out == "attempt 0\n"; }, absl::Seconds(30)))
       << c.Describe(job).dump(2);
   std::string first = Task0(c.Describe(job)).value("node", "");
   int gone = first == "node-0" ? 0 : 1;
   c.agent(gone).Kill();
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     nlohmann::json t = Task0(c.Describe(job));
     return t.value("node", "") != first && t.value("attempt", 0) == 1 && t.value("state", "") == "RUNNING";
   }, absl::Seconds(30), absl::Milliseconds(100)))
@@ -55,7 +55,7 @@ replicas:
   // The event names the attempt that `logs --attempt` reads.
   EXPECT_THAT(EventsText(c.Describe(job)), HasSubstr("(attempt 1)"));
   EXPECT_THAT(EventsText(c.Describe(job)), ::testing::Not(HasSubstr("(attempt 2)")));
-  ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", job, "worker/0"}).out == "attempt 1\n"; }, absl::Seconds(30)));
+  ASSERT_TRUE(WaitUntil([&] { return c.Cli({"logs", job, "worker/0"}).out == "attempt 1\n"; }, absl::Seconds(30)));
 
   CommandResult down = c.Cli({"logs", job, "worker/0", "--attempt", "0"});
   EXPECT_NE(down.exit_code, 0);
@@ -63,7 +63,7 @@ replicas:
 
   c.RestartAgent(gone);
   CommandResult back;
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     back = c.Cli({"logs", job, "worker/0", "--attempt", "0"});
     return back.exit_code == 0;
   }, absl::Seconds(30), absl::Milliseconds(100)))
@@ -81,7 +81,7 @@ std::string Combined(Cluster& c, const std::vector<std::string>& args) {
   argv.insert(argv.end(), args.begin(), args.end());
   argv.insert(argv.end(), {"--server", c.address()});
   Process p(argv, out);
-  EXPECT_TRUE(WaitFor([&] { return !p.Running(); }, absl::Seconds(30)));
+  EXPECT_TRUE(WaitUntil([&] { return !p.Running(); }, absl::Seconds(30)));
   return ReadFile(out);
 }
 
@@ -165,7 +165,7 @@ replicas:
   std::string out = c.dir() + "/follow.out";
   Process follow({TrainyardBin(), "logs", waits, "worker/0", "-f", "--server", c.address()}, out);
   c.Cli({"kill", big});
-  ASSERT_TRUE(WaitFor([&] { return !follow.Running(); }, absl::Seconds(30))) << ReadFile(out);
+  ASSERT_TRUE(WaitUntil([&] { return !follow.Running(); }, absl::Seconds(30))) << ReadFile(out);
   EXPECT_EQ(ReadFile(out), "finally started\n");
   EXPECT_EQ(c.JobState(waits), "SUCCEEDED");
 }

@@ -83,7 +83,7 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   }
   // The node views are published every few ms: wait for the placed GPUs.
   HttpResult m;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     m = HttpGet(c.http_address(), "/metrics");
     return MetricSample(m.body, "trainyard_node_gpus_allocated{node=\"" + node + "\"}") == 2.0;
   }, absl::Seconds(10))) << m.body;
@@ -101,7 +101,7 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   // A request is counted once answered (after its answer is written): a
   // later scrape, on another connection, may be served before that.
   HttpResult again;
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     again = HttpGet(c.http_address(), "/metrics");
     return MetricSample(again.body, "trainyard_http_requests_total{method=\"GET\",route=\"/metrics\",code=\"200\"}")
                .value_or(0) >= 1.0;
@@ -156,7 +156,7 @@ TEST(MetricsTest, PrometheusScrapesTheClusterAndFindsTheGpusItShows) {
   Process up({TrainyardBin(), "up", "--nodes", "2", "--gpus-per-node", "8", "--port",
               address.substr(address.rfind(':') + 1), "--data-dir", data},
              dir.path() + "/up.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(up.log()).find("Press Ctrl-C") != std::string::npos || !up.Running(); },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(up.log()).find("Press Ctrl-C") != std::string::npos || !up.Running(); },
                       absl::Seconds(40), absl::Milliseconds(50)))
       << ReadFile(up.log());
   ASSERT_TRUE(up.Running()) << ReadFile(up.log());
@@ -194,7 +194,7 @@ scrape_configs:
   // views are published a few ms after the job's).
   std::map<std::string, int> cli;
   int placed = 0;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     cli = AllocatedByCli(address, data);
     placed = 0;
     for (const auto& [node, n] : cli) placed += n;
@@ -204,7 +204,7 @@ scrape_configs:
   // What Prometheus has scraped, through its query API: the server's count
   // per node, and the agents' own (the sum of each node's GPUs' shares).
   HttpResult server_view, agent_view;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     server_view = HttpGet(web, "/api/v1/query?query=trainyard_node_gpus_allocated");
     agent_view = HttpGet(web, "/api/v1/query?query=" + UrlEncode("sum by (node) (trainyard_agent_gpu_allocated_ratio)"));
     return ByNode(server_view) == cli && ByNode(agent_view) == cli;

@@ -64,8 +64,8 @@ TEST(NodeAdminTest, CordonSurvivesARestartDrainMovesTasksUnchargedAndALostNodeIs
   EXPECT_TRUE(AllRunningOnUncharged(c, job, "node-0", &why)) << "a cordoned node takes no task: " << why;
 
   ASSERT_TRUE(c.RestartServer());
-  ASSERT_TRUE(WaitFor([&] { return NodeState(c, "node-0") == "READY"; }, absl::Seconds(20)));
-  EXPECT_TRUE(WaitFor([&] { return NodeState(c, "node-1") == "CORDONED"; }, absl::Seconds(20)))
+  ASSERT_TRUE(WaitUntil([&] { return NodeState(c, "node-0") == "READY"; }, absl::Seconds(20)));
+  EXPECT_TRUE(WaitUntil([&] { return NodeState(c, "node-1") == "CORDONED"; }, absl::Seconds(20)))
       << "the cordon is kept across a server restart: " << c.Nodes().dump(1);
 
   ASSERT_EQ(c.Cli({"uncordon", "node-1"}).exit_code, 0);
@@ -74,7 +74,7 @@ TEST(NodeAdminTest, CordonSurvivesARestartDrainMovesTasksUnchargedAndALostNodeIs
   nlohmann::json drained = nlohmann::json::parse(r.out, nullptr, false);
   EXPECT_GE(drained.value("evicted", 0), 1) << r.out;
   EXPECT_EQ(drained["node"]["info"].value("state", ""), "DRAINING");
-  EXPECT_TRUE(WaitFor([&] { return AllRunningOnUncharged(c, job, "node-1", &why); }, absl::Seconds(30)))
+  EXPECT_TRUE(WaitUntil([&] { return AllRunningOnUncharged(c, job, "node-1", &why); }, absl::Seconds(30)))
       << "the drained node's tasks run on node-1, no restart charged: " << why;
 
   // A LOST node: drawn as unknown, not as full; removed only once LOST.
@@ -82,7 +82,7 @@ TEST(NodeAdminTest, CordonSurvivesARestartDrainMovesTasksUnchargedAndALostNodeIs
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("not LOST"));
   c.agent(0).Stop();
-  ASSERT_TRUE(WaitFor([&] { return NodeState(c, "node-0") == "LOST"; }, absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return NodeState(c, "node-0") == "LOST"; }, absl::Seconds(20)));
   r = c.Cli({"nodes"});
   EXPECT_THAT(r.out, HasSubstr("????????")) << r.out;
   EXPECT_THAT(r.out, Not(HasSubstr("■■■■■■■■"))) << r.out;
@@ -90,7 +90,7 @@ TEST(NodeAdminTest, CordonSurvivesARestartDrainMovesTasksUnchargedAndALostNodeIs
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(NodeNamed(c, "node-0"), nlohmann::json::object()) << c.Nodes().dump(1);
   ASSERT_TRUE(c.RestartServer());
-  ASSERT_TRUE(WaitFor([&] { return NodeState(c, "node-1") == "READY"; }, absl::Seconds(20)));
+  ASSERT_TRUE(WaitUntil([&] { return NodeState(c, "node-1") == "READY"; }, absl::Seconds(20)));
   EXPECT_EQ(NodeNamed(c, "node-0"), nlohmann::json::object()) << "removed from the store too";
 }
 
@@ -105,13 +105,13 @@ TEST(NodeAdminTest, ANodeWhoseLaunchesFailIsTakenOutAndItsTasksRunElsewhereUncha
   WriteFile(work, "not a directory");
   std::string job = c.Submit(kSleeper);
   ASSERT_FALSE(job.empty());
-  EXPECT_TRUE(WaitFor([&] { return NodeState(c, "node-0") == "DEGRADED"; }, absl::Seconds(20))) << c.Nodes().dump(1);
+  EXPECT_TRUE(WaitUntil([&] { return NodeState(c, "node-0") == "DEGRADED"; }, absl::Seconds(20))) << c.Nodes().dump(1);
   EXPECT_THAT(NodeNamed(c, "node-0").value("reason", ""), HasSubstr("launches in a row failed on it"));
   EXPECT_THAT(c.Cli({"nodes"}).out, HasSubstr("DEGRADED"));
   EXPECT_TRUE(c.WaitForState(job, "QUEUED")) << "waits for a node, not FAILED: " << c.Describe(job).dump(1);
   ASSERT_EQ(c.Cli({"uncordon", "node-1"}).exit_code, 0);
   std::string why;
-  EXPECT_TRUE(WaitFor([&] { return AllRunningOnUncharged(c, job, "node-1", &why); }, absl::Seconds(30))) << why;
+  EXPECT_TRUE(WaitUntil([&] { return AllRunningOnUncharged(c, job, "node-1", &why); }, absl::Seconds(30))) << why;
 }
 
 }  // namespace

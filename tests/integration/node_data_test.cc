@@ -52,7 +52,7 @@ replicas:
   Process follow({"/usr/bin/env", "TRAINYARD_TOKEN=" + bob, TrainyardBin(), "logs", "leak", "worker/0", "-f", "--server",
                   c.address()},
                  out);
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(out).find("bob-1\n") != std::string::npos; }, absl::Seconds(60)))
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("bob-1\n") != std::string::npos; }, absl::Seconds(60)))
       << ReadFile(out);
   CommandResult logs = c.CliAs(bob, {"logs", "leak", "worker/0"});
   EXPECT_EQ(logs.out, "bob-1\n");
@@ -60,7 +60,7 @@ replicas:
   // The old job's ended log does not end the follow of the new one.
   EXPECT_TRUE(follow.Running()) << ReadFile(out);
   WriteFile(go, "");
-  ASSERT_TRUE(WaitFor([&] { return !follow.Running(); }, absl::Seconds(60))) << ReadFile(out);
+  ASSERT_TRUE(WaitUntil([&] { return !follow.Running(); }, absl::Seconds(60))) << ReadFile(out);
   EXPECT_EQ(ReadFile(out), "bob-1\nbob-2\n");
   EXPECT_EQ(c.JobState("leak"), "SUCCEEDED");
 }
@@ -75,9 +75,9 @@ replicas:
 )");
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(60))) << c.Describe(job).dump(2);
   std::string work = absl::StrCat(c.dir(), "/node-0/work/job_", c.Describe(job).value("id", 0), "/worker-0");
-  EXPECT_TRUE(WaitFor([&] { return !std::filesystem::exists(work); }, absl::Seconds(30))) << work;
+  EXPECT_TRUE(WaitUntil([&] { return !std::filesystem::exists(work); }, absl::Seconds(30))) << work;
   EXPECT_EQ(c.Cli({"logs", job, "worker/0"}).out, absl::StrCat("wrote scratch in ", work, "\n"));
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(c.agent(0).log()).find("reclaimed 1 finished task work dir") !=
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(c.agent(0).log()).find("reclaimed 1 finished task work dir") !=
                                    std::string::npos; },
                       absl::Seconds(30)))
       << ReadFile(c.agent(0).log());
@@ -99,7 +99,7 @@ replicas:
     command: [sh, -c, 'if [ $TRAINYARD_INDEX -eq 0 ]; then id -u; exit 3; fi; sleep 600']
 )");
   ASSERT_EQ(c.CliAs(alice, {"submit", c.dir() + "/fail.yaml"}).exit_code, 0);
-  EXPECT_TRUE(WaitFor([&] { return Ended(c.JobState("broken")); }, absl::Seconds(90), absl::Milliseconds(200)))
+  EXPECT_TRUE(WaitUntil([&] { return Ended(c.JobState("broken")); }, absl::Seconds(90), absl::Milliseconds(200)))
       << c.Describe("broken").dump(2);
   EXPECT_EQ(c.JobState("broken"), "FAILED") << c.Describe("broken").dump(2);
   EXPECT_EQ(c.CliAs(alice, {"logs", "broken", "worker/0"}).out, "65534\n");

@@ -85,7 +85,7 @@ replicas:
   // first round after waking; watch for it over a good number of heartbeat
   // intervals (and past the log line that says it noticed the stall).
   std::string damage;
-  EXPECT_FALSE(WaitFor([&] { return !(damage = StallDamage(c, job, placed)).empty(); }, absl::Seconds(3),
+  EXPECT_FALSE(WaitUntil([&] { return !(damage = StallDamage(c, job, placed)).empty(); }, absl::Seconds(3),
                        absl::Milliseconds(100)))
       << damage << "\n" << c.Nodes().dump(2) << "\n" << c.Describe(job).dump(2);
   EXPECT_THAT(ReadFile(c.dir() + "/server.log"), HasSubstr("did not run for"));
@@ -133,7 +133,7 @@ replicas:
   size_t skip = ReadFile(c.dir() + "/server.log").size();
   c.KillServer();
   ASSERT_TRUE(c.RestartServer()) << ReadFile(c.dir() + "/server.log");
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find("node node-0 lost", skip) != std::string::npos; },
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(c.dir() + "/server.log").find("node node-0 lost", skip) != std::string::npos; },
                       absl::Seconds(30)))
       << ReadFile(c.dir() + "/server.log").substr(skip);
   EXPECT_EQ(c.JobState(job), "QUEUED") << c.Describe(job).dump(2);
@@ -159,10 +159,10 @@ TEST(NodeLivenessTest, NodeBackWithinTheTimeoutWithFewerGpusIsScheduledOnItsNewS
   c.agent(0).Kill();
   size_t skip = ReadFile(c.agent(0).log()).size();  // the log is appended to across restarts
   c.RestartAgent(0, 2, "switches=0-1;sockets=0-1");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(c.agent(0).log()).find("registered with", skip) != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(c.agent(0).log()).find("registered with", skip) != std::string::npos; },
                       absl::Seconds(10)))
       << ReadFile(c.agent(0).log());
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     nlohmann::json n = NodeView(c.Nodes(), "node-0");
     return n["info"].value("state", "") == "READY" && n.value("free_gpu_mask", uint64_t{0}) == 3;
   }, absl::Seconds(10), absl::Milliseconds(100)))
@@ -178,7 +178,7 @@ replicas:
 )");
   ASSERT_FALSE(big.empty());
   // Decided either way: waiting with a reason, or placed.
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     nlohmann::json d = c.Describe(big);
     return !d.value("reason", "").empty() || (!d.value("state", "").empty() && d["state"] != "QUEUED");
   }, absl::Seconds(10), absl::Milliseconds(100)))

@@ -113,7 +113,7 @@ TEST(PortsTest, ARangeOverlappingTheEphemeralRangeIsServedWithAWarning) {
   Process agent(argv, c.dir() + "/eph.log");
   std::string want = absl::StrCat("node eph: ports ", lo, "-", lo + 9, " of its agent's --port-range ", lo - 10,
                                   "-", lo + 9, " lie in the node's ephemeral range ", lo, "-", hi);
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find(want) != std::string::npos; },
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(c.dir() + "/server.log").find(want) != std::string::npos; },
                       absl::Seconds(20)))
       << ReadFile(c.dir() + "/server.log");
   agent.Stop();
@@ -127,7 +127,7 @@ class Up {
                                      dir_.path() + "/up.log") {}
   ~Up() { process_.Stop(absl::Seconds(30)); }
   bool Ready() {
-    return WaitFor([&] { return ReadFile(process_.log()).find("Trainyard is up") != std::string::npos; },
+    return WaitUntil([&] { return ReadFile(process_.log()).find("Trainyard is up") != std::string::npos; },
                    absl::Seconds(60));
   }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
@@ -187,7 +187,7 @@ replicas:
     std::string st = up.Describe(job).value("state", "");
     return st == "SUCCEEDED" || st == "FAILED" || st == "KILLED";
   };
-  ASSERT_TRUE(WaitFor([&] { return done(a) && done(b); }, absl::Seconds(60), absl::Milliseconds(100)));
+  ASSERT_TRUE(WaitUntil([&] { return done(a) && done(b); }, absl::Seconds(60), absl::Milliseconds(100)));
   nlohmann::json da = up.Describe(a), db = up.Describe(b);
   EXPECT_EQ(da.value("state", ""), "SUCCEEDED") << da.dump(2);
   EXPECT_EQ(db.value("state", ""), "SUCCEEDED") << db.dump(2);

@@ -61,7 +61,7 @@ int RunTool(const std::vector<std::string>& argv, std::string* output) {
     _exit(127);
   }
   int status = 0;
-  bool done = WaitFor([&] { return waitpid(pid, &status, WNOHANG) == pid; }, absl::Seconds(20));
+  bool done = WaitUntil([&] { return waitpid(pid, &status, WNOHANG) == pid; }, absl::Seconds(20));
   if (!done) {
     kill(pid, SIGKILL);
     waitpid(pid, nullptr, 0);
@@ -264,7 +264,7 @@ TEST(StoreFailureTest, DataDirTurnedReadOnlyRefusesSubmissionsClearlyAndLosesNot
   EXPECT_EQ(kill.exit_code, 1) << kill.err;
   EXPECT_THAT(kill.err, AllOf(HasSubstr("is being stopped, but the server cannot record it"), HasSubstr("read-only"),
                               HasSubstr(data_dir)));
-  EXPECT_TRUE(WaitFor([&] {
+  EXPECT_TRUE(WaitUntil([&] {
     return ReadFile(c.dir() + "/server.log").find("store write failed", log_start) != std::string::npos;
   }, absl::Seconds(10))) << ReadFile(c.dir() + "/server.log");
   std::string job;

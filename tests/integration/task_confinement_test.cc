@@ -61,7 +61,7 @@ class TaskConfinementTest : public ::testing::Test {
     std::string job = cluster_->Submit(absl::StrCat("name: ", name, "\nuser: ", user, "\nreplicas:\n  worker:\n",
                                                     extra, "    command: [sh, -c, '", script, "']\n"));
     EXPECT_FALSE(job.empty()) << "submit of " << name << " failed";
-    WaitFor([&] {
+    WaitUntil([&] {
       std::string state = cluster_->JobState(job);
       return state == "SUCCEEDED" || state == "FAILED" || state == "KILLED";
     }, absl::Seconds(60), absl::Milliseconds(100));
@@ -155,7 +155,7 @@ TEST_F(TaskConfinementTest, TheStoreTaskRecordsAndLogsAreTheDaemonsAlone) {
   std::string job = cluster_->Submit(
       "name: rest\nuser: alice\nreplicas:\n  worker:\n    env: {TOKEN: s3cr3t}\n"
       "    command: [sh, -c, 'echo started; exec sleep 120']\n");
-  ASSERT_TRUE(WaitFor([&] { return Logs(job) == "started\n"; }, absl::Seconds(30))) << cluster_->Describe(job).dump(2);
+  ASSERT_TRUE(WaitUntil([&] { return Logs(job) == "started\n"; }, absl::Seconds(30))) << cluster_->Describe(job).dump(2);
   std::string agent = cluster_->dir() + "/node-0";
   std::vector<std::string> checked;
   for (const std::string& root : {cluster_->server_data_dir(), agent + "/tasks", agent + "/logs"}) {

@@ -94,7 +94,7 @@ TEST(TlsTest, AnAgentWithAnotherCasCertificateNeverBecomesANode) {
                             home + "/certs/nodes/evil.crt", "--key", home + "/certs/nodes/evil.key"},
                            &other_uid),
                 dir.path() + "/evil.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(agent.log()).find("cannot reach the server") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(agent.log()).find("cannot reach the server") != std::string::npos; },
                       absl::Seconds(30)))
       << ReadFile(agent.log());
   EXPECT_THAT(ReadFile(agent.log()), Not(HasSubstr("registered with")));
@@ -118,7 +118,7 @@ replicas:
   ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
   // node-1's agent goes away (its tasks keep running under their keepers).
   c.agent(1).Kill();
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(c.dir() + "/server.log").find("node node-1 disconnected") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(c.dir() + "/server.log").find("node node-1 disconnected") != std::string::npos; },
                       absl::Seconds(20)));
   // node-0's certificate (a node taken over) asks for node-1's name: the
   // agent binary refuses such a command line itself, so a modified agent (a
@@ -153,7 +153,7 @@ TEST(TlsTest, PlaintextAgentsAndClientsAreRefused) {
   Process agent({TrainyardBin(), "agent", "--server", c.address(), "--agent-server", c.agent_address(), "--name", "plain", "--data-dir",
                  c.dir() + "/plain", "--simulate-gpus", "2"},
                 c.dir() + "/plain.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(agent.log()).find("cannot reach the server") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(agent.log()).find("cannot reach the server") != std::string::npos; },
                       absl::Seconds(30)))
       << ReadFile(agent.log());
   EXPECT_THAT(ReadFile(agent.log()), HasSubstr("needs --ca, --cert and --key"));
@@ -205,7 +205,7 @@ TEST(TlsTest, AJoinTokenGetsItsNodeACertificateOnceBeforeItExpires) {
   EXPECT_THAT(wrong.err, HasSubstr("not joining"));
   // The right pin: the node joins and runs.
   Process agent(agent_argv(c.dir() + "/n9", pin), c.dir() + "/n9.log");
-  ASSERT_TRUE(WaitFor([&] { return NodeStates(c)["node-9"] == "READY"; }, absl::Seconds(30)))
+  ASSERT_TRUE(WaitUntil([&] { return NodeStates(c)["node-9"] == "READY"; }, absl::Seconds(30)))
       << ReadFile(agent.log()) << ReadFile(c.dir() + "/server.log");
   struct stat st {};
   ASSERT_EQ(stat((c.dir() + "/n9/tls/node.key").c_str(), &st), 0);
@@ -213,7 +213,7 @@ TEST(TlsTest, AJoinTokenGetsItsNodeACertificateOnceBeforeItExpires) {
   // Restarted, it uses the certificate it got (the token is spent).
   agent.Stop();
   Process again(agent_argv(c.dir() + "/n9", pin), c.dir() + "/n9-again.log");
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(again.log()).find("registered with") != std::string::npos; },
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(again.log()).find("registered with") != std::string::npos; },
                       absl::Seconds(30)))
       << ReadFile(again.log());
   // Used once: another node dir with the same token is refused.

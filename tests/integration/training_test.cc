@@ -112,10 +112,10 @@ replicas:
   for (int i = 0; i < 2; ++i) {
     int pid = ReadPid(out + "/ps-" + std::to_string(i));
     ASSERT_GT(pid, 0);
-    EXPECT_TRUE(WaitFor([&] { return !Alive(pid); }, absl::Seconds(1) - (absl::Now() - done) + absl::Milliseconds(500)))
+    EXPECT_TRUE(WaitUntil([&] { return !Alive(pid); }, absl::Seconds(1) - (absl::Now() - done) + absl::Milliseconds(500)))
         << "ps " << i << " still runs";
   }
-  EXPECT_TRUE(WaitFor([&] { return AllGpusFree(c); }, absl::Seconds(5)));
+  EXPECT_TRUE(WaitUntil([&] { return AllGpusFree(c); }, absl::Seconds(5)));
 }
 
 TEST(TrainingTest, ParameterServerExampleTrainsToItsLossAndLeavesNothingBehind) {
@@ -130,9 +130,9 @@ TEST(TrainingTest, ParameterServerExampleTrainsToItsLossAndLeavesNothingBehind) 
   EXPECT_LE(loss, 0.34) << logs.out;
   for (int i = 0; i < 2; ++i) {
     int pid = ReadPid(absl::StrCat(out, "/pid-", job, "-ps-", i));
-    EXPECT_TRUE(WaitFor([&] { return !Alive(pid); }, absl::Seconds(5)));
+    EXPECT_TRUE(WaitUntil([&] { return !Alive(pid); }, absl::Seconds(5)));
   }
-  EXPECT_TRUE(WaitFor([&] { return AllGpusFree(c); }, absl::Seconds(5)));
+  EXPECT_TRUE(WaitUntil([&] { return AllGpusFree(c); }, absl::Seconds(5)));
 }
 
 TEST(TrainingTest, KilledWorkerRestartsWithItsIdAndResumesFromTheCheckpoint) {
@@ -140,7 +140,7 @@ TEST(TrainingTest, KilledWorkerRestartsWithItsIdAndResumesFromTheCheckpoint) {
   std::string out = MakeOut(c);
   std::string job = c.Submit(PsSgdSpec("resume", out, 2, 1, 20, 250));
   std::string w1 = absl::StrCat(job, "-worker-1");
-  ASSERT_TRUE(WaitFor([&] { return FinalLoss(c.Cli({"logs", job, "worker/0"}).out) > 0 &&
+  ASSERT_TRUE(WaitUntil([&] { return FinalLoss(c.Cli({"logs", job, "worker/0"}).out) > 0 &&
                                    c.Cli({"logs", job, "worker/0"}).out.find("epoch 3 ") != std::string::npos; },
                       absl::Seconds(60), absl::Milliseconds(200)));
   int id_before = Task(c.Describe(job), "worker", 1)["worker_id"];
@@ -163,7 +163,7 @@ TEST(TrainingTest, PreemptedJobReturnsToTheQueueAndResumesFromItsCheckpoint) {
   Cluster c({.nodes = 1, .server_flags = {"--preemption-grace-ms", "3000"}});
   std::string out = MakeOut(c);
   std::string ptr = c.Submit(PsSgdSpec("low", out, 2, 4, 40, 250, "priority: ptr\n"));
-  ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", ptr, "worker/0"}).out.find("epoch 3 ") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return c.Cli({"logs", ptr, "worker/0"}).out.find("epoch 3 ") != std::string::npos; },
                       absl::Seconds(60), absl::Milliseconds(200)));
   std::string prod = c.Submit(R"(
 name: urgent
@@ -200,7 +200,7 @@ TEST(TrainingTest, WorkerOfALostNodeIsStartedElsewhereAndTrainingContinues) {
   std::string out = MakeOut(c);
   // 3 workers of 2 GPUs: whichever node is lost, the other has room for its tasks.
   std::string job = c.Submit(PsSgdSpec("lossy", out, 3, 2, 30, 250));
-  ASSERT_TRUE(WaitFor([&] { return c.Cli({"logs", job, "worker/0"}).out.find("epoch 3 ") != std::string::npos; },
+  ASSERT_TRUE(WaitUntil([&] { return c.Cli({"logs", job, "worker/0"}).out.find("epoch 3 ") != std::string::npos; },
                       absl::Seconds(60), absl::Milliseconds(200)));
   std::string lost = Task(c.Describe(job), "worker", 1)["node"];
   int node = lost == "node-0" ? 0 : 1;
@@ -212,7 +212,7 @@ TEST(TrainingTest, WorkerOfALostNodeIsStartedElsewhereAndTrainingContinues) {
     int pid = ReadPid(out + "/pid-" + t["name"].get<std::string>());
     if (pid > 1) kill(pid, SIGKILL);  // the job master writes no pid file
   }
-  ASSERT_TRUE(WaitFor([&] { return Task(c.Describe(job), "worker", 1)["node"] != lost; }, absl::Seconds(30),
+  ASSERT_TRUE(WaitUntil([&] { return Task(c.Describe(job), "worker", 1)["node"] != lost; }, absl::Seconds(30),
                       absl::Milliseconds(200)));
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED", absl::Seconds(120))) << c.Describe(job).dump(2);
   nlohmann::json t = Task(c.Describe(job), "worker", 1);

@@ -76,7 +76,7 @@ TEST_F(UpAsRootTest, AnotherAccountsJobRunsAsItselfWithNoCredentialOfTheAdmin) {
   Process up({TrainyardBin(), "up", "--nodes", "1", "--gpus-per-node", "2", "--port", std::to_string(port),
               "--data-dir", root},
              pub_.path() + "/up.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(up.log()).find("Press Ctrl-C") != std::string::npos || !up.Running(); },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(up.log()).find("Press Ctrl-C") != std::string::npos || !up.Running(); },
                       absl::Seconds(60), absl::Milliseconds(50)))
       << ReadFile(up.log());
   ASSERT_TRUE(up.Running()) << ReadFile(up.log());

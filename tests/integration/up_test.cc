@@ -41,7 +41,7 @@ queues:
   Process up({TrainyardBin(), "up", "--nodes", "2", "--gpus-per-node", "4", "--port", std::to_string(port),
               "--data-dir", dir.path() + "/cluster", "--queue-config", dir.path() + "/queues.yaml"},
              dir.path() + "/up.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(up.log()).find("Press Ctrl-C") != std::string::npos || !up.Running(); },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(up.log()).find("Press Ctrl-C") != std::string::npos || !up.Running(); },
                       absl::Seconds(40), absl::Milliseconds(50)))
       << ReadFile(up.log());
   ASSERT_TRUE(up.Running()) << ReadFile(up.log());
@@ -121,7 +121,7 @@ replicas:
   Process up({TrainyardBin(), "up", "--nodes", "1", "--gpus-per-node", "2", "--port", std::to_string(FreePortPair()),
               "--data-dir", dir.path() + "/cluster", "--demo", "--demo-spec", dir.path() + "/demo.yaml"},
              dir.path() + "/up.log");
-  ASSERT_TRUE(WaitFor([&] { return ReadFile(up.log()).find("demo: its logs") != std::string::npos || !up.Running(); },
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(up.log()).find("demo: its logs") != std::string::npos || !up.Running(); },
                       absl::Seconds(60), absl::Milliseconds(50)))
       << ReadFile(up.log());
   std::string log = ReadFile(up.log());

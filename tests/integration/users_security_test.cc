@@ -324,7 +324,7 @@ replicas:
     std::lock_guard<std::mutex> lock(rest_mu);
     return rest_text.find(what) != std::string::npos;
   };
-  EXPECT_TRUE(WaitFor([&] { return ReadFile(grpc_out).find("tick") != std::string::npos && rest_has("tick"); },
+  EXPECT_TRUE(WaitUntil([&] { return ReadFile(grpc_out).find("tick") != std::string::npos && rest_has("tick"); },
                       absl::Seconds(20)))
       << ReadFile(grpc_out);
 
@@ -343,9 +343,9 @@ replicas:
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 401);
 
-  EXPECT_TRUE(WaitFor([&] { return !follow.Running(); }, absl::Seconds(20))) << ReadFile(grpc_out);
+  EXPECT_TRUE(WaitUntil([&] { return !follow.Running(); }, absl::Seconds(20))) << ReadFile(grpc_out);
   EXPECT_THAT(ReadFile(grpc_out), HasSubstr("no longer valid"));
-  EXPECT_TRUE(WaitFor([&] { return rest_done.load(); }, absl::Seconds(20)));
+  EXPECT_TRUE(WaitUntil([&] { return rest_done.load(); }, absl::Seconds(20)));
   rest_stop = true;  // a stream that did not end is cut here (at its next piece)
   rest.join();
   EXPECT_TRUE(rest_has("[trainyard] the token this stream began with is no longer valid")) << rest_text.substr(0, 2000);

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace trainyard::core {
 
@@ -67,14 +68,34 @@ class SpreadPlacement : public PlacementPolicy {
   }
 };
 
+// Every placement policy and how it is made: the one list of names.
+struct PlacementPolicyMaker {
+  std::string_view name;
+  PlacementPolicyPtr (*make)();
+};
+constexpr PlacementPolicyMaker kPlacementPolicies[] = {
+    {"topology", []() -> PlacementPolicyPtr { return std::make_unique<TopologyPlacement>(); }},
+    {"spread", []() -> PlacementPolicyPtr { return std::make_unique<SpreadPlacement>(); }},
+    {"fragmentation", &NewFragmentationPlacement},
+};
+
 }  // namespace
 
+std::vector<std::string> PlacementPolicyNames() {
+  std::vector<std::string> names;
+  for (const PlacementPolicyMaker& p : kPlacementPolicies) names.emplace_back(p.name);
+  return names;
+}
+
 absl::StatusOr<PlacementPolicyPtr> MakePlacementPolicy(std::string_view name) {
-  if (name == "topology" || name.empty()) return std::make_unique<TopologyPlacement>();
-  if (name == "spread") return std::make_unique<SpreadPlacement>();
-  if (name == "fragmentation") return NewFragmentationPlacement();
-  return absl::InvalidArgumentError(absl::StrCat("placement policy \"", std::string(name),
-                                                 "\" is unknown; use topology, spread or fragmentation"));
+  if (name.empty()) name = kPlacementPolicies[0].name;
+  for (const PlacementPolicyMaker& p : kPlacementPolicies) {
+    if (p.name == name) return p.make();
+  }
+  std::vector<std::string> names = PlacementPolicyNames();
+  return absl::InvalidArgumentError(absl::StrCat("placement policy \"", std::string(name), "\" is unknown; use ",
+                                                 absl::StrJoin(names.begin(), names.end() - 1, ", "), " or ",
+                                                 names.back()));
 }
 
 }  // namespace trainyard::core

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -57,6 +58,11 @@ void TopologyCandidateBuckets(const NodeIndex& index, int gpus, std::vector<Node
 
 // The fragmentation policy (fragmentation_placement.cc).
 PlacementPolicyPtr NewFragmentationPlacement();
+
+// The names MakePlacementPolicy knows: "topology", "spread",
+// "fragmentation" (the first is the default). Configuration checks read
+// them here.
+std::vector<std::string> PlacementPolicyNames();
 
 // Returns the policy named "topology", "spread" or "fragmentation"; an
 // error lists them.

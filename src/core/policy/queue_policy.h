@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -60,6 +61,10 @@ class QueuePolicy {
                                int32_t victim_queue) const = 0;
 };
 using QueuePolicyPtr = std::unique_ptr<QueuePolicy>;
+
+// The names MakeQueuePolicy knows: "fifo", "capacity", "fair" (the first is
+// the default). Configuration checks read them here.
+std::vector<std::string> QueuePolicyNames();
 
 // Returns the policy named "fifo", "capacity" or "fair" over `config`
 // (validated here; FIFO ignores it). An error names an unknown policy and

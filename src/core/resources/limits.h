@@ -1,11 +1,11 @@
 // Minimum and maximum allocation per resource, the analogues of
-// yarn.scheduler.minimum/maximum-allocation-{mb,vcores,gpus}.
+// yarn.scheduler.minimum/maximum-allocation-{mb,vcores,gpus}. One rule
+// applies them: api::ValidateJobSpec (src/api/job_spec_validate.cc) refuses
+// a role whose resources lie outside them, with the user's field names and
+// units; the core schedules only what passed it.
 #pragma once
 
 #include <cstdint>
-
-#include "absl/status/status.h"
-#include "core/resources/resource.h"
 
 namespace trainyard::core {
 
@@ -18,12 +18,5 @@ struct AllocationLimits {
   int32_t max_gpus = 8;
   int32_t max_ports = 64;
 };
-
-// OK when every quantity of `request` lies within `limits` and the request is
-// well formed (no negatives, gpus == popcount(gpu_mask) when a mask is given,
-// not both explicit ports and port_count beyond the limit). The error names
-// the resource, the value and the limit, e.g.
-// "gpus: 9 is above the maximum allocation 8".
-absl::Status ValidateRequest(const Resource& request, const AllocationLimits& limits);
 
 }  // namespace trainyard::core

@@ -23,33 +23,6 @@ std::string TaskText(std::string_view job_id, std::string_view role, int32_t ind
   return absl::StrCat("job ", std::string(job_id), " task ", std::string(role), "-", index);
 }
 
-// What of `a` is not free on `node`, or "" when all of it is. A share is
-// free when its GPU has that much share (and GPU memory) left.
-std::string NotFree(const Resource& a, const NodeState& node) {
-  const Resource& free = node.free;
-  if (a.IsGpuShare()) {
-    int g = __builtin_ctzll(a.gpu_mask);
-    if (node.FreeShare(g) < a.gpu_milli) {
-      return absl::StrCat("GPU ", g, " has ", FormatVcores(node.FreeShare(g)),
-                          " of its share free, ", FormatVcores(a.gpu_milli), " wanted");
-    }
-  } else if (uint64_t taken = a.gpu_mask & ~free.gpu_mask; taken != 0) {
-    return absl::StrCat("GPUs ", GpuSet(taken).ToString(), " are not free");
-  }
-  if (a.memory_mb > free.memory_mb) {
-    return absl::StrCat(a.memory_mb, " MB memory wanted, ", free.memory_mb, " MB free");
-  }
-  if (a.vcores_milli > free.vcores_milli) {
-    return absl::StrCat(FormatVcores(a.vcores_milli), " vcores wanted, ",
-                        FormatVcores(free.vcores_milli), " free");
-  }
-  if (a.gpus > free.gpus) return absl::StrCat(a.gpus, " GPUs wanted, ", free.gpus, " free");
-  if (!free.ports.ContainsAll(a.ports)) {
-    return absl::StrCat("ports ", a.ports.Subtract(free.ports).ToString(), " are not free");
-  }
-  return "";
-}
-
 absl::Status CheckAllocation(const Resource& a) {
   if (!NonNegative(a)) return absl::InvalidArgumentError("a quantity is negative");
   if (a.port_count != 0) {

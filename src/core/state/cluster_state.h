@@ -139,6 +139,11 @@ struct NodeState {
   }
 };
 
+// What of allocation `a` is not free on `node`, or "" when all of it is
+// (its ports against free.ports, which holds ports in use as well). A share
+// is free when its GPU has that much share left.
+std::string NotFree(const Resource& a, const NodeState& node);
+
 // The ports of a node that placement reads, beside NodeState (kept apart
 // so scans over nodes that never look at ports stay in cache). free.ports
 // is the served range minus what tasks hold. A port in use on the node (its
@@ -284,7 +289,8 @@ class ClusterState {
 
   // ---- Mechanism (used by the scheduler) ----
   // Gives `allocation` on node n to task (role, index) of job j.
-  // REQUIRES: the allocation fits node n's free resources.
+  // REQUIRES: the allocation fits node n's free resources (NotFree is
+  // empty); checked, a violation aborts.
   void AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n, const Resource& allocation);
   // How an allocation is given back: kTentative undoes a trial placement
   // (its ports are free again at once); kEnded frees what a task held, and

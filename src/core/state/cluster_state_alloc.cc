@@ -1,7 +1,12 @@
 // ClusterState: allocation arithmetic on nodes, usage per queue and user,
 // the pending sets, interning of shared node attributes, and the index.
+// The core is the only code that allocates, so the arithmetic checks its own
+// invariants: an allocation is a subset of what is free, and a release never
+// drives a usage negative nor a node's free resources above its capacity.
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "core/state/cluster_state.h"
 
 namespace trainyard::core {
@@ -211,10 +216,41 @@ void ClusterState::GiveShare(NodeState& node, const Resource& a) {
   }
 }
 
+std::string NotFree(const Resource& a, const NodeState& node) {
+  const Resource& free = node.free;
+  if (a.IsGpuShare()) {
+    int g = __builtin_ctzll(a.gpu_mask);
+    if (node.FreeShare(g) < a.gpu_milli) {
+      return absl::StrCat("GPU ", g, " has ", FormatVcores(node.FreeShare(g)),
+                          " of its share free, ", FormatVcores(a.gpu_milli), " wanted");
+    }
+  } else if (uint64_t taken = a.gpu_mask & ~free.gpu_mask; taken != 0) {
+    return absl::StrCat("GPUs ", GpuSet(taken).ToString(), " are not free");
+  }
+  if (a.memory_mb > free.memory_mb) {
+    return absl::StrCat(a.memory_mb, " MB memory wanted, ", free.memory_mb, " MB free");
+  }
+  if (a.vcores_milli > free.vcores_milli) {
+    return absl::StrCat(FormatVcores(a.vcores_milli), " vcores wanted, ",
+                        FormatVcores(free.vcores_milli), " free");
+  }
+  if (a.gpus > free.gpus) return absl::StrCat(a.gpus, " GPUs wanted, ", free.gpus, " free");
+  if (!free.ports.ContainsAll(a.ports)) {
+    return absl::StrCat("ports ", a.ports.Subtract(free.ports).ToString(), " are not free");
+  }
+  return "";
+}
+
 void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n,
                                 const Resource& allocation) {
   NodeState& node = nodes_[n];
   JobState& job = jobs_[j];
+  if (std::string taken = NotFree(allocation, node); !taken.empty()) {
+    TY_CHECK(false, "job %s task %d-%d on node %s: %s", job.request.id.c_str(), role, index,
+             node.name.c_str(), taken.c_str());
+  }
+  TY_CHECK(NonNegative(allocation), "job %s task %d-%d: a negative allocation",
+           job.request.id.c_str(), role, index);
   node.free.memory_mb -= allocation.memory_mb;
   node.free.vcores_milli -= allocation.vcores_milli;
   if (allocation.IsGpuShare()) {
@@ -281,6 +317,12 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   uint64_t key = (static_cast<uint64_t>(job.queue) << 32) | static_cast<uint32_t>(job.user);
   Resource& user = user_used_[key];
   user = SubtractScalars(user, scalars);
+  TY_CHECK(NonNegative(job.used) && NonNegative(queue_used_[job.queue]) && NonNegative(user),
+           "job %s: a release drove its, its queue's or its user's usage negative",
+           job.request.id.c_str());
+  TY_CHECK(AllLessOrEqual(node.free, node.capacity),
+           "node %s: a release of job %s left more free than its capacity (released twice?)",
+           node.name.c_str(), job.request.id.c_str());
   if (user.memory_mb == 0 && user.vcores_milli == 0 && user.gpus == 0) user_used_.erase(key);
   NodeId n = task.node;
   task.node = -1;

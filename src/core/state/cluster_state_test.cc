@@ -101,5 +101,22 @@ TEST_F(ClusterStateTest, BadNodesAreRejectedByName) {
   EXPECT_EQ(s_->SetSchedulable("node-9", false).message(), "node node-9 is unknown");
 }
 
+// The core is the only code that allocates, so its arithmetic is checked
+// where it happens: giving what is not free, or freeing what was never
+// held, is a bug in Trainyard and aborts instead of corrupting the counts.
+TEST(ClusterStateDeathTest, AllocatingWhatIsNotFreeIsABug) {
+  ClusterState st;
+  ASSERT_TRUE(st.AddNode(EightGpuNode(0)).ok());
+  ASSERT_TRUE(st.AddJob(MakeJob("j", {.tasks = 2, .gpus = 2})).ok());
+  JobSlot j = *st.FindJob("j");
+  NodeId n = *st.FindNode("node-0");
+  Resource two{.memory_mb = 1024, .vcores_milli = 1000, .gpus = 2, .gpu_mask = 0b11};
+  st.AllocateTask(j, 0, 0, n, two);
+  EXPECT_EQ(st.node(n).free.gpus, 6);
+  EXPECT_DEATH(st.AllocateTask(j, 0, 1, n, two), "GPUs 0-1 are not free");
+  Resource memory{.memory_mb = st.node(n).free.memory_mb + 1};
+  EXPECT_DEATH(st.AllocateTask(j, 0, 1, n, memory), "MB memory wanted");
+}
+
 }  // namespace
 }  // namespace trainyard::core

@@ -14,6 +14,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "common/wait_until.h"
 #include "jobmaster/client/worker_controller.h"
 #include "jobmaster/sim_fleet.h"
 #include "jobmaster/test_master.h"
@@ -22,16 +23,6 @@ namespace trainyard::jobmaster {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Polls `cond` until it holds or 10 s pass.
-bool WaitFor(const std::function<bool()>& cond) {
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return true;
-}
 
 JobMasterConfig Config(int workers) {
   JobMasterConfig c;
@@ -109,7 +100,7 @@ TEST(JobMasterClient, BarrierInFlightWhenTheMasterRestartsPassesOnTheNewMaster) 
   std::thread waiter([&] { barrier = clients[1]->WaitOnBarrier(absl::Seconds(30)); });
   ASSERT_TRUE(first->WaitUntil([](const MasterState& s) { return s.barrier_waiting() == 1; }));
   first->Shutdown();
-  ASSERT_TRUE(WaitFor([&] { return !clients[1]->connected(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !clients[1]->connected(); }));
   JobMasterConfig config = Config(2);
   config.port = port;
   config.learn_barriers = true;  // restarted without its count
@@ -149,7 +140,7 @@ TEST(JobMasterClient, AMasterThatMovedIsFoundThroughTheAddressFile) {
     clients.push_back(*std::move(c));
   }
   first->Shutdown();
-  ASSERT_TRUE(WaitFor([&] { return !clients[0]->connected() && !clients[1]->connected(); }));
+  ASSERT_TRUE(WaitUntil([&] { return !clients[0]->connected() && !clients[1]->connected(); }));
   TestMaster second(Config(2));  // a new port, as on another node
   ASSERT_TRUE(second.status().ok()) << second.status();
   write(second.port());

@@ -19,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "common/wait_until.h"
 
 namespace trainyard::server::http {
 namespace {
@@ -311,9 +312,7 @@ TEST(HttpServerTest, StreamsAreBoundedAndAGoneClientFreesItsSlot) {
   ASSERT_TRUE(hello);
   EXPECT_EQ(hello->body, "hello ana");
   close(fd);
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (open.load() > 0 && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
-  EXPECT_EQ(open.load(), 0) << "the stream went on after its client closed";
+  EXPECT_TRUE(WaitUntil([&] { return open.load() == 0; })) << "the stream went on after its client closed";
 }
 
 TEST(HttpServerTest, StopEndsOpenStreams) {
@@ -406,15 +405,6 @@ std::unique_ptr<HttpServer> ServeWithTokens(HttpOptions opt, absl::Notification*
 
 std::string Addr(int i) { return absl::StrCat("127.0.0.", i); }
 
-// Waits (with a deadline) until `cond` holds.
-bool Eventually(const std::function<bool()>& cond) {
-  for (absl::Time deadline = absl::Now() + absl::Seconds(60); absl::Now() < deadline;) {
-    if (cond()) return true;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return cond();
-}
-
 // Slowloris from one address: its connections past its cap are refused at
 // once, and everyone else is served meanwhile, with or without a token.
 TEST(HttpDoorTest, SlowConnectionsBeyondAPeersCapAreRefusedWhileOthersAreServed) {
@@ -469,14 +459,14 @@ TEST(HttpDoorTest, AFloodOfAnonymousConnectionsDoesNotKeepOutATokenHolder) {
     flood.push_back(ConnectFrom(s->address(), Addr(2 + i / 4)));
     ASSERT_GT(send(flood.back(), half.data(), half.size(), MSG_NOSIGNAL), 0);
   }
-  ASSERT_TRUE(Eventually([&] { return s->ConnectionStats().evicted_unfinished >= 16; }));
+  ASSERT_TRUE(WaitUntil([&] { return s->ConnectionStats().evicted_unfinished >= 16; }, absl::Seconds(60)));
   const std::string slow = "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n";
   for (int i = 0; i < 32; ++i) {
     flood.push_back(ConnectFrom(s->address(), Addr(20 + i / 4)));
     ASSERT_GT(send(flood.back(), slow.data(), slow.size(), MSG_NOSIGNAL), 0);
   }
   // Past the anonymous share (32 - 8), whole anonymous requests are refused.
-  ASSERT_TRUE(Eventually([&] { return s->ConnectionStats().refused_anonymous > 0; }));
+  ASSERT_TRUE(WaitUntil([&] { return s->ConnectionStats().refused_anonymous > 0; }, absl::Seconds(60)));
   httplib::Client client("http://" + s->address());
   client.set_read_timeout(60, 0);
   auto me = client.Get("/api/v1/whoami", {{"Authorization", "Bearer good"}});

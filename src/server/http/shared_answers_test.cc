@@ -13,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
+#include "common/wait_until.h"
 #include "server/http/http_server.h"
 
 namespace trainyard::server::http {
@@ -41,16 +42,6 @@ struct Fixture {
     return client.Get("/list", headers);
   }
 };
-
-// Polls `done` every 20 ms until it holds or `timeout` passes.
-bool WaitFor(const std::function<bool()>& done, absl::Duration timeout) {
-  absl::Time deadline = absl::Now() + timeout;
-  while (!done()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(20));
-  }
-  return true;
-}
 
 void PutJob(ViewStore& views, uint64_t id) {
   auto v = std::make_shared<v1::JobView>();
@@ -115,7 +106,7 @@ TEST(SharedAnswersTest, PastMaxAgeANewOneIsMadeAfterTheChange) {
   ASSERT_TRUE(f.Get());
   PutJob(f.views, 1);
   bool stale_mark = true;
-  ASSERT_TRUE(WaitFor([&] {
+  ASSERT_TRUE(WaitUntil([&] {
     auto r = f.Get();
     if (!r || nlohmann::json::parse(r->body)["render"] != 2) return false;
     stale_mark = r->has_header("X-Trainyard-Stale");

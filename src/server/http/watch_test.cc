@@ -13,21 +13,12 @@
 #include "gtest/gtest.h"
 #include "httplib.h"
 #include "nlohmann/json.hpp"
+#include "common/wait_until.h"
 
 namespace trainyard::server::http {
 namespace {
 
 using ::testing::HasSubstr;
-
-// Polls `cond` until it holds or 10 s pass.
-bool WaitUntil(const std::function<bool()>& cond) {
-  absl::Time deadline = absl::Now() + absl::Seconds(10);
-  while (!cond()) {
-    if (absl::Now() > deadline) return false;
-    absl::SleepFor(absl::Milliseconds(5));
-  }
-  return true;
-}
 
 struct Fixture {
   ViewStore views;

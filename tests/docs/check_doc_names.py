@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Fails when a file or a function that a document names is no longer in the tree.
+
+Reads the `code spans` of a Markdown document (fenced blocks aside) and checks
+two kinds of them against the source tree:
+
+- file paths (`src/server/control_jobs.cc`, `server/view_store.h`,
+  `log_hub.{h,cc}`, `http/dashboard/`): some file or directory of the tree
+  must end with the path (brace lists expanded); a bare file name with a
+  source extension must be some file's name. Placeholders in capitals
+  (`DATA/logs/JOB/...`), routes (`/metrics`) and build outputs (`build/...`)
+  are not paths of the tree and are skipped.
+- qualified names (`ControlState::RunRound`, `api::BuildTaskEnv`,
+  `v1::JobSpec`): a namespace-qualified name must be declared in its room
+  (src/api for api::, ...; proto/ for v1::); a class-qualified one must be a
+  member of a class or struct of that name (mentioned in the file that
+  declares it) or be defined as Owner::Member. Comments do not count, so a
+  name that lives on only in a comment is reported.
+
+Prints each name that is missing with its line and exits 1 if any is.
+
+Usage: check_doc_names.py ROOT DOC.md...
+"""
+import fnmatch
+import os
+import re
+import sys
+
+SKIP_DIRS = {".git", "build", "node_modules", "__pycache__", ".trainyard"}
+SOURCE_EXT = (".h", ".cc", ".proto", ".cmake", ".py", ".sh", ".js", ".mjs", ".css", ".html", ".yaml", ".md")
+# Namespaces of ours and where they live; others (grpc::, absl::, std::) are not checked.
+ROOMS = {"api": ["src/api"], "core": ["src/core"], "http": ["src/server/http"], "httpd": ["src/httpd"],
+         "security": ["src/security"], "jobmaster": ["src/jobmaster"], "server": ["src/server"],
+         "agent": ["src/agent"], "sim": ["src/sim"], "cli": ["src/cli"], "store": ["src/store"],
+         "common": ["src/common"], "v1": ["proto"], "sqlite": ["src/store"], "fuzz": ["fuzz"]}
+EXTERNAL = {"grpc", "absl", "std", "google", "httplib", "nlohmann"}
+SPAN = re.compile(r"`([^`]+)`")
+QUALIFIED = re.compile(r"^(?:\w+::)+~?\w+(?:\(\))?$")
+PATH = re.compile(r"^[\w.{},*/-]+$")
+
+
+class Tree:
+    def __init__(self, root):
+        self.root = root
+        self.paths = set()  # every file and directory, relative to root
+        self.names = set()  # every file's base name
+        self.sources = {}  # relative path -> text without comments, for non-test sources
+        for dirpath, dirs, files in os.walk(root):
+            dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+            rel_dir = os.path.relpath(dirpath, root)
+            if rel_dir != ".":
+                self.paths.add(rel_dir)
+            for name in files:
+                rel = os.path.normpath(os.path.join(rel_dir, name))
+                self.paths.add(rel)
+                self.names.add(name)
+                if name.endswith((".h", ".cc", ".proto")) and not name.endswith("_test.cc"):
+                    with open(os.path.join(dirpath, name), encoding="utf-8", errors="replace") as f:
+                        self.sources[rel] = strip_comments(f.read())
+
+    def has_path(self, path):
+        path = path.rstrip("/")
+        if "*" in path:  # a glob: some path of the tree matches it
+            return any(fnmatch.fnmatch(p, path) or fnmatch.fnmatch(p, "*/" + path) for p in self.paths)
+        if "/" not in path:
+            return path in self.names or path in self.paths
+        return any(p == path or p.endswith("/" + path) for p in self.paths)
+
+    def in_dirs(self, dirs):
+        return [(p, t) for p, t in self.sources.items() if any(p.startswith(d + "/") for d in dirs)]
+
+
+def strip_comments(text):
+    text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+    return re.sub(r"//[^\n]*", " ", text)
+
+
+def expand_braces(path):
+    m = re.search(r"\{([^{}]*)\}", path)
+    if not m:
+        return [path]
+    out = []
+    for choice in m.group(1).split(","):
+        out += expand_braces(path[:m.start()] + choice + path[m.end():])
+    return out
+
+
+def is_path(span):
+    if not PATH.match(span) or "::" in span or span.startswith(("-", ".", "*", "/", "build/")):
+        return False  # not a path, a route (/metrics) or a build output
+    if any("." in part for part in span.split("/")[:-1]):
+        return False  # fields (Options.a/b/c), not directories
+    first = span.split("/")[0]
+    if re.search(r"(^|/)[A-Z][A-Z_-]*(/|$)", span) or first.isupper():
+        return False  # a placeholder such as DATA/ or JOB/
+    if "/" in span:
+        return True
+    return span[:1] != "{" and all(p.endswith(SOURCE_EXT) for p in expand_braces(span))
+
+
+def qualified_exists(tree, name):
+    parts = name.rstrip("()").split("::")
+    if parts[0] in EXTERNAL:
+        return True
+    member = parts[-1].lstrip("~")
+    word = re.compile(r"\b%s\b" % re.escape(member))
+    if len(parts) >= 2 and parts[-2] in ROOMS:
+        dirs = ROOMS[parts[-2]]
+        if parts[-2] == "v1":
+            decl = re.compile(r"\b(message|enum|service|rpc)\s+%s\b" % re.escape(member))
+            return any(decl.search(t) for _, t in tree.in_dirs(dirs))
+        return any(word.search(t) for _, t in tree.in_dirs(dirs))
+    owner = parts[-2]
+    if owner.islower():  # a namespace of no one room (testing::): declared anywhere
+        return any(word.search(t) for t in tree.sources.values())
+    defined = re.compile(r"\b%s::%s\b" % (re.escape(owner), re.escape(member)))
+    if any(defined.search(t) for t in tree.sources.values()):
+        return True
+    declares = re.compile(r"\b(class|struct|enum class|enum)\s+(\w+::)*%s\b(?!;)" % re.escape(owner))
+    return any(declares.search(t) and word.search(t) for t in tree.sources.values())
+
+
+def spans(text):
+    """(line, span) for every code span outside fenced blocks; a span may wrap a line."""
+    out = []
+    fenced = False
+    kept = []
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+            kept.append("")
+            continue
+        kept.append("" if fenced else line)
+    body = "\n".join(kept)
+    for m in SPAN.finditer(body):
+        line = body.count("\n", 0, m.start()) + 1
+        out.append((line, re.sub(r"\s+", "", m.group(1))))
+    return out
+
+
+def check(tree, doc):
+    with open(doc, encoding="utf-8") as f:
+        text = f.read()
+    missing = []
+    checked = 0
+    for line, span in spans(text):
+        if QUALIFIED.match(span):
+            checked += 1
+            if not qualified_exists(tree, span):
+                missing.append(f"{doc}:{line}: `{span}` is not in the tree (no such class member or function)")
+        elif is_path(span):
+            checked += 1
+            for path in expand_braces(span):
+                if not tree.has_path(path):
+                    missing.append(f"{doc}:{line}: `{span}`: {path} is not a file or directory of the tree")
+    return missing, checked
+
+
+def main(argv):
+    if len(argv) < 3:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    tree = Tree(argv[1])
+    failed = False
+    for doc in argv[2:]:
+        missing, checked = check(tree, doc)
+        for m in missing:
+            print(m)
+        print(f"{doc}: {checked} names checked, {len(missing)} missing")
+        failed = failed or bool(missing)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
