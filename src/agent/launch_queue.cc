@@ -140,8 +140,13 @@ void LaunchQueue::Work() {
       // Killed while it started: it stays in flight until the kill is
       // given, so that no one sees the queue idle with a kill still owed.
       cancelled_(mine->spec, true);
-      absl::MutexLock lock(&mu_);
-      entries_.erase(mine);
+      std::vector<std::function<void()>> rest;  // given while the kill was
+      {
+        absl::MutexLock lock(&mu_);
+        rest.swap(mine->then);
+        entries_.erase(mine);
+      }
+      for (const auto& fn : rest) fn();
     }
     cv_.SignalAll();
   }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/wait_until.h"
 #include "gtest/gtest.h"
 
 namespace trainyard::agent {
@@ -67,7 +68,7 @@ TEST(LaunchQueueTest, ListsEveryLaunchInFlightAndDropsOrKillsWhatAKillOvertook) 
   EXPECT_EQ(flying[1].key.job_id, 7u);
   EXPECT_EQ(flying[1].state, TaskState::kLaunching);
   // The one worker holds task 0; task 1 waits in the queue.
-  while (r.Running() == 0) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&r] { return r.Running() > 0; }));
   EXPECT_TRUE(q.Cancel(TaskKey{"j", "worker", 1, 7}));  // queued: dropped
   EXPECT_TRUE(q.Cancel(TaskKey{"j", "worker", 0, 7}));  // being started: killed once in
   EXPECT_FALSE(q.Cancel(TaskKey{"j", "worker", 5, 7}));  // not here: the supervisor's
@@ -85,7 +86,7 @@ TEST(LaunchQueueTest, StartsDifferentTasksAtOnceButOneTasksLaunchesInOrder) {
   q.Push(Spec(0, 0));
   q.Push(Spec(0, 1));  // the same task again: waits for the first
   q.Push(Spec(1, 0));
-  while (r.Running() < 2) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&r] { return r.Running() >= 2; }));
   EXPECT_EQ(r.Running(), 2);  // tasks 0 and 1, not 0's second launch
   r.Release();
   q.WaitIdleForTest();
@@ -110,7 +111,7 @@ TEST(LaunchQueueTest, WhatFollowsALaunchRunsAfterItAndBeforeTheTasksNextLaunch) 
     };
   };
   q.Push(Spec(0, 0));
-  while (r.Running() == 0) absl::SleepFor(absl::Milliseconds(1));
+  ASSERT_TRUE(WaitUntil([&r] { return r.Running() > 0; }));
   EXPECT_TRUE(q.AfterLaunch(TaskKey{"j", "worker", 0, 7}, note("files 0.a")));
   q.Push(Spec(0, 1));
   EXPECT_TRUE(q.AfterLaunch(TaskKey{"j", "worker", 0, 7}, note("files 0.b")));  // after the second launch

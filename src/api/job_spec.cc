@@ -1,8 +1,8 @@
-// Job spec YAML parsing. The parser walks the YAML tree with a path string
-// and collects every problem instead of stopping at the first; whatever
-// yaml-cpp throws (a key that is a list, a conversion it refuses, nesting it
-// will not follow) is caught here and becomes a problem too, so no input can
-// take down the client or the server that parses it. Validation of the
+// Job spec YAML parsing. The text is read in one pass into an api::YamlTree
+// (libyaml's events: text that is not YAML, nesting or alias expansion past
+// their bounds are one problem with its line); the parser walks the tree
+// with a path string and collects every problem instead of stopping at the
+// first, so no input can take down the client or the server that parses it. Validation of the
 // parsed spec is in job_spec_validate.cc.
 #include "api/job_spec.h"
 
@@ -51,8 +51,8 @@ std::string Join(const std::string& path, const std::string& key) {
 int LineOf(const YamlNode& node) { return node.Line(); }
 
 // The entries of mapping `node` (at `path`). A key that is not a string, or
-// that repeats an earlier key (yaml-cpp keeps both and lookups find the
-// first), is a problem and left out.
+// that repeats an earlier key (the tree keeps both, as YAML readers differ
+// on which wins), is a problem and left out.
 Fields Entries(const YamlNode& node, const std::string& path, Errors* errors) {
   Fields out;
   std::map<std::string, int> first_line;
@@ -550,8 +550,7 @@ std::string MemoryQuantityText(int64_t mb) {
 
 std::vector<std::string> ParseJobSpecYamlInto(std::string_view yaml, v1::JobSpec* spec) {
   Errors errors;
-  // Every yaml-cpp exception derives from YAML::Exception; std::exception
-  // also catches what its allocations may throw on hostile input.
+  // What allocations may throw on hostile input.
   try {
     // Every document is counted, so a second one is refused rather than
     // quietly dropped.
@@ -564,7 +563,6 @@ std::vector<std::string> ParseJobSpecYamlInto(std::string_view yaml, v1::JobSpec
       ParseRoot(tree.root(), spec, &errors);
     }
   } catch (const std::exception& e) {
-    // What allocations may throw on hostile input.
     errors.push_back(absl::StrCat("spec: cannot be read: ", e.what()));
   }
   return errors;

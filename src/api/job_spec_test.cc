@@ -282,6 +282,14 @@ TEST(JobSpecTest, AliasesNullsAndNestingAreReadAsYamlSays) {
   std::string deep = "name: j\nreplicas:\n  worker: {command: " + std::string(100, '[') + std::string(100, ']') + "}\n";
   EXPECT_THAT(Refusal(deep), HasSubstr("line 3, column "));
   EXPECT_THAT(Refusal(deep), HasSubstr("nested more than 64 deep"));
+  // Aliases of a large scalar: a 215 KB text that would hold 1 GB expanded
+  // (the reader copies each into the job) is refused as it is read.
+  std::string bomb = "name: j\nreplicas:\n  worker:\n    command: [x]\n    args: [&a " + std::string(200000, 'x');
+  for (int i = 0; i < 5000; ++i) bomb += ", *a";
+  bomb += "]\n";
+  EXPECT_THAT(Refusal(bomb), HasSubstr("with its aliases expanded the document holds more than"));
+  // A few aliases of a small anchor are fine.
+  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker: {command: [&c x], args: [*c, *c, *c]}\n"), "");
 }
 
 TEST(JobSpecTest, UserCredentialIsARolesChoiceAndABool) {

@@ -3,6 +3,7 @@
 
 #include <yaml.h>
 
+#include <algorithm>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -80,13 +81,19 @@ YamlTree YamlTree::Parse(std::string_view text) {
   std::vector<Open> open;
   std::map<std::string, const YamlNode*, std::less<>> anchors;
   int documents = 0;
-  // A complete node goes into the collection that holds it, or is the root.
-  auto place = [&tree, &open](const YamlNode* n) {
+  const uint64_t max_expanded =
+      std::max<uint64_t>(64 << 10, static_cast<uint64_t>(kMaxExpansion) * static_cast<uint64_t>(text.size()));
+  // A complete node goes into the collection that holds it, or is the root;
+  // false when the collection would hold more than max_expanded expanded.
+  auto place = [&tree, &open, max_expanded](const YamlNode* n) {
     if (open.empty()) {
       if (tree.root_ == nullptr) tree.root_ = n;
-      return;
+      return true;
     }
     Open& o = open.back();
+    // Each is at most max_expanded, so the sum cannot overflow.
+    o.node->expanded_ += n->expanded_;
+    if (o.node->expanded_ > max_expanded) return false;
     if (o.node->IsSequence()) {
       o.node->items_.push_back(n);
     } else if (o.key == nullptr) {
@@ -95,6 +102,12 @@ YamlTree YamlTree::Parse(std::string_view text) {
       o.node->entries_.emplace_back(o.key, n);
       o.key = nullptr;
     }
+    return true;
+  };
+  auto too_large = [&tree, max_expanded](const yaml_event_t* e) {
+    tree.error_ = absl::StrCat("line ", e->start_mark.line + 1, ", column ", e->start_mark.column + 1,
+                               ": with its aliases expanded the document holds more than ", max_expanded,
+                               " bytes (", kMaxExpansion, " times its text)");
   };
   for (;;) {
     const yaml_event_t* e = reader.Next(&tree.error_);
@@ -113,9 +126,13 @@ YamlTree YamlTree::Parse(std::string_view text) {
                     IsNullText(value);
         YamlNode* n = tree.Add(null ? YamlNode::Kind::kNull : YamlNode::Kind::kScalar, line);
         if (!null) n->scalar_.assign(value);
+        n->expanded_ += value.size();
         std::string anchor = AnchorOf(e->data.scalar.anchor);
         if (!anchor.empty()) anchors[anchor] = n;
-        place(n);
+        if (!place(n)) {
+          too_large(e);
+          return tree;
+        }
         break;
       }
       case YAML_ALIAS_EVENT: {
@@ -127,7 +144,10 @@ YamlTree YamlTree::Parse(std::string_view text) {
                                      AnchorOf(e->data.alias.anchor), " names no anchor before it");
           return tree;
         }
-        place(it->second);
+        if (!place(it->second)) {
+          too_large(e);
+          return tree;
+        }
         break;
       }
       case YAML_SEQUENCE_START_EVENT:
@@ -148,7 +168,10 @@ YamlTree YamlTree::Parse(std::string_view text) {
         Open done = std::move(open.back());
         open.pop_back();
         if (!done.anchor.empty()) anchors[done.anchor] = done.node;
-        place(done.node);
+        if (!place(done.node)) {
+          too_large(e);
+          return tree;
+        }
         break;
       }
       case YAML_STREAM_END_EVENT:

@@ -4,12 +4,16 @@
 // server CPU to admit). A tree holds what a spec's reader asks of it: each
 // node's kind, a scalar's text, a sequence's items, a mapping's entries in
 // the order written (repeated keys kept, for the reader to refuse), and the
-// line each node starts on. An alias is the node its anchor names (shared,
-// never copied); nesting is bounded, so no input makes the reader recurse
+// line each node starts on. An alias is the node its anchor names (shared in
+// the tree); but a reader copies what it reads (a spec's command, its env),
+// so what a document holds with every alias expanded is bounded
+// (kMaxExpansion times its text): a few KB of aliases of aliases cannot make
+// gigabytes. Nesting is bounded too, so no input makes the reader recurse
 // without end.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
 #include <string>
 #include <string_view>
@@ -45,6 +49,8 @@ class YamlNode {
   Kind kind_ = Kind::kNull;
   int line_ = 1;
   std::string scalar_;
+  // Its size with every alias in it expanded (scalar bytes, one per node).
+  uint64_t expanded_ = 1;
   std::vector<const YamlNode*> items_;
   std::vector<std::pair<const YamlNode*, const YamlNode*>> entries_;
 };
@@ -54,11 +60,17 @@ class YamlTree {
   // Nesting deeper than this (sequences and mappings in one another) is
   // refused.
   static constexpr int kMaxDepth = 64;
+  // What the document may hold with its aliases expanded (scalar bytes, and
+  // one per node), at most this many times its text's size (and 64 KiB).
+  static constexpr int kMaxExpansion = 4;
 
   // Reads the first document of `text`, and notes whether a second begins.
   // An empty text is one null document. On bad YAML, error() says where and
   // why: "line L, column C: PROBLEM".
   static YamlTree Parse(std::string_view text);
+  YamlTree(YamlTree&&) = default;  // the nodes stay where they are
+  YamlTree(const YamlTree&) = delete;
+  YamlTree& operator=(const YamlTree&) = delete;
 
   bool ok() const { return error_.empty(); }
   const std::string& error() const { return error_; }

@@ -65,7 +65,11 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
   for (;;) {
     v1::WatchJobRequest req;
     req.set_job(job);
-    grpc::ClientContext ctx;  // no deadline: a job may run for days
+    // A watch a minute long, then another: a server host that died or a
+    // network that parted ends the wait within a minute (DEADLINE_EXCEEDED,
+    // then the next watch or describe fails), rather than never.
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     Authorize(&ctx);
     std::unique_ptr<grpc::ClientReader<v1::JobView>> reader = stub.WatchJob(&ctx, req);
     v1::JobView v;
@@ -77,7 +81,8 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
       }
     }
     grpc::Status st = reader->Finish();
-    if (st.ok()) continue;  // ended before the job did: watch again
+    // Ended before the job did (its minute passed): watch again.
+    if (st.ok() || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) continue;
     // No watch there (an older server, or its watches are all taken), or no
     // server for now: describe says which, and polls.
     if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||

@@ -262,7 +262,7 @@ TEST_F(ServerSecurityTest, AJobsUserCredentialIsItsUsersWhileTheJobLives) {
     return it->second;
   });
   std::string token = (*sec)->JobUserTokenOf(7);
-  ASSERT_EQ(token.rfind("tyj_7_", 0), 0u) << token;
+  ASSERT_EQ(token.rfind("tyu_7_", 0), 0u) << token;
   absl::StatusOr<Principal> p = (*sec)->Authenticate("Bearer " + token);
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->user, "alice");
@@ -272,8 +272,8 @@ TEST_F(ServerSecurityTest, AJobsUserCredentialIsItsUsersWhileTheJobLives) {
   // Another job's id under this job's MAC, a MAC changed, a malformed one.
   live[8] = "bob";
   std::string mac = token.substr(6);
-  for (const std::string& forged : {"tyj_8_" + mac, token.substr(0, token.size() - 1) + "0", std::string("tyj_7"),
-                                    std::string("tyj_x_") + mac}) {
+  for (const std::string& forged : {"tyu_8_" + mac, token.substr(0, token.size() - 1) + "0", std::string("tyu_7"),
+                                    std::string("tyu_x_") + mac, "tyu_+7_" + mac, "tyu_07_" + mac}) {
     EXPECT_TRUE(absl::IsUnauthenticated((*sec)->Authenticate("Bearer " + forged).status())) << forged;
   }
   // The job ended.

@@ -10,6 +10,7 @@
 #include "security/login.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
 
 namespace trainyard::security {
@@ -18,7 +19,8 @@ namespace {
 std::string CredentialText(uint64_t job_id) { return absl::StrCat("trainyard job ", job_id); }
 std::string WorkerSecretText(uint64_t job_id) { return absl::StrCat("trainyard job workers ", job_id); }
 std::string UserTokenText(uint64_t job_id) { return absl::StrCat("trainyard job user ", job_id); }
-constexpr absl::string_view kJobUserTokenPrefix = "tyj_";
+// Not "tyj_": join tokens (join_tokens.h) have that one.
+constexpr absl::string_view kJobUserTokenPrefix = "tyu_";
 }  // namespace
 
 std::string JobCredential(absl::string_view secret, uint64_t job_id) {
@@ -43,7 +45,11 @@ absl::StatusOr<Principal> ServerSecurity::AuthenticateJobUserToken(absl::string_
   absl::string_view rest = token.substr(kJobUserTokenPrefix.size());
   size_t sep = rest.find('_');
   uint64_t job_id = 0;
-  if (sep == absl::string_view::npos || !absl::SimpleAtoi(rest.substr(0, sep), &job_id) ||
+  absl::string_view id = sep == absl::string_view::npos ? absl::string_view() : rest.substr(0, sep);
+  // Digits only, no leading zero: one spelling per credential.
+  bool digits = !id.empty() && id.size() <= 20 && (id[0] != '0' || id.size() == 1) &&
+                absl::c_all_of(id, [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || !absl::SimpleAtoi(id, &job_id) ||
       !ConstantTimeEquals(job_mac_.Hex(UserTokenText(job_id)), rest.substr(sep + 1))) {
     return absl::UnauthenticatedError("the job credential is not valid");
   }

@@ -48,7 +48,7 @@ class ServerSecurity {
   std::string JobCredentialOf(uint64_t job_id) const;
   std::string JobWorkerSecretOf(uint64_t job_id) const;
   // The credential of job `job_id`'s user that its tasks get when their
-  // role asks for it (`userCredential: true`): "tyj_" + ID + "_" + 64 hex,
+  // role asks for it (`userCredential: true`): "tyu_" + ID + "_" + 64 hex,
   // an HMAC of the id under this server's secret. Authenticate takes it as
   // the job's user, never as an admin, while `live_job_user` (SetLiveJobUser)
   // says the job has not ended: the server keeps nothing per credential,

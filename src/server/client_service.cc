@@ -159,7 +159,8 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
   std::unique_ptr<security::CredentialCheck> credential = StreamCredential(ctx);
   const ViewStore& views = manager_->Views();
   ViewStore::Versions seen = views.CurrentVersions();
-  std::string sent;  // the state and reason last sent
+  uint64_t id = 0;    // the job's id, from its first view: the name may be reused
+  std::string sent;   // the state and reason last sent
   grpc::Status status;
   for (;;) {
     if (ctx->IsCancelled()) {
@@ -170,20 +171,36 @@ grpc::Status ClientService::WatchJob(grpc::ServerContext* ctx, const v1::WatchJo
       status = grpc::Status(grpc::StatusCode::UNAUTHENTICATED, "the watch's credential is no longer valid");
       break;
     }
-    absl::StatusOr<v1::JobView> v = manager_->Describe(req->job());
-    if (!v.ok()) {
-      status = ToGrpc(v.status());
+    // The published summary (shared, not copied) says whether there is
+    // anything to send; the full view is made only then.
+    std::shared_ptr<const v1::JobView> job = manager_->JobSummary(req->job());
+    if (!job || (id != 0 && job->id() != id)) {
+      status = grpc::Status(grpc::StatusCode::NOT_FOUND,
+                            absl::StrCat("job '", req->job(), "' ", id == 0 ? "does not exist" : "was deleted"));
       break;
     }
-    std::string now = absl::StrCat(v->state(), " ", v->reason());
+    id = job->id();
+    std::string now = absl::StrCat(job->state(), " ", job->reason());
     if (now != sent) {
-      sent = now;
+      absl::StatusOr<v1::JobView> v = manager_->Describe(req->job());
+      if (!v.ok() || v->id() != id) {
+        status = grpc::Status(grpc::StatusCode::NOT_FOUND, absl::StrCat("job '", req->job(), "' was deleted"));
+        break;
+      }
+      sent = absl::StrCat(v->state(), " ", v->reason());
       bool end = api::IsTerminal(v->state());
       if (!writer->Write(*v) || end) break;  // a closed stream, or the end sent
     }
-    // Until the jobs' views move (or a second passes: cancellation and the
-    // credential are looked at again).
-    seen = views.AwaitChange(seen, absl::Now() + absl::Seconds(1));
+    // Until the jobs' views move (not the nodes' or queues', which move
+    // every round), or a second passes: cancellation and the credential are
+    // looked at again.
+    absl::Time until = absl::Now() + absl::Seconds(1);
+    ViewStore::Versions moved = views.AwaitChange(seen, until);
+    while (moved.jobs == seen.jobs && absl::Now() < until) {
+      seen = moved;
+      moved = views.AwaitChange(seen, until);
+    }
+    seen = moved;
   }
   GiveBackWatch(who->user);
   return Counted(GrpcCounters::kWatchJob, status);

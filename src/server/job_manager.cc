@@ -106,7 +106,12 @@ void JobManager::SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams
   streams_.SetJobCredentials(std::move(of), std::move(worker_secret_of), std::move(user_token_of));
 }
 
-std::optional<std::string> JobManager::LiveJobUser(uint64_t id) const { return views_.LiveJobUser(id); }
+std::optional<std::string> JobManager::LiveJobUser(uint64_t id) {
+  // After a restart, the recovered jobs' views come with the first rounds:
+  // a job that runs on is not taken for one that ended.
+  PublishAllRecovered();
+  return views_.LiveJobUser(id);
+}
 
 void JobManager::WakeIfAsked() {
   if (control_.TakeRoundRequest()) {

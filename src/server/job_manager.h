@@ -122,7 +122,7 @@ class JobManager {
                          AgentStreams::JobCredentials user_token_of = {});
   // The user of job `id` while it has not ended (what a job's user
   // credential speaks for); nullopt for an ended or unknown job. Thread-safe.
-  std::optional<std::string> LiveJobUser(uint64_t id) const;
+  std::optional<std::string> LiveJobUser(uint64_t id);
   // How secret env values are sealed at submission and opened into launch
   // orders. Call before Start; without it they are kept as given.
   using SecretSealer = std::function<absl::StatusOr<std::string>(const std::string& plain)>;

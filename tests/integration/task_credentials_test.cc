@@ -89,7 +89,7 @@ replicas:
   EXPECT_THAT(ReadFile(out + "/ps-env"), Not(HasSubstr("TRAINYARD_TOKEN=")));
   // Its job ended: the credential is refused, saying why.
   std::string token = ReadFile(out + "/token");
-  ASSERT_EQ(token.rfind("tyj_", 0), 0u) << token;
+  ASSERT_EQ(token.rfind("tyu_", 0), 0u) << token;
   CommandResult after = c.CliAs(token, {"jobs"});
   EXPECT_NE(after.exit_code, 0);
   EXPECT_THAT(after.out + after.err, HasSubstr("ended with the job")) << after.out << after.err;
