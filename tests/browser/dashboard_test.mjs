@@ -142,7 +142,23 @@ async function nodesHeatMapAndPaging(page) {
   await page.mouse.click(box.x + (i % box.cols + 0.5) * box.cell, box.y + (Math.floor(i / box.cols) + 0.5) * box.cell);
   await page.waitForFunction((want) => [...document.querySelectorAll('article.node')].map((a) => a.dataset.node).join() === want,
     node, { timeout: 10000 });
-  const hover = await page.textContent('.heat-hover');
+  // The line names the cell under the pointer. The map is drawn again (a
+  // fresh line, until the pointer moves) and may sit elsewhere once the page
+  // shows the clicked node, so the pointer moves over the cell where it is
+  // now until the line names it, or 10 s pass.
+  let hover = '';
+  for (const until = Date.now() + 10000; Date.now() < until;) {
+    const now = await page.$eval('figure.heatmap canvas', (c) => {
+      const r = c.getBoundingClientRect();
+      return { x: r.left, y: r.top, cell: r.width / Number(c.dataset.cols) };
+    });
+    const cx = now.x + (i % box.cols + 0.5) * now.cell, cy = now.y + (Math.floor(i / box.cols) + 0.5) * now.cell;
+    await page.mouse.move(cx + 1, cy);
+    await page.mouse.move(cx, cy);
+    hover = await page.textContent('.heat-hover');
+    if (hover.includes(`${node}: `)) break;
+    await page.waitForTimeout(100);
+  }
   check(hover.includes(`${node}: ${gpus.length} of`), `heat map hover line: "${hover}"`);
   ok(`the state filter shows only ${expect.cordoned.node}; a click on ${node}'s cell shows ${node}`);
 }
