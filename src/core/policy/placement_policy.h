@@ -43,7 +43,7 @@ class PlacementPolicy {
   // passed over; a bucket's scan ends after kRepeatRun such nodes in a row
   // (a bucket of nodes in one state, as a large uniform cluster has, is not
   // walked to its end). Others take the first node that fits.
-  static constexpr int kRepeatRun = 64;
+  static constexpr int kRepeatRun = 16;
   virtual bool ScoresNodes() const { return false; }
   // A hash of everything PlacementCost reads of node n for `role`: two
   // nodes with the same key cost the same. REQUIRES: ScoresNodes().
