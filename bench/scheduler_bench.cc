@@ -3,6 +3,7 @@
 //  - single-GPU task placements per second, topology-aware (target >= 200,000/s);
 //  - quarter-GPU share placements per second, four to a GPU (target >= 200,000/s);
 //  - 8-task gangs of 4-GPU tasks, tasks per second (target >= 20,000/s);
+//  - the three fills again through the "fragmentation" placement;
 //  - one preemption decision for a 64-GPU production gang on a full cluster
 //    (target < 10 ms);
 //  - scheduler-state memory per node and per pending task, counted by a
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
@@ -50,8 +52,10 @@ constexpr char kTopology[] = "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7";
 
 absl::Time T(int s) { return absl::UnixEpoch() + absl::Seconds(s); }
 
-std::unique_ptr<Scheduler> MakeCluster() {
-  auto s = Scheduler::Create(SchedulerOptions{}).value();
+std::unique_ptr<Scheduler> MakeCluster(const std::string& placement = "topology") {
+  SchedulerOptions options;
+  options.placement = placement;
+  auto s = Scheduler::Create(options).value();
   GpuTopology topo = GpuTopology::FromSpec(kTopology).value();
   for (int i = 0; i < kNodes; ++i) {
     NodeSpec n;
@@ -85,12 +89,13 @@ JobRequest Job(int id, int tasks, int gpus, PriorityClass p, int submit, int mil
 // Fills the cluster with `jobs` jobs of `tasks` x `gpus` (or, with milli, of
 // one share of a GPU each) in one round and reports tasks placed per second
 // of Schedule().
-void RunFill(benchmark::State& state, int tasks, int gpus, int milli = 0) {
+void RunFill(benchmark::State& state, int tasks, int gpus, int milli = 0,
+             const std::string& placement = "topology") {
   int jobs = milli > 0 ? kNodes * 8 * (1000 / milli) : kNodes * 8 / (tasks * gpus);
   int64_t placed = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    auto s = MakeCluster();
+    auto s = MakeCluster(placement);
     for (int i = 0; i < jobs; ++i) {
       if (!s->AddJob(Job(i, tasks, gpus, PriorityClass::kIteration, i, milli)).ok()) std::abort();
     }
@@ -116,6 +121,23 @@ BENCHMARK(BM_QuarterGpuSharePlacements)->Unit(benchmark::kMillisecond)->Iteratio
 
 void BM_Gang8x4GpuPlacements(benchmark::State& state) { RunFill(state, 8, 4); }
 BENCHMARK(BM_Gang8x4GpuPlacements)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+// The same fills through the "fragmentation" placement, which scores every
+// node that fits.
+void BM_SingleGpuPlacementsFragmentation(benchmark::State& state) {
+  RunFill(state, 1, 1, 0, "fragmentation");
+}
+BENCHMARK(BM_SingleGpuPlacementsFragmentation)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+void BM_QuarterGpuSharePlacementsFragmentation(benchmark::State& state) {
+  RunFill(state, 1, 0, 250, "fragmentation");
+}
+BENCHMARK(BM_QuarterGpuSharePlacementsFragmentation)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+void BM_Gang8x4GpuPlacementsFragmentation(benchmark::State& state) {
+  RunFill(state, 8, 4, 0, "fragmentation");
+}
+BENCHMARK(BM_Gang8x4GpuPlacementsFragmentation)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
 
 // A full cluster of ptr and iteration jobs of 1, 2 and 4 GPUs; one
 // production gang of 16 x 4 GPUs arrives. Times the round that chooses

@@ -77,7 +77,8 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
       ->capture_default_str();
   cmd->add_option("--fgd-policies", f->fgd_policies,
                   "fgd protocol: policies, comma separated (default: first-fit, best-fit, random, "
-                  "fgd, trainyard; also trainyard-online)");
+                  "fgd, trainyard; also fgd-int, trainyard-online, and core:PLACEMENT, the server's "
+                  "own placement, e.g. core:fragmentation, core:topology)");
 }
 
 int RunProtocol(SimFlags* f) {

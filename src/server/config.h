@@ -97,7 +97,7 @@ struct ServerConfig {
   // The queue of a job whose spec names none; "" = the queue config's
   // defaultQueue, else "default". Must be a leaf queue.
   std::string default_queue;
-  std::string placement = "topology";     // topology | spread | fragmentation
+  std::string placement = "fragmentation";  // fragmentation | topology | spread
   core::AllocationLimits limits;
   int heartbeat_interval_ms = 1000;       // what agents are told
   int node_timeout_ms = 10000;            // missed heartbeats before LOST

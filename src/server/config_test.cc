@@ -224,7 +224,7 @@ TEST(ServerConfigTest, PolicyNamesAreTheFactoriesOwn) {
   c.placement = "random";
   absl::Status st = ValidateServerConfig(c);
   EXPECT_THAT(st.message(), HasSubstr("queuePolicy: 'lottery' is not one of fifo, capacity, fair"));
-  EXPECT_THAT(st.message(), HasSubstr("placement: 'random' is not one of topology, spread, fragmentation"));
+  EXPECT_THAT(st.message(), HasSubstr("placement: 'random' is not one of fragmentation, topology, spread"));
 }
 
 }  // namespace

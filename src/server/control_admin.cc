@@ -42,7 +42,9 @@ absl::Status UnknownNode(const std::string& name) {
 }  // namespace
 
 void ControlState::UpdateSchedulable(NodeRt& node) {
-  view_nodes_ = true;
+  // The queue view carries the cluster's size (a queue's guarantee is a
+  // share of it): a node that comes or goes changes it without a job event.
+  view_nodes_ = view_queues_ = true;
   if (!node.in_scheduler) return;
   bool takes = node.connected() && node.state == v1::NODE_READY && !node.agent_stopping && !node.cordoned &&
                !node.draining && !node.degraded();

@@ -369,6 +369,19 @@ TEST_F(ControlStateTest, AReplacedJobMastersVerdictIsRefused) {
 namespace trainyard::server {
 namespace {
 
+TEST_F(ControlStateTest, AFreshClustersQueuesShowItsGpusBeforeAnyJob) {
+  ViewStore views;
+  state_->PublishNodesAndQueues(&views, now_);
+  EXPECT_EQ(views.Queues()->cluster().gpus(), 0);
+  ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
+  state_->PublishNodesAndQueues(&views, now_);
+  EXPECT_EQ(views.Queues()->cluster().gpus(), 8) << "no job event needed for the cluster's size";
+  state_->AgentDisconnected("n1", 1);
+  ASSERT_TRUE(state_->RegisterAgent(Node("n2", 4), 2, now_).ok());
+  state_->PublishNodesAndQueues(&views, now_);
+  EXPECT_GE(views.Queues()->cluster().gpus(), 4);
+}
+
 TEST_F(ControlStateTest, ANodesPublishedViewIsBuiltAgainOnlyWhenItChanged) {
   ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
   ASSERT_TRUE(state_->RegisterAgent(Node("n2", 8), 2, now_).ok());

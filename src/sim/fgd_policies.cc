@@ -1,6 +1,7 @@
 // The FGD protocol's placement policies; see fgd_policies.h.
 #include "sim/fgd_policies.h"
 
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -109,6 +110,11 @@ struct FragmentationOptions {
   // ReachFragmentationSum), ties broken by the least leftover (best fit),
   // whole GPUs of a multi-GPU task chosen by topology.
   bool refined = false;
+  // The published FGD code's score: an integer, 100 x the logistic of the
+  // drop in the node's expected fragmentation in GPUs, rounded down
+  // (FgdIntegerScore); nodes of equal score tie, and a tie is broken at
+  // random (seeded), as the Kubernetes scheduler framework breaks it.
+  bool integer_score = false;
 };
 
 // Least growth of expected fragmentation (core/policy/fragmentation.h).
@@ -117,8 +123,8 @@ struct FragmentationOptions {
 // run costs a pass over the cluster per shape and per change, not per task.
 class FragmentationFit : public ProtoPolicy {
  public:
-  FragmentationFit(FragmentationOptions o, const std::vector<ProtoTask>& workload)
-      : learn_(o.learn), refined_(o.refined) {
+  FragmentationFit(FragmentationOptions o, const std::vector<ProtoTask>& workload, uint64_t seed)
+      : learn_(o.learn), refined_(o.refined), integer_(o.integer_score), rng_(seed) {
     if (!learn_) {
       for (const ProtoTask& t : workload) Learn(t);
     }
@@ -147,6 +153,7 @@ class FragmentationFit : public ProtoPolicy {
     Score best_score;
     const Entry* best = nullptr;
     int32_t best_node = -1;
+    int64_t ties = 0;
     for (size_t n = 0; n < nodes.size(); ++n) {
       Entry& e = cache[n];
       if (e.version != version_[n] || e.epoch != epoch_) Evaluate(nodes[n], t, &e, n);
@@ -156,7 +163,14 @@ class FragmentationFit : public ProtoPolicy {
       if (priced && model >= 0) {
         s.growth += dist_.ScarcityCost(t.shape.GpuDemand(), pressure_[model], max_gpus_);
       }
-      if (best == nullptr || s < best_score) {
+      bool take = best == nullptr || s < best_score;
+      if (take) {
+        ties = 1;
+      } else if (integer_ && !(best_score < s)) {
+        // Reservoir sampling: each of k equal nodes is kept with chance 1/k.
+        take = Below(++ties) == 0;
+      }
+      if (take) {
         best = &e;
         best_score = s;
         best_node = static_cast<int32_t>(n);
@@ -241,6 +255,7 @@ class FragmentationFit : public ProtoPolicy {
 
   Score ScoreOf(const ProtoNode& node, const ProtoTask& t, const GpuPick& pick, int64_t before) {
     FragNode after = core::AfterPick(node.frag, t.shape, pick);
+    if (integer_) return Score{-FgdIntegerScore(before, Frag(after), dist_.size()), 0};
     int64_t growth = Frag(after) - before;
     if (!refined_) return Score{growth, 0};
     double leftover = 0.5 * static_cast<double>(after.cpu_free_milli) / 128000.0 +
@@ -267,8 +282,12 @@ class FragmentationFit : public ProtoPolicy {
     return refined_ ? dist_.ReachFragmentationSum(n) : dist_.FragmentationSum(n);
   }
 
+  uint64_t Below(int64_t n) { return rng_() % static_cast<uint64_t>(n); }
+
   bool learn_;
   bool refined_;
+  bool integer_;
+  std::mt19937_64 rng_;
   core::ShapeDistribution dist_;
   uint32_t epoch_ = 0;
   int64_t seen_ = 0;
@@ -288,6 +307,12 @@ class FragmentationFit : public ProtoPolicy {
 
 }  // namespace
 
+int64_t FgdIntegerScore(int64_t before_sum, int64_t after_sum, int64_t tasks) {
+  if (tasks <= 0) return 50;
+  double drop_gpus = static_cast<double>(before_sum - after_sum) / static_cast<double>(tasks) / 1000.0;
+  return static_cast<int64_t>(100.0 / (1.0 + std::exp(-drop_gpus)));
+}
+
 bool TaskFits(const ProtoNode& node, const ProtoTask& task) {
   return node.memory_free >= task.memory_mib && core::ShapeFits(node.frag, task.shape);
 }
@@ -298,17 +323,22 @@ absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeProtoPolicy(const std::string& 
   if (name == "first-fit") return std::make_unique<FirstFit>();
   if (name == "best-fit") return std::make_unique<BestFit>();
   if (name == "random") return std::make_unique<RandomFit>(seed);
-  if (name == "fgd") return std::make_unique<FragmentationFit>(FragmentationOptions{}, workload);
+  if (name == "fgd") return std::make_unique<FragmentationFit>(FragmentationOptions{}, workload, seed);
+  if (name == "fgd-int") {
+    return std::make_unique<FragmentationFit>(FragmentationOptions{.integer_score = true}, workload,
+                                              seed);
+  }
   if (name == "trainyard") {
-    return std::make_unique<FragmentationFit>(FragmentationOptions{.refined = true}, workload);
+    return std::make_unique<FragmentationFit>(FragmentationOptions{.refined = true}, workload, seed);
   }
   if (name == "trainyard-online") {
     return std::make_unique<FragmentationFit>(FragmentationOptions{.learn = true, .refined = true},
-                                              workload);
+                                              workload, seed);
   }
   return absl::InvalidArgumentError(absl::StrCat("placement policy '", name,
                                                  "' is unknown; use first-fit, best-fit, random, "
-                                                 "fgd, trainyard or trainyard-online"));
+                                                 "fgd, fgd-int, trainyard, trainyard-online or "
+                                                 "core:PLACEMENT"));
 }
 
 }  // namespace trainyard::sim

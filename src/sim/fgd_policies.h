@@ -28,6 +28,7 @@ struct ProtoNode {
 struct ProtoTask {
   core::TaskShape shape;
   int64_t memory_mib = 0;
+  int32_t job = -1;  // index of the task's job in the trace; -1 = none
 };
 
 struct ProtoChoice {
@@ -47,11 +48,20 @@ class ProtoPolicy {
   virtual void Changed(int32_t n) { (void)n; }
 };
 
+// The published FGD code's node score for a placement: the drop in the
+// node's expected fragmentation, in GPUs (sums as ShapeDistribution::
+// FragmentationSum over `tasks` counted tasks, thousandths), through the
+// logistic function, times 100, rounded down to an integer (0..100): 50
+// when fragmentation does not change, more when it falls. Placements
+// within ~0.02 GPU of one another score the same. 50 when tasks <= 0.
+int64_t FgdIntegerScore(int64_t before_sum, int64_t after_sum, int64_t tasks);
+
 // True when `task` fits on `node` (memory, CPU, model, GPUs).
 bool TaskFits(const ProtoNode& node, const ProtoTask& task);
 
-// A policy by name: "first-fit", "best-fit", "random", "fgd", "trainyard",
-// "trainyard-online". `workload` is every task of the run: fgd and trainyard
+// A policy by name: "first-fit", "best-fit", "random", "fgd", "fgd-int"
+// (FGD as its published code scores: FgdIntegerScore, seeded random
+// tie-break), "trainyard", "trainyard-online". `workload` is every task of the run: fgd and trainyard
 // weigh fragmentation by its shapes (the artifact's setup: the shapes a
 // cluster has seen in its history); trainyard-online learns them only from
 // the tasks that arrived so far. Errors: an unknown name, listing the known

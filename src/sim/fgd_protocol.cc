@@ -14,6 +14,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/policy/placement_policy.h"
+#include "sim/fgd_core_policy.h"
 #include "sim/fgd_policies.h"
 
 namespace trainyard::sim {
@@ -62,9 +64,9 @@ absl::StatusOr<Cluster> BuildCluster(const NodeList& list) {
   return c;
 }
 
-ProtoTask ToTask(const JobSpec& job, const std::vector<std::string>& models) {
+ProtoTask ToTask(const JobSpec& job, int32_t index, const std::vector<std::string>& models) {
   const RoleSpec& role = job.roles.front();
-  ProtoTask t;
+  ProtoTask t{.job = index};
   t.shape.cpu_milli = role.cpu_milli;
   t.memory_mib = role.memory_mib;
   if (role.gpus == 1 && role.gpu_milli > 0 && role.gpu_milli < 1000) {
@@ -143,10 +145,23 @@ struct SeedRun {
   double seconds = 0;
 };
 
+// The input of a run besides the cluster: the files, for core policies.
+struct RunInput {
+  const NodeList& nodes;
+  const Trace& trace;
+};
+
+absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakePolicy(const std::string& name, uint64_t seed,
+                                                        const std::vector<ProtoTask>& tasks,
+                                                        const RunInput& in) {
+  if (IsCorePolicy(name)) return MakeCorePolicy(name, seed, in.nodes, in.trace);
+  return MakeProtoPolicy(name, seed, tasks);
+}
+
 absl::StatusOr<SeedRun> RunOne(const Cluster& base, const std::vector<ProtoTask>& tasks,
                                const std::string& policy_name, uint64_t seed,
-                               const std::vector<double>& points) {
-  auto policy = MakeProtoPolicy(policy_name, seed, tasks);
+                               const std::vector<double>& points, const RunInput& in) {
+  auto policy = MakePolicy(policy_name, seed, tasks, in);
   if (!policy.ok()) return policy.status();
   core::ShapeDistribution workload;
   for (const ProtoTask& t : tasks) workload.Add(t.shape);
@@ -227,7 +242,14 @@ absl::StatusOr<FgdReport> RunFgdProtocol(const NodeList& nodes, const Trace& tra
   }
   std::vector<std::string> policies = options.policies.empty() ? FgdPolicyNames() : options.policies;
   for (const std::string& p : policies) {
-    if (auto made = MakeProtoPolicy(p, 0, {}); !made.ok()) return made.status();
+    if (IsCorePolicy(p)) {
+      auto made = core::MakePlacementPolicy(p.substr(sizeof(kCorePolicyPrefix) - 1));
+      if (!made.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("--fgd-policies ", p, ": ", made.status().message()));
+      }
+    } else if (auto made = MakeProtoPolicy(p, 0, {}); !made.ok()) {
+      return made.status();
+    }
   }
   auto cluster = BuildCluster(nodes);
   if (!cluster.ok()) return cluster.status();
@@ -235,13 +257,14 @@ absl::StatusOr<FgdReport> RunFgdProtocol(const NodeList& nodes, const Trace& tra
     return absl::InvalidArgumentError(absl::StrCat(nodes.source, ": the cluster has no GPUs"));
   }
   std::vector<std::pair<std::string, ProtoTask>> by_name;
-  for (const JobSpec& job : trace.jobs) {
+  for (size_t j = 0; j < trace.jobs.size(); ++j) {
+    const JobSpec& job = trace.jobs[j];
     if (job.roles.size() != 1 || job.roles[0].count != 1) {
       return absl::InvalidArgumentError(absl::StrCat(
           trace.source, ":", job.line, ": job ", job.name,
           " is a gang; the fgd protocol places single tasks (an Alibaba openb pod list)"));
     }
-    by_name.emplace_back(job.name, ToTask(job, cluster->models));
+    by_name.emplace_back(job.name, ToTask(job, static_cast<int32_t>(j), cluster->models));
   }
   std::sort(by_name.begin(), by_name.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -262,7 +285,7 @@ absl::StatusOr<FgdReport> RunFgdProtocol(const NodeList& nodes, const Trace& tra
     std::vector<ProtoTask> tasks = Workload(by_name, target, seed);
     tasks_total += static_cast<double>(tasks.size());
     for (FgdPolicyResult& r : report.policies) {
-      auto run = RunOne(*cluster, tasks, r.name, seed, points);
+      auto run = RunOne(*cluster, tasks, r.name, seed, points, RunInput{nodes, trace});
       if (!run.ok()) return run.status();
       Accumulate(*run, w, &r);
     }
@@ -303,12 +326,17 @@ std::string FormatFgdReport(const FgdReport& report) {
       "fgd protocol: %s on %s, %d seeds, inflate %.2f, %d tasks per seed, %d GPUs\n",
       report.trace_source, report.nodes_source, report.seeds.size(), report.inflate,
       report.tasks_per_seed, report.gpu_capacity_milli / 1000);
+  // Columns as wide as the longest policy name ("core:fragmentation").
+  int width = 12;
+  for (const FgdPolicyResult& r : report.policies) {
+    width = std::max(width, static_cast<int>(r.name.size()) + 2);
+  }
   absl::StrAppendFormat(&out, "%-34s", "");
-  for (const FgdPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%12s", r.name);
+  for (const FgdPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%*s", width, r.name);
   out += "\n";
   auto row = [&](const std::string& label, auto value) {
     absl::StrAppendFormat(&out, "%-34s", label);
-    for (const FgdPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%12.2f", value(r));
+    for (const FgdPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%*.2f", width, value(r));
     out += "\n";
   };
   if (report.policies.empty()) return out;

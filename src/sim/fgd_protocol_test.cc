@@ -2,6 +2,8 @@
 // out by hand, and (where the public trace is present) a run of openb.
 #include "sim/fgd_protocol.h"
 
+#include "sim/fgd_policies.h"
+
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -108,6 +110,60 @@ TEST(FgdProtocolTest, UnconstrainedTasksLeaveTheScarceModelToTasksThatNeedIt) {
   EXPECT_DOUBLE_EQ(Of(*r, "trainyard").at_arrived.at("100").gpu_alloc_pct, 100);
 }
 
+TEST(FgdProtocolTest, TheServersPlacementRunsBesideTheBaselines) {
+  // core:NAME runs the scheduler core with placement NAME on the same pod
+  // sequences: the halves pack, the whole GPU fits, nothing fails.
+  FgdOptions o{.seeds = {1, 2, 3, 4}, .inflate = 1.0,
+               .policies = {"best-fit", "core:fragmentation", "core:topology"}};
+  auto r = RunFgdProtocol(Nodes({{1, ""}, {1, ""}}),
+                          Pods({Pod("a", 500), Pod("b", 500), Pod("c", 1000)}), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->policies.size(), 3u);
+  for (const FgdPolicyResult& p : r->policies) {
+    EXPECT_DOUBLE_EQ(p.at_arrived.at("100").gpu_alloc_pct, 100) << p.name;
+    EXPECT_TRUE(p.failed_by_shape.empty()) << p.name;
+  }
+  EXPECT_TRUE(FgdReportToJson(*r)["policies"].contains("core:fragmentation"));
+}
+
+TEST(FgdProtocolTest, TheServersPlacementFailsWhatDoesNotFitAndKeepsModels) {
+  // Three 0.5 pods on one GPU: the third fails for good (the core's round
+  // leaves it pending; the protocol withdraws it). A pod naming a model no
+  // node has fails too.
+  FgdOptions o{.seeds = {7}, .inflate = 1.3, .policies = {"core:fragmentation"}};
+  auto r = RunFgdProtocol(Nodes({{1, "T4"}}), Pods({Pod("a", 500)}), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(Of(*r, "core:fragmentation").at_arrived.at("130").gpu_alloc_pct, 100);
+  EXPECT_EQ(Of(*r, "core:fragmentation").failed_by_shape,
+            (std::map<std::string, double>{{"share", 1}}));
+  o.inflate = 1.0;
+  o.policies = {"core:topology"};
+  r = RunFgdProtocol(Nodes({{1, "T4"}, {1, "A10"}}),
+                     Pods({Pod("t4", 1000, {"T4"}), Pod("v100", 1000, {"V100M32"})}), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Of(*r, "core:topology").failed_by_shape["model-constrained"], 1);
+}
+
+TEST(FgdProtocolTest, IntegerFgdScoreIsRoundedDownAsPublished) {
+  // 100 x logistic(drop in GPUs), truncated: no change is 50; a drop of one
+  // GPU is 73.1 -> 73; a rise of one GPU 26.9 -> 26; a drop of 0.01 GPU
+  // (10 thousandths over one counted task) still 50.
+  EXPECT_EQ(FgdIntegerScore(0, 0, 5), 50);
+  EXPECT_EQ(FgdIntegerScore(5000, 0, 5), 73);
+  EXPECT_EQ(FgdIntegerScore(0, 5000, 5), 26);
+  EXPECT_EQ(FgdIntegerScore(10, 0, 1), 50);
+  EXPECT_EQ(FgdIntegerScore(100, 0, 1), 52);
+  EXPECT_EQ(FgdIntegerScore(0, 0, 0), 50);
+}
+
+TEST(FgdProtocolTest, IntegerFgdPacksSharesAsFgdDoes) {
+  FgdOptions o{.seeds = {1, 2, 3, 4, 5, 6}, .inflate = 1.0, .policies = {"fgd", "fgd-int"}};
+  auto r = RunFgdProtocol(Nodes({{1, ""}, {1, ""}}),
+                          Pods({Pod("a", 500), Pod("b", 500), Pod("c", 1000)}), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_DOUBLE_EQ(Of(*r, "fgd-int").at_arrived.at("100").gpu_alloc_pct, 100);
+}
+
 TEST(FgdProtocolTest, AModelNoNodeHasFailsTheTask) {
   FgdOptions o{.seeds = {1}, .inflate = 1.0, .policies = {"trainyard"}};
   auto r = RunFgdProtocol(Nodes({{1, "T4"}}), Pods({Pod("a10", 1000, {"A10"})}), o);
@@ -120,6 +176,10 @@ TEST(FgdProtocolTest, ErrorsNameWhatIsWrong) {
   FgdOptions o{.policies = {"worst-fit"}};
   auto r = RunFgdProtocol(Nodes({{1, ""}}), Pods({Pod("a", 500)}), o);
   EXPECT_THAT(r.status().message(), HasSubstr("placement policy 'worst-fit' is unknown"));
+  o.policies = {"core:worst"};
+  r = RunFgdProtocol(Nodes({{1, ""}}), Pods({Pod("a", 500)}), o);
+  EXPECT_THAT(r.status().message(), HasSubstr("core:worst"));
+  EXPECT_THAT(r.status().message(), HasSubstr("placement policy \"worst\" is unknown"));
   o.policies = {};
   EXPECT_THAT(RunFgdProtocol(Nodes({{0, ""}}), Pods({Pod("a", 500)}), o).status().message(),
               HasSubstr("the cluster has no GPUs"));

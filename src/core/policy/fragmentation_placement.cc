@@ -1,13 +1,20 @@
-// The "fragmentation" placement policy: the topology policy's bucket order,
-// then, among the first nodes that fit, the one whose expected
+// The "fragmentation" placement policy (the default): the topology policy's
+// bucket order, then, among every node that fits, the one whose expected
 // fragmentation (Trainyard's refinement of FGD's measure,
 // ReachFragmentationSum) grows least for the task shapes seen lately, plus
 // the price of taking GPU share that only this node's model can give to
 // the constrained shapes seen lately (ModelPressure, ScarcityCost).
 // The shapes come from a window of recent arrivals, so the weights follow
-// the workload as it changes.
+// the workload as it changes. Combined with topology for multi-GPU tasks:
+// the GPUs taken on a node are its tightest free group (FitGpus, as the
+// topology policy takes them), and among nodes whose fragmentation cost is
+// equal the one where that group is tighter (one switch, then one socket)
+// wins.
+#include <algorithm>
 #include <deque>
 
+#include "absl/hash/hash.h"
+#include "absl/types/span.h"
 #include "core/policy/fragmentation.h"
 #include "core/policy/gpu_fit.h"
 #include "core/policy/placement_policy.h"
@@ -43,6 +50,23 @@ TaskShape TaskShapeOf(const ClusterState& state, const RoleRequest& role) {
   return t;
 }
 
+// Tightness ranks (switch, socket, node) below one unit of fragmentation
+// cost: the rank breaks ties only.
+constexpr int64_t kTightnessLevels = 3;
+
+// 0 when a multi-GPU task's GPUs would share one PCIe switch on node n, 1
+// one socket, 2 spread (or a task of fewer than two whole GPUs).
+int64_t TightnessRank(const ClusterState& state, NodeId n, const RoleRequest& role,
+                      const TaskShape& t) {
+  if (t.gpus < 2) return 0;
+  GpuFit fit;
+  if (!FitGpus(state.topology(n), GpuSet(state.node(n).free.gpu_mask), t.gpus,
+               role.resource.gpu_mask, Tightness::kNode, &fit)) {
+    return kTightnessLevels - 1;
+  }
+  return std::clamp<int64_t>(static_cast<int>(fit.tightness) - 1, 0, kTightnessLevels - 1);
+}
+
 class FragmentationPlacement : public PlacementPolicy {
  public:
   std::string_view Name() const override { return "fragmentation"; }
@@ -66,12 +90,27 @@ class FragmentationPlacement : public PlacementPolicy {
       GpuPicks(before, t, &picks);
       if (!picks.empty()) pick = picks.front();
     }
-    int64_t growth = shapes_.ReachFragmentationSum(AfterPick(before, t, pick)) -
-                     shapes_.ReachFragmentationSum(before);
-    if (!shapes_.HasConstrainedDemand() || t.GpuDemand() == 0) return growth;
-    int32_t pressure =
-        shapes_.PressureOn(before.model, state.ModelFreeShare(), state.FreeShareTotal());
-    return growth + shapes_.ScarcityCost(t.GpuDemand(), pressure, state.MaxNodeGpus());
+    int64_t cost = shapes_.ReachFragmentationSum(AfterPick(before, t, pick)) -
+                   shapes_.ReachFragmentationSum(before);
+    if (shapes_.HasConstrainedDemand() && t.GpuDemand() > 0) {
+      int32_t pressure =
+          shapes_.PressureOn(before.model, state.ModelFreeShare(), state.FreeShareTotal());
+      cost += shapes_.ScarcityCost(t.GpuDemand(), pressure, state.MaxNodeGpus());
+    }
+    return cost * kTightnessLevels + TightnessRank(state, n, role, t);
+  }
+
+  uint64_t CostKey(const ClusterState& state, NodeId n, const RoleRequest& role) const override {
+    const NodeState& node = state.node(n);
+    FragNode f = FragOf(state, n);
+    uint64_t key = absl::HashOf(f.cpu_free_milli, f.model, f.gpu_count,
+                                absl::MakeConstSpan(f.free.data(), f.gpu_count));
+    if (role.resource.IsGpuShare() && role.resource.gpu_memory_mb > 0) {
+      key = absl::HashOf(key, node.gpu_memory_mb, node.share_memory_used);
+    }
+    // Where the tightest group lies depends on the topology.
+    if (role.resource.gpus > 1) key = absl::HashOf(key, node.topology, node.free.gpu_mask);
+    return key;
   }
 
   void Observe(const ClusterState& state, const JobRequest& job) override {

@@ -192,12 +192,27 @@ bool GangPlacer::Offer(RoleContext& ctx, NodeId n, int tasks, Pick* pick) {
     pick->node = n;
     return true;
   }
+  if (!scored_.insert(policy_->CostKey(*state_, n, *ctx.role)).second) {
+    ++pick->repeats;
+    return false;
+  }
+  pick->repeats = 0;
   int64_t cost = policy_->PlacementCost(*state_, n, *ctx.role);
   if (!pick->node.has_value() || cost < pick->cost) {
     pick->node = n;
     pick->cost = cost;
   }
-  return ++pick->seen >= PlacementPolicy::kScoredCandidates;
+  return false;
+}
+
+bool GangPlacer::OfferBucket(RoleContext& ctx, const std::vector<int32_t>& nodes, size_t start,
+                             int tasks, Pick* pick) {
+  pick->repeats = 0;
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (Offer(ctx, nodes[(start + i) % nodes.size()], tasks, pick)) return true;
+    if (pick->repeats >= PlacementPolicy::kRepeatRun) return false;
+  }
+  return false;
 }
 
 std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
@@ -205,6 +220,7 @@ std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
   int gpus = want.gpu_mask != 0 ? GpuSet(want.gpu_mask).Count() : want.gpus;
   int bucket_gpus = gpus * tasks;
   Pick pick;
+  scored_.clear();
   if (want.IsGpuShare()) {
     // One share packs onto a split GPU first: the share index's keys are
     // the largest free share of a node's split GPUs, so ascending from the
@@ -213,9 +229,7 @@ std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
     if (tasks == 1) {
       const NodeIndex::Buckets& shares = state_->share_index().buckets();
       for (auto it = shares.lower_bound(want.gpu_milli); it != shares.end(); ++it) {
-        for (NodeId n : it->second) {
-          if (Offer(ctx, n, tasks, &pick)) return pick.node;
-        }
+        if (OfferBucket(ctx, it->second, 0, tasks, &pick)) return pick.node;
       }
     }
     bucket_gpus = (tasks * want.gpu_milli + 999) / 1000;
@@ -227,10 +241,7 @@ std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
     if (it == buckets.end()) continue;
     const std::vector<int32_t>& nodes = it->second;
     size_t start = seed_ == 0 ? 0 : Mix(seed_, key, nodes.size()) % nodes.size();
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      NodeId n = nodes[(start + i) % nodes.size()];
-      if (Offer(ctx, n, tasks, &pick)) return pick.node;
-    }
+    if (OfferBucket(ctx, nodes, start, tasks, &pick)) return pick.node;
   }
   return pick.node;
 }

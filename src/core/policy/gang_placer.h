@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "core/policy/placement_policy.h"
 #include "core/state/cluster_state.h"
 
@@ -63,10 +64,10 @@ class GangPlacer {
   struct Pick {
     std::optional<NodeId> node;
     int64_t cost = 0;
-    int seen = 0;
+    int repeats = 0;  // nodes in a row whose cost key was scored already
   };
   // Keeps node n in *pick when it fits and is better; true when the search
-  // may stop (the first fit, or enough candidates for a scoring policy).
+  // may stop (the first fit, for a policy that does not score nodes).
   bool Offer(RoleContext& ctx, NodeId n, int tasks, Pick* pick);
   bool GpusFit(NodeId n, const Resource& want) const;
   bool ChooseGpus(NodeId n, const Resource& want, Resource* alloc) const;
@@ -77,7 +78,13 @@ class GangPlacer {
   ClusterState* state_;
   const PlacementPolicy* policy_;
   uint64_t seed_;
+  // Visits the nodes of one bucket from `start` on, offering each; true
+  // when the search may stop.
+  bool OfferBucket(RoleContext& ctx, const std::vector<int32_t>& nodes, size_t start, int tasks,
+                   Pick* pick);
+
   std::vector<NodeIndex::Key> keys_;
+  absl::flat_hash_set<uint64_t> scored_;  // cost keys scored in this search
   std::vector<NodeId> job_nodes_;
 };
 

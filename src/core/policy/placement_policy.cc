@@ -74,9 +74,9 @@ struct PlacementPolicyMaker {
   PlacementPolicyPtr (*make)();
 };
 constexpr PlacementPolicyMaker kPlacementPolicies[] = {
+    {"fragmentation", &NewFragmentationPlacement},
     {"topology", []() -> PlacementPolicyPtr { return std::make_unique<TopologyPlacement>(); }},
     {"spread", []() -> PlacementPolicyPtr { return std::make_unique<SpreadPlacement>(); }},
-    {"fragmentation", &NewFragmentationPlacement},
 };
 
 }  // namespace

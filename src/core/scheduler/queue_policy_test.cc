@@ -215,7 +215,7 @@ TEST(QueuePolicyTest, BadConfigIsRejectedByName) {
   opt.queue_policy = "fifo";
   opt.placement = "random";
   EXPECT_EQ(Scheduler::Create(opt).status().message(),
-            "placement policy \"random\" is unknown; use topology, spread or fragmentation");
+            "placement policy \"random\" is unknown; use fragmentation, topology or spread");
 }
 
 }  // namespace

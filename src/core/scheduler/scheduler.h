@@ -28,7 +28,7 @@ namespace trainyard::core {
 
 struct SchedulerOptions {
   std::string queue_policy = "fifo";   // "fifo", "capacity", "fair"
-  std::string placement = "topology";  // "topology", "spread"
+  std::string placement = "fragmentation";  // "fragmentation", "topology", "spread"
   QueuesConfig queues = DefaultQueues();
   // A head-of-line job waiting longer than this gets a reservation: nodes
   // held for it as they drain; others backfill only elsewhere.

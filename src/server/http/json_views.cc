@@ -201,7 +201,8 @@ struct UserUse {
   int pending_jobs = 0;
   int64_t memory_mb = 0;
   int64_t vcores_milli = 0;
-  int gpus = 0;
+  int gpus = 0;            // whole GPUs held, as the queue's used.gpus counts them
+  int64_t gpu_milli = 0;   // GPU share held in thousandths: whole GPUs and shares
 };
 
 json UsersJson(const std::map<std::string, UserUse>& users) {
@@ -210,7 +211,10 @@ json UsersJson(const std::map<std::string, UserUse>& users) {
     out.push_back({{"user", user},
                    {"running_jobs", u.running_jobs},
                    {"pending_jobs", u.pending_jobs},
-                   {"used", {{"memory_mb", u.memory_mb}, {"vcores_milli", u.vcores_milli}, {"gpus", u.gpus}}}});
+                   {"used", {{"memory_mb", u.memory_mb},
+                             {"vcores_milli", u.vcores_milli},
+                             {"gpus", u.gpus},
+                             {"gpu_milli", u.gpu_milli}}}});
   }
   return out;
 }
@@ -231,7 +235,14 @@ json QueuesJson(const v1::ListQueuesResponse& queues, const std::vector<std::sha
       if (!Placed(t)) continue;
       u.memory_mb += t.memory_mb();
       u.vcores_milli += t.vcores_milli();
-      u.gpus += std::popcount(t.gpu_mask());
+      // A share is part of one GPU: it counts as its thousandths, never as
+      // a whole GPU (four 0.25 shares of one GPU are 1000, not 4 GPUs).
+      if (t.gpu_milli() > 0) {
+        u.gpu_milli += t.gpu_milli();
+      } else {
+        u.gpus += std::popcount(t.gpu_mask());
+        u.gpu_milli += int64_t{1000} * std::popcount(t.gpu_mask());
+      }
     }
   }
   json list = json::array();

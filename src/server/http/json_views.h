@@ -35,7 +35,9 @@ GpuHolders GpuHoldersOf(const std::vector<std::shared_ptr<const v1::JobView>>& l
 nlohmann::json NodeJson(const v1::NodeView& node, const std::map<int, GpuHolder>& holders);
 
 // Every queue with its capacity, use, pending jobs, and the same per user
-// (from the live jobs); the cluster's total.
+// (from the live jobs); the cluster's total. A user's "gpus" are the whole
+// GPUs its tasks hold (as the queue's), "gpu_milli" all the GPU share they
+// hold in thousandths, a 0.25 share counting 250 (never a whole GPU).
 nlohmann::json QueuesJson(const v1::ListQueuesResponse& queues,
                           const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 

@@ -1,0 +1,36 @@
+// The server's own placement in the FGD protocol (fgd_protocol.h): policy
+// "core:NAME" hands each arriving task to a scheduler core (core::Scheduler
+// with placement policy NAME, FIFO, no preemption) as a one-task job built
+// as the simulator builds jobs (ToCoreJob), runs one scheduling round, and
+// takes the node and GPUs the core committed; a task the round leaves
+// pending is withdrawn and fails for good, as the protocol wants. So the
+// protocol measures what `trainyard server` does, on the same pod sequences
+// as its baselines.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "sim/fgd_policies.h"
+#include "sim/trace.h"
+
+namespace trainyard::sim {
+
+// The prefix that names a core placement policy ("core:fragmentation").
+inline constexpr char kCorePolicyPrefix[] = "core:";
+
+// True when `name` starts with kCorePolicyPrefix.
+bool IsCorePolicy(const std::string& name);
+
+// A ProtoPolicy over a fresh core::Scheduler holding every node of `nodes`
+// (in order: ProtoChoice::node is the index into nodes.nodes). Each task
+// must carry the index of its job in `trace` (ProtoTask::job). `seed`
+// breaks ties among equal nodes. Errors: a placement name the core does not
+// know (core::MakePlacementPolicy's message), a node the core refuses.
+// REQUIRES: nodes and trace outlive the policy.
+absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeCorePolicy(const std::string& name, uint64_t seed,
+                                                           const NodeList& nodes,
+                                                           const Trace& trace);
+
+}  // namespace trainyard::sim
