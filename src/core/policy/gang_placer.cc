@@ -192,6 +192,8 @@ bool GangPlacer::Offer(RoleContext& ctx, NodeId n, int tasks, Pick* pick) {
     pick->node = n;
     return true;
   }
+  int32_t model = state_->node(n).gpu_model;
+  if (model >= 0 && model < 63) models_seen_ |= uint64_t{1} << model;
   if (!scored_.insert(policy_->CostKey(*state_, n, *ctx.role)).second) {
     ++pick->repeats;
     return false;
@@ -210,7 +212,9 @@ bool GangPlacer::OfferBucket(RoleContext& ctx, const std::vector<int32_t>& nodes
   pick->repeats = 0;
   for (size_t i = 0; i < nodes.size(); ++i) {
     if (Offer(ctx, nodes[(start + i) % nodes.size()], tasks, pick)) return true;
-    if (pick->repeats >= PlacementPolicy::kRepeatRun) return false;
+    if (pick->repeats >= PlacementPolicy::kRepeatRun && (models_wanted_ & ~models_seen_) == 0) {
+      return false;
+    }
   }
   return false;
 }
@@ -221,6 +225,15 @@ std::optional<NodeId> GangPlacer::FindInBuckets(RoleContext& ctx, int tasks) {
   int bucket_gpus = gpus * tasks;
   Pick pick;
   scored_.clear();
+  models_seen_ = 0;
+  models_wanted_ = 0;
+  if (policy_->ScoresNodes()) {
+    uint64_t allowed = state_->ModelMask(*ctx.role);
+    const std::vector<int64_t>& free = state_->ModelFreeShare();
+    for (size_t m = 0; m < free.size() && m < 63; ++m) {
+      if (free[m] > 0 && (allowed == 0 || ((allowed >> m) & 1) != 0)) models_wanted_ |= uint64_t{1} << m;
+    }
+  }
   if (want.IsGpuShare()) {
     // One share packs onto a split GPU first: the share index's keys are
     // the largest free share of a node's split GPUs, so ascending from the

@@ -85,6 +85,12 @@ class GangPlacer {
 
   std::vector<NodeIndex::Key> keys_;
   absl::flat_hash_set<uint64_t> scored_;  // cost keys scored in this search
+  // GPU models (bits over the cluster's model table) with free share that
+  // the role may use, and those of the nodes that fit seen in this search:
+  // a bucket's scan is cut short only once every wanted model was seen, so
+  // a run of one model's nodes never hides another model's.
+  uint64_t models_wanted_ = 0;
+  uint64_t models_seen_ = 0;
   std::vector<NodeId> job_nodes_;
 };
 

@@ -41,8 +41,9 @@ class PlacementPolicy {
   // keeps the one with the lowest cost (ties: the earlier). Nodes whose
   // CostKey was scored already in the same search cost the same and are
   // passed over; a bucket's scan ends after kRepeatRun such nodes in a row
-  // (a bucket of nodes in one state, as a large uniform cluster has, is not
-  // walked to its end). Others take the first node that fits.
+  // once nodes of every GPU model the task may use (with free share) were
+  // seen (a bucket of nodes in one state, as a large uniform cluster has,
+  // is not walked to its end). Others take the first node that fits.
   static constexpr int kRepeatRun = 16;
   virtual bool ScoresNodes() const { return false; }
   // A hash of everything PlacementCost reads of node n for `role`: two
