@@ -36,6 +36,9 @@ function check(cond, what) {
 const ok = (what) => console.log(`ok: ${what}`);
 
 async function open(page, hash, ready) {
+  // A change of the address's fragment alone does not load the page again:
+  // the last page's ready mark goes first, so the wait is for this one's.
+  await page.evaluate(() => document.querySelectorAll('main[data-ready]').forEach((m) => delete m.dataset.ready));
   await page.goto(`${url}/${hash}`);
   await page.waitForSelector(`main[data-ready="${ready}"]`, { timeout: 10000 });
 }
@@ -105,6 +108,7 @@ async function nodesHeatMapAndPaging(page) {
   const { node, gpus } = expect.placed;
   const names = [node, expect.cordoned.node].sort();
   await open(page, '#/nodes?per=1', 'nodes');
+  await page.waitForSelector('figure.heatmap canvas', { timeout: 10000 });
   const heat = await page.$eval('figure.heatmap canvas', (c) => ({ ...c.dataset, label: c.getAttribute('aria-label') }));
   check(heat.nodes === String(names.length) && heat.used === String(gpus.length),
     `heat map: ${JSON.stringify(heat)}, want ${names.length} nodes and ${gpus.length} GPUs held`);
