@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "agent/launch_order.h"
+#include "agent/peer_addresses.h"
 #include "agent/heartbeat_delta.h"
 #include "agent/task_dirs.h"
 #include "api/convert.h"
@@ -614,8 +615,13 @@ void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   const v1::TaskSpec& spec = *with_ca;
   // Its work dir is not reclaimed while the launch writes its files there.
   Supervisor::PlaceHold hold(&core_->supervisor(), KeyOf(spec).Place());
-  absl::StatusOr<TaskLaunch> launch = ToTaskLaunch(spec, core_->data_dir());
-  absl::Status st = launch.ok() ? core_->Launch(*launch) : launch.status();
+  // Its peers must resolve here, or it would wait on them for as long as its
+  // framework waits: it fails now, with the address that does not.
+  auto hosts = spec.files().find("hosts");
+  absl::Status st = hosts == spec.files().end() ? absl::OkStatus()
+                                                : CheckPeerAddresses(hosts->second, core_->node_info().name);
+  absl::StatusOr<TaskLaunch> launch = st.ok() ? ToTaskLaunch(spec, core_->data_dir()) : st;
+  if (st.ok()) st = launch.ok() ? core_->Launch(*launch) : launch.status();
   if (st.ok()) return;
   if (absl::IsAlreadyExists(st)) {
     // The server sent a launch again that did reach us (it had not heard of

@@ -11,6 +11,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "agent/agent_core.h"
@@ -18,6 +19,7 @@
 #include "agent/server_link.h"
 #include "cli/agent_join.h"
 #include "api/agent_address.h"
+#include "api/node_address.h"
 #include "cli/stop_signals.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
@@ -148,6 +150,18 @@ int RunAgent(AgentFlags& f) {
     }
     f.agent_server = *derived;
   }
+  // Without --address the node is reached on the address it reaches the
+  // server from, which other hosts can reach, not on its host name, which
+  // their resolvers may not know.
+  if (f.config.address.empty() && !absl::StartsWith(f.agent_server, "unix:")) {
+    absl::StatusOr<std::string> local = api::LocalAddressToward(f.agent_server);
+    if (local.ok()) {
+      f.config.address = *local;
+    } else {
+      Log(LogLevel::kWarning, "agent", "no --address, and none toward the server (%s): the node name is its address",
+          std::string(local.status().message()));
+    }
+  }
   agent::ServerLinkOptions link_options{.server = f.agent_server, .clock = &clock};
   if (absl::Status st = TlsOptions(f, &link_options); !st.ok()) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
@@ -225,7 +239,7 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                   "the server's agent listener host:port (default: the port above --server's, as the server's "
                   "--agent-listen is by default)");
   cmd->add_option("--name", f.config.node_name, "node name (default: the host name)");
-  cmd->add_option("--address", f.config.address, "address other tasks reach this node on");
+  cmd->add_option("--address", f.config.address, "address other nodes' tasks reach this node on (default: its address toward the server)");
   cmd->add_option("--rack", f.config.rack, "rack of the node");
   cmd->add_option("--data-center", f.config.data_center, "data center of the node");
   cmd->add_option("--labels", f.labels, "node labels KEY=VALUE,...");

@@ -29,6 +29,15 @@ std::string FindExamplesDir(const std::string& self) {
   return "";
 }
 
+std::string FindExamplesSourceDir() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (fs::path dir : {fs::current_path(ec) / "examples", fs::path(TRAINYARD_SOURCE_DIR) / "examples"}) {
+    if (fs::exists(dir / "pytorch_ddp" / "train.py", ec)) return fs::absolute(dir, ec).lexically_normal().string();
+  }
+  return "";
+}
+
 std::string BannerText(const UpBanner& b) {
   std::string out = absl::StrCat("Trainyard is up: server ", b.address, ", ", b.nodes, b.nodes == 1 ? " node" : " nodes",
                                  " x ", b.gpus, " simulated GPUs (", b.topology, "); data and logs in ", b.data_dir,

@@ -46,6 +46,12 @@ absl::Status WritePrometheusTargets(const std::string& path, const std::string& 
 // tree's; "" when neither has hello.yaml.
 std::string FindExamplesDir(const std::string& self);
 
+// The source tree's examples/ folder (the one with pytorch_ddp/train.py, which
+// the specs reach through TRAINYARD_EXAMPLES_DIR): ./examples when the
+// current directory is a checkout (the README's instructions run from it),
+// else the tree this binary was built from; "" when neither has it.
+std::string FindExamplesSourceDir();
+
 // The banner, one command per line, each runnable as printed.
 std::string BannerText(const UpBanner& b);
 

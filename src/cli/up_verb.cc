@@ -340,6 +340,11 @@ int RunUp(UpFlags& f) {
   // Example programs sit beside the binary; the demo's tasks find them here.
   std::string examples = std::filesystem::path(self).parent_path().string() + "/examples";
   if (!getenv("TRAINYARD_EXAMPLES_BIN")) setenv("TRAINYARD_EXAMPLES_BIN", examples.c_str(), 1);
+  // And the checked-in specs' scripts (examples/pytorch_ddp/train.py): a
+  // task runs in its own directory, where a relative "examples" is nothing.
+  if (std::string source = FindExamplesSourceDir(); !getenv("TRAINYARD_EXAMPLES_DIR") && !source.empty()) {
+    setenv("TRAINYARD_EXAMPLES_DIR", source.c_str(), 1);
+  }
   if (f.demo_spec.empty() && std::filesystem::exists(examples + "/demo.yaml")) f.demo_spec = examples + "/demo.yaml";
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "grpc/grpc_security_constants.h"
+#include "api/node_address.h"
 #include "common/logging.h"
 #include "security/certs.h"
 #include "server/connection_guard.h"
@@ -73,6 +74,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
     switch (in_.msg_case()) {
       case v1::AgentMessage::kRegister: {
         absl::Status st = MayRegister(in_.register_().name());
+        if (st.ok()) st = AddressResolves(in_.register_());
         if (st.ok()) st = manager_->RegisterAgent(in_.register_(), this);
         if (!st.ok()) {
           Log(LogLevel::kWarning, "server", "refused agent %s from %s: %s", in_.register_().name(), peer_,
@@ -109,6 +111,20 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
       default:
         return true;
     }
+  }
+
+  // Other nodes' tasks reach this node by its address (MASTER_ADDR, the
+  // hosts files): one the server cannot resolve, such as a host name no DNS
+  // knows, would leave a job's ranks waiting on each other. A lookup of a
+  // name here is rare (once per registration) and an IP literal needs none.
+  static absl::Status AddressResolves(const v1::NodeInfo& node) {
+    absl::Status st = api::CheckAddressResolves(node.address());
+    if (st.ok()) return st;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "node ", node.name(), ": ", st.message(),
+        " on the server, so other nodes' tasks could not reach it; start its agent with --address set to an IP "
+        "or name the other nodes resolve (without --address an agent takes the address it reaches the server "
+        "from)"));
   }
 
   // With node identity, the name must be the one the certificate names.
