@@ -171,6 +171,19 @@ absl::Status WriteTaskFiles(const std::string& task_dir, const google::protobuf:
   return absl::OkStatus();
 }
 
+namespace {
+// This agent's own binary (`trainyard`), which a task may run as a tool
+// (`trainyard rsh`); "trainyard" (looked up on PATH) when /proc says nothing.
+const std::string& SelfBinary() {
+  static const std::string* path = [] {
+    std::error_code ec;
+    std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return new std::string(ec ? "trainyard" : self.string());
+  }();
+  return *path;
+}
+}  // namespace
+
 absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::string& data_dir) {
   if (absl::Status st = CheckLaunchOrder(spec); !st.ok()) return st;
   TaskLaunch l;
@@ -185,7 +198,7 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   std::string task_dir = TaskDir(data_dir, l.key);
   if (absl::Status st = WriteTaskFiles(task_dir, spec.files()); !st.ok()) return st;
   for (const auto& [k, v] : spec.env()) {
-    l.env[k] = absl::StrReplaceAll(v, {{"${TRAINYARD_TASK_DIR}", task_dir}});
+    l.env[k] = absl::StrReplaceAll(v, {{"${TRAINYARD_TASK_DIR}", task_dir}, {api::kTrainyardBinRef, SelfBinary()}});
   }
   l.env["TRAINYARD_TASK_DIR"] = task_dir;
   l.working_dir = spec.working_dir().empty() ? task_dir : spec.working_dir();

@@ -206,6 +206,10 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
     case v1::FRAMEWORK_MPI:
       out.files["mpi_hostfile"] = job.mpi_hostfile;
       env["TRAINYARD_MPI_HOSTFILE"] = "${TRAINYARD_TASK_DIR}/mpi_hostfile";
+      env[kMpiRshAgentEnv] = absl::StrCat(kTrainyardBinRef, " rsh");
+      // The daemons mpirun starts start no others (each would need the
+      // launcher's rsh agent on its own node).
+      env["OMPI_MCA_plm_rsh_no_tree_spawn"] = "1";
       break;
     default:
       break;

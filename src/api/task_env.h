@@ -75,6 +75,15 @@ inline constexpr char kTokenEnv[] = "TRAINYARD_TOKEN";
 // with --ca gives its path to every task it starts.
 inline constexpr char kCaFileEnv[] = "TRAINYARD_CA_FILE";
 
+// Stands for the agent's own `trainyard` binary in a launch's env values;
+// the agent puts the path in (as it does ${TRAINYARD_TASK_DIR}).
+inline constexpr char kTrainyardBinRef[] = "${TRAINYARD_BIN}";
+
+// Open MPI's rsh agent for the tasks of a `framework: mpi` job
+// (OMPI_MCA_plm_rsh_agent): `trainyard rsh`, so mpirun starts its daemons
+// through Trainyard, never through ssh (docs/examples.md).
+inline constexpr char kMpiRshAgentEnv[] = "OMPI_MCA_plm_rsh_agent";
+
 // What is the same for every task of one placed job: its hosts file, the
 // cluster of TF_CONFIG, the MPI hostfile, the PyTorch ranks. Built once per
 // job (linear in its tasks) and shared by each task's BuildTaskEnv, so the

@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   trainyard::cli::RegisterAgent(app, &exit_code);
   trainyard::cli::RegisterJobmaster(app, &exit_code);
   trainyard::cli::RegisterWorker(app, &exit_code);
+  trainyard::cli::RegisterRsh(app, &exit_code);
   trainyard::cli::RegisterClientVerbs(app, &exit_code);
   trainyard::cli::RegisterSim(app, &exit_code);
   try {

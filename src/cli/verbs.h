@@ -18,6 +18,8 @@ void RegisterUp(CLI::App& app, int* exit_code);
 void RegisterSim(CLI::App& app, int* exit_code);
 void RegisterJobmaster(CLI::App& app, int* exit_code);
 void RegisterWorker(CLI::App& app, int* exit_code);
+// rsh (rsh_verb.cc): Open MPI's rsh agent in an MPI job's tasks
+void RegisterRsh(CLI::App& app, int* exit_code);
 void RegisterAgent(CLI::App& app, int* exit_code);
 void RegisterServer(CLI::App& app, int* exit_code);
 // certs init, certs node (certs_verb.cc)
