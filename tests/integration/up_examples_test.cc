@@ -58,7 +58,7 @@ TEST(UpExamplesTest, EveryExampleRunsOnUpAsTheReadmeSubmitsIt) {
   EXPECT_THAT(hello, HasSubstr("hello from hello-worker-1"));
 
   // One launcher task; mpirun's daemon comes through `trainyard rsh`.
-  if (std::filesystem::exists(absl::StrCat(TrainyardBin(), "/../examples/trainyard-mpi-allreduce"))) {
+  if (std::filesystem::exists(std::filesystem::path(TrainyardBin()).parent_path() / "examples/trainyard-mpi-allreduce")) {
     std::string mpi = run("mpi.yaml", "mpi-allreduce");
     EXPECT_EQ(Count(mpi, "allreduce sum 10 (expected 10)"), 4) << mpi;
   } else {

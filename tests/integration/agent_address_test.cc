@@ -35,7 +35,7 @@ nlohmann::json NodeNamed(Cluster& cluster, const std::string& name) {
   return nullptr;
 }
 
-TEST(NodeAddressTest, AnAgentWithoutAddressIsReachedOnItsAddressTowardTheServer) {
+TEST(AgentAddressTest, AnAgentWithoutAddressIsReachedOnItsAddressTowardTheServer) {
   Cluster cluster({.nodes = 1});
   std::unique_ptr<Process> agent = StartAgent(cluster, "hostb", {});
   nlohmann::json node;
@@ -51,7 +51,7 @@ TEST(NodeAddressTest, AnAgentWithoutAddressIsReachedOnItsAddressTowardTheServer)
   agent->Stop();
 }
 
-TEST(NodeAddressTest, AnAddressTheServerCannotResolveIsRefusedWithTheReason) {
+TEST(AgentAddressTest, AnAddressTheServerCannotResolveIsRefusedWithTheReason) {
   Cluster cluster({.nodes = 1});
   // .invalid never resolves (RFC 6761), as a host name no DNS knows.
   std::unique_ptr<Process> agent = StartAgent(cluster, "hostc", {"--address", "hostc.invalid"});
