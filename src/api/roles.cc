@@ -28,6 +28,9 @@ RoleTraits TraitsOf(v1::Framework framework, std::string_view role) {
       t.default_port = role == kRoleMaster || role == kRoleWorker;
       break;
     case v1::FRAMEWORK_MPI:
+      // A rank host's port: `trainyard rsh --serve` listens there for the
+      // launcher's mpirun (docs/job-spec.md, "Framework rules").
+      t.default_port = t.mpi_host;
       break;
     default:
       t.uses_job_master = t.worker;

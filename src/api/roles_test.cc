@@ -20,7 +20,9 @@ TEST(RolesTest, OneTableDecidesWhatARoleMeans) {
   EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "evaluator").in_tf_cluster);
   EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_PYTORCH, "master").torch_rank0);
   EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_PYTORCH, "ps").default_port);
-  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_MPI, "worker").default_port);
+  // An MPI worker's port is its rank host's (`trainyard rsh --serve`).
+  EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_MPI, "worker").default_port);
+  EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_MPI, "launcher").default_port);
   EXPECT_TRUE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "chief").decides_success);
   EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_TENSORFLOW, "worker").decides_success);
 }

@@ -109,6 +109,18 @@ std::string MpiHostfile(const TaskEnvInput& in, const std::vector<const PlacedTa
   return text;
 }
 
+// "ADDRESS PORT" of the first MPI worker (with a port) on each address: the
+// rank host that `trainyard rsh ADDRESS` asks to run a command there.
+std::string MpiRankHosts(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered) {
+  std::set<std::string> seen;
+  std::string text;
+  for (const PlacedTaskView* t : ordered) {
+    if (!TraitsOf(in.spec->framework(), t->role).mpi_host || t->ports.empty()) continue;
+    if (seen.insert(t->address).second) absl::StrAppend(&text, t->address, " ", t->ports.front(), "\n");
+  }
+  return text;
+}
+
 }  // namespace
 
 std::string JobCheckpointDir(const std::string& root, const std::string& job, uint64_t job_id) {
@@ -157,6 +169,7 @@ JobWideEnv BuildJobWideEnv(const TaskEnvInput& in) {
       break;
     case v1::FRAMEWORK_MPI:
       job.mpi_hostfile = MpiHostfile(in, ordered);
+      job.mpi_rank_hosts = MpiRankHosts(in, ordered);
       break;
     default:
       break;
@@ -206,6 +219,9 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
     case v1::FRAMEWORK_MPI:
       out.files["mpi_hostfile"] = job.mpi_hostfile;
       env["TRAINYARD_MPI_HOSTFILE"] = "${TRAINYARD_TASK_DIR}/mpi_hostfile";
+      out.files["mpi_rank_hosts"] = job.mpi_rank_hosts;
+      env[kMpiRankHostsEnv] = "${TRAINYARD_TASK_DIR}/mpi_rank_hosts";
+      env[kTrainyardBinEnv] = kTrainyardBinRef;
       env[kMpiRshAgentEnv] = absl::StrCat(kTrainyardBinRef, " rsh");
       // The daemons mpirun starts start no others (each would need the
       // launcher's rsh agent on its own node).

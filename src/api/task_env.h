@@ -83,6 +83,12 @@ inline constexpr char kTrainyardBinRef[] = "${TRAINYARD_BIN}";
 // (OMPI_MCA_plm_rsh_agent): `trainyard rsh`, so mpirun starts its daemons
 // through Trainyard, never through ssh (docs/examples.md).
 inline constexpr char kMpiRshAgentEnv[] = "OMPI_MCA_plm_rsh_agent";
+// The agent's `trainyard` binary (kTrainyardBinRef), for an MPI job's
+// worker command: `exec "$TRAINYARD_BIN" rsh --serve`.
+inline constexpr char kTrainyardBinEnv[] = "TRAINYARD_BIN";
+// The file of the job's rank hosts, "ADDRESS PORT" per node of its MPI
+// workers: where `trainyard rsh HOST` finds HOST's.
+inline constexpr char kMpiRankHostsEnv[] = "TRAINYARD_MPI_RANK_HOSTS";
 
 // What is the same for every task of one placed job: its hosts file, the
 // cluster of TF_CONFIG, the MPI hostfile, the PyTorch ranks. Built once per
@@ -93,6 +99,7 @@ struct JobWideEnv {
   std::string hosts;
   std::string tf_cluster;    // the JSON object under TF_CONFIG's "cluster"
   std::string mpi_hostfile;
+  std::string mpi_rank_hosts;  // "ADDRESS PORT" of the first MPI worker on each node
   struct TorchRank {
     int rank = 0, local_rank = 0, local_world = 0, node_rank = 0;
   };

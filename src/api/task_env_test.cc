@@ -2,6 +2,8 @@
 // program of that framework reads, for the job shapes its users write.
 #include "api/task_env.h"
 
+#include "absl/strings/str_cat.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -67,6 +69,21 @@ TEST(TaskEnvTest, MpiHostfileHasOneLinePerWorkerNodeInOrder) {
   TaskEnvInput in = Placed(spec, 2);
   TaskEnv env = BuildTaskEnv(in, Task(in, "worker", 0));
   EXPECT_EQ(env.files.at("mpi_hostfile"), "10.0.0.2 slots=2\n10.0.0.1 slots=2\n");
+}
+
+TEST(TaskEnvTest, MpiTasksStartDaemonsThroughTrainyardRshAtEachNodesFirstWorker) {
+  v1::JobSpec spec;
+  spec.set_framework(v1::FRAMEWORK_MPI);
+  AddRole(&spec, "launcher", 1);  // node-0
+  AddRole(&spec, "worker", 4);    // node-1, node-0, node-1, node-0
+  TaskEnvInput in = Placed(spec, 2);
+  TaskEnv env = BuildTaskEnv(in, Task(in, "launcher", 0));
+  EXPECT_EQ(env.env.at("OMPI_MCA_plm_rsh_agent"), "${TRAINYARD_BIN} rsh");
+  EXPECT_EQ(env.env.at("TRAINYARD_BIN"), "${TRAINYARD_BIN}");
+  EXPECT_EQ(env.env.at("TRAINYARD_MPI_RANK_HOSTS"), "${TRAINYARD_TASK_DIR}/mpi_rank_hosts");
+  std::string expected = absl::StrCat(Task(in, "worker", 0).address, " ", Task(in, "worker", 0).ports.at(0), "\n",
+                                      Task(in, "worker", 1).address, " ", Task(in, "worker", 1).ports.at(0), "\n");
+  EXPECT_EQ(env.files.at("mpi_rank_hosts"), expected);
 }
 
 TEST(TaskEnvTest, TfConfigClusterLeavesOutTheEvaluator) {

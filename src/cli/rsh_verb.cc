@@ -1,27 +1,32 @@
-// `trainyard rsh HOST COMMAND...`: the rsh agent of Open MPI's mpirun in the
-// tasks of a `framework: mpi` job (OMPI_MCA_plm_rsh_agent, api/task_env.h),
-// so mpirun starts its daemons through Trainyard and never through ssh keys
-// a user would have to set up. A HOST that is this task's own node (its
-// TRAINYARD_NODE_ADDRESS or TRAINYARD_NODE) runs COMMAND here, as rsh's
-// remote shell would (the words joined, run by /bin/sh): a child of the task,
-// so in its allocation (cgroup, user, no_new_privs) and stopped with it. A
-// rank on another node is refused with the reason: Trainyard does not yet
-// start a command inside another node's task (docs/examples.md).
+// `trainyard rsh`: Open MPI's rsh agent in the tasks of a `framework: mpi`
+// job (OMPI_MCA_plm_rsh_agent, api/task_env.h), so mpirun starts its daemons
+// through Trainyard and never through ssh keys a user would have to set up.
+// `trainyard rsh HOST COMMAND...` runs COMMAND as rsh's remote shell would
+// (its words joined, run by /bin/sh): here, a child of this task, when HOST
+// is this task's node (its TRAINYARD_NODE_ADDRESS or TRAINYARD_NODE); else in
+// HOST's worker task, through its rank host. `trainyard rsh --serve` is that
+// rank host: the command of an MPI job's workers (cli/rank_host.h).
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "CLI/CLI.hpp"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_join.h"
-#include "cli/verb_common.h"
+#include "absl/strings/str_split.h"
+#include "api/task_env.h"
+#include "cli/rank_host.h"
 #include "cli/verbs.h"
 
 namespace trainyard::cli {
 namespace {
 
 struct RshFlags {
+  bool serve = false;
   std::string host;
   std::vector<std::string> command;
 };
@@ -31,6 +36,34 @@ std::string EnvOr(const char* name, const std::string& fallback) {
   return v == nullptr ? fallback : v;
 }
 
+int Serve() {
+  std::string address = EnvOr("TRAINYARD_NODE_ADDRESS", "");
+  std::string ports = EnvOr("TRAINYARD_PORTS", "");
+  std::string secret = EnvOr(api::kJobSecretEnv, "");
+  int port = 0;
+  if (address.empty() || secret.empty() || !absl::SimpleAtoi(ports.substr(0, ports.find(',')), &port)) {
+    std::cerr << "trainyard rsh --serve: run it as the worker of an MPI job (it needs TRAINYARD_NODE_ADDRESS, a port "
+                 "in TRAINYARD_PORTS and TRAINYARD_JOB_SECRET)\n";
+    return kExitUsage;
+  }
+  absl::Status st = ServeRankHost({.address = address, .port = port, .secret = secret});
+  std::cerr << "trainyard rsh --serve: " << st.message() << "\n";
+  return kExitFailure;
+}
+
+int Remote(const RshFlags& f) {
+  std::ifstream in(EnvOr(api::kMpiRankHostsEnv, "/nonexistent"));
+  std::stringstream hosts;
+  hosts << in.rdbuf();
+  absl::StatusOr<int> port = RankHostPort(hosts.str(), f.host);
+  absl::StatusOr<int> code =
+      port.ok() ? RunOnRankHost(f.host, *port, EnvOr(api::kJobSecretEnv, ""), f.command, absl::Seconds(60))
+                : port.status();
+  if (code.ok()) return *code;
+  std::cerr << "trainyard rsh: " << code.status().message() << "\n";
+  return 255;
+}
+
 int RunRsh(const RshFlags& f) {
   std::string address = EnvOr("TRAINYARD_NODE_ADDRESS", "");
   std::string node = EnvOr("TRAINYARD_NODE", "");
@@ -38,12 +71,7 @@ int RunRsh(const RshFlags& f) {
     std::cerr << "trainyard rsh: not in a Trainyard task (TRAINYARD_NODE_ADDRESS is not set)\n";
     return 255;
   }
-  if (f.host != address && f.host != node) {
-    std::cerr << "trainyard rsh: " << f.host << " is not this task's node (" << node << ", " << address
-              << "): starting processes on another node of the job is not supported yet; run the job's ranks "
-                 "on one node (docs/examples.md)\n";
-    return 255;
-  }
+  if (f.host != address && f.host != node) return Remote(f);
   std::string line = absl::StrJoin(f.command, " ");
   execl("/bin/sh", "sh", "-c", line.c_str(), static_cast<char*>(nullptr));
   std::cerr << "trainyard rsh: cannot run /bin/sh: " << strerror(errno) << "\n";
@@ -56,14 +84,19 @@ void RegisterRsh(CLI::App& app, int* exit_code) {
   static RshFlags f;
   auto* cmd = app.add_subcommand(
       "rsh", "Open MPI's rsh agent in an MPI job's task (OMPI_MCA_plm_rsh_agent): run COMMAND on HOST");
-  cmd->add_option("host", f.host, "the node (its address or name)")->required();
+  cmd->add_flag("--serve", f.serve, "serve as this MPI worker's rank host (the workers' command)");
+  cmd->add_option("host", f.host, "the node (its address or name)");
   // COMMAND's words are its own, options included: not parsed here.
   cmd->prefix_command();
-  cmd->footer("COMMAND...: run by /bin/sh on HOST, its words joined by spaces, as rsh does");
+  cmd->footer("COMMAND...: run by /bin/sh on HOST, inside the job's task there, its words joined by spaces");
   cmd->callback([cmd, exit_code] {
+    if (f.serve) {
+      *exit_code = Serve();
+      return;
+    }
     f.command = cmd->remaining();
-    if (f.command.empty()) {
-      std::cerr << "trainyard rsh: no COMMAND after HOST\n";
+    if (f.host.empty() || f.command.empty()) {
+      std::cerr << "trainyard rsh: HOST COMMAND... expected (or --serve)\n";
       *exit_code = kExitUsage;
       return;
     }

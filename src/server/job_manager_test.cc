@@ -500,6 +500,29 @@ TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
   }
 }
 
+// `trainyard rsh` presents it to the rank hosts of the job's workers.
+TEST_F(JobManagerTest, EveryTaskOfAnMpiJobGetsTheJobsSecretAndTrainyardRsh) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
+                              [](uint64_t id) { return absl::StrCat("secret-", id); });
+  auto spec = api::LoadJobSpec(
+      "name: mpi\nframework: mpi\nreplicas:\n  launcher: {command: [x]}\n  worker: {count: 2, command: [x]}\n",
+      config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto r = manager_->Submit(*spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(link.Launches().size(), 3u);  // no job master: an MPI job has none
+  for (const auto& t : link.Launches()) {
+    EXPECT_EQ(t.env().at("TRAINYARD_JOB_SECRET"), absl::StrCat("secret-", r->job_id())) << t.role();
+    EXPECT_EQ(t.env().at("OMPI_MCA_plm_rsh_agent"), "${TRAINYARD_BIN} rsh") << t.role();
+    EXPECT_EQ(t.env().count("TRAINYARD_JOB_TOKEN"), 0u) << t.role();
+    // A worker's port is its rank host's.
+    EXPECT_EQ(t.allocation().ports_size(), t.role() == "worker" ? 1 : 0) << t.role();
+  }
+}
+
 TEST_F(JobManagerTest, AServerStartedMasterGetsTheJobsCredentialAndSecretAndItsWorkersTheSecret) {
   ASSERT_NO_FATAL_FAILURE(WithJobMasters());
   FakeLink link;

@@ -1,0 +1,215 @@
+// MPI across nodes without ssh: mpirun in the launcher task starts its
+// daemons through `trainyard rsh`, which runs them in the job's worker task
+// on each node (its rank host, `trainyard rsh --serve`), authorized by the
+// job's secret. The cluster's two agents have addresses of their own: each
+// runs in a network namespace of its own, joined to this host by a veth pair
+// the test makes (and removes), and reaches the server through it; where
+// namespaces cannot be made, two agents on distinct loopback addresses.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/harness.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+
+std::string IpTool() {
+  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
+    if (std::filesystem::exists(p)) return p;
+  }
+  return "";
+}
+
+// Two network namespaces, each joined to this host's by a veth pair
+// (host side 10.S.N.1, namespace side 10.S.N.2, N = 1, 2), routed through
+// this host. Removed, and ip_forward put back, by the destructor.
+class TwoNamespaces {
+ public:
+  TwoNamespaces() {
+    ip_ = IpTool();
+    if (ip_.empty() || getuid() != 0) return;
+    int tag = getpid() % 100000;
+    subnet_ = 20 + getpid() % 200;
+    for (int n = 1; n <= 2; ++n) {
+      std::string ns = absl::StrCat("ty", tag, "n", n), host = absl::StrCat("ty", tag, "h", n),
+                  peer = absl::StrCat("ty", tag, "p", n);
+      if (!Ip({"netns", "add", ns})) return;
+      names_.push_back(ns);
+      std::string net = absl::StrCat("10.", subnet_, ".", n, ".");
+      bool ok = Ip({"link", "add", host, "type", "veth", "peer", "name", peer}) &&
+                Ip({"link", "set", peer, "netns", ns}) && Ip({"addr", "add", net + "1/24", "dev", host}) &&
+                Ip({"link", "set", host, "up"}) && Ip({"-n", ns, "addr", "add", net + "2/24", "dev", peer}) &&
+                Ip({"-n", ns, "link", "set", peer, "up"}) && Ip({"-n", ns, "link", "set", "lo", "up"}) &&
+                Ip({"-n", ns, "route", "add", "default", "via", net + "1"});
+      if (!ok) return;
+    }
+    forward_ = ReadFile("/proc/sys/net/ipv4/ip_forward");
+    WriteFile("/proc/sys/net/ipv4/ip_forward", "1\n");
+    ready_ = ReadFile("/proc/sys/net/ipv4/ip_forward") == "1\n";
+  }
+  ~TwoNamespaces() {
+    // Deleting a namespace deletes its end of the veth pair, and so the pair.
+    for (const std::string& ns : names_) Ip({"netns", "del", ns});
+    if (!forward_.empty()) WriteFile("/proc/sys/net/ipv4/ip_forward", forward_);
+  }
+  bool ready() const { return ready_; }
+  const std::string& ns(int n) const { return names_[n - 1]; }
+  // This host's address on namespace n's link, where its agent finds the server.
+  std::string HostSide(int n) const { return absl::StrCat("10.", subnet_, ".", n, ".1"); }
+  std::string NamespaceSide(int n) const { return absl::StrCat("10.", subnet_, ".", n, ".2"); }
+  const std::string& ip() const { return ip_; }
+
+ private:
+  bool Ip(std::vector<std::string> args) {
+    args.insert(args.begin(), ip_);
+    return RunCommandLine(args, absl::Seconds(20)).exit_code == 0;
+  }
+  std::string ip_;
+  int subnet_ = 0;
+  std::vector<std::string> names_;
+  std::string forward_;
+  bool ready_ = false;
+};
+
+std::string AllreduceBin() {
+  return (std::filesystem::path(TrainyardBin()).parent_path() / "examples/trainyard-mpi-allreduce").string();
+}
+
+TEST(MpiRshTest, FourRanksAllreduceAcrossTwoNodesThroughTrainyardRsh) {
+  if (!std::filesystem::exists(AllreduceBin())) GTEST_SKIP() << "Open MPI is not installed (scripts/setup)";
+  TwoNamespaces nets;
+  Cluster cluster({.nodes = 0, .server_flags = {"--agent-listen", "0.0.0.0:0"}, .tls = false});
+  std::string agent_port = cluster.agent_address().substr(cluster.agent_address().rfind(':') + 1);
+  std::string users = cluster.dir() + "/task-users";
+  WriteFile(users, absl::StrCat("\"*\": ", getuid(), "\n"));
+  std::vector<std::unique_ptr<Process>> agents;
+  std::vector<std::string> addresses;
+  for (int n = 1; n <= 2; ++n) {
+    std::string name = absl::StrCat("node-", n);
+    std::vector<std::string> argv;
+    std::string server;
+    if (nets.ready()) {
+      // A host of its own: its network namespace, and a host name of its own
+      // (Open MPI tells nodes apart by name). unshare, ip and sh each exec the
+      // next, so the agent keeps the pid Process stops.
+      argv = {"/usr/bin/unshare", "--uts", nets.ip(), "netns", "exec", nets.ns(n), "/bin/sh", "-c",
+              absl::StrCat("hostname ", name, " && exec \"$0\" \"$@\"")};
+      server = absl::StrCat(nets.HostSide(n), ":", agent_port);
+      addresses.push_back(nets.NamespaceSide(n));  // no --address: the one toward the server
+    } else {
+      server = absl::StrCat("127.0.0.1:", agent_port);
+      addresses.push_back(absl::StrCat("127.0.0.", n + 1));
+    }
+    std::vector<std::string> agent = {TrainyardBin(), "agent", "--server", server, "--agent-server", server,
+                                      "--name", name, "--data-dir", cluster.dir() + "/" + name, "--simulate-gpus",
+                                      "0", "--memory-mb", "8192", "--vcores", "2.5", "--kill-tasks-on-exit",
+                                      "--task-user-map", users};
+    if (!nets.ready()) agent.insert(agent.end(), {"--address", addresses.back()});
+    if (getuid() == 0) agent.push_back("--allow-root-tasks");
+    argv.insert(argv.end(), agent.begin(), agent.end());
+    agents.push_back(std::make_unique<Process>(argv, absl::StrCat(cluster.dir(), "/", name, ".log")));
+  }
+  std::cerr << (nets.ready() ? "agents in network namespaces " : "agents on loopback addresses ") << addresses[0]
+            << ", " << addresses[1] << "\n";
+  ASSERT_TRUE(cluster.WaitNodesReady(2, absl::Seconds(60)))
+      << ReadFile(agents[0]->log()) << ReadFile(agents[1]->log());
+  std::vector<std::string> seen;
+  nlohmann::json nodes = cluster.Nodes();
+  for (const auto& node : nodes["nodes"]) seen.push_back(node["info"].value("address", ""));
+  EXPECT_THAT(seen, ::testing::UnorderedElementsAreArray(addresses));
+
+  // 4 workers of 1 core on nodes of 2.5: two on each node, the launcher beside two of them.
+  // On loopback both nodes have this host's name, and Open MPI would take
+  // ranks of both for neighbours (shared memory): TCP between all then.
+  std::string btl = nets.ready() ? "" : "    env: {OMPI_MCA_btl: 'tcp,self'}\n";
+  std::string job = cluster.Submit(absl::StrCat(R"(name: allreduce
+framework: mpi
+replicas:
+  launcher:
+    count: 1
+    resources: {cpu: 500m, memory: 256Mi}
+    command: [sh, -c, 'exec mpirun --allow-run-as-root -hostfile "$TRAINYARD_MPI_HOSTFILE" -np 4 )",
+                                                AllreduceBin(), "']\n", btl, R"(  worker:
+    count: 4
+    resources: {cpu: 1, memory: 256Mi}
+    command: [sh, -c, 'exec "$TRAINYARD_BIN" rsh --serve']
+)"));
+  std::string state;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        state = cluster.JobState(job);
+        return state == "SUCCEEDED" || state == "FAILED" || state == "KILLED";
+      },
+      absl::Seconds(180), absl::Milliseconds(100)));
+  ASSERT_EQ(state, "SUCCEEDED") << cluster.Describe(job).dump(1) << cluster.Cli({"logs", job}).out
+                                << cluster.Cli({"logs", job}).err;
+  CommandResult launcher = cluster.Cli({"logs", job, "launcher/0"});
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_THAT(launcher.out, HasSubstr(absl::StrCat("rank ", rank, " of 4 on "))) << launcher.out;
+  }
+  size_t sums = 0;
+  for (size_t at = launcher.out.find("allreduce sum 10 (expected 10)"); at != std::string::npos;
+       at = launcher.out.find("allreduce sum 10 (expected 10)", at + 1)) {
+    ++sums;
+  }
+  EXPECT_EQ(sums, 4u) << launcher.out;
+  if (nets.ready()) {
+    // Each node's host name: ranks ran on both.
+    EXPECT_THAT(launcher.out, HasSubstr(" on node-1: ")) << launcher.out;
+    EXPECT_THAT(launcher.out, HasSubstr(" on node-2: ")) << launcher.out;
+  }
+  // The workers on both nodes: each node's first worker ran mpirun's daemon.
+  nlohmann::json described = cluster.Describe(job);
+  std::set<std::string> worker_nodes;
+  for (const auto& t : described["tasks"]) {
+    if (t.value("role", "") == "worker") worker_nodes.insert(t.value("node", ""));
+  }
+  EXPECT_EQ(worker_nodes.size(), 2u) << described.dump(1);
+  CommandResult workers = cluster.Cli({"logs", job});
+  EXPECT_THAT(workers.out + workers.err, HasSubstr("trainyard rsh: running for")) << workers.out << workers.err;
+  for (auto& a : agents) a->Stop();
+}
+
+// The rank host as a caller meets it: the command's output and exit status
+// come back; without the job's secret nothing runs.
+TEST(MpiRshTest, ARankHostRunsOnlyForTheJobsSecret) {
+  TempDir dir;
+  int port = FreePort();
+  Process host({"/usr/bin/env", "TRAINYARD_NODE_ADDRESS=127.0.0.1", absl::StrCat("TRAINYARD_PORTS=", port),
+                "TRAINYARD_JOB_SECRET=s3cret", TrainyardBin(), "rsh", "--serve"},
+               dir.path() + "/host.log");
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(host.log()).find("listening on") != std::string::npos || !host.Running(); },
+                        absl::Seconds(20), absl::Milliseconds(20)))
+      << ReadFile(host.log());
+  WriteFile(dir.path() + "/rank_hosts", absl::StrCat("127.0.0.1 ", port, "\n"));
+  std::vector<std::string> caller = {"TRAINYARD_NODE_ADDRESS=127.0.0.9", "TRAINYARD_NODE=node-9",
+                                     "TRAINYARD_MPI_RANK_HOSTS=" + dir.path() + "/rank_hosts"};
+  std::vector<std::string> env = caller;
+  env.push_back("TRAINYARD_JOB_SECRET=s3cret");
+  CommandResult ran = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.1", "echo", "out;", "echo", "err", ">&2;",
+                                      "exit", "3"},
+                                     absl::Seconds(30), env);
+  EXPECT_EQ(ran.exit_code, 3) << ran.err;
+  EXPECT_EQ(ran.out, "out\n");
+  EXPECT_EQ(ran.err, "err\n");
+  env = caller;
+  env.push_back("TRAINYARD_JOB_SECRET=guess");
+  CommandResult refused = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.1", "touch", dir.path() + "/ran"},
+                                         absl::Seconds(30), env);
+  EXPECT_EQ(refused.exit_code, 255);
+  EXPECT_THAT(refused.err, HasSubstr("not this job's secret"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran"));
+  CommandResult unknown = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.7", "true"}, absl::Seconds(30), caller);
+  EXPECT_EQ(unknown.exit_code, 255);
+  EXPECT_THAT(unknown.err, HasSubstr("127.0.0.7 is not the address of a node of this job's MPI workers"));
+  host.Stop();
+}
+
+}  // namespace
+}  // namespace trainyard::testing
