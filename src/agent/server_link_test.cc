@@ -54,6 +54,16 @@ TEST_F(ServerLinkTest, WritesFilesAndReplacesTheTaskDirInEnv) {
   EXPECT_EQ(text.str(), "127.0.0.1 j-worker-1\n");
 }
 
+// An MPI task's rsh agent is this agent's own binary.
+TEST_F(ServerLinkTest, TheTrainyardBinaryIsTheAgentsOwn) {
+  v1::TaskSpec s = Spec();
+  (*s.mutable_env())["OMPI_MCA_plm_rsh_agent"] = "${TRAINYARD_BIN} rsh";
+  auto launch = ToTaskLaunch(s, dir_);
+  ASSERT_TRUE(launch.ok()) << launch.status();
+  std::string agent = launch->env.at("OMPI_MCA_plm_rsh_agent");
+  EXPECT_EQ(agent, std::filesystem::read_symlink("/proc/self/exe").string() + " rsh");
+}
+
 // A task owns its directory and may leave links under the names the agent
 // writes: the agent (root) replaces them, never writes through them.
 TEST_F(ServerLinkTest, AFileIsNeverWrittenThroughALinkATaskLeft) {

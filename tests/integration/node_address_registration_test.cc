@@ -35,7 +35,7 @@ nlohmann::json NodeNamed(Cluster& cluster, const std::string& name) {
   return nullptr;
 }
 
-TEST(AgentAddressTest, AnAgentWithoutAddressIsReachedOnItsAddressTowardTheServer) {
+TEST(NodeAddressRegistrationTest, AnAgentWithoutAddressIsReachedOnItsAddressTowardTheServer) {
   Cluster cluster({.nodes = 1});
   std::unique_ptr<Process> agent = StartAgent(cluster, "hostb", {});
   nlohmann::json node;
@@ -51,7 +51,7 @@ TEST(AgentAddressTest, AnAgentWithoutAddressIsReachedOnItsAddressTowardTheServer
   agent->Stop();
 }
 
-TEST(AgentAddressTest, AnAddressTheServerCannotResolveIsRefusedWithTheReason) {
+TEST(NodeAddressRegistrationTest, AnAddressTheServerCannotResolveIsRefusedWithTheReason) {
   Cluster cluster({.nodes = 1});
   // .invalid never resolves (RFC 6761), as a host name no DNS knows.
   std::unique_ptr<Process> agent = StartAgent(cluster, "hostc", {"--address", "hostc.invalid"});
