@@ -14,6 +14,7 @@
 #include <cstring>
 #include <iostream>
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -134,20 +135,36 @@ int Relay(int conn, pid_t pid, int out, int err) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
-void ServeCaller(int conn, std::string peer, const std::string& secret) {
-  timeval hello_timeout{10, 0};
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &hello_timeout, sizeof(hello_timeout));
+// Callers that have not yet shown the secret: each holds a thread for up to
+// kHelloTimeout, so a stranger on the node's network may hold only so many.
+constexpr int kMaxUnproven = 32;
+constexpr timeval kHelloTimeout{10, 0};
+std::atomic<int> g_unproven{0};
+
+// The caller's 'H' frame, read within kHelloTimeout; false unless it holds
+// `secret`. Sets *command.
+bool ReadHello(int conn, const std::string& secret, std::string* command) {
+  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &kHelloTimeout, sizeof(kHelloTimeout));
   char kind = 0;
   std::string hello;
-  size_t nl = std::string::npos;
-  if (!ReadFrame(conn, &kind, &hello) || kind != 'H' || (nl = hello.find('\n')) == std::string::npos ||
-      !SameSecret(hello.substr(0, nl), secret)) {
+  bool ok = ReadFrame(conn, &kind, &hello) && kind == 'H';
+  size_t nl = ok ? hello.find('\n') : std::string::npos;
+  g_unproven.fetch_sub(1);
+  if (nl == std::string::npos || !SameSecret(absl::string_view(hello).substr(0, nl), secret)) return false;
+  timeval none{0, 0};
+  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  *command = hello.substr(nl + 1);
+  return true;
+}
+
+void ServeCaller(int conn, std::string peer, const std::string& secret) {
+  std::string command;
+  if (!ReadHello(conn, secret, &command)) {
     std::cerr << "trainyard rsh: refused " << peer << ": not this job's secret\n";
     SendFrame(conn, 'R', "refused: not this job's secret (TRAINYARD_JOB_SECRET)");
     close(conn);
     return;
   }
-  std::string command = hello.substr(nl + 1);
   int out = -1, err = -1;
   pid_t pid = StartCommand(command, &out, &err);
   if (pid < 0) {
@@ -214,6 +231,11 @@ absl::Status ServeRankHost(const RankHostOptions& options) {
     if (conn < 0) {
       if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
       return absl::UnavailableError(absl::StrCat("accept on ", where, ": ", strerror(errno)));
+    }
+    if (g_unproven.fetch_add(1) >= kMaxUnproven) {
+      g_unproven.fetch_sub(1);
+      close(conn);
+      continue;
     }
     std::thread(ServeCaller, conn, PeerText(peer), options.secret).detach();
   }
