@@ -28,7 +28,7 @@ const std::vector<Target>& Targets() {
       {"launch_order", &LaunchOrder}, {"log_lines", &LogLines},
       {"server_config", &ServerConfigFile}, {"client_config", &ClientConfigFile},
       {"task_user_map", &TaskUserMapFile}, {"barrier_record", &BarrierRecordFile},
-      {"control_state", &ControlEvents},
+      {"control_state", &ControlEvents}, {"rank_host", &RankHostWire},
   };
   return targets;
 }

@@ -68,5 +68,8 @@ void ClientConfigFile(std::string_view data);
 void TaskUserMapFile(std::string_view data);
 // The job master's barrier record file.
 void BarrierRecordFile(std::string_view data);
+// An MPI job's rank host wire, both ways: what a caller sends the rank host
+// and what it answers `trainyard rsh` (rank_host_entry.cc).
+void RankHostWire(std::string_view data);
 
 }  // namespace trainyard::fuzz

@@ -5,7 +5,7 @@
 // (its words joined, run by /bin/sh): here, a child of this task, when HOST
 // is this task's node (its TRAINYARD_NODE_ADDRESS or TRAINYARD_NODE); else in
 // HOST's worker task, through its rank host. `trainyard rsh --serve` is that
-// rank host: the command of an MPI job's workers (cli/rank_host.h).
+// rank host: the command of an MPI job's workers (jobmaster/client/rank_host.h).
 #include <unistd.h>
 
 #include <cerrno>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "api/task_env.h"
-#include "cli/rank_host.h"
+#include "jobmaster/client/rank_host.h"
 #include "cli/verbs.h"
 
 namespace trainyard::cli {
@@ -46,7 +46,7 @@ int Serve() {
                  "in TRAINYARD_PORTS and TRAINYARD_JOB_SECRET)\n";
     return kExitUsage;
   }
-  absl::Status st = ServeRankHost({.address = address, .port = port, .secret = secret});
+  absl::Status st = jobmaster::ServeRankHost({.address = address, .port = port, .secret = secret});
   std::cerr << "trainyard rsh --serve: " << st.message() << "\n";
   return kExitFailure;
 }
@@ -55,9 +55,9 @@ int Remote(const RshFlags& f) {
   std::ifstream in(EnvOr(api::kMpiRankHostsEnv, "/nonexistent"));
   std::stringstream hosts;
   hosts << in.rdbuf();
-  absl::StatusOr<int> port = RankHostPort(hosts.str(), f.host);
+  absl::StatusOr<int> port = jobmaster::RankHostPort(hosts.str(), f.host);
   absl::StatusOr<int> code =
-      port.ok() ? RunOnRankHost(f.host, *port, EnvOr(api::kJobSecretEnv, ""), f.command, absl::Seconds(60))
+      port.ok() ? jobmaster::RunOnRankHost(f.host, *port, EnvOr(api::kJobSecretEnv, ""), f.command, absl::Seconds(60))
                 : port.status();
   if (code.ok()) return *code;
   std::cerr << "trainyard rsh: " << code.status().message() << "\n";

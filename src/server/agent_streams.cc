@@ -51,7 +51,7 @@ void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
   // and the tasks given its address get it (a job without a master has
   // nothing to use it for, and an HMAC per launch is not free).
   // The tasks of an MPI job use it too: `trainyard rsh` presents it to the
-  // rank host of another node's worker (cli/rank_host.h).
+  // rank host of another node's worker (jobmaster/client/rank_host.h).
   if (job_worker_secrets_ && (api::IsJobMasterRole(task.role()) || task.env().count(api::kJobMasterEnv) ||
                               task.env().count(api::kMpiRshAgentEnv))) {
     (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());

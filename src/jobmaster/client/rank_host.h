@@ -25,7 +25,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 
-namespace trainyard::cli {
+namespace trainyard::jobmaster {
 
 struct RankHostOptions {
   std::string address;  // this node's address (TRAINYARD_NODE_ADDRESS)
@@ -36,6 +36,17 @@ struct RankHostOptions {
 // Serves callers until the process is stopped. Returns only when it cannot
 // listen (the error names the address).
 absl::Status ServeRankHost(const RankHostOptions& options);
+
+// Reads a caller's 'H' frame from `conn` (waiting at most 10 s) and returns
+// its command when it holds `secret`; false for anything else (end of
+// stream, another frame, a frame above 1 MiB, another secret). What the rank
+// host runs on every connection before anything else.
+bool ReadHello(int conn, const std::string& secret, std::string* command);
+
+// Reads the rank host's answer frames from `conn` until its exit status,
+// copying 'O' and 'E' bytes to `out_fd` and `err_fd`; the status, or an error
+// for a refusal ('R'), another frame or an early end. What a caller runs.
+absl::StatusOr<int> ReadAnswer(int conn, int out_fd, int err_fd);
 
 // The port of `host`'s rank host in a rank-hosts file ("ADDRESS PORT"
 // lines); NotFound naming `host` when it has none.
@@ -48,4 +59,4 @@ absl::StatusOr<int> RankHostPort(absl::string_view rank_hosts, absl::string_view
 absl::StatusOr<int> RunOnRankHost(const std::string& host, int port, const std::string& secret,
                                   const std::vector<std::string>& command, absl::Duration connect_timeout);
 
-}  // namespace trainyard::cli
+}  // namespace trainyard::jobmaster

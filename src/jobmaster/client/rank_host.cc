@@ -1,5 +1,5 @@
 // The rank host and its caller (see rank_host.h).
-#include "cli/rank_host.h"
+#include "jobmaster/client/rank_host.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 
-namespace trainyard::cli {
+namespace trainyard::jobmaster {
 namespace {
 
 constexpr uint32_t kMaxFrame = 1 << 20;
@@ -141,25 +141,11 @@ constexpr int kMaxUnproven = 32;
 constexpr timeval kHelloTimeout{10, 0};
 std::atomic<int> g_unproven{0};
 
-// The caller's 'H' frame, read within kHelloTimeout; false unless it holds
-// `secret`. Sets *command.
-bool ReadHello(int conn, const std::string& secret, std::string* command) {
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &kHelloTimeout, sizeof(kHelloTimeout));
-  char kind = 0;
-  std::string hello;
-  bool ok = ReadFrame(conn, &kind, &hello) && kind == 'H';
-  size_t nl = ok ? hello.find('\n') : std::string::npos;
-  g_unproven.fetch_sub(1);
-  if (nl == std::string::npos || !SameSecret(absl::string_view(hello).substr(0, nl), secret)) return false;
-  timeval none{0, 0};
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-  *command = hello.substr(nl + 1);
-  return true;
-}
-
 void ServeCaller(int conn, std::string peer, const std::string& secret) {
   std::string command;
-  if (!ReadHello(conn, secret, &command)) {
+  bool proven = ReadHello(conn, secret, &command);
+  g_unproven.fetch_sub(1);
+  if (!proven) {
     std::cerr << "trainyard rsh: refused " << peer << ": not this job's secret\n";
     SendFrame(conn, 'R', "refused: not this job's secret (TRAINYARD_JOB_SECRET)");
     close(conn);
@@ -206,6 +192,19 @@ int Connect(const std::string& host, int port) {
 }
 
 }  // namespace
+
+bool ReadHello(int conn, const std::string& secret, std::string* command) {
+  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &kHelloTimeout, sizeof(kHelloTimeout));
+  char kind = 0;
+  std::string hello;
+  bool ok = ReadFrame(conn, &kind, &hello) && kind == 'H';
+  size_t nl = ok ? hello.find('\n') : std::string::npos;
+  if (nl == std::string::npos || !SameSecret(absl::string_view(hello).substr(0, nl), secret)) return false;
+  timeval none{0, 0};
+  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
+  *command = hello.substr(nl + 1);
+  return true;
+}
 
 absl::Status ServeRankHost(const RankHostOptions& options) {
   signal(SIGPIPE, SIG_IGN);
@@ -269,21 +268,27 @@ absl::StatusOr<int> RunOnRankHost(const std::string& host, int port, const std::
     close(fd);
     return absl::UnavailableError(absl::StrCat("the rank host on ", host, ":", port, " closed the connection"));
   }
-  char kind = 0;
-  std::string payload;
-  while (ReadFrame(fd, &kind, &payload)) {
-    if (kind == 'O' || kind == 'E') {
-      WriteAll(kind == 'O' ? 1 : 2, payload.data(), payload.size());
-      continue;
-    }
-    close(fd);
-    int code = 0;
-    if (kind == 'X' && absl::SimpleAtoi(payload, &code)) return code;
-    return absl::PermissionDeniedError(absl::StrCat("the rank host on ", host, ":", port, " ", payload));
-  }
+  absl::StatusOr<int> code = ReadAnswer(fd, 1, 2);
   close(fd);
-  return absl::UnavailableError(
-      absl::StrCat("the rank host on ", host, ":", port, " went away before the command ended"));
+  if (code.ok()) return code;
+  return absl::Status(code.status().code(),
+                      absl::StrCat("the rank host on ", host, ":", port, " ", code.status().message()));
 }
 
-}  // namespace trainyard::cli
+absl::StatusOr<int> ReadAnswer(int conn, int out_fd, int err_fd) {
+  char kind = 0;
+  std::string payload;
+  while (ReadFrame(conn, &kind, &payload)) {
+    if (kind == 'O' || kind == 'E') {
+      WriteAll(kind == 'O' ? out_fd : err_fd, payload.data(), payload.size());
+      continue;
+    }
+    int code = 0;
+    if (kind == 'X' && absl::SimpleAtoi(payload, &code)) return code;
+    if (kind == 'R') return absl::PermissionDeniedError(payload);
+    return absl::UnavailableError("sent a frame that is not an answer");
+  }
+  return absl::UnavailableError("went away before the command ended");
+}
+
+}  // namespace trainyard::jobmaster
