@@ -1,0 +1,166 @@
+"""The SDK against a real cluster (`trainyard up`: a server and two agents,
+TLS and tokens on), configured as the CLI is: TRAINYARD_CONFIG names the
+client config up wrote. Jobs are submitted, waited for, read and killed
+through trainyard.Client; workers register and meet at barriers through
+trainyard.Worker."""
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+import trainyard  # noqa: E402
+from up_cluster import UpCluster  # noqa: E402
+
+TASKS = pathlib.Path(__file__).resolve().parent / "tasks"
+PYTHONPATH = os.environ.get("PYTHONPATH", "")
+
+
+def python_task(script: str, *args: str) -> list[str]:
+    return ["/usr/bin/python3", str(TASKS / script), *args]
+
+
+class ClusterTest(unittest.TestCase):
+    cluster: UpCluster
+    client: trainyard.Client
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.cluster = UpCluster(nodes=2, gpus_per_node=2)
+        cls.cluster.start()
+        # The SDK finds the server, the admin's token and the CA as the CLI does.
+        for name in ("TRAINYARD_SERVER", "TRAINYARD_TOKEN", "TRAINYARD_CA_FILE"):
+            os.environ.pop(name, None)
+        os.environ["TRAINYARD_CONFIG"] = cls.cluster.config
+        cls.client = trainyard.Client()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.client.close()
+        cls.cluster.stop()
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([self.cluster.bin, *args], capture_output=True, text=True, timeout=60)
+
+    def wait_for_line(self, job: str, role: str, text: str) -> None:
+        """Follows the role's logs until a line holds `text` (the job's own
+        signal that it got there); fails when the logs end first."""
+        for line in self.client.logs(job, role, follow=True):
+            if text in line.text:
+                return
+        self.fail(f"{job}: the logs of {role} ended without {text!r}")
+
+    def test_submit_wait_and_logs(self) -> None:
+        job = self.client.submit({
+            "name": "sdk-hello",
+            "replicas": {"worker": {"count": 2, "command": [
+                "sh", "-c", 'echo "hello from $TRAINYARD_INDEX"; echo "to stderr" >&2']}}})
+        self.assertTrue(job.startswith("sdk-hello"))
+        states = [view.state for view in self.client.watch(job, timeout=120)]
+        self.assertEqual(states[-1], "SUCCEEDED", states)
+        final = self.client.wait(job, timeout=60)
+        self.assertEqual(final.state, "SUCCEEDED")
+        workers = sorted((t.name, t.state, t.exit_code) for t in final.tasks if t.role == "worker")
+        self.assertEqual(workers, [(f"{job}-worker-0", "SUCCEEDED", 0), (f"{job}-worker-1", "SUCCEEDED", 0)])
+        self.assertEqual(sorted(self.client.log_text(job, "worker").splitlines()),
+                         ["hello from 0", "hello from 1"])
+        self.assertEqual(self.client.log_text(job, "worker", 1, stderr=True), "to stderr\n")
+        lines = list(self.client.logs(job, "worker", 0))
+        self.assertEqual({(l.task, l.stderr, l.text) for l in lines},
+                         {(f"{job}-worker-0", False, "hello from 0"), (f"{job}-worker-0", True, "to stderr")})
+        self.assertTrue(all(l.unix_nanos > 0 for l in lines))
+        described = self.client.describe(job)
+        self.assertEqual(described.state, "SUCCEEDED")
+        self.assertIn("submitted", [kind for _, kind, _ in described.events])
+        self.assertIn(job, [j.name for j in self.client.list(include_finished=True)])
+        self.assertIn(job, [j.name for j in self.client.list(states=["SUCCEEDED"])])
+        # The CLI, given the same config, sees the same job.
+        cli = self.cli("describe", job, "-o", "json")
+        self.assertEqual(cli.returncode, 0, cli.stderr)
+        self.assertEqual(json.loads(cli.stdout)["name"], job)
+
+    def test_yaml_file_job_killed(self) -> None:
+        spec = pathlib.Path(self.cluster.dir, "sleeper.yaml")
+        spec.write_text("name: sdk-sleeper\nreplicas:\n  worker:\n"
+                        "    command: [sh, -c, 'echo started; exec sleep 600']\n")
+        job = self.client.submit(spec)
+        self.wait_for_line(job, "worker", "started")
+        self.assertEqual(self.client.describe(job).state, "RUNNING")
+        self.assertEqual(self.client.kill(job, "no longer needed"), "KILLED")
+        final = self.client.wait(job, timeout=60)
+        self.assertEqual(final.state, "KILLED")
+        self.assertNotIn(job, [j.name for j in self.client.list()])
+
+    def test_bad_input_names_the_field(self) -> None:
+        with self.assertRaises(trainyard.SpecError) as bad:
+            self.client.submit({"name": "sdk-bad", "replicas": {"worker": {"count": -1, "command": ["true"]}}})
+        self.assertTrue(any(p.startswith("replicas.worker.count:") for p in bad.exception.problems),
+                        bad.exception.problems)
+        with self.assertRaises(trainyard.SpecError) as not_list:
+            self.client.submit("name: sdk-bad\nreplicas:\n  worker: {command: true}\n")
+        self.assertIn("replicas.worker.command", str(not_list.exception))
+        with self.assertRaises(trainyard.NotFoundError):
+            self.client.describe("sdk-no-such-job")
+        with self.assertRaises(trainyard.NotFoundError):
+            self.client.kill("sdk-no-such-job")
+        with self.assertRaises(trainyard.InvalidArgument) as state:
+            self.client.list(states=["DONE"])
+        self.assertIn("states[0]", str(state.exception))
+
+    def test_workers_register_and_meet_at_barriers(self) -> None:
+        job = self.client.submit({
+            "name": "sdk-workers",
+            "replicas": {"worker": {"count": 3, "resources": {"ports": 1},
+                                    "command": python_task("barrier_worker.py"),
+                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
+        final = self.client.wait(job, timeout=120)
+        logs = self.client.log_text(job, "worker")
+        self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}"
+                         f"{self.client.log_text(job, stderr=True)}")
+        # The master saw every worker complete (the server may end the job
+        # by the tasks' exits first, so its reason may be its own).
+        self.assertIn(f"job {job} SUCCEEDED: all 3 workers COMPLETED", self.client.log_text(job, "jobmaster"))
+        lines = logs.splitlines()
+        self.assertEqual(sorted(l for l in lines if l.startswith("registered")),
+                         [f"registered id={i} of=3" for i in range(3)])
+        self.assertEqual(sorted(l for l in lines if l.startswith("barrier")),
+                         ["barrier generation=0"] * 3 + ["barrier generation=1"] * 3)
+        self.assertEqual([l for l in lines if l.startswith("workers")],
+                         ["workers 0:worker/0,1:worker/1,2:worker/2"] * 3)
+        torch = sorted(l for l in lines if l.startswith("torch"))
+        self.assertEqual([l.split()[1:3] for l in torch], [[f"rank={i}", "world=3"] for i in range(3)])
+        self.assertEqual(len({" ".join(l.split()[3:]) for l in torch}), 1, torch)  # one rendezvous point
+        zero = next(t for t in final.tasks if t.role == "worker" and t.worker_id == 0)
+        self.assertIn(f"addr={zero.proto.node_address} ", torch[0])
+
+    def test_worker_exception_fails_the_job(self) -> None:
+        job = self.client.submit({
+            "name": "sdk-failing",
+            "replicas": {"worker": {"count": 2, "restartPolicy": "Never",
+                                    "command": python_task("barrier_worker.py", "--fail"),
+                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
+        final = self.client.wait(job, timeout=120)
+        self.assertEqual(final.state, "FAILED")
+        # Worker 1's exception reached the master as its ERROR reason, which
+        # failed the barrier worker 0 waited in.
+        self.assertRegex(self.client.log_text(job, "worker", 0),
+                         r"barrier failed: .*worker 1 .*RuntimeError: worker 1 gives up.*\(ABORTED\)")
+
+    def test_kill_runs_the_checkpoint_callback(self) -> None:
+        job = self.client.submit({
+            "name": "sdk-checkpoint",
+            "replicas": {"worker": {"command": python_task("checkpoint_worker.py"),
+                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
+        self.wait_for_line(job, "worker", "ready")
+        self.assertEqual(self.client.kill(job), "KILLED")
+        self.assertEqual(self.client.wait(job, timeout=60).state, "KILLED")
+        self.assertIn("checkpoint reason=SIGTERM step=42\n", self.client.log_text(job, "worker"))
+
+
+if __name__ == "__main__":
+    unittest.main()

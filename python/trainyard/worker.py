@@ -1,0 +1,490 @@
+"""The worker side of the SDK: a training program's link to its job master.
+
+A task of a job that has a job master (docs/jobmaster.md, "Which jobs get a
+master") finds it in TRAINYARD_JOB_MASTER. A Worker registers there
+(STARTING), pings from a thread of its own, and offers discovery (who the
+other workers are, worker 0's address) and barriers, as the C++ worker
+library does (src/jobmaster/client/job_master_client.h). The wire: plain
+TCP, each frame a 4-byte big-endian length then one JobMasterRequest (to
+the master) or JobMasterResponse (back), proto/jobmaster.proto.
+
+    with trainyard.Worker.from_env() as w:   # registers; COMPLETED on exit, ERROR on an exception
+        w.running()
+        w.barrier(timeout=60)
+        os.environ.update(w.torch_env())     # MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+        torch.distributed.init_process_group("gloo")
+
+Not here (yet): reconnecting to a master that restarted (a call then fails
+with JobMasterError UNAVAILABLE), and the master's "checkpoint now" frame,
+which the job master does not send yet: on_checkpoint() registers the
+program's callback, and request_checkpoint() is what runs the callbacks
+(today from SIGTERM with handle_sigterm_as_checkpoint(), later from that
+frame).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import select
+import signal
+import socket
+import struct
+import threading
+import time
+from typing import Callable, Mapping, Optional
+
+from trainyard._pb import jobmaster_pb2, trainyard_pb2
+from trainyard.errors import JobMasterError, TaskEnvironmentError
+
+# absl::StatusCode numbering, which ErrorReply.code uses.
+_ABSL_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
+               "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
+               "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
+               "UNAUTHENTICATED")
+_MAX_RESPONSE_BYTES = 256 << 20  # as jobmaster/frame.h's kMaxResponseBytes
+# How much longer than a call's own timeout to wait for the master's answer
+# (it answers DEADLINE_EXCEEDED itself at the timeout).
+_REPLY_GRACE = 5.0
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerEnv:
+    """Who this task is, from the variables every Trainyard task gets.
+
+    Attributes:
+        master: the job master's host:port (TRAINYARD_JOB_MASTER).
+        master_file: a file holding the master's current host:port, which the
+            server rewrites when the master moves (TRAINYARD_JOB_MASTER_FILE; "" = none).
+        job, role, index: the job's name, the task's role and index.
+        worker_id: the task's worker id (-1: the master picks one).
+        restart_count: how often the task was restarted before this attempt.
+        ports: the ports allocated to the task (TRAINYARD_PORTS).
+        job_secret: what the master asks of the job's workers (TRAINYARD_JOB_SECRET).
+        checkpoint_dir: where the task keeps its checkpoints ("" = none given).
+        node_address: the address of the task's node as the server knows it
+            (TRAINYARD_NODE_ADDRESS): what the worker registers as its address.
+    """
+
+    master: str
+    master_file: str = ""
+    job: str = ""
+    role: str = ""
+    index: int = 0
+    worker_id: int = -1
+    restart_count: int = 0
+    ports: tuple[int, ...] = ()
+    job_secret: str = ""
+    checkpoint_dir: str = ""
+    node_address: str = ""
+
+    @classmethod
+    def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "WorkerEnv":
+        """Reads the task's environment (os.environ by default).
+
+        Raises TaskEnvironmentError naming the variable that is missing or
+        malformed (TRAINYARD_JOB_MASTER is required: a job that has no master
+        has none, see docs/jobmaster.md).
+        """
+        env = os.environ if env is None else env
+        master = env.get("TRAINYARD_JOB_MASTER", "")
+        if not master:
+            raise TaskEnvironmentError(
+                "TRAINYARD_JOB_MASTER is not set: it holds the job master's host:port and is set in every "
+                "task of a job that has a master (framework none or tensorflow; a pytorch job's ranks meet "
+                "at MASTER_ADDR instead)")
+        _split_host_port(master, "TRAINYARD_JOB_MASTER")
+
+        def integer(name: str, default: int) -> int:
+            text = env.get(name, "")
+            if not text:
+                return default
+            try:
+                return int(text)
+            except ValueError:
+                raise TaskEnvironmentError(f"{name}='{text}' is not an integer") from None
+
+        ports_text = env.get("TRAINYARD_PORTS", "")
+        try:
+            ports = tuple(int(p) for p in ports_text.split(",") if p)
+        except ValueError:
+            ports = (-1,)
+        if any(not 0 <= p <= 65535 for p in ports):
+            raise TaskEnvironmentError(f"TRAINYARD_PORTS='{ports_text}' is not a comma-separated list of ports")
+        return cls(master=master, master_file=env.get("TRAINYARD_JOB_MASTER_FILE", ""),
+                   job=env.get("TRAINYARD_JOB", ""), role=env.get("TRAINYARD_ROLE", ""),
+                   index=integer("TRAINYARD_INDEX", 0), worker_id=integer("TRAINYARD_WORKER_ID", -1),
+                   restart_count=integer("TRAINYARD_RESTART_COUNT", 0), ports=ports,
+                   job_secret=env.get("TRAINYARD_JOB_SECRET", ""),
+                   checkpoint_dir=env.get("TRAINYARD_CHECKPOINT_DIR", ""),
+                   node_address=env.get("TRAINYARD_NODE_ADDRESS", ""))
+
+    def current_master(self) -> str:
+        """The master's address now: the master file's first line when it has one."""
+        if self.master_file:
+            try:
+                with open(self.master_file, encoding="utf-8") as f:
+                    line = f.readline().strip()
+                if line:
+                    return line
+            except OSError:
+                pass
+        return self.master
+
+
+def _split_host_port(address: str, what: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+        raise TaskEnvironmentError(f"{what}='{address}' is not host:port")
+    return host.strip("[]"), int(port)
+
+
+@dataclasses.dataclass(frozen=True)
+class WorkerStatus:
+    """One worker as the master sees it.
+
+    Attributes:
+        worker_id, role, index, task_name: who it is.
+        address: the host it registered from; ports: its allocated ports.
+        state: UNASSIGNED, STARTING, RUNNING, COMPLETED or ERROR.
+        reason: why it is in ERROR.
+        connected: whether its connection is open; in_barrier: whether it
+            waits in the open barrier.
+    """
+
+    worker_id: int
+    role: str
+    index: int
+    task_name: str
+    address: str
+    ports: tuple[int, ...]
+    state: str
+    reason: str
+    restart_count: int
+    connected: bool
+    in_barrier: bool
+
+    @classmethod
+    def from_proto(cls, w: jobmaster_pb2.WorkerStatus) -> "WorkerStatus":
+        """The WorkerStatus of the wire's."""
+        return cls(worker_id=w.info.worker_id, role=w.info.role, index=w.info.index,
+                   task_name=w.info.task_name, address=w.info.ip, ports=tuple(w.info.ports),
+                   state=trainyard_pb2.WorkerState.Name(w.state), reason=w.reason,
+                   restart_count=w.restart_count, connected=w.connected, in_barrier=w.in_barrier)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointRequest:
+    """What a checkpoint callback is asked.
+
+    Attributes:
+        reason: why ("preemption", "SIGTERM", ...).
+        deadline: time.time() by which the checkpoint must be saved (None = no limit given).
+    """
+
+    reason: str
+    deadline: Optional[float] = None
+
+
+# A checkpoint callback: saves the program's state and returns the step it
+# saved (or None).
+CheckpointCallback = Callable[[CheckpointRequest], Optional[int]]
+
+
+class _Call:
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.response: Optional[jobmaster_pb2.JobMasterResponse] = None
+        self.error: Optional[JobMasterError] = None
+
+
+class Worker:
+    """A registered worker of a job.
+
+    Use Worker.from_env() in a task. The constructor connects to the master,
+    registers (STARTING) and starts pinging; it raises JobMasterError when the
+    master cannot be reached within `connect_timeout` seconds or refuses the
+    worker. A Worker is a context manager: leaving the block reports
+    COMPLETED, or ERROR (with the exception as the reason) when it raised;
+    then close() ends the connection.
+    """
+
+    def __init__(self, env: WorkerEnv, *, connect_timeout: float = 30.0, ping_interval: float = 1.0,
+                 address: Optional[str] = None):
+        if connect_timeout <= 0:
+            raise ValueError(f"connect_timeout: must be positive, got {connect_timeout}")
+        if ping_interval <= 0:
+            raise ValueError(f"ping_interval: must be positive, got {ping_interval}")
+        self.env = env
+        self._ping_interval = ping_interval
+        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._calls: dict[int, _Call] = {}
+        self._next_id = 1
+        self._closed = False
+        self._lost: Optional[JobMasterError] = None
+        self._checkpoint_callbacks: list[CheckpointCallback] = []
+        self._sock = self._connect(connect_timeout)
+        self._reader = threading.Thread(target=self._read_loop, name="trainyard-jobmaster", daemon=True)
+        self._reader.start()
+        # The address others reach this worker at: the node's as the server
+        # knows it; without one the master takes the connection's peer address.
+        info = trainyard_pb2.WorkerInfo(
+            worker_id=env.worker_id, ip=address or env.node_address, node_ip=env.node_address,
+            role=env.role, index=env.index, ports=list(env.ports),
+            task_name=f"{env.job}-{env.role}-{env.index}" if env.job else "")
+        starting = jobmaster_pb2.Starting(info=info, restart_count=env.restart_count, pings=True,
+                                          job_secret=env.job_secret)
+        try:
+            reply = self._call(jobmaster_pb2.JobMasterRequest(starting=starting), connect_timeout,
+                               "registration").registered
+        except JobMasterError:
+            self.close()
+            raise
+        self.worker_id: int = reply.worker_id
+        self.num_workers: int = reply.num_workers
+        self._next_barrier = reply.barrier_generation
+        self._info = info
+        self._info.worker_id = reply.worker_id
+
+    @classmethod
+    def from_env(cls, **kwargs: float) -> "Worker":
+        """A Worker for this task, from its environment (WorkerEnv.from_env)."""
+        return cls(WorkerEnv.from_env(), **kwargs)  # type: ignore[arg-type]
+
+    # ---- connection ----
+
+    def _connect(self, timeout: float) -> socket.socket:
+        deadline = time.monotonic() + timeout
+        delay = 0.05
+        while True:
+            address = self.env.current_master()
+            host, port = _split_host_port(address, "the job master's address")
+            try:
+                sock = socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic()))
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.settimeout(None)
+                return sock
+            except OSError as e:
+                if time.monotonic() + delay > deadline:
+                    raise JobMasterError("UNAVAILABLE", f"cannot reach the job master at {address}: "
+                                         f"{e.strerror or e}") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _send(self, request: jobmaster_pb2.JobMasterRequest) -> None:
+        payload = request.SerializeToString()
+        with self._send_lock:
+            self._sock.sendall(struct.pack(">I", len(payload)) + payload)
+
+    def _read_loop(self) -> None:
+        buffer = b""
+        next_ping = time.monotonic() + self._ping_interval
+        why = "the job master closed the connection"
+        try:
+            while True:
+                wait = max(0.0, next_ping - time.monotonic())
+                readable, _, _ = select.select([self._sock], [], [], wait)
+                if time.monotonic() >= next_ping:
+                    self._send(jobmaster_pb2.JobMasterRequest(ping=jobmaster_pb2.Ping()))
+                    next_ping = time.monotonic() + self._ping_interval
+                if not readable:
+                    continue
+                data = self._sock.recv(1 << 16)
+                if not data:
+                    break
+                buffer += data
+                while len(buffer) >= 4:
+                    (size,) = struct.unpack(">I", buffer[:4])
+                    if size > _MAX_RESPONSE_BYTES:
+                        raise OSError(f"a frame of {size} bytes")
+                    if len(buffer) < 4 + size:
+                        break
+                    response = jobmaster_pb2.JobMasterResponse.FromString(buffer[4:4 + size])
+                    buffer = buffer[4 + size:]
+                    self._dispatch(response)
+        except (OSError, ValueError) as e:
+            why = f"the connection to the job master failed: {e}"
+        self._connection_lost(why)
+
+    def _dispatch(self, response: jobmaster_pb2.JobMasterResponse) -> None:
+        with self._lock:
+            call = self._calls.pop(response.request_id, None)
+        if call is None:
+            return  # an answer to a send nobody waits for (a refused ping)
+        if response.WhichOneof("body") == "error":
+            code = response.error.code
+            name = _ABSL_CODES[code] if 0 <= code < len(_ABSL_CODES) else str(code)
+            call.error = JobMasterError(name, response.error.message)
+        else:
+            call.response = response
+        call.done.set()
+
+    def _connection_lost(self, why: str) -> None:
+        with self._lock:
+            closed = self._closed
+            self._lost = JobMasterError("UNAVAILABLE", why if not closed else "the worker was closed")
+            calls, self._calls = self._calls, {}
+        for call in calls.values():
+            call.error = self._lost
+            call.done.set()
+
+    def _call(self, request: jobmaster_pb2.JobMasterRequest, timeout: Optional[float],
+              what: str) -> jobmaster_pb2.JobMasterResponse:
+        call = _Call()
+        with self._lock:
+            if self._lost is not None:
+                raise self._lost
+            request.request_id = self._next_id
+            self._next_id += 1
+            self._calls[request.request_id] = call
+        try:
+            self._send(request)
+        except OSError as e:
+            with self._lock:
+                self._calls.pop(request.request_id, None)
+            raise JobMasterError("UNAVAILABLE", f"{what}: cannot send to the job master: {e}") from None
+        if not call.done.wait(None if timeout is None else timeout + _REPLY_GRACE):
+            with self._lock:
+                self._calls.pop(request.request_id, None)
+            raise JobMasterError("DEADLINE_EXCEEDED", f"{what}: the job master did not answer in {timeout}s")
+        if call.error is not None:
+            raise JobMasterError(call.error.code, f"{what}: {call.error.args[0]}")
+        assert call.response is not None
+        return call.response
+
+    def close(self) -> None:
+        """Stops pinging and closes the connection (the worker's state at the master stays)."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # already closed by the master
+        self._reader.join(timeout=5)
+        self._sock.close()
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, exc_type: Optional[type], exc: Optional[BaseException], tb: object) -> None:
+        try:
+            if exc is None:
+                self.completed()
+            else:
+                self.failed(f"{type(exc).__name__}: {exc}")
+        finally:
+            self.close()
+
+    # ---- life-cycle ----
+
+    def _set_state(self, state: str, reason: str, timeout: float) -> None:
+        change = jobmaster_pb2.StateChange(state=trainyard_pb2.WorkerState.Value(state), reason=reason)
+        self._call(jobmaster_pb2.JobMasterRequest(state_change=change), timeout, f"state {state}")
+
+    def running(self, timeout: float = 10.0) -> None:
+        """Tells the master this worker runs (training started)."""
+        self._set_state("RUNNING", "", timeout)
+
+    def completed(self, timeout: float = 10.0) -> None:
+        """Tells the master this worker finished its work; when every worker
+        has, the master ends the job SUCCEEDED."""
+        self._set_state("COMPLETED", "", timeout)
+
+    def failed(self, reason: str, timeout: float = 10.0) -> None:
+        """Tells the master this worker failed (ERROR, with `reason`); the
+        task's restart policy decides what follows."""
+        if not reason:
+            raise ValueError("reason: say why the worker failed")
+        self._set_state("ERROR", reason, timeout)
+
+    # ---- discovery and barriers ----
+
+    def workers(self, wait_for_all: bool = False, timeout: Optional[float] = None) -> list[WorkerStatus]:
+        """The job's workers, by id: those that joined so far (including those
+        that left), or with wait_for_all=True all of them once every one
+        joined (JobMasterError DEADLINE_EXCEEDED naming the missing ones after
+        `timeout` seconds; None = the master's default wait)."""
+        mode = jobmaster_pb2.RESPONSE_AFTER_ALL_JOINED if wait_for_all else jobmaster_pb2.IMMEDIATE
+        request = jobmaster_pb2.ListWorkersRequest(mode=mode, timeout_ms=_millis(timeout, "timeout"))
+        reply = self._call(jobmaster_pb2.JobMasterRequest(list_workers=request), timeout or 60.0,
+                           "list workers").workers
+        return [WorkerStatus.from_proto(w) for w in reply.workers]
+
+    def rank_zero(self, timeout: Optional[float] = None) -> WorkerStatus:
+        """Worker 0 as it registered, once it joined (its address and ports:
+        the rendezvous point of a framework)."""
+        request = jobmaster_pb2.RankZeroRequest(timeout_ms=_millis(timeout, "timeout"))
+        reply = self._call(jobmaster_pb2.JobMasterRequest(rank_zero=request), timeout or 60.0,
+                           "rank zero").rank_zero
+        return WorkerStatus.from_proto(jobmaster_pb2.WorkerStatus(info=reply.info, state=trainyard_pb2.RUNNING,
+                                                                  restart_count=reply.restart_count))
+
+    def barrier(self, timeout: Optional[float] = None) -> int:
+        """Returns once every worker of the job reached this barrier; its
+        generation (0 for the job's first barrier).
+
+        Raises JobMasterError: ABORTED when a worker ended while others
+        waited, DEADLINE_EXCEEDED naming the missing workers after `timeout`
+        seconds (None = the master's default), UNAVAILABLE when the master
+        went away.
+        """
+        request = jobmaster_pb2.BarrierRequest(timeout_ms=_millis(timeout, "timeout"),
+                                               generation=self._next_barrier)
+        reply = self._call(jobmaster_pb2.JobMasterRequest(barrier=request), timeout, "barrier").barrier
+        self._next_barrier = reply.generation + 1
+        return reply.generation
+
+    def torch_env(self, timeout: Optional[float] = None) -> dict[str, str]:
+        """The variables torch.distributed's env:// rendezvous reads, from the
+        master's discovery: MASTER_ADDR and MASTER_PORT (worker 0's address
+        and first allocated port), RANK (this worker's id), WORLD_SIZE.
+        For jobs with a master (a pytorch job gets these from Trainyard itself).
+        Raises JobMasterError when worker 0 has no port (give its role `ports: 1`)."""
+        zero = self.rank_zero(timeout)
+        if not zero.ports:
+            raise JobMasterError("FAILED_PRECONDITION",
+                                 "worker 0 has no port for the rendezvous: give its role `resources: {ports: 1}`")
+        return {"MASTER_ADDR": zero.address, "MASTER_PORT": str(zero.ports[0]), "RANK": str(self.worker_id),
+                "WORLD_SIZE": str(self.num_workers)}
+
+    # ---- checkpoints ----
+
+    def on_checkpoint(self, callback: CheckpointCallback) -> None:
+        """Registers `callback`, called when the job asks for a checkpoint.
+
+        The job master does not send "checkpoint now" yet (docs/python-sdk.md);
+        until it does, request_checkpoint() runs the callbacks, and
+        handle_sigterm_as_checkpoint() makes the SIGTERM of a kill or a
+        preemption do so within its grace.
+        """
+        if not callable(callback):
+            raise TypeError(f"callback: expected a callable, got {type(callback).__name__}")
+        self._checkpoint_callbacks.append(callback)
+
+    def request_checkpoint(self, reason: str, deadline: Optional[float] = None) -> Optional[int]:
+        """Runs the registered checkpoint callbacks in order; returns the last
+        step one of them reported (None when none did)."""
+        step: Optional[int] = None
+        for callback in list(self._checkpoint_callbacks):
+            saved = callback(CheckpointRequest(reason=reason, deadline=deadline))
+            if saved is not None:
+                step = saved
+        return step
+
+    def handle_sigterm_as_checkpoint(self, exit_code: int = 143) -> None:
+        """Makes SIGTERM (what a kill or a preemption sends first) run the
+        checkpoint callbacks, then exit with `exit_code`. Call from the main thread."""
+        def handler(signum: int, frame: object) -> None:
+            self.request_checkpoint("SIGTERM")
+            os._exit(exit_code)
+        signal.signal(signal.SIGTERM, handler)
+
+
+def _millis(seconds: Optional[float], name: str) -> int:
+    if seconds is None:
+        return 0
+    if seconds <= 0:
+        raise ValueError(f"{name}: must be positive seconds, got {seconds}")
+    return max(1, int(seconds * 1000))
