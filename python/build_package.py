@@ -2,7 +2,7 @@
 """Builds the importable `trainyard` Python package in an output directory.
 
 Copies the package's sources (python/trainyard) and generates the protobuf
-and gRPC stubs of proto/ into trainyard/_pb with Debian's protoc and
+and gRPC stubs of proto/ (with .pyi type stubs) into trainyard/_pb with Debian's protoc and
 grpc_python_plugin (protobuf-compiler, protobuf-compiler-grpc). protoc names
 the generated modules after the files' paths (`from proto import
 trainyard_pb2`), which would make `proto` a top-level package of its own; the
@@ -25,11 +25,12 @@ def generate_stubs(repo: pathlib.Path, pb_dir: pathlib.Path) -> None:
     if plugin is None:
         sys.exit("build_package: grpc_python_plugin not found (Debian: protobuf-compiler-grpc)")
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = ["protoc", f"-I{repo}", f"--python_out={tmp}", f"--grpc_python_out={tmp}",
+        cmd = ["protoc", f"-I{repo}", f"--python_out={tmp}", f"--pyi_out={tmp}",
+               f"--grpc_python_out={tmp}",
                f"--plugin=protoc-gen-grpc_python={plugin}"]
         subprocess.run(cmd + [f"proto/{p}" for p in PROTOS], check=True)
         pb_dir.mkdir(parents=True, exist_ok=True)
-        for src in sorted(pathlib.Path(tmp, "proto").glob("*.py")):
+        for src in sorted(pathlib.Path(tmp, "proto").glob("*.py*")):
             if src.name.endswith("_pb2_grpc.py") and "Stub(" not in src.read_text():
                 continue  # a file that declares no service
             text = re.sub(r"^from proto import ", "from trainyard._pb import ", src.read_text(),

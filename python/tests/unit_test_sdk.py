@@ -11,6 +11,7 @@ import struct
 import tempfile
 import threading
 import unittest
+from typing import Callable, Optional
 
 import trainyard
 from trainyard._pb import jobmaster_pb2
@@ -64,6 +65,17 @@ class ConfigTest(unittest.TestCase):
         self.write("home/.config/trainyard/client.yaml", "server: h:1\n", mode=0o666)
         with self.assertRaisesRegex(trainyard.ConfigError, "others may change it"):
             resolve_config(env={"HOME": os.path.join(self.dir, "home")})
+
+    def test_client_arguments_are_named(self) -> None:
+        with trainyard.Client(server="127.0.0.1:1", token="", ca_file="") as c:
+            with self.assertRaisesRegex(trainyard.InvalidArgument, "index: needs a role"):
+                next(c.logs("job", index=0))
+            with self.assertRaisesRegex(trainyard.InvalidArgument, "tail_lines: must be >= 0"):
+                next(c.logs("job", tail_lines=-1))
+            with self.assertRaisesRegex(trainyard.InvalidArgument, "job: expected a job name"):
+                c.describe("")
+        with self.assertRaisesRegex(trainyard.ConfigError, "timeout: must be positive"):
+            trainyard.Client(server="127.0.0.1:1", timeout=0)
 
     def test_client_refuses_an_unreadable_ca(self) -> None:
         with self.assertRaisesRegex(trainyard.ConfigError, "caFile: .*missing.pem"):
@@ -135,7 +147,8 @@ class ScriptedMaster:
     """A job master on a loopback port that answers one connection's frames
     with the responses `answer` makes (None: no answer)."""
 
-    def __init__(self, answer):  # type: ignore[no-untyped-def]
+    def __init__(self, answer: Callable[[jobmaster_pb2.JobMasterRequest],
+                                        Optional[jobmaster_pb2.JobMasterResponse]]):
         self.answer = answer
         self.requests: list[jobmaster_pb2.JobMasterRequest] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
@@ -196,7 +209,11 @@ class WorkerWireTest(unittest.TestCase):
                 w.barrier(timeout=1)
             self.assertEqual(late.exception.code, "DEADLINE_EXCEEDED")
             self.assertIn("missing: 1", str(late.exception))
-            w.on_checkpoint(lambda r: steps.append(r.reason) or 7)
+            def save(request: trainyard.CheckpointRequest) -> int:
+                steps.append(request.reason)
+                return 7
+
+            w.on_checkpoint(save)
             self.assertEqual(w.request_checkpoint("preemption"), 7)
         master.close()
         starting = master.requests[0].starting

@@ -17,7 +17,7 @@ def free_port_pair() -> int:
     for _ in range(100):
         with socket.socket() as a:
             a.bind(("127.0.0.1", 0))
-            port = a.getsockname()[1]
+            port: int = a.getsockname()[1]
             if port >= 65535:
                 continue
             with socket.socket() as b:

@@ -12,7 +12,6 @@ metadata, TLS verified with the cluster's CA when one is named.
 """
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -39,7 +38,7 @@ def is_local_address(address: str) -> bool:
 def _job_name(job: "str | Job") -> str:
     name = job.name if isinstance(job, Job) else job
     if not isinstance(name, str) or not name:
-        raise errors.SpecError([f"job: expected a job name or a Job, got {name!r}"])
+        raise errors.InvalidArgument("INVALID_ARGUMENT", f"job: expected a job name or a Job, got {name!r}")
     return name
 
 
@@ -66,7 +65,7 @@ class Client:
         self.timeout = timeout
         self._metadata: tuple[tuple[str, str], ...] = ()
         self._channel = self._make_channel()
-        self._stub = service_pb2_grpc.TrainyardStub(self._channel)
+        self._stub = service_pb2_grpc.TrainyardStub(self._channel)  # type: ignore[no-untyped-call]
 
     def _make_channel(self) -> grpc.Channel:
         cfg = self.config
@@ -138,7 +137,7 @@ class Client:
             if isinstance(error, errors.InvalidArgument):
                 raise errors.SpecError([line for line in error.details.split("\n") if line]) from None
             raise error from None
-        return response.job
+        return str(response.job)
 
     def describe(self, job: "str | Job") -> Job:
         """The job as it is now, with its tasks and events. NotFoundError when there is none."""
@@ -216,7 +215,7 @@ class Client:
                                           timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise self._error(e, f"kill {name}") from None
-        return trainyard_pb2.JobState.Name(response.state).removeprefix("JOB_")
+        return str(trainyard_pb2.JobState.Name(response.state)).removeprefix("JOB_")
 
     # ---- logs ----
 

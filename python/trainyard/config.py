@@ -112,11 +112,14 @@ def resolve_config(server: Optional[str] = None, token: Optional[str] = None,
     `env` defaults to os.environ. Raises ConfigError for a config file that
     cannot be used.
     """
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     need_file = not (server and token is not None and ca_file is not None)
-    found = find_config_file(env) if need_file else {}
+    found: dict[str, str] = find_config_file(env) if need_file else {}
+    if token is None:
+        token = env.get("TRAINYARD_TOKEN", "") or found.get("token", "")
+    if ca_file is None:
+        ca_file = env.get("TRAINYARD_CA_FILE", "") or found.get("caFile", "")
     return ClientConfig(
         server=server or env.get("TRAINYARD_SERVER") or found.get("server") or DEFAULT_SERVER,
-        token=token if token is not None else (env.get("TRAINYARD_TOKEN") or found.get("token", "")),
-        ca_file=ca_file if ca_file is not None else (env.get("TRAINYARD_CA_FILE") or found.get("caFile", "")),
-        path=found.get("path", ""))
+        token=token, ca_file=ca_file, path=found.get("path", ""))

@@ -51,7 +51,8 @@ def spec_to_yaml(spec: Spec) -> str:
     if isinstance(spec, Mapping):
         _check_keys(spec, "")
         try:
-            return yaml.safe_dump(dict(spec), sort_keys=False)
+            text: str = yaml.safe_dump(dict(spec), sort_keys=False)
+            return text
         except yaml.representer.RepresenterError as e:
             raise SpecError([f"spec: a value cannot be written as YAML: {e.args[1]!r}"]) from None
     raise SpecError([f"spec: expected a mapping, YAML text or a path, got {type(spec).__name__}"])

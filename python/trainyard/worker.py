@@ -85,8 +85,8 @@ class WorkerEnv:
         malformed (TRAINYARD_JOB_MASTER is required: a job that has no master
         has none, see docs/jobmaster.md).
         """
-        env = os.environ if env is None else env
-        master = env.get("TRAINYARD_JOB_MASTER", "")
+        variables: Mapping[str, str] = os.environ if env is None else env
+        master = variables.get("TRAINYARD_JOB_MASTER", "")
         if not master:
             raise TaskEnvironmentError(
                 "TRAINYARD_JOB_MASTER is not set: it holds the job master's host:port and is set in every "
@@ -95,7 +95,7 @@ class WorkerEnv:
         _split_host_port(master, "TRAINYARD_JOB_MASTER")
 
         def integer(name: str, default: int) -> int:
-            text = env.get(name, "")
+            text = variables.get(name, "")
             if not text:
                 return default
             try:
@@ -103,20 +103,20 @@ class WorkerEnv:
             except ValueError:
                 raise TaskEnvironmentError(f"{name}='{text}' is not an integer") from None
 
-        ports_text = env.get("TRAINYARD_PORTS", "")
+        ports_text = variables.get("TRAINYARD_PORTS", "")
         try:
             ports = tuple(int(p) for p in ports_text.split(",") if p)
         except ValueError:
             ports = (-1,)
         if any(not 0 <= p <= 65535 for p in ports):
             raise TaskEnvironmentError(f"TRAINYARD_PORTS='{ports_text}' is not a comma-separated list of ports")
-        return cls(master=master, master_file=env.get("TRAINYARD_JOB_MASTER_FILE", ""),
-                   job=env.get("TRAINYARD_JOB", ""), role=env.get("TRAINYARD_ROLE", ""),
+        return cls(master=master, master_file=variables.get("TRAINYARD_JOB_MASTER_FILE", ""),
+                   job=variables.get("TRAINYARD_JOB", ""), role=variables.get("TRAINYARD_ROLE", ""),
                    index=integer("TRAINYARD_INDEX", 0), worker_id=integer("TRAINYARD_WORKER_ID", -1),
                    restart_count=integer("TRAINYARD_RESTART_COUNT", 0), ports=ports,
-                   job_secret=env.get("TRAINYARD_JOB_SECRET", ""),
-                   checkpoint_dir=env.get("TRAINYARD_CHECKPOINT_DIR", ""),
-                   node_address=env.get("TRAINYARD_NODE_ADDRESS", ""))
+                   job_secret=variables.get("TRAINYARD_JOB_SECRET", ""),
+                   checkpoint_dir=variables.get("TRAINYARD_CHECKPOINT_DIR", ""),
+                   node_address=variables.get("TRAINYARD_NODE_ADDRESS", ""))
 
     def current_master(self) -> str:
         """The master's address now: the master file's first line when it has one."""
