@@ -21,6 +21,10 @@ TASKS = pathlib.Path(__file__).resolve().parent / "tasks"
 PYTHONPATH = os.environ.get("PYTHONPATH", "")
 
 
+def has_torch() -> bool:
+    return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"], capture_output=True).returncode == 0
+
+
 def python_task(script: str, *args: str) -> list[str]:
     return ["/usr/bin/python3", str(TASKS / script), *args]
 
@@ -142,6 +146,18 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(len({" ".join(l.split()[3:]) for l in torch}), 1, torch)  # one rendezvous point
         zero = next(t for t in final.tasks if t.role == "worker" and t.worker_id == 0)
         self.assertIn(f"addr={zero.proto.node_address} ", torch[0])
+
+    @unittest.skipUnless(has_torch(), "no torch.distributed for /usr/bin/python3 (Debian: python3-torch)")
+    def test_pytorch_ranks_meet_through_the_job_master(self) -> None:
+        job = self.client.submit({
+            "name": "sdk-torch",
+            "replicas": {"worker": {"count": 3, "resources": {"ports": 1},
+                                    "command": python_task("torch_worker.py"),
+                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
+        final = self.client.wait(job, timeout=240)
+        logs = self.client.log_text(job, "worker")
+        self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}{self.client.log_text(job, stderr=True)}")
+        self.assertEqual(sorted(logs.splitlines()), [f"rank={r} world=3 sum=6" for r in range(3)])
 
     def test_worker_exception_fails_the_job(self) -> None:
         job = self.client.submit({
