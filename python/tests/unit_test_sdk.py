@@ -14,7 +14,7 @@ import unittest
 from typing import Callable, Optional
 
 import trainyard
-from trainyard._pb import jobmaster_pb2
+from trainyard._pb import jobmaster_pb2, trainyard_pb2
 from trainyard.config import resolve_config
 from trainyard.logs import LineAssembler, split_stamp
 from trainyard.spec import spec_to_yaml
@@ -144,12 +144,16 @@ class LogsTest(unittest.TestCase):
 
 
 class ScriptedMaster:
-    """A job master on a loopback port that answers one connection's frames
-    with the responses `answer` makes (None: no answer)."""
+    """A job master on a loopback port that answers each connection's frames,
+    one connection after another, with the responses `answer` makes (None: no
+    answer). With drop_first_barrier it closes the first connection on its
+    first barrier instead of answering, as a master that crashed."""
 
     def __init__(self, answer: Callable[[jobmaster_pb2.JobMasterRequest],
-                                        Optional[jobmaster_pb2.JobMasterResponse]]):
+                                        Optional[jobmaster_pb2.JobMasterResponse]],
+                 drop_first_barrier: bool = False):
         self.answer = answer
+        self.drop_first_barrier = drop_first_barrier
         self.requests: list[jobmaster_pb2.JobMasterRequest] = []
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.address = f"127.0.0.1:{self.listener.getsockname()[1]}"
@@ -157,7 +161,14 @@ class ScriptedMaster:
         self.thread.start()
 
     def serve(self) -> None:
-        conn, _ = self.listener.accept()
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return  # closed
+            self.serve_connection(conn)
+
+    def serve_connection(self, conn: socket.socket) -> None:
         with conn:
             buffer = b""
             while True:
@@ -170,6 +181,9 @@ class ScriptedMaster:
                     request = jobmaster_pb2.JobMasterRequest.FromString(buffer[4:4 + size])
                     buffer = buffer[4 + size:]
                     self.requests.append(request)
+                    if self.drop_first_barrier and request.WhichOneof("body") == "barrier":
+                        self.drop_first_barrier = False
+                        return
                     response = self.answer(request)
                     if response is not None:
                         response.request_id = request.request_id
@@ -221,8 +235,21 @@ class WorkerWireTest(unittest.TestCase):
                           starting.info.task_name, starting.info.ip, list(starting.info.ports),
                           starting.restart_count, starting.job_secret, starting.pings),
                          (2, "worker", 2, "j-worker-2", "10.0.0.3", [9001, 9002], 1, "s", True))
-        self.assertEqual(master.requests[-1].state_change.state, trainyard._pb.trainyard_pb2.COMPLETED)
+        self.assertEqual(master.requests[-1].state_change.state, trainyard_pb2.COMPLETED)
         self.assertEqual(steps, ["preemption"])
+
+    def test_follows_a_master_that_restarted(self) -> None:
+        master = ScriptedMaster(answer, drop_first_barrier=True)
+        env = trainyard.WorkerEnv.from_env({**WorkerEnvTest.BASE, "TRAINYARD_JOB_MASTER": master.address})
+        with trainyard.Worker(env, reconnect_window=30) as w:
+            w.running()
+            self.assertEqual(w.barrier(timeout=30), 3)
+        master.close()
+        kinds = [r.WhichOneof("body") for r in master.requests if r.WhichOneof("body") != "ping"]
+        self.assertEqual(kinds, ["starting", "state_change", "barrier", "starting", "barrier", "state_change"])
+        again = master.requests[[r.WhichOneof("body") for r in master.requests].index("starting", 1)].starting
+        self.assertEqual((again.info.worker_id, trainyard_pb2.WorkerState.Name(again.resume_state)), (4, "RUNNING"))
+        self.assertEqual([r.barrier.generation for r in master.requests if r.HasField("barrier")], [3, 3])
 
     def test_unreachable_master(self) -> None:
         with socket.socket() as s:

@@ -2,11 +2,10 @@
 
 A task of a job that has a job master (docs/jobmaster.md, "Which jobs get a
 master") finds it in TRAINYARD_JOB_MASTER. A Worker registers there
-(STARTING), pings from a thread of its own, and offers discovery (who the
-other workers are, worker 0's address) and barriers, as the C++ worker
-library does (src/jobmaster/client/job_master_client.h). The wire: plain
-TCP, each frame a 4-byte big-endian length then one JobMasterRequest (to
-the master) or JobMasterResponse (back), proto/jobmaster.proto.
+(STARTING), pings, follows a master that restarted (trainyard._master_link),
+and offers discovery (who the other workers are, worker 0's address) and
+barriers, as the C++ worker library does
+(src/jobmaster/client/job_master_client.h).
 
     with trainyard.Worker.from_env() as w:   # registers; COMPLETED on exit, ERROR on an exception
         w.running()
@@ -14,38 +13,21 @@ the master) or JobMasterResponse (back), proto/jobmaster.proto.
         os.environ.update(w.torch_env())     # MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
         torch.distributed.init_process_group("gloo")
 
-Not here (yet): reconnecting to a master that restarted (a call then fails
-with JobMasterError UNAVAILABLE), and the master's "checkpoint now" frame,
-which the job master does not send yet: on_checkpoint() registers the
-program's callback, and request_checkpoint() is what runs the callbacks
-(today from SIGTERM with handle_sigterm_as_checkpoint(), later from that
-frame).
+Not here (yet): the master's "checkpoint now" frame, which the job master
+does not send yet: on_checkpoint() registers the program's callback, and
+request_checkpoint() is what runs the callbacks (today from SIGTERM with
+handle_sigterm_as_checkpoint(), later from that frame).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-import select
 import signal
-import socket
-import struct
-import threading
-import time
 from typing import Callable, Mapping, Optional
 
+from trainyard._master_link import MasterLink, split_host_port
 from trainyard._pb import jobmaster_pb2, trainyard_pb2
 from trainyard.errors import JobMasterError, TaskEnvironmentError
-
-# absl::StatusCode numbering, which ErrorReply.code uses.
-_ABSL_CODES = ("OK", "CANCELLED", "UNKNOWN", "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
-               "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION",
-               "ABORTED", "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS",
-               "UNAUTHENTICATED")
-_MAX_RESPONSE_BYTES = 256 << 20  # as jobmaster/frame.h's kMaxResponseBytes
-# How much longer than a call's own timeout to wait for the master's answer
-# (it answers DEADLINE_EXCEEDED itself at the timeout).
-_REPLY_GRACE = 5.0
-
 
 @dataclasses.dataclass(frozen=True)
 class WorkerEnv:
@@ -92,7 +74,7 @@ class WorkerEnv:
                 "TRAINYARD_JOB_MASTER is not set: it holds the job master's host:port and is set in every "
                 "task of a job that has a master (framework none or tensorflow; a pytorch job's ranks meet "
                 "at MASTER_ADDR instead)")
-        _split_host_port(master, "TRAINYARD_JOB_MASTER")
+        _check_host_port(master, "TRAINYARD_JOB_MASTER")
 
         def integer(name: str, default: int) -> int:
             text = variables.get(name, "")
@@ -131,11 +113,9 @@ class WorkerEnv:
         return self.master
 
 
-def _split_host_port(address: str, what: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) <= 65535:
+def _check_host_port(address: str, what: str) -> None:
+    if split_host_port(address) is None:
         raise TaskEnvironmentError(f"{what}='{address}' is not host:port")
-    return host.strip("[]"), int(port)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,180 +170,65 @@ class CheckpointRequest:
 CheckpointCallback = Callable[[CheckpointRequest], Optional[int]]
 
 
-class _Call:
-    def __init__(self) -> None:
-        self.done = threading.Event()
-        self.response: Optional[jobmaster_pb2.JobMasterResponse] = None
-        self.error: Optional[JobMasterError] = None
-
-
 class Worker:
     """A registered worker of a job.
 
     Use Worker.from_env() in a task. The constructor connects to the master,
     registers (STARTING) and starts pinging; it raises JobMasterError when the
     master cannot be reached within `connect_timeout` seconds or refuses the
-    worker. A Worker is a context manager: leaving the block reports
-    COMPLETED, or ERROR (with the exception as the reason) when it raised;
-    then close() ends the connection.
+    worker. When the master goes away later (it crashed and is restarted),
+    the Worker reconnects within `reconnect_window` seconds and registers
+    again with its id and state; a barrier in flight is entered again, other
+    calls meanwhile fail with JobMasterError UNAVAILABLE and may be retried.
+
+    A Worker is a context manager: leaving the block reports COMPLETED, or
+    ERROR (with the exception as the reason) when it raised; then close()
+    ends the connection.
+
+    Args:
+        env: who this task is (WorkerEnv.from_env()).
+        connect_timeout: seconds to reach the master and register.
+        ping_interval: seconds between pings (keep it at the master's --ping-interval-ms).
+        reconnect_window: seconds to get the master back after it went away.
+        address: the address to register for others to reach this worker
+            at; None: the node's (TRAINYARD_NODE_ADDRESS), else the master
+            takes the connection's peer address.
     """
 
     def __init__(self, env: WorkerEnv, *, connect_timeout: float = 30.0, ping_interval: float = 1.0,
-                 address: Optional[str] = None):
-        if connect_timeout <= 0:
-            raise ValueError(f"connect_timeout: must be positive, got {connect_timeout}")
-        if ping_interval <= 0:
-            raise ValueError(f"ping_interval: must be positive, got {ping_interval}")
+                 reconnect_window: float = 60.0, address: Optional[str] = None):
+        for name, value in (("connect_timeout", connect_timeout), ("ping_interval", ping_interval),
+                            ("reconnect_window", reconnect_window)):
+            if value <= 0:
+                raise ValueError(f"{name}: must be positive seconds, got {value}")
         self.env = env
-        self._ping_interval = ping_interval
-        self._send_lock = threading.Lock()
-        self._lock = threading.Lock()
-        self._calls: dict[int, _Call] = {}
-        self._next_id = 1
-        self._closed = False
-        self._lost: Optional[JobMasterError] = None
         self._checkpoint_callbacks: list[CheckpointCallback] = []
-        self._sock = self._connect(connect_timeout)
-        self._reader = threading.Thread(target=self._read_loop, name="trainyard-jobmaster", daemon=True)
-        self._reader.start()
-        # The address others reach this worker at: the node's as the server
-        # knows it; without one the master takes the connection's peer address.
         info = trainyard_pb2.WorkerInfo(
             worker_id=env.worker_id, ip=address or env.node_address, node_ip=env.node_address,
             role=env.role, index=env.index, ports=list(env.ports),
             task_name=f"{env.job}-{env.role}-{env.index}" if env.job else "")
         starting = jobmaster_pb2.Starting(info=info, restart_count=env.restart_count, pings=True,
                                           job_secret=env.job_secret)
-        try:
-            reply = self._call(jobmaster_pb2.JobMasterRequest(starting=starting), connect_timeout,
-                               "registration").registered
-        except JobMasterError:
-            self.close()
-            raise
+        self._link = MasterLink(env.current_master, starting, ping_interval=ping_interval,
+                                connect_timeout=connect_timeout, reconnect_window=reconnect_window)
+        reply = self._link.registered
         self.worker_id: int = reply.worker_id
         self.num_workers: int = reply.num_workers
         self._next_barrier = reply.barrier_generation
-        self._info = info
-        self._info.worker_id = reply.worker_id
 
     @classmethod
     def from_env(cls, **kwargs: float) -> "Worker":
-        """A Worker for this task, from its environment (WorkerEnv.from_env)."""
+        """A Worker for this task, from its environment (WorkerEnv.from_env);
+        `kwargs` as the constructor's."""
         return cls(WorkerEnv.from_env(), **kwargs)  # type: ignore[arg-type]
-
-    # ---- connection ----
-
-    def _connect(self, timeout: float) -> socket.socket:
-        deadline = time.monotonic() + timeout
-        delay = 0.05
-        while True:
-            address = self.env.current_master()
-            host, port = _split_host_port(address, "the job master's address")
-            try:
-                sock = socket.create_connection((host, port), timeout=max(0.1, deadline - time.monotonic()))
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                sock.settimeout(None)
-                return sock
-            except OSError as e:
-                if time.monotonic() + delay > deadline:
-                    raise JobMasterError("UNAVAILABLE", f"cannot reach the job master at {address}: "
-                                         f"{e.strerror or e}") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 1.0)
-
-    def _send(self, request: jobmaster_pb2.JobMasterRequest) -> None:
-        payload = request.SerializeToString()
-        with self._send_lock:
-            self._sock.sendall(struct.pack(">I", len(payload)) + payload)
-
-    def _read_loop(self) -> None:
-        buffer = b""
-        next_ping = time.monotonic() + self._ping_interval
-        why = "the job master closed the connection"
-        try:
-            while True:
-                wait = max(0.0, next_ping - time.monotonic())
-                readable, _, _ = select.select([self._sock], [], [], wait)
-                if time.monotonic() >= next_ping:
-                    self._send(jobmaster_pb2.JobMasterRequest(ping=jobmaster_pb2.Ping()))
-                    next_ping = time.monotonic() + self._ping_interval
-                if not readable:
-                    continue
-                data = self._sock.recv(1 << 16)
-                if not data:
-                    break
-                buffer += data
-                while len(buffer) >= 4:
-                    (size,) = struct.unpack(">I", buffer[:4])
-                    if size > _MAX_RESPONSE_BYTES:
-                        raise OSError(f"a frame of {size} bytes")
-                    if len(buffer) < 4 + size:
-                        break
-                    response = jobmaster_pb2.JobMasterResponse.FromString(buffer[4:4 + size])
-                    buffer = buffer[4 + size:]
-                    self._dispatch(response)
-        except (OSError, ValueError) as e:
-            why = f"the connection to the job master failed: {e}"
-        self._connection_lost(why)
-
-    def _dispatch(self, response: jobmaster_pb2.JobMasterResponse) -> None:
-        with self._lock:
-            call = self._calls.pop(response.request_id, None)
-        if call is None:
-            return  # an answer to a send nobody waits for (a refused ping)
-        if response.WhichOneof("body") == "error":
-            code = response.error.code
-            name = _ABSL_CODES[code] if 0 <= code < len(_ABSL_CODES) else str(code)
-            call.error = JobMasterError(name, response.error.message)
-        else:
-            call.response = response
-        call.done.set()
-
-    def _connection_lost(self, why: str) -> None:
-        with self._lock:
-            closed = self._closed
-            self._lost = JobMasterError("UNAVAILABLE", why if not closed else "the worker was closed")
-            calls, self._calls = self._calls, {}
-        for call in calls.values():
-            call.error = self._lost
-            call.done.set()
 
     def _call(self, request: jobmaster_pb2.JobMasterRequest, timeout: Optional[float],
               what: str) -> jobmaster_pb2.JobMasterResponse:
-        call = _Call()
-        with self._lock:
-            if self._lost is not None:
-                raise self._lost
-            request.request_id = self._next_id
-            self._next_id += 1
-            self._calls[request.request_id] = call
-        try:
-            self._send(request)
-        except OSError as e:
-            with self._lock:
-                self._calls.pop(request.request_id, None)
-            raise JobMasterError("UNAVAILABLE", f"{what}: cannot send to the job master: {e}") from None
-        if not call.done.wait(None if timeout is None else timeout + _REPLY_GRACE):
-            with self._lock:
-                self._calls.pop(request.request_id, None)
-            raise JobMasterError("DEADLINE_EXCEEDED", f"{what}: the job master did not answer in {timeout}s")
-        if call.error is not None:
-            raise JobMasterError(call.error.code, f"{what}: {call.error.args[0]}")
-        assert call.response is not None
-        return call.response
+        return self._link.call(request, timeout, what)
 
     def close(self) -> None:
         """Stops pinging and closes the connection (the worker's state at the master stays)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._closed = True
-        try:
-            self._sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass  # already closed by the master
-        self._reader.join(timeout=5)
-        self._sock.close()
+        self._link.close()
 
     def __enter__(self) -> "Worker":
         return self
@@ -380,8 +245,10 @@ class Worker:
     # ---- life-cycle ----
 
     def _set_state(self, state: str, reason: str, timeout: float) -> None:
-        change = jobmaster_pb2.StateChange(state=trainyard_pb2.WorkerState.Value(state), reason=reason)
+        value = trainyard_pb2.WorkerState.Value(state)
+        change = jobmaster_pb2.StateChange(state=value, reason=reason)
         self._call(jobmaster_pb2.JobMasterRequest(state_change=change), timeout, f"state {state}")
+        self._link.state_accepted(state, reason)
 
     def running(self, timeout: float = 10.0) -> None:
         """Tells the master this worker runs (training started)."""
