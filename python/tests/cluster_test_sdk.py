@@ -25,8 +25,11 @@ def has_torch() -> bool:
     return subprocess.run(["/usr/bin/python3", "-c", "import torch.distributed"], capture_output=True).returncode == 0
 
 
-def python_task(script: str, *args: str) -> list[str]:
-    return ["/usr/bin/python3", str(TASKS / script), *args]
+def python_job(name: str, script: str, *args: str, count: int = 1, **role: object) -> dict[str, object]:
+    """A spec whose `count` workers run tasks/SCRIPT ARGS with the SDK importable."""
+    command = ["/usr/bin/python3", str(TASKS / script), *args]
+    return {"name": name, "replicas": {"worker": {"count": count, "command": command,
+                                                  "env": {"PYTHONPATH": PYTHONPATH}, **role}}}
 
 
 class ClusterTest(unittest.TestCase):
@@ -50,6 +53,14 @@ class ClusterTest(unittest.TestCase):
 
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([self.cluster.bin, *args], capture_output=True, text=True, timeout=60)
+
+    def run_to_success(self, spec: dict[str, object], timeout: float) -> tuple[trainyard.Job, str]:
+        """Submits `spec`, waits for it to succeed; the job's end and its workers' output."""
+        job = self.client.submit(spec)
+        final = self.client.wait(job, timeout=timeout)
+        logs = self.client.log_text(job, "worker")
+        self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}{self.client.log_text(job, stderr=True)}")
+        return final, logs
 
     def wait_for_line(self, job: str, role: str, text: str) -> None:
         """Follows the role's logs until a line holds `text` (the job's own
@@ -122,15 +133,9 @@ class ClusterTest(unittest.TestCase):
         self.assertIn("states[0]", str(state.exception))
 
     def test_workers_register_and_meet_at_barriers(self) -> None:
-        job = self.client.submit({
-            "name": "sdk-workers",
-            "replicas": {"worker": {"count": 3, "resources": {"ports": 1},
-                                    "command": python_task("barrier_worker.py"),
-                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
-        final = self.client.wait(job, timeout=120)
-        logs = self.client.log_text(job, "worker")
-        self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}"
-                         f"{self.client.log_text(job, stderr=True)}")
+        final, logs = self.run_to_success(
+            python_job("sdk-workers", "barrier_worker.py", count=3, resources={"ports": 1}), timeout=120)
+        job = final.name
         # The master saw every worker complete (the server may end the job
         # by the tasks' exits first, so its reason may be its own).
         self.assertIn(f"job {job} SUCCEEDED: all 3 workers COMPLETED", self.client.log_text(job, "jobmaster"))
@@ -149,22 +154,13 @@ class ClusterTest(unittest.TestCase):
 
     @unittest.skipUnless(has_torch(), "no torch.distributed for /usr/bin/python3 (Debian: python3-torch)")
     def test_pytorch_ranks_meet_through_the_job_master(self) -> None:
-        job = self.client.submit({
-            "name": "sdk-torch",
-            "replicas": {"worker": {"count": 3, "resources": {"ports": 1},
-                                    "command": python_task("torch_worker.py"),
-                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
-        final = self.client.wait(job, timeout=240)
-        logs = self.client.log_text(job, "worker")
-        self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}{self.client.log_text(job, stderr=True)}")
+        _, logs = self.run_to_success(
+            python_job("sdk-torch", "torch_worker.py", count=3, resources={"ports": 1}), timeout=240)
         self.assertEqual(sorted(logs.splitlines()), [f"rank={r} world=3 sum=6" for r in range(3)])
 
     def test_worker_exception_fails_the_job(self) -> None:
-        job = self.client.submit({
-            "name": "sdk-failing",
-            "replicas": {"worker": {"count": 2, "restartPolicy": "Never",
-                                    "command": python_task("barrier_worker.py", "--fail"),
-                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
+        job = self.client.submit(python_job("sdk-failing", "barrier_worker.py", "--fail", count=2,
+                                            restartPolicy="Never"))
         final = self.client.wait(job, timeout=120)
         self.assertEqual(final.state, "FAILED")
         # Worker 1's exception reached the master as its ERROR reason, which
@@ -173,10 +169,7 @@ class ClusterTest(unittest.TestCase):
                          r"barrier failed: .*worker 1 .*RuntimeError: worker 1 gives up.*\(ABORTED\)")
 
     def test_kill_runs_the_checkpoint_callback(self) -> None:
-        job = self.client.submit({
-            "name": "sdk-checkpoint",
-            "replicas": {"worker": {"command": python_task("checkpoint_worker.py"),
-                                    "env": {"PYTHONPATH": PYTHONPATH}}}})
+        job = self.client.submit(python_job("sdk-checkpoint", "checkpoint_worker.py"))
         self.wait_for_line(job, "worker", "ready")
         self.assertEqual(self.client.kill(job), "KILLED")
         self.assertEqual(self.client.wait(job, timeout=60).state, "KILLED")
