@@ -58,7 +58,7 @@ class ClusterTest(unittest.TestCase):
         """Submits `spec`, waits for it to succeed; the job's end and its workers' output."""
         job = self.client.submit(spec)
         final = self.client.wait(job, timeout=timeout)
-        logs = self.client.log_text(job, "worker")
+        logs = self.client.log_text(job, "worker", follow=True)
         self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}{self.client.log_text(job, stderr=True)}")
         return final, logs
 
@@ -138,7 +138,8 @@ class ClusterTest(unittest.TestCase):
         job = final.name
         # The master saw every worker complete (the server may end the job
         # by the tasks' exits first, so its reason may be its own).
-        self.assertIn(f"job {job} SUCCEEDED: all 3 workers COMPLETED", self.client.log_text(job, "jobmaster"))
+        self.assertIn(f"job {job} SUCCEEDED: all 3 workers COMPLETED",
+                      self.client.log_text(job, "jobmaster", follow=True))
         lines = logs.splitlines()
         self.assertEqual(sorted(l for l in lines if l.startswith("registered")),
                          [f"registered id={i} of=3" for i in range(3)])
@@ -165,7 +166,7 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(final.state, "FAILED")
         # Worker 1's exception reached the master as its ERROR reason, which
         # failed the barrier worker 0 waited in.
-        self.assertRegex(self.client.log_text(job, "worker", 0),
+        self.assertRegex(self.client.log_text(job, "worker", 0, follow=True),
                          r"barrier failed: .*worker 1 .*RuntimeError: worker 1 gives up.*\(ABORTED\)")
 
     def test_kill_runs_the_checkpoint_callback(self) -> None:

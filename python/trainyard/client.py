@@ -278,10 +278,13 @@ class Client:
             raise errors.ServerError("UNAVAILABLE", "; ".join(failures), f"logs {name}")
 
     def log_text(self, job: "str | Job", role: str = "", index: int = -1, *,
-                 stderr: bool = False, attempt: int = -1) -> str:
+                 stderr: bool = False, attempt: int = -1, follow: bool = False) -> str:
         """One text of the tasks' standard output (standard error with
         stderr=True), lines ordered by the time they were written, each
-        ending in a newline."""
-        lines: Iterable[LogLine] = self.logs(job, role, index, attempt=attempt)
+        ending in a newline. With follow=True it is the whole output: it
+        returns once the job has ended and the tasks' last attempts were
+        read to their end (a job ends as its deciding task does; the others
+        may still be writing until they are stopped)."""
+        lines: Iterable[LogLine] = self.logs(job, role, index, attempt=attempt, follow=follow)
         chosen = sorted((l for l in lines if l.stderr == stderr), key=lambda l: l.unix_nanos)
         return "".join(l.text + "\n" for l in chosen)

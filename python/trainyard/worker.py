@@ -23,7 +23,9 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
-from typing import Callable, Mapping, Optional
+import sys
+import traceback
+from typing import Any, Callable, Mapping, Optional
 
 from trainyard._master_link import MasterLink, split_host_port
 from trainyard._pb import jobmaster_pb2, trainyard_pb2
@@ -217,10 +219,10 @@ class Worker:
         self._next_barrier = reply.barrier_generation
 
     @classmethod
-    def from_env(cls, **kwargs: float) -> "Worker":
+    def from_env(cls, **kwargs: Any) -> "Worker":
         """A Worker for this task, from its environment (WorkerEnv.from_env);
         `kwargs` as the constructor's."""
-        return cls(WorkerEnv.from_env(), **kwargs)  # type: ignore[arg-type]
+        return cls(WorkerEnv.from_env(), **kwargs)
 
     def _call(self, request: jobmaster_pb2.JobMasterRequest, timeout: Optional[float],
               what: str) -> jobmaster_pb2.JobMasterResponse:
@@ -238,7 +240,10 @@ class Worker:
             if exc is None:
                 self.completed()
             else:
-                self.failed(f"{type(exc).__name__}: {exc}")
+                try:
+                    self.failed(f"{type(exc).__name__}: {exc}")
+                except JobMasterError:
+                    pass  # the program's own exception is what propagates
         finally:
             self.close()
 
@@ -275,7 +280,7 @@ class Worker:
         `timeout` seconds; None = the master's default wait)."""
         mode = jobmaster_pb2.RESPONSE_AFTER_ALL_JOINED if wait_for_all else jobmaster_pb2.IMMEDIATE
         request = jobmaster_pb2.ListWorkersRequest(mode=mode, timeout_ms=_millis(timeout, "timeout"))
-        reply = self._call(jobmaster_pb2.JobMasterRequest(list_workers=request), timeout or 60.0,
+        reply = self._call(jobmaster_pb2.JobMasterRequest(list_workers=request), timeout,
                            "list workers").workers
         return [WorkerStatus.from_proto(w) for w in reply.workers]
 
@@ -283,7 +288,7 @@ class Worker:
         """Worker 0 as it registered, once it joined (its address and ports:
         the rendezvous point of a framework)."""
         request = jobmaster_pb2.RankZeroRequest(timeout_ms=_millis(timeout, "timeout"))
-        reply = self._call(jobmaster_pb2.JobMasterRequest(rank_zero=request), timeout or 60.0,
+        reply = self._call(jobmaster_pb2.JobMasterRequest(rank_zero=request), timeout,
                            "rank zero").rank_zero
         return WorkerStatus.from_proto(jobmaster_pb2.WorkerStatus(info=reply.info, state=trainyard_pb2.RUNNING,
                                                                   restart_count=reply.restart_count))
@@ -342,10 +347,17 @@ class Worker:
 
     def handle_sigterm_as_checkpoint(self, exit_code: int = 143) -> None:
         """Makes SIGTERM (what a kill or a preemption sends first) run the
-        checkpoint callbacks, then exit with `exit_code`. Call from the main thread."""
+        checkpoint callbacks, then exit with `exit_code` (standard output and
+        error flushed; a callback's exception is printed). Call from the main thread."""
         def handler(signum: int, frame: object) -> None:
-            self.request_checkpoint("SIGTERM")
-            os._exit(exit_code)
+            try:
+                self.request_checkpoint("SIGTERM")
+            except Exception:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(exit_code)
         signal.signal(signal.SIGTERM, handler)
 
 
