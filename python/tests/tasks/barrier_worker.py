@@ -4,7 +4,9 @@ discovery told it, and completes.
 
 With --fail, worker 1 raises once worker 0 waits in the second barrier (the
 Worker reports ERROR with the exception as its reason) and worker 0 prints
-how its barrier failed."""
+how its barrier failed. Worker 1's end fails the job, whose other tasks are
+then stopped: worker 0 ignores that SIGTERM so that it prints in any case."""
+import signal
 import sys
 import time
 
@@ -27,6 +29,7 @@ with trainyard.Worker.from_env() as worker:
         if worker.worker_id == 1:
             wait_until_in_barrier(worker, 0)
             raise RuntimeError("worker 1 gives up")
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             worker.barrier(timeout=60)
         except trainyard.JobMasterError as e:
