@@ -1,0 +1,91 @@
+"""Jobs and tasks as the server shows them, as plain Python values.
+
+Each view keeps the protobuf message it was made from (`proto`) for the
+fields not copied here (proto/service.proto, JobView and TaskView).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Optional
+
+from trainyard._pb import service_pb2, trainyard_pb2
+
+FINISHED_STATES = frozenset({"SUCCEEDED", "FAILED", "KILLED"})
+
+
+def _enum_name(enum: Any, value: int, prefix: str) -> str:
+    name: str = enum.Name(value)
+    return name[len(prefix):] if name.startswith(prefix) else name
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One task of a job.
+
+    Attributes:
+        name: JOB-ROLE-INDEX.
+        role, index: its replica role and index in the role.
+        worker_id: its id at the job master (stable across restarts).
+        node: the node it was placed on ("" while pending).
+        state: PENDING, LAUNCHING, RUNNING, SUCCEEDED, FAILED, KILLED or RESTARTING.
+        restarts: how often it was restarted.
+        exit_code: the last attempt's exit code (None while none ended).
+    """
+
+    name: str
+    role: str
+    index: int
+    worker_id: int
+    node: str
+    state: str
+    restarts: int
+    exit_code: Optional[int]
+    proto: service_pb2.TaskView = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, view: service_pb2.TaskView) -> "Task":
+        """The Task of a TaskView."""
+        return cls(name=view.name, role=view.role, index=view.index, worker_id=view.worker_id,
+                   node=view.node, state=_enum_name(trainyard_pb2.TaskState, view.state, "TASK_"),
+                   restarts=view.restarts,
+                   exit_code=view.last_exit.exit_code if view.HasField("last_exit") else None,
+                   proto=view)
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A job as `trainyard describe` shows it.
+
+    Attributes:
+        name: the job's unique name (the server may have suffixed the spec's).
+        id: its numeric id.
+        user, queue: who submitted it and the queue it runs in.
+        state: QUEUED, SCHEDULED, STARTING, RUNNING, SUCCEEDED, FAILED or KILLED.
+        reason: why it waits (pending) or how it ended.
+        tasks: its tasks.
+        events: (unix ms, kind, text) of what happened to it, oldest first
+            (describe only; lists and watches leave them out).
+    """
+
+    name: str
+    id: int
+    user: str
+    queue: str
+    state: str
+    reason: str
+    tasks: list[Task]
+    events: list[tuple[int, str, str]]
+    proto: service_pb2.JobView = dataclasses.field(repr=False, compare=False)
+
+    @property
+    def finished(self) -> bool:
+        """True once the job has ended (SUCCEEDED, FAILED or KILLED)."""
+        return self.state in FINISHED_STATES
+
+    @classmethod
+    def from_proto(cls, view: service_pb2.JobView) -> "Job":
+        """The Job of a JobView."""
+        return cls(name=view.name, id=view.id, user=view.user, queue=view.queue,
+                   state=_enum_name(trainyard_pb2.JobState, view.state, "JOB_"), reason=view.reason,
+                   tasks=[Task.from_proto(t) for t in view.tasks],
+                   events=[(e.time_unix_ms, e.kind, e.text) for e in view.events], proto=view)
