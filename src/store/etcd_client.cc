@@ -111,11 +111,8 @@ absl::StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Connect(const EtcdConnec
     args.SetMaxReceiveMessageSize(256 << 20);
     args.SetMaxSendMessageSize(64 << 20);
     // A member that restarts or comes back is tried again within a second
-    // (gRPC's default backoff grows to two minutes), and a connection that
-    // does not become ready within a second is tried afresh: a starting etcd
-    // accepts connections before it serves them.
+    // (gRPC's default backoff grows to two minutes).
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     auto channel = grpc::CreateCustomChannel(endpoint, credentials, args);
     auto member = std::make_unique<Member>();

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "store/etcd_state_store.h"
-#include "store/etcd_test_cluster.h"
+#include "tests/etcd/etcd_test_cluster.h"
 #include "store/memory_state_store.h"
 #include "store/sqlite_state_store.h"
 #include "store/store_test_util.h"
