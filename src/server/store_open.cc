@@ -1,7 +1,12 @@
 // Server::OpenStore: the state store a server runs on. SQLite under the data
 // dir for one machine; etcd for several servers, of which the one holding the
 // election key leads (leadership.h) and the others wait here.
+#include <sys/stat.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
@@ -36,6 +41,13 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
     if (!store.ok()) return store.status();
     store_ = std::move(*store);
     return absl::OkStatus();
+  }
+  // The data dir still holds this server's own files (tokens, logs).
+  std::error_code error;
+  std::filesystem::create_directories(config.data_dir, error);
+  if (error || chmod(config.data_dir.c_str(), 0700) != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data dir ", config.data_dir, ": cannot create it: ", error ? error.message() : strerror(errno)));
   }
   absl::StatusOr<EtcdConnectOptions> connect = ParseEtcdAddress(config.store);
   if (!connect.ok()) return connect.status();
