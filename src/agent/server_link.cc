@@ -1,6 +1,8 @@
 // The agent's stream to the server.
 #include "agent/server_link.h"
 
+#include "api/agent_address.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -238,7 +240,15 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
                                   .pem_private_key = options_.key_pem,
                                   .pem_cert_chain = options_.cert_pem});
   }
-  channel_ = grpc::CreateCustomChannel(options_.server, creds, args);
+  // A list of servers (an etcd store's leader and standbys): one target
+  // that stays on whichever answers; TLS names are checked against the
+  // first address's host.
+  std::string target = options_.server;
+  if (absl::StatusOr<std::string> list = api::ServerListTarget(options_.server); list.ok() && *list != target) {
+    target = *list;
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, options_.server.substr(0, options_.server.find(',')));
+  }
+  channel_ = grpc::CreateCustomChannel(target, creds, args);
   stub_ = v1::AgentChannel::NewStub(channel_);
 }
 

@@ -4,6 +4,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+
+#include <arpa/inet.h>
+#include <vector>
 
 namespace trainyard::api {
 
@@ -20,6 +25,47 @@ absl::StatusOr<std::string> DerivedAgentAddress(absl::string_view client) {
         absl::StrCat("'", client, "': the agent port is the one above it, and 65535 has none; name it"));
   }
   return absl::StrCat(client.substr(0, colon), ":", port == 0 ? 0 : port + 1);
+}
+
+absl::StatusOr<std::string> ServerListTarget(absl::string_view servers) {
+  if (!absl::StrContains(servers, ',')) return std::string(servers);
+  std::string family;
+  for (absl::string_view server : absl::StrSplit(servers, ',')) {
+    size_t colon = server.rfind(':');
+    int port = 0;
+    if (colon == absl::string_view::npos || !absl::SimpleAtoi(server.substr(colon + 1), &port) || port <= 0 ||
+        port > 65535) {
+      return absl::InvalidArgumentError(absl::StrCat("server list '", servers, "': '", server, "' is not host:port"));
+    }
+    std::string host(server.substr(0, colon));
+    unsigned char buf[16];
+    std::string kind;
+    if (inet_pton(AF_INET, host.c_str(), buf) == 1) {
+      kind = "ipv4";
+    } else if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+               inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1) {
+      kind = "ipv6";
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server list '", servers, "': '", host,
+          "' is not an IP address (a list names servers by address; or give one name that resolves to all)"));
+    }
+    if (!family.empty() && family != kind) {
+      return absl::InvalidArgumentError(absl::StrCat("server list '", servers, "' mixes IPv4 and IPv6"));
+    }
+    family = kind;
+  }
+  return absl::StrCat(family, ":", servers);
+}
+
+absl::StatusOr<std::string> DerivedAgentAddresses(absl::string_view clients) {
+  std::vector<std::string> out;
+  for (absl::string_view client : absl::StrSplit(clients, ',')) {
+    absl::StatusOr<std::string> agent = DerivedAgentAddress(client);
+    if (!agent.ok()) return agent.status();
+    out.push_back(*agent);
+  }
+  return absl::StrJoin(out, ",");
 }
 
 }  // namespace trainyard::api

@@ -18,4 +18,16 @@ namespace trainyard::api {
 // `client` when it has no port, or port 65535 (none above).
 absl::StatusOr<std::string> DerivedAgentAddress(absl::string_view client);
 
+// Several servers of one cluster (an etcd store: one leads, the standbys do
+// not listen): "10.0.0.1:7450,10.0.0.2:7450" is one gRPC target that tries
+// the addresses in order and stays on the first that answers, so a client
+// or agent finds the leader and, when it dies, the next one. A single
+// address is returned as it is. InvalidArgument when a list holds a host
+// name (give one name that resolves to every server instead) or mixes IPv4
+// and IPv6.
+absl::StatusOr<std::string> ServerListTarget(absl::string_view servers);
+
+// DerivedAgentAddress of each address of a comma-separated list.
+absl::StatusOr<std::string> DerivedAgentAddresses(absl::string_view clients);
+
 }  // namespace trainyard::api

@@ -1,5 +1,6 @@
 #include "api/agent_address.h"
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace trainyard::api {
@@ -20,4 +21,17 @@ TEST(AgentAddressTest, RefusesWhatHasNoPortAbove) {
 }
 
 }  // namespace
+TEST(ServerListTargetTest, AListOfAddressesIsOneTargetAndANameInAListIsRefused) {
+  EXPECT_EQ(*ServerListTarget("10.0.0.1:7450"), "10.0.0.1:7450");
+  EXPECT_EQ(*ServerListTarget("host-a:7450"), "host-a:7450");
+  EXPECT_EQ(*ServerListTarget("10.0.0.1:7450,10.0.0.2:7450"), "ipv4:10.0.0.1:7450,10.0.0.2:7450");
+  EXPECT_EQ(*ServerListTarget("[::1]:7450,[::1]:7460"), "ipv6:[::1]:7450,[::1]:7460");
+  absl::StatusOr<std::string> named = ServerListTarget("10.0.0.1:7450,host-b:7450");
+  ASSERT_FALSE(named.ok());
+  EXPECT_THAT(std::string(named.status().message()), ::testing::HasSubstr("'host-b' is not an IP address"));
+  EXPECT_FALSE(ServerListTarget("10.0.0.1:7450,[::1]:7450").ok());
+  EXPECT_FALSE(ServerListTarget("10.0.0.1:7450,10.0.0.2").ok());
+  EXPECT_EQ(*DerivedAgentAddresses("10.0.0.1:7450,10.0.0.2:7460"), "10.0.0.1:7451,10.0.0.2:7461");
+}
+
 }  // namespace trainyard::api

@@ -143,7 +143,7 @@ int RunAgent(AgentFlags& f) {
   // The stream goes to the server's agent listener (a door of the agents'
   // own); --server stays the address of joins and of the tasks' calls.
   if (f.agent_server.empty()) {
-    absl::StatusOr<std::string> derived = api::DerivedAgentAddress(f.server);
+    absl::StatusOr<std::string> derived = api::DerivedAgentAddresses(f.server);
     if (!derived.ok()) {
       std::cerr << "trainyard agent: --server " << derived.status().message() << " (or give --agent-server)\n";
       return kExitUsage;

@@ -1,6 +1,8 @@
 // Shared client plumbing.
 #include "cli/client.h"
 
+#include "api/agent_address.h"
+
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
@@ -111,7 +113,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // and the command failed as if no server were there.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(address, Credentials(), args);
+  // A list of servers (an etcd store's leader and standbys, which do not
+  // listen): one target that stays on whichever answers.
+  std::string target = address;
+  if (absl::StatusOr<std::string> list = api::ServerListTarget(address); list.ok() && *list != address) {
+    target = *list;
+    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, address.substr(0, address.find(',')));
+  }
+  return grpc::CreateCustomChannel(target, Credentials(), args);
 }
 
 void Authorize(grpc::ClientContext* ctx) {

@@ -134,7 +134,26 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--history-interval-ms", [](C& c) -> auto& { return c.history_interval_ms; },
                   "a sample of the cluster for the dashboard's charts every this many ms (0 = none; default 10000)");
-  AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; }, "where the state store lives");
+  AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; },
+                  "this server's files (and the state store, unless --store names etcd)");
+  AddConfigOption(cmd, &f, "--store", [](C& c) -> auto& { return c.store; },
+                  "etcd://host:port,... (etcds:// for TLS): keep the state in etcd, shared by several servers of "
+                  "which one leads (docs/deploy.md); default: SQLite in --data-dir");
+  AddConfigOption(cmd, &f, "--etcd-prefix", [](C& c) -> auto& { return c.etcd_prefix; },
+                  "the etcd keys of this cluster start with this (default /trainyard/)");
+  AddConfigOption(cmd, &f, "--etcd-ca", [](C& c) -> auto& { return c.etcd_ca_file; },
+                  "TLS to etcd: the CA of its members' certificates (PEM)");
+  AddConfigOption(cmd, &f, "--etcd-cert", [](C& c) -> auto& { return c.etcd_cert_file; },
+                  "TLS to etcd: this server's client certificate (PEM)");
+  AddConfigOption(cmd, &f, "--etcd-key", [](C& c) -> auto& { return c.etcd_key_file; },
+                  "TLS to etcd: the client certificate's key (PEM)");
+  AddConfigOption(cmd, &f, "--etcd-max-txn-ops", [](C& c) -> auto& { return c.etcd_max_txn_ops; },
+                  "etcd's --max-txn-ops (default 128): keys one store transaction may hold");
+  AddConfigOption(cmd, &f, "--etcd-max-request-bytes", [](C& c) -> auto& { return c.etcd_max_request_bytes; },
+                  "etcd's --max-request-bytes (default 1572864): bytes one store transaction may hold");
+  AddConfigOption(cmd, &f, "--leader-lease-ms", [](C& c) -> auto& { return c.leader_lease_ms; },
+                  "with an etcd store: a standby takes over this long after the leader stopped renewing (default "
+                  "2000)");
   AddConfigOption(cmd, &f, "--http-tls", [](C& c) -> auto& { return c.http_tls; },
                   "HTTPS on --http-listen with --tls-dir's server certificate: auto (when --tls-dir is set and the "
                   "listener is not loopback), on, off");

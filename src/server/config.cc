@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/job_spec.h"
@@ -162,6 +163,14 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
     else if (key == "portQuarantineMs") Read(v, key, &c.port_quarantine_ms, &errors);
     else if (key == "storeSync") Read(v, key, &c.store_sync, &errors);
+    else if (key == "store") Read(v, key, &c.store, &errors);
+    else if (key == "etcdPrefix") Read(v, key, &c.etcd_prefix, &errors);
+    else if (key == "etcdCaFile") Read(v, key, &c.etcd_ca_file, &errors);
+    else if (key == "etcdCertFile") Read(v, key, &c.etcd_cert_file, &errors);
+    else if (key == "etcdKeyFile") Read(v, key, &c.etcd_key_file, &errors);
+    else if (key == "etcdMaxTxnOps") Read(v, key, &c.etcd_max_txn_ops, &errors);
+    else if (key == "etcdMaxRequestBytes") Read(v, key, &c.etcd_max_request_bytes, &errors);
+    else if (key == "leaderLeaseMs") Read(v, key, &c.leader_lease_ms, &errors);
     else if (key == "storeGroupCommit") Read(v, key, &c.store_group_commit, &errors);
     else if (key == "maxLogFollowers") Read(v, key, &c.max_log_followers, &errors);
     else if (key == "logFollowerBufferBytes") Read(v, key, &c.log_follower_buffer_bytes, &errors);
@@ -235,6 +244,16 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.kill_grace_ms < 0) errors.push_back("killGraceMs: must not be negative");
   if (c.preemption_grace_ms < 0) errors.push_back("preemptionGraceMs: must not be negative");
   if (c.port_quarantine_ms < 0) errors.push_back("portQuarantineMs: must not be negative");
+  if (!c.store.empty() && !absl::StartsWith(c.store, "etcd://") && !absl::StartsWith(c.store, "etcds://")) {
+    errors.push_back(absl::StrCat("store: '", c.store, "' is not etcd://host:port[,host:port...] (or etcds://); "
+                                  "leave it empty for SQLite in dataDir"));
+  }
+  if (c.etcd_prefix.empty() || c.etcd_prefix.front() != '/' || c.etcd_prefix.back() != '/') {
+    errors.push_back(absl::StrCat("etcdPrefix: '", c.etcd_prefix, "' must start and end with '/'"));
+  }
+  if (c.etcd_max_txn_ops < 8) errors.push_back("etcdMaxTxnOps: must be at least 8");
+  if (c.etcd_max_request_bytes < 64 * 1024) errors.push_back("etcdMaxRequestBytes: must be at least 65536");
+  if (c.leader_lease_ms < 1000) errors.push_back("leaderLeaseMs: must be at least 1000 (etcd grants whole seconds)");
   if (c.max_log_followers <= 0) errors.push_back("maxLogFollowers: must be positive");
   if (c.log_follower_buffer_bytes < (8 << 10)) {
     errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));

@@ -115,6 +115,19 @@ struct ServerConfig {
   // dir has less free disk than this, until it has more again.
   int node_launch_faults_to_degrade = 2;
   int64_t min_node_free_disk_mb = 100;
+  // Where the state lives: "" = SQLite under data_dir; "etcd://host:port,..."
+  // (or etcds:// for TLS) = etcd (docs/deploy.md), shared by every server of
+  // the cluster, one of which leads at a time.
+  std::string store;
+  std::string etcd_prefix = "/trainyard/";  // every key under it
+  std::string etcd_ca_file;                 // TLS to etcd: its CA (PEM)
+  std::string etcd_cert_file;               // a client certificate, when etcd asks for one
+  std::string etcd_key_file;
+  int etcd_max_txn_ops = 128;               // etcd's --max-txn-ops
+  int64_t etcd_max_request_bytes = 1536 * 1024;  // etcd's --max-request-bytes
+  // The leader's lease: a standby takes over this long after the leader
+  // stopped renewing it (died, hung, cut off).
+  int leader_lease_ms = 2000;
   bool store_sync = true;                 // fsync each group commit
   bool store_group_commit = true;         // false: one transaction per write (a benchmark's baseline)
   // The job master a job whose tasks talk to one gets as its first task
@@ -173,7 +186,9 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 // httpMaxWatchers, dataDir, tlsDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
-// reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync,
+// reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync, store,
+// etcdPrefix, etcdCaFile, etcdCertFile, etcdKeyFile, etcdMaxTxnOps,
+// etcdMaxRequestBytes, leaderLeaseMs,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,
 // maxSpecBytes, maxTasksPerJob, maxRolesPerJob, maxEnvBytesPerRole,
 // maxCommandBytesPerRole, maxLaunchBytesPerJob, defaultCpu (a quantity as in a spec: 1, 500m),

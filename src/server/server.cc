@@ -30,6 +30,8 @@
 #include "server/hub_log_reader.h"
 #include "server/log_hub.h"
 #include "server/submission.h"
+#include "server/leadership.h"
+#include "store/etcd_client.h"
 #include "store/sqlite_state_store.h"
 
 namespace trainyard::server {
@@ -231,12 +233,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   if (absl::Status st = ValidateServerConfig(config); !st.ok()) return st;
   if (config.checkpoint_root.empty()) config.checkpoint_root = config.data_dir + "/checkpoints";
   std::unique_ptr<Server> s(new Server());
-  SqliteStoreOptions store_opt;
-  store_opt.sync = config.store_sync ? StoreSync::kFull : StoreSync::kOff;
-  store_opt.group_commit = config.store_group_commit;
-  absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(config.data_dir, store_opt);
-  if (!store.ok()) return store.status();
-  s->store_ = std::move(*store);
+  if (absl::Status st = s->OpenStore(config); !st.ok()) return st;
   if (absl::Status st = SecureDataDir(config); !st.ok()) return st;
   absl::StatusOr<core::SchedulerOptions> opt = SchedulerOptionsFor(config);
   if (!opt.ok()) return opt.status();

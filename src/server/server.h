@@ -14,6 +14,13 @@
 #include "security/server_security.h"
 #include "server/job_manager.h"
 
+namespace trainyard {
+class EtcdClient;
+namespace server {
+class Leadership;
+}  // namespace server
+}  // namespace trainyard
+
 namespace grpc {
 class Server;
 }
@@ -58,6 +65,10 @@ class Server {
  private:
   Server() = default;
   RealClock clock_;
+  // With an etcd store: this server's leadership (destroyed after the store,
+  // so its last writes are fenced by a lease still held).
+  std::unique_ptr<EtcdClient> leader_client_;
+  std::unique_ptr<Leadership> leadership_;
   StateStorePtr store_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<security::ServerSecurity> security_;
@@ -80,6 +91,9 @@ class Server {
   std::string http_address_;
   std::string http_scheme_ = "http";
 
+  // Opens config.store: SQLite under the data dir, or etcd after winning
+  // leadership (blocks while another server leads).
+  absl::Status OpenStore(const ServerConfig& config);
   // Binds the agents' listener (config.agent_listen, else the port above
   // the clients' `client_port`); errors name the address and the flag.
   absl::Status StartAgentListener(const ServerConfig& config, int client_port);

@@ -1,5 +1,7 @@
-// The StateStore contract, run over both stores: the SQLite one and the
-// in-memory fake must agree on every outcome a server relies on.
+// The StateStore contract, run over every store: SQLite, etcd (a real etcd
+// member) and the in-memory fake must agree on every outcome a server relies
+// on. The etcd store serves reads from memory, so each of its tests ends by
+// opening a second store on what etcd holds and comparing every record.
 #include "store/state_store.h"
 
 #include <gmock/gmock.h>
@@ -8,7 +10,10 @@
 #include <atomic>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "store/etcd_state_store.h"
+#include "tests/etcd/etcd_test_cluster.h"
 #include "store/memory_state_store.h"
 #include "store/sqlite_state_store.h"
 #include "store/store_test_util.h"
@@ -22,13 +27,29 @@ using store_test::MakeNode;
 using store_test::SameMessage;
 using ::testing::HasSubstr;
 
-enum class Kind { kSqlite, kMemory };
+enum class Kind { kSqlite, kMemory, kEtcd };
 
 class StateStoreTest : public ::testing::TestWithParam<Kind> {
  protected:
+  static void TearDownTestSuite() {
+    delete etcd_;
+    etcd_ = nullptr;
+  }
+
   void SetUp() override {
     if (GetParam() == Kind::kMemory) {
       store_ = std::make_unique<MemoryStateStore>();
+      return;
+    }
+    if (GetParam() == Kind::kEtcd) {
+      if (etcd_ == nullptr) etcd_ = new store_test::EtcdTestCluster(1);
+      ASSERT_TRUE(etcd_->status().ok()) << etcd_->status();
+      // Each test its own prefix in the suite's one etcd.
+      etcd_options_.connect.endpoints = etcd_->endpoints();
+      etcd_options_.prefix = absl::StrCat("/test-", ++etcd_tests_, "/");
+      absl::StatusOr<std::unique_ptr<EtcdStateStore>> store = EtcdStateStore::Open(etcd_options_);
+      ASSERT_TRUE(store.ok()) << store.status();
+      store_ = std::move(*store);
       return;
     }
     SqliteStoreOptions options;
@@ -44,9 +65,49 @@ class StateStoreTest : public ::testing::TestWithParam<Kind> {
     return store_->Commit(std::move(batch));
   }
 
+  void TearDown() override {
+    if (GetParam() != Kind::kEtcd || store_ == nullptr) return;
+    absl::StatusOr<std::unique_ptr<EtcdStateStore>> reread = EtcdStateStore::Open(etcd_options_);
+    ASSERT_TRUE(reread.ok()) << reread.status();
+    ExpectSameRecords(*store_, **reread);
+  }
+
+  // Every record of `a` is in `b`, equal, and nothing more.
+  static void ExpectSameRecords(StateStore& a, StateStore& b) {
+    absl::StatusOr<std::vector<v1::JobRecord>> jobs_a = a.ListJobs({});
+    absl::StatusOr<std::vector<v1::JobRecord>> jobs_b = b.ListJobs({});
+    ASSERT_TRUE(jobs_a.ok() && jobs_b.ok());
+    ASSERT_EQ(jobs_a->size(), jobs_b->size());
+    for (size_t i = 0; i < jobs_a->size(); ++i) {
+      EXPECT_TRUE(SameMessage((*jobs_a)[i], (*jobs_b)[i])) << (*jobs_b)[i].DebugString();
+      absl::StatusOr<std::vector<v1::JobEventRecord>> events_a = a.ListEvents((*jobs_a)[i].id());
+      absl::StatusOr<std::vector<v1::JobEventRecord>> events_b = b.ListEvents((*jobs_a)[i].id());
+      ASSERT_TRUE(events_a.ok() && events_b.ok());
+      ASSERT_EQ(events_a->size(), events_b->size());
+      for (size_t e = 0; e < events_a->size(); ++e) {
+        EXPECT_TRUE(SameMessage((*events_a)[e], (*events_b)[e]));
+      }
+    }
+    absl::StatusOr<StoreSnapshot> snap_a = a.LoadAll();
+    absl::StatusOr<StoreSnapshot> snap_b = b.LoadAll();
+    ASSERT_TRUE(snap_a.ok() && snap_b.ok());
+    EXPECT_EQ(snap_a->meta, snap_b->meta);
+    EXPECT_EQ(snap_a->max_job_id, snap_b->max_job_id);
+    ASSERT_EQ(snap_a->nodes.size(), snap_b->nodes.size());
+    for (size_t i = 0; i < snap_a->nodes.size(); ++i) {
+      EXPECT_TRUE(SameMessage(snap_a->nodes[i], snap_b->nodes[i]));
+    }
+  }
+
+  static store_test::EtcdTestCluster* etcd_;
+  static int etcd_tests_;
+  EtcdStoreOptions etcd_options_;
   store_test::TempDir dir_;
   StateStorePtr store_;
 };
+
+store_test::EtcdTestCluster* StateStoreTest::etcd_ = nullptr;
+int StateStoreTest::etcd_tests_ = 0;
 
 TEST_P(StateStoreTest, CreatedJobReadsBackWithTasksAndFirstEvent) {
   v1::JobRecord job = MakeJob(7, 3);
@@ -417,10 +478,15 @@ TEST_P(StateStoreTest, CommitInsideACallbackIsRefusedNotDeadlocked) {
   EXPECT_THAT(inner.message(), HasSubstr("use CommitAsync there"));
 }
 
-INSTANTIATE_TEST_SUITE_P(BothStores, StateStoreTest,
-                         ::testing::Values(Kind::kSqlite, Kind::kMemory),
+INSTANTIATE_TEST_SUITE_P(EveryStore, StateStoreTest,
+                         ::testing::Values(Kind::kSqlite, Kind::kMemory, Kind::kEtcd),
                          [](const ::testing::TestParamInfo<Kind>& info) {
-                           return info.param == Kind::kSqlite ? "Sqlite" : "Memory";
+                           switch (info.param) {
+                             case Kind::kSqlite: return "Sqlite";
+                             case Kind::kMemory: return "Memory";
+                             case Kind::kEtcd: return "Etcd";
+                           }
+                           return "Unknown";
                          });
 
 }  // namespace

@@ -69,6 +69,7 @@ bool Process::Running() {
   int status;
   if (waitpid(pid_, &status, WNOHANG) == pid_) {
     reaped_ = true;
+    if (WIFEXITED(status)) exit_status_ = WEXITSTATUS(status);
     return false;
   }
   return true;

@@ -42,12 +42,16 @@ class Process {
   // SIGTERM, wait up to `grace`, then SIGKILL.
   void Stop(absl::Duration grace = absl::Seconds(10));
   bool Running();
+  // The exit status once Running() found it ended (-1 before, or when a
+  // signal ended it).
+  int exit_status() const { return exit_status_; }
   const std::string& log() const { return log_; }
 
  private:
   pid_t pid_ = -1;
   std::string log_;
   bool reaped_ = false;
+  int exit_status_ = -1;
 };
 
 // The result of running a CLI command to completion.

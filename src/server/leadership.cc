@@ -1,0 +1,118 @@
+#include "server/leadership.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+
+namespace trainyard::server {
+namespace {
+
+int64_t SteadyNanos() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* client,
+                                                                 LeadershipOptions options,
+                                                                 const std::atomic<bool>* stop) {
+  std::string last_leader;
+  const absl::Duration poll = std::min(options.ttl / 8, absl::Milliseconds(100));
+  while (stop == nullptr || !stop->load()) {
+    int64_t started = SteadyNanos();
+    absl::StatusOr<int64_t> lease = client->GrantLease(options.ttl);
+    if (!lease.ok()) return lease.status();
+    etcdserverpb::TxnRequest txn;
+    etcdserverpb::Compare* absent = txn.add_compare();
+    absent->set_key(options.key);
+    absent->set_target(etcdserverpb::Compare::CREATE);
+    absent->set_result(etcdserverpb::Compare::EQUAL);
+    absent->set_create_revision(0);
+    etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+    put->set_key(options.key);
+    put->set_value(options.identity);
+    put->set_lease(*lease);
+    txn.add_failure()->mutable_request_range()->set_key(options.key);
+    absl::StatusOr<etcdserverpb::TxnResponse> response = client->Txn(txn);
+    if (!response.ok()) return response.status();
+    if (response->succeeded()) {
+      std::unique_ptr<Leadership> won(
+          new Leadership(client, std::move(options), *lease, response->header().revision()));
+      won->valid_until_ns_ = started + absl::ToInt64Nanoseconds(won->options_.ttl);
+      return won;
+    }
+    (void)client->RevokeLease(*lease);  // best effort: it expires anyway
+    const auto& kvs = response->responses(0).response_range().kvs();
+    std::string leader = kvs.empty() ? "" : kvs[0].value();
+    if (leader != last_leader && options.on_standby) options.on_standby(leader);
+    last_leader = leader;
+    // Wait until the key is gone (its leader's lease ended), then try again.
+    etcdserverpb::RangeRequest probe;
+    probe.set_key(options.key);
+    probe.set_count_only(true);
+    while (stop == nullptr || !stop->load()) {
+      absl::StatusOr<etcdserverpb::RangeResponse> now = client->Range(probe);
+      if (!now.ok()) return now.status();
+      if (now->count() == 0) break;
+      absl::SleepFor(poll);
+    }
+  }
+  return absl::CancelledError("stopped while waiting to lead");
+}
+
+Leadership::Leadership(EtcdClient* client, LeadershipOptions options, int64_t lease,
+                       int64_t revision)
+    : client_(client),
+      options_(std::move(options)),
+      lease_(lease),
+      revision_(revision),
+      since_(absl::Now()),
+      valid_until_ns_(0) {
+  renewer_ = std::thread([this] { Renew(); });
+}
+
+Leadership::~Leadership() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  renewer_.join();
+  (void)client_->RevokeLease(lease_);
+}
+
+bool Leadership::Valid() const { return SteadyNanos() < valid_until_ns_.load(); }
+
+void Leadership::Renew() {
+  const int64_t ttl_ns = absl::ToInt64Nanoseconds(options_.ttl);
+  std::string lost;
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), options_.ttl / 3)) return;
+    }
+    if (!Valid()) {
+      lost = "no renewal of the leader's lease succeeded within its TTL (paused or cut off from etcd)";
+      break;
+    }
+    int64_t sent = SteadyNanos();
+    absl::StatusOr<int64_t> ttl = client_->KeepAliveOnce(lease_);
+    if (ttl.ok() && *ttl <= 0) {
+      lost = "the leader's lease has expired in etcd";
+      break;
+    }
+    if (ttl.ok()) {
+      valid_until_ns_ = sent + std::min<int64_t>(ttl_ns, *ttl * 1'000'000'000LL);
+    } else {
+      Log(LogLevel::kWarning, "leader", "lease renewal failed: %s", ttl.status().ToString());
+    }
+  }
+  valid_until_ns_ = 0;
+  if (options_.on_lost) options_.on_lost(lost);
+}
+
+}  // namespace trainyard::server

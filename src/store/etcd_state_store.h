@@ -1,0 +1,83 @@
+// StateStore kept in etcd (`trainyard server --store etcd://...`), for a
+// control plane that outlives one machine. The store holds every record in
+// memory as well (a RecordSet, the same rule the in-memory store applies) and
+// writes each batch's changes to etcd in one transaction before it answers;
+// a committer thread groups concurrent batches into one transaction, as the
+// SQLite store does. Reads are served from memory: while this server is the
+// only writer (the leader, fenced below), memory and etcd agree.
+//
+// Keys, under a prefix (default "/trainyard/"):
+//   j/<job id, 20 digits>                  the job's record without its tasks
+//   t/<job id>/<chunk, 6 digits>           64 tasks of the job, in first-write order
+//   e/<job id>/<seq, 20 digits>            one event
+//   n/<node name>                          one node
+//   m/<key>                                one metadata value
+//
+// Limits: a transaction holds at most max_txn_ops keys and max_request_bytes
+// bytes (etcd's --max-txn-ops and --max-request-bytes; etcd's defaults are
+// 128 and 1.5 MiB). A batch larger than that fails with ResourceExhausted,
+// naming its size and the limit; a job of 2,000 tasks takes 34 keys.
+//
+// Fencing: after SetFence(key, revision), every write is a transaction that
+// commits only while `key` still has that create revision (the leader's
+// election key). A write refused by the fence fails with FailedPrecondition,
+// every later write fails too, and on_fenced runs once: a deposed leader
+// never writes again.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "store/etcd_client.h"
+#include "store/state_store.h"
+
+namespace trainyard {
+
+struct EtcdStoreOptions {
+  EtcdConnectOptions connect;
+  std::string prefix = "/trainyard/";
+  int max_txn_ops = 128;
+  int64_t max_request_bytes = 1536 * 1024;
+  // At most this many batches in one transaction.
+  int max_group_batches = 64;
+  // Called once, on the committer thread, when the fence refuses a write.
+  std::function<void()> on_fenced;
+};
+
+class EtcdStateStore : public StateStore {
+ public:
+  // Connects and reads every record under the prefix (the recovery). Fails
+  // with Unavailable when no etcd member answers within the call timeout,
+  // DataLoss when a record does not parse.
+  static absl::StatusOr<std::unique_ptr<EtcdStateStore>> Open(const EtcdStoreOptions& options);
+  ~EtcdStateStore() override;
+
+  // Every later write commits only while `key` exists with `create_revision`.
+  void SetFence(const std::string& key, int64_t create_revision);
+
+  absl::Status Commit(WriteBatch batch) override;
+  void CommitAsync(WriteBatch batch, Done done) override;
+  absl::StatusOr<v1::JobRecord> GetJob(uint64_t id) override;
+  absl::StatusOr<v1::JobRecord> GetJobByName(const std::string& name) override;
+  absl::StatusOr<std::vector<v1::JobRecord>> ListJobs(const JobFilter& filter) override;
+  absl::StatusOr<std::vector<v1::JobEventRecord>> ListEvents(uint64_t job_id) override;
+  absl::StatusOr<v1::NodeRecord> GetNode(const std::string& name) override;
+  absl::StatusOr<std::vector<v1::NodeRecord>> ListNodes() override;
+  absl::StatusOr<std::string> GetMeta(const std::string& key) override;
+  absl::StatusOr<StoreSnapshot> LoadAll() override;
+  absl::Status CheckIntegrity() override;
+  StoreStats Stats() override;
+
+  // The client this store writes through (the leader election shares it).
+  EtcdClient& client();
+
+ private:
+  struct Impl;
+  explicit EtcdStateStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace trainyard

@@ -1,0 +1,146 @@
+#include "tests/etcd/etcd_test_cluster.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/wait_until.h"
+#include "store/etcd_client.h"
+
+namespace trainyard::store_test {
+namespace {
+
+int FreeLoopbackPort() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
+    port = ntohs(addr.sin_port);
+  }
+  close(fd);
+  return port;
+}
+
+void StopProcess(pid_t pid, int signal) {
+  if (pid <= 0) return;
+  kill(pid, signal);
+  bool gone = WaitUntil([&] { return waitpid(pid, nullptr, WNOHANG) == pid; }, absl::Seconds(10));
+  if (!gone) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+  }
+}
+
+}  // namespace
+
+EtcdTestCluster::EtcdTestCluster(int members) {
+  const char* tmp = std::getenv("TMPDIR");
+  std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/trainyard-etcd-XXXXXX");
+  if (mkdtemp(pattern.data()) == nullptr) {
+    status_ = absl::InternalError("cannot make a temporary directory for etcd");
+    return;
+  }
+  dir_ = pattern;
+  members_.resize(members);
+  for (int i = 0; i < members; ++i) {
+    members_[i].name = absl::StrCat("m", i);
+    members_[i].client_port = FreeLoopbackPort();
+    members_[i].peer_port = FreeLoopbackPort();
+  }
+  for (int i = 0; i < members && status_.ok(); ++i) status_ = Spawn(i, "new");
+  if (!status_.ok()) return;
+  EtcdConnectOptions options;
+  options.endpoints = endpoints();
+  options.call_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(options);
+  if (!client.ok()) {
+    status_ = client.status();
+    return;
+  }
+  etcdserverpb::RangeRequest probe;
+  probe.set_key("probe");
+  bool up = WaitUntil([&] { return (*client)->Range(probe).ok(); }, absl::Seconds(60),
+                      absl::Milliseconds(100));
+  if (!up) status_ = absl::UnavailableError(absl::StrCat("etcd did not answer; see ", dir_, "/*.log"));
+}
+
+EtcdTestCluster::~EtcdTestCluster() {
+  for (Member& member : members_) {
+    StopProcess(member.pid, SIGTERM);
+    member.pid = -1;
+  }
+  if (!dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir_, ignored);
+  }
+}
+
+std::vector<std::string> EtcdTestCluster::endpoints() const {
+  std::vector<std::string> out;
+  for (const Member& member : members_) out.push_back(absl::StrCat("127.0.0.1:", member.client_port));
+  return out;
+}
+
+std::string EtcdTestCluster::address() const {
+  return absl::StrCat("etcd://", absl::StrJoin(endpoints(), ","));
+}
+
+std::string EtcdTestCluster::initial_cluster() const {
+  std::vector<std::string> peers;
+  for (const Member& member : members_) {
+    peers.push_back(absl::StrCat(member.name, "=http://127.0.0.1:", member.peer_port));
+  }
+  return absl::StrJoin(peers, ",");
+}
+
+absl::Status EtcdTestCluster::Spawn(int i, const std::string& state) {
+  Member& member = members_[i];
+  std::string client = absl::StrCat("http://127.0.0.1:", member.client_port);
+  std::string peer = absl::StrCat("http://127.0.0.1:", member.peer_port);
+  std::vector<std::string> args = {
+      "etcd", "--name", member.name, "--data-dir", absl::StrCat(dir_, "/", member.name),
+      "--listen-client-urls", client, "--advertise-client-urls", client,
+      "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+      "--initial-cluster", initial_cluster(), "--initial-cluster-state", state,
+      "--initial-cluster-token", dir_, "--logger", "zap", "--log-level", "warn",
+      // Short elections, so a test that kills a member waits little.
+      "--heartbeat-interval", "50", "--election-timeout", "500"};
+  std::string log = absl::StrCat(dir_, "/", member.name, ".log");
+  pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork failed");
+  if (pid == 0) {
+    int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    std::vector<char*> argv;
+    for (std::string& arg : args) argv.push_back(arg.data());
+    argv.push_back(nullptr);
+    execvp("etcd", argv.data());
+    _exit(127);
+  }
+  member.pid = pid;
+  return absl::OkStatus();
+}
+
+void EtcdTestCluster::Kill(int member) {
+  StopProcess(members_[member].pid, SIGKILL);
+  members_[member].pid = -1;
+}
+
+absl::Status EtcdTestCluster::Restart(int member) { return Spawn(member, "existing"); }
+
+}  // namespace trainyard::store_test

@@ -1,0 +1,49 @@
+// Real etcd members for tests: `etcd` (Debian's etcd-server) started in
+// temporary directories on free loopback ports, stopped by PID. A test may
+// kill, pause or restart a member to see what the store does then.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace trainyard::store_test {
+
+class EtcdTestCluster {
+ public:
+  // Starts `members` members as one etcd cluster and waits until it answers.
+  explicit EtcdTestCluster(int members = 1);
+  ~EtcdTestCluster();
+  EtcdTestCluster(const EtcdTestCluster&) = delete;
+  EtcdTestCluster& operator=(const EtcdTestCluster&) = delete;
+
+  // OK once every member was started and the cluster answered a read.
+  const absl::Status& status() const { return status_; }
+  // "etcd://127.0.0.1:P1,127.0.0.1:P2,..."
+  std::string address() const;
+  std::vector<std::string> endpoints() const;
+  pid_t pid(int member) const { return members_[member].pid; }
+
+  // SIGKILL a member (and reap it); Start it again on its data.
+  void Kill(int member);
+  absl::Status Restart(int member);
+
+ private:
+  struct Member {
+    std::string name;
+    int client_port = 0;
+    int peer_port = 0;
+    pid_t pid = -1;
+  };
+  absl::Status Spawn(int member, const std::string& state);
+  std::string initial_cluster() const;
+
+  std::string dir_;
+  std::vector<Member> members_;
+  absl::Status status_;
+};
+
+}  // namespace trainyard::store_test

@@ -1,0 +1,181 @@
+// Servers on one etcd store: one leads, the others wait; when the leader is
+// killed (or paused past its lease) a standby takes over with the whole
+// state, agents and clients given the list of servers follow it, and running
+// tasks keep running. Real etcd, real servers and agents, the CLI.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "absl/strings/str_cat.h"
+#include "common/wait_until.h"
+#include "security/tokens.h"
+#include "tests/etcd/etcd_test_cluster.h"
+#include "tests/integration/harness.h"
+
+namespace trainyard::testing {
+namespace {
+
+constexpr char kSleeper[] = R"(name: NAME
+replicas:
+  worker:
+    count: 1
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [sleep, "600"]
+)";
+
+std::string Spec(const std::string& name) {
+  std::string spec = kSleeper;
+  spec.replace(spec.find("NAME"), 4, name);
+  return spec;
+}
+
+class Servers {
+ public:
+  explicit Servers(const std::string& store) : store_(store) {
+    for (int i = 0; i < 2; ++i) {
+      ports_[i] = FreePortPair();
+      std::string data_dir = absl::StrCat(dir_.path(), "/server-", i);
+      // Tokens live in each server's data dir: the admin's in both.
+      absl::Status added =
+          security::AddToken(security::TokenFilePath(data_dir), AdminToken(), "admin", /*admin=*/true);
+      EXPECT_TRUE(added.ok()) << added;
+    }
+  }
+
+  // Starts server i; it leads or waits as a standby.
+  void Start(int i) {
+    std::string data_dir = absl::StrCat(dir_.path(), "/server-", i);
+    servers_[i] = std::make_unique<Process>(
+        std::vector<std::string>{TrainyardBin(), "server", "--listen", absl::StrCat("127.0.0.1:", ports_[i]),
+                                 "--data-dir", data_dir, "--store", store_, "--leader-lease-ms", "1000",
+                                 "--tls-dir", ClusterCertDir(), "--node-timeout-ms", "4000",
+                                 "--heartbeat-interval-ms", "200", "--kill-grace-ms", "1000",
+                                 "--checkpoint-root", dir_.path() + "/checkpoints"},
+        log(i));
+  }
+
+  bool LogSays(int i, const std::string& text) { return ReadFile(log(i)).find(text) != std::string::npos; }
+  bool WaitLogSays(int i, const std::string& text, absl::Duration timeout = absl::Seconds(30)) {
+    return WaitUntil([&] { return LogSays(i, text); }, timeout, absl::Milliseconds(20));
+  }
+
+  void StartAgent() {
+    std::string task_users = dir_.path() + "/task-users";
+    WriteFile(task_users, absl::StrCat("\"*\": ", getuid(), "\n"));
+    std::vector<std::string> argv{TrainyardBin(), "agent", "--server", list(), "--agent-server",
+                                  absl::StrCat("127.0.0.1:", ports_[0] + 1, ",127.0.0.1:", ports_[1] + 1),
+                                  "--name", "node-0", "--data-dir", dir_.path() + "/node-0", "--simulate-gpus", "2",
+                                  "--memory-mb", "8192", "--vcores", "8", "--address", "127.0.0.1",
+                                  "--kill-tasks-on-exit", "--task-user-map", task_users};
+    if (getuid() == 0) argv.push_back("--allow-root-tasks");
+    std::vector<std::string> tls = AgentTlsFlags("node-0");
+    argv.insert(argv.end(), tls.begin(), tls.end());
+    agent_ = std::make_unique<Process>(argv, dir_.path() + "/node-0.log");
+  }
+
+  // Both servers, as a client lists them.
+  std::string list() const { return absl::StrCat("127.0.0.1:", ports_[0], ",127.0.0.1:", ports_[1]); }
+
+  CommandResult Cli(std::vector<std::string> args) {
+    args.insert(args.end(), {"--server", list()});
+    return RunCli(args);
+  }
+
+  std::string Submit(const std::string& name) {
+    std::string path = absl::StrCat(dir_.path(), "/", name, ".yaml");
+    WriteFile(path, Spec(name));
+    CommandResult r = Cli({"submit", path});
+    EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+    return name;
+  }
+
+  nlohmann::json Describe(const std::string& job) {
+    CommandResult r = Cli({"describe", job, "-o", "json"});
+    if (r.exit_code != 0) return nlohmann::json::object();
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
+
+  bool WaitRunning(const std::string& job) {
+    return WaitUntil([&] { return Describe(job).value("state", "") == "RUNNING"; }, absl::Seconds(60),
+                     absl::Milliseconds(200));
+  }
+
+  Process& server(int i) { return *servers_[i]; }
+  std::string log(int i) const { return absl::StrCat(dir_.path(), "/server-", i, ".log"); }
+
+ private:
+  std::string store_;
+  TempDir dir_;
+  int ports_[2] = {0, 0};
+  std::unique_ptr<Process> servers_[2];
+  std::unique_ptr<Process> agent_;
+};
+
+TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeaderIsKilled) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  servers.Start(0);
+  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
+  servers.Start(1);
+  ASSERT_TRUE(servers.WaitLogSays(1, "standby:")) << ReadFile(servers.log(1));
+  EXPECT_FALSE(servers.LogSays(1, "listening on"));
+
+  servers.StartAgent();
+  std::string first = servers.Submit("before-failover");
+  ASSERT_TRUE(servers.WaitRunning(first)) << servers.Describe(first).dump();
+  nlohmann::json before = servers.Describe(first);
+
+  servers.server(0).Kill();
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  EXPECT_TRUE(servers.LogSays(1, "this server leads"));
+
+  // The new leader knows the job and its task runs on, not started again.
+  std::string second = servers.Submit("after-failover");
+  ASSERT_TRUE(servers.WaitRunning(second)) << servers.Describe(second).dump();
+  nlohmann::json after = servers.Describe(first);
+  EXPECT_EQ(after.value("state", ""), "RUNNING") << after.dump();
+  ASSERT_EQ(after["tasks"].size(), before["tasks"].size()) << after.dump();
+  ASSERT_GE(after["tasks"].size(), 1u) << after.dump();  // the worker (and the job master)
+  for (size_t i = 0; i < after["tasks"].size(); ++i) {
+    const nlohmann::json& task = after["tasks"][i];
+    EXPECT_EQ(task.value("name", ""), before["tasks"][i].value("name", ""));
+    EXPECT_EQ(task.value("state", ""), "RUNNING") << task.dump();
+    EXPECT_EQ(task.value("attempt", -1), before["tasks"][i].value("attempt", -2)) << task.dump();
+    EXPECT_EQ(task.value("restarts", -1), 0) << task.dump();
+  }
+  CommandResult nodes = servers.Cli({"nodes"});
+  EXPECT_EQ(nodes.exit_code, 0) << nodes.err;
+  EXPECT_EQ(nodes.out.find("LOST"), std::string::npos) << nodes.out;
+}
+
+TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutServing) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  servers.Start(0);
+  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
+  servers.Start(1);
+  ASSERT_TRUE(servers.WaitLogSays(1, "standby:")) << ReadFile(servers.log(1));
+
+  ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  std::string job = servers.Submit("while-paused");
+  ASSERT_EQ(kill(servers.server(0).pid(), SIGCONT), 0);
+
+  // The woken leader finds its lease gone and leaves, status 75.
+  ASSERT_TRUE(WaitUntil([&] { return !servers.server(0).Running(); }, absl::Seconds(30)))
+      << ReadFile(servers.log(0));
+  EXPECT_TRUE(servers.LogSays(0, "no longer the leader")) << ReadFile(servers.log(0));
+  EXPECT_EQ(servers.server(0).exit_status(), 75);
+  // The new leader serves on, with the job it took.
+  CommandResult jobs = servers.Cli({"jobs"});
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find(job), std::string::npos) << jobs.out;
+}
+
+}  // namespace
+}  // namespace trainyard::testing
