@@ -154,7 +154,8 @@ int RunAgent(AgentFlags& f) {
   // server from, which other hosts can reach, not on its host name, which
   // their resolvers may not know.
   if (f.config.address.empty() && !absl::StartsWith(f.agent_server, "unix:")) {
-    absl::StatusOr<std::string> local = api::LocalAddressToward(f.agent_server);
+    // Of a list of servers (an etcd store's), the first: they share a network.
+    absl::StatusOr<std::string> local = api::LocalAddressToward(f.agent_server.substr(0, f.agent_server.find(',')));
     if (local.ok()) {
       f.config.address = *local;
     } else {
