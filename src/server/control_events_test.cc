@@ -5,6 +5,7 @@
 // Each must be handled (a log line, an event), never abort the server.
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
+#include "api/states.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/control_state.h"
@@ -59,7 +60,7 @@ class ControlEventsTest : public ::testing::Test {
     auto snap = store_.LoadAll();
     ASSERT_TRUE(snap.ok()) << snap.status();
     JobFilter finished;
-    finished.states = {v1::JOB_SUCCEEDED, v1::JOB_FAILED, v1::JOB_KILLED};
+    finished.states = api::FinishedJobStates();
     auto ended = store_.ListJobs(finished);
     ASSERT_TRUE(ended.ok()) << ended.status();
     state_ = Make();
