@@ -12,6 +12,8 @@
 #include "server/control_state.h"
 #include "server/test_backend.h"
 #include "server/test_node.h"
+#include "server/test_restart.h"
+#include "server/test_status.h"
 #include "store/memory_state_store.h"
 
 namespace trainyard::server {
@@ -68,40 +70,19 @@ class ControlDeadlinesTest : public ::testing::Test {
   }
 
   // Writes what the control state has for the store, as the shell does.
-  void Flush() {
-    while (std::optional<Persister::Write> w = state_->TakeWrite()) {
-      absl::Status st = store_.Commit(w->batch);
-      ASSERT_TRUE(st.ok()) << st;
-      state_->WriteDone(*w, st, false);
-    }
-  }
+  void Flush() { testing::FlushWrites(*state_, store_); }
 
   // The server restarts: a new control state from what the store holds.
   void Restart() {
     Flush();
-    auto snap = store_.LoadAll();
-    ASSERT_TRUE(snap.ok()) << snap.status();
-    JobFilter finished;
-    finished.states = api::FinishedJobStates();
-    auto ended = store_.ListJobs(finished);
-    ASSERT_TRUE(ended.ok()) << ended.status();
     state_ = Make();
-    state_->Recover(std::move(*snap), std::move(*ended), now_);
+    testing::RecoverFromStore(store_, *state_, now_);
   }
 
   // The agent on n1 reports every task it was sent from `first` on as `s`.
   void Report(v1::TaskState s, size_t first = 0) {
     for (size_t k = first; k < backend_.launches.size(); ++k) {
-      const v1::TaskSpec& t = backend_.launches[k].second;
-      v1::TaskStatus st;
-      st.set_job(t.job());
-      st.set_job_id(t.job_id());
-      st.set_role(t.role());
-      st.set_index(t.index());
-      st.set_attempt(t.attempt());
-      st.set_launch_attempt(t.attempt());
-      st.set_state(s);
-      state_->OnTaskStatus(backend_.launches[k].first, st, now_);
+      state_->OnTaskStatus(backend_.launches[k].first, testing::StatusOf(backend_.launches[k].second, s), now_);
     }
   }
 

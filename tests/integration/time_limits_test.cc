@@ -48,18 +48,24 @@ class TimeLimitsTest : public ::testing::Test {
     options_.server_flags = {"--queue-config", config_.path() + "/queues.yaml"};
   }
 
+  // Submits a sleep named `name` with `limit` to a cluster of one ready
+  // node; its PID goes to pid_file(c, name). Returns the job's name.
+  std::string SubmitSleep(Cluster& c, const std::string& name, const std::string& limit) {
+    EXPECT_TRUE(c.WaitNodesReady(1));
+    return c.Submit(SleepSpec(name, limit, PidFile(c, name)));
+  }
+  static std::string PidFile(const Cluster& c, const std::string& name) { return c.dir() + "/" + name + ".pid"; }
+
   TempDir config_;
   ClusterOptions options_;
 };
 
 TEST_F(TimeLimitsTest, ASleepPastItsActiveDeadlineEndsDeadlineExceededAndItsProcessIsGone) {
   Cluster c(options_);
-  ASSERT_TRUE(c.WaitNodesReady(1));
-  std::string pid_file = c.dir() + "/nap.pid";
-  std::string job = c.Submit(SleepSpec("nap", "3s", pid_file));
+  std::string job = SubmitSleep(c, "nap", "3s");
   ASSERT_EQ(job, "nap");
   int pid = 0;
-  ASSERT_TRUE(WaitUntil([&] { return (pid = ReadPid(pid_file)) > 1; }, absl::Seconds(60))) << "the task never ran";
+  ASSERT_TRUE(WaitUntil([&] { return (pid = ReadPid(PidFile(c, job))) > 1; }, absl::Seconds(60))) << "the task never ran";
   ASSERT_TRUE(c.WaitForState(job, "DEADLINE_EXCEEDED", absl::Seconds(60))) << c.JobState(job);
   EXPECT_TRUE(WaitUntil([&] { return !Alive(pid); }, absl::Seconds(30)))
       << "the sleep (pid " << pid << ") still runs after its job ended";
@@ -83,7 +89,7 @@ TEST_F(TimeLimitsTest, ASleepPastItsActiveDeadlineEndsDeadlineExceededAndItsProc
 TEST_F(TimeLimitsTest, TheQueueRefusesALongerLimitAndGivesItsDefaultWhichDescribeCountsDown) {
   Cluster c(options_);
   ASSERT_TRUE(c.WaitNodesReady(1));
-  WriteFile(c.dir() + "/long.yaml", SleepSpec("long", "2h", c.dir() + "/long.pid"));
+  WriteFile(c.dir() + "/long.yaml", SleepSpec("long", "2h", PidFile(c, "long")));
   CommandResult refused = c.Cli({"submit", c.dir() + "/long.yaml"});
   EXPECT_NE(refused.exit_code, 0);
   EXPECT_THAT(refused.err, HasSubstr("activeDeadline: 2h is above the maximum of queue timed, 1h "
@@ -93,7 +99,7 @@ TEST_F(TimeLimitsTest, TheQueueRefusesALongerLimitAndGivesItsDefaultWhichDescrib
   EXPECT_THAT(queues.out, HasSubstr("1h"));
   EXPECT_THAT(queues.out, HasSubstr("30m"));
 
-  std::string job = c.Submit(SleepSpec("plain", "", c.dir() + "/plain.pid"));
+  std::string job = SubmitSleep(c, "plain", "");
   ASSERT_EQ(job, "plain");
   ASSERT_TRUE(c.WaitForState(job, "RUNNING", absl::Seconds(60)));
   CommandResult d = c.Cli({"describe", job});
@@ -114,13 +120,11 @@ TEST_F(TimeLimitsTest, TheQueueRefusesALongerLimitAndGivesItsDefaultWhichDescrib
 
 TEST_F(TimeLimitsTest, ADeadlineCountsOnFromTheRecordedStartAcrossAServerRestart) {
   Cluster c(options_);
-  ASSERT_TRUE(c.WaitNodesReady(1));
-  std::string pid_file = c.dir() + "/kept.pid";
-  std::string job = c.Submit(SleepSpec("kept", "8s", pid_file));
+  std::string job = SubmitSleep(c, "kept", "8s");
   ASSERT_EQ(job, "kept");
   ASSERT_TRUE(c.WaitForState(job, "RUNNING", absl::Seconds(60)));
-  int pid = ReadPid(pid_file);
-  ASSERT_GT(pid, 1);
+  int pid = 0;
+  ASSERT_TRUE(WaitUntil([&] { return (pid = ReadPid(PidFile(c, job))) > 1; }, absl::Seconds(30)));
   HttpResult before = HttpGet(c.http_address(), "/api/v1/jobs/kept");
   ASSERT_EQ(before.status, 200) << before.body;
   int64_t deadline = before.json["deadline_unix_ms"].get<int64_t>();
