@@ -40,7 +40,7 @@ std::string SleepSpec(const std::string& name, const std::string& limit, const s
                       "; exec sleep 600\"]\n");
 }
 
-class TimeLimitsTest : public ::testing::Test {
+class JobTimeLimitsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     WriteFile(config_.path() + "/queues.yaml", "queues:\n  - {name: timed, maxTime: 1h, defaultTime: 30m}\n");
@@ -60,7 +60,7 @@ class TimeLimitsTest : public ::testing::Test {
   ClusterOptions options_;
 };
 
-TEST_F(TimeLimitsTest, ASleepPastItsActiveDeadlineEndsDeadlineExceededAndItsProcessIsGone) {
+TEST_F(JobTimeLimitsTest, ASleepPastItsActiveDeadlineEndsDeadlineExceededAndItsProcessIsGone) {
   Cluster c(options_);
   std::string job = SubmitSleep(c, "nap", "3s");
   ASSERT_EQ(job, "nap");
@@ -86,7 +86,7 @@ TEST_F(TimeLimitsTest, ASleepPastItsActiveDeadlineEndsDeadlineExceededAndItsProc
   EXPECT_TRUE(rest.json["time_left_ms"].is_null()) << "nothing is left to count once it ended";
 }
 
-TEST_F(TimeLimitsTest, TheQueueRefusesALongerLimitAndGivesItsDefaultWhichDescribeCountsDown) {
+TEST_F(JobTimeLimitsTest, TheQueueRefusesALongerLimitAndGivesItsDefaultWhichDescribeCountsDown) {
   Cluster c(options_);
   ASSERT_TRUE(c.WaitNodesReady(1));
   WriteFile(c.dir() + "/long.yaml", SleepSpec("long", "2h", PidFile(c, "long")));
@@ -118,7 +118,7 @@ TEST_F(TimeLimitsTest, TheQueueRefusesALongerLimitAndGivesItsDefaultWhichDescrib
   EXPECT_TRUE(c.WaitForState(job, "KILLED"));
 }
 
-TEST_F(TimeLimitsTest, ADeadlineCountsOnFromTheRecordedStartAcrossAServerRestart) {
+TEST_F(JobTimeLimitsTest, ADeadlineCountsOnFromTheRecordedStartAcrossAServerRestart) {
   Cluster c(options_);
   std::string job = SubmitSleep(c, "kept", "8s");
   ASSERT_EQ(job, "kept");
