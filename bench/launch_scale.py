@@ -110,7 +110,7 @@ def one_run(binary, run):
 
         def settled():
             state["j"] = job()
-            return state["j"]["state"] in ("RUNNING", "FAILED", "KILLED", "SUCCEEDED")
+            return state["j"]["state"] in ("RUNNING", "FAILED", "KILLED", "SUCCEEDED", "DEADLINE_EXCEEDED")
 
         wait_until(settled, args.timeout, every=0.2)
         j = state["j"]

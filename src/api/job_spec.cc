@@ -18,6 +18,7 @@
 #include "absl/strings/strip.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
+#include "api/time_limits.h"
 #include "api/yaml_tree.h"
 
 namespace trainyard::api {
@@ -457,6 +458,15 @@ void ParseTopLevel(const Fields& root, v1::JobSpec* spec, Errors* errors) {
   bool b;
   const YamlNode* v = Find(root, "relaxLocality");
   if (v && GetBool(*v, "relaxLocality", &b, errors)) spec->set_relax_locality(b);
+  v = Find(root, "activeDeadline");
+  if (v && GetString(*v, "activeDeadline", &s, errors)) {
+    absl::StatusOr<int64_t> ms = ParseTimeLimit(s);
+    if (ms.ok()) {
+      spec->set_active_deadline_ms(*ms);
+    } else {
+      errors->push_back(absl::StrCat("activeDeadline: ", ms.status().message()));
+    }
+  }
 }
 
 void ParseReplicas(const Fields& root, v1::JobSpec* spec, Errors* errors) {
@@ -480,7 +490,7 @@ void ParseRoot(const YamlNode& root, v1::JobSpec* spec, Errors* errors) {
   Fields f;
   if (!CheckMap(root, "",
                 {"name", "user", "queue", "priority", "framework", "replicas", "successPolicy",
-                 "nodeSelector", "relaxLocality", "nodeName", "rack"},
+                 "nodeSelector", "relaxLocality", "nodeName", "rack", "activeDeadline"},
                 &f, errors)) {
     return;
   }

@@ -206,8 +206,8 @@ replicas:
     resources: {cpu: fast, memory: -1}
 )");
   EXPECT_EQ(m,
-            "colour: unknown field (known: framework, name, nodeName, nodeSelector, priority, queue, rack, "
-            "relaxLocality, replicas, successPolicy, user)\n"
+            "colour: unknown field (known: activeDeadline, framework, name, nodeName, nodeSelector, priority, queue, "
+            "rack, relaxLocality, replicas, successPolicy, user)\n"
             "replicas.worker.resources.cpu: 'fast' is not a CPU quantity like 2, 1.5 or 500m\n"
             "replicas.worker.command: must be a list of strings, e.g. [\"sh\", \"-c\", \"echo hi\"], not a string\n"
             "name: required (1-63 characters of a-z, 0-9 and '-')\n"
@@ -467,6 +467,26 @@ TEST(JobSpecTest, ProblemsOfParsingStillCoverValidationsOfTheSameField) {
        "replicas.xx.command: required"});
   EXPECT_THAT(merged, ::testing::ElementsAre("replicas.x.command: must be a list", "replicas.y.args[2]: must be a string",
                                              "replicas.xx.command: required"));
+}
+
+TEST(JobSpecTest, ActiveDeadlineIsADurationLikeTwoHoursOrNinetySeconds) {
+  for (auto [text, ms] : {std::pair{"2h", 7'200'000}, std::pair{"30m", 1'800'000}, std::pair{"90s", 90'000},
+                          std::pair{"1h30m", 5'400'000}, std::pair{"1500ms", 1'500}}) {
+    auto spec = LoadJobSpec(absl::StrCat(kRole, "activeDeadline: ", text, "\n"), {});
+    ASSERT_TRUE(spec.ok()) << text << ": " << spec.status();
+    EXPECT_EQ(spec->active_deadline_ms(), ms) << text;
+  }
+  auto none = LoadJobSpec(kRole, {});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->active_deadline_ms(), 0) << "no limit asked: the queue's default applies";
+  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: soon\n")),
+            "activeDeadline: 'soon' is not a duration like 2h, 30m, 90s or 1h30m");
+  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: 90\n")),
+            "activeDeadline: '90' is not a duration like 2h, 30m, 90s or 1h30m")
+      << "a bare number has no unit to read it in";
+  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: -5m\n")), "activeDeadline: '-5m' is not a positive duration");
+  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: 0s\n")), "activeDeadline: '0s' is not a positive duration");
+  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: [2h]\n")), "activeDeadline: must be a string");
 }
 
 }  // namespace

@@ -266,6 +266,10 @@ std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::Al
     ValidateReplica(r, limits, &errors);
   }
   ValidateFramework(spec, &errors);
+  // The YAML parser refuses these; a JobSpec built elsewhere may hold one.
+  if (spec.active_deadline_ms() < 0) {
+    errors.push_back(absl::StrCat("activeDeadline: ", spec.active_deadline_ms(), "ms is not a positive duration"));
+  }
   return errors;
 }
 

@@ -13,6 +13,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/time/time.h"
 #include "api/job_spec.h"
+#include "api/time_limits.h"
 #include "yaml-cpp/yaml.h"
 
 namespace trainyard::api {
@@ -165,7 +166,7 @@ class Loader {
     where = absl::StrCat("queue ", path, ": ");
     absl::StatusOr<YAML::Node> node =
         Keys(given, where, {"name", "capacity", "maxCapacity", "userLimit", "weight", "minShare", "queues",
-                            "aclSubmitJobs", "aclAdministerJobs", "aclProduction"});
+                            "aclSubmitJobs", "aclAdministerJobs", "aclProduction", "maxTime", "defaultTime"});
     if (!node.ok()) return node.status();
     for (auto [key, field] : {std::pair{"capacity", &q->capacity_percent},
                               std::pair{"maxCapacity", &q->max_capacity_percent},
@@ -174,15 +175,44 @@ class Loader {
       if (absl::Status s = Number(*node, key, where, field); !s.ok()) return s;
     }
     if (absl::Status s = MinShare(*node, where, &q->min_share); !s.ok()) return s;
+    if (absl::Status s = TimeLimits(*node, where, q); !s.ok()) return s;
     // The parent's lists, then this queue's own.
     QueueAcl acl = acls_->count(parent_name_) ? (*acls_)[parent_name_] : QueueAcl();
     if (absl::Status s = Acl(*node, where, &acl); !s.ok()) return s;
     (*acls_)[q->name] = acl;
     std::string saved = parent_name_;
+    const core::QueueConfig* saved_limits = parent_limits_;
     parent_name_ = q->name;
+    parent_limits_ = q;
     absl::Status children = Children((*node)["queues"], path, &q->children);
     parent_name_ = saved;
+    parent_limits_ = saved_limits;
     return children;
+  }
+
+  // maxTime and defaultTime, durations as a job's activeDeadline is written.
+  // A queue that sets neither has its parent's; one that sets only maxTime
+  // has its parent's default cut to that maximum.
+  absl::Status TimeLimits(const YAML::Node& node, const std::string& where, core::QueueConfig* q) {
+    if (parent_limits_) {
+      q->max_time = parent_limits_->max_time;
+      q->default_time = parent_limits_->default_time;
+    }
+    for (auto [key, field] : {std::pair{"maxTime", &q->max_time}, std::pair{"defaultTime", &q->default_time}}) {
+      const YAML::Node v = node[key];
+      if (!v) continue;
+      absl::StatusOr<int64_t> ms = v.IsScalar() ? ParseTimeLimit(v.Scalar())
+                                                : absl::InvalidArgumentError("expected a duration like 2h or 30m");
+      if (!ms.ok()) return Err(v, where, absl::StrCat(key, ": ", ms.status().message()));
+      *field = absl::Milliseconds(*ms);
+    }
+    if (node["maxTime"] && !node["defaultTime"] && q->default_time > q->max_time) q->default_time = q->max_time;
+    if (q->max_time > absl::ZeroDuration() && q->default_time > q->max_time) {
+      return Err(node["defaultTime"], where,
+                 absl::StrCat("defaultTime: ", TimeLimitText(absl::ToInt64Milliseconds(q->default_time)),
+                              " is above maxTime ", TimeLimitText(absl::ToInt64Milliseconds(q->max_time))));
+    }
+    return absl::OkStatus();
   }
 
   absl::Status Children(const YAML::Node& list, const std::string& parent,
@@ -222,6 +252,7 @@ class Loader {
   std::string source_;
   QueueAcls* acls_ = nullptr;  // where Queue puts each queue's ACL
   std::string parent_name_;   // the queue whose children are being read
+  const core::QueueConfig* parent_limits_ = nullptr;  // its time limits (nullptr: the root's, none)
 };
 
 // True when `name` is a leaf of the tree.

@@ -16,6 +16,8 @@
 //       aclSubmitJobs: [alice, bob]   # who may submit here ("*": everyone)
 //       aclAdministerJobs: [carol]    # who may kill, delete, read logs of its jobs
 //       aclProduction: [alice]        # who may submit priority production here
+//       maxTime: 24h                  # the longest activeDeadline a job here may ask
+//       defaultTime: 2h               # the activeDeadline of a job that asks none
 //
 // Keys are camelCase, as in job specs (docs/queues.md). The snake_case keys
 // of earlier files (max_capacity, user_limit, min_share: {memory_mb,

@@ -37,6 +37,36 @@ queues:
   EXPECT_FALSE(IsLeafQueue(file->queues, "research"));
 }
 
+TEST(QueueConfigYamlTest, TimeLimitsAreDurationsInheritedFromTheParentUnlessSet) {
+  auto file = ParseQueueConfigYaml(R"(
+queues:
+  - name: research
+    maxTime: 24h
+    defaultTime: 2h
+    queues:
+      - {name: vision}
+      - {name: quick, maxTime: 30m}
+      - {name: long, defaultTime: 12h}
+  - name: open
+)");
+  ASSERT_TRUE(file.ok()) << file.status();
+  const core::QueueConfig& research = file->queues.root.children[0];
+  EXPECT_EQ(research.max_time, absl::Hours(24));
+  const core::QueueConfig& vision = research.children[0];
+  EXPECT_EQ(vision.max_time, absl::Hours(24));
+  EXPECT_EQ(vision.default_time, absl::Hours(2));
+  const core::QueueConfig& quick = research.children[1];
+  EXPECT_EQ(quick.max_time, absl::Minutes(30));
+  EXPECT_EQ(quick.default_time, absl::Minutes(30)) << "the parent's default, cut to the queue's own maximum";
+  EXPECT_EQ(research.children[2].default_time, absl::Hours(12));
+  EXPECT_EQ(file->queues.root.children[1].max_time, absl::ZeroDuration()) << "no limit";
+
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, maxTime: soon}\n", "q.yaml").status().message(),
+            "q.yaml:2: queue root.a: maxTime: 'soon' is not a duration like 2h, 30m, 90s or 1h30m");
+  EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - {name: a, maxTime: 1h, defaultTime: 2h}\n", "q.yaml").status().message(),
+            "q.yaml:2: queue root.a: defaultTime: 2h is above maxTime 1h");
+}
+
 TEST(QueueConfigYamlTest, AclsAreInheritedFromTheParentUnlessSet) {
   auto file = ParseQueueConfigYaml(R"(
 queues:
@@ -139,7 +169,8 @@ TEST(QueueConfigYamlTest, ErrorsNameLineQueueAndKey) {
                 .status()
                 .message(),
             "q.yaml:3: queue root.a: unknown key \"capacty\"; known keys: name, capacity, "
-            "maxCapacity, userLimit, weight, minShare, queues, aclSubmitJobs, aclAdministerJobs, aclProduction");
+            "maxCapacity, userLimit, weight, minShare, queues, aclSubmitJobs, aclAdministerJobs, aclProduction, "
+            "maxTime, defaultTime");
   EXPECT_EQ(ParseQueueConfigYaml("queues:\n  - name: a\n    capacity: 70\n  - name: b\n"
                                  "    capacity: 40\n",
                                  "q.yaml")

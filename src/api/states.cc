@@ -3,7 +3,9 @@
 
 namespace trainyard::api {
 
-bool IsTerminal(v1::JobState s) { return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED; }
+bool IsTerminal(v1::JobState s) {
+  return s == v1::JOB_SUCCEEDED || s == v1::JOB_FAILED || s == v1::JOB_KILLED || s == v1::JOB_DEADLINE_EXCEEDED;
+}
 
 bool IsTerminal(v1::TaskState s) {
   return s == v1::TASK_SUCCEEDED || s == v1::TASK_FAILED || s == v1::TASK_KILLED;
@@ -18,6 +20,7 @@ const char* JobStateName(v1::JobState s) {
     case v1::JOB_SUCCEEDED: return "SUCCEEDED";
     case v1::JOB_FAILED: return "FAILED";
     case v1::JOB_KILLED: return "KILLED";
+    case v1::JOB_DEADLINE_EXCEEDED: return "DEADLINE_EXCEEDED";
     default: return "UNKNOWN";
   }
 }
@@ -33,6 +36,24 @@ const char* TaskStateName(v1::TaskState s) {
     case v1::TASK_RESTARTING: return "RESTARTING";
     default: return "UNKNOWN";
   }
+}
+
+const std::vector<v1::JobState>& JobStates() {
+  static const std::vector<v1::JobState> kAll = {v1::JOB_QUEUED,    v1::JOB_SCHEDULED, v1::JOB_STARTING,
+                                                 v1::JOB_RUNNING,   v1::JOB_SUCCEEDED, v1::JOB_FAILED,
+                                                 v1::JOB_KILLED,    v1::JOB_DEADLINE_EXCEEDED};
+  return kAll;
+}
+
+const std::vector<v1::JobState>& FinishedJobStates() {
+  static const std::vector<v1::JobState> kFinished = [] {
+    std::vector<v1::JobState> out;
+    for (v1::JobState s : JobStates()) {
+      if (IsTerminal(s)) out.push_back(s);
+    }
+    return out;
+  }();
+  return kFinished;
 }
 
 bool IsLegalTransition(v1::JobState from, v1::JobState to) {

@@ -3,11 +3,13 @@
 // CLI and the dashboard call them instead of writing their own.
 #pragma once
 
+#include <vector>
+
 #include "proto/trainyard.pb.h"
 
 namespace trainyard::api {
 
-// SUCCEEDED, FAILED and KILLED: nothing follows them.
+// SUCCEEDED, FAILED, KILLED and DEADLINE_EXCEEDED: nothing follows them.
 bool IsTerminal(v1::JobState s);
 bool IsTerminal(v1::TaskState s);
 
@@ -16,13 +18,19 @@ bool IsTerminal(v1::TaskState s);
 const char* JobStateName(v1::JobState s);
 const char* TaskStateName(v1::TaskState s);
 
+// Every job state a job can be in, in life-cycle order (QUEUED ... the
+// terminal ones), and the terminal ones alone: what lists, filters and
+// counts by state enumerate.
+const std::vector<v1::JobState>& JobStates();
+const std::vector<v1::JobState>& FinishedJobStates();
+
 // The job transitions the server makes:
 //   QUEUED -> SCHEDULED             placed
 //   SCHEDULED -> STARTING           its first task runs
 //   STARTING -> RUNNING             every task runs
 //   SCHEDULED|STARTING|RUNNING -> QUEUED   preempted, or a lost task that
 //                                   no node can take now
-//   any live state -> SUCCEEDED|FAILED|KILLED
+//   any live state -> SUCCEEDED|FAILED|KILLED|DEADLINE_EXCEEDED
 // A state to itself is no transition and always allowed.
 bool IsLegalTransition(v1::JobState from, v1::JobState to);
 

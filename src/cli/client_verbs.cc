@@ -10,6 +10,7 @@
 #include "api/roles.h"
 #include "api/states.h"
 #include "api/task_limits.h"
+#include "api/time_limits.h"
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -222,8 +223,9 @@ int Jobs(JobsFlags& f) {
     for (absl::string_view part : absl::StrSplit(given, ',', absl::SkipEmpty())) {
       std::optional<v1::JobState> state = ParseJobState(std::string(part));
       if (!state) {
-        std::cerr << "trainyard jobs: --state: '" << part << "' is not one of QUEUED, SCHEDULED, STARTING, RUNNING, "
-                  << "SUCCEEDED, FAILED, KILLED\n";
+        std::vector<std::string> names;
+        for (v1::JobState s : api::JobStates()) names.push_back(api::JobStateName(s));
+        std::cerr << "trainyard jobs: --state: '" << part << "' is not one of " << absl::StrJoin(names, ", ") << "\n";
         return kExitUsage;
       }
       req.add_states(*state);
@@ -298,7 +300,8 @@ void PrintJob(const v1::JobView& j, std::ostream& os) {
             << "Started:    " << TimeText(j.start_time_unix_ms()) << "\n"
             << "Ended:      " << TimeText(j.end_time_unix_ms()) << "\n"
             << "Elapsed:    " << ElapsedText(j.start_time_unix_ms(), j.end_time_unix_ms(), now)
-            << (j.start_time_unix_ms() > 0 && j.end_time_unix_ms() == 0 ? " (running)" : "") << "\n";
+            << (j.start_time_unix_ms() > 0 && j.end_time_unix_ms() == 0 ? " (running)" : "") << "\n"
+            << "Time limit: " << api::TimeLimitLine(j, now) << "\n";
   if (std::string master = MasterText(j); !master.empty()) os << "Master:     " << Printable(master) << "\n";
   Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
   for (const auto& task : j.tasks()) {
@@ -416,12 +419,15 @@ int Delete(JobsArgFlags& f) {
 int Queues(Common& f) {
   return RunListing("queues", f, &v1::Trainyard::Stub::ListQueues, v1::ListQueuesRequest(),
                     [](const v1::ListQueuesResponse& resp) {
-    Table t({"QUEUE", "CAPACITY", "MAX", "GPUS USED", "MEMORY USED", "VCORES USED", "RUNNING", "PENDING"});
+    Table t({"QUEUE", "CAPACITY", "MAX", "GPUS USED", "MEMORY USED", "VCORES USED", "RUNNING", "PENDING",
+             "MAX TIME", "DEFAULT TIME"});
+    auto time = [](int64_t ms) { return ms > 0 ? api::TimeLimitText(ms) : std::string("-"); };
     for (const auto& q : resp.queues()) {
       t.Add({q.name(), absl::StrFormat("%.0f%%", q.capacity_percent()),
              absl::StrFormat("%.0f%%", q.max_capacity_percent()), absl::StrCat(q.used().gpus(), "/", resp.cluster().gpus()),
              absl::StrCat(q.used().memory_mb(), " MB"), absl::StrFormat("%.1f", q.used().vcores_milli() / 1000.0),
-             absl::StrCat(q.running_jobs()), absl::StrCat(q.pending_jobs())});
+             absl::StrCat(q.running_jobs()), absl::StrCat(q.pending_jobs()), time(q.max_time_ms()),
+             time(q.default_time_ms())});
     }
     return t;
   });

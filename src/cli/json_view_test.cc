@@ -35,6 +35,17 @@ TEST(JsonViewTest, NumbersAreNumbersAndEnumsAreNamedAsInTheTables) {
   EXPECT_EQ(j["reason"], "");
 }
 
+TEST(JsonViewTest, AJobPastItsLimitShowsItsStateAndLimitAsNumbers) {
+  v1::JobView v;
+  v.set_state(v1::JOB_DEADLINE_EXCEEDED);
+  v.set_active_deadline_ms(3000);
+  v.set_deadline_unix_ms(1'800'000'003'000);
+  nlohmann::json j = ViewJson(v);
+  EXPECT_EQ(j["state"], "DEADLINE_EXCEEDED");
+  EXPECT_EQ(j["active_deadline_ms"], 3000);
+  EXPECT_EQ(j["deadline_unix_ms"], 1'800'000'003'000);
+}
+
 TEST(JsonViewTest, NodeStatesMasksAndMapsAreReadable) {
   v1::NodeView n;
   n.mutable_info()->set_state(v1::NODE_LOST);

@@ -7,32 +7,54 @@
 #include "absl/strings/str_join.h"
 #include "api/job_spec.h"
 #include "api/roles.h"
+#include "api/time_limits.h"
 
 namespace trainyard::server {
 namespace {
 
-absl::Status CheckQueue(const std::string& queue, const core::QueueConfig& root) {
+// The leaf `queue` of the tree; nullptr, with the problem in *problem
+// (naming the leaves), when the tree has no such leaf.
+const core::QueueConfig* FindLeafQueue(const std::string& queue, const core::QueueConfig& root, std::string* problem) {
   std::vector<const core::QueueConfig*> stack = {&root};
   std::vector<std::string> leaves;
   while (!stack.empty()) {
     const core::QueueConfig* q = stack.back();
     stack.pop_back();
     if (q->children.empty()) {
-      if (q->name == queue) return absl::OkStatus();
+      if (q->name == queue) return q;
       leaves.push_back(q->name);
     }
     for (const auto& c : q->children) stack.push_back(&c);
   }
   std::sort(leaves.begin(), leaves.end());
-  return absl::InvalidArgumentError(absl::StrCat("queue: '", queue, "' is not a leaf queue (known: ",
-                                                 absl::StrJoin(leaves, ", "), ")"));
+  *problem = absl::StrCat("queue: '", queue, "' is not a leaf queue (known: ", absl::StrJoin(leaves, ", "), ")");
+  return nullptr;
+}
+
+// As a Slurm partition's DefaultTime and MaxTime: a job that asks no limit
+// gets its queue's default (noted in `set`), and one that asks more than its
+// queue's maximum is refused (in `invalid`).
+void ApplyTimeLimit(const core::QueueConfig& queue, v1::JobSpec* spec, std::vector<std::string>* set,
+                    std::vector<std::string>* invalid) {
+  int64_t max_ms = absl::ToInt64Milliseconds(queue.max_time);
+  int64_t default_ms = absl::ToInt64Milliseconds(queue.default_time);
+  if (spec->active_deadline_ms() == 0 && default_ms > 0) {
+    spec->set_active_deadline_ms(default_ms);
+    set->push_back(absl::StrCat("activeDeadline ", api::TimeLimitText(default_ms), " (queue ", queue.name,
+                                "'s defaultTime)"));
+  }
+  if (max_ms > 0 && spec->active_deadline_ms() > max_ms) {
+    invalid->push_back(absl::StrCat("activeDeadline: ", api::TimeLimitText(spec->active_deadline_ms()),
+                                    " is above the maximum of queue ", queue.name, ", ",
+                                    api::TimeLimitText(max_ms), " (maxTime in the queue config)"));
+  }
 }
 
 // As a Kubernetes LimitRange's default: a role that asks for no cpu or no
 // memory gets the server's, so its tasks are limited on their node and
 // counted against it and their queue (without, hundreds of them would pile
 // onto one node). Returns what it set, for the job's first event.
-std::string ApplyResourceDefaults(const ServerConfig& config, v1::JobSpec* spec) {
+std::vector<std::string> ApplyResourceDefaults(const ServerConfig& config, v1::JobSpec* spec) {
   std::vector<std::string> set;
   for (auto& rs : *spec->mutable_replicas()) {
     v1::Resource* r = rs.mutable_resources();
@@ -47,7 +69,7 @@ std::string ApplyResourceDefaults(const ServerConfig& config, v1::JobSpec* spec)
     }
     if (!parts.empty()) set.push_back(absl::StrCat(rs.role(), " ", absl::StrJoin(parts, ", ")));
   }
-  return set.empty() ? "" : absl::StrCat("; server defaults for what the spec leaves out: ", absl::StrJoin(set, "; "));
+  return set;
 }
 
 }  // namespace
@@ -62,9 +84,17 @@ absl::StatusOr<CheckedSpec> CheckSubmission(v1::JobSpec spec, std::vector<std::s
   if (spec.user().empty()) spec.set_user("default");
   if (spec.queue().empty()) spec.set_queue(config.default_queue.empty() ? "default" : config.default_queue);
   CheckedSpec out;
-  out.defaulted = ApplyResourceDefaults(config, &spec);
+  std::vector<std::string> set = ApplyResourceDefaults(config, &spec);
   std::vector<std::string> invalid = api::ValidateJobSpec(spec, config.limits);
-  if (absl::Status st = CheckQueue(spec.queue(), queues); !st.ok()) invalid.emplace_back(st.message());
+  std::string no_queue;
+  if (const core::QueueConfig* leaf = FindLeafQueue(spec.queue(), queues, &no_queue)) {
+    ApplyTimeLimit(*leaf, &spec, &set, &invalid);
+  } else {
+    invalid.push_back(std::move(no_queue));
+  }
+  if (!set.empty()) {
+    out.defaulted = absl::StrCat("; server defaults for what the spec leaves out: ", absl::StrJoin(set, "; "));
+  }
   std::vector<std::string> problems = api::MergeProblems(std::move(parse_problems), invalid);
   if (!problems.empty()) return api::ProblemsStatus(problems);
   // Frameworks address tasks by port: make sure each task that needs one has one.

@@ -25,11 +25,12 @@ struct CheckedSpec {
 };
 
 // Fills in user, queue (config.default_queue, else "default"), cpu and
-// memory defaults and the ports frameworks need; then checks the bounds
-// first (a spec over them is answered with those alone, before any work
-// that grows with it), then validation and the queue, answered with
-// `parse_problems` in one InvalidArgument, one "field: problem" per line.
-// Linear in the spec's size.
+// memory defaults, the queue's defaultTime as a missing activeDeadline, and
+// the ports frameworks need; then checks the bounds first (a spec over them
+// is answered with those alone, before any work that grows with it), then
+// validation, the queue and its maxTime, answered with `parse_problems` in
+// one InvalidArgument, one "field: problem" per line. Linear in the spec's
+// size.
 absl::StatusOr<CheckedSpec> CheckSubmission(v1::JobSpec spec, std::vector<std::string> parse_problems,
                                             const ServerConfig& config, const core::QueueConfig& queues);
 

@@ -10,6 +10,8 @@
 #include "server/control_state.h"
 #include "server/test_backend.h"
 #include "server/test_node.h"
+#include "server/test_restart.h"
+#include "server/test_status.h"
 #include "store/memory_state_store.h"
 
 namespace trainyard::server {
@@ -45,25 +47,13 @@ class ControlEventsTest : public ::testing::Test {
   }
 
   // Writes what the control state has for the store, as the shell does.
-  void Flush() {
-    while (std::optional<Persister::Write> w = state_->TakeWrite()) {
-      absl::Status st = store_.Commit(w->batch);
-      ASSERT_TRUE(st.ok()) << st;
-      state_->WriteDone(*w, st, false);
-    }
-  }
+  void Flush() { testing::FlushWrites(*state_, store_); }
 
   // The server restarts: a new control state from what the store holds.
   void Restart() {
     Flush();
-    auto snap = store_.LoadAll();
-    ASSERT_TRUE(snap.ok()) << snap.status();
-    JobFilter finished;
-    finished.states = {v1::JOB_SUCCEEDED, v1::JOB_FAILED, v1::JOB_KILLED};
-    auto ended = store_.ListJobs(finished);
-    ASSERT_TRUE(ended.ok()) << ended.status();
     state_ = Make();
-    state_->Recover(std::move(*snap), std::move(*ended), now_);
+    testing::RecoverFromStore(store_, *state_, now_);
   }
 
   std::string Submit(const std::string& yaml) {
@@ -80,17 +70,7 @@ class ControlEventsTest : public ::testing::Test {
     return resp.ok() ? resp->job() : "";
   }
 
-  v1::TaskStatus StatusOf(const v1::TaskSpec& t, v1::TaskState s) {
-    v1::TaskStatus st;
-    st.set_job(t.job());
-    st.set_job_id(t.job_id());
-    st.set_role(t.role());
-    st.set_index(t.index());
-    st.set_attempt(t.attempt());
-    st.set_launch_attempt(t.attempt());
-    st.set_state(s);
-    return st;
-  }
+  v1::TaskStatus StatusOf(const v1::TaskSpec& t, v1::TaskState s) { return testing::StatusOf(t, s); }
 
   // Every launch on `node` from `first` on reports `s`.
   void ReportFrom(size_t first, const std::string& node, v1::TaskState s) {

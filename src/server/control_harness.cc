@@ -321,7 +321,7 @@ void Harness::Restart() {
   Flush(false);
   auto snap = store_.LoadAll();
   JobFilter finished;
-  finished.states = {v1::JOB_SUCCEEDED, v1::JOB_FAILED, v1::JOB_KILLED};
+  finished.states = api::FinishedJobStates();
   auto ended = store_.ListJobs(finished);
   if (!snap.ok() || !ended.ok()) return;
   state_ = Make();

@@ -256,7 +256,10 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   TY_CHECK(api::IsLegalTransition(from, state), "job %s: %s -> %s is not a transition the server makes",
            job.rec.name().c_str(), api::JobStateName(from), api::JobStateName(state));
   job.rec.set_state(state);
-  if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) job.rec.set_start_time_ms(ToMs(now));
+  if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) {
+    job.rec.set_start_time_ms(ToMs(now));
+    WatchDeadline(job);  // its time limit counts from here
+  }
   if (api::IsTerminal(state)) job.rec.set_end_time_ms(ToMs(now));
   CountInQueue(job);
   Persist(job);
@@ -310,6 +313,7 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
   preempting_.erase(job.rec.name());
   job.rec.set_message(message);
   job.rec.set_pending_reason("");
+  UnwatchDeadline(job);
   SetJobState(job, state, now);
   AddEvent(job, "finished", absl::StrCat(api::JobStateName(state), ": ", message), now);
   // Tasks never placed are done at once; the others are stopped.
@@ -317,7 +321,13 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
     const v1::TaskRecord& t = job.rec.tasks(i);
     if (t.node().empty() && !api::IsTerminal(t.state())) SetTaskState(job, i, v1::TASK_KILLED);
   }
-  KillTasks(job, config_.kill_grace_ms, message);
+  // A job past its time limit gives way as a preemption victim does, its
+  // work saved first; the other ends stop their tasks outright.
+  if (state == v1::JOB_DEADLINE_EXCEEDED) {
+    StopWithGrace(job, config_.kill_grace_ms, message);
+  } else {
+    KillTasks(job, config_.kill_grace_ms, message);
+  }
   MaybeFinish(job, now);
   RoomFreed();
 }

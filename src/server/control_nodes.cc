@@ -38,6 +38,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       continue;
     }
     CountInQueue(*job);
+    WatchDeadline(*job);  // from its recorded start: the limit survives the restart
     jobs_[job->rec.name()] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:

@@ -21,6 +21,7 @@ namespace trainyard::server {
 
 void ControlState::RunRound(absl::Time now) {
   CheckNodes(now);
+  CheckDeadlines(now);
   // Victims whose grace ran out without their agent confirming the stop.
   std::vector<JobRt*> overdue;
   for (const std::string& name : preempting_) {
@@ -190,7 +191,7 @@ void ControlState::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   AddEvent(*job, "preempted", absl::StrCat(job->preempted_note, "; ", absl::ToInt64Seconds(p.grace_deadline - now),
                                            " s to checkpoint before it is stopped"), now);
   int grace = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(p.grace_deadline - now)));
-  KillTasks(*job, grace, absl::StrCat("preempted by ", p.for_job_id));
+  StopWithGrace(*job, grace, absl::StrCat("preempted by ", p.for_job_id));
   MaybeFinish(*job, now);
 }
 
@@ -225,6 +226,10 @@ void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason
     if (api::IsTerminal(t.state()) || t.node().empty()) continue;
     SendKill(t.node(), job.rec.name(), job.rec.id(), t.role(), t.index(), grace_ms, reason);
   }
+}
+
+void ControlState::StopWithGrace(JobRt& job, int grace_ms, const std::string& reason) {
+  KillTasks(job, grace_ms, reason);
 }
 
 ControlState::EnvContext ControlState::EnvContextFor(const JobRt& job) const {

@@ -12,7 +12,7 @@
 // preemptions, launches and their environment), control_agents.cc
 // (registration, heartbeats, task statuses, reconciliation),
 // control_nodes.cc (liveness, node loss, moving and adopting tasks,
-// recovery), control_stops.cc (a node whose agent stops on purpose, a
+// recovery), control_deadlines.cc (jobs' time limits), control_stops.cc (a node whose agent stops on purpose, a
 // worker its job master found hung), control_admin.cc (cordon, drain,
 // remove; nodes taken out of placement for failing launches or low disk),
 // control_views.cc (what clients see).
@@ -279,6 +279,14 @@ class ControlState {
   // Sends task `task` its files; false when its node is not connected.
   bool SendFiles(JobRt& job, int task, EnvContext& ctx);
   void KillTasks(JobRt& job, int grace_ms, const std::string& reason);
+  // Stops the job's placed tasks so that it gives way (a preemption victim,
+  // a job stopped with its node's agent, a job past its time limit), each
+  // task given `grace_ms` between SIGTERM and SIGKILL to save its work. The
+  // coordinated checkpoint (DESIGN.md, "Training resilience": the job's
+  // master has its workers checkpoint by a deadline, and they are stopped
+  // once the step is saved) takes the place of the bare grace here, for
+  // every one of these at once. Today: KillTasks.
+  void StopWithGrace(JobRt& job, int grace_ms, const std::string& reason);
   // The agent finds the task by the job's id (a reused name names another
   // job's task); `job` is for its messages.
   void SendKill(const std::string& node, const std::string& job, uint64_t job_id, const std::string& role, int index,
@@ -300,6 +308,15 @@ class ControlState {
   // Ends a task its node no longer runs (or can no longer hold): KILLED when
   // its job is being stopped, else FAILED with `why`.
   void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now);
+
+  // control_deadlines.cc
+  // Watches a started job's time limit (api::DeadlineMs), or stops watching
+  // it (its end). Both O(log jobs); a job without a limit is not watched.
+  void WatchDeadline(const JobRt& job);
+  void UnwatchDeadline(const JobRt& job);
+  // Ends every live job whose limit ran out by `now` as DEADLINE_EXCEEDED.
+  // O(log jobs) when none did.
+  void CheckDeadlines(absl::Time now);
 
   // control_stops.cc
   // Stops every task of the job (grace: kill_grace_ms) and requeues it once
@@ -423,6 +440,9 @@ class ControlState {
   // Victims waiting for their tasks to stop, so a round need not walk every
   // job ever submitted to find those past their grace.
   std::set<std::string> preempting_;
+  // Started jobs with a time limit, by when it runs out (WatchDeadline):
+  // a round looks only at the first, not at every job.
+  std::set<std::pair<absl::Time, std::string>> deadlines_;
   // Placed jobs with tasks still waiting for room (minAvailable < count).
   std::set<std::string> partial_;
   absl::Time last_partial_try_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
+#include "api/time_limits.h"
 #include "server/control_state.h"
 #include "server/control_state_internal.h"
 
@@ -165,6 +166,8 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
   v.set_submit_time_unix_ms(r.submit_time_ms());
   v.set_start_time_unix_ms(r.start_time_ms());
   v.set_end_time_unix_ms(r.end_time_ms());
+  v.set_active_deadline_ms(r.spec().active_deadline_ms());
+  v.set_deadline_unix_ms(api::DeadlineMs(r));
   v.set_job_master(job.job_master);
   int gpus = 0;
   for (const auto& t : r.tasks()) {
@@ -346,6 +349,8 @@ v1::ListQueuesResponse ControlState::ListQueues() const {
     v->set_capacity_percent(abs_cap);
     v->set_max_capacity_percent(abs_max);
     v->set_weight(q->weight);
+    v->set_max_time_ms(absl::ToInt64Milliseconds(q->max_time));
+    v->set_default_time_ms(absl::ToInt64Milliseconds(q->default_time));
     const auto& names = cs.queue_names();
     auto it = std::find(names.begin(), names.end(), q->name);
     if (it != names.end()) *v->mutable_used() = api::ToProto(cs.QueueUsed(static_cast<int32_t>(it - names.begin())));

@@ -32,7 +32,7 @@ absl::Status JobManager::Recover() {
   absl::StatusOr<StoreSnapshot> snap = store_->LoadAll();
   if (!snap.ok()) return snap.status();
   JobFilter finished;
-  finished.states = {v1::JOB_SUCCEEDED, v1::JOB_FAILED, v1::JOB_KILLED};
+  finished.states = api::FinishedJobStates();
   absl::StatusOr<std::vector<v1::JobRecord>> ended = store_->ListJobs(finished);
   if (!ended.ok()) return ended.status();
   size_t live = snap->jobs.size(), done = ended->size(), nodes = snap->nodes.size();

@@ -57,8 +57,12 @@ export function when(unixMs) {
 }
 
 export function ago(unixMs, now = Date.now()) {
-  if (!unixMs) return '—';
-  const s = Math.max(0, Math.round((now - unixMs) / 1000));
+  return unixMs ? duration(now - unixMs) : '—';
+}
+
+// A span of time as a person reads it: "45s", "12m 5s", "3h 20m".
+export function duration(ms) {
+  const s = Math.max(0, Math.round(ms / 1000));
   if (s < 60) return `${s}s`;
   if (s < 3600) return `${Math.floor(s / 60)}m${s % 60 ? ` ${s % 60}s` : ''}`;
   return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;

@@ -1,11 +1,31 @@
 // One job: its state and pending reason, Kill, tasks (node, GPUs, ports,
 // restarts and their causes), the GPUs it holds on each node, its events on
 // a timeline, the log viewer and the download of every log.
-import { h, table, section, stateBadge, jobColour, when, ago, ports } from './dom.js';
+import { h, table, section, stateBadge, jobColour, when, ago, duration, ports } from './dom.js';
 import { getJson, postJson, jobPath, ApiError, authHeaders } from './api.js';
 import { LogViewer } from './logs.js';
 
-const kTerminal = new Set(['SUCCEEDED', 'FAILED', 'KILLED']);
+const kTerminal = new Set(['SUCCEEDED', 'FAILED', 'KILLED', 'DEADLINE_EXCEEDED']);
+
+// The job's time limit (activeDeadline) and what is left of it. The time
+// left counts down from the server's answer (time_left_ms), by this
+// browser's clock since then: a clock set apart from the server's does not
+// shift it.
+function timeLimit(job, fetchedAt) {
+  if (!job.active_deadline_ms) return 'none';
+  const limit = duration(job.active_deadline_ms);
+  if (job.state === 'DEADLINE_EXCEEDED') return `${limit} (exceeded)`;
+  if (kTerminal.has(job.state)) return limit;
+  if (job.time_left_ms === null || job.time_left_ms === undefined) return `${limit} (counted from when the job starts running)`;
+  const el = h('span', { id: 'time-left' });
+  const show = () => {
+    const left = Math.max(0, job.time_left_ms - (Date.now() - fetchedAt));
+    el.textContent = `${limit} (${duration(Math.floor(left / 1000) * 1000)} left)`;
+  };
+  show();
+  el.tick = show;
+  return el;
+}
 
 function exitCause(e) {
   if (!e) return '';
@@ -15,7 +35,7 @@ function exitCause(e) {
   return `exit code ${e.exit_code}`;
 }
 
-function header(job, kill) {
+function header(job, kill, fetchedAt) {
   return h('div', { class: 'jobhead' },
     h('h1', {}, `Job ${job.name} `, stateBadge(job.state)),
     h('dl', { class: 'facts' },
@@ -24,7 +44,8 @@ function header(job, kill) {
       h('dt', {}, 'GPUs held'), h('dd', {}, job.gpus), h('dt', {}, 'Job master'), h('dd', {}, job.job_master || '—'),
       h('dt', {}, 'Submitted'), h('dd', {}, `${when(job.submit_time_unix_ms)} (${ago(job.submit_time_unix_ms)} ago)`),
       h('dt', {}, 'Started'), h('dd', {}, when(job.start_time_unix_ms)),
-      h('dt', {}, 'Ended'), h('dd', {}, when(job.end_time_unix_ms))),
+      h('dt', {}, 'Ended'), h('dd', {}, when(job.end_time_unix_ms)),
+      h('dt', {}, 'Time limit'), h('dd', { id: 'time-limit' }, timeLimit(job, fetchedAt))),
     job.pending_reason ? h('p', { class: 'pending', id: 'pending-reason' }, h('strong', {}, 'Waiting: '), job.pending_reason) : null,
     !job.pending_reason && job.reason ? h('p', { class: 'muted' }, job.reason) : null,
     h('p', {},
@@ -113,6 +134,8 @@ export function mount(main, params) {
     }
   };
   main.append(head, body, section('Logs', logs.el));
+  // The time left counts down between the job's changes (which redraw it).
+  const ticker = setInterval(() => { const el = head.querySelector('#time-left'); if (el && el.tick) el.tick(); }, 1000);
   return {
     topics: ['jobs', 'nodes'],
     async refresh() {
@@ -126,17 +149,21 @@ export function mount(main, params) {
         }
         throw e;
       }
+      const fetchedAt = Date.now();  // time_left_ms was measured just before
       const used = [...new Set(job.tasks.filter((t) => t.node).map((t) => t.node))];
       const nodes = new Map();
       await Promise.all(used.map(async (n) => {
         try { nodes.set(n, await getJson(`/api/v1/nodes/${encodeURIComponent(n)}`)); } catch (e) { /* gone: drawn without */ }
       }));
-      head.replaceChildren(header(job, kill));
+      head.replaceChildren(header(job, kill, fetchedAt));
       body.replaceChildren(section('Tasks', tasksTable(job)), section('GPUs per node', gpusPerNode(job, nodes)),
         section('Restarts', restarts(job)), section('Events', timeline(job)));
       logs.update(job.tasks);
       main.dataset.ready = 'job';
     },
-    dispose() { logs.stop(); },
+    dispose() {
+      clearInterval(ticker);
+      logs.stop();
+    },
   };
 }

@@ -3,7 +3,7 @@
 import { h, table, jobLink, stateBadge, ago } from './dom.js';
 import { getJson } from './api.js';
 
-const kStates = ['', 'QUEUED', 'SCHEDULED', 'STARTING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'KILLED'];
+const kStates = ['', 'QUEUED', 'SCHEDULED', 'STARTING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'KILLED', 'DEADLINE_EXCEEDED'];
 const kRunning = 'QUEUED,SCHEDULED,STARTING,RUNNING';
 
 function field(id, label, input) {

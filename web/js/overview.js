@@ -8,7 +8,7 @@ import { h, table, section, stateBadge } from './dom.js';
 import { getJson, ApiError } from './api.js';
 import { lineChart, seconds, kPalette } from './charts.js';
 
-const kJobStates = ['QUEUED', 'SCHEDULED', 'STARTING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'KILLED'];
+const kJobStates = ['QUEUED', 'SCHEDULED', 'STARTING', 'RUNNING', 'SUCCEEDED', 'FAILED', 'KILLED', 'DEADLINE_EXCEEDED'];
 
 function stat(label, value, extra) {
   return h('div', { class: 'stat' }, h('div', { class: 'stat-value' }, value), h('div', { class: 'stat-label' }, label),

@@ -18,6 +18,17 @@ absl::Status CheckPercent(const std::string& path, absl::string_view field, doub
   return absl::OkStatus();
 }
 
+absl::Status CheckTimeLimits(const std::string& path, const QueueConfig& q) {
+  if (q.max_time < absl::ZeroDuration() || q.default_time < absl::ZeroDuration()) {
+    return Err(path, "max_time and default_time must not be negative");
+  }
+  if (q.max_time > absl::ZeroDuration() && q.default_time > q.max_time) {
+    return Err(path, absl::StrCat("default_time ", absl::FormatDuration(q.default_time), " is above max_time ",
+                                  absl::FormatDuration(q.max_time)));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateQueue(const QueueConfig& q, const std::string& parent,
                            absl::flat_hash_set<std::string>* names) {
   std::string path = parent.empty() ? q.name : absl::StrCat(parent, ".", q.name);
@@ -42,6 +53,7 @@ absl::Status ValidateQueue(const QueueConfig& q, const std::string& parent,
   if (m.memory_mb < 0 || m.vcores_milli < 0 || m.gpus < 0) {
     return Err(path, absl::StrCat("min_share has a negative quantity: ", m.ToString()));
   }
+  if (absl::Status s = CheckTimeLimits(path, q); !s.ok()) return s;
   double sum = 0;
   for (const QueueConfig& child : q.children) {
     if (absl::Status s = ValidateQueue(child, path, names); !s.ok()) return s;

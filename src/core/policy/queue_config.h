@@ -28,6 +28,12 @@ struct QueueConfig {
   double weight = 1;
   Resource min_share;
   std::vector<QueueConfig> children;
+  // Time limits of its jobs (activeDeadline), as a Slurm partition's MaxTime
+  // and DefaultTime: the longest a job may ask, and what a job that asks
+  // none gets. Zero = none. A child that sets neither has its parent's (the
+  // YAML loader fills them in).
+  absl::Duration max_time = absl::ZeroDuration();
+  absl::Duration default_time = absl::ZeroDuration();
 };
 
 struct QueuesConfig {
@@ -40,7 +46,8 @@ struct QueuesConfig {
 
 // OK when the tree is usable: names non-empty and unique, percentages in
 // [0, 100], max_capacity >= capacity, children's capacities summing to at
-// most 100, weights > 0, min-shares non-negative. The error names the queue
+// most 100, weights > 0, min-shares non-negative, time limits non-negative
+// with a default no longer than the maximum. The error names the queue
 // path and field, e.g. "queue root.research: max_capacity_percent 30 is
 // below capacity_percent 40".
 absl::Status ValidateQueues(const QueuesConfig& config);

@@ -34,6 +34,14 @@ TEST(QueueConfigTest, ErrorsNameTheQueueAndField) {
             "queue root.a: min_share has a negative quantity: memory=0MB vcores=0 gpus=-1");
   EXPECT_EQ(ValidateQueues(Two({.name = ""}, {.name = "b"})).message(),
             "queue root.(unnamed): name is empty");
+  EXPECT_EQ(ValidateQueues(Two({.name = "a", .max_time = absl::Hours(1), .default_time = absl::Hours(2)},
+                               {.name = "b"}))
+                .message(),
+            "queue root.a: default_time 2h is above max_time 1h");
+  EXPECT_EQ(ValidateQueues(Two({.name = "a", .max_time = absl::Hours(-1)}, {.name = "b"})).message(),
+            "queue root.a: max_time and default_time must not be negative");
+  EXPECT_TRUE(ValidateQueues(Two({.name = "a", .default_time = absl::Hours(2)}, {.name = "b"})).ok())
+      << "a default without a maximum";
 }
 
 }  // namespace

@@ -100,6 +100,8 @@ json JobJson(const v1::JobView& j, bool with_events) {
               {"submit_time_unix_ms", j.submit_time_unix_ms()},
               {"start_time_unix_ms", j.start_time_unix_ms()},
               {"end_time_unix_ms", j.end_time_unix_ms()},
+              {"active_deadline_ms", j.active_deadline_ms()},
+              {"deadline_unix_ms", j.deadline_unix_ms()},
               {"gpus", j.gpus()},
               {"job_master", j.job_master()},
               {"tasks", std::move(tasks)}};
@@ -251,6 +253,8 @@ json QueuesJson(const v1::ListQueuesResponse& queues, const std::vector<std::sha
                     {"capacity_percent", q.capacity_percent()},
                     {"max_capacity_percent", q.max_capacity_percent()},
                     {"weight", q.weight()},
+                    {"max_time_ms", q.max_time_ms()},
+                    {"default_time_ms", q.default_time_ms()},
                     {"used", ResourceJson(q.used())},
                     {"running_jobs", q.running_jobs()},
                     {"pending_jobs", q.pending_jobs()},

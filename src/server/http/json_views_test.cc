@@ -41,5 +41,28 @@ TEST(QueuesJsonTest, AShareCountsAsItsShareNotAsAWholeGpu) {
   EXPECT_EQ(users[1]["used"]["gpu_milli"], 2000);
 }
 
+TEST(JobJsonTest, AJobShowsItsTimeLimitAndWhenItRunsOut) {
+  v1::JobView v;
+  v.set_state(v1::JOB_DEADLINE_EXCEEDED);
+  v.set_start_time_unix_ms(1'800'000'000'000);
+  v.set_active_deadline_ms(3000);
+  v.set_deadline_unix_ms(1'800'000'003'000);
+  nlohmann::json j = JobJson(v, false);
+  EXPECT_EQ(j["state"], "DEADLINE_EXCEEDED");
+  EXPECT_EQ(j["active_deadline_ms"], 3000);
+  EXPECT_EQ(j["deadline_unix_ms"], 1'800'000'003'000);
+}
+
+TEST(QueuesJsonTest, AQueueShowsItsTimeLimits) {
+  v1::ListQueuesResponse queues;
+  v1::QueueView* q = queues.add_queues();
+  q->set_name("research");
+  q->set_max_time_ms(24 * 3600 * 1000);
+  q->set_default_time_ms(2 * 3600 * 1000);
+  nlohmann::json j = QueuesJson(queues, {});
+  EXPECT_EQ(j["queues"][0]["max_time_ms"], 24 * 3600 * 1000);
+  EXPECT_EQ(j["queues"][0]["default_time_ms"], 2 * 3600 * 1000);
+}
+
 }  // namespace
 }  // namespace trainyard::server::http

@@ -9,7 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "api/states.h"
+#include "api/time_limits.h"
 #include "google/protobuf/util/json_util.h"
 #include "httplib.h"
 #include "server/http/json_views.h"
@@ -23,7 +25,6 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kJobStates[] = {"QUEUED", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "KILLED"};
 constexpr const char* kGrpcCodeNames[] = {
     "OK",        "CANCELLED",         "UNKNOWN",      "INVALID_ARGUMENT", "DEADLINE_EXCEEDED", "NOT_FOUND",
     "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
@@ -46,13 +47,20 @@ struct JobFilter {
 bool ParseJobState(std::string text, v1::JobState* out) {
   text = absl::AsciiStrToUpper(text);
   if (absl::StartsWith(text, "JOB_")) text = text.substr(4);
-  for (int s = v1::JOB_QUEUED; s <= v1::JOB_KILLED; ++s) {
-    if (text == api::JobStateName(static_cast<v1::JobState>(s))) {
-      *out = static_cast<v1::JobState>(s);
+  for (v1::JobState s : api::JobStates()) {
+    if (text == api::JobStateName(s)) {
+      *out = s;
       return true;
     }
   }
   return false;
+}
+
+// "QUEUED, SCHEDULED, ..., DEADLINE_EXCEEDED".
+std::string JobStateNames() {
+  std::vector<std::string> names;
+  for (v1::JobState s : api::JobStates()) names.push_back(api::JobStateName(s));
+  return absl::StrJoin(names, ", ");
 }
 
 absl::StatusOr<JobFilter> ParseJobFilter(const httplib::Request& req, const v1::ListQueuesResponse& queues) {
@@ -74,7 +82,7 @@ absl::StatusOr<JobFilter> ParseJobFilter(const httplib::Request& req, const v1::
         v1::JobState s;
         if (!ParseJobState(std::string(part), &s)) {
           return absl::InvalidArgumentError(absl::StrCat("state: '", part, "' is not one of ",
-                                                         absl::StrJoin(kJobStates, ", ")));
+                                                         JobStateNames()));
         }
         f.states.insert(s);
         f.all = f.all || api::IsTerminal(s);
@@ -122,10 +130,15 @@ void GetJob(RestBackend* b, const httplib::Request& req, httplib::Response& res)
   const std::string name = req.matches[1];
   std::optional<ViewStore::JobEntry> entry = b->Views().Job(name);
   if (!entry) return SetStatusError(res, absl::NotFoundError(absl::StrCat("job '", name, "' does not exist")));
-  if (entry->events_loaded) return SetJson(res, JobJson(ViewStore::FullView(*entry), true));
-  absl::StatusOr<v1::JobView> v = b->Describe(name);
+  absl::StatusOr<v1::JobView> v =
+      entry->events_loaded ? absl::StatusOr<v1::JobView>(ViewStore::FullView(*entry)) : b->Describe(name);
   if (!v.ok()) return SetStatusError(res, v.status());
-  SetJson(res, JobJson(*v, true));
+  json out = JobJson(*v, true);
+  // What is left of its time limit as of this answer (null: no limit, not
+  // started, or ended).
+  std::optional<int64_t> left = api::TimeLeftMs(*v, absl::ToUnixMillis(absl::Now()));
+  out["time_left_ms"] = left ? json(*left) : json(nullptr);
+  SetJson(res, out);
 }
 
 // The body of POST /api/v1/jobs as gRPC's SubmitRequest: a spec file's

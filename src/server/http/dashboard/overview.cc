@@ -45,7 +45,7 @@ json OverviewJson(const ViewStore& views) {
     Add(gpus, c);
   }
   json jobs_by_state = json::object();
-  for (int s = v1::JOB_QUEUED; s <= v1::JOB_KILLED; ++s) jobs_by_state[api::JobStateName(static_cast<v1::JobState>(s))] = 0;
+  for (v1::JobState s : api::JobStates()) jobs_by_state[api::JobStateName(s)] = 0;
   for (const auto& [key, count] : views.StateCounts().jobs) {
     jobs_by_state[api::JobStateName(key.second)] = jobs_by_state[api::JobStateName(key.second)].get<int64_t>() + count;
   }
