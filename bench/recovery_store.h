@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -48,17 +49,15 @@ inline v1::JobSpec WorkerSpec(const std::string& name, int count) {
   return spec;
 }
 
-// Writes that store into `dir` (fsync off).
-inline absl::Status Fill(const std::string& dir) {
-  SqliteStoreOptions options;
-  options.sync = StoreSync::kOff;
-  absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(dir, options);
-  if (!store.ok()) return store.status();
-  WriteBatch batch;
+// Calls `add` with a batch per node and per job of that store.
+template <typename Add>
+void ForEachBatch(Add add) {
   for (int n = 0; n < kNodes; ++n) {
     v1::NodeRecord node;
     *node.mutable_info() = NodeOf(n);
+    WriteBatch batch;
     batch.PutNode(std::move(node));
+    add(std::move(batch));
   }
   int slot = 0;
   for (uint64_t id = 1; id <= kJobs; ++id) {
@@ -80,9 +79,26 @@ inline absl::Status Fill(const std::string& dir) {
       port.set_begin(30000 + slot / kNodes);
       port.set_end(30000 + slot / kNodes);
     }
+    WriteBatch batch;
     batch.CreateJob(std::move(job), v1::JobEventRecord());
+    add(std::move(batch));
   }
-  return (*store)->Commit(std::move(batch));
+}
+
+// Writes that store into `dir` (fsync off), in one transaction.
+inline absl::Status Fill(const std::string& dir) {
+  SqliteStoreOptions options;
+  options.sync = StoreSync::kOff;
+  absl::StatusOr<StateStorePtr> store = SqliteStateStore::Open(dir, options);
+  if (!store.ok()) return store.status();
+  WriteBatch all;
+  ForEachBatch([&](WriteBatch batch) {
+    for (const WriteBatch::Op& op : batch.ops()) {
+      if (const auto* node = std::get_if<WriteBatch::PutNodeOp>(&op)) all.PutNode(node->node);
+      if (const auto* job = std::get_if<WriteBatch::CreateJobOp>(&op)) all.CreateJob(job->job, job->first_event);
+    }
+  });
+  return (*store)->Commit(std::move(all));
 }
 
 }  // namespace trainyard::bench

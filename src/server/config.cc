@@ -253,7 +253,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.etcd_max_txn_ops < 8) errors.push_back("etcdMaxTxnOps: must be at least 8");
   if (c.etcd_max_request_bytes < 64 * 1024) errors.push_back("etcdMaxRequestBytes: must be at least 65536");
-  if (c.leader_lease_ms < 1000) errors.push_back("leaderLeaseMs: must be at least 1000 (etcd grants whole seconds)");
+  if (c.leader_lease_ms < 1000 || c.leader_lease_ms % 1000 != 0) {
+    errors.push_back(absl::StrCat("leaderLeaseMs: ", c.leader_lease_ms,
+                                  " must be a whole number of seconds, at least 1000 (etcd grants whole seconds)"));
+  }
   if (c.max_log_followers <= 0) errors.push_back("maxLogFollowers: must be positive");
   if (c.log_follower_buffer_bytes < (8 << 10)) {
     errors.push_back(absl::StrCat("logFollowerBufferBytes: ", c.log_follower_buffer_bytes, " is below 8192"));

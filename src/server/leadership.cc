@@ -101,6 +101,10 @@ void Leadership::Renew() {
     }
     int64_t sent = SteadyNanos();
     absl::StatusOr<int64_t> ttl = client_->KeepAliveOnce(lease_);
+    if (!Valid()) {
+      lost = "no renewal of the leader's lease succeeded within its TTL (paused or cut off from etcd)";
+      break;
+    }
     if (ttl.ok() && *ttl <= 0) {
       lost = "the leader's lease has expired in etcd";
       break;

@@ -54,7 +54,11 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   connect->ca_file = config.etcd_ca_file;
   connect->cert_file = config.etcd_cert_file;
   connect->key_file = config.etcd_key_file;
-  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(*connect);
+  // The election's calls (renewals) give up within one lease: a renewal
+  // that cannot succeed in time means the lease is lost anyway.
+  EtcdConnectOptions leader_connect = *connect;
+  leader_connect.call_timeout = absl::Milliseconds(config.leader_lease_ms);
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(leader_connect);
   if (!client.ok()) return client.status();
   leader_client_ = std::move(*client);
 
@@ -79,7 +83,7 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   options.prefix = config.etcd_prefix;
   options.max_txn_ops = config.etcd_max_txn_ops;
   options.max_request_bytes = config.etcd_max_request_bytes;
-  options.on_fenced = [] { ExitDeposed("etcd refused a write: another server holds the election key"); };
+  options.on_write_lost = [](const absl::Status& why) { ExitDeposed(std::string(why.message())); };
   absl::StatusOr<std::unique_ptr<EtcdStateStore>> store = EtcdStateStore::Open(options);
   if (!store.ok()) return store.status();
   (*store)->SetFence(leading.key, leadership_->revision());

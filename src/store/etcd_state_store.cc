@@ -73,7 +73,9 @@ void Parse(const std::string& prefix, const mvccpb::KeyValue& kv, Loaded& loaded
   if (key.size() < 20 || !absl::SimpleAtoi(key.substr(0, 20), &id)) return bad("no job id");
   absl::string_view rest = key.substr(20);
   if (kind == 'j') {
-    if (!loaded.jobs[id].job.ParseFromString(kv.value())) bad("job record does not parse");
+    if (!rest.empty()) return bad("not a record of this store");
+    v1::JobRecord& job = loaded.jobs[id].job;
+    if (!job.ParseFromString(kv.value()) || job.id() != id) bad("job record does not parse or names another id");
     return;
   }
   int64_t number = 0;
@@ -125,6 +127,14 @@ struct EtcdStateStore::Impl {
     absl::StatusOr<int64_t> revision = client->RangePrefix(
         prefix, [&](const mvccpb::KeyValue& kv) { Parse(prefix, kv, loaded); });
     if (!revision.ok()) return revision.status();
+    for (const auto& [id, entry] : loaded.jobs) {
+      if (entry.job.id() != id) {
+        loaded.problems.push_back(absl::StrCat("job ", id, ": events without a job record"));
+      }
+    }
+    for (const auto& [id, chunks] : loaded.chunks) {
+      if (!loaded.jobs.contains(id)) loaded.problems.push_back(absl::StrCat("tasks of job ", id, " without a job"));
+    }
     if (!loaded.problems.empty()) {
       return store_checks::ProblemsToStatus("etcd store under " + prefix, loaded.problems);
     }
@@ -213,22 +223,28 @@ struct EtcdStateStore::Impl {
     absl::Time start = absl::Now();
     absl::StatusOr<etcdserverpb::TxnResponse> response = client->Txn(*txn);
     double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    absl::MutexLock lock(&mu);
+    absl::Status lost;
     if (!response.ok()) {
       // The write may or may not have landed: memory can no longer vouch for
-      // etcd, so nothing more is written until the server reloads.
-      write_error = absl::UnavailableError(absl::StrCat(
-          response.status().message(), " (the etcd store refuses every later write: restart the "
-          "server to reload its state)"));
-      return write_error;
-    }
-    if (!response->succeeded()) {
-      write_error = absl::FailedPreconditionError(absl::StrCat(
+      // etcd, so nothing more is written until a server reloads from etcd.
+      lost = absl::UnavailableError(absl::StrCat(
+          response.status().message(), " (the etcd store refuses every later write: a server must "
+          "reload its state from etcd)"));
+    } else if (!response->succeeded()) {
+      lost = absl::FailedPreconditionError(absl::StrCat(
           "etcd store: this server is no longer the leader (", fence_key_now,
           " was created again or removed); its write was refused and so is every later one"));
-      if (options.on_fenced) options.on_fenced();
-      return write_error;
     }
+    if (!lost.ok()) {
+      {
+        absl::MutexLock lock(&mu);
+        write_error = lost;
+      }
+      // The leader steps down (a standby reloads from etcd and serves).
+      if (options.on_write_lost) options.on_write_lost(lost);
+      return lost;
+    }
+    absl::MutexLock lock(&mu);
     ++stats.transactions;
     stats.commit_seconds.Observe(seconds);
     stats.batch_size.Observe(stage.batches);

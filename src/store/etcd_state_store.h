@@ -21,7 +21,7 @@
 // Fencing: after SetFence(key, revision), every write is a transaction that
 // commits only while `key` still has that create revision (the leader's
 // election key). A write refused by the fence fails with FailedPrecondition,
-// every later write fails too, and on_fenced runs once: a deposed leader
+// every later write fails too, and on_write_lost runs: a deposed leader
 // never writes again.
 #pragma once
 
@@ -43,8 +43,11 @@ struct EtcdStoreOptions {
   int64_t max_request_bytes = 1536 * 1024;
   // At most this many batches in one transaction.
   int max_group_batches = 64;
-  // Called once, on the committer thread, when the fence refuses a write.
-  std::function<void()> on_fenced;
+  // Called on the committer thread (no lock held) when a write was refused
+  // by the fence or its outcome is unknown (etcd unreachable for the whole
+  // call timeout): the store then refuses every later write, and a server
+  // steps down so that a standby reloads from etcd.
+  std::function<void(const absl::Status&)> on_write_lost;
 };
 
 class EtcdStateStore : public StateStore {

@@ -57,10 +57,12 @@ struct RecordSet::Lookup {
   }
 
   bool NameTaken(const std::string& name, uint64_t except) const {
-    for (const RecordStage* stage : {static_cast<const RecordStage*>(&sub), &group}) {
-      for (const auto& [id, staged] : stage->jobs) {
-        if (id != except && staged.entry.job.name() == name) return true;
-      }
+    for (const auto& [id, staged] : sub.jobs) {
+      if (id != except && staged.entry.job.name() == name) return true;
+    }
+    // The group's copy of a job the batch copied again is stale.
+    for (const auto& [id, staged] : group.jobs) {
+      if (id != except && !sub.jobs.contains(id) && staged.entry.job.name() == name) return true;
     }
     auto it = set.names_.find(name);
     return it != set.names_.end() && it->second != except && !sub.jobs.contains(it->second) &&
@@ -165,8 +167,15 @@ absl::Status RecordSet::Stage(const WriteBatch& batch, RecordStage& stage) const
 }
 
 void RecordSet::Publish(RecordStage stage) {
+  // Old names go first (only where the name is still this job's), so a
+  // stage that renames one job and gives its old name to another keeps both.
   for (auto& [id, staged] : stage.jobs) {
-    if (auto it = jobs_.find(id); it != jobs_.end()) names_.erase(it->second.job.name());
+    auto it = jobs_.find(id);
+    if (it == jobs_.end()) continue;
+    auto name = names_.find(it->second.job.name());
+    if (name != names_.end() && name->second == id) names_.erase(name);
+  }
+  for (auto& [id, staged] : stage.jobs) {
     names_[staged.entry.job.name()] = id;
     jobs_[id] = std::move(staged.entry);
   }
@@ -251,7 +260,10 @@ std::vector<v1::JobRecord> RecordSet::AllJobs() const {
 
 void RecordSet::LoadJob(JobEntry entry) {
   uint64_t id = entry.job.id();
-  if (auto it = jobs_.find(id); it != jobs_.end()) names_.erase(it->second.job.name());
+  if (auto it = jobs_.find(id); it != jobs_.end()) {
+    auto name = names_.find(it->second.job.name());
+    if (name != names_.end() && name->second == id) names_.erase(name);
+  }
   names_[entry.job.name()] = id;
   if (!entry.events.empty()) next_seq_ = std::max(next_seq_, entry.events.back().seq() + 1);
   jobs_[id] = std::move(entry);

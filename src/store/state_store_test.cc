@@ -398,6 +398,28 @@ TEST_P(StateStoreTest, CheckIntegrityReportsGpusAndPortsHeldTwice) {
   EXPECT_THAT(status.message(), Not(HasSubstr("worker/1")));
 }
 
+TEST_P(StateStoreTest, ANameGivenUpAndTakenInOneBatchBelongsToItsNewJob) {
+  v1::JobRecord six = MakeJob(6);
+  six.set_name("a");
+  ASSERT_TRUE(Create(six).ok());
+  // Job 6 becomes "b" and a new job 5 takes "a", in one batch.
+  WriteBatch batch;
+  v1::JobRecord renamed = six;
+  renamed.clear_tasks();
+  renamed.set_name("b");
+  batch.UpdateJob(renamed);
+  v1::JobRecord five = MakeJob(5);
+  five.set_name("a");
+  batch.CreateJob(five, MakeEvent(5, "submitted"));
+  ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+  absl::StatusOr<v1::JobRecord> a = store_->GetJobByName("a");
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->id(), 5u);
+  absl::StatusOr<v1::JobRecord> b = store_->GetJobByName("b");
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->id(), 6u);
+}
+
 TEST_P(StateStoreTest, ConcurrentWritersAllLandAndCallbacksRun) {
   constexpr int kThreads = 8;
   constexpr int kJobsPerThread = 40;
