@@ -213,6 +213,21 @@ replicas:
   for (auto& a : agents) a->Stop();
 }
 
+// A daemon as a command might leave one: a grandchild of the command's
+// shell that ignores SIGTERM and holds its output pipes; it writes its pid
+// to `file` once it ignores SIGTERM.
+std::string StubbornDaemon(const std::string& file) {
+  return absl::StrCat("sh -c 'trap \"\" TERM; echo $$ > ", file, "; exec sleep 1000' & wait");
+}
+
+// The pid in `file` once a command has written it; 0 if none within 30 s.
+pid_t PidWrittenTo(const std::string& file) {
+  pid_t pid = 0;
+  WaitUntil([&] { return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &pid) && pid > 0; },
+            absl::Seconds(30), absl::Milliseconds(20));
+  return pid;
+}
+
 // A rank host on this machine's loopback, serving for `secret`, and the
 // environment of a caller in another task of its job.
 class LoopbackRankHost {
@@ -241,6 +256,17 @@ class LoopbackRankHost {
     if (!secret.empty()) env.push_back("TRAINYARD_JOB_SECRET=" + secret);
     return env;
   }
+  // A caller with `secret` that has the rank host run a StubbornDaemon;
+  // *daemon is its pid once it runs (0 if it does not within 30 s).
+  std::unique_ptr<Process> StartDaemon(const std::string& secret, pid_t* daemon) const {
+    std::string pid_file = dir() + "/daemon.pid";
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    for (const std::string& e : CallerEnv(secret)) argv.push_back(e);
+    argv.insert(argv.end(), {TrainyardBin(), "rsh", "127.0.0.1", StubbornDaemon(pid_file)});
+    auto caller = std::make_unique<Process>(argv, dir() + "/caller.log");
+    *daemon = PidWrittenTo(pid_file);
+    return caller;
+  }
 
  private:
   TempDir dir_;
@@ -249,27 +275,19 @@ class LoopbackRankHost {
   bool ready_ = false;
 };
 
-// A daemon as a command might leave one: a grandchild of the command's
-// shell that ignores SIGTERM and holds its output pipes; it writes its pid
-// to `file` once it ignores SIGTERM.
-std::string StubbornDaemon(const std::string& file) {
-  return absl::StrCat("sh -c 'trap \"\" TERM; echo $$ > ", file, "; exec sleep 1000' & wait");
-}
-
-// The pid in `file` once a command has written it; 0 if none within 30 s.
-pid_t PidWrittenTo(const std::string& file) {
-  pid_t pid = 0;
-  WaitUntil([&] { return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &pid) && pid > 0; },
-            absl::Seconds(30), absl::Milliseconds(20));
-  return pid;
-}
-
 // Ended: no such process, or a zombie that its parent has yet to reap.
 bool Ended(pid_t pid) {
   if (kill(pid, 0) != 0 && errno == ESRCH) return true;
   std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
   size_t paren = stat.rfind(')');
   return paren == std::string::npos || stat.substr(paren + 2, 1) == "Z";
+}
+
+// Whether `pid` ends within 30 s; it is killed if not, so no test leaves it.
+bool EndsSoon(pid_t pid) {
+  if (WaitUntil([&] { return Ended(pid); }, absl::Seconds(30), absl::Milliseconds(20))) return true;
+  kill(pid, SIGKILL);
+  return false;
 }
 
 // The rank host as a caller meets it: the command's output and exit status
@@ -350,18 +368,12 @@ TEST(MpiRshTest, AProcessOnTheRankHostsPortGetsNoSecretAndIsNotTrusted) {
 TEST(MpiRshTest, AKilledCallersCommandIsStoppedWhole) {
   LoopbackRankHost host("s3cret");
   ASSERT_TRUE(host.ready()) << host.Log();
-  std::string pid_file = host.dir() + "/daemon.pid";
-  std::vector<std::string> argv = {"/usr/bin/env"};
-  for (const std::string& e : host.CallerEnv("s3cret")) argv.push_back(e);
-  argv.insert(argv.end(), {TrainyardBin(), "rsh", "127.0.0.1", StubbornDaemon(pid_file)});
-  Process caller(argv, host.dir() + "/caller.log");
-  pid_t daemon = PidWrittenTo(pid_file);
-  ASSERT_GT(daemon, 0) << host.Log() << ReadFile(caller.log());
+  pid_t daemon = 0;
+  std::unique_ptr<Process> caller = host.StartDaemon("s3cret", &daemon);
+  ASSERT_GT(daemon, 0) << host.Log() << ReadFile(caller->log());
   EXPECT_FALSE(Ended(daemon));
-  caller.Kill();
-  EXPECT_TRUE(WaitUntil([&] { return Ended(daemon); }, absl::Seconds(30), absl::Milliseconds(20)))
-      << "pid " << daemon << " outlived its caller";
-  if (!Ended(daemon)) kill(daemon, SIGKILL);
+  caller->Kill();
+  EXPECT_TRUE(EndsSoon(daemon)) << "pid " << daemon << " outlived its caller";
   EXPECT_TRUE(WaitUntil([&] { return host.Log().find("trainyard rsh: ended for") != std::string::npos; },
                         absl::Seconds(30), absl::Milliseconds(20)))
       << host.Log();
@@ -373,19 +385,13 @@ TEST(MpiRshTest, AKilledCallersCommandIsStoppedWhole) {
 TEST(MpiRshTest, AStoppedRankHostStopsItsCommands) {
   LoopbackRankHost host("s3cret");
   ASSERT_TRUE(host.ready()) << host.Log();
-  std::string pid_file = host.dir() + "/daemon.pid";
-  std::vector<std::string> argv = {"/usr/bin/env"};
-  for (const std::string& e : host.CallerEnv("s3cret")) argv.push_back(e);
-  argv.insert(argv.end(), {TrainyardBin(), "rsh", "127.0.0.1", StubbornDaemon(pid_file)});
-  Process caller(argv, host.dir() + "/caller.log");
-  pid_t daemon = PidWrittenTo(pid_file);
-  ASSERT_GT(daemon, 0) << host.Log() << ReadFile(caller.log());
+  pid_t daemon = 0;
+  std::unique_ptr<Process> caller = host.StartDaemon("s3cret", &daemon);
+  ASSERT_GT(daemon, 0) << host.Log() << ReadFile(caller->log());
   kill(host.process().pid(), SIGTERM);
-  EXPECT_TRUE(WaitUntil([&] { return Ended(daemon); }, absl::Seconds(30), absl::Milliseconds(20)))
-      << "pid " << daemon << " outlived its rank host";
-  if (!Ended(daemon)) kill(daemon, SIGKILL);
+  EXPECT_TRUE(EndsSoon(daemon)) << "pid " << daemon << " outlived its rank host";
   EXPECT_TRUE(WaitUntil([&] { return !host.process().Running(); }, absl::Seconds(30), absl::Milliseconds(20)));
-  caller.Stop();
+  caller->Stop();
 }
 
 }  // namespace

@@ -213,12 +213,20 @@ class RankCommandTest : public ::testing::Test {
     return paren == std::string::npos || stat.substr(paren + 2, 1) == "Z";  // a zombie has ended
   }
 
-  // What the caller end read: stdout and stderr bytes until the relay's end.
-  void ReadOutput(std::string* out, std::string* err) {
+  // The relay's end (RelayEnds) and what the caller end read: stdout and
+  // stderr bytes.
+  struct Ended {
+    int code = -1;
+    std::string out;
+    std::string err;
+  };
+  Ended Finish() {
+    Ended ended{.code = RelayEnds()};
+    shutdown(wire_.host, SHUT_WR);
     for (;;) {
       std::string frame = ReadRawFrame(wire_.caller);
-      if (frame.empty()) return;
-      (frame[0] == 'O' ? out : err)->append(frame.substr(5));
+      if (frame.empty()) return ended;
+      (frame[0] == 'O' ? ended.out : ended.err).append(frame.substr(5));
     }
   }
 
@@ -237,12 +245,10 @@ class RankCommandTest : public ::testing::Test {
 
 TEST_F(RankCommandTest, ItsOutputAndExitStatusComeBack) {
   Start("echo out; echo err >&2; exit 3");
-  EXPECT_EQ(RelayEnds(), 3);
-  shutdown(wire_.host, SHUT_WR);
-  std::string out, err;
-  ReadOutput(&out, &err);
-  EXPECT_EQ(out, "out\n");
-  EXPECT_EQ(err, "err\n");
+  Ended ended = Finish();
+  EXPECT_EQ(ended.code, 3);
+  EXPECT_EQ(ended.out, "out\n");
+  EXPECT_EQ(ended.err, "err\n");
 }
 
 TEST_F(RankCommandTest, ItGetsNoDescriptorOfTheRankHostsButItsStdio) {
@@ -255,12 +261,10 @@ TEST_F(RankCommandTest, ItGetsNoDescriptorOfTheRankHostsButItsStdio) {
   }
   // The shell's own descriptors (the glob's, closed once it is expanded, left out).
   Start("cd /proc/$$/fd && for f in *; do [ -e \"$f\" ] && echo \"$f\"; done; true");
-  EXPECT_EQ(RelayEnds(), 0);
-  shutdown(wire_.host, SHUT_WR);
-  std::string out, err;
-  ReadOutput(&out, &err);
-  EXPECT_EQ(err, "");
-  std::vector<std::string> fds = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  Ended ended = Finish();
+  EXPECT_EQ(ended.code, 0);
+  EXPECT_EQ(ended.err, "");
+  std::vector<std::string> fds = absl::StrSplit(ended.out, '\n', absl::SkipEmpty());
   EXPECT_THAT(fds, ::testing::IsSupersetOf({"0", "1", "2"}));
   for (const std::string& fd : fds) EXPECT_TRUE(inherited.count(fd)) << "fd " << fd << " leaked into the shell";
 }
