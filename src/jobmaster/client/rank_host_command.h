@@ -39,8 +39,9 @@ absl::StatusOr<RankCommand> StartRankCommand(const std::string& command);
 int RelayRankCommand(int conn, RankCommand& command, absl::Duration grace = kRankCommandGrace);
 
 // Stops every running command's group: SIGTERM, then SIGKILL to those left
-// after `grace`; returns once all have ended or a second after the SIGKILL.
-// What the rank host does before it exits on a signal.
+// after `grace`; returns once all have ended or two seconds after the
+// SIGKILL. What the rank host does before it exits on a signal (a command
+// that starts meanwhile is killed as its shell's parent thread ends).
 void StopRankCommands(absl::Duration grace = kRankCommandGrace);
 
 }  // namespace trainyard::jobmaster
