@@ -69,7 +69,8 @@ void TaskUserMapFile(std::string_view data);
 // The job master's barrier record file.
 void BarrierRecordFile(std::string_view data);
 // An MPI job's rank host wire, both ways: what a caller sends the rank host
-// and what it answers `trainyard rsh` (rank_host_entry.cc).
+// after its challenge, and what a rank host (or a stranger on its port)
+// sends `trainyard rsh` (rank_host_entry.cc).
 void RankHostWire(std::string_view data);
 
 }  // namespace trainyard::fuzz

@@ -5,12 +5,17 @@
 // runs in a network namespace of its own, joined to this host by a veth pair
 // the test makes (and removes), and reaches the server through it; where
 // namespaces cannot be made, two agents on distinct loopback addresses.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -208,39 +213,185 @@ replicas:
   for (auto& a : agents) a->Stop();
 }
 
+// A daemon as a command might leave one: a grandchild of the command's
+// shell that ignores SIGTERM and holds its output pipes; it writes its pid
+// to `file` once it ignores SIGTERM.
+std::string StubbornDaemon(const std::string& file) {
+  return absl::StrCat("sh -c 'trap \"\" TERM; echo $$ > ", file, "; exec sleep 1000' & wait");
+}
+
+// The pid in `file` once a command has written it; 0 if none within 30 s.
+pid_t PidWrittenTo(const std::string& file) {
+  pid_t pid = 0;
+  WaitUntil([&] { return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(file)), &pid) && pid > 0; },
+            absl::Seconds(30), absl::Milliseconds(20));
+  return pid;
+}
+
+// A rank host on this machine's loopback, serving for `secret`, and the
+// environment of a caller in another task of its job.
+class LoopbackRankHost {
+ public:
+  explicit LoopbackRankHost(const std::string& secret) : port_(FreePort()) {
+    host_ = std::make_unique<Process>(
+        std::vector<std::string>{"/usr/bin/env", "TRAINYARD_NODE_ADDRESS=127.0.0.1",
+                                 absl::StrCat("TRAINYARD_PORTS=", port_), "TRAINYARD_JOB_SECRET=" + secret,
+                                 TrainyardBin(), "rsh", "--serve"},
+        dir_.path() + "/host.log");
+    ready_ = WaitUntil([&] { return Log().find("listening on") != std::string::npos || !host_->Running(); },
+                       absl::Seconds(20), absl::Milliseconds(20)) &&
+             host_->Running();
+    WriteFile(RankHosts(), absl::StrCat("127.0.0.1 ", port_, "\n"));
+  }
+  bool ready() const { return ready_; }
+  int port() const { return port_; }
+  std::string Log() const { return ReadFile(dir_.path() + "/host.log"); }
+  std::string RankHosts() const { return dir_.path() + "/rank_hosts"; }
+  const std::string& dir() const { return dir_.path(); }
+  Process& process() { return *host_; }
+  // A caller's environment (its own node is another), with `secret`.
+  std::vector<std::string> CallerEnv(const std::string& secret) const {
+    std::vector<std::string> env = {"TRAINYARD_NODE_ADDRESS=127.0.0.9", "TRAINYARD_NODE=node-9",
+                                    "TRAINYARD_MPI_RANK_HOSTS=" + RankHosts()};
+    if (!secret.empty()) env.push_back("TRAINYARD_JOB_SECRET=" + secret);
+    return env;
+  }
+  // A caller with `secret` that has the rank host run a StubbornDaemon;
+  // *daemon is its pid once it runs (0 if it does not within 30 s).
+  std::unique_ptr<Process> StartDaemon(const std::string& secret, pid_t* daemon) const {
+    std::string pid_file = dir() + "/daemon.pid";
+    std::vector<std::string> argv = {"/usr/bin/env"};
+    for (const std::string& e : CallerEnv(secret)) argv.push_back(e);
+    argv.insert(argv.end(), {TrainyardBin(), "rsh", "127.0.0.1", StubbornDaemon(pid_file)});
+    auto caller = std::make_unique<Process>(argv, dir() + "/caller.log");
+    *daemon = PidWrittenTo(pid_file);
+    return caller;
+  }
+
+ private:
+  TempDir dir_;
+  int port_;
+  std::unique_ptr<Process> host_;
+  bool ready_ = false;
+};
+
+// Ended: no such process, or a zombie that its parent has yet to reap.
+bool Ended(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || stat.substr(paren + 2, 1) == "Z";
+}
+
+// Whether `pid` ends within 30 s; it is killed if not, so no test leaves it.
+bool EndsSoon(pid_t pid) {
+  if (WaitUntil([&] { return Ended(pid); }, absl::Seconds(30), absl::Milliseconds(20))) return true;
+  kill(pid, SIGKILL);
+  return false;
+}
+
 // The rank host as a caller meets it: the command's output and exit status
 // come back; without the job's secret nothing runs.
 TEST(MpiRshTest, ARankHostRunsOnlyForTheJobsSecret) {
-  TempDir dir;
-  int port = FreePort();
-  Process host({"/usr/bin/env", "TRAINYARD_NODE_ADDRESS=127.0.0.1", absl::StrCat("TRAINYARD_PORTS=", port),
-                "TRAINYARD_JOB_SECRET=s3cret", TrainyardBin(), "rsh", "--serve"},
-               dir.path() + "/host.log");
-  ASSERT_TRUE(WaitUntil([&] { return ReadFile(host.log()).find("listening on") != std::string::npos || !host.Running(); },
-                        absl::Seconds(20), absl::Milliseconds(20)))
-      << ReadFile(host.log());
-  WriteFile(dir.path() + "/rank_hosts", absl::StrCat("127.0.0.1 ", port, "\n"));
-  std::vector<std::string> caller = {"TRAINYARD_NODE_ADDRESS=127.0.0.9", "TRAINYARD_NODE=node-9",
-                                     "TRAINYARD_MPI_RANK_HOSTS=" + dir.path() + "/rank_hosts"};
-  std::vector<std::string> env = caller;
-  env.push_back("TRAINYARD_JOB_SECRET=s3cret");
+  LoopbackRankHost host("s3cret");
+  ASSERT_TRUE(host.ready()) << host.Log();
   CommandResult ran = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.1", "echo", "out;", "echo", "err", ">&2;",
                                       "exit", "3"},
-                                     absl::Seconds(30), env);
+                                     absl::Seconds(30), host.CallerEnv("s3cret"));
   EXPECT_EQ(ran.exit_code, 3) << ran.err;
   EXPECT_EQ(ran.out, "out\n");
   EXPECT_EQ(ran.err, "err\n");
-  env = caller;
-  env.push_back("TRAINYARD_JOB_SECRET=guess");
-  CommandResult refused = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.1", "touch", dir.path() + "/ran"},
-                                         absl::Seconds(30), env);
+  CommandResult refused = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.1", "touch", host.dir() + "/ran"},
+                                         absl::Seconds(30), host.CallerEnv("guess"));
   EXPECT_EQ(refused.exit_code, 255);
   EXPECT_THAT(refused.err, HasSubstr("not this job's secret"));
-  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/ran"));
-  CommandResult unknown = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.7", "true"}, absl::Seconds(30), caller);
+  EXPECT_FALSE(std::filesystem::exists(host.dir() + "/ran"));
+  EXPECT_THAT(host.Log(), HasSubstr("refused 127.0.0.1:"));
+  CommandResult unknown =
+      RunCommandLine({TrainyardBin(), "rsh", "127.0.0.7", "true"}, absl::Seconds(30), host.CallerEnv(""));
   EXPECT_EQ(unknown.exit_code, 255);
   EXPECT_THAT(unknown.err, HasSubstr("127.0.0.7 is not the address of a node of this job's MPI workers"));
-  host.Stop();
+  host.process().Stop();
+}
+
+// Another user's task that took the rank host's port first sees no secret
+// from `trainyard rsh`, and its answer is not taken for the command's.
+TEST(MpiRshTest, AProcessOnTheRankHostsPortGetsNoSecretAndIsNotTrusted) {
+  TempDir dir;
+  int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), len), 0);
+  ASSERT_EQ(listen(listener, 4), 0);
+  ASSERT_EQ(getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  WriteFile(dir.path() + "/rank_hosts", absl::StrCat("127.0.0.1 ", ntohs(addr.sin_port), "\n"));
+  std::string heard;
+  std::thread squatter([&] {
+    int conn = accept(listener, nullptr, nullptr);
+    if (conn < 0) return;
+    // A challenge as a rank host's, then whatever comes within a second,
+    // then a made-up proof and output.
+    std::string frames = std::string("C\x20\0\0\0", 5) + std::string(32, 'n') + std::string("A\x20\0\0\0", 5) +
+                         std::string(32, 'p') + std::string("O\x06\0\0\0", 5) + "forged" +
+                         std::string("X\x01\0\0\0", 5) + "0";
+    EXPECT_EQ(write(conn, frames.data(), 5 + 32), 5 + 32);
+    pollfd p{conn, POLLIN, 0};
+    char buf[4096];
+    while (poll(&p, 1, 1000) > 0) {
+      ssize_t n = read(conn, buf, sizeof(buf));
+      if (n <= 0) break;
+      heard.append(buf, static_cast<size_t>(n));
+      if (heard.size() >= 5 + 64 + 4) break;  // a hello of the new wire, or the secret and a command
+    }
+    EXPECT_EQ(write(conn, frames.data() + 5 + 32, frames.size() - 5 - 32),
+              static_cast<ssize_t>(frames.size() - 5 - 32));
+    close(conn);
+  });
+  CommandResult ran = RunCommandLine({TrainyardBin(), "rsh", "127.0.0.1", "echo", "hi"}, absl::Seconds(30),
+                                     {"TRAINYARD_NODE_ADDRESS=127.0.0.9", "TRAINYARD_NODE=node-9",
+                                      "TRAINYARD_MPI_RANK_HOSTS=" + dir.path() + "/rank_hosts",
+                                      "TRAINYARD_JOB_SECRET=s3cret-of-the-job"});
+  squatter.join();
+  close(listener);
+  EXPECT_FALSE(heard.empty()) << "the caller sent nothing";
+  EXPECT_EQ(heard.find("s3cret-of-the-job"), std::string::npos) << "the secret crossed the wire";
+  EXPECT_EQ(ran.exit_code, 255) << ran.err;
+  EXPECT_EQ(ran.out, "");
+  EXPECT_THAT(ran.err, HasSubstr("did not prove it holds the job's secret"));
+}
+
+// mpirun stops its `trainyard rsh` when it ends or fails: what that caller
+// started on the other node goes, all of it (a daemon its shell forked
+// included), and the rank host stops relaying it.
+TEST(MpiRshTest, AKilledCallersCommandIsStoppedWhole) {
+  LoopbackRankHost host("s3cret");
+  ASSERT_TRUE(host.ready()) << host.Log();
+  pid_t daemon = 0;
+  std::unique_ptr<Process> caller = host.StartDaemon("s3cret", &daemon);
+  ASSERT_GT(daemon, 0) << host.Log() << ReadFile(caller->log());
+  EXPECT_FALSE(Ended(daemon));
+  caller->Kill();
+  EXPECT_TRUE(EndsSoon(daemon)) << "pid " << daemon << " outlived its caller";
+  EXPECT_TRUE(WaitUntil([&] { return host.Log().find("trainyard rsh: ended for") != std::string::npos; },
+                        absl::Seconds(30), absl::Milliseconds(20)))
+      << host.Log();
+  host.process().Stop();
+}
+
+// The job ends: its rank host is stopped (SIGTERM to the task), and stops
+// the commands it runs, which are in process groups of their own.
+TEST(MpiRshTest, AStoppedRankHostStopsItsCommands) {
+  LoopbackRankHost host("s3cret");
+  ASSERT_TRUE(host.ready()) << host.Log();
+  pid_t daemon = 0;
+  std::unique_ptr<Process> caller = host.StartDaemon("s3cret", &daemon);
+  ASSERT_GT(daemon, 0) << host.Log() << ReadFile(caller->log());
+  kill(host.process().pid(), SIGTERM);
+  EXPECT_TRUE(EndsSoon(daemon)) << "pid " << daemon << " outlived its rank host";
+  EXPECT_TRUE(WaitUntil([&] { return !host.process().Running(); }, absl::Seconds(30), absl::Milliseconds(20)));
+  caller->Stop();
 }
 
 }  // namespace

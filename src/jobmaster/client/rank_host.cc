@@ -2,19 +2,17 @@
 #include "jobmaster/client/rank_host.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <iostream>
-#include <algorithm>
-#include <atomic>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -22,146 +20,58 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "jobmaster/client/rank_host_command.h"
+#include "jobmaster/client/rank_host_wire.h"
 
 namespace trainyard::jobmaster {
 namespace {
 
-constexpr uint32_t kMaxFrame = 1 << 20;
-
-bool WriteAll(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, data, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool ReadAll(int fd, char* data, size_t n) {
-  while (n > 0) {
-    ssize_t r = read(fd, data, n);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return false;
-    data += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
-}
-
-bool SendFrame(int fd, char kind, absl::string_view payload) {
-  char head[5] = {kind};
-  uint32_t n = static_cast<uint32_t>(payload.size());
-  for (int i = 0; i < 4; ++i) head[1 + i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return WriteAll(fd, head, 5) && WriteAll(fd, payload.data(), payload.size());
-}
-
-// False on end of stream, an error or a frame above kMaxFrame.
-bool ReadFrame(int fd, char* kind, std::string* payload) {
-  unsigned char head[5];
-  if (!ReadAll(fd, reinterpret_cast<char*>(head), 5)) return false;
-  uint32_t n = 0;
-  for (int i = 0; i < 4; ++i) n |= static_cast<uint32_t>(head[1 + i]) << (8 * i);
-  if (n > kMaxFrame) return false;
-  *kind = static_cast<char>(head[0]);
-  payload->resize(n);
-  return n == 0 || ReadAll(fd, payload->data(), n);
-}
-
-bool SameSecret(absl::string_view a, absl::string_view b) {
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0 && !a.empty();
-}
-
-// Starts /bin/sh -c `command` with stdin from /dev/null and its stdout and
-// stderr into *out / *err; -1 when it cannot.
-pid_t StartCommand(const std::string& command, int* out, int* err) {
-  int o[2], e[2];
-  if (pipe2(o, O_CLOEXEC) != 0) return -1;
-  if (pipe2(e, O_CLOEXEC) != 0) {
-    close(o[0]);
-    close(o[1]);
-    return -1;
-  }
-  pid_t pid = fork();
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDONLY);
-    dup2(null, 0);
-    dup2(o[1], 1);
-    dup2(e[1], 2);
-    signal(SIGPIPE, SIG_DFL);
-    execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(o[1]);
-  close(e[1]);
-  *out = o[0];
-  *err = e[0];
-  if (pid < 0) {
-    close(o[0]);
-    close(e[0]);
-  }
-  return pid;
-}
-
-// Copies the command's output to the caller until both pipes end; stops the
-// command when the caller goes away. Returns the command's exit status.
-int Relay(int conn, pid_t pid, int out, int err) {
-  bool caller_gone = false;
-  while (out >= 0 || err >= 0) {
-    pollfd fds[3] = {{out, POLLIN, 0}, {err, POLLIN, 0}, {caller_gone ? -1 : conn, POLLIN, 0}};
-    if (poll(fds, 3, -1) < 0 && errno != EINTR) break;
-    for (int i = 0; i < 2; ++i) {
-      int& fd = i == 0 ? out : err;
-      if (fd < 0 || fds[i].revents == 0) continue;
-      char buf[65536];
-      ssize_t n = read(fd, buf, sizeof(buf));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        close(fd);
-        fd = -1;
-      } else if (!caller_gone && !SendFrame(conn, i == 0 ? 'O' : 'E', absl::string_view(buf, n))) {
-        caller_gone = true;
-      }
-    }
-    if (!caller_gone && fds[2].revents != 0) caller_gone = true;  // the caller sends nothing after 'H'
-    if (caller_gone) kill(pid, SIGTERM);
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
-}
-
-// Callers that have not yet shown the secret: each holds a thread for up to
-// kHelloTimeout, so a stranger on the node's network may hold only so many.
+// Callers that have not yet proven the secret: each holds a thread for up
+// to kHelloTimeout, so a stranger on the node's network may hold only so
+// many.
 constexpr int kMaxUnproven = 32;
-constexpr timeval kHelloTimeout{10, 0};
+constexpr absl::Duration kHelloTimeout = absl::Seconds(10);
 std::atomic<int> g_unproven{0};
 
 void ServeCaller(int conn, std::string peer, const std::string& secret) {
-  std::string command;
-  bool proven = ReadHello(conn, secret, &command);
+  absl::StatusOr<std::string> nonce = RankHostNonce();
+  absl::StatusOr<std::string> command =
+      nonce.ok() ? AcceptCaller(conn, secret, *nonce, absl::Now() + kHelloTimeout) : nonce.status();
   g_unproven.fetch_sub(1);
-  if (!proven) {
-    std::cerr << "trainyard rsh: refused " << peer << ": not this job's secret\n";
-    SendFrame(conn, 'R', "refused: not this job's secret (TRAINYARD_JOB_SECRET)");
+  if (!command.ok()) {
+    std::cerr << "trainyard rsh: refused " << peer << ": " << command.status().message() << "\n";
     close(conn);
     return;
   }
-  int out = -1, err = -1;
-  pid_t pid = StartCommand(command, &out, &err);
-  if (pid < 0) {
-    SendFrame(conn, 'R', absl::StrCat("cannot start /bin/sh: ", strerror(errno)));
+  absl::StatusOr<RankCommand> started = StartRankCommand(*command);
+  if (!started.ok()) {
+    SendFrame(conn, 'R', started.status().message());  // refused either way if the caller is gone
     close(conn);
     return;
   }
-  std::cerr << "trainyard rsh: running for " << peer << ": " << command << "\n";
-  int code = Relay(conn, pid, out, err);
-  SendFrame(conn, 'X', absl::StrCat(code));
+  std::cerr << "trainyard rsh: running for " << peer << ": " << *command << "\n";
+  int code = RelayRankCommand(conn, *started);
+  std::cerr << "trainyard rsh: ended for " << peer << " (exit status " << code << "): " << *command << "\n";
+  SendFrame(conn, 'X', absl::StrCat(code));  // a caller gone meanwhile has no use for it
   close(conn);
+}
+
+// Blocks the signals that stop the rank host in every thread but one, which
+// stops the commands' groups before the process exits: they are in groups
+// of their own, which a signal to the task's group does not reach.
+void StopCommandsOnSignal() {
+  sigset_t stop;
+  sigemptyset(&stop);
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) sigaddset(&stop, sig);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  std::thread([stop] {
+    int sig = 0;
+    while (sigwait(&stop, &sig) != 0) {
+    }
+    std::cerr << "trainyard rsh: stopping (signal " << sig << "); its commands first" << std::endl;
+    StopRankCommands();
+    _exit(128 + sig);
+  }).detach();
 }
 
 std::string PeerText(const sockaddr_storage& ss) {
@@ -193,19 +103,6 @@ int Connect(const std::string& host, int port) {
 
 }  // namespace
 
-bool ReadHello(int conn, const std::string& secret, std::string* command) {
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &kHelloTimeout, sizeof(kHelloTimeout));
-  char kind = 0;
-  std::string hello;
-  bool ok = ReadFrame(conn, &kind, &hello) && kind == 'H';
-  size_t nl = ok ? hello.find('\n') : std::string::npos;
-  if (nl == std::string::npos || !SameSecret(absl::string_view(hello).substr(0, nl), secret)) return false;
-  timeval none{0, 0};
-  setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof(none));
-  *command = hello.substr(nl + 1);
-  return true;
-}
-
 absl::Status ServeRankHost(const RankHostOptions& options) {
   signal(SIGPIPE, SIG_IGN);
   addrinfo hints{};
@@ -222,13 +119,20 @@ absl::Status ServeRankHost(const RankHostOptions& options) {
   bool ok = fd >= 0 && bind(fd, found->ai_addr, found->ai_addrlen) == 0 && listen(fd, 64) == 0;
   freeaddrinfo(found);
   if (!ok) return absl::UnavailableError(absl::StrCat("cannot listen on ", where, ": ", strerror(errno)));
+  StopCommandsOnSignal();
   std::cerr << "trainyard rsh: rank host listening on " << where << std::endl;
   for (;;) {
     sockaddr_storage peer{};
     socklen_t len = sizeof(peer);
     int conn = accept4(fd, reinterpret_cast<sockaddr*>(&peer), &len, SOCK_CLOEXEC);
     if (conn < 0) {
-      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE || errno == ENFILE) continue;
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        // Out of descriptors or memory: the pending connection stays queued
+        // and the socket readable, so wait for running commands to end some.
+        poll(nullptr, 0, 100);
+        continue;
+      }
       return absl::UnavailableError(absl::StrCat("accept on ", where, ": ", strerror(errno)));
     }
     if (g_unproven.fetch_add(1) >= kMaxUnproven) {
@@ -252,7 +156,10 @@ absl::StatusOr<int> RankHostPort(absl::string_view rank_hosts, absl::string_view
 
 absl::StatusOr<int> RunOnRankHost(const std::string& host, int port, const std::string& secret,
                                   const std::vector<std::string>& command, absl::Duration connect_timeout) {
-  signal(SIGPIPE, SIG_IGN);
+  if (secret.empty()) return absl::FailedPreconditionError("no job secret (TRAINYARD_JOB_SECRET is not set)");
+  absl::StatusOr<std::string> nonce = RankHostNonce();
+  if (!nonce.ok()) return nonce.status();
+  signal(SIGPIPE, SIG_IGN);  // a closed stdout loses output, not the exit status
   absl::Time deadline = absl::Now() + connect_timeout;
   int fd = Connect(host, port);
   for (absl::Duration wait = absl::Milliseconds(20); fd < 0 && absl::Now() < deadline;
@@ -264,31 +171,13 @@ absl::StatusOr<int> RunOnRankHost(const std::string& host, int port, const std::
     return absl::UnavailableError(absl::StrCat("no rank host answers on ", host, ":", port, " (", strerror(errno),
                                                "): the job's worker there runs `trainyard rsh --serve`?"));
   }
-  if (!SendFrame(fd, 'H', absl::StrCat(secret, "\n", absl::StrJoin(command, " ")))) {
-    close(fd);
-    return absl::UnavailableError(absl::StrCat("the rank host on ", host, ":", port, " closed the connection"));
-  }
-  absl::StatusOr<int> code = ReadAnswer(fd, 1, 2);
+  absl::Status greeted =
+      GreetRankHost(fd, secret, absl::StrJoin(command, " "), *nonce, absl::Now() + kHelloTimeout);
+  absl::StatusOr<int> code = greeted.ok() ? ReadAnswer(fd, 1, 2) : absl::StatusOr<int>(greeted);
   close(fd);
   if (code.ok()) return code;
   return absl::Status(code.status().code(),
                       absl::StrCat("the rank host on ", host, ":", port, " ", code.status().message()));
-}
-
-absl::StatusOr<int> ReadAnswer(int conn, int out_fd, int err_fd) {
-  char kind = 0;
-  std::string payload;
-  while (ReadFrame(conn, &kind, &payload)) {
-    if (kind == 'O' || kind == 'E') {
-      WriteAll(kind == 'O' ? out_fd : err_fd, payload.data(), payload.size());
-      continue;
-    }
-    int code = 0;
-    if (kind == 'X' && absl::SimpleAtoi(payload, &code)) return code;
-    if (kind == 'R') return absl::PermissionDeniedError(payload);
-    return absl::UnavailableError("sent a frame that is not an answer");
-  }
-  return absl::UnavailableError("went away before the command ended");
 }
 
 }  // namespace trainyard::jobmaster
