@@ -56,6 +56,14 @@ class Servers {
         log(i));
   }
 
+  // Server 0 leads, server 1 waits.
+  void StartLeaderAndStandby() {
+    Start(0);
+    ASSERT_TRUE(WaitLogSays(0, "listening on")) << ReadFile(log(0));
+    Start(1);
+    ASSERT_TRUE(WaitLogSays(1, "standby:")) << ReadFile(log(1));
+  }
+
   bool LogSays(int i, const std::string& text) { return ReadFile(log(i)).find(text) != std::string::npos; }
   bool WaitLogSays(int i, const std::string& text, absl::Duration timeout = absl::Seconds(30)) {
     return WaitUntil([&] { return LogSays(i, text); }, timeout, absl::Milliseconds(20));
@@ -118,10 +126,7 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   store_test::EtcdTestCluster etcd(1);
   ASSERT_TRUE(etcd.status().ok()) << etcd.status();
   Servers servers(etcd.address());
-  servers.Start(0);
-  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
-  servers.Start(1);
-  ASSERT_TRUE(servers.WaitLogSays(1, "standby:")) << ReadFile(servers.log(1));
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
   EXPECT_FALSE(servers.LogSays(1, "listening on"));
 
   servers.StartAgent();
@@ -156,10 +161,7 @@ TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutSer
   store_test::EtcdTestCluster etcd(1);
   ASSERT_TRUE(etcd.status().ok()) << etcd.status();
   Servers servers(etcd.address());
-  servers.Start(0);
-  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
-  servers.Start(1);
-  ASSERT_TRUE(servers.WaitLogSays(1, "standby:")) << ReadFile(servers.log(1));
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
 
   ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
