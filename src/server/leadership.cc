@@ -70,7 +70,6 @@ Leadership::Leadership(EtcdClient* client, LeadershipOptions options, int64_t le
       options_(std::move(options)),
       lease_(lease),
       revision_(revision),
-      since_(absl::Now()),
       valid_until_ns_(0) {
   renewer_ = std::thread([this] { Renew(); });
 }

@@ -48,7 +48,6 @@ class Leadership {
 
   // The election key's create revision: the fence of every write.
   int64_t revision() const { return revision_; }
-  absl::Time since() const { return since_; }
   // False once the lease may have expired by this server's own clock.
   bool Valid() const;
 
@@ -60,7 +59,6 @@ class Leadership {
   LeadershipOptions options_;
   const int64_t lease_;
   const int64_t revision_;
-  const absl::Time since_;
   // Until when the lease is surely held, by the steady clock (which runs on
   // while the process is stopped), in nanoseconds since its epoch.
   std::atomic<int64_t> valid_until_ns_;

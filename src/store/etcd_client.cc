@@ -170,15 +170,6 @@ absl::StatusOr<etcdserverpb::RangeResponse> EtcdClient::Range(
   return response;
 }
 
-absl::StatusOr<etcdserverpb::PutResponse> EtcdClient::Put(const etcdserverpb::PutRequest& request) {
-  etcdserverpb::PutResponse response;
-  absl::Status status = Run("put", [&](Member& m, grpc::ClientContext& c) {
-    return m.kv->Put(&c, request, &response);
-  });
-  if (!status.ok()) return status;
-  return response;
-}
-
 absl::StatusOr<int64_t> EtcdClient::RangePrefix(
     const std::string& prefix, const std::function<void(const mvccpb::KeyValue&)>& fn) {
   etcdserverpb::RangeRequest request;

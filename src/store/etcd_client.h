@@ -48,7 +48,6 @@ class EtcdClient {
 
   absl::StatusOr<etcdserverpb::TxnResponse> Txn(const etcdserverpb::TxnRequest& request);
   absl::StatusOr<etcdserverpb::RangeResponse> Range(const etcdserverpb::RangeRequest& request);
-  absl::StatusOr<etcdserverpb::PutResponse> Put(const etcdserverpb::PutRequest& request);
 
   // Calls `fn` for every key under `prefix`, in key order, as of one revision
   // (returned): a consistent snapshot read in pages.
@@ -60,8 +59,6 @@ class EtcdClient {
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl);
   absl::StatusOr<int64_t> KeepAliveOnce(int64_t lease_id);
   absl::Status RevokeLease(int64_t lease_id);
-
-  const std::vector<std::string>& endpoints() const { return options_.endpoints; }
 
  private:
   explicit EtcdClient(EtcdConnectOptions options);

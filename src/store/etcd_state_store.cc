@@ -438,6 +438,4 @@ StoreStats EtcdStateStore::Stats() {
   return impl_->stats;
 }
 
-EtcdClient& EtcdStateStore::client() { return *impl_->client; }
-
 }  // namespace trainyard

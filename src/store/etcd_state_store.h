@@ -74,9 +74,6 @@ class EtcdStateStore : public StateStore {
   absl::Status CheckIntegrity() override;
   StoreStats Stats() override;
 
-  // The client this store writes through (the leader election shares it).
-  EtcdClient& client();
-
  private:
   struct Impl;
   explicit EtcdStateStore(std::unique_ptr<Impl> impl);

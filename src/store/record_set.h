@@ -74,8 +74,6 @@ class RecordSet {
   void LoadJob(JobEntry entry);
   void LoadNode(v1::NodeRecord node);
   void LoadMeta(std::string key, std::string value);
-  void SetNextSeq(int64_t next_seq) { next_seq_ = next_seq; }
-  int64_t next_seq() const { return next_seq_; }
 
  private:
   struct Lookup;

@@ -59,7 +59,7 @@ EtcdTestCluster::EtcdTestCluster(int members) {
     members_[i].client_port = FreeLoopbackPort();
     members_[i].peer_port = FreeLoopbackPort();
   }
-  for (int i = 0; i < members && status_.ok(); ++i) status_ = Spawn(i, "new");
+  for (int i = 0; i < members && status_.ok(); ++i) status_ = Spawn(i);
   if (!status_.ok()) return;
   EtcdConnectOptions options;
   options.endpoints = endpoints();
@@ -105,7 +105,7 @@ std::string EtcdTestCluster::initial_cluster() const {
   return absl::StrJoin(peers, ",");
 }
 
-absl::Status EtcdTestCluster::Spawn(int i, const std::string& state) {
+absl::Status EtcdTestCluster::Spawn(int i) {
   Member& member = members_[i];
   std::string client = absl::StrCat("http://127.0.0.1:", member.client_port);
   std::string peer = absl::StrCat("http://127.0.0.1:", member.peer_port);
@@ -113,7 +113,7 @@ absl::Status EtcdTestCluster::Spawn(int i, const std::string& state) {
       "etcd", "--name", member.name, "--data-dir", absl::StrCat(dir_, "/", member.name),
       "--listen-client-urls", client, "--advertise-client-urls", client,
       "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-      "--initial-cluster", initial_cluster(), "--initial-cluster-state", state,
+      "--initial-cluster", initial_cluster(), "--initial-cluster-state", "new",
       "--initial-cluster-token", dir_, "--logger", "zap", "--log-level", "warn",
       // Short elections, so a test that kills a member waits little.
       "--heartbeat-interval", "50", "--election-timeout", "500"};
@@ -135,12 +135,5 @@ absl::Status EtcdTestCluster::Spawn(int i, const std::string& state) {
   member.pid = pid;
   return absl::OkStatus();
 }
-
-void EtcdTestCluster::Kill(int member) {
-  StopProcess(members_[member].pid, SIGKILL);
-  members_[member].pid = -1;
-}
-
-absl::Status EtcdTestCluster::Restart(int member) { return Spawn(member, "existing"); }
 
 }  // namespace trainyard::store_test

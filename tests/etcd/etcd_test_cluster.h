@@ -1,6 +1,5 @@
 // Real etcd members for tests: `etcd` (Debian's etcd-server) started in
-// temporary directories on free loopback ports, stopped by PID. A test may
-// kill, pause or restart a member to see what the store does then.
+// temporary directories on free loopback ports, stopped by PID.
 #pragma once
 
 #include <sys/types.h>
@@ -27,10 +26,6 @@ class EtcdTestCluster {
   std::vector<std::string> endpoints() const;
   pid_t pid(int member) const { return members_[member].pid; }
 
-  // SIGKILL a member (and reap it); Start it again on its data.
-  void Kill(int member);
-  absl::Status Restart(int member);
-
  private:
   struct Member {
     std::string name;
@@ -38,7 +33,7 @@ class EtcdTestCluster {
     int peer_port = 0;
     pid_t pid = -1;
   };
-  absl::Status Spawn(int member, const std::string& state);
+  absl::Status Spawn(int member);
   std::string initial_cluster() const;
 
   std::string dir_;
