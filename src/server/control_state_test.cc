@@ -295,6 +295,18 @@ std::pair<int, int> RunningAndPending(const ControlState& state) {
   return {queues.queues(0).running_jobs(), queues.queues(0).pending_jobs()};
 }
 
+TEST_F(ControlStateTest, AQueuesUseCountsAShareAsItsThousandths) {
+  ASSERT_TRUE(state_->RegisterAgent(Node("n1", 8), 1, now_).ok());
+  Submit(kOneGpu);
+  Submit(absl::StrReplaceAll(kOneGpu, {{"name: one", "name: quarters"}, {"count: 1", "count: 3"},
+                                       {"gpus: 1", "gpus: 0.25"}}));
+  state_->RunRound(now_);
+  v1::ListQueuesResponse queues = state_->ListQueues();
+  ASSERT_EQ(queues.queues_size(), 1);
+  EXPECT_EQ(queues.queues(0).used().gpus(), 1) << "whole GPUs";
+  EXPECT_EQ(queues.queues(0).used().gpu_milli(), 1750) << "one GPU and three 0.25 shares";
+}
+
 TEST_F(ControlStateTest, AQueuesViewCountsItsUnfinishedJobsAsTheyMoveAndAfterARestart) {
   ASSERT_TRUE(state_->RegisterAgent(Node("n1", 1), 1, now_).ok());
   std::string one = Submit(kOneGpu);

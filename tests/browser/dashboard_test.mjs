@@ -1,7 +1,9 @@
 // The dashboard in a real headless browser against a running cluster
 // (started by tests/integration/dashboard_browser_test.cc, which passes
 // what the cluster holds as JSON). Checks what a user sees:
-//  - the nodes page shows the placed job's exact GPUs on its node, and a
+//  - the nodes page shows the placed job's exact GPUs on its node, a GPU
+//    held 0.25 by one job and 0.5 by another as 75 % held with both jobs
+//    named (its label and its detail), and a
 //    cordoned node as CORDONED with the admin's reason;
 //  - the nodes page's heat map has a cell per node, the placed job's node
 //    drawn darker than the idle one; pages of one node step through every
@@ -84,12 +86,32 @@ async function nodesShowPlacedGpus(page) {
   await page.click(`button.gpu[data-node="${node}"][data-gpu="${gpus[0]}"]`);
   const detail = await page.textContent('.detail');
   check(detail.includes(expect.placed.task), `nodes page: the clicked GPU's detail "${detail}" does not name ${expect.placed.task}`);
+  await sharedGpuShowsItsShareAndHolders(page);
   const card = await page.textContent(`article.node[data-node="${expect.cordoned.node}"]`);
   check(card.includes('CORDONED') && card.includes(expect.cordoned.reason),
     `nodes page: the card of ${expect.cordoned.node} is "${card}", not CORDONED with "${expect.cordoned.reason}"`);
   ok(`cordoned ${expect.cordoned.node} shows CORDONED and "${expect.cordoned.reason}"`);
   await shot(page, 'nodes');
   ok(`nodes page shows ${job} on ${want.join(' ')}; the click names ${expect.placed.task}`);
+}
+
+// The GPU two jobs share: drawn by the share held (75 %), every holder named
+// in its label, and in the detail a click shows.
+async function sharedGpuShowsItsShareAndHolders(page) {
+  const { node, gpu, jobs, percent } = expect.shared;
+  const cell = `button.gpu[data-node="${node}"][data-gpu="${gpu}"]`;
+  const used = await page.getAttribute(cell, 'data-used');
+  check(used === String(percent), `nodes page: ${node} GPU ${gpu} is drawn ${used} % held, want ${percent}`);
+  const label = await page.getAttribute(cell, 'aria-label');
+  check(label.includes(`${percent} %`) && jobs.every((j) => label.includes(`job ${j}`)),
+    `nodes page: ${node} GPU ${gpu}'s label "${label}" does not say ${percent} % and name ${jobs.join(' and ')}`);
+  const fill = await page.$eval(cell, (el) => getComputedStyle(el).backgroundImage);
+  check(fill.includes(`${percent}%`), `nodes page: ${node} GPU ${gpu} is not filled to ${percent} %: ${fill}`);
+  await page.click(cell);
+  const detail = await page.textContent('.detail');
+  check(detail.includes(`${percent} %`) && jobs.every((j) => detail.includes(j)),
+    `nodes page: the shared GPU's detail "${detail}" does not say ${percent} % and name ${jobs.join(' and ')}`);
+  ok(`a shared GPU: ${node} GPU ${gpu} drawn ${percent} % held, naming ${jobs.join(' and ')}`);
 }
 
 // The heat map's cell colour of node i (one cell per node in name order,
@@ -105,18 +127,19 @@ async function heatCell(page, i) {
 }
 
 async function nodesHeatMapAndPaging(page) {
-  const { node, gpus } = expect.placed;
+  const { node } = expect.placed;
+  const { held } = expect;  // GPUs held, the shares as fractions
   const names = [node, expect.cordoned.node].sort();
   await open(page, '#/nodes?per=1', 'nodes');
   await page.waitForSelector('figure.heatmap canvas', { timeout: 10000 });
   const heat = await page.$eval('figure.heatmap canvas', (c) => ({ ...c.dataset, label: c.getAttribute('aria-label') }));
-  check(heat.nodes === String(names.length) && heat.used === String(gpus.length),
-    `heat map: ${JSON.stringify(heat)}, want ${names.length} nodes and ${gpus.length} GPUs held`);
+  check(heat.nodes === String(names.length) && heat.used === String(held),
+    `heat map: ${JSON.stringify(heat)}, want ${names.length} nodes and ${held} GPUs held`);
   const placedCell = await heatCell(page, names.indexOf(node));
   const idleCell = await heatCell(page, names.indexOf(expect.cordoned.node));
   check(placedCell < idleCell, `heat map: the cell of ${node} (${placedCell}) is not darker than the idle node's (${idleCell})`);
   const counts = await page.textContent('#node-counts');
-  check(counts.includes(`${names.length} nodes`) && counts.includes(`${gpus.length} held`), `nodes page counts: "${counts}"`);
+  check(counts.includes(`${names.length} nodes`) && counts.includes(`${held} held`), `nodes page counts: "${counts}"`);
   ok(`heat map: ${heat.label}; ${node}'s cell darker than the idle node's`);
   const shown = async () => page.$$eval('article.node', (a) => a.map((e) => e.dataset.node));
   const waitPage = async (n) => page.waitForSelector(`main[data-page="${n}"]`, { timeout: 10000 });

@@ -3,7 +3,8 @@
 // two agents. This side places one job, queues another behind it, and
 // hands what the REST API says of them to tests/browser/dashboard_test.mjs,
 // which checks the pages show the same: the placed job's GPUs on its node,
-// the other node cordoned with its reason,
+// a GPU held 0.25 by one job and 0.5 by another drawn 75 % full with both
+// named, the other node cordoned with its reason,
 // the queued job's pending reason, the overview's charts over time, new log lines within a second, no
 // serious accessibility violations, and Kill taking the job off the
 // running list. Screenshots are kept under
@@ -39,6 +40,13 @@ replicas:
     resources: {cpu: 100m, memory: 64Mi, gpus: 3}
     command: [sh, -c, 'while true; do echo "tick $(date +%s%3N)"; sleep 0.2; done']
 )yaml";
+
+// GPU shares: a quarter of a GPU and a half, which the placement packs
+// onto one GPU of the ticking job's node (the other is cordoned then).
+std::string ShareJob(const std::string& name, const std::string& gpus) {
+  return absl::StrCat("name: ", name, "\nuser: cy\nreplicas:\n  worker:\n    count: 1\n    resources: {cpu: 100m, ",
+                      "memory: 64Mi, gpus: ", gpus, "}\n    command: [sleep, '300']\n");
+}
 
 // Needs every GPU of both nodes: waits while the ticking job holds three.
 constexpr char kWaiting[] = R"(name: waiting
@@ -157,6 +165,16 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
   ASSERT_TRUE(WaitUntil([&] { return HttpGet(c.http_address(), "/api/v1/nodes/" + other).json["state"] == "CORDONED"; },
                       absl::Seconds(10)));
+  // Two shares of one GPU on the ticking job's node: 0.25 and 0.5.
+  std::string quarter = c.Submit(ShareJob("quarter", "0.25"));
+  nlohmann::json quarter_job = WaitForJob(c, quarter, [](const nlohmann::json& j) { return j["state"] == "RUNNING"; });
+  std::string half = c.Submit(ShareJob("half", "0.5"));
+  nlohmann::json half_job = WaitForJob(c, half, [](const nlohmann::json& j) { return j["state"] == "RUNNING"; });
+  const nlohmann::json& q_task = quarter_job["tasks"][0];
+  const nlohmann::json& h_task = half_job["tasks"][0];
+  ASSERT_EQ(q_task["node"], h_task["node"]) << quarter_job.dump(1) << half_job.dump(1);
+  ASSERT_EQ(q_task["gpus"], h_task["gpus"]) << "the shares pack onto one GPU: " << quarter_job.dump(1)
+                                            << half_job.dump(1);
   std::string waiting = c.Submit(kWaiting);
   nlohmann::json queued = WaitForJob(c, waiting, [](const nlohmann::json& j) {
     return j["state"] == "QUEUED" && !j["pending_reason"].get<std::string>().empty();
@@ -166,8 +184,10 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   nlohmann::json expect = {
       {"placed", {{"job", ticking}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
       {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
+      {"shared", {{"node", q_task["node"]}, {"gpu", q_task["gpus"][0]}, {"jobs", {quarter, half}}, {"percent", 75}}},
+      {"held", 3.75},
       {"cordoned", {{"node", other}, {"reason", "disk check"}}},
-      {"charts", {{"allocated", 3}, {"total", 16}, {"queue", queued["queue"]}}}};
+      {"charts", {{"allocated", 3.75}, {"total", 16}, {"queue", queued["queue"]}}}};
   std::string out = ArtifactsDir();
   CommandResult r = RunProgram({"/usr/bin/node", SourceDir() + "/tests/browser/dashboard_test.mjs", "--url",
                                 "http://" + c.http_address(), "--token", AdminToken(), "--out", out, "--expect",
@@ -177,6 +197,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: a shared GPU"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: heat map"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: pages of one node"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: the state filter shows only"));

@@ -1,7 +1,8 @@
 // GPU shares end to end: a real server and agent with two simulated A10
 // GPUs. Five quarter-GPU tasks share: four on one GPU, the fifth on the
 // other, each with CUDA_VISIBLE_DEVICES and TRAINYARD_GPU_SHARE; `nodes`
-// and `describe` show who holds which share; a 1-GPU task waits rather than
+// and `describe` show who holds which share, and the REST views, `queues`
+// and /metrics count 1.25 GPUs held; a 1-GPU task waits rather than
 // land on a partly used GPU, and runs once the shares are gone; a task that
 // needs another GPU model waits with a reason naming it.
 #include <sys/stat.h>
@@ -17,6 +18,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -35,6 +37,38 @@ std::string Job(const std::string& name, const std::string& resources, int count
                       "\n    resources: ", resources, "\n    env: {OUT: \"", out,
                       "\"}\n    command: [sh, -c, 'env > $OUT/$TRAINYARD_TASK_NAME.env; "
                       "while [ ! -e $OUT/go ]; do sleep 0.05; done']\n");
+}
+
+// Five 0.25 shares held (four on GPU 0, one on GPU 1): every view counts
+// 1.25 GPUs held and names every holder: the REST node, queue and user
+// views, `trainyard queues`, /metrics.
+void ExpectViewsCountSharesAsShares(const Cluster& c, const std::string& queue) {
+  nlohmann::json node;
+  ASSERT_TRUE(WaitUntil([&] {
+    node = HttpGet(c.http_address(), "/api/v1/nodes").json[0];
+    return node["allocated_gpu_milli"] == 1250;
+  }, absl::Seconds(10))) << node.dump(1);
+  EXPECT_EQ(node["gpus"][0]["used_milli"], 1000);
+  EXPECT_EQ(node["gpus"][0]["holders"].size(), 4u);
+  EXPECT_EQ(node["gpus"][1]["used_milli"], 250);
+  EXPECT_EQ(node["gpus"][1]["holders"].size(), 1u);
+  nlohmann::json queues;
+  ASSERT_TRUE(WaitUntil([&] {
+    queues = HttpGet(c.http_address(), "/api/v1/queues").json;
+    for (const auto& q : queues["queues"]) {
+      if (q["name"] == queue) return q["used"]["gpu_milli"] == 1250;
+    }
+    return false;
+  }, absl::Seconds(10))) << queues.dump(1);
+  for (const auto& q : queues["queues"]) {
+    if (q["name"] == queue) EXPECT_EQ(q["users"][0]["used"]["gpu_milli"], 1250) << q.dump(1);
+  }
+  EXPECT_THAT(c.Cli({"queues"}).out, HasSubstr("1.25/2"));
+  std::string metrics = HttpGet(c.http_address(), "/metrics").body;
+  EXPECT_EQ(MetricSample(metrics, absl::StrCat("trainyard_queue_gpus_allocated{queue=\"", queue, "\"}")), 1.25)
+      << metrics;
+  EXPECT_EQ(MetricSample(metrics, "trainyard_gpus{state=\"allocated\"}"), 1.25);
+  EXPECT_EQ(MetricSample(metrics, "trainyard_gpus{state=\"free\"}"), 0.75);
 }
 
 TEST(GpuShareTest, QuarterSharesPackAndWholeGpusWaitForWholeGpus) {
@@ -70,6 +104,7 @@ TEST(GpuShareTest, QuarterSharesPackAndWholeGpusWaitForWholeGpus) {
   EXPECT_THAT(table.out, HasSubstr("1:0.25 (quarters-worker-"));
   CommandResult describe = c.Cli({"describe", shares});
   EXPECT_THAT(describe.out, HasSubstr("(0.25 share, 1Gi)"));
+  ExpectViewsCountSharesAsShares(c, c.Describe(shares)["queue"]);
 
   // A whole GPU: none is free, and it never takes a split one.
   std::string whole = c.Submit(Job("whole", "{gpus: 1, cpu: 100m, memory: 64Mi}", 1, out));

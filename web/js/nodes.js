@@ -6,7 +6,8 @@
 // state, GPU model, label and free GPUs), each node's GPUs drawn as its
 // bitmap, grouped by the topology the API gives (CPU socket, then PCIe
 // switch; NVLink islands outlined), each GPU coloured by the job holding
-// it; hover or click for the task. A 10,000-node cluster costs the page one
+// it, a GPU split into shares filled by the share held; hover or click for
+// every task holding it. A 10,000-node cluster costs the page one
 // summary and one page, never the whole list.
 import { h, stateBadge, jobColour, jobOfTask, jobLink, mib, cores, ports, ago } from './dom.js';
 import { getJson } from './api.js';
@@ -26,15 +27,43 @@ function groupBy(gpus, key) {
   return [...m.entries()];
 }
 
+// Every task holding GPU g with its job: one for a whole GPU, one per share
+// of a split one.
+function holdersOf(g) {
+  const list = g.holders && g.holders.length ? g.holders : (g.task ? [{ task: g.task, job: g.job }] : []);
+  return list.map((x) => ({ task: x.task, job: x.job || jobOfTask(x.task) }));
+}
+
+// The percent of GPU g held: 100 for a whole GPU, the shares' sum for a
+// split one.
+function usedPercent(g) {
+  return g.state === 'used' ? Math.round((g.used_milli ?? 1000) / 10) : 0;
+}
+
+function heldText(g) {
+  const holders = holdersOf(g);
+  const who = holders.length ? holders.map((x) => `${x.task}${x.job ? ` of job ${x.job}` : ''}`).join(', ') : 'a task';
+  const pct = usedPercent(g);
+  return pct < 100 ? `${pct} % held, by ${who}` : `held by ${who}`;
+}
+
 function gpuCell(node, g, select) {
-  const job = g.task ? (g.job || jobOfTask(g.task)) : '';
-  const what = g.state === 'used' ? `held by ${g.task || 'a task'}${job ? ` of job ${job}` : ''}`
+  const holders = holdersOf(g);
+  const job = holders.length ? holders[0].job : '';
+  const pct = usedPercent(g);
+  const what = g.state === 'used' ? heldText(g)
     : g.state === 'excluded' ? 'excluded: busy with a process Trainyard did not start' : 'free';
   const label = `${node.name} GPU ${g.index}: ${what}`;
+  // A split GPU is filled from the bottom by the share held.
+  const fill = !job ? null : pct < 100
+    ? `background:linear-gradient(to top, ${jobColour(job)} ${pct}%, #e3f4e6 ${pct}%);color:#14532d`
+    : `background:${jobColour(job)}`;
   return h('button', {
-    type: 'button', class: `gpu gpu-${g.state}`, title: label, 'aria-label': label,
-    style: job ? `background:${jobColour(job)}` : null,
-    dataset: { node: node.name, gpu: String(g.index), state: g.state, task: g.task || '', job },
+    type: 'button', class: `gpu gpu-${g.state}`, title: label, 'aria-label': label, style: fill,
+    dataset: {
+      node: node.name, gpu: String(g.index), state: g.state, task: g.task || '', job,
+      used: String(pct), jobs: holders.map((x) => x.job).join(' '),
+    },
     onclick: () => select(node, g, job),
   }, String(g.index));
 }
@@ -49,6 +78,19 @@ function bitmap(node, select) {
         gpuCell(node, g, select))))))));
 }
 
+// GPUs from thousandths: 2750 -> "2.75".
+function gpuAmount(milli) {
+  return String(Math.round(milli) / 1000);
+}
+
+// The holders of a used GPU for the detail line, each job a link.
+function holderLinks(g) {
+  const pct = usedPercent(g);
+  const holders = holdersOf(g);
+  const list = holders.length ? holders : [{ task: '?', job: '' }];
+  return [pct < 100 ? `${pct} % held: ` : '', list.map((x, i) => [i ? ', ' : '', `task ${x.task}`, x.job ? [' of job ', jobLink(x.job)] : ''])];
+}
+
 function stateText(s) {
   return s === 'DRAINING' ? 'DRAINING (cordoned, tasks moving away)' : s;
 }
@@ -61,7 +103,7 @@ function nodeCard(node, select) {
     node.reason ? h('p', { class: 'node-reason' }, `Takes no tasks: ${node.reason}`) : null,
     bitmap(node, select),
     h('dl', { class: 'facts' },
-      h('dt', {}, 'GPUs'), h('dd', {}, `${node.allocated_gpus} used, ${node.free_gpus.length} free, ${node.excluded_gpus.length} excluded of ${node.gpu_count}`),
+      h('dt', {}, 'GPUs'), h('dd', {}, `${gpuAmount(node.allocated_gpu_milli ?? 1000 * node.allocated_gpus)} held (on ${node.allocated_gpus}), ${node.free_gpus.length} free, ${node.excluded_gpus.length} excluded of ${node.gpu_count}`),
       h('dt', {}, 'CPU'), h('dd', {}, `${cores(node.free.vcores_milli)} free of ${cores(node.capacity.vcores_milli)}`),
       h('dt', {}, 'Memory'), h('dd', {}, `${mib(node.free.memory_mb)} free of ${mib(node.capacity.memory_mb)}`),
       h('dt', {}, 'Ports'), h('dd', {}, `${ports(node.capacity.ports)}; ${node.ports_in_use} in use`),
@@ -176,7 +218,7 @@ export function mount(main, params) {
   const filters = () => ({ name: name.value.trim(), state: state.value, model: chosenModel, label: label.value.trim(), free: free.value });
   const select = (node, g, job) => {
     detail.replaceChildren(h('strong', {}, `${node.name} GPU ${g.index}`), ': ',
-      h('span', {}, g.state === 'used' ? [`task ${g.task || '?'}`, job ? [' of job ', jobLink(job)] : ''] : g.state),
+      h('span', {}, g.state === 'used' ? holderLinks(g) : g.state),
       ` · socket ${g.socket}, switch ${g.switch}${g.nvlink_island >= 0 ? `, NVLink island ${g.nvlink_island}` : ''}`);
   };
   const drawPage = () => {

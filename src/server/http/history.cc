@@ -23,8 +23,8 @@ HistorySample Take(const ViewStore& views, absl::Time now) {
   for (const ViewStore::NodeEntry& n : *views.Nodes()) {
     GpuCounts c = GpuCountsOf(*n.view);
     s.gpus_total += c.total;
-    s.gpus_allocated += c.allocated;
-    s.gpus_free += c.free;
+    s.gpus_allocated += c.AllocatedGpus();
+    s.gpus_free += c.FreeGpus();
     s.gpus_excluded += c.excluded;
     ++s.nodes;
     if (n.view->info().state() == v1::NODE_READY) ++s.nodes_ready;
@@ -43,7 +43,7 @@ HistorySample Take(const ViewStore& views, absl::Time now) {
   for (const v1::QueueView& q : views.Queues()->queues()) {
     HistoryQueue hq;
     hq.name = q.name();
-    hq.gpus_used = q.used().gpus();
+    hq.gpus_used = q.used().gpu_milli() / 1000.0;
     hq.running_jobs = q.running_jobs();
     hq.pending_jobs = q.pending_jobs();
     auto it = oldest_submit.find(q.name());

@@ -29,7 +29,7 @@ namespace trainyard::server::http {
 
 struct HistoryQueue {
   std::string name;
-  int32_t gpus_used = 0;
+  double gpus_used = 0;  // a GPU share as its fraction
   int32_t running_jobs = 0;
   int32_t pending_jobs = 0;
   // The longest any of its queued jobs has waited since its submission (s).
@@ -39,8 +39,8 @@ struct HistoryQueue {
 struct HistorySample {
   int64_t unix_ms = 0;
   int32_t gpus_total = 0;
-  int32_t gpus_allocated = 0;
-  int32_t gpus_free = 0;
+  double gpus_allocated = 0;  // a GPU share as its fraction
+  double gpus_free = 0;       // the free part of split GPUs included
   int32_t gpus_excluded = 0;
   int32_t nodes = 0;
   int32_t nodes_ready = 0;

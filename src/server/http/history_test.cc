@@ -63,6 +63,7 @@ struct Cluster {
     v1::QueueView* q = queues->add_queues();
     q->set_name("prod");
     q->mutable_used()->set_gpus(7);
+    q->mutable_used()->set_gpu_milli(7250);  // 7 whole GPUs and a 0.25 share
     q->set_running_jobs(2);
     q->set_pending_jobs(1);
     q = queues->add_queues();
@@ -96,7 +97,7 @@ TEST(HistoryTest, ASampleAddsUpTheClusterAndEachQueue) {
   EXPECT_LT(s[0].mean_wait_s, 0);  // the first sample has nothing to compare with
   ASSERT_EQ(s[0].queues.size(), 2u);
   EXPECT_EQ(s[0].queues[0].name, "prod");
-  EXPECT_EQ(s[0].queues[0].gpus_used, 7);
+  EXPECT_EQ(s[0].queues[0].gpus_used, 7.25);
   EXPECT_EQ(s[0].queues[0].pending_jobs, 1);
   EXPECT_DOUBLE_EQ(s[0].queues[0].longest_wait_s, 90);
   EXPECT_EQ(s[0].queues[1].name, "dev");

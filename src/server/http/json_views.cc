@@ -115,13 +115,15 @@ json JobJson(const v1::JobView& j, bool with_events) {
   return out;
 }
 
+void AddGpuHolders(const v1::TaskView& task, const std::string& job, GpuHolders* out) {
+  if (!Placed(task)) return;
+  for (int g : GpuList(task.gpu_mask())) (*out)[task.node()][g].push_back({task.name(), job});
+}
+
 GpuHolders GpuHoldersOf(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs) {
   GpuHolders out;
   for (const auto& j : live_jobs) {
-    for (const auto& t : j->tasks()) {
-      if (!Placed(t)) continue;
-      for (int g : GpuList(t.gpu_mask())) out[t.node()][g] = {t.name(), j->name()};
-    }
+    for (const auto& t : j->tasks()) AddGpuHolders(t, j->name(), &out);
   }
   return out;
 }
@@ -135,6 +137,13 @@ GpuCounts GpuCountsOf(const v1::NodeView& n) {
   c.excluded = std::popcount(excluded);
   c.free = std::popcount(free);
   c.allocated = c.total - c.free - c.excluded;
+  uint64_t split = 0;
+  for (const auto& share : n.gpu_shares()) {
+    if (share.gpu() < 0 || share.gpu() >= c.total || ((excluded >> share.gpu()) & 1)) continue;
+    split |= uint64_t{1} << share.gpu();
+    c.allocated_milli += share.used_milli();
+  }
+  c.allocated_milli += int64_t{1000} * std::popcount(all & ~excluded & ~free & ~split);
   return c;
 }
 
@@ -149,19 +158,49 @@ std::string NodeStateName(v1::NodeState s) {
   }
 }
 
-json NodeJson(const v1::NodeView& n, const std::map<int, GpuHolder>& holders) {
+namespace {
+
+// The GPU share held of each GPU of `n` (thousandths): a whole GPU 1000,
+// a split one its shares' sum, a free or excluded one 0.
+std::vector<int64_t> UsedMilliByGpu(const v1::NodeView& n, int total) {
+  std::vector<int64_t> used(total, 0);
+  for (int g = 0; g < total; ++g) {
+    bool excluded = (n.info().excluded_gpus() >> g) & 1;
+    if (!excluded && !((n.free_gpu_mask() >> g) & 1)) used[g] = 1000;
+  }
+  for (const auto& share : n.gpu_shares()) {
+    if (share.gpu() >= 0 && share.gpu() < total && used[share.gpu()] > 0) used[share.gpu()] = share.used_milli();
+  }
+  return used;
+}
+
+json HoldersJson(const std::vector<GpuHolder>* holders) {
+  json out = json::array();
+  if (holders) {
+    for (const GpuHolder& h : *holders) out.push_back({{"task", h.task}, {"job", h.job}});
+  }
+  return out;
+}
+
+}  // namespace
+
+json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
   const v1::NodeInfo& info = n.info();
   const v1::GpuTopology& topo = info.topology();
   GpuCounts c = GpuCountsOf(n);
+  std::vector<int64_t> used_milli = UsedMilliByGpu(n, c.total);
   json gpus = json::array();
   for (int g = 0; g < c.total; ++g) {
     bool excluded = (info.excluded_gpus() >> g) & 1;
     bool free = !excluded && ((n.free_gpu_mask() >> g) & 1);
-    auto holder = holders.find(g);
+    auto it = holders.find(g);
+    const std::vector<GpuHolder>* held = it == holders.end() || it->second.empty() ? nullptr : &it->second;
     gpus.push_back({{"index", g},
                     {"state", excluded ? "excluded" : free ? "free" : "used"},
-                    {"task", holder == holders.end() ? "" : holder->second.task},
-                    {"job", holder == holders.end() ? "" : holder->second.job},
+                    {"used_milli", used_milli[g]},
+                    {"task", held ? held->front().task : ""},
+                    {"job", held ? held->front().job : ""},
+                    {"holders", HoldersJson(held)},
                     {"switch", GroupOf(topo.switches(), g)},
                     {"socket", GroupOf(topo.sockets(), g)},
                     {"nvlink_island", GroupOf(topo.nvlink_islands(), g)}});
@@ -184,6 +223,7 @@ json NodeJson(const v1::NodeView& n, const std::map<int, GpuHolder>& holders) {
           {"free", {{"memory_mb", n.free_memory_mb()}, {"vcores_milli", n.free_vcores_milli()}, {"gpus", c.free}}},
           {"gpu_count", c.total},
           {"allocated_gpus", c.allocated},
+          {"allocated_gpu_milli", c.allocated_milli},
           {"free_gpus", GpuList(n.free_gpu_mask() & AllGpus(c.total) & ~info.excluded_gpus())},
           {"excluded_gpus", GpuList(info.excluded_gpus() & AllGpus(c.total))},
           {"gpus", std::move(gpus)},
@@ -197,15 +237,6 @@ json NodeJson(const v1::NodeView& n, const std::map<int, GpuHolder>& holders) {
 }
 
 namespace {
-
-struct UserUse {
-  int running_jobs = 0;
-  int pending_jobs = 0;
-  int64_t memory_mb = 0;
-  int64_t vcores_milli = 0;
-  int gpus = 0;            // whole GPUs held, as the queue's used.gpus counts them
-  int64_t gpu_milli = 0;   // GPU share held in thousandths: whole GPUs and shares
-};
 
 json UsersJson(const std::map<std::string, UserUse>& users) {
   json out = json::array();
@@ -225,10 +256,18 @@ json ResourceJson(const v1::Resource& r) {
   return {{"memory_mb", r.memory_mb()}, {"vcores_milli", r.vcores_milli()}, {"gpus", r.gpus()}};
 }
 
+// A queue's use: as ResourceJson, and gpu_milli, the GPU share its tasks
+// hold in thousandths (whole GPUs and shares; ControlState::ListQueues).
+json UsedJson(const v1::Resource& r) {
+  json out = ResourceJson(r);
+  out["gpu_milli"] = r.gpu_milli();
+  return out;
+}
+
 }  // namespace
 
-json QueuesJson(const v1::ListQueuesResponse& queues, const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs) {
-  std::map<std::string, std::map<std::string, UserUse>> per_queue;
+UseByQueue UseByQueueAndUser(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs) {
+  UseByQueue per_queue;
   for (const auto& j : live_jobs) {
     UserUse& u = per_queue[j->queue()][j->user()];
     if (j->state() == v1::JOB_QUEUED) ++u.pending_jobs;
@@ -247,6 +286,11 @@ json QueuesJson(const v1::ListQueuesResponse& queues, const std::vector<std::sha
       }
     }
   }
+  return per_queue;
+}
+
+json QueuesJson(const v1::ListQueuesResponse& queues, const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs) {
+  UseByQueue per_queue = UseByQueueAndUser(live_jobs);
   json list = json::array();
   for (const auto& q : queues.queues()) {
     list.push_back({{"name", q.name()},
@@ -255,7 +299,7 @@ json QueuesJson(const v1::ListQueuesResponse& queues, const std::vector<std::sha
                     {"weight", q.weight()},
                     {"max_time_ms", q.max_time_ms()},
                     {"default_time_ms", q.default_time_ms()},
-                    {"used", ResourceJson(q.used())},
+                    {"used", UsedJson(q.used())},
                     {"running_jobs", q.running_jobs()},
                     {"pending_jobs", q.pending_jobs()},
                     {"users", UsersJson(per_queue[q.name()])}});

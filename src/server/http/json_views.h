@@ -21,33 +21,61 @@ std::vector<int> GpuList(uint64_t mask);
 // A job; with `with_events` its event log too (describe's view).
 nlohmann::json JobJson(const v1::JobView& job, bool with_events);
 
-// Which task (of which job) holds each GPU of a node: node -> (gpu index ->
-// holder), from the live jobs' placed tasks.
+// Which tasks (of which jobs) hold each GPU of a node: node -> (gpu index ->
+// holders), from the live jobs' placed tasks. A whole GPU has one holder, a
+// GPU split into shares one per share, in the jobs' order.
 struct GpuHolder {
   std::string task;
   std::string job;
 };
-using GpuHolders = std::map<std::string, std::map<int, GpuHolder>>;
+using NodeGpuHolders = std::map<int, std::vector<GpuHolder>>;
+using GpuHolders = std::map<std::string, NodeGpuHolders>;
 GpuHolders GpuHoldersOf(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
+// Adds the holders of `task` (a task of `job`) to `out`.
+void AddGpuHolders(const v1::TaskView& task, const std::string& job, GpuHolders* out);
 
-// A node: capacity, free, each GPU's state (free, used, excluded) and the
-// task and job holding it, topology groups, labels, state.
-nlohmann::json NodeJson(const v1::NodeView& node, const std::map<int, GpuHolder>& holders);
+// A node: capacity, free, each GPU's state (free, used, excluded), the share
+// of it held (used_milli: 1000 for a whole GPU, the shares' sum for a split
+// one) and every task holding it (holders; task and job name the first),
+// topology groups, labels, state.
+nlohmann::json NodeJson(const v1::NodeView& node, const NodeGpuHolders& holders);
+
+// What one user holds in one queue, from its live jobs.
+struct UserUse {
+  int running_jobs = 0;
+  int pending_jobs = 0;
+  int64_t memory_mb = 0;
+  int64_t vcores_milli = 0;
+  int gpus = 0;            // whole GPUs held, as the queue's used.gpus counts them
+  int64_t gpu_milli = 0;   // GPU share held in thousandths: whole GPUs and shares
+};
+// queue -> user -> use, from the live jobs' placed tasks.
+using UseByQueue = std::map<std::string, std::map<std::string, UserUse>>;
+UseByQueue UseByQueueAndUser(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 
 // Every queue with its capacity, use, pending jobs, and the same per user
-// (from the live jobs); the cluster's total. A user's "gpus" are the whole
+// (from the live jobs); the cluster's total. The queue's used.gpu_milli
+// and a user's "gpus" are the whole
 // GPUs its tasks hold (as the queue's), "gpu_milli" all the GPU share they
 // hold in thousandths, a 0.25 share counting 250 (never a whole GPU).
 nlohmann::json QueuesJson(const v1::ListQueuesResponse& queues,
                           const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 
 // A node's GPU counts: allocated to tasks, free, excluded (busy with
-// processes Trainyard did not start). They add up to its GPU count.
+// processes Trainyard did not start). They add up to its GPU count; a GPU
+// holding any share is allocated. allocated_milli is the GPU share held in
+// thousandths (whole GPUs 1000 each, a 0.25 share 250), what the gauges
+// and the dashboard count as used.
 struct GpuCounts {
   int total = 0;
   int allocated = 0;
   int free = 0;
   int excluded = 0;
+  int64_t allocated_milli = 0;
+  // GPUs held, shares as fractions: allocated_milli / 1000.
+  double AllocatedGpus() const { return allocated_milli / 1000.0; }
+  // GPUs not held nor excluded, free share of split GPUs included.
+  double FreeGpus() const { return total - excluded - AllocatedGpus(); }
 };
 GpuCounts GpuCountsOf(const v1::NodeView& node);
 

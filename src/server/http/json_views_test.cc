@@ -1,5 +1,5 @@
-// The queue and user view the REST API and the dashboard serve: GPU shares
-// counted as shares.
+// The queue, user and node views the REST API and the dashboard serve: GPU
+// shares counted as shares, every holder of a split GPU named.
 #include "server/http/json_views.h"
 
 #include "gmock/gmock.h"
@@ -39,6 +39,66 @@ TEST(QueuesJsonTest, AShareCountsAsItsShareNotAsAWholeGpu) {
   EXPECT_EQ(users[1]["user"], "bob");
   EXPECT_EQ(users[1]["used"]["gpus"], 2);
   EXPECT_EQ(users[1]["used"]["gpu_milli"], 2000);
+}
+
+TEST(QueuesJsonTest, AQueuesUseShowsItsGpuShareInThousandths) {
+  v1::ListQueuesResponse queues;
+  v1::QueueView* q = queues.add_queues();
+  q->set_name("default");
+  q->mutable_used()->set_gpus(2);
+  q->mutable_used()->set_gpu_milli(3000);  // two whole GPUs and four 0.25 shares
+  nlohmann::json j = QueuesJson(queues, {Job("alice", 4, 250), Job("bob", 1, 0, 0b110)});
+  EXPECT_EQ(j["queues"][0]["used"]["gpus"], 2);
+  EXPECT_EQ(j["queues"][0]["used"]["gpu_milli"], 3000);
+}
+
+// A node of 4 GPUs: GPU 0 whole (job "whole"), GPU 1 split 0.25 + 0.5
+// between jobs "small" and "half", GPU 2 free, GPU 3 excluded.
+v1::NodeView SplitNode() {
+  v1::NodeView n;
+  n.mutable_info()->set_name("n");
+  n.mutable_info()->mutable_topology()->set_gpu_count(4);
+  n.mutable_info()->set_excluded_gpus(0b1000);
+  n.set_free_gpu_mask(0b0100);
+  v1::GpuShareView* share = n.add_gpu_shares();
+  share->set_gpu(1);
+  share->set_used_milli(750);
+  share->add_tasks("half-worker-0");
+  share->add_tasks("small-worker-0");
+  return n;
+}
+
+std::shared_ptr<const v1::JobView> Named(const std::string& name, uint64_t mask, int milli) {
+  auto j = std::const_pointer_cast<v1::JobView>(Job("alice", 1, milli, mask));
+  j->set_name(name);
+  j->mutable_tasks(0)->set_name(name + "-worker-0");
+  return j;
+}
+
+TEST(NodeJsonTest, ASplitGpuShowsTheShareHeldAndEveryHolder) {
+  GpuHolders holders = GpuHoldersOf({Named("whole", 0b1, 0), Named("small", 0b10, 250), Named("half", 0b10, 500)});
+  nlohmann::json j = NodeJson(SplitNode(), holders["n"]);
+  const nlohmann::json& gpus = j["gpus"];
+  EXPECT_EQ(gpus[0]["used_milli"], 1000);
+  EXPECT_EQ(gpus[0]["holders"].size(), 1u);
+  EXPECT_EQ(gpus[1]["state"], "used");
+  EXPECT_EQ(gpus[1]["used_milli"], 750);
+  ASSERT_EQ(gpus[1]["holders"].size(), 2u) << gpus[1].dump();
+  EXPECT_EQ(gpus[1]["holders"][0]["job"], "small");
+  EXPECT_EQ(gpus[1]["holders"][1]["job"], "half");
+  EXPECT_EQ(gpus[1]["holders"][1]["task"], "half-worker-0");
+  EXPECT_EQ(gpus[2]["used_milli"], 0);
+  EXPECT_EQ(gpus[3]["used_milli"], 0);
+  EXPECT_EQ(j["allocated_gpus"], 2);
+  EXPECT_EQ(j["allocated_gpu_milli"], 1750);
+}
+
+TEST(NodeJsonTest, GpuCountsTakeAShareAsItsFraction) {
+  GpuCounts c = GpuCountsOf(SplitNode());
+  EXPECT_EQ(c.allocated, 2);
+  EXPECT_EQ(c.allocated_milli, 1750);
+  EXPECT_DOUBLE_EQ(c.AllocatedGpus(), 1.75);
+  EXPECT_DOUBLE_EQ(c.FreeGpus(), 1.25);
 }
 
 TEST(JobJsonTest, AJobShowsItsTimeLimitAndWhenItRunsOut) {

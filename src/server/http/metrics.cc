@@ -40,17 +40,17 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   std::string allocated, free;
   allocated.reserve(nodes->size() * 48);
   free.reserve(nodes->size() * 48);
-  int64_t sums[3] = {0, 0, 0};  // allocated, free, excluded
+  double sums[3] = {0, 0, 0};  // allocated, free, excluded; a share as its fraction
   int64_t by_state[4] = {0, 0, 0, 0};
   double oldest = 0;
   for (const ViewStore::NodeEntry& entry : *nodes) {
     const v1::NodeView* n = entry.view.get();
     GpuCounts c = GpuCountsOf(*n);
     std::string node = Escape(n->info().name());
-    absl::StrAppend(&allocated, "trainyard_node_gpus_allocated{node=\"", node, "\"} ", c.allocated, "\n");
-    absl::StrAppend(&free, "trainyard_node_gpus_free{node=\"", node, "\"} ", c.free, "\n");
-    sums[0] += c.allocated;
-    sums[1] += c.free;
+    absl::StrAppend(&allocated, "trainyard_node_gpus_allocated{node=\"", node, "\"} ", c.AllocatedGpus(), "\n");
+    absl::StrAppend(&free, "trainyard_node_gpus_free{node=\"", node, "\"} ", c.FreeGpus(), "\n");
+    sums[0] += c.AllocatedGpus();
+    sums[1] += c.FreeGpus();
     sums[2] += c.excluded;
     int state = std::clamp(static_cast<int>(n->info().state()), 0, 3);
     ++by_state[state];
@@ -58,14 +58,14 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
       oldest = std::max(oldest, absl::ToDoubleSeconds(now - absl::FromUnixMillis(entry.last_heartbeat_unix_ms)));
     }
   }
-  w.Family("trainyard_node_gpus_allocated", "gauge", "GPUs of the node held by tasks.");
+  w.Family("trainyard_node_gpus_allocated", "gauge", "GPUs of the node held by tasks, a share as its fraction.");
   w.Raw(allocated);
-  w.Family("trainyard_node_gpus_free", "gauge", "GPUs of the node free for tasks (excluded ones not counted).");
+  w.Family("trainyard_node_gpus_free", "gauge", "GPUs of the node free for tasks, the free part of split GPUs included (excluded ones not counted).");
   w.Raw(free);
-  w.Family("trainyard_gpus", "gauge", "GPUs of the cluster by state: allocated, free, excluded (busy with processes Trainyard did not start).");
-  w.Sample("trainyard_gpus", "state=\"allocated\"", static_cast<double>(sums[0]));
-  w.Sample("trainyard_gpus", "state=\"free\"", static_cast<double>(sums[1]));
-  w.Sample("trainyard_gpus", "state=\"excluded\"", static_cast<double>(sums[2]));
+  w.Family("trainyard_gpus", "gauge", "GPUs of the cluster by state: allocated, free, excluded (busy with processes Trainyard did not start); a share counts as its fraction.");
+  w.Sample("trainyard_gpus", "state=\"allocated\"", sums[0]);
+  w.Sample("trainyard_gpus", "state=\"free\"", sums[1]);
+  w.Sample("trainyard_gpus", "state=\"excluded\"", sums[2]);
   w.Family("trainyard_nodes", "gauge", "Nodes by state.");
   for (v1::NodeState s : {v1::NODE_READY, v1::NODE_LOST, v1::NODE_DRAINING}) {
     w.Sample("trainyard_nodes", absl::StrCat("state=\"", NodeStateName(s), "\""), static_cast<double>(by_state[s]));
@@ -76,14 +76,28 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
 
 void Queues(Writer& w, const ViewStore& views) {
   ViewStore::QueuesPtr queues = views.Queues();
-  w.Family("trainyard_queue_gpus_allocated", "gauge", "GPUs held by the queue's running tasks.");
+  w.Family("trainyard_queue_gpus_allocated", "gauge", "GPUs held by the queue's running tasks, a share as its fraction.");
   for (const auto& q : queues->queues()) {
-    w.Sample("trainyard_queue_gpus_allocated", absl::StrCat("queue=\"", Escape(q.name()), "\""), q.used().gpus());
+    w.Sample("trainyard_queue_gpus_allocated", absl::StrCat("queue=\"", Escape(q.name()), "\""),
+             q.used().gpu_milli() / 1000.0);
   }
   w.Family("trainyard_queue_gpus_guaranteed", "gauge", "GPUs the queue's capacity share guarantees it.");
   for (const auto& q : queues->queues()) {
     w.Sample("trainyard_queue_gpus_guaranteed", absl::StrCat("queue=\"", Escape(q.name()), "\""),
              queues->cluster().gpus() * q.capacity_percent() / 100.0);
+  }
+}
+
+// A user's GPUs in each queue (a label set bounded by the users with live
+// jobs), shares as fractions, as the queue view's users count them.
+void Users(Writer& w, const ViewStore& views) {
+  w.Family("trainyard_user_gpus_allocated", "gauge",
+           "GPUs held by a user's running tasks in a queue, a share as its fraction.");
+  for (const auto& [queue, users] : UseByQueueAndUser(views.Jobs(false))) {
+    for (const auto& [user, use] : users) {
+      w.Sample("trainyard_user_gpus_allocated",
+               absl::StrCat("queue=\"", Escape(queue), "\",user=\"", Escape(user), "\""), use.gpu_milli / 1000.0);
+    }
   }
 }
 
@@ -262,6 +276,7 @@ std::string RenderMetrics(const MetricsSources& src) {
   JobsAndTasks(w, *src.views);
   Nodes(w, *src.views, src.now);
   Queues(w, *src.views);
+  Users(w, *src.views);
   Counters(w, *src.views->Stats());
   Masters(w, src.masters, src.now);
   Requests(w, src);

@@ -56,6 +56,46 @@ TEST(MetricsTest, NodeGpusAreAllocatedFreeOrExcluded) {
   EXPECT_THAT(m, HasSubstr("# TYPE trainyard_node_gpus_allocated gauge\n"));
 }
 
+TEST(MetricsTest, AGpuShareCountsAsItsFraction) {
+  ViewStore views;
+  auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
+  // GPU 0 whole, GPU 1 split 0.25 + 0.5, GPUs 2 and 3 free.
+  ViewStore::NodeEntry n = Node("a", 4, 0b1100);
+  auto split = std::const_pointer_cast<v1::NodeView>(n.view);
+  v1::GpuShareView* share = split->add_gpu_shares();
+  share->set_gpu(1);
+  share->set_used_milli(750);
+  nodes->push_back(n);
+  views.PutNodes(nodes);
+  auto queues = std::make_shared<v1::ListQueuesResponse>();
+  v1::QueueView* q = queues->add_queues();
+  q->set_name("research");
+  q->mutable_used()->set_gpus(1);
+  q->mutable_used()->set_gpu_milli(1750);
+  views.PutQueues(queues);
+  auto job = std::make_shared<v1::JobView>();
+  job->set_name("shares");
+  job->set_queue("research");
+  job->set_user("alice");
+  job->set_state(v1::JOB_RUNNING);
+  for (int milli : {250, 500}) {
+    v1::TaskView* t = job->add_tasks();
+    t->set_state(v1::TASK_RUNNING);
+    t->set_node("a");
+    t->set_gpu_mask(0b10);
+    t->set_gpu_milli(milli);
+  }
+  ViewStore::JobEntry e;
+  e.view = job;
+  views.PutJob("shares", e);
+  std::string m = Render(views);
+  EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_allocated{node=\"a\"} 1.75\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_free{node=\"a\"} 2.25\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_gpus{state=\"allocated\"} 1.75\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_queue_gpus_allocated{queue=\"research\"} 1.75\n"));
+  EXPECT_THAT(m, HasSubstr("trainyard_user_gpus_allocated{queue=\"research\",user=\"alice\"} 0.75\n"));
+}
+
 TEST(MetricsTest, JobCountsFollowEachJobsState) {
   ViewStore views;
   PutJob(views, "a", v1::JOB_QUEUED, 2, v1::TASK_PENDING);

@@ -10,7 +10,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "api/states.h"
 #include "httplib.h"
 #include "server/http/json_views.h"
 #include "server/http/rest_api.h"
@@ -98,15 +97,14 @@ GpuHolders HoldersOf(const ViewStore& views, const absl::flat_hash_set<std::stri
   if (only.empty()) return out;
   for (const auto& j : views.Jobs(false)) {
     for (const auto& t : j->tasks()) {
-      if (t.gpu_mask() == 0 || t.node().empty() || !only.contains(t.node()) || api::IsTerminal(t.state())) continue;
-      for (int g : GpuList(t.gpu_mask())) out[t.node()][g] = {t.name(), j->name()};
+      if (t.gpu_mask() != 0 && only.contains(t.node())) AddGpuHolders(t, j->name(), &out);
     }
   }
   return out;
 }
 
 json NodeWithHolders(const ViewStore::NodeEntry& n, const GpuHolders& holders) {
-  static const std::map<int, GpuHolder> kNone;
+  static const NodeGpuHolders kNone;
   auto h = holders.find(n.view->info().name());
   return NodeJson(n.Full(), h == holders.end() ? kNone : h->second);
 }
@@ -156,12 +154,19 @@ void GetNode(RestBackend* b, httplib::Response& res, const std::string& name) {
   SetStatusError(res, absl::NotFoundError(absl::StrCat("node '", name, "' is not known")));
 }
 
+// GPUs by use; used and free count shares as fractions (a 0.25 share is
+// 0.25 used, the rest of its GPU free).
 struct GpuTally {
-  int64_t nodes = 0, total = 0, used = 0, free = 0, excluded = 0;
+  int64_t nodes = 0, total = 0, used_milli = 0, excluded = 0;
   void Add(const GpuCounts& c) {
-    ++nodes, total += c.total, used += c.allocated, free += c.free, excluded += c.excluded;
+    ++nodes, total += c.total, used_milli += c.allocated_milli, excluded += c.excluded;
   }
-  json Json() const { return {{"total", total}, {"used", used}, {"free", free}, {"excluded", excluded}}; }
+  json Json() const {
+    return {{"total", total},
+            {"used", used_milli / 1000.0},
+            {"free", (1000 * (total - excluded) - used_milli) / 1000.0},
+            {"excluded", excluded}};
+  }
 };
 
 // The summary: node counts by state, GPUs overall and by model, and per
@@ -182,7 +187,7 @@ json SummaryJson(const ViewStore& views) {
     models[info.gpu_model()].Add(c);
     names.push_back(info.name());
     gpus.push_back(c.total);
-    used.push_back(c.allocated);
+    used.push_back(c.AllocatedGpus());
     excluded.push_back(c.excluded);
     node_states.push_back(std::move(state));
   }

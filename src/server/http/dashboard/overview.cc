@@ -16,10 +16,12 @@ void Add(GpuCounts& sum, const GpuCounts& c) {
   sum.allocated += c.allocated;
   sum.free += c.free;
   sum.excluded += c.excluded;
+  sum.allocated_milli += c.allocated_milli;
 }
 
 json CountsJson(const GpuCounts& c) {
-  return {{"total", c.total}, {"allocated", c.allocated}, {"free", c.free}, {"excluded", c.excluded}};
+  // Shares as fractions: a GPU with a 0.25 share is 0.25 allocated, 0.75 free.
+  return {{"total", c.total}, {"allocated", c.AllocatedGpus()}, {"free", c.FreeGpus()}, {"excluded", c.excluded}};
 }
 
 }  // namespace
