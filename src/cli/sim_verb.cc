@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "cli/verbs.h"
 #include "sim/fgd_protocol.h"
+#include "sim/replay_protocol.h"
 #include "sim/sim_command.h"
 #include "sim/trace_readers.h"
 
@@ -23,6 +24,8 @@ struct SimFlags {
   std::string seeds = "42";
   std::string fgd_policies;
   double inflate = 1.3;
+  double arrival_scale = 1.0;
+  int samples = 10;
 };
 
 void AddSyntheticFlags(CLI::App* cmd, SimFlags* f) {
@@ -69,7 +72,14 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
       ->capture_default_str();
   AddSyntheticFlags(cmd, f);
   cmd->add_option("--protocol", f->protocol,
-                  "fgd: the FGD paper's experiment (tasks one by one, no departures; docs/sim.md)");
+                  "fgd: the FGD paper's experiment (tasks one by one, no departures); replay: the pod "
+                  "list in time, arrivals and departures, queueing delay and allocation over time "
+                  "(docs/sim.md)");
+  cmd->add_option("--arrival-scale", f->arrival_scale,
+                  "replay protocol: arrival rate as a multiple of the trace's (arrival times divided by it)")
+      ->capture_default_str();
+  cmd->add_option("--samples", f->samples, "replay protocol: allocation samples over the arrivals' span")
+      ->capture_default_str();
   cmd->add_option("--seeds", f->seeds, "fgd protocol: seeds, e.g. 42-51 or 1,2,3")
       ->capture_default_str();
   cmd->add_option("--inflate", f->inflate,
@@ -81,17 +91,46 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
                   "own placement, e.g. core:fragmentation, core:topology)");
 }
 
+int Fail(const absl::Status& s) {
+  std::cerr << "trainyard sim: " << s.message() << "\n";
+  return absl::IsInvalidArgument(s) || absl::IsNotFound(s) ? kExitUsage : kExitFailure;
+}
+
+// --protocol replay: one seed (the first of --seeds), the policies named.
+int RunReplay(SimFlags* f, const sim::NodeList& nodes, const sim::Trace& trace) {
+  sim::ReplayOptions options;
+  options.arrival_scale = f->arrival_scale;
+  options.samples = f->samples;
+  auto seeds = sim::ParseSeedList(f->seeds);
+  if (!seeds.ok()) return Fail(seeds.status());
+  options.seed = seeds->front();
+  auto names = sim::SplitPolicyList(
+      f->fgd_policies.empty() ? "best-fit,fgd,fgd-int,core:fragmentation,core:topology" : f->fgd_policies,
+      "--fgd-policies");
+  if (!names.ok()) return Fail(names.status());
+  options.policies = *names;
+  auto report = sim::RunReplayProtocol(nodes, trace, options);
+  if (!report.ok()) return Fail(report.status());
+  std::cout << (f->json ? sim::ReplayReportToJson(*report).dump(2) + "\n" : sim::FormatReplayReport(*report));
+  return kExitOk;
+}
+
 int RunProtocol(SimFlags* f) {
-  auto fail = [](const absl::Status& s) {
-    std::cerr << "trainyard sim: " << s.message() << "\n";
-    return absl::IsInvalidArgument(s) || absl::IsNotFound(s) ? kExitUsage : kExitFailure;
-  };
-  if (f->protocol != "fgd") {
+  auto fail = Fail;
+  if (f->protocol != "fgd" && f->protocol != "replay") {
     return fail(absl::InvalidArgumentError(
-        absl::StrCat("--protocol '", f->protocol, "' is unknown; the one protocol is fgd")));
+        absl::StrCat("--protocol '", f->protocol, "' is unknown; the protocols are fgd and replay")));
   }
   if (f->command.nodes_path.empty() || f->command.trace_path.empty()) {
-    return fail(absl::InvalidArgumentError("--protocol fgd needs --nodes NODES.csv and --trace PODS.csv"));
+    return fail(absl::InvalidArgumentError(
+        absl::StrCat("--protocol ", f->protocol, " needs --nodes NODES.csv and --trace PODS.csv")));
+  }
+  if (f->protocol == "replay") {
+    auto nodes = sim::ReadNodeList(f->command.nodes_path);
+    if (!nodes.ok()) return fail(nodes.status());
+    auto trace = sim::ReadTrace(f->command.trace_path);
+    if (!trace.ok()) return fail(trace.status());
+    return RunReplay(f, *nodes, *trace);
   }
   sim::FgdOptions options;
   options.inflate = f->inflate;

@@ -15,25 +15,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/policy/placement_policy.h"
+#include "sim/fgd_cluster.h"
 #include "sim/fgd_core_policy.h"
 #include "sim/fgd_policies.h"
 
 namespace trainyard::sim {
-namespace {
 
-// Bit of a model mask that no node has: a task naming only models absent
-// from the cluster gets it, so it fits nowhere (0 would mean "any").
-constexpr int kNoSuchModel = 63;
-
-struct Cluster {
-  std::vector<ProtoNode> nodes;
-  std::vector<std::unique_ptr<core::GpuTopology>> topologies;
-  std::vector<std::string> models;
-  int64_t gpu_capacity = 0;
-};
-
-absl::StatusOr<Cluster> BuildCluster(const NodeList& list) {
-  Cluster c;
+absl::StatusOr<ProtoCluster> BuildProtoCluster(const NodeList& list) {
+  ProtoCluster c;
   for (const NodeSpec& n : list.nodes) {
     std::string spec = n.topology.empty() ? core::DefaultTopologySpec(n.gpus) : n.topology;
     auto topo = core::GpuTopology::FromSpec(spec);
@@ -64,7 +53,7 @@ absl::StatusOr<Cluster> BuildCluster(const NodeList& list) {
   return c;
 }
 
-ProtoTask ToTask(const JobSpec& job, int32_t index, const std::vector<std::string>& models) {
+ProtoTask ToProtoTask(const JobSpec& job, int32_t index, const std::vector<std::string>& models) {
   const RoleSpec& role = job.roles.front();
   ProtoTask t{.job = index};
   t.shape.cpu_milli = role.cpu_milli;
@@ -80,6 +69,13 @@ ProtoTask ToTask(const JobSpec& job, int32_t index, const std::vector<std::strin
   }
   return t;
 }
+
+void PlaceOn(ProtoNode& node, const ProtoTask& t, const core::GpuPick& pick) {
+  node.memory_free -= t.memory_mib;
+  node.frag = core::AfterPick(node.frag, t.shape, pick);
+}
+
+namespace {
 
 // Uniform in [0, n) without modulo bias, so a seed means the same workload
 // with every standard library.
@@ -118,13 +114,8 @@ std::string ShapeKey(const ProtoTask& t) {
   return t.shape.gpu_milli > 0 ? "share" : "cpu-only";
 }
 
-void Place(ProtoNode& node, const ProtoTask& t, const core::GpuPick& pick) {
-  node.memory_free -= t.memory_mib;
-  node.frag = core::AfterPick(node.frag, t.shape, pick);
-}
-
 // One point's measures on the cluster as it is.
-FgdPoint Measure(const Cluster& c, int64_t allocated, int64_t failed,
+FgdPoint Measure(const ProtoCluster& c, int64_t allocated, int64_t failed,
                  const core::ShapeDistribution& workload) {
   FgdPoint p;
   double cap = static_cast<double>(c.gpu_capacity);
@@ -158,7 +149,7 @@ absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakePolicy(const std::string& name,
   return MakeProtoPolicy(name, seed, tasks);
 }
 
-absl::StatusOr<SeedRun> RunOne(const Cluster& base, const std::vector<ProtoTask>& tasks,
+absl::StatusOr<SeedRun> RunOne(const ProtoCluster& base, const std::vector<ProtoTask>& tasks,
                                const std::string& policy_name, uint64_t seed,
                                const std::vector<double>& points, const RunInput& in) {
   auto policy = MakePolicy(policy_name, seed, tasks, in);
@@ -166,7 +157,7 @@ absl::StatusOr<SeedRun> RunOne(const Cluster& base, const std::vector<ProtoTask>
   core::ShapeDistribution workload;
   for (const ProtoTask& t : tasks) workload.Add(t.shape);
   auto start = std::chrono::steady_clock::now();
-  Cluster c;
+  ProtoCluster c;
   c.nodes = base.nodes;
   c.gpu_capacity = base.gpu_capacity;
   SeedRun run;
@@ -177,7 +168,7 @@ absl::StatusOr<SeedRun> RunOne(const Cluster& base, const std::vector<ProtoTask>
     (*policy)->Arrived(t);
     ProtoChoice choice;
     if ((*policy)->Choose(c.nodes, t, &choice)) {
-      Place(c.nodes[choice.node], t, choice.pick);
+      PlaceOn(c.nodes[choice.node], t, choice.pick);
       (*policy)->Changed(choice.node);
       allocated += t.shape.GpuDemand();
     } else {
@@ -251,7 +242,7 @@ absl::StatusOr<FgdReport> RunFgdProtocol(const NodeList& nodes, const Trace& tra
       return made.status();
     }
   }
-  auto cluster = BuildCluster(nodes);
+  auto cluster = BuildProtoCluster(nodes);
   if (!cluster.ok()) return cluster.status();
   if (cluster->gpu_capacity == 0) {
     return absl::InvalidArgumentError(absl::StrCat(nodes.source, ": the cluster has no GPUs"));
@@ -264,7 +255,7 @@ absl::StatusOr<FgdReport> RunFgdProtocol(const NodeList& nodes, const Trace& tra
           trace.source, ":", job.line, ": job ", job.name,
           " is a gang; the fgd protocol places single tasks (an Alibaba openb pod list)"));
     }
-    by_name.emplace_back(job.name, ToTask(job, static_cast<int32_t>(j), cluster->models));
+    by_name.emplace_back(job.name, ToProtoTask(job, static_cast<int32_t>(j), cluster->models));
   }
   std::sort(by_name.begin(), by_name.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });

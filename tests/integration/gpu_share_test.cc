@@ -42,7 +42,7 @@ std::string Job(const std::string& name, const std::string& resources, int count
 // Five 0.25 shares held (four on GPU 0, one on GPU 1): every view counts
 // 1.25 GPUs held and names every holder: the REST node, queue and user
 // views, `trainyard queues`, /metrics.
-void ExpectViewsCountSharesAsShares(const Cluster& c, const std::string& queue) {
+void ExpectViewsCountSharesAsShares(Cluster& c, const std::string& queue) {
   nlohmann::json node;
   ASSERT_TRUE(WaitUntil([&] {
     node = HttpGet(c.http_address(), "/api/v1/nodes").json[0];
@@ -61,7 +61,9 @@ void ExpectViewsCountSharesAsShares(const Cluster& c, const std::string& queue) 
     return false;
   }, absl::Seconds(10))) << queues.dump(1);
   for (const auto& q : queues["queues"]) {
-    if (q["name"] == queue) EXPECT_EQ(q["users"][0]["used"]["gpu_milli"], 1250) << q.dump(1);
+    if (q["name"] == queue) {
+      EXPECT_EQ(q["users"][0]["used"]["gpu_milli"], 1250) << q.dump(1);
+    }
   }
   EXPECT_THAT(c.Cli({"queues"}).out, HasSubstr("1.25/2"));
   std::string metrics = HttpGet(c.http_address(), "/metrics").body;
