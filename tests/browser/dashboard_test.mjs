@@ -186,7 +186,7 @@ async function nodesHeatMapAndPaging(page) {
     if (hover.includes(`${node}: `)) break;
     await page.waitForTimeout(100);
   }
-  check(hover.includes(`${node}: ${gpus.length} of`), `heat map hover line: "${hover}"`);
+  check(hover.includes(`${node}: ${held} of`), `heat map hover line: "${hover}"`);
   ok(`the state filter shows only ${expect.cordoned.node}; a click on ${node}'s cell shows ${node}`);
 }
 

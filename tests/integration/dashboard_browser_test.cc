@@ -170,8 +170,14 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   nlohmann::json quarter_job = WaitForJob(c, quarter, [](const nlohmann::json& j) { return j["state"] == "RUNNING"; });
   std::string half = c.Submit(ShareJob("half", "0.5"));
   nlohmann::json half_job = WaitForJob(c, half, [](const nlohmann::json& j) { return j["state"] == "RUNNING"; });
-  const nlohmann::json& q_task = quarter_job["tasks"][0];
-  const nlohmann::json& h_task = half_job["tasks"][0];
+  auto worker_of = [](const nlohmann::json& job) {
+    for (const auto& t : job["tasks"]) {
+      if (t["role"] == "worker") return t;
+    }
+    return nlohmann::json();
+  };
+  const nlohmann::json q_task = worker_of(quarter_job), h_task = worker_of(half_job);
+  ASSERT_EQ(q_task["gpus"].size(), 1u) << quarter_job.dump(1);
   ASSERT_EQ(q_task["node"], h_task["node"]) << quarter_job.dump(1) << half_job.dump(1);
   ASSERT_EQ(q_task["gpus"], h_task["gpus"]) << "the shares pack onto one GPU: " << quarter_job.dump(1)
                                             << half_job.dump(1);

@@ -45,7 +45,7 @@ std::string Job(const std::string& name, const std::string& resources, int count
 void ExpectViewsCountSharesAsShares(Cluster& c, const std::string& queue) {
   nlohmann::json node;
   ASSERT_TRUE(WaitUntil([&] {
-    node = HttpGet(c.http_address(), "/api/v1/nodes").json[0];
+    node = HttpGet(c.http_address(), "/api/v1/nodes?limit=1").json["nodes"][0];
     return node["allocated_gpu_milli"] == 1250;
   }, absl::Seconds(10))) << node.dump(1);
   EXPECT_EQ(node["gpus"][0]["used_milli"], 1000);
