@@ -56,7 +56,7 @@ function gpuCell(node, g, select) {
   const label = `${node.name} GPU ${g.index}: ${what}`;
   // A split GPU is filled from the bottom by the share held.
   const fill = !job ? null : pct < 100
-    ? `background:linear-gradient(to top, ${jobColour(job)} ${pct}%, #e3f4e6 ${pct}%);color:#14532d`
+    ? `background:linear-gradient(to top, ${jobColour(job)} ${pct}%, #e3f4e6 ${pct}%);color:${pct >= 50 ? '#fff' : '#14532d'}`
     : `background:${jobColour(job)}`;
   return h('button', {
     type: 'button', class: `gpu gpu-${g.state}`, title: label, 'aria-label': label, style: fill,
@@ -113,7 +113,7 @@ function nodeCard(node, select) {
 
 function legend() {
   return h('p', { class: 'legend' }, h('span', { class: 'gpu gpu-free' }, ' '), ' free ',
-    h('span', { class: 'gpu gpu-used' }, ' '), ' held (coloured by job) ',
+    h('span', { class: 'gpu gpu-used' }, ' '), ' held (coloured by job; a GPU split into shares filled by the share held) ',
     h('span', { class: 'gpu gpu-excluded' }, ' '), ' excluded · boxes: CPU socket, then PCIe switch; underline: NVLink island');
 }
 
