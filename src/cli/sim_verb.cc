@@ -87,8 +87,8 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
       ->capture_default_str();
   cmd->add_option("--fgd-policies", f->fgd_policies,
                   "fgd protocol: policies, comma separated (default: first-fit, best-fit, random, "
-                  "fgd, trainyard; also fgd-int, trainyard-online, and core:PLACEMENT, the server's "
-                  "own placement, e.g. core:fragmentation, core:topology)");
+                  "fgd, trainyard (= core:fragmentation, the server's default); also fgd-int and "
+                  "core:PLACEMENT, the server's own placement, e.g. core:fragmentation, core:topology)");
 }
 
 int Fail(const absl::Status& s) {

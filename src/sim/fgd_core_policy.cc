@@ -51,13 +51,19 @@ class CorePolicy : public ProtoPolicy {
 
 }  // namespace
 
-bool IsCorePolicy(const std::string& name) { return absl::StartsWith(name, kCorePolicyPrefix); }
+bool IsCorePolicy(const std::string& name) {
+  return name == kTrainyardPolicy || absl::StartsWith(name, kCorePolicyPrefix);
+}
+
+std::string CorePlacementOf(const std::string& name) {
+  return name == kTrainyardPolicy ? "fragmentation" : name.substr(sizeof(kCorePolicyPrefix) - 1);
+}
 
 absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeCorePolicy(const std::string& name, uint64_t seed,
                                                            const NodeList& nodes,
                                                            const Trace& trace) {
   core::SchedulerOptions opt;
-  opt.placement = name.substr(sizeof(kCorePolicyPrefix) - 1);
+  opt.placement = CorePlacementOf(name);
   opt.enable_preemption = false;
   opt.reservation_wait = absl::InfiniteDuration();
   opt.port_quarantine = absl::ZeroDuration();

@@ -19,9 +19,16 @@ namespace trainyard::sim {
 
 // The prefix that names a core placement policy ("core:fragmentation").
 inline constexpr char kCorePolicyPrefix[] = "core:";
+// "trainyard": Trainyard's placement, the server's default, which is
+// "core:fragmentation" (the simulator's policy of its own is retired).
+inline constexpr char kTrainyardPolicy[] = "trainyard";
 
-// True when `name` starts with kCorePolicyPrefix.
+// True when `name` starts with kCorePolicyPrefix, or is kTrainyardPolicy.
 bool IsCorePolicy(const std::string& name);
+
+// The core placement policy a core policy name runs: "fragmentation" for
+// "core:fragmentation" and for "trainyard". REQUIRES: IsCorePolicy(name).
+std::string CorePlacementOf(const std::string& name);
 
 // A ProtoPolicy over a fresh core::Scheduler holding every node of `nodes`
 // (in order: ProtoChoice::node is the index into nodes.nodes). Each task

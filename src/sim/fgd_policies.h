@@ -1,9 +1,9 @@
 // The placement policies of the FGD protocol (fgd_protocol.h), over a small
 // node model of their own: CPU, memory, the free share of each GPU and the
 // GPU model. Baselines as the FGD artifact defines them (first fit, best fit
-// by its leftover score, seeded random), the FGD rule itself, and
-// Trainyard's policy, whose scoring is the scheduler core's
-// (core/policy/fragmentation.h).
+// by its leftover score, seeded random) and the FGD rule itself, as an exact
+// sum and as its published code scores it. Trainyard's own placement runs
+// through the scheduler core (fgd_core_policy.h), not here.
 #pragma once
 
 #include <cstdint>
@@ -61,11 +61,10 @@ bool TaskFits(const ProtoNode& node, const ProtoTask& task);
 
 // A policy by name: "first-fit", "best-fit", "random", "fgd", "fgd-int"
 // (FGD as its published code scores: FgdIntegerScore, seeded random
-// tie-break), "trainyard", "trainyard-online". `workload` is every task of the run: fgd and trainyard
-// weigh fragmentation by its shapes (the artifact's setup: the shapes a
-// cluster has seen in its history); trainyard-online learns them only from
-// the tasks that arrived so far. Errors: an unknown name, listing the known
-// ones.
+// tie-break). `workload` is every task of the run: fgd and fgd-int weigh
+// fragmentation by its shapes (the artifact's setup: the shapes a cluster
+// has seen in its history). Errors: an unknown name, listing the known ones
+// (core policies and "trainyard" are made by MakeCorePolicy).
 absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeProtoPolicy(const std::string& name,
                                                             uint64_t seed,
                                                             const std::vector<ProtoTask>& workload);

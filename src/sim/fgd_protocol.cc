@@ -234,7 +234,7 @@ absl::StatusOr<FgdReport> RunFgdProtocol(const NodeList& nodes, const Trace& tra
   std::vector<std::string> policies = options.policies.empty() ? FgdPolicyNames() : options.policies;
   for (const std::string& p : policies) {
     if (IsCorePolicy(p)) {
-      auto made = core::MakePlacementPolicy(p.substr(sizeof(kCorePolicyPrefix) - 1));
+      auto made = core::MakePlacementPolicy(CorePlacementOf(p));
       if (!made.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("--fgd-policies ", p, ": ", made.status().message()));
       }

@@ -59,8 +59,8 @@ struct FgdReport {
 };
 
 // The policies run by default, in report order: "first-fit", "best-fit",
-// "random", "fgd", "trainyard" ("trainyard-online" runs when named;
-// fgd_policies.h says what each does).
+// "random", "fgd", "trainyard" (the server's placement, core:fragmentation;
+// fgd_policies.h and fgd_core_policy.h say what each does).
 const std::vector<std::string>& FgdPolicyNames();
 
 // Parses "42-51" or "1,5,9" (or a mix). Errors name the bad part.

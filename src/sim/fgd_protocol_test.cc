@@ -62,7 +62,7 @@ TEST(FgdProtocolTest, SharesPackSoAWholeGpuTaskStillFits) {
   // Two 1-GPU nodes; 0.5 + 0.5 + 1.0 is exactly the capacity. Whatever the
   // order, packing the halves onto one GPU leaves the other whole.
   FgdOptions o{.seeds = {1, 2, 3, 4, 5, 6}, .inflate = 1.0,
-               .policies = {"first-fit", "best-fit", "fgd", "trainyard", "trainyard-online"}};
+               .policies = {"first-fit", "best-fit", "fgd", "fgd-int", "trainyard"}};
   auto r = RunFgdProtocol(Nodes({{1, ""}, {1, ""}}),
                           Pods({Pod("a", 500), Pod("b", 500), Pod("c", 1000)}), o);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -97,17 +97,33 @@ TEST(FgdProtocolTest, InflationAppendsTasksAndWhatDoesNotFitFails) {
 TEST(FgdProtocolTest, UnconstrainedTasksLeaveTheScarceModelToTasksThatNeedIt) {
   // The V100 node is listed first, so first fit gives it to whichever task
   // comes first; when that is the unconstrained one, the V100-only task
-  // fails. Fragmentation-aware placement sees that only the V100 node can
-  // serve the V100 task and sends the other to the T4.
+  // fails. FGD, weighing the whole workload's shapes up front, sees that
+  // only the V100 node can serve the V100 task and sends the other to the
+  // T4. (The server's placement learns shapes as pods arrive, so it cannot
+  // know of the V100 pod before it comes.)
   FgdOptions o{.seeds = {1, 2, 3, 4, 5, 6, 7, 8}, .inflate = 1.0,
-               .policies = {"first-fit", "fgd", "trainyard"}};
+               .policies = {"first-fit", "fgd"}};
   auto r = RunFgdProtocol(Nodes({{1, "V100M32"}, {1, "T4"}}),
                           Pods({Pod("any", 1000), Pod("v100", 1000, {"V100M32"})}), o);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_GT(Of(*r, "first-fit").failed_by_shape["model-constrained"], 0);
   EXPECT_EQ(Of(*r, "fgd").failed_by_shape.count("model-constrained"), 0u);
-  EXPECT_EQ(Of(*r, "trainyard").failed_by_shape.count("model-constrained"), 0u);
-  EXPECT_DOUBLE_EQ(Of(*r, "trainyard").at_arrived.at("100").gpu_alloc_pct, 100);
+  EXPECT_DOUBLE_EQ(Of(*r, "fgd").at_arrived.at("100").gpu_alloc_pct, 100);
+}
+
+TEST(FgdProtocolTest, TrainyardIsTheServersPlacement) {
+  // "trainyard" runs core:fragmentation: the same report to the last digit.
+  Trace t = Pods({Pod("a", 300), Pod("b", 700), Pod("c", 1000), Pod("d", 2000), Pod("e", 0)});
+  FgdOptions o{.seeds = {3, 4}, .inflate = 1.3, .policies = {"trainyard", "core:fragmentation"}};
+  auto r = RunFgdProtocol(Nodes({{2, ""}, {4, ""}, {8, ""}}), t, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  nlohmann::json j = FgdReportToJson(*r);
+  for (auto& [name, p] : j["policies"].items()) p.erase("seconds_per_seed");
+  EXPECT_EQ(j["policies"]["trainyard"], j["policies"]["core:fragmentation"]);
+  EXPECT_THAT(RunFgdProtocol(Nodes({{1, ""}}), Pods({Pod("a", 500)}), {.policies = {"trainyard-online"}})
+                  .status()
+                  .message(),
+              HasSubstr("'trainyard-online' is unknown"));
 }
 
 TEST(FgdProtocolTest, TheServersPlacementRunsBesideTheBaselines) {

@@ -145,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Placer>> MakePlacer(const std::string& name, uint
                                                    const std::vector<ProtoTask>& tasks) {
   if (IsCorePolicy(name)) {
     core::SchedulerOptions opt;
-    opt.placement = name.substr(sizeof(kCorePolicyPrefix) - 1);
+    opt.placement = CorePlacementOf(name);
     opt.enable_preemption = false;
     opt.reservation_wait = absl::InfiniteDuration();
     opt.port_quarantine = absl::ZeroDuration();
