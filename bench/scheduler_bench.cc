@@ -3,7 +3,8 @@
 //  - single-GPU task placements per second, topology-aware (target >= 200,000/s);
 //  - quarter-GPU share placements per second, four to a GPU (target >= 200,000/s);
 //  - 8-task gangs of 4-GPU tasks, tasks per second (target >= 20,000/s);
-//  - the three fills again through the "fragmentation" placement;
+//  - the three fills again through the "fragmentation" placement, and its
+//    single-GPU and share fills on 50,000 nodes;
 //  - one preemption decision for a 64-GPU production gang on a full cluster
 //    (target < 10 ms);
 //  - scheduler-state memory per node and per pending task, counted by a
@@ -52,12 +53,12 @@ constexpr char kTopology[] = "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7";
 
 absl::Time T(int s) { return absl::UnixEpoch() + absl::Seconds(s); }
 
-std::unique_ptr<Scheduler> MakeCluster(const std::string& placement = "topology") {
+std::unique_ptr<Scheduler> MakeCluster(const std::string& placement = "topology", int nodes = kNodes) {
   SchedulerOptions options;
   options.placement = placement;
   auto s = Scheduler::Create(options).value();
   GpuTopology topo = GpuTopology::FromSpec(kTopology).value();
-  for (int i = 0; i < kNodes; ++i) {
+  for (int i = 0; i < nodes; ++i) {
     NodeSpec n;
     n.name = absl::StrCat("node-", i);
     n.rack = absl::StrCat("rack-", i / 40);
@@ -90,12 +91,12 @@ JobRequest Job(int id, int tasks, int gpus, PriorityClass p, int submit, int mil
 // one share of a GPU each) in one round and reports tasks placed per second
 // of Schedule().
 void RunFill(benchmark::State& state, int tasks, int gpus, int milli = 0,
-             const std::string& placement = "topology") {
-  int jobs = milli > 0 ? kNodes * 8 * (1000 / milli) : kNodes * 8 / (tasks * gpus);
+             const std::string& placement = "topology", int nodes = kNodes) {
+  int jobs = milli > 0 ? nodes * 8 * (1000 / milli) : nodes * 8 / (tasks * gpus);
   int64_t placed = 0;
   for (auto _ : state) {
     state.PauseTiming();
-    auto s = MakeCluster(placement);
+    auto s = MakeCluster(placement, nodes);
     for (int i = 0; i < jobs; ++i) {
       if (!s->AddJob(Job(i, tasks, gpus, PriorityClass::kIteration, i, milli)).ok()) std::abort();
     }
@@ -138,6 +139,19 @@ void BM_Gang8x4GpuPlacementsFragmentation(benchmark::State& state) {
   RunFill(state, 8, 4, 0, "fragmentation");
 }
 BENCHMARK(BM_Gang8x4GpuPlacementsFragmentation)->Unit(benchmark::kMillisecond)->Iterations(3)->UseRealTime();
+
+// Fragmentation fills of 50,000 nodes (400,000 single-GPU tasks; 1,600,000
+// quarter shares): the cost of a placement as the cluster grows five times.
+constexpr int kLargeNodes = 50000;
+void BM_SingleGpuPlacementsFragmentation50k(benchmark::State& state) {
+  RunFill(state, 1, 1, 0, "fragmentation", kLargeNodes);
+}
+BENCHMARK(BM_SingleGpuPlacementsFragmentation50k)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
+
+void BM_QuarterGpuSharePlacementsFragmentation50k(benchmark::State& state) {
+  RunFill(state, 1, 0, 250, "fragmentation", kLargeNodes);
+}
+BENCHMARK(BM_QuarterGpuSharePlacementsFragmentation50k)->Unit(benchmark::kMillisecond)->Iterations(1)->UseRealTime();
 
 // A full cluster of ptr and iteration jobs of 1, 2 and 4 GPUs; one
 // production gang of 16 x 4 GPUs arrives. Times the round that chooses

@@ -59,9 +59,8 @@ std::string CorePlacementOf(const std::string& name) {
   return name == kTrainyardPolicy ? "fragmentation" : name.substr(sizeof(kCorePolicyPrefix) - 1);
 }
 
-absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeCorePolicy(const std::string& name, uint64_t seed,
-                                                           const NodeList& nodes,
-                                                           const Trace& trace) {
+absl::StatusOr<std::unique_ptr<core::Scheduler>> MakeCoreScheduler(const std::string& name, uint64_t seed,
+                                                                    const NodeList& nodes, const Trace& trace) {
   core::SchedulerOptions opt;
   opt.placement = CorePlacementOf(name);
   opt.enable_preemption = false;
@@ -74,16 +73,23 @@ absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeCorePolicy(const std::string& n
   if (!scheduler.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("--fgd-policies ", name, ": ", scheduler.status().message()));
   }
-  absl::flat_hash_map<std::string, int32_t> node_of;
-  for (size_t i = 0; i < nodes.nodes.size(); ++i) {
-    auto spec = ToCoreNode(nodes.nodes[i], nodes.source);
+  for (const NodeSpec& n : nodes.nodes) {
+    auto spec = ToCoreNode(n, nodes.source);
     if (!spec.ok()) return spec.status();
     if (auto s = (*scheduler)->AddNode(*spec); !s.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(nodes.source, ":", nodes.nodes[i].line, ": ", s.message()));
+      return absl::InvalidArgumentError(absl::StrCat(nodes.source, ":", n.line, ": ", s.message()));
     }
-    node_of[nodes.nodes[i].name] = static_cast<int32_t>(i);
   }
+  return scheduler;
+}
+
+absl::StatusOr<std::unique_ptr<ProtoPolicy>> MakeCorePolicy(const std::string& name, uint64_t seed,
+                                                           const NodeList& nodes,
+                                                           const Trace& trace) {
+  auto scheduler = MakeCoreScheduler(name, seed, nodes, trace);
+  if (!scheduler.ok()) return scheduler.status();
+  absl::flat_hash_map<std::string, int32_t> node_of;
+  for (size_t i = 0; i < nodes.nodes.size(); ++i) node_of[nodes.nodes[i].name] = static_cast<int32_t>(i);
   return std::make_unique<CorePolicy>(*std::move(scheduler), trace, std::move(node_of));
 }
 

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/scheduler/scheduler.h"
 #include "sim/fgd_policies.h"
 #include "sim/trace.h"
 
@@ -29,6 +30,12 @@ bool IsCorePolicy(const std::string& name);
 // The core placement policy a core policy name runs: "fragmentation" for
 // "core:fragmentation" and for "trainyard". REQUIRES: IsCorePolicy(name).
 std::string CorePlacementOf(const std::string& name);
+
+// A core::Scheduler with placement CorePlacementOf(name), FIFO, no
+// preemption, no reservations, holding every node of `nodes` with
+// everything free. Errors: as MakeCorePolicy's.
+absl::StatusOr<std::unique_ptr<core::Scheduler>> MakeCoreScheduler(const std::string& name, uint64_t seed,
+                                                                    const NodeList& nodes, const Trace& trace);
 
 // A ProtoPolicy over a fresh core::Scheduler holding every node of `nodes`
 // (in order: ProtoChoice::node is the index into nodes.nodes). Each task

@@ -18,6 +18,7 @@
 #include "sim/fgd_cluster.h"
 #include "sim/fgd_core_policy.h"
 #include "sim/fgd_policies.h"
+#include "sim/policy_table.h"
 
 namespace trainyard::sim {
 
@@ -317,19 +318,8 @@ std::string FormatFgdReport(const FgdReport& report) {
       "fgd protocol: %s on %s, %d seeds, inflate %.2f, %d tasks per seed, %d GPUs\n",
       report.trace_source, report.nodes_source, report.seeds.size(), report.inflate,
       report.tasks_per_seed, report.gpu_capacity_milli / 1000);
-  // Columns as wide as the longest policy name ("core:fragmentation").
-  int width = 12;
-  for (const FgdPolicyResult& r : report.policies) {
-    width = std::max(width, static_cast<int>(r.name.size()) + 2);
-  }
-  absl::StrAppendFormat(&out, "%-34s", "");
-  for (const FgdPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%*s", width, r.name);
-  out += "\n";
-  auto row = [&](const std::string& label, auto value) {
-    absl::StrAppendFormat(&out, "%-34s", label);
-    for (const FgdPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%*.2f", width, value(r));
-    out += "\n";
-  };
+  PolicyTable table(&out, report.policies);
+  auto row = [&](const std::string& label, auto value) { table.Row(label, value); };
   if (report.policies.empty()) return out;
   for (const auto& point : report.policies.front().at_arrived) {
     const std::string& key = point.first;

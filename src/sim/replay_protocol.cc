@@ -16,6 +16,7 @@
 #include "sim/cluster_build.h"
 #include "sim/fgd_cluster.h"
 #include "sim/fgd_core_policy.h"
+#include "sim/policy_table.h"
 
 namespace trainyard::sim {
 namespace {
@@ -144,23 +145,8 @@ absl::StatusOr<std::unique_ptr<Placer>> MakePlacer(const std::string& name, uint
                                                    const Trace& trace, const ProtoCluster& cluster,
                                                    const std::vector<ProtoTask>& tasks) {
   if (IsCorePolicy(name)) {
-    core::SchedulerOptions opt;
-    opt.placement = CorePlacementOf(name);
-    opt.enable_preemption = false;
-    opt.reservation_wait = absl::InfiniteDuration();
-    opt.port_quarantine = absl::ZeroDuration();
-    opt.seed = seed;
-    opt.limits = LimitsForNodes(nodes);
-    opt.queues = QueuesForTrace(trace);
-    auto scheduler = core::Scheduler::Create(opt);
-    if (!scheduler.ok()) return absl::InvalidArgumentError(absl::StrCat(name, ": ", scheduler.status().message()));
-    for (const NodeSpec& n : nodes.nodes) {
-      auto spec = ToCoreNode(n, nodes.source);
-      if (!spec.ok()) return spec.status();
-      if (auto s = (*scheduler)->AddNode(*spec); !s.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat(nodes.source, ":", n.line, ": ", s.message()));
-      }
-    }
+    auto scheduler = MakeCoreScheduler(name, seed, nodes, trace);
+    if (!scheduler.ok()) return scheduler.status();
     return std::make_unique<CorePlacer>(*std::move(scheduler), trace, tasks);
   }
   auto policy = MakeProtoPolicy(name, seed, tasks);
@@ -326,16 +312,8 @@ std::string FormatReplayReport(const ReplayReport& report) {
   std::string out = absl::StrFormat("replay: %s on %s, %d pods, arrivals x%.2f, %d GPUs\n", report.trace_source,
                                     report.nodes_source, report.pods, report.arrival_scale,
                                     report.gpu_capacity_milli / 1000);
-  int width = 12;
-  for (const ReplayPolicyResult& r : report.policies) width = std::max(width, static_cast<int>(r.name.size()) + 2);
-  absl::StrAppendFormat(&out, "%-34s", "");
-  for (const ReplayPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%*s", width, r.name);
-  out += "\n";
-  auto row = [&](const std::string& label, auto value) {
-    absl::StrAppendFormat(&out, "%-34s", label);
-    for (const ReplayPolicyResult& r : report.policies) absl::StrAppendFormat(&out, "%*.2f", width, value(r));
-    out += "\n";
-  };
+  PolicyTable table(&out, report.policies);
+  auto row = [&](const std::string& label, auto value) { table.Row(label, value); };
   row("queueing delay mean (s)", [](const ReplayPolicyResult& r) { return r.mean_delay_s; });
   row("queueing delay p95 (s)", [](const ReplayPolicyResult& r) { return r.p95_delay_s; });
   row("pods that waited", [](const ReplayPolicyResult& r) { return static_cast<double>(r.delayed); });
