@@ -196,6 +196,13 @@ async function queuedJobShowsReason(page) {
   const row = page.locator('table.waiting tbody tr', { hasText: job });
   const text = await row.textContent({ timeout: 5000 });
   check(text.includes(reason), `queues page: the row of ${job} is "${text}", no reason "${reason}"`);
+  // GPUs used count shares as fractions: the queue 3.75, the shares' user 0.75.
+  const rows = await page.$$eval('table tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((c) => c.textContent)));
+  const queueRow = rows.find((cells) => cells.includes(String(expect.held)));
+  const userRow = rows.find((cells) => cells[0] === expect.shared.user);
+  check(queueRow && userRow && userRow[1] === '0.75',
+    `queues page: no queue row with ${expect.held} GPUs used, or user ${expect.shared.user}'s row is not 0.75: ${JSON.stringify(rows)}`);
+  ok(`queues page: ${expect.held} GPUs used in the queue, 0.75 by ${expect.shared.user}`);
   await shot(page, 'queues');
   await open(page, `#/jobs/${job}`, 'job');
   const pending = await page.textContent('#pending-reason');

@@ -190,7 +190,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   nlohmann::json expect = {
       {"placed", {{"job", ticking}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
       {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
-      {"shared", {{"node", q_task["node"]}, {"gpu", q_task["gpus"][0]}, {"jobs", {quarter, half}}, {"percent", 75}}},
+      {"shared", {{"node", q_task["node"]}, {"gpu", q_task["gpus"][0]}, {"jobs", {quarter, half}}, {"percent", 75}, {"user", "cy"}}},
       {"held", 3.75},
       {"cordoned", {{"node", other}, {"reason", "disk check"}}},
       {"charts", {{"allocated", 3.75}, {"total", 16}, {"queue", queued["queue"]}}}};
@@ -204,6 +204,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: a shared GPU"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queues page: 3.75 GPUs used in the queue, 0.75 by cy"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: heat map"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: pages of one node"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: the state filter shows only"));

@@ -3,6 +3,12 @@
 import { h, table, section, jobLink, mib, cores, ago } from './dom.js';
 import { getJson } from './api.js';
 
+// GPUs held, a share as its fraction (used.gpu_milli: 2.25 for two whole
+// GPUs and a 0.25 share); whole GPUs from a server without gpu_milli.
+function gpusUsed(used) {
+  return used.gpu_milli !== undefined ? Math.round(used.gpu_milli) / 1000 : used.gpus;
+}
+
 // A queue's share of the cluster's GPUs: guaranteed by its capacity, and
 // its fair share by weight among the queues (what Fair-DRF aims at when
 // every queue has demand).
@@ -21,9 +27,9 @@ function queueSection(q, all, cluster, waiting) {
     h('h2', {}, `Queue ${q.name}`),
     table(`Queue ${q.name} resources`, ['Capacity', 'Max capacity', 'Weight', 'Fair share (GPUs)', 'GPUs used', 'CPU used', 'Memory used', 'Running jobs', 'Pending jobs'],
       [[`${q.capacity_percent}% (${s.guaranteed} GPUs)`, `${q.max_capacity_percent}% (${s.max} GPUs)`, q.weight, s.fair,
-        q.used.gpus, cores(q.used.vcores_milli), mib(q.used.memory_mb), q.running_jobs, q.pending_jobs]]),
+        gpusUsed(q.used), cores(q.used.vcores_milli), mib(q.used.memory_mb), q.running_jobs, q.pending_jobs]]),
     table(`Queue ${q.name} by user`, ['User', 'GPUs used', 'CPU used', 'Memory used', 'Running jobs', 'Pending jobs'],
-      q.users.map((u) => [u.user, u.used.gpus, cores(u.used.vcores_milli), mib(u.used.memory_mb), u.running_jobs, u.pending_jobs])),
+      q.users.map((u) => [u.user, gpusUsed(u.used), cores(u.used.vcores_milli), mib(u.used.memory_mb), u.running_jobs, u.pending_jobs])),
     table(`Who waits in ${q.name}, and why`, ['Job', 'User', 'Tasks', 'Waiting for', 'Why it waits'],
       waiting.map((j) => [jobLink(j.name), j.user, j.tasks.length, ago(j.submit_time_unix_ms),
         h('span', { class: 'reason' }, j.pending_reason || j.reason || '—')]), { class: 'waiting' }));
