@@ -219,6 +219,7 @@ ReplayPolicyResult Summarize(const std::string& name, const Tally& tally, int64_
     r.mean_delay_s = sum / static_cast<double>(d.size());
     size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(d.size())));
     r.p95_delay_s = static_cast<double>(d[std::max<size_t>(rank, 1) - 1]);
+    r.max_delay_s = static_cast<double>(d.back());
   }
   double cap = static_cast<double>(capacity);
   r.mean_alloc_pct = span_s > 0 ? 100.0 * tally.alloc_integral / (cap * static_cast<double>(span_s)) : 0;
@@ -294,6 +295,7 @@ nlohmann::json ReplayReportToJson(const ReplayReport& report) {
                         {"delayed", r.delayed},
                         {"mean_delay_s", r.mean_delay_s},
                         {"p95_delay_s", r.p95_delay_s},
+                        {"max_delay_s", r.max_delay_s},
                         {"mean_alloc_pct", r.mean_alloc_pct},
                         {"alloc_pct", r.alloc_pct},
                         {"seconds", r.seconds}};
@@ -316,6 +318,7 @@ std::string FormatReplayReport(const ReplayReport& report) {
   auto row = [&](const std::string& label, auto value) { table.Row(label, value); };
   row("queueing delay mean (s)", [](const ReplayPolicyResult& r) { return r.mean_delay_s; });
   row("queueing delay p95 (s)", [](const ReplayPolicyResult& r) { return r.p95_delay_s; });
+  row("queueing delay max (s)", [](const ReplayPolicyResult& r) { return r.max_delay_s; });
   row("pods that waited", [](const ReplayPolicyResult& r) { return static_cast<double>(r.delayed); });
   row("pods never placed", [](const ReplayPolicyResult& r) { return static_cast<double>(r.never_placed); });
   row("GPU allocated % (time mean)", [](const ReplayPolicyResult& r) { return r.mean_alloc_pct; });

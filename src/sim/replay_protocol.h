@@ -7,9 +7,9 @@
 // (fgd_policies.h, over the protocol's node model) and the server's own
 // placement, core:NAME (a core::Scheduler holding the waiting pods as
 // pending one-task jobs, scheduled at each event time). Reported per
-// policy: queueing delay (placement time - arrival) mean and p95 over the
-// pods placed, pods never placed by the end, and the GPU share allocated
-// over time (time-weighted mean, and at evenly spaced times).
+// policy: queueing delay (placement time - arrival) mean, p95 and max over
+// the pods placed, pods never placed by the end, and the GPU share
+// allocated over time (time-weighted mean, and at evenly spaced times).
 #pragma once
 
 #include <cstdint>
@@ -36,6 +36,7 @@ struct ReplayPolicyResult {
   int64_t never_placed = 0;     // still waiting when the last event passed
   double mean_delay_s = 0;      // over placed pods
   double p95_delay_s = 0;       // nearest rank
+  double max_delay_s = 0;
   int64_t delayed = 0;          // placed pods that waited at all
   double mean_alloc_pct = 0;    // time-weighted, from first arrival to last arrival
   std::vector<double> alloc_pct;  // at ReplayReport::sample_times_s

@@ -58,6 +58,7 @@ TEST(ReplayProtocolTest, EveryPolicyReportsTheWaitsWorkedOutByHand) {
     EXPECT_EQ(r.delayed, 3);
     EXPECT_DOUBLE_EQ(r.mean_delay_s, (0 + 90 + 80 + 120) / 4.0);
     EXPECT_DOUBLE_EQ(r.p95_delay_s, 120);
+    EXPECT_DOUBLE_EQ(r.max_delay_s, 120);
     EXPECT_DOUBLE_EQ(r.mean_alloc_pct, 100) << "a holds the whole GPU while the pods arrive";
     EXPECT_THAT(r.alloc_pct, ::testing::ElementsAre(100, 100));
   }
