@@ -7,8 +7,10 @@ Starts `trainyard up --nodes 1` in a fresh directory, then, alternating:
   * `trainyard submit FILE --wait` of a job that runs 1 s: how long after the
     server's own "started" time (the job's event, ms since the epoch) the
     CLI printed RUNNING, i.e. what `--wait` adds to the server's answer.
+  * with --callgrind, one `trainyard submit FILE` and one `trainyard --version`
+    under valgrind's callgrind: instructions per call, steady on a noisy machine.
 Prints every figure's median. Usage:
-  bench/submit_wait.py [--runs 20] [--trainyard PATH]
+  bench/submit_wait.py [--runs 20] [--trainyard PATH] [--callgrind]
 With --trainyard pointing at another build, the same sitting measures it too.
 """
 import argparse
@@ -25,6 +27,8 @@ import time
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=20)
+parser.add_argument("--callgrind", action="store_true",
+                    help="also count the instructions of one submit and one --version per binary")
 parser.add_argument("--trainyard", action="append",
                     help="binary to measure (repeat to compare builds in one sitting)")
 args = parser.parse_args()
@@ -96,6 +100,21 @@ try:
             if seen is None or not started:
                 raise SystemExit("%s: --wait never printed RUNNING" % name)
             figures[b]["running_after"].append(seen - started[0] / 1000.0)
+    instructions = {}
+    if args.callgrind:
+        for b in binaries:
+            for what, argv in (("submit", [b, "submit", plain]), ("--version", [b, "--version"])):
+                n += 1
+                with open(plain, "w") as f:
+                    f.write("name: counted-%d\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi}\n"
+                            "    command: [sh, -c, 'exit 0']\n" % n)
+                out = os.path.join(d, "callgrind.out")
+                r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out] + argv,
+                                   cwd=d, env=env, capture_output=True, text=True)
+                refs = [l for l in r.stderr.splitlines() if "Collected :" in l]
+                if r.returncode != 0 or not refs:
+                    raise SystemExit("callgrind of %s %s failed: %s" % (b, what, r.stderr[-2000:]))
+                instructions[(b, what)] = int(refs[-1].split(":")[-1].strip())
     for b in binaries:
         f = figures[b]
         print("%s (%d runs each, alternating)" % (b, args.runs))
@@ -103,6 +122,9 @@ try:
               (1000 * statistics.median(f["cpu"]), 1000 * statistics.median(f["wall"])))
         print("  submit --wait prints RUNNING after the server started the job: median %.1f ms, max %.1f ms" %
               (1000 * statistics.median(f["running_after"]), 1000 * max(f["running_after"])))
+        for what in ("submit", "--version"):
+            if (b, what) in instructions:
+                print("  trainyard %s under callgrind: %.1f M instructions" % (what, instructions[(b, what)] / 1e6))
 finally:
     up.send_signal(signal.SIGINT)
     try:

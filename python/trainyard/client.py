@@ -167,11 +167,16 @@ class Client:
             codes.append(trainyard_pb2.JobState.Value("JOB_" + state))
         request = service_pb2.ListJobsRequest(include_finished=include_finished, user=user, queue=queue,
                                               states=codes)
-        try:
-            response = self._stub.ListJobs(request, timeout=self.timeout, metadata=self._metadata)
-        except grpc.RpcError as e:
-            raise self._error(e, "list") from None
-        return [Job.from_proto(v) for v in response.jobs]
+        jobs: list[Job] = []
+        while True:  # the server answers in pages
+            try:
+                response = self._stub.ListJobs(request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                raise self._error(e, "list") from None
+            jobs.extend(Job.from_proto(v) for v in response.jobs)
+            if not response.next_page_token:
+                return jobs
+            request.page_token = response.next_page_token
 
     def watch(self, job: "str | Job", timeout: Optional[float] = None) -> Iterator[Job]:
         """The job now, then again each time its state or reason changes.

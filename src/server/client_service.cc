@@ -104,7 +104,9 @@ grpc::Status ClientService::ListJobs(grpc::ServerContext* ctx, const v1::ListJob
   if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
     return Counted(GrpcCounters::kListJobs, ToGrpc(who.status()));
   }
-  for (auto& j : manager_->ListJobs(*req)) *resp->add_jobs() = std::move(j);
+  absl::StatusOr<v1::ListJobsResponse> page = manager_->ListJobs(*req);
+  if (!page.ok()) return Counted(GrpcCounters::kListJobs, ToGrpc(page.status()));
+  *resp = std::move(*page);
   return Counted(GrpcCounters::kListJobs, grpc::Status::OK);
 }
 

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <future>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/roles.h"
 #include "api/states.h"
 #include "common/check.h"
 #include "common/logging.h"
@@ -380,20 +382,49 @@ std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {
   return out;
 }
 
-std::vector<v1::JobView> JobManager::ListJobs(const v1::ListJobsRequest& req) {
+absl::StatusOr<v1::ListJobsResponse> JobManager::ListJobs(const v1::ListJobsRequest& req) {
+  constexpr int kDefaultPage = 500, kMaxPage = 5000;
+  constexpr size_t kPageBytes = 4 << 20;
+  if (req.page_size() < 0) return absl::InvalidArgumentError("page_size: must not be negative");
+  int page = req.page_size() == 0 ? kDefaultPage : std::min(req.page_size(), kMaxPage);
+  // The token is the id of the last job of the previous page.
+  uint64_t after = 0;
+  if (!req.page_token().empty() && !absl::SimpleAtoi(req.page_token(), &after)) {
+    return absl::InvalidArgumentError(absl::StrCat("page_token: '", req.page_token(),
+                                                   "' is not a token this server gave (next_page_token)"));
+  }
   bool finished = req.include_finished() ||
                   std::any_of(req.states().begin(), req.states().end(),
                               [](int s) { return api::IsTerminal(static_cast<v1::JobState>(s)); });
   PublishAllRecovered();
-  std::vector<v1::JobView> out;
-  for (const auto& v : views_.Jobs(finished)) {
-    if (!req.user().empty() && v->user() != req.user()) continue;
-    if (!req.queue().empty() && v->queue() != req.queue()) continue;
-    if (!req.states().empty() &&
-        std::find(req.states().begin(), req.states().end(), v->state()) == req.states().end()) {
+  v1::ListJobsResponse out;
+  size_t bytes = 0;
+  std::vector<std::shared_ptr<const v1::JobView>> jobs = views_.Jobs(finished);
+  auto it = std::upper_bound(jobs.begin(), jobs.end(), after,
+                             [](uint64_t id, const auto& v) { return id < v->id(); });
+  for (; it != jobs.end(); ++it) {
+    const v1::JobView& v = **it;
+    if (!req.user().empty() && v.user() != req.user()) continue;
+    if (!req.queue().empty() && v.queue() != req.queue()) continue;
+    if (!req.states().empty() && std::find(req.states().begin(), req.states().end(), v.state()) == req.states().end()) {
       continue;
     }
-    out.push_back(*v);
+    if (out.jobs_size() == page || (out.jobs_size() > 0 && bytes >= kPageBytes)) {
+      out.set_next_page_token(absl::StrCat(out.jobs(out.jobs_size() - 1).id()));
+      break;
+    }
+    v1::JobView* j = out.add_jobs();
+    int tasks = 0, running = 0;
+    for (const auto& task : v.tasks()) {
+      if (api::IsJobMasterRole(task.role())) continue;
+      ++tasks;
+      running += task.state() == v1::TASK_RUNNING;
+    }
+    *j = v;
+    if (req.without_tasks()) j->clear_tasks();
+    j->set_task_count(tasks);
+    j->set_running_task_count(running);
+    bytes += j->ByteSizeLong();
   }
   return out;
 }

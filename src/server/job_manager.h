@@ -69,8 +69,10 @@ class JobManager {
   // nullptr when there is no such job. Reads only the ViewStore.
   std::shared_ptr<const v1::JobView> JobSummary(const std::string& job);
   std::vector<v1::JobView> ListJobs(bool include_finished);
-  // The jobs that match the request's filters (user, queue, states).
-  std::vector<v1::JobView> ListJobs(const v1::ListJobsRequest& request);
+  // One page of the jobs that match the request's filters (user, queue,
+  // states), in id order (ListJobsRequest's page_size, page_token,
+  // without_tasks); InvalidArgument for a page token this server did not give.
+  absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
   // Deletes a finished job (ControlState::DeleteJob); answered once its
   // rename is durable, when its name is free again.
   absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const std::string& job);

@@ -145,6 +145,56 @@ TEST_F(JobManagerTest, PlacesLaunchesWithFrameworkEnvAndSucceedsWhenWorkersCompl
   EXPECT_EQ(kills[0].role(), "ps");
 }
 
+TEST_F(JobManagerTest, ListJobsAnswersInPagesThatTogetherHoldEveryJobOnce) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  std::vector<std::string> submitted;
+  for (int i = 0; i < 7; ++i) {
+    submitted.push_back(Submit(absl::StrCat("name: paged-", i, "\nreplicas:\n  worker:\n    count: 3\n"
+                                            "    command: [sleep, \"100\"]\n")));
+  }
+  manager_->ScheduleNowForTest();
+  for (const auto& t : link.Launches()) {
+    if (t.job() == "paged-0" && t.index() < 2) Report("n1", t, v1::TASK_RUNNING);
+  }
+  v1::ListJobsRequest req;
+  req.set_page_size(3);
+  req.set_without_tasks(true);
+  std::vector<std::string> listed;
+  std::vector<int> page_sizes;
+  do {
+    absl::StatusOr<v1::ListJobsResponse> page = manager_->ListJobs(req);
+    ASSERT_TRUE(page.ok()) << page.status();
+    page_sizes.push_back(page->jobs_size());
+    for (const auto& j : page->jobs()) {
+      listed.push_back(j.name());
+      EXPECT_EQ(j.tasks_size(), 0) << j.name();
+      EXPECT_EQ(j.task_count(), 3) << j.name();
+      EXPECT_EQ(j.running_task_count(), j.name() == "paged-0" ? 2 : 0) << j.name();
+    }
+    req.set_page_token(page->next_page_token());
+  } while (!req.page_token().empty());
+  EXPECT_EQ(listed, submitted);
+  EXPECT_EQ(page_sizes, (std::vector<int>{3, 3, 1}));
+
+  // Without without_tasks each job comes whole.
+  v1::ListJobsRequest whole;
+  absl::StatusOr<v1::ListJobsResponse> all = manager_->ListJobs(whole);
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->jobs_size(), 7);
+  EXPECT_EQ(all->jobs(0).tasks_size(), 3);
+  EXPECT_EQ(all->next_page_token(), "");
+
+  v1::ListJobsRequest bad;
+  bad.set_page_token("not-a-token");
+  absl::StatusOr<v1::ListJobsResponse> refused = manager_->ListJobs(bad);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("page_token: 'not-a-token'"));
+  bad.set_page_token("");
+  bad.set_page_size(-1);
+  EXPECT_THAT(manager_->ListJobs(bad).status().message(), HasSubstr("page_size"));
+}
+
 TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
