@@ -4,6 +4,7 @@
 // not succeed; an array's %N keeps the rest pending; all of it survives a
 // server restart. No threads, no sockets, no clock.
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "api/job_spec.h"
 #include "api/task_env.h"
 #include "gmock/gmock.h"
@@ -48,7 +49,7 @@ class ControlGatesTest : public ::testing::Test {
     v1::JobSpec spec;
     std::vector<std::string> problems = api::ParseJobSpecYamlInto(yaml, &spec);
     absl::StatusOr<CheckedSpec> checked =
-        CheckSubmission(std::move(spec), std::move(problems), config_, core::QueueConfig{});
+        CheckSubmission(std::move(spec), std::move(problems), config_, core::SchedulerOptions{}.queues.root);
     if (!checked.ok()) return checked.status();
     std::vector<PreparedJob> prepared;
     if (checked->spec.array().empty()) {
@@ -202,7 +203,7 @@ TEST_F(ControlGatesTest, AnArrayThrottleKeepsTheRestPendingAndAfterOkWaitsForEve
   EXPECT_EQ(View("sweep-2").array_index(), 2);
   EXPECT_EQ(View("report").reason(), "waiting for job sweep (after-ok)");
   // Each element knows its place in the array.
-  const v1::TaskSpec& t = LaunchesOf("sweep-1")[0];
+  v1::TaskSpec t = LaunchesOf("sweep-1")[0];
   EXPECT_EQ(t.env().at(api::kArrayJobEnv), "sweep");
   EXPECT_EQ(t.env().at(api::kArrayIndexEnv), "1");
 
