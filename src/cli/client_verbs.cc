@@ -48,7 +48,7 @@ struct SubmitFlags : Common {
   bool master_in_client = false;
   std::string advertise_host;
   bool hold = false;
-  std::vector<std::string> after_ok, after_any;
+  std::string after_ok, after_any;  // JOB[,JOB...]
   std::string array;
 };
 
@@ -156,8 +156,8 @@ int Submit(SubmitFlags& f) {
   v1::SubmitRequest req;
   req.set_yaml(text);
   req.set_hold(f.hold);
-  for (const std::string& j : f.after_ok) req.add_after_ok(j);
-  for (const std::string& j : f.after_any) req.add_after_any(j);
+  for (absl::string_view j : absl::StrSplit(f.after_ok, ',', absl::SkipEmpty())) req.add_after_ok(std::string(j));
+  for (absl::string_view j : absl::StrSplit(f.after_any, ',', absl::SkipEmpty())) req.add_after_any(std::string(j));
   req.set_array(f.array);
   v1::SubmitResponse resp;
   auto ctx = Context();
@@ -489,10 +489,10 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   c->add_option("--advertise-host", submit.advertise_host,
                 "address tasks reach this client's job master on (default: 127.0.0.1 for a local server)");
   c->add_flag("--hold", submit.hold, "accept the job but place it only after `trainyard release JOB`");
-  c->add_option("--after-ok", submit.after_ok, "start only after these jobs (or arrays) SUCCEEDED; fail if one does not")
-      ->delimiter(',');
-  c->add_option("--after-any", submit.after_any, "start only after these jobs (or arrays) ended, however they ended")
-      ->delimiter(',');
+  // Strings, not lists: a list option would take the spec file as one more job.
+  c->add_option("--after-ok", submit.after_ok,
+                "JOB[,JOB]: start only after these jobs (or arrays) SUCCEEDED; fail if one does not");
+  c->add_option("--after-any", submit.after_any, "JOB[,JOB]: start only after these jobs (or arrays) ended, however they ended");
   c->add_option("--array", submit.array,
                 "submit one job per index, named NAME-INDEX: 0-99, 1,3,5-7, 0-15:4; %N runs at most N at once");
   AddCommon(c, &submit, false);

@@ -356,10 +356,11 @@ void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
     if (sealed.ok()) sealed = SealSecrets(p.rec.mutable_spec());
     batch.CreateJob(p.rec, p.first_event);
   }
+  std::string array = prepared->front().rec.array_job();
   auto shared = std::make_shared<std::vector<PreparedJob>>(*std::move(prepared));
   // One batch: the whole array is durable, or none of it. Taken in at once
   // (not through committed_): an array is one answer.
-  auto take_in = [this, shared, done = std::move(done)](absl::Status st) mutable {
+  auto take_in = [this, shared, array, done = std::move(done)](absl::Status st) mutable {
     absl::StatusOr<v1::SubmitResponse> resp = v1::SubmitResponse();
     {
       absl::MutexLock lock(&mu_);
@@ -371,7 +372,7 @@ void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
           continue;
         }
         if (!resp.ok()) continue;
-        resp->set_job(p.rec.array_job());
+        resp->set_job(array);
         if (resp->job_id() == 0) resp->set_job_id(one->job_id());
         resp->add_array_jobs(one->job());
       }
