@@ -6,6 +6,8 @@
 // parsed spec is in job_spec_validate.cc.
 #include "api/job_spec.h"
 
+#include "api/job_array.h"
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -469,6 +471,39 @@ void ParseTopLevel(const Fields& root, v1::JobSpec* spec, Errors* errors) {
   }
 }
 
+// `hold`, `dependencies: {afterOk: [..], afterAny: [..]}` and `array`
+// (api/job_array.h).
+void ParseArrayAndDependencies(const Fields& root, v1::JobSpec* spec, Errors* errors) {
+  bool b;
+  const YamlNode* v = Find(root, "hold");
+  if (v && GetBool(*v, "hold", &b, errors)) spec->set_hold(b);
+  std::string s;
+  v = Find(root, "array");
+  if (v && GetString(*v, "array", &s, errors)) {
+    absl::StatusOr<ArrayRange> range = ParseArrayRange(s);
+    if (range.ok()) {
+      spec->set_array(s);
+    } else {
+      errors->push_back(std::string(range.status().message()));
+    }
+  }
+  v = Find(root, "dependencies");
+  if (!v) return;
+  Fields f;
+  if (!CheckMap(*v, "dependencies", {"afterOk", "afterAny"}, &f, errors)) return;
+  v1::JobDependencies* deps = spec->mutable_dependencies();
+  for (auto [key, list] : {std::pair{"afterOk", deps->mutable_after_ok()}, std::pair{"afterAny", deps->mutable_after_any()}}) {
+    const YamlNode* l = Find(f, key);
+    if (!l) continue;
+    std::string path = Join("dependencies", key);
+    if (l->IsScalar()) {
+      list->Add(std::string(l->Scalar()));  // one job, written without a list
+    } else {
+      GetStringList(*l, path, list, errors);
+    }
+  }
+}
+
 void ParseReplicas(const Fields& root, v1::JobSpec* spec, Errors* errors) {
   const YamlNode* replicas = Find(root, "replicas");
   if (!replicas) {
@@ -490,11 +525,13 @@ void ParseRoot(const YamlNode& root, v1::JobSpec* spec, Errors* errors) {
   Fields f;
   if (!CheckMap(root, "",
                 {"name", "user", "queue", "priority", "framework", "replicas", "successPolicy",
-                 "nodeSelector", "relaxLocality", "nodeName", "rack", "activeDeadline"},
+                 "nodeSelector", "relaxLocality", "nodeName", "rack", "activeDeadline", "hold", "dependencies",
+                 "array"},
                 &f, errors)) {
     return;
   }
   ParseTopLevel(f, spec, errors);
+  ParseArrayAndDependencies(f, spec, errors);
   ParseReplicas(f, spec, errors);
 }
 

@@ -206,8 +206,8 @@ replicas:
     resources: {cpu: fast, memory: -1}
 )");
   EXPECT_EQ(m,
-            "colour: unknown field (known: activeDeadline, framework, name, nodeName, nodeSelector, priority, queue, "
-            "rack, relaxLocality, replicas, successPolicy, user)\n"
+            "colour: unknown field (known: activeDeadline, array, dependencies, framework, hold, name, nodeName, nodeSelector, "
+            "priority, queue, rack, relaxLocality, replicas, successPolicy, user)\n"
             "replicas.worker.resources.cpu: 'fast' is not a CPU quantity like 2, 1.5 or 500m\n"
             "replicas.worker.command: must be a list of strings, e.g. [\"sh\", \"-c\", \"echo hi\"], not a string\n"
             "name: required (1-63 characters of a-z, 0-9 and '-')\n"

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/job_spec.h"
+#include "api/job_array.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
 
@@ -244,6 +245,30 @@ std::string PathOf(const std::string& problem) {
   return problem.substr(0, problem.find(": "));
 }
 
+// Dependencies name jobs; an array's elements are named NAME-INDEX, which
+// must be names too.
+void ValidateArrayAndDependencies(const v1::JobSpec& spec, Errors* errors) {
+  for (auto [key, list] : {std::pair{"afterOk", &spec.dependencies().after_ok()},
+                           std::pair{"afterAny", &spec.dependencies().after_any()}}) {
+    for (int i = 0; i < list->size(); ++i) {
+      if (!ValidName(list->Get(i))) {
+        errors->push_back(absl::StrCat("dependencies.", key, "[", i, "]: '", Printable(list->Get(i)),
+                                       "' is not a job name (a-z, 0-9 and '-')"));
+      }
+    }
+  }
+  if (spec.array().empty()) return;
+  absl::StatusOr<ArrayRange> range = ParseArrayRange(spec.array());
+  if (!range.ok()) {
+    errors->push_back(std::string(range.status().message()));
+    return;
+  }
+  std::string last = ArrayElementName(spec.name(), range->indices.back());
+  if (ValidName(spec.name()) && !ValidName(last)) {
+    errors->push_back(absl::StrCat("name: its array's element names (", last, ") would be longer than 63 characters"));
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::AllocationLimits& limits) {
@@ -270,6 +295,7 @@ std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::Al
   if (spec.active_deadline_ms() < 0) {
     errors.push_back(absl::StrCat("activeDeadline: ", spec.active_deadline_ms(), "ms is not a positive duration"));
   }
+  ValidateArrayAndDependencies(spec, &errors);
   return errors;
 }
 

@@ -200,6 +200,10 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
   env["TRAINYARD_NODE_ADDRESS"] = self.address;
   SetAttemptEnv(in.attempt, &env);
   env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
+  if (!in.array_job.empty()) {
+    env[kArrayJobEnv] = in.array_job;
+    env[kArrayIndexEnv] = absl::StrCat(in.array_index);
+  }
   if (!in.job_master.empty()) {
     env[kJobMasterEnv] = in.job_master;
     // Rewritten when the master moves to another node (its node lost): the

@@ -35,7 +35,14 @@ struct TaskEnvInput {
   std::string job_master;              // host:port, "" when none
   std::string checkpoint_dir;          // the job's checkpoint directory
   int attempt = 0;                     // see SetAttemptEnv
+  std::string array_job;               // an array's element: the array's name ("" when none)
+  int array_index = 0;                 // and its index
 };
+
+// An element of a job array (`trainyard submit --array`) gets the array's
+// name and its index: TRAINYARD_ARRAY_JOB=train, TRAINYARD_ARRAY_INDEX=3.
+inline constexpr char kArrayJobEnv[] = "TRAINYARD_ARRAY_JOB";
+inline constexpr char kArrayIndexEnv[] = "TRAINYARD_ARRAY_INDEX";
 
 struct TaskEnv {
   std::map<std::string, std::string> env;

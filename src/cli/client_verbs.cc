@@ -7,6 +7,7 @@
 #include <sstream>
 #include <thread>
 
+#include "api/job_array.h"
 #include "api/roles.h"
 #include "api/states.h"
 #include "api/task_limits.h"
@@ -46,6 +47,9 @@ struct SubmitFlags : Common {
   bool wait = false;
   bool master_in_client = false;
   std::string advertise_host;
+  bool hold = false;
+  std::string after_ok, after_any;  // JOB[,JOB...]
+  std::string array;
 };
 
 // Prints each new state (and reason) of `job` until it ends; the exit code
@@ -136,9 +140,25 @@ int Submit(SubmitFlags& f) {
   }
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
+  if (!f.array.empty()) {
+    if (absl::StatusOr<api::ArrayRange> range = api::ParseArrayRange(f.array); !range.ok()) {
+      std::cerr << "trainyard submit: --" << range.status().message() << "\n";
+      return kExitUsage;
+    }
+  }
+  bool gated = f.hold || !f.after_ok.empty() || !f.after_any.empty() || !f.array.empty() || !parsed->array().empty();
+  if (f.master_in_client && gated) {
+    std::cerr << "trainyard submit: --jobmaster-in-client runs one job now; not with --hold, --after-ok, "
+                 "--after-any or --array\n";
+    return kExitUsage;
+  }
   if (f.master_in_client) return SubmitWithMaster(*stub, address, *parsed, f.advertise_host);
   v1::SubmitRequest req;
   req.set_yaml(text);
+  req.set_hold(f.hold);
+  for (absl::string_view j : absl::StrSplit(f.after_ok, ',', absl::SkipEmpty())) req.add_after_ok(std::string(j));
+  for (absl::string_view j : absl::StrSplit(f.after_any, ',', absl::SkipEmpty())) req.add_after_any(std::string(j));
+  req.set_array(f.array);
   v1::SubmitResponse resp;
   auto ctx = Context();
   grpc::Status st = stub->Submit(ctx.get(), req, &resp);
@@ -149,7 +169,14 @@ int Submit(SubmitFlags& f) {
     return kExitUsage;
   }
   if (!st.ok()) return ReportError("submit", address, st);
-  std::cout << "job " << resp.job() << " submitted" << std::endl;
+  if (resp.array_jobs_size() > 0) {
+    std::cout << "array " << resp.job() << " submitted: " << resp.array_jobs_size() << " jobs ("
+              << resp.array_jobs(0) << (resp.array_jobs_size() > 1 ? " ... " + resp.array_jobs(resp.array_jobs_size() - 1) : "")
+              << ")" << std::endl;
+    return kExitOk;  // --wait follows one job: `trainyard jobs` shows the elements
+  }
+  std::cout << "job " << resp.job() << " submitted" << (f.hold ? " (held: trainyard release " + resp.job() + ")" : "")
+            << std::endl;
   return f.wait ? WaitForJob(*stub, address, resp.job()) : kExitOk;
 }
 
@@ -323,6 +350,10 @@ void PrintJob(const v1::JobView& j, std::ostream& os) {
             << (j.start_time_unix_ms() > 0 && j.end_time_unix_ms() == 0 ? " (running)" : "") << "\n"
             << "Time limit: " << api::TimeLimitLine(j, now) << "\n";
   if (std::string master = MasterText(j); !master.empty()) os << "Master:     " << Printable(master) << "\n";
+  if (!j.array_job().empty()) os << "Array:      " << j.array_job() << " (index " << j.array_index() << ")\n";
+  if (j.held()) os << "Held:       yes (trainyard release " << j.name() << ")\n";
+  if (!j.after_ok().empty()) os << "After ok:   " << absl::StrJoin(j.after_ok(), ", ") << "\n";
+  if (!j.after_any().empty()) os << "After any:  " << absl::StrJoin(j.after_any(), ", ") << "\n";
   Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
   for (const auto& task : j.tasks()) {
     if (api::IsJobMasterRole(task.role())) continue;  // on the Master line
@@ -421,6 +452,19 @@ int Kill(JobsArgFlags& f) {
   });
 }
 
+int Release(JobsArgFlags& f) {
+  return ForEachJob(f, [](v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
+    v1::ReleaseJobRequest req;
+    req.set_job(job);
+    v1::ReleaseJobResponse resp;
+    auto ctx = Context();
+    grpc::Status st = stub.ReleaseJob(ctx.get(), req, &resp);
+    if (!st.ok()) return ReportError("release", address, st);
+    for (const std::string& r : resp.released()) std::cout << "job " << r << " released\n";
+    return kExitOk;
+  });
+}
+
 int Delete(JobsArgFlags& f) {
   return ForEachJob(f, [](v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
     v1::DeleteJobRequest req;
@@ -466,6 +510,13 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
               "run the job's master in this client (which stays attached until the job ends)");
   c->add_option("--advertise-host", submit.advertise_host,
                 "address tasks reach this client's job master on (default: 127.0.0.1 for a local server)");
+  c->add_flag("--hold", submit.hold, "accept the job but place it only after `trainyard release JOB`");
+  // Strings, not lists: a list option would take the spec file as one more job.
+  c->add_option("--after-ok", submit.after_ok,
+                "JOB[,JOB]: start only after these jobs (or arrays) SUCCEEDED; fail if one does not");
+  c->add_option("--after-any", submit.after_any, "JOB[,JOB]: start only after these jobs (or arrays) ended, however they ended");
+  c->add_option("--array", submit.array,
+                "submit one job per index, named NAME-INDEX: 0-99, 1,3,5-7, 0-15:4; %N runs at most N at once");
   AddCommon(c, &submit, false);
   c->callback([exit_code] { *exit_code = Submit(submit); });
 
@@ -492,6 +543,12 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   c->add_option("jobs", kill.jobs, "job names")->required();
   AddCommon(c, &kill, false);
   c->callback([exit_code] { *exit_code = Kill(kill); });
+
+  static JobsArgFlags release;
+  c = app.add_subcommand("release", "Release held jobs (submit --hold) so they may be placed; an array's name releases all of it");
+  c->add_option("jobs", release.jobs, "job or array names")->required();
+  AddCommon(c, &release, false);
+  c->callback([exit_code] { *exit_code = Release(release); });
 
   RegisterLogs(app, exit_code);
 

@@ -28,6 +28,7 @@ class GrpcCounters {
     kCreateToken,
     kReportJobMasterSummary,
     kWatchJob,
+    kReleaseJob,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -37,7 +38,7 @@ class GrpcCounters {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
-        "ReportJobMasterSummary", "WatchJob"};
+        "ReportJobMasterSummary", "WatchJob", "ReleaseJob"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

@@ -219,6 +219,20 @@ grpc::Status ClientService::KillJob(grpc::ServerContext* ctx, const v1::KillJobR
   return Counted(GrpcCounters::kKillJob, grpc::Status::OK);
 }
 
+grpc::Status ClientService::ReleaseJob(grpc::ServerContext* ctx, const v1::ReleaseJobRequest* req,
+                                       v1::ReleaseJobResponse* resp) {
+  // Authorized as kill is; an array's name by its first element (one owner).
+  std::vector<std::string> named = manager_->DependencyTargets(req->job());
+  const std::string& checked = named.empty() ? req->job() : named.front();
+  if (absl::Status may = MayActOnJob(ctx, checked, "release"); !may.ok()) {
+    return Counted(GrpcCounters::kReleaseJob, ToGrpc(may));
+  }
+  absl::StatusOr<std::vector<std::string>> released = manager_->Release(req->job());
+  if (!released.ok()) return Counted(GrpcCounters::kReleaseJob, ToGrpc(released.status()));
+  for (std::string& j : *released) resp->add_released(std::move(j));
+  return Counted(GrpcCounters::kReleaseJob, grpc::Status::OK);
+}
+
 grpc::Status ClientService::DeleteJob(grpc::ServerContext* ctx, const v1::DeleteJobRequest* req,
                                       v1::DeleteJobResponse* resp) {
   if (absl::Status may = MayActOnJob(ctx, req->job(), "delete"); !may.ok()) {

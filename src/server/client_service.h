@@ -45,6 +45,7 @@ class ClientService final
   // (RESOURCE_EXHAUSTED past them).
   grpc::Status WatchJob(grpc::ServerContext*, const v1::WatchJobRequest*, grpc::ServerWriter<v1::JobView>*) override;
   grpc::Status KillJob(grpc::ServerContext*, const v1::KillJobRequest*, v1::KillJobResponse*) override;
+  grpc::Status ReleaseJob(grpc::ServerContext*, const v1::ReleaseJobRequest*, v1::ReleaseJobResponse*) override;
   grpc::Status DeleteJob(grpc::ServerContext*, const v1::DeleteJobRequest*, v1::DeleteJobResponse*) override;
   grpc::Status CordonNode(grpc::ServerContext*, const v1::NodeAdminRequest*, v1::NodeAdminResponse*) override;
   grpc::Status UncordonNode(grpc::ServerContext*, const v1::NodeAdminRequest*, v1::NodeAdminResponse*) override;

@@ -119,14 +119,16 @@ absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::
 }
 
 absl::StatusOr<PreparedJob> ControlState::PrepareChecked(CheckedSpec checked, absl::Time now) {
+  std::string name = FreeName(checked.spec.name(), {});
+  return PrepareNamed(std::move(checked), name, now, nullptr);
+}
+
+absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, const std::string& name, absl::Time now,
+                                                       const ArrayPlace* place) {
   v1::JobSpec& spec = checked.spec;
   const std::string& defaulted = checked.defaulted;
-  std::string name = spec.name();
-  if (jobs_.count(name)) {
-    int& n = next_suffix_[spec.name()];
-    if (n < 2) n = 2;
-    while (jobs_.count(absl::StrCat(spec.name(), "-", n))) ++n;
-    name = absl::StrCat(spec.name(), "-", n++);
+  if (std::vector<std::string> unknown = UnknownDependencies(spec); !unknown.empty()) {
+    return api::ProblemsStatus(unknown);
   }
   spec.set_name(name);
   // Only a job whose tasks talk to a master gets one (api::UsesJobMaster):
@@ -150,12 +152,18 @@ absl::StatusOr<PreparedJob> ControlState::PrepareChecked(CheckedSpec checked, ab
   absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
   if (!req.ok()) return req.status();
   if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
-  if (absl::Status st = CheckUserLimits(kept.user(), now); !st.ok()) return st;
+  if (absl::Status st = CheckUserLimits(kept.user(), now, !place || place->first); !st.ok()) return st;
   out.request = *std::move(req);
   ++user_submissions_[kept.user()].pending;  // until AcceptCommitted counts it by its state
   jobs_[name] = nullptr;  // reserves the name until the record is durable
   rec.set_state(v1::JOB_QUEUED);
   rec.set_pending_reason("waiting for the scheduler");
+  rec.set_held(kept.hold());
+  if (place) {
+    rec.set_array_job(place->array);
+    rec.set_array_index(place->index);
+    rec.set_array_throttle(place->throttle);
+  }
   AddTaskRecords(kept, &rec);
   v1::JobEventRecord& ev = out.first_event;
   ev.set_job_id(rec.id());
@@ -167,7 +175,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareChecked(CheckedSpec checked, ab
   return out;
 }
 
-absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time now) {
+absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time now, bool rate_counted) {
   UserSubmissions& u = user_submissions_[user];
   int max_pending = config_.max_pending_jobs_per_user;
   if (max_pending > 0 && u.pending >= max_pending) {
@@ -176,7 +184,7 @@ absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time n
         "(maxPendingJobsPerUser ", max_pending, "): wait for some to start, or kill some"));
   }
   int rate = config_.max_submissions_per_second_per_user;
-  if (rate <= 0) return absl::OkStatus();
+  if (rate <= 0 || !rate_counted) return absl::OkStatus();
   // `rate` a second, a burst of up to one second's worth.
   if (!u.submissions.Take(now, rate, rate)) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -190,6 +198,7 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   --user_submissions_[prepared.rec.spec().user()].pending;  // now counted by its state, if taken
   if (!st.ok()) {
     jobs_.erase(prepared.rec.name());
+    arrays_.erase(prepared.rec.array_job());  // its elements share the answer
     return absl::UnavailableError(absl::StrCat("the job was not accepted: the store cannot keep it: ",
                                                st.message()));
   }
@@ -198,8 +207,10 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   const v1::JobRecord& rec = job->rec;
   LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
   job->events = job->events.Append(ToView(prepared.first_event));
-  absl::Status added = scheduler_->AddJob(prepared.request);
-  if (added.ok()) {
+  absl::Status added = Gated(rec) ? absl::OkStatus() : scheduler_->AddJob(prepared.request);
+  if (Gated(rec)) {
+    KeepGated(*job);
+  } else if (added.ok()) {
     job->in_scheduler = true;
   } else {
     job->rec.set_state(v1::JOB_FAILED);

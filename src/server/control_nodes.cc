@@ -33,6 +33,16 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     auto job = std::make_unique<JobRt>();
     job->rec = std::move(rec);
     job->events_loaded = false;
+    if (!job->rec.array_job().empty()) arrays_[job->rec.array_job()].push_back(job->rec.name());
+    if (Gated(job->rec)) {
+      // Held or waiting still: the first round decides (CheckGates), once
+      // every job it may wait for is back.
+      LoadTaskState(*job);
+      gated_[job->rec.id()] = job->rec.name();
+      CountInQueue(*job);
+      jobs_[job->rec.name()] = std::move(job);
+      continue;
+    }
     if (!RecoverIntoScheduler(*job)) {
       jobs_[job->rec.name()] = nullptr;  // left in the store; its name stays taken
       continue;
@@ -49,6 +59,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     auto job = std::make_unique<JobRt>();
     job->events_loaded = false;
     job->rec = std::move(rec);
+    if (!job->rec.array_job().empty()) arrays_[job->rec.array_job()].push_back(job->rec.name());
     next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
     // Ended while its tasks were being stopped: they hold their resources
     // until their agents confirm the stop (or no longer have them).
@@ -62,6 +73,15 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       LoadTaskState(*job);
     }
     jobs_[job->rec.name()] = std::move(job);
+  }
+  // An array's elements by index, as they were made.
+  for (auto& [array, names] : arrays_) {
+    auto index = [this](const std::string& name) {
+      const JobRt* job = FindJob(name);
+      return job ? job->rec.array_index() : INT32_MAX;  // not recovered: last
+    };
+    std::sort(names.begin(), names.end(),
+              [&](const std::string& a, const std::string& b) { return index(a) < index(b); });
   }
   // Their views are published after the first rounds (PublishRecovered), so
   // a restart reaches its first launch as fast as before views existed.

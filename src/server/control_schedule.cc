@@ -32,6 +32,7 @@ void ControlState::RunRound(absl::Time now) {
     }
   }
   for (JobRt* job : overdue) Requeue(*job, job->preempted_note, now);
+  if (!gated_.empty()) CheckGates(now);
   core::Decisions d = scheduler_->Schedule(now);
   ++stats_.rounds;
   for (const core::Preemption& p : d.preemptions) ApplyPreemption(p, now);
@@ -239,6 +240,8 @@ ControlState::EnvContext ControlState::EnvContextFor(const JobRt& job) const {
   in.job = job.rec.name();
   in.job_master = job.job_master;
   in.checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, job.rec.name(), job.rec.id());
+  in.array_job = job.rec.array_job();
+  in.array_index = job.rec.array_index();
   ctx.view_of.assign(job.rec.tasks_size(), -1);
   in.tasks.reserve(job.rec.tasks_size());
   for (int i = 0; i < job.rec.tasks_size(); ++i) {

@@ -82,6 +82,20 @@ class ControlState {
   // checks what its tasks will exec and its user's limits, builds its task
   // records and scheduler request and reserves its name. O(tasks).
   absl::StatusOr<PreparedJob> PrepareChecked(CheckedSpec checked, absl::Time now);
+  // A job array (spec.array, api/job_array.h): one PreparedJob per index,
+  // named ARRAY-INDEX, where ARRAY is the first free name from spec.name
+  // (as PrepareChecked picks one) whose element names are free too. The
+  // user's rate limit counts the array once. Each is then committed and
+  // taken in by AcceptCommitted as a single job is. Errors: those of
+  // PrepareChecked (nothing stays reserved then) and of the array's syntax.
+  absl::StatusOr<std::vector<PreparedJob>> PrepareArray(CheckedSpec checked, absl::Time now);
+  // Releases a held job (or every held element of an array named `job`):
+  // it may be placed from the next round. Returns the jobs released.
+  // Errors: NotFound; FailedPrecondition when nothing named is held.
+  absl::StatusOr<std::vector<std::string>> Release(const std::string& job, absl::Time now);
+  // The jobs `name` stands for in a dependency: an array's elements, or the
+  // job itself; empty when neither exists.
+  std::vector<std::string> DependencyTargets(const std::string& name) const;
   // The store answered a prepared job's creation with `st`: the job is taken
   // in, or its reserved name dropped (Unavailable naming the store's error).
   absl::StatusOr<v1::SubmitResponse> AcceptCommitted(PreparedJob& prepared, const absl::Status& st);
@@ -238,6 +252,29 @@ class ControlState {
   const JobRt* FindJob(const std::string& name) const;
   static int FindTask(const JobRt& job, const std::string& role, int index);
   static const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task);
+
+  // control_gates.cc: jobs kept out of the scheduler until their hold,
+  // dependencies and array throttle let them in (docs/cli.md, "Arrays,
+  // dependencies, hold").
+  struct Gate {
+    enum Kind : uint8_t { kOpen, kWait, kFail } kind = kOpen;
+    std::string text;  // the pending reason (kWait) or why the job fails (kFail)
+  };
+  // Whether a new or recovered queued job starts behind a gate.
+  static bool Gated(const v1::JobRecord& rec);
+  // `active`: per array, its elements in the scheduler and not ended.
+  Gate GateOf(const JobRt& job, std::map<std::string, int>* active) const;
+  int ActiveElements(const std::string& array) const;
+  // Each round: gated jobs whose gate opened go to the scheduler, those
+  // whose after-ok dependency failed end FAILED, the others' reasons are set.
+  void CheckGates(absl::Time now);
+  void KeepGated(JobRt& job);
+  bool OpenGate(JobRt& job, absl::Time now);
+  // A free name for a job, or for an array and all its elements.
+  bool NameTaken(const std::string& name) const { return jobs_.count(name) || arrays_.count(name); }
+  std::string FreeName(const std::string& base, const std::vector<int>& elements);
+  // The dependencies that name no job, as submission problems.
+  std::vector<std::string> UnknownDependencies(const v1::JobSpec& spec) const;
 
   // control_schedule.cc
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now);
@@ -427,7 +464,19 @@ class ControlState {
   };
   std::map<std::string, UserSubmissions> user_submissions_;
   // OK, or ResourceExhausted naming the limit `user` reached (control_jobs.cc).
-  absl::Status CheckUserLimits(const std::string& user, absl::Time now);
+  // `rate`: counts against the user's submission rate (an array's elements
+  // after its first do not).
+  absl::Status CheckUserLimits(const std::string& user, absl::Time now, bool rate = true);
+  // An array's element as PrepareArray makes it.
+  struct ArrayPlace {
+    std::string array;
+    int index = 0;
+    int throttle = 0;
+    bool first = false;
+  };
+  // PrepareChecked with the job's name chosen (and free).
+  absl::StatusOr<PreparedJob> PrepareNamed(CheckedSpec checked, const std::string& name, absl::Time now,
+                                           const ArrayPlace* place);
   std::map<std::string, std::unique_ptr<NodeRt>> nodes_;  // by name: views list them in order
   // The same nodes by name, hashed, for the lookups of every event.
   absl::flat_hash_map<std::string, NodeRt*> node_index_;
@@ -448,6 +497,11 @@ class ControlState {
   absl::Time last_partial_try_;
   // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
   std::map<std::string, int> next_suffix_;
+  // Jobs kept out of the scheduler by a gate (hold, dependencies, array
+  // throttle), by id: the order they were submitted in.
+  std::map<uint64_t, std::string> gated_;
+  // Job arrays: the array's name -> its elements' names, by index.
+  std::map<std::string, std::vector<std::string>, std::less<>> arrays_;
   uint64_t next_job_id_ = 1;
   std::string server_address_;
   bool wants_round_ = false;

@@ -169,6 +169,11 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
   v.set_active_deadline_ms(r.spec().active_deadline_ms());
   v.set_deadline_unix_ms(api::DeadlineMs(r));
   v.set_job_master(job.job_master);
+  v.set_held(r.held());
+  v.set_array_job(r.array_job());
+  v.set_array_index(r.array_index());
+  *v.mutable_after_ok() = r.spec().dependencies().after_ok();
+  *v.mutable_after_any() = r.spec().dependencies().after_any();
   int gpus = 0;
   for (const auto& t : r.tasks()) {
     v1::TaskView* tv = v.add_tasks();

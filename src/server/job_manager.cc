@@ -288,6 +288,10 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
     done(checked.status());
     return;
   }
+  if (!checked->spec.array().empty()) {
+    SubmitArray(*std::move(checked), std::move(done));
+    return;
+  }
   absl::StatusOr<PreparedJob> prepared;
   {
     absl::MutexLock lock(&mu_);
@@ -335,6 +339,55 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
     }
     done(std::move(resp));
   });
+}
+
+void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
+  absl::StatusOr<std::vector<PreparedJob>> prepared;
+  {
+    absl::MutexLock lock(&mu_);
+    prepared = control_.PrepareArray(std::move(checked), clock_->Now());
+    if (prepared.ok()) ++submissions_unanswered_by_store_;
+  }
+  if (!prepared.ok()) {
+    done(prepared.status());
+    return;
+  }
+  absl::Status sealed;
+  WriteBatch batch;
+  for (PreparedJob& p : *prepared) {
+    if (sealed.ok()) sealed = SealSecrets(p.rec.mutable_spec());
+    batch.CreateJob(p.rec, p.first_event);
+  }
+  std::string array = prepared->front().rec.array_job();
+  auto shared = std::make_shared<std::vector<PreparedJob>>(*std::move(prepared));
+  // One batch: the whole array is durable, or none of it. Taken in at once
+  // (not through committed_): an array is one answer.
+  auto take_in = [this, shared, array, done = std::move(done)](absl::Status st) mutable {
+    absl::StatusOr<v1::SubmitResponse> resp = v1::SubmitResponse();
+    {
+      absl::MutexLock lock(&mu_);
+      if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();
+      for (PreparedJob& p : *shared) {
+        absl::StatusOr<v1::SubmitResponse> one = control_.AcceptCommitted(p, st);
+        if (!one.ok()) {
+          resp = one.status();
+          continue;
+        }
+        if (!resp.ok()) continue;
+        resp->set_job(array);
+        if (resp->job_id() == 0) resp->set_job_id(one->job_id());
+        resp->add_array_jobs(one->job());
+      }
+      WakeIfAsked();
+      control_.PublishJobs(&views_);
+    }
+    done(std::move(resp));
+  };
+  if (!sealed.ok()) {
+    take_in(sealed);
+    return;
+  }
+  store_->CommitAsync(std::move(batch), std::move(take_in));
 }
 
 JobManager::Answers JobManager::TakeInCommitted() {
@@ -497,6 +550,24 @@ absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std
                                                st.message(), " (after a server restart it is back as it was last recorded)"));
   }
   return state;
+}
+
+std::vector<std::string> JobManager::DependencyTargets(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  return control_.DependencyTargets(name);
+}
+
+absl::StatusOr<std::vector<std::string>> JobManager::Release(const std::string& name) {
+  absl::MutexLock lock(&mu_);
+  absl::StatusOr<std::vector<std::string>> released = control_.Release(name, clock_->Now());
+  if (!released.ok()) return released;
+  WakeIfAsked();
+  control_.PublishJobs(&views_);
+  if (absl::Status st = WaitDurable(); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("job ", name, " is released, but the server cannot record it: ",
+                                               st.message(), " (after a server restart it is held again)"));
+  }
+  return released;
 }
 
 absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {

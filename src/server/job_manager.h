@@ -83,6 +83,11 @@ class JobManager {
   // Kills a job: tasks get SIGTERM then SIGKILL; state KILLED. Answered once
   // the end is durable.
   absl::StatusOr<v1::JobState> Kill(const std::string& job, const std::string& reason);
+  // Releases a held job, or the held elements of an array (ControlState::
+  // Release); answered once durable. Returns the jobs released.
+  absl::StatusOr<std::vector<std::string>> Release(const std::string& job);
+  // The jobs a name stands for: an array's elements, or the job itself.
+  std::vector<std::string> DependencyTargets(const std::string& job);
   std::vector<v1::NodeView> ListNodes();
   v1::ListQueuesResponse ListQueues();
   // A job master's verdict: SUCCEEDED ends the job and stops its other
@@ -142,6 +147,9 @@ class JobManager {
  private:
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // SubmitAsync's path for a job array (spec.array): every element in one
+  // durable batch, taken in and answered together.
+  void SubmitArray(CheckedSpec checked, SubmitDone done) ABSL_LOCKS_EXCLUDED(mu_);
   // Hands the persister's next write to the store (one in flight at a time).
   // The store is called without the lock held, so its answer, which takes
   // the lock, may come on this thread or on the store's.

@@ -25,6 +25,12 @@ void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, const 
   } else {
     parse_problems = api::ParseJobSpecYamlInto(req.yaml(), &spec);
   }
+  // The client's flags (submit --hold, --after-ok, --after-any, --array)
+  // add to what the spec says.
+  if (req.hold()) spec.set_hold(true);
+  for (const std::string& j : req.after_ok()) spec.mutable_dependencies()->add_after_ok(j);
+  for (const std::string& j : req.after_any()) spec.mutable_dependencies()->add_after_any(j);
+  if (!req.array().empty()) spec.set_array(req.array());
   // Who may submit what is decided before validation, so a stranger learns
   // nothing of the cluster from the answer.
   if (absl::Status may = by.access->AdmitSubmission(by.who, &spec); !may.ok()) {

@@ -104,6 +104,11 @@ json JobJson(const v1::JobView& j, bool with_events) {
               {"deadline_unix_ms", j.deadline_unix_ms()},
               {"gpus", j.gpus()},
               {"job_master", j.job_master()},
+              {"held", j.held()},
+              {"array_job", j.array_job()},
+              {"array_index", j.array_index()},
+              {"after_ok", json(std::vector<std::string>(j.after_ok().begin(), j.after_ok().end()))},
+              {"after_any", json(std::vector<std::string>(j.after_any().begin(), j.after_any().end()))},
               {"tasks", std::move(tasks)}};
   if (with_events) {
     json events = json::array();
