@@ -342,6 +342,8 @@ void EtcdStateStore::SetFence(const std::string& key, int64_t create_revision) {
   absl::MutexLock lock(&impl_->mu);
   impl_->fence_key = key;
   impl_->fence_revision = create_revision;
+  impl_->stats.leader_revision = create_revision;
+  impl_->stats.leader_since_unix_ms = absl::ToUnixMillis(absl::Now());
 }
 
 absl::Status EtcdStateStore::Commit(WriteBatch batch) {

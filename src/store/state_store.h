@@ -116,6 +116,11 @@ struct StoreStats {
   // included) and how many batches it held (group commit).
   Histogram commit_seconds = LatencyHistogram();
   Histogram batch_size{1, 2, 4, 8, 16, 32, 64, 128, 256, 512};
+  // A store shared by several servers (etcd): the fence this server writes
+  // under, i.e. its election key's create revision (a new leader, a higher
+  // one), and since when (Unix ms); 0 for a store that is one server's own.
+  int64_t leader_revision = 0;
+  int64_t leader_since_unix_ms = 0;
 };
 
 // The interface. Every method is thread-safe. Reads see every batch whose

@@ -13,6 +13,7 @@
 #include "security/tokens.h"
 #include "tests/etcd/etcd_test_cluster.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -36,6 +37,7 @@ class Servers {
   explicit Servers(const std::string& store) : store_(store) {
     for (int i = 0; i < 2; ++i) {
       ports_[i] = FreePortPair();
+      http_ports_[i] = FreePort();
       std::string data_dir = absl::StrCat(dir_.path(), "/server-", i);
       // Tokens live in each server's data dir: the admin's in both.
       absl::Status added =
@@ -52,7 +54,8 @@ class Servers {
                                  "--data-dir", data_dir, "--store", store_, "--leader-lease-ms", "1000",
                                  "--tls-dir", ClusterCertDir(), "--node-timeout-ms", "4000",
                                  "--heartbeat-interval-ms", "200", "--kill-grace-ms", "1000",
-                                 "--checkpoint-root", dir_.path() + "/checkpoints"},
+                                 "--checkpoint-root", dir_.path() + "/checkpoints", "--http-listen",
+                                 absl::StrCat("127.0.0.1:", http_ports_[i])},
         log(i));
   }
 
@@ -111,6 +114,11 @@ class Servers {
                      absl::Milliseconds(200));
   }
 
+  // The sample `series` of server i's /metrics; -1 when absent or unanswered.
+  double Metric(int i, const std::string& series) {
+    return MetricSample(HttpGet(absl::StrCat("127.0.0.1:", http_ports_[i]), "/metrics").body, series).value_or(-1);
+  }
+
   Process& server(int i) { return *servers_[i]; }
   std::string log(int i) const { return absl::StrCat(dir_.path(), "/server-", i, ".log"); }
 
@@ -118,6 +126,7 @@ class Servers {
   std::string store_;
   TempDir dir_;
   int ports_[2] = {0, 0};
+  int http_ports_[2] = {0, 0};
   std::unique_ptr<Process> servers_[2];
   std::unique_ptr<Process> agent_;
 };
@@ -133,6 +142,10 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   std::string first = servers.Submit("before-failover");
   ASSERT_TRUE(servers.WaitRunning(first)) << servers.Describe(first).dump();
   nlohmann::json before = servers.Describe(first);
+  // The leader says so in /metrics: the revision it writes under, and since when.
+  double first_revision = servers.Metric(0, "trainyard_leader_revision");
+  EXPECT_GT(first_revision, 0);
+  EXPECT_GT(servers.Metric(0, "trainyard_leader_since_timestamp_seconds"), 0);
 
   servers.server(0).Kill();
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
@@ -152,6 +165,8 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
     EXPECT_EQ(task.value("attempt", -1), before["tasks"][i].value("attempt", -2)) << task.dump();
     EXPECT_EQ(task.value("restarts", -1), 0) << task.dump();
   }
+  // A new leader, a higher fence.
+  EXPECT_GT(servers.Metric(1, "trainyard_leader_revision"), first_revision);
   CommandResult nodes = servers.Cli({"nodes"});
   EXPECT_EQ(nodes.exit_code, 0) << nodes.err;
   EXPECT_EQ(nodes.out.find("LOST"), std::string::npos) << nodes.out;

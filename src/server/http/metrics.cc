@@ -132,6 +132,15 @@ void Counters(Writer& w, const PublishedStats& s) {
          s.store.commit_seconds);
   w.Hist("trainyard_store_commit_batch_size", "Write batches one store transaction held (group commit).",
          s.store.batch_size);
+  if (s.store.leader_revision > 0) {
+    // Only the leader of servers sharing an etcd store serves /metrics.
+    w.Gauge("trainyard_leader_revision",
+            "The etcd create revision of the election key this server leads under (its write fence); "
+            "a higher value after a failover.",
+            s.store.leader_revision);
+    w.Gauge("trainyard_leader_since_timestamp_seconds", "When this server became the leader (Unix seconds).",
+            static_cast<double>(s.store.leader_since_unix_ms) / 1000.0);
+  }
 }
 
 // The job masters' figures, summed over every master (no job label:
