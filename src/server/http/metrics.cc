@@ -1,7 +1,8 @@
 // The Prometheus exposition of the server (see metrics.h). Names follow
 // Prometheus' conventions: trainyard_ prefix, base units (seconds), _total
 // for counters; label sets are bounded by the cluster's shape (states,
-// queues, nodes, causes, API methods and codes), never by jobs or tasks.
+// queues, nodes, causes, API methods and codes) and, for the user gauge, by
+// the users holding GPUs now; never by jobs or tasks.
 #include "server/http/metrics.h"
 
 #include <algorithm>
@@ -88,13 +89,15 @@ void Queues(Writer& w, const ViewStore& views) {
   }
 }
 
-// A user's GPUs in each queue (a label set bounded by the users with live
-// jobs), shares as fractions, as the queue view's users count them.
+// A user's GPUs in each queue, shares as fractions, as the queue view's
+// users count them. Only pairs holding GPUs are written, so the label set is
+// bounded by the users holding GPUs now, not by every user who queued a job.
 void Users(Writer& w, const ViewStore& views) {
   w.Family("trainyard_user_gpus_allocated", "gauge",
            "GPUs held by a user's running tasks in a queue, a share as its fraction.");
   for (const auto& [queue, users] : UseByQueueAndUser(views.Jobs(false))) {
     for (const auto& [user, use] : users) {
+      if (use.gpu_milli <= 0) continue;
       w.Sample("trainyard_user_gpus_allocated",
                absl::StrCat("queue=\"", Escape(queue), "\",user=\"", Escape(user), "\""), use.gpu_milli / 1000.0);
     }
