@@ -72,10 +72,22 @@ struct GpuCounts {
   int free = 0;
   int excluded = 0;
   int64_t allocated_milli = 0;
+  // GPU share not held nor excluded in thousandths, the free part of split
+  // GPUs included.
+  int64_t FreeMilli() const { return int64_t{1000} * (total - excluded) - allocated_milli; }
   // GPUs held, shares as fractions: allocated_milli / 1000.
   double AllocatedGpus() const { return allocated_milli / 1000.0; }
-  // GPUs not held nor excluded, free share of split GPUs included.
-  double FreeGpus() const { return total - excluded - AllocatedGpus(); }
+  // GPUs not held nor excluded, shares as fractions: FreeMilli() / 1000.
+  double FreeGpus() const { return FreeMilli() / 1000.0; }
+  // Adds `c`'s counts. Sums stay integer thousandths, divided once by
+  // AllocatedGpus / FreeGpus, so 0.1 + 0.2 of a GPU reads 0.3 exactly.
+  void Add(const GpuCounts& c) {
+    total += c.total;
+    allocated += c.allocated;
+    free += c.free;
+    excluded += c.excluded;
+    allocated_milli += c.allocated_milli;
+  }
 };
 GpuCounts GpuCountsOf(const v1::NodeView& node);
 

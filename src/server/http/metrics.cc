@@ -41,7 +41,7 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   std::string allocated, free;
   allocated.reserve(nodes->size() * 48);
   free.reserve(nodes->size() * 48);
-  double sums[3] = {0, 0, 0};  // allocated, free, excluded; a share as its fraction
+  GpuCounts sums;  // summed in thousandths, divided once below
   int64_t by_state[4] = {0, 0, 0, 0};
   double oldest = 0;
   for (const ViewStore::NodeEntry& entry : *nodes) {
@@ -50,9 +50,7 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
     std::string node = Escape(n->info().name());
     absl::StrAppend(&allocated, "trainyard_node_gpus_allocated{node=\"", node, "\"} ", c.AllocatedGpus(), "\n");
     absl::StrAppend(&free, "trainyard_node_gpus_free{node=\"", node, "\"} ", c.FreeGpus(), "\n");
-    sums[0] += c.AllocatedGpus();
-    sums[1] += c.FreeGpus();
-    sums[2] += c.excluded;
+    sums.Add(c);
     int state = std::clamp(static_cast<int>(n->info().state()), 0, 3);
     ++by_state[state];
     if (n->info().state() == v1::NODE_READY && entry.last_heartbeat_unix_ms > 0) {
@@ -64,9 +62,9 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   w.Family("trainyard_node_gpus_free", "gauge", "GPUs of the node free for tasks, the free part of split GPUs included (excluded ones not counted).");
   w.Raw(free);
   w.Family("trainyard_gpus", "gauge", "GPUs of the cluster by state: allocated, free, excluded (busy with processes Trainyard did not start); a share counts as its fraction.");
-  w.Sample("trainyard_gpus", "state=\"allocated\"", sums[0]);
-  w.Sample("trainyard_gpus", "state=\"free\"", sums[1]);
-  w.Sample("trainyard_gpus", "state=\"excluded\"", sums[2]);
+  w.Sample("trainyard_gpus", "state=\"allocated\"", sums.AllocatedGpus());
+  w.Sample("trainyard_gpus", "state=\"free\"", sums.FreeGpus());
+  w.Sample("trainyard_gpus", "state=\"excluded\"", sums.excluded);
   w.Family("trainyard_nodes", "gauge", "Nodes by state.");
   for (v1::NodeState s : {v1::NODE_READY, v1::NODE_LOST, v1::NODE_DRAINING}) {
     w.Sample("trainyard_nodes", absl::StrCat("state=\"", NodeStateName(s), "\""), static_cast<double>(by_state[s]));
