@@ -54,10 +54,10 @@ using UseByQueue = std::map<std::string, std::map<std::string, UserUse>>;
 UseByQueue UseByQueueAndUser(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 
 // Every queue with its capacity, use, pending jobs, and the same per user
-// (from the live jobs); the cluster's total. The queue's used.gpu_milli
-// and a user's "gpus" are the whole
-// GPUs its tasks hold (as the queue's), "gpu_milli" all the GPU share they
-// hold in thousandths, a 0.25 share counting 250 (never a whole GPU).
+// (from the live jobs); the cluster's total. A queue's and a user's
+// used.gpus are the whole GPUs their tasks hold; used.gpu_milli all the GPU
+// share they hold in thousandths, whole GPUs 1000 each and a 0.25 share 250,
+// so a share counts as its fraction.
 nlohmann::json QueuesJson(const v1::ListQueuesResponse& queues,
                           const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 
