@@ -51,6 +51,23 @@ void PutStats(ViewStore& views, std::initializer_list<double> waits) {
   views.PutStats(stats);
 }
 
+// GET `path` from a server holding only the history route over `h`.
+struct Answer {
+  int status = 0;
+  std::string body;
+};
+Answer GetHistory(History* h, const std::string& path) {
+  auto server = std::move(*HttpServer::Bind(HttpOptions{}));
+  AddHistoryRoute(*server, h);
+  server->Serve();
+  httplib::Client client("http://" + server->address());
+  auto r = client.Get(path);
+  Answer a;
+  if (r) a = {r->status, r->body};
+  server->Stop();
+  return a;
+}
+
 struct Cluster {
   ViewStore views;
   absl::Time now = absl::FromUnixMillis(1'800'000'000'000);
@@ -205,30 +222,18 @@ TEST(HistoryTest, SharesOnSeveralNodesAddUpExactly) {
   PutStats(views, {});
   History h(absl::Seconds(10), absl::Minutes(10));
   h.Record(views, absl::FromUnixMillis(1'800'000'000'000));
-  auto server = std::move(*HttpServer::Bind(HttpOptions{}));
-  AddHistoryRoute(*server, &h);
-  server->Serve();
-  httplib::Client client("http://" + server->address());
-  auto r = client.Get("/api/v1/history");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 200);
-  nlohmann::json gpus = nlohmann::json::parse(r->body)["samples"][0]["gpus"];
+  Answer r = GetHistory(&h, "/api/v1/history");
+  ASSERT_EQ(r.status, 200);
+  nlohmann::json gpus = nlohmann::json::parse(r.body)["samples"][0]["gpus"];
   EXPECT_EQ(gpus["allocated"].get<double>(), 0.3);
   EXPECT_EQ(gpus["free"].get<double>(), 1.7);
-  EXPECT_THAT(r->body, HasSubstr("\"allocated\":0.3,"));
-  server->Stop();
+  EXPECT_THAT(r.body, HasSubstr("\"allocated\":0.3,"));
 }
 
 TEST(HistoryTest, AServerWithoutHistorySaysSo) {
-  auto server = std::move(*HttpServer::Bind(HttpOptions{}));
-  AddHistoryRoute(*server, nullptr);
-  server->Serve();
-  httplib::Client client("http://" + server->address());
-  auto r = client.Get("/api/v1/history");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 404);
-  EXPECT_THAT(r->body, HasSubstr("historyIntervalMs is 0"));
-  server->Stop();
+  Answer r = GetHistory(nullptr, "/api/v1/history");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_THAT(r.body, HasSubstr("historyIntervalMs is 0"));
 }
 
 }  // namespace
