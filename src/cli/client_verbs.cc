@@ -481,7 +481,12 @@ int Delete(JobsArgFlags& f) {
 
 // ---- queues ----
 // GPUS USED counts a share as its fraction (used.gpu_milli: 2.25 for two
-// whole GPUs and a 0.25 share), as the REST view and /metrics do.
+// whole GPUs and a 0.25 share), as the REST view and /metrics do. A server
+// older than gpu_milli leaves it 0: its whole used.gpus are shown then.
+int64_t GpuMilliUsed(const v1::Resource& used) {
+  return used.gpu_milli() == 0 && used.gpus() > 0 ? int64_t{1000} * used.gpus() : used.gpu_milli();
+}
+
 int Queues(Common& f) {
   return RunListing("queues", f, &v1::Trainyard::Stub::ListQueues, v1::ListQueuesRequest(),
                     [](const v1::ListQueuesResponse& resp) {
@@ -490,7 +495,7 @@ int Queues(Common& f) {
     auto time = [](int64_t ms) { return ms > 0 ? api::TimeLimitText(ms) : std::string("-"); };
     for (const auto& q : resp.queues()) {
       t.Add({q.name(), absl::StrFormat("%.0f%%", q.capacity_percent()),
-             absl::StrFormat("%.0f%%", q.max_capacity_percent()), absl::StrCat(core::FormatVcores(q.used().gpu_milli()), "/", resp.cluster().gpus()),
+             absl::StrFormat("%.0f%%", q.max_capacity_percent()), absl::StrCat(core::FormatVcores(GpuMilliUsed(q.used())), "/", resp.cluster().gpus()),
              absl::StrCat(q.used().memory_mb(), " MB"), absl::StrFormat("%.1f", q.used().vcores_milli() / 1000.0),
              absl::StrCat(q.running_jobs()), absl::StrCat(q.pending_jobs()), time(q.max_time_ms()),
              time(q.default_time_ms())});

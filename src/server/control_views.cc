@@ -337,30 +337,10 @@ std::optional<v1::NodeView> ControlState::NodeViewOf(const std::string& name) co
   return NodeViewOf(*n, /*with_heartbeat=*/true);
 }
 
-namespace {
-
-// The GPU shares each queue's placed tasks hold, in thousandths, by queue
-// index. The core's queue usage counts whole GPUs only (shares are not part
-// of a queue's GPU quota), so the views add the shares here.
-std::vector<int64_t> QueueShareMilli(const core::ClusterState& cs) {
-  std::vector<int64_t> out(cs.queue_names().size(), 0);
-  for (core::JobSlot j = 0; j < cs.JobSlots(); ++j) {
-    const core::JobState& js = cs.job(j);
-    if (!js.live) continue;
-    for (const core::PlacedTask& t : js.tasks) {
-      if (t.node >= 0 && t.allocation.IsGpuShare()) out[js.queue] += t.allocation.gpu_milli;
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 v1::ListQueuesResponse ControlState::ListQueues() const {
   v1::ListQueuesResponse resp;
   const core::ClusterState& cs = scheduler_->state();
   *resp.mutable_cluster() = api::ToProto(cs.ClusterCapacity());
-  std::vector<int64_t> share_milli = QueueShareMilli(cs);
   std::vector<std::pair<const core::QueueConfig*, double>> stack = {{&scheduler_->options().queues.root, 100.0}};
   while (!stack.empty()) {
     auto [q, parent_abs] = stack.back();
@@ -381,7 +361,7 @@ v1::ListQueuesResponse ControlState::ListQueues() const {
     if (it != names.end()) {
       auto queue = static_cast<int32_t>(it - names.begin());
       *v->mutable_used() = api::ToProto(cs.QueueUsed(queue));
-      v->mutable_used()->set_gpu_milli(int64_t{1000} * v->used().gpus() + share_milli[queue]);
+      v->mutable_used()->set_gpu_milli(int64_t{1000} * v->used().gpus() + cs.QueueShareMilli(queue));
     }
     auto counted = queue_jobs_.find(q->name);
     if (counted != queue_jobs_.end()) {

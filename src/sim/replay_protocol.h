@@ -1,12 +1,14 @@
 // `trainyard sim --protocol replay`: job-level quality of placement policies.
 // A pod list replayed in time, with arrivals and departures: each pod
 // arrives at its creation time (divided by `arrival_scale`, so 1.3 is 130 %
-// arrival rate), waits in one FIFO queue until a policy places it (a pod
-// that does not fit lets later ones pass), runs for its duration once
-// placed, and leaves. Policies are the FGD protocol's baselines
-// (fgd_policies.h, over the protocol's node model) and the server's own
-// placement, core:NAME (a core::Scheduler holding the waiting pods as
-// pending one-task jobs, scheduled at each event time). Reported per
+// arrival rate), waits until a policy places it (a pod that does not fit
+// lets later ones pass), runs for its duration once placed, and leaves.
+// Policies are the FGD protocol's baselines (fgd_policies.h, over the
+// protocol's node model), which take the waiting pods in arrival order, and
+// the server's own placement, core:NAME (a core::Scheduler holding the
+// waiting pods as pending one-task jobs, scheduled at each event time),
+// which orders them as the server orders jobs: by priority class, then
+// submit time. Reported per
 // policy: queueing delay (placement time - arrival) mean, p95 and max over
 // the pods placed, pods never placed by the end, and the GPU share
 // allocated over time (time-weighted mean, and at evenly spaced times).

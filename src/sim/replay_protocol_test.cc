@@ -65,6 +65,23 @@ TEST(ReplayProtocolTest, EveryPolicyReportsTheWaitsWorkedOutByHand) {
   EXPECT_EQ(report->sample_times_s, (std::vector<int64_t>{0, 30}));
 }
 
+// e (0.5, arriving at 40, runs 10) fits the half GPU c leaves at 130 while
+// d (whole, at 30) still waits for b: every policy places e at 130 ahead of
+// d (wait 90), and d still starts at 150 (wait 120) as e left at 140.
+TEST(ReplayProtocolTest, AShareThatFitsPassesAWholeGpuThatWaits) {
+  Trace t = FourPods();
+  t.jobs.push_back(Pod("e", 500, 40, 10));
+  auto report = RunReplayProtocol(OneGpu(), t, {.policies = kPolicies, .samples = 2});
+  ASSERT_TRUE(report.ok()) << report.status();
+  for (const ReplayPolicyResult& r : report->policies) {
+    SCOPED_TRACE(r.name);
+    EXPECT_EQ(r.placed, 5);
+    EXPECT_EQ(r.delayed, 4);
+    EXPECT_DOUBLE_EQ(r.mean_delay_s, (0 + 90 + 80 + 120 + 90) / 5.0);
+    EXPECT_DOUBLE_EQ(r.max_delay_s, 120);
+  }
+}
+
 TEST(ReplayProtocolTest, AFasterArrivalRateWaitsLonger) {
   auto report = RunReplayProtocol(OneGpu(), FourPods(), {.policies = {"core:fragmentation"}, .arrival_scale = 2});
   ASSERT_TRUE(report.ok()) << report.status();

@@ -233,6 +233,16 @@ async function chartsShowHistory(page) {
   check(title.includes(`allocated ${allocated}`), `GPU chart's text "${title}" does not say allocated ${allocated}`);
   await shot(page, 'overview-charts');
   ok(`overview charts: ${allocated} of ${total} GPUs allocated, queue ${queue} has the waiting job and its wait`);
+  // GPUs by queue and by user count shares as fractions, as "GPUs allocated" does.
+  const rowsOf = (caption) => page.$$eval('table', (ts, c) => ts.filter((t) => t.caption?.textContent === c)
+    .flatMap((t) => [...t.tBodies[0].rows].map((tr) => [...tr.cells].map((td) => td.textContent))), caption);
+  const queues = await rowsOf('GPUs by queue');
+  const users = await rowsOf('GPUs by user');
+  const queueRow = queues.find((cells) => cells[1] === String(expect.held));
+  const userRow = users.find((cells) => cells[0] === expect.shared.user);
+  check(queueRow && userRow && userRow[1] === '0.75',
+    `overview: no queue row with ${expect.held} GPUs used, or user ${expect.shared.user}'s row is not 0.75: ${JSON.stringify({ queues, users })}`);
+  ok(`overview: ${expect.held} GPUs used in the queue, 0.75 by ${expect.shared.user}`);
 }
 
 async function logViewerFollows(page) {

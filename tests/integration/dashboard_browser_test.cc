@@ -210,6 +210,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: the state filter shows only"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queued"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: overview charts"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: overview: 3.75 GPUs used in the queue, 0.75 by cy"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: log viewer shows new lines"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));

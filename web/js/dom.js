@@ -50,6 +50,12 @@ export function mib(mb) {
   return mb >= 1024 ? `${(mb / 1024).toFixed(1)} GiB` : `${mb} MiB`;
 }
 
+// GPUs held, a share as its fraction (used.gpu_milli: 2.25 for two whole
+// GPUs and a 0.25 share); whole GPUs from a server without gpu_milli.
+export function gpusUsed(used) {
+  return used.gpu_milli !== undefined ? Math.round(used.gpu_milli) / 1000 : used.gpus;
+}
+
 export const cores = (milli) => `${(milli / 1000).toFixed(milli % 1000 ? 1 : 0)}`;
 
 export function when(unixMs) {

@@ -4,7 +4,7 @@
 // Below them, charts over time from the server's history ring
 // (/api/v1/history): asked for whole once, then only the samples after
 // the last one, every sampling interval.
-import { h, table, section, stateBadge } from './dom.js';
+import { h, table, section, stateBadge, gpusUsed } from './dom.js';
 import { getJson, ApiError } from './api.js';
 import { lineChart, seconds, kPalette } from './charts.js';
 
@@ -28,14 +28,15 @@ function byUser(queues) {
   const m = new Map();
   for (const q of queues.queues) {
     for (const u of q.users) {
-      const t = m.get(u.user) || { gpus: 0, running: 0, pending: 0 };
-      t.gpus += u.used.gpus;
+      const t = m.get(u.user) || { milli: 0, running: 0, pending: 0 };
+      // Thousandths summed as integers, so 0.1 + 0.2 shows 0.3.
+      t.milli += Math.round(gpusUsed(u.used) * 1000);
       t.running += u.running_jobs;
       t.pending += u.pending_jobs;
       m.set(u.user, t);
     }
   }
-  return [...m.entries()].sort().map(([u, t]) => [u, t.gpus, t.running, t.pending]);
+  return [...m.entries()].sort().map(([u, t]) => [u, t.milli / 1000, t.running, t.pending]);
 }
 
 function draw(body, o) {
@@ -57,7 +58,7 @@ function draw(body, o) {
       section('Nodes by state', table('Nodes by state', ['State', 'Nodes'],
         nodeStates.map(([s, n]) => [h('a', { href: `#/nodes?q=${s}` }, stateBadge(s)), n])))),
     section('GPUs by queue', table('GPUs by queue', ['Queue', 'GPUs used', 'Capacity', 'Running jobs', 'Pending jobs'],
-      o.queues.queues.map((q) => [h('a', { href: '#/queues' }, q.name), q.used.gpus, `${q.capacity_percent}%`, q.running_jobs, q.pending_jobs]))),
+      o.queues.queues.map((q) => [h('a', { href: '#/queues' }, q.name), gpusUsed(q.used), `${q.capacity_percent}%`, q.running_jobs, q.pending_jobs]))),
     section('GPUs by user', table('GPUs by user', ['User', 'GPUs used', 'Running jobs', 'Pending jobs'], byUser(o.queues))),
     section('GPUs by model', table('GPUs by GPU model', ['Model', 'Nodes', 'GPUs', 'Allocated', 'Free', 'Excluded', 'Use'],
       o.gpus_by_model.map((m) => [m.model, m.nodes, m.total, m.allocated, m.free, m.excluded, gpuBar(m)]))));

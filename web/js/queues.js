@@ -1,13 +1,7 @@
 // Queues: the resource view per queue and per user: capacity, max
 // capacity, used, pending, fair share, and who waits and why.
-import { h, table, section, jobLink, mib, cores, ago } from './dom.js';
+import { h, table, section, jobLink, mib, cores, ago, gpusUsed } from './dom.js';
 import { getJson } from './api.js';
-
-// GPUs held, a share as its fraction (used.gpu_milli: 2.25 for two whole
-// GPUs and a 0.25 share); whole GPUs from a server without gpu_milli.
-function gpusUsed(used) {
-  return used.gpu_milli !== undefined ? Math.round(used.gpu_milli) / 1000 : used.gpus;
-}
 
 // A queue's share of the cluster's GPUs: guaranteed by its capacity, and
 // its fair share by weight among the queues (what Fair-DRF aims at when

@@ -270,6 +270,10 @@ class ClusterState {
   // The part of QueueUsed held by jobs already chosen as victims (it will
   // come back once they are requeued).
   const Resource& QueuePreempting(int32_t queue) const { return queue_preempting_[queue]; }
+  // GPU shares (not whole GPUs) held by the queue's placed tasks, in
+  // thousandths. Kept apart from QueueUsed: a share is not part of a
+  // queue's GPU quota, but the views count it as its fraction.
+  int64_t QueueShareMilli(int32_t queue) const { return queue_share_milli_[queue]; }
   Resource UserUsed(int32_t queue, int32_t user) const;
   // Sum of schedulable capacity (scalars) over present nodes.
   const Resource& ClusterCapacity() const { return cluster_capacity_; }
@@ -345,6 +349,7 @@ class ClusterState {
   size_t pending_count_ = 0;
   std::vector<Resource> queue_used_;
   std::vector<Resource> queue_preempting_;
+  std::vector<int64_t> queue_share_milli_;
   absl::flat_hash_map<uint64_t, Resource> user_used_;  // (queue << 32 | user)
   Resource cluster_capacity_;
   NodeIndex index_;

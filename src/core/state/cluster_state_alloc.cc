@@ -96,6 +96,7 @@ int32_t ClusterState::InternQueue(std::string_view name) {
   pending_.emplace_back();
   queue_used_.emplace_back();
   queue_preempting_.emplace_back();
+  queue_share_milli_.push_back(0);
   return static_cast<int32_t>(queue_names_.size() - 1);
 }
 
@@ -275,6 +276,7 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   Resource scalars = ScalarsOf(allocation);
   job.used = AddScalars(job.used, scalars);
   queue_used_[job.queue] = AddScalars(queue_used_[job.queue], scalars);
+  if (allocation.IsGpuShare()) queue_share_milli_[job.queue] += allocation.gpu_milli;
   Resource& user = user_used_[(static_cast<uint64_t>(job.queue) << 32) |
                               static_cast<uint32_t>(job.user)];
   user = AddScalars(user, scalars);
@@ -314,10 +316,12 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   Resource scalars = ScalarsOf(a);
   job.used = SubtractScalars(job.used, scalars);
   queue_used_[job.queue] = SubtractScalars(queue_used_[job.queue], scalars);
+  if (a.IsGpuShare()) queue_share_milli_[job.queue] -= a.gpu_milli;
   uint64_t key = (static_cast<uint64_t>(job.queue) << 32) | static_cast<uint32_t>(job.user);
   Resource& user = user_used_[key];
   user = SubtractScalars(user, scalars);
-  TY_CHECK(NonNegative(job.used) && NonNegative(queue_used_[job.queue]) && NonNegative(user),
+  TY_CHECK(NonNegative(job.used) && NonNegative(queue_used_[job.queue]) && NonNegative(user) &&
+               queue_share_milli_[job.queue] >= 0,
            "job %s: a release drove its, its queue's or its user's usage negative",
            job.request.id.c_str());
   TY_CHECK(AllLessOrEqual(node.free, node.capacity),

@@ -89,6 +89,28 @@ TEST_F(ClusterStateTest, FreeShareIsCountedPerGpuModel) {
   EXPECT_EQ(st.FreeShareTotal(), 6000);
 }
 
+// A queue's GPU shares are kept as tasks are placed and released (its
+// QueueUsed counts whole GPUs only).
+TEST_F(ClusterStateTest, QueueShareMilliFollowsPlacementsAndReleases) {
+  JobRequest a = MakeJob("a", {.tasks = 2, .gpus = 0});
+  a.roles[0].resource.gpu_milli = 250;
+  ASSERT_TRUE(s_->AddJob(a).ok());
+  ASSERT_TRUE(s_->AddJob(MakeJob("whole", {.gpus = 2})).ok());
+  s_->Schedule(T(1));
+  const ClusterState& st = s_->state();
+  int32_t q = st.job(*st.FindJob("a")).queue;
+  EXPECT_EQ(st.QueueShareMilli(q), 500);
+  EXPECT_EQ(st.QueueUsed(q).gpus, 2);
+  ASSERT_TRUE(s_->TaskFinished("a", "worker", 1).ok());
+  EXPECT_EQ(st.QueueShareMilli(q), 250);
+  ASSERT_TRUE(s_->RequeueJob("a").ok());
+  EXPECT_EQ(st.QueueShareMilli(q), 0);
+  s_->Schedule(T(2));
+  EXPECT_EQ(st.QueueShareMilli(q), 500);
+  ASSERT_TRUE(s_->RemoveJob("a").ok());
+  EXPECT_EQ(st.QueueShareMilli(q), 0);
+}
+
 TEST_F(ClusterStateTest, BadNodesAreRejectedByName) {
   NodeSpec n = EightGpuNode(1);
   n.capacity.gpus = 4;

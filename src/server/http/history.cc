@@ -20,15 +20,16 @@ using nlohmann::json;
 HistorySample Take(const ViewStore& views, absl::Time now) {
   HistorySample s;
   s.unix_ms = absl::ToUnixMillis(now);
+  GpuCounts all;  // summed in thousandths, divided once below
   for (const ViewStore::NodeEntry& n : *views.Nodes()) {
-    GpuCounts c = GpuCountsOf(*n.view);
-    s.gpus_total += c.total;
-    s.gpus_allocated += c.AllocatedGpus();
-    s.gpus_free += c.FreeGpus();
-    s.gpus_excluded += c.excluded;
+    all.Add(GpuCountsOf(*n.view));
     ++s.nodes;
     if (n.view->info().state() == v1::NODE_READY) ++s.nodes_ready;
   }
+  s.gpus_total = all.total;
+  s.gpus_allocated = all.AllocatedGpus();
+  s.gpus_free = all.FreeGpus();
+  s.gpus_excluded = all.excluded;
   for (const auto& [key, count] : views.StateCounts().jobs) {
     if (key.second == v1::JOB_RUNNING) s.jobs_running += count;
     if (key.second == v1::JOB_QUEUED) s.jobs_queued += count;

@@ -51,6 +51,23 @@ void PutStats(ViewStore& views, std::initializer_list<double> waits) {
   views.PutStats(stats);
 }
 
+// GET `path` from a server holding only the history route over `h`.
+struct Answer {
+  int status = 0;
+  std::string body;
+};
+Answer GetHistory(History* h, const std::string& path) {
+  auto server = std::move(*HttpServer::Bind(HttpOptions{}));
+  AddHistoryRoute(*server, h);
+  server->Serve();
+  httplib::Client client("http://" + server->address());
+  auto r = client.Get(path);
+  Answer a;
+  if (r) a = {r->status, r->body};
+  server->Stop();
+  return a;
+}
+
 struct Cluster {
   ViewStore views;
   absl::Time now = absl::FromUnixMillis(1'800'000'000'000);
@@ -187,16 +204,36 @@ TEST(HistoryTest, TheRouteServesSamplesSinceATimeAndNamesBadParameters) {
   server->Stop();
 }
 
+// Shares of 0.1 and 0.2 on two nodes read 0.3 allocated, 1.7 free: the
+// counts are summed in thousandths and divided once, not summed as doubles
+// (which reads 0.30000000000000004).
+TEST(HistoryTest, SharesOnSeveralNodesAddUpExactly) {
+  ViewStore views;
+  auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
+  for (auto [name, milli] : {std::pair{"a", 100}, std::pair{"b", 200}}) {
+    ViewStore::NodeEntry n = Node(name, 1, 1, false, v1::NODE_READY);
+    v1::GpuShareView* share = std::const_pointer_cast<v1::NodeView>(n.view)->add_gpu_shares();
+    share->set_gpu(0);
+    share->set_used_milli(milli);
+    nodes->push_back(n);
+  }
+  views.PutNodes(nodes);
+  views.PutQueues(std::make_shared<v1::ListQueuesResponse>());
+  PutStats(views, {});
+  History h(absl::Seconds(10), absl::Minutes(10));
+  h.Record(views, absl::FromUnixMillis(1'800'000'000'000));
+  Answer r = GetHistory(&h, "/api/v1/history");
+  ASSERT_EQ(r.status, 200);
+  nlohmann::json gpus = nlohmann::json::parse(r.body)["samples"][0]["gpus"];
+  EXPECT_EQ(gpus["allocated"].get<double>(), 0.3);
+  EXPECT_EQ(gpus["free"].get<double>(), 1.7);
+  EXPECT_THAT(r.body, HasSubstr("\"allocated\":0.3,"));
+}
+
 TEST(HistoryTest, AServerWithoutHistorySaysSo) {
-  auto server = std::move(*HttpServer::Bind(HttpOptions{}));
-  AddHistoryRoute(*server, nullptr);
-  server->Serve();
-  httplib::Client client("http://" + server->address());
-  auto r = client.Get("/api/v1/history");
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, 404);
-  EXPECT_THAT(r->body, HasSubstr("historyIntervalMs is 0"));
-  server->Stop();
+  Answer r = GetHistory(nullptr, "/api/v1/history");
+  EXPECT_EQ(r.status, 404);
+  EXPECT_THAT(r.body, HasSubstr("historyIntervalMs is 0"));
 }
 
 }  // namespace

@@ -54,10 +54,10 @@ using UseByQueue = std::map<std::string, std::map<std::string, UserUse>>;
 UseByQueue UseByQueueAndUser(const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 
 // Every queue with its capacity, use, pending jobs, and the same per user
-// (from the live jobs); the cluster's total. The queue's used.gpu_milli
-// and a user's "gpus" are the whole
-// GPUs its tasks hold (as the queue's), "gpu_milli" all the GPU share they
-// hold in thousandths, a 0.25 share counting 250 (never a whole GPU).
+// (from the live jobs); the cluster's total. A queue's and a user's
+// used.gpus are the whole GPUs their tasks hold; used.gpu_milli all the GPU
+// share they hold in thousandths, whole GPUs 1000 each and a 0.25 share 250,
+// so a share counts as its fraction.
 nlohmann::json QueuesJson(const v1::ListQueuesResponse& queues,
                           const std::vector<std::shared_ptr<const v1::JobView>>& live_jobs);
 
@@ -72,10 +72,22 @@ struct GpuCounts {
   int free = 0;
   int excluded = 0;
   int64_t allocated_milli = 0;
+  // GPU share not held nor excluded in thousandths, the free part of split
+  // GPUs included.
+  int64_t FreeMilli() const { return int64_t{1000} * (total - excluded) - allocated_milli; }
   // GPUs held, shares as fractions: allocated_milli / 1000.
   double AllocatedGpus() const { return allocated_milli / 1000.0; }
-  // GPUs not held nor excluded, free share of split GPUs included.
-  double FreeGpus() const { return total - excluded - AllocatedGpus(); }
+  // GPUs not held nor excluded, shares as fractions: FreeMilli() / 1000.
+  double FreeGpus() const { return FreeMilli() / 1000.0; }
+  // Adds `c`'s counts. Sums stay integer thousandths, divided once by
+  // AllocatedGpus / FreeGpus, so 0.1 + 0.2 of a GPU reads 0.3 exactly.
+  void Add(const GpuCounts& c) {
+    total += c.total;
+    allocated += c.allocated;
+    free += c.free;
+    excluded += c.excluded;
+    allocated_milli += c.allocated_milli;
+  }
 };
 GpuCounts GpuCountsOf(const v1::NodeView& node);
 

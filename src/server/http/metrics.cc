@@ -1,7 +1,8 @@
 // The Prometheus exposition of the server (see metrics.h). Names follow
 // Prometheus' conventions: trainyard_ prefix, base units (seconds), _total
 // for counters; label sets are bounded by the cluster's shape (states,
-// queues, nodes, causes, API methods and codes), never by jobs or tasks.
+// queues, nodes, causes, API methods and codes) and, for the user gauge, by
+// the users holding GPUs now; never by jobs or tasks.
 #include "server/http/metrics.h"
 
 #include <algorithm>
@@ -40,7 +41,7 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   std::string allocated, free;
   allocated.reserve(nodes->size() * 48);
   free.reserve(nodes->size() * 48);
-  double sums[3] = {0, 0, 0};  // allocated, free, excluded; a share as its fraction
+  GpuCounts sums;  // summed in thousandths, divided once below
   int64_t by_state[4] = {0, 0, 0, 0};
   double oldest = 0;
   for (const ViewStore::NodeEntry& entry : *nodes) {
@@ -49,9 +50,7 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
     std::string node = Escape(n->info().name());
     absl::StrAppend(&allocated, "trainyard_node_gpus_allocated{node=\"", node, "\"} ", c.AllocatedGpus(), "\n");
     absl::StrAppend(&free, "trainyard_node_gpus_free{node=\"", node, "\"} ", c.FreeGpus(), "\n");
-    sums[0] += c.AllocatedGpus();
-    sums[1] += c.FreeGpus();
-    sums[2] += c.excluded;
+    sums.Add(c);
     int state = std::clamp(static_cast<int>(n->info().state()), 0, 3);
     ++by_state[state];
     if (n->info().state() == v1::NODE_READY && entry.last_heartbeat_unix_ms > 0) {
@@ -63,9 +62,9 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   w.Family("trainyard_node_gpus_free", "gauge", "GPUs of the node free for tasks, the free part of split GPUs included (excluded ones not counted).");
   w.Raw(free);
   w.Family("trainyard_gpus", "gauge", "GPUs of the cluster by state: allocated, free, excluded (busy with processes Trainyard did not start); a share counts as its fraction.");
-  w.Sample("trainyard_gpus", "state=\"allocated\"", sums[0]);
-  w.Sample("trainyard_gpus", "state=\"free\"", sums[1]);
-  w.Sample("trainyard_gpus", "state=\"excluded\"", sums[2]);
+  w.Sample("trainyard_gpus", "state=\"allocated\"", sums.AllocatedGpus());
+  w.Sample("trainyard_gpus", "state=\"free\"", sums.FreeGpus());
+  w.Sample("trainyard_gpus", "state=\"excluded\"", sums.excluded);
   w.Family("trainyard_nodes", "gauge", "Nodes by state.");
   for (v1::NodeState s : {v1::NODE_READY, v1::NODE_LOST, v1::NODE_DRAINING}) {
     w.Sample("trainyard_nodes", absl::StrCat("state=\"", NodeStateName(s), "\""), static_cast<double>(by_state[s]));
@@ -88,13 +87,15 @@ void Queues(Writer& w, const ViewStore& views) {
   }
 }
 
-// A user's GPUs in each queue (a label set bounded by the users with live
-// jobs), shares as fractions, as the queue view's users count them.
+// A user's GPUs in each queue, shares as fractions, as the queue view's
+// users count them. Only pairs holding GPUs are written, so the label set is
+// bounded by the users holding GPUs now, not by every user who queued a job.
 void Users(Writer& w, const ViewStore& views) {
   w.Family("trainyard_user_gpus_allocated", "gauge",
            "GPUs held by a user's running tasks in a queue, a share as its fraction.");
   for (const auto& [queue, users] : UseByQueueAndUser(views.Jobs(false))) {
     for (const auto& [user, use] : users) {
+      if (use.gpu_milli <= 0) continue;
       w.Sample("trainyard_user_gpus_allocated",
                absl::StrCat("queue=\"", Escape(queue), "\",user=\"", Escape(user), "\""), use.gpu_milli / 1000.0);
     }

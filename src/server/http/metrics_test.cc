@@ -88,12 +88,24 @@ TEST(MetricsTest, AGpuShareCountsAsItsFraction) {
   ViewStore::JobEntry e;
   e.view = job;
   views.PutJob("shares", e);
+  auto waits = std::make_shared<v1::JobView>();  // bob's job waits: he holds no GPU
+  waits->set_name("waits");
+  waits->set_id(job->id() + 1);
+  waits->set_queue("research");
+  waits->set_user("bob");
+  waits->set_state(v1::JOB_QUEUED);
+  waits->add_tasks()->set_state(v1::TASK_PENDING);
+  e.view = waits;
+  views.PutJob("waits", e);
   std::string m = Render(views);
   EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_allocated{node=\"a\"} 1.75\n"));
   EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_free{node=\"a\"} 2.25\n"));
   EXPECT_THAT(m, HasSubstr("trainyard_gpus{state=\"allocated\"} 1.75\n"));
   EXPECT_THAT(m, HasSubstr("trainyard_queue_gpus_allocated{queue=\"research\"} 1.75\n"));
   EXPECT_THAT(m, HasSubstr("trainyard_user_gpus_allocated{queue=\"research\",user=\"alice\"} 0.75\n"));
+  // A user who holds no GPU has no series: the labels stay bounded by the
+  // users holding GPUs.
+  EXPECT_THAT(m, Not(HasSubstr("user=\"bob\"")));
 }
 
 TEST(MetricsTest, JobCountsFollowEachJobsState) {

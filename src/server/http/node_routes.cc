@@ -157,15 +157,14 @@ void GetNode(RestBackend* b, httplib::Response& res, const std::string& name) {
 // GPUs by use; used and free count shares as fractions (a 0.25 share is
 // 0.25 used, the rest of its GPU free).
 struct GpuTally {
-  int64_t nodes = 0, total = 0, used_milli = 0, excluded = 0;
+  int64_t nodes = 0;
+  GpuCounts gpus;  // summed in thousandths (GpuCounts::Add)
   void Add(const GpuCounts& c) {
-    ++nodes, total += c.total, used_milli += c.allocated_milli, excluded += c.excluded;
+    ++nodes;
+    gpus.Add(c);
   }
   json Json() const {
-    return {{"total", total},
-            {"used", used_milli / 1000.0},
-            {"free", (1000 * (total - excluded) - used_milli) / 1000.0},
-            {"excluded", excluded}};
+    return {{"total", gpus.total}, {"used", gpus.AllocatedGpus()}, {"free", gpus.FreeGpus()}, {"excluded", gpus.excluded}};
   }
 };
 

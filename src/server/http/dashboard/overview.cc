@@ -11,14 +11,6 @@ namespace {
 
 using nlohmann::json;
 
-void Add(GpuCounts& sum, const GpuCounts& c) {
-  sum.total += c.total;
-  sum.allocated += c.allocated;
-  sum.free += c.free;
-  sum.excluded += c.excluded;
-  sum.allocated_milli += c.allocated_milli;
-}
-
 json CountsJson(const GpuCounts& c) {
   // Shares as fractions: a GPU with a 0.25 share is 0.25 allocated, 0.75 free.
   return {{"total", c.total}, {"allocated", c.AllocatedGpus()}, {"free", c.FreeGpus()}, {"excluded", c.excluded}};
@@ -40,11 +32,11 @@ json OverviewJson(const ViewStore& views) {
   std::map<std::string, std::pair<int, GpuCounts>> by_model;  // model -> (nodes, GPUs)
   for (const ViewStore::NodeEntry& n : *views.Nodes()) {
     GpuCounts c = GpuCountsOf(*n.view);
-    Add(all, c);
+    all.Add(c);
     ++nodes_by_state[NodeStateName(n.view->info().state())];
     auto& [count, gpus] = by_model[GpuModelOf(n.view->info())];
     ++count;
-    Add(gpus, c);
+    gpus.Add(c);
   }
   json jobs_by_state = json::object();
   for (v1::JobState s : api::JobStates()) jobs_by_state[api::JobStateName(s)] = 0;
