@@ -3,6 +3,9 @@
 // the failure one; a lost node restarts the task without spending the
 // failure budget; a spent budget fails the job with a reason that names the
 // class. Events in with explicit times, effects recorded by a fake backend.
+#include <map>
+
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
 #include "api/restart_budgets.h"
@@ -31,7 +34,8 @@ class ControlAttemptsTest : public ::testing::Test {
   }
 
   void AddNode(const std::string& name, uint64_t session) {
-    ASSERT_TRUE(state_->RegisterAgent(testing::TestNode(name, 8, "10.0.0." + name.substr(1)), session, now_).ok());
+    absl::Status st = state_->RegisterAgent(testing::TestNode(name, 8, "10.0.0." + name.substr(1)), session, now_);
+    ASSERT_TRUE(st.ok()) << st;
   }
 
   std::string Submit(const std::string& restart_lines) {
@@ -160,6 +164,7 @@ TEST_F(ControlAttemptsTest, ALostNodeRestartsTheTaskWithoutSpendingTheFailureBud
   ASSERT_EQ(backend_.launches.size(), 1u);
   std::string first = backend_.launches[0].first;
   std::string other = first == "n1" ? "n2" : "n1";
+  std::map<std::string, uint64_t> sessions = {{"n1", 1}, {"n2", 2}};
   Running(0);
   for (int lost = 0; lost < 3; ++lost) {  // beyond maxRestarts: node losses are not counted there
     now_ += absl::Seconds(6);
@@ -169,9 +174,12 @@ TEST_F(ControlAttemptsTest, ALostNodeRestartsTheTaskWithoutSpendingTheFailureBud
     ASSERT_EQ(backend_.launches.size(), static_cast<size_t>(lost + 2)) << "moved to the node still heard from";
     EXPECT_EQ(backend_.launches.back().second.max_restarts(), 1) << "the failure budget is whole";
     Running(lost + 1);
-    // The lost node's agent comes back; the task stays where it moved.
+    // The lost node's agent comes back on a new stream; the task stays
+    // where it moved.
     std::swap(first, other);
-    AddNode(other, 10 + lost);
+    state_->AgentDisconnected(other, sessions[other]);
+    sessions[other] = 10 + lost;
+    AddNode(other, sessions[other]);
   }
   v1::JobView v = View(job);
   EXPECT_NE(v.state(), v1::JOB_FAILED) << v.reason();
