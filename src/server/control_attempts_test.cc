@@ -67,6 +67,22 @@ class ControlAttemptsTest : public ::testing::Test {
     state_->OnTaskStatus(node, st, now_);
   }
 
+  // Two nodes; the job's one task runs on one of them, which then goes
+  // silent past the node timeout while the other is heard from.
+  std::string SubmitAndLoseItsNode(const std::string& restart_lines) {
+    AddNode("n1", 1);
+    AddNode("n2", 2);
+    std::string job = Submit(restart_lines);
+    state_->RunRound(now_);
+    EXPECT_EQ(backend_.launches.size(), 1u);
+    std::string other = backend_.launches[0].first == "n1" ? "n2" : "n1";
+    Running(0);
+    now_ += absl::Seconds(6);
+    state_->OnHeartbeat(other, v1::Heartbeat(), now_);
+    state_->RunRound(now_);
+    return job;
+  }
+
   static v1::TaskExit Oom() {
     v1::TaskExit e;
     e.set_signal(9);
@@ -190,33 +206,15 @@ TEST_F(ControlAttemptsTest, ALostNodeRestartsTheTaskWithoutSpendingTheFailureBud
 }
 
 TEST_F(ControlAttemptsTest, ASpentNodeLossBudgetFailsTheJobNamingTheClass) {
-  AddNode("n1", 1);
-  AddNode("n2", 2);
-  std::string job = Submit("    restartPolicy: OnFailure\n    maxRestarts: 5\n    restartBudgets: {nodeLost: 0}\n");
-  state_->RunRound(now_);
-  ASSERT_EQ(backend_.launches.size(), 1u);
-  std::string other = backend_.launches[0].first == "n1" ? "n2" : "n1";
-  Running(0);
-  now_ += absl::Seconds(6);
-  state_->OnHeartbeat(other, v1::Heartbeat(), now_);
-  state_->RunRound(now_);
-  v1::JobView v = View(job);
+  v1::JobView v =
+      View(SubmitAndLoseItsNode("    restartPolicy: OnFailure\n    maxRestarts: 5\n    restartBudgets: {nodeLost: 0}\n"));
   EXPECT_EQ(v.state(), v1::JOB_FAILED);
   EXPECT_THAT(v.reason(), HasSubstr("(NODE_LOST; node-loss budget 0 of 0 left)"));
   EXPECT_EQ(backend_.launches.size(), 1u) << "not started again";
 }
 
 TEST_F(ControlAttemptsTest, UnderRestartPolicyNeverALostNodeFailsTheJob) {
-  AddNode("n1", 1);
-  AddNode("n2", 2);
-  std::string job = Submit("");
-  state_->RunRound(now_);
-  std::string other = backend_.launches[0].first == "n1" ? "n2" : "n1";
-  Running(0);
-  now_ += absl::Seconds(6);
-  state_->OnHeartbeat(other, v1::Heartbeat(), now_);
-  state_->RunRound(now_);
-  v1::JobView v = View(job);
+  v1::JobView v = View(SubmitAndLoseItsNode(""));
   EXPECT_EQ(v.state(), v1::JOB_FAILED);
   EXPECT_THAT(v.reason(), HasSubstr("NODE_LOST"));
 }
