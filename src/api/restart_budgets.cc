@@ -106,6 +106,11 @@ std::vector<v1::RestartBudgetView> BudgetViews(const v1::ReplicaSpec& rs, const 
   return out;
 }
 
+void UpgradeRestartCounts(v1::TaskRecord* task) {
+  if (task->has_restarts_by_class() || task->restart_count() <= 0) return;
+  task->mutable_restarts_by_class()->set_failure(task->restart_count());
+}
+
 void RecordAttemptEnd(google::protobuf::RepeatedPtrField<v1::AttemptEnd>* attempts, v1::AttemptEnd end) {
   if (attempts->size() >= kMaxAttemptEnds) attempts->DeleteSubrange(0, attempts->size() - kMaxAttemptEnds + 1);
   *attempts->Add() = std::move(end);

@@ -65,6 +65,11 @@ std::string BudgetText(const v1::ReplicaSpec& rs, const v1::RestartCounts& count
 // Each budgeted class's limit, spent and left, in class order.
 std::vector<v1::RestartBudgetView> BudgetViews(const v1::ReplicaSpec& rs, const v1::RestartCounts& counts);
 
+// A task record stored before restarts were counted per class (no
+// restarts_by_class, restart_count above 0): every restart it counted was
+// spent in maxRestarts then, so its failure budget starts spent by as many.
+void UpgradeRestartCounts(v1::TaskRecord* task);
+
 // Appends `end` to `attempts`, keeping the last kMaxAttemptEnds.
 inline constexpr int kMaxAttemptEnds = 100;
 void RecordAttemptEnd(google::protobuf::RepeatedPtrField<v1::AttemptEnd>* attempts, v1::AttemptEnd end);

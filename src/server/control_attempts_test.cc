@@ -255,5 +255,34 @@ TEST_F(ControlAttemptsTest, AKilledJobsAttemptEndsKilled) {
   EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 1 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited");
 }
 
+// A job stored by a server from before restarts were counted per class: the
+// restarts its task made were spent in maxRestarts, and stay spent after the
+// upgrade (its next launch is not given maxRestarts whole again).
+TEST_F(ControlAttemptsTest, ARecordFromBeforeClassesKeepsItsRestartsInTheFailureBudget) {
+  std::string yaml = "name: old\nreplicas:\n  worker:\n    count: 1\n    resources: {gpus: 1}\n"
+                     "    command: [train]\n    restartPolicy: OnFailure\n    maxRestarts: 3\n";
+  auto spec = api::LoadJobSpec(yaml, config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto prepared = state_->PrepareSubmit(*spec, now_);
+  ASSERT_TRUE(prepared.ok()) << prepared.status();
+  StoreSnapshot snap;
+  snap.jobs.push_back(prepared->rec);
+  snap.max_job_id = prepared->rec.id();
+  ASSERT_EQ(snap.jobs[0].tasks_size(), 1);
+  snap.jobs[0].mutable_tasks(0)->set_restart_count(2);
+  snap.jobs[0].mutable_tasks(0)->set_attempt(2);
+  ASSERT_FALSE(snap.jobs[0].tasks(0).has_restarts_by_class());
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+  state_->Recover(std::move(snap), {}, now_);
+  AddNode("n1", 1);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  EXPECT_EQ(backend_.launches[0].second.max_restarts(), 1);
+  EXPECT_EQ(Budgets(View("old").tasks(0)),
+            "failure budget 1 of 3 left, OOM budget 3 of 3 left, node-loss budget unlimited");
+}
+
 }  // namespace
 }  // namespace trainyard::server

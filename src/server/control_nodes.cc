@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
+#include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "common/logging.h"
 #include "server/control_state.h"
@@ -30,6 +31,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     AddNode(n.info().name(), std::move(node));
   }
   for (v1::JobRecord& rec : snap.jobs) {
+    for (v1::TaskRecord& t : *rec.mutable_tasks()) api::UpgradeRestartCounts(&t);
     auto job = std::make_unique<JobRt>();
     job->rec = std::move(rec);
     job->events_loaded = false;
