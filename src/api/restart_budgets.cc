@@ -111,8 +111,13 @@ void UpgradeRestartCounts(v1::TaskRecord* task) {
   task->mutable_restarts_by_class()->set_failure(task->restart_count());
 }
 
-void RecordAttemptEnd(google::protobuf::RepeatedPtrField<v1::AttemptEnd>* attempts, v1::AttemptEnd end) {
-  if (attempts->size() >= kMaxAttemptEnds) attempts->DeleteSubrange(0, attempts->size() - kMaxAttemptEnds + 1);
+int AttemptEndsKept(int tasks_in_job) {
+  return std::clamp(kMaxJobAttemptEnds / std::max(1, tasks_in_job), 1, kMaxAttemptEnds);
+}
+
+void RecordAttemptEnd(google::protobuf::RepeatedPtrField<v1::AttemptEnd>* attempts, v1::AttemptEnd end, int keep) {
+  keep = std::max(1, keep);
+  if (attempts->size() >= keep) attempts->DeleteSubrange(0, attempts->size() - keep + 1);
   *attempts->Add() = std::move(end);
 }
 

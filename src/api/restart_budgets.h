@@ -70,8 +70,16 @@ std::vector<v1::RestartBudgetView> BudgetViews(const v1::ReplicaSpec& rs, const 
 // spent in maxRestarts then, so its failure budget starts spent by as many.
 void UpgradeRestartCounts(v1::TaskRecord* task);
 
-// Appends `end` to `attempts`, keeping the last kMaxAttemptEnds.
+// Ended attempts kept per task: the last kMaxAttemptEnds, fewer in a job of
+// many tasks, so that the job's record (written whole on each change) and
+// its view hold about kMaxJobAttemptEnds at most, and at least each task's
+// last.
 inline constexpr int kMaxAttemptEnds = 100;
-void RecordAttemptEnd(google::protobuf::RepeatedPtrField<v1::AttemptEnd>* attempts, v1::AttemptEnd end);
+inline constexpr int kMaxJobAttemptEnds = 4000;
+int AttemptEndsKept(int tasks_in_job);
+
+// Appends `end` to `attempts`, keeping the last `keep` (1 or more).
+void RecordAttemptEnd(google::protobuf::RepeatedPtrField<v1::AttemptEnd>* attempts, v1::AttemptEnd end,
+                      int keep = kMaxAttemptEnds);
 
 }  // namespace trainyard::api

@@ -112,5 +112,23 @@ TEST(RestartBudgets, OnlyTheLastHundredAttemptsAreKept) {
   EXPECT_EQ(attempts.Get(0).attempt(), 5);
 }
 
+// A big job keeps fewer per task: its record is written whole on each
+// change, and a 2,000-task job with 100 ends per task would carry 200,000.
+TEST(RestartBudgets, ABigJobKeepsFewerAttemptsPerTask) {
+  EXPECT_EQ(AttemptEndsKept(1), kMaxAttemptEnds);
+  EXPECT_EQ(AttemptEndsKept(40), kMaxAttemptEnds);
+  EXPECT_EQ(AttemptEndsKept(2000), 2);
+  EXPECT_EQ(AttemptEndsKept(100000), 1);
+  google::protobuf::RepeatedPtrField<v1::AttemptEnd> attempts;
+  for (int i = 0; i < 5; ++i) {
+    v1::AttemptEnd a;
+    a.set_attempt(i);
+    RecordAttemptEnd(&attempts, a, AttemptEndsKept(2000));
+  }
+  ASSERT_EQ(attempts.size(), 2);
+  EXPECT_EQ(attempts.Get(0).attempt(), 3);
+  EXPECT_EQ(attempts.Get(1).attempt(), 4);
+}
+
 }  // namespace
 }  // namespace trainyard::api

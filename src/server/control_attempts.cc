@@ -33,7 +33,7 @@ std::string ControlState::RecordAttempt(JobRt& job, int i, const AttemptEndInfo&
   a.set_node(t->node());
   a.set_end_time_ms(ToMs(now));
   a.set_restarted(end.restarted);
-  api::RecordAttemptEnd(t->mutable_attempts(), std::move(a));
+  api::RecordAttemptEnd(t->mutable_attempts(), std::move(a), api::AttemptEndsKept(job.rec.tasks_size()));
   ++stats_.attempts_ended[{job.rec.spec().queue(), api::AttemptClassName(end.attempt_class)}];
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   // A restart after a success (restartPolicy Always) is counted where the
