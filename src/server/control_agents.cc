@@ -322,25 +322,29 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
     MoveEvicted(job, i, v1::TaskExit(), now);
     return;
   }
-  if (!job.ending && !job.preempting && MayRestart(job, i, v1::ATTEMPT_NODE_LOST)) {
+  // Its node is alive and it is started again there: its end, unknown, was
+  // most likely the program's own (a report lost with a server that died),
+  // so it spends the failure budget (maxRestarts), not the node-loss one,
+  // which by default would let it restart forever.
+  if (!job.ending && !job.preempting && MayRestart(job, i, v1::ATTEMPT_FAILED)) {
     std::string budget = RecordAttempt(
-        job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST, .restarted = true}, now);
+        job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_FAILED, .restarted = true}, now);
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
     ++stats_.restarts_lost;
     SetTaskState(job, i, v1::TASK_LAUNCHING);
     AddEvent(job, "task_restarted",
-             absl::StrCat(name, " attempt ", t->attempt() - 1, " NODE_LOST: ", why, "; started again (attempt ",
+             absl::StrCat(name, " attempt ", t->attempt() - 1, " FAILED: ", why, "; started again (attempt ",
                           t->attempt(), "; ", budget, ")"),
              now);
     LaunchTask(job, i);
     Persist(job);
     return;
   }
-  EndLostTask(job, i, why, now);
+  EndLostTask(job, i, why, now, v1::ATTEMPT_FAILED);
 }
 
-void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::Time now) {
+void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::Time now, v1::AttemptClass c) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   v1::TaskStatus st;
   st.set_job(job.rec.name());
@@ -348,7 +352,7 @@ void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::
   st.set_index(t.index());
   st.set_attempt(t.attempt());
   st.set_state(job.ending || job.preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
-  st.set_attempt_class(v1::ATTEMPT_NODE_LOST);
+  st.set_attempt_class(c);
   st.mutable_exit()->set_exit_code(-1);
   st.mutable_exit()->set_message(why);
   TaskEnded(job, i, st, now);

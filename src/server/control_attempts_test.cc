@@ -255,6 +255,32 @@ TEST_F(ControlAttemptsTest, AKilledJobsAttemptEndsKilled) {
   EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 1 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited");
 }
 
+// A task its live node no longer runs (its end's report lost with a server
+// that died) is started again there, in the failure budget: not in the
+// node-loss one, unlimited by default, which would restart it forever.
+TEST_F(ControlAttemptsTest, ATaskItsLiveNodeNoLongerRunsSpendsTheFailureBudget) {
+  AddNode("n1", 1);
+  std::string job = Submit("    restartPolicy: OnFailure\n    maxRestarts: 1\n");
+  state_->RunRound(now_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    ASSERT_EQ(backend_.launches.size(), static_cast<size_t>(attempt + 1));
+    Running(attempt);
+    for (int beat = 0; beat < 3; ++beat) {  // heartbeats that no longer list it
+      now_ += absl::Seconds(1);
+      state_->OnHeartbeat("n1", v1::Heartbeat(), now_);
+    }
+  }
+  v1::JobView v = View(job);
+  EXPECT_EQ(v.state(), v1::JOB_FAILED);
+  EXPECT_THAT(v.reason(), HasSubstr("(FAILED; failure budget 0 of 1 left)"));
+  EXPECT_EQ(backend_.launches.size(), 2u) << "started again once";
+  ASSERT_EQ(v.tasks(0).attempts_size(), 2);
+  EXPECT_EQ(v.tasks(0).attempts(0).attempt_class(), v1::ATTEMPT_FAILED);
+  EXPECT_TRUE(v.tasks(0).attempts(0).restarted());
+  EXPECT_EQ(v.tasks(0).attempts(1).attempt_class(), v1::ATTEMPT_FAILED);
+  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 0 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited");
+}
+
 // A job stored by a server from before restarts were counted per class: the
 // restarts its task made were spent in maxRestarts, and stay spent after the
 // upgrade (its next launch is not given maxRestarts whole again).

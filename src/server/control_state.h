@@ -307,7 +307,9 @@ class ControlState {
   void TaskGone(JobRt& job, int task, const std::string& node, absl::Time now);
   // Ends a task its node no longer runs (or can no longer hold): KILLED when
   // its job is being stopped, else FAILED with `why`.
-  void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now);
+  // `c`: its attempt's class (FAILED for a task its live node no longer runs).
+  void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now,
+                   v1::AttemptClass c = v1::ATTEMPT_NODE_LOST);
 
   // control_attempts.cc
   // The class of an attempt's end that `status` reports: the agent's
