@@ -22,6 +22,7 @@
 #include "agent/heartbeat_delta.h"
 #include "agent/task_dirs.h"
 #include "api/convert.h"
+#include "api/restart_budgets.h"
 #include "api/task_env.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -86,6 +87,13 @@ v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
     p.mutable_exit()->set_signal(s.exit.signal);
     p.mutable_exit()->set_oom_killed(s.exit.oom_killed);
     p.mutable_exit()->set_message(s.exit.message.empty() ? s.message : s.exit.message);
+    if (s.state != TaskState::kKilled) {
+      v1::AttemptClass c = api::ClassOfExit(p.exit(), s.exit.launch_failed);
+      // An attempt stopped as a failure (its job master found it hung) may
+      // have exited 0 on its SIGTERM: still the program's failure.
+      if (c == v1::ATTEMPT_SUCCEEDED && s.state != TaskState::kSucceeded) c = v1::ATTEMPT_FAILED;
+      p.set_attempt_class(c);
+    }
   } else if (!s.message.empty()) {
     p.mutable_exit()->set_message(s.message);
   }
@@ -224,6 +232,7 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   l.vcores_milli = spec.allocation().vcores_milli();
   l.restart_policy = ToAgent(spec.restart_policy());
   l.max_restarts = spec.max_restarts();
+  if (spec.has_oom_max_restarts()) l.oom_max_restarts = spec.oom_max_restarts();
   if (spec.kill_grace_ms() > 0) l.kill_grace = absl::Milliseconds(spec.kill_grace_ms());
   if (spec.backoff_initial_ms() > 0) l.backoff_initial = absl::Milliseconds(spec.backoff_initial_ms());
   return l;

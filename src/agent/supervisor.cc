@@ -392,6 +392,7 @@ std::vector<TaskStatus> Supervisor::Adopt() {
       auto task = std::make_unique<Task>();
       task->attempt = r.attempt;
       task->restarts = r.restarts;
+      task->oom_restarts = r.oom_restarts;
       task->cgroup = r.cgroup;
       task->launch = std::move(r.launch);
       Task& t = *task;

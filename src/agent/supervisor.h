@@ -218,6 +218,16 @@ class Supervisor {
   void ReapExited(std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vector<TaskStatus>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether an ended attempt's policy wants a restart, and the budget that
+  // restart is counted in: OOM kills their own when the launch gives one
+  // (TaskLaunch.oom_max_restarts), the failure budget (max_restarts) else.
+  struct RestartBudget {
+    bool wanted = false;
+    bool oom = false;
+    int limit = 0;  // -1: unlimited
+    int spent = 0;
+  };
+  static RestartBudget BudgetFor(const Task& task, const TaskExit& exit, bool success);
   void EscalateKills(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The earliest restart or kill escalation due, on clock_.
   absl::Time NextTimer() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

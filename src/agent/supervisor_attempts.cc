@@ -129,7 +129,8 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
     std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStderr), std::ios::app)
         << api::LogStamp(absl::ToUnixNanos(absl::Now())) << "trainyard: " << pid.status().message() << "\n";
     std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStdout), std::ios::app);
-    EndAttempt(task, {.exit_code = 127, .message = std::string(pid.status().message())}, now, out);
+    EndAttempt(task, {.exit_code = 127, .launch_failed = true, .message = std::string(pid.status().message())},
+               now, out);
     return;
   }
   task.pid = *pid;
@@ -141,6 +142,18 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
   Persist(task);
   Log(LogLevel::kInfo, kComponent, "%s attempt %d started as pid %d", l.key.ToString(), task.attempt, task.pid);
   out->push_back(StatusOf(task, ""));
+}
+
+Supervisor::RestartBudget Supervisor::BudgetFor(const Task& task, const TaskExit& exit, bool success) {
+  const TaskLaunch& l = task.launch;
+  if (exit.oom_killed && l.oom_max_restarts) {
+    // The server has weighed the restart policy into the OOM budget.
+    return {.wanted = true, .oom = true, .limit = *l.oom_max_restarts, .spent = task.oom_restarts};
+  }
+  return {.wanted = l.restart_policy == RestartPolicy::kAlways ||
+                    (l.restart_policy == RestartPolicy::kOnFailure && !success),
+          .limit = l.max_restarts,
+          .spent = task.restarts - task.oom_restarts};
 }
 
 void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vector<TaskStatus>* out) {
@@ -171,28 +184,29 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
   task.has_exit = true;
   task.last_exit = exit;
   bool success = !failed_on_purpose && exit.exit_code == 0 && exit.signal == 0 && !exit.oom_killed;
-  bool wants_restart = l.restart_policy == RestartPolicy::kAlways ||
-                       (l.restart_policy == RestartPolicy::kOnFailure && !success);
+  RestartBudget budget = BudgetFor(task, exit, success);
   std::string what = absl::StrCat("attempt ", task.attempt, " ", DescribeExit(exit));
   if (task.kill_requested) {
     task.state = TaskState::kKilled;
     task.message = absl::StrCat("killed; ", what);
-  } else if (wants_restart && task.restarts < l.max_restarts) {
+  } else if (budget.wanted && (budget.limit < 0 || budget.spent < budget.limit)) {
+    if (budget.oom) ++task.oom_restarts;
     RestartDelay next = NextRestartDelay({.initial = l.backoff_initial, .max = l.backoff_max},
                                          task.backoff_streak, now - task.started);
     absl::Duration delay = next.delay;
     task.backoff_streak = next.streak;
     task.state = TaskState::kRestarting;
     task.start_at = now + delay;
-    task.message = absl::StrCat(what, "; restart ", task.restarts + 1, " of ", l.max_restarts, " in ",
+    task.message = absl::StrCat(what, "; ", budget.oom ? "OOM restart " : "restart ", budget.spent + 1, " of ",
+                                budget.limit < 0 ? "unlimited" : absl::StrCat(budget.limit), " in ",
                                 absl::FormatDuration(delay));
   } else if (success) {
     task.state = TaskState::kSucceeded;
     task.message = what;
   } else {
     task.state = TaskState::kFailed;
-    task.message = wants_restart ? absl::StrCat(what, "; max restarts ", l.max_restarts, " exhausted after ",
-                                                task.restarts + 1, " attempts")
+    task.message = budget.wanted ? absl::StrCat(what, budget.oom ? "; OOM restarts " : "; max restarts ",
+                                                budget.limit, " exhausted after ", task.restarts + 1, " attempts")
                                  : what;
   }
   Log(LogLevel::kInfo, kComponent, "%s %s: %s", l.key.ToString(), TaskStateName(task.state), task.message);
@@ -209,6 +223,7 @@ void Supervisor::Persist(const Task& task) const {
   absl::Status s = WriteTaskRecord(data_dir_, {.launch = task.launch,
                                                .attempt = task.attempt,
                                                .restarts = task.restarts,
+                                               .oom_restarts = task.oom_restarts,
                                                .pid = task.pid,
                                                .start_time = task.start_time,
                                                .cgroup = task.cgroup});

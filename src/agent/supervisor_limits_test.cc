@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "agent/server_link.h"
 #include "agent/supervisor.h"
 #include "agent/task_record.h"
 #include "agent/test_util.h"
@@ -79,6 +80,44 @@ TEST_F(LimitsTest, MemoryLimitOomKillIsReported) {
   EXPECT_EQ(s->state, TaskState::kFailed);
   EXPECT_TRUE(s->exit.oom_killed);
   EXPECT_THAT(s->message, HasSubstr("OOM-killed by the kernel"));
+}
+
+// The class the server is told (TaskStatus.attempt_class), and the OOM
+// budget apart from maxRestarts: one OOM restart, then the end.
+TEST_F(LimitsTest, AnOomKillIsClassedOomKilledAndSpendsTheOomBudget) {
+  if (!HaveCgroups()) GTEST_SKIP() << "cgroups are not writable here (not root?)";
+  Start(detected_.get());
+  TaskLaunch l = ShellTask(dir_, "worker", "head -c 400000000 /dev/zero | tail > /dev/null");
+  l.memory_limit_mb = 64;
+  l.restart_policy = RestartPolicy::kOnFailure;
+  l.max_restarts = 5;  // program failures: not spent by OOM kills
+  l.oom_max_restarts = 1;
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> restarting = supervisor_->WaitFor(
+      l.key, [](const TaskStatus& s) { return s.state == TaskState::kRestarting || IsFinal(s.state); }, kTimeout);
+  ASSERT_TRUE(restarting.has_value());
+  ASSERT_EQ(restarting->state, TaskState::kRestarting) << restarting->message;
+  EXPECT_THAT(restarting->message, HasSubstr("OOM restart 1 of 1"));
+  v1::TaskStatus wire = ToProto(*restarting, absl::Now());
+  EXPECT_EQ(wire.state(), v1::TASK_RESTARTING);
+  EXPECT_EQ(wire.attempt_class(), v1::ATTEMPT_OOM_KILLED);
+  clock_.Advance(absl::Minutes(1));  // past the restart's backoff
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->state, TaskState::kFailed);
+  EXPECT_THAT(s->message, HasSubstr("OOM restarts 1 exhausted after 2 attempts"));
+  EXPECT_EQ(ToProto(*s, absl::Now()).attempt_class(), v1::ATTEMPT_OOM_KILLED);
+}
+
+TEST_F(LimitsTest, AProgramsOwnExitIsClassedFailed) {
+  Start(none_.get());
+  TaskLaunch l = ShellTask(dir_, "worker", "exit 3");
+  ASSERT_TRUE(supervisor_->Launch(l).ok());
+  std::optional<TaskStatus> s = supervisor_->WaitFor(l.key, Final, kTimeout);
+  ASSERT_TRUE(s.has_value());
+  v1::TaskStatus wire = ToProto(*s, absl::Now());
+  EXPECT_EQ(wire.attempt_class(), v1::ATTEMPT_FAILED);
+  EXPECT_EQ(wire.exit().exit_code(), 3);
 }
 
 TEST_F(LimitsTest, TaskWithoutOomIsNotReportedOom) {

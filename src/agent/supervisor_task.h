@@ -18,6 +18,7 @@ struct Supervisor::Task {
   TaskState state = TaskState::kLaunching;
   int attempt = 0;
   int restarts = 0;
+  int oom_restarts = 0;    // of `restarts`, those after OOM kills
   pid_t pid = 0;           // 0 when no process runs; also the process group id
   int pidfd = -1;          // -1 when none or pidfd_open is unsupported
   uint64_t start_time = 0;  // /proc/PID/stat starttime

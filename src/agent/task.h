@@ -96,6 +96,10 @@ struct TaskLaunch {
   int64_t vcores_milli = 0;          // 0: no CPU limit
   RestartPolicy restart_policy = RestartPolicy::kNever;
   int max_restarts = 0;              // restarts allowed after the first attempt
+  // Restarts allowed after OOM kills, counted apart from max_restarts (-1:
+  // unlimited; restartPolicy does not apply, the server has weighed it).
+  // nullopt: an OOM kill is a failure like any other.
+  std::optional<int> oom_max_restarts;
   absl::Duration backoff_initial = absl::Milliseconds(100);
   absl::Duration backoff_max = absl::Seconds(30);
   absl::Duration kill_grace = absl::Seconds(10);  // SIGTERM → SIGKILL
@@ -107,6 +111,9 @@ struct TaskExit {
   int exit_code = -1;
   int signal = 0;
   bool oom_killed = false;
+  // Its process could not be started (a command not found, a directory
+  // that cannot be entered): the attempt's class is LAUNCH_FAILED.
+  bool launch_failed = false;
   std::string message;
 };
 

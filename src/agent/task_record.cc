@@ -12,6 +12,10 @@
 namespace trainyard::agent {
 namespace {
 
+// oom_max_restarts of a launch that has none (nullopt).
+constexpr int kOomCountsAsFailure = -2;
+
+
 using nlohmann::json;
 
 json AccountToJson(const std::optional<TaskAccount>& a) {
@@ -53,6 +57,7 @@ json LaunchToJson(const TaskLaunch& l) {
               {"vcores_milli", l.vcores_milli},
               {"restart_policy", static_cast<int>(l.restart_policy)},
               {"max_restarts", l.max_restarts},
+              {"oom_max_restarts", l.oom_max_restarts.value_or(kOomCountsAsFailure)},
               {"backoff_initial_ms", absl::ToInt64Milliseconds(l.backoff_initial)},
               {"backoff_max_ms", absl::ToInt64Milliseconds(l.backoff_max)},
               {"kill_grace_ms", absl::ToInt64Milliseconds(l.kill_grace)}};
@@ -86,6 +91,10 @@ TaskLaunch LaunchFromJson(const json& j) {
   l.vcores_milli = j.at("vcores_milli").get<int64_t>();
   l.restart_policy = static_cast<RestartPolicy>(j.at("restart_policy").get<int>());
   l.max_restarts = j.at("max_restarts").get<int>();
+  // Records written before OOM kills had a budget of their own lack it.
+  if (int oom = j.value("oom_max_restarts", kOomCountsAsFailure); oom != kOomCountsAsFailure) {
+    l.oom_max_restarts = oom;
+  }
   l.backoff_initial = absl::Milliseconds(j.at("backoff_initial_ms").get<int64_t>());
   l.backoff_max = absl::Milliseconds(j.at("backoff_max_ms").get<int64_t>());
   l.kill_grace = absl::Milliseconds(j.at("kill_grace_ms").get<int64_t>());
@@ -103,7 +112,8 @@ absl::Status WriteTaskRecord(const std::string& data_dir, const TaskRecord& reco
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   json j{{"launch", LaunchToJson(record.launch)}, {"attempt", record.attempt},
-         {"restarts", record.restarts},           {"pid", record.pid},
+         {"restarts", record.restarts},           {"oom_restarts", record.oom_restarts},
+         {"pid", record.pid},
          {"start_time", record.start_time},       {"cgroup", record.cgroup}};
   std::string tmp = path + ".tmp";
   {
@@ -140,6 +150,7 @@ std::vector<TaskRecord> ReadTaskRecords(const std::string& data_dir) {
       TaskRecord r{.launch = LaunchFromJson(j.at("launch")),
                    .attempt = j.at("attempt").get<int>(),
                    .restarts = j.at("restarts").get<int>(),
+                   .oom_restarts = j.value("oom_restarts", 0),
                    .pid = j.at("pid").get<int>(),
                    .start_time = j.at("start_time").get<uint64_t>(),
                    .cgroup = j.at("cgroup").get<std::string>()};

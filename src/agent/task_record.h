@@ -17,6 +17,7 @@ struct TaskRecord {
   TaskLaunch launch;      // as given, with working and checkpoint dirs resolved
   int attempt = 0;
   int restarts = 0;
+  int oom_restarts = 0;  // of `restarts`, those after OOM kills
   int pid = 0;
   uint64_t start_time = 0;  // /proc/PID/stat starttime of `pid`
   std::string cgroup;       // the attempt's cgroup name; "" under rlimits

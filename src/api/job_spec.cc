@@ -20,6 +20,7 @@
 #include "absl/strings/strip.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
+#include "api/restart_budgets.h"
 #include "api/time_limits.h"
 #include "api/yaml_tree.h"
 
@@ -372,6 +373,35 @@ void ParseReplicaInts(const Fields& f, const std::string& path, v1::ReplicaSpec*
   if (v && GetInt(*v, path + ".maxRestarts", &n, errors)) rs->set_max_restarts(ClampInt32(n));
 }
 
+// One `restartBudgets` entry: a count of restarts (0 or more) or
+// `unlimited` (kUnlimitedRestarts).
+bool ParseBudget(const YamlNode& node, const std::string& path, int32_t* out, Errors* errors) {
+  int64_t n = 0;
+  if (node.IsScalar() && absl::AsciiStrToLower(node.Scalar()) == "unlimited") {
+    *out = kUnlimitedRestarts;
+    return true;
+  }
+  if (!node.IsScalar() || !absl::SimpleAtoi(node.Scalar(), &n) || n < 0) {
+    errors->push_back(absl::StrCat(path, ": '", node.IsScalar() ? node.Scalar() : "(not a scalar)",
+                                   "' must be a number of restarts (0 or more) or unlimited"));
+    return false;
+  }
+  *out = ClampInt32(n);
+  return true;
+}
+
+// `restartBudgets: {oom: 1, nodeLost: unlimited}`: the restarts each class
+// of end allows beside maxRestarts (program failures).
+void ParseRestartBudgets(const YamlNode& node, const std::string& path, v1::RestartBudgets* b, Errors* errors) {
+  Fields f;
+  if (!CheckMap(node, path, {"oom", "nodeLost"}, &f, errors)) return;
+  int32_t n = 0;
+  if (const YamlNode* v = Find(f, "oom"); v && ParseBudget(*v, path + ".oom", &n, errors)) b->set_oom(n);
+  if (const YamlNode* v = Find(f, "nodeLost"); v && ParseBudget(*v, path + ".nodeLost", &n, errors)) {
+    b->set_node_lost(n);
+  }
+}
+
 void ParseReplica(const std::string& role, const YamlNode& node, const std::string& path,
                   v1::ReplicaSpec* rs, Errors* errors) {
   rs->set_role(role);
@@ -380,7 +410,7 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
   Fields f;
   if (!CheckMap(node, path,
                 {"count", "replicas", "minAvailable", "resources", "command", "args", "env",
-                 "workingDir", "restartPolicy", "maxRestarts", "userCredential"},
+                 "workingDir", "restartPolicy", "maxRestarts", "restartBudgets", "userCredential"},
                 &f, errors)) {
     return;
   }
@@ -389,6 +419,9 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
   if (const YamlNode* v = Find(f, "userCredential");
       v && GetBool(*v, path + ".userCredential", &user_credential, errors)) {
     rs->set_user_credential(user_credential);
+  }
+  if (const YamlNode* v = Find(f, "restartBudgets")) {
+    ParseRestartBudgets(*v, path + ".restartBudgets", rs->mutable_restart_budgets(), errors);
   }
   if (const YamlNode* v = Find(f, "resources")) ParseResources(*v, path + ".resources", rs->mutable_resources(), errors);
   if (const YamlNode* v = Find(f, "command")) GetStringList(*v, path + ".command", rs->mutable_command(), errors);

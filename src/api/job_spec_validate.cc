@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 #include <set>
+#include <tuple>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
@@ -14,6 +15,7 @@
 #include "absl/strings/str_join.h"
 #include "api/job_spec.h"
 #include "api/job_array.h"
+#include "api/restart_budgets.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
 
@@ -215,6 +217,14 @@ void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& lim
   }
   if (r.max_restarts() < 0) {
     errors->push_back(absl::StrCat(path, ".maxRestarts: ", r.max_restarts(), " must not be negative"));
+  }
+  const v1::RestartBudgets& b = r.restart_budgets();
+  for (auto [name, has, n] : {std::tuple{"oom", b.has_oom(), b.oom()},
+                              std::tuple{"nodeLost", b.has_node_lost(), b.node_lost()}}) {
+    if (has && n < kUnlimitedRestarts) {
+      errors->push_back(absl::StrCat(path, ".restartBudgets.", name, ": ", n,
+                                     " must be a number of restarts (0 or more) or unlimited (-1)"));
+    }
   }
   if (r.command().empty()) errors->push_back(absl::StrCat(path, ".command: required"));
   ValidateExecStrings(r, path, errors);

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "api/job_array.h"
+#include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "api/states.h"
 #include "api/task_limits.h"
@@ -332,6 +333,28 @@ void PrintLimits(const v1::JobView& j, std::ostream& os) {
   if (!lines.empty()) os << "\nLimits (as each task's node enforces them):\n" << lines;
 }
 
+// Each task's ended attempts with their class and exit, and the restarts
+// its budgets have left per class.
+void PrintAttempts(const v1::JobView& j, std::ostream& os) {
+  Table t({"TASK", "ATTEMPT", "CLASS", "EXIT", "NODE", "THEN"});
+  std::string budgets;
+  bool any = false;
+  for (const auto& task : j.tasks()) {
+    for (const v1::AttemptEnd& a : task.attempts()) {
+      any = true;
+      std::string exit = a.signal() ? absl::StrCat("signal ", a.signal()) : absl::StrCat("code ", a.exit_code());
+      t.Add({task.name(), absl::StrCat(a.attempt()), api::AttemptClassName(a.attempt_class()), exit,
+             a.node().empty() ? "-" : a.node(), a.restarted() ? "restarted" : "ended"});
+    }
+    if (task.budgets().empty() || api::IsJobMasterRole(task.role())) continue;
+    std::vector<std::string> parts;
+    for (const v1::RestartBudgetView& b : task.budgets()) parts.push_back(api::BudgetText(b));
+    absl::StrAppend(&budgets, "  ", task.name(), ": ", absl::StrJoin(parts, ", "), "\n");
+  }
+  if (any) os << "\nAttempts:\n" << t.Render();
+  if (!budgets.empty()) os << "\nRestart budgets:\n" << budgets;
+}
+
 void PrintJob(const v1::JobView& j, std::ostream& os) {
   int64_t now = NowMs();
   os << "Name:       " << j.name() << "\n"
@@ -371,6 +394,7 @@ void PrintJob(const v1::JobView& j, std::ostream& os) {
   }
   os << "\nTasks:\n" << t.Render();
   PrintLimits(j, os);
+  PrintAttempts(j, os);
   os << "\nEvents:\n";
   for (const auto& e : j.events()) {
     os << absl::StrFormat("  %-6s %-15s %s\n", Age(now - e.time_unix_ms()), e.kind(), Printable(e.text()));

@@ -68,7 +68,7 @@ std::string EnumText(const google::protobuf::EnumValueDescriptor* value) {
       {"trainyard.v1.JobState", "JOB_"},          {"trainyard.v1.TaskState", "TASK_"},
       {"trainyard.v1.NodeState", "NODE_"},        {"trainyard.v1.PriorityClass", "PRIORITY_"},
       {"trainyard.v1.Framework", "FRAMEWORK_"},   {"trainyard.v1.RestartPolicy", "RESTART_"},
-      {"trainyard.v1.SuccessPolicy", "SUCCESS_"}};
+      {"trainyard.v1.SuccessPolicy", "SUCCESS_"}, {"trainyard.v1.AttemptClass", "ATTEMPT_"}};
   std::string name = value->name();
   const std::string& type = value->type()->full_name();
   for (const auto& [enum_type, prefix] : kPrefixes) {

@@ -132,14 +132,15 @@ void ControlState::EvictTask(JobRt& job, int i, const std::string& node, absl::T
   Persist(job);
 }
 
-void ControlState::MoveOrRequeue(JobRt& job, int i, const std::string& why, absl::Time now) {
+void ControlState::MoveOrRequeue(JobRt& job, int i, const std::string& why, v1::AttemptClass c, absl::Time now) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   std::string tname = api::TaskName(job.rec.name(), t.role(), t.index());
   if (job.in_scheduler) {
     absl::Status st = scheduler_->TaskFinished(job.rec.name(), t.role(), t.index());
     if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
   }
-  if (!ReplaceTask(job, i, MoveWhy{why, /*charge=*/false}, now)) {
+  if (!ReplaceTask(job, i, MoveWhy{why, /*charge=*/false, c}, now)) {
+    RecordAttempt(job, i, {.attempt = t.attempt(), .attempt_class = c, .restarted = true, .charge = false}, now);
     Requeue(job, absl::StrCat("task ", tname, " ", why, " and no other node can take it now"), now);
   }
   Persist(job);
@@ -148,7 +149,8 @@ void ControlState::MoveOrRequeue(JobRt& job, int i, const std::string& why, absl
 void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl::Time now) {
   job.evicting[i] = false;
   *job.rec.mutable_tasks(i)->mutable_exit() = exit;
-  MoveOrRequeue(job, i, absl::StrCat("was evicted from drained node ", job.rec.tasks(i).node()), now);
+  MoveOrRequeue(job, i, absl::StrCat("was evicted from drained node ", job.rec.tasks(i).node()),
+                v1::ATTEMPT_PREEMPTED, now);
 }
 
 void ControlState::LaunchFault(const std::string& name, JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
@@ -161,7 +163,8 @@ void ControlState::LaunchFault(const std::string& name, JobRt& job, int i, const
     }
   }
   *job.rec.mutable_tasks(i)->mutable_exit() = st.exit();
-  MoveOrRequeue(job, i, absl::StrCat("could not be started on node ", name, " (", st.exit().message(), ")"), now);
+  MoveOrRequeue(job, i, absl::StrCat("could not be started on node ", name, " (", st.exit().message(), ")"),
+                v1::ATTEMPT_LAUNCH_FAILED, now);
 }
 
 void ControlState::CheckDisk(NodeRt& node, const v1::Heartbeat& hb) {

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
+#include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "common/logging.h"
 #include "server/control_state.h"
@@ -315,29 +316,35 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
   job.missing_beats[i] = 0;
   std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
-  const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
   Log(LogLevel::kWarning, "server", "%s: %s", name, why);
   if (job.evicting[i] && !job.ending && !job.preempting) {
     MoveEvicted(job, i, v1::TaskExit(), now);
     return;
   }
-  bool restart = rs && rs->restart_policy() != v1::RESTART_NEVER && t->restart_count() < rs->max_restarts();
-  if (!job.ending && !job.preempting && restart) {
+  // Its node is alive and it is started again there: its end, unknown, was
+  // most likely the program's own (a report lost with a server that died),
+  // so it spends the failure budget (maxRestarts), not the node-loss one,
+  // which by default would let it restart forever.
+  if (!job.ending && !job.preempting && MayRestart(job, i, v1::ATTEMPT_FAILED)) {
+    std::string budget = RecordAttempt(
+        job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_FAILED, .restarted = true}, now);
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
     ++stats_.restarts_lost;
     SetTaskState(job, i, v1::TASK_LAUNCHING);
-    AddEvent(job, "task_restarted", absl::StrCat(name, ": ", why, "; started again (attempt ", t->attempt(), ")"),
+    AddEvent(job, "task_restarted",
+             absl::StrCat(name, " attempt ", t->attempt() - 1, " FAILED: ", why, "; started again (attempt ",
+                          t->attempt(), "; ", budget, ")"),
              now);
     LaunchTask(job, i);
     Persist(job);
     return;
   }
-  EndLostTask(job, i, why, now);
+  EndLostTask(job, i, why, now, v1::ATTEMPT_FAILED);
 }
 
-void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::Time now) {
+void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::Time now, v1::AttemptClass c) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   v1::TaskStatus st;
   st.set_job(job.rec.name());
@@ -345,6 +352,7 @@ void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::
   st.set_index(t.index());
   st.set_attempt(t.attempt());
   st.set_state(job.ending || job.preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
+  st.set_attempt_class(c);
   st.mutable_exit()->set_exit_code(-1);
   st.mutable_exit()->set_message(why);
   TaskEnded(job, i, st, now);
@@ -394,16 +402,22 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       }
       break;
     }
-    case v1::TASK_RESTARTING:
+    case v1::TASK_RESTARTING: {
       SetTaskState(*job, i, v1::TASK_RESTARTING);
       t->set_restart_count(t->restart_count() + 1);
       ++stats_.restarts_exit;
       *t->mutable_exit() = st.exit();
+      v1::AttemptClass c = ClassOfEnd(*job, st);
+      std::string budget =
+          RecordAttempt(*job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit(), .restarted = true},
+                        now);
       AddEvent(*job, "task_restarted",
-               absl::StrCat(name, " ended (", DescribeExit(st.exit()), ") and restarts (attempt ",
-                            st.attempt() + 1, ")"),
+               absl::StrCat(name, " attempt ", st.attempt(), " ", api::AttemptClassName(c), " (",
+                            DescribeExit(st.exit()), "), restarting as attempt ", st.attempt() + 1,
+                            budget.empty() ? "" : absl::StrCat(" (", budget, ")")),
                now);
       break;
+    }
     case v1::TASK_SUCCEEDED:
     case v1::TASK_FAILED:
     case v1::TASK_KILLED:
@@ -433,6 +447,9 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
     *t->mutable_exit() = st.exit();
   }
   t->set_end_time_ms(ToMs(now));
+  v1::AttemptClass c = MasterStoppedWithItsJob(*t, st) && job.ending && !job.preempting ? v1::ATTEMPT_SUCCEEDED
+                                                                                       : ClassOfEnd(job, st);
+  std::string budget = RecordAttempt(job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit()}, now);
   if (job.in_scheduler) {
     absl::Status freed = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
     if (!freed.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(freed.message()));
@@ -448,7 +465,8 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
   } else {
     EndJob(job, v1::JOB_FAILED,
            absl::StrCat("task ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
-                        t->attempt() == 0 ? " attempt" : " attempts"),
+                        t->attempt() == 0 ? " attempt" : " attempts", " (", api::AttemptClassName(c),
+                        budget.empty() ? "" : absl::StrCat("; ", budget), ")"),
            now);
   }
   MaybeFinish(job, now);

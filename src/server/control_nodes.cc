@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
+#include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "common/logging.h"
 #include "server/control_state.h"
@@ -30,6 +31,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     AddNode(n.info().name(), std::move(node));
   }
   for (v1::JobRecord& rec : snap.jobs) {
+    for (v1::TaskRecord& t : *rec.mutable_tasks()) api::UpgradeRestartCounts(&t);
     auto job = std::make_unique<JobRt>();
     job->rec = std::move(rec);
     job->events_loaded = false;
@@ -298,12 +300,22 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
     if (job->ending || job->preempting) {
       SetTaskState(*job, i, v1::TASK_KILLED);
       MaybeFinish(*job, now);
-    } else if (!rs || rs->restart_policy() == v1::RESTART_NEVER) {
+    } else if (!rs || (!MayRestart(*job, i, v1::ATTEMPT_NODE_LOST) &&
+                       (!job->evicting[i] || rs->restart_policy() == v1::RESTART_NEVER))) {
       SetTaskState(*job, i, v1::TASK_FAILED);
       t->mutable_exit()->set_message(absl::StrCat("lost with node ", name));
-      EndJob(*job, v1::JOB_FAILED, absl::StrCat("task ", tname, " was lost with node ", name,
-                                                " (restart policy Never)"), now);
-    } else if (!ReplaceTask(*job, i, MoveWhy{absl::StrCat("was lost with node ", name), !job->evicting[i]}, now)) {
+      std::string budget =
+          RecordAttempt(*job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST}, now);
+      EndJob(*job, v1::JOB_FAILED,
+             absl::StrCat("task ", tname, " was lost with node ", name, " (NODE_LOST; ", budget, ")"), now);
+    } else if (!ReplaceTask(*job, i,
+                            MoveWhy{absl::StrCat("was lost with node ", name), !job->evicting[i],
+                                    job->evicting[i] ? v1::ATTEMPT_PREEMPTED : v1::ATTEMPT_NODE_LOST},
+                            now)) {
+      RecordAttempt(*job, i,
+                    {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST, .restarted = true,
+                     .charge = false},
+                    now);
       Requeue(*job, absl::StrCat("task ", tname, " was lost with node ", name, " and no other node can take it now"),
               now);
     }
@@ -326,6 +338,9 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
         std::string(placed.status().message()));
     return false;
   }
+  std::string budget = RecordAttempt(
+      job, i, {.attempt = t->attempt(), .attempt_class = why.attempt_class, .restarted = true, .charge = why.charge},
+      now);
   std::string old = t->node();
   t->set_node(placed->node);
   t->clear_limits();  // its new node reports its own
@@ -343,7 +358,8 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   if (api::IsJobMasterRole(t->role())) job.job_master = JobMasterAddress(job);
   AddEvent(job, "task_moved", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " ", why.text,
                                            "; restarted on ", placed->node, " (attempt ", t->attempt(),
-                                           why.charge ? ")" : ", not counted as a restart)"),
+                                           why.charge ? absl::StrCat("); ", budget)
+                                                      : ", not counted as a restart)"),
            now);
   LaunchTask(job, i);
   PushFiles(job, i);  // the others' hosts files now name the new node

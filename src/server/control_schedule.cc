@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "api/convert.h"
 #include "api/job_spec.h"
+#include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "api/task_env.h"
 #include "common/logging.h"
@@ -334,7 +335,10 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   for (auto& [k, v] : env.files) spec_files[k] = std::move(v);
   spec.set_working_dir(rs->working_dir());
   spec.set_restart_policy(rs->restart_policy());
-  spec.set_max_restarts(std::max(0, rs->max_restarts() - t.restart_count()));
+  // What is left of the task's budgets: the agent restarts in place within
+  // them and the server counts each restart it reports in its class.
+  spec.set_max_restarts(std::max(0, rs->max_restarts() - t.restarts_by_class().failure()));
+  spec.set_oom_max_restarts(api::RestartsLeft(*rs, t.restarts_by_class(), v1::ATTEMPT_OOM_KILLED));
   spec.set_attempt(t.attempt());
   spec.set_kill_grace_ms(config_.kill_grace_ms);
   if (rs->user_credential()) {

@@ -344,7 +344,29 @@ class ControlState {
   void TaskGone(JobRt& job, int task, const std::string& node, absl::Time now);
   // Ends a task its node no longer runs (or can no longer hold): KILLED when
   // its job is being stopped, else FAILED with `why`.
-  void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now);
+  // `c`: its attempt's class (FAILED for a task its live node no longer runs).
+  void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now,
+                   v1::AttemptClass c = v1::ATTEMPT_NODE_LOST);
+
+  // control_attempts.cc
+  // The class of an attempt's end that `status` reports: the agent's
+  // (FAILED, OOM_KILLED, LAUNCH_FAILED, SUCCEEDED), unless the server stopped
+  // it (PREEMPTED, DEADLINE_EXCEEDED, KILLED).
+  static v1::AttemptClass ClassOfEnd(const JobRt& job, const v1::TaskStatus& status);
+  struct AttemptEndInfo {
+    int attempt = 0;
+    v1::AttemptClass attempt_class = v1::ATTEMPT_CLASS_UNSPECIFIED;
+    v1::TaskExit exit;
+    bool restarted = false;  // a restart follows
+    bool charge = true;      // the restart is charged to its class's budget
+  };
+  // Records the end of a task's attempt (TaskRecord.attempts), charges a
+  // restart to its class and counts it for /metrics. Returns the budget's
+  // text after the charge ("OOM budget 0 of 1 left"), "" for a class
+  // without one.
+  std::string RecordAttempt(JobRt& job, int task, const AttemptEndInfo& end, absl::Time now);
+  // Whether the task's budget for class `c` has a restart left.
+  bool MayRestart(const JobRt& job, int task, v1::AttemptClass c) const;
 
   // control_deadlines.cc
   // Watches a started job's time limit (api::DeadlineMs), or stops watching
@@ -382,7 +404,8 @@ class ControlState {
   void LaunchFault(const std::string& node, JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
   // Frees a task in the core and places it elsewhere (MoveWhy), or requeues
   // its job when no node can take it now.
-  void MoveOrRequeue(JobRt& job, int task, const std::string& why, absl::Time now);
+  // `c`: the class its attempt's end is recorded with (uncharged).
+  void MoveOrRequeue(JobRt& job, int task, const std::string& why, v1::AttemptClass c, absl::Time now);
   void CheckDisk(NodeRt& node, const v1::Heartbeat& hb);
 
   // control_nodes.cc
@@ -399,6 +422,9 @@ class ControlState {
   struct MoveWhy {
     std::string text;
     bool charge = true;
+    // The class its attempt's end is recorded with (a charged move spends
+    // its budget).
+    v1::AttemptClass attempt_class = v1::ATTEMPT_NODE_LOST;
   };
   bool ReplaceTask(JobRt& job, int task, const MoveWhy& why, absl::Time now);
   void AdoptRecoveredTasks(NodeRt& node);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
+#include "api/restart_budgets.h"
 #include "api/time_limits.h"
 #include "server/control_state.h"
 #include "server/control_state_internal.h"
@@ -195,6 +196,11 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
     tv->set_attempt(t.attempt());
     *tv->mutable_last_exit() = t.exit();
     if (t.has_limits()) *tv->mutable_limits() = t.limits();
+    *tv->mutable_attempts() = t.attempts();
+    for (const v1::ReplicaSpec& rs : r.spec().replicas()) {
+      if (rs.role() != t.role()) continue;
+      for (v1::RestartBudgetView& b : api::BudgetViews(rs, t.restarts_by_class())) *tv->add_budgets() = std::move(b);
+    }
     // What the task holds once placed, else what it asks (with the server's
     // defaults), so describe shows a pending task's request too.
     bool placed = t.allocation().memory_mb() != 0 || t.allocation().vcores_milli() != 0;

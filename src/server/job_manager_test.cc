@@ -218,7 +218,7 @@ TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
   manager_->OnTaskStatus("n1", failed);
   v1::JobView v = Describe(job);
   EXPECT_EQ(v.state(), v1::JOB_FAILED);
-  EXPECT_EQ(v.reason(), "task one-worker-0 failed: exit code 3 after 3 attempts");
+  EXPECT_EQ(v.reason(), "task one-worker-0 failed: exit code 3 after 3 attempts (FAILED; failure budget 0 of 2 left)");
   EXPECT_EQ(v.tasks(0).restarts(), 2);
 }
 

@@ -5,6 +5,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
+#include <utility>
 
 #include "common/histogram.h"
 #include "store/state_store.h"
@@ -23,6 +26,9 @@ struct ManagerStats {
   int64_t restarts_exit = 0;
   int64_t restarts_lost = 0;
   int64_t restarts_node_lost = 0;
+  // Ended task attempts by (queue, class: "FAILED", "OOM_KILLED", ...; see
+  // api/restart_budgets.h): bounded by queues times classes, never per job.
+  std::map<std::pair<std::string, std::string>, int64_t> attempts_ended;
   // How long each job waited in the queue before a placement (from its
   // submission or its return to the queue).
   Histogram pending_seconds{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};

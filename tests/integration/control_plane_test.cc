@@ -121,7 +121,8 @@ replicas:
     command: [sh, -c, 'exit 3']
 )");
   ASSERT_TRUE(c.WaitForState(job, "FAILED")) << c.Describe(job).dump(2);
-  EXPECT_EQ(c.Describe(job)["reason"], "task doomed-worker-0 failed: exit code 3 after 3 attempts");
+  EXPECT_EQ(c.Describe(job)["reason"],
+            "task doomed-worker-0 failed: exit code 3 after 3 attempts (FAILED; failure budget 0 of 2 left)");
   CommandResult jobs = c.Cli({"jobs", "--all"});
   EXPECT_THAT(jobs.out, HasSubstr("FAILED"));
 }

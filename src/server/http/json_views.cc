@@ -4,6 +4,7 @@
 #include <bit>
 
 #include "api/job_spec.h"
+#include "api/restart_budgets.h"
 #include "api/states.h"
 #include "api/task_limits.h"
 
@@ -33,6 +34,31 @@ int GroupOf(const google::protobuf::RepeatedField<uint64_t>& groups, int gpu) {
 }
 
 uint64_t AllGpus(int count) { return count >= 64 ? ~0ull : ((1ull << count) - 1); }
+
+// Its ended attempts with their class, and the restarts left per class
+// (-1: unlimited), as describe shows them.
+void AttemptsJson(const v1::TaskView& t, json& out) {
+  json attempts = json::array();
+  for (const v1::AttemptEnd& a : t.attempts()) {
+    attempts.push_back({{"attempt", a.attempt()},
+                        {"class", api::AttemptClassName(a.attempt_class())},
+                        {"exit_code", a.exit_code()},
+                        {"signal", a.signal()},
+                        {"node", a.node()},
+                        {"end_time_unix_ms", a.end_time_ms()},
+                        {"restarted", a.restarted()}});
+  }
+  out["attempts"] = std::move(attempts);
+  json budgets = json::array();
+  for (const v1::RestartBudgetView& b : t.budgets()) {
+    budgets.push_back({{"class", api::AttemptClassName(b.attempt_class())},
+                       {"limit", b.limit()},
+                       {"spent", b.spent()},
+                       {"left", b.left()},
+                       {"text", api::BudgetText(b)}});
+  }
+  out["restart_budgets"] = std::move(budgets);
+}
 
 json TaskJson(const v1::TaskView& t) {
   json out = {{"name", t.name()},
@@ -69,6 +95,7 @@ json TaskJson(const v1::TaskView& t) {
   } else {
     out["limits"] = nullptr;
   }
+  AttemptsJson(t, out);
   return out;
 }
 

@@ -117,6 +117,13 @@ void Counters(Writer& w, const PublishedStats& s) {
   w.Sample("trainyard_task_restarts_total", "cause=\"exit\"", m.restarts_exit);
   w.Sample("trainyard_task_restarts_total", "cause=\"lost\"", m.restarts_lost);
   w.Sample("trainyard_task_restarts_total", "cause=\"node_lost\"", m.restarts_node_lost);
+  w.Family("trainyard_task_attempts_ended_total", "counter",
+           "Ended task attempts by queue and class (FAILED, OOM_KILLED, NODE_LOST, PREEMPTED, LAUNCH_FAILED, "
+           "DEADLINE_EXCEEDED, KILLED, SUCCEEDED).");
+  for (const auto& [key, n] : m.attempts_ended) {
+    w.Sample("trainyard_task_attempts_ended_total",
+             absl::StrCat("queue=\"", Escape(key.first), "\",class=\"", Escape(key.second), "\""), n);
+  }
   w.Hist("trainyard_job_pending_duration_seconds",
          "Time a job waited in the queue before it was placed (from its submission or its return to the queue).",
          m.pending_seconds);

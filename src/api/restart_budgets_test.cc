@@ -1,0 +1,134 @@
+// restartBudgets in a spec (each problem named with its field and reason),
+// and the budgets' rules: defaults per class, spending, the texts shown.
+#include "api/restart_budgets.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/job_spec.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::api {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kRole[] = "name: j\nreplicas:\n  worker:\n    command: [x]\n";
+
+absl::StatusOr<v1::JobSpec> Load(const std::string& lines) { return LoadJobSpec(absl::StrCat(kRole, lines), {}); }
+
+std::string Refusal(const std::string& lines) {
+  absl::StatusOr<v1::JobSpec> spec = Load(lines);
+  return spec.ok() ? "" : std::string(spec.status().message());
+}
+
+TEST(RestartBudgetsSpec, ReadsCountsAndUnlimited) {
+  absl::StatusOr<v1::JobSpec> spec = Load("    restartBudgets: {oom: 1, nodeLost: unlimited}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::RestartBudgets& b = spec->replicas(0).restart_budgets();
+  EXPECT_EQ(b.oom(), 1);
+  EXPECT_EQ(b.node_lost(), kUnlimitedRestarts);
+}
+
+TEST(RestartBudgetsSpec, AnUnknownClassIsNamedWithTheKnownOnes) {
+  EXPECT_THAT(Refusal("    restartBudgets: {oom: 1, gpu: 2}\n"),
+              HasSubstr("replicas.worker.restartBudgets.gpu: unknown field (known: nodeLost, oom)"));
+}
+
+TEST(RestartBudgetsSpec, ANegativeOrNonNumericBudgetIsRefusedNamingTheField) {
+  EXPECT_THAT(Refusal("    restartBudgets: {oom: -1}\n"),
+              HasSubstr("replicas.worker.restartBudgets.oom: '-1' must be a number of restarts (0 or more) or "
+                        "unlimited"));
+  EXPECT_THAT(Refusal("    restartBudgets: {nodeLost: lots}\n"),
+              HasSubstr("replicas.worker.restartBudgets.nodeLost: 'lots' must be a number of restarts"));
+  EXPECT_THAT(Refusal("    restartBudgets: {oom: [1]}\n"),
+              HasSubstr("replicas.worker.restartBudgets.oom: '(not a scalar)' must be a number of restarts"));
+}
+
+TEST(RestartBudgetsSpec, ABudgetsValueThatIsNotAMappingIsRefused) {
+  EXPECT_THAT(Refusal("    restartBudgets: 3\n"), HasSubstr("replicas.worker.restartBudgets: must be a mapping"));
+}
+
+TEST(RestartBudgetsSpec, AWireSpecBelowUnlimitedIsRefusedByValidation) {
+  absl::StatusOr<v1::JobSpec> spec = Load("");
+  ASSERT_TRUE(spec.ok());
+  spec->mutable_replicas(0)->mutable_restart_budgets()->set_node_lost(-5);
+  std::vector<std::string> problems = ValidateJobSpec(*spec, {});
+  EXPECT_THAT(absl::StrJoin(problems, "\n"),
+              HasSubstr("replicas.worker.restartBudgets.nodeLost: -5 must be a number of restarts"));
+}
+
+TEST(RestartBudgets, DefaultsKeepMaxRestartsForFailuresAndDoNotCountNodeLosses) {
+  v1::ReplicaSpec rs;
+  rs.set_restart_policy(v1::RESTART_ON_FAILURE);
+  rs.set_max_restarts(3);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_FAILED), 3);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_LAUNCH_FAILED), 3);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_OOM_KILLED), 3);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_NODE_LOST), kUnlimitedRestarts);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_PREEMPTED), 0);
+  rs.set_restart_policy(v1::RESTART_NEVER);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_FAILED), 0);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_NODE_LOST), 0);
+  rs.mutable_restart_budgets()->set_node_lost(2);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_NODE_LOST), 2) << "an explicit budget holds under Never too";
+}
+
+TEST(RestartBudgets, EachClassSpendsItsOwnBudget) {
+  v1::ReplicaSpec rs;
+  rs.set_restart_policy(v1::RESTART_ON_FAILURE);
+  rs.set_max_restarts(2);
+  rs.mutable_restart_budgets()->set_oom(1);
+  v1::RestartCounts counts;
+  SpendRestart(&counts, v1::ATTEMPT_OOM_KILLED);
+  SpendRestart(&counts, v1::ATTEMPT_LAUNCH_FAILED);
+  SpendRestart(&counts, v1::ATTEMPT_PREEMPTED);  // never charged
+  EXPECT_EQ(BudgetText(rs, counts, v1::ATTEMPT_OOM_KILLED), "OOM budget 0 of 1 left");
+  EXPECT_EQ(BudgetText(rs, counts, v1::ATTEMPT_FAILED), "failure budget 1 of 2 left");
+  EXPECT_EQ(BudgetText(rs, counts, v1::ATTEMPT_NODE_LOST), "node-loss budget unlimited");
+  EXPECT_EQ(RestartsLeft(rs, counts, v1::ATTEMPT_NODE_LOST), kUnlimitedRestarts);
+}
+
+TEST(RestartBudgets, ClassOfExit) {
+  v1::TaskExit e;
+  e.set_exit_code(0);
+  EXPECT_EQ(ClassOfExit(e, false), v1::ATTEMPT_SUCCEEDED);
+  e.set_exit_code(1);
+  EXPECT_EQ(ClassOfExit(e, false), v1::ATTEMPT_FAILED);
+  EXPECT_EQ(ClassOfExit(e, true), v1::ATTEMPT_LAUNCH_FAILED);
+  e.set_oom_killed(true);
+  EXPECT_EQ(ClassOfExit(e, false), v1::ATTEMPT_OOM_KILLED);
+  EXPECT_EQ(AttemptClassName(v1::ATTEMPT_OOM_KILLED), "OOM_KILLED");
+}
+
+TEST(RestartBudgets, OnlyTheLastHundredAttemptsAreKept) {
+  google::protobuf::RepeatedPtrField<v1::AttemptEnd> attempts;
+  for (int i = 0; i < kMaxAttemptEnds + 5; ++i) {
+    v1::AttemptEnd a;
+    a.set_attempt(i);
+    RecordAttemptEnd(&attempts, a);
+  }
+  ASSERT_EQ(attempts.size(), kMaxAttemptEnds);
+  EXPECT_EQ(attempts.Get(0).attempt(), 5);
+}
+
+// A big job keeps fewer per task: its record is written whole on each
+// change, and a 2,000-task job with 100 ends per task would carry 200,000.
+TEST(RestartBudgets, ABigJobKeepsFewerAttemptsPerTask) {
+  EXPECT_EQ(AttemptEndsKept(1), kMaxAttemptEnds);
+  EXPECT_EQ(AttemptEndsKept(40), kMaxAttemptEnds);
+  EXPECT_EQ(AttemptEndsKept(2000), 2);
+  EXPECT_EQ(AttemptEndsKept(100000), 1);
+  google::protobuf::RepeatedPtrField<v1::AttemptEnd> attempts;
+  for (int i = 0; i < 5; ++i) {
+    v1::AttemptEnd a;
+    a.set_attempt(i);
+    RecordAttemptEnd(&attempts, a, AttemptEndsKept(2000));
+  }
+  ASSERT_EQ(attempts.size(), 2);
+  EXPECT_EQ(attempts.Get(0).attempt(), 3);
+  EXPECT_EQ(attempts.Get(1).attempt(), 4);
+}
+
+}  // namespace
+}  // namespace trainyard::api

@@ -1,0 +1,54 @@
+// Failure classes end to end: a server and an agent as processes, a worker
+// that fails once and then succeeds; `describe` shows the failed attempt
+// with its class and exit code, and the restart budgets left per class.
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/integration/harness.h"
+
+namespace trainyard::testing {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+TEST(FailureClassesTest, AFailedAttemptIsShownWithItsClassAndTheBudgetsLeft) {
+  Cluster c({.nodes = 1});
+  std::string counter = c.dir() + "/count";
+  std::string job = c.Submit(absl::StrCat(R"(
+name: once
+replicas:
+  worker:
+    restartPolicy: OnFailure
+    maxRestarts: 2
+    restartBudgets: {oom: 1}
+    command: [sh, -c, 'if [ -e )", counter, R"( ]; then exit 0; fi; touch )", counter, R"(; exit 1']
+)"));
+  ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
+  nlohmann::json d = c.Describe(job);
+  nlohmann::json worker;
+  for (const auto& t : d["tasks"]) {
+    if (t["role"] == "worker") worker = t;
+  }
+  ASSERT_EQ(worker["attempts"].size(), 2u) << d.dump(2);
+  EXPECT_EQ(worker["attempts"][0]["attempt_class"], "FAILED");
+  EXPECT_EQ(worker["attempts"][0]["exit_code"], 1);
+  EXPECT_EQ(worker["attempts"][0]["restarted"], true);
+  EXPECT_EQ(worker["attempts"][1]["attempt_class"], "SUCCEEDED");
+  ASSERT_EQ(worker["budgets"].size(), 3u) << d.dump(2);
+  EXPECT_EQ(worker["budgets"][0]["attempt_class"], "FAILED");
+  EXPECT_EQ(worker["budgets"][0]["left"], 1);
+  EXPECT_EQ(worker["budgets"][1]["attempt_class"], "OOM_KILLED");
+  EXPECT_EQ(worker["budgets"][1]["left"], 1);
+
+  CommandResult text = c.Cli({"describe", job});
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, MatchesRegex("(.|\n)*once-worker-0 +0 +FAILED +code 1 +[^ ]+ +restarted(.|\n)*"));
+  EXPECT_THAT(text.out, HasSubstr("once-worker-0: failure budget 1 of 2 left, OOM budget 1 of 1 left, "
+                                  "node-loss budget unlimited"));
+  EXPECT_THAT(text.out, HasSubstr("once-worker-0 attempt 0 FAILED (exit code 1), restarting as attempt 1 "
+                                  "(failure budget 1 of 2 left)"));
+}
+
+}  // namespace
+}  // namespace trainyard::testing
