@@ -7,6 +7,7 @@
 #include <future>
 
 #include "absl/strings/str_cat.h"
+#include "api/job_array.h"
 #include "api/states.h"
 #include "common/check.h"
 #include "common/logging.h"
@@ -340,6 +341,19 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
 }
 
 void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
+  // Every element keeps a copy of the spec: bounded before any is made.
+  absl::StatusOr<api::ArrayRange> range = api::ParseArrayRange(checked.spec.array());
+  if (!range.ok()) {
+    done(range.status());
+    return;
+  }
+  const int64_t total = static_cast<int64_t>(checked.spec.ByteSizeLong()) * static_cast<int64_t>(range->indices.size());
+  if (total > api::kMaxArrayTotalBytes) {
+    done(absl::InvalidArgumentError(absl::StrCat(
+        "array: ", range->indices.size(), " elements of a ", checked.spec.ByteSizeLong(), "-byte spec make ", total,
+        " bytes, above the ", api::kMaxArrayTotalBytes, " bytes one array may hold (use fewer elements or a smaller spec)")));
+    return;
+  }
   absl::StatusOr<std::vector<PreparedJob>> prepared;
   {
     absl::MutexLock lock(&mu_);

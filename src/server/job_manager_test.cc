@@ -274,6 +274,16 @@ TEST_F(JobManagerTest, BadSpecIsRefusedAndNothingIsStored) {
   EXPECT_THAT(r2.status().message(), HasSubstr("queue: 'nosuch' is not a leaf queue"));
 }
 
+TEST_F(JobManagerTest, AnArrayWhoseCopiesOfTheSpecWeighTooMuchIsRefusedBeforeAnyIsMade) {
+  auto spec = api::LoadJobSpec("name: heavy\narray: 0-999\nreplicas:\n  worker: {command: [x]}\n", config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_replicas(0)->add_command(std::string(80 << 10, 'a'));  // 80 KiB x 1000 elements
+  auto r = manager_->Submit(*spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("bytes one array may hold"));
+  EXPECT_TRUE(manager_->ListJobs(true).empty());
+}
+
 v1::Heartbeat Beat(const std::vector<v1::TaskSpec>& running) {
   v1::Heartbeat hb;
   for (const auto& t : running) {
