@@ -117,6 +117,23 @@ class ControlGatesTest : public ::testing::Test {
   std::unique_ptr<ControlState> state_;
 };
 
+TEST_F(ControlGatesTest, AStartedThrottledElementRequeuedKeepsItsDeadlineAcrossARestart) {
+  absl::StatusOr<std::string> jobs = Submit(Spec("tp", "array: 0-1%1\nactiveDeadline: 10s\n"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  Round();
+  std::vector<v1::TaskSpec> l = LaunchesOf("tp-0");
+  ASSERT_EQ(l.size(), 1u);
+  state_->OnTaskStatus("n1", testing::StatusOf(l[0], v1::TASK_RUNNING), now_);
+  // Its node's agent stops on purpose: the element goes back to the queue.
+  state_->AgentDraining("n1", "maintenance", now_);
+  state_->OnTaskStatus("n1", testing::StatusOf(l[0], v1::TASK_KILLED), now_);
+  Round();
+  ASSERT_EQ(View("tp-0").state(), v1::JOB_QUEUED);
+  Restart();
+  for (int i = 0; i < 9; ++i) Round();
+  EXPECT_EQ(View("tp-0").state(), v1::JOB_DEADLINE_EXCEEDED) << "its clock runs from when it first ran";
+}
+
 TEST_F(ControlGatesTest, AHeldJobIsNeverPlacedUntilReleased) {
   ASSERT_TRUE(Submit(Spec("held", "hold: true\n")).ok());
   for (int i = 0; i < 3; ++i) Round();

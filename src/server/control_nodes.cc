@@ -40,6 +40,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       LoadTaskState(*job);
       gated_[job->rec.id()] = job->rec.name();
       CountInQueue(*job);
+      WatchDeadline(*job);  // one that ran before its requeue keeps its limit; none for one never started
       jobs_[job->rec.name()] = std::move(job);
       continue;
     }
