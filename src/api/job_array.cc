@@ -59,6 +59,10 @@ bool ParseItem(absl::string_view item, std::set<int>* out, std::string* why) {
 }  // namespace
 
 absl::StatusOr<ArrayRange> ParseArrayRange(absl::string_view text) {
+  if (text.size() > kMaxArrayTextBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("array: ", text.size(), " bytes is above the ", kMaxArrayTextBytes,
+                                                   " bytes an array's text may have"));
+  }
   ArrayRange out;
   absl::string_view list = text;
   if (size_t pct = text.find('%'); pct != absl::string_view::npos) {

@@ -20,6 +20,15 @@ std::string Refusal(const std::string& top) {
   return std::string(spec.status().message());
 }
 
+TEST(JobArrayTest, ALongTextIsRefusedBeforeItIsParsed) {
+  std::string text = "0-999";
+  while (text.size() <= kMaxArrayTextBytes) text += ",0-999";
+  absl::StatusOr<ArrayRange> r = ParseArrayRange(text);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("array: "));
+  EXPECT_THAT(r.status().message(), HasSubstr("above the 256 bytes"));
+}
+
 TEST(JobArrayTest, ParsesSlurmsSyntax) {
   absl::StatusOr<ArrayRange> r = ParseArrayRange("0-3%2");
   ASSERT_TRUE(r.ok()) << r.status();

@@ -147,10 +147,18 @@ int Submit(SubmitFlags& f) {
       return kExitUsage;
     }
   }
-  bool gated = f.hold || !f.after_ok.empty() || !f.after_any.empty() || !f.array.empty() || !parsed->array().empty();
+  const bool array = !f.array.empty() || !parsed->array().empty();
+  if (f.wait && array) {
+    std::cerr << "trainyard submit: --wait follows one job; not with an array (--array or the spec's array): "
+                 "trainyard jobs shows its elements\n";
+    return kExitUsage;
+  }
+  const v1::JobDependencies& deps = parsed->dependencies();
+  bool gated = f.hold || !f.after_ok.empty() || !f.after_any.empty() || array || parsed->hold() ||
+               deps.after_ok_size() > 0 || deps.after_any_size() > 0;
   if (f.master_in_client && gated) {
     std::cerr << "trainyard submit: --jobmaster-in-client runs one job now; not with --hold, --after-ok, "
-                 "--after-any or --array\n";
+                 "--after-any or --array, nor a spec with hold, dependencies or array\n";
     return kExitUsage;
   }
   if (f.master_in_client) return SubmitWithMaster(*stub, address, *parsed, f.advertise_host);
@@ -174,7 +182,7 @@ int Submit(SubmitFlags& f) {
     std::cout << "array " << resp.job() << " submitted: " << resp.array_jobs_size() << " jobs ("
               << resp.array_jobs(0) << (resp.array_jobs_size() > 1 ? " ... " + resp.array_jobs(resp.array_jobs_size() - 1) : "")
               << ")" << std::endl;
-    return kExitOk;  // --wait follows one job: `trainyard jobs` shows the elements
+    return kExitOk;  // --wait with an array was refused above
   }
   std::cout << "job " << resp.job() << " submitted" << (f.hold ? " (held: trainyard release " + resp.job() + ")" : "")
             << std::endl;

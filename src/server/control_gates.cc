@@ -17,7 +17,7 @@
 namespace trainyard::server {
 
 bool ControlState::Gated(const v1::JobRecord& rec) {
-  if (rec.state() != v1::JOB_QUEUED) return false;
+  if (rec.state() != v1::JOB_QUEUED || rec.gate_open()) return false;
   for (const v1::TaskRecord& t : rec.tasks()) {
     if (!t.node().empty()) return false;  // placed before a restart: it passed its gate
   }
@@ -55,6 +55,20 @@ std::vector<std::string> ControlState::UnknownDependencies(const v1::JobSpec& sp
   return problems;
 }
 
+void ControlState::ResolveDependencies(const v1::JobSpec& spec, v1::JobRecord* rec) const {
+  for (bool ok : {true, false}) {
+    const auto& list = ok ? spec.dependencies().after_ok() : spec.dependencies().after_any();
+    for (const std::string& dep : list) {
+      v1::ResolvedDependency* r = rec->add_resolved_dependencies();
+      r->set_name(dep);
+      r->set_after_ok(ok);
+      for (const std::string& t : DependencyTargets(dep)) {
+        if (const JobRt* d = FindJob(t)) r->add_ids(d->rec.id());
+      }
+    }
+  }
+}
+
 int ControlState::ActiveElements(const std::string& array) const {
   int n = 0;
   auto it = arrays_.find(array);
@@ -70,20 +84,15 @@ ControlState::Gate ControlState::GateOf(const JobRt& job, std::map<std::string, 
   const v1::JobRecord& rec = job.rec;
   if (rec.held()) return {Gate::kWait, api::HeldReason(rec.name())};
   Gate wait;
-  for (bool ok : {true, false}) {
-    const auto& list = ok ? rec.spec().dependencies().after_ok() : rec.spec().dependencies().after_any();
-    for (const std::string& dep : list) {
-      std::vector<std::string> targets = DependencyTargets(dep);
-      if (targets.empty() && ok) return {Gate::kFail, api::DependencyFailedMessage(dep, "and was deleted")};
-      for (const std::string& t : targets) {
-        const JobRt* d = FindJob(t);
-        if (!d) continue;  // deleted: it had ended
-        v1::JobState s = d->rec.state();
-        if (!api::IsTerminal(s)) {
-          if (wait.kind == Gate::kOpen) wait = {Gate::kWait, api::WaitingForReason(dep, ok)};
-        } else if (ok && s != v1::JOB_SUCCEEDED) {
-          return {Gate::kFail, api::DependencyFailedMessage(t, api::JobStateName(s))};
-        }
+  // By id, as resolved at submission: a job that took a dependency's name
+  // since is not it, and one deleted since is judged by how it ended.
+  for (const v1::ResolvedDependency& dep : rec.resolved_dependencies()) {
+    for (uint64_t id : dep.ids()) {
+      auto e = ended_.find(id);
+      if (e == ended_.end()) {
+        if (wait.kind == Gate::kOpen) wait = {Gate::kWait, api::WaitingForReason(dep.name(), dep.after_ok()), id};
+      } else if (dep.after_ok() && e->second.state != v1::JOB_SUCCEEDED) {
+        return {Gate::kFail, api::DependencyFailedMessage(e->second.name, api::JobStateName(e->second.state))};
       }
     }
   }
@@ -91,13 +100,16 @@ ControlState::Gate ControlState::GateOf(const JobRt& job, std::map<std::string, 
   if (rec.array_throttle() > 0) {
     auto [it, fresh] = active->try_emplace(rec.array_job(), 0);
     if (fresh) it->second = ActiveElements(rec.array_job());
-    if (it->second >= rec.array_throttle()) return {Gate::kWait, api::ThrottleReason(rec.array_job(), rec.array_throttle())};
+    if (it->second >= rec.array_throttle()) {
+      return {Gate::kWait, api::ThrottleReason(rec.array_job(), rec.array_throttle()), 0, true};
+    }
   }
   return {};
 }
 
 void ControlState::KeepGated(JobRt& job) {
   gated_[job.rec.id()] = job.rec.name();
+  gate_recheck_.insert(job.rec.id());
   std::map<std::string, int> active;
   Gate g = GateOf(job, &active);
   // A failed dependency is acted on by the next round (CheckGates).
@@ -113,6 +125,7 @@ bool ControlState::OpenGate(JobRt& job, absl::Time now) {
     return false;
   }
   job.in_scheduler = true;
+  job.rec.set_gate_open(true);  // durable: never gated again (Gated)
   std::string was = job.rec.pending_reason();
   job.rec.set_pending_reason("waiting for the scheduler");
   AddEvent(job, "eligible", absl::StrCat("may be placed now", was.empty() ? "" : absl::StrCat(" (was: ", was, ")")),
@@ -121,12 +134,34 @@ bool ControlState::OpenGate(JobRt& job, absl::Time now) {
   return true;
 }
 
+void ControlState::WakeGates(const JobRt& job) {
+  gated_.erase(job.rec.id());
+  auto wake = [this](std::vector<uint64_t>& ids) {
+    gate_recheck_.insert(ids.begin(), ids.end());
+    wants_round_ = true;
+  };
+  if (auto w = waiters_.find(job.rec.id()); w != waiters_.end()) {
+    wake(w->second);
+    waiters_.erase(w);
+  }
+  if (job.rec.array_job().empty()) return;
+  if (auto t = throttled_.find(job.rec.array_job()); t != throttled_.end()) {
+    wake(t->second);
+    throttled_.erase(t);
+  }
+}
+
 void ControlState::CheckGates(absl::Time now) {
+  // Only the jobs something woke (gate_recheck_): see control_state.h.
+  std::set<uint64_t> check;
+  check.swap(gate_recheck_);
   std::map<std::string, int> active;  // per array, counted once a round
-  for (auto it = gated_.begin(); it != gated_.end();) {
+  for (uint64_t id : check) {
+    auto it = gated_.find(id);
+    if (it == gated_.end()) continue;
     JobRt* job = FindJob(it->second);
-    if (!job || job->ending || job->rec.state() != v1::JOB_QUEUED || job->rec.id() != it->first) {
-      it = gated_.erase(it);
+    if (!job || job->ending || job->rec.state() != v1::JOB_QUEUED || job->rec.id() != id) {
+      gated_.erase(it);
       continue;
     }
     Gate g = GateOf(*job, &active);
@@ -135,10 +170,14 @@ void ControlState::CheckGates(absl::Time now) {
         job->rec.set_pending_reason(g.text);
         Persist(*job);
       }
-      ++it;
+      if (g.waiting_on != 0) {
+        waiters_[g.waiting_on].push_back(id);
+      } else if (g.throttled) {
+        throttled_[job->rec.array_job()].push_back(id);
+      }
       continue;
     }
-    it = gated_.erase(it);
+    gated_.erase(it);
     if (g.kind == Gate::kFail) {
       EndJob(*job, v1::JOB_FAILED, g.text, now);
     } else if (OpenGate(*job, now) && !job->rec.array_job().empty()) {
@@ -160,6 +199,7 @@ absl::StatusOr<std::vector<std::string>> ControlState::Release(const std::string
     Gate g = GateOf(*job, &active);
     job->rec.set_pending_reason(g.kind == Gate::kWait ? g.text : "waiting for the scheduler");
     Persist(*job);
+    gate_recheck_.insert(job->rec.id());
     released.push_back(t);
   }
   if (released.empty()) {
@@ -192,7 +232,11 @@ absl::StatusOr<std::vector<PreparedJob>> ControlState::PrepareArray(CheckedSpec 
   std::vector<PreparedJob> out;
   out.reserve(range->indices.size());
   for (int index : range->indices) {
-    ArrayPlace place{.array = array, .index = index, .throttle = range->throttle, .first = out.empty()};
+    ArrayPlace place{.array = array,
+                      .index = index,
+                      .throttle = range->throttle,
+                      .first = out.empty(),
+                      .count = static_cast<int>(range->indices.size())};
     absl::StatusOr<PreparedJob> p = PrepareNamed(checked, api::ArrayElementName(array, index), now, &place);
     if (!p.ok()) {
       // What was reserved for the earlier elements is given back.

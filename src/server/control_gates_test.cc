@@ -96,6 +96,39 @@ class ControlGatesTest : public ::testing::Test {
     state_->OnTaskStatus("n1", testing::StatusOf(l[0], end), now_);
   }
 
+  // How many events of `kind` the store holds for `job`.
+  int EventsOf(const std::string& job, const std::string& kind) {
+    testing::FlushWrites(*state_, store_);
+    absl::StatusOr<v1::JobRecord> rec = store_.GetJobByName(job);
+    EXPECT_TRUE(rec.ok()) << rec.status();
+    if (!rec.ok()) return -1;
+    absl::StatusOr<std::vector<v1::JobEventRecord>> events = store_.ListEvents(rec->id());
+    EXPECT_TRUE(events.ok()) << events.status();
+    int n = 0;
+    for (const v1::JobEventRecord& e : *events) n += e.kind() == kind;
+    return n;
+  }
+
+  // Deletes an ended job and frees its name, as the shell does once the
+  // rename is durable.
+  void Delete(const std::string& job) {
+    ASSERT_TRUE(state_->DeleteJob(job, now_).ok()) << job;
+    testing::FlushWrites(*state_, store_);
+    state_->ReleaseName(job);
+  }
+
+  // The job's (one) task runs, then its node's agent stops on purpose: the
+  // job goes back to the queue.
+  void RunThenRequeue(const std::string& job) {
+    std::vector<v1::TaskSpec> l = LaunchesOf(job);
+    ASSERT_EQ(l.size(), 1u) << job;
+    state_->OnTaskStatus("n1", testing::StatusOf(l[0], v1::TASK_RUNNING), now_);
+    state_->AgentDraining("n1", "maintenance", now_);
+    state_->OnTaskStatus("n1", testing::StatusOf(l[0], v1::TASK_KILLED), now_);
+    Round();
+    ASSERT_EQ(View(job).state(), v1::JOB_QUEUED);
+  }
+
   void Round() {
     now_ += absl::Seconds(1);
     state_->RunRound(now_);
@@ -116,6 +149,78 @@ class ControlGatesTest : public ::testing::Test {
   absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
   std::unique_ptr<ControlState> state_;
 };
+
+TEST_F(ControlGatesTest, AStartedThrottledElementRequeuedKeepsItsDeadlineAcrossARestart) {
+  absl::StatusOr<std::string> jobs = Submit(Spec("tp", "array: 0-1%1\nactiveDeadline: 10s\n"));
+  ASSERT_TRUE(jobs.ok()) << jobs.status();
+  Round();
+  RunThenRequeue("tp-0");
+  Restart();
+  for (int i = 0; i < 9; ++i) Round();
+  EXPECT_EQ(View("tp-0").state(), v1::JOB_DEADLINE_EXCEEDED) << "its clock runs from when it first ran";
+}
+
+TEST_F(ControlGatesTest, ADependencyDeletedAfterItSucceededStillLetsTheJobRunEvenIfItsNameIsTakenAgain) {
+  ASSERT_TRUE(Submit(Spec("a")).ok());
+  ASSERT_TRUE(Submit(Spec("b", "hold: true\ndependencies: {afterOk: [a]}\n")).ok());
+  Round();
+  Finish("a", v1::TASK_SUCCEEDED);
+  ASSERT_EQ(View("a").state(), v1::JOB_SUCCEEDED);
+  Delete("a");
+  Restart();  // the deleted record alone says how it ended
+  absl::StatusOr<std::string> again = Submit(Spec("a", "hold: true\n"));
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(*again, "a");  // a new job under the name: not b's dependency
+  ASSERT_TRUE(state_->Release("b", now_).ok());
+  Round();
+  EXPECT_EQ(LaunchesOf("b").size(), 1u);
+  EXPECT_EQ(View("b").state(), v1::JOB_SCHEDULED);
+}
+
+TEST_F(ControlGatesTest, ADeletedFailedArrayElementStillFailsAfterOk) {
+  absl::StatusOr<std::string> arr = Submit(Spec("arr", "array: 0-1\n"));
+  ASSERT_TRUE(arr.ok()) << arr.status();
+  ASSERT_EQ(*arr, "arr-0,arr-1");
+  ASSERT_TRUE(Submit(Spec("c", "dependencies: {afterOk: [arr]}\n")).ok());
+  Round();
+  Finish("arr-0", v1::TASK_SUCCEEDED);
+  Finish("arr-1", v1::TASK_FAILED);
+  Delete("arr-1");
+  Round();
+  v1::JobView v = View("c");
+  EXPECT_EQ(v.state(), v1::JOB_FAILED);
+  EXPECT_THAT(v.reason(), HasSubstr("dependency arr-1 ended FAILED"));
+  EXPECT_TRUE(LaunchesOf("c").empty());
+}
+
+TEST_F(ControlGatesTest, AJobThatPassedItsGateIsNotGatedAgainAfterARequeueAndARestart) {
+  ASSERT_TRUE(Submit(Spec("d0")).ok());
+  ASSERT_TRUE(Submit(Spec("g", "dependencies: {afterOk: [d0]}\n")).ok());
+  Round();
+  Finish("d0", v1::TASK_SUCCEEDED);
+  Round();
+  RunThenRequeue("g");
+  Delete("d0");
+  Restart();
+  Round();
+  Round();
+  EXPECT_EQ(EventsOf("g", "eligible"), 1);
+  EXPECT_NE(View("g").state(), v1::JOB_FAILED);
+}
+
+TEST_F(ControlGatesTest, AnArrayCountsEachElementAgainstTheSubmissionRate) {
+  config_.max_submissions_per_second_per_user = 4;
+  Restart();
+  absl::StatusOr<std::string> big = Submit(Spec("big", "array: 0-4\n"));
+  ASSERT_FALSE(big.ok());
+  EXPECT_THAT(big.status().message(), HasSubstr("an array of 5 elements"));
+  EXPECT_THAT(big.status().message(), HasSubstr("maxSubmissionsPerSecondPerUser"));
+  ASSERT_TRUE(Submit(Spec("three", "array: 0-2\n")).ok());  // 3 of the 4
+  absl::StatusOr<std::string> two = Submit(Spec("two", "array: 0-1\n"));
+  ASSERT_FALSE(two.ok());
+  EXPECT_THAT(two.status().message(), HasSubstr("maxSubmissionsPerSecondPerUser"));
+  EXPECT_TRUE(Submit(Spec("one")).ok());  // the last one
+}
 
 TEST_F(ControlGatesTest, AHeldJobIsNeverPlacedUntilReleased) {
   ASSERT_TRUE(Submit(Spec("held", "hold: true\n")).ok());

@@ -152,13 +152,14 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
   absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
   if (!req.ok()) return req.status();
   if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
-  if (absl::Status st = CheckUserLimits(kept.user(), now, !place || place->first); !st.ok()) return st;
+  if (absl::Status st = CheckUserLimits(kept.user(), now, !place ? 1 : place->first ? place->count : 0); !st.ok()) return st;
   out.request = *std::move(req);
   ++user_submissions_[kept.user()].pending;  // until AcceptCommitted counts it by its state
   jobs_[name] = nullptr;  // reserves the name until the record is durable
   rec.set_state(v1::JOB_QUEUED);
   rec.set_pending_reason("waiting for the scheduler");
   rec.set_held(kept.hold());
+  ResolveDependencies(kept, &rec);
   if (place) {
     rec.set_array_job(place->array);
     rec.set_array_index(place->index);
@@ -175,7 +176,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
   return out;
 }
 
-absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time now, bool rate_counted) {
+absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time now, int jobs) {
   UserSubmissions& u = user_submissions_[user];
   int max_pending = config_.max_pending_jobs_per_user;
   if (max_pending > 0 && u.pending >= max_pending) {
@@ -184,13 +185,21 @@ absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time n
         "(maxPendingJobsPerUser ", max_pending, "): wait for some to start, or kill some"));
   }
   int rate = config_.max_submissions_per_second_per_user;
-  if (rate <= 0 || !rate_counted) return absl::OkStatus();
-  // `rate` a second, a burst of up to one second's worth.
-  if (!u.submissions.Take(now, rate, rate)) {
+  if (rate <= 0 || jobs <= 0) return absl::OkStatus();
+  // `rate` a second, a burst of up to one second's worth. An array takes
+  // one token per element, all or none.
+  if (jobs > rate) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "user ", user, ": an array of ", jobs, " elements is more than the ", rate,
+        " jobs a second this server takes per user (maxSubmissionsPerSecondPerUser): submit it as smaller arrays"));
+  }
+  u.submissions.Refill(now, rate, rate);
+  if (u.submissions.tokens < jobs) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "user ", user, " submits faster than the ", rate, " jobs a second this server takes per user "
         "(maxSubmissionsPerSecondPerUser): try again in a moment"));
   }
+  u.submissions.tokens -= jobs;
   return absl::OkStatus();
 }
 
@@ -271,7 +280,11 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
     job.rec.set_start_time_ms(ToMs(now));
     WatchDeadline(job);  // its time limit counts from here
   }
-  if (api::IsTerminal(state)) job.rec.set_end_time_ms(ToMs(now));
+  if (api::IsTerminal(state)) {
+    job.rec.set_end_time_ms(ToMs(now));
+    ended_[job.rec.id()] = {state, job.rec.name()};
+    WakeGates(job);
+  }
   CountInQueue(job);
   Persist(job);
 }

@@ -41,7 +41,9 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       // every job it may wait for is back.
       LoadTaskState(*job);
       gated_[job->rec.id()] = job->rec.name();
+      gate_recheck_.insert(job->rec.id());
       CountInQueue(*job);
+      WatchDeadline(*job);  // one that ran before its requeue keeps its limit; none for one never started
       jobs_[job->rec.name()] = std::move(job);
       continue;
     }
@@ -57,6 +59,10 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
   // a new job must not get the name of one the store already holds.
   for (v1::JobRecord& rec : finished) {
     next_job_id_ = std::max(next_job_id_, rec.id() + 1);
+    if (api::IsTerminal(rec.state())) {
+      // A deleted record's name is NAME#ID: the name it ended under is before the '#'.
+      ended_[rec.id()] = {rec.state(), rec.name().substr(0, rec.name().find('#'))};
+    }
     if (rec.deleted_time_ms() != 0) continue;  // its name was freed; the store keeps it
     auto job = std::make_unique<JobRt>();
     job->events_loaded = false;

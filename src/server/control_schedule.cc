@@ -33,7 +33,7 @@ void ControlState::RunRound(absl::Time now) {
     }
   }
   for (JobRt* job : overdue) Requeue(*job, job->preempted_note, now);
-  if (!gated_.empty()) CheckGates(now);
+  if (!gate_recheck_.empty()) CheckGates(now);
   core::Decisions d = scheduler_->Schedule(now);
   ++stats_.rounds;
   for (const core::Preemption& p : d.preemptions) ApplyPreemption(p, now);

@@ -254,11 +254,13 @@ class ControlState {
   static const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task);
 
   // control_gates.cc: jobs kept out of the scheduler until their hold,
-  // dependencies and array throttle let them in (docs/cli.md, "Arrays,
+  // dependencies and array throttle let them in (docs/job-spec.md, "Arrays,
   // dependencies, hold").
   struct Gate {
     enum Kind : uint8_t { kOpen, kWait, kFail } kind = kOpen;
     std::string text;  // the pending reason (kWait) or why the job fails (kFail)
+    uint64_t waiting_on = 0;  // kWait: the dependency (id) it waits for, if any
+    bool throttled = false;   // kWait: held back by its array's %N
   };
   // Whether a new or recovered queued job starts behind a gate.
   static bool Gated(const v1::JobRecord& rec);
@@ -269,12 +271,17 @@ class ControlState {
   // whose after-ok dependency failed end FAILED, the others' reasons are set.
   void CheckGates(absl::Time now);
   void KeepGated(JobRt& job);
+  // A job ended: the gated jobs waiting for it, and the throttled elements
+  // of its array, are looked at again by the next round.
+  void WakeGates(const JobRt& job);
   bool OpenGate(JobRt& job, absl::Time now);
   // A free name for a job, or for an array and all its elements.
   bool NameTaken(const std::string& name) const { return jobs_.count(name) || arrays_.count(name); }
   std::string FreeName(const std::string& base, const std::vector<int>& elements);
   // The dependencies that name no job, as submission problems.
   std::vector<std::string> UnknownDependencies(const v1::JobSpec& spec) const;
+  // The spec's dependencies resolved to the ids of the jobs they name now.
+  void ResolveDependencies(const v1::JobSpec& spec, v1::JobRecord* rec) const;
 
   // control_schedule.cc
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now);
@@ -492,13 +499,16 @@ class ControlState {
   // OK, or ResourceExhausted naming the limit `user` reached (control_jobs.cc).
   // `rate`: counts against the user's submission rate (an array's elements
   // after its first do not).
-  absl::Status CheckUserLimits(const std::string& user, absl::Time now, bool rate = true);
+  // `jobs`: how many submissions this counts against the per-user rate (an
+  // array's first element counts all its elements, the others none).
+  absl::Status CheckUserLimits(const std::string& user, absl::Time now, int jobs = 1);
   // An array's element as PrepareArray makes it.
   struct ArrayPlace {
     std::string array;
     int index = 0;
     int throttle = 0;
     bool first = false;
+    int count = 1;  // the array's elements
   };
   // PrepareChecked with the job's name chosen (and free).
   absl::StatusOr<PreparedJob> PrepareNamed(CheckedSpec checked, const std::string& name, absl::Time now,
@@ -526,6 +536,22 @@ class ControlState {
   // Jobs kept out of the scheduler by a gate (hold, dependencies, array
   // throttle), by id: the order they were submitted in.
   std::map<uint64_t, std::string> gated_;
+  // What CheckGates looks at: only the gated jobs whose gate may have opened
+  // (new, recovered, released, or woken by WakeGates). A held job is in none
+  // of these until released; a job waiting for a dependency is in waiters_
+  // under that dependency's id; a throttled element in throttled_ under its
+  // array. So a round costs nothing per gated job that nothing woke.
+  std::set<uint64_t> gate_recheck_;
+  std::map<uint64_t, std::vector<uint64_t>> waiters_;
+  std::map<std::string, std::vector<uint64_t>, std::less<>> throttled_;
+  // Every job that has ended, by id: its end state and the name it had. A
+  // dependency is judged here, so one deleted since (or recovered only as
+  // a deleted record) still counts by how it ended.
+  struct Ended {
+    v1::JobState state;
+    std::string name;
+  };
+  std::map<uint64_t, Ended> ended_;
   // Job arrays: the array's name -> its elements' names, by index.
   std::map<std::string, std::vector<std::string>, std::less<>> arrays_;
   uint64_t next_job_id_ = 1;

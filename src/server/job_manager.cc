@@ -6,12 +6,15 @@
 #include <chrono>
 #include <future>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "api/job_array.h"
 #include "api/roles.h"
 #include "api/states.h"
 #include "common/check.h"
 #include "common/logging.h"
+#include "store/etcd_state_store.h"
 
 namespace trainyard::server {
 namespace {
@@ -342,6 +345,19 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
 }
 
 void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
+  // Every element keeps a copy of the spec: bounded before any is made.
+  absl::StatusOr<api::ArrayRange> range = api::ParseArrayRange(checked.spec.array());
+  if (!range.ok()) {
+    done(range.status());
+    return;
+  }
+  const int64_t total = static_cast<int64_t>(checked.spec.ByteSizeLong()) * static_cast<int64_t>(range->indices.size());
+  if (total > api::kMaxArrayTotalBytes) {
+    done(absl::InvalidArgumentError(absl::StrCat(
+        "array: ", range->indices.size(), " elements of a ", checked.spec.ByteSizeLong(), "-byte spec make ", total,
+        " bytes, above the ", api::kMaxArrayTotalBytes, " bytes one array may hold (use fewer elements or a smaller spec)")));
+    return;
+  }
   absl::StatusOr<std::vector<PreparedJob>> prepared;
   {
     absl::MutexLock lock(&mu_);
@@ -351,6 +367,28 @@ void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
   if (!prepared.ok()) {
     done(prepared.status());
     return;
+  }
+  // etcd takes at most etcdMaxTxnOps keys in one transaction, and an array
+  // is written in one (all or nothing): one that needs more is refused.
+  if (absl::StartsWith(config_.store, "etcd")) {
+    const int per_element = EtcdKeysToCreateJob(prepared->front().rec);
+    const int n = static_cast<int>(prepared->size());
+    if (int64_t{per_element} * n > config_.etcd_max_txn_ops) {
+      absl::Status refused = absl::InvalidArgumentError(absl::StrCat(
+          "array: ", n, " elements need ", int64_t{per_element} * n, " keys in one etcd transaction, above the ",
+          config_.etcd_max_txn_ops, " of etcdMaxTxnOps; at most ", config_.etcd_max_txn_ops / per_element,
+          " elements of this job fit (or raise etcd's --max-txn-ops and etcdMaxTxnOps)"));
+      {
+        absl::MutexLock lock(&mu_);
+        if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();
+        for (PreparedJob& p : *prepared) {
+          absl::StatusOr<v1::SubmitResponse> undone = control_.AcceptCommitted(p, refused);
+          TY_CHECK(!undone.ok(), "an array element was taken in after its array was refused");
+        }
+      }
+      done(refused);
+      return;
+    }
   }
   absl::Status sealed;
   WriteBatch batch;

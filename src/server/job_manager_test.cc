@@ -324,6 +324,36 @@ TEST_F(JobManagerTest, BadSpecIsRefusedAndNothingIsStored) {
   EXPECT_THAT(r2.status().message(), HasSubstr("queue: 'nosuch' is not a leaf queue"));
 }
 
+TEST_F(JobManagerTest, AnArrayWhoseCopiesOfTheSpecWeighTooMuchIsRefusedBeforeAnyIsMade) {
+  auto spec = api::LoadJobSpec("name: heavy\narray: 0-999\nreplicas:\n  worker: {command: [x]}\n", config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->mutable_replicas(0)->add_command(std::string(80 << 10, 'a'));  // 80 KiB x 1000 elements
+  auto r = manager_->Submit(*spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("bytes one array may hold"));
+  EXPECT_TRUE(manager_->ListJobs(true).empty());
+}
+
+TEST_F(JobManagerTest, AnArrayTooBigForOneEtcdTransactionIsRefusedNamingTheLimitAndWhatFits) {
+  config_.store = "etcd://127.0.0.1:2379";  // the limit is the config's; the store here is in memory
+  config_.etcd_max_txn_ops = 128;
+  manager_.reset();
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+  ASSERT_TRUE(manager_->Recover().ok());
+  auto spec = api::LoadJobSpec("name: wide\narray: 0-99\nreplicas:\n  worker: {command: [x]}\n", config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto r = manager_->Submit(*spec);
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.status().message(), HasSubstr("etcdMaxTxnOps"));
+  EXPECT_THAT(r.status().message(), HasSubstr("at most 42 elements"));  // 3 keys each
+  EXPECT_TRUE(manager_->ListJobs(true).empty());
+  spec->set_array("0-41");
+  auto fits = manager_->Submit(*spec);
+  EXPECT_TRUE(fits.ok()) << fits.status();
+}
+
 v1::Heartbeat Beat(const std::vector<v1::TaskSpec>& running) {
   v1::Heartbeat hb;
   for (const auto& t : running) {

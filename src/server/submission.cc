@@ -11,8 +11,12 @@ void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, const 
   // The size is checked before anything is parsed: a parse costs several
   // times the text in memory, and the allocator may keep it.
   const int64_t limit = manager->config().max_spec_bytes;
-  const int64_t size = req.has_spec() ? static_cast<int64_t>(req.spec().ByteSizeLong())
-                                      : static_cast<int64_t>(req.yaml().size());
+  int64_t size = req.has_spec() ? static_cast<int64_t>(req.spec().ByteSizeLong())
+                                : static_cast<int64_t>(req.yaml().size());
+  // The flags add to the spec: they count against the same limit.
+  size += static_cast<int64_t>(req.array().size());
+  for (const std::string& j : req.after_ok()) size += static_cast<int64_t>(j.size());
+  for (const std::string& j : req.after_any()) size += static_cast<int64_t>(j.size());
   if (size > limit) {
     done(absl::InvalidArgumentError(absl::StrCat("spec: ", size, " bytes is above the ", limit,
                                                  " bytes this server takes (maxSpecBytes in its config)")));

@@ -99,6 +99,10 @@ void Parse(const std::string& prefix, const mvccpb::KeyValue& kv, Loaded& loaded
 
 }  // namespace
 
+int EtcdKeysToCreateJob(const v1::JobRecord& job) {
+  return 1 + (job.tasks_size() + kTasksPerChunk - 1) / kTasksPerChunk + 1;
+}
+
 struct EtcdStateStore::Impl {
   struct Pending {
     WriteBatch batch;

@@ -36,6 +36,10 @@
 
 namespace trainyard {
 
+// The keys one transaction writes to create `job` with its first event
+// (its row, its tasks' chunks, the event): what counts against max_txn_ops.
+int EtcdKeysToCreateJob(const v1::JobRecord& job);
+
 struct EtcdStoreOptions {
   EtcdConnectOptions connect;
   std::string prefix = "/trainyard/";

@@ -179,8 +179,15 @@ void SubmitJob(RestBackend* b, const Principal& who, const httplib::Request& req
   b->Submit(who, *submit, [&promise](absl::StatusOr<v1::SubmitResponse> r) { promise.set_value(std::move(r)); });
   absl::StatusOr<v1::SubmitResponse> r = answer.get();  // durable, or refused
   if (!r.ok()) return SetStatusError(res, r.status());
-  res.set_header("Location", absl::StrCat("/api/v1/jobs/", r->job()));
-  SetJson(res, {{"job", r->job()}, {"id", r->job_id()}}, 201);
+  if (r->array_jobs_size() == 0) {
+    res.set_header("Location", absl::StrCat("/api/v1/jobs/", r->job()));
+    SetJson(res, {{"job", r->job()}, {"id", r->job_id()}}, 201);
+    return;
+  }
+  // An array has no record of its own: the answer points at its first
+  // element and names them all.
+  res.set_header("Location", absl::StrCat("/api/v1/jobs/", r->array_jobs(0)));
+  SetJson(res, {{"job", r->job()}, {"id", r->job_id()}, {"array_jobs", std::vector<std::string>(r->array_jobs().begin(), r->array_jobs().end())}}, 201);
 }
 
 void KillJob(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {

@@ -46,6 +46,23 @@ struct Api {
   }
 };
 
+TEST(RestApiTest, AnArraysSubmitPointsAtItsFirstElementAndNamesThemAll) {
+  Api api;
+  v1::SubmitResponse ok;
+  ok.set_job("sweep");
+  ok.set_job_id(7);
+  ok.add_array_jobs("sweep-0");
+  ok.add_array_jobs("sweep-1");
+  api.backend.answer = ok;
+  auto r = api.client->Post("/api/v1/jobs", "name: sweep\narray: 0-1\n", "application/yaml");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 201);
+  EXPECT_EQ(r->get_header_value("Location"), "/api/v1/jobs/sweep-0");
+  nlohmann::json body = nlohmann::json::parse(r->body);
+  EXPECT_EQ(body["job"], "sweep");
+  EXPECT_EQ(body["array_jobs"], nlohmann::json::array({"sweep-0", "sweep-1"}));
+}
+
 TEST(RestApiTest, SubmitAnswers201WithTheNameOrTheErrorWithItsGrpcCode) {
   Api api;
   v1::SubmitResponse ok;
