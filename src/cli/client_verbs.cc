@@ -348,13 +348,15 @@ void PrintAttempts(const v1::JobView& j, std::ostream& os) {
   std::string budgets;
   bool any = false;
   for (const auto& task : j.tasks()) {
+    // The job master is shown apart (the Master line), with the job's life.
+    if (api::IsJobMasterRole(task.role())) continue;
     for (const v1::AttemptEnd& a : task.attempts()) {
       any = true;
       std::string exit = a.signal() ? absl::StrCat("signal ", a.signal()) : absl::StrCat("code ", a.exit_code());
       t.Add({task.name(), absl::StrCat(a.attempt()), api::AttemptClassName(a.attempt_class()), exit,
              a.node().empty() ? "-" : a.node(), a.restarted() ? "restarted" : "ended"});
     }
-    if (task.budgets().empty() || api::IsJobMasterRole(task.role())) continue;
+    if (task.budgets().empty()) continue;
     std::vector<std::string> parts;
     for (const v1::RestartBudgetView& b : task.budgets()) parts.push_back(api::BudgetText(b));
     absl::StrAppend(&budgets, "  ", task.name(), ": ", absl::StrJoin(parts, ", "), "\n");
