@@ -225,7 +225,7 @@ TEST(ControlPlaneTest, AgentWithARelativeDataDirRunsTasksInIt) {
                               " --name node-0 --data-dir node-0 --simulate-gpus 2 --memory-mb 4096 --vcores 4",
                               " --port-range '", range, "' --address 127.0.0.1 --kill-tasks-on-exit",
                               // Tasks run as the test's own uid, as the cluster's agents do.
-                              " --task-user-map '", c.dir(), "/task-users'",
+                              " --task-user-map '", c.dir(), "/node-0-task-users'",
                               getuid() == 0 ? " --allow-root-tasks" : "", " ",
                               absl::StrJoin(AgentTlsFlags("node-0"), " "))},
                 c.dir() + "/node-0-relative.log");

@@ -415,7 +415,9 @@ void Cluster::StartAgent(int i, int gpus, const std::string& topology) {
                                 topology, "--memory-mb", "65536", "--vcores", "32", "--port-range",
                                 absl::StrCat("[", begin, "-", begin + 29, "]"), "--address", "127.0.0.1"};
   if (options_.agents_kill_tasks_on_exit) argv.push_back("--kill-tasks-on-exit");
-  std::string task_users = dir() + "/task-users";
+  // One file per agent: the next StartAgent rewriting a shared one while
+  // this agent reads it at its start could hand it an empty map.
+  std::string task_users = dir() + "/" + name + "-task-users";
   WriteFile(task_users, options_.task_user_map.empty() ? absl::StrCat("\"*\": ", getuid(), "\n")
                                                        : options_.task_user_map);
   argv.insert(argv.end(), {"--task-user-map", task_users});
