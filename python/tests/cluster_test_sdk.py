@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import unittest
@@ -177,6 +178,28 @@ class ClusterTest(unittest.TestCase):
         # The job is KILLED at once; its task saves its checkpoint within the
         # kill's grace, which the followed log shows before it ends.
         self.wait_for_line(job, "worker", "checkpoint reason=SIGTERM step=42")
+
+    def test_a_preempted_job_checkpoints_when_ordered_and_resumes_at_the_saved_step(self) -> None:
+        spec = python_job("sdk-coordinated", "coordinated_worker.py", count=2, resources={"gpus": 2})
+        spec["priority"] = "ptr"
+        low = self.client.submit(spec)
+        self.wait_for_line(low, "worker", "start at 0")
+        urgent = self.client.submit({"name": "sdk-urgent", "priority": "production", "replicas": {"worker": {
+            "resources": {"gpus": 2}, "command": ["sh", "-c", "sleep 1"]}}})
+        self.assertEqual(self.client.wait(urgent, timeout=120).state, "SUCCEEDED")
+        final = self.client.wait(low, timeout=180)
+        logs = self.client.log_text(low, "worker", follow=True)
+        self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}")
+        # The master pushed the order to both workers; both saved, and the
+        # job resumed at the lower of their steps.
+        saved = [text for _, kind, text in final.events if kind == "checkpointed"]
+        self.assertEqual(len(saved), 1, final.events)
+        match = re.match(r"2 workers saved step (\d+);", saved[0])
+        self.assertIsNotNone(match, saved)
+        step = int(match.group(1)) if match else -1
+        self.assertGreater(step, 0)
+        self.assertEqual(logs.count(f"start at {step}"), 2, logs)
+        self.assertNotIn("did not report a checkpoint by the deadline", str(final.events))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import struct
 import tempfile
 import threading
 import unittest
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import trainyard
 from trainyard._pb import jobmaster_pb2, trainyard_pb2
@@ -143,14 +143,18 @@ class LogsTest(unittest.TestCase):
         self.assertIsNone(a.finish())
 
 
+# What a scripted master sends for a request: nothing, an answer, or
+# unsolicited frames then the answer.
+Answer = Union[Optional[jobmaster_pb2.JobMasterResponse], list[jobmaster_pb2.JobMasterResponse]]
+
+
 class ScriptedMaster:
     """A job master on a loopback port that answers each connection's frames,
     one connection after another, with the responses `answer` makes (None: no
     answer). With drop_first_barrier it closes the first connection on its
     first barrier instead of answering, as a master that crashed."""
 
-    def __init__(self, answer: Callable[[jobmaster_pb2.JobMasterRequest],
-                                        Optional[jobmaster_pb2.JobMasterResponse]],
+    def __init__(self, answer: Callable[[jobmaster_pb2.JobMasterRequest], "Answer"],
                  drop_first_barrier: bool = False):
         self.answer = answer
         self.drop_first_barrier = drop_first_barrier
@@ -185,9 +189,13 @@ class ScriptedMaster:
                         self.drop_first_barrier = False
                         return
                     response = self.answer(request)
-                    if response is not None:
-                        response.request_id = request.request_id
-                        payload = response.SerializeToString()
+                    # A list: unsolicited frames (request id 0) first, then the answer.
+                    if response is None:
+                        continue
+                    responses = response if isinstance(response, list) else [response]
+                    for i, r in enumerate(responses):
+                        r.request_id = request.request_id if i == len(responses) - 1 else 0
+                        payload = r.SerializeToString()
                         conn.sendall(struct.pack(">I", len(payload)) + payload)
 
     def close(self) -> None:
@@ -237,6 +245,47 @@ class WorkerWireTest(unittest.TestCase):
                          (2, "worker", 2, "j-worker-2", "10.0.0.3", [9001, 9002], 1, "s", True))
         self.assertEqual(master.requests[-1].state_change.state, trainyard_pb2.COMPLETED)
         self.assertEqual(steps, ["preemption"])
+
+    def test_checkpoints_when_the_master_pushes_an_order_and_reports_the_step(self) -> None:
+        order = trainyard_pb2.CheckpointOrder(id=3, deadline_unix_ms=1_900_000_000_000, reason="preempted by job 9")
+
+        def with_orders(request: jobmaster_pb2.JobMasterRequest) -> Answer:
+            kind = request.WhichOneof("body")
+            if kind == "checkpoint_poll":  # no order yet
+                return jobmaster_pb2.JobMasterResponse(checkpoint=trainyard_pb2.CheckpointOrder())
+            if kind == "state_change" and request.state_change.state == trainyard_pb2.RUNNING:
+                # The order arrives pushed, ahead of the answer.
+                return [jobmaster_pb2.JobMasterResponse(checkpoint=order),
+                        jobmaster_pb2.JobMasterResponse(state=jobmaster_pb2.StateReply(worker_id=4))]
+            if kind == "checkpoint_done":
+                return jobmaster_pb2.JobMasterResponse(checkpoint=order)
+            return answer(request)
+
+        master = ScriptedMaster(with_orders)
+        env = trainyard.WorkerEnv.from_env({**WorkerEnvTest.BASE, "TRAINYARD_JOB_MASTER": master.address,
+                                            "TRAINYARD_RESUME_STEP": "120"})
+        self.assertEqual(env.resume_step, 120)
+        seen: list[tuple[str, int]] = []
+        with trainyard.Worker(env) as w:
+            self.assertIsNone(w.checkpoint_if_requested(), "no callback, no order")
+            def save(req: trainyard.CheckpointRequest) -> int:
+                seen.append((req.reason, req.order))
+                return 150
+
+            w.on_checkpoint(save)
+            self.assertIsNone(w.checkpoint_requested())
+            w.running()
+            self.assertEqual(w.checkpoint_requested(),
+                             trainyard.CheckpointRequest(reason="preempted by job 9", deadline=1_900_000_000.0,
+                                                         order=3))
+            self.assertEqual(w.checkpoint_if_requested(), 150)
+            self.assertIsNone(w.checkpoint_if_requested(), "answered: not asked again")
+        master.close()
+        self.assertEqual(seen, [("preempted by job 9", 3)])
+        done = [r.checkpoint_done for r in master.requests if r.WhichOneof("body") == "checkpoint_done"]
+        self.assertEqual([(d.id, d.step) for d in done], [(3, 150)])
+        # Registering the first callback told the master this worker checkpoints.
+        self.assertIn("checkpoint_poll", [r.WhichOneof("body") for r in master.requests])
 
     def test_follows_a_master_that_restarted(self) -> None:
         master = ScriptedMaster(answer, drop_first_barrier=True)

@@ -19,7 +19,7 @@ import threading
 import time
 from typing import Callable, Optional
 
-from trainyard._pb import jobmaster_pb2
+from trainyard._pb import jobmaster_pb2, trainyard_pb2
 from trainyard.errors import JobMasterError
 
 # absl::StatusCode numbering, which ErrorReply.code uses.
@@ -96,6 +96,8 @@ class MasterLink:
         self._connected = False
         self._state = "UNASSIGNED"  # the last state the master accepted (a WorkerState's name)
         self._reason = ""
+        # The job's order to checkpoint as the master last pushed or answered it.
+        self._order = trainyard_pb2.CheckpointOrder()
         deadline = time.monotonic() + connect_timeout
         self._sock = self._connect(deadline)
         try:
@@ -226,6 +228,10 @@ class MasterLink:
             return f"the connection to the job master failed: {e}"
 
     def _dispatch(self, response: jobmaster_pb2.JobMasterResponse) -> None:
+        if response.WhichOneof("body") == "checkpoint":
+            self.take_order(response.checkpoint)  # pushed, or the answer to a poll
+            if response.request_id == 0:
+                return
         with self._lock:
             call = self._calls.pop(response.request_id, None)
         if call is not None:  # else: an answer nobody waits for (a refused ping)
@@ -304,6 +310,31 @@ class MasterLink:
         """Records the state the master accepted: a re-registration resumes it."""
         with self._lock:
             self._state, self._reason = state, reason
+
+    def take_order(self, order: trainyard_pb2.CheckpointOrder) -> None:
+        """Keeps `order` when it is newer than the one held."""
+        with self._lock:
+            if order.id > self._order.id:
+                self._order = order
+
+    def order(self) -> trainyard_pb2.CheckpointOrder:
+        """The job's last order to checkpoint (id 0: none)."""
+        with self._lock:
+            return self._order
+
+    def declare_checkpoints(self) -> None:
+        """Tells the master this worker checkpoints: a poll now, whose answer
+        (an order already open) the reader takes without anyone waiting (a
+        master that predates checkpoints does not answer it), and
+        registrations with `checkpoints` from now on."""
+        self._starting.checkpoints = True
+        with self._lock:
+            if self._lost is not None or not self._connected:
+                return  # the next registration says it
+            request = jobmaster_pb2.JobMasterRequest(request_id=self._next_id,
+                                                     checkpoint_poll=jobmaster_pb2.CheckpointPoll())
+            self._next_id += 1
+        self._send(request)
 
     def close(self) -> None:
         """Stops pinging and closes the connection."""

@@ -13,10 +13,19 @@ barriers, as the C++ worker library does
         os.environ.update(w.torch_env())     # MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
         torch.distributed.init_process_group("gloo")
 
-Not here (yet): the master's "checkpoint now" frame, which the job master
-does not send yet: on_checkpoint() registers the program's callback, and
-request_checkpoint() is what runs the callbacks (today from SIGTERM with
-handle_sigterm_as_checkpoint(), later from that frame).
+Checkpoints (docs/jobmaster.md, "Checkpoints"): when the job is preempted or
+passes its time limit, the server orders it to checkpoint and the master
+pushes the order to every worker that registered a callback with
+on_checkpoint(). The training loop calls checkpoint_if_requested() once a
+step: when an order is open it runs the callbacks and reports the step they
+saved; once every such worker did, the job is stopped (and its next start
+gets TRAINYARD_RESUME_STEP). A job without a master (pytorch) gets SIGTERM
+and a grace instead: handle_sigterm_as_checkpoint() runs the callbacks then.
+
+    w.on_checkpoint(lambda req: save(step))        # returns the step it saved
+    for step in range(w.env.resume_step or 0, steps):
+        train_one_step()
+        w.checkpoint_if_requested()                # saved when ordered; SIGTERM follows
 """
 from __future__ import annotations
 
@@ -47,6 +56,8 @@ class WorkerEnv:
         checkpoint_dir: where the task keeps its checkpoints ("" = none given).
         node_address: the address of the task's node as the server knows it
             (TRAINYARD_NODE_ADDRESS): what the worker registers as its address.
+        resume_step: the step the job's workers saved at its last coordinated
+            checkpoint (TRAINYARD_RESUME_STEP; None: there was none).
     """
 
     master: str
@@ -60,6 +71,7 @@ class WorkerEnv:
     job_secret: str = ""
     checkpoint_dir: str = ""
     node_address: str = ""
+    resume_step: Optional[int] = None
 
     @classmethod
     def from_env(cls, env: Optional[Mapping[str, str]] = None) -> "WorkerEnv":
@@ -100,7 +112,9 @@ class WorkerEnv:
                    restart_count=integer("TRAINYARD_RESTART_COUNT", 0), ports=ports,
                    job_secret=variables.get("TRAINYARD_JOB_SECRET", ""),
                    checkpoint_dir=variables.get("TRAINYARD_CHECKPOINT_DIR", ""),
-                   node_address=variables.get("TRAINYARD_NODE_ADDRESS", ""))
+                   node_address=variables.get("TRAINYARD_NODE_ADDRESS", ""),
+                   resume_step=integer("TRAINYARD_RESUME_STEP", -1) if variables.get("TRAINYARD_RESUME_STEP")
+                   else None)
 
     def current_master(self) -> str:
         """The master's address now: the master file's first line when it has one."""
@@ -159,12 +173,14 @@ class CheckpointRequest:
     """What a checkpoint callback is asked.
 
     Attributes:
-        reason: why ("preemption", "SIGTERM", ...).
+        reason: why ("preempted by job 12", "SIGTERM", ...).
         deadline: time.time() by which the checkpoint must be saved (None = no limit given).
+        order: the server's order it answers (0: none, as for SIGTERM).
     """
 
     reason: str
     deadline: Optional[float] = None
+    order: int = 0
 
 
 # A checkpoint callback: saves the program's state and returns the step it
@@ -205,6 +221,7 @@ class Worker:
                 raise ValueError(f"{name}: must be positive seconds, got {value}")
         self.env = env
         self._checkpoint_callbacks: list[CheckpointCallback] = []
+        self._answered_order = 0  # the last order this worker reported a checkpoint for
         info = trainyard_pb2.WorkerInfo(
             worker_id=env.worker_id, ip=address or env.node_address, node_ip=env.node_address,
             role=env.role, index=env.index, ports=list(env.ports),
@@ -334,13 +351,51 @@ class Worker:
         if not callable(callback):
             raise TypeError(f"callback: expected a callable, got {type(callback).__name__}")
         self._checkpoint_callbacks.append(callback)
+        if len(self._checkpoint_callbacks) == 1:
+            # The master waits for this worker when its job is ordered to
+            # checkpoint; an order already open arrives with its answer.
+            self._link.declare_checkpoints()
 
-    def request_checkpoint(self, reason: str, deadline: Optional[float] = None) -> Optional[int]:
+    def checkpoint_requested(self) -> Optional[CheckpointRequest]:
+        """The job's open order to checkpoint that this worker has not answered
+        yet, else None. A local read (the master pushes orders), cheap enough
+        for every step."""
+        order = self._link.order()
+        if order.id == 0 or order.id <= self._answered_order:
+            return None
+        return CheckpointRequest(reason=order.reason, deadline=order.deadline_unix_ms / 1000.0, order=order.id)
+
+    def checkpoint_if_requested(self, timeout: float = 10.0) -> Optional[int]:
+        """When the job is ordered to checkpoint: runs the callbacks and reports
+        the step they saved to the master; returns that step. None when no
+        order is open (or this worker answered it already).
+
+        Raises ValueError when no callback returned a step."""
+        request = self.checkpoint_requested()
+        if request is None:
+            return None
+        step = self.request_checkpoint(request.reason, request.deadline, request.order)
+        if step is None:
+            raise ValueError("no checkpoint callback returned the step it saved (on_checkpoint's callback "
+                             "returns the step)")
+        self.checkpoint_done(step, request.order, timeout)
+        return step
+
+    def checkpoint_done(self, step: int, order: int = 0, timeout: float = 10.0) -> None:
+        """Tells the master this worker saved its checkpoint at `step` for
+        `order` (0: the open one)."""
+        if step < 0:
+            raise ValueError(f"step: must not be negative, got {step}")
+        done = jobmaster_pb2.CheckpointDone(id=order, step=step)
+        reply = self._call(jobmaster_pb2.JobMasterRequest(checkpoint_done=done), timeout, "a checkpoint report")
+        self._answered_order = max(self._answered_order, order or reply.checkpoint.id)
+
+    def request_checkpoint(self, reason: str, deadline: Optional[float] = None, order: int = 0) -> Optional[int]:
         """Runs the registered checkpoint callbacks in order; returns the last
         step one of them reported (None when none did)."""
         step: Optional[int] = None
         for callback in list(self._checkpoint_callbacks):
-            saved = callback(CheckpointRequest(reason=reason, deadline=deadline))
+            saved = callback(CheckpointRequest(reason=reason, deadline=deadline, order=order))
             if saved is not None:
                 step = saved
         return step

@@ -200,6 +200,7 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
   env["TRAINYARD_NODE_ADDRESS"] = self.address;
   SetAttemptEnv(in.attempt, &env);
   env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
+  if (in.resume_step >= 0) env[kResumeStepEnv] = absl::StrCat(in.resume_step);
   if (!in.array_job.empty()) {
     env[kArrayJobEnv] = in.array_job;
     env[kArrayIndexEnv] = absl::StrCat(in.array_index);

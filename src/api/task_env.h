@@ -37,7 +37,14 @@ struct TaskEnvInput {
   int attempt = 0;                     // see SetAttemptEnv
   std::string array_job;               // an array's element: the array's name ("" when none)
   int array_index = 0;                 // and its index
+  // The step its workers saved at the job's last coordinated checkpoint
+  // (TRAINYARD_RESUME_STEP); -1 when there was none.
+  int64_t resume_step = -1;
 };
+
+// Where a task resumes: the step its job's workers last saved together when
+// the job was ordered to checkpoint (a preemption, a time limit).
+inline constexpr char kResumeStepEnv[] = "TRAINYARD_RESUME_STEP";
 
 // An element of a job array (`trainyard submit --array`) gets the array's
 // name and its index: TRAINYARD_ARRAY_JOB=train, TRAINYARD_ARRAY_INDEX=3.

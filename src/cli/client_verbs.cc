@@ -385,6 +385,12 @@ void PrintJob(const v1::JobView& j, std::ostream& os) {
   if (std::string master = MasterText(j); !master.empty()) os << "Master:     " << Printable(master) << "\n";
   if (!j.array_job().empty()) os << "Array:      " << j.array_job() << " (index " << j.array_index() << ")\n";
   if (j.held()) os << "Held:       yes (trainyard release " << j.name() << ")\n";
+  if (j.checkpoint_order().id() > 0) {
+    int64_t left_ms = std::max<int64_t>(0, j.checkpoint_order().deadline_unix_ms() - now);
+    os << "Checkpoint: ordered (" << Printable(j.checkpoint_order().reason()) << "); tasks stop once saved, at the "
+       << "latest " << TimeText(j.checkpoint_order().deadline_unix_ms()) << " (in " << Age(left_ms) << ")\n";
+  }
+  if (j.has_resume_step()) os << "Resumes at: step " << j.resume_step() << " (its last coordinated checkpoint)\n";
   if (!j.after_ok().empty()) os << "After ok:   " << absl::StrJoin(j.after_ok(), ", ") << "\n";
   if (!j.after_any().empty()) os << "After any:  " << absl::StrJoin(j.after_any(), ", ") << "\n";
   Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});

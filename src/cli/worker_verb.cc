@@ -1,4 +1,5 @@
-// `trainyard worker state|list|barrier`: the job master from a shell script
+// `trainyard worker state|list|barrier|checkpoint-requested|checkpoint-done`:
+// the job master from a shell script
 // inside a task. Each command is its own short-lived process: it reads
 // TRAINYARD_JOB_MASTER and TRAINYARD_WORKER_ID, ATTACHes to its worker (or
 // registers it with STARTING, without pings, when the worker has not
@@ -6,7 +7,8 @@
 // away is entered again once the master is back. Exit codes: 0 done; 1 the
 // master refused or the barrier failed; 2 bad command line or environment;
 // 3 the master is unreachable or went away (and for a barrier, did not come
-// back in time); 4 timed out.
+// back in time); 4 timed out; 5 (checkpoint-requested) no checkpoint is
+// requested.
 #include <algorithm>
 #include <iostream>
 #include <thread>
@@ -27,6 +29,7 @@ namespace pb = ::trainyard::v1;
 using jobmaster::FrameConnection;
 
 constexpr int kExitTimeout = 4;
+constexpr int kExitNoCheckpoint = 5;
 constexpr absl::Duration kConnectWait = absl::Seconds(10);
 constexpr absl::Duration kReplyGrace = absl::Seconds(5);
 // How long a barrier whose master went away keeps trying to enter it again
@@ -41,6 +44,8 @@ struct WorkerFlags {
   bool all_joined = false;
   double timeout_s = 0;
   int64_t generation = -1;  // barrier: -1 = whichever is open
+  int64_t step = -1;        // checkpoint-done
+  int64_t order = 0;        // checkpoint-done: 0 = the open order
   std::string output = "table";
 };
 
@@ -237,6 +242,47 @@ int RunBarrier(const WorkerFlags& f) {
   }
 }
 
+// Asks whether the job is ordered to checkpoint; by asking, the worker is
+// one that checkpoints: the job is not stopped before it says it saved (or
+// the order's deadline passed).
+int RunCheckpointRequested() {
+  pb::JobMasterRequest request;
+  request.mutable_checkpoint_poll();
+  pb::JobMasterResponse r;
+  if (int rc = RunVerb("checkpoint-requested", std::move(request), absl::Now() + kConnectWait + kReplyGrace, &r);
+      rc != kExitOk) {
+    return rc;
+  }
+  const pb::CheckpointOrder& o = r.checkpoint();
+  if (o.id() == 0) {
+    std::cout << "no checkpoint is requested\n";
+    return kExitNoCheckpoint;
+  }
+  absl::Time deadline = absl::FromUnixMillis(o.deadline_unix_ms());
+  std::cout << "checkpoint " << o.id() << " requested: " << o.reason() << "; save by "
+            << absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", deadline, absl::UTCTimeZone()) << " (in "
+            << std::max<int64_t>(0, absl::ToInt64Seconds(deadline - absl::Now())) << " s)\n";
+  return kExitOk;
+}
+
+int RunCheckpointDone(const WorkerFlags& f) {
+  if (f.step < 0) {
+    std::cerr << "trainyard worker checkpoint-done: STEP " << f.step
+              << " is negative: give the training step the checkpoint holds\n";
+    return kExitUsage;
+  }
+  pb::JobMasterRequest request;
+  request.mutable_checkpoint_done()->set_id(f.order);
+  request.mutable_checkpoint_done()->set_step(f.step);
+  pb::JobMasterResponse r;
+  if (int rc = RunVerb("checkpoint-done", std::move(request), absl::Now() + kConnectWait + kReplyGrace, &r);
+      rc != kExitOk) {
+    return rc;
+  }
+  std::cout << "checkpoint " << r.checkpoint().id() << " saved at step " << f.step << "\n";
+  return kExitOk;
+}
+
 }  // namespace
 
 void RegisterWorker(CLI::App& app, int* exit_code) {
@@ -260,6 +306,15 @@ void RegisterWorker(CLI::App& app, int* exit_code) {
                       "Which barrier this is, counting from 0; with it a barrier retried after "
                       "the job master restarted cannot be taken for the next one");
   barrier->callback([f, exit_code] { *exit_code = RunBarrier(*f); });
+  auto* requested = cmd->add_subcommand(
+      "checkpoint-requested",
+      "Exit 0 when the job is ordered to checkpoint (a preemption, a time limit), 5 when not; asking marks "
+      "this worker as one that checkpoints: the job waits for its checkpoint-done until the order's deadline");
+  requested->callback([exit_code] { *exit_code = RunCheckpointRequested(); });
+  auto* done = cmd->add_subcommand("checkpoint-done", "Report that this worker saved its checkpoint at STEP");
+  done->add_option("STEP", f->step, "The training step the checkpoint holds")->required();
+  done->add_option("--order", f->order, "The order it answers (0: the open one)");
+  done->callback([f, exit_code] { *exit_code = RunCheckpointDone(*f); });
 }
 
 }  // namespace trainyard::cli

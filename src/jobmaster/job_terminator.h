@@ -5,10 +5,12 @@
 // StreamJobTerminator, and tests use FakeJobTerminator.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
@@ -37,6 +39,17 @@ struct WorkerFailure {
   std::string reason;  // "no ping for 5.2s (5 missed pings ...)"
 };
 
+// The answer to an order to checkpoint: every worker that checkpoints saved
+// (`saved`, `step` the lowest step they saved), or none of the job's
+// workers checkpoints (`saved` false).
+struct CheckpointResult {
+  std::string job;
+  int64_t order_id = 0;
+  bool saved = false;
+  int64_t step = 0;
+  int workers = 0;
+};
+
 // Told once per job, on the master's event loop: it must return quickly
 // (hand slow work to another thread).
 class JobTerminator {
@@ -49,6 +62,9 @@ class JobTerminator {
   // job FAILED once the worker has used its max_restarts (a master with no
   // server). Called on the event loop, like Terminate.
   virtual bool WorkerFailed(const WorkerFailure& /*failure*/) { return false; }
+  // The job's workers answered an order to checkpoint (once per order). On
+  // the event loop, like Terminate.
+  virtual void Checkpointed(const CheckpointResult& /*result*/) {}
 };
 using JobTerminatorPtr = std::unique_ptr<JobTerminator>;
 
@@ -92,11 +108,20 @@ class FakeJobTerminator : public JobTerminator {
     absl::MutexLock lock(&mu_);
     return calls_;
   }
+  void Checkpointed(const CheckpointResult& result) override {
+    absl::MutexLock lock(&mu_);
+    checkpoints_.push_back(result);
+  }
+  std::vector<CheckpointResult> checkpoints() const {
+    absl::MutexLock lock(&mu_);
+    return checkpoints_;
+  }
 
  private:
   mutable absl::Mutex mu_;
   absl::CondVar cv_;
   std::optional<JobEnd> end_ ABSL_GUARDED_BY(mu_);
+  std::vector<CheckpointResult> checkpoints_ ABSL_GUARDED_BY(mu_);
   int calls_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -263,6 +263,16 @@ bool JobMasterServer::Inspect(const std::function<void(const MasterState&)>& fn)
   return done.get_future().get();
 }
 
+bool JobMasterServer::Post(std::function<void(MasterState&, absl::Time)> fn) {
+  {
+    absl::MutexLock lock(&posted_mu_);
+    if (loop_done_) return false;
+    posted_.push_back([this, fn = std::move(fn)] { fn(state_, clock_->Now()); });
+  }
+  Wake();
+  return true;
+}
+
 void JobMasterServer::RunPosted() {
   uint64_t count;
   ssize_t ignored = read(wake_fd_, &count, sizeof(count));

@@ -49,6 +49,10 @@ class JobMasterServer : private Outbox {
   // (until Run starts, if it has not yet); returns false once Run returned.
   // Thread-safe (tests, status).
   bool Inspect(const std::function<void(const MasterState&)>& fn);
+  // Runs `fn` on the loop thread with the master's state and the clock's
+  // time, without waiting for it; false once Run returned. Thread-safe (the
+  // server's orders, which arrive on the summary reporter's thread).
+  bool Post(std::function<void(MasterState&, absl::Time)> fn);
   // The master's state once Run has returned. REQUIRES: it has (nothing
   // touches the state after that).
   const MasterState& state_after_run() const { return state_; }

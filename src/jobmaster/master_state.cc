@@ -34,6 +34,8 @@ const char* BodyName(const pb::JobMasterRequest& request) {
     case pb::JobMasterRequest::kListWorkers: return "LIST_WORKERS";
     case pb::JobMasterRequest::kBarrier: return "BARRIER";
     case pb::JobMasterRequest::kRankZero: return "RANK_ZERO";
+    case pb::JobMasterRequest::kCheckpointPoll: return "CHECKPOINT_POLL";
+    case pb::JobMasterRequest::kCheckpointDone: return "CHECKPOINT_DONE";
     default: return "an empty request";
   }
 }
@@ -65,7 +67,8 @@ void MasterState::OnRequest(ConnId conn, std::string_view peer_ip,
     case pb::JobMasterRequest::BODY_NOT_SET:
       return SendError(conn, rid, absl::InvalidArgumentError(
                                       "request has no body: set one of starting, attach, "
-                                      "state_change, ping, list_workers, barrier, rank_zero"));
+                                      "state_change, ping, list_workers, barrier, rank_zero, "
+                                      "checkpoint_poll, checkpoint_done"));
     default: break;
   }
   auto it = bindings_.find(conn);
@@ -88,6 +91,9 @@ void MasterState::OnRequest(ConnId conn, std::string_view peer_ip,
       return HandleBarrier(id, conn, rid, request.barrier(), now);
     case pb::JobMasterRequest::kRankZero:
       return HandleRankZero(conn, rid, request.rank_zero(), now);
+    case pb::JobMasterRequest::kCheckpointPoll: return HandleCheckpointPoll(id, conn, rid);
+    case pb::JobMasterRequest::kCheckpointDone:
+      return HandleCheckpointDone(id, conn, rid, request.checkpoint_done());
     default: return;
   }
 }
@@ -200,6 +206,7 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
   w.address = std::move(address);
   w.peer = std::string(peer_ip);
   w.pings = starting.pings();
+  w.checkpoints = w.checkpoints || starting.checkpoints();
   w.conn = conn;
   w.last_seen = now;
   bindings_[conn] = id;
@@ -215,6 +222,8 @@ void MasterState::HandleStarting(ConnId conn, std::string_view peer_ip, uint64_t
   Log(LogLevel::kDebug, "jobmaster", "worker %d %s from %s", id,
       restart ? "restarted" : "registered", w.address);
   ReplyRegistered(conn, request_id, id);
+  // A worker that (re)joins while an order is open hears of it at once.
+  if (order_.id() > 0 && !order_answered_ && w.checkpoints && w.pings) ReplyOrder(conn, 0);
   if (joined_count_ == config_.num_workers) AnswerListWaiters();
   if (id == 0) AnswerRankZeroWaiters();
   if (IsTerminal(w.state)) AfterTerminalState(id);
@@ -292,6 +301,7 @@ void MasterState::SetState(int id, pb::WorkerState state, std::string reason) {
 
 void MasterState::AfterTerminalState(int id) {
   const Worker& w = workers_[id];
+  MaybeCheckpointed();  // it no longer holds up an open order
   if (barrier_count_ > 0) {
     FailBarrier(absl::AbortedError(absl::StrFormat(
         "barrier failed: worker %d reached %s%s while %d worker(s) waited", id,

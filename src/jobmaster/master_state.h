@@ -94,6 +94,15 @@ class MasterState {
   const std::optional<JobEnd>& job_end() const { return job_end_; }
   int num_workers() const { return config_.num_workers; }
 
+  // Checkpoints (master_checkpoint.cc; docs/jobmaster.md, "Checkpoints").
+  // The server's order to checkpoint: pushed to every connected worker that
+  // checkpoints; once each of them saved (or at once when none does) the
+  // terminator is told. An order already taken (its id at most the last
+  // one's) is ignored.
+  void OnCheckpointOrder(const pb::CheckpointOrder& order, absl::Time now);
+  // The last order taken (id 0: none yet).
+  const pb::CheckpointOrder& checkpoint_order() const { return order_; }
+
  private:
   struct Worker {
     pb::WorkerInfo info;
@@ -104,6 +113,9 @@ class MasterState {
     int attempt = 0;      // as it registered (Starting.restart_count, TRAINYARD_RESTART_COUNT)
     bool joined = false;
     bool pings = false;
+    bool checkpoints = false;   // it saves when ordered (Starting.checkpoints, or it polled)
+    int64_t saved_order = 0;    // the last order it saved for, at saved_step
+    int64_t saved_step = 0;
     ConnId conn = 0;      // the registering connection while it is open
     std::string peer;     // the IP address that connection came from
     absl::Time last_seen;
@@ -131,6 +143,15 @@ class MasterState {
   void AfterTerminalState(int id);
   void EndJob(JobOutcome outcome, std::string reason);
   void ReplyRegistered(ConnId conn, uint64_t request_id, int id);
+
+  // Checkpoints (master_checkpoint.cc).
+  void HandleCheckpointPoll(int id, ConnId conn, uint64_t request_id);
+  void HandleCheckpointDone(int id, ConnId conn, uint64_t request_id, const pb::CheckpointDone& done);
+  // Answers with the open order (id 0 when `open` is false or none is).
+  void ReplyOrder(ConnId conn, uint64_t request_id, bool open = true);
+  // Tells the terminator once every worker that checkpoints saved for the
+  // open order (or that none does).
+  void MaybeCheckpointed();
 
   // Discovery, barriers and timeouts (master_waits.cc).
   void HandleList(ConnId conn, uint64_t request_id, const pb::ListWorkersRequest& request,
@@ -200,6 +221,8 @@ class MasterState {
   int table_encodings_ = 0;
   absl::Time next_ping_check_ = absl::InfinitePast();
   std::optional<JobEnd> job_end_;
+  pb::CheckpointOrder order_;   // the last order taken
+  bool order_answered_ = false; // the terminator was told about order_
   pb::JobMasterResponse scratch_;  // reused for replies
 };
 

@@ -138,6 +138,32 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   return true;
 }
 
+void ServerJobTerminator::Checkpointed(const CheckpointResult& result) {
+  if (also_) also_->Checkpointed(result);
+  v1::CheckpointReport req;
+  req.set_job(result.job);
+  req.set_order_id(result.order_id);
+  req.set_saved(result.saved);
+  req.set_step(result.step);
+  req.set_workers(result.workers);
+  req.set_master_address(ReportedMasterAddress());
+  std::string address = address_;
+  std::shared_ptr<State> state = state_;
+  ReportCredentials credentials = credentials_;
+  failure_threads_.emplace_back([address, req, state, credentials] {
+    auto stub = ServerStub(address, credentials);
+    std::optional<grpc::Status> st =
+        state->Report(address, credentials, absl::StrCat("checkpoint order ", req.order_id()),
+                      [&](grpc::ClientContext* ctx) {
+                        v1::CheckpointReportResponse resp;
+                        return stub->ReportCheckpoint(ctx, req, &resp);
+                      });
+    if (st.has_value() && !st->ok()) {
+      Log(LogLevel::kWarning, "jobmaster", "server refused the checkpoint report: %s", st->error_message());
+    }
+  });
+}
+
 void ServerJobTerminator::Terminate(const JobEnd& end) {
   if (also_) also_->Terminate(end);
   if (thread_.joinable()) return;  // told once per job

@@ -52,6 +52,8 @@ class ServerJobTerminator : public JobTerminator {
   ~ServerJobTerminator() override;
   void Terminate(const JobEnd& end) override;
   bool WorkerFailed(const WorkerFailure& failure) override;
+  // Reports the answer with ReportCheckpoint (retried as a failure report is).
+  void Checkpointed(const CheckpointResult& result) override;
   // Waits (up to `seconds`) for the report to be delivered; true when it was
   // or when there was nothing to report (the master was stopped first).
   bool WaitDelivered(int seconds);

@@ -89,6 +89,13 @@ bool SummaryReporter::Send(const v1::JobMasterSummary& summary, absl::Duration w
   v1::JobMasterSummaryResponse resp;
   grpc::Status st = shared_->stub->ReportJobMasterSummary(&ctx, summary, &resp);
   if (!st.ok()) Log(LogLevel::kDebug, "jobmaster", "figures for /metrics: %s", st.error_message());
+  // The server's order to checkpoint rides on its answer (the master takes
+  // each order once).
+  if (st.ok() && resp.checkpoint().id() > 0 && !summary.final()) {
+    master_->Post([order = resp.checkpoint()](MasterState& state, absl::Time now) {
+      state.OnCheckpointOrder(order, now);
+    });
+  }
   return st.ok();
 }
 

@@ -6,6 +6,9 @@
 // its own, so a job is never a new Prometheus target. Reports go out on the
 // reporter's own thread; the event loop only builds the summary (Inspect).
 // A report that fails is not retried: the next one carries newer figures.
+// The server's answer carries the job's open order to checkpoint, if any
+// (docs/jobmaster.md, "Checkpoints"): the reporter posts it to the master's
+// loop, so the server reaches the master within one period.
 #pragma once
 
 #include <memory>

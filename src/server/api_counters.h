@@ -29,6 +29,7 @@ class GrpcCounters {
     kReportJobMasterSummary,
     kWatchJob,
     kReleaseJob,
+    kReportCheckpoint,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -38,7 +39,7 @@ class GrpcCounters {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
-        "ReportJobMasterSummary", "WatchJob", "ReleaseJob"};
+        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

@@ -314,11 +314,25 @@ grpc::Status ClientService::ReportWorkerFailure(grpc::ServerContext* ctx, const 
 }
 
 grpc::Status ClientService::ReportJobMasterSummary(grpc::ServerContext* ctx, const v1::JobMasterSummary* req,
-                                                   v1::JobMasterSummaryResponse*) {
+                                                   v1::JobMasterSummaryResponse* resp) {
   if (absl::Status from = FromJobMaster(ctx, req->job()); !from.ok()) {
     return Counted(GrpcCounters::kReportJobMasterSummary, ToGrpc(from));
   }
+  // The job's open order to checkpoint, from its published view (no lock on
+  // the control state): the master passes it to its workers.
+  if (std::shared_ptr<const v1::JobView> job = manager_->JobSummary(req->job());
+      job && job->checkpoint_order().id() > 0 && !req->final()) {
+    *resp->mutable_checkpoint() = job->checkpoint_order();
+  }
   return Counted(GrpcCounters::kReportJobMasterSummary, ToGrpc(masters_.Report(*req, absl::Now())));
+}
+
+grpc::Status ClientService::ReportCheckpoint(grpc::ServerContext* ctx, const v1::CheckpointReport* req,
+                                             v1::CheckpointReportResponse*) {
+  if (absl::Status from = FromJobMaster(ctx, req->job()); !from.ok()) {
+    return Counted(GrpcCounters::kReportCheckpoint, ToGrpc(from));
+  }
+  return Counted(GrpcCounters::kReportCheckpoint, ToGrpc(manager_->ReportCheckpoint(*req)));
 }
 
 grpc::Status ClientService::CreateToken(grpc::ServerContext* ctx, const v1::CreateTokenRequest* req,

@@ -59,8 +59,11 @@ class ClientService final
                                    v1::WorkerFailureResponse*) override;
   grpc::Status CreateToken(grpc::ServerContext*, const v1::CreateTokenRequest*, v1::CreateTokenResponse*) override;
   // A job master's figures (master_metrics.h), checked as its outcome is.
+  // Its answer carries the job's open order to checkpoint, if any.
   grpc::Status ReportJobMasterSummary(grpc::ServerContext*, const v1::JobMasterSummary*,
                                       v1::JobMasterSummaryResponse*) override;
+  grpc::Status ReportCheckpoint(grpc::ServerContext*, const v1::CheckpointReport*,
+                                v1::CheckpointReportResponse*) override;
 
   // What each method answered, for /metrics.
   const GrpcCounters& counters() const { return counters_; }

@@ -348,8 +348,9 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
   // A job past its time limit gives way as a preemption victim does, its
   // work saved first; the other ends stop their tasks outright.
   if (state == v1::JOB_DEADLINE_EXCEEDED) {
-    StopWithGrace(job, config_.kill_grace_ms, message);
+    StopWithGrace(job, config_.kill_grace_ms, message, now);
   } else {
+    EndCheckpointOrder(job);  // killed or failed meanwhile: stopped now
     KillTasks(job, config_.kill_grace_ms, message);
   }
   MaybeFinish(job, now);
@@ -407,6 +408,7 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
   }
   job.preempting = false;
   preempting_.erase(job.rec.name());
+  EndCheckpointOrder(job);
   job.job_master.clear();
   job.rec.set_pending_reason(reason);
   SetJobState(job, v1::JOB_QUEUED, now);

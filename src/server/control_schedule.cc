@@ -23,6 +23,7 @@ namespace trainyard::server {
 void ControlState::RunRound(absl::Time now) {
   CheckNodes(now);
   CheckDeadlines(now);
+  if (!checkpointing_.empty()) CheckCheckpointDeadlines(now);
   // Victims whose grace ran out without their agent confirming the stop.
   std::vector<JobRt*> overdue;
   for (const std::string& name : preempting_) {
@@ -193,7 +194,7 @@ void ControlState::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   AddEvent(*job, "preempted", absl::StrCat(job->preempted_note, "; ", absl::ToInt64Seconds(p.grace_deadline - now),
                                            " s to checkpoint before it is stopped"), now);
   int grace = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(p.grace_deadline - now)));
-  StopWithGrace(*job, grace, absl::StrCat("preempted by ", p.for_job_id));
+  StopWithGrace(*job, grace, absl::StrCat("preempted by ", p.for_job_id), now);
   MaybeFinish(*job, now);
 }
 
@@ -230,8 +231,86 @@ void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason
   }
 }
 
-void ControlState::StopWithGrace(JobRt& job, int grace_ms, const std::string& reason) {
-  KillTasks(job, grace_ms, reason);
+void ControlState::StopWithGrace(JobRt& job, int grace_ms, const std::string& reason, absl::Time now) {
+  // A job with a master is ordered to checkpoint (the master passes the
+  // order to its workers, docs/jobmaster.md "Checkpoints"); its tasks are
+  // stopped when the master says they saved, or at the deadline. A job
+  // without one gets SIGTERM now and its grace.
+  if (job.job_master.empty() || grace_ms <= 0) {
+    KillTasks(job, grace_ms, reason);
+    return;
+  }
+  job.checkpoint.set_id(++job.orders);
+  job.checkpoint.set_deadline_unix_ms(absl::ToUnixMillis(now + absl::Milliseconds(grace_ms)));
+  job.checkpoint.set_reason(reason);
+  job.stop_reason = reason;
+  checkpointing_.insert(job.rec.name());
+  AddEvent(job, "checkpoint", absl::StrCat("its job master is told to have the workers checkpoint within ",
+                                           grace_ms / 1000.0, " s; the tasks are stopped once they saved"),
+           now);
+  Persist(job);
+}
+
+void ControlState::EndCheckpointOrder(JobRt& job) {
+  if (job.checkpoint.id() == 0) return;
+  job.checkpoint.Clear();
+  checkpointing_.erase(job.rec.name());
+  Persist(job);
+}
+
+void ControlState::CheckCheckpointDeadlines(absl::Time now) {
+  std::vector<JobRt*> due;
+  std::vector<std::string> gone;  // deleted meanwhile
+  for (const std::string& name : checkpointing_) {
+    JobRt* job = FindJob(name);
+    if (!job || job->checkpoint.id() == 0) {
+      gone.push_back(name);
+    } else if (absl::FromUnixMillis(job->checkpoint.deadline_unix_ms()) <= now) {
+      due.push_back(job);
+    }
+  }
+  for (const std::string& name : gone) checkpointing_.erase(name);
+  for (JobRt* job : due) {
+    AddEvent(*job, "checkpoint", "its workers did not report a checkpoint by the deadline; its tasks are stopped",
+             now);
+    EndCheckpointOrder(*job);
+    KillTasks(*job, config_.kill_grace_ms, job->stop_reason);
+  }
+}
+
+absl::Status ControlState::CheckpointReported(const v1::CheckpointReport& req, absl::Time now) {
+  JobRt* job = FindJob(req.job());
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
+  if (!req.master_address().empty() && !job->job_master.empty() && req.master_address() != job->job_master) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": the job master at ", req.master_address(),
+                                                      " was replaced by the one at ", job->job_master,
+                                                      "; its report is ignored"));
+  }
+  if (job->checkpoint.id() == 0 || req.order_id() != job->checkpoint.id()) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), " has no open order to checkpoint numbered ",
+                                                      req.order_id(), "; the report is ignored"));
+  }
+  if (req.step() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("step: ", req.step(), " is negative"));
+  }
+  int grace_ms = config_.kill_grace_ms;
+  if (req.saved()) {
+    job->rec.set_resume_step(req.step());
+    AddEvent(*job, "checkpointed", absl::StrCat(req.workers(), req.workers() == 1 ? " worker" : " workers",
+                                                " saved step ", req.step(), "; its tasks are stopped and resume there"),
+             now);
+  } else {
+    // No worker checkpoints: the tasks get what is left of the grace, as
+    // they would have without a master.
+    absl::Time deadline = absl::FromUnixMillis(job->checkpoint.deadline_unix_ms());
+    grace_ms = static_cast<int>(std::max<int64_t>(0, absl::ToInt64Milliseconds(deadline - now)));
+    AddEvent(*job, "checkpoint", absl::StrCat("no worker of the job checkpoints; its tasks are stopped with ",
+                                              grace_ms / 1000.0, " s of grace"),
+             now);
+  }
+  EndCheckpointOrder(*job);
+  KillTasks(*job, grace_ms, job->stop_reason);
+  return absl::OkStatus();
 }
 
 ControlState::EnvContext ControlState::EnvContextFor(const JobRt& job) const {
@@ -243,6 +322,7 @@ ControlState::EnvContext ControlState::EnvContextFor(const JobRt& job) const {
   in.checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, job.rec.name(), job.rec.id());
   in.array_job = job.rec.array_job();
   in.array_index = job.rec.array_index();
+  in.resume_step = job.rec.has_resume_step() ? job.rec.resume_step() : -1;
   ctx.view_of.assign(job.rec.tasks_size(), -1);
   in.tasks.reserve(job.rec.tasks_size());
   for (int i = 0; i < job.rec.tasks_size(); ++i) {

@@ -152,6 +152,11 @@ class ControlState {
   // restart policy decides (control_stops.cc). Errors: NotFound (job or
   // worker), FailedPrecondition (a master that was replaced).
   absl::Status WorkerFailed(const v1::WorkerFailureRequest& request, absl::Time now);
+  // A job master's answer to the job's order to checkpoint: its workers
+  // saved (the step is kept for their next start as TRAINYARD_RESUME_STEP)
+  // or none checkpoints; either way its tasks are stopped now.
+  // FailedPrecondition for an order that is not open (or a replaced master).
+  absl::Status CheckpointReported(const v1::CheckpointReport& report, absl::Time now);
 
   // ---- the loop ----
   // One scheduling round: node liveness, overdue preemption victims, the
@@ -324,13 +329,17 @@ class ControlState {
   bool SendFiles(JobRt& job, int task, EnvContext& ctx);
   void KillTasks(JobRt& job, int grace_ms, const std::string& reason);
   // Stops the job's placed tasks so that it gives way (a preemption victim,
-  // a job stopped with its node's agent, a job past its time limit), each
-  // task given `grace_ms` between SIGTERM and SIGKILL to save its work. The
-  // coordinated checkpoint (DESIGN.md, "Training resilience": the job's
-  // master has its workers checkpoint by a deadline, and they are stopped
-  // once the step is saved) takes the place of the bare grace here, for
-  // every one of these at once. Today: KillTasks.
-  void StopWithGrace(JobRt& job, int grace_ms, const std::string& reason);
+  // a job past its time limit) with `grace_ms` to save its work. A job with
+  // a master is ordered to checkpoint (DESIGN.md, "Training resilience"):
+  // the order goes to the master in the answer to its figures, and the
+  // tasks are stopped once it reports that the workers saved
+  // (CheckpointReported) or at now + grace_ms (CheckCheckpointDeadlines). A
+  // job without one gets SIGTERM now and SIGKILL after the grace.
+  void StopWithGrace(JobRt& job, int grace_ms, const std::string& reason, absl::Time now);
+  // Closes the job's open order to checkpoint, if any.
+  void EndCheckpointOrder(JobRt& job);
+  // Stops the tasks of jobs whose order's deadline passed.
+  void CheckCheckpointDeadlines(absl::Time now);
   // The agent finds the task by the job's id (a reused name names another
   // job's task); `job` is for its messages.
   void SendKill(const std::string& node, const std::string& job, uint64_t job_id, const std::string& role, int index,
@@ -525,6 +534,8 @@ class ControlState {
   // Victims waiting for their tasks to stop, so a round need not walk every
   // job ever submitted to find those past their grace.
   std::set<std::string> preempting_;
+  // Jobs with an open order to checkpoint (JobRt::checkpoint).
+  std::set<std::string> checkpointing_;
   // Started jobs with a time limit, by when it runs out (WatchDeadline):
   // a round looks only at the first, not at every job.
   std::set<std::pair<absl::Time, std::string>> deadlines_;

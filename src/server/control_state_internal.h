@@ -29,6 +29,13 @@ struct ControlState::JobRt {
   // since its submission): the pending-time histogram's start.
   absl::Time queued_since = absl::InfinitePast();
   std::string job_master;       // host:port of its master task, "" if none
+  // An order to checkpoint, given to its master while its tasks are to be
+  // stopped with a grace (a preemption, a time limit): the tasks are stopped
+  // once the master reports its workers saved, or at the order's deadline.
+  // id 0: none open; `orders` counts the ids given.
+  v1::CheckpointOrder checkpoint;
+  int64_t orders = 0;
+  std::string stop_reason;      // the stop's reason, for the kill that ends the order
   // Per task: the attempt number at which the current launch started; a
   // status with a lower attempt is from an older launch and ignored.
   std::vector<int> launch_base;

@@ -36,7 +36,8 @@ void ControlState::StopForRequeue(JobRt& job, const std::string& note, absl::Tim
   job.preempt_deadline = now;
   AddEvent(job, "stopping", absl::StrCat(note, "; its tasks are stopped and the job goes back to the queue "
                                               "(no restart is charged)"), now);
-  StopWithGrace(job, config_.kill_grace_ms, note);
+  // Its node is going away: no time for a checkpoint order.
+  KillTasks(job, config_.kill_grace_ms, note);
   MaybeFinish(job, now);
   Persist(job);
 }

@@ -171,6 +171,8 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
   v.set_deadline_unix_ms(api::DeadlineMs(r));
   v.set_job_master(job.job_master);
   v.set_held(r.held());
+  if (job.checkpoint.id() > 0) *v.mutable_checkpoint_order() = job.checkpoint;
+  if (r.has_resume_step()) v.set_resume_step(r.resume_step());
   v.set_array_job(r.array_job());
   v.set_array_index(r.array_index());
   *v.mutable_after_ok() = r.spec().dependencies().after_ok();

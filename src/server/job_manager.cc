@@ -627,6 +627,13 @@ absl::Status JobManager::ReportWorkerFailure(const v1::WorkerFailureRequest& req
   return st;
 }
 
+absl::Status JobManager::ReportCheckpoint(const v1::CheckpointReport& req) {
+  absl::MutexLock lock(&mu_);
+  absl::Status st = control_.CheckpointReported(req, clock_->Now());
+  AfterEvent();
+  return st;
+}
+
 absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link) {
   absl::MutexLock lock(&mu_);
   uint64_t session = streams_.SessionOf(link);

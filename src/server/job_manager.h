@@ -95,6 +95,8 @@ class JobManager {
   absl::Status ReportOutcome(const v1::JobOutcomeRequest& request);
   // A job master's report of a hung worker (ControlState::WorkerFailed).
   absl::Status ReportWorkerFailure(const v1::WorkerFailureRequest& request);
+  // A job master's answer to an order to checkpoint (ControlState::CheckpointReported).
+  absl::Status ReportCheckpoint(const v1::CheckpointReport& report);
 
   // ---- the log hub (job_manager_logs.cc) ----
   // `hub` hears of every change to a job (nullptr: no more). Call before

@@ -76,6 +76,7 @@ absl::Status JobMasterClient::Register(absl::Time deadline) {
     s->set_restart_count(options_.restart_count);
     s->set_job_secret(options_.job_secret);
     s->set_pings(true);
+    s->set_checkpoints(options_.checkpoints);
     if (state == pb::RUNNING || state == pb::COMPLETED) {
       s->set_resume_state(state);
       s->set_resume_reason(last_reason_);
@@ -163,6 +164,10 @@ std::string JobMasterClient::ConnectedTo() {
 
 void JobMasterClient::Dispatch(pb::JobMasterResponse response) {
   absl::MutexLock lock(&mu_);
+  if (response.request_id() == 0 && response.has_checkpoint()) {
+    if (response.checkpoint().id() > order_.id()) order_ = response.checkpoint();  // pushed by the master
+    return;
+  }
   auto it = pending_.find(response.request_id());
   if (it == pending_.end()) {
     if (response.has_error()) {
@@ -309,6 +314,28 @@ absl::StatusOr<pb::RankZeroReply> JobMasterClient::RankZero(absl::Duration timeo
   absl::StatusOr<pb::JobMasterResponse> r = Call(std::move(request), timeout + kGrace, "rank 0");
   if (!r.ok()) return r.status();
   return std::move(*r->mutable_rank_zero());
+}
+
+pb::CheckpointOrder JobMasterClient::PendingCheckpoint() const {
+  absl::MutexLock lock(&mu_);
+  return order_;
+}
+
+absl::StatusOr<pb::CheckpointOrder> JobMasterClient::PollCheckpoint(absl::Duration timeout) {
+  pb::JobMasterRequest request;
+  request.mutable_checkpoint_poll();
+  absl::StatusOr<pb::JobMasterResponse> r = Call(std::move(request), timeout, "a checkpoint poll");
+  if (!r.ok()) return r.status();
+  absl::MutexLock lock(&mu_);
+  if (r->checkpoint().id() > order_.id()) order_ = r->checkpoint();
+  return r->checkpoint();
+}
+
+absl::Status JobMasterClient::CheckpointDone(int64_t id, int64_t step, absl::Duration timeout) {
+  pb::JobMasterRequest request;
+  request.mutable_checkpoint_done()->set_id(id);
+  request.mutable_checkpoint_done()->set_step(step);
+  return Call(std::move(request), timeout, "a checkpoint report").status();
 }
 
 absl::Status JobMasterClient::WaitOnBarrier(absl::Duration timeout) {

@@ -48,6 +48,10 @@ struct JobMasterClientOptions {
   absl::Duration connect_timeout = absl::Seconds(30);
   // Longest pause between reconnection attempts.
   absl::Duration max_backoff = absl::Seconds(2);
+  // The program saves checkpoints when its job is ordered to (a preemption,
+  // a time limit): the master pushes the order to it (PendingCheckpoint)
+  // and waits for its CheckpointDone before the job is stopped.
+  bool checkpoints = false;
 };
 
 // The first line of the master address file, trimmed; "" when it cannot be
@@ -106,6 +110,16 @@ class JobMasterClient {
   // waited; DEADLINE_EXCEEDED naming the missing workers; UNAVAILABLE when
   // the master did not come back within `timeout`.
   absl::Status WaitOnBarrier(absl::Duration timeout);
+  // Checkpoints (docs/jobmaster.md, "Checkpoints"). The job's open order to
+  // checkpoint as the master last pushed it (options.checkpoints), id 0 when
+  // none: a local read, cheap enough for every training step.
+  pb::CheckpointOrder PendingCheckpoint() const;
+  // Asks the master for the open order (id 0: none), and so tells it that
+  // this worker checkpoints.
+  absl::StatusOr<pb::CheckpointOrder> PollCheckpoint(absl::Duration timeout);
+  // Tells the master the checkpoint for order `id` (0: the open one) is
+  // saved at `step`; once every checkpointing worker did, the job is stopped.
+  absl::Status CheckpointDone(int64_t id, int64_t step, absl::Duration timeout);
   // The last refusal of a non-blocking send, OK if none.
   absl::Status last_error() const;
   bool connected() const;
@@ -150,6 +164,7 @@ class JobMasterClient {
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   // The last worker table (Directory); dropped with the connection.
   std::shared_ptr<const WorkerDirectory> directory_ ABSL_GUARDED_BY(mu_);
+  pb::CheckpointOrder order_ ABSL_GUARDED_BY(mu_);  // the last order pushed or polled
   bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread io_thread_;
 };

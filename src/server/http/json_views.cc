@@ -137,6 +137,14 @@ json JobJson(const v1::JobView& j, bool with_events) {
               {"after_ok", json(std::vector<std::string>(j.after_ok().begin(), j.after_ok().end()))},
               {"after_any", json(std::vector<std::string>(j.after_any().begin(), j.after_any().end()))},
               {"tasks", std::move(tasks)}};
+  // An open order to checkpoint (a preemption, a time limit) and the step
+  // the job resumes at: null when there is none.
+  out["checkpoint_order"] = j.checkpoint_order().id() == 0
+                                ? json(nullptr)
+                                : json{{"id", j.checkpoint_order().id()},
+                                       {"deadline_unix_ms", j.checkpoint_order().deadline_unix_ms()},
+                                       {"reason", j.checkpoint_order().reason()}};
+  out["resume_step"] = j.has_resume_step() ? json(j.resume_step()) : json(nullptr);
   if (with_events) {
     json events = json::array();
     for (const auto& e : j.events()) {

@@ -1,0 +1,93 @@
+// MasterState: coordinated checkpoints (docs/jobmaster.md, "Checkpoints").
+// The server orders a job to checkpoint when it is preempted or past its time
+// limit; the order reaches the master in the answer to its figures. The
+// master pushes it to every connected worker that checkpoints (registered
+// with Starting.checkpoints), answers polls from the others (shell tasks
+// poll with `trainyard worker checkpoint-requested`, which marks them as
+// checkpointing), collects each worker's CheckpointDone and, once every
+// checkpointing worker that has not ended saved, tells the terminator the
+// lowest step they saved: the server then stops the tasks without waiting
+// for the rest of the grace.
+#include <algorithm>
+
+#include "absl/strings/str_format.h"
+#include "common/logging.h"
+#include "jobmaster/master_state.h"
+
+namespace trainyard::jobmaster {
+
+namespace {
+bool Ended(pb::WorkerState s) { return s == pb::COMPLETED || s == pb::ERROR; }
+}  // namespace
+
+void MasterState::OnCheckpointOrder(const pb::CheckpointOrder& order, absl::Time /*now*/) {
+  if (order.id() <= order_.id()) return;  // taken already (the server repeats it until the job stops)
+  order_ = order;
+  order_answered_ = false;
+  Log(LogLevel::kInfo, "jobmaster", "job %s is ordered to checkpoint (order %d): %s", config_.job_name,
+      order.id(), order.reason());
+  for (const Worker& w : workers_) {
+    if (w.checkpoints && w.pings && w.conn != 0 && !Ended(w.state)) ReplyOrder(w.conn, 0);
+  }
+  MaybeCheckpointed();
+}
+
+void MasterState::ReplyOrder(ConnId conn, uint64_t request_id, bool open) {
+  scratch_.Clear();
+  scratch_.set_request_id(request_id);
+  pb::CheckpointOrder* o = scratch_.mutable_checkpoint();
+  if (open && order_.id() > 0) *o = order_;
+  outbox_->Send(conn, scratch_);
+}
+
+void MasterState::HandleCheckpointPoll(int id, ConnId conn, uint64_t request_id) {
+  Worker& w = workers_[id];
+  w.checkpoints = true;
+  // A worker that saved for the open order is not asked again (a script
+  // polls every step until its task is stopped).
+  ReplyOrder(conn, request_id, w.saved_order != order_.id());
+}
+
+void MasterState::HandleCheckpointDone(int id, ConnId conn, uint64_t request_id, const pb::CheckpointDone& done) {
+  Worker& w = workers_[id];
+  int64_t order = done.id() == 0 ? order_.id() : done.id();
+  if (order_.id() == 0 || order != order_.id()) {
+    return SendError(conn, request_id, absl::FailedPreconditionError(absl::StrFormat(
+        "worker %d reported a checkpoint for order %d, but %s", id, done.id(),
+        order_.id() == 0 ? "the job was never ordered to checkpoint"
+                         : absl::StrFormat("the job's open order is %d", order_.id()))));
+  }
+  if (done.step() < 0) {
+    return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
+        "checkpoint_done.step: %d is negative; give the training step the checkpoint holds", done.step())));
+  }
+  w.checkpoints = true;
+  w.saved_order = order;
+  w.saved_step = done.step();
+  Log(LogLevel::kInfo, "jobmaster", "worker %d saved its checkpoint at step %d (order %d)", id, done.step(), order);
+  ReplyOrder(conn, request_id);
+  MaybeCheckpointed();
+}
+
+void MasterState::MaybeCheckpointed() {
+  if (order_.id() == 0 || order_answered_) return;
+  CheckpointResult result{.job = config_.job_name, .order_id = order_.id()};
+  for (const Worker& w : workers_) {
+    if (!w.checkpoints || Ended(w.state)) continue;
+    if (w.saved_order != order_.id()) return;  // still saving
+    result.step = result.workers == 0 ? w.saved_step : std::min(result.step, w.saved_step);
+    ++result.workers;
+  }
+  result.saved = result.workers > 0;
+  order_answered_ = true;
+  if (result.saved) {
+    Log(LogLevel::kInfo, "jobmaster", "job %s checkpointed at step %d by %d worker(s)", config_.job_name, result.step,
+        result.workers);
+  } else {
+    Log(LogLevel::kInfo, "jobmaster", "job %s: no worker checkpoints; its tasks are stopped with their grace",
+        config_.job_name);
+  }
+  terminator_->Checkpointed(result);
+}
+
+}  // namespace trainyard::jobmaster

@@ -1,0 +1,151 @@
+// MasterState's coordinated checkpoints: the server's order reaches the
+// workers that checkpoint, and the terminator hears once all of them saved.
+#include <map>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "jobmaster/master_state.h"
+
+namespace trainyard::jobmaster {
+namespace {
+
+using ::testing::HasSubstr;
+
+class AllAnswersOutbox : public Outbox {
+ public:
+  void Send(ConnId conn, const pb::JobMasterResponse& response) override { sent[conn].push_back(response); }
+  void SendShared(ConnId, uint64_t, int, const SharedBody&) override {}
+  std::map<ConnId, std::vector<pb::JobMasterResponse>> sent;
+};
+
+class MasterCheckpointTest : public ::testing::Test {
+ protected:
+  MasterCheckpointTest() {
+    config_.job_name = "bert";
+    config_.num_workers = 3;
+    config_.max_restarts = 5;
+    state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  }
+  void Start(ConnId conn, int id, bool checkpoints) {
+    pb::JobMasterRequest r;
+    r.mutable_starting()->mutable_info()->set_worker_id(id);
+    r.mutable_starting()->set_pings(true);
+    r.mutable_starting()->set_checkpoints(checkpoints);
+    state_->OnRequest(conn, "10.0.0.1", r, now_);
+  }
+  pb::JobMasterResponse Ask(ConnId conn, pb::JobMasterRequest r) {
+    r.set_request_id(77);
+    state_->OnRequest(conn, "10.0.0.1", r, now_);
+    return outbox_.sent[conn].back();
+  }
+  pb::JobMasterResponse Done(ConnId conn, int64_t order, int64_t step) {
+    pb::JobMasterRequest r;
+    r.mutable_checkpoint_done()->set_id(order);
+    r.mutable_checkpoint_done()->set_step(step);
+    return Ask(conn, r);
+  }
+  pb::JobMasterResponse Poll(ConnId conn) {
+    pb::JobMasterRequest r;
+    r.mutable_checkpoint_poll();
+    return Ask(conn, r);
+  }
+  static pb::CheckpointOrder Order(int64_t id) {
+    pb::CheckpointOrder o;
+    o.set_id(id);
+    o.set_deadline_unix_ms(1'000'030'000);
+    o.set_reason("preempted by job 9");
+    return o;
+  }
+
+  JobMasterConfig config_;
+  FakeJobTerminator terminator_;
+  AllAnswersOutbox outbox_;
+  std::unique_ptr<MasterState> state_;
+  absl::Time now_ = absl::FromUnixSeconds(1'000'000);
+};
+
+TEST_F(MasterCheckpointTest, TheOrderIsPushedToCheckpointingWorkersAndAnsweredWithTheLowestStepOnceAllSaved) {
+  Start(1, 0, true);
+  Start(2, 1, true);
+  Start(3, 2, false);  // a parameter server: it never checkpoints
+  state_->OnCheckpointOrder(Order(1), now_);
+  // Pushed unsolicited (request id 0) to the two that checkpoint, not the third.
+  ASSERT_EQ(outbox_.sent[1].back().request_id(), 0u);
+  EXPECT_EQ(outbox_.sent[1].back().checkpoint().reason(), "preempted by job 9");
+  EXPECT_EQ(outbox_.sent[2].back().checkpoint().id(), 1);
+  EXPECT_FALSE(outbox_.sent[3].back().has_checkpoint());
+
+  EXPECT_EQ(Done(1, 1, 1200).checkpoint().id(), 1);
+  EXPECT_TRUE(terminator_.checkpoints().empty()) << "worker 1 has not saved yet";
+  Done(2, 0, 1180);  // 0: the open order
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  CheckpointResult r = terminator_.checkpoints()[0];
+  EXPECT_EQ(r.job, "bert");
+  EXPECT_EQ(r.order_id, 1);
+  EXPECT_TRUE(r.saved);
+  EXPECT_EQ(r.step, 1180);
+  EXPECT_EQ(r.workers, 2);
+  // The server repeats the order until the job stops: told once.
+  state_->OnCheckpointOrder(Order(1), now_);
+  EXPECT_EQ(terminator_.checkpoints().size(), 1u);
+}
+
+TEST_F(MasterCheckpointTest, AShellWorkerThatPollsIsWaitedFor) {
+  Start(1, 0, false);
+  EXPECT_EQ(Poll(1).checkpoint().id(), 0) << "no order yet";
+  state_->OnCheckpointOrder(Order(3), now_);
+  EXPECT_TRUE(terminator_.checkpoints().empty());
+  EXPECT_EQ(Poll(1).checkpoint().id(), 3);
+  Done(1, 3, 40);
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  EXPECT_EQ(terminator_.checkpoints()[0].step, 40);
+  EXPECT_EQ(Poll(1).checkpoint().id(), 0) << "saved for it: not asked again";
+}
+
+TEST_F(MasterCheckpointTest, AJobWhoseWorkersDoNotCheckpointIsAnsweredAtOnce) {
+  Start(1, 0, false);
+  state_->OnCheckpointOrder(Order(1), now_);
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  EXPECT_FALSE(terminator_.checkpoints()[0].saved);
+}
+
+TEST_F(MasterCheckpointTest, AWorkerThatEndsNoLongerHoldsUpTheOrder) {
+  Start(1, 0, true);
+  Start(2, 1, true);
+  state_->OnCheckpointOrder(Order(1), now_);
+  Done(1, 1, 10);
+  pb::JobMasterRequest error;
+  error.mutable_state_change()->set_state(pb::ERROR);
+  error.mutable_state_change()->set_reason("segfault");
+  Ask(2, error);
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  EXPECT_EQ(terminator_.checkpoints()[0].workers, 1);
+}
+
+TEST_F(MasterCheckpointTest, ADoneForAnotherOrderOrANegativeStepIsRefusedNamingWhy) {
+  Start(1, 0, true);
+  pb::JobMasterResponse r = Done(1, 0, 5);
+  ASSERT_TRUE(r.has_error());
+  EXPECT_THAT(r.error().message(), HasSubstr("never ordered to checkpoint"));
+  state_->OnCheckpointOrder(Order(2), now_);
+  r = Done(1, 1, 5);
+  ASSERT_TRUE(r.has_error());
+  EXPECT_THAT(r.error().message(), HasSubstr("open order is 2"));
+  r = Done(1, 2, -1);
+  ASSERT_TRUE(r.has_error());
+  EXPECT_THAT(r.error().message(), HasSubstr("checkpoint_done.step"));
+  EXPECT_TRUE(terminator_.checkpoints().empty());
+}
+
+TEST_F(MasterCheckpointTest, AWorkerThatRegistersWhileAnOrderIsOpenHearsOfItAtOnce) {
+  Start(1, 0, true);
+  Start(2, 1, false);
+  Poll(2);  // a shell worker: waited for
+  state_->OnCheckpointOrder(Order(1), now_);
+  Start(5, 0, true);  // worker 0 reconnected (its master link came back)
+  EXPECT_EQ(outbox_.sent[5].back().checkpoint().id(), 1);
+  EXPECT_EQ(outbox_.sent[5].back().request_id(), 0u);
+}
+
+}  // namespace
+}  // namespace trainyard::jobmaster
