@@ -25,7 +25,12 @@ two kinds of them against the source tree:
 
 Comments do not count, so a name that lives on only in a comment is reported.
 
-Prints each name that is missing with its line and exits 1 if any is.
+A document with the layering table (a table whose header is "| room | may
+depend on ...") must also give each room of cmake/Layering.cmake (proto
+aside) one row that allows exactly what the room's ty_room line allows.
+
+Prints each name that is missing (and each row of the layering table that is
+wrong) with its line and exits 1 if there is any.
 
 Usage: check_doc_names.py ROOT DOC.md...
 """
@@ -177,10 +182,49 @@ def spans(text):
     return out
 
 
+def layering_rules(root):
+    """{room: set of what it may depend on} from cmake/Layering.cmake's ty_room lines."""
+    path = os.path.join(root, "cmake", "Layering.cmake")
+    if not os.path.exists(path):
+        return {}
+    with open(path, encoding="utf-8") as f:
+        text = re.sub(r"#[^\n]*", "", f.read())
+    return {m.group(1): set(m.group(2).split()) for m in re.finditer(r"^ty_room\(\s*(\w[\w/]*)([^)]*)\)", text, re.M)}
+
+
+def layering_problems(rules, doc, text):
+    """Where the document's layering table and cmake/Layering.cmake differ."""
+    lines = text.split("\n")
+    start = next((i for i, l in enumerate(lines) if re.match(r"\|\s*room\s*\|\s*may depend on", l)), None)
+    if start is None:
+        return []
+    problems = []
+    rows = {}
+    for i in range(start + 2, len(lines)):
+        cells = [c.strip() for c in lines[i].strip().strip("|").split("|")]
+        if not lines[i].startswith("|") or len(cells) < 2:
+            break
+        room = cells[0].strip("`")
+        allowed = {w for w in re.findall(r"[\w/]+\.h|[\w/]+", cells[1]) if w in rules or w.endswith(".h")}
+        rows[room] = (i + 1, allowed)
+    for room, (line, allowed) in sorted(rows.items()):
+        if room not in rules:
+            problems.append(f"{doc}:{line}: room `{room}` is not in cmake/Layering.cmake")
+        elif allowed != rules[room]:
+            detail = "; ".join(x for x in (
+                "the table adds " + ", ".join(sorted(allowed - rules[room])) if allowed - rules[room] else "",
+                "cmake/Layering.cmake also allows " + ", ".join(sorted(rules[room] - allowed))
+                if rules[room] - allowed else "") if x)
+            problems.append(f"{doc}:{line}: the row of `{room}` differs from cmake/Layering.cmake: {detail}")
+    for room in sorted(set(rules) - set(rows) - {"proto"}):
+        problems.append(f"{doc}:{start + 1}: the layering table has no row for room `{room}` of cmake/Layering.cmake")
+    return problems
+
+
 def check(tree, doc):
     with open(doc, encoding="utf-8") as f:
         text = f.read()
-    missing = []
+    missing = layering_problems(layering_rules(tree.root), doc, text)
     checked = 0
     for line, span in spans(text):
         if QUALIFIED.match(span):
@@ -209,7 +253,7 @@ def main(argv):
         missing, checked = check(tree, doc)
         for m in missing:
             print(m)
-        print(f"{doc}: {checked} names checked, {len(missing)} missing")
+        print(f"{doc}: {checked} names checked, {len(missing)} problems")
         failed = failed or bool(missing)
     return 1 if failed else 0
 
