@@ -9,10 +9,11 @@ types are known and arrays have items, and every security requirement names
 a declared scheme. Prints one line per problem (a path into the document and
 what is wrong) and exits 1 when there is any.
 
-With --routes DIR, also checks that every route the server registers under
-/api/ (a `Handle("METHOD", pattern, "TEMPLATE", ...)` call in a non-test .cc
-under DIR) is documented with that method, and every documented /api/
-operation is registered: the document cannot drift from the server.
+With --routes DIR, also checks that every route the server registers (a
+`Handle("METHOD", pattern, "TEMPLATE", ...)` call in a non-test .cc under DIR)
+is documented with that method, and every documented operation is
+registered: the document cannot drift from the server. The dashboard's
+static files (`/` and `/ui/...`) are pages, not API, and are left out.
 
 Usage: check_openapi.py FILE.yaml [--routes DIR]
 """
@@ -297,26 +298,30 @@ class Checker:
 HANDLE = re.compile(r'\bHandle\(\s*"([A-Z]+)"\s*,[^;]*?,\s*"(/[^"]*)"', re.S)
 
 
+def is_api(template):
+    return template != "/" and not template.startswith("/ui/")
+
+
 def registered_routes(root):
-    """{(METHOD, TEMPLATE)} of the /api/ routes registered in non-test sources under root."""
+    """{(METHOD, TEMPLATE)} of the routes registered in non-test sources under root, pages aside."""
     routes = set()
     for dirpath, _, files in os.walk(root):
         for name in files:
             if name.endswith(".cc") and not name.endswith("_test.cc"):
                 with open(os.path.join(dirpath, name), encoding="utf-8") as f:
                     for method, template in HANDLE.findall(f.read()):
-                        if template.startswith("/api/"):
+                        if is_api(template):
                             routes.add((method, template))
     return routes
 
 
 def route_problems(doc, root):
     documented = {(op.upper(), path) for path, item in (doc.get("paths") or {}).items()
-                  if str(path).startswith("/api/") and isinstance(item, dict)
+                  if is_api(str(path)) and isinstance(item, dict)
                   for op in OPERATIONS & item.keys()}
     served = registered_routes(root)
     if not served:
-        return [f"no /api/ route is registered under {root} (has Handle( changed?)"]
+        return [f"no route is registered under {root} (has Handle( changed?)"]
     return ([f"{m} {p}: served by the server ({root}) but not documented" for m, p in sorted(served - documented)] +
             [f"{m} {p}: documented but not served by the server ({root})" for m, p in sorted(documented - served)])
 
