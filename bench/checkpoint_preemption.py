@@ -62,6 +62,16 @@ def wait_until(cond, timeout, every=0.05):
     raise RuntimeError("timed out")
 
 
+def read_step(path):
+    """The step in a worker's file, which it rewrites each step (retried when caught empty)."""
+    def value():
+        try:
+            return int(open(path).read())
+        except ValueError:
+            return None
+    return wait_until(value, 10, 0.01)
+
+
 def worker_script(out, coordinated):
     # $out/last-I: the last step reached; $out/saved-I: the last step saved.
     poll = (f"if {BIN} worker checkpoint-requested > /dev/null 2>&1; then echo $step > {out}/saved-$TRAINYARD_INDEX; "
@@ -119,8 +129,8 @@ def main():
             prod = submit("name: urgent\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
                           "    command: [sh, -c, 'sleep 3']\n", f"urgent{run}")
             wait_until(lambda: event_ms(describe(prod), "scheduled"), 120)
-            last = [int(open(f"{out}/last-{i}").read()) for i in (0, 1)]
-            saved = [int(open(f"{out}/saved-{i}").read()) for i in (0, 1)]
+            last = [read_step(f"{out}/last-{i}") for i in (0, 1)]
+            saved = [read_step(f"{out}/saved-{i}") for i in (0, 1)]
             d = describe(low)
             resume = d["resume_step"] if d.get("resume_step") is not None else min(saved)
             lost = max(l - resume for l in last)

@@ -98,6 +98,8 @@ nlohmann::json ViewJson(const Message& m) {
       }
       out[f->name()] = std::move(list);
       if (IsGpuMask(f)) out[f->name() + "_indices"] = std::move(indices);
+    } else if (f->has_optional_keyword() && !r->HasField(m, f)) {
+      out[f->name()] = nullptr;  // an `optional` field left unset: "none", not 0
     } else {
       out[f->name()] = Scalar(m, r, f, 0);
       if (IsGpuMask(f)) out[f->name() + "_indices"] = Indices(r->GetUInt64(m, f));
