@@ -265,7 +265,9 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     // Not ours (any more): rescheduled elsewhere, or unknown to the store.
     // Ours but its job is ending: the kill order may have been lost with a
     // server that died; it goes again (the agent ignores a repeated one).
-    if (ours && !job->ending) continue;
+    // Not while the job is ordered to checkpoint: its tasks run until they
+    // saved (StopWithGrace).
+    if (ours && (!job->ending || job->checkpoint.id() > 0)) continue;
     if (!ours) {
       Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
           api::TaskName(st.job(), st.role(), st.index()));

@@ -348,7 +348,9 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
   // A job past its time limit gives way as a preemption victim does, its
   // work saved first; the other ends stop their tasks outright.
   if (state == v1::JOB_DEADLINE_EXCEEDED) {
-    StopWithGrace(job, config_.kill_grace_ms, message, now);
+    // A job with a master is ordered to checkpoint and given the time a
+    // preemption victim gets; one without gets SIGTERM and the kill's grace.
+    StopWithGrace(job, job.job_master.empty() ? config_.kill_grace_ms : config_.preemption_grace_ms, message, now);
   } else {
     EndCheckpointOrder(job);  // killed or failed meanwhile: stopped now
     KillTasks(job, config_.kill_grace_ms, message);
