@@ -67,6 +67,7 @@ class Simulation {
   SimReport Report() const;
 
  private:
+  void DropIdleRipens();
   bool HasEvent() const;
   int64_t NextTime() const;
   bool HandleEvent(const Event& e);
@@ -136,6 +137,21 @@ absl::Status Simulation::Init() {
   return absl::OkStatus();
 }
 
+// A ripening that can change nothing (its job left, or nothing waits and
+// no job arrives before it) is dropped, so that it does not move the clock
+// past the last real event.
+void Simulation::DropIdleRipens() {
+  while (!events_.empty() && events_.top().kind == EventKind::kRipen) {
+    const Event& e = events_.top();
+    const JobRun& run = runs_[e.job];
+    bool live = e.generation == run.generation && run.phase == Phase::kRunning;
+    bool arrival_first =
+        next_arrival_ < trace_.jobs.size() && trace_.jobs[next_arrival_].submit_s < e.t;
+    if (live && (!last_pending_.empty() || arrival_first)) return;
+    events_.pop();
+  }
+}
+
 bool Simulation::HasEvent() const {
   return !events_.empty() || next_arrival_ < trace_.jobs.size();
 }
@@ -148,7 +164,7 @@ int64_t Simulation::NextTime() const {
 }
 
 absl::Status Simulation::Run() {
-  while (HasEvent()) {
+  while (DropIdleRipens(), HasEvent()) {
     int64_t t = NextTime();
     bool changed = false;
     while (!events_.empty() && events_.top().t == t) {

@@ -231,7 +231,8 @@ class Search {
       time += Cost(v);
       int gain = std::min(want, Slots(c, prefix) - base);
       if (gain > 0) {
-        Score score{.jobs = double(prefix.size()) / gain, .plain = plain / gain, .time = time / gain};
+        Score score{
+            .jobs = double(prefix.size()) / gain, .plain = plain / gain, .time = time / gain};
         if (score < best_score) {
           best_score = score;
           best_gain = gain;

@@ -37,7 +37,8 @@ std::optional<VictimChoice> Scheduler::FindVictims(Round& round, JobSlot j, bool
     choice = ChooseVictims(
         &state_, &round.placer, j,
         [&](const JobBrief& v) {
-          return v.priority <= p && ripe(v) && queue_policy_->IsReclaimVictim(state_, queue, v.queue);
+          return v.priority <= p && ripe(v) &&
+                 queue_policy_->IsReclaimVictim(state_, queue, v.queue);
         },
         round.now);
     *why = absl::StrCat("preempted to return resources to queue ", job.request.queue,
@@ -70,7 +71,10 @@ std::string Scheduler::WhenVictimsRipen(Round& round, JobSlot j) {
   std::string who = young == 1 ? absl::StrCat("job ", v.request.id)
                                : absl::StrCat(young, " jobs it would preempt, the youngest ",
                                               v.request.id, ",");
-  return absl::StrCat("preemption possible at ", TimeText(v.start_time + min), ": ", who,
+  // Rounded up: the time shown is never before the victim may go.
+  absl::Time ripe = absl::UnixEpoch() +
+                    absl::Ceil(v.start_time + min - absl::UnixEpoch(), absl::Seconds(1));
+  return absl::StrCat("preemption possible at ", TimeText(ripe), ": ", who,
                       " started ", absl::ToInt64Seconds(round.now - v.start_time),
                       " s ago, below the ", absl::ToDoubleSeconds(min), " s minimum run time");
 }
