@@ -43,6 +43,12 @@ bool IsWorkerRole(v1::Framework framework, std::string_view role) { return Trait
 
 bool IsJobMasterRole(std::string_view role) { return role == kRoleJobMaster; }
 
+bool HasJobMaster(const v1::JobSpec& spec) {
+  return !spec.job_master_address().empty() ||
+         std::any_of(spec.replicas().begin(), spec.replicas().end(),
+                     [](const v1::ReplicaSpec& rs) { return IsJobMasterRole(rs.role()); });
+}
+
 int WorkerCount(const v1::JobSpec& spec) {
   int n = 0;
   for (const auto& rs : spec.replicas()) {

@@ -73,6 +73,12 @@ RoleTraits TraitsOf(v1::Framework framework, std::string_view role);
 bool IsWorkerRole(v1::Framework framework, std::string_view role);
 bool IsJobMasterRole(std::string_view role);
 
+// Whether a job of `spec` has a job master: the server's own master task (a
+// role kRoleJobMaster, which the server adds at submission) or one in the
+// submitting client (job_master_address). Such a job can be asked to
+// checkpoint before it is stopped, so the scheduler prefers it as a victim.
+bool HasJobMaster(const v1::JobSpec& spec);
+
 // Number of tasks that count as workers (see RoleTraits::worker).
 int WorkerCount(const v1::JobSpec& spec);
 

@@ -4,6 +4,8 @@
 
 #include <map>
 
+#include "api/convert.h"
+
 #include "gtest/gtest.h"
 
 namespace trainyard::api {
@@ -141,6 +143,26 @@ TEST(RolesTest, TheTensorflowEvaluatorIsNotAWorker) {
   TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
   EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed")
       << "the training does not wait for its evaluator";
+}
+
+// A job with a master (the server's task, or one in the client) can be
+// asked to checkpoint, so the scheduler's victim order prefers it.
+TEST(RolesTest, AJobWithAJobMasterIsACheckpointingJobToTheScheduler) {
+  v1::JobRecord rec;
+  rec.set_name("j");
+  v1::ReplicaSpec* worker = rec.mutable_spec()->add_replicas();
+  worker->set_role("worker");
+  worker->set_count(2);
+  EXPECT_FALSE(HasJobMaster(rec.spec()));
+  EXPECT_FALSE(ToJobRequest(rec)->checkpoints);
+  rec.mutable_spec()->set_job_master_address("10.0.0.9:4000");  // a master in the client
+  EXPECT_TRUE(ToJobRequest(rec)->checkpoints);
+  rec.mutable_spec()->clear_job_master_address();
+  v1::ReplicaSpec* master = rec.mutable_spec()->add_replicas();
+  master->set_role(std::string(kRoleJobMaster));
+  master->set_count(1);
+  EXPECT_TRUE(HasJobMaster(rec.spec()));
+  EXPECT_TRUE(ToJobRequest(rec)->checkpoints);
 }
 
 }  // namespace

@@ -194,6 +194,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--kill-grace-ms", [](C& c) -> auto& { return c.kill_grace_ms; }, "SIGTERM to SIGKILL");
   AddConfigOption(cmd, &f, "--preemption-grace-ms", [](C& c) -> auto& { return c.preemption_grace_ms; },
                   "time victims get to checkpoint");
+  AddConfigOption(cmd, &f, "--preemption-min-runtime-ms",
+                  [](C& c) -> auto& { return c.preemption_min_runtime_ms; },
+                  "a job that started less than this ago is not preempted (0 = off)");
   AddConfigOption(cmd, &f, "--port-quarantine-ms", [](C& c) -> auto& { return c.port_quarantine_ms; },
                   "how long a port a task left is not given again by count");
   AddConfigOption(cmd, &f, "--checkpoint-root", [](C& c) -> auto& { return c.checkpoint_root; },

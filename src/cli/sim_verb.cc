@@ -59,6 +59,9 @@ void AddFlags(CLI::App* cmd, SimFlags* f) {
   cmd->add_option("--preemption-grace", f->command.base.preemption_grace_s,
                   "Seconds a preemption victim runs on before it is stopped")
       ->capture_default_str();
+  cmd->add_option("--preemption-min-runtime", f->command.base.preemption_min_runtime_s,
+                  "Seconds a job runs before it may be preempted (0 = at once)")
+      ->capture_default_str();
   cmd->add_option("--reservation-wait", f->command.base.reservation_wait_s,
                   "Seconds a head-of-line job waits before capacity is reserved for it")
       ->capture_default_str();

@@ -103,6 +103,9 @@ struct ServerConfig {
   int node_timeout_ms = 10000;            // missed heartbeats before LOST
   int kill_grace_ms = 5000;               // SIGTERM .. SIGKILL
   int preemption_grace_ms = 30000;        // time victims get to checkpoint
+  // A job whose current run is younger than this is not preempted (against
+  // thrashing: a job started and thrown out again before it saved). 0 = off.
+  int preemption_min_runtime_ms = 0;
   int reservation_wait_ms = 60000;        // head-of-line wait before reserving
   // Ports a node serves when its agent has no --port-range: "" = 1024-65535
   // minus the node's ephemeral range (core::DefaultServingPorts).
@@ -186,7 +189,7 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 // httpMaxWatchers, dataDir, tlsDir, queueConfig,
 // queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
-// reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync, store,
+// preemptionMinRuntimeMs, reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync, store,
 // etcdPrefix, etcdCaFile, etcdCertFile, etcdKeyFile, etcdMaxTxnOps,
 // etcdMaxRequestBytes, leaderLeaseMs,
 // maxLogFollowers, logFollowerBufferBytes, logFollowerStallMs,

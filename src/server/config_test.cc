@@ -209,6 +209,26 @@ TEST(ServerConfigTest, SubmissionBoundsOutsideTheirRangeAreRefusedByKey) {
   EXPECT_THAT(typo.status().message(), HasSubstr("maxTasksPerJob: has the wrong type"));
 }
 
+TEST(ServerConfigTest, ReadsThePreemptionMinimumRunTimeAndPassesItToTheScheduler) {
+  EXPECT_EQ(ServerConfig().preemption_min_runtime_ms, 0) << "off unless asked for";
+  absl::StatusOr<ServerConfig> c =
+      LoadServerConfig(WriteConfig("min-runtime.yaml", "preemptionMinRuntimeMs: 90000\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->preemption_min_runtime_ms, 90000);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  absl::StatusOr<core::SchedulerOptions> opt = SchedulerOptionsFor(*c);
+  ASSERT_TRUE(opt.ok()) << opt.status();
+  EXPECT_EQ(opt->preemption_min_runtime, absl::Seconds(90));
+  absl::StatusOr<ServerConfig> negative =
+      LoadServerConfig(WriteConfig("min-runtime-negative.yaml", "preemptionMinRuntimeMs: -1\n"));
+  ASSERT_TRUE(negative.ok()) << negative.status();
+  EXPECT_THAT(ValidateServerConfig(*negative).message(),
+              HasSubstr("preemptionMinRuntimeMs: must not be negative"));
+  absl::StatusOr<ServerConfig> typo =
+      LoadServerConfig(WriteConfig("min-runtime-typo.yaml", "preemptionMinRuntimeMs: 1m\n"));
+  EXPECT_THAT(typo.status().message(), HasSubstr("preemptionMinRuntimeMs: has the wrong type"));
+}
+
 // The policy names a config may give are the ones the core's factories know.
 TEST(ServerConfigTest, PolicyNamesAreTheFactoriesOwn) {
   ServerConfig c;

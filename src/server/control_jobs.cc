@@ -138,8 +138,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
   }
   api::ExecJob exec{.name = name,
                     .checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, name, next_job_id_),  // its id below
-                    .job_master = !spec.job_master_address().empty() ||
-                                  (spec.replicas_size() > 0 && api::IsJobMasterRole(spec.replicas(0).role()))};
+                    .job_master = api::HasJobMaster(spec)};
   std::vector<std::string> problems = api::CheckExecSize(spec, exec, {.arg_max = config_.exec_arg_max});
   if (!problems.empty()) return api::ProblemsStatus(problems);
   PreparedJob out;

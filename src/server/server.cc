@@ -206,6 +206,7 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config)
   opt.placement = config.placement;
   opt.limits = config.limits;
   opt.preemption_grace = absl::Milliseconds(config.preemption_grace_ms);
+  opt.preemption_min_runtime = absl::Milliseconds(config.preemption_min_runtime_ms);
   opt.reservation_wait = absl::Milliseconds(config.reservation_wait_ms);
   opt.port_quarantine = absl::Milliseconds(config.port_quarantine_ms);
   if (!config.queue_config.empty()) {

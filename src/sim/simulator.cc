@@ -41,7 +41,9 @@ struct JobRun {
 };
 
 // Completions come before the ends of grace periods at the same instant.
-enum class EventKind { kCompletion = 0, kRequeue = 1 };
+// kRipen: a job's run reaches the preemption minimum run time, so a round
+// runs then (nothing else may happen at that instant to call one).
+enum class EventKind { kCompletion = 0, kRequeue = 1, kRipen = 2 };
 
 struct Event {
   int64_t t;
@@ -65,6 +67,7 @@ class Simulation {
   SimReport Report() const;
 
  private:
+  void DropIdleRipens();
   bool HasEvent() const;
   int64_t NextTime() const;
   bool HandleEvent(const Event& e);
@@ -106,6 +109,7 @@ absl::Status Simulation::Init() {
   opt.queues = options_.queues ? *options_.queues : QueuesForTrace(trace_);
   opt.reservation_wait = absl::Seconds(options_.reservation_wait_s);
   opt.preemption_grace = absl::Seconds(options_.preemption_grace_s);
+  opt.preemption_min_runtime = absl::Seconds(options_.preemption_min_runtime_s);
   opt.enable_preemption = options_.enable_preemption;
   opt.seed = options_.seed;
   opt.limits = LimitsForNodes(nodes_);
@@ -133,6 +137,21 @@ absl::Status Simulation::Init() {
   return absl::OkStatus();
 }
 
+// A ripening that can change nothing (its job left, or nothing waits and
+// no job arrives before it) is dropped, so that it does not move the clock
+// past the last real event.
+void Simulation::DropIdleRipens() {
+  while (!events_.empty() && events_.top().kind == EventKind::kRipen) {
+    const Event& e = events_.top();
+    const JobRun& run = runs_[e.job];
+    bool live = e.generation == run.generation && run.phase == Phase::kRunning;
+    bool arrival_first =
+        next_arrival_ < trace_.jobs.size() && trace_.jobs[next_arrival_].submit_s < e.t;
+    if (live && (!last_pending_.empty() || arrival_first)) return;
+    events_.pop();
+  }
+}
+
 bool Simulation::HasEvent() const {
   return !events_.empty() || next_arrival_ < trace_.jobs.size();
 }
@@ -145,7 +164,7 @@ int64_t Simulation::NextTime() const {
 }
 
 absl::Status Simulation::Run() {
-  while (HasEvent()) {
+  while (DropIdleRipens(), HasEvent()) {
     int64_t t = NextTime();
     bool changed = false;
     while (!events_.empty() && events_.top().t == t) {
@@ -175,6 +194,8 @@ bool Simulation::HandleEvent(const Event& e) {
   JobRun& run = runs_[e.job];
   const std::string& id = trace_.jobs[e.job].name;
   if (e.generation != run.generation) return false;
+  // It may be a victim from now on: worth a round while a job waits.
+  if (e.kind == EventKind::kRipen) return run.phase == Phase::kRunning && !last_pending_.empty();
   if (e.kind == EventKind::kCompletion) {
     if (run.phase != Phase::kRunning && run.phase != Phase::kPreempting) return false;
     if (!scheduler_->RemoveJob(id).ok()) return false;
@@ -237,6 +258,10 @@ void Simulation::Place(int64_t t, const core::JobPlacement& p) {
   tasks_placed_ += static_cast<int64_t>(p.tasks.size());
   if (run.remaining_s != kRunsForever) {
     events_.push(Event{t + run.remaining_s, EventKind::kCompletion, it->second, run.generation});
+  }
+  if (options_.enable_preemption && options_.preemption_min_runtime_s > 0) {
+    events_.push(Event{t + options_.preemption_min_runtime_s, EventKind::kRipen, it->second,
+                       run.generation});
   }
 }
 

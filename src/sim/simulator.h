@@ -24,6 +24,8 @@ struct SimOptions {
   std::optional<core::QueuesConfig> queues;
   int64_t reservation_wait_s = 300;
   int64_t preemption_grace_s = 30;
+  // As core::SchedulerOptions::preemption_min_runtime; 0 = off.
+  int64_t preemption_min_runtime_s = 0;
   bool enable_preemption = true;
   // Ignore the trace's end times: every job runs until the end, so the
   // arrivals fill the cluster (the setup of the Alibaba openb paper, which

@@ -89,6 +89,19 @@ TEST(SimulatorTest, PreemptedJobResumesWithTheTimeItHasLeft) {
   EXPECT_DOUBLE_EQ(r.completion_s.max, 120);
 }
 
+TEST(SimulatorTest, AVictimIsPreemptedOnlyOnceItRanTheMinimumRunTime) {
+  SimOptions options;
+  options.preemption_min_runtime_s = 60;
+  SimReport r = Replay("one_node.csv", "preempt.csv", options);
+  // low (started at 0) may be preempted from 60: grace until 90, prod runs
+  // 90..110, low resumes with 10 s left and ends at 120.
+  EXPECT_EQ(r.preemptions, 1);
+  EXPECT_EQ(r.jobs_finished, 2);
+  EXPECT_DOUBLE_EQ(r.wait_s.max, 80);
+  EXPECT_DOUBLE_EQ(r.completion_s.max, 120);
+  EXPECT_EQ(r.makespan_s, 120);
+}
+
 TEST(SimulatorTest, NeverFittingJobsAreReportedWithTheirReason) {
   SimOptions options;
   options.listed_jobs = 10;

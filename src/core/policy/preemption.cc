@@ -1,11 +1,13 @@
 // Victim search: a greedy over nodes, best "new victim jobs per task slot
-// gained" first, with lazy re-evaluation; then a tentative gang placement
+// gained" first (then victims that do not checkpoint, then GPU-time lost,
+// per slot), with lazy re-evaluation; then a tentative gang placement
 // checks the choice, and a pruning pass drops victims that turn out not to
 // be needed.
 #include "core/policy/preemption.h"
 
 #include <algorithm>
 #include <queue>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/inlined_vector.h"
@@ -39,14 +41,25 @@ struct Candidate {
   absl::InlinedVector<std::pair<JobSlot, Freed>, 8> victims;  // freed per job, cheapest first
 };
 
+// What a set of victims costs per task slot it gains, lexicographically:
+// whole jobs stopped, then jobs among them that do not checkpoint (they
+// lose everything since their last save of their own), then GPU-seconds
+// lost. Lower is better.
+struct Score {
+  double jobs = 1e18;
+  double plain = 1e18;
+  double time = 1e18;
+  bool operator<(const Score& o) const {
+    return std::tie(jobs, plain, time) < std::tie(o.jobs, o.plain, o.time);
+  }
+};
+
 struct Offer {
-  double jobs_per_slot;
-  double time_per_slot;
+  Score score;
   int32_t cand;
   uint32_t version;
   bool operator<(const Offer& o) const {  // max-heap: "less" = worse
-    if (jobs_per_slot != o.jobs_per_slot) return jobs_per_slot > o.jobs_per_slot;
-    if (time_per_slot != o.time_per_slot) return time_per_slot > o.time_per_slot;
+    if (score < o.score || o.score < score) return o.score < score;
     return cand > o.cand;
   }
 };
@@ -131,7 +144,8 @@ class Search {
       }
       if (c.victims.empty() && SlotsIn(FreeOf(n)) == 0) continue;
       std::sort(c.victims.begin(), c.victims.end(), [&](const auto& a, const auto& b) {
-        return std::make_pair(Cost(a.first), a.first) < std::make_pair(Cost(b.first), b.first);
+        return std::make_tuple(Plain(a.first), Cost(a.first), a.first) <
+               std::make_tuple(Plain(b.first), Cost(b.first), b.first);
       });
       cand_of_node_[n] = static_cast<int32_t>(cands_.size());
       cands_.push_back(std::move(c));
@@ -145,6 +159,21 @@ class Search {
       cost_[v] = double(job.gpus) * absl::ToDoubleSeconds(now_ - job.start_time);
     }
     return cost_[v];
+  }
+
+  // 1 when job v does not checkpoint, else 0.
+  int Plain(JobSlot v) const { return state_->brief(v).checkpoints ? 0 : 1; }
+
+  // The score of stopping `set` to gain `gain` slots; the worst when none.
+  Score ScoreOf(const Victims& set, int gain) const {
+    if (gain <= 0) return Score{};
+    double plain = 0;
+    double time = 0;
+    for (JobSlot v : set) {
+      plain += Plain(v);
+      time += Cost(v);
+    }
+    return Score{.jobs = double(set.size()) / gain, .plain = plain / gain, .time = time / gain};
   }
 
   Freed FreeOf(NodeId n) const {
@@ -184,24 +213,26 @@ class Search {
   }
 
   // Unchosen victims on c, taken in `order` until `want` slots are gained;
-  // keeps the prefix with the fewest victims per slot gained (then the
-  // least GPU-time per slot).
+  // keeps the prefix with the best Score.
   int Take(const Candidate& c, int want, const absl::InlinedVector<int, 8>& order,
            Victims* add) const {
     int base = Slots(c, {});
     Victims prefix;
+    double plain = 0;
     double time = 0;
-    std::pair<double, double> best_score(1e18, 1e18);
+    Score best_score;
     int best_gain = 0;
     size_t best_len = 0;
     for (int i : order) {
       JobSlot v = c.victims[i].first;
       if (chosen_[v]) continue;
       prefix.push_back(v);
+      plain += Plain(v);
       time += Cost(v);
       int gain = std::min(want, Slots(c, prefix) - base);
       if (gain > 0) {
-        std::pair<double, double> score(double(prefix.size()) / gain, time / gain);
+        Score score{
+            .jobs = double(prefix.size()) / gain, .plain = plain / gain, .time = time / gain};
         if (score < best_score) {
           best_score = score;
           best_gain = gain;
@@ -215,8 +246,7 @@ class Search {
     return best_gain;
   }
 
-  // The better of "cheapest first" and "largest first" on c: fewer new
-  // victim jobs per slot gained, then less GPU-time per slot.
+  // The better of "cheapest first" and "largest first" on c by Score.
   int Evaluate(const Candidate& c, int want, Victims* add) const {
     absl::InlinedVector<int, 8> cheap(c.victims.size());
     for (size_t i = 0; i < cheap.size(); ++i) cheap[i] = static_cast<int>(i);
@@ -227,13 +257,7 @@ class Search {
     Victims a, b;
     int ga = Take(c, want, cheap, &a);
     int gb = Take(c, want, large, &b);
-    auto score = [&](const Victims& set, int gain) {
-      double t = 0;
-      for (JobSlot v : set) t += Cost(v);
-      return gain <= 0 ? std::make_pair(1e18, 1e18)
-                       : std::make_pair(double(set.size()) / gain, t / gain);
-    };
-    if (score(b, gb) < score(a, ga)) {
+    if (ScoreOf(b, gb) < ScoreOf(a, ga)) {
       *add = std::move(b);
       return gb;
     }
@@ -246,9 +270,7 @@ class Search {
     Victims add;
     int gain = Evaluate(cands_[c], want, &add);
     if (gain <= 0) return;
-    double t = 0;
-    for (JobSlot v : add) t += Cost(v);
-    heap->push(Offer{double(add.size()) / gain, t / gain, c, ++version_[c]});
+    heap->push(Offer{ScoreOf(add, gain), c, ++version_[c]});
   }
 
   // Adds the slots freed by `add` on every node they run on.
@@ -316,11 +338,13 @@ std::optional<VictimChoice> ChooseVictims(ClusterState* state, GangPlacer* place
     if (!victims.has_value()) return std::nullopt;
     VictimChoice choice{.victims = *victims};
     if (!WouldFit(state, placer, j, choice.victims, &choice.nodes)) continue;
-    // Prune: drop victims (most expensive first) the job can do without.
+    // Prune: drop victims (most expensive first: those that do not
+    // checkpoint, then by GPU-time) the job can do without.
     auto cost = [&](JobSlot v) {
       const JobState& job = state->job(v);
-      return std::make_pair(double(job.used.gpus) * absl::ToDoubleSeconds(now - job.start_time),
-                            -v);
+      return std::make_tuple(state->brief(v).checkpoints ? 0 : 1,
+                             double(job.used.gpus) * absl::ToDoubleSeconds(now - job.start_time),
+                             -v);
     };
     std::sort(choice.victims.begin(), choice.victims.end(),
               [&](JobSlot a, JobSlot b) { return cost(a) < cost(b); });

@@ -1,6 +1,7 @@
 // Choosing preemption victims for a job that does not fit: the fewest whole
-// jobs (then the least GPU-time lost) among those a predicate allows, such
-// that the job would then fit as a gang. A victim is always a whole job —
+// jobs (then the fewest that do not checkpoint, then the least GPU-time
+// lost) among those a predicate allows, such that the job would then fit as
+// a gang. A victim is always a whole job —
 // every task of a gang goes — so no gang is ever left partly running.
 #pragma once
 
@@ -24,7 +25,8 @@ struct VictimChoice {
 // even every eligible job would not be enough. Only running jobs for which
 // `eligible` is true are considered. The state is left as it was (the
 // search places and releases tentatively). GPU-time lost is GPUs held times
-// the time since the victim started, at `now`.
+// the time since the victim started, at `now`. Among sets with equally few
+// jobs, jobs with JobBrief::checkpoints are preferred as victims.
 std::optional<VictimChoice> ChooseVictims(ClusterState* state, GangPlacer* placer, JobSlot j,
                                           const std::function<bool(const JobBrief&)>& eligible,
                                           absl::Time now);

@@ -110,6 +110,147 @@ TEST(PreemptionTest, DisabledPreemptionOnlyWaits) {
   EXPECT_TRUE(s->Schedule(T(3)).preemptions.empty());
 }
 
+JobRequest Checkpointing(JobRequest job) {
+  job.checkpoints = true;
+  return job;
+}
+
+TEST(PreemptionTest, AJobYoungerThanTheMinimumRunTimeIsNotAVictimAndTheReasonSaysUntilWhen) {
+  auto s = MakeScheduler(1, SchedulerOptions{.preemption_min_runtime = absl::Seconds(60)});
+  ASSERT_TRUE(s->AddJob(MakeJob("ptr", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  ASSERT_NE(PlacementOf(s->Schedule(T(100)), "ptr"), nullptr);
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 105})).ok());
+  Decisions d = s->Schedule(T(110));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_EQ(ReasonOf(d, "prod"),
+            "preemption possible at 1970-01-01T00:02:40Z: job ptr started 10 s ago, below the "
+            "60 s minimum run time");
+  d = s->Schedule(T(159));
+  EXPECT_TRUE(d.preemptions.empty());
+  // Once its run is 60 s old, it is chosen as before.
+  d = s->Schedule(T(160));
+  EXPECT_THAT(Victims(d), ::testing::ElementsAre("ptr"));
+  EXPECT_EQ(ReasonOf(d, "prod"),
+            "waiting for 1 preempted job to stop (grace until 1970-01-01T00:03:10Z)");
+}
+
+TEST(PreemptionTest, TheMinimumRunTimeCountsFromTheCurrentRunAfterARequeue) {
+  auto s = MakeScheduler(1, SchedulerOptions{.preemption_min_runtime = absl::Seconds(60)});
+  ASSERT_TRUE(s->AddJob(MakeJob("ptr", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(0));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 100})).ok());
+  EXPECT_THAT(Victims(s->Schedule(T(100))), ::testing::ElementsAre("ptr"));
+  ASSERT_TRUE(s->RequeueJob("ptr").ok());
+  ASSERT_NE(PlacementOf(s->Schedule(T(110)), "prod"), nullptr);
+  ASSERT_TRUE(s->RemoveJob("prod").ok());
+  ASSERT_NE(PlacementOf(s->Schedule(T(200)), "ptr"), nullptr);  // runs again from t=200
+  ASSERT_TRUE(s->AddJob(MakeJob("prod-2", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                           .submit = 230})).ok());
+  Decisions d = s->Schedule(T(230));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_EQ(ReasonOf(d, "prod-2"),
+            "preemption possible at 1970-01-01T00:04:20Z: job ptr started 30 s ago, below the "
+            "60 s minimum run time");
+}
+
+TEST(PreemptionTest, WithSeveralYoungVictimsTheReasonNamesTheYoungest) {
+  auto s = MakeScheduler(2, SchedulerOptions{.preemption_min_runtime = absl::Seconds(60)});
+  ASSERT_TRUE(s->AddJob(MakeJob("ptr-1", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(100));
+  ASSERT_TRUE(
+      s->AddJob(MakeJob("ptr-2", {.gpus = 8, .priority = PriorityClass::kPtr, .submit = 100}))
+          .ok());
+  s->Schedule(T(110));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.tasks = 2, .gpus = 8,
+                                         .priority = PriorityClass::kProduction, .submit = 120}))
+                  .ok());
+  Decisions d = s->Schedule(T(130));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_EQ(ReasonOf(d, "prod"),
+            "preemption possible at 1970-01-01T00:02:50Z: 2 jobs it would preempt, the youngest "
+            "ptr-2, started 20 s ago, below the 60 s minimum run time");
+  EXPECT_TRUE(s->Schedule(T(165)).preemptions.empty()) << "ptr-1 is old enough, ptr-2 not yet";
+  EXPECT_THAT(Victims(s->Schedule(T(170))), ::testing::ElementsAre("ptr-1", "ptr-2"));
+}
+
+TEST(PreemptionTest, AnOlderVictimIsTakenWhenTheCheaperOneIsTooYoung) {
+  auto s = MakeScheduler(2, SchedulerOptions{.preemption_min_runtime = absl::Seconds(60)});
+  ASSERT_TRUE(s->AddJob(MakeJob("old", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(0));
+  ASSERT_TRUE(
+      s->AddJob(MakeJob("young", {.gpus = 8, .priority = PriorityClass::kPtr, .submit = 90}))
+          .ok());
+  s->Schedule(T(100));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 110})).ok());
+  // Without the minimum "young" would go (less GPU-time lost).
+  EXPECT_THAT(Victims(s->Schedule(T(120))), ::testing::ElementsAre("old"));
+}
+
+TEST(PreemptionTest, TheMinimumRunTimeHoldsForQueueReclaimToo) {
+  SchedulerOptions opt{.queue_policy = "capacity",
+                       .preemption_min_runtime = absl::Seconds(60)};
+  opt.queues.root.children = {
+      QueueConfig{.name = "a", .capacity_percent = 50, .max_capacity_percent = 100},
+      QueueConfig{.name = "b", .capacity_percent = 50, .max_capacity_percent = 100}};
+  opt.queues.reclaim_timeout = absl::Seconds(5);
+  auto s = MakeScheduler(1, opt);
+  ASSERT_TRUE(s->AddJob(MakeJob("a-1", {.gpus = 4, .queue = "a"})).ok());
+  ASSERT_TRUE(s->AddJob(MakeJob("a-2", {.gpus = 4, .queue = "a"})).ok());
+  s->Schedule(T(0));
+  ASSERT_TRUE(s->AddJob(MakeJob("b-1", {.gpus = 4, .queue = "b", .submit = 20})).ok());
+  s->Schedule(T(20));
+  Decisions d = s->Schedule(T(30));
+  EXPECT_TRUE(d.preemptions.empty());
+  EXPECT_EQ(ReasonOf(d, "b-1"),
+            "preemption possible at 1970-01-01T00:01:00Z: job a-1 started 30 s ago, below the "
+            "60 s minimum run time");
+  d = s->Schedule(T(60));
+  ASSERT_EQ(d.preemptions.size(), 1u);
+  EXPECT_THAT(d.preemptions[0].reason, ::testing::HasSubstr("to return resources to queue b"));
+}
+
+TEST(PreemptionTest, ANegativeMinimumRunTimeIsRefused) {
+  absl::StatusOr<std::unique_ptr<Scheduler>> s =
+      Scheduler::Create(SchedulerOptions{.preemption_min_runtime = absl::Seconds(-1)});
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.status().message(), ::testing::HasSubstr("preemption_min_runtime"));
+}
+
+TEST(PreemptionTest, AmongEqualVictimsTheOneThatCheckpointsGoes) {
+  auto s = MakeScheduler(2);
+  // "ckpt" has run longer (more GPU-time to lose), but saves on demand.
+  ASSERT_TRUE(
+      s->AddJob(Checkpointing(MakeJob("ckpt", {.gpus = 8, .priority = PriorityClass::kPtr})))
+          .ok());
+  s->Schedule(T(0));
+  ASSERT_TRUE(
+      s->AddJob(MakeJob("plain", {.gpus = 8, .priority = PriorityClass::kPtr, .submit = 50}))
+          .ok());
+  s->Schedule(T(100));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 110})).ok());
+  EXPECT_THAT(Victims(s->Schedule(T(120))), ::testing::ElementsAre("ckpt"));
+}
+
+TEST(PreemptionTest, FewerVictimsStillComeBeforeCheckpointing) {
+  auto s = MakeScheduler(2);
+  ASSERT_TRUE(s->AddJob(MakeJob("plain", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(0));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(s->AddJob(Checkpointing(MakeJob(
+                              absl::StrCat("ckpt-", i),
+                              {.gpus = 4, .priority = PriorityClass::kPtr, .submit = 1})))
+                    .ok());
+  }
+  s->Schedule(T(10));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 20})).ok());
+  EXPECT_THAT(Victims(s->Schedule(T(30))), ::testing::ElementsAre("plain"));
+}
+
 struct StreamOutcome {
   bool big_ran = false;
   bool big_reserved = false;

@@ -72,9 +72,11 @@ absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOpti
   absl::StatusOr<PlacementPolicyPtr> placement = MakePlacementPolicy(options.placement);
   if (!placement.ok()) return placement.status();
   if (options.reservation_wait < absl::ZeroDuration() ||
-      options.preemption_grace < absl::ZeroDuration()) {
+      options.preemption_grace < absl::ZeroDuration() ||
+      options.preemption_min_runtime < absl::ZeroDuration()) {
     return absl::InvalidArgumentError(
-        "scheduler options: reservation_wait and preemption_grace must not be negative");
+        "scheduler options: reservation_wait, preemption_grace and preemption_min_runtime must "
+        "not be negative");
   }
   return std::unique_ptr<Scheduler>(
       new Scheduler(options, *std::move(queues), *std::move(placement)));
@@ -166,7 +168,11 @@ void Scheduler::TryJob(Round& round, JobSlot j) {
     return;
   }
   Diagnosis diag = DiagnosePlacement(state_, round.placer, j, result);
-  if (diag.resources_short && options_.enable_preemption && TryPreempt(round, j)) return;
+  // Why preemption must wait: its victims are younger than the minimum run
+  // time. Then that, not the shortage, is what the user can wait out.
+  std::string later;
+  if (diag.resources_short && options_.enable_preemption && TryPreempt(round, j, &later)) return;
+  if (!later.empty()) diag.reason = std::move(later);
   if (diag.resources_short && !owner && starving_job_.empty() &&
       round.now - job.request.submit_time >= options_.reservation_wait) {
     Reserve(round, j);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "core/policy/placement_policy.h"
+#include "core/policy/preemption.h"
 #include "core/policy/queue_config.h"
 #include "core/policy/queue_policy.h"
 #include "core/resources/limits.h"
@@ -35,6 +37,10 @@ struct SchedulerOptions {
   absl::Duration reservation_wait = absl::Minutes(5);
   // Time a preemption victim gets to checkpoint before it is killed.
   absl::Duration preemption_grace = absl::Seconds(30);
+  // A running job is not chosen as a victim (by priority or by queue
+  // reclaim) until its current run is this old, so that a job just started
+  // is not thrown out again before it did any work (thrashing). 0 = off.
+  absl::Duration preemption_min_runtime = absl::ZeroDuration();
   bool enable_preemption = true;
   // How long ports a task left are kept from requests by count (a request
   // for exact ports may take them once nothing on the node holds them).
@@ -155,7 +161,10 @@ class Scheduler {
   void TryJob(Round& round, JobSlot j);
   void Commit(Round& round, JobSlot j);
   bool WaitingForVictims(JobSlot j);
-  bool TryPreempt(Round& round, JobSlot j);
+  bool TryPreempt(Round& round, JobSlot j, std::string* later);
+  std::optional<VictimChoice> FindVictims(Round& round, JobSlot j, bool ripe_only,
+                                          std::string* why);
+  std::string WhenVictimsRipen(Round& round, JobSlot j);
   void Reserve(Round& round, JobSlot j);
   void SetReservation(const std::string& job_id, JobSlot j, const std::vector<NodeId>& nodes);
   void ClearReservation(const std::string& job_id);

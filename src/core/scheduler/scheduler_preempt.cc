@@ -7,33 +7,88 @@
 #include "core/scheduler/round.h"
 
 namespace trainyard::core {
+namespace {
 
-bool Scheduler::TryPreempt(Round& round, JobSlot j) {
-  if (round.preemption_searches >= options_.max_preemption_searches) return false;
-  ++round.preemption_searches;
+std::string TimeText(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
+
+}  // namespace
+
+// Victims for pending job j: by priority (strictly lower classes), else by
+// queue reclaim. With `ripe_only`, only victims whose current run reached
+// the minimum run time. Sets *why to the reason the victims are told.
+std::optional<VictimChoice> Scheduler::FindVictims(Round& round, JobSlot j, bool ripe_only,
+                                                   std::string* why) {
   const JobState& job = state_.job(j);
   PriorityClass p = job.request.priority;
+  absl::Time ripe_before = round.now - options_.preemption_min_runtime;
+  auto ripe = [&](const JobBrief& v) { return !ripe_only || v.start_time <= ripe_before; };
   std::optional<VictimChoice> choice;
-  std::string why;
   if (p > PriorityClass::kPtr) {
     choice = ChooseVictims(
-        &state_, &round.placer, j,
-        [p](const JobBrief& v) { return v.priority < p; }, round.now);
-    why = absl::StrCat("preempted by ", PriorityClassName(p), " job ", job.request.id,
-                       " (priority)");
+        &state_, &round.placer, j, [&](const JobBrief& v) { return v.priority < p && ripe(v); },
+        round.now);
+    *why = absl::StrCat("preempted by ", PriorityClassName(p), " job ", job.request.id,
+                        " (priority)");
   }
   int32_t queue = job.queue;
   if (!choice.has_value() && queue_policy_->MayReclaim(state_, queue, round.now)) {
     choice = ChooseVictims(
         &state_, &round.placer, j,
         [&](const JobBrief& v) {
-          return v.priority <= p && queue_policy_->IsReclaimVictim(state_, queue, v.queue);
+          return v.priority <= p && ripe(v) &&
+                 queue_policy_->IsReclaimVictim(state_, queue, v.queue);
         },
         round.now);
-    why = absl::StrCat("preempted to return resources to queue ", job.request.queue,
-                       " (below its share) for job ", job.request.id);
+    *why = absl::StrCat("preempted to return resources to queue ", job.request.queue,
+                        " (below its share) for job ", job.request.id);
   }
-  if (!choice.has_value()) return false;
+  return choice;
+}
+
+// When preemption failed only because victims are too young: a search that
+// ignores the minimum run time, and the time its youngest victim ripens.
+// "" when there is no minimum, no search left this round, or no such set.
+std::string Scheduler::WhenVictimsRipen(Round& round, JobSlot j) {
+  absl::Duration min = options_.preemption_min_runtime;
+  if (min <= absl::ZeroDuration()) return "";
+  if (round.preemption_searches >= options_.max_preemption_searches) return "";
+  ++round.preemption_searches;
+  std::string unused;
+  std::optional<VictimChoice> choice = FindVictims(round, j, /*ripe_only=*/false, &unused);
+  if (!choice.has_value()) return "";
+  std::optional<JobSlot> youngest;
+  int young = 0;
+  for (JobSlot v : choice->victims) {
+    absl::Time start = state_.job(v).start_time;
+    if (round.now - start >= min) continue;
+    ++young;
+    if (!youngest.has_value() || start > state_.job(*youngest).start_time) youngest = v;
+  }
+  if (!youngest.has_value()) return "";  // the strict search missed a ripe set; retried next round
+  const JobState& v = state_.job(*youngest);
+  std::string who = young == 1 ? absl::StrCat("job ", v.request.id)
+                               : absl::StrCat(young, " jobs it would preempt, the youngest ",
+                                              v.request.id, ",");
+  // Rounded up: the time shown is never before the victim may go.
+  absl::Time ripe = absl::UnixEpoch() +
+                    absl::Ceil(v.start_time + min - absl::UnixEpoch(), absl::Seconds(1));
+  return absl::StrCat("preemption possible at ", TimeText(ripe), ": ", who,
+                      " started ", absl::ToInt64Seconds(round.now - v.start_time),
+                      " s ago, below the ", absl::ToDoubleSeconds(min), " s minimum run time");
+}
+
+bool Scheduler::TryPreempt(Round& round, JobSlot j, std::string* later) {
+  if (round.preemption_searches >= options_.max_preemption_searches) return false;
+  ++round.preemption_searches;
+  const JobState& job = state_.job(j);
+  std::string why;
+  std::optional<VictimChoice> choice = FindVictims(round, j, /*ripe_only=*/true, &why);
+  if (!choice.has_value()) {
+    *later = WhenVictimsRipen(round, j);
+    return false;
+  }
   absl::Time deadline = round.now + options_.preemption_grace;
   std::vector<std::string>& waiting = awaiting_[job.request.id];
   waiting.clear();
@@ -50,10 +105,7 @@ bool Scheduler::TryPreempt(Round& round, JobSlot j) {
   SetReservation(job.request.id, j, choice->nodes);
   size_t n = choice->victims.size();
   state_.SetReason(j, absl::StrCat("waiting for ", n, n == 1 ? " preempted job" : " preempted jobs",
-                                   " to stop (grace until ",
-                                   absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", deadline,
-                                                    absl::UTCTimeZone()),
-                                   ")"));
+                                   " to stop (grace until ", TimeText(deadline), ")"));
   return true;
 }
 

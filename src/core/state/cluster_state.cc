@@ -191,7 +191,8 @@ absl::Status ClusterState::AddJob(const JobRequest& job) {
   state.seq = next_seq_++;
   state.live = true;
   state.phase = JobPhase::kPending;
-  briefs_[j] = JobBrief{.priority = job.priority, .queue = state.queue};
+  briefs_[j] =
+      JobBrief{.priority = job.priority, .queue = state.queue, .checkpoints = job.checkpoints};
   job_by_id_.emplace(job.id, j);
   ++job_count_;
   EnterPending(j);

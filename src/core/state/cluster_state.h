@@ -93,7 +93,8 @@ struct JobBrief {
   JobPhase phase = JobPhase::kPending;
   int32_t queue = 0;
   int32_t gpus = 0;  // GPUs held now
-  absl::Time start_time;
+  absl::Time start_time;  // when its current run began
+  bool checkpoints = false;  // JobRequest::checkpoints
 };
 
 // Ports a task left on a node, kept from count requests until `until`

@@ -57,6 +57,10 @@ struct JobRequest {
   PriorityClass priority = PriorityClass::kIteration;
   std::vector<RoleRequest> roles;
   absl::Time submit_time = absl::UnixEpoch();
+  // The job coordinates its checkpoints (it has a job master that can ask
+  // its workers to save on demand), so a preemption costs it little work:
+  // among equally few victims, such jobs are chosen first.
+  bool checkpoints = false;
 };
 
 // OK when the job is well formed: non-empty id, at least one role, counts
