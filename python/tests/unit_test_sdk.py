@@ -10,6 +10,7 @@ import socket
 import struct
 import tempfile
 import threading
+import time
 import unittest
 from typing import Callable, Optional, Union
 
@@ -143,8 +144,8 @@ class LogsTest(unittest.TestCase):
         self.assertIsNone(a.finish())
 
 
-# What a scripted master sends for a request: nothing, an answer, or
-# unsolicited frames then the answer.
+# What a scripted master sends for a request: nothing, an answer, or a list
+# of frames (its `checkpoint` ones unsolicited, the other the answer).
 Answer = Union[Optional[jobmaster_pb2.JobMasterResponse], list[jobmaster_pb2.JobMasterResponse]]
 
 
@@ -189,12 +190,14 @@ class ScriptedMaster:
                         self.drop_first_barrier = False
                         return
                     response = self.answer(request)
-                    # A list: unsolicited frames (request id 0) first, then the answer.
+                    # A list: frames in order, its `checkpoint` ones unsolicited
+                    # (request id 0), the other the answer.
                     if response is None:
                         continue
                     responses = response if isinstance(response, list) else [response]
-                    for i, r in enumerate(responses):
-                        r.request_id = request.request_id if i == len(responses) - 1 else 0
+                    for r in responses:
+                        pushed = isinstance(response, list) and r.WhichOneof("body") == "checkpoint"
+                        r.request_id = 0 if pushed else request.request_id
                         payload = r.SerializeToString()
                         conn.sendall(struct.pack(">I", len(payload)) + payload)
 
@@ -286,6 +289,29 @@ class WorkerWireTest(unittest.TestCase):
         self.assertEqual([(d.id, d.step) for d in done], [(3, 150)])
         # Registering the first callback told the master this worker checkpoints.
         self.assertIn("checkpoint_poll", [r.WhichOneof("body") for r in master.requests])
+
+    def test_an_order_pushed_right_after_the_registration_answer_is_taken(self) -> None:
+        # A worker that (re)joins while its job is ordered to checkpoint gets
+        # the order in the same write as its registration's answer.
+        order = trainyard_pb2.CheckpointOrder(id=9, deadline_unix_ms=1_900_000_000_000, reason="time limit")
+
+        def registered_then_order(request: jobmaster_pb2.JobMasterRequest) -> Answer:
+            if request.WhichOneof("body") == "starting":
+                reply = answer(request)
+                assert reply is not None
+                return [reply, jobmaster_pb2.JobMasterResponse(checkpoint=order)]
+            return answer(request)
+
+        master = ScriptedMaster(registered_then_order)
+        env = trainyard.WorkerEnv.from_env({**WorkerEnvTest.BASE, "TRAINYARD_JOB_MASTER": master.address})
+        with trainyard.Worker(env) as w:
+            w.on_checkpoint(lambda req: 5)
+            deadline = time.monotonic() + 30
+            while w.checkpoint_requested() is None and time.monotonic() < deadline:
+                time.sleep(0.01)  # the reader dispatches what followed the answer
+            self.assertEqual(w.checkpoint_requested(),
+                             trainyard.CheckpointRequest(reason="time limit", deadline=1_900_000_000.0, order=9))
+        master.close()
 
     def test_follows_a_master_that_restarted(self) -> None:
         master = ScriptedMaster(answer, drop_first_barrier=True)

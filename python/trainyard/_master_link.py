@@ -98,6 +98,7 @@ class MasterLink:
         self._reason = ""
         # The job's order to checkpoint as the master last pushed or answered it.
         self._order = trainyard_pb2.CheckpointOrder()
+        self._leftover = b""  # bytes read past a registration's answer
         deadline = time.monotonic() + connect_timeout
         self._sock = self._connect(deadline)
         try:
@@ -153,8 +154,10 @@ class MasterLink:
         error = _error_of(response)
         if error is not None:
             raise JobMasterError(error.code, f"registration: {error.args[0]}")
-        if len(buffer) > 4 + size:
-            raise JobMasterError("INTERNAL", "registration: the job master sent more than its answer")
+        # What followed the answer (an order to checkpoint the master pushes
+        # to a worker that rejoins while one is open) is the reader's.
+        with self._lock:
+            self._leftover = buffer[4 + size:]
         reply: jobmaster_pb2.RegisterReply = response.registered
         return reply
 
@@ -201,9 +204,13 @@ class MasterLink:
 
     def _serve(self, sock: socket.socket) -> str:
         """Reads answers and pings until the connection ends; returns why."""
-        buffer = b""
+        with self._lock:
+            buffer, self._leftover = self._leftover, b""
         next_ping = time.monotonic() + self._ping_interval
         try:
+            buffer, why = self._dispatch_frames(buffer)  # what the registration read past its answer
+            if why:
+                return why
             while True:
                 readable, _, _ = select.select([sock], [], [], max(0.0, next_ping - time.monotonic()))
                 if time.monotonic() >= next_ping:
@@ -215,17 +222,24 @@ class MasterLink:
                 data = sock.recv(1 << 16)
                 if not data:
                     return "the job master closed the connection"
-                buffer += data
-                while len(buffer) >= 4:
-                    (size,) = struct.unpack(">I", buffer[:4])
-                    if size > _MAX_RESPONSE_BYTES:
-                        return f"the job master sent a frame of {size} bytes"
-                    if len(buffer) < 4 + size:
-                        break
-                    self._dispatch(jobmaster_pb2.JobMasterResponse.FromString(buffer[4:4 + size]))
-                    buffer = buffer[4 + size:]
+                buffer, why = self._dispatch_frames(buffer + data)
+                if why:
+                    return why
         except (OSError, ValueError) as e:
             return f"the connection to the job master failed: {e}"
+
+    def _dispatch_frames(self, buffer: bytes) -> tuple[bytes, str]:
+        """Dispatches the whole frames at the front of `buffer`; returns the
+        rest and, when the stream is broken, why."""
+        while len(buffer) >= 4:
+            (size,) = struct.unpack(">I", buffer[:4])
+            if size > _MAX_RESPONSE_BYTES:
+                return buffer, f"the job master sent a frame of {size} bytes"
+            if len(buffer) < 4 + size:
+                break
+            self._dispatch(jobmaster_pb2.JobMasterResponse.FromString(buffer[4:4 + size]))
+            buffer = buffer[4 + size:]
+        return buffer, ""
 
     def _dispatch(self, response: jobmaster_pb2.JobMasterResponse) -> None:
         if response.WhichOneof("body") == "checkpoint":
@@ -327,8 +341,8 @@ class MasterLink:
         (an order already open) the reader takes without anyone waiting (a
         master that predates checkpoints does not answer it), and
         registrations with `checkpoints` from now on."""
-        self._starting.checkpoints = True
         with self._lock:
+            self._starting.checkpoints = True
             if self._lost is not None or not self._connected:
                 return  # the next registration says it
             request = jobmaster_pb2.JobMasterRequest(request_id=self._next_id,

@@ -118,7 +118,9 @@ int SubmitWithMaster(v1::Trainyard::Stub& stub, const std::string& server_addres
       std::string line = v1::JobState_Name(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
       if (line != last) std::cout << resp.job() << ": " << line.substr(line.find('_') + 1) << std::endl;
       last = line;
-      if (api::IsTerminal(v.state())) break;
+      // A job past its time limit is ordered to checkpoint first: this
+      // master serves its workers until the order is answered.
+      if (api::IsTerminal(v.state()) && v.checkpoint_order().id() == 0) break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
   }

@@ -10,6 +10,7 @@
 // for the rest of the grace.
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
 #include "jobmaster/master_state.h"
@@ -53,7 +54,8 @@ void MasterState::HandleCheckpointDone(int id, ConnId conn, uint64_t request_id,
   int64_t order = done.id() == 0 ? order_.id() : done.id();
   if (order_.id() == 0 || order != order_.id()) {
     return SendError(conn, request_id, absl::FailedPreconditionError(absl::StrFormat(
-        "worker %d reported a checkpoint for order %d, but %s", id, done.id(),
+        "checkpoint_done.id: worker %d reported a checkpoint for order %s, but %s", id,
+        done.id() == 0 ? "0 (the open one)" : absl::StrCat(done.id()),
         order_.id() == 0 ? "the job was never ordered to checkpoint"
                          : absl::StrFormat("the job's open order is %d", order_.id()))));
   }
@@ -79,6 +81,10 @@ void MasterState::MaybeCheckpointed() {
     ++result.workers;
   }
   result.saved = result.workers > 0;
+  // A step is the job's only once every worker is known: one that has not
+  // (re)joined yet, after this master restarted, may checkpoint too. The
+  // server's deadline covers a worker that never comes.
+  if (result.saved && joined_count_ < config_.num_workers) return;
   order_answered_ = true;
   if (result.saved) {
     Log(LogLevel::kInfo, "jobmaster", "job %s checkpointed at step %d by %d worker(s)", config_.job_name, result.step,

@@ -90,7 +90,22 @@ TEST_F(MasterCheckpointTest, TheOrderIsPushedToCheckpointingWorkersAndAnsweredWi
   EXPECT_EQ(terminator_.checkpoints().size(), 1u);
 }
 
+TEST_F(MasterCheckpointTest, AStepIsTheJobsOnlyOnceEveryWorkerJoined) {
+  Start(1, 0, true);
+  Start(2, 1, true);
+  state_->OnCheckpointOrder(Order(1), now_);
+  Done(1, 1, 30);
+  Done(2, 1, 31);
+  EXPECT_TRUE(terminator_.checkpoints().empty()) << "worker 2 has not joined: it may checkpoint too";
+  Start(3, 2, true);
+  Done(3, 1, 29);
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  EXPECT_EQ(terminator_.checkpoints()[0].step, 29);
+}
+
 TEST_F(MasterCheckpointTest, AShellWorkerThatPollsIsWaitedFor) {
+  config_.num_workers = 1;
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   Start(1, 0, false);
   EXPECT_EQ(Poll(1).checkpoint().id(), 0) << "no order yet";
   state_->OnCheckpointOrder(Order(3), now_);
@@ -112,6 +127,7 @@ TEST_F(MasterCheckpointTest, AJobWhoseWorkersDoNotCheckpointIsAnsweredAtOnce) {
 TEST_F(MasterCheckpointTest, AWorkerThatEndsNoLongerHoldsUpTheOrder) {
   Start(1, 0, true);
   Start(2, 1, true);
+  Start(3, 2, false);
   state_->OnCheckpointOrder(Order(1), now_);
   Done(1, 1, 10);
   pb::JobMasterRequest error;

@@ -325,6 +325,12 @@ absl::StatusOr<v1::JobState> ControlState::Kill(const std::string& name, const s
   if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
   if (!api::IsTerminal(job->rec.state())) {
     EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, now);
+  } else if (job->checkpoint.id() > 0) {
+    // Ended (past its time limit) and saving its work: a kill stops it now.
+    AddEvent(*job, "checkpoint", absl::StrCat("its tasks are stopped now: ", reason.empty() ? "killed by the user" : reason),
+             now);
+    EndCheckpointOrder(*job);
+    KillTasks(*job, config_.kill_grace_ms, reason.empty() ? "killed by the user" : reason);
   }
   return job->rec.state();
 }
@@ -368,6 +374,7 @@ void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
     bool never_placed = t.node().empty() && t.state() == v1::TASK_PENDING;
     if (!api::IsTerminal(t.state()) && !never_placed) return;
   }
+  EndCheckpointOrder(job);  // its tasks ended on their own meanwhile
   if (job.preempting) {
     Requeue(job, job.preempted_note, now);
     return;

@@ -240,7 +240,16 @@ void ControlState::StopWithGrace(JobRt& job, int grace_ms, const std::string& re
     KillTasks(job, grace_ms, reason);
     return;
   }
-  job.checkpoint.set_id(++job.orders);
+  if (job.checkpoint.id() > 0) {
+    // Already saving (a preemption, then its time limit): the open order
+    // stands, and its deadline; the stop gets the newer reason.
+    job.stop_reason = reason;
+    return;
+  }
+  // Ids count up across server restarts too (a master ignores an id it has
+  // seen): never below the clock's milliseconds.
+  job.orders = std::max(job.orders + 1, absl::ToUnixMillis(now));
+  job.checkpoint.set_id(job.orders);
   job.checkpoint.set_deadline_unix_ms(absl::ToUnixMillis(now + absl::Milliseconds(grace_ms)));
   job.checkpoint.set_reason(reason);
   job.stop_reason = reason;
@@ -275,6 +284,8 @@ void ControlState::CheckCheckpointDeadlines(absl::Time now) {
              now);
     EndCheckpointOrder(*job);
     KillTasks(*job, config_.kill_grace_ms, job->stop_reason);
+    // A victim's room is taken back only once this stop had its grace.
+    if (job->preempting) job->preempt_deadline = now;
   }
 }
 
@@ -287,11 +298,13 @@ absl::Status ControlState::CheckpointReported(const v1::CheckpointReport& req, a
                                                       "; its report is ignored"));
   }
   if (job->checkpoint.id() == 0 || req.order_id() != job->checkpoint.id()) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), " has no open order to checkpoint numbered ",
-                                                      req.order_id(), "; the report is ignored"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "order_id: ", req.order_id(), " is not job ", req.job(), "'s open order to checkpoint (",
+        job->checkpoint.id() == 0 ? "it has none" : absl::StrCat("that is ", job->checkpoint.id()),
+        "); the report is ignored"));
   }
   if (req.step() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("step: ", req.step(), " is negative"));
+    return absl::InvalidArgumentError(absl::StrCat("step: ", req.step(), " is negative; give the step saved"));
   }
   int grace_ms = config_.kill_grace_ms;
   if (req.saved()) {

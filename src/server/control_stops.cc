@@ -23,7 +23,15 @@ void ControlState::AgentDraining(const std::string& name, const std::string& rea
                                   ") at ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()));
   Log(LogLevel::kInfo, "server", "node %s is stopping: its jobs go back to the queue", name);
   for (auto [job, i] : TasksOn(name)) {
-    if (!job->ending && !job->preempting) StopForRequeue(*job, note, now);
+    if (!job->ending && !job->preempting) {
+      StopForRequeue(*job, note, now);
+    } else if (job->checkpoint.id() > 0) {
+      // Saving for a preemption or a time limit: no time for it now.
+      AddEvent(*job, "checkpoint", absl::StrCat(note, "; its tasks are stopped without waiting for the checkpoint"),
+               now);
+      EndCheckpointOrder(*job);
+      KillTasks(*job, config_.kill_grace_ms, note);
+    }
   }
   MaybeDrained(name);
 }
