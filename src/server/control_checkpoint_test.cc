@@ -199,6 +199,35 @@ TEST_F(ControlCheckpointTest, AJobPastItsTimeLimitIsOrderedOnceAndAKillStopsItsS
   EXPECT_EQ(View(timed).checkpoint_order().id(), 0);
 }
 
+TEST_F(ControlCheckpointTest, AHeartbeatListingTheTasksOfAJobThatIsSavingSendsNoKill) {
+  std::string timed = Submit("name: timed\nactiveDeadline: 5s\nreplicas:\n  worker:\n    count: 2\n"
+                             "    command: [t]\n", kMaster);
+  state_->RunRound(now_);
+  ReportAll(timed, v1::TASK_RUNNING);
+  now_ += absl::Seconds(6);
+  state_->RunRound(now_);
+  ASSERT_EQ(View(timed).state(), v1::JOB_DEADLINE_EXCEEDED);
+  ASSERT_GT(View(timed).checkpoint_order().id(), 0);
+  // Its node says it still runs them: they run on while they save (an ended
+  // job's tasks are otherwise killed again, in case the first kill was lost).
+  v1::Heartbeat hb;
+  for (const auto& [node, t] : backend_.launches) {
+    v1::TaskStatus* st = hb.add_tasks();
+    st->set_job(t.job());
+    st->set_job_id(t.job_id());
+    st->set_role(t.role());
+    st->set_index(t.index());
+    st->set_attempt(t.attempt());
+    st->set_state(v1::TASK_RUNNING);
+  }
+  state_->OnHeartbeat("n1", hb, now_);
+  EXPECT_TRUE(backend_.kills.empty());
+  ASSERT_TRUE(state_->CheckpointReported(Report("timed", View(timed).checkpoint_order().id(), true, 40), now_).ok());
+  EXPECT_EQ(backend_.kills.size(), 2u);
+  state_->OnHeartbeat("n1", hb, now_);
+  EXPECT_EQ(backend_.kills.size(), 4u) << "saved: a task still listed is stopped again";
+}
+
 TEST_F(ControlCheckpointTest, AJobWithoutAMasterGetsSigtermAndItsGraceAsBefore) {
   std::string low = RunLowThenPreempt("");
   ASSERT_EQ(backend_.kills.size(), 2u);
