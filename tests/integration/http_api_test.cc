@@ -183,7 +183,16 @@ TEST(HttpApiTest, APlacedJobShowsItsTasksNodesGpusAndQueueUse) {
   EXPECT_EQ(task["last_exit"], nullptr);  // it has not ended
 
   // The node's bitmap: exactly the task's GPUs are used, held by the task.
-  HttpResult n = HttpGet(c.http_address(), "/api/v1/nodes/" + node);
+  // Node views are published a moment after the jobs' (at most every few ms,
+  // later under load): it is read once it shows the placement.
+  HttpResult n;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        n = HttpGet(c.http_address(), "/api/v1/nodes/" + node);
+        return n.status == 200 && n.json.value("allocated_gpus", 0) == 2;
+      },
+      absl::Seconds(30), absl::Milliseconds(50)))
+      << n.body;
   ASSERT_EQ(n.status, 200) << n.body;
   EXPECT_EQ(n.json["state"], "READY");
   EXPECT_EQ(n.json["allocated_gpus"], 2);

@@ -233,8 +233,12 @@ json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
   for (int g = 0; g < c.total; ++g) {
     bool excluded = (info.excluded_gpus() >> g) & 1;
     bool free = !excluded && ((n.free_gpu_mask() >> g) & 1);
+    // Holders come from the jobs' views, which are published at once; the
+    // node's own view may be a moment older (docs/api.md): a GPU it still
+    // shows free names no holder, so the answer never says both.
     auto it = holders.find(g);
-    const std::vector<GpuHolder>* held = it == holders.end() || it->second.empty() ? nullptr : &it->second;
+    const std::vector<GpuHolder>* held =
+        free || excluded || it == holders.end() || it->second.empty() ? nullptr : &it->second;
     gpus.push_back({{"index", g},
                     {"state", excluded ? "excluded" : free ? "free" : "used"},
                     {"used_milli", used_milli[g]},
