@@ -12,6 +12,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -129,6 +130,14 @@ int BoundSocket(int port) {
   if (fd >= 0) close(fd);
   return -1;
 }
+// True when the command line of `pid` holds `text` (a keeper is a fork of
+// its agent and keeps the agent's command line, which names its data dir).
+bool CmdlineHolds(pid_t pid, const std::string& text) {
+  std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+  return cmdline.find(text) != std::string::npos;
+}
+
 }  // namespace
 
 int FreePortPair() {
@@ -392,7 +401,13 @@ void Cluster::KillLeftoverTasks() {
       nlohmann::json j = nlohmann::json::parse(ReadFile(it->path().string()), nullptr, false);
       if (j.is_discarded() || !j.contains("pid") || !j["pid"].is_number_integer()) continue;
       pid_t pid = j["pid"].get<int>();
-      if (pid > 1 && getsid(pid) == pid && StartedAt(pid) >= started_uptime_) kill(-pid, SIGKILL);
+      // The pid may have been reused since the record was written (by
+      // another test's server, a session leader too): only a keeper of this
+      // node, whose command line names the node's data dir, is killed.
+      if (pid > 1 && getsid(pid) == pid && StartedAt(pid) >= started_uptime_ &&
+          CmdlineHolds(pid, absl::StrCat(dir(), "/node-", i, " "))) {
+        kill(-pid, SIGKILL);
+      }
     }
   }
 }
