@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <optional>
 
 #include "absl/base/thread_annotations.h"
@@ -32,6 +33,13 @@ struct ServerJobTerminator::State {
                                      const std::string& what,
                                      absl::FunctionRef<grpc::Status(grpc::ClientContext*)> call)
       ABSL_LOCKS_EXCLUDED(mu);
+
+  // A thread that makes the report `what` with Report through its own stub
+  // (`call` makes one try); a final refusal is logged as "server refused
+  // REFUSED: ...".
+  static std::thread ReportInBackground(
+      std::shared_ptr<State> state, std::string address, ReportCredentials credentials, std::string what,
+      std::string refused, std::function<grpc::Status(v1::Trainyard::Stub*, grpc::ClientContext*)> call);
 };
 
 ServerJobTerminator::ServerJobTerminator(std::string server_address, JobTerminator* also,
@@ -112,6 +120,20 @@ std::optional<grpc::Status> ServerJobTerminator::State::Report(
   return std::nullopt;
 }
 
+std::thread ServerJobTerminator::State::ReportInBackground(
+    std::shared_ptr<State> state, std::string address, ReportCredentials credentials, std::string what,
+    std::string refused, std::function<grpc::Status(v1::Trainyard::Stub*, grpc::ClientContext*)> call) {
+  return std::thread([state = std::move(state), address = std::move(address), credentials = std::move(credentials),
+                      what = std::move(what), refused = std::move(refused), call = std::move(call)] {
+    auto stub = ServerStub(address, credentials);
+    std::optional<grpc::Status> st =
+        state->Report(address, credentials, what, [&](grpc::ClientContext* ctx) { return call(stub.get(), ctx); });
+    if (st.has_value() && !st->ok()) {
+      Log(LogLevel::kWarning, "jobmaster", "server refused %s: %s", refused, st->error_message());
+    }
+  });
+}
+
 bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   v1::WorkerFailureRequest req;
   req.set_job(failure.job);
@@ -119,22 +141,13 @@ bool ServerJobTerminator::WorkerFailed(const WorkerFailure& failure) {
   req.set_attempt(failure.attempt);
   req.set_reason(failure.reason);
   req.set_master_address(ReportedMasterAddress());
-  std::string address = address_;
-  std::shared_ptr<State> state = state_;
-  ReportCredentials credentials = credentials_;
-  failure_threads_.emplace_back([address, req, state, credentials] {
-    auto stub = ServerStub(address, credentials);
-    std::optional<grpc::Status> st =
-        state->Report(address, credentials, absl::StrCat("worker ", req.worker_id(), " failed"),
-                      [&](grpc::ClientContext* ctx) {
-                        v1::WorkerFailureResponse resp;
-                        return stub->ReportWorkerFailure(ctx, req, &resp);
-                      });
-    if (st.has_value() && !st->ok()) {
-      Log(LogLevel::kWarning, "jobmaster", "server refused the failure of worker %d: %s", req.worker_id(),
-          st->error_message());
-    }
-  });
+  failure_threads_.push_back(State::ReportInBackground(
+      state_, address_, credentials_, absl::StrCat("worker ", req.worker_id(), " failed"),
+      absl::StrCat("the failure of worker ", req.worker_id()),
+      [req](v1::Trainyard::Stub* stub, grpc::ClientContext* ctx) {
+        v1::WorkerFailureResponse resp;
+        return stub->ReportWorkerFailure(ctx, req, &resp);
+      }));
   return true;
 }
 
@@ -147,21 +160,12 @@ void ServerJobTerminator::Checkpointed(const CheckpointResult& result) {
   req.set_step(result.step);
   req.set_workers(result.workers);
   req.set_master_address(ReportedMasterAddress());
-  std::string address = address_;
-  std::shared_ptr<State> state = state_;
-  ReportCredentials credentials = credentials_;
-  failure_threads_.emplace_back([address, req, state, credentials] {
-    auto stub = ServerStub(address, credentials);
-    std::optional<grpc::Status> st =
-        state->Report(address, credentials, absl::StrCat("checkpoint order ", req.order_id()),
-                      [&](grpc::ClientContext* ctx) {
-                        v1::CheckpointReportResponse resp;
-                        return stub->ReportCheckpoint(ctx, req, &resp);
-                      });
-    if (st.has_value() && !st->ok()) {
-      Log(LogLevel::kWarning, "jobmaster", "server refused the checkpoint report: %s", st->error_message());
-    }
-  });
+  failure_threads_.push_back(State::ReportInBackground(
+      state_, address_, credentials_, absl::StrCat("checkpoint order ", req.order_id()), "the checkpoint report",
+      [req](v1::Trainyard::Stub* stub, grpc::ClientContext* ctx) {
+        v1::CheckpointReportResponse resp;
+        return stub->ReportCheckpoint(ctx, req, &resp);
+      }));
 }
 
 void ServerJobTerminator::Terminate(const JobEnd& end) {

@@ -292,11 +292,7 @@ void ControlState::CheckCheckpointDeadlines(absl::Time now) {
 absl::Status ControlState::CheckpointReported(const v1::CheckpointReport& req, absl::Time now) {
   JobRt* job = FindJob(req.job());
   if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
-  if (!req.master_address().empty() && !job->job_master.empty() && req.master_address() != job->job_master) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": the job master at ", req.master_address(),
-                                                      " was replaced by the one at ", job->job_master,
-                                                      "; its report is ignored"));
-  }
+  if (absl::Status from = FromCurrentMaster(*job, req.master_address()); !from.ok()) return from;
   if (job->checkpoint.id() == 0 || req.order_id() != job->checkpoint.id()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "order_id: ", req.order_id(), " is not job ", req.job(), "'s open order to checkpoint (",

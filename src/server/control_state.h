@@ -338,6 +338,9 @@ class ControlState {
   void StopWithGrace(JobRt& job, int grace_ms, const std::string& reason, absl::Time now);
   // Closes the job's open order to checkpoint, if any.
   void EndCheckpointOrder(JobRt& job);
+  // OK unless a report names a master other than the job's current one (a
+  // master cut off on a lost node and replaced, still running).
+  absl::Status FromCurrentMaster(const JobRt& job, const std::string& master_address) const;
   // Stops the tasks of jobs whose order's deadline passed.
   void CheckCheckpointDeadlines(absl::Time now);
   // The agent finds the task by the job's id (a reused name names another

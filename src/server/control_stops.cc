@@ -58,14 +58,17 @@ void ControlState::MaybeDrained(const std::string& name) {
   if (n->connected()) backend_->Drained(name);
 }
 
+absl::Status ControlState::FromCurrentMaster(const JobRt& job, const std::string& master_address) const {
+  if (master_address.empty() || job.job_master.empty() || master_address == job.job_master) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("job ", job.rec.name(), ": the job master at ", master_address,
+                                                    " was replaced by the one at ", job.job_master,
+                                                    "; its report is ignored"));
+}
+
 absl::Status ControlState::WorkerFailed(const v1::WorkerFailureRequest& req, absl::Time now) {
   JobRt* job = FindJob(req.job());
   if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
-  if (!req.master_address().empty() && !job->job_master.empty() && req.master_address() != job->job_master) {
-    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": the job master at ", req.master_address(),
-                                                      " was replaced by the one at ", job->job_master,
-                                                      "; its report is ignored"));
-  }
+  if (absl::Status from = FromCurrentMaster(*job, req.master_address()); !from.ok()) return from;
   int i = -1;
   for (int k = 0; k < job->rec.tasks_size(); ++k) {
     const v1::TaskRecord& t = job->rec.tasks(k);
