@@ -11,6 +11,7 @@ import pathlib
 import re
 import subprocess
 import sys
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -116,6 +117,20 @@ class ClusterTest(unittest.TestCase):
         final = self.client.wait(job, timeout=60)
         self.assertEqual(final.state, "KILLED")
         self.assertNotIn(job, [j.name for j in self.client.list()])
+        # Accounting keeps it: KILLED, with its user's usage.
+        deadline = time.monotonic() + 60
+        while True:
+            kept = self.client.history(time.time() - 3600, name=job)
+            if kept and kept[0].settled:
+                break
+            self.assertLess(time.monotonic(), deadline, kept)
+            time.sleep(0.1)
+        self.assertEqual([(a.name, a.state) for a in kept], [(job, "KILLED")])
+        self.assertGreater(kept[0].cpu_hours, 0.0)
+        self.assertEqual(self.client.history(name=job, states=["SUCCEEDED"]), [])
+        rows, total = self.client.usage(time.time() - 3600, by="user")
+        self.assertIn(kept[0].user, [r.key for r in rows])
+        self.assertGreaterEqual(total.killed, 1)
 
     def test_bad_input_names_the_field(self) -> None:
         with self.assertRaises(trainyard.SpecError) as bad:
@@ -132,6 +147,12 @@ class ClusterTest(unittest.TestCase):
         with self.assertRaises(trainyard.InvalidArgument) as state:
             self.client.list(states=["DONE"])
         self.assertIn("states[0]", str(state.exception))
+        with self.assertRaises(trainyard.InvalidArgument) as running:
+            self.client.history(states=["RUNNING"])
+        self.assertIn("states[0]", str(running.exception))
+        with self.assertRaises(trainyard.InvalidArgument) as backwards:
+            self.client.usage(since=2000, until=1000)
+        self.assertIn("until_unix_ms", str(backwards.exception))
 
     def test_workers_register_and_meet_at_barriers(self) -> None:
         final, logs = self.run_to_success(

@@ -22,9 +22,19 @@ from trainyard._pb import service_pb2, service_pb2_grpc, trainyard_pb2
 from trainyard.config import ClientConfig, resolve_config
 from trainyard.logs import LineAssembler, LogLine, split_stamp
 from trainyard.spec import Spec, spec_to_yaml
-from trainyard.views import Job
+from trainyard.views import Account, Job, UsageRow
 
 _JOB_STATES = ("QUEUED", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "KILLED")
+_FINISHED_STATES = ("SUCCEEDED", "FAILED", "KILLED", "DEADLINE_EXCEEDED")
+
+
+def _ms(seconds: Optional[float]) -> int:
+    """Unix seconds as the API's Unix ms (None: 0, the API's default)."""
+    if seconds is None:
+        return 0
+    if seconds < 0:
+        raise errors.InvalidArgument("INVALID_ARGUMENT", f"since/until: {seconds} is before 1970")
+    return int(seconds * 1000)
 
 
 def is_local_address(address: str) -> bool:
@@ -177,6 +187,52 @@ class Client:
             if not response.next_page_token:
                 return jobs
             request.page_token = response.next_page_token
+
+    def history(self, since: Optional[float] = None, until: Optional[float] = None, *, user: str = "",
+                queue: str = "", name: str = "", states: Sequence[str] = ()) -> list[Account]:
+        """Finished jobs as accounting keeps them (deleted ones too), oldest end first.
+
+        Args:
+            since, until: the period, Unix seconds (a job is in it when it
+                ended in [since, until)); None: the oldest kept / now.
+            user, queue: only those of this user / queue ("" = any).
+            name: only this job, or an array's elements.
+            states: only jobs that ended so (SUCCEEDED, FAILED, KILLED, DEADLINE_EXCEEDED).
+        """
+        codes = []
+        for i, state in enumerate(states):
+            if state not in _FINISHED_STATES:
+                raise errors.InvalidArgument(
+                    "INVALID_ARGUMENT", f"states[{i}]: {state!r} is not a finished state; one of "
+                    f"{', '.join(_FINISHED_STATES)}")
+            codes.append(trainyard_pb2.JobState.Value("JOB_" + state))
+        request = service_pb2.HistoryRequest(user=user, queue=queue, name=name, states=codes, page_size=5000,
+                                             since_unix_ms=_ms(since), until_unix_ms=_ms(until))
+        accounts: list[Account] = []
+        while True:  # the server answers in pages
+            try:
+                response = self._stub.History(request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                raise self._error(e, "history") from None
+            accounts.extend(Account.from_proto(a) for a in response.jobs)
+            if not response.next_page_token:
+                return accounts
+            request.page_token = response.next_page_token
+
+    def usage(self, since: Optional[float] = None, until: Optional[float] = None, *, by: str = "user",
+              user: str = "", queue: str = "") -> tuple[list[UsageRow], UsageRow]:
+        """Usage per user (by="user") or queue (by="queue") over the jobs that ended in
+        [since, until) (Unix seconds; None: the oldest kept / now): the rows, most
+        GPU-hours first, and the total."""
+        if by not in ("user", "queue"):
+            raise errors.InvalidArgument("INVALID_ARGUMENT", f"by: {by!r} is not user or queue")
+        request = service_pb2.UsageRequest(group_by=by, user=user, queue=queue, since_unix_ms=_ms(since),
+                                           until_unix_ms=_ms(until))
+        try:
+            response = self._stub.Usage(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self._error(e, "usage") from None
+        return [UsageRow.from_proto(r) for r in response.rows], UsageRow.from_proto(response.total)
 
     def watch(self, job: "str | Job", timeout: Optional[float] = None) -> Iterator[Job]:
         """The job now, then again each time its state or reason changes.

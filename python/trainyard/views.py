@@ -89,3 +89,79 @@ class Job:
                    state=_enum_name(trainyard_pb2.JobState, view.state, "JOB_"), reason=view.reason,
                    tasks=[Task.from_proto(t) for t in view.tasks],
                    events=[(e.time_unix_ms, e.kind, e.text) for e in view.events], proto=view)
+
+
+@dataclasses.dataclass(frozen=True)
+class Account:
+    """A finished job as accounting keeps it (`trainyard history`, docs/accounting.md).
+
+    Attributes:
+        id, name, user, queue: the job (a deleted job's name as it was).
+        state: SUCCEEDED, FAILED, KILLED or DEADLINE_EXCEEDED.
+        submit_ms, start_ms, end_ms: Unix ms (start_ms 0: it never ran).
+        wait_s, elapsed_s: submit to first run, first run to end.
+        gpus: GPUs asked by all its tasks (a share as its fraction).
+        gpu_hours, cpu_hours, memory_gb_hours: what its tasks held, every attempt.
+        attempts, restarts: attempts started and restarts, all tasks.
+        exit_code, exit_signal, exit_task: the highest exit of its tasks' last attempts.
+        deleted: deleted since (gone from the live views).
+        settled: False while a task still holds its place (the hours grow).
+    """
+
+    id: int
+    name: str
+    user: str
+    queue: str
+    state: str
+    submit_ms: int
+    start_ms: int
+    end_ms: int
+    wait_s: float
+    elapsed_s: float
+    gpus: float
+    gpu_hours: float
+    cpu_hours: float
+    memory_gb_hours: float
+    attempts: int
+    restarts: int
+    exit_code: int
+    exit_signal: int
+    exit_task: str
+    deleted: bool
+    settled: bool
+    proto: service_pb2.JobAccount = dataclasses.field(repr=False, compare=False)
+
+    @classmethod
+    def from_proto(cls, a: service_pb2.JobAccount) -> "Account":
+        """The Account of a JobAccount."""
+        return cls(id=a.id, name=a.name, user=a.user, queue=a.queue,
+                   state=_enum_name(trainyard_pb2.JobState, a.state, "JOB_"), submit_ms=a.submit_time_unix_ms,
+                   start_ms=a.start_time_unix_ms, end_ms=a.end_time_unix_ms, wait_s=a.wait_ms / 1000.0,
+                   elapsed_s=a.elapsed_ms / 1000.0, gpus=a.gpus, gpu_hours=a.gpu_hours, cpu_hours=a.cpu_hours,
+                   memory_gb_hours=a.memory_gb_hours, attempts=a.attempts, restarts=a.restarts,
+                   exit_code=a.exit_code, exit_signal=a.exit_signal, exit_task=a.exit_task, deleted=a.deleted,
+                   settled=a.settled, proto=a)
+
+
+@dataclasses.dataclass(frozen=True)
+class UsageRow:
+    """Usage of one user or queue over a period (`trainyard usage`); key "" is the total."""
+
+    key: str
+    jobs: int
+    succeeded: int
+    failed: int
+    killed: int
+    deadline_exceeded: int
+    gpu_hours: float
+    cpu_hours: float
+    memory_gb_hours: float
+    elapsed_hours: float
+    mean_wait_s: float
+
+    @classmethod
+    def from_proto(cls, r: service_pb2.UsageRow) -> "UsageRow":
+        """The UsageRow of a UsageRow message."""
+        return cls(key=r.key, jobs=r.jobs, succeeded=r.succeeded, failed=r.failed, killed=r.killed,
+                   deadline_exceeded=r.deadline_exceeded, gpu_hours=r.gpu_hours, cpu_hours=r.cpu_hours,
+                   memory_gb_hours=r.memory_gb_hours, elapsed_hours=r.elapsed_hours, mean_wait_s=r.mean_wait_s)

@@ -56,6 +56,10 @@ const std::vector<v1::JobState>& FinishedJobStates() {
   return kFinished;
 }
 
+bool HoldsPlace(v1::TaskState s) {
+  return s == v1::TASK_LAUNCHING || s == v1::TASK_RUNNING || s == v1::TASK_RESTARTING;
+}
+
 bool IsLegalTransition(v1::JobState from, v1::JobState to) {
   if (from == to) return true;
   if (IsTerminal(from)) return false;

@@ -12,6 +12,9 @@ namespace trainyard::api {
 // SUCCEEDED, FAILED, KILLED and DEADLINE_EXCEEDED: nothing follows them.
 bool IsTerminal(v1::JobState s);
 bool IsTerminal(v1::TaskState s);
+// LAUNCHING, RUNNING and RESTARTING: the task holds its place (its node's
+// resources) and accounting counts the time.
+bool HoldsPlace(v1::TaskState s);
 
 // Upper-case names as the CLI prints them ("QUEUED", "RUNNING", ...);
 // "UNKNOWN" for a value outside the enum.

@@ -31,6 +31,18 @@
 #include "api/job_spec.h"
 
 namespace trainyard::cli {
+
+// A state as a person writes it: "running", "RUNNING" or "JOB_RUNNING".
+std::optional<v1::JobState> ParseJobState(std::string text) {
+  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (text.rfind("JOB_", 0) == 0) text = text.substr(4);
+  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
+    auto state = static_cast<v1::JobState>(s);
+    if (s != v1::JOB_STATE_UNSPECIFIED && v1::JobState_IsValid(s) && text == api::JobStateName(state)) return state;
+  }
+  return std::nullopt;
+}
+
 namespace {
 
 std::string StateName(v1::JobState s) { return api::JobStateName(s); }
@@ -198,16 +210,6 @@ struct JobsFlags : Common {
   std::vector<std::string> states;
 };
 
-// A state as a person writes it: "running", "RUNNING" or "JOB_RUNNING".
-std::optional<v1::JobState> ParseJobState(std::string text) {
-  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (text.rfind("JOB_", 0) == 0) text = text.substr(4);
-  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
-    auto state = static_cast<v1::JobState>(s);
-    if (s != v1::JOB_STATE_UNSPECIFIED && v1::JobState_IsValid(s) && text == api::JobStateName(state)) return state;
-  }
-  return std::nullopt;
-}
 
 Table JobsTable(const v1::ListJobsResponse& resp) {
   Table t({"NAME", "STATE", "QUEUE", "USER", "PRIORITY", "TASKS", "GPUS", "AGE", "REASON"});
@@ -606,6 +608,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   RegisterNodeVerbs(app, exit_code);
   RegisterTokenVerbs(app, exit_code);
   RegisterLoginVerb(app, exit_code);
+  RegisterAccountingVerbs(app, exit_code);
 
   static Common queues;
   c = app.add_subcommand("queues", "List queues: capacity, use, pending jobs");

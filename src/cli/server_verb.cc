@@ -134,6 +134,8 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--history-interval-ms", [](C& c) -> auto& { return c.history_interval_ms; },
                   "a sample of the cluster for the dashboard's charts every this many ms (0 = none; default 10000)");
+  AddConfigOption(cmd, &f, "--accounting-retention-days", [](C& c) -> auto& { return c.accounting_retention_days; },
+                  "trainyard history and usage keep a finished job this many days after it ended (default 365)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; },
                   "this server's files (and the state store, unless --store names etcd)");
   AddConfigOption(cmd, &f, "--store", [](C& c) -> auto& { return c.store; },

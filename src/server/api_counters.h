@@ -30,6 +30,8 @@ class GrpcCounters {
     kWatchJob,
     kReleaseJob,
     kReportCheckpoint,
+    kHistory,
+    kUsage,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -39,7 +41,7 @@ class GrpcCounters {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
-        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint"};
+        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

@@ -110,6 +110,27 @@ grpc::Status ClientService::ListJobs(grpc::ServerContext* ctx, const v1::ListJob
   return Counted(GrpcCounters::kListJobs, grpc::Status::OK);
 }
 
+grpc::Status ClientService::History(grpc::ServerContext* ctx, const v1::HistoryRequest* req,
+                                    v1::HistoryResponse* resp) {
+  if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
+    return Counted(GrpcCounters::kHistory, ToGrpc(who.status()));
+  }
+  absl::StatusOr<v1::HistoryResponse> page = manager_->History(*req);
+  if (!page.ok()) return Counted(GrpcCounters::kHistory, ToGrpc(page.status()));
+  *resp = std::move(*page);
+  return Counted(GrpcCounters::kHistory, grpc::Status::OK);
+}
+
+grpc::Status ClientService::Usage(grpc::ServerContext* ctx, const v1::UsageRequest* req, v1::UsageResponse* resp) {
+  if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
+    return Counted(GrpcCounters::kUsage, ToGrpc(who.status()));
+  }
+  absl::StatusOr<v1::UsageResponse> usage = manager_->Usage(*req);
+  if (!usage.ok()) return Counted(GrpcCounters::kUsage, ToGrpc(usage.status()));
+  *resp = std::move(*usage);
+  return Counted(GrpcCounters::kUsage, grpc::Status::OK);
+}
+
 grpc::Status ClientService::DescribeJob(grpc::ServerContext* ctx, const v1::DescribeJobRequest* req,
                                         v1::JobView* resp) {
   // Every user may describe every job: a view holds no environment.

@@ -39,6 +39,10 @@ class ClientService final
                                    v1::SubmitResponse* resp) override;
   grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* ctx, const v1::LogsRequest* req) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  // Accounting: every user may read every finished job's account, as they
+  // may list every job (an account holds no environment).
+  grpc::Status History(grpc::ServerContext*, const v1::HistoryRequest*, v1::HistoryResponse*) override;
+  grpc::Status Usage(grpc::ServerContext*, const v1::UsageRequest*, v1::UsageResponse*) override;
   grpc::Status DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest*, v1::JobView*) override;
   // The job's view, then each change of its state or reason, until it ends.
   // Holds a thread while it waits: bounded per user and in all

@@ -147,6 +147,8 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
     else if (key == "historyIntervalMs") Read(v, key, &c.history_interval_ms, &errors);
     else if (key == "historyRetentionMinutes") Read(v, key, &c.history_retention_minutes, &errors);
+    else if (key == "accountingRetentionDays") Read(v, key, &c.accounting_retention_days, &errors);
+    else if (key == "accountingMaxJobs") Read(v, key, &c.accounting_max_jobs, &errors);
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
     else if (key == "tlsDir") Read(v, key, &c.tls_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
@@ -325,6 +327,12 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.history_interval_ms != 0 && (c.history_interval_ms < 100 || c.history_interval_ms > 3600000)) {
     errors.push_back(absl::StrCat("historyIntervalMs: ", c.history_interval_ms, " is not 0 (no history) or within 100..3600000"));
+  }
+  if (c.accounting_retention_days < 1 || c.accounting_retention_days > 3650) {
+    errors.push_back(absl::StrCat("accountingRetentionDays: ", c.accounting_retention_days, " is not within 1..3650"));
+  }
+  if (c.accounting_max_jobs < 1000 || c.accounting_max_jobs > 10000000) {
+    errors.push_back(absl::StrCat("accountingMaxJobs: ", c.accounting_max_jobs, " is not within 1000..10000000"));
   }
   if (c.history_retention_minutes < 1 || c.history_retention_minutes > 7 * 24 * 60) {
     errors.push_back(absl::StrCat("historyRetentionMinutes: ", c.history_retention_minutes, " is not within 1..10080"));

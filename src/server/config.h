@@ -83,6 +83,11 @@ struct ServerConfig {
   // every history_interval_ms (0 = none), kept this many minutes.
   int history_interval_ms = 10000;
   int history_retention_minutes = 180;
+  // Accounting (`trainyard history`, `trainyard usage`): finished jobs'
+  // accounts are kept this many days after they end, at most this many
+  // (the oldest ends leave first). The store keeps every job's record.
+  int accounting_retention_days = 365;
+  int accounting_max_jobs = 200000;
   std::string data_dir = ".trainyard/server";
   // A certificate directory (security/certs.h): the TCP listener serves TLS
   // with DIR/server.crt, verifies client certificates against DIR/ca.crt,

@@ -334,7 +334,7 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
     ++stats_.restarts_lost;
-    SetTaskState(job, i, v1::TASK_LAUNCHING);
+    SetTaskState(job, i, v1::TASK_LAUNCHING, now);
     AddEvent(job, "task_restarted",
              absl::StrCat(name, " attempt ", t->attempt() - 1, " FAILED: ", why, "; started again (attempt ",
                           t->attempt(), "; ", budget, ")"),
@@ -381,7 +381,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
   switch (st.state()) {
     case v1::TASK_RUNNING: {
       if (t->state() == v1::TASK_RUNNING) break;
-      SetTaskState(*job, i, v1::TASK_RUNNING);
+      SetTaskState(*job, i, v1::TASK_RUNNING, now);
       t->set_start_time_ms(ToMs(now));
       if (NodeRt* n = FindNode(node)) n->launch_faults = 0;
       if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
@@ -405,7 +405,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       break;
     }
     case v1::TASK_RESTARTING: {
-      SetTaskState(*job, i, v1::TASK_RESTARTING);
+      SetTaskState(*job, i, v1::TASK_RESTARTING, now);
       t->set_restart_count(t->restart_count() + 1);
       ++stats_.restarts_exit;
       *t->mutable_exit() = st.exit();
@@ -441,11 +441,11 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
   if (job.ending && !job.preempting && MasterStoppedWithItsJob(*t, st)) {
     // Its end is the job's own, not a kill a person should look into.
-    SetTaskState(job, i, v1::TASK_SUCCEEDED);
+    SetTaskState(job, i, v1::TASK_SUCCEEDED, now);
     t->clear_exit();
     t->mutable_exit()->set_message("stopped with the job");
   } else {
-    SetTaskState(job, i, st.state());
+    SetTaskState(job, i, st.state(), now);
     *t->mutable_exit() = st.exit();
   }
   t->set_end_time_ms(ToMs(now));

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/accounting.h"
 #include "api/convert.h"
 #include "api/exec_size.h"
 #include "api/job_spec.h"
@@ -312,12 +313,26 @@ void ControlState::CountInQueue(JobRt& job) {
   job.counted = now;
 }
 
-void ControlState::SetTaskState(JobRt& job, int task, v1::TaskState state) {
+void ControlState::SetTaskState(JobRt& job, int task, v1::TaskState state, absl::Time now) {
   v1::TaskRecord* t = job.rec.mutable_tasks(task);
   TY_CHECK(api::IsLegalTransition(t->state(), state), "task %s of job %s: %s -> %s is not a transition the server makes",
            api::TaskName(job.rec.name(), t->role(), t->index()).c_str(), job.rec.name().c_str(),
            api::TaskStateName(t->state()), api::TaskStateName(state));
+  bool held = api::HoldsPlace(t->state()), holds = api::HoldsPlace(state);
+  if (held && !holds) {
+    ChargeHeld(job, task, now);
+    t->set_held_since_ms(0);
+  } else if (!held && holds) {
+    t->set_held_since_ms(ToMs(now));
+  }
   t->set_state(state);
+}
+
+void ControlState::ChargeHeld(JobRt& job, int task, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(task);
+  if (t->held_since_ms() <= 0) return;
+  api::AddUsage(t->allocation(), ToMs(now) - t->held_since_ms(), job.rec.mutable_usage());
+  t->set_held_since_ms(ToMs(now));
 }
 
 absl::StatusOr<v1::JobState> ControlState::Kill(const std::string& name, const std::string& reason, absl::Time now) {
@@ -348,7 +363,7 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
   // Tasks never placed are done at once; the others are stopped.
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
-    if (t.node().empty() && !api::IsTerminal(t.state())) SetTaskState(job, i, v1::TASK_KILLED);
+    if (t.node().empty() && !api::IsTerminal(t.state())) SetTaskState(job, i, v1::TASK_KILLED, now);
   }
   // A job past its time limit gives way as a preemption victim does, its
   // work saved first; the other ends stop their tasks outright.
@@ -401,9 +416,9 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     // placed (launched) has one behind it; one still waiting for room has not.
     bool launched = !t->node().empty();
     TouchNode(t->node());  // what it held there is freed below
+    SetTaskState(job, i, v1::TASK_PENDING, now);  // charges what it held
     t->set_node("");
     t->clear_allocation();
-    SetTaskState(job, i, v1::TASK_PENDING);
     if (launched) t->set_attempt(t->attempt() + 1);
     job.launch_base[i] = t->attempt();
   }
@@ -448,6 +463,7 @@ absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string&
   view_jobs_.erase(name);
   gone->rec.set_name(kept);
   gone->rec.set_deleted_time_ms(ToMs(now));
+  unbooked_.push_back(api::AccountOf(gone->rec));  // its account stays after its view goes
   persister_.MarkJob(kept);
   deleted_views_.push_back(name);
   v1::DeleteJobResponse resp;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "api/accounting.h"
 #include "api/convert.h"
 #include "api/restart_budgets.h"
 #include "api/roles.h"
@@ -30,8 +31,15 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     node->last_heartbeat = node->heard = now;
     AddNode(n.info().name(), std::move(node));
   }
+  // A task held its place since before records said when: from now on.
+  auto held_from_now = [now](v1::JobRecord& rec) {
+    for (v1::TaskRecord& t : *rec.mutable_tasks()) {
+      if (api::HoldsPlace(t.state()) && t.held_since_ms() == 0) t.set_held_since_ms(ToMs(now));
+    }
+  };
   for (v1::JobRecord& rec : snap.jobs) {
     for (v1::TaskRecord& t : *rec.mutable_tasks()) api::UpgradeRestartCounts(&t);
+    held_from_now(rec);
     auto job = std::make_unique<JobRt>();
     job->rec = std::move(rec);
     job->events_loaded = false;
@@ -63,7 +71,10 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       // A deleted record's name is NAME#ID: the name it ended under is before the '#'.
       ended_[rec.id()] = {rec.state(), rec.name().substr(0, rec.name().find('#'))};
     }
-    if (rec.deleted_time_ms() != 0) continue;  // its name was freed; the store keeps it
+    if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
+      unbooked_.push_back(api::AccountOf(rec));
+      continue;
+    }
     auto job = std::make_unique<JobRt>();
     job->events_loaded = false;
     job->rec = std::move(rec);
@@ -75,6 +86,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       return !t.node().empty() && !api::IsTerminal(t.state());
     });
     if (stopping) {
+      held_from_now(job->rec);
       job->ending = true;
       RecoverIntoScheduler(*job);
     } else {
@@ -304,11 +316,11 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
     std::string tname = api::TaskName(job->rec.name(), t->role(), t->index());
     const v1::ReplicaSpec* rs = ReplicaOf(*job, i);
     if (job->ending || job->preempting) {
-      SetTaskState(*job, i, v1::TASK_KILLED);
+      SetTaskState(*job, i, v1::TASK_KILLED, now);
       MaybeFinish(*job, now);
     } else if (!rs || (!MayRestart(*job, i, v1::ATTEMPT_NODE_LOST) &&
                        (!job->evicting[i] || rs->restart_policy() == v1::RESTART_NEVER))) {
-      SetTaskState(*job, i, v1::TASK_FAILED);
+      SetTaskState(*job, i, v1::TASK_FAILED, now);
       t->mutable_exit()->set_message(absl::StrCat("lost with node ", name));
       std::string budget =
           RecordAttempt(*job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST}, now);
@@ -348,11 +360,12 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
       job, i, {.attempt = t->attempt(), .attempt_class = why.attempt_class, .restarted = true, .charge = why.charge},
       now);
   std::string old = t->node();
+  ChargeHeld(job, i, now);  // what it held on the node it leaves
   t->set_node(placed->node);
   t->clear_limits();  // its new node reports its own
   IndexTask(job, placed->node);
   *t->mutable_allocation() = api::ToProto(placed->allocation);
-  SetTaskState(job, i, v1::TASK_LAUNCHING);
+  SetTaskState(job, i, v1::TASK_LAUNCHING, now);
   t->set_attempt(t->attempt() + 1);
   // An uncharged move (a drain, an eviction) is no restart.
   if (why.charge) {

@@ -74,7 +74,7 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
     t->clear_limits();  // its new node reports its own
     IndexTask(*job, a.node);
     *t->mutable_allocation() = api::ToProto(a.allocation);
-    SetTaskState(*job, i, v1::TASK_LAUNCHING);
+    SetTaskState(*job, i, v1::TASK_LAUNCHING, now);
     t->clear_exit();
     per_node[a.node]++;
     ++stats_.placements;
@@ -161,7 +161,7 @@ absl::Status ControlState::PlaceWaitingTask(JobRt& job, int i, absl::Time now) {
   t->clear_limits();  // its new node reports its own
   IndexTask(job, placed->node);
   *t->mutable_allocation() = api::ToProto(placed->allocation);
-  SetTaskState(job, i, v1::TASK_LAUNCHING);
+  SetTaskState(job, i, v1::TASK_LAUNCHING, now);
   ++stats_.placements;
   AddEvent(job, "scheduled", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()),
                                           " placed on ", placed->node, " as room appeared"), now);

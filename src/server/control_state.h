@@ -245,7 +245,12 @@ class ControlState {
   // Every job and task state change goes through these: they check the
   // transition against api/states.h's table (an illegal one is a bug).
   void SetJobState(JobRt& job, v1::JobState state, absl::Time now);
-  void SetTaskState(JobRt& job, int task, v1::TaskState state);
+  // Sets a task's state (a transition the server makes, else a CHECK). A
+  // task that lets its place go adds what it held to its job's usage.
+  void SetTaskState(JobRt& job, int task, v1::TaskState state, absl::Time now);
+  // Adds what the task held since held_since_ms to its job's usage and
+  // counts from now (its allocation is about to change, or it lets go).
+  void ChargeHeld(JobRt& job, int task, absl::Time now);
   // Moves the job's place in queue_jobs_ to what its state now says.
   void CountInQueue(JobRt& job);
   // Something was freed (a task ended, a job left the scheduler): asks for
@@ -573,6 +578,10 @@ class ControlState {
   bool wants_round_ = false;
   // What changed since views were last published.
   absl::flat_hash_set<std::string> view_jobs_;
+  // Accounts of jobs that have no view to publish them with (deleted, and
+  // deleted ones recovered from the store), put in the book at the next
+  // publication.
+  std::vector<v1::JobAccount> unbooked_;
   std::vector<std::string> unpublished_;  // recovered, not yet published
   bool view_nodes_ = true;
   bool view_queues_ = true;

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "api/accounting.h"
 #include "api/convert.h"
 #include "api/restart_budgets.h"
 #include "api/time_limits.h"
@@ -47,19 +48,25 @@ void ControlState::SetStoredEvents(const std::string& name, const std::vector<v1
 void ControlState::PublishJobs(ViewStore* views) {
   for (const std::string& name : deleted_views_) views->RemoveJob(name);
   deleted_views_.clear();
+  if (!unbooked_.empty()) views->accounts().PutMany(std::move(unbooked_));
+  unbooked_.clear();
   for (const std::string& name : view_jobs_) {
     const JobRt* job = FindJob(name);
     if (!job) continue;  // a name reserved for a submission not yet durable
     views->PutJob(name, Entry(*job));
+    if (api::IsTerminal(job->rec.state())) views->accounts().Put(api::AccountOf(job->rec));
   }
   view_jobs_.clear();
 }
 
 size_t ControlState::PublishRecovered(ViewStore* views, size_t max) {
+  if (!unbooked_.empty()) views->accounts().PutMany(std::move(unbooked_));
+  unbooked_.clear();
   for (size_t n = 0; n < max && !unpublished_.empty(); ++n) {
     const JobRt* job = FindJob(unpublished_.back());
     if (job) {
       views->PutJob(unpublished_.back(), Entry(*job));
+      if (api::IsTerminal(job->rec.state())) views->accounts().Put(api::AccountOf(job->rec));
     }
     unpublished_.pop_back();
   }

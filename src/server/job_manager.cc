@@ -29,7 +29,10 @@ constexpr absl::Duration kStall = absl::Seconds(1);
 JobManager::JobManager(ServerConfig config, StateStore* store, std::unique_ptr<core::Scheduler> scheduler,
                        const Clock* clock)
     : config_(config), store_(store), clock_(clock), queues_(scheduler->options().queues.root), control_(std::move(config), std::move(scheduler), &streams_,
-                                                              clock->Now()) {}
+                                                              clock->Now()) {
+  views_.accounts().SetLimits({.retention = absl::Hours(24) * config_.accounting_retention_days,
+                               .max_jobs = static_cast<size_t>(config_.accounting_max_jobs)});
+}
 
 JobManager::~JobManager() { Stop(); }
 
@@ -518,6 +521,16 @@ absl::StatusOr<v1::ListJobsResponse> JobManager::ListJobs(const v1::ListJobsRequ
     bytes += j->ByteSizeLong();
   }
   return out;
+}
+
+absl::StatusOr<v1::HistoryResponse> JobManager::History(const v1::HistoryRequest& req) {
+  PublishAllRecovered();
+  return views_.accounts().History(req, clock_->Now());
+}
+
+absl::StatusOr<v1::UsageResponse> JobManager::Usage(const v1::UsageRequest& req) {
+  PublishAllRecovered();
+  return views_.accounts().Usage(req, clock_->Now());
 }
 
 absl::StatusOr<v1::DeleteJobResponse> JobManager::DeleteJob(const std::string& name) {

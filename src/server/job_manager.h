@@ -73,6 +73,10 @@ class JobManager {
   // states), in id order (ListJobsRequest's page_size, page_token,
   // without_tasks); InvalidArgument for a page token this server did not give.
   absl::StatusOr<v1::ListJobsResponse> ListJobs(const v1::ListJobsRequest& request);
+  // Accounting: finished jobs (deleted ones too) in pages, and usage per
+  // user or queue over a period (AccountBook). Reads only the ViewStore.
+  absl::StatusOr<v1::HistoryResponse> History(const v1::HistoryRequest& request);
+  absl::StatusOr<v1::UsageResponse> Usage(const v1::UsageRequest& request);
   // Deletes a finished job (ControlState::DeleteJob); answered once its
   // rename is durable, when its name is free again.
   absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const std::string& job);

@@ -23,6 +23,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "proto/service.pb.h"
+#include "server/account_book.h"
 #include "server/event_list.h"
 #include "server/stats.h"
 
@@ -91,6 +92,11 @@ class ViewStore {
 
   static v1::JobView FullView(const JobEntry& entry);
 
+  // Finished jobs' accounts, published with their views (and kept after a
+  // job is deleted): history and usage read them. Its own lock.
+  AccountBook& accounts() { return accounts_; }
+  const AccountBook& accounts() const { return accounts_; }
+
   Versions CurrentVersions() const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until the versions differ from `seen` or `deadline` passes; what
   // they are then.
@@ -134,6 +140,7 @@ class ViewStore {
   // in `cell`, in the counts.
   void Count(const JobEntry& entry, QueueCounts* cell, int64_t sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  AccountBook accounts_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Slot> jobs_ ABSL_GUARDED_BY(mu_);
   LiveMap live_ ABSL_GUARDED_BY(mu_);

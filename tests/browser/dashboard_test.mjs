@@ -13,7 +13,8 @@
 //  - the job page's log viewer shows a line within a second of the task
 //    printing it (the task prints "tick <unix ms>" lines);
 //  - the main pages have no serious or critical axe-core violations;
-//  - Kill on the job page takes the job off the running list;
+//  - Kill on the job page takes the job off the running list, and the
+//    history page then lists it KILLED with its user's usage;
 //  - the token in the address's fragment (#token=, as `trainyard up` prints
 //    it) signs the tab in and leaves the address bar; a tab without a token
 //    gets the sign-in form, and signing in there shows the page.
@@ -300,7 +301,8 @@ async function accessibility(_, browser) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, bypassCSP: true });
   await context.addInitScript((token) => sessionStorage.setItem('trainyard-token', token), args.token);
   const page = await context.newPage();
-  const pages = [['#/', 'overview'], ['#/nodes', 'nodes'], ['#/queues', 'queues'], ['#/jobs', 'jobs'], [`#/jobs/${expect.placed.job}`, 'job']];
+  const pages = [['#/', 'overview'], ['#/nodes', 'nodes'], ['#/queues', 'queues'], ['#/jobs', 'jobs'], [`#/jobs/${expect.placed.job}`, 'job'],
+    ['#/history', 'history']];
   const report = {};
   for (const [hash, ready] of pages) {
     await open(page, hash, ready);
@@ -332,6 +334,20 @@ async function killLeavesRunningList(page) {
   ok(`Kill on the job page: ${job} is KILLED and off the running list`);
 }
 
+// The killed job on the history page once its tasks stopped: KILLED, its
+// GPU-hours settled, and its user's usage row.
+async function historyShowsTheKilledJob(page) {
+  const { job } = expect.placed;
+  await open(page, '#/history?days=1', 'history');
+  await page.waitForFunction((name) => [...document.querySelectorAll('#history-list tr')].some((tr) =>
+    tr.textContent.includes(name) && tr.textContent.includes('KILLED') && !tr.textContent.includes('stopping')), job, { timeout: 15000 });
+  const row = await page.locator('#history-list tr', { hasText: job }).first().innerText();
+  const user = await page.locator('#usage-by-user tr', { hasText: expect.placed.user }).first().innerText();
+  await shot(page, 'history');
+  check(/KILLED/.test(row), `history row: ${row}`);
+  ok(`history: ${job} KILLED (${row.replace(/\s+/g, ' ').trim()}); usage of ${expect.placed.user}: ${user.replace(/\s+/g, ' ').trim()}`);
+}
+
 const browser = await launch();
 let failed = false;
 try {
@@ -345,7 +361,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, accessibility, killLeavesRunningList, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, accessibility, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

@@ -7,7 +7,7 @@
 // named, the other node cordoned with its reason,
 // the queued job's pending reason, the overview's charts over time, new log lines within a second, no
 // serious accessibility violations, and Kill taking the job off the
-// running list. Screenshots are kept under
+// running list, after which the history page lists it. Screenshots are kept under
 // build/<preset>/test-artifacts/dashboard/ (or $TRAINYARD_TEST_ARTIFACTS).
 //
 // Skips only where chromium, node or the npm packages are missing, and
@@ -188,7 +188,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   ASSERT_EQ(queued["state"], "QUEUED") << queued.dump(1);
 
   nlohmann::json expect = {
-      {"placed", {{"job", ticking}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
+      {"placed", {{"job", ticking}, {"user", "ana"}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
       {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
       {"shared", {{"node", q_task["node"]}, {"gpu", q_task["gpus"][0]}, {"jobs", {quarter, half}}, {"percent", 75}, {"user", "cy"}}},
       {"held", 3.75},

@@ -14,6 +14,7 @@
 #include "api/time_limits.h"
 #include "google/protobuf/util/json_util.h"
 #include "httplib.h"
+#include "server/http/accounting_routes.h"
 #include "server/http/json_views.h"
 #include "server/http/log_routes.h"
 #include "server/http/node_routes.h"
@@ -257,6 +258,7 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
              KillJob(b, who, req, res);
            });
   AddNodeRoutes(s, b, shared);
+  AddAccountingRoutes(s, b);
   s.Handle("GET", "/api/v1/queues", "/api/v1/queues",
            [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
              const ViewStore& views = b->Views();

@@ -1,0 +1,169 @@
+// Accounting in ControlState: a task's held time (from its placement until
+// it lets its place go) is charged to its job over every attempt, and a
+// finished job's account is published with its view and kept after the
+// job is deleted. Explicit time, a recording backend.
+#include <map>
+
+#include "api/job_spec.h"
+#include "gtest/gtest.h"
+#include "server/control_state.h"
+#include "server/test_backend.h"
+#include "server/test_node.h"
+#include "server/view_store.h"
+
+namespace trainyard::server {
+namespace {
+
+constexpr char kJob[] = "name: train\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4, "
+                        "cpu: 2, memory: 1Gi}\n    command: [train]\n";
+constexpr char kHigh[] = "name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+                         "    command: [train]\n";
+constexpr int64_t kHourMs = 3600 * 1000;
+
+class ControlAccountingTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    config_.kill_grace_ms = 100;
+    config_.jobmaster_enabled = false;
+    config_.node_timeout_ms = 24 * kHourMs;  // the node stays while the test's clock jumps hours
+    auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+    ASSERT_TRUE(sched.ok()) << sched.status();
+    state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+    state_->Recover(StoreSnapshot{}, {}, now_);
+    ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 8, "10.0.0.1"), 1, now_).ok());
+  }
+
+  std::string Submit(const std::string& yaml) {
+    auto spec = api::LoadJobSpec(yaml, config_.limits);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    if (!spec.ok()) return "";
+    auto prepared = state_->PrepareSubmit(*spec, now_);
+    EXPECT_TRUE(prepared.ok()) << prepared.status();
+    auto resp = state_->AcceptCommitted(*prepared, absl::OkStatus());
+    return resp.ok() ? resp->job() : "";
+  }
+
+  // Reports every task of `job` launched so far (its latest launch) in state s.
+  void ReportAll(const std::string& job, v1::TaskState s) {
+    std::map<std::string, std::pair<std::string, v1::TaskSpec>> latest;
+    for (const auto& [node, t] : backend_.launches) {
+      if (t.job() == job) latest[t.role() + std::to_string(t.index())] = {node, t};
+    }
+    for (const auto& [key, launch] : latest) {
+      v1::TaskStatus st;
+      st.set_job(launch.second.job());
+      st.set_role(launch.second.role());
+      st.set_index(launch.second.index());
+      st.set_attempt(launch.second.attempt());
+      st.set_state(s);
+      if (s == v1::TASK_FAILED) st.mutable_exit()->set_exit_code(3);
+      state_->OnTaskStatus(launch.first, st, now_);
+    }
+  }
+
+  // The job's account as `trainyard history` reads it.
+  std::optional<v1::JobAccount> Account(const std::string& name) {
+    state_->PublishJobs(&views_);
+    v1::HistoryRequest req;
+    req.set_name(name);
+    absl::StatusOr<v1::HistoryResponse> h = views_.accounts().History(req, now_);
+    EXPECT_TRUE(h.ok()) << h.status();
+    if (!h.ok() || h->jobs_size() == 0) return std::nullopt;
+    EXPECT_EQ(h->jobs_size(), 1);
+    return h->jobs(0);
+  }
+
+  ServerConfig config_;
+  testing::RecordingBackend backend_;
+  ViewStore views_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+  std::unique_ptr<ControlState> state_;
+};
+
+TEST_F(ControlAccountingTest, AFinishedJobIsChargedForWhatItsTasksHeldFromPlacementToTheirEnd) {
+  std::string job = Submit(kJob);
+  now_ += absl::Minutes(5);  // waits five minutes (no node yet takes it: it is placed at the round)
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  now_ += absl::Seconds(10);  // launching: held already
+  ReportAll(job, v1::TASK_RUNNING);
+  EXPECT_FALSE(Account(job)) << "a running job has no account yet";
+  now_ += absl::Hours(1);
+  ReportAll(job, v1::TASK_SUCCEEDED);
+
+  std::optional<v1::JobAccount> a = Account(job);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->state(), v1::JOB_SUCCEEDED);
+  EXPECT_EQ(a->tasks(), 2);
+  EXPECT_DOUBLE_EQ(a->gpus(), 8.0);
+  // 2 tasks x 4 GPUs x (10 s launching + 1 h running).
+  EXPECT_NEAR(a->gpu_hours(), 8.0 * (3600 + 10) / 3600.0, 1e-9);
+  EXPECT_NEAR(a->cpu_hours(), 4.0 * (3600 + 10) / 3600.0, 1e-9);
+  EXPECT_NEAR(a->memory_gb_hours(), 2.0 * (3600 + 10) / 3600.0, 1e-9);
+  EXPECT_EQ(a->wait_ms(), 5 * 60 * 1000 + 10 * 1000) << "submitted to running";
+  EXPECT_EQ(a->elapsed_ms(), kHourMs);
+  EXPECT_EQ(a->attempts(), 2);
+  EXPECT_TRUE(a->settled());
+  EXPECT_EQ(a->exit_code(), 0);
+}
+
+TEST_F(ControlAccountingTest, APreemptedJobIsChargedForEveryRunAndAKilledOneUntilItsTasksStop) {
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  now_ += absl::Hours(1);
+  Submit(kHigh);
+  state_->RunRound(now_);  // preempts `train`: its tasks are told to stop
+  now_ += absl::Seconds(30);
+  ReportAll(job, v1::TASK_KILLED);  // stopped: requeued, nothing held
+  state_->RunRound(now_);
+  EXPECT_EQ(state_->Describe(job)->state(), v1::JOB_QUEUED);
+
+  now_ += absl::Hours(5);  // waiting holds nothing
+  ASSERT_TRUE(state_->Kill("high", "", now_).ok());
+  ReportAll("high", v1::TASK_KILLED);
+  state_->RunRound(now_);  // `train` runs again
+  ReportAll(job, v1::TASK_RUNNING);
+  now_ += absl::Hours(2);
+  ASSERT_TRUE(state_->Kill(job, "", now_).ok());
+  std::optional<v1::JobAccount> stopping = Account(job);
+  ASSERT_TRUE(stopping);
+  EXPECT_EQ(stopping->state(), v1::JOB_KILLED);
+  EXPECT_FALSE(stopping->settled()) << "its tasks still hold their places";
+  EXPECT_NEAR(stopping->gpu_hours(), 8.0 * (3600 + 30) / 3600.0, 1e-9) << "the first run only, so far";
+
+  now_ += absl::Seconds(20);
+  ReportAll(job, v1::TASK_KILLED);
+  std::optional<v1::JobAccount> a = Account(job);
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->settled());
+  EXPECT_NEAR(a->gpu_hours(), 8.0 * (3600 + 30 + 7200 + 20) / 3600.0, 1e-9) << "both runs, not the wait";
+  EXPECT_EQ(a->attempts(), 4) << "two tasks, two runs each";
+  int preempted = 0;
+  for (const auto& c : a->attempt_classes()) {
+    if (c.attempt_class() == v1::ATTEMPT_PREEMPTED) preempted = c.count();
+  }
+  EXPECT_EQ(preempted, 2);
+}
+
+TEST_F(ControlAccountingTest, ADeletedJobKeepsItsAccountUnderItsOwnName) {
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  now_ += absl::Minutes(30);
+  ReportAll(job, v1::TASK_FAILED);
+  ASSERT_TRUE(state_->DeleteJob(job, now_).ok());
+  state_->ReleaseName(job);
+  std::optional<v1::JobAccount> a = Account(job);
+  ASSERT_TRUE(a);
+  EXPECT_EQ(a->name(), job);
+  EXPECT_TRUE(a->deleted());
+  EXPECT_EQ(a->state(), v1::JOB_FAILED);
+  EXPECT_EQ(a->exit_code(), 3);
+  EXPECT_EQ(a->exit_task(), job + "-worker-0");
+  EXPECT_NEAR(a->gpu_hours(), 4.0, 1e-9);
+  EXPECT_FALSE(state_->Describe(job).ok()) << "gone from the live views";
+}
+
+}  // namespace
+}  // namespace trainyard::server
