@@ -159,35 +159,6 @@ class Client:
             raise self._error(e, f"describe {name}") from None
         return Job.from_proto(view)
 
-    def list(self, include_finished: bool = False, user: str = "", queue: str = "",
-             states: Sequence[str] = ()) -> list[Job]:
-        """The jobs the caller may see (without their events).
-
-        Args:
-            include_finished: also jobs that ended.
-            user, queue: only those of this user / queue ("" = any).
-            states: only jobs in one of these states (QUEUED, ..., KILLED);
-                a finished state implies include_finished.
-        """
-        codes = []
-        for i, state in enumerate(states):
-            if state not in _JOB_STATES:
-                raise errors.InvalidArgument(
-                    "INVALID_ARGUMENT", f"states[{i}]: {state!r} is not a job state; one of {', '.join(_JOB_STATES)}")
-            codes.append(trainyard_pb2.JobState.Value("JOB_" + state))
-        request = service_pb2.ListJobsRequest(include_finished=include_finished, user=user, queue=queue,
-                                              states=codes)
-        jobs: list[Job] = []
-        while True:  # the server answers in pages
-            try:
-                response = self._stub.ListJobs(request, timeout=self.timeout, metadata=self._metadata)
-            except grpc.RpcError as e:
-                raise self._error(e, "list") from None
-            jobs.extend(Job.from_proto(v) for v in response.jobs)
-            if not response.next_page_token:
-                return jobs
-            request.page_token = response.next_page_token
-
     def history(self, since: Optional[float] = None, until: Optional[float] = None, *, user: str = "",
                 queue: str = "", name: str = "", states: Sequence[str] = ()) -> list[Account]:
         """Finished jobs as accounting keeps them (deleted ones too), oldest end first.
@@ -233,6 +204,35 @@ class Client:
         except grpc.RpcError as e:
             raise self._error(e, "usage") from None
         return [UsageRow.from_proto(r) for r in response.rows], UsageRow.from_proto(response.total)
+
+    def list(self, include_finished: bool = False, user: str = "", queue: str = "",
+             states: Sequence[str] = ()) -> list[Job]:
+        """The jobs the caller may see (without their events).
+
+        Args:
+            include_finished: also jobs that ended.
+            user, queue: only those of this user / queue ("" = any).
+            states: only jobs in one of these states (QUEUED, ..., KILLED);
+                a finished state implies include_finished.
+        """
+        codes = []
+        for i, state in enumerate(states):
+            if state not in _JOB_STATES:
+                raise errors.InvalidArgument(
+                    "INVALID_ARGUMENT", f"states[{i}]: {state!r} is not a job state; one of {', '.join(_JOB_STATES)}")
+            codes.append(trainyard_pb2.JobState.Value("JOB_" + state))
+        request = service_pb2.ListJobsRequest(include_finished=include_finished, user=user, queue=queue,
+                                              states=codes)
+        jobs: list[Job] = []
+        while True:  # the server answers in pages
+            try:
+                response = self._stub.ListJobs(request, timeout=self.timeout, metadata=self._metadata)
+            except grpc.RpcError as e:
+                raise self._error(e, "list") from None
+            jobs.extend(Job.from_proto(v) for v in response.jobs)
+            if not response.next_page_token:
+                return jobs
+            request.page_token = response.next_page_token
 
     def watch(self, job: "str | Job", timeout: Optional[float] = None) -> Iterator[Job]:
         """The job now, then again each time its state or reason changes.

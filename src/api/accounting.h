@@ -14,12 +14,17 @@
 
 namespace trainyard::api {
 
+// The name a job ended under: a deleted job's record is kept as NAME#ID
+// ('#' is in no job name), other records as the name itself.
+std::string EndedName(const std::string& record_name);
+
 // The GPUs, in thousandths, of a request or allocation: a share its part,
 // whole GPUs 1000 each (`gpus`, else the GPUs of `gpu_mask`).
 int64_t GpuMilliOf(const v1::Resource& r);
 
 // Adds `held_ms` of `allocation` (GPUs, vcores, memory) to `usage`; a
-// negative time (a clock stepped back) adds nothing.
+// negative time (a clock stepped back) adds nothing, and a sum saturates at
+// the int64 range rather than wrap.
 void AddUsage(const v1::Resource& allocation, int64_t held_ms, v1::JobUsage* usage);
 
 // A finished job's account from its record. A deleted job's record

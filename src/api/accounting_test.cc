@@ -62,12 +62,18 @@ TEST(AccountingTest, AnAccountSaysHowTheJobEndedWhatItHeldAndWhetherItsTasksStil
   EXPECT_EQ(a.elapsed_ms(), 3600000);
   EXPECT_DOUBLE_EQ(a.gpus(), 8.0);
   EXPECT_DOUBLE_EQ(a.gpu_hours(), 8.0);
-  EXPECT_EQ(a.attempts(), 4);
+  EXPECT_EQ(a.attempts(), 2) << "ended attempts";
   EXPECT_EQ(a.restarts(), 2);
   ASSERT_EQ(a.attempt_classes_size(), 1);
   EXPECT_EQ(a.attempt_classes(0).count(), 2);
   EXPECT_EQ(a.exit_code(), 137);
   EXPECT_EQ(a.exit_task(), "train-worker-1");
+  rec.mutable_tasks(1)->mutable_exit()->set_exit_code(-1);  // signalled
+  rec.mutable_tasks(1)->mutable_exit()->set_signal(9);
+  EXPECT_EQ(AccountOf(rec).exit_code(), 1) << "an exit code ranks above a signal";
+  rec.mutable_tasks(0)->mutable_exit()->set_exit_code(0);
+  EXPECT_EQ(AccountOf(rec).exit_signal(), 9);
+  EXPECT_EQ(AccountOf(rec).exit_task(), "train-worker-1");
   EXPECT_TRUE(a.settled());
   rec.mutable_tasks(1)->set_state(v1::TASK_RUNNING);
   EXPECT_FALSE(AccountOf(rec).settled());

@@ -1,6 +1,9 @@
 // Job and task state rules (see states.h).
 #include "api/states.h"
 
+#include <cctype>
+#include <string>
+
 namespace trainyard::api {
 
 bool IsTerminal(v1::JobState s) {
@@ -54,6 +57,16 @@ const std::vector<v1::JobState>& FinishedJobStates() {
     return out;
   }();
   return kFinished;
+}
+
+std::optional<v1::JobState> ParseJobState(absl::string_view text) {
+  std::string upper;
+  for (char c : text) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  if (upper.rfind("JOB_", 0) == 0) upper = upper.substr(4);
+  for (v1::JobState s : JobStates()) {
+    if (upper == JobStateName(s)) return s;
+  }
+  return std::nullopt;
 }
 
 bool HoldsPlace(v1::TaskState s) {

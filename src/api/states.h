@@ -3,8 +3,10 @@
 // CLI and the dashboard call them instead of writing their own.
 #pragma once
 
+#include <optional>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "proto/trainyard.pb.h"
 
 namespace trainyard::api {
@@ -20,6 +22,9 @@ bool HoldsPlace(v1::TaskState s);
 // "UNKNOWN" for a value outside the enum.
 const char* JobStateName(v1::JobState s);
 const char* TaskStateName(v1::TaskState s);
+// A job state as a person writes it: "running", "RUNNING" or "JOB_RUNNING";
+// nullopt for anything else.
+std::optional<v1::JobState> ParseJobState(absl::string_view text);
 
 // Every job state a job can be in, in life-cycle order (QUEUED ... the
 // terminal ones), and the terminal ones alone: what lists, filters and

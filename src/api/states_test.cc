@@ -67,5 +67,17 @@ TEST(StatesTest, TaskTransitionsFollowTheLifeOfATask) {
   EXPECT_FALSE(IsLegalTransition(v1::TASK_FAILED, v1::TASK_LAUNCHING));
 }
 
+TEST(StatesTest, AStateAsAPersonWritesItAndWhoHoldsAPlace) {
+  EXPECT_EQ(ParseJobState("running"), v1::JOB_RUNNING);
+  EXPECT_EQ(ParseJobState("DEADLINE_EXCEEDED"), v1::JOB_DEADLINE_EXCEEDED);
+  EXPECT_EQ(ParseJobState("job_failed"), v1::JOB_FAILED);
+  EXPECT_EQ(ParseJobState("done"), std::nullopt);
+  EXPECT_EQ(ParseJobState(""), std::nullopt);
+  EXPECT_TRUE(HoldsPlace(v1::TASK_LAUNCHING));
+  EXPECT_TRUE(HoldsPlace(v1::TASK_RESTARTING));
+  EXPECT_FALSE(HoldsPlace(v1::TASK_PENDING));
+  EXPECT_FALSE(HoldsPlace(v1::TASK_KILLED));
+}
+
 }  // namespace
 }  // namespace trainyard::api

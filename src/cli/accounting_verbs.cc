@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "api/job_spec.h"
 #include "api/log_lines.h"
 #include "api/states.h"
 #include "cli/client.h"
@@ -32,13 +33,13 @@ struct HistoryFlags : Common {
   std::string queue;
   std::string name;
   std::vector<std::string> states;
-  std::string since = "1d";
+  std::string since;  // "": a day before --until
   std::string until;
   int limit = 0;
 };
 
 struct UsageFlags : Common {
-  std::string since = "30d";
+  std::string since;  // "": 30 days before --until
   std::string until;
   std::string by = "user";
   std::string user;
@@ -64,20 +65,15 @@ std::optional<int64_t> ParseWhen(const std::string& text, absl::Time now) {
 }
 
 // Reads --since and --until into the request's period; false (after saying
-// why) when either is not a time.
+// why) when either is not a time. Without --since the period is the
+// `back` before --until (or before now).
 template <typename Request>
-bool SetPeriod(const char* verb, const std::string& since, const std::string& until, Request* req) {
+bool SetPeriod(const char* verb, const std::string& since, const std::string& until, absl::Duration back,
+               Request* req) {
   absl::Time now = absl::Now();
   const char* hint = "': give a duration back from now (30d, 12h, 90m), a date (2026-12-01) or a time "
                      "(2026-12-01T10:00:00Z)\n";
-  if (!since.empty()) {
-    std::optional<int64_t> ms = ParseWhen(since, now);
-    if (!ms) {
-      std::cerr << "trainyard " << verb << ": --since '" << since << hint;
-      return false;
-    }
-    req->set_since_unix_ms(std::max<int64_t>(0, *ms));
-  }
+  absl::Time end = now;
   if (!until.empty()) {
     std::optional<int64_t> ms = ParseWhen(until, now);
     if (!ms || *ms <= 0) {
@@ -85,7 +81,18 @@ bool SetPeriod(const char* verb, const std::string& since, const std::string& un
       return false;
     }
     req->set_until_unix_ms(*ms);
+    end = absl::FromUnixMillis(*ms);
   }
+  int64_t from = absl::ToUnixMillis(end - back);
+  if (!since.empty()) {
+    std::optional<int64_t> ms = ParseWhen(since, now);
+    if (!ms) {
+      std::cerr << "trainyard " << verb << ": --since '" << since << hint;
+      return false;
+    }
+    from = *ms;
+  }
+  req->set_since_unix_ms(std::max<int64_t>(0, from));
   return true;
 }
 
@@ -110,7 +117,7 @@ std::string Hours(double h) { return absl::StrFormat("%.2f", h); }
 
 std::string ExitText(const v1::JobAccount& a) {
   if (a.exit_code() == 0 && a.exit_signal() == 0) return "0";
-  std::string how = a.exit_code() != 0 ? absl::StrCat(a.exit_code()) : absl::StrCat("signal ", a.exit_signal());
+  std::string how = a.exit_signal() != 0 ? absl::StrCat("signal ", a.exit_signal()) : absl::StrCat(a.exit_code());
   return absl::StrCat(how, " (", a.exit_task(), ")");
 }
 
@@ -132,9 +139,58 @@ void PrintCsvRow(const std::vector<std::string>& fields) {
   std::cout << absl::StrJoin(quoted, ",") << "\r\n";
 }
 
-std::string PriorityText(v1::PriorityClass p) {
-  std::string text = absl::AsciiStrToLower(v1::PriorityClass_Name(p));
-  return text.rfind("priority_", 0) == 0 ? text.substr(9) : text;
+// --state's finished states into the request; false (after saying why) for
+// any other word.
+bool AddStates(const std::vector<std::string>& given, v1::HistoryRequest* req) {
+  for (const std::string& list : given) {
+    for (absl::string_view part : absl::StrSplit(list, ',', absl::SkipEmpty())) {
+      std::optional<v1::JobState> state = api::ParseJobState(part);
+      if (!state || !api::IsTerminal(*state)) {
+        std::vector<std::string> names;
+        for (v1::JobState s : api::FinishedJobStates()) names.push_back(api::JobStateName(s));
+        std::cerr << "trainyard history: --state: '" << part << "' is not one of " << absl::StrJoin(names, ", ")
+                  << " (history lists finished jobs)\n";
+        return false;
+      }
+      req->add_states(*state);
+    }
+  }
+  return true;
+}
+
+void PrintHistoryCsv(const v1::HistoryResponse& all) {
+  PrintCsvRow({"id", "name", "user", "queue", "priority", "state", "submit_time", "start_time", "end_time", "wait_s",
+               "elapsed_s", "tasks", "gpus", "gpu_hours", "cpu_hours", "memory_gb_hours", "attempts", "restarts",
+               "exit_code", "exit_signal", "exit_task", "array_job", "array_index", "deleted", "message"});
+  for (const v1::JobAccount& a : all.jobs()) {
+    PrintCsvRow({absl::StrCat(a.id()), a.name(), a.user(), a.queue(), api::PriorityName(a.priority()),
+                 api::JobStateName(a.state()), UtcTime(a.submit_time_unix_ms()), UtcTime(a.start_time_unix_ms()),
+                 UtcTime(a.end_time_unix_ms()), absl::StrFormat("%.3f", a.wait_ms() / 1000.0),
+                 absl::StrFormat("%.3f", a.elapsed_ms() / 1000.0), absl::StrCat(a.tasks()), absl::StrCat(a.gpus()),
+                 absl::StrFormat("%.6f", a.gpu_hours()), absl::StrFormat("%.6f", a.cpu_hours()),
+                 absl::StrFormat("%.6f", a.memory_gb_hours()), absl::StrCat(a.attempts()), absl::StrCat(a.restarts()),
+                 absl::StrCat(a.exit_code()), absl::StrCat(a.exit_signal()), a.exit_task(), a.array_job(),
+                 a.array_job().empty() ? "" : absl::StrCat(a.array_index()), a.deleted() ? "true" : "false",
+                 a.message()});
+  }
+}
+
+void PrintHistoryTable(const v1::HistoryResponse& all) {
+  Table t({"ID", "NAME", "USER", "QUEUE", "STATE", "ENDED", "WAIT", "ELAPSED", "TASKS", "GPUS", "GPU-HOURS",
+           "ATTEMPTS", "EXIT"});
+  for (const v1::JobAccount& a : all.jobs()) {
+    t.Add({absl::StrCat(a.id()), Printable(a.name()) + (a.deleted() ? " (deleted)" : ""), Printable(a.user()),
+           a.queue(), api::JobStateName(a.state()), LocalTime(a.end_time_unix_ms()), Clock(a.wait_ms()),
+           Clock(a.elapsed_ms()), absl::StrCat(a.tasks()), absl::StrCat(a.gpus()), Hours(a.gpu_hours()),
+           absl::StrCat(a.attempts()), Printable(ExitText(a))});
+  }
+  std::cout << t.Render();
+  if (all.jobs_size() == 0) {
+    std::cerr << "no finished jobs in the period"
+              << (all.oldest_kept_unix_ms() > 0 ? " (the oldest kept ended " + LocalTime(all.oldest_kept_unix_ms()) + ")"
+                                                : "")
+              << "\n";
+  }
 }
 
 int History(HistoryFlags& f) {
@@ -142,24 +198,12 @@ int History(HistoryFlags& f) {
   req.set_user(f.user);
   req.set_queue(f.queue);
   req.set_name(f.name);
-  for (const std::string& given : f.states) {
-    for (absl::string_view part : absl::StrSplit(given, ',', absl::SkipEmpty())) {
-      std::optional<v1::JobState> state = ParseJobState(std::string(part));
-      if (!state || !api::IsTerminal(*state)) {
-        std::vector<std::string> names;
-        for (v1::JobState s : api::FinishedJobStates()) names.push_back(api::JobStateName(s));
-        std::cerr << "trainyard history: --state: '" << part << "' is not one of " << absl::StrJoin(names, ", ")
-                  << " (history lists finished jobs)\n";
-        return kExitUsage;
-      }
-      req.add_states(*state);
-    }
-  }
+  if (!AddStates(f.states, &req)) return kExitUsage;
   if (f.limit < 0) {
     std::cerr << "trainyard history: --limit: " << f.limit << " is negative\n";
     return kExitUsage;
   }
-  if (!SetPeriod("history", f.since, f.until, &req)) return kExitUsage;
+  if (!SetPeriod("history", f.since, f.until, absl::Hours(24), &req)) return kExitUsage;
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
   v1::HistoryResponse all;
@@ -179,52 +223,26 @@ int History(HistoryFlags& f) {
   if (f.output == "json") {
     std::cout << ToJson(all) << "\n";
   } else if (f.output == "csv") {
-    PrintCsvRow({"id", "name", "user", "queue", "priority", "state", "submit_time", "start_time", "end_time", "wait_s",
-                 "elapsed_s", "tasks", "gpus", "gpu_hours", "cpu_hours", "memory_gb_hours", "attempts", "restarts",
-                 "exit_code", "exit_signal", "exit_task", "array_job", "array_index", "deleted", "message"});
-    for (const v1::JobAccount& a : all.jobs()) {
-      PrintCsvRow({absl::StrCat(a.id()), a.name(), a.user(), a.queue(), PriorityText(a.priority()),
-                   api::JobStateName(a.state()), UtcTime(a.submit_time_unix_ms()), UtcTime(a.start_time_unix_ms()),
-                   UtcTime(a.end_time_unix_ms()), absl::StrFormat("%.3f", a.wait_ms() / 1000.0),
-                   absl::StrFormat("%.3f", a.elapsed_ms() / 1000.0), absl::StrCat(a.tasks()), absl::StrCat(a.gpus()),
-                   absl::StrFormat("%.6f", a.gpu_hours()), absl::StrFormat("%.6f", a.cpu_hours()),
-                   absl::StrFormat("%.6f", a.memory_gb_hours()), absl::StrCat(a.attempts()),
-                   absl::StrCat(a.restarts()), absl::StrCat(a.exit_code()), absl::StrCat(a.exit_signal()),
-                   a.exit_task(), a.array_job(), a.array_job().empty() ? "" : absl::StrCat(a.array_index()),
-                   a.deleted() ? "true" : "false", a.message()});
-    }
+    PrintHistoryCsv(all);
   } else {
-    Table t({"ID", "NAME", "USER", "QUEUE", "STATE", "ENDED", "WAIT", "ELAPSED", "TASKS", "GPUS", "GPU-HOURS",
-             "ATTEMPTS", "EXIT"});
-    for (const v1::JobAccount& a : all.jobs()) {
-      t.Add({absl::StrCat(a.id()), Printable(a.name()) + (a.deleted() ? " (deleted)" : ""), Printable(a.user()),
-             a.queue(), api::JobStateName(a.state()), LocalTime(a.end_time_unix_ms()), Clock(a.wait_ms()),
-             Clock(a.elapsed_ms()), absl::StrCat(a.tasks()), absl::StrCat(a.gpus()), Hours(a.gpu_hours()),
-             absl::StrCat(a.attempts()), Printable(ExitText(a))});
-    }
-    std::cout << t.Render();
-    if (all.jobs_size() == 0) {
-      std::cerr << "no finished jobs in the period"
-                << (all.oldest_kept_unix_ms() > 0 ? " (the oldest kept ended " + LocalTime(all.oldest_kept_unix_ms()) + ")"
-                                                  : "")
-                << "\n";
-    }
+    PrintHistoryTable(all);
   }
   return kExitOk;
 }
 
-std::vector<std::string> UsageFields(const v1::UsageRow& r, const std::string& key) {
+std::vector<std::string> UsageFields(const v1::UsageRow& r, const std::string& key, bool precise = false) {
+  auto hours = [precise](double h) { return absl::StrFormat(precise ? "%.6f" : "%.2f", h); };
   return {key,
           absl::StrCat(r.jobs()),
           absl::StrCat(r.succeeded()),
           absl::StrCat(r.failed()),
           absl::StrCat(r.killed()),
           absl::StrCat(r.deadline_exceeded()),
-          Hours(r.gpu_hours()),
-          Hours(r.cpu_hours()),
-          Hours(r.memory_gb_hours()),
-          Hours(r.elapsed_hours()),
-          absl::StrFormat("%.1f", r.mean_wait_s())};
+          hours(r.gpu_hours()),
+          hours(r.cpu_hours()),
+          hours(r.memory_gb_hours()),
+          hours(r.elapsed_hours()),
+          absl::StrFormat(precise ? "%.3f" : "%.1f", r.mean_wait_s())};
 }
 
 int Usage(UsageFlags& f) {
@@ -232,7 +250,7 @@ int Usage(UsageFlags& f) {
   req.set_group_by(f.by);
   req.set_user(f.user);
   req.set_queue(f.queue);
-  if (!SetPeriod("usage", f.since, f.until, &req)) return kExitUsage;
+  if (!SetPeriod("usage", f.since, f.until, absl::Hours(24 * 30), &req)) return kExitUsage;
   std::string address = ServerAddress(f.server);
   auto stub = MakeStub(address);
   v1::UsageResponse resp;
@@ -250,7 +268,7 @@ int Usage(UsageFlags& f) {
     header = {f.by,        "jobs",      "succeeded",       "failed",        "killed",     "deadline_exceeded",
               "gpu_hours", "cpu_hours", "memory_gb_hours", "elapsed_hours", "mean_wait_s"};
     PrintCsvRow(header);
-    for (const v1::UsageRow& r : resp.rows()) PrintCsvRow(UsageFields(r, r.key()));
+    for (const v1::UsageRow& r : resp.rows()) PrintCsvRow(UsageFields(r, r.key(), /*precise=*/true));
     return kExitOk;
   }
   std::cout << "Jobs that ended from " << LocalTime(resp.since_unix_ms()) << " to " << LocalTime(resp.until_unix_ms())
@@ -276,7 +294,8 @@ void RegisterAccountingVerbs(CLI::App& app, int* exit_code) {
   CLI::App* c = app.add_subcommand(
       "history", "Finished jobs as accounting keeps them (deleted ones too): times, GPU-hours, attempts, exit codes");
   c->add_option("--since", history.since,
-                "jobs that ended since: a duration back (30d, 12h), a date (2026-12-01) or a time (default 1d)");
+                "jobs that ended since: a duration back (30d, 12h), a date (2026-12-01) or a time (default: a day "
+                "before --until)");
   c->add_option("--until", history.until, "jobs that ended before this (default now)");
   c->add_option("--user", history.user, "only this user's jobs");
   c->add_option("--queue", history.queue, "only the jobs of this queue");
@@ -289,7 +308,7 @@ void RegisterAccountingVerbs(CLI::App& app, int* exit_code) {
 
   static UsageFlags usage;
   c = app.add_subcommand("usage", "GPU-, CPU- and memory-hours and jobs per user or queue over a period");
-  c->add_option("--since", usage.since, "jobs that ended since (default 30d; as history --since)");
+  c->add_option("--since", usage.since, "jobs that ended since (as history --since; default: 30 days before --until)");
   c->add_option("--until", usage.until, "jobs that ended before this (default now)");
   c->add_option("--by", usage.by, "user or queue (default user)")->check(CLI::IsMember({"user", "queue"}));
   c->add_option("--user", usage.user, "only this user's jobs");

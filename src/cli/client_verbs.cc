@@ -32,16 +32,6 @@
 
 namespace trainyard::cli {
 
-// A state as a person writes it: "running", "RUNNING" or "JOB_RUNNING".
-std::optional<v1::JobState> ParseJobState(std::string text) {
-  for (auto& c : text) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-  if (text.rfind("JOB_", 0) == 0) text = text.substr(4);
-  for (int s = v1::JobState_MIN; s <= v1::JobState_MAX; ++s) {
-    auto state = static_cast<v1::JobState>(s);
-    if (s != v1::JOB_STATE_UNSPECIFIED && v1::JobState_IsValid(s) && text == api::JobStateName(state)) return state;
-  }
-  return std::nullopt;
-}
 
 namespace {
 
@@ -267,7 +257,7 @@ int Jobs(JobsFlags& f) {
   req.set_queue(f.queue);
   for (const std::string& given : f.states) {
     for (absl::string_view part : absl::StrSplit(given, ',', absl::SkipEmpty())) {
-      std::optional<v1::JobState> state = ParseJobState(std::string(part));
+      std::optional<v1::JobState> state = api::ParseJobState(part);
       if (!state) {
         std::vector<std::string> names;
         for (v1::JobState s : api::JobStates()) names.push_back(api::JobStateName(s));

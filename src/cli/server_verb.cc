@@ -134,6 +134,10 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--history-interval-ms", [](C& c) -> auto& { return c.history_interval_ms; },
                   "a sample of the cluster for the dashboard's charts every this many ms (0 = none; default 10000)");
+  AddConfigOption(cmd, &f, "--finished-job-retention-minutes",
+                  [](C& c) -> auto& { return c.finished_job_retention_minutes; },
+                  "a finished job leaves describe and jobs -a this long after it ended, as a delete takes it; "
+                  "trainyard history keeps it (0 = never; default 10080, a week)");
   AddConfigOption(cmd, &f, "--accounting-retention-days", [](C& c) -> auto& { return c.accounting_retention_days; },
                   "trainyard history and usage keep a finished job this many days after it ended (default 365)");
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; },

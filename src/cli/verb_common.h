@@ -56,9 +56,6 @@ int RunListing(const char* verb, const Common& f,
   return kExitOk;
 }
 
-// A job state as a person writes it: "running", "RUNNING" or "JOB_RUNNING".
-std::optional<v1::JobState> ParseJobState(std::string text);
-
 // history, usage (accounting_verbs.cc).
 void RegisterAccountingVerbs(CLI::App& app, int* exit_code);
 // nodes, cordon, uncordon, drain, node remove (node_verbs.cc).

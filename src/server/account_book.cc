@@ -1,6 +1,10 @@
+// AccountBook (see account_book.h): accounts by (end time, id); a query
+// walks the period's range under a reader lock, so publication (a writer)
+// waits at most for one page's walk.
 #include "server/account_book.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -29,6 +33,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Period(int64_t since, int64_t until,
 void AccountBook::SetLimits(Limits limits) {
   absl::MutexLock lock(&mu_);
   limits_ = limits;
+  limits_.max_jobs = std::max<size_t>(1, limits_.max_jobs);
 }
 
 void AccountBook::Put(v1::JobAccount account) {
@@ -51,7 +56,9 @@ void AccountBook::PutLocked(v1::JobAccount account) {
   }
   by_end_[{end, id}] = std::make_shared<const v1::JobAccount>(std::move(account));
   int64_t oldest = absl::ToUnixMillis(absl::FromUnixMillis(end) - limits_.retention);
-  while (by_end_.size() > limits_.max_jobs || by_end_.begin()->first.first < oldest) Erase(by_end_.begin());
+  while (!by_end_.empty() && (by_end_.size() > limits_.max_jobs || by_end_.begin()->first.first < oldest)) {
+    Erase(by_end_.begin());
+  }
 }
 
 void AccountBook::Erase(std::map<Key, std::shared_ptr<const v1::JobAccount>>::iterator it) {
@@ -62,7 +69,7 @@ void AccountBook::Erase(std::map<Key, std::shared_ptr<const v1::JobAccount>>::it
 int64_t AccountBook::Oldest(absl::Time now) const { return absl::ToUnixMillis(now - limits_.retention); }
 
 size_t AccountBook::size() const {
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   return by_end_.size();
 }
 
@@ -79,40 +86,50 @@ absl::StatusOr<v1::HistoryResponse> AccountBook::History(const v1::HistoryReques
   absl::StatusOr<std::pair<int64_t, int64_t>> period = Period(req.since_unix_ms(), req.until_unix_ms(), now);
   if (!period.ok()) return period.status();
   // The token is the (end time, id) of the previous page's last job.
-  Key after{period->first, 0};
-  bool from_token = !req.page_token().empty();
-  if (from_token) {
+  std::optional<Key> after;
+  if (!req.page_token().empty()) {
+    Key k;
     std::vector<std::string> parts = absl::StrSplit(req.page_token(), '.');
-    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &after.first) || !absl::SimpleAtoi(parts[1], &after.second)) {
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &k.first) || !absl::SimpleAtoi(parts[1], &k.second)) {
       return absl::InvalidArgumentError(
           absl::StrCat("page_token: '", req.page_token(), "' is not a token this server gave (next_page_token)"));
     }
+    after = k;
   }
-  absl::MutexLock lock(&mu_);
-  const int64_t oldest = Oldest(now);
+  auto matches = [&req](const v1::JobAccount& a) {
+    if (!req.user().empty() && a.user() != req.user()) return false;
+    if (!req.queue().empty() && a.queue() != req.queue()) return false;
+    if (!req.name().empty() && a.name() != req.name() && a.array_job() != req.name()) return false;
+    return req.states().empty() || std::find(req.states().begin(), req.states().end(), a.state()) != req.states().end();
+  };
+  absl::ReaderMutexLock lock(&mu_);
+  // The period, cut to what is kept: [lo, hi) by key.
+  const Key lo{std::max(period->first, Oldest(now)), 0};
+  const Key hi{period->second, 0};
   v1::HistoryResponse out;
-  auto first = by_end_.lower_bound({oldest, 0});
+  auto first = by_end_.lower_bound({Oldest(now), 0});
   if (first != by_end_.end()) out.set_oldest_kept_unix_ms(first->first.first);
-  if (after.first < oldest) {  // what the token pointed past has left meanwhile
-    after = {oldest, 0};
-    from_token = false;
-  }
-  auto it = from_token ? by_end_.upper_bound(after) : by_end_.lower_bound(after);
-  for (; it != by_end_.end() && it->first.first < period->second; ++it) {
-    const v1::JobAccount& a = *it->second;
-    if (!req.user().empty() && a.user() != req.user()) continue;
-    if (!req.queue().empty() && a.queue() != req.queue()) continue;
-    if (!req.name().empty() && a.name() != req.name() && a.array_job() != req.name()) continue;
-    if (!req.states().empty() &&
-        std::find(req.states().begin(), req.states().end(), a.state()) == req.states().end()) {
-      continue;
-    }
+  auto take = [&](const v1::JobAccount& a) {
     if (out.jobs_size() == page) {
       const v1::JobAccount& last = out.jobs(out.jobs_size() - 1);
       out.set_next_page_token(absl::StrCat(last.end_time_unix_ms(), ".", last.id()));
-      break;
+      return false;
     }
     *out.add_jobs() = a;
+    return true;
+  };
+  if (!req.newest_first()) {
+    auto it = after && *after >= lo ? by_end_.upper_bound(*after) : by_end_.lower_bound(lo);
+    for (; it != by_end_.end() && it->first < hi; ++it) {
+      if (matches(*it->second) && !take(*it->second)) break;
+    }
+  } else {
+    auto it = after && *after < hi ? by_end_.lower_bound(*after) : by_end_.lower_bound(hi);
+    while (it != by_end_.begin()) {
+      --it;
+      if (it->first < lo) break;
+      if (matches(*it->second) && !take(*it->second)) break;
+    }
   }
   return out;
 }
@@ -123,7 +140,7 @@ absl::StatusOr<v1::UsageResponse> AccountBook::Usage(const v1::UsageRequest& req
   }
   absl::StatusOr<std::pair<int64_t, int64_t>> period = Period(req.since_unix_ms(), req.until_unix_ms(), now);
   if (!period.ok()) return period.status();
-  absl::MutexLock lock(&mu_);
+  absl::ReaderMutexLock lock(&mu_);
   std::vector<const v1::JobAccount*> in;
   for (auto it = by_end_.lower_bound({std::max(period->first, Oldest(now)), 0}); it != by_end_.end() && it->first.first < period->second;
        ++it) {

@@ -29,14 +29,17 @@ class AccountBook {
     size_t max_jobs = 200000;
   };
 
+  // How long and how many accounts are kept (max_jobs at least 1).
   void SetLimits(Limits limits) ABSL_LOCKS_EXCLUDED(mu_);
   // Puts a finished job's account, replacing the one of the same id. Past
   // max_jobs, the accounts that ended first leave, and so do those that
   // ended a retention period before this one did.
   void Put(v1::JobAccount account) ABSL_LOCKS_EXCLUDED(mu_);
+  // Put, for each of them under one lock (a restart's recovered accounts).
   void PutMany(std::vector<v1::JobAccount> accounts) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // The finished jobs that match, oldest end first, one page at a time.
+  // The finished jobs that match, oldest end first (newest first when the
+  // request says so), one page at a time.
   // InvalidArgument names the field: a state that is not a finished one, a
   // negative page size, a token this book did not give, until before since.
   // Jobs that ended before the retention period (as of `now`) are left out.
@@ -45,13 +48,14 @@ class AccountBook {
   // Usage per user or queue over the jobs that ended in the period.
   absl::StatusOr<v1::UsageResponse> Usage(const v1::UsageRequest& req, absl::Time now) const ABSL_LOCKS_EXCLUDED(mu_);
 
+  // How many accounts are kept.
   size_t size() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
   using Key = std::pair<int64_t, uint64_t>;  // (end time ms, id)
   void PutLocked(v1::JobAccount account) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first end time kept as of `now`.
-  int64_t Oldest(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int64_t Oldest(absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
   void Erase(std::map<Key, std::shared_ptr<const v1::JobAccount>>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;

@@ -3,6 +3,7 @@
 // most jobs; bad requests are refused naming the field.
 #include "server/account_book.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -105,6 +106,36 @@ TEST(AccountBookTest, KeepsTheRetentionPeriodAndTheMostJobs) {
   EXPECT_THAT(Ids(*h), ::testing::ElementsAre(3, 4, 5)) << "the first ended leave past max_jobs";
   EXPECT_EQ(h->oldest_kept_unix_ms(), absl::ToUnixMillis(kNow - absl::Hours(4)));
   EXPECT_EQ(book.size(), 3u);
+}
+
+TEST(AccountBookTest, NewestFirstPagesStepDownThroughEqualEndTimesAndATokenNeverReachesBeforeSince) {
+  AccountBook book;
+  // Three jobs that ended in the same millisecond, between two others.
+  book.Put(Account(1, "ann", "q", absl::Minutes(3)));
+  for (uint64_t id = 2; id <= 4; ++id) book.Put(Account(id, "ann", "q", absl::Minutes(2)));
+  book.Put(Account(5, "ann", "q", absl::Minutes(1)));
+  for (bool newest : {false, true}) {
+    v1::HistoryRequest req;
+    req.set_page_size(2);
+    req.set_newest_first(newest);
+    std::vector<uint64_t> seen;
+    do {
+      absl::StatusOr<v1::HistoryResponse> page = book.History(req, kNow);
+      ASSERT_TRUE(page.ok()) << page.status();
+      for (uint64_t id : Ids(*page)) seen.push_back(id);
+      req.set_page_token(page->next_page_token());
+    } while (!req.page_token().empty());
+    if (newest) {
+      EXPECT_THAT(seen, ::testing::ElementsAre(5, 4, 3, 2, 1));
+    } else {
+      EXPECT_THAT(seen, ::testing::ElementsAre(1, 2, 3, 4, 5));
+    }
+  }
+  // A token from before the period (the client moved since): the period holds.
+  v1::HistoryRequest later;
+  later.set_since_unix_ms(absl::ToUnixMillis(kNow - absl::Minutes(2)));
+  later.set_page_token(absl::StrCat(absl::ToUnixMillis(kNow - absl::Minutes(3)), ".1"));
+  EXPECT_THAT(Ids(*book.History(later, kNow)), ::testing::ElementsAre(2, 3, 4, 5));
 }
 
 TEST(AccountBookTest, RefusesBadRequestsNamingTheField) {

@@ -149,6 +149,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "historyRetentionMinutes") Read(v, key, &c.history_retention_minutes, &errors);
     else if (key == "accountingRetentionDays") Read(v, key, &c.accounting_retention_days, &errors);
     else if (key == "accountingMaxJobs") Read(v, key, &c.accounting_max_jobs, &errors);
+    else if (key == "finishedJobRetentionMinutes") Read(v, key, &c.finished_job_retention_minutes, &errors);
     else if (key == "dataDir") Read(v, key, &c.data_dir, &errors);
     else if (key == "tlsDir") Read(v, key, &c.tls_dir, &errors);
     else if (key == "queueConfig") Read(v, key, &c.queue_config, &errors);
@@ -330,6 +331,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.accounting_retention_days < 1 || c.accounting_retention_days > 3650) {
     errors.push_back(absl::StrCat("accountingRetentionDays: ", c.accounting_retention_days, " is not within 1..3650"));
+  }
+  if (c.finished_job_retention_minutes < 0 || c.finished_job_retention_minutes > 10 * 365 * 24 * 60) {
+    errors.push_back(absl::StrCat("finishedJobRetentionMinutes: ", c.finished_job_retention_minutes,
+                                  " is not 0 (never) or within 1..5256000 (ten years)"));
   }
   if (c.accounting_max_jobs < 1000 || c.accounting_max_jobs > 10000000) {
     errors.push_back(absl::StrCat("accountingMaxJobs: ", c.accounting_max_jobs, " is not within 1000..10000000"));

@@ -88,6 +88,10 @@ struct ServerConfig {
   // (the oldest ends leave first). The store keeps every job's record.
   int accounting_retention_days = 365;
   int accounting_max_jobs = 200000;
+  // A finished job leaves the live views (describe, jobs -a) this many
+  // minutes after it ended, as `trainyard delete` takes it (its name free,
+  // its record and account kept); 0 = never.
+  int finished_job_retention_minutes = 7 * 24 * 60;
   std::string data_dir = ".trainyard/server";
   // A certificate directory (security/certs.h): the TCP listener serves TLS
   // with DIR/server.crt, verifies client certificates against DIR/ca.crt,

@@ -25,7 +25,7 @@ class ControlAccountingTest : public ::testing::Test {
   void SetUp() override {
     config_.kill_grace_ms = 100;
     config_.jobmaster_enabled = false;
-    config_.node_timeout_ms = 24 * kHourMs;  // the node stays while the test's clock jumps hours
+    config_.node_timeout_ms = 20 * 24 * kHourMs;  // the node stays while the test's clock jumps days
     auto sched = core::Scheduler::Create(core::SchedulerOptions{});
     ASSERT_TRUE(sched.ok()) << sched.status();
     state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
@@ -163,6 +163,49 @@ TEST_F(ControlAccountingTest, ADeletedJobKeepsItsAccountUnderItsOwnName) {
   EXPECT_EQ(a->exit_task(), job + "-worker-0");
   EXPECT_NEAR(a->gpu_hours(), 4.0, 1e-9);
   EXPECT_FALSE(state_->Describe(job).ok()) << "gone from the live views";
+}
+
+TEST_F(ControlAccountingTest, AFinishedJobLeavesTheLiveViewsAfterTheRetentionAndHistoryKeepsIt) {
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  now_ += absl::Hours(1);
+  ReportAll(job, v1::TASK_SUCCEEDED);
+  now_ += absl::Hours(24 * 7) - absl::Minutes(2);  // a week is the default
+  state_->RunRound(now_);
+  EXPECT_TRUE(state_->Describe(job).ok()) << "not a week yet";
+  now_ += absl::Minutes(3);
+  state_->RunRound(now_);
+  EXPECT_EQ(state_->Describe(job).status().code(), absl::StatusCode::kNotFound) << "gone from the live views";
+  std::optional<v1::JobAccount> a = Account(job);
+  ASSERT_TRUE(a) << "history keeps it";
+  EXPECT_TRUE(a->deleted());
+  EXPECT_NEAR(a->gpu_hours(), 8.0, 1e-9);
+  // Its name is free once the rename is in the store.
+  while (std::optional<Persister::Write> w = state_->TakeWrite()) state_->WriteDone(*w, absl::OkStatus(), false);
+  EXPECT_EQ(Submit(kJob), job) << "the name is free again";
+}
+
+TEST_F(ControlAccountingTest, AJobStillStoppingItsTasksLeavesTheLiveViewsOnceTheyStopped) {
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  ASSERT_TRUE(state_->Kill(job, "", now_).ok());  // its tasks are told to stop; they do not answer
+  now_ += absl::Hours(24 * 8);
+  state_->RunRound(now_);
+  EXPECT_TRUE(state_->Describe(job).ok()) << "its tasks still hold their places";
+  std::optional<v1::JobAccount> stopping = Account(job);
+  ASSERT_TRUE(stopping);
+  EXPECT_FALSE(stopping->settled());
+  ReportAll(job, v1::TASK_KILLED);
+  now_ += absl::Minutes(2);  // the next check, a minute on
+  state_->RunRound(now_);
+  EXPECT_EQ(state_->Describe(job).status().code(), absl::StatusCode::kNotFound);
+  std::optional<v1::JobAccount> a = Account(job);
+  ASSERT_TRUE(a);
+  EXPECT_TRUE(a->deleted());
+  EXPECT_TRUE(a->settled());
+  EXPECT_NEAR(a->gpu_hours(), 8.0 * 24 * 8, 1e-6) << "held until they stopped";
 }
 
 }  // namespace

@@ -222,9 +222,8 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   } else if (added.ok()) {
     job->in_scheduler = true;
   } else {
-    job->rec.set_state(v1::JOB_FAILED);
     job->rec.set_message(absl::StrCat("the scheduler refused the job: ", added.message()));
-    Persist(*job);
+    SetJobState(*job, v1::JOB_FAILED, absl::FromUnixMillis(rec.submit_time_ms()));  // ends as it is accepted
   }
   ++stats_.submitted;
   v1::SubmitResponse resp;
@@ -283,6 +282,7 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   if (api::IsTerminal(state)) {
     job.rec.set_end_time_ms(ToMs(now));
     ended_[job.rec.id()] = {state, job.rec.name()};
+    finished_by_end_.emplace(job.rec.end_time_ms(), job.rec.name());
     WakeGates(job);
   }
   CountInQueue(job);
@@ -479,6 +479,31 @@ void ControlState::ReleaseName(const std::string& name) {
   if (it != jobs_.end() && it->second == nullptr) jobs_.erase(it);
 }
 
+void ControlState::ExpireFinished(absl::Time now) {
+  if (config_.finished_job_retention_minutes <= 0 || now < next_expiry_) return;
+  next_expiry_ = now + absl::Minutes(1);
+  const int64_t before = ToMs(now - absl::Minutes(config_.finished_job_retention_minutes));
+  std::vector<std::pair<int64_t, std::string>> later;  // still stopping its tasks
+  // At most a thousand a turn (a restart after a long time away finds
+  // many): the next round takes the rest.
+  int budget = 1000;
+  while (!finished_by_end_.empty() && finished_by_end_.begin()->first < before && budget-- > 0) {
+    auto [end, name] = *finished_by_end_.begin();
+    finished_by_end_.erase(finished_by_end_.begin());
+    const JobRt* job = FindJob(name);
+    // Deleted meanwhile, or a later job of the same name.
+    if (!job || !api::IsTerminal(job->rec.state()) || job->rec.end_time_ms() != end) continue;
+    absl::StatusOr<v1::DeleteJobResponse> gone = DeleteJob(name, now);
+    if (!gone.ok()) {
+      later.emplace_back(end, name);
+      continue;
+    }
+    expired_names_[gone->kept_as()] = name;
+  }
+  for (auto& [end, name] : later) finished_by_end_.emplace(end, std::move(name));
+  if (budget < 0) next_expiry_ = now;
+}
+
 absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl::Time now) {
   JobRt* job = FindJob(req.job());
   if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
@@ -530,9 +555,16 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
 
 void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
   persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
-  // A deleted job is held only until its renamed record is in the store.
+  // A deleted job is held only until its renamed record is in the store;
+  // an expired one's name is free then.
   if (st.ok()) {
-    for (const std::string& name : write.jobs) deleted_.erase(name);
+    for (const std::string& name : write.jobs) {
+      deleted_.erase(name);
+      if (auto e = expired_names_.find(name); e != expired_names_.end()) {
+        ReleaseName(e->second);
+        expired_names_.erase(e);
+      }
+    }
   }
 }
 

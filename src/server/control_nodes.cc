@@ -31,12 +31,16 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     node->last_heartbeat = node->heard = now;
     AddNode(n.info().name(), std::move(node));
   }
-  // A task held its place since before records said when: from now on.
-  auto held_from_now = [now](v1::JobRecord& rec) {
+  // A task held its place since before records said when: from now on
+  // (written, so a second restart keeps that).
+  auto held_from_now = [this, now](v1::JobRecord& rec) {
     for (v1::TaskRecord& t : *rec.mutable_tasks()) {
-      if (api::HoldsPlace(t.state()) && t.held_since_ms() == 0) t.set_held_since_ms(ToMs(now));
+      if (!api::HoldsPlace(t.state()) || t.held_since_ms() != 0) continue;
+      t.set_held_since_ms(ToMs(now));
+      persister_.MarkJob(rec.name());
     }
   };
+  const int64_t accounts_from = ToMs(now - absl::Hours(24) * config_.accounting_retention_days);
   for (v1::JobRecord& rec : snap.jobs) {
     for (v1::TaskRecord& t : *rec.mutable_tasks()) api::UpgradeRestartCounts(&t);
     held_from_now(rec);
@@ -69,10 +73,10 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     next_job_id_ = std::max(next_job_id_, rec.id() + 1);
     if (api::IsTerminal(rec.state())) {
       // A deleted record's name is NAME#ID: the name it ended under is before the '#'.
-      ended_[rec.id()] = {rec.state(), rec.name().substr(0, rec.name().find('#'))};
+      ended_[rec.id()] = {rec.state(), api::EndedName(rec.name())};
     }
     if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
-      unbooked_.push_back(api::AccountOf(rec));
+      if (rec.end_time_ms() >= accounts_from) unbooked_.push_back(api::AccountOf(rec));
       continue;
     }
     auto job = std::make_unique<JobRt>();
@@ -80,6 +84,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     job->rec = std::move(rec);
     if (!job->rec.array_job().empty()) arrays_[job->rec.array_job()].push_back(job->rec.name());
     next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
+    if (api::IsTerminal(job->rec.state())) finished_by_end_.emplace(job->rec.end_time_ms(), job->rec.name());
     // Ended while its tasks were being stopped: they hold their resources
     // until their agents confirm the stop (or no longer have them).
     bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {

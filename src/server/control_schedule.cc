@@ -24,6 +24,7 @@ void ControlState::RunRound(absl::Time now) {
   CheckNodes(now);
   CheckDeadlines(now);
   if (!checkpointing_.empty()) CheckCheckpointDeadlines(now);
+  ExpireFinished(now);
   // Victims whose grace ran out without their agent confirming the stop.
   std::vector<JobRt*> overdue;
   for (const std::string& name : preempting_) {

@@ -113,6 +113,11 @@ class ControlState {
   absl::StatusOr<v1::DeleteJobResponse> DeleteJob(const std::string& job, absl::Time now);
   // Frees the name of a job deleted by DeleteJob (its rename is durable).
   void ReleaseName(const std::string& job);
+  // Finished jobs that ended finishedJobRetentionMinutes ago leave the live
+  // views as a delete takes them (their records renamed NAME#ID, their
+  // accounts kept); a name is free once its rename is durable (WriteDone).
+  // Checked at most once a minute; RunRound calls it.
+  void ExpireFinished(absl::Time now);
 
   // ---- admin: nodes (control_admin.cc) ----
   // Errors: NotFound naming the node. Cordon: no new task lands on the node;
@@ -495,6 +500,12 @@ class ControlState {
   // the views to take down.
   std::map<std::string, std::unique_ptr<JobRt>> deleted_;
   std::vector<std::string> deleted_views_;
+  // Finished jobs still in the live views by end time (ms): the next to
+  // expire first (ExpireFinished); the names of expired jobs by the name
+  // their record is kept under, freed once that rename is durable.
+  std::multimap<int64_t, std::string> finished_by_end_;
+  absl::flat_hash_map<std::string, std::string> expired_names_;
+  absl::Time next_expiry_ = absl::InfinitePast();
   // Unfinished jobs per queue, kept as their states change (CountInQueue):
   // the queue view is published every few milliseconds while jobs move, and
   // walking every job kept (finished ones included) each time would grow

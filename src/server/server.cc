@@ -78,6 +78,14 @@ class ManagerRestBackend final : public http::RestBackend {
     return HubLogReader::Open(logs_, request, LogStreamUser(who, job ? job->user() : ""));
   }
   LogHubStats LogStats() override { return logs_->Stats(); }
+  absl::StatusOr<v1::HistoryResponse> History(const http::Principal& who, const v1::HistoryRequest& req) override {
+    if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
+    return manager_->History(req);
+  }
+  absl::StatusOr<v1::UsageResponse> Usage(const http::Principal& who, const v1::UsageRequest& req) override {
+    if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
+    return manager_->Usage(req);
+  }
 
  private:
   absl::Status MayActOnJob(const http::Principal& who, const std::string& name, absl::string_view verb) {

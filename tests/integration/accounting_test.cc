@@ -53,7 +53,7 @@ TEST(AccountingTest, HistoryAndUsageShowFinishedJobsDeletedOnesAndSurviveARestar
     h = History(c);
     return h.count("train") && h.count("bad") && h["train"]["settled"].get<bool>() && h["bad"]["settled"].get<bool>();
   }, absl::Seconds(30))) << json(h).dump(2);
-  const json& t = h["train"];
+  const json t = h["train"];
   EXPECT_EQ(t["state"], "SUCCEEDED");
   EXPECT_EQ(t["tasks"], 2);
   EXPECT_EQ(t["gpus"], 4.0);
@@ -118,6 +118,8 @@ TEST(AccountingTest, HistoryAndUsageShowFinishedJobsDeletedOnesAndSurviveARestar
   CommandResult since = c.Cli({"history", "--since", "yesterday"});
   EXPECT_EQ(since.exit_code, 2);
   EXPECT_THAT(since.err, HasSubstr("--since 'yesterday'"));
+  CommandResult old = c.Cli({"history", "--until", "2020-01-01", "-o", "json"});
+  EXPECT_EQ(old.exit_code, 0) << old.err << " (a day before --until, not the day before now)";
   CommandResult running = c.Cli({"history", "--state", "running"});
   EXPECT_EQ(running.exit_code, 2);
   EXPECT_THAT(running.err, HasSubstr("'running' is not one of SUCCEEDED"));

@@ -6,7 +6,7 @@ import { getJson } from './api.js';
 
 const kPeriods = [['1', 'last day'], ['7', 'last 7 days'], ['30', 'last 30 days'], ['365', 'last year']];
 const kStates = ['', 'SUCCEEDED', 'FAILED', 'KILLED', 'DEADLINE_EXCEEDED'];
-const kRows = 500;  // one page of the newest-ended jobs is shown
+const kRows = 500;  // one page: the jobs that ended last
 
 function field(id, label, input) {
   return h('span', { class: 'field' }, h('label', { for: id }, label), ' ', input);
@@ -16,7 +16,7 @@ const hours = (x) => (x >= 100 ? x.toFixed(0) : x.toFixed(2));
 
 function exitText(a) {
   if (!a.exit_code && !a.exit_signal) return '0';
-  return `${a.exit_code ? a.exit_code : `signal ${a.exit_signal}`} (${a.exit_task})`;
+  return `${a.exit_signal ? `signal ${a.exit_signal}` : a.exit_code} (${a.exit_task})`;
 }
 
 function usageTable(caption, by, usage) {
@@ -30,7 +30,7 @@ function usageTable(caption, by, usage) {
 }
 
 export function mount(main, params) {
-  const days = params.get('days') || '7';
+  const days = kPeriods.some(([d]) => d === params.get('days')) ? params.get('days') : '7';
   const period = h('select', { id: 'h-period' }, kPeriods.map(([d, text]) => h('option', { value: d, selected: d === days }, text)));
   const state = h('select', { id: 'h-state' }, kStates.map((s) => h('option', { value: s, selected: params.get('state') === s }, s || 'any end')));
   const user = h('input', { id: 'h-user', value: params.get('user') || '', size: 10 });
@@ -56,18 +56,19 @@ export function mount(main, params) {
       for (const k of ['user', 'queue']) if (params.get(k)) filters.set(k, params.get(k));
       const jobsQuery = new URLSearchParams(filters);
       if (params.get('state')) jobsQuery.set('state', params.get('state'));
-      jobsQuery.set('limit', '5000');
+      jobsQuery.set('limit', String(kRows));
+      jobsQuery.set('order', 'newest');
       const [jobs, byUser, byQueue] = await Promise.all([
         getJson(`/api/v1/accounting/jobs?${jobsQuery}`),
         getJson(`/api/v1/accounting/usage?${filters}&by=user`),
         getJson(`/api/v1/accounting/usage?${filters}&by=queue`)]);
       // Newest end first; the rest are a CSV away (trainyard history -o csv).
-      const shown = jobs.jobs.slice().reverse().slice(0, kRows);
+      const shown = jobs.jobs;
       body.replaceChildren(
         section('Usage', usageTable('Usage by user', 'user', byUser), usageTable('Usage by queue', 'queue', byQueue)),
         section('Finished jobs',
-          h('p', {}, `${jobs.jobs.length}${jobs.next_cursor ? '+' : ''} jobs ended in the period` +
-            (jobs.jobs.length > kRows ? `; the ${kRows} that ended last are shown` : '') + '.'),
+          h('p', {}, jobs.next_cursor ? `More than ${kRows} jobs ended in the period; the ${kRows} that ended last are shown ` +
+            '(trainyard history -o csv lists them all).' : `${shown.length} jobs ended in the period.`),
           table('Finished jobs', ['Job', 'State', 'User', 'Queue', 'Ended', 'Waited', 'Ran', 'GPUs', 'GPU-hours', 'Attempts', 'Exit'],
             shown.map((a) => [a.deleted ? h('span', { title: 'deleted' }, `${a.name} (deleted)`) : jobLink(a.name),
               stateBadge(a.state), a.user, a.queue, when(a.end_time_unix_ms), duration(a.wait_ms), duration(a.elapsed_ms),

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "api/job_spec.h"
 #include "api/states.h"
 #include "httplib.h"
 #include "server/http/rest_api.h"
@@ -30,13 +31,10 @@ absl::Status ParseMs(const std::string& key, const std::string& value, int64_t* 
 
 absl::Status ParseState(const std::string& value, v1::HistoryRequest* req) {
   for (absl::string_view part : absl::StrSplit(value, ',')) {
-    std::string upper = absl::AsciiStrToUpper(part);
-    if (absl::StartsWith(upper, "JOB_")) upper = upper.substr(4);
-    bool found = false;
-    for (v1::JobState s : api::FinishedJobStates()) {
-      if (upper == api::JobStateName(s)) req->add_states(s), found = true;
-    }
-    if (!found) {
+    std::optional<v1::JobState> state = api::ParseJobState(part);
+    if (state && api::IsTerminal(*state)) {
+      req->add_states(*state);
+    } else {
       return absl::InvalidArgumentError(
           absl::StrCat("state: '", part, "' is not one of SUCCEEDED, FAILED, KILLED, DEADLINE_EXCEEDED"));
     }
@@ -57,10 +55,10 @@ json UsageRowJson(const v1::UsageRow& r) {
           {"mean_wait_s", r.mean_wait_s()}};
 }
 
-void History(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+void History(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
   absl::StatusOr<v1::HistoryRequest> q = ParseHistoryQuery(req.params);
   if (!q.ok()) return SetStatusError(res, q.status());
-  absl::StatusOr<v1::HistoryResponse> page = b->Views().accounts().History(*q, absl::Now());
+  absl::StatusOr<v1::HistoryResponse> page = b->History(who, *q);
   if (!page.ok()) return SetStatusError(res, page.status());
   json jobs = json::array();
   for (const v1::JobAccount& a : page->jobs()) jobs.push_back(AccountJson(a));
@@ -69,10 +67,10 @@ void History(RestBackend* b, const httplib::Request& req, httplib::Response& res
                 {"oldest_kept_unix_ms", page->oldest_kept_unix_ms()}});
 }
 
-void Usage(RestBackend* b, const httplib::Request& req, httplib::Response& res) {
+void Usage(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
   absl::StatusOr<v1::UsageRequest> q = ParseUsageQuery(req.params);
   if (!q.ok()) return SetStatusError(res, q.status());
-  absl::StatusOr<v1::UsageResponse> usage = b->Views().accounts().Usage(*q, absl::Now());
+  absl::StatusOr<v1::UsageResponse> usage = b->Usage(who, *q);
   if (!usage.ok()) return SetStatusError(res, usage.status());
   const std::string by = q->group_by().empty() ? "user" : q->group_by();
   json rows = json::array();
@@ -115,9 +113,15 @@ absl::StatusOr<v1::HistoryRequest> ParseHistoryQuery(const std::multimap<std::st
       req.set_page_size(limit);
     } else if (key == "cursor") {
       req.set_page_token(value);
+    } else if (key == "order") {
+      if (value != "oldest" && value != "newest") {
+        st = absl::InvalidArgumentError(absl::StrCat("order: '", value, "' is not oldest or newest"));
+      }
+      req.set_newest_first(value == "newest");
     } else {
       st = absl::InvalidArgumentError(absl::StrCat(
-          key, ": not a parameter of /api/v1/accounting/jobs (user, queue, name, state, since, until, limit, cursor)"));
+          key, ": not a parameter of /api/v1/accounting/jobs (user, queue, name, state, since, until, order, limit, "
+               "cursor)"));
     }
     if (!st.ok()) return st;
   }
@@ -156,12 +160,11 @@ json AccountJson(const v1::JobAccount& a) {
     std::string name = v1::AttemptClass_Name(c.attempt_class());
     classes[absl::StartsWith(name, "ATTEMPT_") ? name.substr(8) : name] = c.count();
   }
-  std::string priority = absl::AsciiStrToLower(v1::PriorityClass_Name(a.priority()));
   json out = {{"id", a.id()},
               {"name", a.name()},
               {"user", a.user()},
               {"queue", a.queue()},
-              {"priority", absl::StartsWith(priority, "priority_") ? priority.substr(9) : priority},
+              {"priority", api::PriorityName(a.priority())},
               {"state", api::JobStateName(a.state())},
               {"message", a.message()},
               {"submit_time_unix_ms", a.submit_time_unix_ms()},
@@ -191,9 +194,9 @@ json AccountJson(const v1::JobAccount& a) {
 
 void AddAccountingRoutes(HttpServer& s, RestBackend* b) {
   s.Handle("GET", "/api/v1/accounting/jobs", "/api/v1/accounting/jobs",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { History(b, req, res); });
+           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) { History(b, who, req, res); });
   s.Handle("GET", "/api/v1/accounting/usage", "/api/v1/accounting/usage",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal&) { Usage(b, req, res); });
+           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) { Usage(b, who, req, res); });
 }
 
 }  // namespace trainyard::server::http

@@ -44,18 +44,6 @@ struct JobFilter {
   bool all = false;               // finished jobs too
 };
 
-// A state as a filter names it: RUNNING, running or JOB_RUNNING.
-bool ParseJobState(std::string text, v1::JobState* out) {
-  text = absl::AsciiStrToUpper(text);
-  if (absl::StartsWith(text, "JOB_")) text = text.substr(4);
-  for (v1::JobState s : api::JobStates()) {
-    if (text == api::JobStateName(s)) {
-      *out = s;
-      return true;
-    }
-  }
-  return false;
-}
 
 // "QUEUED, SCHEDULED, ..., DEADLINE_EXCEEDED".
 std::string JobStateNames() {
@@ -80,13 +68,13 @@ absl::StatusOr<JobFilter> ParseJobFilter(const httplib::Request& req, const v1::
       f.queue = value;
     } else if (key == "state") {
       for (absl::string_view part : absl::StrSplit(value, ',')) {
-        v1::JobState s;
-        if (!ParseJobState(std::string(part), &s)) {
+        std::optional<v1::JobState> s = api::ParseJobState(part);
+        if (!s) {
           return absl::InvalidArgumentError(absl::StrCat("state: '", part, "' is not one of ",
                                                          JobStateNames()));
         }
-        f.states.insert(s);
-        f.all = f.all || api::IsTerminal(s);
+        f.states.insert(*s);
+        f.all = f.all || api::IsTerminal(*s);
       }
     } else if (key == "all") {
       if (value != "true" && value != "false" && value != "1" && value != "0") {

@@ -48,6 +48,14 @@ class RestBackend {
   }
   // The log hub's counts (streams, subscriptions, refusals) for /metrics.
   virtual LogHubStats LogStats() { return {}; }
+  // Accounting for `who` (counted under rateLimits.listJobs), as gRPC's
+  // History and Usage answer; a backend without it answers Unimplemented.
+  virtual absl::StatusOr<v1::HistoryResponse> History(const Principal& /*who*/, const v1::HistoryRequest& /*req*/) {
+    return absl::UnimplementedError("this server keeps no accounting");
+  }
+  virtual absl::StatusOr<v1::UsageResponse> Usage(const Principal& /*who*/, const v1::UsageRequest& /*req*/) {
+    return absl::UnimplementedError("this server keeps no accounting");
+  }
 };
 
 // Registers every /api/v1 route (the log routes of log_routes.h and the
