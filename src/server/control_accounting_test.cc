@@ -3,8 +3,10 @@
 // finished job's account is published with its view and kept after the
 // job is deleted. Explicit time, a recording backend.
 #include <map>
+#include <variant>
 
 #include "api/job_spec.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/control_state.h"
 #include "server/test_backend.h"
@@ -206,6 +208,36 @@ TEST_F(ControlAccountingTest, AJobStillStoppingItsTasksLeavesTheLiveViewsOnceThe
   EXPECT_TRUE(a->deleted());
   EXPECT_TRUE(a->settled());
   EXPECT_NEAR(a->gpu_hours(), 8.0 * 24 * 8, 1e-6) << "held until they stopped";
+}
+
+TEST_F(ControlAccountingTest, ADeletedRecordIsPurgedFromTheStorePastTheAccountingRetention) {
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_SUCCEEDED);
+  ASSERT_TRUE(state_->DeleteJob(job, now_).ok());
+  auto purges = [this] {
+    std::vector<uint64_t> ids;
+    std::string floor;
+    while (std::optional<Persister::Write> w = state_->TakeWrite()) {
+      for (const WriteBatch::Op& op : w->batch.ops()) {
+        if (const auto* p = std::get_if<WriteBatch::PurgeJobOp>(&op)) ids.push_back(p->id);
+        if (const auto* m = std::get_if<WriteBatch::PutMetaOp>(&op)) floor = m->value;
+      }
+      state_->WriteDone(*w, absl::OkStatus(), false);
+    }
+    return std::make_pair(ids, floor);
+  };
+  purges();
+  now_ += absl::Hours(24 * 364);
+  state_->RunRound(now_);
+  EXPECT_TRUE(purges().first.empty()) << "within the year";
+  now_ += absl::Hours(24 * 2);
+  state_->RunRound(now_);
+  auto [ids, floor] = purges();
+  EXPECT_THAT(ids, ::testing::ElementsAre(1u));
+  EXPECT_EQ(floor, "2") << "ids go on from where they were";
+  v1::HistoryRequest all;
+  EXPECT_EQ(views_.accounts().History(all, now_)->jobs_size(), 0) << "past the retention in the book too";
 }
 
 }  // namespace

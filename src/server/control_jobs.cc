@@ -464,6 +464,7 @@ absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string&
   gone->rec.set_name(kept);
   gone->rec.set_deleted_time_ms(ToMs(now));
   unbooked_.push_back(api::AccountOf(gone->rec));  // its account stays after its view goes
+  deleted_by_end_.emplace(gone->rec.end_time_ms(), gone->rec.id());
   persister_.MarkJob(kept);
   deleted_views_.push_back(name);
   v1::DeleteJobResponse resp;
@@ -501,6 +502,17 @@ void ControlState::ExpireFinished(absl::Time now) {
     expired_names_[gone->kept_as()] = name;
   }
   for (auto& [end, name] : later) finished_by_end_.emplace(end, std::move(name));
+  // Records past the accounting retention leave the store. The ids stay
+  // counted from where they were (kNextJobIdFloor), as a purged job may
+  // have had the highest.
+  const int64_t purge_before = ToMs(now - absl::Hours(24) * config_.accounting_retention_days);
+  bool purged = false;
+  while (!deleted_by_end_.empty() && deleted_by_end_.begin()->first < purge_before && budget-- > 0) {
+    persister_.batch().PurgeJob(deleted_by_end_.begin()->second);
+    deleted_by_end_.erase(deleted_by_end_.begin());
+    purged = true;
+  }
+  if (purged) persister_.batch().PutMeta(std::string(kNextJobIdFloor), absl::StrCat(next_job_id_));
   if (budget < 0) next_expiry_ = now;
 }
 

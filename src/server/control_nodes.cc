@@ -5,6 +5,7 @@
 // return).
 #include <algorithm>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/accounting.h"
 #include "api/convert.h"
@@ -21,6 +22,10 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
   // (a restart of a big cluster holds a hundred thousand tasks).
   started_ = now;
   next_job_id_ = snap.max_job_id + 1;
+  if (auto floor = snap.meta.find(kNextJobIdFloor); floor != snap.meta.end()) {
+    uint64_t at_least = 0;
+    if (absl::SimpleAtoi(floor->second, &at_least)) next_job_id_ = std::max(next_job_id_, at_least);
+  }
   for (const v1::NodeRecord& n : snap.nodes) {
     auto node = std::make_unique<NodeRt>();
     node->info = n.info();
@@ -77,6 +82,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     }
     if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
       if (rec.end_time_ms() >= accounts_from) unbooked_.push_back(api::AccountOf(rec));
+      deleted_by_end_.emplace(rec.end_time_ms(), rec.id());  // purged past the retention
       continue;
     }
     auto job = std::make_unique<JobRt>();

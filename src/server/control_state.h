@@ -116,7 +116,8 @@ class ControlState {
   // Finished jobs that ended finishedJobRetentionMinutes ago leave the live
   // views as a delete takes them (their records renamed NAME#ID, their
   // accounts kept); a name is free once its rename is durable (WriteDone).
-  // Checked at most once a minute; RunRound calls it.
+  // Deleted records that ended accountingRetentionDays ago are purged from
+  // the store. Checked at most once a minute; RunRound calls it.
   void ExpireFinished(absl::Time now);
 
   // ---- admin: nodes (control_admin.cc) ----
@@ -504,6 +505,9 @@ class ControlState {
   // expire first (ExpireFinished); the names of expired jobs by the name
   // their record is kept under, freed once that rename is durable.
   std::multimap<int64_t, std::string> finished_by_end_;
+  // Deleted jobs' records in the store by end time (ms) -> id: purged past
+  // the accounting retention (PurgeJobOp).
+  std::multimap<int64_t, uint64_t> deleted_by_end_;
   absl::flat_hash_map<std::string, std::string> expired_names_;
   absl::Time next_expiry_ = absl::InfinitePast();
   // Unfinished jobs per queue, kept as their states change (CountInQueue):

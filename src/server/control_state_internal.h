@@ -103,6 +103,9 @@ struct ControlState::NodeRt {
 };
 
 int64_t ToMs(absl::Time t);
+// The store's metadata key under which the next job id is kept when jobs
+// are purged (a purged job may have had the highest id).
+inline constexpr char kNextJobIdFloor[] = "next_job_id_floor";
 // Notes a launch of `t` at its attempt on its node (control_logs.cc): sets
 // launch_attempt and appends to launches (a launch sent again is not new).
 void RecordLaunch(v1::TaskRecord& t);

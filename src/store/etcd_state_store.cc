@@ -163,6 +163,15 @@ struct EtcdStateStore::Impl {
     etcdserverpb::TxnRequest txn;
     for (auto& [id, staged] : stage.jobs) {
       v1::JobRecord& job = staged.entry.job;
+      if (staged.purged) {  // its row, task chunks and events
+        txn.add_success()->mutable_request_delete_range()->set_key(JobKey(prefix, id));
+        for (std::string range : {absl::StrFormat("%st/%020d/", prefix, id), absl::StrFormat("%se/%020d/", prefix, id)}) {
+          etcdserverpb::DeleteRangeRequest* del = txn.add_success()->mutable_request_delete_range();
+          del->set_range_end(EtcdPrefixEnd(range));
+          del->set_key(std::move(range));
+        }
+        continue;
+      }
       if (staged.row_changed) {
         google::protobuf::RepeatedPtrField<v1::TaskRecord> tasks;
         tasks.Swap(job.mutable_tasks());

@@ -44,8 +44,9 @@ struct RecordSet::Lookup {
   // Returns the batch's copy of a job, copying it on first use; nullptr when
   // the job exists nowhere.
   StagedJob* Find(uint64_t id) {
-    if (auto it = sub.jobs.find(id); it != sub.jobs.end()) return &it->second;
+    if (auto it = sub.jobs.find(id); it != sub.jobs.end()) return it->second.purged ? nullptr : &it->second;
     if (auto it = group.jobs.find(id); it != group.jobs.end()) {
+      if (it->second.purged) return nullptr;
       return &sub.jobs.emplace(id, it->second).first->second;
     }
     auto it = set.jobs_.find(id);
@@ -58,11 +59,11 @@ struct RecordSet::Lookup {
 
   bool NameTaken(const std::string& name, uint64_t except) const {
     for (const auto& [id, staged] : sub.jobs) {
-      if (id != except && staged.entry.job.name() == name) return true;
+      if (id != except && !staged.purged && staged.entry.job.name() == name) return true;
     }
     // The group's copy of a job the batch copied again is stale.
     for (const auto& [id, staged] : group.jobs) {
-      if (id != except && !sub.jobs.contains(id) && staged.entry.job.name() == name) return true;
+      if (id != except && !staged.purged && !sub.jobs.contains(id) && staged.entry.job.name() == name) return true;
     }
     auto it = set.names_.find(name);
     return it != set.names_.end() && it->second != except && !sub.jobs.contains(it->second) &&
@@ -86,6 +87,7 @@ struct RecordSet::Lookup {
           absl::StrCat("create job: job name '", op.job.name(), "' already exists"));
     }
     StagedJob& staged = sub.jobs[op.job.id()];
+    staged = StagedJob{};  // a job purged earlier in the group under this id is gone
     staged.entry.job = op.job;
     staged.row_changed = true;
     for (int i = 0; i < op.job.tasks_size(); ++i) staged.tasks_changed.insert(i);
@@ -139,6 +141,10 @@ struct RecordSet::Lookup {
       sub.nodes[del->name] = std::nullopt;
       return absl::OkStatus();
     }
+    if (const auto* purge = std::get_if<WriteBatch::PurgeJobOp>(&op)) {
+      if (StagedJob* staged = Find(purge->id)) staged->purged = true;
+      return absl::OkStatus();
+    }
     const auto& meta_op = std::get<WriteBatch::PutMetaOp>(op);
     sub.meta[meta_op.key] = meta_op.value;
     return absl::OkStatus();
@@ -176,6 +182,10 @@ void RecordSet::Publish(RecordStage stage) {
     if (name != names_.end() && name->second == id) names_.erase(name);
   }
   for (auto& [id, staged] : stage.jobs) {
+    if (staged.purged) {
+      jobs_.erase(id);
+      continue;
+    }
     names_[staged.entry.job.name()] = id;
     jobs_[id] = std::move(staged.entry);
   }

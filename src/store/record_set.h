@@ -32,6 +32,7 @@ struct StagedJob {
   bool row_changed = false;           // the job's own fields (created or updated)
   std::set<int> tasks_changed;        // positions in entry.job.tasks()
   size_t first_new_event = 0;         // entry.events from here on are new
+  bool purged = false;                // removed for good (WriteBatch::PurgeJobOp)
 };
 
 // Writes of one or more batches, not yet published.

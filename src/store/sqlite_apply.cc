@@ -202,6 +202,15 @@ absl::Status ApplyOp(Database& db, const WriteBatch::Op& op) {
   if (const auto* del = std::get_if<WriteBatch::DeleteNodeOp>(&op)) {
     return RunKeyed(db, "DELETE FROM nodes WHERE name = ?", del->name, nullptr, "deleting a node");
   }
+  if (const auto* purge = std::get_if<WriteBatch::PurgeJobOp>(&op)) {
+    std::string id = absl::StrCat(purge->id);
+    for (const char* sql : {"DELETE FROM events WHERE job_id = CAST(? AS INTEGER)",
+                            "DELETE FROM tasks WHERE job_id = CAST(? AS INTEGER)",
+                            "DELETE FROM jobs WHERE id = CAST(? AS INTEGER)"}) {
+      if (absl::Status s = RunKeyed(db, sql, id, nullptr, "purging a job"); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
   const auto& meta = std::get<WriteBatch::PutMetaOp>(op);
   return RunKeyed(db,
                   "INSERT INTO meta(key, value) VALUES(?, ?) "

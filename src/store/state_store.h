@@ -68,8 +68,13 @@ class WriteBatch {
     std::string key;
     std::string value;
   };
+  // Removes a job for good: its record, tasks and events (accounting's
+  // retention). Its name is free; no error when it is absent.
+  struct PurgeJobOp {
+    uint64_t id = 0;
+  };
   using Op = std::variant<CreateJobOp, UpdateJobOp, PutTaskOp, AppendEventOp, PutNodeOp,
-                          DeleteNodeOp, PutMetaOp>;
+                          DeleteNodeOp, PutMetaOp, PurgeJobOp>;
 
   void CreateJob(v1::JobRecord job, v1::JobEventRecord first_event);
   void UpdateJob(v1::JobRecord job);
@@ -78,6 +83,7 @@ class WriteBatch {
   void PutNode(v1::NodeRecord node);
   void DeleteNode(std::string name);
   void PutMeta(std::string key, std::string value);
+  void PurgeJob(uint64_t id);
 
   // Returns the writes in the order they were added; stores apply them in it.
   const std::vector<Op>& ops() const { return ops_; }

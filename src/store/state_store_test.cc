@@ -420,6 +420,36 @@ TEST_P(StateStoreTest, ANameGivenUpAndTakenInOneBatchBelongsToItsNewJob) {
   EXPECT_EQ(b->id(), 6u);
 }
 
+TEST_P(StateStoreTest, APurgedJobIsGoneWithItsTasksAndEventsAndItsNameIsFree) {
+  ASSERT_TRUE(Create(MakeJob(1, 3)).ok());
+  ASSERT_TRUE(Create(MakeJob(2, 2)).ok());
+  WriteBatch events;
+  events.AppendEvent(MakeEvent(1, "started"));
+  ASSERT_TRUE(store_->Commit(std::move(events)).ok());
+  WriteBatch purge;
+  purge.PurgeJob(1);
+  purge.PurgeJob(99);  // absent: nothing to do
+  ASSERT_TRUE(store_->Commit(std::move(purge)).ok());
+  EXPECT_TRUE(absl::IsNotFound(store_->GetJob(1).status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetJobByName("job-1").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->ListEvents(1).status()));
+  absl::StatusOr<std::vector<v1::JobRecord>> all = store_->ListJobs({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 1u);
+  EXPECT_EQ((*all)[0].id(), 2u);
+  EXPECT_EQ((*all)[0].tasks_size(), 2) << "the other job keeps its tasks";
+  EXPECT_TRUE(store_->CheckIntegrity().ok()) << "no task or event left without its job";
+  // Its name may be taken by a new job, in the batch that purges it too.
+  v1::JobRecord again = MakeJob(3);
+  again.set_name("job-2");
+  WriteBatch reuse;
+  reuse.PurgeJob(2);
+  reuse.CreateJob(again, MakeEvent(3, "submitted"));
+  ASSERT_TRUE(store_->Commit(std::move(reuse)).ok());
+  EXPECT_EQ(store_->GetJobByName("job-2")->id(), 3u);
+  EXPECT_TRUE(absl::IsNotFound(store_->GetJob(2).status()));
+}
+
 TEST_P(StateStoreTest, ConcurrentWritersAllLandAndCallbacksRun) {
   constexpr int kThreads = 8;
   constexpr int kJobsPerThread = 40;

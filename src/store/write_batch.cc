@@ -27,4 +27,6 @@ void WriteBatch::PutMeta(std::string key, std::string value) {
   ops_.emplace_back(PutMetaOp{std::move(key), std::move(value)});
 }
 
+void WriteBatch::PurgeJob(uint64_t id) { ops_.emplace_back(PurgeJobOp{id}); }
+
 }  // namespace trainyard
