@@ -231,7 +231,7 @@ int History(HistoryFlags& f) {
 }
 
 std::vector<std::string> UsageFields(const v1::UsageRow& r, const std::string& key, bool precise = false) {
-  auto hours = [precise](double h) { return absl::StrFormat(precise ? "%.6f" : "%.2f", h); };
+  auto hours = [precise](double h) { return precise ? absl::StrFormat("%.6f", h) : absl::StrFormat("%.2f", h); };
   return {key,
           absl::StrCat(r.jobs()),
           absl::StrCat(r.succeeded()),
@@ -242,7 +242,7 @@ std::vector<std::string> UsageFields(const v1::UsageRow& r, const std::string& k
           hours(r.cpu_hours()),
           hours(r.memory_gb_hours()),
           hours(r.elapsed_hours()),
-          absl::StrFormat(precise ? "%.3f" : "%.1f", r.mean_wait_s())};
+          precise ? absl::StrFormat("%.3f", r.mean_wait_s()) : absl::StrFormat("%.1f", r.mean_wait_s())};
 }
 
 int Usage(UsageFlags& f) {
