@@ -215,7 +215,7 @@ TEST_F(ControlAccountingTest, ADeletedRecordIsPurgedFromTheStorePastTheAccountin
   state_->RunRound(now_);
   ReportAll(job, v1::TASK_SUCCEEDED);
   ASSERT_TRUE(state_->DeleteJob(job, now_).ok());
-  auto purges = [this] {
+  auto purges = [this](absl::Status outcome = absl::OkStatus()) {
     std::vector<uint64_t> ids;
     std::string floor;
     while (std::optional<Persister::Write> w = state_->TakeWrite()) {
@@ -223,7 +223,8 @@ TEST_F(ControlAccountingTest, ADeletedRecordIsPurgedFromTheStorePastTheAccountin
         if (const auto* p = std::get_if<WriteBatch::PurgeJobOp>(&op)) ids.push_back(p->id);
         if (const auto* m = std::get_if<WriteBatch::PutMetaOp>(&op)) floor = m->value;
       }
-      state_->WriteDone(*w, absl::OkStatus(), false);
+      state_->WriteDone(*w, outcome, false);
+      if (!outcome.ok()) break;
     }
     return std::make_pair(ids, floor);
   };
@@ -233,11 +234,48 @@ TEST_F(ControlAccountingTest, ADeletedRecordIsPurgedFromTheStorePastTheAccountin
   EXPECT_TRUE(purges().first.empty()) << "within the year";
   now_ += absl::Hours(24 * 2);
   state_->RunRound(now_);
+  EXPECT_THAT(purges(absl::UnavailableError("disk full")).first, ::testing::ElementsAre(1u));
+  now_ += absl::Minutes(2);
+  state_->RunRound(now_);
   auto [ids, floor] = purges();
-  EXPECT_THAT(ids, ::testing::ElementsAre(1u));
+  EXPECT_THAT(ids, ::testing::ElementsAre(1u)) << "asked again after the failed write";
   EXPECT_EQ(floor, "2") << "ids go on from where they were";
   v1::HistoryRequest all;
   EXPECT_EQ(views_.accounts().History(all, now_)->jobs_size(), 0) << "past the retention in the book too";
+}
+
+TEST_F(ControlAccountingTest, ARecordIsPurgedOnlyAfterItsRenameIsInTheStore) {
+  // Jobs stay in the live views; history keeps a day: a job deleted two
+  // days after it ended is past the retention at once.
+  config_.accounting_retention_days = 1;
+  config_.finished_job_retention_minutes = 0;
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  ASSERT_TRUE(sched.ok());
+  state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+  state_->Recover(StoreSnapshot{}, {}, now_);
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 8, "10.0.0.1"), 1, now_).ok());
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_SUCCEEDED);
+  auto take = [this] {
+    std::vector<std::string> ops;  // "update NAME", "purge ID"
+    while (std::optional<Persister::Write> w = state_->TakeWrite()) {
+      for (const WriteBatch::Op& op : w->batch.ops()) {
+        if (const auto* u = std::get_if<WriteBatch::UpdateJobOp>(&op)) ops.push_back("update " + u->job.name());
+        if (const auto* p = std::get_if<WriteBatch::PurgeJobOp>(&op)) ops.push_back("purge " + std::to_string(p->id));
+      }
+      state_->WriteDone(*w, absl::OkStatus(), false);
+    }
+    return ops;
+  };
+  take();
+  now_ += absl::Hours(48);
+  ASSERT_TRUE(state_->DeleteJob(job, now_).ok());
+  state_->RunRound(now_);
+  EXPECT_THAT(take(), ::testing::ElementsAre("update " + job + "#1")) << "the rename first, alone";
+  now_ += absl::Minutes(2);
+  state_->RunRound(now_);
+  EXPECT_THAT(take(), ::testing::ElementsAre("purge 1"));
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // the end of a job, requeue after preemption, events, state changes and the
 // records the persister writes.
 #include <algorithm>
+#include <variant>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -19,6 +20,10 @@
 namespace trainyard::server {
 
 int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
+
+int64_t EndOf(const v1::JobRecord& rec) {
+  return rec.end_time_ms() > 0 ? rec.end_time_ms() : rec.deleted_time_ms() > 0 ? rec.deleted_time_ms() : rec.submit_time_ms();
+}
 
 v1::JobEvent ToView(const v1::JobEventRecord& e) {
   v1::JobEvent v;
@@ -282,7 +287,7 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   if (api::IsTerminal(state)) {
     job.rec.set_end_time_ms(ToMs(now));
     ended_[job.rec.id()] = {state, job.rec.name()};
-    finished_by_end_.emplace(job.rec.end_time_ms(), job.rec.name());
+    finished_by_end_.emplace(EndOf(job.rec), job.rec.name());
     WakeGates(job);
   }
   CountInQueue(job);
@@ -464,7 +469,6 @@ absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string&
   gone->rec.set_name(kept);
   gone->rec.set_deleted_time_ms(ToMs(now));
   unbooked_.push_back(api::AccountOf(gone->rec));  // its account stays after its view goes
-  deleted_by_end_.emplace(gone->rec.end_time_ms(), gone->rec.id());
   persister_.MarkJob(kept);
   deleted_views_.push_back(name);
   v1::DeleteJobResponse resp;
@@ -481,39 +485,48 @@ void ControlState::ReleaseName(const std::string& name) {
 }
 
 void ControlState::ExpireFinished(absl::Time now) {
-  if (config_.finished_job_retention_minutes <= 0 || now < next_expiry_) return;
+  // Once a minute, and never while a write is with the store: what this
+  // marks goes out in the next write, a few dozen records at most (an etcd
+  // transaction holds 128 keys by default; a purge is 3 of them).
+  if (now < next_expiry_ || persister_.in_flight()) return;
   next_expiry_ = now + absl::Minutes(1);
-  const int64_t before = ToMs(now - absl::Minutes(config_.finished_job_retention_minutes));
-  std::vector<std::pair<int64_t, std::string>> later;  // still stopping its tasks
-  // At most a thousand a turn (a restart after a long time away finds
-  // many): the next round takes the rest.
-  int budget = 1000;
-  while (!finished_by_end_.empty() && finished_by_end_.begin()->first < before && budget-- > 0) {
-    auto [end, name] = *finished_by_end_.begin();
-    finished_by_end_.erase(finished_by_end_.begin());
-    const JobRt* job = FindJob(name);
-    // Deleted meanwhile, or a later job of the same name.
-    if (!job || !api::IsTerminal(job->rec.state()) || job->rec.end_time_ms() != end) continue;
-    absl::StatusOr<v1::DeleteJobResponse> gone = DeleteJob(name, now);
-    if (!gone.ok()) {
-      later.emplace_back(end, name);
-      continue;
+  constexpr int kPerTurn = 20;
+  int budget = kPerTurn;
+  if (config_.finished_job_retention_minutes > 0) {
+    const int64_t before = ToMs(now - absl::Minutes(config_.finished_job_retention_minutes));
+    std::vector<std::pair<int64_t, std::string>> later;  // still stopping its tasks
+    // Jobs still stopping cost no budget, but a look at most 10,000 a turn.
+    for (int looked = 0; budget > 0 && looked < 10000 && !finished_by_end_.empty() &&
+                         finished_by_end_.begin()->first < before;
+         ++looked) {
+      auto [end, name] = *finished_by_end_.begin();
+      finished_by_end_.erase(finished_by_end_.begin());
+      const JobRt* job = FindJob(name);
+      // Deleted meanwhile, or a later job of the same name.
+      if (!job || !api::IsTerminal(job->rec.state()) || EndOf(job->rec) != end) continue;
+      absl::StatusOr<v1::DeleteJobResponse> gone = DeleteJob(name, now);
+      if (!gone.ok()) {
+        later.emplace_back(end, name);
+        continue;
+      }
+      expired_names_[gone->kept_as()] = name;
+      --budget;
     }
-    expired_names_[gone->kept_as()] = name;
+    for (auto& [end, name] : later) finished_by_end_.emplace(end, std::move(name));
   }
-  for (auto& [end, name] : later) finished_by_end_.emplace(end, std::move(name));
   // Records past the accounting retention leave the store. The ids stay
   // counted from where they were (kNextJobIdFloor), as a purged job may
   // have had the highest.
   const int64_t purge_before = ToMs(now - absl::Hours(24) * config_.accounting_retention_days);
   bool purged = false;
-  while (!deleted_by_end_.empty() && deleted_by_end_.begin()->first < purge_before && budget-- > 0) {
+  while (budget > 0 && !deleted_by_end_.empty() && deleted_by_end_.begin()->first < purge_before) {
     persister_.batch().PurgeJob(deleted_by_end_.begin()->second);
     deleted_by_end_.erase(deleted_by_end_.begin());
     purged = true;
+    --budget;
   }
   if (purged) persister_.batch().PutMeta(std::string(kNextJobIdFloor), absl::StrCat(next_job_id_));
-  if (budget < 0) next_expiry_ = now;
+  if (budget == 0) next_expiry_ = now;  // more waiting: the next round goes on
 }
 
 absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl::Time now) {
@@ -567,11 +580,24 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
 
 void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
   persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
+  if (!st.ok()) {
+    // A failed write's purges are asked again (its records are written
+    // again by the persister; raw writes like these are not).
+    for (const WriteBatch::Op& op : write.batch.ops()) {
+      if (const auto* p = std::get_if<WriteBatch::PurgeJobOp>(&op)) deleted_by_end_.emplace(0, p->id);
+    }
+  }
   // A deleted job is held only until its renamed record is in the store;
   // an expired one's name is free then.
   if (st.ok()) {
     for (const std::string& name : write.jobs) {
-      deleted_.erase(name);
+      if (auto d = deleted_.find(name); d != deleted_.end()) {
+        // Purged from the store past the accounting retention; not before
+        // its renamed record is there (a purge ahead of its rename in one
+        // write would fail the write).
+        deleted_by_end_.emplace(EndOf(d->second->rec), d->second->rec.id());
+        deleted_.erase(d);
+      }
       if (auto e = expired_names_.find(name); e != expired_names_.end()) {
         ReleaseName(e->second);
         expired_names_.erase(e);

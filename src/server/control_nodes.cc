@@ -82,7 +82,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     }
     if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
       if (rec.end_time_ms() >= accounts_from) unbooked_.push_back(api::AccountOf(rec));
-      deleted_by_end_.emplace(rec.end_time_ms(), rec.id());  // purged past the retention
+      deleted_by_end_.emplace(EndOf(rec), rec.id());  // purged past the retention
       continue;
     }
     auto job = std::make_unique<JobRt>();
@@ -90,7 +90,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     job->rec = std::move(rec);
     if (!job->rec.array_job().empty()) arrays_[job->rec.array_job()].push_back(job->rec.name());
     next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
-    if (api::IsTerminal(job->rec.state())) finished_by_end_.emplace(job->rec.end_time_ms(), job->rec.name());
+    if (api::IsTerminal(job->rec.state())) finished_by_end_.emplace(EndOf(job->rec), job->rec.name());
     // Ended while its tasks were being stopped: they hold their resources
     // until their agents confirm the stop (or no longer have them).
     bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {

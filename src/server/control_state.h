@@ -505,8 +505,8 @@ class ControlState {
   // expire first (ExpireFinished); the names of expired jobs by the name
   // their record is kept under, freed once that rename is durable.
   std::multimap<int64_t, std::string> finished_by_end_;
-  // Deleted jobs' records in the store by end time (ms) -> id: purged past
-  // the accounting retention (PurgeJobOp).
+  // Deleted jobs' records in the store (their renames durable) by end time
+  // (ms) -> id: purged past the accounting retention (PurgeJobOp).
   std::multimap<int64_t, uint64_t> deleted_by_end_;
   absl::flat_hash_map<std::string, std::string> expired_names_;
   absl::Time next_expiry_ = absl::InfinitePast();

@@ -103,6 +103,9 @@ struct ControlState::NodeRt {
 };
 
 int64_t ToMs(absl::Time t);
+// When a finished job ended (Unix ms): its end time, else (records from
+// before every end had one) when it was deleted, else submitted.
+int64_t EndOf(const v1::JobRecord& rec);
 // The store's metadata key under which the next job id is kept when jobs
 // are purged (a purged job may have had the highest id).
 inline constexpr char kNextJobIdFloor[] = "next_job_id_floor";

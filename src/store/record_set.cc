@@ -86,8 +86,15 @@ struct RecordSet::Lookup {
       return absl::AlreadyExistsError(
           absl::StrCat("create job: job name '", op.job.name(), "' already exists"));
     }
+    // Ids are never reused: one purged earlier in this write stays gone (its
+    // keys are deleted, not overwritten).
+    if (auto it = sub.jobs.find(op.job.id()); it != sub.jobs.end() && it->second.purged) {
+      return absl::AlreadyExistsError(absl::StrCat("create job: job id ", op.job.id(), " was purged in this write"));
+    }
+    if (auto it = group.jobs.find(op.job.id()); it != group.jobs.end() && it->second.purged) {
+      return absl::AlreadyExistsError(absl::StrCat("create job: job id ", op.job.id(), " was purged in this write"));
+    }
     StagedJob& staged = sub.jobs[op.job.id()];
-    staged = StagedJob{};  // a job purged earlier in the group under this id is gone
     staged.entry.job = op.job;
     staged.row_changed = true;
     for (int i = 0; i < op.job.tasks_size(); ++i) staged.tasks_changed.insert(i);

@@ -69,7 +69,8 @@ class WriteBatch {
     std::string value;
   };
   // Removes a job for good: its record, tasks and events (accounting's
-  // retention). Its name is free; no error when it is absent.
+  // retention). Its name is free; no error when it is absent. Ids are never
+  // reused: creating the id again in the same write is AlreadyExists.
   struct PurgeJobOp {
     uint64_t id = 0;
   };
