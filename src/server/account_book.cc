@@ -4,6 +4,7 @@
 #include "server/account_book.h"
 
 #include <algorithm>
+#include <functional>
 #include <optional>
 
 #include "absl/strings/numbers.h"
@@ -102,14 +103,29 @@ absl::StatusOr<v1::HistoryResponse> AccountBook::History(const v1::HistoryReques
     if (!req.name().empty() && a.name() != req.name() && a.array_job() != req.name()) return false;
     return req.states().empty() || std::find(req.states().begin(), req.states().end(), a.state()) != req.states().end();
   };
-  absl::ReaderMutexLock lock(&mu_);
+  const int64_t oldest = [&] {
+    absl::ReaderMutexLock lock(&mu_);
+    return Oldest(now);
+  }();
   // The period, cut to what is kept: [lo, hi) by key.
-  const Key lo{std::max(period->first, Oldest(now)), 0};
+  const Key lo{std::max(period->first, oldest), 0};
   const Key hi{period->second, 0};
   v1::HistoryResponse out;
-  auto first = by_end_.lower_bound({Oldest(now), 0});
-  if (first != by_end_.end()) out.set_oldest_kept_unix_ms(first->first.first);
-  auto take = [&](const v1::JobAccount& a) {
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    auto first = by_end_.lower_bound({oldest, 0});
+    if (first != by_end_.end()) out.set_oldest_kept_unix_ms(first->first.first);
+  }
+  // Where the walk starts: after the token's job (before it, newest first).
+  Cursor at;
+  if (!req.newest_first()) {
+    at = after && *after >= lo ? Cursor{*after, false} : Cursor{lo, true};
+  } else {
+    at = after && *after < hi ? Cursor{*after, false} : Cursor{hi, false};
+  }
+  Walk(lo, hi, req.newest_first(), at, [&](const std::shared_ptr<const v1::JobAccount>& p) {
+    const v1::JobAccount& a = *p;
+    if (!matches(a)) return true;
     if (out.jobs_size() == page) {
       const v1::JobAccount& last = out.jobs(out.jobs_size() - 1);
       out.set_next_page_token(absl::StrCat(last.end_time_unix_ms(), ".", last.id()));
@@ -117,21 +133,39 @@ absl::StatusOr<v1::HistoryResponse> AccountBook::History(const v1::HistoryReques
     }
     *out.add_jobs() = a;
     return true;
-  };
-  if (!req.newest_first()) {
-    auto it = after && *after >= lo ? by_end_.upper_bound(*after) : by_end_.lower_bound(lo);
-    for (; it != by_end_.end() && it->first < hi; ++it) {
-      if (matches(*it->second) && !take(*it->second)) break;
-    }
-  } else {
-    auto it = after && *after < hi ? by_end_.lower_bound(*after) : by_end_.lower_bound(hi);
-    while (it != by_end_.begin()) {
-      --it;
-      if (it->first < lo) break;
-      if (matches(*it->second) && !take(*it->second)) break;
-    }
-  }
+  });
   return out;
+}
+
+void AccountBook::Walk(Key lo, Key hi, bool newest_first, Cursor at,
+                       const std::function<bool(const std::shared_ptr<const v1::JobAccount>&)>& visit) const {
+  constexpr size_t kChunk = 2048;
+  std::vector<std::shared_ptr<const v1::JobAccount>> chunk;
+  while (true) {
+    chunk.clear();
+    {
+      // A chunk at a time under the lock, visited outside it: a reader
+      // holds back the control state's publication for one chunk's copy,
+      // not for a whole scan of the book.
+      absl::ReaderMutexLock lock(&mu_);
+      if (!newest_first) {
+        auto it = at.inclusive ? by_end_.lower_bound(at.key) : by_end_.upper_bound(at.key);
+        for (; it != by_end_.end() && it->first < hi && chunk.size() < kChunk; ++it) chunk.push_back(it->second);
+      } else {
+        auto it = at.inclusive ? by_end_.upper_bound(at.key) : by_end_.lower_bound(at.key);
+        while (it != by_end_.begin() && chunk.size() < kChunk) {
+          --it;
+          if (it->first < lo) break;
+          chunk.push_back(it->second);
+        }
+      }
+    }
+    for (const auto& a : chunk) {
+      if (!visit(a)) return;
+    }
+    if (chunk.size() < kChunk) return;
+    at = {{chunk.back()->end_time_unix_ms(), chunk.back()->id()}, false};
+  }
 }
 
 absl::StatusOr<v1::UsageResponse> AccountBook::Usage(const v1::UsageRequest& req, absl::Time now) const {
@@ -140,15 +174,21 @@ absl::StatusOr<v1::UsageResponse> AccountBook::Usage(const v1::UsageRequest& req
   }
   absl::StatusOr<std::pair<int64_t, int64_t>> period = Period(req.since_unix_ms(), req.until_unix_ms(), now);
   if (!period.ok()) return period.status();
-  absl::ReaderMutexLock lock(&mu_);
+  const int64_t oldest = [&] {
+    absl::ReaderMutexLock lock(&mu_);
+    return Oldest(now);
+  }();
+  const Key lo{std::max(period->first, oldest), 0};
+  std::vector<std::shared_ptr<const v1::JobAccount>> kept;  // held while summed
+  Walk(lo, {period->second, 0}, false, {lo, true}, [&](const std::shared_ptr<const v1::JobAccount>& a) {
+    if (!req.user().empty() && a->user() != req.user()) return true;
+    if (!req.queue().empty() && a->queue() != req.queue()) return true;
+    kept.push_back(a);
+    return true;
+  });
   std::vector<const v1::JobAccount*> in;
-  for (auto it = by_end_.lower_bound({std::max(period->first, Oldest(now)), 0}); it != by_end_.end() && it->first.first < period->second;
-       ++it) {
-    const v1::JobAccount& a = *it->second;
-    if (!req.user().empty() && a.user() != req.user()) continue;
-    if (!req.queue().empty() && a.queue() != req.queue()) continue;
-    in.push_back(&a);
-  }
+  in.reserve(kept.size());
+  for (const auto& a : kept) in.push_back(a.get());
   v1::UsageResponse out = api::SumUsage(in, req.group_by() == "queue");
   out.set_since_unix_ms(period->first);
   out.set_until_unix_ms(period->second);

@@ -4,10 +4,11 @@
 // history` and `trainyard usage` (and their REST routes) read. The control
 // state puts an account each time it publishes a finished job (its usage
 // grows while its tasks stop) and when it deletes one; readers take the
-// book's own small lock, never the shell's.
+// book's own lock a chunk of accounts at a time, never the shell's.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <utility>
@@ -56,6 +57,18 @@ class AccountBook {
   void PutLocked(v1::JobAccount account) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The first end time kept as of `now`.
   int64_t Oldest(absl::Time now) const ABSL_SHARED_LOCKS_REQUIRED(mu_);
+  // Where a walk goes on from: at `key` (inclusive) or past it.
+  struct Cursor {
+    Key key;
+    bool inclusive = false;
+  };
+  // Calls `visit` on the accounts of [lo, hi) by key, oldest first (or
+  // newest first), from `at`, until it returns false: a chunk of them at a
+  // time under the lock, visited outside it (a writer waits for one chunk's
+  // copy, never a whole scan).
+  void Walk(Key lo, Key hi, bool newest_first, Cursor at,
+            const std::function<bool(const std::shared_ptr<const v1::JobAccount>&)>& visit) const
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Erase(std::map<Key, std::shared_ptr<const v1::JobAccount>>::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
