@@ -83,6 +83,10 @@ class Harness {
     config_.kill_grace_ms = 100;
     config_.jobmaster_enabled = false;
     config_.node_timeout_ms = 5000;
+    // Finished jobs leave the live views a minute on and deleted records
+    // are purged a day on (the time jumps of ops 8 and 9 reach both).
+    config_.finished_job_retention_minutes = 1;
+    config_.accounting_retention_days = 1;
     for (int i = 0; i < kNodes; ++i) agents_.push_back(Agent{.name = absl::StrCat("n", i)});
     state_ = Make();
     state_->Recover(StoreSnapshot{}, {}, now_);
@@ -147,7 +151,13 @@ std::string Harness::Step(uint8_t op) {
     case 6: return TaskExit(PickAgent(), false);
     case 7: return TaskExit(PickAgent(), true);
     case 8: now_ += absl::Milliseconds(10 * (Next() % 100)); return "time +<1s";
-    case 9: now_ += absl::Seconds(6); return "time +6s";
+    case 9:
+      if (Next() % 8 == 0) {
+        now_ += absl::Hours(25);
+        return "time +25h";
+      }
+      now_ += absl::Seconds(6);
+      return "time +6s";
     case 10: { Agent& a = PickAgent(); a.paused = !a.paused; return absl::StrCat(a.paused ? "pause " : "resume ", a.name); }
     case 11: { Agent& a = PickAgent(); Disconnect(a); return absl::StrCat("disconnect ", a.name); }
     case 12: return Reconnect(PickAgent());
