@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "median.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "api/accounting.h"
@@ -54,17 +55,7 @@ v1::JobRecord Record(uint64_t id, int tasks) {
   return rec;
 }
 
-template <typename F>
-double MedianMs(int samples, F&& f) {
-  std::vector<double> ms;
-  for (int i = 0; i < samples; ++i) {
-    auto start = std::chrono::steady_clock::now();
-    f();
-    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using bench::MedianMs;
 
 int Run(int jobs, int samples) {
   // The accounts, built first so the fill measures the book alone.

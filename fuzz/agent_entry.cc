@@ -5,7 +5,9 @@
 //    that has n1 and n2 registered and a job of two workers placed, and to
 //    a log hub with one follower of that job's logs. Each message goes
 //    where the server's AgentChannel sends it (agent_service.cc); a round
-//    and the persister's writes run after each, one second apart.
+//    and the persister's writes run after each, one second apart. Task
+//    resource samples go into a ResourceBook (of at most 64 tasks) and are
+//    read back as the job's answer and the /metrics sums.
 //  - launch_order: what the server orders an agent to run (a TaskSpec as
 //    the wire carries it), through the agent's own conversion and checks
 //    (agent::ToTaskLaunch), in a data dir of the scratch dir; nothing is
@@ -25,6 +27,7 @@
 #include "proto/service.pb.h"
 #include "server/control_state.h"
 #include "server/log_hub.h"
+#include "server/resource_book.h"
 #include "server/test_backend.h"
 #include "server/test_node.h"
 
@@ -106,7 +109,27 @@ struct Server {
   std::string job;  // the job's name
   std::unique_ptr<HubBackend> hub_backend;
   std::unique_ptr<server::LogHub> hub;
+  server::ResourceBook resources{{.keep_for = absl::Minutes(15), .max_tasks = 64}};
 };
+
+// As JobManager::OnTaskResources and JobResources (without the views'
+// filter, so every sample reaches the book): kept, then read back.
+void TakeResources(Server& s, const v1::TaskResourceReport& report) {
+  for (const v1::TaskResources& t : report.tasks()) s.resources.Record("n1", t, s.now);
+  v1::JobView view;
+  view.set_name(s.job);
+  for (int i = 0; i < 2; ++i) {
+    v1::TaskView* t = view.add_tasks();
+    t->set_role("worker");
+    t->set_index(i);
+    t->set_memory_mb(1024);
+    t->set_gpu_mask(1);
+  }
+  for (const v1::TaskResources& t : report.tasks()) {
+    (void)server::BuildJobResources(view, s.resources.Job(t.job_id(), absl::InfinitePast()), 1000);
+  }
+  (void)s.resources.Now(s.now, absl::Seconds(30));
+}
 
 // As AgentChannel's Handle: a stream registered as n1 (its certificate's
 // name) may register again only as n1.
@@ -123,6 +146,7 @@ void Deliver(Server& s, const v1::AgentMessage& m) {
     case v1::AgentMessage::kStatus: s.state->OnTaskStatus(node, m.status(), s.now); break;
     case v1::AgentMessage::kDraining: s.state->AgentDraining(node, m.draining().reason(), s.now); break;
     case v1::AgentMessage::kLog: s.hub->OnLogData(node, m.log()); break;
+    case v1::AgentMessage::kResources: TakeResources(s, m.resources()); break;
     default: break;
   }
 }

@@ -113,6 +113,23 @@ class ClusterTest(unittest.TestCase):
                 break
         self.assertEqual(states[-1], "RUNNING", states)
         self.wait_for_line(job, "worker", "started")
+        # What it uses, once its agent sampled it (every 10 s on `up`).
+        deadline = time.monotonic() + 60
+        while True:
+            tasks, totals = self.client.resources(job)
+            if any(t.task == f"{job}-worker-0" and t.latest is not None for t in tasks):
+                break
+            self.assertLess(time.monotonic(), deadline, tasks)
+            time.sleep(0.2)
+        worker = next(t for t in tasks if t.task == f"{job}-worker-0")
+        latest = worker.latest
+        assert latest is not None
+        self.assertGreater(latest.memory_bytes, 0)
+        self.assertLess(latest.cpu_cores, 0.5, "it sleeps")
+        self.assertFalse(worker.near_memory_limit)
+        self.assertEqual(worker.state, "RUNNING")
+        self.assertTrue(totals)
+        self.assertGreaterEqual(totals[-1].memory_bytes, latest.memory_bytes)
         self.assertEqual(self.client.kill(job, "no longer needed"), "KILLED")
         final = self.client.wait(job, timeout=60)
         self.assertEqual(final.state, "KILLED")
@@ -144,6 +161,8 @@ class ClusterTest(unittest.TestCase):
             self.client.describe("sdk-no-such-job")
         with self.assertRaises(trainyard.NotFoundError):
             self.client.kill("sdk-no-such-job")
+        with self.assertRaises(trainyard.NotFoundError):
+            self.client.resources("sdk-no-such-job")
         with self.assertRaises(trainyard.InvalidArgument) as state:
             self.client.list(states=["DONE"])
         self.assertIn("states[0]", str(state.exception))

@@ -22,7 +22,7 @@ from trainyard._pb import service_pb2, service_pb2_grpc, trainyard_pb2
 from trainyard.config import ClientConfig, resolve_config
 from trainyard.logs import LineAssembler, LogLine, split_stamp
 from trainyard.spec import Spec, spec_to_yaml
-from trainyard.views import Account, Job, UsageRow
+from trainyard.views import Account, Job, ResourceSample, TaskResources, UsageRow
 
 _JOB_STATES = ("QUEUED", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "KILLED")
 _FINISHED_STATES = ("SUCCEEDED", "FAILED", "KILLED", "DEADLINE_EXCEEDED")
@@ -204,6 +204,18 @@ class Client:
         except grpc.RpcError as e:
             raise self._error(e, "usage") from None
         return [UsageRow.from_proto(r) for r in response.rows], UsageRow.from_proto(response.total)
+
+    def resources(self, job: str, since: Optional[float] = None) -> tuple[list[TaskResources], list[ResourceSample]]:
+        """What each task of `job` uses, as its agent sampled it (`trainyard top`): every task
+        with its samples of the last 15 minutes (or since `since`, Unix seconds), oldest first,
+        and the job's sums per sample interval."""
+        request = service_pb2.JobResourcesRequest(job=job, since_unix_ms=_ms(since))
+        try:
+            response = self._stub.JobResources(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self._error(e, "resources") from None
+        return ([TaskResources.from_proto(t) for t in response.tasks],
+                [ResourceSample.from_proto(s) for s in response.totals])
 
     def list(self, include_finished: bool = False, user: str = "", queue: str = "",
              states: Sequence[str] = ()) -> list[Job]:

@@ -165,3 +165,48 @@ class UsageRow:
         return cls(key=r.key, jobs=r.jobs, succeeded=r.succeeded, failed=r.failed, killed=r.killed,
                    deadline_exceeded=r.deadline_exceeded, gpu_hours=r.gpu_hours, cpu_hours=r.cpu_hours,
                    memory_gb_hours=r.memory_gb_hours, elapsed_hours=r.elapsed_hours, mean_wait_s=r.mean_wait_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceSample:
+    """What a task (or a job, summed) used at one time, as its agent sampled it."""
+
+    time: float              # Unix seconds, the server's clock on arrival
+    cpu_cores: float         # averaged since the previous sample
+    memory_bytes: int        # working set of its cgroup, or resident set of its process tree
+    gpus_busy: float         # GPUs busy (a shared GPU's load apportioned by share)
+    gpu_memory_bytes: int
+
+    @classmethod
+    def from_proto(cls, s: service_pb2.TaskResourceSample) -> "ResourceSample":
+        """The ResourceSample of a TaskResourceSample message."""
+        return cls(time=s.time_unix_ms / 1000.0, cpu_cores=s.cpu_milli / 1000.0, memory_bytes=s.memory_bytes,
+                   gpus_busy=s.gpu_busy_milli / 1000.0, gpu_memory_bytes=s.gpu_memory_bytes)
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskResources:
+    """One task's samples of the last 15 minutes (`trainyard top`), oldest first."""
+
+    task: str
+    node: str
+    state: str
+    memory_limit_bytes: int  # 0: none
+    cpu_cores_asked: float
+    gpus_held: float
+    near_memory_limit: bool  # its last sample used 90 % of its memory limit or more
+    source: str              # "cgroup v2", "cgroup v1", "process tree"
+    samples: tuple[ResourceSample, ...]
+
+    @property
+    def latest(self) -> Optional[ResourceSample]:
+        """Its newest sample; None when it was not sampled yet."""
+        return self.samples[-1] if self.samples else None
+
+    @classmethod
+    def from_proto(cls, t: service_pb2.TaskResourcesView) -> "TaskResources":
+        """The TaskResources of a TaskResourcesView message."""
+        return cls(task=t.task, node=t.node, state=_enum_name(trainyard_pb2.TaskState, t.state, "TASK_"),
+                   memory_limit_bytes=t.memory_limit_bytes, cpu_cores_asked=t.vcores_milli / 1000.0,
+                   gpus_held=t.gpu_milli / 1000.0, near_memory_limit=t.near_memory_limit, source=t.source,
+                   samples=tuple(ResourceSample.from_proto(s) for s in t.samples))

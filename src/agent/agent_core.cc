@@ -177,6 +177,14 @@ std::vector<GpuInfo> AgentCore::LastGpus() const {
   return last_gpus_;
 }
 
+std::vector<ResourceSample> AgentCore::SampleResources(absl::Time now) {
+  std::vector<ResourceTarget> targets = supervisor_->ResourceTargets();
+  std::vector<GpuInfo> gpus = LastGpus();
+  absl::MutexLock lock(&sample_mu_);
+  if (!sampler_) sampler_ = std::make_unique<TaskResourceSampler>(proc_root_);
+  return sampler_->Sample(targets, supervisor_->limiter(), gpus, now);
+}
+
 absl::Status AgentCore::Launch(TaskLaunch launch) {
   int gpu_count = static_cast<int>(node_.gpus.size());
   core::GpuSet outside = launch.gpus - core::GpuSet::FirstN(gpu_count);

@@ -116,6 +116,10 @@ class AgentCore {
   // no GPU itself, so a scrape never runs the discovery beside a heartbeat.
   std::vector<GpuInfo> LastGpus() const ABSL_LOCKS_EXCLUDED(gpus_mu_);
 
+  // Samples what each running task uses now (task_resources.h); `now` on
+  // the supervisor's clock. Thread-safe (one sample at a time).
+  std::vector<ResourceSample> SampleResources(absl::Time now) ABSL_LOCKS_EXCLUDED(sample_mu_);
+
   // Launches a task after checking its GPUs exist on this node
   // (InvalidArgument naming them); the supervisor rejects GPUs held by
   // another task (FailedPrecondition naming them).
@@ -141,6 +145,8 @@ class AgentCore {
   std::vector<TaskStatus> adopted_;
   mutable absl::Mutex gpus_mu_;
   std::vector<GpuInfo> last_gpus_ ABSL_GUARDED_BY(gpus_mu_);
+  absl::Mutex sample_mu_ ABSL_ACQUIRED_BEFORE(gpus_mu_);
+  std::unique_ptr<TaskResourceSampler> sampler_ ABSL_GUARDED_BY(sample_mu_);
 };
 
 // MemTotal of PROC_ROOT/meminfo in MiB; an error naming the file.

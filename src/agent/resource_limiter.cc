@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
 #include "absl/strings/ascii.h"
@@ -66,6 +67,24 @@ int64_t KeyedValue(const std::string& text, absl::string_view key) {
     if (parts.size() == 2 && parts[0] == key && absl::SimpleAtoi(parts[1], &value)) return value;
   }
   return 0;
+}
+
+// A whole number file (memory.current, cpuacct.usage); nullopt when it
+// cannot be read.
+std::optional<int64_t> NumberIn(const std::string& path) {
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &value)) return std::nullopt;
+  return value;
+}
+
+// Memory in use less the inactive file cache (the kernel's working set, as
+// container runtimes report it), from a usage file and memory.stat's
+// `inactive_key`.
+std::optional<int64_t> WorkingSet(const std::string& dir, const char* usage_file, absl::string_view inactive_key) {
+  std::optional<int64_t> usage = NumberIn(absl::StrCat(dir, "/", usage_file));
+  if (!usage) return std::nullopt;
+  int64_t inactive = KeyedValue(ReadFile(dir + "/memory.stat"), inactive_key);
+  return std::max<int64_t>(0, *usage - inactive);
 }
 
 // The agent's own cgroup path for a v1 controller ("memory") or v2 (""),
@@ -129,6 +148,16 @@ class CgroupV2Limiter : public ResourceLimiter {
 
   void Release(const std::string& name) override { KillAndRemove(absl::StrCat(parent_, "/", name)); }
 
+  CgroupUsage Usage(const std::string& name) const override {
+    std::string dir = absl::StrCat(parent_, "/", name);
+    CgroupUsage use;
+    std::string stat = ReadFile(dir + "/cpu.stat");  // kept by every v2 cgroup
+    if (!stat.empty()) use.cpu_ns = KeyedValue(stat, "usage_usec") * 1000;
+    if (!confinement_.memory.empty()) use.memory_bytes = WorkingSet(dir, "memory.current", "inactive_file");
+    if (use.cpu_ns || use.memory_bytes) use.source = "cgroup v2";
+    return use;
+  }
+
  private:
   const std::string parent_;
   const Confinement confinement_;
@@ -184,6 +213,19 @@ class CgroupV1Limiter : public ResourceLimiter {
     std::string control = ReadFile(absl::StrCat(memory_parent_, "/", name, "/memory.oom_control"));
     // Kernels before 4.13 have no oom_kill counter; under_oom is the fallback.
     return KeyedValue(control, "oom_kill") > 0 || KeyedValue(control, "under_oom") > 0;
+  }
+
+  CgroupUsage Usage(const std::string& name) const override {
+    CgroupUsage use;
+    // A task has a cpu cgroup only when it asked for a CPU limit; cpuacct
+    // is mounted with cpu where it counts there.
+    if (!cpu_parent_.empty()) use.cpu_ns = NumberIn(absl::StrCat(cpu_parent_, "/", name, "/cpuacct.usage"));
+    if (!memory_parent_.empty()) {
+      use.memory_bytes =
+          WorkingSet(absl::StrCat(memory_parent_, "/", name), "memory.usage_in_bytes", "total_inactive_file");
+    }
+    if (use.cpu_ns || use.memory_bytes) use.source = "cgroup v1";
+    return use;
   }
 
   void Release(const std::string& name) override {

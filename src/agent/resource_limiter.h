@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,15 @@ struct PreparedLimits {
   std::vector<std::string> procs_files;  // write "0" into each (join the cgroup)
 };
 
+// What an attempt's cgroups have used (task_resources.h): CPU time in all
+// and memory in use now (the working set: usage less the inactive file
+// cache). Unset where no cgroup of that kind holds the attempt.
+struct CgroupUsage {
+  std::optional<int64_t> cpu_ns;
+  std::optional<int64_t> memory_bytes;
+  std::string source;  // "cgroup v2", "cgroup v1"; "" when neither is set
+};
+
 class ResourceLimiter {
  public:
   virtual ~ResourceLimiter() = default;
@@ -86,6 +96,9 @@ class ResourceLimiter {
   virtual bool OomKilled(const std::string& name) = 0;
   // Kills what is left in the attempt's cgroup and removes it.
   virtual void Release(const std::string& name) = 0;
+  // What attempt `name` uses now. Reads files only: safe beside the other
+  // calls (a cgroup released meanwhile reads as unset).
+  virtual CgroupUsage Usage(const std::string& /*name*/) const { return {}; }
 };
 using ResourceLimiterPtr = std::unique_ptr<ResourceLimiter>;
 

@@ -45,6 +45,18 @@ TEST(ResourceLimiterTest, UsesCgroupV2WhenUnifiedHierarchyHasMemory) {
   EXPECT_FALSE(limiter->OomKilled("job_w-0_a0"));
   Touch(task + "/memory.events", "low 0\nhigh 0\nmax 12\noom 1\noom_kill 1\n");
   EXPECT_TRUE(limiter->OomKilled("job_w-0_a0"));
+
+  // What it uses: CPU time in all, memory less its inactive file cache.
+  Touch(task + "/cpu.stat", "usage_usec 2500000\nuser_usec 2000000\nsystem_usec 500000\n");
+  Touch(task + "/memory.current", "104857600\n");
+  Touch(task + "/memory.stat", "anon 83886080\nfile 20971520\nactive_file 10485760\ninactive_file 10485760\n");
+  CgroupUsage use = limiter->Usage("job_w-0_a0");
+  EXPECT_EQ(use.cpu_ns, 2500000000);
+  EXPECT_EQ(use.memory_bytes, 94371840);
+  EXPECT_EQ(use.source, "cgroup v2");
+  CgroupUsage gone = limiter->Usage("released");
+  EXPECT_FALSE(gone.cpu_ns.has_value());
+  EXPECT_FALSE(gone.memory_bytes.has_value());
 }
 
 TEST(ResourceLimiterTest, V2PrepareErrorNamesTheFile) {
@@ -89,6 +101,14 @@ TEST(ResourceLimiterTest, UsesCgroupV1UnderTheAgentsOwnCgroup) {
   EXPECT_FALSE(limiter->OomKilled("x"));
   Touch(mem + "/memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 2\n");
   EXPECT_TRUE(limiter->OomKilled("x"));
+
+  Touch(cpu + "/cpuacct.usage", "1500000000\n");
+  Touch(mem + "/memory.usage_in_bytes", "52428800\n");
+  Touch(mem + "/memory.stat", "cache 4194304\nrss 48234496\ntotal_inactive_file 2097152\n");
+  CgroupUsage use = limiter->Usage("x");
+  EXPECT_EQ(use.cpu_ns, 1500000000);
+  EXPECT_EQ(use.memory_bytes, 50331648);
+  EXPECT_EQ(use.source, "cgroup v1");
 }
 
 TEST(ResourceLimiterTest, WithoutCgroupsTasksRunUnconfinedAndSaySo) {

@@ -442,7 +442,10 @@ bool ServerLink::Session() {
     }
     int interval = std::max(50, msg.registered().heartbeat_interval_ms());
     int full_every = msg.registered().full_heartbeat_every();
-    heartbeats = std::thread([this, interval, full_every, session] { Heartbeats(interval, full_every, session); });
+    int sample_every = msg.registered().sample_interval_ms();
+    heartbeats = std::thread([this, interval, full_every, sample_every, session] {
+      Heartbeats(interval, full_every, sample_every, session);
+    });
     while (!stopping_ && stream->Read(&msg)) Handle(msg);
   } else if (msg.has_error()) {
     Log(LogLevel::kError, "agent", "the server refused this node: %s", msg.error());
@@ -474,9 +477,16 @@ bool ServerLink::Session() {
   return accepted;
 }
 
-void ServerLink::Heartbeats(int interval_ms, int full_every, int64_t session) {
+void ServerLink::Heartbeats(int interval_ms, int full_every, int sample_interval_ms, int64_t session) {
   HeartbeatDelta delta(full_every);
+  // Real time, as the heartbeats: the first samples one interval after
+  // registration (the CPU of a sample is averaged since the one before).
+  absl::Time sample_at = absl::Now() + absl::Milliseconds(sample_interval_ms);
   for (;;) {
+    if (sample_interval_ms > 0 && absl::Now() >= sample_at) {
+      sample_at = absl::Now() + absl::Milliseconds(std::max(200, sample_interval_ms));
+      if (!SendResources(session)) return;
+    }
     {
       absl::Time beat_at = absl::Now() + absl::Milliseconds(interval_ms);  // real time: paces heartbeats
       absl::MutexLock lock(&mu_);
@@ -506,6 +516,30 @@ void ServerLink::Heartbeats(int interval_ms, int full_every, int64_t session) {
     AddTasks(hb, session, options_.clock->Now());
     if (!WriteLocked(msg, -1)) return;
   }
+}
+
+bool ServerLink::SendResources(int64_t session) {
+  std::vector<ResourceSample> samples = core_->SampleResources(options_.clock->Now());
+  if (samples.empty()) return true;
+  v1::AgentMessage msg;
+  v1::TaskResourceReport* report = msg.mutable_resources();
+  for (const ResourceSample& s : samples) {
+    v1::TaskResources* t = report->add_tasks();
+    t->set_job(s.key.job);
+    t->set_role(s.key.role);
+    t->set_index(s.key.index);
+    t->set_attempt(s.attempt);
+    t->set_job_id(s.job_id);
+    v1::TaskResourceSample* p = t->mutable_sample();
+    p->set_time_unix_ms(absl::ToUnixMillis(s.time));
+    p->set_cpu_milli(s.cpu_milli);
+    p->set_memory_bytes(s.memory_bytes);
+    p->set_gpu_busy_milli(s.gpu_busy_milli);
+    p->set_gpu_memory_bytes(s.gpu_memory_bytes);
+    t->set_memory_limit_bytes(s.memory_limit_bytes);
+    t->set_source(s.source);
+  }
+  return Write(msg, session);
 }
 
 void ServerLink::AddTasks(v1::Heartbeat* hb, int64_t session, absl::Time now) {

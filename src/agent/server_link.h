@@ -75,8 +75,12 @@ class ServerLink : public TaskListener {
   // true when the server accepted the registration.
   bool Session();
   // Heartbeats every `interval_ms` while `session` lasts; deltas (only
-  // what changed, heartbeat_delta.h) when `full_every` > 0.
-  void Heartbeats(int interval_ms, int full_every, int64_t session);
+  // what changed, heartbeat_delta.h) when `full_every` > 0. Between them,
+  // every `sample_interval_ms` (0: never), the tasks' resources.
+  void Heartbeats(int interval_ms, int full_every, int sample_interval_ms, int64_t session);
+  // Samples the running tasks (AgentCore::SampleResources) and sends them;
+  // false when the stream of `session` is gone.
+  bool SendResources(int64_t session);
   void Handle(const v1::ServerMessage& msg);
   // Queues a launch order (LaunchQueue); StartLaunch carries it out on a
   // worker, CancelLaunch reports or kills one a kill overtook.

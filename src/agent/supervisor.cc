@@ -461,6 +461,24 @@ core::GpuSet Supervisor::GpusInUse() const {
   return used;
 }
 
+std::vector<ResourceTarget> Supervisor::ResourceTargets() const {
+  std::vector<ResourceTarget> out;
+  absl::MutexLock lock(&mu_);
+  for (const auto& [key, task] : tasks_) {
+    if (task->state != TaskState::kRunning || task->pid <= 0) continue;
+    out.push_back(ResourceTarget{.key = key,
+                                 .attempt = task->attempt,
+                                 .job_id = task->launch.job_id,
+                                 .pid = task->pid,
+                                 .cgroup = task->cgroup,
+                                 .started = task->started,
+                                 .memory_limit_mb = task->launch.memory_limit_mb,
+                                 .gpus = task->launch.gpus,
+                                 .gpu_milli = task->launch.gpu_milli});
+  }
+  return out;
+}
+
 SupervisorMetrics Supervisor::Metrics() const {
   SupervisorMetrics m;
   absl::MutexLock lock(&mu_);

@@ -28,6 +28,7 @@
 #include "agent/resource_limiter.h"
 #include "agent/task.h"
 #include "agent/task_logs.h"
+#include "agent/task_resources.h"
 #include "agent/task_user.h"
 #include "common/clock.h"
 #include "common/histogram.h"
@@ -167,6 +168,10 @@ class Supervisor {
   std::vector<TaskStatus> Snapshot() const;
   // GPUs held by tasks that have not ended.
   core::GpuSet GpusInUse() const;
+  // The running attempts, for TaskResourceSampler.
+  std::vector<ResourceTarget> ResourceTargets() const;
+  // Reads what attempts use (ResourceLimiter::Usage); thread-safe.
+  const ResourceLimiter& limiter() const { return *limiter_; }
   // Tasks by state, GPU shares held, spawn latency and log bytes written,
   // now (reads the sizes of the running attempts' logs).
   SupervisorMetrics Metrics() const;

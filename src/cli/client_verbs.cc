@@ -599,6 +599,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   RegisterTokenVerbs(app, exit_code);
   RegisterLoginVerb(app, exit_code);
   RegisterAccountingVerbs(app, exit_code);
+  RegisterTopVerb(app, exit_code);
 
   static Common queues;
   c = app.add_subcommand("queues", "List queues: capacity, use, pending jobs");

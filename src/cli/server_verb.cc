@@ -134,6 +134,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--history-interval-ms", [](C& c) -> auto& { return c.history_interval_ms; },
                   "a sample of the cluster for the dashboard's charts every this many ms (0 = none; default 10000)");
+  AddConfigOption(cmd, &f, "--task-sample-interval-ms", [](C& c) -> auto& { return c.task_sample_interval_ms; },
+                  "agents sample each running task's CPU, memory and GPU use this often, for trainyard top and "
+                  "the job page (0 = never; default 10000)");
   AddConfigOption(cmd, &f, "--finished-job-retention-minutes",
                   [](C& c) -> auto& { return c.finished_job_retention_minutes; },
                   "a finished job leaves describe and jobs -a this long after it ended, as a delete takes it; "

@@ -58,6 +58,8 @@ int RunListing(const char* verb, const Common& f,
 
 // history, usage (accounting_verbs.cc).
 void RegisterAccountingVerbs(CLI::App& app, int* exit_code);
+// top (top_verb.cc).
+void RegisterTopVerb(CLI::App& app, int* exit_code);
 // nodes, cordon, uncordon, drain, node remove (node_verbs.cc).
 void RegisterNodeVerbs(CLI::App& app, int* exit_code);
 // token create (token_verb.cc).

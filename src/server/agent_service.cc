@@ -103,6 +103,10 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
         if (node_.empty()) return Refuse();
         manager_->OnAgentDraining(node_, in_.draining());
         return true;
+      case v1::AgentMessage::kResources:
+        if (node_.empty()) return Refuse();
+        manager_->OnTaskResources(node_, in_.resources());
+        return true;
       case v1::AgentMessage::kLog:
         if (node_.empty()) return Refuse();
         // Pushes of the log hub's subscriptions; anything else is not ours.

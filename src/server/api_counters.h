@@ -32,6 +32,7 @@ class GrpcCounters {
     kReportCheckpoint,
     kHistory,
     kUsage,
+    kJobResources,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -41,7 +42,7 @@ class GrpcCounters {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
-        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage"};
+        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage", "JobResources"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

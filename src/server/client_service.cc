@@ -121,6 +121,18 @@ grpc::Status ClientService::History(grpc::ServerContext* ctx, const v1::HistoryR
   return Counted(GrpcCounters::kHistory, grpc::Status::OK);
 }
 
+grpc::Status ClientService::JobResources(grpc::ServerContext* ctx, const v1::JobResourcesRequest* req,
+                                         v1::JobResourcesResponse* resp) {
+  // Who may describe a job may see what its tasks use.
+  if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
+    return Counted(GrpcCounters::kJobResources, ToGrpc(who.status()));
+  }
+  absl::StatusOr<v1::JobResourcesResponse> r = manager_->JobResources(*req);
+  if (!r.ok()) return Counted(GrpcCounters::kJobResources, ToGrpc(r.status()));
+  *resp = std::move(*r);
+  return Counted(GrpcCounters::kJobResources, grpc::Status::OK);
+}
+
 grpc::Status ClientService::Usage(grpc::ServerContext* ctx, const v1::UsageRequest* req, v1::UsageResponse* resp) {
   if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
     return Counted(GrpcCounters::kUsage, ToGrpc(who.status()));

@@ -146,6 +146,8 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "httpMaxLogStreams") Read(v, key, &c.http_max_log_streams, &errors);
     else if (key == "httpMaxWatchers") Read(v, key, &c.http_max_watchers, &errors);
     else if (key == "historyIntervalMs") Read(v, key, &c.history_interval_ms, &errors);
+    else if (key == "taskSampleIntervalMs") Read(v, key, &c.task_sample_interval_ms, &errors);
+    else if (key == "taskSampleMaxTasks") Read(v, key, &c.task_sample_max_tasks, &errors);
     else if (key == "historyRetentionMinutes") Read(v, key, &c.history_retention_minutes, &errors);
     else if (key == "accountingRetentionDays") Read(v, key, &c.accounting_retention_days, &errors);
     else if (key == "accountingMaxJobs") Read(v, key, &c.accounting_max_jobs, &errors);
@@ -325,6 +327,13 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   }
   if (c.http_max_watchers < 0 || c.http_max_watchers > 1024) {
     errors.push_back(absl::StrCat("httpMaxWatchers: ", c.http_max_watchers, " is not within 0..1024"));
+  }
+  if (c.task_sample_interval_ms != 0 && (c.task_sample_interval_ms < 200 || c.task_sample_interval_ms > 600000)) {
+    errors.push_back(absl::StrCat("taskSampleIntervalMs: ", c.task_sample_interval_ms,
+                                  " is not 0 (no samples) or within 200..600000"));
+  }
+  if (c.task_sample_max_tasks < 0 || c.task_sample_max_tasks > 1000000) {
+    errors.push_back(absl::StrCat("taskSampleMaxTasks: ", c.task_sample_max_tasks, " is not within 0..1000000"));
   }
   if (c.history_interval_ms != 0 && (c.history_interval_ms < 100 || c.history_interval_ms > 3600000)) {
     errors.push_back(absl::StrCat("historyIntervalMs: ", c.history_interval_ms, " is not 0 (no history) or within 100..3600000"));

@@ -83,6 +83,11 @@ struct ServerConfig {
   // every history_interval_ms (0 = none), kept this many minutes.
   int history_interval_ms = 10000;
   int history_retention_minutes = 180;
+  // Task resources (`trainyard top`, the job page's charts): agents sample
+  // their running tasks every task_sample_interval_ms (0 = never); the
+  // server keeps each task's last 15 minutes, for at most this many tasks.
+  int task_sample_interval_ms = 10000;
+  int task_sample_max_tasks = 20000;
   // Accounting (`trainyard history`, `trainyard usage`): finished jobs'
   // accounts are kept this many days after they end, at most this many
   // (the oldest ends leave first). The store keeps every job's record.

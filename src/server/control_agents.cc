@@ -153,6 +153,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   ack.set_node(in.name());
   ack.set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
   ack.set_full_heartbeat_every(kFullHeartbeatEvery);
+  ack.set_sample_interval_ms(config_.task_sample_interval_ms);
   backend_->Registered(in.name(), ack);
   // Tasks placed here that never reached the agent (it was away) go again.
   std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task

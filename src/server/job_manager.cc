@@ -30,6 +30,7 @@ JobManager::JobManager(ServerConfig config, StateStore* store, std::unique_ptr<c
                        const Clock* clock)
     : config_(config), store_(store), clock_(clock), queues_(scheduler->options().queues.root), control_(std::move(config), std::move(scheduler), &streams_,
                                                               clock->Now()) {
+  views_.resources().Configure(config_.task_sample_max_tasks, absl::Milliseconds(config_.task_sample_interval_ms));
   views_.accounts().SetLimits({.retention = absl::Hours(24) * config_.accounting_retention_days,
                                .max_jobs = static_cast<size_t>(config_.accounting_max_jobs)});
 }

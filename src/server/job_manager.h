@@ -125,6 +125,12 @@ class JobManager {
   void OnHeartbeat(const std::string& node, const v1::Heartbeat& hb);
   void OnTaskStatus(const std::string& node, const v1::TaskStatus& status);
   void OnAgentDraining(const std::string& node, const v1::Draining& draining);
+  // Keeps the samples of a node's running tasks (ResourceBook): those of
+  // tasks the views place on that node only. Never takes the shell's lock.
+  void OnTaskResources(const std::string& node, const v1::TaskResourceReport& report);
+  // A job's tasks' samples since `since` (0: all kept) and its sums.
+  // NotFound naming the job.
+  absl::StatusOr<v1::JobResourcesResponse> JobResources(const v1::JobResourcesRequest& request);
 
   // The address the server is reachable on (bound, so never port 0); job
   // masters report to it. Call before Start.

@@ -145,6 +145,49 @@ TEST_F(JobManagerTest, PlacesLaunchesWithFrameworkEnvAndSucceedsWhenWorkersCompl
   EXPECT_EQ(kills[0].role(), "ps");
 }
 
+// An agent's samples are kept for the tasks the server placed on its node
+// only: a node cannot speak for another's tasks, or for another job that
+// once had the same name.
+TEST_F(JobManagerTest, TaskResourcesAreKeptOnlyFromTheNodeThatRunsTheTask) {
+  FakeLink link1, link2;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 2), &link1).ok());
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n2", 2), &link2).ok());
+  std::string job = Submit("name: r\nreplicas:\n  worker:\n    count: 1\n    resources: {gpus: 2}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  std::vector<v1::TaskSpec> on1 = link1.Launches(), on2 = link2.Launches();
+  ASSERT_EQ(on1.size() + on2.size(), 1u);
+  const v1::TaskSpec t = on1.empty() ? on2[0] : on1[0];
+  const std::string node = on1.empty() ? "n2" : "n1", other = on1.empty() ? "n1" : "n2";
+  Report(node, t, v1::TASK_RUNNING);
+  auto report = [&](uint64_t job_id, int32_t cpu) {
+    v1::TaskResourceReport r;
+    v1::TaskResources* s = r.add_tasks();
+    s->set_job(job);
+    s->set_role("worker");
+    s->set_index(0);
+    s->set_job_id(job_id);
+    s->mutable_sample()->set_cpu_milli(cpu);
+    s->mutable_sample()->set_memory_bytes(64 << 20);
+    return r;
+  };
+  const uint64_t id = Describe(job).id();
+  manager_->OnTaskResources(other, report(id, 111));   // not its task
+  manager_->OnTaskResources(node, report(id + 1, 222));  // another job's id
+  manager_->OnTaskResources(node, report(id, 333));
+  v1::JobResourcesRequest req;
+  req.set_job(job);
+  absl::StatusOr<v1::JobResourcesResponse> r = manager_->JobResources(req);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->tasks_size(), 1);
+  ASSERT_EQ(r->tasks(0).samples_size(), 1);
+  EXPECT_EQ(r->tasks(0).samples(0).cpu_milli(), 333);
+  EXPECT_EQ(r->tasks(0).node(), node);
+  EXPECT_EQ(r->tasks(0).gpu_milli(), 2000);
+  EXPECT_EQ(r->sample_interval_ms(), config_.task_sample_interval_ms);
+  req.set_job("nope");
+  EXPECT_EQ(manager_->JobResources(req).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(JobManagerTest, ListJobsAnswersInPagesThatTogetherHoldEveryJobOnce) {
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());

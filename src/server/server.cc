@@ -86,6 +86,11 @@ class ManagerRestBackend final : public http::RestBackend {
     if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
     return manager_->Usage(req);
   }
+  absl::StatusOr<v1::JobResourcesResponse> JobResources(const http::Principal& who,
+                                                        const v1::JobResourcesRequest& req) override {
+    if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
+    return manager_->JobResources(req);
+  }
 
  private:
   absl::Status MayActOnJob(const http::Principal& who, const std::string& name, absl::string_view verb) {

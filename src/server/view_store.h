@@ -25,6 +25,7 @@
 #include "proto/service.pb.h"
 #include "server/account_book.h"
 #include "server/event_list.h"
+#include "server/resource_book.h"
 #include "server/stats.h"
 
 namespace trainyard::server {
@@ -96,6 +97,9 @@ class ViewStore {
   // job is deleted): history and usage read them. Its own lock.
   AccountBook& accounts() { return accounts_; }
   const AccountBook& accounts() const { return accounts_; }
+  // The running tasks' resource samples, as their agents send them.
+  ResourceBook& resources() { return resources_; }
+  const ResourceBook& resources() const { return resources_; }
 
   Versions CurrentVersions() const ABSL_LOCKS_EXCLUDED(mu_);
   // Waits until the versions differ from `seen` or `deadline` passes; what
@@ -141,6 +145,7 @@ class ViewStore {
   void Count(const JobEntry& entry, QueueCounts* cell, int64_t sign) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   AccountBook accounts_;
+  ResourceBook resources_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Slot> jobs_ ABSL_GUARDED_BY(mu_);
   LiveMap live_ ABSL_GUARDED_BY(mu_);

@@ -12,6 +12,8 @@
 //  - the overview's charts over time end at what the cluster holds;
 //  - the job page's log viewer shows a line within a second of the task
 //    printing it (the task prints "tick <unix ms>" lines);
+//  - the job page shows what the placed job's task uses (a row of figures)
+//    and charts of CPU, memory and GPUs busy whose job line is above zero;
 //  - the main pages have no serious or critical axe-core violations;
 //  - Kill on the job page takes the job off the running list, and the
 //    history page then lists it KILLED with its user's usage;
@@ -297,6 +299,31 @@ async function logViewerFollows(page) {
 
 // axe-core is injected as a script, which the dashboard's own
 // Content-Security-Policy forbids: it runs in a context that bypasses it.
+// The job page's resources: the agents' samples of the placed job's task,
+// a row of what it uses now and the charts over time.
+async function jobPageShowsResources(page) {
+  const { job, task } = expect.placed;
+  await open(page, `#/jobs/${job}`, 'job');
+  await page.waitForFunction(() => Number(document.getElementById('resources')?.dataset.samples || 0) > 1, null, { timeout: 30000 });
+  // Later fetches bring only the samples since the newest held: the page's grow.
+  const first = Number(await page.evaluate(() => document.getElementById('resources').dataset.samples));
+  await page.waitForFunction((n) => Number(document.getElementById('resources').dataset.samples) > n, first, { timeout: 30000 });
+  const row = await page.evaluate((name) => {
+    const tr = [...document.querySelectorAll('#resources-now tbody tr')].find((r) => r.cells[0].textContent === name);
+    return tr ? [...tr.cells].map((c) => c.textContent) : null;
+  }, task);
+  check(row && /^\d+\.\d\d$/.test(row[2]) && /[MG]iB$/.test(row[4]) && / of /.test(row[6]),
+    `resources row of ${task}: ${JSON.stringify(row)}`);
+  const last = (chart) => page.evaluate((c) => document.querySelector(`#resources figure[data-chart="${c}"] .chart-key[data-series="total"]`)?.dataset.last, chart);
+  const memory = Number(await last('memory'));
+  const gpus = Number(await last('gpu'));
+  check(memory > 0, `the memory chart's job line ends at ${memory}`);
+  check(gpus >= 1, `the GPUs-busy chart's job line ends at ${gpus} (a simulated GPU is busy while held)`);
+  check(await page.locator('#resources figure[data-chart="cpu"] polyline, #resources figure[data-chart="cpu"] circle').count() > 0, 'the CPU chart draws a line');
+  await shot(page, 'job-resources');
+  ok(`the job page shows ${task} using ${row[2]} cores and ${row[4]}, and charts the job's CPU, memory and GPUs busy`);
+}
+
 async function accessibility(_, browser) {
   const context = await browser.newContext({ viewport: { width: 1400, height: 900 }, bypassCSP: true });
   await context.addInitScript((token) => sessionStorage.setItem('trainyard-token', token), args.token);
@@ -361,7 +388,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, accessibility, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, jobPageShowsResources, accessibility, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

@@ -143,8 +143,9 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
     if (getenv("CI")) FAIL() << "CI must run the browser test: " << why;
     GTEST_SKIP() << why;
   }
-  // A sample for the overview's charts every 250 ms.
-  Cluster c({.nodes = 2, .server_flags = {"--history-interval-ms", "250"}});
+  // A sample for the overview's charts every 250 ms, of the tasks' resources
+  // every 500 ms.
+  Cluster c({.nodes = 2, .server_flags = {"--history-interval-ms", "250", "--task-sample-interval-ms", "500"}});
   ASSERT_TRUE(c.WaitNodesReady(2));
   std::string ticking = c.Submit(kTicking);
   nlohmann::json placed = WaitForJob(c, ticking, [](const nlohmann::json& j) {

@@ -4,6 +4,7 @@
 import { h, table, section, stateBadge, jobColour, when, ago, duration, ports } from './dom.js';
 import { getJson, postJson, jobPath, ApiError, authHeaders } from './api.js';
 import { LogViewer } from './logs.js';
+import { ResourcesView } from './resources.js';
 
 const kTerminal = new Set(['SUCCEEDED', 'FAILED', 'KILLED', 'DEADLINE_EXCEEDED']);
 
@@ -129,6 +130,7 @@ export function mount(main, params) {
   const head = h('div', {});
   const body = h('div', {});
   const logs = new LogViewer(name);
+  const resources = new ResourcesView(name);
   const kill = async () => {
     if (!confirm(`Kill job ${name}? Its tasks are stopped.`)) return;
     try {
@@ -137,7 +139,8 @@ export function mount(main, params) {
       alert(`Kill failed: ${e.message}`);
     }
   };
-  main.append(head, body, section('Logs', logs.el));
+  main.append(head, body, section('Resources', resources.el), section('Logs', logs.el));
+  resources.start();
   // The time left counts down between the job's changes (which redraw it).
   const ticker = setInterval(() => { const el = head.querySelector('#time-left'); if (el && el.tick) el.tick(); }, 1000);
   return {
@@ -168,6 +171,7 @@ export function mount(main, params) {
     dispose() {
       clearInterval(ticker);
       logs.stop();
+      resources.stop();
     },
   };
 }

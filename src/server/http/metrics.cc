@@ -6,6 +6,8 @@
 #include "server/http/metrics.h"
 
 #include <algorithm>
+#include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -100,6 +102,52 @@ void Users(Writer& w, const ViewStore& views) {
                absl::StrCat("queue=\"", Escape(queue), "\",user=\"", Escape(user), "\""), use.gpu_milli / 1000.0);
     }
   }
+}
+
+// What the running tasks use now (ResourceBook, each task's newest sample),
+// summed per queue and user like the GPUs held above: the label set is
+// bounded by the users running tasks, never by jobs or tasks (per task:
+// the REST API's /api/v1/jobs/{job}/resources and the agents' /metrics).
+void TaskResources(Writer& w, const ViewStore& views, absl::Time now) {
+  const ResourceBook& book = views.resources();
+  struct Use {
+    int64_t cpu_milli = 0, memory = 0, gpu_busy_milli = 0, gpu_memory = 0;
+  };
+  std::map<uint64_t, std::pair<std::string, std::string>> owners;  // live job id -> (queue, user)
+  for (const auto& j : views.Jobs(false)) owners[j->id()] = {j->queue(), j->user()};
+  std::map<std::pair<std::string, std::string>, Use> by_owner;
+  int64_t near = 0;
+  for (const ResourceBook::JobNow& j : book.Now(now, book.Fresh())) {
+    auto owner = owners.find(j.job_id);
+    if (owner == owners.end()) continue;  // ended: its tasks' last samples no longer count
+    Use& u = by_owner[owner->second];
+    u.cpu_milli += j.cpu_milli;
+    u.memory += j.memory_bytes;
+    u.gpu_busy_milli += j.gpu_busy_milli;
+    u.gpu_memory += j.gpu_memory_bytes;
+    near += j.near_memory_limit;
+  }
+  auto family = [&](const char* name, const char* help, auto value) {
+    w.Family(name, "gauge", help);
+    for (const auto& [key, u] : by_owner) {
+      w.Sample(name, absl::StrCat("queue=\"", Escape(key.first), "\",user=\"", Escape(key.second), "\""), value(u));
+    }
+  };
+  family("trainyard_user_cpu_cores_used", "CPU cores a user's running tasks use in a queue, as their agents last sampled them.",
+         [](const Use& u) { return u.cpu_milli / 1000.0; });
+  family("trainyard_user_memory_used_bytes", "Memory a user's running tasks use in a queue (working set, or resident set without a cgroup).",
+         [](const Use& u) { return static_cast<double>(u.memory); });
+  family("trainyard_user_gpus_busy", "GPUs a user's running tasks keep busy in a queue (utilisation summed; a shared GPU's apportioned by share).",
+         [](const Use& u) { return u.gpu_busy_milli / 1000.0; });
+  family("trainyard_user_gpu_memory_used_bytes", "GPU memory a user's running tasks use in a queue.",
+         [](const Use& u) { return static_cast<double>(u.gpu_memory); });
+  w.Gauge("trainyard_tasks_near_memory_limit", "Running tasks whose last sample used 90 % of their memory limit or more.",
+          static_cast<double>(near));
+  ResourceBook::Counts c = book.counts();
+  w.Gauge("trainyard_task_sample_series", "Tasks whose resource samples the server keeps (at most taskSampleMaxTasks).",
+          static_cast<double>(c.tasks));
+  w.Counter("trainyard_task_samples_refused_total", "Samples not kept because taskSampleMaxTasks tasks already had theirs.",
+            static_cast<double>(c.refused));
 }
 
 void Counters(Writer& w, const PublishedStats& s) {
@@ -294,6 +342,7 @@ std::string RenderMetrics(const MetricsSources& src) {
   Nodes(w, *src.views, src.now);
   Queues(w, *src.views);
   Users(w, *src.views);
+  TaskResources(w, *src.views, src.now);
   Counters(w, *src.views->Stats());
   Masters(w, src.masters, src.now);
   Requests(w, src);

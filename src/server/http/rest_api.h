@@ -56,6 +56,12 @@ class RestBackend {
   virtual absl::StatusOr<v1::UsageResponse> Usage(const Principal& /*who*/, const v1::UsageRequest& /*req*/) {
     return absl::UnimplementedError("this server keeps no accounting");
   }
+  // A job's task resource samples for `who`, as gRPC's JobResources
+  // answers (counted under rateLimits.listJobs).
+  virtual absl::StatusOr<v1::JobResourcesResponse> JobResources(const Principal& /*who*/,
+                                                                const v1::JobResourcesRequest& /*req*/) {
+    return absl::UnimplementedError("this server keeps no task samples");
+  }
 };
 
 // Registers every /api/v1 route (the log routes of log_routes.h and the
