@@ -13,6 +13,7 @@
 //    (agent::ToTaskLaunch), in a data dir of the scratch dir; nothing is
 //    started.
 #include <filesystem>
+#include <set>
 #include <memory>
 #include <string>
 
@@ -115,7 +116,13 @@ struct Server {
 // As JobManager::OnTaskResources and JobResources (without the views'
 // filter, so every sample reaches the book): kept, then read back.
 void TakeResources(Server& s, const v1::TaskResourceReport& report) {
-  for (const v1::TaskResources& t : report.tasks()) s.resources.Record("n1", t, s.now);
+  std::vector<const v1::TaskResources*> tasks;
+  std::set<uint64_t> jobs;
+  for (const v1::TaskResources& t : report.tasks()) {
+    tasks.push_back(&t);
+    if (jobs.size() < 4) jobs.insert(t.job_id());
+  }
+  s.resources.Record("n1", tasks, s.now);
   v1::JobView view;
   view.set_name(s.job);
   for (int i = 0; i < 2; ++i) {
@@ -125,8 +132,9 @@ void TakeResources(Server& s, const v1::TaskResourceReport& report) {
     t->set_memory_mb(1024);
     t->set_gpu_mask(1);
   }
-  for (const v1::TaskResources& t : report.tasks()) {
-    (void)server::BuildJobResources(view, s.resources.Job(t.job_id(), absl::InfinitePast()), 1000);
+  for (uint64_t id : jobs) {
+    (void)server::BuildJobResources(view, s.resources.Job(id, absl::InfinitePast()), 1000);
+    (void)server::BuildJobResources(view, s.resources.Job(id, s.now, true), 1000, true);
   }
   (void)s.resources.Now(s.now, absl::Seconds(30));
 }

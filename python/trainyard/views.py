@@ -174,14 +174,17 @@ class ResourceSample:
     time: float              # Unix seconds, the server's clock on arrival
     cpu_cores: float         # averaged since the previous sample
     memory_bytes: int        # working set of its cgroup, or resident set of its process tree
-    gpus_busy: float         # GPUs busy (a shared GPU's load apportioned by share)
+    # GPUs busy (a shared GPU's load apportioned by share); None: not known
+    # (a GPU whose driver does not tell, as under MIG)
+    gpus_busy: Optional[float]
     gpu_memory_bytes: int
 
     @classmethod
     def from_proto(cls, s: service_pb2.TaskResourceSample) -> "ResourceSample":
         """The ResourceSample of a TaskResourceSample message."""
         return cls(time=s.time_unix_ms / 1000.0, cpu_cores=s.cpu_milli / 1000.0, memory_bytes=s.memory_bytes,
-                   gpus_busy=s.gpu_busy_milli / 1000.0, gpu_memory_bytes=s.gpu_memory_bytes)
+                   gpus_busy=None if s.gpu_busy_milli < 0 else s.gpu_busy_milli / 1000.0,
+                   gpu_memory_bytes=s.gpu_memory_bytes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -189,9 +192,12 @@ class TaskResources:
     """One task's samples of the last 15 minutes (`trainyard top`), oldest first."""
 
     task: str
+    role: str
+    index: int
+    attempt: int
     node: str
     state: str
-    memory_limit_bytes: int  # 0: none
+    memory_limit_bytes: int  # as its node enforces it (0: none enforced)
     cpu_cores_asked: float
     gpus_held: float
     near_memory_limit: bool  # its last sample used 90 % of its memory limit or more
@@ -206,7 +212,7 @@ class TaskResources:
     @classmethod
     def from_proto(cls, t: service_pb2.TaskResourcesView) -> "TaskResources":
         """The TaskResources of a TaskResourcesView message."""
-        return cls(task=t.task, node=t.node, state=_enum_name(trainyard_pb2.TaskState, t.state, "TASK_"),
+        return cls(task=t.task, role=t.role, index=t.index, attempt=t.attempt, node=t.node, state=_enum_name(trainyard_pb2.TaskState, t.state, "TASK_"),
                    memory_limit_bytes=t.memory_limit_bytes, cpu_cores_asked=t.vcores_milli / 1000.0,
                    gpus_held=t.gpu_milli / 1000.0, near_memory_limit=t.near_memory_limit, source=t.source,
                    samples=tuple(ResourceSample.from_proto(s) for s in t.samples))

@@ -177,12 +177,14 @@ std::vector<GpuInfo> AgentCore::LastGpus() const {
   return last_gpus_;
 }
 
-std::vector<ResourceSample> AgentCore::SampleResources(absl::Time now) {
+std::vector<ResourceSample> AgentCore::SampleResources(const Clock& clock) {
   std::vector<ResourceTarget> targets = supervisor_->ResourceTargets();
   std::vector<GpuInfo> gpus = LastGpus();
   absl::MutexLock lock(&sample_mu_);
   if (!sampler_) sampler_ = std::make_unique<TaskResourceSampler>(proc_root_);
-  return sampler_->Sample(targets, supervisor_->limiter(), gpus, now);
+  // The time read once the locks are held: a wait for them is not counted
+  // in a rate.
+  return sampler_->Sample(targets, supervisor_->limiter(), gpus, node_.gpu_source == "simulated", clock.Now());
 }
 
 absl::Status AgentCore::Launch(TaskLaunch launch) {

@@ -116,9 +116,10 @@ class AgentCore {
   // no GPU itself, so a scrape never runs the discovery beside a heartbeat.
   std::vector<GpuInfo> LastGpus() const ABSL_LOCKS_EXCLUDED(gpus_mu_);
 
-  // Samples what each running task uses now (task_resources.h); `now` on
-  // the supervisor's clock. Thread-safe (one sample at a time).
-  std::vector<ResourceSample> SampleResources(absl::Time now) ABSL_LOCKS_EXCLUDED(sample_mu_);
+  // Samples what each running task uses now (task_resources.h), timed by
+  // `clock` (the supervisor's: attempts' starts are on it). Thread-safe
+  // (one sample at a time).
+  std::vector<ResourceSample> SampleResources(const Clock& clock) ABSL_LOCKS_EXCLUDED(sample_mu_);
 
   // Launches a task after checking its GPUs exist on this node
   // (InvalidArgument naming them); the supervisor rejects GPUs held by

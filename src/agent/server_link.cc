@@ -479,21 +479,29 @@ bool ServerLink::Session() {
 
 void ServerLink::Heartbeats(int interval_ms, int full_every, int sample_interval_ms, int64_t session) {
   HeartbeatDelta delta(full_every);
-  // Real time, as the heartbeats: the first samples one interval after
-  // registration (the CPU of a sample is averaged since the one before).
-  absl::Time sample_at = absl::Now() + absl::Milliseconds(sample_interval_ms);
+  // Real time, as the heartbeats pace themselves; samples keep their own
+  // cadence beside them (the first one interval after registration: the
+  // CPU of a sample is averaged since the one before).
+  const absl::Duration beat_every = absl::Milliseconds(interval_ms);
+  const absl::Duration sample_every = absl::Milliseconds(std::max(200, sample_interval_ms));
+  absl::Time beat_at = absl::Now() + beat_every;
+  absl::Time sample_at = sample_interval_ms > 0 ? absl::Now() + sample_every : absl::InfiniteFuture();
   for (;;) {
-    if (sample_interval_ms > 0 && absl::Now() >= sample_at) {
-      sample_at = absl::Now() + absl::Milliseconds(std::max(200, sample_interval_ms));
-      if (!SendResources(session)) return;
-    }
     {
-      absl::Time beat_at = absl::Now() + absl::Milliseconds(interval_ms);  // real time: paces heartbeats
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && session_ == session && !cv_.WaitWithDeadline(&mu_, beat_at)) {
+      absl::Time wake = std::min(beat_at, sample_at);
+      while (!stopping_ && session_ == session && !cv_.WaitWithDeadline(&mu_, wake)) {
       }
       if (stopping_ || session_ != session) return;
     }
+    absl::Time now = absl::Now();
+    if (now >= sample_at) {
+      sample_at += sample_every;
+      if (sample_at <= now) sample_at = now + sample_every;  // fell behind: no burst to catch up
+      if (!SendResources(session)) return;
+    }
+    if (now < beat_at) continue;
+    beat_at = now + beat_every;
     absl::StatusOr<HeartbeatSnapshot> snap = core_->Heartbeat();
     if (!snap.ok()) {
       Log(LogLevel::kWarning, "agent", "heartbeat: %s", std::string(snap.status().message()));
@@ -519,7 +527,7 @@ void ServerLink::Heartbeats(int interval_ms, int full_every, int sample_interval
 }
 
 bool ServerLink::SendResources(int64_t session) {
-  std::vector<ResourceSample> samples = core_->SampleResources(options_.clock->Now());
+  std::vector<ResourceSample> samples = core_->SampleResources(*options_.clock);
   if (samples.empty()) return true;
   v1::AgentMessage msg;
   v1::TaskResourceReport* report = msg.mutable_resources();

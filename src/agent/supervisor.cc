@@ -472,7 +472,8 @@ std::vector<ResourceTarget> Supervisor::ResourceTargets() const {
                                  .pid = task->pid,
                                  .cgroup = task->cgroup,
                                  .started = task->started,
-                                 .memory_limit_mb = task->launch.memory_limit_mb,
+                                 // As enforced: a limit no cgroup holds is no limit to be near.
+                                 .memory_limit_mb = limiter_->confinement().memory.empty() ? 0 : task->launch.memory_limit_mb,
                                  .gpus = task->launch.gpus,
                                  .gpu_milli = task->launch.gpu_milli});
   }

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
@@ -95,7 +96,8 @@ ProcessTable::TreeUse ProcessTable::Tree(pid_t root) const {
 
 std::vector<ResourceSample> TaskResourceSampler::Sample(const std::vector<ResourceTarget>& targets,
                                                         const ResourceLimiter& limiter,
-                                                        const std::vector<GpuInfo>& gpus, absl::Time now) {
+                                                        const std::vector<GpuInfo>& gpus, bool simulated,
+                                                        absl::Time now) {
   // Thousandths of each GPU held by the targets, to apportion its load.
   std::map<int, int64_t> held;
   for (const ResourceTarget& t : targets) {
@@ -121,30 +123,44 @@ std::vector<ResourceSample> TaskResourceSampler::Sample(const std::vector<Resour
     s.memory_bytes = use.memory_bytes.value_or(0);
     int64_t cpu_ns = use.cpu_ns.value_or(0);
     auto key = std::make_pair(t.key, t.attempt);
-    Last since{.cpu_ns = 0, .at = t.started};
-    if (auto it = last_.find(key); it != last_.end() && it->second.cpu_ns <= cpu_ns) since = it->second;
-    int64_t wall_ns = absl::ToInt64Nanoseconds(now - since.at);
-    if (wall_ns > 0) {
-      s.cpu_milli = static_cast<int32_t>(std::clamp<int64_t>((cpu_ns - since.cpu_ns) * 1000 / wall_ns, 0, 1 << 30));
+    // Since the last sample; the first since the attempt started. Not known
+    // (0 this once): an adopted attempt's start, or a count that went back.
+    std::optional<Last> since;
+    if (auto it = last_.find(key); it != last_.end()) {
+      if (it->second.cpu_ns <= cpu_ns) since = it->second;
+    } else if (t.started != absl::InfinitePast() && t.started < now) {
+      since = Last{.cpu_ns = 0, .at = t.started};
+    }
+    if (since) {
+      double wall_ns = absl::ToDoubleNanoseconds(now - since->at);
+      if (wall_ns > 0) {
+        double milli = static_cast<double>(cpu_ns - since->cpu_ns) * 1000.0 / wall_ns;
+        s.cpu_milli = static_cast<int32_t>(std::clamp(milli, 0.0, static_cast<double>(1 << 24)));
+      }
     }
     seen[key] = Last{.cpu_ns = cpu_ns, .at = now};
 
     int64_t mine = t.gpu_milli > 0 ? t.gpu_milli : 1000;
     int64_t busy = 0, memory_mb_milli = 0;
+    bool known = true;
     for (int g : t.gpus.Indices()) {
       auto info = std::find_if(gpus.begin(), gpus.end(), [g](const GpuInfo& i) { return i.index == g; });
       int64_t all = std::max<int64_t>(held[g], mine);
       if (info == gpus.end()) continue;
-      if (info->utilization_percent >= 0) {
-        busy += info->utilization_percent * 10 * mine / all;
-        memory_mb_milli += info->memory_used_mb * 1000 * mine / all;
-      } else {  // simulated: busy for the share held, its memory at least that share
+      if (simulated) {  // no load of its own: busy for the share held, its memory at least that share
         busy += mine;
         int64_t used_mb = std::max(info->memory_used_mb, info->memory_total_mb * std::min<int64_t>(all, 1000) / 1000);
         memory_mb_milli += used_mb * 1000 * mine / all;
+        continue;
       }
+      if (info->utilization_percent >= 0) {
+        busy += info->utilization_percent * 10 * mine / all;
+      } else {
+        known = false;  // MIG, or a driver that does not tell
+      }
+      memory_mb_milli += info->memory_used_mb * 1000 * mine / all;
     }
-    s.gpu_busy_milli = static_cast<int32_t>(std::min<int64_t>(busy, 1 << 30));
+    s.gpu_busy_milli = known ? static_cast<int32_t>(std::min<int64_t>(busy, 1 << 24)) : -1;
     s.gpu_memory_bytes = (memory_mb_milli << 20) / 1000;
     out.push_back(std::move(s));
   }

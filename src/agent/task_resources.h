@@ -32,8 +32,8 @@ struct ResourceTarget {
   uint64_t job_id = 0;
   pid_t pid = 0;           // its first process
   std::string cgroup;      // the limiter's name of the attempt ("" none)
-  absl::Time started;      // when the attempt started
-  int64_t memory_limit_mb = 0;
+  absl::Time started = absl::InfinitePast();  // when the attempt started (InfinitePast: not known)
+  int64_t memory_limit_mb = 0;  // as enforced on this node (0: none enforced)
   core::GpuSet gpus;
   int32_t gpu_milli = 0;   // a share of the one GPU in gpus; 0: whole GPUs
 };
@@ -45,9 +45,9 @@ struct ResourceSample {
   absl::Time time;
   int32_t cpu_milli = 0;
   int64_t memory_bytes = 0;
-  int32_t gpu_busy_milli = 0;
+  int32_t gpu_busy_milli = 0;      // -1: not known
   int64_t gpu_memory_bytes = 0;
-  int64_t memory_limit_bytes = 0;  // 0: none
+  int64_t memory_limit_bytes = 0;  // as enforced here; 0: none
   std::string source;              // "cgroup v2", "cgroup v1", "process tree"
 };
 
@@ -80,9 +80,13 @@ class TaskResourceSampler {
 
   // Samples each target at `now`. CPU is the time used since the target's
   // previous sample over the time between them (its first: since it
-  // started). `gpus` are the node's GPUs as last read. Not thread-safe.
+  // started; 0 when that is not known, an attempt adopted from an earlier
+  // agent, or its count went back: the next sample has it). `gpus` are the
+  // node's GPUs as last read; `simulated` GPUs count busy for the share
+  // held, a real GPU whose load is unknown makes the task's unknown (-1).
+  // Not thread-safe.
   std::vector<ResourceSample> Sample(const std::vector<ResourceTarget>& targets, const ResourceLimiter& limiter,
-                                     const std::vector<GpuInfo>& gpus, absl::Time now);
+                                     const std::vector<GpuInfo>& gpus, bool simulated, absl::Time now);
 
  private:
   const std::string proc_root_;

@@ -32,6 +32,20 @@
 
 namespace trainyard::cli {
 
+// The spec's text: the file, or standard input for "-" (verb_common.h).
+bool ReadSpec(const std::string& file, std::string* text) {
+  std::stringstream buffer;
+  if (file == "-") {
+    buffer << std::cin.rdbuf();
+    *text = buffer.str();
+    return !std::cin.bad();
+  }
+  std::ifstream in(file);
+  if (!in) return false;
+  buffer << in.rdbuf();
+  *text = buffer.str();
+  return true;
+}
 
 namespace {
 
@@ -109,21 +123,6 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
     if (show(v)) return outcome(v);
     std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
   }
-}
-
-// The spec's text: the file, or standard input for "-".
-bool ReadSpec(const std::string& file, std::string* text) {
-  std::stringstream buffer;
-  if (file == "-") {
-    buffer << std::cin.rdbuf();
-    *text = buffer.str();
-    return !std::cin.bad();
-  }
-  std::ifstream in(file);
-  if (!in) return false;
-  buffer << in.rdbuf();
-  *text = buffer.str();
-  return true;
 }
 
 int Submit(SubmitFlags& f) {
@@ -600,6 +599,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   RegisterLoginVerb(app, exit_code);
   RegisterAccountingVerbs(app, exit_code);
   RegisterTopVerb(app, exit_code);
+  RegisterScheduleVerbs(app, exit_code);
 
   static Common queues;
   c = app.add_subcommand("queues", "List queues: capacity, use, pending jobs");

@@ -3,6 +3,7 @@
 // sampled it (kubectl top's figures, per task), the job's sum below, and a
 // flag on a task at 90 % of its memory limit or more. -o json prints the
 // server's answer with each task's samples of the last 15 minutes.
+#include <algorithm>
 #include <iostream>
 #include <string>
 
@@ -42,7 +43,7 @@ int Top(const TopFlags& f) {
   auto stub = MakeStub(address);
   v1::JobResourcesRequest req;
   req.set_job(f.job);
-  if (f.output != "json") req.set_since_unix_ms(NowMs() - 3 * 60 * 1000);  // the newest is all a table shows
+  req.set_newest_only(f.output != "json");  // the newest is all a table shows
   v1::JobResourcesResponse resp;
   auto ctx = Context();
   grpc::Status st = stub->JobResources(ctx.get(), req, &resp);
@@ -55,22 +56,25 @@ int Top(const TopFlags& f) {
   int64_t cpu = 0, asked = 0, memory = 0, gpu_busy = 0, gpu_milli = 0, gpu_memory = 0;
   int sampled = 0, near = 0;
   for (const v1::TaskResourcesView& v : resp.tasks()) {
-    asked += v.vcores_milli();
-    gpu_milli += v.gpu_milli();
     std::string state = api::TaskStateName(v.state());
-    if (v.samples().empty()) {
+    // A task that is not running shows what it asked, and its last sample
+    // counts in no sum.
+    if (v.samples().empty() || v.state() != v1::TASK_RUNNING) {
       t.Add({Printable(v.task()), Printable(v.node()), state, "-", Cores(v.vcores_milli()), "-",
              v.memory_limit_bytes() > 0 ? Bytes(v.memory_limit_bytes()) : "-", "-", "-", "-", ""});
       continue;
     }
     const v1::TaskResourceSample& s = *v.samples().rbegin();
     ++sampled;
+    asked += v.vcores_milli();
+    gpu_milli += v.gpu_milli();
     cpu += s.cpu_milli();
     memory += s.memory_bytes();
-    gpu_busy += s.gpu_busy_milli();
+    gpu_busy += std::max(s.gpu_busy_milli(), 0);
     gpu_memory += s.gpu_memory_bytes();
     if (v.near_memory_limit()) ++near;
-    std::string gpus = v.gpu_milli() > 0 ? absl::StrCat(Cores(s.gpu_busy_milli()), "/", Cores(v.gpu_milli())) : "-";
+    std::string busy = s.gpu_busy_milli() < 0 ? "?" : Cores(s.gpu_busy_milli());  // a GPU that does not tell
+    std::string gpus = v.gpu_milli() > 0 ? absl::StrCat(busy, "/", Cores(v.gpu_milli())) : "-";
     t.Add({Printable(v.task()), Printable(v.node()), state, Cores(s.cpu_milli()), Cores(v.vcores_milli()),
            Bytes(s.memory_bytes()), v.memory_limit_bytes() > 0 ? Bytes(v.memory_limit_bytes()) : "-",
            Percent(s.memory_bytes(), v.memory_limit_bytes()), gpus,
@@ -80,7 +84,7 @@ int Top(const TopFlags& f) {
          gpu_milli > 0 ? Bytes(gpu_memory) : "-", near > 0 ? Count(near, "task") + " near its memory limit" : ""});
   std::cout << t.Render();
   if (sampled == 0) {
-    std::cerr << "no samples of job " << Printable(f.job) << " yet: its agents sample running tasks every "
+    std::cerr << "no samples of a running task of job " << Printable(f.job) << " yet: its agents sample running tasks every "
               << (resp.sample_interval_ms() > 0 ? absl::StrCat(resp.sample_interval_ms() / 1000.0, " s")
                                                 : std::string("... never (the server's taskSampleIntervalMs is 0)"))
               << "\n";

@@ -56,6 +56,12 @@ int RunListing(const char* verb, const Common& f,
   return kExitOk;
 }
 
+// A spec's text: the file, or standard input for "-"; false when it
+// cannot be read.
+bool ReadSpec(const std::string& file, std::string* text);
+
+// schedule create/list/describe/pause/resume/delete/run (schedule_verbs.cc).
+void RegisterScheduleVerbs(CLI::App& app, int* exit_code);
 // history, usage (accounting_verbs.cc).
 void RegisterAccountingVerbs(CLI::App& app, int* exit_code);
 // top (top_verb.cc).

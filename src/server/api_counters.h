@@ -33,6 +33,9 @@ class GrpcCounters {
     kHistory,
     kUsage,
     kJobResources,
+    kCreateSchedule,
+    kListSchedules,
+    kUpdateSchedule,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -42,7 +45,7 @@ class GrpcCounters {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
-        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage", "JobResources"};
+        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage", "JobResources", "CreateSchedule", "ListSchedules", "UpdateSchedule"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

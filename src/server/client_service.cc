@@ -133,6 +133,61 @@ grpc::Status ClientService::JobResources(grpc::ServerContext* ctx, const v1::Job
   return Counted(GrpcCounters::kJobResources, grpc::Status::OK);
 }
 
+grpc::Status ClientService::CreateSchedule(grpc::ServerContext* ctx, const v1::CreateScheduleRequest* req,
+                                           v1::ScheduleView* resp) {
+  // Counted as a submission: each run is one, as its creator's.
+  absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kSubmit);
+  if (!who.ok()) return Counted(GrpcCounters::kCreateSchedule, ToGrpc(who.status()));
+  absl::StatusOr<v1::ScheduleView> view = CreateScheduleFromRequest(manager_, *req, {*who, &security_->access()});
+  if (!view.ok()) return Counted(GrpcCounters::kCreateSchedule, ToGrpc(view.status()));
+  *resp = std::move(*view);
+  return Counted(GrpcCounters::kCreateSchedule, grpc::Status::OK);
+}
+
+grpc::Status ClientService::ListSchedules(grpc::ServerContext* ctx, const v1::ListSchedulesRequest* req,
+                                          v1::ListSchedulesResponse* resp) {
+  // Every user may see every schedule, as every job (a spec holds no secret).
+  if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
+    return Counted(GrpcCounters::kListSchedules, ToGrpc(who.status()));
+  }
+  std::vector<v1::ScheduleView> views = manager_->ListSchedules(req->name());
+  if (!req->name().empty() && views.empty()) {
+    return Counted(GrpcCounters::kListSchedules,
+                   ToGrpc(absl::NotFoundError(absl::StrCat("schedule ", req->name(), " not found"))));
+  }
+  for (v1::ScheduleView& v : views) *resp->add_schedules() = std::move(v);
+  return Counted(GrpcCounters::kListSchedules, grpc::Status::OK);
+}
+
+grpc::Status ClientService::UpdateSchedule(grpc::ServerContext* ctx, const v1::ScheduleRequest* req,
+                                           v1::ScheduleView* resp) {
+  // Its owner, an administrator of its queue, or an admin: as a job's.
+  absl::StatusOr<security::Principal> who =
+      WhoWithin(ctx, req->action() == v1::SCHEDULE_RUN ? UserRateLimiter::kSubmit : UserRateLimiter::kListJobs);
+  if (!who.ok()) return Counted(GrpcCounters::kUpdateSchedule, ToGrpc(who.status()));
+  std::vector<v1::ScheduleView> found = manager_->ListSchedules(req->name());
+  if (req->name().empty() || found.empty()) {
+    return Counted(GrpcCounters::kUpdateSchedule,
+                   ToGrpc(absl::NotFoundError(absl::StrCat("schedule ", req->name(), " not found"))));
+  }
+  const v1::ScheduleRecord& rec = found[0].schedule();
+  const char* verb = req->action() == v1::SCHEDULE_PAUSE    ? "pause"
+                     : req->action() == v1::SCHEDULE_RESUME ? "resume"
+                     : req->action() == v1::SCHEDULE_DELETE ? "delete"
+                                                            : "run";
+  if (!security_->access().MayActOnJob(*who, rec.name(), {rec.user(), rec.spec().queue()}, verb).ok()) {
+    return Counted(GrpcCounters::kUpdateSchedule,
+                   ToGrpc(absl::PermissionDeniedError(absl::StrCat(
+                       "you ('", who->user, "') may not ", verb, " schedule ", rec.name(), ": it belongs to '",
+                       rec.user(), "'; only its owner, an administrator of queue '", rec.spec().queue(),
+                       "' or a cluster admin may"))));
+  }
+  absl::StatusOr<v1::ScheduleView> view = manager_->UpdateSchedule(req->name(), req->action());
+  if (!view.ok()) return Counted(GrpcCounters::kUpdateSchedule, ToGrpc(view.status()));
+  *resp = std::move(*view);
+  return Counted(GrpcCounters::kUpdateSchedule, grpc::Status::OK);
+}
+
 grpc::Status ClientService::Usage(grpc::ServerContext* ctx, const v1::UsageRequest* req, v1::UsageResponse* resp) {
   if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
     return Counted(GrpcCounters::kUsage, ToGrpc(who.status()));

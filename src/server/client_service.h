@@ -44,6 +44,9 @@ class ClientService final
   grpc::Status History(grpc::ServerContext*, const v1::HistoryRequest*, v1::HistoryResponse*) override;
   grpc::Status Usage(grpc::ServerContext*, const v1::UsageRequest*, v1::UsageResponse*) override;
   grpc::Status JobResources(grpc::ServerContext*, const v1::JobResourcesRequest*, v1::JobResourcesResponse*) override;
+  grpc::Status CreateSchedule(grpc::ServerContext*, const v1::CreateScheduleRequest*, v1::ScheduleView*) override;
+  grpc::Status ListSchedules(grpc::ServerContext*, const v1::ListSchedulesRequest*, v1::ListSchedulesResponse*) override;
+  grpc::Status UpdateSchedule(grpc::ServerContext*, const v1::ScheduleRequest*, v1::ScheduleView*) override;
   grpc::Status DescribeJob(grpc::ServerContext*, const v1::DescribeJobRequest*, v1::JobView*) override;
   // The job's view, then each change of its state or reason, until it ends.
   // Holds a thread while it waits: bounded per user and in all

@@ -21,6 +21,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
   // The snapshot's records are moved into the control state, not copied
   // (a restart of a big cluster holds a hundred thousand tasks).
   started_ = now;
+  schedules_.Recover(snap.meta);
   next_job_id_ = snap.max_job_id + 1;
   if (auto floor = snap.meta.find(kNextJobIdFloor); floor != snap.meta.end()) {
     uint64_t at_least = 0;

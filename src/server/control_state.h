@@ -41,6 +41,7 @@
 #include "server/execution_backend.h"
 #include "server/log_places.h"
 #include "server/persister.h"
+#include "server/schedules.h"
 #include "server/stats.h"
 #include "server/view_store.h"
 #include "store/state_store.h"
@@ -119,6 +120,26 @@ class ControlState {
   // Deleted records that ended accountingRetentionDays ago are purged from
   // the store. Checked at most once a minute; RunRound calls it.
   void ExpireFinished(absl::Time now);
+
+  // ---- schedules (control_schedules.cc; server/schedules.h) ----
+  // Adds a schedule (written with the next write; answer once durable).
+  // Errors: Schedules::Create's.
+  absl::StatusOr<v1::ScheduleView> CreateSchedule(v1::ScheduleRecord rec, absl::Time now);
+  // Pauses, resumes or deletes a schedule, or runs it now (the run is put
+  // in `fires`, whatever its last run does). Errors: NotFound naming it,
+  // InvalidArgument for no action.
+  absl::StatusOr<v1::ScheduleView> UpdateSchedule(const std::string& name, v1::ScheduleAction action, absl::Time now,
+                                                  std::vector<ScheduleFire>* fires);
+  // The runs due at `now`, after each schedule's concurrency policy spoke:
+  // a run due while the last has not ended is skipped (skip), goes beside
+  // it (queue), or kills it first (replace). The shell submits them.
+  std::vector<ScheduleFire> TakeDueSchedules(absl::Time now);
+  // A run's submission was answered: the job it made, or why none.
+  void ScheduleRunDone(const ScheduleFire& fire, const absl::StatusOr<std::string>& job, absl::Time now);
+  const v1::ScheduleRecord* FindSchedule(const std::string& name) const { return schedules_.Find(name); }
+  // Publishes the schedules' views when they changed, and once a second
+  // (their runs' jobs end on their own).
+  void PublishSchedules(ViewStore* views, absl::Time now);
 
   // ---- admin: nodes (control_admin.cc) ----
   // Errors: NotFound naming the node. Cordon: no new task lands on the node;
@@ -494,6 +515,13 @@ class ControlState {
   std::unique_ptr<core::Scheduler> scheduler_;
   ExecutionBackend* const backend_;
   Persister persister_;
+  Schedules schedules_;
+  absl::Time next_schedule_publish_ = absl::InfinitePast();
+  // Writes the schedules that changed (Schedules::TakeWrites) into the
+  // persister's batch.
+  void WriteSchedules();
+  // A schedule's view: its record, next run, runs that have not ended.
+  v1::ScheduleView ScheduleViewOf(const v1::ScheduleRecord& rec) const;
   // Every job kept, by name (hashed: looked up several times per event).
   absl::flat_hash_map<std::string, std::unique_ptr<JobRt>> jobs_;
   // Deleted jobs by the name their record is kept under (NAME#ID): what the

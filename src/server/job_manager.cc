@@ -171,6 +171,11 @@ void JobManager::Loop() {
     auto round_start = std::chrono::steady_clock::now();
     control_.RunRound(now);
     round_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
+    std::vector<ScheduleFire> fires = TakeScheduleWork(now);
+    if (now >= next_resource_prune_) {  // samples of tasks gone, also when no report comes
+      views_.resources().Prune(now);
+      next_resource_prune_ = now + absl::Minutes(1);
+    }
     if (now >= next_publish_) {
       // Node and queue views cover the whole cluster; publishing them takes
       // at most 1% of the loop's time (2% while the recovered jobs' views
@@ -186,6 +191,7 @@ void JobManager::Loop() {
     }
     AfterEvent();  // what the round changed may place more at once
     Answer(std::move(answers));  // their views are published: describe right after sees them
+    SubmitScheduled(std::move(fires));
   }
 }
 
@@ -209,6 +215,7 @@ void JobManager::ExcuseOverloadLocked(absl::Time now) {
 void JobManager::ScheduleNowForTest() {
   absl::MutexLock lock(&mu_);
   control_.RunRound(clock_->Now());
+  SubmitScheduled(TakeScheduleWork(clock_->Now()));
   control_.PublishNodesAndQueues(&views_, clock_->Now());
   PublishStats();
   AfterEvent();

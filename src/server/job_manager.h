@@ -102,6 +102,18 @@ class JobManager {
   // A job master's answer to an order to checkpoint (ControlState::CheckpointReported).
   absl::Status ReportCheckpoint(const v1::CheckpointReport& report);
 
+  // ---- schedules (job_manager_schedules.cc; docs/schedules.md) ----
+  // Creates a schedule of `rec.spec` as `rec.user`'s (admitted already,
+  // submission.h): the spec is checked as a run's submission would be
+  // (CheckSubmission; `parse_problems` answered with it) and may not hold
+  // secret values. Answered once durable.
+  absl::StatusOr<v1::ScheduleView> CreateSchedule(v1::ScheduleRecord rec, std::vector<std::string> parse_problems);
+  // Pauses, resumes, deletes or runs a schedule now (then answered once the
+  // run's job is submitted, the run in the view's history). Durable first.
+  absl::StatusOr<v1::ScheduleView> UpdateSchedule(const std::string& name, v1::ScheduleAction action);
+  // The published schedules; only `name`'s when it is not "".
+  std::vector<v1::ScheduleView> ListSchedules(const std::string& name);
+
   // ---- the log hub (job_manager_logs.cc) ----
   // `hub` hears of every change to a job (nullptr: no more). Call before
   // Start, and with nullptr before the hub goes.
@@ -159,6 +171,30 @@ class JobManager {
  private:
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // Schedules in a loop turn: records what their runs' submissions
+  // answered, takes the runs due now (ControlState::TakeDueSchedules).
+  std::vector<ScheduleFire> TakeScheduleWork(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submits the runs as their owners' jobs through SubmitAsync, which
+  // takes the lock: released meanwhile, as Answer does. Each answer is
+  // queued for the next turn (a callback of SubmitAsync never takes mu_).
+  void SubmitScheduled(std::vector<ScheduleFire> fires) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The callback that queues a run's answer.
+  SubmitDone ScheduleOutcome(ScheduleFire fire);
+  // Where the views place each task of a job, by (role, index), kept while
+  // its view is the same (OnTaskResources).
+  struct TaskPlaces {
+    std::shared_ptr<const v1::JobView> view;
+    std::map<std::pair<std::string, int>, std::string> nodes;
+  };
+  std::shared_ptr<const TaskPlaces> PlacesOf(const std::string& job) ABSL_LOCKS_EXCLUDED(places_mu_);
+  absl::Mutex places_mu_;
+  std::map<std::string, std::shared_ptr<const TaskPlaces>> places_ ABSL_GUARDED_BY(places_mu_);
+  size_t places_tasks_ ABSL_GUARDED_BY(places_mu_) = 0;
+  absl::Time next_resource_prune_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Runs' submissions answered, waiting for the loop to record them.
+  absl::Mutex schedule_outcomes_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::vector<std::pair<ScheduleFire, absl::StatusOr<std::string>>> schedule_outcomes_
+      ABSL_GUARDED_BY(schedule_outcomes_mu_);
   // SubmitAsync's path for a job array (spec.array): every element in one
   // durable batch, taken in and answered together.
   void SubmitArray(CheckedSpec checked, SubmitDone done) ABSL_LOCKS_EXCLUDED(mu_);

@@ -10,29 +10,43 @@
 
 namespace trainyard::server {
 
-void JobManager::OnTaskResources(const std::string& node, const v1::TaskResourceReport& report) {
-  ResourceBook& book = views_.resources();
-  absl::Time now = clock_->Now();
-  // Where the views place each task of the jobs in the report: an agent
-  // speaks for its own tasks only.
-  std::string job_name;
-  std::shared_ptr<const v1::JobView> view;
-  std::map<std::pair<std::string, int>, const v1::TaskView*> tasks;
-  for (const v1::TaskResources& t : report.tasks()) {
-    if (!view || t.job() != job_name) {
-      job_name = t.job();
-      std::optional<ViewStore::JobEntry> entry = views_.Job(job_name);
-      view = entry ? entry->view : nullptr;
-      tasks.clear();
-      if (view) {
-        for (const v1::TaskView& tv : view->tasks()) tasks[{tv.role(), tv.index()}] = &tv;
-      }
-    }
-    if (!view || t.job_id() == 0 || view->id() != t.job_id()) continue;
-    auto it = tasks.find({t.role(), t.index()});
-    if (it == tasks.end() || it->second->node() != node) continue;
-    book.Record(node, t, now);
+std::shared_ptr<const JobManager::TaskPlaces> JobManager::PlacesOf(const std::string& job) {
+  std::optional<ViewStore::JobEntry> entry = views_.Job(job);
+  if (!entry) return nullptr;
+  absl::MutexLock lock(&places_mu_);
+  auto it = places_.find(job);
+  // Built again only when the job's view changed: a report per node per
+  // interval must not walk a 10,000-task job each time.
+  if (it != places_.end() && it->second->view == entry->view) return it->second;
+  auto places = std::make_shared<TaskPlaces>();
+  places->view = entry->view;
+  for (const v1::TaskView& t : entry->view->tasks()) places->nodes[{t.role(), t.index()}] = t.node();
+  // Bounded (jobs and their tasks); what is dropped is built again as
+  // reports come.
+  if (it != places_.end()) places_tasks_ -= it->second->nodes.size();
+  if (places_.size() >= 4096 || places_tasks_ > 500000) {
+    places_.clear();
+    places_tasks_ = 0;
   }
+  places_tasks_ += places->nodes.size();
+  places_[job] = places;
+  return places;
+}
+
+void JobManager::OnTaskResources(const std::string& node, const v1::TaskResourceReport& report) {
+  // An agent speaks for its own tasks only: those the views place on it,
+  // of the job of that id.
+  std::vector<const v1::TaskResources*> kept;
+  kept.reserve(static_cast<size_t>(report.tasks_size()));
+  std::shared_ptr<const TaskPlaces> places;
+  for (const v1::TaskResources& t : report.tasks()) {
+    if (!places || places->view->name() != t.job()) places = PlacesOf(t.job());
+    if (!places || t.job_id() == 0 || places->view->id() != t.job_id()) continue;
+    auto it = places->nodes.find({t.role(), t.index()});
+    if (it == places->nodes.end() || it->second != node) continue;
+    kept.push_back(&t);
+  }
+  if (!kept.empty()) views_.resources().Record(node, kept, clock_->Now());
 }
 
 absl::StatusOr<v1::JobResourcesResponse> JobManager::JobResources(const v1::JobResourcesRequest& req) {
@@ -40,8 +54,8 @@ absl::StatusOr<v1::JobResourcesResponse> JobManager::JobResources(const v1::JobR
   std::optional<ViewStore::JobEntry> entry = views_.Job(req.job());
   if (!entry) return absl::NotFoundError(absl::StrCat("job ", req.job(), " not found"));
   absl::Time since = absl::FromUnixMillis(req.since_unix_ms());
-  return BuildJobResources(*entry->view, views_.resources().Job(entry->view->id(), since),
-                           config_.task_sample_interval_ms);
+  return BuildJobResources(*entry->view, views_.resources().Job(entry->view->id(), since, req.newest_only()),
+                           config_.task_sample_interval_ms, req.newest_only());
 }
 
 }  // namespace trainyard::server

@@ -188,6 +188,114 @@ TEST_F(JobManagerTest, TaskResourcesAreKeptOnlyFromTheNodeThatRunsTheTask) {
   EXPECT_EQ(manager_->JobResources(req).status().code(), absl::StatusCode::kNotFound);
 }
 
+// Schedules through the shell: a run is submitted when due, as its
+// owner's job named NAME-UNIXSECONDS; the next is skipped while it runs
+// (skip) or kills it (replace); a run by hand answers with its job; a
+// restarted server reads the schedules and their runs back.
+TEST_F(JobManagerTest, SchedulesSubmitRunsAsTheirOwnersJobsAndSurviveARestart) {
+  auto create = [&](const std::string& name, v1::ConcurrencyPolicy policy) {
+    v1::ScheduleRecord rec;
+    rec.set_name(name);
+    rec.set_user("ana");
+    rec.set_cron("* * * * *");
+    rec.set_concurrency(policy);
+    std::vector<std::string> problems =
+        api::ParseJobSpecYamlInto("name: x\nreplicas:\n  worker:\n    command: [sleep, '600']\n", rec.mutable_spec());
+    EXPECT_TRUE(problems.empty());
+    return manager_->CreateSchedule(rec, {});
+  };
+  auto schedule = [&](const std::string& name) {
+    std::vector<v1::ScheduleView> v = manager_->ListSchedules(name);
+    return v.empty() ? v1::ScheduleView() : v[0];
+  };
+  // Runs until each schedule's newest run is recorded (the store answers
+  // submissions on its own thread; the next turn records them).
+  auto turn_until = [&](const std::string& name, int runs) {
+    return WaitUntil([&] {
+      manager_->ScheduleNowForTest();
+      return schedule(name).schedule().runs_size() >= runs;
+    });
+  };
+  absl::StatusOr<v1::ScheduleView> skip = create("every-minute", v1::CONCURRENCY_SKIP);
+  ASSERT_TRUE(skip.ok()) << skip.status();
+  EXPECT_EQ(skip->schedule().user(), "ana");
+  EXPECT_EQ(skip->schedule().spec().queue(), "default") << "named at creation: who may act on it is decided by it";
+  ASSERT_TRUE(create("replacing", v1::CONCURRENCY_REPLACE).ok());
+  EXPECT_EQ(create("every-minute", v1::CONCURRENCY_SKIP).status().code(), absl::StatusCode::kAlreadyExists);
+  const int64_t first_due = skip->next_run_unix_ms();
+  ASSERT_GT(first_due, absl::ToUnixMillis(clock_.Now()));
+
+  clock_.Advance(absl::Milliseconds(first_due) - (clock_.Now() - absl::UnixEpoch()) + absl::Milliseconds(1));
+  ASSERT_TRUE(turn_until("every-minute", 1));
+  ASSERT_TRUE(turn_until("replacing", 1));
+  v1::ScheduleRun run = schedule("every-minute").schedule().runs(0);
+  EXPECT_EQ(run.outcome(), "submitted") << run.message();
+  EXPECT_EQ(run.job(), "every-minute-" + std::to_string(first_due / 1000));
+  EXPECT_EQ(Describe(run.job()).user(), "ana");
+  const std::string replaced = schedule("replacing").schedule().runs(0).job();
+  ASSERT_FALSE(replaced.empty());
+  EXPECT_THAT(schedule("every-minute").live_jobs(), ::testing::ElementsAre(run.job()));
+
+  // A minute on, both first runs still queued (no node): skipped; replaced.
+  clock_.Advance(absl::Minutes(1));
+  ASSERT_TRUE(turn_until("every-minute", 2));
+  ASSERT_TRUE(turn_until("replacing", 2));
+  v1::ScheduleRun skipped = schedule("every-minute").schedule().runs(1);
+  EXPECT_EQ(skipped.outcome(), "skipped");
+  EXPECT_EQ(skipped.job(), "");
+  EXPECT_THAT(skipped.message(), HasSubstr(run.job() + " has not ended (concurrency: skip)"));
+  v1::ScheduleRun next = schedule("replacing").schedule().runs(1);
+  EXPECT_EQ(next.outcome(), "submitted");
+  EXPECT_THAT(next.message(), HasSubstr("replaced " + replaced));
+  EXPECT_EQ(Describe(replaced).state(), v1::JOB_KILLED);
+
+  // Paused: nothing comes due; by hand: a run now, answered with its job.
+  ASSERT_TRUE(manager_->UpdateSchedule("every-minute", v1::SCHEDULE_PAUSE).ok());
+  clock_.Advance(absl::Minutes(3));
+  manager_->ScheduleNowForTest();
+  EXPECT_EQ(schedule("every-minute").schedule().runs_size(), 2);
+  EXPECT_EQ(schedule("every-minute").next_run_unix_ms(), 0);
+  absl::StatusOr<v1::ScheduleView> by_hand = manager_->UpdateSchedule("every-minute", v1::SCHEDULE_RUN);
+  ASSERT_TRUE(by_hand.ok()) << by_hand.status();
+  const v1::ScheduleRun& hand = *by_hand->schedule().runs().rbegin();
+  EXPECT_TRUE(hand.by_hand());
+  EXPECT_EQ(hand.outcome(), "submitted");
+  EXPECT_EQ(hand.job(), "every-minute-" + std::to_string(absl::ToUnixSeconds(clock_.Now())));
+  EXPECT_EQ(manager_->UpdateSchedule("nosuch", v1::SCHEDULE_PAUSE).status().code(), absl::StatusCode::kNotFound);
+
+  // A restart reads them back: paused, with their runs.
+  ASSERT_TRUE(manager_->UpdateSchedule("replacing", v1::SCHEDULE_DELETE).ok());
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  ASSERT_TRUE(sched.ok());
+  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+  ASSERT_TRUE(manager_->Recover().ok());
+  manager_->ScheduleNowForTest();
+  v1::ScheduleView back = schedule("every-minute");
+  EXPECT_TRUE(back.schedule().paused());
+  EXPECT_EQ(back.schedule().runs_size(), 3);
+  EXPECT_TRUE(manager_->ListSchedules("replacing").empty()) << "deleted";
+  EXPECT_EQ(Describe(replaced).state(), v1::JOB_KILLED) << "its jobs stay";
+}
+
+// A spec no run could submit is refused at creation, naming the field.
+TEST_F(JobManagerTest, AScheduleOfASpecNoRunCouldSubmitIsRefused) {
+  v1::ScheduleRecord rec;
+  rec.set_name("bad");
+  rec.set_user("ana");
+  rec.set_cron("@daily");
+  std::vector<std::string> problems =
+      api::ParseJobSpecYamlInto("name: x\nreplicas:\n  worker:\n    count: -1\n    command: [x]\n", rec.mutable_spec());
+  absl::StatusOr<v1::ScheduleView> v = manager_->CreateSchedule(rec, problems);
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("replicas.worker.count"));
+  rec.clear_spec();
+  problems = api::ParseJobSpecYamlInto(
+      "name: x\nreplicas:\n  worker:\n    command: [x]\n    env: {TOKEN: {secret: s3cret}}\n", rec.mutable_spec());
+  v = manager_->CreateSchedule(rec, problems);
+  EXPECT_THAT(std::string(v.status().message()), HasSubstr("replicas.worker.env.TOKEN: a schedule's spec cannot"));
+  EXPECT_TRUE(manager_->ListSchedules("").empty());
+}
+
 TEST_F(JobManagerTest, ListJobsAnswersInPagesThatTogetherHoldEveryJobOnce) {
   FakeLink link;
   ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());

@@ -2,6 +2,8 @@
 // long, its bound, and the job answer built from it.
 #include "server/resource_book.h"
 
+#include <cstdint>
+
 #include "gtest/gtest.h"
 
 namespace trainyard::server {
@@ -58,18 +60,66 @@ TEST(ResourceBookTest, KeepsAtMostMaxTasksAndCountsWhatItRefused) {
   book.Record("n", Task("w", 0, 0, 1, 1), kT0);
   book.Record("n", Task("w", 1, 0, 1, 1), kT0);
   book.Record("n", Task("w", 2, 0, 1, 1), kT0);
-  book.Record("n", Task("w", 0, 0, 1, 1), kT0 + absl::Seconds(1));  // a task kept goes on
+  book.Record("n", Task("w", 0, 0, 1, 1), kT0 + absl::Seconds(10));  // a task kept goes on
   ResourceBook::Counts c = book.counts();
   EXPECT_EQ(c.tasks, 2);
   EXPECT_EQ(c.samples, 3);
   EXPECT_EQ(c.refused, 1);
+  // Full: a task sampled no more (w-1, for over three intervals) makes room.
+  book.Record("n", Task("w", 0, 0, 1, 1), kT0 + absl::Seconds(40));
+  book.Record("n", Task("w", 2, 0, 1, 1), kT0 + absl::Seconds(41));
+  c = book.counts();
+  EXPECT_EQ(c.tasks, 2);
+  EXPECT_EQ(c.refused, 1);
+  EXPECT_EQ(book.Job(7, absl::InfinitePast()).count({"w", 1}), 0u);
+  EXPECT_EQ(book.Job(7, absl::InfinitePast()).count({"w", 2}), 1u);
+}
+
+TEST(ResourceBookTest, WhatAnAgentSendsIsBoundedAndClamped) {
+  ResourceBook book;
+  // Faster than the interval: each takes the last one's place.
+  for (int i = 0; i < 1000; ++i) book.Record("n", Task("w", 0, 0, i, 1), kT0 + absl::Milliseconds(i));
+  auto job = book.Job(7, absl::InfinitePast());
+  ASSERT_EQ(job.at({"w", 0}).samples.size(), 1u);
+  EXPECT_EQ(job.at({"w", 0}).samples.back().cpu_milli, 999);
+  // At the interval for hours: the last kMaxSamples.
+  for (int i = 1; i <= 500; ++i) book.Record("n", Task("w", 0, 0, i, 1), kT0 + absl::Seconds(10 * i));
+  EXPECT_EQ(book.Job(7, absl::InfinitePast()).at({"w", 0}).samples.size(), ResourceBook::kMaxSamples);
+  // Figures past any task's: clamped, so no sum overflows.
+  v1::TaskResources huge = Task("w", 1, 0, INT32_MAX, INT64_MAX, 7, INT64_MAX);
+  huge.mutable_sample()->set_gpu_busy_milli(-5);
+  huge.mutable_sample()->set_gpu_memory_bytes(-1);
+  book.Record("n", huge, kT0 + absl::Seconds(5000));
+  book.Record("n", huge, kT0 + absl::Seconds(5010));
+  ResourceBook::Sample s = book.Job(7, absl::InfinitePast()).at({"w", 1}).samples.back();
+  EXPECT_EQ(s.cpu_milli, ResourceBook::kMaxMilli);
+  EXPECT_EQ(s.memory_bytes, ResourceBook::kMaxBytes);
+  EXPECT_EQ(s.gpu_busy_milli, -1) << "not known";
+  EXPECT_EQ(s.gpu_memory_bytes, 0);
+  EXPECT_TRUE(ResourceBook::NearLimit(INT64_MAX, INT64_MAX));
+}
+
+TEST(ResourceBookTest, StampsNeverGoBackSoAReaderOfTheNewestMissesNone) {
+  ResourceBook book;
+  book.Record("n1", Task("w", 0, 0, 1, 1), kT0 + absl::Seconds(20));
+  // A report that was on its way with an earlier time: stamped no earlier.
+  book.Record("n2", Task("w", 1, 0, 2, 1), kT0 + absl::Seconds(19));
+  auto since = book.Job(7, kT0 + absl::Seconds(20));
+  ASSERT_EQ(since.at({"w", 1}).samples.size(), 1u);
+  EXPECT_EQ(since.at({"w", 1}).samples[0].time_unix_ms, absl::ToUnixMillis(kT0 + absl::Seconds(20)));
+  // The newest comes always, however late `since` is; alone with newest_only.
+  book.Record("n1", Task("w", 0, 0, 3, 1), kT0 + absl::Seconds(30));
+  EXPECT_EQ(book.Job(7, kT0 + absl::Hours(1)).at({"w", 1}).samples.size(), 1u);
+  auto newest = book.Job(7, absl::InfinitePast(), /*newest_only=*/true);
+  ASSERT_EQ(newest.at({"w", 0}).samples.size(), 1u);
+  EXPECT_EQ(newest.at({"w", 0}).samples[0].cpu_milli, 3);
 }
 
 TEST(ResourceBookTest, NowSumsEachJobsFreshSamplesAndCountsTasksNearTheirLimit) {
   ResourceBook book;
+  book.Record("n", Task("w", 2, 0, 300, 10, 7, 100), kT0 - absl::Minutes(2));  // stale: not counted
   book.Record("n", Task("w", 0, 0, 1000, 95, 7, 100), kT0);
   book.Record("n", Task("w", 1, 0, 500, 10, 7, 100), kT0);
-  book.Record("n", Task("w", 2, 0, 300, 10, 7, 100), kT0 - absl::Minutes(2));  // stale: not counted
   book.Record("n", Task("ps", 0, 0, 200, 50, 9), kT0);
   std::vector<ResourceBook::JobNow> now = book.Now(kT0, absl::Seconds(30));
   ASSERT_EQ(now.size(), 2u);
@@ -115,12 +165,18 @@ TEST(ResourceBookTest, TheJobAnswerHasEveryTaskOfTheViewAndSumsPerInterval) {
   EXPECT_FALSE(r.tasks(1).near_memory_limit());
   EXPECT_EQ(r.tasks(2).samples_size(), 0) << "not sampled yet, still listed";
   EXPECT_EQ(r.tasks(2).memory_limit_bytes(), 1 << 20) << "the limit it asked for";
-  // Two intervals: both tasks in the first, w-0 alone in the second.
+  // Two intervals: both tasks in the first; in the second w-0's new sample
+  // and w-1's from the first (it sent none since, but recently).
   ASSERT_EQ(r.totals_size(), 2);
   EXPECT_EQ(r.totals(0).cpu_milli(), 1500);
   EXPECT_EQ(r.totals(0).memory_bytes(), 105);
   EXPECT_EQ(r.totals(0).time_unix_ms(), absl::ToUnixMillis(kT0 + absl::Milliseconds(300)));
-  EXPECT_EQ(r.totals(1).cpu_milli(), 800);
+  EXPECT_EQ(r.totals(1).cpu_milli(), 1300);
+  // Only the newest: each task's last sample and the last sums.
+  v1::JobResourcesResponse newest = BuildJobResources(view, book.Job(7, absl::InfinitePast(), true), 10000, true);
+  EXPECT_EQ(newest.tasks(0).samples_size(), 1);
+  ASSERT_EQ(newest.totals_size(), 1);
+  EXPECT_EQ(newest.totals(0).cpu_milli(), 1300);
 }
 
 }  // namespace

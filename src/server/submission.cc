@@ -44,4 +44,22 @@ void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, const 
   manager->SubmitAsync(std::move(spec), std::move(parse_problems), std::move(done));
 }
 
+absl::StatusOr<v1::ScheduleView> CreateScheduleFromRequest(JobManager* manager, const v1::CreateScheduleRequest& req,
+                                                           const Submitter& by) {
+  const int64_t limit = manager->config().max_spec_bytes;
+  if (static_cast<int64_t>(req.spec_yaml().size()) > limit) {
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", req.spec_yaml().size(), " bytes is above the ", limit,
+                                                   " bytes this server takes (maxSpecBytes in its config)"));
+  }
+  v1::ScheduleRecord rec;
+  std::vector<std::string> parse_problems = api::ParseJobSpecYamlInto(req.spec_yaml(), rec.mutable_spec());
+  if (absl::Status may = by.access->AdmitSubmission(by.who, rec.mutable_spec()); !may.ok()) return may;
+  rec.set_name(req.name());
+  rec.set_user(rec.spec().user());
+  rec.set_cron(req.cron());
+  rec.set_time_zone(req.time_zone());
+  rec.set_concurrency(req.concurrency());
+  return manager->CreateSchedule(std::move(rec), std::move(parse_problems));
+}
+
 }  // namespace trainyard::server

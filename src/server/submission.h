@@ -26,4 +26,12 @@ struct Submitter {
 void SubmitFromRequest(JobManager* manager, const v1::SubmitRequest& req, const Submitter& by,
                        JobManager::SubmitDone done);
 
+// Creates a schedule of `req`'s spec for `by` through the same steps: the
+// size check, the parse, AccessPolicy::AdmitSubmission (its runs are
+// `by`'s jobs, in the queue and priority `by` may submit to), then
+// JobManager::CreateSchedule. Errors as SubmitFromRequest's, and those of
+// the schedule (name, cron, time_zone).
+absl::StatusOr<v1::ScheduleView> CreateScheduleFromRequest(JobManager* manager, const v1::CreateScheduleRequest& req,
+                                                           const Submitter& by);
+
 }  // namespace trainyard::server

@@ -130,6 +130,16 @@ void ViewStore::PutQueues(QueuesPtr queues) {
   Bump(&versions_.queues);
 }
 
+void ViewStore::PutSchedules(SchedulesPtr schedules) {
+  absl::MutexLock lock(&mu_);
+  schedules_ = std::move(schedules);
+}
+
+ViewStore::SchedulesPtr ViewStore::Schedules() const {
+  absl::MutexLock lock(&mu_);
+  return schedules_;
+}
+
 void ViewStore::Bump(int64_t* version) {
   ++*version;
   changed_.SignalAll();

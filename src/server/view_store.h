@@ -60,6 +60,8 @@ class ViewStore {
   };
   using NodesPtr = std::shared_ptr<const std::vector<NodeEntry>>;
   using QueuesPtr = std::shared_ptr<const v1::ListQueuesResponse>;
+  // Every schedule, by name (`trainyard schedule list`).
+  using SchedulesPtr = std::shared_ptr<const std::vector<v1::ScheduleView>>;
   using StatsPtr = std::shared_ptr<const PublishedStats>;
   // What has been published: jobs moves with every job put or removed,
   // nodes when a node's view (not its heartbeat time or free disk) or the
@@ -76,6 +78,7 @@ class ViewStore {
   void RemoveJob(const std::string& name) ABSL_LOCKS_EXCLUDED(mu_);
   void PutNodes(NodesPtr nodes) ABSL_LOCKS_EXCLUDED(mu_);
   void PutQueues(QueuesPtr queues) ABSL_LOCKS_EXCLUDED(mu_);
+  void PutSchedules(SchedulesPtr schedules) ABSL_LOCKS_EXCLUDED(mu_);
   void PutStats(StatsPtr stats) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The job's entry; nullopt for a job never published (unknown).
@@ -88,6 +91,7 @@ class ViewStore {
   std::optional<std::string> LiveJobUser(uint64_t id) const ABSL_LOCKS_EXCLUDED(mu_);
   NodesPtr Nodes() const ABSL_LOCKS_EXCLUDED(mu_);
   QueuesPtr Queues() const ABSL_LOCKS_EXCLUDED(mu_);
+  SchedulesPtr Schedules() const ABSL_LOCKS_EXCLUDED(mu_);
   StatsPtr Stats() const ABSL_LOCKS_EXCLUDED(mu_);
   Counts StateCounts() const ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -151,6 +155,7 @@ class ViewStore {
   LiveMap live_ ABSL_GUARDED_BY(mu_);
   NodesPtr nodes_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<NodeEntry>>();
   QueuesPtr queues_ ABSL_GUARDED_BY(mu_) = std::make_shared<const v1::ListQueuesResponse>();
+  SchedulesPtr schedules_ ABSL_GUARDED_BY(mu_) = std::make_shared<const std::vector<v1::ScheduleView>>();
   StatsPtr stats_ ABSL_GUARDED_BY(mu_) = std::make_shared<const PublishedStats>();
   std::map<std::string, QueueCounts, std::less<>> queue_counts_ ABSL_GUARDED_BY(mu_);
   std::array<int64_t, v1::TaskState_ARRAYSIZE> task_counts_ ABSL_GUARDED_BY(mu_){};

@@ -201,7 +201,13 @@ struct EtcdStateStore::Impl {
         txn.add_success()->mutable_request_delete_range()->set_key(std::move(key));
       }
     }
-    for (const auto& [key, value] : stage.meta) AddPut(txn, absl::StrCat(prefix, "m/", key), value);
+    for (const auto& [key, value] : stage.meta) {
+      if (value.has_value()) {
+        AddPut(txn, absl::StrCat(prefix, "m/", key), *value);
+      } else {
+        txn.add_success()->mutable_request_delete_range()->set_key(absl::StrCat(prefix, "m/", key));
+      }
+    }
     int64_t bytes = static_cast<int64_t>(txn.ByteSizeLong());
     if (txn.success_size() > options.max_txn_ops || bytes > options.max_request_bytes) {
       return absl::ResourceExhaustedError(absl::StrCat(

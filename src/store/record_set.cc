@@ -152,6 +152,10 @@ struct RecordSet::Lookup {
       if (StagedJob* staged = Find(purge->id)) staged->purged = true;
       return absl::OkStatus();
     }
+    if (const auto* del = std::get_if<WriteBatch::DeleteMetaOp>(&op)) {
+      sub.meta[del->key] = std::nullopt;
+      return absl::OkStatus();
+    }
     const auto& meta_op = std::get<WriteBatch::PutMetaOp>(op);
     sub.meta[meta_op.key] = meta_op.value;
     return absl::OkStatus();
@@ -203,7 +207,13 @@ void RecordSet::Publish(RecordStage stage) {
       nodes_.erase(name);
     }
   }
-  for (auto& [key, value] : stage.meta) meta_[key] = std::move(value);
+  for (auto& [key, value] : stage.meta) {
+    if (value.has_value()) {
+      meta_[key] = std::move(*value);
+    } else {
+      meta_.erase(key);
+    }
+  }
   next_seq_ = stage.next_seq;
 }
 

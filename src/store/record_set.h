@@ -39,7 +39,7 @@ struct StagedJob {
 struct RecordStage {
   std::map<uint64_t, StagedJob> jobs;
   std::map<std::string, std::optional<v1::NodeRecord>> nodes;  // nullopt: deleted
-  std::map<std::string, std::string> meta;
+  std::map<std::string, std::optional<std::string>> meta;  // nullopt: deleted
   int64_t next_seq = 1;
   int batches = 0;
 };

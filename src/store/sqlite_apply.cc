@@ -211,6 +211,9 @@ absl::Status ApplyOp(Database& db, const WriteBatch::Op& op) {
     }
     return absl::OkStatus();
   }
+  if (const auto* del = std::get_if<WriteBatch::DeleteMetaOp>(&op)) {
+    return RunKeyed(db, "DELETE FROM meta WHERE key = ?", del->key, nullptr, "deleting metadata");
+  }
   const auto& meta = std::get<WriteBatch::PutMetaOp>(op);
   return RunKeyed(db,
                   "INSERT INTO meta(key, value) VALUES(?, ?) "

@@ -74,8 +74,12 @@ class WriteBatch {
   struct PurgeJobOp {
     uint64_t id = 0;
   };
+  // Removes a metadata key; no error when it is absent.
+  struct DeleteMetaOp {
+    std::string key;
+  };
   using Op = std::variant<CreateJobOp, UpdateJobOp, PutTaskOp, AppendEventOp, PutNodeOp,
-                          DeleteNodeOp, PutMetaOp, PurgeJobOp>;
+                          DeleteNodeOp, PutMetaOp, PurgeJobOp, DeleteMetaOp>;
 
   void CreateJob(v1::JobRecord job, v1::JobEventRecord first_event);
   void UpdateJob(v1::JobRecord job);
@@ -84,6 +88,7 @@ class WriteBatch {
   void PutNode(v1::NodeRecord node);
   void DeleteNode(std::string name);
   void PutMeta(std::string key, std::string value);
+  void DeleteMeta(std::string key);
   void PurgeJob(uint64_t id);
 
   // Returns the writes in the order they were added; stores apply them in it.

@@ -339,6 +339,29 @@ TEST_P(StateStoreTest, NodesAndMetadataRoundTrip) {
   EXPECT_EQ(*store_->GetMeta("next_job_id"), "18");
 }
 
+TEST_P(StateStoreTest, DeletedMetadataIsGoneAndABinaryValueRoundTrips) {
+  const std::string binary("a\0b\xff", 4);  // a schedule's record is a serialized message
+  WriteBatch batch;
+  batch.PutMeta("schedule/nightly", binary);
+  batch.PutMeta("schedule/hourly", "x");
+  ASSERT_TRUE(store_->Commit(std::move(batch)).ok());
+  EXPECT_EQ(*store_->GetMeta("schedule/nightly"), binary);
+  WriteBatch del;
+  del.DeleteMeta("schedule/hourly");
+  del.DeleteMeta("schedule/never-made");
+  // Put and delete in one write: the last one counts.
+  del.PutMeta("schedule/again", "1");
+  del.DeleteMeta("schedule/again");
+  ASSERT_TRUE(store_->Commit(std::move(del)).ok());
+  EXPECT_TRUE(absl::IsNotFound(store_->GetMeta("schedule/hourly").status()));
+  EXPECT_TRUE(absl::IsNotFound(store_->GetMeta("schedule/again").status()));
+  absl::StatusOr<StoreSnapshot> snap = store_->LoadAll();
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->meta.count("schedule/hourly"), 0u);
+  EXPECT_EQ(snap->meta.count("schedule/again"), 0u);
+  EXPECT_EQ(snap->meta.at("schedule/nightly"), binary);
+}
+
 TEST_P(StateStoreTest, LoadAllReturnsLiveJobsEveryNodeAndMetadata) {
   ASSERT_TRUE(Create(MakeJob(1, 2)).ok());
   v1::JobRecord finished = MakeJob(5);

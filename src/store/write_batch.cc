@@ -23,6 +23,8 @@ void WriteBatch::PutNode(v1::NodeRecord node) { ops_.emplace_back(PutNodeOp{std:
 
 void WriteBatch::DeleteNode(std::string name) { ops_.emplace_back(DeleteNodeOp{std::move(name)}); }
 
+void WriteBatch::DeleteMeta(std::string key) { ops_.emplace_back(DeleteMetaOp{std::move(key)}); }
+
 void WriteBatch::PutMeta(std::string key, std::string value) {
   ops_.emplace_back(PutMetaOp{std::move(key), std::move(value)});
 }

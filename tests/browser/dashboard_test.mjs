@@ -14,6 +14,7 @@
 //    printing it (the task prints "tick <unix ms>" lines);
 //  - the job page shows what the placed job's task uses (a row of figures)
 //    and charts of CPU, memory and GPUs busy whose job line is above zero;
+//  - the schedules page lists a paused schedule with its cron and zone;
 //  - the main pages have no serious or critical axe-core violations;
 //  - Kill on the job page takes the job off the running list, and the
 //    history page then lists it KILLED with its user's usage;
@@ -299,6 +300,19 @@ async function logViewerFollows(page) {
 
 // axe-core is injected as a script, which the dashboard's own
 // Content-Security-Policy forbids: it runs in a context that bypasses it.
+// The schedules page: the paused schedule with its cron and zone.
+async function schedulesPage(page) {
+  const { name, cron } = expect.schedule;
+  await open(page, '#/schedules', 'schedules');
+  const row = await page.evaluate((n) => {
+    const tr = [...document.querySelectorAll('#schedules tbody tr')].find((r) => r.cells[0].textContent === n);
+    return tr ? [...tr.cells].map((c) => c.textContent) : null;
+  }, name);
+  check(row && row[3] === cron && row[5] === 'PAUSED' && row[6] === '—', `schedules page row of ${name}: ${JSON.stringify(row)}`);
+  await shot(page, 'schedules');
+  ok(`the schedules page lists ${name}: ${row[3]}, ${row[5]}`);
+}
+
 // The job page's resources: the agents' samples of the placed job's task,
 // a row of what it uses now and the charts over time.
 async function jobPageShowsResources(page) {
@@ -329,7 +343,7 @@ async function accessibility(_, browser) {
   await context.addInitScript((token) => sessionStorage.setItem('trainyard-token', token), args.token);
   const page = await context.newPage();
   const pages = [['#/', 'overview'], ['#/nodes', 'nodes'], ['#/queues', 'queues'], ['#/jobs', 'jobs'], [`#/jobs/${expect.placed.job}`, 'job'],
-    ['#/history', 'history']];
+    ['#/history', 'history'], ['#/schedules', 'schedules']];
   const report = {};
   for (const [hash, ready] of pages) {
     await open(page, hash, ready);
@@ -388,7 +402,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, jobPageShowsResources, accessibility, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, jobPageShowsResources, schedulesPage, accessibility, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

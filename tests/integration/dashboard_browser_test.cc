@@ -188,7 +188,15 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   });
   ASSERT_EQ(queued["state"], "QUEUED") << queued.dump(1);
 
+  // A schedule, paused so no run of it changes what the pages show.
+  std::string nightly = c.dir() + "/nightly.yaml";
+  WriteFile(nightly, "name: n\nreplicas:\n  worker:\n    command: [\"true\"]\n");
+  CommandResult made = c.Cli({"schedule", "create", "nightly", "--cron", "0 2 * * *", "--time-zone", "Europe/Berlin", nightly});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_EQ(c.Cli({"schedule", "pause", "nightly"}).exit_code, 0);
+
   nlohmann::json expect = {
+      {"schedule", {{"name", "nightly"}, {"cron", "0 2 * * * (Europe/Berlin)"}}},
       {"placed", {{"job", ticking}, {"user", "ana"}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
       {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
       {"shared", {{"node", q_task["node"]}, {"gpu", q_task["gpus"][0]}, {"jobs", {quarter, half}}, {"percent", 75}, {"user", "cy"}}},
@@ -213,6 +221,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: overview charts"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: overview: 3.75 GPUs used in the queue, 0.75 by cy"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: log viewer shows new lines"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: the schedules page lists nightly"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));
   // The kill the browser made is the cluster's.

@@ -1,5 +1,5 @@
 // The dashboard's entry: a router over the URL's fragment (#/, #/nodes,
-// #/queues, #/jobs?state=..., #/jobs/NAME, #/history?days=...) and one watch of the server's
+// #/queues, #/jobs?state=..., #/jobs/NAME, #/history?days=..., #/schedules) and one watch of the server's
 // changes that refreshes the page on view. Each page module exports
 // mount(main, params) -> { topics, refresh(), dispose() }, and is loaded
 // when first shown: a first load asks for few files at once (each open
@@ -14,6 +14,7 @@ const pages = {
   jobs: () => import('./jobs.js'),
   job: () => import('./job.js'),
   history: () => import('./history.js'),
+  schedules: () => import('./schedules.js'),
 };
 
 const main = document.getElementById('main');
@@ -31,7 +32,7 @@ function route() {
     params.set('job', parts[1]);
     return { name: 'jobs', page: 'job', params };
   }
-  return ['nodes', 'queues', 'jobs', 'history'].includes(parts[0]) ? { name: parts[0], page: parts[0], params } : null;
+  return ['nodes', 'queues', 'jobs', 'history', 'schedules'].includes(parts[0]) ? { name: parts[0], page: parts[0], params } : null;
 }
 
 let shown = 0;  // counts show() calls: a page loaded after the next one began is dropped

@@ -41,19 +41,24 @@ export class ResourcesView {
       for (const s of t.samples) this.newest = Math.max(this.newest, s[f.time_unix_ms]);
     }
     for (const t of r.tasks) t.samples = t.samples.filter((s) => s[f.time_unix_ms] >= this.newest - kKeepMs);
-    // The job's sum per interval: each task's newest sample in it, as the server sums them.
+    // The job's sum per interval, as the server sums them: each task's
+    // newest sample at or before the interval's end, if no older than three
+    // intervals; a GPU whose load is not known (-1) adds nothing.
     const step = Math.max(r.sample_interval_ms, 1);
-    const sums = new Map();
-    for (const t of r.tasks) {
-      t.samples.forEach((s, i) => {
-        const b = Math.floor(s[f.time_unix_ms] / step);
-        if (i + 1 < t.samples.length && Math.floor(t.samples[i + 1][f.time_unix_ms] / step) === b) return;
-        const sum = sums.get(b) || s.map(() => 0);
-        for (let k = 0; k < s.length; k++) sum[k] = k === f.time_unix_ms ? Math.max(sum[k], s[k]) : sum[k] + s[k];
-        sums.set(b, sum);
+    const bucket = (s) => Math.floor(s[f.time_unix_ms] / step);
+    const buckets = [...new Set(r.tasks.flatMap((t) => t.samples.map(bucket)))].sort((a, b) => a - b);
+    const next = r.tasks.map(() => 0);
+    r.totals = buckets.map((b) => {
+      let sum = null;
+      r.tasks.forEach((t, i) => {
+        while (next[i] < t.samples.length && bucket(t.samples[next[i]]) <= b) next[i]++;
+        const s = next[i] > 0 ? t.samples[next[i] - 1] : null;
+        if (!s || s[f.time_unix_ms] < (b - 2) * step) return;
+        sum = sum || s.map(() => 0);
+        for (let k = 0; k < s.length; k++) sum[k] = k === f.time_unix_ms ? Math.max(sum[k], s[k]) : sum[k] + Math.max(s[k], 0);
       });
-    }
-    r.totals = [...sums.keys()].sort((a, b) => a - b).map((b) => sums.get(b));
+      return sum;
+    }).filter((s) => s);
     this.held = r;
     return r;
   }
@@ -61,7 +66,9 @@ export class ResourcesView {
   start() {
     const tick = async () => {
       try {
-        const since = this.newest ? `?since=${this.newest + 1}` : '';
+        // Inclusive: samples stamped as the newest held may still have come
+        // for other tasks (merge keeps each task's once).
+        const since = this.newest ? `?since=${this.newest}` : '';
         this.draw(this.merge(await getJson(`${jobPath(this.name)}/resources${since}`)));
       } catch (e) {
         this.el.replaceChildren(h('p', { class: 'error', role: 'alert' }, `Resources: ${e.message}`));
@@ -90,7 +97,7 @@ export class ResourcesView {
       const flag = t.near_memory_limit ? h('span', { class: 'state state-failed', title: 'at 90 % of its memory limit or more' }, 'near memory limit') : '';
       return [t.task, t.node || '—', s ? cores(s[f.cpu_milli]) : '—', cores(t.vcores_milli),
         s ? bytes(s[f.memory_bytes]) : '—', t.memory_limit_bytes ? bytes(t.memory_limit_bytes) : '—',
-        t.gpu_milli ? (s ? `${cores(s[f.gpu_busy_milli])} of ${cores(t.gpu_milli)}` : '—') : '—',
+        t.gpu_milli ? (s ? `${s[f.gpu_busy_milli] < 0 ? '?' : cores(s[f.gpu_busy_milli])} of ${cores(t.gpu_milli)}` : '—') : '—',
         t.gpu_milli && s ? bytes(s[f.gpu_memory_bytes]) : '—', flag];
     });
     const times = r.totals.map((s) => s[f.time_unix_ms]);
@@ -101,7 +108,7 @@ export class ResourcesView {
       const out = [];
       samples.forEach((s, i) => {
         if (i > 0 && s[f.time_unix_ms] - samples[i - 1][f.time_unix_ms] > gap) out.push([s[f.time_unix_ms] - 1, null]);
-        out.push([s[f.time_unix_ms], s[field] / scale]);
+        out.push([s[f.time_unix_ms], s[field] < 0 ? null : s[field] / scale]);  // -1: not known
       });
       return out;
     };

@@ -16,6 +16,7 @@
 #include "httplib.h"
 #include "server/http/accounting_routes.h"
 #include "server/http/resource_routes.h"
+#include "server/http/schedule_routes.h"
 #include "server/http/json_views.h"
 #include "server/http/log_routes.h"
 #include "server/http/node_routes.h"
@@ -249,6 +250,7 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
   AddNodeRoutes(s, b, shared);
   AddAccountingRoutes(s, b);
   AddResourceRoutes(s, b);
+  AddScheduleRoutes(s, b);
   s.Handle("GET", "/api/v1/queues", "/api/v1/queues",
            [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
              const ViewStore& views = b->Views();
