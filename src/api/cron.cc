@@ -1,5 +1,6 @@
 #include "api/cron.h"
 
+#include <algorithm>
 #include <array>
 #include <vector>
 
@@ -18,18 +19,19 @@ struct Field {
   const char* const* names;  // nullptr, or the names of low..low+count-1
   int names_from;
   int names_count;
+  int open_high;  // where `*` and `a/n` end (weekdays: 6, Saturday; 7 only when named)
 };
 
 constexpr const char* kMonths[] = {"jan", "feb", "mar", "apr", "may", "jun",
                                    "jul", "aug", "sep", "oct", "nov", "dec"};
 constexpr const char* kWeekdays[] = {"sun", "mon", "tue", "wed", "thu", "fri", "sat"};
 
-constexpr Field kSecond{"second", 0, 59, nullptr, 0, 0};
-constexpr Field kMinute{"minute", 0, 59, nullptr, 0, 0};
-constexpr Field kHour{"hour", 0, 23, nullptr, 0, 0};
-constexpr Field kDay{"day of month", 1, 31, nullptr, 0, 0};
-constexpr Field kMonth{"month", 1, 12, kMonths, 1, 12};
-constexpr Field kWeekday{"day of week", 0, 7, kWeekdays, 0, 7};
+constexpr Field kSecond{"second", 0, 59, nullptr, 0, 0, 59};
+constexpr Field kMinute{"minute", 0, 59, nullptr, 0, 0, 59};
+constexpr Field kHour{"hour", 0, 23, nullptr, 0, 0, 23};
+constexpr Field kDay{"day of month", 1, 31, nullptr, 0, 0, 31};
+constexpr Field kMonth{"month", 1, 12, kMonths, 1, 12, 12};
+constexpr Field kWeekday{"day of week", 0, 7, kWeekdays, 0, 7, 6};
 
 // A number or (for months and weekdays) a name.
 absl::StatusOr<int> Value(absl::string_view text, const Field& f, const std::string& where) {
@@ -52,7 +54,9 @@ absl::StatusOr<int> Value(absl::string_view text, const Field& f, const std::str
 template <size_t N>
 absl::Status ParseField(absl::string_view text, int index, const Field& f, std::bitset<N>* bits, bool* any) {
   const std::string where = absl::StrCat("field ", index, " (", f.name, "): ");
-  *any = text == "*" || text == "?";
+  // As Vixie cron: a field that begins with `*` (`*/2` too) restricts
+  // nothing in the day-of-month / day-of-week rule.
+  *any = !text.empty() && (text[0] == '*' || text[0] == '?');
   if (text.empty()) return absl::InvalidArgumentError(absl::StrCat(where, "empty"));
   for (absl::string_view part : absl::StrSplit(text, ',')) {
     if (part.empty()) return absl::InvalidArgumentError(absl::StrCat(where, "an empty item in '", text, "'"));
@@ -65,13 +69,13 @@ absl::Status ParseField(absl::string_view text, int index, const Field& f, std::
             absl::StrCat(where, "the step in '", part, "' is not a whole number in 1-", f.high));
       }
     }
-    int first = f.low, last = f.high;
+    int first = f.low, last = f.open_high;
     if (range != "*" && range != "?") {
       size_t dash = range.find('-');
       absl::StatusOr<int> a = Value(range.substr(0, dash), f, where);
       if (!a.ok()) return a.status();
       first = *a;
-      last = part.find('/') != absl::string_view::npos && dash == absl::string_view::npos ? f.high : *a;
+      last = part.find('/') != absl::string_view::npos && dash == absl::string_view::npos ? std::max(*a, f.open_high) : *a;
       if (dash != absl::string_view::npos) {
         absl::StatusOr<int> b = Value(range.substr(dash + 1), f, where);
         if (!b.ok()) return b.status();
@@ -89,6 +93,7 @@ absl::Status ParseField(absl::string_view text, int index, const Field& f, std::
 }  // namespace
 
 absl::StatusOr<CronSchedule> CronSchedule::Parse(absl::string_view text) {
+  if (text.size() > 256) return absl::InvalidArgumentError("longer than 256 characters");
   std::string t(absl::StripAsciiWhitespace(text));
   static const std::array<std::pair<const char*, const char*>, 8> kMacros = {{{"@yearly", "0 0 1 1 *"},
                                                                               {"@annually", "0 0 1 1 *"},
@@ -182,6 +187,19 @@ absl::Time CronSchedule::Next(absl::Time after, absl::TimeZone zone) const {
 
 absl::StatusOr<absl::TimeZone> LoadScheduleZone(const std::string& name) {
   if (name.empty() || name == "UTC") return absl::UTCTimeZone();
+  // An IANA name only: the time zone library opens what it is given as a
+  // path (and keeps every name it saw), so no path, no prefix, no "..".
+  bool plain = name.size() <= 64 && name.front() != '/' && name.back() != '/' &&
+               name.find("..") == std::string::npos && name.find("//") == std::string::npos &&
+               std::all_of(name.begin(), name.end(), [](char c) {
+                 return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '/' || c == '_' || c == '-' ||
+                        c == '+';
+               });
+  if (!plain) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "time zone '", name.substr(0, 64), name.size() > 64 ? "...'" : "'",
+        " is not an IANA name (letters, digits, '/', '_', '-', '+'; at most 64 characters)"));
+  }
   absl::TimeZone zone;
   if (!absl::LoadTimeZone(name, &zone)) {
     return absl::InvalidArgumentError(

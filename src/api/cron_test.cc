@@ -3,6 +3,7 @@
 // sees for a bad expression.
 #include "api/cron.h"
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -17,9 +18,9 @@ absl::Time Utc(int y, int mo, int d, int h, int mi, int s = 0) {
 
 std::string Next(const std::string& cron, absl::Time after, const std::string& zone = "UTC") {
   absl::StatusOr<CronSchedule> c = CronSchedule::Parse(cron);
-  EXPECT_TRUE(c.ok()) << cron << ": " << c.status();
+  if (!c.ok()) return absl::StrCat("parse error: ", c.status().message());
   absl::StatusOr<absl::TimeZone> z = LoadScheduleZone(zone);
-  EXPECT_TRUE(z.ok()) << z.status();
+  if (!z.ok()) return absl::StrCat("zone error: ", z.status().message());
   absl::Time t = c->Next(after, *z);
   if (t == absl::InfiniteFuture()) return "never";
   return absl::FormatTime("%Y-%m-%d %H:%M:%S %a", t, *z);
@@ -59,6 +60,11 @@ TEST(CronTest, DayOfMonthAndWeekdayBothRestrictedMeansEither) {
   EXPECT_EQ(Next("0 0 31 * *", Utc(2027, 1, 31, 1, 0)), "2027-03-31 00:00:00 Wed");
   EXPECT_EQ(Next("0 0 29 2 *", t0), "2028-02-29 00:00:00 Tue");
   EXPECT_EQ(Next("0 0 30 2 *", t0), "never");
+  // A field that begins with `*` restricts nothing in that rule (Vixie): only Mondays.
+  EXPECT_EQ(Next("0 0 */2 * mon", t0), "2026-12-07 00:00:00 Mon");
+  EXPECT_EQ(Next("0 0 */2 * mon", Utc(2026, 12, 7, 1, 0)), "2026-12-14 00:00:00 Mon");
+  // An open weekday step ends on Saturday: 1/2 is Monday, Wednesday, Friday.
+  EXPECT_EQ(Next("0 0 * * 1/2", Utc(2026, 12, 11, 1, 0)), "2026-12-14 00:00:00 Mon");
 }
 
 TEST(CronTest, TimeZonesAndDaylightSavingChanges) {
@@ -99,6 +105,12 @@ TEST(CronTest, ErrorsNameTheFieldAndTheReason) {
   EXPECT_THAT(std::string(LoadScheduleZone("Mars/Olympus").status().message()),
               HasSubstr("time zone 'Mars/Olympus' is not known here"));
   EXPECT_TRUE(LoadScheduleZone("").ok());
+  // A name, never a path: the library would open it (and keep it).
+  for (const char* bad : {"/etc/passwd", "Europe/../../etc/passwd", "file:/dev/zero", "libc:localtime"}) {
+    EXPECT_THAT(std::string(LoadScheduleZone(bad).status().message()), HasSubstr("is not an IANA name")) << bad;
+  }
+  EXPECT_THAT(std::string(LoadScheduleZone(std::string(100, 'A')).status().message()), HasSubstr("at most 64"));
+  EXPECT_THAT(Error(std::string(300, '*')), HasSubstr("longer than 256"));
 }
 
 }  // namespace

@@ -137,6 +137,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--task-sample-interval-ms", [](C& c) -> auto& { return c.task_sample_interval_ms; },
                   "agents sample each running task's CPU, memory and GPU use this often, for trainyard top and "
                   "the job page (0 = never; default 10000)");
+  AddConfigOption(cmd, &f, "--schedule-min-interval-seconds",
+                  [](C& c) -> auto& { return c.schedule_min_interval_seconds; },
+                  "a schedule whose cron comes due more often than this is refused (default 60)");
   AddConfigOption(cmd, &f, "--finished-job-retention-minutes",
                   [](C& c) -> auto& { return c.finished_job_retention_minutes; },
                   "a finished job leaves describe and jobs -a this long after it ended, as a delete takes it; "

@@ -171,6 +171,14 @@ grpc::Status ClientService::UpdateSchedule(grpc::ServerContext* ctx, const v1::S
                    ToGrpc(absl::NotFoundError(absl::StrCat("schedule ", req->name(), " not found"))));
   }
   const v1::ScheduleRecord& rec = found[0].schedule();
+  // A run by hand submits a job as the schedule's owner: theirs or an
+  // admin's to ask, not a queue administrator's.
+  if (req->action() == v1::SCHEDULE_RUN && !who->anonymous && !who->admin && who->user != rec.user()) {
+    return Counted(GrpcCounters::kUpdateSchedule,
+                   ToGrpc(absl::PermissionDeniedError(absl::StrCat(
+                       "you ('", who->user, "') may not run schedule ", rec.name(), ": its runs are '", rec.user(),
+                       "''s jobs; only they or a cluster admin may run it by hand"))));
+  }
   const char* verb = req->action() == v1::SCHEDULE_PAUSE    ? "pause"
                      : req->action() == v1::SCHEDULE_RESUME ? "resume"
                      : req->action() == v1::SCHEDULE_DELETE ? "delete"

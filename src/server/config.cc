@@ -148,6 +148,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "historyIntervalMs") Read(v, key, &c.history_interval_ms, &errors);
     else if (key == "taskSampleIntervalMs") Read(v, key, &c.task_sample_interval_ms, &errors);
     else if (key == "taskSampleMaxTasks") Read(v, key, &c.task_sample_max_tasks, &errors);
+    else if (key == "scheduleMinIntervalSeconds") Read(v, key, &c.schedule_min_interval_seconds, &errors);
     else if (key == "historyRetentionMinutes") Read(v, key, &c.history_retention_minutes, &errors);
     else if (key == "accountingRetentionDays") Read(v, key, &c.accounting_retention_days, &errors);
     else if (key == "accountingMaxJobs") Read(v, key, &c.accounting_max_jobs, &errors);
@@ -331,6 +332,10 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.task_sample_interval_ms != 0 && (c.task_sample_interval_ms < 200 || c.task_sample_interval_ms > 600000)) {
     errors.push_back(absl::StrCat("taskSampleIntervalMs: ", c.task_sample_interval_ms,
                                   " is not 0 (no samples) or within 200..600000"));
+  }
+  if (c.schedule_min_interval_seconds < 1 || c.schedule_min_interval_seconds > 86400) {
+    errors.push_back(absl::StrCat("scheduleMinIntervalSeconds: ", c.schedule_min_interval_seconds,
+                                  " is not within 1..86400"));
   }
   if (c.task_sample_max_tasks < 0 || c.task_sample_max_tasks > 1000000) {
     errors.push_back(absl::StrCat("taskSampleMaxTasks: ", c.task_sample_max_tasks, " is not within 0..1000000"));

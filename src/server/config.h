@@ -88,6 +88,9 @@ struct ServerConfig {
   // server keeps each task's last 15 minutes, for at most this many tasks.
   int task_sample_interval_ms = 10000;
   int task_sample_max_tasks = 20000;
+  // Scheduled jobs (`trainyard schedule`): a cron that comes due more often
+  // than this is refused (each run is a job).
+  int schedule_min_interval_seconds = 60;
   // Accounting (`trainyard history`, `trainyard usage`): finished jobs'
   // accounts are kept this many days after they end, at most this many
   // (the oldest ends leave first). The store keeps every job's record.

@@ -11,7 +11,9 @@
 namespace trainyard::server {
 
 void ControlState::WriteSchedules() {
-  for (auto& [key, value] : schedules_.TakeWrites()) {
+  size_t room = Schedules::kWritesPerBatch - std::min(Schedules::kWritesPerBatch, schedule_writes_in_batch_);
+  for (auto& [key, value] : schedules_.TakeWrites(room)) {
+    ++schedule_writes_in_batch_;
     if (value.has_value()) {
       persister_.batch().PutMeta(key, std::move(*value));
     } else {
@@ -23,18 +25,37 @@ void ControlState::WriteSchedules() {
 v1::ScheduleView ControlState::ScheduleViewOf(const v1::ScheduleRecord& rec) const {
   v1::ScheduleView view;
   *view.mutable_schedule() = rec;
+  // Every user reads the views: the spec (its env, its commands) is not in
+  // them, as a job's is not; its queue and priority are.
+  v1::JobSpec* spec = view.mutable_schedule()->mutable_spec();
+  v1::JobSpec shown;
+  shown.set_queue(spec->queue());
+  shown.set_priority(spec->priority());
+  *spec = std::move(shown);
   absl::Time next = schedules_.NextDue(rec);
   if (next != absl::InfiniteFuture()) view.set_next_run_unix_ms(absl::ToUnixMillis(next));
-  for (const v1::ScheduleRun& run : rec.runs()) {
-    if (run.job().empty()) continue;
-    const JobRt* job = FindJob(run.job());
-    if (job != nullptr && !api::IsTerminal(job->rec.state())) view.add_live_jobs(run.job());
+  for (const std::string& job : schedules_.Active(rec.name())) {
+    if (ScheduledJobLive(job)) view.add_live_jobs(job);
   }
   return view;
 }
 
+bool ControlState::ScheduledJobLive(const std::string& name) const {
+  if (const JobRt* job = FindJob(name)) return !api::IsTerminal(job->rec.state());
+  // An array's run: live while an element is.
+  for (const std::string& element : DependencyTargets(name)) {
+    const JobRt* job = FindJob(element);
+    if (job != nullptr && !api::IsTerminal(job->rec.state())) return true;
+  }
+  return false;
+}
+
 absl::StatusOr<v1::ScheduleView> ControlState::CreateSchedule(v1::ScheduleRecord rec, absl::Time now) {
   std::string name = rec.name();
+  if (absl::Status st = Schedules::CheckInterval(rec, absl::Seconds(config_.schedule_min_interval_seconds), now);
+      !st.ok()) {
+    return st;
+  }
   if (absl::Status st = schedules_.Create(std::move(rec), now); !st.ok()) return st;
   WriteSchedules();
   return ScheduleViewOf(*schedules_.Find(name));
@@ -54,6 +75,7 @@ absl::StatusOr<v1::ScheduleView> ControlState::UpdateSchedule(const std::string&
       // By hand: now, whatever its last run does (as a job made from a
       // Kubernetes CronJob by hand).
       fires->push_back(ScheduleFire{.name = name, .due = now, .by_hand = true, .spec = RunSpec(*rec, now)});
+      ++schedule_submitting_[name];
       break;
     default:
       return absl::InvalidArgumentError("action: one of pause, resume, delete, run");
@@ -69,8 +91,12 @@ std::vector<ScheduleFire> ControlState::TakeDueSchedules(absl::Time now) {
   if (schedules_.EarliestDue() > now) return fires;
   for (const Schedules::Due& due : schedules_.TakeDue(now)) {
     const v1::ScheduleRecord& rec = *schedules_.Find(due.name);
-    v1::ScheduleView view = ScheduleViewOf(rec);
-    std::vector<std::string> live(view.live_jobs().begin(), view.live_jobs().end());
+    schedules_.DropEnded(rec.name(), [this](const std::string& job) { return !ScheduledJobLive(job); });
+    std::vector<std::string> live = schedules_.Active(rec.name());
+    // A run still being submitted counts as running.
+    if (auto s = schedule_submitting_.find(rec.name()); s != schedule_submitting_.end() && s->second > 0) {
+      live.push_back("a run being submitted");
+    }
     std::string message =
         due.missed > 0 ? absl::StrCat(due.missed, " earlier run", due.missed > 1 ? "s" : "", " missed (no server ran)")
                        : "";
@@ -82,7 +108,10 @@ std::vector<ScheduleFire> ControlState::TakeDueSchedules(absl::Time now) {
           break;
         case v1::CONCURRENCY_REPLACE:
           for (const std::string& job : live) {
-            (void)Kill(job, absl::StrCat("replaced by the next run of schedule ", rec.name()), now);
+            std::vector<std::string> jobs = FindJob(job) ? std::vector<std::string>{job} : DependencyTargets(job);
+            for (const std::string& j : jobs) {
+              (void)Kill(j, absl::StrCat("replaced by the next run of schedule ", rec.name()), now);
+            }
           }
           note(absl::StrCat("replaced ", absl::StrJoin(live, ", ")));
           break;
@@ -97,6 +126,7 @@ std::vector<ScheduleFire> ControlState::TakeDueSchedules(absl::Time now) {
         }
       }
     }
+    ++schedule_submitting_[rec.name()];
     fires.push_back(ScheduleFire{.name = rec.name(), .due = due.due, .spec = RunSpec(rec, due.due), .message = message});
   }
   WriteSchedules();
@@ -104,6 +134,9 @@ std::vector<ScheduleFire> ControlState::TakeDueSchedules(absl::Time now) {
 }
 
 void ControlState::ScheduleRunDone(const ScheduleFire& fire, const absl::StatusOr<std::string>& job, absl::Time) {
+  if (auto s = schedule_submitting_.find(fire.name); s != schedule_submitting_.end() && --s->second <= 0) {
+    schedule_submitting_.erase(s);
+  }
   v1::ScheduleRun run;
   run.set_time_unix_ms(absl::ToUnixMillis(fire.due));
   run.set_by_hand(fire.by_hand);

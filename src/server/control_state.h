@@ -516,6 +516,18 @@ class ControlState {
   ExecutionBackend* const backend_;
   Persister persister_;
   Schedules schedules_;
+  // The purges and metadata keys of each write with the store, by its
+  // number (TakeWrite, WriteDone).
+  struct RawWrites {
+    std::vector<uint64_t> purges;
+    std::vector<std::string> meta_keys;
+  };
+  std::map<uint64_t, RawWrites> raw_in_flight_;
+  size_t schedule_writes_in_batch_ = 0;  // in the persister's batch now
+  // Runs handed to the shell whose submission was not answered yet.
+  std::map<std::string, int> schedule_submitting_;
+  // Whether a schedule's run (a job, or an array: any element) has not ended.
+  bool ScheduledJobLive(const std::string& name) const;
   absl::Time next_schedule_publish_ = absl::InfinitePast();
   // Writes the schedules that changed (Schedules::TakeWrites) into the
   // persister's batch.

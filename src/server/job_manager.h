@@ -113,6 +113,11 @@ class JobManager {
   absl::StatusOr<v1::ScheduleView> UpdateSchedule(const std::string& name, v1::ScheduleAction action);
   // The published schedules; only `name`'s when it is not "".
   std::vector<v1::ScheduleView> ListSchedules(const std::string& name);
+  // Checks each schedule's run as its owner's submission (the queue's ACLs
+  // then; a refusal is the run's outcome). Call before Start; without it
+  // runs are not checked again (security off).
+  using RunAdmission = std::function<absl::Status(v1::JobSpec* spec)>;
+  void SetRunAdmission(RunAdmission admit) { run_admission_ = std::move(admit); }
 
   // ---- the log hub (job_manager_logs.cc) ----
   // `hub` hears of every change to a job (nullptr: no more). Call before
@@ -191,6 +196,7 @@ class JobManager {
   std::map<std::string, std::shared_ptr<const TaskPlaces>> places_ ABSL_GUARDED_BY(places_mu_);
   size_t places_tasks_ ABSL_GUARDED_BY(places_mu_) = 0;
   absl::Time next_resource_prune_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  RunAdmission run_admission_;
   // Runs' submissions answered, waiting for the loop to record them.
   absl::Mutex schedule_outcomes_mu_ ABSL_ACQUIRED_AFTER(mu_);
   std::vector<std::pair<ScheduleFire, absl::StatusOr<std::string>>> schedule_outcomes_

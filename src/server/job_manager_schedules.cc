@@ -16,6 +16,10 @@ absl::StatusOr<v1::ScheduleView> JobManager::CreateSchedule(v1::ScheduleRecord r
                                                             std::vector<std::string> parse_problems) {
   // Its own name first: a run's name is made of it.
   if (absl::Status st = Schedules::CheckName(rec.name()); !st.ok()) return st;
+  if (size_t bytes = rec.spec().ByteSizeLong(); bytes > Schedules::kMaxSpecBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("spec: ", bytes, " bytes is above the ", Schedules::kMaxSpecBytes,
+                                                   " bytes a schedule's spec may hold"));
+  }
   for (const v1::ReplicaSpec& rs : rec.spec().replicas()) {
     if (!rs.secret_env().empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -62,11 +66,15 @@ absl::StatusOr<v1::ScheduleView> JobManager::UpdateSchedule(const std::string& n
     absl::Notification answered;
     absl::StatusOr<std::string> job;
     ScheduleFire copy = fire;
-    SubmitAsync(std::move(copy.spec), {}, [&](absl::StatusOr<v1::SubmitResponse> r) {
-      job = r.ok() ? absl::StatusOr<std::string>(r->job()) : absl::StatusOr<std::string>(r.status());
-      answered.Notify();
-    });
-    answered.WaitForNotification();
+    if (absl::Status admitted = run_admission_ ? run_admission_(&copy.spec) : absl::OkStatus(); !admitted.ok()) {
+      job = admitted;
+    } else {
+      SubmitAsync(std::move(copy.spec), {}, [&](absl::StatusOr<v1::SubmitResponse> r) {
+        job = r.ok() ? absl::StatusOr<std::string>(r->job()) : absl::StatusOr<std::string>(r.status());
+        answered.Notify();
+      });
+      answered.WaitForNotification();
+    }
     {
       absl::MutexLock lock(&mu_);
       control_.ScheduleRunDone(fire, job, clock_->Now());
@@ -119,7 +127,13 @@ void JobManager::SubmitScheduled(std::vector<ScheduleFire> fires) {
   mu_.Unlock();
   for (ScheduleFire& fire : fires) {
     v1::JobSpec spec = std::move(fire.spec);
-    SubmitAsync(std::move(spec), {}, ScheduleOutcome(std::move(fire)));
+    SubmitDone done = ScheduleOutcome(std::move(fire));
+    // As its owner now: a user who lost the queue's access loses its runs.
+    if (absl::Status admitted = run_admission_ ? run_admission_(&spec) : absl::OkStatus(); !admitted.ok()) {
+      done(admitted);
+      continue;
+    }
+    SubmitAsync(std::move(spec), {}, std::move(done));
   }
   mu_.Lock();
 }

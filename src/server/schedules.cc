@@ -33,6 +33,9 @@ void Schedules::Recover(const std::map<std::string, std::string>& meta) {
       p.zone = *zone;
     }
     parsed_[rec.name()] = p;
+    for (const v1::ScheduleRun& run : rec.runs()) {
+      if (!run.job().empty()) active_[rec.name()].push_back(run.job());
+    }
     records_[rec.name()] = std::move(rec);
   }
   changed_ = true;
@@ -44,6 +47,23 @@ absl::Status Schedules::CheckName(const std::string& name) {
   return absl::InvalidArgumentError(absl::StrCat("name: '", name, "' must be 1-", kMaxNameLength,
                                                  " characters of a-z, 0-9 and '-', not starting or ending with "
                                                  "'-' (its runs are named NAME-UNIXSECONDS)"));
+}
+
+absl::Status Schedules::CheckInterval(const v1::ScheduleRecord& rec, absl::Duration min, absl::Time now) {
+  absl::StatusOr<api::CronSchedule> cron = api::CronSchedule::Parse(rec.cron());
+  absl::StatusOr<absl::TimeZone> zone = api::LoadScheduleZone(rec.time_zone());
+  if (!cron.ok() || !zone.ok()) return absl::OkStatus();  // Create names what is wrong
+  absl::Time t = cron->Next(now, *zone);
+  for (int i = 0; i < 50 && t != absl::InfiniteFuture(); ++i) {
+    absl::Time next = cron->Next(t, *zone);
+    if (next - t < min) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cron: '", rec.cron(), "' comes due ", absl::FormatDuration(next - t), " apart; this server runs a schedule at "
+          "most once every ", absl::FormatDuration(min), " (scheduleMinIntervalSeconds)"));
+    }
+    t = next;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Schedules::Create(v1::ScheduleRecord rec, absl::Time now) {
@@ -92,6 +112,7 @@ absl::Status Schedules::SetPaused(const std::string& name, bool paused, absl::Ti
 absl::Status Schedules::Delete(const std::string& name) {
   if (records_.erase(name) == 0) return absl::NotFoundError(absl::StrCat("schedule ", name, " not found"));
   parsed_.erase(name);
+  active_.erase(name);
   Touch(name);
   return absl::OkStatus();
 }
@@ -143,6 +164,11 @@ std::vector<Schedules::Due> Schedules::TakeDue(absl::Time now) {
 bool Schedules::AddRun(const std::string& name, v1::ScheduleRun run) {
   auto it = records_.find(name);
   if (it == records_.end()) return false;
+  if (!run.job().empty()) {
+    std::vector<std::string>& active = active_[name];
+    active.push_back(run.job());
+    if (active.size() > 1000) active.erase(active.begin());  // a queue policy's pile, bounded
+  }
   auto* runs = it->second.mutable_runs();
   *runs->Add() = std::move(run);
   if (runs->size() > kMaxRuns) runs->DeleteSubrange(0, runs->size() - kMaxRuns);
@@ -150,19 +176,37 @@ bool Schedules::AddRun(const std::string& name, v1::ScheduleRun run) {
   return true;
 }
 
-std::vector<std::pair<std::string, std::optional<std::string>>> Schedules::TakeWrites() {
+const std::vector<std::string>& Schedules::Active(const std::string& name) const {
+  static const std::vector<std::string> kNone;
+  auto it = active_.find(name);
+  return it == active_.end() ? kNone : it->second;
+}
+
+void Schedules::DropEnded(const std::string& name, const std::function<bool(const std::string& job)>& ended) {
+  auto it = active_.find(name);
+  if (it == active_.end()) return;
+  std::erase_if(it->second, ended);
+}
+
+std::vector<std::pair<std::string, std::optional<std::string>>> Schedules::TakeWrites(size_t max) {
   std::vector<std::pair<std::string, std::optional<std::string>>> out;
-  for (const auto& [name, exists] : dirty_) {
+  for (auto it = dirty_.begin(); it != dirty_.end() && out.size() < max; it = dirty_.erase(it)) {
+    const std::string& name = it->first;
     std::string key = absl::StrCat(kKeyPrefix, name);
-    auto it = records_.find(name);
-    if (it == records_.end()) {
+    auto rec = records_.find(name);
+    if (rec == records_.end()) {
       out.emplace_back(std::move(key), std::nullopt);
     } else {
-      out.emplace_back(std::move(key), it->second.SerializeAsString());
+      out.emplace_back(std::move(key), rec->second.SerializeAsString());
     }
   }
-  dirty_.clear();
   return out;
+}
+
+void Schedules::Rewrite(const std::string& key) {
+  if (!absl::StartsWith(key, kKeyPrefix)) return;
+  std::string name = key.substr(std::string(kKeyPrefix).size());
+  dirty_[name] = records_.count(name) > 0;
 }
 
 void Schedules::Touch(const std::string& name) {

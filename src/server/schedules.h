@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -36,10 +37,18 @@ class Schedules {
   static constexpr int kMaxSchedules = 1000;
   static constexpr size_t kMaxNameLength = 40;  // NAME-UNIXSECONDS stays a valid job name
   static constexpr const char* kKeyPrefix = "schedule/";
+  // A schedule's spec, at most (a record is written whole on each change:
+  // 16 of them fit one etcd transaction).
+  static constexpr size_t kMaxSpecBytes = 64 << 10;
+  static constexpr size_t kWritesPerBatch = 16;
 
   // InvalidArgument naming `name` unless it is 1-kMaxNameLength characters
   // of a-z, 0-9 and '-', not starting or ending with '-'.
   static absl::Status CheckName(const std::string& name);
+
+  // InvalidArgument naming `cron` when `rec`'s cron comes due more often
+  // than once every `min` (checked over its next 50 times from `now`).
+  static absl::Status CheckInterval(const v1::ScheduleRecord& rec, absl::Duration min, absl::Time now);
 
   // Takes in the records the store's metadata holds; a record that no
   // longer parses (its cron or zone) is kept, and never comes due.
@@ -70,13 +79,23 @@ class Schedules {
     int missed = 0;
   };
   std::vector<Due> TakeDue(absl::Time now);
-  // Adds a run to its history (the last kMaxRuns kept). False: no such
-  // schedule (deleted meanwhile).
+  // Adds a run to its history (the last kMaxRuns kept); a run's job joins
+  // the schedule's jobs that may still run. False: no such schedule
+  // (deleted meanwhile).
   bool AddRun(const std::string& name, v1::ScheduleRun run);
+  // The jobs of its runs that may still run, oldest first: kept apart from
+  // the history (a long run outlives 20 skipped ones), in memory (after a
+  // restart, those of the history). `ended` drops the ones that ended.
+  const std::vector<std::string>& Active(const std::string& name) const;
+  void DropEnded(const std::string& name, const std::function<bool(const std::string& job)>& ended);
 
-  // Names whose records changed since the last call: the control state
-  // writes them (a nullopt value: deleted).
-  std::vector<std::pair<std::string, std::optional<std::string>>> TakeWrites();
+  // A write of metadata key `key` failed: when it is a schedule's, its
+  // record (or its deletion) is written again by the next TakeWrites.
+  void Rewrite(const std::string& key);
+  // Up to `max` of the records that changed since they were last taken
+  // (the rest stay for the next call): the control state writes them, keyed
+  // schedule/NAME (a nullopt value: deleted).
+  std::vector<std::pair<std::string, std::optional<std::string>>> TakeWrites(size_t max = SIZE_MAX);
   // True when any record changed since the views were last published.
   bool changed() const { return changed_; }
   void ClearChanged() { changed_ = false; }
@@ -90,6 +109,7 @@ class Schedules {
 
   std::map<std::string, v1::ScheduleRecord> records_;
   std::map<std::string, Parsed> parsed_;
+  std::map<std::string, std::vector<std::string>> active_;
   std::map<std::string, bool> dirty_;  // name -> still exists
   bool changed_ = false;
   mutable std::optional<absl::Time> earliest_;  // EarliestDue, until a record changes

@@ -102,6 +102,16 @@ TEST(SchedulesTest, RecordsAreWrittenReadBackAndTheHistoryIsBounded) {
     }
   }
   EXPECT_TRUE(s.TakeWrites().empty());
+  // A failed write's records are written again as they are now.
+  s.Rewrite("schedule/keep");
+  s.Rewrite("schedule/gone");
+  s.Rewrite("next_job_id_floor");
+  std::vector<std::pair<std::string, std::optional<std::string>>> again = s.TakeWrites();
+  ASSERT_EQ(again.size(), 2u);
+  EXPECT_EQ(again[0].first, "schedule/gone");
+  EXPECT_FALSE(again[0].second.has_value());
+  EXPECT_EQ(again[1].first, "schedule/keep");
+  EXPECT_EQ(again[1].second, meta["schedule/keep"]);
   Schedules back;
   back.Recover(meta);
   ASSERT_NE(back.Find("keep"), nullptr);

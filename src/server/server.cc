@@ -407,6 +407,14 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   security_->SetLiveJobUser([manager](uint64_t job_id) { return manager->LiveJobUser(job_id); });
   manager_->SetSecretValues([sec_ptr](const std::string& plain) { return sec_ptr->SealValue(plain); },
                             [sec_ptr](const std::string& sealed) { return sec_ptr->OpenValue(sealed); });
+  // A schedule's run is admitted as its owner (not as whoever made the
+  // schedule): the queue's ACLs as they are at the run.
+  if (config.authentication) {
+    manager_->SetRunAdmission([sec_ptr](v1::JobSpec* spec) {
+      security::Principal owner{.user = spec->user(), .admin = false, .anonymous = false};
+      return sec_ptr->access().AdmitSubmission(owner, spec);
+    });
+  }
   return absl::OkStatus();
 }
 
