@@ -219,7 +219,9 @@ TEST_F(ControlAccountingTest, ADeletedRecordIsPurgedFromTheStorePastTheAccountin
     std::vector<uint64_t> ids;
     std::string floor;
     while (std::optional<Persister::Write> w = state_->TakeWrite()) {
-      for (const WriteBatch::Op& op : w->batch.ops()) {
+      // As the shell does: the batch goes to the store, the rest is kept.
+      WriteBatch sent = std::move(w->batch);
+      for (const WriteBatch::Op& op : sent.ops()) {
         if (const auto* p = std::get_if<WriteBatch::PurgeJobOp>(&op)) ids.push_back(p->id);
         if (const auto* m = std::get_if<WriteBatch::PutMetaOp>(&op)) floor = m->value;
       }
@@ -278,5 +280,36 @@ TEST_F(ControlAccountingTest, ARecordIsPurgedOnlyAfterItsRenameIsInTheStore) {
   EXPECT_THAT(take(), ::testing::ElementsAre("purge 1"));
 }
 
+// A schedule's record that a failed write carried is written again (the
+// shell has sent the batch itself away by then).
+TEST_F(ControlAccountingTest, AScheduleWhoseWriteFailedIsWrittenAgain) {
+  v1::ScheduleRecord rec;
+  rec.set_name("nightly");
+  rec.set_user("ana");
+  rec.set_cron("@daily");
+  ASSERT_TRUE(state_->CreateSchedule(rec, now_).ok());
+  auto written = [this](absl::Status outcome) {
+    std::vector<std::string> keys;
+    while (std::optional<Persister::Write> w = state_->TakeWrite()) {
+      WriteBatch sent = std::move(w->batch);
+      for (const WriteBatch::Op& op : sent.ops()) {
+        if (const auto* m = std::get_if<WriteBatch::PutMetaOp>(&op)) keys.push_back(m->key);
+        if (const auto* m = std::get_if<WriteBatch::DeleteMetaOp>(&op)) keys.push_back("-" + m->key);
+      }
+      state_->WriteDone(*w, outcome, false);
+      if (!outcome.ok()) break;
+    }
+    return keys;
+  };
+  EXPECT_THAT(written(absl::UnavailableError("disk full")), ::testing::Contains("schedule/nightly"));
+  EXPECT_THAT(written(absl::OkStatus()), ::testing::Contains("schedule/nightly")) << "asked again";
+  EXPECT_TRUE(written(absl::OkStatus()).empty()) << "once written, not again";
+  std::vector<ScheduleFire> fires;
+  ASSERT_TRUE(state_->UpdateSchedule("nightly", v1::SCHEDULE_DELETE, now_, &fires).ok());
+  EXPECT_THAT(written(absl::UnavailableError("disk full")), ::testing::Contains("-schedule/nightly"));
+  EXPECT_THAT(written(absl::OkStatus()), ::testing::Contains("-schedule/nightly")) << "a deletion too";
+}
+
 }  // namespace
 }  // namespace trainyard::server
+
