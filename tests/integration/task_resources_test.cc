@@ -88,7 +88,9 @@ TEST(TaskResourcesTest, TopShowsWhatEachTaskUsesAndFlagsTheOneNearItsMemoryLimit
   const json hog = now["busy-hog-0"];
   const json idle = now["busy-idle-0"];
   EXPECT_TRUE(hog["near_memory_limit"].get<bool>()) << hog.dump();
-  EXPECT_LE(Field(hog, "cpu_milli"), 1300) << "its cgroup allows one core (and a sample's rounding)";
+  // Its cgroup allows one core per 100 ms period: a window of a few
+  // periods may see up to one period more.
+  EXPECT_LE(Field(hog, "cpu_milli"), 1500) << "its cgroup allows one core";
   EXPECT_EQ(Field(hog, "gpu_busy_milli"), 1000) << "a simulated GPU counts busy while held";
   EXPECT_GT(Field(hog, "gpu_memory_bytes"), 0);
   EXPECT_FALSE(idle["near_memory_limit"].get<bool>()) << idle.dump();
