@@ -17,11 +17,6 @@ namespace {
 
 using nlohmann::json;
 
-void SetJson(httplib::Response& res, const json& body) {
-  res.status = 200;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
 absl::Status ParseMs(const std::string& key, const std::string& value, int64_t* out) {
   if (!absl::SimpleAtoi(value, out) || *out < 0) {
     return absl::InvalidArgumentError(absl::StrCat(key, ": '", value, "' is not a time in Unix ms"));

@@ -23,11 +23,6 @@ constexpr v1::NodeState kNodeStates[] = {v1::NODE_READY, v1::NODE_LOST, v1::NODE
                                          v1::NODE_DEGRADED};
 constexpr char kCursorTag[] = "after:";
 
-void SetJson(httplib::Response& res, const json& body) {
-  res.status = 200;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
 absl::Status ParseStates(const std::string& value, std::set<v1::NodeState>* out) {
   for (absl::string_view part : absl::StrSplit(value, ',')) {
     std::string upper = absl::AsciiStrToUpper(part);

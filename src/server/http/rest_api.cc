@@ -33,11 +33,6 @@ constexpr const char* kGrpcCodeNames[] = {
     "ALREADY_EXISTS", "PERMISSION_DENIED", "RESOURCE_EXHAUSTED", "FAILED_PRECONDITION", "ABORTED",
     "OUT_OF_RANGE", "UNIMPLEMENTED", "INTERNAL", "UNAVAILABLE", "DATA_LOSS", "UNAUTHENTICATED"};
 
-void SetJson(httplib::Response& res, const json& body, int status = 200) {
-  res.status = status;
-  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
-}
-
 // The filters of GET /api/v1/jobs.
 struct JobFilter {
   std::string user;
@@ -224,6 +219,11 @@ void SetStatusError(httplib::Response& res, const absl::Status& st) {
                  {"status", code >= 0 && code <= 16 ? kGrpcCodeNames[code] : "UNKNOWN"},
                  {"message", std::string(st.message())}}}};
   res.status = HttpStatusOf(st.code());
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+void SetJson(httplib::Response& res, const nlohmann::json& body, int status) {
+  res.status = status;
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 

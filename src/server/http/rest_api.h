@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "nlohmann/json_fwd.hpp"
 #include "proto/service.pb.h"
 #include "server/http/http_server.h"
 #include "server/http/log_reader.h"
@@ -76,5 +77,9 @@ int HttpStatusOf(absl::StatusCode code);
 // the gRPC code name (INVALID_ARGUMENT), which a client can compare with
 // what the gRPC API answers.
 void SetStatusError(httplib::Response& res, const absl::Status& st);
+
+// Sets `res` to `body` as JSON with `status` (strings not valid UTF-8 are
+// written with replacement characters).
+void SetJson(httplib::Response& res, const nlohmann::json& body, int status = 200);
 
 }  // namespace trainyard::server::http

@@ -10,11 +10,6 @@ namespace {
 
 using nlohmann::json;
 
-void SetJson(httplib::Response& res, const json& body) {
-  res.status = 200;
-  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
-}
-
 const char* PolicyName(v1::ConcurrencyPolicy p) {
   switch (p) {
     case v1::CONCURRENCY_QUEUE: return "queue";
