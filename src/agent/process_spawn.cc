@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -28,7 +29,7 @@ namespace {
 // Steps the child may fail at; sent to the parent with errno.
 enum ChildStep : int {
   kStepSession, kStepCgroup, kStepChdir, kStepStdout, kStepStderr, kStepExec,
-  kStepNoNewPrivs, kStepGroups, kStepGid, kStepUid, kStepRootBack
+  kStepNoNewPrivs, kStepGroups, kStepGid, kStepUid, kStepRootBack, kStepTerminal
 };
 
 const char* StepName(int step) {
@@ -44,6 +45,7 @@ const char* StepName(int step) {
     case kStepGid: return "cannot take the group of";
     case kStepUid: return "cannot switch to";
     case kStepRootBack: return "could regain root after switching to";
+    case kStepTerminal: return "cannot take the terminal";
   }
   return "cannot start";
 }
@@ -216,7 +218,90 @@ void WriteWaitStatus(const char* path, int status) {
   _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
 }
 
+// The command of `trainyard exec`: its own session, its descriptors, the
+// task's cgroups, account and working dir, exec.
+[[noreturn]] void RunExec(const ExecSpawnRequest& r, const std::vector<gid_t>& groups, char* const* argv,
+                          char* const* envp, int pipe_fd) {
+  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
+  if (r.tty && ioctl(r.stdin_fd, TIOCSCTTY, 0) != 0) ChildFail(pipe_fd, kStepTerminal);
+  // To 0, 1, 2 by way of high numbers, so one given as 0..2 is not
+  // overwritten before it is copied.
+  int fds[3] = {r.stdin_fd, r.stdout_fd, r.stderr_fd};
+  for (int i = 0; i < 3; ++i) {
+    fds[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, 10);
+    if (fds[i] < 0) ChildFail(pipe_fd, i == 2 ? kStepStderr : kStepStdout);
+  }
+  for (int i = 0; i < 3; ++i) {
+    if (dup2(fds[i], i) < 0) ChildFail(pipe_fd, i == 2 ? kStepStderr : kStepStdout);
+  }
+  CloseOtherFds(pipe_fd);
+  for (const std::string& procs : r.procs_files) {
+    int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, "0", 1) != 1) ChildFail(pipe_fd, kStepCgroup);
+    close(fd);
+  }
+  if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(pipe_fd, kStepNoNewPrivs);
+  if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
+  execvpe(argv[0], argv, envp);
+  ChildFail(pipe_fd, kStepExec);
+}
+
+std::string AccountName(const std::optional<TaskAccount>& run_as) {
+  if (!run_as) return "";
+  return run_as->name.empty() ? absl::StrCat("uid ", run_as->uid)
+                              : absl::StrCat(run_as->name, " (uid ", run_as->uid, ")");
+}
+
 }  // namespace
+
+absl::StatusOr<pid_t> SpawnExecProcess(const ExecSpawnRequest& request) {
+  if (request.argv.empty()) return absl::InvalidArgumentError("command: must not be empty");
+  if (request.stdin_fd < 0 || request.stdout_fd < 0 || request.stderr_fd < 0) {
+    return absl::InvalidArgumentError("the command's stdin, stdout and stderr must be given");
+  }
+  std::vector<char*> argv, envp;
+  for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  std::vector<gid_t> groups;
+  if (request.run_as) groups.assign(request.run_as->groups.begin(), request.run_as->groups.end());
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    RunExec(request, groups, argv.data(), envp.data(), pipe_fds[1]);
+  }
+  close(pipe_fds[1]);
+  int report[2] = {0, 0};
+  ssize_t n;
+  while ((n = read(pipe_fds[0], report, sizeof(report))) < 0 && errno == EINTR) {
+  }
+  close(pipe_fds[0]);
+  if (n <= 0) return pid;  // EOF: exec succeeded
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int step = report[0];
+  bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
+  std::string what = step == kStepChdir ? request.working_dir
+                     : step == kStepExec ? request.argv[0]
+                     : about_account ? AccountName(request.run_as)
+                                     : std::string();
+  return absl::FailedPreconditionError(
+      absl::StrCat(StepName(step), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
+}
 
 absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   if (request.argv.empty()) return absl::InvalidArgumentError("command: must not be empty");
@@ -254,11 +339,7 @@ absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
-  std::string account;
-  if (request.run_as) {
-    account = request.run_as->name.empty() ? absl::StrCat("uid ", request.run_as->uid)
-                                           : absl::StrCat(request.run_as->name, " (uid ", request.run_as->uid, ")");
-  }
+  std::string account = AccountName(request.run_as);
   int step = report[0];
   bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
   std::string what = step == kStepChdir ? request.working_dir

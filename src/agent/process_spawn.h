@@ -50,6 +50,29 @@ struct SpawnRequest {
 // cgroup, the account), after the keeper has been reaped.
 absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request);
 
+// A command run inside a running task (`trainyard exec`, task_exec.h).
+struct ExecSpawnRequest {
+  std::vector<std::string> argv;  // argv[0] looked up in the PATH of `env`
+  std::vector<std::string> env;   // "KEY=VALUE"
+  std::string working_dir;
+  // The task attempt's cgroup.procs files (ResourceLimiter::JoinFiles).
+  std::vector<std::string> procs_files;
+  std::optional<TaskAccount> run_as;  // as SpawnRequest.run_as
+  // The command's stdin, stdout and stderr; with `tty`, stdin_fd is a
+  // terminal's slave side that becomes the new session's controlling one.
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  bool tty = false;
+};
+
+// Starts the command as a child of the caller (no keeper: it lives no
+// longer than its session): a new session and process group (its pid),
+// the task's cgroups, account (no_new_privs, no way back to root), working
+// directory and environment, the given descriptors as 0, 1 and 2 and no
+// other. Errors as SpawnTaskProcess's, after the child has been reaped.
+absl::StatusOr<pid_t> SpawnExecProcess(const ExecSpawnRequest& request);
+
 // Reads a wait status recorded by a keeper; nullopt when there is none.
 std::optional<int> ReadWaitStatus(const std::string& path);
 

@@ -148,6 +148,12 @@ class CgroupV2Limiter : public ResourceLimiter {
 
   void Release(const std::string& name) override { KillAndRemove(absl::StrCat(parent_, "/", name)); }
 
+  std::vector<std::string> JoinFiles(const std::string& name) const override {
+    std::string procs = absl::StrCat(parent_, "/", name, "/cgroup.procs");
+    if (access(procs.c_str(), F_OK) != 0) return {};
+    return {procs};
+  }
+
   CgroupUsage Usage(const std::string& name) const override {
     std::string dir = absl::StrCat(parent_, "/", name);
     CgroupUsage use;
@@ -232,6 +238,16 @@ class CgroupV1Limiter : public ResourceLimiter {
     for (const std::string* parent : {&memory_parent_, &cpu_parent_, &pids_parent_}) {
       if (!parent->empty()) KillAndRemove(absl::StrCat(*parent, "/", name));
     }
+  }
+
+  std::vector<std::string> JoinFiles(const std::string& name) const override {
+    std::vector<std::string> files;
+    for (const std::string* parent : {&memory_parent_, &cpu_parent_, &pids_parent_}) {
+      if (parent->empty()) continue;
+      std::string procs = absl::StrCat(*parent, "/", name, "/cgroup.procs");
+      if (access(procs.c_str(), F_OK) == 0) files.push_back(std::move(procs));
+    }
+    return files;
   }
 
  private:

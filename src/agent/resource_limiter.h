@@ -99,6 +99,10 @@ class ResourceLimiter {
   // What attempt `name` uses now. Reads files only: safe beside the other
   // calls (a cgroup released meanwhile reads as unset).
   virtual CgroupUsage Usage(const std::string& /*name*/) const { return {}; }
+  // The cgroup.procs files of attempt `name`'s cgroups that exist now: a
+  // process that writes "0" into each joins the attempt (a command run in a
+  // task, task_exec.h), counted against its limits and killed with it.
+  virtual std::vector<std::string> JoinFiles(const std::string& /*name*/) const { return {}; }
 };
 using ResourceLimiterPtr = std::unique_ptr<ResourceLimiter>;
 

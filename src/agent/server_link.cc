@@ -239,6 +239,11 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
 }
 
 ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options)) {
+  // Made here, not at Start: task statuses (OnTaskStatus) may come first.
+  // Orders come only once Start has set core_.
+  exec_ = std::make_unique<TaskExec>([this](const TaskKey& key) { return core_->supervisor().ExecTargetOf(key); },
+                                     TaskExecOptions{},
+                                     [this](const ExecPiece& piece) { return WriteExecPiece(piece); });
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -332,6 +337,8 @@ bool ServerLink::WriteLocked(const v1::AgentMessage& msg, int64_t session) {
 }
 
 void ServerLink::OnTaskStatus(const TaskStatus& status) {
+  // Commands run in the attempt end with it (where no cgroup ends them).
+  if (status.state != TaskState::kRunning) exec_->TaskEnded(status.key);
   v1::AgentMessage msg;
   *msg.mutable_status() = ToProto(status, options_.clock->Now());
   bool direct;
@@ -460,6 +467,7 @@ bool ServerLink::Session() {
   // The server that asked for them is gone with the stream; one that comes
   // back asks again.
   pusher_->CancelAll();
+  exec_->DropTag(static_cast<uint64_t>(session));
   if (heartbeats.joinable()) heartbeats.join();
   {
     absl::MutexLock wl(&write_mu_);
@@ -599,6 +607,20 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
     case v1::ServerMessage::kCancelLog:
       pusher_->Cancel(msg.cancel_log().request_id());
       break;
+    case v1::ServerMessage::kExecOpen:
+      OpenExec(msg.exec_open());
+      break;
+    case v1::ServerMessage::kExecInput: {
+      const v1::ExecInput& in = msg.exec_input();
+      exec_->Feed(ExecFeed{.id = in.request_id(),
+                           .data = in.data(),
+                           .eof = in.eof(),
+                           .rows = in.rows(),
+                           .cols = in.cols(),
+                           .acked = in.acked(),
+                           .close = in.close()});
+      break;
+    }
     case v1::ServerMessage::kUpdateFiles: {
       const v1::TaskFiles& f = msg.update_files();
       TaskKey key{f.job(), f.role(), f.index(), f.job_id()};
@@ -776,6 +798,44 @@ bool ServerLink::WriteLogPiece(const LogPiece& piece) {
   d->set_eof(piece.eof);
   d->set_finished(piece.finished);
   d->set_error(piece.error);
+  return Write(msg, static_cast<int64_t>(piece.tag));
+}
+
+void ServerLink::OpenExec(const v1::ExecOpen& open) {
+  ExecOrder order{.id = open.request_id(),
+                  .key = core_->supervisor().Holding(TaskKey{open.job(), open.role(), open.index(), open.job_id()}),
+                  .command = {open.command().begin(), open.command().end()},
+                  .tty = open.tty(),
+                  .stdin = open.stdin(),
+                  .rows = open.rows(),
+                  .cols = open.cols(),
+                  .term = open.term(),
+                  .user = open.user()};
+  if (open.window_bytes() > 0) order.window_bytes = open.window_bytes();
+  uint64_t tag;
+  {
+    absl::MutexLock lock(&mu_);
+    tag = static_cast<uint64_t>(session_);
+  }
+  exec_->Open(order, tag);
+}
+
+bool ServerLink::WriteExecPiece(const ExecPiece& piece) {
+  v1::AgentMessage msg;
+  v1::ExecOutput* o = msg.mutable_exec();
+  o->set_request_id(piece.id);
+  o->set_data(piece.data);
+  o->set_stderr(piece.is_stderr);
+  o->set_offset(piece.offset);
+  o->set_started(piece.started);
+  o->set_attempt(piece.attempt);
+  o->set_exited(piece.exited);
+  o->set_exit_code(piece.exit_code);
+  o->set_signal(piece.signal);
+  if (!piece.error.empty()) {
+    o->set_error(absl::StrCat("node ", core_->node_info().name, ": ", piece.error));
+  }
+  o->set_input_taken(piece.input_taken);
   return Write(msg, static_cast<int64_t>(piece.tag));
 }
 

@@ -17,6 +17,7 @@
 #include "agent/agent_core.h"
 #include "agent/launch_queue.h"
 #include "common/clock.h"
+#include "agent/task_exec.h"
 #include "agent/task_logs_push.h"
 #include "proto/service.grpc.pb.h"
 
@@ -98,6 +99,10 @@ class ServerLink : public TaskListener {
   // Sends a pushed piece if the session it was asked for is still the one
   // connected (a new session's server never asked for it).
   bool WriteLogPiece(const LogPiece& piece);
+  // `trainyard exec` (task_exec.h): an order opens a session of the
+  // stream's; its pieces go back on that stream only.
+  void OpenExec(const v1::ExecOpen& open);
+  bool WriteExecPiece(const ExecPiece& piece);
   // Writes on the stream of `session` (-1: whichever is connected); false
   // when it is not (or no longer) connected.
   bool Write(const v1::AgentMessage& msg, int64_t session = -1);
@@ -130,6 +135,7 @@ class ServerLink : public TaskListener {
   bool drained_ ABSL_GUARDED_BY(mu_) = false;  // the server answered AnnounceStop
   std::unique_ptr<LogPusher> pusher_;  // made at Start; subscriptions end with their session
   std::unique_ptr<LaunchQueue> launches_;  // made at Start
+  std::unique_ptr<TaskExec> exec_;  // made at Start; sessions end with their stream
 };
 
 // Converts a launch order into what the supervisor runs: files written into

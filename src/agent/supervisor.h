@@ -70,6 +70,18 @@ struct SupervisorOptions {
   absl::Duration task_dir_retention = absl::InfiniteDuration();
 };
 
+// What a command run inside a task's running attempt takes from it
+// (task_exec.h): the attempt's environment, working dir, account and
+// cgroups, as its process has them.
+struct ExecTarget {
+  int attempt = 0;
+  uint64_t job_id = 0;
+  std::vector<std::string> env;
+  std::string working_dir;
+  std::optional<TaskAccount> run_as;
+  std::vector<std::string> procs_files;  // ResourceLimiter::JoinFiles
+};
+
 // What the agent's /metrics shows of its tasks (agent_metrics.h).
 struct SupervisorMetrics {
   // Tasks the supervisor holds, by state (indexed by TaskState).
@@ -170,6 +182,10 @@ class Supervisor {
   core::GpuSet GpusInUse() const;
   // The running attempts, for TaskResourceSampler.
   std::vector<ResourceTarget> ResourceTargets() const;
+  // The running attempt of `key`, for a command run inside it.
+  // FailedPrecondition when the task is not running (naming its state),
+  // NotFound for an unknown key.
+  absl::StatusOr<ExecTarget> ExecTargetOf(const TaskKey& key) const;
   // Reads what attempts use (ResourceLimiter::Usage); thread-safe.
   const ResourceLimiter& limiter() const { return *limiter_; }
   // Tasks by state, GPU shares held, spawn latency and log bytes written,

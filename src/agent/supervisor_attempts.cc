@@ -219,6 +219,37 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
   out->push_back(StatusOf(task, task.message));
 }
 
+absl::StatusOr<ExecTarget> Supervisor::ExecTargetOf(const TaskKey& key) const {
+  ExecTarget target;
+  TaskLaunch launch;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = tasks_.find(key);
+    if (it == tasks_.end()) return absl::NotFoundError(absl::StrCat("task ", key.ToString(), " is not on this node"));
+    const Task& task = *it->second;
+    if (task.state != TaskState::kRunning || task.pid <= 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", key.ToString(), " is not running here (", TaskStateName(task.state), ")"));
+    }
+    launch = task.launch;
+    target.attempt = task.attempt;
+    target.procs_files = limiter_->JoinFiles(task.cgroup);
+  }
+  if (users_ != nullptr && users_->switching() && !launch.run_as.has_value()) {
+    // As StartAttempt: a task with no account would have its command run as the agent.
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", key.ToString(), " has no account to run a command as"));
+  }
+  target.job_id = launch.job_id;
+  target.env = TaskEnvironment(
+      inherit_agent_env_ ? TaskInheritedEnvironment(AgentEnvironment(), launch.run_as ? &*launch.run_as : nullptr)
+                         : std::vector<std::string>{},
+      launch, target.attempt);
+  target.working_dir = launch.working_dir;
+  target.run_as = launch.run_as;
+  return target;
+}
+
 void Supervisor::Persist(const Task& task) const {
   absl::Status s = WriteTaskRecord(data_dir_, {.launch = task.launch,
                                                .attempt = task.attempt,

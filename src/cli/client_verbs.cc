@@ -587,6 +587,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
   c->callback([exit_code] { *exit_code = Release(release); });
 
   RegisterLogs(app, exit_code);
+  RegisterExecVerbs(app, exit_code);
 
   static JobsArgFlags del;
   c = app.add_subcommand("delete", "Delete finished jobs: their names are free again; history stays in the store");

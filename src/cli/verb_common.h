@@ -66,6 +66,8 @@ void RegisterScheduleVerbs(CLI::App& app, int* exit_code);
 void RegisterAccountingVerbs(CLI::App& app, int* exit_code);
 // top (top_verb.cc).
 void RegisterTopVerb(CLI::App& app, int* exit_code);
+// exec, attach (exec_verb.cc)
+void RegisterExecVerbs(CLI::App& app, int* exit_code);
 // nodes, cordon, uncordon, drain, node remove (node_verbs.cc).
 void RegisterNodeVerbs(CLI::App& app, int* exit_code);
 // token create (token_verb.cc).

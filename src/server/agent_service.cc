@@ -20,9 +20,11 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
  public:
   // `cert_node`: the node the peer's verified certificate names ("" none);
   // with `node_identity` it is the only name this stream may register.
-  AgentReactor(JobManager* manager, LogHub* logs, bool node_identity, std::string cert_node, std::string peer)
+  AgentReactor(JobManager* manager, LogHub* logs, ExecRelay* exec, bool node_identity, std::string cert_node,
+               std::string peer)
       : manager_(manager),
         logs_(logs),
+        exec_(exec),
         node_identity_(node_identity),
         cert_node_(std::move(cert_node)),
         peer_(std::move(peer)) {
@@ -112,6 +114,10 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
         // Pushes of the log hub's subscriptions; anything else is not ours.
         if (logs_) logs_->OnLogData(node_, in_.log());
         return true;
+      case v1::AgentMessage::kExec:
+        if (node_.empty()) return Refuse();
+        if (exec_) exec_->OnExecOutput(node_, in_.exec());
+        return true;
       default:
         return true;
     }
@@ -162,6 +168,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
 
   void Disconnected() {
     if (logs_) logs_->OnNodeDisconnected(node_);
+    if (exec_) exec_->OnNodeDisconnected(node_);
     manager_->AgentDisconnected(node_, this);
   }
 
@@ -192,6 +199,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
 
   JobManager* const manager_;
   LogHub* const logs_;
+  ExecRelay* const exec_;
   const bool node_identity_;
   const std::string cert_node_;
   const std::string peer_;
@@ -221,7 +229,7 @@ std::string CertNode(const grpc::CallbackServerContext* context) {
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* AgentService::Connect(
     grpc::CallbackServerContext* context) {
-  return new AgentReactor(manager_, logs_, node_identity_, node_identity_ ? CertNode(context) : "", context->peer());
+  return new AgentReactor(manager_, logs_, exec_, node_identity_, node_identity_ ? CertNode(context) : "", context->peer());
 }
 
 }  // namespace trainyard::server

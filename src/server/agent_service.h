@@ -5,6 +5,7 @@
 #pragma once
 
 #include "proto/service.grpc.pb.h"
+#include "server/exec_relay.h"
 #include "server/job_manager.h"
 #include "server/log_hub.h"
 
@@ -16,8 +17,9 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   // streams coming and going. With `node_identity` (the listener serves
   // TLS), an agent registers only the node its verified certificate names:
   // none is UNAUTHENTICATED, another name PERMISSION_DENIED.
-  AgentService(JobManager* manager, LogHub* logs, bool node_identity = false)
-      : manager_(manager), logs_(logs), node_identity_(node_identity) {}
+  // `exec` (may be null) gets the agents' pieces of commands run in tasks.
+  AgentService(JobManager* manager, LogHub* logs, bool node_identity = false, ExecRelay* exec = nullptr)
+      : manager_(manager), logs_(logs), node_identity_(node_identity), exec_(exec) {}
   grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* Connect(
       grpc::CallbackServerContext* context) override;
 
@@ -25,6 +27,7 @@ class AgentService final : public v1::AgentChannel::CallbackService {
   JobManager* const manager_;
   LogHub* const logs_;
   const bool node_identity_;
+  ExecRelay* const exec_;
 };
 
 }  // namespace trainyard::server

@@ -13,6 +13,7 @@
 #include "security/credential_check.h"
 #include "security/server_security.h"
 #include "server/api_counters.h"
+#include "server/exec_relay.h"
 #include "server/job_manager.h"
 #include "server/log_hub.h"
 #include "server/master_metrics.h"
@@ -25,19 +26,24 @@ namespace trainyard::server {
 // per submission, and a log stream is fed by the log hub as agents push, so
 // no thread is held per follower. The other methods are synchronous.
 class ClientService final
-    : public v1::Trainyard::WithCallbackMethod_Submit<v1::Trainyard::WithCallbackMethod_Logs<v1::Trainyard::Service>> {
+    : public v1::Trainyard::WithCallbackMethod_Submit<
+          v1::Trainyard::WithCallbackMethod_Logs<v1::Trainyard::WithCallbackMethod_Exec<v1::Trainyard::Service>>> {
  public:
   // `security` and `limits` (may be null: no rate limits) must outlive the
   // service. A call whose credential checks out marks its connection
   // authenticated (ConnectionGuard): it is then never shut down to make room
   // for a newcomer.
   ClientService(JobManager* manager, LogHub* logs, security::ServerSecurity* security,
-                UserRateLimiter* limits = nullptr)
-      : manager_(manager), logs_(logs), security_(security), limits_(limits) {}
+                UserRateLimiter* limits = nullptr, ExecRelay* exec = nullptr)
+      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::SubmitResponse* resp) override;
   grpc::ServerWriteReactor<v1::LogChunk>* Logs(grpc::CallbackServerContext* ctx, const v1::LogsRequest* req) override;
+  // A command in a running task (exec_relay.h): only the job's owner or a
+  // cluster admin may (it runs as the job's account), not a queue's
+  // administrator, who may read its logs and kill it.
+  grpc::ServerBidiReactor<v1::ExecRequest, v1::ExecResponse>* Exec(grpc::CallbackServerContext* ctx) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
   // Accounting: every user may read every finished job's account, as they
   // may list every job (an account holds no environment).
@@ -90,6 +96,9 @@ class ClientService final
   // OK when the caller may `verb` job `name` (its owner, an administrator of
   // its queue, an admin); NotFound for no such job.
   absl::Status MayActOnJob(const grpc::ServerContextBase* ctx, const std::string& name, absl::string_view verb);
+  // OK when the caller may run commands in job `name`'s tasks: its owner or
+  // a cluster admin; NotFound for no such job.
+  absl::Status MayRunInJob(const grpc::ServerContextBase* ctx, const std::string& name);
   // OK when the call comes from job `name`'s master (its credential), or
   // from a caller that may act on the job (a master inside the client).
   absl::Status FromJobMaster(const grpc::ServerContextBase* ctx, const std::string& name);
@@ -105,6 +114,7 @@ class ClientService final
   LogHub* const logs_;
   security::ServerSecurity* const security_;
   UserRateLimiter* const limits_;
+  ExecRelay* const exec_;
   GrpcCounters counters_;
   JobMasterMetrics masters_;
   absl::Mutex watch_mu_;

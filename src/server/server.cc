@@ -260,10 +260,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
   s->manager_->SetLogHub(s->log_hub_.get());
   s->rate_limiter_ = std::make_unique<UserRateLimiter>(config.rate_limits);
+  s->exec_relay_ = std::make_unique<ExecRelay>(s->log_backend_.get(), ExecRelayOptions{});
   s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get(),
-                                                       s->rate_limiter_.get());
+                                                       s->rate_limiter_.get(), s->exec_relay_.get());
   // With TLS, an agent's node is the one its certificate names.
-  s->agent_service_ = std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config));
+  s->agent_service_ =
+      std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config), s->exec_relay_.get());
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config, /*agents=*/false);
   if (!creds.ok()) return creds.status();
   int open_file_limit = RaiseOpenFileLimit(config.max_open_files);

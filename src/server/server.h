@@ -33,6 +33,7 @@ class JoinService;
 class LogHub;
 class LoginSocket;
 class ManagerLogBackend;
+class ExecRelay;
 class ManagerRestBackend;
 class UserRateLimiter;
 namespace http {
@@ -74,6 +75,7 @@ class Server {
   std::unique_ptr<security::ServerSecurity> security_;
   std::unique_ptr<ManagerLogBackend> log_backend_;
   std::unique_ptr<LogHub> log_hub_;
+  std::unique_ptr<ExecRelay> exec_relay_;
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<JoinService> join_service_;  // with TLS only
