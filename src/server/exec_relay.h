@@ -30,6 +30,7 @@
 #include "absl/synchronization/mutex.h"
 #include "proto/service.pb.h"
 #include "server/log_hub.h"
+#include "server/stats.h"
 
 namespace trainyard::server {
 
@@ -55,12 +56,6 @@ struct ExecNext {
   Kind kind = Kind::kNothing;
   v1::ExecResponse response;  // kResponse: write it, then call Written
   absl::Status end;           // kEnd: finish the stream with it
-};
-
-struct ExecRelayStats {
-  int open = 0;            // sessions open now
-  int64_t opened = 0;      // since the server started
-  int64_t refused = 0;     // by the limits
 };
 
 class ExecRelay {

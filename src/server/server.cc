@@ -28,6 +28,7 @@
 #include "server/join_service.h"
 #include "server/login_socket.h"
 #include "server/hub_log_reader.h"
+#include "server/exec_relay.h"
 #include "server/log_hub.h"
 #include "server/submission.h"
 #include "server/leadership.h"
@@ -53,8 +54,9 @@ class ManagerLogBackend final : public LogBackend {
 // of access, as the gRPC API's.
 class ManagerRestBackend final : public http::RestBackend {
  public:
-  ManagerRestBackend(JobManager* manager, LogHub* logs, security::ServerSecurity* security, UserRateLimiter* limits)
-      : manager_(manager), logs_(logs), security_(security), limits_(limits) {}
+  ManagerRestBackend(JobManager* manager, LogHub* logs, security::ServerSecurity* security, UserRateLimiter* limits,
+                     const ExecRelay* exec)
+      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec) {}
   const ViewStore& Views() override { return manager_->Views(); }
   void Submit(const http::Principal& who, const v1::SubmitRequest& req, SubmitDone done) override {
     if (absl::Status st = limits_->Allow(who, UserRateLimiter::kSubmit, absl::Now()); !st.ok()) {
@@ -78,6 +80,7 @@ class ManagerRestBackend final : public http::RestBackend {
     return HubLogReader::Open(logs_, request, LogStreamUser(who, job ? job->user() : ""));
   }
   LogHubStats LogStats() override { return logs_->Stats(); }
+  ExecRelayStats ExecStats() override { return exec_->Stats(); }
   absl::StatusOr<v1::HistoryResponse> History(const http::Principal& who, const v1::HistoryRequest& req) override {
     if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
     return manager_->History(req);
@@ -103,6 +106,7 @@ class ManagerRestBackend final : public http::RestBackend {
   LogHub* const logs_;
   security::ServerSecurity* const security_;
   UserRateLimiter* const limits_;
+  const ExecRelay* const exec_;
 };
 
 namespace {
@@ -482,7 +486,8 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   if (!bound.ok()) return bound.status();
   http_ = std::move(*bound);
   rest_backend_ =
-      std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get(), rate_limiter_.get());
+      std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get(), rate_limiter_.get(),
+                                           exec_relay_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
   http::AddDashboardRoutes(*http_, rest_backend_.get());
   if (config.history_interval_ms > 0) {

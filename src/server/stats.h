@@ -38,6 +38,13 @@ struct ManagerStats {
 };
 
 // The log hub's streams and refusals (server/log_hub.h), for /metrics.
+// `exec` sessions the server relays (exec_relay.h).
+struct ExecRelayStats {
+  int open = 0;         // open now
+  int64_t opened = 0;   // since the server started
+  int64_t refused = 0;  // by the limits (in all, per user)
+};
+
 struct LogHubStats {
   int followers = 0;         // streams open and not ended
   size_t subscriptions = 0;  // on agents

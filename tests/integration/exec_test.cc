@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -116,6 +117,14 @@ TEST(ExecTest, ACommandRunsInTheTaskAsTheTaskRunsAndItsExitCodeIsTheClis) {
   holder.join();
   EXPECT_EQ(held.exit_code, 128 + 9) << held.err;
   EXPECT_THAT(held.err, HasSubstr("the task's attempt ended"));
+
+  // /metrics counts the sessions; none is left open.
+  HttpResult m;
+  ASSERT_TRUE(WaitUntil([&] {
+    m = HttpGet(c.http_address(), "/metrics");
+    return MetricSample(m.body, "trainyard_exec_sessions_open").value_or(-1) == 0.0;
+  }, absl::Seconds(30))) << m.body;
+  EXPECT_GE(MetricSample(m.body, "trainyard_exec_sessions_total").value_or(0), 7.0);
 }
 
 TEST(ExecTest, OnlyTheJobsOwnerOrAnAdminRunsCommandsInItsTasks) {

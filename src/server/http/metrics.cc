@@ -331,6 +331,15 @@ void LogStreams(Writer& w, const LogHubStats& l) {
             static_cast<double>(l.cut_off));
 }
 
+void ExecSessions(Writer& w, const ExecRelayStats& e) {
+  w.Gauge("trainyard_exec_sessions_open", "`exec` sessions (commands run in tasks) the server relays now.",
+          static_cast<double>(e.open));
+  w.Counter("trainyard_exec_sessions_total", "`exec` sessions opened since the server started.",
+            static_cast<double>(e.opened));
+  w.Counter("trainyard_exec_sessions_refused_total",
+            "`exec` sessions refused for the server's limit or the user's.", static_cast<double>(e.refused));
+}
+
 }  // namespace
 
 std::string RenderMetrics(const MetricsSources& src) {
@@ -347,6 +356,7 @@ std::string RenderMetrics(const MetricsSources& src) {
   Masters(w, src.masters, src.now);
   Requests(w, src);
   LogStreams(w, src.logs);
+  ExecSessions(w, src.exec);
   return out;
 }
 
@@ -365,6 +375,7 @@ void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounter
                   src.limits = limits;
                   src.http_connections = server.ConnectionStats();
                   src.logs = backend->LogStats();
+                  src.exec = backend->ExecStats();
                   res.set_content(RenderMetrics(src), kMetricsContentType);
                 });
 }

@@ -33,6 +33,7 @@ struct MetricsSources {
   const UserRateLimiter* limits = nullptr;      // may be null
   httpd::HttpConnectionStats http_connections;  // the HTTP door's
   LogHubStats logs;                             // `logs` streams and their refusals
+  ExecRelayStats exec;                          // `exec` sessions
 };
 
 std::string RenderMetrics(const MetricsSources& sources);

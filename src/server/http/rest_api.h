@@ -49,6 +49,8 @@ class RestBackend {
   }
   // The log hub's counts (streams, subscriptions, refusals) for /metrics.
   virtual LogHubStats LogStats() { return {}; }
+  // The exec relay's counts for /metrics.
+  virtual ExecRelayStats ExecStats() { return {}; }
   // Accounting for `who` (counted under rateLimits.listJobs), as gRPC's
   // History and Usage answer; a backend without it answers Unimplemented.
   virtual absl::StatusOr<v1::HistoryResponse> History(const Principal& /*who*/, const v1::HistoryRequest& /*req*/) {
