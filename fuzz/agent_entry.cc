@@ -7,7 +7,9 @@
 //    where the server's AgentChannel sends it (agent_service.cc); a round
 //    and the persister's writes run after each, one second apart. Task
 //    resource samples go into a ResourceBook (of at most 64 tasks) and are
-//    read back as the job's answer and the /metrics sums.
+//    read back as the job's answer and the /metrics sums. Exec output goes
+//    to an exec relay with a session open in worker 0, whose responses are
+//    written as a client stream takes them.
 //  - launch_order: what the server orders an agent to run (a TaskSpec as
 //    the wire carries it), through the agent's own conversion and checks
 //    (agent::ToTaskLaunch), in a data dir of the scratch dir; nothing is
@@ -27,6 +29,7 @@
 #include "google/protobuf/io/coded_stream.h"
 #include "proto/service.pb.h"
 #include "server/control_state.h"
+#include "server/exec_relay.h"
 #include "server/log_hub.h"
 #include "server/resource_book.h"
 #include "server/test_backend.h"
@@ -57,6 +60,11 @@ class HubBackend final : public server::LogBackend {
 };
 
 class NullSink final : public server::LogSink {
+ public:
+  void Ready() override {}
+};
+
+class NullExecSink final : public server::ExecSink {
  public:
   void Ready() override {}
 };
@@ -93,6 +101,13 @@ struct Server {
     follow.set_attempt(-1);
     hub->Open(follow, std::make_shared<NullSink>(), "fuzz").IgnoreError();  // refused: the data then goes nowhere
     hub->RunPendingForTest();
+    exec = std::make_unique<server::ExecRelay>(hub_backend.get(), server::ExecRelayOptions{.window_bytes = 4096});
+    v1::ExecStart start;
+    start.set_job(job);
+    start.set_role("worker");
+    start.add_command("sh");
+    absl::StatusOr<uint64_t> id = exec->Open(start, std::make_shared<NullExecSink>(), "fuzz");
+    exec_session = id.ok() ? *id : 0;
   }
 
   // A second passes: a round, the persister's writes done.
@@ -110,6 +125,8 @@ struct Server {
   std::string job;  // the job's name
   std::unique_ptr<HubBackend> hub_backend;
   std::unique_ptr<server::LogHub> hub;
+  std::unique_ptr<server::ExecRelay> exec;
+  uint64_t exec_session = 0;  // the session open in worker 0 (0: refused)
   server::ResourceBook resources{{.keep_for = absl::Minutes(15), .max_tasks = 64}};
 };
 
@@ -155,6 +172,16 @@ void Deliver(Server& s, const v1::AgentMessage& m) {
     case v1::AgentMessage::kDraining: s.state->AgentDraining(node, m.draining().reason(), s.now); break;
     case v1::AgentMessage::kLog: s.hub->OnLogData(node, m.log()); break;
     case v1::AgentMessage::kResources: TakeResources(s, m.resources()); break;
+    case v1::AgentMessage::kExec: {
+      s.exec->OnExecOutput(node, m.exec());
+      for (int i = 0; i < 64; ++i) {
+        server::ExecNext next = s.exec->Next(s.exec_session);
+        if (next.kind != server::ExecNext::Kind::kResponse) break;
+        s.exec->Written(s.exec_session);
+      }
+      (void)s.exec->CanRead(s.exec_session);
+      break;
+    }
     default: break;
   }
 }
