@@ -130,6 +130,14 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(worker.state, "RUNNING")
         self.assertTrue(totals)
         self.assertGreaterEqual(totals[-1].memory_bytes, latest.memory_bytes)
+        # A command in the running task, as it runs; its input and exit code.
+        ran = self.client.exec(job, "worker", ["sh", "-c", "echo $TRAINYARD_ROLE; wc -c; echo oops >&2; exit 4"],
+                               stdin=b"12345")
+        self.assertEqual((ran.stdout, ran.stderr, ran.exit_code, ran.returncode), (b"worker\n5\n", b"oops\n", 4, 4))
+        self.assertEqual(ran.attempt, worker.attempt)
+        self.assertTrue(ran.node)
+        with self.assertRaises(trainyard.NotFoundError):
+            self.client.exec(job, "ps", ["true"])
         self.assertEqual(self.client.kill(job, "no longer needed"), "KILLED")
         final = self.client.wait(job, timeout=60)
         self.assertEqual(final.state, "KILLED")

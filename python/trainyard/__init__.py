@@ -10,10 +10,10 @@ from trainyard.config import ClientConfig, resolve_config
 from trainyard.errors import (ConfigError, InvalidArgument, JobMasterError, NotFoundError, ServerError,
                               SpecError, TaskEnvironmentError, TrainyardError, Unavailable, WaitTimeout)
 from trainyard.logs import LogLine
-from trainyard.views import Account, Job, ResourceSample, Task, TaskResources, UsageRow
+from trainyard.views import Account, ExecResult, Job, ResourceSample, Task, TaskResources, UsageRow
 from trainyard.worker import CheckpointRequest, Worker, WorkerEnv, WorkerStatus
 
 __all__ = ["Client", "ClientConfig", "resolve_config", "ConfigError", "InvalidArgument", "JobMasterError",
            "NotFoundError", "ServerError", "SpecError", "TaskEnvironmentError", "TrainyardError",
-           "Unavailable", "WaitTimeout", "LogLine", "Account", "Job", "ResourceSample", "Task", "TaskResources", "UsageRow", "CheckpointRequest", "Worker",
+           "Unavailable", "WaitTimeout", "LogLine", "Account", "ExecResult", "Job", "ResourceSample", "Task", "TaskResources", "UsageRow", "CheckpointRequest", "Worker",
            "WorkerEnv", "WorkerStatus"]

@@ -22,7 +22,7 @@ from trainyard._pb import service_pb2, service_pb2_grpc, trainyard_pb2
 from trainyard.config import ClientConfig, resolve_config
 from trainyard.logs import LineAssembler, LogLine, split_stamp
 from trainyard.spec import Spec, spec_to_yaml
-from trainyard.views import Account, Job, ResourceSample, TaskResources, UsageRow
+from trainyard.views import Account, ExecResult, Job, ResourceSample, TaskResources, UsageRow
 
 _JOB_STATES = ("QUEUED", "SCHEDULED", "STARTING", "RUNNING", "SUCCEEDED", "FAILED", "KILLED")
 _FINISHED_STATES = ("SUCCEEDED", "FAILED", "KILLED", "DEADLINE_EXCEEDED")
@@ -289,6 +289,51 @@ class Client:
         except grpc.RpcError as e:
             raise self._error(e, f"kill {name}") from None
         return str(trainyard_pb2.JobState.Name(response.state)).removeprefix("JOB_")
+
+    # ---- a command in a running task ----
+
+    def exec(self, job: "str | Job", role: str, command: Sequence[str], index: int = 0, *,
+             stdin: Optional[bytes] = None, timeout: Optional[float] = None) -> ExecResult:
+        """Runs `command` in task ROLE/INDEX of the running job, as the task
+        runs (its account, cgroups, working dir and environment), and returns
+        how it ended with its whole output (docs/exec.md). `stdin` is written
+        to the command and then closed (None: it reads /dev/null). Only the
+        job's owner or an admin may; a task not running raises ServerError
+        (FAILED_PRECONDITION), an unknown one NotFoundError."""
+        name = _job_name(job)
+        if not command or not command[0]:
+            raise errors.InvalidArgument("INVALID_ARGUMENT", "command: must be given (the program to run in the task)")
+        if index < 0:
+            raise errors.InvalidArgument("INVALID_ARGUMENT", f"index: must be >= 0, got {index}")
+        start = service_pb2.ExecStart(job=name, role=role, index=index, command=list(command),
+                                      stdin=stdin is not None)
+
+        def requests() -> Iterator[service_pb2.ExecRequest]:
+            yield service_pb2.ExecRequest(start=start)
+            if stdin is None:
+                return
+            for at in range(0, len(stdin), 64 << 10):
+                yield service_pb2.ExecRequest(stdin=stdin[at:at + (64 << 10)])
+            yield service_pb2.ExecRequest(stdin_eof=True)
+
+        node, attempt, out, err = "", 0, [], []
+        end: Optional[service_pb2.ExecResponse] = None
+        stream = self._stub.Exec(requests(), timeout=timeout, metadata=self._metadata)
+        try:
+            for r in stream:
+                if r.node:
+                    node, attempt = r.node, r.attempt
+                out.append(r.stdout)
+                err.append(r.stderr)
+                if r.exited:
+                    end = r
+        except grpc.RpcError as e:
+            raise self._error(e, f"exec {name} {role}/{index}") from None
+        if end is None:
+            raise errors.ServerError("UNAVAILABLE", "the stream ended before the command did",
+                                     f"exec {name} {role}/{index}")
+        return ExecResult(node=node, attempt=attempt, exit_code=end.exit_code, signal=end.signal,
+                          stdout=b"".join(out), stderr=b"".join(err), message=end.message)
 
     # ---- logs ----
 

@@ -216,3 +216,21 @@ class TaskResources:
                    memory_limit_bytes=t.memory_limit_bytes, cpu_cores_asked=t.vcores_milli / 1000.0,
                    gpus_held=t.gpu_milli / 1000.0, near_memory_limit=t.near_memory_limit, source=t.source,
                    samples=tuple(ResourceSample.from_proto(s) for s in t.samples))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExecResult:
+    """How a command run in a running task ended (`trainyard exec`, docs/exec.md)."""
+
+    node: str         # where it ran
+    attempt: int      # the task's attempt it ran in
+    exit_code: int    # -1 when a signal ended it
+    signal: int       # the signal that ended it (0: none)
+    stdout: bytes
+    stderr: bytes
+    message: str      # why it was ended early ("" when it ended on its own)
+
+    @property
+    def returncode(self) -> int:
+        """The exit code, or 128 + the signal, as a shell (and the CLI) tells it."""
+        return 128 + self.signal if self.signal > 0 else self.exit_code
