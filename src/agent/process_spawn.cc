@@ -23,6 +23,8 @@
 #include "absl/strings/str_split.h"
 #include "agent/log_capture.h"
 
+extern char** environ;
+
 namespace trainyard::agent {
 namespace {
 
@@ -135,7 +137,10 @@ void DropToAccount(const TaskAccount& a, const gid_t* groups, size_t group_count
   if (dup2(err_fd, 2) < 0) ChildFail(pipe_fd, kStepStderr);
   int devnull = open("/dev/null", O_RDONLY);
   if (devnull >= 0) dup2(devnull, 0);
-  execvpe(argv[0], argv, envp);
+  // The command is looked up in the PATH of its own environment (glibc's
+  // execvpe would search the agent's).
+  environ = const_cast<char**>(envp);
+  execvp(argv[0], argv);
   ChildFail(pipe_fd, kStepExec);
 }
 
@@ -247,7 +252,10 @@ void WriteWaitStatus(const char* path, int status) {
   if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(pipe_fd, kStepNoNewPrivs);
   if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
-  execvpe(argv[0], argv, envp);
+  // The command is looked up in the PATH of its own environment (glibc's
+  // execvpe would search the agent's).
+  environ = const_cast<char**>(envp);
+  execvp(argv[0], argv);
   ChildFail(pipe_fd, kStepExec);
 }
 

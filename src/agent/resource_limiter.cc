@@ -149,6 +149,7 @@ class CgroupV2Limiter : public ResourceLimiter {
   void Release(const std::string& name) override { KillAndRemove(absl::StrCat(parent_, "/", name)); }
 
   std::vector<std::string> JoinFiles(const std::string& name) const override {
+    if (name.empty()) return {};  // no cgroup of its own: never the parent's
     std::string procs = absl::StrCat(parent_, "/", name, "/cgroup.procs");
     if (access(procs.c_str(), F_OK) != 0) return {};
     return {procs};
@@ -242,6 +243,7 @@ class CgroupV1Limiter : public ResourceLimiter {
 
   std::vector<std::string> JoinFiles(const std::string& name) const override {
     std::vector<std::string> files;
+    if (name.empty()) return files;  // no cgroup of its own: never the parent's
     for (const std::string* parent : {&memory_parent_, &cpu_parent_, &pids_parent_}) {
       if (parent->empty()) continue;
       std::string procs = absl::StrCat(*parent, "/", name, "/cgroup.procs");

@@ -270,6 +270,7 @@ ServerLink::~ServerLink() { Stop(); }
 
 void ServerLink::Start(AgentCore* core) {
   core_ = core;
+  node_name_ = core->node_info().name;
   pusher_ = std::make_unique<LogPusher>(&core->logs(), LogPusherOptions{.max_subscriptions = options_.max_log_subscriptions},
                                         [this](const LogPiece& piece) { return WriteLogPiece(piece); });
   launches_ = std::make_unique<LaunchQueue>(
@@ -288,6 +289,7 @@ void ServerLink::Stop() {
   if (thread_.joinable()) thread_.join();
   launches_.reset();  // launches not yet started are dropped; the server resends or ends them
   pusher_.reset();
+  exec_->Shutdown();  // commands run in tasks end with the link; nothing more is sent
 }
 
 bool ServerLink::AnnounceStop(const std::string& reason) {
@@ -612,13 +614,19 @@ void ServerLink::Handle(const v1::ServerMessage& msg) {
       break;
     case v1::ServerMessage::kExecInput: {
       const v1::ExecInput& in = msg.exec_input();
+      uint64_t tag;
+      {
+        absl::MutexLock lock(&mu_);
+        tag = static_cast<uint64_t>(session_);
+      }
       exec_->Feed(ExecFeed{.id = in.request_id(),
                            .data = in.data(),
                            .eof = in.eof(),
                            .rows = in.rows(),
                            .cols = in.cols(),
                            .acked = in.acked(),
-                           .close = in.close()});
+                           .close = in.close()},
+                  tag);
       break;
     }
     case v1::ServerMessage::kUpdateFiles: {
@@ -832,9 +840,8 @@ bool ServerLink::WriteExecPiece(const ExecPiece& piece) {
   o->set_exited(piece.exited);
   o->set_exit_code(piece.exit_code);
   o->set_signal(piece.signal);
-  if (!piece.error.empty()) {
-    o->set_error(absl::StrCat("node ", core_->node_info().name, ": ", piece.error));
-  }
+  if (!piece.error.empty()) o->set_error(absl::StrCat("node ", node_name_, ": ", piece.error));
+  o->set_code(piece.code);
   o->set_input_taken(piece.input_taken);
   return Write(msg, static_cast<int64_t>(piece.tag));
 }

@@ -135,7 +135,10 @@ class ServerLink : public TaskListener {
   bool drained_ ABSL_GUARDED_BY(mu_) = false;  // the server answered AnnounceStop
   std::unique_ptr<LogPusher> pusher_;  // made at Start; subscriptions end with their session
   std::unique_ptr<LaunchQueue> launches_;  // made at Start
-  std::unique_ptr<TaskExec> exec_;  // made at Start; sessions end with their stream
+  // Made with the link (statuses may come before Start); sessions end with
+  // their stream, all of them at Stop.
+  std::unique_ptr<TaskExec> exec_;
+  std::string node_name_;  // set at Start, for the exec thread's messages
 };
 
 // Converts a launch order into what the supervisor runs: files written into

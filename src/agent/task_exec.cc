@@ -141,23 +141,33 @@ struct TaskExec::Session {
 
 TaskExec::TaskExec(Resolve resolve, TaskExecOptions options, Sink sink)
     : resolve_(std::move(resolve)), options_(options), sink_(std::move(sink)) {
+  // A write to a command that closed its stdin must fail (EPIPE), not end
+  // the agent.
+  signal(SIGPIPE, SIG_IGN);
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   thread_ = std::thread([this] { Run(); });
 }
 
 TaskExec::~TaskExec() {
+  Shutdown();
+  if (wake_fd_ >= 0) close(wake_fd_);
+}
+
+void TaskExec::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
+    if (stopping_) return;
     stopping_ = true;
-    for (auto& [id, s] : sessions_) {
-      if (!s->exited) kill(-s->pid, SIGKILL);
-    }
+    opens_.clear();
   }
   Wake();
   thread_.join();
+  // The thread is gone (and with it any start in progress): every command
+  // left is killed and reaped here.
   absl::MutexLock lock(&mu_);
-  for (auto& [id, s] : sessions_) {
+  for (auto& [key, s] : sessions_) {
     if (!s->exited) {
+      kill(-s->pid, SIGKILL);
       int status;
       while (waitpid(s->pid, &status, 0) < 0 && errno == EINTR) {
       }
@@ -165,7 +175,7 @@ TaskExec::~TaskExec() {
     s->fds.CloseAll();
     CloseFd(s->pidfd);
   }
-  if (wake_fd_ >= 0) close(wake_fd_);
+  sessions_.clear();
 }
 
 void TaskExec::Wake() {
@@ -178,39 +188,58 @@ int TaskExec::sessions() const {
   return static_cast<int>(sessions_.size());
 }
 
-void TaskExec::Open(const ExecOrder& order, uint64_t tag) {
-  auto refuse = [&](std::string why) {
-    Log(LogLevel::kInfo, kComponent, "exec in %s for %s refused: %s", order.key.ToString(), order.user, why);
-    absl::MutexLock lock(&mu_);
-    outbox_.push_back(Ended(order.id, tag, std::move(why)));
-    Wake();
-  };
-  if (absl::Status st = order.key.Validate(); !st.ok()) return refuse(std::string(st.message()));
-  if (order.command.empty()) return refuse("command: must not be empty");
+void TaskExec::Refuse(const ExecOrder& order, uint64_t tag, const absl::Status& why) {
   {
     absl::MutexLock lock(&mu_);
-    if (sessions_.count(order.id) > 0) return;  // a repeat
-    if (static_cast<int>(sessions_.size()) >= options_.max_sessions) {
-      outbox_.push_back(Ended(order.id, tag,
-                              absl::StrCat("node runs ", options_.max_sessions,
-                                           " commands in tasks already (the most at once); try again later")));
-      Wake();
-      return;
-    }
+    early_.erase({tag, order.id});
+    if (starting_ == Key{tag, order.id}) starting_ = Key{0, 0};
   }
+  Log(LogLevel::kInfo, kComponent, "exec in %s for %s refused: %s", order.key.ToString(), order.user,
+      std::string(why.message()));
+  ExecPiece end = Ended(order.id, tag, std::string(why.message()));
+  end.code = static_cast<int>(why.code());
+  absl::MutexLock lock(&mu_);
+  outbox_.push_back(std::move(end));
+  Wake();
+}
+
+void TaskExec::Open(const ExecOrder& order, uint64_t tag) {
+  if (absl::Status st = order.key.Validate(); !st.ok()) return Refuse(order, tag, st);
+  if (order.command.empty()) return Refuse(order, tag, absl::InvalidArgumentError("command: must not be empty"));
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  bool pending = std::any_of(opens_.begin(), opens_.end(),
+                             [&](const auto& o) { return o.second == tag && o.first.id == order.id; }) ||
+                 starting_ == Key{tag, order.id};
+  if (pending || sessions_.count({tag, order.id}) > 0) {
+    outbox_.push_back(Ended(order.id, tag, "a session of this id is open already"));
+  } else if (static_cast<int>(sessions_.size() + opens_.size()) >= options_.max_sessions) {
+    ExecPiece busy = Ended(order.id, tag,
+                           absl::StrCat("node runs ", options_.max_sessions,
+                                        " commands in tasks already (the most at once); try again later"));
+    busy.code = static_cast<int>(absl::StatusCode::kResourceExhausted);
+    outbox_.push_back(std::move(busy));
+  } else {
+    opens_.emplace_back(order, tag);
+  }
+  Wake();
+}
+
+void TaskExec::Start(const ExecOrder& order, uint64_t tag) {
   absl::StatusOr<ExecTarget> target = resolve_(order.key);
-  if (!target.ok()) return refuse(std::string(target.status().message()));
+  if (!target.ok()) return Refuse(order, tag, target.status());
   Fds fds;
   absl::Status made = order.tty ? MakeTerminal(order, *target, &fds) : MakePipes(order, &fds);
   if (!made.ok()) {
     fds.CloseAll();
-    return refuse(std::string(made.message()));
+    return Refuse(order, tag, made);
   }
   std::vector<std::string> env = std::move(target->env);
   if (order.tty) {
     std::erase_if(env, [](const std::string& e) { return absl::StartsWith(e, "TERM="); });
     bool plain = !order.term.empty() && order.term.size() <= 64 &&
-                 std::all_of(order.term.begin(), order.term.end(), [](char c) { return isalnum(c) || c == '-' || c == '.' || c == '+'; });
+                 std::all_of(order.term.begin(), order.term.end(),
+                             [](char c) { return isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.' || c == '+'; });
     env.push_back(absl::StrCat("TERM=", plain ? order.term : "xterm"));
   }
   absl::StatusOr<pid_t> pid = SpawnExecProcess({.argv = order.command,
@@ -225,7 +254,7 @@ void TaskExec::Open(const ExecOrder& order, uint64_t tag) {
   fds.CloseChild();
   if (!pid.ok()) {
     fds.CloseAll();
-    return refuse(std::string(pid.status().message()));
+    return Refuse(order, tag, pid.status());
   }
   Log(LogLevel::kInfo, kComponent, "exec in %s (attempt %d) for %s: pid %d, %s", order.key.ToString(),
       target->attempt, order.user, *pid, absl::StrJoin(order.command, " ").substr(0, 200));
@@ -239,25 +268,58 @@ void TaskExec::Open(const ExecOrder& order, uint64_t tag) {
   s->pidfd = static_cast<int>(syscall(SYS_pidfd_open, *pid, 0));
   s->fds = fds;
   s->window = std::max<int64_t>(order.window_bytes, options_.chunk_bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    outbox_.push_back(ExecPiece{.id = order.id, .tag = tag, .started = true, .attempt = target->attempt});
+    Session& session = *s;
+    sessions_[{tag, order.id}] = std::move(s);
+    starting_ = Key{0, 0};
+    auto early = early_.find({tag, order.id});
+    if (early != early_.end()) {
+      for (const ExecFeed& feed : early->second) FeedLocked(session, feed);
+      early_.erase(early);
+    }
+  }
+  // The attempt may have ended while the command was being started (its
+  // TaskEnded found no session): then it ends now.
+  absl::StatusOr<ExecTarget> still = resolve_(order.key);
+  if (!still.ok() || still->attempt != target->attempt) {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find({tag, order.id});
+    if (it != sessions_.end()) Stop(*it->second, "the task's attempt ended", /*hangup=*/false, absl::Now());
+  }
+}
+
+void TaskExec::Feed(const ExecFeed& feed, uint64_t tag) {
   absl::MutexLock lock(&mu_);
-  outbox_.push_back(ExecPiece{.id = order.id, .tag = tag, .started = true, .attempt = target->attempt});
-  if (stopping_) kill(-s->pid, SIGKILL);
-  sessions_[order.id] = std::move(s);
+  auto it = sessions_.find({tag, feed.id});
+  if (it == sessions_.end()) {
+    // Its order may not have been started yet: kept for it (the server
+    // holds the client's input to its window, so this is bounded).
+    bool pending = std::any_of(opens_.begin(), opens_.end(),
+                               [&](const auto& o) { return o.second == tag && o.first.id == feed.id; }) ||
+                   starting_ == Key{tag, feed.id};
+    if (pending) early_[{tag, feed.id}].push_back(feed);
+    return;
+  }
+  FeedLocked(*it->second, feed);
   Wake();
 }
 
-void TaskExec::Feed(const ExecFeed& feed) {
-  absl::MutexLock lock(&mu_);
-  auto it = sessions_.find(feed.id);
-  if (it == sessions_.end()) return;
-  Session& s = *it->second;
+void TaskExec::FeedLocked(Session& s, const ExecFeed& feed) {
   if (feed.close) {
     Stop(s, "the client has gone", /*hangup=*/true, absl::Now());
   } else {
-    if (!feed.data.empty() && s.fds.in >= 0 && s.error.empty()) {
-      if (static_cast<int64_t>(s.input.size() + feed.data.size()) > options_.max_input_bytes) {
+    if (!feed.data.empty()) {
+      if (s.fds.in < 0 || !s.error.empty()) {
+        // Nowhere to go: dropped, and counted as taken so the server
+        // does not hold back the client's next messages for it.
+        s.input_taken += static_cast<int64_t>(feed.data.size());
+        s.input_news = true;
+      } else if (static_cast<int64_t>(s.input.size() + feed.data.size()) > options_.max_input_bytes) {
         Stop(s, absl::StrCat("more than ", options_.max_input_bytes, " bytes of input waited for the command"),
              /*hangup=*/false, absl::Now());
+        s.input_taken += static_cast<int64_t>(feed.data.size());
       } else {
         s.input += feed.data;
       }
@@ -271,13 +333,12 @@ void TaskExec::Feed(const ExecFeed& feed) {
     }
     if (feed.acked > s.acked) s.acked = std::min(feed.acked, s.sent);
   }
-  Wake();
 }
 
 void TaskExec::TaskEnded(const TaskKey& key) {
   absl::MutexLock lock(&mu_);
   bool any = false;
-  for (auto& [id, s] : sessions_) {
+  for (auto& [k, s] : sessions_) {
     if (s->key == key && !s->exited) {
       Stop(*s, "the task's attempt ended", /*hangup=*/false, absl::Now());
       any = true;
@@ -288,7 +349,7 @@ void TaskExec::TaskEnded(const TaskKey& key) {
 
 void TaskExec::DropTag(uint64_t tag) {
   absl::MutexLock lock(&mu_);
-  for (auto& [id, s] : sessions_) {
+  for (auto& [k, s] : sessions_) {
     if (s->tag == tag) Stop(*s, "the server's stream is gone", /*hangup=*/false, absl::Now());
   }
   Wake();
@@ -302,6 +363,8 @@ void TaskExec::Stop(Session& s, const std::string& why, bool hangup, absl::Time 
   CloseFd(s.fds.in);
   CloseFd(s.fds.out);
   CloseFd(s.fds.err);
+  s.input_taken += static_cast<int64_t>(s.input.size());  // dropped, counted as taken
+  s.input_news = s.input_news || !s.input.empty();
   s.input.clear();
   if (s.exited) return;
   if (hangup) {
@@ -323,9 +386,11 @@ void TaskExec::Reap(Session& s) {
     s.exited = true;
     s.wait_status = status;
     CloseFd(s.pidfd);
-    // Input can go nowhere now.
+    // Input can go nowhere now: dropped, counted as taken.
     if (s.fds.in != s.fds.out) CloseFd(s.fds.in);
     s.fds.in = -1;
+    s.input_taken += static_cast<int64_t>(s.input.size());
+    s.input_news = s.input_news || !s.input.empty();
     s.input.clear();
   }
 }
@@ -378,7 +443,7 @@ bool TaskExec::ReadOutput(Session& s, int& fd, bool is_stderr, std::vector<ExecP
   return false;
 }
 
-void TaskExec::Service(absl::Time now, std::vector<ExecPiece>* out) {
+void TaskExec::Service(absl::Time now, std::vector<ExecPiece>* out, std::vector<EndCheck>* checks) {
   for (auto it = sessions_.begin(); it != sessions_.end();) {
     Session& s = *it->second;
     Reap(s);
@@ -397,12 +462,10 @@ void TaskExec::Service(absl::Time now, std::vector<ExecPiece>* out) {
       ++it;
       continue;
     }
-    if (s.error.empty() && WIFSIGNALED(s.wait_status)) {
-      // Killed with the rest of its attempt's cgroup, before the attempt's
-      // end was reported (TaskEnded): the supervisor knows by now.
-      absl::StatusOr<ExecTarget> now = resolve_(s.key);
-      if (!now.ok() || now->attempt != s.attempt) s.error = "the task's attempt ended";
-    }
+    // Killed by a signal with no reason of ours: perhaps with the rest of
+    // its attempt's cgroup, before the attempt's end was reported
+    // (TaskEnded); Run asks the supervisor without the lock.
+    if (s.error.empty() && WIFSIGNALED(s.wait_status)) checks->push_back({out->size(), s.key, s.attempt});
     ExecPiece end{.id = s.id, .tag = s.tag, .offset = s.sent, .exited = true, .error = s.error};
     if (WIFEXITED(s.wait_status)) {
       end.exit_code = WEXITSTATUS(s.wait_status);
@@ -422,6 +485,20 @@ void TaskExec::Service(absl::Time now, std::vector<ExecPiece>* out) {
 void TaskExec::Run() {
   std::vector<pollfd> fds;
   for (;;) {
+    // Orders one at a time, each marked as being started (its early
+    // feeds wait for it).
+    for (;;) {
+      std::pair<ExecOrder, uint64_t> open;
+      {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+        if (opens_.empty()) break;
+        open = std::move(opens_.front());
+        opens_.pop_front();
+        starting_ = Key{open.second, open.first.id};
+      }
+      Start(open.first, open.second);
+    }
     int timeout_ms = -1;
     {
       absl::MutexLock lock(&mu_);
@@ -430,17 +507,20 @@ void TaskExec::Run() {
       fds.push_back({wake_fd_, POLLIN, 0});
       absl::Time wake = absl::InfiniteFuture();
       bool poll_exits = false;
-      for (auto& [id, s] : sessions_) {
-        bool room = s->window - (s->sent - s->acked) > 0;
-        if (room && s->fds.out >= 0) fds.push_back({s->fds.out, POLLIN, 0});
+      for (auto& [key, s] : sessions_) {
+        const bool room = s->window - (s->sent - s->acked) > 0;
+        const bool input_waits = !s->input.empty() && s->fds.in >= 0;
+        const bool terminal = s->fds.in >= 0 && s->fds.in == s->fds.out;
+        // A terminal is one descriptor both ways: its events together.
+        short out_events = static_cast<short>((room ? POLLIN : 0) | (input_waits && terminal ? POLLOUT : 0));
+        if (s->fds.out >= 0 && out_events != 0) fds.push_back({s->fds.out, out_events, 0});
         if (room && s->fds.err >= 0) fds.push_back({s->fds.err, POLLIN, 0});
-        if (!s->input.empty() && s->fds.in >= 0 && s->fds.in != s->fds.out) fds.push_back({s->fds.in, POLLOUT, 0});
-        if (!s->input.empty() && s->fds.in >= 0 && s->fds.in == s->fds.out) fds.back().events |= POLLOUT;
+        if (input_waits && !terminal) fds.push_back({s->fds.in, POLLOUT, 0});
         if (!s->exited && s->pidfd >= 0) fds.push_back({s->pidfd, POLLIN, 0});
         if (!s->exited && s->pidfd < 0) poll_exits = true;
         wake = std::min(wake, s->kill_at);
       }
-      if (!outbox_.empty()) {
+      if (!outbox_.empty() || !opens_.empty()) {
         timeout_ms = 0;
       } else if (wake != absl::InfiniteFuture() || poll_exits) {
         absl::Duration left = wake - absl::Now();
@@ -453,17 +533,22 @@ void TaskExec::Run() {
     while (read(wake_fd_, &drained, sizeof(drained)) > 0) {
     }
     std::vector<ExecPiece> out;
+    std::vector<EndCheck> checks;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       out.assign(std::make_move_iterator(outbox_.begin()), std::make_move_iterator(outbox_.end()));
       outbox_.clear();
-      Service(absl::Now(), &out);
+      Service(absl::Now(), &out, &checks);
+    }
+    for (const EndCheck& c : checks) {
+      absl::StatusOr<ExecTarget> now = resolve_(c.key);
+      if (!now.ok() || now->attempt != c.attempt) out[c.piece].error = "the task's attempt ended";
     }
     for (const ExecPiece& piece : out) {
       if (sink_(piece) || piece.exited) continue;
       absl::MutexLock lock(&mu_);
-      auto it = sessions_.find(piece.id);
+      auto it = sessions_.find({piece.tag, piece.id});
       if (it != sessions_.end()) Stop(*it->second, "its output could not be sent", false, absl::Now());
     }
   }

@@ -13,11 +13,18 @@
 // it and its progress told back, so the server holds back the client's.
 //
 // A session ends when its command has exited and the output it left is
-// sent, with the exit code or signal; what it left running in its process
-// group is killed then. It ends early, its process group killed, when the
-// client goes (SIGHUP, then SIGKILL after kill_grace), when the task's
-// attempt ends (TaskEnded), or when the stream that opened it is gone
-// (DropTag).
+// sent, with the exit code or signal (what it left in the background stays
+// in the task, its output no longer read). It ends early, its process group
+// killed, when the client goes (SIGHUP, then SIGKILL after kill_grace), when
+// the task's attempt ends (TaskEnded), or when the stream that opened it is
+// gone (DropTag). Sessions are named by (tag, id): the tag is the stream
+// that opened them, so a new server's ids never meet an old one's.
+//
+// Orders are started on the exec thread (the account, cgroups and spawn take
+// file system calls that may block), never on the caller's: the agent's
+// stream from the server is not held up by them. The agent ignores SIGPIPE
+// (the constructor sets it): input for a command that closed its stdin is
+// dropped, counted as taken.
 #pragma once
 
 #include <sys/types.h>
@@ -29,6 +36,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -79,6 +87,9 @@ struct ExecPiece {
   int signal = 0;
   std::string error;
   int64_t input_taken = 0;
+  // With exited and an error before the command ran: its kind
+  // (absl::StatusCode; 0: not a refusal).
+  int code = 0;
 };
 
 struct TaskExecOptions {
@@ -98,15 +109,20 @@ class TaskExec {
   using Sink = std::function<bool(const ExecPiece&)>;
 
   TaskExec(Resolve resolve, TaskExecOptions options, Sink sink);
-  // Kills every session's process group and stops the thread.
+  // Shutdown.
   ~TaskExec();
+  // Kills every session's process group, reaps them and stops the thread:
+  // the sink and the resolver are not called after it returns. Later calls
+  // do nothing.
+  void Shutdown();
 
-  // Starts `order`'s command; a piece with `started` (and the attempt), or
-  // one that has `exited` with the error, goes to the sink.
+  // Starts `order`'s command (on the exec thread); a piece with `started`
+  // (and the attempt), or one that has `exited` with the error, goes to the
+  // sink.
   void Open(const ExecOrder& order, uint64_t tag);
-  // Input, a resize, an acknowledgement or the client's going for a session
-  // (unknown ids are ignored: the session has ended).
-  void Feed(const ExecFeed& feed);
+  // Input, a resize, an acknowledgement or the client's going for session
+  // (tag, feed.id) (unknown ones are ignored: the session has ended).
+  void Feed(const ExecFeed& feed, uint64_t tag);
   // The task's attempt ended: its sessions end, their commands killed.
   void TaskEnded(const TaskKey& key);
   // The stream that opened sessions with `tag` is gone: they end.
@@ -115,15 +131,29 @@ class TaskExec {
 
  private:
   struct Session;
+  using Key = std::pair<uint64_t, uint64_t>;  // (tag, id)
+  // A final piece of a command killed by a signal, to be told apart (the
+  // attempt's end killed it?) once the lock is released.
+  struct EndCheck {
+    size_t piece = 0;
+    TaskKey key;
+    int attempt = 0;
+  };
   void Run();
   void Wake();
+  // Resolves and spawns one order (on the exec thread, without the lock).
+  void Start(const ExecOrder& order, uint64_t tag);
+  // A refusal for the sink.
+  void Refuse(const ExecOrder& order, uint64_t tag, const absl::Status& why);
   // One pass over the sessions after poll: reads, writes, reaps, ends.
-  void Service(absl::Time now, std::vector<ExecPiece>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Service(absl::Time now, std::vector<ExecPiece>* out, std::vector<EndCheck>* checks)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads what one output has (within the window); false at its end.
   bool ReadOutput(Session& s, int& fd, bool is_stderr, std::vector<ExecPiece>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteInput(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Reap(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FeedLocked(Session& s, const ExecFeed& feed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Kills the session's process group: SIGHUP first when `hangup`, else
   // SIGKILL at once.
   void Stop(Session& s, const std::string& why, bool hangup, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -134,8 +164,12 @@ class TaskExec {
   int wake_fd_ = -1;
 
   mutable absl::Mutex mu_;
-  std::map<uint64_t, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
-  std::deque<ExecPiece> outbox_ ABSL_GUARDED_BY(mu_);  // from Open, sent by the thread in order
+  std::map<Key, std::unique_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::pair<ExecOrder, uint64_t>> opens_ ABSL_GUARDED_BY(mu_);  // orders and their tags, not started
+  std::deque<ExecPiece> outbox_ ABSL_GUARDED_BY(mu_);  // refusals and starts, sent by the thread in order
+  Key starting_ ABSL_GUARDED_BY(mu_){0, 0};  // the order Start works on now
+  // Feeds for orders not started yet, applied when they are.
+  std::map<Key, std::vector<ExecFeed>> early_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };

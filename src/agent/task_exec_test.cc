@@ -3,12 +3,15 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "agent/test_util.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 namespace trainyard::agent {
@@ -66,7 +69,7 @@ class TaskExecTest : public ::testing::Test {
     if (key.role != "worker") return absl::FailedPreconditionError(absl::StrCat("task ", key.ToString(), " is not running here"));
     ExecTarget t;
     t.attempt = 2;
-    t.env = {"PATH=/usr/bin:/bin", "TRAINYARD_ROLE=worker", "TERM=dumb"};
+    t.env = {"PATH=" + task_path_, "TRAINYARD_ROLE=worker", "TERM=dumb"};
     t.working_dir = dir_.path();
     if (as_nobody_) t.run_as = TaskAccount{.name = "nobody", .uid = 65534, .gid = 65534};
     return t;
@@ -82,6 +85,7 @@ class TaskExecTest : public ::testing::Test {
 
   TempDir dir_;
   bool as_nobody_ = false;
+  std::string task_path_ = "/usr/bin:/bin";
   Received received_;
   TaskExec exec_;
 };
@@ -92,7 +96,8 @@ TEST_F(TaskExecTest, ACommandRunsInTheTasksDirAndEnvironmentAndItsExitCodeComesB
   std::vector<ExecPiece> all = received_.Of(1);
   ASSERT_TRUE(all.front().started);
   EXPECT_EQ(all.front().attempt, 2);
-  EXPECT_EQ(received_.Output(1, false), absl::StrCat("worker in ", dir_.path(), "\n"));
+  EXPECT_EQ(received_.Output(1, false),
+            absl::StrCat("worker in ", std::filesystem::canonical(dir_.path()).string(), "\n"));
   EXPECT_EQ(received_.Output(1, true), "oops\n");
   EXPECT_EQ(all.back().exit_code, 3);
   EXPECT_EQ(all.back().signal, 0);
@@ -104,15 +109,55 @@ TEST_F(TaskExecTest, InputReachesTheCommandAndItsEndClosesStdin) {
   ExecOrder order = Order(2, {"cat"});
   order.stdin = true;
   exec_.Open(order, 0);
-  exec_.Feed({.id = 2, .data = "hello\n"});
+  exec_.Feed({.id = 2, .data = "hello\n"}, 0);
   ASSERT_TRUE(WaitUntil([&] { return received_.Output(2, false) == "hello\n"; }, absl::Seconds(30)));
-  exec_.Feed({.id = 2, .data = "bye\n", .eof = true});
+  exec_.Feed({.id = 2, .data = "bye\n", .eof = true}, 0);
   ASSERT_TRUE(WaitEnded(2));
   EXPECT_EQ(received_.Output(2, false), "hello\nbye\n");
   EXPECT_EQ(received_.Last(2).exit_code, 0);
   int64_t taken = 0;
   for (const ExecPiece& p : received_.Of(2)) taken = std::max(taken, p.input_taken);
   EXPECT_EQ(taken, 10);
+}
+
+TEST_F(TaskExecTest, InputForACommandThatClosedItsStdinIsDroppedAndCountedAsTaken) {
+  ExecOrder order = Order(20, {"sh", "-c", "exec 0<&-; echo closed; sleep 0.5; echo alive"});
+  order.stdin = true;
+  exec_.Open(order, 0);
+  ASSERT_TRUE(WaitUntil([&] { return received_.Output(20, false) == "closed\n"; }, absl::Seconds(30)));
+  exec_.Feed({.id = 20, .data = "nobody reads this\n"}, 0);  // EPIPE, not the agent's end (SIGPIPE)
+  ASSERT_TRUE(WaitEnded(20));
+  EXPECT_EQ(received_.Output(20, false), "closed\nalive\n");
+  EXPECT_EQ(received_.Last(20).exit_code, 0);
+  int64_t taken = 0;
+  for (const ExecPiece& p : received_.Of(20)) taken = std::max(taken, p.input_taken);
+  EXPECT_EQ(taken, 18);
+}
+
+TEST_F(TaskExecTest, SessionsOfAnotherStreamAreApartEvenWithTheSameId) {
+  ExecOrder order = Order(21, {"cat"});
+  order.stdin = true;
+  exec_.Open(order, /*tag=*/1);
+  exec_.Open(order, /*tag=*/2);  // a new server's stream reuses the id
+  exec_.Open(order, /*tag=*/2);  // a repeat on one stream is refused
+  ASSERT_TRUE(WaitUntil([&] { return exec_.sessions() == 2; }, absl::Seconds(30)));
+  exec_.Feed({.id = 21, .data = "to two\n", .eof = true}, 2);
+  ASSERT_TRUE(WaitUntil([&] {
+    int ended = 0;
+    for (const ExecPiece& p : received_.Of(21)) ended += p.exited;
+    return ended == 2;
+  }, absl::Seconds(30)));
+  std::string two, one;
+  std::vector<std::string> errors;
+  for (const ExecPiece& p : received_.Of(21)) {
+    (p.tag == 2 ? two : one) += p.data;
+    if (p.exited && !p.error.empty()) errors.push_back(p.error);
+  }
+  EXPECT_EQ(two, "to two\n");
+  EXPECT_EQ(one, "");
+  EXPECT_THAT(errors, ::testing::ElementsAre("a session of this id is open already"));
+  exec_.DropTag(1);
+  ASSERT_TRUE(WaitUntil([&] { return exec_.sessions() == 0; }, absl::Seconds(30)));
 }
 
 TEST_F(TaskExecTest, WithoutStdinTheCommandReadsNothing) {
@@ -147,7 +192,7 @@ TEST_F(TaskExecTest, OutputBeyondTheWindowWaitsForAcknowledgements) {
   // The server takes what came, again and again, until the end.
   ASSERT_TRUE(WaitUntil(
       [&] {
-        exec_.Feed({.id = 5, .acked = received_.OutputBytes(5)});
+        exec_.Feed({.id = 5, .acked = received_.OutputBytes(5)}, 0);
         return received_.Ended(5);
       },
       absl::Seconds(60)));
@@ -164,7 +209,7 @@ TEST_F(TaskExecTest, OutputBeyondTheWindowWaitsForAcknowledgements) {
 TEST_F(TaskExecTest, TheClientsGoingHangsTheCommandUp) {
   exec_.Open(Order(6, {"sleep", "1000"}), 0);
   ASSERT_TRUE(WaitUntil([&] { return !received_.Of(6).empty(); }, absl::Seconds(30)));
-  exec_.Feed({.id = 6, .close = true});
+  exec_.Feed({.id = 6, .close = true}, 0);
   ASSERT_TRUE(WaitEnded(6));
   EXPECT_EQ(received_.Last(6).signal, SIGHUP);
   EXPECT_EQ(received_.Last(6).error, "the client has gone");
@@ -173,7 +218,7 @@ TEST_F(TaskExecTest, TheClientsGoingHangsTheCommandUp) {
 TEST_F(TaskExecTest, ACommandThatIgnoresTheHangupIsKilledAfterTheGrace) {
   exec_.Open(Order(7, {"sh", "-c", "trap '' HUP; echo ready; sleep 1000 & wait"}), 0);
   ASSERT_TRUE(WaitUntil([&] { return received_.Output(7, false) == "ready\n"; }, absl::Seconds(30)));
-  exec_.Feed({.id = 7, .close = true});
+  exec_.Feed({.id = 7, .close = true}, 0);
   ASSERT_TRUE(WaitEnded(7));
   EXPECT_EQ(received_.Last(7).signal, SIGKILL);
 }
@@ -204,7 +249,19 @@ TEST_F(TaskExecTest, RefusalsNameTheReason) {
   EXPECT_TRUE(absl::StrContains(received_.Last(11).error, "cannot run the command no-such-command-here"))
       << received_.Last(11).error;
   EXPECT_EQ(received_.Last(12).error, "command: must not be empty");
+  EXPECT_EQ(received_.Last(10).code, static_cast<int>(absl::StatusCode::kFailedPrecondition));
+  EXPECT_EQ(received_.Last(12).code, static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_FALSE(received_.Of(11).front().started);
+}
+
+TEST_F(TaskExecTest, TheCommandIsFoundInTheTasksPath) {
+  std::filesystem::create_directories(dir_.path() + "/bin");
+  std::ofstream(dir_.path() + "/bin/only-in-task-path") << "#!/bin/sh\necho found it\n";
+  chmod((dir_.path() + "/bin/only-in-task-path").c_str(), 0755);
+  task_path_ = dir_.path() + "/bin:/usr/bin:/bin";
+  exec_.Open(Order(22, {"only-in-task-path"}), 0);
+  ASSERT_TRUE(WaitEnded(22));
+  EXPECT_EQ(received_.Output(22, false), "found it\n") << received_.Last(22).error;
 }
 
 TEST_F(TaskExecTest, ACommandRunsAsTheTasksAccountWithNoNewPrivileges) {

@@ -57,12 +57,13 @@ absl::Status ClientService::MayActOnJob(const grpc::ServerContextBase* ctx, cons
   return security_->access().MayActOnJob(*who, name, {job->user(), job->queue()}, verb);
 }
 
-absl::Status ClientService::MayRunInJob(const grpc::ServerContextBase* ctx, const std::string& name) {
+absl::StatusOr<std::shared_ptr<const v1::JobView>> ClientService::MayRunInJob(const grpc::ServerContextBase* ctx,
+                                                                               const std::string& name) {
   absl::StatusOr<security::Principal> who = Who(ctx);
   if (!who.ok()) return who.status();
   std::shared_ptr<const v1::JobView> job = manager_->JobSummary(name);
   if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
-  if (!security_->enabled() || who->admin || who->user == job->user()) return absl::OkStatus();
+  if (!security_->enabled() || who->admin || who->user == job->user()) return job;
   return absl::PermissionDeniedError(absl::StrCat("you ('", who->user, "') may not run commands in job ", name,
                                                   "'s tasks: they run as its owner ('", job->user(),
                                                   "'); only its owner or a cluster admin may"));

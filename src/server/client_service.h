@@ -96,9 +96,10 @@ class ClientService final
   // OK when the caller may `verb` job `name` (its owner, an administrator of
   // its queue, an admin); NotFound for no such job.
   absl::Status MayActOnJob(const grpc::ServerContextBase* ctx, const std::string& name, absl::string_view verb);
-  // OK when the caller may run commands in job `name`'s tasks: its owner or
-  // a cluster admin; NotFound for no such job.
-  absl::Status MayRunInJob(const grpc::ServerContextBase* ctx, const std::string& name);
+  // The job when the caller may run commands in job `name`'s tasks: its
+  // owner or a cluster admin; NotFound for no such job.
+  absl::StatusOr<std::shared_ptr<const v1::JobView>> MayRunInJob(const grpc::ServerContextBase* ctx,
+                                                                 const std::string& name);
   // OK when the call comes from job `name`'s master (its credential), or
   // from a caller that may act on the job (a master inside the client).
   absl::Status FromJobMaster(const grpc::ServerContextBase* ctx, const std::string& name);

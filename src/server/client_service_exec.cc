@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/client_service.h"
 #include "server/hub_log_reader.h"
@@ -44,6 +45,10 @@ class ExecReactor final : public grpc::ServerBidiReactor<v1::ExecRequest, v1::Ex
     std::lock_guard<std::mutex> lock(sink_->mu);
     reading_ = false;
     if (finished_) return;
+    if (cancelled_) {
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
     if (!ok) {
       // The client has sent all it will (or gone: OnCancel finishes).
       read_done_ = true;
@@ -66,6 +71,13 @@ class ExecReactor final : public grpc::ServerBidiReactor<v1::ExecRequest, v1::Ex
       }
       id_ = *id;
     } else {
+      // Input runs code as the job's account: a token revoked since the
+      // stream began takes nothing more.
+      if (!credential_->Valid(absl::Now())) {
+        FinishLocked(grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                                  "the token this stream began with is no longer valid"));
+        return;
+      }
       relay_->Input(id_, in_);
     }
     PumpLocked();
@@ -74,6 +86,10 @@ class ExecReactor final : public grpc::ServerBidiReactor<v1::ExecRequest, v1::Ex
   // Under sink_->mu.
   void PumpLocked() {
     if (finished_ || id_ == 0) return;
+    if (cancelled_ && !writing_) {
+      FinishLocked(grpc::Status::CANCELLED);
+      return;
+    }
     if (!writing_) {
       ExecNext next = relay_->Next(id_);
       if (next.kind != ExecNext::Kind::kNothing && !credential_->Valid(absl::Now())) {
@@ -100,7 +116,7 @@ class ExecReactor final : public grpc::ServerBidiReactor<v1::ExecRequest, v1::Ex
     std::lock_guard<std::mutex> lock(sink_->mu);
     writing_ = false;
     if (id_ != 0) relay_->Written(id_);
-    if (!ok) {
+    if (!ok || cancelled_) {
       FinishLocked(grpc::Status::CANCELLED);  // the client has gone
       return;
     }
@@ -109,7 +125,9 @@ class ExecReactor final : public grpc::ServerBidiReactor<v1::ExecRequest, v1::Ex
 
   void OnCancel() override {
     std::lock_guard<std::mutex> lock(sink_->mu);
-    if (!writing_) FinishLocked(grpc::Status::CANCELLED);  // else OnWriteDone(false) finishes
+    cancelled_ = true;
+    // A write in flight may still end well: OnWriteDone finishes then.
+    if (!writing_) FinishLocked(grpc::Status::CANCELLED);
   }
 
   void OnDone() override {
@@ -139,6 +157,7 @@ class ExecReactor final : public grpc::ServerBidiReactor<v1::ExecRequest, v1::Ex
   bool read_done_ = false;
   bool writing_ = false;
   bool finished_ = false;
+  bool cancelled_ = false;  // OnCancel came
 };
 
 void ExecStreamSink::Ready() {
@@ -151,11 +170,12 @@ void ExecStreamSink::Ready() {
 grpc::ServerBidiReactor<v1::ExecRequest, v1::ExecResponse>* ClientService::Exec(grpc::CallbackServerContext* ctx) {
   auto open = [this, ctx](const v1::ExecStart& start, ExecSinkPtr sink) -> absl::StatusOr<uint64_t> {
     if (exec_ == nullptr) return absl::UnimplementedError("this server runs no commands in tasks");
-    if (absl::Status may = MayRunInJob(ctx, start.job()); !may.ok()) return may;
+    absl::StatusOr<std::shared_ptr<const v1::JobView>> job = MayRunInJob(ctx, start.job());
+    if (!job.ok()) return job.status();
     absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kLogs);
     if (!who.ok()) return who.status();
-    std::shared_ptr<const v1::JobView> job = manager_->JobSummary(start.job());
-    return exec_->Open(start, std::move(sink), LogStreamUser(*who, job ? job->user() : ""));
+    // The job authorized, not one of its name submitted since.
+    return exec_->Open(start, std::move(sink), LogStreamUser(*who, (*job)->user()), (*job)->id());
   };
   return new ExecReactor(exec_, std::move(open), StreamCredential(ctx));
 }

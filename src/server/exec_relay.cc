@@ -22,6 +22,7 @@ struct ExecRelay::Session {
   int64_t input_sent = 0;      // input bytes sent to the agent
   int64_t input_taken = 0;     // ... that the command has taken
   bool started = false;        // the agent started the command
+  int64_t queued = 0;          // output bytes in `queue`
   bool read_waits = false;     // the stream waits for CanRead
   bool agent_done = false;     // the agent's session is over (or its node gone)
   bool ended = false;          // the stream ends with `end` after the queue
@@ -39,6 +40,15 @@ ExecRelay::ExecRelay(LogBackend* backend, ExecRelayOptions options)
 
 ExecRelay::~ExecRelay() = default;
 
+namespace {
+v1::ServerMessage CloseMessage(uint64_t id) {
+  v1::ServerMessage msg;
+  msg.mutable_exec_input()->set_request_id(id);
+  msg.mutable_exec_input()->set_close(true);
+  return msg;
+}
+}  // namespace
+
 void ExecRelay::Execute(Effects& fx) {
   for (auto& [node, msg] : fx.sends) backend_->SendToNode(node, std::move(msg));
   for (const ExecSinkPtr& sink : fx.ready) sink->Ready();
@@ -52,7 +62,8 @@ void ExecRelay::EndLocked(Session& s, absl::Status status, Effects& fx) {
   fx.ready.push_back(s.sink);
 }
 
-absl::StatusOr<uint64_t> ExecRelay::Open(const v1::ExecStart& start, ExecSinkPtr sink, const std::string& user) {
+absl::StatusOr<uint64_t> ExecRelay::Open(const v1::ExecStart& start, ExecSinkPtr sink, const std::string& user,
+                                         uint64_t job_id) {
   if (start.job().empty()) return absl::InvalidArgumentError("job: must be given");
   if (start.role().empty()) return absl::InvalidArgumentError("role: must be given");
   if (start.index() < 0) return absl::InvalidArgumentError("index: must not be negative");
@@ -69,6 +80,9 @@ absl::StatusOr<uint64_t> ExecRelay::Open(const v1::ExecStart& start, ExecSinkPtr
   std::string task = absl::StrCat(start.role(), "/", start.index());
   absl::StatusOr<JobLogPlaces> places = backend_->Places(start.job());
   if (!places.ok()) return places.status();
+  if (job_id != 0 && places->job_id != job_id) {
+    return absl::NotFoundError(absl::StrCat("job '", start.job(), "' does not exist"));
+  }
   const TaskLogPlace* place = nullptr;
   for (const TaskLogPlace& t : places->tasks) {
     if (t.role == start.role() && t.index == start.index()) place = &t;
@@ -134,17 +148,29 @@ void ExecRelay::Input(uint64_t id, const v1::ExecRequest& request) {
     auto it = sessions_.find(id);
     if (it == sessions_.end() || it->second->agent_done) return;
     Session& s = *it->second;
-    v1::ServerMessage msg;
-    v1::ExecInput* in = msg.mutable_exec_input();
-    in->set_request_id(id);
-    in->set_data(request.stdin());
-    in->set_eof(request.stdin_eof());
-    if (request.rows() > 0 && request.cols() > 0) {
-      in->set_rows(request.rows());
-      in->set_cols(request.cols());
-    }
-    s.input_sent += static_cast<int64_t>(request.stdin().size());
-    fx.sends.emplace_back(s.node, std::move(msg));
+    // In pieces of at most a quarter of the input window: one large
+    // message of the client's is not one large message to the agent.
+    const std::string& data = request.stdin();
+    const size_t piece = static_cast<size_t>(std::max<int64_t>(1, options_.input_window_bytes / 4));
+    size_t at = 0;
+    do {
+      v1::ServerMessage msg;
+      v1::ExecInput* in = msg.mutable_exec_input();
+      in->set_request_id(id);
+      size_t n = std::min(piece, data.size() - at);
+      in->set_data(data.substr(at, n));
+      at += n;
+      bool last = at >= data.size();
+      if (last) {
+        in->set_eof(request.stdin_eof());
+        if (request.rows() > 0 && request.cols() > 0) {
+          in->set_rows(request.rows());
+          in->set_cols(request.cols());
+        }
+      }
+      fx.sends.emplace_back(s.node, std::move(msg));
+    } while (at < data.size());
+    s.input_sent += static_cast<int64_t>(data.size());
   }
   Execute(fx);
 }
@@ -177,6 +203,7 @@ ExecNext ExecRelay::Next(uint64_t id) {
     s.queue.pop_front();
     s.writing = true;
     s.writing_bytes = static_cast<int64_t>(next.response.stdout().size() + next.response.stderr().size());
+    s.queued -= s.writing_bytes;
     return next;
   }
   if (s.ended) {
@@ -215,12 +242,7 @@ void ExecRelay::Close(uint64_t id) {
     auto it = sessions_.find(id);
     if (it == sessions_.end()) return;
     Session& s = *it->second;
-    if (!s.agent_done) {
-      v1::ServerMessage msg;
-      msg.mutable_exec_input()->set_request_id(id);
-      msg.mutable_exec_input()->set_close(true);
-      fx.sends.emplace_back(s.node, std::move(msg));
-    }
+    if (!s.agent_done) fx.sends.emplace_back(s.node, CloseMessage(id));
     if (--by_user_[s.user] <= 0) by_user_.erase(s.user);
     sessions_.erase(it);
   }
@@ -244,28 +266,43 @@ bool ExecRelay::OnExecOutput(const std::string& node, const v1::ExecOutput& out)
       s.queue.push_back(std::move(r));
       wake = true;
     }
+    bool over = false;
     if (!out.data().empty()) {
-      v1::ExecResponse r;
-      if (out.stderr()) {
-        r.set_stderr(out.data());
+      s.queued += static_cast<int64_t>(out.data().size());
+      over = s.queued > 2 * options_.window_bytes;
+      if (over) {
+        // The agent sent past the window it was given: not a peer to follow.
+        EndLocked(s, absl::InternalError(absl::StrCat("node ", node, " sent more output than the window allows")),
+                  fx);
+        fx.sends.emplace_back(s.node, CloseMessage(s.id));
+        wake = false;  // EndLocked woke it
       } else {
-        r.set_stdout(out.data());
+        v1::ExecResponse r;
+        if (out.stderr()) {
+          r.set_stderr(out.data());
+        } else {
+          r.set_stdout(out.data());
+        }
+        s.queue.push_back(std::move(r));
+        wake = true;
       }
-      s.queue.push_back(std::move(r));
-      wake = true;
     }
-    if (out.input_taken() > s.input_taken) {
+    if (!over && out.input_taken() > s.input_taken) {
       s.input_taken = std::min(out.input_taken(), s.input_sent);
       if (s.read_waits && s.input_sent - s.input_taken < options_.input_window_bytes) {
         s.read_waits = false;
         wake = true;
       }
     }
-    if (out.exited()) {
+    if (!over && out.exited()) {
       // A refusal before the command ran is the stream's error; an end is
       // its last response.
       if (!s.started) {
-        EndLocked(s, absl::FailedPreconditionError(out.error()), fx);
+        // The agent's kind of refusal; one it does not name is a task's
+        // state the command could not run in.
+        absl::StatusCode code = out.code() > 0 && out.code() <= 16 ? static_cast<absl::StatusCode>(out.code())
+                                                                   : absl::StatusCode::kFailedPrecondition;
+        EndLocked(s, absl::Status(code, out.error().empty() ? "the node refused the command" : out.error()), fx);
       } else {
         v1::ExecResponse r;
         r.set_exited(true);
@@ -289,6 +326,9 @@ void ExecRelay::OnNodeDisconnected(const std::string& node) {
     absl::MutexLock lock(&mu_);
     for (auto& [id, s] : sessions_) {
       if (s->node != node || s->agent_done) continue;
+      // The session may be on a stream the node opened since (this one's
+      // end came late): hung up on there. Sent nowhere when it has none.
+      fx.sends.emplace_back(node, CloseMessage(s->id));
       EndLocked(*s,
                 absl::UnavailableError(absl::StrCat("node ", node, " of ", s->task,
                                                     " left the server: how the command ended is not known")),

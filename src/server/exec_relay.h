@@ -72,7 +72,11 @@ class ExecRelay {
   // the field; NotFound for an unknown job or task; FailedPrecondition for
   // a task not running now; Unavailable when its node is not connected;
   // RESOURCE_EXHAUSTED past a limit.
-  absl::StatusOr<uint64_t> Open(const v1::ExecStart& start, ExecSinkPtr sink, const std::string& user);
+  // `job_id`: the id of the job the caller was authorized for (0: any); a
+  // job of the name with another id (deleted and submitted again since)
+  // is NotFound.
+  absl::StatusOr<uint64_t> Open(const v1::ExecStart& start, ExecSinkPtr sink, const std::string& user,
+                                uint64_t job_id = 0);
   // The client's next message (input, its end, a new terminal size).
   void Input(uint64_t id, const v1::ExecRequest& request);
   // Whether the client's next message may be read now; when not, the sink's
@@ -88,7 +92,8 @@ class ExecRelay {
 
   // A piece of node's agent; false when it is not one of the relay's.
   bool OnExecOutput(const std::string& node, const v1::ExecOutput& output);
-  // The node's stream is gone: its sessions end, UNAVAILABLE.
+  // The node's stream is gone: its sessions end, UNAVAILABLE (and, should
+  // the node have a new stream already, are hung up on there).
   void OnNodeDisconnected(const std::string& node);
 
   ExecRelayStats Stats() const;

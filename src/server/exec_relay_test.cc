@@ -163,6 +163,49 @@ TEST_F(ExecRelayTest, ARefusalBeforeTheCommandRanIsTheStreamsError) {
   EXPECT_TRUE(Drain(*id, &status).empty());
   EXPECT_EQ(status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(status.message(), HasSubstr("cannot run the command sh"));
+
+  // The agent names the kind of a refusal (its node is full).
+  uint64_t busy_id = *relay_.Open(Start(), std::make_shared<FakeSink>(), "alice");
+  v1::ExecOutput busy = Out(busy_id);
+  busy.set_exited(true);
+  busy.set_error("node n1: node runs 64 commands in tasks already");
+  busy.set_code(static_cast<int>(absl::StatusCode::kResourceExhausted));
+  relay_.OnExecOutput("n1", busy);
+  Drain(busy_id, &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(ExecRelayTest, AJobSubmittedAgainUnderTheNameIsNotTheOneAuthorized) {
+  EXPECT_TRUE(relay_.Open(Start(), std::make_shared<FakeSink>(), "alice", 42).ok());
+  absl::Status other = relay_.Open(Start(), std::make_shared<FakeSink>(), "alice", 41).status();
+  EXPECT_EQ(other.code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(ExecRelayTest, LargeInputGoesInPiecesAndAnAgentPastItsWindowIsCutOff) {
+  uint64_t id = *relay_.Open(Start(), std::make_shared<FakeSink>(), "alice");
+  v1::ExecRequest big;
+  big.set_stdin(std::string(260, 'i'));
+  big.set_stdin_eof(true);
+  relay_.Input(id, big);
+  std::vector<v1::ExecInput> pieces = backend_.Inputs();
+  ASSERT_EQ(pieces.size(), 11u) << "pieces of a quarter of the 100-byte input window";
+  int64_t total = 0;
+  for (const v1::ExecInput& in : pieces) {
+    EXPECT_LE(in.data().size(), 25u);
+    total += static_cast<int64_t>(in.data().size());
+  }
+  EXPECT_EQ(total, 260);
+  EXPECT_TRUE(pieces.back().eof());
+  EXPECT_FALSE(pieces.front().eof());
+
+  v1::ExecOutput flood = Out(id);
+  flood.set_data(std::string(2001, 'x'));  // more than twice the 1000-byte window, nothing written
+  relay_.OnExecOutput("n1", flood);
+  absl::Status status;
+  Drain(id, &status);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(status.message(), HasSubstr("more output than the window allows"));
+  EXPECT_TRUE(backend_.Inputs().back().close()) << "its command is hung up on";
 }
 
 TEST_F(ExecRelayTest, OutputIsAcknowledgedAsItIsWrittenAndInputIsHeldBackUntilTaken) {
@@ -184,7 +227,7 @@ TEST_F(ExecRelayTest, OutputIsAcknowledgedAsItIsWrittenAndInputIsHeldBackUntilTa
   v1::ExecRequest in;
   in.set_stdin(std::string(100, 'i'));
   relay_.Input(id, in);
-  EXPECT_EQ(backend_.Inputs().back().data().size(), 100u);
+  EXPECT_EQ(backend_.Inputs().back().data().size(), 25u) << "the last of four pieces";
   EXPECT_FALSE(relay_.CanRead(id));
   int ready = sink->ready;
   v1::ExecOutput taken = Out(id);
@@ -250,9 +293,12 @@ TEST_F(ExecRelayTest, ANodeThatLeavesEndsItsSessionsUnavailable) {
   EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(status.message(), HasSubstr("node n1 of job train task worker/0 left the server"));
   EXPECT_EQ(relay_.Next(on_n2).kind, ExecNext::Kind::kNothing) << "the other node's goes on";
+  // Should the node have a new stream already, the session is hung up on there.
+  ASSERT_TRUE(backend_.Inputs().back().close());
+  EXPECT_EQ(backend_.Inputs().back().request_id(), on_n1);
   size_t before = backend_.sent.size();
   relay_.Close(on_n1);
-  EXPECT_EQ(backend_.sent.size(), before) << "nothing to hang up on a node that left";
+  EXPECT_EQ(backend_.sent.size(), before) << "its session was ended already";
 }
 
 }  // namespace
