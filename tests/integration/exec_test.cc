@@ -158,12 +158,13 @@ TEST(ExecTest, OnlyTheJobsOwnerOrAnAdminRunsCommandsInItsTasks) {
 TEST(ExecTest, AttachShowsTheTasksOutputFromNowOn) {
   Cluster c({.nodes = 1});
   ASSERT_TRUE(c.WaitNodesReady(1));
-  std::string go = c.dir() + "/go";
-  // It ticks until told to go on, so an attach sees it is live.
+  std::string go = c.dir() + "/go", end = c.dir() + "/end";
+  // It ticks until told to go on, so an attach sees it is live; then it
+  // writes both outputs and waits to be told to end.
   WriteFile(c.dir() + "/job.yaml",
             "name: chatty\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi}\n"
             "    command: [sh, -c, \"echo before; while [ ! -e " + go +
-                " ]; do echo tick; sleep 0.1; done; echo after; echo problem >&2\"]\n");
+                " ]; do echo tick; sleep 0.1; done; echo after; echo problem >&2; " + WaitForFile(end) + "\"]\n");
   ASSERT_EQ(c.Cli({"submit", c.dir() + "/job.yaml"}).exit_code, 0);
   ASSERT_TRUE(c.WaitForState("chatty", "RUNNING"));
   ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(c.Cli({"logs", "chatty"}).out, "before"); },
@@ -173,6 +174,13 @@ TEST(ExecTest, AttachShowsTheTasksOutputFromNowOn) {
   ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(ReadFile(log), "tick"); }, absl::Seconds(30)))
       << ReadFile(log);
   WriteFile(go, "");
+  ASSERT_TRUE(WaitUntil([&] {
+    std::string seen = ReadFile(log);
+    return absl::StrContains(seen, "after\n") && absl::StrContains(seen, "problem\n");
+  }, absl::Seconds(30))) << ReadFile(log);
+  // It follows until the job ends.
+  EXPECT_TRUE(attach.Running());
+  WriteFile(end, "");
   ASSERT_TRUE(WaitUntil([&] { return !attach.Running(); }, absl::Seconds(60))) << ReadFile(log);
   EXPECT_EQ(attach.exit_status(), 0);
   std::string out = ReadFile(log);
