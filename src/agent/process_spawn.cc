@@ -265,6 +265,71 @@ std::string AccountName(const std::optional<TaskAccount>& run_as) {
                               : absl::StrCat(run_as->name, " (uid ", run_as->uid, ")");
 }
 
+// What a forked child needs, prepared before the fork (the child touches
+// no allocator).
+struct ChildArgs {
+  ChildArgs(const std::vector<std::string>& args, const std::vector<std::string>& env,
+            const std::optional<TaskAccount>& run_as) {
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+    envp.push_back(nullptr);
+    if (run_as) groups.assign(run_as->groups.begin(), run_as->groups.end());
+  }
+  std::vector<char*> argv, envp;
+  std::vector<gid_t> groups;
+};
+
+// What a child's failure is told with: the names its steps act on.
+struct ChildNames {
+  std::string working_dir;
+  std::string command;
+  std::optional<TaskAccount> run_as;
+  std::string stdout_path;  // "" when the child opens no log
+  std::string stderr_path;
+};
+
+// Forks a child that runs `body(pipe_fd)`, which ends in exec or ChildFail.
+// Returns its pid once it has exec'd (the close-on-exec pipe's EOF), or,
+// after reaping it, the step it failed at with its errno and the name the
+// step acts on.
+template <typename Body>
+absl::StatusOr<pid_t> ForkChild(Body body, const ChildNames& names) {
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(pipe_fds[0]);
+    close(pipe_fds[1]);
+    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
+  }
+  if (pid == 0) {
+    close(pipe_fds[0]);
+    body(pipe_fds[1]);
+    _exit(127);  // not reached: body execs or fails
+  }
+  close(pipe_fds[1]);
+  int report[2] = {0, 0};
+  ssize_t n;
+  while ((n = read(pipe_fds[0], report, sizeof(report))) < 0 && errno == EINTR) {
+  }
+  close(pipe_fds[0]);
+  if (n <= 0) return pid;  // EOF: exec succeeded
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  int step = report[0];
+  bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
+  std::string what = step == kStepChdir ? names.working_dir
+                     : step == kStepExec ? names.command
+                     : step == kStepStdout ? names.stdout_path
+                     : step == kStepStderr ? names.stderr_path
+                     : about_account ? AccountName(names.run_as)
+                                     : std::string();
+  return absl::FailedPreconditionError(
+      absl::StrCat(StepName(step), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
+}
+
 }  // namespace
 
 absl::StatusOr<pid_t> SpawnExecProcess(const ExecSpawnRequest& request) {
@@ -272,92 +337,26 @@ absl::StatusOr<pid_t> SpawnExecProcess(const ExecSpawnRequest& request) {
   if (request.stdin_fd < 0 || request.stdout_fd < 0 || request.stderr_fd < 0) {
     return absl::InvalidArgumentError("the command's stdin, stdout and stderr must be given");
   }
-  std::vector<char*> argv, envp;
-  for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  std::vector<gid_t> groups;
-  if (request.run_as) groups.assign(request.run_as->groups.begin(), request.run_as->groups.end());
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
-  }
-  if (pid == 0) {
-    close(pipe_fds[0]);
-    RunExec(request, groups, argv.data(), envp.data(), pipe_fds[1]);
-  }
-  close(pipe_fds[1]);
-  int report[2] = {0, 0};
-  ssize_t n;
-  while ((n = read(pipe_fds[0], report, sizeof(report))) < 0 && errno == EINTR) {
-  }
-  close(pipe_fds[0]);
-  if (n <= 0) return pid;  // EOF: exec succeeded
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  int step = report[0];
-  bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
-  std::string what = step == kStepChdir ? request.working_dir
-                     : step == kStepExec ? request.argv[0]
-                     : about_account ? AccountName(request.run_as)
-                                     : std::string();
-  return absl::FailedPreconditionError(
-      absl::StrCat(StepName(step), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
+  ChildArgs args(request.argv, request.env, request.run_as);
+  return ForkChild([&](int pipe_fd) { RunExec(request, args.groups, args.argv.data(), args.envp.data(), pipe_fd); },
+                   {.working_dir = request.working_dir, .command = request.argv[0], .run_as = request.run_as});
 }
 
 absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
   if (request.argv.empty()) return absl::InvalidArgumentError("command: must not be empty");
-  std::vector<char*> argv, envp;
-  for (const std::string& a : request.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const std::string& e : request.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
   LogNames logs;
   std::string err_dir;
   SplitPath(request.stdout_path, &logs.dir, &logs.out);
   SplitPath(request.stderr_path, &err_dir, &logs.err);
   if (err_dir != logs.dir) return absl::InvalidArgumentError("stdout_path and stderr_path must share a directory");
-  std::vector<gid_t> groups;
-  if (request.run_as) groups.assign(request.run_as->groups.begin(), request.run_as->groups.end());
-  int pipe_fds[2];
-  if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(pipe_fds[0]);
-    close(pipe_fds[1]);
-    return absl::ResourceExhaustedError(absl::StrCat("fork: ", strerror(errno)));
-  }
-  if (pid == 0) {
-    close(pipe_fds[0]);
-    RunKeeper(request, logs, groups, argv.data(), envp.data(), pipe_fds[1]);
-  }
-  close(pipe_fds[1]);
-  int report[2] = {0, 0};
-  ssize_t n;
-  while ((n = read(pipe_fds[0], report, sizeof(report))) < 0 && errno == EINTR) {
-  }
-  close(pipe_fds[0]);
-  if (n <= 0) return pid;  // EOF: exec succeeded
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  std::string account = AccountName(request.run_as);
-  int step = report[0];
-  bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
-  std::string what = step == kStepChdir ? request.working_dir
-                     : step == kStepExec ? request.argv[0]
-                     : step == kStepStdout ? request.stdout_path
-                     : step == kStepStderr ? request.stderr_path
-                     : about_account ? account
-                                     : std::string();
-  return absl::FailedPreconditionError(
-      absl::StrCat(StepName(report[0]), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
+  ChildArgs args(request.argv, request.env, request.run_as);
+  return ForkChild(
+      [&](int pipe_fd) { RunKeeper(request, logs, args.groups, args.argv.data(), args.envp.data(), pipe_fd); },
+      {.working_dir = request.working_dir,
+       .command = request.argv[0],
+       .run_as = request.run_as,
+       .stdout_path = request.stdout_path,
+       .stderr_path = request.stderr_path});
 }
 
 std::optional<int> ReadWaitStatus(const std::string& path) {

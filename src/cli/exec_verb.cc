@@ -212,20 +212,8 @@ int Attach(AttachFlags& f) {
   req.set_attempt(-1);
   req.set_follow(true);
   req.set_tail_lines(f.tail);
-  api::LogPrinter printer({.follow = true, .timestamps = f.timestamps, .prefix = false, .headers = false,
-                           .tail_lines = f.tail},
-                          std::cout, std::cerr);
-  std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
-  grpc::ClientContext ctx;
-  Authorize(&ctx);
-  auto reader = stub->Logs(&ctx, req);
-  v1::LogChunk chunk;
-  while (reader->Read(&chunk)) printer.Add(chunk);
-  printer.Finish();
-  grpc::Status st = reader->Finish();
-  if (!st.ok()) return ReportError("attach", address, st);
-  return kExitOk;
+  return PrintLogs("attach", f.server, req,
+                   {.follow = true, .timestamps = f.timestamps, .prefix = false, .headers = false, .tail_lines = f.tail});
 }
 
 }  // namespace

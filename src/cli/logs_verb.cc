@@ -61,13 +61,20 @@ int Logs(LogsFlags& f) {
   }
   bool many = f.task.empty() || req.index() < 0;
   bool prefix = f.prefix || (many && !f.no_prefix);
-  api::LogPrinter printer({.follow = f.follow,
-                      .timestamps = f.timestamps,
-                      .prefix = prefix,
-                      .headers = many && !prefix,
-                      .tail_lines = f.tail},
-                     std::cout, std::cerr);
-  std::string address = ServerAddress(f.server);
+  return PrintLogs("logs", f.server, req,
+                   {.follow = f.follow,
+                    .timestamps = f.timestamps,
+                    .prefix = prefix,
+                    .headers = many && !prefix,
+                    .tail_lines = f.tail});
+}
+
+}  // namespace
+
+int PrintLogs(const std::string& verb, const std::string& server, const v1::LogsRequest& req,
+              const api::LogPrintOptions& options) {
+  api::LogPrinter printer(options, std::cout, std::cerr);
+  std::string address = ServerAddress(server);
   auto stub = MakeStub(address);
   grpc::ClientContext ctx;
   Authorize(&ctx);
@@ -76,11 +83,9 @@ int Logs(LogsFlags& f) {
   while (reader->Read(&chunk)) printer.Add(chunk);
   printer.Finish();
   grpc::Status st = reader->Finish();
-  if (!st.ok()) return ReportError("logs", address, st);
+  if (!st.ok()) return ReportError(verb, address, st);
   return kExitOk;
 }
-
-}  // namespace
 
 void RegisterLogs(CLI::App& app, int* exit_code) {
   static LogsFlags logs;

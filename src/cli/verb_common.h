@@ -12,6 +12,10 @@
 #include "cli/table.h"
 #include "cli/verbs.h"
 
+namespace trainyard::api {
+struct LogPrintOptions;  // api/log_printer.h
+}
+
 namespace trainyard::cli {
 
 struct Common {
@@ -66,6 +70,10 @@ void RegisterScheduleVerbs(CLI::App& app, int* exit_code);
 void RegisterAccountingVerbs(CLI::App& app, int* exit_code);
 // top (top_verb.cc).
 void RegisterTopVerb(CLI::App& app, int* exit_code);
+// One Logs stream printed as `trainyard logs` prints it (logs_verb.cc);
+// errors reported as `trainyard VERB: ...`. Returns the exit code.
+int PrintLogs(const std::string& verb, const std::string& server, const v1::LogsRequest& req,
+              const api::LogPrintOptions& options);
 // exec, attach (exec_verb.cc)
 void RegisterExecVerbs(CLI::App& app, int* exit_code);
 // nodes, cordon, uncordon, drain, node remove (node_verbs.cc).
