@@ -39,7 +39,7 @@ ty_room(server           security httpd api store core common proto)
 # the control state, the shell's lock or the store.
 ty_room(server/http      security httpd api common proto server/view_store.h server/event_list.h server/stats.h
                          server/api_counters.h server/connection_guard.h server/master_metrics.h
-                         server/join_guard.h
+                         server/join_guard.h server/service_links.h
                          server/user_rate_limiter.h)
 ty_room(agent            httpd api core common proto)
 ty_room(sim              api core common)

@@ -157,6 +157,43 @@ class ClusterTest(unittest.TestCase):
         self.assertIn(kept[0].user, [r.key for r in rows])
         self.assertGreaterEqual(total.killed, 1)
 
+    def test_a_service_is_reached_through_the_servers_proxy(self) -> None:
+        import ssl
+        import urllib.request
+        serve = ('cd "$TRAINYARD_TASK_DIR" && echo served > index.html && '
+                 'exec /usr/bin/python3 -m http.server --bind "$TRAINYARD_NODE_ADDRESS" "$TRAINYARD_SERVICE_PORT"')
+        job = self.client.submit({"name": "sdk-web", "replicas": {
+            "worker": {"command": ["sleep", "600"]},
+            "web": {"kind": "service", "command": ["sh", "-c", serve]}}})
+        for view in self.client.watch(job, timeout=120):
+            if view.state == "RUNNING":
+                break
+        deadline = time.monotonic() + 60
+        while True:  # the job may run before its service task does
+            try:
+                url = self.client.service_url(job)
+                break
+            except trainyard.TrainyardError as e:
+                self.assertLess(time.monotonic(), deadline, str(e))
+                time.sleep(0.2)
+        self.assertIn("/proxy/", url)
+        context = ssl.create_default_context(cafile=self.client.config.ca_file) if url.startswith("https") else None
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(url, context=context, timeout=30) as answer:
+                    body = answer.read().decode()
+                    csp = answer.headers.get("Content-Security-Policy", "")
+                break
+            except OSError as e:  # not listening yet: the proxy answers 502
+                self.assertLess(time.monotonic(), deadline, str(e))
+                time.sleep(0.2)
+        self.assertEqual(body, "served\n")
+        self.assertTrue(csp.startswith("sandbox"), csp)
+        with self.assertRaises(trainyard.NotFoundError):
+            self.client.service_url(job, "worker")
+        self.assertEqual(self.client.kill(job), "KILLED")
+
     def test_bad_input_names_the_field(self) -> None:
         with self.assertRaises(trainyard.SpecError) as bad:
             self.client.submit({"name": "sdk-bad", "replicas": {"worker": {"count": -1, "command": ["true"]}}})

@@ -217,6 +217,24 @@ class Client:
         return ([TaskResources.from_proto(t) for t in response.tasks],
                 [ResourceSample.from_proto(s) for s in response.totals])
 
+    def service_url(self, job: str, role: str = "", index: int = 0) -> str:
+        """The address of a running service task (a role of kind: service) through the
+        server's proxy, for a browser (`trainyard url`, docs/services.md): the job's first
+        service when `role` is "". The address is the caller's own and expires (12 hours)."""
+        request = service_pb2.ServiceLinkRequest(job=job, role=role, index=index)
+        try:
+            r = self._stub.ServiceLink(request, timeout=self.timeout, metadata=self._metadata)
+        except grpc.RpcError as e:
+            raise self._error(e, "service_url") from None
+        host = r.http_host
+        if not host:
+            server = self.config.server.removeprefix("dns:///").removeprefix("ipv4:")
+            host = "" if server.startswith("unix:") else server.rsplit(":", 1)[0] if ":" in server else server
+            host = host or "127.0.0.1"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"{r.http_scheme}://{host}:{r.http_port}{r.path}"
+
     def list(self, include_finished: bool = False, user: str = "", queue: str = "",
              states: Sequence[str] = ()) -> list[Job]:
         """The jobs the caller may see (without their events).

@@ -30,6 +30,7 @@ class Task:
         state: PENDING, LAUNCHING, RUNNING, SUCCEEDED, FAILED, KILLED or RESTARTING.
         restarts: how often it was restarted.
         exit_code: the last attempt's exit code (None while none ended).
+        service: its role is of kind service (Client.service_url reaches it).
     """
 
     name: str
@@ -40,6 +41,7 @@ class Task:
     state: str
     restarts: int
     exit_code: Optional[int]
+    service: bool
     proto: service_pb2.TaskView = dataclasses.field(repr=False, compare=False)
 
     @classmethod
@@ -49,7 +51,7 @@ class Task:
                    node=view.node, state=_enum_name(trainyard_pb2.TaskState, view.state, "TASK_"),
                    restarts=view.restarts,
                    exit_code=view.last_exit.exit_code if view.HasField("last_exit") else None,
-                   proto=view)
+                   service=view.service, proto=view)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -410,15 +410,23 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
   Fields f;
   if (!CheckMap(node, path,
                 {"count", "replicas", "minAvailable", "resources", "command", "args", "env",
-                 "workingDir", "restartPolicy", "maxRestarts", "restartBudgets", "userCredential"},
+                 "workingDir", "restartPolicy", "maxRestarts", "restartBudgets", "userCredential", "kind"},
                 &f, errors)) {
     return;
   }
   ParseReplicaInts(f, path, rs, errors);
+  std::string s;
   bool user_credential = false;
   if (const YamlNode* v = Find(f, "userCredential");
       v && GetBool(*v, path + ".userCredential", &user_credential, errors)) {
     rs->set_user_credential(user_credential);
+  }
+  if (const YamlNode* v = Find(f, "kind"); v && GetString(*v, path + ".kind", &s, errors)) {
+    if (s == "service") {
+      rs->set_kind(v1::ROLE_KIND_SERVICE);
+    } else if (s != "task") {
+      errors->push_back(absl::StrCat(path, ".kind: '", s, "' is not one of task, service"));
+    }
   }
   if (const YamlNode* v = Find(f, "restartBudgets")) {
     ParseRestartBudgets(*v, path + ".restartBudgets", rs->mutable_restart_budgets(), errors);
@@ -427,7 +435,6 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
   if (const YamlNode* v = Find(f, "command")) GetStringList(*v, path + ".command", rs->mutable_command(), errors);
   if (const YamlNode* v = Find(f, "args")) GetStringList(*v, path + ".args", rs->mutable_args(), errors);
   if (const YamlNode* v = Find(f, "env")) GetEnv(*v, path + ".env", rs, errors);
-  std::string s;
   const YamlNode* v = Find(f, "workingDir");
   if (v && GetString(*v, path + ".workingDir", &s, errors)) rs->set_working_dir(s);
   v = Find(f, "restartPolicy");

@@ -107,6 +107,33 @@ replicas:
   EXPECT_THAT(m, HasSubstr("replicas.worker.restartPolicy: 'Sometimes' is not one of Never, OnFailure, Always"));
 }
 
+TEST(JobSpecTest, AServiceRoleIsReadWithItsKindAndNeedsANameOfItsOwn) {
+  auto spec = LoadJobSpec(R"(
+name: train
+replicas:
+  worker: {command: [python3, train.py]}
+  board: {kind: service, command: [tensorboard]}
+)", core::AllocationLimits{});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  ASSERT_EQ(spec->replicas_size(), 2);
+  for (const v1::ReplicaSpec& rs : spec->replicas()) {
+    EXPECT_EQ(rs.kind(), rs.role() == "board" ? v1::ROLE_KIND_SERVICE : v1::ROLE_KIND_TASK) << rs.role();
+  }
+
+  auto bad = LoadJobSpec(R"(
+name: train
+replicas:
+  worker: {kind: service, command: [x]}
+  board: {kind: daemon, command: [x]}
+  web: {kind: [service], command: [x]}
+)", core::AllocationLimits{});
+  ASSERT_FALSE(bad.ok());
+  std::string m(bad.status().message());
+  EXPECT_THAT(m, HasSubstr("replicas.worker.kind: a service needs a role name of its own ('worker' is a framework's"));
+  EXPECT_THAT(m, HasSubstr("replicas.board.kind: 'daemon' is not one of task, service"));
+  EXPECT_THAT(m, HasSubstr("replicas.web.kind:"));
+}
+
 TEST(JobSpecTest, ValidationNamesResourceValueAndLimit) {
   auto spec = LoadJobSpec(R"(
 name: big

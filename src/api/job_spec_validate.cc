@@ -16,6 +16,7 @@
 #include "api/job_spec.h"
 #include "api/job_array.h"
 #include "api/restart_budgets.h"
+#include "api/roles.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
 
@@ -227,6 +228,13 @@ void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& lim
     }
   }
   if (r.command().empty()) errors->push_back(absl::StrCat(path, ".command: required"));
+  if (r.kind() == v1::ROLE_KIND_SERVICE && IsFrameworkRoleName(r.role())) {
+    errors->push_back(absl::StrCat(path, ".kind: a service needs a role name of its own ('", r.role(),
+                                   "' is a framework's role: a worker, rank or master to it)"));
+  }
+  if (r.kind() != v1::ROLE_KIND_TASK && r.kind() != v1::ROLE_KIND_SERVICE) {
+    errors->push_back(absl::StrCat(path, ".kind: ", static_cast<int>(r.kind()), " is not task or service"));
+  }
   ValidateExecStrings(r, path, errors);
   ValidateResources(r.resources(), path + ".resources", limits, errors);
 }

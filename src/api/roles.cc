@@ -2,6 +2,7 @@
 #include "api/roles.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 
@@ -39,6 +40,29 @@ RoleTraits TraitsOf(v1::Framework framework, std::string_view role) {
   return t;
 }
 
+RoleTraits TraitsOf(v1::Framework framework, const v1::ReplicaSpec& rs) {
+  if (rs.kind() != v1::ROLE_KIND_SERVICE) return TraitsOf(framework, rs.role());
+  RoleTraits t;
+  t.default_port = true;
+  t.service = true;
+  return t;
+}
+
+RoleTraits TraitsOf(const v1::JobSpec& spec, std::string_view role) {
+  for (const v1::ReplicaSpec& rs : spec.replicas()) {
+    if (rs.role() == role) return TraitsOf(spec.framework(), rs);
+  }
+  return TraitsOf(spec.framework(), role);
+}
+
+bool IsFrameworkRoleName(std::string_view role) {
+  for (std::string_view name : {kRoleWorker, kRolePs, kRoleChief, kRoleMaster, kRoleLauncher, kRoleEvaluator,
+                                kRoleJobMaster}) {
+    if (role == name) return true;
+  }
+  return false;
+}
+
 bool IsWorkerRole(v1::Framework framework, std::string_view role) { return TraitsOf(framework, role).worker; }
 
 bool IsJobMasterRole(std::string_view role) { return role == kRoleJobMaster; }
@@ -52,14 +76,14 @@ bool HasJobMaster(const v1::JobSpec& spec) {
 int WorkerCount(const v1::JobSpec& spec) {
   int n = 0;
   for (const auto& rs : spec.replicas()) {
-    if (IsWorkerRole(spec.framework(), rs.role())) n += rs.count();
+    if (TraitsOf(spec.framework(), rs).worker) n += rs.count();
   }
   return n;
 }
 
 bool UsesJobMaster(const v1::JobSpec& spec) {
   return std::any_of(spec.replicas().begin(), spec.replicas().end(), [&](const v1::ReplicaSpec& rs) {
-    return rs.count() > 0 && TraitsOf(spec.framework(), rs.role()).uses_job_master;
+    return rs.count() > 0 && TraitsOf(spec.framework(), rs).uses_job_master;
   });
 }
 
@@ -89,12 +113,17 @@ std::optional<std::string> SuccessAfter(const v1::JobSpec& spec, const TaskRecor
     }
     return std::nullopt;
   }
-  bool any_worker = std::any_of(tasks.begin(), tasks.end(), [&](const v1::TaskRecord& t) {
-    return IsWorkerRole(fw, t.role());
-  });
+  // Workers by role, the spec's kinds read once (not once per task).
+  std::map<std::string_view, bool> worker_role;
+  for (const v1::ReplicaSpec& rs : spec.replicas()) worker_role.emplace(rs.role(), TraitsOf(fw, rs).worker);
+  auto is_worker = [&](const v1::TaskRecord& t) {
+    auto it = worker_role.find(t.role());
+    return it != worker_role.end() ? it->second : IsWorkerRole(fw, t.role());
+  };
+  bool any_worker = std::any_of(tasks.begin(), tasks.end(), is_worker);
   for (const auto& t : tasks) {
     if (IsJobMasterRole(t.role())) continue;
-    if ((!any_worker || IsWorkerRole(fw, t.role())) && !done(t)) return std::nullopt;
+    if ((!any_worker || is_worker(t)) && !done(t)) return std::nullopt;
   }
   return any_worker ? "all workers completed" : "all tasks completed";
 }

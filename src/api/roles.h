@@ -64,10 +64,27 @@ struct RoleTraits {
   bool uses_job_master = false;
   // The server's own job master task.
   bool job_master = false;
+  // A service role (`kind: service`, docs/services.md): none of the above
+  // but default_port; its first port is reachable through the server's
+  // proxy.
+  bool service = false;
 };
 
-// The traits of `role` in a job of `framework`.
+// The traits of a task role named `role` in a job of `framework`, by its
+// name alone (a role of kind task).
 RoleTraits TraitsOf(v1::Framework framework, std::string_view role);
+// The traits of role `rs` in a job of `framework`: a service
+// (`kind: service`) is none of the framework's: no worker, rank, cluster
+// member or decider, and it gets a port when it asks none.
+RoleTraits TraitsOf(v1::Framework framework, const v1::ReplicaSpec& rs);
+// The traits of the role named `role` of `spec` (its kind from the spec; a
+// role the spec does not name is taken by its name).
+RoleTraits TraitsOf(const v1::JobSpec& spec, std::string_view role);
+
+// Role names that mean something to a framework (or to the server): a
+// service role may not take one (a service named "worker" would read as a
+// worker to a person and to the frameworks' own tools).
+bool IsFrameworkRoleName(std::string_view role);
 
 // Shorthands over TraitsOf.
 bool IsWorkerRole(v1::Framework framework, std::string_view role);

@@ -127,6 +127,50 @@ TEST(RolesTest, TheChiefPolicyEndsTheJobWithChiefZero) {
   EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "chief", 0)).value_or(""), "the chief completed");
 }
 
+// A spec whose role `service` is of kind: service.
+v1::JobSpec WithService(v1::JobSpec spec, const std::string& service) {
+  v1::ReplicaSpec* rs = spec.add_replicas();
+  rs->set_role(service);
+  rs->set_count(1);
+  rs->set_kind(v1::ROLE_KIND_SERVICE);
+  return spec;
+}
+
+TEST(RolesTest, AServiceIsNoneOfItsFrameworksRolesButGetsAPort) {
+  for (v1::Framework fw : {v1::FRAMEWORK_NONE, v1::FRAMEWORK_TENSORFLOW, v1::FRAMEWORK_PYTORCH, v1::FRAMEWORK_MPI}) {
+    v1::JobSpec spec = WithService(Spec(fw, {{"worker", 2}}), "board");
+    RoleTraits t = TraitsOf(spec, "board");
+    EXPECT_TRUE(t.service);
+    EXPECT_TRUE(t.default_port);
+    EXPECT_FALSE(t.worker || t.decides_success || t.decides_job || t.in_tf_cluster || t.torch_rank ||
+                 t.torch_rank0 || t.mpi_host || t.uses_job_master || t.job_master);
+    // By its name alone the same role would be a worker.
+    EXPECT_TRUE(TraitsOf(fw, "board").worker || fw == v1::FRAMEWORK_MPI);
+    EXPECT_EQ(WorkerCount(spec), 2);
+    EXPECT_FALSE(TraitsOf(spec, "worker").service);
+  }
+  EXPECT_FALSE(UsesJobMaster(WithService(Spec(v1::FRAMEWORK_NONE, {{"ps", 1}}), "board")));
+  EXPECT_TRUE(IsFrameworkRoleName("worker"));
+  EXPECT_TRUE(IsFrameworkRoleName("jobmaster"));
+  EXPECT_FALSE(IsFrameworkRoleName("tensorboard"));
+}
+
+TEST(RolesTest, AJobSucceedsWhenItsWorkersDoWhileItsServiceRuns) {
+  v1::JobSpec spec = WithService(Spec(v1::FRAMEWORK_NONE, {{"worker", 2}}), "board");
+  TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}});
+  EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 0)).has_value());
+  tasks[1].set_state(v1::TASK_SUCCEEDED);
+  EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed");
+}
+
+TEST(RolesTest, AJobOfServicesAloneSucceedsWhenEveryServiceHasEnded) {
+  v1::JobSpec spec = WithService(WithService(v1::JobSpec(), "board"), "notebook");
+  TaskRecords tasks = Tasks(spec, {{"board/0", v1::TASK_SUCCEEDED}});
+  EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "board", 0)).has_value());
+  tasks[1].set_state(v1::TASK_SUCCEEDED);
+  EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "notebook", 0)).value_or(""), "all tasks completed");
+}
+
 TEST(RolesTest, JobTaskCountLeavesOutTheJobMaster) {
   v1::JobSpec spec = Spec(v1::FRAMEWORK_NONE, {{"jobmaster", 1}, {"worker", 2}});
   EXPECT_EQ(JobTaskCount(Tasks(spec, {})), 2);

@@ -17,30 +17,38 @@ std::string HostPort(const PlacedTaskView& t) {
   return absl::StrCat(t.address, ":", t.ports.empty() ? 0 : t.ports.front());
 }
 
+// A task of the job with its role's traits (the role's kind read from the
+// spec once per role, not once per task).
+struct OrderedTask {
+  const PlacedTaskView* task;
+  RoleTraits traits;
+};
+
 // Tasks of the job in a stable order: role order of the spec, then index.
 // One pass over the tasks by role, then a sort per role: O(T log T) (it was
 // a pass per role, O(roles x tasks), for each task's environment).
-std::vector<const PlacedTaskView*> Ordered(const TaskEnvInput& in) {
+std::vector<OrderedTask> Ordered(const TaskEnvInput& in) {
   std::map<std::string, std::vector<const PlacedTaskView*>> by_role;
   for (const auto& t : in.tasks) by_role[t.role].push_back(&t);
-  std::vector<const PlacedTaskView*> out;
+  std::vector<OrderedTask> out;
   out.reserve(in.tasks.size());
   for (const auto& rs : in.spec->replicas()) {
     auto it = by_role.find(rs.role());
     if (it == by_role.end()) continue;
     std::vector<const PlacedTaskView*>& role = it->second;
     std::stable_sort(role.begin(), role.end(), [](auto* a, auto* b) { return a->index < b->index; });
-    out.insert(out.end(), role.begin(), role.end());
+    RoleTraits traits = TraitsOf(in.spec->framework(), rs);
+    for (const PlacedTaskView* t : role) out.push_back({t, traits});
     by_role.erase(it);  // a role the spec names twice (refused at submit) is listed once
   }
   return out;
 }
 
 // TF_CONFIG's "cluster": {"ps": ["host:port", ...], "worker": [...]}.
-std::string TfCluster(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered) {
+std::string TfCluster(const std::vector<OrderedTask>& ordered) {
   nlohmann::json cluster = nlohmann::json::object();
-  for (const PlacedTaskView* t : ordered) {
-    if (!TraitsOf(in.spec->framework(), t->role).in_tf_cluster) continue;
+  for (const auto& [t, traits] : ordered) {
+    if (!traits.in_tf_cluster) continue;
     cluster[t->role].push_back(HostPort(*t));
   }
   return cluster.dump();
@@ -55,10 +63,9 @@ std::string TfConfig(const JobWideEnv& job, const PlacedTaskView& self) {
 
 // Rank 0 is the "master" role when there is one, else worker 0; a node's
 // rank is its first appearance in rank order.
-void TorchRanks(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered, JobWideEnv* job) {
+void TorchRanks(const std::vector<OrderedTask>& ordered, JobWideEnv* job) {
   std::vector<const PlacedTaskView*> ranks;
-  for (const PlacedTaskView* t : ordered) {
-    RoleTraits traits = TraitsOf(in.spec->framework(), t->role);
+  for (const auto& [t, traits] : ordered) {
     if (traits.torch_rank0) ranks.insert(ranks.begin(), t);
     else if (traits.torch_rank) ranks.push_back(t);
   }
@@ -95,11 +102,11 @@ void PytorchEnv(const JobWideEnv& job, const PlacedTaskView& self, TaskEnv* out)
 // One "ADDRESS slots=N" line per node of the MPI workers, in task order. The
 // launcher is not a rank (it runs mpirun, which starts the ranks on the
 // workers), so it has no slot, as in Kubeflow's MPIJob.
-std::string MpiHostfile(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered) {
+std::string MpiHostfile(const std::vector<OrderedTask>& ordered) {
   std::vector<std::pair<std::string, int>> slots;  // address, tasks, in order
   std::map<std::string, size_t> at;                // address -> its place in slots
-  for (const PlacedTaskView* t : ordered) {
-    if (!TraitsOf(in.spec->framework(), t->role).mpi_host) continue;
+  for (const auto& [t, traits] : ordered) {
+    if (!traits.mpi_host) continue;
     auto [it, fresh] = at.emplace(t->address, slots.size());
     if (fresh) slots.emplace_back(t->address, 0);
     ++slots[it->second].second;
@@ -111,11 +118,11 @@ std::string MpiHostfile(const TaskEnvInput& in, const std::vector<const PlacedTa
 
 // "ADDRESS PORT" of the first MPI worker (with a port) on each address: the
 // rank host that `trainyard rsh ADDRESS` asks to run a command there.
-std::string MpiRankHosts(const TaskEnvInput& in, const std::vector<const PlacedTaskView*>& ordered) {
+std::string MpiRankHosts(const std::vector<OrderedTask>& ordered) {
   std::set<std::string> seen;
   std::string text;
-  for (const PlacedTaskView* t : ordered) {
-    if (!TraitsOf(in.spec->framework(), t->role).mpi_host || t->ports.empty()) continue;
+  for (const auto& [t, traits] : ordered) {
+    if (!traits.mpi_host || t->ports.empty()) continue;
     if (seen.insert(t->address).second) absl::StrAppend(&text, t->address, " ", t->ports.front(), "\n");
   }
   return text;
@@ -156,20 +163,20 @@ void SetTaskSelfEnv(const TaskSelf& self, std::map<std::string, std::string>* en
 
 JobWideEnv BuildJobWideEnv(const TaskEnvInput& in) {
   JobWideEnv job;
-  std::vector<const PlacedTaskView*> ordered = Ordered(in);
-  for (const PlacedTaskView* t : ordered) {
+  std::vector<OrderedTask> ordered = Ordered(in);
+  for (const auto& [t, traits] : ordered) {
     absl::StrAppend(&job.hosts, t->address, " ", TaskName(in.job, t->role, t->index), "\n");
   }
   switch (in.spec->framework()) {
     case v1::FRAMEWORK_TENSORFLOW:
-      job.tf_cluster = TfCluster(in, ordered);
+      job.tf_cluster = TfCluster(ordered);
       break;
     case v1::FRAMEWORK_PYTORCH:
-      TorchRanks(in, ordered, &job);
+      TorchRanks(ordered, &job);
       break;
     case v1::FRAMEWORK_MPI:
-      job.mpi_hostfile = MpiHostfile(in, ordered);
-      job.mpi_rank_hosts = MpiRankHosts(in, ordered);
+      job.mpi_hostfile = MpiHostfile(ordered);
+      job.mpi_rank_hosts = MpiRankHosts(ordered);
       break;
     default:
       break;
@@ -205,7 +212,13 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
     env[kArrayJobEnv] = in.array_job;
     env[kArrayIndexEnv] = absl::StrCat(in.array_index);
   }
-  if (!in.job_master.empty()) {
+  // A service (docs/services.md) is none of its framework's: no job
+  // master (nor so its secret), no TF_CONFIG (TensorFlow refuses a task type
+  // its cluster does not list), no rank, no MPI rank host; its port is
+  // TRAINYARD_SERVICE_PORT, where the server's proxy reaches it.
+  const bool service = TraitsOf(*in.spec, self.role).service;
+  if (service && !self.ports.empty()) env[kServicePortEnv] = absl::StrCat(self.ports.front());
+  if (!in.job_master.empty() && !service) {
     env[kJobMasterEnv] = in.job_master;
     // Rewritten when the master moves to another node (its node lost): the
     // worker library reads it when it reconnects.
@@ -214,7 +227,7 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
   }
   out.files["hosts"] = job.hosts;
   env["TRAINYARD_HOSTS_FILE"] = "${TRAINYARD_TASK_DIR}/hosts";
-  switch (in.spec->framework()) {
+  switch (service ? v1::FRAMEWORK_NONE : in.spec->framework()) {
     case v1::FRAMEWORK_TENSORFLOW:
       env["TF_CONFIG"] = TfConfig(job, self);
       break;

@@ -51,6 +51,10 @@ inline constexpr char kResumeStepEnv[] = "TRAINYARD_RESUME_STEP";
 inline constexpr char kArrayJobEnv[] = "TRAINYARD_ARRAY_JOB";
 inline constexpr char kArrayIndexEnv[] = "TRAINYARD_ARRAY_INDEX";
 
+// A service task's port (its first), the one the server's proxy reaches
+// (docs/services.md): the service listens there on the node's address.
+inline constexpr char kServicePortEnv[] = "TRAINYARD_SERVICE_PORT";
+
 struct TaskEnv {
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> files;  // name in the task dir -> content

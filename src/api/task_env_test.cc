@@ -50,6 +50,40 @@ const PlacedTaskView& Task(const TaskEnvInput& in, const std::string& role, int 
   return in.tasks.front();
 }
 
+TEST(TaskEnvTest, AServiceGetsItsPortAndIsNoMemberOfItsFrameworksCluster) {
+  for (v1::Framework fw : {v1::FRAMEWORK_TENSORFLOW, v1::FRAMEWORK_PYTORCH, v1::FRAMEWORK_MPI}) {
+    SCOPED_TRACE(v1::Framework_Name(fw));
+    v1::JobSpec spec;
+    spec.set_framework(fw);
+    AddRole(&spec, "worker", 2);
+    AddRole(&spec, "board", 1);
+    spec.mutable_replicas(1)->set_kind(v1::ROLE_KIND_SERVICE);
+    TaskEnvInput in = Placed(spec, 3);  // the service alone on node-2 (10.0.0.3), port 2002
+    TaskEnv board = BuildTaskEnv(in, Task(in, "board", 0));
+    EXPECT_EQ(board.env.at(kServicePortEnv), "2002");
+    EXPECT_EQ(board.env.count("TF_CONFIG"), 0u);
+    EXPECT_EQ(board.env.count("RANK"), 0u);
+    TaskEnv worker = BuildTaskEnv(in, Task(in, "worker", 1));
+    EXPECT_EQ(worker.env.count(kServicePortEnv), 0u);
+    EXPECT_EQ(worker.env.at("TRAINYARD_NUM_WORKERS"), "2");
+    if (fw == v1::FRAMEWORK_TENSORFLOW) {
+      EXPECT_THAT(worker.env.at("TF_CONFIG"), Not(HasSubstr("board")));
+    } else if (fw == v1::FRAMEWORK_PYTORCH) {
+      EXPECT_EQ(worker.env.at("WORLD_SIZE"), "2");
+    } else {
+      EXPECT_THAT(worker.files.at("mpi_hostfile"), Not(HasSubstr("10.0.0.3")));
+      EXPECT_EQ(board.files.count("mpi_hostfile"), 0u);
+      EXPECT_EQ(board.env.count("OMPI_MCA_plm_rsh_agent"), 0u);
+    }
+    // No job master's address or secret: a service does not talk to it.
+    in.job_master = "10.0.0.1:9000";
+    EXPECT_EQ(BuildTaskEnv(in, Task(in, "board", 0)).env.count("TRAINYARD_JOB_MASTER"), 0u);
+    EXPECT_EQ(BuildTaskEnv(in, Task(in, "worker", 0)).env.at("TRAINYARD_JOB_MASTER"), "10.0.0.1:9000");
+    // Every task still finds the service in the job's hosts file.
+    EXPECT_THAT(worker.files.at("hosts"), HasSubstr("10.0.0.3 j-board-0"));
+  }
+}
+
 TEST(TaskEnvTest, MpiHostfileListsTheWorkersOnlyNotTheLauncher) {
   v1::JobSpec spec;
   spec.set_framework(v1::FRAMEWORK_MPI);

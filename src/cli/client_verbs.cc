@@ -384,6 +384,11 @@ void PrintJob(const v1::JobView& j, std::ostream& os) {
   if (j.has_resume_step()) os << "Resumes at: step " << j.resume_step() << " (its last coordinated checkpoint)\n";
   if (!j.after_ok().empty()) os << "After ok:   " << absl::StrJoin(j.after_ok(), ", ") << "\n";
   if (!j.after_any().empty()) os << "After any:  " << absl::StrJoin(j.after_any(), ", ") << "\n";
+  if (!j.checkpoint_dir().empty()) os << "Checkpoints: " << Printable(j.checkpoint_dir()) << "\n";
+  for (const auto& task : j.tasks()) {
+    if (task.service()) os << "Service:    " << task.name() << " (`trainyard url " << j.name() << " " << task.role()
+                           << "/" << task.index() << "` prints its address)\n";
+  }
   Table t({"TASK", "STATE", "NODE", "CPU", "MEMORY", "GPUS", "BITMAP", "PORTS", "RESTARTS", "LAST EXIT"});
   for (const auto& task : j.tasks()) {
     if (api::IsJobMasterRole(task.role())) continue;  // on the Master line
@@ -588,6 +593,7 @@ void RegisterClientVerbs(CLI::App& app, int* exit_code) {
 
   RegisterLogs(app, exit_code);
   RegisterExecVerbs(app, exit_code);
+  RegisterServiceVerbs(app, exit_code);
 
   static JobsArgFlags del;
   c = app.add_subcommand("delete", "Delete finished jobs: their names are free again; history stays in the store");

@@ -76,6 +76,8 @@ int PrintLogs(const std::string& verb, const std::string& server, const v1::Logs
               const api::LogPrintOptions& options);
 // exec, attach (exec_verb.cc)
 void RegisterExecVerbs(CLI::App& app, int* exit_code);
+// url, tensorboard (service_verbs.cc): services through the server's proxy
+void RegisterServiceVerbs(CLI::App& app, int* exit_code);
 // nodes, cordon, uncordon, drain, node remove (node_verbs.cc).
 void RegisterNodeVerbs(CLI::App& app, int* exit_code);
 // token create (token_verb.cc).

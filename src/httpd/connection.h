@@ -45,6 +45,7 @@ struct HttpConnection {
     head_end = 0;
     head = RequestHead{};
     trusted = false;
+    proxied = false;
     continue_sent = false;
   }
 
@@ -67,6 +68,7 @@ struct HttpConnection {
   RequestHead head;        // kBody, kBusy
   ChunkScan chunks;        // kBody of a chunked request
   bool trusted = false;    // this request came with a token `trusted` accepts
+  bool proxied = false;    // its target is under HttpOptions::proxied_prefix
   bool continue_sent = false;
   int served = 0;          // requests answered on this connection
 };

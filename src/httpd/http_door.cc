@@ -297,23 +297,38 @@ void HttpServer::Hand(int fd) {
   std::unique_ptr<HttpConnection> c = TakeHeld(fd);
   c->phase = Phase::kBusy;
   c->deadline = absl::InfiniteFuture();
+  // The request line is "METHOD TARGET VERSION": a proxied target queues
+  // apart, whoever sent it.
+  if (!options_.proxied_prefix.empty()) {
+    size_t sp = c->in.find(' ');
+    c->proxied = sp != std::string::npos && sp < c->head_end &&
+                 absl::string_view(c->in).substr(sp + 1, options_.proxied_prefix.size()) == options_.proxied_prefix;
+  }
   {
     absl::MutexLock lock(&mu_);
-    if (c->trusted) {
+    if (c->proxied) {
+      if (static_cast<int>(ready_proxied_.size()) < std::max(1, options_.max_proxied)) {
+        ready_proxied_.push_back(std::move(c));
+        cv_.Signal();
+        return;
+      }
+      ++stats_.refused_proxied;
+    } else if (c->trusted) {
       ++stats_.trusted_requests;
       ready_trusted_.push_back(std::move(c));
       cv_.Signal();
       return;
-    }
-    if (static_cast<int>(ready_anonymous_.size()) + anonymous_serving_ < most_anonymous_) {
+    } else if (static_cast<int>(ready_anonymous_.size()) + anonymous_serving_ < most_anonymous_) {
       ready_anonymous_.push_back(std::move(c));
       cv_.Signal();
       return;
+    } else {
+      ++stats_.refused_anonymous;
     }
-    ++stats_.refused_anonymous;
   }
-  AnswerAndClose(std::move(c), 503,
-                 "the server is busy with requests without a token; try again, or send your token");
+  const char* why = c->proxied ? "the server has as many requests waiting for services as it takes; try again"
+                               : "the server is busy with requests without a token; try again, or send your token";
+  AnswerAndClose(std::move(c), 503, why);
 }
 
 void HttpServer::TakeBack() {

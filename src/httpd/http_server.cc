@@ -298,11 +298,14 @@ void HttpServer::Handle(const std::string& method, const std::string& pattern, c
   else if (method == "POST") engine_->Post(pattern, wrapped);
   else if (method == "DELETE") engine_->Delete(pattern, wrapped);
   else if (method == "PUT") engine_->Put(pattern, wrapped);
+  else if (method == "PATCH") engine_->Patch(pattern, wrapped);
+  else if (method == "OPTIONS") engine_->Options(pattern, wrapped);
 }
 
 void HttpServer::Serve() {
   engine_->SetListening(listen_fd_);
-  int workers = std::max(1, options_.threads) + std::max(0, options_.max_log_streams) + std::max(0, options_.max_watchers);
+  int workers = std::max(1, options_.threads) + std::max(0, options_.max_log_streams) +
+                std::max(0, options_.max_watchers) + std::max(0, options_.max_proxied);
   for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
   door_thread_ = std::thread([this] { DoorLoop(); });
 }
@@ -327,6 +330,7 @@ void HttpServer::Stop() {
   absl::MutexLock lock(&mu_);
   ready_trusted_.clear();  // closes them
   ready_anonymous_.clear();
+  ready_proxied_.clear();
   returned_.clear();
 }
 
@@ -335,15 +339,23 @@ void HttpServer::Work() {
     std::unique_ptr<HttpConnection> c;
     {
       absl::MutexLock lock(&mu_);
-      while (!stopping_ && ready_trusted_.empty() &&
-             (ready_anonymous_.empty() || anonymous_serving_ >= most_anonymous_serving_)) {
-        cv_.Wait(&mu_);
-      }
+      auto anonymous = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !ready_anonymous_.empty() && anonymous_serving_ < most_anonymous_serving_;
+      };
+      auto proxied = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return !ready_proxied_.empty() && proxied_serving_ < options_.max_proxied;
+      };
+      while (!stopping_ && ready_trusted_.empty() && !anonymous() && !proxied()) cv_.Wait(&mu_);
       if (stopping_) return;
-      std::deque<std::unique_ptr<HttpConnection>>& from = ready_trusted_.empty() ? ready_anonymous_ : ready_trusted_;
+      std::deque<std::unique_ptr<HttpConnection>>& from =
+          !ready_trusted_.empty() ? ready_trusted_ : anonymous() ? ready_anonymous_ : ready_proxied_;
       c = std::move(from.front());
       from.pop_front();
-      if (!c->trusted) ++anonymous_serving_;
+      if (c->proxied) {
+        ++proxied_serving_;
+      } else if (!c->trusted) {
+        ++anonymous_serving_;
+      }
       serving_.insert(c->fd);
     }
     bool keep = ServeRequest(*c);
@@ -352,7 +364,11 @@ void HttpServer::Work() {
     // Out of serving_ before the door may close it, so Stop never shuts
     // down a descriptor number that was given to something else.
     serving_.erase(c->fd);
-    if (!c->trusted && --anonymous_serving_ < most_anonymous_serving_ && !ready_anonymous_.empty()) cv_.Signal();
+    if (c->proxied) {
+      if (--proxied_serving_ < options_.max_proxied && !ready_proxied_.empty()) cv_.Signal();
+    } else if (!c->trusted && --anonymous_serving_ < most_anonymous_serving_ && !ready_anonymous_.empty()) {
+      cv_.Signal();
+    }
     returned_.emplace_back(std::move(c), keep && !stopping_);
     ssize_t n = write(wake_fd_[1], "x", 1);
     (void)n;  // the pipe is full: the door is awake already and takes it

@@ -96,6 +96,14 @@ struct HttpOptions {
   // (server-sent events). Each has a worker of its own.
   int max_log_streams = 8;
   int max_watchers = 32;
+  // Requests whose target starts with `proxied_prefix` ("" = none) are
+  // passed on to another server and wait for its answer (the server's
+  // service proxy): they queue apart, token or not, and at most
+  // `max_proxied` are served at once, each by a worker of their own, so a
+  // slow service never takes the threads the other requests need; one more
+  // waiting than `max_proxied` is answered 503.
+  std::string proxied_prefix;
+  int max_proxied = 16;
   // HTTPS: the server's certificate (PEM, its chain) and key. Both empty:
   // plain HTTP. The handshake must finish within request_timeout.
   std::string tls_cert_file;
@@ -113,6 +121,7 @@ struct HttpConnectionStats {
   int64_t refused_peer_cap = 0;     // answered 503: the peer's cap was reached
   int64_t refused_total_cap = 0;    // answered 503: all taken, none could make room
   int64_t refused_anonymous = 0;    // answered 503: anonymous requests hold their share
+  int64_t refused_proxied = 0;      // answered 503: as many proxied requests wait as may be served
   int64_t evicted_idle = 0;         // idle, closed to make room for a new one
   int64_t evicted_unfinished = 0;   // still sending its request, closed to make room
   int64_t header_timeouts = 0;      // closed: the head did not come in time
@@ -140,7 +149,8 @@ class HttpServer {
   static absl::StatusOr<std::unique_ptr<HttpServer>> Bind(HttpOptions options);
   virtual ~HttpServer();
 
-  // Registers `handler` for `method` (GET, POST, DELETE) on `pattern` (a
+  // Registers `handler` for `method` (GET, POST, PUT, PATCH, DELETE,
+  // OPTIONS; a GET route answers HEAD too) on `pattern` (a
   // regex over the path; groups are in req.matches); `route` names it in
   // the request counters. REQUIRES: before Serve.
   void Handle(const std::string& method, const std::string& pattern, const std::string& route, Handler handler);
@@ -227,6 +237,7 @@ class HttpServer {
   // Whole requests waiting for a worker: trusted ones are taken first.
   std::deque<std::unique_ptr<HttpConnection>> ready_trusted_ ABSL_GUARDED_BY(mu_);
   std::deque<std::unique_ptr<HttpConnection>> ready_anonymous_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::unique_ptr<HttpConnection>> ready_proxied_ ABSL_GUARDED_BY(mu_);
   int anonymous_serving_ ABSL_GUARDED_BY(mu_) = 0;
   // Served, back to the door: to keep (true) or to close.
   std::vector<std::pair<std::unique_ptr<HttpConnection>, bool>> returned_ ABSL_GUARDED_BY(mu_);
@@ -234,6 +245,7 @@ class HttpServer {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int log_streams_ ABSL_GUARDED_BY(mu_) = 0;
   int watchers_ ABSL_GUARDED_BY(mu_) = 0;
+  int proxied_serving_ ABSL_GUARDED_BY(mu_) = 0;
   HttpConnectionStats stats_ ABSL_GUARDED_BY(mu_);
 
   mutable absl::Mutex counts_mu_;

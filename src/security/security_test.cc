@@ -236,6 +236,45 @@ TEST_F(ServerSecurityTest, JobCredentialsAreTheJobsOwnAndTheSecretIsKept) {
   EXPECT_NE((*sec)->JobWorkerSecretOf(7), cred);
 }
 
+TEST_F(ServerSecurityTest, AServiceGrantOpensAsMadeUntilItExpiresAndNotOnceChanged) {
+  auto sec = ServerSecurity::Open({.data_dir = dir_});
+  ASSERT_TRUE(sec.ok()) << sec.status();
+  ServiceGrant g{.job = "train-1", .job_id = 42, .role = "board", .index = 3, .user = "alice.o'neil",
+                 .admin = false, .expires_unix_s = 1000};
+  std::string text = (*sec)->ServiceGrantText(g);
+  // Fit for a URL's path as it is.
+  EXPECT_EQ(text.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."),
+            std::string::npos) << text;
+  absl::StatusOr<ServiceGrant> open = (*sec)->OpenServiceGrant(text, 999);
+  ASSERT_TRUE(open.ok()) << open.status();
+  EXPECT_EQ(open->job, "train-1");
+  EXPECT_EQ(open->job_id, 42u);
+  EXPECT_EQ(open->role, "board");
+  EXPECT_EQ(open->index, 3);
+  EXPECT_EQ(open->user, "alice.o'neil");
+  EXPECT_FALSE(open->admin);
+  // Another server's (another secret), expired, or any byte changed: refused.
+  std::string other_dir = dir_ + "/other";
+  ASSERT_EQ(mkdir(other_dir.c_str(), 0700), 0);
+  auto other = ServerSecurity::Open({.data_dir = other_dir});
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied((*other)->OpenServiceGrant(text, 999).status()));
+  absl::Status expired = (*sec)->OpenServiceGrant(text, 1000).status();
+  EXPECT_TRUE(absl::IsPermissionDenied(expired));
+  EXPECT_THAT(std::string(expired.message()), ::testing::HasSubstr("expired"));
+  // The same grant saying admin, with the MAC of the one made.
+  std::string forged = text;
+  size_t at = forged.find(".1000.0.");
+  ASSERT_NE(at, std::string::npos);
+  forged.replace(at, 8, ".1000.1.");
+  EXPECT_TRUE(absl::IsPermissionDenied((*sec)->OpenServiceGrant(forged, 999).status()));
+  std::string changed = text;
+  changed[0] = changed[0] == '4' ? '5' : '4';
+  EXPECT_TRUE(absl::IsPermissionDenied((*sec)->OpenServiceGrant(changed, 999).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied((*sec)->OpenServiceGrant("", 999).status()));
+  EXPECT_TRUE(absl::IsPermissionDenied((*sec)->OpenServiceGrant("a.b", 999).status()));
+}
+
 TEST_F(ServerSecurityTest, AnAccountNamedLikeATokensUserGetsNoLoginToken) {
   auto sec = ServerSecurity::Open({.data_dir = dir_});
   ASSERT_TRUE(sec.ok()) << sec.status();

@@ -3,6 +3,8 @@
 
 #include <sys/stat.h>
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
 #include "security/client_config.h"
 #include "security/crypto.h"
@@ -12,6 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/algorithm/container.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_split.h"
 
 namespace trainyard::security {
 
@@ -68,7 +72,48 @@ ServerSecurity::ServerSecurity(Options options, std::string job_secret)
       tokens_(TokenFilePath(options.data_dir)),
       access_(std::move(options.acls), std::move(options.default_queue)),
       job_secret_(std::move(job_secret)),
-      job_mac_(job_secret_) {}
+      job_mac_(job_secret_),
+      service_mac_(HmacSha256Hex(job_secret_, "trainyard service grants")) {}
+
+namespace {
+// A grant's MAC: 128 bits of the HMAC, as 32 hex digits.
+constexpr size_t kGrantMacHex = 32;
+}  // namespace
+
+std::string ServerSecurity::ServiceGrantText(const ServiceGrant& g) const {
+  std::string body = absl::StrCat(g.job_id, ".", g.index, ".", g.expires_unix_s, ".", g.admin ? 1 : 0, ".",
+                                  absl::WebSafeBase64Escape(g.job), ".", absl::WebSafeBase64Escape(g.role), ".",
+                                  absl::WebSafeBase64Escape(g.user));
+  std::string mac = service_mac_.Hex(body).substr(0, kGrantMacHex);
+  return absl::StrCat(body, ".", mac);
+}
+
+absl::StatusOr<ServiceGrant> ServerSecurity::OpenServiceGrant(absl::string_view text, int64_t now_unix_s) const {
+  auto bad = [](absl::string_view why) {
+    return absl::PermissionDeniedError(absl::StrCat("the service link is not valid: ", why));
+  };
+  if (text.size() > 1024) return bad("too long");
+  size_t dot = text.rfind('.');
+  if (dot == absl::string_view::npos) return bad("malformed");
+  absl::string_view body = text.substr(0, dot);
+  if (!ConstantTimeEquals(service_mac_.Hex(body).substr(0, kGrantMacHex), text.substr(dot + 1))) {
+    return bad("not made by this server, or changed");
+  }
+  std::vector<absl::string_view> f = absl::StrSplit(body, '.');
+  ServiceGrant g;
+  int admin = 0;
+  if (f.size() != 7 || !absl::SimpleAtoi(f[0], &g.job_id) || !absl::SimpleAtoi(f[1], &g.index) ||
+      !absl::SimpleAtoi(f[2], &g.expires_unix_s) || !absl::SimpleAtoi(f[3], &admin) ||
+      !absl::WebSafeBase64Unescape(f[4], &g.job) || !absl::WebSafeBase64Unescape(f[5], &g.role) ||
+      !absl::WebSafeBase64Unescape(f[6], &g.user)) {
+    return bad("malformed");
+  }
+  g.admin = admin == 1;
+  if (now_unix_s >= g.expires_unix_s) {
+    return bad("it expired; ask for a new one (`trainyard url`, or the job's page)");
+  }
+  return g;
+}
 
 absl::StatusOr<std::unique_ptr<ServerSecurity>> ServerSecurity::Open(Options options) {
   absl::StatusOr<std::string> secret = LoadOrCreateSecret(options.data_dir + "/job-secret");

@@ -26,6 +26,20 @@ std::string JobCredential(absl::string_view secret, uint64_t job_id);
 // the id, so a worker cannot pass for the master at the server).
 std::string JobWorkerSecret(absl::string_view secret, uint64_t job_id);
 
+// What a service link grants (docs/services.md): `user` (an admin when
+// `admin`) may reach the service port of task ROLE/INDEX of job `job`
+// (the one with id `job_id`) through the server's proxy until
+// `expires_unix_s`.
+struct ServiceGrant {
+  std::string job;
+  uint64_t job_id = 0;
+  std::string role;
+  int32_t index = 0;
+  std::string user;
+  bool admin = false;
+  int64_t expires_unix_s = 0;
+};
+
 class ServerSecurity {
  public:
   struct Options {
@@ -68,6 +82,15 @@ class ServerSecurity {
   absl::StatusOr<std::string> SealValue(const std::string& plain) const;
   absl::StatusOr<std::string> OpenValue(const std::string& sealed) const;
 
+  // `grant` as text for a URL's path (digits, letters, '-', '_', '.'),
+  // MACed under a key made from this server's secret, so only this server
+  // (or one with its data dir) makes one and nobody can change one.
+  std::string ServiceGrantText(const ServiceGrant& grant) const;
+  // The grant `text` says, if this server made it and it has not expired
+  // at `now_unix_s`. Errors: PermissionDenied naming why (malformed,
+  // changed, expired).
+  absl::StatusOr<ServiceGrant> OpenServiceGrant(absl::string_view text, int64_t now_unix_s) const;
+
   // On a server's first start (no token file yet): issues an admin token
   // and writes a client config with it and `address` to
   // DATA_DIR/admin-client.yaml (and `ca_file`, the CA a TLS server's
@@ -90,6 +113,7 @@ class ServerSecurity {
 
   const std::string job_secret_;
   const HmacSha256Key job_mac_;
+  const HmacSha256Key service_mac_;  // service grants (a key of their own)
   LiveJobUser live_job_user_;
 };
 

@@ -99,7 +99,7 @@ absl::StatusOr<CheckedSpec> CheckSubmission(v1::JobSpec spec, std::vector<std::s
   if (!problems.empty()) return api::ProblemsStatus(problems);
   // Frameworks address tasks by port: make sure each task that needs one has one.
   for (auto& rs : *spec.mutable_replicas()) {
-    bool needs = api::TraitsOf(spec.framework(), rs.role()).default_port;
+    bool needs = api::TraitsOf(spec.framework(), rs).default_port;
     if (needs && rs.resources().port_count() == 0 && rs.resources().ports().empty()) {
       rs.mutable_resources()->set_port_count(1);
     }

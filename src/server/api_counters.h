@@ -36,6 +36,7 @@ class GrpcCounters {
     kCreateSchedule,
     kListSchedules,
     kUpdateSchedule,
+    kServiceLink,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -45,7 +46,8 @@ class GrpcCounters {
     static constexpr const char* kNames[kMethods] = {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
-        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage", "JobResources", "CreateSchedule", "ListSchedules", "UpdateSchedule"};
+        "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage", "JobResources", "CreateSchedule", "ListSchedules", "UpdateSchedule",
+        "ServiceLink"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

@@ -145,6 +145,19 @@ grpc::Status ClientService::JobResources(grpc::ServerContext* ctx, const v1::Job
   return Counted(GrpcCounters::kJobResources, grpc::Status::OK);
 }
 
+grpc::Status ClientService::ServiceLink(grpc::ServerContext* ctx, const v1::ServiceLinkRequest* req,
+                                        v1::ServiceLinkResponse* resp) {
+  absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs);
+  if (!who.ok()) return Counted(GrpcCounters::kServiceLink, ToGrpc(who.status()));
+  if (!links_) {
+    return Counted(GrpcCounters::kServiceLink, ToGrpc(absl::UnimplementedError("this server proxies no services")));
+  }
+  absl::StatusOr<v1::ServiceLinkResponse> link = links_->Link(*who, *req);
+  if (!link.ok()) return Counted(GrpcCounters::kServiceLink, ToGrpc(link.status()));
+  *resp = std::move(*link);
+  return Counted(GrpcCounters::kServiceLink, grpc::Status::OK);
+}
+
 grpc::Status ClientService::CreateSchedule(grpc::ServerContext* ctx, const v1::CreateScheduleRequest* req,
                                            v1::ScheduleView* resp) {
   // Counted as a submission: each run is one, as its creator's.

@@ -17,6 +17,7 @@
 #include "server/job_manager.h"
 #include "server/log_hub.h"
 #include "server/master_metrics.h"
+#include "server/service_links.h"
 #include "server/user_rate_limiter.h"
 
 namespace trainyard::server {
@@ -34,8 +35,8 @@ class ClientService final
   // authenticated (ConnectionGuard): it is then never shut down to make room
   // for a newcomer.
   ClientService(JobManager* manager, LogHub* logs, security::ServerSecurity* security,
-                UserRateLimiter* limits = nullptr, ExecRelay* exec = nullptr)
-      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec) {}
+                UserRateLimiter* limits = nullptr, ExecRelay* exec = nullptr, const ServiceLinks* links = nullptr)
+      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec), links_(links) {}
 
   grpc::ServerUnaryReactor* Submit(grpc::CallbackServerContext* ctx, const v1::SubmitRequest* req,
                                    v1::SubmitResponse* resp) override;
@@ -45,6 +46,9 @@ class ClientService final
   // administrator, who may read its logs and kill it.
   grpc::ServerBidiReactor<v1::ExecRequest, v1::ExecResponse>* Exec(grpc::CallbackServerContext* ctx) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  // A link to a service task's port through the HTTP proxy
+  // (service_links.h): the job's owner or a cluster admin, as exec.
+  grpc::Status ServiceLink(grpc::ServerContext*, const v1::ServiceLinkRequest*, v1::ServiceLinkResponse*) override;
   // Accounting: every user may read every finished job's account, as they
   // may list every job (an account holds no environment).
   grpc::Status History(grpc::ServerContext*, const v1::HistoryRequest*, v1::HistoryResponse*) override;
@@ -116,6 +120,7 @@ class ClientService final
   security::ServerSecurity* const security_;
   UserRateLimiter* const limits_;
   ExecRelay* const exec_;
+  const ServiceLinks* const links_;
   GrpcCounters counters_;
   JobMasterMetrics masters_;
   absl::Mutex watch_mu_;

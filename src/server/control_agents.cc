@@ -465,6 +465,14 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
   std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
   if (st.state() == v1::TASK_SUCCEEDED) {
     CheckSuccess(job, i, now);
+  } else if (ServiceBesideTraining(job, *t)) {
+    // A service (a TensorBoard) that failed for good does not end the
+    // training it runs beside (docs/services.md).
+    AddEvent(job, "service_failed",
+             absl::StrCat("service ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
+                          t->attempt() == 0 ? " attempt" : " attempts", " (", api::AttemptClassName(c),
+                          budget.empty() ? "" : absl::StrCat("; ", budget), "); the job goes on without it"),
+             now);
   } else {
     EndJob(job, v1::JOB_FAILED,
            absl::StrCat("task ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
@@ -473,6 +481,14 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
            now);
   }
   MaybeFinish(job, now);
+}
+
+bool ControlState::ServiceBesideTraining(const JobRt& job, const v1::TaskRecord& task) const {
+  if (!api::TraitsOf(job.rec.spec(), task.role()).service) return false;
+  for (const v1::ReplicaSpec& rs : job.rec.spec().replicas()) {
+    if (rs.kind() != v1::ROLE_KIND_SERVICE && !api::IsJobMasterRole(rs.role())) return true;
+  }
+  return false;
 }
 
 void ControlState::CheckSuccess(JobRt& job, int task, absl::Time now) {

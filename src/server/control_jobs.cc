@@ -104,7 +104,7 @@ void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
       v1::TaskRecord* t = rec->add_tasks();
       t->set_role(rs.role());
       t->set_index(i);
-      t->set_worker_id(api::IsWorkerRole(spec.framework(), rs.role()) ? worker_id++ : -1);
+      t->set_worker_id(api::TraitsOf(spec.framework(), rs).worker ? worker_id++ : -1);
       t->set_state(v1::TASK_PENDING);
     }
   }

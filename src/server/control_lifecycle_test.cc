@@ -275,5 +275,66 @@ TEST_F(ControlLifecycleTest, AHungWorkerReportedByItsMasterIsStoppedAsAFailureOf
   EXPECT_TRUE(absl::IsNotFound(state_->WorkerFailed(req, now_)));
 }
 
+constexpr char kWithService[] = R"(
+name: train
+replicas:
+  worker:
+    count: 2
+    command: [train]
+  board:
+    kind: service
+    command: [tensorboard]
+)";
+
+// The launch of `role` 0 of `job`.
+v1::TaskSpec LaunchOf(const testing::RecordingBackend& backend, const std::string& job, const std::string& role) {
+  for (const auto& [node, t] : backend.launches) {
+    if (t.job() == job && t.role() == role) return t;
+  }
+  ADD_FAILURE() << "no launch of " << job << " " << role;
+  return v1::TaskSpec();
+}
+
+TEST_F(ControlLifecycleTest, AServiceThatFailsForGoodLeavesTheTrainingRunningAndIsStoppedWithIt) {
+  AddNode("n1", 1);
+  std::string job = Submit(kWithService);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  v1::TaskSpec board = LaunchOf(backend_, job, "board");
+  EXPECT_FALSE(board.env().contains("RANK"));
+  EXPECT_TRUE(board.env().contains("TRAINYARD_SERVICE_PORT"));
+  Status("n1", board, v1::TASK_FAILED);
+  v1::JobView v = View(job);
+  EXPECT_EQ(v.state(), v1::JOB_RUNNING) << v.reason();
+  EXPECT_THAT(EventKinds(job), ::testing::Contains("service_failed"));
+  // The workers done, the job succeeds (the service does not count).
+  for (const auto& [node, t] : backend_.launches) {
+    if (t.job() == job && t.role() == "worker") Status(node, t, v1::TASK_SUCCEEDED);
+  }
+  EXPECT_EQ(View(job).state(), v1::JOB_SUCCEEDED) << View(job).reason();
+}
+
+TEST_F(ControlLifecycleTest, AWorkerThatFailsStillFailsAJobWithAServiceAndTheServiceIsStopped) {
+  AddNode("n1", 1);
+  std::string job = Submit(kWithService);
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  Status("n1", LaunchOf(backend_, job, "worker"), v1::TASK_FAILED);
+  v1::JobView v = View(job);
+  EXPECT_THAT(v.reason(), HasSubstr("task train-worker-"));
+  bool board_killed = false;
+  for (const auto& [node, k] : backend_.kills) board_killed |= k.role() == "board";
+  EXPECT_TRUE(board_killed);
+}
+
+TEST_F(ControlLifecycleTest, AJobOfAServiceAloneFailsWithIt) {
+  AddNode("n1", 1);
+  std::string job = Submit("name: tb\nreplicas:\n  board:\n    kind: service\n    command: [tensorboard]\n");
+  state_->RunRound(now_);
+  ReportAll(job, v1::TASK_RUNNING);
+  ReportAll(job, v1::TASK_FAILED);
+  EXPECT_THAT(View(job).reason(), HasSubstr("task tb-board-0 failed"));
+}
+
 }  // namespace
 }  // namespace trainyard::server

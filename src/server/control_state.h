@@ -266,6 +266,9 @@ class ControlState {
   void MaybeFinish(JobRt& job, absl::Time now);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now);
   void AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now);
+  // Whether `task` is a service of a job that has other roles: its failure
+  // for good is an event, not the job's end (docs/services.md).
+  bool ServiceBesideTraining(const JobRt& job, const v1::TaskRecord& task) const;
   // Marks the job's record for the next write and its view for the next
   // publish.
   void Persist(const JobRt& job);

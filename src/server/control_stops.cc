@@ -72,7 +72,7 @@ absl::Status ControlState::WorkerFailed(const v1::WorkerFailureRequest& req, abs
   int i = -1;
   for (int k = 0; k < job->rec.tasks_size(); ++k) {
     const v1::TaskRecord& t = job->rec.tasks(k);
-    if (t.worker_id() == req.worker_id() && api::IsWorkerRole(job->rec.spec().framework(), t.role())) i = k;
+    if (t.worker_id() == req.worker_id() && api::TraitsOf(job->rec.spec(), t.role()).worker) i = k;
   }
   if (i < 0) {
     return absl::NotFoundError(absl::StrCat("job ", req.job(), " has no worker ", req.worker_id()));

@@ -7,6 +7,7 @@
 #include "api/accounting.h"
 #include "api/convert.h"
 #include "api/restart_budgets.h"
+#include "api/task_env.h"
 #include "api/time_limits.h"
 #include "server/control_state.h"
 #include "server/control_state_internal.h"
@@ -180,6 +181,7 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
   v.set_held(r.held());
   if (job.checkpoint.id() > 0) *v.mutable_checkpoint_order() = job.checkpoint;
   if (r.has_resume_step()) v.set_resume_step(r.resume_step());
+  v.set_checkpoint_dir(api::JobCheckpointDir(config_.checkpoint_root, r.name(), r.id()));
   v.set_array_job(r.array_job());
   v.set_array_index(r.array_index());
   *v.mutable_after_ok() = r.spec().dependencies().after_ok();
@@ -208,6 +210,7 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
     *tv->mutable_attempts() = t.attempts();
     for (const v1::ReplicaSpec& rs : r.spec().replicas()) {
       if (rs.role() != t.role()) continue;
+      tv->set_service(rs.kind() == v1::ROLE_KIND_SERVICE);
       for (v1::RestartBudgetView& b : api::BudgetViews(rs, t.restarts_by_class())) *tv->add_budgets() = std::move(b);
     }
     // What the task holds once placed, else what it asks (with the server's

@@ -25,6 +25,7 @@
 #include "server/http/http_server.h"
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
+#include "server/http/service_proxy.h"
 #include "server/join_service.h"
 #include "server/login_socket.h"
 #include "server/hub_log_reader.h"
@@ -55,8 +56,8 @@ class ManagerLogBackend final : public LogBackend {
 class ManagerRestBackend final : public http::RestBackend {
  public:
   ManagerRestBackend(JobManager* manager, LogHub* logs, security::ServerSecurity* security, UserRateLimiter* limits,
-                     const ExecRelay* exec)
-      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec) {}
+                     const ExecRelay* exec, const ServiceLinks* links)
+      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec), links_(links) {}
   const ViewStore& Views() override { return manager_->Views(); }
   void Submit(const http::Principal& who, const v1::SubmitRequest& req, SubmitDone done) override {
     if (absl::Status st = limits_->Allow(who, UserRateLimiter::kSubmit, absl::Now()); !st.ok()) {
@@ -81,6 +82,12 @@ class ManagerRestBackend final : public http::RestBackend {
   }
   LogHubStats LogStats() override { return logs_->Stats(); }
   ExecRelayStats ExecStats() override { return exec_->Stats(); }
+  absl::StatusOr<v1::ServiceLinkResponse> ServiceLink(const http::Principal& who,
+                                                      const v1::ServiceLinkRequest& req) override {
+    if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
+    return links_->Link(who, req);
+  }
+  absl::StatusOr<ServiceTarget> ResolveService(absl::string_view grant) override { return links_->Resolve(grant); }
   absl::StatusOr<v1::HistoryResponse> History(const http::Principal& who, const v1::HistoryRequest& req) override {
     if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
     return manager_->History(req);
@@ -107,6 +114,7 @@ class ManagerRestBackend final : public http::RestBackend {
   security::ServerSecurity* const security_;
   UserRateLimiter* const limits_;
   const ExecRelay* const exec_;
+  const ServiceLinks* const links_;
 };
 
 namespace {
@@ -265,8 +273,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->manager_->SetLogHub(s->log_hub_.get());
   s->rate_limiter_ = std::make_unique<UserRateLimiter>(config.rate_limits);
   s->exec_relay_ = std::make_unique<ExecRelay>(s->log_backend_.get(), ExecRelayOptions{});
+  JobManager* manager = s->manager_.get();
+  s->service_links_ = std::make_unique<ServiceLinks>(
+      s->security_.get(), [manager](const std::string& job) { return manager->JobSummary(job); }, &s->clock_);
   s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get(),
-                                                       s->rate_limiter_.get(), s->exec_relay_.get());
+                                                       s->rate_limiter_.get(), s->exec_relay_.get(),
+                                                       s->service_links_.get());
   // With TLS, an agent's node is the one its certificate names.
   s->agent_service_ =
       std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config), s->exec_relay_.get());
@@ -473,6 +485,7 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   opt.request_timeout = absl::Milliseconds(config.http_request_timeout_ms);
   opt.max_log_streams = config.http_max_log_streams;
   opt.max_watchers = config.http_max_watchers;
+  opt.proxied_prefix = http::kServiceProxyPrefix;
   // A spec's text as a JSON string may take twice its bytes (escapes).
   opt.max_body_bytes = 2 * config.max_spec_bytes + (64 << 10);
   security::ServerSecurity* sec = security_.get();
@@ -487,8 +500,9 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http_ = std::move(*bound);
   rest_backend_ =
       std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get(), rate_limiter_.get(),
-                                           exec_relay_.get());
+                                           exec_relay_.get(), service_links_.get());
   http::AddRestRoutes(*http_, rest_backend_.get());
+  service_proxy_ = http::ServiceProxy::Add(*http_, rest_backend_.get(), {.scheme = https ? "https" : "http"});
   http::AddDashboardRoutes(*http_, rest_backend_.get());
   if (config.history_interval_ms > 0) {
     history_ = std::make_unique<http::History>(absl::Milliseconds(config.history_interval_ms),
@@ -501,6 +515,17 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http_->Serve();
   http_address_ = http_->address();
   http_scheme_ = https ? "https" : "http";
+  {
+    // The links' listener: a wildcard host is "" (the host the caller
+    // reached the server at).
+    size_t colon = http_address_.rfind(':');
+    std::string host = http_address_.substr(0, colon);
+    if (absl::StartsWith(host, "[")) host = host.substr(1, host.size() - 2);
+    if (host == "0.0.0.0" || host == "::") host.clear();
+    int http_port = 0;
+    (void)absl::SimpleAtoi(http_address_.substr(colon + 1), &http_port);
+    service_links_->SetListener(http_scheme_, host, http_port);
+  }
   Log(LogLevel::kInfo, "server", "HTTP API and /metrics on %s://%s/ (at most %d connections, %d per peer address)",
       http_scheme_, http_address_, caps.max_connections, caps.max_connections_per_peer);
   return absl::OkStatus();
@@ -518,7 +543,9 @@ void Server::Wait() {
 }
 
 void Server::Shutdown() {
-  // HTTP first: its handlers call into the manager.
+  // HTTP first: its handlers call into the manager. Requests waiting for
+  // services end at once (a service that does not answer holds nobody up).
+  if (service_proxy_) service_proxy_->Stop();
   if (http_) http_->Stop();
   history_sampler_.reset();
   login_.reset();

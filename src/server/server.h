@@ -34,12 +34,14 @@ class LogHub;
 class LoginSocket;
 class ManagerLogBackend;
 class ExecRelay;
+class ServiceLinks;
 class ManagerRestBackend;
 class UserRateLimiter;
 namespace http {
 class History;
 class HistorySampler;
 class HttpServer;
+class ServiceProxy;
 }
 
 class Server {
@@ -76,6 +78,7 @@ class Server {
   std::unique_ptr<ManagerLogBackend> log_backend_;
   std::unique_ptr<LogHub> log_hub_;
   std::unique_ptr<ExecRelay> exec_relay_;
+  std::unique_ptr<ServiceLinks> service_links_;
   std::unique_ptr<ClientService> client_service_;
   std::unique_ptr<AgentService> agent_service_;
   std::unique_ptr<JoinService> join_service_;  // with TLS only
@@ -84,6 +87,7 @@ class Server {
   std::unique_ptr<grpc::Server> agent_grpc_;  // agents' streams only
   std::unique_ptr<ManagerRestBackend> rest_backend_;
   std::unique_ptr<http::HttpServer> http_;
+  std::shared_ptr<http::ServiceProxy> service_proxy_;  // its routes hold it too
   // The dashboard's charts' samples (historyIntervalMs), with the HTTP API.
   std::unique_ptr<http::History> history_;
   std::unique_ptr<http::HistorySampler> history_sampler_;

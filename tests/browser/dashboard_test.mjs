@@ -16,6 +16,8 @@
 //    and charts of CPU, memory and GPUs busy whose job line is above zero;
 //  - the schedules page lists a paused schedule with its cron and zone;
 //  - the main pages have no serious or critical axe-core violations;
+//  - a service job's page opens its service in a new tab, sandboxed (an
+//    opaque origin that cannot read the dashboard's storage);
 //  - Kill on the job page takes the job off the running list, and the
 //    history page then lists it KILLED with its user's usage;
 //  - the token in the address's fragment (#token=, as `trainyard up` prints
@@ -359,6 +361,33 @@ async function accessibility(_, browser) {
   ok(`axe-core: no serious or critical violations on ${pages.map((p) => p[0]).join(' ')}`);
 }
 
+// A service job's page opens its service in a new tab through the server's
+// proxy; the service's page runs sandboxed: an origin of its own, no reach
+// into the dashboard's storage (where the token is).
+async function serviceOpensSandboxed(page) {
+  const { job } = expect.service;
+  await open(page, `#/jobs/${job}`, 'job');
+  const button = page.locator('#services button.service-open');
+  await page.waitForFunction(() => { const b = document.querySelector('#services button.service-open'); return b && !b.disabled; }, null, { timeout: 15000 });
+  const [tab] = await Promise.all([page.context().waitForEvent('page'), button.click()]);
+  // The tab goes to the link once the server made it; the service may need
+  // a moment to listen after its task started (502 until then).
+  let text = '';
+  for (let i = 0; i < 50 && !text.includes('served by the service'); i++) {
+    if (i > 0) await tab.waitForTimeout(200).then(() => tab.reload());
+    await tab.waitForLoadState();
+    text = tab.url().includes('/proxy/') ? await tab.evaluate(() => document.body ? document.body.textContent : '') : '';
+  }
+  check(text.includes('served by the service'), `the service's tab shows: ${text} at ${tab.url()}`);
+  const origin = await tab.evaluate(() => self.origin);
+  const storage = await tab.evaluate(() => { try { return `readable (${sessionStorage.length})`; } catch (e) { return `blocked: ${e.name}`; } });
+  await shot(tab, 'service');
+  await tab.close();
+  check(origin === 'null', `the service's page has the origin ${origin}, not one of its own`);
+  check(storage.startsWith('blocked'), `the service's page reads the dashboard's storage: ${storage}`);
+  ok(`a service opens from its job page in a sandbox: origin ${origin}, storage ${storage}`);
+}
+
 async function killLeavesRunningList(page) {
   const { job } = expect.placed;
   const running = '#/jobs?state=QUEUED,SCHEDULED,STARTING,RUNNING';
@@ -402,7 +431,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, jobPageShowsResources, schedulesPage, accessibility, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, jobPageShowsResources, schedulesPage, accessibility, serviceOpensSandboxed, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

@@ -182,6 +182,12 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   ASSERT_EQ(q_task["node"], h_task["node"]) << quarter_job.dump(1) << half_job.dump(1);
   ASSERT_EQ(q_task["gpus"], h_task["gpus"]) << "the shares pack onto one GPU: " << quarter_job.dump(1)
                                             << half_job.dump(1);
+  // A service (a page of its own in its task dir) on its job's page.
+  std::string web = c.Submit(
+      "name: web\nreplicas:\n  site:\n    kind: service\n    resources: {cpu: 100m, memory: 64Mi}\n"
+      "    command: [sh, -c, 'echo served by the service > index.html && exec /usr/bin/python3 -m http.server "
+      "--bind \"$TRAINYARD_NODE_ADDRESS\" \"$TRAINYARD_SERVICE_PORT\"']\n");
+  WaitForJob(c, web, [](const nlohmann::json& j) { return j["state"] == "RUNNING"; });
   std::string waiting = c.Submit(kWaiting);
   nlohmann::json queued = WaitForJob(c, waiting, [](const nlohmann::json& j) {
     return j["state"] == "QUEUED" && !j["pending_reason"].get<std::string>().empty();
@@ -200,6 +206,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
       {"placed", {{"job", ticking}, {"user", "ana"}, {"node", worker["node"]}, {"gpus", worker["gpus"]}, {"task", worker["name"]}}},
       {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
       {"shared", {{"node", q_task["node"]}, {"gpu", q_task["gpus"][0]}, {"jobs", {quarter, half}}, {"percent", 75}, {"user", "cy"}}},
+      {"service", {{"job", web}}},
       {"held", 3.75},
       {"cordoned", {{"node", other}, {"reason", "disk check"}}},
       {"charts", {{"allocated", 3.75}, {"total", 16}, {"queue", queued["queue"]}}}};
@@ -223,6 +230,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: log viewer shows new lines"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: the schedules page lists nightly"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: a service opens from its job page in a sandbox"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));
   // The kill the browser made is the cluster's.
   EXPECT_EQ(HttpGet(c.http_address(), "/api/v1/jobs/" + ticking).json["state"], "KILLED");

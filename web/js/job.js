@@ -79,8 +79,41 @@ async function download(e) {
 
 function tasksTable(job) {
   return table('Tasks', ['Task', 'Role', 'Index', 'State', 'Node', 'GPUs', 'Ports', 'Attempt', 'Restarts', 'Last exit'],
-    job.tasks.map((t) => [t.name, t.role, t.index, stateBadge(t.state), t.node || '—', t.gpus.join(', ') || '—',
-      ports(t.ports), t.attempt, t.restarts, exitCause(t.last_exit)]), { id: 'tasks' });
+    job.tasks.map((t) => [t.name, t.service ? `${t.role} (service)` : t.role, t.index, stateBadge(t.state),
+      t.node || '—', t.gpus.join(', ') || '—', ports(t.ports), t.attempt, t.restarts, exitCause(t.last_exit)]),
+    { id: 'tasks' });
+}
+
+// Opens a running service task's port through the server's proxy in a new
+// tab (docs/services.md): the link is asked for with this user's token (a
+// plain link cannot carry it) and is the user's own, for a while. The tab
+// is opened at the click (a browser lets only a click open one), then sent
+// to the link.
+async function openService(job, task, button) {
+  const tab = window.open('about:blank', '_blank');
+  try {
+    const link = await postJson(`${jobPath(job.name)}/service-link`, { role: task.role, index: task.index });
+    if (tab) {
+      tab.opener = null;
+      tab.location.href = link.path;
+    } else {
+      location.assign(link.path);
+    }
+  } catch (e) {
+    if (tab) tab.close();
+    button.after(h('span', { class: 'error', role: 'alert' }, ` could not open: ${e.message}`));
+  }
+}
+
+// The job's service tasks, each with a button that opens it while it runs.
+function services(job) {
+  const tasks = job.tasks.filter((t) => t.service);
+  if (!tasks.length) return null;
+  return section('Services', h('ul', { id: 'services' }, tasks.map((t) => {
+    const open = h('button', { type: 'button', class: 'service-open', disabled: t.state !== 'RUNNING' }, `Open ${t.name}`);
+    open.onclick = () => openService(job, t, open);
+    return h('li', {}, open, ' ', stateBadge(t.state), t.state === 'RUNNING' ? '' : ' (opens once it runs)');
+  })));
 }
 
 // The job's GPUs on each of its nodes, drawn over the node's whole bitmap.
@@ -163,7 +196,8 @@ export function mount(main, params) {
         try { nodes.set(n, await getJson(`/api/v1/nodes/${encodeURIComponent(n)}`)); } catch (e) { /* gone: drawn without */ }
       }));
       head.replaceChildren(header(job, kill, fetchedAt));
-      body.replaceChildren(section('Tasks', tasksTable(job)), section('GPUs per node', gpusPerNode(job, nodes)),
+      body.replaceChildren(...[services(job)].filter(Boolean), section('Tasks', tasksTable(job)),
+        section('GPUs per node', gpusPerNode(job, nodes)),
         section('Restarts', restarts(job)), section('Events', timeline(job)));
       logs.update(job.tasks);
       main.dataset.ready = 'job';

@@ -73,7 +73,8 @@ json TaskJson(const v1::TaskView& t) {
               {"restarts", t.restarts()},
               {"attempt", t.attempt()},
               {"memory_mb", t.memory_mb()},
-              {"vcores_milli", t.vcores_milli()}};
+              {"vcores_milli", t.vcores_milli()},
+              {"service", t.service()}};
   if (t.has_last_exit() && (t.last_exit().exit_code() != 0 || t.last_exit().signal() != 0 ||
                             t.last_exit().oom_killed() || !t.last_exit().message().empty() ||
                             api::IsTerminal(t.state()) || t.restarts() > 0)) {
@@ -145,6 +146,7 @@ json JobJson(const v1::JobView& j, bool with_events) {
                                        {"deadline_unix_ms", j.checkpoint_order().deadline_unix_ms()},
                                        {"reason", j.checkpoint_order().reason()}};
   out["resume_step"] = j.has_resume_step() ? json(j.resume_step()) : json(nullptr);
+  out["checkpoint_dir"] = j.checkpoint_dir();
   if (with_events) {
     json events = json::array();
     for (const auto& e : j.events()) {

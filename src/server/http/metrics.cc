@@ -230,6 +230,7 @@ void HttpDoor(Writer& w, const httpd::HttpConnectionStats& h) {
   w.Sample("trainyard_http_connections_refused_total", "reason=\"peer_cap\"", static_cast<double>(h.refused_peer_cap));
   w.Sample("trainyard_http_connections_refused_total", "reason=\"total_cap\"", static_cast<double>(h.refused_total_cap));
   w.Sample("trainyard_http_connections_refused_total", "reason=\"anonymous\"", static_cast<double>(h.refused_anonymous));
+  w.Sample("trainyard_http_connections_refused_total", "reason=\"proxied\"", static_cast<double>(h.refused_proxied));
   w.Family("trainyard_http_connections_evicted_total", "counter",
            "Connections closed to make room for a new one when all were taken, by what they were doing: idle "
            "(between requests) or unfinished (still sending a request).");

@@ -12,6 +12,7 @@
 #include "proto/service.pb.h"
 #include "server/http/http_server.h"
 #include "server/http/log_reader.h"
+#include "server/service_links.h"
 #include "server/stats.h"
 #include "server/view_store.h"
 
@@ -51,6 +52,16 @@ class RestBackend {
   virtual LogHubStats LogStats() { return {}; }
   // The exec relay's counts for /metrics.
   virtual ExecRelayStats ExecStats() { return {}; }
+  // A link to a service task's port through the proxy for `who`, as gRPC's
+  // ServiceLink makes it (the job's owner or a cluster admin).
+  virtual absl::StatusOr<v1::ServiceLinkResponse> ServiceLink(const Principal& /*who*/,
+                                                              const v1::ServiceLinkRequest& /*req*/) {
+    return absl::UnimplementedError("this server proxies no services");
+  }
+  // Where a request under /proxy/GRANT goes (ServiceLinks::Resolve).
+  virtual absl::StatusOr<ServiceTarget> ResolveService(absl::string_view /*grant*/) {
+    return absl::UnimplementedError("this server proxies no services");
+  }
   // Accounting for `who` (counted under rateLimits.listJobs), as gRPC's
   // History and Usage answer; a backend without it answers Unimplemented.
   virtual absl::StatusOr<v1::HistoryResponse> History(const Principal& /*who*/, const v1::HistoryRequest& /*req*/) {
