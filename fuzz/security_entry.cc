@@ -2,7 +2,8 @@
 //  - bearer_token: an Authorization header's value, checked as every gRPC
 //    call and /api/ request is (ServerSecurity::Authenticate: bearer tokens
 //    of the token file, login tokens under the server's secret), and by a
-//    stream's CredentialCheck.
+//    stream's CredentialCheck; and as a service link's grant
+//    (ServerSecurity::OpenServiceGrant, every /proxy/ request).
 //  - join_request: a JoinNode request (lines: the join token, the node
 //    name, then the certificate request's PEM), through what the server
 //    does with one: SignNodeRequest under the cluster CA and
@@ -94,6 +95,12 @@ void BearerToken(std::string_view bytes) {
   security::CredentialCheck check([&s](absl::string_view a) { return s.Authenticate(a); }, std::string(data), kNow,
                                   absl::ZeroDuration());
   TY_CHECK(check.Valid(kNow + absl::Seconds(1)) == who.ok(), "the stream's check and the call disagree");
+  // The same bytes as a service link's grant (/proxy/GRANT/): only one
+  // this server made opens, and it says what was made.
+  absl::StatusOr<security::ServiceGrant> grant = s.OpenServiceGrant(data, absl::ToUnixSeconds(kNow));
+  if (grant.ok()) {
+    TY_CHECK(s.ServiceGrantText(*grant) == data, "grant '%.80s' opened but was not made so", std::string(data).c_str());
+  }
 }
 
 void JoinRequest(std::string_view data) {

@@ -211,7 +211,7 @@ std::optional<std::pair<LogPiece, bool>> LogPusher::ReadPiece(const Sub& sub, in
     }
     return std::make_pair(std::move(p), true);
   }
-  if (chunk->data.empty() && !chunk->complete && s.follow) return std::nullopt;
+  if (chunk->data.empty() && !chunk->complete && s.follow && sub.start_told) return std::nullopt;
   p.next_offset = chunk->next_offset;
   p.data = std::move(chunk->data);
   p.eof = chunk->at_end;
@@ -231,6 +231,7 @@ bool LogPusher::Place(uint64_t id, Sub& sub) {
   if (it == subs_.end() || it->second.generation != sub.generation) return false;
   it->second.placed = sub.placed = true;
   if (start.ok()) it->second.sent = it->second.acked = sub.sent = sub.acked = *start;
+  it->second.start_told = sub.start_told = !(s.seek() && start.ok());
   return true;
 }
 
@@ -256,6 +257,7 @@ void LogPusher::Pump(uint64_t id) {
       auto it = subs_.find(id);
       if (it == subs_.end() || it->second.generation != sub.generation) return;  // cancelled or replaced
       it->second.sent = p.error.empty() ? std::max(p.next_offset, it->second.sent) : it->second.sent;
+      it->second.start_told = true;
       if (last) RemoveLocked(id);
     }
     if (!sink_(p)) {

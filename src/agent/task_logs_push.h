@@ -98,6 +98,11 @@ class LogPusher {
     std::string dir;    // watched directory ("" = not watched)
     uint64_t generation = 0;  // tells a subscription from one that replaced it
     bool placed = false;      // its start is known (a seek has been resolved)
+    // False from a seek's placing until its first piece went: that piece
+    // goes at once, empty if need be, so the server learns where the agent
+    // started (and never asks it to seek again, later, past lines written
+    // in between).
+    bool start_told = true;
   };
   struct Watch {
     int wd = -1;

@@ -195,5 +195,20 @@ TEST_F(LogPusherTest, ATailSubscriptionStartsAtTheLastLinesAndSaysWhere) {
   EXPECT_GT(got[0].offset, 0);
 }
 
+TEST_F(LogPusherTest, AFollowFromTheEndSaysAtOnceWhereItStartedThenPushesWhatComes) {
+  Append("before\n");
+  LogPusher& p = Pusher();
+  ASSERT_TRUE(p.Subscribe({.id = 4, .key = key_, .attempt = 0, .follow = true, .tail_lines = 0}).ok());
+  // Nothing new yet: still a first piece, empty, at the end it chose.
+  std::vector<LogPiece> got = WaitPieces(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].data, "");
+  EXPECT_EQ(got[0].offset, 7);
+  EXPECT_FALSE(got[0].finished);
+  Append("after\n");
+  ASSERT_TRUE(testing::WaitUntil([&] { return Received() == "after\n"; })) << Received();
+  EXPECT_EQ(WaitPieces(2)[1].offset, 7);
+}
+
 }  // namespace
 }  // namespace trainyard::agent

@@ -139,6 +139,10 @@ void LogHub::Advance(Follower& f, int i, const TaskLogPlace& place, bool job_don
   for (Output* o : {&t.out, &t.err}) {
     bool follow = f.follow() && !last;
     if (o->finished || (o->request != 0 && o->follow_sub == follow)) continue;
+    // A seek not answered yet: its first piece (which the agent sends at
+    // once) says where it started; asking again now would seek again, at a
+    // later end, past what was written in between.
+    if (o->request != 0 && o->seek) continue;
     Unsubscribe(*o, fx);
     absl::Status refused;
     if (!Subscribe(f, i, *o, follow, fx, &refused)) {
@@ -237,6 +241,7 @@ void LogHub::Take(Follower& f, int i, Output& o, const v1::LogData& d, Effects& 
     AdvanceCached(f, i, fx);
     return;
   }
+  const bool sought = o.seek;
   if (o.seek) {  // the agent chose where to start
     o.seek = false;
     o.received = o.taken = o.acked = d.offset();
@@ -264,6 +269,9 @@ void LogHub::Take(Follower& f, int i, Output& o, const v1::LogData& d, Effects& 
       end.chunk.set_output_end(true);
       Queue(f, std::move(end), fx);
     }
+    AdvanceCached(f, i, fx);
+  } else if (sought) {
+    // Advance waited for where it started (the job may have ended since).
     AdvanceCached(f, i, fx);
   }
 }

@@ -233,6 +233,61 @@ TEST_F(LogHubTest, FollowsARestartOnTheSameNodeAndEndsWhenTheJobEnds) {
   EXPECT_EQ(hub_->Stats().subscriptions, 0u);
 }
 
+TEST_F(LogHubTest, AFollowFromTheEndThatTheJobOutrunsIsReadFromWhereTheAgentStartedNotSoughtAgain) {
+  Hub();
+  v1::LogsRequest req = Request(true);
+  req.set_tail_lines(0);  // `attach`: from the end, as of now
+  uint64_t id = Open(req);
+  const v1::LogRead* first = backend_.Read("worker", 0, false);
+  ASSERT_NE(first, nullptr);
+  EXPECT_TRUE(first->has_tail_lines());
+  const uint64_t asked = first->request_id();
+  const size_t reads = backend_.sent.size();
+  // The job ends before the agent's first piece came: no second seek (it
+  // would start at a later end, past what the task wrote in between).
+  SetTask("j", {Place("worker", 0, "n1", 0, 0, /*done=*/true)}, /*job_done=*/true);
+  hub_->OnJobChanged("j");
+  hub_->RunPendingForTest();
+  EXPECT_EQ(backend_.sent.size(), reads);
+  // The agent's first piece says where it started (offset 40, nothing yet);
+  // the rest is read from there to the end, without a seek.
+  for (bool err : {false, true}) {
+    const v1::LogRead* r = backend_.Read("worker", 0, err);
+    v1::LogData d;
+    d.set_request_id(r->request_id());
+    d.set_attempt(0);
+    d.set_offset(40);
+    d.set_next_offset(40);
+    EXPECT_TRUE(hub_->OnLogData("n1", d));
+  }
+  hub_->RunPendingForTest();
+  const v1::LogRead* rest = backend_.Read("worker", 0, false);
+  EXPECT_NE(rest->request_id(), asked);
+  EXPECT_FALSE(rest->follow());
+  EXPECT_EQ(rest->offset(), 40);
+  EXPECT_FALSE(rest->has_tail_lines());
+  EXPECT_EQ(rest->since_unix_nanos(), 0);
+  v1::LogData d;
+  d.set_request_id(rest->request_id());
+  d.set_attempt(0);
+  d.set_offset(40);
+  d.set_data("written after attach\n");
+  d.set_eof(true);
+  EXPECT_TRUE(hub_->OnLogData("n1", d));
+  const v1::LogRead* rest_err = backend_.Read("worker", 0, true);
+  v1::LogData e;
+  e.set_request_id(rest_err->request_id());
+  e.set_attempt(0);
+  e.set_offset(40);
+  e.set_eof(true);
+  EXPECT_TRUE(hub_->OnLogData("n1", e));
+  Seen seen;
+  Drain(id, seen);
+  EXPECT_EQ(seen.Data(), "written after attach\n");
+  ASSERT_TRUE(seen.end);
+  EXPECT_TRUE(seen.end->ok()) << *seen.end;
+}
+
 TEST_F(LogHubTest, StepsThroughEveryAttemptOfTheSameLaunch) {
   Hub();
   uint64_t id = Open(Request(true));
