@@ -37,23 +37,6 @@ struct ExecFlags {
   std::vector<std::string> command;
 };
 
-// "ROLE" or "ROLE/INDEX" (index 0 when left out); false when INDEX is not
-// a number.
-bool ParseTask(const std::string& verb, const std::string& text, std::string* role, int* index) {
-  std::vector<std::string> parts = absl::StrSplit(text, absl::MaxSplits('/', 1));
-  *role = parts[0];
-  *index = 0;
-  if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], index) || *index < 0)) {
-    std::cerr << "trainyard " << verb << ": '" << text << "': the index after '/' must be a number\n";
-    return false;
-  }
-  if (role->empty()) {
-    std::cerr << "trainyard " << verb << ": '" << text << "': give the task as ROLE or ROLE/INDEX\n";
-    return false;
-  }
-  return true;
-}
-
 // The terminal of stdin in raw mode while it lives (the remote terminal
 // does the echoing and line editing), as it was after.
 class RawTerminal {
@@ -217,6 +200,23 @@ int Attach(AttachFlags& f) {
 }
 
 }  // namespace
+
+// "ROLE" or "ROLE/INDEX" (index 0 when left out); false when INDEX is not
+// a number.
+bool ParseTask(const std::string& verb, const std::string& text, std::string* role, int* index) {
+  std::vector<std::string> parts = absl::StrSplit(text, absl::MaxSplits('/', 1));
+  *role = parts[0];
+  *index = 0;
+  if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], index) || *index < 0)) {
+    std::cerr << "trainyard " << verb << ": '" << text << "': the index after '/' must be a number\n";
+    return false;
+  }
+  if (role->empty()) {
+    std::cerr << "trainyard " << verb << ": '" << text << "': give the task as ROLE or ROLE/INDEX\n";
+    return false;
+  }
+  return true;
+}
 
 void RegisterExecVerbs(CLI::App& app, int* exit_code) {
   static ExecFlags exec;

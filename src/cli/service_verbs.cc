@@ -75,17 +75,8 @@ int Url(UrlFlags& f) {
   v1::ServiceLinkRequest req;
   req.set_job(f.job);
   if (!f.task.empty()) {
-    std::vector<std::string> parts = absl::StrSplit(f.task, absl::MaxSplits('/', 1));
-    req.set_role(parts[0]);
     int index = 0;
-    if (parts.size() == 2 && (!absl::SimpleAtoi(parts[1], &index) || index < 0)) {
-      std::cerr << "trainyard url: '" << f.task << "': the index after '/' must be a number\n";
-      return kExitUsage;
-    }
-    if (parts[0].empty()) {
-      std::cerr << "trainyard url: '" << f.task << "': give the service as ROLE or ROLE/INDEX\n";
-      return kExitUsage;
-    }
+    if (!ParseTask("url", f.task, req.mutable_role(), &index)) return kExitUsage;
     req.set_index(index);
   }
   std::string address = ServerAddress(f.server);

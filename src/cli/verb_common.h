@@ -76,6 +76,10 @@ int PrintLogs(const std::string& verb, const std::string& server, const v1::Logs
               const api::LogPrintOptions& options);
 // exec, attach (exec_verb.cc)
 void RegisterExecVerbs(CLI::App& app, int* exit_code);
+// A task named "ROLE" or "ROLE/INDEX" (index 0 when left out) on the
+// command line of `verb`; false (said on stderr) when INDEX is not a
+// number or ROLE is empty (exec_verb.cc).
+bool ParseTask(const std::string& verb, const std::string& text, std::string* role, int* index);
 // url, tensorboard (service_verbs.cc): services through the server's proxy
 void RegisterServiceVerbs(CLI::App& app, int* exit_code);
 // nodes, cordon, uncordon, drain, node remove (node_verbs.cc).
