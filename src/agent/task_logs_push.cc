@@ -203,7 +203,10 @@ std::optional<std::pair<LogPiece, bool>> LogPusher::ReadPiece(const Sub& sub, in
     bool not_started = chunk.status().code() == absl::StatusCode::kNotFound;
     // An attempt's log appears when it starts; one that ended without a log
     // (the agent could not start it) has nothing to send.
-    if (not_started && s.follow && !logs_->Ended(s.key, s.attempt)) return std::nullopt;
+    if (not_started && s.follow && !logs_->Ended(s.key, s.attempt)) {
+      if (sub.start_told) return std::nullopt;
+      return std::make_pair(std::move(p), false);  // a seek's start: the beginning, empty so far
+    }
     if (not_started && s.follow) {
       p.eof = p.finished = true;
     } else {
@@ -224,14 +227,16 @@ bool LogPusher::Place(uint64_t id, Sub& sub) {
   const LogSubscription& s = sub.spec;
   absl::StatusOr<int64_t> start = logs_->StartOffset(s.key, s.attempt, s.stream, s.tail_lines, s.since_unix_nanos);
   // A followed attempt that has not started yet is placed when it writes;
-  // any other error is the read's to report.
-  if (!start.ok() && s.follow && !logs_->Ended(s.key, s.attempt)) return false;
+  // any other error is the read's to report. A seek on it starts at its
+  // beginning (nothing was written before it), said at once like any seek's
+  // start.
+  if (!start.ok() && s.follow && !logs_->Ended(s.key, s.attempt) && !s.seek()) return false;
   absl::MutexLock lock(&mu_);
   auto it = subs_.find(id);
   if (it == subs_.end() || it->second.generation != sub.generation) return false;
   it->second.placed = sub.placed = true;
   if (start.ok()) it->second.sent = it->second.acked = sub.sent = sub.acked = *start;
-  it->second.start_told = sub.start_told = !(s.seek() && start.ok());
+  it->second.start_told = sub.start_told = !s.seek();
   return true;
 }
 

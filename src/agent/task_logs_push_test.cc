@@ -210,5 +210,20 @@ TEST_F(LogPusherTest, AFollowFromTheEndSaysAtOnceWhereItStartedThenPushesWhatCom
   EXPECT_EQ(WaitPieces(2)[1].offset, 7);
 }
 
+TEST_F(LogPusherTest, AFollowFromTheEndOfALogNotWrittenYetSaysItStartsAtItsBeginning) {
+  TaskKey later{"j", "ps", 5};  // not started: no log, no end
+  LogPusher& p = Pusher();
+  ASSERT_TRUE(p.Subscribe({.id = 6, .key = later, .attempt = 0, .follow = true, .tail_lines = 0}).ok());
+  std::vector<LogPiece> got = WaitPieces(1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].offset, 0);
+  EXPECT_EQ(got[0].data, "");
+  EXPECT_TRUE(got[0].error.empty()) << got[0].error;
+  ASSERT_TRUE(logs_.Prepare(later).ok());
+  std::ofstream(logs_.Path(later, 0, LogStream::kStdout)) << "first words\n";
+  ASSERT_TRUE(testing::WaitUntil([&] { return Received() == "first words\n"; })) << Received();
+  EXPECT_EQ(WaitPieces(2)[1].offset, 0);
+}
+
 }  // namespace
 }  // namespace trainyard::agent

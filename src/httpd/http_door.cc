@@ -307,7 +307,7 @@ void HttpServer::Hand(int fd) {
   {
     absl::MutexLock lock(&mu_);
     if (c->proxied) {
-      if (static_cast<int>(ready_proxied_.size()) < std::max(1, options_.max_proxied)) {
+      if (static_cast<int>(ready_proxied_.size()) < most_proxied_) {
         ready_proxied_.push_back(std::move(c));
         cv_.Signal();
         return;

@@ -174,6 +174,7 @@ HttpServer::HttpServer(HttpOptions options)
                                                          Resolved(options_.trusted_reserve, options_.max_connections / 4))
                                        : INT_MAX),
       most_anonymous_serving_(options_.trusted ? std::max(1, options_.threads - 1) : INT_MAX),
+      most_proxied_(std::max(1, options_.max_proxied)),
       engine_(std::make_unique<Engine>()),
       door_(std::make_unique<Door>()) {
   engine_->set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
@@ -305,7 +306,7 @@ void HttpServer::Handle(const std::string& method, const std::string& pattern, c
 void HttpServer::Serve() {
   engine_->SetListening(listen_fd_);
   int workers = std::max(1, options_.threads) + std::max(0, options_.max_log_streams) +
-                std::max(0, options_.max_watchers) + std::max(0, options_.max_proxied);
+                std::max(0, options_.max_watchers) + (options_.proxied_prefix.empty() ? 0 : most_proxied_);
   for (int i = 0; i < workers; ++i) workers_.emplace_back([this] { Work(); });
   door_thread_ = std::thread([this] { DoorLoop(); });
 }
@@ -343,7 +344,7 @@ void HttpServer::Work() {
         return !ready_anonymous_.empty() && anonymous_serving_ < most_anonymous_serving_;
       };
       auto proxied = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return !ready_proxied_.empty() && proxied_serving_ < options_.max_proxied;
+        return !ready_proxied_.empty() && proxied_serving_ < most_proxied_;
       };
       while (!stopping_ && ready_trusted_.empty() && !anonymous() && !proxied()) cv_.Wait(&mu_);
       if (stopping_) return;
@@ -365,7 +366,7 @@ void HttpServer::Work() {
     // down a descriptor number that was given to something else.
     serving_.erase(c->fd);
     if (c->proxied) {
-      if (--proxied_serving_ < options_.max_proxied && !ready_proxied_.empty()) cv_.Signal();
+      if (--proxied_serving_ < most_proxied_ && !ready_proxied_.empty()) cv_.Signal();
     } else if (!c->trusted && --anonymous_serving_ < most_anonymous_serving_ && !ready_anonymous_.empty()) {
       cv_.Signal();
     }

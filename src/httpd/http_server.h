@@ -98,10 +98,10 @@ struct HttpOptions {
   int max_watchers = 32;
   // Requests whose target starts with `proxied_prefix` ("" = none) are
   // passed on to another server and wait for its answer (the server's
-  // service proxy): they queue apart, token or not, and at most
-  // `max_proxied` are served at once, each by a worker of their own, so a
-  // slow service never takes the threads the other requests need; one more
-  // waiting than `max_proxied` is answered 503.
+  // service proxy): they queue apart, token or not, at most `max_proxied`
+  // (at least 1) are served at once, and as many workers are added for
+  // them, so a slow service never takes the threads the other requests
+  // need; one more waiting than `max_proxied` is answered 503.
   std::string proxied_prefix;
   int max_proxied = 16;
   // HTTPS: the server's certificate (PEM, its chain) and key. Both empty:
@@ -223,6 +223,7 @@ class HttpServer {
   const int max_per_peer_;           // options_.max_connections_per_peer, resolved
   const int most_anonymous_;         // anonymous requests waiting or in service
   const int most_anonymous_serving_;  // anonymous requests in service
+  const int most_proxied_;            // proxied requests in service, and waiting (each)
   std::unique_ptr<Engine> engine_;
   ssl_ctx_st* tls_ = nullptr;  // HTTPS when set (an OpenSSL SSL_CTX)
   int listen_fd_ = -1;

@@ -134,9 +134,19 @@ std::shared_ptr<ServiceProxy> ServiceProxy::Add(HttpServer& s, RestBackend* b, S
 }
 
 void ServiceProxy::Stop() {
-  absl::MutexLock lock(&mu_);
   stopping_ = true;
-  for (httplib::Client* c : in_flight_) c->stop();
+  // A client still connecting has no socket to shut down yet: stopped
+  // again each round until every request has ended (each checks
+  // stopping_ as its answer comes), or a few seconds passed.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  absl::MutexLock lock(&mu_);
+  for (;;) {
+    for (httplib::Client* c : in_flight_) c->stop();
+    if (in_flight_.empty() || absl::Now() > deadline) return;
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](std::set<httplib::Client*>* s) { return s->empty(); }, &in_flight_),
+                         absl::Milliseconds(20));
+  }
 }
 
 void ServiceProxy::Serve(const httplib::Request& req, httplib::Response& res) {
@@ -147,6 +157,14 @@ void ServiceProxy::Serve(const httplib::Request& req, httplib::Response& res) {
   HttpServer::NoCompression(req);
   const_cast<httplib::Request&>(req).ranges.clear();
   const std::string grant = req.matches[1];
+  // The route matched the decoded path; the door queued the request by its
+  // target as sent. Both must be /proxy/GRANT as it is, or the request
+  // could pass the door as another and the path go on misplaced.
+  if (!absl::StartsWith(req.target, absl::StrCat(kServiceProxyPrefix, grant))) {
+    return ProxyError(res, absl::InvalidArgumentError(absl::StrCat(
+                               "the address must begin with ", kServiceProxyPrefix, "GRANT as the link gave it, "
+                               "not percent-encoded")));
+  }
   absl::StatusOr<ServiceTarget> target = backend_->ResolveService(grant);
   if (!target.ok()) return ProxyError(res, target.status());
   std::optional<std::string> rest = RawRest(req.target, std::strlen(kServiceProxyPrefix) + grant.size());
@@ -227,9 +245,10 @@ void ServiceProxy::Forward(const httplib::Request& req, const ServiceTarget& tar
       return false;
     }
     body.append(data, n);
-    return !HttpServer::ClientGone();
+    return !stopping_ && !HttpServer::ClientGone();
   };
   httplib::Result r = client.send(out);
+  if (stopping_) return ProxyError(res, absl::UnavailableError("the server is stopping"));
   const std::string where = absl::StrCat("service ", target.task, " (", target.host, ":", target.port, ")");
   if (too_big) {
     return ProxyError(res, absl::UnavailableError(absl::StrCat(where, " answered more than ",

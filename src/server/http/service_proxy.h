@@ -14,6 +14,7 @@
 // Also the REST route that makes a link: POST /api/v1/jobs/{job}/service-link.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -65,8 +66,8 @@ class ServiceProxy {
 
   RestBackend* const backend_;
   const ServiceProxyOptions options_;
+  std::atomic<bool> stopping_{false};
   absl::Mutex mu_;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::set<httplib::Client*> in_flight_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -244,8 +244,16 @@ TEST_F(ServiceProxyTest, ThePathGoesOnAsTheCallerWroteIt) {
   auto r = client_->Get((path + "echo/a%20b%3Fc%2Fd?q=%2F%20").c_str());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  std::lock_guard<std::mutex> lock(seen_.mu);
-  EXPECT_EQ(seen_.target, "/echo/a%20b%3Fc%2Fd?q=%2F%20");
+  {
+    std::lock_guard<std::mutex> lock(seen_.mu);
+    EXPECT_EQ(seen_.target, "/echo/a%20b%3Fc%2Fd?q=%2F%20");
+  }
+  // The prefix as the link gave it, not encoded (the door queues proxied
+  // requests by their target as sent).
+  auto encoded = client_->Get(("/%70roxy/" + path.substr(7) + "echo").c_str());
+  ASSERT_TRUE(encoded);
+  EXPECT_EQ(encoded->status, 400);
+  EXPECT_THAT(encoded->body, HasSubstr("not percent-encoded"));
 }
 
 TEST_F(ServiceProxyTest, SlowServicesHoldNoneOfTheThreadsOtherRequestsNeedAndStopEndsThem) {
