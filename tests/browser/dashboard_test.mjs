@@ -111,8 +111,14 @@ async function sharedGpuShowsItsShareAndHolders(page) {
   const label = await page.getAttribute(cell, 'aria-label');
   check(label.includes(`${percent} %`) && jobs.every((j) => label.includes(`job ${j}`)),
     `nodes page: ${node} GPU ${gpu}'s label "${label}" does not say ${percent} % and name ${jobs.join(' and ')}`);
+  // The page draws again as the cluster changes (a job placed just before
+  // changes its node): the fill is read from the cell drawn last.
+  const filled = await page.waitForFunction(({ sel, pct }) => {
+    const el = document.querySelector(sel);
+    return el && getComputedStyle(el).backgroundImage.includes(`${pct}%`);
+  }, { sel: cell, pct: percent }, { timeout: 10000 }).then(() => true, () => false);
   const fill = await page.$eval(cell, (el) => getComputedStyle(el).backgroundImage);
-  check(fill.includes(`${percent}%`), `nodes page: ${node} GPU ${gpu} is not filled to ${percent} %: ${fill}`);
+  check(filled, `nodes page: ${node} GPU ${gpu} is not filled to ${percent} %: ${fill}`);
   await page.click(cell);
   const detail = await page.textContent('.detail');
   check(detail.includes(`${percent} %`) && jobs.every((j) => detail.includes(j)),
