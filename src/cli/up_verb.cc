@@ -432,7 +432,12 @@ void RegisterUp(CLI::App& app, int* exit_code) {
   up->add_option("--config", f.config, "the server's config file (YAML; docs/control-plane.md)");
   up->add_option("--queue-config", f.queue_config, "the server's queue tree (YAML), to try queues here");
   up->add_option("--data-dir", f.data_dir, "where state and logs go");
-  up->add_option("--port", f.port, "server port on 127.0.0.1");
+  // The agents' listener is the port above (server --agent-listen's
+  // default), and both go into the config files up writes: a port is named.
+  up->add_option("--port", f.port,
+                 "server port on 127.0.0.1, 1-65534 (the agents' is the one above; up writes it into its client "
+                 "config, so 0 is not taken)")
+      ->check(CLI::Range(1, 65534));
   up->add_option("--http-port", f.http_port,
                  "dashboard, REST API and /metrics port on 127.0.0.1 (0 = a free port)")->check(CLI::Range(0, 65535));
   up->add_flag("--demo", f.demo, "also submit the demo job and follow it to the end");

@@ -154,5 +154,13 @@ TEST(UpTest, AMissingQueueConfigIsNamed) {
   EXPECT_THAT(r.err, HasSubstr("--queue-config " + dir.path() + "/none.yaml: no such file"));
 }
 
+TEST(UpTest, APortOfZeroIsRefusedNamingTheFlag) {
+  TempDir dir;
+  CommandResult r = RunCli({"up", "--port", "0", "--data-dir", dir.path() + "/cluster"}, absl::Seconds(20));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--port"));
+  EXPECT_FALSE(std::filesystem::exists(dir.path() + "/cluster")) << "nothing was started";
+}
+
 }  // namespace
 }  // namespace trainyard::testing
