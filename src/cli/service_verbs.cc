@@ -2,17 +2,15 @@
 // address of a service task's port through the server's proxy;
 // `trainyard tensorboard JOB` starts TensorBoard on a job's checkpoint
 // directory as a service job of its own and prints its address.
-#include <algorithm>
-#include <chrono>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "api/states.h"
@@ -24,18 +22,16 @@
 namespace trainyard::cli {
 namespace {
 
-// The host of a gRPC target "host:port" ("[v6]:port"); 127.0.0.1 for a
-// target without one.
+// The host of a gRPC target "host:port" ("[v6]:port", bracketed as it
+// came); 127.0.0.1 for a target without one.
 std::string HostOf(const std::string& address) {
   std::string a = address;
   if (absl::StartsWith(a, "dns:///")) a = a.substr(7);
   if (absl::StartsWith(a, "ipv4:") || absl::StartsWith(a, "ipv6:")) a = a.substr(5);
-  if (absl::StartsWith(a, "unix:") || a.empty()) return "127.0.0.1";
+  if (absl::StartsWith(a, "unix:")) return "127.0.0.1";
   size_t colon = a.rfind(':');
   std::string host = colon == std::string::npos ? a : a.substr(0, colon);
-  if (host.empty()) return "127.0.0.1";
-  if (absl::StrContains(host, ':') && !absl::StartsWith(host, "[")) host = absl::StrCat("[", host, "]");
-  return host;
+  return host.empty() ? "127.0.0.1" : host;
 }
 
 std::string LinkUrl(const v1::ServiceLinkResponse& r, const std::string& server) {
@@ -93,76 +89,85 @@ struct TensorboardFlags {
   bool quiet = false;
 };
 
-// Follows `job` until its first service task runs (true) or the job ends
-// or the deadline passes (false, said on stderr).
-bool WaitForService(v1::Trainyard::Stub& stub, const std::string& address, const std::string& job,
-                    int timeout_s) {
-  auto deadline = std::chrono::system_clock::now() + std::chrono::seconds(timeout_s);
-  std::string last;
-  while (std::chrono::system_clock::now() < deadline) {
+// Follows `job`'s views (WatchJob, again when a stream ends) until `done`
+// says so (true) or `deadline` passes (false). Errors other than the
+// deadline's are the call's.
+absl::StatusOr<bool> FollowJob(v1::Trainyard::Stub& stub, const std::string& job, absl::Time deadline,
+                               const std::function<bool(const v1::JobView&)>& done) {
+  while (absl::Now() < deadline) {
     v1::WatchJobRequest req;
     req.set_job(job);
     grpc::ClientContext ctx;
-    ctx.set_deadline(deadline);
+    ctx.set_deadline(absl::ToChronoTime(deadline));
     Authorize(&ctx);
     std::unique_ptr<grpc::ClientReader<v1::JobView>> reader = stub.WatchJob(&ctx, req);
     v1::JobView v;
     while (reader->Read(&v)) {
-      for (const v1::TaskView& t : v.tasks()) {
-        if (t.service() && t.state() == v1::TASK_RUNNING) {
-          ctx.TryCancel();
-          reader->Finish();
-          return true;
-        }
-      }
-      if (api::IsTerminal(v.state())) {
+      if (done(v)) {
         ctx.TryCancel();
         reader->Finish();
-        std::cerr << "trainyard tensorboard: job " << job << " ended " << api::JobStateName(v.state())
-                  << (v.reason().empty() ? "" : ": " + v.reason())
-                  << " (is tensorboard installed on the node? `trainyard logs " << job << "` says more)\n";
-        return false;
-      }
-      std::string line = api::JobStateName(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
-      if (line != last) {
-        std::cerr << job << ": " << line << std::endl;
-        last = line;
+        return true;
       }
     }
     grpc::Status st = reader->Finish();
     if (!st.ok() && st.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-      ReportError("tensorboard", address, st);
-      return false;
+      return absl::Status(static_cast<absl::StatusCode>(st.error_code()), st.error_message());
     }
   }
-  std::cerr << "trainyard tensorboard: job " << job << "'s TensorBoard did not run within " << timeout_s
-            << " s (it goes on; `trainyard url " << job << "` once it runs)\n";
+  return false;
+}
+
+// The job's first service task; nullptr when it has none.
+const v1::TaskView* FirstService(const v1::JobView& v) {
+  for (const v1::TaskView& t : v.tasks()) {
+    if (t.service()) return &t;
+  }
+  return nullptr;
+}
+
+bool ServiceRuns(const v1::JobView& v) {
+  const v1::TaskView* t = FirstService(v);
+  return t && t->state() == v1::TASK_RUNNING;
+}
+
+// Follows `job` until its first service task runs (true) or the job ends
+// or `deadline` passes (false, said on stderr).
+bool WaitForService(v1::Trainyard::Stub& stub, const std::string& address, const std::string& job,
+                    absl::Time deadline, int timeout_s) {
+  std::string last;
+  bool ended = false;
+  absl::StatusOr<bool> runs = FollowJob(stub, job, deadline, [&](const v1::JobView& v) {
+    if (ServiceRuns(v)) return true;
+    std::string line = api::JobStateName(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
+    if (api::IsTerminal(v.state())) {
+      std::cerr << "trainyard tensorboard: job " << job << " ended " << line
+                << " (is tensorboard installed on the node? `trainyard logs " << job << "` says more)\n";
+      return ended = true;
+    }
+    if (line != last) std::cerr << job << ": " << line << std::endl;
+    last = line;
+    return false;
+  });
+  if (!runs.ok()) {
+    ReportError("tensorboard", address,
+                grpc::Status(static_cast<grpc::StatusCode>(runs.status().code()), std::string(runs.status().message())));
+    return false;
+  }
+  if (*runs && !ended) return true;
+  if (!ended) {
+    std::cerr << "trainyard tensorboard: job " << job << "'s TensorBoard did not run within " << timeout_s
+              << " s (it goes on; `trainyard url " << job << "` once it runs)\n";
+  }
   return false;
 }
 
 // Whether `job`'s first service task is still RUNNING `settle` from now
 // (false as soon as it is not, or the job ended).
 bool StaysRunning(v1::Trainyard::Stub& stub, const std::string& job, absl::Duration settle) {
-  v1::WatchJobRequest req;
-  req.set_job(job);
-  grpc::ClientContext ctx;
-  ctx.set_deadline(absl::ToChronoTime(absl::Now() + settle));
-  Authorize(&ctx);
-  std::unique_ptr<grpc::ClientReader<v1::JobView>> reader = stub.WatchJob(&ctx, req);
-  v1::JobView v;
-  bool running = true;
-  while (running && reader->Read(&v)) {
-    running = !api::IsTerminal(v.state());
-    for (const v1::TaskView& t : v.tasks()) {
-      if (t.service()) {
-        running = running && t.state() == v1::TASK_RUNNING;
-        break;
-      }
-    }
-  }
-  if (!running) ctx.TryCancel();
-  reader->Finish();
-  return running;
+  absl::StatusOr<bool> stopped = FollowJob(stub, job, absl::Now() + settle, [](const v1::JobView& v) {
+    return api::IsTerminal(v.state()) || !ServiceRuns(v);
+  });
+  return stopped.ok() && !*stopped;
 }
 
 int Tensorboard(TensorboardFlags& f) {
@@ -209,17 +214,15 @@ int Tensorboard(TensorboardFlags& f) {
             << resp.job() << "`)" << std::endl;
   // Until it runs and its link is made: a TensorBoard that is not there
   // runs for a moment (its shell) and then fails, which the next wait tells.
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(f.timeout_s);
+  const absl::Time deadline = absl::Now() + absl::Seconds(f.timeout_s);
   for (;;) {
-    int left = static_cast<int>(
-        std::chrono::duration_cast<std::chrono::seconds>(deadline - std::chrono::steady_clock::now()).count());
-    if (!WaitForService(*stub, address, resp.job(), std::max(1, left))) return kExitFailure;
+    if (!WaitForService(*stub, address, resp.job(), deadline, f.timeout_s)) return kExitFailure;
     v1::ServiceLinkRequest req;
     req.set_job(resp.job());
     v1::ServiceLinkResponse link;
     auto ctx = Context();
     grpc::Status st = stub->ServiceLink(ctx.get(), req, &link);
-    if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION && std::chrono::steady_clock::now() < deadline) {
+    if (st.error_code() == grpc::StatusCode::FAILED_PRECONDITION && absl::Now() < deadline) {
       continue;  // it ended again since
     }
     if (!st.ok()) return ReportError("tensorboard", address, st);

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <memory>
 #include <string>
@@ -20,30 +21,30 @@ namespace {
 
 using nlohmann::json;
 
+// Whether header field `name` is one of `names` (lower case).
+bool OneOf(const std::string& name, std::initializer_list<const char*> names) {
+  std::string lower = absl::AsciiStrToLower(name);
+  return std::any_of(names.begin(), names.end(), [&](const char* n) { return lower == n; });
+}
+
 // Fields that describe one connection (RFC 9110 7.6.1), those the proxy
 // sets itself, and what must not reach the other side: the caller's token
 // (the dashboard's) and cookies (every service shares the server's origin,
 // so one service's cookies would reach another's pages).
 bool DroppedRequestField(const std::string& name) {
-  static const char* const kDropped[] = {"connection", "keep-alive", "proxy-authorization", "proxy-connection",
-                                         "te", "trailer", "transfer-encoding", "upgrade", "host",
-                                         "content-length", "authorization", "cookie", "expect", "forwarded",
-                                         "x-real-ip", "accept-encoding", "remote_addr", "remote_port",
-                                         "local_addr", "local_port", "x-forwarded-for", "x-forwarded-host",
-                                         "x-forwarded-proto", "x-forwarded-prefix"};
-  std::string lower = absl::AsciiStrToLower(name);
-  return std::any_of(std::begin(kDropped), std::end(kDropped), [&](const char* d) { return lower == d; });
+  return OneOf(name, {"connection", "keep-alive", "proxy-authorization", "proxy-connection", "te", "trailer",
+                      "transfer-encoding", "upgrade", "host", "content-length", "authorization", "cookie", "expect",
+                      "forwarded", "x-real-ip", "accept-encoding", "remote_addr", "remote_port", "local_addr",
+                      "local_port", "x-forwarded-for", "x-forwarded-host", "x-forwarded-proto",
+                      "x-forwarded-prefix"});
 }
 
 // Besides the fields of one connection and cookies: what would act on the
 // dashboard's whole origin (its storage cleared, its transport pinned).
 bool DroppedAnswerField(const std::string& name) {
-  static const char* const kDropped[] = {"connection", "keep-alive", "transfer-encoding", "content-length",
-                                         "trailer", "upgrade", "set-cookie", "set-cookie2", "proxy-authenticate",
-                                         "clear-site-data", "strict-transport-security", "alt-svc",
-                                         "public-key-pins", "expect-ct"};
-  std::string lower = absl::AsciiStrToLower(name);
-  return std::any_of(std::begin(kDropped), std::end(kDropped), [&](const char* d) { return lower == d; });
+  return OneOf(name, {"connection", "keep-alive", "transfer-encoding", "content-length", "trailer", "upgrade",
+                      "set-cookie", "set-cookie2", "proxy-authenticate", "clear-site-data",
+                      "strict-transport-security", "alt-svc", "public-key-pins", "expect-ct"});
 }
 
 // What every proxied answer carries: the sandbox (an origin of its own: no
