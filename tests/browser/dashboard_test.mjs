@@ -376,13 +376,19 @@ async function serviceOpensSandboxed(page) {
   const button = page.locator('#services button.service-open');
   await page.waitForFunction(() => { const b = document.querySelector('#services button.service-open'); return b && !b.disabled; }, null, { timeout: 15000 });
   const [tab] = await Promise.all([page.context().waitForEvent('page'), button.click()]);
-  // The tab goes to the link once the server made it; the service may need
-  // a moment to listen after its task started (502 until then).
+  // The tab opens at about:blank and goes to the link once the server made
+  // it (a reload before then races that navigation); the service may need a
+  // moment to listen after its task started (502 until then).
+  await tab.waitForURL(/\/proxy\//, { timeout: 15000 });
+  const link = tab.url();
   let text = '';
   for (let i = 0; i < 50 && !text.includes('served by the service'); i++) {
-    if (i > 0) await tab.waitForTimeout(200).then(() => tab.reload());
+    if (i > 0) {
+      await tab.waitForTimeout(200);
+      await tab.goto(link).catch(() => {});
+    }
     await tab.waitForLoadState();
-    text = tab.url().includes('/proxy/') ? await tab.evaluate(() => document.body ? document.body.textContent : '') : '';
+    text = await tab.evaluate(() => document.body ? document.body.textContent : '').catch(() => '');
   }
   check(text.includes('served by the service'), `the service's tab shows: ${text} at ${tab.url()}`);
   const origin = await tab.evaluate(() => self.origin);
