@@ -126,9 +126,11 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
                           .mps = agent->mps_.get(),
                           .users = agent->users_.get(),
                           .task_pids_max = config.task_pids_max,
-                          .task_dir_retention = config.task_dir_retention});
+                          .task_dir_retention = config.task_dir_retention,
+                          .oci_runtime = config.oci_runtime.empty() ? FindOciRuntime() : config.oci_runtime});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
+  agent->images_ = std::make_unique<ImageStore>(agent->supervisor_->data_dir() + "/images");
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();
   NodeInfo& node = agent->node_;
   node.gpus = inventory->gpus;

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/gpu_discovery.h"
+#include "agent/image_store.h"
 #include "agent/mps.h"
 #include "agent/resource_limiter.h"
 #include "agent/supervisor.h"
@@ -60,6 +61,9 @@ struct AgentConfig {
   // How long a finished task's work dir stays (--task-dir-retention;
   // SupervisorOptions::task_dir_retention): 0 at once, infinite never.
   absl::Duration task_dir_retention = absl::Hours(1);
+  // The OCI runtime for tasks with an image (docs/images.md): "" = runc,
+  // else crun, from PATH and the system's sbin and bin dirs.
+  std::string oci_runtime;
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).
@@ -128,6 +132,11 @@ class AgentCore {
   absl::Status Kill(const TaskKey& key);
   const TaskLogs& logs() const { return supervisor_->logs(); }
   Supervisor& supervisor() { return *supervisor_; }
+  // Who tasks run as (task_user.h).
+  const TaskUsers& users() const { return *users_; }
+  // The images unpacked for tasks (DATA/images).
+  ImageStore& images() { return *images_; }
+  const ImageStore& images() const { return *images_; }
   const Supervisor& supervisor() const { return *supervisor_; }
   // The data dir, absolute (task directories live under its work/).
   const std::string& data_dir() const { return supervisor_->data_dir(); }
@@ -140,6 +149,7 @@ class AgentCore {
   std::unique_ptr<MpsDaemons> mps_;  // before supervisor_: outlives it
   std::unique_ptr<TaskUsers> users_;  // the same
   std::unique_ptr<Supervisor> supervisor_;
+  std::unique_ptr<ImageStore> images_;
   OwnerlessGpuOptions ownerless_;
   std::string proc_root_;
   NodeInfo node_;

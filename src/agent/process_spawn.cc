@@ -8,6 +8,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -133,6 +134,7 @@ void DropToAccount(const TaskAccount& a, const gid_t* groups, size_t group_count
   if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(pipe_fd, kStepNoNewPrivs);
   if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
+  if (r.umask >= 0) umask(static_cast<mode_t>(r.umask));
   if (dup2(out_fd, 1) < 0) ChildFail(pipe_fd, kStepStdout);  // dup2 clears O_CLOEXEC on the target
   if (dup2(err_fd, 2) < 0) ChildFail(pipe_fd, kStepStderr);
   int devnull = open("/dev/null", O_RDONLY);

@@ -37,6 +37,8 @@ struct SpawnRequest {
   // Where the keeper records the task's wait status (decimal) when the task
   // ends, for an agent that was not there to reap it. "" = not recorded.
   std::string exit_status_path;
+  // The umask the command starts with; -1: the agent's (077).
+  int umask = -1;
 };
 
 // Starts the task under a keeper process: the keeper leads a new session

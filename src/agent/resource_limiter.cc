@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -102,8 +103,16 @@ std::string OwnCgroupPath(const std::string& proc_self_cgroup, absl::string_view
 
 // Kills every process listed in a cgroup's cgroup.procs, then removes it.
 // A killed process takes a moment to leave the cgroup, so removal is retried
-// for up to ~200 ms.
-void KillAndRemove(const std::string& dir) {
+// for up to ~200 ms. Cgroups below it (an OCI runtime's container, left when
+// the runtime was killed) go first, the same way.
+void KillAndRemove(const std::string& dir, int depth = 0) {
+  if (depth < 4) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      std::error_code kind_ec;
+      if (entry.is_directory(kind_ec) && !entry.is_symlink(kind_ec)) KillAndRemove(entry.path().string(), depth + 1);
+    }
+  }
   for (int round = 0; round < 40; ++round) {
     for (absl::string_view pid_text : absl::StrSplit(ReadFile(dir + "/cgroup.procs"), '\n')) {
       int pid = 0;

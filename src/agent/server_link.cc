@@ -1,6 +1,7 @@
 // The agent's stream to the server.
 #include "agent/server_link.h"
 
+#include "api/image_ref.h"
 #include "api/agent_address.h"
 
 #include <fcntl.h>
@@ -21,6 +22,7 @@
 #include "agent/peer_addresses.h"
 #include "agent/heartbeat_delta.h"
 #include "agent/task_dirs.h"
+#include "agent/task_user.h"
 #include "api/convert.h"
 #include "api/restart_budgets.h"
 #include "api/task_env.h"
@@ -704,6 +706,53 @@ void ServerLink::CancelLaunch(const v1::TaskSpec& spec, bool started) {
   OnTaskStatus(EndedBeforeStart(spec, TaskState::kKilled, "killed before it started"));
 }
 
+absl::Status ServerLink::PrepareImage(const v1::TaskSpec& spec, TaskLaunch* launch) {
+  // The account the task will run as, when the agent switches to one.
+  std::optional<TaskAccount> account;
+  if (core_->users().switching()) {
+    absl::StatusOr<TaskAccount> resolved = core_->users().Resolve(launch->user);
+    if (!resolved.ok()) return absl::InvalidArgumentError(resolved.status().message());
+    account = *resolved;
+  }
+  for (const v1::Volume& v : spec.volumes()) {
+    if (std::string why = api::VolumeProblem(v); !why.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat("volume ", v.host_path(), ": ", why));
+    }
+    // Mounted by the runtime as root: only what the task's account reaches.
+    if (account) {
+      if (absl::Status st = CheckReadableBy(v.host_path(), *account); !st.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("volume ", v.host_path(), ": ", st.message()));
+      }
+    } else if (access(v.host_path().c_str(), F_OK) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("volume ", v.host_path(), ": ", strerror(errno)));
+    }
+  }
+  // The node reads the image as root: the task's account must be able to
+  // read it too, or a task could run what its user may not see.
+  absl::StatusOr<api::ImageRef> ref = api::ParseImageRef(spec.image());
+  if (!ref.ok()) return absl::InvalidArgumentError(absl::StrCat("image: ", ref.status().message()));
+  if (account) {
+    std::string probe = ref->source == api::ImageSource::kLayout ? ref->path + "/index.json" : ref->path;
+    if (absl::Status st = CheckReadableBy(probe, *account); !st.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("image ", spec.image(), ": ", st.message()));
+    }
+  }
+  absl::StatusOr<PreparedImage> image = core_->images().Prepare(spec.image());
+  if (!image.ok()) return image.status();
+  TaskImage& i = launch->image.emplace();
+  i.ref = image->ref;
+  i.digest = image->digest;
+  i.rootfs = image->rootfs;
+  i.env = image->env;
+  for (const v1::Volume& v : spec.volumes()) i.volumes.push_back({v.host_path(), v.path(), v.read_only()});
+  if (launch->command.empty()) {
+    launch->command = image->entrypoint;
+    launch->command.insert(launch->command.end(), image->cmd.begin(), image->cmd.end());
+  }
+  if (spec.working_dir().empty() && !image->working_dir.empty()) launch->working_dir = image->working_dir;
+  return absl::OkStatus();
+}
+
 void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   const v1::TaskSpec* with_ca = &order;
   v1::TaskSpec copy;
@@ -725,6 +774,7 @@ void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   absl::Status st = hosts == spec.files().end() ? absl::OkStatus()
                                                 : CheckPeerAddresses(hosts->second, core_->node_info().name);
   absl::StatusOr<TaskLaunch> launch = st.ok() ? ToTaskLaunch(spec, core_->data_dir()) : st;
+  if (launch.ok() && !spec.image().empty()) st = PrepareImage(spec, &*launch);
   if (st.ok()) st = launch.ok() ? core_->Launch(*launch) : launch.status();
   if (st.ok()) return;
   if (absl::IsAlreadyExists(st)) {

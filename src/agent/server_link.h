@@ -87,6 +87,9 @@ class ServerLink : public TaskListener {
   // worker, CancelLaunch reports or kills one a kill overtook.
   void HandleLaunch(const v1::TaskSpec& spec);
   void StartLaunch(const v1::TaskSpec& spec);
+  // A launch with an image: the image unpacked here (ImageStore) and the
+  // launch given its root, environment, volumes and default command.
+  absl::Status PrepareImage(const v1::TaskSpec& spec, TaskLaunch* launch);
   void CancelLaunch(const v1::TaskSpec& spec, bool started);
   void HandleKill(const v1::KillTask& kill);
   // The heartbeat's task list, taken while no status can be written

@@ -50,7 +50,7 @@ absl::Status ValidateLaunch(const TaskLaunch& l) {
   if (l.command.empty() || l.command[0].empty()) {
     return absl::InvalidArgumentError(absl::StrCat("task ", task, ": command must not be empty"));
   }
-  if (!l.working_dir.empty() && !Exists(l.working_dir)) {
+  if (!l.working_dir.empty() && !l.image && !Exists(l.working_dir)) {
     return absl::InvalidArgumentError(
         absl::StrCat("task ", task, ": working_dir ", l.working_dir, " does not exist"));
   }
@@ -146,6 +146,7 @@ Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, R
       users_(options.users),
       task_pids_max_(options.task_pids_max),
       task_dir_retention_(options.task_dir_retention),
+      oci_runtime_(options.oci_runtime),
       owned_limiter_(std::move(owned_limiter)),
       limiter_(owned_limiter_ ? owned_limiter_.get() : options.limiter),
       listener_(options.listener),
@@ -205,7 +206,7 @@ absl::Status Supervisor::Prepare(TaskLaunch launch) {
   std::error_code ec;
   std::string task_dir = absl::StrCat(data_dir_, "/work/", dir);
   std::filesystem::create_directories(task_dir, ec);
-  std::filesystem::create_directories(launch.working_dir, ec);
+  if (!launch.image) std::filesystem::create_directories(launch.working_dir, ec);
   std::filesystem::create_directories(launch.checkpoint_dir, ec);
   if (users_ != nullptr) {
     if (absl::Status s = ConfineLaunch(*users_, task_dir, &launch); !s.ok()) return s;

@@ -68,6 +68,9 @@ struct SupervisorOptions {
   // for good, before it is removed (task_dir_reclaim.h); 0: at once;
   // infinite: never. Logs and checkpoint dirs are never removed by it.
   absl::Duration task_dir_retention = absl::InfiniteDuration();
+  // The OCI runtime (runc or crun) that runs tasks with an image
+  // (docs/images.md); "": such a task fails to start, naming it.
+  std::string oci_runtime;
 };
 
 // What a command run inside a task's running attempt takes from it
@@ -234,6 +237,13 @@ class Supervisor {
   // Each returns the status changes to report once the lock is released.
   // StartDue starts at most a few due attempts; true when more are due.
   bool StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The environment an attempt of `l` starts with.
+  std::vector<std::string> AttemptEnvironment(const TaskLaunch& l, int attempt) const;
+  std::string BundleDir(const Task& task) const;
+  // The runtime's command line that runs an attempt of an image task (its
+  // bundle written under DATA/bundles).
+  absl::StatusOr<std::vector<std::string>> ContainerCommand(const Task& task, const std::vector<std::string>& env)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapExited(std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -268,6 +278,7 @@ class Supervisor {
   const TaskUsers* const users_;
   const int64_t task_pids_max_;
   const absl::Duration task_dir_retention_;
+  const std::string oci_runtime_;
   ResourceLimiterPtr owned_limiter_;
   ResourceLimiter* limiter_;
   TaskListener* listener_;

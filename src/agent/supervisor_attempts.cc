@@ -1,10 +1,12 @@
 // Starting and ending task attempts: environment, limits, spawn, exit
 // classification and the restart decision (its delay: restart_backoff.h).
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -80,6 +82,68 @@ std::string DescribeExit(const TaskExit& exit) {
   return text;
 }
 
+std::vector<std::string> Supervisor::AttemptEnvironment(const TaskLaunch& l, int attempt) const {
+  if (!l.image) {
+    return TaskEnvironment(inherit_agent_env_
+                               ? TaskInheritedEnvironment(AgentEnvironment(), l.run_as ? &*l.run_as : nullptr)
+                               : std::vector<std::string>{},
+                           l, attempt);
+  }
+  // In a container: the image's environment, not the node's, under the
+  // task's own; HOME in the task's directory (the image's root is
+  // read-only) unless the image or the role says otherwise.
+  std::vector<std::string> base = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+  auto task_dir = l.env.find("TRAINYARD_TASK_DIR");
+  if (task_dir != l.env.end()) base.push_back(absl::StrCat("HOME=", task_dir->second));
+  base.insert(base.end(), l.image->env.begin(), l.image->env.end());
+  return TaskEnvironment(base, l, attempt);
+}
+
+std::string Supervisor::BundleDir(const Task& task) const { return absl::StrCat(data_dir_, "/bundles/", task.cgroup); }
+
+absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task& task,
+                                                                      const std::vector<std::string>& env) {
+  const TaskLaunch& l = task.launch;
+  if (oci_runtime_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat("this node has no OCI runtime (runc or crun) to run image ",
+                                                      l.image->ref));
+  }
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("image ", l.image->ref, ": tasks with an image need the agent to run as root"));
+  }
+  BundleSpec b{.rootfs = l.image->rootfs, .args = l.command, .env = env, .cwd = l.working_dir,
+               .cgroups_path = task.cgroup};
+  if (l.run_as) {
+    b.uid = l.run_as->uid;
+    b.gid = l.run_as->gid;
+    b.groups = l.run_as->groups;
+  }
+  auto task_dir = l.env.find("TRAINYARD_TASK_DIR");
+  if (task_dir != l.env.end()) b.binds.push_back({task_dir->second, task_dir->second, false});
+  if (!l.checkpoint_dir.empty()) b.binds.push_back({l.checkpoint_dir, l.checkpoint_dir, false});
+  if (!l.mps_pipe_dir.empty()) b.binds.push_back({l.mps_pipe_dir, l.mps_pipe_dir, false});
+  b.binds.insert(b.binds.end(), l.image->volumes.begin(), l.image->volumes.end());
+  b.devices = GpuDeviceNodes(l.gpus.Indices());
+  absl::StatusOr<std::string> config = BundleConfigJson(b);
+  if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("image ", l.image->ref, ": ", config.status().message()));
+  std::string dir = BundleDir(task);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  chmod(absl::StrCat(data_dir_, "/bundles").c_str(), 0700);
+  std::string path = dir + "/config.json";
+  {
+    std::ofstream out(path, std::ios::trunc);
+    out << *config;
+    if (!out.flush()) return absl::InternalError(absl::StrCat("cannot write ", path));
+  }
+  std::string state = absl::StrCat(data_dir_, "/runc");
+  std::filesystem::create_directories(state, ec);
+  chmod(state.c_str(), 0700);
+  // A state left by a runtime killed with its attempt names no container now.
+  std::filesystem::remove_all(absl::StrCat(state, "/", task.cgroup), ec);
+  return std::vector<std::string>{oci_runtime_, "--root", state, "run", "--bundle", dir, task.cgroup};
+}
+
 void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out) {
   const TaskLaunch& l = task.launch;
   const absl::Time due = std::min(task.start_at, now);
@@ -110,19 +174,31 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
   } else if (!limits.ok()) {
     pid = limits.status();
   } else {
-    pid = SpawnTaskProcess({.argv = l.command,
-                            .env = TaskEnvironment(
-                                inherit_agent_env_
-                                    ? TaskInheritedEnvironment(AgentEnvironment(), l.run_as ? &*l.run_as : nullptr)
-                                    : std::vector<std::string>{},
-                                l, task.attempt),
-                            .working_dir = l.working_dir,
-                            .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
-                            .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
-                            .log_max_bytes = log_max_attempt_bytes_ / 2,
-                            .limits = *limits,
-                            .run_as = l.run_as,
-                            .exit_status_path = logs_.WaitStatusPath(l.key, task.attempt)});
+    SpawnRequest request{.argv = l.command,
+                         .env = AttemptEnvironment(l, task.attempt),
+                         .working_dir = l.working_dir,
+                         .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
+                         .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
+                         .log_max_bytes = log_max_attempt_bytes_ / 2,
+                         .limits = *limits,
+                         .run_as = l.run_as,
+                         .exit_status_path = logs_.WaitStatusPath(l.key, task.attempt)};
+    if (l.image) {
+      // The runtime starts as root and puts the task's account, working
+      // dir and environment into its container; it stays in the attempt's
+      // cgroups and the container in one below them.
+      absl::StatusOr<std::vector<std::string>> argv = ContainerCommand(task, request.env);
+      request.argv = argv.ok() ? *std::move(argv) : std::vector<std::string>{};
+      request.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+      request.working_dir = BundleDir(task);
+      request.run_as.reset();
+      // What the runtime makes in the container (the dirs above a mount)
+      // is for the task's account to pass through.
+      request.umask = 022;
+      pid = argv.ok() ? SpawnTaskProcess(request) : absl::StatusOr<pid_t>(argv.status());
+    } else {
+      pid = SpawnTaskProcess(request);
+    }
   }
   if (!pid.ok()) {
     // Leave the reason where `trainyard logs` looks, then end the attempt.
@@ -165,6 +241,11 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
   task.pid = 0;
   task.pidfd = -1;
   task.sigkill_at = absl::InfiniteFuture();
+  if (l.image && !task.cgroup.empty()) {
+    std::error_code ec;
+    std::filesystem::remove_all(BundleDir(task), ec);
+    std::filesystem::remove_all(absl::StrCat(data_dir_, "/runc/", task.cgroup), ec);
+  }
   if (!task.cgroup.empty()) {
     exit.oom_killed = exit.oom_killed || limiter_->OomKilled(task.cgroup);
     limiter_->Release(task.cgroup);
@@ -241,10 +322,12 @@ absl::StatusOr<ExecTarget> Supervisor::ExecTargetOf(const TaskKey& key) const {
         absl::StrCat("task ", key.ToString(), " has no account to run a command as"));
   }
   target.job_id = launch.job_id;
-  target.env = TaskEnvironment(
-      inherit_agent_env_ ? TaskInheritedEnvironment(AgentEnvironment(), launch.run_as ? &*launch.run_as : nullptr)
-                         : std::vector<std::string>{},
-      launch, target.attempt);
+  if (launch.image) {
+    // Its command would run on the node, not in the container.
+    return absl::FailedPreconditionError(absl::StrCat("task ", key.ToString(), " runs in image ", launch.image->ref,
+                                                      ": exec into a container is not supported yet"));
+  }
+  target.env = AttemptEnvironment(launch, target.attempt);
   target.working_dir = launch.working_dir;
   target.run_as = launch.run_as;
   return target;

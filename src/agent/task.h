@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "agent/oci_bundle.h"
 #include "agent/resource_limiter.h"
 #include "core/resources/gpu_set.h"
 #include "core/resources/port_ranges.h"
@@ -66,6 +67,16 @@ struct TaskAccount {
   bool operator==(const TaskAccount&) const = default;
 };
 
+// A task that runs in an OCI image (image_store.h, oci_bundle.h).
+struct TaskImage {
+  std::string ref;     // the role's `image:`
+  std::string digest;  // its manifest's
+  std::string rootfs;  // unpacked on this node
+  std::vector<std::string> env;  // the image's, under the task's own
+  std::vector<BundleMount> volumes;  // the role's `volumes:`
+  bool operator==(const TaskImage&) const = default;
+};
+
 // Everything the supervisor needs to start and restart one task.
 struct TaskLaunch {
   TaskKey key;
@@ -92,6 +103,9 @@ struct TaskLaunch {
   std::string mps_log_dir;
   core::PortRanges ports;
   std::string checkpoint_dir;        // empty: DATA/checkpoints/job_ID/ROLE-INDEX
+  // Set: the task runs in this image's container, through `oci_runtime`
+  // (the command and working dir are the container's).
+  std::optional<TaskImage> image;
   int64_t memory_limit_mb = 0;       // 0: no limit
   int64_t vcores_milli = 0;          // 0: no CPU limit
   RestartPolicy restart_policy = RestartPolicy::kNever;

@@ -130,7 +130,8 @@ absl::Status ConfineLaunch(const TaskUsers& users, const std::string& task_dir, 
   std::vector<std::string> roots = {task_dir};
   if (!launch->checkpoint_dir.empty()) roots.push_back(launch->checkpoint_dir);
   for (std::string& root : users.WorkdirRoots(*account)) roots.push_back(std::move(root));
-  if (absl::Status s = CheckWorkingDir(launch->working_dir, roots); !s.ok()) {
+  // In an image the working dir is the container's, not the node's.
+  if (absl::Status s = launch->image ? absl::OkStatus() : CheckWorkingDir(launch->working_dir, roots); !s.ok()) {
     return absl::InvalidArgumentError(absl::StrCat("task ", task, ": ", s.message()));
   }
   if (!users.switching()) return absl::OkStatus();

@@ -33,8 +33,29 @@ std::optional<TaskAccount> AccountFromJson(const json& j) {
                      .home = j.at("home").get<std::string>()};
 }
 
+json ImageToJson(const TaskImage& i) {
+  json volumes = json::array();
+  for (const BundleMount& v : i.volumes) {
+    volumes.push_back(json{{"source", v.source}, {"destination", v.destination}, {"read_only", v.read_only}});
+  }
+  return json{{"ref", i.ref}, {"digest", i.digest}, {"rootfs", i.rootfs}, {"env", i.env}, {"volumes", volumes}};
+}
+
+TaskImage ImageFromJson(const json& j) {
+  TaskImage i;
+  i.ref = j.at("ref").get<std::string>();
+  i.digest = j.at("digest").get<std::string>();
+  i.rootfs = j.at("rootfs").get<std::string>();
+  i.env = j.at("env").get<std::vector<std::string>>();
+  for (const json& v : j.at("volumes")) {
+    i.volumes.push_back({v.at("source").get<std::string>(), v.at("destination").get<std::string>(),
+                         v.at("read_only").get<bool>()});
+  }
+  return i;
+}
+
 json LaunchToJson(const TaskLaunch& l) {
-  return json{{"job", l.key.job},
+  json j = json{{"job", l.key.job},
               {"key_job_id", l.key.job_id},
               {"user", l.user},
               {"run_as", AccountToJson(l.run_as)},
@@ -61,6 +82,8 @@ json LaunchToJson(const TaskLaunch& l) {
               {"backoff_initial_ms", absl::ToInt64Milliseconds(l.backoff_initial)},
               {"backoff_max_ms", absl::ToInt64Milliseconds(l.backoff_max)},
               {"kill_grace_ms", absl::ToInt64Milliseconds(l.kill_grace)}};
+  if (l.image) j["image"] = ImageToJson(*l.image);
+  return j;
 }
 
 TaskLaunch LaunchFromJson(const json& j) {
@@ -98,6 +121,7 @@ TaskLaunch LaunchFromJson(const json& j) {
   l.backoff_initial = absl::Milliseconds(j.at("backoff_initial_ms").get<int64_t>());
   l.backoff_max = absl::Milliseconds(j.at("backoff_max_ms").get<int64_t>());
   l.kill_grace = absl::Milliseconds(j.at("kill_grace_ms").get<int64_t>());
+  if (j.contains("image")) l.image = ImageFromJson(j.at("image"));
   return l;
 }
 

@@ -6,7 +6,13 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 
 #include <fstream>
 #include <sstream>
@@ -185,6 +191,41 @@ std::vector<std::string> TaskUsers::WorkdirRoots(const TaskAccount& account) con
   // A home of "/" (some system accounts) would allow everything.
   if (account.home.empty() || account.home == "/") return {};
   return {account.home};
+}
+
+namespace {
+
+// The permission bits of `st` that apply to `account` (7 = rwx).
+int BitsFor(const struct stat& st, const TaskAccount& account) {
+  if (account.uid == 0) return 7;
+  if (st.st_uid == account.uid) return (st.st_mode >> 6) & 7;
+  bool group = st.st_gid == account.gid ||
+               std::find(account.groups.begin(), account.groups.end(), st.st_gid) != account.groups.end();
+  return group ? (st.st_mode >> 3) & 7 : st.st_mode & 7;
+}
+
+}  // namespace
+
+absl::Status CheckReadableBy(const std::string& path, const TaskAccount& account) {
+  char real[PATH_MAX];
+  if (realpath(path.c_str(), real) == nullptr) {
+    return absl::NotFoundError(absl::StrCat(path, " cannot be read: ", strerror(errno)));
+  }
+  std::string walked;
+  std::vector<std::string> parts = absl::StrSplit(std::string(real), '/', absl::SkipEmpty());
+  for (size_t i = 0; i <= parts.size(); ++i) {
+    const std::string at = walked.empty() ? "/" : walked;
+    struct stat st;
+    if (stat(at.c_str(), &st) != 0) return absl::NotFoundError(absl::StrCat(at, ": ", strerror(errno)));
+    bool last = i == parts.size();
+    int need = last ? (S_ISDIR(st.st_mode) ? 5 : 4) : 1;
+    if ((BitsFor(st, account) & need) != need) {
+      return absl::PermissionDeniedError(absl::StrCat(account.name.empty() ? absl::StrCat("uid ", account.uid) : account.name,
+                                                      " may not ", last ? "read " : "search ", at));
+    }
+    if (!last) absl::StrAppend(&walked, "/", parts[i]);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace trainyard::agent

@@ -84,4 +84,11 @@ class TaskUsers {
   bool switch_users_;
 };
 
+// OK when `account` may reach `path` (search on every directory above its
+// real path) and read it (and search it, a directory), by the mode bits;
+// else PermissionDenied naming the part it may not. ACLs are not read: a
+// path only an ACL opens to the account is refused. The agent reads images
+// and mounts volumes as root; this keeps a task to what its account sees.
+absl::Status CheckReadableBy(const std::string& path, const TaskAccount& account);
+
 }  // namespace trainyard::agent

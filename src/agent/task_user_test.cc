@@ -2,6 +2,13 @@
 // accounts, against a fixed list of accounts.
 #include "agent/task_user.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "agent/test_util.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -149,6 +156,41 @@ TEST(TaskUsersTest, WithoutSwitchingTasksRunAsTheAgent) {
   absl::StatusOr<TaskAccount> account = users.Resolve("anyone");
   ASSERT_TRUE(account.ok());
   EXPECT_EQ(account->uid, geteuid());
+}
+
+// What the agent reads or mounts as root for a task: only what the task's
+// account could reach by the mode bits.
+TEST(CheckReadableByTest, APathIsReadableWhenEveryDirAboveLetsTheAccountSearch) {
+  testing::TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  std::string open = dir.path() + "/open", closed = dir.path() + "/closed", group = dir.path() + "/group";
+  for (const std::string& d : {open, closed, group}) ASSERT_EQ(mkdir(d.c_str(), 0755), 0);
+  std::ofstream(open + "/f") << "x";
+  std::ofstream(closed + "/f") << "x";
+  std::ofstream(group + "/f") << "x";
+  chmod((open + "/f").c_str(), 0644);
+  chmod((closed + "/f").c_str(), 0644);
+  chmod(closed.c_str(), 0700);
+  ASSERT_EQ(chown(group.c_str(), 0, 4321), 0);
+  chmod(group.c_str(), 0750);
+  chmod((group + "/f").c_str(), 0640);
+  ASSERT_EQ(chown((group + "/f").c_str(), 0, 4321), 0);
+  if (geteuid() != 0) GTEST_SKIP() << "files of another owner need root";
+  TaskAccount nobody{.name = "nobody", .uid = 65534, .gid = 65534};
+  EXPECT_TRUE(CheckReadableBy(open + "/f", nobody).ok());
+  EXPECT_TRUE(CheckReadableBy(open, nobody).ok());
+  absl::Status st = CheckReadableBy(closed + "/f", nobody);
+  EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
+  EXPECT_EQ(st.message(), "nobody may not search " + closed);
+  EXPECT_EQ(CheckReadableBy(closed, nobody).message(), "nobody may not read " + closed);
+  EXPECT_FALSE(CheckReadableBy(group + "/f", nobody).ok());
+  TaskAccount member{.uid = 5000, .gid = 5000, .groups = {4321}};
+  EXPECT_TRUE(CheckReadableBy(group + "/f", member).ok()) << "through a supplementary group";
+  // A link is judged where it leads.
+  ASSERT_EQ(symlink((closed + "/f").c_str(), (open + "/link").c_str()), 0);
+  EXPECT_EQ(CheckReadableBy(open + "/link", nobody).message(), "nobody may not search " + closed);
+  EXPECT_TRUE(absl::IsNotFound(CheckReadableBy(open + "/none", nobody)));
+  EXPECT_TRUE(CheckReadableBy(closed + "/f", TaskAccount{.uid = 0}).ok());
 }
 
 }  // namespace

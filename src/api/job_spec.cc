@@ -402,6 +402,26 @@ void ParseRestartBudgets(const YamlNode& node, const std::string& path, v1::Rest
   }
 }
 
+// volumes: [{hostPath: /data, path: /data, readOnly: true}, ...]
+void ParseVolumes(const YamlNode& node, const std::string& path, v1::ReplicaSpec* rs, Errors* errors) {
+  if (!node.IsSequence()) {
+    errors->push_back(absl::StrCat(path, ": must be a list of {hostPath, path, readOnly}"));
+    return;
+  }
+  for (size_t i = 0; i < node.size(); ++i) {
+    std::string at = absl::StrCat(path, "[", i, "]");
+    Fields f;
+    if (!CheckMap(node[i], at, {"hostPath", "path", "readOnly"}, &f, errors)) continue;
+    v1::Volume* v = rs->add_volumes();
+    std::string s;
+    bool b = false;
+    if (const YamlNode* n = Find(f, "hostPath"); n && GetString(*n, at + ".hostPath", &s, errors)) v->set_host_path(s);
+    if (const YamlNode* n = Find(f, "path"); n && GetString(*n, at + ".path", &s, errors)) v->set_path(s);
+    if (v->path().empty()) v->set_path(v->host_path());  // the same path in the container
+    if (const YamlNode* n = Find(f, "readOnly"); n && GetBool(*n, at + ".readOnly", &b, errors)) v->set_read_only(b);
+  }
+}
+
 void ParseReplica(const std::string& role, const YamlNode& node, const std::string& path,
                   v1::ReplicaSpec* rs, Errors* errors) {
   rs->set_role(role);
@@ -410,7 +430,8 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
   Fields f;
   if (!CheckMap(node, path,
                 {"count", "replicas", "minAvailable", "resources", "command", "args", "env",
-                 "workingDir", "restartPolicy", "maxRestarts", "restartBudgets", "userCredential", "kind"},
+                 "workingDir", "restartPolicy", "maxRestarts", "restartBudgets", "userCredential", "kind",
+                 "image", "volumes"},
                 &f, errors)) {
     return;
   }
@@ -428,6 +449,8 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
       errors->push_back(absl::StrCat(path, ".kind: '", s, "' is not one of task, service"));
     }
   }
+  if (const YamlNode* v = Find(f, "image"); v && GetString(*v, path + ".image", &s, errors)) rs->set_image(s);
+  if (const YamlNode* v = Find(f, "volumes")) ParseVolumes(*v, path + ".volumes", rs, errors);
   if (const YamlNode* v = Find(f, "restartBudgets")) {
     ParseRestartBudgets(*v, path + ".restartBudgets", rs->mutable_restart_budgets(), errors);
   }

@@ -134,6 +134,45 @@ replicas:
   EXPECT_THAT(m, HasSubstr("replicas.web.kind:"));
 }
 
+TEST(JobSpecTest, AnImageAndItsVolumesAreReadAndTheImageMayGiveTheCommand) {
+  auto spec = LoadJobSpec(R"(
+name: train
+replicas:
+  worker:
+    image: oci:/srv/images/torch:2.1
+    volumes:
+      - {hostPath: /datasets/imagenet, path: /data, readOnly: true}
+      - {hostPath: /scratch}
+)", core::AllocationLimits{});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::ReplicaSpec& rs = spec->replicas(0);
+  EXPECT_EQ(rs.image(), "oci:/srv/images/torch:2.1");
+  EXPECT_TRUE(rs.command().empty()) << "the image's entrypoint and cmd run";
+  ASSERT_EQ(rs.volumes_size(), 2);
+  EXPECT_EQ(rs.volumes(0).host_path(), "/datasets/imagenet");
+  EXPECT_EQ(rs.volumes(0).path(), "/data");
+  EXPECT_TRUE(rs.volumes(0).read_only());
+  EXPECT_EQ(rs.volumes(1).path(), "/scratch") << "the host's path when none is given";
+  EXPECT_FALSE(rs.volumes(1).read_only());
+
+  auto bad = LoadJobSpec(R"(
+name: train
+replicas:
+  worker: {image: "ubuntu:22.04", command: [x]}
+  ps: {volumes: [{hostPath: /data}], command: [x]}
+  chief: {image: "oci:/i", volumes: [{hostPath: data, path: /proc/x}, {hostPath: /a, path: /d}, {hostPath: /b, path: /d}, {size: 1}]}
+  evaluator: {}
+)", core::AllocationLimits{});
+  ASSERT_FALSE(bad.ok());
+  std::string m(bad.status().message());
+  EXPECT_THAT(m, HasSubstr("replicas.worker.image: 'ubuntu:22.04' is not oci:PATH[:TAG] or oci-archive:PATH[:TAG]"));
+  EXPECT_THAT(m, HasSubstr("replicas.ps.volumes: needs an image"));
+  EXPECT_THAT(m, HasSubstr("replicas.chief.volumes[0].hostPath: must be an absolute path"));
+  EXPECT_THAT(m, HasSubstr("replicas.chief.volumes[2].path: /d is mounted twice"));
+  EXPECT_THAT(m, HasSubstr("replicas.chief.volumes[3].size: unknown field"));
+  EXPECT_THAT(m, HasSubstr("replicas.evaluator.command: required (or an image whose entrypoint runs)"));
+}
+
 TEST(JobSpecTest, ValidationNamesResourceValueAndLimit) {
   auto spec = LoadJobSpec(R"(
 name: big

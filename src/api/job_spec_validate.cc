@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "api/image_ref.h"
 #include "api/job_spec.h"
 #include "api/job_array.h"
 #include "api/restart_budgets.h"
@@ -204,6 +205,31 @@ void ValidateFramework(const v1::JobSpec& spec, Errors* errors) {
   }
 }
 
+// `image:` and `volumes:` (docs/images.md).
+void ValidateImage(const v1::ReplicaSpec& r, const std::string& path, Errors* errors) {
+  if (!r.image().empty()) {
+    if (absl::StatusOr<ImageRef> ref = ParseImageRef(r.image()); !ref.ok()) {
+      errors->push_back(absl::StrCat(path, ".image: ", ref.status().message()));
+    }
+  }
+  if (r.volumes_size() > 0 && r.image().empty()) {
+    errors->push_back(absl::StrCat(path, ".volumes: needs an image (a task without one sees the node's files as they are)"));
+  }
+  if (r.volumes_size() > kMaxVolumes) {
+    errors->push_back(absl::StrCat(path, ".volumes: ", r.volumes_size(), " are more than ", kMaxVolumes));
+  }
+  std::set<std::string> seen;
+  for (int i = 0; i < r.volumes_size() && i < kMaxVolumes; ++i) {
+    const v1::Volume& v = r.volumes(i);
+    std::string at = absl::StrCat(path, ".volumes[", i, "]");
+    if (std::string why = VolumeProblem(v); !why.empty()) {
+      errors->push_back(absl::StrCat(at, ".", why));
+    } else if (!seen.insert(v.path()).second) {
+      errors->push_back(absl::StrCat(at, ".path: ", v.path(), " is mounted twice"));
+    }
+  }
+}
+
 void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& limits, Errors* errors) {
   std::string path = absl::StrCat("replicas.", Printable(r.role()));
   if (!ValidName(r.role())) {
@@ -227,7 +253,11 @@ void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& lim
                                      " must be a number of restarts (0 or more) or unlimited (-1)"));
     }
   }
-  if (r.command().empty()) errors->push_back(absl::StrCat(path, ".command: required"));
+  // With an image, its entrypoint and cmd are the command when none is given.
+  if (r.command().empty() && r.image().empty()) {
+    errors->push_back(absl::StrCat(path, ".command: required (or an image whose entrypoint runs)"));
+  }
+  ValidateImage(r, path, errors);
   if (r.kind() == v1::ROLE_KIND_SERVICE && IsFrameworkRoleName(r.role())) {
     errors->push_back(absl::StrCat(path, ".kind: a service needs a role name of its own ('", r.role(),
                                    "' is a framework's role: a worker, rank or master to it)"));

@@ -424,6 +424,8 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   auto& spec_files = *spec.mutable_files();
   for (auto& [k, v] : env.files) spec_files[k] = std::move(v);
   spec.set_working_dir(rs->working_dir());
+  spec.set_image(rs->image());
+  *spec.mutable_volumes() = rs->volumes();
   spec.set_restart_policy(rs->restart_policy());
   // What is left of the task's budgets: the agent restarts in place within
   // them and the server counts each restart it reports in its class.

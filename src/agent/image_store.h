@@ -1,0 +1,87 @@
+// ImageStore: the OCI images an agent has unpacked for its tasks
+// (docs/images.md). A role's `image:` names an OCI image layout on the node
+// ("oci:PATH[:TAG]") or a tar of one ("oci-archive:PATH[:TAG]"); the store
+// reads the tag's manifest and config, unpacks the image's layers once per
+// manifest digest (umoci) into DIR/sha256-HEX/rootfs, and hands every task
+// of that image the same root file system, which tasks see read-only
+// (oci_bundle.h). An archive is extracted once per (path, size, mtime).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/gpu_discovery.h"
+
+namespace trainyard::agent {
+
+// One image, ready to run.
+struct PreparedImage {
+  std::string ref;     // as the role gave it
+  std::string digest;  // the manifest's, "sha256:HEX"
+  std::string rootfs;  // the unpacked root file system (shared)
+  // From the image's config: what runs when the role gives no command, and
+  // the environment and working directory a task starts with.
+  std::vector<std::string> entrypoint;
+  std::vector<std::string> cmd;
+  std::vector<std::string> env;  // "KEY=VALUE"
+  std::string working_dir;
+};
+
+// An image the store holds, for the agent's report.
+struct CachedImage {
+  std::string digest;
+  std::vector<std::string> refs;  // the references it was prepared for
+  absl::Time last_used;
+};
+
+class ImageStore {
+ public:
+  // `dir`: where unpacked images live (created 0700). `runner` runs umoci
+  // and tar; nullptr: real processes.
+  explicit ImageStore(std::string dir, CommandRunnerPtr runner = nullptr);
+
+  // The image of `ref`, unpacked if it was not. Safe from many threads: two
+  // tasks of one image wait for one unpack. InvalidArgument when the
+  // reference, its layout, tag, manifest or config is wrong (the task's
+  // fault: named, with the reason); Internal when this node cannot unpack it
+  // (umoci missing or failing, the disk).
+  absl::StatusOr<PreparedImage> Prepare(const std::string& ref);
+
+  // The images unpacked here, newest use first.
+  std::vector<CachedImage> List() const;
+
+  const std::string& dir() const { return dir_; }
+
+ private:
+  struct Entry {
+    std::shared_ptr<absl::Mutex> unpacking;  // held while it unpacks
+    CachedImage cached;
+  };
+  absl::StatusOr<std::string> LayoutOf(const std::string& ref_text, int source, const std::string& path);
+  absl::Status Unpack(const std::string& layout, const std::string& tag, const std::string& digest,
+                      const std::string& rootfs);
+
+  const std::string dir_;
+  CommandRunnerPtr runner_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by digest
+  std::map<std::string, std::shared_ptr<absl::Mutex>> archive_locks_ ABSL_GUARDED_BY(mu_);
+};
+
+// The OCI runtime found on this node: runc, else crun, from PATH and then
+// /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin; "" when
+// neither is there.
+std::string FindOciRuntime();
+
+// The manifest digest and config of `tag` in the OCI image layout at
+// `layout`, without unpacking anything (what Prepare reads first).
+// InvalidArgument naming what is missing or wrong.
+absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const std::string& tag);
+
+}  // namespace trainyard::agent

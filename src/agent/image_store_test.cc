@@ -1,0 +1,148 @@
+#include "agent/image_store.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "agent/test_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::agent {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::TempDir;
+using ::testing::HasSubstr;
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Real processes, counted by their program.
+class CountingRunner : public CommandRunner {
+ public:
+  explicit CountingRunner(std::atomic<int>* unpacks) : real_(NewSubprocessRunner()), unpacks_(unpacks) {}
+  absl::StatusOr<std::string> Run(const std::vector<std::string>& argv) override {
+    if (argv[0] == "umoci") ++*unpacks_;
+    return real_->Run(argv);
+  }
+
+ private:
+  CommandRunnerPtr real_;
+  std::atomic<int>* unpacks_;
+};
+
+class ImageStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    layout_ = dir_.path() + "/layout";
+    std::string make = absl::StrCat(TRAINYARD_SOURCE_DIR, "/tests/images/make-test-image '", layout_, "' v1 'first'",
+                                    " && ", TRAINYARD_SOURCE_DIR, "/tests/images/make-test-image '", layout_,
+                                    "' v2 'second' >/dev/null");
+    ASSERT_EQ(system(make.c_str()), 0) << make;
+  }
+
+  TempDir dir_;
+  std::string layout_;
+  std::atomic<int> unpacks_{0};
+};
+
+TEST_F(ImageStoreTest, ATagIsUnpackedOnceAndReadWithItsConfig) {
+  ImageStore store(dir_.path() + "/images", std::make_unique<CountingRunner>(&unpacks_));
+  absl::StatusOr<PreparedImage> image = store.Prepare("oci:" + layout_ + ":v1");
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_EQ(image->ref, "oci:" + layout_ + ":v1");
+  EXPECT_THAT(image->digest, ::testing::StartsWith("sha256:"));
+  EXPECT_EQ(Read(image->rootfs + "/image-marker"), "first\n");
+  EXPECT_EQ(image->rootfs, absl::StrCat(dir_.path(), "/images/sha256-", image->digest.substr(7), "/rootfs"));
+  EXPECT_THAT(image->env, ElementsAre("PATH=/bin", "IMAGE_VAR=from-the-image"));
+  EXPECT_THAT(image->cmd, ElementsAre("sh", "-c", "echo default command in $PWD"));
+  EXPECT_TRUE(image->entrypoint.empty());
+  EXPECT_EQ(image->working_dir, "/srv");
+  EXPECT_EQ(unpacks_, 1);
+
+  // Again, and from many threads at once: the same root, no unpack.
+  std::vector<std::thread> threads;
+  std::atomic<int> same{0};
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&] { same += store.Prepare("oci:" + layout_ + ":v1").value().rootfs == image->rootfs; });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(same, 4);
+  EXPECT_EQ(unpacks_, 1);
+
+  // Another tag is another image.
+  absl::StatusOr<PreparedImage> second = store.Prepare("oci:" + layout_ + ":v2");
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_NE(second->digest, image->digest);
+  EXPECT_EQ(Read(second->rootfs + "/image-marker"), "second\n");
+  EXPECT_EQ(unpacks_, 2);
+  std::vector<CachedImage> cached = store.List();
+  ASSERT_EQ(cached.size(), 2u);
+  EXPECT_EQ(cached[0].digest, second->digest) << "newest use first";
+  EXPECT_THAT(cached[1].refs, ElementsAre("oci:" + layout_ + ":v1"));
+  // Only root reaches the unpacked images (a layer's device node or setuid
+  // file is no one else's to use).
+  struct stat st;
+  ASSERT_EQ(stat((dir_.path() + "/images").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST_F(ImageStoreTest, AnArchiveIsExtractedOnceAndRunsAsItsLayout) {
+  std::string tar = dir_.path() + "/image.tar";
+  ASSERT_EQ(system(absl::StrCat("tar -cf '", tar, "' -C '", layout_, "' .").c_str()), 0);
+  ImageStore store(dir_.path() + "/images", std::make_unique<CountingRunner>(&unpacks_));
+  absl::StatusOr<PreparedImage> image = store.Prepare("oci-archive:" + tar + ":v2");
+  ASSERT_TRUE(image.ok()) << image.status();
+  EXPECT_EQ(Read(image->rootfs + "/image-marker"), "second\n");
+  // The layout's own v2 is the same image: no second unpack.
+  EXPECT_EQ(store.Prepare("oci:" + layout_ + ":v2").value().rootfs, image->rootfs);
+  EXPECT_EQ(unpacks_, 1);
+}
+
+TEST_F(ImageStoreTest, AWrongImageIsTheTasksFaultNamingWhatIsWrong) {
+  ImageStore store(dir_.path() + "/images");
+  absl::Status st = store.Prepare("oci:" + layout_ + ":v3").status();
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  EXPECT_THAT(st.message(), HasSubstr("tag 'v3' is not in the image layout " + layout_ + " (its tags: v1, v2)"));
+  st = store.Prepare("oci:" + dir_.path() + "/none").status();
+  EXPECT_TRUE(absl::IsInvalidArgument(st)) << st;
+  EXPECT_THAT(st.message(), HasSubstr("none/index.json cannot be read"));
+  st = store.Prepare("oci-archive:" + dir_.path() + "/none.tar").status();
+  EXPECT_THAT(st.message(), HasSubstr("image archive " + dir_.path() + "/none.tar cannot be read"));
+  std::ofstream(dir_.path() + "/junk.tar") << "not a tar";
+  st = store.Prepare("oci-archive:" + dir_.path() + "/junk.tar").status();
+  EXPECT_THAT(st.message(), HasSubstr("cannot be extracted"));
+  std::ofstream(layout_ + "/index.json") << "{\"manifests\": [{\"mediaType\": "
+                                           "\"application/vnd.oci.image.index.v1+json\", \"digest\": \"sha256:00\", "
+                                           "\"annotations\": {\"org.opencontainers.image.ref.name\": \"multi\"}}]}";
+  st = store.Prepare("oci:" + layout_ + ":multi").status();
+  EXPECT_THAT(st.message(), HasSubstr("not an image manifest (for a multi-platform image, copy one platform"));
+  std::ofstream(layout_ + "/index.json") << "[1, 2]";
+  EXPECT_THAT(store.Prepare("oci:" + layout_).status().message(), HasSubstr("is not a JSON object"));
+  EXPECT_TRUE(store.List().empty());
+}
+
+TEST(FindOciRuntimeTest, FindsRuncOrCrunOnTheSystemsPaths) {
+  std::string runtime = FindOciRuntime();
+  if (access("/usr/sbin/runc", X_OK) == 0 || access("/usr/bin/runc", X_OK) == 0) {
+    EXPECT_THAT(runtime, ::testing::EndsWith("/runc"));
+  }
+  if (!runtime.empty()) {
+    EXPECT_EQ(access(runtime.c_str(), X_OK), 0);
+  }
+}
+
+}  // namespace
+}  // namespace trainyard::agent

@@ -1,0 +1,98 @@
+#include "agent/oci_bundle.h"
+
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+
+namespace trainyard::agent {
+namespace {
+
+using nlohmann::json;
+
+bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
+
+json Mount(const std::string& dest, const std::string& type, const std::string& source,
+           std::vector<std::string> options) {
+  return json{{"destination", dest}, {"type", type}, {"source", source}, {"options", std::move(options)}};
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
+  if (!Absolute(s.rootfs)) return absl::InvalidArgumentError("rootfs: must be an absolute path");
+  if (s.args.empty()) return absl::InvalidArgumentError("args: the image gives no entrypoint or cmd and the role no command");
+  if (!Absolute(s.cwd)) return absl::InvalidArgumentError(absl::StrCat("workingDir: '", s.cwd, "' must be an absolute path"));
+  json mounts = json::array({
+      Mount("/proc", "proc", "proc", {"nosuid", "noexec", "nodev"}),
+      Mount("/dev", "tmpfs", "tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k"}),
+      Mount("/dev/pts", "devpts", "devpts", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}),
+      Mount("/dev/shm", "bind", "/dev/shm", {"rbind", "nosuid", "nodev", "noexec"}),
+      Mount("/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"}),
+      Mount("/sys", "bind", "/sys", {"rbind", "ro", "nosuid", "noexec", "nodev"}),
+      Mount("/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777"}),
+  });
+  for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) {
+    struct stat st;
+    if (stat(f, &st) == 0 && S_ISREG(st.st_mode)) mounts.push_back(Mount(f, "bind", f, {"rbind", "ro", "nosuid", "nodev"}));
+  }
+  for (const BundleMount& b : s.binds) {
+    if (!Absolute(b.source) || !Absolute(b.destination)) {
+      return absl::InvalidArgumentError(absl::StrCat("volume ", b.source, " -> ", b.destination, ": paths must be absolute"));
+    }
+    mounts.push_back(Mount(b.destination, "bind", b.source,
+                           {"rbind", b.read_only ? "ro" : "rw", "nosuid", "nodev"}));
+  }
+  json devices = json::array();
+  json allowed = json::array({json{{"allow", false}, {"access", "rwm"}}});
+  // What every container has (runc and crun make these nodes themselves).
+  for (auto [major, minor] : {std::pair{1, 3}, {1, 5}, {1, 7}, {1, 8}, {1, 9}, {5, 0}, {5, 2}, {136, -1}}) {
+    allowed.push_back(json{{"allow", true}, {"type", "c"}, {"major", major}, {"access", "rwm"}});
+    if (minor >= 0) allowed.back()["minor"] = minor;
+  }
+  for (const std::string& d : s.devices) {
+    struct stat st;
+    if (stat(d.c_str(), &st) != 0 || !(S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode))) continue;
+    std::string type = S_ISCHR(st.st_mode) ? "c" : "b";
+    devices.push_back(json{{"path", d}, {"type", type}, {"major", major(st.st_rdev)}, {"minor", minor(st.st_rdev)},
+                           {"fileMode", st.st_mode & 0777}, {"uid", 0}, {"gid", 0}});
+    allowed.push_back(json{{"allow", true}, {"type", type}, {"major", major(st.st_rdev)},
+                           {"minor", minor(st.st_rdev)}, {"access", "rwm"}});
+  }
+  json none = json::array();
+  json config = {
+      {"ociVersion", "1.0.2"},
+      {"process",
+       {{"terminal", false},
+        {"user", {{"uid", s.uid}, {"gid", s.gid}, {"additionalGids", s.groups}}},
+        {"args", s.args},
+        {"env", s.env},
+        {"cwd", s.cwd},
+        {"noNewPrivileges", true},
+        {"capabilities", {{"bounding", none}, {"effective", none}, {"permitted", none}, {"inheritable", none},
+                          {"ambient", none}}}}},
+      {"root", {{"path", s.rootfs}, {"readonly", true}}},
+      {"mounts", mounts},
+      {"linux",
+       {{"namespaces", json::array({json{{"type", "mount"}}})},
+        {"cgroupsPath", s.cgroups_path},
+        {"devices", devices},
+        {"resources", {{"devices", allowed}}},
+        {"maskedPaths", {"/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
+                         "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}},
+        {"readonlyPaths", {"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}},
+  };
+  return config.dump(2);
+}
+
+std::vector<std::string> GpuDeviceNodes(const std::vector<int>& gpus, const std::string& dev) {
+  std::vector<std::string> out;
+  for (int g : gpus) out.push_back(absl::StrCat(dev, "/nvidia", g));
+  for (const char* shared : {"nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset"}) {
+    out.push_back(absl::StrCat(dev, "/", shared));
+  }
+  return out;
+}
+
+}  // namespace trainyard::agent
