@@ -3,7 +3,10 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <fstream>
+
 #include "absl/strings/str_cat.h"
+#include "agent/process_spawn.h"
 #include "nlohmann/json.hpp"
 
 namespace trainyard::agent {
@@ -84,6 +87,27 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
         {"readonlyPaths", {"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}},
   };
   return config.dump(2);
+}
+
+absl::StatusOr<int> ContainerInitPid(const std::string& state_root, const std::string& id,
+                                     const std::string& proc_root) {
+  json state;
+  for (const char* file : {"state.json", "status"}) {
+    std::ifstream in(absl::StrCat(state_root, "/", id, "/", file));
+    if (!in) continue;
+    state = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    break;
+  }
+  if (!state.is_object()) return absl::NotFoundError(absl::StrCat("no state of container ", id));
+  int pid = state.value("init_process_pid", state.value("pid", 0));
+  if (pid <= 0) return absl::NotFoundError(absl::StrCat("container ", id, " has no process"));
+  absl::StatusOr<uint64_t> start = ProcessStartTime(pid, proc_root);
+  if (!start.ok()) return absl::NotFoundError(absl::StrCat("the process of container ", id, " has ended"));
+  if (state.contains("init_process_start") && state["init_process_start"].is_number_unsigned() &&
+      state["init_process_start"].get<uint64_t>() != *start) {
+    return absl::NotFoundError(absl::StrCat("the process of container ", id, " has ended"));
+  }
+  return pid;
 }
 
 std::vector<std::string> GpuDeviceNodes(const std::vector<int>& gpus, const std::string& dev) {

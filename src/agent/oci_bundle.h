@@ -45,6 +45,14 @@ struct BundleSpec {
 // takes (a relative path, no args).
 absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& spec);
 
+// The pid of the first process of container `id`, from the state the
+// runtime keeps under `state_root` (runc's ID/state.json, crun's ID/status),
+// checked against the process's start time where the runtime records it
+// (a pid reused since is not the container's). An error when there is no
+// state or the process is gone.
+absl::StatusOr<int> ContainerInitPid(const std::string& state_root, const std::string& id,
+                                     const std::string& proc_root = "/proc");
+
 // The device nodes of `gpus` (NVIDIA minor numbers) and the driver's shared
 // ones, under `dev` ("/dev").
 std::vector<std::string> GpuDeviceNodes(const std::vector<int>& gpus, const std::string& dev = "/dev");

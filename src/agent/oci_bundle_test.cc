@@ -1,5 +1,14 @@
 #include "agent/oci_bundle.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "agent/process_spawn.h"
+#include "agent/test_util.h"
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -91,6 +100,24 @@ TEST(OciBundleTest, AGpusNodesAreItsOwnAndTheDriversShared) {
   EXPECT_EQ(GpuDeviceNodes({0, 3}, "/dev"),
             (std::vector<std::string>{"/dev/nvidia0", "/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm",
                                       "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset"}));
+}
+
+TEST(OciBundleTest, AContainersFirstProcessIsReadFromTheRuntimesStateAndCheckedAlive) {
+  testing::TempDir dir;
+  uint64_t start = ProcessStartTime(getpid()).value();
+  mkdir((dir.path() + "/runc-id").c_str(), 0700);
+  std::ofstream(dir.path() + "/runc-id/state.json")
+      << absl::StrCat("{\"id\": \"runc-id\", \"init_process_pid\": ", getpid(), ", \"init_process_start\": ", start, "}");
+  EXPECT_EQ(ContainerInitPid(dir.path(), "runc-id").value_or(-1), getpid());
+  mkdir((dir.path() + "/crun-id").c_str(), 0700);
+  std::ofstream(dir.path() + "/crun-id/status") << absl::StrCat("{\"pid\": ", getpid(), "}");
+  EXPECT_EQ(ContainerInitPid(dir.path(), "crun-id").value_or(-1), getpid());
+  // A pid reused by another process since is not the container's.
+  mkdir((dir.path() + "/reused").c_str(), 0700);
+  std::ofstream(dir.path() + "/reused/state.json")
+      << absl::StrCat("{\"init_process_pid\": ", getpid(), ", \"init_process_start\": ", start + 1, "}");
+  EXPECT_THAT(ContainerInitPid(dir.path(), "reused").status().message(), HasSubstr("has ended"));
+  EXPECT_THAT(ContainerInitPid(dir.path(), "none").status().message(), HasSubstr("no state of container none"));
 }
 
 }  // namespace

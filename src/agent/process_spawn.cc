@@ -4,6 +4,7 @@
 #include "agent/process_spawn.h"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
@@ -32,7 +33,7 @@ namespace {
 // Steps the child may fail at; sent to the parent with errno.
 enum ChildStep : int {
   kStepSession, kStepCgroup, kStepChdir, kStepStdout, kStepStderr, kStepExec,
-  kStepNoNewPrivs, kStepGroups, kStepGid, kStepUid, kStepRootBack, kStepTerminal
+  kStepNoNewPrivs, kStepGroups, kStepGid, kStepUid, kStepRootBack, kStepTerminal, kStepMountNamespace
 };
 
 const char* StepName(int step) {
@@ -49,6 +50,7 @@ const char* StepName(int step) {
     case kStepUid: return "cannot switch to";
     case kStepRootBack: return "could regain root after switching to";
     case kStepTerminal: return "cannot take the terminal";
+    case kStepMountNamespace: return "cannot enter the task's container";
   }
   return "cannot start";
 }
@@ -249,6 +251,13 @@ void WriteWaitStatus(const char* path, int status) {
   for (const std::string& procs : r.procs_files) {
     int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0 || write(fd, "0", 1) != 1) ChildFail(pipe_fd, kStepCgroup);
+    close(fd);
+  }
+  if (!r.mount_namespace.empty()) {
+    // The container's files: its root and mounts (and, as setns does, its
+    // root directory as this process's root and working directory).
+    int fd = open(r.mount_namespace.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || setns(fd, CLONE_NEWNS) != 0) ChildFail(pipe_fd, kStepMountNamespace);
     close(fd);
   }
   if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);

@@ -66,6 +66,9 @@ struct ExecSpawnRequest {
   int stdout_fd = -1;
   int stderr_fd = -1;
   bool tty = false;
+  // "/proc/PID/ns/mnt" of a task's container (an image's): the command
+  // runs in it, its working dir and PATH the container's. "": the node's.
+  std::string mount_namespace;
 };
 
 // Starts the command as a child of the caller (no keeper: it lives no

@@ -83,6 +83,9 @@ struct ExecTarget {
   std::string working_dir;
   std::optional<TaskAccount> run_as;
   std::vector<std::string> procs_files;  // ResourceLimiter::JoinFiles
+  // The container's mount namespace of a task with an image; "" for one
+  // without (ExecSpawnRequest.mount_namespace).
+  std::string mount_namespace;
 };
 
 // What the agent's /metrics shows of its tasks (agent_metrics.h).

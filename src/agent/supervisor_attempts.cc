@@ -315,6 +315,15 @@ absl::StatusOr<ExecTarget> Supervisor::ExecTargetOf(const TaskKey& key) const {
     launch = task.launch;
     target.attempt = task.attempt;
     target.procs_files = limiter_->JoinFiles(task.cgroup);
+    if (launch.image) {
+      // Its container's first process, as the runtime recorded it.
+      absl::StatusOr<int> init = ContainerInitPid(absl::StrCat(data_dir_, "/runc"), task.cgroup);
+      if (!init.ok()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("task ", key.ToString(), ": its container is not running (", init.status().message(), ")"));
+      }
+      target.mount_namespace = absl::StrCat("/proc/", *init, "/ns/mnt");
+    }
   }
   if (users_ != nullptr && users_->switching() && !launch.run_as.has_value()) {
     // As StartAttempt: a task with no account would have its command run as the agent.
@@ -322,11 +331,6 @@ absl::StatusOr<ExecTarget> Supervisor::ExecTargetOf(const TaskKey& key) const {
         absl::StrCat("task ", key.ToString(), " has no account to run a command as"));
   }
   target.job_id = launch.job_id;
-  if (launch.image) {
-    // Its command would run on the node, not in the container.
-    return absl::FailedPreconditionError(absl::StrCat("task ", key.ToString(), " runs in image ", launch.image->ref,
-                                                      ": exec into a container is not supported yet"));
-  }
   target.env = AttemptEnvironment(launch, target.attempt);
   target.working_dir = launch.working_dir;
   target.run_as = launch.run_as;

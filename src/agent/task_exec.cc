@@ -250,7 +250,8 @@ void TaskExec::Start(const ExecOrder& order, uint64_t tag) {
                                                 .stdin_fd = fds.child_in,
                                                 .stdout_fd = fds.child_out,
                                                 .stderr_fd = fds.child_err,
-                                                .tty = order.tty});
+                                                .tty = order.tty,
+                                                .mount_namespace = target->mount_namespace});
   fds.CloseChild();
   if (!pid.ok()) {
     fds.CloseAll();

@@ -3,8 +3,9 @@
 // built here from busybox-static by tests/images/make-test-image) runs its
 // tasks in containers through the node's OCI runtime (runc), as the job's
 // user, with the image's files and environment, its task and checkpoint
-// directories and its volumes; a kill ends the container's processes; a
-// wrong image fails the job with the reason.
+// directories and its volumes; `trainyard exec` runs in the container; a
+// kill ends the container's processes; a wrong image fails the job with the
+// reason.
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -116,6 +117,12 @@ TEST_F(ImagesTest, TheImagesCommandRunsWhenTheRoleGivesNoneAndExitCodesAndKillsR
                         absl::Seconds(30)));
   ASSERT_GT(pid, 1);
   EXPECT_EQ(kill(pid, 0), 0) << "the container's sleep runs on the node";
+  // `trainyard exec` runs in the container, as the task runs.
+  CommandResult exec = RunCli({"exec", "--server", cluster_->address(), job, "worker", "--", "sh", "-c",
+                               "cat /image-marker; id -u; pwd; echo $IMAGE_VAR; exit 4"},
+                              absl::Seconds(60));
+  EXPECT_EQ(exec.exit_code, 4) << exec.err;
+  EXPECT_EQ(exec.out, "in the test image\n65534\n/srv\nfrom-the-image\n");
   ASSERT_EQ(cluster_->Cli({"kill", job}).exit_code, 0);
   ASSERT_TRUE(cluster_->WaitForState(job, "KILLED", absl::Seconds(60)));
   EXPECT_TRUE(WaitUntil([&] { return kill(pid, 0) != 0 && errno == ESRCH; }, absl::Seconds(30)))
