@@ -248,6 +248,12 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
   }
   if (!task.cgroup.empty()) {
     exit.oom_killed = exit.oom_killed || limiter_->OomKilled(task.cgroup);
+    // A container's OOM kill is counted in its own cgroup, which the
+    // runtime removed as it ended; under cgroup v1 the attempt's (its
+    // parent's) does not count it. The runtime exits 137 for its SIGKILL.
+    if (l.image && !exit.oom_killed && exit.exit_code == 137 && !task.kill_requested) {
+      exit.oom_killed = limiter_->HitMemoryLimit(task.cgroup);
+    }
     limiter_->Release(task.cgroup);
     task.cgroup.clear();
   }

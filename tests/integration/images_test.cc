@@ -129,6 +129,29 @@ TEST_F(ImagesTest, TheImagesCommandRunsWhenTheRoleGivesNoneAndExitCodesAndKillsR
       << "pid " << pid << " outlived its job";
 }
 
+TEST_F(ImagesTest, AContainerPastItsMemoryLimitIsOomKilledAndAnotherKillIsNot) {
+  // dd's 256 MiB block against a 64 MiB limit.
+  std::string job = Run("hog", "oci:" + layout_ + ":v1",
+                        "    command: [dd, if=/dev/zero, of=/dev/null, bs=256M, count=1]\n");
+  nlohmann::json view = cluster_->Describe(job);
+  EXPECT_EQ(view["state"], "FAILED");
+  bool oom = false;
+  for (const auto& t : view["tasks"]) {
+    if (t["role"] == "worker") oom = t["last_exit"].value("oom_killed", false);
+  }
+  EXPECT_TRUE(oom) << view.dump(2);
+
+  // A SIGKILL below its limit is no OOM kill.
+  job = Run("nine", "oci:" + layout_ + ":v1", "    command: [sh, -c, 'kill -9 $$']\n");
+  view = cluster_->Describe(job);
+  EXPECT_EQ(view["state"], "FAILED");
+  for (const auto& t : view["tasks"]) {
+    if (t["role"] == "worker") {
+      EXPECT_FALSE(t["last_exit"].value("oom_killed", true)) << view.dump(2);
+    }
+  }
+}
+
 TEST_F(ImagesTest, AWrongImageFailsTheJobNamingWhatIsWrong) {
   // Refused at submission: not one of the forms, volumes without an image.
   WriteFile(cluster_->dir() + "/registry.yaml",
