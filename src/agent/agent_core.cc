@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   if (config.task_pids_max < 0) return absl::InvalidArgumentError("task_pids_max: must be >= 0 (0 = no limit)");
   agent->users_ = std::make_unique<TaskUsers>(config.task_users);
   LogTaskUsers(*agent->users_);
+  std::string oci_runtime = config.oci_runtime.empty() ? FindOciRuntime() : config.oci_runtime;
   absl::StatusOr<std::unique_ptr<Supervisor>> supervisor =
       Supervisor::Create({.data_dir = config.data_dir, .clock = config.clock, .limiter = limiter, .listener = listener,
                           .log_max_attempt_bytes = config.log_max_attempt_bytes,
@@ -127,7 +128,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
                           .users = agent->users_.get(),
                           .task_pids_max = config.task_pids_max,
                           .task_dir_retention = config.task_dir_retention,
-                          .oci_runtime = config.oci_runtime.empty() ? FindOciRuntime() : config.oci_runtime});
+                          .oci_runtime = oci_runtime});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
   agent->images_ = std::make_unique<ImageStore>(agent->supervisor_->data_dir() + "/images");
@@ -140,6 +141,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   }
   node.topology = inventory->topology;
   node.gpu_source = inventory->source;
+  node.oci_runtime = oci_runtime;
   node.mps_control = *mps_control;
   node.limiter = limiter->kind();
   node.excluded_gpus = OwnerlessBusyGpus(node.gpus, agent->supervisor_->GpusInUse(), config.ownerless);

@@ -83,6 +83,7 @@ struct NodeInfo {
   std::string gpu_source;        // "nvml", "nvidia-smi", "simulated"
   std::string mps_control;       // the MPS control program in use; "" = no MPS
   LimiterKind limiter = LimiterKind::kNone;
+  std::string oci_runtime;       // for tasks with an image; "" = none
 };
 
 // One heartbeat's worth of node state.

@@ -1,6 +1,9 @@
 #include "agent/image_store.h"
 
+#include <fcntl.h>
+#include <openssl/sha.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +15,7 @@
 #include <sstream>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -38,21 +42,51 @@ bool ValidDigest(const std::string& d) {
   return std::all_of(d.begin() + 7, d.end(), [](char c) { return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f'); });
 }
 
-absl::StatusOr<json> ReadJson(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " cannot be read: ", strerror(errno)));
-  std::string text;
-  text.resize(kMaxJsonBytes + 1);
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (static_cast<int64_t>(text.size()) > kMaxJsonBytes) {
+// A small file of a layout, read as root: no link followed and only a
+// regular file (a FIFO would block the launch), at most 4 MiB.
+absl::StatusOr<std::string> ReadLayoutFile(const std::string& path, const std::string& what) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " cannot be read: ", strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is not a regular file"));
+  }
+  if (st.st_size > kMaxJsonBytes) {
+    close(fd);
     return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is larger than 4 MiB"));
   }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  text.resize(got);
+  return text;
+}
+
+absl::StatusOr<json> ParseObject(const std::string& text, const std::string& path, const std::string& what) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is not a JSON object"));
   }
   return j;
+}
+
+std::string Sha256Digest(const std::string& bytes) {
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(bytes.data()), bytes.size(), md);
+  return absl::StrCat("sha256:", absl::BytesToHexString(absl::string_view(reinterpret_cast<const char*>(md), sizeof(md))));
+}
+
+// `key` of `j` as a string; "" when absent or of another type.
+std::string StringAt(const json& j, const char* key) {
+  auto it = j.find(key);
+  return it != j.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
 std::string BlobPath(const std::string& layout, const std::string& digest) {
@@ -71,23 +105,62 @@ std::vector<std::string> Strings(const json& j, const char* key) {
 
 std::string DigestDir(const std::string& digest) { return absl::StrCat("sha256-", digest.substr(7)); }
 
+bool WriteWhole(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << bytes;
+  return static_cast<bool>(out.flush());
+}
+
+// What a layer may bring that no task may use: device nodes (the node's
+// disks, reachable through /proc/PID/root of a container) are removed, and
+// setuid and setgid bits and file capabilities are taken off.
+absl::Status Sanitize(const std::string& rootfs) {
+  std::error_code ec;
+  int removed = 0;
+  for (auto it = fs::recursive_directory_iterator(rootfs, fs::directory_options::none, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    const std::string path = it->path().string();
+    struct stat st;
+    if (lstat(path.c_str(), &st) != 0) continue;
+    if (S_ISBLK(st.st_mode) || S_ISCHR(st.st_mode)) {
+      if (unlink(path.c_str()) != 0) return absl::InternalError(absl::StrCat("cannot remove device ", path));
+      ++removed;
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) continue;
+    if ((st.st_mode & (S_ISUID | S_ISGID)) != 0 && chmod(path.c_str(), st.st_mode & 0777) != 0) {
+      return absl::InternalError(absl::StrCat("cannot take the setuid bit off ", path));
+    }
+    lremovexattr(path.c_str(), "security.capability");
+  }
+  if (ec) return absl::InternalError(absl::StrCat("cannot walk ", rootfs, ": ", ec.message()));
+  if (removed > 0) Log(LogLevel::kInfo, kComponent, "removed %d device nodes from %s", removed, rootfs);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
-std::string FindOciRuntime() {
+std::string FindProgram(const std::string& name) {
   const char* path = getenv("PATH");
   std::vector<std::string> dirs = absl::StrSplit(path ? path : "", ':', absl::SkipEmpty());
   for (const char* d : {"/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"}) dirs.push_back(d);
-  for (const char* name : {"runc", "crun"}) {
-    for (const std::string& d : dirs) {
-      std::string candidate = absl::StrCat(d, "/", name);
-      if (access(candidate.c_str(), X_OK) == 0) return candidate;
-    }
+  for (const std::string& d : dirs) {
+    std::string candidate = absl::StrCat(d, "/", name);
+    if (access(candidate.c_str(), X_OK) == 0) return candidate;
   }
   return "";
 }
 
+std::string FindOciRuntime() {
+  std::string runc = FindProgram("runc");
+  return runc.empty() ? FindProgram("crun") : runc;
+}
+
 absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const std::string& tag) {
-  absl::StatusOr<json> index = ReadJson(layout + "/index.json", "the image layout's index");
+  const std::string index_path = layout + "/index.json";
+  absl::StatusOr<std::string> index_text = ReadLayoutFile(index_path, "the image layout's index");
+  if (!index_text.ok()) return index_text.status();
+  absl::StatusOr<json> index = ParseObject(*index_text, index_path, "the image layout's index");
   if (!index.ok()) return index.status();
   const json* found = nullptr;
   std::vector<std::string> tags;
@@ -96,42 +169,74 @@ absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const s
       if (!desc.is_object()) continue;
       auto ann = desc.find("annotations");
       if (ann == desc.end() || !ann->is_object()) continue;
-      auto name = ann->find("org.opencontainers.image.ref.name");
-      if (name == ann->end() || !name->is_string()) continue;
-      tags.push_back(name->get<std::string>());
-      if (tags.back() == tag) found = &desc;
+      std::string name = StringAt(*ann, "org.opencontainers.image.ref.name");
+      if (name.empty()) continue;
+      tags.push_back(name);
+      if (name == tag) found = &desc;
     }
   }
   if (found == nullptr) {
     std::string have = tags.empty() ? "it has no tags" : absl::StrCat("its tags: ", absl::StrJoin(tags, ", "));
     return absl::InvalidArgumentError(absl::StrCat("tag '", tag, "' is not in the image layout ", layout, " (", have, ")"));
   }
-  std::string type = found->value("mediaType", "");
-  std::string digest = found->value("digest", "");
-  if (type != kManifestType && type != kDockerManifestType) {
+  PreparedImage image;
+  image.media_type = StringAt(*found, "mediaType");
+  std::string digest = StringAt(*found, "digest");
+  if (image.media_type != kManifestType && image.media_type != kDockerManifestType) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "tag '", tag, "' of ", layout, " is a ", type.empty() ? "descriptor without a media type" : type,
+        "tag '", tag, "' of ", layout, " is a ",
+        image.media_type.empty() ? "descriptor without a media type" : image.media_type,
         ", not an image manifest (for a multi-platform image, copy one platform into the layout)"));
   }
   if (!ValidDigest(digest)) {
     return absl::InvalidArgumentError(absl::StrCat("tag '", tag, "' of ", layout, " has no sha256 digest"));
   }
-  absl::StatusOr<json> manifest = ReadJson(BlobPath(layout, digest), "the image manifest");
+  // What is read is what the digests say: the manifest names the config and
+  // the layers by theirs, so the digest stands for the whole image.
+  const std::string manifest_path = BlobPath(layout, digest);
+  absl::StatusOr<std::string> manifest_text = ReadLayoutFile(manifest_path, "the image manifest");
+  if (!manifest_text.ok()) return manifest_text.status();
+  if (Sha256Digest(*manifest_text) != digest) {
+    return absl::InvalidArgumentError(absl::StrCat("the image manifest ", manifest_path, " is not ", digest));
+  }
+  absl::StatusOr<json> manifest = ParseObject(*manifest_text, manifest_path, "the image manifest");
   if (!manifest.ok()) return manifest.status();
   std::string config_digest;
-  if (auto c = manifest->find("config"); c != manifest->end() && c->is_object()) config_digest = c->value("digest", "");
+  if (auto c = manifest->find("config"); c != manifest->end() && c->is_object()) config_digest = StringAt(*c, "digest");
   if (!ValidDigest(config_digest)) {
     return absl::InvalidArgumentError(absl::StrCat("the manifest ", digest, " of ", layout, " names no sha256 config"));
   }
-  absl::StatusOr<json> config = ReadJson(BlobPath(layout, config_digest), "the image config");
+  if (auto layers = manifest->find("layers"); layers != manifest->end() && layers->is_array()) {
+    for (const json& layer : *layers) {
+      std::string d = layer.is_object() ? StringAt(layer, "digest") : "";
+      if (!ValidDigest(d)) {
+        return absl::InvalidArgumentError(absl::StrCat("the manifest ", digest, " of ", layout, " names a layer without a sha256 digest"));
+      }
+      struct stat st;
+      std::string path = BlobPath(layout, d);
+      if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return absl::InvalidArgumentError(absl::StrCat("layer ", path, " of ", layout, " is missing or not a regular file"));
+      }
+      image.layers.push_back(d);
+    }
+  }
+  const std::string config_path = BlobPath(layout, config_digest);
+  absl::StatusOr<std::string> config_text = ReadLayoutFile(config_path, "the image config");
+  if (!config_text.ok()) return config_text.status();
+  if (Sha256Digest(*config_text) != config_digest) {
+    return absl::InvalidArgumentError(absl::StrCat("the image config ", config_path, " is not ", config_digest));
+  }
+  absl::StatusOr<json> config = ParseObject(*config_text, config_path, "the image config");
   if (!config.ok()) return config.status();
-  PreparedImage image;
   image.digest = digest;
+  image.manifest = *std::move(manifest_text);
+  image.config_digest = config_digest;
+  image.config = *std::move(config_text);
   if (auto c = config->find("config"); c != config->end() && c->is_object()) {
     image.entrypoint = Strings(*c, "Entrypoint");
     image.cmd = Strings(*c, "Cmd");
     image.env = Strings(*c, "Env");
-    image.working_dir = c->value("WorkingDir", "");
+    image.working_dir = StringAt(*c, "WorkingDir");
   }
   return image;
 }
@@ -170,32 +275,76 @@ absl::StatusOr<std::string> ImageStore::LayoutOf(const std::string& ref_text, in
     return absl::InvalidArgumentError(absl::StrCat("image archive ", path, " of ", ref_text,
                                                    " cannot be extracted: ", ran.status().message()));
   }
+  struct stat index;
+  if (lstat((tmp + "/index.json").c_str(), &index) != 0 || !S_ISREG(index.st_mode)) {
+    fs::remove_all(tmp, ec);
+    return absl::InvalidArgumentError(absl::StrCat("image archive ", path, " of ", ref_text,
+                                                   " has no index.json at its top (make it with tar -C LAYOUT .)"));
+  }
+  fs::remove_all(out, ec);
   fs::rename(tmp, out, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  }
   return out;
 }
 
-absl::Status ImageStore::Unpack(const std::string& layout, const std::string& tag, const std::string& digest,
-                                const std::string& rootfs) {
-  std::string final_dir = fs::path(rootfs).parent_path().string();
+absl::Status ImageStore::Unpack(const std::string& layout, const PreparedImage& image) {
+  const std::string umoci = FindProgram("umoci");
+  if (umoci.empty()) return absl::FailedPreconditionError("this node has no umoci to unpack images with");
+  std::string final_dir = fs::path(image.rootfs).parent_path().string();
   std::string tmp = absl::StrCat(final_dir, ".part");
   std::error_code ec;
   fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot create ", tmp, ": ", ec.message()));
+  // umoci reads a layout of the agent's own that names only the digest
+  // read: the manifest and config as verified, the layers from the role's
+  // layout (umoci checks each layer's digest as it reads it).
+  std::string stage = tmp + "/layout";
+  fs::create_directories(stage + "/blobs/sha256", ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", stage, ": ", ec.message()));
+  json index = {{"schemaVersion", 2},
+                {"manifests", json::array({json{{"mediaType", image.media_type},
+                                                 {"digest", image.digest},
+                                                 {"size", image.manifest.size()},
+                                                 {"annotations", {{"org.opencontainers.image.ref.name", "image"}}}}})}};
+  bool written = WriteWhole(stage + "/oci-layout", R"({"imageLayoutVersion":"1.0.0"})") &&
+                 WriteWhole(stage + "/index.json", index.dump()) &&
+                 WriteWhole(BlobPath(stage, image.digest), image.manifest) &&
+                 WriteWhole(BlobPath(stage, image.config_digest), image.config);
+  for (const std::string& layer : image.layers) {
+    if (!written) break;
+    fs::create_symlink(BlobPath(layout, layer), BlobPath(stage, layer), ec);
+    written = !ec || ec == std::errc::file_exists;
+  }
+  if (!written) {
+    fs::remove_all(tmp, ec);
+    return absl::InternalError(absl::StrCat("cannot write the layout to unpack ", image.digest, " in ", stage));
+  }
   absl::Time start = absl::Now();
-  absl::StatusOr<std::string> ran =
-      runner_->Run({"umoci", "raw", "unpack", "--image", absl::StrCat(layout, ":", tag), tmp + "/rootfs"});
+  // Directories a layer leaves out are made 0755, not the agent's 0700.
+  absl::StatusOr<std::string> ran = runner_->Run({"/bin/sh", "-c", "umask 022 && exec \"$0\" \"$@\"", umoci, "raw",
+                                                   "unpack", "--image", stage + ":image", tmp + "/rootfs"});
   if (!ran.ok()) {
     fs::remove_all(tmp, ec);
-    return absl::InternalError(absl::StrCat("unpacking ", layout, ":", tag, " (", digest, "): ", ran.status().message()));
+    // With the manifest and config verified, what fails is the layers'.
+    return absl::InvalidArgumentError(
+        absl::StrCat("image ", image.ref, " (", image.digest, ") cannot be unpacked: ", ran.status().message()));
+  }
+  fs::remove_all(stage, ec);
+  if (absl::Status st = Sanitize(tmp + "/rootfs"); !st.ok()) {
+    fs::remove_all(tmp, ec);
+    return st;
   }
   // Tasks of every account read it; none writes it (the root is mounted
   // read-only in their containers).
   chmod((tmp + "/rootfs").c_str(), 0755);
   fs::rename(tmp, final_dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
-  Log(LogLevel::kInfo, kComponent, "unpacked %s:%s (%s) in %s", layout, tag, digest,
+  if (ec) {
+    fs::remove_all(tmp, ec);
+    return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
+  }
+  Log(LogLevel::kInfo, kComponent, "unpacked %s (%s) in %s", image.ref, image.digest,
       absl::FormatDuration(absl::Now() - start));
   return absl::OkStatus();
 }
@@ -208,7 +357,12 @@ absl::StatusOr<PreparedImage> ImageStore::Prepare(const std::string& ref_text) {
   chmod(dir_.c_str(), 0700);
   absl::StatusOr<std::string> layout = LayoutOf(ref_text, static_cast<int>(ref->source), ref->path);
   if (!layout.ok()) return layout.status();
-  absl::StatusOr<PreparedImage> image = ReadImageLayout(*layout, ref->tag);
+  absl::StatusOr<PreparedImage> image = absl::InternalError("not read");
+  try {
+    image = ReadImageLayout(*layout, ref->tag);
+  } catch (const std::exception& e) {  // a JSON value of a type not looked for: the image's
+    image = absl::InvalidArgumentError(absl::StrCat("the layout ", *layout, " cannot be read: ", e.what()));
+  }
   if (!image.ok()) return absl::Status(image.status().code(), absl::StrCat("image ", ref_text, ": ", image.status().message()));
   image->ref = ref_text;
   image->rootfs = absl::StrCat(dir_, "/", DigestDir(image->digest), "/rootfs");
@@ -222,7 +376,7 @@ absl::StatusOr<PreparedImage> ImageStore::Prepare(const std::string& ref_text) {
   {
     absl::MutexLock l(unpacking.get());
     if (!fs::is_directory(image->rootfs, ec)) {
-      if (absl::Status st = Unpack(*layout, ref->tag, image->digest, image->rootfs); !st.ok()) return st;
+      if (absl::Status st = Unpack(*layout, *image); !st.ok()) return st;
     }
   }
   absl::MutexLock l(&mu_);

@@ -31,6 +31,12 @@ struct PreparedImage {
   std::vector<std::string> cmd;
   std::vector<std::string> env;  // "KEY=VALUE"
   std::string working_dir;
+  // As read and checked against their digests (what is unpacked).
+  std::string media_type;
+  std::string manifest;
+  std::string config_digest;
+  std::string config;
+  std::vector<std::string> layers;  // digests
 };
 
 // An image the store holds, for the agent's report.
@@ -49,8 +55,9 @@ class ImageStore {
   // The image of `ref`, unpacked if it was not. Safe from many threads: two
   // tasks of one image wait for one unpack. InvalidArgument when the
   // reference, its layout, tag, manifest or config is wrong (the task's
-  // fault: named, with the reason); Internal when this node cannot unpack it
-  // (umoci missing or failing, the disk).
+  // fault: named, with the reason), as when its layers cannot be unpacked
+  // (umoci's error); FailedPrecondition when this node has no umoci, Internal
+  // when it cannot write its files (the node's).
   absl::StatusOr<PreparedImage> Prepare(const std::string& ref);
 
   // The images unpacked here, newest use first.
@@ -64,8 +71,9 @@ class ImageStore {
     CachedImage cached;
   };
   absl::StatusOr<std::string> LayoutOf(const std::string& ref_text, int source, const std::string& path);
-  absl::Status Unpack(const std::string& layout, const std::string& tag, const std::string& digest,
-                      const std::string& rootfs);
+  // Unpacks `image` (read from `layout`) into image.rootfs, its device
+  // nodes, setuid bits and file capabilities taken away.
+  absl::Status Unpack(const std::string& layout, const PreparedImage& image);
 
   const std::string dir_;
   CommandRunnerPtr runner_;
@@ -78,10 +86,14 @@ class ImageStore {
 // /usr/local/sbin, /usr/local/bin, /usr/sbin, /usr/bin, /sbin, /bin; "" when
 // neither is there.
 std::string FindOciRuntime();
+// `name`'s path in those directories; "" when it is in none.
+std::string FindProgram(const std::string& name);
 
 // The manifest digest and config of `tag` in the OCI image layout at
-// `layout`, without unpacking anything (what Prepare reads first).
-// InvalidArgument naming what is missing or wrong.
+// `layout`, without unpacking anything (what Prepare reads first): the
+// manifest and config read as regular files only (no link followed) and
+// checked against their digests, each layer a regular file. InvalidArgument
+// naming what is missing or wrong.
 absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const std::string& tag);
 
 }  // namespace trainyard::agent

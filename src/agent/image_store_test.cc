@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -34,7 +35,7 @@ class CountingRunner : public CommandRunner {
  public:
   explicit CountingRunner(std::atomic<int>* unpacks) : real_(NewSubprocessRunner()), unpacks_(unpacks) {}
   absl::StatusOr<std::string> Run(const std::vector<std::string>& argv) override {
-    if (argv[0] == "umoci") ++*unpacks_;
+    if (std::find(argv.begin(), argv.end(), "unpack") != argv.end()) ++*unpacks_;
     return real_->Run(argv);
   }
 
@@ -131,6 +132,54 @@ TEST_F(ImageStoreTest, AWrongImageIsTheTasksFaultNamingWhatIsWrong) {
   EXPECT_THAT(st.message(), HasSubstr("not an image manifest (for a multi-platform image, copy one platform"));
   std::ofstream(layout_ + "/index.json") << "[1, 2]";
   EXPECT_THAT(store.Prepare("oci:" + layout_).status().message(), HasSubstr("is not a JSON object"));
+  EXPECT_TRUE(store.List().empty());
+}
+
+// A layer's device node (a disk, 0666) and setuid file are nobody's to use.
+TEST_F(ImageStoreTest, ALayersDevicesAreRemovedAndItsSetuidBitsTakenOff) {
+  if (geteuid() != 0) GTEST_SKIP() << "a layer with a device node is made by root";
+  std::string bundle = dir_.path() + "/bundle";
+  std::string make = absl::StrCat("umoci unpack --image '", layout_, ":v1' '", bundle, "' >/dev/null && mknod '", bundle,
+                                  "/rootfs/disk' b 7 0 && chmod 0666 '", bundle, "/rootfs/disk' && chmod 4755 '", bundle,
+                                  "/rootfs/bin/busybox' && umoci repack --image '", layout_, ":v3' '", bundle,
+                                  "' >/dev/null && chmod -R a+rX '", layout_, "'");
+  ASSERT_EQ(system(make.c_str()), 0) << make;
+  ImageStore store(dir_.path() + "/images");
+  absl::StatusOr<PreparedImage> image = store.Prepare("oci:" + layout_ + ":v3");
+  ASSERT_TRUE(image.ok()) << image.status();
+  struct stat st;
+  EXPECT_NE(lstat((image->rootfs + "/disk").c_str(), &st), 0) << "the device node is gone";
+  ASSERT_EQ(stat((image->rootfs + "/bin/busybox").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0755u);
+}
+
+// The digests are what is read: a manifest or config that is not its
+// digest, a link or a FIFO in their place, a value of the wrong type.
+TEST_F(ImageStoreTest, WhatIsReadMustBeItsDigestAndARegularFile) {
+  ImageStore store(dir_.path() + "/images");
+  std::string index = Read(layout_ + "/index.json");
+  size_t at = index.find("sha256:");
+  ASSERT_NE(at, std::string::npos);
+  std::string digest = index.substr(at, 71);
+  std::string blob = layout_ + "/blobs/sha256/" + digest.substr(7);
+  std::string manifest = Read(blob);
+  // Another manifest under this digest: refused, not unpacked.
+  ASSERT_EQ(unlink(blob.c_str()), 0);
+  std::ofstream(blob) << manifest << " ";
+  EXPECT_THAT(store.Prepare("oci:" + layout_ + ":v1").status().message(), HasSubstr("is not " + digest));
+  // A link to it.
+  ASSERT_EQ(unlink(blob.c_str()), 0);
+  std::ofstream(dir_.path() + "/elsewhere") << manifest;
+  ASSERT_EQ(symlink((dir_.path() + "/elsewhere").c_str(), blob.c_str()), 0);
+  EXPECT_THAT(store.Prepare("oci:" + layout_ + ":v1").status().message(), HasSubstr("cannot be read"));
+  // A FIFO: refused at once, never read.
+  ASSERT_EQ(unlink(blob.c_str()), 0);
+  ASSERT_EQ(mkfifo(blob.c_str(), 0644), 0);
+  EXPECT_THAT(store.Prepare("oci:" + layout_ + ":v1").status().message(), HasSubstr("is not a regular file"));
+  // An index whose values are of other types.
+  std::ofstream(layout_ + "/index.json", std::ios::trunc)
+      << R"({"manifests": [{"mediaType": 1, "digest": null, "annotations": {"org.opencontainers.image.ref.name": "v1"}}]})";
+  EXPECT_THAT(store.Prepare("oci:" + layout_ + ":v1").status().message(), HasSubstr("descriptor without a media type"));
   EXPECT_TRUE(store.List().empty());
 }
 

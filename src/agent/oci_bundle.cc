@@ -1,8 +1,11 @@
 #include "agent/oci_bundle.h"
 
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -33,7 +36,7 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
       Mount("/dev/pts", "devpts", "devpts", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}),
       Mount("/dev/shm", "bind", "/dev/shm", {"rbind", "nosuid", "nodev", "noexec"}),
       Mount("/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"}),
-      Mount("/sys", "bind", "/sys", {"rbind", "ro", "nosuid", "noexec", "nodev"}),
+      Mount("/sys", "bind", "/sys", {"rbind", "rro", "nosuid", "noexec", "nodev"}),
       Mount("/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777"}),
   });
   for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) {
@@ -44,8 +47,9 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
     if (!Absolute(b.source) || !Absolute(b.destination)) {
       return absl::InvalidArgumentError(absl::StrCat("volume ", b.source, " -> ", b.destination, ": paths must be absolute"));
     }
+    // rro: read-only below too (the mounts under a volume).
     mounts.push_back(Mount(b.destination, "bind", b.source,
-                           {"rbind", b.read_only ? "ro" : "rw", "nosuid", "nodev"}));
+                           {"rbind", b.read_only ? "rro" : "rw", "nosuid", "nodev"}));
   }
   json devices = json::array();
   json allowed = json::array({json{{"allow", false}, {"access", "rwm"}}});
@@ -68,7 +72,8 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
       {"ociVersion", "1.0.2"},
       {"process",
        {{"terminal", false},
-        {"user", {{"uid", s.uid}, {"gid", s.gid}, {"additionalGids", s.groups}}},
+        // The agent's umask, as for a task without an image.
+        {"user", {{"uid", s.uid}, {"gid", s.gid}, {"additionalGids", s.groups}, {"umask", 077}}},
         {"args", s.args},
         {"env", s.env},
         {"cwd", s.cwd},
@@ -108,6 +113,31 @@ absl::StatusOr<int> ContainerInitPid(const std::string& state_root, const std::s
     return absl::NotFoundError(absl::StrCat("the process of container ", id, " has ended"));
   }
   return pid;
+}
+
+absl::StatusOr<std::string> MountOverlay(const std::string& lower, const std::string& dir) {
+  for (const std::string* p : {&lower, &dir}) {
+    if (p->find_first_of(",:\\") != std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(*p, " holds ',' ':' or '\\'"));
+    }
+  }
+  std::string merged = dir + "/rootfs";
+  // The root of the overlay is its upper dir's: 0755 as the image's root
+  // (whatever the umask), so the task's account passes through it.
+  for (const std::string& d : {dir + "/upper", dir + "/work", merged}) {
+    if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::InternalError(absl::StrCat("cannot create ", d, ": ", strerror(errno)));
+    }
+  }
+  struct stat root;
+  if (stat(lower.c_str(), &root) != 0 || chmod((dir + "/upper").c_str(), root.st_mode & 07777) != 0) {
+    return absl::InternalError(absl::StrCat("cannot give ", dir, "/upper the mode of ", lower));
+  }
+  std::string options = absl::StrCat("lowerdir=", lower, ",upperdir=", dir, "/upper,workdir=", dir, "/work");
+  if (mount("overlay", merged.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("overlay on ", merged, ": ", strerror(errno)));
+  }
+  return merged;
 }
 
 std::vector<std::string> GpuDeviceNodes(const std::vector<int>& gpus, const std::string& dev) {

@@ -53,6 +53,11 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& spec);
 absl::StatusOr<int> ContainerInitPid(const std::string& state_root, const std::string& id,
                                      const std::string& proc_root = "/proc");
 
+// Mounts an overlay of `lower` (read-only) under a layer of its own at
+// DIR/rootfs (DIR/upper and DIR/work beside it) and returns DIR/rootfs; an
+// error when a path holds ',' ':' or '\\' or the mount fails.
+absl::StatusOr<std::string> MountOverlay(const std::string& lower, const std::string& dir);
+
 // The device nodes of `gpus` (NVIDIA minor numbers) and the driver's shared
 // ones, under `dev` ("/dev").
 std::vector<std::string> GpuDeviceNodes(const std::vector<int>& gpus, const std::string& dev = "/dev");

@@ -55,6 +55,7 @@ TEST(OciBundleTest, TheContainerRunsTheTaskAsItsAccountOnAReadOnlyImageWithItsDi
   EXPECT_EQ(p["user"]["gid"], 1002);
   EXPECT_EQ(p["user"]["additionalGids"], json({1003}));
   EXPECT_EQ(p["noNewPrivileges"], true);
+  EXPECT_EQ(p["user"]["umask"], 077) << "the agent's, as for a task without an image";
   EXPECT_TRUE(p["capabilities"]["bounding"].empty()) << "no capabilities";
   // Only a mount namespace: the node's network (ports, peers), PIDs, IPC.
   EXPECT_EQ(c["linux"]["namespaces"], json::array({json{{"type", "mount"}}}));
@@ -64,7 +65,7 @@ TEST(OciBundleTest, TheContainerRunsTheTaskAsItsAccountOnAReadOnlyImageWithItsDi
   EXPECT_THAT(work["options"], Contains("rw"));
   json data = MountAt(c, "/data");
   EXPECT_EQ(data["source"], "/datasets");
-  EXPECT_THAT(data["options"], Contains("ro"));
+  EXPECT_THAT(data["options"], Contains("rro")) << "read-only, the mounts below it too";
   EXPECT_THAT(data["options"], Contains("nosuid"));
   EXPECT_THAT(data["options"], Contains("nodev"));
   EXPECT_EQ(MountAt(c, "/tmp")["type"], "tmpfs");

@@ -231,16 +231,6 @@ class CgroupV1Limiter : public ResourceLimiter {
     return KeyedValue(control, "oom_kill") > 0 || KeyedValue(control, "under_oom") > 0;
   }
 
-  bool HitMemoryLimit(const std::string& name) override {
-    if (memory_parent_.empty()) return false;
-    // The peak of its usage, its cgroups' below it counted, at the limit
-    // (memory.failcnt is not counted by every kernel).
-    std::string dir = absl::StrCat(memory_parent_, "/", name);
-    std::optional<int64_t> limit = NumberIn(dir + "/memory.limit_in_bytes");
-    std::optional<int64_t> peak = NumberIn(dir + "/memory.max_usage_in_bytes");
-    return limit && peak && *limit < (int64_t{1} << 60) && *peak >= *limit;
-  }
-
   CgroupUsage Usage(const std::string& name) const override {
     CgroupUsage use;
     // A task has a cpu cgroup only when it asked for a CPU limit; cpuacct

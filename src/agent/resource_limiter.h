@@ -91,14 +91,10 @@ class ResourceLimiter {
   // [A-Za-z0-9_.-] only). An error names the file that could not be written.
   virtual absl::StatusOr<PreparedLimits> Prepare(const std::string& name,
                                                  const TaskLimits& limits) = 0;
-  // True when the kernel OOM-killed a process of attempt `name`. Call before
+  // True when the kernel OOM-killed a process of attempt `name` (or of a
+  // cgroup below it, "NAME/CHILD": an OCI runtime's container). Call before
   // Release.
   virtual bool OomKilled(const std::string& name) = 0;
-  // True when attempt `name` reached its memory limit at some time (cgroup
-  // v1's peak usage at the limit): with a SIGKILL nobody sent, an OOM kill in a
-  // cgroup below it that the runtime has removed (oci_bundle.h). Call
-  // before Release.
-  virtual bool HitMemoryLimit(const std::string& /*name*/) { return false; }
   // Kills what is left in the attempt's cgroup and removes it.
   virtual void Release(const std::string& name) = 0;
   // What attempt `name` uses now. Reads files only: safe beside the other

@@ -17,6 +17,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/strings/str_replace.h"
 #include "agent/launch_order.h"
 #include "agent/peer_addresses.h"
@@ -126,6 +127,7 @@ v1::NodeInfo ToProto(const NodeInfo& info) {
     pr->set_begin(p.begin);
     pr->set_end(p.end);
   }
+  n.set_oci_runtime(info.oci_runtime);
   n.set_state(v1::NODE_READY);
   return n;
 }
@@ -491,6 +493,9 @@ bool ServerLink::Session() {
 
 void ServerLink::Heartbeats(int interval_ms, int full_every, int sample_interval_ms, int64_t session) {
   HeartbeatDelta delta(full_every);
+  // The images told the server on this stream (Heartbeat.images).
+  std::vector<std::string> told_images;
+  bool images_told = false;
   // Real time, as the heartbeats pace themselves; samples keep their own
   // cadence beside them (the first one interval after registration: the
   // CPU of a sample is averaged since the one before).
@@ -532,6 +537,15 @@ void ServerLink::Heartbeats(int interval_ms, int full_every, int sample_interval
       p->set_end(r.end);
     }
     delta.Apply(hb);  // GPU and port use and free disk only: the task list is always whole
+    std::vector<std::string> images;
+    for (const CachedImage& image : core_->images().List()) images.insert(images.end(), image.refs.begin(), image.refs.end());
+    std::sort(images.begin(), images.end());
+    if (!images_told || images != told_images) {
+      hb->mutable_images()->Assign(images.begin(), images.end());
+      hb->set_images_given(true);
+      told_images = std::move(images);
+      images_told = true;
+    }
     absl::MutexLock wl(&write_mu_);
     AddTasks(hb, session, options_.clock->Now());
     if (!WriteLocked(msg, -1)) return;
@@ -707,6 +721,16 @@ void ServerLink::CancelLaunch(const v1::TaskSpec& spec, bool started) {
 }
 
 absl::Status ServerLink::PrepareImage(const v1::TaskSpec& spec, TaskLaunch* launch) {
+  // The node's shortcomings (FailedPrecondition): the server places the task
+  // on another node.
+  if (core_->node_info().oci_runtime.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("image ", spec.image(), ": this node has no OCI runtime (install runc or crun)"));
+  }
+  if (geteuid() != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("image ", spec.image(), ": tasks with an image need an agent that runs as root"));
+  }
   // The account the task will run as, when the agent switches to one.
   std::optional<TaskAccount> account;
   if (core_->users().switching()) {
@@ -714,37 +738,45 @@ absl::Status ServerLink::PrepareImage(const v1::TaskSpec& spec, TaskLaunch* laun
     if (!resolved.ok()) return absl::InvalidArgumentError(resolved.status().message());
     account = *resolved;
   }
+  // The node reads the image and mounts the volumes as root: only what the
+  // task's account reaches, by the real paths checked (a link swapped in
+  // since is not followed).
+  std::vector<BundleMount> volumes;
   for (const v1::Volume& v : spec.volumes()) {
     if (std::string why = api::VolumeProblem(v); !why.empty()) {
       return absl::InvalidArgumentError(absl::StrCat("volume ", v.host_path(), ": ", why));
     }
-    // Mounted by the runtime as root: only what the task's account reaches.
+    std::string source = v.host_path();
     if (account) {
-      if (absl::Status st = CheckReadableBy(v.host_path(), *account); !st.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("volume ", v.host_path(), ": ", st.message()));
-      }
+      absl::StatusOr<std::string> real = CheckReadableBy(v.host_path(), *account);
+      if (!real.ok()) return absl::InvalidArgumentError(absl::StrCat("volume ", v.host_path(), ": ", real.status().message()));
+      source = *real;
     } else if (access(v.host_path().c_str(), F_OK) != 0) {
       return absl::InvalidArgumentError(absl::StrCat("volume ", v.host_path(), ": ", strerror(errno)));
     }
+    volumes.push_back({source, v.path(), v.read_only()});
   }
-  // The node reads the image as root: the task's account must be able to
-  // read it too, or a task could run what its user may not see.
   absl::StatusOr<api::ImageRef> ref = api::ParseImageRef(spec.image());
   if (!ref.ok()) return absl::InvalidArgumentError(absl::StrCat("image: ", ref.status().message()));
+  std::string ref_text = spec.image();
   if (account) {
-    std::string probe = ref->source == api::ImageSource::kLayout ? ref->path + "/index.json" : ref->path;
-    if (absl::Status st = CheckReadableBy(probe, *account); !st.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("image ", spec.image(), ": ", st.message()));
+    absl::StatusOr<std::string> real = CheckReadableBy(ref->path, *account);
+    if (real.ok() && ref->source == api::ImageSource::kLayout) {
+      if (absl::StatusOr<std::string> index = CheckReadableBy(*real + "/index.json", *account); !index.ok()) {
+        real = index.status();
+      }
     }
+    if (!real.ok()) return absl::InvalidArgumentError(absl::StrCat("image ", spec.image(), ": ", real.status().message()));
+    ref_text = absl::StrCat(ref->source == api::ImageSource::kLayout ? "oci:" : "oci-archive:", *real, ":", ref->tag);
   }
-  absl::StatusOr<PreparedImage> image = core_->images().Prepare(spec.image());
+  absl::StatusOr<PreparedImage> image = core_->images().Prepare(ref_text);
   if (!image.ok()) return image.status();
   TaskImage& i = launch->image.emplace();
-  i.ref = image->ref;
+  i.ref = spec.image();
   i.digest = image->digest;
   i.rootfs = image->rootfs;
   i.env = image->env;
-  for (const v1::Volume& v : spec.volumes()) i.volumes.push_back({v.host_path(), v.path(), v.read_only()});
+  i.volumes = std::move(volumes);
   if (launch->command.empty()) {
     launch->command = image->entrypoint;
     launch->command.insert(launch->command.end(), image->cmd.begin(), image->cmd.end());

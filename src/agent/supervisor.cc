@@ -325,7 +325,7 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
     if (IsFinal(task.state) || task.kill_requested) return absl::OkStatus();
     task.kill_requested = true;
     if (task.pid > 0) {
-      kill(-task.pid, SIGTERM);
+      SignalAttempt(task, SIGTERM);
       task.sigkill_at = clock_->Now() + task.launch.kill_grace;
     } else {  // waiting to start or restart: nothing runs
       task.state = TaskState::kKilled;
@@ -349,8 +349,8 @@ absl::Status Supervisor::FailAttempt(const TaskKey& key, int attempt, const std:
     return absl::OkStatus();
   }
   task.fail_reason = reason.empty() ? "stopped as failed" : reason;
-  kill(-task.pid, SIGTERM);
-  kill(-task.pid, SIGCONT);
+  SignalAttempt(task, SIGTERM);
+  SignalAttempt(task, SIGCONT);
   task.sigkill_at = clock_->Now() + task.launch.kill_grace;
   Log(LogLevel::kInfo, kComponent, "%s attempt %d: stopping it as failed: %s", key.ToString(), attempt,
       task.fail_reason);
@@ -617,7 +617,7 @@ void Supervisor::EscalateKills(absl::Time now) {
     if (task->pid > 0 && task->sigkill_at <= now) {
       Log(LogLevel::kInfo, kComponent, "%s did not stop within %s of SIGTERM; sending SIGKILL",
           key.ToString(), absl::FormatDuration(task->launch.kill_grace));
-      kill(-task->pid, SIGKILL);
+      SignalAttempt(*task, SIGKILL);
       task->sigkill_at = absl::InfiniteFuture();
     }
   }

@@ -240,6 +240,13 @@ class Supervisor {
   // Each returns the status changes to report once the lock is released.
   // StartDue starts at most a few due attempts; true when more are due.
   bool StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `sig` to the attempt's process group and, for a task with an image, to
+  // its container's (SignalContainer).
+  void SignalAttempt(const Task& task, int sig) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SignalContainer(const Task& task, int sig) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The runtime's `delete --force` of an ended attempt's container, then its
+  // state and bundle removed.
+  void DeleteContainer(const Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The environment an attempt of `l` starts with.
   std::vector<std::string> AttemptEnvironment(const TaskLaunch& l, int attempt) const;
   std::string BundleDir(const Task& task) const;

@@ -1,6 +1,7 @@
 // Starting and ending task attempts: environment, limits, spawn, exit
 // classification and the restart decision (its delay: restart_backoff.h).
 #include <signal.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -111,8 +112,21 @@ absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task
   if (geteuid() != 0) {
     return absl::FailedPreconditionError(absl::StrCat("image ", l.image->ref, ": tasks with an image need the agent to run as root"));
   }
-  BundleSpec b{.rootfs = l.image->rootfs, .args = l.command, .env = env, .cwd = l.working_dir,
-               .cgroups_path = task.cgroup};
+  std::string dir = BundleDir(task);
+  std::error_code ec;
+  umount2((dir + "/rootfs").c_str(), MNT_DETACH);  // a leftover of an agent killed mid-attempt
+  std::filesystem::remove_all(dir, ec);
+  std::filesystem::create_directories(dir, ec);
+  chmod(absl::StrCat(data_dir_, "/bundles").c_str(), 0700);
+  // A layer of its own over the image's shared root: what the runtime makes
+  // there (the directories its mounts need) is this attempt's alone.
+  absl::StatusOr<std::string> root = MountOverlay(l.image->rootfs, dir);
+  if (!root.ok()) {
+    Log(LogLevel::kWarning, kComponent, "%s: no layer of its own over image %s (%s): the runtime makes its mount "
+        "points in the shared root", l.key.ToString(), l.image->ref, root.status().message());
+    root = l.image->rootfs;
+  }
+  BundleSpec b{.rootfs = *root, .args = l.command, .env = env, .cwd = l.working_dir, .cgroups_path = task.cgroup};
   if (l.run_as) {
     b.uid = l.run_as->uid;
     b.gid = l.run_as->gid;
@@ -126,10 +140,6 @@ absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task
   b.devices = GpuDeviceNodes(l.gpus.Indices());
   absl::StatusOr<std::string> config = BundleConfigJson(b);
   if (!config.ok()) return absl::InvalidArgumentError(absl::StrCat("image ", l.image->ref, ": ", config.status().message()));
-  std::string dir = BundleDir(task);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  chmod(absl::StrCat(data_dir_, "/bundles").c_str(), 0700);
   std::string path = dir + "/config.json";
   {
     std::ofstream out(path, std::ios::trunc);
@@ -141,7 +151,35 @@ absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task
   chmod(state.c_str(), 0700);
   // A state left by a runtime killed with its attempt names no container now.
   std::filesystem::remove_all(absl::StrCat(state, "/", task.cgroup), ec);
-  return std::vector<std::string>{oci_runtime_, "--root", state, "run", "--bundle", dir, task.cgroup};
+  return std::vector<std::string>{oci_runtime_, "--root", state, "run", "--keep", "--bundle", dir, task.cgroup};
+}
+
+void Supervisor::SignalContainer(const Task& task, int sig) const {
+  // The container leads a session of its own (the runtime's setsid): its
+  // group is not the keeper's.
+  absl::StatusOr<int> init = ContainerInitPid(absl::StrCat(data_dir_, "/runc"), task.cgroup);
+  if (init.ok()) kill(-*init, sig);
+}
+
+void Supervisor::SignalAttempt(const Task& task, int sig) const {
+  kill(-task.pid, sig);
+  if (task.launch.image && !task.cgroup.empty()) SignalContainer(task, sig);
+}
+
+void Supervisor::DeleteContainer(const Task& task) {
+  std::string state = absl::StrCat(data_dir_, "/runc");
+  std::error_code ec;
+  if (std::filesystem::exists(absl::StrCat(state, "/", task.cgroup), ec) && !oci_runtime_.empty()) {
+    absl::StatusOr<std::string> deleted =
+        NewSubprocessRunner()->Run({oci_runtime_, "--root", state, "delete", "--force", task.cgroup});
+    if (!deleted.ok()) {
+      Log(LogLevel::kWarning, kComponent, "%s: deleting container %s: %s", task.launch.key.ToString(), task.cgroup,
+          deleted.status().message());
+    }
+  }
+  std::filesystem::remove_all(absl::StrCat(state, "/", task.cgroup), ec);
+  umount2((BundleDir(task) + "/rootfs").c_str(), MNT_DETACH);
+  std::filesystem::remove_all(BundleDir(task), ec);
 }
 
 void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out) {
@@ -234,25 +272,24 @@ Supervisor::RestartBudget Supervisor::BudgetFor(const Task& task, const TaskExit
 
 void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vector<TaskStatus>* out) {
   const TaskLaunch& l = task.launch;
-  // What is left of its process group. Not for an adopted task that ended
-  // while the agent was down: its pid may belong to someone else by now.
+  // What is left of its process group (and its container's). Not for an
+  // adopted task that ended while the agent was down: its pid may belong to
+  // someone else by now (its container's is checked by its start time).
   if (task.pid > 0 && !task.adopted) kill(-task.pid, SIGKILL);
+  if (l.image && !task.cgroup.empty()) SignalContainer(task, SIGKILL);
   if (task.pidfd >= 0) close(task.pidfd);
   task.pid = 0;
   task.pidfd = -1;
   task.sigkill_at = absl::InfiniteFuture();
-  if (l.image && !task.cgroup.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(BundleDir(task), ec);
-    std::filesystem::remove_all(absl::StrCat(data_dir_, "/runc/", task.cgroup), ec);
-  }
   if (!task.cgroup.empty()) {
     exit.oom_killed = exit.oom_killed || limiter_->OomKilled(task.cgroup);
-    // A container's OOM kill is counted in its own cgroup, which the
-    // runtime removed as it ended; under cgroup v1 the attempt's (its
-    // parent's) does not count it. The runtime exits 137 for its SIGKILL.
-    if (l.image && !exit.oom_killed && exit.exit_code == 137 && !task.kill_requested) {
-      exit.oom_killed = limiter_->HitMemoryLimit(task.cgroup);
+    if (l.image) {
+      // The container's own cgroup, kept by the runtime (run --keep), counts
+      // an OOM kill in it (cgroup v1 counts it there only); then the
+      // runtime deletes the container: its state and its cgroups, those
+      // of controllers the agent does not manage too.
+      exit.oom_killed = exit.oom_killed || limiter_->OomKilled(absl::StrCat(task.cgroup, "/", task.cgroup));
+      DeleteContainer(task);
     }
     limiter_->Release(task.cgroup);
     task.cgroup.clear();

@@ -206,11 +206,12 @@ int BitsFor(const struct stat& st, const TaskAccount& account) {
 
 }  // namespace
 
-absl::Status CheckReadableBy(const std::string& path, const TaskAccount& account) {
+absl::StatusOr<std::string> CheckReadableBy(const std::string& path, const TaskAccount& account) {
   char real[PATH_MAX];
   if (realpath(path.c_str(), real) == nullptr) {
     return absl::NotFoundError(absl::StrCat(path, " cannot be read: ", strerror(errno)));
   }
+  const std::string who = account.name.empty() ? absl::StrCat("uid ", account.uid) : account.name;
   std::string walked;
   std::vector<std::string> parts = absl::StrSplit(std::string(real), '/', absl::SkipEmpty());
   for (size_t i = 0; i <= parts.size(); ++i) {
@@ -220,12 +221,24 @@ absl::Status CheckReadableBy(const std::string& path, const TaskAccount& account
     bool last = i == parts.size();
     int need = last ? (S_ISDIR(st.st_mode) ? 5 : 4) : 1;
     if ((BitsFor(st, account) & need) != need) {
-      return absl::PermissionDeniedError(absl::StrCat(account.name.empty() ? absl::StrCat("uid ", account.uid) : account.name,
-                                                      " may not ", last ? "read " : "search ", at));
+      return absl::PermissionDeniedError(absl::StrCat(who, " may not ", last ? "read " : "search ", at));
     }
-    if (!last) absl::StrAppend(&walked, "/", parts[i]);
+    if (last) break;
+    const std::string next = absl::StrCat(walked, "/", parts[i]);
+    if (account.uid != 0 && (BitsFor(st, account) & 2) != 0) {
+      // It could rename the entry below and put a link to anything there.
+      struct stat child;
+      bool sticky_guards = (st.st_mode & S_ISVTX) != 0 && st.st_uid != account.uid &&
+                           lstat(next.c_str(), &child) == 0 && child.st_uid != account.uid;
+      if (!sticky_guards) {
+        return absl::PermissionDeniedError(absl::StrCat(
+            who, " may change ", at, ": what the node mounts or reads as root for a task must lie under directories "
+            "its account cannot change"));
+      }
+    }
+    walked = next;
   }
-  return absl::OkStatus();
+  return std::string(real);
 }
 
 }  // namespace trainyard::agent

@@ -84,11 +84,15 @@ class TaskUsers {
   bool switch_users_;
 };
 
-// OK when `account` may reach `path` (search on every directory above its
-// real path) and read it (and search it, a directory), by the mode bits;
-// else PermissionDenied naming the part it may not. ACLs are not read: a
-// path only an ACL opens to the account is refused. The agent reads images
-// and mounts volumes as root; this keeps a task to what its account sees.
-absl::Status CheckReadableBy(const std::string& path, const TaskAccount& account);
+// The real path of `path` (links resolved) when `account` may reach it
+// (search on every directory above it) and read it (and search it, a
+// directory), by the mode bits, and may not change what the real path names:
+// no directory above it is one the account may write (but for a sticky one,
+// such as /tmp, whose entry there is not the account's). Else
+// PermissionDenied naming the directory and why. ACLs are not read: a path
+// only an ACL opens to the account is refused. The agent reads images and
+// mounts volumes as root, by the real path this returns: a task gets only
+// what its account sees, and cannot swap a link in after the check.
+absl::StatusOr<std::string> CheckReadableBy(const std::string& path, const TaskAccount& account);
 
 }  // namespace trainyard::agent

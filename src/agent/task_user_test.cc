@@ -161,6 +161,7 @@ TEST(TaskUsersTest, WithoutSwitchingTasksRunAsTheAgent) {
 // What the agent reads or mounts as root for a task: only what the task's
 // account could reach by the mode bits.
 TEST(CheckReadableByTest, APathIsReadableWhenEveryDirAboveLetsTheAccountSearch) {
+  if (geteuid() != 0) GTEST_SKIP() << "files of another owner need root";
   testing::TempDir dir;
   chmod(dir.path().c_str(), 0755);
   std::string open = dir.path() + "/open", closed = dir.path() + "/closed", group = dir.path() + "/group";
@@ -175,22 +176,48 @@ TEST(CheckReadableByTest, APathIsReadableWhenEveryDirAboveLetsTheAccountSearch) 
   chmod(group.c_str(), 0750);
   chmod((group + "/f").c_str(), 0640);
   ASSERT_EQ(chown((group + "/f").c_str(), 0, 4321), 0);
-  if (geteuid() != 0) GTEST_SKIP() << "files of another owner need root";
   TaskAccount nobody{.name = "nobody", .uid = 65534, .gid = 65534};
-  EXPECT_TRUE(CheckReadableBy(open + "/f", nobody).ok());
+  EXPECT_EQ(CheckReadableBy(open + "/f", nobody).value_or(""), open + "/f");
   EXPECT_TRUE(CheckReadableBy(open, nobody).ok());
-  absl::Status st = CheckReadableBy(closed + "/f", nobody);
+  absl::Status st = CheckReadableBy(closed + "/f", nobody).status();
   EXPECT_TRUE(absl::IsPermissionDenied(st)) << st;
   EXPECT_EQ(st.message(), "nobody may not search " + closed);
-  EXPECT_EQ(CheckReadableBy(closed, nobody).message(), "nobody may not read " + closed);
+  EXPECT_EQ(CheckReadableBy(closed, nobody).status().message(), "nobody may not read " + closed);
   EXPECT_FALSE(CheckReadableBy(group + "/f", nobody).ok());
   TaskAccount member{.uid = 5000, .gid = 5000, .groups = {4321}};
   EXPECT_TRUE(CheckReadableBy(group + "/f", member).ok()) << "through a supplementary group";
   // A link is judged where it leads.
   ASSERT_EQ(symlink((closed + "/f").c_str(), (open + "/link").c_str()), 0);
-  EXPECT_EQ(CheckReadableBy(open + "/link", nobody).message(), "nobody may not search " + closed);
-  EXPECT_TRUE(absl::IsNotFound(CheckReadableBy(open + "/none", nobody)));
+  EXPECT_EQ(CheckReadableBy(open + "/link", nobody).status().message(), "nobody may not search " + closed);
+  EXPECT_TRUE(absl::IsNotFound(CheckReadableBy(open + "/none", nobody).status()));
   EXPECT_TRUE(CheckReadableBy(closed + "/f", TaskAccount{.uid = 0}).ok());
+}
+
+// What the account could rename and re-point after the check is refused:
+// a path under a directory it may write, but for a sticky one's entry of
+// another owner (as /tmp/DIR of root).
+TEST(CheckReadableByTest, APathUnderADirectoryTheAccountMayChangeIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "files of another owner need root";
+  testing::TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  TaskAccount nobody{.name = "nobody", .uid = 65534, .gid = 65534};
+  std::string mine = dir.path() + "/mine", shared = dir.path() + "/shared";
+  ASSERT_EQ(mkdir(mine.c_str(), 0755), 0);
+  ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
+  ASSERT_EQ(mkdir((mine + "/data").c_str(), 0755), 0);
+  EXPECT_EQ(CheckReadableBy(mine + "/data", nobody).status().message(),
+            "nobody may change " + mine +
+                ": what the node mounts or reads as root for a task must lie under directories its account cannot "
+                "change");
+  EXPECT_TRUE(CheckReadableBy(mine, nobody).ok()) << "its own directory under one it cannot change";
+  ASSERT_EQ(mkdir(shared.c_str(), 01777), 0);
+  chmod(shared.c_str(), 01777);
+  ASSERT_EQ(mkdir((shared + "/roots").c_str(), 0755), 0);
+  EXPECT_TRUE(CheckReadableBy(shared + "/roots", nobody).ok()) << "a sticky dir guards root's entry";
+  ASSERT_EQ(mkdir((shared + "/nobodys").c_str(), 0755), 0);
+  ASSERT_EQ(chown((shared + "/nobodys").c_str(), 65534, 65534), 0);
+  ASSERT_EQ(mkdir((shared + "/nobodys/x").c_str(), 0755), 0);
+  EXPECT_FALSE(CheckReadableBy(shared + "/nobodys/x", nobody).ok()) << "but not the account's own entry";
 }
 
 }  // namespace

@@ -215,6 +215,15 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     node.reported_busy_gpus = hb.busy_gpu_mask();
   }
   CheckDisk(node, hb);
+  if (hb.images_given()) {
+    // At most a few hundred references of a few hundred bytes shown.
+    node.info.mutable_images()->Assign(hb.images().begin(),
+                                       hb.images().begin() + std::min(hb.images_size(), 256));
+    for (std::string& image : *node.info.mutable_images()) {
+      if (image.size() > 512) image.resize(512);
+    }
+    TouchOwnView(node);
+  }
   if (node.reported_busy_gpus != node.busy_gpus && node.in_scheduler) {
     absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(node.reported_busy_gpus));
     if (st.ok()) {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <string>
 
 #include "absl/strings/numbers.h"
@@ -84,6 +85,25 @@ TEST_F(ImagesTest, ATaskRunsInItsImageAsItsUserWithItsDirectoriesAndVolumes) {
   struct stat st;
   ASSERT_EQ(stat(ckpt.c_str(), &st), 0);
   EXPECT_EQ(st.st_uid, 65534u);
+
+  // The node shows its runtime and the image it unpacked.
+  nlohmann::json info;
+  EXPECT_TRUE(WaitUntil([&] {
+    info = cluster_->Nodes()["nodes"][0]["info"];
+    return info.contains("images") && info["images"] == nlohmann::json::array({"oci:" + layout_ + ":v1"});
+  }, absl::Seconds(30))) << info.dump(2);
+  EXPECT_THAT(info.value("oci_runtime", ""), ::testing::EndsWith("/runc"));
+
+  // The image's shared root is as unpacked: the mount points of this
+  // task's directories and volume were made in a layer of its own.
+  int roots = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(cluster_->dir() + "/node-0/images")) {
+    if (entry.path().filename().string().rfind("sha256-", 0) != 0) continue;
+    ++roots;
+    EXPECT_FALSE(std::filesystem::exists(entry.path() / "rootfs/data")) << entry.path();
+    EXPECT_FALSE(std::filesystem::exists(entry.path() / "rootfs" / cluster_->dir().substr(1))) << entry.path();
+  }
+  EXPECT_EQ(roots, 1);
 }
 
 TEST_F(ImagesTest, TheImagesCommandRunsWhenTheRoleGivesNoneAndExitCodesAndKillsReachTheContainer) {
@@ -106,10 +126,10 @@ TEST_F(ImagesTest, TheImagesCommandRunsWhenTheRoleGivesNoneAndExitCodesAndKillsR
   EXPECT_EQ(view["state"], "FAILED");
   EXPECT_THAT(view.dump(), HasSubstr("exited with code 3")) << view.dump(2);
 
-  // A kill ends what runs in the container.
+  // A kill ends what runs in the container, SIGTERM ignored or not.
   job = cluster_->Submit("name: sleeper\nuser: alice\nreplicas:\n  worker:\n    image: oci:" + layout_ +
                          ":v1\n    resources: {cpu: 100m, memory: 64Mi}\n"
-                         "    command: [sh, -c, 'echo $$ > $TRAINYARD_CHECKPOINT_DIR/pid; exec sleep 600']\n");
+                         "    command: [sh, -c, 'trap \"\" TERM; echo $$ > $TRAINYARD_CHECKPOINT_DIR/pid; exec sleep 600']\n");
   ASSERT_TRUE(cluster_->WaitForState(job, "RUNNING"));
   std::string pid_file = cluster_->Describe(job)["checkpoint_dir"].get<std::string>() + "/pid";
   int pid = 0;
@@ -173,7 +193,7 @@ TEST_F(ImagesTest, AWrongImageFailsTheJobNamingWhatIsWrong) {
                                                        " (its tags: v1)"));
   job = Run("nolayout", "oci:" + cluster_->dir() + "/none:v1", "    command: [true]\n");
   EXPECT_EQ(cluster_->JobState(job), "FAILED");
-  EXPECT_THAT(cluster_->Describe(job).dump(), HasSubstr("none/index.json"));
+  EXPECT_THAT(cluster_->Describe(job).dump(), HasSubstr(cluster_->dir() + "/none cannot be read"));
   std::string hidden = cluster_->dir() + "/hidden";
   ASSERT_EQ(mkdir(hidden.c_str(), 0700), 0);
   ASSERT_EQ(RunCommandLine({"/bin/cp", "-r", layout_, hidden + "/layout"}, absl::Seconds(30)).exit_code, 0);

@@ -255,6 +255,8 @@ json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
   for (const auto& [k, v] : info.labels()) labels[k] = v;
   json tasks = json::array();
   for (const auto& t : n.tasks()) tasks.push_back(t);
+  json images = json::array();
+  for (const auto& i : info.images()) images.push_back(i);
   const v1::Resource& cap = info.capacity();
   return {{"name", info.name()},
           {"address", info.address()},
@@ -279,6 +281,8 @@ json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
             {"nvlink_islands", GroupsJson(topo.nvlink_islands())}}},
           {"ports_in_use", n.ports_in_use()},
           {"tasks", std::move(tasks)},
+          {"oci_runtime", info.oci_runtime()},
+          {"images", std::move(images)},
           {"last_heartbeat_unix_ms", n.last_heartbeat_unix_ms()}};
 }
 
