@@ -2,7 +2,9 @@
 
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -19,6 +21,18 @@ using nlohmann::json;
 
 bool Absolute(const std::string& p) { return !p.empty() && p[0] == '/'; }
 
+bool RecursiveReadOnlyWorks() {
+  static const bool works = [] {
+#ifdef SYS_mount_setattr
+    // With no such descriptor: EBADF where the call exists, ENOSYS where not.
+    return syscall(SYS_mount_setattr, -1, "", 0, nullptr, 0) != 0 && errno != ENOSYS;
+#else
+    return false;
+#endif
+  }();
+  return works;
+}
+
 json Mount(const std::string& dest, const std::string& type, const std::string& source,
            std::vector<std::string> options) {
   return json{{"destination", dest}, {"type", type}, {"source", source}, {"options", std::move(options)}};
@@ -30,13 +44,16 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
   if (!Absolute(s.rootfs)) return absl::InvalidArgumentError("rootfs: must be an absolute path");
   if (s.args.empty()) return absl::InvalidArgumentError("args: the image gives no entrypoint or cmd and the role no command");
   if (!Absolute(s.cwd)) return absl::InvalidArgumentError(absl::StrCat("workingDir: '", s.cwd, "' must be an absolute path"));
+  // rro (read-only below too: a volume's own mounts) needs mount_setattr,
+  // Linux 5.12; before, ro.
+  const std::string read_only = RecursiveReadOnlyWorks() ? "rro" : "ro";
   json mounts = json::array({
       Mount("/proc", "proc", "proc", {"nosuid", "noexec", "nodev"}),
       Mount("/dev", "tmpfs", "tmpfs", {"nosuid", "strictatime", "mode=755", "size=65536k"}),
       Mount("/dev/pts", "devpts", "devpts", {"nosuid", "noexec", "newinstance", "ptmxmode=0666", "mode=0620"}),
       Mount("/dev/shm", "bind", "/dev/shm", {"rbind", "nosuid", "nodev", "noexec"}),
       Mount("/dev/mqueue", "mqueue", "mqueue", {"nosuid", "noexec", "nodev"}),
-      Mount("/sys", "bind", "/sys", {"rbind", "rro", "nosuid", "noexec", "nodev"}),
+      Mount("/sys", "bind", "/sys", {"rbind", read_only, "nosuid", "noexec", "nodev"}),
       Mount("/tmp", "tmpfs", "tmpfs", {"nosuid", "nodev", "mode=1777"}),
   });
   for (const char* f : {"/etc/hosts", "/etc/resolv.conf"}) {
@@ -49,7 +66,7 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
     }
     // rro: read-only below too (the mounts under a volume).
     mounts.push_back(Mount(b.destination, "bind", b.source,
-                           {"rbind", b.read_only ? "rro" : "rw", "nosuid", "nodev"}));
+                           {"rbind", b.read_only ? read_only : "rw", "nosuid", "nodev"}));
   }
   json devices = json::array();
   json allowed = json::array({json{{"allow", false}, {"access", "rwm"}}});
@@ -91,7 +108,11 @@ absl::StatusOr<std::string> BundleConfigJson(const BundleSpec& s) {
                          "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"}},
         {"readonlyPaths", {"/proc/asound", "/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}}}},
   };
-  return config.dump(2);
+  try {
+    return config.dump(2);
+  } catch (const json::exception& e) {  // a string that is not UTF-8
+    return absl::InvalidArgumentError(absl::StrCat("the container's config cannot be written: ", e.what()));
+  }
 }
 
 absl::StatusOr<int> ContainerInitPid(const std::string& state_root, const std::string& id,
@@ -104,14 +125,19 @@ absl::StatusOr<int> ContainerInitPid(const std::string& state_root, const std::s
     break;
   }
   if (!state.is_object()) return absl::NotFoundError(absl::StrCat("no state of container ", id));
-  int pid = state.value("init_process_pid", state.value("pid", 0));
+  int pid = 0;
+  for (const char* key : {"init_process_pid", "pid"}) {
+    if (state.contains(key) && state[key].is_number_integer()) pid = state[key].get<int>();
+  }
   if (pid <= 0) return absl::NotFoundError(absl::StrCat("container ", id, " has no process"));
   absl::StatusOr<uint64_t> start = ProcessStartTime(pid, proc_root);
   if (!start.ok()) return absl::NotFoundError(absl::StrCat("the process of container ", id, " has ended"));
-  if (state.contains("init_process_start") && state["init_process_start"].is_number_unsigned() &&
-      state["init_process_start"].get<uint64_t>() != *start) {
-    return absl::NotFoundError(absl::StrCat("the process of container ", id, " has ended"));
+  // Without its start time the pid may be another process's by now.
+  uint64_t recorded = 0;
+  for (const char* key : {"init_process_start", "process-start-time"}) {
+    if (state.contains(key) && state[key].is_number_unsigned()) recorded = state[key].get<uint64_t>();
   }
+  if (recorded != *start) return absl::NotFoundError(absl::StrCat("the process of container ", id, " has ended"));
   return pid;
 }
 

@@ -243,7 +243,8 @@ class Supervisor {
   // `sig` to the attempt's process group and, for a task with an image, to
   // its container's (SignalContainer).
   void SignalAttempt(const Task& task, int sig) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SignalContainer(const Task& task, int sig) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when the container's group was there to take it.
+  bool SignalContainer(const Task& task, int sig) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The runtime's `delete --force` of an ended attempt's container, then its
   // state and bundle removed.
   void DeleteContainer(const Task& task) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -154,24 +154,30 @@ absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task
   return std::vector<std::string>{oci_runtime_, "--root", state, "run", "--keep", "--bundle", dir, task.cgroup};
 }
 
-void Supervisor::SignalContainer(const Task& task, int sig) const {
+bool Supervisor::SignalContainer(const Task& task, int sig) const {
   // The container leads a session of its own (the runtime's setsid): its
   // group is not the keeper's.
   absl::StatusOr<int> init = ContainerInitPid(absl::StrCat(data_dir_, "/runc"), task.cgroup);
-  if (init.ok()) kill(-*init, sig);
+  return init.ok() && kill(-*init, sig) == 0;
 }
 
 void Supervisor::SignalAttempt(const Task& task, int sig) const {
+  bool container = task.launch.image && !task.cgroup.empty();
+  // The runtime passes a SIGTERM on to the container's first process: a
+  // second would read as "now" to a program that counts them. So TERM and
+  // CONT go to the container's group alone when it is there, a KILL to both.
+  if (container && SignalContainer(task, sig) && sig != SIGKILL) return;
   kill(-task.pid, sig);
-  if (task.launch.image && !task.cgroup.empty()) SignalContainer(task, sig);
 }
 
 void Supervisor::DeleteContainer(const Task& task) {
   std::string state = absl::StrCat(data_dir_, "/runc");
   std::error_code ec;
   if (std::filesystem::exists(absl::StrCat(state, "/", task.cgroup), ec) && !oci_runtime_.empty()) {
-    absl::StatusOr<std::string> deleted =
-        NewSubprocessRunner()->Run({oci_runtime_, "--root", state, "delete", "--force", task.cgroup});
+    // Bounded: it runs under the supervisor's lock (a process stuck in the
+    // kernel is left to the cgroups' release).
+    absl::StatusOr<std::string> deleted = NewSubprocessRunner()->Run(
+        {"timeout", "-s", "KILL", "5", oci_runtime_, "--root", state, "delete", "--force", task.cgroup});
     if (!deleted.ok()) {
       Log(LogLevel::kWarning, kComponent, "%s: deleting container %s: %s", task.launch.key.ToString(), task.cgroup,
           deleted.status().message());

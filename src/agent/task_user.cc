@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "nlohmann/json.hpp"
 
 namespace trainyard::agent {
 namespace {
@@ -195,6 +196,17 @@ std::vector<std::string> TaskUsers::WorkdirRoots(const TaskAccount& account) con
 
 namespace {
 
+// What the agent writes as JSON (the bundle, the task record) must be
+// UTF-8, as its JSON library checks it.
+bool ValidUtf8(const std::string& s) {
+  try {
+    nlohmann::json(s).dump();
+    return true;
+  } catch (const nlohmann::json::exception&) {
+    return false;
+  }
+}
+
 // The permission bits of `st` that apply to `account` (7 = rwx).
 int BitsFor(const struct stat& st, const TaskAccount& account) {
   if (account.uid == 0) return 7;
@@ -225,19 +237,23 @@ absl::StatusOr<std::string> CheckReadableBy(const std::string& path, const TaskA
     }
     if (last) break;
     const std::string next = absl::StrCat(walked, "/", parts[i]);
-    if (account.uid != 0 && (BitsFor(st, account) & 2) != 0) {
-      // It could rename the entry below and put a link to anything there.
+    // Nobody but root may rename the entry below and put a link there: the
+    // directory is root's and writable by root alone, or sticky (as /tmp)
+    // with an entry of root's.
+    if (account.uid != 0) {
       struct stat child;
-      bool sticky_guards = (st.st_mode & S_ISVTX) != 0 && st.st_uid != account.uid &&
-                           lstat(next.c_str(), &child) == 0 && child.st_uid != account.uid;
-      if (!sticky_guards) {
+      bool roots = st.st_uid == 0 && (st.st_mode & 022) == 0;
+      bool sticky_guards = st.st_uid == 0 && (st.st_mode & S_ISVTX) != 0 && lstat(next.c_str(), &child) == 0 &&
+                           child.st_uid == 0;
+      if (!roots && !sticky_guards) {
         return absl::PermissionDeniedError(absl::StrCat(
-            who, " may change ", at, ": what the node mounts or reads as root for a task must lie under directories "
-            "its account cannot change"));
+            "an account other than root may change ", at, ": what the node mounts or reads as root for ", who,
+            " must lie under directories only root can change"));
       }
     }
     walked = next;
   }
+  if (!ValidUtf8(real)) return absl::InvalidArgumentError(absl::StrCat(path, " leads to a path that is not UTF-8"));
   return std::string(real);
 }
 

@@ -84,12 +84,12 @@ class TaskUsers {
   bool switch_users_;
 };
 
-// The real path of `path` (links resolved) when `account` may reach it
-// (search on every directory above it) and read it (and search it, a
-// directory), by the mode bits, and may not change what the real path names:
-// no directory above it is one the account may write (but for a sticky one,
-// such as /tmp, whose entry there is not the account's). Else
-// PermissionDenied naming the directory and why. ACLs are not read: a path
+// The real path of `path` (links resolved, UTF-8) when `account` may reach
+// it (search on every directory above it) and read it (and search it, a
+// directory), by the mode bits, and no account but root may change what the
+// real path names: every directory above it is root's and writable by root
+// alone, or sticky (as /tmp) with an entry of root's. Else PermissionDenied
+// naming the directory and why. ACLs are not read: a path
 // only an ACL opens to the account is refused. The agent reads images and
 // mounts volumes as root, by the real path this returns: a task gets only
 // what its account sees, and cannot swap a link in after the check.

@@ -206,9 +206,8 @@ TEST(CheckReadableByTest, APathUnderADirectoryTheAccountMayChangeIsRefused) {
   ASSERT_EQ(chown(mine.c_str(), 65534, 65534), 0);
   ASSERT_EQ(mkdir((mine + "/data").c_str(), 0755), 0);
   EXPECT_EQ(CheckReadableBy(mine + "/data", nobody).status().message(),
-            "nobody may change " + mine +
-                ": what the node mounts or reads as root for a task must lie under directories its account cannot "
-                "change");
+            "an account other than root may change " + mine +
+                ": what the node mounts or reads as root for nobody must lie under directories only root can change");
   EXPECT_TRUE(CheckReadableBy(mine, nobody).ok()) << "its own directory under one it cannot change";
   ASSERT_EQ(mkdir(shared.c_str(), 01777), 0);
   chmod(shared.c_str(), 01777);
@@ -218,6 +217,18 @@ TEST(CheckReadableByTest, APathUnderADirectoryTheAccountMayChangeIsRefused) {
   ASSERT_EQ(chown((shared + "/nobodys").c_str(), 65534, 65534), 0);
   ASSERT_EQ(mkdir((shared + "/nobodys/x").c_str(), 0755), 0);
   EXPECT_FALSE(CheckReadableBy(shared + "/nobodys/x", nobody).ok()) << "but not the account's own entry";
+  ASSERT_EQ(mkdir((shared + "/others").c_str(), 0755), 0);
+  ASSERT_EQ(chown((shared + "/others").c_str(), 4444, 4444), 0);
+  ASSERT_EQ(mkdir((shared + "/others/x").c_str(), 0755), 0);
+  EXPECT_FALSE(CheckReadableBy(shared + "/others/x", nobody).ok()) << "nor another account's";
+  std::string group = dir.path() + "/group-writable";
+  ASSERT_EQ(mkdir(group.c_str(), 0775), 0);
+  chmod(group.c_str(), 0775);
+  ASSERT_EQ(mkdir((group + "/x").c_str(), 0755), 0);
+  EXPECT_FALSE(CheckReadableBy(group + "/x", nobody).ok()) << "nor under a directory its group may write";
+  std::string odd = dir.path() + "/\xff";
+  ASSERT_EQ(mkdir(odd.c_str(), 0755), 0);
+  EXPECT_THAT(CheckReadableBy(odd, nobody).status().message(), HasSubstr("not UTF-8"));
 }
 
 }  // namespace

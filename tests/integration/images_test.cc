@@ -126,10 +126,13 @@ TEST_F(ImagesTest, TheImagesCommandRunsWhenTheRoleGivesNoneAndExitCodesAndKillsR
   EXPECT_EQ(view["state"], "FAILED");
   EXPECT_THAT(view.dump(), HasSubstr("exited with code 3")) << view.dump(2);
 
-  // A kill ends what runs in the container, SIGTERM ignored or not.
+  // A kill's SIGTERM reaches the container's process group (the runtime
+  // passes it on to the first process only), and what ignores it ends too.
   job = cluster_->Submit("name: sleeper\nuser: alice\nreplicas:\n  worker:\n    image: oci:" + layout_ +
                          ":v1\n    resources: {cpu: 100m, memory: 64Mi}\n"
-                         "    command: [sh, -c, 'trap \"\" TERM; echo $$ > $TRAINYARD_CHECKPOINT_DIR/pid; exec sleep 600']\n");
+                         "    command: [sh, -c, 'trap \"\" TERM; (trap \"echo got TERM > $TRAINYARD_CHECKPOINT_DIR/term; "
+                         "exit 0\" TERM; while :; do sleep 0.1; done) & echo $$ > $TRAINYARD_CHECKPOINT_DIR/pid; "
+                         "exec sleep 600']\n");
   ASSERT_TRUE(cluster_->WaitForState(job, "RUNNING"));
   std::string pid_file = cluster_->Describe(job)["checkpoint_dir"].get<std::string>() + "/pid";
   int pid = 0;
@@ -147,6 +150,8 @@ TEST_F(ImagesTest, TheImagesCommandRunsWhenTheRoleGivesNoneAndExitCodesAndKillsR
   ASSERT_TRUE(cluster_->WaitForState(job, "KILLED", absl::Seconds(60)));
   EXPECT_TRUE(WaitUntil([&] { return kill(pid, 0) != 0 && errno == ESRCH; }, absl::Seconds(30)))
       << "pid " << pid << " outlived its job";
+  EXPECT_EQ(ReadFile(absl::StrCat(std::string(absl::StripSuffix(pid_file, "/pid")), "/term")), "got TERM\n")
+      << "the container's group had the SIGTERM";
 }
 
 TEST_F(ImagesTest, AContainerPastItsMemoryLimitIsOomKilledAndAnotherKillIsNot) {
