@@ -21,6 +21,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "agent/task_user.h"
 #include "api/image_ref.h"
 #include "common/logging.h"
 #include "nlohmann/json.hpp"
@@ -156,7 +157,17 @@ std::string FindOciRuntime() {
   return runc.empty() ? FindProgram("crun") : runc;
 }
 
-absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const std::string& tag) {
+absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const std::string& tag,
+                                              const TaskAccount* account) {
+  // A blob read (or unpacked) as root for `account`: one it could read, at
+  // its own path.
+  auto readable = [&](const std::string& path) -> absl::Status {
+    if (account == nullptr) return absl::OkStatus();
+    absl::StatusOr<std::string> real = CheckReadableBy(path, *account);
+    if (!real.ok()) return absl::InvalidArgumentError(real.status().message());
+    if (*real != path) return absl::InvalidArgumentError(absl::StrCat(path, " is reached through a link"));
+    return absl::OkStatus();
+  };
   const std::string index_path = layout + "/index.json";
   absl::StatusOr<std::string> index_text = ReadLayoutFile(index_path, "the image layout's index");
   if (!index_text.ok()) return index_text.status();
@@ -194,6 +205,7 @@ absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const s
   // What is read is what the digests say: the manifest names the config and
   // the layers by theirs, so the digest stands for the whole image.
   const std::string manifest_path = BlobPath(layout, digest);
+  if (absl::Status st = readable(manifest_path); !st.ok()) return st;
   absl::StatusOr<std::string> manifest_text = ReadLayoutFile(manifest_path, "the image manifest");
   if (!manifest_text.ok()) return manifest_text.status();
   if (Sha256Digest(*manifest_text) != digest) {
@@ -217,10 +229,12 @@ absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const s
       if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
         return absl::InvalidArgumentError(absl::StrCat("layer ", path, " of ", layout, " is missing or not a regular file"));
       }
+      if (absl::Status st = readable(path); !st.ok()) return st;
       image.layers.push_back(d);
     }
   }
   const std::string config_path = BlobPath(layout, config_digest);
+  if (absl::Status st = readable(config_path); !st.ok()) return st;
   absl::StatusOr<std::string> config_text = ReadLayoutFile(config_path, "the image config");
   if (!config_text.ok()) return config_text.status();
   if (Sha256Digest(*config_text) != config_digest) {
@@ -349,7 +363,7 @@ absl::Status ImageStore::Unpack(const std::string& layout, const PreparedImage& 
   return absl::OkStatus();
 }
 
-absl::StatusOr<PreparedImage> ImageStore::Prepare(const std::string& ref_text) {
+absl::StatusOr<PreparedImage> ImageStore::Prepare(const std::string& ref_text, const TaskAccount* account) {
   absl::StatusOr<api::ImageRef> ref = api::ParseImageRef(ref_text);
   if (!ref.ok()) return ref.status();
   std::error_code ec;
@@ -359,7 +373,8 @@ absl::StatusOr<PreparedImage> ImageStore::Prepare(const std::string& ref_text) {
   if (!layout.ok()) return layout.status();
   absl::StatusOr<PreparedImage> image = absl::InternalError("not read");
   try {
-    image = ReadImageLayout(*layout, ref->tag);
+    // An archive's extraction is the agent's own; a layout is the user's.
+    image = ReadImageLayout(*layout, ref->tag, ref->source == api::ImageSource::kLayout ? account : nullptr);
   } catch (const std::exception& e) {  // a JSON value of a type not looked for: the image's
     image = absl::InvalidArgumentError(absl::StrCat("the layout ", *layout, " cannot be read: ", e.what()));
   }

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/gpu_discovery.h"
+#include "agent/task.h"
 
 namespace trainyard::agent {
 
@@ -58,7 +59,9 @@ class ImageStore {
   // fault: named, with the reason), as when its layers cannot be unpacked
   // (umoci's error); FailedPrecondition when this node has no umoci, Internal
   // when it cannot write its files (the node's).
-  absl::StatusOr<PreparedImage> Prepare(const std::string& ref);
+  // With `account`, a layout's manifest, config and layers must each be a
+  // file the account may read, by its path (no link; CheckReadableBy).
+  absl::StatusOr<PreparedImage> Prepare(const std::string& ref, const TaskAccount* account = nullptr);
 
   // The images unpacked here, newest use first.
   std::vector<CachedImage> List() const;
@@ -94,6 +97,7 @@ std::string FindProgram(const std::string& name);
 // manifest and config read as regular files only (no link followed) and
 // checked against their digests, each layer a regular file. InvalidArgument
 // naming what is missing or wrong.
-absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const std::string& tag);
+absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const std::string& tag,
+                                              const TaskAccount* account = nullptr);
 
 }  // namespace trainyard::agent

@@ -183,6 +183,23 @@ TEST_F(ImageStoreTest, WhatIsReadMustBeItsDigestAndARegularFile) {
   EXPECT_TRUE(store.List().empty());
 }
 
+// For a task's account, each blob must be one it could read itself: a
+// cached image is not had by naming its digests.
+TEST_F(ImageStoreTest, ForAnAccountEveryBlobMustBeOneItMayRead) {
+  if (geteuid() != 0) GTEST_SKIP() << "files of another owner need root";
+  chmod(dir_.path().c_str(), 0755);
+  TaskAccount nobody{.name = "nobody", .uid = 65534, .gid = 65534};
+  ImageStore store(dir_.path() + "/images");
+  ASSERT_TRUE(store.Prepare("oci:" + layout_ + ":v1", &nobody).ok());
+  PreparedImage image = ReadImageLayout(layout_, "v1").value();
+  ASSERT_FALSE(image.layers.empty());
+  std::string layer = layout_ + "/blobs/sha256/" + image.layers[0].substr(7);
+  chmod(layer.c_str(), 0600);
+  EXPECT_THAT(store.Prepare("oci:" + layout_ + ":v1", &nobody).status().message(),
+              HasSubstr("nobody may not read " + layer));
+  EXPECT_TRUE(store.Prepare("oci:" + layout_ + ":v1").ok()) << "the agent's own use";
+}
+
 TEST(FindOciRuntimeTest, FindsRuncOrCrunOnTheSystemsPaths) {
   std::string runtime = FindOciRuntime();
   if (access("/usr/sbin/runc", X_OK) == 0 || access("/usr/bin/runc", X_OK) == 0) {

@@ -147,23 +147,35 @@ absl::StatusOr<std::string> MountOverlay(const std::string& lower, const std::st
       return absl::InvalidArgumentError(absl::StrCat(*p, " holds ',' ':' or '\\'"));
     }
   }
-  std::string merged = dir + "/rootfs";
-  // The root of the overlay is its upper dir's: 0755 as the image's root
-  // (whatever the umask), so the task's account passes through it.
-  for (const std::string& d : {dir + "/upper", dir + "/work", merged}) {
+  // The layer on a tmpfs of its own: an overlay's upper layer works on it
+  // whatever the data dir is on (an overlay itself, in a container), and
+  // it holds only the runtime's mount points.
+  std::string layer = dir + "/layer", merged = dir + "/rootfs";
+  for (const std::string& d : {layer, merged}) {
     if (mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) {
       return absl::InternalError(absl::StrCat("cannot create ", d, ": ", strerror(errno)));
     }
   }
-  struct stat root;
-  if (stat(lower.c_str(), &root) != 0 || chmod((dir + "/upper").c_str(), root.st_mode & 07777) != 0) {
-    return absl::InternalError(absl::StrCat("cannot give ", dir, "/upper the mode of ", lower));
+  if (mount("tmpfs", layer.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=16m") != 0) {
+    return absl::InternalError(absl::StrCat("tmpfs on ", layer, ": ", strerror(errno)));
   }
-  std::string options = absl::StrCat("lowerdir=", lower, ",upperdir=", dir, "/upper,workdir=", dir, "/work");
-  if (mount("overlay", merged.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("overlay on ", merged, ": ", strerror(errno)));
+  // The root of the overlay is its upper dir's: the mode of the image's
+  // root (whatever the umask), so the task's account passes through it.
+  struct stat root;
+  bool made = stat(lower.c_str(), &root) == 0 && mkdir((layer + "/upper").c_str(), 0700) == 0 &&
+              chmod((layer + "/upper").c_str(), root.st_mode & 07777) == 0 && mkdir((layer + "/work").c_str(), 0700) == 0;
+  std::string options = absl::StrCat("lowerdir=", lower, ",upperdir=", layer, "/upper,workdir=", layer, "/work");
+  if (!made || mount("overlay", merged.c_str(), "overlay", MS_NOSUID | MS_NODEV, options.c_str()) != 0) {
+    std::string why = strerror(errno);
+    umount2(layer.c_str(), MNT_DETACH);
+    return absl::InternalError(absl::StrCat("overlay on ", merged, ": ", why));
   }
   return merged;
+}
+
+void UnmountOverlay(const std::string& dir) {
+  umount2((dir + "/rootfs").c_str(), MNT_DETACH);
+  umount2((dir + "/layer").c_str(), MNT_DETACH);
 }
 
 std::vector<std::string> GpuDeviceNodes(const std::vector<int>& gpus, const std::string& dev) {

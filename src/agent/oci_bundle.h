@@ -54,9 +54,11 @@ absl::StatusOr<int> ContainerInitPid(const std::string& state_root, const std::s
                                      const std::string& proc_root = "/proc");
 
 // Mounts an overlay of `lower` (read-only) under a layer of its own at
-// DIR/rootfs (DIR/upper and DIR/work beside it) and returns DIR/rootfs; an
-// error when a path holds ',' ':' or '\\' or the mount fails.
+// DIR/rootfs (the layer on a small tmpfs at DIR/layer) and returns
+// DIR/rootfs; an error when a path holds ',' ':' or '\\' or a mount fails.
 absl::StatusOr<std::string> MountOverlay(const std::string& lower, const std::string& dir);
+// Undoes MountOverlay (lazily: a process still in it keeps it until it goes).
+void UnmountOverlay(const std::string& dir);
 
 // The device nodes of `gpus` (NVIDIA minor numbers) and the driver's shared
 // ones, under `dev` ("/dev").

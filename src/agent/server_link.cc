@@ -769,7 +769,7 @@ absl::Status ServerLink::PrepareImage(const v1::TaskSpec& spec, TaskLaunch* laun
     if (!real.ok()) return absl::InvalidArgumentError(absl::StrCat("image ", spec.image(), ": ", real.status().message()));
     ref_text = absl::StrCat(ref->source == api::ImageSource::kLayout ? "oci:" : "oci-archive:", *real, ":", ref->tag);
   }
-  absl::StatusOr<PreparedImage> image = core_->images().Prepare(ref_text);
+  absl::StatusOr<PreparedImage> image = core_->images().Prepare(ref_text, account ? &*account : nullptr);
   if (!image.ok()) return image.status();
   TaskImage& i = launch->image.emplace();
   i.ref = spec.image();

@@ -1,7 +1,6 @@
 // Starting and ending task attempts: environment, limits, spawn, exit
 // classification and the restart decision (its delay: restart_backoff.h).
 #include <signal.h>
-#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -114,7 +113,7 @@ absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task
   }
   std::string dir = BundleDir(task);
   std::error_code ec;
-  umount2((dir + "/rootfs").c_str(), MNT_DETACH);  // a leftover of an agent killed mid-attempt
+  UnmountOverlay(dir);  // a leftover of an agent killed mid-attempt
   std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir, ec);
   chmod(absl::StrCat(data_dir_, "/bundles").c_str(), 0700);
@@ -184,7 +183,7 @@ void Supervisor::DeleteContainer(const Task& task) {
     }
   }
   std::filesystem::remove_all(absl::StrCat(state, "/", task.cgroup), ec);
-  umount2((BundleDir(task) + "/rootfs").c_str(), MNT_DETACH);
+  UnmountOverlay(BundleDir(task));
   std::filesystem::remove_all(BundleDir(task), ec);
 }
 
