@@ -131,7 +131,8 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
                           .oci_runtime = oci_runtime});
   if (!supervisor.ok()) return supervisor.status();
   agent->supervisor_ = *std::move(supervisor);
-  agent->images_ = std::make_unique<ImageStore>(agent->supervisor_->data_dir() + "/images");
+  agent->images_ = std::make_unique<ImageStore>(agent->supervisor_->data_dir() + "/images", nullptr,
+                                                config.insecure_registries);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();
   NodeInfo& node = agent->node_;
   node.gpus = inventory->gpus;

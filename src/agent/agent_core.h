@@ -64,6 +64,8 @@ struct AgentConfig {
   // The OCI runtime for tasks with an image (docs/images.md): "" = runc,
   // else crun, from PATH and the system's sbin and bin dirs.
   std::string oci_runtime;
+  // Registries images are pulled from without TLS checks (HOST[:PORT]).
+  std::vector<std::string> insecure_registries;
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).

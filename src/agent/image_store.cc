@@ -255,11 +255,53 @@ absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const s
   return image;
 }
 
-ImageStore::ImageStore(std::string dir, CommandRunnerPtr runner)
-    : dir_(std::move(dir)), runner_(runner ? std::move(runner) : NewSubprocessRunner()) {}
+ImageStore::ImageStore(std::string dir, CommandRunnerPtr runner, std::vector<std::string> insecure_registries)
+    : dir_(std::move(dir)),
+      runner_(runner ? std::move(runner) : NewSubprocessRunner()),
+      insecure_(std::move(insecure_registries)) {}
+
+absl::StatusOr<std::string> ImageStore::Pull(const std::string& reference) {
+  const std::string skopeo = FindProgram("skopeo");
+  if (skopeo.empty()) return absl::FailedPreconditionError("this node has no skopeo to pull images with");
+  std::string out = absl::StrCat(dir_, "/pulled/", absl::Hex(std::hash<std::string>{}(reference)));
+  std::shared_ptr<absl::Mutex> lock;
+  {
+    absl::MutexLock l(&mu_);
+    std::shared_ptr<absl::Mutex>& slot = archive_locks_[out];
+    if (!slot) slot = std::make_shared<absl::Mutex>();
+    lock = slot;
+    if (pulled_.count(reference) > 0) return out;
+  }
+  absl::MutexLock l(lock.get());
+  {
+    absl::MutexLock m(&mu_);
+    if (pulled_.count(reference) > 0) return out;
+  }
+  std::error_code ec;
+  fs::create_directories(dir_ + "/pulled", ec);
+  std::string host = api::RegistryHost(reference);
+  bool insecure = std::find(insecure_.begin(), insecure_.end(), host) != insecure_.end();
+  // Into the agent's layout for this reference (the blobs it has already
+  // stay); bounded, as a launch worker waits on it.
+  std::vector<std::string> argv = {"timeout", "-s", "KILL", "900", skopeo, "copy", "--quiet"};
+  if (insecure) argv.push_back("--src-tls-verify=false");
+  argv.push_back(absl::StrCat("docker://", reference));
+  argv.push_back(absl::StrCat("oci:", out, ":image"));
+  absl::Time start = absl::Now();
+  absl::StatusOr<std::string> ran = runner_->Run(argv);
+  if (!ran.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("image docker://", reference, " cannot be pulled from ", host, ": ",
+                                                   ran.status().message()));
+  }
+  Log(LogLevel::kInfo, kComponent, "pulled docker://%s in %s", reference, absl::FormatDuration(absl::Now() - start));
+  absl::MutexLock m(&mu_);
+  pulled_.insert(reference);
+  return out;
+}
 
 absl::StatusOr<std::string> ImageStore::LayoutOf(const std::string& ref_text, int source, const std::string& path) {
   if (source == static_cast<int>(api::ImageSource::kLayout)) return path;
+  if (source == static_cast<int>(api::ImageSource::kRegistry)) return Pull(path);
   // An archive: extracted once per (path, size, mtime) beside the images.
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
@@ -374,7 +416,8 @@ absl::StatusOr<PreparedImage> ImageStore::Prepare(const std::string& ref_text, c
   absl::StatusOr<PreparedImage> image = absl::InternalError("not read");
   try {
     // An archive's extraction is the agent's own; a layout is the user's.
-    image = ReadImageLayout(*layout, ref->tag, ref->source == api::ImageSource::kLayout ? account : nullptr);
+    image = ReadImageLayout(*layout, ref->source == api::ImageSource::kRegistry ? "image" : ref->tag,
+                            ref->source == api::ImageSource::kLayout ? account : nullptr);
   } catch (const std::exception& e) {  // a JSON value of a type not looked for: the image's
     image = absl::InvalidArgumentError(absl::StrCat("the layout ", *layout, " cannot be read: ", e.what()));
   }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -51,7 +52,11 @@ class ImageStore {
  public:
   // `dir`: where unpacked images live (created 0700). `runner` runs umoci
   // and tar; nullptr: real processes.
-  explicit ImageStore(std::string dir, CommandRunnerPtr runner = nullptr);
+  // An image of a registry ("docker://REF") is pulled with skopeo into a
+  // layout of the agent's (DIR/pulled/...), once per reference while the
+  // agent runs; from `insecure_registries` (HOST[:PORT]) without TLS checks.
+  explicit ImageStore(std::string dir, CommandRunnerPtr runner = nullptr,
+                      std::vector<std::string> insecure_registries = {});
 
   // The image of `ref`, unpacked if it was not. Safe from many threads: two
   // tasks of one image wait for one unpack. InvalidArgument when the
@@ -78,11 +83,15 @@ class ImageStore {
   // nodes, setuid bits and file capabilities taken away.
   absl::Status Unpack(const std::string& layout, const PreparedImage& image);
 
+  absl::StatusOr<std::string> Pull(const std::string& reference);
+
   const std::string dir_;
   CommandRunnerPtr runner_;
+  const std::vector<std::string> insecure_;
   mutable absl::Mutex mu_;
   std::map<std::string, Entry> entries_ ABSL_GUARDED_BY(mu_);  // by digest
   std::map<std::string, std::shared_ptr<absl::Mutex>> archive_locks_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> pulled_ ABSL_GUARDED_BY(mu_);  // references pulled since the agent started
 };
 
 // The OCI runtime found on this node: runc, else crun, from PATH and then

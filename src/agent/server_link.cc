@@ -759,7 +759,7 @@ absl::Status ServerLink::PrepareImage(const v1::TaskSpec& spec, TaskLaunch* laun
   absl::StatusOr<api::ImageRef> ref = api::ParseImageRef(spec.image());
   if (!ref.ok()) return absl::InvalidArgumentError(absl::StrCat("image: ", ref.status().message()));
   std::string ref_text = spec.image();
-  if (account) {
+  if (account && ref->source != api::ImageSource::kRegistry) {
     absl::StatusOr<std::string> real = CheckReadableBy(ref->path, *account);
     if (real.ok() && ref->source == api::ImageSource::kLayout) {
       if (absl::StatusOr<std::string> index = CheckReadableBy(*real + "/index.json", *account); !index.ok()) {

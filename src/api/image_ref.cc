@@ -40,11 +40,26 @@ absl::StatusOr<ImageRef> ParseImageRef(absl::string_view text) {
   } else if (absl::StartsWith(text, "oci-archive:")) {
     ref.source = ImageSource::kArchive;
     rest = text.substr(12);
+  } else if (absl::StartsWith(text, "docker://")) {
+    absl::string_view reference = text.substr(9);
+    bool plain = !reference.empty() && reference.size() <= 255 && reference[0] != '-' && reference[0] != '/' &&
+                 !absl::StrContains(reference, "//") && !absl::StrContains(reference, "..") &&
+                 std::all_of(reference.begin(), reference.end(), [](char c) {
+                   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
+                          c == ':' || c == '/' || c == '@';
+                 });
+    if (!plain) {
+      return absl::InvalidArgumentError(absl::StrCat("'", text.substr(0, 200),
+                                                     "' is not docker://[HOST/]NAME[:TAG|@DIGEST] (at most 255 of "
+                                                     "A-Z a-z 0-9 . _ - : / @)"));
+    }
+    ref.source = ImageSource::kRegistry;
+    ref.path = std::string(reference);
+    return ref;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "'", text.substr(0, 200),
-        "' is not oci:PATH[:TAG] or oci-archive:PATH[:TAG] (an image from a registry is pulled onto the "
-        "nodes first, e.g. skopeo copy docker://NAME oci:/srv/images/NAME:TAG, and given as oci:PATH:TAG)"));
+        "' is not oci:PATH[:TAG], oci-archive:PATH[:TAG] or docker://[HOST/]NAME[:TAG] (an image of a registry)"));
   }
   size_t slash = rest.rfind('/');
   size_t colon = rest.rfind(':');
@@ -65,6 +80,13 @@ absl::StatusOr<ImageRef> ParseImageRef(absl::string_view text) {
   }
   ref.path = Normalized(path);
   return ref;
+}
+
+std::string RegistryHost(absl::string_view reference) {
+  absl::string_view first = reference.substr(0, reference.find('/'));
+  if (first.size() == reference.size()) return "docker.io";
+  bool host = absl::StrContains(first, '.') || absl::StrContains(first, ':') || first == "localhost";
+  return host ? std::string(first) : "docker.io";
 }
 
 std::string VolumeProblem(const v1::Volume& v) {

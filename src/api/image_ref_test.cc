@@ -24,9 +24,25 @@ TEST(ImageRefTest, ReadsALayoutOrAnArchiveWithItsTag) {
   EXPECT_EQ(r->path, "/srv/images");
 }
 
-TEST(ImageRefTest, RefusesWhatIsNotALocalImageNamingWhy) {
-  EXPECT_THAT(ParseImageRef("python:3.11").status().message(), HasSubstr("is not oci:PATH[:TAG] or oci-archive:"));
-  EXPECT_THAT(ParseImageRef("docker://python:3.11").status().message(), HasSubstr("skopeo copy"));
+TEST(ImageRefTest, ARegistrysImageIsItsReferenceAndItsHost) {
+  absl::StatusOr<ImageRef> r = ParseImageRef("docker://127.0.0.1:5000/team/train:v1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->source, ImageSource::kRegistry);
+  EXPECT_EQ(r->path, "127.0.0.1:5000/team/train:v1");
+  EXPECT_EQ(RegistryHost(r->path), "127.0.0.1:5000");
+  EXPECT_TRUE(ParseImageRef("docker://pytorch/pytorch@sha256:0123abcd").ok());
+  EXPECT_EQ(RegistryHost("python:3.11"), "docker.io");
+  EXPECT_EQ(RegistryHost("pytorch/pytorch:2.1"), "docker.io");
+  EXPECT_EQ(RegistryHost("ghcr.io/org/img"), "ghcr.io");
+  EXPECT_EQ(RegistryHost("localhost/img"), "localhost");
+}
+
+TEST(ImageRefTest, RefusesWhatIsNotAnImageNamingWhy) {
+  EXPECT_THAT(ParseImageRef("python:3.11").status().message(),
+              HasSubstr("is not oci:PATH[:TAG], oci-archive:PATH[:TAG] or docker://"));
+  for (const char* bad : {"docker://", "docker://-x", "docker://a b", "docker:///x", "docker://a//b", "docker://a/../b"}) {
+    EXPECT_THAT(ParseImageRef(bad).status().message(), HasSubstr("is not docker://[HOST/]NAME")) << bad;
+  }
   EXPECT_THAT(ParseImageRef("oci:images/torch").status().message(), HasSubstr("must be an absolute path"));
   EXPECT_THAT(ParseImageRef("oci:/srv/../etc:v1").status().message(), HasSubstr("'..'"));
   EXPECT_THAT(ParseImageRef("oci:/srv/x:").status().message(), HasSubstr("tag ''"));

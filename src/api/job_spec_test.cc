@@ -165,7 +165,8 @@ replicas:
 )", core::AllocationLimits{});
   ASSERT_FALSE(bad.ok());
   std::string m(bad.status().message());
-  EXPECT_THAT(m, HasSubstr("replicas.worker.image: 'ubuntu:22.04' is not oci:PATH[:TAG] or oci-archive:PATH[:TAG]"));
+  EXPECT_THAT(m, HasSubstr("replicas.worker.image: 'ubuntu:22.04' is not oci:PATH[:TAG], oci-archive:PATH[:TAG] or "
+                           "docker://[HOST/]NAME[:TAG]"));
   EXPECT_THAT(m, HasSubstr("replicas.ps.volumes: needs an image"));
   EXPECT_THAT(m, HasSubstr("replicas.chief.volumes[0].hostPath: must be an absolute path"));
   EXPECT_THAT(m, HasSubstr("replicas.chief.volumes[2].path: /d is mounted twice"));

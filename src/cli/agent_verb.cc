@@ -39,6 +39,7 @@ struct AgentFlags {
   std::string task_user_map;
   std::string task_workdir_roots;
   std::string task_dir_retention = "1h";
+  std::string insecure_registries;
   std::string log_level = "info";
   std::string ca;    // TLS: the cluster CA, this node's certificate and key
   std::string cert;
@@ -115,6 +116,9 @@ int RunAgent(AgentFlags& f) {
       return kExitUsage;
     }
     f.config.task_users.map = *std::move(map);
+  }
+  for (absl::string_view r : absl::StrSplit(f.insecure_registries, ',', absl::SkipEmpty())) {
+    f.config.insecure_registries.emplace_back(r);
   }
   if (!absl::ParseDuration(f.task_dir_retention, &f.config.task_dir_retention) ||
       f.config.task_dir_retention < absl::ZeroDuration()) {
@@ -276,6 +280,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--task-dir-retention", f.task_dir_retention,
                   "how long a finished task's work dir stays before it is removed (its logs stay): 1h (default), "
                   "0 at once, inf never");
+  cmd->add_option("--insecure-registries", f.insecure_registries,
+                  "registries (HOST:PORT, comma-separated) that images are pulled from over plain HTTP or TLS "
+                  "unchecked (docs/images.md); default none: every pull checks TLS");
   cmd->add_option("--task-pids-max", f.config.task_pids_max,
                   "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
   cmd->add_option("--cgroup-root", f.config.cgroup_root,

@@ -10,9 +10,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -20,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -177,13 +180,98 @@ TEST_F(ImagesTest, AContainerPastItsMemoryLimitIsOomKilledAndAnotherKillIsNot) {
   }
 }
 
+// The read side of a registry (the OCI distribution API a pull uses: /v2/,
+// a manifest by tag or digest, a blob by digest), over plain HTTP on a free
+// port, serving an OCI image layout.
+class LayoutRegistry {
+ public:
+  LayoutRegistry(std::string layout, int port) : layout_(std::move(layout)), port_(port) {
+    server_.Get("/v2/", [](const httplib::Request&, httplib::Response& res) { res.set_content("{}", "application/json"); });
+    server_.Get(R"(/v2/(.+)/manifests/([^/]+))", [this](const httplib::Request& req, httplib::Response& res) {
+      nlohmann::json index = nlohmann::json::parse(ReadFile(layout_ + "/index.json"));
+      std::string ref = req.matches[2];
+      for (const auto& m : index["manifests"]) {
+        std::string digest = m["digest"];
+        if (digest != ref && m["annotations"].value("org.opencontainers.image.ref.name", "") != ref) continue;
+        res.set_header("Docker-Content-Digest", digest);
+        res.set_content(ReadFile(layout_ + "/blobs/sha256/" + digest.substr(7)), m["mediaType"].get<std::string>());
+        ++manifests_;
+        return;
+      }
+      res.status = 404;
+    });
+    server_.Get(R"(/v2/(.+)/blobs/sha256:([0-9a-f]{64}))", [this](const httplib::Request& req, httplib::Response& res) {
+      std::string blob = ReadFile(layout_ + "/blobs/sha256/" + std::string(req.matches[2]));
+      if (blob.empty()) {
+        res.status = 404;
+        return;
+      }
+      res.set_content(blob, "application/octet-stream");
+    });
+    // Bound before the constructor returns: a pull finds it listening.
+    bound_ = server_.bind_to_port("127.0.0.1", port_);
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+  }
+  ~LayoutRegistry() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string host() const { return absl::StrCat("127.0.0.1:", port_); }
+  bool bound() const { return bound_; }
+  int manifests() const { return manifests_; }
+
+ private:
+  std::string layout_;
+  int port_;
+  std::atomic<int> manifests_{0};
+  bool bound_ = false;
+  httplib::Server server_;
+  std::thread thread_;
+};
+
+TEST_F(ImagesTest, AnImageIsPulledFromARegistryTheNodesReach) {
+  // A cluster whose agents may pull from the registry over plain HTTP.
+  int port = FreePort();
+  cluster_.reset();
+  cluster_ = std::make_unique<Cluster>(ClusterOptions{.nodes = 1,
+                                                      .agent_flags = {"--insecure-registries",
+                                                                      absl::StrCat("127.0.0.1:", port)},
+                                                      .task_user_map = "alice: nobody\n"});
+  chmod(cluster_->dir().c_str(), 0711);
+  layout_ = cluster_->dir() + "/layout";
+  CommandResult made = RunCommandLine(
+      {absl::StrCat(TRAINYARD_SOURCE_DIR, "/tests/images/make-test-image"), layout_, "v1"}, absl::Seconds(60));
+  ASSERT_EQ(made.exit_code, 0) << made.out << made.err;
+  LayoutRegistry registry(layout_, port);
+  ASSERT_TRUE(registry.bound()) << registry.host();
+  ASSERT_TRUE(cluster_->WaitNodesReady(1));
+  std::string job = Run("pulled", "docker://" + registry.host() + "/team/test:v1", "    command: [cat, /image-marker]\n");
+  EXPECT_EQ(cluster_->JobState(job), "SUCCEEDED") << cluster_->Describe(job).dump(2) << Errors(job);
+  EXPECT_EQ(Logs(job), "in the test image\n");
+  EXPECT_EQ(registry.manifests(), 1);
+  // Pulled once while the agent runs.
+  job = Run("again", "docker://" + registry.host() + "/team/test:v1", "");
+  EXPECT_EQ(Logs(job), "default command in /srv\n");
+  EXPECT_EQ(registry.manifests(), 1);
+  // A tag the registry does not have fails the job, naming the registry;
+  // one that is not on the insecure list is asked for over TLS, and fails.
+  job = Run("missing", "docker://" + registry.host() + "/team/test:v9", "    command: [true]\n");
+  EXPECT_EQ(cluster_->JobState(job), "FAILED");
+  EXPECT_THAT(cluster_->Describe(job).dump(), HasSubstr("cannot be pulled from " + registry.host()));
+  std::string other = absl::StrCat("localhost:", registry.host().substr(registry.host().find(':') + 1));
+  job = Run("tls", "docker://" + other + "/team/test:v1", "    command: [true]\n");
+  EXPECT_EQ(cluster_->JobState(job), "FAILED");
+  EXPECT_THAT(cluster_->Describe(job).dump(), HasSubstr("cannot be pulled from " + other));
+}
+
 TEST_F(ImagesTest, AWrongImageFailsTheJobNamingWhatIsWrong) {
   // Refused at submission: not one of the forms, volumes without an image.
   WriteFile(cluster_->dir() + "/registry.yaml",
             "name: reg\nreplicas:\n  worker:\n    image: python:3.11\n    command: [python3]\n");
   CommandResult r = cluster_->Cli({"submit", cluster_->dir() + "/registry.yaml"});
   EXPECT_NE(r.exit_code, 0);
-  EXPECT_THAT(r.err, HasSubstr("replicas.worker.image: 'python:3.11' is not oci:PATH[:TAG]"));
+  EXPECT_THAT(r.err, HasSubstr("replicas.worker.image: 'python:3.11' is not oci:PATH[:TAG], oci-archive:PATH[:TAG] or "
+                               "docker://"));
   WriteFile(cluster_->dir() + "/volumes.yaml",
             "name: vol\nreplicas:\n  worker:\n    volumes: [{hostPath: /srv}]\n    command: [true]\n");
   r = cluster_->Cli({"submit", cluster_->dir() + "/volumes.yaml"});
