@@ -263,7 +263,9 @@ ImageStore::ImageStore(std::string dir, CommandRunnerPtr runner, std::vector<std
 absl::StatusOr<std::string> ImageStore::Pull(const std::string& reference) {
   const std::string skopeo = FindProgram("skopeo");
   if (skopeo.empty()) return absl::FailedPreconditionError("this node has no skopeo to pull images with");
-  std::string out = absl::StrCat(dir_, "/pulled/", absl::Hex(std::hash<std::string>{}(reference)));
+  // Named by the reference's SHA-256: no other reference can find (and
+  // write over) this one's layout.
+  std::string out = absl::StrCat(dir_, "/pulled/", Sha256Digest(reference).substr(7));
   std::shared_ptr<absl::Mutex> lock;
   {
     absl::MutexLock l(&mu_);
@@ -280,10 +282,11 @@ absl::StatusOr<std::string> ImageStore::Pull(const std::string& reference) {
   std::error_code ec;
   fs::create_directories(dir_ + "/pulled", ec);
   std::string host = api::RegistryHost(reference);
-  bool insecure = std::find(insecure_.begin(), insecure_.end(), host) != insecure_.end();
+  bool insecure = std::any_of(insecure_.begin(), insecure_.end(),
+                              [&](const std::string& h) { return absl::EqualsIgnoreCase(h, host); });
   // Into the agent's layout for this reference (the blobs it has already
-  // stay); bounded, as a launch worker waits on it.
-  std::vector<std::string> argv = {"timeout", "-s", "KILL", "900", skopeo, "copy", "--quiet"};
+  // stay); bounded (5 minutes), as a launch worker waits on it.
+  std::vector<std::string> argv = {"timeout", "-s", "KILL", "300", skopeo, "copy", "--quiet"};
   if (insecure) argv.push_back("--src-tls-verify=false");
   argv.push_back(absl::StrCat("docker://", reference));
   argv.push_back(absl::StrCat("oci:", out, ":image"));
@@ -296,6 +299,7 @@ absl::StatusOr<std::string> ImageStore::Pull(const std::string& reference) {
   Log(LogLevel::kInfo, kComponent, "pulled docker://%s in %s", reference, absl::FormatDuration(absl::Now() - start));
   absl::MutexLock m(&mu_);
   pulled_.insert(reference);
+  archive_locks_.erase(out);  // pulled: later launches return at the first look
   return out;
 }
 

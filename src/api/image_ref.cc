@@ -42,7 +42,13 @@ absl::StatusOr<ImageRef> ParseImageRef(absl::string_view text) {
     rest = text.substr(12);
   } else if (absl::StartsWith(text, "docker://")) {
     absl::string_view reference = text.substr(9);
-    bool plain = !reference.empty() && reference.size() <= 255 && reference[0] != '-' && reference[0] != '/' &&
+    size_t at = reference.find('@');
+    bool digest_ok = at == absl::string_view::npos ||
+                     (reference.find('@', at + 1) == absl::string_view::npos && reference.size() - at - 1 == 71 &&
+                      absl::StartsWith(reference.substr(at + 1), "sha256:") &&
+                      std::all_of(reference.begin() + at + 8, reference.end(),
+                                  [](char c) { return absl::ascii_isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); }));
+    bool plain = digest_ok && !reference.empty() && reference.size() <= 255 && reference[0] != '-' && reference[0] != '/' &&
                  !absl::StrContains(reference, "//") && !absl::StrContains(reference, "..") &&
                  std::all_of(reference.begin(), reference.end(), [](char c) {
                    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-' ||
@@ -50,8 +56,8 @@ absl::StatusOr<ImageRef> ParseImageRef(absl::string_view text) {
                  });
     if (!plain) {
       return absl::InvalidArgumentError(absl::StrCat("'", text.substr(0, 200),
-                                                     "' is not docker://[HOST/]NAME[:TAG|@DIGEST] (at most 255 of "
-                                                     "A-Z a-z 0-9 . _ - : / @)"));
+                                                     "' is not docker://[HOST/]NAME[:TAG|@sha256:HEX] (at most 255 "
+                                                     "of A-Z a-z 0-9 . _ - : / @, a digest of 64 hex digits)"));
     }
     ref.source = ImageSource::kRegistry;
     ref.path = std::string(reference);
@@ -85,8 +91,11 @@ absl::StatusOr<ImageRef> ParseImageRef(absl::string_view text) {
 std::string RegistryHost(absl::string_view reference) {
   absl::string_view first = reference.substr(0, reference.find('/'));
   if (first.size() == reference.size()) return "docker.io";
-  bool host = absl::StrContains(first, '.') || absl::StrContains(first, ':') || first == "localhost";
-  return host ? std::string(first) : "docker.io";
+  // As Docker reads a reference: a first part with '.', ':' or an upper-
+  // case letter, or "localhost", names the registry.
+  bool host = absl::StrContains(first, '.') || absl::StrContains(first, ':') || first == "localhost" ||
+              std::any_of(first.begin(), first.end(), [](char c) { return absl::ascii_isupper(static_cast<unsigned char>(c)); });
+  return host ? absl::AsciiStrToLower(first) : "docker.io";
 }
 
 std::string VolumeProblem(const v1::Volume& v) {

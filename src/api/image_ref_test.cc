@@ -30,7 +30,10 @@ TEST(ImageRefTest, ARegistrysImageIsItsReferenceAndItsHost) {
   EXPECT_EQ(r->source, ImageSource::kRegistry);
   EXPECT_EQ(r->path, "127.0.0.1:5000/team/train:v1");
   EXPECT_EQ(RegistryHost(r->path), "127.0.0.1:5000");
-  EXPECT_TRUE(ParseImageRef("docker://pytorch/pytorch@sha256:0123abcd").ok());
+  EXPECT_TRUE(ParseImageRef("docker://pytorch/pytorch@sha256:" + std::string(64, 'a')).ok());
+  EXPECT_FALSE(ParseImageRef("docker://pytorch/pytorch@sha256:0123abcd").ok()) << "a digest is 64 hex digits";
+  EXPECT_FALSE(ParseImageRef("docker://a@sha256:" + std::string(64, 'a') + "@x").ok());
+  EXPECT_EQ(RegistryHost("MyReg/x"), "myreg") << "an upper-case first part is a host to Docker";
   EXPECT_EQ(RegistryHost("python:3.11"), "docker.io");
   EXPECT_EQ(RegistryHost("pytorch/pytorch:2.1"), "docker.io");
   EXPECT_EQ(RegistryHost("ghcr.io/org/img"), "ghcr.io");

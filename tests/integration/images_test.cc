@@ -191,11 +191,12 @@ class LayoutRegistry {
       nlohmann::json index = nlohmann::json::parse(ReadFile(layout_ + "/index.json"));
       std::string ref = req.matches[2];
       for (const auto& m : index["manifests"]) {
-        std::string digest = m["digest"];
-        if (digest != ref && m["annotations"].value("org.opencontainers.image.ref.name", "") != ref) continue;
+        std::string digest = m.value("digest", "");
+        nlohmann::json annotations = m.value("annotations", nlohmann::json::object());
+        if (digest != ref && annotations.value("org.opencontainers.image.ref.name", "") != ref) continue;
         res.set_header("Docker-Content-Digest", digest);
-        res.set_content(ReadFile(layout_ + "/blobs/sha256/" + digest.substr(7)), m["mediaType"].get<std::string>());
-        ++manifests_;
+        res.set_content(ReadFile(layout_ + "/blobs/sha256/" + digest.substr(7)), m.value("mediaType", ""));
+        if (req.method == "GET") ++manifests_;
         return;
       }
       res.status = 404;
