@@ -204,14 +204,18 @@ absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const s
   }
   // What is read is what the digests say: the manifest names the config and
   // the layers by theirs, so the digest stands for the whole image.
-  const std::string manifest_path = BlobPath(layout, digest);
-  if (absl::Status st = readable(manifest_path); !st.ok()) return st;
-  absl::StatusOr<std::string> manifest_text = ReadLayoutFile(manifest_path, "the image manifest");
-  if (!manifest_text.ok()) return manifest_text.status();
-  if (Sha256Digest(*manifest_text) != digest) {
-    return absl::InvalidArgumentError(absl::StrCat("the image manifest ", manifest_path, " is not ", digest));
-  }
-  absl::StatusOr<json> manifest = ParseObject(*manifest_text, manifest_path, "the image manifest");
+  // The blob of `d` as `what`: one `account` may read, its bytes its digest,
+  // a JSON object.
+  auto read_blob = [&](const std::string& d, const std::string& what, std::string* text) -> absl::StatusOr<json> {
+    const std::string path = BlobPath(layout, d);
+    if (absl::Status st = readable(path); !st.ok()) return st;
+    absl::StatusOr<std::string> bytes = ReadLayoutFile(path, what);
+    if (!bytes.ok()) return bytes.status();
+    if (Sha256Digest(*bytes) != d) return absl::InvalidArgumentError(absl::StrCat(what, " ", path, " is not ", d));
+    *text = *std::move(bytes);
+    return ParseObject(*text, path, what);
+  };
+  absl::StatusOr<json> manifest = read_blob(digest, "the image manifest", &image.manifest);
   if (!manifest.ok()) return manifest.status();
   std::string config_digest;
   if (auto c = manifest->find("config"); c != manifest->end() && c->is_object()) config_digest = StringAt(*c, "digest");
@@ -233,19 +237,10 @@ absl::StatusOr<PreparedImage> ReadImageLayout(const std::string& layout, const s
       image.layers.push_back(d);
     }
   }
-  const std::string config_path = BlobPath(layout, config_digest);
-  if (absl::Status st = readable(config_path); !st.ok()) return st;
-  absl::StatusOr<std::string> config_text = ReadLayoutFile(config_path, "the image config");
-  if (!config_text.ok()) return config_text.status();
-  if (Sha256Digest(*config_text) != config_digest) {
-    return absl::InvalidArgumentError(absl::StrCat("the image config ", config_path, " is not ", config_digest));
-  }
-  absl::StatusOr<json> config = ParseObject(*config_text, config_path, "the image config");
+  absl::StatusOr<json> config = read_blob(config_digest, "the image config", &image.config);
   if (!config.ok()) return config.status();
   image.digest = digest;
-  image.manifest = *std::move(manifest_text);
   image.config_digest = config_digest;
-  image.config = *std::move(config_text);
   if (auto c = config->find("config"); c != config->end() && c->is_object()) {
     image.entrypoint = Strings(*c, "Entrypoint");
     image.cmd = Strings(*c, "Cmd");
