@@ -1,12 +1,16 @@
-// fork/exec for task processes. Between fork and exec the child only calls
-// async-signal-safe functions on data prepared before the fork. The child is
-// a keeper that forks the task proper: see RunKeeper.
+// Starting task processes and exec'd commands. A task starts under its
+// keeper (keeper.h): the keeper program, started with posix_spawn, or a fork
+// of the agent that runs the same RunKeeper. Between fork and exec a child
+// only calls async-signal-safe functions on data prepared before the fork.
 #include "agent/process_spawn.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -16,25 +20,22 @@
 
 #include <cerrno>
 #include <cstring>
-#include <utility>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "agent/log_capture.h"
+#include "absl/synchronization/mutex.h"
+#include "agent/keeper.h"
 
 extern char** environ;
 
 namespace trainyard::agent {
 namespace {
-
-// Steps the child may fail at; sent to the parent with errno.
-enum ChildStep : int {
-  kStepSession, kStepCgroup, kStepChdir, kStepStdout, kStepStderr, kStepExec,
-  kStepNoNewPrivs, kStepGroups, kStepGid, kStepUid, kStepRootBack, kStepTerminal, kStepMountNamespace
-};
 
 const char* StepName(int step) {
   switch (step) {
@@ -51,180 +52,15 @@ const char* StepName(int step) {
     case kStepRootBack: return "could regain root after switching to";
     case kStepTerminal: return "cannot take the terminal";
     case kStepMountNamespace: return "cannot enter the task's container";
+    case kStepKeeperRequest: return "the task keeper could not read its request";
   }
   return "cannot start";
 }
-
-[[noreturn]] void ChildFail(int pipe_fd, int step) {
-  int report[2] = {step, errno};
-  (void)!write(pipe_fd, report, sizeof(report));
-  _exit(127);
-}
-
-// The parts of the log paths the keeper opens, split before the fork.
-struct LogNames {
-  std::string dir;
-  std::string out;
-  std::string err;
-};
 
 void SplitPath(const std::string& path, std::string* dir, std::string* name) {
   size_t slash = path.rfind('/');
   *dir = slash == std::string::npos ? "." : path.substr(0, slash == 0 ? 1 : slash);
   *name = slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
-void OnChild(int) {}  // only to interrupt the keeper's ppoll
-
-// The keeper's log writers: 64 KiB buffers each, so not on its stack, and
-// built at the agent's start, not in the forked keeper.
-LogCapture keeper_out, keeper_err;
-
-// Closes every descriptor from 3 up except `keep` (the agent's sockets and
-// files must not leak into tasks, nor stay open in a keeper after the agent
-// is gone).
-void CloseOtherFds(int keep) {
-  bool below_ok = keep <= 3 || syscall(SYS_close_range, 3u, static_cast<unsigned>(keep - 1), 0u) == 0;
-  bool above_ok = syscall(SYS_close_range, static_cast<unsigned>(keep + 1), ~0u, 0u) == 0;
-  if (!below_ok || !above_ok) {  // kernels before 5.9
-    for (int fd = 3; fd < 65536; ++fd) {
-      if (fd != keep) close(fd);
-    }
-  }
-}
-
-// Takes the account's groups, gid and uid with the raw system calls (they
-// act on this thread, the only one after fork; libc's wrappers would try to
-// reach the agent's other threads), then checks that root cannot come back.
-void DropToAccount(const TaskAccount& a, const gid_t* groups, size_t group_count, int pipe_fd) {
-  // Ambient capabilities survive a uid change into a program; an agent
-  // started with some must not hand them on. (EINVAL on kernels without
-  // them: nothing to clear.)
-  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
-  if (syscall(SYS_setgroups, group_count, groups) != 0) ChildFail(pipe_fd, kStepGroups);
-  if (syscall(SYS_setresgid, a.gid, a.gid, a.gid) != 0) ChildFail(pipe_fd, kStepGid);
-  if (syscall(SYS_setresuid, a.uid, a.uid, a.uid) != 0) ChildFail(pipe_fd, kStepUid);
-  uid_t ruid, euid, suid;
-  gid_t rgid, egid, sgid;
-  if (getresuid(&ruid, &euid, &suid) != 0 || ruid != a.uid || euid != a.uid || suid != a.uid) {
-    ChildFail(pipe_fd, kStepUid);
-  }
-  if (getresgid(&rgid, &egid, &sgid) != 0 || rgid != a.gid || egid != a.gid || sgid != a.gid) {
-    ChildFail(pipe_fd, kStepGid);
-  }
-  if (a.uid != 0 && syscall(SYS_setresuid, 0, 0, 0) == 0) {
-    errno = EPERM;
-    ChildFail(pipe_fd, kStepRootBack);
-  }
-}
-
-// The task process itself: limits, account, working dir, logs, exec.
-[[noreturn]] void RunTask(const SpawnRequest& r, const std::vector<gid_t>& groups, char* const* argv,
-                          char* const* envp, int pipe_fd, int out_fd, int err_fd) {
-  // Handlers back to their defaults before anything is unblocked: a signal
-  // must not run a keeper's handler here, in the memory the task shares with
-  // the keeper until its exec (vfork).
-  for (int sig = 1; sig < NSIG; ++sig) signal(sig, SIG_DFL);  // the keeper ignores some
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  for (const std::string& procs : r.limits.procs_files) {
-    int fd = open(procs.c_str(), O_WRONLY | O_CLOEXEC);
-    if (fd < 0 || write(fd, "0", 1) != 1) ChildFail(pipe_fd, kStepCgroup);
-    close(fd);
-  }
-  if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);
-  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(pipe_fd, kStepNoNewPrivs);
-  if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
-  if (r.umask >= 0) umask(static_cast<mode_t>(r.umask));
-  if (dup2(out_fd, 1) < 0) ChildFail(pipe_fd, kStepStdout);  // dup2 clears O_CLOEXEC on the target
-  if (dup2(err_fd, 2) < 0) ChildFail(pipe_fd, kStepStderr);
-  int devnull = open("/dev/null", O_RDONLY);
-  if (devnull >= 0) dup2(devnull, 0);
-  // The command is looked up in the PATH of its own environment (glibc's
-  // execvpe would search the agent's).
-  environ = const_cast<char**>(envp);
-  execvp(argv[0], argv);
-  ChildFail(pipe_fd, kStepExec);
-}
-
-// Writes a wait status as decimal text (async-signal-safe).
-void WriteWaitStatus(const char* path, int status) {
-  char text[16];
-  int n = 0;
-  unsigned value = static_cast<unsigned>(status);
-  do {
-    text[n++] = static_cast<char>('0' + value % 10);
-    value /= 10;
-  } while (value != 0);
-  for (int i = 0; i < n / 2; ++i) std::swap(text[i], text[n - 1 - i]);
-  text[n++] = '\n';
-  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  (void)!write(fd, text, n);
-  close(fd);
-}
-
-// The keeper: leads the task's session and process group, waits for the
-// task, records its wait status where a restarted agent finds it, and ends
-// the same way the task did so the agent's waitpid sees the task's status.
-[[noreturn]] void RunKeeper(const SpawnRequest& r, const LogNames& logs, const std::vector<gid_t>& groups,
-                            char* const* argv, char* const* envp, int pipe_fd) {
-  if (setsid() < 0) ChildFail(pipe_fd, kStepSession);
-  CloseOtherFds(pipe_fd);
-  // Nor the agent's stdin/stdout/stderr: a keeper outliving the agent must
-  // not hold the pipes of whoever started the agent.
-  int devnull = open("/dev/null", O_RDWR);
-  if (devnull >= 0) {
-    for (int fd = 0; fd <= 2; ++fd) dup2(devnull, fd);
-    if (devnull > 2) close(devnull);
-  }
-  // The logs, opened before the keeper leaves the agent's working directory.
-  int dir_fd = open(logs.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dir_fd < 0 || !keeper_out.Open(dir_fd, logs.out.c_str(), r.log_max_bytes)) ChildFail(pipe_fd, kStepStdout);
-  if (!keeper_err.Open(dir_fd, logs.err.c_str(), r.log_max_bytes)) ChildFail(pipe_fd, kStepStderr);
-  int out_pipe[2], err_pipe[2];
-  if (pipe2(out_pipe, O_CLOEXEC) != 0) ChildFail(pipe_fd, kStepStdout);
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) ChildFail(pipe_fd, kStepStderr);
-  if (chdir("/") != 0) ChildFail(pipe_fd, kStepSession);
-  // The group's SIGTERM is for the task; SIGKILL still ends both.
-  for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGPIPE, SIGQUIT, SIGUSR1, SIGUSR2}) signal(sig, SIG_IGN);
-  // SIGCHLD stays blocked but for the keeper's ppoll, which it interrupts.
-  struct sigaction child = {};
-  child.sa_handler = OnChild;
-  sigaction(SIGCHLD, &child, nullptr);
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &chld, nullptr);
-  // vfork: the task shares the keeper's memory until its exec (the keeper
-  // waits until then), so the keeper's pages, a copy of the agent's, are not
-  // copied a second time for a process that replaces them at once. RunTask
-  // only makes system calls on data prepared before, and ends in exec or
-  // _exit; signal dispositions are the task's own (no CLONE_SIGHAND).
-  pid_t task = vfork();
-  if (task < 0) ChildFail(pipe_fd, kStepSession);
-  if (task == 0) RunTask(r, groups, argv, envp, pipe_fd, out_pipe[1], err_pipe[1]);
-  close(pipe_fd);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  int status = CaptureUntilExit(task, out_pipe[0], err_pipe[0], keeper_out, keeper_err);
-  keeper_out.Close();
-  keeper_err.Close();
-  if (!r.exit_status_path.empty()) WriteWaitStatus(r.exit_status_path.c_str(), status);
-  if (WIFSIGNALED(status)) {
-    int sig = WTERMSIG(status);
-    rlimit no_core{0, 0};
-    setrlimit(RLIMIT_CORE, &no_core);
-    signal(sig, SIG_DFL);
-    sigset_t only;
-    sigemptyset(&only);
-    sigaddset(&only, sig);
-    sigprocmask(SIG_UNBLOCK, &only, nullptr);
-    kill(getpid(), sig);
-    _exit(128 + sig);
-  }
-  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 127);
 }
 
 // The command of `trainyard exec`: its own session, its descriptors, the
@@ -260,7 +96,7 @@ void WriteWaitStatus(const char* path, int status) {
     if (fd < 0 || setns(fd, CLONE_NEWNS) != 0) ChildFail(pipe_fd, kStepMountNamespace);
     close(fd);
   }
-  if (r.run_as) DropToAccount(*r.run_as, groups.data(), groups.size(), pipe_fd);
+  if (r.run_as) DropToAccount(r.run_as->uid, r.run_as->gid, groups.data(), groups.size(), pipe_fd);
   if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ChildFail(pipe_fd, kStepNoNewPrivs);
   if (chdir(r.working_dir.c_str()) != 0) ChildFail(pipe_fd, kStepChdir);
   // The command is looked up in the PATH of its own environment (glibc's
@@ -291,21 +127,12 @@ struct ChildArgs {
   std::vector<gid_t> groups;
 };
 
-// What a child's failure is told with: the names its steps act on.
-struct ChildNames {
-  std::string working_dir;
-  std::string command;
-  std::optional<TaskAccount> run_as;
-  std::string stdout_path;  // "" when the child opens no log
-  std::string stderr_path;
-};
+using Names = StartingTask::Names;
 
 // Forks a child that runs `body(pipe_fd)`, which ends in exec or ChildFail.
-// Returns its pid once it has exec'd (the close-on-exec pipe's EOF), or,
-// after reaping it, the step it failed at with its errno and the name the
-// step acts on.
+// The outcome is read from the returned StartingTask.
 template <typename Body>
-absl::StatusOr<pid_t> ForkChild(Body body, const ChildNames& names) {
+absl::StatusOr<StartingTask> ForkChild(Body body, Names names) {
   int pipe_fds[2];
   if (pipe2(pipe_fds, O_CLOEXEC) != 0) return absl::InternalError(absl::StrCat("pipe: ", strerror(errno)));
   pid_t pid = fork();
@@ -320,26 +147,79 @@ absl::StatusOr<pid_t> ForkChild(Body body, const ChildNames& names) {
     _exit(127);  // not reached: body execs or fails
   }
   close(pipe_fds[1]);
-  int report[2] = {0, 0};
-  ssize_t n;
-  while ((n = read(pipe_fds[0], report, sizeof(report))) < 0 && errno == EINTR) {
-  }
-  close(pipe_fds[0]);
-  if (n <= 0) return pid;  // EOF: exec succeeded
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  int step = report[0];
-  bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
-  std::string what = step == kStepChdir ? names.working_dir
-                     : step == kStepExec ? names.command
-                     : step == kStepStdout ? names.stdout_path
-                     : step == kStepStderr ? names.stderr_path
-                     : about_account ? AccountName(names.run_as)
-                                     : std::string();
-  return absl::FailedPreconditionError(
-      absl::StrCat(StepName(step), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  return StartingTask(pid, pipe_fds[0], std::move(names));
 }
+
+// Starts the keeper program with posix_spawn (vfork and exec: the agent's
+// memory is not copied) as the leader of a new session, its request in a
+// memfd as fd 3 and the failure pipe as fd 4.
+absl::StatusOr<StartingTask> SpawnKeeperProgram(const std::string& program, const KeeperRequest& request,
+                                                Names names) {
+  std::string bytes = EncodeKeeperRequest(request);
+  int memfd = memfd_create("trainyard-keeper-request", MFD_CLOEXEC);
+  if (memfd < 0) return absl::ResourceExhaustedError(absl::StrCat("memfd_create: ", strerror(errno)));
+  size_t written = 0;
+  while (written < bytes.size()) {
+    ssize_t n = write(memfd, bytes.data() + written, bytes.size() - written);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int e = errno;
+      close(memfd);
+      return absl::ResourceExhaustedError(absl::StrCat("writing the keeper's request: ", strerror(e)));
+    }
+    written += static_cast<size_t>(n);
+  }
+  int pipe_fds[2];
+  if (pipe2(pipe_fds, O_CLOEXEC) != 0) {
+    int e = errno;
+    close(memfd);
+    return absl::InternalError(absl::StrCat("pipe: ", strerror(e)));
+  }
+  // Above 4, so that neither dup2 below overwrites the other's source.
+  int request_fd = fcntl(memfd, F_DUPFD_CLOEXEC, 5);
+  int fail_fd = fcntl(pipe_fds[1], F_DUPFD_CLOEXEC, 5);
+  close(memfd);
+  close(pipe_fds[1]);
+  auto close_all = [&] {
+    if (request_fd >= 0) close(request_fd);
+    if (fail_fd >= 0) close(fail_fd);
+  };
+  if (request_fd < 0 || fail_fd < 0) {
+    int e = errno;
+    close_all();
+    close(pipe_fds[0]);
+    return absl::ResourceExhaustedError(absl::StrCat("fcntl: ", strerror(e)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, request_fd, 3);
+  posix_spawn_file_actions_adddup2(&actions, fail_fd, 4);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none, all;
+  sigemptyset(&none);
+  sigfillset(&all);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &all);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSID);
+  char* argv[] = {const_cast<char*>("trainyard-keeper"), nullptr};
+  char* envp[] = {nullptr};
+  pid_t pid = -1;
+  int rc = posix_spawn(&pid, program.c_str(), &actions, &attr, argv, envp);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  close_all();
+  if (rc != 0) {
+    close(pipe_fds[0]);
+    return absl::FailedPreconditionError(absl::StrCat("cannot run the task keeper ", program, ": ", strerror(rc)));
+  }
+  fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
+  return StartingTask(pid, pipe_fds[0], std::move(names));
+}
+
+absl::Mutex keeper_mu(absl::kConstInit);
+std::optional<std::string> keeper_program ABSL_GUARDED_BY(keeper_mu);
 
 }  // namespace
 
@@ -349,25 +229,133 @@ absl::StatusOr<pid_t> SpawnExecProcess(const ExecSpawnRequest& request) {
     return absl::InvalidArgumentError("the command's stdin, stdout and stderr must be given");
   }
   ChildArgs args(request.argv, request.env, request.run_as);
-  return ForkChild([&](int pipe_fd) { RunExec(request, args.groups, args.argv.data(), args.envp.data(), pipe_fd); },
-                   {.working_dir = request.working_dir, .command = request.argv[0], .run_as = request.run_as});
+  absl::StatusOr<StartingTask> child =
+      ForkChild([&](int pipe_fd) { RunExec(request, args.groups, args.argv.data(), args.envp.data(), pipe_fd); },
+                {.working_dir = request.working_dir, .command = request.argv[0], .account = AccountName(request.run_as)});
+  if (!child.ok()) return child.status();
+  return child->Wait();
+}
+
+std::string TrustedKeeperProgram(const std::string& dir) {
+  std::string program = dir + "/trainyard-keeper";
+  auto trusted = [](const std::string& p, bool is_dir) {
+    struct stat st;
+    return stat(p.c_str(), &st) == 0 && (is_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) &&
+           (st.st_uid == 0 || st.st_uid == geteuid()) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+  };
+  if (!trusted(program, false) || !trusted(dir, true) || access(program.c_str(), X_OK) != 0) return "";
+  return program;
+}
+
+std::string KeeperProgram() {
+  absl::MutexLock lock(&keeper_mu);
+  if (!keeper_program) {
+    std::error_code ec;
+    std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    keeper_program = ec ? "" : TrustedKeeperProgram(self.parent_path().string());
+  }
+  return *keeper_program;
+}
+
+void SetKeeperProgramForTest(std::string path) {
+  absl::MutexLock lock(&keeper_mu);
+  keeper_program = std::move(path);
+}
+
+absl::StatusOr<StartingTask> StartTaskProcess(const SpawnRequest& request) {
+  if (request.argv.empty()) return absl::InvalidArgumentError("command: must not be empty");
+  KeeperRequest keeper{.argv = request.argv,
+                       .env = request.env,
+                       .working_dir = request.working_dir,
+                       .log_max_bytes = request.log_max_bytes,
+                       .procs_files = request.limits.procs_files,
+                       .exit_status_path = request.exit_status_path,
+                       .umask = request.umask};
+  std::string err_dir;
+  SplitPath(request.stdout_path, &keeper.log_dir, &keeper.stdout_name);
+  SplitPath(request.stderr_path, &err_dir, &keeper.stderr_name);
+  if (err_dir != keeper.log_dir) {
+    return absl::InvalidArgumentError("stdout_path and stderr_path must share a directory");
+  }
+  if (request.run_as) {
+    keeper.switch_account = true;
+    keeper.uid = request.run_as->uid;
+    keeper.gid = request.run_as->gid;
+    keeper.groups = request.run_as->groups;
+  }
+  Names names{.working_dir = request.working_dir,
+              .command = request.argv[0],
+              .account = AccountName(request.run_as),
+              .stdout_path = request.stdout_path,
+              .stderr_path = request.stderr_path};
+  std::string program = KeeperProgram();
+  if (!program.empty()) return SpawnKeeperProgram(program, keeper, std::move(names));
+  KeeperArgs args(keeper);
+  return ForkChild([&](int pipe_fd) { RunKeeper(keeper, args, pipe_fd); }, std::move(names));
 }
 
 absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request) {
-  if (request.argv.empty()) return absl::InvalidArgumentError("command: must not be empty");
-  LogNames logs;
-  std::string err_dir;
-  SplitPath(request.stdout_path, &logs.dir, &logs.out);
-  SplitPath(request.stderr_path, &err_dir, &logs.err);
-  if (err_dir != logs.dir) return absl::InvalidArgumentError("stdout_path and stderr_path must share a directory");
-  ChildArgs args(request.argv, request.env, request.run_as);
-  return ForkChild(
-      [&](int pipe_fd) { RunKeeper(request, logs, args.groups, args.argv.data(), args.envp.data(), pipe_fd); },
-      {.working_dir = request.working_dir,
-       .command = request.argv[0],
-       .run_as = request.run_as,
-       .stdout_path = request.stdout_path,
-       .stderr_path = request.stderr_path});
+  absl::StatusOr<StartingTask> starting = StartTaskProcess(request);
+  if (!starting.ok()) return starting.status();
+  return starting->Wait();
+}
+
+StartingTask::StartingTask(StartingTask&& other) noexcept
+    : pid_(std::exchange(other.pid_, -1)), pipe_(std::exchange(other.pipe_, -1)), names_(std::move(other.names_)) {}
+
+StartingTask& StartingTask::operator=(StartingTask&& other) noexcept {
+  if (this != &other) {
+    if (pipe_ >= 0) close(pipe_);
+    pid_ = std::exchange(other.pid_, -1);
+    pipe_ = std::exchange(other.pipe_, -1);
+    names_ = std::move(other.names_);
+  }
+  return *this;
+}
+
+StartingTask::~StartingTask() {
+  if (pipe_ >= 0) close(pipe_);
+}
+
+std::optional<absl::StatusOr<pid_t>> StartingTask::Poll() {
+  if (pipe_ < 0) return absl::FailedPreconditionError("the task's start was already read");
+  int report[2] = {0, 0};
+  ssize_t n;
+  while ((n = read(pipe_, report, sizeof(report))) < 0 && errno == EINTR) {
+  }
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return std::nullopt;
+  return Outcome(report, n);
+}
+
+absl::StatusOr<pid_t> StartingTask::Wait() {
+  while (true) {
+    std::optional<absl::StatusOr<pid_t>> outcome = Poll();
+    if (outcome) return *std::move(outcome);
+    pollfd p{pipe_, POLLIN, 0};
+    poll(&p, 1, -1);
+  }
+}
+
+// EOF: the task exec'd (the close-on-exec pipe closed). A report: the step
+// the child failed at and its errno, told with the name the step acts on,
+// after the child is reaped.
+absl::StatusOr<pid_t> StartingTask::Outcome(const int report[2], ssize_t n) {
+  close(pipe_);
+  pipe_ = -1;
+  if (n <= 0) return pid_;
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  int step = report[0];
+  bool about_account = step == kStepGroups || step == kStepGid || step == kStepUid || step == kStepRootBack;
+  std::string what = step == kStepChdir ? names_.working_dir
+                     : step == kStepExec ? names_.command
+                     : step == kStepStdout ? names_.stdout_path
+                     : step == kStepStderr ? names_.stderr_path
+                     : about_account ? names_.account
+                                     : std::string();
+  return absl::FailedPreconditionError(
+      absl::StrCat(StepName(step), what.empty() ? "" : " ", what, ": ", strerror(report[1])));
 }
 
 std::optional<int> ReadWaitStatus(const std::string& path) {

@@ -10,6 +10,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,6 +42,16 @@ struct SpawnRequest {
   int umask = -1;
 };
 
+// The keeper program tasks start under: `trainyard-keeper` in the running
+// binary's directory, where the file and the directory are root's or the
+// agent's and writable by no one else; "" where there is none (each keeper
+// is then a fork of the agent). Looked up once.
+std::string KeeperProgram();
+// `trainyard-keeper` in `dir` if it is trusted as above; else "".
+std::string TrustedKeeperProgram(const std::string& dir);
+// Tests: the keeper program to use from now on ("": fork the agent).
+void SetKeeperProgramForTest(std::string path);
+
 // Starts the task under a keeper process: the keeper leads a new session
 // and process group, ignores SIGTERM (meant for the task), forks and execs
 // the task, waits for it, records its wait status at exit_status_path and
@@ -51,6 +62,50 @@ struct SpawnRequest {
 // error names the command and the reason (not found, working dir, log file,
 // cgroup, the account), after the keeper has been reaped.
 absl::StatusOr<pid_t> SpawnTaskProcess(const SpawnRequest& request);
+
+// A task's keeper that has started and whose task has not yet been seen to
+// exec (or fail): SpawnTaskProcess in two halves, so that an agent starting
+// many tasks need not wait for each one's set-up (a cgroup v1 move alone
+// waits ~8 ms for the kernel) before it starts the next.
+class StartingTask {
+ public:
+  StartingTask(StartingTask&& other) noexcept;
+  StartingTask& operator=(StartingTask&& other) noexcept;
+  StartingTask(const StartingTask&) = delete;
+  StartingTask& operator=(const StartingTask&) = delete;
+  ~StartingTask();  // closes the pipe; the keeper is the caller's to reap
+
+  pid_t pid() const { return pid_; }
+  // Readable (or hung up) when the outcome is known: for poll().
+  int fd() const { return pipe_; }
+  // Without blocking: nullopt while the task is still being set up; then
+  // its keeper's pid once the task has exec'd, or the reason it could not
+  // start (as SpawnTaskProcess's, the keeper reaped).
+  std::optional<absl::StatusOr<pid_t>> Poll();
+  // Blocks until the outcome is known.
+  absl::StatusOr<pid_t> Wait();
+
+  // What a failure is told with: the names its steps act on.
+  struct Names {
+    std::string working_dir;
+    std::string command;
+    std::string account;      // "" when the task runs as the agent
+    std::string stdout_path;  // "" when the child opens no log
+    std::string stderr_path;
+  };
+  StartingTask(pid_t pid, int pipe, Names names) : pid_(pid), pipe_(pipe), names_(std::move(names)) {}
+
+ private:
+  absl::StatusOr<pid_t> Outcome(const int report[2], ssize_t n);
+
+  pid_t pid_ = -1;
+  int pipe_ = -1;  // read end, non-blocking, closed once the outcome is known
+  Names names_;
+};
+
+// The first half: starts the keeper (its session and process group are
+// already its own when this returns, so its group may be signalled).
+absl::StatusOr<StartingTask> StartTaskProcess(const SpawnRequest& request);
 
 // A command run inside a running task (`trainyard exec`, task_exec.h).
 struct ExecSpawnRequest {

@@ -154,6 +154,13 @@ Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, R
       logs_(data_dir_),
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   jump_listener_ = clock_->AddJumpListener([this] { Wake(); });
+  if (std::string keeper = KeeperProgram(); !keeper.empty()) {
+    Log(LogLevel::kInfo, kComponent, "tasks start under the keeper program %s", keeper);
+  } else {
+    Log(LogLevel::kWarning, kComponent,
+        "no trusted trainyard-keeper beside this binary (root's or the agent's, writable by no one else): each "
+        "task's keeper is a fork of the agent, which costs milliseconds per task");
+  }
   thread_ = std::thread([this] { EventLoop(); });
 }
 
@@ -195,8 +202,20 @@ Supervisor::PlaceHold::PlaceHold(Supervisor* supervisor, std::string place)
 }
 
 Supervisor::PlaceHold::~PlaceHold() {
-  absl::MutexLock lock(&supervisor_->mu_);
-  supervisor_->launching_.erase(supervisor_->launching_.find(place_));
+  bool wake = false;
+  {
+    absl::MutexLock lock(&supervisor_->mu_);
+    supervisor_->launching_.erase(supervisor_->launching_.find(place_));
+    // A task that ended while its launch still held the place (a quick
+    // one) was skipped by the reclaim pass: its dir falls due now.
+    auto ended = supervisor_->ended_at_.find(place_);
+    if (ended != supervisor_->ended_at_.end() && supervisor_->launching_.count(place_) == 0) {
+      supervisor_->next_reclaim_ =
+          std::min(supervisor_->next_reclaim_, ended->second + supervisor_->task_dir_retention_);
+      wake = true;
+    }
+  }
+  if (wake) supervisor_->Wake();
 }
 
 absl::Status Supervisor::Prepare(TaskLaunch launch) {
@@ -258,7 +277,11 @@ void Supervisor::ReclaimTaskDirs() {
       for (const std::string& l : launching_) launching_there |= l.rfind(job_dir + "/", 0) == 0;
       if (!launching_there) RemoveIfEmpty(work, job_dir);
     }
-    for (const auto& [place, at] : ended_at_) next_reclaim_ = std::min(next_reclaim_, at + task_dir_retention_);
+    // A place still held (its launch has not returned) is not due yet; the
+    // hold's release sets the next pass (~PlaceHold).
+    for (const auto& [place, at] : ended_at_) {
+      if (live.count(place) == 0) next_reclaim_ = std::min(next_reclaim_, at + task_dir_retention_);
+    }
   }
   // Removal (maybe of much) runs without the lock: launches and kills go on.
   TrashEmptied emptied = EmptyTrash(work);
@@ -325,7 +348,8 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
     if (IsFinal(task.state) || task.kill_requested) return absl::OkStatus();
     task.kill_requested = true;
     if (task.pid > 0) {
-      SignalAttempt(task, SIGTERM);
+      // One still starting gets it once its task runs (CheckStarts).
+      if (!task.starting) SignalAttempt(task, SIGTERM);
       task.sigkill_at = clock_->Now() + task.launch.kill_grace;
     } else {  // waiting to start or restart: nothing runs
       task.state = TaskState::kKilled;
@@ -349,8 +373,10 @@ absl::Status Supervisor::FailAttempt(const TaskKey& key, int attempt, const std:
     return absl::OkStatus();
   }
   task.fail_reason = reason.empty() ? "stopped as failed" : reason;
-  SignalAttempt(task, SIGTERM);
-  SignalAttempt(task, SIGCONT);
+  if (!task.starting) {  // else once its task runs (CheckStarts)
+    SignalAttempt(task, SIGTERM);
+    SignalAttempt(task, SIGCONT);
+  }
   task.sigkill_at = clock_->Now() + task.launch.kill_grace;
   Log(LogLevel::kInfo, kComponent, "%s attempt %d: stopping it as failed: %s", key.ToString(), attempt,
       task.fail_reason);
@@ -591,7 +617,9 @@ bool Supervisor::StartDue(absl::Time now, std::vector<TaskStatus>* out) {
 void Supervisor::ReapExited(std::vector<TaskStatus>* out) {
   std::vector<std::pair<Task*, TaskExit>> ended;
   for (auto& [key, task] : tasks_) {
-    if (task->pid <= 0) continue;
+    // A keeper still starting is reaped once its start's outcome is read
+    // (CheckStarts): a failure's report comes before its exit.
+    if (task->pid <= 0 || task->starting) continue;
     int status = 0;
     pid_t r = waitpid(task->pid, &status, WNOHANG);
     if (r == task->pid) {
@@ -645,25 +673,35 @@ void Supervisor::EventLoop() {
     std::vector<TaskStatus> out;
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}};
     int timeout_ms = -1;
+    bool more = false;
     {
       absl::MutexLock lock(&mu_);
       if (stopping_) return;
       out.swap(pending_);
+      CheckStarts(&out);
       ReapExited(&out);
       absl::Time now = clock_->Now();
       EscalateKills(now);
-      bool more = StartDue(now, &out);
+      more = StartDue(now, &out);
+    }
+    Report(out);
+    ReclaimTaskDirs();
+    {
+      absl::MutexLock lock(&mu_);
       for (const auto& [key, task] : tasks_) {
-        if (task->pid > 0 && task->pidfd >= 0) fds.push_back({task->pidfd, POLLIN, 0});
+        if (task->starting) {
+          fds.push_back({task->starting->fd(), POLLIN, 0});
+        } else if (task->pid > 0 && task->pidfd >= 0) {
+          fds.push_back({task->pidfd, POLLIN, 0});
+        }
       }
-      // A jump of the clock wakes the loop (jump_listener_), so sleeping
-      // until the next timer by the clock's reading is right for both clocks.
+      // After Report and the reclaim pass, which move the next timer. A jump
+      // of the clock wakes the loop (jump_listener_), so sleeping until the
+      // next timer by the clock's reading is right for both clocks.
       timeout_ms = more ? 0
                         : PollTimeoutMs(NextTimer(), clock_->Now(),
                                         NeedsPolling() ? kFallbackPoll : absl::InfiniteDuration());
     }
-    Report(out);
-    ReclaimTaskDirs();
     if (poll(fds.data(), fds.size(), timeout_ms) > 0 && (fds[0].revents & POLLIN)) {
       uint64_t count;
       (void)!read(wake_fd_, &count, sizeof(count));

@@ -255,7 +255,15 @@ class Supervisor {
   // bundle written under DATA/bundles).
   absl::StatusOr<std::vector<std::string>> ContainerCommand(const Task& task, const std::vector<std::string>& env)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts an attempt's keeper; the attempt is RUNNING once its task's
+  // exec is seen (CheckStarts), so the loop starts the next without
+  // waiting for this one's set-up.
   void StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The attempts whose start's outcome is now known: RUNNING, or ended as
+  // launch failures (FailStart).
+  void CheckStarts(std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailStart(Task& task, const absl::Status& why, absl::Time now, std::vector<TaskStatus>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReapExited(std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vector<TaskStatus>* out)

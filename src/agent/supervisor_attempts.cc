@@ -204,18 +204,18 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
       limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb,
                                       .vcores_milli = l.vcores_milli,
                                       .pids_max = task_pids_max_});
-  absl::StatusOr<pid_t> pid = absl::UnknownError("not started");
+  absl::StatusOr<StartingTask> starting = absl::UnknownError("not started");
   if (!prepared.ok()) {
-    pid = prepared;
+    starting = prepared;
   } else if (users_ != nullptr && users_->switching() && !l.run_as.has_value()) {
     // A task adopted from a record without an account (written before tasks
     // ran as their users, or by an agent that was not root) would run as
     // the agent: root.
-    pid = absl::FailedPreconditionError(absl::StrCat(
+    starting = absl::FailedPreconditionError(absl::StrCat(
         "task ", l.key.ToString(), " has no account to run as (its record predates tasks running as "
         "their users); it is not started again as the agent"));
   } else if (!limits.ok()) {
-    pid = limits.status();
+    starting = limits.status();
   } else {
     SpawnRequest request{.argv = l.command,
                          .env = AttemptEnvironment(l, task.attempt),
@@ -238,29 +238,61 @@ void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus
       // What the runtime makes in the container (the dirs above a mount)
       // is for the task's account to pass through.
       request.umask = 022;
-      pid = argv.ok() ? SpawnTaskProcess(request) : absl::StatusOr<pid_t>(argv.status());
+      starting = argv.ok() ? StartTaskProcess(request) : absl::StatusOr<StartingTask>(argv.status());
     } else {
-      pid = SpawnTaskProcess(request);
+      starting = StartTaskProcess(request);
     }
   }
-  if (!pid.ok()) {
-    // Leave the reason where `trainyard logs` looks, then end the attempt.
-    std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStderr), std::ios::app)
-        << api::LogStamp(absl::ToUnixNanos(absl::Now())) << "trainyard: " << pid.status().message() << "\n";
-    std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStdout), std::ios::app);
-    EndAttempt(task, {.exit_code = 127, .launch_failed = true, .message = std::string(pid.status().message())},
-               now, out);
+  if (!starting.ok()) {
+    FailStart(task, starting.status(), now, out);
     return;
   }
-  task.pid = *pid;
+  task.pid = starting->pid();
   task.adopted = false;
   task.start_time = ProcessStartTime(task.pid).value_or(0);
   task.pidfd = static_cast<int>(syscall(SYS_pidfd_open, task.pid, 0));
-  task.state = TaskState::kRunning;
-  spawn_seconds_.Observe(std::max(0.0, absl::ToDoubleSeconds(clock_->Now() - due)));
+  task.start_due = due;
+  task.starting = *std::move(starting);
+  // Recorded now: an agent restarted before the task's exec is seen adopts
+  // its keeper.
   Persist(task);
-  Log(LogLevel::kInfo, kComponent, "%s attempt %d started as pid %d", l.key.ToString(), task.attempt, task.pid);
-  out->push_back(StatusOf(task, ""));
+}
+
+void Supervisor::CheckStarts(std::vector<TaskStatus>* out) {
+  for (auto& [key, t] : tasks_) {
+    Task& task = *t;
+    if (!task.starting) continue;
+    std::optional<absl::StatusOr<pid_t>> outcome = task.starting->Poll();
+    if (!outcome) continue;
+    task.starting.reset();
+    absl::Time now = clock_->Now();
+    if (!outcome->ok()) {  // its keeper has been reaped
+      if (task.pidfd >= 0) close(task.pidfd);
+      task.pid = 0;
+      task.pidfd = -1;
+      FailStart(task, outcome->status(), now, out);
+      continue;
+    }
+    task.state = TaskState::kRunning;
+    spawn_seconds_.Observe(std::max(0.0, absl::ToDoubleSeconds(now - task.start_due)));
+    Log(LogLevel::kInfo, kComponent, "%s attempt %d started as pid %d", key.ToString(), task.attempt, task.pid);
+    out->push_back(StatusOf(task, ""));
+    // A kill or a failure asked for while it started: its group is the
+    // task's now.
+    if (task.kill_requested || !task.fail_reason.empty()) {
+      SignalAttempt(task, SIGTERM);
+      SignalAttempt(task, SIGCONT);
+    }
+  }
+}
+
+void Supervisor::FailStart(Task& task, const absl::Status& why, absl::Time now, std::vector<TaskStatus>* out) {
+  const TaskLaunch& l = task.launch;
+  // Leave the reason where `trainyard logs` looks, then end the attempt.
+  std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStderr), std::ios::app)
+      << api::LogStamp(absl::ToUnixNanos(absl::Now())) << "trainyard: " << why.message() << "\n";
+  std::ofstream(logs_.Path(l.key, task.attempt, LogStream::kStdout), std::ios::app);
+  EndAttempt(task, {.exit_code = 127, .launch_failed = true, .message = std::string(why.message())}, now, out);
 }
 
 Supervisor::RestartBudget Supervisor::BudgetFor(const Task& task, const TaskExit& exit, bool success) {

@@ -6,9 +6,11 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/time/time.h"
+#include "agent/process_spawn.h"
 #include "agent/supervisor.h"
 
 namespace trainyard::agent {
@@ -22,6 +24,10 @@ struct Supervisor::Task {
   pid_t pid = 0;           // 0 when no process runs; also the process group id
   int pidfd = -1;          // -1 when none or pidfd_open is unsupported
   uint64_t start_time = 0;  // /proc/PID/stat starttime
+  // Set while the attempt's keeper runs and its task's exec is not yet
+  // seen (Supervisor::CheckStarts); `start_due` is when it fell due.
+  std::optional<StartingTask> starting;
+  absl::Time start_due = absl::InfinitePast();
   bool adopted = false;    // started by an earlier agent: not our child
   std::string cgroup;      // limiter name of the running attempt
   absl::Time start_at = absl::InfiniteFuture();    // next attempt due

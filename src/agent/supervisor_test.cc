@@ -90,6 +90,7 @@ class SupervisorTest : public ::testing::Test {
   TempDir dir_;
   FakeClock clock_{absl::FromUnixSeconds(1700000000)};
   RecordingListener listener_;
+  std::unique_ptr<ResourceLimiter> limiter_;  // a test's own, when it sets one
   std::unique_ptr<Supervisor> supervisor_;
 };
 
@@ -329,6 +330,61 @@ TEST_F(SupervisorTest, CommandNotFoundFailsWithReasonInStatusAndLog) {
   absl::StatusOr<LogChunk> err = supervisor_->logs().Read(l.key, {.stream = LogStream::kStderr});
   ASSERT_TRUE(err.ok()) << err.status();
   EXPECT_THAT(err->data, HasSubstr("trainyard-no-such-command"));
+}
+
+// A limiter whose cgroup join, for tasks of the role "slow", is a FIFO: such
+// a task's set-up waits in its open until the test opens the other end.
+class GateLimiter : public ResourceLimiter {
+ public:
+  explicit GateLimiter(std::string gate) : gate_(std::move(gate)) {}
+  LimiterKind kind() const override { return LimiterKind::kNone; }
+  const Confinement& confinement() const override { return confinement_; }
+  absl::StatusOr<PreparedLimits> Prepare(const std::string& name, const TaskLimits&) override {
+    PreparedLimits limits;
+    if (name.find("slow") != std::string::npos) limits.procs_files.push_back(gate_);
+    return limits;
+  }
+  bool OomKilled(const std::string&) override { return false; }
+  void Release(const std::string&) override {}
+
+ private:
+  std::string gate_;
+  Confinement confinement_;
+};
+
+TEST_F(SupervisorTest, AnotherTaskStartsWhileOnesSetUpWaitsAndAKillThenWaitsForItsStart) {
+  std::string gate = dir_.path() + "/gate";
+  ASSERT_EQ(mkfifo(gate.c_str(), 0600), 0);
+  limiter_ = std::make_unique<GateLimiter>(gate);
+  auto supervisor = Supervisor::Create(
+      {.data_dir = dir_.path() + "/gated", .clock = &clock_, .limiter = limiter_.get(), .listener = &listener_});
+  ASSERT_TRUE(supervisor.ok()) << supervisor.status();
+  supervisor_ = *std::move(supervisor);
+
+  TaskLaunch slow = ShellTask("slow", "touch started; sleep 60");
+  ASSERT_TRUE(supervisor_->Launch(slow).ok());
+  TaskLaunch fast = ShellTask("fast", "touch ran; sleep 60");
+  ASSERT_TRUE(supervisor_->Launch(fast).ok());
+  // The second runs while the first's set-up is still held at the gate.
+  ASSERT_TRUE(WaitForState(fast.key, TaskState::kRunning, 0).has_value());
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(fast.working_dir + "/ran"); }, kTimeout));
+  std::optional<TaskStatus> held = supervisor_->Status(slow.key);
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->state, TaskState::kLaunching);
+  EXPECT_FALSE(std::filesystem::exists(slow.working_dir + "/started"));
+
+  // Killed while it starts: the SIGTERM waits for its exec, then ends it
+  // (the clock never reaches the SIGKILL).
+  ASSERT_TRUE(supervisor_->Kill(slow.key).ok());
+  int reader = open(gate.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  char joined = 0;
+  EXPECT_EQ(read(reader, &joined, 1), 1);
+  close(reader);
+  std::optional<TaskStatus> end = supervisor_->WaitFor(slow.key, Final, kTimeout);
+  ASSERT_TRUE(end.has_value());
+  EXPECT_EQ(end->state, TaskState::kKilled);
+  EXPECT_EQ(end->exit.signal, SIGTERM);
 }
 
 TEST_F(SupervisorTest, RejectsBadLaunches) {
