@@ -10,10 +10,13 @@
 #include <condition_variable>
 #include <filesystem>
 #include <mutex>
+#include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "agent/agent_metrics.h"
 #include "agent/ports_in_use.h"
+#include "agent/process_spawn.h"
 #include "agent/resource_limiter.h"
 #include "agent/supervisor.h"
 #include "benchmark/benchmark.h"
@@ -29,6 +32,10 @@ class StateWaiter : public TaskListener {
     std::lock_guard<std::mutex> lock(mu_);
     last_[status.key.index] = status.state;
     cv_.notify_all();
+  }
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    last_.clear();
   }
   void Wait(int index, bool (*done)(TaskState)) {
     std::unique_lock<std::mutex> lock(mu_);
@@ -76,6 +83,51 @@ void BM_LaunchToRunning(benchmark::State& state) {
   std::filesystem::remove_all(dir);
 }
 BENCHMARK(BM_LaunchToRunning)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->MeasureProcessCPUTime()->UseRealTime();
+
+// A node's share of a big job: 250 tasks (`sleep`) launched from 4 threads,
+// as the agent's launch queue does, until every one is RUNNING; then all
+// killed. state.range(0): 1 = the keeper program (as an agent beside its
+// trainyard-keeper), 0 = each keeper a fork of this process; range(1):
+// 1 = cgroups when writable, 0 = unconfined.
+void BM_LaunchMany(benchmark::State& state) {
+  constexpr int kTasks = 250;
+  constexpr int kThreads = 4;
+  SetKeeperProgramForTest(state.range(0) ? TRAINYARD_KEEPER_PROGRAM : "");
+  std::string dir = BenchDir();
+  ResourceLimiterPtr limiter = state.range(1) ? DetectResourceLimiter() : NewUnconfinedLimiter();
+  StateWaiter waiter;
+  RealClock clock;
+  auto supervisor = *Supervisor::Create({.data_dir = dir, .clock = &clock, .limiter = limiter.get(), .listener = &waiter});
+  int round = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = t; i < kTasks; i += kThreads) {
+          (void)supervisor->Launch({.key = {.job = absl::StrCat("many", round), .role = "w", .index = i},
+                                    .command = {"sleep", "30"},
+                                    .memory_limit_mb = 64,
+                                    .kill_grace = absl::Seconds(1)});
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (int i = 0; i < kTasks; ++i) waiter.Wait(i, IsRunning);
+    state.PauseTiming();
+    for (int i = 0; i < kTasks; ++i) (void)supervisor->Kill({.job = absl::StrCat("many", round), .role = "w", .index = i});
+    for (int i = 0; i < kTasks; ++i) waiter.Wait(i, IsFinal);
+    for (int i = 0; i < kTasks; ++i) (void)supervisor->Forget({.job = absl::StrCat("many", round), .role = "w", .index = i});
+    waiter.Clear();
+    ++round;
+    state.ResumeTiming();
+  }
+  state.SetLabel(absl::StrCat(state.range(0) ? "keeper program, " : "forked keepers, ", LimiterKindName(limiter->kind())));
+  state.counters["tasks_per_s"] = benchmark::Counter(kTasks, benchmark::Counter::kIsIterationInvariantRate);
+  supervisor.reset();
+  std::filesystem::remove_all(dir);
+}
+BENCHMARK(BM_LaunchMany)->Args({0, 0})->Args({1, 0})->Args({0, 1})->Args({1, 1})->Unit(benchmark::kMillisecond)
+    ->MeasureProcessCPUTime()->UseRealTime()->Iterations(3);
 
 void BM_LaunchToExit(benchmark::State& state) {
   std::string dir = BenchDir();

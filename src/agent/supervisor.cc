@@ -33,9 +33,6 @@ namespace {
 
 constexpr char kComponent[] = "supervisor";
 
-// The most attempts the event loop starts in one turn, under its lock.
-constexpr int kStartsPerTurn = 4;
-
 // Without pidfds (kernels before 5.3) the loop checks children this often.
 constexpr absl::Duration kFallbackPoll = absl::Milliseconds(100);
 
@@ -347,9 +344,9 @@ absl::Status Supervisor::Kill(const TaskKey& key) {
     Task& task = *it->second;
     if (IsFinal(task.state) || task.kill_requested) return absl::OkStatus();
     task.kill_requested = true;
-    if (task.pid > 0) {
+    if (task.pid > 0 || task.spawning) {
       // One still starting gets it once its task runs (CheckStarts).
-      if (!task.starting) SignalAttempt(task, SIGTERM);
+      if (!task.starting && !task.spawning) SignalAttempt(task, SIGTERM);
       task.sigkill_at = clock_->Now() + task.launch.kill_grace;
     } else {  // waiting to start or restart: nothing runs
       task.state = TaskState::kKilled;
@@ -597,23 +594,6 @@ void Supervisor::Report(const std::vector<TaskStatus>& statuses) {
   changed_.SignalAll();
 }
 
-bool Supervisor::StartDue(absl::Time now, std::vector<TaskStatus>* out) {
-  int started = 0;
-  for (auto& [key, task] : tasks_) {
-    if (task->start_at > now || task->kill_requested) continue;
-    // The lock is held while a process starts: after a few, the loop lets
-    // go of it (heartbeat snapshots, kills, more launches) and reports them.
-    if (started == kStartsPerTurn) return true;
-    if (task->state == TaskState::kRestarting) {
-      ++task->attempt;
-      ++task->restarts;
-    }
-    StartAttempt(*task, now, out);
-    ++started;
-  }
-  return false;
-}
-
 void Supervisor::ReapExited(std::vector<TaskStatus>* out) {
   std::vector<std::pair<Task*, TaskExit>> ended;
   for (auto& [key, task] : tasks_) {
@@ -671,6 +651,7 @@ bool Supervisor::NeedsPolling() const {
 void Supervisor::EventLoop() {
   while (true) {
     std::vector<TaskStatus> out;
+    std::vector<Spawn> spawns;
     std::vector<pollfd> fds = {{wake_fd_, POLLIN, 0}};
     int timeout_ms = -1;
     bool more = false;
@@ -682,7 +663,13 @@ void Supervisor::EventLoop() {
       ReapExited(&out);
       absl::Time now = clock_->Now();
       EscalateKills(now);
-      more = StartDue(now, &out);
+      more = TakeDue(now, &spawns);
+    }
+    if (!spawns.empty()) {
+      for (Spawn& s : spawns) SpawnAttempt(s);
+      absl::MutexLock lock(&mu_);
+      absl::Time now = clock_->Now();
+      for (Spawn& s : spawns) InstallAttempt(s, now, &out);
     }
     Report(out);
     ReclaimTaskDirs();

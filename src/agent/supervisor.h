@@ -237,9 +237,21 @@ class Supervisor {
   // cross a relaunch of the same key.
   absl::Status JoinMps(TaskLaunch& launch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LeaveMps(const TaskLaunch& launch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An attempt being started: what TakeDue copied under the lock, what
+  // SpawnAttempt made of it without the lock (supervisor_task.h).
+  struct Spawn;
   // Each returns the status changes to report once the lock is released.
-  // StartDue starts at most a few due attempts; true when more are due.
-  bool StartDue(absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // TakeDue takes at most a few due attempts (marked `spawning`); true when
+  // more are due.
+  bool TakeDue(absl::Time now, std::vector<Spawn>* spawns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Without the lock, so launches, kills and heartbeats go on meanwhile:
+  // the attempt's log dir, cgroups, keeper and record.
+  void SpawnAttempt(Spawn& spawn) const ABSL_LOCKS_EXCLUDED(mu_);
+  // The spawned attempt's keeper into its task; RUNNING once its exec is
+  // seen (CheckStarts), so the loop starts the next without waiting for
+  // this one's set-up. A kill or a failure asked for meanwhile goes to it
+  // then.
+  void InstallAttempt(Spawn& spawn, absl::Time now, std::vector<TaskStatus>* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // `sig` to the attempt's process group and, for a task with an image, to
   // its container's (SignalContainer).
   void SignalAttempt(const Task& task, int sig) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -254,11 +266,6 @@ class Supervisor {
   // The runtime's command line that runs an attempt of an image task (its
   // bundle written under DATA/bundles).
   absl::StatusOr<std::vector<std::string>> ContainerCommand(const Task& task, const std::vector<std::string>& env)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Starts an attempt's keeper; the attempt is RUNNING once its task's
-  // exec is seen (CheckStarts), so the loop starts the next without
-  // waiting for this one's set-up.
-  void StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The attempts whose start's outcome is now known: RUNNING, or ended as
   // launch failures (FailStart).

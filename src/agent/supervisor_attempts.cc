@@ -187,75 +187,119 @@ void Supervisor::DeleteContainer(const Task& task) {
   std::filesystem::remove_all(BundleDir(task), ec);
 }
 
-void Supervisor::StartAttempt(Task& task, absl::Time now, std::vector<TaskStatus>* out) {
-  const TaskLaunch& l = task.launch;
-  const absl::Time due = std::min(task.start_at, now);
-  task.start_at = absl::InfiniteFuture();
-  task.started = now;
-  task.has_exit = false;
-  absl::Status prepared = logs_.Prepare(l.key);
-  // Named per agent (its data dir), so two agents on one machine — a local
-  // cluster, or two test clusters — never share a task's cgroup; and by the
-  // job's id, so a new job of a reused name never meets the old one's.
-  task.cgroup = CgroupSafeName(absl::StrCat(absl::Hex(std::hash<std::string>{}(data_dir_) & 0xffffffffu), "_", l.key.job,
-                                            ".", l.key.job_id, "_", l.key.role, "-", l.key.index, "_a", task.attempt));
-  limiter_->Release(task.cgroup);  // a leftover of an earlier agent would carry old OOM counts
-  absl::StatusOr<PreparedLimits> limits =
-      limiter_->Prepare(task.cgroup, {.memory_limit_mb = l.memory_limit_mb,
-                                      .vcores_milli = l.vcores_milli,
-                                      .pids_max = task_pids_max_});
-  absl::StatusOr<StartingTask> starting = absl::UnknownError("not started");
-  if (!prepared.ok()) {
-    starting = prepared;
-  } else if (users_ != nullptr && users_->switching() && !l.run_as.has_value()) {
-    // A task adopted from a record without an account (written before tasks
-    // ran as their users, or by an agent that was not root) would run as
-    // the agent: root.
-    starting = absl::FailedPreconditionError(absl::StrCat(
-        "task ", l.key.ToString(), " has no account to run as (its record predates tasks running as "
-        "their users); it is not started again as the agent"));
-  } else if (!limits.ok()) {
-    starting = limits.status();
-  } else {
-    SpawnRequest request{.argv = l.command,
-                         .env = AttemptEnvironment(l, task.attempt),
-                         .working_dir = l.working_dir,
-                         .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
-                         .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
-                         .log_max_bytes = log_max_attempt_bytes_ / 2,
-                         .limits = *limits,
-                         .run_as = l.run_as,
-                         .exit_status_path = logs_.WaitStatusPath(l.key, task.attempt)};
-    if (l.image) {
+bool Supervisor::TakeDue(absl::Time now, std::vector<Spawn>* spawns) {
+  for (auto& [key, t] : tasks_) {
+    Task& task = *t;
+    if (task.start_at > now || task.kill_requested) continue;
+    if (static_cast<int>(spawns->size()) == kStartsPerTurn) return true;
+    if (task.state == TaskState::kRestarting) {
+      ++task.attempt;
+      ++task.restarts;
+    }
+    const TaskLaunch& l = task.launch;
+    Spawn& s = spawns->emplace_back();
+    s.task = &task;
+    s.due = std::min(task.start_at, now);
+    task.start_at = absl::InfiniteFuture();
+    task.started = now;
+    task.has_exit = false;
+    task.spawning = true;
+    // Named per agent (its data dir), so two agents on one machine — a
+    // local cluster, or two test clusters — never share a task's cgroup;
+    // and by the job's id, so a new job of a reused name never meets the
+    // old one's.
+    task.cgroup = CgroupSafeName(absl::StrCat(absl::Hex(std::hash<std::string>{}(data_dir_) & 0xffffffffu), "_",
+                                              l.key.job, ".", l.key.job_id, "_", l.key.role, "-", l.key.index, "_a",
+                                              task.attempt));
+    s.launch = l;
+    s.attempt = task.attempt;
+    s.restarts = task.restarts;
+    s.oom_restarts = task.oom_restarts;
+    s.cgroup = task.cgroup;
+    s.request = {.argv = l.command,
+                 .env = AttemptEnvironment(l, task.attempt),
+                 .working_dir = l.working_dir,
+                 .stdout_path = logs_.Path(l.key, task.attempt, LogStream::kStdout),
+                 .stderr_path = logs_.Path(l.key, task.attempt, LogStream::kStderr),
+                 .log_max_bytes = log_max_attempt_bytes_ / 2,
+                 .run_as = l.run_as,
+                 .exit_status_path = logs_.WaitStatusPath(l.key, task.attempt)};
+    if (users_ != nullptr && users_->switching() && !l.run_as.has_value()) {
+      // A task adopted from a record without an account (written before
+      // tasks ran as their users, or by an agent that was not root) would
+      // run as the agent: root.
+      s.refused = absl::FailedPreconditionError(absl::StrCat(
+          "task ", l.key.ToString(), " has no account to run as (its record predates tasks running as "
+          "their users); it is not started again as the agent"));
+    } else if (l.image) {
       // The runtime starts as root and puts the task's account, working
       // dir and environment into its container; it stays in the attempt's
       // cgroups and the container in one below them.
-      absl::StatusOr<std::vector<std::string>> argv = ContainerCommand(task, request.env);
-      request.argv = argv.ok() ? *std::move(argv) : std::vector<std::string>{};
-      request.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
-      request.working_dir = BundleDir(task);
-      request.run_as.reset();
+      absl::StatusOr<std::vector<std::string>> argv = ContainerCommand(task, s.request.env);
+      if (!argv.ok()) s.refused = argv.status();
+      s.request.argv = argv.ok() ? *std::move(argv) : std::vector<std::string>{};
+      s.request.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+      s.request.working_dir = BundleDir(task);
+      s.request.run_as.reset();
       // What the runtime makes in the container (the dirs above a mount)
       // is for the task's account to pass through.
-      request.umask = 022;
-      starting = argv.ok() ? StartTaskProcess(request) : absl::StatusOr<StartingTask>(argv.status());
-    } else {
-      starting = StartTaskProcess(request);
+      s.request.umask = 022;
     }
   }
-  if (!starting.ok()) {
-    FailStart(task, starting.status(), now, out);
+  return false;
+}
+
+void Supervisor::SpawnAttempt(Spawn& s) const {
+  if (!s.refused.ok()) {
+    s.started = s.refused;
     return;
   }
-  task.pid = starting->pid();
-  task.adopted = false;
-  task.start_time = ProcessStartTime(task.pid).value_or(0);
-  task.pidfd = static_cast<int>(syscall(SYS_pidfd_open, task.pid, 0));
-  task.start_due = due;
-  task.starting = *std::move(starting);
+  const TaskLaunch& l = s.launch;
+  if (absl::Status prepared = logs_.Prepare(l.key); !prepared.ok()) {
+    s.started = prepared;
+    return;
+  }
+  limiter_->Release(s.cgroup);  // a leftover of an earlier agent would carry old OOM counts
+  absl::StatusOr<PreparedLimits> limits =
+      limiter_->Prepare(s.cgroup, {.memory_limit_mb = l.memory_limit_mb,
+                                   .vcores_milli = l.vcores_milli,
+                                   .pids_max = task_pids_max_});
+  if (!limits.ok()) {
+    s.started = limits.status();
+    return;
+  }
+  s.request.limits = *std::move(limits);
+  s.started = StartTaskProcess(s.request);
+  if (!s.started.ok()) return;
+  pid_t pid = s.started->pid();
+  s.start_time = ProcessStartTime(pid).value_or(0);
+  s.pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
   // Recorded now: an agent restarted before the task's exec is seen adopts
-  // its keeper.
-  Persist(task);
+  // its keeper. (Nothing else writes or removes the record of a task that
+  // is spawning.)
+  absl::Status st = WriteTaskRecord(data_dir_, {.launch = l,
+                                                .attempt = s.attempt,
+                                                .restarts = s.restarts,
+                                                .oom_restarts = s.oom_restarts,
+                                                .pid = pid,
+                                                .start_time = s.start_time,
+                                                .cgroup = s.cgroup});
+  if (!st.ok()) Log(LogLevel::kWarning, kComponent, "%s", st.message());
+}
+
+void Supervisor::InstallAttempt(Spawn& s, absl::Time now, std::vector<TaskStatus>* out) {
+  Task& task = *s.task;
+  task.spawning = false;
+  if (!s.started.ok()) {
+    FailStart(task, s.started.status(), now, out);
+    return;
+  }
+  task.pid = s.started->pid();
+  task.adopted = false;
+  task.start_time = s.start_time;
+  task.pidfd = s.pidfd;
+  task.start_due = s.due;
+  task.starting = *std::move(s.started);
 }
 
 void Supervisor::CheckStarts(std::vector<TaskStatus>* out) {

@@ -28,6 +28,9 @@ struct Supervisor::Task {
   // seen (Supervisor::CheckStarts); `start_due` is when it fell due.
   std::optional<StartingTask> starting;
   absl::Time start_due = absl::InfinitePast();
+  // Set while the loop starts its attempt's keeper without the lock
+  // (Supervisor::SpawnAttempt): no pid yet, but an attempt is on its way.
+  bool spawning = false;
   bool adopted = false;    // started by an earlier agent: not our child
   std::string cgroup;      // limiter name of the running attempt
   absl::Time start_at = absl::InfiniteFuture();    // next attempt due
@@ -44,6 +47,27 @@ struct Supervisor::Task {
   bool has_exit = false;
   TaskExit last_exit;
   std::string message;
+};
+
+// The most attempts the event loop starts in one turn (TakeDue); it reports
+// what it has between turns.
+constexpr int kStartsPerTurn = 8;
+
+struct Supervisor::Spawn {
+  Task* task = nullptr;  // spawning: not erased nor replaced meanwhile
+  absl::Time due;
+  // Copies, read without the lock.
+  TaskLaunch launch;
+  int attempt = 0;
+  int restarts = 0;
+  int oom_restarts = 0;
+  std::string cgroup;
+  SpawnRequest request;  // its limits filled in by SpawnAttempt
+  absl::Status refused;  // not to be started (found under the lock)
+  // What SpawnAttempt made.
+  absl::StatusOr<StartingTask> started = absl::UnknownError("not started");
+  uint64_t start_time = 0;
+  int pidfd = -1;
 };
 
 // "exited with code 3", "killed by signal 9 (Killed)", "OOM-killed ...".

@@ -225,6 +225,8 @@ class ControlState {
   void PublishNodesAndQueues(ViewStore* views, absl::Time now);
   // True when node or queue views changed since they were last published.
   bool NodeViewsChanged() const { return view_nodes_ || view_queues_ || !view_node_jobs_.empty() || view_touched_; }
+  // Whether PublishJobs has anything to put out.
+  bool JobViewsChanged() const { return !view_jobs_.empty() || !deleted_views_.empty() || !unbooked_.empty(); }
   // Publishes up to `max` of the jobs recovered from the store whose views
   // are not out yet; returns how many are left.
   size_t PublishRecovered(ViewStore* views, size_t max);

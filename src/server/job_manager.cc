@@ -60,10 +60,13 @@ absl::Status JobManager::Recover() {
 }
 
 void JobManager::PublishAllRecovered() {
-  if (!recovered_unpublished_) return;
+  if (!recovered_unpublished_ && !job_views_held_) return;
   absl::MutexLock lock(&mu_);
-  control_.PublishRecovered(&views_, SIZE_MAX);
-  recovered_unpublished_ = false;
+  if (recovered_unpublished_) {
+    control_.PublishRecovered(&views_, SIZE_MAX);
+    recovered_unpublished_ = false;
+  }
+  if (job_views_held_) PublishJobsPaced();
 }
 
 void JobManager::Start() {
@@ -138,7 +141,29 @@ void JobManager::WakeIfAsked() {
 void JobManager::AfterEvent() {
   WakeIfAsked();
   control_.PublishJobs(&views_);
+  job_views_held_ = false;
   SendWrite();
+}
+
+void JobManager::AfterAgentEvent() {
+  WakeIfAsked();
+  if (clock_->Now() >= next_job_publish_) {
+    PublishJobsPaced();
+  } else if (control_.JobViewsChanged()) {
+    job_views_held_ = true;
+    if (loop_sleeps_until_ > next_job_publish_) {  // the loop puts them out when due
+      loop_sleeps_until_ = absl::InfinitePast();
+      loop_cv_.Signal();
+    }
+  }
+  SendWrite();
+}
+
+void JobManager::PublishJobsPaced() {
+  absl::Time start = absl::Now();
+  control_.PublishJobs(&views_);
+  job_views_held_ = false;
+  next_job_publish_ = clock_->Now() + std::max(absl::Milliseconds(2), 20 * (absl::Now() - start));
 }
 
 void JobManager::Loop() {
@@ -148,6 +173,7 @@ void JobManager::Loop() {
     // they are due, not a whole tick later.
     absl::Duration wait = kTick;
     if (control_.NodeViewsChanged()) wait = std::min(wait, std::max(absl::ZeroDuration(), next_publish_ - clock_->Now()));
+    if (job_views_held_) wait = std::min(wait, std::max(absl::ZeroDuration(), next_job_publish_ - clock_->Now()));
     // Its own condition variable: a store answer (cv_) wakes those who
     // wait for it, not a round.
     if (!round_asked_ && !stopping_) {
@@ -680,7 +706,7 @@ void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
 void JobManager::OnHeartbeat(const std::string& node, const v1::Heartbeat& hb) {
   absl::MutexLock lock(&mu_);
   control_.OnHeartbeat(node, hb, clock_->Now());
-  AfterEvent();
+  AfterAgentEvent();
 }
 
 void JobManager::OnAgentDraining(const std::string& node, const v1::Draining& draining) {
@@ -692,7 +718,7 @@ void JobManager::OnAgentDraining(const std::string& node, const v1::Draining& dr
 void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& status) {
   absl::MutexLock lock(&mu_);
   control_.OnTaskStatus(node, status, clock_->Now());
-  AfterEvent();
+  AfterAgentEvent();
 }
 
 }  // namespace trainyard::server

@@ -215,6 +215,15 @@ class JobManager {
   // After each event: wake the loop if asked, publish the jobs that changed,
   // send what the persister gathered.
   void AfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After an agent's report (a task's status, a heartbeat): as AfterEvent,
+  // but the jobs' views go out paced, as the nodes' do. A job's view is
+  // built whole, every task, so a 1,000-task job whose tasks report one by
+  // one would be built a thousand times for its start; paced, it is built
+  // once per pace (at least 2 ms, 20 times what the last build took), the
+  // loop putting out what waits. A reader publishes what waits first
+  // (PublishAllRecovered): a read after a report still sees it.
+  void AfterAgentEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PublishJobsPaced() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Submissions whose records are durable, for the loop to take in: those
   // of one group commit usually go into one round (placed together, one write,
   // their views published once), then are answered.
@@ -252,7 +261,11 @@ class JobManager {
   // Jobs recovered from the store whose views the loop has not published
   // yet (only just after a restart): readers publish the rest first.
   std::atomic<bool> recovered_unpublished_{false};
-  // Publishes every recovered job's view still missing (readers, once).
+  // Job views held back by AfterAgentEvent's pace.
+  std::atomic<bool> job_views_held_{false};
+  absl::Time next_job_publish_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Publishes every recovered job's view still missing (readers, once), and
+  // the views held back by the pace.
   void PublishAllRecovered() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Mutex mu_;
   absl::CondVar cv_;       // a store answer, for those who wait for one
