@@ -123,8 +123,12 @@ class Reader {
 
 }  // namespace
 
+// A request starts with this: a keeper of another format refuses it
+// instead of reading its fields as others.
+constexpr char kRequestMagic[] = "trainyard-keeper-request-1";
+
 std::string EncodeKeeperRequest(const KeeperRequest& r) {
-  std::string out;
+  std::string out(kRequestMagic, sizeof(kRequestMagic) - 1);
   PutStrings(&out, r.argv);
   PutStrings(&out, r.env);
   PutString(&out, r.working_dir);
@@ -144,6 +148,9 @@ std::string EncodeKeeperRequest(const KeeperRequest& r) {
 }
 
 bool DecodeKeeperRequest(std::string_view bytes, KeeperRequest* r) {
+  std::string_view magic(kRequestMagic, sizeof(kRequestMagic) - 1);
+  if (bytes.substr(0, magic.size()) != magic) return false;
+  bytes.remove_prefix(magic.size());
   Reader in(bytes);
   uint64_t max_bytes, account, uid, gid, groups, mask;
   if (!in.Strings(&r->argv) || !in.Strings(&r->env) || !in.String(&r->working_dir) || !in.String(&r->log_dir) ||
@@ -174,6 +181,9 @@ bool DecodeKeeperRequest(std::string_view bytes, KeeperRequest* r) {
 
 void ChildFail(int pipe_fd, int step) {
   int report[2] = {step, errno};
+  // An agent gone meanwhile closed the pipe's other end: the failure is
+  // still this exit, not a SIGPIPE.
+  signal(SIGPIPE, SIG_IGN);
   (void)!write(pipe_fd, report, sizeof(report));
   _exit(127);
 }

@@ -73,6 +73,8 @@ TEST(KeeperRequestTest, RoundTripsAndRefusesAnythingButAWholeRequest) {
   EXPECT_EQ(out.exit_status_path, in.exit_status_path);
   EXPECT_EQ(out.umask, 022);
 
+  KeeperRequest other_format;
+  EXPECT_FALSE(DecodeKeeperRequest("trainyard-keeper-request-0" + bytes.substr(26), &other_format));
   for (size_t cut = 0; cut < bytes.size(); ++cut) {
     KeeperRequest partial;
     EXPECT_FALSE(DecodeKeeperRequest(std::string_view(bytes).substr(0, cut), &partial)) << cut;
@@ -205,6 +207,17 @@ TEST(TrustedKeeperProgramTest, OnlyAProgramNoOneElseMayReplaceIsTrusted) {
   chmod(bin.c_str(), 0777);
   EXPECT_EQ(TrustedKeeperProgram(bin), "") << "a directory anyone may write";
   chmod(bin.c_str(), 0755);
+  chmod(dir.path().c_str(), 0777);
+  EXPECT_EQ(TrustedKeeperProgram(bin), "") << "a directory above it anyone may write";
+  chmod(dir.path().c_str(), 0700);
+  EXPECT_EQ(TrustedKeeperProgram(bin), program);
+  std::string elsewhere = dir.path() + "/elsewhere";
+  std::filesystem::create_directories(elsewhere);
+  std::filesystem::rename(program, elsewhere + "/trainyard-keeper");
+  std::filesystem::create_symlink(elsewhere + "/trainyard-keeper", program);
+  EXPECT_EQ(TrustedKeeperProgram(bin), "") << "a link (its target's directory is not the one checked)";
+  std::filesystem::remove(program);
+  std::filesystem::rename(elsewhere + "/trainyard-keeper", program);
   if (geteuid() == 0) {
     ASSERT_EQ(chown(program.c_str(), 65534, 65534), 0);
     EXPECT_EQ(TrustedKeeperProgram(bin), "") << "another account's program";

@@ -52,7 +52,9 @@ const char* StepName(int step) {
     case kStepRootBack: return "could regain root after switching to";
     case kStepTerminal: return "cannot take the terminal";
     case kStepMountNamespace: return "cannot enter the task's container";
-    case kStepKeeperRequest: return "the task keeper could not read its request";
+    case kStepKeeperRequest:
+      return "the task keeper could not read its request (is trainyard-keeper beside the agent from another "
+             "version of trainyard? restart the agent after an upgrade)";
   }
   return "cannot start";
 }
@@ -212,7 +214,8 @@ absl::StatusOr<StartingTask> SpawnKeeperProgram(const std::string& program, cons
   close_all();
   if (rc != 0) {
     close(pipe_fds[0]);
-    return absl::FailedPreconditionError(absl::StrCat("cannot run the task keeper ", program, ": ", strerror(rc)));
+    return absl::FailedPreconditionError(absl::StrCat("cannot run the task keeper ", program, ": ", strerror(rc),
+                                                      " (the agent found it there when it started)"));
   }
   fcntl(pipe_fds[0], F_SETFL, O_NONBLOCK);
   return StartingTask(pid, pipe_fds[0], std::move(names));
@@ -237,13 +240,26 @@ absl::StatusOr<pid_t> SpawnExecProcess(const ExecSpawnRequest& request) {
 }
 
 std::string TrustedKeeperProgram(const std::string& dir) {
-  std::string program = dir + "/trainyard-keeper";
-  auto trusted = [](const std::string& p, bool is_dir) {
-    struct stat st;
-    return stat(p.c_str(), &st) == 0 && (is_dir ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) &&
-           (st.st_uid == 0 || st.st_uid == geteuid()) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
-  };
-  if (!trusted(program, false) || !trusted(dir, true) || access(program.c_str(), X_OK) != 0) return "";
+  std::error_code ec;
+  std::filesystem::path real = std::filesystem::canonical(dir, ec);
+  if (ec) return "";
+  std::string program = real.string() + "/trainyard-keeper";
+  auto owned = [](const struct stat& st) { return st.st_uid == 0 || st.st_uid == geteuid(); };
+  // The program itself, not a link (its target's directory would go
+  // unchecked): root's or the agent's, writable by no one else.
+  struct stat st;
+  if (lstat(program.c_str(), &st) != 0 || !S_ISREG(st.st_mode) || !owned(st) ||
+      (st.st_mode & (S_IWGRP | S_IWOTH)) != 0 || access(program.c_str(), X_OK) != 0) {
+    return "";
+  }
+  // Every directory down to it: no one else may put another file there
+  // (a sticky one, as /tmp, lets no one replace another's entry).
+  for (std::filesystem::path p = real;; p = p.parent_path()) {
+    if (stat(p.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || !owned(st)) return "";
+    bool sticky = (st.st_mode & S_ISVTX) != 0;
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 && !(sticky && p != real)) return "";
+    if (p == p.parent_path()) break;
+  }
   return program;
 }
 
@@ -267,7 +283,7 @@ absl::StatusOr<StartingTask> StartTaskProcess(const SpawnRequest& request) {
   KeeperRequest keeper{.argv = request.argv,
                        .env = request.env,
                        .working_dir = request.working_dir,
-                       .log_max_bytes = request.log_max_bytes,
+                       .log_max_bytes = std::max<int64_t>(0, request.log_max_bytes),  // <= 0: no cap
                        .procs_files = request.limits.procs_files,
                        .exit_status_path = request.exit_status_path,
                        .umask = request.umask};

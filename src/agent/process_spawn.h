@@ -103,8 +103,10 @@ class StartingTask {
   Names names_;
 };
 
-// The first half: starts the keeper (its session and process group are
-// already its own when this returns, so its group may be signalled).
+// The first half: starts the keeper. The keeper program leads its own
+// session and process group when this returns; a forked keeper (no
+// program) makes its own a moment later, so a signal to its group is sent
+// once the start's outcome is known (the supervisor's CheckStarts).
 absl::StatusOr<StartingTask> StartTaskProcess(const SpawnRequest& request);
 
 // A command run inside a running task (`trainyard exec`, task_exec.h).

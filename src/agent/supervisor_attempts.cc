@@ -250,13 +250,14 @@ bool Supervisor::TakeDue(absl::Time now, std::vector<Spawn>* spawns) {
 }
 
 void Supervisor::SpawnAttempt(Spawn& s) const {
-  if (!s.refused.ok()) {
-    s.started = s.refused;
-    return;
-  }
   const TaskLaunch& l = s.launch;
+  // First: a refused attempt's reason goes into its log too (FailStart).
   if (absl::Status prepared = logs_.Prepare(l.key); !prepared.ok()) {
     s.started = prepared;
+    return;
+  }
+  if (!s.refused.ok()) {
+    s.started = s.refused;
     return;
   }
   limiter_->Release(s.cgroup);  // a leftover of an earlier agent would carry old OOM counts
@@ -326,6 +327,8 @@ void Supervisor::CheckStarts(std::vector<TaskStatus>* out) {
     if (task.kill_requested || !task.fail_reason.empty()) {
       SignalAttempt(task, SIGTERM);
       SignalAttempt(task, SIGCONT);
+      // Its whole grace from now, not from when the kill was asked.
+      task.sigkill_at = std::max(task.sigkill_at, now + task.launch.kill_grace);
     }
   }
 }
@@ -450,7 +453,7 @@ absl::StatusOr<ExecTarget> Supervisor::ExecTargetOf(const TaskKey& key) const {
     }
   }
   if (users_ != nullptr && users_->switching() && !launch.run_as.has_value()) {
-    // As StartAttempt: a task with no account would have its command run as the agent.
+    // As TakeDue: a task with no account would have its command run as the agent.
     return absl::FailedPreconditionError(
         absl::StrCat("task ", key.ToString(), " has no account to run a command as"));
   }

@@ -387,6 +387,18 @@ TEST_F(SupervisorTest, AnotherTaskStartsWhileOnesSetUpWaitsAndAKillThenWaitsForI
   EXPECT_EQ(end->exit.signal, SIGTERM);
 }
 
+TEST_F(SupervisorTest, AnAttemptTheNodeCannotStartFailsWithItsReasonInItsLog) {
+  // An image task on a node with no OCI runtime (this supervisor has none).
+  TaskLaunch l = ShellTask("worker", "true");
+  l.image = TaskImage{.ref = "oci:/srv/images/x:1", .rootfs = dir_.path() + "/rootfs"};
+  TaskStatus s = RunToEnd(l);
+  EXPECT_EQ(s.state, TaskState::kFailed);
+  EXPECT_THAT(s.message, HasSubstr("no OCI runtime"));
+  absl::StatusOr<LogChunk> err = supervisor_->logs().Read(l.key, {.stream = LogStream::kStderr});
+  ASSERT_TRUE(err.ok()) << err.status();
+  EXPECT_THAT(err->data, HasSubstr("this node has no OCI runtime (runc or crun) to run image oci:/srv/images/x:1"));
+}
+
 TEST_F(SupervisorTest, RejectsBadLaunches) {
   TaskLaunch l = ShellTask("worker", "sleep 30");
   TaskLaunch empty = l;

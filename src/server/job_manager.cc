@@ -147,14 +147,14 @@ void JobManager::AfterEvent() {
 
 void JobManager::AfterAgentEvent() {
   WakeIfAsked();
-  if (clock_->Now() >= next_job_publish_) {
+  // Real time: the pace is about the CPU the builds take.
+  if (absl::Now() >= next_job_publish_) {
     PublishJobsPaced();
   } else if (control_.JobViewsChanged()) {
+    // Put out by the next report after the pace, a reader, or the loop's
+    // next turn (at most a tick away): the loop is not woken for them, or
+    // a big job's reports would turn it into a round per report.
     job_views_held_ = true;
-    if (loop_sleeps_until_ > next_job_publish_) {  // the loop puts them out when due
-      loop_sleeps_until_ = absl::InfinitePast();
-      loop_cv_.Signal();
-    }
   }
   SendWrite();
 }
@@ -163,7 +163,8 @@ void JobManager::PublishJobsPaced() {
   absl::Time start = absl::Now();
   control_.PublishJobs(&views_);
   job_views_held_ = false;
-  next_job_publish_ = clock_->Now() + std::max(absl::Milliseconds(2), 20 * (absl::Now() - start));
+  absl::Time end = absl::Now();
+  next_job_publish_ = end + std::max(absl::Milliseconds(2), 20 * (end - start));
 }
 
 void JobManager::Loop() {
@@ -173,7 +174,6 @@ void JobManager::Loop() {
     // they are due, not a whole tick later.
     absl::Duration wait = kTick;
     if (control_.NodeViewsChanged()) wait = std::min(wait, std::max(absl::ZeroDuration(), next_publish_ - clock_->Now()));
-    if (job_views_held_) wait = std::min(wait, std::max(absl::ZeroDuration(), next_job_publish_ - clock_->Now()));
     // Its own condition variable: a store answer (cv_) wakes those who
     // wait for it, not a round.
     if (!round_asked_ && !stopping_) {

@@ -219,8 +219,9 @@ class JobManager {
   // but the jobs' views go out paced, as the nodes' do. A job's view is
   // built whole, every task, so a 1,000-task job whose tasks report one by
   // one would be built a thousand times for its start; paced, it is built
-  // once per pace (at least 2 ms, 20 times what the last build took), the
-  // loop putting out what waits. A reader publishes what waits first
+  // once per pace (at least 2 ms, 20 times what the last build took); what
+  // waits goes out with the next report after the pace or the loop's next
+  // turn (at most a tick). A reader publishes what waits first
   // (PublishAllRecovered): a read after a report still sees it.
   void AfterAgentEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishJobsPaced() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -263,7 +264,7 @@ class JobManager {
   std::atomic<bool> recovered_unpublished_{false};
   // Job views held back by AfterAgentEvent's pace.
   std::atomic<bool> job_views_held_{false};
-  absl::Time next_job_publish_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time next_job_publish_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // real time
   // Publishes every recovered job's view still missing (readers, once), and
   // the views held back by the pace.
   void PublishAllRecovered() ABSL_LOCKS_EXCLUDED(mu_);
