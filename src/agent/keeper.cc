@@ -30,7 +30,7 @@ void OnChild(int) {}  // only to interrupt the keeper's ppoll
 LogCapture keeper_out, keeper_err;
 
 // The task process itself: limits, account, working dir, logs, exec.
-[[noreturn]] void RunTask(const KeeperRequest& r, const KeeperArgs& args, int pipe_fd, int out_fd, int err_fd) {
+[[noreturn]] void RunTask(const KeeperRequest& r, const ChildArgs& args, int pipe_fd, int out_fd, int err_fd) {
   // Handlers back to their defaults before anything is unblocked: a signal
   // must not run a keeper's handler here, in the memory the task shares with
   // the keeper until its exec (vfork).
@@ -224,18 +224,19 @@ void DropToAccount(uint32_t uid, uint32_t gid, const gid_t* groups, size_t group
   }
 }
 
-KeeperArgs::KeeperArgs(const KeeperRequest& r) {
-  for (const std::string& a : r.argv) argv.push_back(const_cast<char*>(a.c_str()));
+ChildArgs::ChildArgs(const std::vector<std::string>& args, const std::vector<std::string>& env,
+                     const std::vector<uint32_t>& account_groups) {
+  for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  for (const std::string& e : r.env) envp.push_back(const_cast<char*>(e.c_str()));
+  for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  groups.assign(r.groups.begin(), r.groups.end());
+  groups.assign(account_groups.begin(), account_groups.end());
 }
 
 // Leads the task's session and process group, waits for the task, records
 // its wait status where a restarted agent finds it, and ends the same way
 // the task did so the agent's waitpid sees the task's status.
-void RunKeeper(const KeeperRequest& r, const KeeperArgs& args, int pipe_fd) {
+void RunKeeper(const KeeperRequest& r, const ChildArgs& args, int pipe_fd) {
   // The keeper program starts as a session leader already (the agent's
   // posix_spawn: its group may be signalled at once); a forked keeper is
   // not one yet.
@@ -315,7 +316,7 @@ void KeeperMain(int request_fd, int pipe_fd) {
     errno = EINVAL;
     ChildFail(pipe_fd, kStepKeeperRequest);
   }
-  KeeperArgs args(request);
+  ChildArgs args(request);
   RunKeeper(request, args, pipe_fd);
 }
 

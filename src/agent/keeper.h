@@ -66,17 +66,20 @@ void CloseOtherFds(int keep);
 // cannot come back; fails through ChildFail.
 void DropToAccount(uint32_t uid, uint32_t gid, const gid_t* groups, size_t group_count, int pipe_fd);
 
-// Pointers into a request, made before a fork (the child of a threaded
-// process must not allocate).
-struct KeeperArgs {
-  explicit KeeperArgs(const KeeperRequest& r);
+// What a child execs with, as pointers into strings that outlive it, made
+// before a fork (the child of a threaded process must not allocate): a
+// task's (its keeper's request) or a `trainyard exec` command's.
+struct ChildArgs {
+  ChildArgs(const std::vector<std::string>& args, const std::vector<std::string>& env,
+            const std::vector<uint32_t>& account_groups);
+  explicit ChildArgs(const KeeperRequest& r) : ChildArgs(r.argv, r.env, r.groups) {}
   std::vector<char*> argv;
   std::vector<char*> envp;
   std::vector<gid_t> groups;
 };
 
 // The keeper proper; `pipe_fd` as ChildFail's. Only async-signal-safe calls.
-[[noreturn]] void RunKeeper(const KeeperRequest& r, const KeeperArgs& args, int pipe_fd);
+[[noreturn]] void RunKeeper(const KeeperRequest& r, const ChildArgs& args, int pipe_fd);
 
 // The keeper program: reads its request from `request_fd` to its end, then
 // RunKeeper (a request it cannot read fails as kStepKeeperRequest).

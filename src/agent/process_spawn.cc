@@ -114,21 +114,6 @@ std::string AccountName(const std::optional<TaskAccount>& run_as) {
                               : absl::StrCat(run_as->name, " (uid ", run_as->uid, ")");
 }
 
-// What a forked child needs, prepared before the fork (the child touches
-// no allocator).
-struct ChildArgs {
-  ChildArgs(const std::vector<std::string>& args, const std::vector<std::string>& env,
-            const std::optional<TaskAccount>& run_as) {
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    for (const std::string& e : env) envp.push_back(const_cast<char*>(e.c_str()));
-    envp.push_back(nullptr);
-    if (run_as) groups.assign(run_as->groups.begin(), run_as->groups.end());
-  }
-  std::vector<char*> argv, envp;
-  std::vector<gid_t> groups;
-};
-
 using Names = StartingTask::Names;
 
 // Forks a child that runs `body(pipe_fd)`, which ends in exec or ChildFail.
@@ -231,7 +216,7 @@ absl::StatusOr<pid_t> SpawnExecProcess(const ExecSpawnRequest& request) {
   if (request.stdin_fd < 0 || request.stdout_fd < 0 || request.stderr_fd < 0) {
     return absl::InvalidArgumentError("the command's stdin, stdout and stderr must be given");
   }
-  ChildArgs args(request.argv, request.env, request.run_as);
+  ChildArgs args(request.argv, request.env, request.run_as ? request.run_as->groups : std::vector<uint32_t>{});
   absl::StatusOr<StartingTask> child =
       ForkChild([&](int pipe_fd) { RunExec(request, args.groups, args.argv.data(), args.envp.data(), pipe_fd); },
                 {.working_dir = request.working_dir, .command = request.argv[0], .account = AccountName(request.run_as)});
@@ -306,7 +291,7 @@ absl::StatusOr<StartingTask> StartTaskProcess(const SpawnRequest& request) {
               .stderr_path = request.stderr_path};
   std::string program = KeeperProgram();
   if (!program.empty()) return SpawnKeeperProgram(program, keeper, std::move(names));
-  KeeperArgs args(keeper);
+  ChildArgs args(keeper);
   return ForkChild([&](int pipe_fd) { RunKeeper(keeper, args, pipe_fd); }, std::move(names));
 }
 

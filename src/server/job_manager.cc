@@ -59,7 +59,7 @@ absl::Status JobManager::Recover() {
   return absl::OkStatus();
 }
 
-void JobManager::PublishAllRecovered() {
+void JobManager::PublishWaitingViews() {
   if (!recovered_unpublished_ && !job_views_held_) return;
   absl::MutexLock lock(&mu_);
   if (recovered_unpublished_) {
@@ -121,7 +121,7 @@ void JobManager::SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams
 std::optional<std::string> JobManager::LiveJobUser(uint64_t id) {
   // After a restart, the recovered jobs' views come with the first rounds:
   // a job that runs on is not taken for one that ended.
-  PublishAllRecovered();
+  PublishWaitingViews();
   return views_.LiveJobUser(id);
 }
 
@@ -259,7 +259,7 @@ void JobManager::PublishStats() {
 }
 
 const ViewStore& JobManager::Views() {
-  PublishAllRecovered();
+  PublishWaitingViews();
   return views_;
 }
 
@@ -483,7 +483,7 @@ void JobManager::Answer(Answers answers) {
 }
 
 absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
-  PublishAllRecovered();
+  PublishWaitingViews();
   std::optional<ViewStore::JobEntry> entry = views_.Job(name);
   if (!entry) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
   if (entry->events_loaded) return ViewStore::FullView(*entry);
@@ -498,13 +498,13 @@ absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
 }
 
 std::shared_ptr<const v1::JobView> JobManager::JobSummary(const std::string& name) {
-  PublishAllRecovered();
+  PublishWaitingViews();
   std::optional<ViewStore::JobEntry> entry = views_.Job(name);
   return entry ? entry->view : nullptr;
 }
 
 std::vector<v1::JobView> JobManager::ListJobs(bool include_finished) {
-  PublishAllRecovered();
+  PublishWaitingViews();
   std::vector<v1::JobView> out;
   for (const auto& v : views_.Jobs(include_finished)) out.push_back(*v);
   return out;
@@ -524,7 +524,7 @@ absl::StatusOr<v1::ListJobsResponse> JobManager::ListJobs(const v1::ListJobsRequ
   bool finished = req.include_finished() ||
                   std::any_of(req.states().begin(), req.states().end(),
                               [](int s) { return api::IsTerminal(static_cast<v1::JobState>(s)); });
-  PublishAllRecovered();
+  PublishWaitingViews();
   v1::ListJobsResponse out;
   size_t bytes = 0;
   std::vector<std::shared_ptr<const v1::JobView>> jobs = views_.Jobs(finished);
@@ -558,12 +558,12 @@ absl::StatusOr<v1::ListJobsResponse> JobManager::ListJobs(const v1::ListJobsRequ
 }
 
 absl::StatusOr<v1::HistoryResponse> JobManager::History(const v1::HistoryRequest& req) {
-  PublishAllRecovered();
+  PublishWaitingViews();
   return views_.accounts().History(req, clock_->Now());
 }
 
 absl::StatusOr<v1::UsageResponse> JobManager::Usage(const v1::UsageRequest& req) {
-  PublishAllRecovered();
+  PublishWaitingViews();
   return views_.accounts().Usage(req, clock_->Now());
 }
 

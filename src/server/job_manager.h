@@ -222,7 +222,7 @@ class JobManager {
   // once per pace (at least 2 ms, 20 times what the last build took); what
   // waits goes out with the next report after the pace or the loop's next
   // turn (at most a tick). A reader publishes what waits first
-  // (PublishAllRecovered): a read after a report still sees it.
+  // (PublishWaitingViews): a read after a report still sees it.
   void AfterAgentEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishJobsPaced() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Submissions whose records are durable, for the loop to take in: those
@@ -267,7 +267,7 @@ class JobManager {
   absl::Time next_job_publish_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();  // real time
   // Publishes every recovered job's view still missing (readers, once), and
   // the views held back by the pace.
-  void PublishAllRecovered() ABSL_LOCKS_EXCLUDED(mu_);
+  void PublishWaitingViews() ABSL_LOCKS_EXCLUDED(mu_);
   absl::Mutex mu_;
   absl::CondVar cv_;       // a store answer, for those who wait for one
   absl::CondVar loop_cv_;  // the loop's own: a round asked for, or the stop

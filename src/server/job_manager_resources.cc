@@ -50,7 +50,7 @@ void JobManager::OnTaskResources(const std::string& node, const v1::TaskResource
 }
 
 absl::StatusOr<v1::JobResourcesResponse> JobManager::JobResources(const v1::JobResourcesRequest& req) {
-  PublishAllRecovered();
+  PublishWaitingViews();
   std::optional<ViewStore::JobEntry> entry = views_.Job(req.job());
   if (!entry) return absl::NotFoundError(absl::StrCat("job ", req.job(), " not found"));
   absl::Time since = absl::FromUnixMillis(req.since_unix_ms());
