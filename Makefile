@@ -1,8 +1,8 @@
 # The two commands of the README, and a few more.
 #   make up    install what is missing, build, start the local cluster, run the demo
-#   make test  install what is missing, build, run every test (and the
-#              thread-safety build: `make tsa`, and each fuzzer for a few
-#              seconds: `make fuzz`)
+#   make test  install what is missing, build, run every test (and
+#              `make fuzz`: the thread-safety check and each fuzzer for a
+#              few seconds)
 BUILD_DIR := build/release
 ASAN_DIR := build/asan
 
@@ -22,21 +22,24 @@ build-up: setup
 	@cmake --preset release >/dev/null
 	@scripts/timed "build (trainyard and examples)" cmake --build --preset release --target up_programs
 
-# Clang's -Wthread-safety over the module libraries (build/tsa): a lock
-# annotation that the code breaks fails `make test`.
+# Clang's -Wthread-safety over the module libraries alone (build/tsa, -O0).
+# `make test` gets the same check from `make fuzz`, whose Clang build
+# compiles every module library with it: one Clang compile of the code, not two.
 tsa: setup
 	@cmake --preset tsa >/dev/null
 	@scripts/timed "build (tsa)" cmake --build --preset tsa
 
 # The libFuzzer programs of fuzz/ (build/fuzz), each run over its corpus for
-# FUZZ_SECONDS (scripts/fuzz); a crash, hang or leak fails `make test`.
+# FUZZ_SECONDS (scripts/fuzz); a crash, hang or leak fails `make test`. The
+# same build compiles every module library with -Wthread-safety -Werror: a
+# lock annotation that the code breaks fails it.
 FUZZ_SECONDS ?= 10
 fuzz: setup
 	@cmake --preset fuzz >/dev/null
-	@scripts/timed "build (fuzz)" cmake --build --preset fuzz
+	@scripts/timed "build (fuzz, thread-safety)" cmake --build --preset fuzz
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/timed fuzz scripts/fuzz
 
-test: build tsa fuzz
+test: build fuzz
 	@scripts/timed tests ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
 up: build-up
