@@ -1,7 +1,7 @@
 # Helpers that give every Trainyard target the same warnings and layout.
 
 # ty_options(TARGET): our warning set, applied to our code only. With
-# TRAINYARD_THREAD_SAFETY (the `tsa` preset, Clang only) it adds Clang's
+# TRAINYARD_THREAD_SAFETY (the `fuzz` and `tsa` presets, Clang only) it adds Clang's
 # -Wthread-safety, which checks ABSL_GUARDED_BY and the lock annotations;
 # TRAINYARD_TSA_WARN_ONLY (CMakeLists.txt) names the targets where it only
 # warns for now.
@@ -35,8 +35,10 @@ endfunction()
 # a core file that reaches for a forbidden header still names it; the shell
 # set adds what the daemons' rooms use (not <iostream>, whose static
 # initialiser would then run once per file at every start of the binary); a
-# module adds its own heavy ones (PCH in ty_module). A file must still include what it uses: `make tsa`
-# builds without them and fails where one does not.
+# module adds its own heavy ones (PCH in ty_module). A file must still include
+# what it uses; `make tsa` builds the libraries without precompiled headers
+# and fails where one does not (make test does not run it, and no build
+# compiles the tests without them).
 set(TY_PCH_COMMON <algorithm> <cstdint> <functional> <map> <memory> <optional> <set> <string>
     <string_view> <unordered_map> <utility> <vector> <absl/status/statusor.h> <absl/strings/str_cat.h>
     <absl/strings/str_split.h> <absl/time/time.h>)
