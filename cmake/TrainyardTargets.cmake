@@ -35,8 +35,9 @@ endfunction()
 
 # ty_test(NAME SOURCES... [DEPS ...] [LABELS ...]): a GoogleTest program
 # registered with ctest, one ctest entry per test case. Its own files are
-# compiled at -O1 in the release build (the libraries it tests stay at -O3):
-# they are set-up and assertions, which -O3 makes slower to compile, not to run.
+# compiled at -O1 in the release build (the libraries it links stay at -O3;
+# only what its files inline from headers runs at -O1): they are set-up and
+# assertions, which -O3 makes slower to compile and no faster to run.
 function(ty_test name)
   if(NOT TRAINYARD_BUILD_TESTS)
     return()
