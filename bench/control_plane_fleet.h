@@ -5,8 +5,9 @@
 // bidirectional AgentChannel stream. A simulated agent registers an 8-GPU
 // node, answers each launch order at once with TASK_RUNNING, reports
 // TASK_SUCCEEDED a configurable time later, and heartbeats on an interval:
-// deltas as a real agent sends them (agent/heartbeat_delta.h) to a server
-// that takes them, unless FleetOptions.full_heartbeats.
+// deltas as a real agent sends them (agent/heartbeat_delta.h), with a beat
+// that says nothing new left out until the server's quiet interval, unless
+// FleetOptions.full_heartbeats.
 // Streams are driven by gRPC's callback API plus one timer thread, so a
 // thousand agents need a handful of threads.
 #pragma once
@@ -37,6 +38,8 @@
 #include <grpcpp/grpcpp.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "agent/heartbeat_delta.h"
 #include "proto/service.grpc.pb.h"
 
@@ -259,7 +262,8 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Serv
       StartWrite(&out_.front());
     }
   }
-  void Heartbeat();
+  // Sends a heartbeat unless it is a quiet one to leave out; whether sent.
+  bool Heartbeat();
   void Close() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -414,8 +418,7 @@ class Fleet {
   void Fire(Timer& t) {
     SimAgent& agent = *agents_[t.agent];
     if (t.heartbeat) {
-      agent.Heartbeat();
-      counters_.heartbeats++;
+      if (agent.Heartbeat()) counters_.heartbeats++;
       std::lock_guard<std::mutex> lock(mu_);
       timers_.push(Timer{t.when + std::chrono::milliseconds(options_.heartbeat_ms), t.agent, true, {}});
       return;
@@ -475,7 +478,7 @@ inline void SimAgent::Start(v1::AgentChannel::Stub* stub) {
   StartCall();
 }
 
-inline void SimAgent::Heartbeat() {
+inline bool SimAgent::Heartbeat() {
   v1::AgentMessage msg;
   v1::Heartbeat* hb = msg.mutable_heartbeat();
   // A few ports in use as /proc/net/tcp would show on a quiet node.
@@ -487,9 +490,14 @@ inline void SimAgent::Heartbeat() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [key, st] : running_) *hb->add_tasks() = st;
-    if (delta_) delta_->Apply(hb);
+    if (delta_) {
+      absl::Time now = absl::Now();
+      if (delta_->Quiet(*hb, now)) return false;  // as an agent leaves out a beat with nothing new
+      delta_->Apply(hb, now);
+    }
   }
   Send(std::move(msg));
+  return true;
 }
 
 inline void SimAgent::OnReadDone(bool ok) {
@@ -497,8 +505,13 @@ inline void SimAgent::OnReadDone(bool ok) {
   if (in_.has_registered()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      delta_ = std::make_unique<agent::HeartbeatDelta>(
-          fleet_->options().full_heartbeats ? 0 : in_.registered().full_heartbeat_every());
+      const v1::Registered& r = in_.registered();
+      delta_ = fleet_->options().full_heartbeats
+                   ? std::make_unique<agent::HeartbeatDelta>(0)
+                   : std::make_unique<agent::HeartbeatDelta>(
+                         r.full_heartbeat_every(), r.quiet_heartbeat_interval_ms() > fleet_->options().heartbeat_ms
+                                                       ? absl::Milliseconds(r.quiet_heartbeat_interval_ms())
+                                                       : absl::ZeroDuration());
     }
     fleet_->counters().registered++;
   } else if (in_.has_launch()) {

@@ -1,13 +1,41 @@
 // Delta heartbeats (see heartbeat_delta.h).
 #include "agent/heartbeat_delta.h"
 
+#include <string>
+
 namespace trainyard::agent {
 
-bool HeartbeatDelta::Apply(v1::Heartbeat* hb) {
-  if (full_every_ <= 0) return true;
+HeartbeatDelta::Ranges HeartbeatDelta::RangesOf(const v1::Heartbeat& hb) {
   Ranges ports;
-  ports.reserve(static_cast<size_t>(hb->ports_in_use_size()));
-  for (const v1::PortRange& r : hb->ports_in_use()) ports.emplace_back(r.begin(), r.end());
+  ports.reserve(static_cast<size_t>(hb.ports_in_use_size()));
+  for (const v1::PortRange& r : hb.ports_in_use()) ports.emplace_back(r.begin(), r.end());
+  return ports;
+}
+
+std::string HeartbeatDelta::TasksKey(const v1::Heartbeat& hb) {
+  std::string key;
+  v1::TaskStatus t;
+  for (const v1::TaskStatus& task : hb.tasks()) {
+    t = task;
+    t.clear_time_unix_ms();
+    std::string one = t.SerializeAsString();
+    // Length-prefixed, so that no two lists make the same key.
+    key.append(std::to_string(one.size())).append(":").append(one);
+  }
+  return key;
+}
+
+bool HeartbeatDelta::Quiet(const v1::Heartbeat& hb, absl::Time now) const {
+  if (full_every_ <= 0 || quiet_every_ <= absl::ZeroDuration() || !sent_) return false;
+  if (now - last_beat_ >= quiet_every_) return false;
+  return !hb.images_given() && hb.busy_gpu_mask() == busy_ && RangesOf(hb) == ports_ && TasksKey(hb) == tasks_;
+}
+
+bool HeartbeatDelta::Apply(v1::Heartbeat* hb, absl::Time now) {
+  if (full_every_ <= 0) return true;
+  last_beat_ = now;
+  if (quiet_every_ > absl::ZeroDuration()) tasks_ = TasksKey(*hb);
+  Ranges ports = RangesOf(*hb);
   std::optional<int64_t> data_free = hb->has_data_free_mb() ? std::optional<int64_t>(hb->data_free_mb()) : std::nullopt;
   bool same = sent_ && hb->busy_gpu_mask() == busy_ && ports == ports_;
   if (!same || since_full_ + 1 >= full_every_) {

@@ -453,12 +453,7 @@ bool ServerLink::Session() {
         break;
       }
     }
-    int interval = std::max(50, msg.registered().heartbeat_interval_ms());
-    int full_every = msg.registered().full_heartbeat_every();
-    int sample_every = msg.registered().sample_interval_ms();
-    heartbeats = std::thread([this, interval, full_every, sample_every, session] {
-      Heartbeats(interval, full_every, sample_every, session);
-    });
+    heartbeats = std::thread([this, registered = msg.registered(), session] { Heartbeats(registered, session); });
     while (!stopping_ && stream->Read(&msg)) Handle(msg);
   } else if (msg.has_error()) {
     Log(LogLevel::kError, "agent", "the server refused this node: %s", msg.error());
@@ -491,8 +486,18 @@ bool ServerLink::Session() {
   return accepted;
 }
 
-void ServerLink::Heartbeats(int interval_ms, int full_every, int sample_interval_ms, int64_t session) {
-  HeartbeatDelta delta(full_every);
+void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
+  const int interval_ms = std::max(50, registered.heartbeat_interval_ms());
+  const int quiet_ms = registered.quiet_heartbeat_interval_ms();
+  const int sample_interval_ms = registered.sample_interval_ms();
+  // A quiet interval not above the beat's own changes nothing.
+  HeartbeatDelta delta(registered.full_heartbeat_every(),
+                       quiet_ms > interval_ms ? absl::Milliseconds(quiet_ms) : absl::ZeroDuration());
+  // The ports worth telling: sockets elsewhere are no news to the server.
+  core::PortRanges serving;
+  for (const v1::PortRange& r : registered.serving_ports()) {
+    if (r.begin() <= r.end()) serving.Add({r.begin(), r.end()});
+  }
   // The images told the server on this stream (Heartbeat.images).
   std::vector<std::string> told_images;
   bool images_told = false;
@@ -531,23 +536,28 @@ void ServerLink::Heartbeats(int interval_ms, int full_every, int sample_interval
     if (statvfs(core_->data_dir().c_str(), &fs) == 0) {
       hb->set_data_free_mb(static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) / (1 << 20));
     }
-    for (const auto& r : snap->ports_in_use.ranges()) {
+    const core::PortRanges in_use = serving.Empty() ? snap->ports_in_use : snap->ports_in_use.Intersect(serving);
+    for (const auto& r : in_use.ranges()) {
       auto* p = hb->add_ports_in_use();
       p->set_begin(r.begin);
       p->set_end(r.end);
     }
-    delta.Apply(hb);  // GPU and port use and free disk only: the task list is always whole
     std::vector<std::string> images;
     for (const CachedImage& image : core_->images().List()) images.insert(images.end(), image.refs.begin(), image.refs.end());
     std::sort(images.begin(), images.end());
-    if (!images_told || images != told_images) {
+    bool images_changed = !images_told || images != told_images;
+    if (images_changed) {
       hb->mutable_images()->Assign(images.begin(), images.end());
       hb->set_images_given(true);
-      told_images = std::move(images);
-      images_told = true;
     }
     absl::MutexLock wl(&write_mu_);
     AddTasks(hb, session, options_.clock->Now());
+    if (delta.Quiet(*hb, now)) continue;  // nothing new: the next beat may say so
+    delta.Apply(hb, now);  // GPU and port use and free disk only: the task list is always whole
+    if (images_changed) {
+      told_images = std::move(images);
+      images_told = true;
+    }
     if (!WriteLocked(msg, -1)) return;
   }
 }

@@ -75,10 +75,13 @@ class ServerLink : public TaskListener {
   // One connection: register, then serve until the stream breaks. Returns
   // true when the server accepted the registration.
   bool Session();
-  // Heartbeats every `interval_ms` while `session` lasts; deltas (only
-  // what changed, heartbeat_delta.h) when `full_every` > 0. Between them,
-  // every `sample_interval_ms` (0: never), the tasks' resources.
-  void Heartbeats(int interval_ms, int full_every, int sample_interval_ms, int64_t session);
+  // Heartbeats as `registered` asks while `session` lasts: every
+  // heartbeat_interval_ms; deltas (only what changed, heartbeat_delta.h)
+  // when full_heartbeat_every > 0; a beat with nothing new left out until
+  // quiet_heartbeat_interval_ms after the last one sent; ports in use only
+  // on the serving ports. Between them, every sample_interval_ms (0:
+  // never), the tasks' resources.
+  void Heartbeats(const v1::Registered& registered, int64_t session);
   // Samples the running tasks (AgentCore::SampleResources) and sends them;
   // false when the stream of `session` is gone.
   bool SendResources(int64_t session);

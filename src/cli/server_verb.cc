@@ -203,6 +203,10 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "missed heartbeats before a node is lost");
   AddConfigOption(cmd, &f, "--heartbeat-interval-ms", [](C& c) -> auto& { return c.heartbeat_interval_ms; },
                   "what agents are told");
+  AddConfigOption(cmd, &f, "--quiet-heartbeat-interval-ms",
+                  [](C& c) -> auto& { return c.quiet_heartbeat_interval_ms; },
+                  "how long an agent with nothing new may go between beats (at most a quarter of the node "
+                  "timeout; 0 = every beat; default 2500)");
   AddConfigOption(cmd, &f, "--kill-grace-ms", [](C& c) -> auto& { return c.kill_grace_ms; }, "SIGTERM to SIGKILL");
   AddConfigOption(cmd, &f, "--preemption-grace-ms", [](C& c) -> auto& { return c.preemption_grace_ms; },
                   "time victims get to checkpoint");

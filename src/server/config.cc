@@ -1,6 +1,7 @@
 // Server configuration loading.
 #include "server/config.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <tuple>
@@ -162,6 +163,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "minNodeFreeDiskMb") Read(v, key, &c.min_node_free_disk_mb, &errors);
     else if (key == "placement") Read(v, key, &c.placement, &errors);
     else if (key == "heartbeatIntervalMs") Read(v, key, &c.heartbeat_interval_ms, &errors);
+    else if (key == "quietHeartbeatIntervalMs") Read(v, key, &c.quiet_heartbeat_interval_ms, &errors);
     else if (key == "nodeTimeoutMs") Read(v, key, &c.node_timeout_ms, &errors);
     else if (key == "killGraceMs") Read(v, key, &c.kill_grace_ms, &errors);
     else if (key == "preemptionGraceMs") Read(v, key, &c.preemption_grace_ms, &errors);
@@ -246,6 +248,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
     errors.push_back(absl::StrCat("nodeTimeoutMs: ", c.node_timeout_ms,
                                   " must be above heartbeatIntervalMs ", c.heartbeat_interval_ms));
   }
+  if (c.quiet_heartbeat_interval_ms < 0) errors.push_back("quietHeartbeatIntervalMs: must not be negative");
   if (c.node_launch_faults_to_degrade <= 0) errors.push_back("nodeLaunchFaultsToDegrade: must be positive");
   if (c.min_node_free_disk_mb < 0) errors.push_back("minNodeFreeDiskMb: must not be negative");
   if (c.kill_grace_ms < 0) errors.push_back("killGraceMs: must not be negative");
@@ -395,6 +398,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (!ports.ok()) errors.push_back(absl::StrCat("defaultPortRange: ", ports.status().message()));
   if (!errors.empty()) return absl::InvalidArgumentError(absl::StrJoin(errors, "\n"));
   return absl::OkStatus();
+}
+
+int QuietHeartbeatIntervalMs(const ServerConfig& c) {
+  int quiet = std::min(c.quiet_heartbeat_interval_ms, c.node_timeout_ms / 4);
+  return quiet > c.heartbeat_interval_ms ? quiet : 0;
 }
 
 }  // namespace trainyard::server

@@ -117,6 +117,10 @@ struct ServerConfig {
   std::string placement = "fragmentation";  // fragmentation | topology | spread
   core::AllocationLimits limits;
   int heartbeat_interval_ms = 1000;       // what agents are told
+  // How long an agent with nothing new to say may go between beats
+  // (Registered.quiet_heartbeat_interval_ms; QuietHeartbeatIntervalMs
+  // bounds it by the node timeout). 0 = every beat is sent.
+  int quiet_heartbeat_interval_ms = 2500;
   int node_timeout_ms = 10000;            // missed heartbeats before LOST
   int kill_grace_ms = 5000;               // SIGTERM .. SIGKILL
   int preemption_grace_ms = 30000;        // time victims get to checkpoint
@@ -204,7 +208,7 @@ inline constexpr int64_t kReceiveHeadroomBytes = 8 << 20;
 // maxAgentConnectionsPerPeer, unauthenticatedGraceMs, handshakeTimeoutMs,
 // connectionIdleMs, httpThreads, httpMaxConnections, httpRequestTimeoutMs, httpMaxLogStreams,
 // httpMaxWatchers, dataDir, tlsDir, queueConfig,
-// queuePolicy, defaultQueue, heartbeatIntervalMs, nodeLaunchFaultsToDegrade,
+// queuePolicy, defaultQueue, heartbeatIntervalMs, quietHeartbeatIntervalMs, nodeLaunchFaultsToDegrade,
 // minNodeFreeDiskMb, nodeTimeoutMs, killGraceMs, preemptionGraceMs,
 // preemptionMinRuntimeMs, reservationWaitMs, defaultPortRange, portQuarantineMs, storeSync, store,
 // etcdPrefix, etcdCaFile, etcdCertFile, etcdKeyFile, etcdMaxTxnOps,
@@ -221,5 +225,11 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerCon
 
 // Checks values: positive intervals, limits min <= max, known policy.
 absl::Status ValidateServerConfig(const ServerConfig& config);
+
+// The quiet heartbeat interval agents are told: the configured one, at most
+// a quarter of the node timeout (a node is lost after four quiet beats
+// missed, never after one); 0 (every beat is sent) when that is not above
+// the heartbeat interval.
+int QuietHeartbeatIntervalMs(const ServerConfig& config);
 
 }  // namespace trainyard::server

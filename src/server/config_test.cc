@@ -56,6 +56,21 @@ TEST(ServerConfigTest, BadValuesAreErrorsNamingTheKey) {
   EXPECT_THAT(st.message(), HasSubstr("maxSpecBytes: 100 is below 4096"));
 }
 
+TEST(ServerConfigTest, ReadsTheQuietHeartbeatIntervalAndChecksIt) {
+  absl::StatusOr<ServerConfig> c = LoadServerConfig(WriteConfig("quiet.yaml", "quietHeartbeatIntervalMs: 4000\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->quiet_heartbeat_interval_ms, 4000);
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  c->node_timeout_ms = 30000;
+  EXPECT_EQ(QuietHeartbeatIntervalMs(*c), 4000);
+  c->node_timeout_ms = 10000;
+  EXPECT_EQ(QuietHeartbeatIntervalMs(*c), 2500) << "at most a quarter of the node timeout";
+  c->quiet_heartbeat_interval_ms = 0;
+  EXPECT_EQ(QuietHeartbeatIntervalMs(*c), 0) << "off: every beat is sent";
+  c->quiet_heartbeat_interval_ms = -1;
+  EXPECT_THAT(ValidateServerConfig(*c).message(), HasSubstr("quietHeartbeatIntervalMs: must not be negative"));
+}
+
 TEST(ServerConfigTest, ReadsTheLogStreamsBlockAndChecksIt) {
   absl::StatusOr<ServerConfig> c = LoadServerConfig(
       WriteConfig("streams.yaml", "logStreams: {perUser: 8, perNode: 500, perUserPerNode: 16}\n"));

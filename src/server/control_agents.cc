@@ -153,6 +153,8 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   ack.set_node(in.name());
   ack.set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
   ack.set_full_heartbeat_every(kFullHeartbeatEvery);
+  ack.set_quiet_heartbeat_interval_ms(QuietHeartbeatIntervalMs(config_));
+  *ack.mutable_serving_ports() = node.info.capacity().ports();
   ack.set_sample_interval_ms(config_.task_sample_interval_ms);
   backend_->Registered(in.name(), ack);
   // Tasks placed here that never reached the agent (it was away) go again.
@@ -237,9 +239,12 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
 }
 
 void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
-  // No round is asked for: sockets come and go on a busy node with every
-  // heartbeat, and a job waiting for a port that closed is tried at the
-  // loop's next periodic round.
+  // Only the ports tasks are placed on (an agent that predates
+  // Registered.serving_ports lists all its sockets). No round is asked for:
+  // sockets come and go on a busy node with every heartbeat, and a job
+  // waiting for a port that closed is tried at the loop's next periodic
+  // round.
+  in_use = in_use.Intersect(RangesOf(node.info.capacity().ports()));
   if (in_use == node.ports_in_use) return;
   node.ports_in_use = std::move(in_use);
   // Its own view only: a busy node's sockets change with most heartbeats,

@@ -2,7 +2,9 @@
 // deltas (only what changed in its GPU and port use, a full report every
 // so many beats); a delta keeps the ports in use and busy GPUs the last full
 // one reported, and an unset free disk keeps the last one; a full report
-// replaces them. And a node's own change publishes only its own view.
+// replaces them. And a node's own change publishes only its own view. A
+// registration also tells how long an agent with nothing new may stay
+// silent: the quiet interval, at most a quarter of the node timeout.
 #include "gtest/gtest.h"
 #include "server/control_state.h"
 #include "server/test_backend.h"
@@ -49,6 +51,37 @@ TEST_F(ControlHeartbeatTest, RegistrationAsksForDeltaHeartbeatsWithAFullOneEvery
   ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 4), 1, now_).ok());
   ASSERT_EQ(backend_.acks.size(), 1u);
   EXPECT_GT(backend_.acks[0].full_heartbeat_every(), 1);
+}
+
+TEST_F(ControlHeartbeatTest, RegistrationTellsTheQuietIntervalBoundedByTheNodeTimeout) {
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 4), 1, now_).ok());
+  ASSERT_EQ(backend_.acks.size(), 1u);
+  EXPECT_EQ(backend_.acks[0].heartbeat_interval_ms(), 1000);
+  EXPECT_EQ(backend_.acks[0].quiet_heartbeat_interval_ms(), 2500) << "the default, a quarter of the 10 s timeout";
+
+  config_.node_timeout_ms = 6000;  // a quarter: 1.5 s, below the 2.5 s asked for
+  state_ = std::make_unique<ControlState>(config_, core::Scheduler::Create({}).value(), &backend_, now_);
+  state_->Recover(StoreSnapshot{}, {}, now_);
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n2", 4), 1, now_).ok());
+  EXPECT_EQ(backend_.acks.back().quiet_heartbeat_interval_ms(), 1500);
+
+  config_.node_timeout_ms = 3000;  // a quarter is below the beat itself: every beat goes
+  state_ = std::make_unique<ControlState>(config_, core::Scheduler::Create({}).value(), &backend_, now_);
+  state_->Recover(StoreSnapshot{}, {}, now_);
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n3", 4), 1, now_).ok());
+  EXPECT_EQ(backend_.acks.back().quiet_heartbeat_interval_ms(), 0);
+}
+
+TEST_F(ControlHeartbeatTest, RegistrationNamesTheServingPortsAndOnlySocketsOnThemAreInUse) {
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 4), 1, now_).ok());
+  ASSERT_EQ(backend_.acks.size(), 1u);
+  ASSERT_EQ(backend_.acks[0].serving_ports_size(), 1);
+  EXPECT_EQ(backend_.acks[0].serving_ports(0).begin(), 30000u);
+  EXPECT_EQ(backend_.acks[0].serving_ports(0).end(), 30999u);
+  // An agent that lists every socket of its node (one that predates
+  // serving_ports): an outgoing connection's port is no port in use here.
+  state_->OnHeartbeat("n1", Full(0, {30005, 30007, 45123}, 5000), now_);
+  EXPECT_EQ(Node("n1").ports_in_use(), 2);
 }
 
 TEST_F(ControlHeartbeatTest, ADeltaKeepsWhatTheLastFullReportSaid) {

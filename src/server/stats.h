@@ -32,8 +32,9 @@ struct ManagerStats {
   // How long each job waited in the queue before a placement (from its
   // submission or its return to the queue).
   Histogram pending_seconds{0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 3600, 4 * 3600, 24 * 3600};
-  // Time between two heartbeats of one node: above the heartbeat interval
-  // is lag (a slow agent, a slow network, a busy server).
+  // Time between two heartbeats of one node: a node with nothing new beats
+  // every quiet interval (docs/agent.md); above it is lag (a slow agent, a
+  // slow network, a busy server).
   Histogram heartbeat_gap_seconds{0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60};
 };
 

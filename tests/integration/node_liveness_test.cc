@@ -2,7 +2,8 @@
 // itself frozen (SIGSTOP, as a VM pause or a swap storm would) must not take
 // the heartbeats it could not read as its nodes' silence, and a node that
 // comes back within the timeout with other hardware must be scheduled on what
-// it has now, not on what it had.
+// it has now, not on what it had. And a node with nothing new to say beats
+// only every quiet interval, yet stays READY and keeps its tasks.
 #include <signal.h>
 
 #include <map>
@@ -12,6 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/http_client.h"
 
 namespace trainyard::testing {
 namespace {
@@ -109,6 +111,58 @@ replicas:
 // aborted again. Now the job goes back to the queue, the server (restarted
 // meanwhile) stays up past the timeout, and the job runs on node-0 again
 // once its agent continues.
+// Beats the server heard so far: all of them, and those that came within
+// 0.25 s (the heartbeat interval here) and 1.5 s of the node's last one.
+struct BeatGaps {
+  double all = 0, within_quarter = 0, within_1_5 = 0;
+  double Quiet() const { return all - within_1_5; }  // 1.5 s or more after the last
+};
+BeatGaps HeardBeats(const Cluster& c) {
+  std::string m = HttpGet(c.http_address(), "/metrics").body;
+  const std::string h = "trainyard_agent_heartbeat_interval_seconds";
+  return {MetricSample(m, h + "_count").value_or(0), MetricSample(m, h + "_bucket{le=\"0.25\"}").value_or(0),
+          MetricSample(m, h + "_bucket{le=\"1.5\"}").value_or(0)};
+}
+
+TEST(NodeLivenessTest, ANodeWithNothingNewBeatsAtTheQuietIntervalAndKeepsItsTasks) {
+  // Beats every 0.2 s, a quiet one every 2 s (a quarter of the timeout).
+  Cluster c({.nodes = 2, .node_timeout_ms = 8000, .heartbeat_interval_ms = 200});
+  std::string job = c.Submit(R"(
+name: steady
+nodeName: node-0
+replicas:
+  worker:
+    count: 2
+    resources: {cpu: 0.1, memory: 16Mi}
+    command: [sh, -c, 'exec sleep 600']
+)");
+  ASSERT_FALSE(job.empty());
+  ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
+
+  BeatGaps before = HeardBeats(c), now;
+  ASSERT_TRUE(WaitUntil([&] {
+    now = HeardBeats(c);
+    return now.Quiet() - before.Quiet() >= 8;
+  }, absl::Seconds(90))) << "beats 1.5 s or more apart: " << now.Quiet() - before.Quiet() << " of "
+                         << now.all - before.all;
+  EXPECT_LT(now.within_quarter - before.within_quarter, now.Quiet() - before.Quiet())
+      << "the idle nodes beat at the heartbeat interval more often than at the quiet one";
+
+  nlohmann::json nodes = c.Nodes();
+  for (const std::string name : {"node-0", "node-1"}) {
+    EXPECT_EQ(NodeView(nodes, name)["info"].value("state", ""), "READY") << nodes.dump(2);
+  }
+  nlohmann::json d = c.Describe(job);
+  EXPECT_EQ(d.value("state", ""), "RUNNING") << d.dump(2);
+  for (const auto& t : d.value("tasks", nlohmann::json::array())) {
+    EXPECT_EQ(t.value("state", ""), "RUNNING") << t.dump(2);
+    EXPECT_EQ(t.value("attempt", 0), 0) << "its tasks were never taken as gone\n" << t.dump(2);
+  }
+  // A change goes at once: the kill's ends arrive.
+  ASSERT_EQ(c.Cli({"kill", job}).exit_code, 0);
+  EXPECT_TRUE(c.WaitForState(job, "KILLED", absl::Seconds(60))) << c.Describe(job).dump(2);
+}
+
 TEST(NodeLivenessTest, AnAgentPausedPastTheTimeoutRequeuesItsPinnedJobAndRunsItAgainWhenItContinues) {
   Cluster c({.nodes = 2, .node_timeout_ms = 2000, .heartbeat_interval_ms = 200});
   std::string job = c.Submit(R"(

@@ -177,7 +177,7 @@ void Counters(Writer& w, const PublishedStats& s) {
          m.pending_seconds);
   w.Counter("trainyard_agent_heartbeats_total", "Heartbeats received from agents.", m.heartbeats);
   w.Hist("trainyard_agent_heartbeat_interval_seconds",
-         "Time between two heartbeats of one node; above the heartbeat interval is lag.", m.heartbeat_gap_seconds);
+         "Time between two heartbeats of one node; a node with nothing new beats every quiet interval, above it is lag.", m.heartbeat_gap_seconds);
   w.Gauge("trainyard_agents_connected", "Agents with an open stream to the server.", s.agents_connected);
   w.Counter("trainyard_store_commits_total", "Durable store transactions (one fsync each with storeSync on).",
             s.store.transactions);
