@@ -32,7 +32,10 @@
 //              certificate (made here, signed by a CA made for the run).
 //              Agents send delta heartbeats as real ones do to a server
 //              that takes them; --full-heartbeats sends every beat whole (as
-//              before deltas: the baseline against an older server). The
+//              before deltas: the baseline against an older server). A
+//              beat with nothing new is left out as an agent leaves it out,
+//              up to the server's quiet interval (--quiet-heartbeat-ms=MS
+//              sets its quietHeartbeatIntervalMs; 0: every beat). The
 //              server's agent door is opened to every agent
 //              (maxAgentConnections) and nodes are given 120 s of silence
 //              (nodeTimeoutMs) so that 10,000 registering ones are not
@@ -46,7 +49,7 @@
 //   build/<dir>/bench/control_plane_bench [--only=latency|up|sustained|heartbeat]
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
 //       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http [--dashboards=N]] [--tls] [--secure] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
-//       [--full-heartbeats] [--callgrind-dumps]
+//       [--full-heartbeats] [--quiet-heartbeat-ms=MS] [--callgrind-dumps]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -89,6 +92,7 @@ struct Flags {
   int dashboards = 0;      // sustained, with --http: dashboard tabs open (bench/dashboard_clients.h)
   bool tls = false;        // heartbeat: the server serves TLS, each agent with its node's certificate
   bool full_heartbeats = false;  // heartbeat: every beat whole, not deltas
+  int quiet_heartbeat_ms = -1;    // heartbeat: the server's quietHeartbeatIntervalMs (-1: its default)
   bool callgrind_dumps = false;  // heartbeat: callgrind_control --dump at each phase's end
   // sustained: security fully on (TLS, node certificates, a user's token,
   // per-user limits set high); without it plaintext and --no-auth.
@@ -648,7 +652,8 @@ bool RunHeartbeat(const Flags& f) {
                                   .extra_args = {"--config", "{DIR}/heartbeat.yaml"}});
   ChildProcess& server = *server_process;
   std::ofstream(server.dir() + "/heartbeat.yaml")
-      << "maxAgentConnections: " << f.agents + 64 << "\nnodeTimeoutMs: 120000\n";
+      << "maxAgentConnections: " << f.agents + 64 << "\nnodeTimeoutMs: 120000\n"
+      << (f.quiet_heartbeat_ms >= 0 ? absl::StrCat("quietHeartbeatIntervalMs: ", f.quiet_heartbeat_ms, "\n") : "");
   if (!server.Start()) return false;
   auto dump = [&](const char* phase) {
     if (!f.callgrind_dumps) return;
@@ -686,7 +691,12 @@ bool RunHeartbeat(const Flags& f) {
   double self = (SelfCpuSeconds() - self0) / wall;
   int64_t beats = fleet.counters().heartbeats.load() - beats0;
   dump("heartbeats");
-  printf("\nheartbeats, %d agents every 1 s, %.0f s, %s, %s (%.1f s to register; load average %s)\n", f.agents,
+  printf("\nheartbeats, %d agents every 1 s, %s, %.0f s, %s, %s (%.1f s to register; load average %s)\n", f.agents,
+         f.quiet_heartbeat_ms < 0 ? "a beat with nothing new left out as the server's default quiet interval says"
+         : f.quiet_heartbeat_ms == 0
+             ? "every beat sent (quietHeartbeatIntervalMs 0)"
+             : absl::StrFormat("a beat with nothing new left out up to %d ms (quietHeartbeatIntervalMs)",
+                               f.quiet_heartbeat_ms).c_str(),
          f.heartbeat_s, f.tls ? "TLS, each agent with its node's certificate" : "plaintext",
          f.full_heartbeats ? "every beat full" : "deltas where the server takes them", reg_s, LoadAverage().c_str());
   Row("server CPU to register the agents", absl::StrFormat("%.2f s", reg_cpu),
@@ -723,6 +733,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--dashboards") return integer(&f->dashboards) && f->dashboards >= 0;
   if (key == "--tls") return f->tls = true;
   if (key == "--full-heartbeats") return f->full_heartbeats = true;
+  if (key == "--quiet-heartbeat-ms") return absl::SimpleAtoi(value, &f->quiet_heartbeat_ms) && f->quiet_heartbeat_ms >= 0;
   if (key == "--callgrind-dumps") return f->callgrind_dumps = true;
   if (key == "--secure") return f->secure = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
@@ -741,7 +752,7 @@ int main(int argc, char** argv) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
               "--agents=N --same-name --http --dashboards=N --tls --secure --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
-              "--server-log-level=LEVEL --trainyard=PATH --full-heartbeats --callgrind-dumps\n",
+              "--server-log-level=LEVEL --trainyard=PATH --full-heartbeats --quiet-heartbeat-ms=MS --callgrind-dumps\n",
               argv[i]);
       return 2;
     }

@@ -264,6 +264,13 @@ class SimAgent final : public grpc::ClientBidiReactor<v1::AgentMessage, v1::Serv
   }
   // Sends a heartbeat unless it is a quiet one to leave out; whether sent.
   bool Heartbeat();
+  // How long until a beat goes whatever it says (HeartbeatDelta::QuietUntil).
+  std::chrono::microseconds QuietLeft() {
+    std::lock_guard<std::mutex> lock(mu_);
+    absl::Duration left = delta_ ? delta_->QuietUntil() - absl::Now() : absl::InfiniteDuration();
+    if (left == absl::InfiniteDuration()) return std::chrono::hours(1);  // never, as far as a run goes
+    return std::chrono::microseconds(absl::ToInt64Microseconds(std::max(left, absl::ZeroDuration())));
+  }
   void Close() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -418,9 +425,14 @@ class Fleet {
   void Fire(Timer& t) {
     SimAgent& agent = *agents_[t.agent];
     if (t.heartbeat) {
-      if (agent.Heartbeat()) counters_.heartbeats++;
+      SteadyTime next = t.when + std::chrono::milliseconds(options_.heartbeat_ms);
+      if (agent.Heartbeat()) {
+        counters_.heartbeats++;
+      } else {  // left out: the next goes when the quiet interval is up, as an agent's
+        next = std::min(next, SteadyClock::now() + agent.QuietLeft());
+      }
       std::lock_guard<std::mutex> lock(mu_);
-      timers_.push(Timer{t.when + std::chrono::milliseconds(options_.heartbeat_ms), t.agent, true, {}});
+      timers_.push(Timer{next, t.agent, true, {}});
       return;
     }
     t.end.set_time_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(

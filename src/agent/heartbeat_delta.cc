@@ -31,6 +31,11 @@ bool HeartbeatDelta::Quiet(const v1::Heartbeat& hb, absl::Time now) const {
   return !hb.images_given() && hb.busy_gpu_mask() == busy_ && RangesOf(hb) == ports_ && TasksKey(hb) == tasks_;
 }
 
+absl::Time HeartbeatDelta::QuietUntil() const {
+  if (full_every_ <= 0 || quiet_every_ <= absl::ZeroDuration() || !sent_) return absl::InfiniteFuture();
+  return last_beat_ + quiet_every_;
+}
+
 bool HeartbeatDelta::Apply(v1::Heartbeat* hb, absl::Time now) {
   if (full_every_ <= 0) return true;
   last_beat_ = now;

@@ -39,6 +39,10 @@ class HeartbeatDelta {
   // dir's free space aside: it goes with the next beat sent) and that beat
   // was sent less than quiet_every ago.
   bool Quiet(const v1::Heartbeat& hb, absl::Time now) const;
+  // When a beat goes whatever it says: quiet_every after the last one sent
+  // (InfiniteFuture without a quiet interval). A caller that left a beat
+  // out looks again then, not at its next tick, so the gap is quiet_every.
+  absl::Time QuietUntil() const;
 
   // Turns the full report `hb` into what this beat sends at `now`:
   // unchanged, or a delta (use_unchanged set, the unchanged fields

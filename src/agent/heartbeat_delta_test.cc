@@ -72,6 +72,7 @@ TEST(HeartbeatDeltaTest, ABeatWithNothingNewIsLeftOutUntilTheQuietIntervalHasPas
   hb = Beat(1, 22, 100);
   hb.mutable_tasks(0)->set_time_unix_ms(8);  // the beat's own time is no news
   EXPECT_TRUE(delta.Quiet(hb, t0 + absl::Seconds(1)));
+  EXPECT_EQ(delta.QuietUntil(), t0 + absl::Seconds(3)) << "when the next beat goes whatever it says";
   hb.set_data_free_mb(90);
   EXPECT_TRUE(delta.Quiet(hb, t0 + absl::Seconds(2))) << "free disk alone goes with the next beat sent";
   EXPECT_FALSE(delta.Quiet(hb, t0 + absl::Seconds(3))) << "the quiet interval since the last beat sent";
@@ -104,6 +105,7 @@ TEST(HeartbeatDeltaTest, EveryBeatGoesWithoutAQuietIntervalOrToAServerThatTakesN
     v1::Heartbeat hb = Beat(1, 22, 100);
     delta.Apply(&hb, t0);
     EXPECT_FALSE(delta.Quiet(Beat(1, 22, 100), t0 + absl::Seconds(1)));
+    EXPECT_EQ(delta.QuietUntil(), absl::InfiniteFuture());
   }
 }
 

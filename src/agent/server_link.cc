@@ -552,7 +552,10 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
     }
     absl::MutexLock wl(&write_mu_);
     AddTasks(hb, session, options_.clock->Now());
-    if (delta.Quiet(*hb, now)) continue;  // nothing new: the next beat may say so
+    if (delta.Quiet(*hb, now)) {  // nothing new: the next beat may say so
+      beat_at = std::min(beat_at, delta.QuietUntil());
+      continue;
+    }
     delta.Apply(hb, now);  // GPU and port use and free disk only: the task list is always whole
     if (images_changed) {
       told_images = std::move(images);

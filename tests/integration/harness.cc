@@ -334,6 +334,7 @@ bool Cluster::StartServer(const std::string& listen) {
   std::vector<std::string> argv = {TrainyardBin(), "server", "--listen", listen, "--data-dir",
                                    server_data_dir(), "--node-timeout-ms", absl::StrCat(options_.node_timeout_ms),
                                    "--heartbeat-interval-ms", absl::StrCat(options_.heartbeat_interval_ms),
+                                   "--quiet-heartbeat-interval-ms", absl::StrCat(options_.quiet_heartbeat_interval_ms),
                                    "--kill-grace-ms", "2000", "--checkpoint-root", dir() + "/checkpoints",
                                    "--http-listen", "127.0.0.1:0"};
   if (options_.tls) argv.insert(argv.end(), {"--tls-dir", ClusterCertDir()});

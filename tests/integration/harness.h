@@ -116,6 +116,10 @@ struct ClusterOptions {
   std::string topology = "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7";
   int node_timeout_ms = 2000;
   int heartbeat_interval_ms = 200;
+  // The server's --quiet-heartbeat-interval-ms. 0: every beat is sent, so
+  // tests that judge how fresh a node's beats are see every one; the
+  // default of a real server (`up`) is tested by the tests that use `up`.
+  int quiet_heartbeat_interval_ms = 0;
   std::vector<std::string> server_flags;
   // The server's --data-dir; empty = <dir>/server.
   std::string server_data_dir;
