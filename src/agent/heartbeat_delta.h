@@ -2,7 +2,7 @@
 // beats it leaves out. Between two changes a node's GPU and port use stay
 // the same for minutes, and at 10,000 nodes a beat a second each, sending
 // and parsing them whole every second is most of what heartbeats cost
-// (docs/agent.md, "Heartbeats").
+// (docs/agent.md, "Delta heartbeats and quiet beats").
 // A delta heartbeat leaves out the busy-GPU mask and the ports in use when
 // they are what the last full heartbeat said, and the data dir's free space
 // when it has not moved (Heartbeat.use_unchanged); a full one goes when

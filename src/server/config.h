@@ -227,8 +227,8 @@ absl::StatusOr<ServerConfig> LoadServerConfig(const std::string& path, ServerCon
 absl::Status ValidateServerConfig(const ServerConfig& config);
 
 // The quiet heartbeat interval agents are told: the configured one, at most
-// a quarter of the node timeout (a node is lost after four quiet beats
-// missed, never after one); 0 (every beat is sent) when that is not above
+// a quarter of the node timeout (the timeout spans four quiet intervals:
+// one late or lost beat never loses a node); 0 (every beat is sent) when that is not above
 // the heartbeat interval.
 int QuietHeartbeatIntervalMs(const ServerConfig& config);
 
