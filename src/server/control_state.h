@@ -220,8 +220,8 @@ class ControlState {
   // Publishes the node and queue views when anything changed since the
   // last call (the shell calls this at most every 5 ms). A change of
   // heartbeat times alone goes out at most once a second, and checks no
-  // node's view: every node's heartbeat changes its time every beat (1 to
-  // 2.5 s apart), and that alone must cost the server nothing per node.
+  // node's view: every node's heartbeat changes its time every second, and
+  // that alone must cost the server nothing per node.
   void PublishNodesAndQueues(ViewStore* views, absl::Time now);
   // True when node or queue views changed since they were last published.
   bool NodeViewsChanged() const { return view_nodes_ || view_queues_ || !view_node_jobs_.empty() || view_touched_; }
@@ -390,8 +390,8 @@ class ControlState {
   void TaskEnded(JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
   void CheckSuccess(JobRt& job, int task, absl::Time now);
   void Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now);
-  // Records the ports in use on a node as its agent reported them (those on
-  // its serving ports only) and tells the scheduler when they changed; PushPortsInUse tells it again (a node
+  // Records the ports in use on a node as its agent reported them and tells
+  // the scheduler when they changed; PushPortsInUse tells it again (a node
   // just added to it).
   void SetPortsInUse(NodeRt& node, core::PortRanges in_use);
   void PushPortsInUse(const NodeRt& node);

@@ -47,9 +47,9 @@ class ViewStore {
     std::array<int64_t, v1::TaskState_ARRAYSIZE> tasks{};
   };
   // A node's published view, shared with the next publication while it is
-  // unchanged, and its heartbeat time beside it: that changes with every
-  // beat of every node, so building it into the view would build every
-  // view again every beat.
+  // unchanged, and its heartbeat time beside it: that changes every second
+  // on every node, so building it into the view would build every view
+  // again every second.
   struct NodeEntry {
     std::shared_ptr<const v1::NodeView> view;  // without last_heartbeat_unix_ms, data_free_mb
     int64_t last_heartbeat_unix_ms = 0;

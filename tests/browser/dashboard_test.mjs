@@ -46,8 +46,13 @@ const ok = (what) => console.log(`ok: ${what}`);
 async function open(page, hash, ready) {
   // A change of the address's fragment alone does not load the page again:
   // the last page's ready mark goes first, so the wait is for this one's.
+  // The same address again fires no hashchange at all (the page would draw
+  // only at its next live update, which a quiet cluster may not send), so
+  // it is loaded again.
   await page.evaluate(() => document.querySelectorAll('main[data-ready]').forEach((m) => delete m.dataset.ready));
-  await page.goto(`${url}/${hash}`);
+  const target = `${url}/${hash}`;
+  if (page.url() === target) await page.reload();
+  else await page.goto(target);
   await page.waitForSelector(`main[data-ready="${ready}"]`, { timeout: 10000 });
 }
 
