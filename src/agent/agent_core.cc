@@ -2,11 +2,14 @@
 // checks in front of the supervisor.
 #include "agent/agent_core.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <cstring>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
@@ -134,6 +137,8 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   agent->images_ = std::make_unique<ImageStore>(agent->supervisor_->data_dir() + "/images", nullptr,
                                                 config.insecure_registries);
   if (config.adopt_tasks) agent->adopted_ = agent->supervisor_->Adopt();
+  agent->clock_ = config.clock;
+  if (absl::Status st = agent->OpenGpuHealth(config.gpu_events, *inventory); !st.ok()) return st;
   NodeInfo& node = agent->node_;
   node.gpus = inventory->gpus;
   {
@@ -174,7 +179,43 @@ absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
   snapshot.tasks = supervisor_->Snapshot();
   snapshot.gpus_in_use = supervisor_->GpusInUse();
   snapshot.excluded_gpus = OwnerlessBusyGpus(snapshot.gpus, snapshot.gpus_in_use, ownerless_);
+  if (health_) {
+    health_->Poll(clock_->Now());
+    snapshot.gpu_faults = health_->Faults();
+  }
   return snapshot;
+}
+
+std::vector<v1::GpuFault> AgentCore::GpuFaults() const {
+  return health_ ? health_->Faults() : std::vector<v1::GpuFault>();
+}
+
+absl::Status AgentCore::OpenGpuHealth(const std::string& events, const GpuInventory& inventory) {
+  if (events == "none" || inventory.gpus.empty()) return absl::OkStatus();
+  std::string path = events;
+  if (path.empty() && inventory.source == "simulated") {
+    // The simulated GPUs' driver log: a file root (or the agent's account)
+    // appends Xid lines to (docs/gpu-health.md).
+    path = supervisor_->data_dir() + "/gpu-events";
+    int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      return absl::FailedPreconditionError(absl::StrCat("gpu_events: cannot make ", path, ": ", strerror(errno)));
+    }
+    close(fd);
+  } else if (path.empty()) {
+    path = "/dev/kmsg";
+  }
+  absl::StatusOr<std::unique_ptr<GpuHealth>> health = GpuHealth::Open(path, inventory.gpus);
+  if (!health.ok()) {
+    // The kernel's log may be closed to the agent's account
+    // (kernel.dmesg_restrict): the node runs without GPU health, and says so.
+    if (!events.empty()) return health.status();
+    Log(LogLevel::kWarning, kComponent, "GPU health is not watched: %s", health.status().message());
+    return absl::OkStatus();
+  }
+  health_ = *std::move(health);
+  Log(LogLevel::kInfo, kComponent, "GPU health: Xid events from %s", health_->path());
+  return absl::OkStatus();
 }
 
 std::vector<GpuInfo> AgentCore::LastGpus() const {

@@ -17,6 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/gpu_discovery.h"
+#include "agent/gpu_health.h"
 #include "agent/image_store.h"
 #include "agent/mps.h"
 #include "agent/resource_limiter.h"
@@ -66,6 +67,10 @@ struct AgentConfig {
   std::string oci_runtime;
   // Registries images are pulled from without TLS checks (HOST[:PORT]).
   std::vector<std::string> insecure_registries;
+  // Where the GPUs' Xid events are read (--gpu-events; gpu_health.h): ""
+  // = the kernel's log (/dev/kmsg) for real GPUs, DATA_DIR/gpu-events (a
+  // file the agent makes, 0600) for simulated ones; "none" = not read.
+  std::string gpu_events;
 };
 
 // What the agent registers with (mirrors trainyard.v1.NodeInfo).
@@ -95,6 +100,7 @@ struct HeartbeatSnapshot {
   core::GpuSet excluded_gpus;        // ownerless busy GPUs now
   core::PortRanges ports_in_use;     // every local port in use on the node
   std::vector<TaskStatus> tasks;
+  std::vector<v1::GpuFault> gpu_faults;  // GpuHealth::Faults after this look
 };
 
 class AgentCore {
@@ -117,6 +123,9 @@ class AgentCore {
   // Reads GPU memory use, ports in use and task states now. An error when
   // GPU discovery or /proc/net reading fails, with the reason.
   absl::StatusOr<HeartbeatSnapshot> Heartbeat();
+
+  // The GPU faults seen since the agent started (registration sends them).
+  std::vector<v1::GpuFault> GpuFaults() const;
 
   // The GPUs as the last heartbeat read them (as Start did before the
   // first): memory use and utilisation, for /metrics. Thread-safe; reads
@@ -146,6 +155,8 @@ class AgentCore {
 
  private:
   AgentCore() = default;
+  // Opens the Xid source (AgentConfig::gpu_events) for the GPUs found.
+  absl::Status OpenGpuHealth(const std::string& events, const GpuInventory& inventory);
 
   GpuDiscoveryPtr discovery_;
   ResourceLimiterPtr owned_limiter_;
@@ -154,6 +165,8 @@ class AgentCore {
   std::unique_ptr<Supervisor> supervisor_;
   std::unique_ptr<ImageStore> images_;
   OwnerlessGpuOptions ownerless_;
+  std::unique_ptr<GpuHealth> health_;  // null: no Xid source
+  const Clock* clock_ = nullptr;
   std::string proc_root_;
   NodeInfo node_;
   std::vector<TaskStatus> adopted_;

@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -21,7 +22,7 @@ constexpr char kComponent[] = "gpu-discovery";
 
 // Column positions of the fields we read; -1 when absent.
 struct QueryColumns {
-  int index = -1, uuid = -1, name = -1, used = -1, total = -1, utilization = -1;
+  int index = -1, uuid = -1, name = -1, used = -1, total = -1, utilization = -1, pci = -1;
 };
 
 QueryColumns ColumnsOfHeader(absl::string_view header) {
@@ -35,6 +36,7 @@ QueryColumns ColumnsOfHeader(absl::string_view header) {
     if (absl::StartsWith(f, "memory.used")) c.used = i;
     if (absl::StartsWith(f, "memory.total")) c.total = i;
     if (absl::StartsWith(f, "utilization.gpu")) c.utilization = i;
+    if (absl::StartsWith(f, "pci.bus_id")) c.pci = i;
     ++i;
   }
   return c;
@@ -81,6 +83,7 @@ absl::StatusOr<GpuInfo> ParseQueryRow(absl::string_view line, int line_no, const
     }
   }
   if (c.uuid >= 0) gpu.uuid = fields[c.uuid];
+  if (c.pci >= 0 && static_cast<int>(fields.size()) > c.pci) gpu.pci_bus_id = fields[c.pci];
   if (c.name >= 0) gpu.model = fields[c.name];
   return gpu;
 }
@@ -125,7 +128,7 @@ absl::StatusOr<std::string> RecordedCommandRunner::Run(const std::vector<std::st
 }
 
 std::vector<std::string> NvidiaSmiQueryCommand() {
-  return {"nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu", "--format=csv"};
+  return {"nvidia-smi", "--query-gpu=index,uuid,name,memory.used,memory.total,utilization.gpu,pci.bus_id", "--format=csv"};
 }
 
 std::vector<std::string> NvidiaSmiTopoCommand() { return {"nvidia-smi", "topo", "-m"}; }
@@ -201,7 +204,8 @@ absl::StatusOr<GpuInventory> SimulatedGpuDiscovery::Discover() {
                               .memory_used_mb = used_mb_[i],
                               .memory_total_mb = memory_total_mb_,
                               .uuid = absl::StrCat("GPU-simulated-", i),
-                              .model = model_});
+                              .model = model_,
+                              .pci_bus_id = absl::StrFormat("00000000:%02X:00.0", i + 1)});
   }
   return inventory;
 }

@@ -31,6 +31,9 @@ struct GpuInfo {
   // Time the GPU was busy over the driver's last sample period, 0..100;
   // -1 when unknown (simulated GPUs, an nvidia-smi or NVML without it).
   int utilization_percent = -1;
+  // Its PCI address ("00000000:3B:00.0"; "" when unknown), which the
+  // driver's Xid events name (gpu_health.h). Simulated GPU i: 0000:(i+1):00.0.
+  std::string pci_bus_id;
 };
 
 // What one discovery pass finds.

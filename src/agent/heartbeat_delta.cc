@@ -28,7 +28,7 @@ std::string HeartbeatDelta::TasksKey(const v1::Heartbeat& hb) {
 bool HeartbeatDelta::Quiet(const v1::Heartbeat& hb, absl::Time now) const {
   if (full_every_ <= 0 || quiet_every_ <= absl::ZeroDuration() || !sent_) return false;
   if (now - last_beat_ >= quiet_every_) return false;
-  return !hb.images_given() && hb.busy_gpu_mask() == busy_ && RangesOf(hb) == ports_ && TasksKey(hb) == tasks_;
+  return !hb.images_given() && !hb.gpu_faults_given() && hb.busy_gpu_mask() == busy_ && RangesOf(hb) == ports_ && TasksKey(hb) == tasks_;
 }
 
 absl::Time HeartbeatDelta::QuietUntil() const {

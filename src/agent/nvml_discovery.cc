@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/logging.h"
 
 namespace trainyard::agent {
@@ -15,6 +16,17 @@ using NvmlReturn = int;  // nvmlReturn_t; 0 = NVML_SUCCESS
 using NvmlDevice = void*;
 struct NvmlMemory {
   unsigned long long total, free, used;
+};
+// nvmlPciInfo_t (nvmlDeviceGetPciInfo_v3): the legacy bus id, then the
+// address as numbers, then the ids and the bus id text.
+struct NvmlPciInfo {
+  char bus_id_legacy[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pci_device_id;
+  unsigned int pci_subsystem_id;
+  char bus_id[32];
 };
 struct NvmlUtilization {  // nvmlUtilization_t: percent of the last sample period busy
   unsigned int gpu, memory;
@@ -37,6 +49,7 @@ struct NvmlGpuDiscovery::Api {
   NvmlReturn (*name)(NvmlDevice, char*, unsigned int) = nullptr;
   NvmlReturn (*uuid)(NvmlDevice, char*, unsigned int) = nullptr;  // optional
   NvmlReturn (*utilization)(NvmlDevice, NvmlUtilization*) = nullptr;  // optional
+  NvmlReturn (*pci)(NvmlDevice, NvmlPciInfo*) = nullptr;  // optional (nvmlDeviceGetPciInfo_v3)
   NvmlReturn (*ancestor)(NvmlDevice, NvmlDevice, int*) = nullptr;
   const char* (*error_string)(NvmlReturn) = nullptr;              // optional
 
@@ -82,6 +95,7 @@ absl::StatusOr<GpuDiscoveryPtr> NvmlGpuDiscovery::Open(const std::string& librar
   else if (!Resolve(handle, "nvmlDeviceGetTopologyCommonAncestor", &api->ancestor)) missing = "nvmlDeviceGetTopologyCommonAncestor";
   Resolve(handle, "nvmlDeviceGetUUID", &api->uuid);
   Resolve(handle, "nvmlDeviceGetUtilizationRates", &api->utilization);
+  Resolve(handle, "nvmlDeviceGetPciInfo_v3", &api->pci);
   Resolve(handle, "nvmlErrorString", &api->error_string);
   if (missing != nullptr) {
     dlclose(handle);
@@ -127,12 +141,18 @@ absl::StatusOr<GpuInventory> NvmlGpuDiscovery::Discover() {
     NvmlUtilization busy{};
     // Unsupported on some GPUs (and under MIG): left unknown.
     bool has_busy = api_->utilization != nullptr && api_->utilization(devices[i], &busy) == 0 && busy.gpu <= 100;
+    NvmlPciInfo pci{};
+    std::string bus_id;
+    if (api_->pci != nullptr && api_->pci(devices[i], &pci) == 0) {
+      bus_id = absl::StrFormat("%08X:%02X:%02X.0", pci.domain, pci.bus, pci.device);
+    }
     inventory.gpus.push_back({.index = static_cast<int>(i),
                               .memory_used_mb = static_cast<int64_t>(memory.used >> 20),
                               .memory_total_mb = static_cast<int64_t>(memory.total >> 20),
                               .uuid = uuid,
                               .model = name,
-                              .utilization_percent = has_busy ? static_cast<int>(busy.gpu) : -1});
+                              .utilization_percent = has_busy ? static_cast<int>(busy.gpu) : -1,
+                              .pci_bus_id = bus_id});
   }
   std::vector<std::vector<NvmlTopologyLevel>> levels(
       count, std::vector<NvmlTopologyLevel>(count, NvmlTopologyLevel::kSystem));

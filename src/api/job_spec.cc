@@ -390,15 +390,18 @@ bool ParseBudget(const YamlNode& node, const std::string& path, int32_t* out, Er
   return true;
 }
 
-// `restartBudgets: {oom: 1, nodeLost: unlimited}`: the restarts each class
-// of end allows beside maxRestarts (program failures).
+// `restartBudgets: {oom: 1, nodeLost: unlimited, gpuError: 2}`: the restarts
+// each class of end allows beside maxRestarts (program failures).
 void ParseRestartBudgets(const YamlNode& node, const std::string& path, v1::RestartBudgets* b, Errors* errors) {
   Fields f;
-  if (!CheckMap(node, path, {"oom", "nodeLost"}, &f, errors)) return;
+  if (!CheckMap(node, path, {"oom", "nodeLost", "gpuError"}, &f, errors)) return;
   int32_t n = 0;
   if (const YamlNode* v = Find(f, "oom"); v && ParseBudget(*v, path + ".oom", &n, errors)) b->set_oom(n);
   if (const YamlNode* v = Find(f, "nodeLost"); v && ParseBudget(*v, path + ".nodeLost", &n, errors)) {
     b->set_node_lost(n);
+  }
+  if (const YamlNode* v = Find(f, "gpuError"); v && ParseBudget(*v, path + ".gpuError", &n, errors)) {
+    b->set_gpu_error(n);
   }
 }
 

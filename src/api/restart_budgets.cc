@@ -9,7 +9,8 @@
 namespace trainyard::api {
 namespace {
 
-constexpr v1::AttemptClass kBudgeted[] = {v1::ATTEMPT_FAILED, v1::ATTEMPT_OOM_KILLED, v1::ATTEMPT_NODE_LOST};
+constexpr v1::AttemptClass kBudgeted[] = {v1::ATTEMPT_FAILED, v1::ATTEMPT_OOM_KILLED, v1::ATTEMPT_NODE_LOST,
+                                          v1::ATTEMPT_GPU_ERROR};
 
 int FailureLimit(const v1::ReplicaSpec& rs) {
   return rs.restart_policy() == v1::RESTART_NEVER ? 0 : rs.max_restarts();
@@ -34,13 +35,14 @@ std::string BudgetName(v1::AttemptClass c) {
   switch (c) {
     case v1::ATTEMPT_OOM_KILLED: return "OOM";
     case v1::ATTEMPT_NODE_LOST: return "node-loss";
+    case v1::ATTEMPT_GPU_ERROR: return "GPU-error";
     default: return "failure";
   }
 }
 
 bool HasBudget(v1::AttemptClass c) {
   return c == v1::ATTEMPT_FAILED || c == v1::ATTEMPT_OOM_KILLED || c == v1::ATTEMPT_NODE_LOST ||
-         c == v1::ATTEMPT_LAUNCH_FAILED;
+         c == v1::ATTEMPT_LAUNCH_FAILED || c == v1::ATTEMPT_GPU_ERROR;
 }
 
 int RestartLimit(const v1::ReplicaSpec& rs, v1::AttemptClass c) {
@@ -52,6 +54,9 @@ int RestartLimit(const v1::ReplicaSpec& rs, v1::AttemptClass c) {
     case v1::ATTEMPT_NODE_LOST:
       if (b.has_node_lost()) return b.node_lost();
       return rs.restart_policy() == v1::RESTART_NEVER ? 0 : kUnlimitedRestarts;
+    case v1::ATTEMPT_GPU_ERROR:
+      if (b.has_gpu_error()) return b.gpu_error();
+      return rs.restart_policy() == v1::RESTART_NEVER ? 0 : kUnlimitedRestarts;
     default: return 0;
   }
 }
@@ -62,6 +67,7 @@ int RestartsSpent(const v1::RestartCounts& counts, v1::AttemptClass c) {
     case v1::ATTEMPT_LAUNCH_FAILED: return counts.failure();
     case v1::ATTEMPT_OOM_KILLED: return counts.oom();
     case v1::ATTEMPT_NODE_LOST: return counts.node_lost();
+    case v1::ATTEMPT_GPU_ERROR: return counts.gpu_error();
     default: return 0;
   }
 }
@@ -72,6 +78,7 @@ void SpendRestart(v1::RestartCounts* counts, v1::AttemptClass c) {
     case v1::ATTEMPT_LAUNCH_FAILED: counts->set_failure(counts->failure() + 1); break;
     case v1::ATTEMPT_OOM_KILLED: counts->set_oom(counts->oom() + 1); break;
     case v1::ATTEMPT_NODE_LOST: counts->set_node_lost(counts->node_lost() + 1); break;
+    case v1::ATTEMPT_GPU_ERROR: counts->set_gpu_error(counts->gpu_error() + 1); break;
     default: break;
   }
 }

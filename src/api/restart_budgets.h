@@ -29,11 +29,11 @@ std::string AttemptClassName(v1::AttemptClass c);
 
 // The word a budget is called by in events and describe: "failure" (for
 // FAILED and LAUNCH_FAILED: a command that cannot start would fail again),
-// "OOM", "node-loss".
+// "OOM", "node-loss", "GPU-error".
 std::string BudgetName(v1::AttemptClass c);
 
 // Whether restarts after an attempt of class `c` are counted in a budget
-// (FAILED and LAUNCH_FAILED share one; OOM_KILLED, NODE_LOST). Preemptions,
+// (FAILED and LAUNCH_FAILED share one; OOM_KILLED, NODE_LOST, GPU_ERROR). Preemptions,
 // deadlines and kills are never charged.
 bool HasBudget(v1::AttemptClass c);
 
@@ -41,7 +41,7 @@ bool HasBudget(v1::AttemptClass c);
 // (kUnlimitedRestarts: no limit; 0 for a class without a budget). FAILED
 // and LAUNCH_FAILED: maxRestarts, 0 under restartPolicy Never. OOM_KILLED:
 // restartBudgets.oom, else as FAILED. NODE_LOST: restartBudgets.nodeLost,
-// else unlimited (0 under Never).
+// else unlimited (0 under Never); GPU_ERROR likewise (restartBudgets.gpuError).
 int RestartLimit(const v1::ReplicaSpec& rs, v1::AttemptClass c);
 
 // Restarts of class `c` spent (0 for a class without a budget).

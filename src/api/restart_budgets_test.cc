@@ -23,16 +23,19 @@ std::string Refusal(const std::string& lines) {
 }
 
 TEST(RestartBudgetsSpec, ReadsCountsAndUnlimited) {
-  absl::StatusOr<v1::JobSpec> spec = Load("    restartBudgets: {oom: 1, nodeLost: unlimited}\n");
+  absl::StatusOr<v1::JobSpec> spec = Load("    restartBudgets: {oom: 1, nodeLost: unlimited, gpuError: 2}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   const v1::RestartBudgets& b = spec->replicas(0).restart_budgets();
   EXPECT_EQ(b.oom(), 1);
   EXPECT_EQ(b.node_lost(), kUnlimitedRestarts);
+  EXPECT_EQ(b.gpu_error(), 2);
+  EXPECT_EQ(RestartLimit(spec->replicas(0), v1::ATTEMPT_GPU_ERROR), 2);
+  EXPECT_EQ(BudgetText(spec->replicas(0), v1::RestartCounts(), v1::ATTEMPT_GPU_ERROR), "GPU-error budget 2 of 2 left");
 }
 
 TEST(RestartBudgetsSpec, AnUnknownClassIsNamedWithTheKnownOnes) {
   EXPECT_THAT(Refusal("    restartBudgets: {oom: 1, gpu: 2}\n"),
-              HasSubstr("replicas.worker.restartBudgets.gpu: unknown field (known: nodeLost, oom)"));
+              HasSubstr("replicas.worker.restartBudgets.gpu: unknown field (known: gpuError, nodeLost, oom)"));
 }
 
 TEST(RestartBudgetsSpec, ANegativeOrNonNumericBudgetIsRefusedNamingTheField) {

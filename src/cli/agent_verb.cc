@@ -253,6 +253,9 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
   cmd->add_option("--gpu-topology", f.config.gpu.gpu_topology, "topology spec of simulated GPUs");
   cmd->add_option("--gpu-model", f.config.gpu.simulated_model,
                   "model of simulated GPUs, as tasks name it in gpuModel (e.g. A10, V100M32)");
+  cmd->add_option("--gpu-events", f.config.gpu_events,
+                  "where the GPUs' Xid events are read: a file of the driver's lines, or none (default: the kernel's "
+                  "log for real GPUs, DATA_DIR/gpu-events for simulated ones)");
   cmd->add_option("--mps", f.config.mps,
                   "CUDA MPS for GPU shares: off (default), auto (where nvidia-cuda-mps-control is found and the GPUs "
                   "are real) or on");

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/convert.h"
+#include "api/gpu_faults.h"
 #include "api/roles.h"
 #include "common/logging.h"
 #include "server/control_state.h"
@@ -47,7 +48,7 @@ void ControlState::UpdateSchedulable(NodeRt& node) {
   view_nodes_ = view_queues_ = true;
   if (!node.in_scheduler) return;
   bool takes = node.connected() && node.state == v1::NODE_READY && !node.agent_stopping && !node.cordoned &&
-               !node.draining && !node.degraded();
+               !node.draining && !node.degraded() && node.health_reason.empty();
   absl::Status st = scheduler_->SetSchedulable(node.info.name(), takes);
   if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", node.info.name(), std::string(st.message()));
   if (takes) wants_round_ = true;
@@ -55,7 +56,7 @@ void ControlState::UpdateSchedulable(NodeRt& node) {
 
 v1::NodeState ControlState::ShownState(const NodeRt& node) {
   if (node.state == v1::NODE_LOST) return v1::NODE_LOST;
-  if (node.draining || node.agent_stopping) return v1::NODE_DRAINING;
+  if (node.draining || node.agent_stopping || !node.health_reason.empty()) return v1::NODE_DRAINING;
   if (node.cordoned) return v1::NODE_CORDONED;
   if (node.degraded()) return v1::NODE_DEGRADED;
   return v1::NODE_READY;
@@ -65,6 +66,7 @@ std::string ControlState::ShownReason(const NodeRt& node) {
   std::vector<std::string> why;
   if (node.agent_stopping) why.push_back(node.stop_reason);
   if (node.draining || node.cordoned) why.push_back(node.admin_reason);
+  if (!node.health_reason.empty()) why.push_back(node.health_reason);
   if (!node.fault_reason.empty()) why.push_back(node.fault_reason);
   if (!node.disk_reason.empty()) why.push_back(node.disk_reason);
   return absl::StrJoin(why, "; ");
@@ -86,11 +88,38 @@ absl::Status ControlState::Uncordon(const std::string& name) {
   if (!node) return UnknownNode(name);
   node->cordoned = node->draining = false;
   node->admin_reason.clear();
+  if (node->cordoned_gpus != 0) {
+    node->cordoned_gpus = 0;
+    SyncExcludedGpus(*node);
+    TouchOwnView(*node);
+  }
   node->launch_faults = 0;
   node->fault_reason.clear();
   UpdateSchedulable(*node);
   persister_.MarkNode(name);
   Log(LogLevel::kInfo, "server", "node %s uncordoned", name);
+  return absl::OkStatus();
+}
+
+absl::Status ControlState::CordonGpus(const std::string& name, const std::vector<int>& gpus, bool cordon) {
+  NodeRt* node = FindNode(name);
+  if (!node) return UnknownNode(name);
+  const int count = node->info.topology().gpu_count();
+  uint64_t mask = 0;
+  for (int g : gpus) {
+    if (g < 0 || g >= count || g >= 64) {
+      return absl::InvalidArgumentError(absl::StrCat("gpus: ", g, " is not a GPU of node ", name, " (it has ", count,
+                                                     count > 0 ? absl::StrCat(": 0-", count - 1) : "", ")"));
+    }
+    mask |= uint64_t{1} << g;
+  }
+  node->cordoned_gpus = cordon ? node->cordoned_gpus | mask : node->cordoned_gpus & ~mask;
+  SyncExcludedGpus(*node);
+  TouchOwnView(*node);
+  view_nodes_ = true;
+  persister_.MarkNode(name);
+  Log(LogLevel::kInfo, "server", "node %s: GPUs %s %s", name, core::GpuSet(mask).ToString(),
+      cordon ? "cordoned" : "uncordoned");
   return absl::OkStatus();
 }
 
@@ -104,14 +133,14 @@ absl::StatusOr<int> ControlState::Drain(const std::string& name, const std::stri
   int evicted = 0;
   for (auto [job, i] : TasksOn(name)) {
     if (job->ending || job->preempting || job->evicting[i]) continue;
-    EvictTask(*job, i, name, now);
+    EvictTask(*job, i, name, absl::StrCat("node ", name, " is drained"), now);
     ++evicted;
   }
   Log(LogLevel::kInfo, "server", "node %s drained (%s): %d tasks leave it", name, node->admin_reason, evicted);
   return evicted;
 }
 
-void ControlState::EvictTask(JobRt& job, int i, const std::string& node, absl::Time now) {
+void ControlState::EvictTask(JobRt& job, int i, const std::string& node, const std::string& why, absl::Time now) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   std::string tname = api::TaskName(job.rec.name(), t.role(), t.index());
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
@@ -119,16 +148,14 @@ void ControlState::EvictTask(JobRt& job, int i, const std::string& node, absl::T
     // The task may not be started again on its own: the whole job goes back
     // to the queue, as a preempted one does, once its tasks have stopped.
     StopForRequeue(job,
-                   absl::StrCat("stopped by the drain of node ", node, " (", tname,
+                   absl::StrCat("stopped because ", why, " (", tname,
                                 " has restart policy Never, so it cannot move alone)"),
                    now);
     return;
   }
   job.evicting[i] = true;
-  AddEvent(job, "task_evicted", absl::StrCat(tname, ": node ", node, " is drained; it is stopped and placed elsewhere"),
-           now);
-  SendKill(node, job.rec.name(), job.rec.id(), t.role(), t.index(), config_.kill_grace_ms,
-           absl::StrCat("node ", node, " is drained"));
+  AddEvent(job, "task_evicted", absl::StrCat(tname, ": ", why, "; it is stopped and placed elsewhere"), now);
+  SendKill(node, job.rec.name(), job.rec.id(), t.role(), t.index(), config_.kill_grace_ms, why);
   Persist(job);
 }
 
@@ -148,9 +175,41 @@ void ControlState::MoveOrRequeue(JobRt& job, int i, const std::string& why, v1::
 
 void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl::Time now) {
   job.evicting[i] = false;
-  *job.rec.mutable_tasks(i)->mutable_exit() = exit;
-  MoveOrRequeue(job, i, absl::StrCat("was evicted from drained node ", job.rec.tasks(i).node()),
-                v1::ATTEMPT_PREEMPTED, now);
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  *t->mutable_exit() = exit;
+  const NodeRt* node = FindNode(t->node());
+  std::string fault = node ? GpuFaultWhy(*node, t->allocation().gpu_mask()) : "";
+  if (fault.empty()) {
+    MoveOrRequeue(job, i, absl::StrCat("was evicted from drained node ", t->node()), v1::ATTEMPT_PREEMPTED, now);
+    return;
+  }
+  // Moved for its node's GPU fault: charged to its GPU-error budget
+  // (unlimited unless restartBudgets.gpuError says otherwise).
+  std::string gpu_why = absl::StrCat("was stopped because ", fault);
+  if (!MayRestart(job, i, v1::ATTEMPT_GPU_ERROR)) {
+    if (job.in_scheduler) {
+      absl::Status st = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
+      if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
+    }
+    std::string tname = api::TaskName(job.rec.name(), t->role(), t->index());
+    SetTaskState(job, i, v1::TASK_FAILED, now);
+    t->mutable_exit()->set_message(gpu_why);
+    std::string budget = RecordAttempt(job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_GPU_ERROR}, now);
+    EndJob(job, v1::JOB_FAILED, absl::StrCat("task ", tname, " ", gpu_why, " (GPU_ERROR; ", budget, ")"), now);
+    Persist(job);
+    return;
+  }
+  if (job.in_scheduler) {
+    absl::Status st = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
+    if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
+  }
+  if (!ReplaceTask(job, i, MoveWhy{gpu_why, /*charge=*/true, v1::ATTEMPT_GPU_ERROR}, now)) {
+    RecordAttempt(job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_GPU_ERROR, .restarted = true}, now);
+    Requeue(job, absl::StrCat("task ", api::TaskName(job.rec.name(), t->role(), t->index()), " ", gpu_why,
+                              " and no other node can take it now"),
+            now);
+  }
+  Persist(job);
 }
 
 void ControlState::LaunchFault(const std::string& name, JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
@@ -165,6 +224,81 @@ void ControlState::LaunchFault(const std::string& name, JobRt& job, int i, const
   *job.rec.mutable_tasks(i)->mutable_exit() = st.exit();
   MoveOrRequeue(job, i, absl::StrCat("could not be started on node ", name, " (", st.exit().message(), ")"),
                 v1::ATTEMPT_LAUNCH_FAILED, now);
+}
+
+namespace {
+// A fault as events and reasons name it: "Xid 48 (double-bit ECC error)",
+// the start of the agent's message, without the driver's line after it
+// (`node describe` shows that).
+std::string FaultName(const v1::GpuFault& f) {
+  const std::string& m = f.message();
+  size_t end = m.find("): ");
+  return end == std::string::npos ? absl::StrCat("Xid ", f.xid()) : m.substr(0, end + 1);
+}
+}  // namespace
+
+std::string ControlState::GpuFaultWhy(const NodeRt& node, uint64_t gpu_mask) {
+  for (const v1::GpuFault& f : node.info.gpu_faults()) {
+    bool drains = f.action() == v1::GPU_FAULT_DRAIN_NODE;
+    bool held = f.gpu() >= 0 && f.gpu() < 64 && ((gpu_mask >> f.gpu()) & 1) != 0;
+    if (held && (drains || f.action() == v1::GPU_FAULT_EXCLUDE_GPU)) {
+      return absl::StrCat("GPU ", f.gpu(), " of node ", node.info.name(), " is faulty (", FaultName(f), ")");
+    }
+    if (drains) {
+      return absl::StrCat("node ", node.info.name(), " is drained for its GPU ", f.gpu(), " (", FaultName(f), ")");
+    }
+  }
+  return "";
+}
+
+void ControlState::ApplyGpuFaults(NodeRt& node, absl::Time now) {
+  const std::string& name = node.info.name();
+  const int count = node.info.topology().gpu_count();
+  const uint64_t all = count >= 64 ? ~uint64_t{0} : (uint64_t{1} << std::max(count, 0)) - 1;
+  uint64_t faulty = api::FaultyGpus(node.info) & all;
+  std::string drain;
+  for (const v1::GpuFault& f : node.info.gpu_faults()) {
+    if (f.action() == v1::GPU_FAULT_DRAIN_NODE && drain.empty()) {
+      drain = absl::StrCat("drained for GPU ", f.gpu(), ": ", FaultName(f));
+    }
+  }
+  if (faulty == node.faulty_gpus && drain == node.health_reason) return;
+  if (faulty != node.faulty_gpus) {
+    Log(LogLevel::kWarning, "server", "node %s: GPUs %s out of service (faulty)", name,
+        core::GpuSet(faulty).ToString());
+  }
+  if (drain != node.health_reason && !drain.empty()) Log(LogLevel::kWarning, "server", "node %s %s", name, drain);
+  node.faulty_gpus = faulty;
+  node.health_reason = drain;
+  UpdateSchedulable(node);
+  SyncExcludedGpus(node);
+  persister_.MarkNode(name);
+  TouchOwnView(node);
+  view_nodes_ = true;
+  // The tasks on a faulty GPU (every task, on a node drained for one) leave.
+  int moved = 0;
+  for (auto [job, i] : TasksOn(name)) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (job->ending || job->preempting || job->evicting[i] || api::IsTerminal(t.state())) continue;
+    std::string why = GpuFaultWhy(node, t.allocation().gpu_mask());
+    if (why.empty()) continue;
+    EvictTask(*job, i, name, why, now);
+    ++moved;
+  }
+  if (moved > 0) Log(LogLevel::kInfo, "server", "node %s: %d tasks leave for its GPU faults", name, moved);
+}
+
+void ControlState::SyncExcludedGpus(NodeRt& node) {
+  uint64_t excluded = node.reported_busy_gpus | node.faulty_gpus | node.cordoned_gpus;
+  if (excluded == node.busy_gpus || !node.in_scheduler) return;
+  absl::Status st = scheduler_->SetExcludedGpus(node.info.name(), core::GpuSet(excluded));
+  if (!st.ok()) {
+    Log(LogLevel::kWarning, "server", "node %s: %s", node.info.name(), std::string(st.message()));
+    return;
+  }
+  node.busy_gpus = excluded;
+  TouchOwnView(node);
+  wants_round_ = true;
 }
 
 void ControlState::CheckDisk(NodeRt& node, const v1::Heartbeat& hb) {

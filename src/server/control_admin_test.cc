@@ -1,6 +1,8 @@
 // Node administration and node health in the control state, driven
 // directly: cordon, drain, remove, a node whose launches fail or whose disk
-// is full, and a deleted job's name freed.
+// is full, a node whose agent found a GPU faulty, and a deleted job's name
+// freed.
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
@@ -145,7 +147,7 @@ TEST_F(ControlAdminTest, DrainRequeuesAJobWhoseTaskMayNotRestart) {
   ASSERT_TRUE(state_->Drain("n1", "maintenance", now_).ok());
   Status(v1::TASK_KILLED);
   EXPECT_EQ(state_->Describe(job)->state(), v1::JOB_QUEUED);
-  EXPECT_THAT(state_->Describe(job)->reason(), HasSubstr("drain of node n1"));
+  EXPECT_THAT(state_->Describe(job)->reason(), HasSubstr("stopped because node n1 is drained"));
   Register("n2", 2);
   state_->RunRound(now_);
   EXPECT_EQ(backend_.launches.back().first, "n2");
@@ -356,6 +358,139 @@ TEST_F(ControlAdminTest, AOneTaskJobsEventsSayTaskInTheSingular) {
   EXPECT_THAT(texts, HasSubstr("(1 task, priority iteration)"));
   EXPECT_THAT(texts, HasSubstr("its task is running"));
   EXPECT_THAT(texts, ::testing::Not(HasSubstr("1 tasks")));
+}
+
+// A heartbeat with `fault` (given as changed) from `node`.
+v1::Heartbeat FaultBeat(int gpu, int xid, v1::GpuFaultAction action) {
+  v1::Heartbeat hb;
+  hb.set_use_unchanged(true);
+  v1::GpuFault* f = hb.add_gpu_faults();
+  f->set_gpu(gpu);
+  f->set_xid(xid);
+  f->set_action(action);
+  f->set_message(absl::StrCat("Xid ", xid, " (test): NVRM: Xid (PCI:0000:0", gpu + 1, ":00): ", xid));
+  f->set_time_unix_ms(1'800'000'000'000);
+  hb.set_gpu_faults_given(true);
+  return hb;
+}
+
+TEST_F(ControlAdminTest, AFaultyGpuGoesOutOfServiceAndItsTaskMovesOnItsGpuErrorBudget) {
+  Register("n1", 1);
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  const uint64_t first = backend_.launches[0].second.allocation().gpu_mask();
+  const int gpu = __builtin_ctzll(first);
+  Status(v1::TASK_RUNNING);
+  // A heartbeat that lists the task as running, with the fault.
+  v1::Heartbeat hb = FaultBeat(gpu, 48, v1::GPU_FAULT_EXCLUDE_GPU);
+  state_->OnHeartbeat("n1", hb, now_);
+  ASSERT_EQ(backend_.kills.size(), 1u) << "the task on the faulty GPU is told to stop";
+  EXPECT_EQ(backend_.kills[0].first, "n1");
+  v1::NodeView node = NodeOf("n1");
+  EXPECT_EQ(node.info().state(), v1::NODE_READY) << "one GPU excluded; the node takes work";
+  ASSERT_EQ(node.info().gpu_faults_size(), 1);
+  EXPECT_EQ(node.info().gpu_faults(0).xid(), 48);
+  EXPECT_EQ(node.free_gpu_mask() & first, 0u);
+
+  Status(v1::TASK_KILLED);  // it stopped on the faulty GPU
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  EXPECT_EQ(backend_.launches[1].first, "n1");
+  EXPECT_EQ(backend_.launches[1].second.allocation().gpu_mask() & first, 0u) << "placed on another GPU";
+  v1::TaskView t = Task(job);
+  EXPECT_EQ(t.state(), v1::TASK_LAUNCHING);
+  ASSERT_GE(t.attempts_size(), 1);
+  EXPECT_EQ(t.attempts(t.attempts_size() - 1).attempt_class(), v1::ATTEMPT_GPU_ERROR);
+  bool shown = false;
+  for (const v1::RestartBudgetView& b : t.budgets()) {
+    if (b.attempt_class() != v1::ATTEMPT_GPU_ERROR) continue;
+    shown = true;
+    EXPECT_EQ(b.spent(), 1);
+    EXPECT_EQ(b.limit(), -1) << "unlimited by default";
+  }
+  EXPECT_TRUE(shown);
+  // The faulty GPU stays out of service after its task left it.
+  EXPECT_EQ(NodeOf("n1").free_gpu_mask() & first, 0u);
+
+  // The agent restarted (after the GPU's reset) knows no fault: the GPU is back.
+  state_->AgentDisconnected("n1", 1);
+  Register("n1", 2);
+  EXPECT_EQ(NodeOf("n1").info().gpu_faults_size(), 0);
+  EXPECT_NE(NodeOf("n1").free_gpu_mask() & first, 0u);
+}
+
+TEST_F(ControlAdminTest, AGpuFaultThatAsksForARebootDrainsTheNode) {
+  Register("n1", 1);
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  const int gpu = __builtin_ctzll(backend_.launches[0].second.allocation().gpu_mask());
+  Status(v1::TASK_RUNNING);
+  Register("n2", 2);
+  // Another GPU of the node fell off the bus: the whole node is drained.
+  state_->OnHeartbeat("n1", FaultBeat((gpu + 3) % 8, 79, v1::GPU_FAULT_DRAIN_NODE), now_);
+  v1::NodeView node = NodeOf("n1");
+  EXPECT_EQ(node.info().state(), v1::NODE_DRAINING);
+  EXPECT_THAT(node.reason(), HasSubstr("Xid 79"));
+  ASSERT_EQ(backend_.kills.size(), 1u);
+  Status(v1::TASK_KILLED);
+  ASSERT_EQ(backend_.launches.size(), 2u);
+  EXPECT_EQ(backend_.launches[1].first, "n2");
+  v1::TaskView t = Task(job);
+  EXPECT_EQ(t.attempts(t.attempts_size() - 1).attempt_class(), v1::ATTEMPT_GPU_ERROR);
+  absl::StatusOr<v1::JobView> view = state_->Describe(job);
+  ASSERT_TRUE(view.ok());
+  bool told = false;
+  for (const v1::JobEvent& e : view->events()) told |= absl::StrContains(e.text(), "is drained for its GPU");
+  EXPECT_TRUE(told) << "an event says why the task moved";
+}
+
+TEST_F(ControlAdminTest, AGpuErrorBudgetOfNoneFailsTheJobOnItsFirstFaultyGpu) {
+  Register("n1", 1);
+  std::string job = Submit(std::string(kJob) + "    restartBudgets: {gpuError: 0}\n");
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  const int gpu = __builtin_ctzll(backend_.launches[0].second.allocation().gpu_mask());
+  Status(v1::TASK_RUNNING);
+  state_->OnHeartbeat("n1", FaultBeat(gpu, 95, v1::GPU_FAULT_EXCLUDE_GPU), now_);
+  Status(v1::TASK_KILLED);
+  absl::StatusOr<v1::JobView> view = state_->Describe(job);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->state(), v1::JOB_FAILED);
+  EXPECT_THAT(view->reason(), HasSubstr("GPU_ERROR"));
+  EXPECT_THAT(view->reason(), HasSubstr("is faulty (Xid 95"));
+  EXPECT_EQ(backend_.launches.size(), 1u);
+}
+
+TEST_F(ControlAdminTest, CordonedGpusTakeNoTaskKeepTheirCordonAcrossARestartAndAreNamedWhenWrong) {
+  Register("n1", 1);
+  ASSERT_TRUE(state_->CordonGpus("n1", {0, 1, 2, 3, 4, 5, 6}, true).ok());
+  EXPECT_EQ(NodeOf("n1").cordoned_gpus(), 0x7fu);
+  EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY) << "the node itself is not cordoned";
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  EXPECT_EQ(backend_.launches[0].second.allocation().gpu_mask(), 0x80u) << "the only GPU not cordoned";
+  absl::Status bad = state_->CordonGpus("n1", {8}, true);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(bad.message(), "gpus: 8 is not a GPU of node n1 (it has 8: 0-7)");
+  EXPECT_EQ(state_->CordonGpus("n9", {0}, true).code(), absl::StatusCode::kNotFound);
+
+  // A restarted server reads the GPUs' cordon back.
+  std::vector<v1::NodeRecord> written = WrittenNodes();
+  ASSERT_FALSE(written.empty());
+  EXPECT_EQ(written.back().cordoned_gpus(), 0x7fu);
+  StoreSnapshot snap;
+  snap.nodes = written;
+  Make(snap);
+  Register("n1", 2);
+  EXPECT_EQ(NodeOf("n1").cordoned_gpus(), 0x7fu);
+  EXPECT_EQ(NodeOf("n1").free_gpu_mask(), 0x80u);
+  ASSERT_TRUE(state_->CordonGpus("n1", {6}, false).ok());
+  EXPECT_EQ(NodeOf("n1").free_gpu_mask(), 0xc0u);
+  ASSERT_TRUE(state_->Uncordon("n1").ok());
+  EXPECT_EQ(NodeOf("n1").cordoned_gpus(), 0u) << "uncordoning the node uncordons its GPUs";
+  EXPECT_EQ(NodeOf("n1").free_gpu_mask(), 0xffu);
 }
 
 }  // namespace

@@ -20,6 +20,15 @@
 namespace trainyard::server {
 namespace {
 
+// At most one fault per GPU index 0..63 is kept, its message at most 512
+// bytes: an agent's list is shown and stored as it is.
+void LimitGpuFaults(google::protobuf::RepeatedPtrField<v1::GpuFault>* faults) {
+  if (faults->size() > 64) faults->DeleteSubrange(64, faults->size() - 64);
+  for (v1::GpuFault& f : *faults) {
+    if (f.message().size() > 512) f.mutable_message()->resize(512);
+  }
+}
+
 // The server's attempt number of the launch a status belongs to.
 int LaunchOf(const v1::TaskStatus& st) { return st.has_launch_attempt() ? st.launch_attempt() : st.attempt(); }
 
@@ -134,6 +143,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   // tried again; failing launches take it out once more.
   node.launch_faults = 0;
   node.fault_reason.clear();
+  node.reported_busy_gpus = in.excluded_gpus();
   absl::Status up = node.in_scheduler ? RefreshNodeSpec(node, old_info) : absl::OkStatus();
   if (up.ok()) up = NodeUp(node);
   if (!up.ok()) {
@@ -145,7 +155,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     return up;
   }
   SetPortsInUse(node, RangesOf(in.ports_in_use()));
-  node.reported_busy_gpus = in.excluded_gpus();
+  LimitGpuFaults(node.info.mutable_gpu_faults());
   Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
       in.capacity().vcores_milli() / 1000.0);
@@ -157,6 +167,10 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   *ack.mutable_serving_ports() = node.info.capacity().ports();
   ack.set_sample_interval_ms(config_.task_sample_interval_ms);
   backend_->Registered(in.name(), ack);
+  // Its GPU faults (an agent that found some before this registration):
+  // after the answer, so kill orders for the tasks on them come after it.
+  ApplyGpuFaults(node, now);
+  SyncExcludedGpus(node);
   // Tasks placed here that never reached the agent (it was away) go again.
   std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task
   const JobRt* ctx_job = nullptr;
@@ -226,14 +240,13 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     }
     TouchOwnView(node);
   }
-  if (node.reported_busy_gpus != node.busy_gpus && node.in_scheduler) {
-    absl::Status st = scheduler_->SetExcludedGpus(name, core::GpuSet(node.reported_busy_gpus));
-    if (st.ok()) {
-      node.busy_gpus = node.reported_busy_gpus;
-      TouchOwnView(node);
-      wants_round_ = true;
-    }
+  if (hb.gpu_faults_given()) {
+    *node.info.mutable_gpu_faults() = hb.gpu_faults();
+    LimitGpuFaults(node.info.mutable_gpu_faults());
+    TouchOwnView(node);
+    ApplyGpuFaults(node, now);
   }
+  SyncExcludedGpus(node);
   Reconcile(node, hb, now);
   if (node.agent_stopping) MaybeDrained(name);
 }

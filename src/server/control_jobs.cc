@@ -574,6 +574,7 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
         rec.set_cordoned(node.cordoned);
         rec.set_draining(node.draining);
         rec.set_admin_reason(node.admin_reason);
+        rec.set_cordoned_gpus(node.cordoned_gpus);
         rec.set_registered_time_ms(ToMs(node.registered));
         rec.set_last_seen_ms(ToMs(node.last_heartbeat));
         batch->PutNode(std::move(rec));

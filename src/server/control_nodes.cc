@@ -34,6 +34,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     node->cordoned = n.cordoned();
     node->draining = n.draining();
     node->admin_reason = n.admin_reason();
+    node->cordoned_gpus = n.cordoned_gpus();
     node->last_heartbeat = node->heard = now;
     AddNode(n.info().name(), std::move(node));
   }
@@ -197,10 +198,8 @@ absl::Status ControlState::NodeUp(NodeRt& node) {
     if (absl::Status st = scheduler_->AddNode(*spec); !st.ok()) return st;
     node.in_scheduler = true;
     PushPortsInUse(node);
-    uint64_t excluded = node.info.excluded_gpus();
-    if (excluded != 0 && scheduler_->SetExcludedGpus(node.info.name(), core::GpuSet(excluded)).ok()) {
-      node.busy_gpus = excluded;
-    }
+    node.busy_gpus = 0;  // none excluded in the core yet: busy and faulty GPUs go out now
+    SyncExcludedGpus(node);
     AdoptRecoveredTasks(node);
   }
   UpdateSchedulable(node);  // a cordoned, drained or degraded node stays out
@@ -382,7 +381,7 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   // An uncharged move (a drain, an eviction) is no restart.
   if (why.charge) {
     t->set_restart_count(t->restart_count() + 1);
-    ++stats_.restarts_node_lost;
+    if (why.attempt_class == v1::ATTEMPT_NODE_LOST) ++stats_.restarts_node_lost;
   }
   // A moved job master has a new address: the others learn it from the
   // "jobmaster" file PushFiles rewrites below.

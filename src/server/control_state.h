@@ -148,6 +148,11 @@ class ControlState {
   // is tried again). Both are persisted.
   absl::Status Cordon(const std::string& node, const std::string& reason);
   absl::Status Uncordon(const std::string& node);
+  // Cordons (or uncordons) single GPUs of the node: no task is placed on a
+  // cordoned GPU; tasks on it stay. Persisted. Uncordon of the whole node
+  // uncordons its GPUs too. Errors: NotFound naming the node;
+  // InvalidArgument naming a GPU the node does not have.
+  absl::Status CordonGpus(const std::string& node, const std::vector<int>& gpus, bool cordon);
   // No new task lands on the node, and its tasks leave: a task with a restart
   // policy is stopped (kill grace) and placed elsewhere without charging its
   // restart budget; a job with a task of policy Never there is requeued
@@ -452,9 +457,23 @@ class ControlState {
   // Puts `node` under `name` in nodes_ and its index (RemoveNode takes it
   // out of both).
   NodeRt& AddNode(const std::string& name, std::unique_ptr<NodeRt> node);
-  void EvictTask(JobRt& job, int task, const std::string& node, absl::Time now);
-  // A task that stopped after its eviction: placed elsewhere, uncharged.
+  // Tells a task to leave `node` (`why`: "node N is drained"); once it has
+  // stopped, MoveEvicted places it elsewhere.
+  void EvictTask(JobRt& job, int task, const std::string& node, const std::string& why, absl::Time now);
+  // A task that stopped after its eviction: placed elsewhere, uncharged, or
+  // (moved off a faulty GPU or a node its GPU faults drain) charged to its
+  // GPU-error budget.
   void MoveEvicted(JobRt& job, int task, const v1::TaskExit& exit, absl::Time now);
+  // The node's GPU faults (info.gpu_faults, as its agent last told them)
+  // applied: faulty GPUs out of service, the tasks on them (all its tasks,
+  // for a fault that drains the node) told to leave (docs/gpu-health.md).
+  void ApplyGpuFaults(NodeRt& node, absl::Time now);
+  // The GPUs the core keeps out of service on the node: busy with others'
+  // processes, faulty, or cordoned by an admin.
+  void SyncExcludedGpus(NodeRt& node);
+  // Why a task on `node` holding `gpu_mask` is moved for the node's GPU
+  // faults ("" when it is not).
+  static std::string GpuFaultWhy(const NodeRt& node, uint64_t gpu_mask);
   // The agent refused a launch for a reason of its node: counted against
   // the node, and the task placed elsewhere, uncharged.
   void LaunchFault(const std::string& node, JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);

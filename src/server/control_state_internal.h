@@ -91,6 +91,7 @@ struct ControlState::NodeRt {
   bool cordoned = false;
   bool draining = false;
   std::string admin_reason;
+  uint64_t cordoned_gpus = 0;  // single GPUs an admin cordoned (persisted)
   // The server's own reasons to keep new tasks off the node: launches that
   // failed for a reason of the node (launch_faults in a row, the last one's
   // message), and too little free disk in the agent's data dir.
@@ -98,6 +99,11 @@ struct ControlState::NodeRt {
   std::string fault_reason;
   std::string disk_reason;
   int64_t data_free_mb = -1;
+  // Its agent's GPU faults (info.gpu_faults): the GPUs they take out of
+  // service, and why the node is drained when one asks for that ("" none).
+  // busy_gpus above is what the core has excluded of these and reported_busy_gpus.
+  uint64_t faulty_gpus = 0;
+  std::string health_reason;
   bool connected() const { return session != 0; }
   bool degraded() const { return !fault_reason.empty() || !disk_reason.empty(); }
 };

@@ -241,6 +241,13 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   mix(std::hash<std::string>()(ShownReason(node)));
   mix(node.cordoned);
   mix(node.draining);
+  mix(node.faulty_gpus);
+  mix(node.cordoned_gpus);
+  for (const v1::GpuFault& f : node.info.gpu_faults()) {
+    mix(static_cast<uint64_t>(f.gpu()));
+    mix(static_cast<uint64_t>(f.xid()));
+    mix(static_cast<uint64_t>(f.time_unix_ms()));
+  }
   const core::ClusterState& cs = scheduler_->state();
   if (auto id = cs.FindNode(node.info.name()); id && node.in_scheduler) {
     const core::NodeState& ns = cs.node(*id);
@@ -277,6 +284,7 @@ void ControlState::FillNodeView(const NodeRt& node, bool with_heartbeat, v1::Nod
   v.mutable_info()->set_state(ShownState(node));
   v.set_reason(ShownReason(node));
   v.set_cordoned(node.cordoned || node.draining);
+  v.set_cordoned_gpus(node.cordoned_gpus);
   v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
   if (with_heartbeat) {
     v.set_last_heartbeat_unix_ms(ToMs(node.last_heartbeat));

@@ -585,9 +585,17 @@ absl::StatusOr<v1::NodeAdminResponse> JobManager::AdministerNode(NodeAdmin what,
   absl::Time now = clock_->Now();
   v1::NodeAdminResponse resp;
   absl::Status st;
+  if (req.gpus_size() > 0 && what != NodeAdmin::kCordon && what != NodeAdmin::kUncordon) {
+    return absl::InvalidArgumentError("gpus: only cordon and uncordon take GPUs");
+  }
+  std::vector<int> gpus(req.gpus().begin(), req.gpus().end());
   switch (what) {
-    case NodeAdmin::kCordon: st = control_.Cordon(req.node(), req.reason()); break;
-    case NodeAdmin::kUncordon: st = control_.Uncordon(req.node()); break;
+    case NodeAdmin::kCordon:
+      st = gpus.empty() ? control_.Cordon(req.node(), req.reason()) : control_.CordonGpus(req.node(), gpus, true);
+      break;
+    case NodeAdmin::kUncordon:
+      st = gpus.empty() ? control_.Uncordon(req.node()) : control_.CordonGpus(req.node(), gpus, false);
+      break;
     case NodeAdmin::kRemove: st = control_.RemoveNode(req.node(), now); break;
     case NodeAdmin::kDrain: {
       absl::StatusOr<int> evicted = control_.Drain(req.node(), req.reason(), now);

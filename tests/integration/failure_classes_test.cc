@@ -35,11 +35,13 @@ replicas:
   EXPECT_EQ(worker["attempts"][0]["exit_code"], 1);
   EXPECT_EQ(worker["attempts"][0]["restarted"], true);
   EXPECT_EQ(worker["attempts"][1]["attempt_class"], "SUCCEEDED");
-  ASSERT_EQ(worker["budgets"].size(), 3u) << d.dump(2);
+  ASSERT_EQ(worker["budgets"].size(), 4u) << d.dump(2);
   EXPECT_EQ(worker["budgets"][0]["attempt_class"], "FAILED");
   EXPECT_EQ(worker["budgets"][0]["left"], 1);
   EXPECT_EQ(worker["budgets"][1]["attempt_class"], "OOM_KILLED");
   EXPECT_EQ(worker["budgets"][1]["left"], 1);
+  EXPECT_EQ(worker["budgets"][3]["attempt_class"], "GPU_ERROR");
+  EXPECT_EQ(worker["budgets"][3]["limit"], -1);
 
   CommandResult text = c.Cli({"describe", job});
   ASSERT_EQ(text.exit_code, 0) << text.err;

@@ -51,7 +51,9 @@ function gpuCell(node, g, select) {
   const holders = holdersOf(g);
   const job = holders.length ? holders[0].job : '';
   const pct = usedPercent(g);
-  const what = g.state === 'used' ? heldText(g)
+  const what = g.fault ? `faulty, out of service: ${g.fault.message}`
+    : g.cordoned ? `cordoned by an admin${g.state === 'used' ? `; ${heldText(g)}` : ''}`
+    : g.state === 'used' ? heldText(g)
     : g.state === 'excluded' ? 'excluded: busy with a process Trainyard did not start' : 'free';
   const label = `${node.name} GPU ${g.index}: ${what}`;
   // A split GPU is filled from the bottom by the share held.
@@ -59,7 +61,7 @@ function gpuCell(node, g, select) {
     ? `background:linear-gradient(to top, ${jobColour(job)} ${pct}%, #e3f4e6 ${pct}%);color:${pct >= 50 ? '#fff' : '#14532d'}`
     : `background:${jobColour(job)}`;
   return h('button', {
-    type: 'button', class: `gpu gpu-${g.state}`, title: label, 'aria-label': label, style: fill,
+    type: 'button', class: `gpu gpu-${g.state}${g.fault ? ' gpu-faulty' : ''}`, title: label, 'aria-label': label, style: fill,
     dataset: {
       node: node.name, gpu: String(g.index), state: g.state, task: g.task || '', job,
       used: String(pct), jobs: holders.map((x) => x.job).join(' '),
@@ -114,7 +116,8 @@ function nodeCard(node, select) {
 function legend() {
   return h('p', { class: 'legend' }, h('span', { class: 'gpu gpu-free' }, ' '), ' free ',
     h('span', { class: 'gpu gpu-used' }, ' '), ' held (coloured by job; a GPU split into shares filled by the share held) ',
-    h('span', { class: 'gpu gpu-excluded' }, ' '), ' excluded · boxes: CPU socket, then PCIe switch; underline: NVLink island');
+    h('span', { class: 'gpu gpu-excluded' }, ' '), ' excluded ',
+    h('span', { class: 'gpu gpu-faulty' }, ' '), ' faulty · boxes: CPU socket, then PCIe switch; underline: NVLink island');
 }
 
 const fmt = (n) => Number(n).toLocaleString('en-US');

@@ -155,15 +155,12 @@ absl::Status ClusterState::SetExcludedGpus(std::string_view name, GpuSet exclude
   absl::StatusOr<NodeId> n = NodeNamed(name);
   if (!n.ok()) return n.status();
   NodeState& node = nodes_[*n];
-  uint64_t held = node.capacity.gpu_mask & ~node.free.gpu_mask & ~node.excluded;
-  if ((held & excluded.bits()) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "node ", std::string(name), ": GPUs ", GpuSet(held & excluded.bits()).ToString(),
-        " are held by tasks and cannot be excluded"));
-  }
-  uint64_t usable = node.capacity.gpu_mask & ~excluded.bits();
+  // What its tasks hold stays theirs: an excluded GPU a task holds goes out
+  // of service when the task releases it (ReleaseTask, GiveShare).
+  uint64_t held = node.shared;
+  for (const NodeTask& nt : node.tasks) held |= jobs_[nt.job].tasks[nt.pos].allocation.gpu_mask;
   node.excluded = node.capacity.gpu_mask & excluded.bits();
-  node.free.gpu_mask = usable & ~held;
+  node.free.gpu_mask = node.capacity.gpu_mask & ~node.excluded & ~held;
   node.free.gpus = GpuSet(node.free.gpu_mask).Count();
   Reindex(*n);
   return absl::OkStatus();

@@ -115,7 +115,7 @@ struct NodeState {
   bool schedulable = true;
   bool present = false;      // false once removed (slot reused later)
   JobSlot reserved_for = -1; // a reservation holds this node for a job
-  uint64_t excluded = 0;     // GPUs out of service (busy with unknown work)
+  uint64_t excluded = 0;     // GPUs out of service (busy with unknown work, faulty, cordoned)
   std::vector<NodeTask> tasks;
   int32_t gpu_model = -1;    // index into gpu_models(); -1 = unknown
   int64_t gpu_memory_mb = 0; // per GPU; 0 = unknown
@@ -217,9 +217,10 @@ class ClusterState {
   // quarantine) and gives back to count requests those whose time is over.
   // O(nodes with cooling ports).
   void ExpireCoolingPorts(absl::Time now, absl::Duration quarantine);
-  // Takes GPUs out of service (busy with processes Trainyard did not start)
-  // or back: `excluded` is the set now unusable. Fails when an excluded GPU
-  // is held by a task.
+  // Takes GPUs out of service (busy with processes Trainyard did not start,
+  // faulty, cordoned) or back: `excluded` is the set now unusable. A GPU a
+  // task holds stays the task's and goes out of service when it is released.
+  // Errors: an unknown node.
   absl::Status SetExcludedGpus(std::string_view name, GpuSet excluded);
 
   // ---- Jobs ----

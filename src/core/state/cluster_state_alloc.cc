@@ -294,8 +294,10 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   if (a.IsGpuShare()) {
     GiveShare(node, a);
   } else {
-    node.free.gpus += a.gpus;
-    node.free.gpu_mask |= a.gpu_mask;
+    // An excluded GPU does not come back (SetExcludedGpus).
+    uint64_t back = a.gpu_mask & ~node.excluded;
+    node.free.gpus += GpuSet(back).Count();
+    node.free.gpu_mask |= back;
   }
   if (!a.ports.Empty()) {
     node.free.ports = node.free.ports.Union(a.ports);

@@ -49,10 +49,15 @@ TEST_F(ClusterStateTest, ExcludedGpusAreNeverPlaced) {
   Decisions d = s_->Schedule(T(1));
   ASSERT_EQ(d.placements.size(), 1u);
   EXPECT_EQ(GpuSet(d.placements[0].tasks[0].allocation.gpu_mask).ToString(), "6-7");
-  EXPECT_EQ(s_->SetExcludedGpus("node-0", GpuSet::Parse("7").value()).message(),
-            "node node-0: GPUs 7 are held by tasks and cannot be excluded");
+  // A held GPU excluded (found faulty) stays its task's until released,
+  // and does not come back then.
+  ASSERT_TRUE(s_->SetExcludedGpus("node-0", GpuSet::Parse("7").value()).ok());
+  EXPECT_EQ(GpuSet(Node0().free.gpu_mask).ToString(), "0-5");
+  ASSERT_TRUE(s_->RemoveJob("j").ok());
+  EXPECT_EQ(GpuSet(Node0().free.gpu_mask).ToString(), "0-6");
+  EXPECT_EQ(Node0().free.gpus, 7);
   ASSERT_TRUE(s_->SetExcludedGpus("node-0", GpuSet()).ok());
-  EXPECT_EQ(Node0().free.gpus, 6);
+  EXPECT_EQ(Node0().free.gpus, 8);
 }
 
 // What ModelFreeShare counts follows every change of a node: placements

@@ -3,6 +3,7 @@
 
 #include <bit>
 
+#include "api/gpu_faults.h"
 #include "api/job_spec.h"
 #include "api/restart_budgets.h"
 #include "api/states.h"
@@ -170,11 +171,15 @@ GpuHolders GpuHoldersOf(const std::vector<std::shared_ptr<const v1::JobView>>& l
   return out;
 }
 
+uint64_t OutOfServiceGpus(const v1::NodeView& n) {
+  return n.info().excluded_gpus() | api::FaultyGpus(n.info()) | n.cordoned_gpus();
+}
+
 GpuCounts GpuCountsOf(const v1::NodeView& n) {
   GpuCounts c;
   c.total = n.info().topology().gpu_count();
   uint64_t all = AllGpus(c.total);
-  uint64_t excluded = n.info().excluded_gpus() & all;
+  uint64_t excluded = OutOfServiceGpus(n) & all;
   uint64_t free = n.free_gpu_mask() & all & ~excluded;
   c.excluded = std::popcount(excluded);
   c.free = std::popcount(free);
@@ -206,8 +211,9 @@ namespace {
 // a split one its shares' sum, a free or excluded one 0.
 std::vector<int64_t> UsedMilliByGpu(const v1::NodeView& n, int total) {
   std::vector<int64_t> used(total, 0);
+  uint64_t out = OutOfServiceGpus(n);
   for (int g = 0; g < total; ++g) {
-    bool excluded = (n.info().excluded_gpus() >> g) & 1;
+    bool excluded = (out >> g) & 1;
     if (!excluded && !((n.free_gpu_mask() >> g) & 1)) used[g] = 1000;
   }
   for (const auto& share : n.gpu_shares()) {
@@ -232,8 +238,17 @@ json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
   GpuCounts c = GpuCountsOf(n);
   std::vector<int64_t> used_milli = UsedMilliByGpu(n, c.total);
   json gpus = json::array();
+  uint64_t out = OutOfServiceGpus(n);
   for (int g = 0; g < c.total; ++g) {
-    bool excluded = (info.excluded_gpus() >> g) & 1;
+    bool excluded = (out >> g) & 1;
+    json fault = nullptr;
+    for (const auto& f : info.gpu_faults()) {
+      if (f.gpu() != g || f.action() == v1::GPU_FAULT_IGNORE) continue;
+      fault = {{"xid", f.xid()},
+               {"action", f.action() == v1::GPU_FAULT_DRAIN_NODE ? "drain_node" : "exclude_gpu"},
+               {"message", f.message()},
+               {"time_unix_ms", f.time_unix_ms()}};
+    }
     bool free = !excluded && ((n.free_gpu_mask() >> g) & 1);
     // Holders come from the jobs' views, which are published at once; the
     // node's own view may be a moment older (docs/api.md): a GPU it still
@@ -247,6 +262,8 @@ json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
                     {"task", held ? held->front().task : ""},
                     {"job", held ? held->front().job : ""},
                     {"holders", HoldersJson(held)},
+                    {"fault", std::move(fault)},
+                    {"cordoned", ((n.cordoned_gpus() >> g) & 1) != 0},
                     {"switch", GroupOf(topo.switches(), g)},
                     {"socket", GroupOf(topo.sockets(), g)},
                     {"nvlink_island", GroupOf(topo.nvlink_islands(), g)}});
@@ -272,8 +289,10 @@ json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
           {"gpu_count", c.total},
           {"allocated_gpus", c.allocated},
           {"allocated_gpu_milli", c.allocated_milli},
-          {"free_gpus", GpuList(n.free_gpu_mask() & AllGpus(c.total) & ~info.excluded_gpus())},
-          {"excluded_gpus", GpuList(info.excluded_gpus() & AllGpus(c.total))},
+          {"free_gpus", GpuList(n.free_gpu_mask() & AllGpus(c.total) & ~out)},
+          {"excluded_gpus", GpuList(out & AllGpus(c.total))},
+          {"faulty_gpus", GpuList(api::FaultyGpus(info) & AllGpus(c.total))},
+          {"cordoned_gpus", GpuList(n.cordoned_gpus() & AllGpus(c.total))},
           {"gpus", std::move(gpus)},
           {"topology",
            {{"switches", GroupsJson(topo.switches())},

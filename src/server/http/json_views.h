@@ -90,6 +90,10 @@ struct GpuCounts {
   }
 };
 GpuCounts GpuCountsOf(const v1::NodeView& node);
+// The node's GPUs out of service, "excluded" in the views: busy with
+// others' processes (NodeInfo.excluded_gpus), faulty (api::FaultyGpus), or
+// cordoned by an admin (NodeView.cordoned_gpus).
+uint64_t OutOfServiceGpus(const v1::NodeView& node);
 
 // The short state names: "READY", "LOST", "DRAINING", "CORDONED".
 std::string NodeStateName(v1::NodeState s);

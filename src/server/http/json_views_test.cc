@@ -101,6 +101,28 @@ TEST(NodeJsonTest, GpuCountsTakeAShareAsItsFraction) {
   EXPECT_DOUBLE_EQ(c.FreeGpus(), 1.25);
 }
 
+TEST(NodeJsonTest, AFaultyGpuIsExcludedAndShowsItsFault) {
+  v1::NodeView n = SplitNode();
+  n.set_free_gpu_mask(0);  // GPU 2's fault took it out of service
+  v1::GpuFault* f = n.mutable_info()->add_gpu_faults();
+  f->set_gpu(2);
+  f->set_xid(48);
+  f->set_action(v1::GPU_FAULT_EXCLUDE_GPU);
+  f->set_message("Xid 48 (double-bit ECC error): NVRM: ...");
+  f->set_time_unix_ms(1234);
+  nlohmann::json j = NodeJson(n, {});
+  EXPECT_EQ(j["gpus"][2]["state"], "excluded");
+  EXPECT_EQ(j["gpus"][2]["fault"]["xid"], 48);
+  EXPECT_EQ(j["gpus"][2]["fault"]["action"], "exclude_gpu");
+  EXPECT_EQ(j["gpus"][2]["fault"]["time_unix_ms"], 1234);
+  EXPECT_TRUE(j["gpus"][0]["fault"].is_null());
+  EXPECT_EQ(j["faulty_gpus"], nlohmann::json::array({2}));
+  EXPECT_EQ(j["excluded_gpus"], nlohmann::json::array({2, 3}));
+  GpuCounts c = GpuCountsOf(n);
+  EXPECT_EQ(c.excluded, 2);
+  EXPECT_EQ(c.free, 0);
+}
+
 TEST(JobJsonTest, AJobShowsItsTimeLimitAndWhenItRunsOut) {
   v1::JobView v;
   v.set_state(v1::JOB_DEADLINE_EXCEEDED);

@@ -40,7 +40,7 @@ void JobsAndTasks(Writer& w, const ViewStore& views) {
 
 void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   ViewStore::NodesPtr nodes = views.Nodes();
-  std::string allocated, free;
+  std::string allocated, free, faults;
   allocated.reserve(nodes->size() * 48);
   free.reserve(nodes->size() * 48);
   GpuCounts sums;  // summed in thousandths, divided once below
@@ -53,6 +53,11 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
     absl::StrAppend(&allocated, "trainyard_node_gpus_allocated{node=\"", node, "\"} ", c.AllocatedGpus(), "\n");
     absl::StrAppend(&free, "trainyard_node_gpus_free{node=\"", node, "\"} ", c.FreeGpus(), "\n");
     sums.Add(c);
+    for (const v1::GpuFault& f : n->info().gpu_faults()) {
+      if (f.action() != v1::GPU_FAULT_EXCLUDE_GPU && f.action() != v1::GPU_FAULT_DRAIN_NODE) continue;
+      absl::StrAppend(&faults, "trainyard_gpu_fault{node=\"", node, "\",gpu=\"", f.gpu(), "\",xid=\"", f.xid(),
+                      "\",action=\"", f.action() == v1::GPU_FAULT_DRAIN_NODE ? "drain_node" : "exclude_gpu", "\"} 1\n");
+    }
     int state = std::clamp(static_cast<int>(n->info().state()), 0, 3);
     ++by_state[state];
     if (n->info().state() == v1::NODE_READY && entry.last_heartbeat_unix_ms > 0) {
@@ -63,7 +68,10 @@ void Nodes(Writer& w, const ViewStore& views, absl::Time now) {
   w.Raw(allocated);
   w.Family("trainyard_node_gpus_free", "gauge", "GPUs of the node free for tasks, the free part of split GPUs included (excluded ones not counted).");
   w.Raw(free);
-  w.Family("trainyard_gpus", "gauge", "GPUs of the cluster by state: allocated, free, excluded (busy with processes Trainyard did not start); a share counts as its fraction.");
+  w.Family("trainyard_gpu_fault", "gauge",
+           "1 for each GPU its node's agent found faulty (an Xid that excludes the GPU or drains the node; docs/gpu-health.md).");
+  w.Raw(faults);
+  w.Family("trainyard_gpus", "gauge", "GPUs of the cluster by state: allocated, free, excluded (busy with processes Trainyard did not start, or faulty); a share counts as its fraction.");
   w.Sample("trainyard_gpus", "state=\"allocated\"", sums.AllocatedGpus());
   w.Sample("trainyard_gpus", "state=\"free\"", sums.FreeGpus());
   w.Sample("trainyard_gpus", "state=\"excluded\"", sums.excluded);

@@ -1,0 +1,236 @@
+// Xid events: the table, the line parser and the follower (gpu_health.h).
+#include "agent/gpu_health.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/logging.h"
+
+namespace trainyard::agent {
+namespace {
+
+constexpr char kComponent[] = "gpu-health";
+constexpr size_t kMaxText = 512;
+// At most this much of a file source is read per poll; the rest waits for
+// the next (a flood of lines never holds a heartbeat up for long).
+constexpr int64_t kMaxReadPerPoll = 1 << 20;
+
+// The Xids the table knows, after NVIDIA's Xid catalog
+// (https://docs.nvidia.com/deploy/xid-errors/): its "immediate action"
+// bucket read as RESTART_APP or IGNORE -> IGNORE (the application's own
+// error; the task's own restart policy handles its end), RESET_GPU ->
+// EXCLUDE_GPU (no task may use the GPU until it is reset, which needs its
+// tasks gone), RESTART_BM -> DRAIN_NODE (the node needs a reboot).
+constexpr std::array kRules = {
+    XidRule{13, v1::GPU_FAULT_IGNORE, "graphics engine exception"},
+    XidRule{31, v1::GPU_FAULT_IGNORE, "GPU memory page fault"},
+    XidRule{32, v1::GPU_FAULT_IGNORE, "invalid or corrupted push buffer stream"},
+    XidRule{43, v1::GPU_FAULT_IGNORE, "GPU stopped processing"},
+    XidRule{45, v1::GPU_FAULT_IGNORE, "preemptive cleanup after earlier errors"},
+    XidRule{48, v1::GPU_FAULT_EXCLUDE_GPU, "double-bit ECC error"},
+    XidRule{61, v1::GPU_FAULT_EXCLUDE_GPU, "internal micro-controller breakpoint"},
+    XidRule{62, v1::GPU_FAULT_EXCLUDE_GPU, "internal micro-controller halt"},
+    XidRule{63, v1::GPU_FAULT_EXCLUDE_GPU, "row remapping pending: the GPU needs a reset"},
+    XidRule{64, v1::GPU_FAULT_EXCLUDE_GPU, "row remapping failure"},
+    XidRule{69, v1::GPU_FAULT_IGNORE, "graphics engine class error"},
+    XidRule{74, v1::GPU_FAULT_EXCLUDE_GPU, "NVLink error"},
+    XidRule{79, v1::GPU_FAULT_DRAIN_NODE, "GPU has fallen off the bus"},
+    XidRule{92, v1::GPU_FAULT_IGNORE, "high single-bit ECC error rate"},
+    XidRule{94, v1::GPU_FAULT_IGNORE, "contained ECC error (the application's)"},
+    XidRule{95, v1::GPU_FAULT_EXCLUDE_GPU, "uncontained ECC error"},
+    XidRule{119, v1::GPU_FAULT_EXCLUDE_GPU, "GSP RPC timeout"},
+    XidRule{120, v1::GPU_FAULT_EXCLUDE_GPU, "GSP error"},
+    XidRule{140, v1::GPU_FAULT_EXCLUDE_GPU, "unrecovered ECC error"},
+    XidRule{154, v1::GPU_FAULT_DRAIN_NODE, "GPU recovery action changed (reset or reboot required)"},
+};
+
+bool ParseHex(absl::string_view text, uint32_t* out) {
+  if (text.empty() || text.size() > 8) return false;
+  uint32_t v = 0;
+  for (char c : text) {
+    int d = absl::ascii_isdigit(c) ? c - '0' : absl::ascii_isxdigit(c) ? absl::ascii_tolower(c) - 'a' + 10 : -1;
+    if (d < 0) return false;
+    v = v * 16 + static_cast<uint32_t>(d);
+  }
+  *out = v;
+  return true;
+}
+
+absl::string_view Trim(absl::string_view s) { return absl::StripAsciiWhitespace(s); }
+
+}  // namespace
+
+XidRule RuleOfXid(int xid) {
+  for (const XidRule& r : kRules) {
+    if (r.xid == xid) return r;
+  }
+  return XidRule{xid, v1::GPU_FAULT_IGNORE, "not in the table"};
+}
+
+std::string PciKey(absl::string_view address) {
+  address = Trim(address);
+  absl::ConsumePrefix(&address, "PCI:");
+  std::vector<absl::string_view> parts = absl::StrSplit(address, ':');
+  if (parts.size() == 2) parts.insert(parts.begin(), "0");
+  if (parts.size() != 3) return "";
+  absl::string_view dev = parts[2];
+  if (size_t dot = dev.find('.'); dot != absl::string_view::npos) dev = dev.substr(0, dot);
+  uint32_t domain = 0, bus = 0, device = 0;
+  if (!ParseHex(parts[0], &domain) || !ParseHex(parts[1], &bus) || !ParseHex(dev, &device) || bus > 0xff ||
+      device > 0xff || domain > 0xffff) {
+    return "";
+  }
+  return absl::StrFormat("%04x:%02x:%02x", domain, bus, device);
+}
+
+std::optional<XidEvent> ParseXidLine(absl::string_view line) {
+  size_t at = line.find("NVRM: Xid (");
+  if (at == absl::string_view::npos) return std::nullopt;
+  absl::string_view rest = line.substr(at + sizeof("NVRM: ") - 1);
+  absl::string_view text = rest;
+  rest.remove_prefix(sizeof("Xid (") - 1);
+  size_t close = rest.find(')');
+  if (close == absl::string_view::npos) return std::nullopt;
+  XidEvent event;
+  event.pci = PciKey(rest.substr(0, close));
+  if (event.pci.empty()) return std::nullopt;
+  rest.remove_prefix(close + 1);
+  if (!absl::ConsumePrefix(&rest, ":")) return std::nullopt;
+  rest = absl::StripLeadingAsciiWhitespace(rest);
+  size_t end = 0;
+  while (end < rest.size() && absl::ascii_isdigit(rest[end])) ++end;
+  if (end == 0 || end > 6 || !absl::SimpleAtoi(rest.substr(0, end), &event.xid)) return std::nullopt;
+  text = absl::StripTrailingAsciiWhitespace(text);
+  event.text = std::string(text.substr(0, kMaxText));
+  return event;
+}
+
+absl::StatusOr<std::unique_ptr<GpuHealth>> GpuHealth::Open(const std::string& path,
+                                                          const std::vector<GpuInfo>& gpus) {
+  std::unique_ptr<GpuHealth> h(new GpuHealth());
+  h->path_ = path;
+  h->fd_ = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (h->fd_ < 0) {
+    return absl::FailedPreconditionError(absl::StrCat("--gpu-events ", path, ": cannot open it: ", strerror(errno)));
+  }
+  struct stat st;
+  if (fstat(h->fd_, &st) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("--gpu-events ", path, ": ", strerror(errno)));
+  }
+  h->kmsg_ = S_ISCHR(st.st_mode);
+  if (!h->kmsg_ && !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gpu-events ", path, ": neither the kernel's log (a character device) nor a regular file"));
+  }
+  // From its end: the faults before this agent started were seen (and
+  // acted on) by the one before it, and a GPU reset since may have cleared
+  // them.
+  off_t end = lseek(h->fd_, 0, SEEK_END);
+  absl::MutexLock lock(&h->mu_);
+  h->offset_ = h->kmsg_ ? 0 : std::max<off_t>(end, 0);
+  for (const GpuInfo& g : gpus) {
+    if (std::string key = PciKey(g.pci_bus_id); !key.empty()) h->gpu_of_pci_.emplace_back(key, g.index);
+  }
+  return h;
+}
+
+GpuHealth::~GpuHealth() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool GpuHealth::Poll(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  bool changed = false;
+  auto line = [&](absl::string_view text) {
+    if (std::optional<XidEvent> e = ParseXidLine(text)) changed |= Apply(*e, now);
+  };
+  if (kmsg_) {
+    // One record per read; EAGAIN: nothing more now; EPIPE: records were
+    // overwritten before they were read (the next read goes on).
+    std::array<char, 8192> buf;
+    for (int records = 0; records < 4096; ++records) {
+      ssize_t n = read(fd_, buf.data(), buf.size());
+      if (n < 0 && errno == EPIPE) continue;
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      absl::string_view rec(buf.data(), static_cast<size_t>(n));
+      if (size_t semi = rec.find(';'); semi != absl::string_view::npos) rec.remove_prefix(semi + 1);
+      line(rec.substr(0, rec.find('\n')));
+    }
+    return changed;
+  }
+  struct stat st;
+  if (fstat(fd_, &st) != 0) return false;
+  if (st.st_size < offset_) {  // truncated or replaced: from its start
+    offset_ = 0;
+    partial_.clear();
+  }
+  int64_t want = std::min<int64_t>(st.st_size - offset_, kMaxReadPerPoll);
+  if (want <= 0) return false;
+  std::string data(static_cast<size_t>(want), '\0');
+  ssize_t n = pread(fd_, data.data(), data.size(), offset_);
+  if (n <= 0) return false;
+  data.resize(static_cast<size_t>(n));
+  offset_ += n;
+  partial_ += data;
+  size_t start = 0;
+  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+    line(absl::string_view(partial_).substr(start, nl - start));
+  }
+  partial_.erase(0, start);
+  if (partial_.size() > 64 * 1024) partial_.clear();  // no line is that long: not a log of lines
+  return changed;
+}
+
+bool GpuHealth::Apply(const XidEvent& event, absl::Time now) {
+  auto gpu = std::find_if(gpu_of_pci_.begin(), gpu_of_pci_.end(),
+                          [&](const auto& p) { return p.first == event.pci; });
+  XidRule rule = RuleOfXid(event.xid);
+  if (gpu == gpu_of_pci_.end()) {
+    Log(LogLevel::kWarning, kComponent, "Xid %d on PCI %s, not a GPU of this node: %s", event.xid, event.pci,
+        event.text);
+    return false;
+  }
+  if (rule.action == v1::GPU_FAULT_IGNORE) {
+    Log(LogLevel::kInfo, kComponent, "GPU %d: Xid %d (%s), left to the task: %s", gpu->second, event.xid, rule.what,
+        event.text);
+    return false;
+  }
+  Log(LogLevel::kWarning, kComponent, "GPU %d: Xid %d (%s): %s; %s", gpu->second, event.xid, rule.what, event.text,
+      rule.action == v1::GPU_FAULT_DRAIN_NODE ? "the node is drained" : "the GPU is excluded");
+  v1::GpuFault fault;
+  fault.set_gpu(gpu->second);
+  fault.set_xid(event.xid);
+  fault.set_action(rule.action);
+  fault.set_message(absl::StrCat("Xid ", event.xid, " (", rule.what, "): ", event.text).substr(0, kMaxText));
+  fault.set_time_unix_ms(absl::ToUnixMillis(now));
+  auto same = std::find_if(faults_.begin(), faults_.end(), [&](const v1::GpuFault& f) { return f.gpu() == fault.gpu(); });
+  if (same == faults_.end()) {
+    faults_.push_back(std::move(fault));
+    std::sort(faults_.begin(), faults_.end(), [](const v1::GpuFault& a, const v1::GpuFault& b) { return a.gpu() < b.gpu(); });
+    return true;
+  }
+  // The latest fault of a GPU stands, unless it asks less than one before.
+  if (fault.action() < same->action()) return false;
+  *same = std::move(fault);
+  return true;
+}
+
+std::vector<v1::GpuFault> GpuHealth::Faults() const {
+  absl::MutexLock lock(&mu_);
+  return faults_;
+}
+
+}  // namespace trainyard::agent

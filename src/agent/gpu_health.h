@@ -1,0 +1,85 @@
+// GPU health on one node: the NVIDIA driver's Xid events, read as it logs
+// them ("NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the
+// bus") from the kernel's log (/dev/kmsg) or from a file of such lines (the
+// simulated GPUs' event file, a recorded stream); what each Xid asks of the
+// scheduler (the table in gpu_health.cc, after NVIDIA's Xid catalog); and
+// the faults the agent reports, the latest per GPU (docs/gpu-health.md).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "agent/gpu_discovery.h"
+#include "proto/trainyard.pb.h"
+
+namespace trainyard::agent {
+
+// What the table says of one Xid: the action and a short description.
+struct XidRule {
+  int xid = 0;
+  v1::GpuFaultAction action = v1::GPU_FAULT_IGNORE;
+  const char* what = "";
+};
+
+// The rule of `xid`; an Xid not in the table is IGNORE ("not in the table").
+XidRule RuleOfXid(int xid);
+
+// One Xid line of the driver.
+struct XidEvent {
+  std::string pci;   // PciKey of its GPU's address
+  int xid = 0;
+  std::string text;  // the line from "Xid", at most 512 bytes
+};
+
+// Reads an Xid event out of one line of the kernel log (with or without
+// /dev/kmsg's "PRI,SEQ,TIME,FLAGS;" prefix or a syslog time stamp);
+// nullopt for any other line.
+std::optional<XidEvent> ParseXidLine(absl::string_view line);
+
+// A PCI address in one form, "dddd:bb:dd" in lower case, from the kernel's
+// "0000:3b:00" and NVML's and nvidia-smi's "00000000:3B:00.0"; "" when the
+// text is not one.
+std::string PciKey(absl::string_view address);
+
+// Follows an Xid source and keeps each GPU's latest fault that excludes the
+// GPU or drains the node. Thread-safe.
+class GpuHealth {
+ public:
+  // Opens `path` (a character device is read as /dev/kmsg, record by record;
+  // anything else as a file of lines that grows) at its end: what was
+  // logged before the agent started is not read again. `gpus` gives each
+  // GPU's PCI address (GpuInfo::pci_bus_id). An error names the path.
+  static absl::StatusOr<std::unique_ptr<GpuHealth>> Open(const std::string& path, const std::vector<GpuInfo>& gpus);
+  ~GpuHealth();
+
+  // Reads what the source gained since the last call (never blocks) and
+  // returns whether the faults changed. Lines of GPUs not on this node and
+  // IGNORE Xids are logged and left.
+  bool Poll(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // The faults now, by GPU index.
+  std::vector<v1::GpuFault> Faults() const ABSL_LOCKS_EXCLUDED(mu_);
+  const std::string& path() const { return path_; }
+
+ private:
+  GpuHealth() = default;
+  bool Apply(const XidEvent& event, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  std::string path_;
+  int fd_ = -1;
+  bool kmsg_ = false;
+  std::vector<std::pair<std::string, int>> gpu_of_pci_;  // (PciKey, index)
+  mutable absl::Mutex mu_;
+  int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // file mode: bytes read
+  std::string partial_ ABSL_GUARDED_BY(mu_);  // file mode: a line not yet ended
+  std::vector<v1::GpuFault> faults_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace trainyard::agent

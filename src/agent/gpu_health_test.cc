@@ -1,0 +1,149 @@
+// GPU health: Xid lines as the driver writes them, the table's actions, and
+// a follower of a growing file of such lines (the simulated GPUs' event
+// file, a recorded stream).
+#include "agent/gpu_health.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_format.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace trainyard::agent {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(ParseXidLineTest, ReadsTheDriversLineInItsForms) {
+  // As dmesg prints it.
+  std::optional<XidEvent> e =
+      ParseXidLine("[1234.5678] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->pci, "0000:3b:00");
+  EXPECT_EQ(e->xid, 79);
+  EXPECT_EQ(e->text, "Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.");
+  // As /dev/kmsg gives a record, and as syslog keeps it.
+  e = ParseXidLine("4,1702,123456789,-;NVRM: Xid (PCI:0000:0A:00): 48, pid=1234, name=python, DBE (0x1)");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->pci, "0000:0a:00");
+  EXPECT_EQ(e->xid, 48);
+  e = ParseXidLine("Dec  6 05:00:01 host kernel: NVRM: Xid (PCI:0001:c1:00.0): 63, Row Remapper: New row marked");
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->pci, "0001:c1:00");
+  EXPECT_EQ(e->xid, 63);
+  // Not Xid lines, or not well formed ones.
+  EXPECT_FALSE(ParseXidLine("NVRM: loading NVIDIA UNIX x86_64 Kernel Module").has_value());
+  EXPECT_FALSE(ParseXidLine("NVRM: Xid (PCI:0000:3b:00): , pid=1").has_value());
+  EXPECT_FALSE(ParseXidLine("NVRM: Xid (PCI:zz:3b:00): 79, x").has_value());
+  EXPECT_FALSE(ParseXidLine("NVRM: Xid (PCI:0000:3b:00 79").has_value());
+  EXPECT_FALSE(ParseXidLine("").has_value());
+}
+
+TEST(PciKeyTest, TheKernelsAndNvmlsFormsAreOneKey) {
+  EXPECT_EQ(PciKey("PCI:0000:3b:00"), "0000:3b:00");
+  EXPECT_EQ(PciKey("00000000:3B:00.0"), "0000:3b:00");
+  EXPECT_EQ(PciKey("3b:00.0"), "0000:3b:00");
+  EXPECT_EQ(PciKey("3b"), "");
+  EXPECT_EQ(PciKey("1:0000:3b:00"), "");
+  EXPECT_EQ(PciKey("0000:3b:100"), "");
+  EXPECT_EQ(PciKey("not:an:address"), "");
+}
+
+TEST(RuleOfXidTest, HardwareFaultsExcludeOrDrainAndTheApplicationsOwnAreLeft) {
+  EXPECT_EQ(RuleOfXid(13).action, v1::GPU_FAULT_IGNORE);   // graphics engine exception
+  EXPECT_EQ(RuleOfXid(31).action, v1::GPU_FAULT_IGNORE);   // the program's own page fault
+  EXPECT_EQ(RuleOfXid(48).action, v1::GPU_FAULT_EXCLUDE_GPU);
+  EXPECT_EQ(RuleOfXid(95).action, v1::GPU_FAULT_EXCLUDE_GPU);
+  EXPECT_EQ(RuleOfXid(79).action, v1::GPU_FAULT_DRAIN_NODE);
+  EXPECT_EQ(RuleOfXid(12345).action, v1::GPU_FAULT_IGNORE);
+  EXPECT_STREQ(RuleOfXid(12345).what, "not in the table");
+}
+
+class GpuHealthTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/gpu-health-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/gpu-events";
+    Append("NVRM: Xid (PCI:0000:01:00): 48, written before the agent started\n");
+    for (int i = 0; i < 4; ++i) {
+      gpus_.push_back({.index = i, .pci_bus_id = absl::StrFormat("%08X:%02X:00.0", 0, i + 1)});
+    }
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  void Append(const std::string& text) {
+    std::ofstream out(path_, std::ios::app);
+    out << text;
+  }
+
+  std::string dir_, path_;
+  std::vector<GpuInfo> gpus_;
+  absl::Time now_ = absl::FromUnixSeconds(1'800'000'000);
+};
+
+TEST_F(GpuHealthTest, FollowsTheFileFromItsEndAndKeepsTheWorstFaultPerGpu) {
+  absl::StatusOr<std::unique_ptr<GpuHealth>> h = GpuHealth::Open(path_, gpus_);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_FALSE((*h)->Poll(now_)) << "what was there before is not read again";
+  EXPECT_TRUE((*h)->Faults().empty());
+
+  // The application's own error, another machine's GPU, and a half line.
+  Append("NVRM: Xid (PCI:0000:02:00): 13, Graphics Exception\n");
+  Append("NVRM: Xid (PCI:0000:42:00): 48, DBE\n");
+  Append("NVRM: Xid (PCI:0000:03:00): 9");
+  EXPECT_FALSE((*h)->Poll(now_));
+  EXPECT_TRUE((*h)->Faults().empty());
+
+  Append("5, Uncontained ECC error\n");  // the half line ends: GPU 2 (bus 03)
+  EXPECT_TRUE((*h)->Poll(now_));
+  std::vector<v1::GpuFault> f = (*h)->Faults();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].gpu(), 2);
+  EXPECT_EQ(f[0].xid(), 95);
+  EXPECT_EQ(f[0].action(), v1::GPU_FAULT_EXCLUDE_GPU);
+  EXPECT_THAT(f[0].message(), HasSubstr("uncontained ECC error"));
+  EXPECT_EQ(f[0].time_unix_ms(), absl::ToUnixMillis(now_));
+
+  // A worse fault of the same GPU replaces it; a milder one does not.
+  Append("NVRM: Xid (PCI:0000:03:00): 79, GPU has fallen off the bus.\n");
+  EXPECT_TRUE((*h)->Poll(now_));
+  Append("NVRM: Xid (PCI:0000:03:00): 48, DBE\n");
+  EXPECT_FALSE((*h)->Poll(now_));
+  // Another GPU's fault comes beside it, in GPU order.
+  Append("NVRM: Xid (PCI:0000:01:00): 74, NVLink\n");
+  EXPECT_TRUE((*h)->Poll(now_));
+  f = (*h)->Faults();
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].gpu(), 0);
+  EXPECT_EQ(f[0].xid(), 74);
+  EXPECT_EQ(f[1].gpu(), 2);
+  EXPECT_EQ(f[1].xid(), 79);
+  EXPECT_EQ(f[1].action(), v1::GPU_FAULT_DRAIN_NODE);
+
+  // Truncated (rotated): read again from its start.
+  { std::ofstream trunc(path_, std::ios::trunc); }
+  Append("NVRM: Xid (PCI:0000:04:00): 64, row remapping failure\n");
+  EXPECT_TRUE((*h)->Poll(now_));
+  EXPECT_EQ((*h)->Faults().size(), 3u);
+}
+
+TEST_F(GpuHealthTest, APathThatCannotBeReadIsNamed) {
+  absl::StatusOr<std::unique_ptr<GpuHealth>> h = GpuHealth::Open(dir_ + "/missing", gpus_);
+  ASSERT_FALSE(h.ok());
+  EXPECT_THAT(h.status().message(), HasSubstr("--gpu-events " + dir_ + "/missing"));
+  h = GpuHealth::Open(dir_, gpus_);  // a directory
+  ASSERT_FALSE(h.ok());
+  EXPECT_THAT(h.status().message(), HasSubstr("neither"));
+}
+
+}  // namespace
+}  // namespace trainyard::agent
