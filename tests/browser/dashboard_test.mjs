@@ -102,8 +102,20 @@ async function nodesShowPlacedGpus(page) {
   check(card.includes('CORDONED') && card.includes(expect.cordoned.reason),
     `nodes page: the card of ${expect.cordoned.node} is "${card}", not CORDONED with "${expect.cordoned.reason}"`);
   ok(`cordoned ${expect.cordoned.node} shows CORDONED and "${expect.cordoned.reason}"`);
+  await faultyGpuShown(page);
   await shot(page, 'nodes');
   ok(`nodes page shows ${job} on ${want.join(' ')}; the click names ${expect.placed.task}`);
+}
+
+// A GPU its agent found faulty (an Xid): drawn faulty, its label the fault.
+async function faultyGpuShown(page) {
+  const { node, gpu, xid } = expect.faulty;
+  const cell = `button.gpu[data-node="${node}"][data-gpu="${gpu}"]`;
+  const cls = await page.getAttribute(cell, 'class');
+  const label = await page.getAttribute(cell, 'aria-label');
+  check(cls.includes('gpu-faulty') && label.includes('faulty') && label.includes(`Xid ${xid}`),
+    `nodes page: ${node} GPU ${gpu} is "${cls}", labelled "${label}": not drawn faulty with Xid ${xid}`);
+  ok(`faulty GPU: ${label}`);
 }
 
 // The GPU two jobs share: drawn by the share held (75 %), every holder named

@@ -19,6 +19,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 
 #include "absl/strings/str_cat.h"
@@ -166,6 +167,16 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   ASSERT_EQ(cordon.exit_code, 0) << cordon.out << cordon.err;
   ASSERT_TRUE(WaitUntil([&] { return HttpGet(c.http_address(), "/api/v1/nodes/" + other).json["state"] == "CORDONED"; },
                       absl::Seconds(10)));
+  // Its GPU 7 found faulty by its agent: a double-bit ECC error the driver
+  // logged (docs/gpu-health.md; simulated GPU 7 is on PCI bus 08).
+  {
+    std::ofstream events(c.dir() + "/" + other + "/gpu-events", std::ios::app);
+    events << "NVRM: Xid (PCI:0000:08:00): 48, pid=1, name=python3, DBE (0x1)\n";
+  }
+  ASSERT_TRUE(WaitUntil([&] {
+    nlohmann::json n = HttpGet(c.http_address(), "/api/v1/nodes/" + other).json;
+    return n.contains("gpus") && n["gpus"].size() == 8 && !n["gpus"][7]["fault"].is_null();
+  }, absl::Seconds(20)));
   // Two shares of one GPU on the ticking job's node: 0.25 and 0.5.
   std::string quarter = c.Submit(ShareJob("quarter", "0.25"));
   nlohmann::json quarter_job = WaitForJob(c, quarter, [](const nlohmann::json& j) { return j["state"] == "RUNNING"; });
@@ -209,6 +220,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
       {"service", {{"job", web}}},
       {"held", 3.75},
       {"cordoned", {{"node", other}, {"reason", "disk check"}}},
+      {"faulty", {{"node", other}, {"gpu", 7}, {"xid", 48}}},
       {"charts", {{"allocated", 3.75}, {"total", 16}, {"queue", queued["queue"]}}}};
   std::string out = ArtifactsDir();
   CommandResult r = RunProgram({"/usr/bin/node", SourceDir() + "/tests/browser/dashboard_test.mjs", "--url",
@@ -219,6 +231,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: nodes page shows"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: cordoned"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: faulty GPU: " + other + " GPU 7: faulty"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: a shared GPU"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: queues page: 3.75 GPUs used in the queue, 0.75 by cy"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: heat map"));
