@@ -163,15 +163,28 @@ absl::StatusOr<core::PortRanges> AgentCore::PortsInUse() const { return ReadPort
 
 absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
   HeartbeatSnapshot snapshot;
+  // The GPUs' health first: a GPU that fell off the bus (Xid 79) can make
+  // the discovery below fail, and its fault must still go out.
+  if (health_) {
+    health_->Poll(clock_->Now());
+    snapshot.gpu_faults = health_->Faults();
+  }
   absl::StatusOr<GpuInventory> inventory = discovery_->Discover();
-  if (!inventory.ok()) {
+  if (!inventory.ok() && snapshot.gpu_faults.empty()) {
     return absl::UnavailableError(absl::StrCat("GPU discovery (", discovery_->Name(), "): ",
                                                inventory.status().message()));
   }
-  snapshot.gpus = std::move(inventory->gpus);
-  {
+  if (inventory.ok()) {
+    snapshot.gpus = std::move(inventory->gpus);
     absl::MutexLock lock(&gpus_mu_);
     last_gpus_ = snapshot.gpus;
+  } else {
+    // A faulty GPU broke the discovery: the beat goes with the GPUs as last
+    // read, so the server hears of the fault rather than losing the node.
+    Log(LogLevel::kWarning, kComponent,
+        "GPU discovery (%s) failed beside GPU faults: %s; beating with the GPUs as last read", discovery_->Name(),
+        inventory.status().message());
+    snapshot.gpus = LastGpus();
   }
   absl::StatusOr<core::PortRanges> ports = ReadPortsInUse(proc_root_);
   if (!ports.ok()) return ports.status();
@@ -179,10 +192,6 @@ absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
   snapshot.tasks = supervisor_->Snapshot();
   snapshot.gpus_in_use = supervisor_->GpusInUse();
   snapshot.excluded_gpus = OwnerlessBusyGpus(snapshot.gpus, snapshot.gpus_in_use, ownerless_);
-  if (health_) {
-    health_->Poll(clock_->Now());
-    snapshot.gpu_faults = health_->Faults();
-  }
   return snapshot;
 }
 

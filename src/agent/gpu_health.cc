@@ -68,6 +68,16 @@ bool ParseHex(absl::string_view text, uint32_t* out) {
   return true;
 }
 
+// The line as it may be shown and sent: printable ASCII (the driver writes
+// nothing else; a file of other bytes gets '?'), at most kMaxText bytes.
+std::string Printable(absl::string_view s) {
+  std::string out(s.substr(0, kMaxText));
+  for (char& c : out) {
+    if (c < 0x20 || c > 0x7e) c = '?';
+  }
+  return out;
+}
+
 absl::string_view Trim(absl::string_view s) { return absl::StripAsciiWhitespace(s); }
 
 }  // namespace
@@ -113,7 +123,7 @@ std::optional<XidEvent> ParseXidLine(absl::string_view line) {
   while (end < rest.size() && absl::ascii_isdigit(rest[end])) ++end;
   if (end == 0 || end > 6 || !absl::SimpleAtoi(rest.substr(0, end), &event.xid)) return std::nullopt;
   text = absl::StripTrailingAsciiWhitespace(text);
-  event.text = std::string(text.substr(0, kMaxText));
+  event.text = Printable(text);
   return event;
 }
 
@@ -152,9 +162,16 @@ GpuHealth::~GpuHealth() {
 
 bool GpuHealth::Poll(absl::Time now) {
   absl::MutexLock lock(&mu_);
+  std::vector<XidEvent> events;
+  ReadSource(&events);
   bool changed = false;
-  auto line = [&](absl::string_view text) {
-    if (std::optional<XidEvent> e = ParseXidLine(text)) changed |= Apply(*e, now);
+  for (const XidEvent& e : events) changed |= Apply(e, now);
+  return changed;
+}
+
+void GpuHealth::ReadSource(std::vector<XidEvent>* events) {
+  auto line = [events](absl::string_view text) {
+    if (std::optional<XidEvent> e = ParseXidLine(text)) events->push_back(*std::move(e));
   };
   if (kmsg_) {
     // One record per read; EAGAIN: nothing more now; EPIPE: records were
@@ -169,29 +186,45 @@ bool GpuHealth::Poll(absl::Time now) {
       if (size_t semi = rec.find(';'); semi != absl::string_view::npos) rec.remove_prefix(semi + 1);
       line(rec.substr(0, rec.find('\n')));
     }
-    return changed;
+    return;
   }
-  struct stat st;
-  if (fstat(fd_, &st) != 0) return false;
-  if (st.st_size < offset_) {  // truncated or replaced: from its start
+  for (int file = 0; file < 2; ++file) {
+    struct stat st;
+    if (fstat(fd_, &st) != 0) return;
+    if (st.st_size < offset_) {  // truncated: from its start
+      offset_ = 0;
+      partial_.clear();
+    }
+    int64_t want = std::min<int64_t>(st.st_size - offset_, kMaxReadPerPoll);
+    if (want > 0) {
+      std::string data(static_cast<size_t>(want), '\0');
+      ssize_t n = pread(fd_, data.data(), data.size(), offset_);
+      if (n <= 0) return;
+      data.resize(static_cast<size_t>(n));
+      offset_ += n;
+      partial_ += data;
+      size_t start = 0;
+      for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
+        line(absl::string_view(partial_).substr(start, nl - start));
+      }
+      partial_.erase(0, start);
+      if (partial_.size() > 64 * 1024) partial_.clear();  // no line is that long: not a log of lines
+      if (offset_ < st.st_size) return;  // more next time
+    }
+    // Read to its end: a file rotated away (a new one at the path, as
+    // logrotate leaves it) is followed from the new one's start.
+    struct stat now_at_path;
+    if (stat(path_.c_str(), &now_at_path) != 0 || (now_at_path.st_ino == st.st_ino && now_at_path.st_dev == st.st_dev) ||
+        !S_ISREG(now_at_path.st_mode)) {
+      return;
+    }
+    int fd = open(path_.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return;
+    close(fd_);
+    fd_ = fd;
     offset_ = 0;
     partial_.clear();
   }
-  int64_t want = std::min<int64_t>(st.st_size - offset_, kMaxReadPerPoll);
-  if (want <= 0) return false;
-  std::string data(static_cast<size_t>(want), '\0');
-  ssize_t n = pread(fd_, data.data(), data.size(), offset_);
-  if (n <= 0) return false;
-  data.resize(static_cast<size_t>(n));
-  offset_ += n;
-  partial_ += data;
-  size_t start = 0;
-  for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
-    line(absl::string_view(partial_).substr(start, nl - start));
-  }
-  partial_.erase(0, start);
-  if (partial_.size() > 64 * 1024) partial_.clear();  // no line is that long: not a log of lines
-  return changed;
 }
 
 bool GpuHealth::Apply(const XidEvent& event, absl::Time now) {

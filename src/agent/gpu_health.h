@@ -70,6 +70,9 @@ class GpuHealth {
 
  private:
   GpuHealth() = default;
+  // Reads what the source gained (at most 1 MiB of a file, 4096 kernel
+  // records) into `events`.
+  void ReadSource(std::vector<XidEvent>* events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool Apply(const XidEvent& event, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   std::string path_;

@@ -134,6 +134,16 @@ TEST_F(GpuHealthTest, FollowsTheFileFromItsEndAndKeepsTheWorstFaultPerGpu) {
   Append("NVRM: Xid (PCI:0000:04:00): 64, row remapping failure\n");
   EXPECT_TRUE((*h)->Poll(now_));
   EXPECT_EQ((*h)->Faults().size(), 3u);
+
+  // Rotated (renamed away, a new file at the path): the new one is read
+  // from its start. Bytes that are not printable ASCII arrive as '?'.
+  std::filesystem::rename(path_, path_ + ".1");
+  Append("NVRM: Xid (PCI:0000:02:00): 48, DBE \xff\x01 name=\xc3\n");
+  EXPECT_TRUE((*h)->Poll(now_));
+  f = (*h)->Faults();
+  ASSERT_EQ(f.size(), 4u);
+  EXPECT_EQ(f[1].gpu(), 1);
+  EXPECT_THAT(f[1].message(), HasSubstr("DBE ?? name=?"));
 }
 
 TEST_F(GpuHealthTest, APathThatCannotBeReadIsNamed) {

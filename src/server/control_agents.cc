@@ -20,13 +20,28 @@
 namespace trainyard::server {
 namespace {
 
-// At most one fault per GPU index 0..63 is kept, its message at most 512
-// bytes: an agent's list is shown and stored as it is.
-void LimitGpuFaults(google::protobuf::RepeatedPtrField<v1::GpuFault>* faults) {
-  if (faults->size() > 64) faults->DeleteSubrange(64, faults->size() - 64);
-  for (v1::GpuFault& f : *faults) {
-    if (f.message().size() > 512) f.mutable_message()->resize(512);
+// An agent's GPU faults as they are kept, shown and stored: one per GPU of
+// the node (the last given), with an action, the message at most 512 bytes
+// (cut where a UTF-8 character starts).
+void LimitGpuFaults(v1::NodeInfo* info) {
+  const int count = std::min(info->topology().gpu_count(), 64);
+  google::protobuf::RepeatedPtrField<v1::GpuFault> kept;
+  for (v1::GpuFault& f : *info->mutable_gpu_faults()) {
+    if (f.gpu() < 0 || f.gpu() >= count || f.action() == v1::GPU_FAULT_ACTION_UNSPECIFIED) continue;
+    std::string* m = f.mutable_message();
+    if (m->size() > 512) {
+      size_t cut = 512;
+      while (cut > 0 && (static_cast<unsigned char>((*m)[cut]) & 0xC0) == 0x80) --cut;
+      m->resize(cut);
+    }
+    auto same = std::find_if(kept.begin(), kept.end(), [&](const v1::GpuFault& k) { return k.gpu() == f.gpu(); });
+    if (same != kept.end()) {
+      *same = std::move(f);
+    } else {
+      *kept.Add() = std::move(f);
+    }
   }
+  info->mutable_gpu_faults()->Swap(&kept);
 }
 
 // The server's attempt number of the launch a status belongs to.
@@ -129,6 +144,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   NodeRt& node = known ? *known : AddNode(in.name(), std::make_unique<NodeRt>());
   v1::NodeInfo old_info = node.info;
   node.info = in;
+  LimitGpuFaults(&node.info);
   node.info.clear_ports_in_use();  // a moment's state: not for the store
   core::Resource capacity = api::ToCore(in.capacity());
   capacity.ports = ServingPorts(in, config_.default_port_range);
@@ -155,7 +171,6 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     return up;
   }
   SetPortsInUse(node, RangesOf(in.ports_in_use()));
-  LimitGpuFaults(node.info.mutable_gpu_faults());
   Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
       in.capacity().vcores_milli() / 1000.0);
@@ -175,15 +190,19 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task
   const JobRt* ctx_job = nullptr;
   for (auto [job, i] : TasksOn(in.name())) {
-    if (!job->ending && !job->recovered_placed && job->rec.tasks(i).state() == v1::TASK_LAUNCHING) {
+    // Not one told to leave (a drain, a GPU fault): it goes elsewhere once
+    // its kill is answered or it is found gone.
+    if (!job->ending && !job->recovered_placed && !job->evicting[i] &&
+        job->rec.tasks(i).state() == v1::TASK_LAUNCHING) {
       if (ctx_job != job) ctx = EnvContextFor(*job), ctx_job = job;
       LaunchTask(*job, i, &*ctx);
     }
     // Told to leave while the node was away (drained): the order goes again.
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (job->evicting[i]) {
+      std::string why = GpuFaultWhy(node, t.allocation().gpu_mask());
       SendKill(in.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms,
-               absl::StrCat("node ", in.name(), " is drained"));
+               why.empty() ? absl::StrCat("node ", in.name(), " is drained") : why);
     }
   }
   // Files (hosts, job master address) that changed while it was away.
@@ -242,7 +261,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   }
   if (hb.gpu_faults_given()) {
     *node.info.mutable_gpu_faults() = hb.gpu_faults();
-    LimitGpuFaults(node.info.mutable_gpu_faults());
+    LimitGpuFaults(&node.info);
     TouchOwnView(node);
     ApplyGpuFaults(node, now);
   }

@@ -118,7 +118,8 @@ class Harness {
   void OnLaunch(Agent& a, const v1::TaskSpec& spec);
   void OnKill(Agent& a, const v1::KillTask& kill);
   void Send(Agent& a, const AgentTask& t, v1::TaskState state, int attempt);
-  void Beat(Agent& a);
+  // With `faults`: a delta heartbeat that gives the agent's GPU faults.
+  void Beat(Agent& a, const std::vector<v1::GpuFault>* faults = nullptr);
   std::string TaskExit(Agent& a, bool stale);
   std::string Reconnect(Agent& a);
   void Disconnect(Agent& a);
@@ -246,9 +247,14 @@ void Harness::Send(Agent& a, const AgentTask& t, v1::TaskState state, int attemp
   state_->OnTaskStatus(a.name, st, now_);
 }
 
-void Harness::Beat(Agent& a) {
+void Harness::Beat(Agent& a, const std::vector<v1::GpuFault>* faults) {
   if (!a.speaks()) return;
   v1::Heartbeat hb;
+  if (faults != nullptr) {
+    hb.set_use_unchanged(true);
+    hb.set_gpu_faults_given(true);
+    for (const v1::GpuFault& f : *faults) *hb.add_gpu_faults() = f;
+  }
   for (auto it = a.tasks.begin(); it != a.tasks.end();) {
     AgentTask& t = it->second;
     if (api::IsTerminal(t.state) && ++t.beats_since_end > kEndedBeats) {
@@ -343,8 +349,27 @@ void Harness::Restart() {
 }
 
 std::string Harness::Admin(Agent& a) {
-  switch (Next() % 6) {
+  switch (Next() % 8) {
     case 0: return "cordon " + a.name + Said(state_->Cordon(a.name, "test"));
+    case 6: {
+      // The agent's GPU faults now: none, or one or two, any action, a GPU
+      // index the node may not have.
+      std::vector<v1::GpuFault> faults(Next() % 3);
+      for (v1::GpuFault& f : faults) {
+        f.set_gpu(static_cast<int>(Next() % 10));
+        f.set_xid(static_cast<int>(Next() % 100));
+        f.set_action(static_cast<v1::GpuFaultAction>(Next() % 4));
+        f.set_message("Xid (test)");
+      }
+      Beat(a, &faults);
+      return absl::StrCat("GPU faults ", faults.size(), " on ", a.name);
+    }
+    case 7: {
+      int gpu = static_cast<int>(Next() % 9);
+      bool cordon = Next() % 2;
+      return absl::StrCat(cordon ? "cordon GPU " : "uncordon GPU ", gpu, " of ", a.name,
+                          Said(state_->CordonGpus(a.name, {gpu}, cordon)));
+    }
     case 1: return "uncordon " + a.name + Said(state_->Uncordon(a.name));
     case 2: return "drain " + a.name + Said(state_->Drain(a.name, "test", now_).status());
     case 3:

@@ -2,13 +2,15 @@
 // the control-state fuzzer (control_harness.h) after every event: every
 // task is in exactly one place (pending, live on one node, or ended), the
 // scheduler core holds exactly the live tasks the records place, no GPU is
-// given twice, and a node's free resources are its capacity less its tasks.
+// given twice, and a node's free resources are its capacity less its tasks and
+// the GPUs out of service the server asked for.
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/roles.h"
 #include "api/states.h"
+#include "core/resources/gpu_set.h"
 #include "server/control_state.h"
 #include "server/control_state_internal.h"
 
@@ -119,6 +121,18 @@ absl::Status ControlState::CheckInvariantsForTest() const {
       held |= gpus;
     }
     if ((ns.free.gpu_mask & held) != 0) return Broken(absl::StrCat("node ", name, ": a held GPU is also free"));
+    if ((ns.free.gpu_mask & ns.excluded) != 0) {
+      return Broken(absl::StrCat("node ", name, ": a GPU out of service (busy, faulty, cordoned) is free"));
+    }
+    if (ns.free.gpus != core::GpuSet(ns.free.gpu_mask).Count()) {
+      return Broken(absl::StrCat("node ", name, ": ", ns.free.gpus, " free GPUs counted, ",
+                                 core::GpuSet(ns.free.gpu_mask).ToString(), " free"));
+    }
+    // What the server asks the core to keep out of service is out.
+    if (node->in_scheduler && ns.excluded != (node->busy_gpus & ns.capacity.gpu_mask)) {
+      return Broken(absl::StrCat("node ", name, ": the core excludes GPUs ", core::GpuSet(ns.excluded).ToString(),
+                                 ", the server ", core::GpuSet(node->busy_gpus).ToString()));
+    }
     if (ns.free.memory_mb != ns.capacity.memory_mb - memory) {
       return Broken(absl::StrCat("node ", name, ": free memory ", ns.free.memory_mb, " is not its capacity ",
                                  ns.capacity.memory_mb, " less its tasks' ", memory));

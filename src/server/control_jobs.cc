@@ -426,6 +426,9 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     t->clear_allocation();
     if (launched) t->set_attempt(t->attempt() + 1);
     job.launch_base[i] = t->attempt();
+    // Told to leave a node (a drain, a GPU fault) before the requeue: that
+    // order is over; its next placement starts afresh.
+    job.evicting[i] = false;
   }
   if (job.in_scheduler) {
     // Pending already (a second loss in one event, a node lost again before

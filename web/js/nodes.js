@@ -57,7 +57,8 @@ function gpuCell(node, g, select) {
     : g.state === 'excluded' ? 'excluded: busy with a process Trainyard did not start' : 'free';
   const label = `${node.name} GPU ${g.index}: ${what}`;
   // A split GPU is filled from the bottom by the share held.
-  const fill = !job ? null : pct < 100
+  // A faulty GPU is drawn faulty even while its task still holds it.
+  const fill = !job || g.fault ? null : pct < 100
     ? `background:linear-gradient(to top, ${jobColour(job)} ${pct}%, #e3f4e6 ${pct}%);color:${pct >= 50 ? '#fff' : '#14532d'}`
     : `background:${jobColour(job)}`;
   return h('button', {

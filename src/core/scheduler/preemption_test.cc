@@ -28,6 +28,27 @@ std::set<std::string> Victims(const Decisions& d) {
   return out;
 }
 
+// A victim holding GPUs gone out of service under it (one found faulty, one
+// cordoned: excluded while held) is tried and put back without harm; the
+// production job is placed only on GPUs in service.
+TEST(PreemptionTest, AVictimHoldingExcludedGpusIsTriedAndPutBack) {
+  auto s = MakeScheduler(1);
+  ASSERT_TRUE(s->AddJob(MakeJob("ptr", {.gpus = 8, .priority = PriorityClass::kPtr})).ok());
+  s->Schedule(T(10));
+  ASSERT_TRUE(s->SetExcludedGpus("node-0", GpuSet::Parse("2,5").value()).ok());
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 4, .priority = PriorityClass::kProduction, .submit = 20})).ok());
+  Decisions d = s->Schedule(T(30));  // the trial releases and restores ptr's tasks
+  EXPECT_THAT(Victims(d), ::testing::ElementsAre("ptr"));
+  const NodeState& node = s->state().node(*s->state().FindNode("node-0"));
+  EXPECT_EQ(node.free.gpus, 0);
+  ASSERT_TRUE(s->RequeueJob("ptr").ok());
+  EXPECT_EQ(GpuSet(node.free.gpu_mask).ToString(), "0-1,3-4,6-7") << "the excluded GPUs stay out";
+  d = s->Schedule(T(40));
+  const JobPlacement* p = PlacementOf(d, "prod");
+  ASSERT_NE(p, nullptr);
+  for (const auto& t : p->tasks) EXPECT_EQ(t.allocation.gpu_mask & 0b100100u, 0u);
+}
+
 TEST(PreemptionTest, OnlyStrictlyLowerPriorityVictimsAndTheFewest) {
   auto s = MakeScheduler(2);
   // node-0: one 8-GPU ptr job. node-1: eight 1-GPU ptr jobs... placed in

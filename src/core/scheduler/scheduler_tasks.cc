@@ -120,7 +120,8 @@ absl::Status Scheduler::AdoptTask(std::string_view job_id, std::string_view role
     return absl::InvalidArgumentError(
         absl::StrCat(TaskText(job_id, role, index), ": allocation: ", s.message()));
   }
-  if (std::string taken = NotFree(allocation, state_.node(*n)); !taken.empty()) {
+  // A GPU excluded since (faulty, cordoned) stays the adopted task's.
+  if (std::string taken = NotFree(allocation, state_.node(*n), state_.ReclaimableGpus(*n)); !taken.empty()) {
     return absl::FailedPreconditionError(absl::StrCat(
         TaskText(job_id, role, index), ": its allocation on node ", std::string(node_name), " is not free (",
         taken, ")"));

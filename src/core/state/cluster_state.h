@@ -142,8 +142,10 @@ struct NodeState {
 
 // What of allocation `a` is not free on `node`, or "" when all of it is
 // (its ports against free.ports, which holds ports in use as well). A share
-// is free when its GPU has that much share left.
-std::string NotFree(const Resource& a, const NodeState& node);
+// is free when its GPU has that much share left. `reclaimable`: GPUs out of
+// service that no task holds, counted as free too (a task's own allocation
+// put back: ClusterState::ReclaimableGpus).
+std::string NotFree(const Resource& a, const NodeState& node, uint64_t reclaimable = 0);
 
 // The ports of a node that placement reads, beside NodeState (kept apart
 // so scans over nodes that never look at ports stay in cache). free.ports
@@ -297,7 +299,13 @@ class ClusterState {
   // Gives `allocation` on node n to task (role, index) of job j.
   // REQUIRES: the allocation fits node n's free resources (NotFree is
   // empty); checked, a violation aborts.
+  // `allocation` may hold GPUs out of service that no task holds
+  // (ReclaimableGpus): a victim's own GPUs put back after a trial, a task
+  // adopted after a restart on a GPU excluded since.
   void AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n, const Resource& allocation);
+  // The GPUs of node n out of service (SetExcludedGpus) that no task holds,
+  // whole or in shares.
+  uint64_t ReclaimableGpus(NodeId n) const;
   // How an allocation is given back: kTentative undoes a trial placement
   // (its ports are free again at once); kEnded frees what a task held, and
   // its ports cool before a count request may get them again.

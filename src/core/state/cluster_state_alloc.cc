@@ -196,8 +196,10 @@ void ClusterState::TakeShare(NodeState& node, const Resource& a) {
     node.share_memory_used.assign(node.capacity.gpus, 0);
   }
   if ((node.shared & a.gpu_mask) == 0) {
-    node.free.gpu_mask &= ~a.gpu_mask;
-    node.free.gpus -= 1;
+    if ((node.free.gpu_mask & a.gpu_mask) != 0) {  // else taken back out of service (AllocateTask)
+      node.free.gpu_mask &= ~a.gpu_mask;
+      node.free.gpus -= 1;
+    }
     node.shared |= a.gpu_mask;
   }
   node.share_used[g] = static_cast<int16_t>(node.share_used[g] + a.gpu_milli);
@@ -217,16 +219,20 @@ void ClusterState::GiveShare(NodeState& node, const Resource& a) {
   }
 }
 
-std::string NotFree(const Resource& a, const NodeState& node) {
+std::string NotFree(const Resource& a, const NodeState& node, uint64_t reclaimable) {
   const Resource& free = node.free;
+  int32_t reclaimed = 0;  // whole GPUs of `a` taken back out of service
   if (a.IsGpuShare()) {
     int g = __builtin_ctzll(a.gpu_mask);
-    if (node.FreeShare(g) < a.gpu_milli) {
-      return absl::StrCat("GPU ", g, " has ", FormatVcores(node.FreeShare(g)),
-                          " of its share free, ", FormatVcores(a.gpu_milli), " wanted");
+    int32_t share = (reclaimable & a.gpu_mask) != 0 && (node.shared & a.gpu_mask) == 0 ? 1000 : node.FreeShare(g);
+    if (share < a.gpu_milli) {
+      return absl::StrCat("GPU ", g, " has ", FormatVcores(share), " of its share free, ", FormatVcores(a.gpu_milli),
+                          " wanted");
     }
-  } else if (uint64_t taken = a.gpu_mask & ~free.gpu_mask; taken != 0) {
+  } else if (uint64_t taken = a.gpu_mask & ~(free.gpu_mask | reclaimable); taken != 0) {
     return absl::StrCat("GPUs ", GpuSet(taken).ToString(), " are not free");
+  } else {
+    reclaimed = GpuSet(a.gpu_mask & ~free.gpu_mask).Count();
   }
   if (a.memory_mb > free.memory_mb) {
     return absl::StrCat(a.memory_mb, " MB memory wanted, ", free.memory_mb, " MB free");
@@ -235,18 +241,26 @@ std::string NotFree(const Resource& a, const NodeState& node) {
     return absl::StrCat(FormatVcores(a.vcores_milli), " vcores wanted, ",
                         FormatVcores(free.vcores_milli), " free");
   }
-  if (a.gpus > free.gpus) return absl::StrCat(a.gpus, " GPUs wanted, ", free.gpus, " free");
+  if (a.gpus > free.gpus + reclaimed) return absl::StrCat(a.gpus, " GPUs wanted, ", free.gpus, " free");
   if (!free.ports.ContainsAll(a.ports)) {
     return absl::StrCat("ports ", a.ports.Subtract(free.ports).ToString(), " are not free");
   }
   return "";
 }
 
+uint64_t ClusterState::ReclaimableGpus(NodeId n) const {
+  const NodeState& node = nodes_[n];
+  if (node.excluded == 0) return 0;
+  uint64_t held = node.shared;
+  for (const NodeTask& nt : node.tasks) held |= jobs_[nt.job].tasks[nt.pos].allocation.gpu_mask;
+  return node.excluded & ~held;
+}
+
 void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n,
                                 const Resource& allocation) {
   NodeState& node = nodes_[n];
   JobState& job = jobs_[j];
-  if (std::string taken = NotFree(allocation, node); !taken.empty()) {
+  if (std::string taken = NotFree(allocation, node, ReclaimableGpus(n)); !taken.empty()) {
     TY_CHECK(false, "job %s task %d-%d on node %s: %s", job.request.id.c_str(), role, index,
              node.name.c_str(), taken.c_str());
   }
@@ -257,7 +271,8 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
   if (allocation.IsGpuShare()) {
     TakeShare(node, allocation);
   } else {
-    node.free.gpus -= allocation.gpus;
+    // Its GPUs taken back out of service (ReclaimableGpus) were not free.
+    node.free.gpus -= allocation.gpus - GpuSet(allocation.gpu_mask & ~node.free.gpu_mask).Count();
     node.free.gpu_mask &= ~allocation.gpu_mask;
   }
   if (!allocation.ports.Empty()) {

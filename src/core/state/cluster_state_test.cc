@@ -60,6 +60,51 @@ TEST_F(ClusterStateTest, ExcludedGpusAreNeverPlaced) {
   EXPECT_EQ(Node0().free.gpus, 8);
 }
 
+// GPUs that go out of service under tasks (found faulty, cordoned) stay
+// theirs: a preemption's trial releases and puts a victim back (WouldFit), a
+// task ends, and the GPUs, whole or shared, never come back free.
+TEST(ClusterStateExcludedTest, ATasksExcludedGpusComeBackToItAfterATrialButNeverFree) {
+  ClusterState st;
+  ASSERT_TRUE(st.AddNode(EightGpuNode(0)).ok());
+  ASSERT_TRUE(st.AddJob(MakeJob("j", {.tasks = 2, .gpus = 2})).ok());
+  JobSlot j = *st.FindJob("j");
+  NodeId n = *st.FindNode("node-0");
+  st.AllocateTask(j, 0, 0, n, Resource{.memory_mb = 1024, .vcores_milli = 1000, .gpus = 2, .gpu_mask = 0b11});
+  st.AllocateTask(j, 0, 1, n, Resource{.memory_mb = 1024, .vcores_milli = 1000, .gpu_mask = 0b100, .gpu_milli = 500});
+  ASSERT_TRUE(st.SetExcludedGpus("node-0", GpuSet(0b111)).ok());
+  EXPECT_EQ(GpuSet(st.node(n).free.gpu_mask).ToString(), "3-7");
+  EXPECT_EQ(st.ReclaimableGpus(n), 0u) << "held, whole and shared";
+
+  std::vector<PlacedTask> saved = st.job(j).tasks;
+  st.ReleaseAllTasks(j);  // a trial
+  EXPECT_EQ(GpuSet(st.node(n).free.gpu_mask).ToString(), "3-7");
+  EXPECT_EQ(st.ReclaimableGpus(n), 0b111u);
+  for (const PlacedTask& t : saved) st.AllocateTask(j, t.role, t.index, t.node, t.allocation);  // put back
+  EXPECT_EQ(GpuSet(st.node(n).free.gpu_mask).ToString(), "3-7");
+  EXPECT_EQ(st.node(n).free.gpus, 5);
+  EXPECT_EQ(st.node(n).shared, 0b100u);
+
+  st.ReleaseAllTasks(j, ClusterState::Release::kEnded);
+  EXPECT_EQ(GpuSet(st.node(n).free.gpu_mask).ToString(), "3-7");
+  EXPECT_EQ(st.node(n).free.gpus, 5);
+  EXPECT_EQ(st.node(n).shared, 0u);
+  ASSERT_TRUE(st.SetExcludedGpus("node-0", GpuSet()).ok());
+  EXPECT_EQ(st.node(n).free.gpus, 8);
+}
+
+TEST_F(ClusterStateTest, ATaskAdoptedOnAGpuExcludedSinceKeepsIt) {
+  ASSERT_TRUE(s_->SetExcludedGpus("node-0", GpuSet::Parse("3").value()).ok());
+  ASSERT_TRUE(s_->AddJob(MakeJob("j", {.gpus = 1})).ok());
+  ASSERT_TRUE(s_->MarkRunning("j", T(5)).ok());
+  Resource one{.memory_mb = 1024, .vcores_milli = 1000, .gpus = 1, .gpu_mask = 0b1000};
+  ASSERT_TRUE(s_->AdoptTask("j", "worker", 0, "node-0", one).ok());
+  EXPECT_EQ(GpuSet(Node0().free.gpu_mask).ToString(), "0-2,4-7");
+  EXPECT_EQ(Node0().free.gpus, 7);
+  ASSERT_TRUE(s_->TaskFinished("j", "worker", 0).ok());
+  EXPECT_EQ(GpuSet(Node0().free.gpu_mask).ToString(), "0-2,4-7");
+  EXPECT_EQ(Node0().free.gpus, 7);
+}
+
 // What ModelFreeShare counts follows every change of a node: placements
 // (whole GPUs and shares), their end, excluded GPUs, cordons, removal.
 TEST_F(ClusterStateTest, FreeShareIsCountedPerGpuModel) {

@@ -254,11 +254,19 @@ json NodeJson(const v1::NodeView& n, const NodeGpuHolders& holders) {
     // node's own view may be a moment older (docs/api.md): a GPU it still
     // shows free names no holder, so the answer never says both.
     auto it = holders.find(g);
-    const std::vector<GpuHolder>* held =
-        free || excluded || it == holders.end() || it->second.empty() ? nullptr : &it->second;
+    const std::vector<GpuHolder>* held = free || it == holders.end() || it->second.empty() ? nullptr : &it->second;
+    // Out of service (cordoned, faulty) under a task that still holds it:
+    // used, with `cordoned` or `fault` saying why nothing new lands there.
+    int64_t milli = used_milli[g];
+    if (excluded && held) {
+      milli = 1000;
+      for (const auto& share : n.gpu_shares()) {
+        if (share.gpu() == g) milli = share.used_milli();
+      }
+    }
     gpus.push_back({{"index", g},
-                    {"state", excluded ? "excluded" : free ? "free" : "used"},
-                    {"used_milli", used_milli[g]},
+                    {"state", held ? "used" : excluded ? "excluded" : free ? "free" : "used"},
+                    {"used_milli", milli},
                     {"task", held ? held->front().task : ""},
                     {"job", held ? held->front().job : ""},
                     {"holders", HoldersJson(held)},
