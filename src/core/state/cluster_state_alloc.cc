@@ -231,8 +231,8 @@ std::string NotFree(const Resource& a, const NodeState& node, uint64_t reclaimab
     }
   } else if (uint64_t taken = a.gpu_mask & ~(free.gpu_mask | reclaimable); taken != 0) {
     return absl::StrCat("GPUs ", GpuSet(taken).ToString(), " are not free");
-  } else {
-    reclaimed = GpuSet(a.gpu_mask & ~free.gpu_mask).Count();
+  } else if (uint64_t back = a.gpu_mask & ~free.gpu_mask; back != 0) {
+    reclaimed = GpuSet(back).Count();
   }
   if (a.memory_mb > free.memory_mb) {
     return absl::StrCat(a.memory_mb, " MB memory wanted, ", free.memory_mb, " MB free");
@@ -272,7 +272,8 @@ void ClusterState::AllocateTask(JobSlot j, int32_t role, int32_t index, NodeId n
     TakeShare(node, allocation);
   } else {
     // Its GPUs taken back out of service (ReclaimableGpus) were not free.
-    node.free.gpus -= allocation.gpus - GpuSet(allocation.gpu_mask & ~node.free.gpu_mask).Count();
+    uint64_t back = allocation.gpu_mask & ~node.free.gpu_mask;
+    node.free.gpus -= back == 0 ? allocation.gpus : allocation.gpus - GpuSet(back).Count();
     node.free.gpu_mask &= ~allocation.gpu_mask;
   }
   if (!allocation.ports.Empty()) {
@@ -311,7 +312,7 @@ void ClusterState::ReleaseTask(JobSlot j, int32_t pos, Release how) {
   } else {
     // An excluded GPU does not come back (SetExcludedGpus).
     uint64_t back = a.gpu_mask & ~node.excluded;
-    node.free.gpus += GpuSet(back).Count();
+    node.free.gpus += back == a.gpu_mask ? a.gpus : GpuSet(back).Count();
     node.free.gpu_mask |= back;
   }
   if (!a.ports.Empty()) {
