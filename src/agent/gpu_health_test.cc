@@ -146,6 +146,39 @@ TEST_F(GpuHealthTest, FollowsTheFileFromItsEndAndKeepsTheWorstFaultPerGpu) {
   EXPECT_THAT(f[1].message(), HasSubstr("DBE ?? name=?"));
 }
 
+// A character device is read as the kernel's log, one record per read
+// ("PRI,SEQ,TIME,FLAGS;MESSAGE"): a terminal in canonical mode gives one
+// line per read as /dev/kmsg gives one record, without writing to the
+// host's own kernel log.
+TEST_F(GpuHealthTest, ACharacterDeviceIsReadRecordByRecordAsTheKernelsLog) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  std::string slave = ptsname(master);
+  absl::StatusOr<std::unique_ptr<GpuHealth>> h = GpuHealth::Open(slave, gpus_);
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_FALSE((*h)->Poll(now_)) << "nothing written yet: the read does not block";
+  std::string records =
+      "6,1701,4242000,-;NVRM: loading NVIDIA UNIX x86_64 Kernel Module\n"
+      "4,1702,4242001,-;NVRM: Xid (PCI:0000:02:00): 79, pid=1, GPU has fallen off the bus.\n";
+  ASSERT_EQ(write(master, records.data(), records.size()), static_cast<ssize_t>(records.size()));
+  bool changed = false;
+  for (int i = 0; i < 200 && !changed; ++i) {  // the terminal hands the lines on at once, mostly
+    changed = (*h)->Poll(now_);
+    if (!changed) usleep(10'000);
+  }
+  ASSERT_TRUE(changed);
+  std::vector<v1::GpuFault> f = (*h)->Faults();
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].gpu(), 1);
+  EXPECT_EQ(f[0].action(), v1::GPU_FAULT_DRAIN_NODE);
+  EXPECT_THAT(f[0].message(), HasSubstr("Xid (PCI:0000:02:00): 79")) << "the record's prefix is not kept";
+  EXPECT_THAT(f[0].message(), ::testing::Not(HasSubstr("4,1702")));
+  h->reset();
+  close(master);
+}
+
 TEST_F(GpuHealthTest, APathThatCannotBeReadIsNamed) {
   absl::StatusOr<std::unique_ptr<GpuHealth>> h = GpuHealth::Open(dir_ + "/missing", gpus_);
   ASSERT_FALSE(h.ok());
