@@ -7,9 +7,9 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstring>
 #include <sstream>
 
 #include "absl/strings/numbers.h"
