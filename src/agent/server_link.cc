@@ -502,8 +502,7 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
   // The images told the server on this stream (Heartbeat.images).
   std::vector<std::string> told_images;
   bool images_told = false;
-  size_t told_faults = 0;  // GPU faults told on this stream (they only grow or get worse: a count and a hash)
-  uint64_t told_faults_hash = 0;
+  std::string told_faults;  // the GPU faults told on this stream, serialized one after another
   // Real time, as the heartbeats pace themselves; samples keep their own
   // cadence beside them (the first one interval after registration: the
   // CPU of a sample is averaged since the one before).
@@ -555,17 +554,15 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
     }
     // GPU faults when they changed (a new one, or a GPU's worse): the
     // first beat on a stream gives them too, as registration did.
-    uint64_t faults_hash = 0;
+    std::string faults;
     for (const v1::GpuFault& f : snap->gpu_faults) {
-      faults_hash = faults_hash * 1000003u + static_cast<uint64_t>(f.gpu()) * 131u + static_cast<uint64_t>(f.xid()) * 7u +
-                    static_cast<uint64_t>(f.action()) + static_cast<uint64_t>(f.time_unix_ms());
+      std::string one = f.SerializeAsString();
+      faults.append(std::to_string(one.size())).append(":").append(one);  // length-prefixed: no two lists alike
     }
-    bool faults_changed = snap->gpu_faults.size() != told_faults || faults_hash != told_faults_hash;
-    if (faults_changed) {
+    if (faults != told_faults) {
       hb->mutable_gpu_faults()->Assign(snap->gpu_faults.begin(), snap->gpu_faults.end());
       hb->set_gpu_faults_given(true);
-      told_faults = snap->gpu_faults.size();
-      told_faults_hash = faults_hash;
+      told_faults = std::move(faults);
     }
     absl::MutexLock wl(&write_mu_);
     AddTasks(hb, session, options_.clock->Now());

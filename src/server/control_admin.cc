@@ -186,11 +186,11 @@ void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl
   // Moved for its node's GPU fault: charged to its GPU-error budget
   // (unlimited unless restartBudgets.gpuError says otherwise).
   std::string gpu_why = absl::StrCat("was stopped because ", fault);
+  if (job.in_scheduler) {
+    absl::Status st = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
+    if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
+  }
   if (!MayRestart(job, i, v1::ATTEMPT_GPU_ERROR)) {
-    if (job.in_scheduler) {
-      absl::Status st = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
-      if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
-    }
     std::string tname = api::TaskName(job.rec.name(), t->role(), t->index());
     SetTaskState(job, i, v1::TASK_FAILED, now);
     t->mutable_exit()->set_message(gpu_why);
@@ -198,10 +198,6 @@ void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl
     EndJob(job, v1::JOB_FAILED, absl::StrCat("task ", tname, " ", gpu_why, " (GPU_ERROR; ", budget, ")"), now);
     Persist(job);
     return;
-  }
-  if (job.in_scheduler) {
-    absl::Status st = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
-    if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
   }
   if (!ReplaceTask(job, i, MoveWhy{gpu_why, /*charge=*/true, v1::ATTEMPT_GPU_ERROR}, now)) {
     RecordAttempt(job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_GPU_ERROR, .restarted = true}, now);

@@ -156,9 +156,9 @@ absl::Status ClusterState::SetExcludedGpus(std::string_view name, GpuSet exclude
   if (!n.ok()) return n.status();
   NodeState& node = nodes_[*n];
   // What its tasks hold stays theirs: an excluded GPU a task holds goes out
-  // of service when the task releases it (ReleaseTask, GiveShare).
-  uint64_t held = node.shared;
-  for (const NodeTask& nt : node.tasks) held |= jobs_[nt.job].tasks[nt.pos].allocation.gpu_mask;
+  // of service when the task releases it (ReleaseTask, GiveShare). Held is
+  // what is neither free nor out of service unheld (ReclaimableGpus).
+  uint64_t held = node.capacity.gpu_mask & ~node.free.gpu_mask & ~ReclaimableGpus(*n);
   node.excluded = node.capacity.gpu_mask & excluded.bits();
   node.free.gpu_mask = node.capacity.gpu_mask & ~node.excluded & ~held;
   node.free.gpus = GpuSet(node.free.gpu_mask).Count();
