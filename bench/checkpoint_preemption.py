@@ -3,23 +3,31 @@
 coordinated checkpoints against SIGTERM + grace, on `trainyard up`.
 
 Starts `trainyard up --nodes 1 --gpus-per-node 8` (real agents and processes,
-TLS) in a fresh directory. Each run submits a ptr job of 2 shell workers (4
-GPUs each, framework none: it has a job master) that count steps (one per
-~50 ms), saving every 100 steps as a training program does, then a
-production job that needs all 8 GPUs. Runs alternate between two workers:
-  - coordinated: the worker also polls `trainyard worker checkpoint-requested`
-    each step and, when its job is ordered to checkpoint, saves and says
-    `trainyard worker checkpoint-done STEP` (docs/jobmaster.md, "Checkpoints");
-  - grace: the worker only saves every 100 steps and dies at SIGTERM, as a
+TLS) in a fresh directory. Each run submits a ptr job that fills the 8 GPUs,
+then a production job that needs all 8. Runs alternate between two kinds:
+  - coordinated: the job is ordered to checkpoint (docs/jobmaster.md,
+    "Checkpoints"), saves the step it is at, and is stopped once saved;
+  - grace: the job only saves periodically and dies at SIGTERM, as a
     program that does not coordinate.
-The preemption comes at a different step each run (150 + 37 x run), so the
-periodic saves fall at different distances from it. Per run it prints:
+Two workloads (--workload):
+  - shell (default): 2 shell workers (4 GPUs each, framework none: it has a
+    job master) count steps (one per ~50 ms), saving every 100 steps; the
+    coordinated one polls `trainyard worker checkpoint-requested` each step
+    and answers `trainyard worker checkpoint-done STEP`;
+  - pytorch: examples/pytorch_ddp/train.py as 4 DDP ranks over gloo (2 GPUs
+    each), 32 steps an epoch and a checkpoint at each epoch's end; the
+    coordinated job says `jobmaster: true`, and its rank 0 broadcasts the
+    order so every rank saves at one step (docs/examples.md). Needs
+    /usr/bin/python3 with torch and the Python SDK (build/release/python).
+The preemption comes at a different step each run (the shell's 150 + 37 x
+run, pytorch's 40 + 11 x run), so the periodic saves fall at different
+distances from it. Per run it prints:
   lost   steps a worker ran past the step it resumes at (the last step each
-         worker reached minus the step saved), the larger of the two workers;
+         worker reached minus the step saved), the largest over the workers;
   freed  the preemption decision (the victim's "preempted" event) to the
          production job's "scheduled" event (server clock).
-Then the medians per worker and their ratio. Usage:
-  bench/checkpoint_preemption.py [--runs 3] [--trainyard PATH]
+Then the medians per kind and their ratio. Usage:
+  bench/checkpoint_preemption.py [--runs 3] [--workload shell|pytorch] [--trainyard PATH]
 """
 import argparse
 import json
@@ -35,8 +43,10 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=3, help="runs per worker kind")
 parser.add_argument("--trainyard", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build",
                                                         "release", "trainyard"))
+parser.add_argument("--workload", choices=("shell", "pytorch"), default="shell")
 args = parser.parse_args()
 BIN = os.path.abspath(args.trainyard)
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
 
 def free_port_pair():
@@ -81,6 +91,28 @@ def worker_script(out, coordinated):
             f"[ $((step % 100)) -eq 0 ] && echo $step > {out}/saved-$TRAINYARD_INDEX; {poll}done")
 
 
+def shell_job(name, out, coordinated):
+    """The shell workload: its spec, its workers' indexes, and its steps of one save period."""
+    script = worker_script(out, coordinated).replace("'", "'\\''")
+    spec = (f"name: {name}\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n"
+            f"    resources: {{gpus: 4}}\n    command: [sh, -c, '{script}']\n")
+    return spec, (0, 1)
+
+
+def pytorch_job(name, out, coordinated):
+    """The pytorch workload: 4 ranks of examples/pytorch_ddp/train.py, each
+    writing its steps done to OUT/last-RANK; the coordinated one has a master."""
+    train = os.path.abspath(os.path.join(ROOT, "examples", "pytorch_ddp", "train.py"))
+    sdk = os.path.abspath(os.path.join(os.path.dirname(BIN), "python"))
+    command = (f"[/usr/bin/python3, {train}, --epochs, '1000', --samples, '8192', --step-sleep-ms, '50', "
+               f"--step-file, {out}/last-RANK]")
+    role = (f"    resources: {{cpu: 250m, memory: 512Mi, gpus: 2}}\n    command: {command}\n"
+            f"    env: {{PYTHONPATH: {sdk}}}\n")
+    spec = (f"name: {name}\nframework: pytorch\npriority: ptr\njobmaster: {'true' if coordinated else 'false'}\n"
+            f"replicas:\n  master:\n    count: 1\n{role}  worker:\n    count: 3\n{role}")
+    return spec, (0, 1, 2, 3)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="trainyard-ckpt-bench-")
     data = os.path.join(tmp, "cluster")
@@ -115,24 +147,28 @@ def main():
             kind = "coordinated" if run % 2 == 0 else "grace"
             out = os.path.join(tmp, f"run{run}")
             os.makedirs(out)
-            script = worker_script(out, kind == "coordinated").replace("'", "'\\''")
-            low = submit(f"name: low{run}\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n"
-                         f"    resources: {{gpus: 4}}\n    command: [sh, -c, '{script}']\n", f"low{run}")
-            at = 150 + 37 * (run // 2)
+            make = pytorch_job if args.workload == "pytorch" else shell_job
+            spec, workers = make(f"low{run}", out, kind == "coordinated")
+            low = submit(spec, f"low{run}")
+            at = (40 + 11 * (run // 2)) if args.workload == "pytorch" else (150 + 37 * (run // 2))
 
             def reached():
                 try:
-                    return min(int(open(f"{out}/last-{i}").read()) for i in (0, 1)) >= at
+                    return min(int(open(f"{out}/last-{i}").read()) for i in workers) >= at
                 except (OSError, ValueError):
                     return False
-            wait_until(reached, 120)
+            wait_until(reached, 300)
             prod = submit("name: urgent\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
                           "    command: [sh, -c, 'sleep 3']\n", f"urgent{run}")
             wait_until(lambda: event_ms(describe(prod), "scheduled"), 120)
-            last = [read_step(f"{out}/last-{i}") for i in (0, 1)]
-            saved = [read_step(f"{out}/saved-{i}") for i in (0, 1)]
+            last = [read_step(f"{out}/last-{i}") for i in workers]
             d = describe(low)
-            resume = d["resume_step"] if d.get("resume_step") is not None else min(saved)
+            if d.get("resume_step") is not None:
+                resume = d["resume_step"]
+            elif args.workload == "pytorch":  # the last epoch's end: 32 steps an epoch
+                resume = min(last) // 32 * 32
+            else:
+                resume = min(read_step(f"{out}/saved-{i}") for i in workers)
             lost = max(l - resume for l in last)
             freed = (event_ms(describe(prod), "scheduled") - event_ms(d, "preempted")) / 1000.0
             results[kind].append((lost, freed))

@@ -7,9 +7,19 @@ Trainyard task started with the env:// variables of `framework: pytorch`
 (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE). Rank 0 writes a checkpoint
 after every epoch to TRAINYARD_CHECKPOINT_DIR atomically (write a temporary
 file, then rename); on start every rank restores from it if one exists and
-prints "resumed from epoch K". Prints "epoch N loss X" per epoch (flushed).
-Run it with Debian's /usr/bin/python3 (python3-torch); ranks are launched
-directly, without torchrun.
+prints "resumed from epoch K" (at an epoch's end) or "resumed from step S"
+(inside one). Prints "epoch N loss X" per epoch (flushed). Run it with
+Debian's /usr/bin/python3 (python3-torch); ranks are launched directly,
+without torchrun.
+
+Coordinated checkpoints (docs/jobmaster.md, "Checkpoints"): when the job has
+a master (`jobmaster: true` in its spec, TRAINYARD_JOB_MASTER set), every
+rank registers with it through the Python SDK (`import trainyard`: put the
+build's python folder on PYTHONPATH). Before each step rank 0 looks whether
+the job is ordered to checkpoint and broadcasts the order's id, so all ranks
+stop at the same step; rank 0 saves that step, every rank reports it, and the
+ranks wait to be stopped (a preemption or a time limit stops the job once all
+saved). The next start resumes at that step (TRAINYARD_RESUME_STEP).
 """
 import argparse
 import os
@@ -30,6 +40,9 @@ def parse_args():
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--epoch-sleep-ms", type=int, default=int(os.environ.get("EPOCH_SLEEP_MS", "0")))
+    p.add_argument("--step-sleep-ms", type=int, default=0, help="extra milliseconds per step")
+    p.add_argument("--step-file", default="", help="rewrite this file with the steps done after each step "
+                   "(RANK is replaced by the rank), for measuring work lost")
     return p.parse_args()
 
 
@@ -49,21 +62,39 @@ def make_dataset(samples):
     return x, y
 
 
-def load_checkpoint(path, model, opt):
+def load_checkpoint(path, model, opt, steps_per_epoch):
+    """The steps done by the checkpoint at `path` (0: none)."""
     if not os.path.exists(path):
         return 0
     state = torch.load(path)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
-    return state["epoch"]
+    return state.get("step", state["epoch"] * steps_per_epoch)
 
 
-def save_checkpoint(path, model, opt, epoch):
+def save_checkpoint(path, model, opt, step, steps_per_epoch):
     tmp = f"{path}.tmp.{os.getpid()}"
-    torch.save({"epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict()}, tmp)
+    torch.save({"step": step, "epoch": step // steps_per_epoch, "model": model.state_dict(),
+                "optimizer": opt.state_dict()}, tmp)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def join_master():
+    """The job master's link (a trainyard.Worker) when the job has one, else None."""
+    if not os.environ.get("TRAINYARD_JOB_MASTER"):
+        return None
+    try:
+        import trainyard  # pylint: disable=import-outside-toplevel
+    except ImportError as e:
+        sys.exit(f"train.py: the job has a master (TRAINYARD_JOB_MASTER) but the Trainyard Python SDK cannot be "
+                 f"imported ({e}): put the build's python folder on PYTHONPATH (docs/python-sdk.md)")
+    w = trainyard.Worker.from_env()
+    # The master waits for every rank that checkpoints; the saving is done
+    # in the training loop, where all ranks stop at one step.
+    w.on_checkpoint(lambda request: None)
+    return w
 
 
 def main():
@@ -77,33 +108,68 @@ def main():
     ckpt = os.path.join(ckpt_dir, CHECKPOINT)
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    master = join_master()
     dist.init_process_group("gloo", init_method="env://", rank=rank, world_size=world)
     print(f"rank {rank} of {world} joined {os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}", flush=True)
+    if master is not None:
+        master.running()
 
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 1))
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
-    start = load_checkpoint(ckpt, model, opt)  # before DDP: it broadcasts rank 0's weights
-    if start > 0:
-        print(f"resumed from epoch {start}", flush=True)
-    ddp = DDP(model)
     x, y = make_dataset(args.samples)
     shard = torch.arange(rank, args.samples, world)
+    # Every rank takes the same number of steps per epoch (DDP's all-reduce
+    # pairs them): the smallest shard's batches.
+    steps_per_epoch = max(1, (args.samples // world + args.batch - 1) // args.batch)
+    start = load_checkpoint(ckpt, model, opt, steps_per_epoch)  # before DDP: it broadcasts rank 0's weights
+    if start > 0:
+        epoch, batch = divmod(start, steps_per_epoch)
+        where = f"epoch {epoch} at step {start}" if batch == 0 else \
+            f"step {start} (epoch {epoch + 1}, batch {batch} of {steps_per_epoch})"
+        print(f"resumed from {where}", flush=True)
+    ddp = DDP(model)
     loss_fn = torch.nn.MSELoss()
-    for epoch in range(start + 1, args.epochs + 1):
-        perm = shard[torch.randperm(len(shard), generator=torch.Generator().manual_seed(epoch))]
-        for i in range(0, len(perm), args.batch):
-            idx = perm[i:i + args.batch]
-            opt.zero_grad()
-            loss_fn(ddp(x[idx]), y[idx]).backward()
-            opt.step()
+    order = torch.zeros(1, dtype=torch.int64)
+    perm = None
+    for step in range(start, args.epochs * steps_per_epoch):
+        epoch, batch = divmod(step, steps_per_epoch)
+        if master is not None:
+            # Rank 0 reads the order (a local read: the master pushes it);
+            # the broadcast stops every rank at this same step.
+            request = master.checkpoint_requested() if rank == 0 else None
+            order[0] = request.order if request is not None else 0
+            dist.broadcast(order, 0)
+            if order.item() > 0:
+                if rank == 0:
+                    save_checkpoint(ckpt, model, opt, step, steps_per_epoch)
+                dist.barrier()  # saved before any rank reports it
+                master.checkpoint_done(step, int(order.item()))
+                print(f"rank {rank} saved step {step} as ordered; waiting to be stopped", flush=True)
+                while True:  # the job is stopped once every rank reported
+                    time.sleep(1)
+        if perm is None or batch == 0:
+            perm = shard[torch.randperm(len(shard), generator=torch.Generator().manual_seed(epoch + 1))]
+        idx = perm[batch * args.batch:(batch + 1) * args.batch]
+        opt.zero_grad()
+        loss_fn(ddp(x[idx]), y[idx]).backward()
+        opt.step()
+        if args.step_file:
+            with open(args.step_file.replace("RANK", str(rank)), "w") as f:
+                f.write(f"{step + 1}\n")
+        time.sleep(args.step_sleep_ms / 1000.0)
+        if batch + 1 < steps_per_epoch:
+            continue
         time.sleep(args.epoch_sleep_ms / 1000.0)
         with torch.no_grad():
             loss = loss_fn(model(x), y).item()
         if rank == 0:
-            save_checkpoint(ckpt, model, opt, epoch)
-        dist.barrier()  # the checkpoint of `epoch` exists before anyone trains on
-        print(f"epoch {epoch} loss {loss:.4f}", flush=True)
+            save_checkpoint(ckpt, model, opt, step + 1, steps_per_epoch)
+        dist.barrier()  # the checkpoint of this epoch exists before anyone trains on
+        print(f"epoch {epoch + 1} loss {loss:.4f}", flush=True)
     dist.destroy_process_group()
+    if master is not None:
+        master.completed()
+        master.close()
     print(f"rank {rank} done", flush=True)
 
 

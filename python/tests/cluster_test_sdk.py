@@ -286,6 +286,43 @@ class ClusterTest(unittest.TestCase):
         self.assertEqual(logs.count(f"start at {step}"), 2, logs)
         self.assertNotIn("did not report a checkpoint by the deadline", str(final.events))
 
+    @unittest.skipUnless(has_torch(), "no torch.distributed for /usr/bin/python3 (Debian: python3-torch)")
+    def test_a_preempted_pytorch_ddp_job_saves_when_ordered_and_resumes_at_the_saved_step(self) -> None:
+        # examples/pytorch_ddp/train.py as 4 ranks of a pytorch job given a
+        # master (`jobmaster: true`), one GPU each: the cluster's 4 GPUs.
+        train = pathlib.Path(__file__).resolve().parents[2] / "examples" / "pytorch_ddp" / "train.py"
+        command = ["/usr/bin/python3", str(train), "--epochs", "20", "--step-sleep-ms", "100"]
+        role = {"resources": {"cpu": "250m", "memory": "512Mi", "gpus": 1}, "command": command,
+                "env": {"PYTHONPATH": PYTHONPATH}}
+        low = self.client.submit({"name": "sdk-ddp", "framework": "pytorch", "jobmaster": True, "priority": "ptr",
+                                  "replicas": {"master": {"count": 1, **role}, "worker": {"count": 3, **role}}})
+        self.wait_for_line(low, "master", "epoch 1 loss")
+        urgent = self.client.submit({"name": "sdk-ddp-urgent", "priority": "production", "replicas": {"worker": {
+            "resources": {"gpus": 1}, "command": ["sh", "-c", "sleep 1"]}}})
+        self.assertEqual(self.client.wait(urgent, timeout=180).state, "SUCCEEDED")
+        final = self.client.wait(low, timeout=300)
+        logs = self.client.log_text(low, follow=True)
+        self.assertEqual(final.state, "SUCCEEDED", f"{final.reason}\n{logs}{self.client.log_text(low, stderr=True)}")
+        # The master pushed the order; rank 0 broadcast it, so all 4 ranks
+        # stopped at one step, which rank 0 saved and all reported.
+        saved = [text for _, kind, text in final.events if kind == "checkpointed"]
+        self.assertEqual(len(saved), 1, final.events)
+        match = re.match(r"4 workers saved step (\d+);", saved[0])
+        self.assertIsNotNone(match, saved)
+        step = int(match.group(1)) if match else -1
+        self.assertGreaterEqual(step, 8, "saved after the first epoch's 8 steps")
+        first = self.client.log_text(low, attempt=0)
+        self.assertEqual(first.count(f"saved step {step} as ordered"), 4, first)
+        # No rank trained past the saved step: the last epoch the first
+        # attempt finished is at most the one the step is in.
+        finished = [int(m) for m in re.findall(r"^epoch (\d+) loss", first, re.M)]
+        self.assertLessEqual(max(finished), step // 8, first)
+        # Every rank resumed at that step, and the job trained to its end.
+        resumed = rf"resumed from (epoch \d+ at step {step}$|step {step} \()"
+        self.assertEqual(len(re.findall(resumed, logs, re.M)), 4, logs)
+        self.assertEqual(logs.count("epoch 20 loss"), 4, logs)
+        self.assertNotIn("did not report a checkpoint by the deadline", str(final.events))
+
 
 if __name__ == "__main__":
     unittest.main()

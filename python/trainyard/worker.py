@@ -86,8 +86,8 @@ class WorkerEnv:
         if not master:
             raise TaskEnvironmentError(
                 "TRAINYARD_JOB_MASTER is not set: it holds the job master's host:port and is set in every "
-                "task of a job that has a master (framework none or tensorflow; a pytorch job's ranks meet "
-                "at MASTER_ADDR instead)")
+                "task of a job that has a master (framework none or tensorflow, or a spec that says "
+                "`jobmaster: true`; a pytorch job's ranks meet at MASTER_ADDR instead)")
         _check_host_port(master, "TRAINYARD_JOB_MASTER")
 
         def integer(name: str, default: int) -> int:
@@ -341,12 +341,11 @@ class Worker:
     # ---- checkpoints ----
 
     def on_checkpoint(self, callback: CheckpointCallback) -> None:
-        """Registers `callback`, called when the job asks for a checkpoint.
-
-        The job master does not send "checkpoint now" yet (docs/python-sdk.md);
-        until it does, request_checkpoint() runs the callbacks, and
-        handle_sigterm_as_checkpoint() makes the SIGTERM of a kill or a
-        preemption do so within its grace.
+        """Registers `callback`, called when the job asks for a checkpoint
+        (checkpoint_if_requested(), request_checkpoint(), or the SIGTERM of
+        handle_sigterm_as_checkpoint()). The first registration tells the
+        master that this worker checkpoints: an order then waits for its
+        report (checkpoint_done()) until the order's deadline.
         """
         if not callable(callback):
             raise TypeError(f"callback: expected a callable, got {type(callback).__name__}")

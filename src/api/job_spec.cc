@@ -526,6 +526,8 @@ void ParseTopLevel(const Fields& root, v1::JobSpec* spec, Errors* errors) {
   bool b;
   const YamlNode* v = Find(root, "relaxLocality");
   if (v && GetBool(*v, "relaxLocality", &b, errors)) spec->set_relax_locality(b);
+  v = Find(root, "jobmaster");
+  if (v && GetBool(*v, "jobmaster", &b, errors)) spec->set_jobmaster(b);
   v = Find(root, "activeDeadline");
   if (v && GetString(*v, "activeDeadline", &s, errors)) {
     absl::StatusOr<int64_t> ms = ParseTimeLimit(s);
@@ -592,7 +594,7 @@ void ParseRoot(const YamlNode& root, v1::JobSpec* spec, Errors* errors) {
   if (!CheckMap(root, "",
                 {"name", "user", "queue", "priority", "framework", "replicas", "successPolicy",
                  "nodeSelector", "relaxLocality", "nodeName", "rack", "activeDeadline", "hold", "dependencies",
-                 "array"},
+                 "array", "jobmaster"},
                 &f, errors)) {
     return;
   }

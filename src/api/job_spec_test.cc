@@ -273,7 +273,8 @@ replicas:
     resources: {cpu: fast, memory: -1}
 )");
   EXPECT_EQ(m,
-            "colour: unknown field (known: activeDeadline, array, dependencies, framework, hold, name, nodeName, nodeSelector, "
+            "colour: unknown field (known: activeDeadline, array, dependencies, framework, hold, jobmaster, name, nodeName, "
+            "nodeSelector, "
             "priority, queue, rack, relaxLocality, replicas, successPolicy, user)\n"
             "replicas.worker.resources.cpu: 'fast' is not a CPU quantity like 2, 1.5 or 500m\n"
             "replicas.worker.command: must be a list of strings, e.g. [\"sh\", \"-c\", \"echo hi\"], not a string\n"
@@ -554,6 +555,27 @@ TEST(JobSpecTest, ActiveDeadlineIsADurationLikeTwoHoursOrNinetySeconds) {
   EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: -5m\n")), "activeDeadline: '-5m' is not a positive duration");
   EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: 0s\n")), "activeDeadline: '0s' is not a positive duration");
   EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: [2h]\n")), "activeDeadline: must be a string");
+}
+
+TEST(JobSpecTest, JobmasterIsUnsetTrueOrFalse) {
+  auto unset = LoadJobSpec(kRole, {});
+  ASSERT_TRUE(unset.ok()) << unset.status();
+  EXPECT_FALSE(unset->has_jobmaster()) << "the framework decides";
+  auto torch = LoadJobSpec(absl::StrCat(kRole, "framework: pytorch\njobmaster: true\n"), {});
+  ASSERT_TRUE(torch.ok()) << torch.status();
+  EXPECT_TRUE(torch->has_jobmaster() && torch->jobmaster());
+  auto none = LoadJobSpec(absl::StrCat(kRole, "jobmaster: false\n"), {});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->has_jobmaster() && !none->jobmaster());
+  EXPECT_EQ(Refusal(absl::StrCat(kRole, "jobmaster: maybe\n")), "jobmaster: must be true or false");
+}
+
+TEST(JobSpecTest, JobmasterFalseWithAMasterInTheClientIsRefused) {
+  auto spec = LoadJobSpec(absl::StrCat(kRole, "jobmaster: false\n"), {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->set_job_master_address("10.0.0.9:4000");  // submit --jobmaster-in-client
+  EXPECT_THAT(ValidateJobSpec(*spec, {}),
+              ::testing::ElementsAre(::testing::HasSubstr("jobmaster: false asks for no job master")));
 }
 
 }  // namespace

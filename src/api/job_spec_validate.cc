@@ -344,6 +344,10 @@ std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::Al
   if (spec.active_deadline_ms() < 0) {
     errors.push_back(absl::StrCat("activeDeadline: ", spec.active_deadline_ms(), "ms is not a positive duration"));
   }
+  if (spec.has_jobmaster() && !spec.jobmaster() && !spec.job_master_address().empty()) {
+    errors.push_back("jobmaster: false asks for no job master, but the job's master runs in the submitting client "
+                     "(submit --jobmaster-in-client): drop one of the two");
+  }
   ValidateArrayAndDependencies(spec, &errors);
   return errors;
 }

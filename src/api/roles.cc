@@ -82,8 +82,13 @@ int WorkerCount(const v1::JobSpec& spec) {
 }
 
 bool UsesJobMaster(const v1::JobSpec& spec) {
+  // `jobmaster:` in the spec overrides the framework's rule: true makes every
+  // worker role talk to a master (a pytorch job's ranks, for its checkpoint
+  // orders), false none.
+  if (spec.has_jobmaster() && !spec.jobmaster()) return false;
   return std::any_of(spec.replicas().begin(), spec.replicas().end(), [&](const v1::ReplicaSpec& rs) {
-    return rs.count() > 0 && TraitsOf(spec.framework(), rs).uses_job_master;
+    RoleTraits t = TraitsOf(spec.framework(), rs);
+    return rs.count() > 0 && (spec.has_jobmaster() ? t.worker : t.uses_job_master);
   });
 }
 

@@ -100,7 +100,8 @@ bool HasJobMaster(const v1::JobSpec& spec);
 int WorkerCount(const v1::JobSpec& spec);
 
 // Whether a job of `spec` can use a job master: one of its roles, with
-// count > 0, talks to it (RoleTraits::uses_job_master).
+// count > 0, talks to it (RoleTraits::uses_job_master; with `jobmaster: true`
+// every worker role does, with `jobmaster: false` none).
 bool UsesJobMaster(const v1::JobSpec& spec);
 
 // The tasks of a job as the job's verdict sees them (the job master task

@@ -209,5 +209,23 @@ TEST(RolesTest, AJobWithAJobMasterIsACheckpointingJobToTheScheduler) {
   EXPECT_TRUE(ToJobRequest(rec)->checkpoints);
 }
 
+TEST(RolesTest, TheSpecsJobmasterFieldOverridesTheFrameworksRule) {
+  auto with = [](v1::JobSpec spec, bool jobmaster) {
+    spec.set_jobmaster(jobmaster);
+    return spec;
+  };
+  // A pytorch job asks for one so its ranks can be ordered to checkpoint;
+  // its master counts every rank as a worker.
+  v1::JobSpec torch = with(Spec(v1::FRAMEWORK_PYTORCH, {{"master", 1}, {"worker", 3}}), true);
+  EXPECT_TRUE(UsesJobMaster(torch));
+  EXPECT_EQ(WorkerCount(torch), 4);
+  EXPECT_TRUE(UsesJobMaster(with(Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}}), true)));
+  EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_NONE, {{"worker", 2}}), false)));
+  EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"worker", 2}}), false)));
+  // Nothing talks to it: ps alone, a service alone.
+  EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_NONE, {{"ps", 1}}), true)));
+  EXPECT_FALSE(UsesJobMaster(with(WithService(v1::JobSpec(), "board"), true)));
+}
+
 }  // namespace
 }  // namespace trainyard::api
