@@ -17,8 +17,8 @@ using ::testing::HasSubstr;
 
 class ControlSubmitTest : public ::testing::Test {
  protected:
-  void Make() {
-    config_.jobmaster_enabled = false;
+  void Make(bool jobmaster = false) {
+    config_.jobmaster_enabled = jobmaster;
     auto sched = core::Scheduler::Create(core::SchedulerOptions{});
     ASSERT_TRUE(sched.ok()) << sched.status();
     state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
@@ -222,6 +222,43 @@ TEST_F(ControlSubmitTest, EveryTaskOfALargeJobIsLaunchedWithTheWholeJobInItsEnvi
   }
   EXPECT_EQ(std::count(hosts.begin(), hosts.end(), '\n'), 202);
   EXPECT_THAT(hosts, HasSubstr(" tf-worker-199\n"));
+}
+
+// `jobmaster:` in the spec overrides the framework's rule: a pytorch job
+// given one launches its master and its ranks learn its address; a job of
+// framework none told `false` runs without one.
+TEST_F(ControlSubmitTest, TheSpecsJobmasterFieldDecidesWhetherTheJobGetsAMaster) {
+  Make(/*jobmaster=*/true);
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 0), 1, now_).ok());
+  auto launched = [&](const std::string& job) {
+    std::vector<v1::TaskSpec> out;
+    for (const auto& [node, t] : backend_.launches) {
+      if (t.job() == job) out.push_back(t);
+    }
+    return out;
+  };
+  absl::StatusOr<std::string> torch = Submit(
+      "name: ddp\nframework: pytorch\njobmaster: true\nreplicas:\n  master:\n    command: [x]\n"
+      "  worker:\n    count: 2\n    command: [x]\n");
+  ASSERT_TRUE(torch.ok()) << torch.status();
+  absl::StatusOr<std::string> plain = Submit("name: plain\njobmaster: false\nreplicas:\n  worker: {command: [x]}\n");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  absl::StatusOr<std::string> usual = Submit("name: usual\nframework: pytorch\nreplicas:\n  master: {command: [x]}\n");
+  ASSERT_TRUE(usual.ok()) << usual.status();
+  state_->RunRound(now_);
+  std::vector<v1::TaskSpec> ddp = launched(*torch);
+  ASSERT_EQ(ddp.size(), 4u) << "its master and 3 ranks";
+  EXPECT_EQ(std::count_if(ddp.begin(), ddp.end(), [](const v1::TaskSpec& t) { return t.role() == "jobmaster"; }), 1);
+  for (const v1::TaskSpec& t : ddp) {
+    if (t.role() == "jobmaster") continue;
+    EXPECT_TRUE(t.env().contains("TRAINYARD_JOB_MASTER")) << t.role() << " " << t.index();
+    EXPECT_TRUE(t.env().contains("RANK")) << "still a pytorch rank";
+  }
+  for (const std::string& job : {*plain, *usual}) {
+    std::vector<v1::TaskSpec> tasks = launched(job);
+    ASSERT_EQ(tasks.size(), 1u) << job << ": no master";
+    EXPECT_FALSE(tasks[0].env().contains("TRAINYARD_JOB_MASTER")) << job;
+  }
 }
 
 }  // namespace
