@@ -165,8 +165,8 @@ def main():
             d = describe(low)
             if d.get("resume_step") is not None:
                 resume = d["resume_step"]
-            elif args.workload == "pytorch":  # the last epoch's end: 32 steps an epoch
-                resume = min(last) // 32 * 32
+            elif args.workload == "pytorch":  # the last checkpoint rank 0 saved (at an epoch's end)
+                resume = read_step(f"{out}/last-0.saved")
             else:
                 resume = min(read_step(f"{out}/saved-{i}") for i in workers)
             lost = max(l - resume for l in last)

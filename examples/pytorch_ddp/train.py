@@ -19,7 +19,9 @@ build's python folder on PYTHONPATH). Before each step rank 0 looks whether
 the job is ordered to checkpoint and broadcasts the order's id, so all ranks
 stop at the same step; rank 0 saves that step, every rank reports it, and the
 ranks wait to be stopped (a preemption or a time limit stops the job once all
-saved). The next start resumes at that step (TRAINYARD_RESUME_STEP).
+saved). The next start resumes at that step: the checkpoint file's (the
+server's TRAINYARD_RESUME_STEP says the same unless the ranks trained on and
+saved again; the file is the newer).
 """
 import argparse
 import os
@@ -42,7 +44,8 @@ def parse_args():
     p.add_argument("--epoch-sleep-ms", type=int, default=int(os.environ.get("EPOCH_SLEEP_MS", "0")))
     p.add_argument("--step-sleep-ms", type=int, default=0, help="extra milliseconds per step")
     p.add_argument("--step-file", default="", help="rewrite this file with the steps done after each step "
-                   "(RANK is replaced by the rank), for measuring work lost")
+                   "(RANK is replaced by the rank), and rank 0's FILE.saved with the step of each checkpoint "
+                   "it saves, for measuring work lost")
     return p.parse_args()
 
 
@@ -79,6 +82,13 @@ def save_checkpoint(path, model, opt, step, steps_per_epoch):
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def saved(step_file, step):
+    """Notes the step of a checkpoint just saved in STEP_FILE.saved (with --step-file)."""
+    if step_file:
+        with open(step_file.replace("RANK", "0") + ".saved", "w") as f:
+            f.write(f"{step}\n")
 
 
 def join_master():
@@ -129,7 +139,7 @@ def main():
         print(f"resumed from {where}", flush=True)
     ddp = DDP(model)
     loss_fn = torch.nn.MSELoss()
-    order = torch.zeros(1, dtype=torch.int64)
+    order = torch.zeros(2, dtype=torch.int64)  # the order's id and deadline (unix ms)
     perm = None
     for step in range(start, args.epochs * steps_per_epoch):
         epoch, batch = divmod(step, steps_per_epoch)
@@ -138,15 +148,24 @@ def main():
             # the broadcast stops every rank at this same step.
             request = master.checkpoint_requested() if rank == 0 else None
             order[0] = request.order if request is not None else 0
+            order[1] = int((request.deadline or 0) * 1000) if request is not None else 0
             dist.broadcast(order, 0)
-            if order.item() > 0:
+            if order[0].item() > 0:
                 if rank == 0:
                     save_checkpoint(ckpt, model, opt, step, steps_per_epoch)
+                    saved(args.step_file, step)
                 dist.barrier()  # saved before any rank reports it
-                master.checkpoint_done(step, int(order.item()))
+                # Printed first: the last report gets the job stopped.
                 print(f"rank {rank} saved step {step} as ordered; waiting to be stopped", flush=True)
-                while True:  # the job is stopped once every rank reported
-                    time.sleep(1)
+                master.checkpoint_done(step, int(order[0].item()))
+                # The job is stopped once every rank reported, or at the
+                # order's deadline. Still running well past it (the order
+                # was dropped: a server restart forgets open orders), the
+                # ranks train on.
+                until = order[1].item() / 1000.0 + 10
+                while time.time() < until:
+                    time.sleep(0.5)
+                print(f"rank {rank} still running 10 s past the order's deadline: training on", flush=True)
         if perm is None or batch == 0:
             perm = shard[torch.randperm(len(shard), generator=torch.Generator().manual_seed(epoch + 1))]
         idx = perm[batch * args.batch:(batch + 1) * args.batch]
@@ -164,6 +183,7 @@ def main():
             loss = loss_fn(model(x), y).item()
         if rank == 0:
             save_checkpoint(ckpt, model, opt, step + 1, steps_per_epoch)
+            saved(args.step_file, step + 1)
         dist.barrier()  # the checkpoint of this epoch exists before anyone trains on
         print(f"epoch {epoch + 1} loss {loss:.4f}", flush=True)
     dist.destroy_process_group()

@@ -87,7 +87,7 @@ class WorkerEnv:
             raise TaskEnvironmentError(
                 "TRAINYARD_JOB_MASTER is not set: it holds the job master's host:port and is set in every "
                 "task of a job that has a master (framework none or tensorflow, or a spec that says "
-                "`jobmaster: true`; a pytorch job's ranks meet at MASTER_ADDR instead)")
+                "`jobmaster: true`; a pytorch or mpi job has none unless its spec says so)")
         _check_host_port(master, "TRAINYARD_JOB_MASTER")
 
         def integer(name: str, default: int) -> int:

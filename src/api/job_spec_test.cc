@@ -568,6 +568,9 @@ TEST(JobSpecTest, JobmasterIsUnsetTrueOrFalse) {
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->has_jobmaster() && !none->jobmaster());
   EXPECT_EQ(Refusal(absl::StrCat(kRole, "jobmaster: maybe\n")), "jobmaster: must be true or false");
+  EXPECT_THAT(Refusal("name: j\nframework: mpi\njobmaster: true\nreplicas:\n  launcher: {command: [x]}\n"
+                      "  worker: {command: [x]}\n"),
+              ::testing::HasSubstr("jobmaster: true is not for framework mpi"));
 }
 
 TEST(JobSpecTest, JobmasterFalseWithAMasterInTheClientIsRefused) {

@@ -344,6 +344,10 @@ std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::Al
   if (spec.active_deadline_ms() < 0) {
     errors.push_back(absl::StrCat("activeDeadline: ", spec.active_deadline_ms(), "ms is not a positive duration"));
   }
+  if (spec.jobmaster() && spec.framework() == v1::FRAMEWORK_MPI) {
+    errors.push_back("jobmaster: true is not for framework mpi: mpirun starts its ranks inside the workers' rank "
+                     "hosts, so they cannot register with a master as workers of their own");
+  }
   if (spec.has_jobmaster() && !spec.jobmaster() && !spec.job_master_address().empty()) {
     errors.push_back("jobmaster: false asks for no job master, but the job's master runs in the submitting client "
                      "(submit --jobmaster-in-client): drop one of the two");

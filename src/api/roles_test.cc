@@ -219,7 +219,6 @@ TEST(RolesTest, TheSpecsJobmasterFieldOverridesTheFrameworksRule) {
   v1::JobSpec torch = with(Spec(v1::FRAMEWORK_PYTORCH, {{"master", 1}, {"worker", 3}}), true);
   EXPECT_TRUE(UsesJobMaster(torch));
   EXPECT_EQ(WorkerCount(torch), 4);
-  EXPECT_TRUE(UsesJobMaster(with(Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}}), true)));
   EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_NONE, {{"worker", 2}}), false)));
   EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"worker", 2}}), false)));
   // Nothing talks to it: ps alone, a service alone.

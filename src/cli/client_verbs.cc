@@ -162,6 +162,11 @@ int Submit(SubmitFlags& f) {
                  "--after-any or --array, nor a spec with hold, dependencies or array\n";
     return kExitUsage;
   }
+  if (f.master_in_client && parsed->has_jobmaster() && !parsed->jobmaster()) {
+    std::cerr << "trainyard submit: --jobmaster-in-client runs the job's master here, but " << source
+              << " says jobmaster: false: drop one of the two\n";
+    return kExitUsage;
+  }
   if (f.master_in_client) return SubmitWithMaster(*stub, address, *parsed, f.advertise_host);
   v1::SubmitRequest req;
   req.set_yaml(text);

@@ -127,6 +127,7 @@ int RunJobmaster(JobmasterFlags& f) {
   // and the CA the server is verified with: --ca, else the agent's
   // TRAINYARD_CA_FILE.
   const char* job_token = std::getenv(api::kJobTokenEnv);
+  if (job_token != nullptr) f.config.order_key = job_token;  // the key of the server's pushed orders
   if (!f.server_address.empty() && !f.ca.empty()) SetCaFlag(f.ca);
   const jobmaster::ReportCredentials credentials{.job_token = job_token ? job_token : "",
                                                  .server_ca_pem = f.server_address.empty() ? "" : ServerCaPem()};

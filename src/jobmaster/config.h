@@ -21,6 +21,16 @@ struct JobMasterConfig {
   // The job's secret (TRAINYARD_JOB_SECRET): STARTING and ATTACH without it
   // are refused. Empty: no check (a master run by hand or in the client).
   std::string job_secret;
+  // The master's own job token (TRAINYARD_JOB_TOKEN): the key of the
+  // server's orders pushed to the master's port (ServerOrder.mac). Empty:
+  // such orders are refused, and orders come only in the answers to the
+  // master's reports.
+  std::string order_key;
+  // How long after an order the master waits for a worker to say it
+  // checkpoints (a shell task says so by polling) before it reports that
+  // none does: an order pushed the moment a job starts must not find its
+  // workers before their first poll.
+  absl::Duration checkpoint_declare_window = absl::Seconds(1);
   // Number of workers of the job; ids are 0..num_workers-1.
   int num_workers = 1;
   // Address to listen on (an IPv4 address or a host name that resolves to

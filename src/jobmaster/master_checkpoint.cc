@@ -8,23 +8,80 @@
 // checkpointing worker that has not ended saved, tells the terminator the
 // lowest step they saved: the server then stops the tasks without waiting
 // for the rest of the grace.
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/logging.h"
+#include "common/order_mac.h"
 #include "jobmaster/master_state.h"
 
 namespace trainyard::jobmaster {
 
 namespace {
 bool Ended(pb::WorkerState s) { return s == pb::COMPLETED || s == pb::ERROR; }
+
+// Lower-case hex HMAC-SHA256 of `data` under `key`.
+std::string HmacSha256Hex(std::string_view key, std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+       data.size(), md, &len);
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out(2 * len, '0');
+  for (unsigned int i = 0; i < len; ++i) {
+    out[2 * i] = kDigits[md[i] >> 4];
+    out[2 * i + 1] = kDigits[md[i] & 0xf];
+  }
+  return out;
+}
+
+// Compares in time that depends on the lengths only.
+bool SameBytes(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return diff == 0;
+}
 }  // namespace
 
-void MasterState::OnCheckpointOrder(const pb::CheckpointOrder& order, absl::Time /*now*/) {
+void MasterState::HandleServerOrder(ConnId conn, uint64_t request_id, const pb::ServerOrder& o, absl::Time now) {
+  if (config_.order_key.empty()) {
+    return SendError(conn, request_id, absl::PermissionDeniedError(
+        "server_order: this master was started without TRAINYARD_JOB_TOKEN, so it cannot tell the server's "
+        "orders from others: it takes its orders from the answers to its reports"));
+  }
+  if (o.job() != config_.job_name) {
+    return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
+        "server_order.job: '%s' is not this master's job %s", o.job(), config_.job_name)));
+  }
+  const pb::CheckpointOrder& order = o.order();
+  std::string want = HmacSha256Hex(
+      config_.order_key, OrderMacText(o.job(), order.id(), order.deadline_unix_ms(), order.reason()));
+  if (!SameBytes(want, o.mac())) {
+    return SendError(conn, request_id, absl::PermissionDeniedError(
+        "server_order.mac: does not match: only the server, which holds this master's job token, sends orders"));
+  }
+  if (order.id() <= 0) {
+    return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
+        "server_order.order.id: %d is not an order (ids are positive)", order.id())));
+  }
+  if (order.id() > order_.id()) {
+    Log(LogLevel::kInfo, "jobmaster", "the server pushed order %d to the master's port", order.id());
+  }
+  OnCheckpointOrder(order, now);
+  ReplyOrder(conn, request_id);
+}
+
+void MasterState::OnCheckpointOrder(const pb::CheckpointOrder& order, absl::Time now) {
   if (order.id() <= order_.id()) return;  // taken already (the server repeats it until the job stops)
+  now_ = now;
   order_ = order;
   order_answered_ = false;
+  order_taken_ = now;
   Log(LogLevel::kInfo, "jobmaster", "job %s is ordered to checkpoint (order %d): %s", config_.job_name,
       order.id(), order.reason());
   for (const Worker& w : workers_) {
@@ -85,6 +142,10 @@ void MasterState::MaybeCheckpointed() {
   // (re)joined yet, after this master restarted, may checkpoint too. The
   // server's deadline covers a worker that never comes.
   if (result.saved && joined_count_ < config_.num_workers) return;
+  // That none checkpoints is known only once the window to say so passed
+  // (OnTick asks again): the order may have come before a worker's first
+  // poll, or before it joined at all.
+  if (!result.saved && now_ < order_taken_ + config_.checkpoint_declare_window) return;
   order_answered_ = true;
   if (result.saved) {
     Log(LogLevel::kInfo, "jobmaster", "job %s checkpointed at step %d by %d worker(s)", config_.job_name, result.step,

@@ -1,7 +1,12 @@
 // MasterState's coordinated checkpoints: the server's order reaches the
 // workers that checkpoint, and the terminator hears once all of them saved.
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+
 #include <map>
 
+#include "absl/strings/escaping.h"
+#include "common/order_mac.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "jobmaster/master_state.h"
@@ -117,11 +122,38 @@ TEST_F(MasterCheckpointTest, AShellWorkerThatPollsIsWaitedFor) {
   EXPECT_EQ(Poll(1).checkpoint().id(), 0) << "saved for it: not asked again";
 }
 
-TEST_F(MasterCheckpointTest, AJobWhoseWorkersDoNotCheckpointIsAnsweredAtOnce) {
+TEST_F(MasterCheckpointTest, AJobWhoseWorkersDoNotCheckpointIsAnsweredOnceTheyHadTheirWindowToSaySo) {
   Start(1, 0, false);
   state_->OnCheckpointOrder(Order(1), now_);
+  EXPECT_TRUE(terminator_.checkpoints().empty()) << "a worker may poll within the window";
+  state_->OnTick(now_ + config_.checkpoint_declare_window - absl::Milliseconds(1));
+  EXPECT_TRUE(terminator_.checkpoints().empty());
+  state_->OnTick(now_ + config_.checkpoint_declare_window);
   ASSERT_EQ(terminator_.checkpoints().size(), 1u);
   EXPECT_FALSE(terminator_.checkpoints()[0].saved);
+}
+
+// An order pushed the moment a job starts: its shell workers have not
+// joined, or not polled, yet. The one that polls within the window is
+// waited for; the verdict is not "none checkpoints".
+TEST_F(MasterCheckpointTest, AWorkerThatPollsSoonAfterAnEarlyOrderIsWaitedFor) {
+  config_.num_workers = 2;
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  state_->OnCheckpointOrder(Order(2), now_);  // before anyone joined
+  Start(1, 0, false);
+  Start(2, 1, false);
+  now_ += absl::Milliseconds(300);
+  state_->OnTick(now_);
+  EXPECT_EQ(Poll(1).checkpoint().id(), 2);
+  EXPECT_EQ(Poll(2).checkpoint().id(), 2);
+  now_ += absl::Seconds(5);
+  state_->OnTick(now_);
+  EXPECT_TRUE(terminator_.checkpoints().empty()) << "both poll: their saves are waited for";
+  Done(1, 2, 7);
+  Done(2, 2, 8);
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  EXPECT_TRUE(terminator_.checkpoints()[0].saved);
+  EXPECT_EQ(terminator_.checkpoints()[0].step, 7);
 }
 
 TEST_F(MasterCheckpointTest, AWorkerThatEndsNoLongerHoldsUpTheOrder) {
@@ -161,6 +193,58 @@ TEST_F(MasterCheckpointTest, AWorkerThatRegistersWhileAnOrderIsOpenHearsOfItAtOn
   Start(5, 0, true);  // worker 0 reconnected (its master link came back)
   EXPECT_EQ(outbox_.sent[5].back().checkpoint().id(), 1);
   EXPECT_EQ(outbox_.sent[5].back().request_id(), 0u);
+}
+
+// The server's order pushed to the master's port: taken when its MAC is the
+// HMAC-SHA256 of OrderMacText under the master's job token, refused
+// otherwise (a worker holds the job's secret, not the token).
+TEST_F(MasterCheckpointTest, AnOrderPushedToThePortIsTakenOnlyWithTheServersMac) {
+  auto mac = [](const std::string& key, const std::string& job, const pb::CheckpointOrder& o) {
+    std::string text = OrderMacText(job, o.id(), o.deadline_unix_ms(), o.reason());
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(text.data()),
+         text.size(), md, &len);
+    return absl::BytesToHexString(std::string(reinterpret_cast<const char*>(md), len));
+  };
+  auto push = [&](ConnId conn, const std::string& job, const pb::CheckpointOrder& o, const std::string& m) {
+    pb::JobMasterRequest r;
+    r.mutable_server_order()->set_job(job);
+    *r.mutable_server_order()->mutable_order() = o;
+    r.mutable_server_order()->set_mac(m);
+    return Ask(conn, r);
+  };
+  // Without a key (a master run by hand) no pushed order is taken.
+  pb::JobMasterResponse no_key = push(9, "bert", Order(4), mac("", "bert", Order(4)));
+  EXPECT_EQ(no_key.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(no_key.error().message(), HasSubstr("without TRAINYARD_JOB_TOKEN"));
+
+  config_.order_key = "job-token-of-bert";
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, true);
+  // A worker's forgery: the job's secret is not the key.
+  pb::JobMasterResponse forged = push(9, "bert", Order(4), mac("the job secret", "bert", Order(4)));
+  EXPECT_EQ(forged.error().code(), static_cast<int>(absl::StatusCode::kPermissionDenied));
+  EXPECT_THAT(forged.error().message(), HasSubstr("server_order.mac: does not match"));
+  // The MAC covers the reason: another reason under a good MAC is refused.
+  pb::CheckpointOrder changed = Order(4);
+  changed.set_reason("time limit");
+  EXPECT_TRUE(push(9, "bert", changed, mac("job-token-of-bert", "bert", Order(4))).has_error());
+  EXPECT_THAT(push(9, "gpt", Order(4), mac("job-token-of-bert", "gpt", Order(4))).error().message(),
+              HasSubstr("server_order.job: 'gpt' is not this master's job bert"));
+  EXPECT_EQ(state_->checkpoint_order().id(), 0) << "nothing refused was taken";
+
+  pb::JobMasterResponse taken = push(9, "bert", Order(4), mac("job-token-of-bert", "bert", Order(4)));
+  ASSERT_FALSE(taken.has_error()) << taken.error().message();
+  EXPECT_EQ(taken.checkpoint().id(), 4);
+  EXPECT_EQ(state_->checkpoint_order().id(), 4);
+  // Pushed on to the worker that checkpoints, unsolicited.
+  EXPECT_EQ(outbox_.sent[1].back().request_id(), 0u);
+  EXPECT_EQ(outbox_.sent[1].back().checkpoint().id(), 4);
+  // The same order again, from the report's answer: taken once.
+  size_t pushed = outbox_.sent[1].size();
+  state_->OnCheckpointOrder(Order(4), now_);
+  EXPECT_EQ(outbox_.sent[1].size(), pushed);
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ const char* BodyName(const pb::JobMasterRequest& request) {
     case pb::JobMasterRequest::kRankZero: return "RANK_ZERO";
     case pb::JobMasterRequest::kCheckpointPoll: return "CHECKPOINT_POLL";
     case pb::JobMasterRequest::kCheckpointDone: return "CHECKPOINT_DONE";
+    case pb::JobMasterRequest::kServerOrder: return "SERVER_ORDER";
     default: return "an empty request";
   }
 }
@@ -59,16 +60,18 @@ MasterState::MasterState(const JobMasterConfig& config, JobTerminator* terminato
 
 void MasterState::OnRequest(ConnId conn, std::string_view peer_ip,
                             const pb::JobMasterRequest& request, absl::Time now) {
+  now_ = now;
   uint64_t rid = request.request_id();
   switch (request.body_case()) {
     case pb::JobMasterRequest::kStarting:
       return HandleStarting(conn, peer_ip, rid, request.starting(), now);
     case pb::JobMasterRequest::kAttach: return HandleAttach(conn, rid, request.attach(), now);
+    case pb::JobMasterRequest::kServerOrder: return HandleServerOrder(conn, rid, request.server_order(), now);
     case pb::JobMasterRequest::BODY_NOT_SET:
       return SendError(conn, rid, absl::InvalidArgumentError(
                                       "request has no body: set one of starting, attach, "
                                       "state_change, ping, list_workers, barrier, rank_zero, "
-                                      "checkpoint_poll, checkpoint_done"));
+                                      "checkpoint_poll, checkpoint_done, server_order"));
     default: break;
   }
   auto it = bindings_.find(conn);

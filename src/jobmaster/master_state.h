@@ -147,6 +147,9 @@ class MasterState {
   // Checkpoints (master_checkpoint.cc).
   void HandleCheckpointPoll(int id, ConnId conn, uint64_t request_id);
   void HandleCheckpointDone(int id, ConnId conn, uint64_t request_id, const pb::CheckpointDone& done);
+  // The server's order pushed to the master's port (no worker behind the
+  // connection): taken when its MAC is the server's under order_key.
+  void HandleServerOrder(ConnId conn, uint64_t request_id, const pb::ServerOrder& order, absl::Time now);
   // Answers with the open order (id 0 when `open` is false or none is).
   void ReplyOrder(ConnId conn, uint64_t request_id, bool open = true);
   // Tells the terminator once every worker that checkpoints saved for the
@@ -223,6 +226,8 @@ class MasterState {
   std::optional<JobEnd> job_end_;
   pb::CheckpointOrder order_;   // the last order taken
   bool order_answered_ = false; // the terminator was told about order_
+  absl::Time order_taken_;      // when order_ was taken
+  absl::Time now_;              // the time of the request or tick being handled
   pb::JobMasterResponse scratch_;  // reused for replies
 };
 

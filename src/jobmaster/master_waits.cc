@@ -240,6 +240,12 @@ void MasterState::OnConnectionClosed(ConnId conn) {
 }
 
 void MasterState::OnTick(absl::Time now) {
+  now_ = now;
+  // An order none of whose workers said it checkpoints is answered once
+  // the window to say so has passed.
+  if (order_.id() != 0 && !order_answered_ && now >= order_taken_ + config_.checkpoint_declare_window) {
+    MaybeCheckpointed();
+  }
   CheckPings(now);
   ExpireBarrierWaiters(now);
   ExpireListWaiters(now);

@@ -4,6 +4,8 @@
 #include "api/roles.h"
 #include "api/task_env.h"
 #include "common/logging.h"
+#include "common/order_mac.h"
+#include "security/crypto.h"
 
 namespace trainyard::server {
 
@@ -88,6 +90,17 @@ void AgentStreams::Drained(const std::string& node) {
   v1::ServerMessage msg;
   msg.mutable_drained();
   Send(node, std::move(msg));
+}
+
+void AgentStreams::OrderCheckpoint(const std::string& job_master, uint64_t job_id, const std::string& job,
+                                   const v1::CheckpointOrder& order) {
+  if (!job_credentials_ || job_master.empty()) return;
+  v1::ServerOrder push;
+  push.set_job(job);
+  *push.mutable_order() = order;
+  push.set_mac(security::HmacSha256Hex(job_credentials_(job_id),
+                                       OrderMacText(job, order.id(), order.deadline_unix_ms(), order.reason())));
+  master_orders_.Push(job_master, std::move(push));
 }
 
 void AgentStreams::UpdateFiles(const std::string& node, const v1::TaskFiles& files) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "proto/service.pb.h"
 #include "server/execution_backend.h"
+#include "server/master_orders.h"
 
 namespace trainyard::server {
 
@@ -57,6 +58,12 @@ class AgentStreams : public ExecutionBackend {
   void Kill(const std::string& node, const v1::KillTask& kill) override;
   void UpdateFiles(const std::string& node, const v1::TaskFiles& files) override;
   void Drained(const std::string& node) override;
+  // Pushes the order to the master's port (MasterOrders), its MAC keyed by
+  // the job's credential, which only the master task holds. Without job
+  // credentials (a server run with --no-auth) masters take no pushed
+  // orders: nothing is sent.
+  void OrderCheckpoint(const std::string& job_master, uint64_t job_id, const std::string& job,
+                       const v1::CheckpointOrder& order) override;
   // Sends `msg` on node's stream; false when it has none.
   bool Send(const std::string& node, v1::ServerMessage msg);
   // How many agents have a stream bound to their node.
@@ -70,6 +77,7 @@ class AgentStreams : public ExecutionBackend {
   JobCredentials job_worker_secrets_;
   JobCredentials job_user_tokens_;
   SecretOpener open_secret_;
+  MasterOrders master_orders_;
 };
 
 }  // namespace trainyard::server

@@ -98,6 +98,7 @@ TEST_F(ControlCheckpointTest, AVictimWithAMasterSavesFirstThenStopsAndResumesAtT
   EXPECT_TRUE(backend_.kills.empty()) << "no SIGTERM while the workers checkpoint";
   v1::JobView v = View(low);
   ASSERT_GT(v.checkpoint_order().id(), 0);
+  EXPECT_TRUE(backend_.orders.empty()) << "a master in the client (an address it chose) hears at its report only";
   const int64_t order = v.checkpoint_order().id();
   EXPECT_EQ(v.checkpoint_order().reason(), "preempted by high");
   EXPECT_EQ(v.checkpoint_order().deadline_unix_ms(), absl::ToUnixMillis(now_ + absl::Seconds(30)))
@@ -233,6 +234,39 @@ TEST_F(ControlCheckpointTest, AJobWithoutAMasterGetsSigtermAndItsGraceAsBefore) 
   ASSERT_EQ(backend_.kills.size(), 2u);
   EXPECT_EQ(backend_.kills[0].second.grace_ms(), 30000);
   EXPECT_EQ(View(low).checkpoint_order().id(), 0);
+}
+
+// A master task the server started hears of its order at once, at the
+// address its tasks were given (the backend pushes it to the master's port).
+TEST_F(ControlCheckpointTest, TheOrderIsPushedToTheJobsMasterTaskWhenItIsMade) {
+  config_.jobmaster_enabled = true;
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+  state_->Recover(StoreSnapshot{}, {}, now_);
+  ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("n1", 8, "10.0.0.1"), 1, now_).ok());
+  std::string low = Submit(kLow, "");
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.launches.size(), 3u) << "the master and 2 workers";
+  std::string master;
+  for (const auto& [node, t] : backend_.launches) {
+    if (t.role() != "jobmaster") master = t.env().at("TRAINYARD_JOB_MASTER");
+  }
+  ASSERT_THAT(master, ::testing::StartsWith("10.0.0.1:"));
+  ReportAll(low, v1::TASK_RUNNING);
+  Submit(kHigh, "");
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  v1::JobView v = View(low);
+  ASSERT_GT(v.checkpoint_order().id(), 0);
+  ASSERT_EQ(backend_.orders.size(), 1u);
+  EXPECT_EQ(backend_.orders[0].first, master);
+  EXPECT_EQ(backend_.orders[0].second.id(), v.checkpoint_order().id());
+  EXPECT_EQ(backend_.orders[0].second.reason(), v.checkpoint_order().reason());
+  // Repeated rounds while the workers save push nothing more.
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.orders.size(), 1u);
 }
 
 }  // namespace

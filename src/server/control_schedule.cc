@@ -255,6 +255,11 @@ void ControlState::StopWithGrace(JobRt& job, int grace_ms, const std::string& re
   job.checkpoint.set_reason(reason);
   job.stop_reason = reason;
   checkpointing_.insert(job.rec.name());
+  // The master task hears of it now; a master in the submitting client
+  // (its address the client's to choose) at its next report only.
+  if (job.rec.spec().job_master_address().empty()) {
+    backend_->OrderCheckpoint(job.job_master, job.rec.id(), job.rec.name(), job.checkpoint);
+  }
   AddEvent(job, "checkpoint", absl::StrCat("its job master is told to have the workers checkpoint within ",
                                            grace_ms / 1000.0, " s; the tasks are stopped once they saved"),
            now);

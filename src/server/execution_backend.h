@@ -9,6 +9,7 @@
 // the control state; answers arrive later as events.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "proto/service.pb.h"
@@ -32,6 +33,12 @@ class ExecutionBackend {
   // server knows of: its agent may go. A backend whose nodes never drain
   // need not implement it.
   virtual void Drained(const std::string& /*node*/) {}
+  // The job's master task, at `job_master` (host:port), is to hear of its
+  // order to checkpoint now (docs/jobmaster.md, "Checkpoints"). A backend
+  // that cannot reach masters need not implement it: a master also hears of
+  // its order in the answer to its next figures report (every 2 s).
+  virtual void OrderCheckpoint(const std::string& /*job_master*/, uint64_t /*job_id*/, const std::string& /*job*/,
+                               const v1::CheckpointOrder& /*order*/) {}
 };
 
 }  // namespace trainyard::server

@@ -20,6 +20,10 @@ class RecordingBackend : public ExecutionBackend {
   void Kill(const std::string& node, const v1::KillTask& k) override { kills.emplace_back(node, k); }
   void UpdateFiles(const std::string& node, const v1::TaskFiles& f) override { files.emplace_back(node, f); }
   void Drained(const std::string& node) override { drained.push_back(node); }
+  void OrderCheckpoint(const std::string& job_master, uint64_t /*job_id*/, const std::string& /*job*/,
+                       const v1::CheckpointOrder& order) override {
+    orders.emplace_back(job_master, order);
+  }
 
   std::vector<std::string> registered;
   std::vector<v1::Registered> acks;  // beside `registered`
@@ -27,6 +31,7 @@ class RecordingBackend : public ExecutionBackend {
   std::vector<std::pair<std::string, v1::KillTask>> kills;
   std::vector<std::pair<std::string, v1::TaskFiles>> files;
   std::vector<std::string> drained;
+  std::vector<std::pair<std::string, v1::CheckpointOrder>> orders;  // master address, order
 };
 
 }  // namespace trainyard::server::testing

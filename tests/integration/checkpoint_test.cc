@@ -70,6 +70,13 @@ TEST(CheckpointTest, APreemptedJobSavesWhenOrderedIsStoppedAtOnceAndResumesAtThe
   ASSERT_TRUE(WaitUntil([&] { return Numbers(ReadFile(out + "/start-1")).size() == 1; }, absl::Seconds(60),
                         absl::Milliseconds(100)));
   ASSERT_TRUE(c.WaitForState(low, "RUNNING", absl::Seconds(60)));
+  // Its master listens (the server's push below finds its port open).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        CommandResult logs = c.Cli({"logs", low, "jobmaster"});
+        return logs.err.find("waiting for 2 workers") != std::string::npos;
+      },
+      absl::Seconds(60), absl::Milliseconds(200)));
   std::string prod = c.Submit(R"(
 name: urgent
 priority: production
@@ -98,6 +105,11 @@ replicas:
   EXPECT_EQ(Numbers(ReadFile(out + "/start-1")), (std::vector<int64_t>{0, step}));
   // describe says where it resumes.
   EXPECT_THAT(c.Cli({"describe", low}).out, HasSubstr(absl::StrCat("Resumes at: step ", step)));
+  // The order reached the master pushed to its port, not only in the answer
+  // to its next figures report.
+  CommandResult logs = c.Cli({"logs", low, "jobmaster", "--attempt", "0"});
+  std::string master_log = logs.out + logs.err;  // the master logs to its standard error
+  EXPECT_THAT(master_log, HasSubstr("the server pushed order")) << master_log;
 }
 
 TEST(CheckpointTest, AJobPastItsTimeLimitSavesBeforeItEndsDeadlineExceeded) {
