@@ -25,6 +25,9 @@ const Target* FindTarget(std::string_view name);
 void JobSpec(std::string_view data);
 // Bytes on job-master connections: framing, decoding and MasterState.
 void JobMaster(std::string_view data);
+// The job token of JobMaster's master, the key of a pushed order's MAC
+// (fuzz/jobmaster_seeds.cc writes a seed whose MAC matches).
+inline constexpr char kJobMasterOrderKey[] = "fuzz-job-token";
 // GPU topology text: the spec form and `nvidia-smi topo -m`.
 void Topology(std::string_view data);
 // Port range text, and the set operations on two of them.

@@ -72,6 +72,7 @@ class Script {
     config_.max_restarts = 1;
     config_.max_request_bytes = kMaxRequestBytes;
     config_.learn_barriers = learn;
+    config_.order_key = kJobMasterOrderKey;  // the seeds' ServerOrder carries a MAC under it
     state_ = std::make_unique<jm::MasterState>(config_, &terminator_, &outbox_);
     for (int i = 0; i < kConnections; ++i) conns_[i].id = next_id_++;
   }

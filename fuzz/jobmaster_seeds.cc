@@ -1,13 +1,16 @@
 // Writes the job master target's seed corpus (fuzz/corpus/jobmaster/seed-*)
 // in the script format of jobmaster_entry.cc: real sessions of three
 // workers (register, run, list, barriers, complete), a restarted master
-// learning the barrier count, pings that stop, and garbage. Run by hand from
+// learning the barrier count, pings that stop, the server's pushed order to
+// checkpoint, and garbage. Run by hand from
 // the fuzz build when the format changes: jobmaster_seeds fuzz/corpus/jobmaster
 #include <fstream>
 #include <iostream>
 #include <string>
 
+#include "fuzz/entry_points.h"
 #include "jobmaster/frame.h"
+#include "jobmaster/master_state.h"
 #include "proto/jobmaster.pb.h"
 
 namespace {
@@ -117,13 +120,33 @@ int main(int argc, char** argv) {
   attach.mutable_attach()->set_worker_id(1);
   failing.Send(3, attach).Send(3, List(pb::IMMEDIATE));
 
+  Seed ordered(false);  // the server's order pushed to the port; workers poll, save, one never does
+  for (int id = 0; id < 3; ++id) ordered.Send(id, Starting(id, id != 2));
+  pb::JobMasterRequest push;
+  push.set_request_id(1);
+  pb::ServerOrder* order = push.mutable_server_order();
+  order->set_job("fuzz");
+  order->mutable_order()->set_id(1'700'000'000'001);
+  order->mutable_order()->set_deadline_unix_ms(1'700'000'030'000);
+  order->mutable_order()->set_reason("preempted by job urgent");
+  order->set_mac(trainyard::jobmaster::ServerOrderMac(trainyard::fuzz::kJobMasterOrderKey, "fuzz", order->order()));
+  ordered.Send(3, push);
+  pb::JobMasterRequest poll;
+  poll.set_request_id(2);
+  poll.mutable_checkpoint_poll();
+  pb::JobMasterRequest done;
+  done.set_request_id(3);
+  done.mutable_checkpoint_done()->set_step(120);
+  ordered.Send(0, poll).Send(0, done).Send(1, done).Wait(15).Send(3, push);
+
   Seed garbage(false);
   garbage.Send(0, Starting(-1, false)).Raw(1, "GET / HTTP/1.1\r\n\r\n");
   garbage.Raw(2, std::string("\x00\x00\x00\x03\xff\xff\xff", 7)).Send(0, pb::JobMasterRequest());
   garbage.Send(3, State(pb::RUNNING)).Send(0, Starting(7, false));
 
   bool ok = session.Write(dir + "/seed-session") && restarted.Write(dir + "/seed-restarted") &&
-            failing.Write(dir + "/seed-failing") && garbage.Write(dir + "/seed-garbage");
+            failing.Write(dir + "/seed-failing") && garbage.Write(dir + "/seed-garbage") &&
+            ordered.Write(dir + "/seed-ordered");
   if (!ok) std::cerr << "jobmaster_seeds: cannot write under " << dir << "\n";
   return ok ? 0 : 1;
 }

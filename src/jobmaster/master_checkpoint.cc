@@ -1,6 +1,7 @@
 // MasterState: coordinated checkpoints (docs/jobmaster.md, "Checkpoints").
 // The server orders a job to checkpoint when it is preempted or past its time
-// limit; the order reaches the master in the answer to its figures. The
+// limit; the order reaches the master pushed to its port (ServerOrder, its
+// MAC keyed by the master's job token) and in the answer to its figures. The
 // master pushes it to every connected worker that checkpoints (registered
 // with Starting.checkpoints), answers polls from the others (shell tasks
 // poll with `trainyard worker checkpoint-requested`, which marks them as
@@ -48,6 +49,11 @@ bool SameBytes(std::string_view a, std::string_view b) {
 }
 }  // namespace
 
+std::string ServerOrderMac(std::string_view key, std::string_view job, const pb::CheckpointOrder& order) {
+  return HmacSha256Hex(
+      key, OrderMacText(absl::string_view(job.data(), job.size()), order.id(), order.deadline_unix_ms(), order.reason()));
+}
+
 void MasterState::HandleServerOrder(ConnId conn, uint64_t request_id, const pb::ServerOrder& o, absl::Time now) {
   if (config_.order_key.empty()) {
     return SendError(conn, request_id, absl::PermissionDeniedError(
@@ -56,12 +62,10 @@ void MasterState::HandleServerOrder(ConnId conn, uint64_t request_id, const pb::
   }
   if (o.job() != config_.job_name) {
     return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
-        "server_order.job: '%s' is not this master's job %s", o.job(), config_.job_name)));
+        "server_order.job: '%s' is not this master's job %s", o.job().substr(0, 64), config_.job_name)));
   }
   const pb::CheckpointOrder& order = o.order();
-  std::string want = HmacSha256Hex(
-      config_.order_key, OrderMacText(o.job(), order.id(), order.deadline_unix_ms(), order.reason()));
-  if (!SameBytes(want, o.mac())) {
+  if (!SameBytes(ServerOrderMac(config_.order_key, o.job(), order), o.mac())) {
     return SendError(conn, request_id, absl::PermissionDeniedError(
         "server_order.mac: does not match: only the server, which holds this master's job token, sends orders"));
   }
@@ -69,9 +73,14 @@ void MasterState::HandleServerOrder(ConnId conn, uint64_t request_id, const pb::
     return SendError(conn, request_id, absl::InvalidArgumentError(absl::StrFormat(
         "server_order.order.id: %d is not an order (ids are positive)", order.id())));
   }
-  if (order.id() > order_.id()) {
-    Log(LogLevel::kInfo, "jobmaster", "the server pushed order %d to the master's port", order.id());
+  // An order past its deadline is over (the job was stopped): a copy of it
+  // sent again, to this job's master after a restart, is not an order.
+  if (absl::FromUnixMillis(order.deadline_unix_ms()) < now) {
+    return SendError(conn, request_id, absl::FailedPreconditionError(absl::StrFormat(
+        "server_order.order.deadline_unix_ms: %d has passed", order.deadline_unix_ms())));
   }
+  Log(LogLevel::kInfo, "jobmaster", "the server pushed order %d to the master's port%s", order.id(),
+      order.id() > order_.id() ? "" : " (taken already)");
   OnCheckpointOrder(order, now);
   ReplyOrder(conn, request_id);
 }
@@ -138,6 +147,14 @@ void MasterState::MaybeCheckpointed() {
     ++result.workers;
   }
   result.saved = result.workers > 0;
+  // Within the window after the order a worker that joined and has not
+  // said it checkpoints may still (a shell worker's first poll): wait.
+  const bool in_window = now_ < order_taken_ + config_.checkpoint_declare_window;
+  if (in_window && std::any_of(workers_.begin(), workers_.end(), [](const Worker& w) {
+        return w.joined && !w.checkpoints && !Ended(w.state);
+      })) {
+    return;
+  }
   // A step is the job's only once every worker is known: one that has not
   // (re)joined yet, after this master restarted, may checkpoint too. The
   // server's deadline covers a worker that never comes.
@@ -145,7 +162,7 @@ void MasterState::MaybeCheckpointed() {
   // That none checkpoints is known only once the window to say so passed
   // (OnTick asks again): the order may have come before a worker's first
   // poll, or before it joined at all.
-  if (!result.saved && now_ < order_taken_ + config_.checkpoint_declare_window) return;
+  if (!result.saved && in_window) return;
   order_answered_ = true;
   if (result.saved) {
     Log(LogLevel::kInfo, "jobmaster", "job %s checkpointed at step %d by %d worker(s)", config_.job_name, result.step,

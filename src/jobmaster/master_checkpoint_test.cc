@@ -80,6 +80,7 @@ TEST_F(MasterCheckpointTest, TheOrderIsPushedToCheckpointingWorkersAndAnsweredWi
   EXPECT_EQ(outbox_.sent[2].back().checkpoint().id(), 1);
   EXPECT_FALSE(outbox_.sent[3].back().has_checkpoint());
 
+  now_ += absl::Seconds(2);  // past the window in which the third could say it checkpoints
   EXPECT_EQ(Done(1, 1, 1200).checkpoint().id(), 1);
   EXPECT_TRUE(terminator_.checkpoints().empty()) << "worker 1 has not saved yet";
   Done(2, 0, 1180);  // 0: the open order
@@ -161,6 +162,7 @@ TEST_F(MasterCheckpointTest, AWorkerThatEndsNoLongerHoldsUpTheOrder) {
   Start(2, 1, true);
   Start(3, 2, false);
   state_->OnCheckpointOrder(Order(1), now_);
+  now_ += absl::Seconds(2);
   Done(1, 1, 10);
   pb::JobMasterRequest error;
   error.mutable_state_change()->set_state(pb::ERROR);
@@ -193,6 +195,40 @@ TEST_F(MasterCheckpointTest, AWorkerThatRegistersWhileAnOrderIsOpenHearsOfItAtOn
   Start(5, 0, true);  // worker 0 reconnected (its master link came back)
   EXPECT_EQ(outbox_.sent[5].back().checkpoint().id(), 1);
   EXPECT_EQ(outbox_.sent[5].back().request_id(), 0u);
+}
+
+// Within the window a joined worker that has not polled yet holds up even a
+// verdict others already saved for: it may checkpoint too.
+TEST_F(MasterCheckpointTest, AWorkerThatHasNotPolledYetHoldsUpTheVerdictWithinTheWindow) {
+  config_.num_workers = 2;
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, true);
+  Start(2, 1, false);
+  state_->OnCheckpointOrder(Order(6), now_);
+  Done(1, 6, 40);
+  EXPECT_TRUE(terminator_.checkpoints().empty()) << "worker 1 may poll within the window";
+  now_ += absl::Milliseconds(500);
+  EXPECT_EQ(Poll(2).checkpoint().id(), 6);
+  Done(2, 6, 38);
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  EXPECT_EQ(terminator_.checkpoints()[0].step, 38);
+  EXPECT_EQ(terminator_.checkpoints()[0].workers, 2);
+}
+
+// A worker that never says so is not waited for past the window: the
+// verdict goes out at the tick after it with the others' step.
+TEST_F(MasterCheckpointTest, AfterTheWindowTheWorkersThatSavedDecide) {
+  config_.num_workers = 2;
+  state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
+  Start(1, 0, true);
+  Start(2, 1, false);
+  state_->OnCheckpointOrder(Order(6), now_);
+  Done(1, 6, 40);
+  EXPECT_TRUE(terminator_.checkpoints().empty());
+  state_->OnTick(now_ + config_.checkpoint_declare_window);
+  ASSERT_EQ(terminator_.checkpoints().size(), 1u);
+  EXPECT_TRUE(terminator_.checkpoints()[0].saved);
+  EXPECT_EQ(terminator_.checkpoints()[0].step, 40);
 }
 
 // The server's order pushed to the master's port: taken when its MAC is the
@@ -232,6 +268,10 @@ TEST_F(MasterCheckpointTest, AnOrderPushedToThePortIsTakenOnlyWithTheServersMac)
   EXPECT_TRUE(push(9, "bert", changed, mac("job-token-of-bert", "bert", Order(4))).has_error());
   EXPECT_THAT(push(9, "gpt", Order(4), mac("job-token-of-bert", "gpt", Order(4))).error().message(),
               HasSubstr("server_order.job: 'gpt' is not this master's job bert"));
+  pb::CheckpointOrder over = Order(3);
+  over.set_deadline_unix_ms(absl::ToUnixMillis(now_) - 1);  // a copy of an order that ended
+  EXPECT_THAT(push(9, "bert", over, mac("job-token-of-bert", "bert", over)).error().message(),
+              HasSubstr("has passed"));
   EXPECT_EQ(state_->checkpoint_order().id(), 0) << "nothing refused was taken";
 
   pb::JobMasterResponse taken = push(9, "bert", Order(4), mac("job-token-of-bert", "bert", Order(4)));

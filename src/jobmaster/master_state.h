@@ -52,6 +52,10 @@ class Outbox {
 // The state name as the protocol spells it ("RUNNING", ...).
 const char* WorkerStateName(pb::WorkerState state);
 
+// The hex HMAC-SHA256, keyed by a master's job token, of a server's order
+// to checkpoint job `job` (ServerOrder.mac; common/order_mac.h's text).
+std::string ServerOrderMac(std::string_view key, std::string_view job, const pb::CheckpointOrder& order);
+
 class MasterState {
  public:
   // REQUIRES: ValidateConfig(config) is OK; terminator and outbox outlive this.

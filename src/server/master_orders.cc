@@ -13,7 +13,6 @@
 #include <cstring>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
@@ -83,7 +82,9 @@ absl::Status ReadAll(int fd, char* out, size_t size, absl::Time deadline) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int> ConnectOnce(const std::string& address, absl::Time deadline) {
+// `refused` says whether the master's port refused (it may be starting).
+absl::StatusOr<int> ConnectOnce(const std::string& address, absl::Time deadline, bool* refused) {
+  *refused = false;
   size_t colon = address.rfind(':');
   int port = 0;
   if (colon == std::string::npos || !absl::SimpleAtoi(address.substr(colon + 1), &port) || port <= 0 ||
@@ -93,6 +94,7 @@ absl::StatusOr<int> ConnectOnce(const std::string& address, absl::Time deadline)
   std::string host = address.substr(0, colon);
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
   addrinfo hints{};
+  hints.ai_family = AF_INET;  // masters listen on IPv4 (jobmaster_server.cc)
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_NUMERICSERV;
   addrinfo* found = nullptr;
@@ -109,6 +111,7 @@ absl::StatusOr<int> ConnectOnce(const std::string& address, absl::Time deadline)
   if (rc != 0 && errno != EINPROGRESS) {
     int err = errno;
     close(fd);
+    *refused = err == ECONNREFUSED;
     return absl::UnavailableError(absl::StrCat("connect: ", strerror(err)));
   }
   if (rc != 0) {
@@ -121,6 +124,7 @@ absl::StatusOr<int> ConnectOnce(const std::string& address, absl::Time deadline)
     getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) {
       close(fd);
+      *refused = err == ECONNREFUSED;
       return absl::UnavailableError(absl::StrCat("connect: ", strerror(err)));
     }
   }
@@ -131,11 +135,9 @@ absl::StatusOr<int> ConnectOnce(const std::string& address, absl::Time deadline)
 // refuses: it is tried again every 50 ms until the deadline.
 absl::StatusOr<int> Connect(const std::string& address, absl::Time deadline) {
   while (true) {
-    absl::StatusOr<int> fd = ConnectOnce(address, deadline);
-    if (fd.ok() || !absl::StrContains(fd.status().message(), strerror(ECONNREFUSED)) ||
-        absl::Now() + absl::Milliseconds(50) >= deadline) {
-      return fd;
-    }
+    bool refused = false;
+    absl::StatusOr<int> fd = ConnectOnce(address, deadline, &refused);
+    if (fd.ok() || !refused || absl::Now() + absl::Milliseconds(50) >= deadline) return fd;
     absl::SleepFor(absl::Milliseconds(50));
   }
 }
@@ -154,7 +156,7 @@ MasterOrders::~MasterOrders() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  if (thread_.joinable()) thread_.join();
+  for (std::thread& t : threads_) t.join();
 }
 
 void MasterOrders::Push(std::string address, v1::ServerOrder order) {
@@ -164,10 +166,10 @@ void MasterOrders::Push(std::string address, v1::ServerOrder order) {
     ++failed_;
     queue_.pop_front();
   }
-  queue_.emplace_back(std::move(address), std::move(order));
+  queue_.push_back(Queued{std::move(address), std::move(order), absl::Now()});
   if (!started_) {
     started_ = true;
-    thread_ = std::thread([this] { Run(); });
+    for (int i = 0; i < kThreads; ++i) threads_.emplace_back([this] { Run(); });
   }
 }
 
@@ -183,7 +185,7 @@ size_t MasterOrders::failed() const {
 
 void MasterOrders::Run() {
   while (true) {
-    std::pair<std::string, v1::ServerOrder> next;
+    Queued next;
     {
       absl::MutexLock lock(&mu_);
       mu_.Await(absl::Condition(
@@ -194,11 +196,17 @@ void MasterOrders::Run() {
       if (stopping_) return;
       next = std::move(queue_.front());
       queue_.pop_front();
+      // Waited longer than the master's report interval: the report has
+      // brought it by now (pushes held up behind unreachable masters).
+      if (absl::Now() - next.queued > kStale) {
+        ++failed_;
+        continue;
+      }
     }
-    absl::Status s = Deliver(next.first, next.second);
+    absl::Status s = Deliver(next.address, next.order);
     if (!s.ok()) {
       Log(LogLevel::kInfo, "server", "job %s: the order to checkpoint could not be pushed to its master at %s (%s); "
-          "the master hears of it at its next report", next.second.job(), next.first, s.message());
+          "the master hears of it at its next report", next.order.job(), next.address, s.message());
     }
     absl::MutexLock lock(&mu_);
     ++(s.ok() ? delivered_ : failed_);

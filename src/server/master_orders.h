@@ -4,10 +4,11 @@
 // deadline), so
 // a preempted job's workers start saving at once rather than at their
 // master's next figures report (every 2 s, which still carries the order:
-// a push that fails costs that wait, nothing more). One thread of its own,
-// started at the first push: a connect, one frame each way, a close, each
-// bounded by a deadline, so a master that does not answer holds nothing
-// else up. Thread-safe.
+// a push that fails costs that wait, nothing more). kThreads threads of its
+// own, started at the first push, each a connect (IPv4, as masters listen),
+// one frame each way and a close within a deadline; a push that waited in
+// the queue longer than the report interval is dropped, so masters that do
+// not answer hold up the others at most that long. Thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +16,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -28,6 +30,9 @@ class MasterOrders {
   // At most this many pushes wait; beyond, the oldest is dropped (its
   // master hears of it at its next report).
   static constexpr size_t kMaxQueued = 1024;
+  static constexpr int kThreads = 4;
+  // A push queued longer than this (the masters' report interval) is dropped.
+  static constexpr absl::Duration kStale = absl::Seconds(2);
 
   explicit MasterOrders(absl::Duration timeout = absl::Seconds(2)) : timeout_(timeout) {}
   ~MasterOrders();
@@ -43,18 +48,23 @@ class MasterOrders {
   size_t failed() const;
 
  private:
+  struct Queued {
+    std::string address;
+    v1::ServerOrder order;
+    absl::Time queued;
+  };
   void Run();
   // One push: OK when the master answered with the order.
   absl::Status Deliver(const std::string& address, const v1::ServerOrder& order) const;
 
   const absl::Duration timeout_;
   mutable absl::Mutex mu_;
-  std::deque<std::pair<std::string, v1::ServerOrder>> queue_ ABSL_GUARDED_BY(mu_);
+  std::deque<Queued> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   size_t delivered_ ABSL_GUARDED_BY(mu_) = 0;
   size_t failed_ ABSL_GUARDED_BY(mu_) = 0;
-  std::thread thread_;
+  std::vector<std::thread> threads_;
 };
 
 }  // namespace trainyard::server
