@@ -417,6 +417,22 @@ async function serviceOpensSandboxed(page) {
   ok(`a service opens from its job page in a sandbox: origin ${origin}, storage ${storage}`);
 }
 
+// A task that failed once and runs again: the job page's Restarts table
+// shows the ended attempt's class and the budget it left.
+async function jobPageShowsAttemptClasses(page) {
+  const { job, task } = expect.restarted;
+  await open(page, `#/jobs/${job}`, 'job');
+  await page.waitForFunction((name) => [...document.querySelectorAll('#attempts tbody tr')].some((tr) =>
+    tr.cells[0].textContent === name && tr.cells[2].textContent === '1 FAILED'), task, { timeout: 15000 });
+  const row = await page.evaluate((name) =>
+    [...[...document.querySelectorAll('#attempts tbody tr')].find((tr) => tr.cells[0].textContent === name).cells]
+      .map((c) => c.textContent), task);
+  check(row[1] === '1' && row[3].startsWith('failure budget 1 of 2 left') && /exited with code 3/.test(row[4]),
+    `Restarts row of ${task}: ${JSON.stringify(row)}`);
+  await shot(page, 'job-attempts');
+  ok(`attempt classes: ${task} shows ${row[2]}, ${row[3]}, its last end: ${row[4]}`);
+}
+
 async function killLeavesRunningList(page) {
   const { job } = expect.placed;
   const running = '#/jobs?state=QUEUED,SCHEDULED,STARTING,RUNNING';
@@ -460,7 +476,7 @@ try {
     check(pageErrors.length === 0, `page errors: ${JSON.stringify(pageErrors)}`);
     ok('no script errors and no Content-Security-Policy breaches');
   };
-  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, jobPageShowsResources, schedulesPage, accessibility, serviceOpensSandboxed, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
+  for (const step of [signsInFromTheAddress, signInForm, nodesShowPlacedGpus, nodesHeatMapAndPaging, queuedJobShowsReason, chartsShowHistory, logViewerFollows, jobPageShowsResources, jobPageShowsAttemptClasses, schedulesPage, accessibility, serviceOpensSandboxed, killLeavesRunningList, historyShowsTheKilledJob, noPageErrors]) {
     try {
       await step(page, browser);
     } catch (e) {

@@ -199,6 +199,20 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
       "    command: [sh, -c, 'echo served by the service > index.html && exec /usr/bin/python3 -m http.server "
       "--bind \"$TRAINYARD_NODE_ADDRESS\" \"$TRAINYARD_SERVICE_PORT\"']\n");
   WaitForJob(c, web, [](const nlohmann::json& j) { return j["state"] == "RUNNING"; });
+  // A task that fails once (exit 3) and runs again (OnFailure, 2 restarts).
+  std::string flaky = c.Submit(
+      "name: flaky\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 2\n"
+      "    resources: {cpu: 100m, memory: 64Mi}\n"
+      "    command: [sh, -c, 'if [ ! -e \"$TRAINYARD_CHECKPOINT_DIR/once\" ]; then touch \"$TRAINYARD_CHECKPOINT_DIR/once\"; "
+      "exit 3; fi; exec sleep 300']\n");
+  nlohmann::json flaky_worker;
+  WaitForJob(c, flaky, [&](const nlohmann::json& j) {
+    for (const auto& t : j["tasks"]) {
+      if (t["role"] == "worker" && t["restarts"] == 1 && t["state"] == "RUNNING") flaky_worker = t;
+    }
+    return !flaky_worker.is_null();
+  });
+  ASSERT_FALSE(flaky_worker.is_null()) << HttpGet(c.http_address(), "/api/v1/jobs/" + flaky).json.dump(1);
   std::string waiting = c.Submit(kWaiting);
   nlohmann::json queued = WaitForJob(c, waiting, [](const nlohmann::json& j) {
     return j["state"] == "QUEUED" && !j["pending_reason"].get<std::string>().empty();
@@ -218,6 +232,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
       {"queued", {{"job", waiting}, {"reason", queued["pending_reason"]}}},
       {"shared", {{"node", q_task["node"]}, {"gpu", q_task["gpus"][0]}, {"jobs", {quarter, half}}, {"percent", 75}, {"user", "cy"}}},
       {"service", {{"job", web}}},
+      {"restarted", {{"job", flaky}, {"task", flaky_worker["name"]}}},
       {"held", 3.75},
       {"cordoned", {{"node", other}, {"reason", "disk check"}}},
       {"faulty", {{"node", other}, {"gpu", 7}, {"xid", 48}}},
@@ -244,6 +259,8 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: the schedules page lists nightly"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: axe-core"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: a service opens from its job page in a sandbox"));
+  EXPECT_THAT(r.out, ::testing::HasSubstr("ok: attempt classes: " + flaky_worker["name"].get<std::string>() +
+                                          " shows 1 FAILED, failure budget 1 of 2 left"));
   EXPECT_THAT(r.out, ::testing::HasSubstr("ok: Kill on the job page"));
   // The kill the browser made is the cluster's.
   EXPECT_EQ(HttpGet(c.http_address(), "/api/v1/jobs/" + ticking).json["state"], "KILLED");

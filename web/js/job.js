@@ -151,10 +151,29 @@ function timeline(job) {
     ' ', h('strong', {}, e.kind), ' ', e.text)));
 }
 
+// A task's ended attempts by class, e.g. "2 FAILED, 1 PREEMPTED".
+function attemptClasses(t) {
+  const counts = new Map();
+  for (const a of t.attempts || []) counts.set(a.class, (counts.get(a.class) || 0) + 1);
+  return [...counts].map(([c, n]) => `${n} ${c}`).join(', ');
+}
+
+// What its restart budgets have left: the limited ones ("failure budget 1
+// of 2 left"); "unlimited" when none is.
+function budgetsLeft(t) {
+  const limited = (t.restart_budgets || []).filter((b) => b.limit >= 0).map((b) => b.text);
+  return limited.length ? limited.join(', ') : 'unlimited';
+}
+
+// Tasks that restarted or ended other than SUCCEEDED: each attempt's class
+// (docs/job-spec.md, "Restart budgets") and the budgets left.
 function restarts(job) {
-  const rows = job.tasks.filter((t) => t.restarts > 0).map((t) => [t.name, t.restarts, exitCause(t.last_exit)]);
+  const rows = job.tasks
+    .filter((t) => t.restarts > 0 || (t.attempts || []).some((a) => a.class !== 'SUCCEEDED'))
+    .map((t) => [t.name, t.restarts, attemptClasses(t), budgetsLeft(t), exitCause(t.last_exit)]);
   const evs = (job.events || []).filter((e) => /restart/.test(e.kind));
-  return h('div', {}, table('Restarts', ['Task', 'Restarts', 'Cause of the last'], rows),
+  return h('div', {}, table('Restarts', ['Task', 'Restarts', 'Ended attempts', 'Budgets left', 'Cause of the last'], rows,
+    { id: 'attempts' }),
     evs.length ? h('ul', {}, evs.map((e) => h('li', {}, `${when(e.time_unix_ms)}: ${e.text}`))) : null);
 }
 

@@ -175,7 +175,7 @@ void Counters(Writer& w, const PublishedStats& s) {
   w.Sample("trainyard_task_restarts_total", "cause=\"node_lost\"", m.restarts_node_lost);
   w.Family("trainyard_task_attempts_ended_total", "counter",
            "Ended task attempts by queue and class (FAILED, OOM_KILLED, NODE_LOST, PREEMPTED, LAUNCH_FAILED, "
-           "DEADLINE_EXCEEDED, KILLED, SUCCEEDED).");
+           "DEADLINE_EXCEEDED, KILLED, SUCCEEDED, GPU_ERROR).");
   for (const auto& [key, n] : m.attempts_ended) {
     w.Sample("trainyard_task_attempts_ended_total",
              absl::StrCat("queue=\"", Escape(key.first), "\",class=\"", Escape(key.second), "\""), n);
