@@ -1,9 +1,8 @@
 // MasterOrders (see master_orders.h): the blocking socket work on its own
-// thread.
+// threads.
 #include "server/master_orders.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,8 +13,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
-#include "absl/time/clock.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 
 namespace trainyard::server {
