@@ -39,15 +39,14 @@ std::string HmacSha256Hex(std::string_view key, std::string_view data) {
   }
   return out;
 }
+}  // namespace
 
-// Compares in time that depends on the lengths only.
 bool SameBytes(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   unsigned char diff = 0;
   for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
   return diff == 0;
 }
-}  // namespace
 
 std::string ServerOrderMac(std::string_view key, std::string_view job, const pb::CheckpointOrder& order) {
   return HmacSha256Hex(

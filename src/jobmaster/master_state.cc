@@ -159,11 +159,7 @@ absl::StatusOr<int> MasterState::ChooseWorkerId(ConnId conn, const pb::Starting&
 
 absl::Status MasterState::CheckJobSecret(std::string_view presented, std::string_view verb) const {
   if (config_.job_secret.empty()) return absl::OkStatus();
-  // Compared in constant time: the answer's timing tells nothing of it.
-  bool equal = presented.size() == config_.job_secret.size();
-  unsigned char diff = 0;
-  for (size_t i = 0; equal && i < presented.size(); ++i) diff |= presented[i] ^ config_.job_secret[i];
-  if (equal && diff == 0) return absl::OkStatus();
+  if (SameBytes(presented, config_.job_secret)) return absl::OkStatus();
   return absl::PermissionDeniedError(absl::StrFormat(
       "%s without job %s's secret: a worker shows the TRAINYARD_JOB_SECRET its task was given", verb,
       config_.job_name));

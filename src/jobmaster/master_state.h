@@ -52,6 +52,11 @@ class Outbox {
 // The state name as the protocol spells it ("RUNNING", ...).
 const char* WorkerStateName(pb::WorkerState state);
 
+// Whether a and b hold the same bytes, compared in time that depends on
+// their lengths only (a secret or a MAC: the answer's timing tells nothing
+// of it).
+bool SameBytes(std::string_view a, std::string_view b);
+
 // The hex HMAC-SHA256, keyed by a master's job token, of a server's order
 // to checkpoint job `job` (ServerOrder.mac; common/order_mac.h's text).
 std::string ServerOrderMac(std::string_view key, std::string_view job, const pb::CheckpointOrder& order);
