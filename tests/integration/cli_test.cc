@@ -76,6 +76,14 @@ TEST(CliTest, FiltersKillOfSeveralJobsDeleteAndJsonTypes) {
   r = c.Cli({"delete", d});
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("kill it first"));
+  // A killed job is deleted once its tasks have stopped (until then delete
+  // says so): wait for that, as a user would.
+  ASSERT_TRUE(WaitUntil([&] {
+    for (const auto& t : c.Describe(a)["tasks"]) {
+      if (t["state"] != "SUCCEEDED" && t["state"] != "FAILED" && t["state"] != "KILLED") return false;
+    }
+    return true;
+  }, absl::Seconds(30), absl::Milliseconds(100))) << c.Describe(a).dump(1);
   r = c.Cli({"delete", a});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("kept in the store as a#"));
