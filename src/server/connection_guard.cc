@@ -4,8 +4,11 @@
 // The close() path runs on every descriptor any library closes, possibly in
 // a child between fork and exec, so it takes no lock and allocates nothing:
 // a per-descriptor slot says whether the descriptor is a counted connection,
-// of which door, which peer bucket it counts against and whether it has
-// authenticated, and the counts are atomics. A connection shut down for a
+// of which door, which peer's counter it counts against and whether it has
+// authenticated, and the counts are atomics. Each peer address has a counter
+// of its own (no two peers share one, so a peer never reaches its cap on
+// another's connections): the accept path, under its lock, gives a peer a
+// free counter and takes back those that count nothing. A connection shut down for a
 // newcomer (not authenticated within its grace) is marked "evicting" while
 // the guard shuts it down; a close() of it waits for that mark to clear, so
 // the shutdown never reaches a descriptor number reused meanwhile.
@@ -31,6 +34,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
@@ -43,7 +48,11 @@
 namespace trainyard::server {
 namespace {
 
+// Peers with a connection open at one door at the same time, at most; a
+// newcomer from yet another peer is refused as at the total cap.
 constexpr uint32_t kPeerBuckets = 1 << 16;
+// PeerBucket's answer when every counter counts a peer with connections.
+constexpr uint32_t kNoPeerCounter = ~uint32_t{0};
 constexpr int kMaxSlots = 1 << 20;  // descriptors above this are not counted
 
 int RawAccept4(int fd, sockaddr* addr, socklen_t* len, int flags) {
@@ -71,9 +80,22 @@ struct Admitted {
   int64_t accepted_ns;
 };
 
+// A peer as its per-peer cap sees it: an IPv4 address, or an IPv6 /64.
+struct PeerAddress {
+  bool v4 = false;
+  uint64_t bits = 0;
+  bool operator==(const PeerAddress& o) const { return v4 == o.v4 && bits == o.bits; }
+  template <typename H>
+  friend H AbslHashValue(H h, const PeerAddress& a) {
+    return H::combine(std::move(h), a.v4, a.bits);
+  }
+};
+
 struct DoorState {
   DoorState() : per_bucket(new std::atomic<int32_t>[kPeerBuckets]) {
     for (uint32_t i = 0; i < kPeerBuckets; ++i) per_bucket[i].store(0, std::memory_order_relaxed);
+    free_buckets.reserve(kPeerBuckets);
+    for (uint32_t i = kPeerBuckets; i > 0; --i) free_buckets.push_back(i - 1);
   }
   std::atomic<bool> enabled{false};
   std::atomic<int> port{0};
@@ -86,7 +108,14 @@ struct DoorState {
   std::atomic<int64_t> refused_peer{0};
   std::atomic<int64_t> refused_fd{0};
   std::atomic<int64_t> evicted{0};
-  std::unique_ptr<std::atomic<int32_t>[]> per_bucket;
+  std::unique_ptr<std::atomic<int32_t>[]> per_bucket;  // connections open, by peer counter
+  // Which counter each peer has (guarded by GuardState::accept_mu, as is
+  // the free list). A counter that counts nothing goes back to the free
+  // list when the map has grown or no counter is free; close() only ever
+  // lowers a count, so one that reads 0 under the lock stays 0 until the
+  // accept path raises it.
+  absl::flat_hash_map<PeerAddress, uint32_t> bucket_of;
+  std::vector<uint32_t> free_buckets;
   std::deque<Admitted> admitted;  // guarded by GuardState::accept_mu; unauthenticated TCP ones only
 };
 
@@ -117,22 +146,45 @@ int64_t MonotonicNs() {
   return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
 }
 
-// 0 for a peer without a per-peer cap (Unix sockets), else bucket + 1.
-uint32_t PeerBucket(const sockaddr_storage& peer) {
-  absl::string_view bytes;
+// Gives the counters of peers that have no connection open back to the free
+// list. Under accept_mu.
+void FreeIdleBuckets(DoorState& d) {
+  for (auto it = d.bucket_of.begin(); it != d.bucket_of.end();) {
+    if (d.per_bucket[it->second].load(std::memory_order_relaxed) == 0) {
+      d.free_buckets.push_back(it->second);
+      d.bucket_of.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// 0 for a peer without a per-peer cap (Unix sockets), else its counter + 1;
+// kNoPeerCounter when kPeerBuckets other peers hold connections. Under
+// accept_mu.
+uint32_t PeerBucket(DoorState& d, const sockaddr_storage& peer) {
+  PeerAddress a;
   if (peer.ss_family == AF_INET) {
     const auto* in = reinterpret_cast<const sockaddr_in*>(&peer);
-    bytes = absl::string_view(reinterpret_cast<const char*>(&in->sin_addr), sizeof(in->sin_addr));
+    a.v4 = true;
+    a.bits = ntohl(in->sin_addr.s_addr);
   } else if (peer.ss_family == AF_INET6) {
     // One IPv6 peer is its /64: a host is given a whole /64 to pick from.
     const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&peer);
-    bool v4_mapped = IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr);
-    const char* a = reinterpret_cast<const char*>(&in6->sin6_addr);
-    bytes = v4_mapped ? absl::string_view(a + 12, 4) : absl::string_view(a, 8);
+    const unsigned char* b = in6->sin6_addr.s6_addr;
+    a.v4 = IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr);
+    for (int i = a.v4 ? 12 : 0; i < (a.v4 ? 16 : 8); ++i) a.bits = (a.bits << 8) | b[i];
   } else {
     return 0;
   }
-  return static_cast<uint32_t>(absl::HashOf(bytes) % kPeerBuckets) + 1;
+  if (auto it = d.bucket_of.find(a); it != d.bucket_of.end()) return it->second + 1;
+  size_t open = static_cast<size_t>(std::max<int64_t>(0, d.open.load(std::memory_order_relaxed)));
+  if (d.free_buckets.empty() || d.bucket_of.size() > 2 * open + 1024) FreeIdleBuckets(d);
+  if (d.free_buckets.empty()) return kNoPeerCounter;
+  uint32_t bucket = d.free_buckets.back();
+  d.free_buckets.pop_back();
+  d.bucket_of.emplace(a, bucket);
+  return bucket + 1;
 }
 
 int LocalPort(int listener) {
@@ -459,8 +511,8 @@ int ConnectionGuard::Accept(int listener, sockaddr* addr, socklen_t* addr_len, i
       if ((errno == EMFILE || errno == ENFILE) && ShedOneWithReserve(g, d, listener)) continue;
       return -1;
     }
-    uint32_t bucket = PeerBucket(peer);
-    Verdict v = Judge(g, d, bucket);
+    uint32_t bucket = PeerBucket(d, peer);
+    Verdict v = bucket == kNoPeerCounter ? Verdict::kTotalCap : Judge(g, d, bucket);
     if (v != Verdict::kAdmit || c >= g.slot_count) {
       RawClose(c);
       if (v == Verdict::kPeerCap) {

@@ -12,7 +12,8 @@
 // locked out every client and reconnecting agent until a restart. The
 // server's process defines `accept4` and `close` itself (exported to the
 // shared libraries, see src/server/CMakeLists.txt); while the guard is
-// installed they count connections by door and peer, close at once what is
+// installed they count connections by door and peer (each peer address
+// counted on its own, never in a bucket shared with others), close at once what is
 // over a cap (or, when one is there, shut down the oldest connection that
 // has not authenticated within its grace and admit the new one instead), and
 // on EMFILE free a reserved descriptor to accept and drop the waiting

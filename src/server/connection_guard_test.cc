@@ -10,10 +10,12 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 
 namespace trainyard::server {
@@ -108,6 +110,46 @@ TEST(ConnectionGuardTest, APeerOverItsCapIsClosedAtOnceAndOthersStillGetIn) {
   clients.push_back(l.Connect("127.0.0.2"));
   EXPECT_EQ(l.AcceptAll(&server_side), (std::vector<std::string>{"127.0.0.2"}));
   EXPECT_EQ(ConnectionGuard::Stats().open - before.open, 3);
+  CloseAll(&server_side);
+  CloseAll(&clients);
+  EXPECT_EQ(ConnectionGuard::Stats().open, before.open);
+  ConnectionGuard::UninstallForTest();
+}
+
+// Each address has a cap of its own: with a cap of one connection per peer,
+// a thousand addresses get a thousand connections in. (Peers once shared
+// 65,536 hashed counters: at this count two of them almost surely shared
+// one, and the second was refused for the first's connection.)
+TEST(ConnectionGuardTest, EveryPeerHasACapOfItsOwnHoweverManyPeersThereAre) {
+  rlimit files;
+  ASSERT_EQ(getrlimit(RLIMIT_NOFILE, &files), 0);
+  files.rlim_cur = std::max<rlim_t>(files.rlim_cur, std::min<rlim_t>(files.rlim_max, 4096));
+  setrlimit(RLIMIT_NOFILE, &files);
+  getrlimit(RLIMIT_NOFILE, &files);
+  const int peers = static_cast<int>(std::min<rlim_t>(1000, (files.rlim_cur - 100) / 2));
+  ASSERT_GE(peers, 400) << "the descriptor limit leaves room for too few connections";
+  Listener l;
+  ConnectionGuard::Install({l.port(), /*max_connections=*/2 * peers, /*max_connections_per_peer=*/1});
+  ConnectionGuardStats before = ConnectionGuard::Stats();
+  std::vector<int> clients;
+  std::vector<int> server_side;
+  std::vector<std::string> admitted;
+  for (int i = 0; i < peers;) {
+    for (int batch = 0; batch < 32 && i < peers; ++batch, ++i) {  // within the listener's queue
+      clients.push_back(l.Connect(absl::StrCat("127.0.", 1 + i / 250, ".", 1 + i % 250)));
+    }
+    std::vector<std::string> more = l.AcceptAll(&server_side);
+    admitted.insert(admitted.end(), more.begin(), more.end());
+  }
+  EXPECT_EQ(static_cast<int>(admitted.size()), peers);
+  ConnectionGuardStats after = ConnectionGuard::Stats();
+  EXPECT_EQ(after.refused_peer_cap - before.refused_peer_cap, 0);
+  EXPECT_EQ(after.open - before.open, peers);
+  // A second connection from any of them is one too many.
+  clients.push_back(l.Connect("127.0.1.1"));
+  EXPECT_EQ(l.AcceptAll(&server_side).size(), 0u);
+  EXPECT_TRUE(ClosedByServer(clients.back()));
+  EXPECT_EQ(ConnectionGuard::Stats().refused_peer_cap - before.refused_peer_cap, 1);
   CloseAll(&server_side);
   CloseAll(&clients);
   EXPECT_EQ(ConnectionGuard::Stats().open, before.open);
