@@ -390,11 +390,11 @@ bool ParseBudget(const YamlNode& node, const std::string& path, int32_t* out, Er
   return true;
 }
 
-// `restartBudgets: {oom: 1, nodeLost: unlimited, gpuError: 2}`: the restarts
-// each class of end allows beside maxRestarts (program failures).
+// `restartBudgets: {oom: 1, nodeLost: unlimited, gpuError: 2, preemption: 3}`:
+// the restarts each class of end allows beside maxRestarts (program failures).
 void ParseRestartBudgets(const YamlNode& node, const std::string& path, v1::RestartBudgets* b, Errors* errors) {
   Fields f;
-  if (!CheckMap(node, path, {"oom", "nodeLost", "gpuError"}, &f, errors)) return;
+  if (!CheckMap(node, path, {"oom", "nodeLost", "gpuError", "preemption"}, &f, errors)) return;
   int32_t n = 0;
   if (const YamlNode* v = Find(f, "oom"); v && ParseBudget(*v, path + ".oom", &n, errors)) b->set_oom(n);
   if (const YamlNode* v = Find(f, "nodeLost"); v && ParseBudget(*v, path + ".nodeLost", &n, errors)) {
@@ -402,6 +402,9 @@ void ParseRestartBudgets(const YamlNode& node, const std::string& path, v1::Rest
   }
   if (const YamlNode* v = Find(f, "gpuError"); v && ParseBudget(*v, path + ".gpuError", &n, errors)) {
     b->set_gpu_error(n);
+  }
+  if (const YamlNode* v = Find(f, "preemption"); v && ParseBudget(*v, path + ".preemption", &n, errors)) {
+    b->set_preemption(n);
   }
 }
 

@@ -248,7 +248,8 @@ void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& lim
   const v1::RestartBudgets& b = r.restart_budgets();
   for (auto [name, has, n] : {std::tuple{"oom", b.has_oom(), b.oom()},
                               std::tuple{"nodeLost", b.has_node_lost(), b.node_lost()},
-                              std::tuple{"gpuError", b.has_gpu_error(), b.gpu_error()}}) {
+                              std::tuple{"gpuError", b.has_gpu_error(), b.gpu_error()},
+                              std::tuple{"preemption", b.has_preemption(), b.preemption()}}) {
     if (has && n < kUnlimitedRestarts) {
       errors->push_back(absl::StrCat(path, ".restartBudgets.", name, ": ", n,
                                      " must be a number of restarts (0 or more) or unlimited (-1)"));

@@ -10,7 +10,7 @@ namespace trainyard::api {
 namespace {
 
 constexpr v1::AttemptClass kBudgeted[] = {v1::ATTEMPT_FAILED, v1::ATTEMPT_OOM_KILLED, v1::ATTEMPT_NODE_LOST,
-                                          v1::ATTEMPT_GPU_ERROR};
+                                          v1::ATTEMPT_GPU_ERROR, v1::ATTEMPT_PREEMPTED};
 
 int FailureLimit(const v1::ReplicaSpec& rs) {
   return rs.restart_policy() == v1::RESTART_NEVER ? 0 : rs.max_restarts();
@@ -36,13 +36,14 @@ std::string BudgetName(v1::AttemptClass c) {
     case v1::ATTEMPT_OOM_KILLED: return "OOM";
     case v1::ATTEMPT_NODE_LOST: return "node-loss";
     case v1::ATTEMPT_GPU_ERROR: return "GPU-error";
+    case v1::ATTEMPT_PREEMPTED: return "preemption";
     default: return "failure";
   }
 }
 
 bool HasBudget(v1::AttemptClass c) {
   return c == v1::ATTEMPT_FAILED || c == v1::ATTEMPT_OOM_KILLED || c == v1::ATTEMPT_NODE_LOST ||
-         c == v1::ATTEMPT_LAUNCH_FAILED || c == v1::ATTEMPT_GPU_ERROR;
+         c == v1::ATTEMPT_LAUNCH_FAILED || c == v1::ATTEMPT_GPU_ERROR || c == v1::ATTEMPT_PREEMPTED;
 }
 
 int RestartLimit(const v1::ReplicaSpec& rs, v1::AttemptClass c) {
@@ -57,6 +58,8 @@ int RestartLimit(const v1::ReplicaSpec& rs, v1::AttemptClass c) {
     case v1::ATTEMPT_GPU_ERROR:
       if (b.has_gpu_error()) return b.gpu_error();
       return rs.restart_policy() == v1::RESTART_NEVER ? 0 : kUnlimitedRestarts;
+    case v1::ATTEMPT_PREEMPTED:  // unlimited under Never too: the job is requeued whole, not restarted
+      return b.has_preemption() ? b.preemption() : kUnlimitedRestarts;
     default: return 0;
   }
 }
@@ -68,6 +71,7 @@ int RestartsSpent(const v1::RestartCounts& counts, v1::AttemptClass c) {
     case v1::ATTEMPT_OOM_KILLED: return counts.oom();
     case v1::ATTEMPT_NODE_LOST: return counts.node_lost();
     case v1::ATTEMPT_GPU_ERROR: return counts.gpu_error();
+    case v1::ATTEMPT_PREEMPTED: return counts.preemption();
     default: return 0;
   }
 }
@@ -79,6 +83,7 @@ void SpendRestart(v1::RestartCounts* counts, v1::AttemptClass c) {
     case v1::ATTEMPT_OOM_KILLED: counts->set_oom(counts->oom() + 1); break;
     case v1::ATTEMPT_NODE_LOST: counts->set_node_lost(counts->node_lost() + 1); break;
     case v1::ATTEMPT_GPU_ERROR: counts->set_gpu_error(counts->gpu_error() + 1); break;
+    case v1::ATTEMPT_PREEMPTED: counts->set_preemption(counts->preemption() + 1); break;
     default: break;
   }
 }

@@ -33,9 +33,28 @@ TEST(RestartBudgetsSpec, ReadsCountsAndUnlimited) {
   EXPECT_EQ(BudgetText(spec->replicas(0), v1::RestartCounts(), v1::ATTEMPT_GPU_ERROR), "GPU-error budget 2 of 2 left");
 }
 
+TEST(RestartBudgetsSpec, PreemptionsAreUnlimitedUnlessCountedUnderEveryPolicy) {
+  absl::StatusOr<v1::JobSpec> spec = Load("    restartPolicy: Never\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  // Under Never a lost node ends the job; a preemption requeues it whole.
+  EXPECT_EQ(RestartLimit(spec->replicas(0), v1::ATTEMPT_NODE_LOST), 0);
+  EXPECT_EQ(RestartLimit(spec->replicas(0), v1::ATTEMPT_PREEMPTED), kUnlimitedRestarts);
+  spec = Load("    restartBudgets: {preemption: 2}\n");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::RestartCounts counts;
+  SpendRestart(&counts, v1::ATTEMPT_PREEMPTED);
+  EXPECT_EQ(counts.preemption(), 1);
+  EXPECT_EQ(counts.failure(), 0) << "a preemption spends no other budget";
+  EXPECT_EQ(BudgetText(spec->replicas(0), counts, v1::ATTEMPT_PREEMPTED), "preemption budget 1 of 2 left");
+  SpendRestart(&counts, v1::ATTEMPT_PREEMPTED);
+  EXPECT_EQ(RestartsLeft(spec->replicas(0), counts, v1::ATTEMPT_PREEMPTED), 0);
+  EXPECT_THAT(Refusal("    restartBudgets: {preemption: some}\n"),
+              HasSubstr("replicas.worker.restartBudgets.preemption: 'some' must be a number of restarts"));
+}
+
 TEST(RestartBudgetsSpec, AnUnknownClassIsNamedWithTheKnownOnes) {
   EXPECT_THAT(Refusal("    restartBudgets: {oom: 1, gpu: 2}\n"),
-              HasSubstr("replicas.worker.restartBudgets.gpu: unknown field (known: gpuError, nodeLost, oom)"));
+              HasSubstr("replicas.worker.restartBudgets.gpu: unknown field (known: gpuError, nodeLost, oom, preemption)"));
 }
 
 TEST(RestartBudgetsSpec, ANegativeOrNonNumericBudgetIsRefusedNamingTheField) {
@@ -69,7 +88,7 @@ TEST(RestartBudgets, DefaultsKeepMaxRestartsForFailuresAndDoNotCountNodeLosses) 
   EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_LAUNCH_FAILED), 3);
   EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_OOM_KILLED), 3);
   EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_NODE_LOST), kUnlimitedRestarts);
-  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_PREEMPTED), 0);
+  EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_PREEMPTED), kUnlimitedRestarts);
   rs.set_restart_policy(v1::RESTART_NEVER);
   EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_FAILED), 0);
   EXPECT_EQ(RestartLimit(rs, v1::ATTEMPT_NODE_LOST), 0);
@@ -85,7 +104,7 @@ TEST(RestartBudgets, EachClassSpendsItsOwnBudget) {
   v1::RestartCounts counts;
   SpendRestart(&counts, v1::ATTEMPT_OOM_KILLED);
   SpendRestart(&counts, v1::ATTEMPT_LAUNCH_FAILED);
-  SpendRestart(&counts, v1::ATTEMPT_PREEMPTED);  // never charged
+  SpendRestart(&counts, v1::ATTEMPT_PREEMPTED);  // its own budget, none of these
   EXPECT_EQ(BudgetText(rs, counts, v1::ATTEMPT_OOM_KILLED), "OOM budget 0 of 1 left");
   EXPECT_EQ(BudgetText(rs, counts, v1::ATTEMPT_FAILED), "failure budget 1 of 2 left");
   EXPECT_EQ(BudgetText(rs, counts, v1::ATTEMPT_NODE_LOST), "node-loss budget unlimited");

@@ -134,7 +134,7 @@ TEST_F(ControlAttemptsTest, AnOomKillSpendsTheOomBudgetNotTheFailureBudget) {
   End(v1::TASK_RESTARTING, 0, v1::ATTEMPT_OOM_KILLED, Oom());
   v1::JobView v = View(job);
   ASSERT_EQ(v.tasks_size(), 1);
-  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 2 of 2 left, OOM budget 0 of 1 left, node-loss budget unlimited, GPU-error budget unlimited");
+  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 2 of 2 left, OOM budget 0 of 1 left, node-loss budget unlimited, GPU-error budget unlimited, preemption budget unlimited");
   ASSERT_EQ(v.tasks(0).attempts_size(), 1);
   EXPECT_EQ(v.tasks(0).attempts(0).attempt_class(), v1::ATTEMPT_OOM_KILLED);
   EXPECT_EQ(v.tasks(0).attempts(0).node(), "n1");
@@ -145,7 +145,7 @@ TEST_F(ControlAttemptsTest, AnOomKillSpendsTheOomBudgetNotTheFailureBudget) {
   Running(1);
   End(v1::TASK_RESTARTING, 1, v1::ATTEMPT_FAILED, Code(1));
   EXPECT_EQ(Budgets(View(job).tasks(0)),
-            "failure budget 1 of 2 left, OOM budget 0 of 1 left, node-loss budget unlimited, GPU-error budget unlimited");
+            "failure budget 1 of 2 left, OOM budget 0 of 1 left, node-loss budget unlimited, GPU-error budget unlimited, preemption budget unlimited");
   // The second OOM kill finds the OOM budget spent: the agent ends the task
   // and the job fails naming the class.
   Running(2);
@@ -169,7 +169,7 @@ TEST_F(ControlAttemptsTest, WithoutAnOomBudgetAnOomKillHasAsManyRestartsAsMaxRes
   ASSERT_EQ(backend_.launches.size(), 1u);
   EXPECT_EQ(backend_.launches[0].second.oom_max_restarts(), 3);
   EXPECT_EQ(Budgets(View(job).tasks(0)),
-            "failure budget 3 of 3 left, OOM budget 3 of 3 left, node-loss budget unlimited, GPU-error budget unlimited");
+            "failure budget 3 of 3 left, OOM budget 3 of 3 left, node-loss budget unlimited, GPU-error budget unlimited, preemption budget unlimited");
 }
 
 TEST_F(ControlAttemptsTest, ALostNodeRestartsTheTaskWithoutSpendingTheFailureBudget) {
@@ -199,7 +199,7 @@ TEST_F(ControlAttemptsTest, ALostNodeRestartsTheTaskWithoutSpendingTheFailureBud
   }
   v1::JobView v = View(job);
   EXPECT_NE(v.state(), v1::JOB_FAILED) << v.reason();
-  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 1 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited, GPU-error budget unlimited");
+  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 1 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited, GPU-error budget unlimited, preemption budget unlimited");
   ASSERT_EQ(v.tasks(0).attempts_size(), 3);
   EXPECT_EQ(v.tasks(0).attempts(0).attempt_class(), v1::ATTEMPT_NODE_LOST);
   EXPECT_TRUE(HasEvent(v, "node-loss budget unlimited")) << v.DebugString();
@@ -252,7 +252,7 @@ TEST_F(ControlAttemptsTest, AKilledJobsAttemptEndsKilled) {
   EXPECT_EQ(v.state(), v1::JOB_KILLED);
   ASSERT_EQ(v.tasks(0).attempts_size(), 1);
   EXPECT_EQ(v.tasks(0).attempts(0).attempt_class(), v1::ATTEMPT_KILLED);
-  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 1 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited, GPU-error budget unlimited");
+  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 1 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited, GPU-error budget unlimited, preemption budget unlimited");
 }
 
 // A task its live node no longer runs (its end's report lost with a server
@@ -278,7 +278,7 @@ TEST_F(ControlAttemptsTest, ATaskItsLiveNodeNoLongerRunsSpendsTheFailureBudget) 
   EXPECT_EQ(v.tasks(0).attempts(0).attempt_class(), v1::ATTEMPT_FAILED);
   EXPECT_TRUE(v.tasks(0).attempts(0).restarted());
   EXPECT_EQ(v.tasks(0).attempts(1).attempt_class(), v1::ATTEMPT_FAILED);
-  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 0 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited, GPU-error budget unlimited");
+  EXPECT_EQ(Budgets(v.tasks(0)), "failure budget 0 of 1 left, OOM budget 1 of 1 left, node-loss budget unlimited, GPU-error budget unlimited, preemption budget unlimited");
 }
 
 // A job stored by a server from before restarts were counted per class: the
@@ -307,7 +307,7 @@ TEST_F(ControlAttemptsTest, ARecordFromBeforeClassesKeepsItsRestartsInTheFailure
   ASSERT_EQ(backend_.launches.size(), 1u);
   EXPECT_EQ(backend_.launches[0].second.max_restarts(), 1);
   EXPECT_EQ(Budgets(View("old").tasks(0)),
-            "failure budget 1 of 3 left, OOM budget 3 of 3 left, node-loss budget unlimited, GPU-error budget unlimited");
+            "failure budget 1 of 3 left, OOM budget 3 of 3 left, node-loss budget unlimited, GPU-error budget unlimited, preemption budget unlimited");
 }
 
 }  // namespace

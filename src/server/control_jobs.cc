@@ -10,6 +10,7 @@
 #include "api/convert.h"
 #include "api/exec_size.h"
 #include "api/job_spec.h"
+#include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "api/task_env.h"
 #include "common/check.h"
@@ -396,7 +397,7 @@ void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
   }
   EndCheckpointOrder(job);  // its tasks ended on their own meanwhile
   if (job.preempting) {
-    Requeue(job, job.preempted_note, now);
+    EndPreemption(job, now);
     return;
   }
   if (job.ending && job.in_scheduler) {
@@ -407,6 +408,27 @@ void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
     job.in_scheduler = false;
     RoomFreed();
   }
+}
+
+void ControlState::EndPreemption(JobRt& job, absl::Time now) {
+  // A task that ran is charged; one still waiting for room was not preempted.
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    const v1::TaskRecord& t = job.rec.tasks(i);
+    if (t.node().empty() || MayRestart(job, i, v1::ATTEMPT_PREEMPTED)) continue;
+    const v1::ReplicaSpec* rs = ReplicaOf(job, i);
+    std::string budget = rs ? api::BudgetText(*rs, t.restarts_by_class(), v1::ATTEMPT_PREEMPTED) : "";
+    EndJob(job, v1::JOB_FAILED,
+           absl::StrCat("task ", api::TaskName(job.rec.name(), t.role(), t.index()), " was ", job.preempted_note,
+                        " (PREEMPTED; ", budget, ")"),
+           now);
+    Persist(job);
+    return;
+  }
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    v1::TaskRecord* t = job.rec.mutable_tasks(i);
+    if (!t->node().empty()) api::SpendRestart(t->mutable_restarts_by_class(), v1::ATTEMPT_PREEMPTED);
+  }
+  Requeue(job, job.preempted_note, now);
 }
 
 void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now) {

@@ -5,6 +5,7 @@
 // recorded by a fake backend.
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
+#include "api/restart_budgets.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/test_backend.h"
@@ -184,6 +185,59 @@ TEST_F(ControlLifecycleTest, APreemptedJobSaysByWhomAndWhenAndStartsAgainWithIts
     EXPECT_EQ(t.env().at("TRAINYARD_ATTEMPT"), "1");
   }
   EXPECT_EQ(View(low).reason(), "") << "placed again: the note is gone";
+}
+
+// restartBudgets.preemption: a job may be preempted that many times; each
+// preemption spends one of each of its launched tasks, and the next one
+// after the budget is spent ends the job FAILED, naming the class and
+// budget, instead of requeueing it.
+TEST_F(ControlLifecycleTest, AJobPreemptedPastItsPreemptionBudgetFailsSayingSo) {
+  AddNode("n1", 1);
+  std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4}\n"
+                           "    restartBudgets: {preemption: 1}\n    command: [train]\n");
+  state_->RunRound(now_);
+  ReportAll(low, v1::TASK_RUNNING);
+  auto budgets = [&](const v1::JobView& v) {
+    std::string out;
+    for (const auto& t : v.tasks()) {
+      for (const auto& b : t.budgets()) {
+        if (b.attempt_class() == v1::ATTEMPT_PREEMPTED) absl::StrAppend(&out, t.name(), ": ", api::BudgetText(b), "; ");
+      }
+    }
+    return out;
+  };
+  EXPECT_EQ(budgets(View(low)), "low-worker-0: preemption budget 1 of 1 left; low-worker-1: preemption budget 1 of 1 left; ");
+
+  // The first preemption requeues it and spends the budget.
+  std::string high = Submit("name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+                            "    command: [train]\n");
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  ReportAll(low, v1::TASK_KILLED);
+  state_->RunRound(now_);
+  EXPECT_EQ(View(low).state(), v1::JOB_QUEUED);
+  EXPECT_EQ(budgets(View(low)), "low-worker-0: preemption budget 0 of 1 left; low-worker-1: preemption budget 0 of 1 left; ");
+  for (const auto& [node, t] : std::vector(backend_.launches)) {
+    if (t.job() == high) Status(node, t, v1::TASK_RUNNING), Status(node, t, v1::TASK_SUCCEEDED);
+  }
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  ReportAll(low, v1::TASK_RUNNING);
+  ASSERT_EQ(View(low).state(), v1::JOB_RUNNING);
+
+  // The second finds it spent: the job fails, and the preemptor gets the room.
+  std::string again = Submit("name: again\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+                             "    command: [train]\n");
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  ReportAll(low, v1::TASK_KILLED);
+  state_->RunRound(now_);
+  v1::JobView v = View(low);
+  EXPECT_EQ(v.state(), v1::JOB_FAILED);
+  EXPECT_EQ(v.reason(), "task low-worker-0 was preempted by job " + again +
+                            " (priority production) at 2027-01-15T08:00:03Z (PREEMPTED; preemption budget 0 of 1 left)");
+  state_->RunRound(now_);
+  EXPECT_EQ(View(again).state(), v1::JOB_SCHEDULED);
 }
 
 TEST_F(ControlLifecycleTest, ATaskThatNeverStartedHasNoEarlierAttemptAfterItsJobIsRequeued) {

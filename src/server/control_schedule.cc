@@ -34,7 +34,7 @@ void ControlState::RunRound(absl::Time now) {
       overdue.push_back(job);
     }
   }
-  for (JobRt* job : overdue) Requeue(*job, job->preempted_note, now);
+  for (JobRt* job : overdue) EndPreemption(*job, now);
   if (!gate_recheck_.empty()) CheckGates(now);
   core::Decisions d = scheduler_->Schedule(now);
   ++stats_.rounds;
