@@ -2,6 +2,7 @@
 #include "api/convert.h"
 
 #include "api/gpu_model.h"
+#include "api/restart_budgets.h"
 #include "api/roles.h"
 
 #include <utility>
@@ -91,6 +92,7 @@ absl::StatusOr<core::JobRequest> ToJobRequest(const v1::JobRecord& job) {
   req.priority = ToCore(spec.priority());
   req.submit_time = absl::FromUnixMillis(job.submit_time_ms());
   req.checkpoints = HasJobMaster(spec);  // it can be asked to save before it is stopped
+  req.last_preemption = PreemptionWouldEnd(job);
   for (const auto& rs : spec.replicas()) {
     core::RoleRequest role;
     role.name = rs.role();

@@ -118,6 +118,16 @@ std::vector<v1::RestartBudgetView> BudgetViews(const v1::ReplicaSpec& rs, const 
   return out;
 }
 
+bool PreemptionWouldEnd(const v1::JobRecord& job) {
+  for (const v1::ReplicaSpec& rs : job.spec().replicas()) {
+    if (!rs.restart_budgets().has_preemption()) continue;  // unlimited
+    for (const v1::TaskRecord& t : job.tasks()) {
+      if (t.role() == rs.role() && RestartsLeft(rs, t.restarts_by_class(), v1::ATTEMPT_PREEMPTED) == 0) return true;
+    }
+  }
+  return false;
+}
+
 void UpgradeRestartCounts(v1::TaskRecord* task) {
   if (task->has_restarts_by_class() || task->restart_count() <= 0) return;
   task->mutable_restarts_by_class()->set_failure(task->restart_count());

@@ -65,6 +65,10 @@ std::string BudgetText(const v1::ReplicaSpec& rs, const v1::RestartCounts& count
 // Each budgeted class's limit, spent and left, in class order.
 std::vector<v1::RestartBudgetView> BudgetViews(const v1::ReplicaSpec& rs, const v1::RestartCounts& counts);
 
+// Whether a preemption now would end `job`: a task of it has spent its
+// role's preemption budget (restartBudgets.preemption).
+bool PreemptionWouldEnd(const v1::JobRecord& job);
+
 // A task record stored before restarts were counted per class (no
 // restarts_by_class, restart_count above 0): every restart it counted was
 // spent in maxRestarts then, so its failure budget starts spent by as many.

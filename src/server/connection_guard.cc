@@ -512,12 +512,22 @@ int ConnectionGuard::Accept(int listener, sockaddr* addr, socklen_t* addr_len, i
       return -1;
     }
     uint32_t bucket = PeerBucket(d, peer);
+    if (bucket == kNoPeerCounter) {
+      // Every counter counts a peer: an unauthenticated connection past its
+      // grace (of any peer) makes room, as at the total cap, and its peer's
+      // counter is free again when that was its last connection.
+      SweepIfDue(g);
+      if (EvictUnauthenticated(g, d, 0)) bucket = PeerBucket(d, peer);
+    }
     Verdict v = bucket == kNoPeerCounter ? Verdict::kTotalCap : Judge(g, d, bucket);
     if (v != Verdict::kAdmit || c >= g.slot_count) {
       RawClose(c);
       if (v == Verdict::kPeerCap) {
         d.refused_peer.fetch_add(1, std::memory_order_relaxed);
         LogRefusal(g, d, "a peer reached its cap (maxConnectionsPerPeer / maxAgentConnectionsPerPeer)");
+      } else if (bucket == kNoPeerCounter) {
+        d.refused_total.fetch_add(1, std::memory_order_relaxed);
+        LogRefusal(g, d, "65,536 addresses hold connections at it already");
       } else {
         d.refused_total.fetch_add(1, std::memory_order_relaxed);
         LogRefusal(g, d, "the port reached its cap (maxConnections / maxAgentConnections)");

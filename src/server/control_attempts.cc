@@ -39,7 +39,11 @@ std::string ControlState::RecordAttempt(JobRt& job, int i, const AttemptEndInfo&
   // A restart after a success (restartPolicy Always) is counted where the
   // agent counts it: in maxRestarts, the failure budget.
   v1::AttemptClass charged = end.attempt_class == v1::ATTEMPT_SUCCEEDED ? v1::ATTEMPT_FAILED : end.attempt_class;
-  if (end.restarted && end.charge) api::SpendRestart(t->mutable_restarts_by_class(), charged);
+  // A preemption is charged once, when the job's tasks have stopped
+  // (EndPreemption), not for a restart during its checkpoint window.
+  if (end.restarted && end.charge && charged != v1::ATTEMPT_PREEMPTED) {
+    api::SpendRestart(t->mutable_restarts_by_class(), charged);
+  }
   if (!rs || !api::HasBudget(charged)) return "";
   return api::BudgetText(*rs, t->restarts_by_class(), charged);
 }

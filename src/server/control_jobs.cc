@@ -411,16 +411,35 @@ void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
 }
 
 void ControlState::EndPreemption(JobRt& job, absl::Time now) {
+  // Stopped for its node's drain or its agent's shutdown (StopForRequeue):
+  // back in the queue, no budget charged.
+  if (job.preempted_by.empty()) {
+    Requeue(job, job.preempted_note, now);
+    return;
+  }
   // A task that ran is charged; one still waiting for room was not preempted.
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
-    if (t.node().empty() || MayRestart(job, i, v1::ATTEMPT_PREEMPTED)) continue;
     const v1::ReplicaSpec* rs = ReplicaOf(job, i);
-    std::string budget = rs ? api::BudgetText(*rs, t.restarts_by_class(), v1::ATTEMPT_PREEMPTED) : "";
-    EndJob(job, v1::JOB_FAILED,
-           absl::StrCat("task ", api::TaskName(job.rec.name(), t.role(), t.index()), " was ", job.preempted_note,
-                        " (PREEMPTED; ", budget, ")"),
-           now);
+    if (t.node().empty() || !rs || MayRestart(job, i, v1::ATTEMPT_PREEMPTED)) continue;
+    std::string message =
+        absl::StrCat("task ", api::TaskName(job.rec.name(), t.role(), t.index()), " was ", job.preempted_note,
+                     " (PREEMPTED; ", api::BudgetText(*rs, t.restarts_by_class(), v1::ATTEMPT_PREEMPTED), ")");
+    // Its grace ran out without its agent confirming the stop: what its
+    // tasks hold is given up now, as a requeue gives it up, so that the
+    // preemptor is not kept waiting on the failed job.
+    for (int k = 0; k < job.rec.tasks_size(); ++k) {
+      v1::TaskRecord* held = job.rec.mutable_tasks(k);
+      if (api::IsTerminal(held->state()) || held->node().empty()) continue;
+      SendKill(held->node(), job.rec.name(), job.rec.id(), held->role(), held->index(), 0, message);
+      if (job.in_scheduler) {
+        absl::Status st = scheduler_->TaskFinished(job.rec.name(), held->role(), held->index());
+        if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
+      }
+      SetTaskState(job, k, v1::TASK_KILLED, now);
+      held->set_end_time_ms(ToMs(now));
+    }
+    EndJob(job, v1::JOB_FAILED, message, now);
     Persist(job);
     return;
   }
@@ -429,6 +448,11 @@ void ControlState::EndPreemption(JobRt& job, absl::Time now) {
     if (!t->node().empty()) api::SpendRestart(t->mutable_restarts_by_class(), v1::ATTEMPT_PREEMPTED);
   }
   Requeue(job, job.preempted_note, now);
+  // The scheduler chooses a job that one more preemption would end last.
+  if (job.in_scheduler && api::PreemptionWouldEnd(job.rec)) {
+    absl::Status st = scheduler_->SetLastPreemption(job.rec.name(), true);
+    if (!st.ok()) Log(LogLevel::kDebug, "server", "job %s: %s", job.rec.name(), std::string(st.message()));
+  }
 }
 
 void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now) {

@@ -240,6 +240,35 @@ TEST_F(ControlLifecycleTest, AJobPreemptedPastItsPreemptionBudgetFailsSayingSo) 
   EXPECT_EQ(View(again).state(), v1::JOB_SCHEDULED);
 }
 
+// The victim's agent never confirms the stop: once the grace is well past,
+// a victim with no preemption left fails and gives up its GPUs at once,
+// as a requeue would, so the preemptor is not kept waiting.
+TEST_F(ControlLifecycleTest, AnOverdueVictimWithNoPreemptionLeftFailsAndFreesItsRoom) {
+  config_.node_timeout_ms = 24 * 3600 * 1000;  // its node stays live without heartbeats
+  auto sched = core::Scheduler::Create(core::SchedulerOptions{});
+  ASSERT_TRUE(sched.ok()) << sched.status();
+  state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
+  state_->Recover(StoreSnapshot{}, {}, now_);
+  AddNode("n1", 1);
+  std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+                           "    restartBudgets: {preemption: 0}\n    command: [train]\n");
+  state_->RunRound(now_);
+  ReportAll(low, v1::TASK_RUNNING);
+  std::string high = Submit("name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+                            "    command: [train]\n");
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.kills.size(), 1u);
+  EXPECT_EQ(View(low).state(), v1::JOB_RUNNING) << "stopping, within its grace";
+  now_ += absl::Minutes(10);  // no word from the agent
+  state_->RunRound(now_);
+  v1::JobView v = View(low);
+  EXPECT_EQ(v.state(), v1::JOB_FAILED);
+  EXPECT_THAT(v.reason(), HasSubstr("(PREEMPTED; preemption budget 0 of 0 left)"));
+  state_->RunRound(now_);
+  EXPECT_EQ(View(high).state(), v1::JOB_SCHEDULED);
+}
+
 TEST_F(ControlLifecycleTest, ATaskThatNeverStartedHasNoEarlierAttemptAfterItsJobIsRequeued) {
   AddNode("n1", 1);
   std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 3\n    minAvailable: 2\n"
@@ -271,7 +300,8 @@ replicas:
 
 TEST_F(ControlLifecycleTest, AnAgentThatStopsOnPurposeRequeuesItsJobsWithoutChargingARestart) {
   AddNode("n1", 1);
-  std::string job = Submit(kRestarting);
+  // Not even a preemption: a job that may not be preempted once is requeued.
+  std::string job = Submit(absl::StrCat(kRestarting, "    restartBudgets: {preemption: 0}\n"));
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 1u);
   ReportAll(job, v1::TASK_RUNNING);
@@ -285,6 +315,11 @@ TEST_F(ControlLifecycleTest, AnAgentThatStopsOnPurposeRequeuesItsJobsWithoutChar
   EXPECT_THAT(v.reason(), StartsWith("stopped with node n1 (its agent was stopped by signal 15) at "));
   EXPECT_EQ(v.tasks(0).restarts(), 0);
   EXPECT_EQ(v.tasks(0).attempt(), 1);
+  for (const auto& b : v.tasks(0).budgets()) {
+    if (b.attempt_class() == v1::ATTEMPT_PREEMPTED) {
+      EXPECT_EQ(b.spent(), 0);
+    }
+  }
   state_->RunRound(now_);
   EXPECT_EQ(backend_.launches.size(), 1u) << "nothing new goes to a node that is stopping";
   state_->AgentDisconnected("n1", 1);

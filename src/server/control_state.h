@@ -273,8 +273,9 @@ class ControlState {
   void MaybeFinish(JobRt& job, absl::Time now);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now);
   // A preempted job whose tasks stopped (or whose grace ran out): back in
-  // the queue, each launched task's preemption spent; or FAILED when a
-  // task's preemption budget (restartBudgets.preemption) was spent before.
+  // the queue, each launched task's preemption spent (none for a drain's or
+  // an agent shutdown's stop); or FAILED when a task's preemption budget
+  // (restartBudgets.preemption) was spent before.
   void EndPreemption(JobRt& job, absl::Time now);
   void AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now);
   // Whether `task` is a service of a job that has other roles: its failure

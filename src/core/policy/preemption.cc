@@ -1,5 +1,7 @@
-// Victim search: a greedy over nodes, best "new victim jobs per task slot
-// gained" first (then victims that do not checkpoint, then GPU-time lost,
+// Victim search: a greedy over nodes, fewest victims a preemption would end
+// (their preemption budget spent) per task slot gained first, then "new
+// victim jobs per task slot gained" (then victims that do not checkpoint,
+// then GPU-time lost,
 // per slot), with lazy re-evaluation; then a tentative gang placement
 // checks the choice, and a pruning pass drops victims that turn out not to
 // be needed.
@@ -42,15 +44,17 @@ struct Candidate {
 };
 
 // What a set of victims costs per task slot it gains, lexicographically:
+// jobs the preemption would end (no preemption left in their budget), then
 // whole jobs stopped, then jobs among them that do not checkpoint (they
 // lose everything since their last save of their own), then GPU-seconds
 // lost. Lower is better.
 struct Score {
+  double ended = 1e18;
   double jobs = 1e18;
   double plain = 1e18;
   double time = 1e18;
   bool operator<(const Score& o) const {
-    return std::tie(jobs, plain, time) < std::tie(o.jobs, o.plain, o.time);
+    return std::tie(ended, jobs, plain, time) < std::tie(o.ended, o.jobs, o.plain, o.time);
   }
 };
 
@@ -144,8 +148,8 @@ class Search {
       }
       if (c.victims.empty() && SlotsIn(FreeOf(n)) == 0) continue;
       std::sort(c.victims.begin(), c.victims.end(), [&](const auto& a, const auto& b) {
-        return std::make_tuple(Plain(a.first), Cost(a.first), a.first) <
-               std::make_tuple(Plain(b.first), Cost(b.first), b.first);
+        return std::make_tuple(Ended(a.first), Plain(a.first), Cost(a.first), a.first) <
+               std::make_tuple(Ended(b.first), Plain(b.first), Cost(b.first), b.first);
       });
       cand_of_node_[n] = static_cast<int32_t>(cands_.size());
       cands_.push_back(std::move(c));
@@ -163,17 +167,21 @@ class Search {
 
   // 1 when job v does not checkpoint, else 0.
   int Plain(JobSlot v) const { return state_->brief(v).checkpoints ? 0 : 1; }
+  // 1 when a preemption would end job v, else 0.
+  int Ended(JobSlot v) const { return state_->brief(v).last_preemption ? 1 : 0; }
 
   // The score of stopping `set` to gain `gain` slots; the worst when none.
   Score ScoreOf(const Victims& set, int gain) const {
     if (gain <= 0) return Score{};
+    double ended = 0;
     double plain = 0;
     double time = 0;
     for (JobSlot v : set) {
+      ended += Ended(v);
       plain += Plain(v);
       time += Cost(v);
     }
-    return Score{.jobs = double(set.size()) / gain, .plain = plain / gain, .time = time / gain};
+    return Score{.ended = ended / gain, .jobs = double(set.size()) / gain, .plain = plain / gain, .time = time / gain};
   }
 
   Freed FreeOf(NodeId n) const {
@@ -218,6 +226,7 @@ class Search {
            Victims* add) const {
     int base = Slots(c, {});
     Victims prefix;
+    double ended = 0;
     double plain = 0;
     double time = 0;
     Score best_score;
@@ -227,12 +236,15 @@ class Search {
       JobSlot v = c.victims[i].first;
       if (chosen_[v]) continue;
       prefix.push_back(v);
+      ended += Ended(v);
       plain += Plain(v);
       time += Cost(v);
       int gain = std::min(want, Slots(c, prefix) - base);
       if (gain > 0) {
-        Score score{
-            .jobs = double(prefix.size()) / gain, .plain = plain / gain, .time = time / gain};
+        Score score{.ended = ended / gain,
+                    .jobs = double(prefix.size()) / gain,
+                    .plain = plain / gain,
+                    .time = time / gain};
         if (score < best_score) {
           best_score = score;
           best_gain = gain;
@@ -338,11 +350,12 @@ std::optional<VictimChoice> ChooseVictims(ClusterState* state, GangPlacer* place
     if (!victims.has_value()) return std::nullopt;
     VictimChoice choice{.victims = *victims};
     if (!WouldFit(state, placer, j, choice.victims, &choice.nodes)) continue;
-    // Prune: drop victims (most expensive first: those that do not
-    // checkpoint, then by GPU-time) the job can do without.
+    // Prune: drop victims (most expensive first: those a preemption would
+    // end, those that do not checkpoint, then by GPU-time) the job can do
+    // without.
     auto cost = [&](JobSlot v) {
       const JobState& job = state->job(v);
-      return std::make_tuple(state->brief(v).checkpoints ? 0 : 1,
+      return std::make_tuple(state->brief(v).last_preemption ? 1 : 0, state->brief(v).checkpoints ? 0 : 1,
                              double(job.used.gpus) * absl::ToDoubleSeconds(now - job.start_time),
                              -v);
     };

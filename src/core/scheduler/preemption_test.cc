@@ -272,6 +272,31 @@ TEST(PreemptionTest, FewerVictimsStillComeBeforeCheckpointing) {
   EXPECT_THAT(Victims(s->Schedule(T(30))), ::testing::ElementsAre("plain"));
 }
 
+// A job one more preemption would end (its preemption budget spent) is
+// chosen only where nothing else frees the room: here the other job, though
+// it checkpoints and has run less, goes; with the other gone too, it does.
+TEST(PreemptionTest, AJobAPreemptionWouldEndIsTheLastChoice) {
+  auto s = MakeScheduler(2);
+  JobRequest last = MakeJob("last", {.gpus = 8, .priority = PriorityClass::kPtr});
+  last.last_preemption = true;
+  ASSERT_TRUE(s->AddJob(last).ok());
+  s->Schedule(T(0));
+  ASSERT_TRUE(s->AddJob(Checkpointing(
+                            MakeJob("other", {.gpus = 8, .priority = PriorityClass::kPtr, .submit = 50})))
+                  .ok());
+  s->Schedule(T(100));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                         .submit = 110})).ok());
+  EXPECT_THAT(Victims(s->Schedule(T(120))), ::testing::ElementsAre("other"));
+  ASSERT_TRUE(s->RequeueJob("other").ok());
+  s->Schedule(T(130));
+  // A second production job finds only "last" to stop: it goes.
+  ASSERT_TRUE(s->AddJob(MakeJob("prod-2", {.gpus = 8, .priority = PriorityClass::kProduction,
+                                           .submit = 140})).ok());
+  EXPECT_THAT(Victims(s->Schedule(T(150))), ::testing::ElementsAre("last"));
+  EXPECT_FALSE(s->SetLastPreemption("nobody", true).ok());
+}
+
 struct StreamOutcome {
   bool big_ran = false;
   bool big_reserved = false;

@@ -109,6 +109,8 @@ class Scheduler {
   absl::Status RemoveJob(std::string_view id);
   // A preempted (or failed) job goes back to pending, freeing what it holds.
   absl::Status RequeueJob(std::string_view id);
+  // Whether a preemption now would end the job (JobRequest::last_preemption).
+  absl::Status SetLastPreemption(std::string_view id, bool last) { return state_.SetLastPreemption(id, last); }
   // One task released its allocation (it ended, or its node was lost); the
   // job stays placed. Errors: unknown job, or no such task holding anything.
   absl::Status TaskFinished(std::string_view id, std::string_view role, int32_t index) {

@@ -189,7 +189,8 @@ absl::Status ClusterState::AddJob(const JobRequest& job) {
   state.live = true;
   state.phase = JobPhase::kPending;
   briefs_[j] =
-      JobBrief{.priority = job.priority, .queue = state.queue, .checkpoints = job.checkpoints};
+      JobBrief{.priority = job.priority, .queue = state.queue, .checkpoints = job.checkpoints,
+               .last_preemption = job.last_preemption};
   job_by_id_.emplace(job.id, j);
   ++job_count_;
   EnterPending(j);
@@ -209,6 +210,14 @@ absl::Status ClusterState::RemoveJob(std::string_view id) {
   briefs_[*j] = JobBrief{};
   free_job_slots_.push_back(*j);
   --job_count_;
+  return absl::OkStatus();
+}
+
+absl::Status ClusterState::SetLastPreemption(std::string_view id, bool last) {
+  absl::StatusOr<JobSlot> j = JobNamed(id);
+  if (!j.ok()) return j.status();
+  jobs_[*j].request.last_preemption = last;
+  briefs_[*j].last_preemption = last;
   return absl::OkStatus();
 }
 

@@ -95,6 +95,7 @@ struct JobBrief {
   int32_t gpus = 0;  // GPUs held now
   absl::Time start_time;  // when its current run began
   bool checkpoints = false;  // JobRequest::checkpoints
+  bool last_preemption = false;  // JobRequest::last_preemption, as SetLastPreemption left it
 };
 
 // Ports a task left on a node, kept from count requests until `until`
@@ -233,6 +234,8 @@ class ClusterState {
   // Releases what a running job holds and puts it back to pending with its
   // original submit time (after preemption, or a node failure).
   absl::Status RequeueJob(std::string_view id);
+  // Whether a preemption now would end job `id` (JobRequest::last_preemption).
+  absl::Status SetLastPreemption(std::string_view id, bool last);
   // Releases one task's allocation; the job stays running (the caller
   // removes it when it ends). Errors: unknown job, role or index.
   absl::Status TaskFinished(std::string_view id, std::string_view role, int32_t index);

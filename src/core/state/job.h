@@ -61,6 +61,9 @@ struct JobRequest {
   // its workers to save on demand), so a preemption costs it little work:
   // among equally few victims, such jobs are chosen first.
   bool checkpoints = false;
+  // A preemption now would end the job (its preemption budget is spent):
+  // it is chosen as a victim only where no other choice frees the room.
+  bool last_preemption = false;
 };
 
 // OK when the job is well formed: non-empty id, at least one role, counts
