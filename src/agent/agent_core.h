@@ -126,6 +126,8 @@ class AgentCore {
 
   // The GPU faults seen since the agent started (registration sends them).
   std::vector<v1::GpuFault> GpuFaults() const;
+  // The Xid source's follower; null when the node reads none.
+  GpuHealth* gpu_health() { return health_.get(); }
 
   // The GPUs as the last heartbeat read them (as Start did before the
   // first): memory use and utilisation, for /metrics. Thread-safe; reads

@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,6 +150,13 @@ absl::StatusOr<std::unique_ptr<GpuHealth>> GpuHealth::Open(const std::string& pa
   // acted on) by the one before it, and a GPU reset since may have cleared
   // them.
   off_t end = lseek(h->fd_, 0, SEEK_END);
+  if (!h->kmsg_) {
+    h->inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (h->inotify_fd_ >= 0 && inotify_add_watch(h->inotify_fd_, path.c_str(), IN_MODIFY | IN_CLOSE_WRITE) < 0) {
+      close(h->inotify_fd_);
+      h->inotify_fd_ = -1;
+    }
+  }
   absl::MutexLock lock(&h->mu_);
   h->offset_ = h->kmsg_ ? 0 : std::max<off_t>(end, 0);
   for (const GpuInfo& g : gpus) {
@@ -158,6 +167,49 @@ absl::StatusOr<std::unique_ptr<GpuHealth>> GpuHealth::Open(const std::string& pa
 
 GpuHealth::~GpuHealth() {
   if (fd_ >= 0) close(fd_);
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+}
+
+void GpuHealth::WaitForMore(int stop_fd, absl::Duration timeout) {
+  // The kernel's log is never replaced (fd_ is constant in that mode).
+  int source = kmsg_ ? fd_ : inotify_fd_;
+  pollfd p[2] = {{stop_fd, POLLIN, 0}, {source, POLLIN, 0}};
+  int ms = static_cast<int>(std::clamp<int64_t>(absl::ToInt64Milliseconds(timeout), 0, 3600 * 1000));
+  if (poll(p, source >= 0 ? 2 : 1, ms) <= 0 || kmsg_ || (p[1].revents & POLLIN) == 0) return;
+  // inotify: what it says is "written"; the events themselves are not needed.
+  std::array<char, 4096> drain;
+  while (read(inotify_fd_, drain.data(), drain.size()) > 0) {
+  }
+}
+
+GpuHealthWatch::GpuHealthWatch(GpuHealth* health, const Clock* clock, std::function<void()> on_change,
+                               absl::Duration fallback)
+    : health_(health), clock_(clock), on_change_(std::move(on_change)), fallback_(fallback) {
+  if (pipe2(stop_, O_CLOEXEC | O_NONBLOCK) != 0) {
+    Log(LogLevel::kWarning, kComponent, "GPU health: no pipe for its watch (%s): faults go out at heartbeats",
+        strerror(errno));
+    return;
+  }
+  thread_ = std::thread([this] {
+    while (!stopping_.load()) {
+      health_->WaitForMore(stop_[0], fallback_);
+      if (stopping_.load()) return;
+      if (health_->Poll(clock_->Now())) on_change_();
+    }
+  });
+}
+
+GpuHealthWatch::~GpuHealthWatch() {
+  stopping_.store(true);
+  if (stop_[1] >= 0) {
+    char b = 1;
+    ssize_t ignored = write(stop_[1], &b, 1);
+    (void)ignored;
+  }
+  if (thread_.joinable()) thread_.join();
+  for (int fd : stop_) {
+    if (fd >= 0) close(fd);
+  }
 }
 
 bool GpuHealth::Poll(absl::Time now) {

@@ -6,10 +6,13 @@
 // the faults the agent reports, the latest per GPU (docs/gpu-health.md).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -18,6 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "agent/gpu_discovery.h"
+#include "common/clock.h"
 #include "proto/trainyard.pb.h"
 
 namespace trainyard::agent {
@@ -66,6 +70,11 @@ class GpuHealth {
   bool Poll(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // The faults now, by GPU index.
   std::vector<v1::GpuFault> Faults() const ABSL_LOCKS_EXCLUDED(mu_);
+  // Blocks until the source may have gained something (the kernel's log is
+  // readable; the file was written, told by inotify), `stop_fd` is
+  // readable, or `timeout` passed. A file replaced at the path (rotated) is
+  // noticed by Poll, not here: the timeout bounds that wait.
+  void WaitForMore(int stop_fd, absl::Duration timeout);
   const std::string& path() const { return path_; }
 
  private:
@@ -78,11 +87,35 @@ class GpuHealth {
   std::string path_;
   int fd_ = -1;
   bool kmsg_ = false;
+  int inotify_fd_ = -1;  // file mode: IN_MODIFY of the file opened; -1 when inotify failed
   std::vector<std::pair<std::string, int>> gpu_of_pci_;  // (PciKey, index)
   mutable absl::Mutex mu_;
   int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // file mode: bytes read
   std::string partial_ ABSL_GUARDED_BY(mu_);  // file mode: a line not yet ended
   std::vector<v1::GpuFault> faults_ ABSL_GUARDED_BY(mu_);
+};
+
+// A thread that reads the Xid source as soon as it gains something, rather
+// than at the next heartbeat's look, and calls `on_change` when the faults
+// changed (the agent then beats at once). Stops and joins when destroyed.
+class GpuHealthWatch {
+ public:
+  // `health` and `clock` outlive the watch. `fallback`: the longest wait
+  // between looks when the source says nothing (a rotated file).
+  GpuHealthWatch(GpuHealth* health, const Clock* clock, std::function<void()> on_change,
+                 absl::Duration fallback = absl::Seconds(1));
+  ~GpuHealthWatch();
+  GpuHealthWatch(const GpuHealthWatch&) = delete;
+  GpuHealthWatch& operator=(const GpuHealthWatch&) = delete;
+
+ private:
+  GpuHealth* health_;
+  const Clock* clock_;
+  std::function<void()> on_change_;
+  absl::Duration fallback_;
+  int stop_[2] = {-1, -1};  // a pipe: a byte written wakes the thread to stop
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
 };
 
 }  // namespace trainyard::agent

@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,8 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
+#include "common/wait_until.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -176,6 +179,44 @@ TEST_F(GpuHealthTest, ACharacterDeviceIsReadRecordByRecordAsTheKernelsLog) {
   EXPECT_THAT(f[0].message(), HasSubstr("Xid (PCI:0000:02:00): 79")) << "the record's prefix is not kept";
   EXPECT_THAT(f[0].message(), ::testing::Not(HasSubstr("4,1702")));
   h->reset();
+  close(master);
+}
+
+// The watch tells of a fault as soon as it is written, not at the next
+// look: its fallback here is an hour, so only the source's own wake-up
+// (inotify on the file; a terminal standing in for /dev/kmsg) can bring it.
+// Lines that change nothing (another node's GPU) are read and not told.
+TEST_F(GpuHealthTest, TheWatchTellsOfANewFaultAsItIsWritten) {
+  RealClock clock;
+  absl::StatusOr<std::unique_ptr<GpuHealth>> h = GpuHealth::Open(path_, gpus_);
+  ASSERT_TRUE(h.ok()) << h.status();
+  std::atomic<int> told{0};
+  {
+    GpuHealthWatch watch(h->get(), &clock, [&] { ++told; }, absl::Hours(1));
+    Append("NVRM: Xid (PCI:0000:42:00): 48, another node's GPU\n");
+    Append("NVRM: Xid (PCI:0000:03:00): 48, DBE\n");
+    EXPECT_TRUE(WaitUntil([&] { return told.load() == 1; }, absl::Seconds(30)));
+    std::vector<v1::GpuFault> f = (*h)->Faults();
+    ASSERT_EQ(f.size(), 1u);
+    EXPECT_EQ(f[0].gpu(), 2);
+  }  // stops at once, its fallback an hour away
+  EXPECT_EQ(told.load(), 1);
+
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  ASSERT_GE(master, 0);
+  ASSERT_EQ(grantpt(master), 0);
+  ASSERT_EQ(unlockpt(master), 0);
+  absl::StatusOr<std::unique_ptr<GpuHealth>> kmsg = GpuHealth::Open(ptsname(master), gpus_);
+  ASSERT_TRUE(kmsg.ok()) << kmsg.status();
+  {
+    GpuHealthWatch watch(kmsg->get(), &clock, [&] { ++told; }, absl::Hours(1));
+    std::string record = "4,1702,4242001,-;NVRM: Xid (PCI:0000:04:00): 79, pid=1, GPU has fallen off the bus.\n";
+    ASSERT_EQ(write(master, record.data(), record.size()), static_cast<ssize_t>(record.size()));
+    EXPECT_TRUE(WaitUntil([&] { return told.load() == 2; }, absl::Seconds(30)));
+    ASSERT_EQ((*kmsg)->Faults().size(), 1u);
+    EXPECT_EQ((*kmsg)->Faults()[0].action(), v1::GPU_FAULT_DRAIN_NODE);
+  }
+  kmsg->reset();
   close(master);
 }
 

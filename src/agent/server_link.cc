@@ -281,9 +281,20 @@ void ServerLink::Start(AgentCore* core) {
       options_.launch_workers, [this](const v1::TaskSpec& spec) { StartLaunch(spec); },
       [this](const v1::TaskSpec& spec, bool started) { CancelLaunch(spec, started); });
   thread_ = std::thread([this] { Run(); });
+  // A GPU fault goes out as the driver logs it, not at the next beat.
+  if (GpuHealth* health = core->gpu_health()) {
+    health_watch_ = std::make_unique<GpuHealthWatch>(health, options_.clock, [this] { BeatSoon(); });
+  }
+}
+
+void ServerLink::BeatSoon() {
+  absl::MutexLock lock(&mu_);
+  beat_soon_ = true;
+  cv_.SignalAll();
 }
 
 void ServerLink::Stop() {
+  health_watch_.reset();  // it calls BeatSoon
   stopping_ = true;
   {
     absl::MutexLock lock(&mu_);
@@ -514,9 +525,13 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
     {
       absl::MutexLock lock(&mu_);
       absl::Time wake = std::min(beat_at, sample_at);
-      while (!stopping_ && session_ == session && !cv_.WaitWithDeadline(&mu_, wake)) {
+      while (!stopping_ && session_ == session && !beat_soon_ && !cv_.WaitWithDeadline(&mu_, wake)) {
       }
       if (stopping_ || session_ != session) return;
+      if (beat_soon_) {
+        beat_soon_ = false;
+        beat_at = absl::Now();
+      }
     }
     absl::Time now = absl::Now();
     if (now >= sample_at) {

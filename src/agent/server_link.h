@@ -58,6 +58,9 @@ class ServerLink : public TaskListener {
   // data dir. REQUIRES: core outlives the link.
   void Start(AgentCore* core);
   void Stop();
+  // The next heartbeat goes now rather than at its interval (a GPU fault
+  // was just read).
+  void BeatSoon() ABSL_LOCKS_EXCLUDED(mu_);
   // Tells the server this agent is stopping on purpose and stops its tasks
   // (v1::Draining): their jobs go back to the queue, no restart charged.
   // False when not connected (the server then finds the node lost).
@@ -139,7 +142,9 @@ class ServerLink : public TaskListener {
   bool draining_ ABSL_GUARDED_BY(mu_) = false;  // replaying buffered_ after a reconnect
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   bool drained_ ABSL_GUARDED_BY(mu_) = false;  // the server answered AnnounceStop
+  bool beat_soon_ ABSL_GUARDED_BY(mu_) = false;  // BeatSoon: the next heartbeat goes now
   std::unique_ptr<LogPusher> pusher_;  // made at Start; subscriptions end with their session
+  std::unique_ptr<GpuHealthWatch> health_watch_;  // made at Start when the node reads Xids; ends first at Stop
   std::unique_ptr<LaunchQueue> launches_;  // made at Start
   // Made with the link (statuses may come before Start); sessions end with
   // their stream, all of them at Stop.
