@@ -19,6 +19,7 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
@@ -130,12 +131,22 @@ int BoundSocket(int port) {
   if (fd >= 0) close(fd);
   return -1;
 }
-// True when the command line of `pid` holds `text` (a keeper is a fork of
-// its agent and keeps the agent's command line, which names its data dir).
-bool CmdlineHolds(pid_t pid, const std::string& text) {
+// True when `pid` is a keeper of the node whose data dir is `node_dir`: the
+// keeper program (`trainyard-keeper`) holds its task's log files open there;
+// a keeper forked from its agent (before that program) kept the agent's
+// command line, which names the dir.
+bool KeeperOfNode(pid_t pid, const std::string& node_dir) {
   std::string cmdline = ReadFile(absl::StrCat("/proc/", pid, "/cmdline"));
   std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-  return cmdline.find(text) != std::string::npos;
+  if (cmdline.find(node_dir + " ") != std::string::npos) return true;
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/fd"), ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code link_ec;
+    std::string target = std::filesystem::read_symlink(it->path(), link_ec).string();
+    if (!link_ec && absl::StartsWith(target, node_dir + "/")) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -404,9 +415,9 @@ void Cluster::KillLeftoverTasks() {
       pid_t pid = j["pid"].get<int>();
       // The pid may have been reused since the record was written (by
       // another test's server, a session leader too): only a keeper of this
-      // node, whose command line names the node's data dir, is killed.
+      // node, which holds files in the node's data dir, is killed.
       if (pid > 1 && getsid(pid) == pid && StartedAt(pid) >= started_uptime_ &&
-          CmdlineHolds(pid, absl::StrCat(dir(), "/node-", i, " "))) {
+          KeeperOfNode(pid, absl::StrCat(dir(), "/node-", i))) {
         kill(-pid, SIGKILL);
       }
     }
