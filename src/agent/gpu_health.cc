@@ -28,6 +28,7 @@ constexpr size_t kMaxText = 512;
 // At most this much of a file source is read per poll; the rest waits for
 // the next (a flood of lines never holds a heartbeat up for long).
 constexpr int64_t kMaxReadPerPoll = 1 << 20;
+constexpr uint32_t kWatched = IN_MODIFY | IN_CLOSE_WRITE;  // what wakes the watch of a file
 
 // The Xids the table knows, after NVIDIA's Xid catalog
 // (https://docs.nvidia.com/deploy/xid-errors/): its "immediate action"
@@ -150,14 +151,11 @@ absl::StatusOr<std::unique_ptr<GpuHealth>> GpuHealth::Open(const std::string& pa
   // acted on) by the one before it, and a GPU reset since may have cleared
   // them.
   off_t end = lseek(h->fd_, 0, SEEK_END);
+  absl::MutexLock lock(&h->mu_);
   if (!h->kmsg_) {
     h->inotify_fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (h->inotify_fd_ >= 0 && inotify_add_watch(h->inotify_fd_, path.c_str(), IN_MODIFY | IN_CLOSE_WRITE) < 0) {
-      close(h->inotify_fd_);
-      h->inotify_fd_ = -1;
-    }
+    if (h->inotify_fd_ >= 0) h->watch_ = inotify_add_watch(h->inotify_fd_, path.c_str(), kWatched);
   }
-  absl::MutexLock lock(&h->mu_);
   h->offset_ = h->kmsg_ ? 0 : std::max<off_t>(end, 0);
   for (const GpuInfo& g : gpus) {
     if (std::string key = PciKey(g.pci_bus_id); !key.empty()) h->gpu_of_pci_.emplace_back(key, g.index);
@@ -191,10 +189,20 @@ GpuHealthWatch::GpuHealthWatch(GpuHealth* health, const Clock* clock, std::funct
     return;
   }
   thread_ = std::thread([this] {
+    // (GPU, action) of each fault: what makes a beat worth sending now.
+    auto worst = [this] {
+      std::vector<std::pair<int, int>> out;
+      for (const v1::GpuFault& f : health_->Faults()) out.emplace_back(f.gpu(), f.action());
+      return out;
+    };
     while (!stopping_.load()) {
       health_->WaitForMore(stop_[0], fallback_);
       if (stopping_.load()) return;
-      if (health_->Poll(clock_->Now())) on_change_();
+      std::vector<std::pair<int, int>> before = worst();
+      if (health_->Poll(clock_->Now()) && worst() != before) on_change_();
+      // At most 20 looks a second, the stop still heard at once.
+      pollfd p{stop_[0], POLLIN, 0};
+      poll(&p, 1, 50);
     }
   });
 }
@@ -274,6 +282,10 @@ void GpuHealth::ReadSource(std::vector<XidEvent>* events) {
     if (fd < 0) return;
     close(fd_);
     fd_ = fd;
+    if (inotify_fd_ >= 0) {  // the watch follows the new file
+      if (watch_ >= 0) inotify_rm_watch(inotify_fd_, watch_);
+      watch_ = inotify_add_watch(inotify_fd_, path_.c_str(), kWatched);
+    }
     offset_ = 0;
     partial_.clear();
   }

@@ -73,7 +73,8 @@ class GpuHealth {
   // Blocks until the source may have gained something (the kernel's log is
   // readable; the file was written, told by inotify), `stop_fd` is
   // readable, or `timeout` passed. A file replaced at the path (rotated) is
-  // noticed by Poll, not here: the timeout bounds that wait.
+  // noticed by Poll, which watches the new one; the timeout bounds the wait
+  // until then.
   void WaitForMore(int stop_fd, absl::Duration timeout);
   const std::string& path() const { return path_; }
 
@@ -88,6 +89,7 @@ class GpuHealth {
   int fd_ = -1;
   bool kmsg_ = false;
   int inotify_fd_ = -1;  // file mode: IN_MODIFY of the file opened; -1 when inotify failed
+  int watch_ ABSL_GUARDED_BY(mu_) = -1;  // inotify's watch of the file now open
   std::vector<std::pair<std::string, int>> gpu_of_pci_;  // (PciKey, index)
   mutable absl::Mutex mu_;
   int64_t offset_ ABSL_GUARDED_BY(mu_) = 0;  // file mode: bytes read
@@ -96,8 +98,11 @@ class GpuHealth {
 };
 
 // A thread that reads the Xid source as soon as it gains something, rather
-// than at the next heartbeat's look, and calls `on_change` when the faults
-// changed (the agent then beats at once). Stops and joins when destroyed.
+// than at the next heartbeat's look, and calls `on_change` when a GPU gained
+// a fault or a worse one (the agent then beats at once; a fault repeated is
+// no news). It looks at most every 50 ms, so a source that is always
+// readable (a device that is not a log) costs little. Stops and joins when
+// destroyed.
 class GpuHealthWatch {
  public:
   // `health` and `clock` outlive the watch. `fallback`: the longest wait
