@@ -63,12 +63,14 @@ constexpr int kNobody = 65534;
 // others may enter (the build tree may sit in a private one, as a fresh
 // clone under `mktemp -d` does).
 const std::string& StrangerBinary() {
-  static TempDir* dir = new TempDir();  // lives as long as the test program
+  // Lives as long as the test program, and is removed as it exits (a copy
+  // of the binary left behind per run filled /tmp by 25 MB each time).
+  static TempDir dir;
   static const std::string path = [] {
-    std::string bin = dir->path() + "/trainyard";
+    std::string bin = dir.path() + "/trainyard";
     std::error_code ec;
     std::filesystem::copy_file(TrainyardBin(), bin, std::filesystem::copy_options::overwrite_existing, ec);
-    chmod(dir->path().c_str(), 0755);
+    chmod(dir.path().c_str(), 0755);
     chmod(bin.c_str(), 0755);
     return ec ? std::string() : bin;
   }();
