@@ -14,13 +14,10 @@ figure's median and spread. Usage: bench/gpu_fault_move.py [--runs 10] [--trainy
 import argparse
 import json
 import os
-import shutil
-import signal
-import socket
 import statistics
-import subprocess
-import tempfile
 import time
+
+from up_cluster import UpCluster, wait
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=10)
@@ -31,93 +28,43 @@ if not 1 <= args.runs <= 15:
     raise SystemExit("--runs: 1..15 (each run takes one of the 16 GPUs out of service)")
 
 
-def free_port_pair():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as t:
-                t.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-
-
-d = tempfile.mkdtemp(prefix="trainyard-gpu-fault-bench-")
-up = subprocess.Popen([args.trainyard, "up", "--nodes", "2", "--port", str(free_port_pair()), "--http-port", "0",
-                       "--data-dir", d + "/.trainyard"], cwd=d, stdout=subprocess.PIPE,
-                      stderr=subprocess.STDOUT, text=True)
-env = dict(os.environ, TRAINYARD_CONFIG=d + "/.trainyard/client.yaml")
-for k in ("TRAINYARD_TOKEN", "TRAINYARD_SERVER", "TRAINYARD_CA_FILE"):
-    env.pop(k, None)
-
-
-def cli(*argv):
-    r = subprocess.run([args.trainyard, *argv], env=env, capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        raise SystemExit(f"trainyard {' '.join(argv)}: {r.stderr}")
-    return r.stdout
-
-
-def worker(job):
-    for t in json.loads(cli("describe", job, "-o", "json"))["tasks"]:
+def worker(c, job):
+    for t in json.loads(c.cli("describe", job, "-o", "json"))["tasks"]:
         if t.get("role") == "worker":
             return t
     return {}
 
 
-def wait(what, check, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return time.monotonic()
-        time.sleep(0.02)
-    raise SystemExit(f"timed out waiting for {what}")
-
-
-try:
-    for line in up.stdout:
-        if line.startswith("Trainyard is up"):
-            break
-    else:
-        raise SystemExit("up never printed its banner")
-    spec = os.path.join(d, "job.yaml")
+with UpCluster(args.trainyard, nodes=2, prefix="trainyard-gpu-fault-bench-") as c:
+    spec = os.path.join(c.dir, "job.yaml")
     with open(spec, "w") as f:
         f.write("name: faulty\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n"
                 "    command: [sleep, '3600']\n    restartPolicy: OnFailure\n")
-    job = cli("submit", spec).split()[1]  # "job NAME submitted"
-    wait("the job to run", lambda: worker(job).get("state") == "RUNNING")
+    job = c.cli("submit", spec).split()[1]  # "job NAME submitted"
+    wait("the job to run", lambda: worker(c, job).get("state") == "RUNNING")
     seen, running = [], []
     for run in range(args.runs):
-        t = worker(job)
+        t = worker(c, job)
         node, gpu, attempt = t["node"], t["gpu_mask_indices"][0], t.get("attempt", 0)
         t0 = time.monotonic()
-        with open(os.path.join(d, ".trainyard", node, "gpu-events"), "a") as f:
+        with open(os.path.join(c.dir, ".trainyard", node, "gpu-events"), "a") as f:
             f.write("NVRM: Xid (PCI:0000:%02x:00): 48, pid=1, name=python3, DBE (0x1)\n" % (gpu + 1))
 
         def shown():
-            for n in json.loads(cli("nodes", "-o", "json"))["nodes"]:
+            for n in json.loads(c.cli("nodes", "-o", "json"))["nodes"]:
                 if n["info"]["name"] == node:
                     return any(x.get("gpu", 0) == gpu for x in n["info"].get("gpu_faults", []))
             return False
         seen.append(wait("the fault in the node view", shown) - t0)
 
         def moved():
-            w = worker(job)
+            w = worker(c, job)
             return w.get("state") == "RUNNING" and w.get("attempt", 0) > attempt
         running.append(wait("the worker running again", moved) - t0)
-        w = worker(job)
+        w = worker(c, job)
         last = (w.get("attempts") or [{}])[-1].get("attempt_class")
         print(f"run {run + 1}: {node} GPU {gpu} faulty -> node view {seen[-1] * 1000:.0f} ms, "
               f"running on {w['node']} GPU {w['gpu_mask_indices'][0]} after {running[-1] * 1000:.0f} ms ({last})")
     for name, xs in (("fault -> node view", seen), ("fault -> running again on a healthy GPU", running)):
         print(f"{name}: median {statistics.median(xs) * 1000:.0f} ms, min {min(xs) * 1000:.0f}, "
               f"max {max(xs) * 1000:.0f} ({len(xs)} runs)")
-finally:
-    up.send_signal(signal.SIGINT)
-    try:
-        up.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        up.kill()
-    shutil.rmtree(d, ignore_errors=True)

@@ -17,13 +17,11 @@ spread. Usage: bench/node_loss.py [--runs 5] [--trainyard PATH]
 import argparse
 import json
 import os
-import shutil
 import signal
-import socket
 import statistics
-import subprocess
-import tempfile
 import time
+
+from up_cluster import UpCluster, wait
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=5)
@@ -34,53 +32,23 @@ if not 1 <= args.runs <= 50:
     raise SystemExit("--runs: 1..50")
 
 
-def free_port_pair():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as t:
-                t.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-
-
-d = tempfile.mkdtemp(prefix="trainyard-node-loss-bench-")
-up = subprocess.Popen([args.trainyard, "up", "--nodes", "2", "--port", str(free_port_pair()), "--http-port", "0",
-                       "--data-dir", d + "/.trainyard"], cwd=d, stdout=subprocess.PIPE,
-                      stderr=subprocess.STDOUT, text=True)
-env = dict(os.environ, TRAINYARD_CONFIG=d + "/.trainyard/client.yaml")
-for k in ("TRAINYARD_TOKEN", "TRAINYARD_SERVER", "TRAINYARD_CA_FILE"):
-    env.pop(k, None)
-stopped = []  # agents this script stopped, continued before it exits
-
-
-def cli(*argv):
-    r = subprocess.run([args.trainyard, *argv], env=env, capture_output=True, text=True, timeout=60)
-    if r.returncode != 0:
-        raise SystemExit(f"trainyard {' '.join(argv)}: {r.stderr}")
-    return r.stdout
-
-
-def worker(job):
-    for t in json.loads(cli("describe", job, "-o", "json"))["tasks"]:
+def worker(c, job):
+    for t in json.loads(c.cli("describe", job, "-o", "json"))["tasks"]:
         if t.get("role") == "worker":
             return t
     return {}
 
 
-def node_state(name):
-    for n in json.loads(cli("nodes", "-o", "json"))["nodes"]:
+def node_state(c, name):
+    for n in json.loads(c.cli("nodes", "-o", "json"))["nodes"]:
         if n["info"]["name"] == name:
             return n["info"].get("state", "")
     return ""
 
 
-def agent_pid(node):
+def agent_pid(c, node):
     """The pid of up's agent child for `node`: its command line names the node's data dir."""
-    want = os.path.join(d, ".trainyard", node).encode()
+    want = os.path.join(c.dir, ".trainyard", node).encode()
     for p in os.listdir("/proc"):
         if not p.isdigit():
             continue
@@ -91,69 +59,51 @@ def agent_pid(node):
                 ppid = int(f.read().rsplit(")", 1)[1].split()[1])
         except OSError:
             continue
-        if ppid == up.pid and b"agent" in argv and want in argv:
+        if ppid == c.up.pid and b"agent" in argv and want in argv:
             return int(p)
-    raise SystemExit(f"no agent process of {node} under up ({up.pid})")
+    raise SystemExit(f"no agent process of {node} under up ({c.up.pid})")
 
 
-def wait(what, check, timeout=90):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return time.monotonic()
-        time.sleep(0.02)
-    raise SystemExit(f"timed out waiting for {what}")
-
-
-try:
-    for line in up.stdout:
-        if line.startswith("Trainyard is up"):
-            break
-    else:
-        raise SystemExit("up never printed its banner")
-    spec = os.path.join(d, "job.yaml")
-    with open(spec, "w") as f:
-        f.write("name: steady\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n"
-                "    command: [sleep, '3600']\n    restartPolicy: OnFailure\n")
-    job = cli("submit", spec).split()[1]  # "job NAME submitted"
-    wait("the job to run", lambda: worker(job).get("state") == "RUNNING")
-    lost, after, total = [], [], []
-    for run in range(args.runs):
-        t = worker(job)
-        node, attempt = t["node"], t.get("attempt", 0)
-        pid = agent_pid(node)
-        t0 = time.monotonic()
-        os.kill(pid, signal.SIGSTOP)
-        stopped.append(pid)
-        t_lost = wait("the node LOST", lambda: node_state(node) == "LOST")
-
-        def moved():
-            w = worker(job)
-            return w.get("state") == "RUNNING" and w.get("attempt", 0) > attempt and w.get("node") != node
-        t_run = wait("the worker running again", moved)
-        lost.append(t_lost - t0)
-        after.append(t_run - t_lost)
-        total.append(t_run - t0)
-        w = worker(job)
-        last = (w.get("attempts") or [{}])[-1].get("attempt_class")
-        print(f"run {run + 1}: {node} silent -> LOST {lost[-1] * 1000:.0f} ms, running on {w['node']} "
-              f"{after[-1] * 1000:.0f} ms later ({last})", flush=True)
-        os.kill(pid, signal.SIGCONT)
-        stopped.remove(pid)
-        wait(f"{node} READY again", lambda: node_state(node) == "READY")
-    for name, xs in (("silent -> LOST (the 5 s node timeout)", lost), ("LOST -> running again", after),
-                     ("silent -> running again", total)):
-        print(f"{name}: median {statistics.median(xs) * 1000:.0f} ms, min {min(xs) * 1000:.0f}, "
-              f"max {max(xs) * 1000:.0f} ({len(xs)} runs)")
-finally:
-    for pid in stopped:
-        try:
-            os.kill(pid, signal.SIGCONT)
-        except OSError:
-            pass
-    up.send_signal(signal.SIGINT)
+stopped = []  # agents this script stopped, continued before it exits
+with UpCluster(args.trainyard, nodes=2, prefix="trainyard-node-loss-bench-") as c:
     try:
-        up.wait(timeout=60)
-    except subprocess.TimeoutExpired:
-        up.kill()
-    shutil.rmtree(d, ignore_errors=True)
+        spec = os.path.join(c.dir, "job.yaml")
+        with open(spec, "w") as f:
+            f.write("name: steady\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n"
+                    "    command: [sleep, '3600']\n    restartPolicy: OnFailure\n")
+        job = c.cli("submit", spec).split()[1]  # "job NAME submitted"
+        wait("the job to run", lambda: worker(c, job).get("state") == "RUNNING")
+        lost, after, total = [], [], []
+        for run in range(args.runs):
+            t = worker(c, job)
+            node, attempt = t["node"], t.get("attempt", 0)
+            pid = agent_pid(c, node)
+            t0 = time.monotonic()
+            os.kill(pid, signal.SIGSTOP)
+            stopped.append(pid)
+            t_lost = wait("the node LOST", lambda: node_state(c, node) == "LOST", timeout=90)
+
+            def moved():
+                w = worker(c, job)
+                return w.get("state") == "RUNNING" and w.get("attempt", 0) > attempt and w.get("node") != node
+            t_run = wait("the worker running again", moved, timeout=90)
+            lost.append(t_lost - t0)
+            after.append(t_run - t_lost)
+            total.append(t_run - t0)
+            w = worker(c, job)
+            last = (w.get("attempts") or [{}])[-1].get("attempt_class")
+            print(f"run {run + 1}: {node} silent -> LOST {lost[-1] * 1000:.0f} ms, running on {w['node']} "
+                  f"{after[-1] * 1000:.0f} ms later ({last})", flush=True)
+            os.kill(pid, signal.SIGCONT)
+            stopped.remove(pid)
+            wait(f"{node} READY again", lambda: node_state(c, node) == "READY", timeout=90)
+        for name, xs in (("silent -> LOST (the 5 s node timeout)", lost), ("LOST -> running again", after),
+                         ("silent -> running again", total)):
+            print(f"{name}: median {statistics.median(xs) * 1000:.0f} ms, min {min(xs) * 1000:.0f}, "
+                  f"max {max(xs) * 1000:.0f} ({len(xs)} runs)")
+    finally:
+        for pid in stopped:
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except OSError:
+                pass

@@ -19,11 +19,12 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
 import time
+
+from up_cluster import free_port_pair
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=20)
@@ -34,24 +35,9 @@ parser.add_argument("--trainyard", action="append",
 args = parser.parse_args()
 binaries = args.trainyard or [os.path.join(os.path.dirname(__file__), "..", "build", "release", "trainyard")]
 
-
-def free_port_pair():
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        try:
-            with socket.socket() as t:
-                t.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
-
-
 def child_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
-
 
 d = tempfile.mkdtemp(prefix="trainyard-submit-bench-")
 up_bin = binaries[0]

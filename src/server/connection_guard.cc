@@ -49,7 +49,8 @@ namespace trainyard::server {
 namespace {
 
 // Peers with a connection open at one door at the same time, at most; a
-// newcomer from yet another peer is refused as at the total cap.
+// newcomer from yet another peer makes room as at the total cap, or is
+// refused.
 constexpr uint32_t kPeerBuckets = 1 << 16;
 // PeerBucket's answer when every counter counts a peer with connections.
 constexpr uint32_t kNoPeerCounter = ~uint32_t{0};

@@ -56,6 +56,10 @@ struct Score {
   bool operator<(const Score& o) const {
     return std::tie(ended, jobs, plain, time) < std::tie(o.ended, o.jobs, o.plain, o.time);
   }
+  // The sums over a set of `jobs` victims, per slot of `gain` (> 0).
+  static Score PerSlot(double ended, double jobs, double plain, double time, int gain) {
+    return Score{.ended = ended / gain, .jobs = jobs / gain, .plain = plain / gain, .time = time / gain};
+  }
 };
 
 struct Offer {
@@ -181,7 +185,7 @@ class Search {
       plain += Plain(v);
       time += Cost(v);
     }
-    return Score{.ended = ended / gain, .jobs = double(set.size()) / gain, .plain = plain / gain, .time = time / gain};
+    return Score::PerSlot(ended, double(set.size()), plain, time, gain);
   }
 
   Freed FreeOf(NodeId n) const {
@@ -241,10 +245,7 @@ class Search {
       time += Cost(v);
       int gain = std::min(want, Slots(c, prefix) - base);
       if (gain > 0) {
-        Score score{.ended = ended / gain,
-                    .jobs = double(prefix.size()) / gain,
-                    .plain = plain / gain,
-                    .time = time / gain};
+        Score score = Score::PerSlot(ended, double(prefix.size()), plain, time, gain);
         if (score < best_score) {
           best_score = score;
           best_gain = gain;
