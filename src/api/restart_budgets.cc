@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 
 namespace trainyard::api {
 namespace {
@@ -119,10 +121,17 @@ std::vector<v1::RestartBudgetView> BudgetViews(const v1::ReplicaSpec& rs, const 
 }
 
 bool PreemptionWouldEnd(const v1::JobRecord& job) {
+  // One pass over the tasks, whatever the number of roles (5,000 roles
+  // of a 10,000-task job would be 50 M compares role by role).
+  absl::flat_hash_map<absl::string_view, const v1::ReplicaSpec*> counted;
   for (const v1::ReplicaSpec& rs : job.spec().replicas()) {
-    if (!rs.restart_budgets().has_preemption()) continue;  // unlimited
-    for (const v1::TaskRecord& t : job.tasks()) {
-      if (t.role() == rs.role() && RestartsLeft(rs, t.restarts_by_class(), v1::ATTEMPT_PREEMPTED) == 0) return true;
+    if (rs.restart_budgets().has_preemption()) counted.emplace(rs.role(), &rs);  // else unlimited
+  }
+  if (counted.empty()) return false;
+  for (const v1::TaskRecord& t : job.tasks()) {
+    auto it = counted.find(t.role());
+    if (it != counted.end() && RestartsLeft(*it->second, t.restarts_by_class(), v1::ATTEMPT_PREEMPTED) == 0) {
+      return true;
     }
   }
   return false;

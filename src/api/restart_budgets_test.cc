@@ -52,6 +52,22 @@ TEST(RestartBudgetsSpec, PreemptionsAreUnlimitedUnlessCountedUnderEveryPolicy) {
               HasSubstr("replicas.worker.restartBudgets.preemption: 'some' must be a number of restarts"));
 }
 
+TEST(RestartBudgetsSpec, APreemptionWouldEndAJobOnceATaskOfACountedRoleSpentItsBudget) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(
+      "name: j\nreplicas:\n  ps:\n    command: [x]\n  worker:\n    count: 2\n    command: [x]\n"
+      "    restartBudgets: {preemption: 1}\n",
+      {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::JobRecord job;
+  *job.mutable_spec() = *spec;
+  for (const char* role : {"ps", "worker", "worker"}) job.add_tasks()->set_role(role);
+  EXPECT_FALSE(PreemptionWouldEnd(job));
+  SpendRestart(job.mutable_tasks(0)->mutable_restarts_by_class(), v1::ATTEMPT_PREEMPTED);
+  EXPECT_FALSE(PreemptionWouldEnd(job)) << "ps's preemptions are unlimited";
+  SpendRestart(job.mutable_tasks(2)->mutable_restarts_by_class(), v1::ATTEMPT_PREEMPTED);
+  EXPECT_TRUE(PreemptionWouldEnd(job));
+}
+
 TEST(RestartBudgetsSpec, AnUnknownClassIsNamedWithTheKnownOnes) {
   EXPECT_THAT(Refusal("    restartBudgets: {oom: 1, gpu: 2}\n"),
               HasSubstr("replicas.worker.restartBudgets.gpu: unknown field (known: gpuError, nodeLost, oom, preemption)"));
