@@ -36,11 +36,18 @@ def wait(what, check, timeout=60):
 
 
 class UpCluster:
-    def __init__(self, trainyard, nodes, prefix):
+    def __init__(self, trainyard, nodes, prefix, config=None):
+        """`config`: the server's config file's text (docs/control-plane.md), written to the
+        cluster's directory and given to up as --config."""
         self.trainyard = os.path.abspath(trainyard)  # up runs in its own directory
         self.dir = tempfile.mkdtemp(prefix=prefix)
+        extra = []
+        if config is not None:
+            with open(self.dir + "/server.yaml", "w") as f:
+                f.write(config)
+            extra = ["--config", self.dir + "/server.yaml"]
         self.up = subprocess.Popen([self.trainyard, "up", "--nodes", str(nodes), "--port", str(free_port_pair()),
-                                    "--http-port", "0", "--data-dir", self.dir + "/.trainyard"], cwd=self.dir,
+                                    "--http-port", "0", "--data-dir", self.dir + "/.trainyard", *extra], cwd=self.dir,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.env = dict(os.environ, TRAINYARD_CONFIG=self.dir + "/.trainyard/client.yaml")
         for k in ("TRAINYARD_TOKEN", "TRAINYARD_SERVER", "TRAINYARD_CA_FILE"):

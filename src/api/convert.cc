@@ -93,11 +93,12 @@ absl::StatusOr<core::JobRequest> ToJobRequest(const v1::JobRecord& job) {
   req.submit_time = absl::FromUnixMillis(job.submit_time_ms());
   req.checkpoints = HasJobMaster(spec);  // it can be asked to save before it is stopped
   req.last_preemption = PreemptionWouldEnd(job);
+  req.elastic = IsElastic(spec);
   for (const auto& rs : spec.replicas()) {
     core::RoleRequest role;
     role.name = rs.role();
     role.count = rs.count();
-    role.min_available = rs.min_available() > 0 ? rs.min_available() : -1;
+    role.min_available = rs.min_count() > 0 ? rs.min_count() : rs.min_available() > 0 ? rs.min_available() : -1;
     role.resource = ToCore(rs.resources());
     for (const std::string& m : rs.resources().gpu_models()) role.gpu_models.push_back(CanonicalGpuModel(m));
     role.node_selector = selector;

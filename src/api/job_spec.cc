@@ -369,6 +369,11 @@ void ParseReplicaInts(const Fields& f, const std::string& path, v1::ReplicaSpec*
     }
     rs->set_min_available(ClampInt32(n));
   }
+  v = Find(f, "minCount");
+  if (v && GetInt(*v, path + ".minCount", &n, errors)) {
+    if (n < 1) errors->push_back(absl::StrCat(path, ".minCount: ", n, " must be at least 1"));
+    rs->set_min_count(ClampInt32(n));
+  }
   v = Find(f, "maxRestarts");
   if (v && GetInt(*v, path + ".maxRestarts", &n, errors)) rs->set_max_restarts(ClampInt32(n));
 }
@@ -435,7 +440,7 @@ void ParseReplica(const std::string& role, const YamlNode& node, const std::stri
   rs->set_restart_policy(v1::RESTART_NEVER);
   Fields f;
   if (!CheckMap(node, path,
-                {"count", "replicas", "minAvailable", "resources", "command", "args", "env",
+                {"count", "replicas", "minAvailable", "minCount", "resources", "command", "args", "env",
                  "workingDir", "restartPolicy", "maxRestarts", "restartBudgets", "userCredential", "kind",
                  "image", "volumes"},
                 &f, errors)) {

@@ -242,6 +242,13 @@ void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& lim
     errors->push_back(absl::StrCat(path, ".minAvailable: ", r.min_available(), " must be between 1 and count ",
                                    r.count()));
   }
+  if (r.min_count() < 0 || r.min_count() > r.count()) {
+    errors->push_back(absl::StrCat(path, ".minCount: ", r.min_count(), " must be between 1 and count ", r.count()));
+  }
+  if (r.min_count() > 0 && r.min_available() > 0) {
+    errors->push_back(absl::StrCat(path, ".minCount: an elastic role (minCount) restarts at each new size; ",
+                                   "minAvailable (tasks joining a fixed gang later) cannot be given with it"));
+  }
   if (r.max_restarts() < 0) {
     errors->push_back(absl::StrCat(path, ".maxRestarts: ", r.max_restarts(), " must not be negative"));
   }

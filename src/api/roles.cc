@@ -2,6 +2,7 @@
 #include "api/roles.h"
 
 #include <algorithm>
+#include <set>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -81,6 +82,11 @@ int WorkerCount(const v1::JobSpec& spec) {
   return n;
 }
 
+bool IsElastic(const v1::JobSpec& spec) {
+  return std::any_of(spec.replicas().begin(), spec.replicas().end(),
+                     [](const v1::ReplicaSpec& rs) { return rs.min_count() > 0; });
+}
+
 bool UsesJobMaster(const v1::JobSpec& spec) {
   // `jobmaster:` in the spec overrides the framework's rule: true makes every
   // worker role talk to a master (a pytorch job's ranks, for its checkpoint
@@ -126,8 +132,15 @@ std::optional<std::string> SuccessAfter(const v1::JobSpec& spec, const TaskRecor
     return it != worker_role.end() ? it->second : IsWorkerRole(fw, t.role());
   };
   bool any_worker = std::any_of(tasks.begin(), tasks.end(), is_worker);
+  // An elastic job (docs/elastic.md) is done when the tasks of its size
+  // are: those of its elastic roles not placed are not waited for.
+  std::set<std::string_view> elastic;
+  for (const v1::ReplicaSpec& rs : spec.replicas()) {
+    if (rs.min_count() > 0) elastic.insert(rs.role());
+  }
   for (const auto& t : tasks) {
     if (IsJobMasterRole(t.role())) continue;
+    if (!elastic.empty() && t.node().empty() && t.state() == v1::TASK_PENDING && elastic.count(t.role())) continue;
     if ((!any_worker || is_worker(t)) && !done(t)) return std::nullopt;
   }
   return any_worker ? "all workers completed" : "all tasks completed";

@@ -99,6 +99,9 @@ bool HasJobMaster(const v1::JobSpec& spec);
 // Number of tasks that count as workers (see RoleTraits::worker).
 int WorkerCount(const v1::JobSpec& spec);
 
+// Whether a role of the job says minCount (docs/elastic.md).
+bool IsElastic(const v1::JobSpec& spec);
+
 // Whether a job of `spec` can use a job master: one of its roles, with
 // count > 0, talks to it (RoleTraits::uses_job_master; with `jobmaster: true`
 // every worker role does, with `jobmaster: false` none).

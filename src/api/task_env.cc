@@ -206,7 +206,8 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
   env["TRAINYARD_NODE"] = self.node;
   env["TRAINYARD_NODE_ADDRESS"] = self.address;
   SetAttemptEnv(in.attempt, &env);
-  env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(WorkerCount(*in.spec));
+  env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(in.num_workers >= 0 ? in.num_workers : WorkerCount(*in.spec));
+  if (in.membership_epoch > 0) env[kMembershipEpochEnv] = absl::StrCat(in.membership_epoch);
   if (in.resume_step >= 0) env[kResumeStepEnv] = absl::StrCat(in.resume_step);
   if (!in.array_job.empty()) {
     env[kArrayJobEnv] = in.array_job;

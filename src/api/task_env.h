@@ -40,7 +40,15 @@ struct TaskEnvInput {
   // The step its workers saved at the job's last coordinated checkpoint
   // (TRAINYARD_RESUME_STEP); -1 when there was none.
   int64_t resume_step = -1;
+  // An elastic job (docs/elastic.md): its membership epoch
+  // (TRAINYARD_MEMBERSHIP_EPOCH; 0 = not elastic, not set) and its workers
+  // placed at this size (TRAINYARD_NUM_WORKERS; -1 = the spec's count).
+  int membership_epoch = 0;
+  int num_workers = -1;
 };
+
+// An elastic job's membership epoch: one more at each new size.
+inline constexpr char kMembershipEpochEnv[] = "TRAINYARD_MEMBERSHIP_EPOCH";
 
 // Where a task resumes: the step its job's workers last saved together when
 // the job was ordered to checkpoint (a preemption, a time limit).

@@ -167,6 +167,12 @@ int Submit(SubmitFlags& f) {
               << " says jobmaster: false: drop one of the two\n";
     return kExitUsage;
   }
+  if (f.master_in_client && api::IsElastic(*parsed)) {
+    std::cerr << "trainyard submit: --jobmaster-in-client: " << source
+              << " is elastic (minCount): its master must be a task of the job, started at each size with "
+                 "the workers of that size (docs/elastic.md); submit it without --jobmaster-in-client\n";
+    return kExitUsage;
+  }
   if (f.master_in_client) return SubmitWithMaster(*stub, address, *parsed, f.advertise_host);
   v1::SubmitRequest req;
   req.set_yaml(text);
@@ -387,6 +393,16 @@ void PrintJob(const v1::JobView& j, std::ostream& os) {
        << "latest " << TimeText(j.checkpoint_order().deadline_unix_ms()) << " (in " << Age(left_ms) << ")\n";
   }
   if (j.has_resume_step()) os << "Resumes at: step " << j.resume_step() << " (its last coordinated checkpoint)\n";
+  if (j.membership_epoch() > 0) {
+    int placed = 0, all = 0;  // its master aside
+    for (const auto& task : j.tasks()) {
+      if (api::IsJobMasterRole(task.role())) continue;
+      ++all;
+      placed += task.node().empty() ? 0 : 1;
+    }
+    os << "Elastic:    membership epoch " << j.membership_epoch() << ", " << placed << " of " << all
+       << " tasks placed (docs/elastic.md)\n";
+  }
   if (!j.after_ok().empty()) os << "After ok:   " << absl::StrJoin(j.after_ok(), ", ") << "\n";
   if (!j.after_any().empty()) os << "After any:  " << absl::StrJoin(j.after_any(), ", ") << "\n";
   if (!j.checkpoint_dir().empty()) os << "Checkpoints: " << Printable(j.checkpoint_dir()) << "\n";

@@ -213,6 +213,8 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--preemption-min-runtime-ms",
                   [](C& c) -> auto& { return c.preemption_min_runtime_ms; },
                   "a job that started less than this ago is not preempted (0 = off)");
+  AddConfigOption(cmd, &f, "--elastic-grow-after-ms", [](C& c) -> auto& { return c.elastic_grow_after_ms; },
+                  "an elastic job grows into new room only once it ran this long at its size (default 30000)");
   AddConfigOption(cmd, &f, "--port-quarantine-ms", [](C& c) -> auto& { return c.port_quarantine_ms; },
                   "how long a port a task left is not given again by count");
   AddConfigOption(cmd, &f, "--checkpoint-root", [](C& c) -> auto& { return c.checkpoint_root; },

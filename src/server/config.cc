@@ -168,6 +168,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     else if (key == "killGraceMs") Read(v, key, &c.kill_grace_ms, &errors);
     else if (key == "preemptionGraceMs") Read(v, key, &c.preemption_grace_ms, &errors);
     else if (key == "preemptionMinRuntimeMs") Read(v, key, &c.preemption_min_runtime_ms, &errors);
+    else if (key == "elasticGrowAfterMs") Read(v, key, &c.elastic_grow_after_ms, &errors);
     else if (key == "reservationWaitMs") Read(v, key, &c.reservation_wait_ms, &errors);
     else if (key == "defaultPortRange") Read(v, key, &c.default_port_range, &errors);
     else if (key == "portQuarantineMs") Read(v, key, &c.port_quarantine_ms, &errors);
@@ -254,6 +255,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (c.kill_grace_ms < 0) errors.push_back("killGraceMs: must not be negative");
   if (c.preemption_grace_ms < 0) errors.push_back("preemptionGraceMs: must not be negative");
   if (c.preemption_min_runtime_ms < 0) errors.push_back("preemptionMinRuntimeMs: must not be negative");
+  if (c.elastic_grow_after_ms < 0) errors.push_back("elasticGrowAfterMs: must not be negative");
   if (c.port_quarantine_ms < 0) errors.push_back("portQuarantineMs: must not be negative");
   if (!c.store.empty() && !absl::StartsWith(c.store, "etcd://") && !absl::StartsWith(c.store, "etcds://")) {
     errors.push_back(absl::StrCat("store: '", c.store, "' is not etcd://host:port[,host:port...] (or etcds://); "

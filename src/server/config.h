@@ -127,6 +127,10 @@ struct ServerConfig {
   // A job whose current run is younger than this is not preempted (against
   // thrashing: a job started and thrown out again before it saved). 0 = off.
   int preemption_min_runtime_ms = 0;
+  // An elastic job grows into room that appeared only once it has run at
+  // its current size this long: each resize costs a checkpoint and a
+  // restart of the whole gang (docs/elastic.md).
+  int elastic_grow_after_ms = 30000;
   int reservation_wait_ms = 60000;        // head-of-line wait before reserving
   // Ports a node serves when its agent has no --port-range: "" = 1024-65535
   // minus the node's ephemeral range (core::DefaultServingPorts).

@@ -11,7 +11,7 @@
 namespace trainyard::server {
 
 v1::AttemptClass ControlState::ClassOfEnd(const JobRt& job, const v1::TaskStatus& st) {
-  if (job.preempting) return v1::ATTEMPT_PREEMPTED;
+  if (job.preempting) return job.resizing ? v1::ATTEMPT_RESIZED : v1::ATTEMPT_PREEMPTED;
   if (job.ending) {
     return job.rec.state() == v1::JOB_DEADLINE_EXCEEDED ? v1::ATTEMPT_DEADLINE_EXCEEDED : v1::ATTEMPT_KILLED;
   }

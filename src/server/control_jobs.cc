@@ -81,7 +81,10 @@ void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) 
   jm->add_command("sh");
   jm->add_command("-c");
   jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
-                               " --workers ", api::WorkerCount(*spec),
+                               // An elastic job's master expects the workers of its size.
+                               " --workers ",
+                               api::IsElastic(*spec) ? std::string("\"${TRAINYARD_NUM_WORKERS}\"")
+                                                     : absl::StrCat(api::WorkerCount(*spec)),
                                " --port \"${TRAINYARD_PORTS%%,*}\"",
                                // Only the node's own address, not every interface of it.
                                " --bind \"${TRAINYARD_NODE_ADDRESS:-0.0.0.0}\"",
@@ -360,6 +363,7 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
   if (job.ending) return;
   job.ending = true;
   job.preempting = false;
+  job.resizing = false;
   preempting_.erase(job.rec.name());
   job.rec.set_message(message);
   job.rec.set_pending_reason("");
@@ -484,6 +488,7 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     if (!st.ok()) Log(LogLevel::kWarning, "server", "job %s: requeue: %s", job.rec.name(), std::string(st.message()));
   }
   job.preempting = false;
+  job.resizing = false;
   preempting_.erase(job.rec.name());
   EndCheckpointOrder(job);
   job.job_master.clear();

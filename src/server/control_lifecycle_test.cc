@@ -3,6 +3,9 @@
 // can never fit, preempted jobs that say by whom, and the attempt count a
 // task sees after a preemption. Events in with explicit times, effects
 // recorded by a fake backend.
+#include <algorithm>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
 #include "api/restart_budgets.h"
@@ -24,6 +27,7 @@ class ControlLifecycleTest : public ::testing::Test {
     config_.kill_grace_ms = 100;
     config_.jobmaster_enabled = false;
     config_.node_timeout_ms = 5000;
+    config_.elastic_grow_after_ms = 1000;
     auto sched = core::Scheduler::Create(core::SchedulerOptions{});
     ASSERT_TRUE(sched.ok()) << sched.status();
     state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
@@ -122,6 +126,155 @@ TEST_F(ControlLifecycleTest, TheRestOfAnElasticJobIsPlacedWhenItsOwnTasksFreeThe
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 3u);
   EXPECT_EQ(View(job).state(), v1::JOB_RUNNING) << "the last worker has not completed yet";
+}
+
+// An elastic role (minCount) as its user sees it: the job starts with the
+// tasks that fit, its ranks and WORLD_SIZE naming only those; when room for
+// more appears (and it ran at its size elasticGrowAfterMs) its tasks stop
+// and it is placed again whole at the new size, the next membership epoch,
+// without charging a budget. Production work shrinks it back towards
+// minCount, and it grows again when that work ends.
+constexpr char kElasticDdp[] = R"(
+name: ddp
+framework: pytorch
+replicas:
+  worker:
+    count: 4
+    minCount: 2
+    resources: {gpus: 2}
+    command: [train]
+)";
+
+// The env of the launches of `job` from `from` on, by task name.
+std::map<std::string, std::map<std::string, std::string>> LaunchEnv(
+    const std::vector<std::pair<std::string, v1::TaskSpec>>& launches, const std::string& job, size_t from) {
+  std::map<std::string, std::map<std::string, std::string>> out;
+  for (size_t i = from; i < launches.size(); ++i) {
+    const v1::TaskSpec& t = launches[i].second;
+    if (t.job() != job) continue;
+    auto& env = out[absl::StrCat(t.role(), "-", t.index())];
+    for (const char* k : {"WORLD_SIZE", "RANK", "TRAINYARD_MEMBERSHIP_EPOCH", "TRAINYARD_NUM_WORKERS",
+                          "TRAINYARD_WORKER_ID", "TRAINYARD_RESTART_COUNT"}) {
+      auto it = t.env().find(k);
+      env[k] = it == t.env().end() ? "(unset)" : it->second;
+    }
+  }
+  return out;
+}
+
+TEST_F(ControlLifecycleTest, AnElasticJobStartsWithWhatFitsAndGrowsWholeWhenRoomAppears) {
+  AddNode("n1", 1);
+  std::string filler = Submit("name: filler\nreplicas:\n  worker:\n    resources: {gpus: 4}\n    command: [x]\n");
+  std::string job = Submit(kElasticDdp);
+  state_->RunRound(now_);
+  auto env = LaunchEnv(backend_.launches, job, 0);
+  ASSERT_EQ(env.size(), 2u) << "minCount 2 of 4 fit beside the filler";
+  for (int r = 0; r < 2; ++r) {
+    auto& e = env[absl::StrCat("worker-", r)];
+    EXPECT_EQ(e["WORLD_SIZE"], "2");
+    EXPECT_EQ(e["RANK"], absl::StrCat(r));
+    EXPECT_EQ(e["TRAINYARD_MEMBERSHIP_EPOCH"], "1");
+    EXPECT_EQ(e["TRAINYARD_NUM_WORKERS"], "2");
+    EXPECT_EQ(e["TRAINYARD_WORKER_ID"], absl::StrCat(r));
+  }
+  ReportAll(job, v1::TASK_RUNNING);
+  ReportAll(filler, v1::TASK_RUNNING);
+  EXPECT_EQ(View(job).state(), v1::JOB_RUNNING);
+  EXPECT_EQ(View(job).membership_epoch(), 1);
+  now_ += absl::Milliseconds(200);
+  state_->RunRound(now_);
+  EXPECT_EQ(View(job).reason(), "elastic: runs 2 of 4 tasks (membership epoch 1); grows when room for more appears: "
+                                "needs 2 GPUs on one node; the most free on one node is 0 (n1)");
+
+  // The filler ends: room for two more, but the job's size is not yet
+  // elasticGrowAfterMs old.
+  ReportAll(filler, v1::TASK_SUCCEEDED);
+  size_t kills = backend_.kills.size();
+  state_->RunRound(now_ + absl::Milliseconds(300));
+  EXPECT_EQ(backend_.kills.size(), kills) << "no resize within elasticGrowAfterMs of its placement";
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  ASSERT_EQ(backend_.kills.size(), kills + 2) << "both tasks stop to grow";
+  EXPECT_THAT(EventKinds(job), ::testing::Contains("resizing"));
+  EXPECT_THAT(View(job).events(View(job).events_size() - 1).text(),
+              StartsWith("growing from 2 to 4 of 4 tasks: room for 2 more appeared"));
+  size_t before = backend_.launches.size();
+  ReportAll(job, v1::TASK_KILLED);
+  state_->RunRound(now_);
+  env = LaunchEnv(backend_.launches, job, before);
+  ASSERT_EQ(env.size(), 4u) << "placed again whole at 4";
+  for (int r = 0; r < 4; ++r) {
+    auto& e = env[absl::StrCat("worker-", r)];
+    EXPECT_EQ(e["WORLD_SIZE"], "4");
+    EXPECT_EQ(e["RANK"], absl::StrCat(r));
+    EXPECT_EQ(e["TRAINYARD_MEMBERSHIP_EPOCH"], "2");
+    EXPECT_EQ(e["TRAINYARD_NUM_WORKERS"], "4");
+  }
+  v1::JobView v = View(job);
+  EXPECT_EQ(v.membership_epoch(), 2);
+  EXPECT_EQ(v.reason(), "");
+  ASSERT_GE(v.tasks(0).attempts_size(), 1);
+  EXPECT_EQ(v.tasks(0).attempts(0).attempt_class(), v1::ATTEMPT_RESIZED);
+  for (const auto& t : v.tasks()) {
+    for (const auto& b : t.budgets()) EXPECT_EQ(b.spent(), 0) << t.name() << ": a resize spends no budget";
+  }
+  ReportAll(job, v1::TASK_RUNNING);
+  ReportAll(job, v1::TASK_SUCCEEDED);
+  EXPECT_EQ(View(job).state(), v1::JOB_SUCCEEDED);
+}
+
+TEST_F(ControlLifecycleTest, ProductionWorkShrinksAnElasticJobTowardsMinCountAndItGrowsBackAfter) {
+  AddNode("n1", 1);
+  std::string job = Submit(kElasticDdp);
+  state_->RunRound(now_);
+  ASSERT_EQ(LaunchEnv(backend_.launches, job, 0)["worker-3"]["WORLD_SIZE"], "4") << "all four fit at first";
+  ReportAll(job, v1::TASK_RUNNING);
+  EXPECT_EQ(View(job).membership_epoch(), 1);
+
+  std::string prod = Submit("name: prod\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 4}\n"
+                            "    command: [x]\n");
+  now_ += absl::Seconds(1);
+  state_->RunRound(now_);
+  size_t before = backend_.launches.size();
+  ReportAll(job, v1::TASK_KILLED);
+  state_->RunRound(now_);
+  state_->RunRound(now_ + absl::Milliseconds(200));
+  auto env = LaunchEnv(backend_.launches, job, before);
+  ASSERT_EQ(env.size(), 2u) << "back at minCount beside the production job";
+  EXPECT_EQ(env["worker-0"]["WORLD_SIZE"], "2");
+  EXPECT_EQ(env["worker-1"]["RANK"], "1");
+  EXPECT_EQ(env["worker-1"]["TRAINYARD_MEMBERSHIP_EPOCH"], "2");
+  EXPECT_EQ(LaunchEnv(backend_.launches, prod, 0).size(), 1u);
+  ReportAll(job, v1::TASK_RUNNING);
+  ReportAll(prod, v1::TASK_RUNNING);
+
+  // The production job ends: the job grows back to 4.
+  ReportAll(prod, v1::TASK_SUCCEEDED);
+  now_ += absl::Seconds(2);
+  state_->RunRound(now_);
+  before = backend_.launches.size();
+  ReportAll(job, v1::TASK_KILLED);
+  state_->RunRound(now_);
+  env = LaunchEnv(backend_.launches, job, before);
+  ASSERT_EQ(env.size(), 4u);
+  EXPECT_EQ(env["worker-3"]["WORLD_SIZE"], "4");
+  EXPECT_EQ(env["worker-3"]["TRAINYARD_MEMBERSHIP_EPOCH"], "3");
+  std::vector<std::string> kinds = EventKinds(job);
+  EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "membership"), 3);
+}
+
+TEST_F(ControlLifecycleTest, MinCountIsCheckedNamingTheField) {
+  for (auto [yaml, want] : {
+           std::pair{"    count: 2\n    minCount: 0\n", "replicas.worker.minCount: 0 must be at least 1"},
+           std::pair{"    count: 2\n    minCount: 3\n", "replicas.worker.minCount: 3 must be between 1 and count 2"},
+           std::pair{"    count: 4\n    minCount: 2\n    minAvailable: 2\n",
+                     "replicas.worker.minCount: an elastic role (minCount) restarts at each new size"},
+       }) {
+    auto spec = api::LoadJobSpec(absl::StrCat("name: z\nreplicas:\n  worker:\n", yaml, "    command: [x]\n"),
+                                 config_.limits);
+    ASSERT_FALSE(spec.ok()) << yaml;
+    EXPECT_THAT(spec.status().message(), HasSubstr(want));
+  }
 }
 
 TEST_F(ControlLifecycleTest, MinAvailableZeroIsRefusedNamingTheField) {

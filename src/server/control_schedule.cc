@@ -92,6 +92,7 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   SetJobState(*job, v1::JOB_SCHEDULED, now);
   AddEvent(*job, "scheduled", absl::StrCat("scheduled on ", absl::StrJoin(where, ", ")), now);
   job->job_master = JobMasterAddress(*job);
+  if (api::IsElastic(job->rec.spec())) NewMembership(*job, now);
   EnvContext ctx = EnvContextFor(*job);  // once for all the job's launches below
   for (int i = 0; i < job->rec.tasks_size(); ++i) {
     if (job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i, &ctx);
@@ -121,6 +122,20 @@ void ControlState::PlaceWaitingTasks(absl::Time now) {
     JobRt* job = FindJob(*it);
     if (!job || job->ending || job->preempting || !job->in_scheduler || job->rec.state() == v1::JOB_QUEUED) {
       it = partial_.erase(it);
+      continue;
+    }
+    if (api::IsElastic(job->rec.spec())) {
+      // It grows as a whole, never a task at a time (control_elastic.cc).
+      std::string reason = GrowElastic(*job, now);
+      if (job->preempting) {
+        it = partial_.erase(it);
+        continue;
+      }
+      if (job->rec.pending_reason() != reason) {
+        job->rec.set_pending_reason(reason);
+        Persist(*job);
+      }
+      ++it;
       continue;
     }
     std::vector<std::string> waits;
@@ -338,6 +353,10 @@ ControlState::EnvContext ControlState::EnvContextFor(const JobRt& job) const {
   in.array_job = job.rec.array_job();
   in.array_index = job.rec.array_index();
   in.resume_step = job.rec.has_resume_step() ? job.rec.resume_step() : -1;
+  if (api::IsElastic(job.rec.spec())) {
+    in.membership_epoch = job.rec.membership_epoch();
+    in.num_workers = PlacedWorkers(job);
+  }
   ctx.view_of.assign(job.rec.tasks_size(), -1);
   in.tasks.reserve(job.rec.tasks_size());
   for (int i = 0; i < job.rec.tasks_size(); ++i) {

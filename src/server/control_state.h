@@ -343,6 +343,20 @@ class ControlState {
   void PlaceWaitingTasks(absl::Time now);
   // Places one waiting task; its error names why it cannot be placed now.
   absl::Status PlaceWaitingTask(JobRt& job, int task, absl::Time now);
+
+  // control_elastic.cc: elastic jobs (a role with minCount, docs/elastic.md).
+  // An elastic job placed below its count: when room for more of its tasks
+  // appeared (and its size is elasticGrowAfterMs old), Resize; else the
+  // reason its other tasks wait.
+  std::string GrowElastic(JobRt& job, absl::Time now);
+  // Stops the job's tasks (a checkpoint order first, where it has a master)
+  // and requeues it, no budget charged: placed again at the size that fits.
+  void Resize(JobRt& job, const std::string& note, absl::Time now);
+  // At each placement of an elastic job: its next membership epoch, worker
+  // ids dense from 0 over the placed tasks, and a "membership" event.
+  void NewMembership(JobRt& job, absl::Time now);
+  // Workers placed (TRAINYARD_NUM_WORKERS of an elastic job).
+  static int PlacedWorkers(const JobRt& job);
   // "preempted by job X (priority production) at T" for the victim of `p`.
   std::string PreemptionNote(const core::Preemption& p, absl::Time now) const;
   // Sets a queued job's pending reason from the core's `reason`, after its

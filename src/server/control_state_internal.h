@@ -18,6 +18,12 @@ struct ControlState::JobRt {
   bool in_scheduler = false;    // known to the scheduler core
   bool ending = false;          // final state decided; tasks being stopped
   bool preempting = false;      // victim; requeued once its tasks stop
+  // An elastic job stopping to be placed again at a new size (preempting
+  // too, with no preempted_by): no budget is charged (docs/elastic.md).
+  bool resizing = false;
+  // An elastic job's current size was placed then: it grows no sooner
+  // than elasticGrowAfterMs after.
+  absl::Time sized_at = absl::InfinitePast();
   std::string preempted_by;
   // "preempted by job X (priority production) at T": leads the pending
   // reason until the job is placed again, so the queue's own reason does

@@ -182,6 +182,7 @@ void ControlState::FillView(const JobRt& job, v1::JobView* out) const {
   if (job.checkpoint.id() > 0) *v.mutable_checkpoint_order() = job.checkpoint;
   if (r.has_resume_step()) v.set_resume_step(r.resume_step());
   v.set_checkpoint_dir(api::JobCheckpointDir(config_.checkpoint_root, r.name(), r.id()));
+  v.set_membership_epoch(r.membership_epoch());
   v.set_array_job(r.array_job());
   v.set_array_index(r.array_index());
   *v.mutable_after_ok() = r.spec().dependencies().after_ok();

@@ -1,8 +1,8 @@
 // Victim search: a greedy over nodes, fewest victims a preemption would end
 // (their preemption budget spent) per task slot gained first, then "new
-// victim jobs per task slot gained" (then victims that do not checkpoint,
-// then GPU-time lost,
-// per slot), with lazy re-evaluation; then a tentative gang placement
+// victim jobs per task slot gained" (then victims that are not elastic,
+// then victims that do not checkpoint, then GPU-time lost, per slot), with
+// lazy re-evaluation; then a tentative gang placement
 // checks the choice, and a pruning pass drops victims that turn out not to
 // be needed.
 #include "core/policy/preemption.h"
@@ -43,22 +43,37 @@ struct Candidate {
   absl::InlinedVector<std::pair<JobSlot, Freed>, 8> victims;  // freed per job, cheapest first
 };
 
+// Per-victim weights summed over a set of victims (Search::Weigh).
+struct Sums {
+  double ended = 0;
+  double whole = 0;
+  double plain = 0;
+  double time = 0;
+};
+
 // What a set of victims costs per task slot it gains, lexicographically:
 // jobs the preemption would end (no preemption left in their budget), then
-// whole jobs stopped, then jobs among them that do not checkpoint (they
-// lose everything since their last save of their own), then GPU-seconds
-// lost. Lower is better.
+// jobs stopped, then those among them that are not elastic (an elastic job
+// is placed again at once with what is left, at least its minCount; the
+// others wait in the queue), then jobs that do not checkpoint (they lose
+// everything since their last save of their own), then GPU-seconds lost.
+// Lower is better.
 struct Score {
   double ended = 1e18;
   double jobs = 1e18;
+  double whole = 1e18;
   double plain = 1e18;
   double time = 1e18;
   bool operator<(const Score& o) const {
-    return std::tie(ended, jobs, plain, time) < std::tie(o.ended, o.jobs, o.plain, o.time);
+    return std::tie(ended, jobs, whole, plain, time) < std::tie(o.ended, o.jobs, o.whole, o.plain, o.time);
   }
   // The sums over a set of `jobs` victims, per slot of `gain` (> 0).
-  static Score PerSlot(double ended, double jobs, double plain, double time, int gain) {
-    return Score{.ended = ended / gain, .jobs = jobs / gain, .plain = plain / gain, .time = time / gain};
+  static Score PerSlot(const Sums& s, double jobs, int gain) {
+    return Score{.ended = s.ended / gain,
+                 .jobs = jobs / gain,
+                 .whole = s.whole / gain,
+                 .plain = s.plain / gain,
+                 .time = s.time / gain};
   }
 };
 
@@ -152,8 +167,8 @@ class Search {
       }
       if (c.victims.empty() && SlotsIn(FreeOf(n)) == 0) continue;
       std::sort(c.victims.begin(), c.victims.end(), [&](const auto& a, const auto& b) {
-        return std::make_tuple(Ended(a.first), Plain(a.first), Cost(a.first), a.first) <
-               std::make_tuple(Ended(b.first), Plain(b.first), Cost(b.first), b.first);
+        return std::make_tuple(Ended(a.first), Whole(a.first), Plain(a.first), Cost(a.first), a.first) <
+               std::make_tuple(Ended(b.first), Whole(b.first), Plain(b.first), Cost(b.first), b.first);
       });
       cand_of_node_[n] = static_cast<int32_t>(cands_.size());
       cands_.push_back(std::move(c));
@@ -173,19 +188,23 @@ class Search {
   int Plain(JobSlot v) const { return state_->brief(v).checkpoints ? 0 : 1; }
   // 1 when a preemption would end job v, else 0.
   int Ended(JobSlot v) const { return state_->brief(v).last_preemption ? 1 : 0; }
+  // 1 when job v is not elastic (it waits whole once stopped), else 0.
+  int Whole(JobSlot v) const { return state_->brief(v).elastic ? 0 : 1; }
+
+  // Adds victim v's weights to `s`.
+  void Weigh(JobSlot v, Sums* s) const {
+    s->ended += Ended(v);
+    s->whole += Whole(v);
+    s->plain += Plain(v);
+    s->time += Cost(v);
+  }
 
   // The score of stopping `set` to gain `gain` slots; the worst when none.
   Score ScoreOf(const Victims& set, int gain) const {
     if (gain <= 0) return Score{};
-    double ended = 0;
-    double plain = 0;
-    double time = 0;
-    for (JobSlot v : set) {
-      ended += Ended(v);
-      plain += Plain(v);
-      time += Cost(v);
-    }
-    return Score::PerSlot(ended, double(set.size()), plain, time, gain);
+    Sums s;
+    for (JobSlot v : set) Weigh(v, &s);
+    return Score::PerSlot(s, double(set.size()), gain);
   }
 
   Freed FreeOf(NodeId n) const {
@@ -230,9 +249,7 @@ class Search {
            Victims* add) const {
     int base = Slots(c, {});
     Victims prefix;
-    double ended = 0;
-    double plain = 0;
-    double time = 0;
+    Sums sums;
     Score best_score;
     int best_gain = 0;
     size_t best_len = 0;
@@ -240,12 +257,10 @@ class Search {
       JobSlot v = c.victims[i].first;
       if (chosen_[v]) continue;
       prefix.push_back(v);
-      ended += Ended(v);
-      plain += Plain(v);
-      time += Cost(v);
+      Weigh(v, &sums);
       int gain = std::min(want, Slots(c, prefix) - base);
       if (gain > 0) {
-        Score score = Score::PerSlot(ended, double(prefix.size()), plain, time, gain);
+        Score score = Score::PerSlot(sums, double(prefix.size()), gain);
         if (score < best_score) {
           best_score = score;
           best_gain = gain;

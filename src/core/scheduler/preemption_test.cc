@@ -297,6 +297,23 @@ TEST(PreemptionTest, AJobAPreemptionWouldEndIsTheLastChoice) {
   EXPECT_FALSE(s->SetLastPreemption("nobody", true).ok());
 }
 
+// An elastic job, once stopped, is placed again at once with what is left;
+// a whole job waits in the queue. Among equally many victims, the elastic
+// one goes first, even where the whole one has run for less time.
+TEST(PreemptionTest, AnElasticJobIsChosenBeforeOneThatWouldWaitWhole) {
+  auto s = MakeScheduler(2);
+  JobRequest elastic = MakeJob("elastic", {.tasks = 4, .gpus = 2, .min_available = 2,
+                                           .priority = PriorityClass::kPtr});
+  elastic.elastic = true;
+  ASSERT_TRUE(s->AddJob(elastic).ok());
+  s->Schedule(T(0));
+  ASSERT_TRUE(s->AddJob(MakeJob("whole", {.gpus = 8, .priority = PriorityClass::kPtr, .submit = 50})).ok());
+  s->Schedule(T(100));
+  ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 4, .priority = PriorityClass::kProduction,
+                                         .submit = 110})).ok());
+  EXPECT_THAT(Victims(s->Schedule(T(120))), ::testing::ElementsAre("elastic"));
+}
+
 struct StreamOutcome {
   bool big_ran = false;
   bool big_reserved = false;

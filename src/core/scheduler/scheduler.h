@@ -131,6 +131,13 @@ class Scheduler {
   // ("job j task worker-1: queue research is at its max-capacity 40%").
   absl::StatusOr<TaskAssignment> PlaceTask(std::string_view job_id, std::string_view role,
                                            int32_t index);
+  // How many of `tasks` (role, index) of placed job `job_id`, none of which
+  // holds anything, PlaceTask would place one after another, in order,
+  // stopping at the first it refuses (its error in `*why`). A trial: what
+  // the tasks would hold is given back, nothing is committed, no port cools.
+  // An elastic job asks it before it grows (docs/elastic.md).
+  int RoomForTasks(std::string_view job_id, const std::vector<std::pair<std::string, int32_t>>& tasks,
+                   absl::Status* why);
   // Takes task (role, index) of placed job `job_id`, which runs (recovered
   // after a restart, or its node re-registered), back into the state on
   // node `node_name` with exactly `allocation` (memory, vcores, gpus ==

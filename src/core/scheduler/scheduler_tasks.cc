@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/check.h"
 #include "core/policy/gang_placer.h"
 #include "core/policy/pending_reason.h"
 #include "core/scheduler/scheduler.h"
@@ -105,6 +106,27 @@ absl::StatusOr<TaskAssignment> Scheduler::PlaceTask(std::string_view job_id,
                         .index = index,
                         .node = state_.node(t.node).name,
                         .allocation = t.allocation};
+}
+
+int Scheduler::RoomForTasks(std::string_view job_id, const std::vector<std::pair<std::string, int32_t>>& tasks,
+                            absl::Status* why) {
+  *why = absl::OkStatus();
+  int fit = 0;
+  for (const auto& [role, index] : tasks) {
+    absl::StatusOr<TaskAssignment> placed = PlaceTask(job_id, role, index);
+    if (!placed.ok()) {
+      *why = placed.status();
+      break;
+    }
+    ++fit;
+  }
+  if (fit > 0) {
+    std::optional<JobSlot> j = state_.FindJob(job_id);
+    TY_CHECK(j.has_value(), "job %s placed tasks and is gone", std::string(job_id).c_str());
+    // PlaceTask appended each placement last: undone from the last.
+    for (int k = 0; k < fit; ++k) state_.UndoLastTask(*j);
+  }
+  return fit;
 }
 
 absl::Status Scheduler::AdoptTask(std::string_view job_id, std::string_view role, int32_t index,

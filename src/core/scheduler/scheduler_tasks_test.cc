@@ -77,6 +77,29 @@ TEST(PlaceTaskTest, HonoursQueueMaxCapacity) {
   EXPECT_EQ(s->state().QueueUsed(s->state().job(*s->state().FindJob("r1")).queue).gpus, 16);
 }
 
+// An elastic job asks how many of its waiting tasks would fit before it
+// grows: the answer stops at the first refusal, and nothing is kept.
+TEST(PlaceTaskTest, RoomForTasksCountsWhatWouldFitAndKeepsNothing) {
+  auto s = Make(1);  // 8 GPUs
+  Submit(s.get(), "e", {.tasks = 4, .gpus = 2, .min_available = 2}, 1);  // all 4 placed
+  ASSERT_TRUE(s->TaskFinished("e", "worker", 2).ok());
+  ASSERT_TRUE(s->TaskFinished("e", "worker", 3).ok());
+  Submit(s.get(), "other", {.gpus = 2, .submit = 2}, 2);  // 2 GPUs left
+  const NodeState& node = s->state().node(0);
+  Resource free = node.free;
+  absl::Status why;
+  EXPECT_EQ(s->RoomForTasks("e", {{"worker", 2}, {"worker", 3}}, &why), 1);
+  EXPECT_THAT(why.message(), HasSubstr("job e task worker-3: needs 2 GPUs on one node"));
+  EXPECT_EQ(s->state().node(0).free.gpus, free.gpus) << "the trial gave back what it took";
+  EXPECT_EQ(s->state().node(0).free.gpu_mask, free.gpu_mask);
+  EXPECT_EQ(NodesOf(*s, "e").size(), 2u) << "workers 0 and 1 only";
+  ASSERT_TRUE(s->RemoveJob("other").ok());
+  EXPECT_EQ(s->RoomForTasks("e", {{"worker", 2}, {"worker", 3}}, &why), 2);
+  EXPECT_TRUE(why.ok());
+  absl::StatusOr<TaskAssignment> t = s->PlaceTask("e", "worker", 3);
+  EXPECT_TRUE(t.ok()) << t.status() << ": a trial leaves the task free to place";
+}
+
 TEST(PlaceTaskTest, HonoursTheUserLimit) {
   auto s = MakeCapacity({Leaf("default", 100, 100, /*user_limit=*/50)}, 2);  // 16 GPUs
   Submit(s.get(), "a1", {.tasks = 2, .gpus = 4}, 1);

@@ -190,7 +190,7 @@ absl::Status ClusterState::AddJob(const JobRequest& job) {
   state.phase = JobPhase::kPending;
   briefs_[j] =
       JobBrief{.priority = job.priority, .queue = state.queue, .checkpoints = job.checkpoints,
-               .last_preemption = job.last_preemption};
+               .last_preemption = job.last_preemption, .elastic = job.elastic};
   job_by_id_.emplace(job.id, j);
   ++job_count_;
   EnterPending(j);

@@ -96,6 +96,7 @@ struct JobBrief {
   absl::Time start_time;  // when its current run began
   bool checkpoints = false;  // JobRequest::checkpoints
   bool last_preemption = false;  // JobRequest::last_preemption, as SetLastPreemption left it
+  bool elastic = false;          // JobRequest::elastic
 };
 
 // Ports a task left on a node, kept from count requests until `until`
@@ -316,6 +317,9 @@ class ClusterState {
   // Undoes every task allocation of job j (rollback of a tentative gang or
   // release on requeue); the job keeps its phase.
   void ReleaseAllTasks(JobSlot j, Release how = Release::kTentative);
+  // Undoes the trial placement of job j's last-placed task (kTentative)
+  // and forgets it. REQUIRES: the job has a task.
+  void UndoLastTask(JobSlot j);
   void SetPhase(JobSlot j, JobPhase phase, absl::Time at);
   void SetReservation(NodeId n, JobSlot j);
   void SetReason(JobSlot j, std::string reason) { jobs_[j].reason = std::move(reason); }

@@ -358,6 +358,12 @@ void ClusterState::ReleaseAllTasks(JobSlot j, Release how) {
   jobs_[j].tasks.clear();
 }
 
+void ClusterState::UndoLastTask(JobSlot j) {
+  TY_CHECK(!jobs_[j].tasks.empty(), "job %s has no task to undo", jobs_[j].request.id.c_str());
+  ReleaseTask(j, static_cast<int32_t>(jobs_[j].tasks.size() - 1), Release::kTentative);
+  jobs_[j].tasks.pop_back();
+}
+
 void ClusterState::RefreshPorts(NodeId n) {
   const PortRanges& free = nodes_[n].free.ports;
   NodePorts& p = node_ports_[n];

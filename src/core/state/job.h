@@ -64,6 +64,10 @@ struct JobRequest {
   // A preemption now would end the job (its preemption budget is spent):
   // it is chosen as a victim only where no other choice frees the room.
   bool last_preemption = false;
+  // A role of the job is elastic (minCount, docs/elastic.md): preempted, it
+  // is placed again at once with what is left, so among equally many
+  // victims such jobs are chosen first.
+  bool elastic = false;
 };
 
 // OK when the job is well formed: non-empty id, at least one role, counts

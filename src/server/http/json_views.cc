@@ -148,6 +148,7 @@ json JobJson(const v1::JobView& j, bool with_events) {
                                        {"reason", j.checkpoint_order().reason()}};
   out["resume_step"] = j.has_resume_step() ? json(j.resume_step()) : json(nullptr);
   out["checkpoint_dir"] = j.checkpoint_dir();
+  out["membership_epoch"] = j.membership_epoch();  // 0: not elastic (docs/elastic.md)
   if (with_events) {
     json events = json::array();
     for (const auto& e : j.events()) {

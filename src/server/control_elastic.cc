@@ -1,0 +1,134 @@
+// ControlState: elastic jobs (a role with minCount, docs/elastic.md). Such a
+// job runs at any size from its minCount tasks up to its count. Its size
+// changes only as a whole: its tasks checkpoint and stop, and it is placed
+// again at the size that fits then, with the next membership epoch, worker
+// ids dense from 0 and its framework's environment (WORLD_SIZE, TF_CONFIG,
+// the MPI hostfile, TRAINYARD_NUM_WORKERS) naming the tasks of that size.
+// It grows when room for more of its tasks appears; it shrinks when work
+// of a higher priority preempts it and only part of its room is left.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/convert.h"
+#include "api/roles.h"
+#include "server/control_state.h"
+#include "server/control_state_internal.h"
+
+namespace trainyard::server {
+namespace {
+
+bool Waiting(const v1::TaskRecord& t) { return t.node().empty() && t.state() == v1::TASK_PENDING; }
+
+// The placed tasks and all tasks of the job's elastic roles.
+std::pair<int, int> ElasticSize(const v1::JobRecord& rec) {
+  int placed = 0, all = 0;
+  for (const v1::ReplicaSpec& rs : rec.spec().replicas()) {
+    if (rs.min_count() > 0) all += rs.count();
+  }
+  for (const v1::TaskRecord& t : rec.tasks()) {
+    for (const v1::ReplicaSpec& rs : rec.spec().replicas()) {
+      if (rs.role() == t.role() && rs.min_count() > 0 && !t.node().empty()) ++placed;
+    }
+  }
+  return {placed, all};
+}
+
+}  // namespace
+
+std::string ControlState::GrowElastic(JobRt& job, absl::Time now) {
+  std::vector<std::pair<std::string, int32_t>> want;
+  for (const v1::TaskRecord& t : job.rec.tasks()) {
+    if (Waiting(t)) want.emplace_back(t.role(), t.index());
+  }
+  if (want.empty()) return "";
+  auto [placed, all] = ElasticSize(job.rec);
+  std::string at = absl::StrCat("elastic: runs ", placed, " of ", all, " tasks (membership epoch ",
+                                job.rec.membership_epoch(), "); grows when room for more appears");
+  absl::Status why;
+  int fit = scheduler_->RoomForTasks(job.rec.name(), want, &why);
+  if (fit == 0) {
+    std::string text(why.message());
+    // "job j task worker-3: needs ..." -> "needs ...".
+    size_t colon = text.find(": ");
+    if (absl::StartsWith(text, absl::StrCat("job ", job.rec.name(), " task ")) && colon != std::string::npos) {
+      text = text.substr(colon + 2);
+    }
+    return text.empty() ? at : absl::StrCat(at, ": ", text);
+  }
+  // Only a gang that runs whole, and has run at this size a while, grows:
+  // each resize costs every task a checkpoint and a restart.
+  if (job.rec.state() != v1::JOB_RUNNING) {
+    return absl::StrCat(at, ": room for ", fit, " more; it grows once all its tasks run");
+  }
+  absl::Time ready = job.sized_at + absl::Milliseconds(config_.elastic_grow_after_ms);
+  if (now < ready) {
+    return absl::StrCat(at, ": room for ", fit, " more; it grows once it has run ",
+                        absl::FormatDuration(absl::Milliseconds(config_.elastic_grow_after_ms)),
+                        " at this size (elasticGrowAfterMs)");
+  }
+  Resize(job,
+         absl::StrCat("growing from ", placed, " to ", placed + fit, " of ", all, " tasks: room for ", fit,
+                      " more appeared"),
+         now);
+  return "";
+}
+
+void ControlState::Resize(JobRt& job, const std::string& note, absl::Time now) {
+  job.preempting = true;
+  job.resizing = true;
+  preempting_.insert(job.rec.name());
+  job.preempted_by.clear();
+  job.preempted_note = note;
+  job.preempt_deadline = now + absl::Milliseconds(config_.preemption_grace_ms);
+  AddEvent(job, "resizing",
+           absl::StrCat(note, "; its tasks checkpoint and stop, and it is placed again at the new size"), now);
+  // A job with a master is told to checkpoint first (its workers save and
+  // report the step); one without gets SIGTERM and the preemption's grace.
+  StopWithGrace(job, config_.preemption_grace_ms, note, now);
+  MaybeFinish(job, now);
+  Persist(job);
+}
+
+void ControlState::NewMembership(JobRt& job, absl::Time now) {
+  job.rec.set_membership_epoch(job.rec.membership_epoch() + 1);
+  job.sized_at = now;
+  // Worker ids dense from 0 over the placed workers (RoleTraits::worker, in
+  // the spec's role order, then by index), then the other placed roles
+  // but the master; the tasks not placed follow in the same order.
+  int id = 0;
+  for (bool placed : {true, false}) {
+    for (bool worker : {true, false}) {
+      for (v1::TaskRecord& t : *job.rec.mutable_tasks()) {
+        if (t.node().empty() == placed || api::IsJobMasterRole(t.role())) continue;
+        if (api::TraitsOf(job.rec.spec(), t.role()).worker != worker) continue;
+        t.set_worker_id(id++);
+      }
+    }
+  }
+  auto [placed, all] = ElasticSize(job.rec);
+  std::vector<std::string> roles;
+  for (const v1::ReplicaSpec& rs : job.rec.spec().replicas()) {
+    if (rs.min_count() == 0) continue;
+    int n = 0;
+    for (const v1::TaskRecord& t : job.rec.tasks()) n += t.role() == rs.role() && !t.node().empty() ? 1 : 0;
+    roles.push_back(absl::StrCat(rs.role(), " ", n, " of ", rs.count(), " (minCount ", rs.min_count(), ")"));
+  }
+  AddEvent(job, "membership",
+           absl::StrCat("membership epoch ", job.rec.membership_epoch(), ": ", placed, " of ", all,
+                        " elastic tasks placed (", absl::StrJoin(roles, ", "), ")"),
+           now);
+}
+
+int ControlState::PlacedWorkers(const JobRt& job) {
+  int n = 0;
+  for (const v1::TaskRecord& t : job.rec.tasks()) {
+    if (!t.node().empty() && api::TraitsOf(job.rec.spec(), t.role()).worker) ++n;
+  }
+  return n;
+}
+
+}  // namespace trainyard::server
