@@ -5,7 +5,8 @@ Starts `trainyard up --nodes 2` (8 simulated GPUs per node) with a server config
 elasticGrowAfterMs: 0 and submits an elastic job: `worker: {count: 8, minCount: 4}`, 2 GPUs per
 worker, shell workers that count steps and save when their master orders a checkpoint
 (`trainyard worker checkpoint-requested` / `checkpoint-done`), resuming at the step saved. A
-filler job holds one node's 8 GPUs, so the job starts at 4. Then, per run:
+filler job holds one node's 8 GPUs, so the job starts at 4. Then, per run, each step once the
+job's workers have been stepping for 3 s at their size:
   * grow 4 -> 8: the job holding the other node (the filler, later the production job) is
     killed; timed until `describe` shows the job's next membership epoch with 8 workers
     RUNNING. "stop" is the part from the `resizing` event to the `membership` event (the
@@ -24,6 +25,7 @@ from up_cluster import UpCluster, wait
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=5)
+parser.add_argument("--events", action="store_true", help="print each grow's events, ms after its resizing event")
 parser.add_argument("--trainyard", default=os.path.join(os.path.dirname(__file__), "..", "build", "release",
                                                         "trainyard"))
 args = parser.parse_args()
@@ -70,6 +72,9 @@ def event_ms(d, kind):
     return times[-1] if times else None
 
 
+# The job's workers have been stepping this long at its size before each grow or shrink (the
+# server's elasticGrowAfterMs is 0: the grow starts as soon as the room appears).
+STEADY = 3
 config = "elasticGrowAfterMs: 0\npreemptionGraceMs: 60000\n"
 grow, stop, shrink = [], [], []
 with UpCluster(args.trainyard, nodes=2, prefix="ty-elastic-bench-", config=config) as c:
@@ -84,16 +89,23 @@ with UpCluster(args.trainyard, nodes=2, prefix="ty-elastic-bench-", config=confi
     holding = "filler"
     for run in range(args.runs):
         epoch = describe(c, "elastic")["membership_epoch"]
+        time.sleep(STEADY)
         t0 = time.monotonic()
         c.cli("kill", holding)
         t1 = wait("the job to grow to 8", lambda: at_size(c, "elastic", epoch + 1, 8), timeout=120)
         d = describe(c, "elastic")
         grow.append((t1 - t0) * 1000)
         stop.append(event_ms(d, "membership") - event_ms(d, "resizing"))
+        if args.events:
+            t_resize = event_ms(d, "resizing")
+            for e in d["events"]:
+                if e["time_unix_ms"] >= t_resize:
+                    print(f"  +{e['time_unix_ms'] - t_resize} ms {e['kind']}: {e['text'][:100]}")
         holding = f"urgent-{run}"
         with open(c.dir + "/urgent.yaml", "w") as f:
             f.write(holder(holding, "production"))
         epoch = d["membership_epoch"]
+        time.sleep(STEADY)
         t0 = time.monotonic()
         c.cli("submit", c.dir + "/urgent.yaml")
         t1 = wait("the job to shrink to 4", lambda: at_size(c, "elastic", epoch + 1, 4) and running(c, holding),

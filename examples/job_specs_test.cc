@@ -40,6 +40,7 @@ TEST(JobSpecsTest, CheckedInSpecsNameTheirFrameworkAndRoles) {
   EXPECT_THAT(demo, HasSubstr("gpus: 1"));
   EXPECT_THAT(demo, HasSubstr("restartPolicy: OnFailure"));
   EXPECT_THAT(Read(TRAINYARD_EXAMPLES_DIR "/pytorch_ddp.yaml"), HasSubstr("  master:\n    count: 1"));
+  EXPECT_THAT(Read(TRAINYARD_EXAMPLES_DIR "/pytorch_elastic.yaml"), HasSubstr("    count: 3\n    minCount: 1"));
   EXPECT_THAT(Read(TRAINYARD_EXAMPLES_DIR "/mpi.yaml"), HasSubstr("framework: mpi"));
   EXPECT_THAT(Read(TRAINYARD_EXAMPLES_DIR "/hello.yaml"), HasSubstr("hello from $TRAINYARD_TASK_NAME"));
 }

@@ -75,5 +75,20 @@ TEST_F(PytorchDdpTest, TwoRanksTrainCheckpointAndResume) {
   EXPECT_LE(resumed.back().second, kStatedLoss) << second[0];
 }
 
+// An elastic job (docs/elastic.md) restarts at another WORLD_SIZE: each
+// rank's shard, and so the steps of an epoch, change; the run goes on from
+// the epoch the checkpoint saved, not from its step count read at the new
+// size.
+TEST_F(PytorchDdpTest, ARunResumedAtAnotherWorldSizeGoesOnFromTheSameEpoch) {
+  std::vector<std::string> first = Run(2, 4, "two-ranks");
+  ASSERT_EQ(EpochLosses(first[0]).size(), 4u) << first[0];
+  std::vector<std::string> second = Run(1, 8, "one-rank");  // 2048 samples / 64: 32 steps an epoch, not 16
+  EXPECT_THAT(second[0], testing::HasSubstr("resumed from epoch 4 at step 128")) << second[0];
+  auto resumed = EpochLosses(second[0]);
+  ASSERT_EQ(resumed.size(), 4u) << second[0];
+  EXPECT_EQ(resumed.front().first, 5);
+  EXPECT_LE(resumed.back().second, kStatedLoss) << second[0];
+}
+
 }  // namespace
 }  // namespace trainyard::examples

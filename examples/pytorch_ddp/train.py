@@ -22,6 +22,11 @@ ranks wait to be stopped (a preemption or a time limit stops the job once all
 saved). The next start resumes at that step: the checkpoint file's (the
 server's TRAINYARD_RESUME_STEP says the same unless the ranks trained on and
 saved again; the file is the newer).
+
+Elastic (docs/elastic.md, examples/pytorch_elastic.yaml): each start takes
+its WORLD_SIZE as it is; a checkpoint saved at another size resumes at the
+same place in its epoch (each rank's shard, and so the steps per epoch,
+follow the size).
 """
 import argparse
 import os
@@ -66,19 +71,26 @@ def make_dataset(samples):
 
 
 def load_checkpoint(path, model, opt, steps_per_epoch):
-    """The steps done by the checkpoint at `path` (0: none)."""
+    """The steps done by the checkpoint at `path` (0: none), in steps of this run's size. A
+    checkpoint saved at another WORLD_SIZE (an elastic job resized, docs/elastic.md) had another
+    number of steps per epoch: its place in its epoch is carried over as the same fraction."""
     if not os.path.exists(path):
         return 0
     state = torch.load(path)
     model.load_state_dict(state["model"])
     opt.load_state_dict(state["optimizer"])
-    return state.get("step", state["epoch"] * steps_per_epoch)
+    step = state.get("step", state["epoch"] * steps_per_epoch)
+    saved_per_epoch = state.get("steps_per_epoch", steps_per_epoch)
+    if saved_per_epoch == steps_per_epoch:
+        return step
+    epoch, batch = divmod(step, saved_per_epoch)
+    return epoch * steps_per_epoch + batch * steps_per_epoch // saved_per_epoch
 
 
 def save_checkpoint(path, model, opt, step, steps_per_epoch):
     tmp = f"{path}.tmp.{os.getpid()}"
-    torch.save({"step": step, "epoch": step // steps_per_epoch, "model": model.state_dict(),
-                "optimizer": opt.state_dict()}, tmp)
+    torch.save({"step": step, "epoch": step // steps_per_epoch, "steps_per_epoch": steps_per_epoch,
+                "model": model.state_dict(), "optimizer": opt.state_dict()}, tmp)
     with open(tmp, "rb") as f:
         os.fsync(f.fileno())
     os.replace(tmp, path)

@@ -230,6 +230,29 @@ void ValidateImage(const v1::ReplicaSpec& r, const std::string& path, Errors* er
   }
 }
 
+// An elastic job (a role with minCount, docs/elastic.md) restarts whole at
+// each size: no role of it may join a fixed gang later (minAvailable), and
+// its master must be a task of it, started with the workers of each size.
+void ValidateElastic(const v1::JobSpec& spec, Errors* errors) {
+  std::string elastic;
+  for (const auto& r : spec.replicas()) {
+    if (r.min_count() > 0 && elastic.empty()) elastic = r.role();
+  }
+  if (elastic.empty()) return;
+  for (const auto& r : spec.replicas()) {
+    if (r.min_count() == 0 && r.min_available() > 0) {
+      errors->push_back(absl::StrCat("replicas.", Printable(r.role()), ".minAvailable: role ", Printable(elastic),
+                                     " is elastic (minCount), and an elastic job restarts whole at each size; "
+                                     "no role of it joins later (leave minAvailable out)"));
+    }
+  }
+  if (!spec.job_master_address().empty()) {
+    errors->push_back(absl::StrCat("replicas.", Printable(elastic), ".minCount: an elastic job's master runs as a "
+                                   "task of the job, started at each size with the workers of that size; not in "
+                                   "the submitting client (submit --jobmaster-in-client)"));
+  }
+}
+
 void ValidateReplica(const v1::ReplicaSpec& r, const core::AllocationLimits& limits, Errors* errors) {
   std::string path = absl::StrCat("replicas.", Printable(r.role()));
   if (!ValidName(r.role())) {
@@ -360,6 +383,7 @@ std::vector<std::string> ValidateJobSpec(const v1::JobSpec& spec, const core::Al
     errors.push_back("jobmaster: false asks for no job master, but the job's master runs in the submitting client "
                      "(submit --jobmaster-in-client): drop one of the two");
   }
+  ValidateElastic(spec, &errors);
   ValidateArrayAndDependencies(spec, &errors);
   return errors;
 }

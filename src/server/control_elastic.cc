@@ -52,18 +52,24 @@ std::string ControlState::GrowElastic(JobRt& job, absl::Time now) {
   int fit = scheduler_->RoomForTasks(job.rec.name(), want, &why);
   if (fit == 0) {
     std::string text(why.message());
-    // "job j task worker-3: needs ..." -> "needs ...".
+    // "job j task worker-3: needs ..." or "job j: queue ..." -> what follows.
     size_t colon = text.find(": ");
-    if (absl::StartsWith(text, absl::StrCat("job ", job.rec.name(), " task ")) && colon != std::string::npos) {
+    std::string job_prefix = absl::StrCat("job ", job.rec.name());
+    if (colon != std::string::npos && (absl::StartsWith(text, job_prefix + " task ") ||
+                                       text.compare(0, colon, job_prefix) == 0)) {
       text = text.substr(colon + 2);
     }
     return text.empty() ? at : absl::StrCat(at, ": ", text);
   }
   // Only a gang that runs whole, and has run at this size a while, grows:
-  // each resize costs every task a checkpoint and a restart.
-  if (job.rec.state() != v1::JOB_RUNNING) {
-    return absl::StrCat(at, ": room for ", fit, " more; it grows once all its tasks run");
+  // each resize costs every task a checkpoint and a restart. A task of it
+  // that ended (a worker done before the others) stays ended: the room it
+  // left is not a reason to start the job again.
+  bool all_run = job.rec.state() == v1::JOB_RUNNING;
+  for (const v1::TaskRecord& t : job.rec.tasks()) {
+    if (!t.node().empty() && t.state() != v1::TASK_RUNNING) all_run = false;
   }
+  if (!all_run) return absl::StrCat(at, ": room for ", fit, " more; it grows only while all its tasks run");
   absl::Time ready = job.sized_at + absl::Milliseconds(config_.elastic_grow_after_ms);
   if (now < ready) {
     return absl::StrCat(at, ": room for ", fit, " more; it grows once it has run ",

@@ -263,18 +263,54 @@ TEST_F(ControlLifecycleTest, ProductionWorkShrinksAnElasticJobTowardsMinCountAnd
   EXPECT_EQ(std::count(kinds.begin(), kinds.end(), "membership"), 3);
 }
 
+// Workers of an elastic job end one after the other: the room the first
+// leaves is no reason to resize (and so start again) the job that is
+// finishing.
+TEST_F(ControlLifecycleTest, AnElasticJobWhoseWorkersEndOneByOneIsNotResizedAndSucceeds) {
+  AddNode("n1", 1);
+  std::string filler = Submit("name: filler\nreplicas:\n  worker:\n    resources: {gpus: 4}\n    command: [x]\n");
+  std::string job = Submit(kElasticDdp);
+  state_->RunRound(now_);
+  ReportAll(filler, v1::TASK_RUNNING);
+  ReportAll(job, v1::TASK_RUNNING);
+  now_ += absl::Seconds(2);  // past elasticGrowAfterMs, within the node timeout
+  state_->RunRound(now_);
+  const v1::TaskSpec first = backend_.launches[1].second;
+  ASSERT_EQ(first.job(), job);
+  Status("n1", first, v1::TASK_SUCCEEDED);
+  size_t kills = backend_.kills.size();
+  now_ += absl::Milliseconds(500);
+  state_->RunRound(now_);
+  EXPECT_EQ(backend_.kills.size(), kills) << "worker-1 is not stopped for the room worker-0 left";
+  EXPECT_THAT(View(job).reason(), HasSubstr("it grows only while all its tasks run"));
+  ReportAll(job, v1::TASK_SUCCEEDED);
+  v1::JobView v = View(job);
+  EXPECT_EQ(v.state(), v1::JOB_SUCCEEDED) << "the workers of its size completed; " << v.reason();
+  EXPECT_EQ(v.membership_epoch(), 1);
+}
+
 TEST_F(ControlLifecycleTest, MinCountIsCheckedNamingTheField) {
   for (auto [yaml, want] : {
            std::pair{"    count: 2\n    minCount: 0\n", "replicas.worker.minCount: 0 must be at least 1"},
            std::pair{"    count: 2\n    minCount: 3\n", "replicas.worker.minCount: 3 must be between 1 and count 2"},
            std::pair{"    count: 4\n    minCount: 2\n    minAvailable: 2\n",
                      "replicas.worker.minCount: an elastic role (minCount) restarts at each new size"},
+           std::pair{"    count: 4\n    minCount: 2\n  ps:\n    count: 2\n    minAvailable: 1\n",
+                     "replicas.ps.minAvailable: role worker is elastic (minCount)"},
        }) {
     auto spec = api::LoadJobSpec(absl::StrCat("name: z\nreplicas:\n  worker:\n", yaml, "    command: [x]\n"),
                                  config_.limits);
     ASSERT_FALSE(spec.ok()) << yaml;
     EXPECT_THAT(spec.status().message(), HasSubstr(want));
   }
+  // A master in the submitting client expects the spec's count at every size.
+  auto spec = api::LoadJobSpec("name: z\nreplicas:\n  worker:\n    count: 4\n    minCount: 2\n    command: [x]\n",
+                               config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->set_job_master_address("10.0.0.9:4000");
+  auto prepared = state_->PrepareSubmit(*spec, now_);
+  ASSERT_FALSE(prepared.ok());
+  EXPECT_THAT(prepared.status().message(), HasSubstr("an elastic job's master runs as a task of the job"));
 }
 
 TEST_F(ControlLifecycleTest, MinAvailableZeroIsRefusedNamingTheField) {

@@ -72,6 +72,9 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     }
     CountInQueue(*job);
     WatchDeadline(*job);  // from its recorded start: the limit survives the restart
+    // An elastic job's size counts as new: it grows no sooner than
+    // elasticGrowAfterMs after the restart, once its nodes are back.
+    job->sized_at = now;
     jobs_[job->rec.name()] = std::move(job);
   }
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:

@@ -1,7 +1,7 @@
 // Victim search: a greedy over nodes, fewest victims a preemption would end
 // (their preemption budget spent) per task slot gained first, then "new
-// victim jobs per task slot gained" (then victims that are not elastic,
-// then victims that do not checkpoint, then GPU-time lost, per slot), with
+// victim jobs per task slot gained" (then victims that do not checkpoint,
+// then victims that are not elastic, then GPU-time lost, per slot), with
 // lazy re-evaluation; then a tentative gang placement
 // checks the choice, and a pruning pass drops victims that turn out not to
 // be needed.
@@ -53,11 +53,10 @@ struct Sums {
 
 // What a set of victims costs per task slot it gains, lexicographically:
 // jobs the preemption would end (no preemption left in their budget), then
-// jobs stopped, then those among them that are not elastic (an elastic job
-// is placed again at once with what is left, at least its minCount; the
-// others wait in the queue), then jobs that do not checkpoint (they lose
-// everything since their last save of their own), then GPU-seconds lost.
-// Lower is better.
+// jobs stopped, then jobs that do not checkpoint (they lose everything
+// since their last save of their own), then those that are not elastic (an
+// elastic job is placed again with what is left, down to its minCount; the
+// others wait in the queue), then GPU-seconds lost. Lower is better.
 struct Score {
   double ended = 1e18;
   double jobs = 1e18;
@@ -65,7 +64,7 @@ struct Score {
   double plain = 1e18;
   double time = 1e18;
   bool operator<(const Score& o) const {
-    return std::tie(ended, jobs, whole, plain, time) < std::tie(o.ended, o.jobs, o.whole, o.plain, o.time);
+    return std::tie(ended, jobs, plain, whole, time) < std::tie(o.ended, o.jobs, o.plain, o.whole, o.time);
   }
   // The sums over a set of `jobs` victims, per slot of `gain` (> 0).
   static Score PerSlot(const Sums& s, double jobs, int gain) {
@@ -167,8 +166,8 @@ class Search {
       }
       if (c.victims.empty() && SlotsIn(FreeOf(n)) == 0) continue;
       std::sort(c.victims.begin(), c.victims.end(), [&](const auto& a, const auto& b) {
-        return std::make_tuple(Ended(a.first), Whole(a.first), Plain(a.first), Cost(a.first), a.first) <
-               std::make_tuple(Ended(b.first), Whole(b.first), Plain(b.first), Cost(b.first), b.first);
+        return std::make_tuple(Ended(a.first), Plain(a.first), Whole(a.first), Cost(a.first), a.first) <
+               std::make_tuple(Ended(b.first), Plain(b.first), Whole(b.first), Cost(b.first), b.first);
       });
       cand_of_node_[n] = static_cast<int32_t>(cands_.size());
       cands_.push_back(std::move(c));

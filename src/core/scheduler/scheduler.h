@@ -135,7 +135,10 @@ class Scheduler {
   // holds anything, PlaceTask would place one after another, in order,
   // stopping at the first it refuses (its error in `*why`). A trial: what
   // the tasks would hold is given back, nothing is committed, no port cools.
-  // An elastic job asks it before it grows (docs/elastic.md).
+  // 0, with the queue policy's reason, when the policy would not admit the
+  // job's whole count on top of what it holds now (placed again after a
+  // resize, it is admitted on its whole count). An elastic job asks it
+  // before it grows (docs/elastic.md).
   int RoomForTasks(std::string_view job_id, const std::vector<std::pair<std::string, int32_t>>& tasks,
                    absl::Status* why);
   // Takes task (role, index) of placed job `job_id`, which runs (recovered

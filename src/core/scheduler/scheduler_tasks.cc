@@ -111,6 +111,14 @@ absl::StatusOr<TaskAssignment> Scheduler::PlaceTask(std::string_view job_id,
 int Scheduler::RoomForTasks(std::string_view job_id, const std::vector<std::pair<std::string, int32_t>>& tasks,
                             absl::Status* why) {
   *why = absl::OkStatus();
+  // Placed again after its resize, the job is admitted on its whole count
+  // (TryJob): counted here on top of what it holds now, so a yes holds then.
+  if (std::optional<JobSlot> j = state_.FindJob(job_id); j.has_value()) {
+    if (std::string refused = queue_policy_->Admit(state_, state_.job(*j)); !refused.empty()) {
+      *why = absl::ResourceExhaustedError(absl::StrCat("job ", std::string(job_id), ": ", refused));
+      return 0;
+    }
+  }
   int fit = 0;
   for (const auto& [role, index] : tasks) {
     absl::StatusOr<TaskAssignment> placed = PlaceTask(job_id, role, index);

@@ -65,8 +65,8 @@ struct JobRequest {
   // it is chosen as a victim only where no other choice frees the room.
   bool last_preemption = false;
   // A role of the job is elastic (minCount, docs/elastic.md): preempted, it
-  // is placed again at once with what is left, so among equally many
-  // victims such jobs are chosen first.
+  // is placed again with what is left, so among equally many victims that
+  // checkpoint alike such jobs are chosen first.
   bool elastic = false;
 };
 
