@@ -92,14 +92,23 @@ class Search {
          absl::Time now)
       : state_(state), now_(now), cost_(state->JobSlots(), -1.0) {
     const JobRequest& job = state->job(j).request;
+    // The main role: the most GPUs per task, then the most cores, then
+    // memory (a job of CPU tasks is counted in its big tasks, not in the
+    // small job-master task its spec lists first).
+    auto size = [](const RoleRequest& r) {
+      return std::tuple(r.resource.gpus, r.resource.gpu_milli, r.resource.vcores_milli, r.resource.memory_mb);
+    };
     for (const RoleRequest& r : job.roles) {
-      if (main_ == nullptr || r.resource.gpus > main_->resource.gpus) main_ = &r;
+      if (main_ == nullptr || size(r) > size(*main_)) main_ = &r;
     }
     // Slots are counted in tasks of the main (most-GPU) role. When that role
     // uses GPUs, roles without GPUs (parameter servers, the job master) are
-    // not counted: they need no GPU slot and fit beside the others.
+    // not counted: they need no GPU slot and fit beside the others. Of a job
+    // of CPU tasks, roles under half the main role's cores are not counted
+    // either. (An estimate: the tentative placement checks the real fit.)
     for (const RoleRequest& r : job.roles) {
       if (main_->resource.gpus > 0 && r.resource.gpus == 0) continue;
+      if (main_->resource.gpus == 0 && int64_t{r.resource.vcores_milli} * 2 < main_->resource.vcores_milli) continue;
       need_ += r.MinAvailable();
     }
     Collect(j, eligible);

@@ -297,6 +297,24 @@ TEST(PreemptionTest, AJobAPreemptionWouldEndIsTheLastChoice) {
   EXPECT_FALSE(s->SetLastPreemption("nobody", true).ok());
 }
 
+// A job of CPU tasks whose first role is a small one (the job master the
+// server adds first) is counted in its big tasks: it finds its victims.
+TEST(PreemptionTest, AJobOfCpuTasksBehindASmallFirstRoleFindsItsVictims) {
+  auto s = MakeScheduler(1);  // 64 cores
+  JobRequest low = MakeJob("low", {.tasks = 4, .gpus = 0, .priority = PriorityClass::kPtr});
+  for (RoleRequest& r : low.roles) r.resource.vcores_milli = 8000;  // 32 cores
+  ASSERT_TRUE(s->AddJob(low).ok());
+  s->Schedule(T(0));
+  JobRequest prod = MakeJob("prod", {.gpus = 0, .priority = PriorityClass::kProduction, .submit = 10});
+  prod.roles[0].resource.vcores_milli = 40000;
+  RoleRequest master;
+  master.name = "jobmaster";
+  master.resource = Resource{.memory_mb = 64, .vcores_milli = 50};
+  prod.roles.insert(prod.roles.begin(), master);
+  ASSERT_TRUE(s->AddJob(prod).ok());
+  EXPECT_THAT(Victims(s->Schedule(T(20))), ::testing::ElementsAre("low"));
+}
+
 // An elastic job, once stopped, is placed again at once with what is left;
 // a whole job waits in the queue. Among equally many victims, the elastic
 // one goes first, even where the whole one has run for less time.
