@@ -44,15 +44,6 @@ replicas:
 )");
 }
 
-std::vector<int64_t> Numbers(const std::string& text) {
-  std::vector<int64_t> out;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    int64_t n = 0;
-    if (absl::SimpleAtoi(line, &n)) out.push_back(n);
-  }
-  return out;
-}
-
 bool HasEvent(const nlohmann::json& d, const std::string& kind, const std::string& text) {
   for (const auto& e : d["events"]) {
     if (e["kind"] == kind && e["text"].get<std::string>().find(text) != std::string::npos) return true;
@@ -67,7 +58,7 @@ TEST(CheckpointTest, APreemptedJobSavesWhenOrderedIsStoppedAtOnceAndResumesAtThe
   std::string out = c.dir() + "/out";
   ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
   std::string low = c.Submit(StepSpec("low", out, "priority: ptr", 4, 20));
-  ASSERT_TRUE(WaitUntil([&] { return Numbers(ReadFile(out + "/start-1")).size() == 1; }, absl::Seconds(60),
+  ASSERT_TRUE(WaitUntil([&] { return NumberLines(ReadFile(out + "/start-1")).size() == 1; }, absl::Seconds(60),
                         absl::Milliseconds(100)));
   ASSERT_TRUE(c.WaitForState(low, "RUNNING", absl::Seconds(60)));
   // Its master listens (the server's push below finds its port open).
@@ -90,8 +81,8 @@ replicas:
   ASSERT_TRUE(c.WaitForState(prod, "SUCCEEDED", absl::Seconds(120))) << c.Describe(low).dump(2);
   ASSERT_TRUE(c.WaitForState(low, "SUCCEEDED", absl::Seconds(120))) << c.Describe(low).dump(2);
 
-  std::vector<int64_t> saved0 = Numbers(ReadFile(out + "/saved-0"));
-  std::vector<int64_t> saved1 = Numbers(ReadFile(out + "/saved-1"));
+  std::vector<int64_t> saved0 = NumberLines(ReadFile(out + "/saved-0"));
+  std::vector<int64_t> saved1 = NumberLines(ReadFile(out + "/saved-1"));
   ASSERT_EQ(saved0.size(), 1u) << "each worker saves once per order";
   ASSERT_EQ(saved1.size(), 1u);
   int64_t step = std::min(saved0[0], saved1[0]);
@@ -101,8 +92,8 @@ replicas:
   EXPECT_EQ(d["resume_step"], step);
   EXPECT_EQ(d["checkpoint_order"]["id"], 0) << "closed";
   // Each worker started twice: at 0, then at the step they saved together.
-  EXPECT_EQ(Numbers(ReadFile(out + "/start-0")), (std::vector<int64_t>{0, step}));
-  EXPECT_EQ(Numbers(ReadFile(out + "/start-1")), (std::vector<int64_t>{0, step}));
+  EXPECT_EQ(NumberLines(ReadFile(out + "/start-0")), (std::vector<int64_t>{0, step}));
+  EXPECT_EQ(NumberLines(ReadFile(out + "/start-1")), (std::vector<int64_t>{0, step}));
   // describe says where it resumes.
   EXPECT_THAT(c.Cli({"describe", low}).out, HasSubstr(absl::StrCat("Resumes at: step ", step)));
   // The order reached the master pushed to its port, not only in the answer
@@ -130,8 +121,8 @@ TEST(CheckpointTest, AJobPastItsTimeLimitSavesBeforeItEndsDeadlineExceeded) {
       absl::Seconds(40), absl::Milliseconds(200)))
       << c.Describe(job).dump(2);
   nlohmann::json d = c.Describe(job);
-  EXPECT_EQ(Numbers(ReadFile(out + "/saved-0")).size(), 1u);
-  EXPECT_EQ(Numbers(ReadFile(out + "/saved-1")).size(), 1u);
+  EXPECT_EQ(NumberLines(ReadFile(out + "/saved-0")).size(), 1u);
+  EXPECT_EQ(NumberLines(ReadFile(out + "/saved-1")).size(), 1u);
   EXPECT_TRUE(HasEvent(d, "checkpointed", "2 workers saved step ")) << d.dump(2);
 }
 

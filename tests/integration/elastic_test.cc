@@ -45,15 +45,6 @@ std::vector<Start> Starts(const std::string& text) {
   return out;
 }
 
-std::vector<int64_t> Numbers(const std::string& text) {
-  std::vector<int64_t> out;
-  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
-    int64_t n = 0;
-    if (absl::SimpleAtoi(line, &n)) out.push_back(n);
-  }
-  return out;
-}
-
 // Workers that count steps from TRAINYARD_RESUME_STEP, note each start in
 // OUT/start-INDEX, save when ordered (OUT/saved-INDEX) and complete once
 // OUT/finish exists (their last step in OUT/end-INDEX).
@@ -131,13 +122,13 @@ TEST(ElasticTest, AJobGrowsIntoRoomShrinksForProductionWorkGrowsBackAndFinishesF
   for (int i = 0; i < 4; ++i) {
     std::vector<Start> s = starts(i);
     ASSERT_FALSE(s.empty()) << "worker " << i;
-    std::vector<int64_t> end = Numbers(ReadFile(absl::StrCat(out, "/end-", i)));
+    std::vector<int64_t> end = NumberLines(ReadFile(absl::StrCat(out, "/end-", i)));
     ASSERT_EQ(end.size(), 1u) << "worker " << i << " completed once";
     EXPECT_GE(end[0], s.back().step) << "worker " << i;
     // Every start but the last ended in a save at or past the step it
     // started at; a start in the next epoch resumed at most there (the step
     // all workers saved): work is lost only since the order.
-    std::vector<int64_t> saved = Numbers(ReadFile(absl::StrCat(out, "/saved-", i)));
+    std::vector<int64_t> saved = NumberLines(ReadFile(absl::StrCat(out, "/saved-", i)));
     ASSERT_EQ(saved.size(), s.size() - 1) << "worker " << i;
     for (size_t k = 0; k < saved.size(); ++k) {
       EXPECT_GE(saved[k], s[k].step) << "worker " << i << " save " << k;

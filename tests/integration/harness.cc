@@ -20,7 +20,9 @@
 #include <thread>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/ascii.h"
 #include "absl/time/clock.h"
 #include "security/certs.h"
@@ -88,6 +90,15 @@ void Process::Stop(absl::Duration grace) {
   if (!Running()) return;
   kill(pid_, SIGTERM);
   if (!WaitUntil([&] { return !Running(); }, grace)) Kill();
+}
+
+std::vector<int64_t> NumberLines(const std::string& text) {
+  std::vector<int64_t> out;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    int64_t n = 0;
+    if (absl::SimpleAtoi(line, &n)) out.push_back(n);
+  }
+  return out;
 }
 
 std::string ReadFile(const std::string& path) {

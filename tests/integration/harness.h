@@ -100,6 +100,9 @@ CommandResult RunCommandLine(const std::vector<std::string>& argv, absl::Duratio
 // Reads a whole file ("" when missing).
 std::string ReadFile(const std::string& path);
 void WriteFile(const std::string& path, const std::string& content);
+// The integers of `text`, one per line (lines that are not one are skipped):
+// what tasks appended to a file, a number a line.
+std::vector<int64_t> NumberLines(const std::string& text);
 // A shell command that waits until `path` exists: a task holds there until
 // the test writes the file (the task's own business; no timer).
 std::string WaitForFile(const std::string& path);
