@@ -4,6 +4,8 @@
 #include "httpd/http_server.h"
 
 #include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "httplib.h"
@@ -29,10 +31,17 @@ TEST(HttpdTest, ABarePortIsOnLoopbackAndItsRoutesAreCounted) {
   auto missing = client.Get("/nowhere");
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->status, 404);
-  std::vector<HttpRequestCount> counts = (*s)->RequestCounts();
-  bool counted = false;
-  for (const HttpRequestCount& c : counts) counted |= c.route == "/metrics" && c.code == 200 && c.count == 1;
-  EXPECT_TRUE(counted);
+  // A request is counted once its answer is written (the engine's logger):
+  // the client may read the answer first, so the count is waited for.
+  auto counted = [&] {
+    for (const HttpRequestCount& c : (*s)->RequestCounts()) {
+      if (c.route == "/metrics" && c.code == 200 && c.count == 1) return true;
+    }
+    return false;
+  };
+  absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (!counted() && absl::Now() < deadline) absl::SleepFor(absl::Milliseconds(5));
+  EXPECT_TRUE(counted());
   (*s)->Stop();
 }
 
