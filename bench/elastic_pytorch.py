@@ -11,7 +11,6 @@ resumed, the losses), and exits non-zero unless the job ended SUCCEEDED at membe
 with its last loss at most 0.05 (docs/examples.md). Usage: bench/elastic_pytorch.py [--trainyard PATH]
 """
 import argparse
-import json
 import os
 import re
 import subprocess
@@ -37,25 +36,16 @@ def say(*what):
 with UpCluster(BIN, nodes=1, prefix="ty-elastic-torch-", config="elasticGrowAfterMs: 5000\n") as c:
     spec = open(SPEC).read().replace("    restartPolicy: OnFailure\n",
                                      "    restartPolicy: OnFailure\n    env: {EPOCH_SLEEP_MS: '4000'}\n")
-    files = {"elastic": spec,
-             "filler": "name: filler\nreplicas:\n  worker:\n    resources: {cpu: 29, memory: 1Gi}\n"
-                       "    command: [sleep, '3600']\n",
-             "prod": "name: prod\npriority: production\nreplicas:\n  worker:\n"
-                     "    resources: {cpu: 29, memory: 1Gi}\n    command: [sleep, '25']\n"}
-    for name, text in files.items():
-        with open(f"{c.dir}/{name}.yaml", "w") as f:
-            f.write(text)
-
-    def describe(job):
-        return json.loads(c.cli("describe", job, "-o", "json"))
-
+    filler = "name: filler\nreplicas:\n  worker:\n    resources: {cpu: 29, memory: 1Gi}\n    command: [sleep, '3600']\n"
+    prod = ("name: prod\npriority: production\nreplicas:\n  worker:\n    resources: {cpu: 29, memory: 1Gi}\n"
+            "    command: [sleep, '25']\n")
     def at_epoch(n):
-        d = describe(JOB)
+        d = c.describe(JOB)
         return d["membership_epoch"] >= n and d["state"] == "RUNNING"
 
-    c.cli("submit", f"{c.dir}/filler.yaml")
-    wait("the filler to run", lambda: describe("filler")["state"] == "RUNNING")
-    c.cli("submit", f"{c.dir}/elastic.yaml")
+    c.submit(filler)
+    wait("the filler to run", lambda: c.describe("filler")["state"] == "RUNNING")
+    c.submit(spec)
     wait("epoch 1", lambda: at_epoch(1), 120)
     say("epoch 1 runs")
     time.sleep(8)
@@ -64,12 +54,12 @@ with UpCluster(BIN, nodes=1, prefix="ty-elastic-torch-", config="elasticGrowAfte
     wait("epoch 2", lambda: at_epoch(2), 120)
     say("epoch 2 runs")
     time.sleep(6)
-    c.cli("submit", f"{c.dir}/prod.yaml")
+    c.submit(prod)
     say("production job submitted")
     wait("epoch 3", lambda: at_epoch(3), 120)
     say("epoch 3 runs")
-    wait("the job to end", lambda: describe(JOB)["state"] in ("SUCCEEDED", "FAILED", "KILLED"), 600)
-    d = describe(JOB)
+    wait("the job to end", lambda: c.describe(JOB)["state"] in ("SUCCEEDED", "FAILED", "KILLED"), 600)
+    d = c.describe(JOB)
     say(f"{d['state']} at membership epoch {d['membership_epoch']}: {d.get('reason', '')}")
     for e in d["events"]:
         if e["kind"] in ("resizing", "preempted", "membership"):

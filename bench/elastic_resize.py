@@ -16,7 +16,6 @@ job's workers have been stepping for 3 s at their size:
 Prints each figure's median and spread. Usage: bench/elastic_resize.py [--runs 5] [--trainyard PATH]
 """
 import argparse
-import json
 import os
 import statistics
 import time
@@ -52,19 +51,15 @@ def holder(name, priority):
             f"    command: [sleep, '3600']\n")
 
 
-def describe(c, job):
-    return json.loads(c.cli("describe", job, "-o", "json"))
-
-
 def at_size(c, job, epoch, workers):
     """Whether `job` runs its membership epoch `epoch` (or later) with `workers` workers running."""
-    d = describe(c, job)
+    d = c.describe(job)
     running = sum(1 for t in d["tasks"] if t.get("role") == "worker" and t.get("state") == "RUNNING")
     return d.get("membership_epoch", 0) >= epoch and running == workers and d.get("state") == "RUNNING"
 
 
 def running(c, job):
-    return describe(c, job).get("state") == "RUNNING"
+    return c.describe(job).get("state") == "RUNNING"
 
 
 def event_ms(d, kind):
@@ -78,22 +73,18 @@ STEADY = 3
 config = "elasticGrowAfterMs: 0\npreemptionGraceMs: 60000\n"
 grow, stop, shrink = [], [], []
 with UpCluster(args.trainyard, nodes=2, prefix="ty-elastic-bench-", config=config) as c:
-    with open(c.dir + "/filler.yaml", "w") as f:
-        f.write(holder("filler", "iteration"))
-    with open(c.dir + "/elastic.yaml", "w") as f:
-        f.write(ELASTIC)
-    c.cli("submit", c.dir + "/filler.yaml")
+    c.submit(holder("filler", "iteration"))
     wait("the filler to run", lambda: running(c, "filler"))
-    c.cli("submit", c.dir + "/elastic.yaml")
+    c.submit(ELASTIC)
     wait("the job to run at 4", lambda: at_size(c, "elastic", 1, 4), timeout=120)
     holding = "filler"
     for run in range(args.runs):
-        epoch = describe(c, "elastic")["membership_epoch"]
+        epoch = c.describe("elastic")["membership_epoch"]
         time.sleep(STEADY)
         t0 = time.monotonic()
         c.cli("kill", holding)
         t1 = wait("the job to grow to 8", lambda: at_size(c, "elastic", epoch + 1, 8), timeout=120)
-        d = describe(c, "elastic")
+        d = c.describe("elastic")
         grow.append((t1 - t0) * 1000)
         stop.append(event_ms(d, "membership") - event_ms(d, "resizing"))
         if args.events:
@@ -102,12 +93,10 @@ with UpCluster(args.trainyard, nodes=2, prefix="ty-elastic-bench-", config=confi
                 if e["time_unix_ms"] >= t_resize:
                     print(f"  +{e['time_unix_ms'] - t_resize} ms {e['kind']}: {e['text'][:100]}")
         holding = f"urgent-{run}"
-        with open(c.dir + "/urgent.yaml", "w") as f:
-            f.write(holder(holding, "production"))
         epoch = d["membership_epoch"]
         time.sleep(STEADY)
         t0 = time.monotonic()
-        c.cli("submit", c.dir + "/urgent.yaml")
+        c.submit(holder(holding, "production"))
         t1 = wait("the job to shrink to 4", lambda: at_size(c, "elastic", epoch + 1, 4) and running(c, holding),
                   timeout=120)
         shrink.append((t1 - t0) * 1000)

@@ -28,23 +28,13 @@ if not 1 <= args.runs <= 15:
     raise SystemExit("--runs: 1..15 (each run takes one of the 16 GPUs out of service)")
 
 
-def worker(c, job):
-    for t in json.loads(c.cli("describe", job, "-o", "json"))["tasks"]:
-        if t.get("role") == "worker":
-            return t
-    return {}
-
-
 with UpCluster(args.trainyard, nodes=2, prefix="trainyard-gpu-fault-bench-") as c:
-    spec = os.path.join(c.dir, "job.yaml")
-    with open(spec, "w") as f:
-        f.write("name: faulty\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n"
-                "    command: [sleep, '3600']\n    restartPolicy: OnFailure\n")
-    job = c.cli("submit", spec).split()[1]  # "job NAME submitted"
-    wait("the job to run", lambda: worker(c, job).get("state") == "RUNNING")
+    job = c.submit("name: faulty\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n"
+                   "    command: [sleep, '3600']\n    restartPolicy: OnFailure\n")
+    wait("the job to run", lambda: c.task(job).get("state") == "RUNNING")
     seen, running = [], []
     for run in range(args.runs):
-        t = worker(c, job)
+        t = c.task(job)
         node, gpu, attempt = t["node"], t["gpu_mask_indices"][0], t.get("attempt", 0)
         t0 = time.monotonic()
         with open(os.path.join(c.dir, ".trainyard", node, "gpu-events"), "a") as f:
@@ -58,10 +48,10 @@ with UpCluster(args.trainyard, nodes=2, prefix="trainyard-gpu-fault-bench-") as 
         seen.append(wait("the fault in the node view", shown) - t0)
 
         def moved():
-            w = worker(c, job)
+            w = c.task(job)
             return w.get("state") == "RUNNING" and w.get("attempt", 0) > attempt
         running.append(wait("the worker running again", moved) - t0)
-        w = worker(c, job)
+        w = c.task(job)
         last = (w.get("attempts") or [{}])[-1].get("attempt_class")
         print(f"run {run + 1}: {node} GPU {gpu} faulty -> node view {seen[-1] * 1000:.0f} ms, "
               f"running on {w['node']} GPU {w['gpu_mask_indices'][0]} after {running[-1] * 1000:.0f} ms ({last})")

@@ -15,11 +15,12 @@ import argparse
 import os
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import tempfile
 import time
+
+from up_cluster import free_port
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--rounds", type=int, default=20)
@@ -32,21 +33,6 @@ parser.add_argument("--etcd-election-ms", type=int, default=1000)
 parser.add_argument("--trainyard", default=os.path.join(os.path.dirname(__file__), "..", "build", "release",
                                                         "trainyard"))
 args = parser.parse_args()
-
-
-def free_port(pair=False):
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if not pair:
-            return port
-        try:
-            with socket.socket() as t:
-                t.bind(("127.0.0.1", port + 1))
-            return port
-        except OSError:
-            continue
 
 
 def wait_for(predicate, timeout, what):

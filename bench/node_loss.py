@@ -32,13 +32,6 @@ if not 1 <= args.runs <= 50:
     raise SystemExit("--runs: 1..50")
 
 
-def worker(c, job):
-    for t in json.loads(c.cli("describe", job, "-o", "json"))["tasks"]:
-        if t.get("role") == "worker":
-            return t
-    return {}
-
-
 def node_state(c, name):
     for n in json.loads(c.cli("nodes", "-o", "json"))["nodes"]:
         if n["info"]["name"] == name:
@@ -67,15 +60,12 @@ def agent_pid(c, node):
 stopped = []  # agents this script stopped, continued before it exits
 with UpCluster(args.trainyard, nodes=2, prefix="trainyard-node-loss-bench-") as c:
     try:
-        spec = os.path.join(c.dir, "job.yaml")
-        with open(spec, "w") as f:
-            f.write("name: steady\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n"
-                    "    command: [sleep, '3600']\n    restartPolicy: OnFailure\n")
-        job = c.cli("submit", spec).split()[1]  # "job NAME submitted"
-        wait("the job to run", lambda: worker(c, job).get("state") == "RUNNING")
+        job = c.submit("name: steady\nreplicas:\n  worker:\n    resources: {cpu: 100m, memory: 64Mi, gpus: 1}\n"
+                       "    command: [sleep, '3600']\n    restartPolicy: OnFailure\n")
+        wait("the job to run", lambda: c.task(job).get("state") == "RUNNING")
         lost, after, total = [], [], []
         for run in range(args.runs):
-            t = worker(c, job)
+            t = c.task(job)
             node, attempt = t["node"], t.get("attempt", 0)
             pid = agent_pid(c, node)
             t0 = time.monotonic()
@@ -84,13 +74,13 @@ with UpCluster(args.trainyard, nodes=2, prefix="trainyard-node-loss-bench-") as 
             t_lost = wait("the node LOST", lambda: node_state(c, node) == "LOST", timeout=90)
 
             def moved():
-                w = worker(c, job)
+                w = c.task(job)
                 return w.get("state") == "RUNNING" and w.get("attempt", 0) > attempt and w.get("node") != node
             t_run = wait("the worker running again", moved, timeout=90)
             lost.append(t_lost - t0)
             after.append(t_run - t_lost)
             total.append(t_run - t0)
-            w = worker(c, job)
+            w = c.task(job)
             last = (w.get("attempts") or [{}])[-1].get("attempt_class")
             print(f"run {run + 1}: {node} silent -> LOST {lost[-1] * 1000:.0f} ms, running on {w['node']} "
                   f"{after[-1] * 1000:.0f} ms later ({last})", flush=True)

@@ -1,6 +1,8 @@
 """A `trainyard up` cluster for the benches: started in a fresh directory on free ports, the CLI
 pointed at it (its own client config, none of the caller's credentials), stopped and removed at
 the end. Used as `with UpCluster(binary, nodes=2, prefix="...") as c: c.cli("submit", spec)`."""
+import itertools
+import json
 import os
 import shutil
 import signal
@@ -10,18 +12,25 @@ import tempfile
 import time
 
 
-def free_port_pair():
-    """A free port whose next port is free too (up's server takes both: clients and agents)."""
+def free_port(pair=False):
+    """A free port; with `pair`, one whose next port is free too (up's server takes both: clients
+    and agents)."""
     while True:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
+        if not pair:
+            return port
         try:
             with socket.socket() as t:
                 t.bind(("127.0.0.1", port + 1))
             return port
         except OSError:
             continue
+
+
+def free_port_pair():
+    return free_port(pair=True)
 
 
 def wait(what, check, timeout=60):
@@ -41,6 +50,7 @@ class UpCluster:
         cluster's directory and given to up as --config."""
         self.trainyard = os.path.abspath(trainyard)  # up runs in its own directory
         self.dir = tempfile.mkdtemp(prefix=prefix)
+        self._specs = itertools.count()
         extra = []
         if config is not None:
             with open(self.dir + "/server.yaml", "w") as f:
@@ -80,3 +90,22 @@ class UpCluster:
         if r.returncode != 0:
             raise SystemExit(f"trainyard {' '.join(argv)}: {r.stderr}")
         return r.stdout
+
+    def submit(self, spec):
+        """Submits the job spec `spec` (YAML text), written to a file of the cluster's directory;
+        returns the job's name."""
+        path = os.path.join(self.dir, f"spec-{next(self._specs)}.yaml")
+        with open(path, "w") as f:
+            f.write(spec)
+        return self.cli("submit", path).split()[1]  # "job NAME submitted"
+
+    def describe(self, job):
+        """`describe JOB -o json`, parsed."""
+        return json.loads(self.cli("describe", job, "-o", "json"))
+
+    def task(self, job, role="worker"):
+        """The first task of `role` in `job`'s description ({} when there is none)."""
+        for t in self.describe(job)["tasks"]:
+            if t.get("role") == role:
+                return t
+        return {}

@@ -6,6 +6,8 @@
 // the MPI hostfile, TRAINYARD_NUM_WORKERS) naming the tasks of that size.
 // It grows when room for more of its tasks appears; it shrinks when work
 // of a higher priority preempts it and only part of its room is left.
+#include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,16 +25,38 @@ namespace {
 
 bool Waiting(const v1::TaskRecord& t) { return t.node().empty() && t.state() == v1::TASK_PENDING; }
 
-// The placed tasks and all tasks of the job's elastic roles.
-std::pair<int, int> ElasticSize(const v1::JobRecord& rec) {
-  int placed = 0, all = 0;
+// What the job's roles say and hold, read from the spec once per role and
+// from the tasks once each (not a pass over the roles per task: a job may
+// have thousands of both).
+struct RoleFacts {
+  bool worker = false;  // RoleTraits::worker
+  int count = 0;
+  int min_count = 0;    // 0: not elastic
+  int placed = 0;       // its tasks with a node
+};
+using Roles = std::map<std::string, RoleFacts, std::less<>>;
+
+Roles FactsOf(const v1::JobRecord& rec) {
+  Roles roles;
   for (const v1::ReplicaSpec& rs : rec.spec().replicas()) {
-    if (rs.min_count() > 0) all += rs.count();
+    roles[rs.role()] = RoleFacts{.worker = api::TraitsOf(rec.spec().framework(), rs).worker,
+                                 .count = rs.count(),
+                                 .min_count = rs.min_count()};
   }
   for (const v1::TaskRecord& t : rec.tasks()) {
-    for (const v1::ReplicaSpec& rs : rec.spec().replicas()) {
-      if (rs.role() == t.role() && rs.min_count() > 0 && !t.node().empty()) ++placed;
-    }
+    auto it = roles.find(t.role());
+    if (it != roles.end() && !t.node().empty()) ++it->second.placed;
+  }
+  return roles;
+}
+
+// The placed tasks and all tasks of the job's elastic roles.
+std::pair<int, int> ElasticSize(const Roles& roles) {
+  int placed = 0, all = 0;
+  for (const auto& [name, r] : roles) {
+    if (r.min_count == 0) continue;
+    placed += r.placed;
+    all += r.count;
   }
   return {placed, all};
 }
@@ -45,9 +69,21 @@ std::string ControlState::GrowElastic(JobRt& job, absl::Time now) {
     if (Waiting(t)) want.emplace_back(t.role(), t.index());
   }
   if (want.empty()) return "";
-  auto [placed, all] = ElasticSize(job.rec);
+  auto [placed, all] = ElasticSize(FactsOf(job.rec));
   std::string at = absl::StrCat("elastic: runs ", placed, " of ", all, " tasks (membership epoch ",
                                 job.rec.membership_epoch(), "); grows when room for more appears");
+  // Only a gang that runs whole, and has run at this size a while, grows:
+  // each resize costs every task a checkpoint and a restart. A task of it
+  // that ended (a worker done before the others) stays ended: the room it
+  // left is not a reason to start the job again. Until then one task is
+  // tried, not all that wait: this runs every 100 ms.
+  bool all_run = job.rec.state() == v1::JOB_RUNNING;
+  for (const v1::TaskRecord& t : job.rec.tasks()) {
+    if (!t.node().empty() && t.state() != v1::TASK_RUNNING) all_run = false;
+  }
+  absl::Duration after = absl::Milliseconds(config_.elastic_grow_after_ms);
+  bool ready = all_run && now >= job.sized_at + after;
+  if (!ready) want.resize(1);
   absl::Status why;
   int fit = scheduler_->RoomForTasks(job.rec.name(), want, &why);
   if (fit == 0) {
@@ -61,19 +97,9 @@ std::string ControlState::GrowElastic(JobRt& job, absl::Time now) {
     }
     return text.empty() ? at : absl::StrCat(at, ": ", text);
   }
-  // Only a gang that runs whole, and has run at this size a while, grows:
-  // each resize costs every task a checkpoint and a restart. A task of it
-  // that ended (a worker done before the others) stays ended: the room it
-  // left is not a reason to start the job again.
-  bool all_run = job.rec.state() == v1::JOB_RUNNING;
-  for (const v1::TaskRecord& t : job.rec.tasks()) {
-    if (!t.node().empty() && t.state() != v1::TASK_RUNNING) all_run = false;
-  }
-  if (!all_run) return absl::StrCat(at, ": room for ", fit, " more; it grows only while all its tasks run");
-  absl::Time ready = job.sized_at + absl::Milliseconds(config_.elastic_grow_after_ms);
-  if (now < ready) {
-    return absl::StrCat(at, ": room for ", fit, " more; it grows once it has run ",
-                        absl::FormatDuration(absl::Milliseconds(config_.elastic_grow_after_ms)),
+  if (!all_run) return absl::StrCat(at, ": room for more; it grows only while all its tasks run");
+  if (!ready) {
+    return absl::StrCat(at, ": room for more; it grows once it has run ", absl::FormatDuration(after),
                         " at this size (elasticGrowAfterMs)");
   }
   Resize(job,
@@ -105,35 +131,33 @@ void ControlState::NewMembership(JobRt& job, absl::Time now) {
   // Worker ids dense from 0 over the placed workers (RoleTraits::worker, in
   // the spec's role order, then by index), then the other placed roles
   // but the master; the tasks not placed follow in the same order.
+  Roles roles = FactsOf(job.rec);
   int id = 0;
   for (bool placed : {true, false}) {
     for (bool worker : {true, false}) {
       for (v1::TaskRecord& t : *job.rec.mutable_tasks()) {
         if (t.node().empty() == placed || api::IsJobMasterRole(t.role())) continue;
-        if (api::TraitsOf(job.rec.spec(), t.role()).worker != worker) continue;
-        t.set_worker_id(id++);
+        auto it = roles.find(t.role());
+        if (it != roles.end() && it->second.worker == worker) t.set_worker_id(id++);
       }
     }
   }
-  auto [placed, all] = ElasticSize(job.rec);
-  std::vector<std::string> roles;
+  auto [placed, all] = ElasticSize(roles);
+  std::vector<std::string> elastic;  // in the spec's order
   for (const v1::ReplicaSpec& rs : job.rec.spec().replicas()) {
     if (rs.min_count() == 0) continue;
-    int n = 0;
-    for (const v1::TaskRecord& t : job.rec.tasks()) n += t.role() == rs.role() && !t.node().empty() ? 1 : 0;
-    roles.push_back(absl::StrCat(rs.role(), " ", n, " of ", rs.count(), " (minCount ", rs.min_count(), ")"));
+    elastic.push_back(absl::StrCat(rs.role(), " ", roles[rs.role()].placed, " of ", rs.count(), " (minCount ",
+                                   rs.min_count(), ")"));
   }
   AddEvent(job, "membership",
            absl::StrCat("membership epoch ", job.rec.membership_epoch(), ": ", placed, " of ", all,
-                        " elastic tasks placed (", absl::StrJoin(roles, ", "), ")"),
+                        " elastic tasks placed (", absl::StrJoin(elastic, ", "), ")"),
            now);
 }
 
 int ControlState::PlacedWorkers(const JobRt& job) {
   int n = 0;
-  for (const v1::TaskRecord& t : job.rec.tasks()) {
-    if (!t.node().empty() && api::TraitsOf(job.rec.spec(), t.role()).worker) ++n;
-  }
+  for (const auto& [name, r] : FactsOf(job.rec)) n += r.worker ? r.placed : 0;
   return n;
 }
 
