@@ -265,6 +265,13 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
   if (absl::StatusOr<std::string> list = api::ServerListTarget(options_.server); list.ok() && *list != target) {
     target = *list;
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, options_.server.substr(0, options_.server.find(',')));
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
+    // A leader cut off or paused answers nothing and closes nothing: a ping
+    // unanswered for 3 s ends the stream, and the agent moves to the next
+    // server. (The server allows a ping a second: CommonListenerOptions.)
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+    args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
   channel_ = grpc::CreateCustomChannel(target, creds, args);
   stub_ = v1::AgentChannel::NewStub(channel_);

@@ -26,6 +26,11 @@ absl::StatusOr<std::string> DerivedAgentAddress(absl::string_view client);
 // name (give one name that resolves to every server instead) or mixes IPv4
 // and IPv6.
 absl::StatusOr<std::string> ServerListTarget(absl::string_view servers);
+// With a list, one connection attempt to a server gives up after this long
+// (gRPC's GRPC_ARG_MIN_RECONNECT_BACKOFF_MS; 20 s by default), so a server
+// whose host is cut off or paused (its SYN or handshake never answered)
+// delays the move to the next one by at most this much.
+inline constexpr int kServerListConnectTimeoutMs = 3000;
 
 // DerivedAgentAddress of each address of a comma-separated list.
 absl::StatusOr<std::string> DerivedAgentAddresses(absl::string_view clients);

@@ -119,6 +119,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   if (absl::StatusOr<std::string> list = api::ServerListTarget(address); list.ok() && *list != address) {
     target = *list;
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, address.substr(0, address.find(',')));
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
   }
   return grpc::CreateCustomChannel(target, Credentials(), args);
 }

@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   trainyard::cli::RegisterUp(app, &exit_code);
   trainyard::cli::RegisterServer(app, &exit_code);
   trainyard::cli::RegisterCerts(app, &exit_code);
+  trainyard::cli::RegisterAdmin(app, &exit_code);
   trainyard::cli::RegisterAgent(app, &exit_code);
   trainyard::cli::RegisterJobmaster(app, &exit_code);
   trainyard::cli::RegisterWorker(app, &exit_code);

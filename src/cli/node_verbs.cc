@@ -1,5 +1,6 @@
-// The node verbs: `nodes` (the list with GPU bitmaps), and the admin verbs
-// `cordon`, `uncordon`, `drain` and `node remove`. Admin verbs: once users
+// The node verbs: `nodes` (the list with GPU bitmaps), `status` (the
+// server, its store and leadership), and the admin verbs `cordon`,
+// `uncordon`, `drain` and `node remove`. Admin verbs: once users
 // are authenticated, the server refuses them to anyone but a cluster admin
 // (see ClientService).
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "api/gpu_faults.h"
 #include "cli/text.h"
 #include "cli/verb_common.h"
@@ -91,6 +93,46 @@ int Nodes(Common& f) {
                       for (const auto& n : resp.nodes()) t.Add(NodeRow(n));
                       return t;
                     });
+}
+
+std::string MsText(double ms) {
+  if (ms < 0) return "above 10 s";
+  return absl::StrFormat("<= %g ms", ms);
+}
+
+// `trainyard status`: who serves, on which store, since when; the nodes and
+// jobs in a line each.
+int Status(Common& f) {
+  std::string address = ServerAddress(f.server);
+  auto stub = MakeStub(address);
+  v1::ClusterStatus st;
+  auto ctx = Context();
+  grpc::Status called = stub->GetClusterStatus(ctx.get(), v1::ClusterStatusRequest(), &st);
+  if (!called.ok()) return ReportError("status", address, called);
+  if (f.output == "json") {
+    std::cout << ToJson(st) << "\n";
+    return kExitOk;
+  }
+  int64_t now = absl::ToUnixMillis(absl::Now());
+  std::cout << "Server:     " << st.server_address() << " (leads since " << TimeText(st.leader_since_unix_ms()) << ", "
+            << Age(now - st.leader_since_unix_ms()) << ")\n";
+  if (st.store() == "etcd") {
+    std::cout << "Store:      etcd " << absl::StrJoin(st.etcd_endpoints(), ",") << "\n";
+    std::cout << "Leadership: lease " << st.leader_lease_ms() << " ms, fence revision " << st.leader_revision();
+    if (st.leader_terms() > 0) {
+      std::cout << ", leadership " << st.leader_terms() << " of the cluster (" << st.leader_terms() - 1
+                << (st.leader_terms() == 2 ? " failover)" : " failovers)");
+    }
+    std::cout << "\n";
+    std::cout << "Standbys:   " << (st.standbys().empty() ? "none" : absl::StrJoin(st.standbys(), ", ")) << "\n";
+  } else {
+    std::cout << "Store:      " << st.store() << " (the server's data dir; no standby can take over)\n";
+  }
+  std::cout << "Nodes:      " << st.nodes_ready() << " of " << st.nodes() << " ready\n";
+  std::cout << "Jobs:       " << st.jobs_running() << " running, " << st.jobs_queued() << " queued\n";
+  std::cout << "Writes:     median " << MsText(st.store_commit_p50_ms()) << ", p99 " << MsText(st.store_commit_p99_ms())
+            << " (store transactions since it leads)\n";
+  return kExitOk;
 }
 
 struct AdminFlags : Common {
@@ -205,6 +247,11 @@ void RegisterNodeVerbs(CLI::App& app, int* exit_code) {
   auto* c = app.add_subcommand("nodes", "List nodes with their GPU bitmaps, state and why one takes no tasks");
   AddCommon(c, &nodes, true);
   c->callback([exit_code] { *exit_code = Nodes(nodes); });
+
+  static Common status;
+  c = app.add_subcommand("status", "The server that answers: its store, since when it leads, the standbys; nodes and jobs");
+  AddCommon(c, &status, true);
+  c->callback([exit_code] { *exit_code = Status(status); });
 
   AddAdmin(&app, "cordon", "cordon", "Admin: no new tasks on a node (its tasks stay)",
            &v1::Trainyard::Stub::CordonNode, true, exit_code);

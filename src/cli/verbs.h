@@ -22,6 +22,8 @@ void RegisterWorker(CLI::App& app, int* exit_code);
 void RegisterRsh(CLI::App& app, int* exit_code);
 void RegisterAgent(CLI::App& app, int* exit_code);
 void RegisterServer(CLI::App& app, int* exit_code);
+// admin backup, admin restore (admin_verb.cc)
+void RegisterAdmin(CLI::App& app, int* exit_code);
 // certs init, certs node (certs_verb.cc)
 void RegisterCerts(CLI::App& app, int* exit_code);
 // submit, jobs, describe, kill, delete, queues; and logs (RegisterLogs) and the

@@ -33,6 +33,7 @@ void AgentStreams::Forget(const std::string& node, AgentLink* link) {
 }
 
 bool AgentStreams::Send(const std::string& node, v1::ServerMessage msg) {
+  if (fence_) fence_();
   auto it = links_.find(node);
   if (it == links_.end()) return false;
   it->second->Send(std::move(msg));
@@ -95,6 +96,7 @@ void AgentStreams::Drained(const std::string& node) {
 void AgentStreams::OrderCheckpoint(const std::string& job_master, uint64_t job_id, const std::string& job,
                                    const v1::CheckpointOrder& order) {
   if (!job_credentials_ || job_master.empty()) return;
+  if (fence_) fence_();
   v1::ServerOrder push;
   push.set_job(job);
   *push.mutable_order() = order;

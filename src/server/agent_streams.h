@@ -66,6 +66,11 @@ class AgentStreams : public ExecutionBackend {
                        const v1::CheckpointOrder& order) override;
   // Sends `msg` on node's stream; false when it has none.
   bool Send(const std::string& node, v1::ServerMessage msg);
+  // Called before any order leaves (a launch, kill, file update, log read,
+  // checkpoint push). A server that may no longer lead (its lease may have
+  // ended while it was paused) does not return from it: a deposed leader
+  // neither launches nor kills anything.
+  void SetFence(std::function<void()> check) { fence_ = std::move(check); }
   // How many agents have a stream bound to their node.
   size_t connected() const { return links_.size(); }
 
@@ -78,6 +83,7 @@ class AgentStreams : public ExecutionBackend {
   JobCredentials job_user_tokens_;
   SecretOpener open_secret_;
   MasterOrders master_orders_;
+  std::function<void()> fence_;
 };
 
 }  // namespace trainyard::server

@@ -37,6 +37,7 @@ class GrpcCounters {
     kListSchedules,
     kUpdateSchedule,
     kServiceLink,
+    kGetClusterStatus,
     kMethods
   };
   // gRPC's codes, OK (0) to UNAUTHENTICATED (16).
@@ -47,7 +48,7 @@ class GrpcCounters {
         "Submit",    "ListJobs",   "DescribeJob", "KillJob",      "ListNodes", "ListQueues", "ReportJobOutcome",
         "ReportWorkerFailure", "DeleteJob", "CordonNode", "UncordonNode", "DrainNode", "RemoveNode", "CreateToken",
         "ReportJobMasterSummary", "WatchJob", "ReleaseJob", "ReportCheckpoint", "History", "Usage", "JobResources", "CreateSchedule", "ListSchedules", "UpdateSchedule",
-        "ServiceLink"};
+        "ServiceLink", "GetClusterStatus"};
     return kNames[m];
   }
   static const char* CodeName(int code) {

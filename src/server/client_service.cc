@@ -409,6 +409,44 @@ grpc::Status ClientService::ListNodes(grpc::ServerContext* ctx, const v1::ListNo
   return Counted(GrpcCounters::kListNodes, grpc::Status::OK);
 }
 
+namespace {
+
+// The upper bound (ms) of the bucket that holds quantile `q`; -1 above the
+// last bound, 0 with no observation.
+double QuantileBoundMs(const Histogram& h, double q) {
+  if (h.count() == 0) return 0;
+  for (int i = 0; i < h.buckets(); ++i) {
+    if (static_cast<double>(h.cumulative(i)) >= q * static_cast<double>(h.count())) return h.bound(i) * 1000;
+  }
+  return -1;
+}
+
+}  // namespace
+
+grpc::Status ClientService::GetClusterStatus(grpc::ServerContext* ctx, const v1::ClusterStatusRequest*,
+                                             v1::ClusterStatus* resp) {
+  if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {
+    return Counted(GrpcCounters::kGetClusterStatus, ToGrpc(who.status()));
+  }
+  if (status_source_) status_source_(resp);
+  const ViewStore& views = manager_->Views();
+  if (ViewStore::NodesPtr nodes = views.Nodes()) {
+    for (const ViewStore::NodeEntry& n : *nodes) {
+      resp->set_nodes(resp->nodes() + 1);
+      if (n.view && n.view->info().state() == v1::NODE_READY) resp->set_nodes_ready(resp->nodes_ready() + 1);
+    }
+  }
+  for (const auto& [queue_state, count] : views.StateCounts().jobs) {
+    if (queue_state.second == v1::JOB_RUNNING) resp->set_jobs_running(resp->jobs_running() + static_cast<int32_t>(count));
+    if (queue_state.second == v1::JOB_QUEUED) resp->set_jobs_queued(resp->jobs_queued() + static_cast<int32_t>(count));
+  }
+  if (ViewStore::StatsPtr stats = views.Stats()) {
+    resp->set_store_commit_p50_ms(QuantileBoundMs(stats->store.commit_seconds, 0.5));
+    resp->set_store_commit_p99_ms(QuantileBoundMs(stats->store.commit_seconds, 0.99));
+  }
+  return Counted(GrpcCounters::kGetClusterStatus, grpc::Status::OK);
+}
+
 grpc::Status ClientService::ListQueues(grpc::ServerContext* ctx, const v1::ListQueuesRequest*,
                                        v1::ListQueuesResponse* resp) {
   if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {

@@ -46,6 +46,11 @@ class ClientService final
   // administrator, who may read its logs and kill it.
   grpc::ServerBidiReactor<v1::ExecRequest, v1::ExecResponse>* Exec(grpc::CallbackServerContext* ctx) override;
   grpc::Status ListJobs(grpc::ServerContext*, const v1::ListJobsRequest*, v1::ListJobsResponse*) override;
+  // `trainyard status`, for any authenticated caller: the server's own part
+  // (address, store, leadership) from SetClusterStatusSource, nodes, jobs
+  // and the store's latency from the published views.
+  grpc::Status GetClusterStatus(grpc::ServerContext*, const v1::ClusterStatusRequest*, v1::ClusterStatus*) override;
+  void SetClusterStatusSource(std::function<void(v1::ClusterStatus*)> source) { status_source_ = std::move(source); }
   // A link to a service task's port through the HTTP proxy
   // (service_links.h): the job's owner or a cluster admin, as exec.
   grpc::Status ServiceLink(grpc::ServerContext*, const v1::ServiceLinkRequest*, v1::ServiceLinkResponse*) override;
@@ -121,6 +126,7 @@ class ClientService final
   UserRateLimiter* const limits_;
   ExecRelay* const exec_;
   const ServiceLinks* const links_;
+  std::function<void(v1::ClusterStatus*)> status_source_;  // set before the server listens
   GrpcCounters counters_;
   JobMasterMetrics masters_;
   absl::Mutex watch_mu_;

@@ -192,6 +192,7 @@ void JobManager::Loop() {
           absl::FormatDuration(now - last_loop_));
       control_.ExcuseStall(now - last_loop_);
     }
+    if (order_fence_) order_fence_();  // a paused leader that woke deposed goes before its round
     ExcuseOverloadLocked(now);
     last_loop_ = now;
     auto round_start = std::chrono::steady_clock::now();
@@ -222,6 +223,12 @@ void JobManager::Loop() {
 }
 
 void JobManager::SetOverloadProbe(std::function<int64_t()> probe) { overload_probe_ = std::move(probe); }
+
+void JobManager::SetOrderFence(std::function<void()> check) {
+  order_fence_ = check;
+  absl::MutexLock lock(&mu_);
+  streams_.SetFence(std::move(check));
+}
 
 void JobManager::ExcuseOverloadLocked(absl::Time now) {
   if (!overload_probe_) return;

@@ -129,6 +129,11 @@ class JobManager {
   // (ControlState::ExcuseOverload): liveness is judged on what the server
   // could read. Set before Start.
   void SetOverloadProbe(std::function<int64_t()> probe);
+  // Called at each turn of the loop before its round, and before any order
+  // leaves for an agent or a job master (AgentStreams::SetFence): with an
+  // etcd store, a server whose leadership may have lapsed exits there
+  // rather than place, launch or kill anything. Set before Start.
+  void SetOrderFence(std::function<void()> check);
   // Where the tasks of `job` are. NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job);
   // Sends `msg` to node's agent; false when it is not connected.
@@ -286,6 +291,7 @@ class JobManager {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)
   std::function<int64_t()> overload_probe_;   // set before Start, then read by the loop only
+  std::function<void()> order_fence_;         // set before Start, then read by the loop only
   int64_t last_overload_count_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_overload_log_ ABSL_GUARDED_BY(mu_);
   absl::Time next_publish_ ABSL_GUARDED_BY(mu_);  // of the nodes and queues views

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 
 namespace trainyard::server {
@@ -17,15 +18,44 @@ int64_t SteadyNanos() {
 
 }  // namespace
 
+namespace {
+
+// Puts `key` = `value` bound to `lease` (0: none).
+absl::Status Put(EtcdClient* client, const std::string& key, const std::string& value, int64_t lease) {
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(key);
+  put->set_value(value);
+  put->set_lease(lease);
+  return client->Txn(txn).status();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* client,
                                                                  LeadershipOptions options,
                                                                  const std::atomic<bool>* stop) {
   std::string last_leader;
   const absl::Duration poll = std::min(options.ttl / 8, absl::Milliseconds(100));
+  bool unreachable = false;
+  // etcd out of reach (this host cut off, every member down) is waited out:
+  // a standby campaigns once it can. Any other error ends the campaign.
+  auto wait_out = [&](const absl::Status& st) {
+    if (st.code() != absl::StatusCode::kUnavailable && st.code() != absl::StatusCode::kDeadlineExceeded) return false;
+    if (!unreachable) Log(LogLevel::kWarning, "leader", "cannot reach etcd (%s); trying again", st.ToString());
+    unreachable = true;
+    absl::SleepFor(std::max(poll, absl::Milliseconds(100)));
+    return true;
+  };
+  const std::string standby_key = options.standby_prefix + options.identity;
   while (stop == nullptr || !stop->load()) {
     int64_t started = SteadyNanos();
     absl::StatusOr<int64_t> lease = client->GrantLease(options.ttl);
-    if (!lease.ok()) return lease.status();
+    if (!lease.ok()) {
+      if (wait_out(lease.status())) continue;
+      return lease.status();
+    }
+    unreachable = false;
     etcdserverpb::TxnRequest txn;
     etcdserverpb::Compare* absent = txn.add_compare();
     absent->set_key(options.key);
@@ -36,30 +66,58 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* cli
     put->set_key(options.key);
     put->set_value(options.identity);
     put->set_lease(*lease);
+    // Each win puts the terms key once more: its version counts the
+    // leaderships the cluster has had.
+    etcdserverpb::PutRequest* term = txn.add_success()->mutable_request_put();
+    term->set_key(options.terms_key);
+    term->set_value(options.identity);
     txn.add_failure()->mutable_request_range()->set_key(options.key);
     absl::StatusOr<etcdserverpb::TxnResponse> response = client->Txn(txn);
-    if (!response.ok()) return response.status();
+    if (!response.ok()) {
+      if (wait_out(response.status())) continue;  // the lease, if granted, expires
+      return response.status();
+    }
     if (response->succeeded()) {
       std::unique_ptr<Leadership> won(
           new Leadership(client, std::move(options), *lease, response->header().revision()));
       won->valid_until_ns_ = started + absl::ToInt64Nanoseconds(won->options_.ttl);
+      won->since_unix_ms_ = absl::ToUnixMillis(absl::Now());
+      etcdserverpb::RangeRequest terms;
+      terms.set_key(won->options_.terms_key);
+      if (absl::StatusOr<etcdserverpb::RangeResponse> read = client->Range(terms); read.ok() && read->kvs_size() > 0) {
+        won->terms_ = read->kvs(0).version();
+      }
       return won;
     }
-    (void)client->RevokeLease(*lease);  // best effort: it expires anyway
     const auto& kvs = response->responses(0).response_range().kvs();
     std::string leader = kvs.empty() ? "" : kvs[0].value();
     if (leader != last_leader && options.on_standby) options.on_standby(leader);
     last_leader = leader;
+    // Known as a standby while the lease lives (the leader lists them).
+    absl::Status listed = Put(client, standby_key, options.identity, *lease);
+    if (!listed.ok() && !wait_out(listed)) return listed;
     // Wait until the key is gone (its leader's lease ended), then try again.
     etcdserverpb::RangeRequest probe;
     probe.set_key(options.key);
     probe.set_count_only(true);
-    while (stop == nullptr || !stop->load()) {
+    int64_t renewed = SteadyNanos();
+    const int64_t renew_every = absl::ToInt64Nanoseconds(options.ttl / 3);
+    bool gone = false;
+    while (!gone && (stop == nullptr || !stop->load())) {
+      if (SteadyNanos() - renewed >= renew_every) {
+        renewed = SteadyNanos();
+        absl::StatusOr<int64_t> ttl = client->KeepAliveOnce(*lease);
+        if (ttl.ok() && *ttl <= 0) break;  // expired (paused, cut off): list it again
+      }
       absl::StatusOr<etcdserverpb::RangeResponse> now = client->Range(probe);
-      if (!now.ok()) return now.status();
-      if (now->count() == 0) break;
-      absl::SleepFor(poll);
+      if (!now.ok()) {
+        if (wait_out(now.status())) continue;
+        return now.status();
+      }
+      gone = now->count() == 0;
+      if (!gone) absl::SleepFor(poll);
     }
+    (void)client->RevokeLease(*lease);  // best effort (it expires anyway): no longer a standby
   }
   return absl::CancelledError("stopped while waiting to lead");
 }

@@ -29,6 +29,11 @@ namespace trainyard::server {
 struct LeadershipOptions {
   std::string key;        // the election key
   std::string identity;   // the value a standby reads: this server's address
+  // A standby waits with <standby_prefix><identity> bound to a lease of its
+  // own: the leader lists who waits (ClusterStatus.standbys).
+  std::string standby_prefix;
+  // Each win puts this key again: its version counts the leaderships.
+  std::string terms_key;
   absl::Duration ttl = absl::Seconds(2);
   // Called once, on the renewal thread, with the reason, when leadership is lost.
   std::function<void(const std::string&)> on_lost;
@@ -48,6 +53,11 @@ class Leadership {
 
   // The election key's create revision: the fence of every write.
   int64_t revision() const { return revision_; }
+  // Leaderships the cluster has had, this one's included (0: unknown).
+  int64_t terms() const { return terms_; }
+  // When it won (Unix ms).
+  int64_t since_unix_ms() const { return since_unix_ms_; }
+  const LeadershipOptions& options() const { return options_; }
   // False once the lease may have expired by this server's own clock.
   bool Valid() const;
 
@@ -59,6 +69,8 @@ class Leadership {
   LeadershipOptions options_;
   const int64_t lease_;
   const int64_t revision_;
+  int64_t terms_ = 0;
+  int64_t since_unix_ms_ = 0;
   // Until when the lease is surely held, by the steady clock (which runs on
   // while the process is stopped), in nanoseconds since its epoch.
   std::atomic<int64_t> valid_until_ns_;

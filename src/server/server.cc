@@ -211,6 +211,9 @@ void CommonListenerOptions(const ServerConfig& config, int max_receive_bytes, gr
   // long, gives its descriptor back (the caps count it until then).
   builder->AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, config.handshake_timeout_ms);
   builder->AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, config.connection_idle_ms);
+  // Agents given a list of servers ping every 2 s to find a silent leader
+  // (server_link.cc); more often than once a second is refused.
+  builder->AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
 }
 
 int PortOf(const std::string& address) {
@@ -266,6 +269,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(*opt);
   if (!sched.ok()) return sched.status();
   s->manager_ = std::make_unique<JobManager>(config, s->store_.get(), std::move(*sched), &s->clock_);
+  s->FenceOrders();
   if (absl::Status st = s->StartSecurity(config); !st.ok()) return st;
   if (absl::Status st = s->manager_->Recover(); !st.ok()) return st;
   s->log_backend_ = std::make_unique<ManagerLogBackend>(s->manager_.get());
@@ -279,6 +283,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get(),
                                                        s->rate_limiter_.get(), s->exec_relay_.get(),
                                                        s->service_links_.get());
+  Server* self = s.get();
+  s->client_service_->SetClusterStatusSource([self](v1::ClusterStatus* out) { self->FillClusterStatus(out); });
   // With TLS, an agent's node is the one its certificate names.
   s->agent_service_ =
       std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config), s->exec_relay_.get());

@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/clock.h"
@@ -100,6 +101,16 @@ class Server {
   // Opens config.store: SQLite under the data dir, or etcd after winning
   // leadership (blocks while another server leads).
   absl::Status OpenStore(const ServerConfig& config);
+  // With an etcd store: no round runs and no order leaves once this
+  // server's lease may have ended by its own clock (JobManager::SetOrderFence).
+  void FenceOrders();
+  // The server's own part of `trainyard status`: address, store and
+  // leadership (with etcd, the standbys listed there).
+  void FillClusterStatus(v1::ClusterStatus* out) const;
+  std::string store_kind_ = "sqlite";
+  std::vector<std::string> etcd_endpoints_;
+  int leader_lease_ms_ = 0;
+  int64_t started_unix_ms_ = 0;
   // Binds the agents' listener (config.agent_listen, else the port above
   // the clients' `client_port`); errors name the address and the flag.
   absl::Status StartAgentListener(const ServerConfig& config, int client_port);

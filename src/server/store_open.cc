@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "server/leadership.h"
 #include "server/server.h"
@@ -33,6 +34,7 @@ constexpr int kDeposedExitCode = 75;
 }  // namespace
 
 absl::Status Server::OpenStore(const ServerConfig& config) {
+  started_unix_ms_ = absl::ToUnixMillis(absl::Now());
   if (config.store.empty()) {
     SqliteStoreOptions options;
     options.sync = config.store_sync ? StoreSync::kFull : StoreSync::kOff;
@@ -54,6 +56,9 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   connect->ca_file = config.etcd_ca_file;
   connect->cert_file = config.etcd_cert_file;
   connect->key_file = config.etcd_key_file;
+  store_kind_ = "etcd";
+  etcd_endpoints_ = connect->endpoints;
+  leader_lease_ms_ = config.leader_lease_ms;
   // The election's calls (renewals) give up within one lease: a renewal
   // that cannot succeed in time means the lease is lost anyway.
   EtcdConnectOptions leader_connect = *connect;
@@ -64,6 +69,8 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
 
   LeadershipOptions leading;
   leading.key = config.etcd_prefix + "leader";
+  leading.standby_prefix = config.etcd_prefix + "leader-standby/";
+  leading.terms_key = config.etcd_prefix + "leader-terms";
   leading.identity = config.listen;
   leading.ttl = absl::Milliseconds(config.leader_lease_ms);
   leading.on_lost = ExitDeposed;
@@ -75,8 +82,8 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   absl::StatusOr<std::unique_ptr<Leadership>> won = Leadership::Campaign(leader_client_.get(), leading);
   if (!won.ok()) return won.status();
   leadership_ = std::move(*won);
-  Log(LogLevel::kInfo, "leader", "this server leads (fence revision %d); loading the state from etcd",
-      leadership_->revision());
+  Log(LogLevel::kInfo, "leader", "this server leads (fence revision %d, leadership %d of the cluster); loading the state from etcd",
+      leadership_->revision(), leadership_->terms());
 
   EtcdStoreOptions options;
   options.connect = *connect;
@@ -86,9 +93,41 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   options.on_write_lost = [](const absl::Status& why) { ExitDeposed(std::string(why.message())); };
   absl::StatusOr<std::unique_ptr<EtcdStateStore>> store = EtcdStateStore::Open(options);
   if (!store.ok()) return store.status();
-  (*store)->SetFence(leading.key, leadership_->revision());
+  (*store)->SetFence(leading.key, leadership_->revision(), leadership_->terms());
   store_ = std::move(*store);
   return absl::OkStatus();
+}
+
+void Server::FillClusterStatus(v1::ClusterStatus* out) const {
+  out->set_server_address(address_);
+  out->set_store(store_kind_);
+  for (const std::string& e : etcd_endpoints_) out->add_etcd_endpoints(e);
+  out->set_leader(true);  // a standby does not listen
+  if (leadership_ == nullptr) {
+    out->set_leader_since_unix_ms(started_unix_ms_);
+    return;
+  }
+  out->set_leader_revision(leadership_->revision());
+  out->set_leader_since_unix_ms(leadership_->since_unix_ms());
+  out->set_leader_terms(leadership_->terms());
+  out->set_leader_lease_ms(leader_lease_ms_);
+  // Who waits: each standby's key lives with its lease. A read that fails
+  // (etcd slow) leaves the list empty rather than hold the answer.
+  const std::string& prefix = leadership_->options().standby_prefix;
+  absl::StatusOr<int64_t> read = leader_client_->RangePrefix(prefix, [&](const mvccpb::KeyValue& kv) {
+    out->add_standbys(kv.value());
+  });
+  if (!read.ok()) Log(LogLevel::kWarning, "leader", "status: the standbys could not be read: %s", read.status().ToString());
+}
+
+void Server::FenceOrders() {
+  if (leadership_ == nullptr) return;
+  Leadership* leading = leadership_.get();
+  manager_->SetOrderFence([leading] {
+    // The renewal thread says so within a third of the lease; a process
+    // that was paused may run its loop first.
+    if (!leading->Valid()) ExitDeposed("its lease may have ended (the process was paused or cut off from etcd)");
+  });
 }
 
 }  // namespace trainyard::server

@@ -54,6 +54,8 @@ void Parse(const std::string& prefix, const mvccpb::KeyValue& kv, Loaded& loaded
     loaded.problems.push_back(absl::StrCat("key ", kv.key(), ": ", why));
   };
   if (key.size() < 2 || key[1] != '/') {
+    // The election's keys (server/leadership.h): leader, leader-terms,
+    // leader-standby/ADDRESS.
     if (key.substr(0, 6) != "leader") bad("not a record of this store");
     return;
   }
@@ -357,8 +359,9 @@ EtcdStateStore::~EtcdStateStore() {
   impl_->committer.join();
 }
 
-void EtcdStateStore::SetFence(const std::string& key, int64_t create_revision) {
+void EtcdStateStore::SetFence(const std::string& key, int64_t create_revision, int64_t terms) {
   absl::MutexLock lock(&impl_->mu);
+  impl_->stats.leader_terms = terms;
   impl_->fence_key = key;
   impl_->fence_revision = create_revision;
   impl_->stats.leader_revision = create_revision;

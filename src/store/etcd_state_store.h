@@ -63,7 +63,8 @@ class EtcdStateStore : public StateStore {
   ~EtcdStateStore() override;
 
   // Every later write commits only while `key` exists with `create_revision`.
-  void SetFence(const std::string& key, int64_t create_revision);
+  // `terms`: the leaderships the cluster has had (StoreStats.leader_terms).
+  void SetFence(const std::string& key, int64_t create_revision, int64_t terms = 0);
 
   absl::Status Commit(WriteBatch batch) override;
   void CommitAsync(WriteBatch batch, Done done) override;

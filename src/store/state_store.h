@@ -133,6 +133,7 @@ struct StoreStats {
   // one), and since when (Unix ms); 0 for a store that is one server's own.
   int64_t leader_revision = 0;
   int64_t leader_since_unix_ms = 0;
+  int64_t leader_terms = 0;  // leaderships the store's cluster has had (1 + failovers); 0: unknown
 };
 
 // The interface. Every method is thread-safe. Reads see every batch whose

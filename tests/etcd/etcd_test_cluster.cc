@@ -45,7 +45,8 @@ void StopProcess(pid_t pid, int signal) {
 
 }  // namespace
 
-EtcdTestCluster::EtcdTestCluster(int members) {
+EtcdTestCluster::EtcdTestCluster(std::vector<EtcdMemberHost> hosts) {
+  const int members = static_cast<int>(hosts.size());
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/trainyard-etcd-XXXXXX");
   if (mkdtemp(pattern.data()) == nullptr) {
@@ -55,6 +56,7 @@ EtcdTestCluster::EtcdTestCluster(int members) {
   dir_ = pattern;
   members_.resize(members);
   for (int i = 0; i < members; ++i) {
+    members_[i].host = std::move(hosts[i]);
     members_[i].name = absl::StrCat("m", i);
     members_[i].client_port = FreeLoopbackPort();
     members_[i].peer_port = FreeLoopbackPort();
@@ -89,7 +91,7 @@ EtcdTestCluster::~EtcdTestCluster() {
 
 std::vector<std::string> EtcdTestCluster::endpoints() const {
   std::vector<std::string> out;
-  for (const Member& member : members_) out.push_back(absl::StrCat("127.0.0.1:", member.client_port));
+  for (const Member& member : members_) out.push_back(absl::StrCat(member.host.address, ":", member.client_port));
   return out;
 }
 
@@ -100,16 +102,17 @@ std::string EtcdTestCluster::address() const {
 std::string EtcdTestCluster::initial_cluster() const {
   std::vector<std::string> peers;
   for (const Member& member : members_) {
-    peers.push_back(absl::StrCat(member.name, "=http://127.0.0.1:", member.peer_port));
+    peers.push_back(absl::StrCat(member.name, "=http://", member.host.address, ":", member.peer_port));
   }
   return absl::StrJoin(peers, ",");
 }
 
 absl::Status EtcdTestCluster::Spawn(int i) {
   Member& member = members_[i];
-  std::string client = absl::StrCat("http://127.0.0.1:", member.client_port);
-  std::string peer = absl::StrCat("http://127.0.0.1:", member.peer_port);
-  std::vector<std::string> args = {
+  std::string client = absl::StrCat("http://", member.host.address, ":", member.client_port);
+  std::string peer = absl::StrCat("http://", member.host.address, ":", member.peer_port);
+  std::vector<std::string> args = member.host.prefix;
+  std::vector<std::string> etcd = {
       "etcd", "--name", member.name, "--data-dir", absl::StrCat(dir_, "/", member.name),
       "--listen-client-urls", client, "--advertise-client-urls", client,
       "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
@@ -117,6 +120,7 @@ absl::Status EtcdTestCluster::Spawn(int i) {
       "--initial-cluster-token", dir_, "--logger", "zap", "--log-level", "warn",
       // Short elections, so a test that kills a member waits little.
       "--heartbeat-interval", "50", "--election-timeout", "500"};
+  args.insert(args.end(), etcd.begin(), etcd.end());
   std::string log = absl::StrCat(dir_, "/", member.name, ".log");
   pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
@@ -129,11 +133,20 @@ absl::Status EtcdTestCluster::Spawn(int i) {
     std::vector<char*> argv;
     for (std::string& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
-    execvp("etcd", argv.data());
+    execvp(argv[0], argv.data());
     _exit(127);
   }
   member.pid = pid;
   return absl::OkStatus();
 }
+
+void EtcdTestCluster::Kill(int member) {
+  StopProcess(members_[member].pid, SIGKILL);
+  members_[member].pid = -1;
+}
+
+// A member whose data dir holds its membership ignores the --initial-*
+// flags: it rejoins as itself.
+absl::Status EtcdTestCluster::Restart(int member) { return Spawn(member); }
 
 }  // namespace trainyard::store_test

@@ -11,10 +11,20 @@
 
 namespace trainyard::store_test {
 
+// Where a member runs: the command prefix that puts it on its host (e.g.
+// Hosts::In's `ip netns exec NS`; empty: this one) and the address it
+// listens on there.
+struct EtcdMemberHost {
+  std::vector<std::string> prefix;
+  std::string address = "127.0.0.1";
+};
+
 class EtcdTestCluster {
  public:
   // Starts `members` members as one etcd cluster and waits until it answers.
-  explicit EtcdTestCluster(int members = 1);
+  explicit EtcdTestCluster(int members = 1) : EtcdTestCluster(std::vector<EtcdMemberHost>(members)) {}
+  // One member on each of `hosts`.
+  explicit EtcdTestCluster(std::vector<EtcdMemberHost> hosts);
   ~EtcdTestCluster();
   EtcdTestCluster(const EtcdTestCluster&) = delete;
   EtcdTestCluster& operator=(const EtcdTestCluster&) = delete;
@@ -25,9 +35,14 @@ class EtcdTestCluster {
   std::string address() const;
   std::vector<std::string> endpoints() const;
   pid_t pid(int member) const { return members_[member].pid; }
+  int size() const { return static_cast<int>(members_.size()); }
+  // SIGKILL to a member, reaped; Restart starts it again on its data dir.
+  void Kill(int member);
+  absl::Status Restart(int member);
 
  private:
   struct Member {
+    EtcdMemberHost host;
     std::string name;
     int client_port = 0;
     int peer_port = 0;

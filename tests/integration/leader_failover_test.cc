@@ -88,6 +88,15 @@ class Servers {
 
   // Both servers, as a client lists them.
   std::string list() const { return absl::StrCat("127.0.0.1:", ports_[0], ",127.0.0.1:", ports_[1]); }
+  std::string address(int i) const { return absl::StrCat("127.0.0.1:", ports_[i]); }
+
+  // `trainyard status -o json`.
+  nlohmann::json Status() {
+    CommandResult r = Cli({"status", "-o", "json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    nlohmann::json j = nlohmann::json::parse(r.out, nullptr, false);
+    return j.is_discarded() ? nlohmann::json::object() : j;
+  }
 
   CommandResult Cli(std::vector<std::string> args) {
     args.insert(args.end(), {"--server", list()});
@@ -146,6 +155,21 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   double first_revision = servers.Metric(0, "trainyard_leader_revision");
   EXPECT_GT(first_revision, 0);
   EXPECT_GT(servers.Metric(0, "trainyard_leader_since_timestamp_seconds"), 0);
+  // `trainyard status` names the leader, its store and who waits.
+  nlohmann::json status;
+  ASSERT_TRUE(WaitUntil([&] {
+    status = servers.Status();
+    return status.value("standbys", nlohmann::json::array()).size() == 1;
+  }, absl::Seconds(30))) << status.dump();
+  EXPECT_EQ(status.value("server_address", ""), servers.address(0)) << status.dump();
+  EXPECT_EQ(status.value("store", ""), "etcd");
+  EXPECT_EQ(status["standbys"][0], servers.address(1)) << status.dump();
+  EXPECT_EQ(status.value("leader_revision", int64_t{0}), static_cast<int64_t>(first_revision));
+  const int64_t terms = status.value("leader_terms", int64_t{0});
+  EXPECT_GE(terms, 1) << status.dump();
+  EXPECT_EQ(servers.Metric(0, "trainyard_leader_terms"), static_cast<double>(terms));
+  CommandResult text = servers.Cli({"status"});
+  EXPECT_NE(text.out.find("Standbys:   " + servers.address(1)), std::string::npos) << text.out;
 
   servers.server(0).Kill();
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
@@ -167,6 +191,11 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   }
   // A new leader, a higher fence.
   EXPECT_GT(servers.Metric(1, "trainyard_leader_revision"), first_revision);
+  // One more leadership; the killed server is no longer listed.
+  nlohmann::json after_status = servers.Status();
+  EXPECT_EQ(after_status.value("server_address", ""), servers.address(1)) << after_status.dump();
+  EXPECT_EQ(after_status.value("leader_terms", int64_t{0}), terms + 1) << after_status.dump();
+  EXPECT_TRUE(after_status.value("standbys", nlohmann::json::array()).empty()) << after_status.dump();
   CommandResult nodes = servers.Cli({"nodes"});
   EXPECT_EQ(nodes.exit_code, 0) << nodes.err;
   EXPECT_EQ(nodes.out.find("LOST"), std::string::npos) << nodes.out;

@@ -23,70 +23,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/harness.h"
+#include "tests/integration/hosts.h"
 
 namespace trainyard::testing {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string IpTool() {
-  for (const char* p : {"/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"}) {
-    if (std::filesystem::exists(p)) return p;
-  }
-  return "";
-}
-
-// Two network namespaces, each joined to this host's by a veth pair
-// (host side 10.S.N.1, namespace side 10.S.N.2, N = 1, 2), routed through
-// this host. Removed, and ip_forward put back, by the destructor.
-class TwoNamespaces {
- public:
-  TwoNamespaces() {
-    ip_ = IpTool();
-    // TRAINYARD_TEST_NO_NETNS=1 tries the loopback variant where namespaces work.
-    if (ip_.empty() || getuid() != 0 || getenv("TRAINYARD_TEST_NO_NETNS") != nullptr) return;
-    int tag = getpid() % 100000;
-    subnet_ = 20 + getpid() % 200;
-    for (int n = 1; n <= 2; ++n) {
-      std::string ns = absl::StrCat("ty", tag, "n", n), host = absl::StrCat("ty", tag, "h", n),
-                  peer = absl::StrCat("ty", tag, "p", n);
-      if (!Ip({"netns", "add", ns})) return;
-      names_.push_back(ns);
-      std::string net = absl::StrCat("10.", subnet_, ".", n, ".");
-      bool ok = Ip({"link", "add", host, "type", "veth", "peer", "name", peer}) &&
-                Ip({"link", "set", peer, "netns", ns}) && Ip({"addr", "add", net + "1/24", "dev", host}) &&
-                Ip({"link", "set", host, "up"}) && Ip({"-n", ns, "addr", "add", net + "2/24", "dev", peer}) &&
-                Ip({"-n", ns, "link", "set", peer, "up"}) && Ip({"-n", ns, "link", "set", "lo", "up"}) &&
-                Ip({"-n", ns, "route", "add", "default", "via", net + "1"});
-      if (!ok) return;
-    }
-    forward_ = ReadFile("/proc/sys/net/ipv4/ip_forward");
-    WriteFile("/proc/sys/net/ipv4/ip_forward", "1\n");
-    ready_ = ReadFile("/proc/sys/net/ipv4/ip_forward") == "1\n";
-  }
-  ~TwoNamespaces() {
-    // Deleting a namespace deletes its end of the veth pair, and so the pair.
-    for (const std::string& ns : names_) Ip({"netns", "del", ns});
-    if (!forward_.empty()) WriteFile("/proc/sys/net/ipv4/ip_forward", forward_);
-  }
-  bool ready() const { return ready_; }
-  const std::string& ns(int n) const { return names_[n - 1]; }
-  // This host's address on namespace n's link, where its agent finds the server.
-  std::string HostSide(int n) const { return absl::StrCat("10.", subnet_, ".", n, ".1"); }
-  std::string NamespaceSide(int n) const { return absl::StrCat("10.", subnet_, ".", n, ".2"); }
-  const std::string& ip() const { return ip_; }
-
- private:
-  bool Ip(std::vector<std::string> args) {
-    args.insert(args.begin(), ip_);
-    return RunCommandLine(args, absl::Seconds(20)).exit_code == 0;
-  }
-  std::string ip_;
-  int subnet_ = 0;
-  std::vector<std::string> names_;
-  std::string forward_;
-  bool ready_ = false;
-};
 
 std::string AllreduceBin() {
   return (std::filesystem::path(TrainyardBin()).parent_path() / "examples/trainyard-mpi-allreduce").string();
@@ -94,7 +36,7 @@ std::string AllreduceBin() {
 
 TEST(MpiRshTest, FourRanksAllreduceAcrossTwoNodesThroughTrainyardRsh) {
   if (!std::filesystem::exists(AllreduceBin())) GTEST_SKIP() << "Open MPI is not installed (scripts/setup)";
-  TwoNamespaces nets;
+  Hosts nets(2);
   Cluster cluster({.nodes = 0, .server_flags = {"--agent-listen", "0.0.0.0:0"}, .tls = false});
   std::string agent_port = cluster.agent_address().substr(cluster.agent_address().rfind(':') + 1);
   std::string users = cluster.dir() + "/task-users";
@@ -109,10 +51,9 @@ TEST(MpiRshTest, FourRanksAllreduceAcrossTwoNodesThroughTrainyardRsh) {
       // A host of its own: its network namespace, and a host name of its own
       // (Open MPI tells nodes apart by name). unshare, ip and sh each exec the
       // next, so the agent keeps the pid Process stops.
-      argv = {"/usr/bin/unshare", "--uts", nets.ip(), "netns", "exec", nets.ns(n), "/bin/sh", "-c",
-              absl::StrCat("hostname ", name, " && exec \"$0\" \"$@\"")};
-      server = absl::StrCat(nets.HostSide(n), ":", agent_port);
-      addresses.push_back(nets.NamespaceSide(n));  // no --address: the one toward the server
+      argv = nets.In(n, {}, name);
+      server = absl::StrCat(nets.test_side(n), ":", agent_port);
+      addresses.push_back(nets.address(n));  // no --address: the one toward the server
     } else {
       server = absl::StrCat("127.0.0.1:", agent_port);
       addresses.push_back(absl::StrCat("127.0.0.", n + 1));

@@ -62,6 +62,15 @@ TEST(NodeAdminTest, CordonSurvivesARestartDrainMovesTasksUnchargedAndALostNodeIs
   ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(1);
   std::string why;
   EXPECT_TRUE(AllRunningOnUncharged(c, job, "node-0", &why)) << "a cordoned node takes no task: " << why;
+  // `trainyard status`: one server on SQLite; the cordoned node is not ready.
+  CommandResult status;
+  EXPECT_TRUE(WaitUntil([&] {
+    status = c.Cli({"status"});
+    return status.out.find("Jobs:       1 running, 0 queued") != std::string::npos;
+  }, absl::Seconds(20))) << status.out << status.err;
+  EXPECT_THAT(status.out, HasSubstr("Server:     " + c.address()));
+  EXPECT_THAT(status.out, HasSubstr("Store:      sqlite"));
+  EXPECT_THAT(status.out, HasSubstr("Nodes:      1 of 2 ready"));
 
   ASSERT_TRUE(c.RestartServer());
   ASSERT_TRUE(WaitUntil([&] { return NodeState(c, "node-0") == "READY"; }, absl::Seconds(20)));

@@ -204,6 +204,9 @@ void Counters(Writer& w, const PublishedStats& s) {
             s.store.leader_revision);
     w.Gauge("trainyard_leader_since_timestamp_seconds", "When this server became the leader (Unix seconds).",
             static_cast<double>(s.store.leader_since_unix_ms) / 1000.0);
+    w.Gauge("trainyard_leader_terms",
+            "Leaderships the cluster's etcd store has had, this one's included: 1 + the failovers so far.",
+            static_cast<double>(s.store.leader_terms));
   }
 }
 
