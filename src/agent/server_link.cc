@@ -75,6 +75,7 @@ v1::TaskStatus ToProto(const TaskStatus& s, absl::Time now) {
   p.set_restart_count(s.restarts);
   if (s.launch_attempt >= 0) p.set_launch_attempt(s.launch_attempt);
   p.set_node_fault(s.node_fault);
+  p.set_gpus_held(s.gpus_held);
   p.set_job_id(s.job_id);
   p.set_time_unix_ms(absl::ToUnixMillis(now));
   v1::EnforcedLimits* l = p.mutable_limits();
@@ -873,6 +874,7 @@ void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   // directory that cannot be written, GPUs the agent has as taken) is the
   // node's, and the server places the task elsewhere.
   failed.node_fault = !absl::IsInvalidArgument(st);
+  failed.gpus_held = Supervisor::GpusHeld(st);
   OnTaskStatus(failed);
 }
 

@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "agent/process_spawn.h"
@@ -308,8 +309,10 @@ absl::Status Supervisor::GpusFree(const TaskLaunch& launch) const {
     }
   }
   if (!taken.Empty()) {
-    return absl::FailedPreconditionError(absl::StrCat("task ", launch.key.ToString(), ": GPUs ",
-                                                      taken.ToString(), " are held by another task"));
+    absl::Status held = absl::FailedPreconditionError(
+        absl::StrCat("task ", launch.key.ToString(), ": GPUs ", taken.ToString(), " are held by another task"));
+    held.SetPayload(kGpusHeldPayload, absl::Cord(taken.ToString()));
+    return held;
   }
   if (launch.gpu_milli > 0 && shared_milli + launch.gpu_milli > 1000) {
     return absl::FailedPreconditionError(absl::StrCat("task ", launch.key.ToString(), ": GPU ",

@@ -122,6 +122,11 @@ std::vector<uint32_t> PortNumbers(const core::PortRanges& ports);
 
 class Supervisor {
  public:
+  // A launch refused because its GPUs are held by another task here carries
+  // this payload (the GPUs); GpusHeld tells such a refusal.
+  static constexpr char kGpusHeldPayload[] = "trainyard.dev/gpus-held";
+  static bool GpusHeld(const absl::Status& st) { return st.GetPayload(kGpusHeldPayload).has_value(); }
+
   // Creates DATA's directories and starts the event thread. A relative data
   // dir is taken from the current directory now (tasks run elsewhere). An
   // error names the data dir when it cannot be created, or the clock when

@@ -145,6 +145,9 @@ struct TaskStatus {
   // The launch was refused for a reason of this node (its files or
   // directories cannot be written), not of the task.
   bool node_fault = false;
+  // The launch was refused because its GPUs are held by another task here
+  // (v1::TaskStatus.gpus_held).
+  bool gpus_held = false;
   uint64_t job_id = 0;  // TaskLaunch.job_id
   // The task's limits and what enforces each on this node.
   EnforcedLimits limits;

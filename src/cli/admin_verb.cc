@@ -3,6 +3,8 @@
 // into SQLite (--data-dir) or etcd (--store etcd://...). A backup may be
 // taken while the server runs (SQLite is opened read-only; etcd is read at
 // one revision); a restore needs an empty store, with no server on it.
+#include <sys/stat.h>
+
 #include <iostream>
 
 #include "CLI/CLI.hpp"
@@ -55,6 +57,9 @@ std::string CountsText(const BackupCounts& c) {
 }
 
 int Run(const char* verb, const StoreFlags& f, bool restore) {
+  // What it makes (a restored data dir and store, the backup's temporary
+  // file) is the admin's alone: 0700 and 0600.
+  ::umask(077);
   absl::StatusOr<StateStorePtr> store = OpenStore(f, restore);
   if (!store.ok()) {
     std::cerr << "trainyard admin " << verb << ": " << store.status().message() << "\n";

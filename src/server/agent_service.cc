@@ -58,6 +58,9 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
       return;
     }
     if (!out_.empty() && !finished_) {
+      // Orders queued before a pause go out after it: the fence is asked
+      // again as each leaves (a deposed leader exits here).
+      manager_->CheckOrderFence();
       StartWrite(&out_.front());
     } else {
       writing_ = false;

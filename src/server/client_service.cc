@@ -425,7 +425,8 @@ double QuantileBoundMs(const Histogram& h, double q) {
 
 grpc::Status ClientService::GetClusterStatus(grpc::ServerContext* ctx, const v1::ClusterStatusRequest*,
                                              v1::ClusterStatus* resp) {
-  if (absl::StatusOr<security::Principal> who = Who(ctx); !who.ok()) {
+  // Limited as listing jobs is: it may read etcd.
+  if (absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kListJobs); !who.ok()) {
     return Counted(GrpcCounters::kGetClusterStatus, ToGrpc(who.status()));
   }
   if (status_source_) status_source_(resp);

@@ -123,6 +123,11 @@ struct ServerConfig {
   int quiet_heartbeat_interval_ms = 2500;
   int node_timeout_ms = 10000;            // missed heartbeats before LOST
   int kill_grace_ms = 5000;               // SIGTERM .. SIGKILL
+  // A launch goes to its agent only once the placement it carries is in the
+  // store (set with an etcd store: a standby that takes over knows every
+  // task an agent runs, so no launch of a leader that died is left behind
+  // unknown to the next). Not a config key: the server sets it.
+  bool launch_after_durable = false;
   int preemption_grace_ms = 30000;        // time victims get to checkpoint
   // A job whose current run is younger than this is not preempted (against
   // thrashing: a job started and thrown out again before it saved). 0 = off.

@@ -209,7 +209,13 @@ void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl
 }
 
 void ControlState::LaunchFault(const std::string& name, JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
-  if (NodeRt* node = FindNode(name)) {
+  NodeRt* node = FindNode(name);
+  if (node != nullptr && st.gpus_held()) {
+    // Not the node's fault: a task the server does not count here still
+    // holds the GPUs. They stay out of placement until it is gone.
+    node->held_gpus |= job.rec.tasks(i).allocation().gpu_mask();
+    SyncExcludedGpus(*node);
+  } else if (node != nullptr) {
     ++node->launch_faults;
     if (node->launch_faults >= config_.node_launch_faults_to_degrade && node->fault_reason.empty()) {
       node->fault_reason = absl::StrCat(node->launch_faults, " launches in a row failed on it: ", st.exit().message());
@@ -285,7 +291,7 @@ void ControlState::ApplyGpuFaults(NodeRt& node, absl::Time now) {
 }
 
 void ControlState::SyncExcludedGpus(NodeRt& node) {
-  uint64_t excluded = node.reported_busy_gpus | node.faulty_gpus | node.cordoned_gpus;
+  uint64_t excluded = node.reported_busy_gpus | node.faulty_gpus | node.cordoned_gpus | node.held_gpus;
   if (excluded == node.busy_gpus || !node.in_scheduler) return;
   absl::Status st = scheduler_->SetExcludedGpus(node.info.name(), core::GpuSet(excluded));
   if (!st.ok()) {

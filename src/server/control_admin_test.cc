@@ -5,6 +5,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
+#include "absl/strings/str_replace.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/test_backend.h"
@@ -172,6 +173,91 @@ TEST_F(ControlAdminTest, ANodeWhoseLaunchesFailIsTakenOutAndTheTaskGoesElsewhere
   EXPECT_EQ(Task(job).restarts(), 0);
   ASSERT_TRUE(state_->Uncordon("n1").ok());
   EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY) << "an admin puts it back";
+}
+
+// A leader that died had launched a task the new one does not count (its
+// placement was never written): the agent refuses a launch onto the GPUs it
+// holds. That is not the node's fault: the node stays READY, the task goes
+// to other GPUs uncharged, and the held GPUs come back once the agent no
+// longer runs the stray.
+TEST_F(ControlAdminTest, ALaunchRefusedForGpusAStrayTaskHoldsSparesTheNodeAndAvoidsThem) {
+  Register("n1", 1);
+  v1::Heartbeat strays;
+  strays.set_use_unchanged(true);
+  v1::TaskStatus* stray = strays.add_tasks();
+  stray->set_job("launched-by-a-dead-leader");
+  stray->set_role("worker");
+  stray->set_index(0);
+  stray->set_state(v1::TASK_RUNNING);
+  state_->OnHeartbeat("n1", strays, now_);
+  ASSERT_EQ(backend_.kills.size(), 1u) << "the stray is told to stop";
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  for (int refusal = 0; refusal < 3; ++refusal) {
+    const auto [node, t] = backend_.launches.back();
+    const uint64_t held = t.allocation().gpu_mask();
+    v1::TaskStatus st;
+    st.set_job(t.job());
+    st.set_role(t.role());
+    st.set_index(t.index());
+    st.set_attempt(t.attempt());
+    st.set_state(v1::TASK_FAILED);
+    st.set_node_fault(true);
+    st.set_gpus_held(true);
+    st.mutable_exit()->set_message("the agent could not start it: GPUs 0 are held by another task");
+    state_->OnTaskStatus(node, st, now_);
+    EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY) << "refusal " << refusal;
+    EXPECT_EQ(NodeOf("n1").free_gpu_mask() & held, 0u) << "held GPUs out of placement";
+    ASSERT_EQ(backend_.launches.size(), static_cast<size_t>(refusal + 2));
+    EXPECT_EQ(backend_.launches.back().second.allocation().gpu_mask() & held, 0u) << "placed on other GPUs";
+  }
+  Status(v1::TASK_RUNNING);
+  EXPECT_EQ(Task(job).restarts(), 0) << "uncharged";
+  const uint64_t running = backend_.launches.back().second.allocation().gpu_mask();
+  // The stray is gone: a heartbeat lists only the job's task. Its GPUs are back.
+  v1::Heartbeat clean;
+  clean.set_use_unchanged(true);
+  v1::TaskStatus* ours = clean.add_tasks();
+  *ours = v1::TaskStatus();
+  ours->set_job(job);
+  ours->set_role("worker");
+  ours->set_index(0);
+  ours->set_attempt(backend_.launches.back().second.attempt());
+  ours->set_job_id(backend_.launches.back().second.job_id());
+  ours->set_state(v1::TASK_RUNNING);
+  state_->OnHeartbeat("n1", clean, now_);
+  EXPECT_EQ(NodeOf("n1").free_gpu_mask(), 0xffu & ~running) << "every GPU but the task's is free again";
+}
+
+// With an etcd store a launch waits for the write that holds its placement:
+// a leader that dies first leaves no task running that the next one does
+// not know of.
+TEST_F(ControlAdminTest, ALaunchAfterDurableGoesOutOnlyOnceItsPlacementIsWritten) {
+  config_.launch_after_durable = true;
+  Make(StoreSnapshot{});
+  Register("n1", 1);
+  auto write = [&](absl::Status result) {
+    std::optional<Persister::Write> w;
+    while ((w = state_->TakeWrite())) state_->WriteDone(*w, result, false);
+  };
+  write(absl::OkStatus());  // the node's record
+  std::string job = Submit(kJob);
+  state_->RunRound(now_);
+  EXPECT_TRUE(backend_.launches.empty()) << "not before its placement is written";
+  std::optional<Persister::Write> failed = state_->TakeWrite();
+  ASSERT_TRUE(failed.has_value());
+  state_->WriteDone(*failed, absl::UnavailableError("etcd is away"), false);
+  EXPECT_TRUE(backend_.launches.empty()) << "a failed write launches nothing";
+  write(absl::OkStatus());
+  ASSERT_EQ(backend_.launches.size(), 1u) << "written again, then launched";
+  EXPECT_EQ(backend_.launches[0].second.job(), job);
+
+  // A job killed before its placement is written is never launched.
+  std::string second = Submit(absl::StrReplaceAll(kJob, {{"name: train", "name: other"}}));
+  state_->RunRound(now_);
+  ASSERT_TRUE(state_->Kill(second, "", now_).ok());
+  write(absl::OkStatus());
+  EXPECT_EQ(backend_.launches.size(), 1u);
 }
 
 TEST_F(ControlAdminTest, ANodeShortOfDiskTakesNoTasksUntilItHasRoomAgain) {

@@ -296,6 +296,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
   // task is found by its job's name, role and index, as TasksOn's are.
   std::vector<std::pair<const JobRt*, int>> reported;
   reported.reserve(static_cast<size_t>(hb.tasks_size()));
+  int strays = 0;  // running tasks the server does not count here
   for (const v1::TaskStatus& st : hb.tasks()) {
     JobRt* job = FindJob(st.job());
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
@@ -316,11 +317,17 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     // saved (StopWithGrace).
     if (ours && (!job->ending || job->checkpoint.id() > 0)) continue;
     if (!ours) {
+      ++strays;
       Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
           api::TaskName(st.job(), st.role(), st.index()));
     }
     SendKill(node.info.name(), st.job(), st.job_id(), st.role(), st.index(), config_.kill_grace_ms,
              ours ? job->rec.message() : "the server has no record of this task on this node");
+  }
+  // The GPUs a refused launch found held come back once no stray runs.
+  if (strays == 0 && node.held_gpus != 0) {
+    node.held_gpus = 0;
+    SyncExcludedGpus(node);
   }
   // Tasks the server has as live here that the agent no longer runs.
   auto by_task = [](const std::pair<const JobRt*, int>& a, const std::pair<const JobRt*, int>& b) {

@@ -466,7 +466,42 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   Persist(job);
   job.missing_beats[i] = 0;
   job.acked[i] = false;
+  if (config_.launch_after_durable) {
+    // The placement is in the next write taken (Persist just marked it).
+    deferred_launches_.push_back({persister_.sent() + 1, job.rec.id(), job.rec.name(), i, std::move(spec)});
+    return;
+  }
   if (node->connected()) backend_->Launch(t.node(), std::move(spec));
+}
+
+void ControlState::SendDeferredLaunches(uint64_t written, bool ok) {
+  if (deferred_launches_.empty()) return;
+  std::vector<DeferredLaunch> waiting;
+  for (DeferredLaunch& d : deferred_launches_) {
+    if (d.after > written) {
+      waiting.push_back(std::move(d));
+      continue;
+    }
+    if (!ok) {
+      // The write failed; its records are marked again and go with the next.
+      d.after = persister_.sent() + 1;
+      waiting.push_back(std::move(d));
+      continue;
+    }
+    // Sent only if the task is still placed as the launch says and its job
+    // is not being stopped (killed, preempted, moved or launched again
+    // meanwhile: a task never launched is done once its agent never shows it).
+    JobRt* job = FindJob(d.job);
+    if (job == nullptr || job->rec.id() != d.job_id || d.task >= job->rec.tasks_size()) continue;
+    const v1::TaskRecord& t = job->rec.tasks(d.task);
+    if (job->ending || job->preempting || t.node() != d.spec.node() || t.attempt() != d.spec.attempt() ||
+        api::IsTerminal(t.state()) || job->launch_base[d.task] != d.spec.attempt()) {
+      continue;
+    }
+    const NodeRt* node = FindNode(t.node());
+    if (node != nullptr && node->connected()) backend_->Launch(t.node(), std::move(d.spec));
+  }
+  deferred_launches_ = std::move(waiting);
 }
 
 }  // namespace trainyard::server

@@ -566,6 +566,18 @@ class ControlState {
     std::vector<std::string> meta_keys;
   };
   std::map<uint64_t, RawWrites> raw_in_flight_;
+  // Launches waiting for the write that holds their placement
+  // (config_.launch_after_durable): sent from WriteDone once write `after`
+  // succeeded, if the task is still placed so.
+  struct DeferredLaunch {
+    uint64_t after = 0;
+    uint64_t job_id = 0;
+    std::string job;
+    int task = 0;
+    v1::TaskSpec spec;
+  };
+  std::vector<DeferredLaunch> deferred_launches_;
+  void SendDeferredLaunches(uint64_t written, bool ok);
   size_t schedule_writes_in_batch_ = 0;  // in the persister's batch now
   // Runs handed to the shell whose submission was not answered yet.
   std::map<std::string, int> schedule_submitting_;

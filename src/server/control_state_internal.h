@@ -81,6 +81,11 @@ struct ControlState::NodeRt {
   // a delta heartbeat leaves them out, and a node that was out of the
   // scheduler when they changed takes them on its next heartbeat.
   uint64_t reported_busy_gpus = 0;
+  // GPUs a launch here was refused for because another task of the agent
+  // holds them (TaskStatus.gpus_held: one the server does not count here,
+  // launched by a leader that died): out of placement until the agent lists
+  // no task the server does not count here (Reconcile).
+  uint64_t held_gpus = 0;
   absl::Time registered;
   // The view last published and what it was built from (see NodeViewSig):
   // a node whose view would not change is not built again.

@@ -134,6 +134,10 @@ class JobManager {
   // etcd store, a server whose leadership may have lapsed exits there
   // rather than place, launch or kill anything. Set before Start.
   void SetOrderFence(std::function<void()> check);
+  // Runs the fence (nothing without one); any thread, no lock.
+  void CheckOrderFence() const {
+    if (order_fence_) order_fence_();
+  }
   // Where the tasks of `job` are. NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job);
   // Sends `msg` to node's agent; false when it is not connected.

@@ -47,7 +47,20 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* cli
     absl::SleepFor(std::max(poll, absl::Milliseconds(100)));
     return true;
   };
-  const std::string standby_key = options.standby_prefix + options.identity;
+  // A campaign whose answer was lost (etcd slow past the call timeout) may
+  // have won: its lease, and when it was asked for.
+  int64_t unanswered_lease = 0, unanswered_started = 0;
+  auto winner = [&](int64_t lease, int64_t started, int64_t revision) {
+    std::unique_ptr<Leadership> won(new Leadership(client, std::move(options), lease, revision));
+    won->valid_until_ns_ = started + absl::ToInt64Nanoseconds(won->options_.ttl);
+    won->since_unix_ms_ = absl::ToUnixMillis(absl::Now());
+    etcdserverpb::RangeRequest terms;
+    terms.set_key(won->options_.terms_key);
+    if (absl::StatusOr<etcdserverpb::RangeResponse> read = client->Range(terms); read.ok() && read->kvs_size() > 0) {
+      won->terms_ = read->kvs(0).version();
+    }
+    return won;
+  };
   while (stop == nullptr || !stop->load()) {
     int64_t started = SteadyNanos();
     absl::StatusOr<int64_t> lease = client->GrantLease(options.ttl);
@@ -74,27 +87,25 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* cli
     txn.add_failure()->mutable_request_range()->set_key(options.key);
     absl::StatusOr<etcdserverpb::TxnResponse> response = client->Txn(txn);
     if (!response.ok()) {
-      if (wait_out(response.status())) continue;  // the lease, if granted, expires
-      return response.status();
+      if (!wait_out(response.status())) return response.status();
+      unanswered_lease = *lease;  // it may have won; else it expires
+      unanswered_started = started;
+      continue;
     }
-    if (response->succeeded()) {
-      std::unique_ptr<Leadership> won(
-          new Leadership(client, std::move(options), *lease, response->header().revision()));
-      won->valid_until_ns_ = started + absl::ToInt64Nanoseconds(won->options_.ttl);
-      won->since_unix_ms_ = absl::ToUnixMillis(absl::Now());
-      etcdserverpb::RangeRequest terms;
-      terms.set_key(won->options_.terms_key);
-      if (absl::StatusOr<etcdserverpb::RangeResponse> read = client->Range(terms); read.ok() && read->kvs_size() > 0) {
-        won->terms_ = read->kvs(0).version();
-      }
-      return won;
-    }
+    if (response->succeeded()) return winner(*lease, started, response->header().revision());
     const auto& kvs = response->responses(0).response_range().kvs();
+    if (!kvs.empty() && unanswered_lease != 0 && kvs[0].lease() == unanswered_lease) {
+      // The campaign whose answer was lost won: that is this leadership.
+      (void)client->RevokeLease(*lease);
+      return winner(unanswered_lease, unanswered_started, kvs[0].create_revision());
+    }
     std::string leader = kvs.empty() ? "" : kvs[0].value();
     if (leader != last_leader && options.on_standby) options.on_standby(leader);
     last_leader = leader;
-    // Known as a standby while the lease lives (the leader lists them).
-    absl::Status listed = Put(client, standby_key, options.identity, *lease);
+    // Known as a standby while the lease lives (the leader lists them); the
+    // lease in the key keeps servers given the same --listen apart.
+    absl::Status listed =
+        Put(client, absl::StrCat(options.standby_prefix, options.identity, "#", *lease), options.identity, *lease);
     if (!listed.ok() && !wait_out(listed)) return listed;
     // Wait until the key is gone (its leader's lease ended), then try again.
     etcdserverpb::RangeRequest probe;

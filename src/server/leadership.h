@@ -29,8 +29,8 @@ namespace trainyard::server {
 struct LeadershipOptions {
   std::string key;        // the election key
   std::string identity;   // the value a standby reads: this server's address
-  // A standby waits with <standby_prefix><identity> bound to a lease of its
-  // own: the leader lists who waits (ClusterStatus.standbys).
+  // A standby waits with <standby_prefix><identity>#<lease> bound to a lease
+  // of its own: the leader lists who waits (ClusterStatus.standbys).
   std::string standby_prefix;
   // Each win puts this key again: its version counts the leaderships.
   std::string terms_key;

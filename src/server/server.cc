@@ -261,6 +261,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   if (config.exec_arg_max == 0) config.exec_arg_max = sysconf(_SC_ARG_MAX);
   if (absl::Status st = ValidateServerConfig(config); !st.ok()) return st;
   if (config.checkpoint_root.empty()) config.checkpoint_root = config.data_dir + "/checkpoints";
+  // Several servers share an etcd store: a leader launches only what its
+  // store holds, so the next leader knows every task an agent runs.
+  config.launch_after_durable = !config.store.empty();
   std::unique_ptr<Server> s(new Server());
   if (absl::Status st = s->OpenStore(config); !st.ok()) return st;
   if (absl::Status st = SecureDataDir(config); !st.ok()) return st;
@@ -311,6 +314,10 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->InstallConnectionGuards(config, port, open_file_limit);
   std::string host = config.listen.substr(0, config.listen.rfind(':'));
   s->address_ = absl::StrCat(host, ":", port);
+  {
+    absl::MutexLock lock(&s->status_mu_);
+    s->status_address_ = s->address_;
+  }
   s->manager_->SetServerAddress(s->address_);
   s->manager_->SetOverloadProbe([] {
     int64_t saturated = 0;

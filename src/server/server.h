@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "server/config.h"
 #include "security/server_security.h"
@@ -106,7 +109,13 @@ class Server {
   void FenceOrders();
   // The server's own part of `trainyard status`: address, store and
   // leadership (with etcd, the standbys listed there).
-  void FillClusterStatus(v1::ClusterStatus* out) const;
+  void FillClusterStatus(v1::ClusterStatus* out);
+  // What FillClusterStatus reads on gRPC threads: the address once bound,
+  // and the standbys read from etcd at most once a second.
+  absl::Mutex status_mu_;
+  std::string status_address_ ABSL_GUARDED_BY(status_mu_);
+  std::vector<std::string> standbys_ ABSL_GUARDED_BY(status_mu_);
+  absl::Time standbys_read_ ABSL_GUARDED_BY(status_mu_) = absl::InfinitePast();
   std::string store_kind_ = "sqlite";
   std::vector<std::string> etcd_endpoints_;
   int leader_lease_ms_ = 0;

@@ -98,8 +98,9 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
-void Server::FillClusterStatus(v1::ClusterStatus* out) const {
-  out->set_server_address(address_);
+void Server::FillClusterStatus(v1::ClusterStatus* out) {
+  absl::MutexLock lock(&status_mu_);
+  out->set_server_address(status_address_);
   out->set_store(store_kind_);
   for (const std::string& e : etcd_endpoints_) out->add_etcd_endpoints(e);
   out->set_leader(true);  // a standby does not listen
@@ -111,13 +112,16 @@ void Server::FillClusterStatus(v1::ClusterStatus* out) const {
   out->set_leader_since_unix_ms(leadership_->since_unix_ms());
   out->set_leader_terms(leadership_->terms());
   out->set_leader_lease_ms(leader_lease_ms_);
-  // Who waits: each standby's key lives with its lease. A read that fails
-  // (etcd slow) leaves the list empty rather than hold the answer.
-  const std::string& prefix = leadership_->options().standby_prefix;
-  absl::StatusOr<int64_t> read = leader_client_->RangePrefix(prefix, [&](const mvccpb::KeyValue& kv) {
-    out->add_standbys(kv.value());
-  });
-  if (!read.ok()) Log(LogLevel::kWarning, "leader", "status: the standbys could not be read: %s", read.status().ToString());
+  // Who waits: each standby's key lives with its lease. Read at most once a
+  // second; a read that fails (etcd slow) gives the last list.
+  if (absl::Now() - standbys_read_ >= absl::Seconds(1)) {
+    standbys_read_ = absl::Now();
+    std::vector<std::string> now;
+    absl::StatusOr<int64_t> read = leader_client_->RangePrefix(
+        leadership_->options().standby_prefix, [&](const mvccpb::KeyValue& kv) { now.push_back(kv.value()); });
+    if (read.ok()) standbys_ = std::move(now);
+  }
+  for (const std::string& s : standbys_) out->add_standbys(s);
 }
 
 void Server::FenceOrders() {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -17,8 +18,20 @@ namespace trainyard {
 namespace {
 
 constexpr char kHeader[] = "trainyard-store-backup 1\n";
-// A store transaction holds at most etcd's default 128 keys.
+// A store transaction holds at most etcd's default 128 keys and 1.5 MiB.
 constexpr size_t kKeysPerBatch = 100;
+constexpr size_t kBytesPerBatch = 1 << 20;
+
+// FNV-1a, 64 bits, over every record before the end: a file altered by
+// accident (a flipped byte, a bad copy) is refused. Not a signature.
+uint64_t Fnv1a(const std::string& data, size_t from, size_t to) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = from; i < to; ++i) {
+    h ^= static_cast<uint8_t>(data[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
 
 void PutVarint(std::string* out, uint64_t v) {
   while (v >= 0x80) {
@@ -34,14 +47,22 @@ void PutRecord(std::string* out, char kind, const std::string& bytes) {
   out->append(bytes);
 }
 
-std::string CountsText(const BackupCounts& c) {
-  return absl::StrCat(c.jobs, " ", c.tasks, " ", c.events, " ", c.nodes, " ", c.meta);
+std::string CountsText(const BackupCounts& c, uint64_t sum) {
+  return absl::StrCat(c.jobs, " ", c.tasks, " ", c.events, " ", c.nodes, " ", c.meta, " ", absl::Hex(sum, absl::kZeroPad16));
 }
 
 absl::Status WriteWhole(const std::string& path, const std::string& data) {
-  std::string tmp = path + ".partial";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A name of its own, made here (never one that was there, never through
+  // a link), 0600 whatever the umask; renamed over `path` when whole.
+  std::string tmp = path + ".partial-XXXXXX";
+  int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
   if (fd < 0) return absl::FailedPreconditionError(absl::StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
+  if (::fchmod(fd, 0600) != 0) {
+    int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return absl::FailedPreconditionError(absl::StrCat("cannot set the mode of ", tmp, ": ", std::strerror(err)));
+  }
   size_t done = 0;
   while (done < data.size()) {
     ssize_t n = ::write(fd, data.data() + done, data.size() - done);
@@ -58,6 +79,13 @@ absl::Status WriteWhole(const std::string& path, const std::string& data) {
     int err = errno;
     ::unlink(tmp.c_str());
     return absl::FailedPreconditionError(absl::StrCat("cannot write ", path, ": ", std::strerror(err)));
+  }
+  // The rename itself made durable.
+  std::string dir = path.find('/') == std::string::npos ? "." : path.substr(0, path.rfind('/') + 1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
   return absl::OkStatus();
 }
@@ -79,6 +107,7 @@ absl::StatusOr<Parsed> Parse(const std::string& path, const std::string& data) {
   bool ended = false;
   while (at < data.size()) {
     if (ended) return bad("bytes after the end record");
+    const size_t record_at = at;
     char kind = data[at++];
     uint64_t size = 0;
     for (int shift = 0;; shift += 7) {
@@ -107,7 +136,8 @@ absl::StatusOr<Parsed> Parse(const std::string& path, const std::string& data) {
       p.counts.events = static_cast<int64_t>(p.events.size());
       p.counts.nodes = static_cast<int64_t>(p.nodes.size());
       p.counts.meta = static_cast<int64_t>(p.meta.size());
-      if (bytes != CountsText(p.counts)) return bad(absl::StrCat("holds ", CountsText(p.counts), ", says ", bytes));
+      std::string held = CountsText(p.counts, Fnv1a(data, 0, record_at));
+      if (bytes != held) return bad(absl::StrCat("altered or cut: its records give ", held, ", its end says ", bytes));
     } else {
       return bad(absl::StrCat("unknown record kind ", static_cast<int>(static_cast<uint8_t>(kind))));
     }
@@ -150,7 +180,7 @@ absl::StatusOr<BackupCounts> WriteBackup(StateStore& from, const std::string& pa
     PutRecord(&out, 'm', key + std::string(1, '\0') + value);
     ++counts.meta;
   }
-  PutRecord(&out, 'z', CountsText(counts));
+  PutRecord(&out, 'z', CountsText(counts, Fnv1a(out, 0, out.size())));
   if (absl::Status st = WriteWhole(path, out); !st.ok()) return st;
   return counts;
 }
@@ -188,41 +218,47 @@ absl::StatusOr<BackupCounts> RestoreBackup(const std::string& path, StateStore& 
   // counts them (a job row, one key per 64 tasks, one per event, node or
   // metadata value): few transactions, each within etcd's limit.
   WriteBatch batch;
-  size_t keys = 0;
+  size_t keys = 0, bytes = 0;
   std::string what;
   auto flush = [&]() -> absl::Status {
     if (keys == 0) return absl::OkStatus();
     absl::Status st = to.Commit(std::move(batch));
     batch = WriteBatch();
     keys = 0;
+    bytes = 0;
     if (!st.ok()) return absl::Status(st.code(), absl::StrCat("restoring ", what, ": ", st.message()));
     return st;
   };
-  auto room = [&](size_t more) -> absl::Status {
-    if (keys + more > kKeysPerBatch) return flush();
+  auto room = [&](size_t more_keys, size_t more_bytes) -> absl::Status {
+    if (keys + more_keys > kKeysPerBatch || bytes + more_bytes > kBytesPerBatch) return flush();
     return absl::OkStatus();
   };
   for (v1::JobRecord& job : parsed->jobs) {
     uint64_t id = job.id();
     size_t job_keys = 1 + (static_cast<size_t>(job.tasks_size()) + 63) / 64;
-    if (absl::Status st = room(job_keys); !st.ok()) return st;
+    size_t job_bytes = job.ByteSizeLong();
+    if (absl::Status st = room(job_keys, job_bytes); !st.ok()) return st;
     what = absl::StrCat("job ", id);
     batch.CreateJob(std::move(job), v1::JobEventRecord());
     keys += job_keys;
+    bytes += job_bytes;
     for (v1::JobEventRecord& e : by_job[id]) {
-      if (absl::Status st = room(1); !st.ok()) return st;
+      if (absl::Status st = room(1, e.ByteSizeLong()); !st.ok()) return st;
+      bytes += e.ByteSizeLong();
       batch.AppendEvent(std::move(e));
       ++keys;
     }
   }
   what = "nodes and metadata";
   for (v1::NodeRecord& node : parsed->nodes) {
-    if (absl::Status st = room(1); !st.ok()) return st;
+    if (absl::Status st = room(1, node.ByteSizeLong()); !st.ok()) return st;
+    bytes += node.ByteSizeLong();
     batch.PutNode(std::move(node));
     ++keys;
   }
   for (auto& [key, value] : parsed->meta) {
-    if (absl::Status st = room(1); !st.ok()) return st;
+    if (absl::Status st = room(1, key.size() + value.size()); !st.ok()) return st;
+    bytes += key.size() + value.size();
     batch.PutMeta(key, value);
     ++keys;
   }

@@ -4,9 +4,10 @@
 // to the other). The file: a header line, then records, each a kind byte,
 // a varint length and that many bytes: 'j' a JobRecord with its tasks, 'e'
 // a JobEventRecord, 'n' a NodeRecord, 'm' a metadata key, NUL, its value;
-// and 'z' at the end with the counts, so a cut file is refused.
-// Written 0600 (job specs hold sealed secrets) by rename, so a reader never
-// sees half a file.
+// and 'z' at the end with the counts and a checksum (FNV-1a) of the records
+// before it, so a file cut short or altered by accident is refused.
+// Written 0600 (job specs hold sealed secrets) under a new name of its own,
+// then renamed over FILE, so a reader never sees half a file.
 #pragma once
 
 #include <cstdint>

@@ -118,8 +118,14 @@ TEST_F(StoreBackupTest, ANonEmptyStoreOrABrokenFileIsRefusedAndNothingIsWritten)
   whole << in.rdbuf();
   std::string bytes = whole.str();
   StateStorePtr fresh = NewSqlite("fresh");
+  // A byte of a job's name changed ("job-1" -> "job-0"): it still parses;
+  // the checksum tells.
+  std::string altered = bytes;
+  size_t name = altered.find("job-1");
+  ASSERT_NE(name, std::string::npos);
+  altered[name + 4] = '0';
   for (const std::string& broken : {bytes.substr(0, bytes.size() - 3), bytes.substr(0, bytes.size() / 2),
-                                    std::string("not a backup\n"), bytes + "x"}) {
+                                    std::string("not a backup\n"), bytes + "x", altered}) {
     std::ofstream(path_, std::ios::binary | std::ios::trunc) << broken;
     absl::StatusOr<BackupCounts> r = RestoreBackup(path_, *fresh);
     EXPECT_EQ(r.status().code(), absl::StatusCode::kDataLoss) << r.status();

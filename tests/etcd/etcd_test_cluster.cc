@@ -146,7 +146,21 @@ void EtcdTestCluster::Kill(int member) {
 }
 
 // A member whose data dir holds its membership ignores the --initial-*
-// flags: it rejoins as itself.
-absl::Status EtcdTestCluster::Restart(int member) { return Spawn(member); }
+// flags: it rejoins as itself. Returns once it answers on its own endpoint
+// (a linearizable read: it has rejoined the cluster).
+absl::Status EtcdTestCluster::Restart(int member) {
+  if (absl::Status st = Spawn(member); !st.ok()) return st;
+  EtcdConnectOptions options;
+  options.endpoints = {endpoints()[member]};
+  options.call_timeout = absl::Seconds(2);
+  absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(options);
+  if (!client.ok()) return client.status();
+  etcdserverpb::RangeRequest probe;
+  probe.set_key("probe");
+  if (!WaitUntil([&] { return (*client)->Range(probe).ok(); }, absl::Seconds(60), absl::Milliseconds(100))) {
+    return absl::UnavailableError(absl::StrCat("etcd member ", members_[member].name, " did not answer after its restart"));
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace trainyard::store_test

@@ -36,7 +36,8 @@ class EtcdTestCluster {
   std::vector<std::string> endpoints() const;
   pid_t pid(int member) const { return members_[member].pid; }
   int size() const { return static_cast<int>(members_.size()); }
-  // SIGKILL to a member, reaped; Restart starts it again on its data dir.
+  // SIGKILL to a member, reaped; Restart starts it again on its data dir and
+  // returns once it answers on its own endpoint.
   void Kill(int member);
   absl::Status Restart(int member);
 

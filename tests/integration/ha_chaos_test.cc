@@ -7,8 +7,8 @@
 // leader's host cut off from everyone and healed. Servers run as under a
 // supervisor (systemd's Restart=always): one that exits is started again a
 // second later, as a standby. After every round, with the client held:
-//  - no acknowledged submission is lost, and every acknowledged kill ended
-//    its job KILLED;
+//  - no acknowledged submission is lost, every acknowledged kill ended its
+//    job, and no job FAILED (its tasks only sleep: a failure is a task lost);
 //  - no GPU or port is given to two running tasks;
 //  - no task runs twice (each task's processes write a file named by their
 //    pid, and the test counts the live ones);
@@ -167,6 +167,7 @@ class ChaosCluster {
     log_skip_[i] = ReadFile(log(i)).size();  // appended across restarts
     servers_[i] = std::make_unique<Process>(argv, log(i));
     exited_at_[i] = absl::InfinitePast();
+    ++starts_[i];
   }
 
   void StartAgent(int a) {
@@ -191,9 +192,28 @@ class ChaosCluster {
     std::string text = ReadFile(log(i));
     return log_skip_[i] < text.size() ? text.substr(log_skip_[i]) : "";
   }
-  // Server i leads: it runs, and since its start it said it listens.
-  bool Leads(int i) { return servers_[i] && !paused_[i] && servers_[i]->Running() && LogSince(i).find("listening on") != std::string::npos; }
-  bool Standby(int i) { return servers_[i] && servers_[i]->Running() && LogSince(i).find("standby:") != std::string::npos; }
+  // What server i said last of its part: "listening on" (it leads),
+  // "standby:" (it waits) or "no longer the leader" (deposed).
+  std::string LastSaid(int i) {
+    std::string log = LogSince(i);
+    std::string last;
+    size_t at = 0;
+    for (const char* word : {"listening on", "standby:", "no longer the leader"}) {
+      size_t found = log.rfind(word);
+      if (found != std::string::npos && (last.empty() || found > at)) {
+        last = word;
+        at = found;
+      }
+    }
+    return last;
+  }
+  bool Leads(int i) {
+    return servers_[i] && !paused_[i] && servers_[i]->Running() && LastSaid(i) == "listening on";
+  }
+  bool Standby(int i) { return servers_[i] && servers_[i]->Running() && LastSaid(i) == "standby:"; }
+  // Times server i was started, and times it was seen to have exited.
+  int starts(int i) const { return starts_[i]; }
+  int exits(int i) const { return exits_[i]; }
   int Leader() {
     for (int i = 0; i < kServers; ++i) {
       if (Leads(i)) return i;
@@ -209,6 +229,7 @@ class ChaosCluster {
       if (paused_[i] || !servers_[i] || servers_[i]->Running()) continue;
       if (exited_at_[i] == absl::InfinitePast()) {
         exited_at_[i] = absl::Now();
+        ++exits_[i];
         int status = servers_[i]->exit_status();
         if (!killed_[i]) {
           EXPECT_EQ(status, 75) << "server " << i << " ended other than deposed:\n" << LogSince(i);
@@ -290,9 +311,14 @@ replicas:
       size_t dot = file.rfind('.');
       int pid = 0;
       if (dot == std::string::npos || !absl::SimpleAtoi(file.substr(dot + 1), &pid)) continue;
-      // Alive and still the task's (sh exec'd sleep: the same pid).
+      // Alive and still the task's (sh exec'd sleep: the same pid), not
+      // another process that got the pid since: its environment names the job.
+      std::string task = file.substr(0, dot);
       if (ReadFile(absl::StrCat("/proc/", pid, "/cmdline")).rfind("sleep", 0) != 0) continue;
-      out[file.substr(0, dot)].push_back(pid);
+      std::string env = ReadFile(absl::StrCat("/proc/", pid, "/environ"));
+      std::string job = absl::StrCat("TRAINYARD_JOB=", task.substr(0, task.find('.')));
+      if (env.find(job + std::string(1, '\0')) == std::string::npos) continue;
+      out[task].push_back(pid);
     }
     return out;
   }
@@ -306,6 +332,8 @@ replicas:
   bool paused_[kServers] = {};
   bool killed_[kServers] = {};
   absl::Time exited_at_[kServers] = {};
+  int starts_[kServers] = {};
+  int exits_[kServers] = {};
   std::unique_ptr<Process> servers_[kServers];
   std::vector<std::unique_ptr<Process>> agents_;
 };
@@ -412,7 +440,10 @@ std::map<std::string, RunningTask> CheckInvariants(ChaosCluster& c, const Client
     live = c.LiveProcesses();
     for (const auto& job : jobs["jobs"]) {
       std::string name = job.value("name", ""), state = job.value("state", "");
-      if (client.killed().count(name) && state != "KILLED") return why = name + " killed but " + state, false;
+      // An acknowledged kill ended the job (KILLED, or it had ended before);
+      // nothing here fails on its own: a FAILED job is a task lost.
+      if (client.killed().count(name) && !IsEnded(state)) return why = name + " killed but " + state, false;
+      if (state == "FAILED") return why = name + " FAILED: " + job.value("message", ""), false;
       for (const auto& t : job["tasks"]) {
         std::string key = absl::StrCat(name, ".", t.value("role", ""), "-", t.value("index", -1));
         size_t n = live.count(key) ? live[key].size() : 0;
@@ -506,6 +537,7 @@ TEST(HaChaosTest, SeededFaultsLoseNoAcknowledgedWorkAndStartNoTaskTwice) {
     int leader = -1;
     ASSERT_TRUE(c.Wait([&] { return (leader = c.Leader()) >= 0; })) << round << ": no leader";
     absl::Time start = absl::Now();
+    const int starts = c.starts(leader), exits = c.exits(leader);
     int member = static_cast<int>(rng() % kMembers);
     switch (fault) {
       case Fault::kKillLeader: c.KillServer(leader); break;
@@ -533,7 +565,7 @@ TEST(HaChaosTest, SeededFaultsLoseNoAcknowledgedWorkAndStartNoTaskTwice) {
         break;
       case Fault::kKillEtcdMember: ASSERT_TRUE(c.etcd().Restart(member).ok()) << round; break;
       case Fault::kCutLeader:
-        ASSERT_TRUE(c.Wait([&] { return !c.server(leader).Running() || c.Standby(leader); }))
+        ASSERT_TRUE(c.Wait([&] { return c.exits(leader) > exits; }))
             << round << ": the cut-off leader did not step down\n" << c.LogSince(leader);
         ASSERT_TRUE(c.hosts().Heal(ServerHost(leader))) << round;
         break;
@@ -541,7 +573,9 @@ TEST(HaChaosTest, SeededFaultsLoseNoAcknowledgedWorkAndStartNoTaskTwice) {
     if (fault != Fault::kKillEtcdMember) {
       // Back as a standby, or (started again before a standby campaigned)
       // leading again.
-      ASSERT_TRUE(c.Wait([&] { return c.Standby(leader) || c.Leads(leader); }))
+      // It exited (deposed or killed) and was started again: back as a
+      // standby, or (started before a standby campaigned) leading again.
+      ASSERT_TRUE(c.Wait([&] { return c.starts(leader) > starts && (c.Standby(leader) || c.Leads(leader)); }))
           << round << ": the old leader is not back\n" << c.LogSince(leader);
     }
     client.Hold();

@@ -20,31 +20,49 @@ std::string IpTool() {
   return "";
 }
 
-// ip_forward is shared by every test process that makes hosts (ctest runs
-// two at once): the first to take it records what it was in this file, the
-// last to let go puts it back. A shared lock is held while hosts exist.
+// Hosts are made and removed, and ip_forward switched, under one lock
+// shared by every test process (ctest runs two at once): the first process
+// to make hosts records what ip_forward was, the last to remove its hosts
+// puts it back (each holds a shared lock on the users file meanwhile). The
+// files are opened without following links.
 constexpr char kForwardFile[] = "/proc/sys/net/ipv4/ip_forward";
-constexpr char kForwardLock[] = "/tmp/trainyard-test-ip-forward";
+constexpr char kMutexFile[] = "/tmp/trainyard-test-hosts.lock";
+constexpr char kUsersFile[] = "/tmp/trainyard-test-hosts.users";
+constexpr char kRecordFile[] = "/tmp/trainyard-test-hosts.forward";
 
-int TakeForwarding() {
-  int fd = open(kForwardLock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (fd < 0) return -1;
-  flock(fd, LOCK_EX);
-  if (ReadFile(kForwardLock).empty()) WriteFile(kForwardLock, ReadFile(kForwardFile));
-  WriteFile(kForwardFile, "1\n");
-  flock(fd, LOCK_SH);
-  return fd;
+int OpenOwn(const char* path) { return ::open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600); }
+
+// Holds the mutex file's lock while it lives.
+class HostsLock {
+ public:
+  HostsLock() : fd_(OpenOwn(kMutexFile)) {
+    if (fd_ >= 0) ::flock(fd_, LOCK_EX);
+  }
+  ~HostsLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_;
+};
+
+void WriteRecord(const std::string& text) {
+  int fd = OpenOwn(kRecordFile);
+  if (fd < 0) return;
+  if (::ftruncate(fd, 0) == 0 && !text.empty()) {
+    ssize_t ignored = ::write(fd, text.data(), text.size());
+    (void)ignored;
+  }
+  ::close(fd);
 }
 
-void GiveForwardingBack(int fd) {
-  if (fd < 0) return;
-  flock(fd, LOCK_UN);
-  if (flock(fd, LOCK_EX | LOCK_NB) == 0) {  // no one else uses it
-    std::string was = ReadFile(kForwardLock);
-    if (!was.empty()) WriteFile(kForwardFile, was);
-    WriteFile(kForwardLock, "");
-  }
-  close(fd);
+std::string ReadRecord() {
+  int fd = OpenOwn(kRecordFile);
+  if (fd < 0) return "";
+  char buf[16];
+  ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
 }  // namespace
@@ -53,8 +71,15 @@ Hosts::Hosts(int count) {
   ip_ = IpTool();
   // TRAINYARD_TEST_NO_NETNS=1 tries a test's loopback variant where namespaces work.
   if (ip_.empty() || getuid() != 0 || std::getenv("TRAINYARD_TEST_NO_NETNS") != nullptr) return;
+  HostsLock lock;
   int tag = getpid() % 100000;
-  subnet_ = 20 + getpid() % 200;
+  // A /16 no other test process (nor anything else here) uses.
+  std::string in_use = RunCommandLine({ip_, "-4", "-o", "addr"}, absl::Seconds(20)).out +
+                       RunCommandLine({ip_, "-4", "route"}, absl::Seconds(20)).out;
+  for (int k = 0; k < 200; ++k) {
+    subnet_ = 20 + (getpid() + k) % 200;
+    if (in_use.find(absl::StrCat("10.", subnet_, ".")) == std::string::npos) break;
+  }
   for (int n = 1; n <= count; ++n) {
     std::string ns = absl::StrCat("ty", tag, "n", n), host = absl::StrCat("ty", tag, "h", n),
                 peer = absl::StrCat("ty", tag, "p", n);
@@ -68,14 +93,27 @@ Hosts::Hosts(int count) {
               Ip({"-n", ns, "route", "add", "default", "via", test_side(n)});
     if (!ok) return;
   }
-  forward_lock_ = TakeForwarding();
-  ready_ = forward_lock_ >= 0 && ReadFile(kForwardFile) == "1\n";
+  users_fd_ = OpenOwn(kUsersFile);
+  if (users_fd_ < 0) return;
+  // No other process holds the users lock: this one is the first.
+  if (::flock(users_fd_, LOCK_EX | LOCK_NB) == 0) WriteRecord(ReadFile(kForwardFile));
+  ::flock(users_fd_, LOCK_SH);  // under the mutex: no one sees the change of mode
+  WriteFile(kForwardFile, "1\n");
+  ready_ = ReadFile(kForwardFile) == "1\n";
 }
 
 Hosts::~Hosts() {
+  HostsLock lock;
   // Deleting a namespace deletes its end of the veth pair, and so the pair.
   for (const std::string& ns : names_) Ip({"netns", "del", ns});
-  GiveForwardingBack(forward_lock_);
+  if (users_fd_ < 0) return;
+  ::flock(users_fd_, LOCK_UN);
+  if (::flock(users_fd_, LOCK_EX | LOCK_NB) == 0) {  // the last one
+    std::string was = ReadRecord();
+    if (!was.empty()) WriteFile(kForwardFile, was);
+    WriteRecord("");
+  }
+  ::close(users_fd_);
 }
 
 std::string Hosts::address(int n) const { return absl::StrCat("10.", subnet_, ".", n, ".2"); }

@@ -3,8 +3,9 @@
 // (the test's side 10.S.N.1, the host's own address 10.S.N.2), routed
 // through the test's namespace, so every host reaches every other one and
 // the test (the client) reaches all. A link can be cut and healed: its
-// host's side goes down, and what is sent to or from it is lost in silence
-// (no refusal), as with a pulled cable or a partitioned switch.
+// host's side goes down, as with a pulled cable. What is sent to or from it
+// is lost: no answer, no reset (a sender may be told the host is
+// unreachable once its neighbour entry for it has failed, after seconds).
 // Made by the test (root and `ip` are needed: ready() says so), removed by
 // the destructor; ip_forward is put back as it was once no test uses it.
 #pragma once
@@ -47,7 +48,7 @@ class Hosts {
   int subnet_ = 0;
   std::vector<std::string> names_;
   std::vector<std::string> peers_;  // each host's end of its veth pair
-  int forward_lock_ = -1;  // held while ip_forward is on for these hosts
+  int users_fd_ = -1;  // its shared lock held while these hosts exist (ip_forward on)
   bool ready_ = false;
 };
 
