@@ -258,6 +258,15 @@ TEST_F(ControlAdminTest, ALaunchAfterDurableGoesOutOnlyOnceItsPlacementIsWritten
   ASSERT_TRUE(state_->Kill(second, "", now_).ok());
   write(absl::OkStatus());
   EXPECT_EQ(backend_.launches.size(), 1u);
+
+  // A kill goes out once the job's end is written.
+  Status(v1::TASK_RUNNING);
+  backend_.kills.clear();
+  ASSERT_TRUE(state_->Kill(job, "", now_).ok());
+  EXPECT_TRUE(backend_.kills.empty()) << "not before the job's end is written";
+  write(absl::OkStatus());
+  ASSERT_EQ(backend_.kills.size(), 1u);
+  EXPECT_EQ(backend_.kills[0].second.job(), job);
 }
 
 TEST_F(ControlAdminTest, ANodeShortOfDiskTakesNoTasksUntilItHasRoomAgain) {

@@ -650,7 +650,7 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
 
 void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
   persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
-  SendDeferredLaunches(write.seq, st.ok());
+  SendDeferredOrders(write.seq, st.ok());
   if (auto raw = raw_in_flight_.find(write.seq); raw != raw_in_flight_.end()) {
     if (!st.ok()) {
       // A failed write's purges are asked again, and its schedules' records

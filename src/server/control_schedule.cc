@@ -237,7 +237,22 @@ void ControlState::SendKill(const std::string& node, const std::string& job, uin
   k.set_index(index);
   k.set_grace_ms(grace_ms);
   k.set_reason(reason);
-  backend_->Kill(node, k);
+  OrderKill(node, k);
+}
+
+uint64_t ControlState::WriteToWaitFor() const {
+  if (persister_.pending()) return persister_.sent() + 1;
+  if (persister_.in_flight()) return persister_.sent();
+  return 0;
+}
+
+void ControlState::OrderKill(const std::string& node, const v1::KillTask& kill) {
+  uint64_t after = config_.launch_after_durable ? WriteToWaitFor() : 0;
+  if (after == 0) {
+    backend_->Kill(node, kill);
+    return;
+  }
+  deferred_kills_.push_back({after, node, kill});
 }
 
 void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
@@ -468,13 +483,27 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   job.acked[i] = false;
   if (config_.launch_after_durable) {
     // The placement is in the next write taken (Persist just marked it).
-    deferred_launches_.push_back({persister_.sent() + 1, job.rec.id(), job.rec.name(), i, std::move(spec)});
+    deferred_launches_.push_back({WriteToWaitFor(), job.rec.id(), job.rec.name(), i, std::move(spec)});
     return;
   }
   if (node->connected()) backend_->Launch(t.node(), std::move(spec));
 }
 
-void ControlState::SendDeferredLaunches(uint64_t written, bool ok) {
+void ControlState::SendDeferredOrders(uint64_t written, bool ok) {
+  if (!deferred_kills_.empty()) {
+    std::vector<DeferredKill> kills_waiting;
+    for (DeferredKill& d : deferred_kills_) {
+      if (d.after > written) {
+        kills_waiting.push_back(std::move(d));
+      } else if (!ok) {
+        d.after = persister_.sent() + 1;  // the failed write's records go with the next
+        kills_waiting.push_back(std::move(d));
+      } else if (const NodeRt* node = FindNode(d.node); node != nullptr && node->connected()) {
+        backend_->Kill(d.node, d.kill);
+      }
+    }
+    deferred_kills_ = std::move(kills_waiting);
+  }
   if (deferred_launches_.empty()) return;
   std::vector<DeferredLaunch> waiting;
   for (DeferredLaunch& d : deferred_launches_) {

@@ -577,7 +577,21 @@ class ControlState {
     v1::TaskSpec spec;
   };
   std::vector<DeferredLaunch> deferred_launches_;
-  void SendDeferredLaunches(uint64_t written, bool ok);
+  // Kill orders the same way: each waits for the write that holds what was
+  // decided before it (a kill the next leader would not know of would end a
+  // task of a job it has as running).
+  struct DeferredKill {
+    uint64_t after = 0;
+    std::string node;
+    v1::KillTask kill;
+  };
+  std::vector<DeferredKill> deferred_kills_;
+  // The write a deferred order waits for: the next one when changes wait to
+  // be written, the one in flight, else none (0: send now).
+  uint64_t WriteToWaitFor() const;
+  // Sends a kill now, or (launch_after_durable) once what led to it is written.
+  void OrderKill(const std::string& node, const v1::KillTask& kill);
+  void SendDeferredOrders(uint64_t written, bool ok);
   size_t schedule_writes_in_batch_ = 0;  // in the persister's batch now
   // Runs handed to the shell whose submission was not answered yet.
   std::map<std::string, int> schedule_submitting_;
