@@ -267,6 +267,15 @@ TEST_F(ControlAdminTest, ALaunchAfterDurableGoesOutOnlyOnceItsPlacementIsWritten
   write(absl::OkStatus());
   ASSERT_EQ(backend_.kills.size(), 1u);
   EXPECT_EQ(backend_.kills[0].second.job(), job);
+
+  // A task whose node is drained before its placement is written is not
+  // launched there: orders go in the order they were decided, and a launch
+  // of a task leaving its node is dropped.
+  std::string third = Submit(absl::StrReplaceAll(kJob, {{"name: train", "name: third"}}));
+  state_->RunRound(now_);
+  ASSERT_TRUE(state_->Drain("n1", "maintenance", now_).ok());
+  write(absl::OkStatus());
+  for (const auto& [node, launched] : backend_.launches) EXPECT_NE(launched.job(), third) << "launched on a drained node";
 }
 
 TEST_F(ControlAdminTest, ANodeShortOfDiskTakesNoTasksUntilItHasRoomAgain) {

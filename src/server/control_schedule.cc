@@ -2,6 +2,7 @@
 // (launch orders for placements, kill orders with a grace period for
 // preemptions), pending reasons, and each launch's environment and files.
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -247,12 +248,91 @@ uint64_t ControlState::WriteToWaitFor() const {
 }
 
 void ControlState::OrderKill(const std::string& node, const v1::KillTask& kill) {
-  uint64_t after = config_.launch_after_durable ? WriteToWaitFor() : 0;
-  if (after == 0) {
-    backend_->Kill(node, kill);
+  DeferredOrder order;
+  order.kind = DeferredOrder::kKill;
+  order.node = node;
+  order.kill = kill;
+  Order(std::move(order));
+}
+
+void ControlState::Order(DeferredOrder order) {
+  if (!config_.launch_after_durable) {
+    SendOrder(order, /*deferred=*/false);
     return;
   }
-  deferred_kills_.push_back({after, node, kill});
+  order.after = WriteToWaitFor();
+  if (order.after == 0 && deferred_.empty()) {
+    SendOrder(order, /*deferred=*/false);
+    return;
+  }
+  for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
+    bool same_launch = order.kind == DeferredOrder::kLaunch && it->kind == DeferredOrder::kLaunch &&
+                       it->job_id == order.job_id && it->task == order.task;
+    bool same_kill = order.kind == DeferredOrder::kKill && it->kind == DeferredOrder::kKill && it->node == order.node &&
+                     it->kill.job_id() == order.kill.job_id() && it->kill.role() == order.kill.role() &&
+                     it->kill.index() == order.kill.index() && it->kill.attempt() == order.kill.attempt();
+    if (same_kill) return;  // a heartbeat's kill of a stray, asked again
+    if (same_launch) {
+      deferred_.erase(it);  // launched again (a resend, a new attempt): the newer one goes
+      break;
+    }
+  }
+  // Queued behind what waits already: never before an order decided earlier.
+  if (!deferred_.empty()) order.after = std::max(order.after, deferred_.back().after);
+  deferred_.push_back(std::move(order));
+}
+
+void ControlState::SendOrder(DeferredOrder& d, bool deferred) {
+  const NodeRt* node = FindNode(d.node);
+  if (node == nullptr || !node->connected()) return;
+  switch (d.kind) {
+    case DeferredOrder::kKill:
+      backend_->Kill(d.node, d.kill);
+      return;
+    case DeferredOrder::kFiles:
+      backend_->UpdateFiles(d.node, d.files);
+      return;
+    case DeferredOrder::kLaunch: {
+      if (!deferred) {
+        backend_->Launch(d.node, std::move(d.spec));
+        return;
+      }
+      // Only if the task is still placed as the launch says and its job is
+      // not being stopped (killed, preempted, moved off a node, or placed
+      // again meanwhile: a task never launched is done once its agent never
+      // shows it).
+      JobRt* job = FindJob(d.job);
+      if (job == nullptr || job->rec.id() != d.job_id || d.task >= job->rec.tasks_size()) return;
+      const v1::TaskRecord& t = job->rec.tasks(d.task);
+      if (job->ending || job->preempting || job->evicting[d.task] || t.node() != d.node ||
+          t.attempt() != d.spec.attempt() || api::IsTerminal(t.state()) ||
+          job->launch_base[d.task] != d.spec.attempt()) {
+        return;
+      }
+      job->missing_beats[d.task] = 0;  // its heartbeats count from now
+      backend_->Launch(d.node, std::move(d.spec));
+      return;
+    }
+  }
+}
+
+void ControlState::SendDeferredOrders(uint64_t written, bool ok) {
+  if (!ok) {
+    // The failed write's records are marked again and go with the next
+    // write; what waited for it waits for that one (or, when nothing is
+    // left to write, goes now).
+    uint64_t next = WriteToWaitFor();
+    for (DeferredOrder& d : deferred_) {
+      if (d.after <= written) d.after = next;
+    }
+    if (next != 0) return;
+    written = std::numeric_limits<uint64_t>::max();
+  }
+  while (!deferred_.empty() && deferred_.front().after <= written) {
+    DeferredOrder d = std::move(deferred_.front());
+    deferred_.pop_front();
+    SendOrder(d, /*deferred=*/true);
+  }
 }
 
 void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
@@ -433,7 +513,11 @@ bool ControlState::SendFiles(JobRt& job, int i, EnvContext& ctx) {
   f.set_index(t.index());
   f.set_job_id(job.rec.id());
   for (auto& [k, v] : EnvFor(job, i, ctx).files) (*f.mutable_files())[k] = std::move(v);
-  backend_->UpdateFiles(t.node(), f);
+  DeferredOrder order;
+  order.kind = DeferredOrder::kFiles;
+  order.node = t.node();
+  order.files = std::move(f);
+  Order(std::move(order));
   return true;
 }
 
@@ -481,56 +565,14 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   Persist(job);
   job.missing_beats[i] = 0;
   job.acked[i] = false;
-  if (config_.launch_after_durable) {
-    // The placement is in the next write taken (Persist just marked it).
-    deferred_launches_.push_back({WriteToWaitFor(), job.rec.id(), job.rec.name(), i, std::move(spec)});
-    return;
-  }
-  if (node->connected()) backend_->Launch(t.node(), std::move(spec));
-}
-
-void ControlState::SendDeferredOrders(uint64_t written, bool ok) {
-  if (!deferred_kills_.empty()) {
-    std::vector<DeferredKill> kills_waiting;
-    for (DeferredKill& d : deferred_kills_) {
-      if (d.after > written) {
-        kills_waiting.push_back(std::move(d));
-      } else if (!ok) {
-        d.after = persister_.sent() + 1;  // the failed write's records go with the next
-        kills_waiting.push_back(std::move(d));
-      } else if (const NodeRt* node = FindNode(d.node); node != nullptr && node->connected()) {
-        backend_->Kill(d.node, d.kill);
-      }
-    }
-    deferred_kills_ = std::move(kills_waiting);
-  }
-  if (deferred_launches_.empty()) return;
-  std::vector<DeferredLaunch> waiting;
-  for (DeferredLaunch& d : deferred_launches_) {
-    if (d.after > written) {
-      waiting.push_back(std::move(d));
-      continue;
-    }
-    if (!ok) {
-      // The write failed; its records are marked again and go with the next.
-      d.after = persister_.sent() + 1;
-      waiting.push_back(std::move(d));
-      continue;
-    }
-    // Sent only if the task is still placed as the launch says and its job
-    // is not being stopped (killed, preempted, moved or launched again
-    // meanwhile: a task never launched is done once its agent never shows it).
-    JobRt* job = FindJob(d.job);
-    if (job == nullptr || job->rec.id() != d.job_id || d.task >= job->rec.tasks_size()) continue;
-    const v1::TaskRecord& t = job->rec.tasks(d.task);
-    if (job->ending || job->preempting || t.node() != d.spec.node() || t.attempt() != d.spec.attempt() ||
-        api::IsTerminal(t.state()) || job->launch_base[d.task] != d.spec.attempt()) {
-      continue;
-    }
-    const NodeRt* node = FindNode(t.node());
-    if (node != nullptr && node->connected()) backend_->Launch(t.node(), std::move(d.spec));
-  }
-  deferred_launches_ = std::move(waiting);
+  DeferredOrder order;
+  order.kind = DeferredOrder::kLaunch;
+  order.node = t.node();
+  order.job_id = job.rec.id();
+  order.job = job.rec.name();
+  order.task = i;
+  order.spec = std::move(spec);
+  Order(std::move(order));
 }
 
 }  // namespace trainyard::server

@@ -566,30 +566,32 @@ class ControlState {
     std::vector<std::string> meta_keys;
   };
   std::map<uint64_t, RawWrites> raw_in_flight_;
-  // Launches waiting for the write that holds their placement
-  // (config_.launch_after_durable): sent from WriteDone once write `after`
-  // succeeded, if the task is still placed so.
-  struct DeferredLaunch {
+  // Orders to agents waiting for the write that holds what led to them
+  // (config_.launch_after_durable: a leader that dies first leaves nothing
+  // done that the next one does not know). One queue, sent in the order they
+  // were decided, from WriteDone once write `after` succeeded. A launch goes
+  // only if its task is still placed so; a newer launch of a task replaces
+  // the one queued; a kill already queued is not queued again.
+  struct DeferredOrder {
+    enum Kind { kLaunch, kKill, kFiles } kind = kLaunch;
     uint64_t after = 0;
-    uint64_t job_id = 0;
+    std::string node;
+    uint64_t job_id = 0;  // kLaunch: the job and task it is for
     std::string job;
     int task = 0;
     v1::TaskSpec spec;
-  };
-  std::vector<DeferredLaunch> deferred_launches_;
-  // Kill orders the same way: each waits for the write that holds what was
-  // decided before it (a kill the next leader would not know of would end a
-  // task of a job it has as running).
-  struct DeferredKill {
-    uint64_t after = 0;
-    std::string node;
     v1::KillTask kill;
+    v1::TaskFiles files;
   };
-  std::vector<DeferredKill> deferred_kills_;
+  std::deque<DeferredOrder> deferred_;
   // The write a deferred order waits for: the next one when changes wait to
-  // be written, the one in flight, else none (0: send now).
+  // be written, the one in flight, else none (0).
   uint64_t WriteToWaitFor() const;
-  // Sends a kill now, or (launch_after_durable) once what led to it is written.
+  // Queues an order, or sends it now (no deferral, or nothing to wait for
+  // and nothing queued before it).
+  void Order(DeferredOrder order);
+  void SendOrder(DeferredOrder& order, bool deferred);
+  // A kill, now or (launch_after_durable) once what led to it is written.
   void OrderKill(const std::string& node, const v1::KillTask& kill);
   void SendDeferredOrders(uint64_t written, bool ok);
   size_t schedule_writes_in_batch_ = 0;  // in the persister's batch now
