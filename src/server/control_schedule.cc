@@ -265,21 +265,21 @@ void ControlState::Order(DeferredOrder order) {
     SendOrder(order, /*deferred=*/false);
     return;
   }
-  for (auto it = deferred_.begin(); it != deferred_.end(); ++it) {
-    bool same_launch = order.kind == DeferredOrder::kLaunch && it->kind == DeferredOrder::kLaunch &&
-                       it->job_id == order.job_id && it->task == order.task;
-    bool same_kill = order.kind == DeferredOrder::kKill && it->kind == DeferredOrder::kKill && it->node == order.node &&
-                     it->kill.job_id() == order.kill.job_id() && it->kill.role() == order.kill.role() &&
-                     it->kill.index() == order.kill.index() && it->kill.attempt() == order.kill.attempt();
-    if (same_kill) return;  // a heartbeat's kill of a stray, asked again
-    if (same_launch) {
-      deferred_.erase(it);  // launched again (a resend, a new attempt): the newer one goes
-      break;
-    }
+  if (order.kind == DeferredOrder::kKill && !queued_kills_.insert(KeyOf(order)).second) {
+    return;  // a heartbeat's kill of a stray, asked again
+  }
+  if (order.kind == DeferredOrder::kLaunch) {
+    // Launched again (a resend, a new attempt): the newer one goes.
+    order.generation = ++launch_generation_;
+    newest_launch_[{order.job_id, order.task}] = order.generation;
   }
   // Queued behind what waits already: never before an order decided earlier.
   if (!deferred_.empty()) order.after = std::max(order.after, deferred_.back().after);
   deferred_.push_back(std::move(order));
+}
+
+ControlState::KillKey ControlState::KeyOf(const DeferredOrder& d) {
+  return {d.node, d.kill.job_id(), d.kill.role(), d.kill.index(), d.kill.attempt()};
 }
 
 void ControlState::SendOrder(DeferredOrder& d, bool deferred) {
@@ -331,6 +331,12 @@ void ControlState::SendDeferredOrders(uint64_t written, bool ok) {
   while (!deferred_.empty() && deferred_.front().after <= written) {
     DeferredOrder d = std::move(deferred_.front());
     deferred_.pop_front();
+    if (d.kind == DeferredOrder::kKill) queued_kills_.erase(KeyOf(d));
+    if (d.kind == DeferredOrder::kLaunch) {
+      auto newest = newest_launch_.find({d.job_id, d.task});
+      if (newest == newest_launch_.end() || newest->second != d.generation) continue;  // a newer one is queued
+      newest_launch_.erase(newest);
+    }
     SendOrder(d, /*deferred=*/true);
   }
 }

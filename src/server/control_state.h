@@ -19,11 +19,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -579,11 +581,19 @@ class ControlState {
     uint64_t job_id = 0;  // kLaunch: the job and task it is for
     std::string job;
     int task = 0;
+    uint64_t generation = 0;  // kLaunch: the newest queued for its task goes
     v1::TaskSpec spec;
     v1::KillTask kill;
     v1::TaskFiles files;
   };
   std::deque<DeferredOrder> deferred_;
+  // Without a scan of the queue per order (a 10,000-task job queues 10,000
+  // launches): each task's newest queued launch, and the kills queued.
+  using KillKey = std::tuple<std::string, uint64_t, std::string, int, int>;  // node, job id, role, index, attempt
+  static KillKey KeyOf(const DeferredOrder& kill);
+  std::map<std::pair<uint64_t, int>, uint64_t> newest_launch_;
+  uint64_t launch_generation_ = 0;
+  std::set<KillKey> queued_kills_;
   // The write a deferred order waits for: the next one when changes wait to
   // be written, the one in flight, else none (0).
   uint64_t WriteToWaitFor() const;
