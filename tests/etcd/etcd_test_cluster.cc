@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/wait_until.h"
+#include "security/certs.h"
 #include "store/etcd_client.h"
 
 namespace trainyard::store_test {
@@ -45,7 +46,34 @@ void StopProcess(pid_t pid, int signal) {
 
 }  // namespace
 
-EtcdTestCluster::EtcdTestCluster(std::vector<EtcdMemberHost> hosts) {
+absl::StatusOr<EtcdTlsFiles> MakeEtcdTlsFiles(const std::string& dir, const std::vector<std::string>& addresses) {
+  absl::StatusOr<security::KeyPair> ca = security::MakeCa("trainyard test etcd CA");
+  if (!ca.ok()) return ca.status();
+  absl::StatusOr<security::KeyPair> member = security::IssueCert(
+      *ca, {.common_name = "etcd", .ip_addresses = addresses, .use = security::CertUse::kServer});
+  if (!member.ok()) return member.status();
+  absl::StatusOr<security::KeyPair> client =
+      security::IssueCert(*ca, {.common_name = "trainyard", .use = security::CertUse::kClient});
+  if (!client.ok()) return client.status();
+  EtcdTlsFiles files{.ca_file = dir + "/etcd-ca.pem",
+                     .cert_file = dir + "/etcd-member.pem",
+                     .key_file = dir + "/etcd-member-key.pem",
+                     .client_cert_file = dir + "/etcd-client.pem",
+                     .client_key_file = dir + "/etcd-client-key.pem"};
+  const std::pair<const std::string*, const std::string*> writes[] = {
+      {&files.ca_file, &ca->cert_pem},          {&files.cert_file, &member->cert_pem},
+      {&files.key_file, &member->key_pem},      {&files.client_cert_file, &client->cert_pem},
+      {&files.client_key_file, &client->key_pem}};
+  for (const auto& [path, pem] : writes) {
+    int fd = open(path->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    bool ok = fd >= 0 && write(fd, pem->data(), pem->size()) == static_cast<ssize_t>(pem->size());
+    if (fd >= 0) close(fd);
+    if (!ok) return absl::InternalError(absl::StrCat("cannot write ", *path));
+  }
+  return files;
+}
+
+EtcdTestCluster::EtcdTestCluster(std::vector<EtcdMemberHost> hosts, EtcdTlsFiles tls) : tls_(std::move(tls)) {
   const int members = static_cast<int>(hosts.size());
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/trainyard-etcd-XXXXXX");
@@ -63,8 +91,7 @@ EtcdTestCluster::EtcdTestCluster(std::vector<EtcdMemberHost> hosts) {
   }
   for (int i = 0; i < members && status_.ok(); ++i) status_ = Spawn(i);
   if (!status_.ok()) return;
-  EtcdConnectOptions options;
-  options.endpoints = endpoints();
+  EtcdConnectOptions options = connect_options();
   options.call_timeout = absl::Seconds(2);
   absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(options);
   if (!client.ok()) {
@@ -96,7 +123,19 @@ std::vector<std::string> EtcdTestCluster::endpoints() const {
 }
 
 std::string EtcdTestCluster::address() const {
-  return absl::StrCat("etcd://", absl::StrJoin(endpoints(), ","));
+  return absl::StrCat(tls_.ca_file.empty() ? "etcd://" : "etcds://", absl::StrJoin(endpoints(), ","));
+}
+
+EtcdConnectOptions EtcdTestCluster::connect_options() const {
+  EtcdConnectOptions options;
+  options.endpoints = endpoints();
+  if (!tls_.ca_file.empty()) {
+    options.tls = true;
+    options.ca_file = tls_.ca_file;
+    options.cert_file = tls_.client_cert_file;
+    options.key_file = tls_.client_key_file;
+  }
+  return options;
 }
 
 std::string EtcdTestCluster::initial_cluster() const {
@@ -109,7 +148,8 @@ std::string EtcdTestCluster::initial_cluster() const {
 
 absl::Status EtcdTestCluster::Spawn(int i) {
   Member& member = members_[i];
-  std::string client = absl::StrCat("http://", member.host.address, ":", member.client_port);
+  std::string client = absl::StrCat(tls_.ca_file.empty() ? "http://" : "https://", member.host.address, ":",
+                                    member.client_port);
   std::string peer = absl::StrCat("http://", member.host.address, ":", member.peer_port);
   std::vector<std::string> args = member.host.prefix;
   std::vector<std::string> etcd = {
@@ -120,6 +160,10 @@ absl::Status EtcdTestCluster::Spawn(int i) {
       "--initial-cluster-token", dir_, "--logger", "zap", "--log-level", "warn",
       // Short elections, so a test that kills a member waits little.
       "--heartbeat-interval", "50", "--election-timeout", "500"};
+  if (!tls_.ca_file.empty()) {
+    etcd.insert(etcd.end(), {"--cert-file", tls_.cert_file, "--key-file", tls_.key_file, "--trusted-ca-file",
+                             tls_.ca_file, "--client-cert-auth"});
+  }
   args.insert(args.end(), etcd.begin(), etcd.end());
   std::string log = absl::StrCat(dir_, "/", member.name, ".log");
   pid_t pid = fork();
@@ -150,7 +194,7 @@ void EtcdTestCluster::Kill(int member) {
 // (a linearizable read: it has rejoined the cluster).
 absl::Status EtcdTestCluster::Restart(int member) {
   if (absl::Status st = Spawn(member); !st.ok()) return st;
-  EtcdConnectOptions options;
+  EtcdConnectOptions options = connect_options();
   options.endpoints = {endpoints()[member]};
   options.call_timeout = absl::Seconds(2);
   absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(options);

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "store/etcd_client.h"
 
 namespace trainyard::store_test {
 
@@ -19,21 +21,40 @@ struct EtcdMemberHost {
   std::string address = "127.0.0.1";
 };
 
+// TLS on the members' client URLs, as a production etcd runs: each member
+// presents cert_file (serverAuth, naming every member's address) and asks
+// every client for a certificate signed by ca_file (--client-cert-auth).
+// The cluster's own reads present client_cert_file. Peers stay plaintext.
+struct EtcdTlsFiles {
+  std::string ca_file;
+  std::string cert_file;
+  std::string key_file;
+  std::string client_cert_file;
+  std::string client_key_file;
+};
+
+// Makes a CA, a member certificate naming `addresses` and a client
+// certificate, PEM files in `dir` (mode 0600).
+absl::StatusOr<EtcdTlsFiles> MakeEtcdTlsFiles(const std::string& dir, const std::vector<std::string>& addresses);
+
 class EtcdTestCluster {
  public:
   // Starts `members` members as one etcd cluster and waits until it answers.
   explicit EtcdTestCluster(int members = 1) : EtcdTestCluster(std::vector<EtcdMemberHost>(members)) {}
-  // One member on each of `hosts`.
-  explicit EtcdTestCluster(std::vector<EtcdMemberHost> hosts);
+  // One member on each of `hosts`; with `tls` (its ca_file set) the members
+  // serve their clients TLS only.
+  explicit EtcdTestCluster(std::vector<EtcdMemberHost> hosts, EtcdTlsFiles tls = {});
   ~EtcdTestCluster();
   EtcdTestCluster(const EtcdTestCluster&) = delete;
   EtcdTestCluster& operator=(const EtcdTestCluster&) = delete;
 
   // OK once every member was started and the cluster answered a read.
   const absl::Status& status() const { return status_; }
-  // "etcd://127.0.0.1:P1,127.0.0.1:P2,..."
+  // "etcd://127.0.0.1:P1,127.0.0.1:P2,..." ("etcds://" with TLS)
   std::string address() const;
   std::vector<std::string> endpoints() const;
+  // How a client reaches the members (with TLS: the client certificate).
+  EtcdConnectOptions connect_options() const;
   pid_t pid(int member) const { return members_[member].pid; }
   int size() const { return static_cast<int>(members_.size()); }
   // SIGKILL to a member, reaped; Restart starts it again on its data dir and
@@ -53,6 +74,7 @@ class EtcdTestCluster {
   std::string initial_cluster() const;
 
   std::string dir_;
+  EtcdTlsFiles tls_;
   std::vector<Member> members_;
   absl::Status status_;
 };

@@ -46,17 +46,18 @@ class Servers {
     }
   }
 
-  // Starts server i; it leads or waits as a standby.
-  void Start(int i) {
+  // Starts server i; it leads or waits as a standby. `extra` goes on its
+  // command line (e.g. the TLS files of an etcd that asks for them).
+  void Start(int i, const std::vector<std::string>& extra = {}) {
     std::string data_dir = absl::StrCat(dir_.path(), "/server-", i);
-    servers_[i] = std::make_unique<Process>(
-        std::vector<std::string>{TrainyardBin(), "server", "--listen", absl::StrCat("127.0.0.1:", ports_[i]),
-                                 "--data-dir", data_dir, "--store", store_, "--leader-lease-ms", "1000",
-                                 "--tls-dir", ClusterCertDir(), "--node-timeout-ms", "4000",
-                                 "--heartbeat-interval-ms", "200", "--kill-grace-ms", "1000",
-                                 "--checkpoint-root", dir_.path() + "/checkpoints", "--http-listen",
-                                 absl::StrCat("127.0.0.1:", http_ports_[i])},
-        log(i));
+    std::vector<std::string> argv{TrainyardBin(), "server", "--listen", absl::StrCat("127.0.0.1:", ports_[i]),
+                                  "--data-dir", data_dir, "--store", store_, "--leader-lease-ms", "1000",
+                                  "--tls-dir", ClusterCertDir(), "--node-timeout-ms", "4000",
+                                  "--heartbeat-interval-ms", "200", "--kill-grace-ms", "1000",
+                                  "--checkpoint-root", dir_.path() + "/checkpoints", "--http-listen",
+                                  absl::StrCat("127.0.0.1:", http_ports_[i])};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    servers_[i] = std::make_unique<Process>(argv, log(i));
   }
 
   // Server 0 leads, server 1 waits.
@@ -130,6 +131,7 @@ class Servers {
 
   Process& server(int i) { return *servers_[i]; }
   std::string log(int i) const { return absl::StrCat(dir_.path(), "/server-", i, ".log"); }
+  const std::string& dir() const { return dir_.path(); }
 
  private:
   std::string store_;
@@ -221,6 +223,45 @@ TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutSer
   CommandResult jobs = servers.Cli({"jobs"});
   EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
   EXPECT_NE(jobs.out.find(job), std::string::npos) << jobs.out;
+}
+
+// etcd as production runs it: TLS on its client port, a client certificate
+// required. A server given only the CA cannot get in and says so; servers
+// given the certificate lead, keep the state there and take over from each
+// other over TLS.
+TEST(LeaderFailoverTest, ServersUseAnEtcdThatRequiresTlsAndAClientCertificate) {
+  TempDir certs;
+  absl::StatusOr<store_test::EtcdTlsFiles> tls = store_test::MakeEtcdTlsFiles(certs.path(), {"127.0.0.1"});
+  ASSERT_TRUE(tls.ok()) << tls.status();
+  store_test::EtcdTestCluster etcd(std::vector<store_test::EtcdMemberHost>(1), *tls);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  ASSERT_EQ(etcd.address().rfind("etcds://", 0), 0u) << etcd.address();
+  Servers servers(etcd.address());
+
+  // Without a client certificate etcd refuses the handshake: the server
+  // waits for etcd, saying why, and never serves.
+  servers.Start(0, {"--etcd-ca", tls->ca_file});
+  ASSERT_TRUE(servers.WaitLogSays(0, "cannot reach etcd")) << ReadFile(servers.log(0));
+  EXPECT_FALSE(servers.LogSays(0, "listening on")) << ReadFile(servers.log(0));
+  EXPECT_TRUE(servers.server(0).Running()) << ReadFile(servers.log(0));
+  servers.server(0).Kill();
+
+  const std::vector<std::string> client = {"--etcd-ca", tls->ca_file, "--etcd-cert", tls->client_cert_file,
+                                           "--etcd-key", tls->client_key_file};
+  servers.Start(1, client);
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  std::string job = servers.Submit("over-tls");
+  servers.Start(0, client);
+  ASSERT_TRUE(servers.WaitLogSays(0, "standby:")) << ReadFile(servers.log(0));
+  servers.server(1).Kill();
+  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
+  // The new leader read the job back from etcd over TLS.
+  CommandResult jobs = servers.Cli({"jobs"});
+  EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find(job), std::string::npos) << jobs.out;
+  nlohmann::json status = servers.Status();
+  EXPECT_EQ(status.value("server_address", ""), servers.address(0)) << status.dump();
+  EXPECT_EQ(status.value("store", ""), "etcd") << status.dump();
 }
 
 }  // namespace
