@@ -26,6 +26,11 @@
 //              certificate, the client over TLS verifying the cluster CA and
 //              sending a user's bearer token; the per-user limits are set far
 //              above the load so they never refuse a Submit.
+//              --store=etcd keeps the state in etcd (--etcd-members=N
+//              members, default 3, on loopback; TLS to etcd with a client
+//              certificate) and prints the members' CPU too; --store=both
+//              runs each case on SQLite, then on etcd (issue 33's target:
+//              etcd >= 2,000 acknowledged/s at <= 1 core, beside SQLite).
 //   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
 //              share of one core. Target < 10%. With --tls the server serves
 //              TLS (--tls-dir) and each agent's channel presents its node's
@@ -50,6 +55,7 @@
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
 //       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http [--dashboards=N]] [--tls] [--secure] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
 //       [--full-heartbeats] [--quiet-heartbeat-ms=MS] [--callgrind-dumps]
+//       [--store=sqlite|etcd|both] [--etcd-members=N]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -70,6 +76,7 @@
 #include "security/certs.h"
 #include "security/crypto.h"
 #include "security/tokens.h"
+#include "tests/etcd/etcd_test_cluster.h"
 
 namespace trainyard::bench {
 namespace {
@@ -98,6 +105,12 @@ struct Flags {
   // per-user limits set high); without it plaintext and --no-auth.
   bool secure = false;
   std::string trainyard = TRAINYARD_BINARY;
+  // sustained: where the server keeps its state: "sqlite" (its data dir),
+  // "etcd" (etcd_members members on loopback, TLS with a client
+  // certificate, as docs/deploy.md runs them) or "both" (each run on SQLite,
+  // then on etcd, in one sitting).
+  std::string store = "sqlite";
+  int etcd_members = 3;
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -528,21 +541,64 @@ bool WarmUp(v1::Trainyard::Stub* stub, const std::string& authorization) {
 constexpr char kSecureMaxPendingPerUser[] = "10000000";
 constexpr char kSecureMaxSubmitsPerSecondPerUser[] = "1000000";
 
-bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
+// An etcd store for the server of one sustained run: `members` members on
+// loopback serving TLS to clients with a certificate (their files in a
+// temporary directory), and the server's flags for it.
+struct BenchEtcd {
+  std::string dir;
+  std::unique_ptr<store_test::EtcdTestCluster> cluster;
+  std::vector<std::string> server_args;
+  bool Start(int members) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-bench-etcd-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) == nullptr) return false;
+    dir = tmpl;
+    absl::StatusOr<store_test::EtcdTlsFiles> tls = store_test::MakeEtcdTlsFiles(dir, {"127.0.0.1"});
+    if (!tls.ok()) {
+      fprintf(stderr, "control_plane_bench: etcd certificates: %s\n", tls.status().ToString().c_str());
+      return false;
+    }
+    cluster = std::make_unique<store_test::EtcdTestCluster>(std::vector<store_test::EtcdMemberHost>(members), *tls);
+    if (!cluster->status().ok()) {
+      fprintf(stderr, "control_plane_bench: etcd: %s\n", cluster->status().ToString().c_str());
+      return false;
+    }
+    server_args = {"--store", cluster->address(), "--etcd-ca", tls->ca_file, "--etcd-cert", tls->client_cert_file,
+                   "--etcd-key", tls->client_key_file};
+    return true;
+  }
+  // The members' CPU seconds, together.
+  double CpuSeconds() const {
+    double total = 0;
+    for (int i = 0; cluster != nullptr && i < cluster->size(); ++i) total += ProcessCpuSeconds(cluster->pid(i));
+    return total;
+  }
+  ~BenchEtcd() {
+    cluster.reset();
+    std::error_code ec;
+    if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+  }
+};
+
+bool RunSustained(const Flags& f, double rate, bool group_commit = true, bool etcd_store = false) {
   BenchCerts certs;
   if (f.secure && !certs.Make()) {
     fprintf(stderr, "control_plane_bench: cannot make the certificates\n");
     return false;
   }
+  BenchEtcd etcd;
+  if (etcd_store && !etcd.Start(f.etcd_members)) return false;
   ServerProcessOptions so{.log_level = f.server_log_level, .group_commit = group_commit, .http = f.http};
   if (f.secure) {
     so.tls_dir = certs.dir;
     so.authentication = true;
     so.extra_args = {"--max-pending-jobs-per-user", kSecureMaxPendingPerUser, "--max-submissions-per-second-per-user",
-                     kSecureMaxSubmitsPerSecondPerUser};
+                     kSecureMaxSubmitsPerSecondPerUser, "--config", "{DIR}/sustained.yaml"};
   }
+  so.extra_args.insert(so.extra_args.end(), etcd.server_args.begin(), etcd.server_args.end());
   std::unique_ptr<ChildProcess> server_process = ServerProcess(f.trainyard, so);
   ChildProcess& server = *server_process;
+  // The per-user call rate limit on Submit, as high as the others.
+  if (f.secure) std::ofstream(server.dir() + "/sustained.yaml") << "rateLimits: {submit: " << kSecureMaxSubmitsPerSecondPerUser << "}\n";
   std::string authorization;
   if (f.secure) {
     std::string token = AddBenchUserToken(server);
@@ -572,7 +628,7 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   window_end = window_start + std::chrono::milliseconds(static_cast<int64_t>(f.sustained_s * 1000));
   window_open = true;
   int64_t launches0 = fleet.counters().launches.load();
-  double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds();
+  double cpu0 = server.CpuSeconds(), self0 = SelfCpuSeconds(), etcd0 = etcd.CpuSeconds();
   Submitter submitter(stub.get(), window_start, window_end, f.same_name, authorization);
   HttpScraper scraper(http_address, window_end, authorization);
   trainyard::bench::DashboardClients dashboards(http_address, f.dashboards, window_end, authorization);
@@ -580,7 +636,7 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   scraper.Join();
   dashboards.Join();
   double window = SecondsBetween(window_start, SteadyClock::now());
-  double cpu = server.CpuSeconds() - cpu0, self = SelfCpuSeconds() - self0;
+  double cpu = server.CpuSeconds() - cpu0, self = SelfCpuSeconds() - self0, etcd_cpu = etcd.CpuSeconds() - etcd0;
   // Jobs acknowledged but not yet placed when the window closed.
   SteadyTime drain_deadline = SteadyClock::now() + std::chrono::seconds(30);
   int64_t target = launches0 + submitter.acked_total();
@@ -595,10 +651,16 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
          group_commit ? "" : ", server with --no-group-commit (one transaction per write)");
   printf("  (single-task jobs, 1 GPU; tasks succeed %d ms after RUNNING; %.1f s to register the agents;"
          " load average %s)\n", f.task_ms, reg_s, LoadAverage().c_str());
+  if (etcd_store) {
+    printf("  store: etcd, %d members on loopback (one machine), TLS to etcd with a client certificate\n",
+           f.etcd_members);
+  } else {
+    printf("  store: SQLite in the server's data dir, fsync on\n");
+  }
   if (f.secure) {
     printf("  security on: server with --tls-dir and token auth; agents present node certificates; the client\n"
            "  verifies the server's CA and sends user bench's bearer token; per-user limits %s pending,\n"
-           "  %s submissions/s (far above the load)\n", kSecureMaxPendingPerUser, kSecureMaxSubmitsPerSecondPerUser);
+           "  %s submissions/s and Submit calls/s (far above the load)\n", kSecureMaxPendingPerUser, kSecureMaxSubmitsPerSecondPerUser);
   } else {
     printf("  security off: plaintext, --no-auth\n");
   }
@@ -623,6 +685,7 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true) {
   for (int64_t n : submitter.per_second()) absl::StrAppend(&seconds, seconds.empty() ? "" : " ", n);
   printf("  acknowledged in each second: %s\n", seconds.c_str());
   Row("this process (clients + agents) CPU", absl::StrFormat("%.2f cores", self / window), "");
+  if (etcd_store) Row("etcd members' CPU, together", absl::StrFormat("%.2f cores", etcd_cpu / window), "");
   if (f.http) {
     Row("HTTP: GET /metrics + /api/v1/nodes each second", absl::StrCat(scraper.rounds(), " rounds, ", scraper.failures(),
                                                                      " failed, last /metrics ", scraper.last_bytes(), " B"),
@@ -738,6 +801,8 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--secure") return f->secure = true;
   if (key == "--server-log-level") return (f->server_log_level = value), !value.empty();
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
+  if (key == "--store") return (f->store = value), value == "sqlite" || value == "etcd" || value == "both";
+  if (key == "--etcd-members") return integer(&f->etcd_members) && f->etcd_members >= 1;
   return false;
 }
 
@@ -752,7 +817,8 @@ int main(int argc, char** argv) {
       fprintf(stderr,
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
               "--agents=N --same-name --http --dashboards=N --tls --secure --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
-              "--server-log-level=LEVEL --trainyard=PATH --full-heartbeats --quiet-heartbeat-ms=MS --callgrind-dumps\n",
+              "--server-log-level=LEVEL --trainyard=PATH --full-heartbeats --quiet-heartbeat-ms=MS --callgrind-dumps "
+              "--store=sqlite|etcd|both --etcd-members=N\n",
               argv[i]);
       return 2;
     }
@@ -768,11 +834,18 @@ int main(int argc, char** argv) {
   if (ok && (f.only.empty() || f.only == "latency")) ok = RunLatency(f);
   if (ok && (f.only.empty() || f.only == "up")) ok = RunUp(f);
   if (ok && (f.only.empty() || f.only == "sustained")) {
-    if (f.rate >= 0) {
-      ok = RunSustained(f, f.rate, f.group_commit);
-    } else {
-      // The target; the most it takes; the same without group commit.
-      ok = RunSustained(f, 2000) && RunSustained(f, 0) && RunSustained(f, 0, /*group_commit=*/false);
+    std::vector<bool> stores;  // on etcd?
+    if (f.store != "etcd") stores.push_back(false);
+    if (f.store != "sqlite") stores.push_back(true);
+    for (bool etcd : stores) {
+      if (!ok) break;
+      if (f.rate >= 0) {
+        ok = RunSustained(f, f.rate, f.group_commit, etcd);
+      } else {
+        // The target; the most it takes; the same without group commit.
+        ok = RunSustained(f, 2000, true, etcd) && RunSustained(f, 0, true, etcd) &&
+             RunSustained(f, 0, /*group_commit=*/false, etcd);
+      }
     }
   }
   if (ok && (f.only.empty() || f.only == "heartbeat")) ok = RunHeartbeat(f);

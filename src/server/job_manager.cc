@@ -273,18 +273,39 @@ const ViewStore& JobManager::Views() {
 void JobManager::SendWrite() {
   std::optional<Persister::Write> write = control_.TakeWrite();
   if (!write) return;
-  WriteBatch batch = std::move(write->batch);
-  auto meta = std::make_shared<Persister::Write>(std::move(*write));
+  // On etcd a write may pass what one transaction holds (everything that
+  // changed since the last write, under load thousands of keys): it goes as
+  // several batches, in order, and is answered when the last one is. Orders
+  // wait for the whole write, as for one batch; a leader that dies between
+  // them leaves part of it in etcd (docs/store.md).
+  std::vector<WriteBatch> parts;
+  if (config_.store.empty()) {
+    parts.push_back(std::move(write->batch));
+  } else {
+    parts = SplitForEtcd(std::move(write->batch), config_.etcd_max_txn_ops, config_.etcd_max_request_bytes);
+  }
+  struct Answers {
+    std::shared_ptr<Persister::Write> write;
+    size_t waiting = 0;
+    absl::Status status;  // the first part's error
+  };
+  auto answers = std::make_shared<Answers>();
+  answers->write = std::make_shared<Persister::Write>(std::move(*write));
+  answers->waiting = parts.size();
   mu_.Unlock();
-  store_->CommitAsync(std::move(batch), [this, meta](absl::Status st) {
-    absl::MutexLock relock(&mu_);
-    control_.WriteDone(*meta, st, stopping_);
-    WakeIfAsked();  // what the answer released may let a round place more
-    // What gathered meanwhile goes now; after a failure the next try waits
-    // for the next round (a tick at most).
-    if (st.ok()) SendWrite();
-    cv_.SignalAll();
-  });
+  for (WriteBatch& part : parts) {
+    store_->CommitAsync(std::move(part), [this, answers](absl::Status st) {
+      absl::MutexLock relock(&mu_);
+      if (!st.ok() && answers->status.ok()) answers->status = st;
+      if (--answers->waiting > 0) return;
+      control_.WriteDone(*answers->write, answers->status, stopping_);
+      WakeIfAsked();  // what the answer released may let a round place more
+      // What gathered meanwhile goes now; after a failure the next try waits
+      // for the next round (a tick at most).
+      if (answers->status.ok()) SendWrite();
+      cv_.SignalAll();
+    });
+  }
   mu_.Lock();
 }
 

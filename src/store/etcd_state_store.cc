@@ -1,5 +1,6 @@
 #include "store/etcd_state_store.h"
 
+#include <algorithm>
 #include <deque>
 #include <map>
 #include <thread>
@@ -103,6 +104,62 @@ void Parse(const std::string& prefix, const mvccpb::KeyValue& kv, Loaded& loaded
 
 int EtcdKeysToCreateJob(const v1::JobRecord& job) {
   return 1 + (job.tasks_size() + kTasksPerChunk - 1) / kTasksPerChunk + 1;
+}
+
+namespace {
+
+// A key's share of a request beside its value (the key, the op's framing).
+constexpr int64_t kKeyOverheadBytes = 96;
+
+int ChunksOf(int tasks) { return (tasks + kTasksPerChunk - 1) / kTasksPerChunk; }
+
+// The keys and bytes one write puts in a transaction, at most.
+std::pair<int, int64_t> EtcdCost(const WriteBatch::Op& op) {
+  auto cost = [](int keys, int64_t bytes) { return std::make_pair(keys, bytes + keys * kKeyOverheadBytes); };
+  if (const auto* create = std::get_if<WriteBatch::CreateJobOp>(&op)) {
+    return cost(EtcdKeysToCreateJob(create->job),
+                static_cast<int64_t>(create->job.ByteSizeLong() + create->first_event.ByteSizeLong()));
+  }
+  if (const auto* update = std::get_if<WriteBatch::UpdateJobOp>(&op)) {
+    return cost(1 + ChunksOf(update->job.tasks_size()), static_cast<int64_t>(update->job.ByteSizeLong()));
+  }
+  if (const auto* put = std::get_if<WriteBatch::PutTaskOp>(&op)) {
+    // The task's whole chunk is written again: up to 64 tasks like it.
+    return cost(1, static_cast<int64_t>(put->task.ByteSizeLong()) * kTasksPerChunk);
+  }
+  if (const auto* append = std::get_if<WriteBatch::AppendEventOp>(&op)) {
+    return cost(1, static_cast<int64_t>(append->event.ByteSizeLong()));
+  }
+  if (const auto* node = std::get_if<WriteBatch::PutNodeOp>(&op)) {
+    return cost(1, static_cast<int64_t>(node->node.ByteSizeLong()));
+  }
+  if (const auto* meta = std::get_if<WriteBatch::PutMetaOp>(&op)) {
+    return cost(1, static_cast<int64_t>(meta->key.size() + meta->value.size()));
+  }
+  if (std::holds_alternative<WriteBatch::PurgeJobOp>(op)) return cost(3, 0);
+  return cost(1, 0);  // a node or metadata key deleted
+}
+
+}  // namespace
+
+std::vector<WriteBatch> SplitForEtcd(WriteBatch batch, int max_txn_ops, int64_t max_request_bytes) {
+  // Room for the fence's compare and the request's own framing.
+  const int64_t room = std::max(max_request_bytes - 1024, max_request_bytes / 2);
+  std::vector<WriteBatch> out(1);
+  int keys = 0;
+  int64_t bytes = 0;
+  for (WriteBatch::Op& op : batch.TakeOps()) {
+    auto [op_keys, op_bytes] = EtcdCost(op);
+    if (!out.back().empty() && (keys + op_keys > max_txn_ops || bytes + op_bytes > room)) {
+      out.emplace_back();
+      keys = 0;
+      bytes = 0;
+    }
+    keys += op_keys;
+    bytes += op_bytes;
+    out.back().Add(std::move(op));
+  }
+  return out;
 }
 
 struct EtcdStateStore::Impl {
@@ -273,35 +330,73 @@ struct EtcdStateStore::Impl {
     return absl::OkStatus();
   }
 
-  // Stages and writes a group of batches: in one transaction when it fits,
-  // else one transaction each.
+  // The keys BuildTxn puts in a stage's transaction (what counts against
+  // max_txn_ops), counted without building it.
+  static int StageKeys(const RecordStage& stage) {
+    int keys = static_cast<int>(stage.nodes.size() + stage.meta.size());
+    for (const auto& [id, staged] : stage.jobs) {
+      if (staged.purged) {
+        keys += 3;
+        continue;
+      }
+      keys += staged.row_changed ? 1 : 0;
+      int last_chunk = -1;
+      for (int position : staged.tasks_changed) {
+        int chunk = position / kTasksPerChunk;
+        if (chunk != last_chunk) ++keys;
+        last_chunk = chunk;
+      }
+      keys += static_cast<int>(staged.entry.events.size() - staged.first_new_event);
+    }
+    return keys;
+  }
+
+  // Writes the batches `order` (positions in `group`, in order) in as few
+  // transactions as etcd's limits allow: each transaction takes batches
+  // while its keys stay within max_txn_ops; one over max_request_bytes is
+  // split in halves. A batch that alone passes a limit fails by itself.
+  void WriteInOrder(std::vector<Pending>& group, const std::vector<size_t>& order,
+                    std::vector<absl::Status>& outcome) {
+    size_t next = 0;
+    while (next < order.size()) {
+      RecordStage stage;
+      std::vector<size_t> staged;
+      {
+        absl::MutexLock lock(&mu);
+        stage = records.NewStage();
+        for (; next < order.size(); ++next) {
+          size_t i = order[next];
+          outcome[i] = records.Stage(group[i].batch, stage);  // the stage as it was when it fails
+          if (!outcome[i].ok()) continue;
+          if (!staged.empty() && StageKeys(stage) > options.max_txn_ops) {
+            // Batch i starts the next transaction: this one is staged again
+            // without it (the same batches on the same records stage alike).
+            stage = records.NewStage();
+            for (size_t j : staged) outcome[j] = records.Stage(group[j].batch, stage);
+            break;
+          }
+          staged.push_back(i);
+        }
+      }
+      if (staged.empty()) continue;
+      absl::Status status = Write(std::move(stage));
+      if (absl::IsResourceExhausted(status) && staged.size() > 1) {
+        std::vector<size_t> first(staged.begin(), staged.begin() + static_cast<ptrdiff_t>(staged.size() / 2));
+        std::vector<size_t> second(staged.begin() + static_cast<ptrdiff_t>(staged.size() / 2), staged.end());
+        WriteInOrder(group, first, outcome);
+        WriteInOrder(group, second, outcome);
+        continue;
+      }
+      for (size_t i : staged) outcome[i] = status;
+    }
+  }
+
+  // Stages and writes a group of batches, in as few transactions as fit.
   std::vector<absl::Status> CommitGroup(std::vector<Pending>& group) {
     std::vector<absl::Status> outcome(group.size());
-    RecordStage stage;
-    std::vector<size_t> staged;
-    {
-      absl::MutexLock lock(&mu);
-      stage = records.NewStage();
-      for (size_t i = 0; i < group.size(); ++i) {
-        outcome[i] = records.Stage(group[i].batch, stage);
-        if (outcome[i].ok()) staged.push_back(i);
-      }
-    }
-    if (staged.empty()) return outcome;
-    absl::Status status = Write(std::move(stage));
-    if (absl::IsResourceExhausted(status) && staged.size() > 1) {
-      for (size_t i : staged) {
-        RecordStage alone;
-        {
-          absl::MutexLock lock(&mu);
-          alone = records.NewStage();
-          outcome[i] = records.Stage(group[i].batch, alone);
-        }
-        if (outcome[i].ok()) outcome[i] = Write(std::move(alone));
-      }
-      return outcome;
-    }
-    for (size_t i : staged) outcome[i] = status;
+    std::vector<size_t> order(group.size());
+    for (size_t i = 0; i < group.size(); ++i) order[i] = i;
+    WriteInOrder(group, order, outcome);
     return outcome;
   }
 

@@ -2,8 +2,8 @@
 // control plane that outlives one machine. The store holds every record in
 // memory as well (a RecordSet, the same rule the in-memory store applies) and
 // writes each batch's changes to etcd in one transaction before it answers;
-// a committer thread groups concurrent batches into one transaction, as the
-// SQLite store does. Reads are served from memory: while this server is the
+// a committer thread groups concurrent batches into as few transactions as
+// etcd's limits allow, as the SQLite store groups them into one. Reads are served from memory: while this server is the
 // only writer (the leader, fenced below), memory and etcd agree.
 //
 // Keys, under a prefix (default "/trainyard/"):
@@ -15,8 +15,10 @@
 //
 // Limits: a transaction holds at most max_txn_ops keys and max_request_bytes
 // bytes (etcd's --max-txn-ops and --max-request-bytes; etcd's defaults are
-// 128 and 1.5 MiB). A batch larger than that fails with ResourceExhausted,
-// naming its size and the limit; a job of 2,000 tasks takes 34 keys.
+// 128 and 1.5 MiB). Batches queued together share a transaction while its
+// keys stay within the limit (one past the byte limit is split in halves).
+// A batch larger than that by itself fails with ResourceExhausted, naming its
+// size and the limit; a job of 2,000 tasks takes 34 keys.
 //
 // Fencing: after SetFence(key, revision), every write is a transaction that
 // commits only while `key` still has that create revision (the leader's
@@ -29,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "store/etcd_client.h"
@@ -39,6 +42,15 @@ namespace trainyard {
 // The keys one transaction writes to create `job` with its first event
 // (its row, its tasks' chunks, the event): what counts against max_txn_ops.
 int EtcdKeysToCreateJob(const v1::JobRecord& job);
+
+// `batch` cut, in order, into consecutive batches that each fit one etcd
+// transaction of at most `max_txn_ops` keys and `max_request_bytes` bytes,
+// for a writer whose batch may pass them (the server's write of everything
+// that changed since its last one). Each write stays whole in one batch; one
+// that alone passes a limit is a batch by itself (and fails as it would).
+// Counted as the store counts keys, without dedup: a batch may come out
+// smaller than it had to be, never larger.
+std::vector<WriteBatch> SplitForEtcd(WriteBatch batch, int max_txn_ops, int64_t max_request_bytes);
 
 struct EtcdStoreOptions {
   EtcdConnectOptions connect;

@@ -57,17 +57,29 @@ struct RecordSet::Lookup {
     return &staged;
   }
 
+  // Whether a job other than `except` holds `name` as the batch would leave
+  // it. Every job that holds it got it in this batch (sub.names), earlier in
+  // the group (group.names) or before (set.names_); each candidate is judged
+  // by its newest copy.
   bool NameTaken(const std::string& name, uint64_t except) const {
-    for (const auto& [id, staged] : sub.jobs) {
-      if (id != except && !staged.purged && staged.entry.job.name() == name) return true;
-    }
-    // The group's copy of a job the batch copied again is stale.
-    for (const auto& [id, staged] : group.jobs) {
-      if (id != except && !staged.purged && !sub.jobs.contains(id) && staged.entry.job.name() == name) return true;
+    auto holds = [&](uint64_t id) {
+      if (id == except) return false;
+      if (auto it = sub.jobs.find(id); it != sub.jobs.end()) {
+        return !it->second.purged && it->second.entry.job.name() == name;
+      }
+      if (auto it = group.jobs.find(id); it != group.jobs.end()) {
+        return !it->second.purged && it->second.entry.job.name() == name;
+      }
+      auto it = set.jobs_.find(id);
+      return it != set.jobs_.end() && it->second.job.name() == name;
+    };
+    for (const RecordStage* stage : {static_cast<const RecordStage*>(&sub), &group}) {
+      for (auto [it, end] = stage->names.equal_range(name); it != end; ++it) {
+        if (holds(it->second)) return true;
+      }
     }
     auto it = set.names_.find(name);
-    return it != set.names_.end() && it->second != except && !sub.jobs.contains(it->second) &&
-           !group.jobs.contains(it->second);
+    return it != set.names_.end() && holds(it->second);
   }
 
   void AddEvent(StagedJob& staged, v1::JobEventRecord event) {
@@ -97,6 +109,7 @@ struct RecordSet::Lookup {
     StagedJob& staged = sub.jobs[op.job.id()];
     staged.entry.job = op.job;
     staged.row_changed = true;
+    sub.names.emplace(op.job.name(), op.job.id());
     for (int i = 0; i < op.job.tasks_size(); ++i) staged.tasks_changed.insert(i);
     if (!op.first_event.kind().empty()) AddEvent(staged, op.first_event);
     return absl::OkStatus();
@@ -110,6 +123,7 @@ struct RecordSet::Lookup {
       return absl::AlreadyExistsError(
           absl::StrCat("update job: job name '", op.job.name(), "' already exists"));
     }
+    if (staged->entry.job.name() != op.job.name()) sub.names.emplace(op.job.name(), op.job.id());
     v1::JobRecord updated = op.job;
     updated.clear_tasks();
     updated.mutable_tasks()->Swap(staged->entry.job.mutable_tasks());
@@ -178,6 +192,7 @@ absl::Status RecordSet::Stage(const WriteBatch& batch, RecordStage& stage) const
   for (auto& [id, staged] : sub.jobs) stage.jobs[id] = std::move(staged);
   for (auto& [name, node] : sub.nodes) stage.nodes[name] = std::move(node);
   for (auto& [key, value] : sub.meta) stage.meta[key] = std::move(value);
+  stage.names.merge(sub.names);
   stage.next_seq = sub.next_seq;
   ++stage.batches;
   return absl::OkStatus();

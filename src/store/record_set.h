@@ -40,6 +40,9 @@ struct RecordStage {
   std::map<uint64_t, StagedJob> jobs;
   std::map<std::string, std::optional<v1::NodeRecord>> nodes;  // nullopt: deleted
   std::map<std::string, std::optional<std::string>> meta;  // nullopt: deleted
+  // Each name a job took in this stage (created or renamed), with its id: a
+  // lookup, never the truth (the job may have been renamed again since).
+  std::multimap<std::string, uint64_t> names;
   int64_t next_seq = 1;
   int batches = 0;
 };

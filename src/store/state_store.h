@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -93,6 +94,9 @@ class WriteBatch {
 
   // Returns the writes in the order they were added; stores apply them in it.
   const std::vector<Op>& ops() const { return ops_; }
+  // Adds a write as it is; moves every write out (the batch is left empty).
+  void Add(Op op) { ops_.push_back(std::move(op)); }
+  std::vector<Op> TakeOps() { return std::exchange(ops_, {}); }
   bool empty() const { return ops_.empty(); }
   size_t size() const { return ops_.size(); }
   void Clear() { ops_.clear(); }
