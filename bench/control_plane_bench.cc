@@ -28,7 +28,9 @@
 //              above the load so they never refuse a Submit.
 //              --store=etcd keeps the state in etcd (--etcd-members=N
 //              members, default 3, on loopback; TLS to etcd with a client
-//              certificate) and prints the members' CPU too; --store=both
+//              certificate; --etcd-max-txn-ops=N raises etcd's limit on
+//              keys per transaction, for the members and the server) and
+//              prints the members' CPU too; --store=both
 //              runs each case on SQLite, then on etcd (issue 33's target:
 //              etcd >= 2,000 acknowledged/s at <= 1 core, beside SQLite).
 //   heartbeat  1,000 agents heartbeating every second: the server's CPU as a
@@ -55,7 +57,7 @@
 //       [--samples=N] [--up-samples=N] [--agents=N] [--sustained-s=S] [--heartbeat-s=S]
 //       [--rate=JOBS_PER_S (0 = back to back)] [--no-group-commit] [--http [--dashboards=N]] [--tls] [--secure] [--inflight=N] [--task-ms=MS] [--server-log-level=info] [--trainyard=PATH]
 //       [--full-heartbeats] [--quiet-heartbeat-ms=MS] [--callgrind-dumps]
-//       [--store=sqlite|etcd|both] [--etcd-members=N]
+//       [--store=sqlite|etcd|both] [--etcd-members=N] [--etcd-max-txn-ops=N]
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
@@ -111,6 +113,7 @@ struct Flags {
   // then on etcd, in one sitting).
   std::string store = "sqlite";
   int etcd_members = 3;
+  int etcd_max_txn_ops = 0;  // etcd's --max-txn-ops and the server's --etcd-max-txn-ops (0: etcd's 128)
 };
 
 double Percentile(std::vector<double> v, double p) {
@@ -548,7 +551,8 @@ struct BenchEtcd {
   std::string dir;
   std::unique_ptr<store_test::EtcdTestCluster> cluster;
   std::vector<std::string> server_args;
-  bool Start(int members) {
+  // max_txn_ops: etcd's --max-txn-ops, given to the server as well (0: etcd's default, 128).
+  bool Start(int members, int max_txn_ops) {
     std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-bench-etcd-XXXXXX").string();
     if (mkdtemp(tmpl.data()) == nullptr) return false;
     dir = tmpl;
@@ -557,13 +561,17 @@ struct BenchEtcd {
       fprintf(stderr, "control_plane_bench: etcd certificates: %s\n", tls.status().ToString().c_str());
       return false;
     }
-    cluster = std::make_unique<store_test::EtcdTestCluster>(std::vector<store_test::EtcdMemberHost>(members), *tls);
+    std::vector<std::string> flags;
+    if (max_txn_ops > 0) flags = {"--max-txn-ops", absl::StrCat(max_txn_ops)};
+    cluster = std::make_unique<store_test::EtcdTestCluster>(std::vector<store_test::EtcdMemberHost>(members), *tls,
+                                                            flags);
     if (!cluster->status().ok()) {
       fprintf(stderr, "control_plane_bench: etcd: %s\n", cluster->status().ToString().c_str());
       return false;
     }
     server_args = {"--store", cluster->address(), "--etcd-ca", tls->ca_file, "--etcd-cert", tls->client_cert_file,
                    "--etcd-key", tls->client_key_file};
+    if (max_txn_ops > 0) server_args.insert(server_args.end(), {"--etcd-max-txn-ops", absl::StrCat(max_txn_ops)});
     return true;
   }
   // The members' CPU seconds, together.
@@ -586,7 +594,7 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true, bool et
     return false;
   }
   BenchEtcd etcd;
-  if (etcd_store && !etcd.Start(f.etcd_members)) return false;
+  if (etcd_store && !etcd.Start(f.etcd_members, f.etcd_max_txn_ops)) return false;
   ServerProcessOptions so{.log_level = f.server_log_level, .group_commit = group_commit, .http = f.http};
   if (f.secure) {
     so.tls_dir = certs.dir;
@@ -652,8 +660,8 @@ bool RunSustained(const Flags& f, double rate, bool group_commit = true, bool et
   printf("  (single-task jobs, 1 GPU; tasks succeed %d ms after RUNNING; %.1f s to register the agents;"
          " load average %s)\n", f.task_ms, reg_s, LoadAverage().c_str());
   if (etcd_store) {
-    printf("  store: etcd, %d members on loopback (one machine), TLS to etcd with a client certificate\n",
-           f.etcd_members);
+    printf("  store: etcd, %d members on loopback (one machine), TLS to etcd with a client certificate, "
+           "--max-txn-ops %d\n", f.etcd_members, f.etcd_max_txn_ops > 0 ? f.etcd_max_txn_ops : 128);
   } else {
     printf("  store: SQLite in the server's data dir, fsync on\n");
   }
@@ -803,6 +811,7 @@ bool ParseFlag(const char* arg, Flags* f) {
   if (key == "--trainyard") return (f->trainyard = value), !value.empty();
   if (key == "--store") return (f->store = value), value == "sqlite" || value == "etcd" || value == "both";
   if (key == "--etcd-members") return integer(&f->etcd_members) && f->etcd_members >= 1;
+  if (key == "--etcd-max-txn-ops") return integer(&f->etcd_max_txn_ops) && f->etcd_max_txn_ops >= 8;
   return false;
 }
 
@@ -818,7 +827,7 @@ int main(int argc, char** argv) {
               "control_plane_bench: bad flag '%s'. Flags: --only=latency|up|sustained|heartbeat --samples=N --up-samples=N "
               "--agents=N --same-name --http --dashboards=N --tls --secure --rate=JOBS_PER_S --no-group-commit --inflight=N --task-ms=MS --sustained-s=S --heartbeat-s=S --idle-s=S "
               "--server-log-level=LEVEL --trainyard=PATH --full-heartbeats --quiet-heartbeat-ms=MS --callgrind-dumps "
-              "--store=sqlite|etcd|both --etcd-members=N\n",
+              "--store=sqlite|etcd|both --etcd-members=N --etcd-max-txn-ops=N\n",
               argv[i]);
       return 2;
     }

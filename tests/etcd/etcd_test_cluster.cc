@@ -73,7 +73,9 @@ absl::StatusOr<EtcdTlsFiles> MakeEtcdTlsFiles(const std::string& dir, const std:
   return files;
 }
 
-EtcdTestCluster::EtcdTestCluster(std::vector<EtcdMemberHost> hosts, EtcdTlsFiles tls) : tls_(std::move(tls)) {
+EtcdTestCluster::EtcdTestCluster(std::vector<EtcdMemberHost> hosts, EtcdTlsFiles tls,
+                                 std::vector<std::string> extra_flags)
+    : tls_(std::move(tls)), extra_flags_(std::move(extra_flags)) {
   const int members = static_cast<int>(hosts.size());
   const char* tmp = std::getenv("TMPDIR");
   std::string pattern = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/trainyard-etcd-XXXXXX");
@@ -164,6 +166,7 @@ absl::Status EtcdTestCluster::Spawn(int i) {
     etcd.insert(etcd.end(), {"--cert-file", tls_.cert_file, "--key-file", tls_.key_file, "--trusted-ca-file",
                              tls_.ca_file, "--client-cert-auth"});
   }
+  etcd.insert(etcd.end(), extra_flags_.begin(), extra_flags_.end());
   args.insert(args.end(), etcd.begin(), etcd.end());
   std::string log = absl::StrCat(dir_, "/", member.name, ".log");
   pid_t pid = fork();

@@ -42,8 +42,10 @@ class EtcdTestCluster {
   // Starts `members` members as one etcd cluster and waits until it answers.
   explicit EtcdTestCluster(int members = 1) : EtcdTestCluster(std::vector<EtcdMemberHost>(members)) {}
   // One member on each of `hosts`; with `tls` (its ca_file set) the members
-  // serve their clients TLS only.
-  explicit EtcdTestCluster(std::vector<EtcdMemberHost> hosts, EtcdTlsFiles tls = {});
+  // serve their clients TLS only. `extra_flags` go on every member's command
+  // line (e.g. --max-txn-ops=1024).
+  explicit EtcdTestCluster(std::vector<EtcdMemberHost> hosts, EtcdTlsFiles tls = {},
+                           std::vector<std::string> extra_flags = {});
   ~EtcdTestCluster();
   EtcdTestCluster(const EtcdTestCluster&) = delete;
   EtcdTestCluster& operator=(const EtcdTestCluster&) = delete;
@@ -75,6 +77,7 @@ class EtcdTestCluster {
 
   std::string dir_;
   EtcdTlsFiles tls_;
+  std::vector<std::string> extra_flags_;
   std::vector<Member> members_;
   absl::Status status_;
 };
