@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <future>
+#include <variant>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -282,6 +283,16 @@ void JobManager::SendWrite() {
   if (config_.store.empty()) {
     parts.push_back(std::move(write->batch));
   } else {
+    // New placements (tasks LAUNCHING) go last: a leader that dies between
+    // two batches leaves a placement in etcd only once every release written
+    // with it (a preempted job's end, a move's old task) is there too.
+    std::vector<WriteBatch::Op> ops = write->batch.TakeOps();
+    std::stable_partition(ops.begin(), ops.end(), [](const WriteBatch::Op& op) {
+      const auto* update = std::get_if<WriteBatch::UpdateJobOp>(&op);
+      return update == nullptr || std::none_of(update->job.tasks().begin(), update->job.tasks().end(),
+                                               [](const v1::TaskRecord& t) { return t.state() == v1::TASK_LAUNCHING; });
+    });
+    for (WriteBatch::Op& op : ops) write->batch.Add(std::move(op));
     parts = SplitForEtcd(std::move(write->batch), config_.etcd_max_txn_ops, config_.etcd_max_request_bytes);
   }
   struct Answers {
