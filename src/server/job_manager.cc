@@ -274,50 +274,51 @@ const ViewStore& JobManager::Views() {
 void JobManager::SendWrite() {
   std::optional<Persister::Write> write = control_.TakeWrite();
   if (!write) return;
-  // On etcd a write may pass what one transaction holds (everything that
-  // changed since the last write, under load thousands of keys): it goes as
-  // several batches, in order, and is answered when the last one is. Orders
-  // wait for the whole write, as for one batch; a leader that dies between
-  // them leaves part of it in etcd (docs/store.md).
-  std::vector<WriteBatch> parts;
+  auto w = std::make_shared<WriteInParts>();
+  w->write = std::move(*write);
+  mu_.Unlock();
+  WriteBatch batch = std::move(w->write.batch);
   if (config_.store.empty()) {
-    parts.push_back(std::move(write->batch));
+    w->parts.push_back(std::move(batch));
   } else {
-    // New placements (tasks LAUNCHING) go last: a leader that dies between
-    // two batches leaves a placement in etcd only once every release written
-    // with it (a preempted job's end, a move's old task) is there too.
-    std::vector<WriteBatch::Op> ops = write->batch.TakeOps();
+    // On etcd a write may pass what one transaction holds (everything that
+    // changed since the last write: under load thousands of keys). It goes
+    // as several batches, in order, each sent once the one before it
+    // succeeded. Orders wait for the whole write, as for one batch. Records
+    // with a task LAUNCHING (placements) go last, after the records that
+    // only release, so a leader that dies between two batches leaves those
+    // releases in etcd before the placements written with them.
+    std::vector<WriteBatch::Op> ops = batch.TakeOps();
     std::stable_partition(ops.begin(), ops.end(), [](const WriteBatch::Op& op) {
       const auto* update = std::get_if<WriteBatch::UpdateJobOp>(&op);
       return update == nullptr || std::none_of(update->job.tasks().begin(), update->job.tasks().end(),
                                                [](const v1::TaskRecord& t) { return t.state() == v1::TASK_LAUNCHING; });
     });
-    for (WriteBatch::Op& op : ops) write->batch.Add(std::move(op));
-    parts = SplitForEtcd(std::move(write->batch), config_.etcd_max_txn_ops, config_.etcd_max_request_bytes);
+    for (WriteBatch::Op& op : ops) batch.Add(std::move(op));
+    w->parts = SplitForEtcd(std::move(batch), config_.etcd_max_txn_ops, config_.etcd_max_request_bytes,
+                            config_.etcd_prefix.size());
   }
-  struct Answers {
-    std::shared_ptr<Persister::Write> write;
-    size_t waiting = 0;
-    absl::Status status;  // the first part's error
-  };
-  auto answers = std::make_shared<Answers>();
-  answers->write = std::make_shared<Persister::Write>(std::move(*write));
-  answers->waiting = parts.size();
-  mu_.Unlock();
-  for (WriteBatch& part : parts) {
-    store_->CommitAsync(std::move(part), [this, answers](absl::Status st) {
-      absl::MutexLock relock(&mu_);
-      if (!st.ok() && answers->status.ok()) answers->status = st;
-      if (--answers->waiting > 0) return;
-      control_.WriteDone(*answers->write, answers->status, stopping_);
-      WakeIfAsked();  // what the answer released may let a round place more
-      // What gathered meanwhile goes now; after a failure the next try waits
-      // for the next round (a tick at most).
-      if (answers->status.ok()) SendWrite();
-      cv_.SignalAll();
-    });
-  }
+  CommitPart(std::move(w));
   mu_.Lock();
+}
+
+void JobManager::CommitPart(std::shared_ptr<WriteInParts> w) {
+  WriteBatch part = std::move(w->parts[w->next++]);
+  store_->CommitAsync(std::move(part), [this, w](absl::Status st) {
+    {
+      absl::MutexLock relock(&mu_);
+      if (!st.ok() || w->next == w->parts.size()) {
+        control_.WriteDone(w->write, st, stopping_);
+        WakeIfAsked();  // what the answer released may let a round place more
+        // What gathered meanwhile goes now; after a failure the next try
+        // waits for the next round (a tick at most).
+        if (st.ok()) SendWrite();
+        cv_.SignalAll();
+        return;
+      }
+    }
+    CommitPart(w);
+  });
 }
 
 absl::Status JobManager::WaitDurable() {

@@ -217,6 +217,15 @@ class JobManager {
   // The store is called without the lock held, so its answer, which takes
   // the lock, may come on this thread or on the store's.
   void SendWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // One write in one or more batches (several on etcd: docs/store.md),
+  // committed one after another; the write is answered when the last one is
+  // or at the first failure (what follows it is not sent).
+  struct WriteInParts {
+    Persister::Write write;
+    std::vector<WriteBatch> parts;
+    size_t next = 0;
+  };
+  void CommitPart(std::shared_ptr<WriteInParts> w) ABSL_LOCKS_EXCLUDED(mu_);
   // Writes what changed and waits until the store has it (10 s at most).
   absl::Status WaitDurable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Wakes the loop when an event asked for a round.

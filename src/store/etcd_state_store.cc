@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/check.h"
 #include "store/record_set.h"
 #include "store/store_checks.h"
 
@@ -108,14 +109,17 @@ int EtcdKeysToCreateJob(const v1::JobRecord& job) {
 
 namespace {
 
-// A key's share of a request beside its value (the key, the op's framing).
-constexpr int64_t kKeyOverheadBytes = 96;
+// A key's share of a request beside its value and the prefix: the rest of
+// the key (at most 48 bytes: "t/" 20 digits "/" 6 digits) and the op's framing.
+constexpr int64_t kKeyOverheadBytes = 80;
 
 int ChunksOf(int tasks) { return (tasks + kTasksPerChunk - 1) / kTasksPerChunk; }
 
 // The keys and bytes one write puts in a transaction, at most.
-std::pair<int, int64_t> EtcdCost(const WriteBatch::Op& op) {
-  auto cost = [](int keys, int64_t bytes) { return std::make_pair(keys, bytes + keys * kKeyOverheadBytes); };
+std::pair<int, int64_t> EtcdCost(const WriteBatch::Op& op, int64_t prefix_bytes) {
+  auto cost = [prefix_bytes](int keys, int64_t bytes) {
+    return std::make_pair(keys, bytes + keys * (prefix_bytes + kKeyOverheadBytes));
+  };
   if (const auto* create = std::get_if<WriteBatch::CreateJobOp>(&op)) {
     return cost(EtcdKeysToCreateJob(create->job),
                 static_cast<int64_t>(create->job.ByteSizeLong() + create->first_event.ByteSizeLong()));
@@ -142,14 +146,15 @@ std::pair<int, int64_t> EtcdCost(const WriteBatch::Op& op) {
 
 }  // namespace
 
-std::vector<WriteBatch> SplitForEtcd(WriteBatch batch, int max_txn_ops, int64_t max_request_bytes) {
+std::vector<WriteBatch> SplitForEtcd(WriteBatch batch, int max_txn_ops, int64_t max_request_bytes,
+                                     size_t prefix_bytes) {
   // Room for the fence's compare and the request's own framing.
   const int64_t room = std::max(max_request_bytes - 1024, max_request_bytes / 2);
   std::vector<WriteBatch> out(1);
   int keys = 0;
   int64_t bytes = 0;
   for (WriteBatch::Op& op : batch.TakeOps()) {
-    auto [op_keys, op_bytes] = EtcdCost(op);
+    auto [op_keys, op_bytes] = EtcdCost(op, static_cast<int64_t>(prefix_bytes));
     if (!out.back().empty() && (keys + op_keys > max_txn_ops || bytes + op_bytes > room)) {
       out.emplace_back();
       keys = 0;
@@ -372,7 +377,11 @@ struct EtcdStateStore::Impl {
             // Batch i starts the next transaction: this one is staged again
             // without it (the same batches on the same records stage alike).
             stage = records.NewStage();
-            for (size_t j : staged) outcome[j] = records.Stage(group[j].batch, stage);
+            for (size_t j : staged) {
+              outcome[j] = records.Stage(group[j].batch, stage);
+              TY_CHECK(outcome[j].ok(), "a batch staged once failed to stage again: %s",
+                       std::string(outcome[j].message()).c_str());
+            }
             break;
           }
           staged.push_back(i);

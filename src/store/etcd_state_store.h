@@ -48,9 +48,12 @@ int EtcdKeysToCreateJob(const v1::JobRecord& job);
 // for a writer whose batch may pass them (the server's write of everything
 // that changed since its last one). Each write stays whole in one batch; one
 // that alone passes a limit is a batch by itself (and fails as it would).
-// Counted as the store counts keys, without dedup: a batch may come out
-// smaller than it had to be, never larger.
-std::vector<WriteBatch> SplitForEtcd(WriteBatch batch, int max_txn_ops, int64_t max_request_bytes);
+// Keys are counted as the store counts them for whole job records (as the
+// server writes them), without dedup, and each key as `prefix_bytes` (the
+// store's prefix) and a little more: a batch may come out smaller than it
+// had to be, not larger.
+std::vector<WriteBatch> SplitForEtcd(WriteBatch batch, int max_txn_ops, int64_t max_request_bytes,
+                                     size_t prefix_bytes);
 
 struct EtcdStoreOptions {
   EtcdConnectOptions connect;

@@ -5,6 +5,7 @@
 // what etcd holds.
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <variant>
 #include <vector>
 
@@ -53,26 +54,29 @@ class EtcdStateStoreTest : public ::testing::Test {
       release.WaitForNotification();
     });
     held.WaitForNotification();
+    // Shared with the callbacks: a test that gives up waiting leaves them
+    // something to write to.
     struct Outcomes {
       absl::Mutex mu;
       std::vector<absl::Status> of;
       size_t called = 0;
       bool All() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return called == of.size(); }
-    } outcomes;
-    outcomes.of.assign(jobs.size(), absl::UnknownError("not called"));
+    };
+    auto outcomes = std::make_shared<Outcomes>();
+    outcomes->of.assign(jobs.size(), absl::UnknownError("not called"));
     for (size_t i = 0; i < jobs.size(); ++i) {
       WriteBatch batch;
       batch.CreateJob(jobs[i], MakeEvent(jobs[i].id(), "submitted"));
-      store.CommitAsync(std::move(batch), [&outcomes, i](absl::Status s) {
-        absl::MutexLock lock(&outcomes.mu);
-        outcomes.of[i] = s;
-        ++outcomes.called;
+      store.CommitAsync(std::move(batch), [outcomes, i](absl::Status s) {
+        absl::MutexLock lock(&outcomes->mu);
+        outcomes->of[i] = s;
+        ++outcomes->called;
       });
     }
     release.Notify();
-    absl::MutexLock lock(&outcomes.mu);
-    EXPECT_TRUE(outcomes.mu.AwaitWithTimeout(absl::Condition(&outcomes, &Outcomes::All), absl::Seconds(60)));
-    return outcomes.of;
+    absl::MutexLock lock(&outcomes->mu);
+    EXPECT_TRUE(outcomes->mu.AwaitWithTimeout(absl::Condition(outcomes.get(), &Outcomes::All), absl::Seconds(60)));
+    return outcomes->of;
   }
 
   static store_test::EtcdTestCluster* etcd_;
@@ -165,7 +169,7 @@ TEST(SplitForEtcdTest, CutsABatchInOrderIntoBatchesWithinTheLimitsEachWriteWhole
   for (uint64_t id = 1; id <= 7; ++id) batch.CreateJob(MakeJob(id), MakeEvent(id, "submitted"));  // 3 keys each
   batch.CreateJob(MakeJob(8, 9 * 64), MakeEvent(8, "submitted"));                                  // 11 keys
   batch.PutMeta("after", "1");
-  std::vector<WriteBatch> parts = SplitForEtcd(std::move(batch), 9, 1536 * 1024);
+  std::vector<WriteBatch> parts = SplitForEtcd(std::move(batch), 9, 1536 * 1024, 12);
   std::vector<std::vector<uint64_t>> ids;  // the jobs of each part; 0 for the metadata
   for (const WriteBatch& part : parts) {
     ids.emplace_back();
@@ -183,7 +187,7 @@ TEST(SplitForEtcdTest, CutsABatchInOrderIntoBatchesWithinTheLimitsEachWriteWhole
     job.mutable_spec()->add_replicas()->add_command(std::string(1500, 'x'));
     heavy.UpdateJob(job);
   }
-  parts = SplitForEtcd(std::move(heavy), 128, 5000);
+  parts = SplitForEtcd(std::move(heavy), 128, 5000, 12);
   ASSERT_EQ(parts.size(), 2u);
   EXPECT_EQ(parts[0].size(), 2u);
   EXPECT_EQ(parts[1].size(), 2u);
