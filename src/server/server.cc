@@ -56,8 +56,10 @@ class ManagerLogBackend final : public LogBackend {
 class ManagerRestBackend final : public http::RestBackend {
  public:
   ManagerRestBackend(JobManager* manager, LogHub* logs, security::ServerSecurity* security, UserRateLimiter* limits,
-                     const ExecRelay* exec, const ServiceLinks* links)
-      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec), links_(links) {}
+                     const ExecRelay* exec, const ServiceLinks* links,
+                     std::function<void(v1::ClusterStatus*)> control_plane)
+      : manager_(manager), logs_(logs), security_(security), limits_(limits), exec_(exec), links_(links),
+        control_plane_(std::move(control_plane)) {}
   const ViewStore& Views() override { return manager_->Views(); }
   void Submit(const http::Principal& who, const v1::SubmitRequest& req, SubmitDone done) override {
     if (absl::Status st = limits_->Allow(who, UserRateLimiter::kSubmit, absl::Now()); !st.ok()) {
@@ -101,6 +103,11 @@ class ManagerRestBackend final : public http::RestBackend {
     if (absl::Status st = limits_->Allow(who, UserRateLimiter::kListJobs, absl::Now()); !st.ok()) return st;
     return manager_->JobResources(req);
   }
+  std::optional<v1::ClusterStatus> ControlPlane() override {
+    v1::ClusterStatus status;
+    control_plane_(&status);
+    return status;
+  }
 
  private:
   absl::Status MayActOnJob(const http::Principal& who, const std::string& name, absl::string_view verb) {
@@ -115,6 +122,7 @@ class ManagerRestBackend final : public http::RestBackend {
   UserRateLimiter* const limits_;
   const ExecRelay* const exec_;
   const ServiceLinks* const links_;
+  const std::function<void(v1::ClusterStatus*)> control_plane_;
 };
 
 namespace {
@@ -513,7 +521,8 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   http_ = std::move(*bound);
   rest_backend_ =
       std::make_unique<ManagerRestBackend>(manager_.get(), log_hub_.get(), security_.get(), rate_limiter_.get(),
-                                           exec_relay_.get(), service_links_.get());
+                                           exec_relay_.get(), service_links_.get(),
+                                           [this](v1::ClusterStatus* out) { FillClusterStatus(out); });
   http::AddRestRoutes(*http_, rest_backend_.get());
   service_proxy_ = http::ServiceProxy::Add(*http_, rest_backend_.get(), {.scheme = https ? "https" : "http"});
   http::AddDashboardRoutes(*http_, rest_backend_.get());

@@ -9,7 +9,8 @@
 //    drawn darker than the idle one; pages of one node step through every
 //    node and back; a state filter and a click on a cell narrow the page;
 //  - a queued job shows its pending reason (queues page and job page);
-//  - the overview's charts over time end at what the cluster holds;
+//  - the overview's charts over time end at what the cluster holds, and it
+//    names the server that leads the control plane and its store;
 //  - the job page's log viewer shows a line within a second of the task
 //    printing it (the task prints "tick <unix ms>" lines);
 //  - the job page shows what the placed job's task uses (a row of figures)
@@ -272,6 +273,11 @@ async function chartsShowHistory(page) {
   check(queueRow && userRow && userRow[1] === '0.75',
     `overview: no queue row with ${expect.held} GPUs used, or user ${expect.shared.user}'s row is not 0.75: ${JSON.stringify({ queues, users })}`);
   ok(`overview: ${expect.held} GPUs used in the queue, 0.75 by ${expect.shared.user}`);
+  // Who leads: one server on SQLite here, named by its address.
+  const plane = Object.fromEntries((await rowsOf('Control plane')).map(([what, value]) => [what, value]));
+  check(plane.Server === expect.server && (plane.Store || '').startsWith('SQLite') && /\(/.test(plane['Up since'] || ''),
+    `overview: the control plane should name server ${expect.server} on SQLite with its start; saw ${JSON.stringify(plane)}`);
+  ok(`overview: the control plane is server ${plane.Server}, ${plane.Store}, up since ${plane['Up since']}`);
 }
 
 async function logViewerFollows(page) {

@@ -234,6 +234,7 @@ TEST(DashboardBrowserTest, PagesShowWhatTheClusterHolds) {
       {"service", {{"job", web}}},
       {"restarted", {{"job", flaky}, {"task", flaky_worker["name"]}}},
       {"held", 3.75},
+      {"server", c.address()},
       {"cordoned", {{"node", other}, {"reason", "disk check"}}},
       {"faulty", {{"node", other}, {"gpu", 7}, {"xid", 48}}},
       {"charts", {{"allocated", 3.75}, {"total", 16}, {"queue", queued["queue"]}}}};

@@ -129,6 +129,11 @@ class Servers {
     return MetricSample(HttpGet(absl::StrCat("127.0.0.1:", http_ports_[i]), "/metrics").body, series).value_or(-1);
   }
 
+  // Server i's GET /api/v1/overview (the dashboard's first page).
+  nlohmann::json Overview(int i) {
+    return HttpGet(absl::StrCat("127.0.0.1:", http_ports_[i]), "/api/v1/overview").json;
+  }
+
   Process& server(int i) { return *servers_[i]; }
   std::string log(int i) const { return absl::StrCat(dir_.path(), "/server-", i, ".log"); }
   const std::string& dir() const { return dir_.path(); }
@@ -172,6 +177,13 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   EXPECT_EQ(servers.Metric(0, "trainyard_leader_terms"), static_cast<double>(terms));
   CommandResult text = servers.Cli({"status"});
   EXPECT_NE(text.out.find("Standbys:   " + servers.address(1)), std::string::npos) << text.out;
+  // The dashboard's overview says the same.
+  nlohmann::json plane = servers.Overview(0).value("control_plane", nlohmann::json::object());
+  EXPECT_EQ(plane.value("server_address", ""), servers.address(0)) << plane.dump();
+  EXPECT_EQ(plane.value("store", ""), "etcd") << plane.dump();
+  EXPECT_EQ(plane.value("leader_terms", int64_t{0}), terms) << plane.dump();
+  EXPECT_EQ(plane.value("standbys", nlohmann::json::array()), nlohmann::json::array({servers.address(1)}))
+      << plane.dump();
 
   servers.server(0).Kill();
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));

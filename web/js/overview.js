@@ -4,7 +4,7 @@
 // Below them, charts over time from the server's history ring
 // (/api/v1/history): asked for whole once, then only the samples after
 // the last one, every sampling interval.
-import { h, table, section, stateBadge, gpusUsed } from './dom.js';
+import { h, table, section, stateBadge, gpusUsed, when, ago } from './dom.js';
 import { getJson, ApiError } from './api.js';
 import { lineChart, seconds, kPalette } from './charts.js';
 
@@ -39,6 +39,21 @@ function byUser(queues) {
   return [...m.entries()].sort().map(([u, t]) => [u, t.milli / 1000, t.running, t.pending]);
 }
 
+// Who leads the control plane (docs/deploy.md): this server with SQLite,
+// or the leader of servers sharing etcd, with its standbys.
+function controlPlane(c) {
+  if (!c) return null;
+  const since = `${when(c.leader_since_unix_ms)} (${ago(c.leader_since_unix_ms)})`;
+  const rows = c.store === 'etcd'
+    ? [['Leader', c.server_address], ['Leading since', since],
+      ['Leaderships', `${c.leader_terms} (1 + failovers)`],
+      ['Standbys', c.standbys.length ? c.standbys.join(', ') : 'none'],
+      ['Store', `etcd at ${c.etcd_endpoints.join(', ')}`]]
+    : [['Server', c.server_address], ['Up since', since], ['Store', 'SQLite in its data dir (one server, no standby)']];
+  return section('Control plane', table('Control plane', ['What', 'Value'], rows,
+    { class: 'control-plane' }));
+}
+
 function draw(body, o) {
   const t = o.gpus;
   const nodeStates = Object.entries(o.nodes_by_state).sort();
@@ -52,6 +67,7 @@ function draw(body, o) {
       stat('Jobs running', o.jobs_by_state.RUNNING || 0),
       stat('Jobs queued', o.jobs_by_state.QUEUED || 0)),
     gpuBar(t),
+    controlPlane(o.control_plane),
     h('div', { class: 'columns' },
       section('Jobs by state', table('Jobs by state', ['State', 'Jobs'],
         kJobStates.map((s) => [h('a', { href: `#/jobs?state=${s}` }, stateBadge(s)), o.jobs_by_state[s] || 0]))),

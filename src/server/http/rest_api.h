@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -76,6 +77,9 @@ class RestBackend {
                                                                 const v1::JobResourcesRequest& /*req*/) {
     return absl::UnimplementedError("this server keeps no task samples");
   }
+  // Who leads the control plane, as `trainyard status` shows it (the
+  // overview's "control_plane"); nullopt for a backend that does not know.
+  virtual std::optional<v1::ClusterStatus> ControlPlane() { return std::nullopt; }
 };
 
 // Registers every /api/v1 route (the log routes of log_routes.h and the

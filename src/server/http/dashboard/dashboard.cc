@@ -74,7 +74,10 @@ void AddDashboardRoutes(HttpServer& s, RestBackend* b) {
   auto shared = std::make_shared<SharedAnswers>(&b->Views());
   s.Handle("GET", "/api/v1/overview", "/api/v1/overview",
            [b, shared](const httplib::Request& req, httplib::Response& res, const Principal&) {
-             shared->Serve("/api/v1/overview", req, res, [b] { return OverviewJson(b->Views()); });
+             shared->Serve("/api/v1/overview", req, res, [b] {
+               std::optional<v1::ClusterStatus> control_plane = b->ControlPlane();
+               return OverviewJson(b->Views(), control_plane ? &*control_plane : nullptr);
+             });
            });
 }
 

@@ -23,6 +23,8 @@ class ViewsOnlyBackend final : public RestBackend {
     return absl::UnimplementedError("test");
   }
   absl::StatusOr<v1::JobView> Describe(const std::string&) override { return absl::UnimplementedError("test"); }
+  std::optional<v1::ClusterStatus> ControlPlane() override { return control_plane; }
+  std::optional<v1::ClusterStatus> control_plane;
 };
 
 class DashboardTest : public ::testing::Test {
@@ -139,6 +141,35 @@ TEST_F(DashboardTest, OverviewAddsUpNodesAndJobs) {
   EXPECT_EQ(o["gpus_by_model"][1]["model"], "unlabelled");
   EXPECT_EQ(o["gpus_by_model"][1]["free"], 8);
   EXPECT_TRUE(o["queues"].contains("queues"));
+  EXPECT_FALSE(o.contains("control_plane")) << "a backend that does not know who leads";
+}
+
+TEST_F(DashboardTest, OverviewNamesTheLeaderItsStandbysAndItsStore) {
+  v1::ClusterStatus c;
+  c.set_server_address("10.0.0.11:7450");
+  c.set_store("etcd");
+  c.add_etcd_endpoints("10.0.0.1:2379");
+  c.add_etcd_endpoints("10.0.0.2:2379");
+  c.set_leader(true);
+  c.set_leader_since_unix_ms(1700000000123);
+  c.set_leader_terms(3);
+  c.set_leader_revision(42);
+  c.set_leader_lease_ms(5000);
+  c.add_standbys("10.0.0.12:7450");
+  backend_.control_plane = c;
+  auto r = Get("/api/v1/overview");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  nlohmann::json o = nlohmann::json::parse(r->body);
+  EXPECT_EQ(o["control_plane"], nlohmann::json({{"server_address", "10.0.0.11:7450"},
+                                                {"store", "etcd"},
+                                                {"etcd_endpoints", {"10.0.0.1:2379", "10.0.0.2:2379"}},
+                                                {"leader_since_unix_ms", 1700000000123},
+                                                {"leader_terms", 3},
+                                                {"leader_revision", 42},
+                                                {"leader_lease_ms", 5000},
+                                                {"standbys", {"10.0.0.12:7450"}}}))
+      << r->body;
 }
 
 TEST(DashboardAssetsTest, EmbeddedFilesAreSortedForLookup) {

@@ -26,7 +26,7 @@ std::string GpuModelOf(const v1::NodeInfo& info) {
   return "unlabelled";
 }
 
-json OverviewJson(const ViewStore& views) {
+json OverviewJson(const ViewStore& views, const v1::ClusterStatus* control_plane) {
   GpuCounts all;
   std::map<std::string, int> nodes_by_state;
   std::map<std::string, std::pair<int, GpuCounts>> by_model;  // model -> (nodes, GPUs)
@@ -50,11 +50,24 @@ json OverviewJson(const ViewStore& views) {
     m["nodes"] = entry.first;
     models.push_back(std::move(m));
   }
-  return {{"gpus", CountsJson(all)},
-          {"nodes_by_state", nodes_by_state},
-          {"jobs_by_state", std::move(jobs_by_state)},
-          {"gpus_by_model", std::move(models)},
-          {"queues", QueuesJson(*views.Queues(), views.Jobs(false))}};
+  json out = {{"gpus", CountsJson(all)},
+              {"nodes_by_state", nodes_by_state},
+              {"jobs_by_state", std::move(jobs_by_state)},
+              {"gpus_by_model", std::move(models)},
+              {"queues", QueuesJson(*views.Queues(), views.Jobs(false))}};
+  if (control_plane != nullptr) {
+    const v1::ClusterStatus& c = *control_plane;
+    out["control_plane"] = {
+        {"server_address", c.server_address()},
+        {"store", c.store()},
+        {"etcd_endpoints", std::vector<std::string>(c.etcd_endpoints().begin(), c.etcd_endpoints().end())},
+        {"leader_since_unix_ms", c.leader_since_unix_ms()},
+        {"leader_terms", c.leader_terms()},
+        {"leader_revision", c.leader_revision()},
+        {"leader_lease_ms", c.leader_lease_ms()},
+        {"standbys", std::vector<std::string>(c.standbys().begin(), c.standbys().end())}};
+  }
+  return out;
 }
 
 }  // namespace trainyard::server::http

@@ -18,7 +18,10 @@ std::string GpuModelOf(const v1::NodeInfo& info);
 
 // {"gpus": {total, allocated, free, excluded}, "nodes_by_state": {READY: n, ...},
 //  "jobs_by_state": {QUEUED: n, ..., every state}, "gpus_by_model": [{model,
-//  nodes, total, allocated, free, excluded}], "queues": the /api/v1/queues body}.
-nlohmann::json OverviewJson(const ViewStore& views);
+//  nodes, total, allocated, free, excluded}], "queues": the /api/v1/queues body,
+//  "control_plane": {server_address, store, etcd_endpoints, leader_since_unix_ms,
+//  leader_terms, leader_revision, leader_lease_ms, standbys} when
+//  `control_plane` is given}.
+nlohmann::json OverviewJson(const ViewStore& views, const v1::ClusterStatus* control_plane = nullptr);
 
 }  // namespace trainyard::server::http
