@@ -114,12 +114,17 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   // A list of servers (an etcd store's leader and standbys, which do not
-  // listen): one target that stays on whichever answers.
+  // listen): one target, every address tried at once and calls sent to
+  // those connected (round_robin; only the leader listens). pick_first
+  // tried them in turn, so a leader that was paused or cut off, listed
+  // first, held each call for its whole connect timeout (3 s) before the
+  // new leader was tried.
   std::string target = address;
   if (absl::StatusOr<std::string> list = api::ServerListTarget(address); list.ok() && *list != address) {
     target = *list;
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, address.substr(0, address.find(',')));
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
+    args.SetLoadBalancingPolicyName("round_robin");
   }
   return grpc::CreateCustomChannel(target, Credentials(), args);
 }
