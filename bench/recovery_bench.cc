@@ -90,6 +90,11 @@ void RestartToFirstPlacement(benchmark::State& state, const char* store_name, co
       state.SkipWithError(std::string(store.status().message()).c_str());
       return;
     }
+    // The agents' streams outlive the manager: on etcd the store's thread
+    // sends launches until the manager is gone.
+    absl::Time first_launch = absl::InfiniteFuture();
+    absl::Mutex launch_mu;
+    std::vector<NullLink> links(kNodes, NullLink(&first_launch, &launch_mu));
     auto sched = core::Scheduler::Create(core::SchedulerOptions());
     JobManager manager(config, store->get(), std::move(*sched), &clock);
     absl::Time t_open = absl::Now();
@@ -98,9 +103,6 @@ void RestartToFirstPlacement(benchmark::State& state, const char* store_name, co
       return;
     }
     absl::Time t_recover = absl::Now();
-    absl::Time first_launch = absl::InfiniteFuture();
-    absl::Mutex launch_mu;  // the store's thread sends deferred launch orders
-    std::vector<NullLink> links(kNodes, NullLink(&first_launch, &launch_mu));
     for (int n = 0; n < kNodes; ++n) (void)manager.RegisterAgent(NodeOf(n), &links[n]);
     absl::Time t_registered = absl::Now();
     absl::StatusOr<v1::SubmitResponse> sub =

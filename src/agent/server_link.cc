@@ -259,11 +259,11 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
                                   .pem_private_key = options_.key_pem,
                                   .pem_cert_chain = options_.cert_pem});
   }
-  // A list of servers (an etcd store's leader and standbys): one target,
-  // every address tried at once and the stream opened on one connected
-  // (round_robin; only the leader listens), so a silent old leader listed
-  // first costs no connect timeout; TLS names are checked against the first
-  // address's host.
+  // A list of servers (an etcd store's leader and standbys): one target
+  // that stays on whichever answers; TLS names are checked against the
+  // first address's host. pick_first, unlike the CLI's round_robin: it stops
+  // dialing once connected, where round_robin would have every agent dial
+  // every standby's refused port once a second for as long as it runs.
   std::string target = options_.server;
   if (absl::StatusOr<std::string> list = api::ServerListTarget(options_.server); list.ok() && *list != target) {
     target = *list;
@@ -275,7 +275,6 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
     args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-    args.SetLoadBalancingPolicyName("round_robin");
   }
   channel_ = grpc::CreateCustomChannel(target, creds, args);
   stub_ = v1::AgentChannel::NewStub(channel_);

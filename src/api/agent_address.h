@@ -19,9 +19,11 @@ namespace trainyard::api {
 absl::StatusOr<std::string> DerivedAgentAddress(absl::string_view client);
 
 // Several servers of one cluster (an etcd store: one leads, the standbys do
-// not listen): "10.0.0.1:7450,10.0.0.2:7450" is one gRPC target that tries
-// the addresses in order and stays on the first that answers, so a client
-// or agent finds the leader and, when it dies, the next one. A single
+// not listen): "10.0.0.1:7450,10.0.0.2:7450" is one gRPC target over every
+// address. With pick_first (agents) it tries them in order and stays on the
+// first that answers; with round_robin (the CLI) it tries them all at once
+// and sends calls to those connected. Either way a client or agent finds the
+// leader and, when it dies, the next one. A single
 // address is returned as it is. InvalidArgument when a list holds a host
 // name (give one name that resolves to every server instead) or mixes IPv4
 // and IPv6.

@@ -116,6 +116,7 @@ class Server {
   std::string status_address_ ABSL_GUARDED_BY(status_mu_);
   std::vector<std::string> standbys_ ABSL_GUARDED_BY(status_mu_);
   absl::Time standbys_read_ ABSL_GUARDED_BY(status_mu_) = absl::InfinitePast();
+  bool standbys_reading_ ABSL_GUARDED_BY(status_mu_) = false;
   std::string store_kind_ = "sqlite";
   std::vector<std::string> etcd_endpoints_;
   int leader_lease_ms_ = 0;

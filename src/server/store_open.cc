@@ -99,28 +99,37 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
 }
 
 void Server::FillClusterStatus(v1::ClusterStatus* out) {
-  absl::MutexLock lock(&status_mu_);
-  out->set_server_address(status_address_);
-  out->set_store(store_kind_);
-  for (const std::string& e : etcd_endpoints_) out->add_etcd_endpoints(e);
-  out->set_leader(true);  // a standby does not listen
-  if (leadership_ == nullptr) {
-    out->set_leader_since_unix_ms(started_unix_ms_);
-    return;
-  }
-  out->set_leader_revision(leadership_->revision());
-  out->set_leader_since_unix_ms(leadership_->since_unix_ms());
-  out->set_leader_terms(leadership_->terms());
-  out->set_leader_lease_ms(leader_lease_ms_);
-  // Who waits: each standby's key lives with its lease. Read at most once a
-  // second; a read that fails (etcd slow) gives the last list.
-  if (absl::Now() - standbys_read_ >= absl::Seconds(1)) {
+  {
+    absl::MutexLock lock(&status_mu_);
+    out->set_server_address(status_address_);
+    out->set_store(store_kind_);
+    for (const std::string& e : etcd_endpoints_) out->add_etcd_endpoints(e);
+    out->set_leader(true);  // a standby does not listen
+    if (leadership_ == nullptr) {
+      out->set_leader_since_unix_ms(started_unix_ms_);
+      return;
+    }
+    out->set_leader_revision(leadership_->revision());
+    out->set_leader_since_unix_ms(leadership_->since_unix_ms());
+    out->set_leader_terms(leadership_->terms());
+    out->set_leader_lease_ms(leader_lease_ms_);
+    // Who waits: each standby's key lives with its lease. Read at most once
+    // a second, by one caller at a time and without the lock (etcd slow
+    // holds up only that caller); the others, and a read that fails, give
+    // the last list.
+    if (standbys_reading_ || absl::Now() - standbys_read_ < absl::Seconds(1)) {
+      for (const std::string& s : standbys_) out->add_standbys(s);
+      return;
+    }
     standbys_read_ = absl::Now();
-    std::vector<std::string> now;
-    absl::StatusOr<int64_t> read = leader_client_->RangePrefix(
-        leadership_->options().standby_prefix, [&](const mvccpb::KeyValue& kv) { now.push_back(kv.value()); });
-    if (read.ok()) standbys_ = std::move(now);
+    standbys_reading_ = true;
   }
+  std::vector<std::string> now;
+  absl::StatusOr<int64_t> read = leader_client_->RangePrefix(
+      leadership_->options().standby_prefix, [&](const mvccpb::KeyValue& kv) { now.push_back(kv.value()); });
+  absl::MutexLock lock(&status_mu_);
+  standbys_reading_ = false;
+  if (read.ok()) standbys_ = std::move(now);
   for (const std::string& s : standbys_) out->add_standbys(s);
 }
 

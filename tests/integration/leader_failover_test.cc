@@ -178,7 +178,9 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   CommandResult text = servers.Cli({"status"});
   EXPECT_NE(text.out.find("Standbys:   " + servers.address(1)), std::string::npos) << text.out;
   // The dashboard's overview says the same.
-  nlohmann::json plane = servers.Overview(0).value("control_plane", nlohmann::json::object());
+  nlohmann::json overview = servers.Overview(0);
+  ASSERT_TRUE(overview.is_object()) << overview.dump();
+  nlohmann::json plane = overview.value("control_plane", nlohmann::json::object());
   EXPECT_EQ(plane.value("server_address", ""), servers.address(0)) << plane.dump();
   EXPECT_EQ(plane.value("store", ""), "etcd") << plane.dump();
   EXPECT_EQ(plane.value("leader_terms", int64_t{0}), terms) << plane.dump();

@@ -46,7 +46,7 @@ function controlPlane(c) {
   const since = `${when(c.leader_since_unix_ms)} (${ago(c.leader_since_unix_ms)})`;
   const rows = c.store === 'etcd'
     ? [['Leader', c.server_address], ['Leading since', since],
-      ['Leaderships', `${c.leader_terms} (1 + failovers)`],
+      ['Leaderships', `${c.leader_terms} so far, this one's included`],
       ['Standbys', c.standbys.length ? c.standbys.join(', ') : 'none'],
       ['Store', `etcd at ${c.etcd_endpoints.join(', ')}`]]
     : [['Server', c.server_address], ['Up since', since], ['Store', 'SQLite in its data dir (one server, no standby)']];
