@@ -34,18 +34,24 @@ started = time.monotonic()
 run = subprocess.run([binary, "--gtest_filter=HaChaosTest.*"], env=env, stdout=subprocess.PIPE,
                      stderr=subprocess.STDOUT, text=True)
 failovers = {}
+agents_back = {}
 for line in run.stdout.splitlines():
     m = re.match(r"round \d+ \(seed \d+\): (.*): a submission acknowledged (\d+) ms after the fault", line)
+    back = re.match(r"round \d+ \(seed \d+\): (.*): every agent back with the leader (\d+) ms after the fault", line)
     if m:
         failovers.setdefault(m.group(1), []).append(int(m.group(2)))
         print(line, flush=True)
+    elif back:
+        agents_back.setdefault(back.group(1), []).append(int(back.group(2)))
+        print(line, flush=True)
     elif line.startswith("chaos") or "Failure" in line or "hosts in" in line or "loopback" in line:
         print(line)
-for fault, ms in sorted(failovers.items()):
-    ms.sort()
-    p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
-    print("%s: %d rounds, fault -> a submission acknowledged: p50 %d ms, p99 %d ms, max %d ms"
-          % (fault, len(ms), statistics.median(ms), p99, ms[-1]))
+for what, table in (("a submission acknowledged", failovers), ("every agent back with the leader", agents_back)):
+    for fault, ms in sorted(table.items()):
+        ms.sort()
+        p99 = ms[min(len(ms) - 1, int(round(0.99 * (len(ms) - 1))))]
+        print("%s: %d rounds, fault -> %s: p50 %d ms, p99 %d ms, max %d ms"
+              % (fault, len(ms), what, statistics.median(ms), p99, ms[-1]))
 verdict = "every check held" if run.returncode == 0 else "A CHECK FAILED (output above)"
 print("seed %d, %d rounds in %.0f s: %s" % (args.seed, args.rounds, time.monotonic() - started, verdict))
 if run.returncode != 0:

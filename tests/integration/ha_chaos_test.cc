@@ -556,6 +556,13 @@ TEST(HaChaosTest, SeededFaultsLoseNoAcknowledgedWorkAndStartNoTaskTwice) {
     double ms = absl::ToDoubleMilliseconds(absl::Now() - start);
     if (fault != Fault::kKillEtcdMember) failover_ms.push_back(ms);
     std::cerr << round << ": a submission acknowledged " << static_cast<int>(ms) << " ms after the fault\n";
+    // Every agent back with the leader while the old one is still silent
+    // (paused or cut off): a new leader shows a node LOST until its agent
+    // registers again.
+    ASSERT_TRUE(c.Wait([&] { return c.ReadyNodes() == kAgents; }, absl::Seconds(60)))
+        << round << ": the agents did not come back to the leader\n" << c.Cli({"nodes"}).out;
+    std::cerr << round << ": every agent back with the leader "
+              << static_cast<int>(absl::ToDoubleMilliseconds(absl::Now() - start)) << " ms after the fault\n";
     switch (fault) {
       case Fault::kKillLeader: break;
       case Fault::kPauseLeader:
