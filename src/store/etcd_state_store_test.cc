@@ -79,6 +79,21 @@ class EtcdStateStoreTest : public ::testing::Test {
     return outcomes->of;
   }
 
+  // Every batch but the one creating job `refused` succeeded; that one
+  // failed as too large, its message naming `why`.
+  static void ExpectAllLandedBut(const std::vector<v1::JobRecord>& jobs, const std::vector<absl::Status>& outcomes,
+                                 uint64_t refused, const std::string& why) {
+    ASSERT_EQ(outcomes.size(), jobs.size());
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      if (jobs[i].id() == refused) {
+        EXPECT_TRUE(absl::IsResourceExhausted(outcomes[i])) << outcomes[i];
+        EXPECT_NE(outcomes[i].message().find(why), std::string::npos) << outcomes[i];
+      } else {
+        EXPECT_TRUE(outcomes[i].ok()) << jobs[i].id() << ": " << outcomes[i];
+      }
+    }
+  }
+
   static store_test::EtcdTestCluster* etcd_;
   static int tests_;
   EtcdStoreOptions options_;
@@ -100,15 +115,7 @@ TEST_F(EtcdStateStoreTest, QueuedBatchesPastOneTransactionsKeysArePackedIntoFewT
   jobs[69] = MakeJob(70, 9 * 64);
   int64_t transactions_before = store->Stats().transactions;
 
-  std::vector<absl::Status> outcomes = CommitQueuedTogether(*store, jobs);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].id() == 70) {
-      EXPECT_TRUE(absl::IsResourceExhausted(outcomes[i])) << outcomes[i];
-      EXPECT_NE(outcomes[i].message().find("11 keys"), std::string::npos) << outcomes[i];
-    } else {
-      EXPECT_TRUE(outcomes[i].ok()) << jobs[i].id() << ": " << outcomes[i];
-    }
-  }
+  ExpectAllLandedBut(jobs, CommitQueuedTogether(*store, jobs), 70, "11 keys");
   // The first write, then groups of 64, 64 and 22 batches, three to a
   // transaction: jobs 1-64 in 22; 65-69 in 2 and 71-128 in 20 (job 70 is
   // refused before it is sent); 129-150 in 8.
@@ -147,15 +154,7 @@ TEST_F(EtcdStateStoreTest, QueuedBatchesPastOneTransactionsBytesAreSplitAndAllLa
   huge.mutable_spec()->add_replicas()->add_command(std::string(4000, 'x'));
   jobs.push_back(huge);
 
-  std::vector<absl::Status> outcomes = CommitQueuedTogether(*store, jobs);
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    if (jobs[i].id() == 21) {
-      EXPECT_TRUE(absl::IsResourceExhausted(outcomes[i])) << outcomes[i];
-      EXPECT_NE(outcomes[i].message().find("--etcd-max-request-bytes"), std::string::npos) << outcomes[i];
-    } else {
-      EXPECT_TRUE(outcomes[i].ok()) << jobs[i].id() << ": " << outcomes[i];
-    }
-  }
+  ExpectAllLandedBut(jobs, CommitQueuedTogether(*store, jobs), 21, "--etcd-max-request-bytes");
   std::unique_ptr<EtcdStateStore> reread = Open();
   ASSERT_NE(reread, nullptr);
   absl::StatusOr<std::vector<v1::JobRecord>> listed = reread->ListJobs({});

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/wait_until.h"
 #include "security/certs.h"
+#include "security/files.h"
 #include "store/etcd_client.h"
 
 namespace trainyard::store_test {
@@ -65,10 +66,7 @@ absl::StatusOr<EtcdTlsFiles> MakeEtcdTlsFiles(const std::string& dir, const std:
       {&files.key_file, &member->key_pem},      {&files.client_cert_file, &client->cert_pem},
       {&files.client_key_file, &client->key_pem}};
   for (const auto& [path, pem] : writes) {
-    int fd = open(path->c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    bool ok = fd >= 0 && write(fd, pem->data(), pem->size()) == static_cast<ssize_t>(pem->size());
-    if (fd >= 0) close(fd);
-    if (!ok) return absl::InternalError(absl::StrCat("cannot write ", *path));
+    if (absl::Status written = security::WritePrivateFile(*path, *pem); !written.ok()) return written;
   }
   return files;
 }
