@@ -10,6 +10,7 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/tls_certificate_verifier.h"
 #include "grpcpp/security/tls_credentials_options.h"
+#include "api/agent_address.h"
 #include "proto/join.grpc.pb.h"
 #include "security/certs.h"
 #include "security/files.h"
@@ -26,6 +27,19 @@ void Deadline(grpc::ClientContext* ctx) {
   ctx->set_wait_for_ready(true);  // a server that is starting
 }
 
+// A channel to `server`, or to whichever server of a list answers (the
+// leader: standbys do not listen), as the CLI's channels are made.
+std::shared_ptr<grpc::Channel> JoinChannel(const std::string& server,
+                                           const std::shared_ptr<grpc::ChannelCredentials>& creds) {
+  grpc::ChannelArguments args;
+  absl::StatusOr<std::string> list = api::ServerListTarget(server);
+  if (!list.ok() || *list == server) return grpc::CreateCustomChannel(server, creds, args);
+  args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, server.substr(0, server.find(',')));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
+  args.SetLoadBalancingPolicyName("round_robin");
+  return grpc::CreateCustomChannel(*list, creds, args);
+}
+
 // The cluster CA as the server says it: over TLS whose certificate is not
 // verified yet (the pin decides whether the answer is taken).
 absl::StatusOr<std::string> FetchCa(const std::string& server) {
@@ -33,7 +47,7 @@ absl::StatusOr<std::string> FetchCa(const std::string& server) {
   o.set_verify_server_certs(false);
   o.set_check_call_host(false);
   o.set_certificate_verifier(std::make_shared<grpc::experimental::NoOpCertificateVerifier>());
-  auto stub = v1::NodeJoin::NewStub(grpc::CreateChannel(server, grpc::experimental::TlsCredentials(o)));
+  auto stub = v1::NodeJoin::NewStub(JoinChannel(server, grpc::experimental::TlsCredentials(o)));
   grpc::ClientContext ctx;
   Deadline(&ctx);
   v1::GetClusterCaResponse resp;
@@ -85,7 +99,7 @@ absl::Status JoinCluster(const JoinOptions& o) {
   absl::StatusOr<security::KeyAndRequest> kr = security::MakeKeyAndRequest(o.node);
   if (!kr.ok()) return kr.status();
   // From here on the server is verified with the pinned CA.
-  auto stub = v1::NodeJoin::NewStub(grpc::CreateChannel(o.server, grpc::SslCredentials({.pem_root_certs = *ca})));
+  auto stub = v1::NodeJoin::NewStub(JoinChannel(o.server, grpc::SslCredentials({.pem_root_certs = *ca})));
   grpc::ClientContext ctx;
   Deadline(&ctx);
   v1::JoinNodeRequest req;

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -88,57 +90,81 @@ absl::StatusOr<Principal> TokenStore::Authenticate(absl::string_view authorizati
   }
   absl::string_view token = absl::StripAsciiWhitespace(authorization.substr(kBearer.size()));
   std::string hash = Sha256Hex(token);
-  absl::MutexLock lock(&mu_);
-  Refresh();
-  auto it = by_hash_.find(hash);
-  if (it == by_hash_.end()) {
+  std::optional<Principal> found;
+  bool changed = false;
+  {
+    absl::MutexLock lock(&mu_);
+    changed = Refresh();
+    if (auto it = by_hash_.find(hash); it != by_hash_.end()) found = it->second;
+  }
+  if (changed) Changed();
+  if (!found) {
     return absl::UnauthenticatedError(
         absl::StrCat("the token is not valid on this server (revoked, mistyped, or made for another cluster): ",
                      kWhatToDo));
   }
-  return it->second;
+  return *found;
 }
 
 absl::StatusOr<std::string> TokenStore::Issue(const std::string& user, bool admin) {
   absl::StatusOr<std::string> token = IssueToken(path_, user, admin);
-  absl::MutexLock lock(&mu_);
-  stamp_ = Stamp();  // read again at the next call, whatever the clock's grain
+  {
+    absl::MutexLock lock(&mu_);
+    stamp_ = Stamp();  // read again at the next call, whatever the clock's grain
+  }
+  if (token.ok() && on_change_) {
+    if (absl::Status kept = on_change_(); !kept.ok()) return kept;
+  }
   return token;
 }
 
 bool TokenStore::HasUser(absl::string_view user) {
-  absl::MutexLock lock(&mu_);
-  Refresh();
-  for (const auto& [hash, principal] : by_hash_) {
-    if (principal.user == user) return true;
+  bool changed = false;
+  bool has = false;
+  {
+    absl::MutexLock lock(&mu_);
+    changed = Refresh();
+    for (const auto& [hash, principal] : by_hash_) has = has || principal.user == user;
   }
-  return false;
+  if (changed) Changed();
+  return has;
 }
 
 size_t TokenStore::size() {
-  absl::MutexLock lock(&mu_);
-  Refresh();
-  return by_hash_.size();
+  bool changed = false;
+  size_t n = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    changed = Refresh();
+    n = by_hash_.size();
+  }
+  if (changed) Changed();
+  return n;
 }
 
-void TokenStore::Refresh() {
+void TokenStore::Changed() {
+  if (!on_change_) return;
+  if (absl::Status kept = on_change_(); !kept.ok()) Log(LogLevel::kWarning, "security", "%s", kept.message());
+}
+
+bool TokenStore::Refresh() {
   struct stat st {};
   Stamp now;
   if (stat(path_.c_str(), &st) == 0) {
     now = {st.st_ino, st.st_size, static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
   }
-  if (now == stamp_) return;
+  if (now == stamp_) return false;
   absl::StatusOr<std::string> text = ReadWholeFile(path_);
   if (!text.ok() && !absl::IsNotFound(text.status())) {
     // Kept as it was and read again at the next call: a read that failed
     // (no descriptor left, say) must not lock every user out until the
     // file changes.
     Log(LogLevel::kWarning, "security", "%s", text.status().message());
-    return;
+    return false;
   }
   stamp_ = now;
   by_hash_.clear();
-  if (!text.ok()) return;  // no file: no tokens
+  if (!text.ok()) return true;  // no file: no tokens
   int line_no = 0;
   for (absl::string_view line : absl::StrSplit(*text, '\n')) {
     ++line_no;
@@ -151,6 +177,7 @@ void TokenStore::Refresh() {
     }
     by_hash_[std::string(f[0])] = Principal{.user = std::string(f[1]), .admin = f[2] == "admin", .anonymous = false};
   }
+  return true;
 }
 
 }  // namespace trainyard::security

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include "absl/strings/string_view.h"
 
@@ -48,8 +49,18 @@ class TokenStore {
   // file does not hold.
   absl::StatusOr<Principal> Authenticate(absl::string_view authorization) ABSL_LOCKS_EXCLUDED(mu_);
 
-  // IssueToken on this store's file; the next Authenticate sees it.
+  // IssueToken on this store's file; the next Authenticate sees it. With
+  // an on-change hook, the token is handed out only once the hook took it
+  // (its error is Issue's).
   absl::StatusOr<std::string> Issue(const std::string& user, bool admin) ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Called, without this store's lock, after Issue wrote a token and after
+  // a read found the file changed by someone else (an admin's edit; the
+  // hook's error is then logged): a server of several keeps the file in the
+  // store that they share (server/shared_files.h). Set once, before the
+  // store is used from other threads.
+  using OnChange = std::function<absl::Status()>;
+  void SetOnChange(OnChange on_change) { on_change_ = std::move(on_change); }
 
   // How many tokens the file holds now.
   size_t size() ABSL_LOCKS_EXCLUDED(mu_);
@@ -64,10 +75,14 @@ class TokenStore {
     int64_t mtime_ns = -1;
     bool operator==(const Stamp&) const = default;
   };
-  // Reads the file again when it changed since the last read.
-  void Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads the file again when it changed since the last read; true when it
+  // did (the on-change hook is then called, after the lock is let go).
+  bool Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The on-change hook for a change Refresh found.
+  void Changed();
 
   const std::string path_;
+  OnChange on_change_;
   absl::Mutex mu_;
   Stamp stamp_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, Principal> by_hash_ ABSL_GUARDED_BY(mu_);

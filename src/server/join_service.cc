@@ -37,6 +37,9 @@ grpc::Status JoinService::CreateJoinToken(grpc::ServerContext* ctx, const v1::Cr
   {
     absl::MutexLock lock(&mu_);
     token = security::IssueJoinToken(security::JoinTokenFilePath(data_dir_), req->node(), ttl, now);
+    if (token.ok() && on_change_) {
+      if (absl::Status kept = on_change_(); !kept.ok()) token = kept;
+    }
   }
   if (!token.ok()) return Grpc(token.status());
   resp->set_token(*token);
@@ -113,6 +116,10 @@ absl::Status JoinService::SignWithToken(const v1::JoinNodeRequest& req, const st
     return cert.status();
   }
   if (absl::Status st = security::RedeemJoinToken(tokens, req.token(), req.node(), now); !st.ok()) return st;
+  // Used up for every server before the certificate goes out.
+  if (on_change_) {
+    if (absl::Status kept = on_change_(); !kept.ok()) return kept;
+  }
   guard_.Joined();
   resp->set_cert_pem(*cert);
   resp->set_ca_pem(ca->cert_pem);

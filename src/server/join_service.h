@@ -8,6 +8,7 @@
 // logged in summary (join_guard.h).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -25,6 +26,12 @@ class JoinService final : public v1::NodeJoin::Service {
   JoinService(std::string tls_dir, std::string data_dir, security::ServerSecurity* security,
               JoinGuardOptions guard = {})
       : tls_dir_(std::move(tls_dir)), data_dir_(std::move(data_dir)), security_(security), guard_(guard) {}
+
+  // Called after a join token was made or used up, before either is
+  // answered (its error is the call's): a server of several keeps the
+  // token file in the store that they share (server/shared_files.h). Set
+  // once, before the service serves.
+  void SetOnChange(std::function<absl::Status()> on_change) { on_change_ = std::move(on_change); }
 
   grpc::Status GetClusterCa(grpc::ServerContext* ctx, const v1::GetClusterCaRequest* req,
                             v1::GetClusterCaResponse* resp) override;
@@ -49,6 +56,7 @@ class JoinService final : public v1::NodeJoin::Service {
   const std::string tls_dir_;
   const std::string data_dir_;
   security::ServerSecurity* const security_;
+  std::function<absl::Status()> on_change_;
   absl::Mutex mu_;  // one change of the join-token file at a time
   JoinGuard guard_;
 };

@@ -33,6 +33,7 @@
 #include "server/log_hub.h"
 #include "server/submission.h"
 #include "server/leadership.h"
+#include "server/shared_files.h"
 #include "store/etcd_client.h"
 #include "store/sqlite_state_store.h"
 
@@ -263,6 +264,31 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config)
   return opt;
 }
 
+namespace {
+
+// The key the jobs' secret is sealed under in a shared store: made from the
+// cluster CA's key in --tls-dir, which every server of the cluster holds.
+// "" (the secret is not shared) for a plaintext server or one whose
+// --tls-dir holds no CA key.
+std::string SealKeyOf(const ServerConfig& config) {
+  if (!UsesTls(config)) {
+    Log(LogLevel::kWarning, "server",
+        "plaintext: the jobs' secret is not shared with the other servers: give each the same %s/job-secret",
+        config.data_dir);
+    return "";
+  }
+  absl::StatusOr<security::KeyPair> ca = security::LoadCa(config.tls_dir);
+  if (!ca.ok()) {
+    Log(LogLevel::kWarning, "server",
+        "the jobs' secret is not shared with the other servers (%s): give each the same %s/job-secret",
+        ca.status().message(), config.data_dir);
+    return "";
+  }
+  return SharedFiles::SealKeyFromCaKey(ca->key_pem);
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   // The nodes' limit is taken to be this machine's: one kernel setting
   // (the stack rlimit / 4) that clusters keep alike.
@@ -275,6 +301,12 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   std::unique_ptr<Server> s(new Server());
   if (absl::Status st = s->OpenStore(config); !st.ok()) return st;
   if (absl::Status st = SecureDataDir(config); !st.ok()) return st;
+  if (s->leadership_ != nullptr) {
+    // The cluster's tokens and jobs' secret, as the last leader left them,
+    // before anything reads them.
+    s->shared_files_ = std::make_unique<SharedFiles>(s->store_.get(), config.data_dir, SealKeyOf(config));
+    if (absl::Status st = s->shared_files_->Adopt(); !st.ok()) return st;
+  }
   absl::StatusOr<core::SchedulerOptions> opt = SchedulerOptionsFor(config);
   if (!opt.ok()) return opt.status();
   absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(*opt);
@@ -308,6 +340,9 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   builder.RegisterService(s->client_service_.get());
   if (UsesTls(config)) {
     s->join_service_ = std::make_unique<JoinService>(config.tls_dir, config.data_dir, s->security_.get());
+    if (SharedFiles* shared = s->shared_files_.get()) {
+      s->join_service_->SetOnChange([shared] { return shared->Publish(SharedFiles::kJoinTokens); });
+    }
     builder.RegisterService(s->join_service_.get());
   }
   // A spec above max_spec_bytes is refused by ClientService with its size;
@@ -433,6 +468,12 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   absl::StatusOr<std::unique_ptr<security::ServerSecurity>> sec = security::ServerSecurity::Open(std::move(o));
   if (!sec.ok()) return sec.status();
   security_ = std::move(*sec);
+  if (SharedFiles* shared = shared_files_.get()) {
+    // The first leader's files become the cluster's; a token issued (or a
+    // line an admin edits) on this leader, every server's.
+    if (absl::Status st = shared->PublishAll(); !st.ok()) return st;
+    security_->tokens().SetOnChange([shared] { return shared->Publish(SharedFiles::kTokens); });
+  }
   if (!config.authentication) {
     Log(LogLevel::kWarning, "server", "--no-auth: client calls are not authenticated; every caller is an admin");
   }

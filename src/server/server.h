@@ -39,6 +39,7 @@ class LoginSocket;
 class ManagerLogBackend;
 class ExecRelay;
 class ServiceLinks;
+class SharedFiles;
 class ManagerRestBackend;
 class UserRateLimiter;
 namespace http {
@@ -77,6 +78,8 @@ class Server {
   std::unique_ptr<EtcdClient> leader_client_;
   std::unique_ptr<Leadership> leadership_;
   StateStorePtr store_;
+  // With an etcd store: the data dir's files every server holds alike.
+  std::unique_ptr<SharedFiles> shared_files_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<security::ServerSecurity> security_;
   std::unique_ptr<ManagerLogBackend> log_backend_;

@@ -6,10 +6,16 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <filesystem>
+
 #include <nlohmann/json.hpp>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/wait_until.h"
+#include "security/certs.h"
 #include "security/tokens.h"
 #include "tests/etcd/etcd_test_cluster.h"
 #include "tests/integration/harness.h"
@@ -34,24 +40,26 @@ std::string Spec(const std::string& name) {
 
 class Servers {
  public:
-  explicit Servers(const std::string& store) : store_(store) {
+  // The admin's token is put in the token file of the first `admin_in`
+  // servers' data dirs (a server that leads shares its tokens with the
+  // next through etcd; where both hold it, the first's file is the one).
+  explicit Servers(const std::string& store, int admin_in = 2) : store_(store) {
     for (int i = 0; i < 2; ++i) {
       ports_[i] = FreePortPair();
       http_ports_[i] = FreePort();
-      std::string data_dir = absl::StrCat(dir_.path(), "/server-", i);
-      // Tokens live in each server's data dir: the admin's in both.
+      if (i >= admin_in) continue;
       absl::Status added =
-          security::AddToken(security::TokenFilePath(data_dir), AdminToken(), "admin", /*admin=*/true);
+          security::AddToken(security::TokenFilePath(data_dir(i)), AdminToken(), "admin", /*admin=*/true);
       EXPECT_TRUE(added.ok()) << added;
     }
   }
+  std::string data_dir(int i) const { return absl::StrCat(dir_.path(), "/server-", i); }
 
   // Starts server i; it leads or waits as a standby. `extra` goes on its
   // command line (e.g. the TLS files of an etcd that asks for them).
   void Start(int i, const std::vector<std::string>& extra = {}) {
-    std::string data_dir = absl::StrCat(dir_.path(), "/server-", i);
     std::vector<std::string> argv{TrainyardBin(), "server", "--listen", absl::StrCat("127.0.0.1:", ports_[i]),
-                                  "--data-dir", data_dir, "--store", store_, "--leader-lease-ms", "1000",
+                                  "--data-dir", data_dir(i), "--store", store_, "--leader-lease-ms", "1000",
                                   "--tls-dir", ClusterCertDir(), "--node-timeout-ms", "4000",
                                   "--heartbeat-interval-ms", "200", "--kill-grace-ms", "1000",
                                   "--checkpoint-root", dir_.path() + "/checkpoints", "--http-listen",
@@ -73,18 +81,20 @@ class Servers {
     return WaitUntil([&] { return LogSays(i, text); }, timeout, absl::Milliseconds(20));
   }
 
-  void StartAgent() {
+  // Starts agent `name` with the certificate the harness made for it; or,
+  // given `join_flags`, with those (a join token) in place of one.
+  void StartAgent(const std::string& name = "node-0", const std::vector<std::string>& join_flags = {}) {
     std::string task_users = dir_.path() + "/task-users";
     WriteFile(task_users, absl::StrCat("\"*\": ", getuid(), "\n"));
     std::vector<std::string> argv{TrainyardBin(), "agent", "--server", list(), "--agent-server",
                                   absl::StrCat("127.0.0.1:", ports_[0] + 1, ",127.0.0.1:", ports_[1] + 1),
-                                  "--name", "node-0", "--data-dir", dir_.path() + "/node-0", "--simulate-gpus", "2",
+                                  "--name", name, "--data-dir", dir_.path() + "/" + name, "--simulate-gpus", "2",
                                   "--memory-mb", "8192", "--vcores", "8", "--address", "127.0.0.1",
                                   "--kill-tasks-on-exit", "--task-user-map", task_users};
     if (getuid() == 0) argv.push_back("--allow-root-tasks");
-    std::vector<std::string> tls = AgentTlsFlags("node-0");
+    std::vector<std::string> tls = join_flags.empty() ? AgentTlsFlags(name) : join_flags;
     argv.insert(argv.end(), tls.begin(), tls.end());
-    agent_ = std::make_unique<Process>(argv, dir_.path() + "/node-0.log");
+    agents_.push_back(std::make_unique<Process>(argv, dir_.path() + "/" + name + ".log"));
   }
 
   // Both servers, as a client lists them.
@@ -144,7 +154,7 @@ class Servers {
   int ports_[2] = {0, 0};
   int http_ports_[2] = {0, 0};
   std::unique_ptr<Process> servers_[2];
-  std::unique_ptr<Process> agent_;
+  std::vector<std::unique_ptr<Process>> agents_;
 };
 
 TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeaderIsKilled) {
@@ -215,6 +225,71 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   CommandResult nodes = servers.Cli({"nodes"});
   EXPECT_EQ(nodes.exit_code, 0) << nodes.err;
   EXPECT_EQ(nodes.out.find("LOST"), std::string::npos) << nodes.out;
+}
+
+// What one leader issued holds at the next, though the next never had the
+// first's data dir: the admin's token (only in the first server's token
+// file), a user's token made through the leader, a running job's user
+// credential (made under the jobs' secret) and a join token made there and
+// used after the failover. The servers keep these files in etcd.
+TEST(LeaderFailoverTest, TheNextLeaderHoldsTheTokensAndTheJobCredentialsTheFirstIssued) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address(), /*admin_in=*/1);
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
+  EXPECT_FALSE(std::filesystem::exists(security::TokenFilePath(servers.data_dir(1))));
+
+  CommandResult made = servers.Cli({"token", "create", "alice"});
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  std::string alice(absl::StripAsciiWhitespace(made.out));
+  CommandResult join = servers.Cli({"token", "create", "--join", "node-j"});
+  ASSERT_EQ(join.exit_code, 0) << join.err;
+  std::string join_token(absl::StripAsciiWhitespace(join.out));
+  // A job whose task keeps its user credential where the test reads it.
+  servers.StartAgent();
+  std::string cred_file = servers.dir() + "/credential";
+  std::string spec = absl::StrCat(R"(name: keeps-credential
+replicas:
+  worker:
+    count: 1
+    userCredential: true
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [sh, -c, 'printf %s "$TRAINYARD_TOKEN" > )", cred_file, R"(.tmp && mv )", cred_file, R"(.tmp )",
+                                  cred_file, R"(; exec sleep 600']
+)");
+  std::string spec_path = servers.dir() + "/keeps-credential.yaml";
+  WriteFile(spec_path, spec);
+  CommandResult submitted = servers.Cli({"submit", spec_path});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+  ASSERT_TRUE(servers.WaitRunning("keeps-credential")) << servers.Describe("keeps-credential").dump();
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(cred_file).empty(); }, absl::Seconds(30)));
+  std::string credential = ReadFile(cred_file);
+
+  servers.server(0).Kill();
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  EXPECT_TRUE(servers.LogSays(1, "the cluster's copy from the store")) << ReadFile(servers.log(1));
+
+  // The admin (this process's token) is served by the new leader.
+  CommandResult jobs = servers.Cli({"jobs"});
+  ASSERT_EQ(jobs.exit_code, 0) << jobs.err;
+  EXPECT_NE(jobs.out.find("keeps-credential"), std::string::npos) << jobs.out;
+  // So are alice, and the job's credential, which speaks as the job's user.
+  for (const std::string& token : {alice, credential}) {
+    CommandResult as = RunCli({"jobs", "--server", servers.list()}, absl::Seconds(60),
+                              {"TRAINYARD_TOKEN=" + token});
+    EXPECT_EQ(as.exit_code, 0) << as.err;
+  }
+  CommandResult whoami = RunCli({"jobs", "--server", servers.list()}, absl::Seconds(60),
+                                {"TRAINYARD_TOKEN=tyt_not-a-token"});
+  EXPECT_NE(whoami.exit_code, 0) << "a made-up token was taken: " << whoami.out;
+  // A node joins with the token the first leader made, through the list.
+  servers.StartAgent("node-j", {"--join-token", join_token, "--ca-pin", security::CertPin(ClusterCaPem())});
+  ASSERT_TRUE(WaitUntil([&] {
+    for (absl::string_view line : absl::StrSplit(servers.Cli({"nodes"}).out, '\n')) {
+      if (absl::StartsWith(line, "node-j ") && absl::StrContains(line, "READY")) return true;
+    }
+    return false;
+  }, absl::Seconds(60))) << ReadFile(servers.dir() + "/node-j.log");
 }
 
 TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutServing) {
