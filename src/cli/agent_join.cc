@@ -7,10 +7,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "cli/client.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/tls_certificate_verifier.h"
 #include "grpcpp/security/tls_credentials_options.h"
-#include "api/agent_address.h"
 #include "proto/join.grpc.pb.h"
 #include "security/certs.h"
 #include "security/files.h"
@@ -28,16 +28,12 @@ void Deadline(grpc::ClientContext* ctx) {
 }
 
 // A channel to `server`, or to whichever server of a list answers (the
-// leader: standbys do not listen), as the CLI's channels are made.
+// leader), as the CLI's channels are made.
 std::shared_ptr<grpc::Channel> JoinChannel(const std::string& server,
                                            const std::shared_ptr<grpc::ChannelCredentials>& creds) {
   grpc::ChannelArguments args;
-  absl::StatusOr<std::string> list = api::ServerListTarget(server);
-  if (!list.ok() || *list == server) return grpc::CreateCustomChannel(server, creds, args);
-  args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, server.substr(0, server.find(',')));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
-  args.SetLoadBalancingPolicyName("round_robin");
-  return grpc::CreateCustomChannel(*list, creds, args);
+  std::string target = ServerTarget(server, &args);
+  return grpc::CreateCustomChannel(target, creds, args);
 }
 
 // The cluster CA as the server says it: over TLS whose certificate is not

@@ -113,20 +113,22 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // and the command failed as if no server were there.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  return grpc::CreateCustomChannel(ServerTarget(address, &args), Credentials(), args);
+}
+
+std::string ServerTarget(const std::string& address, grpc::ChannelArguments* args) {
   // A list of servers (an etcd store's leader and standbys, which do not
   // listen): one target, every address tried at once and calls sent to
   // those connected (round_robin; only the leader listens). pick_first
   // tried them in turn, so a leader that was paused or cut off, listed
   // first, held each call for its whole connect timeout (3 s) before the
   // new leader was tried.
-  std::string target = address;
-  if (absl::StatusOr<std::string> list = api::ServerListTarget(address); list.ok() && *list != address) {
-    target = *list;
-    args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, address.substr(0, address.find(',')));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
-    args.SetLoadBalancingPolicyName("round_robin");
-  }
-  return grpc::CreateCustomChannel(target, Credentials(), args);
+  absl::StatusOr<std::string> list = api::ServerListTarget(address);
+  if (!list.ok() || *list == address) return address;
+  args->SetString(GRPC_ARG_DEFAULT_AUTHORITY, address.substr(0, address.find(',')));
+  args->SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
+  args->SetLoadBalancingPolicyName("round_robin");
+  return *list;
 }
 
 void Authorize(grpc::ClientContext* ctx) {
