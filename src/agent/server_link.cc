@@ -249,23 +249,28 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
   exec_ = std::make_unique<TaskExec>([this](const TaskKey& key) { return core_->supervisor().ExecTargetOf(key); },
                                      TaskExecOptions{},
                                      [this](const ExecPiece& piece) { return WriteExecPiece(piece); });
+  creds_ = grpc::InsecureChannelCredentials();
+  if (!options_.ca_pem.empty()) {
+    creds_ = grpc::SslCredentials({.pem_root_certs = options_.ca_pem,
+                                   .pem_private_key = options_.key_pem,
+                                   .pem_cert_chain = options_.cert_pem});
+  }
+  Dial(options_.server);
+}
+
+void ServerLink::Dial(const std::string& servers) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(64 << 20);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  std::shared_ptr<grpc::ChannelCredentials> creds = grpc::InsecureChannelCredentials();
-  if (!options_.ca_pem.empty()) {
-    creds = grpc::SslCredentials({.pem_root_certs = options_.ca_pem,
-                                  .pem_private_key = options_.key_pem,
-                                  .pem_cert_chain = options_.cert_pem});
-  }
   // A list of servers (an etcd store's leader and standbys): one target
   // that stays on whichever answers; TLS names are checked against the
-  // first address's host. pick_first, unlike the CLI's round_robin: it stops
-  // dialing once connected, where round_robin would have every agent dial
-  // every standby's refused port once a second for as long as it runs.
-  std::string target = options_.server;
-  if (absl::StatusOr<std::string> list = api::ServerListTarget(options_.server); list.ok() && *list != target) {
+  // first address's host, as given. pick_first, unlike the CLI's
+  // round_robin: it stops dialing once connected, where round_robin would
+  // have every agent dial every standby's refused port once a second for
+  // as long as it runs.
+  std::string target = servers;
+  if (absl::StatusOr<std::string> list = api::ServerListTarget(servers); list.ok() && *list != target) {
     target = *list;
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, options_.server.substr(0, options_.server.find(',')));
     args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
@@ -276,7 +281,8 @@ ServerLink::ServerLink(ServerLinkOptions options) : options_(std::move(options))
     args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
-  channel_ = grpc::CreateCustomChannel(target, creds, args);
+  dialing_ = servers;
+  channel_ = grpc::CreateCustomChannel(target, creds_, args);
   stub_ = v1::AgentChannel::NewStub(channel_);
 }
 
@@ -338,6 +344,13 @@ bool ServerLink::WaitDrained(absl::Duration timeout) {
 void ServerLink::Run() {
   absl::Duration backoff = options_.backoff_initial;
   while (!stopping_) {
+    // The server last reached goes last: once it went silent (paused, cut
+    // off), pick_first would try it first and wait out its connect timeout
+    // before the leader that took over.
+    if (std::string order = api::ServerListWithLast(options_.server, dialed_); order != dialing_) {
+      Log(LogLevel::kInfo, "agent", "trying the servers in the order %s", order);
+      Dial(order);
+    }
     if (Session()) backoff = options_.backoff_initial;
     if (stopping_) break;
     absl::Time retry_at = absl::Now() + backoff;  // real time: paces reconnects
@@ -447,7 +460,9 @@ bool ServerLink::Session() {
   std::thread heartbeats;
   if (Write(reg) && stream->Read(&msg) && msg.has_registered()) {
     accepted = true;
-    Log(LogLevel::kInfo, "agent", "registered with %s as %s", options_.server, msg.registered().node());
+    dialed_ = msg.registered().server_address();
+    Log(LogLevel::kInfo, "agent", "registered with %s as %s",
+        dialed_.empty() ? options_.server : dialed_, msg.registered().node());
     // Replay what happened while away, then the live state. Connected first:
     // a status from now on is written at once, one from before is in the
     // buffer, which is drained until empty.

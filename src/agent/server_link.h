@@ -19,6 +19,7 @@
 #include "common/clock.h"
 #include "agent/task_exec.h"
 #include "agent/task_logs_push.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/service.grpc.pb.h"
 
 namespace trainyard::agent {
@@ -75,6 +76,9 @@ class ServerLink : public TaskListener {
 
  private:
   void Run();
+  // Makes channel_ and stub_ for `servers` (options_.server, or the same
+  // list in another order).
+  void Dial(const std::string& servers);
   // One connection: register, then serve until the stream breaks. Returns
   // true when the server accepted the registration.
   bool Session();
@@ -118,8 +122,15 @@ class ServerLink : public TaskListener {
 
   const ServerLinkOptions options_;
   AgentCore* core_ = nullptr;
+  // The channel to the server, or to the servers of a list in the order
+  // `dialing_`; made again, in another order, only by the link's thread
+  // between sessions (Run), which alone uses it.
+  std::shared_ptr<grpc::ChannelCredentials> creds_;
+  std::string dialing_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentChannel::Stub> stub_;
+  // Where the last session reached the server (Registered.server_address).
+  std::string dialed_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> connected_{false};

@@ -58,6 +58,14 @@ absl::StatusOr<std::string> ServerListTarget(absl::string_view servers) {
   return absl::StrCat(family, ":", servers);
 }
 
+std::string ServerListWithLast(absl::string_view servers, absl::string_view last) {
+  if (last.empty() || !absl::StrContains(servers, ',')) return std::string(servers);
+  std::vector<absl::string_view> first, after;
+  for (absl::string_view server : absl::StrSplit(servers, ',')) (server == last ? after : first).push_back(server);
+  first.insert(first.end(), after.begin(), after.end());
+  return absl::StrJoin(first, ",");
+}
+
 absl::StatusOr<std::string> DerivedAgentAddresses(absl::string_view clients) {
   std::vector<std::string> out;
   for (absl::string_view client : absl::StrSplit(clients, ',')) {

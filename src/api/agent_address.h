@@ -34,6 +34,12 @@ absl::StatusOr<std::string> ServerListTarget(absl::string_view servers);
 // delays the move to the next one by at most this much.
 inline constexpr int kServerListConnectTimeoutMs = 3000;
 
+// `servers` (a comma-separated list) with the entries equal to `last` moved
+// to its end, the others in their order: the order an agent dials in once
+// the server it had reached at `last` went silent. As it is when `last` is
+// "" or not in it.
+std::string ServerListWithLast(absl::string_view servers, absl::string_view last);
+
 // DerivedAgentAddress of each address of a comma-separated list.
 absl::StatusOr<std::string> DerivedAgentAddresses(absl::string_view clients);
 

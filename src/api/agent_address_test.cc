@@ -34,4 +34,14 @@ TEST(ServerListTargetTest, AListOfAddressesIsOneTargetAndANameInAListIsRefused) 
   EXPECT_EQ(*DerivedAgentAddresses("10.0.0.1:7450,10.0.0.2:7460"), "10.0.0.1:7451,10.0.0.2:7461");
 }
 
+TEST(ServerListTargetTest, TheServerLastReachedGoesLastTheOthersKeepTheirOrder) {
+  const std::string list = "10.0.0.1:7451,10.0.0.2:7451,10.0.0.3:7451";
+  EXPECT_EQ(ServerListWithLast(list, "10.0.0.1:7451"), "10.0.0.2:7451,10.0.0.3:7451,10.0.0.1:7451");
+  EXPECT_EQ(ServerListWithLast(list, "10.0.0.2:7451"), "10.0.0.1:7451,10.0.0.3:7451,10.0.0.2:7451");
+  EXPECT_EQ(ServerListWithLast(list, "10.0.0.3:7451"), list);
+  EXPECT_EQ(ServerListWithLast(list, "10.0.0.9:7451"), list);
+  EXPECT_EQ(ServerListWithLast(list, ""), list);
+  EXPECT_EQ(ServerListWithLast("10.0.0.1:7451", "10.0.0.1:7451"), "10.0.0.1:7451");
+}
+
 }  // namespace trainyard::api

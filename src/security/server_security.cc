@@ -2,6 +2,7 @@
 #include "security/server_security.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <vector>
 
@@ -164,7 +165,12 @@ absl::StatusOr<std::string> ServerSecurity::BootstrapAdmin(const std::string& ad
   struct stat st {};
   if (!enabled_ || stat(tokens_.path().c_str(), &st) == 0) return std::string();
   absl::StatusOr<std::string> token = tokens_.Issue("admin", /*admin=*/true);
-  if (!token.ok()) return token.status();
+  if (!token.ok()) {
+    // The file this made is taken back, so the next start bootstraps again
+    // rather than find a token nobody holds.
+    unlink(tokens_.path().c_str());
+    return token.status();
+  }
   std::string path = data_dir_ + "/admin-client.yaml";
   if (absl::Status s = WriteClientConfig(path, {.server = address, .token = *token, .ca_file = ca_file}); !s.ok()) return s;
   return path;

@@ -144,7 +144,12 @@ size_t TokenStore::size() {
 
 void TokenStore::Changed() {
   if (!on_change_) return;
-  if (absl::Status kept = on_change_(); !kept.ok()) Log(LogLevel::kWarning, "security", "%s", kept.message());
+  absl::Status kept = on_change_();
+  if (kept.ok()) return;
+  Log(LogLevel::kWarning, "security", "%s", kept.message());
+  // Read (and handed on) again at the next call, until it is taken.
+  absl::MutexLock lock(&mu_);
+  stamp_ = Stamp();
 }
 
 bool TokenStore::Refresh() {

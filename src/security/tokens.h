@@ -57,8 +57,8 @@ class TokenStore {
   // Called, without this store's lock, after Issue wrote a token and after
   // a read found the file changed by someone else (an admin's edit; the
   // hook's error is then logged): a server of several keeps the file in the
-  // store that they share (server/shared_files.h). Set once, before the
-  // store is used from other threads.
+  // store that they share (server/shared_files.h).
+  // REQUIRES: set once, before the store is used from other threads.
   using OnChange = std::function<absl::Status()>;
   void SetOnChange(OnChange on_change) { on_change_ = std::move(on_change); }
 
@@ -78,8 +78,9 @@ class TokenStore {
   // Reads the file again when it changed since the last read; true when it
   // did (the on-change hook is then called, after the lock is let go).
   bool Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The on-change hook for a change Refresh found.
-  void Changed();
+  // The on-change hook for a change Refresh found; one that fails is
+  // called again at the next read.
+  void Changed() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string path_;
   OnChange on_change_;

@@ -34,6 +34,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   void Send(v1::ServerMessage msg) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
+    if (msg.has_registered()) msg.mutable_registered()->set_server_address(dialed_);
     out_.push_back(std::move(msg));
     if (!writing_) {
       writing_ = true;
@@ -78,6 +79,13 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   bool Handle() {
     switch (in_.msg_case()) {
       case v1::AgentMessage::kRegister: {
+        {
+          // Before the registration is answered (and the guard forgets the
+          // peer as it marks it authenticated).
+          std::string dialed = ConnectionGuard::DialedAddressOf(Door::kAgents, peer_);
+          std::lock_guard<std::mutex> lock(mu_);
+          dialed_ = std::move(dialed);
+        }
         absl::Status st = MayRegister(in_.register_().name());
         if (st.ok()) st = AddressResolves(in_.register_());
         if (st.ok()) st = manager_->RegisterAgent(in_.register_(), this);
@@ -209,6 +217,8 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   v1::AgentMessage in_;
   std::string node_;
   std::mutex mu_;
+  // Where the agent reached this server (Registered.server_address).
+  std::string dialed_;  // guarded by mu_
   std::deque<v1::ServerMessage> out_;
   bool writing_ = false;
   bool finished_ = false;

@@ -39,6 +39,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
@@ -130,7 +131,7 @@ struct GuardState {
   int64_t last_sweep_ns = 0;  // guarded by accept_mu
   int64_t last_log_ns = 0;    // guarded by accept_mu
   // (door, peer address, peer port) -> the slot of an unauthenticated
-  // connection, for MarkAuthenticated. Stale entries (closed, reused) are
+  // connection, for MarkAuthenticated and DialedAddressOf. Stale entries (closed, reused) are
   // told by the generation and pruned as the map grows.
   std::mutex peers_mu;  // taken after accept_mu where both are held
   absl::flat_hash_map<uint64_t, std::pair<int, uint32_t>> peers;  // guarded by peers_mu
@@ -417,12 +418,13 @@ void Admit(GuardState& g, int door, int c, const sockaddr_storage& peer, uint32_
   d.open.fetch_add(1, std::memory_order_relaxed);
   if (bucket != 0) d.per_bucket[bucket - 1].fetch_add(1, std::memory_order_relaxed);
   d.accepted.fetch_add(1, std::memory_order_relaxed);
-  if (key == 0 || d.grace_ms.load(std::memory_order_relaxed) <= 0) return;
-  d.admitted.push_back({c, generation, MonotonicNs()});
+  if (key == 0) return;
   {
+    // Kept whatever the grace: DialedAddressOf finds the connection here too.
     std::lock_guard<std::mutex> lock(g.peers_mu);
     g.peers[key] = {c, generation};
   }
+  if (d.grace_ms.load(std::memory_order_relaxed) > 0) d.admitted.push_back({c, generation, MonotonicNs()});
   PruneIfGrown(g, d);
 }
 
@@ -492,6 +494,50 @@ void ConnectionGuard::MarkAuthenticated(Door door, absl::string_view grpc_peer) 
   if (slot.generation.load(std::memory_order_relaxed) == generation) {
     slot.flags.fetch_or(kAuthenticated, std::memory_order_relaxed);
   }
+}
+
+namespace {
+
+// The local end of socket `fd` as host:port; "" when it is not TCP.
+std::string LocalAddressText(int fd) {
+  sockaddr_storage local;
+  socklen_t len = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) != 0) return "";
+  char host[INET6_ADDRSTRLEN] = {};
+  if (local.ss_family == AF_INET) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&local);
+    if (inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host)) == nullptr) return "";
+    return absl::StrCat(host, ":", ntohs(in->sin_port));
+  }
+  if (local.ss_family != AF_INET6) return "";
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&local);
+  if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+    if (inet_ntop(AF_INET, &in6->sin6_addr.s6_addr[12], host, sizeof(host)) == nullptr) return "";
+    return absl::StrCat(host, ":", ntohs(in6->sin6_port));
+  }
+  if (inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host)) == nullptr) return "";
+  return absl::StrCat("[", host, "]:", ntohs(in6->sin6_port));
+}
+
+}  // namespace
+
+std::string ConnectionGuard::DialedAddressOf(Door door, absl::string_view grpc_peer) {
+  GuardState* state = g_state.load(std::memory_order_acquire);
+  if (state == nullptr) return "";
+  sockaddr_storage peer;
+  if (!ParseGrpcPeer(grpc_peer, &peer)) return "";
+  uint64_t key = PeerKey(static_cast<int>(door), peer);
+  GuardState& g = *state;
+  std::lock_guard<std::mutex> lock(g.peers_mu);
+  auto it = g.peers.find(key);
+  if (it == g.peers.end()) return "";
+  auto [fd, generation] = it->second;
+  // The entry's descriptor is this connection's while its slot's generation
+  // is unchanged (a close and a reuse raise it). A close racing the read
+  // below could name another connection's end: the answer is a hint (which
+  // server an agent tries last), never a check.
+  if (g.slots[fd].generation.load(std::memory_order_relaxed) != generation) return "";
+  return LocalAddressText(fd);
 }
 
 int ConnectionGuard::Accept(int listener, sockaddr* addr, socklen_t* addr_len, int flags) {

@@ -75,6 +75,12 @@ class ConnectionGuard {
   // authenticated: it is never shut down for a newcomer. Called on each
   // authenticated call; unknown or already marked peers cost one lookup.
   static void MarkAuthenticated(Door door, absl::string_view grpc_peer);
+  // The address the open connection of `door` whose peer is `grpc_peer`
+  // reached this server at (its own end: "10.0.0.11:7451", "[fd00::1]:7451";
+  // an IPv4 peer of an IPv6 listener as IPv4), i.e. what the peer dialed;
+  // "" when the guard is not installed, the peer is unknown or already
+  // marked authenticated. Call before MarkAuthenticated.
+  static std::string DialedAddressOf(Door door, absl::string_view grpc_peer);
 
   // What the exported accept4() does; public so tests can call it directly.
   static int Accept(int listener, sockaddr* addr, socklen_t* addr_len, int flags);

@@ -228,6 +228,24 @@ std::string GrpcPeerOf(int fd) {
          std::to_string(ntohs(peer.sin_port));
 }
 
+TEST(ConnectionGuardTest, SaysWhichAddressAPeerDialedUntilItIsMarkedAuthenticated) {
+  Listener l;
+  ConnectionGuard::Install({l.port(), /*max_connections=*/4, /*max_connections_per_peer=*/4});
+  std::vector<int> clients = {l.Connect("127.0.0.2")};
+  std::vector<int> server_side;
+  ASSERT_EQ(l.AcceptAll(&server_side).size(), 1u);
+  std::string peer = GrpcPeerOf(server_side[0]);
+  EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kClients, peer), "127.0.0.1:" + std::to_string(l.port()));
+  EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kAgents, peer), "") << "another door's peer";
+  EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kClients, "ipv4:127.0.0.9:1"), "") << "an unknown peer";
+  ConnectionGuard::MarkAuthenticated(Door::kClients, peer);
+  EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kClients, peer), "");
+  CloseAll(&server_side);
+  CloseAll(&clients);
+  ConnectionGuard::UninstallForTest();
+  EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kClients, peer), "") << "no guard";
+}
+
 TEST(ConnectionGuardTest, AtTheCapTheOldestUnauthenticatedConnectionMakesRoomNeverAnAuthenticatedOne) {
   Listener l;
   ConnectionGuard::Install({l.port(), /*max_connections=*/2, /*max_connections_per_peer=*/2, Door::kClients,

@@ -116,7 +116,10 @@ absl::Status JoinService::SignWithToken(const v1::JoinNodeRequest& req, const st
     return cert.status();
   }
   if (absl::Status st = security::RedeemJoinToken(tokens, req.token(), req.node(), now); !st.ok()) return st;
-  // Used up for every server before the certificate goes out.
+  // Used up for every server before the certificate goes out. When the
+  // store does not take it, the token stays used here and unused there:
+  // a failed write on etcd means this server no longer leads (it exits),
+  // and the next leader's copy lets the node join once more.
   if (on_change_) {
     if (absl::Status kept = on_change_(); !kept.ok()) return kept;
   }

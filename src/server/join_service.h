@@ -28,9 +28,10 @@ class JoinService final : public v1::NodeJoin::Service {
       : tls_dir_(std::move(tls_dir)), data_dir_(std::move(data_dir)), security_(security), guard_(guard) {}
 
   // Called after a join token was made or used up, before either is
-  // answered (its error is the call's): a server of several keeps the
-  // token file in the store that they share (server/shared_files.h). Set
-  // once, before the service serves.
+  // answered (its error is the call's), under this service's lock: a
+  // server of several keeps the token file in the store that they share
+  // (server/shared_files.h). REQUIRES: set once, before the service
+  // serves; the hook does not call this service.
   void SetOnChange(std::function<absl::Status()> on_change) { on_change_ = std::move(on_change); }
 
   grpc::Status GetClusterCa(grpc::ServerContext* ctx, const v1::GetClusterCaRequest* req,

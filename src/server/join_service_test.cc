@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "security/certs.h"
+#include "security/files.h"
 #include "security/join_tokens.h"
 #include "server/join_guard.h"
 
@@ -62,6 +63,28 @@ TEST_F(JoinServiceTest, ABadTokenIsRefusedWithoutTheCaKeyBeingRead) {
   EXPECT_THAT(other.message(), HasSubstr("for node 'node-2', not 'node-1'"));
   EXPECT_TRUE(resp.cert_pem().empty());
   EXPECT_EQ(JoinGuard::Totals().refused_token - before.refused_token, 2);
+}
+
+// With several servers the token file goes to their shared store before
+// a join is answered: a join the store did not take gets no certificate.
+TEST_F(JoinServiceTest, AJoinIsAnsweredOnlyOnceTheUsedTokenIsHandedOn) {
+  ASSERT_TRUE(security::InitCertDir(certs_, {}).ok());
+  JoinService service(certs_, dir_, nullptr);
+  std::string file_at_hook;
+  absl::Status answer = absl::UnavailableError("etcd: no answer");
+  service.SetOnChange([&] {
+    file_at_hook = security::ReadWholeFile(security::JoinTokenFilePath(dir_)).value_or("");
+    return answer;
+  });
+  v1::JoinNodeResponse resp;
+  absl::Status refused = service.Join(Request("node-9", Token("node-9")), kPeer, now_, &resp);
+  EXPECT_TRUE(absl::IsUnavailable(refused)) << refused;
+  EXPECT_TRUE(resp.cert_pem().empty()) << "no certificate when the used token was not handed on";
+  EXPECT_THAT(file_at_hook, HasSubstr(" 1\n")) << "the hook sees the token used: " << file_at_hook;
+  answer = absl::OkStatus();
+  absl::Status joined = service.Join(Request("node-8", Token("node-8")), kPeer, now_, &resp);
+  EXPECT_TRUE(joined.ok()) << joined;
+  EXPECT_FALSE(resp.cert_pem().empty());
 }
 
 TEST_F(JoinServiceTest, ARequestThatCannotBeSignedDoesNotUseTheTokenUp) {

@@ -264,31 +264,6 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config)
   return opt;
 }
 
-namespace {
-
-// The key the jobs' secret is sealed under in a shared store: made from the
-// cluster CA's key in --tls-dir, which every server of the cluster holds.
-// "" (the secret is not shared) for a plaintext server or one whose
-// --tls-dir holds no CA key.
-std::string SealKeyOf(const ServerConfig& config) {
-  if (!UsesTls(config)) {
-    Log(LogLevel::kWarning, "server",
-        "plaintext: the jobs' secret is not shared with the other servers: give each the same %s/job-secret",
-        config.data_dir);
-    return "";
-  }
-  absl::StatusOr<security::KeyPair> ca = security::LoadCa(config.tls_dir);
-  if (!ca.ok()) {
-    Log(LogLevel::kWarning, "server",
-        "the jobs' secret is not shared with the other servers (%s): give each the same %s/job-secret",
-        ca.status().message(), config.data_dir);
-    return "";
-  }
-  return SharedFiles::SealKeyFromCaKey(ca->key_pem);
-}
-
-}  // namespace
-
 absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   // The nodes' limit is taken to be this machine's: one kernel setting
   // (the stack rlimit / 4) that clusters keep alike.
@@ -301,12 +276,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   std::unique_ptr<Server> s(new Server());
   if (absl::Status st = s->OpenStore(config); !st.ok()) return st;
   if (absl::Status st = SecureDataDir(config); !st.ok()) return st;
-  if (s->leadership_ != nullptr) {
-    // The cluster's tokens and jobs' secret, as the last leader left them,
-    // before anything reads them.
-    s->shared_files_ = std::make_unique<SharedFiles>(s->store_.get(), config.data_dir, SealKeyOf(config));
-    if (absl::Status st = s->shared_files_->Adopt(); !st.ok()) return st;
-  }
+  if (absl::Status st = s->AdoptSharedFiles(config); !st.ok()) return st;
   absl::StatusOr<core::SchedulerOptions> opt = SchedulerOptionsFor(config);
   if (!opt.ok()) return opt.status();
   absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(*opt);

@@ -107,6 +107,9 @@ class Server {
   // Opens config.store: SQLite under the data dir, or etcd after winning
   // leadership (blocks while another server leads).
   absl::Status OpenStore(const ServerConfig& config);
+  // With an etcd store: takes the files of the data dir every server holds
+  // alike from the store (shared_files.h), before anything reads them.
+  absl::Status AdoptSharedFiles(const ServerConfig& config);
   // With an etcd store: no round runs and no order leaves once this
   // server's lease may have ended by its own clock (JobManager::SetOrderFence).
   void FenceOrders();

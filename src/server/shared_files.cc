@@ -30,9 +30,10 @@ absl::StatusOr<std::string> SharedFiles::Held(const std::string& name) {
   if (!opened.ok()) {
     return absl::FailedPreconditionError(absl::StrCat(
         "the cluster's jobs' secret in the store was sealed under another CA than this server's: give every server "
-        "the same --tls-dir (or, to start over with this server's secret, which ends the credentials of every job "
-        "running, delete the store's metadata key ",
-        MetaKey(kJobSecret), ") (", opened.status().message(), ")"));
+        "the same --tls-dir, a copy of the first server's (or, to start over with this server's secret, which ends "
+        "the credentials of every job running, delete the store's metadata key ",
+        MetaKey(kJobSecret), ": etcdctl del PREFIXm/", MetaKey(kJobSecret), ", /trainyard/ the default prefix) (",
+        opened.status().message(), ")"));
   }
   return opened;
 }
@@ -40,7 +41,14 @@ absl::StatusOr<std::string> SharedFiles::Held(const std::string& name) {
 absl::Status SharedFiles::Adopt() {
   absl::MutexLock lock(&mu_);
   for (const std::string& name : Names()) {
-    if (name == kJobSecret && seal_key_.empty()) continue;
+    if (name == kJobSecret && seal_key_.empty()) {
+      // Leading with a secret of its own would end the credentials of
+      // every job running.
+      if (!store_->GetMeta(MetaKey(name)).ok()) continue;
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the cluster's jobs' secret is in the store, sealed under its CA's key, and this server has no CA key (its "
+          "--tls-dir holds no ca.key, or it serves plaintext): give every server the same --tls-dir"));
+    }
     absl::StatusOr<std::string> held = Held(name);
     if (absl::IsNotFound(held.status())) continue;
     if (!held.ok()) return held.status();

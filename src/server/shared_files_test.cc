@@ -98,7 +98,12 @@ TEST_F(SharedFilesTest, AnIssuedTokenIsInTheStoreBeforeItIsHandedOutAndAnAdminsE
   std::filesystem::create_directories(a_);
   SharedFiles shared(&store_, a_, kSealKey);
   security::TokenStore tokens(security::TokenFilePath(a_));
-  tokens.SetOnChange([&] { return shared.Publish(SharedFiles::kTokens); });
+  int calls = 0;
+  tokens.SetOnChange([&] {
+    ++calls;
+    tokens.size();  // the hook runs without the store's lock: this does not deadlock
+    return shared.Publish(SharedFiles::kTokens);
+  });
   absl::StatusOr<std::string> token = tokens.Issue("bob", /*admin=*/true);
   ASSERT_TRUE(token.ok()) << token.status();
   std::string held = store_.GetMeta(SharedFiles::MetaKey(SharedFiles::kTokens)).value_or("");
@@ -109,6 +114,27 @@ TEST_F(SharedFilesTest, AnIssuedTokenIsInTheStoreBeforeItIsHandedOutAndAnAdminsE
   ASSERT_TRUE(security::WritePrivateFile(security::TokenFilePath(a_), "# emptied\n").ok());
   EXPECT_FALSE(tokens.Authenticate("Bearer " + *token).ok());
   EXPECT_EQ(store_.GetMeta(SharedFiles::MetaKey(SharedFiles::kTokens)).value_or(""), "# emptied\n");
+  EXPECT_GE(calls, 2);
+}
+
+TEST_F(SharedFilesTest, AnEditTheStoreDidNotTakeIsHandedOnAgainAtTheNextRead) {
+  std::filesystem::create_directories(a_);
+  security::TokenStore tokens(security::TokenFilePath(a_));
+  bool store_down = true;
+  int calls = 0;
+  tokens.SetOnChange([&] {
+    ++calls;
+    return store_down ? absl::UnavailableError("etcd: no answer") : absl::OkStatus();
+  });
+  ASSERT_TRUE(security::WritePrivateFile(security::TokenFilePath(a_), "# edited\n").ok());
+  EXPECT_EQ(tokens.size(), 0u);
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(tokens.size(), 0u);
+  EXPECT_EQ(calls, 2) << "called again: the last call did not take the edit";
+  store_down = false;
+  EXPECT_EQ(tokens.size(), 0u);
+  EXPECT_EQ(tokens.size(), 0u);
+  EXPECT_EQ(calls, 3) << "taken: not called again until the file changes";
 }
 
 TEST_F(SharedFilesTest, AServerOfAnotherCaNeitherTakesNorReplacesTheClustersSecret) {
@@ -125,12 +151,23 @@ TEST_F(SharedFilesTest, AServerOfAnotherCaNeitherTakesNorReplacesTheClustersSecr
   EXPECT_EQ(store_.GetMeta(SharedFiles::MetaKey(SharedFiles::kJobSecret)).value(), held);
   EXPECT_EQ(security::LoadOrCreateSecret(b_ + "/job-secret").value(), secret_b);
 
-  // Without a CA (plaintext) the secret is neither taken nor given.
+  // Nor does one without a CA key (plaintext, or a --tls-dir without it).
   SharedFiles plain(&store_, b_, "");
-  EXPECT_TRUE(plain.Adopt().ok());
-  EXPECT_TRUE(plain.PublishAll().ok());
+  absl::Status plain_adopted = plain.Adopt();
+  EXPECT_TRUE(absl::IsFailedPrecondition(plain_adopted)) << plain_adopted;
+  EXPECT_THAT(plain_adopted.message(), HasSubstr("no CA key"));
+  EXPECT_EQ(store_.GetMeta(SharedFiles::MetaKey(SharedFiles::kJobSecret)).value(), held);
   EXPECT_EQ(security::LoadOrCreateSecret(b_ + "/job-secret").value(), secret_b);
   EXPECT_NE(secret_a, secret_b);
+}
+
+TEST_F(SharedFilesTest, WithoutACaKeyAClusterWhoseStoreHoldsNoSecretKeepsEachServersOwn) {
+  std::string secret_a = security::LoadOrCreateSecret(a_ + "/job-secret").value();
+  SharedFiles plain(&store_, a_, "");
+  ASSERT_TRUE(plain.Adopt().ok());
+  ASSERT_TRUE(plain.PublishAll().ok());
+  EXPECT_FALSE(store_.GetMeta(SharedFiles::MetaKey(SharedFiles::kJobSecret)).ok());
+  EXPECT_EQ(security::LoadOrCreateSecret(a_ + "/job-secret").value(), secret_a);
 }
 
 TEST_F(SharedFilesTest, ATokenTheStoreCouldNotKeepIsNotHandedOut) {

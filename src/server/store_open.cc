@@ -11,8 +11,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "security/certs.h"
 #include "server/leadership.h"
 #include "server/server.h"
+#include "server/shared_files.h"
 #include "store/etcd_client.h"
 #include "store/etcd_state_store.h"
 #include "store/sqlite_state_store.h"
@@ -31,7 +33,36 @@ constexpr int kDeposedExitCode = 75;
   std::_Exit(kDeposedExitCode);
 }
 
+// The key the jobs' secret is sealed under in a shared store: made from the
+// cluster CA's key in --tls-dir, which every server of the cluster holds.
+// "" (the secret is not shared) for a plaintext server or one whose
+// --tls-dir holds no CA key.
+std::string SealKeyOf(const ServerConfig& config) {
+  if (!UsesTls(config)) {
+    Log(LogLevel::kWarning, "server",
+        "plaintext: the jobs' secret is not shared with the other servers: give each the same %s/job-secret",
+        config.data_dir);
+    return "";
+  }
+  absl::StatusOr<security::KeyPair> ca = security::LoadCa(config.tls_dir);
+  if (!ca.ok()) {
+    Log(LogLevel::kWarning, "server",
+        "the jobs' secret is not shared with the other servers (%s): give each the same %s/job-secret",
+        ca.status().message(), config.data_dir);
+    return "";
+  }
+  return SharedFiles::SealKeyFromCaKey(ca->key_pem);
+}
+
 }  // namespace
+
+absl::Status Server::AdoptSharedFiles(const ServerConfig& config) {
+  if (leadership_ == nullptr) return absl::OkStatus();
+  // The cluster's tokens and jobs' secret, as the last leader left them,
+  // before anything reads them.
+  shared_files_ = std::make_unique<SharedFiles>(store_.get(), config.data_dir, SealKeyOf(config));
+  return shared_files_->Adopt();
+}
 
 absl::Status Server::OpenStore(const ServerConfig& config) {
   started_unix_ms_ = absl::ToUnixMillis(absl::Now());

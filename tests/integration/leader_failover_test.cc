@@ -100,6 +100,7 @@ class Servers {
   // Both servers, as a client lists them.
   std::string list() const { return absl::StrCat("127.0.0.1:", ports_[0], ",127.0.0.1:", ports_[1]); }
   std::string address(int i) const { return absl::StrCat("127.0.0.1:", ports_[i]); }
+  std::string agent_address(int i) const { return absl::StrCat("127.0.0.1:", ports_[i] + 1); }
 
   // `trainyard status -o json`.
   nlohmann::json Status() {
@@ -297,10 +298,27 @@ TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutSer
   ASSERT_TRUE(etcd.status().ok()) << etcd.status();
   Servers servers(etcd.address());
   ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
+  servers.StartAgent();
+  const std::string agent_log = servers.dir() + "/node-0.log";
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(agent_log).find("registered with") != std::string::npos; },
+                        absl::Seconds(60)))
+      << ReadFile(agent_log);
+  // The server says where the agent reached it.
+  EXPECT_NE(ReadFile(agent_log).find("registered with " + servers.agent_address(0)), std::string::npos)
+      << ReadFile(agent_log);
 
   ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
   std::string job = servers.Submit("while-paused");
+  // Once the paused leader goes silent, the agent tries it last, so the
+  // connect timeout it would hold an attempt for is not spent first.
+  ASSERT_TRUE(WaitUntil([&] {
+    return ReadFile(agent_log).find("registered with " + servers.agent_address(1)) != std::string::npos;
+  }, absl::Seconds(60))) << ReadFile(agent_log);
+  EXPECT_NE(ReadFile(agent_log).find(absl::StrCat("trying the servers in the order ", servers.agent_address(1), ",",
+                                                  servers.agent_address(0))),
+            std::string::npos)
+      << ReadFile(agent_log);
   ASSERT_EQ(kill(servers.server(0).pid(), SIGCONT), 0);
 
   // The woken leader finds its lease gone and leaves, status 75.
