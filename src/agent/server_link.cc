@@ -460,9 +460,12 @@ bool ServerLink::Session() {
   std::thread heartbeats;
   if (Write(reg) && stream->Read(&msg) && msg.has_registered()) {
     accepted = true;
-    dialed_ = msg.registered().server_address();
-    Log(LogLevel::kInfo, "agent", "registered with %s as %s",
-        dialed_.empty() ? options_.server : dialed_, msg.registered().node());
+    // "" (a server that cannot tell, or a stream on a connection it knew
+    // already): the last address known stays.
+    if (!msg.registered().reached_address().empty()) dialed_ = msg.registered().reached_address();
+    Log(LogLevel::kInfo, "agent", "registered with %s as %s%s", options_.server, msg.registered().node(),
+        msg.registered().reached_address().empty() ? ""
+                                                   : absl::StrCat(" (reached at ", msg.registered().reached_address(), ")"));
     // Replay what happened while away, then the live state. Connected first:
     // a status from now on is written at once, one from before is in the
     // buffer, which is drained until empty.

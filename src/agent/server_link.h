@@ -129,7 +129,7 @@ class ServerLink : public TaskListener {
   std::string dialing_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::AgentChannel::Stub> stub_;
-  // Where the last session reached the server (Registered.server_address).
+  // Where the last session reached the server (Registered.reached_address).
   std::string dialed_;
   std::thread thread_;
   std::atomic<bool> stopping_{false};

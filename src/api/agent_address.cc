@@ -58,10 +58,37 @@ absl::StatusOr<std::string> ServerListTarget(absl::string_view servers) {
   return absl::StrCat(family, ":", servers);
 }
 
+namespace {
+
+// "host:port" with an IP address written as inet_ntop writes it (so
+// "[FD00:0::1]:7451" and "[fd00::1]:7451" are one); anything else as it is.
+std::string CanonicalAddress(absl::string_view address) {
+  size_t colon = address.rfind(':');
+  if (colon == absl::string_view::npos) return std::string(address);
+  std::string host(address.substr(0, colon));
+  absl::string_view port = address.substr(colon + 1);
+  unsigned char buf[16];
+  char text[INET6_ADDRSTRLEN];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1 && inet_ntop(AF_INET, buf, text, sizeof(text)) != nullptr) {
+    return absl::StrCat(text, ":", port);
+  }
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+      inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1 &&
+      inet_ntop(AF_INET6, buf, text, sizeof(text)) != nullptr) {
+    return absl::StrCat("[", text, "]:", port);
+  }
+  return std::string(address);
+}
+
+}  // namespace
+
 std::string ServerListWithLast(absl::string_view servers, absl::string_view last) {
   if (last.empty() || !absl::StrContains(servers, ',')) return std::string(servers);
+  const std::string wanted = CanonicalAddress(last);
   std::vector<absl::string_view> first, after;
-  for (absl::string_view server : absl::StrSplit(servers, ',')) (server == last ? after : first).push_back(server);
+  for (absl::string_view server : absl::StrSplit(servers, ',')) {
+    (CanonicalAddress(server) == wanted ? after : first).push_back(server);
+  }
   first.insert(first.end(), after.begin(), after.end());
   return absl::StrJoin(first, ",");
 }

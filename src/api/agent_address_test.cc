@@ -42,6 +42,8 @@ TEST(ServerListTargetTest, TheServerLastReachedGoesLastTheOthersKeepTheirOrder) 
   EXPECT_EQ(ServerListWithLast(list, "10.0.0.9:7451"), list);
   EXPECT_EQ(ServerListWithLast(list, ""), list);
   EXPECT_EQ(ServerListWithLast("10.0.0.1:7451", "10.0.0.1:7451"), "10.0.0.1:7451");
+  // The server writes IPv6 as inet_ntop does; the list may not.
+  EXPECT_EQ(ServerListWithLast("[FD00:0::1]:7451,[fd00::2]:7451", "[fd00::1]:7451"), "[fd00::2]:7451,[FD00:0::1]:7451");
 }
 
 }  // namespace trainyard::api

@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "common/logging.h"
 #include "security/crypto.h"
 #include "security/files.h"
@@ -94,7 +95,7 @@ absl::StatusOr<Principal> TokenStore::Authenticate(absl::string_view authorizati
   bool changed = false;
   {
     absl::MutexLock lock(&mu_);
-    changed = Refresh();
+    changed = RefreshDue();
     if (auto it = by_hash_.find(hash); it != by_hash_.end()) found = it->second;
   }
   if (changed) Changed();
@@ -123,7 +124,7 @@ bool TokenStore::HasUser(absl::string_view user) {
   bool has = false;
   {
     absl::MutexLock lock(&mu_);
-    changed = Refresh();
+    changed = RefreshDue();
     for (const auto& [hash, principal] : by_hash_) has = has || principal.user == user;
   }
   if (changed) Changed();
@@ -135,21 +136,29 @@ size_t TokenStore::size() {
   size_t n = 0;
   {
     absl::MutexLock lock(&mu_);
-    changed = Refresh();
+    changed = RefreshDue();
     n = by_hash_.size();
   }
   if (changed) Changed();
   return n;
 }
 
+bool TokenStore::RefreshDue() {
+  bool due = Refresh();
+  if (!due && retry_at_ != absl::InfiniteFuture() && absl::Now() >= retry_at_) due = true;
+  if (due) retry_at_ = absl::InfiniteFuture();
+  return due;
+}
+
 void TokenStore::Changed() {
   if (!on_change_) return;
   absl::Status kept = on_change_();
   if (kept.ok()) return;
-  Log(LogLevel::kWarning, "security", "%s", kept.message());
-  // Read (and handed on) again at the next call, until it is taken.
+  Log(LogLevel::kWarning, "security", "%s (tried again in 1 s)", kept.message());
+  // Handed on again by a call a second from now or later, until it is
+  // taken: not by every call while the store does not answer.
   absl::MutexLock lock(&mu_);
-  stamp_ = Stamp();
+  retry_at_ = absl::Now() + absl::Seconds(1);
 }
 
 bool TokenStore::Refresh() {

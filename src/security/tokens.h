@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "security/principal.h"
 
 namespace trainyard::security {
@@ -78,14 +79,17 @@ class TokenStore {
   // Reads the file again when it changed since the last read; true when it
   // did (the on-change hook is then called, after the lock is let go).
   bool Refresh() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Refresh, or true when a hook call that failed is due again.
+  bool RefreshDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The on-change hook for a change Refresh found; one that fails is
-  // called again at the next read.
+  // called again at a read a second later or more.
   void Changed() ABSL_LOCKS_EXCLUDED(mu_);
 
   const std::string path_;
   OnChange on_change_;
   absl::Mutex mu_;
   Stamp stamp_ ABSL_GUARDED_BY(mu_);
+  absl::Time retry_at_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();  // a failed hook call, due again
   absl::flat_hash_map<std::string, Principal> by_hash_ ABSL_GUARDED_BY(mu_);
 };
 

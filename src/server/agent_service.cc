@@ -34,7 +34,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   void Send(v1::ServerMessage msg) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
-    if (msg.has_registered()) msg.mutable_registered()->set_server_address(dialed_);
+    if (msg.has_registered()) msg.mutable_registered()->set_reached_address(dialed_);
     out_.push_back(std::move(msg));
     if (!writing_) {
       writing_ = true;
@@ -81,7 +81,9 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
       case v1::AgentMessage::kRegister: {
         {
           // Before the registration is answered (and the guard forgets the
-          // peer as it marks it authenticated).
+          // peer as it marks it authenticated). "" for a connection accepted
+          // before the guard was installed at the server's start: the agent
+          // then keeps the order it has.
           std::string dialed = ConnectionGuard::DialedAddressOf(Door::kAgents, peer_);
           std::lock_guard<std::mutex> lock(mu_);
           dialed_ = std::move(dialed);
@@ -217,7 +219,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   v1::AgentMessage in_;
   std::string node_;
   std::mutex mu_;
-  // Where the agent reached this server (Registered.server_address).
+  // Where the agent reached this server (Registered.reached_address).
   std::string dialed_;  // guarded by mu_
   std::deque<v1::ServerMessage> out_;
   bool writing_ = false;

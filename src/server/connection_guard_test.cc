@@ -23,11 +23,12 @@ namespace {
 
 class Listener {
  public:
-  Listener() {
+  // Bound to 127.0.0.1, or to every address (INADDR_ANY).
+  explicit Listener(uint32_t address = INADDR_LOOPBACK) {
     fd_ = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_addr.s_addr = htonl(address);
     EXPECT_EQ(bind(fd_, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
     EXPECT_EQ(listen(fd_, 64), 0);
     socklen_t len = sizeof(a);
@@ -38,9 +39,9 @@ class Listener {
   int fd() const { return fd_; }
   int port() const { return port_; }
 
-  // A connection from `source` (an address of 127/8), connected (it sits in
-  // the listener's queue until accepted).
-  int Connect(const std::string& source) {
+  // A connection from `source` (an address of 127/8) to `to_address`,
+  // connected (it sits in the listener's queue until accepted).
+  int Connect(const std::string& source, const std::string& to_address = "127.0.0.1") {
     int c = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     sockaddr_in from{};
     from.sin_family = AF_INET;
@@ -48,7 +49,7 @@ class Listener {
     EXPECT_EQ(bind(c, reinterpret_cast<sockaddr*>(&from), sizeof(from)), 0) << source;
     sockaddr_in to{};
     to.sin_family = AF_INET;
-    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    inet_pton(AF_INET, to_address.c_str(), &to.sin_addr);
     to.sin_port = htons(port_);
     EXPECT_EQ(connect(c, reinterpret_cast<sockaddr*>(&to), sizeof(to)), 0);
     return c;
@@ -244,6 +245,23 @@ TEST(ConnectionGuardTest, SaysWhichAddressAPeerDialedUntilItIsMarkedAuthenticate
   CloseAll(&clients);
   ConnectionGuard::UninstallForTest();
   EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kClients, peer), "") << "no guard";
+}
+
+// A server bound to every address: each peer is told the address it dialed.
+TEST(ConnectionGuardTest, AListenerOnEveryAddressTellsEachPeerTheAddressItDialed) {
+  Listener l(INADDR_ANY);
+  ConnectionGuard::Install({l.port(), /*max_connections=*/4, /*max_connections_per_peer=*/4, Door::kClients,
+                            /*unauthenticated_grace_ms=*/0});
+  std::vector<int> clients = {l.Connect("127.0.0.2", "127.0.0.3"), l.Connect("127.0.0.2", "127.0.0.4")};
+  std::vector<int> server_side;
+  ASSERT_EQ(l.AcceptAll(&server_side).size(), 2u);
+  EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kClients, GrpcPeerOf(server_side[0])),
+            "127.0.0.3:" + std::to_string(l.port()));
+  EXPECT_EQ(ConnectionGuard::DialedAddressOf(Door::kClients, GrpcPeerOf(server_side[1])),
+            "127.0.0.4:" + std::to_string(l.port()));
+  CloseAll(&server_side);
+  CloseAll(&clients);
+  ConnectionGuard::UninstallForTest();
 }
 
 TEST(ConnectionGuardTest, AtTheCapTheOldestUnauthenticatedConnectionMakesRoomNeverAnAuthenticatedOne) {

@@ -44,10 +44,10 @@ absl::Status SharedFiles::Adopt() {
     if (name == kJobSecret && seal_key_.empty()) {
       // Leading with a secret of its own would end the credentials of
       // every job running.
-      if (!store_->GetMeta(MetaKey(name)).ok()) continue;
-      return absl::FailedPreconditionError(absl::StrCat(
+      if (absl::IsNotFound(store_->GetMeta(MetaKey(name)).status())) continue;
+      return absl::FailedPreconditionError(
           "the cluster's jobs' secret is in the store, sealed under its CA's key, and this server has no CA key (its "
-          "--tls-dir holds no ca.key, or it serves plaintext): give every server the same --tls-dir"));
+          "--tls-dir holds no ca.key, or it serves plaintext): give every server the same --tls-dir");
     }
     absl::StatusOr<std::string> held = Held(name);
     if (absl::IsNotFound(held.status())) continue;

@@ -304,7 +304,7 @@ TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutSer
                         absl::Seconds(60)))
       << ReadFile(agent_log);
   // The server says where the agent reached it.
-  EXPECT_NE(ReadFile(agent_log).find("registered with " + servers.agent_address(0)), std::string::npos)
+  EXPECT_NE(ReadFile(agent_log).find("(reached at " + servers.agent_address(0) + ")"), std::string::npos)
       << ReadFile(agent_log);
 
   ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
@@ -313,7 +313,7 @@ TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutSer
   // Once the paused leader goes silent, the agent tries it last, so the
   // connect timeout it would hold an attempt for is not spent first.
   ASSERT_TRUE(WaitUntil([&] {
-    return ReadFile(agent_log).find("registered with " + servers.agent_address(1)) != std::string::npos;
+    return ReadFile(agent_log).find("(reached at " + servers.agent_address(1) + ")") != std::string::npos;
   }, absl::Seconds(60))) << ReadFile(agent_log);
   EXPECT_NE(ReadFile(agent_log).find(absl::StrCat("trying the servers in the order ", servers.agent_address(1), ",",
                                                   servers.agent_address(0))),
