@@ -259,6 +259,20 @@ std::string CertPin(const std::string& cert_pem) {
   return pin;
 }
 
+absl::StatusOr<std::string> PrivateKeyDer(const std::string& key_pem) {
+  KeyPtr key = ParseKey(key_pem);
+  if (!key) {
+    ERR_clear_error();
+    return absl::InvalidArgumentError("not a PEM private key");
+  }
+  unsigned char* der = nullptr;
+  int n = i2d_PrivateKey(key.get(), &der);
+  if (n <= 0) return Failed("encoding the private key");
+  std::string bytes(reinterpret_cast<const char*>(der), static_cast<size_t>(n));
+  OPENSSL_clear_free(der, static_cast<size_t>(n));
+  return bytes;
+}
+
 absl::Status CheckNodeNameForCert(const std::string& name) {
   bool ok = !name.empty() && name.size() <= 253;
   for (char c : name) {

@@ -86,6 +86,11 @@ absl::Status MakeNodeCert(const std::string& dir, const std::string& node);
 // file and its mode) when group or others may read or change it.
 absl::StatusOr<std::string> ReadPrivateKey(const std::string& path);
 
+// The key of `key_pem` in one encoding (DER), whichever PEM form held it
+// (PKCS#8 or the algorithm's own, any line ends): the same bytes for the
+// same key. InvalidArgument when it is not a PEM private key.
+absl::StatusOr<std::string> PrivateKeyDer(const std::string& key_pem);
+
 // The three files of one side of a TLS connection, read: the CA that
 // verifies the other side, this side's certificate and key (checked as
 // ReadPrivateKey does). `cert` and `key` may both be "" (a client that

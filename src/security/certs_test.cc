@@ -5,6 +5,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/bio.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+
 #include <filesystem>
 
 #include "gtest/gtest.h"
@@ -78,6 +82,39 @@ TEST_F(CertsTest, BadNodeNamesAndAMissingCaAreRefusedWithWhatToDo) {
     EXPECT_TRUE(absl::IsInvalidArgument(st)) << bad << ": " << st;
   }
   EXPECT_TRUE(absl::IsInvalidArgument(InitCertDir(dir_, {"bad host"}).status()));
+}
+
+// Servers compare the CA key by its DER bytes: a copy in another PEM form
+// (PKCS#8 or the algorithm's own, CRLF line ends) is the same key.
+TEST(PrivateKeyDerTest, OneKeyInAnyPemFormGivesTheSameBytesAndAnotherKeyOthers) {
+  KeyPair ca = MakeCa("test CA").value();
+  absl::StatusOr<std::string> der = PrivateKeyDer(ca.key_pem);
+  ASSERT_TRUE(der.ok()) << der.status();
+  ASSERT_FALSE(der->empty());
+  // The same key written in the other PEM form.
+  BIO* in = BIO_new_mem_buf(ca.key_pem.data(), static_cast<int>(ca.key_pem.size()));
+  EVP_PKEY* key = PEM_read_bio_PrivateKey(in, nullptr, nullptr, nullptr);
+  BIO_free(in);
+  ASSERT_NE(key, nullptr);
+  std::string forms[2];
+  for (int traditional = 0; traditional < 2; ++traditional) {
+    BIO* out = BIO_new(BIO_s_mem());
+    ASSERT_EQ(traditional ? PEM_write_bio_PrivateKey_traditional(out, key, nullptr, nullptr, 0, nullptr, nullptr)
+                          : PEM_write_bio_PrivateKey(out, key, nullptr, nullptr, 0, nullptr, nullptr),
+              1);
+    char* data = nullptr;
+    long n = BIO_get_mem_data(out, &data);
+    forms[traditional].assign(data, static_cast<size_t>(n));
+    BIO_free(out);
+  }
+  EVP_PKEY_free(key);
+  ASSERT_NE(forms[0], forms[1]);
+  std::string crlf;
+  for (char c : forms[1]) crlf += c == '\n' ? std::string("\r\n") : std::string(1, c);
+  for (const std::string& pem : {forms[0], forms[1], crlf}) EXPECT_EQ(PrivateKeyDer(pem).value_or(""), *der);
+  EXPECT_NE(PrivateKeyDer(MakeCa("another CA").value().key_pem).value_or(""), *der);
+  absl::StatusOr<std::string> bad = PrivateKeyDer("not a key");
+  EXPECT_TRUE(absl::IsInvalidArgument(bad.status())) << bad.status();
 }
 
 TEST_F(CertsTest, AKeyOthersMayReadIsRefusedNamingTheFile) {

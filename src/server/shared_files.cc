@@ -15,8 +15,8 @@ const std::vector<std::string>& SharedFiles::Names() {
 
 std::string SharedFiles::MetaKey(const std::string& name) { return absl::StrCat("shared-file/", name); }
 
-std::string SharedFiles::SealKeyFromCaKey(const std::string& ca_key_pem) {
-  return security::HmacSha256Hex(ca_key_pem, "trainyard: the jobs' secret as the store keeps it");
+std::string SharedFiles::SealKeyFromCaKey(const std::string& ca_key_der) {
+  return security::HmacSha256Hex(ca_key_der, "trainyard: the jobs' secret as the store keeps it");
 }
 
 absl::StatusOr<std::string> SharedFiles::Held(const std::string& name) {

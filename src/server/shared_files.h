@@ -41,8 +41,9 @@ class SharedFiles {
   // The metadata key that holds file `name`.
   static std::string MetaKey(const std::string& name);
   // The key the jobs' secret is sealed under in the store, made from the
-  // cluster CA's private key (PEM).
-  static std::string SealKeyFromCaKey(const std::string& ca_key_pem);
+  // cluster CA's private key (security::PrivateKeyDer: the same for every
+  // copy of the key, whatever its PEM form).
+  static std::string SealKeyFromCaKey(const std::string& ca_key_der);
 
   // `seal_key`: SealKeyFromCaKey of the cluster's CA; "" shares no jobs'
   // secret. REQUIRES: `store` outlives this.

@@ -45,13 +45,14 @@ std::string SealKeyOf(const ServerConfig& config) {
     return "";
   }
   absl::StatusOr<security::KeyPair> ca = security::LoadCa(config.tls_dir);
-  if (!ca.ok()) {
+  absl::StatusOr<std::string> der = ca.ok() ? security::PrivateKeyDer(ca->key_pem) : ca.status();
+  if (!der.ok()) {
     Log(LogLevel::kWarning, "server",
         "the jobs' secret is not shared with the other servers (%s): give each the same %s/job-secret",
-        ca.status().message(), config.data_dir);
+        der.status().message(), config.data_dir);
     return "";
   }
-  return SharedFiles::SealKeyFromCaKey(ca->key_pem);
+  return SharedFiles::SealKeyFromCaKey(*der);
 }
 
 }  // namespace
