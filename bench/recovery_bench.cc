@@ -23,6 +23,7 @@
 #include "control_plane_fleet.h"
 #include "recovery_store.h"
 #include "common/clock.h"
+#include "common/wait_until.h"
 #include "server/job_manager.h"
 #include "store/etcd_state_store.h"
 #include "store/sqlite_state_store.h"
@@ -117,13 +118,12 @@ void RestartToFirstPlacement(benchmark::State& state, const char* store_name, co
     // in etcd: waited for here, up to 60 s); the views it changed are
     // published after it (the loop does the same), which "first round"
     // includes.
-    absl::Time launch_deadline = absl::Now() + absl::Seconds(60);
-    while (config.launch_after_durable && absl::Now() < launch_deadline) {
-      {
+    if (config.launch_after_durable) {
+      // Its outcome is read below ("NO LAUNCH ORDER" when none came).
+      WaitUntil([&] {
         absl::MutexLock lock(&launch_mu);
-        if (first_launch != absl::InfiniteFuture()) break;
-      }
-      absl::SleepFor(absl::Milliseconds(1));
+        return first_launch != absl::InfiniteFuture();
+      }, absl::Seconds(60), absl::Milliseconds(1));
     }
     absl::MutexLock lock(&launch_mu);
     bool launched = first_launch != absl::InfiniteFuture();

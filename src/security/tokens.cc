@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <optional>
 
 #include "absl/strings/ascii.h"
@@ -125,7 +126,7 @@ bool TokenStore::HasUser(absl::string_view user) {
   {
     absl::MutexLock lock(&mu_);
     changed = RefreshDue();
-    for (const auto& [hash, principal] : by_hash_) has = has || principal.user == user;
+    has = std::any_of(by_hash_.begin(), by_hash_.end(), [&](const auto& entry) { return entry.second.user == user; });
   }
   if (changed) Changed();
   return has;
