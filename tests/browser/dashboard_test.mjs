@@ -187,8 +187,12 @@ async function nodesHeatMapAndPaging(page) {
   ok(`pages of one node: ${names.join(', then ')}, and back`);
   await page.selectOption('#node-state', 'CORDONED');
   await page.waitForFunction((want) => [...document.querySelectorAll('article.node')].map((a) => a.dataset.node).join() === want,
-    expect.cordoned.node, { timeout: 10000 });
+    expect.cordoned.node, { timeout: 30000 });
   await page.selectOption('#node-state', '');
+  // The page drawn again without the filter before the map is measured and
+  // clicked (on a loaded machine the click could land during the redraw).
+  await page.waitForFunction((n) => (document.querySelector('#nodes-range')?.textContent || '').includes(`of ${n}`),
+    names.length, { timeout: 30000 });
   // A click on the placed node's cell shows that node.
   const box = await page.$eval('figure.heatmap canvas', (c) => {
     const r = c.getBoundingClientRect();
@@ -198,7 +202,7 @@ async function nodesHeatMapAndPaging(page) {
   const i = names.indexOf(node);
   await page.mouse.click(box.x + (i % box.cols + 0.5) * box.cell, box.y + (Math.floor(i / box.cols) + 0.5) * box.cell);
   await page.waitForFunction((want) => [...document.querySelectorAll('article.node')].map((a) => a.dataset.node).join() === want,
-    node, { timeout: 10000 });
+    node, { timeout: 30000 });
   // The line names the cell under the pointer. The map is drawn again (a
   // fresh line, until the pointer moves) and may sit elsewhere once the page
   // shows the clicked node, so the pointer moves over the cell where it is
