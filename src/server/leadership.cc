@@ -30,12 +30,44 @@ absl::Status Put(EtcdClient* client, const std::string& key, const std::string& 
   return client->Txn(txn).status();
 }
 
+// Who leads now: the election key's value and the URL under `http_key`,
+// read together. `present` false: the key is gone (its lease ended).
+struct LeaderNow {
+  bool present = false;
+  std::string identity;
+  std::string http_url;
+};
+
+void ReadInto(const etcdserverpb::ResponseOp& op, std::string* value, bool* present = nullptr) {
+  const auto& kvs = op.response_range().kvs();
+  if (present != nullptr) *present = !kvs.empty();
+  if (!kvs.empty()) *value = kvs[0].value();
+}
+
+absl::StatusOr<LeaderNow> ReadLeader(EtcdClient* client, const LeadershipOptions& options) {
+  etcdserverpb::TxnRequest txn;
+  txn.add_success()->mutable_request_range()->set_key(options.key);
+  if (!options.http_key.empty()) txn.add_success()->mutable_request_range()->set_key(options.http_key);
+  absl::StatusOr<etcdserverpb::TxnResponse> read = client->Txn(txn);
+  if (!read.ok()) return read.status();
+  LeaderNow now;
+  if (read->responses_size() > 0) ReadInto(read->responses(0), &now.identity, &now.present);
+  if (read->responses_size() > 1) ReadInto(read->responses(1), &now.http_url);
+  return now;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* client,
                                                                  LeadershipOptions options,
                                                                  const std::atomic<bool>* stop) {
-  std::string last_leader;
+  LeaderNow last;
+  auto seen = [&](const LeaderNow& now) {
+    if ((now.identity != last.identity || now.http_url != last.http_url) && options.on_standby) {
+      options.on_standby(now.identity, now.http_url);
+    }
+    last = now;
+  };
   const absl::Duration poll = std::min(options.ttl / 8, absl::Milliseconds(100));
   bool unreachable = false;
   // etcd out of reach (this host cut off, every member down) is waited out:
@@ -85,6 +117,7 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* cli
     term->set_key(options.terms_key);
     term->set_value(options.identity);
     txn.add_failure()->mutable_request_range()->set_key(options.key);
+    if (!options.http_key.empty()) txn.add_failure()->mutable_request_range()->set_key(options.http_key);
     absl::StatusOr<etcdserverpb::TxnResponse> response = client->Txn(txn);
     if (!response.ok()) {
       if (!wait_out(response.status())) return response.status();
@@ -99,18 +132,17 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* cli
       (void)client->RevokeLease(*lease);
       return winner(unanswered_lease, unanswered_started, kvs[0].create_revision());
     }
-    std::string leader = kvs.empty() ? "" : kvs[0].value();
-    if (leader != last_leader && options.on_standby) options.on_standby(leader);
-    last_leader = leader;
+    LeaderNow now;
+    ReadInto(response->responses(0), &now.identity, &now.present);
+    if (response->responses_size() > 1) ReadInto(response->responses(1), &now.http_url);
+    seen(now);
     // Known as a standby while the lease lives (the leader lists them); the
     // lease in the key keeps servers given the same --listen apart.
     absl::Status listed =
         Put(client, absl::StrCat(options.standby_prefix, options.identity, "#", *lease), options.identity, *lease);
     if (!listed.ok() && !wait_out(listed)) return listed;
-    // Wait until the key is gone (its leader's lease ended), then try again.
-    etcdserverpb::RangeRequest probe;
-    probe.set_key(options.key);
-    probe.set_count_only(true);
+    // Wait until the key is gone (its leader's lease ended), then try again;
+    // meanwhile the URL the leader publishes once it serves.
     int64_t renewed = SteadyNanos();
     const int64_t renew_every = absl::ToInt64Nanoseconds(options.ttl / 3);
     bool gone = false;
@@ -120,13 +152,16 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* cli
         absl::StatusOr<int64_t> ttl = client->KeepAliveOnce(*lease);
         if (ttl.ok() && *ttl <= 0) break;  // expired (paused, cut off): list it again
       }
-      absl::StatusOr<etcdserverpb::RangeResponse> now = client->Range(probe);
+      absl::StatusOr<LeaderNow> now = ReadLeader(client, options);
       if (!now.ok()) {
         if (wait_out(now.status())) continue;
         return now.status();
       }
-      gone = now->count() == 0;
-      if (!gone) absl::SleepFor(poll);
+      gone = !now->present;
+      if (!gone) {
+        seen(*now);
+        absl::SleepFor(poll);
+      }
     }
     (void)client->RevokeLease(*lease);  // best effort (it expires anyway): no longer a standby
   }
@@ -150,6 +185,24 @@ Leadership::~Leadership() {
   }
   renewer_.join();
   (void)client_->RevokeLease(lease_);
+}
+
+absl::Status Leadership::PublishHttpUrl(const std::string& url) {
+  if (options_.http_key.empty()) return absl::OkStatus();
+  etcdserverpb::TxnRequest txn;
+  etcdserverpb::Compare* ours = txn.add_compare();
+  ours->set_key(options_.key);
+  ours->set_target(etcdserverpb::Compare::CREATE);
+  ours->set_result(etcdserverpb::Compare::EQUAL);
+  ours->set_create_revision(revision_);
+  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+  put->set_key(options_.http_key);
+  put->set_value(url);
+  put->set_lease(lease_);
+  absl::StatusOr<etcdserverpb::TxnResponse> done = client_->Txn(txn);
+  if (!done.ok()) return done.status();
+  if (!done->succeeded()) return absl::FailedPreconditionError("the election key is no longer this server's");
+  return absl::OkStatus();
 }
 
 bool Leadership::Valid() const { return SteadyNanos() < valid_until_ns_.load(); }

@@ -34,12 +34,16 @@ struct LeadershipOptions {
   std::string standby_prefix;
   // Each win puts this key again: its version counts the leaderships.
   std::string terms_key;
+  // Where the leader puts its HTTP API's URL (PublishHttpUrl), bound to its
+  // lease, for the standbys to send callers to ("" = nowhere).
+  std::string http_key;
   absl::Duration ttl = absl::Seconds(2);
   // Called once, on the renewal thread, with the reason, when leadership is lost.
   std::function<void(const std::string&)> on_lost;
-  // Called while waiting as a standby, with the current leader's identity
-  // (when it changes).
-  std::function<void(const std::string&)> on_standby;
+  // Called while waiting as a standby, on the campaigning thread, with the
+  // current leader's identity and the HTTP URL it published ("" when none
+  // yet), whenever either changes.
+  std::function<void(const std::string& leader, const std::string& http_url)> on_standby;
 };
 
 class Leadership {
@@ -60,6 +64,10 @@ class Leadership {
   const LeadershipOptions& options() const { return options_; }
   // False once the lease may have expired by this server's own clock.
   bool Valid() const;
+  // Puts `url` under options().http_key, bound to the lease (so it goes
+  // with this leadership) and fenced by the election key (a deposed
+  // leader's put fails).
+  absl::Status PublishHttpUrl(const std::string& url);
 
  private:
   Leadership(EtcdClient* client, LeadershipOptions options, int64_t lease, int64_t revision);

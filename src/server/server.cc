@@ -26,6 +26,7 @@
 #include "server/http/metrics.h"
 #include "server/http/rest_api.h"
 #include "server/http/service_proxy.h"
+#include "server/http/standby_door.h"
 #include "server/join_service.h"
 #include "server/login_socket.h"
 #include "server/hub_log_reader.h"
@@ -342,6 +343,7 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   });
   s->manager_->Start();
   if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
+  s->PublishHttpUrl();
   if (absl::Status st = s->StartLoginSocket(config); !st.ok()) return st;
   Log(LogLevel::kInfo, "server", "serving clients on %s and agents on %s%s, data in %s", s->address_,
       s->agent_address_,
@@ -499,9 +501,8 @@ static bool HttpsFor(const ServerConfig& config) {
   return !security::IsLocalAddress(config.http_listen);
 }
 
-absl::Status Server::StartHttp(const ServerConfig& config) {
-  if (config.http_listen.empty()) return absl::OkStatus();
-  http::HttpOptions opt;
+httpd::HttpOptions HttpDoorOptions(const ServerConfig& config) {
+  httpd::HttpOptions opt;
   opt.listen = config.http_listen;
   opt.threads = config.http_threads;
   rlimit files{};
@@ -517,16 +518,25 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
   opt.request_timeout = absl::Milliseconds(config.http_request_timeout_ms);
   opt.max_log_streams = config.http_max_log_streams;
   opt.max_watchers = config.http_max_watchers;
+  if (HttpsFor(config)) {
+    opt.tls_cert_file = security::ServerCertPath(config.tls_dir);
+    opt.tls_key_file = security::ServerKeyPath(config.tls_dir);
+  }
+  return opt;
+}
+
+absl::Status Server::StartHttp(const ServerConfig& config) {
+  if (config.http_listen.empty()) return absl::OkStatus();
+  // A standby's door held the address until now.
+  standby_door_.reset();
+  http::HttpOptions opt;
+  static_cast<httpd::HttpOptions&>(opt) = HttpDoorOptions(config);
   opt.proxied_prefix = http::kServiceProxyPrefix;
   // A spec's text as a JSON string may take twice its bytes (escapes).
   opt.max_body_bytes = 2 * config.max_spec_bytes + (64 << 10);
   security::ServerSecurity* sec = security_.get();
   opt.authenticate = [sec](absl::string_view authorization) { return sec->Authenticate(authorization); };
-  bool https = HttpsFor(config);
-  if (https) {
-    opt.tls_cert_file = security::ServerCertPath(config.tls_dir);
-    opt.tls_key_file = security::ServerKeyPath(config.tls_dir);
-  }
+  bool https = !opt.tls_cert_file.empty();
   absl::StatusOr<std::unique_ptr<http::HttpServer>> bound = http::HttpServer::Bind(opt);
   if (!bound.ok()) return bound.status();
   http_ = std::move(*bound);
@@ -560,7 +570,7 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
     service_links_->SetListener(http_scheme_, host, http_port);
   }
   Log(LogLevel::kInfo, "server", "HTTP API and /metrics on %s://%s/ (at most %d connections, %d per peer address)",
-      http_scheme_, http_address_, caps.max_connections, caps.max_connections_per_peer);
+      http_scheme_, http_address_, opt.max_connections, opt.max_connections_per_peer);
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "httpd/http_server.h"
 #include "server/config.h"
 #include "security/server_security.h"
 #include "server/job_manager.h"
@@ -47,6 +48,7 @@ class History;
 class HistorySampler;
 class HttpServer;
 class ServiceProxy;
+class StandbyDoor;
 }
 
 class Server {
@@ -99,6 +101,11 @@ class Server {
   std::unique_ptr<http::History> history_;
   std::unique_ptr<http::HistorySampler> history_sampler_;
   std::unique_ptr<LoginSocket> login_;
+  // With an etcd store, while this server waits as a standby and until its
+  // own HTTP API binds --http-listen: sends callers to the leader.
+  std::unique_ptr<http::StandbyDoor> standby_door_;
+  bool standby_door_tried_ = false;            // opened once, or failed once (logged)
+  std::string seen_leader_, seen_leader_url_;  // what SeeLeader last logged
   std::string address_;
   std::string agent_address_;
   std::string http_address_;
@@ -141,6 +148,11 @@ class Server {
   absl::Status StartLoginSocket(const ServerConfig& config);
   // Binds and starts the HTTP API of `config`; errors name the address.
   absl::Status StartHttp(const ServerConfig& config);
+  // While a standby: the leader now (Leadership's on_standby). Opens the
+  // standby door on --http-listen at the first call.
+  void SeeLeader(const ServerConfig& config, const std::string& leader, const std::string& http_url);
+  // Once this server serves HTTP: puts its URL in etcd for the standbys.
+  void PublishHttpUrl();
 };
 
 // Builds the scheduler options from the server config (queue file, policy,
@@ -152,5 +164,9 @@ absl::StatusOr<core::SchedulerOptions> SchedulerOptionsFor(ServerConfig& config)
 // True when `config`'s listener serves TLS: a tls_dir is set and the
 // listener is TCP (a unix: socket stays plaintext).
 bool UsesTls(const ServerConfig& config);
+
+// The HTTP door's options of `config` (address, threads, caps, deadlines,
+// HTTPS), for the HTTP API and a standby's door alike.
+httpd::HttpOptions HttpDoorOptions(const ServerConfig& config);
 
 }  // namespace trainyard::server

@@ -12,6 +12,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "security/certs.h"
+#include "server/http/standby_door.h"
 #include "server/leadership.h"
 #include "server/server.h"
 #include "server/shared_files.h"
@@ -106,14 +107,16 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   leading.identity = config.listen;
   leading.ttl = absl::Milliseconds(config.leader_lease_ms);
   leading.on_lost = ExitDeposed;
-  leading.on_standby = [](const std::string& leader) {
-    Log(LogLevel::kInfo, "leader", "standby: %s leads; this server takes over when it stops",
-        leader.empty() ? "another server" : leader);
+  leading.http_key = config.etcd_prefix + "leader-http";
+  // Called only while Campaign below runs, with `config` alive.
+  leading.on_standby = [this, &config](const std::string& leader, const std::string& http_url) {
+    SeeLeader(config, leader, http_url);
   };
   Log(LogLevel::kInfo, "leader", "campaigning to lead the cluster in %s (key %s)", config.store, leading.key);
   absl::StatusOr<std::unique_ptr<Leadership>> won = Leadership::Campaign(leader_client_.get(), leading);
   if (!won.ok()) return won.status();
   leadership_ = std::move(*won);
+  if (standby_door_) standby_door_->SetTakingOver();
   Log(LogLevel::kInfo, "leader", "this server leads (fence revision %d, leadership %d of the cluster); loading the state from etcd",
       leadership_->revision(), leadership_->terms());
 
@@ -128,6 +131,53 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   (*store)->SetFence(leading.key, leadership_->revision(), leadership_->terms());
   store_ = std::move(*store);
   return absl::OkStatus();
+}
+
+void Server::SeeLeader(const ServerConfig& config, const std::string& leader, const std::string& http_url) {
+  if (leader != seen_leader_) {
+    Log(LogLevel::kInfo, "leader", "standby: %s leads; this server takes over when it stops",
+        leader.empty() ? "another server" : leader);
+    seen_leader_ = leader;
+  }
+  if (!config.http_listen.empty() && !standby_door_tried_) {
+    standby_door_tried_ = true;
+    absl::StatusOr<std::unique_ptr<http::StandbyDoor>> door = http::StandbyDoor::Open(HttpDoorOptions(config));
+    if (door.ok()) {
+      standby_door_ = std::move(*door);
+      Log(LogLevel::kInfo, "leader", "standby door on %s: HTTP callers are sent to the leader's HTTP API",
+          standby_door_->address());
+    } else {
+      Log(LogLevel::kWarning, "leader", "no standby door on --http-listen %s: %s", config.http_listen,
+          door.status().message());
+    }
+  }
+  if (standby_door_) standby_door_->SetLeader(leader, http_url);
+  if (!http_url.empty() && http_url != seen_leader_url_) {
+    Log(LogLevel::kInfo, "leader", "standby: the leader's HTTP API is at %s", http_url);
+  }
+  seen_leader_url_ = http_url;
+}
+
+void Server::PublishHttpUrl() {
+  if (leadership_ == nullptr || http_address_.empty()) return;
+  // A wildcard HTTP host is reached at the host of the gRPC address.
+  size_t colon = http_address_.rfind(':');
+  std::string host = http_address_.substr(0, colon);
+  auto wildcard = [](const std::string& h) { return h == "0.0.0.0" || h == "[::]" || h == "::" || h.empty(); };
+  if (wildcard(host)) host = address_.substr(0, address_.rfind(':'));
+  if (wildcard(host)) {
+    Log(LogLevel::kWarning, "leader",
+        "the HTTP API listens on %s and the gRPC API on %s, no host a caller can reach: standbys cannot send "
+        "HTTP callers here (give --http-listen or --listen a host)",
+        http_address_, address_);
+    return;
+  }
+  std::string url = absl::StrCat(http_scheme_, "://", host, http_address_.substr(colon));
+  if (absl::Status st = leadership_->PublishHttpUrl(url); !st.ok()) {
+    Log(LogLevel::kWarning, "leader", "could not put the HTTP API's URL %s in etcd: %s", url, st.message());
+    return;
+  }
+  Log(LogLevel::kInfo, "leader", "standbys send HTTP callers to %s", url);
 }
 
 void Server::FillClusterStatus(v1::ClusterStatus* out) {

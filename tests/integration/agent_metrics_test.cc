@@ -56,16 +56,8 @@ std::string AgentMetricsAddress(Process& agent) {
   return end == std::string::npos ? "" : log.substr(start, end - start);
 }
 
-std::string Program(const std::string& name) {
-  for (absl::string_view dir : absl::StrSplit(std::getenv("PATH") ? std::getenv("PATH") : "", ':')) {
-    std::string path = absl::StrCat(dir, "/", name);
-    if (access(path.c_str(), X_OK) == 0) return path;
-  }
-  return "";
-}
-
 TEST(AgentMetricsTest, AnAgentShowsItsRunningTaskAndItsGpusAndPromtoolAcceptsIt) {
-  std::string promtool = Program("promtool");
+  std::string promtool = ProgramOnPath("promtool");
   ASSERT_FALSE(promtool.empty()) << "promtool is not installed (Debian's prometheus package; run scripts/setup)";
   Cluster c({.nodes = 2, .agent_flags = {"--http-listen", "0"}});
   ASSERT_TRUE(c.WaitNodesReady(2));

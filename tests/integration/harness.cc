@@ -37,6 +37,14 @@ std::string TrainyardBin() {
   return bin ? bin : "trainyard";
 }
 
+std::string ProgramOnPath(const std::string& name) {
+  for (absl::string_view dir : absl::StrSplit(std::getenv("PATH") ? std::getenv("PATH") : "", ':')) {
+    std::string path = absl::StrCat(dir, "/", name);
+    if (access(path.c_str(), X_OK) == 0) return path;
+  }
+  return "";
+}
+
 TempDir::TempDir() {
   std::string tmpl = (std::filesystem::temp_directory_path() / "trainyard-it-XXXXXX").string();
   char* p = mkdtemp(tmpl.data());

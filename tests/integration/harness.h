@@ -20,6 +20,10 @@ namespace trainyard::testing {
 // The trainyard binary under test ($TRAINYARD_BIN).
 std::string TrainyardBin();
 
+// The program's path on $PATH ("" when absent): Prometheus and promtool
+// (Debian's prometheus package), etcd.
+std::string ProgramOnPath(const std::string& name);
+
 // A fresh temporary directory, removed by the destructor.
 class TempDir {
  public:

@@ -142,8 +142,9 @@ class Servers {
 
   // Server i's GET /api/v1/overview (the dashboard's first page).
   nlohmann::json Overview(int i) {
-    return HttpGet(absl::StrCat("127.0.0.1:", http_ports_[i]), "/api/v1/overview").json;
+    return HttpGet(http_address(i), "/api/v1/overview").json;
   }
+  std::string http_address(int i) const { return absl::StrCat("127.0.0.1:", http_ports_[i]); }
 
   Process& server(int i) { return *servers_[i]; }
   std::string log(int i) const { return absl::StrCat(dir_.path(), "/server-", i, ".log"); }
@@ -157,6 +158,52 @@ class Servers {
   std::unique_ptr<Process> servers_[2];
   std::vector<std::unique_ptr<Process>> agents_;
 };
+
+// What a standby's HTTP address answers while `leader` leads.
+void ExpectStandbySendsTo(Servers& servers, int standby, int leader) {
+  const std::string leader_url = "http://" + servers.http_address(leader);
+  httplib::Client client("http://" + servers.http_address(standby));
+  client.set_read_timeout(30, 0);
+  // The leader publishes its URL once it serves HTTP; the standby reads it
+  // within a poll.
+  std::string body = "no answer", location;
+  ASSERT_TRUE(WaitUntil([&] {
+    httplib::Result r = client.Get("/api/v1/overview?x=1");
+    if (!r) return false;
+    body = r->body;
+    location = r->get_header_value("Location");
+    return r->status == 307;
+  }, absl::Seconds(30))) << body << ReadFile(servers.log(standby));
+  EXPECT_EQ(location, leader_url + "/api/v1/overview?x=1");
+  EXPECT_TRUE(servers.LogSays(standby, "the leader's HTTP API is at " + leader_url)) << ReadFile(servers.log(standby));
+  // A browser opening the dashboard there is shown the leader's.
+  httplib::Client browser("http://" + servers.http_address(standby));
+  browser.set_follow_location(true);
+  httplib::Result page = browser.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type").rfind("text/html", 0), 0u) << page->get_header_value("Content-Type");
+  EXPECT_EQ(page->location, leader_url + "/");
+  // Only the leader is ready; each says in /metrics whether it leads.
+  EXPECT_EQ(HttpGet(servers.http_address(standby), "/readyz").status, 503);
+  EXPECT_EQ(HttpGet(servers.http_address(leader), "/readyz").status, 200);
+  EXPECT_EQ(HttpGet(servers.http_address(standby), "/healthz").status, 200);
+  EXPECT_EQ(servers.Metric(leader, "trainyard_server_is_leader"), 1);
+  EXPECT_EQ(servers.Metric(standby, "trainyard_server_is_leader"), 0);
+  std::string metrics = HttpGet(servers.http_address(standby), "/metrics").body;
+  EXPECT_EQ(MetricSample(metrics, absl::StrCat("trainyard_standby_leader_info{leader=\"", servers.address(leader),
+                                               "\",url=\"", leader_url, "\"}")),
+            1)
+      << metrics;
+  // A text Prometheus takes as it is.
+  std::string promtool = ProgramOnPath("promtool");
+  ASSERT_FALSE(promtool.empty()) << "promtool is not installed (Debian's prometheus package; run scripts/setup)";
+  std::string file = servers.dir() + "/standby-metrics.txt", out = servers.dir() + "/promtool.out";
+  WriteFile(file, metrics);
+  int status = std::system(absl::StrCat("'", promtool, "' check metrics < '", file, "' > '", out, "' 2>&1").c_str());
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << ReadFile(out);
+  EXPECT_EQ(ReadFile(out), "") << "promtool's findings";
+}
 
 TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeaderIsKilled) {
   store_test::EtcdTestCluster etcd(1);
@@ -198,9 +245,17 @@ TEST(LeaderFailoverTest, AStandbyTakesOverTheStateAndTheRunningTasksWhenTheLeade
   EXPECT_EQ(plane.value("standbys", nlohmann::json::array()), nlohmann::json::array({servers.address(1)}))
       << plane.dump();
 
+  // The standby's HTTP address sends callers to the leader's: the REST API
+  // (a 307 to the same path), the dashboard (a browser lands on the
+  // leader's); its /metrics says it does not lead.
+  ExpectStandbySendsTo(servers, 1, 0);
+
   servers.server(0).Kill();
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
   EXPECT_TRUE(servers.LogSays(1, "this server leads"));
+  // The door gave the address over to the new leader's own HTTP API.
+  EXPECT_EQ(servers.Metric(1, "trainyard_server_is_leader"), 1);
+  EXPECT_EQ(HttpGet(servers.http_address(1), "/readyz").status, 200);
 
   // The new leader knows the job and its task runs on, not started again.
   std::string second = servers.Submit("after-failover");

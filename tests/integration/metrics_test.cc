@@ -34,16 +34,6 @@ replicas:
     command: [sleep, '300']
 )";
 
-// The program's path on $PATH ("" when absent). Prometheus and promtool
-// come from Debian's prometheus package (scripts/setup).
-std::string Program(const std::string& name) {
-  for (absl::string_view dir : absl::StrSplit(std::getenv("PATH") ? std::getenv("PATH") : "", ':')) {
-    std::string path = absl::StrCat(dir, "/", name);
-    if (access(path.c_str(), X_OK) == 0) return path;
-  }
-  return "";
-}
-
 // `s` with every byte but [A-Za-z0-9-_.~] percent-encoded.
 std::string UrlEncode(const std::string& s) {
   std::string out;
@@ -70,7 +60,7 @@ std::vector<std::string> MetricNames(const std::string& expr) {
 }
 
 TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
-  std::string promtool = Program("promtool");
+  std::string promtool = ProgramOnPath("promtool");
   ASSERT_FALSE(promtool.empty()) << "promtool is not installed (Debian's prometheus package; run scripts/setup)";
   Cluster c({.nodes = 2});
   ASSERT_TRUE(c.WaitNodesReady(2));
@@ -148,7 +138,7 @@ std::map<std::string, int> ByNode(const HttpResult& q) {
 // zero on the other; every query of the example Grafana dashboard is one it
 // evaluates, over metrics that are served.
 TEST(MetricsTest, PrometheusScrapesTheClusterAndFindsTheGpusItShows) {
-  std::string prometheus = Program("prometheus");
+  std::string prometheus = ProgramOnPath("prometheus");
   ASSERT_FALSE(prometheus.empty()) << "prometheus is not installed (Debian's prometheus package; run scripts/setup)";
   TempDir dir;
   std::string data = dir.path() + "/cluster";

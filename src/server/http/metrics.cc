@@ -196,8 +196,11 @@ void Counters(Writer& w, const PublishedStats& s) {
          s.store.commit_seconds);
   w.Hist("trainyard_store_commit_batch_size", "Write batches one store transaction held (group commit).",
          s.store.batch_size);
+  // A server that serves this leads (one on SQLite always; a standby's
+  // door answers 0: server/http/standby_door.h).
+  w.Gauge("trainyard_server_is_leader",
+          "1 when this server leads (serves the API and schedules); 0 on a standby of an etcd store.", 1);
   if (s.store.leader_revision > 0) {
-    // Only the leader of servers sharing an etcd store serves /metrics.
     w.Gauge("trainyard_leader_revision",
             "The etcd create revision of the election key this server leads under (its write fence); "
             "a higher value after a failover.",

@@ -261,6 +261,10 @@ void AddRestRoutes(HttpServer& s, RestBackend* b) {
   AddWatchRoute(s, &b->Views());
   s.Handle("GET", "/healthz", "/healthz",
            [](const httplib::Request&, httplib::Response& res, const Principal&) { res.set_content("ok\n", "text/plain"); });
+  // This server serves (a standby's door answers 503: standby_door.h), for
+  // a load balancer in front of several servers.
+  s.Handle("GET", "/readyz", "/readyz",
+           [](const httplib::Request&, httplib::Response& res, const Principal&) { res.set_content("ok\n", "text/plain"); });
 }
 
 }  // namespace trainyard::server::http
