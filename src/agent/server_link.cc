@@ -277,8 +277,8 @@ void ServerLink::Dial(const std::string& servers) {
     // A leader cut off or paused answers nothing and closes nothing: a ping
     // unanswered for 3 s ends the stream, and the agent moves to the next
     // server. (The server allows a ping a second: CommonListenerOptions.)
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 2000);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 3000);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, api::kServerListKeepaliveMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, api::kServerListKeepaliveTimeoutMs);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
   dialing_ = servers;

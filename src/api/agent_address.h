@@ -33,6 +33,13 @@ absl::StatusOr<std::string> ServerListTarget(absl::string_view servers);
 // whose host is cut off or paused (its SYN or handshake never answered)
 // delays the move to the next one by at most this much.
 inline constexpr int kServerListConnectTimeoutMs = 3000;
+// With a list, an agent (and the CLI, on a call that lasts) pings its
+// server this often and leaves it when a ping goes unanswered this long: a
+// leader that is paused or cut off neither answers nor closes. So an agent
+// on a leader that went silent notices within their sum, and a new leader
+// waits that much longer than the node timeout for it (ControlState::CheckNodes).
+inline constexpr int kServerListKeepaliveMs = 2000;
+inline constexpr int kServerListKeepaliveTimeoutMs = 3000;
 
 // `servers` (a comma-separated list) with the entries equal to `last` moved
 // to its end, the others in their order: the order an agent dials in once

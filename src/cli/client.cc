@@ -128,6 +128,13 @@ std::string ServerTarget(const std::string& address, grpc::ChannelArguments* arg
   args->SetString(GRPC_ARG_DEFAULT_AUTHORITY, address.substr(0, address.find(',')));
   args->SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
   args->SetLoadBalancingPolicyName("round_robin");
+  // A leader paused or cut off answers nothing and closes nothing: a ping
+  // unanswered for 3 s ends the connection, so a long call (a followed
+  // log) ends and moves on instead of hanging. (The server allows a ping a
+  // second: CommonListenerOptions.)
+  args->SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, api::kServerListKeepaliveMs);
+  args->SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, api::kServerListKeepaliveTimeoutMs);
+  args->SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   return *list;
 }
 

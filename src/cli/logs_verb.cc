@@ -13,10 +13,17 @@
 #include "cli/verb_common.h"
 #include "api/log_lines.h"
 #include "api/log_printer.h"
+#include "api/log_resume.h"
 #include "cli/verbs.h"
 
 namespace trainyard::cli {
 namespace {
+
+// A followed stream the server ended by going away is opened again when a
+// server answers within this (a failover takes a few seconds), at most this
+// many times in a row without a chunk between.
+constexpr int kFollowReconnectSeconds = 60;
+constexpr int kFollowReopenTries = 5;
 
 struct LogsFlags {
   std::string server;
@@ -75,16 +82,35 @@ int PrintLogs(const std::string& verb, const std::string& server, const v1::Logs
               const api::LogPrintOptions& options) {
   api::LogPrinter printer(options, std::cout, std::cerr);
   std::string address = ServerAddress(server);
-  auto stub = MakeStub(address);
-  grpc::ClientContext ctx;
-  Authorize(&ctx);
-  auto reader = stub->Logs(&ctx, req);
-  v1::LogChunk chunk;
-  while (reader->Read(&chunk)) printer.Add(chunk);
-  printer.Finish();
-  grpc::Status st = reader->Finish();
-  if (!st.ok()) return ReportError(verb, address, st);
-  return kExitOk;
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(address);
+  auto stub = v1::Trainyard::NewStub(channel);
+  // Following, a stream the server ends by going away (a failover, a
+  // restart) is opened again once a server answers, from the earliest line
+  // last printed; LogResume takes out what comes again.
+  api::LogResume resume;
+  v1::LogsRequest next = req;
+  int tries_left = kFollowReopenTries;
+  for (;;) {
+    grpc::ClientContext ctx;
+    Authorize(&ctx);
+    auto reader = stub->Logs(&ctx, next);
+    v1::LogChunk chunk;
+    while (reader->Read(&chunk)) {
+      tries_left = kFollowReopenTries;
+      if (resume.Take(chunk)) printer.Add(chunk);
+    }
+    grpc::Status st = reader->Finish();
+    if (st.ok() || !req.follow() || st.error_code() != grpc::StatusCode::UNAVAILABLE || --tries_left < 0 ||
+        !channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(kFollowReconnectSeconds))) {
+      printer.Finish();
+      if (!st.ok()) return ReportError(verb, address, st);
+      return kExitOk;
+    }
+    std::cerr << "trainyard " << verb << ": the server ended the stream (" << st.error_message()
+              << "); following on at the server that answers now\n";
+    next = req;
+    resume.Resume(next);
+  }
 }
 
 void RegisterLogs(CLI::App& app, int* exit_code) {

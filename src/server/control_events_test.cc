@@ -4,6 +4,7 @@
 // node is away; agents that reconnect twice; statuses of an older attempt.
 // Each must be handled (a log line, an event), never abort the server.
 #include "absl/strings/str_cat.h"
+#include "api/agent_address.h"
 #include "api/job_spec.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,6 +17,11 @@
 
 namespace trainyard::server {
 namespace {
+
+// What a restarted server waits on top of the node timeout for an agent
+// to come back (ControlState::CheckNodes).
+constexpr absl::Duration kSilentServerGrace =
+    absl::Milliseconds(api::kServerListKeepaliveMs + api::kServerListKeepaliveTimeoutMs);
 
 using ::testing::HasSubstr;
 
@@ -174,7 +180,10 @@ TEST_F(ControlEventsTest, AServerRestartedWhileThePausedNodeIsAwayRequeuesItsJob
   now_ += absl::Seconds(1);
   Restart();
   ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("rn-2", 8, "10.0.0.2"), 3, now_).ok());
-  now_ += absl::Seconds(6);  // rn-1 never comes back within the timeout
+  // rn-1 never comes back within the timeout and the grace for an agent
+  // whose server went silent.
+  const absl::Duration away = absl::Seconds(6) + kSilentServerGrace;
+  now_ += away;
   Beat("rn-2");
   state_->RunRound(now_);
   v1::JobView v = View(job);
@@ -183,7 +192,7 @@ TEST_F(ControlEventsTest, AServerRestartedWhileThePausedNodeIsAwayRequeuesItsJob
   // And a second restart while it is still away finds the job queued.
   Restart();
   ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("rn-2", 8, "10.0.0.2"), 4, now_).ok());
-  now_ += absl::Seconds(6);
+  now_ += away;
   Beat("rn-2");
   state_->RunRound(now_);
   EXPECT_EQ(View(job).state(), v1::JOB_QUEUED);

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/accounting.h"
+#include "api/agent_address.h"
 #include "api/convert.h"
 #include "api/restart_budgets.h"
 #include "api/roles.h"
@@ -290,8 +291,10 @@ void ControlState::CheckNodes(absl::Time now) {
   for (auto& [name, node] : nodes_) {
     if (node->state == v1::NODE_READY && now - node->last_heartbeat > timeout) NodeLost(*node, now);
   }
-  // Tasks recovered from the store whose node never came back.
-  if (now - started_ > timeout) {
+  // Tasks recovered from the store whose node never came back. An agent
+  // whose server went silent (a leader paused or cut off) notices only when
+  // its keepalive ping goes unanswered: it gets that long on top.
+  if (now - started_ > timeout + absl::Milliseconds(api::kServerListKeepaliveMs + api::kServerListKeepaliveTimeoutMs)) {
     for (auto& [name, node] : nodes_) {
       if (node->state == v1::NODE_LOST && !node->in_scheduler && node->registered == absl::Time()) {
         node->registered = now;  // handle once

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 
 #include <filesystem>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -347,6 +348,58 @@ replicas:
     return false;
   }, absl::Seconds(60))) << ReadFile(servers.dir() + "/node-j.log");
 }
+
+// `trainyard logs -f` given the list of servers goes on through a failover:
+// the stream the old leader held ends (at once when it is killed; when it
+// is paused, after a keepalive ping goes unanswered) and is opened again at
+// the new one from the last line printed, and every line shows once, in
+// order.
+void FollowThroughAFailover(bool pause) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
+  servers.StartAgent();
+  constexpr int kLines = 80;
+  std::string spec_path = servers.dir() + "/counts.yaml";
+  WriteFile(spec_path, absl::StrCat(R"(name: counts
+replicas:
+  worker:
+    count: 1
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [sh, -c, 'i=1; while [ $i -le )", kLines, R"( ]; do echo line-$i; i=$((i+1)); sleep 0.1; done']
+)"));
+  CommandResult submitted = servers.Cli({"submit", spec_path});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(servers.Cli({"logs", "counts", "worker/0"}).out, "line-3\n"); },
+                        absl::Seconds(60)));
+
+  CommandResult followed;
+  std::thread follower([&] { followed = servers.Cli({"logs", "-f", "counts", "worker/0"}); });
+  // The follower has the stream (it prints what came so far) before the
+  // leader goes.
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(servers.Cli({"logs", "counts", "worker/0"}).out, "line-12\n"); },
+                        absl::Seconds(60)));
+  if (pause) {
+    ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
+  } else {
+    servers.server(0).Kill();
+  }
+  follower.join();
+  if (pause) {
+    ASSERT_EQ(kill(servers.server(0).pid(), SIGCONT), 0);
+  }
+
+  EXPECT_EQ(followed.exit_code, 0) << followed.err;
+  EXPECT_TRUE(absl::StrContains(followed.err, "following on at the server that answers now")) << followed.err;
+  std::string want;
+  for (int i = 1; i <= kLines; ++i) absl::StrAppend(&want, "line-", i, "\n");
+  EXPECT_EQ(followed.out, want) << followed.err << servers.Cli({"describe", "counts"}).out << "SERVER1\n" << ReadFile(servers.log(1)) << "AGENT\n" << ReadFile(servers.dir() + "/node-0.log");
+}
+
+TEST(LeaderFailoverTest, AFollowedLogGoesOnThroughAFailoverWithEveryLineOnce) { FollowThroughAFailover(false); }
+
+TEST(LeaderFailoverTest, AFollowedLogLeavesAPausedLeaderForTheNextWithEveryLineOnce) { FollowThroughAFailover(true); }
 
 TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutServing) {
   store_test::EtcdTestCluster etcd(1);
