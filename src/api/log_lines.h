@@ -18,6 +18,11 @@ namespace trainyard::api {
 
 inline constexpr int kLogStampBytes = 20;
 
+// The trailing metadata key a server puts on every Logs stream it ends
+// itself: a stream that ends UNAVAILABLE without it lost its server (killed,
+// paused, cut off), and a follower opens it again (log_resume.h).
+inline constexpr char kLogsEndedByServerKey[] = "trainyard-logs-ended-by-server";
+
 // The stamp of a line written at `unix_nanos`. REQUIRES: unix_nanos >= 0.
 std::string LogStamp(int64_t unix_nanos);
 // The time of a stamp at the start of `line`; nullopt when it has none

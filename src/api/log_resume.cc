@@ -71,19 +71,20 @@ void LogResume::Pass(Output& o, const LogPiece& piece, std::string* out) {
   o.into_line += text.size();
 }
 
-void LogResume::Resume(v1::LogsRequest& req) {
-  int64_t since = -1;
+void LogResume::Resume(v1::LogsRequest& req, int64_t now) {
+  const int64_t recent = now - kDeliveryLagNanos;
+  // Outputs not seen yet: from when the first stream opened.
+  int64_t since = std::max(opened_ - kClockSkewNanos, recent);
   for (auto& [key, o] : outputs_) {
     if (o.stamp < 0) continue;
-    if (o.stamp > 0) since = since < 0 ? o.stamp : std::min(since, o.stamp);
+    since = std::min(since, std::max(o.stamp, recent));
     o.replaying = true;
     o.seen_same = 0;
     o.skip_bytes = 0;
     o.skip_line = false;
     o.splitter = LogSplitter();  // a stamp cut off by the end is brought again whole
   }
-  if (since <= 0) return;
-  req.set_since_unix_nanos(std::max(req.since_unix_nanos(), since));
+  req.set_since_unix_nanos(std::max<int64_t>({req.since_unix_nanos(), since, 0}));
   req.clear_tail_lines();
 }
 

@@ -1,18 +1,25 @@
 // LogResume: `trainyard logs -f` goes on through a server's failover. When
 // the stream ends with the server gone (the leader killed, paused or cut
 // off, and a standby took over), the CLI opens it again at the next server
-// from the time of the earliest line it last printed of any task
-// (LogsRequest.since_unix_nanos); the new stream brings again what was
-// printed after that time, and LogResume takes it out: a line whose stamp
-// is before the last one printed of its task's output, a line printed whole
-// before, and the part of a line printed before the cut. What passes on is
+// from a time early enough for every line not shown yet
+// (LogsRequest.since_unix_nanos): for each output already seen, the last
+// line begun (or, for one quiet longer, kDeliveryLag before the cut); for
+// outputs not seen yet, when the first stream opened (less kClockSkew), or
+// kDeliveryLag before the cut if later. The new stream brings again what
+// was shown after that time, and LogResume takes it out: a line whose stamp
+// is before the last one shown of its task's output, a line shown whole
+// before, and the part of a line shown before the cut. What passes on is
 // what the printer (log_printer.h) has not shown yet, with whole stamps
 // only (a stamp cut by a chunk's end is held back here), so no line is lost
-// or printed twice. Lines are matched by their stamps (the agent's clock,
-// in nanoseconds) and, among lines with the same stamp, by their order.
+// or shown twice. Lines are matched by their stamps (the agents' clocks, in
+// nanoseconds) and, among lines with the same stamp, by their order.
 //
-// Not covered: an attempt that began and ended in the gap while a later
-// one runs (the new stream starts at the task's latest attempt).
+// What it assumes: a line reaches the client within kDeliveryLag of its
+// stamp, and the agents' clocks are within kClockSkew of the client's
+// (else a line of an output not seen yet may be lost, or one written just
+// before the stream opened shown). Not covered: the rest of an attempt
+// that ended in the gap while a later one started (the new stream goes on
+// at the task's latest attempt).
 #pragma once
 
 #include <cstdint>
@@ -25,15 +32,21 @@
 
 namespace trainyard::api {
 
+inline constexpr int64_t kDeliveryLagNanos = 60'000'000'000;
+inline constexpr int64_t kClockSkewNanos = 10'000'000'000;
+
 class LogResume {
  public:
-  // A chunk of the stream; false: drop it. `chunk`'s data may be rewritten
-  // (what was printed taken out, a held-back stamp put in front).
+  // The first stream opens now (the client's clock, Unix ns).
+  explicit LogResume(int64_t opened_unix_nanos) : opened_(opened_unix_nanos) {}
+
+  // A chunk of a followed stream; false: drop it. `chunk`'s data may be
+  // rewritten (what was shown taken out, a held-back stamp put in front).
   bool Take(v1::LogChunk& chunk);
-  // The stream ended and is opened again: `req` (the first stream's) is
-  // made to start at the earliest line last printed; what comes again is
+  // The stream ended at `now` and is opened again: `req` (the first
+  // stream's) is made to start early enough (above); what comes again is
   // taken out.
-  void Resume(v1::LogsRequest& req);
+  void Resume(v1::LogsRequest& req, int64_t now_unix_nanos);
 
  private:
   struct Output {
@@ -55,7 +68,7 @@ class LogResume {
 
   std::map<std::pair<std::string, bool>, Output> outputs_;  // (task, stderr)
   std::map<std::string, int> attempts_;                      // attempt_start passed on, per task
-  bool resumed_ = false;
+  const int64_t opened_;
 };
 
 }  // namespace trainyard::api

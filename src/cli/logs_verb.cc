@@ -84,23 +84,31 @@ int PrintLogs(const std::string& verb, const std::string& server, const v1::Logs
   std::string address = ServerAddress(server);
   std::shared_ptr<grpc::Channel> channel = MakeChannel(address);
   auto stub = v1::Trainyard::NewStub(channel);
-  // Following, a stream the server ends by going away (a failover, a
-  // restart) is opened again once a server answers, from the earliest line
-  // last printed; LogResume takes out what comes again.
-  api::LogResume resume;
+  // Following, a stream that ends with its server gone (a failover, a
+  // restart: UNAVAILABLE that the server did not send) is opened again once
+  // a server answers; LogResume takes out what comes again.
+  api::LogResume resume(absl::ToUnixNanos(absl::Now()));
   v1::LogsRequest next = req;
   int tries_left = kFollowReopenTries;
-  for (;;) {
+  for (int reopened = 0;; ++reopened) {
     grpc::ClientContext ctx;
     Authorize(&ctx);
     auto reader = stub->Logs(&ctx, next);
     v1::LogChunk chunk;
+    bool shown = false;
     while (reader->Read(&chunk)) {
-      tries_left = kFollowReopenTries;
-      if (resume.Take(chunk)) printer.Add(chunk);
+      if (!req.follow()) {
+        printer.Add(chunk);
+      } else if (resume.Take(chunk)) {
+        printer.Add(chunk);
+        shown = true;
+      }
     }
     grpc::Status st = reader->Finish();
-    if (st.ok() || !req.follow() || st.error_code() != grpc::StatusCode::UNAVAILABLE || --tries_left < 0 ||
+    if (shown) tries_left = kFollowReopenTries;
+    bool server_gone = req.follow() && st.error_code() == grpc::StatusCode::UNAVAILABLE &&
+                       ctx.GetServerTrailingMetadata().count(api::kLogsEndedByServerKey) == 0;
+    if (!server_gone || --tries_left < 0 ||
         !channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(kFollowReconnectSeconds))) {
       printer.Finish();
       if (!st.ok()) return ReportError(verb, address, st);
@@ -108,8 +116,11 @@ int PrintLogs(const std::string& verb, const std::string& server, const v1::Logs
     }
     std::cerr << "trainyard " << verb << ": the server ended the stream (" << st.error_message()
               << "); following on at the server that answers now\n";
+    // A server that answers but ends the stream at once is not asked again
+    // and again without a pause.
+    if (!shown && reopened > 0) absl::SleepFor(absl::Milliseconds(500));
     next = req;
-    resume.Resume(next);
+    resume.Resume(next, absl::ToUnixNanos(absl::Now()));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "absl/time/clock.h"
+#include "api/log_lines.h"
 #include "server/client_service.h"
 #include "server/hub_log_reader.h"
 
@@ -24,9 +25,9 @@ struct LogsSink final : LogSink {
 
 class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
-  LogsReactor(LogHub* hub, const v1::LogsRequest& req, const std::string& user,
+  LogsReactor(grpc::CallbackServerContext* ctx, LogHub* hub, const v1::LogsRequest& req, const std::string& user,
               std::unique_ptr<security::CredentialCheck> credential)
-      : hub_(hub), credential_(std::move(credential)), sink_(std::make_shared<LogsSink>()) {
+      : ctx_(ctx), hub_(hub), credential_(std::move(credential)), sink_(std::make_shared<LogsSink>()) {
     sink_->reactor = this;
     // The hub calls Ready only after a Next of ours found nothing, so none
     // can come before the Pump below.
@@ -88,9 +89,11 @@ class LogsReactor final : public grpc::ServerWriteReactor<v1::LogChunk> {
   void FinishLocked(grpc::Status status) {
     if (finished_) return;
     finished_ = true;
+    ctx_->AddTrailingMetadata(api::kLogsEndedByServerKey, "1");
     Finish(std::move(status));
   }
 
+  grpc::CallbackServerContext* const ctx_;
   LogHub* const hub_;
   const std::unique_ptr<security::CredentialCheck> credential_;
   const std::shared_ptr<LogsSink> sink_;
@@ -111,18 +114,21 @@ namespace {
 // A stream refused before it began (no credential, not the job's owner).
 class RefusedLogs final : public grpc::ServerWriteReactor<v1::LogChunk> {
  public:
-  explicit RefusedLogs(const absl::Status& why) { Finish(ToGrpc(why)); }
+  RefusedLogs(grpc::CallbackServerContext* ctx, const absl::Status& why) {
+    ctx->AddTrailingMetadata(api::kLogsEndedByServerKey, "1");
+    Finish(ToGrpc(why));
+  }
   void OnDone() override { delete this; }
 };
 }  // namespace
 
 grpc::ServerWriteReactor<v1::LogChunk>* ClientService::Logs(grpc::CallbackServerContext* ctx,
                                                             const v1::LogsRequest* req) {
-  if (absl::Status may = MayActOnJob(ctx, req->job(), "read the logs of"); !may.ok()) return new RefusedLogs(may);
+  if (absl::Status may = MayActOnJob(ctx, req->job(), "read the logs of"); !may.ok()) return new RefusedLogs(ctx, may);
   absl::StatusOr<security::Principal> who = WhoWithin(ctx, UserRateLimiter::kLogs);
-  if (!who.ok()) return new RefusedLogs(who.status());
+  if (!who.ok()) return new RefusedLogs(ctx, who.status());
   std::shared_ptr<const v1::JobView> job = manager_->JobSummary(req->job());
-  return new LogsReactor(logs_, *req, LogStreamUser(*who, job ? job->user() : ""), StreamCredential(ctx));
+  return new LogsReactor(ctx, logs_, *req, LogStreamUser(*who, job ? job->user() : ""), StreamCredential(ctx));
 }
 
 }  // namespace trainyard::server

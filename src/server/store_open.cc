@@ -151,11 +151,11 @@ void Server::SeeLeader(const ServerConfig& config, const std::string& leader, co
           door.status().message());
     }
   }
-  if (standby_door_) standby_door_->SetLeader(leader, http_url);
   if (!http_url.empty() && http_url != seen_leader_url_) {
     Log(LogLevel::kInfo, "leader", "standby: the leader's HTTP API is at %s", http_url);
   }
   seen_leader_url_ = http_url;
+  if (standby_door_) standby_door_->SetLeader(leader, http_url);
 }
 
 void Server::PublishHttpUrl() {
@@ -172,8 +172,23 @@ void Server::PublishHttpUrl() {
         http_address_, address_);
     return;
   }
-  std::string url = absl::StrCat(http_scheme_, "://", host, http_address_.substr(colon));
-  if (absl::Status st = leadership_->PublishHttpUrl(url); !st.ok()) {
+  std::string reach = absl::StrCat(host, http_address_.substr(colon));
+  std::string url = absl::StrCat(http_scheme_, "://", reach);
+  if (security::IsLocalAddress(reach)) {
+    Log(LogLevel::kWarning, "leader",
+        "the HTTP API is reached at loopback (%s): a standby on another host sends its callers to their own "
+        "loopback; give --http-listen a host they can reach",
+        reach);
+  }
+  // A put that fails (etcd slow past the call timeout) is tried again a few
+  // times; without it standbys answer 503 for this whole leadership.
+  absl::Status st;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (attempt > 0) absl::SleepFor(absl::Milliseconds(200));
+    st = leadership_->PublishHttpUrl(url);
+    if (st.ok() || st.code() == absl::StatusCode::kFailedPrecondition) break;
+  }
+  if (!st.ok()) {
     Log(LogLevel::kWarning, "leader", "could not put the HTTP API's URL %s in etcd: %s", url, st.message());
     return;
   }

@@ -7,7 +7,6 @@
 #include <sys/wait.h>
 
 #include <filesystem>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -360,7 +359,7 @@ void FollowThroughAFailover(bool pause) {
   Servers servers(etcd.address());
   ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
   servers.StartAgent();
-  constexpr int kLines = 80;
+  constexpr int kLines = 150;
   std::string spec_path = servers.dir() + "/counts.yaml";
   WriteFile(spec_path, absl::StrCat(R"(name: counts
 replicas:
@@ -371,24 +370,27 @@ replicas:
 )"));
   CommandResult submitted = servers.Cli({"submit", spec_path});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
-  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(servers.Cli({"logs", "counts", "worker/0"}).out, "line-3\n"); },
-                        absl::Seconds(60)));
+  ASSERT_TRUE(servers.WaitRunning("counts")) << servers.Describe("counts").dump();
 
-  CommandResult followed;
-  std::thread follower([&] { followed = servers.Cli({"logs", "-f", "counts", "worker/0"}); });
-  // The follower has the stream (it prints what came so far) before the
+  // The follower, its stdout and stderr in files of their own.
+  const std::string out = servers.dir() + "/follow.out", err = servers.dir() + "/follow.err";
+  Process follower({"/bin/sh", "-c", "TRAINYARD_TOKEN=$1 TRAINYARD_CA_FILE=$2 exec \"$3\" logs -f counts worker/0 --server $4 >\"$5\" 2>\"$6\"",
+                    "sh", AdminToken(), ClusterCaFile(), TrainyardBin(), servers.list(), out, err},
+                   servers.dir() + "/follow.log");
+  // The follower has the stream (it printed what came so far) before the
   // leader goes.
-  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(servers.Cli({"logs", "counts", "worker/0"}).out, "line-12\n"); },
-                        absl::Seconds(60)));
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(ReadFile(out), "line-12\n"); }, absl::Seconds(60)))
+      << ReadFile(out) << ReadFile(err);
   if (pause) {
     ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
   } else {
     servers.server(0).Kill();
   }
-  follower.join();
+  ASSERT_TRUE(WaitUntil([&] { return !follower.Running(); }, absl::Seconds(120))) << ReadFile(out) << ReadFile(err);
   if (pause) {
     ASSERT_EQ(kill(servers.server(0).pid(), SIGCONT), 0);
   }
+  CommandResult followed{follower.exit_status(), ReadFile(out), ReadFile(err)};
 
   EXPECT_EQ(followed.exit_code, 0) << followed.err;
   EXPECT_TRUE(absl::StrContains(followed.err, "following on at the server that answers now")) << followed.err;

@@ -62,10 +62,11 @@ void StandbyDoor::Send(const httplib::Request& req, httplib::Response& res) {
     url = leader_url_;
     taking_over = taking_over_;
   }
+  // The leader's URL naming this very door (a loopback URL seen from the
+  // same host's standby, or a stale one): no redirect to itself.
+  if (!url.empty() && absl::EndsWith(url, "://" + http_->address())) url.clear();
   if (!url.empty()) {
-    // The same path and query there; an absolute-form target keeps its path only.
-    std::string target = absl::StartsWith(req.target, "/") ? req.target : req.path;
-    std::string location = url + target;
+    std::string location = url + req.target;  // the same path and query there
     res.status = 307;
     res.set_header("Location", location);
     httpd::SetJsonError(res, 307, absl::StrCat("this server is a standby; the leader serves at ", url, " (",
