@@ -2,7 +2,6 @@
 #include "agent/server_link.h"
 
 #include "api/image_ref.h"
-#include "api/agent_address.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -28,6 +27,7 @@
 #include "api/restart_budgets.h"
 #include "api/task_env.h"
 #include "common/logging.h"
+#include "common/server_list.h"
 #include "grpcpp/grpcpp.h"
 
 namespace trainyard::agent {
@@ -270,15 +270,15 @@ void ServerLink::Dial(const std::string& servers) {
   // have every agent dial every standby's refused port once a second for
   // as long as it runs.
   std::string target = servers;
-  if (absl::StatusOr<std::string> list = api::ServerListTarget(servers); list.ok() && *list != target) {
+  if (absl::StatusOr<std::string> list = ServerListTarget(servers); list.ok() && *list != target) {
     target = *list;
     args.SetString(GRPC_ARG_DEFAULT_AUTHORITY, options_.server.substr(0, options_.server.find(',')));
-    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
+    args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, kServerListConnectTimeoutMs);
     // A leader cut off or paused answers nothing and closes nothing: a ping
     // unanswered for 3 s ends the stream, and the agent moves to the next
     // server. (The server allows a ping a second: CommonListenerOptions.)
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, api::kServerListKeepaliveMs);
-    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, api::kServerListKeepaliveTimeoutMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kServerListKeepaliveMs);
+    args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kServerListKeepaliveTimeoutMs);
     args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   }
   dialing_ = servers;
@@ -347,7 +347,7 @@ void ServerLink::Run() {
     // The server last reached goes last: once it went silent (paused, cut
     // off), pick_first would try it first and wait out its connect timeout
     // before the leader that took over.
-    if (std::string order = api::ServerListWithLast(options_.server, dialed_); order != dialing_) {
+    if (std::string order = ServerListWithLast(options_.server, dialed_); order != dialing_) {
       Log(LogLevel::kInfo, "agent", "trying the servers in the order %s", order);
       Dial(order);
     }

@@ -7,8 +7,8 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "api/agent_address.h"
 #include "cli/client.h"
+#include "common/server_list.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/tls_certificate_verifier.h"
 #include "grpcpp/security/tls_credentials_options.h"
@@ -82,7 +82,7 @@ bool IsOneCertificate(const std::string& pem) {
 absl::Status JoinCluster(const JoinOptions& o) {
   // A list that cannot be one target says why (ServerTarget would pass it
   // on to gRPC as a name that does not resolve).
-  if (absl::StatusOr<std::string> list = api::ServerListTarget(o.server); !list.ok()) return list.status();
+  if (absl::StatusOr<std::string> list = ServerListTarget(o.server); !list.ok()) return list.status();
   absl::StatusOr<std::string> ca = FetchCa(o.server);
   if (!ca.ok()) return ca.status();
   if (!IsOneCertificate(*ca)) {

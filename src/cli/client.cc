@@ -1,7 +1,6 @@
 // Shared client plumbing.
 #include "cli/client.h"
 
-#include "api/agent_address.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -11,6 +10,7 @@
 #include "api/task_env.h"
 #include "cli/verbs.h"
 #include "cli/json_view.h"
+#include "common/server_list_channel.h"
 #include "security/certs.h"
 #include "security/client_config.h"
 #include "security/files.h"
@@ -117,25 +117,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
 }
 
 std::string ServerTarget(const std::string& address, grpc::ChannelArguments* args) {
-  // A list of servers (an etcd store's leader and standbys, which do not
-  // listen): one target, every address tried at once and calls sent to
-  // those connected (round_robin; only the leader listens). pick_first
-  // tried them in turn, so a leader that was paused or cut off, listed
-  // first, held each call for its whole connect timeout (3 s) before the
-  // new leader was tried.
-  absl::StatusOr<std::string> list = api::ServerListTarget(address);
-  if (!list.ok() || *list == address) return address;
-  args->SetString(GRPC_ARG_DEFAULT_AUTHORITY, address.substr(0, address.find(',')));
-  args->SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, api::kServerListConnectTimeoutMs);
-  args->SetLoadBalancingPolicyName("round_robin");
-  // A leader paused or cut off answers nothing and closes nothing: a ping
-  // unanswered for 3 s ends the connection, so a long call (a followed
-  // log) ends and moves on instead of hanging. (The server allows a ping a
-  // second: CommonListenerOptions.)
-  args->SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, api::kServerListKeepaliveMs);
-  args->SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, api::kServerListKeepaliveTimeoutMs);
-  args->SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
-  return *list;
+  return ServerListChannelTarget(address, args);
 }
 
 void Authorize(grpc::ClientContext* ctx) {

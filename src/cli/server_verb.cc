@@ -130,6 +130,9 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--agent-listen", [](C& c) -> auto& { return c.agent_listen; },
                   "host:port to serve agents on, a door of their own (default: the port above --listen's; with "
                   "--tls-dir agents must present a node certificate there)");
+  AddConfigOption(cmd, &f, "--cluster-servers", [](C& c) -> auto& { return c.cluster_servers; },
+                  "every server's client address, comma-separated IP:port (servers on one etcd store): job masters "
+                  "and tasks are given it to follow the leader (default: this server's address)");
   AddConfigOption(cmd, &f, "--http-listen", [](C& c) -> auto& { return c.http_listen; },
                   "host:port for the REST API, the dashboard and /metrics (port 0 = any free port; default: none)");
   AddConfigOption(cmd, &f, "--history-interval-ms", [](C& c) -> auto& { return c.history_interval_ms; },

@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/server_list_channel.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/service.grpc.pb.h"
 
@@ -23,16 +24,18 @@ struct ServerJobTerminator::State {
   bool delivered ABSL_GUARDED_BY(mu) = false;
   bool stop ABSL_GUARDED_BY(mu) = false;
 
-  // Makes one report to the server at `address` until it is answered for
-  // good: success, or an answer another try would get again (Retry). `call`
-  // makes one try with a context that has a 5 s deadline and the
-  // credentials. At most 50 tries, 100 ms apart doubling to 2 s, each
-  // failure logged as "reporting WHAT to ADDRESS: ...; retrying". Returns
-  // that answer, or nullopt when Stop came first or the tries ran out.
-  std::optional<grpc::Status> Report(const std::string& address, const ReportCredentials& credentials,
-                                     const std::string& what,
-                                     absl::FunctionRef<grpc::Status(grpc::ClientContext*)> call)
-      ABSL_LOCKS_EXCLUDED(mu);
+  // Makes one report to the server at `address` (or whichever of a list
+  // leads) until it is answered for good: success, or an answer another try
+  // would get again (Retry). `call` makes one try through the stub with a
+  // context that has a 5 s deadline and the credentials; after a server
+  // that did not answer (a failover) the next try goes through a new
+  // channel, which dials every server of a list at once. At most 50 tries,
+  // 100 ms apart doubling to 2 s, each failure logged as "reporting WHAT to
+  // ADDRESS: ...; retrying". Returns that answer, or nullopt when Stop came
+  // first or the tries ran out.
+  std::optional<grpc::Status> Report(
+      const std::string& address, const ReportCredentials& credentials, const std::string& what,
+      absl::FunctionRef<grpc::Status(v1::Trainyard::Stub*, grpc::ClientContext*)> call) ABSL_LOCKS_EXCLUDED(mu);
 
   // A thread that makes the report `what` with Report through its own stub
   // (`call` makes one try); a final refusal is logged as "server refused
@@ -72,6 +75,17 @@ std::shared_ptr<grpc::ChannelCredentials> ServerChannelCredentials(const ReportC
   return grpc::SslCredentials({.pem_root_certs = c.server_ca_pem});
 }
 
+std::shared_ptr<grpc::Channel> ServerChannel(const std::string& address, const ReportCredentials& c) {
+  grpc::ChannelArguments args;
+  // A master lives as long as its job: gRPC's backoff between attempts to
+  // reach a server that refused (a standby: it does not listen) would grow
+  // to 2 minutes, and a standby that took over would be dialed that late.
+  // Dialed again within 5 s instead (a refused connect costs one RST).
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
+  std::string target = ServerListChannelTarget(address, &args);
+  return grpc::CreateCustomChannel(target, ServerChannelCredentials(c), args);
+}
+
 void PresentCredentials(const ReportCredentials& c, grpc::ClientContext* ctx) {
   if (!c.job_token.empty()) ctx->AddMetadata("trainyard-job-token", c.job_token);
   if (!c.bearer.empty()) ctx->AddMetadata("authorization", "Bearer " + c.bearer);
@@ -95,20 +109,24 @@ bool Retry(const grpc::Status& st) {
 
 // A stub for the server: TLS verified with the CA when there is one.
 std::unique_ptr<v1::Trainyard::Stub> ServerStub(const std::string& address, const ReportCredentials& c) {
-  return v1::Trainyard::NewStub(grpc::CreateChannel(address, ServerChannelCredentials(c)));
+  return v1::Trainyard::NewStub(ServerChannel(address, c));
 }
 }  // namespace
 
 std::optional<grpc::Status> ServerJobTerminator::State::Report(
     const std::string& address, const ReportCredentials& credentials, const std::string& what,
-    absl::FunctionRef<grpc::Status(grpc::ClientContext*)> call) {
+    absl::FunctionRef<grpc::Status(v1::Trainyard::Stub*, grpc::ClientContext*)> call) {
   int delay_ms = 100;
+  std::unique_ptr<v1::Trainyard::Stub> stub = ServerStub(address, credentials);
   for (int attempt = 0; attempt < 50; ++attempt) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     PresentCredentials(credentials, &ctx);
-    grpc::Status st = call(&ctx);
+    grpc::Status st = call(stub.get(), &ctx);
     if (st.ok() || !Retry(st)) return st;
+    if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      stub = ServerStub(address, credentials);
+    }
     Log(LogLevel::kWarning, "jobmaster", "reporting %s to %s: %s; retrying", what, address, st.error_message());
     absl::MutexLock lock(&mu);
     absl::Time retry_at = absl::Now() + absl::Milliseconds(delay_ms);
@@ -125,9 +143,7 @@ std::thread ServerJobTerminator::State::ReportInBackground(
     std::string refused, std::function<grpc::Status(v1::Trainyard::Stub*, grpc::ClientContext*)> call) {
   return std::thread([state = std::move(state), address = std::move(address), credentials = std::move(credentials),
                       what = std::move(what), refused = std::move(refused), call = std::move(call)] {
-    auto stub = ServerStub(address, credentials);
-    std::optional<grpc::Status> st =
-        state->Report(address, credentials, what, [&](grpc::ClientContext* ctx) { return call(stub.get(), ctx); });
+    std::optional<grpc::Status> st = state->Report(address, credentials, what, call);
     if (st.has_value() && !st->ok()) {
       Log(LogLevel::kWarning, "jobmaster", "server refused %s: %s", refused, st->error_message());
     }
@@ -180,11 +196,11 @@ void ServerJobTerminator::Terminate(const JobEnd& end) {
   std::shared_ptr<State> state = state_;
   ReportCredentials credentials = credentials_;
   thread_ = std::thread([address, req, state, credentials] {
-    auto stub = ServerStub(address, credentials);
-    std::optional<grpc::Status> st = state->Report(address, credentials, "the outcome", [&](grpc::ClientContext* ctx) {
-      v1::JobOutcomeResponse resp;
-      return stub->ReportJobOutcome(ctx, req, &resp);
-    });
+    std::optional<grpc::Status> st =
+        state->Report(address, credentials, "the outcome", [&](v1::Trainyard::Stub* stub, grpc::ClientContext* ctx) {
+          v1::JobOutcomeResponse resp;
+          return stub->ReportJobOutcome(ctx, req, &resp);
+        });
     if (!st.has_value()) return;
     if (!st->ok()) Log(LogLevel::kWarning, "jobmaster", "server refused the outcome: %s", st->error_message());
     absl::MutexLock lock(&state->mu);

@@ -16,6 +16,7 @@
 #include "jobmaster/job_terminator.h"
 
 namespace grpc {
+class Channel;
 class ChannelCredentials;
 class ClientContext;
 }
@@ -36,6 +37,9 @@ struct ReportCredentials {
 // The credentials of a channel to the server: TLS verified with
 // `server_ca_pem` when there is one, else plaintext.
 std::shared_ptr<grpc::ChannelCredentials> ServerChannelCredentials(const ReportCredentials& credentials);
+// A channel to the server at `address`, or to whichever of a list of
+// servers leads (common/server_list_channel.h), with those credentials.
+std::shared_ptr<grpc::Channel> ServerChannel(const std::string& address, const ReportCredentials& credentials);
 
 // Puts the credentials on a call's context.
 void PresentCredentials(const ReportCredentials& credentials, grpc::ClientContext* ctx);

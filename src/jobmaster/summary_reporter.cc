@@ -38,7 +38,7 @@ SummaryReporter::SummaryReporter(std::string server_address, ReportCredentials c
       job_(std::move(job)),
       every_(every),
       shared_(std::make_shared<Shared>()) {
-  shared_->stub = v1::Trainyard::NewStub(grpc::CreateChannel(address_, ServerChannelCredentials(credentials_)));
+  shared_->stub = v1::Trainyard::NewStub(ServerChannel(address_, credentials_));
 }
 
 SummaryReporter::~SummaryReporter() {
@@ -89,6 +89,12 @@ bool SummaryReporter::Send(const v1::JobMasterSummary& summary, absl::Duration w
   v1::JobMasterSummaryResponse resp;
   grpc::Status st = shared_->stub->ReportJobMasterSummary(&ctx, summary, &resp);
   if (!st.ok()) Log(LogLevel::kDebug, "jobmaster", "figures for /metrics: %s", st.error_message());
+  // The server gone (a failover): the next report goes through a new
+  // channel, which dials every server of a list at once, not when the old
+  // one's backoff for each would let it.
+  if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+    shared_->stub = v1::Trainyard::NewStub(ServerChannel(address_, credentials_));
+  }
   // The server's order to checkpoint rides on its answer (the master takes
   // each order once).
   if (st.ok() && resp.checkpoint().id() > 0 && !summary.final()) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "api/job_spec.h"
+#include "common/server_list.h"
 #include "core/policy/placement_policy.h"
 #include "core/policy/queue_policy.h"
 #include "core/resources/port_ranges.h"
@@ -122,6 +123,7 @@ void ReadTop(const YAML::Node& root, ServerConfig* config, std::vector<std::stri
     const YAML::Node& v = kv.second;
     if (key == "listen") Read(v, key, &c.listen, &errors);
     else if (key == "agentListen") Read(v, key, &c.agent_listen, &errors);
+    else if (key == "clusterServers") Read(v, key, &c.cluster_servers, &errors);
     else if (key == "maxAgentConnections") Read(v, key, &c.max_agent_connections, &errors);
     else if (key == "maxAgentConnectionsPerPeer") Read(v, key, &c.max_agent_connections_per_peer, &errors);
     else if (key == "unauthenticatedGraceMs") Read(v, key, &c.unauthenticated_grace_ms, &errors);
@@ -260,6 +262,11 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
   if (!c.store.empty() && !absl::StartsWith(c.store, "etcd://") && !absl::StartsWith(c.store, "etcds://")) {
     errors.push_back(absl::StrCat("store: '", c.store, "' is not etcd://host:port[,host:port...] (or etcds://); "
                                   "leave it empty for SQLite in dataDir"));
+  }
+  if (!c.cluster_servers.empty()) {
+    if (absl::StatusOr<std::string> list = ServerListTarget(c.cluster_servers); !list.ok()) {
+      errors.push_back(absl::StrCat("clusterServers: ", list.status().message()));
+    }
   }
   if (c.etcd_prefix.empty() || c.etcd_prefix.front() != '/' || c.etcd_prefix.back() != '/') {
     errors.push_back(absl::StrCat("etcdPrefix: '", c.etcd_prefix, "' must start and end with '/'"));

@@ -30,6 +30,12 @@ struct ServerConfig {
   // `listen`'s on its host (api::DerivedAgentAddress; any free port when
   // `listen`'s is 0). With tlsDir, a node certificate is required there.
   std::string agent_listen;
+  // Every server's client address ("10.0.0.11:7450,10.0.0.12:7450": IP
+  // addresses, common/server_list.h), as job masters and tasks
+  // (TRAINYARD_SERVER) are told to reach the cluster, so that they follow
+  // the leader of servers on one etcd store through a failover. "" = this
+  // server's own address.
+  std::string cluster_servers;
   // HTTP (REST API, /metrics): host:port, port 0 = any free one; "" = none.
   // Open to whoever reaches it until security lands (docs/api.md).
   std::string http_listen;

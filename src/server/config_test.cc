@@ -34,6 +34,18 @@ TEST(ServerConfigTest, ReadsSpecCapAndResourceDefaults) {
   EXPECT_EQ(defaults.default_memory_mb, 1024);
 }
 
+TEST(ServerConfigTest, ClusterServersIsAListOfAddressesAndABadOneNamesTheKey) {
+  absl::StatusOr<ServerConfig> c =
+      LoadServerConfig(WriteConfig("cluster.yaml", "clusterServers: 10.0.0.11:7450,10.0.0.12:7450\n"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->cluster_servers, "10.0.0.11:7450,10.0.0.12:7450");
+  EXPECT_TRUE(ValidateServerConfig(*c).ok());
+  c->cluster_servers = "10.0.0.11:7450,server-b:7450";
+  absl::Status st = ValidateServerConfig(*c);
+  EXPECT_THAT(std::string(st.message()), HasSubstr("clusterServers: "));
+  EXPECT_THAT(std::string(st.message()), HasSubstr("'server-b' is not an IP address"));
+}
+
 TEST(ServerConfigTest, TlsDirTurnsTlsOnForATcpListenerOnly) {
   absl::StatusOr<ServerConfig> c = LoadServerConfig(WriteConfig("tls.yaml", "tlsDir: /etc/trainyard/certs\n"));
   ASSERT_TRUE(c.ok()) << c.status();

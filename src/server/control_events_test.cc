@@ -4,8 +4,8 @@
 // node is away; agents that reconnect twice; statuses of an older attempt.
 // Each must be handled (a log line, an event), never abort the server.
 #include "absl/strings/str_cat.h"
-#include "api/agent_address.h"
 #include "api/job_spec.h"
+#include "common/server_list.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/control_state.h"
@@ -21,7 +21,7 @@ namespace {
 // What a restarted server waits on top of the node timeout for an agent
 // to come back (ControlState::CheckNodes).
 constexpr absl::Duration kSilentServerGrace =
-    absl::Milliseconds(api::kServerListKeepaliveMs + api::kServerListKeepaliveTimeoutMs);
+    absl::Milliseconds(kServerListKeepaliveMs + kServerListKeepaliveTimeoutMs);
 
 using ::testing::HasSubstr;
 

@@ -8,11 +8,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/accounting.h"
-#include "api/agent_address.h"
 #include "api/convert.h"
 #include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "common/logging.h"
+#include "common/server_list.h"
 #include "server/control_state.h"
 #include "server/control_state_internal.h"
 
@@ -294,7 +294,7 @@ void ControlState::CheckNodes(absl::Time now) {
   // Tasks recovered from the store whose node never came back. An agent
   // whose server went silent (a leader paused or cut off) notices only when
   // its keepalive ping goes unanswered: it gets that long on top.
-  if (now - started_ > timeout + absl::Milliseconds(api::kServerListKeepaliveMs + api::kServerListKeepaliveTimeoutMs)) {
+  if (now - started_ > timeout + absl::Milliseconds(kServerListKeepaliveMs + kServerListKeepaliveTimeoutMs)) {
     for (auto& [name, node] : nodes_) {
       if (node->state == v1::NODE_LOST && !node->in_scheduler && node->registered == absl::Time()) {
         node->registered = now;  // handle once

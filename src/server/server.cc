@@ -332,7 +332,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
     absl::MutexLock lock(&s->status_mu_);
     s->status_address_ = s->address_;
   }
-  s->manager_->SetServerAddress(s->address_);
+  // Job masters and tasks are told every server, to follow the leader.
+  s->manager_->SetServerAddress(config.cluster_servers.empty() ? s->address_ : config.cluster_servers);
   s->manager_->SetOverloadProbe([] {
     int64_t saturated = 0;
     for (Door door : {Door::kClients, Door::kAgents}) {

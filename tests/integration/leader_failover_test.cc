@@ -63,7 +63,7 @@ class Servers {
                                   "--tls-dir", ClusterCertDir(), "--node-timeout-ms", "4000",
                                   "--heartbeat-interval-ms", "200", "--kill-grace-ms", "1000",
                                   "--checkpoint-root", dir_.path() + "/checkpoints", "--http-listen",
-                                  absl::StrCat("127.0.0.1:", http_ports_[i])};
+                                  absl::StrCat("127.0.0.1:", http_ports_[i]), "--cluster-servers", list()};
     argv.insert(argv.end(), extra.begin(), extra.end());
     servers_[i] = std::make_unique<Process>(argv, log(i));
   }
@@ -346,6 +346,46 @@ replicas:
     }
     return false;
   }, absl::Seconds(60))) << ReadFile(servers.dir() + "/node-j.log");
+}
+
+// Job masters and tasks are given every server (--cluster-servers), so what
+// they tell the server reaches the next leader: a running job's master
+// reports its figures to the new leader, and a task's TRAINYARD_SERVER is
+// the list.
+TEST(LeaderFailoverTest, JobMastersAndTasksAreGivenEveryServerAndReachTheNextLeader) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
+  servers.StartAgent();
+  const std::string server_file = servers.dir() + "/trainyard-server";
+  std::string spec_path = servers.dir() + "/told.yaml";
+  WriteFile(spec_path, absl::StrCat(R"(name: told
+replicas:
+  worker:
+    count: 1
+    userCredential: true
+    resources: {cpu: 100m, memory: 64Mi}
+    command: [sh, -c, 'printf %s "$TRAINYARD_SERVER" > )", server_file, R"(.tmp && mv )", server_file, R"(.tmp )",
+                                    server_file, R"(; exec sleep 600']
+)"));
+  CommandResult submitted = servers.Cli({"submit", spec_path});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+  ASSERT_TRUE(WaitUntil([&] { return !ReadFile(server_file).empty(); }, absl::Seconds(60)));
+  EXPECT_EQ(ReadFile(server_file), servers.list());
+  // The job's master reports to the leader...
+  ASSERT_TRUE(WaitUntil([&] { return servers.Metric(0, "trainyard_jobmasters_reporting") >= 1; }, absl::Seconds(60)))
+      << servers.Cli({"logs", "told", "jobmaster/0"}).out;
+
+  servers.server(0).Kill();
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  // ... and then to the next one, the same master (no task started again).
+  EXPECT_TRUE(WaitUntil([&] { return servers.Metric(1, "trainyard_jobmasters_reporting") >= 1; }, absl::Seconds(60)))
+      << servers.Cli({"logs", "told", "jobmaster/0"}).out;
+  nlohmann::json job = servers.Describe("told");
+  for (const nlohmann::json& task : job.value("tasks", nlohmann::json::array())) {
+    EXPECT_EQ(task.value("attempt", -1), 0) << task.dump();
+  }
 }
 
 // `trainyard logs -f` given the list of servers goes on through a failover:
