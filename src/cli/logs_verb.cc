@@ -108,6 +108,12 @@ int PrintLogs(const std::string& verb, const std::string& server, const v1::Logs
     if (shown) tries_left = kFollowReopenTries;
     bool server_gone = req.follow() && st.error_code() == grpc::StatusCode::UNAVAILABLE &&
                        ctx.GetServerTrailingMetadata().count(api::kLogsEndedByServerKey) == 0;
+    if (server_gone) {
+      // A new channel dials every server of a list at once; an old one may
+      // wait out its backoff for the standby that took over.
+      channel = MakeChannel(address);
+      stub = v1::Trainyard::NewStub(channel);
+    }
     if (!server_gone || --tries_left < 0 ||
         !channel->WaitForConnected(std::chrono::system_clock::now() + std::chrono::seconds(kFollowReconnectSeconds))) {
       printer.Finish();

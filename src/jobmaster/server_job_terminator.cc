@@ -77,11 +77,6 @@ std::shared_ptr<grpc::ChannelCredentials> ServerChannelCredentials(const ReportC
 
 std::shared_ptr<grpc::Channel> ServerChannel(const std::string& address, const ReportCredentials& c) {
   grpc::ChannelArguments args;
-  // A master lives as long as its job: gRPC's backoff between attempts to
-  // reach a server that refused (a standby: it does not listen) would grow
-  // to 2 minutes, and a standby that took over would be dialed that late.
-  // Dialed again within 5 s instead (a refused connect costs one RST).
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 5000);
   std::string target = ServerListChannelTarget(address, &args);
   return grpc::CreateCustomChannel(target, ServerChannelCredentials(c), args);
 }
