@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "api/log_lines.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/service.grpc.pb.h"
@@ -200,6 +201,9 @@ replicas:
   grpc::Status refused = extra->Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(), HasSubstr("200 log streams, its limit (maxLogFollowers)"));
+  // A stream the server ends itself says so (a follower opens again only
+  // one that ended without it: its server gone).
+  EXPECT_EQ(extra_ctx.GetServerTrailingMetadata().count(api::kLogsEndedByServerKey), 1u);
 
   // All of them see the rest and end with the job.
   WriteFile(go, "");
@@ -208,6 +212,7 @@ replicas:
     grpc::Status st = s->reader->Finish();
     EXPECT_TRUE(st.ok()) << st.error_message();
     EXPECT_EQ(Unstamped(s->data), "ready\ndone\n");
+    EXPECT_EQ(s->ctx.GetServerTrailingMetadata().count(api::kLogsEndedByServerKey), 1u);
   }
 }
 
