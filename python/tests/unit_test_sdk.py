@@ -78,6 +78,35 @@ class ConfigTest(unittest.TestCase):
         with self.assertRaisesRegex(trainyard.ConfigError, "timeout: must be positive"):
             trainyard.Client(server="127.0.0.1:1", timeout=0)
 
+    def test_a_list_of_servers_is_one_target_that_reaches_the_one_that_listens(self) -> None:
+        from concurrent import futures
+
+        import grpc
+        from trainyard.client import server_target
+        self.assertEqual(server_target("10.0.0.1:7450"), ("10.0.0.1:7450", []))
+        target, options = server_target("[fd00::1]:7450,[fd00::2]:7450")
+        self.assertEqual(target, "ipv6:[fd00::1]:7450,[fd00::2]:7450")
+        self.assertIn(("grpc.lb_policy_name", "round_robin"), options)
+        for bad in ("10.0.0.1:7450,server-b:7450", "10.0.0.1:7450,[::1]:7450", "10.0.0.1:7450,10.0.0.2"):
+            with self.assertRaisesRegex(trainyard.ConfigError, "server: "):
+                server_target(bad)
+        # Only the second listens (a leader beside a standby): a call gets
+        # there. The server serves nothing, so the answer is UNIMPLEMENTED.
+        listening = grpc.server(futures.ThreadPoolExecutor(max_workers=1))
+        port = listening.add_insecure_port("127.0.0.1:0")
+        listening.start()
+        silent = socket.socket()
+        silent.bind(("127.0.0.1", 0))  # bound, not listening: refused
+        try:
+            with trainyard.Client(server=f"127.0.0.1:{silent.getsockname()[1]},127.0.0.1:{port}", token="",
+                                  ca_file="") as c:
+                with self.assertRaises(trainyard.ServerError) as raised:
+                    c.describe("job")
+                self.assertEqual(raised.exception.code, "UNIMPLEMENTED")
+        finally:
+            silent.close()
+            listening.stop(0)
+
     def test_client_refuses_an_unreadable_ca(self) -> None:
         with self.assertRaisesRegex(trainyard.ConfigError, "caFile: .*missing.pem"):
             trainyard.Client(server="127.0.0.1:1", token="t", ca_file=os.path.join(self.dir, "missing.pem"))

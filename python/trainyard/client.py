@@ -12,6 +12,7 @@ metadata, TLS verified with the cluster's CA when one is named.
 """
 from __future__ import annotations
 
+import ipaddress
 import warnings
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -43,6 +44,37 @@ def is_local_address(address: str) -> bool:
         return True
     host = address[:address.rfind(":")]
     return host in ("localhost", "[::1]", "::1") or host.startswith("127.")
+
+
+def server_target(server: str) -> "tuple[str, list[tuple[str, object]]]":
+    """The gRPC target and channel options for `server`: one address as it
+    is; a comma-separated list (every server of one etcd store, IP:port
+    each, as `--cluster-servers` gives tasks in TRAINYARD_SERVER) as one
+    target whose calls go to whichever server leads, as the CLI's
+    (common/server_list_channel.h)."""
+    if "," not in server:
+        return server, []
+    family = ""
+    for entry in server.split(","):
+        host, _, port = entry.rpartition(":")
+        bare = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        try:
+            kind = "ipv6" if ipaddress.ip_address(bare).version == 6 else "ipv4"
+            if (kind == "ipv6") != host.startswith("[") or not 0 < int(port) < 65536:
+                raise ValueError(entry)
+        except ValueError:
+            raise errors.ConfigError(f"server: '{server}': '{entry}' is not IP:port (a list names servers by "
+                                     "address)") from None
+        if family and family != kind:
+            raise errors.ConfigError(f"server: '{server}' mixes IPv4 and IPv6")
+        family = kind
+    return f"{family}:{server}", [("grpc.lb_policy_name", "round_robin"),
+                                   ("grpc.default_authority", server.split(",")[0]),
+                                   ("grpc.min_reconnect_backoff_ms", 3000),
+                                   ("grpc.keepalive_time_ms", 2000),
+                                   ("grpc.keepalive_timeout_ms", 3000),
+                                   ("grpc.http2.max_pings_without_data", 0),
+                                   ("grpc.use_local_subchannel_pool", 1)]
 
 
 def _job_name(job: "str | Job") -> str:
@@ -79,17 +111,19 @@ class Client:
 
     def _make_channel(self) -> grpc.Channel:
         cfg = self.config
-        options = [("grpc.max_receive_message_length", 64 << 20),
-                   ("grpc.initial_reconnect_backoff_ms", 100),
-                   ("grpc.max_reconnect_backoff_ms", 1000)]
+        options: "list[tuple[str, object]]" = [("grpc.max_receive_message_length", 64 << 20),
+                                                ("grpc.initial_reconnect_backoff_ms", 100),
+                                                ("grpc.max_reconnect_backoff_ms", 1000)]
         if cfg.token:
             if cfg.ca_file or is_local_address(cfg.server):
                 self._metadata = (("authorization", "Bearer " + cfg.token),)
             else:
                 warnings.warn(f"trainyard: not sending the token in clear to {cfg.server}: name the "
                               "cluster's CA (ca_file, TRAINYARD_CA_FILE or the client config's caFile)")
+        target, list_options = server_target(cfg.server)
+        options += list_options
         if not cfg.ca_file:
-            return grpc.insecure_channel(cfg.server, options=options)
+            return grpc.insecure_channel(target, options=options)
         try:
             with open(cfg.ca_file, "rb") as f:
                 pem = f.read()
@@ -97,7 +131,7 @@ class Client:
             raise errors.ConfigError(f"caFile: the server's CA {cfg.ca_file}: {e.strerror}") from None
         if not pem:
             raise errors.ConfigError(f"caFile: the server's CA {cfg.ca_file} is empty")
-        return grpc.secure_channel(cfg.server, grpc.ssl_channel_credentials(root_certificates=pem),
+        return grpc.secure_channel(target, grpc.ssl_channel_credentials(root_certificates=pem),
                                    options=options)
 
     def close(self) -> None:

@@ -199,7 +199,9 @@ void RegisterJobmaster(CLI::App& app, int* exit_code) {
   cmd->add_option("--barrier-record", f->barrier_record,
                   "File recording how many barriers the job passed, read by a restarted master "
                   "(--attempt > 0) so it refuses generations past them");
-  cmd->add_option("--server", f->server_address, "Trainyard server to report the outcome to");
+  cmd->add_option("--server", f->server_address,
+                  "Trainyard server to report the outcome, checkpoints and figures to; or every server of one etcd "
+                  "store, comma-separated IP:port (reports go to whichever leads)");
   cmd->add_option("--ca", f->ca,
                   "the CA certificate the server's must be signed by (default $TRAINYARD_CA_FILE, which the agent "
                   "sets; none: plaintext)");

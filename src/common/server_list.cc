@@ -12,35 +12,49 @@
 
 namespace trainyard {
 
-absl::StatusOr<std::string> ServerListTarget(absl::string_view servers) {
-  if (!absl::StrContains(servers, ',')) return std::string(servers);
+namespace {
+
+// "ipv4" or "ipv6" for an entry IP:port ([IPv6]:port); else an error naming
+// the list and the entry.
+absl::StatusOr<std::string> FamilyOf(absl::string_view servers, absl::string_view server) {
+  size_t colon = server.rfind(':');
+  int port = 0;
+  if (colon == absl::string_view::npos || !absl::SimpleAtoi(server.substr(colon + 1), &port) || port <= 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat("server list '", servers, "': '", server, "' is not host:port"));
+  }
+  std::string host(server.substr(0, colon));
+  unsigned char buf[16];
+  if (inet_pton(AF_INET, host.c_str(), buf) == 1) return std::string("ipv4");
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
+      inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1) {
+    return std::string("ipv6");
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "server list '", servers, "': '", host,
+      "' is not an IP address (a list names servers by address; or give one name that resolves to all)"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> CheckServerList(absl::string_view servers) {
   std::string family;
   for (absl::string_view server : absl::StrSplit(servers, ',')) {
-    size_t colon = server.rfind(':');
-    int port = 0;
-    if (colon == absl::string_view::npos || !absl::SimpleAtoi(server.substr(colon + 1), &port) || port <= 0 ||
-        port > 65535) {
-      return absl::InvalidArgumentError(absl::StrCat("server list '", servers, "': '", server, "' is not host:port"));
-    }
-    std::string host(server.substr(0, colon));
-    unsigned char buf[16];
-    std::string kind;
-    if (inet_pton(AF_INET, host.c_str(), buf) == 1) {
-      kind = "ipv4";
-    } else if (host.size() > 2 && host.front() == '[' && host.back() == ']' &&
-               inet_pton(AF_INET6, host.substr(1, host.size() - 2).c_str(), buf) == 1) {
-      kind = "ipv6";
-    } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "server list '", servers, "': '", host,
-          "' is not an IP address (a list names servers by address; or give one name that resolves to all)"));
-    }
-    if (!family.empty() && family != kind) {
+    absl::StatusOr<std::string> kind = FamilyOf(servers, server);
+    if (!kind.ok()) return kind.status();
+    if (!family.empty() && family != *kind) {
       return absl::InvalidArgumentError(absl::StrCat("server list '", servers, "' mixes IPv4 and IPv6"));
     }
-    family = kind;
+    family = *kind;
   }
-  return absl::StrCat(family, ":", servers);
+  return family;
+}
+
+absl::StatusOr<std::string> ServerListTarget(absl::string_view servers) {
+  if (!absl::StrContains(servers, ',')) return std::string(servers);
+  absl::StatusOr<std::string> family = CheckServerList(servers);
+  if (!family.ok()) return family.status();
+  return absl::StrCat(*family, ":", servers);
 }
 
 namespace {

@@ -20,6 +20,10 @@ namespace trainyard {
 // name (give one name that resolves to every server instead) or mixes IPv4
 // and IPv6.
 absl::StatusOr<std::string> ServerListTarget(absl::string_view servers);
+// Every entry of `servers` (one or more, comma-separated) is IP:port, all
+// IPv4 or all [IPv6]: "ipv4" or "ipv6"; else InvalidArgument naming the
+// entry. What a server accepts as --cluster-servers.
+absl::StatusOr<std::string> CheckServerList(absl::string_view servers);
 // With a list, one connection attempt to a server gives up after this long
 // (gRPC's GRPC_ARG_MIN_RECONNECT_BACKOFF_MS; 20 s by default), so a server
 // whose host is cut off or paused (its SYN or handshake never answered)

@@ -2,7 +2,9 @@
 // long ones (the CLI, job masters): header-only, for code that links gRPC.
 #pragma once
 
+#include <grpcpp/channel.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/status.h>
 
 #include <string>
 
@@ -22,6 +24,10 @@ namespace trainyard {
 // server allows a ping a second (server.cc, CommonListenerOptions). A
 // single address, or a list that cannot be one target, is returned as it is
 // with `args` untouched (the call then says what is wrong with it).
+//
+// A caller that makes a new channel after a call failed should do so only
+// when the old one is not READY (ServerGone below): a live but slow server
+// would otherwise have its connection thrown away while it is set up.
 inline std::string ServerListChannelTarget(const std::string& servers, grpc::ChannelArguments* args) {
   absl::StatusOr<std::string> list = ServerListTarget(servers);
   if (!list.ok() || *list == servers) return servers;
@@ -31,7 +37,23 @@ inline std::string ServerListChannelTarget(const std::string& servers, grpc::Cha
   args->SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, kServerListKeepaliveMs);
   args->SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, kServerListKeepaliveTimeoutMs);
   args->SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  // Connections of its own: a channel made anew after a failover dials every
+  // server at once, where gRPC's global pool would hand it the old
+  // channel's connections and their backoff.
+  args->SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   return *list;
+}
+
+// True when a call's failure says its server may be gone (a failover) and
+// `channel` is not connected now: a new channel is worth making. A server
+// that answered UNAVAILABLE itself, or was slow on a live connection, keeps
+// its channel.
+inline bool ServerGone(const grpc::Status& status, grpc::Channel* channel) {
+  if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+    return false;
+  }
+  return channel->GetState(/*try_to_connect=*/false) != GRPC_CHANNEL_READY;
 }
 
 }  // namespace trainyard

@@ -18,6 +18,15 @@ TEST(ServerListTargetTest, AListOfAddressesIsOneTargetAndANameInAListIsRefused) 
   EXPECT_FALSE(ServerListTarget("10.0.0.1:7450,10.0.0.2").ok());
 }
 
+TEST(ServerListTargetTest, CheckServerListWantsEveryEntryAnAddressWithAPortOneOrMany) {
+  EXPECT_EQ(*CheckServerList("10.0.0.1:7450"), "ipv4");
+  EXPECT_EQ(*CheckServerList("[fd00::1]:7450,[fd00::2]:7450"), "ipv6");
+  for (const char* bad : {"10.0.0.1", "10.0.0.1:7450 10.0.0.2:7450", "10.0.0.1:7450,", "host-a:7450", "",
+                          "10.0.0.1:7450,[::1]:7450", "10.0.0.1:0"}) {
+    EXPECT_FALSE(CheckServerList(bad).ok()) << bad;
+  }
+}
+
 TEST(ServerListTargetTest, TheServerLastReachedGoesLastTheOthersKeepTheirOrder) {
   const std::string list = "10.0.0.1:7451,10.0.0.2:7451,10.0.0.3:7451";
   EXPECT_EQ(ServerListWithLast(list, "10.0.0.1:7451"), "10.0.0.2:7451,10.0.0.3:7451,10.0.0.1:7451");

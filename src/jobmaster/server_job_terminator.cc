@@ -102,25 +102,23 @@ bool Retry(const grpc::Status& st) {
   }
 }
 
-// A stub for the server: TLS verified with the CA when there is one.
-std::unique_ptr<v1::Trainyard::Stub> ServerStub(const std::string& address, const ReportCredentials& c) {
-  return v1::Trainyard::NewStub(ServerChannel(address, c));
-}
 }  // namespace
 
 std::optional<grpc::Status> ServerJobTerminator::State::Report(
     const std::string& address, const ReportCredentials& credentials, const std::string& what,
     absl::FunctionRef<grpc::Status(v1::Trainyard::Stub*, grpc::ClientContext*)> call) {
   int delay_ms = 100;
-  std::unique_ptr<v1::Trainyard::Stub> stub = ServerStub(address, credentials);
+  std::shared_ptr<grpc::Channel> channel = ServerChannel(address, credentials);
+  std::unique_ptr<v1::Trainyard::Stub> stub = v1::Trainyard::NewStub(channel);
   for (int attempt = 0; attempt < 50; ++attempt) {
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
     PresentCredentials(credentials, &ctx);
     grpc::Status st = call(stub.get(), &ctx);
     if (st.ok() || !Retry(st)) return st;
-    if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-      stub = ServerStub(address, credentials);
+    if (ServerGone(st, channel.get())) {
+      channel = ServerChannel(address, credentials);
+      stub = v1::Trainyard::NewStub(channel);
     }
     Log(LogLevel::kWarning, "jobmaster", "reporting %s to %s: %s; retrying", what, address, st.error_message());
     absl::MutexLock lock(&mu);

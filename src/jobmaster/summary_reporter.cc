@@ -6,6 +6,7 @@
 #include "absl/time/clock.h"
 #include "common/histogram.h"
 #include "common/logging.h"
+#include "common/server_list_channel.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/service.grpc.pb.h"
 
@@ -14,6 +15,8 @@ namespace trainyard::jobmaster {
 struct SummaryReporter::Shared {
   absl::Mutex mu;
   bool stop ABSL_GUARDED_BY(mu) = false;
+  // Used by the reporter's thread only (and by Finish once it has ended).
+  std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Trainyard::Stub> stub;
 };
 
@@ -38,7 +41,8 @@ SummaryReporter::SummaryReporter(std::string server_address, ReportCredentials c
       job_(std::move(job)),
       every_(every),
       shared_(std::make_shared<Shared>()) {
-  shared_->stub = v1::Trainyard::NewStub(ServerChannel(address_, credentials_));
+  shared_->channel = ServerChannel(address_, credentials_);
+  shared_->stub = v1::Trainyard::NewStub(shared_->channel);
 }
 
 SummaryReporter::~SummaryReporter() {
@@ -92,8 +96,9 @@ bool SummaryReporter::Send(const v1::JobMasterSummary& summary, absl::Duration w
   // The server gone (a failover): the next report goes through a new
   // channel, which dials every server of a list at once, not when the old
   // one's backoff for each would let it.
-  if (st.error_code() == grpc::StatusCode::UNAVAILABLE || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
-    shared_->stub = v1::Trainyard::NewStub(ServerChannel(address_, credentials_));
+  if (ServerGone(st, shared_->channel.get())) {
+    shared_->channel = ServerChannel(address_, credentials_);
+    shared_->stub = v1::Trainyard::NewStub(shared_->channel);
   }
   // The server's order to checkpoint rides on its answer (the master takes
   // each order once).

@@ -264,7 +264,7 @@ absl::Status ValidateServerConfig(const ServerConfig& c) {
                                   "leave it empty for SQLite in dataDir"));
   }
   if (!c.cluster_servers.empty()) {
-    if (absl::StatusOr<std::string> list = ServerListTarget(c.cluster_servers); !list.ok()) {
+    if (absl::StatusOr<std::string> list = CheckServerList(c.cluster_servers); !list.ok()) {
       errors.push_back(absl::StrCat("clusterServers: ", list.status().message()));
     }
   }

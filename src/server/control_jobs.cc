@@ -91,8 +91,9 @@ void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) 
                                // A restarted master reads how many barriers the job passed.
                                " --attempt \"${TRAINYARD_RESTART_COUNT:-0}\"",
                                " --barrier-record \"$TRAINYARD_CHECKPOINT_DIR/.jobmaster-barriers\"",
-                               " --server ",
-                               server_address_.empty() ? config_.listen : server_address_));
+                               // Quoted: an IPv6 list's brackets are glob characters.
+                               " --server '",
+                               server_address_.empty() ? config_.listen : server_address_, "'"));
   // The master comes first, as the job's first task.
   std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,
               spec->mutable_replicas()->rend());
