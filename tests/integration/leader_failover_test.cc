@@ -351,8 +351,9 @@ replicas:
 // Job masters and tasks are given every server (--cluster-servers), so what
 // they tell the server reaches the next leader: a running job's master
 // reports its figures to the new leader, and a task's TRAINYARD_SERVER is
-// the list.
-TEST(LeaderFailoverTest, JobMastersAndTasksAreGivenEveryServerAndReachTheNextLeader) {
+// the list. The old leader killed (its connections refused at once) or
+// paused (the master's calls time out until a ping goes unanswered).
+void MasterFollowsTheLeader(bool pause) {
   store_test::EtcdTestCluster etcd(1);
   ASSERT_TRUE(etcd.status().ok()) << etcd.status();
   Servers servers(etcd.address());
@@ -377,7 +378,11 @@ replicas:
   ASSERT_TRUE(WaitUntil([&] { return servers.Metric(0, "trainyard_jobmasters_reporting") >= 1; }, absl::Seconds(60)))
       << servers.Cli({"logs", "told", "jobmaster/0"}).out;
 
-  servers.server(0).Kill();
+  if (pause) {
+    ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
+  } else {
+    servers.server(0).Kill();
+  }
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
   // ... and then to the next one, the same master (no task started again).
   EXPECT_TRUE(WaitUntil([&] { return servers.Metric(1, "trainyard_jobmasters_reporting") >= 1; }, absl::Seconds(60)))
@@ -387,6 +392,10 @@ replicas:
     EXPECT_EQ(task.value("attempt", -1), 0) << task.dump();
   }
 }
+
+TEST(LeaderFailoverTest, JobMastersAndTasksAreGivenEveryServerAndReachTheNextLeader) { MasterFollowsTheLeader(false); }
+
+TEST(LeaderFailoverTest, AJobMasterLeavesAPausedLeaderForTheNext) { MasterFollowsTheLeader(true); }
 
 // `trainyard logs -f` given the list of servers goes on through a failover:
 // the stream the old leader held ends (at once when it is killed; when it
