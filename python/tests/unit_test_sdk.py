@@ -82,8 +82,11 @@ class ConfigTest(unittest.TestCase):
         from concurrent import futures
 
         import grpc
-        from trainyard.client import server_target
+        from trainyard.client import is_local_address, server_target
         self.assertEqual(server_target("10.0.0.1:7450"), ("10.0.0.1:7450", []))
+        # No token in clear to the second server because the first is local.
+        self.assertTrue(is_local_address("127.0.0.1:7450,127.0.0.1:7460"))
+        self.assertFalse(is_local_address("127.0.0.1:7450,10.0.0.2:7450"))
         target, options = server_target("[fd00::1]:7450,[fd00::2]:7450")
         self.assertEqual(target, "ipv6:[fd00::1]:7450,[fd00::2]:7450")
         self.assertIn(("grpc.lb_policy_name", "round_robin"), options)

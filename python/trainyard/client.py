@@ -39,7 +39,10 @@ def _ms(seconds: Optional[float]) -> int:
 
 
 def is_local_address(address: str) -> bool:
-    """True when traffic to `address` stays on this host (as security::IsLocalAddress)."""
+    """True when traffic to `address` stays on this host (as security::IsLocalAddress);
+    a comma-separated list when every entry does."""
+    if "," in address:
+        return all(is_local_address(one) for one in address.split(","))
     if address.startswith("unix:") or ":" not in address:
         return True
     host = address[:address.rfind(":")]

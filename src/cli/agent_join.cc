@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "cli/client.h"
-#include "common/server_list.h"
+#include "common/server_list_channel.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/security/tls_certificate_verifier.h"
 #include "grpcpp/security/tls_credentials_options.h"
@@ -33,7 +33,7 @@ void Deadline(grpc::ClientContext* ctx) {
 std::shared_ptr<grpc::Channel> JoinChannel(const std::string& server,
                                            const std::shared_ptr<grpc::ChannelCredentials>& creds) {
   grpc::ChannelArguments args;
-  std::string target = ServerTarget(server, &args);
+  std::string target = ServerListChannelTarget(server, &args);
   return grpc::CreateCustomChannel(target, creds, args);
 }
 
@@ -80,8 +80,8 @@ bool IsOneCertificate(const std::string& pem) {
 }
 
 absl::Status JoinCluster(const JoinOptions& o) {
-  // A list that cannot be one target says why (ServerTarget would pass it
-  // on to gRPC as a name that does not resolve).
+  // A list that cannot be one target says why (ServerListChannelTarget
+  // would pass it on to gRPC as a name that does not resolve).
   if (absl::StatusOr<std::string> list = ServerListTarget(o.server); !list.ok()) return list.status();
   absl::StatusOr<std::string> ca = FetchCa(o.server);
   if (!ca.ok()) return ca.status();

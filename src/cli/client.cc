@@ -1,7 +1,6 @@
 // Shared client plumbing.
 #include "cli/client.h"
 
-
 #include <atomic>
 #include <cstdlib>
 #include <iostream>
@@ -113,11 +112,7 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address) {
   // and the command failed as if no server were there.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  return grpc::CreateCustomChannel(ServerTarget(address, &args), Credentials(), args);
-}
-
-std::string ServerTarget(const std::string& address, grpc::ChannelArguments* args) {
-  return ServerListChannelTarget(address, args);
+  return grpc::CreateCustomChannel(ServerListChannelTarget(address, &args), Credentials(), args);
 }
 
 void Authorize(grpc::ClientContext* ctx) {

@@ -40,11 +40,6 @@ const std::string& ServerCaPem();
 std::unique_ptr<v1::Trainyard::Stub> MakeStub(const std::string& address);
 // The channel MakeStub's stub uses (for other services of the server).
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address);
-// The gRPC target for `address`, which may list several servers: a list
-// becomes one target over every address, tried at once, calls sent to the
-// one that answers (the leader; standbys do not listen), with `args` set
-// for it. A single address is returned as it is.
-std::string ServerTarget(const std::string& address, grpc::ChannelArguments* args);
 
 // Puts the user's token (ClientToken) on `ctx`, when there is one.
 void Authorize(grpc::ClientContext* ctx);

@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "security/crypto.h"
 #include "security/files.h"
 
@@ -406,6 +407,13 @@ std::string NodeNameOfPeerCert(const std::string& cert_pem) {
 }
 
 bool IsLocalAddress(const std::string& address) {
+  if (address.find(',') != std::string::npos) {
+    // A list of servers: local only when every one of them is.
+    for (absl::string_view one : absl::StrSplit(address, ',')) {
+      if (!IsLocalAddress(std::string(one))) return false;
+    }
+    return true;
+  }
   if (absl::StartsWith(address, "unix:") || address.find(':') == std::string::npos) return true;
   std::string host = address.substr(0, address.rfind(':'));
   return host == "localhost" || host == "[::1]" || host == "::1" || absl::StartsWith(host, "127.");

@@ -127,7 +127,7 @@ std::string NodeNameOfPeerCert(const std::string& cert_pem);
 
 // True for an address whose traffic stays on this host, where TLS adds
 // nothing: "unix:...", a bare port, localhost, 127.x.x.x or ::1 (as host:port
-// or [host]:port).
+// or [host]:port); a comma-separated list when every entry is.
 bool IsLocalAddress(const std::string& address);
 
 }  // namespace trainyard::security

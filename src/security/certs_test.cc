@@ -34,6 +34,14 @@ class CertsTest : public ::testing::Test {
   std::string dir_;
 };
 
+TEST(IsLocalAddressTest, AListIsLocalOnlyWhenEveryServerOfItIs) {
+  EXPECT_TRUE(IsLocalAddress("127.0.0.1:7450"));
+  EXPECT_TRUE(IsLocalAddress("127.0.0.1:7450,[::1]:7460"));
+  EXPECT_FALSE(IsLocalAddress("10.0.0.2:7450"));
+  // A token is not sent in clear to the second server because the first is local.
+  EXPECT_FALSE(IsLocalAddress("127.0.0.1:7450,10.0.0.2:7450"));
+}
+
 TEST_F(CertsTest, InitMakesACaAndAServerCertificateThatOnlyTheOwnerCanRead) {
   absl::StatusOr<InitResult> init = InitCertDir(dir_, {"gpu-head.example", "10.1.2.3"});
   ASSERT_TRUE(init.ok()) << init.status();
