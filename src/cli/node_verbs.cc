@@ -100,6 +100,23 @@ std::string MsText(double ms) {
   return absl::StrFormat("<= %g ms", ms);
 }
 
+// The leaders deposed so far, by reason, and the latest one.
+void PrintDepositions(const v1::ClusterStatus& st, int64_t now) {
+  std::vector<std::string> counts;
+  const v1::LeaderDeposition* last = nullptr;
+  for (const v1::LeaderDeposition& d : st.depositions()) {
+    if (d.count() == 0) continue;
+    counts.push_back(absl::StrCat(d.count(), " ", d.reason()));
+    if (last == nullptr || d.last_unix_ms() > last->last_unix_ms()) last = &d;
+  }
+  if (last == nullptr) {
+    std::cout << "Deposed:    none\n";
+    return;
+  }
+  std::cout << "Deposed:    " << absl::StrJoin(counts, ", ") << "; the latest " << last->last_server() << " "
+            << Age(now - last->last_unix_ms()) << " ago (" << last->reason() << ": " << last->last_why() << ")\n";
+}
+
 // `trainyard status`: who serves, on which store, since when; the nodes and
 // jobs in a line each.
 int Status(Common& f) {
@@ -125,6 +142,7 @@ int Status(Common& f) {
     }
     std::cout << "\n";
     std::cout << "Standbys:   " << (st.standbys().empty() ? "none" : absl::StrJoin(st.standbys(), ", ")) << "\n";
+    PrintDepositions(st, now);
   } else {
     std::cout << "Store:      " << st.store() << " (the server's data dir; no standby can take over)\n";
   }

@@ -485,8 +485,11 @@ absl::Status Server::StartLoginSocket(const ServerConfig& config) {
     ca_pem = *std::move(ca);
   }
   security::ServerSecurity* sec = security_.get();
+  // With several servers, the user's CLI is given every one of them and
+  // follows the leader (docs/deploy.md).
+  const std::string& servers = config.cluster_servers.empty() ? address_ : config.cluster_servers;
   absl::StatusOr<std::unique_ptr<LoginSocket>> login =
-      LoginSocket::Start(path, address_, std::move(ca_pem),
+      LoginSocket::Start(path, servers, std::move(ca_pem),
                          [sec](const std::string& user, bool admin) { return sec->LoginTokenOf(user, admin); });
   if (!login.ok()) return login.status();
   login_ = std::move(*login);

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "httpd/http_server.h"
 #include "server/config.h"
+#include "server/depositions.h"
 #include "security/server_security.h"
 #include "server/job_manager.h"
 
@@ -123,15 +124,20 @@ class Server {
   // The server's own part of `trainyard status`: address, store and
   // leadership (with etcd, the standbys listed there).
   void FillClusterStatus(v1::ClusterStatus* out);
+  // Adds the standbys and depositions last read.
+  void FillLeaderLists(v1::ClusterStatus* out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(status_mu_);
   // What FillClusterStatus reads on gRPC threads: the address once bound,
-  // and the standbys read from etcd at most once a second.
+  // and the standbys and depositions read from etcd at most once a second.
   absl::Mutex status_mu_;
   std::string status_address_ ABSL_GUARDED_BY(status_mu_);
   std::vector<std::string> standbys_ ABSL_GUARDED_BY(status_mu_);
+  std::vector<DepositionCount> depositions_ ABSL_GUARDED_BY(status_mu_);
   absl::Time standbys_read_ ABSL_GUARDED_BY(status_mu_) = absl::InfinitePast();
   bool standbys_reading_ ABSL_GUARDED_BY(status_mu_) = false;
   std::string store_kind_ = "sqlite";
   std::vector<std::string> etcd_endpoints_;
+  std::string etcd_prefix_;
+  std::string deposed_dir_;  // where a deposed leader notes why (the data dir)
   int leader_lease_ms_ = 0;
   int64_t started_unix_ms_ = 0;
   // Binds the agents' listener (config.agent_listen, else the port above

@@ -2,6 +2,9 @@
 // dir for one machine; etcd for several servers, of which the one holding the
 // election key leads (leadership.h) and the others wait here.
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
 
 #include <cerrno>
 #include <cstdlib>
@@ -12,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "security/certs.h"
+#include "server/depositions.h"
 #include "server/http/standby_door.h"
 #include "server/leadership.h"
 #include "server/server.h"
@@ -27,10 +31,23 @@ namespace {
 // comes back as a standby (sysexits' EX_TEMPFAIL).
 constexpr int kDeposedExitCode = 75;
 
-[[noreturn]] void ExitDeposed(const std::string& why) {
+// Where a deposed leader notes why (depositions.h): its data dir, its name.
+struct DeposedNote {
+  std::string data_dir;
+  std::string server;
+};
+
+[[noreturn]] void ExitDeposed(const DeposedNote& note, Deposition reason, const std::string& why) {
+  // Two threads may learn it at once: the first notes and exits, the other
+  // waits for that (neither returns to act).
+  static std::atomic<bool> exiting{false};
+  if (exiting.exchange(true)) {
+    for (;;) pause();
+  }
+  NoteDeposition(note.data_dir, reason, note.server, why);
   Log(LogLevel::kError, "leader",
-      "no longer the leader: %s; exiting (status %d) so that it is started again as a standby", why,
-      kDeposedExitCode);
+      "no longer the leader (%s): %s; exiting (status %d) so that it is started again as a standby",
+      DepositionReason(reason), why, kDeposedExitCode);
   std::_Exit(kDeposedExitCode);
 }
 
@@ -99,6 +116,13 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   absl::StatusOr<std::unique_ptr<EtcdClient>> client = EtcdClient::Connect(leader_connect);
   if (!client.ok()) return client.status();
   leader_client_ = std::move(*client);
+  etcd_prefix_ = config.etcd_prefix;
+  deposed_dir_ = config.data_dir;
+  // Counted before it campaigns: the leader shows it from now on.
+  if (absl::Status st = ReportDeposition(leader_client_.get(), config.etcd_prefix, config.data_dir); !st.ok()) {
+    Log(LogLevel::kWarning, "leader", "%s", st.message());
+  }
+  const DeposedNote note{config.data_dir, config.listen};
 
   LeadershipOptions leading;
   leading.key = config.etcd_prefix + "leader";
@@ -106,7 +130,7 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   leading.terms_key = config.etcd_prefix + "leader-terms";
   leading.identity = config.listen;
   leading.ttl = absl::Milliseconds(config.leader_lease_ms);
-  leading.on_lost = ExitDeposed;
+  leading.on_lost = [note](const std::string& why) { ExitDeposed(note, Deposition::kLeaseLost, why); };
   leading.http_key = config.etcd_prefix + "leader-http";
   // Called only while Campaign below runs, with `config` alive.
   leading.on_standby = [this, &config](const std::string& leader, const std::string& http_url) {
@@ -125,7 +149,12 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   options.prefix = config.etcd_prefix;
   options.max_txn_ops = config.etcd_max_txn_ops;
   options.max_request_bytes = config.etcd_max_request_bytes;
-  options.on_write_lost = [](const absl::Status& why) { ExitDeposed(std::string(why.message())); };
+  // A refused compare is the fence at work; any other failure leaves the
+  // write's outcome unknown (etcd_state_store.h).
+  options.on_write_lost = [note](const absl::Status& why) {
+    ExitDeposed(note, why.code() == absl::StatusCode::kFailedPrecondition ? Deposition::kFenced : Deposition::kWriteUnknown,
+                std::string(why.message()));
+  };
   absl::StatusOr<std::unique_ptr<EtcdStateStore>> store = EtcdStateStore::Open(options);
   if (!store.ok()) return store.status();
   (*store)->SetFence(leading.key, leadership_->revision(), leadership_->terms());
@@ -210,12 +239,13 @@ void Server::FillClusterStatus(v1::ClusterStatus* out) {
     out->set_leader_since_unix_ms(leadership_->since_unix_ms());
     out->set_leader_terms(leadership_->terms());
     out->set_leader_lease_ms(leader_lease_ms_);
-    // Who waits: each standby's key lives with its lease. Read at most once
+    // Who waits (each standby's key lives with its lease) and the leaders
+    // deposed so far (depositions.h). Read at most once
     // a second, by one caller at a time and without the lock (etcd slow
     // holds up only that caller); the others, and a read that fails, give
     // the last list.
     if (standbys_reading_ || absl::Now() - standbys_read_ < absl::Seconds(1)) {
-      for (const std::string& s : standbys_) out->add_standbys(s);
+      FillLeaderLists(out);
       return;
     }
     standbys_read_ = absl::Now();
@@ -224,19 +254,36 @@ void Server::FillClusterStatus(v1::ClusterStatus* out) {
   std::vector<std::string> now;
   absl::StatusOr<int64_t> read = leader_client_->RangePrefix(
       leadership_->options().standby_prefix, [&](const mvccpb::KeyValue& kv) { now.push_back(kv.value()); });
+  absl::StatusOr<std::vector<DepositionCount>> deposed =
+      read.ok() ? ReadDepositions(leader_client_.get(), etcd_prefix_) : read.status();
   absl::MutexLock lock(&status_mu_);
   standbys_reading_ = false;
   if (read.ok()) standbys_ = std::move(now);
+  if (deposed.ok()) depositions_ = std::move(*deposed);
+  FillLeaderLists(out);
+}
+
+void Server::FillLeaderLists(v1::ClusterStatus* out) {
   for (const std::string& s : standbys_) out->add_standbys(s);
+  for (const DepositionCount& d : depositions_) {
+    v1::LeaderDeposition* o = out->add_depositions();
+    o->set_reason(d.reason);
+    o->set_count(d.count);
+    o->set_last_unix_ms(d.last_unix_ms);
+    o->set_last_server(d.last_server);
+    o->set_last_why(d.last_why);
+  }
 }
 
 void Server::FenceOrders() {
   if (leadership_ == nullptr) return;
   Leadership* leading = leadership_.get();
-  manager_->SetOrderFence([leading] {
+  manager_->SetOrderFence([leading, note = DeposedNote{deposed_dir_, leading->options().identity}] {
     // The renewal thread says so within a third of the lease; a process
     // that was paused may run its loop first.
-    if (!leading->Valid()) ExitDeposed("its lease may have ended (the process was paused or cut off from etcd)");
+    if (!leading->Valid()) {
+      ExitDeposed(note, Deposition::kPaused, "its lease may have ended (the process was paused or cut off from etcd)");
+    }
   });
 }
 

@@ -17,6 +17,7 @@
 #include "common/wait_until.h"
 #include "security/certs.h"
 #include "security/tokens.h"
+#include "store/etcd_client.h"
 #include "tests/etcd/etcd_test_cluster.h"
 #include "tests/integration/harness.h"
 #include "tests/integration/http_client.h"
@@ -393,6 +394,68 @@ replicas:
   }
 }
 
+// A job's time limit falls after a failover: the next leader orders the
+// checkpoint, the job's master (started by the first leader) hears it and
+// reports the step its workers saved to the next leader, which records it
+// and stops the tasks at once, not after the grace.
+TEST(LeaderFailoverTest, AJobMasterReportsItsCheckpointToTheNextLeader) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  // A grace far longer than the test waits: the tasks must end because the
+  // workers saved, not because the grace ran out.
+  const std::vector<std::string> grace{"--preemption-grace-ms", "600000"};
+  servers.Start(0, grace);
+  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
+  servers.Start(1, grace);
+  ASSERT_TRUE(servers.WaitLogSays(1, "standby:")) << ReadFile(servers.log(1));
+  servers.StartAgent();
+  const std::string out = servers.dir() + "/out";
+  std::filesystem::create_directories(out);
+  // Workers that step until told to save, save once, report the step.
+  const std::string bin = TrainyardBin();
+  const std::string script = absl::StrCat(
+      "step=0; ", bin, " worker state RUNNING || exit 1; while true; do step=$((step+1)); sleep 0.05; if ", bin,
+      " worker checkpoint-requested > /dev/null; then echo $step >> ", out, "/saved-$TRAINYARD_INDEX; ", bin,
+      " worker checkpoint-done $step || exit 1; fi; done");
+  const std::string spec = servers.dir() + "/limited.yaml";
+  WriteFile(spec, absl::StrCat("name: limited\nactiveDeadline: 20s\nreplicas:\n  worker:\n    count: 2\n"
+                               "    resources: {cpu: 100m, memory: 64Mi}\n    command: [sh, -c, '", script, "']\n"));
+  CommandResult submitted = servers.Cli({"submit", spec});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+  ASSERT_TRUE(servers.WaitRunning("limited")) << servers.Describe("limited").dump();
+  ASSERT_TRUE(WaitUntil([&] { return servers.Metric(0, "trainyard_jobmasters_reporting") >= 1; }, absl::Seconds(60)))
+      << servers.Cli({"logs", "limited", "jobmaster/0"}).out;
+
+  servers.server(0).Kill();
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  EXPECT_TRUE(servers.Describe("limited")["events"].dump().find("checkpoint") == std::string::npos)
+      << "the first leader ordered the checkpoint: the failover came too late for this test";
+
+  nlohmann::json d;
+  ASSERT_TRUE(WaitUntil([&] {
+    d = servers.Describe("limited");
+    if (d.value("state", "") != "DEADLINE_EXCEEDED") return false;
+    for (const nlohmann::json& t : d["tasks"]) {
+      if (t["state"] != "KILLED" && t["state"] != "FAILED" && t["state"] != "SUCCEEDED") return false;
+    }
+    return true;
+  }, absl::Seconds(90), absl::Milliseconds(200))) << d.dump(2) << servers.Cli({"logs", "limited", "jobmaster/0"}).err;
+  std::vector<int64_t> saved0 = NumberLines(ReadFile(out + "/saved-0"));
+  std::vector<int64_t> saved1 = NumberLines(ReadFile(out + "/saved-1"));
+  ASSERT_EQ(saved0.size(), 1u);
+  ASSERT_EQ(saved1.size(), 1u);
+  bool checkpointed = false;
+  for (const nlohmann::json& e : d["events"]) {
+    checkpointed |= e.value("kind", "") == "checkpointed" &&
+                    e.value("text", "").find(absl::StrCat("2 workers saved step ", std::min(saved0[0], saved1[0]), ";")) !=
+                        std::string::npos;
+  }
+  EXPECT_TRUE(checkpointed) << d.dump(2);
+  // The same master throughout: no task was started again.
+  for (const nlohmann::json& task : d["tasks"]) EXPECT_EQ(task.value("attempt", -1), 0) << task.dump();
+}
+
 TEST(LeaderFailoverTest, JobMastersAndTasksAreGivenEveryServerAndReachTheNextLeader) { MasterFollowsTheLeader(false); }
 
 TEST(LeaderFailoverTest, AJobMasterLeavesAPausedLeaderForTheNext) { MasterFollowsTheLeader(true); }
@@ -489,6 +552,102 @@ TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutSer
   CommandResult jobs = servers.Cli({"jobs"});
   EXPECT_EQ(jobs.exit_code, 0) << jobs.err;
   EXPECT_NE(jobs.out.find(job), std::string::npos) << jobs.out;
+
+  // Started again, as a supervisor would, it waits as a standby and the
+  // deposition is counted: the leader shows it under the reason the old
+  // one said (whichever of its threads learnt it first).
+  std::string said = ReadFile(servers.log(0));
+  size_t at = said.find("no longer the leader (");
+  ASSERT_NE(at, std::string::npos) << said;
+  at += std::string("no longer the leader (").size();
+  std::string reason = said.substr(at, said.find(')', at) - at);
+  EXPECT_TRUE(reason == "paused" || reason == "lease_lost" || reason == "fenced") << reason;
+  servers.Start(0);
+  ASSERT_TRUE(servers.WaitLogSays(0, "counted in etcd")) << ReadFile(servers.log(0));
+  ASSERT_TRUE(WaitUntil([&] {
+    return servers.Metric(1, absl::StrCat("trainyard_leader_depositions_total{reason=\"", reason, "\"}")) == 1;
+  }, absl::Seconds(30))) << HttpGet(servers.http_address(1), "/metrics").body;
+  double all = 0;
+  for (const char* r : {"fenced", "write_unknown", "lease_lost", "paused"}) {
+    all += servers.Metric(1, absl::StrCat("trainyard_leader_depositions_total{reason=\"", r, "\"}"));
+  }
+  EXPECT_EQ(all, 1);
+}
+
+// `trainyard login` on a server's host writes every server of the cluster
+// (--cluster-servers) into the user's client config, so the user's CLI
+// follows the leader as the admin's does.
+TEST(LeaderFailoverTest, ALoginGivesEveryServerAndTheUserFollowsTheNextLeader) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
+  TempDir home;
+  // Only what the login writes: none of the test's own credentials.
+  const std::vector<std::string> env{"HOME=" + home.path(), "TRAINYARD_TOKEN", "TRAINYARD_CONFIG",
+                                     "TRAINYARD_CA_FILE", "TRAINYARD_SERVER"};
+  CommandResult login =
+      RunCommandLine({TrainyardBin(), "login", "--socket", servers.data_dir(0) + "/login.sock"}, absl::Seconds(60), env);
+  ASSERT_EQ(login.exit_code, 0) << login.err;
+  EXPECT_NE(login.out.find(" on " + servers.list() + "; client config written"), std::string::npos) << login.out;
+
+  servers.server(0).Kill();
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  CommandResult status = RunCommandLine({TrainyardBin(), "status"}, absl::Seconds(60), env);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  EXPECT_NE(status.out.find("Server:     " + servers.address(1)), std::string::npos) << status.out;
+}
+
+// A write the fence refuses: the election key is gone from etcd (here
+// removed by hand) while the leader still holds its lease. etcd itself
+// refuses the leader's next write; the leader leaves at once, the write
+// is not acknowledged, and when it starts again the refusal is counted
+// where `trainyard status`, /metrics and the dashboard show it.
+TEST(LeaderFailoverTest, AWriteTheFenceRefusesDeposesTheLeaderAndIsCounted) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  servers.Start(0);
+  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
+  CommandResult before = servers.Cli({"status"});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_NE(before.out.find("Deposed:    none"), std::string::npos) << before.out;
+  EXPECT_EQ(servers.Metric(0, "trainyard_leader_depositions_total{reason=\"fenced\"}"), 0);
+
+  absl::StatusOr<std::unique_ptr<EtcdClient>> etcd_client = EtcdClient::Connect(etcd.connect_options());
+  ASSERT_TRUE(etcd_client.ok()) << etcd_client.status();
+  etcdserverpb::TxnRequest remove;
+  remove.add_success()->mutable_request_delete_range()->set_key("/trainyard/leader");
+  ASSERT_TRUE((*etcd_client)->Txn(remove).ok());
+
+  std::string spec = servers.dir() + "/refused.yaml";
+  WriteFile(spec, Spec("refused"));
+  CommandResult submit = servers.Cli({"submit", spec});
+  EXPECT_NE(submit.exit_code, 0) << "a write etcd refused was acknowledged: " << submit.out;
+  ASSERT_TRUE(WaitUntil([&] { return !servers.server(0).Running(); }, absl::Seconds(30))) << ReadFile(servers.log(0));
+  EXPECT_EQ(servers.server(0).exit_status(), 75);
+  EXPECT_TRUE(servers.LogSays(0, "no longer the leader (fenced)")) << ReadFile(servers.log(0));
+
+  servers.Start(0);
+  ASSERT_TRUE(servers.WaitLogSays(0, "counted in etcd")) << ReadFile(servers.log(0));
+  CommandResult status;
+  ASSERT_TRUE(WaitUntil([&] {
+    status = servers.Cli({"status"});
+    return status.exit_code == 0 && status.out.find("Deposed:    1 fenced") != std::string::npos;
+  }, absl::Seconds(60))) << status.out << status.err << ReadFile(servers.log(0));
+  EXPECT_NE(status.out.find("the latest " + servers.address(0)), std::string::npos) << status.out;
+  EXPECT_NE(status.out.find("its write was refused"), std::string::npos) << status.out;
+  EXPECT_EQ(servers.Metric(0, "trainyard_leader_depositions_total{reason=\"fenced\"}"), 1);
+  EXPECT_EQ(servers.Metric(0, "trainyard_leader_depositions_total{reason=\"paused\"}"), 0);
+  nlohmann::json shown = servers.Overview(0)["control_plane"]["depositions"];
+  ASSERT_TRUE(shown.is_array()) << servers.Overview(0).dump();
+  bool fenced_shown = false;
+  for (const nlohmann::json& d : shown) {
+    if (d.value("reason", "") == "fenced") fenced_shown = d.value("count", 0) == 1;
+  }
+  EXPECT_TRUE(fenced_shown) << shown.dump();
+  // What etcd refused is not there.
+  EXPECT_EQ(servers.Cli({"describe", "refused"}).exit_code == 0, false);
 }
 
 // etcd as production runs it: TLS on its client port, a client certificate

@@ -39,6 +39,16 @@ function byUser(queues) {
   return [...m.entries()].sort().map(([u, t]) => [u, t.milli / 1000, t.running, t.pending]);
 }
 
+// Leaders deposed by reason ("fenced": etcd refused a write of the old
+// leader), with the latest one's server, time and reason.
+function depositions(all) {
+  const list = all.filter((d) => d.count > 0);
+  if (!list.length) return 'none';
+  const byReason = list.map((d) => `${d.count} ${d.reason}`).join(', ');
+  const last = list.reduce((a, b) => (b.last_unix_ms > a.last_unix_ms ? b : a));
+  return `${byReason}; the latest: ${last.last_server} ${ago(last.last_unix_ms)} (${last.last_why})`;
+}
+
 // Who leads the control plane (docs/deploy.md): this server with SQLite,
 // or the leader of servers sharing etcd, with its standbys.
 function controlPlane(c) {
@@ -48,6 +58,7 @@ function controlPlane(c) {
     ? [['Leader', c.server_address], ['Leading since', since],
       ['Leaderships', `${c.leader_terms} so far, this one's included`],
       ['Standbys', c.standbys.length ? c.standbys.join(', ') : 'none'],
+      ['Leaders deposed', depositions(c.depositions || [])],
       ['Store', `etcd at ${c.etcd_endpoints.join(', ')}`]]
     : [['Server', c.server_address], ['Up since', since], ['Store', 'SQLite in its data dir (one server, no standby)']];
   return section('Control plane', table('Control plane', ['What', 'Value'], rows,

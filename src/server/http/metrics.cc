@@ -355,6 +355,19 @@ void ExecSessions(Writer& w, const ExecRelayStats& e) {
             "`exec` sessions refused for the server's limit or the user's.", static_cast<double>(e.refused));
 }
 
+// With etcd: the leaders deposed over the cluster's life, by reason (the
+// server lists every reason, 0 until one happens: server/depositions.h).
+void Depositions(Writer& w, const v1::ClusterStatus& c) {
+  if (c.store() != "etcd" || c.depositions().empty()) return;
+  w.Family("trainyard_leader_depositions_total", "counter",
+           "Leaders deposed over the cluster's life, by reason: fenced (etcd refused a write of the old leader: "
+           "a fencing refusal), write_unknown, lease_lost, paused; each counted when the deposed server starts again.");
+  for (const v1::LeaderDeposition& d : c.depositions()) {
+    w.Sample("trainyard_leader_depositions_total", absl::StrCat("reason=\"", Escape(d.reason()), "\""),
+             static_cast<double>(d.count()));
+  }
+}
+
 }  // namespace
 
 std::string RenderMetrics(const MetricsSources& src) {
@@ -372,6 +385,7 @@ std::string RenderMetrics(const MetricsSources& src) {
   Requests(w, src);
   LogStreams(w, src.logs);
   ExecSessions(w, src.exec);
+  if (src.control_plane) Depositions(w, *src.control_plane);
   return out;
 }
 
@@ -391,6 +405,7 @@ void AddMetricsRoute(HttpServer& server, RestBackend* backend, const GrpcCounter
                   src.http_connections = server.ConnectionStats();
                   src.logs = backend->LogStats();
                   src.exec = backend->ExecStats();
+                  src.control_plane = backend->ControlPlane();
                   res.set_content(RenderMetrics(src), kMetricsContentType);
                 });
 }

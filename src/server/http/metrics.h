@@ -6,6 +6,7 @@
 // server's lock or calls its store. docs/api.md lists every metric.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,9 @@ struct MetricsSources {
   httpd::HttpConnectionStats http_connections;  // the HTTP door's
   LogHubStats logs;                             // `logs` streams and their refusals
   ExecRelayStats exec;                          // `exec` sessions
+  // The control plane's own part (RestBackend::ControlPlane): with etcd,
+  // the leaders deposed so far.
+  std::optional<v1::ClusterStatus> control_plane;
 };
 
 std::string RenderMetrics(const MetricsSources& sources);

@@ -156,6 +156,12 @@ TEST_F(DashboardTest, OverviewNamesTheLeaderItsStandbysAndItsStore) {
   c.set_leader_revision(42);
   c.set_leader_lease_ms(5000);
   c.add_standbys("10.0.0.12:7450");
+  v1::LeaderDeposition* d = c.add_depositions();
+  d->set_reason("fenced");
+  d->set_count(2);
+  d->set_last_unix_ms(1700000000000);
+  d->set_last_server("10.0.0.12:7450");
+  d->set_last_why("its write was refused");
   backend_.control_plane = c;
   auto r = Get("/api/v1/overview");
   ASSERT_TRUE(r);
@@ -168,7 +174,13 @@ TEST_F(DashboardTest, OverviewNamesTheLeaderItsStandbysAndItsStore) {
                                                 {"leader_terms", 3},
                                                 {"leader_revision", 42},
                                                 {"leader_lease_ms", 5000},
-                                                {"standbys", {"10.0.0.12:7450"}}}))
+                                                {"standbys", {"10.0.0.12:7450"}},
+                                                {"depositions",
+                                                 {{{"reason", "fenced"},
+                                                   {"count", 2},
+                                                   {"last_unix_ms", 1700000000000},
+                                                   {"last_server", "10.0.0.12:7450"},
+                                                   {"last_why", "its write was refused"}}}}}))
       << r->body;
 }
 

@@ -66,6 +66,15 @@ json OverviewJson(const ViewStore& views, const v1::ClusterStatus* control_plane
         {"leader_revision", c.leader_revision()},
         {"leader_lease_ms", c.leader_lease_ms()},
         {"standbys", std::vector<std::string>(c.standbys().begin(), c.standbys().end())}};
+    json depositions = json::array();
+    for (const v1::LeaderDeposition& d : c.depositions()) {
+      depositions.push_back({{"reason", d.reason()},
+                             {"count", d.count()},
+                             {"last_unix_ms", d.last_unix_ms()},
+                             {"last_server", d.last_server()},
+                             {"last_why", d.last_why()}});
+    }
+    out["control_plane"]["depositions"] = std::move(depositions);
   }
   return out;
 }

@@ -20,7 +20,8 @@ std::string GpuModelOf(const v1::NodeInfo& info);
 //  "jobs_by_state": {QUEUED: n, ..., every state}, "gpus_by_model": [{model,
 //  nodes, total, allocated, free, excluded}], "queues": the /api/v1/queues body,
 //  "control_plane": {server_address, store, etcd_endpoints, leader_since_unix_ms,
-//  leader_terms, leader_revision, leader_lease_ms, standbys} when
+//  leader_terms, leader_revision, leader_lease_ms, standbys, depositions:
+//  [{reason, count, last_unix_ms, last_server, last_why}]} when
 //  `control_plane` is given}.
 nlohmann::json OverviewJson(const ViewStore& views, const v1::ClusterStatus* control_plane = nullptr);
 
