@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "cli/client.h"
+#include "cli/failover.h"
 #include "cli/submit_with_master.h"
 #include "cli/table.h"
 #include "cli/text.h"
@@ -72,8 +73,10 @@ struct SubmitFlags : Common {
 // Prints each new state (and reason) of `job` until it ends; the exit code
 // says whether it SUCCEEDED. Follows the server's WatchJob stream; polls
 // describe when the server has no watch for it (an older server, or its
-// watches are all taken).
-int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std::string& job) {
+// watches are all taken). A stream or call that found no server is made
+// again at the server that answers next (a failover, a restart), for up
+// to a minute (cli/failover.h).
+int WaitForJob(const std::string& address, const std::string& job) {
   std::string last;
   auto show = [&job, &last](const v1::JobView& v) {
     std::string line = StateName(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
@@ -84,6 +87,7 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
     return api::IsTerminal(v.state());
   };
   auto outcome = [](const v1::JobView& v) { return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure; };
+  Failover failover("submit", address);
   for (;;) {
     v1::WatchJobRequest req;
     req.set_job(job);
@@ -93,9 +97,12 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     Authorize(&ctx);
-    std::unique_ptr<grpc::ClientReader<v1::JobView>> reader = stub.WatchJob(&ctx, req);
+    std::unique_ptr<grpc::ClientReader<v1::JobView>> reader = failover.stub().WatchJob(&ctx, req);
     v1::JobView v;
+    bool read = false;
     while (reader->Read(&v)) {
+      read = true;
+      failover.Answered();
       if (show(v)) {
         ctx.TryCancel();
         reader->Finish();
@@ -104,25 +111,28 @@ int WaitForJob(v1::Trainyard::Stub& stub, const std::string& address, const std:
     }
     grpc::Status st = reader->Finish();
     // Ended before the job did (its minute passed): watch again.
-    if (st.ok() || st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) continue;
-    // No watch there (an older server, or its watches are all taken), or no
-    // server for now: describe says which, and polls.
-    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
-        st.error_code() == grpc::StatusCode::UNAVAILABLE) {
+    if (st.ok() || (read && st.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED)) continue;
+    // No watch there (an older server, or its watches are all taken):
+    // describe says which, and polls.
+    if (st.error_code() == grpc::StatusCode::UNIMPLEMENTED || st.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED) {
       break;
     }
+    if (failover.Retry(st)) continue;
     return ReportError("submit", address, st);
   }
-  for (;;) {
+  int result = kExitFailure;
+  int rc = WatchLoop("submit", address, [&](v1::Trainyard::Stub& stub, bool* done) {
     v1::DescribeJobRequest req;
     req.set_job(job);
     v1::JobView v;
     auto ctx = Context();
     grpc::Status st = stub.DescribeJob(ctx.get(), req, &v);
-    if (!st.ok()) return ReportError("submit", address, st);
-    if (show(v)) return outcome(v);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // polling the server
-  }
+    if (!st.ok()) return st;
+    *done = show(v);
+    if (*done) result = outcome(v);
+    return grpc::Status::OK;
+  }, absl::Milliseconds(200));  // polling the server
+  return rc == kExitOk ? result : rc;
 }
 
 int Submit(SubmitFlags& f) {
@@ -198,7 +208,7 @@ int Submit(SubmitFlags& f) {
   }
   std::cout << "job " << resp.job() << " submitted" << (f.hold ? " (held: trainyard release " + resp.job() + ")" : "")
             << std::endl;
-  return f.wait ? WaitForJob(*stub, address, resp.job()) : kExitOk;
+  return f.wait ? WaitForJob(address, resp.job()) : kExitOk;
 }
 
 // ---- jobs ----
@@ -242,12 +252,11 @@ grpc::Status ListEveryJob(v1::Trainyard::Stub& stub, v1::ListJobsRequest req, v1
 // jobs -w: the list again whenever it changed.
 int WatchJobs(const JobsFlags& f, const v1::ListJobsRequest& req) {
   std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
   std::string last;
   bool first = true;
-  return WatchLoop("jobs", address, [&](bool*) {
+  return WatchLoop("jobs", address, [&](v1::Trainyard::Stub& stub, bool*) {
     v1::ListJobsResponse resp;
-    grpc::Status st = ListEveryJob(*stub, req, &resp);
+    grpc::Status st = ListEveryJob(stub, req, &resp);
     if (!st.ok()) return st;
     std::string now = resp.SerializeAsString();
     // An empty list serializes to "": the first screen is printed whatever
@@ -442,12 +451,12 @@ std::string DescribeText(const DescribeFlags& f, const v1::JobView& v) {
 }
 
 // describe -w: the job again whenever its view changed, until it ends.
-int WatchDescribe(const DescribeFlags& f, v1::Trainyard::Stub& stub, const std::string& address) {
+int WatchDescribe(const DescribeFlags& f, const std::string& address) {
   v1::DescribeJobRequest req;
   req.set_job(f.job);
   std::string last;
   bool first = true;
-  return WatchLoop("describe", address, [&](bool* done) {
+  return WatchLoop("describe", address, [&](v1::Trainyard::Stub& stub, bool* done) {
     v1::JobView v;
     auto ctx = Context();
     grpc::Status st = stub.DescribeJob(ctx.get(), req, &v);
@@ -464,8 +473,8 @@ int WatchDescribe(const DescribeFlags& f, v1::Trainyard::Stub& stub, const std::
 
 int Describe(DescribeFlags& f) {
   std::string address = ServerAddress(f.server);
+  if (f.watch) return WatchDescribe(f, address);
   auto stub = MakeStub(address);
-  if (f.watch) return WatchDescribe(f, *stub, address);
   v1::DescribeJobRequest req;
   req.set_job(f.job);
   v1::JobView v;

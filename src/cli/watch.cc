@@ -7,15 +7,21 @@
 
 #include "absl/time/clock.h"
 #include "cli/client.h"
+#include "cli/failover.h"
 #include "cli/verbs.h"
 
 namespace trainyard::cli {
 
 int WatchLoop(const char* verb, const std::string& address, const WatchStep& step, absl::Duration poll) {
+  Failover failover(verb, address);
   for (;;) {
     bool done = false;
-    grpc::Status st = step(&done);
-    if (!st.ok()) return ReportError(verb, address, st);
+    grpc::Status st = step(failover.stub(), &done);
+    if (!st.ok()) {
+      if (failover.Retry(st)) continue;
+      return ReportError(verb, address, st);
+    }
+    failover.Answered();
     if (done) return kExitOk;
     absl::SleepFor(poll);  // until the next call to the server
   }

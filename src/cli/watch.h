@@ -6,8 +6,9 @@
 // than holding a gRPC stream: those calls read only the server's published
 // views (never its lock or its store), the server keeps nothing per
 // watching terminal (nothing to bound, nothing left behind by a closed
-// one), and a restarted server or a dropped connection costs one failed
-// call, not a stream to rebuild. What it costs is the answer every 500 ms
+// one), and a restarted server, a failover or a dropped connection costs
+// calls made again until a server answers (cli/failover.h), not a stream
+// to rebuild. What it costs is the answer every 500 ms
 // even when nothing changed; the REST watch stream (docs/api.md) is the one
 // that pushes changes, for the dashboard.
 #pragma once
@@ -17,15 +18,17 @@
 
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "proto/service.grpc.pb.h"
 
 namespace trainyard::cli {
 
-// Reads what to show and prints it when it differs from what was printed
-// last; sets *done when the watch should end.
-using WatchStep = std::function<grpc::Status(bool* done)>;
+// Reads what to show through `stub` and prints it when it differs from what
+// was printed last; sets *done when the watch should end.
+using WatchStep = std::function<grpc::Status(v1::Trainyard::Stub& stub, bool* done)>;
 
 // Runs `step` now and every `poll` after, until it is done (exit 0) or a
-// call fails (its ReportError exit code).
+// call fails (its ReportError exit code); a call that found no server is
+// made again once one answers, for up to a minute (cli/failover.h).
 int WatchLoop(const char* verb, const std::string& address, const WatchStep& step,
               absl::Duration poll = absl::Milliseconds(500));
 

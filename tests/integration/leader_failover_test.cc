@@ -515,6 +515,66 @@ TEST(LeaderFailoverTest, AFollowedLogGoesOnThroughAFailoverWithEveryLineOnce) { 
 
 TEST(LeaderFailoverTest, AFollowedLogLeavesAPausedLeaderForTheNextWithEveryLineOnce) { FollowThroughAFailover(true); }
 
+// `submit --wait` and `describe -w` follow a job through a failover to its
+// end: a stream or call that found no server is made again at the next
+// leader. The old leader killed, or paused (its calls end when a ping goes
+// unanswered).
+void WatchThroughAFailover(bool pause) {
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  Servers servers(etcd.address());
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby());
+  servers.StartAgent();
+  const std::string gate = servers.dir() + "/go";
+  const std::string spec = servers.dir() + "/waited.yaml";
+  WriteFile(spec, absl::StrCat("name: waited\nreplicas:\n  worker:\n    count: 1\n"
+                               "    resources: {cpu: 100m, memory: 64Mi}\n"
+                               "    command: [sh, -c, 'while [ ! -e ", gate, " ]; do sleep 0.1; done']\n"));
+  // Each watcher a process of its own, its stdout and stderr in files.
+  auto start = [&](const std::string& name, const std::string& args) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{"/bin/sh", "-c",
+                                 absl::StrCat("TRAINYARD_TOKEN=$1 TRAINYARD_CA_FILE=$2 exec \"$3\" ", args,
+                                              " --server $4 >\"$5\" 2>\"$6\""),
+                                 "sh", AdminToken(), ClusterCaFile(), TrainyardBin(), servers.list(),
+                                 servers.dir() + "/" + name + ".out", servers.dir() + "/" + name + ".err"},
+        servers.dir() + "/" + name + ".log");
+  };
+  auto out = [&](const std::string& name) { return ReadFile(servers.dir() + "/" + name + ".out"); };
+  auto err = [&](const std::string& name) { return ReadFile(servers.dir() + "/" + name + ".err"); };
+  std::unique_ptr<Process> waiter = start("waiter", "submit " + spec + " --wait");
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(out("waiter"), "waited: RUNNING\n"); }, absl::Seconds(60)))
+      << out("waiter") << err("waiter");
+  std::unique_ptr<Process> describer = start("describer", "describe waited -w");
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(out("describer"), "State:      RUNNING"); }, absl::Seconds(60)))
+      << out("describer") << err("describer");
+
+  if (pause) {
+    ASSERT_EQ(kill(servers.server(0).pid(), SIGSTOP), 0);
+  } else {
+    servers.server(0).Kill();
+  }
+  ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
+  // The waiter's stream to the old leader ends (at once when it was
+  // killed, after the unanswered ping when paused) before the job does.
+  ASSERT_TRUE(WaitUntil([&] { return absl::StrContains(err("waiter"), "asking the servers again"); },
+                        absl::Seconds(60)))
+      << out("waiter") << err("waiter");
+  WriteFile(gate, "");
+  bool ended = WaitUntil([&] { return !waiter->Running() && !describer->Running(); }, absl::Seconds(120));
+  if (pause) kill(servers.server(0).pid(), SIGCONT);
+  ASSERT_TRUE(ended) << out("waiter") << err("waiter") << out("describer") << err("describer");
+
+  EXPECT_EQ(waiter->exit_status(), 0) << err("waiter");
+  EXPECT_TRUE(absl::StrContains(out("waiter"), "\nwaited: SUCCEEDED")) << out("waiter") << err("waiter");
+  EXPECT_EQ(describer->exit_status(), 0) << err("describer");
+  EXPECT_TRUE(absl::StrContains(out("describer"), "State:      SUCCEEDED")) << out("describer") << err("describer");
+}
+
+TEST(LeaderFailoverTest, SubmitWaitAndDescribeWatchFollowAJobThroughAFailover) { WatchThroughAFailover(false); }
+
+TEST(LeaderFailoverTest, SubmitWaitAndDescribeWatchLeaveAPausedLeaderForTheNext) { WatchThroughAFailover(true); }
+
 TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutServing) {
   store_test::EtcdTestCluster etcd(1);
   ASSERT_TRUE(etcd.status().ok()) << etcd.status();
