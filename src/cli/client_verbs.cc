@@ -88,6 +88,7 @@ int WaitForJob(const std::string& address, const std::string& job) {
   };
   auto outcome = [](const v1::JobView& v) { return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure; };
   Failover failover("submit", address);
+  failover.Answered();  // the submission was
   for (;;) {
     v1::WatchJobRequest req;
     req.set_job(job);

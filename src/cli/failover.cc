@@ -1,3 +1,4 @@
+// cli::Failover (failover.h): when a watching verb's call is made again.
 #include "cli/failover.h"
 
 #include <iostream>
@@ -13,8 +14,8 @@ Failover::Failover(const char* verb, std::string address)
       stub_(v1::Trainyard::NewStub(channel_)) {}
 
 bool Failover::Retry(const grpc::Status& status) {
-  if (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
-      status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+  if (!answered_ || (status.error_code() != grpc::StatusCode::UNAVAILABLE &&
+                     status.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED)) {
     return false;
   }
   const absl::Time now = absl::Now();

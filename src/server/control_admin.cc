@@ -132,7 +132,7 @@ absl::StatusOr<int> ControlState::Drain(const std::string& name, const std::stri
   persister_.MarkNode(name);
   int evicted = 0;
   for (auto [job, i] : TasksOn(name)) {
-    if (job->ending || job->preempting || job->evicting[i]) continue;
+    if (job->ending || job->preempting || job->task_rt[i].evicting) continue;
     EvictTask(*job, i, name, absl::StrCat("node ", name, " is drained"), now);
     ++evicted;
   }
@@ -153,7 +153,7 @@ void ControlState::EvictTask(JobRt& job, int i, const std::string& node, const s
                    now);
     return;
   }
-  job.evicting[i] = true;
+  job.task_rt[i].evicting = true;
   AddEvent(job, "task_evicted", absl::StrCat(tname, ": ", why, "; it is stopped and placed elsewhere"), now);
   SendKill(node, job.rec.name(), job.rec.id(), t.role(), t.index(), config_.kill_grace_ms, why);
   Persist(job);
@@ -174,7 +174,7 @@ void ControlState::MoveOrRequeue(JobRt& job, int i, const std::string& why, v1::
 }
 
 void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl::Time now) {
-  job.evicting[i] = false;
+  job.task_rt[i].evicting = false;
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
   *t->mutable_exit() = exit;
   const NodeRt* node = FindNode(t->node());
@@ -281,7 +281,7 @@ void ControlState::ApplyGpuFaults(NodeRt& node, absl::Time now) {
   int moved = 0;
   for (auto [job, i] : TasksOn(name)) {
     const v1::TaskRecord& t = job->rec.tasks(i);
-    if (job->ending || job->preempting || job->evicting[i] || api::IsTerminal(t.state())) continue;
+    if (job->ending || job->preempting || job->task_rt[i].evicting || api::IsTerminal(t.state())) continue;
     std::string why = GpuFaultWhy(node, t.allocation().gpu_mask());
     if (why.empty()) continue;
     EvictTask(*job, i, name, why, now);

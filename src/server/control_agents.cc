@@ -192,14 +192,14 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   for (auto [job, i] : TasksOn(in.name())) {
     // Not one told to leave (a drain, a GPU fault): it goes elsewhere once
     // its kill is answered or it is found gone.
-    if (!job->ending && !job->recovered_placed && !job->evicting[i] &&
+    if (!job->ending && !job->recovered_placed && !job->task_rt[i].evicting &&
         job->rec.tasks(i).state() == v1::TASK_LAUNCHING) {
       if (ctx_job != job) ctx = EnvContextFor(*job), ctx_job = job;
       LaunchTask(*job, i, &*ctx);
     }
     // Told to leave while the node was away (drained): the order goes again.
     const v1::TaskRecord& t = job->rec.tasks(i);
-    if (job->evicting[i]) {
+    if (job->task_rt[i].evicting) {
       std::string why = GpuFaultWhy(node, t.allocation().gpu_mask());
       SendKill(in.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms,
                why.empty() ? absl::StrCat("node ", in.name(), " is drained") : why);
@@ -302,7 +302,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     int i = job ? FindTask(*job, st.role(), st.index()) : -1;
     if (i >= 0) reported.emplace_back(job, i);
     bool ours = i >= 0 && SameJob(st, job->rec.id()) && job->rec.tasks(i).node() == node.info.name() &&
-                !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->launch_base[i];
+                !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->task_rt[i].launch_base;
     if (ours) Acknowledged(*job, i);
     if (api::IsTerminal(st.state())) {
       // An end whose own report was lost (a broken stream, a server that
@@ -336,18 +336,19 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
   std::sort(reported.begin(), reported.end(), by_task);
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
+    TaskRt& rt = job->task_rt[i];
     bool listed = std::binary_search(reported.begin(), reported.end(), std::pair<const JobRt*, int>(job, i), by_task);
     if (api::IsTerminal(t.state()) || listed) {
-      job->missing_beats[i] = 0;
+      rt.missing_beats = 0;
       continue;
     }
-    ++job->missing_beats[i];
+    ++rt.missing_beats;
     // A task of a job being stopped that its agent does not have is done,
     // whether or not its launch ever arrived.
     bool stopping = job->ending || job->preempting;
-    if ((job->acked[i] || stopping) && job->missing_beats[i] >= kMissingBeats) {
+    if ((rt.acked || stopping) && rt.missing_beats >= kMissingBeats) {
       TaskGone(*job, i, node.info.name(), now);
-    } else if (!job->acked[i] && job->missing_beats[i] >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
+    } else if (!rt.acked && rt.missing_beats >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
       Log(LogLevel::kWarning, "server", "node %s has not shown %s after %d heartbeats; sending its launch again",
           node.info.name(), api::TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
       LaunchTask(*job, i);
@@ -363,18 +364,19 @@ void ControlState::Acknowledged(JobRt& job, int i) {
   // or a heartbeat that lists it) marks where such heartbeats begin: beats
   // that missed it before — the launch was still on its way, or queued
   // behind others at the agent — no longer count.
-  if (job.acked[i]) return;
-  job.acked[i] = true;
-  job.missing_beats[i] = 0;
+  TaskRt& rt = job.task_rt[i];
+  if (rt.acked) return;
+  rt.acked = true;
+  rt.missing_beats = 0;
 }
 
 void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Time now) {
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
-  job.missing_beats[i] = 0;
+  job.task_rt[i].missing_beats = 0;
   std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
   std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
   Log(LogLevel::kWarning, "server", "%s: %s", name, why);
-  if (job.evicting[i] && !job.ending && !job.preempting) {
+  if (job.task_rt[i].evicting && !job.ending && !job.preempting) {
     MoveEvicted(job, i, v1::TaskExit(), now);
     return;
   }
@@ -423,7 +425,7 @@ void ControlState::OnTaskStatus(const std::string& node, const v1::TaskStatus& s
 void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
   JobRt* job = FindJob(st.job());
   int i = job ? FindTask(*job, st.role(), st.index()) : -1;
-  if (i < 0 || !SameJob(st, job->rec.id()) || job->rec.tasks(i).node() != node || LaunchOf(st) < job->launch_base[i]) {
+  if (i < 0 || !SameJob(st, job->rec.id()) || job->rec.tasks(i).node() != node || LaunchOf(st) < job->task_rt[i].launch_base) {
     return;
   }
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
@@ -477,7 +479,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
     case v1::TASK_SUCCEEDED:
     case v1::TASK_FAILED:
     case v1::TASK_KILLED:
-      if (!job->ending && !job->preempting && job->evicting[i]) {
+      if (!job->ending && !job->preempting && job->task_rt[i].evicting) {
         MoveEvicted(*job, i, st.exit(), now);
       } else if (!job->ending && !job->preempting && st.node_fault()) {
         LaunchFault(node, *job, i, st, now);

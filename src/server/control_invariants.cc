@@ -28,8 +28,7 @@ absl::Status ControlState::CheckJobForTest(const JobRt& job) const {
   const v1::JobRecord& rec = job.rec;
   const std::string& name = rec.name();
   size_t n = static_cast<size_t>(rec.tasks_size());
-  if (job.launch_base.size() != n || job.acked.size() != n || job.missing_beats.size() != n ||
-      job.evicting.size() != n) {
+  if (job.task_rt.size() != n) {
     return Broken(absl::StrCat("job ", name, ": per-task bookkeeping is not sized to its tasks"));
   }
   bool terminal = api::IsTerminal(rec.state());

@@ -476,10 +476,10 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     t->set_node("");
     t->clear_allocation();
     if (launched) t->set_attempt(t->attempt() + 1);
-    job.launch_base[i] = t->attempt();
+    job.task_rt[i].launch_base = t->attempt();
     // Told to leave a node (a drain, a GPU fault) before the requeue: that
     // order is over; its next placement starts afresh.
-    job.evicting[i] = false;
+    job.task_rt[i].evicting = false;
   }
   if (job.in_scheduler) {
     // Pending already (a second loss in one event, a node lost again before

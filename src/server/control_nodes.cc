@@ -130,20 +130,18 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
 
 void ControlState::LoadTaskState(JobRt& job) {
   const v1::JobRecord& rec = job.rec;
-  job.launch_base.assign(rec.tasks_size(), 0);
-  job.missing_beats.assign(rec.tasks_size(), 0);
-  job.acked.assign(rec.tasks_size(), false);
-  job.evicting.assign(rec.tasks_size(), false);
+  job.task_rt.assign(rec.tasks_size(), TaskRt{});
   job.role_start.clear();
   for (int i = 0; i < rec.tasks_size(); ++i) job.role_start.emplace(rec.tasks(i).role(), i);  // the first of each
   for (int i = 0; i < rec.tasks_size(); ++i) {
     // The launch its agent runs (the agent's restarts raised `attempt`); a
     // task not placed waits for a launch at `attempt`.
     const v1::TaskRecord& t = rec.tasks(i);
-    job.launch_base[i] = t.node().empty() ? t.attempt() : t.launch_attempt();
+    TaskRt& rt = job.task_rt[i];
+    rt.launch_base = t.node().empty() ? t.attempt() : t.launch_attempt();
     // Running before a restart: its agent had it. A LAUNCHING one may never
     // have reached its agent.
-    job.acked[i] = t.state() == v1::TASK_RUNNING || t.state() == v1::TASK_RESTARTING;
+    rt.acked = t.state() == v1::TASK_RUNNING || t.state() == v1::TASK_RESTARTING;
   }
 }
 
@@ -336,7 +334,7 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
       SetTaskState(*job, i, v1::TASK_KILLED, now);
       MaybeFinish(*job, now);
     } else if (!rs || (!MayRestart(*job, i, v1::ATTEMPT_NODE_LOST) &&
-                       (!job->evicting[i] || rs->restart_policy() == v1::RESTART_NEVER))) {
+                       (!job->task_rt[i].evicting || rs->restart_policy() == v1::RESTART_NEVER))) {
       SetTaskState(*job, i, v1::TASK_FAILED, now);
       t->mutable_exit()->set_message(absl::StrCat("lost with node ", name));
       std::string budget =
@@ -344,8 +342,8 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
       EndJob(*job, v1::JOB_FAILED,
              absl::StrCat("task ", tname, " was lost with node ", name, " (NODE_LOST; ", budget, ")"), now);
     } else if (!ReplaceTask(*job, i,
-                            MoveWhy{absl::StrCat("was lost with node ", name), !job->evicting[i],
-                                    job->evicting[i] ? v1::ATTEMPT_PREEMPTED : v1::ATTEMPT_NODE_LOST},
+                            MoveWhy{absl::StrCat("was lost with node ", name), !job->task_rt[i].evicting,
+                                    job->task_rt[i].evicting ? v1::ATTEMPT_PREEMPTED : v1::ATTEMPT_NODE_LOST},
                             now)) {
       RecordAttempt(*job, i,
                     {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST, .restarted = true,
@@ -362,7 +360,7 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
 }
 
 bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time now) {
-  job.evicting[i] = false;
+  job.task_rt[i].evicting = false;
   if (!job.in_scheduler) return false;
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
   // The core places it: queue limits, placement order, reservations,

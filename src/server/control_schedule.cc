@@ -304,12 +304,12 @@ void ControlState::SendOrder(DeferredOrder& d, bool deferred) {
       JobRt* job = FindJob(d.job);
       if (job == nullptr || job->rec.id() != d.job_id || d.task >= job->rec.tasks_size()) return;
       const v1::TaskRecord& t = job->rec.tasks(d.task);
-      if (job->ending || job->preempting || job->evicting[d.task] || t.node() != d.node ||
+      if (job->ending || job->preempting || job->task_rt[d.task].evicting || t.node() != d.node ||
           t.attempt() != d.spec.attempt() || api::IsTerminal(t.state()) ||
-          job->launch_base[d.task] != d.spec.attempt()) {
+          job->task_rt[d.task].launch_base != d.spec.attempt()) {
         return;
       }
-      job->missing_beats[d.task] = 0;  // its heartbeats count from now
+      job->task_rt[d.task].missing_beats = 0;  // its heartbeats count from now
       backend_->Launch(d.node, std::move(d.spec));
       return;
     }
@@ -566,11 +566,12 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
     spec.set_user_credential(true);
     spec_env[api::kServerEnv] = server_address_.empty() ? config_.listen : server_address_;
   }
-  job.launch_base[i] = t.attempt();
+  TaskRt& rt = job.task_rt[i];
+  rt.launch_base = t.attempt();
   RecordLaunch(*job.rec.mutable_tasks(i));
   Persist(job);
-  job.missing_beats[i] = 0;
-  job.acked[i] = false;
+  rt.missing_beats = 0;
+  rt.acked = false;
   DeferredOrder order;
   order.kind = DeferredOrder::kLaunch;
   order.node = t.node();

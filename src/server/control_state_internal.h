@@ -13,6 +13,23 @@
 
 namespace trainyard::server {
 
+// The server's runtime record of one task of a job, beside its TaskRecord
+// (which is what the store keeps): what the heartbeat reconcile and the
+// drain need to know of its current launch.
+struct TaskRt {
+  // The attempt number at which the current launch started; a status with
+  // a lower attempt is from an older launch and ignored.
+  int launch_base = 0;
+  // Heartbeats in a row from its node that did not list it, and whether the
+  // agent has shown it has the current launch (a status or a heartbeat
+  // entry of that attempt).
+  int missing_beats = 0;
+  bool acked = false;
+  // Told to leave a drained node; once it has stopped it is placed
+  // elsewhere without charging its restart budget.
+  bool evicting = false;
+};
+
 struct ControlState::JobRt {
   v1::JobRecord rec;            // spec, state, tasks (TaskRecord)
   bool in_scheduler = false;    // known to the scheduler core
@@ -42,18 +59,9 @@ struct ControlState::JobRt {
   v1::CheckpointOrder checkpoint;
   int64_t orders = 0;
   std::string stop_reason;      // the stop's reason, for the kill that ends the order
-  // Per task: the attempt number at which the current launch started; a
-  // status with a lower attempt is from an older launch and ignored.
-  std::vector<int> launch_base;
+  // Per task, by its index in rec.tasks.
+  std::vector<TaskRt> task_rt;
   bool recovered_placed = false;  // placed before a restart; waiting for nodes
-  // Per task: heartbeats in a row from its node that did not list it, and
-  // whether the agent has shown it has the current launch (a status or a
-  // heartbeat entry of that attempt).
-  std::vector<int> missing_beats;
-  std::vector<bool> acked;
-  // Per task: told to leave a drained node; once it has stopped it is
-  // placed elsewhere without charging its restart budget.
-  std::vector<bool> evicting;
   // Per role: its first task. A role's tasks follow it by index (as the job
   // was made), so FindTask looks one up without a pass over all of them.
   std::map<std::string, int, std::less<>> role_start;

@@ -1,3 +1,6 @@
+// Depositions noted in the data dir and counted in etcd (depositions.h): the
+// note's format (a line per deposition), its write by a process about to
+// exit, and its report at the next start.
 #include "server/depositions.h"
 
 #include <fcntl.h>
@@ -6,11 +9,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
@@ -21,20 +23,60 @@ namespace {
 
 constexpr char kFile[] = "/deposed";
 constexpr char kKeys[] = "leader-depositions/";
+// More than any number of notes a server leaves between two starts.
+constexpr size_t kMaxNoteBytes = 64 << 10;
 
-// One line each: a reason's text never breaks the format.
-std::string OneLine(std::string s) {
+// One field: no tab or line break of a reason's text breaks the format.
+std::string Field(std::string s) {
   for (char& c : s) {
-    if (c == '\n' || c == '\r') c = ' ';
+    if (c == '\n' || c == '\r' || c == '\t') c = ' ';
   }
   return s;
 }
 
-bool KnownReason(const std::string& reason) {
+bool KnownReason(absl::string_view reason) {
   for (Deposition d : kAllDepositions) {
     if (reason == DepositionReason(d)) return true;
   }
   return false;
+}
+
+// The whole note file ("" when there is none); a link or a file past the
+// cap is not read.
+absl::StatusOr<std::string> ReadNotes(const std::string& path) {
+  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) {
+    if (errno == ENOENT) return std::string();
+    return absl::FailedPreconditionError(absl::StrCat(path, ": ", strerror(errno)));
+  }
+  std::string text(kMaxNoteBytes + 1, '\0');
+  size_t got = 0;
+  while (got < text.size()) {
+    ssize_t n = read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<size_t>(n);
+  }
+  close(fd);
+  if (got > kMaxNoteBytes) return absl::FailedPreconditionError(absl::StrCat(path, ": larger than any note"));
+  text.resize(got);
+  return text;
+}
+
+// Replaces the note file by `lines` (removes it when there are none).
+void KeepNotes(const std::string& path, const std::vector<std::string>& lines) {
+  if (lines.empty()) {
+    unlink(path.c_str());
+    return;
+  }
+  std::string tmp = path + ".tmp";
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  std::string text = absl::StrCat(absl::StrJoin(lines, "\n"), "\n");
+  bool ok = fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
+  if (fd >= 0) close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    Log(LogLevel::kWarning, "leader", "cannot keep the depositions not yet counted in %s: %s", path, strerror(errno));
+  }
 }
 
 }  // namespace
@@ -51,50 +93,64 @@ const char* DepositionReason(Deposition reason) {
 
 void NoteDeposition(const std::string& data_dir, Deposition reason, const std::string& server,
                     const std::string& why) {
-  // The file says: reason, Unix ms, server, why; a line each.
-  std::string text = absl::StrCat(DepositionReason(reason), "\n", absl::ToUnixMillis(absl::Now()), "\n",
-                                  OneLine(server), "\n", OneLine(why), "\n");
+  // A line per deposition, appended: one not yet counted (etcd was away at
+  // the next start) is not overwritten by the next.
+  std::string line = absl::StrCat(DepositionReason(reason), "\t", absl::ToUnixMillis(absl::Now()), "\t",
+                                  Field(server), "\t", Field(why), "\n");
   std::string path = data_dir + kFile;
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
   if (fd < 0) {
     Log(LogLevel::kWarning, "leader", "cannot note the deposition in %s: %s", path, strerror(errno));
     return;
   }
-  size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    done += static_cast<size_t>(n);
+  ssize_t n;
+  do {
+    n = write(fd, line.data(), line.size());
+  } while (n < 0 && errno == EINTR);
+  if (n != static_cast<ssize_t>(line.size()) || fdatasync(fd) != 0) {
+    Log(LogLevel::kWarning, "leader", "cannot note the deposition in %s: %s", path,
+        n < 0 ? strerror(errno) : "a short write");
   }
   close(fd);
 }
 
 absl::Status ReportDeposition(EtcdClient* client, const std::string& prefix, const std::string& data_dir) {
-  std::string path = data_dir + kFile;
-  std::ifstream in(path);
-  if (!in) return absl::OkStatus();
-  std::stringstream text;
-  text << in.rdbuf();
-  std::vector<std::string> lines = absl::StrSplit(text.str(), '\n');
-  if (lines.size() < 4 || !KnownReason(lines[0])) {
-    // Not ours to read: say so once and go on without it.
-    Log(LogLevel::kWarning, "leader", "%s is not a deposition this server noted; removing it", path);
+  const std::string path = data_dir + kFile;
+  absl::StatusOr<std::string> text = ReadNotes(path);
+  if (!text.ok()) {
+    Log(LogLevel::kWarning, "leader", "%s; removing it", text.status().message());
     unlink(path.c_str());
     return absl::OkStatus();
   }
-  etcdserverpb::TxnRequest txn;
-  etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
-  put->set_key(absl::StrCat(prefix, kKeys, lines[0]));
-  put->set_value(absl::StrCat(lines[1], "\n", lines[2], "\n", lines[3]));
-  absl::StatusOr<etcdserverpb::TxnResponse> done = client->Txn(txn);
-  if (!done.ok()) {
-    return absl::UnavailableError(
-        absl::StrCat("the deposition noted in ", path, " is not in etcd yet (", done.status().message(),
-                     "); it is put there at the next start"));
+  std::vector<std::string> left;
+  absl::Status failed;
+  for (absl::string_view line : absl::StrSplit(*text, '\n', absl::SkipEmpty())) {
+    std::vector<std::string> f = absl::StrSplit(line, absl::MaxSplits('\t', 3));
+    if (f.size() != 4 || !KnownReason(f[0])) {
+      Log(LogLevel::kWarning, "leader", "%s: a line that is not a deposition this server noted; dropped", path);
+      continue;
+    }
+    if (!failed.ok()) {
+      left.emplace_back(line);
+      continue;
+    }
+    etcdserverpb::TxnRequest txn;
+    etcdserverpb::PutRequest* put = txn.add_success()->mutable_request_put();
+    put->set_key(absl::StrCat(prefix, kKeys, f[0]));
+    put->set_value(absl::StrCat(f[1], "\n", f[2], "\n", f[3]));
+    absl::StatusOr<etcdserverpb::TxnResponse> done = client->Txn(txn);
+    if (!done.ok()) {
+      failed = done.status();
+      left.emplace_back(line);
+      continue;
+    }
+    Log(LogLevel::kInfo, "leader", "this server was deposed as the leader (%s: %s); counted in etcd", f[0], f[3]);
   }
-  unlink(path.c_str());
-  Log(LogLevel::kInfo, "leader", "this server was deposed as the leader (%s: %s); counted in etcd", lines[0], lines[3]);
+  KeepNotes(path, left);
+  if (!failed.ok()) {
+    return absl::UnavailableError(absl::StrCat(left.size(), " deposition(s) noted in ", path, " are not in etcd yet (",
+                                               failed.message(), "); they are put there once etcd answers"));
+  }
   return absl::OkStatus();
 }
 

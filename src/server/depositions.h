@@ -3,7 +3,8 @@
 // writes nothing more to etcd), so it leaves its reason in a file of its data
 // dir (`deposed`, mode 0600; NoteDeposition) and, when a supervisor starts it
 // again, puts it in etcd under <prefix>leader-depositions/<reason> before it
-// campaigns (ReportDeposition; not fenced: it leads nothing). A key's version
+// campaigns, or once etcd answers (ReportDeposition; not fenced: it leads
+// nothing). A key's version
 // counts its reason's depositions over the cluster's life; the leader shows
 // them (ReadDepositions: ClusterStatus.depositions, /metrics, the dashboard).
 #pragma once
@@ -34,15 +35,15 @@ const char* DepositionReason(Deposition reason);
 inline constexpr Deposition kAllDepositions[] = {Deposition::kFenced, Deposition::kWriteUnknown,
                                                  Deposition::kLeaseLost, Deposition::kPaused};
 
-// Writes `<data_dir>/deposed` (replacing one there): the reason, the time,
-// `server` (its address) and `why`. Plain system calls and no lock, for a
-// process about to _Exit from any thread.
+// Appends to `<data_dir>/deposed` a line: the reason, the time, `server`
+// (its address) and `why`. Plain system calls and no lock, for a process
+// about to _Exit from any thread.
 void NoteDeposition(const std::string& data_dir, Deposition reason, const std::string& server,
                     const std::string& why);
 
-// When `<data_dir>/deposed` exists: puts what it says under
-// <prefix>leader-depositions/<reason> and removes it (kept, for the next
-// start, when etcd does not take it). OK when there is none.
+// Puts each deposition `<data_dir>/deposed` notes under
+// <prefix>leader-depositions/<reason>, then removes it; those etcd did not
+// take are kept for the next call (Unavailable). OK when there is none.
 absl::Status ReportDeposition(EtcdClient* client, const std::string& prefix, const std::string& data_dir);
 
 struct DepositionCount {

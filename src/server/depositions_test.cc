@@ -76,7 +76,7 @@ TEST(DepositionsTest, ANotedDepositionIsCountedInEtcdAtTheNextStartAndReadByReas
   for (const DepositionCount& d : *other) EXPECT_EQ(d.count, 0) << d.reason;
 }
 
-TEST(DepositionsTest, ANoteEtcdDoesNotTakeIsKeptForTheNextStartAndAStrangeFileIsDropped) {
+TEST(DepositionsTest, NotesEtcdDoesNotTakeAreKeptUntilItDoesAndAStrangeFileIsDropped) {
   TempDir temp;
   const std::string& dir = temp.path;
   EtcdConnectOptions nowhere;
@@ -87,12 +87,39 @@ TEST(DepositionsTest, ANoteEtcdDoesNotTakeIsKeptForTheNextStartAndAStrangeFileIs
   NoteDeposition(dir, Deposition::kLeaseLost, "10.0.0.1:7450", "no renewal within the TTL");
   absl::Status st = ReportDeposition(client->get(), "/t/", dir);
   EXPECT_EQ(st.code(), absl::StatusCode::kUnavailable) << st;
-  EXPECT_NE(st.message().find("at the next start"), std::string::npos) << st;
-  EXPECT_TRUE(std::filesystem::exists(dir + "/deposed"));
+  EXPECT_NE(st.message().find("1 deposition(s) noted in " + dir + "/deposed are not in etcd yet"),
+            std::string::npos)
+      << st;
+  // A second deposition before etcd answers does not replace the first.
+  NoteDeposition(dir, Deposition::kWriteUnknown, "10.0.0.1:7450", "etcd did not answer");
+  st = ReportDeposition(client->get(), "/t/", dir);
+  EXPECT_NE(st.message().find("2 deposition(s)"), std::string::npos) << st;
 
-  std::ofstream(dir + "/deposed") << "not a note\n";
-  EXPECT_TRUE(ReportDeposition(client->get(), "/t/", dir).ok());
+  store_test::EtcdTestCluster etcd(1);
+  ASSERT_TRUE(etcd.status().ok()) << etcd.status();
+  absl::StatusOr<std::unique_ptr<EtcdClient>> reachable = EtcdClient::Connect(etcd.connect_options());
+  ASSERT_TRUE(reachable.ok()) << reachable.status();
+  ASSERT_TRUE(ReportDeposition(reachable->get(), "/t/", dir).ok());
   EXPECT_FALSE(std::filesystem::exists(dir + "/deposed"));
+  absl::StatusOr<std::vector<DepositionCount>> read = ReadDepositions(reachable->get(), "/t/");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ((*read)[1].reason, "write_unknown");
+  EXPECT_EQ((*read)[1].count, 1);
+  EXPECT_EQ((*read)[2].reason, "lease_lost");
+  EXPECT_EQ((*read)[2].count, 1);
+
+  // A file that is not a note (and a link) is dropped, not put in etcd.
+  std::ofstream(dir + "/deposed") << "not a note\n";
+  EXPECT_TRUE(ReportDeposition(reachable->get(), "/t/", dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(dir + "/deposed"));
+  std::filesystem::create_symlink("/etc/passwd", dir + "/deposed");
+  EXPECT_TRUE(ReportDeposition(reachable->get(), "/t/", dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::symlink_status(dir + "/deposed")));
+  read = ReadDepositions(reachable->get(), "/t/");
+  ASSERT_TRUE(read.ok());
+  int64_t all = 0;
+  for (const DepositionCount& d : *read) all += d.count;
+  EXPECT_EQ(all, 2);
 }
 
 }  // namespace

@@ -138,6 +138,10 @@ class Server {
   std::vector<std::string> etcd_endpoints_;
   std::string etcd_prefix_;
   std::string deposed_dir_;  // where a deposed leader notes why (the data dir)
+  // Depositions noted in deposed_dir_ that may not be in etcd yet; put there
+  // before campaigning, then while a standby sees a leader, then on winning.
+  bool depositions_unreported_ = true;
+  void ReportDepositions();
   int leader_lease_ms_ = 0;
   int64_t started_unix_ms_ = 0;
   // Binds the agents' listener (config.agent_listen, else the port above

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <thread>
 
 #include <cerrno>
 #include <cstdlib>
@@ -44,10 +45,16 @@ struct DeposedNote {
   if (exiting.exchange(true)) {
     for (;;) pause();
   }
-  NoteDeposition(note.data_dir, reason, note.server, why);
+  // A disk that stalls the note (or a log pipe nobody reads) does not keep
+  // a deposed leader alive: it may still hold the election key.
+  std::thread([] {
+    absl::SleepFor(absl::Seconds(1));
+    std::_Exit(kDeposedExitCode);
+  }).detach();
   Log(LogLevel::kError, "leader",
       "no longer the leader (%s): %s; exiting (status %d) so that it is started again as a standby",
       DepositionReason(reason), why, kDeposedExitCode);
+  NoteDeposition(note.data_dir, reason, note.server, why);
   std::_Exit(kDeposedExitCode);
 }
 
@@ -118,10 +125,9 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   leader_client_ = std::move(*client);
   etcd_prefix_ = config.etcd_prefix;
   deposed_dir_ = config.data_dir;
-  // Counted before it campaigns: the leader shows it from now on.
-  if (absl::Status st = ReportDeposition(leader_client_.get(), config.etcd_prefix, config.data_dir); !st.ok()) {
-    Log(LogLevel::kWarning, "leader", "%s", st.message());
-  }
+  // Counted before it campaigns (or, etcd away, once it answers): the
+  // leader shows it from then on.
+  ReportDepositions();
   const DeposedNote note{config.data_dir, config.listen};
 
   LeadershipOptions leading;
@@ -140,6 +146,7 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   absl::StatusOr<std::unique_ptr<Leadership>> won = Leadership::Campaign(leader_client_.get(), leading);
   if (!won.ok()) return won.status();
   leadership_ = std::move(*won);
+  ReportDepositions();
   if (standby_door_) standby_door_->SetTakingOver();
   Log(LogLevel::kInfo, "leader", "this server leads (fence revision %d, leadership %d of the cluster); loading the state from etcd",
       leadership_->revision(), leadership_->terms());
@@ -162,7 +169,15 @@ absl::Status Server::OpenStore(const ServerConfig& config) {
   return absl::OkStatus();
 }
 
+void Server::ReportDepositions() {
+  if (!depositions_unreported_) return;
+  absl::Status st = ReportDeposition(leader_client_.get(), etcd_prefix_, deposed_dir_);
+  depositions_unreported_ = !st.ok();
+  if (!st.ok()) Log(LogLevel::kWarning, "leader", "%s", st.message());
+}
+
 void Server::SeeLeader(const ServerConfig& config, const std::string& leader, const std::string& http_url) {
+  ReportDepositions();  // etcd answers now
   if (leader != seen_leader_) {
     Log(LogLevel::kInfo, "leader", "standby: %s leads; this server takes over when it stops",
         leader.empty() ? "another server" : leader);

@@ -10,6 +10,7 @@ namespace trainyard::testing {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 std::unique_ptr<Process> Watch(Cluster& c, const std::vector<std::string>& args, const std::string& out) {
   std::vector<std::string> argv = {TrainyardBin()};
@@ -80,6 +81,17 @@ TEST(CliWatchTest, DescribeWatchOfAnUnknownJobSaysSo) {
   CommandResult r = c.Cli({"describe", "nosuch", "-w"});
   EXPECT_NE(r.exit_code, 0);
   EXPECT_THAT(r.err, HasSubstr("nosuch"));
+}
+
+// A watch given an address where no server ever answered fails at once: it
+// waits for a server to come back (cli/failover.h) only after one answered.
+TEST(CliWatchTest, AWatchOfAnAddressNoServerAnswersFailsAtOnce) {
+  const std::string nowhere = absl::StrCat("127.0.0.1:", FreePort());
+  // Well before the minute it would wait for a server that went away.
+  CommandResult r = RunCli({"jobs", "-w", "--server", nowhere}, absl::Seconds(50));
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_THAT(r.err, HasSubstr(nowhere));
+  EXPECT_THAT(r.err, Not(HasSubstr("asking the servers again")));
 }
 
 }  // namespace

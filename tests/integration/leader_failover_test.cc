@@ -394,16 +394,16 @@ replicas:
   }
 }
 
-// A job's time limit falls after a failover: the next leader orders the
-// checkpoint, the job's master (started by the first leader) hears it and
-// reports the step its workers saved to the next leader, which records it
-// and stops the tasks at once, not after the grace.
+// A preemption decided after a failover: the next leader orders the
+// victim's checkpoint, the victim's master (started by the first leader)
+// hears it and reports the step its workers saved to the next leader, which
+// records it and stops the tasks at once, not after the grace.
 TEST(LeaderFailoverTest, AJobMasterReportsItsCheckpointToTheNextLeader) {
   store_test::EtcdTestCluster etcd(1);
   ASSERT_TRUE(etcd.status().ok()) << etcd.status();
   Servers servers(etcd.address());
-  // A grace far longer than the test waits: the tasks must end because the
-  // workers saved, not because the grace ran out.
+  // A grace far longer than the test waits: the victim must be stopped
+  // because its workers saved, not because the grace ran out.
   const std::vector<std::string> grace{"--preemption-grace-ms", "600000"};
   servers.Start(0, grace);
   ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
@@ -412,39 +412,38 @@ TEST(LeaderFailoverTest, AJobMasterReportsItsCheckpointToTheNextLeader) {
   servers.StartAgent();
   const std::string out = servers.dir() + "/out";
   std::filesystem::create_directories(out);
-  // Workers that step until told to save, save once, report the step.
+  // Workers that step until told to save, save once, report the step. The
+  // node's two GPUs are theirs.
   const std::string bin = TrainyardBin();
   const std::string script = absl::StrCat(
       "step=0; ", bin, " worker state RUNNING || exit 1; while true; do step=$((step+1)); sleep 0.05; if ", bin,
       " worker checkpoint-requested > /dev/null; then echo $step >> ", out, "/saved-$TRAINYARD_INDEX; ", bin,
       " worker checkpoint-done $step || exit 1; fi; done");
-  const std::string spec = servers.dir() + "/limited.yaml";
-  WriteFile(spec, absl::StrCat("name: limited\nactiveDeadline: 20s\nreplicas:\n  worker:\n    count: 2\n"
-                               "    resources: {cpu: 100m, memory: 64Mi}\n    command: [sh, -c, '", script, "']\n"));
-  CommandResult submitted = servers.Cli({"submit", spec});
+  WriteFile(servers.dir() + "/low.yaml",
+            absl::StrCat("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n"
+                         "    resources: {gpus: 1}\n    command: [sh, -c, '", script, "']\n"));
+  CommandResult submitted = servers.Cli({"submit", servers.dir() + "/low.yaml"});
   ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
-  ASSERT_TRUE(servers.WaitRunning("limited")) << servers.Describe("limited").dump();
+  ASSERT_TRUE(servers.WaitRunning("low")) << servers.Describe("low").dump();
   ASSERT_TRUE(WaitUntil([&] { return servers.Metric(0, "trainyard_jobmasters_reporting") >= 1; }, absl::Seconds(60)))
-      << servers.Cli({"logs", "limited", "jobmaster/0"}).out;
+      << servers.Cli({"logs", "low", "jobmaster/0"}).out;
 
   servers.server(0).Kill();
   ASSERT_TRUE(servers.WaitLogSays(1, "listening on")) << ReadFile(servers.log(1));
-  EXPECT_TRUE(servers.Describe("limited")["events"].dump().find("checkpoint") == std::string::npos)
-      << "the first leader ordered the checkpoint: the failover came too late for this test";
-
-  nlohmann::json d;
-  ASSERT_TRUE(WaitUntil([&] {
-    d = servers.Describe("limited");
-    if (d.value("state", "") != "DEADLINE_EXCEEDED") return false;
-    for (const nlohmann::json& t : d["tasks"]) {
-      if (t["state"] != "KILLED" && t["state"] != "FAILED" && t["state"] != "SUCCEEDED") return false;
-    }
-    return true;
-  }, absl::Seconds(90), absl::Milliseconds(200))) << d.dump(2) << servers.Cli({"logs", "limited", "jobmaster/0"}).err;
+  // The production job that needs the node's GPUs comes to the next leader.
+  WriteFile(servers.dir() + "/urgent.yaml", "name: urgent\npriority: production\nreplicas:\n  worker:\n"
+                                            "    resources: {gpus: 2}\n    command: [sh, -c, 'sleep 1']\n");
+  submitted = servers.Cli({"submit", servers.dir() + "/urgent.yaml"});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err;
+  ASSERT_TRUE(WaitUntil([&] { return servers.Describe("urgent").value("state", "") == "SUCCEEDED"; },
+                        absl::Seconds(120), absl::Milliseconds(200)))
+      << servers.Describe("low").dump(2) << servers.Cli({"logs", "low", "jobmaster/0"}).err;
   std::vector<int64_t> saved0 = NumberLines(ReadFile(out + "/saved-0"));
   std::vector<int64_t> saved1 = NumberLines(ReadFile(out + "/saved-1"));
-  ASSERT_EQ(saved0.size(), 1u);
-  ASSERT_EQ(saved1.size(), 1u);
+  ASSERT_FALSE(saved0.empty());
+  ASSERT_FALSE(saved1.empty());
+  nlohmann::json d = servers.Describe("low");
+  ASSERT_TRUE(d.contains("events")) << d.dump();
   bool checkpointed = false;
   for (const nlohmann::json& e : d["events"]) {
     checkpointed |= e.value("kind", "") == "checkpointed" &&
@@ -452,8 +451,6 @@ TEST(LeaderFailoverTest, AJobMasterReportsItsCheckpointToTheNextLeader) {
                         std::string::npos;
   }
   EXPECT_TRUE(checkpointed) << d.dump(2);
-  // The same master throughout: no task was started again.
-  for (const nlohmann::json& task : d["tasks"]) EXPECT_EQ(task.value("attempt", -1), 0) << task.dump();
 }
 
 TEST(LeaderFailoverTest, JobMastersAndTasksAreGivenEveryServerAndReachTheNextLeader) { MasterFollowsTheLeader(false); }
@@ -621,7 +618,8 @@ TEST(LeaderFailoverTest, ALeaderPausedPastItsLeaseWakesDeposedAndExitsWithoutSer
   ASSERT_NE(at, std::string::npos) << said;
   at += std::string("no longer the leader (").size();
   std::string reason = said.substr(at, said.find(')', at) - at);
-  EXPECT_TRUE(reason == "paused" || reason == "lease_lost" || reason == "fenced") << reason;
+  EXPECT_TRUE(reason == "paused" || reason == "lease_lost" || reason == "fenced" || reason == "write_unknown")
+      << reason;
   servers.Start(0);
   ASSERT_TRUE(servers.WaitLogSays(0, "counted in etcd")) << ReadFile(servers.log(0));
   ASSERT_TRUE(WaitUntil([&] {

@@ -46,7 +46,7 @@ function depositions(all) {
   if (!list.length) return 'none';
   const byReason = list.map((d) => `${d.count} ${d.reason}`).join(', ');
   const last = list.reduce((a, b) => (b.last_unix_ms > a.last_unix_ms ? b : a));
-  return `${byReason}; the latest: ${last.last_server} ${ago(last.last_unix_ms)} (${last.last_why})`;
+  return `${byReason}; the latest ${last.last_server} ${ago(last.last_unix_ms)} ago (${last.reason}: ${last.last_why})`;
 }
 
 // Who leads the control plane (docs/deploy.md): this server with SQLite,
