@@ -64,7 +64,8 @@ class QueueTree {
   std::vector<int32_t> queue_of_node_;  // tree node -> state queue (-1)
 };
 
-// The three policies (queue_policy.cc picks one by name).
+// The three policies (queue_policy.cc picks one by name): FIFO
+// (fifo_policy.cc), and capacity and fair, one tree policy (tree_policy.cc).
 QueuePolicyPtr MakeFifoPolicy();
 QueuePolicyPtr MakeCapacityPolicy(const QueuesConfig& config);
 QueuePolicyPtr MakeFairPolicy(const QueuesConfig& config);
