@@ -41,6 +41,10 @@ ty_room(server/http      security httpd api common proto server/view_store.h ser
                          server/api_counters.h server/connection_guard.h server/master_metrics.h
                          server/join_guard.h server/service_links.h
                          server/user_rate_limiter.h)
+# The log hub (the logs streams a server relays from agents) and its readers:
+# the counters it publishes and the reader interface the HTTP API reads
+# through are its only ways into the rest of the server.
+ty_room(server/logs      security common proto server/stats.h server/http/log_reader.h)
 ty_room(agent            httpd api core common proto)
 ty_room(sim              api core common)
 ty_room(cli              security server agent jobmaster sim httpd api store core common proto)

@@ -30,7 +30,7 @@
 #include "proto/service.pb.h"
 #include "server/control_state.h"
 #include "server/exec_relay.h"
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 #include "server/resource_book.h"
 #include "server/test_backend.h"
 #include "server/test_node.h"

@@ -7,7 +7,7 @@
 #include "proto/service.grpc.pb.h"
 #include "server/exec_relay.h"
 #include "server/job_manager.h"
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 
 namespace trainyard::server {
 

@@ -15,7 +15,7 @@
 #include "server/api_counters.h"
 #include "server/exec_relay.h"
 #include "server/job_manager.h"
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 #include "server/master_metrics.h"
 #include "server/service_links.h"
 #include "server/user_rate_limiter.h"

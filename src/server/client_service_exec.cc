@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "server/client_service.h"
-#include "server/hub_log_reader.h"
+#include "server/logs/hub_log_reader.h"
 
 namespace trainyard::server {
 namespace {

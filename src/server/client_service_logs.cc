@@ -8,7 +8,7 @@
 #include "absl/time/clock.h"
 #include "api/log_lines.h"
 #include "server/client_service.h"
-#include "server/hub_log_reader.h"
+#include "server/logs/hub_log_reader.h"
 
 namespace trainyard::server {
 namespace {

@@ -203,7 +203,7 @@ struct ServerConfig {
   int64_t exec_arg_max = 0;
   int64_t log_follower_buffer_bytes = 1 << 20;
   int log_follower_stall_ms = 60000;
-  // logStreams: one user's share of the log streams (server/log_hub.h):
+  // logStreams: one user's share of the log streams (server/logs/log_hub.h):
   // at most per_user of maxLogFollowers streams at once; on each node at
   // most per_node subscriptions (a task's stdout and stderr are two; keep it
   // below the agent's 1024), of them at most per_user_per_node for one

@@ -41,7 +41,7 @@
 #include "server/admission.h"
 #include "server/config.h"
 #include "server/execution_backend.h"
-#include "server/log_places.h"
+#include "server/logs/log_places.h"
 #include "server/persister.h"
 #include "server/schedules.h"
 #include "server/stats.h"

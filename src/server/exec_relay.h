@@ -29,7 +29,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "proto/service.pb.h"
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 #include "server/stats.h"
 
 namespace trainyard::server {

@@ -38,7 +38,7 @@ struct ManagerStats {
   Histogram heartbeat_gap_seconds{0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 30, 60};
 };
 
-// The log hub's streams and refusals (server/log_hub.h), for /metrics.
+// The log hub's streams and refusals (server/logs/log_hub.h), for /metrics.
 // `exec` sessions the server relays (exec_relay.h).
 struct ExecRelayStats {
   int open = 0;         // open now

@@ -1,5 +1,5 @@
 // LogReader: one stream of a task's log as the REST API reads it — the
-// server's log hub behind it (server/hub_log_reader.h), the same streams
+// server's log hub behind it (server/logs/hub_log_reader.h), the same streams
 // `trainyard logs` gets over gRPC. A reader holds one of the hub's
 // followers until it is destroyed.
 #pragma once

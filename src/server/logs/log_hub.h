@@ -44,7 +44,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "proto/service.pb.h"
-#include "server/log_places.h"
+#include "server/logs/log_places.h"
 #include "server/stats.h"
 
 namespace trainyard::server {

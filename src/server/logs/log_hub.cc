@@ -1,13 +1,13 @@
 // LogHub: opening and closing streams, handing chunks to them, the agents'
 // pushes, notifications, and the hub's thread (look-ups after changes; the
 // cut-off of followers that stopped reading).
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
-#include "server/log_hub_internal.h"
+#include "server/logs/log_hub_internal.h"
 
 namespace trainyard::server {
 namespace {

@@ -1,5 +1,5 @@
 // HubLogReader (see hub_log_reader.h).
-#include "server/hub_log_reader.h"
+#include "server/logs/hub_log_reader.h"
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"

@@ -6,8 +6,8 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "server/log_hub.h"
-#include "server/log_hub_internal.h"
+#include "server/logs/log_hub.h"
+#include "server/logs/log_hub_internal.h"
 
 namespace trainyard::server {
 namespace {

@@ -1,7 +1,7 @@
 // LogHub with a fake backend (job places, a record of what is sent to each
 // node) and a fake client stream, on a fake clock: no sockets, no threads,
 // no sleeps. The hub's thread work is run by the test (RunPendingForTest).
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 
 #include <map>
 #include <set>

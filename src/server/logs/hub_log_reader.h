@@ -10,7 +10,7 @@
 #include "absl/status/statusor.h"
 #include "server/http/log_reader.h"
 #include "security/principal.h"
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 
 namespace trainyard::server {
 

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "server/log_hub.h"
+#include "server/logs/log_hub.h"
 
 namespace trainyard::server {
 
