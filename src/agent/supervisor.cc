@@ -527,6 +527,20 @@ SupervisorMetrics Supervisor::Metrics() const {
   return m;
 }
 
+bool Supervisor::WaitAllEnded(absl::Duration timeout) const {
+  // In real time, as WaitFor below. A task's end is reported (changed_)
+  // after its state was set.
+  absl::Time deadline = absl::Now() + timeout;
+  absl::MutexLock lock(&mu_);
+  while (true) {
+    bool running = false;
+    for (const auto& [key, task] : tasks_) running |= !IsFinal(task->state);
+    if (!running) return true;
+    if (absl::Now() >= deadline) return false;
+    changed_.WaitWithDeadline(&mu_, deadline);
+  }
+}
+
 std::optional<TaskStatus> Supervisor::WaitFor(const TaskKey& key,
                                               const std::function<bool(const TaskStatus&)>& done,
                                               absl::Duration timeout) const {

@@ -170,6 +170,9 @@ class Supervisor {
   absl::Status FailAttempt(const TaskKey& key, int attempt, const std::string& reason);
   // Kills every task that has not ended.
   void KillAll();
+  // Waits until no task is left that has not ended, or `timeout` passes
+  // (false).
+  bool WaitAllEnded(absl::Duration timeout) const;
   // Drops an ended task from the table (its logs stay). FailedPrecondition
   // when it has not ended.
   absl::Status Forget(const TaskKey& key);

@@ -7,19 +7,15 @@
 
 #include <filesystem>
 #include <iostream>
-#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
-#include "agent/agent_core.h"
-#include "agent/agent_metrics.h"
-#include "agent/server_link.h"
+#include "agent/agent.h"
 #include "cli/agent_join.h"
 #include "api/agent_address.h"
-#include "api/node_address.h"
 #include "cli/stop_signals.h"
 #include "cli/verbs.h"
 #include "common/clock.h"
@@ -91,19 +87,14 @@ absl::Status TlsOptions(const AgentFlags& f, agent::ServerLinkOptions* o) {
   return absl::OkStatus();
 }
 
-int RunAgent(AgentFlags& f) {
-  LogLevel level;
-  if (!ParseLogLevel(f.log_level, &level)) {
-    std::cerr << "--log-level: '" << f.log_level << "' is not one of debug, info, warning, error\n";
-    return kExitUsage;
-  }
-  SetLogLevel(level);
+// The flags that fill f.config; the error is what to print (it names the
+// flag).
+absl::Status ReadConfigFlags(AgentFlags& f) {
   if (!f.labels.empty()) {
     for (absl::string_view part : absl::StrSplit(f.labels, ',')) {
       std::vector<std::string> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
       if (kv.size() != 2 || kv[0].empty()) {
-        std::cerr << "--labels: '" << part << "' is not KEY=VALUE\n";
-        return kExitUsage;
+        return absl::InvalidArgumentError(absl::StrCat("--labels: '", part, "' is not KEY=VALUE"));
       }
       f.config.labels[kv[0]] = kv[1];
     }
@@ -111,10 +102,7 @@ int RunAgent(AgentFlags& f) {
   if (f.vcores > 0) f.config.vcores_milli = static_cast<int64_t>(f.vcores * 1000);
   if (!f.task_user_map.empty()) {
     absl::StatusOr<agent::TaskUserMap> map = agent::TaskUserMap::Load(f.task_user_map);
-    if (!map.ok()) {
-      std::cerr << "trainyard agent: " << map.status().message() << "\n";
-      return kExitUsage;
-    }
+    if (!map.ok()) return absl::InvalidArgumentError(absl::StrCat("trainyard agent: ", map.status().message()));
     f.config.task_users.map = *std::move(map);
   }
   for (absl::string_view r : absl::StrSplit(f.insecure_registries, ',', absl::SkipEmpty())) {
@@ -122,23 +110,35 @@ int RunAgent(AgentFlags& f) {
   }
   if (!absl::ParseDuration(f.task_dir_retention, &f.config.task_dir_retention) ||
       f.config.task_dir_retention < absl::ZeroDuration()) {
-    std::cerr << "--task-dir-retention: '" << f.task_dir_retention
-              << "' is not a duration >= 0 (like 1h, 30m, 0 for at once, inf for never)\n";
-    return kExitUsage;
+    return absl::InvalidArgumentError(absl::StrCat("--task-dir-retention: '", f.task_dir_retention,
+                                                   "' is not a duration >= 0 (like 1h, 30m, 0 for at once, inf for never)"));
   }
   for (absl::string_view root : absl::StrSplit(f.task_workdir_roots, ',', absl::SkipEmpty())) {
     if (root.empty() || root[0] != '/') {
-      std::cerr << "--task-workdir-roots: '" << root << "' is not an absolute path\n";
-      return kExitUsage;
+      return absl::InvalidArgumentError(absl::StrCat("--task-workdir-roots: '", root, "' is not an absolute path"));
     }
     f.config.task_users.workdir_roots.emplace_back(root);
+  }
+  return absl::OkStatus();
+}
+
+int RunAgent(AgentFlags& f) {
+  LogLevel level;
+  if (!ParseLogLevel(f.log_level, &level)) {
+    std::cerr << "--log-level: '" << f.log_level << "' is not one of debug, info, warning, error\n";
+    return kExitUsage;
+  }
+  SetLogLevel(level);
+  if (absl::Status st = ReadConfigFlags(f); !st.ok()) {
+    std::cerr << st.message() << "\n";
+    return kExitUsage;
   }
   // Files and directories the agent creates (logs, task records with env
   // values, checkpoints) are its own unless it says otherwise.
   umask(077);
   BlockStopSignals();  // before threads start: they inherit it
 
-  RealClock clock;
+  RealClock clock;  // outlives the agent below
   f.config.clock = &clock;
   if (absl::Status st = JoinIfAsked(f); !st.ok()) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
@@ -154,83 +154,41 @@ int RunAgent(AgentFlags& f) {
     }
     f.agent_server = *derived;
   }
-  // Without --address the node is reached on the address it reaches the
-  // server from, which other hosts can reach, not on its host name, which
-  // their resolvers may not know.
-  if (f.config.address.empty() && !absl::StartsWith(f.agent_server, "unix:")) {
-    // Of a list of servers (an etcd store's), the first: they share a network.
-    absl::StatusOr<std::string> local = api::LocalAddressToward(f.agent_server.substr(0, f.agent_server.find(',')));
-    if (local.ok()) {
-      f.config.address = *local;
-    } else {
-      Log(LogLevel::kWarning, "agent", "no --address, and none toward the server (%s): the node name is its address",
-          std::string(local.status().message()));
-    }
-  }
-  agent::ServerLinkOptions link_options{.server = f.agent_server, .clock = &clock};
-  if (absl::Status st = TlsOptions(f, &link_options); !st.ok()) {
+  agent::AgentOptions options;
+  options.config = f.config;
+  options.link.server = f.agent_server;
+  options.http_listen = f.http_listen;
+  if (absl::Status st = TlsOptions(f, &options.link); !st.ok()) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
     return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
   }
-  if (!link_options.cert_pem.empty()) {
+  if (!options.link.cert_pem.empty()) {
     // The certificate names the node: --name defaults to it and may not differ.
-    std::string cert_node = security::CertCommonName(link_options.cert_pem);
-    if (f.config.node_name.empty()) f.config.node_name = cert_node;
-    if (f.config.node_name != cert_node) {
-      std::cerr << "trainyard agent: --name " << f.config.node_name << ": the certificate " << f.cert
+    std::string cert_node = security::CertCommonName(options.link.cert_pem);
+    if (options.config.node_name.empty()) options.config.node_name = cert_node;
+    if (options.config.node_name != cert_node) {
+      std::cerr << "trainyard agent: --name " << options.config.node_name << ": the certificate " << f.cert
                 << " is node '" << cert_node << "''s; the server would refuse any other name\n";
       return kExitUsage;
     }
   }
-  agent::ServerLink link(std::move(link_options));
-  // The core makes --data-dir absolute: tasks start in other directories.
-  auto core = agent::AgentCore::Start(f.config, &link);
-  if (!core.ok()) {
-    std::cerr << "trainyard agent: " << core.status().message() << "\n";
-    return kExitFailure;
+  absl::StatusOr<std::unique_ptr<agent::Agent>> started = agent::Agent::Start(std::move(options));
+  if (!started.ok()) {
+    std::cerr << "trainyard agent: " << started.status().message() << "\n";
+    return absl::IsInvalidArgument(started.status()) ? kExitUsage : kExitFailure;
   }
-  // Its /metrics (public, like the server's; loopback unless a host is named).
-  std::unique_ptr<httpd::HttpServer> http;
-  if (!f.http_listen.empty()) {
-    auto served = agent::ServeAgentMetrics(f.http_listen, core->get());
-    if (!served.ok()) {
-      std::cerr << "trainyard agent: " << served.status().message() << "\n";
-      return kExitUsage;
-    }
-    http = *std::move(served);
-    Log(LogLevel::kInfo, "agent", "/metrics on http://%s/metrics", http->address());
-  }
-  const agent::NodeInfo& info = (*core)->node_info();
+  agent::Agent& node = **started;
+  const agent::NodeInfo& info = node.node_info();
+  std::string metrics = node.metrics_address();
   std::cout << "trainyard agent " << info.name << ": " << info.topology.gpu_count() << " GPUs ("
             << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
             << " vcores, ports "
             << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
             << "; server " << f.server << ", agent listener " << f.agent_server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
-            << (http ? absl::StrCat("; /metrics on http://", http->address(), "/metrics") : "") << std::endl;
-  link.Start(core->get());
+            << (metrics.empty() ? "" : absl::StrCat("; /metrics on http://", metrics, "/metrics")) << std::endl;
   int sig = WaitForStopSignal();
   Log(LogLevel::kInfo, "agent", "signal %d: stopping%s", sig, f.kill_tasks_on_exit ? " and killing tasks" : "");
-  if (f.kill_tasks_on_exit) {
-    // Said first, on the stream the tasks' ends then follow: the server
-    // takes their ends as a stop with the node (jobs requeued, no restart
-    // charged), not as failures.
-    bool announced = link.AnnounceStop(absl::StrCat("its agent was stopped by signal ", sig));
-    (*core)->supervisor().KillAll();
-    absl::Time deadline = absl::Now() + absl::Seconds(15);
-    while (absl::Now() < deadline) {
-      bool running = false;
-      for (const auto& t : (*core)->supervisor().Snapshot()) running |= !agent::IsFinal(t.state);
-      if (!running) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    // Until the server has taken in those ends (they would otherwise be lost
-    // with a server stopped right after, as `trainyard up` does).
-    if (announced && !link.WaitDrained(absl::Seconds(5))) {
-      Log(LogLevel::kWarning, "agent", "the server did not confirm the stop of this node's tasks");
-    }
-  }
-  if (http) http->Stop();
-  link.Stop();
+  node.Stop(absl::StrCat("its agent was stopped by signal ", sig), f.kill_tasks_on_exit);
   return kExitOk;
 }
 
