@@ -28,6 +28,7 @@
 #include "api/task_env.h"
 #include "common/logging.h"
 #include "common/server_list.h"
+#include "common/task_env_names.h"
 #include "grpcpp/grpcpp.h"
 
 namespace trainyard::agent {
@@ -204,7 +205,7 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   TaskLaunch l;
   l.key = KeyOf(spec);
   l.job_id = spec.job_id();
-  auto user = spec.env().find(api::kTaskUserEnv);
+  auto user = spec.env().find(kTaskUserEnv);
   if (user != spec.env().end()) l.user = user->second;
   l.worker_id = spec.worker_id();
   l.attempt = spec.attempt();
@@ -215,7 +216,7 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   for (const auto& [k, v] : spec.env()) {
     l.env[k] = absl::StrReplaceAll(v, {{"${TRAINYARD_TASK_DIR}", task_dir}, {api::kTrainyardBinRef, SelfBinary()}});
   }
-  l.env["TRAINYARD_TASK_DIR"] = task_dir;
+  l.env[kTaskDirEnv] = task_dir;
   l.working_dir = spec.working_dir().empty() ? task_dir : spec.working_dir();
   l.gpus = core::GpuSet(spec.allocation().gpu_mask());
   l.gpu_milli = spec.allocation().gpu_milli();
@@ -223,7 +224,7 @@ absl::StatusOr<TaskLaunch> ToTaskLaunch(const v1::TaskSpec& spec, const std::str
   for (const auto& r : spec.allocation().ports()) {
     if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) l.ports.Add({r.begin(), r.end()});
   }
-  auto ckpt = spec.env().find("TRAINYARD_CHECKPOINT_DIR");
+  auto ckpt = spec.env().find(kCheckpointDirEnv);
   if (ckpt != spec.env().end()) {
     l.checkpoint_dir = ckpt->second;
     std::error_code ec;
@@ -864,7 +865,7 @@ void ServerLink::StartLaunch(const v1::TaskSpec& order) {
     // the task's account can read it wherever the agent keeps its own.
     copy = order;
     (*copy.mutable_files())[kTaskCaFile] = options_.ca_pem;
-    (*copy.mutable_env())[api::kCaFileEnv] = absl::StrCat("${TRAINYARD_TASK_DIR}/", kTaskCaFile);
+    (*copy.mutable_env())[kCaFileEnv] = absl::StrCat("${TRAINYARD_TASK_DIR}/", kTaskCaFile);
     with_ca = &copy;
   }
   const v1::TaskSpec& spec = *with_ca;

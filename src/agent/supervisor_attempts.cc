@@ -20,6 +20,7 @@
 #include "api/task_env.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "common/task_env_names.h"
 
 extern char** environ;
 
@@ -93,7 +94,7 @@ std::vector<std::string> Supervisor::AttemptEnvironment(const TaskLaunch& l, int
   // task's own; HOME in the task's directory (the image's root is
   // read-only) unless the image or the role says otherwise.
   std::vector<std::string> base = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
-  auto task_dir = l.env.find("TRAINYARD_TASK_DIR");
+  auto task_dir = l.env.find(kTaskDirEnv);
   if (task_dir != l.env.end()) base.push_back(absl::StrCat("HOME=", task_dir->second));
   base.insert(base.end(), l.image->env.begin(), l.image->env.end());
   return TaskEnvironment(base, l, attempt);
@@ -131,7 +132,7 @@ absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task
     b.gid = l.run_as->gid;
     b.groups = l.run_as->groups;
   }
-  auto task_dir = l.env.find("TRAINYARD_TASK_DIR");
+  auto task_dir = l.env.find(kTaskDirEnv);
   if (task_dir != l.env.end()) b.binds.push_back({task_dir->second, task_dir->second, false});
   if (!l.checkpoint_dir.empty()) b.binds.push_back({l.checkpoint_dir, l.checkpoint_dir, false});
   if (!l.mps_pipe_dir.empty()) b.binds.push_back({l.mps_pipe_dir, l.mps_pipe_dir, false});

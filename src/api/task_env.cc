@@ -137,27 +137,27 @@ std::string JobCheckpointDir(const std::string& root, const std::string& job, ui
 std::string PortsList(const std::vector<uint32_t>& ports) { return absl::StrJoin(ports, ","); }
 
 void SetAttemptEnv(int attempt, std::map<std::string, std::string>* env) {
-  (*env)["TRAINYARD_ATTEMPT"] = absl::StrCat(attempt);
-  (*env)["TRAINYARD_RESTART_COUNT"] = absl::StrCat(attempt);
+  (*env)[kAttemptEnv] = absl::StrCat(attempt);
+  (*env)[kRestartCountEnv] = absl::StrCat(attempt);
 }
 
 void SetTaskSelfEnv(const TaskSelf& self, std::map<std::string, std::string>* env) {
-  (*env)["TRAINYARD_JOB"] = self.job;
-  (*env)["TRAINYARD_ROLE"] = self.role;
-  (*env)["TRAINYARD_INDEX"] = absl::StrCat(self.index);
-  (*env)["TRAINYARD_WORKER_ID"] = absl::StrCat(self.worker_id);
-  (*env)["TRAINYARD_PORTS"] = PortsList(self.ports);
-  (*env)["TRAINYARD_CHECKPOINT_DIR"] = self.checkpoint_dir;
+  (*env)[kJobEnv] = self.job;
+  (*env)[kRoleEnv] = self.role;
+  (*env)[kIndexEnv] = absl::StrCat(self.index);
+  (*env)[kWorkerIdEnv] = absl::StrCat(self.worker_id);
+  (*env)[kPortsEnv] = PortsList(self.ports);
+  (*env)[kCheckpointDirEnv] = self.checkpoint_dir;
   (*env)["CUDA_VISIBLE_DEVICES"] = absl::StrJoin(self.gpus, ",");
   if (self.gpu_milli > 0) {
-    (*env)["TRAINYARD_GPU_SHARE"] = absl::StrCat(self.gpu_milli);
+    (*env)[kGpuShareEnv] = absl::StrCat(self.gpu_milli);
   } else {
-    env->erase("TRAINYARD_GPU_SHARE");
+    env->erase(kGpuShareEnv);
   }
   if (self.gpu_milli > 0 && self.gpu_memory_mb > 0) {
-    (*env)["TRAINYARD_GPU_MEMORY_MB"] = absl::StrCat(self.gpu_memory_mb);
+    (*env)[kGpuMemoryMbEnv] = absl::StrCat(self.gpu_memory_mb);
   } else {
-    env->erase("TRAINYARD_GPU_MEMORY_MB");
+    env->erase(kGpuMemoryMbEnv);
   }
 }
 
@@ -201,12 +201,12 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
                   .gpu_milli = self.gpu_milli,
                   .gpu_memory_mb = self.gpu_memory_mb},
                  &env);
-  env["TRAINYARD_TASK_NAME"] = TaskName(in.job, self.role, self.index);
+  env[kTaskNameEnv] = TaskName(in.job, self.role, self.index);
   env[kTaskUserEnv] = in.spec->user();
-  env["TRAINYARD_NODE"] = self.node;
-  env["TRAINYARD_NODE_ADDRESS"] = self.address;
+  env[kNodeEnv] = self.node;
+  env[kNodeAddressEnv] = self.address;
   SetAttemptEnv(in.attempt, &env);
-  env["TRAINYARD_NUM_WORKERS"] = absl::StrCat(in.num_workers >= 0 ? in.num_workers : WorkerCount(*in.spec));
+  env[kNumWorkersEnv] = absl::StrCat(in.num_workers >= 0 ? in.num_workers : WorkerCount(*in.spec));
   if (in.membership_epoch > 0) env[kMembershipEpochEnv] = absl::StrCat(in.membership_epoch);
   if (in.resume_step >= 0) env[kResumeStepEnv] = absl::StrCat(in.resume_step);
   if (!in.array_job.empty()) {
@@ -224,10 +224,10 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
     // Rewritten when the master moves to another node (its node lost): the
     // worker library reads it when it reconnects.
     out.files["jobmaster"] = in.job_master + "\n";
-    env["TRAINYARD_JOB_MASTER_FILE"] = "${TRAINYARD_TASK_DIR}/jobmaster";
+    env[kJobMasterFileEnv] = "${TRAINYARD_TASK_DIR}/jobmaster";
   }
   out.files["hosts"] = job.hosts;
-  env["TRAINYARD_HOSTS_FILE"] = "${TRAINYARD_TASK_DIR}/hosts";
+  env[kHostsFileEnv] = "${TRAINYARD_TASK_DIR}/hosts";
   switch (service ? v1::FRAMEWORK_NONE : in.spec->framework()) {
     case v1::FRAMEWORK_TENSORFLOW:
       env["TF_CONFIG"] = TfConfig(job, self);
@@ -237,7 +237,7 @@ TaskEnv BuildTaskEnv(const TaskEnvInput& in, const JobWideEnv& job, const Placed
       break;
     case v1::FRAMEWORK_MPI:
       out.files["mpi_hostfile"] = job.mpi_hostfile;
-      env["TRAINYARD_MPI_HOSTFILE"] = "${TRAINYARD_TASK_DIR}/mpi_hostfile";
+      env[kMpiHostfileEnv] = "${TRAINYARD_TASK_DIR}/mpi_hostfile";
       out.files["mpi_rank_hosts"] = job.mpi_rank_hosts;
       env[kMpiRankHostsEnv] = "${TRAINYARD_TASK_DIR}/mpi_rank_hosts";
       env[kTrainyardBinEnv] = kTrainyardBinRef;

@@ -2,7 +2,8 @@
 // its framework expects — TF_CONFIG (tensorflow), MASTER_ADDR / MASTER_PORT /
 // RANK / WORLD_SIZE / LOCAL_RANK / LOCAL_WORLD_SIZE / NODE_RANK (pytorch), an
 // MPI hostfile (mpi) — plus a hosts file mapping each task's stable name
-// JOB-ROLE-INDEX to the address of its node.
+// JOB-ROLE-INDEX to the address of its node. The TRAINYARD_* names are
+// common/task_env_names.h's (the one list every side of the launch reads).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "api/roles.h"
+#include "common/task_env_names.h"
 #include "proto/trainyard.pb.h"
 
 namespace trainyard::api {
@@ -47,59 +49,10 @@ struct TaskEnvInput {
   int num_workers = -1;
 };
 
-// An elastic job's membership epoch: one more at each new size.
-inline constexpr char kMembershipEpochEnv[] = "TRAINYARD_MEMBERSHIP_EPOCH";
-
-// Where a task resumes: the step its job's workers last saved together when
-// the job was ordered to checkpoint (a preemption, a time limit).
-inline constexpr char kResumeStepEnv[] = "TRAINYARD_RESUME_STEP";
-
-// An element of a job array (`trainyard submit --array`) gets the array's
-// name and its index: TRAINYARD_ARRAY_JOB=train, TRAINYARD_ARRAY_INDEX=3.
-inline constexpr char kArrayJobEnv[] = "TRAINYARD_ARRAY_JOB";
-inline constexpr char kArrayIndexEnv[] = "TRAINYARD_ARRAY_INDEX";
-
-// A service task's port (its first), the one the server's proxy reaches
-// (docs/services.md): the service listens there on the node's address.
-inline constexpr char kServicePortEnv[] = "TRAINYARD_SERVICE_PORT";
-
 struct TaskEnv {
   std::map<std::string, std::string> env;
   std::map<std::string, std::string> files;  // name in the task dir -> content
 };
-
-// TRAINYARD_USER: the job's user as the server records it. The agent runs
-// the task as the local account this user maps to, so it reads the user
-// from the launch's env; the server sets it after the spec's own env, so a
-// spec cannot choose it.
-inline constexpr char kTaskUserEnv[] = "TRAINYARD_USER";
-
-// The variable that holds the job's credential (docs/security.md), in the
-// job master task's environment only. The server adds it to the launch order
-// as it leaves (server/agent_streams.cc), never to the stored task, so it is
-// not built here; the job master reads it (jobmaster/server_job_terminator.cc).
-inline constexpr char kJobTokenEnv[] = "TRAINYARD_JOB_TOKEN";
-// The job's secret, given at launch to the job master and to every task
-// given its address (kJobMasterEnv): what its workers show the
-// job master (STARTING, ATTACH). Not the credential above:
-// a worker holding it cannot speak to the server for the job.
-inline constexpr char kJobSecretEnv[] = "TRAINYARD_JOB_SECRET";
-// The job master's address, set for the tasks of a job that has one.
-inline constexpr char kJobMasterEnv[] = "TRAINYARD_JOB_MASTER";
-
-// A role's `userCredential: true`: its tasks get the server's address and a
-// credential of the job's user, so the CLI in a task acts as that user
-// (the names the CLI reads, src/cli/client.cc). The server sets the address
-// in the launch order and adds the credential as the order leaves
-// (server/agent_streams.cc), never to the stored task; the credential is
-// valid while the job has not ended, and never an admin's.
-inline constexpr char kServerEnv[] = "TRAINYARD_SERVER";
-inline constexpr char kTokenEnv[] = "TRAINYARD_TOKEN";
-
-// The cluster CA's certificate file, when the server serves TLS: what the
-// CLI and a job master verify the server with (docs/security.md). An agent
-// with --ca gives its path to every task it starts.
-inline constexpr char kCaFileEnv[] = "TRAINYARD_CA_FILE";
 
 // Stands for the agent's own `trainyard` binary in a launch's env values;
 // the agent puts the path in (as it does ${TRAINYARD_TASK_DIR}).
@@ -109,12 +62,6 @@ inline constexpr char kTrainyardBinRef[] = "${TRAINYARD_BIN}";
 // (OMPI_MCA_plm_rsh_agent): `trainyard rsh`, so mpirun starts its daemons
 // through Trainyard, never through ssh (docs/examples.md).
 inline constexpr char kMpiRshAgentEnv[] = "OMPI_MCA_plm_rsh_agent";
-// The agent's `trainyard` binary (kTrainyardBinRef), for an MPI job's
-// worker command: `exec "$TRAINYARD_BIN" rsh --serve`.
-inline constexpr char kTrainyardBinEnv[] = "TRAINYARD_BIN";
-// The file of the job's rank hosts, "ADDRESS PORT" per node of its MPI
-// workers: where `trainyard rsh HOST` finds HOST's.
-inline constexpr char kMpiRankHostsEnv[] = "TRAINYARD_MPI_RANK_HOSTS";
 
 // What is the same for every task of one placed job: its hosts file, the
 // cluster of TF_CONFIG, the MPI hostfile, the PyTorch ranks. Built once per

@@ -2,6 +2,9 @@
 // program of that framework reads, for the job shapes its users write.
 #include "api/task_env.h"
 
+#include <iterator>
+#include <set>
+
 #include "absl/strings/str_cat.h"
 
 #include "gmock/gmock.h"
@@ -148,6 +151,56 @@ TEST(TaskEnvTest, TasksOfAJobWithoutAMasterGetNoMasterAddress) {
   EXPECT_EQ(env.env.count("TRAINYARD_JOB_MASTER"), 0u);
   EXPECT_EQ(env.files.count("jobmaster"), 0u);
   EXPECT_THAT(env.files.at("hosts"), Not(HasSubstr("jobmaster")));
+}
+
+// The launch contract's names are one list (common/task_env_names.h) that
+// the worker library and the agent read by the same constants: every
+// TRAINYARD_* variable the server builds, and every ${TRAINYARD_*} its
+// values refer to, is in it. A name built here and missing there is a name
+// the other side cannot read without a string of its own.
+TEST(TaskEnvTest, EveryTrainyardNameATaskGetsIsInTheOneList) {
+  const std::set<std::string> names(std::begin(kTaskEnvNames), std::end(kTaskEnvNames));
+  EXPECT_EQ(names.size(), std::size(kTaskEnvNames)) << "a name is listed twice";
+  for (const std::string& name : names) EXPECT_EQ(name.rfind("TRAINYARD_", 0), 0u) << name;
+  int checked = 0;
+  for (v1::Framework fw : {v1::FRAMEWORK_TENSORFLOW, v1::FRAMEWORK_PYTORCH, v1::FRAMEWORK_MPI}) {
+    SCOPED_TRACE(v1::Framework_Name(fw));
+    v1::JobSpec spec;
+    spec.set_framework(fw);
+    spec.set_user("alice");
+    AddRole(&spec, "launcher", 1);
+    AddRole(&spec, "worker", 2);
+    AddRole(&spec, "board", 1);
+    spec.mutable_replicas(2)->set_kind(v1::ROLE_KIND_SERVICE);
+    TaskEnvInput in = Placed(spec, 2);
+    // Every feature that adds a variable: a job master, checkpoints, an
+    // array element, an elastic size, a resumed step, a share of a GPU.
+    in.job_master = "10.0.0.1:9000";
+    in.checkpoint_dir = "/ckpt/j";
+    in.attempt = 2;
+    in.array_job = "sweep";
+    in.array_index = 3;
+    in.membership_epoch = 4;
+    in.num_workers = 2;
+    in.resume_step = 100;
+    in.tasks[1].gpu_mask = 0b1;
+    in.tasks[1].gpu_milli = 500;
+    in.tasks[1].gpu_memory_mb = 4096;
+    for (const PlacedTaskView& t : in.tasks) {
+      TaskEnv env = BuildTaskEnv(in, t);
+      for (const auto& [name, value] : env.env) {
+        if (name.rfind("TRAINYARD_", 0) == 0) {
+          EXPECT_TRUE(names.count(name)) << name << " is not in common/task_env_names.h";
+          ++checked;
+        }
+        for (size_t at = value.find("${TRAINYARD_"); at != std::string::npos; at = value.find("${TRAINYARD_", at + 1)) {
+          std::string ref = value.substr(at + 2, value.find('}', at) - at - 2);
+          EXPECT_TRUE(names.count(ref)) << name << "=" << value << " refers to " << ref;
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 0);
 }
 
 TEST(TaskEnvTest, TheJobsUserIsInTheEnvironment) {

@@ -33,14 +33,14 @@ const security::ClientConfig& Config() {
 
 std::string ServerAddress(const std::string& flag) {
   if (!flag.empty()) return flag;
-  const char* env = std::getenv(api::kServerEnv);
+  const char* env = std::getenv(kServerEnv);
   if (env && *env) return env;
   if (!Config().server.empty()) return Config().server;
   return "127.0.0.1:7450";
 }
 
 std::string ClientToken() {
-  const char* env = std::getenv(api::kTokenEnv);
+  const char* env = std::getenv(kTokenEnv);
   if (env && *env) return env;
   return Config().token;
 }

@@ -114,7 +114,7 @@ int RunJobmaster(JobmasterFlags& f) {
   }
   SetLogLevel(level);
   // The secret the server gave the job's tasks; never printed or logged.
-  if (const char* secret = std::getenv(api::kJobSecretEnv)) f.config.job_secret = secret;
+  if (const char* secret = std::getenv(kJobSecretEnv)) f.config.job_secret = secret;
   f.config.ping_interval = absl::Milliseconds(f.ping_interval_ms);
   f.config.response_wait = absl::Milliseconds(f.response_wait_ms);
   f.config.barrier_timeout = absl::Milliseconds(f.barrier_timeout_ms);
@@ -126,7 +126,7 @@ int RunJobmaster(JobmasterFlags& f) {
   // The job's credential, which the server gave this task (docs/security.md),
   // and the CA the server is verified with: --ca, else the agent's
   // TRAINYARD_CA_FILE.
-  const char* job_token = std::getenv(api::kJobTokenEnv);
+  const char* job_token = std::getenv(kJobTokenEnv);
   if (job_token != nullptr) f.config.order_key = job_token;  // the key of the server's pushed orders
   if (!f.server_address.empty() && !f.ca.empty()) SetCaFlag(f.ca);
   const jobmaster::ReportCredentials credentials{.job_token = job_token ? job_token : "",

@@ -39,7 +39,7 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 int Serve() {
   std::string address = EnvOr("TRAINYARD_NODE_ADDRESS", "");
   std::string ports = EnvOr("TRAINYARD_PORTS", "");
-  std::string secret = EnvOr(api::kJobSecretEnv, "");
+  std::string secret = EnvOr(kJobSecretEnv, "");
   int port = 0;
   if (address.empty() || secret.empty() || !absl::SimpleAtoi(ports.substr(0, ports.find(',')), &port)) {
     std::cerr << "trainyard rsh --serve: run it as the worker of an MPI job (it needs TRAINYARD_NODE_ADDRESS, a port "
@@ -52,12 +52,12 @@ int Serve() {
 }
 
 int Remote(const RshFlags& f) {
-  std::ifstream in(EnvOr(api::kMpiRankHostsEnv, "/nonexistent"));
+  std::ifstream in(EnvOr(kMpiRankHostsEnv, "/nonexistent"));
   std::stringstream hosts;
   hosts << in.rdbuf();
   absl::StatusOr<int> port = jobmaster::RankHostPort(hosts.str(), f.host);
   absl::StatusOr<int> code =
-      port.ok() ? jobmaster::RunOnRankHost(f.host, *port, EnvOr(api::kJobSecretEnv, ""), f.command, absl::Seconds(60))
+      port.ok() ? jobmaster::RunOnRankHost(f.host, *port, EnvOr(kJobSecretEnv, ""), f.command, absl::Seconds(60))
                 : port.status();
   if (code.ok()) return *code;
   std::cerr << "trainyard rsh: " << code.status().message() << "\n";

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "common/logging.h"
 #include "common/server_list_channel.h"
+#include "common/task_env_names.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/service.grpc.pb.h"
 
@@ -63,8 +64,8 @@ ServerJobTerminator::~ServerJobTerminator() {
 }
 
 std::string ReportedMasterAddress() {
-  const char* node = std::getenv("TRAINYARD_NODE_ADDRESS");
-  const char* ports = std::getenv("TRAINYARD_PORTS");
+  const char* node = std::getenv(kNodeAddressEnv);
+  const char* ports = std::getenv(kPortsEnv);
   if (node == nullptr || ports == nullptr || *node == '\0' || *ports == '\0') return "";
   std::string first(ports);
   return absl::StrCat(node, ":", first.substr(0, first.find(',')));

@@ -48,19 +48,19 @@ void AgentStreams::Registered(const std::string& node, const v1::Registered& ack
 
 void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
   if (job_credentials_ && api::IsJobMasterRole(task.role())) {
-    (*task.mutable_env())[api::kJobTokenEnv] = job_credentials_(task.job_id());
+    (*task.mutable_env())[kJobTokenEnv] = job_credentials_(task.job_id());
   }
   // The secret lets a task register at its job's master: only the master
   // and the tasks given its address get it (a job without a master has
   // nothing to use it for, and an HMAC per launch is not free).
   // The tasks of an MPI job use it too: `trainyard rsh` presents it to the
   // rank host of another node's worker (jobmaster/client/rank_host.h).
-  if (job_worker_secrets_ && (api::IsJobMasterRole(task.role()) || task.env().count(api::kJobMasterEnv) ||
+  if (job_worker_secrets_ && (api::IsJobMasterRole(task.role()) || task.env().count(kJobMasterEnv) ||
                               task.env().count(api::kMpiRshAgentEnv))) {
-    (*task.mutable_env())[api::kJobSecretEnv] = job_worker_secrets_(task.job_id());
+    (*task.mutable_env())[kJobSecretEnv] = job_worker_secrets_(task.job_id());
   }
   // What the spec asked for (userCredential): the job's user's credential.
-  if (task.user_credential() && job_user_tokens_) (*task.mutable_env())[api::kTokenEnv] = job_user_tokens_(task.job_id());
+  if (task.user_credential() && job_user_tokens_) (*task.mutable_env())[kTokenEnv] = job_user_tokens_(task.job_id());
   for (const auto& [name, sealed] : task.secret_env()) {
     // What the server set (TRAINYARD_USER, the checkpoint dir, ...) wins, as
     // over plain env: a spec's secret must not choose who the task runs as.

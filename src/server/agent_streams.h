@@ -30,15 +30,15 @@ class AgentStreams : public ExecutionBackend {
   // A job's credential by its id (security::ServerSecurity).
   using JobCredentials = std::function<std::string(uint64_t job_id)>;
   // Launches of a job master task carry its job's credential in their
-  // environment (api::kJobTokenEnv). Added here, as the order leaves, so
+  // environment (kJobTokenEnv). Added here, as the order leaves, so
   // the credential is never in the store or a view.
   // Opens a sealed secret env value (TaskSpec.secret_env) into the order.
   using SecretOpener = std::function<absl::StatusOr<std::string>(const std::string& sealed)>;
   void SetSecretOpener(SecretOpener open) { open_secret_ = std::move(open); }
   // `worker_secret_of` gives the job master and every task given its address
-  // (api::kJobMasterEnv in its environment) the job's secret;
+  // (kJobMasterEnv in its environment) the job's secret;
   // `user_token_of` the tasks whose role asked for it (TaskSpec.user_credential)
-  // the job's user's credential (api::kTokenEnv).
+  // the job's user's credential (kTokenEnv).
   void SetJobCredentials(JobCredentials of, JobCredentials worker_secret_of, JobCredentials user_token_of = {}) {
     job_credentials_ = std::move(of);
     job_worker_secrets_ = std::move(worker_secret_of);

@@ -309,8 +309,8 @@ TEST_F(ControlGatesTest, AnArrayThrottleKeepsTheRestPendingAndAfterOkWaitsForEve
   EXPECT_EQ(View("report").reason(), "waiting for job sweep (after-ok)");
   // Each element knows its place in the array.
   v1::TaskSpec t = LaunchesOf("sweep-1")[0];
-  EXPECT_EQ(t.env().at(api::kArrayJobEnv), "sweep");
-  EXPECT_EQ(t.env().at(api::kArrayIndexEnv), "1");
+  EXPECT_EQ(t.env().at(kArrayJobEnv), "sweep");
+  EXPECT_EQ(t.env().at(kArrayIndexEnv), "1");
 
   Finish("sweep-0", v1::TASK_SUCCEEDED);
   Round();

@@ -564,7 +564,7 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   spec.set_kill_grace_ms(config_.kill_grace_ms);
   if (rs->user_credential()) {
     spec.set_user_credential(true);
-    spec_env[api::kServerEnv] = server_address_.empty() ? config_.listen : server_address_;
+    spec_env[kServerEnv] = server_address_.empty() ? config_.listen : server_address_;
   }
   TaskRt& rt = job.task_rt[i];
   rt.launch_base = t.attempt();

@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/task_env_names.h"
 #include "jobmaster/client/job_master_client.h"
 
 namespace trainyard::jobmaster {
@@ -49,16 +50,16 @@ std::string CurrentMasterAddress(const JobMasterClientOptions& options) {
 
 absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment() {
   JobMasterClientOptions options;
-  options.master_address = Env("TRAINYARD_JOB_MASTER");
+  options.master_address = Env(kJobMasterEnv);
   if (options.master_address.empty()) {
     return absl::FailedPreconditionError(
         "TRAINYARD_JOB_MASTER is not set: it holds the job master's host:port and is set in "
         "every Trainyard task");
   }
-  options.master_address_file = Env("TRAINYARD_JOB_MASTER_FILE");
-  absl::StatusOr<int> id = IntEnv("TRAINYARD_WORKER_ID", -1);
-  absl::StatusOr<int> index = IntEnv("TRAINYARD_INDEX", 0);
-  absl::StatusOr<int> restarts = IntEnv("TRAINYARD_RESTART_COUNT", 0);
+  options.master_address_file = Env(kJobMasterFileEnv);
+  absl::StatusOr<int> id = IntEnv(kWorkerIdEnv, -1);
+  absl::StatusOr<int> index = IntEnv(kIndexEnv, 0);
+  absl::StatusOr<int> restarts = IntEnv(kRestartCountEnv, 0);
   for (const auto* s : {&id, &index, &restarts}) {
     if (!s->ok()) return s->status();
   }
@@ -68,22 +69,22 @@ absl::StatusOr<JobMasterClientOptions> ClientOptionsFromEnvironment() {
   info.set_worker_id(*id);
   info.set_ip(host);
   info.set_node_ip(host);
-  info.set_role(Env("TRAINYARD_ROLE"));
+  info.set_role(Env(kRoleEnv));
   info.set_index(*index);
-  if (!Env("TRAINYARD_JOB").empty()) {
-    info.set_task_name(absl::StrFormat("%s-%s-%d", Env("TRAINYARD_JOB"), info.role(), *index));
+  if (!Env(kJobEnv).empty()) {
+    info.set_task_name(absl::StrFormat("%s-%s-%d", Env(kJobEnv), info.role(), *index));
   }
   for (const std::string& part :
-       std::vector<std::string>(absl::StrSplit(Env("TRAINYARD_PORTS"), ',', absl::SkipEmpty()))) {
+       std::vector<std::string>(absl::StrSplit(Env(kPortsEnv), ',', absl::SkipEmpty()))) {
     uint32_t port = 0;
     if (!absl::SimpleAtoi(part, &port) || port > 65535) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "TRAINYARD_PORTS='%s' is not a comma-separated list of ports", Env("TRAINYARD_PORTS")));
+          "TRAINYARD_PORTS='%s' is not a comma-separated list of ports", Env(kPortsEnv)));
     }
     info.add_ports(port);
   }
   options.restart_count = *restarts;
-  options.job_secret = Env("TRAINYARD_JOB_SECRET");
+  options.job_secret = Env(kJobSecretEnv);
   return options;
 }
 
