@@ -25,7 +25,9 @@ absl::StatusOr<std::unique_ptr<Agent>> Agent::Start(AgentOptions options) {
   agent->link_ = std::make_unique<ServerLink>(std::move(options.link));
   // The core makes the data dir absolute: tasks start in other directories.
   absl::StatusOr<std::unique_ptr<AgentCore>> core = AgentCore::Start(options.config, agent->link_.get());
-  if (!core.ok()) return core.status();
+  // Not InvalidArgument: the node cannot run as configured (its GPUs, its
+  // memory, a value out of range), which the verb reports as a failure.
+  if (!core.ok()) return absl::FailedPreconditionError(core.status().message());
   agent->core_ = *std::move(core);
   // Its /metrics (public, like the server's; loopback unless a host is named).
   if (!options.http_listen.empty()) {

@@ -23,8 +23,9 @@ struct AgentOptions {
 
 class Agent {
  public:
-  // Starts the core (its errors name the config field), serves /metrics
-  // (InvalidArgument naming http-listen) and connects to the server. With
+  // Starts the core (FailedPrecondition naming the config field), serves
+  // /metrics (InvalidArgument naming http-listen) and connects to the
+  // server. With
   // no config.address, the node is reached at the address it reaches the
   // server from (the first of a list), which other hosts can reach, not at
   // its host name, which their resolvers may not know.

@@ -79,7 +79,7 @@ void SetCaFlag(const std::string& path) { CaFlag() = path; }
 
 std::string CaFile() {
   if (!CaFlag().empty()) return CaFlag();
-  const char* env = std::getenv("TRAINYARD_CA_FILE");
+  const char* env = std::getenv(kCaFileEnv);
   if (env && *env) return env;
   return Config().ca_file;
 }

@@ -37,8 +37,8 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 }
 
 int Serve() {
-  std::string address = EnvOr("TRAINYARD_NODE_ADDRESS", "");
-  std::string ports = EnvOr("TRAINYARD_PORTS", "");
+  std::string address = EnvOr(kNodeAddressEnv, "");
+  std::string ports = EnvOr(kPortsEnv, "");
   std::string secret = EnvOr(kJobSecretEnv, "");
   int port = 0;
   if (address.empty() || secret.empty() || !absl::SimpleAtoi(ports.substr(0, ports.find(',')), &port)) {
@@ -65,8 +65,8 @@ int Remote(const RshFlags& f) {
 }
 
 int RunRsh(const RshFlags& f) {
-  std::string address = EnvOr("TRAINYARD_NODE_ADDRESS", "");
-  std::string node = EnvOr("TRAINYARD_NODE", "");
+  std::string address = EnvOr(kNodeAddressEnv, "");
+  std::string node = EnvOr(kNodeEnv, "");
   if (address.empty() && node.empty()) {
     std::cerr << "trainyard rsh: not in a Trainyard task (TRAINYARD_NODE_ADDRESS is not set)\n";
     return 255;

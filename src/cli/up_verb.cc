@@ -22,6 +22,7 @@
 #include "cli/demo.h"
 #include "cli/up_report.h"
 #include "cli/verbs.h"
+#include "common/task_env_names.h"
 #include "security/certs.h"
 #include "security/client_config.h"
 #include "security/files.h"
@@ -62,8 +63,8 @@ std::vector<std::string> DaemonEnvironment() {
   for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
     std::string entry = *e;
     std::string name = entry.substr(0, entry.find('='));
-    if (name == "TRAINYARD_CONFIG" || name == "TRAINYARD_TOKEN" || name == "TRAINYARD_CA_FILE" ||
-        name == "TRAINYARD_SERVER") {
+    if (name == "TRAINYARD_CONFIG" || name == kTokenEnv || name == kCaFileEnv ||
+        name == kServerEnv) {
       continue;
     }
     env.push_back(std::move(entry));
@@ -335,8 +336,8 @@ int RunUp(UpFlags& f) {
   // This process's own calls (the wait, the demo) use the same config; its
   // daemons do not get it (DaemonEnvironment).
   setenv("TRAINYARD_CONFIG", (root + "/client.yaml").c_str(), 1);
-  unsetenv("TRAINYARD_TOKEN");
-  unsetenv("TRAINYARD_CA_FILE");
+  unsetenv(kTokenEnv);
+  unsetenv(kCaFileEnv);
   // Example programs sit beside the binary; the demo's tasks find them here.
   std::string examples = std::filesystem::path(self).parent_path().string() + "/examples";
   if (!getenv("TRAINYARD_EXAMPLES_BIN")) setenv("TRAINYARD_EXAMPLES_BIN", examples.c_str(), 1);
