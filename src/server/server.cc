@@ -286,35 +286,46 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   s->FenceOrders();
   if (absl::Status st = s->StartSecurity(config); !st.ok()) return st;
   if (absl::Status st = s->manager_->Recover(); !st.ok()) return st;
-  s->log_backend_ = std::make_unique<ManagerLogBackend>(s->manager_.get());
-  s->log_hub_ = std::make_unique<LogHub>(s->log_backend_.get(), &s->clock_, LogHubOptionsFor(config));
-  s->manager_->SetLogHub(s->log_hub_.get());
-  s->rate_limiter_ = std::make_unique<UserRateLimiter>(config.rate_limits);
-  s->exec_relay_ = std::make_unique<ExecRelay>(s->log_backend_.get(), ExecRelayOptions{});
-  JobManager* manager = s->manager_.get();
-  s->service_links_ = std::make_unique<ServiceLinks>(
-      s->security_.get(), [manager](const std::string& job) { return manager->JobSummary(job); }, &s->clock_);
-  s->client_service_ = std::make_unique<ClientService>(s->manager_.get(), s->log_hub_.get(), s->security_.get(),
-                                                       s->rate_limiter_.get(), s->exec_relay_.get(),
-                                                       s->service_links_.get());
-  Server* self = s.get();
-  s->client_service_->SetClusterStatusSource([self](v1::ClusterStatus* out) { self->FillClusterStatus(out); });
+  s->BuildServices(config);
+  if (absl::Status st = s->StartClientListener(config); !st.ok()) return st;
+  s->StartManager(config);
+  if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
+  s->PublishHttpUrl();
+  if (absl::Status st = s->StartLoginSocket(config); !st.ok()) return st;
+  if (absl::Status st = s->Announce(config); !st.ok()) return st;
+  return s;
+}
+
+void Server::BuildServices(const ServerConfig& config) {
+  log_backend_ = std::make_unique<ManagerLogBackend>(manager_.get());
+  log_hub_ = std::make_unique<LogHub>(log_backend_.get(), &clock_, LogHubOptionsFor(config));
+  manager_->SetLogHub(log_hub_.get());
+  rate_limiter_ = std::make_unique<UserRateLimiter>(config.rate_limits);
+  exec_relay_ = std::make_unique<ExecRelay>(log_backend_.get(), ExecRelayOptions{});
+  JobManager* manager = manager_.get();
+  service_links_ = std::make_unique<ServiceLinks>(
+      security_.get(), [manager](const std::string& job) { return manager->JobSummary(job); }, &clock_);
+  client_service_ = std::make_unique<ClientService>(manager_.get(), log_hub_.get(), security_.get(),
+                                                    rate_limiter_.get(), exec_relay_.get(), service_links_.get());
+  client_service_->SetClusterStatusSource([this](v1::ClusterStatus* out) { FillClusterStatus(out); });
   // With TLS, an agent's node is the one its certificate names.
-  s->agent_service_ =
-      std::make_unique<AgentService>(s->manager_.get(), s->log_hub_.get(), UsesTls(config), s->exec_relay_.get());
+  agent_service_ = std::make_unique<AgentService>(manager_.get(), log_hub_.get(), UsesTls(config), exec_relay_.get());
+}
+
+absl::Status Server::StartClientListener(const ServerConfig& config) {
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> creds = ListenerCredentials(config, /*agents=*/false);
   if (!creds.ok()) return creds.status();
   int open_file_limit = RaiseOpenFileLimit(config.max_open_files);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(config.listen, *creds, &port);
-  builder.RegisterService(s->client_service_.get());
+  builder.RegisterService(client_service_.get());
   if (UsesTls(config)) {
-    s->join_service_ = std::make_unique<JoinService>(config.tls_dir, config.data_dir, s->security_.get());
-    if (SharedFiles* shared = s->shared_files_.get()) {
-      s->join_service_->SetOnChange([shared] { return shared->Publish(SharedFiles::kJoinTokens); });
+    join_service_ = std::make_unique<JoinService>(config.tls_dir, config.data_dir, security_.get());
+    if (SharedFiles* shared = shared_files_.get()) {
+      join_service_->SetOnChange([shared] { return shared->Publish(SharedFiles::kJoinTokens); });
     }
-    builder.RegisterService(s->join_service_.get());
+    builder.RegisterService(join_service_.get());
   }
   // A spec above max_spec_bytes is refused by ClientService with its size;
   // one far above (64 MiB) by gRPC, before it is held whole.
@@ -322,19 +333,21 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
                         static_cast<int>(std::min<int64_t>(config.max_spec_bytes + kReceiveHeadroomBytes,
                                                            std::numeric_limits<int>::max())),
                         &builder);
-  s->grpc_ = builder.BuildAndStart();
-  if (absl::Status st = CheckBound(config.listen, s->grpc_ != nullptr, port); !st.ok()) return st;
-  if (absl::Status st = s->StartAgentListener(config, port); !st.ok()) return st;
-  s->InstallConnectionGuards(config, port, open_file_limit);
+  grpc_ = builder.BuildAndStart();
+  if (absl::Status st = CheckBound(config.listen, grpc_ != nullptr, port); !st.ok()) return st;
+  if (absl::Status st = StartAgentListener(config, port); !st.ok()) return st;
+  InstallConnectionGuards(config, port, open_file_limit);
   std::string host = config.listen.substr(0, config.listen.rfind(':'));
-  s->address_ = absl::StrCat(host, ":", port);
-  {
-    absl::MutexLock lock(&s->status_mu_);
-    s->status_address_ = s->address_;
-  }
+  address_ = absl::StrCat(host, ":", port);
+  absl::MutexLock lock(&status_mu_);
+  status_address_ = address_;
+  return absl::OkStatus();
+}
+
+void Server::StartManager(const ServerConfig& config) {
   // Job masters and tasks are told every server, to follow the leader.
-  s->manager_->SetServerAddress(config.cluster_servers.empty() ? s->address_ : config.cluster_servers);
-  s->manager_->SetOverloadProbe([] {
+  manager_->SetServerAddress(config.cluster_servers.empty() ? address_ : config.cluster_servers);
+  manager_->SetOverloadProbe([] {
     int64_t saturated = 0;
     for (Door door : {Door::kClients, Door::kAgents}) {
       ConnectionGuardStats st = ConnectionGuard::Stats(door);
@@ -342,24 +355,23 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
     }
     return saturated;
   });
-  s->manager_->Start();
-  if (absl::Status st = s->StartHttp(config); !st.ok()) return st;
-  s->PublishHttpUrl();
-  if (absl::Status st = s->StartLoginSocket(config); !st.ok()) return st;
-  Log(LogLevel::kInfo, "server", "serving clients on %s and agents on %s%s, data in %s", s->address_,
-      s->agent_address_,
+  manager_->Start();
+}
+
+absl::Status Server::Announce(const ServerConfig& config) {
+  Log(LogLevel::kInfo, "server", "serving clients on %s and agents on %s%s, data in %s", address_, agent_address_,
       UsesTls(config) ? absl::StrCat(" (TLS, certificates in ", config.tls_dir, "; agents need a node certificate)")
                       : " (plaintext)",
       config.data_dir);
   std::string ca_file;
   if (UsesTls(config)) ca_file = std::filesystem::absolute(security::CaCertPath(config.tls_dir)).string();
-  absl::StatusOr<std::string> admin = s->security_->BootstrapAdmin(s->address_, ca_file);
+  absl::StatusOr<std::string> admin = security_->BootstrapAdmin(address_, ca_file);
   if (!admin.ok()) return admin.status();
   if (!admin->empty()) {
     Log(LogLevel::kInfo, "server", "first start: an admin token is in %s (TRAINYARD_CONFIG=%s trainyard jobs)", *admin,
         *admin);
   }
-  return s;
+  return absl::OkStatus();
 }
 
 absl::Status Server::StartAgentListener(const ServerConfig& config, int client_port) {

@@ -144,6 +144,15 @@ class Server {
   void ReportDepositions();
   int leader_lease_ms_ = 0;
   int64_t started_unix_ms_ = 0;
+  // Start's steps, in order: the services over the manager (log hub,
+  // limits, exec relay, service links, the gRPC services); the clients'
+  // listener (and the join service with TLS), then the agents' and the
+  // connection guards; the manager's loop, told the servers' addresses; the
+  // log line that it serves, and the admin's token on a first start.
+  void BuildServices(const ServerConfig& config);
+  absl::Status StartClientListener(const ServerConfig& config);
+  void StartManager(const ServerConfig& config);
+  absl::Status Announce(const ServerConfig& config);
   // Binds the agents' listener (config.agent_listen, else the port above
   // the clients' `client_port`); errors name the address and the flag.
   absl::Status StartAgentListener(const ServerConfig& config, int client_port);

@@ -5,12 +5,11 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <thread>
-
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
