@@ -146,6 +146,39 @@ replicas:
   }
 }
 
+// A followed log that the server itself ends (the task's node is LOST and
+// the job has ended, so nothing more can come) ends the CLI with the
+// server's reason: the stream carries the server's trailer, so the CLI
+// does not take it for a server gone in a failover and open it again.
+TEST(LogsFollowTest, AFollowedLogTheServerEndsForALostNodeIsNotOpenedAgain) {
+  Cluster c({.nodes = 1, .node_timeout_ms = 1500});
+  std::string job = c.Submit(R"(
+name: stranded
+replicas:
+  worker:
+    command: [sh, -c, 'i=0; while true; do i=$((i+1)); echo "line-$i"; sleep 0.1; done']
+)");
+  std::string out = c.dir() + "/follow.out";
+  std::unique_ptr<Process> follow = Follow(c, {job, "worker/0", "-f"}, out);
+  ASSERT_TRUE(WaitUntil([&] { return ReadFile(out).find("line-5\n") != std::string::npos; }, absl::Seconds(30)))
+      << ReadFile(out);
+  // The agent frozen: its node is LOST, the job goes back to the queue
+  // with no node to take it, and then it is killed.
+  pid_t agent = c.agent(0).pid();
+  ASSERT_EQ(kill(agent, SIGSTOP), 0);
+  bool lost = WaitUntil([&] { return c.Cli({"nodes"}).out.find("LOST") != std::string::npos; }, absl::Seconds(60));
+  CommandResult killed = c.Cli({"kill", job});
+  bool ended = WaitUntil([&] { return !follow->Running(); }, absl::Seconds(60));
+  kill(agent, SIGCONT);
+  ASSERT_TRUE(lost) << c.Cli({"nodes"}).out;
+  ASSERT_EQ(killed.exit_code, 0) << killed.err;
+  ASSERT_TRUE(ended) << ReadFile(out);
+  std::string text = ReadFile(out);
+  EXPECT_NE(follow->exit_status(), 0) << text;
+  EXPECT_THAT(text, HasSubstr("attempt 0 of " + job + "-worker-0 ran on node-0, which is LOST"));
+  EXPECT_THAT(text, ::testing::Not(HasSubstr("following on"))) << "the CLI opened a stream the server ended again";
+}
+
 TEST(LogsFollowTest, ManyFollowersHoldNoThreadEachAndOnePastTheLimitIsRefused) {
   constexpr int kFollowers = 200;
   TempDir conf;
