@@ -106,15 +106,17 @@ void PrintDepositions(const v1::ClusterStatus& st, int64_t now) {
   const v1::LeaderDeposition* last = nullptr;
   for (const v1::LeaderDeposition& d : st.depositions()) {
     if (d.count() == 0) continue;
-    counts.push_back(absl::StrCat(d.count(), " ", d.reason()));
+    counts.push_back(absl::StrCat(d.count(), " ", Printable(d.reason())));
     if (last == nullptr || d.last_unix_ms() > last->last_unix_ms()) last = &d;
   }
   if (last == nullptr) {
     std::cout << "Deposed:    none\n";
     return;
   }
-  std::cout << "Deposed:    " << absl::StrJoin(counts, ", ") << "; the latest " << last->last_server() << " "
-            << Age(now - last->last_unix_ms()) << " ago (" << last->reason() << ": " << last->last_why() << ")\n";
+  // What etcd holds is shown as text, never as terminal controls.
+  std::cout << "Deposed:    " << absl::StrJoin(counts, ", ") << "; the latest " << Printable(last->last_server()) << " "
+            << Age(now - last->last_unix_ms()) << " ago (" << Printable(last->reason()) << ": "
+            << Printable(last->last_why()) << ")\n";
 }
 
 // `trainyard status`: who serves, on which store, since when; the nodes and
