@@ -76,7 +76,7 @@ struct SubmitFlags : Common {
 // watches are all taken). A stream or call that found no server is made
 // again at the server that answers next (a failover, a restart), for up
 // to a minute (cli/failover.h).
-int WaitForJob(const std::string& address, const std::string& job) {
+int WaitForJob(const std::string& address, std::shared_ptr<grpc::Channel> channel, const std::string& job) {
   std::string last;
   auto show = [&job, &last](const v1::JobView& v) {
     std::string line = StateName(v.state()) + (v.reason().empty() ? "" : ": " + v.reason());
@@ -87,7 +87,7 @@ int WaitForJob(const std::string& address, const std::string& job) {
     return api::IsTerminal(v.state());
   };
   auto outcome = [](const v1::JobView& v) { return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure; };
-  Failover failover("submit", address);
+  Failover failover("submit", address, std::move(channel));  // the submission's connection
   failover.Answered();  // the submission was
   for (;;) {
     v1::WatchJobRequest req;
@@ -152,7 +152,8 @@ int Submit(SubmitFlags& f) {
     return kExitUsage;
   }
   std::string address = ServerAddress(f.server);
-  auto stub = MakeStub(address);
+  std::shared_ptr<grpc::Channel> channel = MakeChannel(address);
+  auto stub = v1::Trainyard::NewStub(channel);
   if (!f.array.empty()) {
     if (absl::StatusOr<api::ArrayRange> range = api::ParseArrayRange(f.array); !range.ok()) {
       std::cerr << "trainyard submit: --" << range.status().message() << "\n";
@@ -209,7 +210,7 @@ int Submit(SubmitFlags& f) {
   }
   std::cout << "job " << resp.job() << " submitted" << (f.hold ? " (held: trainyard release " + resp.job() + ")" : "")
             << std::endl;
-  return f.wait ? WaitForJob(address, resp.job()) : kExitOk;
+  return f.wait ? WaitForJob(address, std::move(channel), resp.job()) : kExitOk;
 }
 
 // ---- jobs ----

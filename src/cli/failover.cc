@@ -9,8 +9,8 @@
 
 namespace trainyard::cli {
 
-Failover::Failover(const char* verb, std::string address)
-    : verb_(verb), address_(std::move(address)), channel_(MakeChannel(address_)),
+Failover::Failover(const char* verb, std::string address, std::shared_ptr<grpc::Channel> channel)
+    : verb_(verb), address_(std::move(address)), channel_(channel ? std::move(channel) : MakeChannel(address_)),
       stub_(v1::Trainyard::NewStub(channel_)) {}
 
 bool Failover::Retry(const grpc::Status& status) {

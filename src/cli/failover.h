@@ -24,7 +24,9 @@ inline constexpr int kFailoverWaitSeconds = 60;
 
 class Failover {
  public:
-  Failover(const char* verb, std::string address);
+  // `channel`: one the verb already holds to `address` (its connection is
+  // kept); null: a new one.
+  Failover(const char* verb, std::string address, std::shared_ptr<grpc::Channel> channel = nullptr);
 
   // The stub to call now (a new one after a Retry that made a new channel).
   v1::Trainyard::Stub& stub() { return *stub_; }

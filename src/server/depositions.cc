@@ -16,6 +16,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
+#include "security/files.h"
 #include "store/etcd_client.h"
 
 namespace trainyard::server {
@@ -69,13 +70,9 @@ void KeepNotes(const std::string& path, const std::vector<std::string>& lines) {
     unlink(path.c_str());
     return;
   }
-  std::string tmp = path + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  std::string text = absl::StrCat(absl::StrJoin(lines, "\n"), "\n");
-  bool ok = fd >= 0 && write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
-  if (fd >= 0) close(fd);
-  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
-    Log(LogLevel::kWarning, "leader", "cannot keep the depositions not yet counted in %s: %s", path, strerror(errno));
+  absl::Status kept = security::WritePrivateFile(path, absl::StrCat(absl::StrJoin(lines, "\n"), "\n"));
+  if (!kept.ok()) {
+    Log(LogLevel::kWarning, "leader", "cannot keep the depositions not yet counted: %s", kept.message());
   }
 }
 

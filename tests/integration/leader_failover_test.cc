@@ -69,11 +69,11 @@ class Servers {
     servers_[i] = std::make_unique<Process>(argv, log(i));
   }
 
-  // Server 0 leads, server 1 waits.
-  void StartLeaderAndStandby() {
-    Start(0);
+  // Server 0 leads, server 1 waits; `extra` on both command lines.
+  void StartLeaderAndStandby(const std::vector<std::string>& extra = {}) {
+    Start(0, extra);
     ASSERT_TRUE(WaitLogSays(0, "listening on")) << ReadFile(log(0));
-    Start(1);
+    Start(1, extra);
     ASSERT_TRUE(WaitLogSays(1, "standby:")) << ReadFile(log(1));
   }
 
@@ -404,11 +404,7 @@ TEST(LeaderFailoverTest, AJobMasterReportsItsCheckpointToTheNextLeader) {
   Servers servers(etcd.address());
   // A grace far longer than the test waits: the victim must be stopped
   // because its workers saved, not because the grace ran out.
-  const std::vector<std::string> grace{"--preemption-grace-ms", "600000"};
-  servers.Start(0, grace);
-  ASSERT_TRUE(servers.WaitLogSays(0, "listening on")) << ReadFile(servers.log(0));
-  servers.Start(1, grace);
-  ASSERT_TRUE(servers.WaitLogSays(1, "standby:")) << ReadFile(servers.log(1));
+  ASSERT_NO_FATAL_FAILURE(servers.StartLeaderAndStandby({"--preemption-grace-ms", "600000"}));
   servers.StartAgent();
   const std::string out = servers.dir() + "/out";
   std::filesystem::create_directories(out);
