@@ -75,14 +75,15 @@ function(ty_bench name)
 endfunction()
 
 # ty_module(NAME DIR [DEPS ...] [TEST_DEPS ...]): the library of one module
-# from every .cc under DIR (recursively) that is not a *_test.cc or main.cc,
+# from every .cc under DIR (recursively) that is not a *_test.cc, main.cc or
+# main_*.cc (an executable's own sources),
 # and one test program NAME_test from every *_test.cc there. A module with no
 # sources yet is an INTERFACE library so dependents still link.
 function(ty_module name)
   cmake_parse_arguments(A "" "DIR;TIMEOUT" "DEPS;TEST_DEPS;LABELS" ${ARGN})
   file(GLOB_RECURSE all_cc CONFIGURE_DEPENDS ${A_DIR}/*.cc)
   set(lib_cc ${all_cc})
-  list(FILTER lib_cc EXCLUDE REGEX "(_test|/main)\\.cc$")
+  list(FILTER lib_cc EXCLUDE REGEX "(_test|/main|/main_[a-z_]+)\\.cc$")
   set(test_cc ${all_cc})
   list(FILTER test_cc INCLUDE REGEX "_test\\.cc$")
   if(lib_cc)

@@ -390,20 +390,28 @@ absl::StatusOr<TlsFiles> LoadTlsFiles(const std::string& ca, const std::string& 
   return out;
 }
 
+namespace {
+std::string CommonNameOf(X509* cert) {
+  char buf[256] = {0};
+  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf, sizeof(buf)) < 0) return "";
+  return buf;
+}
+}  // namespace
+
 std::string CertCommonName(const std::string& cert_pem) {
   X509Ptr cert = ParseCert(cert_pem);
-  if (!cert) return "";
-  char buf[256] = {0};
-  if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert.get()), NID_commonName, buf, sizeof(buf)) < 0) return "";
-  return buf;
+  return cert ? CommonNameOf(cert.get()) : "";
 }
 
 std::string NodeNameOfPeerCert(const std::string& cert_pem) {
+  // Parsed once: OpenSSL 3 decodes the public key of every certificate it
+  // parses, which is most of what an agent's registration costs beside its
+  // handshake.
   X509Ptr cert = ParseCert(cert_pem);
   if (!cert || X509_check_ca(cert.get()) != 0 || X509_check_purpose(cert.get(), X509_PURPOSE_SSL_CLIENT, 0) != 1) {
     return "";
   }
-  return CertCommonName(cert_pem);
+  return CommonNameOf(cert.get());
 }
 
 bool IsLocalAddress(const std::string& address) {

@@ -2,8 +2,14 @@
 // "Components"): an agent proves its node's name with a certificate of the
 // cluster's CA; nothing else joins, and clients verify the server. The
 // stranger runs as another uid (65534 through setpriv) where it can.
+#include <netinet/in.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -71,6 +77,59 @@ grpc::Status RegisterWithCertOf(const Cluster& c, const std::string& cert_node, 
   if (registered) ctx.TryCancel();
   grpc::Status st = stream->Finish();
   return registered ? grpc::Status::OK : st;
+}
+
+// How many TLS 1.3 session tickets the server at `address` (127.0.0.1:PORT)
+// hands a client that presents node `cert_node`'s certificate ("": none) by
+// the time the first application data (gRPC's HTTP/2 settings) has come; -1
+// when the handshake or that exchange fails (within 10 s).
+int TicketsFromServer(const std::string& address, const std::string& cert_node) {
+  std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)> ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+  const std::string ca_pem = ClusterCaPem();
+  std::unique_ptr<BIO, decltype(&BIO_free)> ca_bio(BIO_new_mem_buf(ca_pem.data(), static_cast<int>(ca_pem.size())),
+                                                   BIO_free);
+  std::unique_ptr<X509, decltype(&X509_free)> ca(PEM_read_bio_X509(ca_bio.get(), nullptr, nullptr, nullptr), X509_free);
+  if (!ctx || !ca || X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx.get()), ca.get()) != 1) return -1;
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  if (!cert_node.empty()) {
+    AgentTlsFlags(cert_node);  // makes its certificate
+    const std::string& dir = ClusterCertDir();
+    if (SSL_CTX_use_certificate_file(ctx.get(), security::NodeCertPath(dir, cert_node).c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_use_PrivateKey_file(ctx.get(), security::NodeKeyPath(dir, cert_node).c_str(), SSL_FILETYPE_PEM) != 1) {
+      return -1;
+    }
+  }
+  static const unsigned char kH2[] = {2, 'h', '2'};
+  SSL_CTX_set_alpn_protos(ctx.get(), kH2, sizeof(kH2));
+  // Each ticket the client takes in is a new session handed to this callback.
+  std::atomic<int> tickets{0};
+  SSL_CTX_set_app_data(ctx.get(), &tickets);
+  SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+  SSL_CTX_sess_set_new_cb(ctx.get(), [](SSL* ssl, SSL_SESSION*) {
+    ++*static_cast<std::atomic<int>*>(SSL_CTX_get_app_data(SSL_get_SSL_CTX(ssl)));
+    return 0;  // not kept
+  });
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval ten_s{.tv_sec = 10, .tv_usec = 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &ten_s, sizeof(ten_s));
+  setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &ten_s, sizeof(ten_s));
+  sockaddr_in sa{.sin_family = AF_INET, .sin_port = htons(std::stoi(address.substr(address.rfind(':') + 1))),
+                 .sin_addr = {.s_addr = htonl(INADDR_LOOPBACK)}};
+  std::unique_ptr<SSL, decltype(&SSL_free)> ssl(SSL_new(ctx.get()), SSL_free);
+  int result = -1;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0 && ssl && SSL_set_fd(ssl.get(), fd) == 1 &&
+      SSL_connect(ssl.get()) == 1) {
+    // HTTP/2's client preface and an empty SETTINGS frame: the server
+    // answers with its own settings.
+    static const char kPreface[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\4\0\0\0\0\0";
+    char first = 0;
+    if (SSL_write(ssl.get(), kPreface, sizeof(kPreface) - 1) > 0 && SSL_read(ssl.get(), &first, 1) == 1) {
+      result = tickets.load();
+    }
+  }
+  ssl.reset();
+  close(fd);
+  return result;
 }
 
 TEST(TlsTest, AnAgentWithAnotherCasCertificateNeverBecomesANode) {
@@ -162,6 +221,16 @@ TEST(TlsTest, PlaintextAgentsAndClientsAreRefused) {
   CommandResult r = c.Cli({"nodes"}, {"TRAINYARD_CA_FILE", "TRAINYARD_CONFIG=/dev/null"});
   EXPECT_EQ(r.exit_code, 3) << r.err;
   EXPECT_THAT(r.err, HasSubstr("needs its CA: --ca, TRAINYARD_CA_FILE or caFile"));
+}
+
+// Session tickets cost a server a copy of the session and the peer's
+// certificate decoded again at every handshake; no Trainyard client keeps a
+// session to use them (src/cli/main_tls_defaults.cc). Counted as a client
+// sees them, on the agents' door (with a node's certificate) and the clients'.
+TEST(TlsTest, TheServerHandsOutNoSessionTickets) {
+  Cluster c({.nodes = 0});
+  EXPECT_EQ(TicketsFromServer(c.agent_address(), "node-0"), 0);
+  EXPECT_EQ(TicketsFromServer(c.address(), ""), 0);
 }
 
 TEST(TlsTest, ACliTrustingAnotherCaExitsThreeNamingIt) {
