@@ -11,7 +11,6 @@
 #include <map>
 #include <string>
 
-#include "absl/status/statusor.h"
 #include "proto/service.pb.h"
 #include "server/execution_backend.h"
 #include "server/master_orders.h"
@@ -29,21 +28,10 @@ class AgentStreams : public ExecutionBackend {
  public:
   // A job's credential by its id (security::ServerSecurity).
   using JobCredentials = std::function<std::string(uint64_t job_id)>;
-  // Launches of a job master task carry its job's credential in their
-  // environment (kJobTokenEnv). Added here, as the order leaves, so
-  // the credential is never in the store or a view.
-  // Opens a sealed secret env value (TaskSpec.secret_env) into the order.
-  using SecretOpener = std::function<absl::StatusOr<std::string>(const std::string& sealed)>;
-  void SetSecretOpener(SecretOpener open) { open_secret_ = std::move(open); }
-  // `worker_secret_of` gives the job master and every task given its address
-  // (kJobMasterEnv in its environment) the job's secret;
-  // `user_token_of` the tasks whose role asked for it (TaskSpec.user_credential)
-  // the job's user's credential (kTokenEnv).
-  void SetJobCredentials(JobCredentials of, JobCredentials worker_secret_of, JobCredentials user_token_of = {}) {
-    job_credentials_ = std::move(of);
-    job_worker_secrets_ = std::move(worker_secret_of);
-    job_user_tokens_ = std::move(user_token_of);
-  }
+  // The key of each job's checkpoint orders' MAC (OrderCheckpoint): its
+  // credential, which only its master task holds. What a launch carries is
+  // not decided here: LaunchContract (launch_contract.h) completes it first.
+  void SetOrderKeys(JobCredentials of) { job_credentials_ = std::move(of); }
 
   // The session number of `link` (a new one, never 0, the first time).
   uint64_t SessionOf(AgentLink* link);
@@ -79,9 +67,6 @@ class AgentStreams : public ExecutionBackend {
   std::map<AgentLink*, uint64_t> sessions_;   // stream -> session number
   uint64_t next_session_ = 1;
   JobCredentials job_credentials_;
-  JobCredentials job_worker_secrets_;
-  JobCredentials job_user_tokens_;
-  SecretOpener open_secret_;
   MasterOrders master_orders_;
   std::function<void()> fence_;
 };

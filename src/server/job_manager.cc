@@ -29,7 +29,7 @@ constexpr absl::Duration kStall = absl::Seconds(1);
 
 JobManager::JobManager(ServerConfig config, StateStore* store, std::unique_ptr<core::Scheduler> scheduler,
                        const Clock* clock)
-    : config_(config), store_(store), clock_(clock), queues_(scheduler->options().queues.root), control_(std::move(config), std::move(scheduler), &streams_,
+    : config_(config), store_(store), clock_(clock), queues_(scheduler->options().queues.root), control_(std::move(config), std::move(scheduler), &contract_,
                                                               clock->Now()) {
   views_.resources().Configure(config_.task_sample_max_tasks, absl::Milliseconds(config_.task_sample_interval_ms));
   views_.accounts().SetLimits({.retention = absl::Hours(24) * config_.accounting_retention_days,
@@ -113,10 +113,11 @@ void JobManager::SetServerAddress(const std::string& address) {
   control_.SetServerAddress(address);
 }
 
-void JobManager::SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of,
-                                   AgentStreams::JobCredentials user_token_of) {
+void JobManager::SetJobCredentials(TaskSecrets::JobCredentials of, TaskSecrets::JobCredentials worker_secret_of,
+                                   TaskSecrets::JobCredentials user_token_of) {
   absl::MutexLock lock(&mu_);
-  streams_.SetJobCredentials(std::move(of), std::move(worker_secret_of), std::move(user_token_of));
+  streams_.SetOrderKeys(of);
+  secrets_.SetJobCredentials(std::move(of), std::move(worker_secret_of), std::move(user_token_of));
 }
 
 std::optional<std::string> JobManager::LiveJobUser(uint64_t id) {
@@ -341,10 +342,10 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
   return result.get();
 }
 
-void JobManager::SetSecretValues(SecretSealer seal, AgentStreams::SecretOpener open) {
+void JobManager::SetSecretValues(SecretSealer seal, TaskSecrets::SecretOpener open) {
   seal_secret_ = std::move(seal);
   absl::MutexLock lock(&mu_);
-  streams_.SetSecretOpener(std::move(open));
+  secrets_.SetSecretOpener(std::move(open));
 }
 
 absl::Status JobManager::SealSecrets(v1::JobSpec* spec) const {

@@ -27,6 +27,7 @@
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
 #include "server/agent_streams.h"
+#include "server/launch_contract.h"
 #include "server/config.h"
 #include "server/control_state.h"
 #include "server/logs/log_hub.h"
@@ -161,17 +162,18 @@ class JobManager {
   // The address the server is reachable on (bound, so never port 0); job
   // masters report to it. Call before Start.
   void SetServerAddress(const std::string& address);
-  // Job master tasks get their job's credential (`of(job_id)`) in their
-  // launch order's environment (AgentStreams::Launch). Call before Start.
-  void SetJobCredentials(AgentStreams::JobCredentials of, AgentStreams::JobCredentials worker_secret_of,
-                         AgentStreams::JobCredentials user_token_of = {});
+  // What launches carry of the jobs' credentials (TaskSecrets, the launch
+  // contract); `of` also keys the MACs of checkpoint orders pushed to job
+  // masters (AgentStreams::OrderCheckpoint). Call before Start.
+  void SetJobCredentials(TaskSecrets::JobCredentials of, TaskSecrets::JobCredentials worker_secret_of,
+                         TaskSecrets::JobCredentials user_token_of = {});
   // The user of job `id` while it has not ended (what a job's user
   // credential speaks for); nullopt for an ended or unknown job. Thread-safe.
   std::optional<std::string> LiveJobUser(uint64_t id);
   // How secret env values are sealed at submission and opened into launch
   // orders. Call before Start; without it they are kept as given.
   using SecretSealer = std::function<absl::StatusOr<std::string>(const std::string& plain)>;
-  void SetSecretValues(SecretSealer seal, AgentStreams::SecretOpener open);
+  void SetSecretValues(SecretSealer seal, TaskSecrets::SecretOpener open);
 
   // Runs one scheduling round now (tests, benchmarks).
   void ScheduleNowForTest();
@@ -290,6 +292,10 @@ class JobManager {
   absl::CondVar cv_;       // a store answer, for those who wait for one
   absl::CondVar loop_cv_;  // the loop's own: a round asked for, or the stop
   AgentStreams streams_ ABSL_GUARDED_BY(mu_);
+  // The launch contract between the control state and the backend: every
+  // launch is completed with secrets_ before streams_ sends it.
+  TaskSecrets secrets_ ABSL_GUARDED_BY(mu_);
+  LaunchContract contract_{&streams_, &secrets_};
   SecretSealer seal_secret_;  // set before Start, read by submissions without the lock
   // Excuses the time since the last turn to the nodes when the overload
   // probe rose meanwhile.

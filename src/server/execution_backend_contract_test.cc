@@ -1,0 +1,162 @@
+// The ExecutionBackend contract, run against every backend the server can
+// hand the control state (as the store's suite runs against every store):
+// orders reach the node they name, in the order given, as given; an order
+// for a node with no connection is dropped at once (never kept for a later
+// one, never blocking); a launch never carries a sealed secret to the node.
+// A new backend adds its Fixture below.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/task_env.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/agent_streams.h"
+#include "server/launch_contract.h"
+
+namespace trainyard::server {
+namespace {
+
+// What a node's agent receives, in order.
+class RecordedLink : public AgentLink {
+ public:
+  void Send(v1::ServerMessage msg) override { got.push_back(std::move(msg)); }
+  std::vector<v1::ServerMessage> got;
+};
+
+// One backend under test, with a way to connect a node and read what it got.
+class Fixture {
+ public:
+  virtual ~Fixture() = default;
+  virtual ExecutionBackend* backend() = 0;
+  virtual void Connect(const std::string& node) = 0;
+  virtual const std::vector<v1::ServerMessage>& Received(const std::string& node) = 0;
+};
+
+// Agents over gRPC streams, as the server sends to them (each stream's
+// reactor is an AgentLink).
+class StreamsFixture : public Fixture {
+ public:
+  ExecutionBackend* backend() override { return &streams_; }
+  void Connect(const std::string& node) override {
+    streams_.SessionOf(&links_[node]);
+    streams_.Bind(node, &links_[node]);
+  }
+  const std::vector<v1::ServerMessage>& Received(const std::string& node) override { return links_[node].got; }
+
+ protected:
+  AgentStreams streams_;
+  std::map<std::string, RecordedLink> links_;
+};
+
+// What the control state is given: the streams behind the launch contract.
+class ContractFixture : public StreamsFixture {
+ public:
+  ContractFixture() { secrets_.SetSecretOpener([](const std::string& sealed) { return "opened:" + sealed; }); }
+  ExecutionBackend* backend() override { return &contract_; }
+
+ private:
+  TaskSecrets secrets_;
+  LaunchContract contract_{&streams_, &secrets_};
+};
+
+struct Backend {
+  std::string name;
+  std::function<std::unique_ptr<Fixture>()> make;
+  bool opens_secrets;  // the launch contract in front
+};
+
+class ExecutionBackendContractTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  std::unique_ptr<Fixture> f_ = GetParam().make();
+  ExecutionBackend& backend() { return *f_->backend(); }
+};
+
+v1::TaskSpec Task(const std::string& job, int index) {
+  v1::TaskSpec t;
+  t.set_job(job);
+  t.set_job_id(7);
+  t.set_role("worker");
+  t.set_index(index);
+  t.set_attempt(2);
+  t.add_command("train");
+  (*t.mutable_env())["RANK"] = std::to_string(index);
+  (*t.mutable_files())["hosts"] = "n1\nn2\n";
+  t.mutable_allocation()->set_gpus(1);
+  t.mutable_allocation()->set_gpu_mask(uint64_t{1} << index);
+  return t;
+}
+
+TEST_P(ExecutionBackendContractTest, OrdersReachTheNodeTheyNameInTheOrderGivenAsGiven) {
+  f_->Connect("n1");
+  f_->Connect("n2");
+  v1::Registered ack;
+  ack.set_heartbeat_interval_ms(1000);
+  v1::KillTask kill;
+  kill.set_job("j");
+  kill.set_role("worker");
+  kill.set_grace_ms(500);
+  v1::TaskFiles files;
+  files.set_job("j");
+  (*files.mutable_files())["hosts"] = "n1\n";
+  backend().Registered("n1", ack);
+  backend().Launch("n1", Task("j", 0));
+  backend().UpdateFiles("n1", files);
+  backend().Kill("n1", kill);
+  backend().Drained("n1");
+  backend().Launch("n2", Task("j", 1));
+
+  const std::vector<v1::ServerMessage>& n1 = f_->Received("n1");
+  ASSERT_EQ(n1.size(), 5u);
+  EXPECT_EQ(n1[0].registered().heartbeat_interval_ms(), 1000);
+  ASSERT_TRUE(n1[1].has_launch());
+  EXPECT_EQ(n1[1].launch().SerializeAsString(), Task("j", 0).SerializeAsString()) << "a launch arrives as it was given";
+  ASSERT_TRUE(n1[2].has_update_files());
+  EXPECT_EQ(n1[2].update_files().files().at("hosts"), "n1\n");
+  ASSERT_TRUE(n1[3].has_kill());
+  EXPECT_EQ(n1[3].kill().grace_ms(), 500);
+  EXPECT_TRUE(n1[4].has_drained());
+  const std::vector<v1::ServerMessage>& n2 = f_->Received("n2");
+  ASSERT_EQ(n2.size(), 1u);
+  EXPECT_EQ(n2[0].launch().index(), 1);
+}
+
+TEST_P(ExecutionBackendContractTest, AnOrderForANodeWithNoConnectionIsDroppedNotKeptForLater) {
+  backend().Launch("n3", Task("j", 0));
+  v1::KillTask kill;
+  kill.set_job("j");
+  backend().Kill("n3", kill);
+  f_->Connect("n3");
+  EXPECT_TRUE(f_->Received("n3").empty()) << "the control state sends again what a node that registers still needs";
+  backend().Launch("n3", Task("j", 1));
+  ASSERT_EQ(f_->Received("n3").size(), 1u);
+  EXPECT_EQ(f_->Received("n3")[0].launch().index(), 1);
+}
+
+TEST_P(ExecutionBackendContractTest, ALaunchNeverCarriesASealedSecretToTheNode) {
+  f_->Connect("n1");
+  v1::TaskSpec t = Task("j", 0);
+  (*t.mutable_secret_env())["WANDB_KEY"] = "sealed-value";
+  backend().Launch("n1", t);
+  ASSERT_EQ(f_->Received("n1").size(), 1u);
+  const v1::TaskSpec& got = f_->Received("n1")[0].launch();
+  if (GetParam().opens_secrets) {
+    EXPECT_EQ(got.secret_env_size(), 0);
+    EXPECT_EQ(got.env().at("WANDB_KEY"), "opened:sealed-value");
+  } else {
+    // A bare transport carries what it is given: the contract in front of
+    // it is what opens secrets, and the server always puts it there
+    // (JobManager's contract_).
+    EXPECT_EQ(got.secret_env().at("WANDB_KEY"), "sealed-value");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backends, ExecutionBackendContractTest,
+    ::testing::Values(Backend{"AgentStreams", [] { return std::make_unique<StreamsFixture>(); }, false},
+                      Backend{"LaunchContractOverAgentStreams", [] { return std::make_unique<ContractFixture>(); }, true}),
+    [](const ::testing::TestParamInfo<Backend>& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace trainyard::server
