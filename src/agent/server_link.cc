@@ -384,25 +384,14 @@ void ServerLink::OnTaskStatus(const TaskStatus& status) {
   *msg.mutable_status() = ToProto(status, options_.clock->Now());
   bool direct;
   {
+    // An end is repeated in heartbeats too: a report lost on a broken
+    // stream, or with a server that died before writing it, still arrives.
     absl::MutexLock lock(&mu_);
-    if (IsFinal(status.state)) {
-      // Repeated in heartbeats (RecentEnd): a report lost on a broken stream,
-      // or with a server that died before writing it, still arrives.
-      recent_ends_.push_back(RecentEnd{msg.status(), -1, absl::InfinitePast()});
-      while (recent_ends_.size() > options_.max_buffered_statuses) recent_ends_.pop_front();
-    }
-    // While the buffer is replayed after a reconnect, new statuses queue
-    // behind it, so none overtakes an older one.
-    direct = connected_ && !draining_;
-    if (!direct) {
-      if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
-      buffered_.push_back(msg);
-    }
+    direct = link_.OnStatus(msg, IsFinal(status.state));
   }
   if (direct && !Write(msg)) {
     absl::MutexLock lock(&mu_);
-    if (buffered_.size() >= options_.max_buffered_statuses) buffered_.pop_front();
-    buffered_.push_back(std::move(msg));
+    link_.WriteFailed(std::move(msg));
   }
   // An ended task's report is on its way (or buffered): the supervisor need
   // not keep it; its logs stay on disk. Forget can only find it gone (a
@@ -472,25 +461,20 @@ bool ServerLink::Session() {
     // buffer, which is drained until empty.
     {
       absl::MutexLock lock(&mu_);
-      draining_ = true;
+      link_.Registered();
     }
     connected_ = true;
     for (;;) {
       std::deque<v1::AgentMessage> replay;
       {
         absl::MutexLock lock(&mu_);
-        replay.swap(buffered_);
-        if (replay.empty()) {
-          draining_ = false;
-          break;
-        }
+        replay = link_.TakeReplay();
       }
-      size_t sent = 0;
-      while (sent < replay.size() && Write(replay[sent])) ++sent;
-      if (sent < replay.size()) {  // the stream broke: keep the rest, in order
+      if (replay.empty()) break;
+      while (!replay.empty() && Write(replay.front())) replay.pop_front();
+      if (!replay.empty()) {  // the stream broke: keep the rest, in order
         absl::MutexLock lock(&mu_);
-        buffered_.insert(buffered_.begin(), replay.begin() + static_cast<std::ptrdiff_t>(sent), replay.end());
-        draining_ = false;
+        link_.ReplayBroke(std::move(replay));
         break;
       }
     }
@@ -502,6 +486,7 @@ bool ServerLink::Session() {
   connected_ = false;
   {
     absl::MutexLock lock(&mu_);
+    link_.Disconnected();
     stream_ = nullptr;
     ++session_;
     cv_.SignalAll();
@@ -658,21 +643,13 @@ void ServerLink::AddTasks(v1::Heartbeat* hb, int64_t session, absl::Time now) {
   for (const TaskStatus& t : launches_->InFlight()) *hb->add_tasks() = ToProto(t, now);
   for (const TaskStatus& t : core_->supervisor().Snapshot()) {
     // An end not yet reported goes as it is (the server takes an end in a
-    // heartbeat as its report); once reported it is in recent_ends_.
+    // heartbeat as its report); once reported it is in link_'s recent ends.
     *hb->add_tasks() = ToProto(t, now);
   }
-  // Each end goes in the heartbeats of every session for kRepeatEndsFor
-  // from its first heartbeat there: a server that restarts, however long
-  // it was down, hears of the ends it may not have kept.
+  // Each end goes in the heartbeats of every session for a while
+  // (LinkState::kRepeatEndsFor) from its first heartbeat there.
   absl::MutexLock lock(&mu_);
-  for (RecentEnd& e : recent_ends_) {
-    if (e.session != session) {
-      e.session = session;
-      e.since = now;
-    }
-  }
-  while (!recent_ends_.empty() && now - recent_ends_.front().since > kRepeatEndsFor) recent_ends_.pop_front();
-  for (const RecentEnd& e : recent_ends_) *hb->add_tasks() = e.status;
+  link_.AddRecentEnds(session, now, hb);
 }
 
 void ServerLink::Handle(const v1::ServerMessage& msg) {

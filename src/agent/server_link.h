@@ -16,6 +16,7 @@
 #include "absl/time/time.h"
 #include "agent/agent_core.h"
 #include "agent/launch_queue.h"
+#include "agent/link_state.h"
 #include "common/clock.h"
 #include "agent/task_exec.h"
 #include "agent/task_logs_push.h"
@@ -140,17 +141,8 @@ class ServerLink : public TaskListener {
   absl::CondVar cv_;  // stopping_ or session_ changed
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  std::deque<v1::AgentMessage> buffered_ ABSL_GUARDED_BY(mu_);  // statuses while disconnected
-  // Final statuses repeated in heartbeats: in each session, for
-  // kRepeatEndsFor from the first heartbeat of that session that carried it.
-  struct RecentEnd {
-    v1::TaskStatus status;
-    int64_t session;   // the session whose heartbeats carry it now (-1: none yet)
-    absl::Time since;  // its first heartbeat in that session
-  };
-  std::deque<RecentEnd> recent_ends_ ABSL_GUARDED_BY(mu_);
-  static constexpr absl::Duration kRepeatEndsFor = absl::Seconds(15);
-  bool draining_ ABSL_GUARDED_BY(mu_) = false;  // replaying buffered_ after a reconnect
+  // What to buffer, replay and repeat across streams (link_state.h).
+  LinkState link_ ABSL_GUARDED_BY(mu_){options_.max_buffered_statuses};
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   bool drained_ ABSL_GUARDED_BY(mu_) = false;  // the server answered AnnounceStop
   bool beat_soon_ ABSL_GUARDED_BY(mu_) = false;  // BeatSoon: the next heartbeat goes now
