@@ -13,8 +13,10 @@
 // uses them: no Trainyard client keeps a session cache, and gRPC's ticket keys
 // are new in each server process, so an agent that reconnects after a
 // restart could not resume anyway. For a client context the count means
-// nothing.
+// nothing. The HTTPS door, which browsers reach, sets its two back
+// (src/httpd/http_server.cc).
 #include <dlfcn.h>
+#include <stdio.h>
 #include <openssl/ssl.h>
 
 #include <atomic>
@@ -28,7 +30,12 @@ extern "C" SSL_CTX* SSL_CTX_new(const SSL_METHOD* method) {
   SslCtxNew real = real_ssl_ctx_new.load(std::memory_order_acquire);
   if (real == nullptr) {
     real = reinterpret_cast<SslCtxNew>(dlsym(RTLD_NEXT, "SSL_CTX_new"));
-    if (real == nullptr) return nullptr;  // OpenSSL's own is not there: no context, which the caller reports
+    if (real == nullptr) {
+      // Only a binary linked against a static libssl gets here (the build
+      // links it shared: cmake/StaticDeps.cmake): say why no TLS works.
+      fprintf(stderr, "trainyard: libssl's SSL_CTX_new not found (%s): no TLS context can be made\n", dlerror());
+      return nullptr;
+    }
     real_ssl_ctx_new.store(real, std::memory_order_release);
   }
   SSL_CTX* ctx = real(method);

@@ -276,6 +276,10 @@ absl::Status HttpServer::Open() {
                                                      options_.tls_key_file, " (PEM certificate and its key)"));
     }
     SSL_CTX_set_mode(tls_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    // Browsers keep sessions: this door hands out OpenSSL's usual two TLS
+    // 1.3 tickets, which the `trainyard` binary's contexts otherwise leave
+    // out (src/cli/main_tls_defaults.cc).
+    SSL_CTX_set_num_tickets(tls_, 2);
   }
   return absl::OkStatus();
 }

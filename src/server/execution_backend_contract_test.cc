@@ -2,8 +2,9 @@
 // hand the control state (as the store's suite runs against every store):
 // orders reach the node they name, in the order given, as given; an order
 // for a node with no connection is dropped at once (never kept for a later
-// one, never blocking); a launch never carries a sealed secret to the node.
-// A new backend adds its Fixture below.
+// one, never blocking); sealed secrets are opened by the launch contract in
+// front of a transport, and by nothing else. A new backend adds its Fixture
+// below.
 #include <map>
 #include <memory>
 #include <string>
@@ -134,7 +135,7 @@ TEST_P(ExecutionBackendContractTest, AnOrderForANodeWithNoConnectionIsDroppedNot
   EXPECT_EQ(f_->Received("n3")[0].launch().index(), 1);
 }
 
-TEST_P(ExecutionBackendContractTest, ALaunchNeverCarriesASealedSecretToTheNode) {
+TEST_P(ExecutionBackendContractTest, SealedSecretsAreOpenedByTheContractInFrontAndNothingElse) {
   f_->Connect("n1");
   v1::TaskSpec t = Task("j", 0);
   (*t.mutable_secret_env())["WANDB_KEY"] = "sealed-value";

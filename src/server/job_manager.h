@@ -295,7 +295,7 @@ class JobManager {
   // The launch contract between the control state and the backend: every
   // launch is completed with secrets_ before streams_ sends it.
   TaskSecrets secrets_ ABSL_GUARDED_BY(mu_);
-  LaunchContract contract_{&streams_, &secrets_};
+  LaunchContract contract_ ABSL_GUARDED_BY(mu_){&streams_, &secrets_};
   SecretSealer seal_secret_;  // set before Start, read by submissions without the lock
   // Excuses the time since the last turn to the nodes when the overload
   // probe rose meanwhile.

@@ -25,7 +25,12 @@ class LaunchContractTest : public ::testing::Test {
   v1::TaskSpec Launched(v1::TaskSpec task) {
     task.set_job("j");
     task.set_job_id(7);
+    const size_t before = recorded_.launches.size();
     contract_.Launch("n1", std::move(task));
+    if (recorded_.launches.size() != before + 1) {
+      ADD_FAILURE() << "the launch was not handed on";
+      return {};
+    }
     return recorded_.launches.back().second;
   }
   static v1::TaskSpec Role(const std::string& role) {
@@ -96,6 +101,24 @@ TEST_F(LaunchContractTest, EveryOtherOrderPassesThrough) {
   EXPECT_EQ(recorded_.drained, std::vector<std::string>{"n2"});
   ASSERT_EQ(recorded_.orders.size(), 1u);
   EXPECT_EQ(recorded_.orders[0].second.id(), 3);
+}
+
+TEST(LaunchContractNoAuthTest, WithoutCredentialsOrSealingNothingIsAddedAndSecretsPassAsGiven) {
+  testing::RecordingBackend recorded;
+  TaskSecrets secrets;  // a server run with --no-auth and without sealing
+  LaunchContract contract(&recorded, &secrets);
+  v1::TaskSpec t;
+  t.set_role("jobmaster");
+  t.set_user_credential(true);
+  (*t.mutable_secret_env())["WANDB_KEY"] = "plain";
+  contract.Launch("n1", t);
+  ASSERT_EQ(recorded.launches.size(), 1u);
+  const v1::TaskSpec& got = recorded.launches[0].second;
+  EXPECT_EQ(got.env().count(kJobTokenEnv), 0u);
+  EXPECT_EQ(got.env().count(kJobSecretEnv), 0u);
+  EXPECT_EQ(got.env().count(kTokenEnv), 0u);
+  EXPECT_EQ(got.env().at("WANDB_KEY"), "plain");
+  EXPECT_EQ(got.secret_env_size(), 0);
 }
 
 }  // namespace
