@@ -19,23 +19,6 @@
 
 namespace trainyard::server {
 
-ControlState::NodeRt* ControlState::FindNode(const std::string& name) {
-  auto it = node_index_.find(name);
-  return it == node_index_.end() ? nullptr : it->second;
-}
-
-const ControlState::NodeRt* ControlState::FindNode(const std::string& name) const {
-  auto it = node_index_.find(name);
-  return it == node_index_.end() ? nullptr : it->second;
-}
-
-ControlState::NodeRt& ControlState::AddNode(const std::string& name, std::unique_ptr<NodeRt> node) {
-  NodeRt& added = *node;
-  node_index_[name] = &added;
-  nodes_[name] = std::move(node);
-  return added;
-}
-
 namespace {
 absl::Status UnknownNode(const std::string& name) {
   return absl::NotFoundError(absl::StrCat("node '", name, "' is not known (see trainyard nodes)"));
@@ -47,29 +30,10 @@ void ControlState::UpdateSchedulable(NodeRt& node) {
   // share of it): a node that comes or goes changes it without a job event.
   view_nodes_ = view_queues_ = true;
   if (!node.in_scheduler) return;
-  bool takes = node.connected() && node.state == v1::NODE_READY && !node.agent_stopping && !node.cordoned &&
-               !node.draining && !node.degraded() && node.health_reason.empty();
+  bool takes = NodeTable::TakesTasks(node);
   absl::Status st = scheduler_->SetSchedulable(node.info.name(), takes);
   if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", node.info.name(), std::string(st.message()));
   if (takes) wants_round_ = true;
-}
-
-v1::NodeState ControlState::ShownState(const NodeRt& node) {
-  if (node.state == v1::NODE_LOST) return v1::NODE_LOST;
-  if (node.draining || node.agent_stopping || !node.health_reason.empty()) return v1::NODE_DRAINING;
-  if (node.cordoned) return v1::NODE_CORDONED;
-  if (node.degraded()) return v1::NODE_DEGRADED;
-  return v1::NODE_READY;
-}
-
-std::string ControlState::ShownReason(const NodeRt& node) {
-  std::vector<std::string> why;
-  if (node.agent_stopping) why.push_back(node.stop_reason);
-  if (node.draining || node.cordoned) why.push_back(node.admin_reason);
-  if (!node.health_reason.empty()) why.push_back(node.health_reason);
-  if (!node.fault_reason.empty()) why.push_back(node.fault_reason);
-  if (!node.disk_reason.empty()) why.push_back(node.disk_reason);
-  return absl::StrJoin(why, "; ");
 }
 
 absl::Status ControlState::Cordon(const std::string& name, const std::string& reason) {
@@ -332,8 +296,7 @@ absl::Status ControlState::RemoveNode(const std::string& name, absl::Time now) {
     absl::Status st = scheduler_->RemoveNode(name, &requeued);
     if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
   }
-  node_index_.erase(name);
-  nodes_.erase(name);
+  nodes_.Remove(name);
   node_jobs_.erase(name);
   stale_files_.erase(name);
   persister_.MarkNode(name);  // written as a deletion: the node is gone

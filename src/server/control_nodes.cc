@@ -261,23 +261,12 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
 }
 
 void ControlState::ExcuseStall(absl::Duration gap) {
-  for (auto& [name, node] : nodes_) {
-    if (node->state != v1::NODE_READY) continue;
-    node->last_heartbeat += gap;
-    node->heard += gap;  // the server itself did not run: no silence of the node's
-  }
+  nodes_.ExcuseStall(gap);
   started_ += gap;
 }
 
 void ControlState::ExcuseOverload(absl::Duration gap, absl::Time now) {
-  absl::Duration timeout = absl::Milliseconds(config_.node_timeout_ms);
-  for (auto& [name, node] : nodes_) {
-    if (node->state != v1::NODE_READY) continue;
-    // Forward by the gap, up to now, and never so far that a node heard
-    // from kOverloadSilenceFactor timeouts ago would still be READY.
-    absl::Time latest = std::min(now, node->heard + (kOverloadSilenceFactor - 1) * timeout);
-    node->last_heartbeat = std::max(node->last_heartbeat, std::min(node->last_heartbeat + gap, latest));
-  }
+  nodes_.ExcuseOverload(gap, now, absl::Milliseconds(config_.node_timeout_ms), kOverloadSilenceFactor);
 }
 
 void ControlState::CheckNodes(absl::Time now) {
@@ -286,9 +275,7 @@ void ControlState::CheckNodes(absl::Time now) {
   if (now - last_liveness_check_ < absl::Milliseconds(100)) return;
   last_liveness_check_ = now;
   absl::Duration timeout = absl::Milliseconds(config_.node_timeout_ms);
-  for (auto& [name, node] : nodes_) {
-    if (node->state == v1::NODE_READY && now - node->last_heartbeat > timeout) NodeLost(*node, now);
-  }
+  for (NodeRt* node : nodes_.SilentPast(now, timeout)) NodeLost(*node, now);
   // Tasks recovered from the store whose node never came back. An agent
   // whose server went silent (a leader paused or cut off) notices only when
   // its keepalive ping goes unanswered: it gets that long on top.

@@ -38,6 +38,7 @@
 #include "core/resources/port_ranges.h"
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
+#include "server/node_table.h"
 #include "server/admission.h"
 #include "server/config.h"
 #include "server/execution_backend.h"
@@ -267,7 +268,7 @@ class ControlState {
 
  private:
   struct JobRt;
-  struct NodeRt;
+  using NodeRt = ::trainyard::server::NodeRt;
 
   // control_jobs.cc
   void AddJobMasterRole(v1::JobSpec* spec, const std::string& name);
@@ -470,14 +471,9 @@ class ControlState {
   // Tells the core whether new tasks may land on the node: connected, READY,
   // its agent not stopping, not cordoned or drained, not degraded.
   void UpdateSchedulable(NodeRt& node);
-  // What `nodes` shows: LOST, DRAINING, CORDONED, DEGRADED or READY.
-  static v1::NodeState ShownState(const NodeRt& node);
-  static std::string ShownReason(const NodeRt& node);
-  NodeRt* FindNode(const std::string& name);
-  const NodeRt* FindNode(const std::string& name) const;
-  // Puts `node` under `name` in nodes_ and its index (RemoveNode takes it
-  // out of both).
-  NodeRt& AddNode(const std::string& name, std::unique_ptr<NodeRt> node);
+  NodeRt* FindNode(const std::string& name) { return nodes_.Find(name); }
+  const NodeRt* FindNode(const std::string& name) const { return nodes_.Find(name); }
+  NodeRt& AddNode(const std::string& name, std::unique_ptr<NodeRt> node) { return nodes_.Add(name, std::move(node)); }
   // Tells a task to leave `node` (`why`: "node N is drained"); once it has
   // stopped, MoveEvicted places it elsewhere.
   void EvictTask(JobRt& job, int task, const std::string& node, const std::string& why, absl::Time now);
@@ -666,9 +662,7 @@ class ControlState {
   // PrepareChecked with the job's name chosen (and free).
   absl::StatusOr<PreparedJob> PrepareNamed(CheckedSpec checked, const std::string& name, absl::Time now,
                                            const ArrayPlace* place);
-  std::map<std::string, std::unique_ptr<NodeRt>> nodes_;  // by name: views list them in order
-  // The same nodes by name, hashed, for the lookups of every event.
-  absl::flat_hash_map<std::string, NodeRt*> node_index_;
+  NodeTable nodes_;  // by name: views list them in order
   // Node -> names of jobs with a task placed there (or once placed there:
   // TasksOn prunes), so node events need not walk every job. Hashed by node
   // (every placement and heartbeat looks one up); each node's jobs in order.

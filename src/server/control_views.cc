@@ -238,8 +238,8 @@ uint64_t ControlState::NodeViewSig(const NodeRt& node) const {
   mix(static_cast<uint64_t>(node.state));
   mix(node.ports_in_use.Count());
   mix(node.in_scheduler);
-  mix(static_cast<uint64_t>(ShownState(node)));
-  mix(std::hash<std::string>()(ShownReason(node)));
+  mix(static_cast<uint64_t>(NodeTable::ShownState(node)));
+  mix(std::hash<std::string>()(NodeTable::ShownReason(node)));
   mix(node.cordoned);
   mix(node.draining);
   mix(node.faulty_gpus);
@@ -282,8 +282,8 @@ void ControlState::FillNodeView(const NodeRt& node, bool with_heartbeat, v1::Nod
   const core::ClusterState& cs = scheduler_->state();
   v1::NodeView& v = *out;
   *v.mutable_info() = node.info;
-  v.mutable_info()->set_state(ShownState(node));
-  v.set_reason(ShownReason(node));
+  v.mutable_info()->set_state(NodeTable::ShownState(node));
+  v.set_reason(NodeTable::ShownReason(node));
   v.set_cordoned(node.cordoned || node.draining);
   v.set_cordoned_gpus(node.cordoned_gpus);
   v.set_ports_in_use(static_cast<int>(node.ports_in_use.Count()));
