@@ -32,7 +32,7 @@ void ControlState::UpdateSchedulable(NodeRt& node) {
   if (!node.in_scheduler) return;
   bool takes = NodeTable::TakesTasks(node);
   absl::Status st = scheduler_->SetSchedulable(node.info.name(), takes);
-  if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", node.info.name(), std::string(st.message()));
+  if (!st.ok()) Say(LogLevel::kWarning, "node %s: %s", node.info.name(), std::string(st.message()));
   if (takes) wants_round_ = true;
 }
 
@@ -43,7 +43,7 @@ absl::Status ControlState::Cordon(const std::string& name, const std::string& re
   if (!node->draining) node->admin_reason = reason.empty() ? "cordoned by an admin" : absl::StrCat("cordoned: ", reason);
   UpdateSchedulable(*node);
   persister_.MarkNode(name);
-  Log(LogLevel::kInfo, "server", "node %s cordoned: %s", name, node->admin_reason);
+  Say(LogLevel::kInfo, "node %s cordoned: %s", name, node->admin_reason);
   return absl::OkStatus();
 }
 
@@ -61,7 +61,7 @@ absl::Status ControlState::Uncordon(const std::string& name) {
   node->fault_reason.clear();
   UpdateSchedulable(*node);
   persister_.MarkNode(name);
-  Log(LogLevel::kInfo, "server", "node %s uncordoned", name);
+  Say(LogLevel::kInfo, "node %s uncordoned", name);
   return absl::OkStatus();
 }
 
@@ -82,7 +82,7 @@ absl::Status ControlState::CordonGpus(const std::string& name, const std::vector
   TouchOwnView(*node);
   view_nodes_ = true;
   persister_.MarkNode(name);
-  Log(LogLevel::kInfo, "server", "node %s: GPUs %s %s", name, core::GpuSet(mask).ToString(),
+  Say(LogLevel::kInfo, "node %s: GPUs %s %s", name, core::GpuSet(mask).ToString(),
       cordon ? "cordoned" : "uncordoned");
   return absl::OkStatus();
 }
@@ -100,7 +100,7 @@ absl::StatusOr<int> ControlState::Drain(const std::string& name, const std::stri
     EvictTask(*job, i, name, absl::StrCat("node ", name, " is drained"), now);
     ++evicted;
   }
-  Log(LogLevel::kInfo, "server", "node %s drained (%s): %d tasks leave it", name, node->admin_reason, evicted);
+  Say(LogLevel::kInfo, "node %s drained (%s): %d tasks leave it", name, node->admin_reason, evicted);
   return evicted;
 }
 
@@ -128,7 +128,7 @@ void ControlState::MoveOrRequeue(JobRt& job, int i, const std::string& why, v1::
   std::string tname = api::TaskName(job.rec.name(), t.role(), t.index());
   if (job.in_scheduler) {
     absl::Status st = scheduler_->TaskFinished(job.rec.name(), t.role(), t.index());
-    if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(st.message()));
   }
   if (!ReplaceTask(job, i, MoveWhy{why, /*charge=*/false, c}, now)) {
     RecordAttempt(job, i, {.attempt = t.attempt(), .attempt_class = c, .restarted = true, .charge = false}, now);
@@ -152,7 +152,7 @@ void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl
   std::string gpu_why = absl::StrCat("was stopped because ", fault);
   if (job.in_scheduler) {
     absl::Status st = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
-    if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(st.message()));
   }
   if (!MayRestart(job, i, v1::ATTEMPT_GPU_ERROR)) {
     std::string tname = api::TaskName(job.rec.name(), t->role(), t->index());
@@ -183,7 +183,7 @@ void ControlState::LaunchFault(const std::string& name, JobRt& job, int i, const
     ++node->launch_faults;
     if (node->launch_faults >= config_.node_launch_faults_to_degrade && node->fault_reason.empty()) {
       node->fault_reason = absl::StrCat(node->launch_faults, " launches in a row failed on it: ", st.exit().message());
-      Log(LogLevel::kWarning, "server", "node %s is taken out of placement: %s", name, node->fault_reason);
+      Say(LogLevel::kWarning, "node %s is taken out of placement: %s", name, node->fault_reason);
       UpdateSchedulable(*node);
     }
   }
@@ -230,10 +230,10 @@ void ControlState::ApplyGpuFaults(NodeRt& node, absl::Time now) {
   }
   if (faulty == node.faulty_gpus && drain == node.health_reason) return;
   if (faulty != node.faulty_gpus) {
-    Log(LogLevel::kWarning, "server", "node %s: GPUs %s out of service (faulty)", name,
+    Say(LogLevel::kWarning, "node %s: GPUs %s out of service (faulty)", name,
         core::GpuSet(faulty).ToString());
   }
-  if (drain != node.health_reason && !drain.empty()) Log(LogLevel::kWarning, "server", "node %s %s", name, drain);
+  if (drain != node.health_reason && !drain.empty()) Say(LogLevel::kWarning, "node %s %s", name, drain);
   node.faulty_gpus = faulty;
   node.health_reason = drain;
   UpdateSchedulable(node);
@@ -251,7 +251,7 @@ void ControlState::ApplyGpuFaults(NodeRt& node, absl::Time now) {
     EvictTask(*job, i, name, why, now);
     ++moved;
   }
-  if (moved > 0) Log(LogLevel::kInfo, "server", "node %s: %d tasks leave for its GPU faults", name, moved);
+  if (moved > 0) Say(LogLevel::kInfo, "node %s: %d tasks leave for its GPU faults", name, moved);
 }
 
 void ControlState::SyncExcludedGpus(NodeRt& node) {
@@ -259,7 +259,7 @@ void ControlState::SyncExcludedGpus(NodeRt& node) {
   if (excluded == node.busy_gpus || !node.in_scheduler) return;
   absl::Status st = scheduler_->SetExcludedGpus(node.info.name(), core::GpuSet(excluded));
   if (!st.ok()) {
-    Log(LogLevel::kWarning, "server", "node %s: %s", node.info.name(), std::string(st.message()));
+    Say(LogLevel::kWarning, "node %s: %s", node.info.name(), std::string(st.message()));
     return;
   }
   node.busy_gpus = excluded;
@@ -276,7 +276,7 @@ void ControlState::CheckDisk(NodeRt& node, const v1::Heartbeat& hb) {
                           config_.min_node_free_disk_mb, " MB)");
   }
   if (reason == node.disk_reason) return;
-  if (!reason.empty()) Log(LogLevel::kWarning, "server", "node %s is taken out of placement: %s", node.info.name(), reason);
+  if (!reason.empty()) Say(LogLevel::kWarning, "node %s is taken out of placement: %s", node.info.name(), reason);
   node.disk_reason = reason;
   UpdateSchedulable(node);
 }
@@ -294,14 +294,14 @@ absl::Status ControlState::RemoveNode(const std::string& name, absl::Time now) {
   if (node->in_scheduler) {
     std::vector<std::string> requeued;
     absl::Status st = scheduler_->RemoveNode(name, &requeued);
-    if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kWarning, "node %s: %s", name, std::string(st.message()));
   }
   nodes_.Remove(name);
   node_jobs_.erase(name);
   stale_files_.erase(name);
   persister_.MarkNode(name);  // written as a deletion: the node is gone
   view_nodes_ = view_queues_ = true;
-  Log(LogLevel::kInfo, "server", "node %s removed", name);
+  Say(LogLevel::kInfo, "node %s removed", name);
   return absl::OkStatus();
 }
 

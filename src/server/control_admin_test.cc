@@ -118,6 +118,25 @@ TEST_F(ControlAdminTest, ACordonedNodeTakesNoNewTaskAndStaysCordonedAcrossAResta
   EXPECT_EQ(state_->Cordon("n9", "").code(), absl::StatusCode::kNotFound);
 }
 
+// What the control state logs is an effect a test reads (SetLogSink): an
+// admin's cordon, then the node lost to silence, in that order.
+TEST_F(ControlAdminTest, WhatTheControlStateLogsIsAnEffectATestReads) {
+  std::vector<std::pair<LogLevel, std::string>> lines;
+  state_->SetLogSink([&](LogLevel level, const std::string& line) { lines.emplace_back(level, line); });
+  Register("n1", 1);
+  ASSERT_TRUE(state_->Cordon("n1", "rack work").ok());
+  now_ += absl::Milliseconds(config_.node_timeout_ms) + absl::Seconds(1);
+  state_->RunRound(now_);
+  std::vector<std::string> said;
+  for (const auto& [level, line] : lines) said.push_back(line);
+  ASSERT_GE(lines.size(), 3u) << ::testing::PrintToString(said);
+  EXPECT_THAT(said[0], HasSubstr("node n1 registered from"));
+  EXPECT_EQ(said[1], "node n1 cordoned: cordoned: rack work");
+  EXPECT_EQ(lines[1].first, LogLevel::kInfo);
+  EXPECT_THAT(said.back(), HasSubstr("node n1 lost: no heartbeat for"));
+  EXPECT_EQ(lines.back().first, LogLevel::kWarning);
+}
+
 TEST_F(ControlAdminTest, DrainMovesATaskElsewhereWithoutChargingARestart) {
   Register("n1", 1);
   std::string job = Submit(kJob);

@@ -91,8 +91,9 @@ core::PortRanges RangesOf(const google::protobuf::RepeatedPtrField<v1::PortRange
 // defaultPortRange, else 1024-65535 minus the node's ephemeral range. A
 // configured range is served as given even where it overlaps the ephemeral
 // range, but the kernel may hand those ports to any outgoing connection at
-// any time, so a task given one may find it taken: the overlap is logged.
-core::PortRanges ServingPorts(const v1::NodeInfo& info, const std::string& default_range) {
+// any time, so a task given one may find it taken: the overlap is said in
+// `*warning` (else it is left as it is).
+core::PortRanges ServingPorts(const v1::NodeInfo& info, const std::string& default_range, std::string* warning) {
   core::PortRanges ephemeral = RangesOf(info.ephemeral_ports());
   core::PortRanges ports = RangesOf(info.capacity().ports());
   std::string from = "its agent's --port-range";
@@ -102,7 +103,7 @@ core::PortRanges ServingPorts(const v1::NodeInfo& info, const std::string& defau
   }
   if (ports.Empty()) return core::DefaultServingPorts(ephemeral);
   if (core::PortRanges overlap = ports.Intersect(ephemeral); !overlap.Empty()) {
-    Log(LogLevel::kWarning, "server",
+    *warning = absl::StrFormat(
         "node %s: ports %s of %s %s lie in the node's ephemeral range %s (ip_local_port_range): the kernel "
         "may give them to outgoing connections, and a task given one may find it in use",
         info.name(), overlap.ToString(), from, ports.ToString(), ephemeral.ToString());
@@ -147,7 +148,9 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   LimitGpuFaults(&node.info);
   node.info.clear_ports_in_use();  // a moment's state: not for the store
   core::Resource capacity = api::ToCore(in.capacity());
-  capacity.ports = ServingPorts(in, config_.default_port_range);
+  std::string ports_warning;
+  capacity.ports = ServingPorts(in, config_.default_port_range, &ports_warning);
+  if (!ports_warning.empty()) Say(LogLevel::kWarning, "%s", ports_warning);
   *node.info.mutable_capacity() = api::ToProto(capacity);
   const uint64_t old_session = node.session;
   node.session = session;
@@ -171,7 +174,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     return up;
   }
   SetPortsInUse(node, RangesOf(in.ports_in_use()));
-  Log(LogLevel::kInfo, "server", "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
+  Say(LogLevel::kInfo, "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
       in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
       in.capacity().vcores_milli() / 1000.0);
   v1::Registered ack;
@@ -222,7 +225,7 @@ void ControlState::AgentDisconnected(const std::string& name, uint64_t session) 
   n->session = 0;
   // The node stays known until it is declared lost; only new placements stop.
   UpdateSchedulable(*n);
-  Log(LogLevel::kWarning, "server", "node %s disconnected; lost after %d ms without it", name,
+  Say(LogLevel::kWarning, "node %s disconnected; lost after %d ms without it", name,
       config_.node_timeout_ms);
 }
 
@@ -238,9 +241,9 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     // Declared lost (silent past the timeout) but its stream is alive: it is
     // back. Its tasks were moved or ended meanwhile; Reconcile below kills the
     // copies it still runs.
-    Log(LogLevel::kInfo, "server", "node %s is heard from again", name);
+    Say(LogLevel::kInfo, "node %s is heard from again", name);
     if (absl::Status st = NodeUp(node); !st.ok()) {
-      Log(LogLevel::kWarning, "server", "node %s cannot come back: %s", name, std::string(st.message()));
+      Say(LogLevel::kWarning, "node %s cannot come back: %s", name, std::string(st.message()));
     }
   }
   // A delta heartbeat leaves out what its last full one said (the GPU and
@@ -288,7 +291,7 @@ void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
 void ControlState::PushPortsInUse(const NodeRt& node) {
   if (!node.in_scheduler) return;
   absl::Status st = scheduler_->SetPortsInUse(node.info.name(), node.ports_in_use);
-  if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", node.info.name(), std::string(st.message()));
+  if (!st.ok()) Say(LogLevel::kWarning, "node %s: %s", node.info.name(), std::string(st.message()));
 }
 
 void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now) {
@@ -318,7 +321,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     if (ours && (!job->ending || job->checkpoint.id() > 0)) continue;
     if (!ours) {
       ++strays;
-      Log(LogLevel::kWarning, "server", "node %s runs %s it should not; killing it", node.info.name(),
+      Say(LogLevel::kWarning, "node %s runs %s it should not; killing it", node.info.name(),
           api::TaskName(st.job(), st.role(), st.index()));
     }
     SendKill(node.info.name(), st.job(), st.job_id(), st.role(), st.index(), config_.kill_grace_ms,
@@ -349,7 +352,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     if ((rt.acked || stopping) && rt.missing_beats >= kMissingBeats) {
       TaskGone(*job, i, node.info.name(), now);
     } else if (!rt.acked && rt.missing_beats >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
-      Log(LogLevel::kWarning, "server", "node %s has not shown %s after %d heartbeats; sending its launch again",
+      Say(LogLevel::kWarning, "node %s has not shown %s after %d heartbeats; sending its launch again",
           node.info.name(), api::TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
       LaunchTask(*job, i);
     }
@@ -375,7 +378,7 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
   job.task_rt[i].missing_beats = 0;
   std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
   std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
-  Log(LogLevel::kWarning, "server", "%s: %s", name, why);
+  Say(LogLevel::kWarning, "%s: %s", name, why);
   if (job.task_rt[i].evicting && !job.ending && !job.preempting) {
     MoveEvicted(job, i, v1::TaskExit(), now);
     return;
@@ -510,7 +513,7 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
   std::string budget = RecordAttempt(job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit()}, now);
   if (job.in_scheduler) {
     absl::Status freed = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
-    if (!freed.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(freed.message()));
+    if (!freed.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(freed.message()));
   }
   RoomFreed();
   if (job.ending || job.preempting) {

@@ -409,7 +409,7 @@ void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
     // Every task has ended, so the scheduler holds nothing of it: an error
     // here (it never knew the job) leaves nothing behind.
     absl::Status st = scheduler_->RemoveJob(job.rec.name());
-    if (!st.ok()) Log(LogLevel::kDebug, "server", "job %s: %s", job.rec.name(), std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kDebug, "job %s: %s", job.rec.name(), std::string(st.message()));
     job.in_scheduler = false;
     RoomFreed();
   }
@@ -439,7 +439,7 @@ void ControlState::EndPreemption(JobRt& job, absl::Time now) {
       SendKill(held->node(), job.rec.name(), job.rec.id(), held->role(), held->index(), 0, message);
       if (job.in_scheduler) {
         absl::Status st = scheduler_->TaskFinished(job.rec.name(), held->role(), held->index());
-        if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job.rec.name(), std::string(st.message()));
+        if (!st.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(st.message()));
       }
       SetTaskState(job, k, v1::TASK_KILLED, now);
       held->set_end_time_ms(ToMs(now));
@@ -456,7 +456,7 @@ void ControlState::EndPreemption(JobRt& job, absl::Time now) {
   // The scheduler chooses a job that one more preemption would end last.
   if (job.in_scheduler && api::PreemptionWouldEnd(job.rec)) {
     absl::Status st = scheduler_->SetLastPreemption(job.rec.name(), true);
-    if (!st.ok()) Log(LogLevel::kDebug, "server", "job %s: %s", job.rec.name(), std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kDebug, "job %s: %s", job.rec.name(), std::string(st.message()));
   }
 }
 
@@ -486,7 +486,7 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     // a round placed the job): the scheduler's state is the one wanted, so
     // this is logged, not fatal.
     absl::Status st = scheduler_->RequeueJob(job.rec.name());
-    if (!st.ok()) Log(LogLevel::kWarning, "server", "job %s: requeue: %s", job.rec.name(), std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kWarning, "job %s: requeue: %s", job.rec.name(), std::string(st.message()));
   }
   job.preempting = false;
   job.resizing = false;

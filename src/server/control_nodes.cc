@@ -153,7 +153,7 @@ bool ControlState::RecoverIntoScheduler(JobRt& job) {
   }
   absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
   if (!req.ok()) {
-    Log(LogLevel::kWarning, "server", "job %s cannot be recovered: %s", rec.name(), std::string(req.status().message()));
+    Say(LogLevel::kWarning, "job %s cannot be recovered: %s", rec.name(), std::string(req.status().message()));
     return false;
   }
   bool placed = std::any_of(rec.tasks().begin(), rec.tasks().end(),
@@ -164,7 +164,7 @@ bool ControlState::RecoverIntoScheduler(JobRt& job) {
   if (placed && rec.state() != v1::JOB_QUEUED) {
     // Its tasks are adopted as their nodes come back (AdoptRecoveredTasks).
     absl::Status st = scheduler_->MarkRunning(rec.name(), absl::FromUnixMillis(rec.start_time_ms()));
-    if (!st.ok()) Log(LogLevel::kError, "server", "job %s: %s", rec.name(), std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kError, "job %s: %s", rec.name(), std::string(st.message()));
     job.recovered_placed = true;
     bool waiting = std::any_of(rec.tasks().begin(), rec.tasks().end(), [](const v1::TaskRecord& t) {
       return t.node().empty() && t.state() == v1::TASK_PENDING;
@@ -225,7 +225,7 @@ bool SameSchedulingSpec(const v1::NodeInfo& a, const v1::NodeInfo& b) {
 absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old_info) {
   if (SameSchedulingSpec(node.info, old_info)) return absl::OkStatus();
   const std::string& name = node.info.name();
-  Log(LogLevel::kInfo, "server", "node %s registered with a new spec (capacity, ports, topology or labels); "
+  Say(LogLevel::kInfo, "node %s registered with a new spec (capacity, ports, topology or labels); "
       "the scheduler takes it", name);
   // Its tasks leave the old node and are adopted on the new one with their
   // allocations; one that no longer fits there is ended as its node lost.
@@ -234,7 +234,7 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (job->in_scheduler) {
       absl::Status st = scheduler_->TaskFinished(job->rec.name(), t.role(), t.index());
-      if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job->rec.name(), std::string(st.message()));
+      if (!st.ok()) Say(LogLevel::kDebug, "%s: %s", job->rec.name(), std::string(st.message()));
     }
   }
   std::vector<std::string> requeued;
@@ -252,7 +252,7 @@ absl::Status ControlState::RefreshNodeSpec(NodeRt& node, const v1::NodeInfo& old
     absl::Status st = scheduler_->AdoptTask(job->rec.name(), t->role(), t->index(), name, api::ToCore(t->allocation()));
     if (st.ok()) continue;
     std::string why = absl::StrCat("its allocation no longer fits node ", name, "'s new spec: ", st.message());
-    Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t->role(), t->index()), why);
+    Say(LogLevel::kWarning, "%s: %s", api::TaskName(job->rec.name(), t->role(), t->index()), why);
     SendKill(name, job->rec.name(), job->rec.id(), t->role(), t->index(), config_.kill_grace_ms, why);
     // TaskEnded's own release finds nothing left to free (logged at debug).
     EndLostTask(*job, i, why, node.registered);
@@ -292,20 +292,20 @@ void ControlState::CheckNodes(absl::Time now) {
 void ControlState::NodeLost(NodeRt& node, absl::Time now) {
   const std::string name = node.info.name();
   node.state = v1::NODE_LOST;
-  Log(LogLevel::kWarning, "server", "node %s lost: no heartbeat for %d ms", name, config_.node_timeout_ms);
+  Say(LogLevel::kWarning, "node %s lost: no heartbeat for %d ms", name, config_.node_timeout_ms);
   std::vector<std::pair<JobRt*, int>> moved;
   for (auto [job, i] : TasksOn(name)) {
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (job->in_scheduler) {
       absl::Status st = scheduler_->TaskFinished(job->rec.name(), t.role(), t.index());
-      if (!st.ok()) Log(LogLevel::kDebug, "server", "%s: %s", job->rec.name(), std::string(st.message()));
+      if (!st.ok()) Say(LogLevel::kDebug, "%s: %s", job->rec.name(), std::string(st.message()));
     }
     moved.emplace_back(job, i);
   }
   if (node.in_scheduler) {
     std::vector<std::string> requeued;
     absl::Status st = scheduler_->RemoveNode(name, &requeued);
-    if (!st.ok()) Log(LogLevel::kWarning, "server", "node %s: %s", name, std::string(st.message()));
+    if (!st.ok()) Say(LogLevel::kWarning, "node %s: %s", name, std::string(st.message()));
     node.in_scheduler = false;
   }
   for (auto [job, i] : moved) {
@@ -354,7 +354,7 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   // nodeName and selectors all apply as they do to a whole gang.
   absl::StatusOr<core::TaskAssignment> placed = scheduler_->PlaceTask(job.rec.name(), t->role(), t->index());
   if (!placed.ok()) {
-    Log(LogLevel::kInfo, "server", "%s cannot move now: %s", api::TaskName(job.rec.name(), t->role(), t->index()),
+    Say(LogLevel::kInfo, "%s cannot move now: %s", api::TaskName(job.rec.name(), t->role(), t->index()),
         std::string(placed.status().message()));
     return false;
   }
@@ -400,7 +400,7 @@ void ControlState::AdoptRecoveredTasks(NodeRt& node) {
     // lost, as RefreshNodeSpec does for a node that changed while known.
     std::string why = absl::StrCat("its allocation no longer fits node ", node.info.name(), " as it came back: ",
                                    st.message());
-    Log(LogLevel::kWarning, "server", "%s: %s", api::TaskName(job->rec.name(), t.role(), t.index()), why);
+    Say(LogLevel::kWarning, "%s: %s", api::TaskName(job->rec.name(), t.role(), t.index()), why);
     SendKill(node.info.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms, why);
     EndLostTask(*job, i, why, node.registered);
   }

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -34,6 +35,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "api/task_env.h"
+#include "common/logging.h"
 #include "common/token_bucket.h"
 #include "core/resources/port_ranges.h"
 #include "core/scheduler/scheduler.h"
@@ -265,6 +267,12 @@ class ControlState {
   // For the event-order property test and fuzzer (control_invariants.cc).
   absl::Status CheckInvariantsForTest() const;
   const ServerConfig& config() const { return config_; }
+  // Its log lines (what it noticed: a node lost, a task killed where it
+  // should not run, ...) are an effect like a launch: they go to `sink`
+  // when one is set (a test reads them), else to the daemon's log as
+  // component "server".
+  using LogSink = std::function<void(LogLevel level, const std::string& line)>;
+  void SetLogSink(LogSink sink) { log_sink_ = std::move(sink); }
 
  private:
   struct JobRt;
@@ -555,6 +563,16 @@ class ControlState {
   const ServerConfig config_;
   std::unique_ptr<core::Scheduler> scheduler_;
   ExecutionBackend* const backend_;
+  LogSink log_sink_;
+  // Every log line of the control state goes through here (SetLogSink).
+  template <typename... Args>
+  void Say(LogLevel level, const absl::FormatSpec<Args...>& format, const Args&... args) {
+    if (log_sink_) {
+      log_sink_(level, absl::StrFormat(format, args...));
+    } else if (LogEnabled(level)) {
+      LogLine(level, "server", absl::StrFormat(format, args...));
+    }
+  }
   Persister persister_;
   Schedules schedules_;
   // The purges and metadata keys of each write with the store, by its

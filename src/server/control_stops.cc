@@ -21,7 +21,7 @@ void ControlState::AgentDraining(const std::string& name, const std::string& rea
   UpdateSchedulable(node);
   std::string note = absl::StrCat("stopped with node ", name, " (", reason.empty() ? "its agent is stopping" : reason,
                                   ") at ", absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", now, absl::UTCTimeZone()));
-  Log(LogLevel::kInfo, "server", "node %s is stopping: its jobs go back to the queue", name);
+  Say(LogLevel::kInfo, "node %s is stopping: its jobs go back to the queue", name);
   for (auto [job, i] : TasksOn(name)) {
     if (!job->ending && !job->preempting) {
       StopForRequeue(*job, note, now);
