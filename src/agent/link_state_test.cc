@@ -78,26 +78,42 @@ TEST(LinkStateTest, AnEndIsRepeatedInEachStreamsHeartbeatsForFifteenSecondsFromI
   const absl::Time t0 = absl::FromUnixSeconds(1'800'000'000);
   link.Registered();
   link.TakeReplay();
-  EXPECT_TRUE(link.OnStatus(Report("done", v1::TASK_SUCCEEDED), true));
+  EXPECT_TRUE(link.OnStatus(Report("early", v1::TASK_SUCCEEDED), true));
   EXPECT_TRUE(link.OnStatus(Report("live", v1::TASK_RUNNING), false));
   v1::Heartbeat hb;
   link.AddRecentEnds(1, t0, &hb);
-  EXPECT_EQ(Roles(hb), std::vector<std::string>{"done"}) << "ends only";
+  EXPECT_EQ(Roles(hb), std::vector<std::string>{"early"}) << "ends only";
+  EXPECT_TRUE(link.OnStatus(Report("late", v1::TASK_FAILED), true));
   hb.Clear();
-  link.AddRecentEnds(1, t0 + LinkState::kRepeatEndsFor, &hb);
-  EXPECT_EQ(hb.tasks_size(), 1) << "still within its 15 s";
-  // The stream breaks 10 s on; the next one repeats it for 15 s from its own
-  // first heartbeat, however long the server was away.
+  link.AddRecentEnds(1, t0 + absl::Seconds(10), &hb);  // "late"'s first heartbeat on this stream
+  EXPECT_EQ(Roles(hb), (std::vector<std::string>{"early", "late"}));
+  hb.Clear();
+  link.AddRecentEnds(1, t0 + LinkState::kRepeatEndsFor + absl::Milliseconds(1), &hb);
+  EXPECT_EQ(Roles(hb), std::vector<std::string>{"late"})
+      << "15 s from its first heartbeat on this stream, not from the last one";
+  // The stream breaks; the server is away five minutes. The next stream
+  // repeats what was left for 15 s from its own first heartbeat.
   link.Disconnected();
   link.Registered();
-  hb.Clear();
   const absl::Time t1 = t0 + absl::Minutes(5);
+  hb.Clear();
   link.AddRecentEnds(2, t1, &hb);
+  EXPECT_EQ(Roles(hb), std::vector<std::string>{"late"});
+  hb.Clear();
+  link.AddRecentEnds(2, t1 + LinkState::kRepeatEndsFor, &hb);
   EXPECT_EQ(hb.tasks_size(), 1);
   hb.Clear();
   link.AddRecentEnds(2, t1 + LinkState::kRepeatEndsFor + absl::Milliseconds(1), &hb);
   EXPECT_EQ(hb.tasks_size(), 0);
   EXPECT_EQ(link.recent_ends(), 0u);
+}
+
+TEST(LinkStateTest, AtMostTheBoundOfEndsIsKeptTheOldestDroppedFirst) {
+  LinkState link(2);
+  for (const char* r : {"a", "b", "c"}) link.OnStatus(Report(r, v1::TASK_SUCCEEDED), true);
+  v1::Heartbeat hb;
+  link.AddRecentEnds(1, absl::FromUnixSeconds(1'800'000'000), &hb);
+  EXPECT_EQ(Roles(hb), (std::vector<std::string>{"b", "c"}));
 }
 
 }  // namespace

@@ -483,10 +483,14 @@ bool ServerLink::Session() {
   } else if (msg.has_error()) {
     Log(LogLevel::kError, "agent", "the server refused this node: %s", msg.error());
   }
+  {
+    // Before connected_: from here a status waits for the next stream.
+    absl::MutexLock lock(&mu_);
+    link_.Disconnected();
+  }
   connected_ = false;
   {
     absl::MutexLock lock(&mu_);
-    link_.Disconnected();
     stream_ = nullptr;
     ++session_;
     cv_.SignalAll();

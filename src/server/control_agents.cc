@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/restart_budgets.h"

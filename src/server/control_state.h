@@ -40,11 +40,11 @@
 #include "core/resources/port_ranges.h"
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
-#include "server/node_table.h"
 #include "server/admission.h"
 #include "server/config.h"
 #include "server/execution_backend.h"
 #include "server/logs/log_places.h"
+#include "server/node_table.h"
 #include "server/persister.h"
 #include "server/schedules.h"
 #include "server/stats.h"
@@ -269,8 +269,8 @@ class ControlState {
   const ServerConfig& config() const { return config_; }
   // Its log lines (what it noticed: a node lost, a task killed where it
   // should not run, ...) are an effect like a launch: they go to `sink`
-  // when one is set (a test reads them), else to the daemon's log as
-  // component "server".
+  // when one is set (a test reads them; it runs under the shell's lock and
+  // must not call back), else to the daemon's log as component "server".
   using LogSink = std::function<void(LogLevel level, const std::string& line)>;
   void SetLogSink(LogSink sink) { log_sink_ = std::move(sink); }
 

@@ -10,7 +10,6 @@
 #include "core/resources/port_ranges.h"
 #include "server/control_state.h"
 #include "server/event_list.h"
-#include "server/node_table.h"
 
 namespace trainyard::server {
 

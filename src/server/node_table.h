@@ -73,7 +73,6 @@ struct NodeRt {
   bool degraded() const { return !fault_reason.empty() || !disk_reason.empty(); }
 };
 
-
 class NodeTable {
  public:
   using Map = std::map<std::string, std::unique_ptr<NodeRt>>;
