@@ -651,7 +651,7 @@ void ServerLink::AddTasks(v1::Heartbeat* hb, int64_t session, absl::Time now) {
     *hb->add_tasks() = ToProto(t, now);
   }
   // Each end goes in the heartbeats of every session for a while
-  // (LinkState::kRepeatEndsFor) from its first heartbeat there.
+  // (api::LinkState::kRepeatEndsFor) from its first heartbeat there.
   absl::MutexLock lock(&mu_);
   link_.AddRecentEnds(session, now, hb);
 }

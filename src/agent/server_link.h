@@ -16,10 +16,10 @@
 #include "absl/time/time.h"
 #include "agent/agent_core.h"
 #include "agent/launch_queue.h"
-#include "agent/link_state.h"
-#include "common/clock.h"
 #include "agent/task_exec.h"
 #include "agent/task_logs_push.h"
+#include "api/link_state.h"
+#include "common/clock.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/service.grpc.pb.h"
 
@@ -141,8 +141,8 @@ class ServerLink : public TaskListener {
   absl::CondVar cv_;  // stopping_ or session_ changed
   grpc::ClientContext* context_ ABSL_GUARDED_BY(mu_) = nullptr;
   grpc::ClientReaderWriter<v1::AgentMessage, v1::ServerMessage>* stream_ ABSL_GUARDED_BY(mu_) = nullptr;
-  // What to buffer, replay and repeat across streams (link_state.h).
-  LinkState link_ ABSL_GUARDED_BY(mu_){options_.max_buffered_statuses};
+  // What to buffer, replay and repeat across streams (api/link_state.h).
+  api::LinkState link_ ABSL_GUARDED_BY(mu_){options_.max_buffered_statuses};
   int64_t session_ ABSL_GUARDED_BY(mu_) = 0;
   bool drained_ ABSL_GUARDED_BY(mu_) = false;  // the server answered AnnounceStop
   bool beat_soon_ ABSL_GUARDED_BY(mu_) = false;  // BeatSoon: the next heartbeat goes now

@@ -1,13 +1,13 @@
 // LinkState's rules with explicit time: what waits while no stream is
 // registered, the order of the replay, and how long ends are repeated.
-#include "agent/link_state.h"
+#include "api/link_state.h"
 
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace trainyard::agent {
+namespace trainyard::api {
 namespace {
 
 v1::AgentMessage Report(const std::string& role, v1::TaskState state) {
@@ -117,4 +117,4 @@ TEST(LinkStateTest, AtMostTheBoundOfEndsIsKeptTheOldestDroppedFirst) {
 }
 
 }  // namespace
-}  // namespace trainyard::agent
+}  // namespace trainyard::api

@@ -1,10 +1,10 @@
 // LinkState (see link_state.h).
-#include "agent/link_state.h"
+#include "api/link_state.h"
 
 #include <iterator>
 #include <utility>
 
-namespace trainyard::agent {
+namespace trainyard::api {
 
 bool LinkState::OnStatus(const v1::AgentMessage& msg, bool final) {
   if (final) {
@@ -52,4 +52,4 @@ void LinkState::AddRecentEnds(int64_t session, absl::Time now, v1::Heartbeat* hb
   for (const RecentEnd& e : recent_ends_) *hb->add_tasks() = e.status;
 }
 
-}  // namespace trainyard::agent
+}  // namespace trainyard::api

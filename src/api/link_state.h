@@ -1,7 +1,9 @@
 // LinkState: what the agent's link to the server remembers across its
 // streams, decided without I/O, threads or a clock of its own (`now` is
 // given), so its rules are tested with explicit time (link_state_test.cc).
-// ServerLink holds one under its lock and does the writing:
+// The agent's ServerLink holds one under its lock and does the writing; the
+// server's tests speak through one as their agent (control_link_test.cc), so
+// the two sides of the protocol are tested against each other. Its rules:
 // - A task's status is written at once while a stream is registered and
 //   nothing older waits; else it is buffered (at most `max_buffered`, the
 //   oldest dropped first) and replayed, in order, when the next stream
@@ -19,7 +21,7 @@
 #include "absl/time/time.h"
 #include "proto/service.pb.h"
 
-namespace trainyard::agent {
+namespace trainyard::api {
 
 class LinkState {
  public:
@@ -69,4 +71,4 @@ class LinkState {
   std::deque<RecentEnd> recent_ends_;
 };
 
-}  // namespace trainyard::agent
+}  // namespace trainyard::api
