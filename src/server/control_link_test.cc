@@ -12,6 +12,7 @@
 #include "server/control_state.h"
 #include "server/test_backend.h"
 #include "server/test_node.h"
+#include "server/test_status.h"
 
 namespace trainyard::server {
 namespace {
@@ -57,19 +58,15 @@ class ControlLinkTest : public ::testing::Test {
     link_.Disconnected();
     state_->AgentDisconnected("n1", session_);
   }
+  // The launched task in `state`, as its agent names it.
+  v1::TaskStatus StatusOf(v1::TaskState state) const { return testing::StatusOf(launch_, state); }
   // The task's status as the agent reports it; `delivered`: whether the
   // server gets it when the link writes it at once (false: the stream took
   // it and broke, so the server never read it).
   void Report(v1::TaskState state, int exit_code, bool delivered = true) {
     v1::AgentMessage msg;
-    v1::TaskStatus* st = msg.mutable_status();
-    st->set_job(launch_.job());
-    st->set_job_id(launch_.job_id());
-    st->set_role(launch_.role());
-    st->set_index(launch_.index());
-    st->set_attempt(launch_.attempt());
-    st->set_state(state);
-    if (state != v1::TASK_RUNNING) st->mutable_exit()->set_exit_code(exit_code);
+    *msg.mutable_status() = StatusOf(state);
+    if (state != v1::TASK_RUNNING) msg.mutable_status()->mutable_exit()->set_exit_code(exit_code);
     const bool final = state == v1::TASK_SUCCEEDED || state == v1::TASK_FAILED;
     if (link_.OnStatus(msg, final) && delivered) state_->OnTaskStatus("n1", msg.status(), now_);
   }
@@ -77,15 +74,7 @@ class ControlLinkTest : public ::testing::Test {
   void Heartbeat(bool running) {
     now_ += absl::Seconds(1);
     v1::Heartbeat hb;
-    if (running) {
-      v1::TaskStatus* t = hb.add_tasks();
-      t->set_job(launch_.job());
-      t->set_job_id(launch_.job_id());
-      t->set_role(launch_.role());
-      t->set_index(launch_.index());
-      t->set_attempt(launch_.attempt());
-      t->set_state(v1::TASK_RUNNING);
-    }
+    if (running) *hb.add_tasks() = StatusOf(v1::TASK_RUNNING);
     link_.AddRecentEnds(session_, now_, &hb);
     state_->OnHeartbeat("n1", hb, now_);
     state_->RunRound(now_);
