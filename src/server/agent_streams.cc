@@ -79,4 +79,30 @@ void AgentStreams::UpdateFiles(const std::string& node, const v1::TaskFiles& fil
   Send(node, std::move(msg));
 }
 
+namespace {
+// A ServerMessage that `fill` fills in.
+template <typename Fill>
+v1::ServerMessage MessageOf(Fill fill) {
+  v1::ServerMessage msg;
+  fill(msg);
+  return msg;
+}
+}  // namespace
+
+bool AgentStreams::ReadLog(const std::string& node, const v1::LogRead& read) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_read_log() = read; }));
+}
+bool AgentStreams::AckLog(const std::string& node, const v1::LogAck& ack) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_ack_log() = ack; }));
+}
+bool AgentStreams::CancelLog(const std::string& node, const v1::LogCancel& cancel) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_cancel_log() = cancel; }));
+}
+bool AgentStreams::OpenExec(const std::string& node, const v1::ExecOpen& open) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_exec_open() = open; }));
+}
+bool AgentStreams::ExecInput(const std::string& node, const v1::ExecInput& input) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_exec_input() = input; }));
+}
+
 }  // namespace trainyard::server

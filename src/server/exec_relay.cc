@@ -50,7 +50,7 @@ v1::ServerMessage CloseMessage(uint64_t id) {
 }  // namespace
 
 void ExecRelay::Execute(Effects& fx) {
-  for (auto& [node, msg] : fx.sends) backend_->SendToNode(node, std::move(msg));
+  for (const auto& [node, msg] : fx.sends) SendStreamOrder(*backend_, node, msg);
   for (const ExecSinkPtr& sink : fx.ready) sink->Ready();
 }
 
@@ -118,8 +118,8 @@ absl::StatusOr<uint64_t> ExecRelay::Open(const v1::ExecStart& start, ExecSinkPtr
     ++by_user_[user];
     ++opened_;
   }
-  v1::ServerMessage msg;
-  v1::ExecOpen* open = msg.mutable_exec_open();
+  v1::ExecOpen open_msg;
+  v1::ExecOpen* open = &open_msg;
   open->set_request_id(id);
   open->set_job(start.job());
   open->set_role(start.role());
@@ -133,7 +133,7 @@ absl::StatusOr<uint64_t> ExecRelay::Open(const v1::ExecStart& start, ExecSinkPtr
   open->set_term(start.term());
   open->set_user(user);
   open->set_window_bytes(options_.window_bytes);
-  if (!backend_->SendToNode(place->node, std::move(msg))) {
+  if (!backend_->OpenExec(place->node, open_msg)) {
     Close(id);
     return absl::UnavailableError(
         absl::StrCat("node ", place->node, " of task ", task, " is not connected to the server now"));

@@ -8,24 +8,15 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/logs/test_log_backend.h"
 
 namespace trainyard::server {
 namespace {
 
 using ::testing::HasSubstr;
 
-class FakeBackend : public LogBackend {
+class FakeBackend : public testing::RecordingLogBackend {
  public:
-  absl::StatusOr<JobLogPlaces> Places(const std::string& job) override {
-    auto it = jobs.find(job);
-    if (it == jobs.end()) return absl::NotFoundError("job '" + job + "' does not exist");
-    return it->second;
-  }
-  bool SendToNode(const std::string& node, v1::ServerMessage msg) override {
-    if (!connected.count(node)) return false;
-    sent.emplace_back(node, std::move(msg));
-    return true;
-  }
   std::vector<v1::ExecInput> Inputs() const {
     std::vector<v1::ExecInput> out;
     for (const auto& [node, m] : sent) {
@@ -33,10 +24,6 @@ class FakeBackend : public LogBackend {
     }
     return out;
   }
-
-  std::map<std::string, JobLogPlaces> jobs;
-  std::set<std::string> connected{"n1", "n2"};
-  std::vector<std::pair<std::string, v1::ServerMessage>> sent;
 };
 
 struct FakeSink : ExecSink {

@@ -2,8 +2,9 @@
 // hand the control state (as the store's suite runs against every store):
 // orders reach the node they name, in the order given, as given; an order
 // for a node with no connection is dropped at once (never kept for a later
-// one, never blocking); sealed secrets are opened by the launch contract in
-// front of a transport, and by nothing else. A new backend adds its Fixture
+// one, never blocking); log reads and exec sessions reach their node, or say
+// the node has no connection; sealed secrets are opened by the launch
+// contract in front of a transport, and by nothing else. A new backend adds its Fixture
 // below.
 #include <map>
 #include <memory>
@@ -151,6 +152,38 @@ TEST_P(ExecutionBackendContractTest, SealedSecretsAreOpenedByTheContractInFrontA
     // (JobManager's contract_).
     EXPECT_EQ(got.secret_env().at("WANDB_KEY"), "sealed-value");
   }
+}
+
+TEST_P(ExecutionBackendContractTest, LogAndExecOrdersReachTheirNodeAndANodeWithNoConnectionSaysSo) {
+  f_->Connect("n1");
+  v1::LogRead read;
+  read.set_request_id(9);
+  read.set_job("j");
+  v1::LogAck ack;
+  ack.set_request_id(9);
+  ack.set_offset(4096);
+  v1::LogCancel cancel;
+  cancel.set_request_id(9);
+  v1::ExecOpen open;
+  open.set_request_id(10);
+  open.add_command("nvidia-smi");
+  v1::ExecInput input;
+  input.set_request_id(10);
+  input.set_close(true);
+  EXPECT_TRUE(backend().ReadLog("n1", read));
+  EXPECT_TRUE(backend().AckLog("n1", ack));
+  EXPECT_TRUE(backend().CancelLog("n1", cancel));
+  EXPECT_TRUE(backend().OpenExec("n1", open));
+  EXPECT_TRUE(backend().ExecInput("n1", input));
+  const std::vector<v1::ServerMessage>& n1 = f_->Received("n1");
+  ASSERT_EQ(n1.size(), 5u);
+  EXPECT_EQ(n1[0].read_log().job(), "j");
+  EXPECT_EQ(n1[1].ack_log().offset(), 4096);
+  EXPECT_EQ(n1[2].cancel_log().request_id(), 9u);
+  EXPECT_EQ(n1[3].exec_open().command(0), "nvidia-smi");
+  EXPECT_TRUE(n1[4].exec_input().close());
+  EXPECT_FALSE(backend().ReadLog("n9", read)) << "the hub ends or moves a stream whose node has no connection";
+  EXPECT_FALSE(backend().OpenExec("n9", open));
 }
 
 INSTANTIATE_TEST_SUITE_P(

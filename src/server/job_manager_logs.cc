@@ -1,5 +1,6 @@
-// JobManager: what the log hub asks of the shell — where a job's tasks are,
-// a way to message a node's agent — and the hub told of every job change.
+// JobManager: what the log hub and the exec relay ask of the shell — where a
+// job's tasks are, their orders through the backend — and the hub told of
+// every job change.
 #include "server/job_manager.h"
 
 namespace trainyard::server {
@@ -18,9 +19,29 @@ absl::StatusOr<JobLogPlaces> JobManager::LogPlaces(const std::string& job) {
   return control_.LogPlaces(job);
 }
 
-bool JobManager::SendToNode(const std::string& node, v1::ServerMessage msg) {
+bool JobManager::ReadLog(const std::string& node, const v1::LogRead& read) {
   absl::MutexLock lock(&mu_);
-  return streams_.Send(node, std::move(msg));
+  return contract_.ReadLog(node, read);
+}
+
+bool JobManager::AckLog(const std::string& node, const v1::LogAck& ack) {
+  absl::MutexLock lock(&mu_);
+  return contract_.AckLog(node, ack);
+}
+
+bool JobManager::CancelLog(const std::string& node, const v1::LogCancel& cancel) {
+  absl::MutexLock lock(&mu_);
+  return contract_.CancelLog(node, cancel);
+}
+
+bool JobManager::OpenExec(const std::string& node, const v1::ExecOpen& open) {
+  absl::MutexLock lock(&mu_);
+  return contract_.OpenExec(node, open);
+}
+
+bool JobManager::ExecInput(const std::string& node, const v1::ExecInput& input) {
+  absl::MutexLock lock(&mu_);
+  return contract_.ExecInput(node, input);
 }
 
 }  // namespace trainyard::server

@@ -63,6 +63,15 @@ class LaunchContract final : public ExecutionBackend {
                        const v1::CheckpointOrder& order) override {
     inner_->OrderCheckpoint(job_master, job_id, job, order);
   }
+  bool ReadLog(const std::string& node, const v1::LogRead& read) override { return inner_->ReadLog(node, read); }
+  bool AckLog(const std::string& node, const v1::LogAck& ack) override { return inner_->AckLog(node, ack); }
+  bool CancelLog(const std::string& node, const v1::LogCancel& cancel) override {
+    return inner_->CancelLog(node, cancel);
+  }
+  bool OpenExec(const std::string& node, const v1::ExecOpen& open) override { return inner_->OpenExec(node, open); }
+  bool ExecInput(const std::string& node, const v1::ExecInput& input) override {
+    return inner_->ExecInput(node, input);
+  }
 
  private:
   ExecutionBackend* const inner_;

@@ -10,6 +10,17 @@
 #include "server/logs/log_hub_internal.h"
 
 namespace trainyard::server {
+
+bool SendStreamOrder(LogBackend& backend, const std::string& node, const v1::ServerMessage& msg) {
+  switch (msg.msg_case()) {
+    case v1::ServerMessage::kReadLog: return backend.ReadLog(node, msg.read_log());
+    case v1::ServerMessage::kAckLog: return backend.AckLog(node, msg.ack_log());
+    case v1::ServerMessage::kCancelLog: return backend.CancelLog(node, msg.cancel_log());
+    case v1::ServerMessage::kExecOpen: return backend.OpenExec(node, msg.exec_open());
+    case v1::ServerMessage::kExecInput: return backend.ExecInput(node, msg.exec_input());
+    default: return false;
+  }
+}
 namespace {
 
 constexpr int64_t kMinWindow = 4 << 10;
@@ -283,7 +294,7 @@ void LogHub::Execute(Effects fx) {
     std::vector<std::pair<std::string, uint64_t>> failed;
     for (auto& [node, msg] : fx.sends) {
       uint64_t request = msg.has_read_log() ? msg.read_log().request_id() : 0;
-      if (!backend_->SendToNode(node, std::move(msg)) && request != 0) failed.emplace_back(node, request);
+      if (!SendStreamOrder(*backend_, node, msg) && request != 0) failed.emplace_back(node, request);
     }
     for (const LogSinkPtr& sink : fx.ready) sink->Ready();
     fx = Effects();

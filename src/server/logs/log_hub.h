@@ -55,10 +55,20 @@ class LogBackend {
   virtual ~LogBackend() = default;
   // Where the tasks of `job` are now. NotFound naming the job.
   virtual absl::StatusOr<JobLogPlaces> Places(const std::string& job) = 0;
-  // Sends `msg` to the agent of `node`; false when it is not connected.
-  // Must not block.
-  virtual bool SendToNode(const std::string& node, v1::ServerMessage msg) = 0;
+  // To the agent of `node`: a task's log read (a follower's subscription or
+  // a one-off read), its acknowledgement and its cancel; a `trainyard exec`
+  // session's open and its input. False when the node is not connected.
+  // None may block.
+  virtual bool ReadLog(const std::string& node, const v1::LogRead& read) = 0;
+  virtual bool AckLog(const std::string& node, const v1::LogAck& ack) = 0;
+  virtual bool CancelLog(const std::string& node, const v1::LogCancel& cancel) = 0;
+  virtual bool OpenExec(const std::string& node, const v1::ExecOpen& open) = 0;
+  virtual bool ExecInput(const std::string& node, const v1::ExecInput& input) = 0;
 };
+
+// Gives `msg` (one of the orders above, as the hub and the exec relay queue
+// them) to the backend's call for it; false for any other message.
+bool SendStreamOrder(LogBackend& backend, const std::string& node, const v1::ServerMessage& msg);
 
 // A follower's client stream.
 class LogSink {
