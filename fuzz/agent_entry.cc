@@ -53,11 +53,11 @@ class HubBackend final : public server::LogBackend {
  public:
   explicit HubBackend(server::ControlState* state) : state_(state) {}
   absl::StatusOr<server::JobLogPlaces> Places(const std::string& job) override { return state_->LogPlaces(job); }
-  bool ReadLog(const std::string&, const v1::LogRead&) override { return true; }
-  bool AckLog(const std::string&, const v1::LogAck&) override { return true; }
-  bool CancelLog(const std::string&, const v1::LogCancel&) override { return true; }
-  bool OpenExec(const std::string&, const v1::ExecOpen&) override { return true; }
-  bool ExecInput(const std::string&, const v1::ExecInput&) override { return true; }
+  bool ReadLog(const std::string&, v1::LogRead) override { return true; }
+  bool AckLog(const std::string&, v1::LogAck) override { return true; }
+  bool CancelLog(const std::string&, v1::LogCancel) override { return true; }
+  bool OpenExec(const std::string&, v1::ExecOpen) override { return true; }
+  bool ExecInput(const std::string&, v1::ExecInput) override { return true; }
 
  private:
   server::ControlState* const state_;

@@ -16,10 +16,10 @@
 // nothing. The HTTPS door, which browsers reach, sets its two back
 // (src/httpd/http_server.cc).
 #include <dlfcn.h>
-#include <stdio.h>
 #include <openssl/ssl.h>
 
 #include <atomic>
+#include <cstdio>
 
 namespace {
 using SslCtxNew = SSL_CTX* (*)(const SSL_METHOD*);
@@ -33,7 +33,7 @@ extern "C" SSL_CTX* SSL_CTX_new(const SSL_METHOD* method) {
     if (real == nullptr) {
       // Only a binary linked against a static libssl gets here (the build
       // links it shared: cmake/StaticDeps.cmake): say why no TLS works.
-      fprintf(stderr, "trainyard: libssl's SSL_CTX_new not found (%s): no TLS context can be made\n", dlerror());
+      std::fprintf(stderr, "trainyard: libssl's SSL_CTX_new not found (%s): no TLS context can be made\n", dlerror());
       return nullptr;
     }
     real_ssl_ctx_new.store(real, std::memory_order_release);

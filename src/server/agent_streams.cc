@@ -89,20 +89,20 @@ v1::ServerMessage MessageOf(Fill fill) {
 }
 }  // namespace
 
-bool AgentStreams::ReadLog(const std::string& node, const v1::LogRead& read) {
-  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_read_log() = read; }));
+bool AgentStreams::ReadLog(const std::string& node, v1::LogRead read) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_read_log() = std::move(read); }));
 }
-bool AgentStreams::AckLog(const std::string& node, const v1::LogAck& ack) {
-  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_ack_log() = ack; }));
+bool AgentStreams::AckLog(const std::string& node, v1::LogAck ack) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_ack_log() = std::move(ack); }));
 }
-bool AgentStreams::CancelLog(const std::string& node, const v1::LogCancel& cancel) {
-  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_cancel_log() = cancel; }));
+bool AgentStreams::CancelLog(const std::string& node, v1::LogCancel cancel) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_cancel_log() = std::move(cancel); }));
 }
-bool AgentStreams::OpenExec(const std::string& node, const v1::ExecOpen& open) {
-  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_exec_open() = open; }));
+bool AgentStreams::OpenExec(const std::string& node, v1::ExecOpen open) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_exec_open() = std::move(open); }));
 }
-bool AgentStreams::ExecInput(const std::string& node, const v1::ExecInput& input) {
-  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_exec_input() = input; }));
+bool AgentStreams::ExecInput(const std::string& node, v1::ExecInput input) {
+  return Send(node, MessageOf([&](v1::ServerMessage& m) { *m.mutable_exec_input() = std::move(input); }));
 }
 
 }  // namespace trainyard::server

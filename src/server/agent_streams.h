@@ -52,11 +52,11 @@ class AgentStreams : public ExecutionBackend {
   // orders: nothing is sent.
   void OrderCheckpoint(const std::string& job_master, uint64_t job_id, const std::string& job,
                        const v1::CheckpointOrder& order) override;
-  bool ReadLog(const std::string& node, const v1::LogRead& read) override;
-  bool AckLog(const std::string& node, const v1::LogAck& ack) override;
-  bool CancelLog(const std::string& node, const v1::LogCancel& cancel) override;
-  bool OpenExec(const std::string& node, const v1::ExecOpen& open) override;
-  bool ExecInput(const std::string& node, const v1::ExecInput& input) override;
+  bool ReadLog(const std::string& node, v1::LogRead read) override;
+  bool AckLog(const std::string& node, v1::LogAck ack) override;
+  bool CancelLog(const std::string& node, v1::LogCancel cancel) override;
+  bool OpenExec(const std::string& node, v1::ExecOpen open) override;
+  bool ExecInput(const std::string& node, v1::ExecInput input) override;
   // Sends `msg` on node's stream; false when it has none.
   bool Send(const std::string& node, v1::ServerMessage msg);
   // Called before any order leaves (a launch, kill, file update, log read,

@@ -50,7 +50,7 @@ v1::ServerMessage CloseMessage(uint64_t id) {
 }  // namespace
 
 void ExecRelay::Execute(Effects& fx) {
-  for (const auto& [node, msg] : fx.sends) SendStreamOrder(*backend_, node, msg);
+  for (auto& [node, msg] : fx.sends) SendStreamOrder(*backend_, node, std::move(msg));
   for (const ExecSinkPtr& sink : fx.ready) sink->Ready();
 }
 
@@ -118,22 +118,21 @@ absl::StatusOr<uint64_t> ExecRelay::Open(const v1::ExecStart& start, ExecSinkPtr
     ++by_user_[user];
     ++opened_;
   }
-  v1::ExecOpen open_msg;
-  v1::ExecOpen* open = &open_msg;
-  open->set_request_id(id);
-  open->set_job(start.job());
-  open->set_role(start.role());
-  open->set_index(start.index());
-  open->set_job_id(places->job_id);
-  *open->mutable_command() = start.command();
-  open->set_tty(start.tty());
-  open->set_stdin(start.stdin());
-  open->set_rows(start.rows());
-  open->set_cols(start.cols());
-  open->set_term(start.term());
-  open->set_user(user);
-  open->set_window_bytes(options_.window_bytes);
-  if (!backend_->OpenExec(place->node, open_msg)) {
+  v1::ExecOpen open;
+  open.set_request_id(id);
+  open.set_job(start.job());
+  open.set_role(start.role());
+  open.set_index(start.index());
+  open.set_job_id(places->job_id);
+  *open.mutable_command() = start.command();
+  open.set_tty(start.tty());
+  open.set_stdin(start.stdin());
+  open.set_rows(start.rows());
+  open.set_cols(start.cols());
+  open.set_term(start.term());
+  open.set_user(user);
+  open.set_window_bytes(options_.window_bytes);
+  if (!backend_->OpenExec(place->node, std::move(open))) {
     Close(id);
     return absl::UnavailableError(
         absl::StrCat("node ", place->node, " of task ", task, " is not connected to the server now"));

@@ -42,14 +42,15 @@ class ExecutionBackend {
   // A task's log read for a follower (`trainyard logs -f`, the dashboard)
   // or a one-off read, its acknowledgement and cancel; `trainyard exec`'s
   // session, opened and fed. The log hub and the exec relay give them
-  // (server/logs/log_hub.h). False when the node has no connection now:
-  // the caller ends or moves the stream. A backend that streams neither
+  // (server/logs/log_hub.h), handed over like a launch (an input carries
+  // the client's bytes). False when the node has no connection now: the
+  // caller ends or moves the stream. A backend that streams neither
   // returns false, and logs and exec say the node cannot be reached.
-  virtual bool ReadLog(const std::string& /*node*/, const v1::LogRead& /*read*/) { return false; }
-  virtual bool AckLog(const std::string& /*node*/, const v1::LogAck& /*ack*/) { return false; }
-  virtual bool CancelLog(const std::string& /*node*/, const v1::LogCancel& /*cancel*/) { return false; }
-  virtual bool OpenExec(const std::string& /*node*/, const v1::ExecOpen& /*open*/) { return false; }
-  virtual bool ExecInput(const std::string& /*node*/, const v1::ExecInput& /*input*/) { return false; }
+  virtual bool ReadLog(const std::string& /*node*/, v1::LogRead /*read*/) { return false; }
+  virtual bool AckLog(const std::string& /*node*/, v1::LogAck /*ack*/) { return false; }
+  virtual bool CancelLog(const std::string& /*node*/, v1::LogCancel /*cancel*/) { return false; }
+  virtual bool OpenExec(const std::string& /*node*/, v1::ExecOpen /*open*/) { return false; }
+  virtual bool ExecInput(const std::string& /*node*/, v1::ExecInput /*input*/) { return false; }
 };
 
 }  // namespace trainyard::server

@@ -143,11 +143,11 @@ class JobManager {
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job);
   // The backend, for the log hub's and the exec relay's orders
   // (ExecutionBackend::ReadLog ...), under the shell's lock.
-  bool ReadLog(const std::string& node, const v1::LogRead& read);
-  bool AckLog(const std::string& node, const v1::LogAck& ack);
-  bool CancelLog(const std::string& node, const v1::LogCancel& cancel);
-  bool OpenExec(const std::string& node, const v1::ExecOpen& open);
-  bool ExecInput(const std::string& node, const v1::ExecInput& input);
+  bool ReadLog(const std::string& node, v1::LogRead read);
+  bool AckLog(const std::string& node, v1::LogAck ack);
+  bool CancelLog(const std::string& node, v1::LogCancel cancel);
+  bool OpenExec(const std::string& node, v1::ExecOpen open);
+  bool ExecInput(const std::string& node, v1::ExecInput input);
 
   // ---- agents ----
   // Registers (or re-registers) a node. Errors: AlreadyExists when another

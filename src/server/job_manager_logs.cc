@@ -19,29 +19,29 @@ absl::StatusOr<JobLogPlaces> JobManager::LogPlaces(const std::string& job) {
   return control_.LogPlaces(job);
 }
 
-bool JobManager::ReadLog(const std::string& node, const v1::LogRead& read) {
+bool JobManager::ReadLog(const std::string& node, v1::LogRead read) {
   absl::MutexLock lock(&mu_);
-  return contract_.ReadLog(node, read);
+  return contract_.ReadLog(node, std::move(read));
 }
 
-bool JobManager::AckLog(const std::string& node, const v1::LogAck& ack) {
+bool JobManager::AckLog(const std::string& node, v1::LogAck ack) {
   absl::MutexLock lock(&mu_);
-  return contract_.AckLog(node, ack);
+  return contract_.AckLog(node, std::move(ack));
 }
 
-bool JobManager::CancelLog(const std::string& node, const v1::LogCancel& cancel) {
+bool JobManager::CancelLog(const std::string& node, v1::LogCancel cancel) {
   absl::MutexLock lock(&mu_);
-  return contract_.CancelLog(node, cancel);
+  return contract_.CancelLog(node, std::move(cancel));
 }
 
-bool JobManager::OpenExec(const std::string& node, const v1::ExecOpen& open) {
+bool JobManager::OpenExec(const std::string& node, v1::ExecOpen open) {
   absl::MutexLock lock(&mu_);
-  return contract_.OpenExec(node, open);
+  return contract_.OpenExec(node, std::move(open));
 }
 
-bool JobManager::ExecInput(const std::string& node, const v1::ExecInput& input) {
+bool JobManager::ExecInput(const std::string& node, v1::ExecInput input) {
   absl::MutexLock lock(&mu_);
-  return contract_.ExecInput(node, input);
+  return contract_.ExecInput(node, std::move(input));
 }
 
 }  // namespace trainyard::server

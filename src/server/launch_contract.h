@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "proto/service.pb.h"
@@ -63,14 +64,14 @@ class LaunchContract final : public ExecutionBackend {
                        const v1::CheckpointOrder& order) override {
     inner_->OrderCheckpoint(job_master, job_id, job, order);
   }
-  bool ReadLog(const std::string& node, const v1::LogRead& read) override { return inner_->ReadLog(node, read); }
-  bool AckLog(const std::string& node, const v1::LogAck& ack) override { return inner_->AckLog(node, ack); }
-  bool CancelLog(const std::string& node, const v1::LogCancel& cancel) override {
-    return inner_->CancelLog(node, cancel);
+  bool ReadLog(const std::string& node, v1::LogRead read) override { return inner_->ReadLog(node, std::move(read)); }
+  bool AckLog(const std::string& node, v1::LogAck ack) override { return inner_->AckLog(node, std::move(ack)); }
+  bool CancelLog(const std::string& node, v1::LogCancel cancel) override {
+    return inner_->CancelLog(node, std::move(cancel));
   }
-  bool OpenExec(const std::string& node, const v1::ExecOpen& open) override { return inner_->OpenExec(node, open); }
-  bool ExecInput(const std::string& node, const v1::ExecInput& input) override {
-    return inner_->ExecInput(node, input);
+  bool OpenExec(const std::string& node, v1::ExecOpen open) override { return inner_->OpenExec(node, std::move(open)); }
+  bool ExecInput(const std::string& node, v1::ExecInput input) override {
+    return inner_->ExecInput(node, std::move(input));
   }
 
  private:

@@ -45,14 +45,16 @@ class ManagerLogBackend final : public LogBackend {
  public:
   explicit ManagerLogBackend(JobManager* manager) : manager_(manager) {}
   absl::StatusOr<JobLogPlaces> Places(const std::string& job) override { return manager_->LogPlaces(job); }
-  bool ReadLog(const std::string& node, const v1::LogRead& read) override { return manager_->ReadLog(node, read); }
-  bool AckLog(const std::string& node, const v1::LogAck& ack) override { return manager_->AckLog(node, ack); }
-  bool CancelLog(const std::string& node, const v1::LogCancel& cancel) override {
-    return manager_->CancelLog(node, cancel);
+  bool ReadLog(const std::string& node, v1::LogRead read) override { return manager_->ReadLog(node, std::move(read)); }
+  bool AckLog(const std::string& node, v1::LogAck ack) override { return manager_->AckLog(node, std::move(ack)); }
+  bool CancelLog(const std::string& node, v1::LogCancel cancel) override {
+    return manager_->CancelLog(node, std::move(cancel));
   }
-  bool OpenExec(const std::string& node, const v1::ExecOpen& open) override { return manager_->OpenExec(node, open); }
-  bool ExecInput(const std::string& node, const v1::ExecInput& input) override {
-    return manager_->ExecInput(node, input);
+  bool OpenExec(const std::string& node, v1::ExecOpen open) override {
+    return manager_->OpenExec(node, std::move(open));
+  }
+  bool ExecInput(const std::string& node, v1::ExecInput input) override {
+    return manager_->ExecInput(node, std::move(input));
   }
 
  private:

@@ -11,16 +11,17 @@
 
 namespace trainyard::server {
 
-bool SendStreamOrder(LogBackend& backend, const std::string& node, const v1::ServerMessage& msg) {
+bool SendStreamOrder(LogBackend& backend, const std::string& node, v1::ServerMessage msg) {
   switch (msg.msg_case()) {
-    case v1::ServerMessage::kReadLog: return backend.ReadLog(node, msg.read_log());
-    case v1::ServerMessage::kAckLog: return backend.AckLog(node, msg.ack_log());
-    case v1::ServerMessage::kCancelLog: return backend.CancelLog(node, msg.cancel_log());
-    case v1::ServerMessage::kExecOpen: return backend.OpenExec(node, msg.exec_open());
-    case v1::ServerMessage::kExecInput: return backend.ExecInput(node, msg.exec_input());
+    case v1::ServerMessage::kReadLog: return backend.ReadLog(node, std::move(*msg.mutable_read_log()));
+    case v1::ServerMessage::kAckLog: return backend.AckLog(node, std::move(*msg.mutable_ack_log()));
+    case v1::ServerMessage::kCancelLog: return backend.CancelLog(node, std::move(*msg.mutable_cancel_log()));
+    case v1::ServerMessage::kExecOpen: return backend.OpenExec(node, std::move(*msg.mutable_exec_open()));
+    case v1::ServerMessage::kExecInput: return backend.ExecInput(node, std::move(*msg.mutable_exec_input()));
     default: return false;
   }
 }
+
 namespace {
 
 constexpr int64_t kMinWindow = 4 << 10;
@@ -294,7 +295,7 @@ void LogHub::Execute(Effects fx) {
     std::vector<std::pair<std::string, uint64_t>> failed;
     for (auto& [node, msg] : fx.sends) {
       uint64_t request = msg.has_read_log() ? msg.read_log().request_id() : 0;
-      if (!SendStreamOrder(*backend_, node, msg) && request != 0) failed.emplace_back(node, request);
+      if (!SendStreamOrder(*backend_, node, std::move(msg)) && request != 0) failed.emplace_back(node, request);
     }
     for (const LogSinkPtr& sink : fx.ready) sink->Ready();
     fx = Effects();

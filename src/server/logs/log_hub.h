@@ -57,18 +57,19 @@ class LogBackend {
   virtual absl::StatusOr<JobLogPlaces> Places(const std::string& job) = 0;
   // To the agent of `node`: a task's log read (a follower's subscription or
   // a one-off read), its acknowledgement and its cancel; a `trainyard exec`
-  // session's open and its input. False when the node is not connected.
-  // None may block.
-  virtual bool ReadLog(const std::string& node, const v1::LogRead& read) = 0;
-  virtual bool AckLog(const std::string& node, const v1::LogAck& ack) = 0;
-  virtual bool CancelLog(const std::string& node, const v1::LogCancel& cancel) = 0;
-  virtual bool OpenExec(const std::string& node, const v1::ExecOpen& open) = 0;
-  virtual bool ExecInput(const std::string& node, const v1::ExecInput& input) = 0;
+  // session's open and its input, handed over (not copied: an input carries
+  // the client's bytes). False when the node is not connected. None may
+  // block.
+  virtual bool ReadLog(const std::string& node, v1::LogRead read) = 0;
+  virtual bool AckLog(const std::string& node, v1::LogAck ack) = 0;
+  virtual bool CancelLog(const std::string& node, v1::LogCancel cancel) = 0;
+  virtual bool OpenExec(const std::string& node, v1::ExecOpen open) = 0;
+  virtual bool ExecInput(const std::string& node, v1::ExecInput input) = 0;
 };
 
 // Gives `msg` (one of the orders above, as the hub and the exec relay queue
 // them) to the backend's call for it; false for any other message.
-bool SendStreamOrder(LogBackend& backend, const std::string& node, const v1::ServerMessage& msg);
+bool SendStreamOrder(LogBackend& backend, const std::string& node, v1::ServerMessage msg);
 
 // A follower's client stream.
 class LogSink {

@@ -21,20 +21,20 @@ class RecordingLogBackend : public LogBackend {
     if (it == jobs.end()) return absl::NotFoundError("job '" + job + "' does not exist");
     return it->second;
   }
-  bool ReadLog(const std::string& node, const v1::LogRead& read) override {
-    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_read_log() = read; });
+  bool ReadLog(const std::string& node, v1::LogRead read) override {
+    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_read_log() = std::move(read); });
   }
-  bool AckLog(const std::string& node, const v1::LogAck& ack) override {
-    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_ack_log() = ack; });
+  bool AckLog(const std::string& node, v1::LogAck ack) override {
+    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_ack_log() = std::move(ack); });
   }
-  bool CancelLog(const std::string& node, const v1::LogCancel& cancel) override {
-    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_cancel_log() = cancel; });
+  bool CancelLog(const std::string& node, v1::LogCancel cancel) override {
+    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_cancel_log() = std::move(cancel); });
   }
-  bool OpenExec(const std::string& node, const v1::ExecOpen& open) override {
-    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_exec_open() = open; });
+  bool OpenExec(const std::string& node, v1::ExecOpen open) override {
+    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_exec_open() = std::move(open); });
   }
-  bool ExecInput(const std::string& node, const v1::ExecInput& input) override {
-    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_exec_input() = input; });
+  bool ExecInput(const std::string& node, v1::ExecInput input) override {
+    return Keep(node, [&](v1::ServerMessage& m) { *m.mutable_exec_input() = std::move(input); });
   }
 
   std::map<std::string, JobLogPlaces> jobs;
