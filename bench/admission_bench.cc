@@ -30,9 +30,9 @@
 #include "api/job_spec.h"
 #include "control_plane_fleet.h"
 #include "common/logging.h"
-#include "server/control_state.h"
+#include "server/control/control_state.h"
 #include "server/execution_backend.h"
-#include "server/test_node.h"
+#include "server/control/test_node.h"
 #include "server/view_store.h"
 
 namespace trainyard::bench {

@@ -34,6 +34,14 @@ ty_room(security         api common proto)
 # protocol), shared by the server's HTTP API and each agent's /metrics.
 ty_room(httpd            common)
 ty_room(server           security httpd api store core common proto)
+# The control state (ControlState, its handlers, the node table and the
+# persister): the server's logic, sans-IO. It sees the shell (JobManager,
+# the agents' streams, gRPC) only through the backend interface and the
+# published views, and is checked for purity as src/core is (no threads,
+# sockets, files or clock: cmake/CheckPurity.cmake).
+ty_room(server/control   api store core common proto server/admission.h server/config.h server/event_list.h
+                         server/execution_backend.h server/logs/log_places.h server/schedules.h server/stats.h
+                         server/view_store.h)
 # The HTTP API (REST, /metrics) reads only what the server publishes (the
 # views and counters) and acts only through its RestBackend interface: never
 # the control state, the shell's lock or the store.

@@ -28,12 +28,12 @@
 #include "fuzz/fuzz_files.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "proto/service.pb.h"
-#include "server/control_state.h"
+#include "server/control/control_state.h"
 #include "server/exec_relay.h"
 #include "server/logs/log_hub.h"
 #include "server/resource_book.h"
-#include "server/test_backend.h"
-#include "server/test_node.h"
+#include "server/control/test_backend.h"
+#include "server/control/test_node.h"
 
 namespace trainyard::fuzz {
 namespace {

@@ -1,5 +1,5 @@
 // The control state's fuzz entry point: arbitrary bytes are a script of
-// events in any order (server/control_harness.h: agents that pause, lose
+// events in any order (server/control/control_harness.h: agents that pause, lose
 // their stream, reconnect twice or crash; statuses of older attempts;
 // kills, deletes, job master verdicts; server restarts from the store)
 // through the server's ControlState. A CHECK inside it, or an invariant
@@ -9,7 +9,7 @@
 
 #include "common/check.h"
 #include "fuzz/entry_points.h"
-#include "server/control_harness.h"
+#include "server/control/control_harness.h"
 
 namespace trainyard::fuzz {
 

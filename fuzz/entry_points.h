@@ -38,7 +38,7 @@ void QueueConfig(std::string_view data);
 void Traces(std::string_view data);
 // A script of events in any order (agents, clients, job masters, server
 // restarts) through the server's ControlState, its invariants checked after
-// each (server/control_harness.h; control_entry.cc).
+// each (server/control/control_harness.h; control_entry.cc).
 void ControlEvents(std::string_view data);
 
 // Bytes sent to the server's HTTP endpoint on one connection: request

@@ -29,7 +29,7 @@
 #include "server/agent_streams.h"
 #include "server/launch_contract.h"
 #include "server/config.h"
-#include "server/control_state.h"
+#include "server/control/control_state.h"
 #include "server/logs/log_hub.h"
 #include "server/stats.h"
 #include "server/view_store.h"

@@ -9,7 +9,7 @@
 #include "common/clock.h"
 #include "common/wait_until.h"
 #include "server/job_manager.h"
-#include "server/test_node.h"
+#include "server/control/test_node.h"
 #include "store/etcd_state_store.h"
 #include "tests/etcd/etcd_test_cluster.h"
 

@@ -9,7 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/wait_until.h"
-#include "server/test_node.h"
+#include "server/control/test_node.h"
 #include "api/job_spec.h"
 #include "api/roles.h"
 #include "store/memory_state_store.h"

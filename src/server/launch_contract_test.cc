@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/task_env.h"
 #include "gtest/gtest.h"
-#include "server/test_backend.h"
+#include "server/control/test_backend.h"
 
 namespace trainyard::server {
 namespace {

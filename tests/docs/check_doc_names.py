@@ -4,7 +4,7 @@
 Reads the `code spans` of a Markdown document (fenced blocks aside) and checks
 two kinds of them against the source tree:
 
-- file paths (`src/server/control_jobs.cc`, `server/view_store.h`,
+- file paths (`src/server/control/control_jobs.cc`, `server/view_store.h`,
   `log_hub.{h,cc}`, `http/dashboard/`): some file or directory of the tree
   must end with the path (brace lists expanded); a bare file name with a
   source extension must be some file's name. Placeholders in capitals

@@ -1,0 +1,558 @@
+// ControlState: agents — registration, heartbeats, task statuses and
+// reconciliation — and what follows from them: job success and failure,
+// tasks restarted, and tasks their agent no longer has.
+#include <signal.h>
+
+#include <algorithm>
+#include <optional>
+#include <functional>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_cat.h"
+#include "api/convert.h"
+#include "api/restart_budgets.h"
+#include "api/roles.h"
+#include "common/logging.h"
+#include "server/control/control_state.h"
+#include "server/control/control_state_internal.h"
+
+namespace trainyard::server {
+namespace {
+
+// An agent's GPU faults as they are kept, shown and stored: one per GPU of
+// the node (the last given), with an action, the message at most 512 bytes
+// (cut where a UTF-8 character starts).
+void LimitGpuFaults(v1::NodeInfo* info) {
+  const int count = std::min(info->topology().gpu_count(), 64);
+  google::protobuf::RepeatedPtrField<v1::GpuFault> kept;
+  for (v1::GpuFault& f : *info->mutable_gpu_faults()) {
+    if (f.gpu() < 0 || f.gpu() >= count || f.action() == v1::GPU_FAULT_ACTION_UNSPECIFIED) continue;
+    std::string* m = f.mutable_message();
+    if (m->size() > 512) {
+      size_t cut = 512;
+      while (cut > 0 && (static_cast<unsigned char>((*m)[cut]) & 0xC0) == 0x80) --cut;
+      m->resize(cut);
+    }
+    auto same = std::find_if(kept.begin(), kept.end(), [&](const v1::GpuFault& k) { return k.gpu() == f.gpu(); });
+    if (same != kept.end()) {
+      *same = std::move(f);
+    } else {
+      *kept.Add() = std::move(f);
+    }
+  }
+  info->mutable_gpu_faults()->Swap(&kept);
+}
+
+// The server's attempt number of the launch a status belongs to.
+int LaunchOf(const v1::TaskStatus& st) { return st.has_launch_attempt() ? st.launch_attempt() : st.attempt(); }
+
+// False for a status of another job that had this name (deleted since);
+// a status that does not say (0) is taken to be the job's.
+bool SameJob(const v1::TaskStatus& st, uint64_t id) { return st.job_id() == 0 || st.job_id() == id; }
+
+std::string DescribeExit(const v1::TaskExit& e) {
+  if (e.oom_killed()) return "killed by the kernel for running out of memory (OOM)";
+  if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
+  if (!e.message().empty() && e.exit_code() <= 0) return e.message();
+  return absl::StrCat("exit code ", e.exit_code());
+}
+
+absl::Status CheckNodeInfo(const v1::NodeInfo& info) {
+  if (info.name().empty()) return absl::InvalidArgumentError("register.name: must not be empty");
+  int gpus = info.topology().gpu_count();
+  if (gpus < 0 || gpus > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("register.topology.gpu_count: ", gpus, " is outside 0..64"));
+  }
+  // Refused, never flattened: a grouping that does not validate would
+  // otherwise place tasks across switches without anyone knowing.
+  if (absl::StatusOr<core::GpuTopology> t = api::ToCore(info.topology()); !t.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("register.topology.", t.status().message()));
+  }
+  if (info.capacity().gpus() != gpus) {
+    return absl::InvalidArgumentError(absl::StrCat("register.capacity.gpus: ", info.capacity().gpus(),
+                                                   " differs from the topology's ", gpus, " GPUs"));
+  }
+  if (info.capacity().memory_mb() < 0 || info.capacity().vcores_milli() < 0) {
+    return absl::InvalidArgumentError("register.capacity: memory and vcores must not be negative");
+  }
+  return absl::OkStatus();
+}
+
+core::PortRanges RangesOf(const google::protobuf::RepeatedPtrField<v1::PortRange>& ranges) {
+  core::PortRanges out;
+  for (const v1::PortRange& r : ranges) {
+    if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) out.Add({r.begin(), r.end()});
+  }
+  return out;
+}
+
+// The ports a node serves: its agent's --port-range, else the server's
+// defaultPortRange, else 1024-65535 minus the node's ephemeral range. A
+// configured range is served as given even where it overlaps the ephemeral
+// range, but the kernel may hand those ports to any outgoing connection at
+// any time, so a task given one may find it taken: the overlap is said in
+// `*warning` (else it is left as it is).
+core::PortRanges ServingPorts(const v1::NodeInfo& info, const std::string& default_range, std::string* warning) {
+  core::PortRanges ephemeral = RangesOf(info.ephemeral_ports());
+  core::PortRanges ports = RangesOf(info.capacity().ports());
+  std::string from = "its agent's --port-range";
+  if (ports.Empty() && !default_range.empty()) {
+    ports = core::PortRanges::Parse(default_range).value_or(core::PortRanges());
+    from = "the server's defaultPortRange";
+  }
+  if (ports.Empty()) return core::DefaultServingPorts(ephemeral);
+  if (core::PortRanges overlap = ports.Intersect(ephemeral); !overlap.Empty()) {
+    *warning = absl::StrFormat(
+        "node %s: ports %s of %s %s lie in the node's ephemeral range %s (ip_local_port_range): the kernel "
+        "may give them to outgoing connections, and a task given one may find it in use",
+        info.name(), overlap.ToString(), from, ports.ToString(), ephemeral.ToString());
+  }
+  return ports;
+}
+
+// Heartbeats in a row that must leave out a task its agent had shown it has
+// before the server takes it as gone from its node. Statuses and heartbeats
+// share the agent's one ordered stream, and an agent lists a task's final
+// status in its heartbeats for a while after the end, so a task that ended
+// normally is never taken as gone.
+constexpr int kMissingBeats = 3;
+// A launch the agent has not shown it has after this many heartbeats is sent
+// again (a launch order lost with a server that died; the agent ignores one
+// for a task it already has).
+constexpr int kUnackedBeats = 10;
+// Agents send delta heartbeats (only what changed in their GPU and port
+// use) and a full one at least every this many beats.
+constexpr int kFullHeartbeatEvery = 30;
+
+// A job master that the server stopped at its job's end and that ended as
+// asked: exit code 0 (its answer to SIGTERM) or the SIGTERM itself.
+bool MasterStoppedWithItsJob(const v1::TaskRecord& t, const v1::TaskStatus& st) {
+  if (!api::IsJobMasterRole(t.role()) || st.state() != v1::TASK_KILLED) return false;
+  const v1::TaskExit& e = st.exit();
+  return !e.oom_killed() && ((e.signal() == 0 && e.exit_code() == 0) || e.signal() == SIGTERM);
+}
+
+}  // namespace
+
+absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t session, absl::Time now) {
+  if (absl::Status st = CheckNodeInfo(in); !st.ok()) return st;
+  NodeRt* known = FindNode(in.name());
+  if (known && known->connected() && known->session != session) {
+    return absl::AlreadyExistsError(absl::StrCat("node name '", in.name(), "' is already in use by a connected agent at ",
+                                                 known->info.address(), "; give this agent another --name"));
+  }
+  NodeRt& node = known ? *known : AddNode(in.name(), std::make_unique<NodeRt>());
+  v1::NodeInfo old_info = node.info;
+  node.info = in;
+  LimitGpuFaults(&node.info);
+  node.info.clear_ports_in_use();  // a moment's state: not for the store
+  core::Resource capacity = api::ToCore(in.capacity());
+  std::string ports_warning;
+  capacity.ports = ServingPorts(in, config_.default_port_range, &ports_warning);
+  if (!ports_warning.empty()) Say(LogLevel::kWarning, "%s", ports_warning);
+  *node.info.mutable_capacity() = api::ToProto(capacity);
+  const uint64_t old_session = node.session;
+  node.session = session;
+  node.last_heartbeat = node.heard = now;
+  node.registered = now;
+  node.agent_stopping = node.drained_sent = false;
+  node.stop_reason.clear();
+  // An agent that registers again (restarted after its node was fixed) is
+  // tried again; failing launches take it out once more.
+  node.launch_faults = 0;
+  node.fault_reason.clear();
+  node.reported_busy_gpus = in.excluded_gpus();
+  absl::Status up = node.in_scheduler ? RefreshNodeSpec(node, old_info) : absl::OkStatus();
+  if (up.ok()) up = NodeUp(node);
+  if (!up.ok()) {
+    // Refused: the stream that asked is closed without a disconnect (it
+    // never registered), so it must not stay the node's session, or every
+    // later registration of the node would be refused as a duplicate.
+    node.session = old_session;
+    UpdateSchedulable(node);
+    return up;
+  }
+  SetPortsInUse(node, RangesOf(in.ports_in_use()));
+  Say(LogLevel::kInfo, "node %s registered from %s: %d GPUs, %d MB, %.1f vcores", in.name(),
+      in.address(), in.topology().gpu_count(), static_cast<int>(in.capacity().memory_mb()),
+      in.capacity().vcores_milli() / 1000.0);
+  v1::Registered ack;
+  ack.set_node(in.name());
+  ack.set_heartbeat_interval_ms(config_.heartbeat_interval_ms);
+  ack.set_full_heartbeat_every(kFullHeartbeatEvery);
+  ack.set_quiet_heartbeat_interval_ms(QuietHeartbeatIntervalMs(config_));
+  *ack.mutable_serving_ports() = node.info.capacity().ports();
+  ack.set_sample_interval_ms(config_.task_sample_interval_ms);
+  backend_->Registered(in.name(), ack);
+  // Its GPU faults (an agent that found some before this registration):
+  // after the answer, so kill orders for the tasks on them come after it.
+  ApplyGpuFaults(node, now);
+  SyncExcludedGpus(node);
+  // Tasks placed here that never reached the agent (it was away) go again.
+  std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task
+  const JobRt* ctx_job = nullptr;
+  for (auto [job, i] : TasksOn(in.name())) {
+    // Not one told to leave (a drain, a GPU fault): it goes elsewhere once
+    // its kill is answered or it is found gone.
+    if (!job->ending && !job->recovered_placed && !job->task_rt[i].evicting &&
+        job->rec.tasks(i).state() == v1::TASK_LAUNCHING) {
+      if (ctx_job != job) ctx = EnvContextFor(*job), ctx_job = job;
+      LaunchTask(*job, i, &*ctx);
+    }
+    // Told to leave while the node was away (drained): the order goes again.
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    if (job->task_rt[i].evicting) {
+      std::string why = GpuFaultWhy(node, t.allocation().gpu_mask());
+      SendKill(in.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms,
+               why.empty() ? absl::StrCat("node ", in.name(), " is drained") : why);
+    }
+  }
+  // Files (hosts, job master address) that changed while it was away.
+  if (auto stale = stale_files_.find(in.name()); stale != stale_files_.end()) {
+    for (const std::string& name : stale->second) {
+      if (JobRt* job = FindJob(name)) PushFilesTo(*job, in.name());
+    }
+    stale_files_.erase(stale);
+  }
+  wants_round_ = true;
+  return absl::OkStatus();
+}
+
+void ControlState::AgentDisconnected(const std::string& name, uint64_t session) {
+  NodeRt* n = FindNode(name);
+  if (!n || n->session != session) return;
+  n->session = 0;
+  // The node stays known until it is declared lost; only new placements stop.
+  UpdateSchedulable(*n);
+  Say(LogLevel::kWarning, "node %s disconnected; lost after %d ms without it", name,
+      config_.node_timeout_ms);
+}
+
+void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb, absl::Time now) {
+  NodeRt* found = FindNode(name);
+  if (!found) return;
+  NodeRt& node = *found;
+  if (node.connected()) stats_.heartbeat_gap_seconds.Observe(std::max(0.0, absl::ToDoubleSeconds(now - node.last_heartbeat)));
+  node.last_heartbeat = node.heard = now;
+  ++stats_.heartbeats;
+  view_heartbeats_ = true;
+  if (node.state != v1::NODE_READY && node.connected()) {
+    // Declared lost (silent past the timeout) but its stream is alive: it is
+    // back. Its tasks were moved or ended meanwhile; Reconcile below kills the
+    // copies it still runs.
+    Say(LogLevel::kInfo, "node %s is heard from again", name);
+    if (absl::Status st = NodeUp(node); !st.ok()) {
+      Say(LogLevel::kWarning, "node %s cannot come back: %s", name, std::string(st.message()));
+    }
+  }
+  // A delta heartbeat leaves out what its last full one said (the GPU and
+  // port use); an unset data_free_mb is unchanged (CheckDisk keeps it).
+  if (!hb.use_unchanged()) {
+    SetPortsInUse(node, RangesOf(hb.ports_in_use()));
+    node.reported_busy_gpus = hb.busy_gpu_mask();
+  }
+  CheckDisk(node, hb);
+  if (hb.images_given()) {
+    // At most a few hundred references of a few hundred bytes shown.
+    node.info.mutable_images()->Assign(hb.images().begin(),
+                                       hb.images().begin() + std::min(hb.images_size(), 256));
+    for (std::string& image : *node.info.mutable_images()) {
+      if (image.size() > 512) image.resize(512);
+    }
+    TouchOwnView(node);
+  }
+  if (hb.gpu_faults_given()) {
+    *node.info.mutable_gpu_faults() = hb.gpu_faults();
+    LimitGpuFaults(&node.info);
+    TouchOwnView(node);
+    ApplyGpuFaults(node, now);
+  }
+  SyncExcludedGpus(node);
+  Reconcile(node, hb, now);
+  if (node.agent_stopping) MaybeDrained(name);
+}
+
+void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
+  // Only the ports tasks are placed on (an agent that predates
+  // Registered.serving_ports lists all its sockets). No round is asked for:
+  // sockets come and go on a busy node with every heartbeat, and a job
+  // waiting for a port that closed is tried at the loop's next periodic
+  // round.
+  in_use = in_use.Intersect(RangesOf(node.info.capacity().ports()));
+  if (in_use == node.ports_in_use) return;
+  node.ports_in_use = std::move(in_use);
+  // Its own view only: a busy node's sockets change with most heartbeats,
+  // and checking every node's view for each would scale with the cluster.
+  TouchOwnView(node);
+  PushPortsInUse(node);
+}
+
+void ControlState::PushPortsInUse(const NodeRt& node) {
+  if (!node.in_scheduler) return;
+  absl::Status st = scheduler_->SetPortsInUse(node.info.name(), node.ports_in_use);
+  if (!st.ok()) Say(LogLevel::kWarning, "node %s: %s", node.info.name(), std::string(st.message()));
+}
+
+void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now) {
+  // The tasks the agent listed that the server knows, as (job, task): a
+  // task is found by its job's name, role and index, as TasksOn's are.
+  std::vector<std::pair<const JobRt*, int>> reported;
+  reported.reserve(static_cast<size_t>(hb.tasks_size()));
+  int strays = 0;  // running tasks the server does not count here
+  for (const v1::TaskStatus& st : hb.tasks()) {
+    JobRt* job = FindJob(st.job());
+    int i = job ? FindTask(*job, st.role(), st.index()) : -1;
+    if (i >= 0) reported.emplace_back(job, i);
+    bool ours = i >= 0 && SameJob(st, job->rec.id()) && job->rec.tasks(i).node() == node.info.name() &&
+                !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->task_rt[i].launch_base;
+    if (ours) Acknowledged(*job, i);
+    if (api::IsTerminal(st.state())) {
+      // An end whose own report was lost (a broken stream, a server that
+      // died before writing it): agents repeat recent ends in heartbeats.
+      if (ours) ApplyTaskStatus(node.info.name(), st, now);
+      continue;
+    }
+    // Not ours (any more): rescheduled elsewhere, or unknown to the store.
+    // Ours but its job is ending: the kill order may have been lost with a
+    // server that died; it goes again (the agent ignores a repeated one).
+    // Not while the job is ordered to checkpoint: its tasks run until they
+    // saved (StopWithGrace).
+    if (ours && (!job->ending || job->checkpoint.id() > 0)) continue;
+    if (!ours) {
+      ++strays;
+      Say(LogLevel::kWarning, "node %s runs %s it should not; killing it", node.info.name(),
+          api::TaskName(st.job(), st.role(), st.index()));
+    }
+    SendKill(node.info.name(), st.job(), st.job_id(), st.role(), st.index(), config_.kill_grace_ms,
+             ours ? job->rec.message() : "the server has no record of this task on this node");
+  }
+  // The GPUs a refused launch found held come back once no stray runs.
+  if (strays == 0 && node.held_gpus != 0) {
+    node.held_gpus = 0;
+    SyncExcludedGpus(node);
+  }
+  // Tasks the server has as live here that the agent no longer runs.
+  auto by_task = [](const std::pair<const JobRt*, int>& a, const std::pair<const JobRt*, int>& b) {
+    return std::less<const JobRt*>()(a.first, b.first) || (a.first == b.first && a.second < b.second);
+  };
+  std::sort(reported.begin(), reported.end(), by_task);
+  for (auto [job, i] : TasksOn(node.info.name())) {
+    const v1::TaskRecord& t = job->rec.tasks(i);
+    TaskRt& rt = job->task_rt[i];
+    bool listed = std::binary_search(reported.begin(), reported.end(), std::pair<const JobRt*, int>(job, i), by_task);
+    if (api::IsTerminal(t.state()) || listed) {
+      rt.missing_beats = 0;
+      continue;
+    }
+    ++rt.missing_beats;
+    // A task of a job being stopped that its agent does not have is done,
+    // whether or not its launch ever arrived.
+    bool stopping = job->ending || job->preempting;
+    if ((rt.acked || stopping) && rt.missing_beats >= kMissingBeats) {
+      TaskGone(*job, i, node.info.name(), now);
+    } else if (!rt.acked && rt.missing_beats >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
+      Say(LogLevel::kWarning, "node %s has not shown %s after %d heartbeats; sending its launch again",
+          node.info.name(), api::TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
+      LaunchTask(*job, i);
+    }
+  }
+}
+
+void ControlState::Acknowledged(JobRt& job, int i) {
+  // The reconcile rule (docs/agent.md, "Launches and heartbeats"): only a
+  // heartbeat made after the agent read the task's launch may say that the
+  // task is gone. The agent's stream is ordered and a heartbeat lists every
+  // launch the agent has read, so the first report of this launch (a status,
+  // or a heartbeat that lists it) marks where such heartbeats begin: beats
+  // that missed it before — the launch was still on its way, or queued
+  // behind others at the agent — no longer count.
+  TaskRt& rt = job.task_rt[i];
+  if (rt.acked) return;
+  rt.acked = true;
+  rt.missing_beats = 0;
+}
+
+void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  job.task_rt[i].missing_beats = 0;
+  std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
+  std::string why = absl::StrCat("node ", node, " no longer runs it (it ended while its report could not be kept)");
+  Say(LogLevel::kWarning, "%s: %s", name, why);
+  if (job.task_rt[i].evicting && !job.ending && !job.preempting) {
+    MoveEvicted(job, i, v1::TaskExit(), now);
+    return;
+  }
+  // Its node is alive and it is started again there: its end, unknown, was
+  // most likely the program's own (a report lost with a server that died),
+  // so it spends the failure budget (maxRestarts), not the node-loss one,
+  // which by default would let it restart forever.
+  if (!job.ending && !job.preempting && MayRestart(job, i, v1::ATTEMPT_FAILED)) {
+    std::string budget = RecordAttempt(
+        job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_FAILED, .restarted = true}, now);
+    t->set_attempt(t->attempt() + 1);
+    t->set_restart_count(t->restart_count() + 1);
+    ++stats_.restarts_lost;
+    SetTaskState(job, i, v1::TASK_LAUNCHING, now);
+    AddEvent(job, "task_restarted",
+             absl::StrCat(name, " attempt ", t->attempt() - 1, " FAILED: ", why, "; started again (attempt ",
+                          t->attempt(), "; ", budget, ")"),
+             now);
+    LaunchTask(job, i);
+    Persist(job);
+    return;
+  }
+  EndLostTask(job, i, why, now, v1::ATTEMPT_FAILED);
+}
+
+void ControlState::EndLostTask(JobRt& job, int i, const std::string& why, absl::Time now, v1::AttemptClass c) {
+  const v1::TaskRecord& t = job.rec.tasks(i);
+  v1::TaskStatus st;
+  st.set_job(job.rec.name());
+  st.set_role(t.role());
+  st.set_index(t.index());
+  st.set_attempt(t.attempt());
+  st.set_state(job.ending || job.preempting ? v1::TASK_KILLED : v1::TASK_FAILED);
+  st.set_attempt_class(c);
+  st.mutable_exit()->set_exit_code(-1);
+  st.mutable_exit()->set_message(why);
+  TaskEnded(job, i, st, now);
+  Persist(job);
+}
+
+void ControlState::OnTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
+  ApplyTaskStatus(node, st, now);
+  MaybeDrained(node);
+}
+
+void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus& st, absl::Time now) {
+  JobRt* job = FindJob(st.job());
+  int i = job ? FindTask(*job, st.role(), st.index()) : -1;
+  if (i < 0 || !SameJob(st, job->rec.id()) || job->rec.tasks(i).node() != node || LaunchOf(st) < job->task_rt[i].launch_base) {
+    return;
+  }
+  v1::TaskRecord* t = job->rec.mutable_tasks(i);
+  if (api::IsTerminal(t->state())) return;
+  Acknowledged(*job, i);
+  t->set_attempt(std::max(t->attempt(), st.attempt()));
+  if (st.has_limits()) *t->mutable_limits() = st.limits();
+  std::string name = api::TaskName(job->rec.name(), t->role(), t->index());
+  switch (st.state()) {
+    case v1::TASK_RUNNING: {
+      if (t->state() == v1::TASK_RUNNING) break;
+      SetTaskState(*job, i, v1::TASK_RUNNING, now);
+      t->set_start_time_ms(ToMs(now));
+      if (NodeRt* n = FindNode(node)) n->launch_faults = 0;
+      if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
+      // Tasks still waiting for room (minAvailable below count) do not hold
+      // back the ones placed: the job runs once all of those do.
+      int waiting = 0;
+      bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [&waiting](const v1::TaskRecord& o) {
+        bool unplaced = o.node().empty() && o.state() == v1::TASK_PENDING;
+        waiting += unplaced ? 1 : 0;
+        return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state()) || unplaced;
+      });
+      if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
+        SetJobState(*job, v1::JOB_RUNNING, now);
+        int n = api::JobTaskCount(job->rec.tasks());
+        AddEvent(*job, "started",
+                 waiting > 0 ? absl::StrCat(n - waiting, " of ", n, " tasks running; the others wait for room")
+                 : n == 1    ? std::string("its task is running")
+                             : absl::StrCat("all ", n, " tasks running"),
+                 now);
+      }
+      break;
+    }
+    case v1::TASK_RESTARTING: {
+      SetTaskState(*job, i, v1::TASK_RESTARTING, now);
+      t->set_restart_count(t->restart_count() + 1);
+      ++stats_.restarts_exit;
+      *t->mutable_exit() = st.exit();
+      v1::AttemptClass c = ClassOfEnd(*job, st);
+      std::string budget =
+          RecordAttempt(*job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit(), .restarted = true},
+                        now);
+      AddEvent(*job, "task_restarted",
+               absl::StrCat(name, " attempt ", st.attempt(), " ", api::AttemptClassName(c), " (",
+                            DescribeExit(st.exit()), "), restarting as attempt ", st.attempt() + 1,
+                            budget.empty() ? "" : absl::StrCat(" (", budget, ")")),
+               now);
+      break;
+    }
+    case v1::TASK_SUCCEEDED:
+    case v1::TASK_FAILED:
+    case v1::TASK_KILLED:
+      if (!job->ending && !job->preempting && job->task_rt[i].evicting) {
+        MoveEvicted(*job, i, st.exit(), now);
+      } else if (!job->ending && !job->preempting && st.node_fault()) {
+        LaunchFault(node, *job, i, st, now);
+      } else {
+        TaskEnded(*job, i, st, now);
+      }
+      break;
+    default:
+      break;
+  }
+  Persist(*job);
+}
+
+void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  if (job.ending && !job.preempting && MasterStoppedWithItsJob(*t, st)) {
+    // Its end is the job's own, not a kill a person should look into.
+    SetTaskState(job, i, v1::TASK_SUCCEEDED, now);
+    t->clear_exit();
+    t->mutable_exit()->set_message("stopped with the job");
+  } else {
+    SetTaskState(job, i, st.state(), now);
+    *t->mutable_exit() = st.exit();
+  }
+  t->set_end_time_ms(ToMs(now));
+  v1::AttemptClass c = MasterStoppedWithItsJob(*t, st) && job.ending && !job.preempting ? v1::ATTEMPT_SUCCEEDED
+                                                                                       : ClassOfEnd(job, st);
+  std::string budget = RecordAttempt(job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit()}, now);
+  if (job.in_scheduler) {
+    absl::Status freed = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
+    if (!freed.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(freed.message()));
+  }
+  RoomFreed();
+  if (job.ending || job.preempting) {
+    MaybeFinish(job, now);
+    return;
+  }
+  std::string name = api::TaskName(job.rec.name(), t->role(), t->index());
+  if (st.state() == v1::TASK_SUCCEEDED) {
+    CheckSuccess(job, i, now);
+  } else if (ServiceBesideTraining(job, *t)) {
+    // A service (a TensorBoard) that failed for good does not end the
+    // training it runs beside (docs/services.md).
+    AddEvent(job, "service_failed",
+             absl::StrCat("service ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
+                          t->attempt() == 0 ? " attempt" : " attempts", " (", api::AttemptClassName(c),
+                          budget.empty() ? "" : absl::StrCat("; ", budget), "); the job goes on without it"),
+             now);
+  } else {
+    EndJob(job, v1::JOB_FAILED,
+           absl::StrCat("task ", name, " failed: ", DescribeExit(st.exit()), " after ", t->attempt() + 1,
+                        t->attempt() == 0 ? " attempt" : " attempts", " (", api::AttemptClassName(c),
+                        budget.empty() ? "" : absl::StrCat("; ", budget), ")"),
+           now);
+  }
+  MaybeFinish(job, now);
+}
+
+bool ControlState::ServiceBesideTraining(const JobRt& job, const v1::TaskRecord& task) const {
+  if (!api::TraitsOf(job.rec.spec(), task.role()).service) return false;
+  for (const v1::ReplicaSpec& rs : job.rec.spec().replicas()) {
+    if (rs.kind() != v1::ROLE_KIND_SERVICE && !api::IsJobMasterRole(rs.role())) return true;
+  }
+  return false;
+}
+
+void ControlState::CheckSuccess(JobRt& job, int task, absl::Time now) {
+  std::optional<std::string> done = api::SuccessAfter(job.rec.spec(), job.rec.tasks(), job.rec.tasks(task));
+  if (done) EndJob(job, v1::JOB_SUCCEEDED, *done, now);
+}
+
+}  // namespace trainyard::server

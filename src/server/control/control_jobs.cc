@@ -1,0 +1,684 @@
+// ControlState: jobs — submission and naming, kill, a job master's verdict,
+// the end of a job, requeue after preemption, events, state changes and the
+// records the persister writes.
+#include <algorithm>
+#include <variant>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "api/accounting.h"
+#include "api/convert.h"
+#include "api/exec_size.h"
+#include "api/job_spec.h"
+#include "api/restart_budgets.h"
+#include "api/roles.h"
+#include "api/task_env.h"
+#include "common/check.h"
+#include "common/logging.h"
+#include "server/control/control_state.h"
+#include "server/control/control_state_internal.h"
+
+namespace trainyard::server {
+
+int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
+
+int64_t EndOf(const v1::JobRecord& rec) {
+  return rec.end_time_ms() > 0 ? rec.end_time_ms() : rec.deleted_time_ms() > 0 ? rec.deleted_time_ms() : rec.submit_time_ms();
+}
+
+v1::JobEvent ToView(const v1::JobEventRecord& e) {
+  v1::JobEvent v;
+  v.set_time_unix_ms(e.time_ms());
+  v.set_kind(e.kind());
+  v.set_text(e.text());
+  return v;
+}
+
+ControlState::ControlState(ServerConfig config, std::unique_ptr<core::Scheduler> scheduler,
+                           ExecutionBackend* backend, absl::Time now)
+    : config_(std::move(config)), scheduler_(std::move(scheduler)), backend_(backend), started_(now) {}
+
+ControlState::~ControlState() = default;
+
+ControlState::JobRt* ControlState::FindJob(const std::string& name) {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+const ControlState::JobRt* ControlState::FindJob(const std::string& name) const {
+  auto it = jobs_.find(name);
+  return it == jobs_.end() ? nullptr : it->second.get();
+}
+
+int ControlState::FindTask(const JobRt& job, const std::string& role, int index) {
+  if (auto it = job.role_start.find(role); it != job.role_start.end() && index >= 0) {
+    int i = it->second + index;
+    if (i < job.rec.tasks_size() && job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
+  }
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    if (job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
+  }
+  return -1;
+}
+
+const v1::ReplicaSpec* ControlState::ReplicaOf(const JobRt& job, int task) {
+  const std::string& role = job.rec.tasks(task).role();
+  for (const auto& r : job.rec.spec().replicas()) {
+    if (r.role() == role) return &r;
+  }
+  return nullptr;
+}
+
+void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
+  v1::ReplicaSpec* jm = spec->add_replicas();
+  jm->set_role(std::string(api::kRoleJobMaster));
+  jm->set_count(1);
+  jm->mutable_resources()->set_vcores_milli(config_.jobmaster_vcores_milli);
+  jm->mutable_resources()->set_memory_mb(config_.jobmaster_memory_mb);
+  jm->mutable_resources()->set_port_count(1);
+  jm->set_restart_policy(v1::RESTART_ON_FAILURE);
+  jm->set_max_restarts(10);
+  jm->add_command("sh");
+  jm->add_command("-c");
+  jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
+                               // An elastic job's master expects the workers of its size.
+                               " --workers ",
+                               api::IsElastic(*spec) ? std::string("\"${TRAINYARD_NUM_WORKERS}\"")
+                                                     : absl::StrCat(api::WorkerCount(*spec)),
+                               " --port \"${TRAINYARD_PORTS%%,*}\"",
+                               // Only the node's own address, not every interface of it.
+                               " --bind \"${TRAINYARD_NODE_ADDRESS:-0.0.0.0}\"",
+                               // A restarted master reads how many barriers the job passed.
+                               " --attempt \"${TRAINYARD_RESTART_COUNT:-0}\"",
+                               " --barrier-record \"$TRAINYARD_CHECKPOINT_DIR/.jobmaster-barriers\"",
+                               // Quoted: an IPv6 list's brackets are glob characters.
+                               " --server '",
+                               server_address_.empty() ? config_.listen : server_address_, "'"));
+  // The master comes first, as the job's first task.
+  std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,
+              spec->mutable_replicas()->rend());
+}
+
+namespace {
+// One PENDING task record per replica; workers get ids 0.., then the
+// parameter servers and other roles (the job master none).
+void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
+  int worker_id = 0;
+  for (const auto& rs : spec.replicas()) {
+    for (int i = 0; i < rs.count(); ++i) {
+      v1::TaskRecord* t = rec->add_tasks();
+      t->set_role(rs.role());
+      t->set_index(i);
+      t->set_worker_id(api::TraitsOf(spec.framework(), rs).worker ? worker_id++ : -1);
+      t->set_state(v1::TASK_PENDING);
+    }
+  }
+  int ps_id = worker_id;
+  for (auto& t : *rec->mutable_tasks()) {
+    if (t.worker_id() < 0 && !api::IsJobMasterRole(t.role())) t.set_worker_id(ps_id++);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now,
+                                                        std::vector<std::string> parse_problems) {
+  absl::StatusOr<CheckedSpec> checked =
+      CheckSubmission(std::move(spec), std::move(parse_problems), config_, scheduler_->options().queues.root);
+  if (!checked.ok()) return checked.status();
+  return PrepareChecked(*std::move(checked), now);
+}
+
+absl::StatusOr<PreparedJob> ControlState::PrepareChecked(CheckedSpec checked, absl::Time now) {
+  std::string name = FreeName(checked.spec.name(), {});
+  return PrepareNamed(std::move(checked), name, now, nullptr);
+}
+
+absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, const std::string& name, absl::Time now,
+                                                       const ArrayPlace* place) {
+  v1::JobSpec& spec = checked.spec;
+  const std::string& defaulted = checked.defaulted;
+  if (std::vector<std::string> unknown = UnknownDependencies(spec); !unknown.empty()) {
+    return api::ProblemsStatus(unknown);
+  }
+  spec.set_name(name);
+  // Only a job whose tasks talk to a master gets one (api::UsesJobMaster):
+  // the others would pay its reservation and port for nothing.
+  if (config_.jobmaster_enabled && api::UsesJobMaster(spec) && spec.job_master_address().empty()) {
+    AddJobMasterRole(&spec, name);
+  }
+  api::ExecJob exec{.name = name,
+                    .checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, name, next_job_id_),  // its id below
+                    .job_master = api::HasJobMaster(spec)};
+  std::vector<std::string> problems = api::CheckExecSize(spec, exec, {.arg_max = config_.exec_arg_max});
+  if (!problems.empty()) return api::ProblemsStatus(problems);
+  PreparedJob out;
+  v1::JobRecord& rec = out.rec;
+  rec.set_id(next_job_id_++);
+  rec.set_name(name);
+  rec.set_submit_time_ms(ToMs(now));
+  *rec.mutable_spec() = std::move(spec);
+  const v1::JobSpec& kept = rec.spec();
+  absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
+  if (!req.ok()) return req.status();
+  if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
+  if (absl::Status st = CheckUserLimits(kept.user(), now, !place ? 1 : place->first ? place->count : 0); !st.ok()) return st;
+  out.request = *std::move(req);
+  ++user_submissions_[kept.user()].pending;  // until AcceptCommitted counts it by its state
+  jobs_[name] = nullptr;  // reserves the name until the record is durable
+  rec.set_state(v1::JOB_QUEUED);
+  rec.set_pending_reason("waiting for the scheduler");
+  rec.set_held(kept.hold());
+  ResolveDependencies(kept, &rec);
+  if (place) {
+    rec.set_array_job(place->array);
+    rec.set_array_index(place->index);
+    rec.set_array_throttle(place->throttle);
+  }
+  AddTaskRecords(kept, &rec);
+  v1::JobEventRecord& ev = out.first_event;
+  ev.set_job_id(rec.id());
+  ev.set_time_ms(rec.submit_time_ms());
+  ev.set_kind("submitted");
+  int n = api::JobTaskCount(rec.tasks());
+  ev.set_text(absl::StrCat("submitted by ", kept.user(), " to queue ", kept.queue(), " (", n, n == 1 ? " task" : " tasks",
+                           ", priority ", api::PriorityName(kept.priority()), ")", defaulted));
+  return out;
+}
+
+absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time now, int jobs) {
+  UserSubmissions& u = user_submissions_[user];
+  int max_pending = config_.max_pending_jobs_per_user;
+  if (max_pending > 0 && u.pending >= max_pending) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "user ", user, " has ", u.pending, " jobs waiting to start, the most this server takes per user "
+        "(maxPendingJobsPerUser ", max_pending, "): wait for some to start, or kill some"));
+  }
+  int rate = config_.max_submissions_per_second_per_user;
+  if (rate <= 0 || jobs <= 0) return absl::OkStatus();
+  // `rate` a second, a burst of up to one second's worth. An array takes
+  // one token per element, all or none.
+  if (jobs > rate) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "user ", user, ": an array of ", jobs, " elements is more than the ", rate,
+        " jobs a second this server takes per user (maxSubmissionsPerSecondPerUser): submit it as smaller arrays"));
+  }
+  u.submissions.Refill(now, rate, rate);
+  if (u.submissions.tokens < jobs) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "user ", user, " submits faster than the ", rate, " jobs a second this server takes per user "
+        "(maxSubmissionsPerSecondPerUser): try again in a moment"));
+  }
+  u.submissions.tokens -= jobs;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& prepared, const absl::Status& st) {
+  --user_submissions_[prepared.rec.spec().user()].pending;  // now counted by its state, if taken
+  if (!st.ok()) {
+    jobs_.erase(prepared.rec.name());
+    arrays_.erase(prepared.rec.array_job());  // its elements share the answer
+    return absl::UnavailableError(absl::StrCat("the job was not accepted: the store cannot keep it: ",
+                                               st.message()));
+  }
+  auto job = std::make_unique<JobRt>();
+  job->rec = std::move(prepared.rec);
+  const v1::JobRecord& rec = job->rec;
+  LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
+  job->events = job->events.Append(ToView(prepared.first_event));
+  absl::Status added = Gated(rec) ? absl::OkStatus() : scheduler_->AddJob(prepared.request);
+  if (Gated(rec)) {
+    KeepGated(*job);
+  } else if (added.ok()) {
+    job->in_scheduler = true;
+  } else {
+    job->rec.set_message(absl::StrCat("the scheduler refused the job: ", added.message()));
+    SetJobState(*job, v1::JOB_FAILED, absl::FromUnixMillis(rec.submit_time_ms()));  // ends as it is accepted
+  }
+  ++stats_.submitted;
+  v1::SubmitResponse resp;
+  resp.set_job(rec.name());
+  resp.set_job_id(rec.id());
+  view_jobs_.insert(rec.name());
+  view_queues_ = true;
+  CountInQueue(*job);
+  jobs_[rec.name()] = std::move(job);
+  wants_round_ = true;
+  return resp;
+}
+
+void ControlState::AddEvent(JobRt& job, const std::string& kind, const std::string& text, absl::Time now) {
+  v1::JobEventRecord ev;
+  ev.set_job_id(job.rec.id());
+  ev.set_time_ms(ToMs(now));
+  ev.set_kind(kind);
+  ev.set_text(text);
+  job.events = job.events.Append(ToView(ev));
+  persister_.batch().AppendEvent(std::move(ev));
+  view_jobs_.insert(job.rec.name());
+  // Every job is scheduled and started; at thousands of jobs a second those
+  // lines would cost more than the work. They stay in the job's events.
+  bool routine = kind == "scheduled" || kind == "started";
+  Log(routine ? LogLevel::kDebug : LogLevel::kInfo, "server", "job %s: %s", job.rec.name(), text);
+}
+
+void ControlState::Persist(const JobRt& job) {
+  persister_.MarkJob(job.rec.name());
+  view_jobs_.insert(job.rec.name());
+  // What the job did may show on the nodes its tasks are on (their free
+  // resources, their task lists): those are checked at the next publication.
+  // Once the jobs changed meanwhile are more than half the nodes, every node
+  // is (as cheap), and they need not be gathered further.
+  if (!view_nodes_) {
+    view_node_jobs_.insert(job.rec.name());
+    if (MostNodes(view_node_jobs_.size())) {
+      view_nodes_ = true;
+      view_node_jobs_.clear();
+    }
+  }
+  view_queues_ = true;
+}
+
+void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
+  v1::JobState from = job.rec.state();
+  if (from == state) return;
+  TY_CHECK(api::IsLegalTransition(from, state), "job %s: %s -> %s is not a transition the server makes",
+           job.rec.name().c_str(), api::JobStateName(from), api::JobStateName(state));
+  job.rec.set_state(state);
+  if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) {
+    job.rec.set_start_time_ms(ToMs(now));
+    WatchDeadline(job);  // its time limit counts from here
+  }
+  if (api::IsTerminal(state)) {
+    job.rec.set_end_time_ms(ToMs(now));
+    ended_[job.rec.id()] = {state, job.rec.name()};
+    finished_by_end_.emplace(EndOf(job.rec), job.rec.name());
+    WakeGates(job);
+  }
+  CountInQueue(job);
+  Persist(job);
+}
+
+void ControlState::CountInQueue(JobRt& job) {
+  using Counted = JobRt::Counted;
+  v1::JobState state = job.rec.state();
+  Counted now = api::IsTerminal(state) ? Counted::kNone
+                : state == v1::JOB_QUEUED ? Counted::kPending
+                                          : Counted::kRunning;
+  if (now == job.counted) return;
+  QueueJobs& q = queue_jobs_[job.rec.spec().queue()];
+  int& user_pending = user_submissions_[job.rec.spec().user()].pending;
+  if (job.counted == Counted::kPending) {
+    --q.pending;
+    --user_pending;
+    --pending_jobs_;
+  }
+  if (job.counted == Counted::kRunning) --q.running;
+  if (now == Counted::kPending) {
+    ++q.pending;
+    ++user_pending;
+    ++pending_jobs_;
+  }
+  if (now == Counted::kRunning) ++q.running;
+  job.counted = now;
+}
+
+void ControlState::SetTaskState(JobRt& job, int task, v1::TaskState state, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(task);
+  TY_CHECK(api::IsLegalTransition(t->state(), state), "task %s of job %s: %s -> %s is not a transition the server makes",
+           api::TaskName(job.rec.name(), t->role(), t->index()).c_str(), job.rec.name().c_str(),
+           api::TaskStateName(t->state()), api::TaskStateName(state));
+  bool held = api::HoldsPlace(t->state()), holds = api::HoldsPlace(state);
+  if (held && !holds) {
+    ChargeHeld(job, task, now);
+    t->set_held_since_ms(0);
+  } else if (!held && holds) {
+    t->set_held_since_ms(ToMs(now));
+  }
+  t->set_state(state);
+}
+
+void ControlState::ChargeHeld(JobRt& job, int task, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(task);
+  if (t->held_since_ms() <= 0) return;
+  api::AddUsage(t->allocation(), ToMs(now) - t->held_since_ms(), job.rec.mutable_usage());
+  t->set_held_since_ms(ToMs(now));
+}
+
+absl::StatusOr<v1::JobState> ControlState::Kill(const std::string& name, const std::string& reason, absl::Time now) {
+  JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (!api::IsTerminal(job->rec.state())) {
+    EndJob(*job, v1::JOB_KILLED, reason.empty() ? "killed by the user" : reason, now);
+  } else if (job->checkpoint.id() > 0) {
+    // Ended (past its time limit) and saving its work: a kill stops it now.
+    AddEvent(*job, "checkpoint", absl::StrCat("its tasks are stopped now: ", reason.empty() ? "killed by the user" : reason),
+             now);
+    EndCheckpointOrder(*job);
+    KillTasks(*job, config_.kill_grace_ms, reason.empty() ? "killed by the user" : reason);
+  }
+  return job->rec.state();
+}
+
+void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now) {
+  if (job.ending) return;
+  job.ending = true;
+  job.preempting = false;
+  job.resizing = false;
+  preempting_.erase(job.rec.name());
+  job.rec.set_message(message);
+  job.rec.set_pending_reason("");
+  UnwatchDeadline(job);
+  SetJobState(job, state, now);
+  AddEvent(job, "finished", absl::StrCat(api::JobStateName(state), ": ", message), now);
+  // Tasks never placed are done at once; the others are stopped.
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    const v1::TaskRecord& t = job.rec.tasks(i);
+    if (t.node().empty() && !api::IsTerminal(t.state())) SetTaskState(job, i, v1::TASK_KILLED, now);
+  }
+  // A job past its time limit gives way as a preemption victim does, its
+  // work saved first; the other ends stop their tasks outright.
+  if (state == v1::JOB_DEADLINE_EXCEEDED) {
+    // A job with a master is ordered to checkpoint and given the time a
+    // preemption victim gets; one without gets SIGTERM and the kill's grace.
+    StopWithGrace(job, job.job_master.empty() ? config_.kill_grace_ms : config_.preemption_grace_ms, message, now);
+  } else {
+    EndCheckpointOrder(job);  // killed or failed meanwhile: stopped now
+    KillTasks(job, config_.kill_grace_ms, message);
+  }
+  MaybeFinish(job, now);
+  RoomFreed();
+}
+
+void ControlState::RoomFreed() {
+  if (pending_jobs_ > 0 || !partial_.empty() || !preempting_.empty()) wants_round_ = true;
+}
+
+void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
+  for (const auto& t : job.rec.tasks()) {
+    // A task still waiting for room (minAvailable below count) runs nowhere.
+    bool never_placed = t.node().empty() && t.state() == v1::TASK_PENDING;
+    if (!api::IsTerminal(t.state()) && !never_placed) return;
+  }
+  EndCheckpointOrder(job);  // its tasks ended on their own meanwhile
+  if (job.preempting) {
+    EndPreemption(job, now);
+    return;
+  }
+  if (job.ending && job.in_scheduler) {
+    // Every task has ended, so the scheduler holds nothing of it: an error
+    // here (it never knew the job) leaves nothing behind.
+    absl::Status st = scheduler_->RemoveJob(job.rec.name());
+    if (!st.ok()) Say(LogLevel::kDebug, "job %s: %s", job.rec.name(), std::string(st.message()));
+    job.in_scheduler = false;
+    RoomFreed();
+  }
+}
+
+void ControlState::EndPreemption(JobRt& job, absl::Time now) {
+  // Stopped for its node's drain or its agent's shutdown (StopForRequeue):
+  // back in the queue, no budget charged.
+  if (job.preempted_by.empty()) {
+    Requeue(job, job.preempted_note, now);
+    return;
+  }
+  // A task that ran is charged; one still waiting for room was not preempted.
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    const v1::TaskRecord& t = job.rec.tasks(i);
+    const v1::ReplicaSpec* rs = ReplicaOf(job, i);
+    if (t.node().empty() || !rs || MayRestart(job, i, v1::ATTEMPT_PREEMPTED)) continue;
+    std::string message =
+        absl::StrCat("task ", api::TaskName(job.rec.name(), t.role(), t.index()), " was ", job.preempted_note,
+                     " (PREEMPTED; ", api::BudgetText(*rs, t.restarts_by_class(), v1::ATTEMPT_PREEMPTED), ")");
+    // Its grace ran out without its agent confirming the stop: what its
+    // tasks hold is given up now, as a requeue gives it up, so that the
+    // preemptor is not kept waiting on the failed job.
+    for (int k = 0; k < job.rec.tasks_size(); ++k) {
+      v1::TaskRecord* held = job.rec.mutable_tasks(k);
+      if (api::IsTerminal(held->state()) || held->node().empty()) continue;
+      SendKill(held->node(), job.rec.name(), job.rec.id(), held->role(), held->index(), 0, message);
+      if (job.in_scheduler) {
+        absl::Status st = scheduler_->TaskFinished(job.rec.name(), held->role(), held->index());
+        if (!st.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(st.message()));
+      }
+      SetTaskState(job, k, v1::TASK_KILLED, now);
+      held->set_end_time_ms(ToMs(now));
+    }
+    EndJob(job, v1::JOB_FAILED, message, now);
+    Persist(job);
+    return;
+  }
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    v1::TaskRecord* t = job.rec.mutable_tasks(i);
+    if (!t->node().empty()) api::SpendRestart(t->mutable_restarts_by_class(), v1::ATTEMPT_PREEMPTED);
+  }
+  Requeue(job, job.preempted_note, now);
+  // The scheduler chooses a job that one more preemption would end last.
+  if (job.in_scheduler && api::PreemptionWouldEnd(job.rec)) {
+    absl::Status st = scheduler_->SetLastPreemption(job.rec.name(), true);
+    if (!st.ok()) Say(LogLevel::kDebug, "job %s: %s", job.rec.name(), std::string(st.message()));
+  }
+}
+
+void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now) {
+  ++stats_.requeues;
+  job.queued_since = now;
+  for (int i = 0; i < job.rec.tasks_size(); ++i) {
+    v1::TaskRecord* t = job.rec.mutable_tasks(i);
+    if (!api::IsTerminal(t->state()) && !t->node().empty()) {
+      SendKill(t->node(), job.rec.name(), job.rec.id(), t->role(), t->index(), 0, reason);
+    }
+    // TRAINYARD_RESTART_COUNT counts earlier attempts: only a task that was
+    // placed (launched) has one behind it; one still waiting for room has not.
+    bool launched = !t->node().empty();
+    TouchNode(t->node());  // what it held there is freed below
+    SetTaskState(job, i, v1::TASK_PENDING, now);  // charges what it held
+    t->set_node("");
+    t->clear_allocation();
+    if (launched) t->set_attempt(t->attempt() + 1);
+    job.task_rt[i].launch_base = t->attempt();
+    // Told to leave a node (a drain, a GPU fault) before the requeue: that
+    // order is over; its next placement starts afresh.
+    job.task_rt[i].evicting = false;
+  }
+  if (job.in_scheduler) {
+    // Pending already (a second loss in one event, a node lost again before
+    // a round placed the job): the scheduler's state is the one wanted, so
+    // this is logged, not fatal.
+    absl::Status st = scheduler_->RequeueJob(job.rec.name());
+    if (!st.ok()) Say(LogLevel::kWarning, "job %s: requeue: %s", job.rec.name(), std::string(st.message()));
+  }
+  job.preempting = false;
+  job.resizing = false;
+  preempting_.erase(job.rec.name());
+  EndCheckpointOrder(job);
+  job.job_master.clear();
+  job.rec.set_pending_reason(reason);
+  SetJobState(job, v1::JOB_QUEUED, now);
+  AddEvent(job, "requeued", absl::StrCat("back in the queue: ", reason), now);
+  Persist(job);
+  wants_round_ = true;
+}
+
+absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string& name, absl::Time now) {
+  JobRt* job = FindJob(name);
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", name, "' does not exist"));
+  if (!api::IsTerminal(job->rec.state())) {
+    return absl::FailedPreconditionError(absl::StrCat("job ", name, " is ", api::JobStateName(job->rec.state()),
+                                                      "; kill it first (trainyard kill ", name, "), then delete it"));
+  }
+  for (const auto& t : job->rec.tasks()) {
+    if (!api::IsTerminal(t.state())) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", name, " is still stopping its tasks; delete it once they have stopped"));
+    }
+  }
+  // The record stays in the store under its id, renamed to a name no
+  // submission can take ('#' is not allowed in names), so the name is free.
+  std::unique_ptr<JobRt> gone = std::move(jobs_[name]);
+  jobs_[name] = nullptr;  // reserved until the rename is durable (ReleaseName)
+  std::string kept = absl::StrCat(name, "#", gone->rec.id());
+  AddEvent(*gone, "deleted", absl::StrCat("deleted; its record is kept as ", kept, " and the name ", name, " is free"),
+           now);
+  view_jobs_.erase(name);
+  gone->rec.set_name(kept);
+  gone->rec.set_deleted_time_ms(ToMs(now));
+  unbooked_.push_back(api::AccountOf(gone->rec));  // its account stays after its view goes
+  persister_.MarkJob(kept);
+  deleted_views_.push_back(name);
+  v1::DeleteJobResponse resp;
+  resp.set_id(gone->rec.id());
+  resp.set_kept_as(kept);
+  deleted_[kept] = std::move(gone);
+  view_queues_ = true;
+  return resp;
+}
+
+void ControlState::ReleaseName(const std::string& name) {
+  auto it = jobs_.find(name);
+  if (it != jobs_.end() && it->second == nullptr) jobs_.erase(it);
+}
+
+void ControlState::ExpireFinished(absl::Time now) {
+  // Once a minute, and never while a write is with the store: what this
+  // marks goes out in the next write, a few dozen records at most (an etcd
+  // transaction holds 128 keys by default; a purge is 3 of them).
+  if (now < next_expiry_ || persister_.in_flight()) return;
+  next_expiry_ = now + absl::Minutes(1);
+  constexpr int kPerTurn = 20;
+  int budget = kPerTurn;
+  if (config_.finished_job_retention_minutes > 0) {
+    const int64_t before = ToMs(now - absl::Minutes(config_.finished_job_retention_minutes));
+    std::vector<std::pair<int64_t, std::string>> later;  // still stopping its tasks
+    // Jobs still stopping cost no budget, but a look at most 10,000 a turn.
+    for (int looked = 0; budget > 0 && looked < 10000 && !finished_by_end_.empty() &&
+                         finished_by_end_.begin()->first < before;
+         ++looked) {
+      auto [end, name] = *finished_by_end_.begin();
+      finished_by_end_.erase(finished_by_end_.begin());
+      const JobRt* job = FindJob(name);
+      // Deleted meanwhile, or a later job of the same name.
+      if (!job || !api::IsTerminal(job->rec.state()) || EndOf(job->rec) != end) continue;
+      absl::StatusOr<v1::DeleteJobResponse> gone = DeleteJob(name, now);
+      if (!gone.ok()) {
+        later.emplace_back(end, name);
+        continue;
+      }
+      expired_names_[gone->kept_as()] = name;
+      --budget;
+    }
+    for (auto& [end, name] : later) finished_by_end_.emplace(end, std::move(name));
+  }
+  // Records past the accounting retention leave the store. The ids stay
+  // counted from where they were (kNextJobIdFloor), as a purged job may
+  // have had the highest.
+  const int64_t purge_before = ToMs(now - absl::Hours(24) * config_.accounting_retention_days);
+  bool purged = false;
+  while (budget > 0 && !deleted_by_end_.empty() && deleted_by_end_.begin()->first < purge_before) {
+    persister_.batch().PurgeJob(deleted_by_end_.begin()->second);
+    deleted_by_end_.erase(deleted_by_end_.begin());
+    purged = true;
+    --budget;
+  }
+  if (purged) persister_.batch().PutMeta(std::string(kNextJobIdFloor), absl::StrCat(next_job_id_));
+  if (budget == 0) next_expiry_ = now;  // more waiting: the next round goes on
+}
+
+absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl::Time now) {
+  JobRt* job = FindJob(req.job());
+  if (!job) return absl::NotFoundError(absl::StrCat("job '", req.job(), "' does not exist"));
+  if (req.state() != v1::JOB_SUCCEEDED && req.state() != v1::JOB_FAILED) {
+    return absl::InvalidArgumentError("state: must be JOB_SUCCEEDED or JOB_FAILED");
+  }
+  bool master_task = FindTask(*job, std::string(api::kRoleJobMaster), 0) >= 0;
+  if (master_task && !req.master_address().empty() && req.master_address() != job->job_master) {
+    // A master cut off on a lost node, still running: its verdict is stale.
+    return absl::FailedPreconditionError(absl::StrCat("job ", req.job(), ": the job master at ", req.master_address(),
+                                                      " was replaced by the one at ", job->job_master,
+                                                      "; its verdict is ignored"));
+  }
+  if (api::IsTerminal(job->rec.state()) || job->ending) return absl::OkStatus();
+  std::string msg = req.reason().empty()
+                        ? (req.state() == v1::JOB_SUCCEEDED ? "all workers completed" : "the job master reported failure")
+                        : req.reason();
+  EndJob(*job, req.state(), msg, now);
+  return absl::OkStatus();
+}
+
+std::optional<Persister::Write> ControlState::TakeWrite() {
+  // Schedules may have changes waiting (a few per write: etcd's limits).
+  WriteSchedules();
+  std::optional<Persister::Write> write = persister_.Take(
+      [this](const std::string& name, WriteBatch* batch) {
+        if (const JobRt* job = FindJob(name)) {
+          batch->UpdateJob(job->rec);
+        } else if (auto d = deleted_.find(name); d != deleted_.end()) {
+          batch->UpdateJob(d->second->rec);
+        }
+      },
+      [this](const std::string& name, WriteBatch* batch) {
+        const NodeRt* found = FindNode(name);
+        if (!found) {
+          batch->DeleteNode(name);  // removed (`trainyard node remove`)
+          return;
+        }
+        const NodeRt& node = *found;
+        v1::NodeRecord rec;
+        *rec.mutable_info() = node.info;
+        rec.mutable_info()->set_state(node.state);
+        rec.set_cordoned(node.cordoned);
+        rec.set_draining(node.draining);
+        rec.set_admin_reason(node.admin_reason);
+        rec.set_cordoned_gpus(node.cordoned_gpus);
+        rec.set_registered_time_ms(ToMs(node.registered));
+        rec.set_last_seen_ms(ToMs(node.last_heartbeat));
+        batch->PutNode(std::move(rec));
+      });
+  if (!write) return write;
+  schedule_writes_in_batch_ = 0;
+  // The raw writes it carries (purges, metadata), kept by its number: the
+  // shell sends the batch itself away, and a failure must ask for them
+  // again, as the persister does for records.
+  RawWrites raw;
+  for (const WriteBatch::Op& op : write->batch.ops()) {
+    if (const auto* p = std::get_if<WriteBatch::PurgeJobOp>(&op)) raw.purges.push_back(p->id);
+    if (const auto* m = std::get_if<WriteBatch::PutMetaOp>(&op)) raw.meta_keys.push_back(m->key);
+    if (const auto* m = std::get_if<WriteBatch::DeleteMetaOp>(&op)) raw.meta_keys.push_back(m->key);
+  }
+  if (!raw.purges.empty() || !raw.meta_keys.empty()) raw_in_flight_[write->seq] = std::move(raw);
+  return write;
+}
+
+void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
+  persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
+  SendDeferredOrders(write.seq, st.ok());
+  if (auto raw = raw_in_flight_.find(write.seq); raw != raw_in_flight_.end()) {
+    if (!st.ok()) {
+      // A failed write's purges are asked again, and its schedules' records
+      // written again as they are now (its job and node records are written
+      // again by the persister; raw writes like these are not).
+      for (uint64_t id : raw->second.purges) deleted_by_end_.emplace(0, id);
+      for (const std::string& key : raw->second.meta_keys) schedules_.Rewrite(key);
+    }
+    raw_in_flight_.erase(raw);
+  }
+  // A deleted job is held only until its renamed record is in the store;
+  // an expired one's name is free then.
+  if (st.ok()) {
+    for (const std::string& name : write.jobs) {
+      if (auto d = deleted_.find(name); d != deleted_.end()) {
+        // Purged from the store past the accounting retention; not before
+        // its renamed record is there (a purge ahead of its rename in one
+        // write would fail the write).
+        deleted_by_end_.emplace(EndOf(d->second->rec), d->second->rec.id());
+        deleted_.erase(d);
+      }
+      if (auto e = expired_names_.find(name); e != expired_names_.end()) {
+        ReleaseName(e->second);
+        expired_names_.erase(e);
+      }
+    }
+  }
+}
+
+}  // namespace trainyard::server
