@@ -28,7 +28,8 @@ absl::Status UnknownNode(const std::string& name) {
 void ControlState::UpdateSchedulable(NodeRt& node) {
   // The queue view carries the cluster's size (a queue's guarantee is a
   // share of it): a node that comes or goes changes it without a job event.
-  view_nodes_ = view_queues_ = true;
+  publisher_.NodesChanged();
+  publisher_.QueuesChanged();
   if (!node.in_scheduler) return;
   bool takes = NodeTable::TakesTasks(node);
   absl::Status st = scheduler_->SetSchedulable(node.info.name(), takes);
@@ -55,7 +56,7 @@ absl::Status ControlState::Uncordon(const std::string& name) {
   if (node->cordoned_gpus != 0) {
     node->cordoned_gpus = 0;
     SyncExcludedGpus(*node);
-    TouchOwnView(*node);
+    publisher_.TouchOwnView(*node);
   }
   node->launch_faults = 0;
   node->fault_reason.clear();
@@ -79,8 +80,8 @@ absl::Status ControlState::CordonGpus(const std::string& name, const std::vector
   }
   node->cordoned_gpus = cordon ? node->cordoned_gpus | mask : node->cordoned_gpus & ~mask;
   SyncExcludedGpus(*node);
-  TouchOwnView(*node);
-  view_nodes_ = true;
+  publisher_.TouchOwnView(*node);
+  publisher_.NodesChanged();
   persister_.MarkNode(name);
   Say(LogLevel::kInfo, "node %s: GPUs %s %s", name, core::GpuSet(mask).ToString(),
       cordon ? "cordoned" : "uncordoned");
@@ -239,8 +240,8 @@ void ControlState::ApplyGpuFaults(NodeRt& node, absl::Time now) {
   UpdateSchedulable(node);
   SyncExcludedGpus(node);
   persister_.MarkNode(name);
-  TouchOwnView(node);
-  view_nodes_ = true;
+  publisher_.TouchOwnView(node);
+  publisher_.NodesChanged();
   // The tasks on a faulty GPU (every task, on a node drained for one) leave.
   int moved = 0;
   for (auto [job, i] : TasksOn(name)) {
@@ -263,7 +264,7 @@ void ControlState::SyncExcludedGpus(NodeRt& node) {
     return;
   }
   node.busy_gpus = excluded;
-  TouchOwnView(node);
+  publisher_.TouchOwnView(node);
   wants_round_ = true;
 }
 
@@ -300,7 +301,8 @@ absl::Status ControlState::RemoveNode(const std::string& name, absl::Time now) {
   node_jobs_.erase(name);
   stale_files_.erase(name);
   persister_.MarkNode(name);  // written as a deletion: the node is gone
-  view_nodes_ = view_queues_ = true;
+  publisher_.NodesChanged();
+  publisher_.QueuesChanged();
   Say(LogLevel::kInfo, "node %s removed", name);
   return absl::OkStatus();
 }

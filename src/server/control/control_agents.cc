@@ -237,7 +237,7 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
   if (node.connected()) stats_.heartbeat_gap_seconds.Observe(std::max(0.0, absl::ToDoubleSeconds(now - node.last_heartbeat)));
   node.last_heartbeat = node.heard = now;
   ++stats_.heartbeats;
-  view_heartbeats_ = true;
+  publisher_.HeartbeatsMoved();
   if (node.state != v1::NODE_READY && node.connected()) {
     // Declared lost (silent past the timeout) but its stream is alive: it is
     // back. Its tasks were moved or ended meanwhile; Reconcile below kills the
@@ -261,12 +261,12 @@ void ControlState::OnHeartbeat(const std::string& name, const v1::Heartbeat& hb,
     for (std::string& image : *node.info.mutable_images()) {
       if (image.size() > 512) image.resize(512);
     }
-    TouchOwnView(node);
+    publisher_.TouchOwnView(node);
   }
   if (hb.gpu_faults_given()) {
     *node.info.mutable_gpu_faults() = hb.gpu_faults();
     LimitGpuFaults(&node.info);
-    TouchOwnView(node);
+    publisher_.TouchOwnView(node);
     ApplyGpuFaults(node, now);
   }
   SyncExcludedGpus(node);
@@ -285,7 +285,7 @@ void ControlState::SetPortsInUse(NodeRt& node, core::PortRanges in_use) {
   node.ports_in_use = std::move(in_use);
   // Its own view only: a busy node's sockets change with most heartbeats,
   // and checking every node's view for each would scale with the cluster.
-  TouchOwnView(node);
+  publisher_.TouchOwnView(node);
   PushPortsInUse(node);
 }
 

@@ -40,12 +40,12 @@ ControlState::ControlState(ServerConfig config, std::unique_ptr<core::Scheduler>
 
 ControlState::~ControlState() = default;
 
-ControlState::JobRt* ControlState::FindJob(const std::string& name) {
+JobRt* ControlState::FindJob(const std::string& name) {
   auto it = jobs_.find(name);
   return it == jobs_.end() ? nullptr : it->second.get();
 }
 
-const ControlState::JobRt* ControlState::FindJob(const std::string& name) const {
+const JobRt* ControlState::FindJob(const std::string& name) const {
   auto it = jobs_.find(name);
   return it == jobs_.end() ? nullptr : it->second.get();
 }
@@ -239,8 +239,8 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   v1::SubmitResponse resp;
   resp.set_job(rec.name());
   resp.set_job_id(rec.id());
-  view_jobs_.insert(rec.name());
-  view_queues_ = true;
+  publisher_.JobChanged(rec.name());
+  publisher_.QueuesChanged();
   CountInQueue(*job);
   jobs_[rec.name()] = std::move(job);
   wants_round_ = true;
@@ -255,7 +255,7 @@ void ControlState::AddEvent(JobRt& job, const std::string& kind, const std::stri
   ev.set_text(text);
   job.events = job.events.Append(ToView(ev));
   persister_.batch().AppendEvent(std::move(ev));
-  view_jobs_.insert(job.rec.name());
+  publisher_.JobChanged(job.rec.name());
   // Every job is scheduled and started; at thousands of jobs a second those
   // lines would cost more than the work. They stay in the job's events.
   bool routine = kind == "scheduled" || kind == "started";
@@ -264,19 +264,10 @@ void ControlState::AddEvent(JobRt& job, const std::string& kind, const std::stri
 
 void ControlState::Persist(const JobRt& job) {
   persister_.MarkJob(job.rec.name());
-  view_jobs_.insert(job.rec.name());
   // What the job did may show on the nodes its tasks are on (their free
   // resources, their task lists): those are checked at the next publication.
-  // Once the jobs changed meanwhile are more than half the nodes, every node
-  // is (as cheap), and they need not be gathered further.
-  if (!view_nodes_) {
-    view_node_jobs_.insert(job.rec.name());
-    if (MostNodes(view_node_jobs_.size())) {
-      view_nodes_ = true;
-      view_node_jobs_.clear();
-    }
-  }
-  view_queues_ = true;
+  publisher_.JobMoved(job.rec.name());
+  publisher_.QueuesChanged();
 }
 
 void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
@@ -471,7 +462,7 @@ void ControlState::Requeue(JobRt& job, const std::string& reason, absl::Time now
     // TRAINYARD_RESTART_COUNT counts earlier attempts: only a task that was
     // placed (launched) has one behind it; one still waiting for room has not.
     bool launched = !t->node().empty();
-    TouchNode(t->node());  // what it held there is freed below
+    publisher_.TouchNode(t->node());  // what it held there is freed below
     SetTaskState(job, i, v1::TASK_PENDING, now);  // charges what it held
     t->set_node("");
     t->clear_allocation();
@@ -520,17 +511,15 @@ absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string&
   std::string kept = absl::StrCat(name, "#", gone->rec.id());
   AddEvent(*gone, "deleted", absl::StrCat("deleted; its record is kept as ", kept, " and the name ", name, " is free"),
            now);
-  view_jobs_.erase(name);
   gone->rec.set_name(kept);
   gone->rec.set_deleted_time_ms(ToMs(now));
-  unbooked_.push_back(api::AccountOf(gone->rec));  // its account stays after its view goes
+  publisher_.JobDeleted(name, api::AccountOf(gone->rec));
   persister_.MarkJob(kept);
-  deleted_views_.push_back(name);
   v1::DeleteJobResponse resp;
   resp.set_id(gone->rec.id());
   resp.set_kept_as(kept);
   deleted_[kept] = std::move(gone);
-  view_queues_ = true;
+  publisher_.QueuesChanged();
   return resp;
 }
 

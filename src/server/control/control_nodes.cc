@@ -87,7 +87,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
       ended_[rec.id()] = {rec.state(), api::EndedName(rec.name())};
     }
     if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
-      if (rec.end_time_ms() >= accounts_from) unbooked_.push_back(api::AccountOf(rec));
+      if (rec.end_time_ms() >= accounts_from) publisher_.Unbooked(api::AccountOf(rec));
       deleted_by_end_.emplace(EndOf(rec), rec.id());  // purged past the retention
       continue;
     }
@@ -123,7 +123,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
   // Their views are published after the first rounds (PublishRecovered), so
   // a restart reaches its first launch as fast as before views existed.
   for (const auto& [name, job] : jobs_) {
-    if (job) unpublished_.push_back(name);
+    if (job) publisher_.Recovered(name);
   }
   wants_round_ = true;
 }
@@ -176,7 +176,7 @@ bool ControlState::RecoverIntoScheduler(JobRt& job) {
 
 void ControlState::IndexTask(const JobRt& job, const std::string& node) { node_jobs_[node].insert(job.rec.name()); }
 
-std::vector<std::pair<ControlState::JobRt*, int>> ControlState::TasksOn(const std::string& node) {
+std::vector<std::pair<JobRt*, int>> ControlState::TasksOn(const std::string& node) {
   std::vector<std::pair<JobRt*, int>> out;
   auto it = node_jobs_.find(node);
   if (it == node_jobs_.end()) return out;
@@ -206,7 +206,7 @@ absl::Status ControlState::NodeUp(NodeRt& node) {
   }
   UpdateSchedulable(node);  // a cordoned, drained or degraded node stays out
   persister_.MarkNode(node.info.name());
-  view_nodes_ = true;
+  publisher_.NodesChanged();
   wants_round_ = true;
   return absl::OkStatus();
 }
@@ -342,7 +342,7 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
     Persist(*job);
   }
   persister_.MarkNode(name);
-  view_nodes_ = true;
+  publisher_.NodesChanged();
   wants_round_ = true;
 }
 

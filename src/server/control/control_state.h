@@ -46,6 +46,7 @@
 #include "server/logs/log_places.h"
 #include "server/control/node_table.h"
 #include "server/control/persister.h"
+#include "server/control/view_publisher.h"
 #include "server/schedules.h"
 #include "server/stats.h"
 #include "server/view_store.h"
@@ -224,9 +225,9 @@ class ControlState {
   void WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping);
   Persister& persister() { return persister_; }
 
-  // ---- views ----
+  // ---- views (built and published by the ViewPublisher) ----
   // Publishes the views of the jobs that changed since the last call.
-  void PublishJobs(ViewStore* views);
+  void PublishJobs(ViewStore* views) { publisher_.PublishJobs(views); }
   // Publishes the node and queue views when anything changed since the
   // last call (the shell calls this at most every 5 ms). A change of
   // heartbeat times alone goes out at most once a second, and checks no
@@ -234,12 +235,12 @@ class ControlState {
   // that alone must cost the server nothing per node.
   void PublishNodesAndQueues(ViewStore* views, absl::Time now);
   // True when node or queue views changed since they were last published.
-  bool NodeViewsChanged() const { return view_nodes_ || view_queues_ || !view_node_jobs_.empty() || view_touched_; }
+  bool NodeViewsChanged() const { return publisher_.NodeViewsChanged(); }
   // Whether PublishJobs has anything to put out.
-  bool JobViewsChanged() const { return !view_jobs_.empty() || !deleted_views_.empty() || !unbooked_.empty(); }
+  bool JobViewsChanged() const { return publisher_.JobViewsChanged(); }
   // Publishes up to `max` of the jobs recovered from the store whose views
   // are not out yet; returns how many are left.
-  size_t PublishRecovered(ViewStore* views, size_t max);
+  size_t PublishRecovered(ViewStore* views, size_t max) { return publisher_.PublishRecovered(views, max); }
   absl::StatusOr<v1::JobView> Describe(const std::string& job) const;
   // A job's id and whether its events before a restart are still in the
   // store only (describe then reads them there).
@@ -254,7 +255,7 @@ class ControlState {
   std::vector<v1::NodeView> ListNodes() const;
   // Every node's view, built again only for the nodes that changed (all
   // are checked when `sweep`, else only those touched since the last one).
-  ViewStore::NodesPtr PublishedNodes(bool sweep = true);
+  ViewStore::NodesPtr PublishedNodes(bool sweep = true) { return publisher_.PublishedNodes(sweep); }
   v1::ListQueuesResponse ListQueues() const;
   // Where the tasks of `job` are, for the log hub (control_logs.cc).
   // NotFound naming the job.
@@ -275,7 +276,6 @@ class ControlState {
   void SetLogSink(LogSink sink) { log_sink_ = std::move(sink); }
 
  private:
-  struct JobRt;
   using NodeRt = ::trainyard::server::NodeRt;
 
   // control_jobs.cc
@@ -544,22 +544,6 @@ class ControlState {
   // control_invariants.cc: one job's part of CheckInvariantsForTest.
   absl::Status CheckJobForTest(const JobRt& job) const;
 
-  // control_views.cc
-  v1::JobView View(const JobRt& job, bool with_events) const;
-  void FillView(const JobRt& job, v1::JobView* v) const;  // without events
-  ViewStore::JobEntry Entry(const JobRt& job) const;       // to publish
-  v1::NodeView NodeViewOf(const NodeRt& node, bool with_heartbeat) const;
-  void FillNodeView(const NodeRt& node, bool with_heartbeat, v1::NodeView* out) const;
-  // Marks the node's view to be checked at the next publication.
-  void TouchNode(const std::string& name);
-  // A change of the node's own (its ports or busy GPUs, from a heartbeat):
-  // its view is checked at the next publication, no other node's.
-  void TouchOwnView(NodeRt& node);
-  // True when touching `n` nodes' views one by one would cost as much as
-  // checking every node (more than half of them).
-  bool MostNodes(size_t n) const { return n > nodes_.size() / 2; }
-  uint64_t NodeViewSig(const NodeRt& node) const;
-
   const ServerConfig config_;
   std::unique_ptr<core::Scheduler> scheduler_;
   ExecutionBackend* const backend_;
@@ -632,10 +616,8 @@ class ControlState {
   // Every job kept, by name (hashed: looked up several times per event).
   absl::flat_hash_map<std::string, std::unique_ptr<JobRt>> jobs_;
   // Deleted jobs by the name their record is kept under (NAME#ID): what the
-  // persister writes for them, until that write succeeds (WriteDone); and
-  // the views to take down.
+  // persister writes for them, until that write succeeds (WriteDone).
   std::map<std::string, std::unique_ptr<JobRt>> deleted_;
-  std::vector<std::string> deleted_views_;
   // Finished jobs still in the live views by end time (ms): the next to
   // expire first (ExpireFinished); the names of expired jobs by the name
   // their record is kept under, freed once that rename is durable.
@@ -724,24 +706,8 @@ class ControlState {
   uint64_t next_job_id_ = 1;
   std::string server_address_;
   bool wants_round_ = false;
-  // What changed since views were last published.
-  absl::flat_hash_set<std::string> view_jobs_;
-  // Accounts of jobs that have no view to publish them with (deleted, and
-  // deleted ones recovered from the store), put in the book at the next
-  // publication.
-  std::vector<v1::JobAccount> unbooked_;
-  std::vector<std::string> unpublished_;  // recovered, not yet published
-  bool view_nodes_ = true;
-  bool view_queues_ = true;
-  // Node views: view_nodes_ checks every node at the next publication; a
-  // job's change checks only the nodes its tasks are on (view_node_jobs_,
-  // then NodeRt::view_touched), with every node checked at most a second
-  // later all the same; heartbeat times alone go out at most once a second.
-  absl::flat_hash_set<std::string> view_node_jobs_;
-  bool view_touched_ = false;
-  bool view_sweep_wanted_ = false;  // a job changed: check every node when the second is up
-  bool view_heartbeats_ = false;
-  absl::Time sweep_due_ = absl::InfinitePast();
+  // What clients see, and what changed since it was last published.
+  ViewPublisher publisher_{config_, jobs_, nodes_, scheduler_};
   ManagerStats stats_;
   absl::Time started_;
   absl::Time last_liveness_check_;  // CheckNodes runs at most every 100 ms

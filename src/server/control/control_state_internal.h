@@ -30,7 +30,7 @@ struct TaskRt {
   bool evicting = false;
 };
 
-struct ControlState::JobRt {
+struct JobRt {
   v1::JobRecord rec;            // spec, state, tasks (TaskRecord)
   bool in_scheduler = false;    // known to the scheduler core
   bool ending = false;          // final state decided; tasks being stopped
