@@ -38,6 +38,25 @@ JobManager::JobManager(ServerConfig config, StateStore* store, std::unique_ptr<c
 
 JobManager::~JobManager() { Stop(); }
 
+JobManager::Turn::Turn(JobManager* m) : m_(m) {
+  m_->mu_.Lock();
+  TY_CHECK(m_->effects_.empty(), "a turn began with effects another hold of the lock left");
+}
+
+JobManager::Turn::~Turn() {
+  Effects effects = std::move(m_->effects_);
+  m_->effects_ = Effects();
+  m_->mu_.Unlock();
+  if (!effects.empty()) m_->RunEffects(std::move(effects));
+}
+
+void JobManager::RunEffects(Effects effects) {
+  if (effects.write) SendWrite(*std::move(effects.write));
+  // Their views are published: describe right after sees them.
+  for (auto& [done, resp] : effects.answers) done(std::move(resp));
+  SubmitScheduled(std::move(effects.fires));
+}
+
 absl::Status JobManager::Recover() {
   absl::StatusOr<StoreSnapshot> snap = store_->LoadAll();
   if (!snap.ok()) return snap.status();
@@ -46,7 +65,7 @@ absl::Status JobManager::Recover() {
   absl::StatusOr<std::vector<v1::JobRecord>> ended = store_->ListJobs(finished);
   if (!ended.ok()) return ended.status();
   size_t live = snap->jobs.size(), done = ended->size(), nodes = snap->nodes.size();
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.Recover(std::move(*snap), std::move(*ended), clock_->Now());
   Log(LogLevel::kInfo, "server", "recovered %d live jobs, %d finished jobs and %d nodes from the store",
       static_cast<int>(live), static_cast<int>(done), static_cast<int>(nodes));
@@ -62,7 +81,7 @@ absl::Status JobManager::Recover() {
 
 void JobManager::PublishWaitingViews() {
   if (!recovered_unpublished_ && !job_views_held_) return;
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   if (recovered_unpublished_) {
     control_.PublishRecovered(&views_, SIZE_MAX);
     recovered_unpublished_ = false;
@@ -71,7 +90,7 @@ void JobManager::PublishWaitingViews() {
 }
 
 void JobManager::Start() {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   last_loop_ = clock_->Now();
   loop_running_ = true;
   thread_ = std::thread([this] { Loop(); });
@@ -79,43 +98,52 @@ void JobManager::Start() {
 
 void JobManager::Stop() {
   {
-    absl::MutexLock lock(&mu_);
+    Turn turn(this);
     stopping_ = true;
     cv_.SignalAll();
     loop_cv_.Signal();
   }
   if (thread_.joinable()) thread_.join();
+  {
+    // Submissions durable after the loop's last turn are taken in and
+    // answered; those the store has not answered yet are taken in by its
+    // answer (OnCommitted: their callbacks call into this object, which
+    // must outlive them).
+    Turn turn(this);
+    loop_running_ = false;
+    TakeInCommitted();
+    control_.PublishJobs(&views_);
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submissions_unanswered_by_store_ == 0; })) {
+      Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer %d submissions",
+          submissions_unanswered_by_store_);
+    }
+  }
   // Hand the store everything not yet written, and wait for it: the write's
   // answer calls back into this object.
-  absl::MutexLock lock(&mu_);
-  // Submissions durable after the loop's last turn are taken in and answered;
-  // those the store has not answered yet are taken in by its answer (their
-  // callbacks call into this object: it must outlive them).
-  loop_running_ = false;
-  Answers answers = TakeInCommitted();
-  control_.PublishJobs(&views_);
-  Answer(std::move(answers));
-  while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return submissions_unanswered_by_store_ == 0; })) {
-    Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer %d submissions",
-        submissions_unanswered_by_store_);
-  }
   while (true) {
-    while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !control_.persister().in_flight(); })) {
-      Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer the last write");
+    {
+      absl::MutexLock lock(&mu_);
+      while (!WaitFor(absl::Seconds(10), [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !control_.persister().in_flight(); })) {
+        Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer the last write");
+      }
     }
-    SendWrite();
-    if (!control_.persister().in_flight()) break;
+    Turn turn(this);
+    TakeWrite();
+    if (!effects_.write && !control_.persister().in_flight()) break;  // nothing left to write
   }
 }
 
 void JobManager::SetServerAddress(const std::string& address) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.SetServerAddress(address);
 }
 
 void JobManager::SetJobCredentials(TaskSecrets::JobCredentials of, TaskSecrets::JobCredentials worker_secret_of,
                                    TaskSecrets::JobCredentials user_token_of) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   streams_.SetOrderKeys(of);
   secrets_.SetJobCredentials(std::move(of), std::move(worker_secret_of), std::move(user_token_of));
 }
@@ -144,7 +172,7 @@ void JobManager::AfterEvent() {
   WakeIfAsked();
   control_.PublishJobs(&views_);
   job_views_held_ = false;
-  SendWrite();
+  TakeWrite();
 }
 
 void JobManager::AfterAgentEvent() {
@@ -158,7 +186,7 @@ void JobManager::AfterAgentEvent() {
     // a big job's reports would turn it into a round per report.
     job_views_held_ = true;
   }
-  SendWrite();
+  TakeWrite();
 }
 
 void JobManager::PublishJobsPaced() {
@@ -170,8 +198,11 @@ void JobManager::PublishJobsPaced() {
 }
 
 void JobManager::Loop() {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
+  while (true) {
+    // One turn each time round: what it leaves (the write, the answers, the
+    // schedules' runs) runs when the turn ends, before the next one waits.
+    Turn turn(this);
+    if (stopping_) break;
     // Node and queue views that changed but were not due yet go out when
     // they are due, not a whole tick later.
     absl::Duration wait = kTick;
@@ -186,7 +217,7 @@ void JobManager::Loop() {
     if (stopping_) break;
     round_asked_ = false;
     // Submissions durable since the last turn: the round below places them.
-    Answers answers = TakeInCommitted();
+    TakeInCommitted();
     control_.TakeRoundRequest();  // this turn's round is that round
     absl::Time now = clock_->Now();
     if (now - last_loop_ > kStall) {
@@ -200,7 +231,7 @@ void JobManager::Loop() {
     auto round_start = std::chrono::steady_clock::now();
     control_.RunRound(now);
     round_seconds_.Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - round_start).count());
-    std::vector<ScheduleFire> fires = TakeScheduleWork(now);
+    effects_.fires = TakeScheduleWork(now);
     if (now >= next_resource_prune_) {  // samples of tasks gone, also when no report comes
       views_.resources().Prune(now);
       next_resource_prune_ = now + absl::Minutes(1);
@@ -219,8 +250,6 @@ void JobManager::Loop() {
       next_publish_ = now + std::max(absl::Milliseconds(5), share * (absl::Now() - start));
     }
     AfterEvent();  // what the round changed may place more at once
-    Answer(std::move(answers));  // their views are published: describe right after sees them
-    SubmitScheduled(std::move(fires));
   }
 }
 
@@ -228,7 +257,7 @@ void JobManager::SetOverloadProbe(std::function<int64_t()> probe) { overload_pro
 
 void JobManager::SetOrderFence(std::function<void()> check) {
   order_fence_ = check;
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   streams_.SetFence(std::move(check));
 }
 
@@ -248,9 +277,9 @@ void JobManager::ExcuseOverloadLocked(absl::Time now) {
 }
 
 void JobManager::ScheduleNowForTest() {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.RunRound(clock_->Now());
-  SubmitScheduled(TakeScheduleWork(clock_->Now()));
+  effects_.fires = TakeScheduleWork(clock_->Now());
   control_.PublishNodesAndQueues(&views_, clock_->Now());
   PublishStats();
   AfterEvent();
@@ -272,12 +301,14 @@ const ViewStore& JobManager::Views() {
   return views_;
 }
 
-void JobManager::SendWrite() {
-  std::optional<Persister::Write> write = control_.TakeWrite();
-  if (!write) return;
+void JobManager::TakeWrite() {
+  if (effects_.write) return;  // taken already: one in flight at a time
+  effects_.write = control_.TakeWrite();
+}
+
+void JobManager::SendWrite(Persister::Write write) {
   auto w = std::make_shared<WriteInParts>();
-  w->write = std::move(*write);
-  mu_.Unlock();
+  w->write = std::move(write);
   WriteBatch batch = std::move(w->write.batch);
   if (config_.store.empty()) {
     w->parts.push_back(std::move(batch));
@@ -300,20 +331,19 @@ void JobManager::SendWrite() {
                             config_.etcd_prefix.size());
   }
   CommitPart(std::move(w));
-  mu_.Lock();
 }
 
 void JobManager::CommitPart(std::shared_ptr<WriteInParts> w) {
   WriteBatch part = std::move(w->parts[w->next++]);
   store_->CommitAsync(std::move(part), [this, w](absl::Status st) {
     {
-      absl::MutexLock relock(&mu_);
+      Turn turn(this);
       if (!st.ok() || w->next == w->parts.size()) {
         control_.WriteDone(w->write, st, stopping_);
         WakeIfAsked();  // what the answer released may let a round place more
-        // What gathered meanwhile goes now; after a failure the next try
-        // waits for the next round (a tick at most).
-        if (st.ok()) SendWrite();
+        // What gathered meanwhile goes when this turn ends; after a failure
+        // the next try waits for the next round (a tick at most).
+        if (st.ok()) TakeWrite();
         cv_.SignalAll();
         return;
       }
@@ -322,14 +352,19 @@ void JobManager::CommitPart(std::shared_ptr<WriteInParts> w) {
   });
 }
 
-absl::Status JobManager::WaitDurable() {
+std::optional<uint64_t> JobManager::TakeDurableTarget() {
   Persister& p = control_.persister();
   uint64_t sent = p.sent();
   bool pending = p.pending();
-  SendWrite();
-  std::optional<uint64_t> target = p.DurableTarget(sent, pending);
+  TakeWrite();
+  return p.DurableTarget(sent, pending);
+}
+
+absl::Status JobManager::AwaitDurable(std::optional<uint64_t> target) {
   if (!target) return absl::OkStatus();
-  if (!WaitFor(absl::Seconds(10), [&] { return p.Answered(*target); })) {
+  absl::MutexLock lock(&mu_);
+  Persister& p = control_.persister();
+  if (!WaitFor(absl::Seconds(10), [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return p.Answered(*target); })) {
     return absl::DeadlineExceededError("the store did not confirm the write in 10 s");
   }
   return p.ResultOf(*target);
@@ -344,7 +379,7 @@ absl::StatusOr<v1::SubmitResponse> JobManager::Submit(v1::JobSpec spec) {
 
 void JobManager::SetSecretValues(SecretSealer seal, TaskSecrets::SecretOpener open) {
   seal_secret_ = std::move(seal);
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   secrets_.SetSecretOpener(std::move(open));
 }
 
@@ -375,7 +410,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
   }
   absl::StatusOr<PreparedJob> prepared;
   {
-    absl::MutexLock lock(&mu_);
+    Turn turn(this);
     prepared = control_.PrepareChecked(*std::move(checked), clock_->Now());
     if (prepared.ok()) ++submissions_unanswered_by_store_;
   }
@@ -389,7 +424,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
     {
       // Taken as a refused write: frees its name and its place in its
       // user's count. The answer is the sealing's error.
-      absl::MutexLock lock(&mu_);
+      Turn turn(this);
       --submissions_unanswered_by_store_;
       absl::StatusOr<v1::SubmitResponse> refused = control_.AcceptCommitted(*prepared, sealed);
       TY_CHECK(!refused.ok(), "a job was accepted after a failed write");
@@ -399,27 +434,28 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
   }
   WriteBatch batch;
   batch.CreateJob(prepared->rec, prepared->first_event);
-  auto shared = std::make_shared<PreparedJob>(std::move(*prepared));
-  store_->CommitAsync(std::move(batch), [this, shared, done = std::move(done)](absl::Status st) mutable {
-    absl::StatusOr<v1::SubmitResponse> resp;
-    {
-      absl::MutexLock lock(&mu_);
-      if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();  // Stop waits for it
-      if (st.ok() && loop_running_ && !stopping_) {
-        // The store answers a group commit's batches one after another: the
-        // loop takes in all that wait into one round (one round per job cost
-        // more than the jobs' own work), then answers.
-        committed_.push_back({std::move(shared), std::move(done)});
-        round_asked_ = true;
-        loop_cv_.Signal();
-        return;
-      }
-      resp = control_.AcceptCommitted(*shared, st);
-      WakeIfAsked();
-      control_.PublishJobs(&views_);  // describe right after the answer sees it
-    }
-    done(std::move(resp));
+  auto jobs = std::make_shared<std::vector<PreparedJob>>();
+  jobs->push_back(*std::move(prepared));
+  store_->CommitAsync(std::move(batch), [this, jobs, done = std::move(done)](absl::Status st) mutable {
+    OnCommitted({.jobs = std::move(jobs), .array = false, .st = std::move(st), .done = std::move(done)});
   });
+}
+
+void JobManager::OnCommitted(Committed committed) {
+  Turn turn(this);
+  if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();  // Stop waits for it
+  committed_.push_back(std::move(committed));
+  if (loop_running_ && !stopping_) {
+    // The store answers a group commit's batches one after another: the
+    // loop takes in all that wait into one round (one round per job cost
+    // more than the jobs' own work), then answers.
+    round_asked_ = true;
+    loop_cv_.Signal();
+    return;
+  }
+  TakeInCommitted();
+  WakeIfAsked();
+  control_.PublishJobs(&views_);  // describe right after the answer sees it
 }
 
 void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
@@ -438,7 +474,7 @@ void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
   }
   absl::StatusOr<std::vector<PreparedJob>> prepared;
   {
-    absl::MutexLock lock(&mu_);
+    Turn turn(this);
     prepared = control_.PrepareArray(std::move(checked), clock_->Now());
     if (prepared.ok()) ++submissions_unanswered_by_store_;
   }
@@ -457,7 +493,7 @@ void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
           config_.etcd_max_txn_ops, " of etcdMaxTxnOps; at most ", config_.etcd_max_txn_ops / per_element,
           " elements of this job fit (or raise etcd's --max-txn-ops and etcdMaxTxnOps)"));
       {
-        absl::MutexLock lock(&mu_);
+        Turn turn(this);
         if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();
         for (PreparedJob& p : *prepared) {
           absl::StatusOr<v1::SubmitResponse> undone = control_.AcceptCommitted(p, refused);
@@ -474,53 +510,41 @@ void JobManager::SubmitArray(CheckedSpec checked, SubmitDone done) {
     if (sealed.ok()) sealed = SealSecrets(p.rec.mutable_spec());
     batch.CreateJob(p.rec, p.first_event);
   }
-  std::string array = prepared->front().rec.array_job();
-  auto shared = std::make_shared<std::vector<PreparedJob>>(*std::move(prepared));
-  // One batch: the whole array is durable, or none of it. Taken in at once
-  // (not through committed_): an array is one answer.
-  auto take_in = [this, shared, array, done = std::move(done)](absl::Status st) mutable {
-    absl::StatusOr<v1::SubmitResponse> resp = v1::SubmitResponse();
-    {
-      absl::MutexLock lock(&mu_);
-      if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();
-      for (PreparedJob& p : *shared) {
-        absl::StatusOr<v1::SubmitResponse> one = control_.AcceptCommitted(p, st);
-        if (!one.ok()) {
-          resp = one.status();
-          continue;
-        }
-        if (!resp.ok()) continue;
-        resp->set_job(array);
-        if (resp->job_id() == 0) resp->set_job_id(one->job_id());
-        resp->add_array_jobs(one->job());
-      }
-      WakeIfAsked();
-      control_.PublishJobs(&views_);
-    }
-    done(std::move(resp));
+  auto jobs = std::make_shared<std::vector<PreparedJob>>(*std::move(prepared));
+  // One batch: the whole array is durable, or none of it; one answer.
+  auto committed = [this, jobs, done = std::move(done)](absl::Status st) mutable {
+    OnCommitted({.jobs = std::move(jobs), .array = true, .st = std::move(st), .done = std::move(done)});
   };
   if (!sealed.ok()) {
-    take_in(sealed);
+    committed(sealed);
     return;
   }
-  store_->CommitAsync(std::move(batch), std::move(take_in));
+  store_->CommitAsync(std::move(batch), std::move(committed));
 }
 
-JobManager::Answers JobManager::TakeInCommitted() {
-  Answers answers;
-  answers.reserve(committed_.size());
+void JobManager::TakeInCommitted() {
+  effects_.answers.reserve(effects_.answers.size() + committed_.size());
   for (Committed& c : committed_) {
-    answers.emplace_back(std::move(c.done), control_.AcceptCommitted(*c.job, absl::OkStatus()));
+    if (!c.array) {
+      effects_.answers.emplace_back(std::move(c.done), control_.AcceptCommitted(c.jobs->front(), c.st));
+      continue;
+    }
+    absl::StatusOr<v1::SubmitResponse> resp = v1::SubmitResponse();
+    const std::string array = c.jobs->front().rec.array_job();  // taking in moves the records
+    for (PreparedJob& p : *c.jobs) {
+      absl::StatusOr<v1::SubmitResponse> one = control_.AcceptCommitted(p, c.st);
+      if (!one.ok()) {
+        resp = one.status();
+        continue;
+      }
+      if (!resp.ok()) continue;
+      resp->set_job(array);
+      if (resp->job_id() == 0) resp->set_job_id(one->job_id());
+      resp->add_array_jobs(one->job());
+    }
+    effects_.answers.emplace_back(std::move(c.done), std::move(resp));
   }
   committed_.clear();
-  return answers;
-}
-
-void JobManager::Answer(Answers answers) {
-  if (answers.empty()) return;
-  mu_.Unlock();
-  for (auto& [done, resp] : answers) done(std::move(resp));
-  mu_.Lock();
 }
 
 absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
@@ -532,7 +556,7 @@ absl::StatusOr<v1::JobView> JobManager::Describe(const std::string& name) {
   // then published with it.
   auto stored = store_->ListEvents(entry->view->id());
   if (!stored.ok()) return ViewStore::FullView(*entry);
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.SetStoredEvents(name, *stored);
   control_.PublishJobs(&views_);
   return control_.Describe(name);
@@ -609,26 +633,50 @@ absl::StatusOr<v1::UsageResponse> JobManager::Usage(const v1::UsageRequest& req)
 }
 
 absl::StatusOr<v1::DeleteJobResponse> JobManager::DeleteJob(const std::string& name) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<v1::DeleteJobResponse> resp = control_.DeleteJob(name, clock_->Now());
-  if (!resp.ok()) return resp;
-  control_.PublishJobs(&views_);
-  if (absl::Status st = WaitDurable(); !st.ok()) {
+  absl::StatusOr<v1::DeleteJobResponse> resp;
+  std::optional<uint64_t> durable;
+  {
+    Turn turn(this);
+    resp = control_.DeleteJob(name, clock_->Now());
+    if (!resp.ok()) return resp;
+    control_.PublishJobs(&views_);
+    durable = TakeDurableTarget();
+  }
+  if (absl::Status st = AwaitDurable(durable); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("job ", name, " is deleted, but the server cannot record it: ",
                                                st.message(), " (its name stays taken until the server restarts)"));
   }
+  Turn turn(this);
   control_.ReleaseName(name);
   return resp;
 }
 
 absl::StatusOr<v1::NodeAdminResponse> JobManager::AdministerNode(NodeAdmin what, const v1::NodeAdminRequest& req) {
-  absl::MutexLock lock(&mu_);
-  absl::Time now = clock_->Now();
-  v1::NodeAdminResponse resp;
-  absl::Status st;
   if (req.gpus_size() > 0 && what != NodeAdmin::kCordon && what != NodeAdmin::kUncordon) {
     return absl::InvalidArgumentError("gpus: only cordon and uncordon take GPUs");
   }
+  std::optional<uint64_t> durable;
+  v1::NodeAdminResponse resp;
+  {
+    Turn turn(this);
+    absl::Time now = clock_->Now();
+    if (absl::Status st = AdministerNodeLocked(what, req, now, &resp); !st.ok()) return st;
+    AfterEvent();
+    control_.PublishNodesAndQueues(&views_, now);  // `nodes` right after shows it
+    durable = TakeDurableTarget();
+  }
+  if (absl::Status st = AwaitDurable(durable); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("node ", req.node(), ": done, but the server cannot record it: ",
+                                               st.message(), " (after a server restart it is back as it was)"));
+  }
+  Turn turn(this);
+  if (std::optional<v1::NodeView> v = control_.NodeViewOf(req.node())) *resp.mutable_node() = std::move(*v);
+  return resp;
+}
+
+absl::Status JobManager::AdministerNodeLocked(NodeAdmin what, const v1::NodeAdminRequest& req, absl::Time now,
+                                             v1::NodeAdminResponse* resp) {
+  absl::Status st;
   std::vector<int> gpus(req.gpus().begin(), req.gpus().end());
   switch (what) {
     case NodeAdmin::kCordon:
@@ -641,19 +689,11 @@ absl::StatusOr<v1::NodeAdminResponse> JobManager::AdministerNode(NodeAdmin what,
     case NodeAdmin::kDrain: {
       absl::StatusOr<int> evicted = control_.Drain(req.node(), req.reason(), now);
       st = evicted.status();
-      if (evicted.ok()) resp.set_evicted(*evicted);
+      if (evicted.ok()) resp->set_evicted(*evicted);
       break;
     }
   }
-  if (!st.ok()) return st;
-  AfterEvent();
-  control_.PublishNodesAndQueues(&views_, now);  // `nodes` right after shows it
-  if (absl::Status durable = WaitDurable(); !durable.ok()) {
-    return absl::UnavailableError(absl::StrCat("node ", req.node(), ": done, but the server cannot record it: ",
-                                               durable.message(), " (after a server restart it is back as it was)"));
-  }
-  if (std::optional<v1::NodeView> v = control_.NodeViewOf(req.node())) *resp.mutable_node() = std::move(*v);
-  return resp;
+  return st;
 }
 
 std::vector<v1::NodeView> JobManager::ListNodes() {
@@ -667,19 +707,24 @@ std::vector<v1::NodeView> JobManager::ListNodes() {
 v1::ListQueuesResponse JobManager::ListQueues() { return *views_.Queues(); }
 
 ManagerStats JobManager::Stats() {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return control_.Stats();
 }
 
 absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std::string& reason) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<v1::JobState> state = control_.Kill(name, reason, clock_->Now());
-  if (!state.ok()) return state;
-  WakeIfAsked();
-  control_.PublishJobs(&views_);
+  absl::StatusOr<v1::JobState> state;
+  std::optional<uint64_t> durable;
+  {
+    Turn turn(this);
+    state = control_.Kill(name, reason, clock_->Now());
+    if (!state.ok()) return state;
+    WakeIfAsked();
+    control_.PublishJobs(&views_);
+    durable = TakeDurableTarget();
+  }
   // Answered once the end is durable, as a submission is (a job that had
   // ended already too).
-  if (absl::Status st = WaitDurable(); !st.ok()) {
+  if (absl::Status st = AwaitDurable(durable); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("job ", name, " is being stopped, but the server cannot record it: ",
                                                st.message(), " (after a server restart it is back as it was last recorded)"));
   }
@@ -687,17 +732,22 @@ absl::StatusOr<v1::JobState> JobManager::Kill(const std::string& name, const std
 }
 
 std::vector<std::string> JobManager::DependencyTargets(const std::string& name) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return control_.DependencyTargets(name);
 }
 
 absl::StatusOr<std::vector<std::string>> JobManager::Release(const std::string& name) {
-  absl::MutexLock lock(&mu_);
-  absl::StatusOr<std::vector<std::string>> released = control_.Release(name, clock_->Now());
-  if (!released.ok()) return released;
-  WakeIfAsked();
-  control_.PublishJobs(&views_);
-  if (absl::Status st = WaitDurable(); !st.ok()) {
+  absl::StatusOr<std::vector<std::string>> released;
+  std::optional<uint64_t> durable;
+  {
+    Turn turn(this);
+    released = control_.Release(name, clock_->Now());
+    if (!released.ok()) return released;
+    WakeIfAsked();
+    control_.PublishJobs(&views_);
+    durable = TakeDurableTarget();
+  }
+  if (absl::Status st = AwaitDurable(durable); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("job ", name, " is released, but the server cannot record it: ",
                                                st.message(), " (after a server restart it is held again)"));
   }
@@ -705,33 +755,37 @@ absl::StatusOr<std::vector<std::string>> JobManager::Release(const std::string& 
 }
 
 absl::Status JobManager::ReportOutcome(const v1::JobOutcomeRequest& req) {
-  absl::MutexLock lock(&mu_);
-  if (absl::Status st = control_.ReportOutcome(req, clock_->Now()); !st.ok()) return st;
-  WakeIfAsked();
-  control_.PublishJobs(&views_);
+  std::optional<uint64_t> durable;
+  {
+    Turn turn(this);
+    if (absl::Status st = control_.ReportOutcome(req, clock_->Now()); !st.ok()) return st;
+    WakeIfAsked();
+    control_.PublishJobs(&views_);
+    durable = TakeDurableTarget();
+  }
   // Answered once durable: the job master retries a report that failed.
-  if (absl::Status st = WaitDurable(); !st.ok()) {
+  if (absl::Status st = AwaitDurable(durable); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("the outcome of job ", req.job(), " cannot be recorded: ", st.message()));
   }
   return absl::OkStatus();
 }
 
 absl::Status JobManager::ReportWorkerFailure(const v1::WorkerFailureRequest& req) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   absl::Status st = control_.WorkerFailed(req, clock_->Now());
   AfterEvent();
   return st;
 }
 
 absl::Status JobManager::ReportCheckpoint(const v1::CheckpointReport& req) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   absl::Status st = control_.CheckpointReported(req, clock_->Now());
   AfterEvent();
   return st;
 }
 
 absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   uint64_t session = streams_.SessionOf(link);
   // Bound first, so what the registration sends (its answer, launches that
   // never arrived) goes to this stream; the old binding is back on refusal.
@@ -746,26 +800,26 @@ absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link
 }
 
 void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.AgentDisconnected(node, streams_.SessionOf(link));
   control_.PublishJobs(&views_);
   streams_.Forget(node, link);
 }
 
 void JobManager::OnHeartbeat(const std::string& node, const v1::Heartbeat& hb) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.OnHeartbeat(node, hb, clock_->Now());
   AfterAgentEvent();
 }
 
 void JobManager::OnAgentDraining(const std::string& node, const v1::Draining& draining) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.AgentDraining(node, draining.reason(), clock_->Now());
   AfterEvent();
 }
 
 void JobManager::OnTaskStatus(const std::string& node, const v1::TaskStatus& status) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   control_.OnTaskStatus(node, status, clock_->Now());
   AfterAgentEvent();
 }

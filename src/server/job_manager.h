@@ -1,10 +1,12 @@
 // JobManager: the thin shell around the server's ControlState. It owns the
 // one mutex, the scheduling thread, the clock, the store and the execution
 // backend (AgentStreams: agents over gRPC streams); every client, agent and
-// store event takes the lock, reads the clock once and hands the event to
-// the control state, then sends what the persister has gathered to the
-// store. Waits (a kill or a verdict answered once durable) happen
-// here, never inside the control state. Reads (describe, jobs, nodes,
+// store event is a turn (Turn): it takes the lock, reads the clock once and
+// hands the event to the control state; what the turn leaves to do (the
+// persister's next write to the store, the submissions it answers, the
+// schedules' runs it submits) runs once the lock is released. No function
+// that holds the lock lets go of it. Waits (a kill or a verdict answered
+// once durable) come after the turn, never inside the control state. Reads (describe, jobs, nodes,
 // queues) come from the ViewStore the control state publishes to, never
 // under the lock.
 #pragma once
@@ -192,13 +194,17 @@ class JobManager {
  private:
 
   void Loop() ABSL_LOCKS_EXCLUDED(mu_);
+  // AdministerNode's change of the control state; `resp` gets a drain's
+  // evictions.
+  absl::Status AdministerNodeLocked(NodeAdmin what, const v1::NodeAdminRequest& req, absl::Time now,
+                                    v1::NodeAdminResponse* resp) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Schedules in a loop turn: records what their runs' submissions
   // answered, takes the runs due now (ControlState::TakeDueSchedules).
   std::vector<ScheduleFire> TakeScheduleWork(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Submits the runs as their owners' jobs through SubmitAsync, which
-  // takes the lock: released meanwhile, as Answer does. Each answer is
-  // queued for the next turn (a callback of SubmitAsync never takes mu_).
-  void SubmitScheduled(std::vector<ScheduleFire> fires) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Submits the runs as their owners' jobs through SubmitAsync (a turn's
+  // effect, without the lock). Each answer is queued for the next turn (a
+  // callback of SubmitAsync never takes mu_).
+  void SubmitScheduled(std::vector<ScheduleFire> fires) ABSL_LOCKS_EXCLUDED(mu_);
   // The callback that queues a run's answer.
   SubmitDone ScheduleOutcome(ScheduleFire fire);
   // Where the views place each task of a job, by (role, index), kept while
@@ -220,10 +226,51 @@ class JobManager {
   // SubmitAsync's path for a job array (spec.array): every element in one
   // durable batch, taken in and answered together.
   void SubmitArray(CheckedSpec checked, SubmitDone done) ABSL_LOCKS_EXCLUDED(mu_);
-  // Hands the persister's next write to the store (one in flight at a time).
-  // The store is called without the lock held, so its answer, which takes
+
+  // Submissions the store answered (a job, or an array's elements, and
+  // the store's status), for TakeInCommitted.
+  struct Committed {
+    std::shared_ptr<std::vector<PreparedJob>> jobs;
+    bool array = false;  // one answer for all, named by the array
+    absl::Status st;
+    SubmitDone done;
+  };
+  using Answers = std::vector<std::pair<SubmitDone, absl::StatusOr<v1::SubmitResponse>>>;
+  // What a turn leaves to do once the lock is released, in this order: the
+  // persister's next write goes to the store; the submissions it took in
+  // are answered (their views published by then); the schedules' runs due
+  // are submitted.
+  struct Effects {
+    std::optional<Persister::Write> write;
+    Answers answers;
+    std::vector<ScheduleFire> fires;
+    bool empty() const { return !write && answers.empty() && fires.empty(); }
+  };
+  // One event's hold of the lock. When it ends it releases the lock, then
+  // runs what the event left in effects_ (RunEffects). A turn never waits
+  // on a condition while effects are left (another turn would run them).
+  class ABSL_SCOPED_LOCKABLE Turn {
+   public:
+    explicit Turn(JobManager* m) ABSL_EXCLUSIVE_LOCK_FUNCTION(m->mu_);
+    ~Turn() ABSL_UNLOCK_FUNCTION();
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+
+   private:
+    JobManager* const m_;
+  };
+  void RunEffects(Effects effects) ABSL_LOCKS_EXCLUDED(mu_);
+  // A store answer to a submission: the one way a durable submission (or a
+  // refused one) is taken in. Queued for the loop's next round while the
+  // loop runs (a group commit's submissions go into one round); taken in at
+  // once otherwise (before Start, while stopping).
+  void OnCommitted(Committed committed) ABSL_LOCKS_EXCLUDED(mu_);
+  // Takes the persister's next write into effects_, sent when the turn ends
+  // (one in flight at a time: none while one is).
+  void TakeWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends a write to the store, without the lock: its answer, which takes
   // the lock, may come on this thread or on the store's.
-  void SendWrite() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendWrite(Persister::Write write) ABSL_LOCKS_EXCLUDED(mu_);
   // One write in one or more batches (several on etcd: docs/store.md),
   // committed one after another; the write is answered when the last one is
   // or at the first failure (what follows it is not sent).
@@ -233,8 +280,13 @@ class JobManager {
     size_t next = 0;
   };
   void CommitPart(std::shared_ptr<WriteInParts> w) ABSL_LOCKS_EXCLUDED(mu_);
-  // Writes what changed and waits until the store has it (10 s at most).
-  absl::Status WaitDurable() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the write that holds the changes made so far (TakeWrite) and
+  // returns which write a durability wait must see answered; nullopt when
+  // nothing waits to be written or is in flight.
+  std::optional<uint64_t> TakeDurableTarget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // After the turn that took it: waits until the store answered `target`
+  // (10 s at most) and returns its result.
+  absl::Status AwaitDurable(std::optional<uint64_t> target) ABSL_LOCKS_EXCLUDED(mu_);
   // Wakes the loop when an event asked for a round.
   void WakeIfAsked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After each event: wake the loop if asked, publish the jobs that changed,
@@ -250,20 +302,11 @@ class JobManager {
   // (PublishWaitingViews): a read after a report still sees it.
   void AfterAgentEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PublishJobsPaced() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Submissions whose records are durable, for the loop to take in: those
-  // of one group commit usually go into one round (placed together, one write,
-  // their views published once), then are answered.
-  struct Committed {
-    std::shared_ptr<PreparedJob> job;
-    SubmitDone done;
-  };
-  using Answers = std::vector<std::pair<SubmitDone, absl::StatusOr<v1::SubmitResponse>>>;
-  // Takes in what waits in committed_; returns their answers, to be given
-  // once their views are published.
-  Answers TakeInCommitted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Gives the answers without the lock (a client's callback never runs
-  // under it).
-  void Answer(Answers answers) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes in what waits in committed_ (those of one group commit usually go
+  // into one round: placed together, one write, their views published
+  // once); their answers go into effects_, given when the turn ends (a
+  // client's callback never runs under the lock).
+  void TakeInCommitted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes the counters (control state, store, rounds) to views_.
   void PublishStats() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Waits on cv_ until `done` holds or `timeout` passes; false on timeout.
@@ -310,7 +353,8 @@ class JobManager {
   ControlState control_ ABSL_GUARDED_BY(mu_);
   bool round_asked_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<Committed> committed_ ABSL_GUARDED_BY(mu_);
-  bool loop_running_ ABSL_GUARDED_BY(mu_) = false;  // else submissions are taken in by the store's answer
+  Effects effects_ ABSL_GUARDED_BY(mu_);  // of the turn that holds the lock
+  bool loop_running_ ABSL_GUARDED_BY(mu_) = false;  // else submissions are taken in by the store's answer (OnCommitted)
   int submissions_unanswered_by_store_ ABSL_GUARDED_BY(mu_) = 0;  // Stop waits for them
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time last_loop_ ABSL_GUARDED_BY(mu_);  // when the loop last ran (stall detection)

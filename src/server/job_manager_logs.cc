@@ -6,7 +6,7 @@
 namespace trainyard::server {
 
 void JobManager::SetLogHub(LogHub* hub) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   // Every change of a job reaches the persister; the hub hears of it there
   // (under this lock: OnJobChanged only takes the hub's own).
   Persister::JobObserver observer;
@@ -15,32 +15,32 @@ void JobManager::SetLogHub(LogHub* hub) {
 }
 
 absl::StatusOr<JobLogPlaces> JobManager::LogPlaces(const std::string& job) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return control_.LogPlaces(job);
 }
 
 bool JobManager::ReadLog(const std::string& node, v1::LogRead read) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return contract_.ReadLog(node, std::move(read));
 }
 
 bool JobManager::AckLog(const std::string& node, v1::LogAck ack) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return contract_.AckLog(node, std::move(ack));
 }
 
 bool JobManager::CancelLog(const std::string& node, v1::LogCancel cancel) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return contract_.CancelLog(node, std::move(cancel));
 }
 
 bool JobManager::OpenExec(const std::string& node, v1::ExecOpen open) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return contract_.OpenExec(node, std::move(open));
 }
 
 bool JobManager::ExecInput(const std::string& node, v1::ExecInput input) {
-  absl::MutexLock lock(&mu_);
+  Turn turn(this);
   return contract_.ExecInput(node, std::move(input));
 }
 

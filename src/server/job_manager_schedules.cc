@@ -35,30 +35,39 @@ absl::StatusOr<v1::ScheduleView> JobManager::CreateSchedule(v1::ScheduleRecord r
   if (!checked.ok()) return checked.status();
   // The queue its runs go to, named: who may act on it is decided by it.
   if (rec.spec().queue().empty()) rec.mutable_spec()->set_queue(checked->spec.queue());
-  absl::MutexLock lock(&mu_);
-  absl::Time now = clock_->Now();
-  absl::StatusOr<v1::ScheduleView> view = control_.CreateSchedule(std::move(rec), now);
-  if (!view.ok()) return view;
-  if (absl::Status st = WaitDurable(); !st.ok()) {
+  absl::StatusOr<v1::ScheduleView> view;
+  std::optional<uint64_t> durable;
+  {
+    Turn turn(this);
+    view = control_.CreateSchedule(std::move(rec), clock_->Now());
+    if (!view.ok()) return view;
+    durable = TakeDurableTarget();
+  }
+  if (absl::Status st = AwaitDurable(durable); !st.ok()) {
     return absl::UnavailableError(absl::StrCat("schedule ", view->schedule().name(),
                                                " is made, but the server cannot record it: ", st.message()));
   }
-  control_.PublishSchedules(&views_, now);
+  Turn turn(this);
+  control_.PublishSchedules(&views_, clock_->Now());
   return view;
 }
 
 absl::StatusOr<v1::ScheduleView> JobManager::UpdateSchedule(const std::string& name, v1::ScheduleAction action) {
   std::vector<ScheduleFire> fires;
   absl::StatusOr<v1::ScheduleView> view;
+  std::optional<uint64_t> durable;
   {
-    absl::MutexLock lock(&mu_);
-    absl::Time now = clock_->Now();
-    view = control_.UpdateSchedule(name, action, now, &fires);
+    Turn turn(this);
+    view = control_.UpdateSchedule(name, action, clock_->Now(), &fires);
     if (!view.ok()) return view;
-    if (absl::Status st = WaitDurable(); !st.ok()) {
-      return absl::UnavailableError(absl::StrCat("schedule ", name, ": the server cannot record the change: ", st.message()));
-    }
-    control_.PublishSchedules(&views_, now);
+    durable = TakeDurableTarget();
+  }
+  if (absl::Status st = AwaitDurable(durable); !st.ok()) {
+    return absl::UnavailableError(absl::StrCat("schedule ", name, ": the server cannot record the change: ", st.message()));
+  }
+  {
+    Turn turn(this);
+    control_.PublishSchedules(&views_, clock_->Now());
   }
   // A run by hand: answered once its job is submitted (or refused), the
   // run at the end of the history this answer shows.
@@ -76,7 +85,7 @@ absl::StatusOr<v1::ScheduleView> JobManager::UpdateSchedule(const std::string& n
       answered.WaitForNotification();
     }
     {
-      absl::MutexLock lock(&mu_);
+      Turn turn(this);
       control_.ScheduleRunDone(fire, job, clock_->Now());
       AfterEvent();
       control_.PublishSchedules(&views_, clock_->Now());
@@ -123,8 +132,6 @@ JobManager::SubmitDone JobManager::ScheduleOutcome(ScheduleFire fire) {
 }
 
 void JobManager::SubmitScheduled(std::vector<ScheduleFire> fires) {
-  if (fires.empty()) return;
-  mu_.Unlock();
   for (ScheduleFire& fire : fires) {
     v1::JobSpec spec = std::move(fire.spec);
     SubmitDone done = ScheduleOutcome(std::move(fire));
@@ -135,7 +142,6 @@ void JobManager::SubmitScheduled(std::vector<ScheduleFire> fires) {
     }
     SubmitAsync(std::move(spec), {}, std::move(done));
   }
-  mu_.Lock();
 }
 
 }  // namespace trainyard::server

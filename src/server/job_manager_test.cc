@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/wait_until.h"
@@ -818,6 +819,42 @@ TEST_F(JobManagerTest, WithTheLoopRunningEverySubmissionIsAnsweredOnceItsJobIsPl
   manager_->Stop();  // the loop's thread is joined: its launches can be read
   EXPECT_THAT(problems, ::testing::IsEmpty());
   EXPECT_EQ(link.Launches().size(), static_cast<size_t>(kJobs));
+}
+
+TEST_F(JobManagerTest, WithTheLoopRunningAnArrayIsTakenInAsASubmissionIsAndAnsweredOnceWithEveryElementPlaced) {
+  FakeLink link;
+  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 16), &link).ok());
+  manager_->Start();
+  auto spec = api::LoadJobSpec("name: sweep\nreplicas:\n  worker: {command: [x], resources: {gpus: 1}}\n",
+                               config_.limits);
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->set_array("0-3");
+  absl::Notification answered;
+  absl::StatusOr<v1::SubmitResponse> resp;
+  std::vector<std::string> problems;
+  manager_->SubmitAsync(*spec, [&](absl::StatusOr<v1::SubmitResponse> r) {
+    // One answer for the array, given after the round that took its
+    // elements in: each is in the views and placed.
+    if (r.ok()) {
+      for (const std::string& element : r->array_jobs()) {
+        std::shared_ptr<const v1::JobView> view = manager_->JobSummary(element);
+        if (!view) {
+          problems.push_back(element + ": answered before its view was published");
+        } else if (view->state() == v1::JOB_QUEUED) {
+          problems.push_back(element + ": answered while still queued on a node with room");
+        }
+      }
+    }
+    resp = std::move(r);
+    answered.Notify();
+  });
+  ASSERT_TRUE(answered.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  manager_->Stop();
+  ASSERT_TRUE(resp.ok()) << resp.status();
+  EXPECT_EQ(resp->job(), "sweep");
+  EXPECT_THAT(resp->array_jobs(), ::testing::ElementsAre("sweep-0", "sweep-1", "sweep-2", "sweep-3"));
+  EXPECT_THAT(problems, ::testing::IsEmpty());
+  EXPECT_EQ(link.Launches().size(), 4u);
 }
 
 TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {
