@@ -130,9 +130,19 @@ void JobManager::Stop() {
         Log(LogLevel::kWarning, "server", "stopping: still waiting for the store to answer the last write");
       }
     }
-    Turn turn(this);
-    TakeWrite();
-    if (!effects_.write && !control_.persister().in_flight()) break;  // nothing left to write
+    bool taken = false;
+    {
+      Turn turn(this);
+      TakeWrite();
+      taken = effects_.write.has_value();
+      if (!taken && !control_.persister().in_flight()) break;  // nothing left to write
+    }
+    if (!taken) continue;  // another's write is in flight: wait for it
+    // Sent as the turn ended. Answered already (a store that answers at
+    // once): a success took the next write then, a failure is not tried
+    // again while stopping.
+    absl::MutexLock lock(&mu_);
+    if (!control_.persister().in_flight()) break;
   }
 }
 
@@ -425,7 +435,7 @@ void JobManager::SubmitAsync(v1::JobSpec spec, std::vector<std::string> parse_pr
       // Taken as a refused write: frees its name and its place in its
       // user's count. The answer is the sealing's error.
       Turn turn(this);
-      --submissions_unanswered_by_store_;
+      if (--submissions_unanswered_by_store_ == 0 && stopping_) cv_.SignalAll();  // Stop waits for it
       absl::StatusOr<v1::SubmitResponse> refused = control_.AcceptCommitted(*prepared, sealed);
       TY_CHECK(!refused.ok(), "a job was accepted after a failed write");
     }

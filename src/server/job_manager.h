@@ -4,9 +4,11 @@
 // store event is a turn (Turn): it takes the lock, reads the clock once and
 // hands the event to the control state; what the turn leaves to do (the
 // persister's next write to the store, the submissions it answers, the
-// schedules' runs it submits) runs once the lock is released. No function
-// that holds the lock lets go of it. Waits (a kill or a verdict answered
-// once durable) come after the turn, never inside the control state. Reads (describe, jobs, nodes,
+// schedules' runs it submits) runs once the lock is released. No helper
+// lets go of the lock in the middle of an event (only a wait on a condition
+// releases it, and a turn never waits while it has effects left). Waits (a
+// kill or a verdict answered once durable) come after the turn, never
+// inside the control state. Reads (describe, jobs, nodes,
 // queues) come from the ViewStore the control state publishes to, never
 // under the lock.
 #pragma once
@@ -280,9 +282,10 @@ class JobManager {
     size_t next = 0;
   };
   void CommitPart(std::shared_ptr<WriteInParts> w) ABSL_LOCKS_EXCLUDED(mu_);
-  // Takes the write that holds the changes made so far (TakeWrite) and
-  // returns which write a durability wait must see answered; nullopt when
-  // nothing waits to be written or is in flight.
+  // Takes the next write (TakeWrite) and returns which write a durability
+  // wait must see answered for the changes made so far: this one, or, while
+  // another is in flight, the one after it (taken when that one is
+  // answered); nullopt when nothing waits to be written or is in flight.
   std::optional<uint64_t> TakeDurableTarget() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After the turn that took it: waits until the store answered `target`
   // (10 s at most) and returns its result.
@@ -290,7 +293,7 @@ class JobManager {
   // Wakes the loop when an event asked for a round.
   void WakeIfAsked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After each event: wake the loop if asked, publish the jobs that changed,
-  // send what the persister gathered.
+  // take what the persister gathered (sent when the turn ends).
   void AfterEvent() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // After an agent's report (a task's status, a heartbeat): as AfterEvent,
   // but the jobs' views go out paced, as the nodes' do. A job's view is
