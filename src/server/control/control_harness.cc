@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "api/job_spec.h"
+#include "api/link_state.h"
 #include "api/states.h"
 #include "server/control/control_state.h"
 #include "server/execution_backend.h"
@@ -24,7 +25,8 @@ namespace {
 
 constexpr int kNodes = 3;
 constexpr int kMaxJobs = 10;
-constexpr int kEndedBeats = 3;  // heartbeats an agent still lists a task that ended
+constexpr int kEndedBeats = 3;  // heartbeats an agent keeps a task that ended (for stale reports)
+constexpr size_t kLinkBuffer = 64;  // statuses an agent's link keeps while it has no stream
 
 // Jobs of every kind the server treats differently: restartable or not,
 // pinned to a node, a smaller gang (minAvailable), shares of a GPU.
@@ -68,6 +70,13 @@ struct Agent {
   uint64_t session = 0;  // 0: no stream
   bool paused = false;   // SIGSTOP: reads and says nothing; its stream stays open
   std::map<std::string, AgentTask> tasks;  // by job id, role and index
+  // What the agent's link keeps across its streams, by the real agent's
+  // rules (api::LinkState): statuses while no stream is registered wait and
+  // are replayed first on the next; ends are repeated in its heartbeats.
+  std::optional<api::LinkState> link{std::in_place, kLinkBuffer};  // emplaced anew when it crashes
+  // Reports of what happened while it was stopped: it sends them when it
+  // resumes (Resume), or keeps them for the next stream if that one broke.
+  std::deque<v1::AgentMessage> held;
   bool speaks() const { return session != 0 && !paused; }
 };
 
@@ -118,6 +127,8 @@ class Harness {
   void OnLaunch(Agent& a, const v1::TaskSpec& spec);
   void OnKill(Agent& a, const v1::KillTask& kill);
   void Send(Agent& a, const AgentTask& t, v1::TaskState state, int attempt);
+  // SIGCONT: what happened while it was stopped is reported now.
+  void Resume(Agent& a);
   // With `faults`: a delta heartbeat that gives the agent's GPU faults.
   void Beat(Agent& a, const std::vector<v1::GpuFault>* faults = nullptr);
   std::string TaskExit(Agent& a, bool stale);
@@ -159,10 +170,25 @@ std::string Harness::Step(uint8_t op) {
       }
       now_ += absl::Seconds(6);
       return "time +6s";
-    case 10: { Agent& a = PickAgent(); a.paused = !a.paused; return absl::StrCat(a.paused ? "pause " : "resume ", a.name); }
+    case 10: {
+      Agent& a = PickAgent();
+      if (a.paused) {
+        Resume(a);
+        return "resume " + a.name;
+      }
+      a.paused = true;
+      return "pause " + a.name;
+    }
     case 11: { Agent& a = PickAgent(); Disconnect(a); return absl::StrCat("disconnect ", a.name); }
     case 12: return Reconnect(PickAgent());
-    case 13: { Agent& a = PickAgent(); a.tasks.clear(); Disconnect(a); return absl::StrCat("crash ", a.name); }
+    case 13: {  // its tasks and what its link kept die with it
+      Agent& a = PickAgent();
+      a.tasks.clear();
+      Disconnect(a);
+      a.link.emplace(kLinkBuffer);
+      a.held.clear();
+      return absl::StrCat("crash ", a.name);
+    }
     case 14: { std::string j = AnyJob(); return "kill " + j + Said(state_->Kill(j, "", now_).status()); }
     case 15: {
       std::string j = AnyJob();
@@ -234,8 +260,8 @@ void Harness::OnKill(Agent& a, const v1::KillTask& kill) {
 }
 
 void Harness::Send(Agent& a, const AgentTask& t, v1::TaskState state, int attempt) {
-  if (!a.speaks()) return;
-  v1::TaskStatus st;
+  v1::AgentMessage msg;
+  v1::TaskStatus& st = *msg.mutable_status();
   st.set_job(t.spec.job());
   st.set_job_id(t.spec.job_id());
   st.set_role(t.spec.role());
@@ -244,7 +270,24 @@ void Harness::Send(Agent& a, const AgentTask& t, v1::TaskState state, int attemp
   st.set_launch_attempt(std::min(attempt, t.spec.attempt()));
   st.set_state(state);
   if (api::IsTerminal(state)) st.mutable_exit()->set_exit_code(state == v1::TASK_SUCCEEDED ? 0 : 1);
-  state_->OnTaskStatus(a.name, st, now_);
+  // Written now while a stream is registered and nothing older waits; else
+  // it waits for the next stream. A stopped agent notices it when it
+  // resumes.
+  if (a.paused) {
+    a.held.push_back(std::move(msg));
+    return;
+  }
+  if (a.link->OnStatus(msg, api::IsTerminal(state))) state_->OnTaskStatus(a.name, st, now_);
+}
+
+void Harness::Resume(Agent& a) {
+  a.paused = false;
+  std::deque<v1::AgentMessage> held = std::move(a.held);
+  a.held.clear();
+  for (v1::AgentMessage& m : held) {
+    bool final = api::IsTerminal(m.status().state());
+    if (a.link->OnStatus(m, final)) state_->OnTaskStatus(a.name, m.status(), now_);
+  }
 }
 
 void Harness::Beat(Agent& a, const std::vector<v1::GpuFault>* faults) {
@@ -255,10 +298,16 @@ void Harness::Beat(Agent& a, const std::vector<v1::GpuFault>* faults) {
     hb.set_gpu_faults_given(true);
     for (const v1::GpuFault& f : *faults) *hb.add_gpu_faults() = f;
   }
+  // The tasks it runs; those that ended are repeated by its link, as the
+  // real agent's are (api::LinkState::AddRecentEnds).
   for (auto it = a.tasks.begin(); it != a.tasks.end();) {
     AgentTask& t = it->second;
-    if (api::IsTerminal(t.state) && ++t.beats_since_end > kEndedBeats) {
-      it = a.tasks.erase(it);
+    if (api::IsTerminal(t.state)) {
+      if (++t.beats_since_end > kEndedBeats) {
+        it = a.tasks.erase(it);
+      } else {
+        ++it;
+      }
       continue;
     }
     v1::TaskStatus* st = hb.add_tasks();
@@ -271,6 +320,7 @@ void Harness::Beat(Agent& a, const std::vector<v1::GpuFault>* faults) {
     st->set_state(t.state);
     ++it;
   }
+  a.link->AddRecentEnds(static_cast<int64_t>(a.session), now_, &hb);
   state_->OnHeartbeat(a.name, hb, now_);
 }
 
@@ -304,6 +354,7 @@ std::string Harness::TaskExit(Agent& a, bool stale) {
 void Harness::Disconnect(Agent& a) {
   if (a.session != 0) state_->AgentDisconnected(a.name, a.session);
   a.session = 0;
+  a.link->Disconnected();
   backend_.queue[a.name].clear();  // what was in the broken stream is lost
 }
 
@@ -317,8 +368,13 @@ std::string Harness::Reconnect(Agent& a) {
   if (st.ok()) {
     if (!same) backend_.queue[a.name].clear();
     a.session = session;
-    a.paused = false;
-    Beat(a);  // an agent lists what it runs right after registering
+    // What waited is replayed first, in order, then it lists what it runs.
+    a.link->Registered();
+    if (a.paused) Resume(a);
+    for (std::deque<v1::AgentMessage> replay = a.link->TakeReplay(); !replay.empty(); replay = a.link->TakeReplay()) {
+      for (const v1::AgentMessage& m : replay) state_->OnTaskStatus(a.name, m.status(), now_);
+    }
+    Beat(a);
   }
   return absl::StrCat(same ? "register again " : "reconnect ", a.name, Said(st));
 }
@@ -344,6 +400,7 @@ void Harness::Restart() {
   state_->Recover(std::move(*snap), std::move(*ended), now_);
   for (Agent& a : agents_) {  // every stream broke with the old server
     a.session = 0;
+    a.link->Disconnected();
     backend_.queue[a.name].clear();
   }
 }

@@ -3,7 +3,10 @@
 // its invariants (ControlState::CheckInvariantsForTest) after each. The
 // world around the state is simulated: three nodes whose agents keep tasks,
 // answer launches and kills, restart and end tasks, heartbeat, pause
-// (SIGSTOP), lose their stream, reconnect (twice), crash; clients that
+// (SIGSTOP), lose their stream, reconnect (twice), crash; each agent's link
+// follows the real agent's rules (api::LinkState: statuses written while no
+// stream is registered are replayed first on the next, ends are repeated in
+// its heartbeats); clients that
 // submit, kill and delete; job masters with verdicts; a store (in memory)
 // that the server restarts from. For the event-order property test
 // (control_harness_test.cc) and the control-state fuzzer (fuzz/).
