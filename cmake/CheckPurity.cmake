@@ -4,10 +4,9 @@
 # sans-IO: it speaks protobuf, the wire's types, and nothing else of the
 # world). Run as `cmake -P` with DIR, ROOM (the name in messages) and STAMP
 # set, and ALLOW_PROTO=ON for a room that may use protobuf; test files
-# (*_test.cc, test_*.h) and the control room's harness (the fuzzer's and the
-# property test's world around the state) are exempt.
+# (*_test.cc, test_*.h) are exempt.
 file(GLOB_RECURSE sources ${DIR}/*.h ${DIR}/*.cc)
-list(FILTER sources EXCLUDE REGEX "(_test\\.cc|/test_[a-z_]+\\.h|/control_harness\\.(h|cc))$")
+list(FILTER sources EXCLUDE REGEX "(_test\\.cc|/test_[a-z_]+\\.h)$")
 set(forbidden_includes
   "grpc" "fstream" "filesystem" "thread" "mutex"
   "condition_variable" "future" "semaphore" "stop_token" "cstdio" "stdio.h"

@@ -77,6 +77,11 @@ struct Agent {
   // Reports of what happened while it was stopped: it sends them when it
   // resumes (Resume), or keeps them for the next stream if that one broke.
   std::deque<v1::AgentMessage> held;
+  // Reports written to its stream that the server has not read yet: they
+  // arrive in order, before its next heartbeat (Arrive), or are lost when
+  // the stream breaks, as the real agent's are (its heartbeats then repeat
+  // the ends).
+  std::deque<v1::TaskStatus> wire;
   bool speaks() const { return session != 0 && !paused; }
 };
 
@@ -129,6 +134,11 @@ class Harness {
   void Send(Agent& a, const AgentTask& t, v1::TaskState state, int attempt);
   // SIGCONT: what happened while it was stopped is reported now.
   void Resume(Agent& a);
+  // The server reads what the agent wrote to its stream.
+  void Arrive(Agent& a);
+  // A report of an older attempt, or one repeated late: the network's
+  // duplicate, not the agent's link.
+  void SendStale(Agent& a, const AgentTask& t, v1::TaskState state, int attempt);
   // With `faults`: a delta heartbeat that gives the agent's GPU faults.
   void Beat(Agent& a, const std::vector<v1::GpuFault>* faults = nullptr);
   std::string TaskExit(Agent& a, bool stale);
@@ -187,6 +197,7 @@ std::string Harness::Step(uint8_t op) {
       Disconnect(a);
       a.link.emplace(kLinkBuffer);
       a.held.clear();
+      a.paused = false;  // a process started again is not stopped
       return absl::StrCat("crash ", a.name);
     }
     case 14: { std::string j = AnyJob(); return "kill " + j + Said(state_->Kill(j, "", now_).status()); }
@@ -229,6 +240,7 @@ std::string Harness::AnyJob() { return jobs_.empty() ? "none" : jobs_[Next() % j
 void Harness::Deliver(Agent& a) {
   std::deque<Message>& q = backend_.queue[a.name];
   if (!a.speaks()) return;
+  Arrive(a);  // the server reads what the agent wrote so far
   int n = 1 + Next() % 8;  // a few of what waits, in order
   while (n-- > 0 && !q.empty()) {
     Message m = std::move(q.front());
@@ -277,7 +289,28 @@ void Harness::Send(Agent& a, const AgentTask& t, v1::TaskState state, int attemp
     a.held.push_back(std::move(msg));
     return;
   }
-  if (a.link->OnStatus(msg, api::IsTerminal(state))) state_->OnTaskStatus(a.name, st, now_);
+  if (a.link->OnStatus(msg, api::IsTerminal(state))) a.wire.push_back(st);
+}
+
+void Harness::SendStale(Agent& a, const AgentTask& t, v1::TaskState state, int attempt) {
+  if (!a.speaks()) return;
+  Arrive(a);  // behind what the agent wrote before it
+  v1::TaskStatus st;
+  st.set_job(t.spec.job());
+  st.set_job_id(t.spec.job_id());
+  st.set_role(t.spec.role());
+  st.set_index(t.spec.index());
+  st.set_attempt(attempt);
+  st.set_launch_attempt(std::min(attempt, t.spec.attempt()));
+  st.set_state(state);
+  if (api::IsTerminal(state)) st.mutable_exit()->set_exit_code(state == v1::TASK_SUCCEEDED ? 0 : 1);
+  state_->OnTaskStatus(a.name, st, now_);
+}
+
+void Harness::Arrive(Agent& a) {
+  std::deque<v1::TaskStatus> wire = std::move(a.wire);
+  a.wire.clear();
+  for (const v1::TaskStatus& st : wire) state_->OnTaskStatus(a.name, st, now_);
 }
 
 void Harness::Resume(Agent& a) {
@@ -286,7 +319,7 @@ void Harness::Resume(Agent& a) {
   a.held.clear();
   for (v1::AgentMessage& m : held) {
     bool final = api::IsTerminal(m.status().state());
-    if (a.link->OnStatus(m, final)) state_->OnTaskStatus(a.name, m.status(), now_);
+    if (a.link->OnStatus(m, final)) a.wire.push_back(m.status());
   }
 }
 
@@ -321,6 +354,7 @@ void Harness::Beat(Agent& a, const std::vector<v1::GpuFault>* faults) {
     ++it;
   }
   a.link->AddRecentEnds(static_cast<int64_t>(a.session), now_, &hb);
+  Arrive(a);  // what it wrote before the heartbeat is read first
   state_->OnHeartbeat(a.name, hb, now_);
 }
 
@@ -337,7 +371,7 @@ std::string Harness::TaskExit(Agent& a, bool stale) {
   std::string what = absl::StrCat(stale ? "stale " : "", v1::TaskState_Name(s), " of ", t.spec.job(), "/",
                                   t.spec.role(), "-", t.spec.index(), " on ", a.name);
   if (stale) {  // a report of an older attempt, or one repeated late
-    Send(a, t, s, std::max(0, t.attempt - static_cast<int>(Next() % 2)));
+    SendStale(a, t, s, std::max(0, t.attempt - static_cast<int>(Next() % 2)));
     return what;
   }
   if (s == v1::TASK_RESTARTING) {
@@ -354,6 +388,7 @@ std::string Harness::TaskExit(Agent& a, bool stale) {
 void Harness::Disconnect(Agent& a) {
   if (a.session != 0) state_->AgentDisconnected(a.name, a.session);
   a.session = 0;
+  a.wire.clear();  // written, never read: lost with the stream
   a.link->Disconnected();
   backend_.queue[a.name].clear();  // what was in the broken stream is lost
 }
@@ -372,7 +407,7 @@ std::string Harness::Reconnect(Agent& a) {
     a.link->Registered();
     if (a.paused) Resume(a);
     for (std::deque<v1::AgentMessage> replay = a.link->TakeReplay(); !replay.empty(); replay = a.link->TakeReplay()) {
-      for (const v1::AgentMessage& m : replay) state_->OnTaskStatus(a.name, m.status(), now_);
+      for (const v1::AgentMessage& m : replay) a.wire.push_back(m.status());
     }
     Beat(a);
   }
@@ -400,6 +435,7 @@ void Harness::Restart() {
   state_->Recover(std::move(*snap), std::move(*ended), now_);
   for (Agent& a : agents_) {  // every stream broke with the old server
     a.session = 0;
+    a.wire.clear();
     a.link->Disconnected();
     backend_.queue[a.name].clear();
   }

@@ -6,7 +6,8 @@
 // (SIGSTOP), lose their stream, reconnect (twice), crash; each agent's link
 // follows the real agent's rules (api::LinkState: statuses written while no
 // stream is registered are replayed first on the next, ends are repeated in
-// its heartbeats); clients that
+// its heartbeats), and what it wrote to a stream that broke before the
+// server read it is lost; clients that
 // submit, kill and delete; job masters with verdicts; a store (in memory)
 // that the server restarts from. For the event-order property test
 // (control_harness_test.cc) and the control-state fuzzer (fuzz/).

@@ -78,6 +78,43 @@ TEST_F(ViewPublisherTest, ANodesViewIsBuiltAgainOnlyWhenWhatItShowsChanged) {
   EXPECT_EQ((*Publish(now_))[0].view->info().state(), v1::NODE_DRAINING);
 }
 
+TEST_F(ViewPublisherTest, AMovedJobChecksTheNodesItsTasksAreOnAndEveryNodeASecondLater) {
+  ViewStore::NodesPtr first = Publish(now_);
+  JobRt& job = AddJob("train", 1);
+  job.rec.add_tasks()->set_node("n1");
+  // Both nodes change; only the job's node is said to.
+  nodes_.Find("n1")->cordoned = true;
+  nodes_.Find("n2")->cordoned = true;
+  publisher_.JobMoved("train");
+  ViewStore::NodesPtr soon = Publish(now_ + absl::Milliseconds(100));
+  EXPECT_TRUE((*soon)[0].view->cordoned()) << "n1, where the job's task is, is checked at once";
+  EXPECT_EQ((*soon)[1].view.get(), (*first)[1].view.get()) << "n2 is not checked yet";
+  ViewStore::NodesPtr later = Publish(now_ + absl::Seconds(1));
+  EXPECT_TRUE((*later)[1].view->cordoned()) << "every node is checked a second after a job moved";
+}
+
+TEST_F(ViewPublisherTest, JobsMovedOnMoreThanHalfTheNodesCheckEveryNode) {
+  Publish(now_);
+  for (const char* name : {"n3", "n4"}) {
+    auto node = std::make_unique<NodeRt>();
+    node->info.set_name(name);
+    nodes_.Add(name, std::move(node));
+  }
+  publisher_.NodesChanged();
+  ViewStore::NodesPtr first = Publish(now_);
+  ASSERT_EQ(first->size(), 4u);
+  for (int i = 1; i <= 3; ++i) AddJob("j" + std::to_string(i), i).rec.add_tasks()->set_node("n1");
+  for (const char* name : {"n1", "n2", "n3", "n4"}) nodes_.Find(name)->draining = true;
+  publisher_.JobMoved("j1");
+  publisher_.JobMoved("j2");
+  EXPECT_EQ((*Publish(now_))[3].view.get(), (*first)[3].view.get()) << "two of four: only their nodes";
+  publisher_.JobMoved("j1");
+  publisher_.JobMoved("j2");
+  publisher_.JobMoved("j3");  // three of four: more than half
+  ViewStore::NodesPtr all = Publish(now_);
+  for (size_t i = 0; i < all->size(); ++i) EXPECT_EQ((*all)[i].view->info().state(), v1::NODE_DRAINING) << i;
+}
+
 TEST_F(ViewPublisherTest, HeartbeatTimesAloneGoOutOnceASecondAndBuildNoView) {
   ViewStore::NodesPtr first = Publish(now_);
   nodes_.Find("n1")->last_heartbeat = now_ + absl::Milliseconds(100);
