@@ -11,6 +11,7 @@
 #include "gtest/gtest.h"
 #include "common/wait_until.h"
 #include "server/control/test_node.h"
+#include "server/control/test_status.h"
 #include "api/job_spec.h"
 #include "api/roles.h"
 #include "store/memory_state_store.h"
@@ -71,13 +72,10 @@ class JobManagerTest : public ::testing::Test {
     return r.ok() ? r->job() : "";
   }
 
+  // What the agent sends for launch `t` (testing::StatusOf, as the control
+  // state's tests send it).
   void Report(const std::string& node, const v1::TaskSpec& t, v1::TaskState state, int exit_code = 0) {
-    v1::TaskStatus st;
-    st.set_job(t.job());
-    st.set_role(t.role());
-    st.set_index(t.index());
-    st.set_attempt(t.attempt());
-    st.set_state(state);
+    v1::TaskStatus st = testing::StatusOf(t, state);
     st.mutable_exit()->set_exit_code(exit_code);
     manager_->OnTaskStatus(node, st);
   }
@@ -354,12 +352,7 @@ TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
   manager_->ScheduleNowForTest();
   auto t = link.Launches().at(0);
   Report("n1", t, v1::TASK_RUNNING);
-  v1::TaskStatus restarting;
-  restarting.set_job(t.job());
-  restarting.set_role(t.role());
-  restarting.set_index(0);
-  restarting.set_attempt(0);
-  restarting.set_state(v1::TASK_RESTARTING);
+  v1::TaskStatus restarting = testing::StatusOf(t, v1::TASK_RESTARTING);
   restarting.mutable_exit()->set_exit_code(3);
   manager_->OnTaskStatus("n1", restarting);
   restarting.set_attempt(1);
@@ -506,16 +499,10 @@ TEST_F(JobManagerTest, AnArrayTooBigForOneEtcdTransactionIsRefusedNamingTheLimit
   EXPECT_TRUE(fits.ok()) << fits.status();
 }
 
+// A heartbeat that lists `running` as the agent lists its tasks.
 v1::Heartbeat Beat(const std::vector<v1::TaskSpec>& running) {
   v1::Heartbeat hb;
-  for (const auto& t : running) {
-    v1::TaskStatus* st = hb.add_tasks();
-    st->set_job(t.job());
-    st->set_role(t.role());
-    st->set_index(t.index());
-    st->set_attempt(t.attempt());
-    st->set_state(v1::TASK_RUNNING);
-  }
+  for (const auto& t : running) *hb.add_tasks() = testing::StatusOf(t, v1::TASK_RUNNING);
   return hb;
 }
 
@@ -656,13 +643,7 @@ TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntil
   second.OnHeartbeat("n1", Beat({task}));
   ASSERT_EQ(link2.Kills().size(), 1u);
   EXPECT_EQ(link2.Kills()[0].job(), old);
-  v1::TaskStatus st;
-  st.set_job(task.job());
-  st.set_role(task.role());
-  st.set_index(task.index());
-  st.set_attempt(task.attempt());
-  st.set_state(v1::TASK_KILLED);
-  second.OnTaskStatus("n1", st);
+  second.OnTaskStatus("n1", testing::StatusOf(task, v1::TASK_KILLED));
   second.ScheduleNowForTest();
   ASSERT_EQ(link2.Launches().size(), 1u);
   EXPECT_EQ(link2.Launches()[0].job(), next->job());
