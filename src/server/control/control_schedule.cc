@@ -2,7 +2,6 @@
 // (launch orders for placements, kill orders with a grace period for
 // preemptions), pending reasons, and each launch's environment and files.
 #include <algorithm>
-#include <limits>
 #include <optional>
 #include <string_view>
 
@@ -256,30 +255,7 @@ void ControlState::OrderKill(const std::string& node, const v1::KillTask& kill) 
 }
 
 void ControlState::Order(DeferredOrder order) {
-  if (!config_.launch_after_durable) {
-    SendOrder(order, /*deferred=*/false);
-    return;
-  }
-  order.after = WriteToWaitFor();
-  if (order.after == 0 && deferred_.empty()) {
-    SendOrder(order, /*deferred=*/false);
-    return;
-  }
-  if (order.kind == DeferredOrder::kKill && !queued_kills_.insert(KeyOf(order)).second) {
-    return;  // a heartbeat's kill of a stray, asked again
-  }
-  if (order.kind == DeferredOrder::kLaunch) {
-    // Launched again (a resend, a new attempt): the newer one goes.
-    order.generation = ++launch_generation_;
-    newest_launch_[{order.job_id, order.task}] = order.generation;
-  }
-  // Queued behind what waits already: never before an order decided earlier.
-  if (!deferred_.empty()) order.after = std::max(order.after, deferred_.back().after);
-  deferred_.push_back(std::move(order));
-}
-
-ControlState::KillKey ControlState::KeyOf(const DeferredOrder& d) {
-  return {d.node, d.kill.job_id(), d.kill.role(), d.kill.index(), d.kill.attempt()};
+  if (!config_.launch_after_durable || !orders_.Defer(order, WriteToWaitFor())) SendOrder(order, /*deferred=*/false);
 }
 
 void ControlState::SendOrder(DeferredOrder& d, bool deferred) {
@@ -317,28 +293,7 @@ void ControlState::SendOrder(DeferredOrder& d, bool deferred) {
 }
 
 void ControlState::SendDeferredOrders(uint64_t written, bool ok) {
-  if (!ok) {
-    // The failed write's records are marked again and go with the next
-    // write; what waited for it waits for that one (or, when nothing is
-    // left to write, goes now).
-    uint64_t next = WriteToWaitFor();
-    for (DeferredOrder& d : deferred_) {
-      if (d.after <= written) d.after = next;
-    }
-    if (next != 0) return;
-    written = std::numeric_limits<uint64_t>::max();
-  }
-  while (!deferred_.empty() && deferred_.front().after <= written) {
-    DeferredOrder d = std::move(deferred_.front());
-    deferred_.pop_front();
-    if (d.kind == DeferredOrder::kKill) queued_kills_.erase(KeyOf(d));
-    if (d.kind == DeferredOrder::kLaunch) {
-      auto newest = newest_launch_.find({d.job_id, d.task});
-      if (newest == newest_launch_.end() || newest->second != d.generation) continue;  // a newer one is queued
-      newest_launch_.erase(newest);
-    }
-    SendOrder(d, /*deferred=*/true);
-  }
+  for (DeferredOrder& d : orders_.Release(written, ok, ok ? 0 : WriteToWaitFor())) SendOrder(d, /*deferred=*/true);
 }
 
 void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {

@@ -19,14 +19,12 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -45,6 +43,7 @@
 #include "server/execution_backend.h"
 #include "server/logs/log_places.h"
 #include "server/control/node_table.h"
+#include "server/control/order_queue.h"
 #include "server/control/persister.h"
 #include "server/control/view_publisher.h"
 #include "server/schedules.h"
@@ -568,30 +567,10 @@ class ControlState {
   std::map<uint64_t, RawWrites> raw_in_flight_;
   // Orders to agents waiting for the write that holds what led to them
   // (config_.launch_after_durable: a leader that dies first leaves nothing
-  // done that the next one does not know). One queue, sent in the order they
-  // were decided, from WriteDone once write `after` succeeded. A launch goes
-  // only if its task is still placed so; a newer launch of a task replaces
-  // the one queued; a kill already queued is not queued again.
-  struct DeferredOrder {
-    enum Kind { kLaunch, kKill, kFiles } kind = kLaunch;
-    uint64_t after = 0;
-    std::string node;
-    uint64_t job_id = 0;  // kLaunch: the job and task it is for
-    std::string job;
-    int task = 0;
-    uint64_t generation = 0;  // kLaunch: the newest queued for its task goes
-    v1::TaskSpec spec;
-    v1::KillTask kill;
-    v1::TaskFiles files;
-  };
-  std::deque<DeferredOrder> deferred_;
-  // Without a scan of the queue per order (a 10,000-task job queues 10,000
-  // launches): each task's newest queued launch, and the kills queued.
-  using KillKey = std::tuple<std::string, uint64_t, std::string, int, int>;  // node, job id, role, index, attempt
-  static KillKey KeyOf(const DeferredOrder& kill);
-  std::map<std::pair<uint64_t, int>, uint64_t> newest_launch_;
-  uint64_t launch_generation_ = 0;
-  std::set<KillKey> queued_kills_;
+  // done that the next one does not know), released by WriteDone once that
+  // write succeeded (OrderQueue). A launch released goes only if its task
+  // is still placed so (SendOrder).
+  OrderQueue orders_;
   // The write a deferred order waits for: the next one when changes wait to
   // be written, the one in flight, else none (0).
   uint64_t WriteToWaitFor() const;
