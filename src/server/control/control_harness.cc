@@ -186,6 +186,7 @@ std::string Harness::Step(uint8_t op) {
         Resume(a);
         return "resume " + a.name;
       }
+      Arrive(a);  // what it wrote before it stopped is on the stream: the server reads it
       a.paused = true;
       return "pause " + a.name;
     }
@@ -370,7 +371,7 @@ std::string Harness::TaskExit(Agent& a, bool stale) {
   v1::TaskState s = kEnds[Next() % std::size(kEnds)];
   std::string what = absl::StrCat(stale ? "stale " : "", v1::TaskState_Name(s), " of ", t.spec.job(), "/",
                                   t.spec.role(), "-", t.spec.index(), " on ", a.name);
-  if (stale) {  // a report of an older attempt, or one repeated late
+  if (stale) {  // a report of an older attempt, or one repeated late (even an end the agent never saw: a peer's lie)
     SendStale(a, t, s, std::max(0, t.attempt - static_cast<int>(Next() % 2)));
     return what;
   }
@@ -398,6 +399,7 @@ std::string Harness::Reconnect(Agent& a) {
   // old stream still open a new one is refused (AlreadyExists) until it closes.
   bool same = Next() % 2 && a.session != 0;
   uint64_t session = same ? a.session : next_session_++;
+  if (same) Arrive(a);  // one stream: what it wrote before comes before the registration
   v1::NodeInfo info = testing::TestNode(a.name, 8, absl::StrCat("10.0.0.", a.name.substr(1)));
   absl::Status st = state_->RegisterAgent(info, session, now_);
   if (st.ok()) {

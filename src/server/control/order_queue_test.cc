@@ -91,13 +91,29 @@ TEST(OrderQueueTest, ANewerLaunchOfATaskReplacesTheOneQueuedAndAKillIsQueuedOnce
 
 TEST(OrderQueueTest, AFailedWriteMovesWhatWaitedToTheNextOrReleasesItWhenNothingIsLeft) {
   OrderQueue q;
+  // a waits for write 7 (in flight), b for write 8 (its changes pending).
   DeferredOrder a = Launch(1, 0, 0), b = Launch(2, 0, 0);
   ASSERT_TRUE(q.Defer(a, 7));
   ASSERT_TRUE(q.Defer(b, 8));
-  EXPECT_THAT(Names(q.Release(7, false, 9)), ElementsAre()) << "write 7 failed: its records go with write 9";
-  EXPECT_THAT(Names(q.Release(8, true, 0)), ElementsAre()) << "b is behind a, which now waits for 9";
-  EXPECT_THAT(Names(q.Release(9, false, 0)), ElementsAre("launch 1/0@0", "launch 2/0@0"))
-      << "nothing left to write: what waited goes (the caller checks each still holds)";
+  EXPECT_THAT(Names(q.Release(7, false, 8)), ElementsAre()) << "write 7 failed: its records go with write 8";
+  EXPECT_THAT(Names(q.Release(8, true, 0)), ElementsAre("launch 1/0@0", "launch 2/0@0"));
+  // A failure with nothing left to write: what waited goes (the caller
+  // checks each still holds).
+  DeferredOrder c = Launch(3, 0, 0), kill = Kill(4, 0);
+  ASSERT_TRUE(q.Defer(c, 9));
+  ASSERT_TRUE(q.Defer(kill, 9));
+  EXPECT_THAT(Names(q.Release(9, false, 0)), ElementsAre("launch 3/0@0", "kill 4/0"));
+  EXPECT_EQ(q.size(), 0u);
+}
+
+TEST(OrderQueueTest, AQueuedKillStaysQueuedOnceThroughAFailedWrite) {
+  OrderQueue q;
+  DeferredOrder kill = Kill(2, 0), again = Kill(2, 0);
+  ASSERT_TRUE(q.Defer(kill, 5));
+  EXPECT_THAT(Names(q.Release(5, false, 6)), ElementsAre());
+  ASSERT_TRUE(q.Defer(again, 6));
+  EXPECT_EQ(q.size(), 1u) << "still queued: asked again, it is not queued twice";
+  EXPECT_THAT(Names(q.Release(6, true, 0)), ElementsAre("kill 2/0"));
 }
 
 }  // namespace
