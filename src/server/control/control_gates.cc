@@ -2,118 +2,23 @@
 // they may run: held (until `trainyard release`), waiting for their
 // dependencies (after-ok, after-any; an after-ok one that ends otherwise
 // than SUCCEEDED fails the job), or an array element beyond its array's %N.
-// Also job arrays' creation and names. The texts are api/job_array.h's.
-#include <algorithm>
-
+// The GateBook (gate_book.h) judges the gates; this acts on them. Also job
+// arrays' creation and names. The texts are api/job_array.h's.
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "api/job_array.h"
-#include "api/job_spec.h"
 #include "common/check.h"
-#include "common/logging.h"
 #include "server/control/control_state.h"
 #include "server/control/control_state_internal.h"
 
 namespace trainyard::server {
 
-bool ControlState::Gated(const v1::JobRecord& rec) {
-  if (rec.state() != v1::JOB_QUEUED || rec.gate_open()) return false;
-  for (const v1::TaskRecord& t : rec.tasks()) {
-    if (!t.node().empty()) return false;  // placed before a restart: it passed its gate
-  }
-  const v1::JobDependencies& deps = rec.spec().dependencies();
-  return rec.held() || !deps.after_ok().empty() || !deps.after_any().empty() || rec.array_throttle() > 0;
-}
-
-std::vector<std::string> ControlState::DependencyTargets(const std::string& name) const {
-  if (auto it = arrays_.find(name); it != arrays_.end()) {
-    // An element deleted since may have left its name to another job.
-    std::vector<std::string> out;
-    for (const std::string& e : it->second) {
-      const JobRt* job = FindJob(e);
-      if (job && job->rec.array_job() == name) out.push_back(e);
-    }
-    return out;
-  }
-  if (FindJob(name)) return {name};
-  return {};
-}
-
-std::vector<std::string> ControlState::UnknownDependencies(const v1::JobSpec& spec) const {
-  // Every user may describe every job (ClientService::DescribeJob), so a
-  // dependency may name any job there is.
-  std::vector<std::string> problems;
-  for (auto [key, list] : {std::pair{"afterOk", &spec.dependencies().after_ok()},
-                           std::pair{"afterAny", &spec.dependencies().after_any()}}) {
-    for (int i = 0; i < list->size(); ++i) {
-      if (DependencyTargets(list->Get(i)).empty()) {
-        problems.push_back(absl::StrCat("dependencies.", key, "[", i, "]: job '", list->Get(i),
-                                        "' does not exist (trainyard jobs -a lists them)"));
-      }
-    }
-  }
-  return problems;
-}
-
-void ControlState::ResolveDependencies(const v1::JobSpec& spec, v1::JobRecord* rec) const {
-  for (bool ok : {true, false}) {
-    const auto& list = ok ? spec.dependencies().after_ok() : spec.dependencies().after_any();
-    for (const std::string& dep : list) {
-      v1::ResolvedDependency* r = rec->add_resolved_dependencies();
-      r->set_name(dep);
-      r->set_after_ok(ok);
-      for (const std::string& t : DependencyTargets(dep)) {
-        if (const JobRt* d = FindJob(t)) r->add_ids(d->rec.id());
-      }
-    }
-  }
-}
-
-int ControlState::ActiveElements(const std::string& array) const {
-  int n = 0;
-  auto it = arrays_.find(array);
-  if (it == arrays_.end()) return 0;
-  for (const std::string& name : it->second) {
-    const JobRt* e = FindJob(name);
-    if (e && e->in_scheduler && !api::IsTerminal(e->rec.state())) ++n;
-  }
-  return n;
-}
-
-ControlState::Gate ControlState::GateOf(const JobRt& job, std::map<std::string, int>* active) const {
-  const v1::JobRecord& rec = job.rec;
-  if (rec.held()) return {Gate::kWait, api::HeldReason(rec.name())};
-  Gate wait;
-  // By id, as resolved at submission: a job that took a dependency's name
-  // since is not it, and one deleted since is judged by how it ended.
-  for (const v1::ResolvedDependency& dep : rec.resolved_dependencies()) {
-    for (uint64_t id : dep.ids()) {
-      auto e = ended_.find(id);
-      if (e == ended_.end()) {
-        if (wait.kind == Gate::kOpen) wait = {Gate::kWait, api::WaitingForReason(dep.name(), dep.after_ok()), id};
-      } else if (dep.after_ok() && e->second.state != v1::JOB_SUCCEEDED) {
-        return {Gate::kFail, api::DependencyFailedMessage(e->second.name, api::JobStateName(e->second.state))};
-      }
-    }
-  }
-  if (wait.kind != Gate::kOpen) return wait;
-  if (rec.array_throttle() > 0) {
-    auto [it, fresh] = active->try_emplace(rec.array_job(), 0);
-    if (fresh) it->second = ActiveElements(rec.array_job());
-    if (it->second >= rec.array_throttle()) {
-      return {Gate::kWait, api::ThrottleReason(rec.array_job(), rec.array_throttle()), 0, true};
-    }
-  }
-  return {};
-}
-
 void ControlState::KeepGated(JobRt& job) {
-  gated_[job.rec.id()] = job.rec.name();
-  gate_recheck_.insert(job.rec.id());
+  gates_.Keep(job.rec);
   std::map<std::string, int> active;
-  Gate g = GateOf(job, &active);
+  GateBook::Gate g = gates_.GateOf(job, &active);
   // A failed dependency is acted on by the next round (CheckGates).
-  if (g.kind == Gate::kWait) job.rec.set_pending_reason(g.text);
+  if (g.kind == GateBook::Gate::kWait) job.rec.set_pending_reason(g.text);
   wants_round_ = true;
 }
 
@@ -135,50 +40,35 @@ bool ControlState::OpenGate(JobRt& job, absl::Time now) {
 }
 
 void ControlState::WakeGates(const JobRt& job) {
-  gated_.erase(job.rec.id());
-  auto wake = [this](std::vector<uint64_t>& ids) {
-    gate_recheck_.insert(ids.begin(), ids.end());
-    wants_round_ = true;
-  };
-  if (auto w = waiters_.find(job.rec.id()); w != waiters_.end()) {
-    wake(w->second);
-    waiters_.erase(w);
-  }
-  if (job.rec.array_job().empty()) return;
-  if (auto t = throttled_.find(job.rec.array_job()); t != throttled_.end()) {
-    wake(t->second);
-    throttled_.erase(t);
-  }
+  if (gates_.Wake(job.rec)) wants_round_ = true;
 }
 
 void ControlState::CheckGates(absl::Time now) {
-  // Only the jobs something woke (gate_recheck_): see control_state.h.
-  std::set<uint64_t> check;
-  check.swap(gate_recheck_);
+  // Only the jobs something woke (GateBook::TakeRecheck).
   std::map<std::string, int> active;  // per array, counted once a round
-  for (uint64_t id : check) {
-    auto it = gated_.find(id);
-    if (it == gated_.end()) continue;
-    JobRt* job = FindJob(it->second);
+  for (uint64_t id : gates_.TakeRecheck()) {
+    const std::string* name = gates_.GatedName(id);
+    if (name == nullptr) continue;
+    JobRt* job = FindJob(*name);
     if (!job || job->ending || job->rec.state() != v1::JOB_QUEUED || job->rec.id() != id) {
-      gated_.erase(it);
+      gates_.Ungate(id);
       continue;
     }
-    Gate g = GateOf(*job, &active);
-    if (g.kind == Gate::kWait) {
+    GateBook::Gate g = gates_.GateOf(*job, &active);
+    if (g.kind == GateBook::Gate::kWait) {
       if (job->rec.pending_reason() != g.text) {
         job->rec.set_pending_reason(g.text);
         Persist(*job);
       }
       if (g.waiting_on != 0) {
-        waiters_[g.waiting_on].push_back(id);
+        gates_.WaitOn(g.waiting_on, id);
       } else if (g.throttled) {
-        throttled_[job->rec.array_job()].push_back(id);
+        gates_.Throttle(job->rec.array_job(), id);
       }
       continue;
     }
-    gated_.erase(it);
-    if (g.kind == Gate::kFail) {
+    gates_.Ungate(id);
+    if (g.kind == GateBook::Gate::kFail) {
       EndJob(*job, v1::JOB_FAILED, g.text, now);
     } else if (OpenGate(*job, now) && !job->rec.array_job().empty()) {
       ++active[job->rec.array_job()];
@@ -196,10 +86,10 @@ absl::StatusOr<std::vector<std::string>> ControlState::Release(const std::string
     job->rec.set_held(false);
     AddEvent(*job, "released", "released: it may be placed once nothing else holds it back", now);
     std::map<std::string, int> active;
-    Gate g = GateOf(*job, &active);
-    job->rec.set_pending_reason(g.kind == Gate::kWait ? g.text : "waiting for the scheduler");
+    GateBook::Gate g = gates_.GateOf(*job, &active);
+    job->rec.set_pending_reason(g.kind == GateBook::Gate::kWait ? g.text : "waiting for the scheduler");
     Persist(*job);
-    gate_recheck_.insert(job->rec.id());
+    gates_.Recheck(job->rec.id());
     released.push_back(t);
   }
   if (released.empty()) {
@@ -248,8 +138,7 @@ absl::StatusOr<std::vector<PreparedJob>> ControlState::PrepareArray(CheckedSpec 
     }
     out.push_back(*std::move(p));
   }
-  std::vector<std::string>& names = arrays_[array];
-  for (const PreparedJob& p : out) names.push_back(p.rec.name());
+  for (const PreparedJob& p : out) gates_.AddElement(array, p.rec.name());
   return out;
 }
 

@@ -138,7 +138,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
                                                        const ArrayPlace* place) {
   v1::JobSpec& spec = checked.spec;
   const std::string& defaulted = checked.defaulted;
-  if (std::vector<std::string> unknown = UnknownDependencies(spec); !unknown.empty()) {
+  if (std::vector<std::string> unknown = gates_.UnknownDependencies(spec); !unknown.empty()) {
     return api::ProblemsStatus(unknown);
   }
   spec.set_name(name);
@@ -169,7 +169,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
   rec.set_state(v1::JOB_QUEUED);
   rec.set_pending_reason("waiting for the scheduler");
   rec.set_held(kept.hold());
-  ResolveDependencies(kept, &rec);
+  gates_.ResolveDependencies(kept, &rec);
   if (place) {
     rec.set_array_job(place->array);
     rec.set_array_index(place->index);
@@ -217,7 +217,7 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   --user_submissions_[prepared.rec.spec().user()].pending;  // now counted by its state, if taken
   if (!st.ok()) {
     jobs_.erase(prepared.rec.name());
-    arrays_.erase(prepared.rec.array_job());  // its elements share the answer
+    gates_.DropArray(prepared.rec.array_job());  // its elements share the answer
     return absl::UnavailableError(absl::StrCat("the job was not accepted: the store cannot keep it: ",
                                                st.message()));
   }
@@ -226,8 +226,9 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   const v1::JobRecord& rec = job->rec;
   LoadTaskState(*job);  // a new job: every task PENDING at attempt 0
   job->events = job->events.Append(ToView(prepared.first_event));
-  absl::Status added = Gated(rec) ? absl::OkStatus() : scheduler_->AddJob(prepared.request);
-  if (Gated(rec)) {
+  const bool gated = GateBook::Gated(rec);
+  absl::Status added = gated ? absl::OkStatus() : scheduler_->AddJob(prepared.request);
+  if (gated) {
     KeepGated(*job);
   } else if (added.ok()) {
     job->in_scheduler = true;
@@ -282,7 +283,7 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   }
   if (api::IsTerminal(state)) {
     job.rec.set_end_time_ms(ToMs(now));
-    ended_[job.rec.id()] = {state, job.rec.name()};
+    gates_.Ended(job.rec.id(), state, job.rec.name());
     finished_by_end_.emplace(EndOf(job.rec), job.rec.name());
     WakeGates(job);
   }

@@ -55,13 +55,12 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     auto job = std::make_unique<JobRt>();
     job->rec = std::move(rec);
     job->events_loaded = false;
-    if (!job->rec.array_job().empty()) arrays_[job->rec.array_job()].push_back(job->rec.name());
-    if (Gated(job->rec)) {
+    if (!job->rec.array_job().empty()) gates_.AddElement(job->rec.array_job(), job->rec.name());
+    if (GateBook::Gated(job->rec)) {
       // Held or waiting still: the first round decides (CheckGates), once
       // every job it may wait for is back.
       LoadTaskState(*job);
-      gated_[job->rec.id()] = job->rec.name();
-      gate_recheck_.insert(job->rec.id());
+      gates_.Keep(job->rec);
       CountInQueue(*job);
       WatchDeadline(*job);  // one that ran before its requeue keeps its limit; none for one never started
       jobs_[job->rec.name()] = std::move(job);
@@ -84,7 +83,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     next_job_id_ = std::max(next_job_id_, rec.id() + 1);
     if (api::IsTerminal(rec.state())) {
       // A deleted record's name is NAME#ID: the name it ended under is before the '#'.
-      ended_[rec.id()] = {rec.state(), api::EndedName(rec.name())};
+      gates_.Ended(rec.id(), rec.state(), api::EndedName(rec.name()));
     }
     if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
       if (rec.end_time_ms() >= accounts_from) publisher_.Unbooked(api::AccountOf(rec));
@@ -94,7 +93,7 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     auto job = std::make_unique<JobRt>();
     job->events_loaded = false;
     job->rec = std::move(rec);
-    if (!job->rec.array_job().empty()) arrays_[job->rec.array_job()].push_back(job->rec.name());
+    if (!job->rec.array_job().empty()) gates_.AddElement(job->rec.array_job(), job->rec.name());
     next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
     if (api::IsTerminal(job->rec.state())) finished_by_end_.emplace(EndOf(job->rec), job->rec.name());
     // Ended while its tasks were being stopped: they hold their resources
@@ -112,14 +111,10 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     jobs_[job->rec.name()] = std::move(job);
   }
   // An array's elements by index, as they were made.
-  for (auto& [array, names] : arrays_) {
-    auto index = [this](const std::string& name) {
-      const JobRt* job = FindJob(name);
-      return job ? job->rec.array_index() : INT32_MAX;  // not recovered: last
-    };
-    std::sort(names.begin(), names.end(),
-              [&](const std::string& a, const std::string& b) { return index(a) < index(b); });
-  }
+  gates_.SortArrays([this](const std::string& name) {
+    const JobRt* job = FindJob(name);
+    return job ? job->rec.array_index() : INT32_MAX;  // not recovered: last
+  });
   // Their views are published after the first rounds (PublishRecovered), so
   // a restart reaches its first launch as fast as before views existed.
   for (const auto& [name, job] : jobs_) {

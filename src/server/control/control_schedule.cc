@@ -35,7 +35,7 @@ void ControlState::RunRound(absl::Time now) {
     }
   }
   for (JobRt* job : overdue) EndPreemption(*job, now);
-  if (!gate_recheck_.empty()) CheckGates(now);
+  if (gates_.RecheckDue()) CheckGates(now);
   core::Decisions d = scheduler_->Schedule(now);
   ++stats_.rounds;
   for (const core::Preemption& p : d.preemptions) ApplyPreemption(p, now);

@@ -42,6 +42,7 @@
 #include "server/config.h"
 #include "server/execution_backend.h"
 #include "server/logs/log_places.h"
+#include "server/control/gate_book.h"
 #include "server/control/node_table.h"
 #include "server/control/order_queue.h"
 #include "server/control/persister.h"
@@ -101,7 +102,7 @@ class ControlState {
   absl::StatusOr<std::vector<std::string>> Release(const std::string& job, absl::Time now);
   // The jobs `name` stands for in a dependency: an array's elements, or the
   // job itself; empty when neither exists.
-  std::vector<std::string> DependencyTargets(const std::string& name) const;
+  std::vector<std::string> DependencyTargets(const std::string& name) const { return gates_.DependencyTargets(name); }
   // The store answered a prepared job's creation with `st`: the job is taken
   // in, or its reserved name dropped (Unavailable naming the store's error).
   absl::StatusOr<v1::SubmitResponse> AcceptCommitted(PreparedJob& prepared, const absl::Status& st);
@@ -317,19 +318,7 @@ class ControlState {
 
   // control_gates.cc: jobs kept out of the scheduler until their hold,
   // dependencies and array throttle let them in (docs/job-spec.md, "Arrays,
-  // dependencies, hold").
-  struct Gate {
-    enum Kind : uint8_t { kOpen, kWait, kFail } kind = kOpen;
-    std::string text;  // the pending reason (kWait) or why the job fails (kFail)
-    uint64_t waiting_on = 0;  // kWait: the dependency (id) it waits for, if any
-    bool throttled = false;   // kWait: held back by its array's %N
-  };
-  // Whether a new or recovered queued job starts behind a gate.
-  static bool Gated(const v1::JobRecord& rec);
-  // `active`: per array, its elements in the scheduler and not ended.
-  Gate GateOf(const JobRt& job, std::map<std::string, int>* active) const;
-  int ActiveElements(const std::string& array) const;
-  // Each round: gated jobs whose gate opened go to the scheduler, those
+  // dependencies, hold"), as the GateBook (gates_) judges them. Each round: gated jobs whose gate opened go to the scheduler, those
   // whose after-ok dependency failed end FAILED, the others' reasons are set.
   void CheckGates(absl::Time now);
   void KeepGated(JobRt& job);
@@ -338,12 +327,8 @@ class ControlState {
   void WakeGates(const JobRt& job);
   bool OpenGate(JobRt& job, absl::Time now);
   // A free name for a job, or for an array and all its elements.
-  bool NameTaken(const std::string& name) const { return jobs_.count(name) || arrays_.count(name); }
+  bool NameTaken(const std::string& name) const { return jobs_.count(name) || gates_.IsArray(name); }
   std::string FreeName(const std::string& base, const std::vector<int>& elements);
-  // The dependencies that name no job, as submission problems.
-  std::vector<std::string> UnknownDependencies(const v1::JobSpec& spec) const;
-  // The spec's dependencies resolved to the ids of the jobs they name now.
-  void ResolveDependencies(const v1::JobSpec& spec, v1::JobRecord* rec) const;
 
   // control_schedule.cc
   void ApplyPlacement(const core::JobPlacement& p, absl::Time now);
@@ -661,27 +646,8 @@ class ControlState {
   absl::Time last_partial_try_;
   // Next suffix to try per submitted name ("train" -> 3 after train, train-2).
   std::map<std::string, int> next_suffix_;
-  // Jobs kept out of the scheduler by a gate (hold, dependencies, array
-  // throttle), by id: the order they were submitted in.
-  std::map<uint64_t, std::string> gated_;
-  // What CheckGates looks at: only the gated jobs whose gate may have opened
-  // (new, recovered, released, or woken by WakeGates). A held job is in none
-  // of these until released; a job waiting for a dependency is in waiters_
-  // under that dependency's id; a throttled element in throttled_ under its
-  // array. So a round costs nothing per gated job that nothing woke.
-  std::set<uint64_t> gate_recheck_;
-  std::map<uint64_t, std::vector<uint64_t>> waiters_;
-  std::map<std::string, std::vector<uint64_t>, std::less<>> throttled_;
-  // Every job that has ended, by id: its end state and the name it had. A
-  // dependency is judged here, so one deleted since (or recovered only as
-  // a deleted record) still counts by how it ended.
-  struct Ended {
-    v1::JobState state;
-    std::string name;
-  };
-  std::map<uint64_t, Ended> ended_;
-  // Job arrays: the array's name -> its elements' names, by index.
-  std::map<std::string, std::vector<std::string>, std::less<>> arrays_;
+  // The gated jobs, how every job ended, the arrays' elements (GateBook).
+  GateBook gates_{jobs_};
   uint64_t next_job_id_ = 1;
   std::string server_address_;
   bool wants_round_ = false;
