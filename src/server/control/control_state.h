@@ -318,8 +318,9 @@ class ControlState {
 
   // control_gates.cc: jobs kept out of the scheduler until their hold,
   // dependencies and array throttle let them in (docs/job-spec.md, "Arrays,
-  // dependencies, hold"), as the GateBook (gates_) judges them. Each round: gated jobs whose gate opened go to the scheduler, those
-  // whose after-ok dependency failed end FAILED, the others' reasons are set.
+  // dependencies, hold"), as the GateBook (gates_) judges them. Each round:
+  // gated jobs whose gate opened go to the scheduler, those whose after-ok
+  // dependency failed end FAILED, the others' reasons are set.
   void CheckGates(absl::Time now);
   void KeepGated(JobRt& job);
   // A job ended: the gated jobs waiting for it, and the throttled elements

@@ -59,9 +59,9 @@ class GateBook {
   // `array` to end: it is woken then (Wake), not looked at before.
   void WaitOn(uint64_t dependency, uint64_t id) { waiters_[dependency].push_back(id); }
   void Throttle(const std::string& array, uint64_t id) { throttled_[array].push_back(id); }
-  // Job `rec` ended (or left the queue): it is not gated; the jobs waiting
-  // for it and the throttled elements of its array are woken. True when
-  // any was (a round should look at them).
+  // Job `rec` ended: it is not gated; the jobs waiting for it and the
+  // throttled elements of its array are woken. True when any was (a round
+  // should look at them).
   bool Wake(const v1::JobRecord& rec);
 
   // ---- how jobs ended ----

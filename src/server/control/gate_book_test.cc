@@ -109,6 +109,9 @@ TEST_F(GateBookTest, AJobsEndWakesOnlyTheJobsWaitingForItAndItsArraysThrottledEl
   EXPECT_EQ(book_.GatedName(3), nullptr);
   ASSERT_NE(book_.GatedName(2), nullptr);
   EXPECT_EQ(*book_.GatedName(2), "train");
+  train.rec.set_state(v1::JOB_KILLED);
+  book_.Wake(train.rec);
+  EXPECT_EQ(book_.GatedName(2), nullptr) << "a job that ended is gated no more";
 }
 
 TEST_F(GateBookTest, AnArraysThrottleCountsItsElementsInTheSchedulerOncePerRound) {
