@@ -18,6 +18,7 @@
 #include "server/control/control_state.h"
 #include "server/execution_backend.h"
 #include "server/control/test_node.h"
+#include "server/control/test_status.h"
 #include "store/memory_state_store.h"
 
 namespace trainyard::server {
@@ -88,6 +89,16 @@ struct Agent {
 // ": why" for a refusal (a trace line's tail), "" for OK: a refusal is the
 // server's answer to the peer, which the invariants then judge.
 std::string Said(const absl::Status& st) { return st.ok() ? "" : absl::StrCat(": ", st.message()); }
+
+// What the agent reports of `t` at `attempt` (the launch it runs may be
+// older than the attempt: restarts in place), with an exit code for an end.
+v1::TaskStatus StatusOf(const AgentTask& t, v1::TaskState state, int attempt) {
+  v1::TaskStatus st = testing::StatusOf(t.spec, state);
+  st.set_attempt(attempt);
+  st.set_launch_attempt(std::min(attempt, t.spec.attempt()));
+  if (api::IsTerminal(state)) st.mutable_exit()->set_exit_code(state == v1::TASK_SUCCEEDED ? 0 : 1);
+  return st;
+}
 
 std::string Key(uint64_t job_id, const std::string& role, int index) { return absl::StrCat(job_id, "/", role, "/", index); }
 
@@ -274,15 +285,7 @@ void Harness::OnKill(Agent& a, const v1::KillTask& kill) {
 
 void Harness::Send(Agent& a, const AgentTask& t, v1::TaskState state, int attempt) {
   v1::AgentMessage msg;
-  v1::TaskStatus& st = *msg.mutable_status();
-  st.set_job(t.spec.job());
-  st.set_job_id(t.spec.job_id());
-  st.set_role(t.spec.role());
-  st.set_index(t.spec.index());
-  st.set_attempt(attempt);
-  st.set_launch_attempt(std::min(attempt, t.spec.attempt()));
-  st.set_state(state);
-  if (api::IsTerminal(state)) st.mutable_exit()->set_exit_code(state == v1::TASK_SUCCEEDED ? 0 : 1);
+  const v1::TaskStatus& st = *msg.mutable_status() = StatusOf(t, state, attempt);
   // Written now while a stream is registered and nothing older waits; else
   // it waits for the next stream. A stopped agent notices it when it
   // resumes.
@@ -296,16 +299,7 @@ void Harness::Send(Agent& a, const AgentTask& t, v1::TaskState state, int attemp
 void Harness::SendStale(Agent& a, const AgentTask& t, v1::TaskState state, int attempt) {
   if (!a.speaks()) return;
   Arrive(a);  // behind what the agent wrote before it
-  v1::TaskStatus st;
-  st.set_job(t.spec.job());
-  st.set_job_id(t.spec.job_id());
-  st.set_role(t.spec.role());
-  st.set_index(t.spec.index());
-  st.set_attempt(attempt);
-  st.set_launch_attempt(std::min(attempt, t.spec.attempt()));
-  st.set_state(state);
-  if (api::IsTerminal(state)) st.mutable_exit()->set_exit_code(state == v1::TASK_SUCCEEDED ? 0 : 1);
-  state_->OnTaskStatus(a.name, st, now_);
+  state_->OnTaskStatus(a.name, StatusOf(t, state, attempt), now_);
 }
 
 void Harness::Arrive(Agent& a) {
