@@ -68,7 +68,7 @@ double ThreadCpu() {
 // Drops what the control state sends to agents, counting launch bytes.
 class NullBackend : public server::ExecutionBackend {
  public:
-  void Registered(const std::string&, const v1::Registered&) override {}
+  void Registered(const std::string&, uint64_t, const v1::Registered&) override {}
   void Launch(const std::string&, v1::TaskSpec t) override { bytes += t.ByteSizeLong(); }
   void Kill(const std::string&, const v1::KillTask&) override {}
   void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}

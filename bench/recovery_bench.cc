@@ -24,6 +24,7 @@
 #include "recovery_store.h"
 #include "common/clock.h"
 #include "common/wait_until.h"
+#include "server/agent_streams.h"
 #include "server/job_manager.h"
 #include "store/etcd_state_store.h"
 #include "store/sqlite_state_store.h"
@@ -97,14 +98,15 @@ void RestartToFirstPlacement(benchmark::State& state, const char* store_name, co
     absl::Mutex launch_mu;
     std::vector<NullLink> links(kNodes, NullLink(&first_launch, &launch_mu));
     auto sched = core::Scheduler::Create(core::SchedulerOptions());
-    JobManager manager(config, store->get(), std::move(*sched), &clock);
+    AgentStreams streams;
+    JobManager manager(config, store->get(), std::move(*sched), &streams, &clock);
     absl::Time t_open = absl::Now();
     if (absl::Status s = manager.Recover(); !s.ok()) {
       state.SkipWithError(std::string(s.message()).c_str());
       return;
     }
     absl::Time t_recover = absl::Now();
-    for (int n = 0; n < kNodes; ++n) (void)manager.RegisterAgent(NodeOf(n), &links[n]);
+    for (int n = 0; n < kNodes; ++n) (void)manager.RegisterAgent(NodeOf(n), streams.Open(&links[n]));
     absl::Time t_registered = absl::Now();
     absl::StatusOr<v1::SubmitResponse> sub =
         manager.Submit(WorkerSpec(absl::StrCat("new-", state.iterations()), 1));

@@ -20,9 +20,11 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
  public:
   // `cert_node`: the node the peer's verified certificate names ("" none);
   // with `node_identity` it is the only name this stream may register.
-  AgentReactor(JobManager* manager, LogHub* logs, ExecRelay* exec, bool node_identity, std::string cert_node,
-               std::string peer)
+  AgentReactor(JobManager* manager, AgentStreams* streams, LogHub* logs, ExecRelay* exec, bool node_identity,
+               std::string cert_node, std::string peer)
       : manager_(manager),
+        streams_(streams),
+        session_(streams->Open(this)),
         logs_(logs),
         exec_(exec),
         node_identity_(node_identity),
@@ -71,6 +73,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
 
   void OnDone() override {
     if (!node_.empty()) Disconnected();
+    streams_->Close(this);
     delete this;
   }
 
@@ -90,7 +93,7 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
         }
         absl::Status st = MayRegister(in_.register_().name());
         if (st.ok()) st = AddressResolves(in_.register_());
-        if (st.ok()) st = manager_->RegisterAgent(in_.register_(), this);
+        if (st.ok()) st = manager_->RegisterAgent(in_.register_(), session_);
         if (!st.ok()) {
           Log(LogLevel::kWarning, "server", "refused agent %s from %s: %s", in_.register_().name(), peer_,
               std::string(st.message()));
@@ -182,7 +185,8 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   void Disconnected() {
     if (logs_) logs_->OnNodeDisconnected(node_);
     if (exec_) exec_->OnNodeDisconnected(node_);
-    manager_->AgentDisconnected(node_, this);
+    manager_->AgentDisconnected(node_, session_);
+    streams_->Close(this);  // nothing more is sent to it
   }
 
   bool Refuse() {
@@ -211,6 +215,8 @@ class AgentReactor final : public grpc::ServerBidiReactor<v1::AgentMessage, v1::
   }
 
   JobManager* const manager_;
+  AgentStreams* const streams_;
+  const uint64_t session_;  // this stream's number (AgentStreams::Open)
   LogHub* const logs_;
   ExecRelay* const exec_;
   const bool node_identity_;
@@ -244,7 +250,7 @@ std::string CertNode(const grpc::CallbackServerContext* context) {
 
 grpc::ServerBidiReactor<v1::AgentMessage, v1::ServerMessage>* AgentService::Connect(
     grpc::CallbackServerContext* context) {
-  return new AgentReactor(manager_, logs_, exec_, node_identity_, node_identity_ ? CertNode(context) : "", context->peer());
+  return new AgentReactor(manager_, streams_, logs_, exec_, node_identity_, node_identity_ ? CertNode(context) : "", context->peer());
 }
 
 }  // namespace trainyard::server

@@ -6,41 +6,56 @@
 
 namespace trainyard::server {
 
-uint64_t AgentStreams::SessionOf(AgentLink* link) {
-  auto [it, added] = sessions_.emplace(link, next_session_);
-  if (added) ++next_session_;
-  return it->second;
+void AgentStreams::SetOrderKeys(JobCredentials of) {
+  absl::MutexLock lock(&mu_);
+  job_credentials_ = std::move(of);
 }
 
-AgentLink* AgentStreams::Bind(const std::string& node, AgentLink* link) {
-  auto it = links_.find(node);
-  AgentLink* before = it == links_.end() ? nullptr : it->second;
-  if (link) {
-    links_[node] = link;
-  } else if (it != links_.end()) {
-    links_.erase(it);
+uint64_t AgentStreams::Open(AgentLink* link) {
+  absl::MutexLock lock(&mu_);
+  auto [it, added] = streams_.try_emplace(link);
+  if (added) {
+    it->second.session = next_session_++;
+    by_session_.emplace(it->second.session, link);
   }
-  return before;
+  return it->second.session;
 }
 
-void AgentStreams::Forget(const std::string& node, AgentLink* link) {
-  auto it = links_.find(node);
-  if (it != links_.end() && it->second == link) links_.erase(it);
-  sessions_.erase(link);
+void AgentStreams::Close(AgentLink* link) {
+  absl::MutexLock lock(&mu_);
+  auto it = streams_.find(link);
+  if (it == streams_.end()) return;
+  // Its node may speak through a newer stream already.
+  if (auto bound = links_.find(it->second.node); bound != links_.end() && bound->second == link) links_.erase(bound);
+  by_session_.erase(it->second.session);
+  streams_.erase(it);
+}
+
+size_t AgentStreams::Connected() const {
+  absl::MutexLock lock(&mu_);
+  return links_.size();
 }
 
 bool AgentStreams::Send(const std::string& node, v1::ServerMessage msg) {
-  if (fence_) fence_();
+  if (fence_) fence_();  // before the lock: a deposed leader does not return
+  absl::MutexLock lock(&mu_);
   auto it = links_.find(node);
   if (it == links_.end()) return false;
   it->second->Send(std::move(msg));
   return true;
 }
 
-void AgentStreams::Registered(const std::string& node, const v1::Registered& ack) {
+void AgentStreams::Registered(const std::string& node, uint64_t session, const v1::Registered& ack) {
+  if (fence_) fence_();
   v1::ServerMessage msg;
   *msg.mutable_registered() = ack;
-  Send(node, std::move(msg));
+  absl::MutexLock lock(&mu_);
+  auto it = by_session_.find(session);
+  if (it == by_session_.end()) return;  // closed meanwhile: its agent is gone
+  AgentLink* link = it->second;
+  links_[node] = link;
+  streams_[link].node = node;
+  link->Send(std::move(msg));
 }
 
 void AgentStreams::Launch(const std::string& node, v1::TaskSpec task) {
@@ -63,8 +78,10 @@ void AgentStreams::Drained(const std::string& node) {
 
 void AgentStreams::OrderCheckpoint(const std::string& job_master, uint64_t job_id, const std::string& job,
                                    const v1::CheckpointOrder& order) {
-  if (!job_credentials_ || job_master.empty()) return;
+  if (job_master.empty()) return;
   if (fence_) fence_();
+  absl::MutexLock lock(&mu_);
+  if (!job_credentials_) return;
   v1::ServerOrder push;
   push.set_job(job);
   *push.mutable_order() = order;

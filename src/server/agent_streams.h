@@ -2,8 +2,9 @@
 // bidirectional gRPC stream (AgentService's reactor is the AgentLink). It
 // turns the control state's orders into ServerMessages on the node's
 // stream, and numbers connections so the control state can tell an agent
-// that reconnected from one that is gone. Not thread-safe: the shell calls
-// it under its lock.
+// that reconnected from one that is gone. Thread-safe: the agents' reactors
+// open and close their streams on gRPC's threads while the shell's turns
+// send orders; its lock is a leaf (a link's Send takes only the link's own).
 #pragma once
 
 #include <cstdint>
@@ -11,6 +12,8 @@
 #include <map>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "proto/service.pb.h"
 #include "server/execution_backend.h"
 #include "server/master_orders.h"
@@ -31,17 +34,21 @@ class AgentStreams : public ExecutionBackend {
   // The key of each job's checkpoint orders' MAC (OrderCheckpoint): its
   // credential, which only its master task holds. What a launch carries is
   // not decided here: LaunchContract (launch_contract.h) completes it first.
-  void SetOrderKeys(JobCredentials of) { job_credentials_ = std::move(of); }
+  void SetOrderKeys(JobCredentials of);
 
-  // The session number of `link` (a new one, never 0, the first time).
-  uint64_t SessionOf(AgentLink* link);
-  // `link` now speaks for `node` (nullptr: nothing does). Returns the link
-  // that did before.
-  AgentLink* Bind(const std::string& node, AgentLink* link);
-  // `link`'s stream closed: it no longer speaks for anything.
-  void Forget(const std::string& node, AgentLink* link);
+  // A stream opened: its session number (a new one, never 0, the first
+  // time; the same on later calls). The control state is told the number
+  // with the stream's registration and disconnect; orders reach the stream
+  // once a registration by it is accepted (Registered).
+  uint64_t Open(AgentLink* link);
+  // `link`'s stream closed: it no longer speaks for anything, and nothing
+  // is sent to it once this returns.
+  void Close(AgentLink* link);
 
-  void Registered(const std::string& node, const v1::Registered& ack) override;
+  // The registration by stream `session` was accepted: the node's orders go
+  // to that stream from now on (a newer stream replaces an older one), and
+  // the answer is the first of them.
+  void Registered(const std::string& node, uint64_t session, const v1::Registered& ack) override;
   void Launch(const std::string& node, v1::TaskSpec task) override;
   void Kill(const std::string& node, const v1::KillTask& kill) override;
   void UpdateFiles(const std::string& node, const v1::TaskFiles& files) override;
@@ -57,23 +64,29 @@ class AgentStreams : public ExecutionBackend {
   bool CancelLog(const std::string& node, v1::LogCancel cancel) override;
   bool OpenExec(const std::string& node, v1::ExecOpen open) override;
   bool ExecInput(const std::string& node, v1::ExecInput input) override;
+  // Agents with a registered stream open.
+  size_t Connected() const override;
   // Sends `msg` on node's stream; false when it has none.
   bool Send(const std::string& node, v1::ServerMessage msg);
   // Called before any order leaves (a launch, kill, file update, log read,
   // checkpoint push). A server that may no longer lead (its lease may have
   // ended while it was paused) does not return from it: a deposed leader
-  // neither launches nor kills anything.
+  // neither launches nor kills anything. Set before any stream opens.
   void SetFence(std::function<void()> check) { fence_ = std::move(check); }
-  // How many agents have a stream bound to their node.
-  size_t connected() const { return links_.size(); }
 
  private:
-  std::map<std::string, AgentLink*> links_;   // node -> its stream
-  std::map<AgentLink*, uint64_t> sessions_;   // stream -> session number
-  uint64_t next_session_ = 1;
-  JobCredentials job_credentials_;
-  MasterOrders master_orders_;
-  std::function<void()> fence_;
+  mutable absl::Mutex mu_;
+  std::map<std::string, AgentLink*> links_ ABSL_GUARDED_BY(mu_);   // node -> its stream
+  struct Stream {
+    uint64_t session = 0;
+    std::string node;  // the node its accepted registration named ("" none yet)
+  };
+  std::map<AgentLink*, Stream> streams_ ABSL_GUARDED_BY(mu_);        // open ones
+  std::map<uint64_t, AgentLink*> by_session_ ABSL_GUARDED_BY(mu_);  // session number -> open stream
+  uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
+  JobCredentials job_credentials_ ABSL_GUARDED_BY(mu_);
+  MasterOrders master_orders_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> fence_;  // set before any stream opens, then only read
 };
 
 }  // namespace trainyard::server

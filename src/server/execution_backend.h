@@ -9,6 +9,7 @@
 // the control state; answers arrive later as events.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -19,9 +20,12 @@ namespace trainyard::server {
 class ExecutionBackend {
  public:
   virtual ~ExecutionBackend() = default;
-  // The node's registration was accepted (heartbeat interval and the name
-  // it is known by).
-  virtual void Registered(const std::string& node, const v1::Registered& ack) = 0;
+  // The node's registration by connection `session` (the number its door
+  // gave the control state with it) was accepted: the node's orders go to
+  // that connection from now on, and `ack` (heartbeat interval, the name it
+  // is known by) is the first of them. A refused registration is never
+  // told: the node's orders go on to where they went.
+  virtual void Registered(const std::string& node, uint64_t session, const v1::Registered& ack) = 0;
   // Start a task (the whole launch: command, env, files, allocation). The
   // spec is handed over, not copied: a launch is thousands of bytes.
   virtual void Launch(const std::string& node, v1::TaskSpec task) = 0;
@@ -51,6 +55,9 @@ class ExecutionBackend {
   virtual bool CancelLog(const std::string& /*node*/, v1::LogCancel /*cancel*/) { return false; }
   virtual bool OpenExec(const std::string& /*node*/, v1::ExecOpen /*open*/) { return false; }
   virtual bool ExecInput(const std::string& /*node*/, v1::ExecInput /*input*/) { return false; }
+  // How many nodes it can reach now (agents with a registered stream open),
+  // for the server's figures.
+  virtual size_t Connected() const { return 0; }
 };
 
 }  // namespace trainyard::server

@@ -25,9 +25,13 @@ constexpr absl::Duration kStall = absl::Seconds(1);
 }  // namespace
 
 JobManager::JobManager(ServerConfig config, StateStore* store, std::unique_ptr<core::Scheduler> scheduler,
-                       const Clock* clock)
-    : config_(config), store_(store), clock_(clock), queues_(scheduler->options().queues.root), control_(std::move(config), std::move(scheduler), &contract_,
-                                                              clock->Now()) {
+                       ExecutionBackend* backend, const Clock* clock)
+    : config_(config),
+      store_(store),
+      clock_(clock),
+      queues_(scheduler->options().queues.root),
+      contract_(backend, &secrets_),
+      control_(std::move(config), std::move(scheduler), &contract_, clock->Now()) {
   views_.resources().Configure(config_.task_sample_max_tasks, absl::Milliseconds(config_.task_sample_interval_ms));
   views_.accounts().SetLimits({.retention = absl::Hours(24) * config_.accounting_retention_days,
                                .max_jobs = static_cast<size_t>(config_.accounting_max_jobs)});
@@ -155,7 +159,6 @@ void JobManager::SetServerAddress(const std::string& address) {
 void JobManager::SetJobCredentials(TaskSecrets::JobCredentials of, TaskSecrets::JobCredentials worker_secret_of,
                                    TaskSecrets::JobCredentials user_token_of) {
   Turn turn(this);
-  streams_.SetOrderKeys(of);
   secrets_.SetJobCredentials(std::move(of), std::move(worker_secret_of), std::move(user_token_of));
 }
 
@@ -267,9 +270,7 @@ void JobManager::Loop() {
 void JobManager::SetOverloadProbe(std::function<int64_t()> probe) { overload_probe_ = std::move(probe); }
 
 void JobManager::SetOrderFence(std::function<void()> check) {
-  order_fence_ = check;
-  Turn turn(this);
-  streams_.SetFence(std::move(check));
+  order_fence_ = std::move(check);
 }
 
 void JobManager::ExcuseOverloadLocked(absl::Time now) {
@@ -303,7 +304,7 @@ void JobManager::PublishStats() {
   // never waits for this lock while holding it.
   stats->store = store_->Stats();
   stats->round_seconds = round_seconds_;
-  stats->agents_connected = static_cast<int>(streams_.connected());
+  stats->agents_connected = static_cast<int>(contract_.Connected());
   views_.PutStats(std::move(stats));
 }
 
@@ -618,26 +619,18 @@ absl::Status JobManager::ReportCheckpoint(const v1::CheckpointReport& req) {
   return st;
 }
 
-absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, AgentLink* link) {
+absl::Status JobManager::RegisterAgent(const v1::NodeInfo& info, uint64_t session) {
   Turn turn(this);
-  uint64_t session = streams_.SessionOf(link);
-  // Bound first, so what the registration sends (its answer, launches that
-  // never arrived) goes to this stream; the old binding is back on refusal.
-  AgentLink* before = streams_.Bind(info.name(), link);
   absl::Status st = control_.RegisterAgent(info, session, clock_->Now());
-  if (!st.ok()) {
-    streams_.Bind(info.name(), before);
-    return st;
-  }
+  if (!st.ok()) return st;
   AfterEvent();
   return absl::OkStatus();
 }
 
-void JobManager::AgentDisconnected(const std::string& node, AgentLink* link) {
+void JobManager::AgentDisconnected(const std::string& node, uint64_t session) {
   Turn turn(this);
-  control_.AgentDisconnected(node, streams_.SessionOf(link));
+  control_.AgentDisconnected(node, session);
   control_.PublishJobs(&views_);
-  streams_.Forget(node, link);
 }
 
 void JobManager::OnHeartbeat(const std::string& node, const v1::Heartbeat& hb) {

@@ -1,6 +1,7 @@
 // JobManager: the thin shell around the server's ControlState. It owns the
-// one mutex, the scheduling thread, the clock, the store and the execution
-// backend (AgentStreams: agents over gRPC streams); every client, agent and
+// one mutex, the scheduling thread and the clock; the store and the
+// execution backend (AgentStreams: agents over gRPC streams) are the
+// server's, handed to it behind the launch contract; every client, agent and
 // store event is a turn (Turn): it takes the lock, reads the clock once and
 // hands the event to the control state; what the turn leaves to do (the
 // persister's next write to the store, the submissions it answers, the
@@ -30,7 +31,7 @@
 #include "common/clock.h"
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
-#include "server/agent_streams.h"
+#include "server/execution_backend.h"
 #include "server/launch_contract.h"
 #include "server/config.h"
 #include "server/control/control_state.h"
@@ -43,8 +44,11 @@ namespace trainyard::server {
 
 class JobManager {
  public:
+  // Orders for the nodes go to `backend` (the agents' AgentStreams in a
+  // server), completed by the launch contract; neither it nor `store` is
+  // owned, and both outlive the manager.
   JobManager(ServerConfig config, StateStore* store, std::unique_ptr<core::Scheduler> scheduler,
-             const Clock* clock);
+             ExecutionBackend* backend, const Clock* clock);
   ~JobManager();
 
   // Loads jobs and nodes from the store. Call once, before Start.
@@ -135,9 +139,10 @@ class JobManager {
   // could read. Set before Start.
   void SetOverloadProbe(std::function<int64_t()> probe);
   // Called at each turn of the loop before its round, and before any order
-  // leaves for an agent or a job master (AgentStreams::SetFence): with an
-  // etcd store, a server whose leadership may have lapsed exits there
-  // rather than place, launch or kill anything. Set before Start.
+  // leaves for an agent or a job master (the server sets the same on its
+  // backend: AgentStreams::SetFence): with an etcd store, a server whose
+  // leadership may have lapsed exits there rather than place, launch or
+  // kill anything. Set before Start.
   void SetOrderFence(std::function<void()> check);
   // Runs the fence (nothing without one); any thread, no lock.
   void CheckOrderFence() const {
@@ -154,10 +159,14 @@ class JobManager {
   bool ExecInput(const std::string& node, v1::ExecInput input);
 
   // ---- agents ----
-  // Registers (or re-registers) a node. Errors: AlreadyExists when another
-  // live agent holds the name; InvalidArgument for a bad NodeInfo.
-  absl::Status RegisterAgent(const v1::NodeInfo& info, AgentLink* link);
-  void AgentDisconnected(const std::string& node, AgentLink* link);
+  // Registers (or re-registers) a node by connection `session` (the number
+  // the backend gave it: AgentStreams::Open); once accepted, the backend
+  // sends the node's orders there. Errors: AlreadyExists when another live
+  // agent holds the name; InvalidArgument for a bad NodeInfo.
+  absl::Status RegisterAgent(const v1::NodeInfo& info, uint64_t session);
+  // Connection `session` of `node` closed (nothing when a newer one speaks
+  // for the node).
+  void AgentDisconnected(const std::string& node, uint64_t session);
   void OnHeartbeat(const std::string& node, const v1::Heartbeat& hb);
   void OnTaskStatus(const std::string& node, const v1::TaskStatus& status);
   void OnAgentDraining(const std::string& node, const v1::Draining& draining);
@@ -172,8 +181,7 @@ class JobManager {
   // masters report to it. Call before Start.
   void SetServerAddress(const std::string& address);
   // What launches carry of the jobs' credentials (TaskSecrets, the launch
-  // contract); `of` also keys the MACs of checkpoint orders pushed to job
-  // masters (AgentStreams::OrderCheckpoint). Call before Start.
+  // contract). Call before Start.
   void SetJobCredentials(TaskSecrets::JobCredentials of, TaskSecrets::JobCredentials worker_secret_of,
                          TaskSecrets::JobCredentials user_token_of = {});
   // The user of job `id` while it has not ended (what a job's user
@@ -342,11 +350,10 @@ class JobManager {
   absl::Mutex mu_;
   absl::CondVar cv_;       // a store answer, for those who wait for one
   absl::CondVar loop_cv_;  // the loop's own: a round asked for, or the stop
-  AgentStreams streams_ ABSL_GUARDED_BY(mu_);
   // The launch contract between the control state and the backend: every
-  // launch is completed with secrets_ before streams_ sends it.
+  // launch is completed with secrets_ before the backend sends it.
   TaskSecrets secrets_ ABSL_GUARDED_BY(mu_);
-  LaunchContract contract_ ABSL_GUARDED_BY(mu_){&streams_, &secrets_};
+  LaunchContract contract_ ABSL_GUARDED_BY(mu_);
   SecretSealer seal_secret_;  // set before Start, read by submissions without the lock
   // Excuses the time since the last turn to the nodes when the overload
   // probe rose meanwhile.

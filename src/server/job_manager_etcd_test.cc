@@ -8,6 +8,7 @@
 #include "api/job_spec.h"
 #include "common/clock.h"
 #include "common/wait_until.h"
+#include "server/agent_streams.h"
 #include "server/job_manager.h"
 #include "server/control/test_node.h"
 #include "store/etcd_state_store.h"
@@ -52,10 +53,11 @@ TEST(JobManagerEtcdTest, AWriteOfMoreThanOneTransactionHoldsLandsAndItsLaunchesG
   FakeClock clock(absl::FromUnixSeconds(1700000000));
   auto sched = core::Scheduler::Create(core::SchedulerOptions{});
   ASSERT_TRUE(sched.ok()) << sched.status();
-  auto manager = std::make_unique<JobManager>(config, store->get(), std::move(*sched), &clock);
+  AgentStreams streams;
+  auto manager = std::make_unique<JobManager>(config, store->get(), std::move(*sched), &streams, &clock);
   ASSERT_TRUE(manager->Recover().ok());
   LockedLink link;
-  ASSERT_TRUE(manager->RegisterAgent(testing::TestNode("n1", 8), &link).ok());
+  ASSERT_TRUE(manager->RegisterAgent(testing::TestNode("n1", 8), streams.Open(&link)).ok());
 
   // 40 jobs placed in one round: their records and events are one write of
   // more than 100 keys.

@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "common/wait_until.h"
+#include "server/agent_streams.h"
 #include "server/control/test_node.h"
 #include "server/control/test_status.h"
 #include "api/job_spec.h"
@@ -51,7 +52,7 @@ class JobManagerTest : public ::testing::Test {
     config_.node_timeout_ms = 5000;
     auto sched = core::Scheduler::Create(core::SchedulerOptions{});
     ASSERT_TRUE(sched.ok()) << sched.status();
-    manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+    manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &streams_, &clock_);
     ASSERT_TRUE(manager_->Recover().ok());
   }
 
@@ -60,7 +61,7 @@ class JobManagerTest : public ::testing::Test {
     config_.jobmaster_enabled = true;
     auto sched = core::Scheduler::Create(core::SchedulerOptions{});
     ASSERT_TRUE(sched.ok()) << sched.status();
-    manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+    manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &streams_, &clock_);
     ASSERT_TRUE(manager_->Recover().ok());
   }
 
@@ -95,9 +96,21 @@ class JobManagerTest : public ::testing::Test {
     });
   }
 
+  // `link`'s stream opens (the agents' backend numbers it) and registers
+  // `info`, as the agent service does.
+  absl::Status Connect(const v1::NodeInfo& info, FakeLink* link) {
+    return manager_->RegisterAgent(info, streams_.Open(link));
+  }
+  // `link`'s stream closes.
+  void Disconnect(const std::string& node, FakeLink* link) {
+    manager_->AgentDisconnected(node, streams_.Open(link));
+    streams_.Close(link);
+  }
+
   ServerConfig config_;
   MemoryStateStore store_;
   FakeClock clock_{absl::FromUnixSeconds(1700000000)};
+  AgentStreams streams_;  // the backend: outlives the manager
   std::unique_ptr<JobManager> manager_;
 };
 
@@ -116,7 +129,7 @@ replicas:
 
 TEST_F(JobManagerTest, PlacesLaunchesWithFrameworkEnvAndSucceedsWhenWorkersComplete) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string job = Submit(kPsJob);
   manager_->ScheduleNowForTest();
   auto launches = link.Launches();
@@ -149,8 +162,8 @@ TEST_F(JobManagerTest, PlacesLaunchesWithFrameworkEnvAndSucceedsWhenWorkersCompl
 // once had the same name.
 TEST_F(JobManagerTest, TaskResourcesAreKeptOnlyFromTheNodeThatRunsTheTask) {
   FakeLink link1, link2;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 2), &link1).ok());
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n2", 2), &link2).ok());
+  ASSERT_TRUE(Connect(Node("n1", 2), &link1).ok());
+  ASSERT_TRUE(Connect(Node("n2", 2), &link2).ok());
   std::string job = Submit("name: r\nreplicas:\n  worker:\n    count: 1\n    resources: {gpus: 2}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   std::vector<v1::TaskSpec> on1 = link1.Launches(), on2 = link2.Launches();
@@ -266,7 +279,7 @@ TEST_F(JobManagerTest, SchedulesSubmitRunsAsTheirOwnersJobsAndSurviveARestart) {
   ASSERT_TRUE(manager_->UpdateSchedule("replacing", v1::SCHEDULE_DELETE).ok());
   auto sched = core::Scheduler::Create(core::SchedulerOptions{});
   ASSERT_TRUE(sched.ok());
-  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &streams_, &clock_);
   ASSERT_TRUE(manager_->Recover().ok());
   manager_->ScheduleNowForTest();
   v1::ScheduleView back = schedule("every-minute");
@@ -297,7 +310,7 @@ TEST_F(JobManagerTest, AScheduleOfASpecNoRunCouldSubmitIsRefused) {
 
 TEST_F(JobManagerTest, ListJobsAnswersInPagesThatTogetherHoldEveryJobOnce) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::vector<std::string> submitted;
   for (int i = 0; i < 7; ++i) {
     submitted.push_back(Submit(absl::StrCat("name: paged-", i, "\nreplicas:\n  worker:\n    count: 3\n"
@@ -347,7 +360,7 @@ TEST_F(JobManagerTest, ListJobsAnswersInPagesThatTogetherHoldEveryJobOnce) {
 
 TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string job = Submit("name: one\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 2\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   auto t = link.Launches().at(0);
@@ -369,7 +382,7 @@ TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
 
 TEST_F(JobManagerTest, KillStopsRunningTasks) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string job = Submit("name: k\nreplicas:\n  worker:\n    count: 2\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
@@ -382,7 +395,7 @@ TEST_F(JobManagerTest, KillStopsRunningTasks) {
 
 TEST_F(JobManagerTest, PendingJobCarriesReasonAndStartsWhenRoomAppears) {
   FakeLink link1;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 2), &link1).ok());
+  ASSERT_TRUE(Connect(Node("n1", 2), &link1).ok());
   std::string job = Submit("name: big\nreplicas:\n  worker:\n    resources: {gpus: 4}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   v1::JobView v = Describe(job);
@@ -390,7 +403,7 @@ TEST_F(JobManagerTest, PendingJobCarriesReasonAndStartsWhenRoomAppears) {
   EXPECT_FALSE(v.reason().empty());
   EXPECT_NE(v.reason(), "waiting for the scheduler");
   FakeLink link2;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n2", 8), &link2).ok());
+  ASSERT_TRUE(Connect(Node("n2", 8), &link2).ok());
   manager_->ScheduleNowForTest();
   EXPECT_EQ(Describe(job).state(), v1::JOB_SCHEDULED);
   EXPECT_EQ(link2.Launches().size(), 1u);
@@ -398,12 +411,12 @@ TEST_F(JobManagerTest, PendingJobCarriesReasonAndStartsWhenRoomAppears) {
 
 TEST_F(JobManagerTest, DuplicateNodeNameIsRefusedWhileTheFirstIsConnected) {
   FakeLink a, b;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &a).ok());
-  absl::Status st = manager_->RegisterAgent(Node("n1"), &b);
+  ASSERT_TRUE(Connect(Node("n1"), &a).ok());
+  absl::Status st = Connect(Node("n1"), &b);
   EXPECT_EQ(st.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(st.message(), HasSubstr("node name 'n1' is already in use"));
-  manager_->AgentDisconnected("n1", &a);
-  EXPECT_TRUE(manager_->RegisterAgent(Node("n1"), &b).ok());
+  Disconnect("n1", &a);
+  EXPECT_TRUE(Connect(Node("n1"), &b).ok());
 }
 
 TEST_F(JobManagerTest, InterleavedSwitchesPlaceAPairOnOneSwitch) {
@@ -413,7 +426,7 @@ TEST_F(JobManagerTest, InterleavedSwitchesPlaceAPairOnOneSwitch) {
   for (uint64_t sw : {0x05, 0x0a, 0x50, 0xa0}) n.mutable_topology()->add_switches(sw);
   n.mutable_topology()->clear_sockets();
   for (uint64_t so : {0x0f, 0xf0}) n.mutable_topology()->add_sockets(so);
-  ASSERT_TRUE(manager_->RegisterAgent(n, &link).ok());
+  ASSERT_TRUE(Connect(n, &link).ok());
   Submit("name: pair\nreplicas:\n  worker:\n    resources: {gpus: 2}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);
@@ -424,7 +437,7 @@ TEST_F(JobManagerTest, AnInvalidTopologyIsRefusedAtRegistration) {
   FakeLink link;
   v1::NodeInfo n = Node("n1");
   n.mutable_topology()->set_switches(2, 0x18);  // GPUs 3-4, where 4-5 was
-  absl::Status st = manager_->RegisterAgent(n, &link);
+  absl::Status st = Connect(n, &link);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(st.message(), "register.topology.switches[2] '3-4': GPU 3 is also in switches[1] '2-3'");
   EXPECT_TRUE(manager_->ListNodes().empty());
@@ -432,13 +445,13 @@ TEST_F(JobManagerTest, AnInvalidTopologyIsRefusedAtRegistration) {
 
 TEST_F(JobManagerTest, LostNodeMovesItsTaskToAnotherNodeWithTheSameWorkerId) {
   FakeLink link1, link2;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link1).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link1).ok());
   std::string job = Submit("name: mv\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    resources: {gpus: 1}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link1.Launches().size(), 1u);
   auto first = link1.Launches()[0];
   Report("n1", first, v1::TASK_RUNNING);
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n2"), &link2).ok());
+  ASSERT_TRUE(Connect(Node("n2"), &link2).ok());
   clock_.Advance(absl::Seconds(3));
   manager_->OnHeartbeat("n2", v1::Heartbeat());
   clock_.Advance(absl::Seconds(3));  // n1 silent for 6 s > 5 s
@@ -485,7 +498,7 @@ TEST_F(JobManagerTest, AnArrayTooBigForOneEtcdTransactionIsRefusedNamingTheLimit
   manager_.reset();
   auto sched = core::Scheduler::Create(core::SchedulerOptions{});
   ASSERT_TRUE(sched.ok()) << sched.status();
-  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &clock_);
+  manager_ = std::make_unique<JobManager>(config_, &store_, std::move(*sched), &streams_, &clock_);
   ASSERT_TRUE(manager_->Recover().ok());
   auto spec = api::LoadJobSpec("name: wide\narray: 0-99\nreplicas:\n  worker: {command: [x]}\n", config_.limits);
   ASSERT_TRUE(spec.ok()) << spec.status();
@@ -508,7 +521,7 @@ v1::Heartbeat Beat(const std::vector<v1::TaskSpec>& running) {
 
 TEST_F(JobManagerTest, ATaskItsAgentNoLongerRunsIsStartedAgainOrFailsPerPolicy) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string again = Submit("name: again\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 2\n"
                              "    resources: {gpus: 1}\n    command: [x]\n");
   std::string never = Submit("name: never\nreplicas:\n  worker:\n    resources: {gpus: 1}\n    command: [x]\n");
@@ -537,7 +550,7 @@ TEST_F(JobManagerTest, ATaskItsAgentNoLongerRunsIsStartedAgainOrFailsPerPolicy) 
 
 TEST_F(JobManagerTest, AnEndRepeatedInAHeartbeatIsAppliedAndALaunchNeverShownIsSentAgain) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string done = Submit("name: done\nreplicas:\n  worker: {command: [x]}\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);
@@ -565,7 +578,7 @@ TEST_F(JobManagerTest, AnEndRepeatedInAHeartbeatIsAppliedAndALaunchNeverShownIsS
 
 TEST_F(JobManagerTest, AKilledJobWhoseLaunchNeverArrivedFreesItsGpus) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string lost = Submit("name: lost\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);  // ...which the agent never got
@@ -580,7 +593,7 @@ TEST_F(JobManagerTest, AKilledJobWhoseLaunchNeverArrivedFreesItsGpus) {
 
 TEST_F(JobManagerTest, StatusesOfAnOlderLaunchOnTheSameNodeDoNotEndTheNewOne) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string job = Submit("name: again\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 5\n"
                            "    resources: {gpus: 1}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
@@ -618,7 +631,7 @@ TEST_F(JobManagerTest, StatusesOfAnOlderLaunchOnTheSameNodeDoNotEndTheNewOne) {
 
 TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntilItsTasksStop) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string old = Submit("name: old\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);
@@ -629,10 +642,11 @@ TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntil
   manager_.reset();
 
   auto sched = core::Scheduler::Create(core::SchedulerOptions{});
-  JobManager second(config_, &store_, std::move(*sched), &clock_);
+  AgentStreams streams2;  // the new server's
+  JobManager second(config_, &store_, std::move(*sched), &streams2, &clock_);
   ASSERT_TRUE(second.Recover().ok());
   FakeLink link2;
-  ASSERT_TRUE(second.RegisterAgent(Node("n1"), &link2).ok());
+  ASSERT_TRUE(second.RegisterAgent(Node("n1"), streams2.Open(&link2)).ok());
   auto spec = api::LoadJobSpec("name: next\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n", config_.limits);
   ASSERT_TRUE(spec.ok());
   auto next = second.Submit(*spec);
@@ -655,7 +669,7 @@ TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntil
 
 TEST_F(JobManagerTest, KillAnswersOnceDurableAndARefusedWriteIsRetriedWhenTheStoreTakesWritesAgain) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string job = Submit("name: k\nreplicas:\n  worker: {command: [x]}\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);
@@ -675,7 +689,7 @@ TEST_F(JobManagerTest, KillAnswersOnceDurableAndARefusedWriteIsRetriedWhenTheSto
 
 TEST_F(JobManagerTest, TasksGetTheJobMastersAddressInTheirEnvironmentAndInAFile) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   auto spec = api::LoadJobSpec("name: jm\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
   ASSERT_TRUE(spec.ok());
   spec->set_job_master_address("10.0.0.9:4000");  // a master in the submitting client
@@ -691,7 +705,7 @@ TEST_F(JobManagerTest, TasksGetTheJobMastersAddressInTheirEnvironmentAndInAFile)
 
 TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
                               [](uint64_t id) { return absl::StrCat("secret-", id); });
   auto with = api::LoadJobSpec("name: with\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
@@ -716,7 +730,7 @@ TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
 // `trainyard rsh` presents it to the rank hosts of the job's workers.
 TEST_F(JobManagerTest, EveryTaskOfAnMpiJobGetsTheJobsSecretAndTrainyardRsh) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
                               [](uint64_t id) { return absl::StrCat("secret-", id); });
   auto spec = api::LoadJobSpec(
@@ -739,7 +753,7 @@ TEST_F(JobManagerTest, EveryTaskOfAnMpiJobGetsTheJobsSecretAndTrainyardRsh) {
 TEST_F(JobManagerTest, AServerStartedMasterGetsTheJobsCredentialAndSecretAndItsWorkersTheSecret) {
   ASSERT_NO_FATAL_FAILURE(WithJobMasters());
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
                               [](uint64_t id) { return absl::StrCat("secret-", id); });
   auto spec = api::LoadJobSpec("name: m\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
@@ -764,7 +778,7 @@ TEST_F(JobManagerTest, AServerStartedMasterGetsTheJobsCredentialAndSecretAndItsW
 
 TEST_F(JobManagerTest, WithTheLoopRunningEverySubmissionIsAnsweredOnceItsJobIsPlacedAndShown) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 16), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1", 16), &link).ok());
   manager_->Start();
   constexpr int kJobs = 12;
   absl::Mutex mu;
@@ -804,7 +818,7 @@ TEST_F(JobManagerTest, WithTheLoopRunningEverySubmissionIsAnsweredOnceItsJobIsPl
 
 TEST_F(JobManagerTest, WithTheLoopRunningAnArrayIsTakenInAsASubmissionIsAndAnsweredOnceWithEveryElementPlaced) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1", 16), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1", 16), &link).ok());
   manager_->Start();
   auto spec = api::LoadJobSpec("name: sweep\nreplicas:\n  worker: {command: [x], resources: {gpus: 1}}\n",
                                config_.limits);
@@ -841,7 +855,7 @@ TEST_F(JobManagerTest, WithTheLoopRunningAnArrayIsTakenInAsASubmissionIsAndAnswe
 TEST_F(JobManagerTest, JobsSurviveARestartOfTheManager) {
   std::string job = Submit("name: durable\nreplicas:\n  worker: {command: [x]}\n");
   auto sched = core::Scheduler::Create(core::SchedulerOptions{});
-  JobManager second(config_, &store_, std::move(*sched), &clock_);
+  JobManager second(config_, &store_, std::move(*sched), &streams_, &clock_);
   ASSERT_TRUE(second.Recover().ok());
   auto v = second.Describe(job);
   ASSERT_TRUE(v.ok());
@@ -856,7 +870,7 @@ namespace {
 
 TEST_F(JobManagerTest, ProductionJobPreemptsPtrJobWhichReturnsToTheQueue) {
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
@@ -885,7 +899,7 @@ namespace {
 TEST_F(JobManagerTest, PreemptionWorksForJobsWithParameterServersPortsAndAMaster) {
   ASSERT_NO_FATAL_FAILURE(WithJobMasters());
   FakeLink link;
-  ASSERT_TRUE(manager_->RegisterAgent(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
   std::string low = Submit(R"(
 name: low
 framework: tensorflow
@@ -928,7 +942,7 @@ TEST_F(JobManagerTest, PortsThatNoNodeHasFreeLeaveTheJobPendingWithAReason) {
   FakeLink link;
   v1::NodeInfo n = Node("n1");
   n.mutable_capacity()->mutable_ports(0)->set_end(30009);  // 10 ports
-  ASSERT_TRUE(manager_->RegisterAgent(n, &link).ok());
+  ASSERT_TRUE(Connect(n, &link).ok());
   std::string job = Submit("name: porty\nreplicas:\n  worker:\n    resources: {ports: 20}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   v1::JobView v = Describe(job);

@@ -55,7 +55,9 @@ class TaskSecrets {
 class LaunchContract final : public ExecutionBackend {
  public:
   LaunchContract(ExecutionBackend* inner, const TaskSecrets* secrets) : inner_(inner), secrets_(secrets) {}
-  void Registered(const std::string& node, const v1::Registered& ack) override { inner_->Registered(node, ack); }
+  void Registered(const std::string& node, uint64_t session, const v1::Registered& ack) override {
+    inner_->Registered(node, session, ack);
+  }
   void Launch(const std::string& node, v1::TaskSpec task) override;
   void Kill(const std::string& node, const v1::KillTask& kill) override { inner_->Kill(node, kill); }
   void UpdateFiles(const std::string& node, const v1::TaskFiles& files) override { inner_->UpdateFiles(node, files); }
@@ -73,6 +75,7 @@ class LaunchContract final : public ExecutionBackend {
   bool ExecInput(const std::string& node, v1::ExecInput input) override {
     return inner_->ExecInput(node, std::move(input));
   }
+  size_t Connected() const override { return inner_->Connected(); }
 
  private:
   ExecutionBackend* const inner_;

@@ -290,7 +290,8 @@ absl::StatusOr<std::unique_ptr<Server>> Server::Start(ServerConfig config) {
   if (!opt.ok()) return opt.status();
   absl::StatusOr<std::unique_ptr<core::Scheduler>> sched = core::Scheduler::Create(*opt);
   if (!sched.ok()) return sched.status();
-  s->manager_ = std::make_unique<JobManager>(config, s->store_.get(), std::move(*sched), &s->clock_);
+  s->streams_ = std::make_unique<AgentStreams>();
+  s->manager_ = std::make_unique<JobManager>(config, s->store_.get(), std::move(*sched), s->streams_.get(), &s->clock_);
   s->FenceOrders();
   if (absl::Status st = s->StartSecurity(config); !st.ok()) return st;
   if (absl::Status st = s->manager_->Recover(); !st.ok()) return st;
@@ -317,7 +318,8 @@ void Server::BuildServices(const ServerConfig& config) {
                                                     rate_limiter_.get(), exec_relay_.get(), service_links_.get());
   client_service_->SetClusterStatusSource([this](v1::ClusterStatus* out) { FillClusterStatus(out); });
   // With TLS, an agent's node is the one its certificate names.
-  agent_service_ = std::make_unique<AgentService>(manager_.get(), log_hub_.get(), UsesTls(config), exec_relay_.get());
+  agent_service_ = std::make_unique<AgentService>(manager_.get(), streams_.get(), log_hub_.get(), UsesTls(config),
+                                                  exec_relay_.get());
 }
 
 absl::Status Server::StartClientListener(const ServerConfig& config) {
@@ -472,6 +474,8 @@ absl::Status Server::StartSecurity(const ServerConfig& config) {
   }
   // The job master task gets its job's credential with its launch order.
   security::ServerSecurity* sec_ptr = security_.get();
+  // Its credential also keys the MACs of the checkpoint orders pushed to it.
+  streams_->SetOrderKeys([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); });
   manager_->SetJobCredentials([sec_ptr](uint64_t job_id) { return sec_ptr->JobCredentialOf(job_id); },
                               [sec_ptr](uint64_t job_id) { return sec_ptr->JobWorkerSecretOf(job_id); },
                               [sec_ptr](uint64_t job_id) { return sec_ptr->JobUserTokenOf(job_id); });
@@ -590,6 +594,8 @@ absl::Status Server::StartHttp(const ServerConfig& config) {
     if (absl::StartsWith(host, "[")) host = host.substr(1, host.size() - 2);
     if (host == "0.0.0.0" || host == "::") host.clear();
     int http_port = 0;
+    // The bound address always ends in its port; 0 (not parsed) leaves the
+    // proxied services' links without one rather than failing the server.
     (void)absl::SimpleAtoi(http_address_.substr(colon + 1), &http_port);
     service_links_->SetListener(http_scheme_, host, http_port);
   }

@@ -34,6 +34,7 @@ class Server;
 namespace trainyard::server {
 
 class AgentService;
+class AgentStreams;
 class ClientService;
 class JoinService;
 class LogHub;
@@ -83,6 +84,10 @@ class Server {
   StateStorePtr store_;
   // With an etcd store: the data dir's files every server holds alike.
   std::unique_ptr<SharedFiles> shared_files_;
+  // The execution backend: the agents' streams (the manager's orders go
+  // out on them; the agent service opens and closes them). Destroyed after
+  // the manager and the agents' listener.
+  std::unique_ptr<AgentStreams> streams_;
   std::unique_ptr<JobManager> manager_;
   std::unique_ptr<security::ServerSecurity> security_;
   std::unique_ptr<ManagerLogBackend> log_backend_;

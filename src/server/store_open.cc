@@ -18,6 +18,7 @@
 #include "server/depositions.h"
 #include "server/http/standby_door.h"
 #include "server/leadership.h"
+#include "server/agent_streams.h"
 #include "server/server.h"
 #include "server/shared_files.h"
 #include "store/etcd_client.h"
@@ -292,13 +293,15 @@ void Server::FillLeaderLists(v1::ClusterStatus* out) {
 void Server::FenceOrders() {
   if (leadership_ == nullptr) return;
   Leadership* leading = leadership_.get();
-  manager_->SetOrderFence([leading, note = DeposedNote{deposed_dir_, leading->options().identity}] {
+  auto fence = [leading, note = DeposedNote{deposed_dir_, leading->options().identity}] {
     // The renewal thread says so within a third of the lease; a process
     // that was paused may run its loop first.
     if (!leading->Valid()) {
       ExitDeposed(note, Deposition::kPaused, "its lease may have ended (the process was paused or cut off from etcd)");
     }
-  });
+  };
+  manager_->SetOrderFence(fence);  // before each round
+  streams_->SetFence(fence);       // before each order leaves
 }
 
 }  // namespace trainyard::server

@@ -185,7 +185,14 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   ack.set_quiet_heartbeat_interval_ms(QuietHeartbeatIntervalMs(config_));
   *ack.mutable_serving_ports() = node.info.capacity().ports();
   ack.set_sample_interval_ms(config_.task_sample_interval_ms);
-  backend_->Registered(in.name(), ack);
+  backend_->Registered(in.name(), session, ack);
+  CatchUp(node, now);
+  wants_round_ = true;
+  return absl::OkStatus();
+}
+
+void ControlState::CatchUp(NodeRt& node, absl::Time now) {
+  const std::string name = node.info.name();  // node.info is in.name() now
   // Its GPU faults (an agent that found some before this registration):
   // after the answer, so kill orders for the tasks on them come after it.
   ApplyGpuFaults(node, now);
@@ -193,7 +200,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   // Tasks placed here that never reached the agent (it was away) go again.
   std::optional<EnvContext> ctx;  // of ctx_job: one per job, not one per task
   const JobRt* ctx_job = nullptr;
-  for (auto [job, i] : TasksOn(in.name())) {
+  for (auto [job, i] : TasksOn(name)) {
     // Not one told to leave (a drain, a GPU fault): it goes elsewhere once
     // its kill is answered or it is found gone.
     if (!job->ending && !job->recovered_placed && !job->task_rt[i].evicting &&
@@ -205,19 +212,17 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     const v1::TaskRecord& t = job->rec.tasks(i);
     if (job->task_rt[i].evicting) {
       std::string why = GpuFaultWhy(node, t.allocation().gpu_mask());
-      SendKill(in.name(), job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms,
-               why.empty() ? absl::StrCat("node ", in.name(), " is drained") : why);
+      SendKill(name, job->rec.name(), job->rec.id(), t.role(), t.index(), config_.kill_grace_ms,
+               why.empty() ? absl::StrCat("node ", name, " is drained") : why);
     }
   }
   // Files (hosts, job master address) that changed while it was away.
-  if (auto stale = stale_files_.find(in.name()); stale != stale_files_.end()) {
-    for (const std::string& name : stale->second) {
-      if (JobRt* job = FindJob(name)) PushFilesTo(*job, in.name());
+  if (auto stale = stale_files_.find(name); stale != stale_files_.end()) {
+    for (const std::string& job_name : stale->second) {
+      if (JobRt* job = FindJob(job_name)) PushFilesTo(*job, name);
     }
     stale_files_.erase(stale);
   }
-  wants_round_ = true;
-  return absl::OkStatus();
 }
 
 void ControlState::AgentDisconnected(const std::string& name, uint64_t session) {
@@ -333,15 +338,19 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     node.held_gpus = 0;
     SyncExcludedGpus(node);
   }
-  // Tasks the server has as live here that the agent no longer runs.
+  NotListed(node, std::move(reported), now);
+}
+
+void ControlState::NotListed(NodeRt& node, std::vector<std::pair<const JobRt*, int>> listed_tasks, absl::Time now) {
   auto by_task = [](const std::pair<const JobRt*, int>& a, const std::pair<const JobRt*, int>& b) {
     return std::less<const JobRt*>()(a.first, b.first) || (a.first == b.first && a.second < b.second);
   };
-  std::sort(reported.begin(), reported.end(), by_task);
+  std::sort(listed_tasks.begin(), listed_tasks.end(), by_task);
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
     TaskRt& rt = job->task_rt[i];
-    bool listed = std::binary_search(reported.begin(), reported.end(), std::pair<const JobRt*, int>(job, i), by_task);
+    bool listed =
+        std::binary_search(listed_tasks.begin(), listed_tasks.end(), std::pair<const JobRt*, int>(job, i), by_task);
     if (api::IsTerminal(t.state()) || listed) {
       rt.missing_beats = 0;
       continue;
@@ -437,49 +446,13 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
   Acknowledged(*job, i);
   t->set_attempt(std::max(t->attempt(), st.attempt()));
   if (st.has_limits()) *t->mutable_limits() = st.limits();
-  std::string name = api::TaskName(job->rec.name(), t->role(), t->index());
   switch (st.state()) {
-    case v1::TASK_RUNNING: {
-      if (t->state() == v1::TASK_RUNNING) break;
-      SetTaskState(*job, i, v1::TASK_RUNNING, now);
-      t->set_start_time_ms(ToMs(now));
-      if (NodeRt* n = FindNode(node)) n->launch_faults = 0;
-      if (job->rec.state() == v1::JOB_SCHEDULED) SetJobState(*job, v1::JOB_STARTING, now);
-      // Tasks still waiting for room (minAvailable below count) do not hold
-      // back the ones placed: the job runs once all of those do.
-      int waiting = 0;
-      bool all = std::all_of(job->rec.tasks().begin(), job->rec.tasks().end(), [&waiting](const v1::TaskRecord& o) {
-        bool unplaced = o.node().empty() && o.state() == v1::TASK_PENDING;
-        waiting += unplaced ? 1 : 0;
-        return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state()) || unplaced;
-      });
-      if (all && job->rec.state() == v1::JOB_STARTING && !job->ending) {
-        SetJobState(*job, v1::JOB_RUNNING, now);
-        int n = api::JobTaskCount(job->rec.tasks());
-        AddEvent(*job, "started",
-                 waiting > 0 ? absl::StrCat(n - waiting, " of ", n, " tasks running; the others wait for room")
-                 : n == 1    ? std::string("its task is running")
-                             : absl::StrCat("all ", n, " tasks running"),
-                 now);
-      }
+    case v1::TASK_RUNNING:
+      if (t->state() != v1::TASK_RUNNING) TaskRunning(*job, i, node, now);
       break;
-    }
-    case v1::TASK_RESTARTING: {
-      SetTaskState(*job, i, v1::TASK_RESTARTING, now);
-      t->set_restart_count(t->restart_count() + 1);
-      ++stats_.restarts_exit;
-      *t->mutable_exit() = st.exit();
-      v1::AttemptClass c = ClassOfEnd(*job, st);
-      std::string budget =
-          RecordAttempt(*job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit(), .restarted = true},
-                        now);
-      AddEvent(*job, "task_restarted",
-               absl::StrCat(name, " attempt ", st.attempt(), " ", api::AttemptClassName(c), " (",
-                            DescribeExit(st.exit()), "), restarting as attempt ", st.attempt() + 1,
-                            budget.empty() ? "" : absl::StrCat(" (", budget, ")")),
-               now);
+    case v1::TASK_RESTARTING:
+      TaskRestarting(*job, i, st, now);
       break;
-    }
     case v1::TASK_SUCCEEDED:
     case v1::TASK_FAILED:
     case v1::TASK_KILLED:
@@ -495,6 +468,47 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
       break;
   }
   Persist(*job);
+}
+
+void ControlState::TaskRunning(JobRt& job, int i, const std::string& node, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  SetTaskState(job, i, v1::TASK_RUNNING, now);
+  t->set_start_time_ms(ToMs(now));
+  if (NodeRt* n = FindNode(node)) n->launch_faults = 0;
+  if (job.rec.state() == v1::JOB_SCHEDULED) SetJobState(job, v1::JOB_STARTING, now);
+  // Tasks still waiting for room (minAvailable below count) do not hold
+  // back the ones placed: the job runs once all of those do.
+  int waiting = 0;
+  bool all = std::all_of(job.rec.tasks().begin(), job.rec.tasks().end(), [&waiting](const v1::TaskRecord& o) {
+    bool unplaced = o.node().empty() && o.state() == v1::TASK_PENDING;
+    waiting += unplaced ? 1 : 0;
+    return o.state() == v1::TASK_RUNNING || api::IsTerminal(o.state()) || unplaced;
+  });
+  if (all && job.rec.state() == v1::JOB_STARTING && !job.ending) {
+    SetJobState(job, v1::JOB_RUNNING, now);
+    int n = api::JobTaskCount(job.rec.tasks());
+    AddEvent(job, "started",
+             waiting > 0 ? absl::StrCat(n - waiting, " of ", n, " tasks running; the others wait for room")
+             : n == 1    ? std::string("its task is running")
+                         : absl::StrCat("all ", n, " tasks running"),
+             now);
+  }
+}
+
+void ControlState::TaskRestarting(JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {
+  v1::TaskRecord* t = job.rec.mutable_tasks(i);
+  SetTaskState(job, i, v1::TASK_RESTARTING, now);
+  t->set_restart_count(t->restart_count() + 1);
+  ++stats_.restarts_exit;
+  *t->mutable_exit() = st.exit();
+  v1::AttemptClass c = ClassOfEnd(job, st);
+  std::string budget = RecordAttempt(
+      job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit(), .restarted = true}, now);
+  AddEvent(job, "task_restarted",
+           absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " attempt ", st.attempt(), " ",
+                        api::AttemptClassName(c), " (", DescribeExit(st.exit()), "), restarting as attempt ",
+                        st.attempt() + 1, budget.empty() ? "" : absl::StrCat(" (", budget, ")")),
+           now);
 }
 
 void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::Time now) {

@@ -255,11 +255,16 @@ TEST_F(ControlEventsTest, ANodeBackAfterARestartWithFewerGpusEndsTheTasksItCanno
 TEST_F(ControlEventsTest, AnAgentReconnectingTwiceKeepsOneSessionAndItsTasks) {
   std::string job = RunPinnedJob();
   std::vector<v1::TaskSpec> old = LaunchesOn("rn-1");
+  size_t told = backend_.sessions.size();
   EXPECT_EQ(state_->RegisterAgent(testing::TestNode("rn-1", 8, "10.0.0.1"), 11, now_).code(),
             absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(backend_.sessions.size(), told) << "a refused registration moves nothing: orders go on to stream 1";
   state_->AgentDisconnected("rn-1", 1);
   ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("rn-1", 8, "10.0.0.1"), 12, now_).ok());
   ASSERT_TRUE(state_->RegisterAgent(testing::TestNode("rn-1", 8, "10.0.0.1"), 12, now_).ok()) << "again, same stream";
+  EXPECT_THAT(std::vector<uint64_t>(backend_.sessions.begin() + told, backend_.sessions.end()),
+              ::testing::ElementsAre(12u, 12u))
+      << "the backend sends the node's orders to the stream that registered it";
   state_->AgentDisconnected("rn-1", 11);  // the refused stream closes late
   Beat("rn-1", old);
   state_->RunRound(now_);
@@ -276,8 +281,10 @@ TEST_F(ControlEventsTest, ARefusedRegistrationLeavesTheNodeFreeToRegisterAgain) 
   v1::NodeInfo bad = testing::TestNode("rn-1", 8, "10.0.0.1");
   bad.mutable_capacity()->set_gpu_mask(uint64_t{1} << 40);  // a GPU its topology does not have
   EXPECT_FALSE(state_->RegisterAgent(bad, 21, now_).ok());
+  EXPECT_THAT(backend_.sessions, ::testing::Not(::testing::Contains(21u))) << "the backend is never told of it";
   absl::Status again = state_->RegisterAgent(testing::TestNode("rn-1", 8, "10.0.0.1"), 22, now_);
   EXPECT_TRUE(again.ok()) << again;
+  EXPECT_EQ(backend_.sessions.back(), 22u);
 }
 
 }  // namespace

@@ -52,7 +52,7 @@ struct Message {
 
 class QueueBackend : public ExecutionBackend {
  public:
-  void Registered(const std::string&, const v1::Registered&) override {}
+  void Registered(const std::string&, uint64_t, const v1::Registered&) override {}
   void Launch(const std::string& node, v1::TaskSpec t) override { queue[node].push_back({std::move(t), {}}); }
   void Kill(const std::string& node, const v1::KillTask& k) override { queue[node].push_back({std::nullopt, k}); }
   void UpdateFiles(const std::string&, const v1::TaskFiles&) override {}

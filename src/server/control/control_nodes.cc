@@ -28,88 +28,12 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     uint64_t at_least = 0;
     if (absl::SimpleAtoi(floor->second, &at_least)) next_job_id_ = std::max(next_job_id_, at_least);
   }
-  for (const v1::NodeRecord& n : snap.nodes) {
-    auto node = std::make_unique<NodeRt>();
-    node->info = n.info();
-    node->state = v1::NODE_LOST;  // until its agent reconnects
-    node->cordoned = n.cordoned();
-    node->draining = n.draining();
-    node->admin_reason = n.admin_reason();
-    node->cordoned_gpus = n.cordoned_gpus();
-    node->last_heartbeat = node->heard = now;
-    AddNode(n.info().name(), std::move(node));
-  }
-  // A task held its place since before records said when: from now on
-  // (written, so a second restart keeps that).
-  auto held_from_now = [this, now](v1::JobRecord& rec) {
-    for (v1::TaskRecord& t : *rec.mutable_tasks()) {
-      if (!api::HoldsPlace(t.state()) || t.held_since_ms() != 0) continue;
-      t.set_held_since_ms(ToMs(now));
-      persister_.MarkJob(rec.name());
-    }
-  };
-  const int64_t accounts_from = ToMs(now - absl::Hours(24) * config_.accounting_retention_days);
-  for (v1::JobRecord& rec : snap.jobs) {
-    for (v1::TaskRecord& t : *rec.mutable_tasks()) api::UpgradeRestartCounts(&t);
-    held_from_now(rec);
-    auto job = std::make_unique<JobRt>();
-    job->rec = std::move(rec);
-    job->events_loaded = false;
-    if (!job->rec.array_job().empty()) gates_.AddElement(job->rec.array_job(), job->rec.name());
-    if (GateBook::Gated(job->rec)) {
-      // Held or waiting still: the first round decides (CheckGates), once
-      // every job it may wait for is back.
-      LoadTaskState(*job);
-      gates_.Keep(job->rec);
-      CountInQueue(*job);
-      WatchDeadline(*job);  // one that ran before its requeue keeps its limit; none for one never started
-      jobs_[job->rec.name()] = std::move(job);
-      continue;
-    }
-    if (!RecoverIntoScheduler(*job)) {
-      jobs_[job->rec.name()] = nullptr;  // left in the store; its name stays taken
-      continue;
-    }
-    CountInQueue(*job);
-    WatchDeadline(*job);  // from its recorded start: the limit survives the restart
-    // An elastic job's size counts as new: it grows no sooner than
-    // elasticGrowAfterMs after the restart, once its nodes are back.
-    job->sized_at = now;
-    jobs_[job->rec.name()] = std::move(job);
-  }
+  for (const v1::NodeRecord& n : snap.nodes) RecoverNode(n, now);
+  for (v1::JobRecord& rec : snap.jobs) RecoverLiveJob(std::move(rec), now);
   // Finished jobs stay visible (describe, jobs -a) and keep their names taken:
   // a new job must not get the name of one the store already holds.
-  for (v1::JobRecord& rec : finished) {
-    next_job_id_ = std::max(next_job_id_, rec.id() + 1);
-    if (api::IsTerminal(rec.state())) {
-      // A deleted record's name is NAME#ID: the name it ended under is before the '#'.
-      gates_.Ended(rec.id(), rec.state(), api::EndedName(rec.name()));
-    }
-    if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
-      if (rec.end_time_ms() >= accounts_from) publisher_.Unbooked(api::AccountOf(rec));
-      deleted_by_end_.emplace(EndOf(rec), rec.id());  // purged past the retention
-      continue;
-    }
-    auto job = std::make_unique<JobRt>();
-    job->events_loaded = false;
-    job->rec = std::move(rec);
-    if (!job->rec.array_job().empty()) gates_.AddElement(job->rec.array_job(), job->rec.name());
-    next_job_id_ = std::max(next_job_id_, job->rec.id() + 1);
-    if (api::IsTerminal(job->rec.state())) finished_by_end_.emplace(EndOf(job->rec), job->rec.name());
-    // Ended while its tasks were being stopped: they hold their resources
-    // until their agents confirm the stop (or no longer have them).
-    bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {
-      return !t.node().empty() && !api::IsTerminal(t.state());
-    });
-    if (stopping) {
-      held_from_now(job->rec);
-      job->ending = true;
-      RecoverIntoScheduler(*job);
-    } else {
-      LoadTaskState(*job);
-    }
-    jobs_[job->rec.name()] = std::move(job);
-  }
+  const int64_t accounts_from = ToMs(now - absl::Hours(24) * config_.accounting_retention_days);
+  for (v1::JobRecord& rec : finished) RecoverFinishedJob(std::move(rec), accounts_from, now);
   // An array's elements by index, as they were made.
   gates_.SortArrays([this](const std::string& name) {
     const JobRt* job = FindJob(name);
@@ -121,6 +45,86 @@ void ControlState::Recover(StoreSnapshot snap, std::vector<v1::JobRecord> finish
     if (job) publisher_.Recovered(name);
   }
   wants_round_ = true;
+}
+
+void ControlState::RecoverNode(const v1::NodeRecord& n, absl::Time now) {
+  auto node = std::make_unique<NodeRt>();
+  node->info = n.info();
+  node->state = v1::NODE_LOST;  // until its agent reconnects
+  node->cordoned = n.cordoned();
+  node->draining = n.draining();
+  node->admin_reason = n.admin_reason();
+  node->cordoned_gpus = n.cordoned_gpus();
+  node->last_heartbeat = node->heard = now;
+  AddNode(n.info().name(), std::move(node));
+}
+
+void ControlState::HoldFromNow(v1::JobRecord& rec, absl::Time now) {
+  for (v1::TaskRecord& t : *rec.mutable_tasks()) {
+    if (!api::HoldsPlace(t.state()) || t.held_since_ms() != 0) continue;
+    t.set_held_since_ms(ToMs(now));
+    persister_.MarkJob(rec.name());
+  }
+}
+
+void ControlState::RecoverLiveJob(v1::JobRecord rec, absl::Time now) {
+  for (v1::TaskRecord& t : *rec.mutable_tasks()) api::UpgradeRestartCounts(&t);
+  HoldFromNow(rec, now);
+  auto job = std::make_unique<JobRt>();
+  job->rec = std::move(rec);
+  job->events_loaded = false;
+  if (!job->rec.array_job().empty()) gates_.AddElement(job->rec.array_job(), job->rec.name());
+  if (GateBook::Gated(job->rec)) {
+    // Held or waiting still: the first round decides (CheckGates), once
+    // every job it may wait for is back.
+    LoadTaskState(*job);
+    gates_.Keep(job->rec);
+    CountInQueue(*job);
+    WatchDeadline(*job);  // one that ran before its requeue keeps its limit; none for one never started
+    jobs_[job->rec.name()] = std::move(job);
+    return;
+  }
+  if (!RecoverIntoScheduler(*job)) {
+    jobs_[job->rec.name()] = nullptr;  // left in the store; its name stays taken
+    return;
+  }
+  CountInQueue(*job);
+  WatchDeadline(*job);  // from its recorded start: the limit survives the restart
+  // An elastic job's size counts as new: it grows no sooner than
+  // elasticGrowAfterMs after the restart, once its nodes are back.
+  job->sized_at = now;
+  jobs_[job->rec.name()] = std::move(job);
+}
+
+void ControlState::RecoverFinishedJob(v1::JobRecord rec, int64_t accounts_from, absl::Time now) {
+  next_job_id_ = std::max(next_job_id_, rec.id() + 1);
+  if (api::IsTerminal(rec.state())) {
+    // A deleted record's name is NAME#ID: the name it ended under is before the '#'.
+    gates_.Ended(rec.id(), rec.state(), api::EndedName(rec.name()));
+  }
+  if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
+    if (rec.end_time_ms() >= accounts_from) publisher_.Unbooked(api::AccountOf(rec));
+    deleted_by_end_.emplace(EndOf(rec), rec.id());  // purged past the retention
+    return;
+  }
+  auto job = std::make_unique<JobRt>();
+  job->events_loaded = false;
+  job->rec = std::move(rec);
+  if (!job->rec.array_job().empty()) gates_.AddElement(job->rec.array_job(), job->rec.name());
+  if (api::IsTerminal(job->rec.state())) finished_by_end_.emplace(EndOf(job->rec), job->rec.name());
+  // Ended while its tasks were being stopped: they hold their resources
+  // until their agents confirm the stop (or no longer have them).
+  bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {
+    return !t.node().empty() && !api::IsTerminal(t.state());
+  });
+  if (stopping) {
+    HoldFromNow(job->rec, now);
+    job->ending = true;
+    RecoverIntoScheduler(*job);
+  } else {
+    LoadTaskState(*job);
+  }
+  jobs_[job->rec.name()] = std::move(job);
 }
 
 void ControlState::LoadTaskState(JobRt& job) {

@@ -407,9 +407,17 @@ class ControlState {
 
   // control_agents.cc
   void ApplyTaskStatus(const std::string& node, const v1::TaskStatus& status, absl::Time now);
+  // Its agent started task `task` on `node` (the job runs once every
+  // placed task does), or restarts it in place after it ended.
+  void TaskRunning(JobRt& job, int task, const std::string& node, absl::Time now);
+  void TaskRestarting(JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
   void TaskEnded(JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
   void CheckSuccess(JobRt& job, int task, absl::Time now);
   void Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time now);
+  // Reconcile's second half: the tasks the server has as live on `node`
+  // that its heartbeat did not list (`listed_tasks`) are gone after
+  // kMissingBeats, or launched again when never acknowledged.
+  void NotListed(NodeRt& node, std::vector<std::pair<const JobRt*, int>> listed_tasks, absl::Time now);
   // Records the ports in use on a node as its agent reported them and tells
   // the scheduler when they changed; PushPortsInUse tells it again (a node
   // just added to it).
@@ -520,6 +528,20 @@ class ControlState {
   // are adopted as their nodes register. False when the job cannot be
   // recovered (logged; it stays in the store).
   bool RecoverIntoScheduler(JobRt& job);
+  // Recover's parts: a node as its record left it (LOST until its agent
+  // registers); a job not ended (gated, or taken into the scheduler); an
+  // ended one (shown, its name taken; a deleted one's account only).
+  void RecoverNode(const v1::NodeRecord& n, absl::Time now);
+  void RecoverLiveJob(v1::JobRecord rec, absl::Time now);
+  void RecoverFinishedJob(v1::JobRecord rec, int64_t accounts_from, absl::Time now);
+  // A task held its place since before records said when: from now on
+  // (written, so a second restart keeps that).
+  void HoldFromNow(v1::JobRecord& rec, absl::Time now);
+  // A registered node is told, after the answer to its registration, what
+  // it missed while away: kills for the tasks on its GPU faults, the
+  // launches that never reached it, the kills of a drain, the files that
+  // changed.
+  void CatchUp(NodeRt& node, absl::Time now);
   // Records that a task of `job` is placed on `node` (node_jobs_).
   void IndexTask(const JobRt& job, const std::string& node);
   // The live (job, task) pairs placed on `node` now, from node_jobs_

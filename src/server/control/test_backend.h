@@ -12,8 +12,9 @@ namespace trainyard::server::testing {
 
 class RecordingBackend : public ExecutionBackend {
  public:
-  void Registered(const std::string& node, const v1::Registered& ack) override {
+  void Registered(const std::string& node, uint64_t session, const v1::Registered& ack) override {
     registered.push_back(node);
+    sessions.push_back(session);
     acks.push_back(ack);
   }
   void Launch(const std::string& node, v1::TaskSpec t) override { launches.emplace_back(node, std::move(t)); }
@@ -26,6 +27,7 @@ class RecordingBackend : public ExecutionBackend {
   }
 
   std::vector<std::string> registered;
+  std::vector<uint64_t> sessions;    // beside `registered`: the connection that registered
   std::vector<v1::Registered> acks;  // beside `registered`
   std::vector<std::pair<std::string, v1::TaskSpec>> launches;
   std::vector<std::pair<std::string, v1::KillTask>> kills;

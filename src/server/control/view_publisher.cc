@@ -170,43 +170,46 @@ void ViewPublisher::FillView(const JobRt& job, v1::JobView* out) const {
   *v.mutable_after_any() = r.spec().dependencies().after_any();
   int gpus = 0;
   for (const auto& t : r.tasks()) {
-    v1::TaskView* tv = v.add_tasks();
-    tv->set_name(api::TaskName(r.name(), t.role(), t.index()));
-    tv->set_role(t.role());
-    tv->set_index(t.index());
-    tv->set_worker_id(t.worker_id());
-    tv->set_node(t.node());
-    if (const NodeRt* n = t.node().empty() ? nullptr : nodes_.Find(t.node())) {
-      tv->set_node_address(n->info.address());
-      tv->set_node_gpu_count(n->info.topology().gpu_count());
-    }
-    tv->set_gpu_mask(t.allocation().gpu_mask());
-    tv->set_gpu_milli(t.allocation().gpu_milli());
-    tv->set_gpu_memory_mb(t.allocation().gpu_memory_mb());
-    *tv->mutable_ports() = t.allocation().ports();
-    tv->set_state(t.state());
-    tv->set_restarts(t.restart_count());
-    tv->set_attempt(t.attempt());
-    *tv->mutable_last_exit() = t.exit();
-    if (t.has_limits()) *tv->mutable_limits() = t.limits();
-    *tv->mutable_attempts() = t.attempts();
-    for (const v1::ReplicaSpec& rs : r.spec().replicas()) {
-      if (rs.role() != t.role()) continue;
-      tv->set_service(rs.kind() == v1::ROLE_KIND_SERVICE);
-      for (v1::RestartBudgetView& b : api::BudgetViews(rs, t.restarts_by_class())) *tv->add_budgets() = std::move(b);
-    }
-    // What the task holds once placed, else what it asks (with the server's
-    // defaults), so describe shows a pending task's request too.
-    bool placed = t.allocation().memory_mb() != 0 || t.allocation().vcores_milli() != 0;
-    const v1::Resource* asked = nullptr;
-    for (int k = 0; !placed && !asked && k < r.spec().replicas_size(); ++k) {
-      if (r.spec().replicas(k).role() == t.role()) asked = &r.spec().replicas(k).resources();
-    }
-    tv->set_memory_mb(asked ? asked->memory_mb() : t.allocation().memory_mb());
-    tv->set_vcores_milli(asked ? asked->vcores_milli() : t.allocation().vcores_milli());
+    FillTaskView(r, t, v.add_tasks());
     if (!t.node().empty() && !api::IsTerminal(t.state())) gpus += t.allocation().gpus();
   }
   v.set_gpus(gpus);
+}
+
+void ViewPublisher::FillTaskView(const v1::JobRecord& r, const v1::TaskRecord& t, v1::TaskView* tv) const {
+  tv->set_name(api::TaskName(r.name(), t.role(), t.index()));
+  tv->set_role(t.role());
+  tv->set_index(t.index());
+  tv->set_worker_id(t.worker_id());
+  tv->set_node(t.node());
+  if (const NodeRt* n = t.node().empty() ? nullptr : nodes_.Find(t.node())) {
+    tv->set_node_address(n->info.address());
+    tv->set_node_gpu_count(n->info.topology().gpu_count());
+  }
+  tv->set_gpu_mask(t.allocation().gpu_mask());
+  tv->set_gpu_milli(t.allocation().gpu_milli());
+  tv->set_gpu_memory_mb(t.allocation().gpu_memory_mb());
+  *tv->mutable_ports() = t.allocation().ports();
+  tv->set_state(t.state());
+  tv->set_restarts(t.restart_count());
+  tv->set_attempt(t.attempt());
+  *tv->mutable_last_exit() = t.exit();
+  if (t.has_limits()) *tv->mutable_limits() = t.limits();
+  *tv->mutable_attempts() = t.attempts();
+  for (const v1::ReplicaSpec& rs : r.spec().replicas()) {
+    if (rs.role() != t.role()) continue;
+    tv->set_service(rs.kind() == v1::ROLE_KIND_SERVICE);
+    for (v1::RestartBudgetView& b : api::BudgetViews(rs, t.restarts_by_class())) *tv->add_budgets() = std::move(b);
+  }
+  // What the task holds once placed, else what it asks (with the server's
+  // defaults), so describe shows a pending task's request too.
+  bool placed = t.allocation().memory_mb() != 0 || t.allocation().vcores_milli() != 0;
+  const v1::Resource* asked = nullptr;
+  for (int k = 0; !placed && !asked && k < r.spec().replicas_size(); ++k) {
+    if (r.spec().replicas(k).role() == t.role()) asked = &r.spec().replicas(k).resources();
+  }
+  tv->set_memory_mb(asked ? asked->memory_mb() : t.allocation().memory_mb());
+  tv->set_vcores_milli(asked ? asked->vcores_milli() : t.allocation().vcores_milli());
 }
 
 uint64_t ViewPublisher::NodeViewSig(const NodeRt& node) const {

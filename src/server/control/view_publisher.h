@@ -90,6 +90,9 @@ class ViewPublisher {
  private:
   const JobRt* FindJob(const std::string& name) const;
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
+  // One task's part of its job's view: where it is, what it holds (or asks
+  // for, while pending), its attempts and budgets.
+  void FillTaskView(const v1::JobRecord& r, const v1::TaskRecord& t, v1::TaskView* tv) const;
   void FillNodeView(const NodeRt& node, bool with_heartbeat, v1::NodeView* out) const;
   // Everything NodeViewOf shows, folded into one number (FNV-1a).
   uint64_t NodeViewSig(const NodeRt& node) const;
