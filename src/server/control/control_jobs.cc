@@ -597,7 +597,7 @@ absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl:
 
 std::optional<Persister::Write> ControlState::TakeWrite() {
   // Schedules may have changes waiting (a few per write: etcd's limits).
-  WriteSchedules();
+  schedules_.Write(&persister_.batch());
   std::optional<Persister::Write> write = persister_.Take(
       [this](const std::string& name, WriteBatch* batch) {
         if (const JobRt* job = FindJob(name)) {
@@ -625,7 +625,7 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
         batch->PutNode(std::move(rec));
       });
   if (!write) return write;
-  schedule_writes_in_batch_ = 0;
+  schedules_.BatchTaken();
   // The raw writes it carries (purges, metadata), kept by its number: the
   // shell sends the batch itself away, and a failure must ask for them
   // again, as the persister does for records.

@@ -1,44 +1,12 @@
-// ControlState: schedules (server/schedules.h) — created, paused, resumed,
-// deleted and run by hand from the clients; due runs taken each loop turn
-// and passed through their concurrency policy; every change written as the
-// schedule's metadata key with the next write.
+// ControlState: schedules. The ScheduleDesk (schedule_desk.h) keeps them;
+// the control state tells it whether a run has ended and ends the runs a
+// new one replaces.
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "api/states.h"
 #include "server/control/control_state.h"
 #include "server/control/control_state_internal.h"
 
 namespace trainyard::server {
-
-void ControlState::WriteSchedules() {
-  size_t room = Schedules::kWritesPerBatch - std::min(Schedules::kWritesPerBatch, schedule_writes_in_batch_);
-  for (auto& [key, value] : schedules_.TakeWrites(room)) {
-    ++schedule_writes_in_batch_;
-    if (value.has_value()) {
-      persister_.batch().PutMeta(key, std::move(*value));
-    } else {
-      persister_.batch().DeleteMeta(key);
-    }
-  }
-}
-
-v1::ScheduleView ControlState::ScheduleViewOf(const v1::ScheduleRecord& rec) const {
-  v1::ScheduleView view;
-  *view.mutable_schedule() = rec;
-  // Every user reads the views: the spec (its env, its commands) is not in
-  // them, as a job's is not; its queue and priority are.
-  v1::JobSpec* spec = view.mutable_schedule()->mutable_spec();
-  v1::JobSpec shown;
-  shown.set_queue(spec->queue());
-  shown.set_priority(spec->priority());
-  *spec = std::move(shown);
-  absl::Time next = schedules_.NextDue(rec);
-  if (next != absl::InfiniteFuture()) view.set_next_run_unix_ms(absl::ToUnixMillis(next));
-  for (const std::string& job : schedules_.Active(rec.name())) {
-    if (ScheduledJobLive(job)) view.add_live_jobs(job);
-  }
-  return view;
-}
 
 bool ControlState::ScheduledJobLive(const std::string& name) const {
   if (const JobRt* job = FindJob(name)) return !api::IsTerminal(job->rec.state());
@@ -50,115 +18,17 @@ bool ControlState::ScheduledJobLive(const std::string& name) const {
   return false;
 }
 
-absl::StatusOr<v1::ScheduleView> ControlState::CreateSchedule(v1::ScheduleRecord rec, absl::Time now) {
-  std::string name = rec.name();
-  if (absl::Status st = Schedules::CheckInterval(rec, absl::Seconds(config_.schedule_min_interval_seconds), now);
-      !st.ok()) {
-    return st;
-  }
-  if (absl::Status st = schedules_.Create(std::move(rec), now); !st.ok()) return st;
-  WriteSchedules();
-  return ScheduleViewOf(*schedules_.Find(name));
-}
-
-absl::StatusOr<v1::ScheduleView> ControlState::UpdateSchedule(const std::string& name, v1::ScheduleAction action,
-                                                              absl::Time now, std::vector<ScheduleFire>* fires) {
-  const v1::ScheduleRecord* rec = schedules_.Find(name);
-  if (rec == nullptr) return absl::NotFoundError(absl::StrCat("schedule ", name, " not found"));
-  v1::ScheduleView before = ScheduleViewOf(*rec);
-  absl::Status st;
-  switch (action) {
-    case v1::SCHEDULE_PAUSE: st = schedules_.SetPaused(name, true, now); break;
-    case v1::SCHEDULE_RESUME: st = schedules_.SetPaused(name, false, now); break;
-    case v1::SCHEDULE_DELETE: st = schedules_.Delete(name); break;
-    case v1::SCHEDULE_RUN:
-      // By hand: now, whatever its last run does (as a job made from a
-      // Kubernetes CronJob by hand).
-      fires->push_back(ScheduleFire{.name = name, .due = now, .by_hand = true, .spec = RunSpec(*rec, now)});
-      ++schedule_submitting_[name];
-      break;
-    default:
-      return absl::InvalidArgumentError("action: one of pause, resume, delete, run");
-  }
-  if (!st.ok()) return st;
-  WriteSchedules();
-  if (action == v1::SCHEDULE_DELETE) return before;
-  return ScheduleViewOf(*schedules_.Find(name));
-}
-
 std::vector<ScheduleFire> ControlState::TakeDueSchedules(absl::Time now) {
-  std::vector<ScheduleFire> fires;
-  if (schedules_.EarliestDue() > now) return fires;
-  for (const Schedules::Due& due : schedules_.TakeDue(now)) {
-    const v1::ScheduleRecord& rec = *schedules_.Find(due.name);
-    schedules_.DropEnded(rec.name(), [this](const std::string& job) { return !ScheduledJobLive(job); });
-    std::vector<std::string> live = schedules_.Active(rec.name());
-    // A run still being submitted counts as running.
-    if (auto s = schedule_submitting_.find(rec.name()); s != schedule_submitting_.end() && s->second > 0) {
-      live.push_back("a run being submitted");
+  std::vector<ScheduleDesk::Replaced> replaced;
+  std::vector<ScheduleFire> fires = schedules_.TakeDue(now, &replaced, &persister_.batch());
+  for (const ScheduleDesk::Replaced& r : replaced) {
+    std::vector<std::string> jobs = FindJob(r.run) ? std::vector<std::string>{r.run} : DependencyTargets(r.run);
+    for (const std::string& j : jobs) {
+      // NotFound only: a run deleted meanwhile has nothing left to end.
+      (void)Kill(j, absl::StrCat("replaced by the next run of schedule ", r.schedule), now);
     }
-    std::string message =
-        due.missed > 0 ? absl::StrCat(due.missed, " earlier run", due.missed > 1 ? "s" : "", " missed (no server ran)")
-                       : "";
-    auto note = [&message](const std::string& more) { message = message.empty() ? more : message + "; " + more; };
-    if (!live.empty()) {
-      switch (rec.concurrency()) {
-        case v1::CONCURRENCY_QUEUE:
-          note(absl::StrCat("beside ", absl::StrJoin(live, ", "), ", not ended"));
-          break;
-        case v1::CONCURRENCY_REPLACE:
-          for (const std::string& job : live) {
-            std::vector<std::string> jobs = FindJob(job) ? std::vector<std::string>{job} : DependencyTargets(job);
-            for (const std::string& j : jobs) {
-              (void)Kill(j, absl::StrCat("replaced by the next run of schedule ", rec.name()), now);
-            }
-          }
-          note(absl::StrCat("replaced ", absl::StrJoin(live, ", ")));
-          break;
-        default: {
-          v1::ScheduleRun run;
-          run.set_time_unix_ms(absl::ToUnixMillis(due.due));
-          run.set_outcome("skipped");
-          note(absl::StrCat(absl::StrJoin(live, ", "), " has not ended (concurrency: skip)"));
-          run.set_message(message);
-          schedules_.AddRun(rec.name(), std::move(run));
-          continue;
-        }
-      }
-    }
-    ++schedule_submitting_[rec.name()];
-    fires.push_back(ScheduleFire{.name = rec.name(), .due = due.due, .spec = RunSpec(rec, due.due), .message = message});
   }
-  WriteSchedules();
   return fires;
-}
-
-void ControlState::ScheduleRunDone(const ScheduleFire& fire, const absl::StatusOr<std::string>& job, absl::Time) {
-  if (auto s = schedule_submitting_.find(fire.name); s != schedule_submitting_.end() && --s->second <= 0) {
-    schedule_submitting_.erase(s);
-  }
-  v1::ScheduleRun run;
-  run.set_time_unix_ms(absl::ToUnixMillis(fire.due));
-  run.set_by_hand(fire.by_hand);
-  if (job.ok()) {
-    run.set_job(*job);
-    run.set_outcome("submitted");
-    run.set_message(fire.message);
-  } else {
-    run.set_outcome("refused");
-    run.set_message(std::string(job.status().message()));
-  }
-  if (schedules_.AddRun(fire.name, std::move(run))) WriteSchedules();
-}
-
-void ControlState::PublishSchedules(ViewStore* views, absl::Time now) {
-  if (!schedules_.changed() && now < next_schedule_publish_) return;
-  auto out = std::make_shared<std::vector<v1::ScheduleView>>();
-  out->reserve(schedules_.all().size());
-  for (const auto& [name, rec] : schedules_.all()) out->push_back(ScheduleViewOf(rec));
-  views->PutSchedules(std::move(out));
-  schedules_.ClearChanged();
-  next_schedule_publish_ = now + absl::Seconds(1);
 }
 
 }  // namespace trainyard::server

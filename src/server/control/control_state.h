@@ -46,6 +46,7 @@
 #include "server/control/node_table.h"
 #include "server/control/order_queue.h"
 #include "server/control/persister.h"
+#include "server/control/schedule_desk.h"
 #include "server/control/view_publisher.h"
 #include "server/schedules.h"
 #include "server/stats.h"
@@ -127,25 +128,31 @@ class ControlState {
   // the store. Checked at most once a minute; RunRound calls it.
   void ExpireFinished(absl::Time now);
 
-  // ---- schedules (control_schedules.cc; server/schedules.h) ----
+  // ---- schedules (control_schedules.cc; the ScheduleDesk keeps them) ----
   // Adds a schedule (written with the next write; answer once durable).
-  // Errors: Schedules::Create's.
-  absl::StatusOr<v1::ScheduleView> CreateSchedule(v1::ScheduleRecord rec, absl::Time now);
+  // Errors: ScheduleDesk::Create's.
+  absl::StatusOr<v1::ScheduleView> CreateSchedule(v1::ScheduleRecord rec, absl::Time now) {
+    return schedules_.Create(std::move(rec), now, &persister_.batch());
+  }
   // Pauses, resumes or deletes a schedule, or runs it now (the run is put
   // in `fires`, whatever its last run does). Errors: NotFound naming it,
   // InvalidArgument for no action.
   absl::StatusOr<v1::ScheduleView> UpdateSchedule(const std::string& name, v1::ScheduleAction action, absl::Time now,
-                                                  std::vector<ScheduleFire>* fires);
+                                                  std::vector<ScheduleFire>* fires) {
+    return schedules_.Update(name, action, now, fires, &persister_.batch());
+  }
   // The runs due at `now`, after each schedule's concurrency policy spoke:
   // a run due while the last has not ended is skipped (skip), goes beside
   // it (queue), or kills it first (replace). The shell submits them.
   std::vector<ScheduleFire> TakeDueSchedules(absl::Time now);
   // A run's submission was answered: the job it made, or why none.
-  void ScheduleRunDone(const ScheduleFire& fire, const absl::StatusOr<std::string>& job, absl::Time now);
+  void ScheduleRunDone(const ScheduleFire& fire, const absl::StatusOr<std::string>& job, absl::Time /*now*/) {
+    schedules_.RunDone(fire, job, &persister_.batch());
+  }
   const v1::ScheduleRecord* FindSchedule(const std::string& name) const { return schedules_.Find(name); }
   // Publishes the schedules' views when they changed, and once a second
   // (their runs' jobs end on their own).
-  void PublishSchedules(ViewStore* views, absl::Time now);
+  void PublishSchedules(ViewStore* views, absl::Time now) { schedules_.Publish(views, now); }
 
   // ---- admin: nodes (control_admin.cc) ----
   // Errors: NotFound naming the node. Cordon: no new task lands on the node;
@@ -565,7 +572,10 @@ class ControlState {
     }
   }
   Persister persister_;
-  Schedules schedules_;
+  // Whether a schedule's run (a job, or an array: any element) has not ended.
+  bool ScheduledJobLive(const std::string& name) const;
+  ScheduleDesk schedules_{absl::Seconds(config_.schedule_min_interval_seconds),
+                          [this](const std::string& run) { return ScheduledJobLive(run); }};
   // The purges and metadata keys of each write with the store, by its
   // number (TakeWrite, WriteDone).
   struct RawWrites {
@@ -589,17 +599,6 @@ class ControlState {
   // A kill, now or (launch_after_durable) once what led to it is written.
   void OrderKill(const std::string& node, const v1::KillTask& kill);
   void SendDeferredOrders(uint64_t written, bool ok);
-  size_t schedule_writes_in_batch_ = 0;  // in the persister's batch now
-  // Runs handed to the shell whose submission was not answered yet.
-  std::map<std::string, int> schedule_submitting_;
-  // Whether a schedule's run (a job, or an array: any element) has not ended.
-  bool ScheduledJobLive(const std::string& name) const;
-  absl::Time next_schedule_publish_ = absl::InfinitePast();
-  // Writes the schedules that changed (Schedules::TakeWrites) into the
-  // persister's batch.
-  void WriteSchedules();
-  // A schedule's view: its record, next run, runs that have not ended.
-  v1::ScheduleView ScheduleViewOf(const v1::ScheduleRecord& rec) const;
   // Every job kept, by name (hashed: looked up several times per event).
   absl::flat_hash_map<std::string, std::unique_ptr<JobRt>> jobs_;
   // Deleted jobs by the name their record is kept under (NAME#ID): what the
