@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -399,24 +400,72 @@ void ServerLink::OnTaskStatus(const TaskStatus& status) {
   if (IsFinal(status.state) && core_) core_->supervisor().Forget(status.key).IgnoreError();
 }
 
-bool ServerLink::Session() {
-  // Say so when the server cannot be reached (the stream below would wait
-  // for it silently).
+bool ServerLink::ReachServer() {
   bool reached = false;
   for (int i = 0; i < 20 && !stopping_ && !reached; ++i) {
     reached = channel_->WaitForConnected(std::chrono::system_clock::now() + std::chrono::milliseconds(250));
   }
-  if (!reached) {
-    if (!stopping_) {
-      Log(LogLevel::kWarning, "agent",
-          "cannot reach the server's agent listener at %s yet%s (by default the port above the server's --listen; "
-          "else give --agent-server); retrying",
-          options_.server,
-          options_.ca_pem.empty() ? " (plaintext: a server that serves TLS needs --ca, --cert and --key)"
-                                  : " (TLS: its certificate must be signed by --ca, and this node's by its CA)");
-    }
-    return false;
+  if (!reached && !stopping_) {
+    Log(LogLevel::kWarning, "agent",
+        "cannot reach the server's agent listener at %s yet%s (by default the port above the server's --listen; "
+        "else give --agent-server); retrying",
+        options_.server,
+        options_.ca_pem.empty() ? " (plaintext: a server that serves TLS needs --ca, --cert and --key)"
+                                : " (TLS: its certificate must be signed by --ca, and this node's by its CA)");
   }
+  return reached;
+}
+
+v1::AgentMessage ServerLink::Registration() {
+  v1::AgentMessage reg;
+  *reg.mutable_register_() = ToProto(core_->node_info());
+  for (v1::GpuFault& f : core_->GpuFaults()) *reg.mutable_register_()->add_gpu_faults() = std::move(f);
+  // So the server's first round after registration already skips them.
+  if (absl::StatusOr<core::PortRanges> in_use = core_->PortsInUse(); in_use.ok()) {
+    for (const auto& p : in_use->ranges()) {
+      auto* pr = reg.mutable_register_()->add_ports_in_use();
+      pr->set_begin(p.begin);
+      pr->set_end(p.end);
+    }
+  }
+  return reg;
+}
+
+void ServerLink::Accepted(const v1::Registered& registered) {
+  // "" (a server that cannot tell, or a stream on a connection it knew
+  // already): the last address known stays.
+  if (!registered.reached_address().empty()) dialed_ = registered.reached_address();
+  Log(LogLevel::kInfo, "agent", "registered with %s as %s%s", options_.server, registered.node(),
+      registered.reached_address().empty() ? ""
+                                           : absl::StrCat(" (reached at ", registered.reached_address(), ")"));
+  // Replay what happened while away, then the live state. Connected first:
+  // a status from now on is written at once, one from before is in the
+  // buffer, which is drained until empty.
+  {
+    absl::MutexLock lock(&mu_);
+    link_.Registered();
+  }
+  connected_ = true;
+  for (;;) {
+    std::deque<v1::AgentMessage> replay;
+    {
+      absl::MutexLock lock(&mu_);
+      replay = link_.TakeReplay();
+    }
+    if (replay.empty()) return;
+    while (!replay.empty() && Write(replay.front())) replay.pop_front();
+    if (!replay.empty()) {  // the stream broke: keep the rest, in order
+      absl::MutexLock lock(&mu_);
+      link_.ReplayBroke(std::move(replay));
+      return;
+    }
+  }
+}
+
+bool ServerLink::Session() {
+  // Say so when the server cannot be reached (the stream below would wait
+  // for it silently).
+  if (!ReachServer()) return false;
   grpc::ClientContext ctx;
   // Wait for the channel to connect (it retries with its own backoff, at
   // most 1 s apart) instead of failing at once while the server restarts:
@@ -434,55 +483,35 @@ bool ServerLink::Session() {
     stream_ = stream.get();
     session = ++session_;
   }
-  v1::AgentMessage reg;
-  *reg.mutable_register_() = ToProto(core_->node_info());
-  for (v1::GpuFault& f : core_->GpuFaults()) *reg.mutable_register_()->add_gpu_faults() = std::move(f);
-  // So the server's first round after registration already skips them.
-  if (absl::StatusOr<core::PortRanges> in_use = core_->PortsInUse(); in_use.ok()) {
-    for (const auto& p : in_use->ranges()) {
-      auto* pr = reg.mutable_register_()->add_ports_in_use();
-      pr->set_begin(p.begin);
-      pr->set_end(p.end);
-    }
-  }
   v1::ServerMessage msg;
   bool accepted = false;
   std::thread heartbeats;
-  if (Write(reg) && stream->Read(&msg) && msg.has_registered()) {
+  if (Write(Registration()) && stream->Read(&msg) && msg.has_registered()) {
     accepted = true;
-    // "" (a server that cannot tell, or a stream on a connection it knew
-    // already): the last address known stays.
-    if (!msg.registered().reached_address().empty()) dialed_ = msg.registered().reached_address();
-    Log(LogLevel::kInfo, "agent", "registered with %s as %s%s", options_.server, msg.registered().node(),
-        msg.registered().reached_address().empty() ? ""
-                                                   : absl::StrCat(" (reached at ", msg.registered().reached_address(), ")"));
-    // Replay what happened while away, then the live state. Connected first:
-    // a status from now on is written at once, one from before is in the
-    // buffer, which is drained until empty.
-    {
-      absl::MutexLock lock(&mu_);
-      link_.Registered();
-    }
-    connected_ = true;
-    for (;;) {
-      std::deque<v1::AgentMessage> replay;
-      {
-        absl::MutexLock lock(&mu_);
-        replay = link_.TakeReplay();
-      }
-      if (replay.empty()) break;
-      while (!replay.empty() && Write(replay.front())) replay.pop_front();
-      if (!replay.empty()) {  // the stream broke: keep the rest, in order
-        absl::MutexLock lock(&mu_);
-        link_.ReplayBroke(std::move(replay));
-        break;
-      }
-    }
+    Accepted(msg.registered());
     heartbeats = std::thread([this, registered = msg.registered(), session] { Heartbeats(registered, session); });
     while (!stopping_ && stream->Read(&msg)) Handle(msg);
   } else if (msg.has_error()) {
     Log(LogLevel::kError, "agent", "the server refused this node: %s", msg.error());
   }
+  EndSession(session, heartbeats);
+  {
+    absl::MutexLock wl(&write_mu_);
+    ctx.TryCancel();
+  }
+  grpc::Status st = stream->Finish();
+  {
+    absl::MutexLock lock(&mu_);
+    context_ = nullptr;
+  }
+  if (!stopping_) {
+    Log(LogLevel::kWarning, "agent", "stream to %s ended: %s; reconnecting", options_.server,
+        st.ok() ? "closed by the server" : st.error_message());
+  }
+  return accepted;
+}
+
+void ServerLink::EndSession(int64_t session, std::thread& heartbeats) {
   {
     // Before connected_: from here a status waits for the next stream.
     absl::MutexLock lock(&mu_);
@@ -500,21 +529,61 @@ bool ServerLink::Session() {
   pusher_->CancelAll();
   exec_->DropTag(static_cast<uint64_t>(session));
   if (heartbeats.joinable()) heartbeats.join();
-  {
-    absl::MutexLock wl(&write_mu_);
-    ctx.TryCancel();
-  }
-  grpc::Status st = stream->Finish();
-  {
-    absl::MutexLock lock(&mu_);
-    context_ = nullptr;
-  }
-  if (!stopping_) {
-    Log(LogLevel::kWarning, "agent", "stream to %s ended: %s; reconnecting", options_.server,
-        st.ok() ? "closed by the server" : st.error_message());
-  }
-  return accepted;
 }
+
+namespace {
+
+// What one stream's heartbeats told the server already: the images and the
+// GPU faults go again only when they change.
+struct Told {
+  std::vector<std::string> images;
+  bool images_given = false;
+  std::string faults;  // serialized one after another, length-prefixed: no two lists alike
+};
+
+// Fills `hb` with the node's state in `snap`: its GPUs in use, free disk,
+// ports in use (those of `serving` only, when it names any), and its
+// images and GPU faults when they differ from what was told. Returns the
+// images when they changed: told once the beat is sent.
+std::optional<std::vector<std::string>> FillNodeState(const HeartbeatSnapshot& snap, AgentCore& core,
+                                                       const core::PortRanges& serving, Told* told,
+                                                       v1::Heartbeat* hb) {
+  hb->set_busy_gpu_mask(snap.excluded_gpus.bits());
+  struct statvfs fs;
+  if (statvfs(core.data_dir().c_str(), &fs) == 0) {
+    hb->set_data_free_mb(static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) / (1 << 20));
+  }
+  const core::PortRanges in_use = serving.Empty() ? snap.ports_in_use : snap.ports_in_use.Intersect(serving);
+  for (const auto& r : in_use.ranges()) {
+    auto* p = hb->add_ports_in_use();
+    p->set_begin(r.begin);
+    p->set_end(r.end);
+  }
+  std::vector<std::string> images;
+  for (const CachedImage& image : core.images().List()) images.insert(images.end(), image.refs.begin(), image.refs.end());
+  std::sort(images.begin(), images.end());
+  std::optional<std::vector<std::string>> changed;
+  if (!told->images_given || images != told->images) {
+    hb->mutable_images()->Assign(images.begin(), images.end());
+    hb->set_images_given(true);
+    changed = std::move(images);
+  }
+  // GPU faults when they changed (a new one, or a GPU's worse): the first
+  // beat on a stream gives them too, as registration did.
+  std::string faults;
+  for (const v1::GpuFault& f : snap.gpu_faults) {
+    std::string one = f.SerializeAsString();
+    faults.append(std::to_string(one.size())).append(":").append(one);
+  }
+  if (faults != told->faults) {
+    hb->mutable_gpu_faults()->Assign(snap.gpu_faults.begin(), snap.gpu_faults.end());
+    hb->set_gpu_faults_given(true);
+    told->faults = std::move(faults);
+  }
+  return changed;
+}
+
+}  // namespace
 
 void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
   const int interval_ms = std::max(50, registered.heartbeat_interval_ms());
@@ -528,10 +597,7 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
   for (const v1::PortRange& r : registered.serving_ports()) {
     if (r.begin() <= r.end()) serving.Add({r.begin(), r.end()});
   }
-  // The images told the server on this stream (Heartbeat.images).
-  std::vector<std::string> told_images;
-  bool images_told = false;
-  std::string told_faults;  // the GPU faults told on this stream, serialized one after another
+  Told told;  // on this stream
   // Real time, as the heartbeats pace themselves; samples keep their own
   // cadence beside them (the first one interval after registration: the
   // CPU of a sample is averaged since the one before).
@@ -540,17 +606,7 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
   absl::Time beat_at = absl::Now() + beat_every;
   absl::Time sample_at = sample_interval_ms > 0 ? absl::Now() + sample_every : absl::InfiniteFuture();
   for (;;) {
-    {
-      absl::MutexLock lock(&mu_);
-      absl::Time wake = std::min(beat_at, sample_at);
-      while (!stopping_ && session_ == session && !beat_soon_ && !cv_.WaitWithDeadline(&mu_, wake)) {
-      }
-      if (stopping_ || session_ != session) return;
-      if (beat_soon_) {
-        beat_soon_ = false;
-        beat_at = absl::Now();
-      }
-    }
+    if (!AwaitBeat(session, std::min(beat_at, sample_at), &beat_at)) return;
     absl::Time now = absl::Now();
     if (now >= sample_at) {
       sample_at += sample_every;
@@ -566,37 +622,7 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
     }
     v1::AgentMessage msg;
     v1::Heartbeat* hb = msg.mutable_heartbeat();
-    hb->set_busy_gpu_mask(snap->excluded_gpus.bits());
-    struct statvfs fs;
-    if (statvfs(core_->data_dir().c_str(), &fs) == 0) {
-      hb->set_data_free_mb(static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) / (1 << 20));
-    }
-    const core::PortRanges in_use = serving.Empty() ? snap->ports_in_use : snap->ports_in_use.Intersect(serving);
-    for (const auto& r : in_use.ranges()) {
-      auto* p = hb->add_ports_in_use();
-      p->set_begin(r.begin);
-      p->set_end(r.end);
-    }
-    std::vector<std::string> images;
-    for (const CachedImage& image : core_->images().List()) images.insert(images.end(), image.refs.begin(), image.refs.end());
-    std::sort(images.begin(), images.end());
-    bool images_changed = !images_told || images != told_images;
-    if (images_changed) {
-      hb->mutable_images()->Assign(images.begin(), images.end());
-      hb->set_images_given(true);
-    }
-    // GPU faults when they changed (a new one, or a GPU's worse): the
-    // first beat on a stream gives them too, as registration did.
-    std::string faults;
-    for (const v1::GpuFault& f : snap->gpu_faults) {
-      std::string one = f.SerializeAsString();
-      faults.append(std::to_string(one.size())).append(":").append(one);  // length-prefixed: no two lists alike
-    }
-    if (faults != told_faults) {
-      hb->mutable_gpu_faults()->Assign(snap->gpu_faults.begin(), snap->gpu_faults.end());
-      hb->set_gpu_faults_given(true);
-      told_faults = std::move(faults);
-    }
+    std::optional<std::vector<std::string>> images = FillNodeState(*snap, *core_, serving, &told, hb);
     absl::MutexLock wl(&write_mu_);
     AddTasks(hb, session, options_.clock->Now());
     if (delta.Quiet(*hb, now)) {  // nothing new: the next beat may say so
@@ -604,12 +630,24 @@ void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
       continue;
     }
     delta.Apply(hb, now);  // GPU and port use and free disk only: the task list is always whole
-    if (images_changed) {
-      told_images = std::move(images);
-      images_told = true;
+    if (images) {
+      told.images = std::move(*images);
+      told.images_given = true;
     }
     if (!WriteLocked(msg, -1)) return;
   }
+}
+
+bool ServerLink::AwaitBeat(int64_t session, absl::Time wake, absl::Time* beat_at) {
+  absl::MutexLock lock(&mu_);
+  while (!stopping_ && session_ == session && !beat_soon_ && !cv_.WaitWithDeadline(&mu_, wake)) {
+  }
+  if (stopping_ || session_ != session) return false;
+  if (beat_soon_) {
+    beat_soon_ = false;
+    *beat_at = absl::Now();
+  }
+  return true;
 }
 
 bool ServerLink::SendResources(int64_t session) {

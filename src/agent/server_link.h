@@ -83,6 +83,17 @@ class ServerLink : public TaskListener {
   // One connection: register, then serve until the stream breaks. Returns
   // true when the server accepted the registration.
   bool Session();
+  // Waits up to 5 s for the channel to connect; says why it may not when
+  // it does not (false).
+  bool ReachServer();
+  // The registration: this node, its GPU faults and the ports in use.
+  v1::AgentMessage Registration();
+  // The server accepted the registration: what happened while away is
+  // replayed, then statuses go out as they come.
+  void Accepted(const v1::Registered& registered) ABSL_LOCKS_EXCLUDED(mu_);
+  // The stream of `session` is over: statuses wait for the next one, the
+  // server's log reads and exec sessions end, the heartbeats stop.
+  void EndSession(int64_t session, std::thread& heartbeats) ABSL_LOCKS_EXCLUDED(mu_);
   // Heartbeats as `registered` asks while `session` lasts: every
   // heartbeat_interval_ms; deltas (only what changed, heartbeat_delta.h)
   // when full_heartbeat_every > 0; a beat with nothing new left out until
@@ -90,6 +101,9 @@ class ServerLink : public TaskListener {
   // on the serving ports. Between them, every sample_interval_ms (0:
   // never), the tasks' resources.
   void Heartbeats(const v1::Registered& registered, int64_t session);
+  // Waits until `wake`, or a beat asked for soon (beat_soon_: *beat_at is
+  // now then); false once `session` is over or the link stops.
+  bool AwaitBeat(int64_t session, absl::Time wake, absl::Time* beat_at) ABSL_LOCKS_EXCLUDED(mu_);
   // Samples the running tasks (AgentCore::SampleResources) and sends them;
   // false when the stream of `session` is gone.
   bool SendResources(int64_t session);

@@ -122,6 +122,52 @@ absl::Status ReadConfigFlags(AgentFlags& f) {
   return absl::OkStatus();
 }
 
+// The agent's options from the flags (after the join): the server's agent
+// listener, TLS, the node's name. kExitOk, or the exit code of an error it
+// printed.
+int AgentOptionsFrom(AgentFlags& f, agent::AgentOptions* options) {
+  // The stream goes to the server's agent listener (a door of the agents'
+  // own); --server stays the address of joins and of the tasks' calls.
+  if (f.agent_server.empty()) {
+    absl::StatusOr<std::string> derived = api::DerivedAgentAddresses(f.server);
+    if (!derived.ok()) {
+      std::cerr << "trainyard agent: --server " << derived.status().message() << " (or give --agent-server)\n";
+      return kExitUsage;
+    }
+    f.agent_server = *derived;
+  }
+  options->config = f.config;
+  options->link.server = f.agent_server;
+  options->http_listen = f.http_listen;
+  if (absl::Status st = TlsOptions(f, &options->link); !st.ok()) {
+    std::cerr << "trainyard agent: " << st.message() << "\n";
+    return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
+  }
+  if (!options->link.cert_pem.empty()) {
+    // The certificate names the node: --name defaults to it and may not differ.
+    std::string cert_node = security::CertCommonName(options->link.cert_pem);
+    if (options->config.node_name.empty()) options->config.node_name = cert_node;
+    if (options->config.node_name != cert_node) {
+      std::cerr << "trainyard agent: --name " << options->config.node_name << ": the certificate " << f.cert
+                << " is node '" << cert_node << "''s; the server would refuse any other name\n";
+      return kExitUsage;
+    }
+  }
+  return kExitOk;
+}
+
+// What the agent offers and where it reports, once it started.
+void PrintStarted(const AgentFlags& f, agent::Agent& node) {
+  const agent::NodeInfo& info = node.node_info();
+  std::string metrics = node.metrics_address();
+  std::cout << "trainyard agent " << info.name << ": " << info.topology.gpu_count() << " GPUs ("
+            << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
+            << " vcores, ports "
+            << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
+            << "; server " << f.server << ", agent listener " << f.agent_server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
+            << (metrics.empty() ? "" : absl::StrCat("; /metrics on http://", metrics, "/metrics")) << std::endl;
+}
+
 int RunAgent(AgentFlags& f) {
   LogLevel level;
   if (!ParseLogLevel(f.log_level, &level)) {
@@ -144,52 +190,60 @@ int RunAgent(AgentFlags& f) {
     std::cerr << "trainyard agent: " << st.message() << "\n";
     return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
   }
-  // The stream goes to the server's agent listener (a door of the agents'
-  // own); --server stays the address of joins and of the tasks' calls.
-  if (f.agent_server.empty()) {
-    absl::StatusOr<std::string> derived = api::DerivedAgentAddresses(f.server);
-    if (!derived.ok()) {
-      std::cerr << "trainyard agent: --server " << derived.status().message() << " (or give --agent-server)\n";
-      return kExitUsage;
-    }
-    f.agent_server = *derived;
-  }
   agent::AgentOptions options;
-  options.config = f.config;
-  options.link.server = f.agent_server;
-  options.http_listen = f.http_listen;
-  if (absl::Status st = TlsOptions(f, &options.link); !st.ok()) {
-    std::cerr << "trainyard agent: " << st.message() << "\n";
-    return absl::IsInvalidArgument(st) ? kExitUsage : kExitFailure;
-  }
-  if (!options.link.cert_pem.empty()) {
-    // The certificate names the node: --name defaults to it and may not differ.
-    std::string cert_node = security::CertCommonName(options.link.cert_pem);
-    if (options.config.node_name.empty()) options.config.node_name = cert_node;
-    if (options.config.node_name != cert_node) {
-      std::cerr << "trainyard agent: --name " << options.config.node_name << ": the certificate " << f.cert
-                << " is node '" << cert_node << "''s; the server would refuse any other name\n";
-      return kExitUsage;
-    }
-  }
+  if (int code = AgentOptionsFrom(f, &options); code != kExitOk) return code;
   absl::StatusOr<std::unique_ptr<agent::Agent>> started = agent::Agent::Start(std::move(options));
   if (!started.ok()) {
     std::cerr << "trainyard agent: " << started.status().message() << "\n";
     return absl::IsInvalidArgument(started.status()) ? kExitUsage : kExitFailure;
   }
   agent::Agent& node = **started;
-  const agent::NodeInfo& info = node.node_info();
-  std::string metrics = node.metrics_address();
-  std::cout << "trainyard agent " << info.name << ": " << info.topology.gpu_count() << " GPUs ("
-            << info.gpu_source << "), " << info.memory_mb << " MB, " << info.vcores_milli / 1000.0
-            << " vcores, ports "
-            << (info.port_range.Empty() ? "as the server decides" : info.port_range.ToString())
-            << "; server " << f.server << ", agent listener " << f.agent_server << (f.ca.empty() ? " (plaintext)" : " (TLS)")
-            << (metrics.empty() ? "" : absl::StrCat("; /metrics on http://", metrics, "/metrics")) << std::endl;
+  PrintStarted(f, node);
   int sig = WaitForStopSignal();
   Log(LogLevel::kInfo, "agent", "signal %d: stopping%s", sig, f.kill_tasks_on_exit ? " and killing tasks" : "");
   node.Stop(absl::StrCat("its agent was stopped by signal ", sig), f.kill_tasks_on_exit);
   return kExitOk;
+}
+
+// How the node's tasks run: their logs, users, dirs, images and limits.
+void AddTaskFlags(CLI::App* cmd, AgentFlags& f) {
+  cmd->add_option("--log-max-attempt-bytes", f.config.log_max_attempt_bytes,
+                  "the most bytes kept of each task attempt's logs, stdout and stderr half each; the newest part is "
+                  "kept (default 100 MiB; 0: no cap)");
+  cmd->add_flag("--kill-tasks-on-exit", f.kill_tasks_on_exit, "kill every task when the agent stops");
+  cmd->add_option("--task-user-map", f.task_user_map,
+                  "when the agent is root, the local account each cluster user's tasks run as: lines "
+                  "`user: account` (an account name or a uid), `\"*\": account` for everyone else (default: the "
+                  "account of the user's own name)");
+  cmd->add_flag("--allow-root-tasks", f.config.task_users.allow_root, "let a user map to root (uid or gid 0)");
+  cmd->add_option("--task-workdir-roots", f.task_workdir_roots,
+                  "directories a task's workingDir may lie under, comma-separated, besides its own and its "
+                  "checkpoint directory (default: the home of the account it runs as)");
+  cmd->add_option("--task-dir-retention", f.task_dir_retention,
+                  "how long a finished task's work dir stays before it is removed (its logs stay): 1h (default), "
+                  "0 at once, inf never");
+  cmd->add_option("--insecure-registries", f.insecure_registries,
+                  "registries (HOST:PORT, comma-separated) that images are pulled from over plain HTTP or TLS "
+                  "unchecked (docs/images.md); default none: every pull checks TLS");
+  cmd->add_option("--task-pids-max", f.config.task_pids_max,
+                  "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
+  cmd->add_option("--cgroup-root", f.config.cgroup_root,
+                  "where cgroups are mounted (default /sys/fs/cgroup): the agent confines tasks in cgroups there "
+                  "that it may write (v2, a delegated v2 subtree, or v1) and says at start-up which limits it "
+                  "enforces; a directory without cgroups runs tasks unconfined");
+}
+
+// TLS, and joining a cluster with a token.
+void AddTlsFlags(CLI::App* cmd, AgentFlags& f) {
+  cmd->add_option("--ca", f.ca, "TLS: the cluster CA's certificate, which the server's must be signed by");
+  cmd->add_option("--cert", f.cert,
+                  "TLS: this node's certificate (`trainyard certs node NAME`); it names the node, so --name "
+                  "defaults to it and may not differ");
+  cmd->add_option("--key", f.key, "TLS: this node's private key (mode 0600)");
+  cmd->add_option("--join-token", f.join_token,
+                  "join with this token (`trainyard token create --join NODE`): the node's key is made here and its "
+                  "certificate comes from the server, into --ca/--cert/--key (default DATA_DIR/tls/); once");
+  cmd->add_option("--ca-pin", f.ca_pin, "with --join-token: sha256:HEX of the cluster CA, as the token's maker printed");
 }
 
 }  // namespace
@@ -226,42 +280,11 @@ void RegisterAgent(CLI::App& app, int* exit_code) {
                 "exclude GPUs busy with processes Trainyard did not start");
   cmd->add_option("--gpu-not-ready-memory-threshold-mb", f.config.ownerless.not_ready_memory_threshold_mb,
                   "used memory above which a GPU with no task of ours counts as busy");
-  cmd->add_option("--log-max-attempt-bytes", f.config.log_max_attempt_bytes,
-                  "the most bytes kept of each task attempt's logs, stdout and stderr half each; the newest part is "
-                  "kept (default 100 MiB; 0: no cap)");
-  cmd->add_flag("--kill-tasks-on-exit", f.kill_tasks_on_exit, "kill every task when the agent stops");
-  cmd->add_option("--task-user-map", f.task_user_map,
-                  "when the agent is root, the local account each cluster user's tasks run as: lines "
-                  "`user: account` (an account name or a uid), `\"*\": account` for everyone else (default: the "
-                  "account of the user's own name)");
-  cmd->add_flag("--allow-root-tasks", f.config.task_users.allow_root, "let a user map to root (uid or gid 0)");
-  cmd->add_option("--task-workdir-roots", f.task_workdir_roots,
-                  "directories a task's workingDir may lie under, comma-separated, besides its own and its "
-                  "checkpoint directory (default: the home of the account it runs as)");
-  cmd->add_option("--task-dir-retention", f.task_dir_retention,
-                  "how long a finished task's work dir stays before it is removed (its logs stay): 1h (default), "
-                  "0 at once, inf never");
-  cmd->add_option("--insecure-registries", f.insecure_registries,
-                  "registries (HOST:PORT, comma-separated) that images are pulled from over plain HTTP or TLS "
-                  "unchecked (docs/images.md); default none: every pull checks TLS");
-  cmd->add_option("--task-pids-max", f.config.task_pids_max,
-                  "the most processes and threads of one task at once (a pids cgroup; default 4096, 0: no limit)");
-  cmd->add_option("--cgroup-root", f.config.cgroup_root,
-                  "where cgroups are mounted (default /sys/fs/cgroup): the agent confines tasks in cgroups there "
-                  "that it may write (v2, a delegated v2 subtree, or v1) and says at start-up which limits it "
-                  "enforces; a directory without cgroups runs tasks unconfined");
+  AddTaskFlags(cmd, f);
   cmd->add_option("--http-listen", f.http_listen,
                   "serve /metrics (Prometheus) on HOST:PORT; a bare PORT is on 127.0.0.1, port 0 any free port "
                   "(default: none)");
-  cmd->add_option("--ca", f.ca, "TLS: the cluster CA's certificate, which the server's must be signed by");
-  cmd->add_option("--cert", f.cert,
-                  "TLS: this node's certificate (`trainyard certs node NAME`); it names the node, so --name "
-                  "defaults to it and may not differ");
-  cmd->add_option("--key", f.key, "TLS: this node's private key (mode 0600)");
-  cmd->add_option("--join-token", f.join_token,
-                  "join with this token (`trainyard token create --join NODE`): the node's key is made here and its "
-                  "certificate comes from the server, into --ca/--cert/--key (default DATA_DIR/tls/); once");
-  cmd->add_option("--ca-pin", f.ca_pin, "with --join-token: sha256:HEX of the cluster CA, as the token's maker printed");
+  AddTlsFlags(cmd, f);
   cmd->add_option("--log-level", f.log_level, "debug, info, warning or error");
   cmd->callback([exit_code] { *exit_code = RunAgent(f); });
 }

@@ -118,12 +118,8 @@ int RunServer(ServerFlags& f, const std::string& self) {
   return kExitOk;
 }
 
-}  // namespace
-
-void RegisterServer(CLI::App& app, int* exit_code) {
-  static ServerFlags f;
-  auto* cmd = app.add_subcommand("server", "Run the resource manager (gRPC for clients and agents)");
-  cmd->add_option("--config", f.config_file, "YAML config file (the flags given override its keys)");
+// Its doors (clients, agents, HTTP) and how long what they show is kept.
+void AddDoorFlags(CLI::App* cmd, ServerFlags& f) {
   using C = server::ServerConfig;
   AddConfigOption(cmd, &f, "--listen", [](C& c) -> auto& { return c.listen; },
                   "host:port to serve clients on (port 0 = any free port)");
@@ -149,6 +145,11 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "trainyard history keeps it (0 = never; default 10080, a week)");
   AddConfigOption(cmd, &f, "--accounting-retention-days", [](C& c) -> auto& { return c.accounting_retention_days; },
                   "trainyard history and usage keep a finished job this many days after it ended (default 365)");
+}
+
+// Where its state is kept (SQLite, or etcd shared by several servers) and its TLS.
+void AddStoreFlags(CLI::App* cmd, ServerFlags& f) {
+  using C = server::ServerConfig;
   AddConfigOption(cmd, &f, "--data-dir", [](C& c) -> auto& { return c.data_dir; },
                   "this server's files (and the state store, unless --store names etcd)");
   AddConfigOption(cmd, &f, "--store", [](C& c) -> auto& { return c.store; },
@@ -177,6 +178,11 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--tls-dir", [](C& c) -> auto& { return c.tls_dir; },
                   "certificate directory (`trainyard certs init`): the TCP listener serves TLS with its server.crt "
                   "and agents must present a node certificate of its ca.crt (default: plaintext)");
+}
+
+// What one user or peer may take of it.
+void AddLimitFlags(CLI::App* cmd, ServerFlags& f) {
+  using C = server::ServerConfig;
   AddConfigOption(cmd, &f, "--max-pending-jobs-per-user", [](C& c) -> auto& { return c.max_pending_jobs_per_user; },
                   "jobs one user may have waiting to start (0 = no limit)");
   AddConfigOption(cmd, &f, "--max-submissions-per-second-per-user",
@@ -197,6 +203,11 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   AddConfigOption(cmd, &f, "--unauthenticated-grace-ms", [](C& c) -> auto& { return c.unauthenticated_grace_ms; },
                   "a connection without an authenticated call this long after it opened is the first shut down "
                   "when a cap is reached (0 = never; default 5000)");
+}
+
+// Queues, node liveness, kills, preemption and placement.
+void AddSchedulingFlags(CLI::App* cmd, ServerFlags& f) {
+  using C = server::ServerConfig;
   AddConfigOption(cmd, &f, "--queue-config", [](C& c) -> auto& { return c.queue_config; },
                   "YAML file with the queue tree (docs/queues.md)");
   AddConfigOption(cmd, &f, "--queue-policy", [](C& c) -> auto& { return c.queue_policy; }, "fifo, capacity or fair");
@@ -228,6 +239,19 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "launches a node's agent refuses in a row before the node is taken out of placement");
   AddConfigOption(cmd, &f, "--min-node-free-disk-mb", [](C& c) -> auto& { return c.min_node_free_disk_mb; },
                   "a node with less free disk in its agent's data dir takes no new tasks");
+}
+
+}  // namespace
+
+void RegisterServer(CLI::App& app, int* exit_code) {
+  static ServerFlags f;
+  auto* cmd = app.add_subcommand("server", "Run the resource manager (gRPC for clients and agents)");
+  cmd->add_option("--config", f.config_file, "YAML config file (the flags given override its keys)");
+  AddDoorFlags(cmd, f);
+  AddStoreFlags(cmd, f);
+  AddLimitFlags(cmd, f);
+  AddSchedulingFlags(cmd, f);
+  using C = server::ServerConfig;
   AddConfigFlag(cmd, &f, "--no-jobmaster{false}", [](C& c) -> auto& { return c.jobmaster_enabled; },
                 "do not start a job master per job");
   AddConfigFlag(cmd, &f, "--no-group-commit{false}", [](C& c) -> auto& { return c.store_group_commit; },

@@ -309,6 +309,106 @@ bool ClusterCerts(const std::string& certs, int nodes) {
   return st.ok();
 }
 
+// This process's own calls (the wait, the demo) use the cluster's client
+// config; its daemons do not get it (DaemonEnvironment). The demo's tasks
+// find the example programs beside the binary and the checked-in specs'
+// scripts.
+void ExportClientEnvironment(const std::string& self, const std::string& root, UpFlags& f) {
+  setenv("TRAINYARD_CONFIG", (root + "/client.yaml").c_str(), 1);
+  unsetenv(kTokenEnv);
+  unsetenv(kCaFileEnv);
+  std::string examples = std::filesystem::path(self).parent_path().string() + "/examples";
+  if (!getenv("TRAINYARD_EXAMPLES_BIN")) setenv("TRAINYARD_EXAMPLES_BIN", examples.c_str(), 1);
+  // A task runs in its own directory, where a relative "examples" is nothing.
+  if (std::string source = FindExamplesSourceDir(); !getenv("TRAINYARD_EXAMPLES_DIR") && !source.empty()) {
+    setenv("TRAINYARD_EXAMPLES_DIR", source.c_str(), 1);
+  }
+  if (f.demo_spec.empty() && std::filesystem::exists(examples + "/demo.yaml")) f.demo_spec = examples + "/demo.yaml";
+}
+
+// The daemons `up` started, and where this run's lines of their logs begin
+// (the logs are appended to across runs).
+struct Cluster {
+  pid_t server = -1;
+  std::vector<pid_t> agents;
+  std::vector<Daemon> daemons;
+  size_t server_log_start = 0;
+  std::vector<size_t> agent_log_starts;
+};
+
+// Starts the server and f.nodes agents with simulated GPUs, every channel
+// TLS with the certificates in `certs`.
+Cluster StartDaemons(const UpFlags& f, const std::string& self, const std::string& root, const std::string& address,
+                     const std::string& certs, const std::vector<std::string>& task_user_flags) {
+  Cluster c;
+  std::vector<std::string> server_args = {self, "server", "--listen", address, "--data-dir", root + "/server",
+                                          "--node-timeout-ms", "5000", "--kill-grace-ms", "3000", "--checkpoint-root",
+                                          root + "/checkpoints", "--http-listen",
+                                          absl::StrCat("127.0.0.1:", f.http_port), "--tls-dir", certs};
+  c.server_log_start = ReadFileText(root + "/logs/server.log").size();
+  if (!f.config.empty()) server_args.insert(server_args.end(), {"--config", f.config});
+  if (!f.queue_config.empty()) server_args.insert(server_args.end(), {"--queue-config", f.queue_config});
+  c.server = Spawn(server_args, root + "/logs/server.log");
+  c.daemons = {{c.server, "server", root + "/logs/server.log"}};
+  std::vector<core::PortRanges> ports = NodePortSlices(f.nodes);
+  for (int i = 0; i < f.nodes; ++i) {
+    std::string name = absl::StrCat("node-", i);
+    std::vector<std::string> argv = {self, "agent", "--server", address, "--name", name, "--data-dir",
+                                     root + "/" + name, "--simulate-gpus", absl::StrCat(f.gpus), "--gpu-topology",
+                                     f.topology, "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores",
+                                     absl::StrCat(f.node_vcores), "--rack", absl::StrCat("rack-", i / 4),
+                                     "--address", NodeAddress(i), "--port-range", ports[i].ToString(),
+                                     "--kill-tasks-on-exit", "--ca", security::CaCertPath(certs), "--cert",
+                                     security::NodeCertPath(certs, name), "--key", security::NodeKeyPath(certs, name),
+                                     "--http-listen", "127.0.0.1:0"};
+    argv.insert(argv.end(), task_user_flags.begin(), task_user_flags.end());
+    std::string log = absl::StrCat(root, "/logs/", name, ".log");
+    c.agent_log_starts.push_back(ReadFileText(log).size());
+    c.agents.push_back(Spawn(argv, log));
+    c.daemons.push_back({c.agents.back(), "agent " + name, log});
+  }
+  return c;
+}
+
+// The cluster is up: prints the banner (with every /metrics address, also
+// written for Prometheus), runs the demo, and serves until Ctrl-C. The
+// demo's exit code.
+int Serve(const UpFlags& f, const Cluster& c, const std::string& self, const std::string& root,
+          const std::string& address, const std::string& admin_token) {
+  std::string http = HttpAddressIn(root + "/logs/server.log", c.server_log_start);
+  // Each agent logs its /metrics address before it registers.
+  std::vector<std::pair<std::string, std::string>> agent_metrics;
+  for (int i = 0; i < f.nodes; ++i) {
+    std::string name = absl::StrCat("node-", i);
+    agent_metrics.emplace_back(name, HttpAddressIn(absl::StrCat(root, "/logs/", name, ".log"), c.agent_log_starts[i]));
+  }
+  if (absl::Status st = WritePrometheusTargets(absl::StrCat(root, "/", kPrometheusTargetsFile), http, agent_metrics);
+      !st.ok()) {
+    std::cerr << "trainyard up: " << st.message() << "\n";
+  }
+  std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo, http,
+                           admin_token, agent_metrics})
+            << std::flush;
+  // After the demo the cluster stays up, so the banner's commands can be
+  // tried; Ctrl-C stops it (the exit code is the demo's).
+  int rc = f.demo ? RunDemo(address, f.demo_spec) : kExitOk;
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  return rc;
+}
+
+// All agents at once: each tells the server it stops, so their jobs go back
+// to the queue together instead of moving to a node about to stop too.
+// A child already reaped is -1 here, and kill(-1, ...) would signal every
+// process this user may signal: only live children are told.
+void StopCluster(const Cluster& c) {
+  std::cout << "stopping the cluster..." << std::endl;
+  for (pid_t p : c.agents) {
+    if (p > 0) kill(p, SIGTERM);
+  }
+  for (pid_t p : c.agents) StopChild(p, 10);
+  StopChild(c.server, 10);
+}
+
 int RunUp(UpFlags& f) {
   std::string self = SelfPath();
   if (!AbsoluteFile("--config", &f.config) || !AbsoluteFile("--queue-config", &f.queue_config)) return kExitUsage;
@@ -333,91 +433,25 @@ int RunUp(UpFlags& f) {
     std::cerr << "trainyard up: " << admin_token.status().message() << "\n";
     return kExitFailure;
   }
-  // This process's own calls (the wait, the demo) use the same config; its
-  // daemons do not get it (DaemonEnvironment).
-  setenv("TRAINYARD_CONFIG", (root + "/client.yaml").c_str(), 1);
-  unsetenv(kTokenEnv);
-  unsetenv(kCaFileEnv);
-  // Example programs sit beside the binary; the demo's tasks find them here.
-  std::string examples = std::filesystem::path(self).parent_path().string() + "/examples";
-  if (!getenv("TRAINYARD_EXAMPLES_BIN")) setenv("TRAINYARD_EXAMPLES_BIN", examples.c_str(), 1);
-  // And the checked-in specs' scripts (examples/pytorch_ddp/train.py): a
-  // task runs in its own directory, where a relative "examples" is nothing.
-  if (std::string source = FindExamplesSourceDir(); !getenv("TRAINYARD_EXAMPLES_DIR") && !source.empty()) {
-    setenv("TRAINYARD_EXAMPLES_DIR", source.c_str(), 1);
-  }
-  if (f.demo_spec.empty() && std::filesystem::exists(examples + "/demo.yaml")) f.demo_spec = examples + "/demo.yaml";
+  ExportClientEnvironment(self, root, f);
   signal(SIGINT, OnSignal);
   signal(SIGTERM, OnSignal);
-  std::vector<std::string> server_args = {self, "server", "--listen", address, "--data-dir", root + "/server",
-                                          "--node-timeout-ms", "5000", "--kill-grace-ms", "3000", "--checkpoint-root",
-                                          root + "/checkpoints", "--http-listen",
-                                          absl::StrCat("127.0.0.1:", f.http_port), "--tls-dir", certs};
-  // The log is appended to across runs: this run's lines start here.
-  const size_t log_start = ReadFileText(root + "/logs/server.log").size();
-  if (!f.config.empty()) server_args.insert(server_args.end(), {"--config", f.config});
-  if (!f.queue_config.empty()) server_args.insert(server_args.end(), {"--queue-config", f.queue_config});
-  pid_t server = Spawn(server_args, root + "/logs/server.log");
-  std::vector<size_t> agent_log_starts;
-  std::vector<Daemon> daemons = {{server, "server", root + "/logs/server.log"}};
-  std::vector<pid_t> agents;
-  std::vector<core::PortRanges> ports = NodePortSlices(f.nodes);
-  for (int i = 0; i < f.nodes; ++i) {
-    std::string name = absl::StrCat("node-", i);
-    std::vector<std::string> argv = {self, "agent", "--server", address, "--name", name, "--data-dir",
-                                     root + "/" + name, "--simulate-gpus", absl::StrCat(f.gpus), "--gpu-topology",
-                                     f.topology, "--memory-mb", absl::StrCat(f.node_memory_mb), "--vcores",
-                                     absl::StrCat(f.node_vcores), "--rack", absl::StrCat("rack-", i / 4),
-                                     "--address", NodeAddress(i), "--port-range", ports[i].ToString(),
-                                     "--kill-tasks-on-exit", "--ca", security::CaCertPath(certs), "--cert",
-                                     security::NodeCertPath(certs, name), "--key", security::NodeKeyPath(certs, name),
-                                     "--http-listen", "127.0.0.1:0"};
-    argv.insert(argv.end(), task_user_flags.begin(), task_user_flags.end());
-    agent_log_starts.push_back(ReadFileText(absl::StrCat(root, "/logs/", name, ".log")).size());
-    agents.push_back(Spawn(argv, absl::StrCat(root, "/logs/", name, ".log")));
-    daemons.push_back({agents.back(), "agent " + name, absl::StrCat(root, "/logs/", name, ".log")});
-  }
-  std::vector<pid_t> all = agents;
-  all.push_back(server);
-  int rc = kExitOk;
+  Cluster cluster = StartDaemons(f, self, root, address, certs, task_user_flags);
+  std::vector<pid_t> all = cluster.agents;
+  all.push_back(cluster.server);
   WaitResult waited = WaitForNodes(address, f.nodes, all);
   // A child the wait reaped is not signalled again (its pid may be reused).
-  if (server == waited.dead) server = -1;
-  for (pid_t& p : agents) p = p == waited.dead ? -1 : p;
-  if (!waited.up) {
-    if (!g_stop) ReportStartFailure(waited, daemons);
+  if (cluster.server == waited.dead) cluster.server = -1;
+  for (pid_t& p : cluster.agents) p = p == waited.dead ? -1 : p;
+  int rc = kExitOk;
+  if (waited.up) {
+    rc = Serve(f, cluster, self, root, address, *admin_token);
+  } else {
+    if (!g_stop) ReportStartFailure(waited, cluster.daemons);
     std::cerr << "trainyard up: the cluster did not come up; every log is in " << root << "/logs/\n";
     rc = kExitFailure;
-  } else {
-    std::string http = HttpAddressIn(root + "/logs/server.log", log_start);
-    // Each agent logs its /metrics address before it registers.
-    std::vector<std::pair<std::string, std::string>> agent_metrics;
-    for (int i = 0; i < f.nodes; ++i) {
-      std::string name = absl::StrCat("node-", i);
-      agent_metrics.emplace_back(name, HttpAddressIn(absl::StrCat(root, "/logs/", name, ".log"), agent_log_starts[i]));
-    }
-    if (absl::Status st = WritePrometheusTargets(absl::StrCat(root, "/", kPrometheusTargetsFile), http, agent_metrics);
-        !st.ok()) {
-      std::cerr << "trainyard up: " << st.message() << "\n";
-    }
-    std::cout << BannerText({self, address, root, f.nodes, f.gpus, f.topology, FindExamplesDir(self), f.demo, http,
-                             *admin_token, agent_metrics})
-              << std::flush;
-    // After the demo the cluster stays up, so the banner's commands can be
-    // tried; Ctrl-C stops it (the exit code is the demo's).
-    if (f.demo) rc = RunDemo(address, f.demo_spec);
-    while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  std::cout << "stopping the cluster..." << std::endl;
-  // All agents at once: each tells the server it stops, so their jobs go back
-  // to the queue together instead of moving to a node about to stop too.
-  // A child already reaped is -1 here, and kill(-1, ...) would signal every
-  // process this user may signal: only live children are told.
-  for (pid_t p : agents) {
-    if (p > 0) kill(p, SIGTERM);
-  }
-  for (pid_t p : agents) StopChild(p, 10);
-  StopChild(server, 10);
+  StopCluster(cluster);
   return rc;
 }
 
