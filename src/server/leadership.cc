@@ -129,6 +129,7 @@ absl::StatusOr<std::unique_ptr<Leadership>> Leadership::Campaign(EtcdClient* cli
     const auto& kvs = response->responses(0).response_range().kvs();
     if (!kvs.empty() && unanswered_lease != 0 && kvs[0].lease() == unanswered_lease) {
       // The campaign whose answer was lost won: that is this leadership.
+      // Best effort: a lease not revoked ends at its TTL all the same.
       (void)client->RevokeLease(*lease);
       return winner(unanswered_lease, unanswered_started, kvs[0].create_revision());
     }
@@ -184,6 +185,8 @@ Leadership::~Leadership() {
     stopping_ = true;
   }
   renewer_.join();
+  // Best effort, on the way out: a lease not revoked (etcd unreachable)
+  // ends at its TTL, and a standby wins then instead of at once.
   (void)client_->RevokeLease(lease_);
 }
 

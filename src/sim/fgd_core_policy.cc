@@ -29,7 +29,7 @@ class CorePolicy : public ProtoPolicy {
     if (!scheduler_->AddJob(job).ok()) return false;
     core::Decisions d = scheduler_->Schedule(now);
     if (d.placements.empty() || d.placements.front().tasks.empty()) {
-      (void)scheduler_->RemoveJob(job.id);
+      (void)scheduler_->RemoveJob(job.id);  // added just above: it is there to remove
       return false;
     }
     const core::TaskAssignment& a = d.placements.front().tasks.front();

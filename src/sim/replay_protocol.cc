@@ -124,6 +124,7 @@ class CorePlacer : public Placer {
     if (scheduler_->AddJob(job).ok()) pod_of_[job.id] = pod;
   }
 
+  // NotFound only: a pod that never fit (AddJob refused it) is not there.
   void Depart(int32_t pod) override { (void)scheduler_->RemoveJob(absl::StrCat("pod-", pod)); }
 
   void Schedule(absl::Time now, std::vector<int32_t>* placed) override {

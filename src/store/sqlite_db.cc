@@ -110,9 +110,13 @@ absl::Status Database::Exec(absl::string_view sql, absl::string_view what) {
   return rc == SQLITE_OK ? absl::OkStatus() : Error(rc, what);
 }
 
+// A read's transaction holds no writes: a COMMIT that fails loses nothing,
+// and the next transaction's BEGIN reports a database that is still in one.
 void Database::EndRead() { (void)Exec("COMMIT", "ending a read"); }
 
 void Database::RollBackAfterFailure(absl::string_view what) {
+  // The caller reports the failure that led here; a rollback that fails
+  // too leaves the transaction open, and the next BEGIN reports it.
   if (!sqlite3_get_autocommit(db_)) (void)Exec("ROLLBACK", what);
 }
 
