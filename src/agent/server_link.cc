@@ -5,7 +5,6 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -21,7 +20,6 @@
 #include "absl/strings/str_replace.h"
 #include "agent/launch_order.h"
 #include "agent/peer_addresses.h"
-#include "agent/heartbeat_delta.h"
 #include "agent/task_dirs.h"
 #include "agent/task_user.h"
 #include "api/convert.h"
@@ -531,149 +529,6 @@ void ServerLink::EndSession(int64_t session, std::thread& heartbeats) {
   if (heartbeats.joinable()) heartbeats.join();
 }
 
-namespace {
-
-// What one stream's heartbeats told the server already: the images and the
-// GPU faults go again only when they change.
-struct Told {
-  std::vector<std::string> images;
-  bool images_given = false;
-  std::string faults;  // serialized one after another, length-prefixed: no two lists alike
-};
-
-// Fills `hb` with the node's state in `snap`: its GPUs in use, free disk,
-// ports in use (those of `serving` only, when it names any), and its
-// images and GPU faults when they differ from what was told. Returns the
-// images when they changed: told once the beat is sent.
-std::optional<std::vector<std::string>> FillNodeState(const HeartbeatSnapshot& snap, AgentCore& core,
-                                                       const core::PortRanges& serving, Told* told,
-                                                       v1::Heartbeat* hb) {
-  hb->set_busy_gpu_mask(snap.excluded_gpus.bits());
-  struct statvfs fs;
-  if (statvfs(core.data_dir().c_str(), &fs) == 0) {
-    hb->set_data_free_mb(static_cast<int64_t>(fs.f_bavail) * static_cast<int64_t>(fs.f_frsize) / (1 << 20));
-  }
-  const core::PortRanges in_use = serving.Empty() ? snap.ports_in_use : snap.ports_in_use.Intersect(serving);
-  for (const auto& r : in_use.ranges()) {
-    auto* p = hb->add_ports_in_use();
-    p->set_begin(r.begin);
-    p->set_end(r.end);
-  }
-  std::vector<std::string> images;
-  for (const CachedImage& image : core.images().List()) images.insert(images.end(), image.refs.begin(), image.refs.end());
-  std::sort(images.begin(), images.end());
-  std::optional<std::vector<std::string>> changed;
-  if (!told->images_given || images != told->images) {
-    hb->mutable_images()->Assign(images.begin(), images.end());
-    hb->set_images_given(true);
-    changed = std::move(images);
-  }
-  // GPU faults when they changed (a new one, or a GPU's worse): the first
-  // beat on a stream gives them too, as registration did.
-  std::string faults;
-  for (const v1::GpuFault& f : snap.gpu_faults) {
-    std::string one = f.SerializeAsString();
-    faults.append(std::to_string(one.size())).append(":").append(one);
-  }
-  if (faults != told->faults) {
-    hb->mutable_gpu_faults()->Assign(snap.gpu_faults.begin(), snap.gpu_faults.end());
-    hb->set_gpu_faults_given(true);
-    told->faults = std::move(faults);
-  }
-  return changed;
-}
-
-}  // namespace
-
-void ServerLink::Heartbeats(const v1::Registered& registered, int64_t session) {
-  const int interval_ms = std::max(50, registered.heartbeat_interval_ms());
-  const int quiet_ms = registered.quiet_heartbeat_interval_ms();
-  const int sample_interval_ms = registered.sample_interval_ms();
-  // A quiet interval not above the beat's own changes nothing.
-  HeartbeatDelta delta(registered.full_heartbeat_every(),
-                       quiet_ms > interval_ms ? absl::Milliseconds(quiet_ms) : absl::ZeroDuration());
-  // The ports worth telling: sockets elsewhere are no news to the server.
-  core::PortRanges serving;
-  for (const v1::PortRange& r : registered.serving_ports()) {
-    if (r.begin() <= r.end()) serving.Add({r.begin(), r.end()});
-  }
-  Told told;  // on this stream
-  // Real time, as the heartbeats pace themselves; samples keep their own
-  // cadence beside them (the first one interval after registration: the
-  // CPU of a sample is averaged since the one before).
-  const absl::Duration beat_every = absl::Milliseconds(interval_ms);
-  const absl::Duration sample_every = absl::Milliseconds(std::max(200, sample_interval_ms));
-  absl::Time beat_at = absl::Now() + beat_every;
-  absl::Time sample_at = sample_interval_ms > 0 ? absl::Now() + sample_every : absl::InfiniteFuture();
-  for (;;) {
-    if (!AwaitBeat(session, std::min(beat_at, sample_at), &beat_at)) return;
-    absl::Time now = absl::Now();
-    if (now >= sample_at) {
-      sample_at += sample_every;
-      if (sample_at <= now) sample_at = now + sample_every;  // fell behind: no burst to catch up
-      if (!SendResources(session)) return;
-    }
-    if (now < beat_at) continue;
-    beat_at = now + beat_every;
-    absl::StatusOr<HeartbeatSnapshot> snap = core_->Heartbeat();
-    if (!snap.ok()) {
-      Log(LogLevel::kWarning, "agent", "heartbeat: %s", std::string(snap.status().message()));
-      continue;
-    }
-    v1::AgentMessage msg;
-    v1::Heartbeat* hb = msg.mutable_heartbeat();
-    std::optional<std::vector<std::string>> images = FillNodeState(*snap, *core_, serving, &told, hb);
-    absl::MutexLock wl(&write_mu_);
-    AddTasks(hb, session, options_.clock->Now());
-    if (delta.Quiet(*hb, now)) {  // nothing new: the next beat may say so
-      beat_at = std::min(beat_at, delta.QuietUntil());
-      continue;
-    }
-    delta.Apply(hb, now);  // GPU and port use and free disk only: the task list is always whole
-    if (images) {
-      told.images = std::move(*images);
-      told.images_given = true;
-    }
-    if (!WriteLocked(msg, -1)) return;
-  }
-}
-
-bool ServerLink::AwaitBeat(int64_t session, absl::Time wake, absl::Time* beat_at) {
-  absl::MutexLock lock(&mu_);
-  while (!stopping_ && session_ == session && !beat_soon_ && !cv_.WaitWithDeadline(&mu_, wake)) {
-  }
-  if (stopping_ || session_ != session) return false;
-  if (beat_soon_) {
-    beat_soon_ = false;
-    *beat_at = absl::Now();
-  }
-  return true;
-}
-
-bool ServerLink::SendResources(int64_t session) {
-  std::vector<ResourceSample> samples = core_->SampleResources(*options_.clock);
-  if (samples.empty()) return true;
-  v1::AgentMessage msg;
-  v1::TaskResourceReport* report = msg.mutable_resources();
-  for (const ResourceSample& s : samples) {
-    v1::TaskResources* t = report->add_tasks();
-    t->set_job(s.key.job);
-    t->set_role(s.key.role);
-    t->set_index(s.key.index);
-    t->set_attempt(s.attempt);
-    t->set_job_id(s.job_id);
-    v1::TaskResourceSample* p = t->mutable_sample();
-    p->set_time_unix_ms(absl::ToUnixMillis(s.time));
-    p->set_cpu_milli(s.cpu_milli);
-    p->set_memory_bytes(s.memory_bytes);
-    p->set_gpu_busy_milli(s.gpu_busy_milli);
-    p->set_gpu_memory_bytes(s.gpu_memory_bytes);
-    t->set_memory_limit_bytes(s.memory_limit_bytes);
-    t->set_source(s.source);
-  }
-  return Write(msg, session);
-}
-
 void ServerLink::AddTasks(v1::Heartbeat* hb, int64_t session, absl::Time now) {
   // The list is taken with write_mu_ held, so the heartbeat leaves after
   // every status written before it was taken and before any written after:
@@ -916,107 +771,6 @@ void ServerLink::StartLaunch(const v1::TaskSpec& order) {
   failed.node_fault = !absl::IsInvalidArgument(st);
   failed.gpus_held = Supervisor::GpusHeld(st);
   OnTaskStatus(failed);
-}
-
-void ServerLink::HandleLogRead(const v1::LogRead& read) {
-  LogReadOptions opt;
-  opt.attempt = read.attempt();
-  opt.offset = read.offset();
-  opt.limit = read.max_bytes() > 0 ? read.max_bytes() : 65536;
-  opt.stream = read.stderr() ? LogStream::kStderr : LogStream::kStdout;
-  v1::AgentMessage msg;
-  v1::LogData* d = msg.mutable_log();
-  d->set_request_id(read.request_id());
-  d->set_attempt(read.attempt());
-  TaskKey key = core_->supervisor().Holding(TaskKey{read.job(), read.role(), read.index(), read.job_id()});
-  absl::StatusOr<LogChunk> chunk = core_->logs().Read(key, opt);
-  if (chunk.ok()) {
-    d->set_data(chunk->data);
-    d->set_eof(chunk->data.empty() || chunk->complete);
-    d->set_finished(chunk->complete);
-  } else if (chunk.status().code() == absl::StatusCode::kOutOfRange) {
-    d->set_eof(true);
-    d->set_finished(core_->logs().Ended(key, read.attempt()));
-  } else {
-    d->set_error(std::string(chunk.status().message()));
-  }
-  Write(msg);
-}
-
-void ServerLink::SubscribeLog(const v1::LogRead& read) {
-  LogSubscription sub{.id = read.request_id(),
-                      .key = core_->supervisor().Holding(TaskKey{read.job(), read.role(), read.index(), read.job_id()}),
-                      .attempt = read.attempt(),
-                      .stream = read.stderr() ? LogStream::kStderr : LogStream::kStdout,
-                      .offset = read.offset(),
-                      .chunk_bytes = read.max_bytes() > 0 ? read.max_bytes() : 65536,
-                      .window_bytes = read.window_bytes(),
-                      .follow = read.follow(),
-                      .tail_lines = read.has_tail_lines() ? read.tail_lines() : -1,
-                      .since_unix_nanos = read.since_unix_nanos()};
-  {
-    absl::MutexLock lock(&mu_);
-    sub.tag = static_cast<uint64_t>(session_);
-  }
-  absl::Status st = pusher_->Subscribe(sub);
-  if (st.ok()) return;
-  v1::AgentMessage msg;
-  msg.mutable_log()->set_request_id(read.request_id());
-  msg.mutable_log()->set_attempt(read.attempt());
-  msg.mutable_log()->set_error(absl::StrCat("node ", core_->node_info().name, " cannot send the log of ",
-                                            sub.key.ToString(), ": ", st.message()));
-  Write(msg);
-}
-
-bool ServerLink::WriteLogPiece(const LogPiece& piece) {
-  v1::AgentMessage msg;
-  v1::LogData* d = msg.mutable_log();
-  d->set_request_id(piece.id);
-  d->set_attempt(piece.attempt);
-  d->set_offset(piece.offset);
-  d->set_next_offset(piece.next_offset);
-  d->set_data(piece.data);
-  d->set_eof(piece.eof);
-  d->set_finished(piece.finished);
-  d->set_error(piece.error);
-  return Write(msg, static_cast<int64_t>(piece.tag));
-}
-
-void ServerLink::OpenExec(const v1::ExecOpen& open) {
-  ExecOrder order{.id = open.request_id(),
-                  .key = core_->supervisor().Holding(TaskKey{open.job(), open.role(), open.index(), open.job_id()}),
-                  .command = {open.command().begin(), open.command().end()},
-                  .tty = open.tty(),
-                  .stdin = open.stdin(),
-                  .rows = open.rows(),
-                  .cols = open.cols(),
-                  .term = open.term(),
-                  .user = open.user()};
-  if (open.window_bytes() > 0) order.window_bytes = open.window_bytes();
-  uint64_t tag;
-  {
-    absl::MutexLock lock(&mu_);
-    tag = static_cast<uint64_t>(session_);
-  }
-  exec_->Open(order, tag);
-}
-
-bool ServerLink::WriteExecPiece(const ExecPiece& piece) {
-  v1::AgentMessage msg;
-  v1::ExecOutput* o = msg.mutable_exec();
-  o->set_request_id(piece.id);
-  o->set_data(piece.data);
-  o->set_stderr(piece.is_stderr);
-  o->set_offset(piece.offset);
-  o->set_started(piece.started);
-  o->set_attempt(piece.attempt);
-  o->set_exited(piece.exited);
-  o->set_exit_code(piece.exit_code);
-  o->set_signal(piece.signal);
-  if (!piece.error.empty()) o->set_error(absl::StrCat("node ", node_name_, ": ", piece.error));
-  o->set_code(piece.code);
-  o->set_input_taken(piece.input_taken);
-  return Write(msg, static_cast<int64_t>(piece.tag));
 }
 
 }  // namespace trainyard::agent
