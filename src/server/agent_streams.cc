@@ -53,8 +53,14 @@ void AgentStreams::Registered(const std::string& node, uint64_t session, const v
   auto it = by_session_.find(session);
   if (it == by_session_.end()) return;  // closed meanwhile: its agent is gone
   AgentLink* link = it->second;
+  Stream& stream = streams_[link];
+  // A stream speaks for one node (the agent service refuses another name):
+  // one that did would no longer be bound to the first.
+  if (!stream.node.empty() && stream.node != node) {
+    if (auto before = links_.find(stream.node); before != links_.end() && before->second == link) links_.erase(before);
+  }
   links_[node] = link;
-  streams_[link].node = node;
+  stream.node = node;
   link->Send(std::move(msg));
 }
 
@@ -78,14 +84,17 @@ void AgentStreams::Drained(const std::string& node) {
 
 void AgentStreams::OrderCheckpoint(const std::string& job_master, uint64_t job_id, const std::string& job,
                                    const v1::CheckpointOrder& order) {
-  if (job_master.empty()) return;
+  JobCredentials credentials;
+  {
+    absl::MutexLock lock(&mu_);
+    credentials = job_credentials_;
+  }
+  if (!credentials || job_master.empty()) return;
   if (fence_) fence_();
-  absl::MutexLock lock(&mu_);
-  if (!job_credentials_) return;
   v1::ServerOrder push;
   push.set_job(job);
   *push.mutable_order() = order;
-  push.set_mac(security::HmacSha256Hex(job_credentials_(job_id),
+  push.set_mac(security::HmacSha256Hex(credentials(job_id),
                                        OrderMacText(job, order.id(), order.deadline_unix_ms(), order.reason())));
   master_orders_.Push(job_master, std::move(push));
 }

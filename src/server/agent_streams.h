@@ -85,7 +85,7 @@ class AgentStreams : public ExecutionBackend {
   std::map<uint64_t, AgentLink*> by_session_ ABSL_GUARDED_BY(mu_);  // session number -> open stream
   uint64_t next_session_ ABSL_GUARDED_BY(mu_) = 1;
   JobCredentials job_credentials_ ABSL_GUARDED_BY(mu_);
-  MasterOrders master_orders_ ABSL_GUARDED_BY(mu_);
+  MasterOrders master_orders_;  // thread-safe: its own lock and thread
   std::function<void()> fence_;  // set before any stream opens, then only read
 };
 

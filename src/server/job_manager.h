@@ -1,7 +1,8 @@
 // JobManager: the thin shell around the server's ControlState. It owns the
 // one mutex, the scheduling thread and the clock; the store and the
 // execution backend (AgentStreams: agents over gRPC streams) are the
-// server's, handed to it behind the launch contract; every client, agent and
+// server's (the backend is handed to the control state behind the launch
+// contract); every client, agent and
 // store event is a turn (Turn): it takes the lock, reads the clock once and
 // hands the event to the control state; what the turn leaves to do (the
 // persister's next write to the store, the submissions it answers, the

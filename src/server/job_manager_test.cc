@@ -101,7 +101,7 @@ class JobManagerTest : public ::testing::Test {
   absl::Status Connect(const v1::NodeInfo& info, FakeLink* link) {
     return manager_->RegisterAgent(info, streams_.Open(link));
   }
-  // `link`'s stream closes.
+  // `link`'s stream closes (Open gives an open link's own session again).
   void Disconnect(const std::string& node, FakeLink* link) {
     manager_->AgentDisconnected(node, streams_.Open(link));
     streams_.Close(link);
@@ -627,6 +627,29 @@ TEST_F(JobManagerTest, StatusesOfAnOlderLaunchOnTheSameNodeDoNotEndTheNewOne) {
   EXPECT_EQ(Describe(job).tasks(0).state(), v1::TASK_LAUNCHING);
   status(launch, launch, v1::TASK_RUNNING);
   EXPECT_EQ(Describe(job).tasks(0).state(), v1::TASK_RUNNING);
+}
+
+// A node whose agent comes back with fewer GPUs than its task holds: its
+// new stream hears the answer to its registration first (the agent takes
+// anything else first as a refusal), then the kill of the task that no
+// longer fits, which the server ends as lost.
+TEST_F(JobManagerTest, ANodeBackWithFewerGpusHearsItsAnswerFirstThenTheKillOfTheTaskItCannotHold) {
+  FakeLink first;
+  ASSERT_TRUE(Connect(Node("n1", 8), &first).ok());
+  std::string job = Submit("name: big\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
+  manager_->ScheduleNowForTest();
+  ASSERT_EQ(first.Launches().size(), 1u);
+  Report("n1", first.Launches()[0], v1::TASK_RUNNING);
+  Disconnect("n1", &first);
+
+  FakeLink second;
+  ASSERT_TRUE(Connect(Node("n1", 2), &second).ok());
+  ASSERT_FALSE(second.sent.empty());
+  EXPECT_TRUE(second.sent[0].has_registered()) << "the answer comes first";
+  ASSERT_EQ(second.Kills().size(), 1u) << "the task the node cannot hold is killed there";
+  EXPECT_EQ(second.Kills()[0].job(), job);
+  EXPECT_THAT(second.Kills()[0].reason(), HasSubstr("no longer fits node n1"));
+  EXPECT_EQ(Describe(job).tasks(0).state(), v1::TASK_FAILED);
 }
 
 TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntilItsTasksStop) {

@@ -155,6 +155,10 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   *node.info.mutable_capacity() = api::ToProto(capacity);
   const uint64_t old_session = node.session;
   node.session = session;
+  // What the registration orders the node (kills of tasks it can no longer
+  // hold) waits for its answer: an agent takes anything else first as a
+  // refusal.
+  registering_ = in.name();
   node.last_heartbeat = node.heard = now;
   node.registered = now;
   node.agent_stopping = node.drained_sent = false;
@@ -172,6 +176,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     // later registration of the node would be refused as a duplicate.
     node.session = old_session;
     UpdateSchedulable(node);
+    ReleaseHeldOrders();  // to the stream before, if it is still there
     return up;
   }
   SetPortsInUse(node, RangesOf(in.ports_in_use()));
@@ -186,13 +191,14 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   *ack.mutable_serving_ports() = node.info.capacity().ports();
   ack.set_sample_interval_ms(config_.task_sample_interval_ms);
   backend_->Registered(in.name(), session, ack);
+  ReleaseHeldOrders();
   CatchUp(node, now);
   wants_round_ = true;
   return absl::OkStatus();
 }
 
 void ControlState::CatchUp(NodeRt& node, absl::Time now) {
-  const std::string name = node.info.name();  // node.info is in.name() now
+  const std::string name = node.info.name();
   // Its GPU faults (an agent that found some before this registration):
   // after the answer, so kill orders for the tasks on them come after it.
   ApplyGpuFaults(node, now);

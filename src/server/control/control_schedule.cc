@@ -258,7 +258,18 @@ void ControlState::Order(DeferredOrder order) {
   if (!config_.launch_after_durable || !orders_.Defer(order, WriteToWaitFor())) SendOrder(order, /*deferred=*/false);
 }
 
+void ControlState::ReleaseHeldOrders() {
+  registering_.clear();
+  std::vector<DeferredOrder> held;
+  held.swap(held_for_registration_);
+  for (DeferredOrder& d : held) SendOrder(d, /*deferred=*/false);
+}
+
 void ControlState::SendOrder(DeferredOrder& d, bool deferred) {
+  if (!registering_.empty() && d.node == registering_) {
+    held_for_registration_.push_back(std::move(d));
+    return;
+  }
   const NodeRt* node = FindNode(d.node);
   if (node == nullptr || !node->connected()) return;
   switch (d.kind) {

@@ -596,6 +596,13 @@ class ControlState {
   // and nothing queued before it).
   void Order(DeferredOrder order);
   void SendOrder(DeferredOrder& order, bool deferred);
+  // The node whose registration is being decided ("" none): its orders are
+  // held until the backend has the answer (Registered), or the refusal.
+  std::string registering_;
+  std::vector<DeferredOrder> held_for_registration_;
+  // Sends what was held (to the registered stream, or to the one before a
+  // refusal where it is still there) and holds no more.
+  void ReleaseHeldOrders();
   // A kill, now or (launch_after_durable) once what led to it is written.
   void OrderKill(const std::string& node, const v1::KillTask& kill);
   void SendDeferredOrders(uint64_t written, bool ok);
