@@ -7,6 +7,11 @@
 # warns for now.
 function(ty_options target)
   target_compile_options(${target} PRIVATE -Wall -Wextra -Werror -Wno-missing-field-initializers)
+  if(TRAINYARD_UNITY AND CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+    # In a unity batch every file is an included one, and GCC then warns of a
+    # class in one file that holds a type of another's anonymous namespace.
+    target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+  endif()
   if(TRAINYARD_THREAD_SAFETY)
     target_compile_options(${target} PRIVATE -Wthread-safety)
     if(target IN_LIST TRAINYARD_TSA_WARN_ONLY)

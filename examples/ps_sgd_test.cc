@@ -17,7 +17,7 @@ namespace trainyard::examples {
 namespace {
 
 // The loss every run must reach by its last epoch (docs/examples.md).
-constexpr double kStatedLoss = 0.34;
+constexpr double kSgdStatedLoss = 0.34;
 constexpr int kEpochs = 12;
 const absl::Duration kRunTimeout = absl::Seconds(60);
 
@@ -100,7 +100,7 @@ void ExpectFallingToStatedLoss(const std::string& output, int first_epoch) {
   ExpectFalling(output, first_epoch);
   auto losses = EpochLosses(output);
   ASSERT_FALSE(losses.empty());
-  EXPECT_LE(losses.back().second, kStatedLoss) << output;
+  EXPECT_LE(losses.back().second, kSgdStatedLoss) << output;
 }
 
 TEST(PsSgdTest, WorkersWithoutJobMasterTrainToTheStatedLoss) {
@@ -123,7 +123,7 @@ TEST(PsSgdTest, WorkersWithoutJobMasterTrainToTheStatedLoss) {
     auto losses = EpochLosses(w->Output());
     if (!losses.empty()) best = std::min(best, losses.back().second);
   }
-  EXPECT_LE(best, kStatedLoss);
+  EXPECT_LE(best, kSgdStatedLoss);
   auto ckpt = ReadCheckpoint(job.checkpoint_dir());
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   ASSERT_TRUE(ckpt->has_value());

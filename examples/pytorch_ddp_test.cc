@@ -14,7 +14,7 @@ namespace trainyard::examples {
 namespace {
 
 // The loss the example reaches by epoch 8 (docs/examples.md).
-constexpr double kStatedLoss = 0.05;
+constexpr double kDdpStatedLoss = 0.05;
 
 bool TorchImports() {
   return std::system("/usr/bin/python3 -c 'import torch.distributed as d; assert d.is_gloo_available()' "
@@ -72,7 +72,7 @@ TEST_F(PytorchDdpTest, TwoRanksTrainCheckpointAndResume) {
   ASSERT_EQ(resumed.size(), 4u) << second[0];
   EXPECT_EQ(resumed.front().first, 5);
   EXPECT_LT(resumed.front().second, losses.back().second) << second[0];
-  EXPECT_LE(resumed.back().second, kStatedLoss) << second[0];
+  EXPECT_LE(resumed.back().second, kDdpStatedLoss) << second[0];
 }
 
 // An elastic job (docs/elastic.md) restarts at another WORLD_SIZE: each
@@ -87,7 +87,7 @@ TEST_F(PytorchDdpTest, ARunResumedAtAnotherWorldSizeGoesOnFromTheSameEpoch) {
   auto resumed = EpochLosses(second[0]);
   ASSERT_EQ(resumed.size(), 4u) << second[0];
   EXPECT_EQ(resumed.front().first, 5);
-  EXPECT_LE(resumed.back().second, kStatedLoss) << second[0];
+  EXPECT_LE(resumed.back().second, kDdpStatedLoss) << second[0];
 }
 
 }  // namespace

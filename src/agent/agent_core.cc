@@ -21,7 +21,7 @@
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "agent";
+constexpr char kAgentLog[] = "agent";
 
 std::string HostName() {
   char name[256] = {0};
@@ -59,9 +59,9 @@ absl::Status FillNodeIdentity(const AgentConfig& config, NodeInfo* node) {
 
 void LogTaskUsers(const TaskUsers& users) {
   if (users.switching()) {
-    Log(LogLevel::kInfo, kComponent, "tasks run as the local accounts their users map to, with no_new_privs");
+    Log(LogLevel::kInfo, kAgentLog, "tasks run as the local accounts their users map to, with no_new_privs");
   } else {
-    Log(LogLevel::kInfo, kComponent,
+    Log(LogLevel::kInfo, kAgentLog,
         "the agent is not root: tasks run as its own uid %d (no_new_privs), not as their users", geteuid());
   }
 }
@@ -151,7 +151,7 @@ absl::StatusOr<std::unique_ptr<AgentCore>> AgentCore::Start(const AgentConfig& c
   node.mps_control = *mps_control;
   node.limiter = limiter->kind();
   node.excluded_gpus = OwnerlessBusyGpus(node.gpus, agent->supervisor_->GpusInUse(), config.ownerless);
-  Log(LogLevel::kInfo, kComponent, "node %s: %d GPUs (%s%s), %d MiB, %d millicores, ports %s%s",
+  Log(LogLevel::kInfo, kAgentLog, "node %s: %d GPUs (%s%s), %d MiB, %d millicores, ports %s%s",
       node.name, static_cast<int>(node.gpus.size()), node.gpu_source,
       node.mps_control.empty() ? "" : absl::StrCat(", MPS for shares via ", node.mps_control), node.memory_mb,
       node.vcores_milli, node.port_range.Empty() ? "as the server decides" : node.port_range.ToString(),
@@ -181,7 +181,7 @@ absl::StatusOr<HeartbeatSnapshot> AgentCore::Heartbeat() {
   } else {
     // A faulty GPU broke the discovery: the beat goes with the GPUs as last
     // read, so the server hears of the fault rather than losing the node.
-    Log(LogLevel::kWarning, kComponent,
+    Log(LogLevel::kWarning, kAgentLog,
         "GPU discovery (%s) failed beside GPU faults: %s; beating with the GPUs as last read", discovery_->Name(),
         inventory.status().message());
     snapshot.gpus = LastGpus();
@@ -219,11 +219,11 @@ absl::Status AgentCore::OpenGpuHealth(const std::string& events, const GpuInvent
     // The kernel's log may be closed to the agent's account
     // (kernel.dmesg_restrict): the node runs without GPU health, and says so.
     if (!events.empty()) return health.status();
-    Log(LogLevel::kWarning, kComponent, "GPU health is not watched: %s", health.status().message());
+    Log(LogLevel::kWarning, kAgentLog, "GPU health is not watched: %s", health.status().message());
     return absl::OkStatus();
   }
   health_ = *std::move(health);
-  Log(LogLevel::kInfo, kComponent, "GPU health: Xid events from %s", health_->path());
+  Log(LogLevel::kInfo, kAgentLog, "GPU health: Xid events from %s", health_->path());
   return absl::OkStatus();
 }
 

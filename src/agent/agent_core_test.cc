@@ -19,8 +19,7 @@ using testing::ReadFileOrEmpty;
 using testing::RecordingListener;
 using testing::TempDir;
 using testing::TestDataPath;
-
-constexpr absl::Duration kTimeout = absl::Seconds(20);
+using testing::kTimeout;
 
 class AgentCoreTest : public ::testing::Test {
  protected:

@@ -24,8 +24,8 @@ using ::testing::Not;
 using testing::RecordingListener;
 using testing::TempDir;
 using testing::TestDataPath;
+using testing::kTimeout;
 
-constexpr absl::Duration kTimeout = absl::Seconds(20);
 constexpr int64_t kMiB = 1 << 20;
 
 // The value of the sample `series` (name{labels} exactly as exposed).

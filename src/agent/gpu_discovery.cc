@@ -18,7 +18,7 @@
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "gpu-discovery";
+constexpr char kDiscoveryLog[] = "gpu-discovery";
 
 // Column positions of the fields we read; -1 when absent.
 struct QueryColumns {
@@ -181,7 +181,7 @@ absl::StatusOr<GpuInventory> NvidiaSmiGpuDiscovery::Discover() {
     topology_ = inventory.topology;
   } else {
     // Placement still works without topology; say why it is missing.
-    Log(LogLevel::kWarning, kComponent, "no GPU topology from nvidia-smi topo -m (%s); using flat",
+    Log(LogLevel::kWarning, kDiscoveryLog, "no GPU topology from nvidia-smi topo -m (%s); using flat",
         topology.ok() ? absl::StrCat("it lists ", topology->gpu_count(), " GPUs, the query ", count)
                       : std::string(topology.status().message()));
     inventory.topology = core::GpuTopology::Flat(count);  // tried again next time
@@ -249,13 +249,13 @@ absl::StatusOr<GpuDiscoveryPtr> ChooseGpuDiscovery(const GpuDiscoveryOptions& op
   }
   absl::StatusOr<GpuDiscoveryPtr> nvml = NvmlGpuDiscovery::Open(options.nvml_library);
   if (nvml.ok()) return nvml;
-  Log(LogLevel::kInfo, kComponent, "NVML not used: %s", nvml.status().message());
+  Log(LogLevel::kInfo, kDiscoveryLog, "NVML not used: %s", nvml.status().message());
   auto smi = options.runner != nullptr
                  ? std::make_unique<NvidiaSmiGpuDiscovery>(options.runner)
                  : std::make_unique<NvidiaSmiGpuDiscovery>(NewSubprocessRunner());
   absl::StatusOr<GpuInventory> probe = smi->Discover();
   if (probe.ok()) return GpuDiscoveryPtr(std::move(smi));
-  Log(LogLevel::kInfo, kComponent, "nvidia-smi not used: %s; this node has no GPUs",
+  Log(LogLevel::kInfo, kDiscoveryLog, "nvidia-smi not used: %s; this node has no GPUs",
       probe.status().message());
   return std::make_unique<SimulatedGpuDiscovery>(core::GpuTopology::Flat(0), 0);
 }

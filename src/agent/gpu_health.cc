@@ -23,7 +23,7 @@
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "gpu-health";
+constexpr char kHealthLog[] = "gpu-health";
 constexpr size_t kMaxText = 512;
 // At most this much of a file source is read per poll; the rest waits for
 // the next (a flood of lines never holds a heartbeat up for long).
@@ -184,7 +184,7 @@ GpuHealthWatch::GpuHealthWatch(GpuHealth* health, const Clock* clock, std::funct
                                absl::Duration fallback)
     : health_(health), clock_(clock), on_change_(std::move(on_change)), fallback_(fallback) {
   if (pipe2(stop_, O_CLOEXEC | O_NONBLOCK) != 0) {
-    Log(LogLevel::kWarning, kComponent, "GPU health: no pipe for its watch (%s): faults go out at heartbeats",
+    Log(LogLevel::kWarning, kHealthLog, "GPU health: no pipe for its watch (%s): faults go out at heartbeats",
         strerror(errno));
     return;
   }
@@ -296,16 +296,16 @@ bool GpuHealth::Apply(const XidEvent& event, absl::Time now) {
                           [&](const auto& p) { return p.first == event.pci; });
   XidRule rule = RuleOfXid(event.xid);
   if (gpu == gpu_of_pci_.end()) {
-    Log(LogLevel::kWarning, kComponent, "Xid %d on PCI %s, not a GPU of this node: %s", event.xid, event.pci,
+    Log(LogLevel::kWarning, kHealthLog, "Xid %d on PCI %s, not a GPU of this node: %s", event.xid, event.pci,
         event.text);
     return false;
   }
   if (rule.action == v1::GPU_FAULT_IGNORE) {
-    Log(LogLevel::kInfo, kComponent, "GPU %d: Xid %d (%s), left to the task: %s", gpu->second, event.xid, rule.what,
+    Log(LogLevel::kInfo, kHealthLog, "GPU %d: Xid %d (%s), left to the task: %s", gpu->second, event.xid, rule.what,
         event.text);
     return false;
   }
-  Log(LogLevel::kWarning, kComponent, "GPU %d: Xid %d (%s): %s; %s", gpu->second, event.xid, rule.what, event.text,
+  Log(LogLevel::kWarning, kHealthLog, "GPU %d: Xid %d (%s): %s; %s", gpu->second, event.xid, rule.what, event.text,
       rule.action == v1::GPU_FAULT_DRAIN_NODE ? "the node is drained" : "the GPU is excluded");
   v1::GpuFault fault;
   fault.set_gpu(gpu->second);

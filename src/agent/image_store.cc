@@ -32,7 +32,7 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-constexpr char kComponent[] = "images";
+constexpr char kImagesLog[] = "images";
 constexpr int64_t kMaxJsonBytes = 4 << 20;
 constexpr char kManifestType[] = "application/vnd.oci.image.manifest.v1+json";
 constexpr char kDockerManifestType[] = "application/vnd.docker.distribution.manifest.v2+json";
@@ -135,7 +135,7 @@ absl::Status Sanitize(const std::string& rootfs) {
     lremovexattr(path.c_str(), "security.capability");
   }
   if (ec) return absl::InternalError(absl::StrCat("cannot walk ", rootfs, ": ", ec.message()));
-  if (removed > 0) Log(LogLevel::kInfo, kComponent, "removed %d device nodes from %s", removed, rootfs);
+  if (removed > 0) Log(LogLevel::kInfo, kImagesLog, "removed %d device nodes from %s", removed, rootfs);
   return absl::OkStatus();
 }
 
@@ -291,7 +291,7 @@ absl::StatusOr<std::string> ImageStore::Pull(const std::string& reference) {
     return absl::InvalidArgumentError(absl::StrCat("image docker://", reference, " cannot be pulled from ", host, ": ",
                                                    ran.status().message()));
   }
-  Log(LogLevel::kInfo, kComponent, "pulled docker://%s in %s", reference, absl::FormatDuration(absl::Now() - start));
+  Log(LogLevel::kInfo, kImagesLog, "pulled docker://%s in %s", reference, absl::FormatDuration(absl::Now() - start));
   absl::MutexLock m(&mu_);
   pulled_.insert(reference);
   archive_locks_.erase(out);  // pulled: later launches return at the first look
@@ -399,7 +399,7 @@ absl::Status ImageStore::Unpack(const std::string& layout, const PreparedImage& 
     fs::remove_all(tmp, ec);
     return absl::InternalError(absl::StrCat("cannot rename ", tmp, ": ", ec.message()));
   }
-  Log(LogLevel::kInfo, kComponent, "unpacked %s (%s) in %s", image.ref, image.digest,
+  Log(LogLevel::kInfo, kImagesLog, "unpacked %s (%s) in %s", image.ref, image.digest,
       absl::FormatDuration(absl::Now() - start));
   return absl::OkStatus();
 }

@@ -29,7 +29,7 @@ extern char** environ;
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "mps";
+constexpr char kMpsLog[] = "mps";
 constexpr char kDefaultControl[] = "nvidia-cuda-mps-control";
 // Written by the control daemon into its pipe directory.
 constexpr char kPidFile[] = "nvidia-cuda-mps-control.pid";
@@ -168,7 +168,7 @@ absl::StatusOr<MpsGpu> MpsDaemons::Join(const std::string& holder, int gpu) {
         holders_.erase(gpu);
         return s;
       }
-      Log(LogLevel::kInfo, kComponent, "GPU %d: MPS control daemon started (pipes in %s)", gpu, dirs.pipe_dir);
+      Log(LogLevel::kInfo, kMpsLog, "GPU %d: MPS control daemon started (pipes in %s)", gpu, dirs.pipe_dir);
     }
   }
   holders.insert(holder);
@@ -187,9 +187,9 @@ void MpsDaemons::Leave(const std::string& holder) {
   if (!holders.empty()) return;
   holders_.erase(gpu);
   if (absl::Status s = RunControl(gpu, {}, "quit\n"); !s.ok()) {
-    Log(LogLevel::kWarning, kComponent, "GPU %d: stopping the MPS control daemon: %s", gpu, s.message());
+    Log(LogLevel::kWarning, kMpsLog, "GPU %d: stopping the MPS control daemon: %s", gpu, s.message());
   } else {
-    Log(LogLevel::kInfo, kComponent, "GPU %d: MPS control daemon stopped (its last share ended)", gpu);
+    Log(LogLevel::kInfo, kMpsLog, "GPU %d: MPS control daemon stopped (its last share ended)", gpu);
   }
 }
 

@@ -27,8 +27,7 @@ using ::testing::HasSubstr;
 using testing::ReadFileOrEmpty;
 using testing::RecordingListener;
 using testing::TempDir;
-
-constexpr absl::Duration kTimeout = absl::Seconds(20);
+using testing::kTimeout;
 
 // Writes a fake nvidia-cuda-mps-control into `dir` that appends one line per
 // call to dir/calls; returns its path.

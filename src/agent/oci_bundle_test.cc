@@ -21,7 +21,7 @@ using ::testing::Contains;
 using ::testing::HasSubstr;
 using nlohmann::json;
 
-BundleSpec Spec() {
+BundleSpec OciBundleSpec() {
   return {.rootfs = "/var/lib/trainyard/images/sha256-ab/rootfs",
           .args = {"python3", "train.py"},
           .env = {"PATH=/usr/bin", "RANK=0"},
@@ -43,7 +43,7 @@ json MountAt(const json& config, const std::string& dest) {
 }
 
 TEST(OciBundleTest, TheContainerRunsTheTaskAsItsAccountOnAReadOnlyImageWithItsDirectories) {
-  absl::StatusOr<std::string> text = BundleConfigJson(Spec());
+  absl::StatusOr<std::string> text = BundleConfigJson(OciBundleSpec());
   ASSERT_TRUE(text.ok()) << text.status();
   json c = json::parse(*text);
   EXPECT_EQ(c["root"]["path"], "/var/lib/trainyard/images/sha256-ab/rootfs");
@@ -77,7 +77,7 @@ TEST(OciBundleTest, TheContainerRunsTheTaskAsItsAccountOnAReadOnlyImageWithItsDi
 }
 
 TEST(OciBundleTest, DevicesThatExistAreGivenAndAllowedTheRestLeftOut) {
-  json c = json::parse(*BundleConfigJson(Spec()));
+  json c = json::parse(*BundleConfigJson(OciBundleSpec()));
   ASSERT_EQ(c["linux"]["devices"].size(), 1u) << c["linux"]["devices"].dump();
   const json& d = c["linux"]["devices"][0];
   EXPECT_EQ(d["path"], "/dev/null");
@@ -89,13 +89,13 @@ TEST(OciBundleTest, DevicesThatExistAreGivenAndAllowedTheRestLeftOut) {
 }
 
 TEST(OciBundleTest, RefusesWhatARuntimeWouldNotRun) {
-  BundleSpec s = Spec();
+  BundleSpec s = OciBundleSpec();
   s.args.clear();
   EXPECT_THAT(BundleConfigJson(s).status().message(), HasSubstr("no entrypoint or cmd"));
-  s = Spec();
+  s = OciBundleSpec();
   s.cwd = "work";
   EXPECT_THAT(BundleConfigJson(s).status().message(), HasSubstr("workingDir: 'work' must be an absolute path"));
-  s = Spec();
+  s = OciBundleSpec();
   s.binds.push_back({"rel", "/x", false});
   EXPECT_THAT(BundleConfigJson(s).status().message(), HasSubstr("paths must be absolute"));
 }

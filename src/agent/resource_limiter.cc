@@ -27,7 +27,7 @@
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "limits";
+constexpr char kLimiterLog[] = "limits";
 
 absl::Status WriteFile(const std::string& path, const std::string& value) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -122,7 +122,7 @@ void KillAndRemove(const std::string& dir, int depth = 0) {
     if (errno != EBUSY) break;
     usleep(5000);
   }
-  Log(LogLevel::kWarning, kComponent, "cgroup %s not removed: %s", dir, strerror(errno));
+  Log(LogLevel::kWarning, kLimiterLog, "cgroup %s not removed: %s", dir, strerror(errno));
 }
 
 class CgroupV2Limiter : public ResourceLimiter {
@@ -451,10 +451,10 @@ ResourceLimiterPtr DetectResourceLimiter(const LimiterOptions& options) {
   }
   const Confinement& c = limiter->confinement();
   bool all = !c.memory.empty() && !c.cpu.empty() && !c.pids.empty();
-  Log(all ? LogLevel::kInfo : LogLevel::kWarning, kComponent, "task confinement: %s%s%s", DescribeConfinement(c),
+  Log(all ? LogLevel::kInfo : LogLevel::kWarning, kLimiterLog, "task confinement: %s%s%s", DescribeConfinement(c),
       c.where.empty() ? "" : "; task cgroups under ", c.where);
   if (limiter->kind() == LimiterKind::kNone) {
-    Log(LogLevel::kWarning, kComponent,
+    Log(LogLevel::kWarning, kLimiterLog,
         "tasks on this node run unconfined: their memory, cpu and process limits are accounted by the scheduler "
         "but not enforced here (no rlimit stands in: RLIMIT_AS would kill correct programs that reserve address "
         "space); give the agent a writable cgroup (run it as root, or under systemd with Delegate=yes and the "

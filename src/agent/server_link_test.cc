@@ -26,7 +26,7 @@ class ServerLinkTest : public ::testing::Test {
   std::string dir_;
 };
 
-v1::TaskSpec Spec() {
+v1::TaskSpec ServerLinkSpec() {
   v1::TaskSpec s;
   s.set_job("j");
   s.set_role("worker");
@@ -36,7 +36,7 @@ v1::TaskSpec Spec() {
 }
 
 TEST_F(ServerLinkTest, WritesFilesAndReplacesTheTaskDirInEnv) {
-  v1::TaskSpec s = Spec();
+  v1::TaskSpec s = ServerLinkSpec();
   (*s.mutable_files())["hosts"] = "127.0.0.1 j-worker-1\n";
   (*s.mutable_env())["TRAINYARD_HOSTS_FILE"] = "${TRAINYARD_TASK_DIR}/hosts";
   (*s.mutable_env())["TRAINYARD_USER"] = "alice";
@@ -56,7 +56,7 @@ TEST_F(ServerLinkTest, WritesFilesAndReplacesTheTaskDirInEnv) {
 
 // An MPI task's rsh agent is this agent's own binary.
 TEST_F(ServerLinkTest, TheTrainyardBinaryIsTheAgentsOwn) {
-  v1::TaskSpec s = Spec();
+  v1::TaskSpec s = ServerLinkSpec();
   (*s.mutable_env())["OMPI_MCA_plm_rsh_agent"] = "${TRAINYARD_BIN} rsh";
   auto launch = ToTaskLaunch(s, dir_);
   ASSERT_TRUE(launch.ok()) << launch.status();
@@ -91,7 +91,7 @@ TEST_F(ServerLinkTest, AFileIsNeverWrittenThroughALinkATaskLeft) {
 
 TEST_F(ServerLinkTest, CheckpointDirThatCannotBeWrittenIsAClearError) {
   std::ofstream(absl::StrCat(dir_, "/a-file")) << "x";
-  v1::TaskSpec s = Spec();
+  v1::TaskSpec s = ServerLinkSpec();
   (*s.mutable_env())["TRAINYARD_CHECKPOINT_DIR"] = absl::StrCat(dir_, "/a-file/ckpt");
   auto launch = ToTaskLaunch(s, dir_);
   ASSERT_FALSE(launch.ok());
@@ -113,7 +113,7 @@ TEST_F(ServerLinkTest, AnOrderWhoseNamesLeaveTheDataDirIsRefused) {
                                          {"a/b", "w", "job \""}}) {
     const std::string& job = bad.job;
     const std::string& role = bad.role;
-    v1::TaskSpec s = Spec();
+    v1::TaskSpec s = ServerLinkSpec();
     s.set_job(job);
     s.set_role(role);
     (*s.mutable_files())["hosts"] = "x\n";
@@ -123,10 +123,10 @@ TEST_F(ServerLinkTest, AnOrderWhoseNamesLeaveTheDataDirIsRefused) {
     EXPECT_THAT(launch.status().message(), HasSubstr(bad.field));
   }
   EXPECT_FALSE(std::filesystem::exists(absl::StrCat(dir_, "/outside")));
-  v1::TaskSpec negative = Spec();
+  v1::TaskSpec negative = ServerLinkSpec();
   negative.set_index(-1);
   EXPECT_THAT(ToTaskLaunch(negative, data).status().message(), HasSubstr("index must be >= 0"));
-  v1::TaskSpec env = Spec();
+  v1::TaskSpec env = ServerLinkSpec();
   (*env.mutable_env())["A=B"] = "c";
   EXPECT_THAT(ToTaskLaunch(env, data).status().message(), HasSubstr("env: 'A=B' is not a variable name"));
 }

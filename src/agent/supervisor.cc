@@ -32,7 +32,7 @@
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "supervisor";
+constexpr char kSupervisorLog[] = "supervisor";
 
 // Without pidfds (kernels before 5.3) the loop checks children this often.
 constexpr absl::Duration kFallbackPoll = absl::Milliseconds(100);
@@ -153,9 +153,9 @@ Supervisor::Supervisor(const SupervisorOptions& options, std::string data_dir, R
       wake_fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {
   jump_listener_ = clock_->AddJumpListener([this] { Wake(); });
   if (std::string keeper = KeeperProgram(); !keeper.empty()) {
-    Log(LogLevel::kInfo, kComponent, "tasks start under the keeper program %s", keeper);
+    Log(LogLevel::kInfo, kSupervisorLog, "tasks start under the keeper program %s", keeper);
   } else {
-    Log(LogLevel::kWarning, kComponent,
+    Log(LogLevel::kWarning, kSupervisorLog,
         "no trusted trainyard-keeper beside this binary (root's or the agent's, writable by no one else): each "
         "task's keeper is a fork of the agent, which costs milliseconds per task");
   }
@@ -265,7 +265,7 @@ void Supervisor::ReclaimTaskDirs() {
     for (const std::string& place : DueWorkDirs(ListWorkDirs(work), live, ended_at_, task_dir_retention_, now)) {
       absl::Status st = MoveToTrash(work, place);
       if (!st.ok() && !absl::IsNotFound(st)) {
-        Log(LogLevel::kWarning, kComponent, "reclaiming work dir %s: %s", place, st.message());
+        Log(LogLevel::kWarning, kSupervisorLog, "reclaiming work dir %s: %s", place, st.message());
         continue;
       }
       ended_at_.erase(place);
@@ -283,9 +283,9 @@ void Supervisor::ReclaimTaskDirs() {
   }
   // Removal (maybe of much) runs without the lock: launches and kills go on.
   TrashEmptied emptied = EmptyTrash(work);
-  if (!emptied.status.ok()) Log(LogLevel::kWarning, kComponent, "%s", emptied.status.message());
+  if (!emptied.status.ok()) Log(LogLevel::kWarning, kSupervisorLog, "%s", emptied.status.message());
   if (moved.empty() && emptied.freed_bytes == 0) return;
-  Log(LogLevel::kInfo, kComponent, "reclaimed %d finished task work dir(s), %d bytes, after --task-dir-retention %s: %s",
+  Log(LogLevel::kInfo, kSupervisorLog, "reclaimed %d finished task work dir(s), %d bytes, after --task-dir-retention %s: %s",
       static_cast<int>(moved.size()), emptied.freed_bytes, absl::FormatDuration(task_dir_retention_),
       absl::StrJoin(moved, ", "));
   absl::MutexLock lock(&mu_);
@@ -378,7 +378,7 @@ absl::Status Supervisor::FailAttempt(const TaskKey& key, int attempt, const std:
     SignalAttempt(task, SIGCONT);
   }
   task.sigkill_at = clock_->Now() + task.launch.kill_grace;
-  Log(LogLevel::kInfo, kComponent, "%s attempt %d: stopping it as failed: %s", key.ToString(), attempt,
+  Log(LogLevel::kInfo, kSupervisorLog, "%s attempt %d: stopping it as failed: %s", key.ToString(), attempt,
       task.fail_reason);
   return absl::OkStatus();
 }
@@ -436,10 +436,10 @@ std::vector<TaskStatus> Supervisor::Adopt() {
           // Its daemon still runs (it is adopted, not started, by Join);
           // without MPS now, the task keeps its daemon until it ends.
           if (absl::Status s = JoinMps(t.launch); !s.ok()) {
-            Log(LogLevel::kWarning, kComponent, "%s", s.message());
+            Log(LogLevel::kWarning, kSupervisorLog, "%s", s.message());
           }
         }
-        Log(LogLevel::kInfo, kComponent, "re-adopted %s (pid %d)", t.launch.key.ToString(), t.pid);
+        Log(LogLevel::kInfo, kSupervisorLog, "re-adopted %s (pid %d)", t.launch.key.ToString(), t.pid);
         adopted.push_back(StatusOf(t, "re-adopted after an agent restart"));
         pending_.push_back(adopted.back());
       } else {
@@ -640,7 +640,7 @@ void Supervisor::ReapExited(std::vector<TaskStatus>* out) {
 void Supervisor::EscalateKills(absl::Time now) {
   for (auto& [key, task] : tasks_) {
     if (task->pid > 0 && task->sigkill_at <= now) {
-      Log(LogLevel::kInfo, kComponent, "%s did not stop within %s of SIGTERM; sending SIGKILL",
+      Log(LogLevel::kInfo, kSupervisorLog, "%s did not stop within %s of SIGTERM; sending SIGKILL",
           key.ToString(), absl::FormatDuration(task->launch.kill_grace));
       SignalAttempt(*task, SIGKILL);
       task->sigkill_at = absl::InfiniteFuture();

@@ -27,7 +27,7 @@ extern char** environ;
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "supervisor";
+constexpr char kAttemptsLog[] = "supervisor";
 
 std::vector<std::string> AgentEnvironment() {
   std::vector<std::string> env;
@@ -122,7 +122,7 @@ absl::StatusOr<std::vector<std::string>> Supervisor::ContainerCommand(const Task
   // there (the directories its mounts need) is this attempt's alone.
   absl::StatusOr<std::string> root = MountOverlay(l.image->rootfs, dir);
   if (!root.ok()) {
-    Log(LogLevel::kWarning, kComponent, "%s: no layer of its own over image %s (%s): the runtime makes its mount "
+    Log(LogLevel::kWarning, kAttemptsLog, "%s: no layer of its own over image %s (%s): the runtime makes its mount "
         "points in the shared root", l.key.ToString(), l.image->ref, root.status().message());
     root = l.image->rootfs;
   }
@@ -179,7 +179,7 @@ void Supervisor::DeleteContainer(const Task& task) {
     absl::StatusOr<std::string> deleted = NewSubprocessRunner()->Run(
         {"timeout", "-s", "KILL", "5", oci_runtime_, "--root", state, "delete", "--force", task.cgroup});
     if (!deleted.ok()) {
-      Log(LogLevel::kWarning, kComponent, "%s: deleting container %s: %s", task.launch.key.ToString(), task.cgroup,
+      Log(LogLevel::kWarning, kAttemptsLog, "%s: deleting container %s: %s", task.launch.key.ToString(), task.cgroup,
           deleted.status().message());
     }
   }
@@ -286,7 +286,7 @@ void Supervisor::SpawnAttempt(Spawn& s) const {
                                                 .pid = pid,
                                                 .start_time = s.start_time,
                                                 .cgroup = s.cgroup});
-  if (!st.ok()) Log(LogLevel::kWarning, kComponent, "%s", st.message());
+  if (!st.ok()) Log(LogLevel::kWarning, kAttemptsLog, "%s", st.message());
 }
 
 void Supervisor::InstallAttempt(Spawn& s, absl::Time now, std::vector<TaskStatus>* out) {
@@ -321,7 +321,7 @@ void Supervisor::CheckStarts(std::vector<TaskStatus>* out) {
     }
     task.state = TaskState::kRunning;
     spawn_seconds_.Observe(std::max(0.0, absl::ToDoubleSeconds(now - task.start_due)));
-    Log(LogLevel::kInfo, kComponent, "%s attempt %d started as pid %d", key.ToString(), task.attempt, task.pid);
+    Log(LogLevel::kInfo, kAttemptsLog, "%s attempt %d started as pid %d", key.ToString(), task.attempt, task.pid);
     out->push_back(StatusOf(task, ""));
     // A kill or a failure asked for while it started: its group is the
     // task's now.
@@ -383,7 +383,7 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
   task.log_bytes_base = 0;
   if (absl::Status marked = logs_.MarkEnded(l.key, task.attempt, exit); !marked.ok()) {
     // Without the mark, FollowLogs still stops on the final state.
-    Log(LogLevel::kWarning, kComponent, "%s: %s", l.key.ToString(), marked.message());
+    Log(LogLevel::kWarning, kAttemptsLog, "%s: %s", l.key.ToString(), marked.message());
   }
   bool failed_on_purpose = !task.fail_reason.empty();
   if (failed_on_purpose) {
@@ -418,7 +418,7 @@ void Supervisor::EndAttempt(Task& task, TaskExit exit, absl::Time now, std::vect
                                                 budget.limit, " exhausted after ", task.restarts + 1, " attempts")
                                  : what;
   }
-  Log(LogLevel::kInfo, kComponent, "%s %s: %s", l.key.ToString(), TaskStateName(task.state), task.message);
+  Log(LogLevel::kInfo, kAttemptsLog, "%s %s: %s", l.key.ToString(), TaskStateName(task.state), task.message);
   if (IsFinal(task.state)) {
     RemoveTaskRecord(data_dir_, l.key);
     LeaveMps(l);
@@ -473,7 +473,7 @@ void Supervisor::Persist(const Task& task) const {
                                                .pid = task.pid,
                                                .start_time = task.start_time,
                                                .cgroup = task.cgroup});
-  if (!s.ok()) Log(LogLevel::kWarning, kComponent, "%s", s.message());
+  if (!s.ok()) Log(LogLevel::kWarning, kAttemptsLog, "%s", s.message());
 }
 
 TaskStatus Supervisor::StatusOf(const Task& task, std::string message) const {

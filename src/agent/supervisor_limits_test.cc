@@ -29,10 +29,9 @@ using testing::ReadFileOrEmpty;
 using testing::RecordingListener;
 using testing::TempDir;
 using testing::WaitUntil;
+using testing::kTimeout;
+using testing::Final;
 
-constexpr absl::Duration kTimeout = absl::Seconds(20);
-
-bool Final(const TaskStatus& s) { return IsFinal(s.state); }
 bool Running(const TaskStatus& s) { return s.state == TaskState::kRunning; }
 
 TaskLaunch ShellTask(const TempDir& dir, const std::string& role, const std::string& script) {

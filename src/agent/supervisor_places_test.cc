@@ -23,10 +23,8 @@ using testing::RecordingListener;
 using testing::TempDir;
 using testing::Unstamped;
 using testing::WaitUntil;
-
-constexpr absl::Duration kTimeout = absl::Seconds(20);
-
-bool Final(const TaskStatus& s) { return IsFinal(s.state); }
+using testing::kTimeout;
+using testing::Final;
 
 class SupervisorPlacesTest : public ::testing::Test {
  protected:

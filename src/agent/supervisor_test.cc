@@ -28,10 +28,8 @@ using testing::ReadFileOrEmpty;
 using testing::RecordingListener;
 using testing::TempDir;
 using testing::WaitUntil;
-
-constexpr absl::Duration kTimeout = absl::Seconds(20);
-
-bool Final(const TaskStatus& s) { return IsFinal(s.state); }
+using testing::kTimeout;
+using testing::Final;
 
 class SupervisorTest : public ::testing::Test {
  protected:

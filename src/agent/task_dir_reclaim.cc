@@ -33,7 +33,7 @@ std::string FreshName(const char* prefix) {
 }
 
 // The names in the directory open as `fd` (not "." or "..").
-std::vector<std::string> Names(int fd) {
+std::vector<std::string> EntryNames(int fd) {
   std::vector<std::string> names;
   int list_fd = dup(fd);
   DIR* d = list_fd < 0 ? nullptr : fdopendir(list_fd);
@@ -108,7 +108,7 @@ struct Remover {
       return false;
     }
     if ((opened.st_mode & S_IRWXU) != S_IRWXU) fchmod(fd, 0700);
-    for (const std::string& child : Names(fd)) Remove(fd, child, depth + 1);
+    for (const std::string& child : EntryNames(fd)) Remove(fd, child, depth + 1);
     close(fd);
     return true;
   }
@@ -172,7 +172,7 @@ TrashEmptied EmptyTrash(const std::string& work_root) {
     return {.status = absl::PermissionDeniedError(absl::StrCat("cannot open ", trash, ": ", strerror(errno)))};
   }
   Remover r{.trash_fd = fd};
-  for (std::string& name : Names(fd)) r.pending.push_back(std::move(name));
+  for (std::string& name : EntryNames(fd)) r.pending.push_back(std::move(name));
   while (!r.pending.empty()) {
     std::string name = std::move(r.pending.front());
     r.pending.pop_front();

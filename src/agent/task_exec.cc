@@ -29,7 +29,7 @@
 namespace trainyard::agent {
 namespace {
 
-constexpr char kComponent[] = "exec";
+constexpr char kExecLog[] = "exec";
 
 void CloseFd(int& fd) {
   if (fd >= 0) close(fd);
@@ -194,7 +194,7 @@ void TaskExec::Refuse(const ExecOrder& order, uint64_t tag, const absl::Status& 
     early_.erase({tag, order.id});
     if (starting_ == Key{tag, order.id}) starting_ = Key{0, 0};
   }
-  Log(LogLevel::kInfo, kComponent, "exec in %s for %s refused: %s", order.key.ToString(), order.user,
+  Log(LogLevel::kInfo, kExecLog, "exec in %s for %s refused: %s", order.key.ToString(), order.user,
       std::string(why.message()));
   ExecPiece end = Ended(order.id, tag, std::string(why.message()));
   end.code = static_cast<int>(why.code());
@@ -257,7 +257,7 @@ void TaskExec::Start(const ExecOrder& order, uint64_t tag) {
     fds.CloseAll();
     return Refuse(order, tag, pid.status());
   }
-  Log(LogLevel::kInfo, kComponent, "exec in %s (attempt %d) for %s: pid %d, %s", order.key.ToString(),
+  Log(LogLevel::kInfo, kExecLog, "exec in %s (attempt %d) for %s: pid %d, %s", order.key.ToString(),
       target->attempt, order.user, *pid, absl::StrJoin(order.command, " ").substr(0, 200));
   auto s = std::make_unique<Session>();
   s->id = order.id;
@@ -473,7 +473,7 @@ void TaskExec::Service(absl::Time now, std::vector<ExecPiece>* out, std::vector<
     } else if (WIFSIGNALED(s.wait_status)) {
       end.signal = WTERMSIG(s.wait_status);
     }
-    Log(LogLevel::kInfo, kComponent, "exec in %s: pid %d ended (%s)%s", s.key.ToString(), s.pid,
+    Log(LogLevel::kInfo, kExecLog, "exec in %s: pid %d ended (%s)%s", s.key.ToString(), s.pid,
         end.signal > 0 ? absl::StrCat("signal ", end.signal) : absl::StrCat("exit code ", end.exit_code),
         s.error.empty() ? "" : absl::StrCat(": ", s.error));
     out->push_back(std::move(end));

@@ -44,33 +44,33 @@ void FakeProc(const std::string& proc, pid_t pid, pid_t ppid, int64_t ticks, int
       << "12345 1000000 " << rss_pages << " 18446744073709551615\n";
 }
 
-const absl::Time kT0 = absl::FromUnixSeconds(1700000000);
+const absl::Time kTaskResourcesT0 = absl::FromUnixSeconds(1700000000);
 
 TEST(TaskResourcesTest, CpuIsTheRateSinceTheLastSampleAndMemoryAsTheCgroupSays) {
   FakeLimiter limiter;
   ResourceTarget t{.key = {"j", "w", 0, 7}, .attempt = 1, .job_id = 7, .pid = 0, .cgroup = "c1",
-                   .started = kT0, .memory_limit_mb = 100};
+                   .started = kTaskResourcesT0, .memory_limit_mb = 100};
   TaskResourceSampler sampler("/nonexistent");
   limiter.use["c1"] = {.cpu_ns = 2'000'000'000, .memory_bytes = 50 << 20, .source = "cgroup v2"};
-  std::vector<ResourceSample> s = sampler.Sample({t}, limiter, {}, false, kT0 + absl::Seconds(4));
+  std::vector<ResourceSample> s = sampler.Sample({t}, limiter, {}, false, kTaskResourcesT0 + absl::Seconds(4));
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].cpu_milli, 500) << "2 s of CPU over the 4 s since it started";
   EXPECT_EQ(s[0].memory_bytes, 50 << 20);
   EXPECT_EQ(s[0].memory_limit_bytes, int64_t{100} << 20);
   EXPECT_EQ(s[0].source, "cgroup v2");
   EXPECT_EQ(s[0].job_id, 7u);
-  EXPECT_EQ(s[0].time, kT0 + absl::Seconds(4));
+  EXPECT_EQ(s[0].time, kTaskResourcesT0 + absl::Seconds(4));
 
   limiter.use["c1"].cpu_ns = 5'000'000'000;  // 3 s more over the next 2 s
-  s = sampler.Sample({t}, limiter, {}, false, kT0 + absl::Seconds(6));
+  s = sampler.Sample({t}, limiter, {}, false, kTaskResourcesT0 + absl::Seconds(6));
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].cpu_milli, 1500);
 
   // A new attempt counts from its own start, not from the last one's figures.
   t.attempt = 2;
-  t.started = kT0 + absl::Seconds(7);
+  t.started = kTaskResourcesT0 + absl::Seconds(7);
   limiter.use["c1"].cpu_ns = 100'000'000;
-  s = sampler.Sample({t}, limiter, {}, false, kT0 + absl::Seconds(8));
+  s = sampler.Sample({t}, limiter, {}, false, kTaskResourcesT0 + absl::Seconds(8));
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].cpu_milli, 100);
 }
@@ -93,15 +93,15 @@ TEST(TaskResourcesTest, WithoutACgroupTheProcessTreeIsSummed) {
 
   FakeLimiter limiter;  // no cgroup for this attempt
   TaskResourceSampler sampler(proc);
-  ResourceTarget t{.key = {"j", "w", 0, 0}, .pid = 100, .started = kT0};
-  std::vector<ResourceSample> s = sampler.Sample({t}, limiter, {}, false, kT0 + absl::Seconds(8));
+  ResourceTarget t{.key = {"j", "w", 0, 0}, .pid = 100, .started = kTaskResourcesT0};
+  std::vector<ResourceSample> s = sampler.Sample({t}, limiter, {}, false, kTaskResourcesT0 + absl::Seconds(8));
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].cpu_milli, 500);
   EXPECT_EQ(s[0].memory_bytes, 350 * page);
   EXPECT_EQ(s[0].source, "process tree");
   // An attempt whose process is gone is not sampled.
   t.pid = 300;
-  EXPECT_TRUE(sampler.Sample({t}, limiter, {}, false, kT0 + absl::Seconds(9)).empty());
+  EXPECT_TRUE(sampler.Sample({t}, limiter, {}, false, kTaskResourcesT0 + absl::Seconds(9)).empty());
 }
 
 TEST(TaskResourcesTest, ThisProcessHasATreeInTheRealProc) {
@@ -119,13 +119,13 @@ TEST(TaskResourcesTest, AGpusLoadIsApportionedByTheSharesHeld) {
   GpuInfo g2{.index = 2, .memory_used_mb = 3000, .memory_total_mb = 16000, .utilization_percent = -1};  // MIG
   auto gpus = [](std::vector<int> i) { return *core::GpuSet::FromIndices(i); };
   std::vector<ResourceTarget> targets = {
-      {.key = {"j", "a", 0, 1}, .cgroup = "a", .started = kT0, .gpus = gpus({0}), .gpu_milli = 250},
-      {.key = {"j", "b", 0, 1}, .cgroup = "b", .started = kT0, .gpus = gpus({0}), .gpu_milli = 750},
-      {.key = {"j", "c", 0, 1}, .cgroup = "c", .started = kT0, .gpus = gpus({1})},
-      {.key = {"j", "d", 0, 1}, .cgroup = "d", .started = kT0, .gpus = gpus({2})},
+      {.key = {"j", "a", 0, 1}, .cgroup = "a", .started = kTaskResourcesT0, .gpus = gpus({0}), .gpu_milli = 250},
+      {.key = {"j", "b", 0, 1}, .cgroup = "b", .started = kTaskResourcesT0, .gpus = gpus({0}), .gpu_milli = 750},
+      {.key = {"j", "c", 0, 1}, .cgroup = "c", .started = kTaskResourcesT0, .gpus = gpus({1})},
+      {.key = {"j", "d", 0, 1}, .cgroup = "d", .started = kTaskResourcesT0, .gpus = gpus({2})},
   };
   TaskResourceSampler sampler("/nonexistent");
-  std::vector<ResourceSample> s = sampler.Sample(targets, limiter, {g0, g1, g2}, false, kT0 + absl::Seconds(1));
+  std::vector<ResourceSample> s = sampler.Sample(targets, limiter, {g0, g1, g2}, false, kTaskResourcesT0 + absl::Seconds(1));
   ASSERT_EQ(s.size(), 4u);
   EXPECT_EQ(s[0].gpu_busy_milli, 150);  // a quarter of 600
   EXPECT_EQ(s[1].gpu_busy_milli, 450);
@@ -137,7 +137,7 @@ TEST(TaskResourcesTest, AGpusLoadIsApportionedByTheSharesHeld) {
 
   // Simulated GPUs have no load: busy for the share held, memory at least that share.
   TaskResourceSampler sim("/nonexistent");
-  s = sim.Sample({targets[0], targets[3]}, limiter, {g0, g1, g2}, true, kT0 + absl::Seconds(1));
+  s = sim.Sample({targets[0], targets[3]}, limiter, {g0, g1, g2}, true, kTaskResourcesT0 + absl::Seconds(1));
   ASSERT_EQ(s.size(), 2u);
   EXPECT_EQ(s[0].gpu_busy_milli, 250);
   EXPECT_EQ(s[1].gpu_busy_milli, 1000);
@@ -149,11 +149,11 @@ TEST(TaskResourcesTest, AnAdoptedAttemptsFirstSampleHasNoRateItsNextHas) {
   limiter.use["c"] = {.cpu_ns = int64_t{200} * 24 * 3600 * 1'000'000'000, .memory_bytes = 1};  // 200 core-days
   ResourceTarget t{.key = {"j", "w", 0, 1}, .cgroup = "c"};  // started: not known
   TaskResourceSampler sampler("/nonexistent");
-  std::vector<ResourceSample> s = sampler.Sample({t}, limiter, {}, false, kT0);
+  std::vector<ResourceSample> s = sampler.Sample({t}, limiter, {}, false, kTaskResourcesT0);
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].cpu_milli, 0);
   *limiter.use["c"].cpu_ns += 4'000'000'000;  // 4 s over the next 2 s
-  s = sampler.Sample({t}, limiter, {}, false, kT0 + absl::Seconds(2));
+  s = sampler.Sample({t}, limiter, {}, false, kTaskResourcesT0 + absl::Seconds(2));
   ASSERT_EQ(s.size(), 1u);
   EXPECT_EQ(s[0].cpu_milli, 2000);
 }

@@ -27,6 +27,12 @@ namespace trainyard::agent::testing {
 // The one wait-with-a-deadline of every room's tests (common/wait_until.h).
 using ::trainyard::WaitUntil;
 
+// How long an agent test waits for a task or a process to get somewhere.
+constexpr absl::Duration kTimeout = absl::Seconds(20);
+
+// Whether a task has ended (a predicate for Supervisor::WaitFor).
+inline bool Final(const TaskStatus& s) { return IsFinal(s.state); }
+
 // A fresh directory under $TMPDIR, removed with its contents at destruction.
 class TempDir {
  public:

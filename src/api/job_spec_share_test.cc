@@ -11,12 +11,12 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Spec(const std::string& resources) {
+std::string JobSpecShareSpec(const std::string& resources) {
   return "name: j\nreplicas:\n  worker:\n    command: [x]\n    resources: " + resources + "\n";
 }
 
 absl::StatusOr<v1::JobSpec> Load(const std::string& resources) {
-  return LoadJobSpec(Spec(resources), core::AllocationLimits{});
+  return LoadJobSpec(JobSpecShareSpec(resources), core::AllocationLimits{});
 }
 
 TEST(JobSpecShareTest, AFractionOfOneGpuIsAShareInThousandths) {

@@ -13,7 +13,7 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 
 // The message of the spec's refusal; "" when it was accepted.
-std::string Refusal(const std::string& yaml, const core::AllocationLimits& limits = {}) {
+std::string JobSpecRefusal(const std::string& yaml, const core::AllocationLimits& limits = {}) {
   absl::StatusOr<v1::JobSpec> spec = LoadJobSpec(yaml, limits);
   if (spec.ok()) return "";
   EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
@@ -229,17 +229,17 @@ TEST(JobSpecTest, MalformedYamlNamesTheLine) {
 }
 
 TEST(JobSpecTest, CommandAsAStringIsRefusedAsKubernetesDoes) {
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: \"echo hi there\"\n"),
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  worker:\n    command: \"echo hi there\"\n"),
             "replicas.worker.command: must be a list of strings, e.g. [\"sh\", \"-c\", \"echo hi there\"], "
             "not a string");
-  EXPECT_EQ(Refusal(std::string(kRole) + "    args: --epochs 3\n"),
+  EXPECT_EQ(JobSpecRefusal(std::string(kRole) + "    args: --epochs 3\n"),
             "replicas.worker.args: must be a list of strings, e.g. [\"sh\", \"-c\", \"--epochs 3\"], not a string");
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: {a: b}\n"),
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  worker:\n    command: {a: b}\n"),
             "replicas.worker.command: must be a list of strings, e.g. [\"echo\", \"hi\"]");
 }
 
 TEST(JobSpecTest, ResourceProblemsNameTheFieldsAsWrittenInTheirUnits) {
-  std::string m = Refusal(std::string(kRole) + "    resources: {cpu: -1, memory: -5Gi, gpus: -1, ports: -2}\n");
+  std::string m = JobSpecRefusal(std::string(kRole) + "    resources: {cpu: -1, memory: -5Gi, gpus: -1, ports: -2}\n");
   EXPECT_EQ(m,
             "replicas.worker.resources.cpu: -1 is negative\n"
             "replicas.worker.resources.memory: -5Gi is negative\n"
@@ -247,24 +247,24 @@ TEST(JobSpecTest, ResourceProblemsNameTheFieldsAsWrittenInTheirUnits) {
             "replicas.worker.resources.ports: -2 is negative");
   core::AllocationLimits limits;
   limits.min_memory_mb = 512;
-  EXPECT_EQ(Refusal(std::string(kRole) + "    resources: {cpu: 300, memory: 100Mi, gpus: 3, gpuMask: [0, 1]}\n",
+  EXPECT_EQ(JobSpecRefusal(std::string(kRole) + "    resources: {cpu: 300, memory: 100Mi, gpus: 3, gpuMask: [0, 1]}\n",
                     limits),
             "replicas.worker.resources.cpu: 300 is above the maximum allocation 256\n"
             "replicas.worker.resources.memory: 100Mi is below the minimum allocation 512Mi\n"
             "replicas.worker.resources.gpus: 3 does not match gpuMask 0-1 (2 GPUs)");
-  EXPECT_EQ(Refusal(std::string(kRole) + "    resources: {cpu: 1500m, memory: 2Ti, ports: 65}\n"),
+  EXPECT_EQ(JobSpecRefusal(std::string(kRole) + "    resources: {cpu: 1500m, memory: 2Ti, ports: 65}\n"),
             "replicas.worker.resources.memory: 2Ti is above the maximum allocation 1Ti\n"
             "replicas.worker.resources.ports: 65 is above the maximum allocation 64");
 }
 
 TEST(JobSpecTest, AMissingNameIsRequiredNotTooShort) {
-  EXPECT_EQ(Refusal("replicas:\n  worker: {command: [x]}\n"), "name: required (1-63 characters of a-z, 0-9 and '-')");
+  EXPECT_EQ(JobSpecRefusal("replicas:\n  worker: {command: [x]}\n"), "name: required (1-63 characters of a-z, 0-9 and '-')");
 }
 
 TEST(JobSpecTest, ParseAndValidationProblemsComeAllAtOnce) {
   // Before, parsing stopped the check: only the cpu and the colour showed,
   // then the name and the count on the next try.
-  std::string m = Refusal(R"(
+  std::string m = JobSpecRefusal(R"(
 colour: blue
 replicas:
   worker:
@@ -284,16 +284,16 @@ replicas:
 }
 
 TEST(JobSpecTest, KeysThatAreNotStringsAreProblemsNotExceptions) {
-  EXPECT_EQ(Refusal(std::string(kRole) + "    env: {[k]: v}\n"),
+  EXPECT_EQ(JobSpecRefusal(std::string(kRole) + "    env: {[k]: v}\n"),
             "replicas.worker.env: line 5: a key must be a string, not a list or mapping");
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  {w: 1}: {command: [x]}\n"),
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  {w: 1}: {command: [x]}\n"),
             "replicas: line 3: a key must be a string, not a list or mapping");
-  EXPECT_EQ(Refusal(std::string("? [a]\n: b\n") + kRole),
+  EXPECT_EQ(JobSpecRefusal(std::string("? [a]\n: b\n") + kRole),
             "spec: line 1: a key must be a string, not a list or mapping");
 }
 
 TEST(JobSpecTest, NulBytesInWhatIsExecutedAreRefused) {
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: [\"a\\0b\"]\n    args: [ok, \"\\0\"]\n"
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  worker:\n    command: [\"a\\0b\"]\n    args: [ok, \"\\0\"]\n"
                     "    env: {A: \"x\\0y\", \"B\\0C\": z}\n    workingDir: \"/tmp\\0\"\n"),
             "replicas.worker.command[0]: contains a NUL byte\n"
             "replicas.worker.args[1]: contains a NUL byte\n"
@@ -303,32 +303,32 @@ TEST(JobSpecTest, NulBytesInWhatIsExecutedAreRefused) {
 }
 
 TEST(JobSpecTest, EnvNamesThatWouldSetAnotherVariableAreRefused) {
-  EXPECT_EQ(Refusal(std::string(kRole) + "    env: {\"PATH=/evil:\": x, \"\": y, OK: z}\n"),
+  EXPECT_EQ(JobSpecRefusal(std::string(kRole) + "    env: {\"PATH=/evil:\": x, \"\": y, OK: z}\n"),
             "replicas.worker.env: a variable name must not be empty\n"
             "replicas.worker.env.PATH=/evil:: a variable name must not contain '='");
 }
 
 TEST(JobSpecTest, DuplicateKeysAreRefusedNotFirstWins) {
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker:\n    command: [x]\n    env:\n      A: 1\n      A: 2\n"),
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  worker:\n    command: [x]\n    env:\n      A: 1\n      A: 2\n"),
             "replicas.worker.env.A: duplicate key (first on line 6)");
-  EXPECT_EQ(Refusal("name: j\nname: k\nreplicas:\n  worker: {command: [x]}\n  worker: {command: [y]}\n"),
+  EXPECT_EQ(JobSpecRefusal("name: j\nname: k\nreplicas:\n  worker: {command: [x]}\n  worker: {command: [y]}\n"),
             "name: duplicate key (first on line 1)\n"
             "replicas.worker: duplicate key (first on line 4)");
 }
 
 TEST(JobSpecTest, MoreThanOneDocumentIsRefused) {
-  EXPECT_EQ(Refusal(std::string(kRole) + "---\n" + kRole),
+  EXPECT_EQ(JobSpecRefusal(std::string(kRole) + "---\n" + kRole),
             "spec: holds more than one YAML document (---); a job spec is one");
   // Found by fuzz/ (job_spec) when specs were read with yaml-cpp: its
   // LoadAll never returned on these. Refused, and at once.
-  EXPECT_THAT(Refusal("name: x\n---\n, a\n"), HasSubstr("spec: holds more than one YAML document"));
+  EXPECT_THAT(JobSpecRefusal("name: x\n---\n, a\n"), HasSubstr("spec: holds more than one YAML document"));
   for (const char* text : {",", "# c\n,"}) {
-    EXPECT_THAT(Refusal(text), HasSubstr("spec: not valid YAML: line ")) << text;
+    EXPECT_THAT(JobSpecRefusal(text), HasSubstr("spec: not valid YAML: line ")) << text;
   }
   // A first "---" starts the one document; any later marker is a second.
-  EXPECT_EQ(Refusal(std::string("# a job\n---\n") + kRole + "..."), "");
-  EXPECT_THAT(Refusal(std::string(kRole) + "...\n---\n" + kRole), HasSubstr("more than one YAML document"));
-  EXPECT_THAT(Refusal(std::string("---\n") + kRole + "--- \n" + kRole), HasSubstr("more than one YAML document"));
+  EXPECT_EQ(JobSpecRefusal(std::string("# a job\n---\n") + kRole + "..."), "");
+  EXPECT_THAT(JobSpecRefusal(std::string(kRole) + "...\n---\n" + kRole), HasSubstr("more than one YAML document"));
+  EXPECT_THAT(JobSpecRefusal(std::string("---\n") + kRole + "--- \n" + kRole), HasSubstr("more than one YAML document"));
 }
 
 // Anchors and aliases read as YAML says (an alias is the node it names);
@@ -343,21 +343,21 @@ TEST(JobSpecTest, AliasesNullsAndNestingAreReadAsYamlSays) {
   ASSERT_EQ(spec->replicas_size(), 2);
   EXPECT_EQ(spec->replicas(1).command_size(), 2);
   EXPECT_EQ(spec->replicas(1).env().at("A"), "1");
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker: {command: *cmd}\n"),
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  worker: {command: *cmd}\n"),
             "spec: not valid YAML: line 3, column 21: alias *cmd names no anchor before it");
-  EXPECT_EQ(Refusal("name: ~\nreplicas:\n  worker: {command: [x]}\n"), "name: must be a string");
-  EXPECT_EQ(Refusal("name: 'null'\nreplicas:\n  worker: {command: [x]}\n"), "");
+  EXPECT_EQ(JobSpecRefusal("name: ~\nreplicas:\n  worker: {command: [x]}\n"), "name: must be a string");
+  EXPECT_EQ(JobSpecRefusal("name: 'null'\nreplicas:\n  worker: {command: [x]}\n"), "");
   std::string deep = "name: j\nreplicas:\n  worker: {command: " + std::string(100, '[') + std::string(100, ']') + "}\n";
-  EXPECT_THAT(Refusal(deep), HasSubstr("line 3, column "));
-  EXPECT_THAT(Refusal(deep), HasSubstr("nested more than 64 deep"));
+  EXPECT_THAT(JobSpecRefusal(deep), HasSubstr("line 3, column "));
+  EXPECT_THAT(JobSpecRefusal(deep), HasSubstr("nested more than 64 deep"));
   // Aliases of a large scalar: a 215 KB text that would hold 1 GB expanded
   // (the reader copies each into the job) is refused as it is read.
   std::string bomb = "name: j\nreplicas:\n  worker:\n    command: [x]\n    args: [&a " + std::string(200000, 'x');
   for (int i = 0; i < 5000; ++i) bomb += ", *a";
   bomb += "]\n";
-  EXPECT_THAT(Refusal(bomb), HasSubstr("with its aliases expanded the document holds more than"));
+  EXPECT_THAT(JobSpecRefusal(bomb), HasSubstr("with its aliases expanded the document holds more than"));
   // A few aliases of a small anchor are fine.
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker: {command: [&c x], args: [*c, *c, *c]}\n"), "");
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  worker: {command: [&c x], args: [*c, *c, *c]}\n"), "");
 }
 
 TEST(JobSpecTest, UserCredentialIsARolesChoiceAndABool) {
@@ -367,13 +367,13 @@ TEST(JobSpecTest, UserCredentialIsARolesChoiceAndABool) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_TRUE(spec->replicas(0).user_credential());
   EXPECT_FALSE(spec->replicas(1).user_credential());
-  EXPECT_EQ(Refusal("name: j\nreplicas:\n  worker: {command: [x], userCredential: admin}\n"),
+  EXPECT_EQ(JobSpecRefusal("name: j\nreplicas:\n  worker: {command: [x], userCredential: admin}\n"),
             "replicas.worker.userCredential: must be true or false");
 }
 
 TEST(JobSpecTest, ProblemsBeyondAHundredAreCounted) {
   std::string spec = "name: j\nreplicas:\n  worker:\n    command: [" + testing::Repeat("[x], ", 149) + "[x]]\n";
-  std::vector<std::string> lines = absl::StrSplit(Refusal(spec), '\n');
+  std::vector<std::string> lines = absl::StrSplit(JobSpecRefusal(spec), '\n');
   ASSERT_EQ(lines.size(), 101u);
   EXPECT_EQ(lines[0], "replicas.worker.command[0]: must be a string");
   EXPECT_EQ(lines[100], "... and 50 more problems");
@@ -384,7 +384,7 @@ TEST(JobSpecTest, MalformedYamlIsAlwaysACleanError) {
     v1::JobSpec spec;
     ASSERT_NO_THROW(ParseJobSpecYamlInto(text, &spec)) << name;
     std::string refusal;
-    ASSERT_NO_THROW(refusal = Refusal(text)) << name;
+    ASSERT_NO_THROW(refusal = JobSpecRefusal(text)) << name;
     ASSERT_FALSE(refusal.empty()) << name;
     for (absl::string_view line : absl::StrSplit(refusal, '\n')) EXPECT_THAT(line, HasSubstr(": ")) << name;
   }
@@ -547,14 +547,14 @@ TEST(JobSpecTest, ActiveDeadlineIsADurationLikeTwoHoursOrNinetySeconds) {
   auto none = LoadJobSpec(kRole, {});
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(none->active_deadline_ms(), 0) << "no limit asked: the queue's default applies";
-  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: soon\n")),
+  EXPECT_EQ(JobSpecRefusal(absl::StrCat(kRole, "activeDeadline: soon\n")),
             "activeDeadline: 'soon' is not a duration like 2h, 30m, 90s or 1h30m");
-  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: 90\n")),
+  EXPECT_EQ(JobSpecRefusal(absl::StrCat(kRole, "activeDeadline: 90\n")),
             "activeDeadline: '90' is not a duration like 2h, 30m, 90s or 1h30m")
       << "a bare number has no unit to read it in";
-  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: -5m\n")), "activeDeadline: '-5m' is not a positive duration");
-  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: 0s\n")), "activeDeadline: '0s' is not a positive duration");
-  EXPECT_EQ(Refusal(absl::StrCat(kRole, "activeDeadline: [2h]\n")), "activeDeadline: must be a string");
+  EXPECT_EQ(JobSpecRefusal(absl::StrCat(kRole, "activeDeadline: -5m\n")), "activeDeadline: '-5m' is not a positive duration");
+  EXPECT_EQ(JobSpecRefusal(absl::StrCat(kRole, "activeDeadline: 0s\n")), "activeDeadline: '0s' is not a positive duration");
+  EXPECT_EQ(JobSpecRefusal(absl::StrCat(kRole, "activeDeadline: [2h]\n")), "activeDeadline: must be a string");
 }
 
 TEST(JobSpecTest, JobmasterIsUnsetTrueOrFalse) {
@@ -567,8 +567,8 @@ TEST(JobSpecTest, JobmasterIsUnsetTrueOrFalse) {
   auto none = LoadJobSpec(absl::StrCat(kRole, "jobmaster: false\n"), {});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->has_jobmaster() && !none->jobmaster());
-  EXPECT_EQ(Refusal(absl::StrCat(kRole, "jobmaster: maybe\n")), "jobmaster: must be true or false");
-  EXPECT_THAT(Refusal("name: j\nframework: mpi\njobmaster: true\nreplicas:\n  launcher: {command: [x]}\n"
+  EXPECT_EQ(JobSpecRefusal(absl::StrCat(kRole, "jobmaster: maybe\n")), "jobmaster: must be true or false");
+  EXPECT_THAT(JobSpecRefusal("name: j\nframework: mpi\njobmaster: true\nreplicas:\n  launcher: {command: [x]}\n"
                       "  worker: {command: [x]}\n"),
               ::testing::HasSubstr("jobmaster: true is not for framework mpi"));
 }

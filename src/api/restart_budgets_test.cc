@@ -13,17 +13,17 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kRole[] = "name: j\nreplicas:\n  worker:\n    command: [x]\n";
+constexpr char kRestartBudgetsRole[] = "name: j\nreplicas:\n  worker:\n    command: [x]\n";
 
-absl::StatusOr<v1::JobSpec> Load(const std::string& lines) { return LoadJobSpec(absl::StrCat(kRole, lines), {}); }
+absl::StatusOr<v1::JobSpec> RestartBudgetsLoad(const std::string& lines) { return LoadJobSpec(absl::StrCat(kRestartBudgetsRole, lines), {}); }
 
-std::string Refusal(const std::string& lines) {
-  absl::StatusOr<v1::JobSpec> spec = Load(lines);
+std::string RestartBudgetsRefusal(const std::string& lines) {
+  absl::StatusOr<v1::JobSpec> spec = RestartBudgetsLoad(lines);
   return spec.ok() ? "" : std::string(spec.status().message());
 }
 
 TEST(RestartBudgetsSpec, ReadsCountsAndUnlimited) {
-  absl::StatusOr<v1::JobSpec> spec = Load("    restartBudgets: {oom: 1, nodeLost: unlimited, gpuError: 2}\n");
+  absl::StatusOr<v1::JobSpec> spec = RestartBudgetsLoad("    restartBudgets: {oom: 1, nodeLost: unlimited, gpuError: 2}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   const v1::RestartBudgets& b = spec->replicas(0).restart_budgets();
   EXPECT_EQ(b.oom(), 1);
@@ -34,12 +34,12 @@ TEST(RestartBudgetsSpec, ReadsCountsAndUnlimited) {
 }
 
 TEST(RestartBudgetsSpec, PreemptionsAreUnlimitedUnlessCountedUnderEveryPolicy) {
-  absl::StatusOr<v1::JobSpec> spec = Load("    restartPolicy: Never\n");
+  absl::StatusOr<v1::JobSpec> spec = RestartBudgetsLoad("    restartPolicy: Never\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   // Under Never a lost node ends the job; a preemption requeues it whole.
   EXPECT_EQ(RestartLimit(spec->replicas(0), v1::ATTEMPT_NODE_LOST), 0);
   EXPECT_EQ(RestartLimit(spec->replicas(0), v1::ATTEMPT_PREEMPTED), kUnlimitedRestarts);
-  spec = Load("    restartBudgets: {preemption: 2}\n");
+  spec = RestartBudgetsLoad("    restartBudgets: {preemption: 2}\n");
   ASSERT_TRUE(spec.ok()) << spec.status();
   v1::RestartCounts counts;
   SpendRestart(&counts, v1::ATTEMPT_PREEMPTED);
@@ -48,7 +48,7 @@ TEST(RestartBudgetsSpec, PreemptionsAreUnlimitedUnlessCountedUnderEveryPolicy) {
   EXPECT_EQ(BudgetText(spec->replicas(0), counts, v1::ATTEMPT_PREEMPTED), "preemption budget 1 of 2 left");
   SpendRestart(&counts, v1::ATTEMPT_PREEMPTED);
   EXPECT_EQ(RestartsLeft(spec->replicas(0), counts, v1::ATTEMPT_PREEMPTED), 0);
-  EXPECT_THAT(Refusal("    restartBudgets: {preemption: some}\n"),
+  EXPECT_THAT(RestartBudgetsRefusal("    restartBudgets: {preemption: some}\n"),
               HasSubstr("replicas.worker.restartBudgets.preemption: 'some' must be a number of restarts"));
 }
 
@@ -69,26 +69,26 @@ TEST(RestartBudgetsSpec, APreemptionWouldEndAJobOnceATaskOfACountedRoleSpentItsB
 }
 
 TEST(RestartBudgetsSpec, AnUnknownClassIsNamedWithTheKnownOnes) {
-  EXPECT_THAT(Refusal("    restartBudgets: {oom: 1, gpu: 2}\n"),
+  EXPECT_THAT(RestartBudgetsRefusal("    restartBudgets: {oom: 1, gpu: 2}\n"),
               HasSubstr("replicas.worker.restartBudgets.gpu: unknown field (known: gpuError, nodeLost, oom, preemption)"));
 }
 
 TEST(RestartBudgetsSpec, ANegativeOrNonNumericBudgetIsRefusedNamingTheField) {
-  EXPECT_THAT(Refusal("    restartBudgets: {oom: -1}\n"),
+  EXPECT_THAT(RestartBudgetsRefusal("    restartBudgets: {oom: -1}\n"),
               HasSubstr("replicas.worker.restartBudgets.oom: '-1' must be a number of restarts (0 or more) or "
                         "unlimited"));
-  EXPECT_THAT(Refusal("    restartBudgets: {nodeLost: lots}\n"),
+  EXPECT_THAT(RestartBudgetsRefusal("    restartBudgets: {nodeLost: lots}\n"),
               HasSubstr("replicas.worker.restartBudgets.nodeLost: 'lots' must be a number of restarts"));
-  EXPECT_THAT(Refusal("    restartBudgets: {oom: [1]}\n"),
+  EXPECT_THAT(RestartBudgetsRefusal("    restartBudgets: {oom: [1]}\n"),
               HasSubstr("replicas.worker.restartBudgets.oom: '(not a scalar)' must be a number of restarts"));
 }
 
 TEST(RestartBudgetsSpec, ABudgetsValueThatIsNotAMappingIsRefused) {
-  EXPECT_THAT(Refusal("    restartBudgets: 3\n"), HasSubstr("replicas.worker.restartBudgets: must be a mapping"));
+  EXPECT_THAT(RestartBudgetsRefusal("    restartBudgets: 3\n"), HasSubstr("replicas.worker.restartBudgets: must be a mapping"));
 }
 
 TEST(RestartBudgetsSpec, AWireSpecBelowUnlimitedIsRefusedByValidation) {
-  absl::StatusOr<v1::JobSpec> spec = Load("");
+  absl::StatusOr<v1::JobSpec> spec = RestartBudgetsLoad("");
   ASSERT_TRUE(spec.ok());
   spec->mutable_replicas(0)->mutable_restart_budgets()->set_node_lost(-5);
   std::vector<std::string> problems = ValidateJobSpec(*spec, {});

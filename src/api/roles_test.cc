@@ -41,7 +41,7 @@ TEST(RolesTest, TheMpiLauncherIsNeitherARankNorAWorkerButDecidesTheJob) {
   EXPECT_FALSE(TraitsOf(v1::FRAMEWORK_NONE, "launcher").decides_job);
 }
 
-v1::JobSpec Spec(v1::Framework fw, std::vector<std::pair<std::string, int>> roles) {
+v1::JobSpec RolesSpec(v1::Framework fw, std::vector<std::pair<std::string, int>> roles) {
   v1::JobSpec spec;
   spec.set_framework(fw);
   for (auto& [role, count] : roles) {
@@ -53,18 +53,18 @@ v1::JobSpec Spec(v1::Framework fw, std::vector<std::pair<std::string, int>> role
 }
 
 TEST(RolesTest, WorkerCountLeavesOutPsJobMasterAndMpiLauncher) {
-  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_TENSORFLOW, {{"worker", 4}, {"ps", 2}})), 4);
-  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}})), 3);
-  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_NONE, {{"jobmaster", 1}, {"worker", 2}})), 2);
+  EXPECT_EQ(WorkerCount(RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"worker", 4}, {"ps", 2}})), 4);
+  EXPECT_EQ(WorkerCount(RolesSpec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}})), 3);
+  EXPECT_EQ(WorkerCount(RolesSpec(v1::FRAMEWORK_NONE, {{"jobmaster", 1}, {"worker", 2}})), 2);
 }
 
 TEST(RolesTest, OnlyJobsWhoseTasksTalkToAMasterUseOne) {
-  EXPECT_TRUE(UsesJobMaster(Spec(v1::FRAMEWORK_NONE, {{"worker", 2}})));
-  EXPECT_TRUE(UsesJobMaster(Spec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"worker", 2}})));
-  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"evaluator", 1}})));
-  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_PYTORCH, {{"master", 1}, {"worker", 3}})));
-  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}})));
-  EXPECT_FALSE(UsesJobMaster(Spec(v1::FRAMEWORK_NONE, {{"ps", 1}})));
+  EXPECT_TRUE(UsesJobMaster(RolesSpec(v1::FRAMEWORK_NONE, {{"worker", 2}})));
+  EXPECT_TRUE(UsesJobMaster(RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"worker", 2}})));
+  EXPECT_FALSE(UsesJobMaster(RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"evaluator", 1}})));
+  EXPECT_FALSE(UsesJobMaster(RolesSpec(v1::FRAMEWORK_PYTORCH, {{"master", 1}, {"worker", 3}})));
+  EXPECT_FALSE(UsesJobMaster(RolesSpec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 3}})));
+  EXPECT_FALSE(UsesJobMaster(RolesSpec(v1::FRAMEWORK_NONE, {{"ps", 1}})));
 }
 
 // The job's tasks, all RUNNING but those given.
@@ -91,7 +91,7 @@ const v1::TaskRecord& Find(const TaskRecords& tasks, const std::string& role, in
 }
 
 TEST(RolesTest, AnMpiJobSucceedsWhenItsLauncherDoesWhileWorkersStillRun) {
-  v1::JobSpec spec = Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 2}});
+  v1::JobSpec spec = RolesSpec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 2}});
   TaskRecords tasks = Tasks(spec, {{"launcher/0", v1::TASK_SUCCEEDED}});
   std::optional<std::string> v = SuccessAfter(spec, tasks, Find(tasks, "launcher", 0));
   ASSERT_TRUE(v.has_value());
@@ -99,13 +99,13 @@ TEST(RolesTest, AnMpiJobSucceedsWhenItsLauncherDoesWhileWorkersStillRun) {
 }
 
 TEST(RolesTest, MpiWorkersEndingDoesNotEndTheJobBeforeTheLauncher) {
-  v1::JobSpec spec = Spec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 2}});
+  v1::JobSpec spec = RolesSpec(v1::FRAMEWORK_MPI, {{"launcher", 1}, {"worker", 2}});
   TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
   EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).has_value());
 }
 
 TEST(RolesTest, AnMpiJobWithoutALauncherSucceedsWhenAllWorkersDo) {
-  v1::JobSpec spec = Spec(v1::FRAMEWORK_MPI, {{"worker", 2}});
+  v1::JobSpec spec = RolesSpec(v1::FRAMEWORK_MPI, {{"worker", 2}});
   TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}});
   EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 0)).has_value());
   tasks[1].set_state(v1::TASK_SUCCEEDED);
@@ -113,13 +113,13 @@ TEST(RolesTest, AnMpiJobWithoutALauncherSucceedsWhenAllWorkersDo) {
 }
 
 TEST(RolesTest, AllWorkersIgnoresParameterServersAndTheJobMaster) {
-  v1::JobSpec spec = Spec(v1::FRAMEWORK_TENSORFLOW, {{"jobmaster", 1}, {"ps", 1}, {"worker", 2}});
+  v1::JobSpec spec = RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"jobmaster", 1}, {"ps", 1}, {"worker", 2}});
   TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
   EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed");
 }
 
 TEST(RolesTest, TheChiefPolicyEndsTheJobWithChiefZero) {
-  v1::JobSpec spec = Spec(v1::FRAMEWORK_TENSORFLOW, {{"chief", 1}, {"worker", 2}});
+  v1::JobSpec spec = RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"chief", 1}, {"worker", 2}});
   spec.set_success_policy(v1::SUCCESS_CHIEF);
   TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}});
   EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 0)).has_value());
@@ -138,7 +138,7 @@ v1::JobSpec WithService(v1::JobSpec spec, const std::string& service) {
 
 TEST(RolesTest, AServiceIsNoneOfItsFrameworksRolesButGetsAPort) {
   for (v1::Framework fw : {v1::FRAMEWORK_NONE, v1::FRAMEWORK_TENSORFLOW, v1::FRAMEWORK_PYTORCH, v1::FRAMEWORK_MPI}) {
-    v1::JobSpec spec = WithService(Spec(fw, {{"worker", 2}}), "board");
+    v1::JobSpec spec = WithService(RolesSpec(fw, {{"worker", 2}}), "board");
     RoleTraits t = TraitsOf(spec, "board");
     EXPECT_TRUE(t.service);
     EXPECT_TRUE(t.default_port);
@@ -149,14 +149,14 @@ TEST(RolesTest, AServiceIsNoneOfItsFrameworksRolesButGetsAPort) {
     EXPECT_EQ(WorkerCount(spec), 2);
     EXPECT_FALSE(TraitsOf(spec, "worker").service);
   }
-  EXPECT_FALSE(UsesJobMaster(WithService(Spec(v1::FRAMEWORK_NONE, {{"ps", 1}}), "board")));
+  EXPECT_FALSE(UsesJobMaster(WithService(RolesSpec(v1::FRAMEWORK_NONE, {{"ps", 1}}), "board")));
   EXPECT_TRUE(IsFrameworkRoleName("worker"));
   EXPECT_TRUE(IsFrameworkRoleName("jobmaster"));
   EXPECT_FALSE(IsFrameworkRoleName("tensorboard"));
 }
 
 TEST(RolesTest, AJobSucceedsWhenItsWorkersDoWhileItsServiceRuns) {
-  v1::JobSpec spec = WithService(Spec(v1::FRAMEWORK_NONE, {{"worker", 2}}), "board");
+  v1::JobSpec spec = WithService(RolesSpec(v1::FRAMEWORK_NONE, {{"worker", 2}}), "board");
   TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}});
   EXPECT_FALSE(SuccessAfter(spec, tasks, Find(tasks, "worker", 0)).has_value());
   tasks[1].set_state(v1::TASK_SUCCEEDED);
@@ -172,7 +172,7 @@ TEST(RolesTest, AJobOfServicesAloneSucceedsWhenEveryServiceHasEnded) {
 }
 
 TEST(RolesTest, JobTaskCountLeavesOutTheJobMaster) {
-  v1::JobSpec spec = Spec(v1::FRAMEWORK_NONE, {{"jobmaster", 1}, {"worker", 2}});
+  v1::JobSpec spec = RolesSpec(v1::FRAMEWORK_NONE, {{"jobmaster", 1}, {"worker", 2}});
   EXPECT_EQ(JobTaskCount(Tasks(spec, {})), 2);
 }
 
@@ -182,8 +182,8 @@ TEST(RolesTest, TheTensorflowEvaluatorIsNotAWorker) {
   EXPECT_FALSE(evaluator.uses_job_master);
   EXPECT_FALSE(evaluator.in_tf_cluster);
   EXPECT_TRUE(evaluator.default_port);
-  EXPECT_EQ(WorkerCount(Spec(v1::FRAMEWORK_TENSORFLOW, {{"chief", 1}, {"worker", 2}, {"evaluator", 1}})), 3);
-  v1::JobSpec spec = Spec(v1::FRAMEWORK_TENSORFLOW, {{"worker", 2}, {"evaluator", 1}});
+  EXPECT_EQ(WorkerCount(RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"chief", 1}, {"worker", 2}, {"evaluator", 1}})), 3);
+  v1::JobSpec spec = RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"worker", 2}, {"evaluator", 1}});
   TaskRecords tasks = Tasks(spec, {{"worker/0", v1::TASK_SUCCEEDED}, {"worker/1", v1::TASK_SUCCEEDED}});
   EXPECT_EQ(SuccessAfter(spec, tasks, Find(tasks, "worker", 1)).value_or(""), "all workers completed")
       << "the training does not wait for its evaluator";
@@ -216,13 +216,13 @@ TEST(RolesTest, TheSpecsJobmasterFieldOverridesTheFrameworksRule) {
   };
   // A pytorch job asks for one so its ranks can be ordered to checkpoint;
   // its master counts every rank as a worker.
-  v1::JobSpec torch = with(Spec(v1::FRAMEWORK_PYTORCH, {{"master", 1}, {"worker", 3}}), true);
+  v1::JobSpec torch = with(RolesSpec(v1::FRAMEWORK_PYTORCH, {{"master", 1}, {"worker", 3}}), true);
   EXPECT_TRUE(UsesJobMaster(torch));
   EXPECT_EQ(WorkerCount(torch), 4);
-  EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_NONE, {{"worker", 2}}), false)));
-  EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"worker", 2}}), false)));
+  EXPECT_FALSE(UsesJobMaster(with(RolesSpec(v1::FRAMEWORK_NONE, {{"worker", 2}}), false)));
+  EXPECT_FALSE(UsesJobMaster(with(RolesSpec(v1::FRAMEWORK_TENSORFLOW, {{"ps", 1}, {"worker", 2}}), false)));
   // Nothing talks to it: ps alone, a service alone.
-  EXPECT_FALSE(UsesJobMaster(with(Spec(v1::FRAMEWORK_NONE, {{"ps", 1}}), true)));
+  EXPECT_FALSE(UsesJobMaster(with(RolesSpec(v1::FRAMEWORK_NONE, {{"ps", 1}}), true)));
   EXPECT_FALSE(UsesJobMaster(with(WithService(v1::JobSpec(), "board"), true)));
 }
 

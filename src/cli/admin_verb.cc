@@ -9,6 +9,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/strings/str_cat.h"
+#include "cli/text.h"
 #include "cli/verbs.h"
 #include "store/etcd_client.h"
 #include "store/etcd_state_store.h"
@@ -48,8 +49,6 @@ absl::StatusOr<StateStorePtr> OpenStore(const StoreFlags& f, bool restore) {
   if (!store.ok()) return store.status();
   return StateStorePtr(std::move(*store));
 }
-
-std::string Count(int64_t n, const char* what) { return absl::StrCat(n, " ", what, n == 1 ? "" : "s"); }
 
 std::string CountsText(const BackupCounts& c) {
   return absl::StrCat(Count(c.jobs, "job"), " (", Count(c.tasks, "task"), "), ", Count(c.events, "event"), ", ",

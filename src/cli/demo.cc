@@ -28,8 +28,6 @@ std::string FindSpec(const std::string& given) {
   return "examples/demo.yaml";
 }
 
-std::string StateName(v1::JobState s) { return api::JobStateName(s); }
-
 // What the log follower and the main thread share: the log stream in flight,
 // which the main thread cancels once the job has ended, and whether it has.
 class LogStop {
@@ -148,7 +146,7 @@ int RunDemo(const std::string& address, const std::string& spec_path) {
     auto dctx = Context();
     if (stub->DescribeJob(dctx.get(), dr, &v).ok()) {
       if (api::IsTerminal(v.state())) break;  // printed below, after the last log lines
-      std::string line = StateName(v.state()) + (v.reason().empty() ? "" : " (" + v.reason() + ")");
+      std::string line = api::JobStateName(v.state()) + (v.reason().empty() ? "" : " (" + v.reason() + ")");
       if (line != last) std::cout << "demo: job " << job << " " << line << std::endl;
       last = line;
     }
@@ -159,7 +157,7 @@ int RunDemo(const std::string& address, const std::string& spec_path) {
   log_stop.WaitDone(absl::Seconds(10));
   log_stop.Stop();
   follower.join();
-  std::cout << "demo: job " << job << " " << StateName(v.state())
+  std::cout << "demo: job " << job << " " << api::JobStateName(v.state())
             << (v.reason().empty() ? "" : " (" + v.reason() + ")") << "\n"
             << "demo: its logs: " << SelfPath() << " logs " << job << " --server " << address << std::endl;
   return v.state() == v1::JOB_SUCCEEDED ? kExitOk : kExitFailure;

@@ -10,7 +10,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(20); }
+absl::Time JobmasterBadInputDeadline() { return absl::Now() + absl::Seconds(20); }
 
 constexpr int kInvalidArgument = static_cast<int>(absl::StatusCode::kInvalidArgument);
 constexpr int kFailedPrecondition = static_cast<int>(absl::StatusCode::kFailedPrecondition);
@@ -27,15 +27,15 @@ class BadInput : public ::testing::Test {
     master_ = std::make_unique<TestMaster>(config);
     ASSERT_TRUE(master_->status().ok()) << master_->status();
     fleet_ = std::make_unique<SimFleet>("127.0.0.1", master_->port());
-    ASSERT_TRUE(fleet_->Connect(6, Deadline()).ok());
-    ASSERT_TRUE(fleet_->RegisterAll({0, 1}, Deadline()).ok());
+    ASSERT_TRUE(fleet_->Connect(6, JobmasterBadInputDeadline()).ok());
+    ASSERT_TRUE(fleet_->RegisterAll({0, 1}, JobmasterBadInputDeadline()).ok());
     fleet_->ClearResponses();
   }
 
   // Sends `request` on connection `i` and returns the answer.
   pb::JobMasterResponse Ask(int i, const pb::JobMasterRequest& request) {
     fleet_->Queue(i, request);
-    EXPECT_TRUE(fleet_->Exchange(1, Deadline()).ok());
+    EXPECT_TRUE(fleet_->Exchange(1, JobmasterBadInputDeadline()).ok());
     return fleet_->Last(i);
   }
   pb::JobMasterResponse Starting(int i, int worker_id, std::string ip) {
@@ -56,11 +56,11 @@ class BadInput : public ::testing::Test {
   // Sends raw bytes on connection `i`, expects an error frame then a close.
   std::string GarbageError(int i, std::string_view bytes) {
     fleet_->QueueRaw(i, bytes);
-    EXPECT_TRUE(fleet_->Exchange(1, Deadline()).ok());
+    EXPECT_TRUE(fleet_->Exchange(1, JobmasterBadInputDeadline()).ok());
     pb::JobMasterResponse r = fleet_->Last(i);
     EXPECT_EQ(r.error().code(), kInvalidArgument);
     // The master closes after the error: wait for the end of the stream.
-    EXPECT_TRUE(fleet_->AwaitClosedByPeer(i, Deadline()));
+    EXPECT_TRUE(fleet_->AwaitClosedByPeer(i, JobmasterBadInputDeadline()));
     return r.error().message();
   }
 
@@ -161,7 +161,7 @@ TEST_F(BadInput, GarbageFromARegisteredWorkerDropsItsBarrierWait) {
   pb::JobMasterRequest barrier;
   barrier.mutable_barrier();
   fleet_->Queue(1, barrier);
-  ASSERT_TRUE(fleet_->Exchange(0, Deadline()).ok());
+  ASSERT_TRUE(fleet_->Exchange(0, JobmasterBadInputDeadline()).ok());
   ASSERT_TRUE(master_->WaitUntil([](const MasterState& s) { return s.barrier_waiting() == 1; }));
   GarbageError(1, std::string("\x00\x00\x00\x02\xff\xff", 6));
   EXPECT_EQ(master_->Read<int>([](const MasterState& s) { return s.barrier_waiting(); }), 0);

@@ -29,9 +29,9 @@ using ::testing::HasSubstr;
 
 // How long anything here may take on a loaded machine.
 constexpr absl::Duration kPatience = absl::Seconds(30);
-absl::Time Deadline() { return absl::Now() + kPatience; }
+absl::Time JobmasterLimitsDeadline() { return absl::Now() + kPatience; }
 
-JobMasterConfig Config(int workers) {
+JobMasterConfig JobmasterLimitsConfig(int workers) {
   JobMasterConfig c;
   c.job_name = "gpt";
   c.num_workers = workers;
@@ -111,7 +111,7 @@ class Stranger {
 
 // Sends every stranger's bytes, round after round, until all went or failed.
 void PushAll(std::vector<std::unique_ptr<Stranger>>& strangers) {
-  absl::Time deadline = Deadline();
+  absl::Time deadline = JobmasterLimitsDeadline();
   bool more = true;
   while (more && absl::Now() < deadline) {
     more = false;
@@ -119,7 +119,7 @@ void PushAll(std::vector<std::unique_ptr<Stranger>>& strangers) {
   }
 }
 
-pb::JobMasterRequest Barrier(int64_t generation) {
+pb::JobMasterRequest JobmasterLimitsBarrier(int64_t generation) {
   pb::JobMasterRequest r;
   r.mutable_barrier()->set_generation(generation);
   return r;
@@ -131,14 +131,14 @@ pb::JobMasterRequest Barrier(int64_t generation) {
 // rest, keeps serving its workers, and closes the others when their partial
 // frames time out.
 TEST(JobMasterLimits, HalfSentBigFramesFromManyConnectionsStayUnderTheInputCap) {
-  JobMasterConfig config = Config(4);  // defaults: 1 MiB frames, 16 MiB of partial frames
+  JobMasterConfig config = JobmasterLimitsConfig(4);  // defaults: 1 MiB frames, 16 MiB of partial frames
   SetLogLevel(LogLevel::kError);       // a warning for each of the 1,100 cut off
   FakeClock clock(absl::FromUnixSeconds(1700000000));
   TestMaster master(config, &clock);
   ASSERT_TRUE(master.status().ok()) << master.status();
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(4, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(4), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(4, JobmasterLimitsDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(Range(4), JobmasterLimitsDeadline()).ok());
   constexpr int kFlood = 1100;
   std::string half = Header(1 << 20) + std::string(512 * 1024, 'x');
   std::vector<std::unique_ptr<Stranger>> flood;
@@ -158,14 +158,14 @@ TEST(JobMasterLimits, HalfSentBigFramesFromManyConnectionsStayUnderTheInputCap) 
   }, kPatience)) << server.cut_off_count() << " cut off, " << held() << " held";
   EXPECT_GE(server.cut_off_count(), kFlood - 32);
   EXPECT_LE(server.peak_buffered_input_bytes(), config.max_buffered_input_bytes);
-  ASSERT_TRUE(fleet.BarrierAll(4, Deadline()).ok()) << "the workers are served during the flood";
+  ASSERT_TRUE(fleet.BarrierAll(4, JobmasterLimitsDeadline()).ok()) << "the workers are served during the flood";
   // The frames that were kept are never completed: gone at the timeout.
   clock.Advance(config.partial_frame_timeout);
   ASSERT_TRUE(WaitUntil([&] { return server.connection_count() == 4; }, kPatience))
       << server.connection_count();
   EXPECT_EQ(server.cut_off_count(), kFlood);
-  for (int i = 0; i < 4; ++i) fleet.Queue(i, Barrier(1));
-  ASSERT_TRUE(fleet.Exchange(4, Deadline()).ok());
+  for (int i = 0; i < 4; ++i) fleet.Queue(i, JobmasterLimitsBarrier(1));
+  ASSERT_TRUE(fleet.Exchange(4, JobmasterLimitsDeadline()).ok());
   EXPECT_EQ(fleet.Last(3).barrier().generation(), 1) << fleet.Last(3).DebugString();
 }
 
@@ -173,13 +173,13 @@ TEST(JobMasterLimits, HalfSentBigFramesFromManyConnectionsStayUnderTheInputCap) 
 // answers is cut off once its queued answers pass the cap, instead of
 // growing the master's memory without end.
 TEST(JobMasterLimits, APeerThatNeverReadsIsCutOff) {
-  JobMasterConfig config = Config(1000);
+  JobMasterConfig config = JobmasterLimitsConfig(1000);
   config.max_queued_output_bytes = 256 * 1024;
   TestMaster master(config);
   ASSERT_TRUE(master.status().ok()) << master.status();
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(1000, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(1000), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(1000, JobmasterLimitsDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(Range(1000), JobmasterLimitsDeadline()).ok());
   Stranger peer(master.port(), /*receive_buffer=*/4096);
   ASSERT_TRUE(peer.connected());
   pb::JobMasterRequest attach;
@@ -188,25 +188,25 @@ TEST(JobMasterLimits, APeerThatNeverReadsIsCutOff) {
   pb::JobMasterRequest list;
   list.mutable_list_workers()->set_mode(pb::IMMEDIATE);
   for (int i = 0; i < 5000; ++i) peer.Queue(list);  // ~30 KB of answer each: 150 MB
-  absl::Time deadline = Deadline();
+  absl::Time deadline = JobmasterLimitsDeadline();
   while (peer.Push() && absl::Now() < deadline) {
   }
   const JobMasterServer& server = master.server();
   ASSERT_TRUE(WaitUntil([&] { return server.cut_off_count() == 1; }, kPatience));
-  EXPECT_TRUE(peer.SeesTheMasterClose(Deadline()));
+  EXPECT_TRUE(peer.SeesTheMasterClose(JobmasterLimitsDeadline()));
   // One list may wait beyond the cap, not more.
   EXPECT_LE(server.peak_queued_output_bytes(), config.max_queued_output_bytes + 64 * 1024);
   // The count is the loop's, read from this thread: the cut-off connection
   // leaves it once the loop has closed it.
   EXPECT_TRUE(WaitUntil([&] { return server.connection_count() == 1000; }, kPatience)) << server.connection_count();
-  ASSERT_TRUE(fleet.BarrierAll(1000, Deadline()).ok()) << "the real workers are still served";
+  ASSERT_TRUE(fleet.BarrierAll(1000, JobmasterLimitsDeadline()).ok()) << "the real workers are still served";
 }
 
 // Time is a fake clock: each timeout passes exactly when the test says.
 class Timeouts : public ::testing::Test {
  protected:
   void SetUp() override {
-    config_ = Config(2);
+    config_ = JobmasterLimitsConfig(2);
     config_.partial_frame_timeout = absl::Seconds(5);
     config_.register_timeout = absl::Seconds(10);
     config_.idle_timeout = absl::Minutes(10);
@@ -214,8 +214,8 @@ class Timeouts : public ::testing::Test {
     master_ = std::make_unique<TestMaster>(config_, &clock_);
     ASSERT_TRUE(master_->status().ok()) << master_->status();
     fleet_ = std::make_unique<SimFleet>("127.0.0.1", master_->port());
-    ASSERT_TRUE(fleet_->Connect(4, Deadline()).ok());
-    ASSERT_TRUE(fleet_->RegisterAll({0, 1}, Deadline()).ok());
+    ASSERT_TRUE(fleet_->Connect(4, JobmasterLimitsDeadline()).ok());
+    ASSERT_TRUE(fleet_->RegisterAll({0, 1}, JobmasterLimitsDeadline()).ok());
     ASSERT_TRUE(WaitUntil([&] { return master_->server().connection_count() == 4; }, kPatience));
   }
   // Reads until connection `i` sees the master close it (or `wait` passes:
@@ -242,7 +242,7 @@ TEST_F(Timeouts, AConnectionThatNeverRegistersIsClosed) {
 
 TEST_F(Timeouts, AFrameBegunAndNotFinishedClosesItsConnection) {
   fleet_->QueueRaw(0, Header(100) + "only part of it");
-  ASSERT_TRUE(fleet_->Exchange(0, Deadline()).ok());
+  ASSERT_TRUE(fleet_->Exchange(0, JobmasterLimitsDeadline()).ok());
   ASSERT_TRUE(WaitUntil([&] { return master_->server().peak_buffered_input_bytes() > 0; }, kPatience));
   clock_.Advance(config_.partial_frame_timeout - absl::Seconds(1));
   EXPECT_FALSE(ClosedByMaster(0, absl::Milliseconds(200)));
@@ -252,8 +252,8 @@ TEST_F(Timeouts, AFrameBegunAndNotFinishedClosesItsConnection) {
 }
 
 TEST_F(Timeouts, AnIdleConnectionIsClosedUnlessItWaitsInABarrier) {
-  fleet_->Queue(1, Barrier(0));  // waits for worker 0, which never comes
-  ASSERT_TRUE(fleet_->Exchange(0, Deadline()).ok());
+  fleet_->Queue(1, JobmasterLimitsBarrier(0));  // waits for worker 0, which never comes
+  ASSERT_TRUE(fleet_->Exchange(0, JobmasterLimitsDeadline()).ok());
   ASSERT_TRUE(master_->WaitUntil([](const MasterState& s) { return s.barrier_waiting() == 1; }));
   clock_.Advance(config_.idle_timeout);
   EXPECT_TRUE(ClosedByMaster(0));
@@ -263,7 +263,7 @@ TEST_F(Timeouts, AnIdleConnectionIsClosedUnlessItWaitsInABarrier) {
 // With an address given (the server passes the node's), the master listens
 // on that address only, not on every interface.
 TEST(JobMasterBind, TheMasterListensOnTheAddressItIsGivenOnly) {
-  JobMasterConfig config = Config(1);
+  JobMasterConfig config = JobmasterLimitsConfig(1);
   config.bind_address = "127.0.0.2";
   FakeJobTerminator terminator;
   RealClock clock;

@@ -13,9 +13,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-absl::Time Deadline() { return absl::Now() + absl::Seconds(20); }
+absl::Time JobmasterServerDeadline() { return absl::Now() + absl::Seconds(20); }
 
-JobMasterConfig Config(int workers) {
+JobMasterConfig JobmasterServerConfig(int workers) {
   JobMasterConfig c;
   c.job_name = "mnist";
   c.num_workers = workers;
@@ -24,7 +24,7 @@ JobMasterConfig Config(int workers) {
 
 std::vector<int> Ids(int n, int id) { return std::vector<int>(n, id); }
 
-std::vector<int> Range(int n) {
+std::vector<int> JobmasterServerRange(int n) {
   std::vector<int> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = i;
   return ids;
@@ -47,11 +47,11 @@ pb::JobMasterRequest ListRequest(pb::ListWorkersMode mode, int64_t timeout_ms = 
 }
 
 TEST(JobMasterServer, ThousandWorkersAskingForIdsGetEachOfZeroToNMinusOneOnce) {
-  TestMaster master(Config(1000));
+  TestMaster master(JobmasterServerConfig(1000));
   ASSERT_TRUE(master.status().ok()) << master.status();
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(1000, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Ids(1000, -1), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(1000, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(Ids(1000, -1), JobmasterServerDeadline()).ok());
   std::set<int> ids;
   for (int i = 0; i < 1000; ++i) {
     pb::JobMasterResponse r = fleet.Last(i);
@@ -66,29 +66,29 @@ TEST(JobMasterServer, ThousandWorkersAskingForIdsGetEachOfZeroToNMinusOneOnce) {
 }
 
 TEST(JobMasterServer, PresentedIdsAreKeptWhateverTheArrivalOrder) {
-  TestMaster master(Config(1000));
+  TestMaster master(JobmasterServerConfig(1000));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(1000, Deadline()).ok());
-  std::vector<int> ids = Range(1000);
+  ASSERT_TRUE(fleet.Connect(1000, JobmasterServerDeadline()).ok());
+  std::vector<int> ids = JobmasterServerRange(1000);
   std::reverse(ids.begin(), ids.end());
-  ASSERT_TRUE(fleet.RegisterAll(ids, Deadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(ids, JobmasterServerDeadline()).ok());
   for (int i = 0; i < 1000; ++i) EXPECT_EQ(fleet.Last(i).registered().worker_id(), 999 - i);
   fleet.ClearResponses();
   fleet.Queue(0, ListRequest(pb::IMMEDIATE));
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   pb::JobMasterResponse list = fleet.Last(0);
   ASSERT_EQ(list.workers().workers_size(), 1000);
   for (int id = 0; id < 1000; ++id) EXPECT_EQ(list.workers().workers(id).info().worker_id(), id);
 }
 
 TEST(JobMasterServer, ImmediateListsWhoJoinedAllJoinedWaitsForEveryone) {
-  TestMaster master(Config(1000));
+  TestMaster master(JobmasterServerConfig(1000));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(1000, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(500), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(1000, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(500), JobmasterServerDeadline()).ok());
   fleet.ClearResponses();
   fleet.Queue(0, ListRequest(pb::IMMEDIATE));
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   EXPECT_EQ(fleet.Last(0).workers().workers_size(), 500);
   EXPECT_EQ(fleet.Last(0).workers().num_workers(), 1000);
   fleet.ClearResponses();
@@ -99,7 +99,7 @@ TEST(JobMasterServer, ImmediateListsWhoJoinedAllJoinedWaitsForEveryone) {
     start.mutable_starting()->mutable_info()->set_worker_id(i);
     fleet.Queue(i, start);
   }
-  ASSERT_TRUE(fleet.Exchange(1000, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1000, JobmasterServerDeadline()).ok());
   for (int i = 0; i < 500; ++i) {
     pb::JobMasterResponse r = fleet.Last(i);
     ASSERT_TRUE(r.has_workers()) << r.DebugString();
@@ -109,12 +109,12 @@ TEST(JobMasterServer, ImmediateListsWhoJoinedAllJoinedWaitsForEveryone) {
 }
 
 TEST(JobMasterServer, AllJoinedListTimesOutNamingTheMissingWorkers) {
-  TestMaster master(Config(3));
+  TestMaster master(JobmasterServerConfig(3));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(2, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll({0, 1}, Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(2, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll({0, 1}, JobmasterServerDeadline()).ok());
   fleet.Queue(0, ListRequest(pb::RESPONSE_AFTER_ALL_JOINED, 30));
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   pb::JobMasterResponse r = fleet.Last(0);
   ASSERT_TRUE(r.has_error());
   EXPECT_EQ(r.error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
@@ -122,13 +122,13 @@ TEST(JobMasterServer, AllJoinedListTimesOutNamingTheMissingWorkers) {
 }
 
 TEST(JobMasterServer, HundredConsecutiveBarriers) {
-  TestMaster master(Config(100));
+  TestMaster master(JobmasterServerConfig(100));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(100, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(100), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(100, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(100), JobmasterServerDeadline()).ok());
   for (int b = 0; b < 100; ++b) {
     fleet.ClearResponses();
-    ASSERT_TRUE(fleet.BarrierAll(100, Deadline()).ok()) << "barrier " << b;
+    ASSERT_TRUE(fleet.BarrierAll(100, JobmasterServerDeadline()).ok()) << "barrier " << b;
     for (int i = 0; i < 100; ++i) {
       pb::JobMasterResponse r = fleet.Last(i);
       ASSERT_TRUE(r.has_barrier()) << r.DebugString();
@@ -139,41 +139,41 @@ TEST(JobMasterServer, HundredConsecutiveBarriers) {
 }
 
 TEST(JobMasterServer, BarriersOfAThousandWorkers) {
-  TestMaster master(Config(1000));
+  TestMaster master(JobmasterServerConfig(1000));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(1000, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(1000), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(1000, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(1000), JobmasterServerDeadline()).ok());
   for (int b = 0; b < 5; ++b) {
     fleet.ClearResponses();
-    ASSERT_TRUE(fleet.BarrierAll(1000, Deadline()).ok());
+    ASSERT_TRUE(fleet.BarrierAll(1000, JobmasterServerDeadline()).ok());
     for (int i = 0; i < 1000; ++i) ASSERT_EQ(fleet.Last(i).barrier().generation(), b);
   }
 }
 
 TEST(JobMasterServer, WorkerDyingMidBarrierFailsItForEveryoneAfterMissedPings) {
-  JobMasterConfig config = Config(50);
+  JobMasterConfig config = JobmasterServerConfig(50);
   config.ping_interval = absl::Milliseconds(10);
   config.ping_misses = 3;
   config.max_restarts = 1;
   TestMaster master(config);
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(50, Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(50, JobmasterServerDeadline()).ok());
   // Workers 0..48 do not ping (so only worker 49 can miss pings) and wait
   // in a barrier that worker 49 never enters.
-  ASSERT_TRUE(fleet.RegisterAll(Range(49), Deadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(49), JobmasterServerDeadline()).ok());
   fleet.ClearResponses();
   pb::JobMasterRequest barrier;
   barrier.mutable_barrier();
   for (int i = 0; i < 49; ++i) fleet.Queue(i, barrier);
-  ASSERT_TRUE(fleet.Exchange(0, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(0, JobmasterServerDeadline()).ok());
   ASSERT_TRUE(master.WaitUntil([](const MasterState& s) { return s.barrier_waiting() == 49; }));
   pb::JobMasterRequest start;
   start.mutable_starting()->set_pings(true);
   start.mutable_starting()->mutable_info()->set_worker_id(49);
   fleet.Queue(49, start);
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   fleet.Close(49);  // dies without a word
-  ASSERT_TRUE(fleet.Exchange(49, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(49, JobmasterServerDeadline()).ok());
   for (int i = 0; i < 49; ++i) {
     pb::JobMasterResponse r = fleet.Last(i);
     ASSERT_TRUE(r.has_error()) << r.DebugString();
@@ -185,24 +185,24 @@ TEST(JobMasterServer, WorkerDyingMidBarrierFailsItForEveryoneAfterMissedPings) {
 }
 
 TEST(JobMasterServer, CompletedWorkerFailsTheBarrierOthersWaitOn) {
-  TestMaster master(Config(4));
+  TestMaster master(JobmasterServerConfig(4));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(4, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(4), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(4, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(4), JobmasterServerDeadline()).ok());
   fleet.ClearResponses();
   pb::JobMasterRequest barrier;
   barrier.mutable_barrier();
   for (int i = 0; i < 3; ++i) fleet.Queue(i, barrier);
-  ASSERT_TRUE(fleet.Exchange(0, Deadline()).ok());  // sent; no answer while they wait
+  ASSERT_TRUE(fleet.Exchange(0, JobmasterServerDeadline()).ok());  // sent; no answer while they wait
   // Worker 3 completes once the three wait (sent together, its report could
   // arrive first, and the later barriers be refused as unable to complete).
-  absl::Time deadline = Deadline();
+  absl::Time deadline = JobmasterServerDeadline();
   while (master.Read<int>([](const MasterState& s) { return s.barrier_waiting(); }) < 3) {
     ASSERT_LT(absl::Now(), deadline) << "the three barriers never arrived";
     absl::SleepFor(absl::Milliseconds(1));
   }
   fleet.Queue(3, StateRequest(pb::COMPLETED));
-  ASSERT_TRUE(fleet.Exchange(4, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(4, JobmasterServerDeadline()).ok());
   EXPECT_EQ(fleet.Last(3).state().state(), pb::COMPLETED);
   for (int i = 0; i < 3; ++i) {
     EXPECT_THAT(fleet.Last(i).error().message(),
@@ -210,35 +210,35 @@ TEST(JobMasterServer, CompletedWorkerFailsTheBarrierOthersWaitOn) {
   }
   // A later barrier is refused at once rather than hanging.
   fleet.Queue(0, barrier);
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   EXPECT_THAT(fleet.Last(0).error().message(), HasSubstr("worker 3 is COMPLETED"));
 }
 
 TEST(JobMasterServer, BarrierTimesOutNamingWhoIsMissing) {
-  TestMaster master(Config(3));
+  TestMaster master(JobmasterServerConfig(3));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(3, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(3), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(3, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(3), JobmasterServerDeadline()).ok());
   pb::JobMasterRequest barrier;
   barrier.mutable_barrier()->set_timeout_ms(20);
   fleet.Queue(0, barrier);
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   EXPECT_EQ(fleet.Last(0).error().code(), static_cast<int>(absl::StatusCode::kDeadlineExceeded));
   EXPECT_THAT(fleet.Last(0).error().message(), HasSubstr("1 of 3 workers arrived; missing: 1, 2"));
 }
 
 TEST(JobMasterServer, SilentWorkerBecomesErrorAndEndsTheJobFailed) {
-  JobMasterConfig config = Config(2);
+  JobMasterConfig config = JobmasterServerConfig(2);
   config.ping_interval = absl::Milliseconds(10);
   config.ping_misses = 2;
   TestMaster master(config);
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(2, Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(2, JobmasterServerDeadline()).ok());
   pb::JobMasterRequest start;
   start.mutable_starting()->set_pings(true);
   start.mutable_starting()->mutable_info()->set_worker_id(1);
   fleet.Queue(1, start);
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   auto end = master.terminator().WaitForEnd(std::chrono::seconds(10));
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->outcome, JobOutcome::kFailed);
@@ -250,22 +250,22 @@ TEST(JobMasterServer, SilentWorkerBecomesErrorAndEndsTheJobFailed) {
 TEST(JobMasterServer, PingingWorkerStaysRunning) {
   // Time is a fake clock that moves only below, so how fast this machine
   // runs cannot decide who missed a ping.
-  JobMasterConfig config = Config(2);
+  JobMasterConfig config = JobmasterServerConfig(2);
   config.ping_interval = absl::Milliseconds(20);
   config.ping_misses = 5;  // silent for more than 100 ms: ERROR
   FakeClock clock(absl::FromUnixSeconds(1700000000));
   TestMaster master(config, &clock);
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(2, Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(2, JobmasterServerDeadline()).ok());
   pb::JobMasterRequest start;
   start.mutable_starting()->set_pings(true);
   for (int i = 0; i < 2; ++i) {
     start.mutable_starting()->mutable_info()->set_worker_id(i);
     fleet.Queue(i, start);
   }
-  ASSERT_TRUE(fleet.Exchange(2, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(2, JobmasterServerDeadline()).ok());
   fleet.Queue(0, StateRequest(pb::RUNNING));
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   // Worker 0 pings once per ping interval for 120 ms; worker 1 falls silent.
   // Pings have no answer: the list request behind each one (answered in
   // order on the same connection) shows the master has read it.
@@ -275,7 +275,7 @@ TEST(JobMasterServer, PingingWorkerStaysRunning) {
     clock.Advance(config.ping_interval);
     fleet.Queue(0, ping);
     fleet.Queue(0, ListRequest(pb::IMMEDIATE));
-    ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok()) << "beat " << beat;
+    ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok()) << "beat " << beat;
   }
   // Judged at 120 ms: at 100 ms worker 1 was still within its 5 pings.
   ASSERT_TRUE(master.WaitUntil([](const MasterState& s) { return s.StateOf(1) == pb::ERROR; }));
@@ -285,17 +285,17 @@ TEST(JobMasterServer, PingingWorkerStaysRunning) {
 }
 
 TEST(JobMasterServer, JobSucceedsOnceEveryWorkerCompleted) {
-  TestMaster master(Config(1000));
+  TestMaster master(JobmasterServerConfig(1000));
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(1000, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(1000), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(1000, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(1000), JobmasterServerDeadline()).ok());
   for (int i = 0; i < 1000; ++i) fleet.Queue(i, StateRequest(pb::RUNNING));
-  ASSERT_TRUE(fleet.Exchange(1000, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1000, JobmasterServerDeadline()).ok());
   for (int i = 0; i < 999; ++i) fleet.Queue(i, StateRequest(pb::COMPLETED));
-  ASSERT_TRUE(fleet.Exchange(999, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(999, JobmasterServerDeadline()).ok());
   EXPECT_EQ(master.terminator().calls(), 0);
   fleet.Queue(999, StateRequest(pb::COMPLETED));
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   EXPECT_EQ(fleet.Last(999).state().state(), pb::COMPLETED);
   auto end = master.terminator().WaitForEnd(std::chrono::seconds(10));
   ASSERT_TRUE(end.has_value());
@@ -306,21 +306,21 @@ TEST(JobMasterServer, JobSucceedsOnceEveryWorkerCompleted) {
 }
 
 TEST(JobMasterServer, WorkerErrorBeyondRestartBudgetFailsTheJob) {
-  JobMasterConfig config = Config(2);
+  JobMasterConfig config = JobmasterServerConfig(2);
   config.max_restarts = 1;
   TestMaster master(config);
   SimFleet fleet("127.0.0.1", master.port());
-  ASSERT_TRUE(fleet.Connect(3, Deadline()).ok());
-  ASSERT_TRUE(fleet.RegisterAll(Range(2), Deadline()).ok());
+  ASSERT_TRUE(fleet.Connect(3, JobmasterServerDeadline()).ok());
+  ASSERT_TRUE(fleet.RegisterAll(JobmasterServerRange(2), JobmasterServerDeadline()).ok());
   fleet.Queue(1, StateRequest(pb::ERROR, "CUDA out of memory"));
-  ASSERT_TRUE(fleet.Exchange(1, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(1, JobmasterServerDeadline()).ok());
   EXPECT_EQ(master.terminator().calls(), 0);  // one restart left
   fleet.Close(1);
   pb::JobMasterRequest start;
   start.mutable_starting()->mutable_info()->set_worker_id(1);
   fleet.Queue(2, start);
   fleet.Queue(2, StateRequest(pb::ERROR, "CUDA out of memory again"));
-  ASSERT_TRUE(fleet.Exchange(2, Deadline()).ok());
+  ASSERT_TRUE(fleet.Exchange(2, JobmasterServerDeadline()).ok());
   auto end = master.terminator().WaitForEnd(std::chrono::seconds(10));
   ASSERT_TRUE(end.has_value());
   EXPECT_EQ(end->outcome, JobOutcome::kFailed);

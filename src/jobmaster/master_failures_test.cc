@@ -34,7 +34,7 @@ void Start(MasterState& state, ConnId conn, int id, int attempt, absl::Time now)
   state.OnRequest(conn, "10.0.0.1", r, now);
 }
 
-JobMasterConfig Config() {
+JobMasterConfig MasterFailuresConfig() {
   JobMasterConfig c;
   c.job_name = "bert";
   c.num_workers = 2;
@@ -46,7 +46,7 @@ JobMasterConfig Config() {
 TEST(MasterFailuresTest, AMissedPingWorkerIsHandedToTheServerAndTheJobGoesOn) {
   DelegatingTerminator terminator;
   NullOutbox outbox;
-  MasterState state(Config(), &terminator, &outbox);
+  MasterState state(MasterFailuresConfig(), &terminator, &outbox);
   absl::Time now = absl::FromUnixSeconds(1'000'000);
   Start(state, 1, 0, /*attempt=*/0, now);
   Start(state, 2, 1, /*attempt=*/2, now);
@@ -66,7 +66,7 @@ TEST(MasterFailuresTest, AMissedPingWorkerIsHandedToTheServerAndTheJobGoesOn) {
 TEST(MasterFailuresTest, AMasterWithoutAServerKeepsItsOwnBudget) {
   FakeJobTerminator terminator;
   NullOutbox outbox;
-  MasterState state(Config(), &terminator, &outbox);
+  MasterState state(MasterFailuresConfig(), &terminator, &outbox);
   absl::Time now = absl::FromUnixSeconds(1'000'000);
   Start(state, 1, 0, 0, now);
   state.OnTick(now + absl::Seconds(4));

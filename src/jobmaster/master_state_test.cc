@@ -122,7 +122,7 @@ TEST_F(MasterStateTest, RestartedMasterRebuildsStateFromReRegistrations) {
 }
 
 // A barrier request for generation `g` (-1: none) on `conn`.
-pb::JobMasterRequest Barrier(uint64_t request_id, int64_t g) {
+pb::JobMasterRequest MasterStateBarrier(uint64_t request_id, int64_t g) {
   pb::JobMasterRequest r;
   r.set_request_id(request_id);
   r.mutable_barrier()->set_timeout_ms(5000);
@@ -130,14 +130,14 @@ pb::JobMasterRequest Barrier(uint64_t request_id, int64_t g) {
   return r;
 }
 
-// Barrier 4 completed on the old master; worker 0 got its answer and waits on
+// MasterStateBarrier 4 completed on the old master; worker 0 got its answer and waits on
 // 5, worker 1's answer was lost and it retries 4, worker 2 had not asked yet.
 TEST_F(MasterStateTest, RestartedMasterAnswersARetryOfAPassedBarrierAndMovesOn) {
   config_.learn_barriers = true;  // the master restarted without its count
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   for (int id = 0; id < 3; ++id) Start(id + 1, id, true, pb::RUNNING);
   EXPECT_EQ(outbox_.last[1].registered().barrier_generation(), 0);
-  Request(1, Barrier(10, 5));
+  Request(1, MasterStateBarrier(10, 5));
   EXPECT_EQ(state_->barrier_generation(), 5);
   EXPECT_EQ(state_->barrier_waiting(), 1);
   pb::JobMasterRequest list;
@@ -148,12 +148,12 @@ TEST_F(MasterStateTest, RestartedMasterAnswersARetryOfAPassedBarrierAndMovesOn) 
   ASSERT_EQ(listed.workers_size(), 3);
   EXPECT_TRUE(listed.workers(0).in_barrier());
   EXPECT_FALSE(listed.workers(1).in_barrier());
-  Request(2, Barrier(11, 4));
+  Request(2, MasterStateBarrier(11, 4));
   ASSERT_TRUE(outbox_.last[2].has_barrier()) << outbox_.last[2].DebugString();
   EXPECT_EQ(outbox_.last[2].barrier().generation(), 4);
   EXPECT_EQ(state_->barrier_waiting(), 1) << "barrier 4 passed already; it does not wait";
-  Request(2, Barrier(12, 5));
-  Request(3, Barrier(13, 5));
+  Request(2, MasterStateBarrier(12, 5));
+  Request(3, MasterStateBarrier(13, 5));
   for (ConnId c = 1; c <= 3; ++c) {
     ASSERT_TRUE(outbox_.last[c].has_barrier()) << c << ": " << outbox_.last[c].DebugString();
     EXPECT_EQ(outbox_.last[c].barrier().generation(), 5);
@@ -167,16 +167,16 @@ TEST_F(MasterStateTest, RestartedMasterLetsARetryThroughOnceAWorkerIsPastIt) {
   config_.learn_barriers = true;  // the master restarted without its count
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   for (int id = 0; id < 3; ++id) Start(id + 1, id, true, pb::RUNNING);
-  Request(2, Barrier(11, 4));
+  Request(2, MasterStateBarrier(11, 4));
   EXPECT_EQ(state_->barrier_waiting(), 1);
   EXPECT_FALSE(outbox_.last[2].has_barrier());
-  Request(1, Barrier(10, 5));
+  Request(1, MasterStateBarrier(10, 5));
   ASSERT_TRUE(outbox_.last[2].has_barrier());
   EXPECT_EQ(outbox_.last[2].barrier().generation(), 4);
   EXPECT_EQ(state_->barrier_generation(), 5);
   EXPECT_EQ(state_->barrier_waiting(), 1);
-  Request(2, Barrier(12, 5));
-  Request(3, Barrier(13, -1));  // no generation: the barrier that is open
+  Request(2, MasterStateBarrier(12, 5));
+  Request(3, MasterStateBarrier(13, -1));  // no generation: the barrier that is open
   EXPECT_EQ(outbox_.last[3].barrier().generation(), 5);
   EXPECT_EQ(outbox_.last[1].barrier().generation(), 5);
 }
@@ -186,20 +186,20 @@ TEST_F(MasterStateTest, RestartedMasterLetsARetryThroughOnceAWorkerIsPastIt) {
 TEST_F(MasterStateTest, AGenerationAheadOfTheJobIsRefusedAndLaterBarriersStillWork) {
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   for (int id = 0; id < 3; ++id) Start(id + 1, id, false);
-  Request(1, Barrier(7, int64_t{1} << 62));
+  Request(1, MasterStateBarrier(7, int64_t{1} << 62));
   EXPECT_EQ(outbox_.last[1].error().code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
   EXPECT_EQ(outbox_.last[1].error().message(),
             "barrier generation 4611686018427387904 is ahead of job bert: it has passed 0 "
             "barrier(s), so the open barrier is generation 0");
-  Request(1, Barrier(8, 1));
+  Request(1, MasterStateBarrier(8, 1));
   EXPECT_THAT(outbox_.last[1].error().message(), HasSubstr("barrier generation 1 is ahead"));
   EXPECT_EQ(state_->barrier_generation(), 0);
   for (int round = 0; round < 2; ++round) {
     outbox_.last.clear();
-    Request(1, Barrier(10, round));
+    Request(1, MasterStateBarrier(10, round));
     EXPECT_FALSE(outbox_.last[1].has_barrier()) << "waits for the other two";
-    Request(2, Barrier(11, round));
-    Request(3, Barrier(12, -1));
+    Request(2, MasterStateBarrier(11, round));
+    Request(3, MasterStateBarrier(12, -1));
     for (ConnId c = 1; c <= 3; ++c) EXPECT_EQ(outbox_.last[c].barrier().generation(), round);
   }
   EXPECT_EQ(state_->barrier_generation(), 2);
@@ -212,10 +212,10 @@ TEST_F(MasterStateTest, AMasterThatKeptItsCountRefusesGenerationsPastIt) {
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   Start(1, 0, false, pb::RUNNING);
   EXPECT_EQ(outbox_.last[1].registered().barrier_generation(), 4);
-  Request(1, Barrier(7, 5));
+  Request(1, MasterStateBarrier(7, 5));
   EXPECT_THAT(outbox_.last[1].error().message(),
               HasSubstr("it has passed 4 barrier(s), so the open barrier is generation 4"));
-  Request(1, Barrier(8, 3));
+  Request(1, MasterStateBarrier(8, 3));
   EXPECT_EQ(outbox_.last[1].barrier().generation(), 3) << "a retry of a passed barrier";
 }
 
@@ -226,9 +226,9 @@ TEST_F(MasterStateTest, ALearningMasterIsExactOnceABarrierCompletedOnIt) {
   config_.num_workers = 1;
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   Start(1, 0, false, pb::RUNNING);
-  Request(1, Barrier(7, 3));
+  Request(1, MasterStateBarrier(7, 3));
   EXPECT_EQ(outbox_.last[1].barrier().generation(), 3);
-  Request(1, Barrier(8, 9));
+  Request(1, MasterStateBarrier(8, 9));
   EXPECT_THAT(outbox_.last[1].error().message(), HasSubstr("barrier generation 9 is ahead"));
   EXPECT_EQ(state_->barrier_generation(), 4);
 }
@@ -236,8 +236,8 @@ TEST_F(MasterStateTest, ALearningMasterIsExactOnceABarrierCompletedOnIt) {
 TEST_F(MasterStateTest, NegativeBarrierGenerationIsRefused) {
   state_ = std::make_unique<MasterState>(config_, &terminator_, &outbox_);
   Start(1, 0, false);
-  Request(1, Barrier(7, -1));
-  pb::JobMasterRequest bad = Barrier(8, 0);
+  Request(1, MasterStateBarrier(7, -1));
+  pb::JobMasterRequest bad = MasterStateBarrier(8, 0);
   bad.mutable_barrier()->set_generation(-3);
   Request(1, bad);
   EXPECT_EQ(outbox_.last[1].error().message(),

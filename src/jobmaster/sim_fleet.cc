@@ -23,7 +23,7 @@ namespace trainyard::jobmaster {
 namespace {
 
 constexpr int kConnectBatch = 1000;
-constexpr int kMaxEvents = 1024;
+constexpr int kFleetEvents = 1024;
 
 int MillisUntil(absl::Time deadline) {
   return static_cast<int>(
@@ -49,7 +49,7 @@ absl::Status SimFleet::Connect(int count, absl::Time deadline) {
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port_));
   inet_pton(AF_INET, host_.c_str(), &addr.sin_addr);
-  std::vector<epoll_event> events(kMaxEvents);
+  std::vector<epoll_event> events(kFleetEvents);
   for (int done = 0; done < count;) {
     int batch = std::min(kConnectBatch, count - done);
     size_t first = workers_.size();
@@ -81,7 +81,7 @@ absl::Status SimFleet::Connect(int count, absl::Time deadline) {
         return absl::DeadlineExceededError(absl::StrFormat(
             "%d of %d simulated workers connected in time", first + connected, count));
       }
-      int n = epoll_wait(epoll_fd_, events.data(), kMaxEvents, MillisUntil(deadline));
+      int n = epoll_wait(epoll_fd_, events.data(), kFleetEvents, MillisUntil(deadline));
       for (int i = 0; i < n; ++i) {
         Worker& w = workers_[events[i].data.u32];
         int err = 0;
@@ -208,13 +208,13 @@ absl::Status SimFleet::Exchange(int count, absl::Time deadline) {
     epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, w.fd, &ev);
   }
   pending_writes_.clear();
-  std::vector<epoll_event> events(kMaxEvents);
+  std::vector<epoll_event> events(kFleetEvents);
   while (received_ < target) {
     if (absl::Now() > deadline) {
       return absl::DeadlineExceededError(absl::StrFormat(
           "%d of %d responses arrived in time", count - (target - received_), count));
     }
-    int n = epoll_wait(epoll_fd_, events.data(), kMaxEvents, MillisUntil(deadline));
+    int n = epoll_wait(epoll_fd_, events.data(), kFleetEvents, MillisUntil(deadline));
     for (int k = 0; k < n; ++k) {
       uint32_t i = events[k].data.u32;
       Worker& w = workers_[i];

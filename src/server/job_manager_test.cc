@@ -42,7 +42,7 @@ class FakeLink : public AgentLink {
   std::vector<v1::ServerMessage> sent;
 };
 
-v1::NodeInfo Node(const std::string& name, int gpus = 8) { return testing::TestNode(name, gpus); }
+v1::NodeInfo JobManagerNode(const std::string& name, int gpus = 8) { return testing::TestNode(name, gpus); }
 
 class JobManagerTest : public ::testing::Test {
  protected:
@@ -129,7 +129,7 @@ replicas:
 
 TEST_F(JobManagerTest, PlacesLaunchesWithFrameworkEnvAndSucceedsWhenWorkersComplete) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string job = Submit(kPsJob);
   manager_->ScheduleNowForTest();
   auto launches = link.Launches();
@@ -162,8 +162,8 @@ TEST_F(JobManagerTest, PlacesLaunchesWithFrameworkEnvAndSucceedsWhenWorkersCompl
 // once had the same name.
 TEST_F(JobManagerTest, TaskResourcesAreKeptOnlyFromTheNodeThatRunsTheTask) {
   FakeLink link1, link2;
-  ASSERT_TRUE(Connect(Node("n1", 2), &link1).ok());
-  ASSERT_TRUE(Connect(Node("n2", 2), &link2).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1", 2), &link1).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n2", 2), &link2).ok());
   std::string job = Submit("name: r\nreplicas:\n  worker:\n    count: 1\n    resources: {gpus: 2}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   std::vector<v1::TaskSpec> on1 = link1.Launches(), on2 = link2.Launches();
@@ -310,7 +310,7 @@ TEST_F(JobManagerTest, AScheduleOfASpecNoRunCouldSubmitIsRefused) {
 
 TEST_F(JobManagerTest, ListJobsAnswersInPagesThatTogetherHoldEveryJobOnce) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::vector<std::string> submitted;
   for (int i = 0; i < 7; ++i) {
     submitted.push_back(Submit(absl::StrCat("name: paged-", i, "\nreplicas:\n  worker:\n    count: 3\n"
@@ -360,7 +360,7 @@ TEST_F(JobManagerTest, ListJobsAnswersInPagesThatTogetherHoldEveryJobOnce) {
 
 TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string job = Submit("name: one\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 2\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   auto t = link.Launches().at(0);
@@ -382,7 +382,7 @@ TEST_F(JobManagerTest, FailedTaskFailsTheJobNamingTaskExitAndAttempts) {
 
 TEST_F(JobManagerTest, KillStopsRunningTasks) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string job = Submit("name: k\nreplicas:\n  worker:\n    count: 2\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
@@ -395,7 +395,7 @@ TEST_F(JobManagerTest, KillStopsRunningTasks) {
 
 TEST_F(JobManagerTest, PendingJobCarriesReasonAndStartsWhenRoomAppears) {
   FakeLink link1;
-  ASSERT_TRUE(Connect(Node("n1", 2), &link1).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1", 2), &link1).ok());
   std::string job = Submit("name: big\nreplicas:\n  worker:\n    resources: {gpus: 4}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   v1::JobView v = Describe(job);
@@ -403,7 +403,7 @@ TEST_F(JobManagerTest, PendingJobCarriesReasonAndStartsWhenRoomAppears) {
   EXPECT_FALSE(v.reason().empty());
   EXPECT_NE(v.reason(), "waiting for the scheduler");
   FakeLink link2;
-  ASSERT_TRUE(Connect(Node("n2", 8), &link2).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n2", 8), &link2).ok());
   manager_->ScheduleNowForTest();
   EXPECT_EQ(Describe(job).state(), v1::JOB_SCHEDULED);
   EXPECT_EQ(link2.Launches().size(), 1u);
@@ -411,17 +411,17 @@ TEST_F(JobManagerTest, PendingJobCarriesReasonAndStartsWhenRoomAppears) {
 
 TEST_F(JobManagerTest, DuplicateNodeNameIsRefusedWhileTheFirstIsConnected) {
   FakeLink a, b;
-  ASSERT_TRUE(Connect(Node("n1"), &a).ok());
-  absl::Status st = Connect(Node("n1"), &b);
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &a).ok());
+  absl::Status st = Connect(JobManagerNode("n1"), &b);
   EXPECT_EQ(st.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_THAT(st.message(), HasSubstr("node name 'n1' is already in use"));
   Disconnect("n1", &a);
-  EXPECT_TRUE(Connect(Node("n1"), &b).ok());
+  EXPECT_TRUE(Connect(JobManagerNode("n1"), &b).ok());
 }
 
 TEST_F(JobManagerTest, InterleavedSwitchesPlaceAPairOnOneSwitch) {
   FakeLink link;
-  v1::NodeInfo n = Node("n1");
+  v1::NodeInfo n = JobManagerNode("n1");
   n.mutable_topology()->clear_switches();
   for (uint64_t sw : {0x05, 0x0a, 0x50, 0xa0}) n.mutable_topology()->add_switches(sw);
   n.mutable_topology()->clear_sockets();
@@ -435,7 +435,7 @@ TEST_F(JobManagerTest, InterleavedSwitchesPlaceAPairOnOneSwitch) {
 
 TEST_F(JobManagerTest, AnInvalidTopologyIsRefusedAtRegistration) {
   FakeLink link;
-  v1::NodeInfo n = Node("n1");
+  v1::NodeInfo n = JobManagerNode("n1");
   n.mutable_topology()->set_switches(2, 0x18);  // GPUs 3-4, where 4-5 was
   absl::Status st = Connect(n, &link);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
@@ -445,13 +445,13 @@ TEST_F(JobManagerTest, AnInvalidTopologyIsRefusedAtRegistration) {
 
 TEST_F(JobManagerTest, LostNodeMovesItsTaskToAnotherNodeWithTheSameWorkerId) {
   FakeLink link1, link2;
-  ASSERT_TRUE(Connect(Node("n1"), &link1).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link1).ok());
   std::string job = Submit("name: mv\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    resources: {gpus: 1}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link1.Launches().size(), 1u);
   auto first = link1.Launches()[0];
   Report("n1", first, v1::TASK_RUNNING);
-  ASSERT_TRUE(Connect(Node("n2"), &link2).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n2"), &link2).ok());
   clock_.Advance(absl::Seconds(3));
   manager_->OnHeartbeat("n2", v1::Heartbeat());
   clock_.Advance(absl::Seconds(3));  // n1 silent for 6 s > 5 s
@@ -521,7 +521,7 @@ v1::Heartbeat Beat(const std::vector<v1::TaskSpec>& running) {
 
 TEST_F(JobManagerTest, ATaskItsAgentNoLongerRunsIsStartedAgainOrFailsPerPolicy) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string again = Submit("name: again\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 2\n"
                              "    resources: {gpus: 1}\n    command: [x]\n");
   std::string never = Submit("name: never\nreplicas:\n  worker:\n    resources: {gpus: 1}\n    command: [x]\n");
@@ -550,7 +550,7 @@ TEST_F(JobManagerTest, ATaskItsAgentNoLongerRunsIsStartedAgainOrFailsPerPolicy) 
 
 TEST_F(JobManagerTest, AnEndRepeatedInAHeartbeatIsAppliedAndALaunchNeverShownIsSentAgain) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string done = Submit("name: done\nreplicas:\n  worker: {command: [x]}\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);
@@ -578,7 +578,7 @@ TEST_F(JobManagerTest, AnEndRepeatedInAHeartbeatIsAppliedAndALaunchNeverShownIsS
 
 TEST_F(JobManagerTest, AKilledJobWhoseLaunchNeverArrivedFreesItsGpus) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string lost = Submit("name: lost\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);  // ...which the agent never got
@@ -593,7 +593,7 @@ TEST_F(JobManagerTest, AKilledJobWhoseLaunchNeverArrivedFreesItsGpus) {
 
 TEST_F(JobManagerTest, StatusesOfAnOlderLaunchOnTheSameNodeDoNotEndTheNewOne) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string job = Submit("name: again\nreplicas:\n  worker:\n    restartPolicy: OnFailure\n    maxRestarts: 5\n"
                            "    resources: {gpus: 1}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
@@ -635,7 +635,7 @@ TEST_F(JobManagerTest, StatusesOfAnOlderLaunchOnTheSameNodeDoNotEndTheNewOne) {
 // longer fits, which the server ends as lost.
 TEST_F(JobManagerTest, ANodeBackWithFewerGpusHearsItsAnswerFirstThenTheKillOfTheTaskItCannotHold) {
   FakeLink first;
-  ASSERT_TRUE(Connect(Node("n1", 8), &first).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1", 8), &first).ok());
   std::string job = Submit("name: big\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(first.Launches().size(), 1u);
@@ -643,7 +643,7 @@ TEST_F(JobManagerTest, ANodeBackWithFewerGpusHearsItsAnswerFirstThenTheKillOfThe
   Disconnect("n1", &first);
 
   FakeLink second;
-  ASSERT_TRUE(Connect(Node("n1", 2), &second).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1", 2), &second).ok());
   ASSERT_FALSE(second.sent.empty());
   EXPECT_TRUE(second.sent[0].has_registered()) << "the answer comes first";
   ASSERT_EQ(second.Kills().size(), 1u) << "the task the node cannot hold is killed there";
@@ -654,7 +654,7 @@ TEST_F(JobManagerTest, ANodeBackWithFewerGpusHearsItsAnswerFirstThenTheKillOfThe
 
 TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntilItsTasksStop) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string old = Submit("name: old\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);
@@ -669,7 +669,7 @@ TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntil
   JobManager second(config_, &store_, std::move(*sched), &streams2, &clock_);
   ASSERT_TRUE(second.Recover().ok());
   FakeLink link2;
-  ASSERT_TRUE(second.RegisterAgent(Node("n1"), streams2.Open(&link2)).ok());
+  ASSERT_TRUE(second.RegisterAgent(JobManagerNode("n1"), streams2.Open(&link2)).ok());
   auto spec = api::LoadJobSpec("name: next\nreplicas:\n  worker:\n    resources: {gpus: 8}\n    command: [x]\n", config_.limits);
   ASSERT_TRUE(spec.ok());
   auto next = second.Submit(*spec);
@@ -692,7 +692,7 @@ TEST_F(JobManagerTest, AKilledJobStillStoppingWhenTheServerDiedHoldsItsGpusUntil
 
 TEST_F(JobManagerTest, KillAnswersOnceDurableAndARefusedWriteIsRetriedWhenTheStoreTakesWritesAgain) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string job = Submit("name: k\nreplicas:\n  worker: {command: [x]}\n");
   manager_->ScheduleNowForTest();
   ASSERT_EQ(link.Launches().size(), 1u);
@@ -712,7 +712,7 @@ TEST_F(JobManagerTest, KillAnswersOnceDurableAndARefusedWriteIsRetriedWhenTheSto
 
 TEST_F(JobManagerTest, TasksGetTheJobMastersAddressInTheirEnvironmentAndInAFile) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   auto spec = api::LoadJobSpec("name: jm\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
   ASSERT_TRUE(spec.ok());
   spec->set_job_master_address("10.0.0.9:4000");  // a master in the submitting client
@@ -728,7 +728,7 @@ TEST_F(JobManagerTest, TasksGetTheJobMastersAddressInTheirEnvironmentAndInAFile)
 
 TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
                               [](uint64_t id) { return absl::StrCat("secret-", id); });
   auto with = api::LoadJobSpec("name: with\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
@@ -753,7 +753,7 @@ TEST_F(JobManagerTest, OnlyTasksThatTalkToAJobMasterAreGivenTheJobsSecret) {
 // `trainyard rsh` presents it to the rank hosts of the job's workers.
 TEST_F(JobManagerTest, EveryTaskOfAnMpiJobGetsTheJobsSecretAndTrainyardRsh) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
                               [](uint64_t id) { return absl::StrCat("secret-", id); });
   auto spec = api::LoadJobSpec(
@@ -776,7 +776,7 @@ TEST_F(JobManagerTest, EveryTaskOfAnMpiJobGetsTheJobsSecretAndTrainyardRsh) {
 TEST_F(JobManagerTest, AServerStartedMasterGetsTheJobsCredentialAndSecretAndItsWorkersTheSecret) {
   ASSERT_NO_FATAL_FAILURE(WithJobMasters());
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   manager_->SetJobCredentials([](uint64_t id) { return absl::StrCat("token-", id); },
                               [](uint64_t id) { return absl::StrCat("secret-", id); });
   auto spec = api::LoadJobSpec("name: m\nreplicas:\n  worker: {count: 2, command: [x]}\n", config_.limits);
@@ -801,7 +801,7 @@ TEST_F(JobManagerTest, AServerStartedMasterGetsTheJobsCredentialAndSecretAndItsW
 
 TEST_F(JobManagerTest, WithTheLoopRunningEverySubmissionIsAnsweredOnceItsJobIsPlacedAndShown) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1", 16), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1", 16), &link).ok());
   manager_->Start();
   constexpr int kJobs = 12;
   absl::Mutex mu;
@@ -841,7 +841,7 @@ TEST_F(JobManagerTest, WithTheLoopRunningEverySubmissionIsAnsweredOnceItsJobIsPl
 
 TEST_F(JobManagerTest, WithTheLoopRunningAnArrayIsTakenInAsASubmissionIsAndAnsweredOnceWithEveryElementPlaced) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1", 16), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1", 16), &link).ok());
   manager_->Start();
   auto spec = api::LoadJobSpec("name: sweep\nreplicas:\n  worker: {command: [x], resources: {gpus: 1}}\n",
                                config_.limits);
@@ -893,7 +893,7 @@ namespace {
 
 TEST_F(JobManagerTest, ProductionJobPreemptsPtrJobWhichReturnsToTheQueue) {
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string low = Submit("name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4}\n    command: [x]\n");
   manager_->ScheduleNowForTest();
   for (const auto& t : link.Launches()) Report("n1", t, v1::TASK_RUNNING);
@@ -922,7 +922,7 @@ namespace {
 TEST_F(JobManagerTest, PreemptionWorksForJobsWithParameterServersPortsAndAMaster) {
   ASSERT_NO_FATAL_FAILURE(WithJobMasters());
   FakeLink link;
-  ASSERT_TRUE(Connect(Node("n1"), &link).ok());
+  ASSERT_TRUE(Connect(JobManagerNode("n1"), &link).ok());
   std::string low = Submit(R"(
 name: low
 framework: tensorflow
@@ -963,7 +963,7 @@ namespace {
 
 TEST_F(JobManagerTest, PortsThatNoNodeHasFreeLeaveTheJobPendingWithAReason) {
   FakeLink link;
-  v1::NodeInfo n = Node("n1");
+  v1::NodeInfo n = JobManagerNode("n1");
   n.mutable_capacity()->mutable_ports(0)->set_end(30009);  // 10 ports
   ASSERT_TRUE(Connect(n, &link).ok());
   std::string job = Submit("name: porty\nreplicas:\n  worker:\n    resources: {ports: 20}\n    command: [x]\n");

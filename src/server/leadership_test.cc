@@ -26,7 +26,7 @@ LeadershipOptions Options(const std::string& identity) {
   return o;
 }
 
-struct Seen {
+struct LeadershipSeen {
   absl::Mutex mu;
   std::string leader, url;
   bool Is(const std::string& l, const std::string& u) {
@@ -44,7 +44,7 @@ TEST(LeadershipTest, AStandbySeesTheLeaderAndTheHttpUrlItPublishesThenTakesOver)
   absl::StatusOr<std::unique_ptr<Leadership>> a = Leadership::Campaign(a_client->get(), Options("10.0.0.1:7450"));
   ASSERT_TRUE(a.ok()) << a.status();
 
-  Seen seen;
+  LeadershipSeen seen;
   LeadershipOptions b_options = Options("10.0.0.2:7450");
   b_options.on_standby = [&seen](const std::string& leader, const std::string& url) {
     absl::MutexLock lock(&seen.mu);

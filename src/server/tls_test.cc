@@ -27,7 +27,7 @@ struct Registration {
   grpc::Status status;
 };
 
-v1::NodeInfo Node(const std::string& name) {
+v1::NodeInfo TlsNode(const std::string& name) {
   v1::NodeInfo info;
   info.set_name(name);
   info.set_address("127.0.0.1");
@@ -80,7 +80,7 @@ class TlsTest : public ::testing::Test {
     ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     auto stream = stub->Connect(&ctx);
     v1::AgentMessage reg;
-    *reg.mutable_register_() = Node(name);
+    *reg.mutable_register_() = TlsNode(name);
     Registration out;
     v1::ServerMessage msg;
     if (stream->Write(reg) && stream->Read(&msg) && msg.has_registered()) {
@@ -208,10 +208,10 @@ TEST_F(TlsTest, AStreamThatRegisteredANodeCannotRegisterAnother) {
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   auto stream = stub->Connect(&ctx);
   v1::AgentMessage reg;
-  *reg.mutable_register_() = Node("node-1");
+  *reg.mutable_register_() = TlsNode("node-1");
   v1::ServerMessage answer;
   ASSERT_TRUE(stream->Write(reg) && stream->Read(&answer) && answer.has_registered());
-  *reg.mutable_register_() = Node("node-0");
+  *reg.mutable_register_() = TlsNode("node-0");
   stream->Write(reg);
   while (stream->Read(&answer)) {
   }

@@ -11,7 +11,7 @@
 namespace trainyard::server {
 namespace {
 
-ViewStore::JobEntry Job(const std::string& name) {
+ViewStore::JobEntry ViewStoreJob(const std::string& name) {
   auto v = std::make_shared<v1::JobView>();
   v->set_name(name);
   return ViewStore::JobEntry{.view = v};
@@ -20,8 +20,8 @@ ViewStore::JobEntry Job(const std::string& name) {
 TEST(ViewStoreTest, JobsMoveTheJobsVersionOnly) {
   ViewStore views;
   ViewStore::Versions before = views.CurrentVersions();
-  views.PutJob("a", Job("a"));
-  views.PutJob("a", Job("a"));
+  views.PutJob("a", ViewStoreJob("a"));
+  views.PutJob("a", ViewStoreJob("a"));
   ViewStore::Versions after = views.CurrentVersions();
   EXPECT_EQ(after.jobs, before.jobs + 2);
   EXPECT_EQ(after.nodes, before.nodes);
@@ -32,7 +32,7 @@ TEST(ViewStoreTest, JobsMoveTheJobsVersionOnly) {
   EXPECT_EQ(views.CurrentVersions().jobs, before.jobs + 3);
 }
 
-ViewStore::JobEntry Job(const std::string& name, uint64_t id, v1::JobState state) {
+ViewStore::JobEntry ViewStoreJob(const std::string& name, uint64_t id, v1::JobState state) {
   auto v = std::make_shared<v1::JobView>();
   v->set_name(name);
   v->set_id(id);
@@ -40,7 +40,7 @@ ViewStore::JobEntry Job(const std::string& name, uint64_t id, v1::JobState state
   return ViewStore::JobEntry{.view = v};
 }
 
-std::vector<std::string> Names(const std::vector<std::shared_ptr<const v1::JobView>>& jobs) {
+std::vector<std::string> ViewStoreNames(const std::vector<std::shared_ptr<const v1::JobView>>& jobs) {
   std::vector<std::string> out;
   for (const auto& j : jobs) out.push_back(j->name());
   return out;
@@ -49,23 +49,23 @@ std::vector<std::string> Names(const std::vector<std::shared_ptr<const v1::JobVi
 TEST(ViewStoreTest, LiveJobsAreThoseNotFinishedInIdOrderAsTheyChange) {
   using V = std::vector<std::string>;
   ViewStore views;
-  views.PutJob("c", Job("c", 3, v1::JOB_RUNNING));
-  views.PutJob("a", Job("a", 1, v1::JOB_QUEUED));
-  views.PutJob("b", Job("b", 2, v1::JOB_SUCCEEDED));
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"a", "c"}));
-  EXPECT_EQ(Names(views.Jobs(true)), (V{"a", "b", "c"}));
-  views.PutJob("a", Job("a", 1, v1::JOB_RUNNING));  // still live: once
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"a", "c"}));
+  views.PutJob("c", ViewStoreJob("c", 3, v1::JOB_RUNNING));
+  views.PutJob("a", ViewStoreJob("a", 1, v1::JOB_QUEUED));
+  views.PutJob("b", ViewStoreJob("b", 2, v1::JOB_SUCCEEDED));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"a", "c"}));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(true)), (V{"a", "b", "c"}));
+  views.PutJob("a", ViewStoreJob("a", 1, v1::JOB_RUNNING));  // still live: once
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"a", "c"}));
   EXPECT_EQ(views.Jobs(false)[0]->state(), v1::JOB_RUNNING);
-  views.PutJob("c", Job("c", 3, v1::JOB_KILLED));  // ended
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"a"}));
+  views.PutJob("c", ViewStoreJob("c", 3, v1::JOB_KILLED));  // ended
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"a"}));
   views.RemoveJob("a");
   EXPECT_TRUE(views.Jobs(false).empty());
   // A name given again to a new job (another id) after the old one ended.
-  views.PutJob("c", Job("c", 9, v1::JOB_QUEUED));
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"c"}));
+  views.PutJob("c", ViewStoreJob("c", 9, v1::JOB_QUEUED));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"c"}));
   EXPECT_EQ(views.Jobs(false)[0]->id(), 9u);
-  EXPECT_EQ(Names(views.Jobs(true)), (V{"b", "c"}));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(true)), (V{"b", "c"}));
 }
 
 // Two names whose views carry one id (a store that should not hold such):
@@ -74,22 +74,22 @@ TEST(ViewStoreTest, LiveJobsAreThoseNotFinishedInIdOrderAsTheyChange) {
 TEST(ViewStoreTest, TwoJobsOfOneIdTakeTheLiveListFromEachOther) {
   using V = std::vector<std::string>;
   ViewStore views;
-  views.PutJob("a", Job("a", 5, v1::JOB_RUNNING));
-  views.PutJob("b", Job("b", 5, v1::JOB_RUNNING));
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
-  views.PutJob("b", Job("b", 5, v1::JOB_SUCCEEDED));
+  views.PutJob("a", ViewStoreJob("a", 5, v1::JOB_RUNNING));
+  views.PutJob("b", ViewStoreJob("b", 5, v1::JOB_RUNNING));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"b"}));
+  views.PutJob("b", ViewStoreJob("b", 5, v1::JOB_SUCCEEDED));
   EXPECT_TRUE(views.Jobs(false).empty());
-  views.PutJob("a", Job("a", 5, v1::JOB_RUNNING));
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"a"}));
-  views.PutJob("b", Job("b", 5, v1::JOB_QUEUED));  // b again, live
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
+  views.PutJob("a", ViewStoreJob("a", 5, v1::JOB_RUNNING));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"a"}));
+  views.PutJob("b", ViewStoreJob("b", 5, v1::JOB_QUEUED));  // b again, live
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"b"}));
   views.RemoveJob("a");  // a's place was taken: b stays listed
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
-  views.PutJob("a", Job("a", 5, v1::JOB_KILLED));
-  EXPECT_EQ(Names(views.Jobs(false)), (V{"b"}));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"b"}));
+  views.PutJob("a", ViewStoreJob("a", 5, v1::JOB_KILLED));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(false)), (V{"b"}));
   views.RemoveJob("b");
   EXPECT_TRUE(views.Jobs(false).empty());
-  EXPECT_EQ(Names(views.Jobs(true)), (V{"a"}));
+  EXPECT_EQ(ViewStoreNames(views.Jobs(true)), (V{"a"}));
 }
 
 // What /metrics' trainyard_jobs and trainyard_tasks show: every job kept,
@@ -102,9 +102,9 @@ TEST(ViewStoreTest, CountsFollowPutsAndLeaveWithADeletedJob) {
     e.view = v;
     return e;
   };
-  views.PutJob("a", with_task(Job("a", 1, v1::JOB_RUNNING), v1::TASK_RUNNING));
-  views.PutJob("b", with_task(Job("b", 2, v1::JOB_RUNNING), v1::TASK_RUNNING));
-  views.PutJob("a", with_task(Job("a", 1, v1::JOB_SUCCEEDED), v1::TASK_SUCCEEDED));
+  views.PutJob("a", with_task(ViewStoreJob("a", 1, v1::JOB_RUNNING), v1::TASK_RUNNING));
+  views.PutJob("b", with_task(ViewStoreJob("b", 2, v1::JOB_RUNNING), v1::TASK_RUNNING));
+  views.PutJob("a", with_task(ViewStoreJob("a", 1, v1::JOB_SUCCEEDED), v1::TASK_SUCCEEDED));
   ViewStore::Counts c = views.StateCounts();
   EXPECT_EQ((c.jobs[{"", v1::JOB_RUNNING}]), 1);
   EXPECT_EQ((c.jobs[{"", v1::JOB_SUCCEEDED}]), 1);
@@ -127,9 +127,9 @@ TEST(ViewStoreTest, AJobThatChangesQueueIsCountedInItsNewQueueAndStatesSeenStayL
     e.view = v;
     return e;
   };
-  views.PutJob("a", in_queue(Job("a", 1, v1::JOB_QUEUED), "research"));
-  views.PutJob("a", in_queue(Job("a", 1, v1::JOB_RUNNING), "research"));
-  views.PutJob("a", in_queue(Job("a", 1, v1::JOB_RUNNING), "prod"));
+  views.PutJob("a", in_queue(ViewStoreJob("a", 1, v1::JOB_QUEUED), "research"));
+  views.PutJob("a", in_queue(ViewStoreJob("a", 1, v1::JOB_RUNNING), "research"));
+  views.PutJob("a", in_queue(ViewStoreJob("a", 1, v1::JOB_RUNNING), "prod"));
   ViewStore::Counts c = views.StateCounts();
   // What /metrics lists: every (queue, state) counted once, at 0 when none is left.
   std::map<Key, int64_t> want = {{{"prod", v1::JOB_RUNNING}, 1},
@@ -163,7 +163,7 @@ TEST(ViewStoreTest, AwaitChangeReturnsOnAChangeOrAtItsDeadline) {
   ViewStore views;
   ViewStore::Versions seen = views.CurrentVersions();
   EXPECT_EQ(views.AwaitChange(seen, absl::Now() + absl::Milliseconds(20)), seen);  // nothing moved
-  std::thread put([&] { views.PutJob("a", Job("a")); });
+  std::thread put([&] { views.PutJob("a", ViewStoreJob("a")); });
   ViewStore::Versions now = views.AwaitChange(seen, absl::Now() + absl::Seconds(30));
   put.join();
   EXPECT_EQ(now.jobs, seen.jobs + 1);

@@ -10,7 +10,6 @@
 namespace trainyard::sim {
 namespace {
 
-constexpr int64_t kMaxGpusPerTask = 64;
 constexpr int64_t kWholeGpuMilli = 1000;
 
 // Fills the role's sizes from num_gpu / gpu_milli, rounding shares up.

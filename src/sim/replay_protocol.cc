@@ -204,7 +204,7 @@ void Replay(const std::vector<Pod>& pods, const std::vector<ProtoTask>& tasks, c
   for (; sample < sample_at.size(); ++sample) tally->samples.push_back(tally->allocated);
 }
 
-ReplayPolicyResult Summarize(const std::string& name, const Tally& tally, int64_t pods, int64_t capacity,
+ReplayPolicyResult SummarizePolicy(const std::string& name, const Tally& tally, int64_t pods, int64_t capacity,
                              int64_t span_s) {
   ReplayPolicyResult r{.name = name};
   r.placed = static_cast<int64_t>(tally.delays.size());
@@ -281,7 +281,7 @@ absl::StatusOr<ReplayReport> RunReplayProtocol(const NodeList& nodes, const Trac
     auto start = std::chrono::steady_clock::now();
     Tally tally;
     Replay(pods, tasks, report.sample_times_s, **placer, &tally);
-    ReplayPolicyResult r = Summarize(name, tally, report.pods, cluster->gpu_capacity, span);
+    ReplayPolicyResult r = SummarizePolicy(name, tally, report.pods, cluster->gpu_capacity, span);
     r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     report.policies.push_back(std::move(r));
   }

@@ -21,7 +21,7 @@ NodeList OneGpu() {
 
 // A pod of `milli` thousandths of one GPU (1000: the whole GPU) arriving at
 // `at` and running `runs` seconds once placed.
-JobSpec Pod(const std::string& name, int milli, int64_t at, int64_t runs, std::vector<std::string> models = {}) {
+JobSpec ReplayProtocolPod(const std::string& name, int milli, int64_t at, int64_t runs, std::vector<std::string> models = {}) {
   JobSpec job;
   job.name = name;
   job.submit_s = at;
@@ -41,7 +41,7 @@ JobSpec Pod(const std::string& name, int milli, int64_t at, int64_t runs, std::v
 Trace FourPods() {
   Trace t;
   t.source = "pods.csv";
-  t.jobs = {Pod("a", 1000, 0, 100), Pod("b", 500, 10, 50), Pod("c", 500, 20, 30), Pod("d", 1000, 30, 10)};
+  t.jobs = {ReplayProtocolPod("a", 1000, 0, 100), ReplayProtocolPod("b", 500, 10, 50), ReplayProtocolPod("c", 500, 20, 30), ReplayProtocolPod("d", 1000, 30, 10)};
   return t;
 }
 
@@ -70,7 +70,7 @@ TEST(ReplayProtocolTest, EveryPolicyReportsTheWaitsWorkedOutByHand) {
 // d (wait 90), and d still starts at 150 (wait 120) as e left at 140.
 TEST(ReplayProtocolTest, AShareThatFitsPassesAWholeGpuThatWaits) {
   Trace t = FourPods();
-  t.jobs.push_back(Pod("e", 500, 40, 10));
+  t.jobs.push_back(ReplayProtocolPod("e", 500, 40, 10));
   auto report = RunReplayProtocol(OneGpu(), t, {.policies = kPolicies, .samples = 2});
   ASSERT_TRUE(report.ok()) << report.status();
   for (const ReplayPolicyResult& r : report->policies) {
@@ -92,7 +92,7 @@ TEST(ReplayProtocolTest, AFasterArrivalRateWaitsLonger) {
 
 TEST(ReplayProtocolTest, APodNoNodeCanHoldIsNeverPlacedAndOthersPassIt) {
   Trace t = FourPods();
-  t.jobs.insert(t.jobs.begin() + 1, Pod("v100", 500, 5, 10, {"V100"}));
+  t.jobs.insert(t.jobs.begin() + 1, ReplayProtocolPod("v100", 500, 5, 10, {"V100"}));
   auto report = RunReplayProtocol(OneGpu(), t, {.policies = {"best-fit", "core:fragmentation"}});
   ASSERT_TRUE(report.ok()) << report.status();
   for (const ReplayPolicyResult& r : report->policies) {

@@ -14,6 +14,9 @@
 
 namespace trainyard::sim {
 
+// The most GPUs one task of a trace may ask for.
+constexpr int64_t kMaxGpusPerTask = 64;
+
 // Node list columns: `sn` or `name`; `cpu_milli`; `memory_mib`; `gpu` or
 // `gpus`; optional `model` or `gpu_model`, `rack`, `topology`. Errors: a
 // missing column, a negative size, more than 64 GPUs, a duplicate name, an

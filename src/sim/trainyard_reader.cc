@@ -11,7 +11,6 @@ namespace trainyard::sim {
 namespace {
 
 constexpr int64_t kMaxTasksPerRole = 100000;
-constexpr int64_t kMaxGpusPerTask = 64;
 
 absl::StatusOr<RoleSpec> ParseRole(const CsvRow& row) {
   RoleSpec role;

@@ -44,13 +44,6 @@ replicas:
 )");
 }
 
-bool HasEvent(const nlohmann::json& d, const std::string& kind, const std::string& text) {
-  for (const auto& e : d["events"]) {
-    if (e["kind"] == kind && e["text"].get<std::string>().find(text) != std::string::npos) return true;
-  }
-  return false;
-}
-
 TEST(CheckpointTest, APreemptedJobSavesWhenOrderedIsStoppedAtOnceAndResumesAtTheSavedStep) {
   // A grace far longer than the test waits: the victim must be stopped
   // because its workers saved, not because the grace ran out.

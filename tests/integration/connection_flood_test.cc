@@ -38,8 +38,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kNobody = 65534;
-
 // One byte with room for one descriptor: what SendFd and ReceiveFd pass
 // (SCM_RIGHTS). Not copied (it points into itself); no allocation, as
 // SendFd runs in a forked child.

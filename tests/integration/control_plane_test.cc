@@ -23,14 +23,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The task of `role` / `index` in a describe JSON (the job master comes first).
-nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index = 0) {
-  for (const auto& t : d["tasks"]) {
-    if (t["role"] == role && t["index"] == index) return t;
-  }
-  return nlohmann::json::object();
-}
-
 std::map<std::string, std::string> ParseEnv(const std::string& text) {
   std::map<std::string, std::string> env;
   for (absl::string_view line : absl::StrSplit(text, '\n')) {

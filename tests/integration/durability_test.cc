@@ -29,14 +29,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The task of `role` / `index` in a describe JSON.
-nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index = 0) {
-  for (const auto& t : d.value("tasks", nlohmann::json::array())) {
-    if (t["role"] == role && t["index"] == index) return t;
-  }
-  return nlohmann::json::object();
-}
-
 // The pids a task appended to `path`, one a line.
 std::vector<pid_t> Pids(const std::string& path) {
   std::vector<pid_t> out;
@@ -47,14 +39,6 @@ std::vector<pid_t> Pids(const std::string& path) {
   return out;
 }
 
-// True while `pid` exists and is not a zombie.
-bool Alive(pid_t pid) {
-  if (kill(pid, 0) != 0) return false;
-  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
 // A worker that records its pid, runs until `OUT/NAME.stop` exists, then
 // exits with `code`.
 std::string LoopingJob(const std::string& name, const std::string& out, int count, int code,
@@ -63,12 +47,6 @@ std::string LoopingJob(const std::string& name, const std::string& out, int coun
                       "    resources: {gpus: 1, ports: 1, cpu: 0.5, memory: 64Mi}\n"
                       "    command: [sh, -c, 'echo $$ >> ", out, "/$TRAINYARD_TASK_NAME.pid; while [ ! -f ", out, "/",
                       name, ".stop ]; do sleep 0.05; done; exit ", code, "']\n");
-}
-
-std::string MakeOut(const Cluster& c) {
-  std::string out = c.dir() + "/out";
-  mkdir(out.c_str(), 0755);
-  return out;
 }
 
 std::string TaskPidFile(const std::string& out, const nlohmann::json& task) {

@@ -16,24 +16,11 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index = 0) {
-  for (const auto& t : d["tasks"]) {
-    if (t["role"] == role && t.value("index", 0) == index) return t;
-  }
-  return nlohmann::json::object();
-}
-
 // A task's state as `-o json` prints it ("KILLED").
 std::string StateOf(const nlohmann::json& task) { return task.value("state", ""); }
 
 // An integer field (`-o json` prints 64-bit ones as JSON numbers too).
 int64_t IntOf(const nlohmann::json& j, const std::string& key) { return j.value(key, int64_t{0}); }
-
-std::string MakeOut(const Cluster& c) {
-  std::string out = c.dir() + "/out";
-  mkdir(out.c_str(), 0755);
-  return out;
-}
 
 // Sum of the "slots=N" of a hostfile.
 int Slots(const std::string& hostfile) {

@@ -423,7 +423,7 @@ bool IsEnded(const std::string& state) {
 
 // The checks after a round, with the client held. `before`: the running
 // tasks at the round's start; returns the running tasks now.
-std::map<std::string, RunningTask> CheckInvariants(ChaosCluster& c, const Client& client,
+std::map<std::string, RunningTask> HaChaosCheckInvariants(ChaosCluster& c, const Client& client,
                                                    const std::map<std::string, RunningTask>& before,
                                                    const std::string& round) {
   SCOPED_TRACE(round);
@@ -586,7 +586,7 @@ TEST(HaChaosTest, SeededFaultsLoseNoAcknowledgedWorkAndStartNoTaskTwice) {
           << round << ": the old leader is not back\n" << c.LogSince(leader);
     }
     client.Hold();
-    running = CheckInvariants(c, client, running, round);
+    running = HaChaosCheckInvariants(c, client, running, round);
     if (::testing::Test::HasFailure()) break;
   }
   client.Hold();

@@ -547,4 +547,43 @@ nlohmann::json Cluster::Nodes() {
   return j.is_discarded() ? nlohmann::json::object() : j;
 }
 
+nlohmann::json Task(const nlohmann::json& describe, const std::string& role, int index) {
+  for (const auto& t : describe.value("tasks", nlohmann::json::array())) {
+    if (t.value("role", "") == role && t.value("index", 0) == index) return t;
+  }
+  return nlohmann::json::object();
+}
+
+bool HasEvent(const nlohmann::json& describe, const std::string& kind, const std::string& text) {
+  for (const auto& e : describe.value("events", nlohmann::json::array())) {
+    if (e.value("kind", "") == kind && e.value("text", "").find(text) != std::string::npos) return true;
+  }
+  return false;
+}
+
+nlohmann::json NodeNamed(Cluster& cluster, const std::string& name) {
+  for (const auto& n : cluster.Nodes().value("nodes", nlohmann::json::array())) {
+    if (n.contains("info") && n["info"].value("name", "") == name) return n;
+  }
+  return nlohmann::json::object();
+}
+
+int ReadPid(const std::string& path) {
+  int pid = 0;
+  return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &pid) ? pid : 0;
+}
+
+bool Alive(int pid) {
+  if (kill(pid, 0) != 0) return false;
+  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
+  size_t paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
+std::string MakeOut(const Cluster& cluster) {
+  std::string out = cluster.dir() + "/out";
+  mkdir(out.c_str(), 0755);
+  return out;
+}
+
 }  // namespace trainyard::testing

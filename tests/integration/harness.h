@@ -111,6 +111,9 @@ std::vector<int64_t> NumberLines(const std::string& text);
 // the test writes the file (the task's own business; no timer).
 std::string WaitForFile(const std::string& path);
 
+// The unprivileged uid tests run a second user as (`nobody`, with setpriv).
+constexpr int kNobody = 65534;
+
 // A port that was free a moment ago.
 int FreePort();
 // A port P such that P and P + 1 were both free a moment ago: for `up` and
@@ -210,5 +213,20 @@ class Cluster {
   std::unique_ptr<Process> server_;
   std::vector<std::unique_ptr<Process>> agents_;
 };
+
+// What several test files read from the CLI's JSON and the processes'
+// files, named once.
+// The task ROLE-INDEX of a `describe -o json` answer ({} when absent).
+nlohmann::json Task(const nlohmann::json& describe, const std::string& role, int index = 0);
+// Whether the job's events hold one of `kind` whose text contains `text`.
+bool HasEvent(const nlohmann::json& describe, const std::string& kind, const std::string& text);
+// The node `name` of `nodes -o json` ({} when absent).
+nlohmann::json NodeNamed(Cluster& cluster, const std::string& name);
+// The process ID a task wrote to `path` (0 when none yet).
+int ReadPid(const std::string& path);
+// Whether process `pid` exists and is not a zombie.
+bool Alive(int pid);
+// CLUSTER-DIR/out, made: where the tasks of a test write.
+std::string MakeOut(const Cluster& cluster);
 
 }  // namespace trainyard::testing

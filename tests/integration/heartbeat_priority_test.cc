@@ -45,8 +45,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr uid_t kNobody = 65534;
-
 // Clients that keep `calls_per_channel` unary calls in flight on each of
 // `channels` connections (TLS, verified with the cluster CA) until Stop:
 // ListJobs, DescribeJob of `job` and ListNodes in turn, each sent with
@@ -222,7 +220,7 @@ double CpuSeconds(pid_t pid) {
   return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
-constexpr char kSteadyJob[] = R"(
+constexpr char kHeartbeatPrioritySteadyJob[] = R"(
 name: steady
 replicas:
   worker:
@@ -235,7 +233,7 @@ TEST(HeartbeatPriorityTest, NodesStayReadyAndTheJobRunsUnderAClientFlood) {
   constexpr int kNodeTimeoutMs = 2000;
   Cluster c({.nodes = 2, .node_timeout_ms = kNodeTimeoutMs, .heartbeat_interval_ms = 200});
   ASSERT_TRUE(c.WaitNodesReady(2));
-  std::string job = c.Submit(kSteadyJob);
+  std::string job = c.Submit(kHeartbeatPrioritySteadyJob);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   int port = 0;
   ASSERT_TRUE(absl::SimpleAtoi(c.address().substr(c.address().rfind(':') + 1), &port)) << c.address();

@@ -24,7 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::SizeIs;
 
-constexpr char kTwoGpus[] = R"(name: pair
+constexpr char kHttpApiTwoGpus[] = R"(name: pair
 user: ana
 replicas:
   worker:
@@ -74,15 +74,15 @@ TEST(HttpApiTest, SubmitThroughRestAndGrpcGivesTheSameJob) {
   Cluster c({.nodes = 2});
   ASSERT_TRUE(c.WaitNodesReady(2));
   v1::SubmitResponse by_grpc;
-  grpc::Status st = GrpcSubmit(c, kTwoGpus, &by_grpc);
+  grpc::Status st = GrpcSubmit(c, kHttpApiTwoGpus, &by_grpc);
   ASSERT_TRUE(st.ok()) << st.error_message();
-  HttpResult by_rest = HttpPost(c.http_address(), "/api/v1/jobs", kTwoGpus, "application/yaml");
+  HttpResult by_rest = HttpPost(c.http_address(), "/api/v1/jobs", kHttpApiTwoGpus, "application/yaml");
   ASSERT_EQ(by_rest.status, 201) << by_rest.body;
   EXPECT_EQ(by_grpc.job(), "pair");
   EXPECT_EQ(by_rest.json["job"], "pair-2");  // the same naming: a free name after the first
   EXPECT_EQ(by_rest.json["id"].get<uint64_t>(), by_grpc.job_id() + 1);
   // JSON {"yaml": ...} is the same request as the YAML body.
-  HttpResult as_json = HttpPost(c.http_address(), "/api/v1/jobs", nlohmann::json({{"yaml", kTwoGpus}}).dump(),
+  HttpResult as_json = HttpPost(c.http_address(), "/api/v1/jobs", nlohmann::json({{"yaml", kHttpApiTwoGpus}}).dump(),
                                 "application/json");
   ASSERT_EQ(as_json.status, 201) << as_json.body;
   EXPECT_EQ(as_json.json["job"], "pair-3");
@@ -168,7 +168,7 @@ TEST(HttpApiTest, BadRequestsAreAnsweredWithJsonNamingTheProblem) {
 TEST(HttpApiTest, APlacedJobShowsItsTasksNodesGpusAndQueueUse) {
   Cluster c({.nodes = 2});
   ASSERT_TRUE(c.WaitNodesReady(2));
-  std::string job = c.Submit(kTwoGpus);
+  std::string job = c.Submit(kHttpApiTwoGpus);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   HttpResult j = HttpGet(c.http_address(), "/api/v1/jobs/" + job);
   ASSERT_EQ(j.status, 200) << j.body;
@@ -325,7 +325,7 @@ TEST(HttpApiTest, APostWithoutABodyGetsItsRoutesOwnAnswer) {
   // Long enough that waiting for a body could not end before the test does.
   WriteFile(dir.path() + "/server.yaml", "httpRequestTimeoutMs: 300000\nhttpBodyTimeoutMs: 300000\n");
   Cluster c({.nodes = 1, .server_flags = {"--config", dir.path() + "/server.yaml"}});
-  std::string job = c.Submit(kTwoGpus);
+  std::string job = c.Submit(kHttpApiTwoGpus);
   ASSERT_FALSE(job.empty());
   // The raw request, as curl -X POST sends it (no Content-Length).
   auto post = [&](const std::string& path) {

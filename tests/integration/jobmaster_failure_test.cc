@@ -32,13 +32,6 @@ constexpr int kBarriers = 6;
 // are in it when the master is killed.
 constexpr int kKillAt = 3;
 
-nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index = 0) {
-  for (const auto& t : d["tasks"]) {
-    if (t["role"] == role && t["index"] == index) return t;
-  }
-  return nlohmann::json::object();
-}
-
 // The parent pid in /proc/PID/stat (the field after the state, which follows
 // the command name in parentheses), or 0.
 int ParentPid(int pid) {

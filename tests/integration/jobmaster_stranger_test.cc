@@ -32,19 +32,19 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kWorkers = 2;
-constexpr int kBarriers = 3;
+constexpr int kJobmasterStrangerWorkers = 2;
+constexpr int kJobmasterStrangerBarriers = 3;
 
-// Workers that wait for `out`/go, pass kBarriers barriers by generation,
+// Workers that wait for `out`/go, pass kJobmasterStrangerBarriers barriers by generation,
 // noting each in their progress file, and report COMPLETED.
-std::string Spec(const std::string& out) {
+std::string JobmasterStrangerSpec(const std::string& out) {
   std::string bin = TrainyardBin();
   // Worker 1 first asks for a barrier far ahead (with the job's secret) and
   // keeps what it was told.
   std::string script = absl::StrCat(
       "if [ $TRAINYARD_INDEX = 1 ]; then ", bin, " worker barrier --generation 4611686018427387904 --timeout 10 2> ",
       out, "/ahead.err; echo $? > ", out, "/ahead.code; fi; ",
-      "while [ ! -e ", out, "/go ]; do sleep 0.02; done; i=0; while [ $i -lt ", kBarriers,
+      "while [ ! -e ", out, "/go ]; do sleep 0.02; done; i=0; while [ $i -lt ", kJobmasterStrangerBarriers,
       " ]; do ", bin, " worker barrier --generation $i --timeout 40 || exit 1; ",
       "echo passed $i >> ", out, "/progress-$TRAINYARD_INDEX; i=$((i+1)); done; ", bin,
       " worker state COMPLETED");
@@ -52,12 +52,10 @@ std::string Spec(const std::string& out) {
 name: jmstranger
 replicas:
   worker:
-    count: )", kWorkers, R"(
+    count: )", kJobmasterStrangerWorkers, R"(
     command: [sh, -c, ')", script, R"(']
 )");
 }
-
-constexpr int kNobody = 65534;
 
 // The trainyard binary where uid 65534 can run it: a copy in a directory
 // others may enter (the build tree may sit in a private one, as a fresh
@@ -161,7 +159,7 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
   Cluster c({.nodes = 1});  // the node's address is 127.0.0.1
   std::string out = c.dir() + "/out";
   ASSERT_EQ(mkdir(out.c_str(), 0755), 0);
-  std::string job = c.Submit(Spec(out));
+  std::string job = c.Submit(JobmasterStrangerSpec(out));
   ASSERT_FALSE(job.empty());
   std::string master;
   ASSERT_TRUE(WaitUntil(
@@ -209,7 +207,7 @@ TEST(JobMasterStrangerTest, AStrangerWithoutTheSecretAndAFarAheadBarrierAreRefus
   for (const auto& t : c.Describe(job)["tasks"]) {
     EXPECT_EQ(t.value("restarts", 0), 0) << t.dump();  // the master was never killed nor restarted
   }
-  for (int i = 0; i < kWorkers; ++i) {
+  for (int i = 0; i < kJobmasterStrangerWorkers; ++i) {
     EXPECT_EQ(ReadFile(absl::StrCat(out, "/progress-", i)), "passed 0\npassed 1\npassed 2\n")
         << "worker " << i;
   }

@@ -33,7 +33,7 @@ replicas:
     command: [sleep, "600"]
 )";
 
-std::string Spec(const std::string& name) {
+std::string LeaderFailoverSpec(const std::string& name) {
   std::string spec = kSleeper;
   spec.replace(spec.find("NAME"), 4, name);
   return spec;
@@ -118,7 +118,7 @@ class Servers {
 
   std::string Submit(const std::string& name) {
     std::string path = absl::StrCat(dir_.path(), "/", name, ".yaml");
-    WriteFile(path, Spec(name));
+    WriteFile(path, LeaderFailoverSpec(name));
     CommandResult r = Cli({"submit", path});
     EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
     return name;
@@ -675,7 +675,7 @@ TEST(LeaderFailoverTest, AWriteTheFenceRefusesDeposesTheLeaderAndIsCounted) {
   ASSERT_TRUE((*etcd_client)->Txn(remove).ok());
 
   std::string spec = servers.dir() + "/refused.yaml";
-  WriteFile(spec, Spec("refused"));
+  WriteFile(spec, LeaderFailoverSpec("refused"));
   CommandResult submit = servers.Cli({"submit", spec});
   EXPECT_NE(submit.exit_code, 0) << "a write etcd refused was acknowledged: " << submit.out;
   ASSERT_TRUE(WaitUntil([&] { return !servers.server(0).Running(); }, absl::Seconds(30))) << ReadFile(servers.log(0));

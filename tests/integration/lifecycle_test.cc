@@ -22,29 +22,10 @@ namespace {
 
 using ::testing::HasSubstr;
 
-nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index = 0) {
-  for (const auto& t : d["tasks"]) {
-    if (t["role"] == role && t["index"] == index) return t;
-  }
-  return nlohmann::json::object();
-}
-
-int ReadPid(const std::string& path) {
-  int pid = 0;
-  return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &pid) ? pid : 0;
-}
-
 std::string MakeOut(const std::string& dir) {
   std::string out = dir + "/out";
   mkdir(out.c_str(), 0755);
   return out;
-}
-
-bool HasEvent(const nlohmann::json& d, const std::string& kind, const std::string& text) {
-  for (const auto& e : d["events"]) {
-    if (e["kind"] == kind && e["text"].get<std::string>().find(text) != std::string::npos) return true;
-  }
-  return false;
 }
 
 TEST(LifecycleTest, AWorkerThatStopsPingingIsRestartedByItsPolicyAndTheJobSucceeds) {
@@ -86,7 +67,7 @@ replicas:
   EXPECT_TRUE(std::regex_search(log, std::regex("resumed from epoch [1-9]"))) << log;
 }
 
-constexpr char kSleeper[] = R"(
+constexpr char kLifecycleSleeper[] = R"(
 name: sleeper
 replicas:
   worker:
@@ -98,7 +79,7 @@ replicas:
 )";
 
 std::string SleeperSpec(const std::string& out) {
-  std::string s = kSleeper;
+  std::string s = kLifecycleSleeper;
   return s.replace(s.find("OUT"), 3, out);
 }
 

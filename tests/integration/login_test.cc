@@ -17,8 +17,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr int kNobody = 65534;
-
 class LoginTest : public ::testing::Test {
  protected:
   void SetUp() override {

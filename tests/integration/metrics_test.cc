@@ -26,7 +26,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kTwoGpus[] = R"(name: pair
+constexpr char kMetricsTwoGpus[] = R"(name: pair
 replicas:
   worker:
     count: 1
@@ -64,7 +64,7 @@ TEST(MetricsTest, PromtoolAcceptsTheMetricsOfARunningCluster) {
   ASSERT_FALSE(promtool.empty()) << "promtool is not installed (Debian's prometheus package; run scripts/setup)";
   Cluster c({.nodes = 2});
   ASSERT_TRUE(c.WaitNodesReady(2));
-  std::string job = c.Submit(kTwoGpus);
+  std::string job = c.Submit(kMetricsTwoGpus);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING"));
   std::string node;
   nlohmann::json described = c.Describe(job);
@@ -160,7 +160,7 @@ TEST(MetricsTest, PrometheusScrapesTheClusterAndFindsTheGpusItShows) {
   ASSERT_EQ(endpoints.size(), 3u) << targets.dump(2);
   EXPECT_EQ(targets[0]["labels"]["component"], "server");
   EXPECT_EQ(targets[1]["labels"]["component"], "agent");
-  WriteFile(dir.path() + "/pair.yaml", kTwoGpus);
+  WriteFile(dir.path() + "/pair.yaml", kMetricsTwoGpus);
   CommandResult submitted = RunCli({"submit", dir.path() + "/pair.yaml", "--server", address}, absl::Seconds(30),
                                    UpClientEnv(data));
   ASSERT_EQ(submitted.exit_code, 0) << submitted.err;

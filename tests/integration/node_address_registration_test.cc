@@ -26,15 +26,6 @@ std::unique_ptr<Process> StartAgent(Cluster& cluster, const std::string& name, c
   return std::make_unique<Process>(argv, absl::StrCat(cluster.dir(), "/", name, ".log"));
 }
 
-// The node `name` of `nodes -o json`, or null.
-nlohmann::json NodeNamed(Cluster& cluster, const std::string& name) {
-  nlohmann::json nodes = cluster.Nodes();
-  for (const auto& n : nodes.value("nodes", nlohmann::json::array())) {
-    if (n["info"].value("name", "") == name) return n;
-  }
-  return nullptr;
-}
-
 TEST(NodeAddressRegistrationTest, AnAgentWithoutAddressIsReachedOnItsAddressTowardTheServer) {
   Cluster cluster({.nodes = 1});
   std::unique_ptr<Process> agent = StartAgent(cluster, "hostb", {});
@@ -42,7 +33,7 @@ TEST(NodeAddressRegistrationTest, AnAgentWithoutAddressIsReachedOnItsAddressTowa
   ASSERT_TRUE(WaitUntil(
       [&] {
         node = NodeNamed(cluster, "hostb");
-        return !node.is_null() && node["info"].value("state", "").find("READY") != std::string::npos;
+        return !node.empty() && node["info"].value("state", "").find("READY") != std::string::npos;
       },
       absl::Seconds(30), absl::Milliseconds(50)))
       << ReadFile(agent->log());
@@ -62,7 +53,7 @@ TEST(NodeAddressRegistrationTest, AnAddressTheServerCannotResolveIsRefusedWithTh
   EXPECT_THAT(log, HasSubstr("node hostc: address 'hostc.invalid' does not resolve"));
   EXPECT_THAT(log, HasSubstr("--address"));
   nlohmann::json node = NodeNamed(cluster, "hostc");
-  EXPECT_TRUE(node.is_null() || node["info"].value("state", "").find("READY") == std::string::npos) << node.dump();
+  EXPECT_TRUE(node.empty() || node["info"].value("state", "").find("READY") == std::string::npos) << node.dump();
   agent->Stop();
 }
 

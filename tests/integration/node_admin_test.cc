@@ -16,13 +16,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-nlohmann::json NodeNamed(Cluster& c, const std::string& name) {
-  for (const auto& n : c.Nodes().value("nodes", nlohmann::json::array())) {
-    if (n["info"].value("name", "") == name) return n;
-  }
-  return nlohmann::json::object();
-}
-
 std::string NodeState(Cluster& c, const std::string& name) {
   nlohmann::json n = NodeNamed(c, name);
   return n.contains("info") ? n["info"].value("state", "") : "";
@@ -40,7 +33,7 @@ bool AllRunningOnUncharged(Cluster& c, const std::string& job, const std::string
   return true;
 }
 
-constexpr char kSleeper[] = R"(
+constexpr char kNodeAdminSleeper[] = R"(
 name: mover
 replicas:
   worker:
@@ -58,7 +51,7 @@ TEST(NodeAdminTest, CordonSurvivesARestartDrainMovesTasksUnchargedAndALostNodeIs
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("node node-1: CORDONED"));
   EXPECT_EQ(NodeNamed(c, "node-1").value("reason", ""), "cordoned: fan replaced");
-  std::string job = c.Submit(kSleeper);
+  std::string job = c.Submit(kNodeAdminSleeper);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(1);
   std::string why;
   EXPECT_TRUE(AllRunningOnUncharged(c, job, "node-0", &why)) << "a cordoned node takes no task: " << why;
@@ -112,7 +105,7 @@ TEST(NodeAdminTest, ANodeWhoseLaunchesFailIsTakenOutAndItsTasksRunElsewhereUncha
   std::string work = c.dir() + "/node-0/work";
   std::filesystem::remove_all(work);
   WriteFile(work, "not a directory");
-  std::string job = c.Submit(kSleeper);
+  std::string job = c.Submit(kNodeAdminSleeper);
   ASSERT_FALSE(job.empty());
   EXPECT_TRUE(WaitUntil([&] { return NodeState(c, "node-0") == "DEGRADED"; }, absl::Seconds(20))) << c.Nodes().dump(1);
   EXPECT_THAT(NodeNamed(c, "node-0").value("reason", ""), HasSubstr("launches in a row failed on it"));

@@ -20,7 +20,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-bool Ended(const std::string& state) { return state == "SUCCEEDED" || state == "FAILED" || state == "KILLED"; }
+bool NodeDataEnded(const std::string& state) { return state == "SUCCEEDED" || state == "FAILED" || state == "KILLED"; }
 
 TEST(NodeDataTest, ANewJobOfADeletedJobsNameShowsOnlyItsOwnLogsAndIsFollowedToItsEnd) {
   Cluster c({.nodes = 1});
@@ -99,7 +99,7 @@ replicas:
     command: [sh, -c, 'if [ $TRAINYARD_INDEX -eq 0 ]; then id -u; exit 3; fi; sleep 600']
 )");
   ASSERT_EQ(c.CliAs(alice, {"submit", c.dir() + "/fail.yaml"}).exit_code, 0);
-  EXPECT_TRUE(WaitUntil([&] { return Ended(c.JobState("broken")); }, absl::Seconds(90), absl::Milliseconds(200)))
+  EXPECT_TRUE(WaitUntil([&] { return NodeDataEnded(c.JobState("broken")); }, absl::Seconds(90), absl::Milliseconds(200)))
       << c.Describe("broken").dump(2);
   EXPECT_EQ(c.JobState("broken"), "FAILED") << c.Describe("broken").dump(2);
   EXPECT_EQ(c.CliAs(alice, {"logs", "broken", "worker/0"}).out, "65534\n");

@@ -20,7 +20,7 @@ namespace {
 using ::testing::ContainsRegex;
 using ::testing::HasSubstr;
 
-constexpr char kSpec[] = R"(name: limited
+constexpr char kTaskLimitsSpec[] = R"(name: limited
 replicas:
   worker:
     resources: {cpu: 500m, memory: 64Mi}
@@ -30,7 +30,7 @@ replicas:
 TEST(TaskLimitsTest, WithoutWritableCgroupsDescribeSaysTheLimitsAreNotEnforced) {
   TempDir empty;  // no cgroup hierarchy here
   Cluster c({.nodes = 1, .agent_flags = {"--cgroup-root", empty.path()}});
-  std::string job = c.Submit(kSpec);
+  std::string job = c.Submit(kTaskLimitsSpec);
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   CommandResult d = c.Cli({"describe", job});
   ASSERT_EQ(d.exit_code, 0) << d.err;
@@ -60,7 +60,7 @@ TEST(TaskLimitsTest, WithoutWritableCgroupsDescribeSaysTheLimitsAreNotEnforced) 
 TEST(TaskLimitsTest, WithCgroupsDescribeNamesWhatEnforcesEachLimit) {
   if (geteuid() != 0) GTEST_SKIP() << "the agent can write cgroups only as root here";
   Cluster c({.nodes = 1});
-  std::string job = c.Submit(kSpec);
+  std::string job = c.Submit(kTaskLimitsSpec);
   ASSERT_TRUE(c.WaitForState(job, "SUCCEEDED")) << c.Describe(job).dump(2);
   CommandResult d = c.Cli({"describe", job});
   ASSERT_EQ(d.exit_code, 0) << d.err;

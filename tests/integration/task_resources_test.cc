@@ -22,7 +22,7 @@ using nlohmann::json;
 
 // One task holds 180 MiB of its 200 MiB and keeps a core busy; the other
 // sleeps.
-constexpr char kSpec[] = R"(name: busy
+constexpr char kTaskResourcesSpec[] = R"(name: busy
 replicas:
   hog:
     resources: {cpu: "1", memory: 200Mi, gpus: 1}
@@ -70,7 +70,7 @@ double FamilySum(const std::string& metrics, const std::string& family) {
 TEST(TaskResourcesTest, TopShowsWhatEachTaskUsesAndFlagsTheOneNearItsMemoryLimit) {
   Cluster c({.nodes = 1, .server_flags = {"--task-sample-interval-ms", "300"}});
   ASSERT_TRUE(c.WaitNodesReady(1));
-  std::string job = c.Submit(kSpec);
+  std::string job = c.Submit(kTaskResourcesSpec);
   ASSERT_TRUE(c.WaitForState(job, "RUNNING")) << c.Describe(job).dump(2);
 
   // The hog, once it holds its memory and has run a while.

@@ -19,20 +19,6 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// The PID the task wrote to `path`, 0 until it did.
-int ReadPid(const std::string& path) {
-  int pid = 0;
-  return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &pid) ? pid : 0;
-}
-
-// True while `pid` is a process that has not exited (a zombie has).
-bool Alive(int pid) {
-  if (kill(pid, 0) != 0) return false;
-  std::string stat = ReadFile(absl::StrCat("/proc/", pid, "/stat"));
-  size_t paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
 // A task that writes its PID to `pid_file`, then sleeps (as the sleep: exec).
 std::string SleepSpec(const std::string& name, const std::string& limit, const std::string& pid_file) {
   return absl::StrCat("name: ", name, "\nqueue: timed\n", limit.empty() ? "" : "activeDeadline: " + limit + "\n",

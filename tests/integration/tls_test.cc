@@ -25,8 +25,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kNobody = 65534;
-
 // The node names the server lists, with their states.
 std::map<std::string, std::string> NodeStates(Cluster& c) {
   std::map<std::string, std::string> out;

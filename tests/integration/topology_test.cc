@@ -19,7 +19,7 @@ namespace {
 
 constexpr char kInterleaved[] = "switches=0+2,1+3,4+6,5+7;sockets=0-3,4-7";
 
-std::string EnvValue(const std::string& env_text, const std::string& key) {
+std::string EnvLine(const std::string& env_text, const std::string& key) {
   for (absl::string_view line : absl::StrSplit(env_text, '\n')) {
     if (absl::ConsumePrefix(&line, key + "=")) return std::string(line);
   }
@@ -53,7 +53,7 @@ replicas:
   for (const auto& t : d["tasks"]) {
     if (t["role"] != "worker") continue;
     std::string devices =
-        EnvValue(ReadFile(out + "/" + t["name"].get<std::string>() + ".env"), "CUDA_VISIBLE_DEVICES");
+        EnvLine(ReadFile(out + "/" + t["name"].get<std::string>() + ".env"), "CUDA_VISIBLE_DEVICES");
     EXPECT_TRUE(switches.count(devices)) << t["name"] << " got CUDA_VISIBLE_DEVICES=" << devices
                                          << ", not one switch of " << kInterleaved;
     seen.insert(devices);

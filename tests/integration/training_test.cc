@@ -26,18 +26,6 @@ std::string ExamplesBin() {
   return std::filesystem::path(TrainyardBin()).parent_path().string() + "/examples/trainyard-ps-sgd";
 }
 
-nlohmann::json Task(const nlohmann::json& d, const std::string& role, int index = 0) {
-  for (const auto& t : d["tasks"]) {
-    if (t["role"] == role && t["index"] == index) return t;
-  }
-  return nlohmann::json::object();
-}
-
-int ReadPid(const std::string& path) {
-  int pid = 0;
-  return absl::SimpleAtoi(absl::StripAsciiWhitespace(ReadFile(path)), &pid) ? pid : 0;
-}
-
 bool Alive(int pid) { return pid > 0 && kill(pid, 0) == 0; }
 
 // The last "epoch N loss X" of a log, or -1.
@@ -70,12 +58,6 @@ replicas:
     maxRestarts: 5
     command: [sh, -c, ')", run, R"(']
 )");
-}
-
-std::string MakeOut(const Cluster& c) {
-  std::string out = c.dir() + "/out";
-  mkdir(out.c_str(), 0755);
-  return out;
 }
 
 bool AllGpusFree(Cluster& c) {

@@ -17,13 +17,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Spec(const std::string& name) { return absl::StrCat(TRAINYARD_SOURCE_DIR, "/examples/", name); }
+std::string UpExamplesSpec(const std::string& name) { return absl::StrCat(TRAINYARD_SOURCE_DIR, "/examples/", name); }
 
 bool TorchImports() {
   return RunCommandLine({"/usr/bin/python3", "-c", "import torch"}, absl::Seconds(60)).exit_code == 0;
 }
 
-int Count(const std::string& text, const std::string& what) {
+int UpExamplesCount(const std::string& text, const std::string& what) {
   int n = 0;
   for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
@@ -46,7 +46,7 @@ TEST(UpExamplesTest, EveryExampleRunsOnUpAsTheReadmeSubmitsIt) {
   const std::vector<std::string> as_up = UpClientEnv(dir.path() + "/cluster");
   auto run = [&](const std::string& spec, const std::string& job) {
     SCOPED_TRACE(spec);
-    CommandResult submitted = RunCli({"submit", Spec(spec), "--wait", "--server", address}, absl::Seconds(240), as_up);
+    CommandResult submitted = RunCli({"submit", UpExamplesSpec(spec), "--wait", "--server", address}, absl::Seconds(240), as_up);
     CommandResult logs = RunCli({"logs", job, "--server", address}, absl::Seconds(60), as_up);
     EXPECT_EQ(submitted.exit_code, 0) << submitted.out << submitted.err << logs.out << logs.err;
     EXPECT_THAT(submitted.out, HasSubstr("SUCCEEDED"));
@@ -60,7 +60,7 @@ TEST(UpExamplesTest, EveryExampleRunsOnUpAsTheReadmeSubmitsIt) {
   // One launcher task; mpirun's daemon comes through `trainyard rsh`.
   if (std::filesystem::exists(std::filesystem::path(TrainyardBin()).parent_path() / "examples/trainyard-mpi-allreduce")) {
     std::string mpi = run("mpi.yaml", "mpi-allreduce");
-    EXPECT_EQ(Count(mpi, "allreduce sum 10 (expected 10)"), 4) << mpi;
+    EXPECT_EQ(UpExamplesCount(mpi, "allreduce sum 10 (expected 10)"), 4) << mpi;
   } else {
     ADD_FAILURE() << "trainyard-mpi-allreduce is not built (Open MPI missing: scripts/setup installs it)";
   }
@@ -71,7 +71,7 @@ TEST(UpExamplesTest, EveryExampleRunsOnUpAsTheReadmeSubmitsIt) {
 
   if (TorchImports()) {
     std::string ddp = run("pytorch_ddp.yaml", "pytorch-ddp");
-    EXPECT_EQ(Count(ddp, "epoch 8 loss"), 4) << ddp;
+    EXPECT_EQ(UpExamplesCount(ddp, "epoch 8 loss"), 4) << ddp;
   } else {
     std::cerr << "pytorch_ddp.yaml not run: /usr/bin/python3 cannot import torch\n";
   }

@@ -20,8 +20,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kNobody = 65534;
-
 // The environment of each process whose command line holds `needle`, as
 // "NAME=VALUE" lines.
 std::vector<std::string> EnvironmentsOf(const std::string& needle) {

@@ -37,8 +37,6 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr int kNobody = 65534;
-
 const char kVictimSpec[] = R"(
 name: victim
 replicas:
@@ -76,7 +74,7 @@ class Stranger {
   bool other_uid_ = false;
 };
 
-std::unique_ptr<v1::Trainyard::Stub> Stub(const Cluster& c) {
+std::unique_ptr<v1::Trainyard::Stub> UsersSecurityStub(const Cluster& c) {
   return v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
 }
 
@@ -91,7 +89,7 @@ grpc::Status ReportFailed(const Cluster& c, const std::string& job,
   req.set_state(v1::JOB_FAILED);
   req.set_reason("made up by a stranger");
   v1::JobOutcomeResponse resp;
-  return Stub(c)->ReportJobOutcome(&ctx, req, &resp);
+  return UsersSecurityStub(c)->ReportJobOutcome(&ctx, req, &resp);
 }
 
 TEST(UsersSecurityTest, AStrangerIsRefusedEverythingOfAnotherUsersJob) {

@@ -19,13 +19,13 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Watch {
+struct WatchJobWatch {
   grpc::ClientContext ctx;
   std::unique_ptr<grpc::ClientReader<v1::JobView>> reader;
 };
 
-std::unique_ptr<Watch> OpenWatch(v1::Trainyard::Stub& stub, const std::string& token, const std::string& job) {
-  auto w = std::make_unique<Watch>();
+std::unique_ptr<WatchJobWatch> OpenWatch(v1::Trainyard::Stub& stub, const std::string& token, const std::string& job) {
+  auto w = std::make_unique<WatchJobWatch>();
   w->ctx.AddMetadata("authorization", "Bearer " + token);
   v1::WatchJobRequest req;
   req.set_job(job);
@@ -39,7 +39,7 @@ TEST(WatchJobTest, StatesComeAsTheyChangeAndTheStreamEndsWithTheJob) {
   std::string job = c.Submit(absl::StrCat("name: watched\nreplicas:\n  worker:\n    command: [sh, -c, '",
                                           WaitForFile(go), "']\n"));
   auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
-  std::unique_ptr<Watch> w = OpenWatch(*stub, AdminToken(), job);
+  std::unique_ptr<WatchJobWatch> w = OpenWatch(*stub, AdminToken(), job);
   std::vector<v1::JobState> states;
   std::vector<std::string> sent;  // state and reason
   v1::JobView v;
@@ -56,10 +56,10 @@ TEST(WatchJobTest, StatesComeAsTheyChangeAndTheStreamEndsWithTheJob) {
   for (size_t i = 1; i < sent.size(); ++i) EXPECT_NE(sent[i], sent[i - 1]) << "a view is sent once it changed";
 
   // A job that does not exist is NOT_FOUND at once; a stranger is refused.
-  std::unique_ptr<Watch> none = OpenWatch(*stub, AdminToken(), "no-such-job");
+  std::unique_ptr<WatchJobWatch> none = OpenWatch(*stub, AdminToken(), "no-such-job");
   EXPECT_FALSE(none->reader->Read(&v));
   EXPECT_EQ(none->reader->Finish().error_code(), grpc::StatusCode::NOT_FOUND);
-  std::unique_ptr<Watch> stranger = OpenWatch(*stub, "ty_forged", job);
+  std::unique_ptr<WatchJobWatch> stranger = OpenWatch(*stub, "ty_forged", job);
   EXPECT_FALSE(stranger->reader->Read(&v));
   EXPECT_EQ(stranger->reader->Finish().error_code(), grpc::StatusCode::UNAUTHENTICATED);
 
@@ -81,18 +81,18 @@ TEST(WatchJobTest, OneUsersWatchesStopAtTheirCapAndAnotherUsersAreServed) {
   ASSERT_EQ(c.CliAs(alice, {"submit", c.dir() + "/long.yaml"}).exit_code, 0);
   auto stub = v1::Trainyard::NewStub(grpc::CreateChannel(c.address(), ClientCredentials()));
   constexpr int kPerUser = 32;  // ClientService's bound
-  std::vector<std::unique_ptr<Watch>> watches;
+  std::vector<std::unique_ptr<WatchJobWatch>> watches;
   v1::JobView v;
   for (int i = 0; i < kPerUser; ++i) {
     watches.push_back(OpenWatch(*stub, alice, "long"));
     ASSERT_TRUE(watches.back()->reader->Read(&v)) << i;  // the first view: the watch is open
   }
-  std::unique_ptr<Watch> over = OpenWatch(*stub, alice, "long");
+  std::unique_ptr<WatchJobWatch> over = OpenWatch(*stub, alice, "long");
   EXPECT_FALSE(over->reader->Read(&v));
   grpc::Status refused = over->reader->Finish();
   EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
   EXPECT_THAT(refused.error_message(), HasSubstr("per user"));
-  std::unique_ptr<Watch> bobs = OpenWatch(*stub, bob, "long");
+  std::unique_ptr<WatchJobWatch> bobs = OpenWatch(*stub, bob, "long");
   EXPECT_TRUE(bobs->reader->Read(&v)) << "another user's watch is served";
   // Alice's watches all end with the job.
   WriteFile(go, "");

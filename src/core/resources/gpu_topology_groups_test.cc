@@ -18,14 +18,14 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-GpuSet S(uint64_t bits) { return GpuSet(bits); }
+GpuSet Bits(uint64_t bits) { return GpuSet(bits); }
 
 // Switches {0,2} {1,3} {4,6} {5,7}; sockets 0-3, 4-7: each switch pairs GPUs
 // that a range could not name.
 GpuGroups Interleaved() {
   return {.gpu_count = 8,
-          .switches = {S(0x05), S(0x0a), S(0x50), S(0xa0)},
-          .sockets = {S(0x0f), S(0xf0)}};
+          .switches = {Bits(0x05), Bits(0x0a), Bits(0x50), Bits(0xa0)},
+          .sockets = {Bits(0x0f), Bits(0xf0)}};
 }
 
 std::string ErrorOf(GpuGroups g) {
@@ -33,7 +33,7 @@ std::string ErrorOf(GpuGroups g) {
   return t.ok() ? "OK: " + t->ToSpec() : std::string(t.status().message());
 }
 
-std::string Choose(const GpuTopology& topo, uint64_t free, int count) {
+std::string GpuTopologyGroupsChoose(const GpuTopology& topo, uint64_t free, int count) {
   absl::StatusOr<GpuChoice> c = ChooseGpus(topo, GpuSet(free), count, 0);
   if (!c.ok()) return std::string(c.status().message());
   return c->gpus.ToString() + " " + TightnessName(c->tightness);
@@ -52,8 +52,8 @@ TEST(GpuTopologyGroupsTest, NonContiguousGroupsAreKept) {
 
 TEST(GpuTopologyGroupsTest, GroupsAreSortedByLowestGpu) {
   GpuGroups g = Interleaved();
-  g.switches = {S(0xa0), S(0x50), S(0x0a), S(0x05)};
-  g.sockets = {S(0xf0), S(0x0f)};
+  g.switches = {Bits(0xa0), Bits(0x50), Bits(0x0a), Bits(0x05)};
+  g.sockets = {Bits(0xf0), Bits(0x0f)};
   absl::StatusOr<GpuTopology> t = GpuTopology::FromGroups(g);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(*t, *GpuTopology::FromGroups(Interleaved()));
@@ -68,33 +68,33 @@ TEST(GpuTopologyGroupsTest, InvalidGroupsNameTheLevelAndTheGroupAsGiven) {
   EXPECT_EQ(ErrorOf({.gpu_count = 65}), "gpu_count: 65 is outside 0..64");
   EXPECT_EQ(ErrorOf({.gpu_count = -1}), "gpu_count: -1 is outside 0..64");
   GpuGroups g = Interleaved();
-  g.switches = {S(0x50), S(0x05), S(0x0a), S(0xa0), S(0x04)};
+  g.switches = {Bits(0x50), Bits(0x05), Bits(0x0a), Bits(0xa0), Bits(0x04)};
   EXPECT_EQ(ErrorOf(g), "switches[4] '2': GPU 2 is also in switches[1] '0+2'");
   g = Interleaved();
-  g.switches[2] = S(0);
+  g.switches[2] = Bits(0);
   EXPECT_EQ(ErrorOf(g), "switches[2]: empty group");
   g = Interleaved();
-  g.switches[3] = S(0x1a0);
+  g.switches[3] = Bits(0x1a0);
   EXPECT_EQ(ErrorOf(g), "switches[3] '5+7-8': has GPUs outside the node's 8 GPUs (8)");
   g = Interleaved();
   g.switches.pop_back();
   EXPECT_EQ(ErrorOf(g), "switches: GPUs 5,7 are in no group");
   g = Interleaved();
-  g.sockets = {S(0x0f), S(0x70)};
+  g.sockets = {Bits(0x0f), Bits(0x70)};
   EXPECT_EQ(ErrorOf(g), "sockets: GPUs 7 are in no group");
   g = Interleaved();
-  g.switches = {S(0x11), S(0x22), S(0x44), S(0x88)};
+  g.switches = {Bits(0x11), Bits(0x22), Bits(0x44), Bits(0x88)};
   EXPECT_EQ(ErrorOf(g),
             "switches[0] '0+4': spans sockets[0] '0-3' and sockets[1] '4-7'; a switch must sit "
             "inside one socket");
   g = Interleaved();
-  g.nvlink_islands = {S(0x33), S(0xcc), S(0x10)};
+  g.nvlink_islands = {Bits(0x33), Bits(0xcc), Bits(0x10)};
   EXPECT_EQ(ErrorOf(g), "nvlink_islands[2] '4': GPU 4 is also in nvlink_islands[0] '0-1+4-5'");
 }
 
 TEST(GpuTopologyGroupsTest, IslandsMaySpanSocketsAndLeaveGpusOut) {
   GpuGroups g = Interleaved();
-  g.nvlink_islands = {S(0x33), S(0x0c)};
+  g.nvlink_islands = {Bits(0x33), Bits(0x0c)};
   EXPECT_EQ(ErrorOf(g), "OK: gpus=8;switches=0+2,1+3,4+6,5+7;sockets=0-3,4-7;nvlink=0-1+4-5,2-3");
 }
 
@@ -119,14 +119,14 @@ TEST(GpuTopologyGroupsTest, RandomGroupingsAreKeptExactly) {
 
 TEST(GpuTopologyGroupsTest, TwoGpusGoToOneInterleavedSwitch) {
   GpuTopology t = *GpuTopology::FromGroups(Interleaved());
-  EXPECT_EQ(Choose(t, 0xff, 2), "0,2 switch");
-  EXPECT_EQ(Choose(t, 0xfa, 2), "1,3 switch");       // 0 and 2 taken
-  EXPECT_EQ(Choose(t, 0xf1, 2), "4,6 switch");  // 1-3 taken: GPU 0 is alone on its switch
-  EXPECT_EQ(Choose(t, 0xff, 4), "0-3 socket");
+  EXPECT_EQ(GpuTopologyGroupsChoose(t, 0xff, 2), "0,2 switch");
+  EXPECT_EQ(GpuTopologyGroupsChoose(t, 0xfa, 2), "1,3 switch");       // 0 and 2 taken
+  EXPECT_EQ(GpuTopologyGroupsChoose(t, 0xf1, 2), "4,6 switch");  // 1-3 taken: GPU 0 is alone on its switch
+  EXPECT_EQ(GpuTopologyGroupsChoose(t, 0xff, 4), "0-3 socket");
   // The same node described by ranges only (what the old wire kept) puts a
   // pair on two switches.
   GpuTopology flat = GpuTopology::Flat(8);
-  EXPECT_EQ(Choose(flat, 0xff, 2), "0-1 switch");
+  EXPECT_EQ(GpuTopologyGroupsChoose(flat, 0xff, 2), "0-1 switch");
   EXPECT_NE(t.switch_of(0), t.switch_of(1));
 }
 
@@ -135,12 +135,12 @@ TEST(GpuTopologyGroupsTest, FourGpusTakeOneInterleavedIsland) {
   // odd GPUs. Four GPUs: one whole island, not two PCIe pairs.
   GpuTopology t = *GpuTopology::FromGroups(
       {.gpu_count = 8,
-       .switches = {S(0x03), S(0x0c), S(0x30), S(0xc0)},
-       .sockets = {S(0xff)},
-       .nvlink_islands = {S(0x55), S(0xaa)}});
-  EXPECT_EQ(Choose(t, 0xff, 4), "0,2,4,6 socket");
-  EXPECT_EQ(Choose(t, 0xfe, 4), "1,3,5,7 socket");
-  EXPECT_EQ(Choose(t, 0xff, 2), "0-1 switch");
+       .switches = {Bits(0x03), Bits(0x0c), Bits(0x30), Bits(0xc0)},
+       .sockets = {Bits(0xff)},
+       .nvlink_islands = {Bits(0x55), Bits(0xaa)}});
+  EXPECT_EQ(GpuTopologyGroupsChoose(t, 0xff, 4), "0,2,4,6 socket");
+  EXPECT_EQ(GpuTopologyGroupsChoose(t, 0xfe, 4), "1,3,5,7 socket");
+  EXPECT_EQ(GpuTopologyGroupsChoose(t, 0xff, 2), "0-1 switch");
 }
 
 // The links of a node whose groups are `t`'s: PIX inside a switch, NODE
@@ -183,7 +183,7 @@ TEST(GpuTopologyGroupsTest, LinkMatrixWithInterleavedSwitchPairs) {
 
 TEST(GpuTopologyGroupsTest, LinkMatrixOfEightGpusAcrossTwoSockets) {
   GpuGroups g = Interleaved();
-  g.nvlink_islands = {S(0x33), S(0xcc)};
+  g.nvlink_islands = {Bits(0x33), Bits(0xcc)};
   GpuTopology want = *GpuTopology::FromGroups(g);
   absl::StatusOr<GpuTopology> t = GpuTopology::FromLinkMatrix(LinksOf(want));
   ASSERT_TRUE(t.ok()) << t.status();

@@ -12,7 +12,7 @@
 namespace trainyard::core {
 namespace {
 
-constexpr char kWhat[] = "link matrix: ";
+constexpr char kLinksWhat[] = "link matrix: ";
 using Adjacency = std::array<uint64_t, kMaxGpus>;
 
 // Connected components of a symmetric relation, in order of lowest GPU.
@@ -60,33 +60,33 @@ absl::Status CheckMatrix(const GpuLinkMatrix& m) {
   const size_t n = m.pcie.size();
   if (n > static_cast<size_t>(kMaxGpus)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kWhat, n, " GPUs; a node has at most ", kMaxGpus));
+        absl::StrCat(kLinksWhat, n, " GPUs; a node has at most ", kMaxGpus));
   }
   for (size_t a = 0; a < n; ++a) {
     if (m.pcie[a].size() != n) {
       return absl::InvalidArgumentError(
-          absl::StrCat(kWhat, "row GPU", a, " has ", m.pcie[a].size(), " entries, not ", n));
+          absl::StrCat(kLinksWhat, "row GPU", a, " has ", m.pcie[a].size(), " entries, not ", n));
     }
   }
   if (!m.nvlink.empty() && m.nvlink.size() != n) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kWhat, "nvlink has ", m.nvlink.size(), " rows, not ", n));
+        absl::StrCat(kLinksWhat, "nvlink has ", m.nvlink.size(), " rows, not ", n));
   }
   for (size_t a = 0; a < n; ++a) {
     for (size_t b = a + 1; b < n; ++b) {
       if (m.pcie[a][b] != m.pcie[b][a]) {
         return absl::InvalidArgumentError(absl::StrCat(
-            kWhat, "GPU", a, "-GPU", b, " is ", PcieLinkName(m.pcie[a][b]), " but GPU", b, "-GPU",
+            kLinksWhat, "GPU", a, "-GPU", b, " is ", PcieLinkName(m.pcie[a][b]), " but GPU", b, "-GPU",
             a, " is ", PcieLinkName(m.pcie[b][a])));
       }
       if (!m.nvlink.empty() && (m.nvlink[a] >> b & 1) != (m.nvlink[b] >> a & 1)) {
         return absl::InvalidArgumentError(
-            absl::StrCat(kWhat, "NVLink between GPU", a, " and GPU", b, " is given one way only"));
+            absl::StrCat(kLinksWhat, "NVLink between GPU", a, " and GPU", b, " is given one way only"));
       }
     }
     if (!m.nvlink.empty() && (m.nvlink[a] & ~GpuSet::FirstN(static_cast<int>(n)).bits()) != 0) {
       return absl::InvalidArgumentError(
-          absl::StrCat(kWhat, "NVLink of GPU", a, " names GPUs outside the node's ", n));
+          absl::StrCat(kLinksWhat, "NVLink of GPU", a, " names GPUs outside the node's ", n));
     }
   }
   return absl::OkStatus();
@@ -124,7 +124,7 @@ absl::StatusOr<GpuTopology> GpuTopology::FromLinkMatrix(const GpuLinkMatrix& lin
                                               .sockets = Components(socket_adj, n),
                                               .nvlink_islands = Cliques(nvlink_adj, n)});
   // Components of nested relations always nest; an error here is a bug.
-  if (!t.ok()) return absl::InternalError(absl::StrCat(kWhat, t.status().message()));
+  if (!t.ok()) return absl::InternalError(absl::StrCat(kLinksWhat, t.status().message()));
   return t;
 }
 

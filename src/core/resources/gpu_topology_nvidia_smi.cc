@@ -16,7 +16,7 @@
 namespace trainyard::core {
 namespace {
 
-constexpr char kWhat[] = "nvidia-smi topo: ";
+constexpr char kSmiWhat[] = "nvidia-smi topo: ";
 
 // The parsed table: one row of cells per GPU, one column per device.
 struct TopoTable {
@@ -73,12 +73,12 @@ absl::Status ParseHeader(const std::vector<std::string>& tokens, TopoTable* t) {
   }
   for (size_t c = t->gpu_count; c < t->columns.size(); ++c) {
     if (absl::StartsWith(t->columns[c], "GPU")) {
-      return absl::InvalidArgumentError(absl::StrCat(kWhat, "header column ", c + 1, " is '",
+      return absl::InvalidArgumentError(absl::StrCat(kSmiWhat, "header column ", c + 1, " is '",
                                                      t->columns[c], "', expected 'GPU", c, "'"));
     }
   }
   if (t->gpu_count > kMaxGpus) {
-    return absl::InvalidArgumentError(absl::StrCat(kWhat, "the header names ", t->gpu_count,
+    return absl::InvalidArgumentError(absl::StrCat(kSmiWhat, "the header names ", t->gpu_count,
                                                    " GPUs; a node has at most ", kMaxGpus));
   }
   t->cells.resize(t->gpu_count);
@@ -91,7 +91,7 @@ absl::Status ParseGpuRow(int line_no, int gpu, const std::vector<std::string>& t
                          TopoTable* t) {
   const size_t devices = t->columns.size();
   auto error = [&](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat(kWhat, "line ", line_no, " (GPU", gpu,
+    return absl::InvalidArgumentError(absl::StrCat(kSmiWhat, "line ", line_no, " (GPU", gpu,
                                                    "): ", why));
   };
   if (!t->cells[gpu].empty()) return error("a second row for this GPU");
@@ -143,11 +143,11 @@ absl::StatusOr<TopoTable> ParseTable(absl::string_view text) {
   }
   if (!header_seen) {
     return absl::InvalidArgumentError(absl::StrCat(
-        kWhat, "no header line starting with GPU0; is this the output of `nvidia-smi topo -m`?"));
+        kSmiWhat, "no header line starting with GPU0; is this the output of `nvidia-smi topo -m`?"));
   }
   for (int g = 0; g < t.gpu_count; ++g) {
     if (t.cells[g].empty()) {
-      return absl::InvalidArgumentError(absl::StrCat(kWhat, "no row for GPU", g));
+      return absl::InvalidArgumentError(absl::StrCat(kSmiWhat, "no row for GPU", g));
     }
   }
   return t;
@@ -211,7 +211,7 @@ absl::StatusOr<GpuTopology> GpuTopology::FromNvidiaSmiTopo(std::string_view text
   absl::StatusOr<TopoTable> table = ParseTable(absl::string_view(text_in.data(), text_in.size()));
   if (!table.ok()) return table.status();
   absl::StatusOr<GpuTopology> t = FromLinkMatrix(LinksOf(*table));
-  if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(kWhat, t.status().message()));
+  if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(kSmiWhat, t.status().message()));
   return t;
 }
 

@@ -17,7 +17,7 @@
 namespace trainyard::core {
 namespace {
 
-constexpr char kWhat[] = "topology spec: ";
+constexpr char kSpecWhat[] = "topology spec: ";
 constexpr char kKeys[] = "gpus, switches, sockets, nvlink";
 
 // Parses "0-1,2-3" (ranges joined by "+" inside a group) into groups.
@@ -27,13 +27,13 @@ absl::StatusOr<std::vector<GpuSet>> ParseGroups(absl::string_view key, absl::str
     part = absl::StripAsciiWhitespace(part);
     if (part.empty()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(kWhat, key, ": empty group in '", value, "'"));
+          absl::StrCat(kSpecWhat, key, ": empty group in '", value, "'"));
     }
     std::string joined = absl::StrReplaceAll(part, {{"+", ","}});
     absl::StatusOr<GpuSet> group = GpuSet::Parse(joined);
     if (!group.ok()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(kWhat, key, ": group '", part, "': ", group.status().message()));
+          absl::StrCat(kSpecWhat, key, ": group '", part, "': ", group.status().message()));
     }
     out.push_back(*group);
   }
@@ -49,11 +49,11 @@ absl::Status ParseGpuCount(absl::string_view value, SpecParts* parts) {
   int n = 0;
   if (!absl::SimpleAtoi(value, &n) || n < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kWhat, "gpus: '", value, "' is not a GPU count"));
+        absl::StrCat(kSpecWhat, "gpus: '", value, "' is not a GPU count"));
   }
   if (n > kMaxGpus) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kWhat, "gpus: ", n, " is above the maximum ", kMaxGpus));
+        absl::StrCat(kSpecWhat, "gpus: ", n, " is above the maximum ", kMaxGpus));
   }
   parts->gpus = n;
   return absl::OkStatus();
@@ -63,12 +63,12 @@ absl::Status ParseSpecEntry(absl::string_view entry, SpecParts* parts) {
   std::vector<absl::string_view> kv = absl::StrSplit(entry, absl::MaxSplits('=', 1));
   if (kv.size() != 2) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kWhat, "'", entry, "' is not key=value (keys: ", kKeys, ")"));
+        absl::StrCat(kSpecWhat, "'", entry, "' is not key=value (keys: ", kKeys, ")"));
   }
   std::string key(absl::StripAsciiWhitespace(kv[0]));
   absl::string_view value = absl::StripAsciiWhitespace(kv[1]);
   auto duplicate = [&] {
-    return absl::InvalidArgumentError(absl::StrCat(kWhat, "'", key, "' given twice"));
+    return absl::InvalidArgumentError(absl::StrCat(kSpecWhat, "'", key, "' given twice"));
   };
   if (key == "gpus") return parts->gpus ? duplicate() : ParseGpuCount(value, parts);
   std::optional<std::vector<GpuSet>>* slot = key == "switches"  ? &parts->switches
@@ -77,7 +77,7 @@ absl::Status ParseSpecEntry(absl::string_view entry, SpecParts* parts) {
                                                                 : nullptr;
   if (slot == nullptr) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kWhat, "unknown key '", key, "' (keys: ", kKeys, ")"));
+        absl::StrCat(kSpecWhat, "unknown key '", key, "' (keys: ", kKeys, ")"));
   }
   if (slot->has_value()) return duplicate();
   absl::StatusOr<std::vector<GpuSet>> groups = ParseGroups(key, value);
@@ -112,14 +112,14 @@ absl::StatusOr<GpuTopology> GpuTopology::FromSpec(std::string_view spec_in) {
   }
   if (!parts.gpus && !parts.switches && !parts.sockets) {
     return absl::InvalidArgumentError(
-        absl::StrCat(kWhat, "give gpus=N or switches= / sockets= groups"));
+        absl::StrCat(kSpecWhat, "give gpus=N or switches= / sockets= groups"));
   }
   GpuGroups groups{.gpu_count = parts.gpus ? *parts.gpus : ImpliedGpuCount(parts)};
   if (parts.switches) groups.switches = *std::move(parts.switches);
   if (parts.sockets) groups.sockets = *std::move(parts.sockets);
   if (parts.nvlink) groups.nvlink_islands = *std::move(parts.nvlink);
   absl::StatusOr<GpuTopology> t = FromGroups(std::move(groups));
-  if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(kWhat, t.status().message()));
+  if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(kSpecWhat, t.status().message()));
   return t;
 }
 

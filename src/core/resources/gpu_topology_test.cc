@@ -55,7 +55,7 @@ std::string SpecOf(absl::string_view spec) {
   return t->ToSpec();
 }
 
-std::string ErrorOf(absl::string_view spec) {
+std::string GpuTopologyErrorOf(absl::string_view spec) {
   absl::StatusOr<GpuTopology> t = GpuTopology::FromSpec(std::string(spec));
   return t.ok() ? "OK: " + t->ToSpec() : std::string(t.status().message());
 }
@@ -103,27 +103,27 @@ TEST(GpuTopologyTest, FlatIsOneSwitch) {
 }
 
 TEST(GpuTopologyTest, MalformedSpecsNameWhatIsWrong) {
-  EXPECT_THAT(ErrorOf(""), HasSubstr("topology spec is empty"));
-  EXPECT_THAT(ErrorOf("switches"), HasSubstr("'switches' is not key=value"));
-  EXPECT_THAT(ErrorOf("racks=0-7"), HasSubstr("unknown key 'racks'"));
-  EXPECT_THAT(ErrorOf("gpus=8;gpus=4"), HasSubstr("'gpus' given twice"));
-  EXPECT_THAT(ErrorOf("gpus=65"), HasSubstr("gpus: 65 is above the maximum 64"));
-  EXPECT_THAT(ErrorOf("gpus=eight"), HasSubstr("gpus: 'eight' is not a GPU count"));
-  EXPECT_THAT(ErrorOf("switches=0-64"),
+  EXPECT_THAT(GpuTopologyErrorOf(""), HasSubstr("topology spec is empty"));
+  EXPECT_THAT(GpuTopologyErrorOf("switches"), HasSubstr("'switches' is not key=value"));
+  EXPECT_THAT(GpuTopologyErrorOf("racks=0-7"), HasSubstr("unknown key 'racks'"));
+  EXPECT_THAT(GpuTopologyErrorOf("gpus=8;gpus=4"), HasSubstr("'gpus' given twice"));
+  EXPECT_THAT(GpuTopologyErrorOf("gpus=65"), HasSubstr("gpus: 65 is above the maximum 64"));
+  EXPECT_THAT(GpuTopologyErrorOf("gpus=eight"), HasSubstr("gpus: 'eight' is not a GPU count"));
+  EXPECT_THAT(GpuTopologyErrorOf("switches=0-64"),
               HasSubstr("switches: group '0-64': GPU set: GPU index 64 in '0-64' is outside"));
-  EXPECT_THAT(ErrorOf("switches=3-1"), HasSubstr("range '3-1' is reversed"));
-  EXPECT_THAT(ErrorOf("switches=0-1,,2-3"), HasSubstr("switches: empty group"));
-  EXPECT_THAT(ErrorOf("switches=0-2,2-3"),
+  EXPECT_THAT(GpuTopologyErrorOf("switches=3-1"), HasSubstr("range '3-1' is reversed"));
+  EXPECT_THAT(GpuTopologyErrorOf("switches=0-1,,2-3"), HasSubstr("switches: empty group"));
+  EXPECT_THAT(GpuTopologyErrorOf("switches=0-2,2-3"),
               HasSubstr("topology spec: switches[1] '2-3': GPU 2 is also in switches[0] '0-2'"));
-  EXPECT_THAT(ErrorOf("gpus=8;switches=0-3"), HasSubstr("switches: GPUs 4-7 are in no group"));
-  EXPECT_THAT(ErrorOf("gpus=8;switches=0-9"),
+  EXPECT_THAT(GpuTopologyErrorOf("gpus=8;switches=0-3"), HasSubstr("switches: GPUs 4-7 are in no group"));
+  EXPECT_THAT(GpuTopologyErrorOf("gpus=8;switches=0-9"),
               HasSubstr("switches[0] '0-9': has GPUs outside the node's 8 GPUs (8-9)"));
-  EXPECT_THAT(ErrorOf("switches=0-1,2-5,6-7;sockets=0-3,4-7"),
+  EXPECT_THAT(GpuTopologyErrorOf("switches=0-1,2-5,6-7;sockets=0-3,4-7"),
               HasSubstr("switches[1] '2-5': spans sockets[0] '0-3' and sockets[1] '4-7'; a "
                         "switch must sit inside one socket"));
-  EXPECT_THAT(ErrorOf("gpus=8;nvlink=0-3,3-4"),
+  EXPECT_THAT(GpuTopologyErrorOf("gpus=8;nvlink=0-3,3-4"),
               HasSubstr("nvlink_islands[1] '3-4': GPU 3 is also in nvlink_islands[0] '0-3'"));
-  EXPECT_THAT(ErrorOf("nvlink=0-3"), HasSubstr("give gpus=N or switches="));
+  EXPECT_THAT(GpuTopologyErrorOf("nvlink=0-3"), HasSubstr("give gpus=N or switches="));
 }
 
 TEST(GpuTopologyTest, ParsesDgx1CubeMesh) {

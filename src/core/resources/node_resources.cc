@@ -13,8 +13,6 @@
 namespace trainyard::core {
 namespace {
 
-int Pop(uint64_t x) { return BitCount(x); }
-
 // InvalidArgument for negative quantities, naming the first one.
 absl::Status CheckNonNegative(const Resource& r, absl::string_view what) {
   auto negative = [&](absl::string_view field, int64_t value) {
@@ -32,10 +30,10 @@ absl::Status CheckNonNegative(const Resource& r, absl::string_view what) {
 absl::Status CheckAllocation(const Resource& a) {
   absl::Status s = CheckNonNegative(a, "allocation: ");
   if (!s.ok()) return s;
-  if (a.gpus != Pop(a.gpu_mask)) {
+  if (a.gpus != BitCount(a.gpu_mask)) {
     return absl::InvalidArgumentError(
         absl::StrCat("allocation: gpus ", a.gpus, " does not match gpu_mask ",
-                     GpuSet(a.gpu_mask).ToString(), " (", Pop(a.gpu_mask), " GPUs)"));
+                     GpuSet(a.gpu_mask).ToString(), " (", BitCount(a.gpu_mask), " GPUs)"));
   }
   if (a.port_count != 0) {
     return absl::InvalidArgumentError(
@@ -114,7 +112,7 @@ absl::StatusOr<NodeResources> NodeResources::Create(const Resource& capacity,
   node.capacity.port_count = 0;
   if (node.capacity.gpu_mask == 0) node.capacity.gpu_mask = topology.all().bits();
   node.free = node.capacity;
-  node.free.gpus = Pop(node.free.gpu_mask);
+  node.free.gpus = BitCount(node.free.gpu_mask);
   return node;
 }
 
@@ -172,7 +170,7 @@ absl::Status Allocate(NodeResources* node, const Resource& a) {
   free.memory_mb -= a.memory_mb;
   free.vcores_milli -= a.vcores_milli;
   free.gpu_mask &= ~a.gpu_mask;
-  free.gpus = Pop(free.gpu_mask);
+  free.gpus = BitCount(free.gpu_mask);
   free.ports = free.ports.Subtract(a.ports);
   return absl::OkStatus();
 }
@@ -211,7 +209,7 @@ absl::Status Release(NodeResources* node, const Resource& a) {
   free.memory_mb += a.memory_mb;
   free.vcores_milli += a.vcores_milli;
   free.gpu_mask |= a.gpu_mask;
-  free.gpus = Pop(free.gpu_mask);
+  free.gpus = BitCount(free.gpu_mask);
   free.ports = free.ports.Union(a.ports);
   return absl::OkStatus();
 }

@@ -16,7 +16,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kDgx[] = "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7";
+constexpr char kNodeResourcesDgx[] = "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7";
 
 Resource Capacity(int gpus, std::string_view ports = "30000-30099") {
   Resource r;
@@ -27,7 +27,7 @@ Resource Capacity(int gpus, std::string_view ports = "30000-30099") {
   return r;
 }
 
-NodeResources Node(const std::string& spec = kDgx, int gpus = 8) {
+NodeResources NodeResourcesNode(const std::string& spec = kNodeResourcesDgx, int gpus = 8) {
   return NodeResources::Create(Capacity(gpus), GpuTopology::FromSpec(spec).value()).value();
 }
 
@@ -50,7 +50,7 @@ std::string Error(const NodeResources& node, const Resource& request,
 }
 
 TEST(NodeResourcesTest, CreateStartsAllFree) {
-  NodeResources node = Node();
+  NodeResources node = NodeResourcesNode();
   EXPECT_EQ(node.free.gpus, 8);
   EXPECT_EQ(node.free.gpu_mask, 0xffu);
   EXPECT_EQ(node.capacity.gpu_mask, 0xffu);
@@ -60,14 +60,14 @@ TEST(NodeResourcesTest, CreateStartsAllFree) {
 TEST(NodeResourcesTest, CreateKeepsExcludedGpusOut) {
   Resource cap = Capacity(8);
   cap.gpu_mask = 0b1111'0111;  // GPU 3 busy with an unknown process
-  NodeResources node = NodeResources::Create(cap, GpuTopology::FromSpec(kDgx).value()).value();
+  NodeResources node = NodeResources::Create(cap, GpuTopology::FromSpec(kNodeResourcesDgx).value()).value();
   EXPECT_EQ(node.free.gpus, 7);
   EXPECT_EQ(Error(node, Request(0, 0, 1, 0b1000)), "gpu_mask: GPUs 3 are excluded on this node");
   EXPECT_EQ(Error(node, Request(0, 0, 1)), "OK memory=0MB vcores=0 gpus=1 mask=2");
 }
 
 TEST(NodeResourcesTest, CreateRejectsBadCapacity) {
-  GpuTopology topo = GpuTopology::FromSpec(kDgx).value();
+  GpuTopology topo = GpuTopology::FromSpec(kNodeResourcesDgx).value();
   EXPECT_THAT(NodeResources::Create(Capacity(4), topo).status().message(),
               HasSubstr("gpus is 4 but the topology has 8 GPUs"));
   EXPECT_THAT(NodeResources::Create(Capacity(65), GpuTopology::Flat(64)).status().message(),
@@ -84,7 +84,7 @@ TEST(NodeResourcesTest, CreateRejectsBadCapacity) {
 
 TEST(NodeResourcesTest, PlacesEveryQuantity) {
   absl::StatusOr<TaskPlacement> p =
-      PlaceOnNode(Node(), Request(4096, 2500, 2, 0, 2, "30050-30051"));
+      PlaceOnNode(NodeResourcesNode(), Request(4096, 2500, 2, 0, 2, "30050-30051"));
   ASSERT_TRUE(p.ok()) << p.status();
   EXPECT_EQ(p->allocation.ToString(),
             "memory=4096MB vcores=2.5 gpus=2 mask=0-1 ports=30000-30001,30050-30051");
@@ -92,7 +92,7 @@ TEST(NodeResourcesTest, PlacesEveryQuantity) {
 }
 
 TEST(NodeResourcesTest, PendingReasonsNameWhatIsShort) {
-  NodeResources node = Node();
+  NodeResources node = NodeResourcesNode();
   EXPECT_EQ(Error(node, Request(70000, 0, 0)), "needs 70000 MB of memory; 65536 MB free of 65536");
   EXPECT_EQ(Error(node, Request(0, 40500, 0)), "needs 40.5 vcores; 32 free of 32");
   EXPECT_EQ(Error(node, Request(0, 0, 0, 0, 0, "80")),
@@ -112,7 +112,7 @@ TEST(NodeResourcesTest, PendingReasonsNameWhatIsShort) {
 }
 
 TEST(NodeResourcesTest, InvalidRequestsAreInvalidArgument) {
-  NodeResources node = Node();
+  NodeResources node = NodeResourcesNode();
   EXPECT_EQ(PlaceOnNode(node, Request(0, 0, 2, 0b111)).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(PlaceOnNode(node, Request(0, 0, 9)).status().code(),
@@ -122,7 +122,7 @@ TEST(NodeResourcesTest, InvalidRequestsAreInvalidArgument) {
 }
 
 TEST(NodeResourcesTest, DoubleAllocationFailsAndChangesNothing) {
-  NodeResources node = Node();
+  NodeResources node = NodeResourcesNode();
   Resource a = PlaceOnNode(node, Request(1024, 1000, 2, 0, 1))->allocation;
   ASSERT_TRUE(Allocate(&node, a).ok());
   NodeResources before = node;
@@ -136,7 +136,7 @@ TEST(NodeResourcesTest, DoubleAllocationFailsAndChangesNothing) {
 }
 
 TEST(NodeResourcesTest, DoubleReleaseFailsAndChangesNothing) {
-  NodeResources node = Node();
+  NodeResources node = NodeResourcesNode();
   Resource a = PlaceOnNode(node, Request(1024, 1000, 2, 0, 1))->allocation;
   ASSERT_TRUE(Allocate(&node, a).ok());
   ASSERT_TRUE(Release(&node, a).ok());
@@ -157,7 +157,7 @@ TEST(NodeResourcesTest, DoubleReleaseFailsAndChangesNothing) {
 }
 
 TEST(NodeResourcesTest, MalformedAllocationsAreInvalidArgument) {
-  NodeResources node = Node();
+  NodeResources node = NodeResourcesNode();
   EXPECT_THAT(Allocate(&node, Request(0, 0, 2, 0b1)).message(),
               HasSubstr("allocation: gpus 2 does not match gpu_mask 0 (1 GPUs)"));
   EXPECT_THAT(Allocate(&node, Request(0, 0, 0, 0, 3)).message(),
@@ -221,11 +221,11 @@ Resource RandomRequest(std::mt19937_64& rng, const NodeResources& node) {
 }
 
 TEST(NodeResourcesTest, RandomAllocateReleaseNeverDoubleBooksOrLeaks) {
-  const std::vector<std::string> specs = {kDgx, "switches=0-3,4-7;sockets=0-7",
+  const std::vector<std::string> specs = {kNodeResourcesDgx, "switches=0-3,4-7;sockets=0-7",
                                           "switches=0-1,2-3,4-5,6-7;sockets=0-3,4-7;nvlink=0-3,4-7",
                                           "gpus=8;sockets=0-1,2-3,4-5,6-7"};
   std::vector<NodeResources> nodes, fresh;
-  for (const std::string& spec : specs) nodes.push_back(Node(spec));
+  for (const std::string& spec : specs) nodes.push_back(NodeResourcesNode(spec));
   fresh = nodes;
   std::mt19937_64 rng(20261129);
   std::vector<Held> held;

@@ -26,7 +26,7 @@ QueueConfig Leaf(std::string name, double cap, double max, double user_limit = 1
                      .weight = weight};
 }
 
-std::unique_ptr<Scheduler> Make(const std::string& policy, std::vector<QueueConfig> leaves,
+std::unique_ptr<Scheduler> QueuePolicyMake(const std::string& policy, std::vector<QueueConfig> leaves,
                                 int nodes, absl::Duration reclaim = absl::ZeroDuration()) {
   SchedulerOptions opt{.queue_policy = policy};
   opt.queues.root.children = std::move(leaves);
@@ -63,7 +63,7 @@ void Submit(Scheduler* s, const std::string& queue, int count, int submit, int g
 }
 
 TEST(FifoTest, HigherPriorityFirstThenSubmitTime) {
-  auto s = Make("fifo", {Leaf("default", 100, 100)}, 1);
+  auto s = QueuePolicyMake("fifo", {Leaf("default", 100, 100)}, 1);
   ASSERT_TRUE(s->AddJob(MakeJob("early", {.gpus = 8, .submit = 0})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("urgent", {.gpus = 8, .priority = PriorityClass::kProduction,
                                            .submit = 5}))
@@ -74,13 +74,13 @@ TEST(FifoTest, HigherPriorityFirstThenSubmitTime) {
 }
 
 TEST(CapacityTest, UnknownQueueIsRejectedWithTheLeaves) {
-  auto s = Make("capacity", {Leaf("research", 40, 40), Leaf("prod", 60, 100)}, 1);
+  auto s = QueuePolicyMake("capacity", {Leaf("research", 40, 40), Leaf("prod", 60, 100)}, 1);
   EXPECT_EQ(s->AddJob(MakeJob("x", {.queue = "nope"})).message(),
             "job x: queue \"nope\" is not a leaf queue; leaf queues are: research, prod");
 }
 
 TEST(CapacityTest, MaxCapacityStopsAQueue) {
-  auto s = Make("capacity", {Leaf("research", 40, 40), Leaf("prod", 60, 100)}, 10);
+  auto s = QueuePolicyMake("capacity", {Leaf("research", 40, 40), Leaf("prod", 60, 100)}, 10);
   Submit(s.get(), "research", 6, 0);
   Decisions d = s->Schedule(T(100));
   EXPECT_EQ(PlacedPerQueue(d)["research"], 4);
@@ -88,7 +88,7 @@ TEST(CapacityTest, MaxCapacityStopsAQueue) {
 }
 
 TEST(CapacityTest, IdleCapacityIsLentAndTakenBack) {
-  auto s = Make("capacity", {Leaf("research", 40, 100), Leaf("prod", 60, 100)}, 10,
+  auto s = QueuePolicyMake("capacity", {Leaf("research", 40, 100), Leaf("prod", 60, 100)}, 10,
                 absl::Seconds(60));
   Submit(s.get(), "research", 10, 0);
   EXPECT_EQ(PlacedPerQueue(s->Schedule(T(100)))["research"], 10) << "prod is idle: lent";
@@ -112,7 +112,7 @@ TEST(CapacityTest, IdleCapacityIsLentAndTakenBack) {
 }
 
 TEST(CapacityTest, QueueFurthestBelowItsGuaranteeGoesFirst) {
-  auto s = Make("capacity", {Leaf("a", 50, 100), Leaf("b", 50, 100)}, 2);
+  auto s = QueuePolicyMake("capacity", {Leaf("a", 50, 100), Leaf("b", 50, 100)}, 2);
   Submit(s.get(), "a", 4, 0);
   Submit(s.get(), "b", 4, 10);
   std::map<std::string, int> placed = PlacedPerQueue(s->Schedule(T(20)));
@@ -121,7 +121,7 @@ TEST(CapacityTest, QueueFurthestBelowItsGuaranteeGoesFirst) {
 }
 
 TEST(CapacityTest, PerUserLimitWithinAQueue) {
-  auto s = Make("capacity", {Leaf("research", 40, 40, /*user_limit=*/50), Leaf("prod", 60, 100)},
+  auto s = QueuePolicyMake("capacity", {Leaf("research", 40, 40, /*user_limit=*/50), Leaf("prod", 60, 100)},
                 10);
   Submit(s.get(), "research", 3, 0, 8, "alice");
   Submit(s.get(), "research", 1, 10, 8, "bob");
@@ -146,7 +146,7 @@ TEST(CapacityTest, HierarchicalMaxCapacityOfAParent) {
 }
 
 TEST(FairTest, EqualWeightsShareEqually) {
-  auto s = Make("fair", {Leaf("a", 0, 100), Leaf("b", 0, 100)}, 4);
+  auto s = QueuePolicyMake("fair", {Leaf("a", 0, 100), Leaf("b", 0, 100)}, 4);
   Submit(s.get(), "a", 4, 0);
   Submit(s.get(), "b", 4, 100);
   std::map<std::string, int> placed = PlacedPerQueue(s->Schedule(T(200)));
@@ -155,7 +155,7 @@ TEST(FairTest, EqualWeightsShareEqually) {
 }
 
 TEST(FairTest, WeightsSplitTheCluster) {
-  auto s = Make("fair", {Leaf("a", 0, 100, 100, 3), Leaf("b", 0, 100, 100, 1)}, 4);
+  auto s = QueuePolicyMake("fair", {Leaf("a", 0, 100, 100, 3), Leaf("b", 0, 100, 100, 1)}, 4);
   Submit(s.get(), "a", 4, 100);
   Submit(s.get(), "b", 4, 0);
   std::map<std::string, int> placed = PlacedPerQueue(s->Schedule(T(200)));
@@ -166,7 +166,7 @@ TEST(FairTest, WeightsSplitTheCluster) {
 TEST(FairTest, DominantShareCountsTheScarcestResource) {
   // a's jobs are memory-heavy (dominant: memory), b's GPU-heavy; DRF
   // equalises dominant shares, not GPU counts.
-  auto s = Make("fair", {Leaf("a", 0, 100), Leaf("b", 0, 100)}, 2);
+  auto s = QueuePolicyMake("fair", {Leaf("a", 0, 100), Leaf("b", 0, 100)}, 2);
   for (int i = 0; i < 4; ++i) {
     ASSERT_TRUE(s->AddJob(MakeJob(absl::StrCat("a-", i),
                                   {.gpus = 1, .queue = "a", .submit = i, .memory_mb = 256 * 1024}))
@@ -183,7 +183,7 @@ TEST(FairTest, DominantShareCountsTheScarcestResource) {
 TEST(FairTest, MinShareGoesFirst) {
   std::vector<QueueConfig> leaves = {Leaf("a", 0, 100), Leaf("b", 0, 100)};
   leaves[1].min_share.gpus = 24;
-  auto s = Make("fair", leaves, 4);
+  auto s = QueuePolicyMake("fair", leaves, 4);
   Submit(s.get(), "a", 4, 0);
   Submit(s.get(), "b", 4, 100);
   std::map<std::string, int> placed = PlacedPerQueue(s->Schedule(T(200)));
@@ -192,7 +192,7 @@ TEST(FairTest, MinShareGoesFirst) {
 }
 
 TEST(FairTest, StarvedQueuePreemptsTheQueueAboveItsShareAfterTheTimeout) {
-  auto s = Make("fair", {Leaf("a", 0, 100), Leaf("b", 0, 100)}, 2, absl::Seconds(30));
+  auto s = QueuePolicyMake("fair", {Leaf("a", 0, 100), Leaf("b", 0, 100)}, 2, absl::Seconds(30));
   Submit(s.get(), "a", 2, 0);
   EXPECT_EQ(PlacedPerQueue(s->Schedule(T(10)))["a"], 2);
   Submit(s.get(), "b", 1, 20);
@@ -225,7 +225,7 @@ namespace trainyard::core {
 namespace {
 
 TEST(CapacityTest, ReclaimTakesBackOnlyWhatIsOwedEvenInOneRound) {
-  auto s = Make("capacity", {Leaf("research", 50, 100), Leaf("prod", 50, 100)}, 4,
+  auto s = QueuePolicyMake("capacity", {Leaf("research", 50, 100), Leaf("prod", 50, 100)}, 4,
                 absl::Seconds(10));
   Submit(s.get(), "research", 4, 0);
   EXPECT_EQ(PlacedPerQueue(s->Schedule(T(1)))["research"], 4);

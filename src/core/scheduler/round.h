@@ -21,4 +21,7 @@ struct Scheduler::Round {
   int preemption_searches = 0;
 };
 
+// A time as the scheduler's reasons print it (UTC, to the second).
+std::string TimeText(absl::Time t);
+
 }  // namespace trainyard::core

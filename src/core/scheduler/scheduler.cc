@@ -32,10 +32,6 @@ std::string Signature(const JobState& job) {
   return key;
 }
 
-std::string TimeText(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
-}
-
 absl::Status CheckLimits(const JobRequest& job, const AllocationLimits& limits) {
   for (const RoleRequest& role : job.roles) {
     const Resource& r = role.resource;
@@ -65,6 +61,10 @@ absl::Status CheckLimits(const JobRequest& job, const AllocationLimits& limits) 
 }
 
 }  // namespace
+
+std::string TimeText(absl::Time t) {
+  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
+}
 
 absl::StatusOr<std::unique_ptr<Scheduler>> Scheduler::Create(const SchedulerOptions& options) {
   absl::StatusOr<QueuePolicyPtr> queues = MakeQueuePolicy(options.queue_policy, options.queues);

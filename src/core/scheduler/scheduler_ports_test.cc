@@ -17,7 +17,7 @@ using testing::PlacementOf;
 using testing::ReasonOf;
 using testing::T;
 
-std::unique_ptr<Scheduler> MakeScheduler(int nodes, SchedulerOptions opt = {}) {
+std::unique_ptr<Scheduler> SchedulerPortsMakeScheduler(int nodes, SchedulerOptions opt = {}) {
   auto s = Scheduler::Create(opt).value();
   for (int i = 0; i < nodes; ++i) EXPECT_TRUE(s->AddNode(EightGpuNode(i)).ok());
   return s;
@@ -43,7 +43,7 @@ std::string PortsOf(const Decisions& d, const std::string& id, int task = 0) {
 }
 
 TEST(SchedulerPortsTest, PortsInUseOnTheNodeAreNotGiven) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerPortsMakeScheduler(1);
   // 29999 lies outside the node's range: ignored.
   ASSERT_TRUE(s->SetPortsInUse("node-0", Ports("29999-30000,30002")).ok());
   EXPECT_EQ(s->state().ports(0).in_use.ToString(), "30000,30002");
@@ -53,7 +53,7 @@ TEST(SchedulerPortsTest, PortsInUseOnTheNodeAreNotGiven) {
 }
 
 TEST(SchedulerPortsTest, ExactPortInUseIsNotGivenAndTheReasonNamesIt) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerPortsMakeScheduler(1);
   ASSERT_TRUE(s->SetPortsInUse("node-0", Ports("30005")).ok());
   ASSERT_TRUE(s->AddJob(FixedJob("j", "30005")).ok());
   Decisions d = s->Schedule(T(1));
@@ -66,7 +66,7 @@ TEST(SchedulerPortsTest, ExactPortInUseIsNotGivenAndTheReasonNamesIt) {
 }
 
 TEST(SchedulerPortsTest, ExactPortHeldByATaskIsNamedInTheReason) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerPortsMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(FixedJob("a", "30005-30006")).ok());
   ASSERT_TRUE(s->AddJob(FixedJob("b", "30006-30007")).ok());
   Decisions d = s->Schedule(T(1));
@@ -77,7 +77,7 @@ TEST(SchedulerPortsTest, ExactPortHeldByATaskIsNamedInTheReason) {
 }
 
 TEST(SchedulerPortsTest, FreedPortsCoolBeforeACountRequestGetsThem) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerPortsMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(CountJob("a", 2)).ok());
   EXPECT_EQ(PortsOf(s->Schedule(T(1)), "a"), "30000-30001");
   ASSERT_TRUE(s->RemoveJob("a").ok());
@@ -90,7 +90,7 @@ TEST(SchedulerPortsTest, FreedPortsCoolBeforeACountRequestGetsThem) {
 }
 
 TEST(SchedulerPortsTest, ATaskThatEndedCoolsItsPortsButAnExactRequestMayTakeThem) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerPortsMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(FixedJob("a", "30000")).ok());
   EXPECT_EQ(PortsOf(s->Schedule(T(1)), "a"), "30000");
   ASSERT_TRUE(s->TaskFinished("a", "worker", 0).ok());
@@ -102,7 +102,7 @@ TEST(SchedulerPortsTest, ATaskThatEndedCoolsItsPortsButAnExactRequestMayTakeThem
 }
 
 TEST(SchedulerPortsTest, QuarantineZeroGivesFreedPortsAtOnce) {
-  auto s = MakeScheduler(1, SchedulerOptions{.port_quarantine = absl::ZeroDuration()});
+  auto s = SchedulerPortsMakeScheduler(1, SchedulerOptions{.port_quarantine = absl::ZeroDuration()});
   ASSERT_TRUE(s->AddJob(CountJob("a", 2)).ok());
   EXPECT_EQ(PortsOf(s->Schedule(T(1)), "a"), "30000-30001");
   ASSERT_TRUE(s->RequeueJob("a").ok());
@@ -110,7 +110,7 @@ TEST(SchedulerPortsTest, QuarantineZeroGivesFreedPortsAtOnce) {
 }
 
 TEST(SchedulerPortsTest, AGangThatDidNotFitLeavesNoPortsCooling) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerPortsMakeScheduler(1);
   JobRequest big = MakeJob("big", {.tasks = 2, .gpus = 0, .memory_mb = 300 * 1024});
   big.roles[0].resource.port_count = 1;
   ASSERT_TRUE(s->AddJob(big).ok());
@@ -121,7 +121,7 @@ TEST(SchedulerPortsTest, AGangThatDidNotFitLeavesNoPortsCooling) {
 }
 
 TEST(SchedulerPortsTest, AGangWithAnExactPortEachStartsAcrossNodes) {
-  auto s = MakeScheduler(2);
+  auto s = SchedulerPortsMakeScheduler(2);
   ASSERT_TRUE(s->AddJob(FixedJob("g", "30005", 2)).ok());
   Decisions d = s->Schedule(T(1));
   const JobPlacement* p = PlacementOf(d, "g");
@@ -133,7 +133,7 @@ TEST(SchedulerPortsTest, AGangWithAnExactPortEachStartsAcrossNodes) {
 }
 
 TEST(SchedulerPortsTest, AGangWithMoreTasksThanNodesForItsExactPortNamesThePort) {
-  auto s = MakeScheduler(2);
+  auto s = SchedulerPortsMakeScheduler(2);
   ASSERT_TRUE(s->AddJob(FixedJob("g", "30005-30006", 3)).ok());
   Decisions d = s->Schedule(T(1));
   EXPECT_EQ(PlacementOf(d, "g"), nullptr);
@@ -145,7 +145,7 @@ TEST(SchedulerPortsTest, AGangWithMoreTasksThanNodesForItsExactPortNamesThePort)
 }
 
 TEST(SchedulerPortsTest, AGangsReasonSaysHowManyNodesDoNotServeItsExactPort) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerPortsMakeScheduler(1);
   NodeSpec other = EightGpuNode(1);
   other.capacity.ports = Ports("40000-40999");
   ASSERT_TRUE(s->AddNode(other).ok());

@@ -7,13 +7,6 @@
 #include "core/scheduler/round.h"
 
 namespace trainyard::core {
-namespace {
-
-std::string TimeText(absl::Time t) {
-  return absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", t, absl::UTCTimeZone());
-}
-
-}  // namespace
 
 // Victims for pending job j: by priority (strictly lower classes), else by
 // queue reclaim. With `ripe_only`, only victims whose current run reached

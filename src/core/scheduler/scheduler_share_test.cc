@@ -19,7 +19,7 @@ using testing::PlacementOf;
 using testing::ReasonOf;
 using testing::T;
 
-std::unique_ptr<Scheduler> MakeScheduler(int nodes) {
+std::unique_ptr<Scheduler> SchedulerShareMakeScheduler(int nodes) {
   auto s = Scheduler::Create({}).value();
   for (int i = 0; i < nodes; ++i) EXPECT_TRUE(s->AddNode(EightGpuNode(i)).ok());
   return s;
@@ -32,25 +32,25 @@ JobRequest ShareJob(const std::string& id, int milli, JobArgs a = {}) {
   return job;
 }
 
-const TaskAssignment& OnlyTask(const Decisions& d, const std::string& id) {
+const TaskAssignment& SchedulerShareOnlyTask(const Decisions& d, const std::string& id) {
   const JobPlacement* p = PlacementOf(d, id);
   EXPECT_NE(p, nullptr) << id << " was not placed; reason: " << ReasonOf(d, id);
   return p->tasks.at(0);
 }
 
-const NodeState& Node(const Scheduler& s, const std::string& name) {
+const NodeState& SchedulerShareNode(const Scheduler& s, const std::string& name) {
   return s.state().node(*s.state().FindNode(name));
 }
 
 TEST(GpuShareTest, FourQuarterSharesShareOneGpuAndAFifthTakesAnother) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerShareMakeScheduler(1);
   for (int i = 0; i < 5; ++i) {
     ASSERT_TRUE(s->AddJob(ShareJob(absl::StrCat("q", i), 250, {.submit = i})).ok());
   }
   Decisions d = s->Schedule(T(10));
   std::map<std::string, uint64_t> gpu;
   for (int i = 0; i < 5; ++i) {
-    const TaskAssignment& t = OnlyTask(d, absl::StrCat("q", i));
+    const TaskAssignment& t = SchedulerShareOnlyTask(d, absl::StrCat("q", i));
     EXPECT_EQ(t.allocation.gpus, 0);
     EXPECT_EQ(t.allocation.gpu_milli, 250);
     EXPECT_EQ(GpuSet(t.allocation.gpu_mask).Count(), 1);
@@ -61,16 +61,16 @@ TEST(GpuShareTest, FourQuarterSharesShareOneGpuAndAFifthTakesAnother) {
   EXPECT_EQ(gpu["node-0/0"], gpu["node-0/3"]);
   EXPECT_NE(gpu["node-0/0"], gpu["node-0/4"]);
   // The full GPU and the split one are out of the whole-GPU view.
-  const NodeState& node = Node(*s, "node-0");
+  const NodeState& node = SchedulerShareNode(*s, "node-0");
   EXPECT_EQ(node.free.gpus, 6);
   EXPECT_EQ(node.free.gpu_mask & (gpu["node-0/0"] | gpu["node-0/4"]), 0u);
   EXPECT_EQ(node.FreeShare(__builtin_ctzll(gpu["node-0/4"])), 750);
 }
 
 TEST(GpuShareTest, AWholeGpuRequestNeverLandsOnAPartlyUsedGpu) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerShareMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(ShareJob("share", 100)).ok());
-  uint64_t shared = OnlyTask(s->Schedule(T(1)), "share").allocation.gpu_mask;
+  uint64_t shared = SchedulerShareOnlyTask(s->Schedule(T(1)), "share").allocation.gpu_mask;
   ASSERT_TRUE(s->AddJob(MakeJob("eight", {.gpus = 8, .submit = 2})).ok());
   Decisions d = s->Schedule(T(3));
   EXPECT_EQ(PlacementOf(d, "eight"), nullptr);
@@ -79,24 +79,24 @@ TEST(GpuShareTest, AWholeGpuRequestNeverLandsOnAPartlyUsedGpu) {
   ASSERT_TRUE(s->RemoveJob("eight").ok());
   ASSERT_TRUE(s->AddJob(MakeJob("seven", {.gpus = 7, .submit = 4})).ok());
   d = s->Schedule(T(5));
-  EXPECT_EQ(OnlyTask(d, "seven").allocation.gpu_mask & shared, 0u);
-  EXPECT_EQ(Node(*s, "node-0").free.gpus, 0);
+  EXPECT_EQ(SchedulerShareOnlyTask(d, "seven").allocation.gpu_mask & shared, 0u);
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").free.gpus, 0);
 }
 
 TEST(GpuShareTest, TheLastShareReleasedReturnsTheGpuToTheWholeView) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerShareMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(ShareJob("a", 500)).ok());
   ASSERT_TRUE(s->AddJob(ShareJob("b", 500, {.submit = 1})).ok());
   Decisions d = s->Schedule(T(2));
-  uint64_t gpu = OnlyTask(d, "a").allocation.gpu_mask;
-  EXPECT_EQ(OnlyTask(d, "b").allocation.gpu_mask, gpu);
-  EXPECT_EQ(Node(*s, "node-0").free.gpus, 7);
+  uint64_t gpu = SchedulerShareOnlyTask(d, "a").allocation.gpu_mask;
+  EXPECT_EQ(SchedulerShareOnlyTask(d, "b").allocation.gpu_mask, gpu);
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").free.gpus, 7);
   ASSERT_TRUE(s->TaskFinished("a", "worker", 0).ok());
-  EXPECT_EQ(Node(*s, "node-0").free.gpu_mask & gpu, 0u) << "b still holds half of it";
-  EXPECT_EQ(Node(*s, "node-0").FreeShare(__builtin_ctzll(gpu)), 500);
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").free.gpu_mask & gpu, 0u) << "b still holds half of it";
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").FreeShare(__builtin_ctzll(gpu)), 500);
   ASSERT_TRUE(s->RemoveJob("b").ok());
-  EXPECT_EQ(Node(*s, "node-0").free.gpus, 8);
-  EXPECT_EQ(Node(*s, "node-0").shared, 0u);
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").free.gpus, 8);
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").shared, 0u);
 }
 
 TEST(GpuShareTest, GpuMemoryLimitsHowManySharesAGpuTakes) {
@@ -110,8 +110,8 @@ TEST(GpuShareTest, GpuMemoryLimitsHowManySharesAGpuTakes) {
     ASSERT_TRUE(s->AddJob(job).ok());
   }
   Decisions d = s->Schedule(T(5));
-  EXPECT_EQ(OnlyTask(d, "m0").allocation.gpu_mask, OnlyTask(d, "m1").allocation.gpu_mask);
-  EXPECT_NE(OnlyTask(d, "m0").allocation.gpu_mask, OnlyTask(d, "m2").allocation.gpu_mask)
+  EXPECT_EQ(SchedulerShareOnlyTask(d, "m0").allocation.gpu_mask, SchedulerShareOnlyTask(d, "m1").allocation.gpu_mask);
+  EXPECT_NE(SchedulerShareOnlyTask(d, "m0").allocation.gpu_mask, SchedulerShareOnlyTask(d, "m2").allocation.gpu_mask)
       << "two 8 GB shares fill a 16 GB GPU";
   JobRequest big = ShareJob("too-big", 100, {.submit = 9});
   big.roles[0].resource.gpu_memory_mb = 32768;
@@ -134,13 +134,13 @@ TEST(GpuShareTest, AGpuModelConstraintPicksNodesOfThatModel) {
   ASSERT_TRUE(s->AddJob(v100).ok());
   ASSERT_TRUE(s->AddJob(a10).ok());
   Decisions d = s->Schedule(T(2));
-  EXPECT_EQ(OnlyTask(d, "v100").node, "node-1");
+  EXPECT_EQ(SchedulerShareOnlyTask(d, "v100").node, "node-1");
   EXPECT_EQ(PlacementOf(d, "a10"), nullptr);
   EXPECT_THAT(ReasonOf(d, "a10"), ::testing::HasSubstr("GPU model A10"));
 }
 
 TEST(GpuShareTest, AModelFamilyAdmitsEachOfItsMemorySizes) {
-  auto s = MakeScheduler(0);
+  auto s = SchedulerShareMakeScheduler(0);
   for (auto [i, model] : {std::pair{0, "V100M16"}, {1, "A100M80"}}) {
     NodeSpec n = EightGpuNode(i);
     n.gpu_model = model;
@@ -153,19 +153,19 @@ TEST(GpuShareTest, AModelFamilyAdmitsEachOfItsMemorySizes) {
   ASSERT_TRUE(s->AddJob(v100).ok());
   ASSERT_TRUE(s->AddJob(a10).ok());
   Decisions d = s->Schedule(T(1));
-  EXPECT_EQ(OnlyTask(d, "v100").node, "node-0");
+  EXPECT_EQ(SchedulerShareOnlyTask(d, "v100").node, "node-0");
   EXPECT_EQ(PlacementOf(d, "a10"), nullptr) << "A10 is not a size of the A100";
   EXPECT_THAT(ReasonOf(d, "a10"), ::testing::HasSubstr("A10"));
 }
 
 TEST(GpuShareTest, AnAdoptedShareHoldsItsShareAgain) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerShareMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(ShareJob("rec", 600, {.tasks = 2})).ok());
   ASSERT_TRUE(s->MarkRunning("rec", T(1)).ok());
   Resource a{.memory_mb = 1024, .vcores_milli = 1000, .gpu_mask = 0b100, .gpu_milli = 600};
   ASSERT_TRUE(s->AdoptTask("rec", "worker", 0, "node-0", a).ok());
-  EXPECT_EQ(Node(*s, "node-0").FreeShare(2), 400);
-  EXPECT_EQ(Node(*s, "node-0").free.gpu_mask & 0b100, 0u);
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").FreeShare(2), 400);
+  EXPECT_EQ(SchedulerShareNode(*s, "node-0").free.gpu_mask & 0b100, 0u);
   absl::Status again = s->AdoptTask("rec", "worker", 1, "node-0", a);
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(again.message(), ::testing::HasSubstr("GPU 2 has 0.4 of its share free, 0.6 wanted"));
@@ -175,11 +175,11 @@ TEST(GpuShareTest, AnAdoptedShareHoldsItsShareAgain) {
             absl::StatusCode::kInvalidArgument);
   // The next share of 0.4 packs into what the adopted task left.
   ASSERT_TRUE(s->AddJob(ShareJob("fill", 400, {.submit = 2})).ok());
-  EXPECT_EQ(OnlyTask(s->Schedule(T(3)), "fill").allocation.gpu_mask, 0b100u);
+  EXPECT_EQ(SchedulerShareOnlyTask(s->Schedule(T(3)), "fill").allocation.gpu_mask, 0b100u);
 }
 
 TEST(GpuShareTest, PreemptingAShareVictimFreesItsShare) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerShareMakeScheduler(1);
   // Eight ptr jobs of 0.6 leave every GPU with 0.4 free.
   for (int i = 0; i < 8; ++i) {
     ASSERT_TRUE(s->AddJob(ShareJob(absl::StrCat("ptr-", i), 600,
@@ -187,18 +187,18 @@ TEST(GpuShareTest, PreemptingAShareVictimFreesItsShare) {
                     .ok());
   }
   s->Schedule(T(10));
-  ASSERT_EQ(Node(*s, "node-0").free.gpus, 0);
+  ASSERT_EQ(SchedulerShareNode(*s, "node-0").free.gpus, 0);
   ASSERT_TRUE(s->AddJob(ShareJob("prod", 500, {.priority = PriorityClass::kProduction, .submit = 20})).ok());
   Decisions d = s->Schedule(T(30));
   ASSERT_EQ(d.preemptions.size(), 1u);
   std::string victim = d.preemptions[0].victim_job_id;
   ASSERT_TRUE(s->RequeueJob(victim).ok());
   d = s->Schedule(T(70));
-  EXPECT_EQ(OnlyTask(d, "prod").allocation.gpu_milli, 500);
+  EXPECT_EQ(SchedulerShareOnlyTask(d, "prod").allocation.gpu_milli, 500);
 }
 
 TEST(GpuShareTest, AGangOfSharesPacksOntoFewGpus) {
-  auto s = MakeScheduler(2);
+  auto s = SchedulerShareMakeScheduler(2);
   ASSERT_TRUE(s->AddJob(ShareJob("gang", 500, {.tasks = 4})).ok());
   Decisions d = s->Schedule(T(1));
   const JobPlacement* p = PlacementOf(d, "gang");
@@ -215,7 +215,7 @@ TEST(GpuShareTest, AGangOfSharesPacksOntoFewGpus) {
 }
 
 TEST(GpuShareTest, ASpecThatMixesAShareWithWholeGpusIsRefused) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerShareMakeScheduler(1);
   JobRequest job = MakeJob("mixed", {.gpus = 1});
   job.roles[0].resource.gpu_milli = 500;
   EXPECT_THAT(s->AddJob(job).message(), ::testing::HasSubstr("gpu_milli 500 is a share of one GPU"));
@@ -247,11 +247,11 @@ TEST(GpuShareTest, FragmentationPlacementLeavesTheScarceModelToWhoNeedsIt) {
     ASSERT_TRUE(s->AddJob(need).ok());
     Decisions d = s->Schedule(T(3));
     if (policy == "topology") {
-      EXPECT_EQ(OnlyTask(d, "any").node, "node-0");
+      EXPECT_EQ(SchedulerShareOnlyTask(d, "any").node, "node-0");
       EXPECT_EQ(PlacementOf(d, "needs-v100"), nullptr) << "best fit starves it";
     } else {
-      EXPECT_EQ(OnlyTask(d, "any").node, "node-1");
-      EXPECT_EQ(OnlyTask(d, "needs-v100").node, "node-0");
+      EXPECT_EQ(SchedulerShareOnlyTask(d, "any").node, "node-1");
+      EXPECT_EQ(SchedulerShareOnlyTask(d, "needs-v100").node, "node-0");
     }
   }
 }
@@ -295,8 +295,8 @@ TEST(GpuShareTest, ConstrainedDemandIsNotStarvedByUnconstrainedWork) {
   }
   Decisions d = s->Schedule(T(20));
   for (int i = 0; i < 4; ++i) {
-    EXPECT_NE(OnlyTask(d, absl::StrCat("any-", i)).node, "node-0") << "any-" << i;
-    EXPECT_EQ(OnlyTask(d, absl::StrCat("needs-v100-", i)).node, "node-0") << "needs-v100-" << i;
+    EXPECT_NE(SchedulerShareOnlyTask(d, absl::StrCat("any-", i)).node, "node-0") << "any-" << i;
+    EXPECT_EQ(SchedulerShareOnlyTask(d, absl::StrCat("needs-v100-", i)).node, "node-0") << "needs-v100-" << i;
   }
 }
 
@@ -315,7 +315,7 @@ TEST(GpuShareTest, FragmentationPlacementKeepsWholeGpusForWholeGpuDemand) {
     ASSERT_TRUE(s->RemoveJob(absl::StrCat("whole-", i)).ok());
   }
   ASSERT_TRUE(s->AddJob(ShareJob("next", 500, {.submit = 2})).ok());
-  const TaskAssignment& t = OnlyTask(s->Schedule(T(3)), "next");
+  const TaskAssignment& t = SchedulerShareOnlyTask(s->Schedule(T(3)), "next");
   EXPECT_EQ(t.node, "node-1");
   EXPECT_EQ(t.allocation.gpu_mask, 0b1u);
 }

@@ -24,7 +24,7 @@ std::string TaskText(std::string_view job_id, std::string_view role, int32_t ind
   return absl::StrCat("job ", std::string(job_id), " task ", std::string(role), "-", index);
 }
 
-absl::Status CheckAllocation(const Resource& a) {
+absl::Status CheckTaskAllocation(const Resource& a) {
   if (!NonNegative(a)) return absl::InvalidArgumentError("a quantity is negative");
   if (a.port_count != 0) {
     return absl::InvalidArgumentError("port_count must be 0: an allocation holds exact ports");
@@ -146,7 +146,7 @@ absl::Status Scheduler::AdoptTask(std::string_view job_id, std::string_view role
     return absl::NotFoundError(absl::StrCat(TaskText(job_id, role, index), ": node ", std::string(node_name),
                                             " is not in the cluster"));
   }
-  if (absl::Status s = CheckAllocation(allocation); !s.ok()) {
+  if (absl::Status s = CheckTaskAllocation(allocation); !s.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(TaskText(job_id, role, index), ": allocation: ", s.message()));
   }

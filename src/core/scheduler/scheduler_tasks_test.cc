@@ -19,14 +19,14 @@ using testing::JobArgs;
 using testing::MakeJob;
 using testing::T;
 
-QueueConfig Leaf(std::string name, double cap, double max, double user_limit = 100) {
+QueueConfig SchedulerTasksLeaf(std::string name, double cap, double max, double user_limit = 100) {
   return QueueConfig{.name = std::move(name),
                      .capacity_percent = cap,
                      .max_capacity_percent = max,
                      .user_limit_percent = user_limit};
 }
 
-std::unique_ptr<Scheduler> Make(int nodes, SchedulerOptions opt = {}) {
+std::unique_ptr<Scheduler> SchedulerTasksMake(int nodes, SchedulerOptions opt = {}) {
   auto s = Scheduler::Create(opt);
   EXPECT_TRUE(s.ok()) << s.status();
   for (int i = 0; i < nodes; ++i) EXPECT_TRUE((*s)->AddNode(EightGpuNode(i)).ok());
@@ -36,7 +36,7 @@ std::unique_ptr<Scheduler> Make(int nodes, SchedulerOptions opt = {}) {
 std::unique_ptr<Scheduler> MakeCapacity(std::vector<QueueConfig> leaves, int nodes) {
   SchedulerOptions opt{.queue_policy = "capacity"};
   opt.queues.root.children = std::move(leaves);
-  return Make(nodes, opt);
+  return SchedulerTasksMake(nodes, opt);
 }
 
 // Task index -> node of job `id` now.
@@ -48,7 +48,7 @@ std::map<int, std::string> NodesOf(const Scheduler& s, const std::string& id) {
   return out;
 }
 
-void Submit(Scheduler* s, const std::string& id, const JobArgs& args, int now) {
+void SchedulerTasksSubmit(Scheduler* s, const std::string& id, const JobArgs& args, int now) {
   ASSERT_TRUE(s->AddJob(MakeJob(id, args)).ok());
   s->Schedule(T(now));
   ASSERT_FALSE(NodesOf(*s, id).empty()) << id << " was not placed";
@@ -63,10 +63,10 @@ void LoseNodeOf(Scheduler* s, const std::string& id, int index) {
 }
 
 TEST(PlaceTaskTest, HonoursQueueMaxCapacity) {
-  auto s = MakeCapacity({Leaf("research", 40, 40), Leaf("prod", 60, 100)}, 5);  // 40 GPUs
-  Submit(s.get(), "r1", {.tasks = 2, .gpus = 8, .queue = "research"}, 1);  // 16 GPUs = 40%
+  auto s = MakeCapacity({SchedulerTasksLeaf("research", 40, 40), SchedulerTasksLeaf("prod", 60, 100)}, 5);  // 40 GPUs
+  SchedulerTasksSubmit(s.get(), "r1", {.tasks = 2, .gpus = 8, .queue = "research"}, 1);  // 16 GPUs = 40%
   ASSERT_TRUE(s->TaskFinished("r1", "worker", 1).ok());
-  Submit(s.get(), "r2", {.gpus = 8, .queue = "research", .submit = 2}, 3);  // back at 40%
+  SchedulerTasksSubmit(s.get(), "r2", {.gpus = 8, .queue = "research", .submit = 2}, 3);  // back at 40%
   absl::StatusOr<TaskAssignment> t = s->PlaceTask("r1", "worker", 1);
   ASSERT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(t.status().message(),
@@ -80,11 +80,11 @@ TEST(PlaceTaskTest, HonoursQueueMaxCapacity) {
 // An elastic job asks how many of its waiting tasks would fit before it
 // grows: the answer stops at the first refusal, and nothing is kept.
 TEST(PlaceTaskTest, RoomForTasksCountsWhatWouldFitAndKeepsNothing) {
-  auto s = Make(1);  // 8 GPUs
-  Submit(s.get(), "e", {.tasks = 4, .gpus = 2, .min_available = 2}, 1);  // all 4 placed
+  auto s = SchedulerTasksMake(1);  // 8 GPUs
+  SchedulerTasksSubmit(s.get(), "e", {.tasks = 4, .gpus = 2, .min_available = 2}, 1);  // all 4 placed
   ASSERT_TRUE(s->TaskFinished("e", "worker", 2).ok());
   ASSERT_TRUE(s->TaskFinished("e", "worker", 3).ok());
-  Submit(s.get(), "other", {.gpus = 2, .submit = 2}, 2);  // 2 GPUs left
+  SchedulerTasksSubmit(s.get(), "other", {.gpus = 2, .submit = 2}, 2);  // 2 GPUs left
   const NodeState& node = s->state().node(0);
   Resource free = node.free;
   absl::Status why;
@@ -101,26 +101,26 @@ TEST(PlaceTaskTest, RoomForTasksCountsWhatWouldFitAndKeepsNothing) {
 }
 
 TEST(PlaceTaskTest, HonoursTheUserLimit) {
-  auto s = MakeCapacity({Leaf("default", 100, 100, /*user_limit=*/50)}, 2);  // 16 GPUs
-  Submit(s.get(), "a1", {.tasks = 2, .gpus = 4}, 1);
+  auto s = MakeCapacity({SchedulerTasksLeaf("default", 100, 100, /*user_limit=*/50)}, 2);  // 16 GPUs
+  SchedulerTasksSubmit(s.get(), "a1", {.tasks = 2, .gpus = 4}, 1);
   ASSERT_TRUE(s->TaskFinished("a1", "worker", 1).ok());
-  Submit(s.get(), "a2", {.gpus = 4, .submit = 2}, 3);
+  SchedulerTasksSubmit(s.get(), "a2", {.gpus = 4, .submit = 2}, 3);
   absl::StatusOr<TaskAssignment> t = s->PlaceTask("a1", "worker", 1);
   EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(t.status().message(), "job a1 task worker-1: user alice is at the user limit of "
                                   "queue default (50% of its max-capacity)");
   // Another user of the queue is not held back by alice's limit.
-  Submit(s.get(), "b1", {.gpus = 4, .user = "bob", .submit = 4}, 5);
+  SchedulerTasksSubmit(s.get(), "b1", {.gpus = 4, .user = "bob", .submit = 4}, 5);
 }
 
 // node-0 runs "run" (1 task, 2 GPUs); node-1 then has 2 GPUs free (a
 // ptr job holds 6), node-2 all 8. node-0 is lost.
 std::unique_ptr<Scheduler> TightAndEmpty(SchedulerOptions opt = {}) {
-  auto s = Make(1, opt);
-  Submit(s.get(), "run", {.gpus = 2}, 1);
+  auto s = SchedulerTasksMake(1, opt);
+  SchedulerTasksSubmit(s.get(), "run", {.gpus = 2}, 1);
   EXPECT_TRUE(s->AddNode(EightGpuNode(1)).ok());
   EXPECT_TRUE(s->AddNode(EightGpuNode(2)).ok());
-  Submit(s.get(), "low", {.gpus = 6, .priority = PriorityClass::kPtr, .node = "node-1"}, 2);
+  SchedulerTasksSubmit(s.get(), "low", {.gpus = 6, .priority = PriorityClass::kPtr, .node = "node-1"}, 2);
   LoseNodeOf(s.get(), "run", 0);
   return s;
 }
@@ -158,7 +158,7 @@ TEST(PlaceTaskTest, PassesOverANodeReservedForAnotherJob) {
 
 TEST(PlaceTaskTest, WaitsBehindAReservationWhenNoOtherNodeFits) {
   auto s = TightAndEmpty();
-  Submit(s.get(), "fill", {.gpus = 8, .submit = 3}, 4);  // node-2
+  SchedulerTasksSubmit(s.get(), "fill", {.gpus = 8, .submit = 3}, 4);  // node-2
   ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
                                          .submit = 5, .node = "node-1"}))
                   .ok());
@@ -170,8 +170,8 @@ TEST(PlaceTaskTest, WaitsBehindAReservationWhenNoOtherNodeFits) {
 }
 
 TEST(PlaceTaskTest, NodeNameWithoutRelaxGoesOnlyToTheNamedNode) {
-  auto s = Make(3);
-  Submit(s.get(), "pinned", {.gpus = 2, .node = "node-1"}, 1);
+  auto s = SchedulerTasksMake(3);
+  SchedulerTasksSubmit(s.get(), "pinned", {.gpus = 2, .node = "node-1"}, 1);
   LoseNodeOf(s.get(), "pinned", 0);
   absl::StatusOr<TaskAssignment> t = s->PlaceTask("pinned", "worker", 0);
   EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
@@ -184,11 +184,11 @@ TEST(PlaceTaskTest, NodeNameWithoutRelaxGoesOnlyToTheNamedNode) {
 
 TEST(PlaceTaskTest, NodeNameFullIsRefusedUnlessRelaxed) {
   for (bool relax : {false, true}) {
-    auto s = Make(3);
-    Submit(s.get(), "j", {.tasks = 2, .gpus = 4, .node = "node-1", .relax = relax}, 1);
+    auto s = SchedulerTasksMake(3);
+    SchedulerTasksSubmit(s.get(), "j", {.tasks = 2, .gpus = 4, .node = "node-1", .relax = relax}, 1);
     ASSERT_EQ(NodesOf(*s, "j"), (std::map<int, std::string>{{0, "node-1"}, {1, "node-1"}}));
     ASSERT_TRUE(s->TaskFinished("j", "worker", 1).ok());
-    Submit(s.get(), "fill", {.gpus = 4, .submit = 2, .node = "node-1"}, 3);
+    SchedulerTasksSubmit(s.get(), "fill", {.gpus = 4, .submit = 2, .node = "node-1"}, 3);
     absl::StatusOr<TaskAssignment> t = s->PlaceTask("j", "worker", 1);
     if (!relax) {
       EXPECT_EQ(t.status().code(), absl::StatusCode::kResourceExhausted);
@@ -233,8 +233,8 @@ TEST(PlaceTaskTest, HonoursNodeSelectorAndRack) {
 }
 
 TEST(PlaceTaskTest, PrefersTheJobsOtherNodes) {
-  auto s = Make(3);
-  Submit(s.get(), "big", {.tasks = 5, .gpus = 2}, 1);  // 4 tasks on one node, 1 on another
+  auto s = SchedulerTasksMake(3);
+  SchedulerTasksSubmit(s.get(), "big", {.tasks = 5, .gpus = 2}, 1);  // 4 tasks on one node, 1 on another
   std::map<std::string, std::vector<int>> by_node;
   for (const auto& [index, node] : NodesOf(*s, "big")) by_node[node].push_back(index);
   ASSERT_EQ(by_node.size(), 2u);
@@ -245,7 +245,7 @@ TEST(PlaceTaskTest, PrefersTheJobsOtherNodes) {
     if (std::string n = absl::StrCat("node-", i); !by_node.contains(n)) third = n;
   }
   // The third node is left the tightest fit for a 2-GPU task.
-  Submit(s.get(), "fill", {.gpus = 6, .submit = 2, .node = third}, 3);
+  SchedulerTasksSubmit(s.get(), "fill", {.gpus = 6, .submit = 2, .node = third}, 3);
   for (int index : by_node[full]) ASSERT_TRUE(s->TaskFinished("big", "worker", index).ok());
   ASSERT_TRUE(s->RemoveNode(full).ok());
   absl::StatusOr<TaskAssignment> t = s->PlaceTask("big", "worker", by_node[full][0]);
@@ -254,7 +254,7 @@ TEST(PlaceTaskTest, PrefersTheJobsOtherNodes) {
 }
 
 TEST(PlaceTaskTest, PassesOverANodeWhoseExactPortsAreTaken) {
-  auto s = Make(2);
+  auto s = SchedulerTasksMake(2);
   auto with_port = [](const std::string& id, int gpus, int submit) {
     JobRequest job = MakeJob(id, {.gpus = gpus, .submit = submit});
     job.roles[0].resource.ports = PortRanges::Of(30005, 30005).value();
@@ -276,8 +276,8 @@ TEST(PlaceTaskTest, PassesOverANodeWhoseExactPortsAreTaken) {
 }
 
 TEST(PlaceTaskTest, ErrorsNameWhatIsWrong) {
-  auto s = Make(2);
-  Submit(s.get(), "j", {.tasks = 2, .gpus = 1}, 1);
+  auto s = SchedulerTasksMake(2);
+  SchedulerTasksSubmit(s.get(), "j", {.tasks = 2, .gpus = 1}, 1);
   ASSERT_TRUE(s->AddJob(MakeJob("waiting", {.tasks = 2, .gpus = 8, .submit = 2})).ok());
   EXPECT_EQ(s->PlaceTask("nope", "worker", 0).status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(s->PlaceTask("j", "ps", 0).status().message(), "job j has no role ps");
@@ -293,7 +293,7 @@ TEST(PlaceTaskTest, ErrorsNameWhatIsWrong) {
 
 // A server restart: job "rec" (2 tasks of 2 GPUs) ran on node-0 before it.
 TEST(RecoveryTest, MarkRunningKeepsTheJobOutOfThePendingQueue) {
-  auto s = MakeCapacity({Leaf("default", 100, 100)}, 2);
+  auto s = MakeCapacity({SchedulerTasksLeaf("default", 100, 100)}, 2);
   ASSERT_TRUE(s->AddJob(MakeJob("rec", {.tasks = 2, .gpus = 2})).ok());
   ASSERT_TRUE(s->MarkRunning("rec", T(5)).ok());
   EXPECT_EQ(s->state().PendingCount(), 0u);
@@ -306,7 +306,7 @@ TEST(RecoveryTest, MarkRunningKeepsTheJobOutOfThePendingQueue) {
 }
 
 TEST(RecoveryTest, AdoptTaskTakesTheExactAllocationAndNeverDoubleAllocates) {
-  auto s = Make(2);
+  auto s = SchedulerTasksMake(2);
   ASSERT_TRUE(s->AddJob(MakeJob("rec", {.tasks = 2, .gpus = 2})).ok());
   ASSERT_TRUE(s->MarkRunning("rec", T(5)).ok());
   Resource a{.memory_mb = 1024, .vcores_milli = 1000, .gpus = 2, .gpu_mask = 0b1100};
@@ -338,8 +338,8 @@ TEST(RecoveryTest, AdoptTaskTakesTheExactAllocationAndNeverDoubleAllocates) {
 }
 
 TEST(RecoveryTest, AVictimsTaskIsAdoptedButNotPlacedAnew) {
-  auto s = Make(1);
-  Submit(s.get(), "low", {.gpus = 8, .priority = PriorityClass::kPtr}, 1);
+  auto s = SchedulerTasksMake(1);
+  SchedulerTasksSubmit(s.get(), "low", {.gpus = 8, .priority = PriorityClass::kPtr}, 1);
   ASSERT_TRUE(s->AddJob(MakeJob("prod", {.gpus = 8, .priority = PriorityClass::kProduction,
                                          .submit = 2}))
                   .ok());
@@ -357,7 +357,7 @@ TEST(RecoveryTest, AVictimsTaskIsAdoptedButNotPlacedAnew) {
 TEST(RecoveryTest, AnUnadoptedTaskIsPlacedBeforeAnyRound) {
   // After a restart the queue policy has not seen a round yet; a task whose
   // node never came back is still placed under the queue's limits.
-  auto s = MakeCapacity({Leaf("research", 50, 50), Leaf("prod", 50, 100)}, 2);
+  auto s = MakeCapacity({SchedulerTasksLeaf("research", 50, 50), SchedulerTasksLeaf("prod", 50, 100)}, 2);
   ASSERT_TRUE(s->AddJob(MakeJob("rec", {.tasks = 2, .gpus = 4, .queue = "research"})).ok());
   ASSERT_TRUE(s->MarkRunning("rec", T(5)).ok());
   Resource a{.memory_mb = 1024, .vcores_milli = 1000, .gpus = 4, .gpu_mask = 0b1111};

@@ -17,14 +17,14 @@ using testing::PlacementOf;
 using testing::ReasonOf;
 using testing::T;
 
-std::unique_ptr<Scheduler> MakeScheduler(int nodes, SchedulerOptions opt = {}) {
+std::unique_ptr<Scheduler> SchedulerMakeScheduler(int nodes, SchedulerOptions opt = {}) {
   auto s = Scheduler::Create(opt).value();
   for (int i = 0; i < nodes; ++i) EXPECT_TRUE(s->AddNode(EightGpuNode(i)).ok());
   return s;
 }
 
 TEST(SchedulerTest, PlacesOneTaskOnOneSwitchWithPorts) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerMakeScheduler(1);
   JobRequest job = MakeJob("j1", {.gpus = 2});
   job.roles[0].resource.port_count = 2;
   ASSERT_TRUE(s->AddJob(job).ok());
@@ -39,7 +39,7 @@ TEST(SchedulerTest, PlacesOneTaskOnOneSwitchWithPorts) {
 }
 
 TEST(SchedulerTest, OneGpuTasksFillASwitchBeforeOpeningAnother) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(MakeJob("a", {.gpus = 1})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("b", {.gpus = 1, .submit = 1})).ok());
   Decisions d = s->Schedule(T(2));
@@ -49,7 +49,7 @@ TEST(SchedulerTest, OneGpuTasksFillASwitchBeforeOpeningAnother) {
 }
 
 TEST(SchedulerTest, GangIsAllOrNothing) {
-  auto s = MakeScheduler(3);
+  auto s = SchedulerMakeScheduler(3);
   ASSERT_TRUE(s->AddJob(MakeJob("small", {.gpus = 1})).ok());
   ASSERT_EQ(s->Schedule(T(0)).placements.size(), 1u);
   ASSERT_TRUE(s->AddJob(MakeJob("big", {.tasks = 3, .gpus = 8, .submit = 1})).ok());
@@ -63,7 +63,7 @@ TEST(SchedulerTest, GangIsAllOrNothing) {
 }
 
 TEST(SchedulerTest, MinAvailableStartsWithFewerTasks) {
-  auto s = MakeScheduler(2);
+  auto s = SchedulerMakeScheduler(2);
   ASSERT_TRUE(s->AddJob(MakeJob("elastic", {.tasks = 3, .gpus = 8, .min_available = 2})).ok());
   Decisions d = s->Schedule(T(1));
   ASSERT_EQ(d.placements.size(), 1u);
@@ -71,7 +71,7 @@ TEST(SchedulerTest, MinAvailableStartsWithFewerTasks) {
 }
 
 TEST(SchedulerTest, GangGoesOnFewestNodes) {
-  auto s = MakeScheduler(8);
+  auto s = SchedulerMakeScheduler(8);
   ASSERT_TRUE(s->AddJob(MakeJob("one", {.gpus = 1})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("gang", {.tasks = 4, .gpus = 4, .submit = 1})).ok());
   Decisions d = s->Schedule(T(2));
@@ -88,7 +88,7 @@ TEST(SchedulerTest, GangGoesOnFewestNodes) {
 
 TEST(SchedulerTest, GangStaysInOneRack) {
   for (uint64_t seed = 0; seed < 6; ++seed) {
-    auto s = MakeScheduler(16, SchedulerOptions{.seed = seed});  // 4 racks of 4 nodes
+    auto s = SchedulerMakeScheduler(16, SchedulerOptions{.seed = seed});  // 4 racks of 4 nodes
     ASSERT_TRUE(s->AddJob(MakeJob("gang", {.tasks = 3, .gpus = 8})).ok());
     const JobPlacement* p = PlacementOf(s->Schedule(T(1)), "gang");
     ASSERT_NE(p, nullptr);
@@ -102,7 +102,7 @@ TEST(SchedulerTest, GangStaysInOneRack) {
 }
 
 TEST(SchedulerTest, ReasonNamesTheLargestFreeGroup) {
-  auto s = MakeScheduler(2, SchedulerOptions{.seed = 0});  // nodes in index order
+  auto s = SchedulerMakeScheduler(2, SchedulerOptions{.seed = 0});  // nodes in index order
   ASSERT_TRUE(s->AddJob(MakeJob("a", {.gpus = 6})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("b", {.gpus = 7, .submit = 1})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("c", {.gpus = 4, .submit = 2})).ok());
@@ -124,7 +124,7 @@ TEST(SchedulerTest, LabelSelectorsAndTheirReason) {
 }
 
 TEST(SchedulerTest, NodeNameIsHardUnlessRelaxedButTheMaskNeverIs) {
-  auto s = MakeScheduler(2);
+  auto s = SchedulerMakeScheduler(2);
   ASSERT_TRUE(s->AddJob(MakeJob("fill", {.gpus = 8, .node = "node-1"})).ok());
   s->Schedule(T(1));
   ASSERT_TRUE(s->AddJob(MakeJob("hard", {.gpus = 1, .submit = 1, .node = "node-1"})).ok());
@@ -139,7 +139,7 @@ TEST(SchedulerTest, NodeNameIsHardUnlessRelaxedButTheMaskNeverIs) {
 }
 
 TEST(SchedulerTest, UnknownNodeAndUnschedulableNodeReasons) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerMakeScheduler(1);
   ASSERT_TRUE(s->SetSchedulable("node-0", false).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("a", {.gpus = 1, .node = "node-0"})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("b", {.gpus = 1, .node = "node-9"})).ok());
@@ -154,7 +154,7 @@ TEST(SchedulerTest, UnknownNodeAndUnschedulableNodeReasons) {
 TEST(SchedulerTest, RequestsNoNodeCanEverServeSaySo) {
   SchedulerOptions opt;
   opt.limits.max_gpus = 64;
-  auto s = MakeScheduler(2, opt);
+  auto s = SchedulerMakeScheduler(2, opt);
   ASSERT_TRUE(s->AddJob(MakeJob("wide", {.gpus = 16})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("fill", {.gpus = 2})).ok());
   Decisions d = s->Schedule(T(1));
@@ -169,7 +169,7 @@ TEST(SchedulerTest, RequestsNoNodeCanEverServeSaySo) {
 }
 
 TEST(SchedulerTest, RequestsOutsideLimitsAreRejectedAtSubmit) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerMakeScheduler(1);
   absl::Status st = s->AddJob(MakeJob("huge", {.gpus = 9}));
   EXPECT_EQ(st.message(), "job huge role worker: gpus 9 is above the maximum allocation 8");
   JobRequest bad = MakeJob("bad", {.tasks = 0});
@@ -180,7 +180,7 @@ TEST(SchedulerTest, RequestsOutsideLimitsAreRejectedAtSubmit) {
 }
 
 TEST(SchedulerTest, FinishedJobsFreeTheirResources) {
-  auto s = MakeScheduler(1);
+  auto s = SchedulerMakeScheduler(1);
   ASSERT_TRUE(s->AddJob(MakeJob("a", {.gpus = 8})).ok());
   ASSERT_TRUE(s->AddJob(MakeJob("b", {.gpus = 8, .submit = 1})).ok());
   EXPECT_NE(PlacementOf(s->Schedule(T(1)), "a"), nullptr);
@@ -189,7 +189,7 @@ TEST(SchedulerTest, FinishedJobsFreeTheirResources) {
 }
 
 TEST(SchedulerTest, RemovingANodeRequeuesItsJobs) {
-  auto s = MakeScheduler(2);
+  auto s = SchedulerMakeScheduler(2);
   ASSERT_TRUE(s->AddJob(MakeJob("a", {.tasks = 2, .gpus = 8})).ok());
   s->Schedule(T(1));
   std::vector<std::string> requeued;
@@ -204,7 +204,7 @@ TEST(SchedulerTest, RemovingANodeRequeuesItsJobs) {
 
 TEST(SchedulerTest, SeedBreaksTiesAmongEqualNodesDeterministically) {
   auto first_node = [](uint64_t seed) {
-    auto s = MakeScheduler(16, SchedulerOptions{.seed = seed});
+    auto s = SchedulerMakeScheduler(16, SchedulerOptions{.seed = seed});
     EXPECT_TRUE(s->AddJob(MakeJob("a", {.gpus = 8})).ok());
     return s->Schedule(T(1)).placements.at(0).tasks.at(0).node;
   };
@@ -230,7 +230,7 @@ std::string Render(const Decisions& d) {
 TEST(SchedulerTest, SameInputSameDecisions) {
   std::string first;
   for (int run = 0; run < 2; ++run) {
-    auto s = MakeScheduler(16);
+    auto s = SchedulerMakeScheduler(16);
     for (int i = 0; i < 60; ++i) {
       ASSERT_TRUE(
           s->AddJob(MakeJob(absl::StrCat("j", i), {.tasks = 1 + i % 3, .gpus = 1 + i % 4,

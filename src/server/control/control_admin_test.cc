@@ -17,7 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-constexpr char kJob[] = R"(
+constexpr char kControlAdminJob[] = R"(
 name: train
 replicas:
   worker:
@@ -95,7 +95,7 @@ TEST_F(ControlAdminTest, ACordonedNodeTakesNoNewTaskAndStaysCordonedAcrossAResta
   ASSERT_TRUE(state_->Cordon("n1", "bad fan").ok());
   EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_CORDONED);
   EXPECT_EQ(NodeOf("n1").reason(), "cordoned: bad fan");
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   EXPECT_TRUE(backend_.launches.empty());
   std::vector<v1::NodeRecord> written = WrittenNodes();
@@ -108,7 +108,7 @@ TEST_F(ControlAdminTest, ACordonedNodeTakesNoNewTaskAndStaysCordonedAcrossAResta
   Make(snap);
   Register("n1", 2);
   EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_CORDONED);
-  job = Submit(kJob);
+  job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   EXPECT_TRUE(backend_.launches.empty());
   ASSERT_TRUE(state_->Uncordon("n1").ok());
@@ -139,7 +139,7 @@ TEST_F(ControlAdminTest, WhatTheControlStateLogsIsAnEffectATestReads) {
 
 TEST_F(ControlAdminTest, DrainMovesATaskElsewhereWithoutChargingARestart) {
   Register("n1", 1);
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   Status(v1::TASK_RUNNING);
   Register("n2", 2);
@@ -159,7 +159,7 @@ TEST_F(ControlAdminTest, DrainMovesATaskElsewhereWithoutChargingARestart) {
 
 TEST_F(ControlAdminTest, DrainRequeuesAJobWhoseTaskMayNotRestart) {
   Register("n1", 1);
-  std::string never = kJob;
+  std::string never = kControlAdminJob;
   never.replace(never.find("OnFailure"), 9, "Never");
   std::string job = Submit(never);
   state_->RunRound(now_);
@@ -176,7 +176,7 @@ TEST_F(ControlAdminTest, DrainRequeuesAJobWhoseTaskMayNotRestart) {
 
 TEST_F(ControlAdminTest, ANodeWhoseLaunchesFailIsTakenOutAndTheTaskGoesElsewhereUncharged) {
   Register("n1", 1);
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   Status(v1::TASK_FAILED, /*node_fault=*/true);
   ASSERT_EQ(backend_.launches.size(), 2u) << "tried again, not failed";
@@ -210,7 +210,7 @@ TEST_F(ControlAdminTest, ALaunchRefusedForGpusAStrayTaskHoldsSparesTheNodeAndAvo
   stray->set_state(v1::TASK_RUNNING);
   state_->OnHeartbeat("n1", strays, now_);
   ASSERT_EQ(backend_.kills.size(), 1u) << "the stray is told to stop";
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   for (int refusal = 0; refusal < 3; ++refusal) {
     const auto [node, t] = backend_.launches.back();
@@ -260,7 +260,7 @@ TEST_F(ControlAdminTest, ALaunchAfterDurableGoesOutOnlyOnceItsPlacementIsWritten
     while ((w = state_->TakeWrite())) state_->WriteDone(*w, result, false);
   };
   write(absl::OkStatus());  // the node's record
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   EXPECT_TRUE(backend_.launches.empty()) << "not before its placement is written";
   std::optional<Persister::Write> failed = state_->TakeWrite();
@@ -272,7 +272,7 @@ TEST_F(ControlAdminTest, ALaunchAfterDurableGoesOutOnlyOnceItsPlacementIsWritten
   EXPECT_EQ(backend_.launches[0].second.job(), job);
 
   // A job killed before its placement is written is never launched.
-  std::string second = Submit(absl::StrReplaceAll(kJob, {{"name: train", "name: other"}}));
+  std::string second = Submit(absl::StrReplaceAll(kControlAdminJob, {{"name: train", "name: other"}}));
   state_->RunRound(now_);
   ASSERT_TRUE(state_->Kill(second, "", now_).ok());
   write(absl::OkStatus());
@@ -290,7 +290,7 @@ TEST_F(ControlAdminTest, ALaunchAfterDurableGoesOutOnlyOnceItsPlacementIsWritten
   // A task whose node is drained before its placement is written is not
   // launched there: orders go in the order they were decided, and a launch
   // of a task leaving its node is dropped.
-  std::string third = Submit(absl::StrReplaceAll(kJob, {{"name: train", "name: third"}}));
+  std::string third = Submit(absl::StrReplaceAll(kControlAdminJob, {{"name: train", "name: third"}}));
   state_->RunRound(now_);
   ASSERT_TRUE(state_->Drain("n1", "maintenance", now_).ok());
   write(absl::OkStatus());
@@ -304,7 +304,7 @@ TEST_F(ControlAdminTest, ANodeShortOfDiskTakesNoTasksUntilItHasRoomAgain) {
   state_->OnHeartbeat("n1", hb, now_);
   EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_DEGRADED);
   EXPECT_EQ(NodeOf("n1").reason(), "only 10 MB free in the agent's data dir (below 100 MB)");
-  Submit(kJob);
+  Submit(kControlAdminJob);
   state_->RunRound(now_);
   EXPECT_TRUE(backend_.launches.empty());
   hb.set_data_free_mb(5000);
@@ -331,7 +331,7 @@ TEST_F(ControlAdminTest, OnlyALostNodeIsRemovedAndItsRecordGoes) {
 
 TEST_F(ControlAdminTest, ADeletedJobsNameIsFreeAndItsRecordIsKeptUnderItsId) {
   Register("n1", 1);
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   EXPECT_EQ(state_->DeleteJob(job, now_).status().code(), absl::StatusCode::kFailedPrecondition);
   ASSERT_TRUE(state_->Kill(job, "", now_).ok());
   absl::StatusOr<v1::DeleteJobResponse> del = state_->DeleteJob(job, now_);
@@ -346,9 +346,9 @@ TEST_F(ControlAdminTest, ADeletedJobsNameIsFreeAndItsRecordIsKeptUnderItsId) {
     }
   }
   EXPECT_TRUE(renamed);
-  EXPECT_EQ(Submit(kJob), "train-2") << "taken until the rename is durable";
+  EXPECT_EQ(Submit(kControlAdminJob), "train-2") << "taken until the rename is durable";
   state_->ReleaseName(job);
-  EXPECT_EQ(Submit(kJob), "train");
+  EXPECT_EQ(Submit(kControlAdminJob), "train");
 }
 
 // The published node views are reused while nothing they show changes
@@ -398,7 +398,7 @@ TEST_F(ControlAdminTest, CordonDrainAndDegradedNodesArePublishedAsTheyChange) {
   ViewStore::NodesPtr stopping = state_->PublishedNodes();
   EXPECT_EQ(stopping->at(0).view->info().state(), v1::NODE_DRAINING);
   EXPECT_EQ(stopping->at(0).view->reason(), "its agent was stopped by signal 15");
-  Submit(kJob);
+  Submit(kControlAdminJob);
   state_->RunRound(now_);
   EXPECT_TRUE(backend_.launches.empty());
   state_->AgentDisconnected("n1", 1);
@@ -416,7 +416,7 @@ TEST_F(ControlAdminTest, ARestartedServerJudgesADegradedNodeAgainFromItsReports)
   v1::Heartbeat low;
   low.set_data_free_mb(10);
   state_->OnHeartbeat("n2", low, now_);
-  Submit(kJob);
+  Submit(kControlAdminJob);
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.back().first, "n1");
   Status(v1::TASK_FAILED, /*node_fault=*/true);
@@ -441,7 +441,7 @@ TEST_F(ControlAdminTest, ARestartedServerJudgesADegradedNodeAgainFromItsReports)
 // is its own, so it does not resume from the old job's checkpoints.
 TEST_F(ControlAdminTest, AJobThatReusesADeletedJobsNameGetsItsOwnCheckpointDir) {
   Register("n1", 1);
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 1u);
   std::string old_dir = backend_.launches[0].second.env().at("TRAINYARD_CHECKPOINT_DIR");
@@ -459,7 +459,7 @@ TEST_F(ControlAdminTest, AJobThatReusesADeletedJobsNameGetsItsOwnCheckpointDir) 
   ASSERT_EQ(state_->Describe(job)->state(), v1::JOB_SUCCEEDED);
   ASSERT_TRUE(state_->DeleteJob(job, now_).ok());
   state_->ReleaseName(job);
-  ASSERT_EQ(Submit(kJob), "train");
+  ASSERT_EQ(Submit(kControlAdminJob), "train");
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 3u);
   const v1::TaskSpec& reused = backend_.launches[2].second;
@@ -471,7 +471,7 @@ TEST_F(ControlAdminTest, AJobThatReusesADeletedJobsNameGetsItsOwnCheckpointDir) 
 // Counts are said in words a person would use: "1 task", not "1 tasks".
 TEST_F(ControlAdminTest, AOneTaskJobsEventsSayTaskInTheSingular) {
   Register("n1", 1);
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   Status(v1::TASK_RUNNING);
   std::string texts;
@@ -499,7 +499,7 @@ v1::Heartbeat FaultBeat(int gpu, int xid, v1::GpuFaultAction action) {
 
 TEST_F(ControlAdminTest, AFaultyGpuGoesOutOfServiceAndItsTaskMovesOnItsGpuErrorBudget) {
   Register("n1", 1);
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 1u);
   const uint64_t first = backend_.launches[0].second.allocation().gpu_mask();
@@ -544,7 +544,7 @@ TEST_F(ControlAdminTest, AFaultyGpuGoesOutOfServiceAndItsTaskMovesOnItsGpuErrorB
 
 TEST_F(ControlAdminTest, AGpuFaultThatAsksForARebootDrainsTheNode) {
   Register("n1", 1);
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 1u);
   const int gpu = __builtin_ctzll(backend_.launches[0].second.allocation().gpu_mask());
@@ -570,7 +570,7 @@ TEST_F(ControlAdminTest, AGpuFaultThatAsksForARebootDrainsTheNode) {
 
 TEST_F(ControlAdminTest, AGpuErrorBudgetOfNoneFailsTheJobOnItsFirstFaultyGpu) {
   Register("n1", 1);
-  std::string job = Submit(std::string(kJob) + "    restartBudgets: {gpuError: 0}\n");
+  std::string job = Submit(std::string(kControlAdminJob) + "    restartBudgets: {gpuError: 0}\n");
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 1u);
   const int gpu = __builtin_ctzll(backend_.launches[0].second.allocation().gpu_mask());
@@ -590,7 +590,7 @@ TEST_F(ControlAdminTest, CordonedGpusTakeNoTaskKeepTheirCordonAcrossARestartAndA
   ASSERT_TRUE(state_->CordonGpus("n1", {0, 1, 2, 3, 4, 5, 6}, true).ok());
   EXPECT_EQ(NodeOf("n1").cordoned_gpus(), 0x7fu);
   EXPECT_EQ(NodeOf("n1").info().state(), v1::NODE_READY) << "the node itself is not cordoned";
-  std::string job = Submit(kJob);
+  std::string job = Submit(kControlAdminJob);
   state_->RunRound(now_);
   ASSERT_EQ(backend_.launches.size(), 1u);
   EXPECT_EQ(backend_.launches[0].second.allocation().gpu_mask(), 0x80u) << "the only GPU not cordoned";

@@ -17,7 +17,7 @@ using ::testing::HasSubstr;
 
 constexpr char kLow[] = "name: low\npriority: ptr\nreplicas:\n  worker:\n    count: 2\n    resources: {gpus: 4}\n"
                         "    command: [train]\n";
-constexpr char kHigh[] = "name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
+constexpr char kControlCheckpointHigh[] = "name: high\npriority: production\nreplicas:\n  worker:\n    resources: {gpus: 8}\n"
                          "    command: [train]\n";
 constexpr char kMaster[] = "10.0.0.99:7000";  // a master in the submitting client
 
@@ -70,7 +70,7 @@ class ControlCheckpointTest : public ::testing::Test {
     state_->RunRound(now_);
     EXPECT_EQ(backend_.launches.size(), 2u);
     ReportAll(low, v1::TASK_RUNNING);
-    Submit(kHigh, "");
+    Submit(kControlCheckpointHigh, "");
     now_ += absl::Seconds(1);
     state_->RunRound(now_);
     return low;
@@ -254,7 +254,7 @@ TEST_F(ControlCheckpointTest, TheOrderIsPushedToTheJobsMasterTaskWhenItIsMade) {
   }
   ASSERT_THAT(master, ::testing::StartsWith("10.0.0.1:"));
   ReportAll(low, v1::TASK_RUNNING);
-  Submit(kHigh, "");
+  Submit(kControlCheckpointHigh, "");
   now_ += absl::Seconds(1);
   state_->RunRound(now_);
   v1::JobView v = View(low);

@@ -23,8 +23,6 @@
 namespace trainyard::server {
 namespace {
 
-bool Waiting(const v1::TaskRecord& t) { return t.node().empty() && t.state() == v1::TASK_PENDING; }
-
 // What the job's roles say and hold, read from the spec once per role and
 // from the tasks once each (not a pass over the roles per task: a job may
 // have thousands of both).

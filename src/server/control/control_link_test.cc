@@ -17,7 +17,7 @@
 namespace trainyard::server {
 namespace {
 
-constexpr char kJob[] = R"(
+constexpr char kControlLinkJob[] = R"(
 name: train
 replicas:
   worker:
@@ -34,7 +34,7 @@ class ControlLinkTest : public ::testing::Test {
     state_ = std::make_unique<ControlState>(config_, std::move(*sched), &backend_, now_);
     state_->Recover(StoreSnapshot{}, {}, now_);
     Connect();
-    auto spec = api::LoadJobSpec(kJob, config_.limits);
+    auto spec = api::LoadJobSpec(kControlLinkJob, config_.limits);
     ASSERT_TRUE(spec.ok()) << spec.status();
     auto prepared = state_->PrepareSubmit(*spec, now_);
     ASSERT_TRUE(prepared.ok()) << prepared.status();

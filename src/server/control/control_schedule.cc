@@ -105,7 +105,6 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
 }
 
 namespace {
-bool Waiting(const v1::TaskRecord& t) { return t.node().empty() && t.state() == v1::TASK_PENDING; }
 
 // "job j task worker-3: needs ..." -> "needs ...".
 std::string WithoutTaskName(const absl::Status& st, const std::string& job, const v1::TaskRecord& t) {

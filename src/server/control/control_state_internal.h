@@ -86,4 +86,7 @@ inline constexpr char kNextJobIdFloor[] = "next_job_id_floor";
 void RecordLaunch(v1::TaskRecord& t);
 v1::JobEvent ToView(const v1::JobEventRecord& e);
 
+// A task waiting for a place: pending, on no node.
+inline bool Waiting(const v1::TaskRecord& t) { return t.node().empty() && t.state() == v1::TASK_PENDING; }
+
 }  // namespace trainyard::server

@@ -19,7 +19,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-const absl::Time kT0 = absl::FromCivil(absl::CivilSecond(2026, 12, 7, 6, 0, 30), absl::UTCTimeZone());
+const absl::Time kScheduleDeskT0 = absl::FromCivil(absl::CivilSecond(2026, 12, 7, 6, 0, 30), absl::UTCTimeZone());
 
 v1::ScheduleRecord Rec(const std::string& name, const std::string& cron,
                        v1::ConcurrencyPolicy concurrency = v1::CONCURRENCY_SKIP) {
@@ -51,27 +51,27 @@ class ScheduleDeskTest : public ::testing::Test {
 };
 
 TEST_F(ScheduleDeskTest, ASchedulesCreationIsWrittenAndItsViewHidesTheSpecButItsQueue) {
-  absl::StatusOr<v1::ScheduleView> view = desk_.Create(Rec("nightly", "0 2 * * *"), kT0, &batch_);
+  absl::StatusOr<v1::ScheduleView> view = desk_.Create(Rec("nightly", "0 2 * * *"), kScheduleDeskT0, &batch_);
   ASSERT_TRUE(view.ok()) << view.status();
   EXPECT_THAT(Keys(batch_), ElementsAre("schedule/nightly"));
   EXPECT_EQ(view->schedule().spec().queue(), "research");
   EXPECT_EQ(view->schedule().spec().replicas_size(), 0) << "every user reads the views: not its commands";
-  EXPECT_EQ(view->next_run_unix_ms(), absl::ToUnixMillis(kT0 + absl::Hours(20) - absl::Seconds(30)));
+  EXPECT_EQ(view->next_run_unix_ms(), absl::ToUnixMillis(kScheduleDeskT0 + absl::Hours(20) - absl::Seconds(30)));
 
-  absl::Status refused = desk_.Create(Rec("often", "* * * * * *"), kT0, &batch_).status();
+  absl::Status refused = desk_.Create(Rec("often", "* * * * * *"), kScheduleDeskT0, &batch_).status();
   EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(refused.message()), HasSubstr("scheduleMinIntervalSeconds"));
   EXPECT_EQ(desk_.Find("often"), nullptr);
-  EXPECT_EQ(desk_.Update("nosuch", v1::SCHEDULE_PAUSE, kT0, nullptr, &batch_).status().code(),
+  EXPECT_EQ(desk_.Update("nosuch", v1::SCHEDULE_PAUSE, kScheduleDeskT0, nullptr, &batch_).status().code(),
             absl::StatusCode::kNotFound);
 }
 
 TEST_F(ScheduleDeskTest, ADueRunWhileTheLastLivesIsSkippedQueuedBesideItOrReplacesIt) {
-  ASSERT_TRUE(desk_.Create(Rec("skip", "* * * * *"), kT0, &batch_).ok());
-  ASSERT_TRUE(desk_.Create(Rec("queue", "* * * * *", v1::CONCURRENCY_QUEUE), kT0, &batch_).ok());
-  ASSERT_TRUE(desk_.Create(Rec("replace", "* * * * *", v1::CONCURRENCY_REPLACE), kT0, &batch_).ok());
+  ASSERT_TRUE(desk_.Create(Rec("skip", "* * * * *"), kScheduleDeskT0, &batch_).ok());
+  ASSERT_TRUE(desk_.Create(Rec("queue", "* * * * *", v1::CONCURRENCY_QUEUE), kScheduleDeskT0, &batch_).ok());
+  ASSERT_TRUE(desk_.Create(Rec("replace", "* * * * *", v1::CONCURRENCY_REPLACE), kScheduleDeskT0, &batch_).ok());
   std::vector<ScheduleDesk::Replaced> replaced;
-  std::vector<ScheduleFire> first = desk_.TakeDue(kT0 + absl::Seconds(31), &replaced, &batch_);
+  std::vector<ScheduleFire> first = desk_.TakeDue(kScheduleDeskT0 + absl::Seconds(31), &replaced, &batch_);
   ASSERT_EQ(first.size(), 3u);
   EXPECT_THAT(replaced, IsEmpty());
   for (const ScheduleFire& f : first) {
@@ -80,7 +80,7 @@ TEST_F(ScheduleDeskTest, ADueRunWhileTheLastLivesIsSkippedQueuedBesideItOrReplac
     desk_.RunDone(f, job, &batch_);
   }
 
-  std::vector<ScheduleFire> second = desk_.TakeDue(kT0 + absl::Seconds(91), &replaced, &batch_);
+  std::vector<ScheduleFire> second = desk_.TakeDue(kScheduleDeskT0 + absl::Seconds(91), &replaced, &batch_);
   std::vector<std::string> fired;
   for (const ScheduleFire& f : second) fired.push_back(f.name);
   EXPECT_THAT(fired, ElementsAre("queue", "replace"));
@@ -98,7 +98,7 @@ TEST_F(ScheduleDeskTest, ADueRunWhileTheLastLivesIsSkippedQueuedBesideItOrReplac
   // answered yet: they count as running, with no job to end.
   live_.erase("replace-1");
   replaced.clear();
-  std::vector<ScheduleFire> third = desk_.TakeDue(kT0 + absl::Seconds(151), &replaced, &batch_);
+  std::vector<ScheduleFire> third = desk_.TakeDue(kScheduleDeskT0 + absl::Seconds(151), &replaced, &batch_);
   ASSERT_EQ(third.size(), 2u);
   EXPECT_THAT(third[0].message, HasSubstr("beside queue-1, a run being submitted, not ended"));
   EXPECT_THAT(replaced, IsEmpty());
@@ -108,31 +108,31 @@ TEST_F(ScheduleDeskTest, ADueRunWhileTheLastLivesIsSkippedQueuedBesideItOrReplac
   for (const ScheduleFire& f : second) desk_.RunDone(f, absl::StrCat(f.name, "-2"), &batch_);
   for (const ScheduleFire& f : third) desk_.RunDone(f, absl::StrCat(f.name, "-3"), &batch_);
   replaced.clear();
-  EXPECT_EQ(desk_.TakeDue(kT0 + absl::Seconds(211), &replaced, &batch_).size(), 3u);
+  EXPECT_EQ(desk_.TakeDue(kScheduleDeskT0 + absl::Seconds(211), &replaced, &batch_).size(), 3u);
   EXPECT_THAT(replaced, IsEmpty());
   EXPECT_EQ(desk_.ViewOf(*desk_.Find("queue")).live_jobs_size(), 0);
 }
 
 TEST_F(ScheduleDeskTest, ARunBeingSubmittedCountsAsLiveUntilItsAnswerAndARefusalIsKept) {
-  ASSERT_TRUE(desk_.Create(Rec("m", "* * * * *"), kT0, &batch_).ok());
+  ASSERT_TRUE(desk_.Create(Rec("m", "* * * * *"), kScheduleDeskT0, &batch_).ok());
   std::vector<ScheduleDesk::Replaced> replaced;
   std::vector<ScheduleFire> fires;
-  ASSERT_TRUE(desk_.Update("m", v1::SCHEDULE_RUN, kT0, &fires, &batch_).ok());
+  ASSERT_TRUE(desk_.Update("m", v1::SCHEDULE_RUN, kScheduleDeskT0, &fires, &batch_).ok());
   ASSERT_EQ(fires.size(), 1u);
   EXPECT_TRUE(fires[0].by_hand);
-  EXPECT_THAT(desk_.TakeDue(kT0 + absl::Seconds(31), &replaced, &batch_), IsEmpty())
+  EXPECT_THAT(desk_.TakeDue(kScheduleDeskT0 + absl::Seconds(31), &replaced, &batch_), IsEmpty())
       << "the run by hand is not answered yet";
   desk_.RunDone(fires[0], absl::ResourceExhaustedError("queue research is full"), &batch_);
   const v1::ScheduleRecord* m = desk_.Find("m");
   ASSERT_EQ(m->runs_size(), 2);
   EXPECT_EQ(m->runs(1).outcome(), "refused");
   EXPECT_EQ(m->runs(1).message(), "queue research is full");
-  EXPECT_EQ(desk_.TakeDue(kT0 + absl::Seconds(91), &replaced, &batch_).size(), 1u);
+  EXPECT_EQ(desk_.TakeDue(kScheduleDeskT0 + absl::Seconds(91), &replaced, &batch_).size(), 1u);
 }
 
 TEST_F(ScheduleDeskTest, ABatchTakesAFewSchedulesWritesAndAFailedOneIsWrittenAgain) {
   for (size_t i = 0; i < Schedules::kWritesPerBatch + 4; ++i) {
-    ASSERT_TRUE(desk_.Create(Rec(absl::StrCat("s", i), "@daily"), kT0, &batch_).ok());
+    ASSERT_TRUE(desk_.Create(Rec(absl::StrCat("s", i), "@daily"), kScheduleDeskT0, &batch_).ok());
   }
   EXPECT_EQ(Keys(batch_).size(), Schedules::kWritesPerBatch) << "one etcd transaction's worth";
   desk_.BatchTaken();
@@ -145,7 +145,7 @@ TEST_F(ScheduleDeskTest, ABatchTakesAFewSchedulesWritesAndAFailedOneIsWrittenAga
   desk_.Write(&again);
   EXPECT_THAT(Keys(again), ElementsAre("schedule/s3"));
   ViewStore views;
-  desk_.Publish(&views, kT0);
+  desk_.Publish(&views, kScheduleDeskT0);
   EXPECT_EQ(views.Schedules()->size(), Schedules::kWritesPerBatch + 4);
 }
 

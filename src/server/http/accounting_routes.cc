@@ -50,7 +50,7 @@ json UsageRowJson(const v1::UsageRow& r) {
           {"mean_wait_s", r.mean_wait_s()}};
 }
 
-void History(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
+void ServeHistory(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
   absl::StatusOr<v1::HistoryRequest> q = ParseHistoryQuery(req.params);
   if (!q.ok()) return SetStatusError(res, q.status());
   absl::StatusOr<v1::HistoryResponse> page = b->History(who, *q);
@@ -62,7 +62,7 @@ void History(RestBackend* b, const Principal& who, const httplib::Request& req, 
                 {"oldest_kept_unix_ms", page->oldest_kept_unix_ms()}});
 }
 
-void Usage(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
+void ServeUsage(RestBackend* b, const Principal& who, const httplib::Request& req, httplib::Response& res) {
   absl::StatusOr<v1::UsageRequest> q = ParseUsageQuery(req.params);
   if (!q.ok()) return SetStatusError(res, q.status());
   absl::StatusOr<v1::UsageResponse> usage = b->Usage(who, *q);
@@ -189,9 +189,13 @@ json AccountJson(const v1::JobAccount& a) {
 
 void AddAccountingRoutes(HttpServer& s, RestBackend* b) {
   s.Handle("GET", "/api/v1/accounting/jobs", "/api/v1/accounting/jobs",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) { History(b, who, req, res); });
+           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+             ServeHistory(b, who, req, res);
+           });
   s.Handle("GET", "/api/v1/accounting/usage", "/api/v1/accounting/usage",
-           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) { Usage(b, who, req, res); });
+           [b](const httplib::Request& req, httplib::Response& res, const Principal& who) {
+             ServeUsage(b, who, req, res);
+           });
 }
 
 }  // namespace trainyard::server::http

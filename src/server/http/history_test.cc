@@ -16,7 +16,7 @@ using ::testing::HasSubstr;
 
 // A node of `gpus` GPUs, the first `used` held, GPU `gpus - 1` excluded
 // when `excluded`.
-ViewStore::NodeEntry Node(const std::string& name, int gpus, int used, bool excluded, v1::NodeState state) {
+ViewStore::NodeEntry HistoryNode(const std::string& name, int gpus, int used, bool excluded, v1::NodeState state) {
   auto v = std::make_shared<v1::NodeView>();
   v->mutable_info()->set_name(name);
   v->mutable_info()->set_state(state);
@@ -73,8 +73,8 @@ struct Cluster {
   absl::Time now = absl::FromUnixMillis(1'800'000'000'000);
   Cluster() {
     auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
-    nodes->push_back(Node("a", 8, 3, true, v1::NODE_READY));
-    nodes->push_back(Node("b", 4, 4, false, v1::NODE_LOST));
+    nodes->push_back(HistoryNode("a", 8, 3, true, v1::NODE_READY));
+    nodes->push_back(HistoryNode("b", 4, 4, false, v1::NODE_LOST));
     views.PutNodes(nodes);
     auto queues = std::make_shared<v1::ListQueuesResponse>();
     v1::QueueView* q = queues->add_queues();
@@ -211,7 +211,7 @@ TEST(HistoryTest, SharesOnSeveralNodesAddUpExactly) {
   ViewStore views;
   auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   for (auto [name, milli] : {std::pair{"a", 100}, std::pair{"b", 200}}) {
-    ViewStore::NodeEntry n = Node(name, 1, 1, false, v1::NODE_READY);
+    ViewStore::NodeEntry n = HistoryNode(name, 1, 1, false, v1::NODE_READY);
     v1::GpuShareView* share = std::const_pointer_cast<v1::NodeView>(n.view)->add_gpu_shares();
     share->set_gpu(0);
     share->set_used_milli(milli);

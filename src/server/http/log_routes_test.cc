@@ -49,7 +49,7 @@ LogRead OutputEnd(bool err) {
   return r;
 }
 
-class FakeBackend final : public RestBackend {
+class LogRoutesFakeBackend final : public RestBackend {
  public:
   ViewStore views;
   std::vector<v1::LogsRequest> opened;
@@ -75,7 +75,7 @@ class FakeBackend final : public RestBackend {
 };
 
 struct Api {
-  FakeBackend backend;
+  LogRoutesFakeBackend backend;
   std::unique_ptr<HttpServer> server;
   std::unique_ptr<httplib::Client> client;
   explicit Api(HttpOptions opt = {}) {

@@ -11,7 +11,7 @@ namespace {
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-ViewStore::NodeEntry Node(const std::string& name, int gpus, uint64_t free, uint64_t excluded = 0) {
+ViewStore::NodeEntry MetricsNode(const std::string& name, int gpus, uint64_t free, uint64_t excluded = 0) {
   auto n = std::make_shared<v1::NodeView>();
   n->mutable_info()->set_name(name);
   n->mutable_info()->set_state(v1::NODE_READY);
@@ -21,7 +21,7 @@ ViewStore::NodeEntry Node(const std::string& name, int gpus, uint64_t free, uint
   return ViewStore::NodeEntry{n, 0};
 }
 
-void PutJob(ViewStore& views, const std::string& name, v1::JobState state, int tasks, v1::TaskState task_state) {
+void MetricsPutJob(ViewStore& views, const std::string& name, v1::JobState state, int tasks, v1::TaskState task_state) {
   auto v = std::make_shared<v1::JobView>();
   v->set_name(name);
   v->set_queue("research");
@@ -42,8 +42,8 @@ std::string Render(const ViewStore& views) {
 TEST(MetricsTest, NodeGpusAreAllocatedFreeOrExcluded) {
   ViewStore views;
   auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
-  nodes->push_back(Node("a", 8, 0b11110000));           // 4 used
-  nodes->push_back(Node("b", 4, 0b0011, /*excluded=*/0b1000));  // 1 used, 1 excluded
+  nodes->push_back(MetricsNode("a", 8, 0b11110000));           // 4 used
+  nodes->push_back(MetricsNode("b", 4, 0b0011, /*excluded=*/0b1000));  // 1 used, 1 excluded
   views.PutNodes(nodes);
   std::string m = Render(views);
   EXPECT_THAT(m, HasSubstr("trainyard_node_gpus_allocated{node=\"a\"} 4\n"));
@@ -60,7 +60,7 @@ TEST(MetricsTest, AGpuShareCountsAsItsFraction) {
   ViewStore views;
   auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
   // GPU 0 whole, GPU 1 split 0.25 + 0.5, GPUs 2 and 3 free.
-  ViewStore::NodeEntry n = Node("a", 4, 0b1100);
+  ViewStore::NodeEntry n = MetricsNode("a", 4, 0b1100);
   auto split = std::const_pointer_cast<v1::NodeView>(n.view);
   v1::GpuShareView* share = split->add_gpu_shares();
   share->set_gpu(1);
@@ -110,9 +110,9 @@ TEST(MetricsTest, AGpuShareCountsAsItsFraction) {
 
 TEST(MetricsTest, JobCountsFollowEachJobsState) {
   ViewStore views;
-  PutJob(views, "a", v1::JOB_QUEUED, 2, v1::TASK_PENDING);
-  PutJob(views, "b", v1::JOB_QUEUED, 1, v1::TASK_PENDING);
-  PutJob(views, "a", v1::JOB_RUNNING, 2, v1::TASK_RUNNING);  // a moved on
+  MetricsPutJob(views, "a", v1::JOB_QUEUED, 2, v1::TASK_PENDING);
+  MetricsPutJob(views, "b", v1::JOB_QUEUED, 1, v1::TASK_PENDING);
+  MetricsPutJob(views, "a", v1::JOB_RUNNING, 2, v1::TASK_RUNNING);  // a moved on
   std::string m = Render(views);
   EXPECT_THAT(m, HasSubstr("trainyard_jobs{queue=\"research\",state=\"QUEUED\"} 1\n"));
   EXPECT_THAT(m, HasSubstr("trainyard_jobs{queue=\"research\",state=\"RUNNING\"} 1\n"));
@@ -123,7 +123,7 @@ TEST(MetricsTest, JobCountsFollowEachJobsState) {
 TEST(MetricsTest, LabelValuesAreEscaped) {
   ViewStore views;
   auto nodes = std::make_shared<std::vector<ViewStore::NodeEntry>>();
-  nodes->push_back(Node("we\"ird\\na\nme", 1, 1));
+  nodes->push_back(MetricsNode("we\"ird\\na\nme", 1, 1));
   views.PutNodes(nodes);
   EXPECT_THAT(Render(views), HasSubstr("trainyard_node_gpus_free{node=\"we\\\"ird\\\\na\\nme\"} 1\n"));
 }

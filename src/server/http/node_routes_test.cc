@@ -62,11 +62,11 @@ void Fill(ViewStore& views, int count) {
   views.PutNodes(list);
 }
 
-struct Api {
+struct NodeRoutesApi {
   ViewsBackend backend;
   std::unique_ptr<HttpServer> server;
   std::unique_ptr<httplib::Client> client;
-  explicit Api(int nodes, HttpOptions options = {}) {
+  explicit NodeRoutesApi(int nodes, HttpOptions options = {}) {
     Fill(backend.views, nodes);
     server = std::move(*HttpServer::Bind(options));
     AddRestRoutes(*server, &backend);
@@ -81,14 +81,14 @@ struct Api {
   }
 };
 
-std::vector<std::string> Names(const json& page) {
+std::vector<std::string> NodeRoutesNames(const json& page) {
   std::vector<std::string> out;
   for (const json& n : page["nodes"]) out.push_back(n["name"]);
   return out;
 }
 
 TEST(NodeRoutesTest, PagesWalkEveryNodeOnceInNameOrder) {
-  Api api(250);
+  NodeRoutesApi api(250);
   std::vector<std::string> seen;
   std::string path = "/api/v1/nodes?limit=100";
   std::vector<size_t> sizes;
@@ -96,7 +96,7 @@ TEST(NodeRoutesTest, PagesWalkEveryNodeOnceInNameOrder) {
     auto [status, page] = api.Get(path);
     ASSERT_EQ(status, 200) << page.dump();
     EXPECT_EQ(page["total"], 250);
-    std::vector<std::string> names = Names(page);
+    std::vector<std::string> names = NodeRoutesNames(page);
     sizes.push_back(names.size());
     seen.insert(seen.end(), names.begin(), names.end());
     if (page["next_cursor"] == "") break;
@@ -115,7 +115,7 @@ TEST(NodeRoutesTest, PagesWalkEveryNodeOnceInNameOrder) {
 }
 
 TEST(NodeRoutesTest, FiltersByStateLabelModelAndFreeGpus) {
-  Api api(100);
+  NodeRoutesApi api(100);
   auto [s1, lost] = api.Get("/api/v1/nodes?state=lost&limit=500");
   ASSERT_EQ(s1, 200);
   EXPECT_EQ(lost["total"], 10);
@@ -131,7 +131,7 @@ TEST(NodeRoutesTest, FiltersByStateLabelModelAndFreeGpus) {
   auto [s4, roomy] = api.Get("/api/v1/nodes?min_free_gpus=7&limit=5");
   ASSERT_EQ(s4, 200);
   EXPECT_EQ(roomy["total"], 23);
-  EXPECT_EQ(Names(roomy), (std::vector<std::string>{"n-000", "n-001", "n-009", "n-010", "n-018"}));
+  EXPECT_EQ(NodeRoutesNames(roomy), (std::vector<std::string>{"n-000", "n-001", "n-009", "n-010", "n-018"}));
   EXPECT_NE(roomy["next_cursor"], "");
   auto [s5, none] = api.Get("/api/v1/nodes?label=pool%3Db");
   ASSERT_EQ(s5, 200);
@@ -140,7 +140,7 @@ TEST(NodeRoutesTest, FiltersByStateLabelModelAndFreeGpus) {
 }
 
 TEST(NodeRoutesTest, BadQueryValuesAre400NamingTheParameter) {
-  Api api(3);
+  NodeRoutesApi api(3);
   for (const auto& [query, param] : std::vector<std::pair<std::string, std::string>>{
            {"limit=0", "limit: "},
            {"limit=501", "limit: "},
@@ -163,7 +163,7 @@ TEST(NodeRoutesTest, BadQueryValuesAre400NamingTheParameter) {
 }
 
 TEST(NodeRoutesTest, TheWholeListAndOneNodeStayAsBefore) {
-  Api api(30);
+  NodeRoutesApi api(30);
   auto [s1, all] = api.Get("/api/v1/nodes");
   ASSERT_EQ(s1, 200);
   EXPECT_EQ(all["nodes"].size(), 30u);
@@ -177,7 +177,7 @@ TEST(NodeRoutesTest, TheWholeListAndOneNodeStayAsBefore) {
 }
 
 TEST(NodeRoutesTest, SummaryCountsStatesModelsAndGivesTheHeatVector) {
-  Api api(20);
+  NodeRoutesApi api(20);
   auto [status, s] = api.Get("/api/v1/node-summary");
   ASSERT_EQ(status, 200) << s.dump();
   EXPECT_EQ(s["nodes"], 20);
@@ -206,7 +206,7 @@ TEST(NodeRoutesTest, PagesAndSummaryNeedAToken) {
     if (authorization == "Bearer good") return Principal{.user = "alice", .admin = false, .anonymous = false};
     return absl::UnauthenticatedError("this server requires a token");
   };
-  Api api(5, opt);
+  NodeRoutesApi api(5, opt);
   for (const char* path : {"/api/v1/nodes?limit=2", "/api/v1/node-summary"}) {
     auto none = api.client->Get(path);
     ASSERT_TRUE(none);

@@ -13,7 +13,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class FakeBackend final : public RestBackend {
+class RestApiFakeBackend final : public RestBackend {
  public:
   ViewStore views;
   absl::StatusOr<v1::SubmitResponse> answer;
@@ -34,11 +34,11 @@ class FakeBackend final : public RestBackend {
   }
 };
 
-struct Api {
-  FakeBackend backend;
+struct RestApiApi {
+  RestApiFakeBackend backend;
   std::unique_ptr<HttpServer> server;
   std::unique_ptr<httplib::Client> client;
-  Api() {
+  RestApiApi() {
     server = std::move(*HttpServer::Bind(HttpOptions{}));
     AddRestRoutes(*server, &backend);
     server->Serve();
@@ -47,7 +47,7 @@ struct Api {
 };
 
 TEST(RestApiTest, AnArraysSubmitPointsAtItsFirstElementAndNamesThemAll) {
-  Api api;
+  RestApiApi api;
   v1::SubmitResponse ok;
   ok.set_job("sweep");
   ok.set_job_id(7);
@@ -64,7 +64,7 @@ TEST(RestApiTest, AnArraysSubmitPointsAtItsFirstElementAndNamesThemAll) {
 }
 
 TEST(RestApiTest, SubmitAnswers201WithTheNameOrTheErrorWithItsGrpcCode) {
-  Api api;
+  RestApiApi api;
   v1::SubmitResponse ok;
   ok.set_job("train-2");
   ok.set_job_id(7);
@@ -102,7 +102,7 @@ TEST(RestApiTest, SubmitAnswers201WithTheNameOrTheErrorWithItsGrpcCode) {
 }
 
 TEST(RestApiTest, ARecoveredJobsEventsComeFromTheStoreOnce) {
-  Api api;
+  RestApiApi api;
   auto v = std::make_shared<v1::JobView>();
   v->set_name("old");
   ViewStore::JobEntry e;

@@ -19,8 +19,8 @@
 namespace trainyard::server::http {
 namespace {
 
-struct Fixture {
-  explicit Fixture(absl::Duration max_age = absl::Seconds(60)) : shared(&views, max_age) { Start(); }
+struct SharedAnswersFixture {
+  explicit SharedAnswersFixture(absl::Duration max_age = absl::Seconds(60)) : shared(&views, max_age) { Start(); }
   ViewStore views;
   SharedAnswers shared;
   std::atomic<int> renders{0};
@@ -35,7 +35,7 @@ struct Fixture {
     });
     server->Serve();
   }
-  ~Fixture() { server->Stop(); }
+  ~SharedAnswersFixture() { server->Stop(); }
   httplib::Result Get(const httplib::Headers& headers = {}) {
     httplib::Client client("http://" + server->address());
     client.set_decompress(false);
@@ -43,7 +43,7 @@ struct Fixture {
   }
 };
 
-void PutJob(ViewStore& views, uint64_t id) {
+void SharedAnswersPutJob(ViewStore& views, uint64_t id) {
   auto v = std::make_shared<v1::JobView>();
   v->set_name(absl::StrCat("j", id));
   v->set_id(id);
@@ -51,7 +51,7 @@ void PutJob(ViewStore& views, uint64_t id) {
 }
 
 TEST(SharedAnswersTest, ManyRequestsWithinMaxAgeCostOneRendering) {
-  Fixture f;
+  SharedAnswersFixture f;
   for (int i = 0; i < 5; ++i) {
     auto r = f.Get();
     ASSERT_TRUE(r);
@@ -92,9 +92,9 @@ TEST(SharedAnswersTest, RequestsThatComeWhileOneIsMadeWaitForIt) {
 }
 
 TEST(SharedAnswersTest, AfterAChangeTheKeptAnswerIsMarkedStale) {
-  Fixture f;  // max_age 60 s: the second request comes well within it
+  SharedAnswersFixture f;  // max_age 60 s: the second request comes well within it
   ASSERT_TRUE(f.Get());
-  PutJob(f.views, 1);  // the views change
+  SharedAnswersPutJob(f.views, 1);  // the views change
   auto r = f.Get();
   ASSERT_TRUE(r);
   EXPECT_EQ(nlohmann::json::parse(r->body)["render"], 1);
@@ -102,9 +102,9 @@ TEST(SharedAnswersTest, AfterAChangeTheKeptAnswerIsMarkedStale) {
 }
 
 TEST(SharedAnswersTest, PastMaxAgeANewOneIsMadeAfterTheChange) {
-  Fixture f(absl::Milliseconds(200));
+  SharedAnswersFixture f(absl::Milliseconds(200));
   ASSERT_TRUE(f.Get());
-  PutJob(f.views, 1);
+  SharedAnswersPutJob(f.views, 1);
   bool stale_mark = true;
   ASSERT_TRUE(WaitUntil([&] {
     auto r = f.Get();
@@ -116,7 +116,7 @@ TEST(SharedAnswersTest, PastMaxAgeANewOneIsMadeAfterTheChange) {
 }
 
 TEST(SharedAnswersTest, NoCacheGetsOneMadeNow) {
-  Fixture f;
+  SharedAnswersFixture f;
   ASSERT_TRUE(f.Get());
   auto r = f.Get({{"Cache-Control", "no-cache"}});
   ASSERT_TRUE(r);
@@ -124,7 +124,7 @@ TEST(SharedAnswersTest, NoCacheGetsOneMadeNow) {
 }
 
 TEST(SharedAnswersTest, GzipIsMadeOnceAndSentToWhoeverAcceptsIt) {
-  Fixture f;
+  SharedAnswersFixture f;
   auto plain = f.Get();
   ASSERT_TRUE(plain);
   EXPECT_FALSE(plain->has_header("Content-Encoding"));

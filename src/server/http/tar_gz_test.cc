@@ -14,7 +14,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-std::string Gunzip(const std::string& gz) {
+std::string TarGzGunzip(const std::string& gz) {
   z_stream z{};
   EXPECT_EQ(inflateInit2(&z, 15 + 16), Z_OK);
   z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(gz.data()));
@@ -83,7 +83,7 @@ TEST(TarGzTest, EntriesComeBackWithTheirNamesAndBytes) {
   ASSERT_TRUE(w.Write(absl::string_view(big).substr(0, 1000)).ok());
   ASSERT_TRUE(w.Write(absl::string_view(big).substr(1000)).ok());
   ASSERT_TRUE(w.Finish().ok());
-  std::vector<Entry> entries = ReadTar(Gunzip(gz));
+  std::vector<Entry> entries = ReadTar(TarGzGunzip(gz));
   ASSERT_EQ(entries.size(), 3u);
   EXPECT_EQ(entries[0].name, "job-worker-0/attempt-0.log");
   EXPECT_EQ(entries[0].data, "hello\n");
@@ -99,7 +99,7 @@ TEST(TarGzTest, LongNamesGoInThePrefixField) {
   ASSERT_TRUE(w.BeginFile(dir + "/attempt-0.log", 2, 0).ok());
   ASSERT_TRUE(w.Write("a\n").ok());
   ASSERT_TRUE(w.Finish().ok());
-  std::vector<Entry> entries = ReadTar(Gunzip(gz));
+  std::vector<Entry> entries = ReadTar(TarGzGunzip(gz));
   ASSERT_EQ(entries.size(), 1u);
   EXPECT_EQ(entries[0].name, dir + "/attempt-0.log");
   absl::Status st = w.BeginFile(std::string(300, 'n'), 1, 0);

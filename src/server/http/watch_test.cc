@@ -20,11 +20,11 @@ namespace {
 
 using ::testing::HasSubstr;
 
-struct Fixture {
+struct WatchFixture {
   ViewStore views;
   std::unique_ptr<HttpServer> server;
 
-  explicit Fixture(HttpOptions opt = {}) {
+  explicit WatchFixture(HttpOptions opt = {}) {
     auto s = HttpServer::Bind(opt);
     EXPECT_TRUE(s.ok()) << s.status();
     server = std::move(*s);
@@ -118,7 +118,7 @@ class Watch {
 };
 
 TEST(WatchTest, EachTopicOnConnectThenOneEventPerChange) {
-  Fixture f;
+  WatchFixture f;
   f.PutJob("a", v1::JOB_RUNNING);
   Watch w(f.server->address(), "");
   ASSERT_TRUE(w.WaitEvents(3)) << w.Text();
@@ -134,7 +134,7 @@ TEST(WatchTest, EachTopicOnConnectThenOneEventPerChange) {
 }
 
 TEST(WatchTest, ABurstOfChangesIsCoalescedAndOnlyWatchedTopicsCome) {
-  Fixture f;
+  WatchFixture f;
   Watch w(f.server->address(), "?topics=jobs");
   ASSERT_TRUE(w.WaitEvents(1)) << w.Text();
   absl::Time start = absl::Now();
@@ -157,7 +157,7 @@ TEST(WatchTest, ABurstOfChangesIsCoalescedAndOnlyWatchedTopicsCome) {
 TEST(WatchTest, UnknownTopicsAndTooManyWatchersAreJsonErrors) {
   HttpOptions opt;
   opt.max_watchers = 1;
-  Fixture f(opt);
+  WatchFixture f(opt);
   httplib::Client client("http://" + f.server->address());
   httplib::Result bad = client.Get("/api/v1/watch?topics=jobs,gpus");
   ASSERT_TRUE(bad);

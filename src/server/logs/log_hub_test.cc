@@ -17,7 +17,7 @@ namespace {
 
 using ::testing::HasSubstr;
 
-class FakeBackend : public testing::RecordingLogBackend {
+class LogHubFakeBackend : public testing::RecordingLogBackend {
  public:
   // The last subscription sent for the task's output.
   const v1::LogRead* Read(const std::string& role, int index, bool err) const {
@@ -43,13 +43,13 @@ class FakeBackend : public testing::RecordingLogBackend {
   }
 };
 
-struct FakeSink : LogSink {
+struct LogHubFakeSink : LogSink {
   void Ready() override { ++ready; }
   int ready = 0;
 };
 
 // What a client stream saw: every chunk, and how it ended.
-struct Seen {
+struct LogHubSeen {
   std::vector<v1::LogChunk> chunks;
   std::optional<absl::Status> end;
   std::string Data() const {
@@ -98,7 +98,7 @@ class LogHubTest : public ::testing::Test {
     return id.value_or(0);
   }
   // Takes what the hub has for the follower, as a client that reads would.
-  void Drain(uint64_t id, Seen& seen) {
+  void Drain(uint64_t id, LogHubSeen& seen) {
     for (;;) {
       LogNext n = hub_->Next(id);
       if (n.kind == LogNext::Kind::kNothing) return;
@@ -126,9 +126,9 @@ class LogHubTest : public ::testing::Test {
     EXPECT_TRUE(hub_->OnLogData(node, d));
   }
 
-  FakeBackend backend_;
+  LogHubFakeBackend backend_;
   FakeClock clock_;
-  std::shared_ptr<FakeSink> sink_ = std::make_shared<FakeSink>();
+  std::shared_ptr<LogHubFakeSink> sink_ = std::make_shared<LogHubFakeSink>();
   std::unique_ptr<LogHub> hub_;
   std::map<uint64_t, int64_t> pushed_;
 };
@@ -143,7 +143,7 @@ TEST_F(LogHubTest, FollowSubscribesToBothOutputsAndHandsOnEachPush) {
   EXPECT_EQ(out->offset(), 0);
   EXPECT_GT(out->window_bytes(), 0);
   ASSERT_NE(backend_.Read("worker", 0, true), nullptr);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   EXPECT_EQ(seen.AttemptStarts(), std::vector<int>{0});
   EXPECT_EQ(sink_->ready, 0);  // it took what there was; nothing new yet
@@ -160,7 +160,7 @@ TEST_F(LogHubTest, FollowSubscribesToBothOutputsAndHandsOnEachPush) {
 TEST_F(LogHubTest, AnAnswerFromANodeThatWasNotAskedIsDropped) {
   Hub();
   uint64_t id = Open(Request(true));
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   Push("n2", "forged line\n");
   pushed_.clear();  // nothing of it was taken: the real agent starts at 0
@@ -177,7 +177,7 @@ TEST_F(LogHubTest, AcknowledgesWhatTheClientTookInHalvesOfTheWindow) {
   uint64_t id = Open(Request(true));
   int64_t window = backend_.Read("worker", 0, false)->window_bytes();
   EXPECT_EQ(window, 32 << 10);  // the follower's buffer split between its two outputs
-  Seen seen;
+  LogHubSeen seen;
   Push("n1", std::string(10 << 10, 'a'));
   Drain(id, seen);
   EXPECT_TRUE(backend_.Acks().empty());
@@ -191,7 +191,7 @@ TEST_F(LogHubTest, AcknowledgesWhatTheClientTookInHalvesOfTheWindow) {
 TEST_F(LogHubTest, FollowsARestartOnTheSameNodeAndEndsWhenTheJobEnds) {
   Hub();
   uint64_t id = Open(Request(true));
-  Seen seen;
+  LogHubSeen seen;
   Push("n1", "attempt 0\n", /*finished=*/true);
   Push("n1", "", /*finished=*/true, /*err=*/true);
   Drain(id, seen);
@@ -268,7 +268,7 @@ TEST_F(LogHubTest, AFollowFromTheEndThatTheJobOutrunsIsReadFromWhereTheAgentStar
   e.set_offset(40);
   e.set_eof(true);
   EXPECT_TRUE(hub_->OnLogData("n1", e));
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   EXPECT_EQ(seen.Data(), "written after attach\n");
   ASSERT_TRUE(seen.end);
@@ -284,7 +284,7 @@ TEST_F(LogHubTest, StepsThroughEveryAttemptOfTheSameLaunch) {
   hub_->OnJobChanged("j");
   hub_->RunPendingForTest();
   EXPECT_EQ(backend_.Read("worker", 0, false)->attempt(), 1);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   EXPECT_EQ(seen.AttemptStarts(), (std::vector<int>{0, 1}));
 }
@@ -301,7 +301,7 @@ TEST_F(LogHubTest, FollowsARelaunchOnAnotherNodeAndSaysWhatWasLeftUnread) {
   EXPECT_EQ(backend_.sent.back().first, "n2");
   EXPECT_EQ(moved->attempt(), 1);
   EXPECT_EQ(moved->offset(), 0);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   EXPECT_EQ(seen.AttemptStarts(), (std::vector<int>{0, 1}));
   bool noted = false;
@@ -339,7 +339,7 @@ TEST_F(LogHubTest, WithoutFollowItReadsToTheEndOnceAndFinishes) {
   EXPECT_FALSE(backend_.Read("worker", 0, false)->follow());
   Push("n1", "all of it\n", false, false, /*eof=*/true);
   Push("n1", "", false, true, /*eof=*/true);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   EXPECT_EQ(seen.Data(), "all of it\n");
   EXPECT_TRUE(seen.AttemptStarts().empty());
@@ -355,13 +355,13 @@ TEST_F(LogHubTest, ErrorsOfOneTaskEndItsStream) {
   EXPECT_THAT(hub_->Open(unknown, sink_, "ana").status().message(), HasSubstr("'nope' does not exist"));
 
   SetTask("j", {Place("worker", 0, "", 0)}, /*job_done=*/true);  // killed while queued
-  Seen never;
+  LogHubSeen never;
   Drain(Open(Request(false)), never);
   ASSERT_TRUE(never.end);
   EXPECT_THAT(never.end->message(), HasSubstr("j-worker-0 never ran"));
 
   SetTask("j", {Place("worker", 0, "n3", 0)});  // its node is not connected
-  Seen away;
+  LogHubSeen away;
   Drain(Open(Request(false)), away);
   ASSERT_TRUE(away.end);
   EXPECT_EQ(away.end->code(), absl::StatusCode::kUnavailable);
@@ -376,7 +376,7 @@ TEST_F(LogHubTest, AnAgentErrorEndsASingleTaskStreamWithIt) {
   d.set_request_id(backend_.Read("worker", 0, false)->request_id());
   d.set_error("no log for task j/worker-0 attempt 7");
   hub_->OnLogData("n1", d);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   ASSERT_TRUE(seen.end);
   EXPECT_EQ(seen.end->code(), absl::StatusCode::kNotFound);
@@ -389,7 +389,7 @@ TEST_F(LogHubTest, ATaskOfAManyTaskStreamThatCannotBeReadIsNotedAndTheRestGoesOn
   uint64_t id = Open(Request(false, "", -1));
   Push("n1", "w0\n", false, false, true);
   Push("n1", "", false, true, true);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   EXPECT_EQ(seen.Data(), "w0\n");
   bool noted = false;
@@ -410,7 +410,7 @@ TEST_F(LogHubTest, AnEarlierAttemptIsReadOnTheNodeThatRanItNotWhereTheTaskIsNow)
   EXPECT_EQ(backend_.Read("worker", 0, false)->attempt(), 0);
   Push("n1", "from n1\n", false, false, /*eof=*/true);
   Push("n1", "", false, true, /*eof=*/true);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   EXPECT_EQ(seen.Data(), "from n1\n");
   ASSERT_TRUE(seen.end);
@@ -423,7 +423,7 @@ TEST_F(LogHubTest, AnAttemptOnALostNodeSaysWhereItRanAndThatTheNodeIsLost) {
   SetTask("j", {moved});
   backend_.jobs["j"].node_states = {{"n1", "LOST"}, {"n2", "READY"}};
   Hub();
-  Seen seen;
+  LogHubSeen seen;
   Drain(Open(Request(false, "worker", 0, /*attempt=*/0)), seen);
   ASSERT_TRUE(seen.end);
   EXPECT_EQ(seen.end->code(), absl::StatusCode::kUnavailable);
@@ -481,7 +481,7 @@ TEST_F(LogHubTest, AnEndedStreamNoLongerCountsAgainstItsUser) {
   uint64_t id = Open(Request(false), "mallory");
   Push("n1", "done\n", /*finished=*/true);
   Push("n1", "", /*finished=*/true, /*err=*/true);
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   ASSERT_TRUE(seen.end.has_value());
   EXPECT_TRUE(seen.end->ok()) << *seen.end;
@@ -495,7 +495,7 @@ TEST_F(LogHubTest, OneUserCannotTakeAllOfANodesSubscriptions) {
   uint64_t a1 = Open(Request(true), "mallory");  // stdout and stderr: 2
   Open(Request(true), "mallory");                // 4
   uint64_t a3 = Open(Request(true), "mallory");  // over her share of n1
-  Seen refused;
+  LogHubSeen refused;
   Drain(a3, refused);
   ASSERT_TRUE(refused.end.has_value());
   EXPECT_EQ(refused.end->code(), absl::StatusCode::kResourceExhausted);
@@ -505,13 +505,13 @@ TEST_F(LogHubTest, OneUserCannotTakeAllOfANodesSubscriptions) {
   EXPECT_EQ(hub_->Stats().subscriptions, 4u);
   // Others are served on the same node, up to the node's total.
   uint64_t b1 = Open(Request(true), "ana");
-  Seen served;
+  LogHubSeen served;
   Drain(b1, served);
   EXPECT_FALSE(served.end.has_value());
   Open(Request(true), "ana");
   Open(Request(true), "bob");  // 10: the node is full
   uint64_t c2 = Open(Request(true), "carol");
-  Seen full;
+  LogHubSeen full;
   Drain(c2, full);
   ASSERT_TRUE(full.end.has_value());
   EXPECT_THAT(full.end->message(),
@@ -523,7 +523,7 @@ TEST_F(LogHubTest, OneUserCannotTakeAllOfANodesSubscriptions) {
   // Her streams' subscriptions given back, she may subscribe there again.
   hub_->Close(a1);
   uint64_t a4 = Open(Request(true), "mallory");
-  Seen again;
+  LogHubSeen again;
   Drain(a4, again);
   EXPECT_FALSE(again.end.has_value());
 }
@@ -554,7 +554,7 @@ TEST_F(LogHubTest, APushForASubscriptionItDroppedIsCancelledAtItsAgent) {
 TEST_F(LogHubTest, AReaderThatTakesNothingIsCutOffAfterTheStallTimeout) {
   Hub({.stall_timeout = absl::Seconds(10)});
   uint64_t id = Open(Request(true));
-  Seen seen;
+  LogHubSeen seen;
   Drain(id, seen);
   Push("n1", "never read\n");
   LogNext taken = hub_->Next(id);  // written to the transport, which never completes
@@ -582,7 +582,7 @@ TEST_F(LogHubTest, AReaderThatTakesNothingIsCutOffAfterTheStallTimeout) {
 TEST_F(LogHubTest, AReaderThatKeepsReadingIsNeverCutOff) {
   Hub({.stall_timeout = absl::Seconds(10)});
   uint64_t id = Open(Request(true));
-  Seen seen;
+  LogHubSeen seen;
   for (int i = 0; i < 5; ++i) {
     Push("n1", "line\n");
     clock_.Advance(absl::Seconds(8));
