@@ -57,14 +57,14 @@ absl::string_view FramePayload(absl::string_view data, char kind) {
 }
 
 // A secret no input guesses (the fuzzer finds short ones), and fixed nonces.
-const std::string kSecret(32, '\x7f');
+const std::string kRankHostSecret(32, '\x7f');
 const std::string kHostNonce(jobmaster::kRankHostNonceBytes, 'h');
 const std::string kCallerNonce(jobmaster::kRankHostNonceBytes, 'c');
 
 void HostSide(absl::string_view data) {
   Holding caller(std::string_view(data.data(), data.size()));
   absl::StatusOr<std::string> command =
-      jobmaster::AcceptCaller(caller.near, kSecret, kHostNonce, absl::Now() + absl::Seconds(10));
+      jobmaster::AcceptCaller(caller.near, kRankHostSecret, kHostNonce, absl::Now() + absl::Seconds(10));
   if (!command.ok()) return;
   absl::string_view hello = FramePayload(data, 'H');
   size_t head = 2 * jobmaster::kRankHostNonceBytes;
@@ -72,20 +72,20 @@ void HostSide(absl::string_view data) {
   absl::string_view nonce = hello.substr(0, jobmaster::kRankHostNonceBytes);
   absl::string_view mac = hello.substr(jobmaster::kRankHostNonceBytes, jobmaster::kRankHostNonceBytes);
   TY_CHECK(absl::BytesToHexString(mac) ==
-               security::HmacSha256Hex(kSecret, absl::StrCat(kHostNonce, nonce, *command)),
+               security::HmacSha256Hex(kRankHostSecret, absl::StrCat(kHostNonce, nonce, *command)),
            "a hello without the secret's MAC was taken");
 }
 
 void CallerSide(absl::string_view data) {
   Holding host(std::string_view(data.data(), data.size()));
   absl::Status greeted =
-      jobmaster::GreetRankHost(host.near, kSecret, "orted -mca ess env", kCallerNonce, absl::Now() + absl::Seconds(10));
+      jobmaster::GreetRankHost(host.near, kRankHostSecret, "orted -mca ess env", kCallerNonce, absl::Now() + absl::Seconds(10));
   int null = open("/dev/null", O_WRONLY);
   if (greeted.ok()) {
     absl::string_view challenge = FramePayload(data, 'C');
     absl::string_view proof = FramePayload(data.substr(std::min(data.size(), 5 + challenge.size())), 'A');
     TY_CHECK(absl::BytesToHexString(proof) ==
-                 security::HmacSha256Hex(kSecret, absl::StrCat(kCallerNonce, challenge)),
+                 security::HmacSha256Hex(kRankHostSecret, absl::StrCat(kCallerNonce, challenge)),
              "a host that did not prove the secret was trusted");
     absl::StatusOr<int> code = jobmaster::ReadAnswer(host.near, null, null);
     (void)code;  // any status: the input is a stranger's
