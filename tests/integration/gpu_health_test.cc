@@ -77,13 +77,19 @@ TEST(GpuHealthTest, AFaultyGpuIsTakenOutItsTaskMovesAndAnXidAskingForARebootDrai
   EXPECT_FALSE(moved.node == first.node && moved.gpu == first.gpu) << "it left the faulty GPU";
   EXPECT_EQ(moved.last_class, "GPU_ERROR") << c.Describe(job).dump(1);
 
-  CommandResult nodes = c.Cli({"nodes"});
-  ASSERT_EQ(nodes.exit_code, 0) << nodes.err;
+  // The node views are published apart from the job's (a node's at most a
+  // second after the change that touched it): wait for the fault to show.
+  CommandResult nodes;
+  EXPECT_TRUE(WaitUntil([&] {
+    nodes = c.Cli({"nodes"});
+    return nodes.out.find(absl::StrCat(first.gpu, " Xid 48")) != std::string::npos;
+  }, absl::Seconds(30))) << nodes.out << nodes.err;
   EXPECT_THAT(nodes.out, HasSubstr("✗"));
-  EXPECT_THAT(nodes.out, HasSubstr(absl::StrCat(first.gpu, " Xid 48")));
-  CommandResult described = c.Cli({"node", "describe", first.node});
-  ASSERT_EQ(described.exit_code, 0) << described.err;
-  EXPECT_THAT(described.out, HasSubstr("faulty: excluded"));
+  CommandResult described;
+  EXPECT_TRUE(WaitUntil([&] {
+    described = c.Cli({"node", "describe", first.node});
+    return described.out.find("faulty: excluded") != std::string::npos;
+  }, absl::Seconds(30))) << described.out << described.err;
   EXPECT_THAT(described.out, HasSubstr("Xid 48 (double-bit ECC error)"));
   CommandResult text = c.Cli({"describe", job});
   EXPECT_THAT(text.out, HasSubstr("GPU-error budget unlimited")) << text.out;
