@@ -130,7 +130,7 @@ pb::JobMasterRequest MasterStateBarrier(uint64_t request_id, int64_t g) {
   return r;
 }
 
-// MasterStateBarrier 4 completed on the old master; worker 0 got its answer and waits on
+// Barrier 4 completed on the old master; worker 0 got its answer and waits on
 // 5, worker 1's answer was lost and it retries 4, worker 2 had not asked yet.
 TEST_F(MasterStateTest, RestartedMasterAnswersARetryOfAPassedBarrierAndMovesOn) {
   config_.learn_barriers = true;  // the master restarted without its count

@@ -77,8 +77,8 @@ TEST(GpuHealthTest, AFaultyGpuIsTakenOutItsTaskMovesAndAnXidAskingForARebootDrai
   EXPECT_FALSE(moved.node == first.node && moved.gpu == first.gpu) << "it left the faulty GPU";
   EXPECT_EQ(moved.last_class, "GPU_ERROR") << c.Describe(job).dump(1);
 
-  // The node views are published apart from the job's (a node's at most a
-  // second after the change that touched it): wait for the fault to show.
+  // The node views are published apart from the job's, on a later pass of
+  // the server's loop: wait for the fault to show.
   CommandResult nodes;
   EXPECT_TRUE(WaitUntil([&] {
     nodes = c.Cli({"nodes"});
