@@ -23,11 +23,57 @@ function(ty_options target)
   target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR}/src)
 endfunction()
 
+# ty_unity_groups(TARGET): under TRAINYARD_UNITY, a library's batch holds files
+# of one directory only, at most TRAINYARD_UNITY_BATCH of them (0: no limit),
+# the directory's files spread evenly over its batches. The files of a batch
+# see each other's includes; kept within one directory (one room), a file
+# cannot use another room's header without naming it, which the layering and
+# purity checks (they read #include lines) rely on. Tests, benchmarks and
+# programs keep plain batches (fewer compiler runs): a test program's files all
+# belong to its module's top-level room (Layering.cmake), and purity does not
+# read tests.
+function(ty_unity_groups target)
+  if(NOT TRAINYARD_UNITY)
+    return()
+  endif()
+  get_target_property(sources ${target} SOURCES)
+  get_target_property(source_dir ${target} SOURCE_DIR)
+  set(keys "")
+  foreach(src IN LISTS sources)
+    if(NOT src MATCHES "\\.(cc|cpp|cxx)$")
+      continue()
+    endif()
+    get_filename_component(abs ${src} ABSOLUTE BASE_DIR ${source_dir})
+    get_filename_component(dir ${abs} DIRECTORY)
+    file(RELATIVE_PATH dir ${PROJECT_SOURCE_DIR} ${dir})
+    string(MAKE_C_IDENTIFIER "${dir}" key)
+    list(APPEND keys ${key})
+    list(APPEND files_${key} ${src})
+  endforeach()
+  list(REMOVE_DUPLICATES keys)
+  set_property(TARGET ${target} PROPERTY UNITY_BUILD_MODE GROUP)
+  foreach(key IN LISTS keys)
+    list(LENGTH files_${key} n)
+    set(per ${n})
+    if(TRAINYARD_UNITY_BATCH GREATER 0 AND n GREATER TRAINYARD_UNITY_BATCH)
+      math(EXPR batches "(${n} + ${TRAINYARD_UNITY_BATCH} - 1) / ${TRAINYARD_UNITY_BATCH}")
+      math(EXPR per "(${n} + ${batches} - 1) / ${batches}")
+    endif()
+    set(i 0)
+    foreach(src IN LISTS files_${key})
+      math(EXPR batch "${i} / ${per}")
+      set_property(SOURCE ${src} TARGET_DIRECTORY ${target} PROPERTY UNITY_GROUP "${key}_${batch}")
+      math(EXPR i "${i} + 1")
+    endforeach()
+  endforeach()
+endfunction()
+
 # ty_library(NAME SOURCES... [DEPS ...]): a static library of one module.
 function(ty_library name)
   cmake_parse_arguments(A "" "" "SOURCES;DEPS" ${ARGN})
   add_library(${name} STATIC ${A_SOURCES})
   ty_options(${name})
+  ty_unity_groups(${name})
   # Every module's sources pass the layering check before they compile.
   if(TARGET layering)
     add_dependencies(${name} layering)
