@@ -1,16 +1,13 @@
-// ControlState: the classes of ended attempts (api/restart_budgets.h). Each
-// end of a task's attempt is recorded with its class (the agent's word for
-// FAILED, OOM_KILLED and LAUNCH_FAILED; the server's for the rest), a
-// restart is charged to its class's budget, and /metrics counts the ends by
-// class and queue.
+// The classes of ended attempts and their restart budgets (attempts.h).
+#include "server/control/attempts.h"
+
 #include "absl/strings/str_cat.h"
 #include "api/restart_budgets.h"
-#include "server/control/control_state.h"
 #include "server/control/control_state_internal.h"
 
 namespace trainyard::server {
 
-v1::AttemptClass ControlState::ClassOfEnd(const JobRt& job, const v1::TaskStatus& st) {
+v1::AttemptClass ClassOfEnd(const JobRt& job, const v1::TaskStatus& st) {
   if (job.preempting) return job.resizing ? v1::ATTEMPT_RESIZED : v1::ATTEMPT_PREEMPTED;
   if (job.ending) {
     return job.rec.state() == v1::JOB_DEADLINE_EXCEEDED ? v1::ATTEMPT_DEADLINE_EXCEEDED : v1::ATTEMPT_KILLED;
@@ -23,7 +20,7 @@ v1::AttemptClass ControlState::ClassOfEnd(const JobRt& job, const v1::TaskStatus
   return c;
 }
 
-std::string ControlState::RecordAttempt(JobRt& job, int i, const AttemptEndInfo& end, absl::Time now) {
+std::string RecordAttempt(JobRt& job, int i, const AttemptEndInfo& end, absl::Time now, ManagerStats* stats) {
   v1::TaskRecord* t = job.rec.mutable_tasks(i);
   v1::AttemptEnd a;
   a.set_attempt(end.attempt);
@@ -34,7 +31,7 @@ std::string ControlState::RecordAttempt(JobRt& job, int i, const AttemptEndInfo&
   a.set_end_time_ms(ToMs(now));
   a.set_restarted(end.restarted);
   api::RecordAttemptEnd(t->mutable_attempts(), std::move(a), api::AttemptEndsKept(job.rec.tasks_size()));
-  ++stats_.attempts_ended[{job.rec.spec().queue(), api::AttemptClassName(end.attempt_class)}];
+  ++stats->attempts_ended[{job.rec.spec().queue(), api::AttemptClassName(end.attempt_class)}];
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   // A restart after a success (restartPolicy Always) is counted where the
   // agent counts it: in maxRestarts, the failure budget.
@@ -48,7 +45,7 @@ std::string ControlState::RecordAttempt(JobRt& job, int i, const AttemptEndInfo&
   return api::BudgetText(*rs, t->restarts_by_class(), charged);
 }
 
-bool ControlState::MayRestart(const JobRt& job, int i, v1::AttemptClass c) const {
+bool MayRestart(const JobRt& job, int i, v1::AttemptClass c) {
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   return rs && api::RestartsLeft(*rs, job.rec.tasks(i).restarts_by_class(), c) != 0;
 }

@@ -132,7 +132,7 @@ void ControlState::MoveOrRequeue(JobRt& job, int i, const std::string& why, v1::
     if (!st.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(st.message()));
   }
   if (!ReplaceTask(job, i, MoveWhy{why, /*charge=*/false, c}, now)) {
-    RecordAttempt(job, i, {.attempt = t.attempt(), .attempt_class = c, .restarted = true, .charge = false}, now);
+    RecordAttempt(job, i, {.attempt = t.attempt(), .attempt_class = c, .restarted = true, .charge = false}, now, &stats_);
     Requeue(job, absl::StrCat("task ", tname, " ", why, " and no other node can take it now"), now);
   }
   Persist(job);
@@ -159,13 +159,13 @@ void ControlState::MoveEvicted(JobRt& job, int i, const v1::TaskExit& exit, absl
     std::string tname = api::TaskName(job.rec.name(), t->role(), t->index());
     SetTaskState(job, i, v1::TASK_FAILED, now);
     t->mutable_exit()->set_message(gpu_why);
-    std::string budget = RecordAttempt(job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_GPU_ERROR}, now);
+    std::string budget = RecordAttempt(job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_GPU_ERROR}, now, &stats_);
     EndJob(job, v1::JOB_FAILED, absl::StrCat("task ", tname, " ", gpu_why, " (GPU_ERROR; ", budget, ")"), now);
     Persist(job);
     return;
   }
   if (!ReplaceTask(job, i, MoveWhy{gpu_why, /*charge=*/true, v1::ATTEMPT_GPU_ERROR}, now)) {
-    RecordAttempt(job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_GPU_ERROR, .restarted = true}, now);
+    RecordAttempt(job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_GPU_ERROR, .restarted = true}, now, &stats_);
     Requeue(job, absl::StrCat("task ", api::TaskName(job.rec.name(), t->role(), t->index()), " ", gpu_why,
                               " and no other node can take it now"),
             now);
@@ -191,31 +191,6 @@ void ControlState::LaunchFault(const std::string& name, JobRt& job, int i, const
   *job.rec.mutable_tasks(i)->mutable_exit() = st.exit();
   MoveOrRequeue(job, i, absl::StrCat("could not be started on node ", name, " (", st.exit().message(), ")"),
                 v1::ATTEMPT_LAUNCH_FAILED, now);
-}
-
-namespace {
-// A fault as events and reasons name it: "Xid 48 (double-bit ECC error)",
-// the start of the agent's message, without the driver's line after it
-// (`node describe` shows that).
-std::string FaultName(const v1::GpuFault& f) {
-  const std::string& m = f.message();
-  size_t end = m.find("): ");
-  return end == std::string::npos ? absl::StrCat("Xid ", f.xid()) : m.substr(0, end + 1);
-}
-}  // namespace
-
-std::string ControlState::GpuFaultWhy(const NodeRt& node, uint64_t gpu_mask) {
-  for (const v1::GpuFault& f : node.info.gpu_faults()) {
-    bool drains = f.action() == v1::GPU_FAULT_DRAIN_NODE;
-    bool held = f.gpu() >= 0 && f.gpu() < 64 && ((gpu_mask >> f.gpu()) & 1) != 0;
-    if (held && (drains || f.action() == v1::GPU_FAULT_EXCLUDE_GPU)) {
-      return absl::StrCat("GPU ", f.gpu(), " of node ", node.info.name(), " is faulty (", FaultName(f), ")");
-    }
-    if (drains) {
-      return absl::StrCat("node ", node.info.name(), " is drained for its GPU ", f.gpu(), " (", FaultName(f), ")");
-    }
-  }
-  return "";
 }
 
 void ControlState::ApplyGpuFaults(NodeRt& node, absl::Time now) {

@@ -21,30 +21,6 @@
 namespace trainyard::server {
 namespace {
 
-// An agent's GPU faults as they are kept, shown and stored: one per GPU of
-// the node (the last given), with an action, the message at most 512 bytes
-// (cut where a UTF-8 character starts).
-void LimitGpuFaults(v1::NodeInfo* info) {
-  const int count = std::min(info->topology().gpu_count(), 64);
-  google::protobuf::RepeatedPtrField<v1::GpuFault> kept;
-  for (v1::GpuFault& f : *info->mutable_gpu_faults()) {
-    if (f.gpu() < 0 || f.gpu() >= count || f.action() == v1::GPU_FAULT_ACTION_UNSPECIFIED) continue;
-    std::string* m = f.mutable_message();
-    if (m->size() > 512) {
-      size_t cut = 512;
-      while (cut > 0 && (static_cast<unsigned char>((*m)[cut]) & 0xC0) == 0x80) --cut;
-      m->resize(cut);
-    }
-    auto same = std::find_if(kept.begin(), kept.end(), [&](const v1::GpuFault& k) { return k.gpu() == f.gpu(); });
-    if (same != kept.end()) {
-      *same = std::move(f);
-    } else {
-      *kept.Add() = std::move(f);
-    }
-  }
-  info->mutable_gpu_faults()->Swap(&kept);
-}
-
 // The server's attempt number of the launch a status belongs to.
 int LaunchOf(const v1::TaskStatus& st) { return st.has_launch_attempt() ? st.launch_attempt() : st.attempt(); }
 
@@ -57,59 +33,6 @@ std::string DescribeExit(const v1::TaskExit& e) {
   if (e.signal() != 0) return absl::StrCat("killed by signal ", e.signal());
   if (!e.message().empty() && e.exit_code() <= 0) return e.message();
   return absl::StrCat("exit code ", e.exit_code());
-}
-
-absl::Status CheckNodeInfo(const v1::NodeInfo& info) {
-  if (info.name().empty()) return absl::InvalidArgumentError("register.name: must not be empty");
-  int gpus = info.topology().gpu_count();
-  if (gpus < 0 || gpus > 64) {
-    return absl::InvalidArgumentError(absl::StrCat("register.topology.gpu_count: ", gpus, " is outside 0..64"));
-  }
-  // Refused, never flattened: a grouping that does not validate would
-  // otherwise place tasks across switches without anyone knowing.
-  if (absl::StatusOr<core::GpuTopology> t = api::ToCore(info.topology()); !t.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("register.topology.", t.status().message()));
-  }
-  if (info.capacity().gpus() != gpus) {
-    return absl::InvalidArgumentError(absl::StrCat("register.capacity.gpus: ", info.capacity().gpus(),
-                                                   " differs from the topology's ", gpus, " GPUs"));
-  }
-  if (info.capacity().memory_mb() < 0 || info.capacity().vcores_milli() < 0) {
-    return absl::InvalidArgumentError("register.capacity: memory and vcores must not be negative");
-  }
-  return absl::OkStatus();
-}
-
-core::PortRanges RangesOf(const google::protobuf::RepeatedPtrField<v1::PortRange>& ranges) {
-  core::PortRanges out;
-  for (const v1::PortRange& r : ranges) {
-    if (r.begin() >= core::kMinPort && r.begin() <= r.end() && r.end() <= core::kMaxPort) out.Add({r.begin(), r.end()});
-  }
-  return out;
-}
-
-// The ports a node serves: its agent's --port-range, else the server's
-// defaultPortRange, else 1024-65535 minus the node's ephemeral range. A
-// configured range is served as given even where it overlaps the ephemeral
-// range, but the kernel may hand those ports to any outgoing connection at
-// any time, so a task given one may find it taken: the overlap is said in
-// `*warning` (else it is left as it is).
-core::PortRanges ServingPorts(const v1::NodeInfo& info, const std::string& default_range, std::string* warning) {
-  core::PortRanges ephemeral = RangesOf(info.ephemeral_ports());
-  core::PortRanges ports = RangesOf(info.capacity().ports());
-  std::string from = "its agent's --port-range";
-  if (ports.Empty() && !default_range.empty()) {
-    ports = core::PortRanges::Parse(default_range).value_or(core::PortRanges());
-    from = "the server's defaultPortRange";
-  }
-  if (ports.Empty()) return core::DefaultServingPorts(ephemeral);
-  if (core::PortRanges overlap = ports.Intersect(ephemeral); !overlap.Empty()) {
-    *warning = absl::StrFormat(
-        "node %s: ports %s of %s %s lie in the node's ephemeral range %s (ip_local_port_range): the kernel "
-        "may give them to outgoing connections, and a task given one may find it in use",
-        info.name(), overlap.ToString(), from, ports.ToString(), ephemeral.ToString());
-  }
-  return ports;
 }
 
 // Heartbeats in a row that must leave out a task its agent had shown it has
@@ -158,7 +81,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   // What the registration orders the node (kills of tasks it can no longer
   // hold) waits for its answer: an agent takes anything else first as a
   // refusal.
-  registering_ = in.name();
+  orders_.HoldFor(in.name());
   node.last_heartbeat = node.heard = now;
   node.registered = now;
   node.agent_stopping = node.drained_sent = false;
@@ -176,7 +99,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
     // later registration of the node would be refused as a duplicate.
     node.session = old_session;
     UpdateSchedulable(node);
-    ReleaseHeldOrders();  // to the stream before, if it is still there
+    orders_.ReleaseHeld();  // to the stream before, if it is still there
     return up;
   }
   SetPortsInUse(node, RangesOf(in.ports_in_use()));
@@ -191,7 +114,7 @@ absl::Status ControlState::RegisterAgent(const v1::NodeInfo& in, uint64_t sessio
   *ack.mutable_serving_ports() = node.info.capacity().ports();
   ack.set_sample_interval_ms(config_.task_sample_interval_ms);
   backend_->Registered(in.name(), session, ack);
-  ReleaseHeldOrders();
+  orders_.ReleaseHeld();
   CatchUp(node, now);
   wants_round_ = true;
   return absl::OkStatus();
@@ -211,7 +134,7 @@ void ControlState::CatchUp(NodeRt& node, absl::Time now) {
     // its kill is answered or it is found gone.
     if (!job->ending && !job->recovered_placed && !job->task_rt[i].evicting &&
         job->rec.tasks(i).state() == v1::TASK_LAUNCHING) {
-      if (ctx_job != job) ctx = EnvContextFor(*job), ctx_job = job;
+      if (ctx_job != job) ctx = EnvContextFor(*job, nodes_, config_.checkpoint_root), ctx_job = job;
       LaunchTask(*job, i, &*ctx);
     }
     // Told to leave while the node was away (drained): the order goes again.
@@ -405,7 +328,7 @@ void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Ti
   // which by default would let it restart forever.
   if (!job.ending && !job.preempting && MayRestart(job, i, v1::ATTEMPT_FAILED)) {
     std::string budget = RecordAttempt(
-        job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_FAILED, .restarted = true}, now);
+        job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_FAILED, .restarted = true}, now, &stats_);
     t->set_attempt(t->attempt() + 1);
     t->set_restart_count(t->restart_count() + 1);
     ++stats_.restarts_lost;
@@ -509,7 +432,7 @@ void ControlState::TaskRestarting(JobRt& job, int i, const v1::TaskStatus& st, a
   *t->mutable_exit() = st.exit();
   v1::AttemptClass c = ClassOfEnd(job, st);
   std::string budget = RecordAttempt(
-      job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit(), .restarted = true}, now);
+      job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit(), .restarted = true}, now, &stats_);
   AddEvent(job, "task_restarted",
            absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " attempt ", st.attempt(), " ",
                         api::AttemptClassName(c), " (", DescribeExit(st.exit()), "), restarting as attempt ",
@@ -531,7 +454,8 @@ void ControlState::TaskEnded(JobRt& job, int i, const v1::TaskStatus& st, absl::
   t->set_end_time_ms(ToMs(now));
   v1::AttemptClass c = MasterStoppedWithItsJob(*t, st) && job.ending && !job.preempting ? v1::ATTEMPT_SUCCEEDED
                                                                                        : ClassOfEnd(job, st);
-  std::string budget = RecordAttempt(job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit()}, now);
+  std::string budget =
+      RecordAttempt(job, i, {.attempt = st.attempt(), .attempt_class = c, .exit = st.exit()}, now, &stats_);
   if (job.in_scheduler) {
     absl::Status freed = scheduler_->TaskFinished(job.rec.name(), t->role(), t->index());
     if (!freed.ok()) Say(LogLevel::kDebug, "%s: %s", job.rec.name(), std::string(freed.message()));

@@ -153,7 +153,7 @@ void ControlState::NewMembership(JobRt& job, absl::Time now) {
            now);
 }
 
-int ControlState::PlacedWorkers(const JobRt& job) {
+int PlacedWorkers(const JobRt& job) {
   int n = 0;
   for (const auto& [name, r] : FactsOf(job.rec)) n += r.worker ? r.placed : 0;
   return n;

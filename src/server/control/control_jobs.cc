@@ -40,17 +40,7 @@ ControlState::ControlState(ServerConfig config, std::unique_ptr<core::Scheduler>
 
 ControlState::~ControlState() = default;
 
-JobRt* ControlState::FindJob(const std::string& name) {
-  auto it = jobs_.find(name);
-  return it == jobs_.end() ? nullptr : it->second.get();
-}
-
-const JobRt* ControlState::FindJob(const std::string& name) const {
-  auto it = jobs_.find(name);
-  return it == jobs_.end() ? nullptr : it->second.get();
-}
-
-int ControlState::FindTask(const JobRt& job, const std::string& role, int index) {
+int FindTask(const JobRt& job, const std::string& role, int index) {
   if (auto it = job.role_start.find(role); it != job.role_start.end() && index >= 0) {
     int i = it->second + index;
     if (i < job.rec.tasks_size() && job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
@@ -61,7 +51,7 @@ int ControlState::FindTask(const JobRt& job, const std::string& role, int index)
   return -1;
 }
 
-const v1::ReplicaSpec* ControlState::ReplicaOf(const JobRt& job, int task) {
+const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task) {
   const std::string& role = job.rec.tasks(task).role();
   for (const auto& r : job.rec.spec().replicas()) {
     if (r.role() == role) return &r;
@@ -162,9 +152,9 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
   absl::StatusOr<core::JobRequest> req = api::ToJobRequest(rec);
   if (!req.ok()) return req.status();
   if (absl::Status st = core::ValidateJob(*req); !st.ok()) return absl::InvalidArgumentError(st.message());
-  if (absl::Status st = CheckUserLimits(kept.user(), now, !place ? 1 : place->first ? place->count : 0); !st.ok()) return st;
+  if (absl::Status st = counts_.CheckUser(kept.user(), now, !place ? 1 : place->first ? place->count : 0); !st.ok()) return st;
   out.request = *std::move(req);
-  ++user_submissions_[kept.user()].pending;  // until AcceptCommitted counts it by its state
+  counts_.Prepared(kept.user());  // until AcceptCommitted counts it by its state
   jobs_[name] = nullptr;  // reserves the name until the record is durable
   rec.set_state(v1::JOB_QUEUED);
   rec.set_pending_reason("waiting for the scheduler");
@@ -186,35 +176,8 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
   return out;
 }
 
-absl::Status ControlState::CheckUserLimits(const std::string& user, absl::Time now, int jobs) {
-  UserSubmissions& u = user_submissions_[user];
-  int max_pending = config_.max_pending_jobs_per_user;
-  if (max_pending > 0 && u.pending >= max_pending) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "user ", user, " has ", u.pending, " jobs waiting to start, the most this server takes per user "
-        "(maxPendingJobsPerUser ", max_pending, "): wait for some to start, or kill some"));
-  }
-  int rate = config_.max_submissions_per_second_per_user;
-  if (rate <= 0 || jobs <= 0) return absl::OkStatus();
-  // `rate` a second, a burst of up to one second's worth. An array takes
-  // one token per element, all or none.
-  if (jobs > rate) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "user ", user, ": an array of ", jobs, " elements is more than the ", rate,
-        " jobs a second this server takes per user (maxSubmissionsPerSecondPerUser): submit it as smaller arrays"));
-  }
-  u.submissions.Refill(now, rate, rate);
-  if (u.submissions.tokens < jobs) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "user ", user, " submits faster than the ", rate, " jobs a second this server takes per user "
-        "(maxSubmissionsPerSecondPerUser): try again in a moment"));
-  }
-  u.submissions.tokens -= jobs;
-  return absl::OkStatus();
-}
-
 absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& prepared, const absl::Status& st) {
-  --user_submissions_[prepared.rec.spec().user()].pending;  // now counted by its state, if taken
+  counts_.Answered(prepared.rec.spec().user());  // now counted by its state, if taken
   if (!st.ok()) {
     jobs_.erase(prepared.rec.name());
     gates_.DropArray(prepared.rec.array_job());  // its elements share the answer
@@ -242,7 +205,7 @@ absl::StatusOr<v1::SubmitResponse> ControlState::AcceptCommitted(PreparedJob& pr
   resp.set_job_id(rec.id());
   publisher_.JobChanged(rec.name());
   publisher_.QueuesChanged();
-  CountInQueue(*job);
+  counts_.Count(*job);
   jobs_[rec.name()] = std::move(job);
   wants_round_ = true;
   return resp;
@@ -279,7 +242,7 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   job.rec.set_state(state);
   if (state == v1::JOB_RUNNING && job.rec.start_time_ms() == 0) {
     job.rec.set_start_time_ms(ToMs(now));
-    WatchDeadline(job);  // its time limit counts from here
+    deadlines_.Watch(job.rec);  // its time limit counts from here
   }
   if (api::IsTerminal(state)) {
     job.rec.set_end_time_ms(ToMs(now));
@@ -287,32 +250,8 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
     finished_by_end_.emplace(EndOf(job.rec), job.rec.name());
     WakeGates(job);
   }
-  CountInQueue(job);
+  counts_.Count(job);
   Persist(job);
-}
-
-void ControlState::CountInQueue(JobRt& job) {
-  using Counted = JobRt::Counted;
-  v1::JobState state = job.rec.state();
-  Counted now = api::IsTerminal(state) ? Counted::kNone
-                : state == v1::JOB_QUEUED ? Counted::kPending
-                                          : Counted::kRunning;
-  if (now == job.counted) return;
-  QueueJobs& q = queue_jobs_[job.rec.spec().queue()];
-  int& user_pending = user_submissions_[job.rec.spec().user()].pending;
-  if (job.counted == Counted::kPending) {
-    --q.pending;
-    --user_pending;
-    --pending_jobs_;
-  }
-  if (job.counted == Counted::kRunning) --q.running;
-  if (now == Counted::kPending) {
-    ++q.pending;
-    ++user_pending;
-    ++pending_jobs_;
-  }
-  if (now == Counted::kRunning) ++q.running;
-  job.counted = now;
 }
 
 void ControlState::SetTaskState(JobRt& job, int task, v1::TaskState state, absl::Time now) {
@@ -360,7 +299,7 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
   preempting_.erase(job.rec.name());
   job.rec.set_message(message);
   job.rec.set_pending_reason("");
-  UnwatchDeadline(job);
+  deadlines_.Unwatch(job.rec);
   SetJobState(job, state, now);
   AddEvent(job, "finished", absl::StrCat(api::JobStateName(state), ": ", message), now);
   // Tasks never placed are done at once; the others are stopped.
@@ -383,7 +322,7 @@ void ControlState::EndJob(JobRt& job, v1::JobState state, const std::string& mes
 }
 
 void ControlState::RoomFreed() {
-  if (pending_jobs_ > 0 || !partial_.empty() || !preempting_.empty()) wants_round_ = true;
+  if (counts_.pending() > 0 || !partial_.empty() || !preempting_.empty()) wants_round_ = true;
 }
 
 void ControlState::MaybeFinish(JobRt& job, absl::Time now) {
@@ -612,17 +551,7 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
           batch->DeleteNode(name);  // removed (`trainyard node remove`)
           return;
         }
-        const NodeRt& node = *found;
-        v1::NodeRecord rec;
-        *rec.mutable_info() = node.info;
-        rec.mutable_info()->set_state(node.state);
-        rec.set_cordoned(node.cordoned);
-        rec.set_draining(node.draining);
-        rec.set_admin_reason(node.admin_reason);
-        rec.set_cordoned_gpus(node.cordoned_gpus);
-        rec.set_registered_time_ms(ToMs(node.registered));
-        rec.set_last_seen_ms(ToMs(node.last_heartbeat));
-        batch->PutNode(std::move(rec));
+        batch->PutNode(NodeRecordOf(*found));
       });
   if (!write) return write;
   schedules_.BatchTaken();
@@ -641,7 +570,7 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
 
 void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
   persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
-  SendDeferredOrders(write.seq, st.ok());
+  orders_.WriteDone(write.seq, st.ok());
   if (auto raw = raw_in_flight_.find(write.seq); raw != raw_in_flight_.end()) {
     if (!st.ok()) {
       // A failed write's purges are asked again, and its schedules' records

@@ -79,8 +79,8 @@ void ControlState::RecoverLiveJob(v1::JobRecord rec, absl::Time now) {
     // every job it may wait for is back.
     LoadTaskState(*job);
     gates_.Keep(job->rec);
-    CountInQueue(*job);
-    WatchDeadline(*job);  // one that ran before its requeue keeps its limit; none for one never started
+    counts_.Count(*job);
+    deadlines_.Watch(job->rec);  // one that ran before its requeue keeps its limit; none for one never started
     jobs_[job->rec.name()] = std::move(job);
     return;
   }
@@ -88,8 +88,8 @@ void ControlState::RecoverLiveJob(v1::JobRecord rec, absl::Time now) {
     jobs_[job->rec.name()] = nullptr;  // left in the store; its name stays taken
     return;
   }
-  CountInQueue(*job);
-  WatchDeadline(*job);  // from its recorded start: the limit survives the restart
+  counts_.Count(*job);
+  deadlines_.Watch(job->rec);  // from its recorded start: the limit survives the restart
   // An elastic job's size counts as new: it grows no sooner than
   // elasticGrowAfterMs after the restart, once its nodes are back.
   job->sized_at = now;
@@ -157,7 +157,7 @@ bool ControlState::RecoverIntoScheduler(JobRt& job) {
   }
   bool placed = std::any_of(rec.tasks().begin(), rec.tasks().end(),
                             [](const v1::TaskRecord& t) { return !t.node().empty(); });
-  job.job_master = JobMasterAddress(job);  // for tasks launched again after the restart
+  job.job_master = JobMasterAddress(job, nodes_);  // for tasks launched again after the restart
   if (!scheduler_->AddJob(*req).ok()) return true;
   job.in_scheduler = true;
   if (placed && rec.state() != v1::JOB_QUEUED) {
@@ -324,7 +324,7 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
       SetTaskState(*job, i, v1::TASK_FAILED, now);
       t->mutable_exit()->set_message(absl::StrCat("lost with node ", name));
       std::string budget =
-          RecordAttempt(*job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST}, now);
+          RecordAttempt(*job, i, {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST}, now, &stats_);
       EndJob(*job, v1::JOB_FAILED,
              absl::StrCat("task ", tname, " was lost with node ", name, " (NODE_LOST; ", budget, ")"), now);
     } else if (!ReplaceTask(*job, i,
@@ -334,7 +334,7 @@ void ControlState::NodeLost(NodeRt& node, absl::Time now) {
       RecordAttempt(*job, i,
                     {.attempt = t->attempt(), .attempt_class = v1::ATTEMPT_NODE_LOST, .restarted = true,
                      .charge = false},
-                    now);
+                    now, &stats_);
       Requeue(*job, absl::StrCat("task ", tname, " was lost with node ", name, " and no other node can take it now"),
               now);
     }
@@ -359,7 +359,7 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   }
   std::string budget = RecordAttempt(
       job, i, {.attempt = t->attempt(), .attempt_class = why.attempt_class, .restarted = true, .charge = why.charge},
-      now);
+      now, &stats_);
   std::string old = t->node();
   ChargeHeld(job, i, now);  // what it held on the node it leaves
   t->set_node(placed->node);
@@ -375,7 +375,7 @@ bool ControlState::ReplaceTask(JobRt& job, int i, const MoveWhy& why, absl::Time
   }
   // A moved job master has a new address: the others learn it from the
   // "jobmaster" file PushFiles rewrites below.
-  if (api::IsJobMasterRole(t->role())) job.job_master = JobMasterAddress(job);
+  if (api::IsJobMasterRole(t->role())) job.job_master = JobMasterAddress(job, nodes_);
   AddEvent(job, "task_moved", absl::StrCat(api::TaskName(job.rec.name(), t->role(), t->index()), " ", why.text,
                                            "; restarted on ", placed->node, " (attempt ", t->attempt(),
                                            why.charge ? absl::StrCat("); ", budget)

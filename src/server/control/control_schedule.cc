@@ -47,6 +47,14 @@ void ControlState::RunRound(absl::Time now) {
   }
 }
 
+void ControlState::CheckDeadlines(absl::Time now) {
+  for (const std::string& name : deadlines_.TakeDue(now)) {
+    JobRt* job = FindJob(name);
+    if (!job || job->ending || api::IsTerminal(job->rec.state())) continue;
+    EndJob(*job, v1::JOB_DEADLINE_EXCEEDED, DeadlineWatch::Why(job->rec), now);
+  }
+}
+
 void ControlState::SetPendingReason(JobRt& job, const std::string& reason, absl::Time now) {
   bool never = absl::StartsWith(reason, core::kUnschedulablePrefix);
   if (never && !job.unschedulable) AddEvent(job, "unschedulable", reason, now);
@@ -91,9 +99,9 @@ void ControlState::ApplyPlacement(const core::JobPlacement& p, absl::Time now) {
   job->unschedulable = false;
   SetJobState(*job, v1::JOB_SCHEDULED, now);
   AddEvent(*job, "scheduled", absl::StrCat("scheduled on ", absl::StrJoin(where, ", ")), now);
-  job->job_master = JobMasterAddress(*job);
+  job->job_master = JobMasterAddress(*job, nodes_);
   if (api::IsElastic(job->rec.spec())) NewMembership(*job, now);
-  EnvContext ctx = EnvContextFor(*job);  // once for all the job's launches below
+  EnvContext ctx = EnvContextFor(*job, nodes_, config_.checkpoint_root);  // once for all the job's launches below
   for (int i = 0; i < job->rec.tasks_size(); ++i) {
     if (job->rec.tasks(i).state() == v1::TASK_LAUNCHING) LaunchTask(*job, i, &ctx);
   }
@@ -184,19 +192,6 @@ absl::Status ControlState::PlaceWaitingTask(JobRt& job, int i, absl::Time now) {
   return absl::OkStatus();
 }
 
-std::string ControlState::JobMasterAddress(const JobRt& job) const {
-  std::string address = job.rec.spec().job_master_address();  // a master in the client
-  int jm = FindTask(job, std::string(api::kRoleJobMaster), 0);
-  if (jm >= 0) {
-    const v1::TaskRecord& t = job.rec.tasks(jm);
-    const NodeRt* n = FindNode(t.node());
-    if (n && t.allocation().ports_size() > 0) {
-      address = absl::StrCat(n->info.address(), ":", t.allocation().ports(0).begin());
-    }
-  }
-  return address;
-}
-
 void ControlState::ApplyPreemption(const core::Preemption& p, absl::Time now) {
   JobRt* job = FindJob(p.victim_job_id);
   if (!job || job->preempting || job->ending) return;
@@ -236,74 +231,7 @@ void ControlState::SendKill(const std::string& node, const std::string& job, uin
   k.set_index(index);
   k.set_grace_ms(grace_ms);
   k.set_reason(reason);
-  OrderKill(node, k);
-}
-
-uint64_t ControlState::WriteToWaitFor() const {
-  if (persister_.pending()) return persister_.sent() + 1;
-  if (persister_.in_flight()) return persister_.sent();
-  return 0;
-}
-
-void ControlState::OrderKill(const std::string& node, const v1::KillTask& kill) {
-  DeferredOrder order;
-  order.kind = DeferredOrder::kKill;
-  order.node = node;
-  order.kill = kill;
-  Order(std::move(order));
-}
-
-void ControlState::Order(DeferredOrder order) {
-  if (!config_.launch_after_durable || !orders_.Defer(order, WriteToWaitFor())) SendOrder(order, /*deferred=*/false);
-}
-
-void ControlState::ReleaseHeldOrders() {
-  registering_.clear();
-  std::vector<DeferredOrder> held;
-  held.swap(held_for_registration_);
-  for (DeferredOrder& d : held) SendOrder(d, /*deferred=*/false);
-}
-
-void ControlState::SendOrder(DeferredOrder& d, bool deferred) {
-  if (!registering_.empty() && d.node == registering_) {
-    held_for_registration_.push_back(std::move(d));
-    return;
-  }
-  const NodeRt* node = FindNode(d.node);
-  if (node == nullptr || !node->connected()) return;
-  switch (d.kind) {
-    case DeferredOrder::kKill:
-      backend_->Kill(d.node, d.kill);
-      return;
-    case DeferredOrder::kFiles:
-      backend_->UpdateFiles(d.node, d.files);
-      return;
-    case DeferredOrder::kLaunch: {
-      if (!deferred) {
-        backend_->Launch(d.node, std::move(d.spec));
-        return;
-      }
-      // Only if the task is still placed as the launch says and its job is
-      // not being stopped (killed, preempted, moved off a node, or placed
-      // again meanwhile: a task never launched is done once its agent never
-      // shows it).
-      JobRt* job = FindJob(d.job);
-      if (job == nullptr || job->rec.id() != d.job_id || d.task >= job->rec.tasks_size()) return;
-      const v1::TaskRecord& t = job->rec.tasks(d.task);
-      if (job->ending || job->preempting || job->task_rt[d.task].evicting || t.node() != d.node ||
-          t.attempt() != d.spec.attempt() || api::IsTerminal(t.state()) ||
-          job->task_rt[d.task].launch_base != d.spec.attempt()) {
-        return;
-      }
-      job->task_rt[d.task].missing_beats = 0;  // its heartbeats count from now
-      backend_->Launch(d.node, std::move(d.spec));
-      return;
-    }
-  }
-}
-
-void ControlState::SendDeferredOrders(uint64_t written, bool ok) {
-  for (DeferredOrder& d : orders_.Release(written, ok, ok ? 0 : WriteToWaitFor())) SendOrder(d, /*deferred=*/true);
+  orders_.Kill(node, k);
 }
 
 void ControlState::KillTasks(JobRt& job, int grace_ms, const std::string& reason) {
@@ -409,57 +337,12 @@ absl::Status ControlState::CheckpointReported(const v1::CheckpointReport& req, a
   return absl::OkStatus();
 }
 
-ControlState::EnvContext ControlState::EnvContextFor(const JobRt& job) const {
-  EnvContext ctx;
-  api::TaskEnvInput& in = ctx.in;
-  in.spec = &job.rec.spec();
-  in.job = job.rec.name();
-  in.job_master = job.job_master;
-  in.checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, job.rec.name(), job.rec.id());
-  in.array_job = job.rec.array_job();
-  in.array_index = job.rec.array_index();
-  in.resume_step = job.rec.has_resume_step() ? job.rec.resume_step() : -1;
-  if (api::IsElastic(job.rec.spec())) {
-    in.membership_epoch = job.rec.membership_epoch();
-    in.num_workers = PlacedWorkers(job);
-  }
-  ctx.view_of.assign(job.rec.tasks_size(), -1);
-  in.tasks.reserve(job.rec.tasks_size());
-  for (int i = 0; i < job.rec.tasks_size(); ++i) {
-    const v1::TaskRecord& o = job.rec.tasks(i);
-    if (o.node().empty()) continue;
-    api::PlacedTaskView v;
-    v.role = o.role();
-    v.index = o.index();
-    v.worker_id = o.worker_id();
-    v.node = o.node();
-    const NodeRt* on = FindNode(o.node());
-    v.address = on ? on->info.address() : o.node();
-    v.gpu_mask = o.allocation().gpu_mask();
-    v.gpu_milli = o.allocation().gpu_milli();
-    v.gpu_memory_mb = o.allocation().gpu_memory_mb();
-    for (const auto& r : o.allocation().ports()) {
-      for (uint32_t port = r.begin(); port <= r.end(); ++port) v.ports.push_back(port);
-    }
-    ctx.view_of[i] = static_cast<int>(in.tasks.size());
-    in.tasks.push_back(std::move(v));
-  }
-  ctx.shared = api::BuildJobWideEnv(in);
-  return ctx;
-}
-
-api::TaskEnv ControlState::EnvFor(const JobRt& job, int i, EnvContext& ctx) const {
-  ctx.in.attempt = job.rec.tasks(i).attempt();
-  int at = i < static_cast<int>(ctx.view_of.size()) ? ctx.view_of[i] : -1;
-  return api::BuildTaskEnv(ctx.in, ctx.shared, at >= 0 ? ctx.in.tasks[at] : api::PlacedTaskView{});
-}
-
 void ControlState::PushFiles(JobRt& job, int except) {
   std::optional<EnvContext> ctx;
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
     if (i == except || t.node().empty() || api::IsTerminal(t.state())) continue;
-    if (!ctx) ctx = EnvContextFor(job);
+    if (!ctx) ctx = EnvContextFor(job, nodes_, config_.checkpoint_root);
     if (!SendFiles(job, i, *ctx)) stale_files_[t.node()].insert(job.rec.name());  // sent when the node is back
   }
 }
@@ -469,7 +352,7 @@ void ControlState::PushFilesTo(JobRt& job, const std::string& node) {
   for (int i = 0; i < job.rec.tasks_size(); ++i) {
     const v1::TaskRecord& t = job.rec.tasks(i);
     if (t.node() != node || api::IsTerminal(t.state()) || t.state() == v1::TASK_LAUNCHING) continue;
-    if (!ctx) ctx = EnvContextFor(job);
+    if (!ctx) ctx = EnvContextFor(job, nodes_, config_.checkpoint_root);
     SendFiles(job, i, *ctx);
   }
 }
@@ -478,17 +361,11 @@ bool ControlState::SendFiles(JobRt& job, int i, EnvContext& ctx) {
   const v1::TaskRecord& t = job.rec.tasks(i);
   const NodeRt* n = FindNode(t.node());
   if (!n || !n->connected()) return false;
-  v1::TaskFiles f;
-  f.set_job(job.rec.name());
-  f.set_role(t.role());
-  f.set_index(t.index());
-  f.set_job_id(job.rec.id());
-  for (auto& [k, v] : EnvFor(job, i, ctx).files) (*f.mutable_files())[k] = std::move(v);
   DeferredOrder order;
   order.kind = DeferredOrder::kFiles;
   order.node = t.node();
-  order.files = std::move(f);
-  Order(std::move(order));
+  order.files = TaskFilesFor(job, i, ctx);
+  orders_.Order(std::move(order));
   return true;
 }
 
@@ -499,38 +376,10 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   const v1::ReplicaSpec* rs = ReplicaOf(job, i);
   if (!rs) return;
   std::optional<EnvContext> own;
-  if (!ctx) ctx = &own.emplace(EnvContextFor(job));
-  api::TaskEnv env = EnvFor(job, i, *ctx);
-  v1::TaskSpec spec;
-  spec.set_job(job.rec.name());
-  spec.set_job_id(job.rec.id());
-  spec.set_role(t.role());
-  spec.set_index(t.index());
-  spec.set_worker_id(t.worker_id());
-  spec.set_node(t.node());
-  *spec.mutable_allocation() = t.allocation();
-  for (const auto& c : rs->command()) spec.add_command(c);
-  for (const auto& a : rs->args()) spec.add_command(a);
-  auto& spec_env = *spec.mutable_env();
-  for (const auto& [k, v] : rs->env()) spec_env[k] = v;
-  for (const auto& [k, v] : rs->secret_env()) (*spec.mutable_secret_env())[k] = v;  // sealed
-  for (auto& [k, v] : env.env) spec_env[k] = std::move(v);
-  auto& spec_files = *spec.mutable_files();
-  for (auto& [k, v] : env.files) spec_files[k] = std::move(v);
-  spec.set_working_dir(rs->working_dir());
-  spec.set_image(rs->image());
-  *spec.mutable_volumes() = rs->volumes();
-  spec.set_restart_policy(rs->restart_policy());
-  // What is left of the task's budgets: the agent restarts in place within
-  // them and the server counts each restart it reports in its class.
-  spec.set_max_restarts(std::max(0, rs->max_restarts() - t.restarts_by_class().failure()));
-  spec.set_oom_max_restarts(api::RestartsLeft(*rs, t.restarts_by_class(), v1::ATTEMPT_OOM_KILLED));
-  spec.set_attempt(t.attempt());
-  spec.set_kill_grace_ms(config_.kill_grace_ms);
-  if (rs->user_credential()) {
-    spec.set_user_credential(true);
-    spec_env[kServerEnv] = server_address_.empty() ? config_.listen : server_address_;
-  }
+  if (!ctx) ctx = &own.emplace(EnvContextFor(job, nodes_, config_.checkpoint_root));
+  v1::TaskSpec spec = TaskSpecFor(job, i, *rs, EnvFor(job, i, *ctx),
+                                  {.kill_grace_ms = config_.kill_grace_ms,
+                                   .server_address = server_address_.empty() ? config_.listen : server_address_});
   TaskRt& rt = job.task_rt[i];
   rt.launch_base = t.attempt();
   RecordLaunch(*job.rec.mutable_tasks(i));
@@ -544,7 +393,7 @@ void ControlState::LaunchTask(JobRt& job, int i, EnvContext* ctx) {
   order.job = job.rec.name();
   order.task = i;
   order.spec = std::move(spec);
-  Order(std::move(order));
+  orders_.Order(std::move(order));
 }
 
 }  // namespace trainyard::server

@@ -12,7 +12,7 @@
 // preemptions, launches and their environment), control_agents.cc
 // (registration, heartbeats, task statuses, reconciliation),
 // control_nodes.cc (liveness, node loss, moving and adopting tasks,
-// recovery), control_deadlines.cc (jobs' time limits), control_stops.cc (a node whose agent stops on purpose, a
+// recovery), control_stops.cc (a node whose agent stops on purpose, a
 // worker its job master found hung), control_admin.cc (cordon, drain,
 // remove; nodes taken out of placement for failing launches or low disk),
 // control_views.cc (what clients see).
@@ -42,10 +42,17 @@
 #include "server/config.h"
 #include "server/execution_backend.h"
 #include "server/logs/log_places.h"
+#include "server/control/attempts.h"
+#include "server/control/deadline_watch.h"
 #include "server/control/gate_book.h"
+#include "server/control/invariants.h"
+#include "server/control/job_counts.h"
+#include "server/control/job_map.h"
+#include "server/control/node_info.h"
 #include "server/control/node_table.h"
-#include "server/control/order_queue.h"
+#include "server/control/order_desk.h"
 #include "server/control/persister.h"
+#include "server/control/task_launch.h"
 #include "server/control/schedule_desk.h"
 #include "server/control/view_publisher.h"
 #include "server/schedules.h"
@@ -268,12 +275,8 @@ class ControlState {
   // NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job) const;
   ManagerStats Stats() const { return stats_; }
-  // OK, or Internal naming the first broken invariant: every task pending,
-  // live on one known node, or ended; the scheduler core holds exactly the
-  // live tasks the records place (same node, same GPUs); no GPU given twice;
-  // a node's free memory is its capacity less its tasks'. O(tasks + nodes).
-  // For the event-order property test and fuzzer (control_invariants.cc).
-  absl::Status CheckInvariantsForTest() const;
+  // OK, or Internal naming the first broken invariant (invariants.h).
+  absl::Status CheckInvariantsForTest() const { return CheckControlInvariants(jobs_, nodes_, scheduler_->state()); }
   const ServerConfig& config() const { return config_; }
   // Its log lines (what it noticed: a node lost, a task killed where it
   // should not run, ...) are an effect like a launch: they go to `sink`
@@ -311,17 +314,13 @@ class ControlState {
   // Adds what the task held since held_since_ms to its job's usage and
   // counts from now (its allocation is about to change, or it lets go).
   void ChargeHeld(JobRt& job, int task, absl::Time now);
-  // Moves the job's place in queue_jobs_ to what its state now says.
-  void CountInQueue(JobRt& job);
   // Something was freed (a task ended, a job left the scheduler): asks for
   // a round when anything waits for room (a queued job, tasks of a partly
   // placed one, a preemption's victims). With nothing waiting, the round
   // would place nothing; the tick's rounds run all the same.
   void RoomFreed();
-  JobRt* FindJob(const std::string& name);
-  const JobRt* FindJob(const std::string& name) const;
-  static int FindTask(const JobRt& job, const std::string& role, int index);
-  static const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task);
+  JobRt* FindJob(const std::string& name) { return FindJobIn(jobs_, name); }
+  const JobRt* FindJob(const std::string& name) const { return FindJobIn(jobs_, name); }
 
   // control_gates.cc: jobs kept out of the scheduler until their hold,
   // dependencies and array throttle let them in (docs/job-spec.md, "Arrays,
@@ -358,32 +357,17 @@ class ControlState {
   // At each placement of an elastic job: its next membership epoch, worker
   // ids dense from 0 over the placed tasks, and a "membership" event.
   void NewMembership(JobRt& job, absl::Time now);
-  // Workers placed (TRAINYARD_NUM_WORKERS of an elastic job).
-  static int PlacedWorkers(const JobRt& job);
   // "preempted by job X (priority production) at T" for the victim of `p`.
   std::string PreemptionNote(const core::Preemption& p, absl::Time now) const;
   // Sets a queued job's pending reason from the core's `reason`, after its
   // preemption note; records when it becomes unschedulable.
   void SetPendingReason(JobRt& job, const std::string& reason, absl::Time now);
-  // Every placed task of one job as their environments see them, and what
-  // those share (api::JobWideEnv): built once, O(tasks), for a batch of
-  // launches or file pushes of that job, while its placement stays as it is.
-  struct EnvContext {
-    api::TaskEnvInput in;
-    api::JobWideEnv shared;
-    std::vector<int> view_of;  // task -> its entry in in.tasks, -1 when not placed
-  };
-  EnvContext EnvContextFor(const JobRt& job) const;
-  // Launches task `task`; `ctx` (EnvContextFor(job), placement unchanged
+  // Launches task `task`; `ctx` (EnvContextFor the job, placement unchanged
   // since) saves building it again for each task of a batch.
   void LaunchTask(JobRt& job, int task, EnvContext* ctx = nullptr);
   // The agent reported task `task`'s current launch (a status or a heartbeat
   // that lists it): from now on a heartbeat without it counts as missing.
   void Acknowledged(JobRt& job, int task);
-  // host:port of the job's master as placed now ("" when it has none).
-  std::string JobMasterAddress(const JobRt& job) const;
-  // The environment and files of task `task` as placed now.
-  api::TaskEnv EnvFor(const JobRt& job, int task, EnvContext& ctx) const;
   // Sends every running task of the job but `except` its files again (the
   // hosts file after a task moved).
   void PushFiles(JobRt& job, int except);
@@ -439,33 +423,8 @@ class ControlState {
   void EndLostTask(JobRt& job, int task, const std::string& why, absl::Time now,
                    v1::AttemptClass c = v1::ATTEMPT_NODE_LOST);
 
-  // control_attempts.cc
-  // The class of an attempt's end that `status` reports: the agent's
-  // (FAILED, OOM_KILLED, LAUNCH_FAILED, SUCCEEDED), unless the server stopped
-  // it (PREEMPTED, DEADLINE_EXCEEDED, KILLED).
-  static v1::AttemptClass ClassOfEnd(const JobRt& job, const v1::TaskStatus& status);
-  struct AttemptEndInfo {
-    int attempt = 0;
-    v1::AttemptClass attempt_class = v1::ATTEMPT_CLASS_UNSPECIFIED;
-    v1::TaskExit exit;
-    bool restarted = false;  // a restart follows
-    bool charge = true;      // the restart is charged to its class's budget
-  };
-  // Records the end of a task's attempt (TaskRecord.attempts), charges a
-  // restart to its class and counts it for /metrics. Returns the budget's
-  // text after the charge ("OOM budget 0 of 1 left"), "" for a class
-  // without one.
-  std::string RecordAttempt(JobRt& job, int task, const AttemptEndInfo& end, absl::Time now);
-  // Whether the task's budget for class `c` has a restart left.
-  bool MayRestart(const JobRt& job, int task, v1::AttemptClass c) const;
-
-  // control_deadlines.cc
-  // Watches a started job's time limit (api::DeadlineMs), or stops watching
-  // it (its end). Both O(log jobs); a job without a limit is not watched.
-  void WatchDeadline(const JobRt& job);
-  void UnwatchDeadline(const JobRt& job);
-  // Ends every live job whose limit ran out by `now` as DEADLINE_EXCEEDED.
-  // O(log jobs) when none did.
+  // Ends every live job whose limit ran out by `now` (deadlines_) as
+  // DEADLINE_EXCEEDED.
   void CheckDeadlines(absl::Time now);
 
   // control_stops.cc
@@ -496,9 +455,6 @@ class ControlState {
   // The GPUs the core keeps out of service on the node: busy with others'
   // processes, faulty, or cordoned by an admin.
   void SyncExcludedGpus(NodeRt& node);
-  // Why a task on `node` holding `gpu_mask` is moved for the node's GPU
-  // faults ("" when it is not).
-  static std::string GpuFaultWhy(const NodeRt& node, uint64_t gpu_mask);
   // The agent refused a launch for a reason of its node: counted against
   // the node, and the task placed elsewhere, uncharged.
   void LaunchFault(const std::string& node, JobRt& job, int task, const v1::TaskStatus& status, absl::Time now);
@@ -555,9 +511,6 @@ class ControlState {
   // (dropping jobs that have no live task there any more).
   std::vector<std::pair<JobRt*, int>> TasksOn(const std::string& node);
 
-  // control_invariants.cc: one job's part of CheckInvariantsForTest.
-  absl::Status CheckJobForTest(const JobRt& job) const;
-
   const ServerConfig config_;
   std::unique_ptr<core::Scheduler> scheduler_;
   ExecutionBackend* const backend_;
@@ -583,31 +536,8 @@ class ControlState {
     std::vector<std::string> meta_keys;
   };
   std::map<uint64_t, RawWrites> raw_in_flight_;
-  // Orders to agents waiting for the write that holds what led to them
-  // (config_.launch_after_durable: a leader that dies first leaves nothing
-  // done that the next one does not know), released by WriteDone once that
-  // write succeeded (OrderQueue). A launch released goes only if its task
-  // is still placed so (SendOrder).
-  OrderQueue orders_;
-  // The write a deferred order waits for: the next one when changes wait to
-  // be written, the one in flight, else none (0).
-  uint64_t WriteToWaitFor() const;
-  // Queues an order, or sends it now (no deferral, or nothing to wait for
-  // and nothing queued before it).
-  void Order(DeferredOrder order);
-  void SendOrder(DeferredOrder& order, bool deferred);
-  // The node whose registration is being decided ("" none): its orders are
-  // held until the backend has the answer (Registered), or the refusal.
-  std::string registering_;
-  std::vector<DeferredOrder> held_for_registration_;
-  // Sends what was held (to the registered stream, or to the one before a
-  // refusal where it is still there) and holds no more.
-  void ReleaseHeldOrders();
-  // A kill, now or (launch_after_durable) once what led to it is written.
-  void OrderKill(const std::string& node, const v1::KillTask& kill);
-  void SendDeferredOrders(uint64_t written, bool ok);
-  // Every job kept, by name (hashed: looked up several times per event).
-  absl::flat_hash_map<std::string, std::unique_ptr<JobRt>> jobs_;
+  // Every job kept, by name.
+  JobMap jobs_;
   // Deleted jobs by the name their record is kept under (NAME#ID): what the
   // persister writes for them, until that write succeeds (WriteDone).
   std::map<std::string, std::unique_ptr<JobRt>> deleted_;
@@ -620,30 +550,8 @@ class ControlState {
   std::multimap<int64_t, uint64_t> deleted_by_end_;
   absl::flat_hash_map<std::string, std::string> expired_names_;
   absl::Time next_expiry_ = absl::InfinitePast();
-  // Unfinished jobs per queue, kept as their states change (CountInQueue):
-  // the queue view is published every few milliseconds while jobs move, and
-  // walking every job kept (finished ones included) each time would grow
-  // with the server's history.
-  struct QueueJobs {
-    int running = 0;
-    int pending = 0;
-  };
-  std::map<std::string, QueueJobs> queue_jobs_;
-  int pending_jobs_ = 0;  // QUEUED jobs in every queue (CountInQueue)
-  // Per user: jobs pending (QUEUED, kept by CountInQueue, plus those
-  // prepared and not yet durable) and the submission rate's token bucket,
-  // for maxPendingJobsPerUser and maxSubmissionsPerSecondPerUser.
-  struct UserSubmissions {
-    int pending = 0;
-    TokenBucket submissions;
-  };
-  std::map<std::string, UserSubmissions> user_submissions_;
-  // OK, or ResourceExhausted naming the limit `user` reached (control_jobs.cc).
-  // `rate`: counts against the user's submission rate (an array's elements
-  // after its first do not).
-  // `jobs`: how many submissions this counts against the per-user rate (an
-  // array's first element counts all its elements, the others none).
-  absl::Status CheckUserLimits(const std::string& user, absl::Time now, int jobs = 1);
+  // Unfinished jobs per queue and user, and the per-user limits.
+  JobCounts counts_{config_.max_pending_jobs_per_user, config_.max_submissions_per_second_per_user};
   // An array's element as PrepareArray makes it.
   struct ArrayPlace {
     std::string array;
@@ -656,6 +564,9 @@ class ControlState {
   absl::StatusOr<PreparedJob> PrepareNamed(CheckedSpec checked, const std::string& name, absl::Time now,
                                            const ArrayPlace* place);
   NodeTable nodes_;  // by name: views list them in order
+  // When orders to agents go out: now, after a registration's answer, or
+  // after the write that holds what led to them.
+  OrderDesk orders_{config_.launch_after_durable, persister_, nodes_, jobs_, backend_};
   // Node -> names of jobs with a task placed there (or once placed there:
   // TasksOn prunes), so node events need not walk every job. Hashed by node
   // (every placement and heartbeat looks one up); each node's jobs in order.
@@ -667,9 +578,8 @@ class ControlState {
   std::set<std::string> preempting_;
   // Jobs with an open order to checkpoint (JobRt::checkpoint).
   std::set<std::string> checkpointing_;
-  // Started jobs with a time limit, by when it runs out (WatchDeadline):
-  // a round looks only at the first, not at every job.
-  std::set<std::pair<absl::Time, std::string>> deadlines_;
+  // Started jobs with a time limit, by when it runs out.
+  DeadlineWatch deadlines_;
   // Placed jobs with tasks still waiting for room (minAvailable < count).
   std::set<std::string> partial_;
   absl::Time last_partial_try_;

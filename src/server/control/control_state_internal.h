@@ -8,7 +8,7 @@
 
 #include "api/states.h"
 #include "core/resources/port_ranges.h"
-#include "server/control/control_state.h"
+#include "proto/service.pb.h"
 #include "server/event_list.h"
 
 namespace trainyard::server {
@@ -69,10 +69,18 @@ struct JobRt {
   // their earlier events on first describe (events_loaded false until then).
   EventList events;
   bool events_loaded = true;
-  // Which of its queue's counts holds it (ControlState::queue_jobs_).
+  // Which of its queue's counts holds it (JobCounts).
   enum class Counted : uint8_t { kNone, kPending, kRunning };
   Counted counted = Counted::kNone;
 };
+
+// The index in job.rec.tasks of task `index` of `role`; -1 when it has none.
+int FindTask(const JobRt& job, const std::string& role, int index);
+// The spec of the role of task `task`; null when the spec has no such role.
+const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task);
+
+// Workers placed (TRAINYARD_NUM_WORKERS of an elastic job; control_elastic.cc).
+int PlacedWorkers(const JobRt& job);
 
 int64_t ToMs(absl::Time t);
 // When a finished job ended (Unix ms): its end time, else (records from

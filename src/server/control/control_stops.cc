@@ -99,7 +99,7 @@ absl::Status ControlState::WorkerFailed(const v1::WorkerFailureRequest& req, abs
   k.set_fail_attempt(true);
   k.set_attempt(req.attempt());
   const NodeRt* n = FindNode(t.node());
-  if (n && n->connected()) OrderKill(t.node(), k);
+  if (n && n->connected()) orders_.Kill(t.node(), k);
   return absl::OkStatus();
 }
 

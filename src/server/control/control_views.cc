@@ -95,10 +95,9 @@ v1::ListQueuesResponse ControlState::ListQueues() const {
       *v->mutable_used() = api::ToProto(cs.QueueUsed(queue));
       v->mutable_used()->set_gpu_milli(int64_t{1000} * v->used().gpus() + cs.QueueShareMilli(queue));
     }
-    auto counted = queue_jobs_.find(q->name);
-    if (counted != queue_jobs_.end()) {
-      v->set_running_jobs(counted->second.running);
-      v->set_pending_jobs(counted->second.pending);
+    if (const JobCounts::Queue* counted = counts_.queue(q->name)) {
+      v->set_running_jobs(counted->running);
+      v->set_pending_jobs(counted->pending);
     }
   }
   std::sort(resp.mutable_queues()->begin(), resp.mutable_queues()->end(),

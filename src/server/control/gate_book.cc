@@ -10,11 +10,6 @@
 
 namespace trainyard::server {
 
-const JobRt* GateBook::FindJob(const std::string& name) const {
-  auto it = jobs_.find(name);
-  return it == jobs_.end() ? nullptr : it->second.get();
-}
-
 bool GateBook::Gated(const v1::JobRecord& rec) {
   if (rec.state() != v1::JOB_QUEUED || rec.gate_open()) return false;
   for (const v1::TaskRecord& t : rec.tasks()) {
@@ -29,12 +24,12 @@ std::vector<std::string> GateBook::DependencyTargets(const std::string& name) co
     // An element deleted since may have left its name to another job.
     std::vector<std::string> out;
     for (const std::string& e : it->second) {
-      const JobRt* job = FindJob(e);
+      const JobRt* job = FindJobIn(jobs_, e);
       if (job && job->rec.array_job() == name) out.push_back(e);
     }
     return out;
   }
-  if (FindJob(name)) return {name};
+  if (FindJobIn(jobs_, name)) return {name};
   return {};
 }
 
@@ -62,7 +57,7 @@ void GateBook::ResolveDependencies(const v1::JobSpec& spec, v1::JobRecord* rec) 
       r->set_name(dep);
       r->set_after_ok(ok);
       for (const std::string& t : DependencyTargets(dep)) {
-        if (const JobRt* d = FindJob(t)) r->add_ids(d->rec.id());
+        if (const JobRt* d = FindJobIn(jobs_, t)) r->add_ids(d->rec.id());
       }
     }
   }
@@ -73,7 +68,7 @@ int GateBook::ActiveElements(const std::string& array) const {
   auto it = arrays_.find(array);
   if (it == arrays_.end()) return 0;
   for (const std::string& name : it->second) {
-    const JobRt* e = FindJob(name);
+    const JobRt* e = FindJobIn(jobs_, name);
     if (e && e->in_scheduler && !api::IsTerminal(e->rec.state())) ++n;
   }
   return n;

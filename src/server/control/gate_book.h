@@ -18,18 +18,15 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "proto/service.pb.h"
+#include "server/control/job_map.h"
 
 namespace trainyard::server {
 
-struct JobRt;  // control_state_internal.h
-
 class GateBook {
  public:
-  using Jobs = absl::flat_hash_map<std::string, std::unique_ptr<JobRt>>;
   // REQUIRES: `jobs` (the control state's) outlives this object.
-  explicit GateBook(const Jobs& jobs) : jobs_(jobs) {}
+  explicit GateBook(const JobMap& jobs) : jobs_(jobs) {}
 
   // Whether a new or recovered queued job starts behind a gate.
   static bool Gated(const v1::JobRecord& rec);
@@ -85,10 +82,9 @@ class GateBook {
   void ResolveDependencies(const v1::JobSpec& spec, v1::JobRecord* rec) const;
 
  private:
-  const JobRt* FindJob(const std::string& name) const;
   int ActiveElements(const std::string& array) const;
 
-  const Jobs& jobs_;
+  const JobMap& jobs_;
   // Jobs kept out of the scheduler by a gate, by id: the order they were
   // submitted in.
   std::map<uint64_t, std::string> gated_;

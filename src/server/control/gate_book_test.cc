@@ -41,7 +41,7 @@ class GateBookTest : public ::testing::Test {
     return book_.GateOf(job, &active);
   }
 
-  GateBook::Jobs jobs_;
+  JobMap jobs_;
   GateBook book_{jobs_};
 };
 

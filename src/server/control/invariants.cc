@@ -1,9 +1,6 @@
-// ControlState's invariants, checked by the event-order property test and
-// the control-state fuzzer (control_harness.h) after every event: every
-// task is in exactly one place (pending, live on one node, or ended), the
-// scheduler core holds exactly the live tasks the records place, no GPU is
-// given twice, and a node's free resources are its capacity less its tasks and
-// the GPUs out of service the server asked for.
+// The control state's invariants (invariants.h).
+#include "server/control/invariants.h"
+
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -11,7 +8,6 @@
 #include "api/roles.h"
 #include "api/states.h"
 #include "core/resources/gpu_set.h"
-#include "server/control/control_state.h"
 #include "server/control/control_state_internal.h"
 
 namespace trainyard::server {
@@ -22,9 +18,8 @@ absl::Status Broken(const std::string& what) { return absl::InternalError(what);
 // Whole GPUs a task holds (a share holds part of one GPU, not the whole).
 uint64_t WholeGpus(const v1::Resource& r) { return r.gpu_milli() > 0 ? 0 : r.gpu_mask(); }
 
-}  // namespace
-
-absl::Status ControlState::CheckJobForTest(const JobRt& job) const {
+// One job's part of CheckControlInvariants.
+absl::Status CheckJob(const JobRt& job, const NodeTable& nodes, const core::ClusterState& cs) {
   const v1::JobRecord& rec = job.rec;
   const std::string& name = rec.name();
   size_t n = static_cast<size_t>(rec.tasks_size());
@@ -39,7 +34,7 @@ absl::Status ControlState::CheckJobForTest(const JobRt& job) const {
       return Broken(absl::StrCat(task, " is PENDING but placed on ", t.node()));
     }
     if (live && t.node().empty()) return Broken(absl::StrCat(task, " is live on no node"));
-    if (live && !FindNode(t.node())) return Broken(absl::StrCat(task, " is live on unknown node ", t.node()));
+    if (live && !nodes.Find(t.node())) return Broken(absl::StrCat(task, " is live on unknown node ", t.node()));
     if (rec.state() == v1::JOB_QUEUED && t.state() != v1::TASK_PENDING) {
       return Broken(absl::StrCat(task, " is ", api::TaskStateName(t.state()), " in queued job ", name));
     }
@@ -48,12 +43,12 @@ absl::Status ControlState::CheckJobForTest(const JobRt& job) const {
     }
   }
   if (!job.in_scheduler) {
-    if (scheduler_->state().FindJob(name)) return Broken(absl::StrCat("job ", name, " is in the core but not known so"));
+    if (cs.FindJob(name)) return Broken(absl::StrCat("job ", name, " is in the core but not known so"));
     return absl::OkStatus();
   }
-  std::optional<core::JobSlot> slot = scheduler_->state().FindJob(name);
+  std::optional<core::JobSlot> slot = cs.FindJob(name);
   if (!slot) return Broken(absl::StrCat("job ", name, " is taken as in the core but is not there"));
-  const core::JobState& cj = scheduler_->state().job(*slot);
+  const core::JobState& cj = cs.job(*slot);
   if ((cj.phase == core::JobPhase::kPending) != (rec.state() == v1::JOB_QUEUED) && !terminal) {
     return Broken(absl::StrCat("job ", name, " is ", api::JobStateName(rec.state()), " but the core has it ",
                                cj.phase == core::JobPhase::kPending ? "pending" : "placed"));
@@ -68,14 +63,14 @@ absl::Status ControlState::CheckJobForTest(const JobRt& job) const {
     std::string task = api::TaskName(name, t.role(), t.index());
     auto it = held.find({t.role(), t.index()});
     bool live = !api::IsTerminal(t.state()) && t.state() != v1::TASK_PENDING;
-    const NodeRt* node = live ? FindNode(t.node()) : nullptr;
+    const NodeRt* node = live ? nodes.Find(t.node()) : nullptr;
     if (it == held.end()) {
       if (node && node->in_scheduler) return Broken(absl::StrCat(task, " is live on ", t.node(), " but holds nothing there"));
       continue;
     }
     const core::PlacedTask& p = *it->second;
     if (!live) return Broken(absl::StrCat(task, " is ", api::TaskStateName(t.state()), " but still holds resources"));
-    const std::string& where = scheduler_->state().node(p.node).name;
+    const std::string& where = cs.node(p.node).name;
     if (where != t.node()) return Broken(absl::StrCat(task, " is on ", t.node(), " but holds resources on ", where));
     if (p.allocation.gpu_mask != t.allocation().gpu_mask()) {
       return Broken(absl::StrCat(task, " holds other GPUs than its record names"));
@@ -86,12 +81,14 @@ absl::Status ControlState::CheckJobForTest(const JobRt& job) const {
   return absl::OkStatus();
 }
 
-absl::Status ControlState::CheckInvariantsForTest() const {
+}  // namespace
+
+absl::Status CheckControlInvariants(const JobMap& jobs, const NodeTable& nodes, const core::ClusterState& cs) {
   // Whole GPUs per node as the records give them out: never twice.
   std::map<std::string, uint64_t> given;
-  for (const auto& [name, job] : jobs_) {
+  for (const auto& [name, job] : jobs) {
     if (!job) continue;
-    if (absl::Status st = CheckJobForTest(*job); !st.ok()) return st;
+    if (absl::Status st = CheckJob(*job, nodes, cs); !st.ok()) return st;
     for (const v1::TaskRecord& t : job->rec.tasks()) {
       if (api::IsTerminal(t.state()) || t.node().empty()) continue;
       uint64_t gpus = WholeGpus(t.allocation());
@@ -102,8 +99,7 @@ absl::Status ControlState::CheckInvariantsForTest() const {
       given[t.node()] |= gpus;
     }
   }
-  const core::ClusterState& cs = scheduler_->state();
-  for (const auto& [name, node] : nodes_) {
+  for (const auto& [name, node] : nodes) {
     std::optional<core::NodeId> n = cs.FindNode(name);
     if (node->in_scheduler != n.has_value()) {
       return Broken(absl::StrCat("node ", name, node->in_scheduler ? " is not in the core" : " is in the core unknown"));

@@ -5,9 +5,8 @@
 // queue, released in the order the orders were decided once their write
 // succeeded; a newer launch of a task replaces the one queued; a kill
 // already queued is not queued again. Part of the control state: no I/O,
-// writes named by the persister's numbers. ControlState decides what to
-// order and, for each order released, whether it still holds
-// (ControlState::SendOrder).
+// writes named by the persister's numbers. The OrderDesk (order_desk.h)
+// queues here and decides, for each order released, whether it still holds.
 #pragma once
 
 #include <cstdint>

@@ -14,11 +14,6 @@
 
 namespace trainyard::server {
 
-const JobRt* ViewPublisher::FindJob(const std::string& name) const {
-  auto it = jobs_.find(name);
-  return it == jobs_.end() ? nullptr : it->second.get();
-}
-
 void ViewPublisher::JobMoved(const std::string& job) {
   jobs_changed_.insert(job);
   if (all_nodes_) return;
@@ -41,7 +36,7 @@ void ViewPublisher::PublishJobs(ViewStore* views) {
   if (!unbooked_.empty()) views->accounts().PutMany(std::move(unbooked_));
   unbooked_.clear();
   for (const std::string& name : jobs_changed_) {
-    const JobRt* job = FindJob(name);
+    const JobRt* job = FindJobIn(jobs_, name);
     if (!job) continue;  // a name reserved for a submission not yet durable
     views->PutJob(name, Entry(*job));
     if (api::IsTerminal(job->rec.state())) views->accounts().Put(api::AccountOf(job->rec));
@@ -53,7 +48,7 @@ size_t ViewPublisher::PublishRecovered(ViewStore* views, size_t max) {
   if (!unbooked_.empty()) views->accounts().PutMany(std::move(unbooked_));
   unbooked_.clear();
   for (size_t n = 0; n < max && !unpublished_.empty(); ++n) {
-    const JobRt* job = FindJob(unpublished_.back());
+    const JobRt* job = FindJobIn(jobs_, unpublished_.back());
     if (job) {
       views->PutJob(unpublished_.back(), Entry(*job));
       if (api::IsTerminal(job->rec.state())) views->accounts().Put(api::AccountOf(job->rec));
@@ -75,7 +70,7 @@ bool ViewPublisher::PublishNodes(ViewStore* views, absl::Time now) {
   // two publications under load) check them all: as cheap as touching them.
   size_t touched = 0;
   for (const std::string& name : jobs_moved_) {
-    const JobRt* job = sweep ? nullptr : FindJob(name);
+    const JobRt* job = sweep ? nullptr : FindJobIn(jobs_, name);
     if (!job) continue;
     touched += static_cast<size_t>(job->rec.tasks_size());
     if (MostNodes(touched)) {

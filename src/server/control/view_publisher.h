@@ -20,18 +20,16 @@
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
 #include "server/config.h"
+#include "server/control/job_map.h"
 #include "server/control/node_table.h"
 #include "server/view_store.h"
 
 namespace trainyard::server {
 
-struct JobRt;  // control_state_internal.h
-
 class ViewPublisher {
  public:
-  using Jobs = absl::flat_hash_map<std::string, std::unique_ptr<JobRt>>;
   // REQUIRES: all four outlive this object (they are the control state's).
-  ViewPublisher(const ServerConfig& config, const Jobs& jobs, NodeTable& nodes,
+  ViewPublisher(const ServerConfig& config, const JobMap& jobs, NodeTable& nodes,
                 const std::unique_ptr<core::Scheduler>& scheduler)
       : config_(config), jobs_(jobs), nodes_(nodes), scheduler_(scheduler) {}
 
@@ -88,7 +86,6 @@ class ViewPublisher {
   v1::NodeView NodeViewOf(const NodeRt& node, bool with_heartbeat) const;
 
  private:
-  const JobRt* FindJob(const std::string& name) const;
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
   // One task's part of its job's view: where it is, what it holds (or asks
   // for, while pending), its attempts and budgets.
@@ -101,7 +98,7 @@ class ViewPublisher {
   bool MostNodes(size_t n) const { return n > nodes_.size() / 2; }
 
   const ServerConfig& config_;
-  const Jobs& jobs_;
+  const JobMap& jobs_;
   NodeTable& nodes_;
   const std::unique_ptr<core::Scheduler>& scheduler_;
 

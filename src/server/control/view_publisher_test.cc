@@ -42,7 +42,7 @@ class ViewPublisherTest : public ::testing::Test {
 
   absl::Time now_ = absl::FromUnixSeconds(1'700'000'000);
   ServerConfig config_;
-  ViewPublisher::Jobs jobs_;
+  JobMap jobs_;
   NodeTable nodes_;
   std::unique_ptr<core::Scheduler> scheduler_;
   ViewPublisher publisher_{config_, jobs_, nodes_, scheduler_};
