@@ -13,7 +13,7 @@
 
 namespace trainyard::server {
 
-struct JobRt;  // control_state_internal.h
+struct JobRt;  // job_rt.h
 
 // The class of an attempt's end that `status` reports: the agent's (FAILED,
 // OOM_KILLED, LAUNCH_FAILED, SUCCEEDED), unless the server stopped it

@@ -16,7 +16,7 @@
 #include "api/roles.h"
 #include "common/logging.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 namespace {

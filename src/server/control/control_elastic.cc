@@ -18,7 +18,7 @@
 #include "api/convert.h"
 #include "api/roles.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 namespace {

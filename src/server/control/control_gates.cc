@@ -9,7 +9,7 @@
 #include "api/job_array.h"
 #include "common/check.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

@@ -16,7 +16,7 @@
 #include "common/check.h"
 #include "common/logging.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 
@@ -59,58 +59,6 @@ const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task) {
   return nullptr;
 }
 
-void ControlState::AddJobMasterRole(v1::JobSpec* spec, const std::string& name) {
-  v1::ReplicaSpec* jm = spec->add_replicas();
-  jm->set_role(std::string(api::kRoleJobMaster));
-  jm->set_count(1);
-  jm->mutable_resources()->set_vcores_milli(config_.jobmaster_vcores_milli);
-  jm->mutable_resources()->set_memory_mb(config_.jobmaster_memory_mb);
-  jm->mutable_resources()->set_port_count(1);
-  jm->set_restart_policy(v1::RESTART_ON_FAILURE);
-  jm->set_max_restarts(10);
-  jm->add_command("sh");
-  jm->add_command("-c");
-  jm->add_command(absl::StrCat("exec \"", config_.trainyard_binary, "\" jobmaster --job ", name,
-                               // An elastic job's master expects the workers of its size.
-                               " --workers ",
-                               api::IsElastic(*spec) ? std::string("\"${TRAINYARD_NUM_WORKERS}\"")
-                                                     : absl::StrCat(api::WorkerCount(*spec)),
-                               " --port \"${TRAINYARD_PORTS%%,*}\"",
-                               // Only the node's own address, not every interface of it.
-                               " --bind \"${TRAINYARD_NODE_ADDRESS:-0.0.0.0}\"",
-                               // A restarted master reads how many barriers the job passed.
-                               " --attempt \"${TRAINYARD_RESTART_COUNT:-0}\"",
-                               " --barrier-record \"$TRAINYARD_CHECKPOINT_DIR/.jobmaster-barriers\"",
-                               // Quoted: an IPv6 list's brackets are glob characters.
-                               " --server '",
-                               server_address_.empty() ? config_.listen : server_address_, "'"));
-  // The master comes first, as the job's first task.
-  std::rotate(spec->mutable_replicas()->rbegin(), spec->mutable_replicas()->rbegin() + 1,
-              spec->mutable_replicas()->rend());
-}
-
-namespace {
-// One PENDING task record per replica; workers get ids 0.., then the
-// parameter servers and other roles (the job master none).
-void AddTaskRecords(const v1::JobSpec& spec, v1::JobRecord* rec) {
-  int worker_id = 0;
-  for (const auto& rs : spec.replicas()) {
-    for (int i = 0; i < rs.count(); ++i) {
-      v1::TaskRecord* t = rec->add_tasks();
-      t->set_role(rs.role());
-      t->set_index(i);
-      t->set_worker_id(api::TraitsOf(spec.framework(), rs).worker ? worker_id++ : -1);
-      t->set_state(v1::TASK_PENDING);
-    }
-  }
-  int ps_id = worker_id;
-  for (auto& t : *rec->mutable_tasks()) {
-    if (t.worker_id() < 0 && !api::IsJobMasterRole(t.role())) t.set_worker_id(ps_id++);
-  }
-}
-
-}  // namespace
-
 absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now,
                                                         std::vector<std::string> parse_problems) {
   absl::StatusOr<CheckedSpec> checked =
@@ -135,7 +83,11 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
   // Only a job whose tasks talk to a master gets one (api::UsesJobMaster):
   // the others would pay its reservation and port for nothing.
   if (config_.jobmaster_enabled && api::UsesJobMaster(spec) && spec.job_master_address().empty()) {
-    AddJobMasterRole(&spec, name);
+    AddJobMasterRole(&spec, name,
+                     {.vcores_milli = config_.jobmaster_vcores_milli,
+                      .memory_mb = config_.jobmaster_memory_mb,
+                      .binary = config_.trainyard_binary,
+                      .server = server_address_.empty() ? config_.listen : server_address_});
   }
   api::ExecJob exec{.name = name,
                     .checkpoint_dir = api::JobCheckpointDir(config_.checkpoint_root, name, next_job_id_),  // its id below
@@ -166,13 +118,7 @@ absl::StatusOr<PreparedJob> ControlState::PrepareNamed(CheckedSpec checked, cons
     rec.set_array_throttle(place->throttle);
   }
   AddTaskRecords(kept, &rec);
-  v1::JobEventRecord& ev = out.first_event;
-  ev.set_job_id(rec.id());
-  ev.set_time_ms(rec.submit_time_ms());
-  ev.set_kind("submitted");
-  int n = api::JobTaskCount(rec.tasks());
-  ev.set_text(absl::StrCat("submitted by ", kept.user(), " to queue ", kept.queue(), " (", n, n == 1 ? " task" : " tasks",
-                           ", priority ", api::PriorityName(kept.priority()), ")", defaulted));
+  out.first_event = SubmittedEvent(rec, defaulted);
   return out;
 }
 
@@ -247,7 +193,7 @@ void ControlState::SetJobState(JobRt& job, v1::JobState state, absl::Time now) {
   if (api::IsTerminal(state)) {
     job.rec.set_end_time_ms(ToMs(now));
     gates_.Ended(job.rec.id(), state, job.rec.name());
-    finished_by_end_.emplace(EndOf(job.rec), job.rec.name());
+    retention_.Finished(job.rec);
     WakeGates(job);
   }
   counts_.Count(job);
@@ -458,7 +404,7 @@ absl::StatusOr<v1::DeleteJobResponse> ControlState::DeleteJob(const std::string&
   v1::DeleteJobResponse resp;
   resp.set_id(gone->rec.id());
   resp.set_kept_as(kept);
-  deleted_[kept] = std::move(gone);
+  retention_.HoldDeleted(kept, std::move(gone));
   publisher_.QueuesChanged();
   return resp;
 }
@@ -469,48 +415,37 @@ void ControlState::ReleaseName(const std::string& name) {
 }
 
 void ControlState::ExpireFinished(absl::Time now) {
-  // Once a minute, and never while a write is with the store: what this
-  // marks goes out in the next write, a few dozen records at most (an etcd
-  // transaction holds 128 keys by default; a purge is 3 of them).
-  if (now < next_expiry_ || persister_.in_flight()) return;
-  next_expiry_ = now + absl::Minutes(1);
+  // Never while a write is with the store: what this marks goes out in the
+  // next write.
+  if (!retention_.Due(now) || persister_.in_flight()) return;
+  retention_.TurnTaken(now);
   constexpr int kPerTurn = 20;
   int budget = kPerTurn;
-  if (config_.finished_job_retention_minutes > 0) {
-    const int64_t before = ToMs(now - absl::Minutes(config_.finished_job_retention_minutes));
-    std::vector<std::pair<int64_t, std::string>> later;  // still stopping its tasks
-    // Jobs still stopping cost no budget, but a look at most 10,000 a turn.
-    for (int looked = 0; budget > 0 && looked < 10000 && !finished_by_end_.empty() &&
-                         finished_by_end_.begin()->first < before;
-         ++looked) {
-      auto [end, name] = *finished_by_end_.begin();
-      finished_by_end_.erase(finished_by_end_.begin());
-      const JobRt* job = FindJob(name);
-      // Deleted meanwhile, or a later job of the same name.
-      if (!job || !api::IsTerminal(job->rec.state()) || EndOf(job->rec) != end) continue;
-      absl::StatusOr<v1::DeleteJobResponse> gone = DeleteJob(name, now);
-      if (!gone.ok()) {
-        later.emplace_back(end, name);
-        continue;
-      }
-      expired_names_[gone->kept_as()] = name;
-      --budget;
+  std::vector<std::pair<int64_t, std::string>> later;  // still stopping its tasks
+  // Jobs still stopping cost no budget, but a look at most 10,000 a turn.
+  for (int looked = 0; budget > 0 && looked < 10000; ++looked) {
+    std::optional<std::pair<int64_t, std::string>> due = retention_.NextExpired(now);
+    if (!due) break;
+    const JobRt* job = FindJob(due->second);
+    // Deleted meanwhile, or a later job of the same name.
+    if (!job || !api::IsTerminal(job->rec.state()) || EndOf(job->rec) != due->first) continue;
+    absl::StatusOr<v1::DeleteJobResponse> gone = DeleteJob(due->second, now);
+    if (!gone.ok()) {
+      later.push_back(*std::move(due));
+      continue;
     }
-    for (auto& [end, name] : later) finished_by_end_.emplace(end, std::move(name));
+    retention_.Expired(gone->kept_as(), due->second);
+    --budget;
   }
+  for (auto& [end, name] : later) retention_.PutBack(end, std::move(name));
   // Records past the accounting retention leave the store. The ids stay
   // counted from where they were (kNextJobIdFloor), as a purged job may
   // have had the highest.
-  const int64_t purge_before = ToMs(now - absl::Hours(24) * config_.accounting_retention_days);
-  bool purged = false;
-  while (budget > 0 && !deleted_by_end_.empty() && deleted_by_end_.begin()->first < purge_before) {
-    persister_.batch().PurgeJob(deleted_by_end_.begin()->second);
-    deleted_by_end_.erase(deleted_by_end_.begin());
-    purged = true;
-    --budget;
-  }
-  if (purged) persister_.batch().PutMeta(std::string(kNextJobIdFloor), absl::StrCat(next_job_id_));
-  if (budget == 0) next_expiry_ = now;  // more waiting: the next round goes on
+  std::vector<uint64_t> purges = retention_.TakePurges(now, budget);
+  for (uint64_t id : purges) persister_.batch().PurgeJob(id);
+  budget -= static_cast<int>(purges.size());
+  if (!purges.empty()) persister_.batch().PutMeta(std::string(kNextJobIdFloor), absl::StrCat(next_job_id_));
+  if (budget == 0) retention_.MoreDue(now);  // more waiting: the next round goes on
 }
 
 absl::Status ControlState::ReportOutcome(const v1::JobOutcomeRequest& req, absl::Time now) {
@@ -541,8 +476,8 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
       [this](const std::string& name, WriteBatch* batch) {
         if (const JobRt* job = FindJob(name)) {
           batch->UpdateJob(job->rec);
-        } else if (auto d = deleted_.find(name); d != deleted_.end()) {
-          batch->UpdateJob(d->second->rec);
+        } else if (const JobRt* deleted = retention_.Deleted(name)) {
+          batch->UpdateJob(deleted->rec);
         }
       },
       [this](const std::string& name, WriteBatch* batch) {
@@ -576,7 +511,7 @@ void ControlState::WriteDone(const Persister::Write& write, const absl::Status& 
       // A failed write's purges are asked again, and its schedules' records
       // written again as they are now (its job and node records are written
       // again by the persister; raw writes like these are not).
-      for (uint64_t id : raw->second.purges) deleted_by_end_.emplace(0, id);
+      for (uint64_t id : raw->second.purges) retention_.PurgeFailed(id);
       for (const std::string& key : raw->second.meta_keys) schedules_.Rewrite(key);
     }
     raw_in_flight_.erase(raw);
@@ -585,17 +520,7 @@ void ControlState::WriteDone(const Persister::Write& write, const absl::Status& 
   // an expired one's name is free then.
   if (st.ok()) {
     for (const std::string& name : write.jobs) {
-      if (auto d = deleted_.find(name); d != deleted_.end()) {
-        // Purged from the store past the accounting retention; not before
-        // its renamed record is there (a purge ahead of its rename in one
-        // write would fail the write).
-        deleted_by_end_.emplace(EndOf(d->second->rec), d->second->rec.id());
-        deleted_.erase(d);
-      }
-      if (auto e = expired_names_.find(name); e != expired_names_.end()) {
-        ReleaseName(e->second);
-        expired_names_.erase(e);
-      }
+      if (std::optional<std::string> freed = retention_.Written(name)) ReleaseName(*freed);
     }
   }
 }

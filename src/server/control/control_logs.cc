@@ -3,7 +3,7 @@
 // nodes, so an attempt is read where it ran, not where the task is now.
 #include "absl/strings/str_cat.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/logging.h"
 #include "common/server_list.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 
@@ -104,14 +104,14 @@ void ControlState::RecoverFinishedJob(v1::JobRecord rec, int64_t accounts_from, 
   }
   if (rec.deleted_time_ms() != 0) {  // its name was freed; the store keeps it, and accounting
     if (rec.end_time_ms() >= accounts_from) publisher_.Unbooked(api::AccountOf(rec));
-    deleted_by_end_.emplace(EndOf(rec), rec.id());  // purged past the retention
+    retention_.Stored(rec);  // purged past the retention
     return;
   }
   auto job = std::make_unique<JobRt>();
   job->events_loaded = false;
   job->rec = std::move(rec);
   if (!job->rec.array_job().empty()) gates_.AddElement(job->rec.array_job(), job->rec.name());
-  if (api::IsTerminal(job->rec.state())) finished_by_end_.emplace(EndOf(job->rec), job->rec.name());
+  if (api::IsTerminal(job->rec.state())) retention_.Finished(job->rec);
   // Ended while its tasks were being stopped: they hold their resources
   // until their agents confirm the stop (or no longer have them).
   bool stopping = std::any_of(job->rec.tasks().begin(), job->rec.tasks().end(), [](const v1::TaskRecord& t) {

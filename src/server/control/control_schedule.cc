@@ -16,7 +16,7 @@
 #include "common/logging.h"
 #include "core/policy/pending_reason.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/states.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

@@ -47,7 +47,9 @@
 #include "server/control/gate_book.h"
 #include "server/control/invariants.h"
 #include "server/control/job_counts.h"
+#include "server/control/job_intake.h"
 #include "server/control/job_map.h"
+#include "server/control/job_retention.h"
 #include "server/control/node_info.h"
 #include "server/control/node_table.h"
 #include "server/control/order_desk.h"
@@ -289,7 +291,6 @@ class ControlState {
   using NodeRt = ::trainyard::server::NodeRt;
 
   // control_jobs.cc
-  void AddJobMasterRole(v1::JobSpec* spec, const std::string& name);
   void EndJob(JobRt& job, v1::JobState state, const std::string& message, absl::Time now);
   void MaybeFinish(JobRt& job, absl::Time now);
   void Requeue(JobRt& job, const std::string& reason, absl::Time now);
@@ -538,18 +539,8 @@ class ControlState {
   std::map<uint64_t, RawWrites> raw_in_flight_;
   // Every job kept, by name.
   JobMap jobs_;
-  // Deleted jobs by the name their record is kept under (NAME#ID): what the
-  // persister writes for them, until that write succeeds (WriteDone).
-  std::map<std::string, std::unique_ptr<JobRt>> deleted_;
-  // Finished jobs still in the live views by end time (ms): the next to
-  // expire first (ExpireFinished); the names of expired jobs by the name
-  // their record is kept under, freed once that rename is durable.
-  std::multimap<int64_t, std::string> finished_by_end_;
-  // Deleted jobs' records in the store (their renames durable) by end time
-  // (ms) -> id: purged past the accounting retention (PurgeJobOp).
-  std::multimap<int64_t, uint64_t> deleted_by_end_;
-  absl::flat_hash_map<std::string, std::string> expired_names_;
-  absl::Time next_expiry_ = absl::InfinitePast();
+  // Ended jobs: when they leave the live views and the store.
+  JobRetention retention_{config_.finished_job_retention_minutes, config_.accounting_retention_days};
   // Unfinished jobs per queue and user, and the per-user limits.
   JobCounts counts_{config_.max_pending_jobs_per_user, config_.max_submissions_per_second_per_user};
   // An array's element as PrepareArray makes it.

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "server/control/control_state.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

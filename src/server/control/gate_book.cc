@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "api/job_array.h"
 #include "api/states.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

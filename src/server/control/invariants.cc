@@ -8,7 +8,7 @@
 #include "api/roles.h"
 #include "api/states.h"
 #include "core/resources/gpu_set.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 namespace {

@@ -17,7 +17,7 @@
 
 namespace trainyard::server {
 
-struct JobRt;  // control_state_internal.h
+struct JobRt;  // job_rt.h
 
 class JobCounts {
  public:

@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 namespace {

@@ -11,7 +11,7 @@
 
 namespace trainyard::server {
 
-struct JobRt;  // control_state_internal.h
+struct JobRt;  // job_rt.h
 
 // Hashed: looked up several times per event.
 using JobMap = absl::flat_hash_map<std::string, std::unique_ptr<JobRt>>;

@@ -4,7 +4,7 @@
 #include <utility>
 
 #include "api/states.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 #include "server/control/test_backend.h"
 
 namespace trainyard::server {

@@ -9,7 +9,7 @@
 #include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "common/task_env_names.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

@@ -17,7 +17,7 @@
 
 namespace trainyard::server {
 
-struct JobRt;  // control_state_internal.h
+struct JobRt;  // job_rt.h
 
 // host:port of the job's master as placed now: its master task's node and
 // first port, else the spec's (a master in the client), else "".

@@ -10,7 +10,7 @@
 #include "api/restart_budgets.h"
 #include "api/task_env.h"
 #include "api/time_limits.h"
-#include "server/control/control_state_internal.h"
+#include "server/control/job_rt.h"
 
 namespace trainyard::server {
 

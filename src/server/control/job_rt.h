@@ -1,4 +1,7 @@
-// Private records of ControlState, shared by its handler files.
+// JobRt: the control state's runtime record of one job (its JobRecord, what
+// the store keeps, and beside it what only the running server knows), with a
+// TaskRt per task; and the small functions of one job's record that the
+// control state's handlers and rooms share. Part of the control state.
 #pragma once
 
 #include <map>
