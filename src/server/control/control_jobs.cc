@@ -20,44 +20,11 @@
 
 namespace trainyard::server {
 
-int64_t ToMs(absl::Time t) { return absl::ToUnixMillis(t); }
-
-int64_t EndOf(const v1::JobRecord& rec) {
-  return rec.end_time_ms() > 0 ? rec.end_time_ms() : rec.deleted_time_ms() > 0 ? rec.deleted_time_ms() : rec.submit_time_ms();
-}
-
-v1::JobEvent ToView(const v1::JobEventRecord& e) {
-  v1::JobEvent v;
-  v.set_time_unix_ms(e.time_ms());
-  v.set_kind(e.kind());
-  v.set_text(e.text());
-  return v;
-}
-
 ControlState::ControlState(ServerConfig config, std::unique_ptr<core::Scheduler> scheduler,
                            ExecutionBackend* backend, absl::Time now)
     : config_(std::move(config)), scheduler_(std::move(scheduler)), backend_(backend), started_(now) {}
 
 ControlState::~ControlState() = default;
-
-int FindTask(const JobRt& job, const std::string& role, int index) {
-  if (auto it = job.role_start.find(role); it != job.role_start.end() && index >= 0) {
-    int i = it->second + index;
-    if (i < job.rec.tasks_size() && job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
-  }
-  for (int i = 0; i < job.rec.tasks_size(); ++i) {
-    if (job.rec.tasks(i).role() == role && job.rec.tasks(i).index() == index) return i;
-  }
-  return -1;
-}
-
-const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task) {
-  const std::string& role = job.rec.tasks(task).role();
-  for (const auto& r : job.rec.spec().replicas()) {
-    if (r.role() == role) return &r;
-  }
-  return nullptr;
-}
 
 absl::StatusOr<PreparedJob> ControlState::PrepareSubmit(v1::JobSpec spec, absl::Time now,
                                                         std::vector<std::string> parse_problems) {

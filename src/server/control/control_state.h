@@ -249,7 +249,7 @@ class ControlState {
   // heartbeat times alone goes out at most once a second, and checks no
   // node's view: every node's heartbeat changes its time every second, and
   // that alone must cost the server nothing per node.
-  void PublishNodesAndQueues(ViewStore* views, absl::Time now);
+  void PublishNodesAndQueues(ViewStore* views, absl::Time now) { publisher_.PublishNodesAndQueues(views, now); }
   // True when node or queue views changed since they were last published.
   bool NodeViewsChanged() const { return publisher_.NodeViewsChanged(); }
   // Whether PublishJobs has anything to put out.
@@ -267,12 +267,12 @@ class ControlState {
   std::optional<EventsState> JobEventsState(const std::string& job) const;
   // Hands in the events read from the store for a recovered job.
   void SetStoredEvents(const std::string& job, const std::vector<v1::JobEventRecord>& stored);
-  std::vector<v1::JobView> ListJobs(bool include_finished) const;
-  std::vector<v1::NodeView> ListNodes() const;
+  std::vector<v1::JobView> ListJobs(bool include_finished) const { return publisher_.JobViews(include_finished); }
+  std::vector<v1::NodeView> ListNodes() const { return publisher_.NodeViews(); }
   // Every node's view, built again only for the nodes that changed (all
   // are checked when `sweep`, else only those touched since the last one).
   ViewStore::NodesPtr PublishedNodes(bool sweep = true) { return publisher_.PublishedNodes(sweep); }
-  v1::ListQueuesResponse ListQueues() const;
+  v1::ListQueuesResponse ListQueues() const { return publisher_.QueuesView(); }
   // Where the tasks of `job` are, for the log hub (control_logs.cc).
   // NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job) const;
@@ -582,7 +582,7 @@ class ControlState {
   std::string server_address_;
   bool wants_round_ = false;
   // What clients see, and what changed since it was last published.
-  ViewPublisher publisher_{config_, jobs_, nodes_, scheduler_};
+  ViewPublisher publisher_{config_, jobs_, nodes_, scheduler_, counts_};
   ManagerStats stats_;
   absl::Time started_;
   absl::Time last_liveness_check_;  // CheckNodes runs at most every 100 ms

@@ -12,7 +12,9 @@
 #include "api/states.h"
 #include "core/resources/port_ranges.h"
 #include "proto/service.pb.h"
+#include "server/control/node_table.h"
 #include "server/event_list.h"
+#include "server/logs/log_places.h"
 
 namespace trainyard::server {
 
@@ -92,10 +94,18 @@ int64_t EndOf(const v1::JobRecord& rec);
 // The store's metadata key under which the next job id is kept when jobs
 // are purged (a purged job may have had the highest id).
 inline constexpr char kNextJobIdFloor[] = "next_job_id_floor";
-// Notes a launch of `t` at its attempt on its node (control_logs.cc): sets
-// launch_attempt and appends to launches (a launch sent again is not new).
+// Notes a launch of `t` at its attempt on its node: sets launch_attempt
+// and appends to launches (a launch sent again is not new; the oldest go
+// past 100).
 void RecordLaunch(v1::TaskRecord& t);
+// Where the job's tasks keep their logs, for the log hub: each task's
+// launches (which node ran which attempts) and the state of those nodes, so
+// an attempt is read where it ran, not where the task is now.
+JobLogPlaces LogPlacesOf(const JobRt& job, const NodeTable& nodes);
 v1::JobEvent ToView(const v1::JobEventRecord& e);
+// A job recovered from the store gets the events written before the restart,
+// then those since (which may be in the store too: not twice).
+void LoadStoredEvents(JobRt* job, const std::vector<v1::JobEventRecord>& stored);
 
 // A task waiting for a place: pending, on no node.
 inline bool Waiting(const v1::TaskRecord& t) { return t.node().empty() && t.state() == v1::TASK_PENDING; }

@@ -331,4 +331,60 @@ ViewStore::NodesPtr ViewPublisher::PublishedNodes(bool sweep) {
   return out;
 }
 
+void ViewPublisher::PublishNodesAndQueues(ViewStore* views, absl::Time now) {
+  if (PublishNodes(views, now)) views->PutQueues(std::make_shared<const v1::ListQueuesResponse>(QueuesView()));
+}
+
+std::vector<v1::JobView> ViewPublisher::JobViews(bool include_finished) const {
+  std::vector<v1::JobView> out;
+  for (auto& [name, job] : jobs_) {
+    if (!job || (!include_finished && api::IsTerminal(job->rec.state()))) continue;
+    out.push_back(View(*job, false));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id() < b.id(); });
+  return out;
+}
+
+std::vector<v1::NodeView> ViewPublisher::NodeViews() const {
+  std::vector<v1::NodeView> out;
+  for (auto& [name, node] : nodes_) out.push_back(NodeViewOf(*node, /*with_heartbeat=*/true));
+  return out;
+}
+
+v1::ListQueuesResponse ViewPublisher::QueuesView() const {
+  v1::ListQueuesResponse resp;
+  const core::ClusterState& cs = scheduler_->state();
+  *resp.mutable_cluster() = api::ToProto(cs.ClusterCapacity());
+  std::vector<std::pair<const core::QueueConfig*, double>> stack = {{&scheduler_->options().queues.root, 100.0}};
+  while (!stack.empty()) {
+    auto [q, parent_abs] = stack.back();
+    stack.pop_back();
+    double abs_cap = parent_abs * q->capacity_percent / 100.0;
+    double abs_max = parent_abs * q->max_capacity_percent / 100.0;
+    for (const auto& c : q->children) stack.push_back({&c, abs_cap});
+    if (!q->children.empty()) continue;
+    v1::QueueView* v = resp.add_queues();
+    v->set_name(q->name);
+    v->set_capacity_percent(abs_cap);
+    v->set_max_capacity_percent(abs_max);
+    v->set_weight(q->weight);
+    v->set_max_time_ms(absl::ToInt64Milliseconds(q->max_time));
+    v->set_default_time_ms(absl::ToInt64Milliseconds(q->default_time));
+    const auto& names = cs.queue_names();
+    auto it = std::find(names.begin(), names.end(), q->name);
+    if (it != names.end()) {
+      auto queue = static_cast<int32_t>(it - names.begin());
+      *v->mutable_used() = api::ToProto(cs.QueueUsed(queue));
+      v->mutable_used()->set_gpu_milli(int64_t{1000} * v->used().gpus() + cs.QueueShareMilli(queue));
+    }
+    if (const JobCounts::Queue* counted = counts_.queue(q->name)) {
+      v->set_running_jobs(counted->running);
+      v->set_pending_jobs(counted->pending);
+    }
+  }
+  std::sort(resp.mutable_queues()->begin(), resp.mutable_queues()->end(),
+            [](const auto& a, const auto& b) { return a.name() < b.name(); });
+  return resp;
+}
+
 }  // namespace trainyard::server

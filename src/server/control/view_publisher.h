@@ -20,6 +20,7 @@
 #include "core/scheduler/scheduler.h"
 #include "proto/service.pb.h"
 #include "server/config.h"
+#include "server/control/job_counts.h"
 #include "server/control/job_map.h"
 #include "server/control/node_table.h"
 #include "server/view_store.h"
@@ -28,10 +29,10 @@ namespace trainyard::server {
 
 class ViewPublisher {
  public:
-  // REQUIRES: all four outlive this object (they are the control state's).
+  // REQUIRES: all five outlive this object (they are the control state's).
   ViewPublisher(const ServerConfig& config, const JobMap& jobs, NodeTable& nodes,
-                const std::unique_ptr<core::Scheduler>& scheduler)
-      : config_(config), jobs_(jobs), nodes_(nodes), scheduler_(scheduler) {}
+                const std::unique_ptr<core::Scheduler>& scheduler, const JobCounts& counts)
+      : config_(config), jobs_(jobs), nodes_(nodes), scheduler_(scheduler), counts_(counts) {}
 
   // ---- what changed ----
   // The job's own view (its state, events, tasks).
@@ -76,6 +77,8 @@ class ViewPublisher {
   // Every node's view, built again only for the nodes that changed (all are
   // checked when `sweep`, else only those touched since the last one).
   ViewStore::NodesPtr PublishedNodes(bool sweep = true);
+  // PublishNodes, and the queue view (QueuesView) when it is due.
+  void PublishNodesAndQueues(ViewStore* views, absl::Time now);
 
   // ---- the views ----
   v1::JobView View(const JobRt& job, bool with_events) const;
@@ -84,6 +87,14 @@ class ViewPublisher {
   // view would keep an old value (the heartbeat time and free disk, which
   // move with every heartbeat, are published beside it).
   v1::NodeView NodeViewOf(const NodeRt& node, bool with_heartbeat) const;
+  // Every job's view (finished ones only when `include_finished`), by id,
+  // without events.
+  std::vector<v1::JobView> JobViews(bool include_finished) const;
+  // Every node's view, by name.
+  std::vector<v1::NodeView> NodeViews() const;
+  // The leaf queues with their share of the cluster (absolute percents),
+  // their use and their jobs, by name.
+  v1::ListQueuesResponse QueuesView() const;
 
  private:
   void FillView(const JobRt& job, v1::JobView* v) const;  // without events
@@ -101,6 +112,7 @@ class ViewPublisher {
   const JobMap& jobs_;
   NodeTable& nodes_;
   const std::unique_ptr<core::Scheduler>& scheduler_;
+  const JobCounts& counts_;
 
   // What changed since views were last published.
   absl::flat_hash_set<std::string> jobs_changed_;

@@ -45,7 +45,8 @@ class ViewPublisherTest : public ::testing::Test {
   JobMap jobs_;
   NodeTable nodes_;
   std::unique_ptr<core::Scheduler> scheduler_;
-  ViewPublisher publisher_{config_, jobs_, nodes_, scheduler_};
+  JobCounts counts_{0, 0};
+  ViewPublisher publisher_{config_, jobs_, nodes_, scheduler_, counts_};
   ViewStore views_;
 };
 
