@@ -457,32 +457,17 @@ std::optional<Persister::Write> ControlState::TakeWrite() {
       });
   if (!write) return write;
   schedules_.BatchTaken();
-  // The raw writes it carries (purges, metadata), kept by its number: the
-  // shell sends the batch itself away, and a failure must ask for them
-  // again, as the persister does for records.
-  RawWrites raw;
-  for (const WriteBatch::Op& op : write->batch.ops()) {
-    if (const auto* p = std::get_if<WriteBatch::PurgeJobOp>(&op)) raw.purges.push_back(p->id);
-    if (const auto* m = std::get_if<WriteBatch::PutMetaOp>(&op)) raw.meta_keys.push_back(m->key);
-    if (const auto* m = std::get_if<WriteBatch::DeleteMetaOp>(&op)) raw.meta_keys.push_back(m->key);
-  }
-  if (!raw.purges.empty() || !raw.meta_keys.empty()) raw_in_flight_[write->seq] = std::move(raw);
   return write;
 }
 
 void ControlState::WriteDone(const Persister::Write& write, const absl::Status& st, bool stopping) {
-  persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
+  Persister::RawWrites failed = persister_.Done(write.seq, write.jobs, write.nodes, st, stopping);
   orders_.WriteDone(write.seq, st.ok());
-  if (auto raw = raw_in_flight_.find(write.seq); raw != raw_in_flight_.end()) {
-    if (!st.ok()) {
-      // A failed write's purges are asked again, and its schedules' records
-      // written again as they are now (its job and node records are written
-      // again by the persister; raw writes like these are not).
-      for (uint64_t id : raw->second.purges) retention_.PurgeFailed(id);
-      for (const std::string& key : raw->second.meta_keys) schedules_.Rewrite(key);
-    }
-    raw_in_flight_.erase(raw);
-  }
+  // A failed write's purges are asked again, and its schedules' records
+  // written again as they are now (its job and node records are marked
+  // again by the persister).
+  for (uint64_t id : failed.purges) retention_.PurgeFailed(id);
+  for (const std::string& key : failed.meta_keys) schedules_.Rewrite(key);
   // A deleted job is held only until its renamed record is in the store;
   // an expired one's name is free then.
   if (st.ok()) {

@@ -530,13 +530,6 @@ class ControlState {
   bool ScheduledJobLive(const std::string& name) const;
   ScheduleDesk schedules_{absl::Seconds(config_.schedule_min_interval_seconds),
                           [this](const std::string& run) { return ScheduledJobLive(run); }};
-  // The purges and metadata keys of each write with the store, by its
-  // number (TakeWrite, WriteDone).
-  struct RawWrites {
-    std::vector<uint64_t> purges;
-    std::vector<std::string> meta_keys;
-  };
-  std::map<uint64_t, RawWrites> raw_in_flight_;
   // Every job kept, by name.
   JobMap jobs_;
   // Ended jobs: when they leave the live views and the store.

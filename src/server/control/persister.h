@@ -52,10 +52,18 @@ class Persister {
 
   // The next write, or nullopt when one is in flight or nothing waits.
   std::optional<Write> Take(const RecordWriter& job, const RecordWriter& node);
+  // What a write carries besides records: purges and metadata keys. The
+  // shell sends the batch itself away, so a failed write's are handed back
+  // (Done) for their owners to ask again, as records are marked again.
+  struct RawWrites {
+    std::vector<uint64_t> purges;
+    std::vector<std::string> meta_keys;
+  };
   // The store answered write `write_seq` with `status`. After a failure its
-  // records are marked again unless `stopping`.
-  void Done(uint64_t write_seq, const std::vector<std::string>& jobs, const std::vector<std::string>& nodes,
-            const absl::Status& status, bool stopping);
+  // records are marked again unless `stopping`, and its raw writes are
+  // returned (none after a success).
+  RawWrites Done(uint64_t write_seq, const std::vector<std::string>& jobs, const std::vector<std::string>& nodes,
+                 const absl::Status& status, bool stopping);
 
   // The write a durability wait must see answered for the changes made so
   // far, or nullopt when nothing waits to be written or is in flight. Call
@@ -74,6 +82,7 @@ class Persister {
   std::set<std::string> dirty_jobs_;
   std::set<std::string> dirty_nodes_;
   bool in_flight_ = false;
+  RawWrites raw_in_flight_;  // of the write in flight
   uint64_t seq_sent_ = 0;
   uint64_t seq_done_ = 0;
   std::set<uint64_t> failed_;  // the last failed writes (bounded)
