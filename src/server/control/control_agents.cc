@@ -17,6 +17,7 @@
 #include "common/logging.h"
 #include "server/control/control_state.h"
 #include "server/control/job_rt.h"
+#include "server/control/reconcile_rule.h"
 
 namespace trainyard::server {
 namespace {
@@ -35,16 +36,6 @@ std::string DescribeExit(const v1::TaskExit& e) {
   return absl::StrCat("exit code ", e.exit_code());
 }
 
-// Heartbeats in a row that must leave out a task its agent had shown it has
-// before the server takes it as gone from its node. Statuses and heartbeats
-// share the agent's one ordered stream, and an agent lists a task's final
-// status in its heartbeats for a while after the end, so a task that ended
-// normally is never taken as gone.
-constexpr int kMissingBeats = 3;
-// A launch the agent has not shown it has after this many heartbeats is sent
-// again (a launch order lost with a server that died; the agent ignores one
-// for a task it already has).
-constexpr int kUnackedBeats = 10;
 // Agents send delta heartbeats (only what changed in their GPU and port
 // use) and a full one at least every this many beats.
 constexpr int kFullHeartbeatEvery = 30;
@@ -241,7 +232,7 @@ void ControlState::Reconcile(NodeRt& node, const v1::Heartbeat& hb, absl::Time n
     if (i >= 0) reported.emplace_back(job, i);
     bool ours = i >= 0 && SameJob(st, job->rec.id()) && job->rec.tasks(i).node() == node.info.name() &&
                 !api::IsTerminal(job->rec.tasks(i).state()) && LaunchOf(st) >= job->task_rt[i].launch_base;
-    if (ours) Acknowledged(*job, i);
+    if (ours) Acknowledge(job->task_rt[i]);
     if (api::IsTerminal(st.state())) {
       // An end whose own report was lost (a broken stream, a server that
       // died before writing it): agents repeat recent ends in heartbeats.
@@ -277,39 +268,24 @@ void ControlState::NotListed(NodeRt& node, std::vector<std::pair<const JobRt*, i
   std::sort(listed_tasks.begin(), listed_tasks.end(), by_task);
   for (auto [job, i] : TasksOn(node.info.name())) {
     const v1::TaskRecord& t = job->rec.tasks(i);
-    TaskRt& rt = job->task_rt[i];
     bool listed =
         std::binary_search(listed_tasks.begin(), listed_tasks.end(), std::pair<const JobRt*, int>(job, i), by_task);
-    if (api::IsTerminal(t.state()) || listed) {
-      rt.missing_beats = 0;
-      continue;
-    }
-    ++rt.missing_beats;
-    // A task of a job being stopped that its agent does not have is done,
-    // whether or not its launch ever arrived.
-    bool stopping = job->ending || job->preempting;
-    if ((rt.acked || stopping) && rt.missing_beats >= kMissingBeats) {
-      TaskGone(*job, i, node.info.name(), now);
-    } else if (!rt.acked && rt.missing_beats >= kUnackedBeats && t.state() == v1::TASK_LAUNCHING) {
-      Say(LogLevel::kWarning, "node %s has not shown %s after %d heartbeats; sending its launch again",
-          node.info.name(), api::TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
-      LaunchTask(*job, i);
+    switch (OnBeat(job->task_rt[i], {.listed = listed,
+                                     .ended = api::IsTerminal(t.state()),
+                                     .stopping = job->ending || job->preempting,
+                                     .launching = t.state() == v1::TASK_LAUNCHING})) {
+      case Unlisted::kGone:
+        TaskGone(*job, i, node.info.name(), now);
+        break;
+      case Unlisted::kLaunchAgain:
+        Say(LogLevel::kWarning, "node %s has not shown %s after %d heartbeats; sending its launch again",
+            node.info.name(), api::TaskName(job->rec.name(), t.role(), t.index()), kUnackedBeats);
+        LaunchTask(*job, i);
+        break;
+      case Unlisted::kWait:
+        break;
     }
   }
-}
-
-void ControlState::Acknowledged(JobRt& job, int i) {
-  // The reconcile rule (docs/agent.md, "Launches and heartbeats"): only a
-  // heartbeat made after the agent read the task's launch may say that the
-  // task is gone. The agent's stream is ordered and a heartbeat lists every
-  // launch the agent has read, so the first report of this launch (a status,
-  // or a heartbeat that lists it) marks where such heartbeats begin: beats
-  // that missed it before — the launch was still on its way, or queued
-  // behind others at the agent — no longer count.
-  TaskRt& rt = job.task_rt[i];
-  if (rt.acked) return;
-  rt.acked = true;
-  rt.missing_beats = 0;
 }
 
 void ControlState::TaskGone(JobRt& job, int i, const std::string& node, absl::Time now) {
@@ -372,7 +348,7 @@ void ControlState::ApplyTaskStatus(const std::string& node, const v1::TaskStatus
   }
   v1::TaskRecord* t = job->rec.mutable_tasks(i);
   if (api::IsTerminal(t->state())) return;
-  Acknowledged(*job, i);
+  Acknowledge(job->task_rt[i]);
   t->set_attempt(std::max(t->attempt(), st.attempt()));
   if (st.has_limits()) *t->mutable_limits() = st.limits();
   switch (st.state()) {

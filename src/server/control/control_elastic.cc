@@ -18,49 +18,10 @@
 #include "api/convert.h"
 #include "api/roles.h"
 #include "server/control/control_state.h"
+#include "server/control/elastic_roles.h"
 #include "server/control/job_rt.h"
 
 namespace trainyard::server {
-namespace {
-
-// What the job's roles say and hold, read from the spec once per role and
-// from the tasks once each (not a pass over the roles per task: a job may
-// have thousands of both).
-struct RoleFacts {
-  bool worker = false;  // RoleTraits::worker
-  int count = 0;
-  int min_count = 0;    // 0: not elastic
-  int placed = 0;       // its tasks with a node
-};
-using Roles = std::map<std::string, RoleFacts, std::less<>>;
-
-Roles FactsOf(const v1::JobRecord& rec) {
-  Roles roles;
-  for (const v1::ReplicaSpec& rs : rec.spec().replicas()) {
-    roles[rs.role()] = RoleFacts{.worker = api::TraitsOf(rec.spec().framework(), rs).worker,
-                                 .count = rs.count(),
-                                 .min_count = rs.min_count()};
-  }
-  for (const v1::TaskRecord& t : rec.tasks()) {
-    auto it = roles.find(t.role());
-    if (it != roles.end() && !t.node().empty()) ++it->second.placed;
-  }
-  return roles;
-}
-
-// The placed tasks and all tasks of the job's elastic roles.
-std::pair<int, int> ElasticSize(const Roles& roles) {
-  int placed = 0, all = 0;
-  for (const auto& [name, r] : roles) {
-    if (r.min_count == 0) continue;
-    placed += r.placed;
-    all += r.count;
-  }
-  return {placed, all};
-}
-
-}  // namespace
-
 std::string ControlState::GrowElastic(JobRt& job, absl::Time now) {
   std::vector<std::pair<std::string, int32_t>> want;
   for (const v1::TaskRecord& t : job.rec.tasks()) {
@@ -124,39 +85,8 @@ void ControlState::Resize(JobRt& job, const std::string& note, absl::Time now) {
 }
 
 void ControlState::NewMembership(JobRt& job, absl::Time now) {
-  job.rec.set_membership_epoch(job.rec.membership_epoch() + 1);
   job.sized_at = now;
-  // Worker ids dense from 0 over the placed workers (RoleTraits::worker, in
-  // the spec's role order, then by index), then the other placed roles
-  // but the master; the tasks not placed follow in the same order.
-  Roles roles = FactsOf(job.rec);
-  int id = 0;
-  for (bool placed : {true, false}) {
-    for (bool worker : {true, false}) {
-      for (v1::TaskRecord& t : *job.rec.mutable_tasks()) {
-        if (t.node().empty() == placed || api::IsJobMasterRole(t.role())) continue;
-        auto it = roles.find(t.role());
-        if (it != roles.end() && it->second.worker == worker) t.set_worker_id(id++);
-      }
-    }
-  }
-  auto [placed, all] = ElasticSize(roles);
-  std::vector<std::string> elastic;  // in the spec's order
-  for (const v1::ReplicaSpec& rs : job.rec.spec().replicas()) {
-    if (rs.min_count() == 0) continue;
-    elastic.push_back(absl::StrCat(rs.role(), " ", roles[rs.role()].placed, " of ", rs.count(), " (minCount ",
-                                   rs.min_count(), ")"));
-  }
-  AddEvent(job, "membership",
-           absl::StrCat("membership epoch ", job.rec.membership_epoch(), ": ", placed, " of ", all,
-                        " elastic tasks placed (", absl::StrJoin(elastic, ", "), ")"),
-           now);
-}
-
-int PlacedWorkers(const JobRt& job) {
-  int n = 0;
-  for (const auto& [name, r] : FactsOf(job.rec)) n += r.worker ? r.placed : 0;
-  return n;
+  AddEvent(job, "membership", NextMembership(&job.rec), now);
 }
 
 }  // namespace trainyard::server

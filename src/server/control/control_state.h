@@ -366,9 +366,6 @@ class ControlState {
   // Launches task `task`; `ctx` (EnvContextFor the job, placement unchanged
   // since) saves building it again for each task of a batch.
   void LaunchTask(JobRt& job, int task, EnvContext* ctx = nullptr);
-  // The agent reported task `task`'s current launch (a status or a heartbeat
-  // that lists it): from now on a heartbeat without it counts as missing.
-  void Acknowledged(JobRt& job, int task);
   // Sends every running task of the job but `except` its files again (the
   // hosts file after a task moved).
   void PushFiles(JobRt& job, int except);
@@ -485,9 +482,6 @@ class ControlState {
   };
   bool ReplaceTask(JobRt& job, int task, const MoveWhy& why, absl::Time now);
   void AdoptRecoveredTasks(NodeRt& node);
-  // Sizes the per-task bookkeeping of a job from its record: the launch each
-  // task's statuses must belong to, and whether its agent had it (RUNNING).
-  static void LoadTaskState(JobRt& job);
   // Takes a job recovered from the store into the scheduler; its placed tasks
   // are adopted as their nodes register. False when the job cannot be
   // recovered (logged; it stays in the store).

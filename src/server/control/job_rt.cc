@@ -100,4 +100,21 @@ JobLogPlaces LogPlacesOf(const JobRt& job, const NodeTable& nodes) {
   return places;
 }
 
+void LoadTaskState(JobRt& job) {
+  const v1::JobRecord& rec = job.rec;
+  job.task_rt.assign(rec.tasks_size(), TaskRt{});
+  job.role_start.clear();
+  for (int i = 0; i < rec.tasks_size(); ++i) job.role_start.emplace(rec.tasks(i).role(), i);  // the first of each
+  for (int i = 0; i < rec.tasks_size(); ++i) {
+    // The launch its agent runs (the agent's restarts raised `attempt`); a
+    // task not placed waits for a launch at `attempt`.
+    const v1::TaskRecord& t = rec.tasks(i);
+    TaskRt& rt = job.task_rt[i];
+    rt.launch_base = t.node().empty() ? t.attempt() : t.launch_attempt();
+    // Running before a restart: its agent had it. A LAUNCHING one may never
+    // have reached its agent.
+    rt.acked = t.state() == v1::TASK_RUNNING || t.state() == v1::TASK_RESTARTING;
+  }
+}
+
 }  // namespace trainyard::server

@@ -79,13 +79,13 @@ struct JobRt {
   Counted counted = Counted::kNone;
 };
 
+// Sizes the per-task bookkeeping of a job from its record: the launch each
+// task's statuses must belong to, and whether its agent had it (RUNNING).
+void LoadTaskState(JobRt& job);
 // The index in job.rec.tasks of task `index` of `role`; -1 when it has none.
 int FindTask(const JobRt& job, const std::string& role, int index);
 // The spec of the role of task `task`; null when the spec has no such role.
 const v1::ReplicaSpec* ReplicaOf(const JobRt& job, int task);
-
-// Workers placed (TRAINYARD_NUM_WORKERS of an elastic job; control_elastic.cc).
-int PlacedWorkers(const JobRt& job);
 
 int64_t ToMs(absl::Time t);
 // When a finished job ended (Unix ms): its end time, else (records from

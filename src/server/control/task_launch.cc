@@ -9,6 +9,7 @@
 #include "api/restart_budgets.h"
 #include "api/roles.h"
 #include "common/task_env_names.h"
+#include "server/control/elastic_roles.h"
 #include "server/control/job_rt.h"
 
 namespace trainyard::server {
@@ -38,7 +39,7 @@ EnvContext EnvContextFor(const JobRt& job, const NodeTable& nodes, const std::st
   in.resume_step = job.rec.has_resume_step() ? job.rec.resume_step() : -1;
   if (api::IsElastic(job.rec.spec())) {
     in.membership_epoch = job.rec.membership_epoch();
-    in.num_workers = PlacedWorkers(job);
+    in.num_workers = PlacedWorkers(job.rec);
   }
   ctx.view_of.assign(job.rec.tasks_size(), -1);
   in.tasks.reserve(job.rec.tasks_size());
