@@ -28,7 +28,8 @@ endfunction()
 # the directory's files spread evenly over its batches. The files of a batch
 # see each other's includes; kept within one directory (one room), a file
 # cannot use another room's header without naming it, which the layering and
-# purity checks (they read #include lines) rely on. Tests, benchmarks and
+# purity checks (they read #include lines) rely on. A source added to the
+# library after this (target_sources) has no group and compiles alone. Tests, benchmarks and
 # programs keep plain batches (fewer compiler runs): a test program's files all
 # belong to its module's top-level room (Layering.cmake), and purity does not
 # read tests.

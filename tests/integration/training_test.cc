@@ -26,8 +26,6 @@ std::string ExamplesBin() {
   return std::filesystem::path(TrainyardBin()).parent_path().string() + "/examples/trainyard-ps-sgd";
 }
 
-bool Alive(int pid) { return pid > 0 && kill(pid, 0) == 0; }
-
 // The last "epoch N loss X" of a log, or -1.
 double FinalLoss(const std::string& log) {
   std::regex re("epoch \\d+ loss ([0-9.]+)");

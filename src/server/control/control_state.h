@@ -15,7 +15,10 @@
 // recovery), control_stops.cc (a node whose agent stops on purpose, a
 // worker its job master found hung), control_admin.cc (cordon, drain,
 // remove; nodes taken out of placement for failing launches or low disk),
-// control_views.cc (what clients see).
+// control_views.cc (one job's or node's view, where a job's logs are). The
+// rooms' other units (each with its header: job_counts.h, order_desk.h,
+// task_launch.h, ...; docs/architecture.md lists them) hold what these
+// handlers coordinate.
 #pragma once
 
 #include <cstdint>
@@ -273,7 +276,7 @@ class ControlState {
   // are checked when `sweep`, else only those touched since the last one).
   ViewStore::NodesPtr PublishedNodes(bool sweep = true) { return publisher_.PublishedNodes(sweep); }
   v1::ListQueuesResponse ListQueues() const { return publisher_.QueuesView(); }
-  // Where the tasks of `job` are, for the log hub (control_logs.cc).
+  // Where the tasks of `job` are, for the log hub (LogPlacesOf, job_rt.h).
   // NotFound naming the job.
   absl::StatusOr<JobLogPlaces> LogPlaces(const std::string& job) const;
   ManagerStats Stats() const { return stats_; }

@@ -107,6 +107,23 @@ TEST_F(OrderDeskTest, AfterDurableAnOrderWaitsForItsWriteAndNothingWaitsWithNoWr
   EXPECT_EQ(desk.queued(), 0u);
 }
 
+TEST_F(OrderDeskTest, AFailedWritesOrdersWaitForTheNextWriteAndAReleasedLaunchCountsBeatsAfresh) {
+  OrderDesk desk(true, persister_, nodes_, jobs_, &backend_);
+  uint64_t write = SendWrite();
+  ASSERT_GT(write, 0u);
+  desk.Order(Launch("n1", 0));
+  persister_.Done(write, {"train"}, {}, absl::UnavailableError("etcd"), false);  // marked again
+  desk.WriteDone(write, /*ok=*/false);
+  EXPECT_EQ(backend_.launches.size(), 0u) << "a launch went before what led to it was written";
+  EXPECT_EQ(desk.queued(), 1u);
+  uint64_t next = SendWrite();  // the failed write's records again
+  ASSERT_EQ(next, write + 1);
+  jobs_["train"]->task_rt[0].missing_beats = 5;
+  Answer(desk, next);
+  ASSERT_EQ(backend_.launches.size(), 1u);
+  EXPECT_EQ(jobs_["train"]->task_rt[0].missing_beats, 0) << "beats before the launch went still count";
+}
+
 TEST_F(OrderDeskTest, AReleasedLaunchGoesOnlyIfItsTaskIsStillPlacedSo) {
   OrderDesk desk(true, persister_, nodes_, jobs_, &backend_);
   uint64_t write = SendWrite();

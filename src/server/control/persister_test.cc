@@ -46,11 +46,13 @@ TEST_F(PersisterTest, OneWriteAtATimeAndAFailedOnesRecordsAreMarkedAgain) {
 TEST_F(PersisterTest, AFailedWriteHandsBackItsPurgesAndMetadataKeysASucceededOneNone) {
   p_.batch().PurgeJob(7);
   p_.batch().PutMeta("next_job_id_floor", "9");
+  p_.MarkJob("a");
   std::optional<Persister::Write> w = Take();
   ASSERT_TRUE(w.has_value());
   Persister::RawWrites raw = p_.Done(w->seq, w->jobs, w->nodes, absl::UnavailableError("etcd"), /*stopping=*/true);
   EXPECT_THAT(raw.purges, ElementsAre(7u));
   EXPECT_THAT(raw.meta_keys, ElementsAre("next_job_id_floor"));
+  EXPECT_FALSE(p_.pending()) << "a write failed while stopping is not marked again";
 
   p_.batch().PurgeJob(8);
   w = Take();

@@ -39,6 +39,19 @@ TEST(ReconcileRuleTest, ATaskOfAStoppingJobThatItsAgentDoesNotHaveIsGoneAcknowle
   EXPECT_EQ(OnBeat(rt, {.stopping = true, .launching = true}), Unlisted::kGone);
 }
 
+TEST(ReconcileRuleTest, AnUnacknowledgedTaskPastLaunchingIsNeitherGoneNorLaunchedAgain) {
+  TaskRt rt;  // RUNNING from a status of an older launch, say: not this launch's
+  for (int i = 0; i < 2 * kUnackedBeats; ++i) EXPECT_EQ(OnBeat(rt, {}), Unlisted::kWait) << "beat " << i;
+}
+
+TEST(ReconcileRuleTest, AnAcknowledgedTaskOfAStoppingJobIsGoneAfterThreeBeats) {
+  TaskRt rt;
+  Acknowledge(rt);
+  EXPECT_EQ(OnBeat(rt, {.stopping = true}), Unlisted::kWait);
+  EXPECT_EQ(OnBeat(rt, {.stopping = true}), Unlisted::kWait);
+  EXPECT_EQ(OnBeat(rt, {.stopping = true}), Unlisted::kGone);
+}
+
 TEST(ReconcileRuleTest, AnEndedTaskIsNeverMissing) {
   TaskRt rt;
   Acknowledge(rt);

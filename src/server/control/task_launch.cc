@@ -114,7 +114,7 @@ v1::TaskSpec TaskSpecFor(const JobRt& job, int i, const v1::ReplicaSpec& rs, api
   spec.set_kill_grace_ms(settings.kill_grace_ms);
   if (rs.user_credential()) {
     spec.set_user_credential(true);
-    spec_env[kServerEnv] = settings.server_address;
+    spec_env[kServerEnv] = std::string(settings.server_address);
   }
   return spec;
 }

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/task_env.h"
@@ -44,7 +45,7 @@ v1::TaskFiles TaskFilesFor(const JobRt& job, int task, EnvContext& ctx);
 // What of the server goes into every launch.
 struct LaunchSettings {
   int kill_grace_ms = 0;
-  std::string server_address;  // TRAINYARD_SERVER of a task with the user's credential
+  std::string_view server_address;  // TRAINYARD_SERVER of a task with the user's credential
 };
 // The launch of task `task` (of role `rs`) with its environment `env`: its
 // command, env (the spec's, then the contract's), files, sealed secrets,
