@@ -39,19 +39,18 @@ absl::Status JobCounts::CheckUser(const std::string& user, absl::Time now, int j
         "user ", user, " has ", u.pending, " jobs waiting to start, the most this server takes per user "
         "(maxPendingJobsPerUser ", max_pending_, "): wait for some to start, or kill some"));
   }
-  const int rate = rate_;
-  if (rate <= 0 || jobs <= 0) return absl::OkStatus();
-  // `rate` a second, a burst of up to one second's worth. An array takes
+  if (rate_ <= 0 || jobs <= 0) return absl::OkStatus();
+  // `rate_` a second, a burst of up to one second's worth. An array takes
   // one token per element, all or none.
-  if (jobs > rate) {
+  if (jobs > rate_) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "user ", user, ": an array of ", jobs, " elements is more than the ", rate,
+        "user ", user, ": an array of ", jobs, " elements is more than the ", rate_,
         " jobs a second this server takes per user (maxSubmissionsPerSecondPerUser): submit it as smaller arrays"));
   }
-  u.submissions.Refill(now, rate, rate);
+  u.submissions.Refill(now, rate_, rate_);
   if (u.submissions.tokens < jobs) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "user ", user, " submits faster than the ", rate, " jobs a second this server takes per user "
+        "user ", user, " submits faster than the ", rate_, " jobs a second this server takes per user "
         "(maxSubmissionsPerSecondPerUser): try again in a moment"));
   }
   u.submissions.tokens -= jobs;
